@@ -1,0 +1,59 @@
+// Package courier is the vocabulary shared by both ends of courier's
+// at-least-once notification contract: delivery statuses, stable error codes
+// and the sentinel errors that carry them.
+//
+// The sender side lives in [github.com/courier-go/courier/store] (the outbox,
+// written inside the application's own transaction) and
+// [github.com/courier-go/courier/client] (the delivery worker). The receiver
+// side lives in [github.com/courier-go/courier/handler]. The wire contract
+// (canonical JSON, digests, the Ack document) is in
+// [github.com/courier-go/courier/ack] and the signing schemes are in
+// [github.com/courier-go/courier/signature].
+//
+// This package performs no I/O and imports nothing outside the standard library.
+package courier
+
+// Status is the state of one delivery in the outbox.
+//
+//	pending --claim--> leased --2xx + valid ack--> succeeded
+//	                     |--retryable--> retry_wait --due--> leased
+//	                     |--permanent--> failed
+//	                     |--subscription changed/disabled--> suppressed
+//	                     '--payload digest mismatch--> quarantined
+type Status string
+
+// The delivery statuses.
+const (
+	StatusPending     Status = "pending"
+	StatusLeased      Status = "leased"
+	StatusRetryWait   Status = "retry_wait"
+	StatusSucceeded   Status = "succeeded"
+	StatusFailed      Status = "failed"
+	StatusSuppressed  Status = "suppressed"
+	StatusQuarantined Status = "quarantined"
+)
+
+// Statuses lists every status in state-machine order.
+var Statuses = []Status{
+	StatusPending, StatusLeased, StatusRetryWait, StatusSucceeded,
+	StatusFailed, StatusSuppressed, StatusQuarantined,
+}
+
+// Final reports whether no further attempt will be made in status s.
+func (s Status) Final() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusSuppressed, StatusQuarantined:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
