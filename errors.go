@@ -6,7 +6,7 @@ import "errors"
 // when their codes are equal, so a wrapped, more specific error still matches
 // the package's sentinel:
 //
-//	errors.Is(fmt.Errorf("enqueue: %w", courier.Errorf(courier.CodeIdempotencyCollision, "…")), courier.ErrIdempotencyCollision)
+//	errors.Is(fmt.Errorf("enqueue: %w", courier.NewError(courier.CodeIdempotencyCollision, "…")), courier.ErrIdempotencyCollision)
 //
 // The message must be content-free like the code: no payload, header or
 // secret bytes.
@@ -19,9 +19,8 @@ type Error struct {
 	Err error
 }
 
-// Errorf returns an *Error with the code and a message. It does not format;
-// the name mirrors fmt.Errorf for readability at call sites.
-func Errorf(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
+// NewError returns an *Error with the code and a content-free message.
+func NewError(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
 
 // Wrap returns an *Error with the code and message that is a case of class.
 func Wrap(class error, code Code, msg string) *Error { return &Error{Code: code, Msg: msg, Err: class} }
