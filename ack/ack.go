@@ -1,0 +1,160 @@
+// Package ack is courier's wire contract: canonical JSON, SHA-256 digests,
+// the Ack document a receiver answers with, and the built-in payload
+// profiles that shape notifications and their Acks.
+//
+// A receiver that accepted a notification answers 200 with an Ack that binds
+// the exact bytes it received:
+//
+//	{"notification_id":"…","notification_sha256":"<hex>","schema":"courier.ack.v1","status":"accepted"}
+//
+// The sender verifies the Ack exactly ([Ack.Verify]): an Ack that does not
+// prove receipt of those bytes is a contract violation, and the delivery
+// fails with code ack_invalid rather than being retried.
+package ack
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/courier-go/courier"
+)
+
+// SchemaV1 is the schema of courier's own Ack document.
+const SchemaV1 = "courier.ack.v1"
+
+// StatusAccepted is the only status an Ack carries.
+const StatusAccepted = "accepted"
+
+// MaxAckSize bounds the Ack a sender reads from a response.
+const MaxAckSize = 16 << 10
+
+// The members every Ack has.
+const (
+	fieldSchema = "schema"
+	fieldID     = "notification_id"
+	fieldStatus = "status"
+	fieldSHA256 = "notification_sha256"
+)
+
+// Ack is an acknowledgement document. Every member is a string. Profiles add
+// members of their own in Extra (the terminal profile adds event_id and
+// site_id).
+type Ack struct {
+	Schema             string
+	NotificationID     string
+	Status             string
+	NotificationSHA256 string
+	Extra              map[string]string
+}
+
+// New returns courier's own Ack for the notification id received as body.
+func New(id string, body []byte) Ack {
+	return Ack{Schema: SchemaV1, NotificationID: id, Status: StatusAccepted, NotificationSHA256: Digest(body)}
+}
+
+func (a Ack) members() map[string]string {
+	m := make(map[string]string, 4+len(a.Extra))
+	maps.Copy(m, a.Extra)
+	m[fieldSchema] = a.Schema
+	m[fieldID] = a.NotificationID
+	m[fieldStatus] = a.Status
+	m[fieldSHA256] = a.NotificationSHA256
+	return m
+}
+
+// Marshal returns the Ack's canonical JSON bytes (keys sorted), the bytes a
+// receiver stores and replays for every redelivery.
+func (a Ack) Marshal() []byte {
+	m := a.members()
+	keys := slices.Sorted(maps.Keys(m))
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, m[k])
+	}
+	return append(b, '}')
+}
+
+// Parse reads an Ack strictly: one JSON object whose members are all
+// strings, no duplicate keys, the four common members present. It does not
+// judge the values; see Verify.
+func Parse(b []byte) (Ack, error) {
+	if len(b) > MaxAckSize {
+		return Ack{}, invalid("ack too large")
+	}
+	v, err := parse(b)
+	if err != nil {
+		if errors.Is(err, ErrDuplicateKey) {
+			return Ack{}, invalid("duplicate member")
+		}
+		return Ack{}, invalid("not JSON")
+	}
+	if v.kind != kindObject {
+		return Ack{}, invalid("not an object")
+	}
+	var a Ack
+	for _, m := range v.members {
+		if m.val.kind != kindString {
+			return Ack{}, invalid("member is not a string")
+		}
+		switch m.key {
+		case fieldSchema:
+			a.Schema = m.val.text
+		case fieldID:
+			a.NotificationID = m.val.text
+		case fieldStatus:
+			a.Status = m.val.text
+		case fieldSHA256:
+			a.NotificationSHA256 = m.val.text
+		default:
+			if a.Extra == nil {
+				a.Extra = make(map[string]string)
+			}
+			a.Extra[m.key] = m.val.text
+		}
+	}
+	if a.Schema == "" || a.NotificationID == "" || a.Status == "" || a.NotificationSHA256 == "" {
+		return Ack{}, invalid("member missing")
+	}
+	return a, nil
+}
+
+// Verify checks that got is exactly this Ack: the same members, each with
+// the same value, and no other member. Member order and whitespace do not
+// matter. The error wraps courier.ErrAckInvalid and names which part
+// differed, never its content.
+func (a Ack) Verify(got []byte) error {
+	g, err := Parse(got)
+	if err != nil {
+		return err
+	}
+	switch {
+	case g.Schema != a.Schema:
+		return invalid("wrong schema")
+	case g.NotificationID != a.NotificationID:
+		return invalid("wrong notification_id")
+	case g.Status != a.Status:
+		return invalid("wrong status")
+	case g.NotificationSHA256 != a.NotificationSHA256:
+		return invalid("wrong notification_sha256")
+	case len(g.Extra) != len(a.Extra):
+		return invalid("unexpected or missing member")
+	}
+	for k, want := range a.Extra {
+		if have, ok := g.Extra[k]; !ok || have != want {
+			return invalid(fmt.Sprintf("wrong %s", k))
+		}
+	}
+	return nil
+}
+
+func invalid(msg string) error {
+	return courier.Wrap(courier.ErrAckInvalid, courier.CodeAckInvalid, msg)
+}

@@ -1,0 +1,163 @@
+package ack
+
+import (
+	"encoding/json"
+	"slices"
+)
+
+// The terminal profile's wire strings. They are the reference system's and
+// must match byte for byte.
+const (
+	TerminalSchema    = "blun.cms-source-terminal-notification.v1"
+	TerminalAckSchema = "blun.cms-source-terminal-notification-ack.v1"
+	terminalIDPrefix  = "terminal-"
+)
+
+// TerminalStatuses are the values of Terminal.TerminalStatus.
+var TerminalStatuses = []string{
+	"cancelled", "deleted", "deletion_failed", "localization_failed",
+	"publication_blocked", "publication_failed", "published", "superseded",
+}
+
+// Terminal is a terminal notification: the verified end of a localization
+// lifecycle, sent by a website host to its source CMS. Every field is
+// required and no other field is allowed. NotificationID is derived from the
+// content (see NewTerminal) and LifecycleSHA256 is null exactly when the
+// status is cancelled or superseded.
+type Terminal struct {
+	Schema                 string  `json:"schema" validate:"eq=blun.cms-source-terminal-notification.v1"`
+	NotificationID         string  `json:"notification_id" validate:"courier_token"`
+	EventID                string  `json:"event_id" validate:"courier_token"`
+	SiteID                 string  `json:"site_id" validate:"courier_token"`
+	PlanID                 string  `json:"plan_id" validate:"courier_token"`
+	WebsiteVersion         string  `json:"website_version" validate:"courier_token"`
+	SourceSequence         int64   `json:"source_sequence" validate:"gt=0"`
+	JobCount               int64   `json:"job_count" validate:"gt=0"`
+	ChangeSHA256           string  `json:"change_sha256" validate:"courier_sha256"`
+	LifecycleBindingSHA256 string  `json:"lifecycle_binding_sha256" validate:"courier_sha256"`
+	TerminalStatus         string  `json:"terminal_status" validate:"oneof=cancelled deleted deletion_failed localization_failed publication_blocked publication_failed published superseded"`
+	LifecycleSHA256        *string `json:"lifecycle_sha256" validate:"omitnil,courier_sha256"`
+}
+
+// terminalFields is Terminal's exact member set.
+var terminalFields = []string{
+	"change_sha256", "event_id", "job_count", "lifecycle_binding_sha256",
+	"lifecycle_sha256", "notification_id", "plan_id", "schema", "site_id",
+	"source_sequence", "terminal_status", "website_version",
+}
+
+// NewTerminal completes t with its schema and content-derived
+// notification_id and validates it. The other fields must be set.
+func NewTerminal(t Terminal) (Terminal, error) {
+	t.Schema = TerminalSchema
+	t.NotificationID = ""
+	id, err := t.DerivedID()
+	if err != nil {
+		return Terminal{}, err
+	}
+	t.NotificationID = id
+	if err := Validate(t); err != nil {
+		return Terminal{}, err
+	}
+	return t, nil
+}
+
+// DerivedID returns the notification_id t's content implies: "terminal-"
+// followed by the hex SHA-256 of the canonical JSON of every field but
+// notification_id.
+func (t Terminal) DerivedID() (string, error) {
+	type content struct { // Terminal without notification_id
+		Schema                 string  `json:"schema"`
+		EventID                string  `json:"event_id"`
+		SiteID                 string  `json:"site_id"`
+		PlanID                 string  `json:"plan_id"`
+		WebsiteVersion         string  `json:"website_version"`
+		SourceSequence         int64   `json:"source_sequence"`
+		JobCount               int64   `json:"job_count"`
+		ChangeSHA256           string  `json:"change_sha256"`
+		LifecycleBindingSHA256 string  `json:"lifecycle_binding_sha256"`
+		TerminalStatus         string  `json:"terminal_status"`
+		LifecycleSHA256        *string `json:"lifecycle_sha256"`
+	}
+	b, err := Marshal(content{
+		t.Schema, t.EventID, t.SiteID, t.PlanID, t.WebsiteVersion, t.SourceSequence,
+		t.JobCount, t.ChangeSHA256, t.LifecycleBindingSHA256, t.TerminalStatus, t.LifecycleSHA256,
+	})
+	if err != nil {
+		return "", err
+	}
+	return terminalIDPrefix + Digest(b), nil
+}
+
+// Check applies the rules struct tags cannot express: lifecycle_sha256 is
+// null exactly when the status is cancelled or superseded, and
+// notification_id is the one the content implies.
+func (t Terminal) Check() error {
+	var fields []FieldError
+	withoutLifecycle := t.TerminalStatus == "cancelled" || t.TerminalStatus == "superseded"
+	if withoutLifecycle != (t.LifecycleSHA256 == nil) {
+		fields = append(fields, FieldError{Field: "lifecycle_sha256", Rule: "null_iff_cancelled_or_superseded"})
+	}
+	if id, err := t.DerivedID(); err != nil || id != t.NotificationID {
+		fields = append(fields, FieldError{Field: "notification_id", Rule: "content_derived"})
+	}
+	if fields != nil {
+		return &ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// UnmarshalJSON decodes a terminal notification strictly: every member must
+// be present (lifecycle_sha256 as null where it has no value) and no other
+// member is allowed.
+func (t *Terminal) UnmarshalJSON(b []byte) error {
+	v, err := parse(b)
+	if err != nil {
+		return err
+	}
+	if v.kind != kindObject {
+		return &ValidationError{Fields: []FieldError{{Field: "", Rule: "object"}}}
+	}
+	var fields []FieldError
+	seen := make([]string, 0, len(v.members))
+	for _, m := range v.members {
+		if _, ok := slices.BinarySearch(terminalFields, m.key); !ok {
+			fields = append(fields, FieldError{Field: m.key, Rule: "unknown"})
+			continue
+		}
+		seen = append(seen, m.key)
+	}
+	for _, name := range terminalFields {
+		if !slices.Contains(seen, name) {
+			fields = append(fields, FieldError{Field: name, Rule: "required"})
+		}
+	}
+	if fields != nil {
+		return &ValidationError{Fields: fields}
+	}
+	type plain Terminal // no UnmarshalJSON method
+	return json.Unmarshal(b, (*plain)(t))
+}
+
+// DedupeKey returns the notification_id, a receiver's dedupe key.
+func (t Terminal) DedupeKey() string { return t.NotificationID }
+
+// Payload returns t's canonical JSON: the bytes a sender enqueues and sends.
+func (t Terminal) Payload() ([]byte, error) { return Marshal(t) }
+
+// Ack returns the terminal Ack for t received as body. Its
+// notification_sha256 is the digest of the canonical payload, which is the
+// digest of the bytes a courier sender sends.
+func (t Terminal) Ack(body []byte) (Ack, error) {
+	canonical, err := Canonical(body)
+	if err != nil {
+		return Ack{}, err
+	}
+	return Ack{
+		Schema:             TerminalAckSchema,
+		NotificationID:     t.NotificationID,
+		Status:             StatusAccepted,
+		NotificationSHA256: Digest(canonical),
+		Extra:              map[string]string{"event_id": t.EventID, "site_id": t.SiteID},
+	}, nil
+}

@@ -1,0 +1,253 @@
+package ack_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+)
+
+// terminalVector is one case of testdata/terminal/vectors.json, computed by
+// gen.py from the reference system's rules.
+type terminalVector struct {
+	Name           string          `json:"name"`
+	Content        json.RawMessage `json:"content"`
+	NotificationID string          `json:"notification_id"`
+	Payload        string          `json:"payload"`
+	PayloadSHA256  string          `json:"payload_sha256"`
+	Ack            string          `json:"ack"`
+	AckSHA256      string          `json:"ack_sha256"`
+}
+
+func terminalVectors(t *testing.T) []terminalVector {
+	t.Helper()
+	var vs []terminalVector
+	if err := json.Unmarshal(readFile(t, "testdata/terminal/vectors.json"), &vs); err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) < 8 {
+		t.Fatalf("only %d terminal vectors", len(vs))
+	}
+	return vs
+}
+
+func TestTerminalVectors(t *testing.T) {
+	t.Parallel()
+	for _, v := range terminalVectors(t) {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			var content ack.Terminal
+			if err := json.Unmarshal(v.Content, (*terminalFields)(&content)); err != nil {
+				t.Fatal(err)
+			}
+			n, err := ack.NewTerminal(content)
+			if err != nil {
+				t.Fatalf("NewTerminal: %v", err)
+			}
+			if n.NotificationID != v.NotificationID {
+				t.Fatalf("notification_id = %s, want %s", n.NotificationID, v.NotificationID)
+			}
+			payload, err := n.Payload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(payload) != v.Payload {
+				t.Fatalf("payload\n got: %s\nwant: %s", payload, v.Payload)
+			}
+			if got := ack.Digest(payload); got != v.PayloadSHA256 {
+				t.Fatalf("payload digest = %s, want %s", got, v.PayloadSHA256)
+			}
+
+			// The receiver's view: strict decode, validation, Ack.
+			var got ack.Terminal
+			if err := json.Unmarshal([]byte(v.Payload), &got); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if err := ack.Validate(got); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			a, err := got.Ack([]byte(v.Payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(a.Marshal()) != v.Ack {
+				t.Fatalf("ack\n got: %s\nwant: %s", a.Marshal(), v.Ack)
+			}
+			if ack.Digest(a.Marshal()) != v.AckSHA256 {
+				t.Fatalf("ack digest mismatch")
+			}
+
+			// The sender's view: the profile expects exactly this Ack.
+			p, _ := ack.Builtin(ack.ProfileTerminal)
+			want, err := p.Expect(v.NotificationID, []byte(v.Payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := want.Verify([]byte(v.Ack)); err != nil {
+				t.Fatalf("Verify(reference ack): %v", err)
+			}
+		})
+	}
+}
+
+// terminalFields decodes a vector's content without the strict member check
+// (the content lacks notification_id by construction).
+type terminalFields ack.Terminal
+
+func TestTerminalRejects(t *testing.T) {
+	t.Parallel()
+	v := terminalVectors(t)[0]
+	cancelled := terminalVectors(t)[1]
+	tests := []struct {
+		name   string
+		edit   func(m map[string]any)
+		base   string
+		field  string
+		decode bool // the failure is at decode time (members, types)
+	}{
+		{"unknown member", func(m map[string]any) { m["extra"] = 1 }, v.Payload, "extra", true},
+		{"missing member", func(m map[string]any) { delete(m, "plan_id") }, v.Payload, "plan_id", true},
+		{"boolean sequence", func(m map[string]any) { m["source_sequence"] = true }, v.Payload, "", true},
+		{"float sequence", func(m map[string]any) { m["source_sequence"] = 1.5 }, v.Payload, "", true},
+		{"zero job count", func(m map[string]any) { m["job_count"] = 0 }, v.Payload, "job_count", false},
+		{"bad schema", func(m map[string]any) { m["schema"] = "other" }, v.Payload, "schema", false},
+		{"bad token", func(m map[string]any) { m["site_id"] = "a b" }, v.Payload, "site_id", false},
+		{"long token", func(m map[string]any) { m["plan_id"] = strings.Repeat("p", 257) }, v.Payload, "plan_id", false},
+		{"uppercase digest", func(m map[string]any) { m["change_sha256"] = strings.ToUpper(m["change_sha256"].(string)) }, v.Payload, "change_sha256", false},
+		{"unknown status", func(m map[string]any) { m["terminal_status"] = "done" }, v.Payload, "terminal_status", false},
+		{"lifecycle null when published", func(m map[string]any) { m["lifecycle_sha256"] = nil }, v.Payload, "lifecycle_sha256", false},
+		{"lifecycle set when cancelled", func(m map[string]any) { m["lifecycle_sha256"] = ack.Digest(nil) }, cancelled.Payload, "lifecycle_sha256", false},
+		{"id not derived", func(m map[string]any) { m["notification_id"] = "terminal-" + ack.Digest(nil) }, v.Payload, "notification_id", false},
+		{"content changed under id", func(m map[string]any) { m["job_count"] = 4 }, v.Payload, "notification_id", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var m map[string]any
+			if err := json.Unmarshal([]byte(tt.base), &m); err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(m)
+			b, _ := json.Marshal(m)
+			var n ack.Terminal
+			err := json.Unmarshal(b, &n)
+			if tt.decode {
+				if err == nil {
+					t.Fatal("decode accepted the payload")
+				}
+				if tt.field != "" && !hasField(ack.DecodeError(err), tt.field) {
+					t.Fatalf("decode error %v does not name %s", err, tt.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			err = ack.Validate(n)
+			if !errors.Is(err, courier.ErrPayloadInvalid) {
+				t.Fatalf("Validate = %v, want ErrPayloadInvalid", err)
+			}
+			var ve *ack.ValidationError
+			if !errors.As(err, &ve) || !hasField(ve, tt.field) {
+				t.Fatalf("Validate = %v, want a field error on %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func hasField(ve *ack.ValidationError, field string) bool {
+	if ve == nil {
+		return false
+	}
+	return slices.ContainsFunc(ve.Fields, func(f ack.FieldError) bool { return f.Field == field })
+}
+
+func TestAckVerify(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"notification_id":"n-1","x":1}`)
+	want := ack.New("n-1", body)
+	exact := want.Marshal()
+	if string(exact) != `{"notification_id":"n-1","notification_sha256":"`+ack.Digest(body)+`","schema":"courier.ack.v1","status":"accepted"}` {
+		t.Fatalf("Marshal = %s", exact)
+	}
+	if err := want.Verify(exact); err != nil {
+		t.Fatalf("Verify(exact) = %v", err)
+	}
+	reordered := `{ "status":"accepted", "schema":"courier.ack.v1", "notification_sha256":"` + ack.Digest(body) + `", "notification_id":"n-1" }`
+	if err := want.Verify([]byte(reordered)); err != nil {
+		t.Fatalf("Verify(reordered) = %v", err)
+	}
+	bad := map[string]string{
+		"wrong digest":  strings.Replace(string(exact), ack.Digest(body), ack.Digest(nil), 1),
+		"wrong id":      strings.Replace(string(exact), `"n-1"`, `"n-2"`, 1),
+		"wrong schema":  strings.Replace(string(exact), "courier.ack.v1", "courier.ack.v2", 1),
+		"wrong status":  strings.Replace(string(exact), "accepted", "rejected", 1),
+		"extra member":  strings.Replace(string(exact), "{", `{"extra":"1",`, 1),
+		"missing":       `{"notification_id":"n-1","schema":"courier.ack.v1","status":"accepted"}`,
+		"duplicate key": strings.Replace(string(exact), "{", `{"status":"accepted",`, 1),
+		"number member": strings.Replace(string(exact), `"accepted"`, `1`, 1),
+		"not json":      `accepted`,
+		"array":         `[]`,
+		"empty":         ``,
+		"too large":     `{"pad":"` + strings.Repeat("x", ack.MaxAckSize) + `"}`,
+	}
+	for name, got := range bad {
+		err := want.Verify([]byte(got))
+		if !errors.Is(err, courier.ErrAckInvalid) || courier.CodeOf(err) != courier.CodeAckInvalid {
+			t.Errorf("%s: Verify = %v, want ack_invalid", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), ack.Digest(body)) {
+			t.Errorf("%s: error leaks content: %v", name, err)
+		}
+	}
+}
+
+func TestAckParseRoundTrip(t *testing.T) {
+	t.Parallel()
+	a := ack.Ack{Schema: "s", NotificationID: "id", Status: ack.StatusAccepted, NotificationSHA256: ack.Digest(nil), Extra: map[string]string{"site_id": "x\u2028<"}}
+	got, err := ack.Parse(a.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Verify(got.Marshal()); err != nil {
+		t.Fatalf("round trip: %v", err)
+	}
+}
+
+func TestValidatorRules(t *testing.T) {
+	t.Parallel()
+	type payload struct {
+		ID     string `json:"id" validate:"courier_token"`
+		Digest string `json:"digest" validate:"courier_sha256"`
+		N      int    `json:"count" validate:"gte=1"`
+	}
+	err := ack.Validate(payload{ID: "bad id", Digest: "abc", N: 0})
+	var ve *ack.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v", err)
+	}
+	want := []ack.FieldError{{Field: "id", Rule: "courier_token"}, {Field: "digest", Rule: "courier_sha256"}, {Field: "count", Rule: "gte"}}
+	if !slices.Equal(ve.Fields, want) {
+		t.Fatalf("fields = %v, want %v", ve.Fields, want)
+	}
+	if err := ack.Validate(payload{ID: "ok:1", Digest: ack.Digest(nil), N: 1}); err != nil {
+		t.Fatalf("valid payload: %v", err)
+	}
+}
+
+func TestTokensAndDigests(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{"a": true, "A-z_0.9:": true, "": false, "a b": false, "é": false, strings.Repeat("x", 256): true, strings.Repeat("x", 257): false} {
+		if ack.IsToken(s) != want {
+			t.Errorf("IsToken(%q) = %v", s, !want)
+		}
+	}
+	d := ack.Digest([]byte("abc"))
+	if d != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" || !ack.IsDigest(d) || ack.IsDigest(strings.ToUpper(d)) || ack.IsDigest(d[1:]) {
+		t.Fatalf("Digest/IsDigest wrong for %s", d)
+	}
+}

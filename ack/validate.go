@@ -1,0 +1,134 @@
+package ack
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/go-playground/validator/v10"
+
+	"github.com/courier-go/courier"
+)
+
+// FieldError names one field that failed validation and the rule it broke.
+// It never carries the field's value.
+type FieldError struct {
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+}
+
+// ValidationError lists the fields of a payload that failed validation. It
+// wraps courier.ErrPayloadInvalid.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	names := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		names[i] = f.Field + " (" + f.Rule + ")"
+	}
+	return "ack: invalid payload: " + strings.Join(names, ", ")
+}
+
+// Unwrap returns courier.ErrPayloadInvalid.
+func (e *ValidationError) Unwrap() error { return courier.ErrPayloadInvalid }
+
+// Checker is implemented by payloads with rules that struct tags cannot
+// express (one field's value depending on another's). Check returns a
+// *ValidationError.
+type Checker interface {
+	Check() error
+}
+
+var (
+	validateOnce sync.Once
+	validate     *validator.Validate
+)
+
+// Validator returns the validator/v10 instance courier validates payloads
+// with. Beyond the built-in rules it knows:
+//
+//	courier_token   1–256 of A-Z a-z 0-9 _ . : -   (IsToken)
+//	courier_sha256  64 lowercase hex characters    (IsDigest)
+//
+// Field errors are named by their JSON names. The instance is shared and
+// safe for concurrent use; register further rules on a validator of your own.
+func Validator() *validator.Validate {
+	validateOnce.Do(func() {
+		v := validator.New(validator.WithRequiredStructEnabled())
+		v.RegisterTagNameFunc(jsonName)
+		must(v.RegisterValidation("courier_token", func(fl validator.FieldLevel) bool { return IsToken(fl.Field().String()) }))
+		must(v.RegisterValidation("courier_sha256", func(fl validator.FieldLevel) bool { return IsDigest(fl.Field().String()) }))
+		validate = v
+	})
+	return validate
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // a misspelt rule name: a programming error caught by any test
+	}
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return ""
+	case "":
+		return f.Name
+	}
+	return name
+}
+
+// Validate checks v against its `validate` struct tags and, if v is a
+// Checker, its own rules. Failures are a *ValidationError listing every
+// failing field.
+func Validate(v any) error {
+	err := Validator().Struct(v)
+	var verrs validator.ValidationErrors
+	switch {
+	case errors.As(err, &verrs):
+		fields := make([]FieldError, len(verrs))
+		for i, fe := range verrs {
+			fields[i] = FieldError{Field: fieldPath(fe.Namespace()), Rule: fe.Tag()}
+		}
+		return &ValidationError{Fields: fields}
+	case err != nil:
+		return err
+	}
+	if c, ok := v.(Checker); ok {
+		return c.Check()
+	}
+	return nil
+}
+
+// fieldPath drops the struct type name validator puts first: "Terminal.site_id" -> "site_id".
+func fieldPath(ns string) string {
+	if _, rest, ok := strings.Cut(ns, "."); ok {
+		return rest
+	}
+	return ns
+}
+
+// DecodeError turns an encoding/json error from decoding a payload into a
+// *ValidationError naming the field, when it concerns one field (a wrong
+// type, an unknown field); otherwise it returns nil.
+func DecodeError(err error) *ValidationError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &ValidationError{Fields: []FieldError{{Field: te.Field, Rule: "type"}}}
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return ve
+	}
+	const unknown = "json: unknown field "
+	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
+		return &ValidationError{Fields: []FieldError{{Field: strings.Trim(msg[len(unknown):], `"`), Rule: "unknown"}}}
+	}
+	return nil
+}

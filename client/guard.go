@@ -1,0 +1,446 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// Guard is the destination policy of the worker's HTTP transport. The zero
+// value is the safe default: https only, port 443 only, every resolved
+// address must be public.
+//
+// An address is public unless it lies in a special-purpose range: unspecified,
+// this-network (0/8), loopback, private (RFC 1918), shared (CGNAT 100.64/10),
+// link-local (including 169.254.169.254), multicast, broadcast, reserved
+// (240/4), IETF protocol assignments (192.0.0/24), benchmarking,
+// documentation, IPv6 unique-local (fc00::/7), site-local (fec0::/10) or
+// discard-only (100::/64). An IPv6 address that carries an IPv4 address
+// (IPv4-mapped, IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo) is
+// forbidden when any IPv4 address it carries is forbidden. Zone-scoped
+// addresses (fe80::1%eth0) are always forbidden.
+//
+// Every refusal is an error that matches [courier.ErrDestinationForbidden]
+// with code [courier.CodeDestinationForbidden]. Its message names the reason
+// class only, never the URL, its userinfo or its query.
+type Guard struct {
+	// AllowPrefixes opens address ranges the policy otherwise forbids (for
+	// tests and private deployments), e.g.
+	// netip.MustParsePrefix("127.0.0.1/32"). A prefix opens exactly the
+	// addresses it contains: 127.0.0.1/32 opens neither ::1 nor the NAT64 form
+	// 64:ff9b::7f00:1. IPv4-mapped addresses (::ffff:127.0.0.1) are matched
+	// as the IPv4 address they are, so give IPv4 ranges in IPv4 form.
+	// Defaults to none.
+	AllowPrefixes []netip.Prefix
+
+	// AllowPorts are ports allowed besides 443. The port rule applies to
+	// every scheme, so plain http on its default port needs 80 here.
+	// Defaults to none.
+	AllowPorts []uint16
+
+	// AllowHTTP permits plain http URLs. Defaults to false.
+	AllowHTTP bool
+
+	// Resolve looks up a host's addresses. It is not called for IP literals.
+	// Defaults to net.DefaultResolver.LookupNetIP(ctx, "ip", host).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// Settings of the transport built by [Guard.Transport].
+const (
+	guardDialTimeout           = 10 * time.Second
+	guardKeepAlive             = 30 * time.Second
+	guardTLSHandshakeTimeout   = 10 * time.Second
+	guardResponseHeaderTimeout = 30 * time.Second
+	guardExpectContinueTimeout = 1 * time.Second
+	guardIdleConnTimeout       = 90 * time.Second
+	guardMaxIdleConns          = 256
+	guardMaxIdleConnsPerHost   = 64
+	guardMaxResponseHeaderSize = 64 << 10
+)
+
+// destinationForbidden returns the refusal error. msg is one of this file's
+// constant reason phrases, so it never carries request content.
+func destinationForbidden(msg string) error {
+	return courier.Wrap(courier.ErrDestinationForbidden, courier.CodeDestinationForbidden, msg)
+}
+
+// CheckURL checks scheme and port of u without any network I/O. When u's
+// host is an IP literal it also checks that address; a host name is checked
+// by [Guard.Check] or, when sending, at dial time.
+func (g Guard) CheckURL(u *url.URL) error {
+	if u == nil {
+		return destinationForbidden("URL missing")
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !g.AllowHTTP {
+			return destinationForbidden("scheme not allowed")
+		}
+	default:
+		return destinationForbidden("scheme not allowed")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return destinationForbidden("host missing")
+	}
+	port, err := urlPort(u)
+	if err != nil || !g.portAllowed(port) {
+		return destinationForbidden("port not allowed")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return g.checkAddr(a)
+	}
+	return nil
+}
+
+// Check resolves u's host and checks scheme, port and every address, without
+// connecting. A host that cannot be resolved is an error that is not a
+// refusal. Check is advisory: the address a request finally uses is checked
+// again when it is dialed, so a name that resolves differently later (DNS
+// rebinding) is still refused.
+func (g Guard) Check(ctx context.Context, u *url.URL) error {
+	if err := g.CheckURL(u); err != nil {
+		return err
+	}
+	addrs, err := g.lookup(ctx, u.Hostname())
+	if err != nil {
+		return err
+	}
+	return g.checkAddrs(addrs)
+}
+
+// Allowed reports whether one address is allowed by the policy (public, or
+// inside AllowPrefixes).
+func (g Guard) Allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
+
+// Transport returns an [http.RoundTripper] that enforces the guard. It wraps
+// an [*http.Transport] because the scheme is known only to the round trip,
+// not to the dialer:
+//
+//   - RoundTrip runs [Guard.CheckURL] on every request before anything is
+//     dialed, and closes the request body when it refuses.
+//   - DialContext resolves the host once with Resolve, refuses if any
+//     resolved address is forbidden (so a name with one public and one
+//     private address is refused), then dials the checked IP literals in
+//     resolver order, never re-resolving, so DNS rebinding cannot pass.
+//   - A [net.Dialer] Control hook re-checks the address and port of every
+//     socket just before it connects.
+//
+// Proxies are disabled; redirects are the http.Client's business (use
+// [CheckRedirect]). The transport allows HTTP/2 over https, requires TLS 1.2
+// or later, bounds dialing, the TLS handshake, the wait for response headers
+// and their size, and keeps up to 64 idle connections per host. Each address
+// gets its own dial timeout; bound a whole attempt with the request's context.
+// The guard is copied when the transport is built, so later changes to g's
+// slices do not change the policy. The returned RoundTripper also has
+// CloseIdleConnections, so [http.Client.CloseIdleConnections] works.
+func (g Guard) Transport() http.RoundTripper {
+	g.AllowPrefixes = slices.Clone(g.AllowPrefixes)
+	g.AllowPorts = slices.Clone(g.AllowPorts)
+	nd := &net.Dialer{
+		Timeout:   guardDialTimeout,
+		KeepAlive: guardKeepAlive,
+		Control:   g.control,
+	}
+	d := &guardDialer{guard: g, connect: nd.DialContext}
+	return &guardTransport{
+		guard:  g,
+		dialer: d,
+		base: &http.Transport{
+			Proxy:                  nil,
+			DialContext:            d.dialContext,
+			ForceAttemptHTTP2:      true,
+			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:    guardTLSHandshakeTimeout,
+			ResponseHeaderTimeout:  guardResponseHeaderTimeout,
+			ExpectContinueTimeout:  guardExpectContinueTimeout,
+			IdleConnTimeout:        guardIdleConnTimeout,
+			MaxIdleConns:           guardMaxIdleConns,
+			MaxIdleConnsPerHost:    guardMaxIdleConnsPerHost,
+			MaxResponseHeaderBytes: guardMaxResponseHeaderSize,
+		},
+	}
+}
+
+// CheckRedirect is an [http.Client] CheckRedirect that never follows
+// redirects: it returns [http.ErrUseLastResponse], so a 3xx reaches the
+// caller as a response (which the worker treats as a permanent failure).
+func CheckRedirect(req *http.Request, via []*http.Request) error {
+	return http.ErrUseLastResponse
+}
+
+// guardTransport checks each request's URL before handing it to base, whose
+// dialer checks every address.
+type guardTransport struct {
+	guard  Guard
+	dialer *guardDialer
+	base   *http.Transport
+}
+
+func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.guard.CheckURL(req.URL); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	return t.base.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped transport.
+func (t *guardTransport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// guardDialer dials only addresses its guard allows.
+type guardDialer struct {
+	guard Guard
+	// connect dials one IP literal address; it is a [net.Dialer]'s
+	// DialContext, whose Control hook re-checks the address.
+	connect func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+func (d *guardDialer) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, destinationForbidden("address malformed")
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || !d.guard.portAllowed(uint16(port)) {
+		return nil, destinationForbidden("port not allowed")
+	}
+	addrs, err := d.guard.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.guard.checkAddrs(addrs); err != nil {
+		return nil, err
+	}
+	var first error
+	for _, a := range addrs {
+		target := netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
+		conn, err := d.connect(ctx, network, target)
+		if err == nil {
+			return conn, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, first
+}
+
+// control is the [net.Dialer] Control hook: the last check of the remote
+// address, just before the socket connects.
+func (g Guard) control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return destinationForbidden("address malformed")
+	}
+	if !g.portAllowed(ap.Port()) {
+		return destinationForbidden("port not allowed")
+	}
+	return g.checkAddr(ap.Addr())
+}
+
+// lookup returns host's addresses: the address itself for an IP literal,
+// otherwise what Resolve answers.
+func (g Guard) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	resolve := g.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	addrs, err := resolve(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("client: resolve destination: %w", err)
+	}
+	return addrs, nil
+}
+
+// errNoAddresses reports a name that resolved to nothing.
+var errNoAddresses = errors.New("client: destination resolved to no addresses")
+
+// checkAddrs refuses unless every address is allowed.
+func (g Guard) checkAddrs(addrs []netip.Addr) error {
+	if len(addrs) == 0 {
+		return errNoAddresses
+	}
+	for _, a := range addrs {
+		if err := g.checkAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAddr returns the refusal for a, or nil if the policy allows it.
+func (g Guard) checkAddr(a netip.Addr) error {
+	if !a.IsValid() {
+		return destinationForbidden("address invalid")
+	}
+	if a.Zone() != "" {
+		return destinationForbidden("address is zone-scoped")
+	}
+	// An IPv4-mapped address is the IPv4 address as far as a socket is
+	// concerned, so it is matched, and dialed, as one.
+	a = a.Unmap()
+	for _, p := range g.AllowPrefixes {
+		if p.Contains(a) {
+			return nil
+		}
+	}
+	if reason := specialPurpose(a); reason != "" {
+		return destinationForbidden("address is " + reason)
+	}
+	if !a.Is6() {
+		return nil
+	}
+	for _, form := range ipv4Embeddings {
+		if !form.prefix.Contains(a) {
+			continue
+		}
+		for _, v4 := range form.ipv4(a.As16()) {
+			if reason := specialPurpose(v4); reason != "" {
+				return destinationForbidden("address is " + form.name + " with embedded " + reason + " IPv4")
+			}
+		}
+	}
+	return nil
+}
+
+// portAllowed reports whether the policy allows port.
+func (g Guard) portAllowed(port uint16) bool {
+	return port == 443 || (port != 0 && slices.Contains(g.AllowPorts, port))
+}
+
+// urlPort returns u's port, or its scheme's default.
+func urlPort(u *url.URL) (uint16, error) {
+	p := u.Port()
+	if p == "" {
+		if u.Scheme == "http" {
+			return 80, nil
+		}
+		return 443, nil
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	return uint16(n), err
+}
+
+// specialPurpose returns the reason class of the forbidden range a lies in,
+// or "" if a is public.
+func specialPurpose(a netip.Addr) string {
+	for _, r := range specialPurposeRanges {
+		if r.prefix.Contains(a) {
+			return r.reason
+		}
+	}
+	return ""
+}
+
+// specialPurposeRanges are the forbidden ranges, after the IANA IPv4 and IPv6
+// Special-Purpose Address Registries. The first match names the reason, so
+// narrower ranges come before the ranges containing them.
+var specialPurposeRanges = []struct {
+	prefix netip.Prefix
+	reason string
+}{
+	// IPv4.
+	{netip.MustParsePrefix("0.0.0.0/32"), "unspecified"},
+	{netip.MustParsePrefix("0.0.0.0/8"), "this-network"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol assignment"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
+
+	// IPv6.
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("100::/64"), "discard-only"},
+	{netip.MustParsePrefix("2001:2::/48"), "benchmarking"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("3fff::/20"), "documentation"},
+	{netip.MustParsePrefix("fc00::/7"), "unique-local"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("fec0::/10"), "site-local"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+}
+
+// ipv4Embeddings are the IPv6 ranges whose addresses carry IPv4 addresses.
+// An address in one is forbidden when any IPv4 address it carries is.
+// (IPv4-mapped ::ffff:0:0/96 needs no row: it is unmapped before checking.)
+var ipv4Embeddings = []struct {
+	prefix netip.Prefix
+	name   string
+	ipv4   func(b [16]byte) []netip.Addr
+}{
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible", func(b [16]byte) []netip.Addr {
+		return []netip.Addr{nat64IPv4(b, 96)}
+	}},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "IPv4-translated", func(b [16]byte) []netip.Addr {
+		return []netip.Addr{nat64IPv4(b, 96)}
+	}},
+	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64", func(b [16]byte) []netip.Addr {
+		return []netip.Addr{nat64IPv4(b, 96)}
+	}},
+	// The local-use NAT64 prefix (RFC 8215) is shared out in prefixes of any
+	// RFC 6052 length, and the IPv4 address sits elsewhere for each length;
+	// every layout must decode to an allowed address.
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64", func(b [16]byte) []netip.Addr {
+		return []netip.Addr{nat64IPv4(b, 48), nat64IPv4(b, 56), nat64IPv4(b, 64), nat64IPv4(b, 96)}
+	}},
+	// 6to4 (RFC 3056): the IPv4 address is bits 16–47.
+	{netip.MustParsePrefix("2002::/16"), "6to4", func(b [16]byte) []netip.Addr {
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
+	}},
+	// Teredo (RFC 4380): the server's IPv4 address is bits 32–63 and the
+	// client's is bits 96–127, inverted.
+	{netip.MustParsePrefix("2001::/32"), "Teredo", func(b [16]byte) []netip.Addr {
+		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[4:8])), netip.AddrFrom4(client)}
+	}},
+}
+
+// nat64IPv4 returns the IPv4 address embedded in b after a NAT64 prefix of
+// prefixLen bits (32, 40, 48, 56, 64 or 96), per RFC 6052 section 2.2: the
+// four octets follow the prefix, skipping octet 8 (bits 64–71), which is
+// reserved.
+func nat64IPv4(b [16]byte, prefixLen int) netip.Addr {
+	var v4 [4]byte
+	for i, n := prefixLen/8, 0; n < len(v4); i++ {
+		if i == 8 {
+			continue
+		}
+		v4[n] = b[i]
+		n++
+	}
+	return netip.AddrFrom4(v4)
+}
