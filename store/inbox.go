@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// Inbox is the receiver side's dedupe table: one record per (sender,
+// dedupe key), holding the payload digest and the Ack answered.
+type Inbox struct{ s *Store }
+
+// InboxKey identifies one received notification.
+type InboxKey struct {
+	Sender        string // the verified sender, never taken from the payload
+	Key           string // the notification's dedupe key
+	PayloadSHA256 string // digest of what was received under it
+}
+
+// Receipt says what the Inbox knew of a key when it was recorded.
+type Receipt struct {
+	// Fresh is true when this call recorded the key: the caller processes
+	// the notification and then calls Complete in the same transaction.
+	Fresh bool
+	// InProgress is true when another request recorded the key and has not
+	// completed it (only possible where processing runs outside a
+	// transaction): the caller answers 503 and the sender retries.
+	InProgress bool
+	// Ack is the stored Ack of a completed duplicate, to answer byte for
+	// byte.
+	Ack []byte
+}
+
+// Record records k inside the caller's transaction tx, or reports what is
+// already recorded. A key recorded with another payload digest is
+// ErrIdempotencyCollision, with nothing written. A concurrent duplicate
+// waits for the first transaction (the engines' write locks) and then sees
+// it completed.
+func (in *Inbox) Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, error) {
+	if k.Sender == "" || len(k.Sender) > 256 || !validToken(k.Key) || len(k.PayloadSHA256) != 64 {
+		return Receipt{}, invalidArgument("InboxKey needs a sender, a token key and a SHA-256 digest")
+	}
+	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": in.s.now()}
+	res, err := in.s.exec(ctx, tx, "inbox_insert", args)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 1 {
+		return Receipt{Fresh: true}, nil
+	}
+	q := in.s.q("inbox_get")
+	var (
+		sum, status      string
+		ack              []byte
+		created, updated int64
+	)
+	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&sum, &status, &ack, &created, &updated)
+	if err != nil {
+		if err == sql.ErrNoRows { // released between the insert and the read
+			return in.Record(ctx, tx, k)
+		}
+		return Receipt{}, in.s.dialect.interpret("inbox_get", err)
+	}
+	switch {
+	case sum != k.PayloadSHA256:
+		return Receipt{}, courier.ErrIdempotencyCollision
+	case status != "completed":
+		return Receipt{InProgress: true}, nil
+	}
+	return Receipt{Ack: ack}, nil
+}
+
+// Complete stores the Ack for a key this transaction recorded fresh.
+func (in *Inbox) Complete(ctx context.Context, tx DBTX, k InboxKey, ack []byte) error {
+	if len(ack) == 0 {
+		ack = []byte{} // profiles without an Ack store an empty one
+	}
+	res, err := in.s.exec(ctx, tx, "inbox_complete", map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "ack": ack, "now": in.s.now()})
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err == nil && n != 1 {
+		return courier.NewError(courier.CodeInvalidArgument, "store: inbox key is not being processed")
+	}
+	return nil
+}
+
+// Release forgets a key that was recorded but not completed, so that the
+// sender's retry processes it again. For receivers that process outside
+// the Inbox's transaction.
+func (in *Inbox) Release(ctx context.Context, tx DBTX, k InboxKey) error {
+	_, err := in.s.exec(ctx, tx, "inbox_release", map[string]any{"sender": k.Sender, "dedupe_key": k.Key})
+	return err
+}
+
+// PruneParams bounds a retention pass.
+type PruneParams struct {
+	OlderThan time.Duration // records last updated before now minus this go
+	BatchSize int           // rows per statement; defaults to 1000
+	MaxRows   int           // stop after this many; 0 means until done
+}
+
+// Prune deletes completed records older than p.OlderThan, at most
+// p.BatchSize per statement (each its own short transaction), and returns
+// how many it deleted. Safe to run from many instances at once.
+func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
+	return in.s.prune(ctx, "inbox_prune", map[string]any{"before": in.s.now() - p.OlderThan.Microseconds()}, p)
+}
+
+func (s *Store) prune(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
+	if p.BatchSize <= 0 {
+		p.BatchSize = 1000
+	}
+	if p.OlderThan < 0 {
+		return 0, invalidArgument("PruneParams.OlderThan must not be negative")
+	}
+	args["limit"] = p.BatchSize
+	total := 0
+	for p.MaxRows == 0 || total < p.MaxRows {
+		if p.MaxRows > 0 {
+			args["limit"] = min(p.BatchSize, p.MaxRows-total)
+		}
+		res, err := s.exec(ctx, s.db, name, args)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, wrapf(err, name)
+		}
+		total += int(n)
+		if n < int64(args["limit"].(int)) {
+			break
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,563 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+)
+
+// DefaultProfile is the Ack profile of a delivery enqueued without one:
+// courier's own Ack over the exact bytes sent.
+const DefaultProfile = "courier"
+
+// Limits on what Enqueue accepts.
+const (
+	MaxPayloadSize  = 4 << 20
+	MaxEndpointSize = 2048
+	MaxClaimBatch   = 1000
+)
+
+// Outbox is the sender side's table of deliveries.
+type Outbox struct{ s *Store }
+
+// EnqueueParams describes one delivery: a notification to one endpoint.
+type EnqueueParams struct {
+	// NotificationID is the notification's identity, the receiver's dedupe
+	// key: 1–256 of A-Z a-z 0-9 _ . : -.
+	NotificationID string
+	// Endpoint is the URL the notification is delivered to.
+	Endpoint string
+	// Payload is the exact bytes every attempt sends.
+	Payload []byte
+	// Profile names the Ack the receiver must answer with. Defaults to
+	// DefaultProfile.
+	Profile string
+	// KeyID names the signing configuration the worker signs with (an id,
+	// never key material). Optional.
+	KeyID string
+	// Priority orders claims: lower first. Defaults to 0.
+	Priority int
+	// MaxAttempts is the attempt budget. Defaults to the Store's.
+	MaxAttempts int
+	// NotBefore delays the first attempt. Defaults to now.
+	NotBefore time.Time
+	// Deadline ends retries: an attempt that would come later fails the
+	// delivery with code expired. Defaults to now plus the Store's
+	// RetryHorizon.
+	Deadline time.Time
+}
+
+// Enqueued is the result of an enqueue.
+type Enqueued struct {
+	ID      int64 // the delivery's id
+	Existed bool  // the same delivery was already enqueued; nothing was written
+}
+
+// Enqueue adds a delivery inside the caller's transaction tx, so it exists
+// exactly when the caller's own writes commit. Enqueueing the same
+// (NotificationID, Endpoint) again with the same payload and settings is a
+// no-op that returns the existing row; with a different payload or
+// settings it is ErrIdempotencyCollision and the stored row is unchanged.
+func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
+	now := o.s.now()
+	args, err := o.enqueueArgs(p, now)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	var id int64
+	q := o.s.q("enqueue")
+	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id)
+	switch {
+	case err == nil:
+		return Enqueued{ID: id}, nil
+	case !isNoRows(err):
+		return Enqueued{}, o.s.dialect.interpret("enqueue", err)
+	}
+	return o.existing(ctx, tx, args)
+}
+
+// EnqueueMany enqueues several deliveries in the caller's transaction, with
+// Enqueue's rules for each. On error nothing is known to be written: the
+// caller rolls back.
+func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
+	out := make([]Enqueued, len(ps))
+	for i, p := range ps {
+		e, err := o.Enqueue(ctx, tx, p)
+		if err != nil {
+			return nil, fmt.Errorf("delivery %d: %w", i, err)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error) {
+	cfg := o.s.cfg
+	if p.Profile == "" {
+		p.Profile = DefaultProfile
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = cfg.MaxAttempts
+	}
+	next := now
+	if !p.NotBefore.IsZero() {
+		next = p.NotBefore.UnixMicro()
+	}
+	deadline := now + cfg.RetryHorizon.Microseconds()
+	if !p.Deadline.IsZero() {
+		deadline = p.Deadline.UnixMicro()
+	}
+	switch {
+	case !validToken(p.NotificationID):
+		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+	case p.Endpoint == "" || len(p.Endpoint) > MaxEndpointSize:
+		return nil, invalidArgument("Endpoint must be 1-2048 bytes")
+	case len(p.Payload) == 0 || len(p.Payload) > MaxPayloadSize:
+		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
+	case p.MaxAttempts < 1 || p.MaxAttempts > 1000:
+		return nil, invalidArgument("MaxAttempts must be within 1..1000")
+	case deadline < next:
+		return nil, invalidArgument("Deadline is before the first attempt")
+	}
+	sum := sha256.Sum256(p.Payload)
+	return map[string]any{
+		"notification_id": p.NotificationID,
+		"endpoint":        p.Endpoint,
+		"payload":         p.Payload,
+		"payload_sha256":  hex.EncodeToString(sum[:]),
+		"profile":         p.Profile,
+		"key_id":          p.KeyID,
+		"priority":        p.Priority,
+		"max_attempts":    p.MaxAttempts,
+		"next_attempt_at": next,
+		"deadline":        deadline,
+		"now":             now,
+	}, nil
+}
+
+// existing resolves an enqueue that inserted nothing: the same delivery is
+// a no-op, anything else a collision.
+func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, error) {
+	q := o.s.q("enqueue_existing")
+	var (
+		id                    int64
+		sum, profile, keyID   string
+		maxAttempts, priority int
+	)
+	err := tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id, &sum, &profile, &keyID, &maxAttempts, &priority)
+	if err != nil {
+		return Enqueued{}, o.s.dialect.interpret("enqueue_existing", err)
+	}
+	if sum != args["payload_sha256"] || profile != args["profile"] || keyID != args["key_id"] ||
+		maxAttempts != args["max_attempts"] || priority != args["priority"] {
+		return Enqueued{}, courier.ErrIdempotencyCollision
+	}
+	return Enqueued{ID: id, Existed: true}, nil
+}
+
+// validToken reports whether s is 1–256 of A-Z a-z 0-9 _ . : -.
+func validToken(s string) bool {
+	if len(s) < 1 || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Lease is a worker's hold on one claimed delivery. Every settle presents
+// it; it is void once it expires or another worker reclaims the row.
+type Lease struct {
+	DeliveryID int64
+	Token      string
+	Owner      string
+	Attempt    int // this attempt's number, 1-based
+	LeasedAt   time.Time
+	ExpiresAt  time.Time
+}
+
+// Claimed is a delivery a worker holds under a lease.
+type Claimed struct {
+	Lease
+	NotificationID string
+	Endpoint       string
+	Payload        []byte
+	PayloadSHA256  string
+	Profile        string
+	KeyID          string
+	Priority       int
+	MaxAttempts    int
+	Deadline       time.Time
+	CreatedAt      time.Time
+}
+
+// ClaimParams says who claims how many for how long.
+type ClaimParams struct {
+	Owner string        // the worker's name, recorded with its leases
+	Limit int           // at most this many deliveries, 1..MaxClaimBatch
+	Lease time.Duration // how long the leases last
+}
+
+// Claim leases up to p.Limit due deliveries, in order of priority, due time
+// and age, each with a random token. Expired leases are reclaimed first
+// (logged as lease_expired attempts). A claimed row whose payload no longer
+// matches its digest is quarantined with code integrity_mismatch instead of
+// being returned.
+func (o *Outbox) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
+	switch {
+	case p.Owner == "" || len(p.Owner) > 256:
+		return nil, invalidArgument("ClaimParams.Owner must be 1-256 bytes")
+	case p.Limit < 1 || p.Limit > MaxClaimBatch:
+		return nil, invalidArgument("ClaimParams.Limit must be within 1..1000")
+	case p.Lease < time.Millisecond:
+		return nil, invalidArgument("ClaimParams.Lease must be at least 1ms")
+	}
+	var claimed []Claimed
+	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		claimed = claimed[:0]
+		now := o.s.now()
+		if err := o.reclaim(ctx, tx, now); err != nil {
+			return err
+		}
+		rows, err := o.s.query(ctx, tx, "claim", map[string]any{
+			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "limit": p.Limit,
+		})
+		if err != nil {
+			return err
+		}
+		claimed, err = scanClaims(rows, claimed)
+		if err != nil {
+			return o.s.dialect.interpret("claim", err)
+		}
+		return o.quarantineTampered(ctx, tx, now, &claimed)
+	})
+	return claimed, err
+}
+
+// reclaim ends the leases that expired: their attempt is logged, and the
+// row waits for a retry (or fails, its budget or horizon spent).
+func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) error {
+	args := map[string]any{"now": now}
+	res, err := o.s.exec(ctx, tx, "log_expired_leases", args)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	_, err = o.s.exec(ctx, tx, "reclaim_expired_leases", args)
+	return err
+}
+
+func scanClaims(rows *sql.Rows, dst []Claimed) ([]Claimed, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var c Claimed
+		var deadline, leasedAt, expires, created int64
+		err := rows.Scan(&c.DeliveryID, &c.NotificationID, &c.Endpoint, &c.Payload, &c.PayloadSHA256,
+			&c.Profile, &c.KeyID, &c.Priority, &c.Attempt, &c.MaxAttempts, &deadline, &c.Owner, &c.Token,
+			&leasedAt, &expires, &created)
+		if err != nil {
+			return nil, err
+		}
+		c.Deadline, c.LeasedAt, c.ExpiresAt, c.CreatedAt = fromMicros(deadline), fromMicros(leasedAt), fromMicros(expires), fromMicros(created)
+		dst = append(dst, c)
+	}
+	return dst, rows.Err()
+}
+
+// quarantineTampered re-verifies each claimed payload against its digest
+// and takes the rows that fail out of circulation.
+func (o *Outbox) quarantineTampered(ctx context.Context, tx *sqlx.Tx, now int64, claimed *[]Claimed) error {
+	kept := (*claimed)[:0]
+	for _, c := range *claimed {
+		sum := sha256.Sum256(c.Payload)
+		var want [sha256.Size]byte
+		if _, err := hex.Decode(want[:], []byte(c.PayloadSHA256)); err == nil && subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+			kept = append(kept, c)
+			continue
+		}
+		if err := o.quarantine(ctx, tx, now, c.Lease, courier.CodeIntegrity); err != nil {
+			return err
+		}
+	}
+	*claimed = kept
+	return nil
+}
+
+func (o *Outbox) quarantine(ctx context.Context, tx *sqlx.Tx, now int64, l Lease, code courier.Code) error {
+	if _, err := o.s.exec(ctx, tx, "quarantine", map[string]any{"id": l.DeliveryID, "token": l.Token, "code": string(code), "now": now}); err != nil {
+		return err
+	}
+	return o.logAttempt(ctx, tx, now, Outcome{Lease: l, Code: code}, "quarantined")
+}
+
+// Result is how an attempt ended, as a worker reports it.
+type Result string
+
+// Results a worker reports.
+const (
+	ResultSucceeded  Result = "succeeded"  // the receiver proved receipt
+	ResultRetry      Result = "retry"      // try again after a backoff
+	ResultFailed     Result = "failed"     // permanent: never retried
+	ResultSuppressed Result = "suppressed" // not sent: the delivery no longer applies
+)
+
+// Outcome is one settled attempt.
+type Outcome struct {
+	Lease      Lease
+	Result     Result
+	Code       courier.Code  // why, for every result but succeeded
+	HTTPStatus int           // the receiver's status, 0 when none
+	RetryAfter time.Duration // the receiver's Retry-After, for retries
+	AckSHA256  string        // digest of the verified Ack, for successes
+	Duration   time.Duration // how long the attempt took
+}
+
+// Settled is what became of one Outcome.
+type Settled struct {
+	Status courier.Status // the delivery's new status
+	Code   courier.Code   // its error code: the outcome's, or expired
+	Err    error          // ErrLeaseLost when the lease was void
+}
+
+// Settle records outcomes in one transaction. Each is fenced by its lease:
+// if the lease expired or another worker holds the row, that outcome is not
+// applied and its Settled.Err is a lease-lost error, so a stale worker never
+// overwrites a newer outcome. A retry past the delivery's attempt budget or
+// deadline fails it instead. The returned error is for the batch as a whole
+// (database trouble); nothing was applied then.
+func (o *Outbox) Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, error) {
+	for _, oc := range outcomes {
+		if err := oc.validate(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Settled, len(outcomes))
+	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		now := o.s.now()
+		for i, oc := range outcomes {
+			s, err := o.settle(ctx, tx, now, oc)
+			if err != nil {
+				return err
+			}
+			out[i] = s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (oc Outcome) validate() error {
+	switch oc.Result {
+	case ResultSucceeded:
+		return nil
+	case ResultRetry, ResultFailed, ResultSuppressed:
+		if oc.Code == "" {
+			return invalidArgument("Outcome.Code is required for " + string(oc.Result))
+		}
+		return nil
+	}
+	return invalidArgument("Outcome.Result is unknown")
+}
+
+func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome) (Settled, error) {
+	var next int64
+	if oc.Result == ResultRetry {
+		next = now + o.s.cfg.Backoff.Delay(oc.Lease.Attempt, oc.RetryAfter).Microseconds()
+	}
+	var ack any
+	if oc.Result == ResultSucceeded {
+		ack = oc.AckSHA256 // "" for profiles without an Ack
+	}
+	rows, err := o.s.query(ctx, tx, "settle", map[string]any{
+		"result": string(oc.Result), "code": nullable(string(oc.Code)), "next_attempt_at": next,
+		"http_status": nullable(oc.HTTPStatus), "ack_sha256": ack, "now": now,
+		"id": oc.Lease.DeliveryID, "token": oc.Lease.Token,
+	})
+	if err != nil {
+		return Settled{}, err
+	}
+	var st Settled
+	var code sql.NullString
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&st.Status, &code); err != nil {
+			rows.Close()
+			return Settled{}, o.s.dialect.interpret("settle", err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return Settled{}, o.s.dialect.interpret("settle", err)
+	}
+	if err := rows.Err(); err != nil {
+		return Settled{}, o.s.dialect.interpret("settle", err)
+	}
+	if !found {
+		return Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.ErrLeaseLost)}, nil
+	}
+	st.Code = courier.Code(code.String)
+	outcome := string(oc.Result)
+	switch st.Status {
+	case courier.StatusRetryWait:
+		outcome = "retry"
+	case courier.StatusFailed:
+		outcome = "failed"
+	}
+	oc.Code = st.Code
+	return st, o.logAttempt(ctx, tx, now, oc, outcome)
+}
+
+func (o *Outbox) logAttempt(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome, outcome string) error {
+	_, err := o.s.exec(ctx, tx, "log_attempt", map[string]any{
+		"delivery_id": oc.Lease.DeliveryID, "attempt": oc.Lease.Attempt, "owner": oc.Lease.Owner,
+		"leased_at": micros(oc.Lease.LeasedAt), "lease_expires_at": micros(oc.Lease.ExpiresAt), "now": now,
+		"duration_us": max(oc.Duration.Microseconds(), 0), "outcome": outcome,
+		"http_status": nullable(oc.HTTPStatus), "error_code": nullable(string(oc.Code)),
+	})
+	return err
+}
+
+// Complete settles a successful attempt; ackSHA256 is the digest of the
+// Ack the receiver answered ("" for profiles without one).
+func (o *Outbox) Complete(ctx context.Context, l Lease, ackSHA256 string) error {
+	return o.settleOne(ctx, Outcome{Lease: l, Result: ResultSucceeded, AckSHA256: ackSHA256})
+}
+
+// RetryParams describes a failed attempt worth retrying.
+type RetryParams struct {
+	Code       courier.Code
+	HTTPStatus int
+	RetryAfter time.Duration
+}
+
+// Retry settles a failed attempt to be retried after a backoff. The
+// delivery fails instead once its budget or deadline is spent.
+func (o *Outbox) Retry(ctx context.Context, l Lease, p RetryParams) error {
+	return o.settleOne(ctx, Outcome{Lease: l, Result: ResultRetry, Code: p.Code, HTTPStatus: p.HTTPStatus, RetryAfter: p.RetryAfter})
+}
+
+// Fail settles an attempt that failed for good.
+func (o *Outbox) Fail(ctx context.Context, l Lease, code courier.Code, httpStatus int) error {
+	return o.settleOne(ctx, Outcome{Lease: l, Result: ResultFailed, Code: code, HTTPStatus: httpStatus})
+}
+
+func (o *Outbox) settleOne(ctx context.Context, oc Outcome) error {
+	s, err := o.Settle(ctx, oc)
+	if err != nil {
+		return err
+	}
+	return s[0].Err
+}
+
+// Delivery is one row of the outbox.
+type Delivery struct {
+	ID             int64
+	NotificationID string
+	Endpoint       string
+	Payload        []byte
+	PayloadSHA256  string
+	Profile        string
+	KeyID          string
+	Status         courier.Status
+	Priority       int
+	Attempts       int
+	MaxAttempts    int
+	NextAttemptAt  time.Time
+	Deadline       time.Time
+	LeaseOwner     string
+	LeasedAt       time.Time
+	LeaseExpiresAt time.Time
+	LastErrorCode  courier.Code
+	LastStatus     int
+	AckSHA256      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Get returns the delivery with the given id, or ErrNotFound.
+func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
+	q := o.s.q("get_delivery")
+	var (
+		d                                Delivery
+		next, deadline, created, updated int64
+		owner, code, ackSum              sql.NullString
+		leasedAt, expires, lastStatus    sql.NullInt64
+	)
+	err := o.s.db.QueryRowContext(ctx, q.text, q.args(map[string]any{"id": id})...).Scan(
+		&d.ID, &d.NotificationID, &d.Endpoint, &d.Payload, &d.PayloadSHA256, &d.Profile, &d.KeyID,
+		&d.Status, &d.Priority, &d.Attempts, &d.MaxAttempts, &next, &deadline, &owner, &leasedAt,
+		&expires, &code, &lastStatus, &ackSum, &created, &updated)
+	if isNoRows(err) {
+		return Delivery{}, courier.ErrNotFound
+	}
+	if err != nil {
+		return Delivery{}, o.s.dialect.interpret("get_delivery", err)
+	}
+	d.NextAttemptAt, d.Deadline, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(deadline), fromMicros(created), fromMicros(updated)
+	d.LeaseOwner, d.LeasedAt, d.LeaseExpiresAt = owner.String, nullMicros(leasedAt), nullMicros(expires)
+	d.LastErrorCode, d.LastStatus, d.AckSHA256 = courier.Code(code.String), int(lastStatus.Int64), ackSum.String
+	return d, nil
+}
+
+// Attempt is one row of the attempts log. It holds no payload, header or
+// secret content.
+type Attempt struct {
+	ID             int64
+	DeliveryID     int64
+	Attempt        int
+	Owner          string
+	LeasedAt       time.Time
+	LeaseExpiresAt time.Time
+	FinishedAt     time.Time
+	Duration       time.Duration
+	Outcome        string
+	HTTPStatus     int
+	ErrorCode      courier.Code
+}
+
+// Attempts returns a delivery's attempts, oldest first.
+func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, error) {
+	rows, err := o.s.query(ctx, o.s.db, "list_attempts", map[string]any{"delivery_id": deliveryID})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var (
+			a                         Attempt
+			leased, expires, finished int64
+			duration                  int64
+			status                    sql.NullInt64
+			code                      sql.NullString
+		)
+		if err := rows.Scan(&a.ID, &a.DeliveryID, &a.Attempt, &a.Owner, &leased, &expires, &finished, &duration, &a.Outcome, &status, &code); err != nil {
+			return nil, o.s.dialect.interpret("list_attempts", err)
+		}
+		a.LeasedAt, a.LeaseExpiresAt, a.FinishedAt = fromMicros(leased), fromMicros(expires), fromMicros(finished)
+		a.Duration, a.HTTPStatus, a.ErrorCode = time.Duration(duration)*time.Microsecond, int(status.Int64), courier.Code(code.String)
+		out = append(out, a)
+	}
+	return out, o.s.dialect.interpret("list_attempts", rows.Err())
+}
+
+// errLeaseLost reports whether err is a lease-lost error.
+func errLeaseLost(err error) bool { return errors.Is(err, courier.ErrLeaseLost) }

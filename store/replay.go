@@ -1,0 +1,30 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// ReplayCache remembers signature (key id, nonce) pairs in the database, so
+// every receiver process sharing it refuses a replayed signature. It
+// implements signature.ReplayCache.
+type ReplayCache struct{ s *Store }
+
+// Remember records (keyID, nonce) until expires. It reports replayed=true
+// when the pair is already recorded and unexpired.
+func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
+	rows, err := c.s.query(ctx, c.s.db, "replay_remember", map[string]any{
+		"key_id": keyID, "nonce": nonce, "expires_at": expires.UnixMicro(), "now": c.s.now(),
+	})
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	inserted := rows.Next()
+	return !inserted, c.s.dialect.interpret("replay_remember", rows.Err())
+}
+
+// Prune deletes expired pairs in batches; see Inbox.Prune.
+func (c *ReplayCache) Prune(ctx context.Context, p PruneParams) (int, error) {
+	return c.s.prune(ctx, "replay_prune", map[string]any{"now": c.s.now()}, p)
+}

@@ -1,0 +1,180 @@
+-- courier's queries for PostgreSQL. sqlite/queries.sql has the same names;
+-- where the SQL differs, both files say why. Parameters are :name; the
+-- store binds them as $1, $2, ... in order of appearance.
+
+-- name: schema_version
+SELECT COALESCE(MAX(version), 0) FROM courier_schema;
+
+-- name: schema_create
+CREATE TABLE IF NOT EXISTS courier_schema (
+    version    INTEGER PRIMARY KEY,
+    applied_at BIGINT NOT NULL
+);
+
+-- name: schema_record
+INSERT INTO courier_schema (version, applied_at) VALUES (:version, :now);
+
+-- name: schema_columns
+-- PostgreSQL: information_schema in place of pragma_table_info.
+SELECT table_name::text, column_name::text
+FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name LIKE 'courier\_%'
+ORDER BY table_name, ordinal_position;
+
+-- name: enqueue
+-- As in SQLite, plus pg_notify: it is queued with the transaction and
+-- delivered to listening workers only when the caller commits. Identical
+-- notifications in one transaction are folded into one.
+WITH inserted AS (
+    INSERT INTO courier_outbox (
+        notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+        priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+    ) VALUES (
+        :notification_id, :endpoint, :payload, :payload_sha256, :profile, :key_id, 'pending',
+        :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+    )
+    ON CONFLICT (notification_id, endpoint) DO NOTHING
+    RETURNING id
+)
+SELECT id FROM inserted, pg_notify('courier_outbox', '');
+
+-- name: enqueue_existing
+SELECT id, payload_sha256, profile, key_id, max_attempts, priority
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: log_expired_leases
+-- PostgreSQL: FOR UPDATE SKIP LOCKED so that two claimers do not both log
+-- and reclaim the same expired lease; the reclaim below takes the same rows
+-- (the locks are held to the end of the transaction).
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
+SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
+FROM (
+    SELECT * FROM courier_outbox
+    WHERE status = 'leased' AND lease_expires_at <= :now
+    FOR UPDATE SKIP LOCKED
+) AS expired;
+
+-- name: reclaim_expired_leases
+UPDATE courier_outbox SET
+    status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
+    next_attempt_at = :now,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status = 'leased' AND lease_expires_at <= :now
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: claim
+-- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
+-- taking rows no other claimer holds; SQLite serializes writers instead.
+-- gen_random_uuid is evaluated per row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = replace(gen_random_uuid()::text, '-', ''),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, notification_id, endpoint, payload, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at;
+
+-- name: quarantine
+UPDATE courier_outbox SET
+    status = 'quarantined',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: settle
+-- PostgreSQL: the :result and :code parameters are cast, since a parameter
+-- used in several places needs one type.
+UPDATE courier_outbox SET
+    status = CASE
+        WHEN :result::text <> 'retry' THEN :result::text
+        WHEN attempts >= max_attempts OR :next_attempt_at::bigint > deadline THEN 'failed'
+        ELSE 'retry_wait' END,
+    last_error_code = CASE
+        WHEN :result::text = 'retry' AND attempts < max_attempts AND :next_attempt_at::bigint > deadline THEN 'expired'
+        ELSE :code::text END,
+    next_attempt_at = CASE WHEN :result::text = 'retry' THEN :next_attempt_at::bigint ELSE next_attempt_at END,
+    last_status = :http_status,
+    ack_sha256 = :ack_sha256,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token AND lease_expires_at > :now
+RETURNING status, last_error_code;
+
+-- name: log_attempt
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
+VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
+
+-- name: get_delivery
+SELECT id, notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE id = :id;
+
+-- name: list_attempts
+SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us,
+    outcome, http_status, error_code
+FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
+
+-- name: health_counts
+SELECT status, COUNT(*) FROM courier_outbox GROUP BY status;
+
+-- name: health_due
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
+WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
+
+-- name: health_expired
+SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: inbox_insert
+-- A concurrent insert of the same key waits for the first transaction and
+-- then inserts nothing (READ COMMITTED); the store then reads the row.
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, 'processing', :now, :now)
+ON CONFLICT (sender, dedupe_key) DO NOTHING;
+
+-- name: inbox_get
+SELECT payload_sha256, status, ack, created_at, updated_at
+FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
+
+-- name: inbox_complete
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_release
+DELETE FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_prune
+-- PostgreSQL: ctid in place of rowid; SKIP LOCKED so instances pruning at
+-- once take different rows.
+DELETE FROM courier_inbox WHERE ctid IN (
+    SELECT ctid FROM courier_inbox WHERE updated_at < :before AND status = 'completed'
+    ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
+);
+
+-- name: replay_remember
+INSERT INTO courier_replay (key_id, nonce, expires_at) VALUES (:key_id, :nonce, :expires_at)
+ON CONFLICT (key_id, nonce) DO UPDATE SET expires_at = excluded.expires_at
+WHERE courier_replay.expires_at <= :now
+RETURNING key_id;
+
+-- name: replay_prune
+DELETE FROM courier_replay WHERE ctid IN (
+    SELECT ctid FROM courier_replay WHERE expires_at <= :now
+    ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
+);

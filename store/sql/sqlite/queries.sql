@@ -1,0 +1,169 @@
+-- courier's queries for SQLite. postgres/queries.sql has the same names;
+-- where the SQL differs, both files say why. Parameters are :name; the
+-- store binds them by name.
+
+-- name: schema_version
+SELECT COALESCE(MAX(version), 0) FROM courier_schema;
+
+-- name: schema_create
+-- The version table itself; every migration records its number here.
+CREATE TABLE IF NOT EXISTS courier_schema (
+    version    INTEGER PRIMARY KEY,
+    applied_at INTEGER NOT NULL
+);
+
+-- name: schema_record
+INSERT INTO courier_schema (version, applied_at) VALUES (:version, :now);
+
+-- name: schema_columns
+-- SQLite: pragma_table_info in place of information_schema.
+SELECT m.name AS table_name, p.name AS column_name
+FROM sqlite_master AS m, pragma_table_info(m.name) AS p
+WHERE m.type = 'table' AND m.name LIKE 'courier\_%' ESCAPE '\'
+ORDER BY m.name, p.cid;
+
+-- name: enqueue
+-- The notification's identity is (notification_id, endpoint): a second
+-- enqueue of it inserts nothing and returns no row; the store then reads
+-- the existing row and compares.
+INSERT INTO courier_outbox (
+    notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+) VALUES (
+    :notification_id, :endpoint, :payload, :payload_sha256, :profile, :key_id, 'pending',
+    :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+)
+ON CONFLICT (notification_id, endpoint) DO NOTHING
+RETURNING id;
+
+-- name: enqueue_existing
+SELECT id, payload_sha256, profile, key_id, max_attempts, priority
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: log_expired_leases
+-- Before a lease is reclaimed, the attempt it stood for is logged.
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
+SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
+FROM courier_outbox
+WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: reclaim_expired_leases
+UPDATE courier_outbox SET
+    status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
+    next_attempt_at = :now,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
+    updated_at = :now
+WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: claim
+-- One statement claims the batch. SQLite: writers are serialized (BEGIN
+-- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
+-- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
+-- random per row: randomblob is evaluated once per updated row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = lower(hex(randomblob(16))),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT :limit
+)
+RETURNING id, notification_id, endpoint, payload, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at;
+
+-- name: quarantine
+-- A claimed row whose payload no longer matches its digest.
+UPDATE courier_outbox SET
+    status = 'quarantined',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: settle
+-- Every settle is fenced: it applies only while the caller's lease is the
+-- row's lease and has not expired. The status is decided here, against the
+-- row's own budget and deadline: a retry past either ends the delivery.
+UPDATE courier_outbox SET
+    status = CASE
+        WHEN :result <> 'retry' THEN :result
+        WHEN attempts >= max_attempts OR :next_attempt_at > deadline THEN 'failed'
+        ELSE 'retry_wait' END,
+    last_error_code = CASE
+        WHEN :result = 'retry' AND attempts < max_attempts AND :next_attempt_at > deadline THEN 'expired'
+        ELSE :code END,
+    next_attempt_at = CASE WHEN :result = 'retry' THEN :next_attempt_at ELSE next_attempt_at END,
+    last_status = :http_status,
+    ack_sha256 = :ack_sha256,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token AND lease_expires_at > :now
+RETURNING status, last_error_code;
+
+-- name: log_attempt
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
+VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
+
+-- name: get_delivery
+SELECT id, notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE id = :id;
+
+-- name: list_attempts
+SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us,
+    outcome, http_status, error_code
+FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
+
+-- name: health_counts
+SELECT status, COUNT(*) FROM courier_outbox GROUP BY status;
+
+-- name: health_due
+-- Reads the due index: the partial index's condition is repeated verbatim.
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
+WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
+
+-- name: health_expired
+SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: inbox_insert
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, 'processing', :now, :now)
+ON CONFLICT (sender, dedupe_key) DO NOTHING;
+
+-- name: inbox_get
+SELECT payload_sha256, status, ack, created_at, updated_at
+FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
+
+-- name: inbox_complete
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_release
+-- Two-phase receivers whose handler failed give the key back.
+DELETE FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_prune
+-- Bounded: at most :limit rows per statement, oldest first.
+DELETE FROM courier_inbox WHERE rowid IN (
+    SELECT rowid FROM courier_inbox WHERE updated_at < :before AND status = 'completed' ORDER BY updated_at LIMIT :limit
+);
+
+-- name: replay_remember
+-- A pair still unexpired is a replay; an expired one is taken over.
+INSERT INTO courier_replay (key_id, nonce, expires_at) VALUES (:key_id, :nonce, :expires_at)
+ON CONFLICT (key_id, nonce) DO UPDATE SET expires_at = excluded.expires_at
+WHERE courier_replay.expires_at <= :now
+RETURNING key_id;
+
+-- name: replay_prune
+DELETE FROM courier_replay WHERE rowid IN (
+    SELECT rowid FROM courier_replay WHERE expires_at <= :now ORDER BY expires_at LIMIT :limit
+);

@@ -1,0 +1,219 @@
+package storetest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func testInbox(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	in := b.store.Inbox
+	k := store.InboxKey{Sender: "sender-a", Key: "n-1", PayloadSHA256: digest("body")}
+
+	// Rolled back: nothing recorded.
+	tx := b.begin(t)
+	if r, err := in.Record(b.ctx, tx, k); err != nil || !r.Fresh {
+		t.Fatalf("Record = %+v, %v", r, err)
+	}
+	tx.Rollback()
+
+	tx = b.begin(t)
+	r, err := in.Record(b.ctx, tx, k)
+	if err != nil || !r.Fresh {
+		t.Fatalf("Record after rollback = %+v, %v, want fresh", r, err)
+	}
+	ack := []byte(`{"notification_id":"n-1","status":"accepted"}`)
+	if err := in.Complete(b.ctx, tx, k, ack); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A duplicate replays the stored bytes.
+	tx = b.begin(t)
+	r, err = in.Record(b.ctx, tx, k)
+	tx.Rollback()
+	if err != nil || r.Fresh || r.InProgress || !bytes.Equal(r.Ack, ack) {
+		t.Fatalf("duplicate Record = %+v, %v", r, err)
+	}
+
+	// Same key, another body: a collision, nothing written.
+	other := k
+	other.PayloadSHA256 = digest("other")
+	tx = b.begin(t)
+	_, err = in.Record(b.ctx, tx, other)
+	tx.Rollback()
+	if !errors.Is(err, courier.ErrIdempotencyCollision) {
+		t.Fatalf("collision Record = %v", err)
+	}
+
+	// The same key from another sender is another notification.
+	elsewhere := k
+	elsewhere.Sender = "sender-b"
+	tx = b.begin(t)
+	r, err = in.Record(b.ctx, tx, elsewhere)
+	if err != nil || !r.Fresh {
+		t.Fatalf("other sender = %+v, %v", r, err)
+	}
+	// Recorded but not completed, seen from outside the transaction after
+	// commit (two-phase receivers): in progress, and releasable.
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx = b.begin(t)
+	r, err = in.Record(b.ctx, tx, elsewhere)
+	if err != nil || !r.InProgress {
+		t.Fatalf("in-progress Record = %+v, %v", r, err)
+	}
+	if err := in.Release(b.ctx, tx, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := in.Record(b.ctx, tx, elsewhere); err != nil || !r.Fresh {
+		t.Fatalf("Record after Release = %+v, %v", r, err)
+	}
+	tx.Rollback()
+
+	// Bad keys are refused before anything is written.
+	tx = b.begin(t)
+	defer tx.Rollback()
+	for _, bad := range []store.InboxKey{{Sender: "", Key: "k", PayloadSHA256: digest("x")}, {Sender: "s", Key: "bad key", PayloadSHA256: digest("x")}, {Sender: "s", Key: "k", PayloadSHA256: "short"}} {
+		if _, err := in.Record(b.ctx, tx, bad); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Fatalf("Record(%+v) = %v", bad, err)
+		}
+	}
+}
+
+// testInboxConcurrent runs many transactions recording the same key at
+// once: one processes it, every other replays the same Ack.
+func testInboxConcurrent(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Now: time.Now})
+	k := store.InboxKey{Sender: "s", Key: "same", PayloadSHA256: digest("same")}
+	const n = 12
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		processed int
+		acks      = make([][]byte, n)
+		errs      = make(chan error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := b.db.BeginTxx(b.ctx, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer tx.Rollback()
+			r, err := b.store.Inbox.Record(b.ctx, tx, k)
+			if err != nil {
+				errs <- err
+				return
+			}
+			ack := r.Ack
+			if r.Fresh {
+				mu.Lock()
+				processed++
+				mu.Unlock()
+				ack = []byte(fmt.Sprintf(`{"by":%d}`, i))
+				if err := b.store.Inbox.Complete(b.ctx, tx, k, ack); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				errs <- err
+				return
+			}
+			acks[i] = ack
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if processed != 1 {
+		t.Fatalf("processed %d times, want once", processed)
+	}
+	for i := range acks {
+		if !bytes.Equal(acks[i], acks[0]) || len(acks[i]) == 0 {
+			t.Fatalf("ack %d = %q, ack 0 = %q", i, acks[i], acks[0])
+		}
+	}
+}
+
+func testInboxPrune(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	record := func(key string) {
+		tx := b.begin(t)
+		k := store.InboxKey{Sender: "s", Key: key, PayloadSHA256: digest(key)}
+		if _, err := b.store.Inbox.Record(b.ctx, tx, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.store.Inbox.Complete(b.ctx, tx, k, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 25 {
+		record(fmt.Sprintf("old-%d", i))
+	}
+	b.clock.Advance(48 * time.Hour)
+	for i := range 5 {
+		record(fmt.Sprintf("new-%d", i))
+	}
+	n, err := b.store.Inbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour, BatchSize: 10, MaxRows: 15})
+	if err != nil || n != 15 {
+		t.Fatalf("bounded Prune = %d, %v, want 15", n, err)
+	}
+	n, err = b.store.Inbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour, BatchSize: 4})
+	if err != nil || n != 10 {
+		t.Fatalf("Prune = %d, %v, want the other 10", n, err)
+	}
+	var left int
+	if err := b.db.GetContext(b.ctx, &left, "SELECT COUNT(*) FROM courier_inbox"); err != nil || left != 5 {
+		t.Fatalf("%d records left, want the 5 recent ones (%v)", left, err)
+	}
+}
+
+func testReplayCache(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	rc := b.store.Replay
+	exp := b.clock.Now().Add(time.Minute)
+	if replayed, err := rc.Remember(b.ctx, "k1", "nonce-1", exp); err != nil || replayed {
+		t.Fatalf("first Remember = %v, %v", replayed, err)
+	}
+	if replayed, err := rc.Remember(b.ctx, "k1", "nonce-1", exp); err != nil || !replayed {
+		t.Fatalf("second Remember = %v, %v, want replayed", replayed, err)
+	}
+	if replayed, err := rc.Remember(b.ctx, "k2", "nonce-1", exp); err != nil || replayed {
+		t.Fatalf("other key = %v, %v", replayed, err)
+	}
+	b.clock.Advance(2 * time.Minute)
+	if replayed, err := rc.Remember(b.ctx, "k1", "nonce-1", b.clock.Now().Add(time.Minute)); err != nil || replayed {
+		t.Fatalf("after expiry = %v, %v, want fresh", replayed, err)
+	}
+	n, err := rc.Prune(b.ctx, store.PruneParams{})
+	if err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v, want the one expired pair", n, err)
+	}
+}
