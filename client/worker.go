@@ -1,0 +1,434 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency  = 16
+	DefaultLease        = time.Minute
+	DefaultTimeout      = 15 * time.Second
+	DefaultPollInterval = time.Second
+	// UserAgent is sent with every attempt.
+	UserAgent = "courier/1"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Store is the outbox to deliver. Required.
+	Store *store.Store
+	// Owner names this worker in leases and the attempts log. Defaults to
+	// host name, process id and a random suffix.
+	Owner string
+	// Concurrency is how many deliveries are in flight at once. Defaults to
+	// DefaultConcurrency.
+	Concurrency int
+	// BatchSize is the most deliveries one claim takes. Defaults to
+	// Concurrency.
+	BatchSize int
+	// Lease is how long a claimed delivery is held. It must outlast
+	// Timeout, so no attempt is still running when its lease can be
+	// reclaimed. Defaults to DefaultLease.
+	Lease time.Duration
+	// Timeout bounds one attempt: connecting, sending and reading the Ack.
+	// Defaults to DefaultTimeout.
+	Timeout time.Duration
+	// PollInterval is how often the worker looks for due deliveries when
+	// no wake-up comes. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// Signer signs every attempt, unless SignerFor is set. One of the two
+	// is required: courier never sends unsigned notifications.
+	Signer signature.Signer
+	// SignerFor returns the signer for a delivery's KeyID (see
+	// store.EnqueueParams), for senders with a key per endpoint. An error
+	// retries the delivery with code signing_failed.
+	SignerFor func(keyID string) (signature.Signer, error)
+	// Transport sends the requests. Defaults to the SSRF-safe transport of
+	// the zero Guard: https on port 443 to public addresses only.
+	Transport http.RoundTripper
+	// Profiles resolves a delivery's Ack profile by name. Defaults to
+	// ack.Builtin.
+	Profiles func(name string) (ack.Profile, bool)
+	// Logger receives a line per attempt outcome. Defaults to discarding.
+	Logger *slog.Logger
+	// Now is the clock used to sign attempts. Defaults to time.Now.
+	Now func() time.Time
+	// Hook receives an Event after each attempt is settled, for metrics
+	// and tests. It runs on the attempt's goroutine and must be quick.
+	// Defaults to none.
+	Hook func(Event)
+}
+
+// Event reports one settled attempt. It carries identities and codes,
+// never payload, header or key content.
+type Event struct {
+	DeliveryID     int64
+	NotificationID string
+	Endpoint       string
+	Attempt        int
+	Result         store.Result   // what the attempt came to
+	Status         courier.Status // the delivery's status after it ("" if the lease was lost)
+	Code           courier.Code   // the delivery's error code after it
+	HTTPStatus     int            // the receiver's status, 0 if none
+	Duration       time.Duration  // the attempt, from request to classification
+	LeaseLost      bool           // the outcome was not applied: another worker holds the row
+}
+
+// WithDefaults returns a copy of c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = c.Concurrency
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Transport == nil {
+		c.Transport = Guard{}.Transport()
+	}
+	if c.Profiles == nil {
+		c.Profiles = ack.Builtin
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Store == nil:
+		return configError("Config.Store is required")
+	case c.Signer == nil && c.SignerFor == nil:
+		return configError("Config.Signer or Config.SignerFor is required")
+	case c.Concurrency < 1:
+		return configError("Config.Concurrency must be at least 1")
+	case c.BatchSize < 1 || c.BatchSize > store.MaxClaimBatch:
+		return configError("Config.BatchSize must be within 1..1000")
+	case c.Timeout <= 0 || c.PollInterval <= 0:
+		return configError("Config.Timeout and Config.PollInterval must be positive")
+	case c.Lease <= c.Timeout:
+		return configError("Config.Lease must be longer than Config.Timeout")
+	}
+	return nil
+}
+
+func configError(msg string) error {
+	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "client: "+msg)
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Worker delivers the outbox: it claims due deliveries in batches, signs
+// and sends each attempt, verifies the receiver's Ack and settles the
+// outcome. Run it in as many processes as you like; leases keep them from
+// sending the same delivery at once.
+type Worker struct {
+	cfg    Config
+	client *http.Client
+}
+
+// NewWorker returns a Worker for cfg.
+func NewWorker(cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{
+		cfg:    cfg,
+		client: &http.Client{Transport: cfg.Transport, CheckRedirect: CheckRedirect},
+	}, nil
+}
+
+// Run delivers until ctx is done, then returns nil once every attempt in
+// flight has stopped. Attempts cut short by the cancellation are not
+// settled: their leases expire and the deliveries are retried. An error
+// is returned only when the store keeps failing at startup.
+func (w *Worker) Run(ctx context.Context) error {
+	wake, stopListening := w.listen(ctx)
+	defer func() { stopListening() }()
+
+	slots := make(chan struct{}, w.cfg.Concurrency) // one per attempt in flight
+	freed := make(chan struct{}, w.cfg.Concurrency) // an attempt finished
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	poll := time.NewTicker(w.cfg.PollInterval)
+	defer poll.Stop()
+
+	for ctx.Err() == nil {
+		want := min(w.cfg.Concurrency-len(slots), w.cfg.BatchSize)
+		got := 0
+		if want > 0 {
+			batch, err := w.cfg.Store.Outbox.Claim(ctx, store.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
+			if err != nil && ctx.Err() == nil {
+				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
+			}
+			got = len(batch)
+			for _, c := range batch {
+				slots <- struct{}{}
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					w.deliver(ctx, c)
+					<-slots
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				}()
+			}
+		}
+		// A full batch means more may be due: claim again as soon as
+		// there is room. Otherwise wait for a wake-up or the next poll.
+		var room <-chan struct{}
+		if want == 0 || got == want {
+			if len(slots) < w.cfg.Concurrency {
+				continue
+			}
+			room = freed
+		}
+		select {
+		case <-ctx.Done():
+		case <-room:
+		case <-poll.C:
+			if wake == nil { // listen again after a failure
+				wake, stopListening = w.listen(ctx)
+			}
+		case _, ok := <-wake:
+			if !ok { // the listener failed: poll until the next tick
+				stopListening()
+				wake, stopListening = nil, func() {}
+			}
+		}
+	}
+	return nil
+}
+
+// listen subscribes to the store's wake-ups; without them the worker polls.
+func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
+	ch, stop, err := w.cfg.Store.Outbox.Listen(ctx)
+	if err != nil {
+		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any("error", err))
+		return nil, func() {}
+	}
+	return ch, stop
+}
+
+// deliver makes one attempt and settles it.
+func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
+	started := time.Now()
+	oc := w.attempt(ctx, c)
+	if ctx.Err() != nil {
+		return // shutting down: the lease expires and the delivery is retried
+	}
+	oc.Lease = c.Lease
+	oc.Duration = time.Since(started)
+	settled, err := w.cfg.Store.Outbox.Settle(ctx, oc)
+	log := w.cfg.Logger.With(slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt))
+	if err != nil {
+		log.ErrorContext(ctx, "worker: settle failed", slog.Any("error", err))
+		return
+	}
+	s := settled[0]
+	if s.Err != nil {
+		log.WarnContext(ctx, "worker: lease lost before settling", slog.String("code", string(courier.CodeLeaseLost)))
+	} else {
+		log.DebugContext(ctx, "worker: attempt settled", slog.String("status", string(s.Status)),
+			slog.String("code", string(s.Code)), slog.Int("http_status", oc.HTTPStatus), slog.Duration("duration", oc.Duration))
+	}
+	if w.cfg.Hook != nil {
+		w.cfg.Hook(Event{
+			DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: c.Endpoint, Attempt: c.Attempt,
+			Result: oc.Result, Status: s.Status, Code: s.Code, HTTPStatus: oc.HTTPStatus, Duration: oc.Duration,
+			LeaseLost: s.Err != nil,
+		})
+	}
+}
+
+// Work claims one batch of due deliveries, delivers them and returns when
+// every attempt is settled, with how many it claimed. Run is Work in a
+// loop with wake-ups; Work suits tests and schedulers of one's own.
+func (w *Worker) Work(ctx context.Context) (int, error) {
+	batch, err := w.cfg.Store.Outbox.Claim(ctx, store.ClaimParams{Owner: w.cfg.Owner, Limit: w.cfg.BatchSize, Lease: w.cfg.Lease})
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	for _, c := range batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			w.deliver(ctx, c)
+		})
+	}
+	wg.Wait()
+	return len(batch), nil
+}
+
+// attempt sends one attempt and classifies its result.
+func (w *Worker) attempt(ctx context.Context, c store.Claimed) store.Outcome {
+	profile, ok := w.cfg.Profiles(c.Profile)
+	if !ok {
+		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeConfigInvalid}
+	}
+	signer, err := w.signer(c.KeyID)
+	if err != nil {
+		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeSigningFailed}
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
+	if err != nil {
+		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeDestinationForbidden}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
+		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeSigningFailed}
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return transportOutcome(ctx, err)
+	}
+	defer resp.Body.Close()
+	return w.responseOutcome(c, profile, resp)
+}
+
+func (w *Worker) signer(keyID string) (signature.Signer, error) {
+	if w.cfg.SignerFor != nil {
+		return w.cfg.SignerFor(keyID)
+	}
+	return w.cfg.Signer, nil
+}
+
+// transportOutcome classifies a request that got no response.
+func transportOutcome(ctx context.Context, err error) store.Outcome {
+	switch {
+	case errors.Is(err, courier.ErrDestinationForbidden):
+		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeDestinationForbidden}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeTimeout}
+	}
+	return store.Outcome{Result: store.ResultRetry, Code: courier.CodeNetwork}
+}
+
+// responseOutcome classifies a response per DESIGN.md: 2xx with the exact
+// Ack succeeds; 408/425/429/5xx retry; anything else fails for good.
+func (w *Worker) responseOutcome(c store.Claimed, profile ack.Profile, resp *http.Response) store.Outcome {
+	status := resp.StatusCode
+	oc := store.Outcome{HTTPStatus: status}
+	switch {
+	case status >= 200 && status < 300:
+		body, err := io.ReadAll(io.LimitReader(resp.Body, ack.MaxAckSize+1))
+		if err != nil {
+			oc.Result, oc.Code = store.ResultRetry, courier.CodeNetwork
+			return oc
+		}
+		if profile.Expect == nil {
+			oc.Result = store.ResultSucceeded
+			return oc
+		}
+		want, err := profile.Expect(c.NotificationID, c.Payload)
+		if err == nil {
+			err = want.Verify(body)
+		}
+		if err != nil {
+			oc.Result, oc.Code = store.ResultFailed, courier.CodeAckInvalid
+			return oc
+		}
+		oc.Result, oc.AckSHA256 = store.ResultSucceeded, ack.Digest(body)
+		return oc
+	case status == http.StatusRequestTimeout || status == http.StatusTooEarly:
+		oc.Result, oc.Code = store.ResultRetry, courier.CodeRequestTimeout
+	case status == http.StatusTooManyRequests:
+		oc.Result, oc.Code = store.ResultRetry, courier.CodeRateLimited
+	case status >= 500:
+		oc.Result, oc.Code = store.ResultRetry, courier.CodeReceiverUnavailable
+	case status >= 300 && status < 400:
+		oc.Result, oc.Code = store.ResultFailed, courier.CodeRedirect
+		if loc, err := resp.Location(); err == nil && w.redirectForbidden(loc.String()) {
+			oc.Code = courier.CodeDestinationForbidden
+		}
+	case status == http.StatusUnauthorized:
+		oc.Result, oc.Code = store.ResultFailed, courier.CodeSignatureRejected
+	case status == http.StatusGone:
+		oc.Result, oc.Code = store.ResultFailed, courier.CodeEndpointGone
+	default:
+		oc.Result, oc.Code = store.ResultFailed, courier.CodeReceiverRejected
+	}
+	if oc.Result == store.ResultRetry {
+		oc.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	drain(resp.Body)
+	return oc
+}
+
+// redirectForbidden reports whether a redirect's target is one the
+// transport's guard would refuse (when the transport is a guard).
+func (w *Worker) redirectForbidden(location string) bool {
+	g, ok := w.cfg.Transport.(*guardTransport)
+	if !ok {
+		return false
+	}
+	u, err := url.Parse(location)
+	if err != nil {
+		return true
+	}
+	return g.guard.Check(context.Background(), u) != nil
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(min(s, 1<<30)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// drain reads a little of a body so the connection can be reused.
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10)) }

@@ -1,0 +1,410 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// workerBundle is what the worker tests need: a SQLite outbox on a
+// settable clock, a receiver on loopback, and a worker allowed to reach it.
+type workerBundle struct {
+	store    *store.Store
+	clock    *storetest.Clock
+	server   *httptest.Server
+	worker   *client.Worker
+	verifier *signature.StandardWebhooksVerifier
+	key      signature.StandardWebhooksKey
+	events   chan client.Event
+}
+
+// setupWorker starts receiver and returns a worker that delivers to it.
+func setupWorker(t *testing.T, receiver http.HandlerFunc, edit func(*client.Config)) *workerBundle {
+	t.Helper()
+	clock := storetest.NewClock()
+	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{
+		Now: clock.Now, Backoff: store.ExponentialBackoff{Base: time.Second, Cap: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	srv := httptest.NewServer(receiver)
+	t.Cleanup(srv.Close)
+
+	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "sender", Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan client.Event, 100)
+	cfg := client.Config{
+		Store:     s,
+		Owner:     "test-worker",
+		Signer:    signer,
+		Transport: loopbackGuard(t, srv.URL).Transport(),
+		Timeout:   2 * time.Second,
+		Lease:     time.Minute,
+		Hook:      func(e client.Event) { events <- e },
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	w, err := client.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &workerBundle{store: s, clock: clock, server: srv, worker: w, verifier: verifier, key: key, events: events}
+}
+
+// loopbackGuard opens the guard for exactly the test server's address.
+func loopbackGuard(t *testing.T, rawURL string) client.Guard {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	return client.Guard{
+		AllowHTTP:     true,
+		AllowPorts:    []uint16{uint16(port)},
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix(u.Hostname() + "/32")},
+	}
+}
+
+func (b *workerBundle) enqueue(t *testing.T, id string, payload string) int64 {
+	t.Helper()
+	tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	e, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: id, Endpoint: b.server.URL + "/hooks", Payload: []byte(payload)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+// work runs one claim-and-deliver round and returns the one event it made.
+func (b *workerBundle) work(t *testing.T) client.Event {
+	t.Helper()
+	n, err := b.worker.Work(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("Work = %d, %v; want one delivery", n, err)
+	}
+	return <-b.events
+}
+
+func (b *workerBundle) get(t *testing.T, id int64) store.Delivery {
+	t.Helper()
+	d, err := b.store.Outbox.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// ackReceiver verifies the signature and answers edit(the exact Ack).
+func ackReceiver(t *testing.T, b **workerBundle, edit func(a *ack.Ack) []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if _, err := (*b).verifier.Verify(r.Context(), r, body); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		a := ack.New(r.Header.Get("webhook-id"), body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(edit(&a))
+	}
+}
+
+func TestWorkerVerifiesAckExactly(t *testing.T) {
+	t.Parallel()
+	digestOf := func(s string) string { return ack.Digest([]byte(s)) }
+	tests := []struct {
+		name string
+		edit func(a *ack.Ack) []byte
+		want courier.Status
+	}{
+		{"exact", func(a *ack.Ack) []byte { return a.Marshal() }, courier.StatusSucceeded},
+		{"wrong digest", func(a *ack.Ack) []byte { a.NotificationSHA256 = digestOf("other"); return a.Marshal() }, courier.StatusFailed},
+		{"wrong id", func(a *ack.Ack) []byte { a.NotificationID = "n-other"; return a.Marshal() }, courier.StatusFailed},
+		{"extra field", func(a *ack.Ack) []byte { a.Extra = map[string]string{"x": "1"}; return a.Marshal() }, courier.StatusFailed},
+		{"wrong schema", func(a *ack.Ack) []byte { a.Schema = "courier.ack.v2"; return a.Marshal() }, courier.StatusFailed},
+		{"empty body", func(a *ack.Ack) []byte { return nil }, courier.StatusFailed},
+		{"not json", func(a *ack.Ack) []byte { return []byte("ok") }, courier.StatusFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b *workerBundle
+			b = setupWorker(t, ackReceiver(t, &b, tt.edit), nil)
+			id := b.enqueue(t, "n-1", `{"n":1}`)
+			e := b.work(t)
+			d := b.get(t, id)
+			if d.Status != tt.want || e.Status != tt.want {
+				t.Fatalf("status %s (event %s), want %s", d.Status, e.Status, tt.want)
+			}
+			if tt.want == courier.StatusFailed && (d.LastErrorCode != courier.CodeAckInvalid || d.Attempts != 1) {
+				t.Fatalf("failed with %s after %d attempts, want ack_invalid after 1", d.LastErrorCode, d.Attempts)
+			}
+			if tt.want == courier.StatusSucceeded && d.AckSHA256 == "" {
+				t.Fatal("succeeded without the Ack digest")
+			}
+			// Not retried: nothing is due, even much later.
+			b.clock.Advance(24 * time.Hour)
+			if n, err := b.worker.Work(t.Context()); n != 0 || err != nil {
+				t.Fatalf("Work after settling = %d, %v", n, err)
+			}
+		})
+	}
+}
+
+func TestWorkerClassifiesResponses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		respond    http.HandlerFunc
+		status     courier.Status
+		code       courier.Code
+		retryAfter time.Duration // expected delay, when retried
+	}{
+		{"503", statusHandler(503, ""), courier.StatusRetryWait, courier.CodeReceiverUnavailable, time.Second},
+		{"500 with Retry-After", statusHandler(500, "7"), courier.StatusRetryWait, courier.CodeReceiverUnavailable, 7 * time.Second},
+		{"429 with Retry-After", statusHandler(429, "30"), courier.StatusRetryWait, courier.CodeRateLimited, 30 * time.Second},
+		{"429 Retry-After above the cap", statusHandler(429, "86400"), courier.StatusRetryWait, courier.CodeRateLimited, time.Minute},
+		{"408", statusHandler(408, ""), courier.StatusRetryWait, courier.CodeRequestTimeout, time.Second},
+		{"400", statusHandler(400, ""), courier.StatusFailed, courier.CodeReceiverRejected, 0},
+		{"401", statusHandler(401, ""), courier.StatusFailed, courier.CodeSignatureRejected, 0},
+		{"410", statusHandler(410, ""), courier.StatusFailed, courier.CodeEndpointGone, 0},
+		{"302 to an allowed place", redirectHandler("/elsewhere"), courier.StatusFailed, courier.CodeRedirect, 0},
+		{"302 to a private address", redirectHandler("https://10.0.0.1/metadata"), courier.StatusFailed, courier.CodeDestinationForbidden, 0},
+		{"connection dropped", dropHandler, courier.StatusRetryWait, courier.CodeNetwork, time.Second},
+		{"past the timeout", stallHandler, courier.StatusRetryWait, courier.CodeTimeout, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupWorker(t, tt.respond, func(c *client.Config) { c.Timeout = 300 * time.Millisecond })
+			id := b.enqueue(t, "n-1", `{"n":1}`)
+			b.work(t)
+			d := b.get(t, id)
+			if d.Status != tt.status || d.LastErrorCode != tt.code {
+				t.Fatalf("got %s/%s, want %s/%s", d.Status, d.LastErrorCode, tt.status, tt.code)
+			}
+			if tt.status == courier.StatusRetryWait {
+				if got := d.NextAttemptAt.Sub(b.clock.Now()); got != tt.retryAfter {
+					t.Fatalf("retry in %v, want %v", got, tt.retryAfter)
+				}
+			}
+		})
+	}
+}
+
+func statusHandler(status int, retryAfter string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.WriteHeader(status)
+	}
+}
+
+func redirectHandler(to string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, http.StatusFound) }
+}
+
+// stallHandler answers nothing until the client gives up. It reads the
+// body first: only then does the server notice the client hanging up.
+func stallHandler(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
+}
+
+func dropHandler(w http.ResponseWriter, r *http.Request) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+func TestWorkerRefusesForbiddenDestinations(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }, func(c *client.Config) { c.Transport = nil })
+	tx, _ := b.store.DB().BeginTxx(t.Context(), nil)
+	var ids []int64
+	for i, endpoint := range []string{b.server.URL + "/hooks", "https://10.0.0.1/hooks", "https://169.254.169.254/latest", "https://[::1]/x"} {
+		e, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: endpoint, Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.worker.Work(t.Context()); n != len(ids) || err != nil {
+		t.Fatalf("Work = %d, %v", n, err)
+	}
+	for _, id := range ids {
+		if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeDestinationForbidden {
+			t.Fatalf("%s: %s/%s, want failed/destination_forbidden", d.Endpoint, d.Status, d.LastErrorCode)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the default guard let %d requests through", hits.Load())
+	}
+}
+
+func TestWorkerSignsEachAttemptAfresh(t *testing.T) {
+	t.Parallel()
+	stamps := make(chan string, 4)
+	var b *workerBundle
+	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if _, err := b.verifier.Verify(r.Context(), r, body); err != nil {
+			t.Errorf("attempt not verifiable: %v", err)
+		}
+		stamps <- r.Header.Get("webhook-timestamp")
+		w.WriteHeader(503)
+	}, nil)
+	now := time.Now()
+	b.worker, _ = client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: loopbackGuard(t, b.server.URL).Transport(),
+		Now: func() time.Time { now = now.Add(time.Minute); return now }})
+	b.enqueue(t, "n-1", `{}`)
+	b.worker.Work(t.Context())
+	b.clock.Advance(time.Hour)
+	b.worker.Work(t.Context())
+	first, second := <-stamps, <-stamps
+	if first == second {
+		t.Fatalf("both attempts carry timestamp %s", first)
+	}
+}
+
+// signerFor returns a signer with the key the bundle's verifier accepts.
+func signerFor(t *testing.T, b *workerBundle) signature.Signer {
+	t.Helper()
+	s, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{b.key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestWorkerRunWakesAndShutsDown(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	arrived := make(chan string, 10)
+	var b *workerBundle
+	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get("webhook-id")
+		arrived <- id
+		if id == "slow" {
+			select { // hold the attempt until the worker gives up on it
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		a := ack.New(id, body)
+		w.Write(a.Marshal())
+	}, func(c *client.Config) {
+		c.PollInterval = time.Hour // only a wake-up can bring the second delivery
+		c.Timeout = 30 * time.Second
+	})
+	defer close(release)
+	ctx, cancel := context.WithCancel(t.Context())
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.worker.Run(ctx) }()
+
+	fast := b.enqueue(t, "fast", `{"n":1}`)
+	if got := <-arrived; got != "fast" {
+		t.Fatalf("first arrival %s", got)
+	}
+	if e := <-b.events; e.DeliveryID != fast || e.Status != courier.StatusSucceeded {
+		t.Fatalf("event %+v", e)
+	}
+	slow := b.enqueue(t, "slow", `{"n":2}`)
+	if got := <-arrived; got != "slow" {
+		t.Fatalf("second arrival %s", got)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	// Run has returned: nothing of the worker runs any more (goleak checks
+	// the whole package at exit), and the slow delivery is still leased.
+	if d := b.get(t, slow); d.Status != courier.StatusLeased {
+		t.Fatalf("slow delivery is %s, want leased", d.Status)
+	}
+	b.clock.Advance(time.Minute) // its lease expires
+	w2, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: loopbackGuard(t, b.server.URL).Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { release <- struct{}{} }()
+	if n, err := w2.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("redelivery Work = %d, %v", n, err)
+	}
+	if got := <-arrived; got != "slow" {
+		t.Fatalf("redelivered %s", got)
+	}
+	if d := b.get(t, slow); d.Attempts != 2 {
+		t.Fatalf("slow delivery has %d attempts, want 2", d.Attempts)
+	}
+	attempts, _ := b.store.Outbox.Attempts(t.Context(), slow)
+	if len(attempts) == 0 || attempts[0].Outcome != "lease_expired" {
+		t.Fatalf("attempts log %+v", attempts)
+	}
+}
+
+func TestWorkerConfig(t *testing.T) {
+	t.Parallel()
+	b := setupWorker(t, statusHandler(200, ""), nil)
+	bad := map[string]client.Config{
+		"no store":          {Signer: signerFor(t, b)},
+		"no signer":         {Store: b.store},
+		"lease <= timeout":  {Store: b.store, Signer: signerFor(t, b), Lease: time.Second, Timeout: time.Second},
+		"batch too large":   {Store: b.store, Signer: signerFor(t, b), BatchSize: 5000},
+		"negative parallel": {Store: b.store, Signer: signerFor(t, b), Concurrency: -1},
+	}
+	for name, cfg := range bad {
+		if _, err := client.NewWorker(cfg); !errors.Is(err, courier.ErrConfigInvalid) {
+			t.Errorf("%s: NewWorker = %v, want ErrConfigInvalid", name, err)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+// Package problem writes RFC 9457 problem details: the body every courier
+// handler answers a refused request with, carrying a stable code.
+package problem
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// ContentType is the media type of a problem body.
+const ContentType = "application/problem+json"
+
+// FieldError names a field that failed validation and the rule it broke.
+type FieldError struct {
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+}
+
+// Problem is an RFC 9457 problem details document with courier's code.
+type Problem struct {
+	Type   string       `json:"type"`
+	Title  string       `json:"title"`
+	Status int          `json:"status"`
+	Code   courier.Code `json:"code"`
+	Detail string       `json:"detail,omitempty"`
+	Errors []FieldError `json:"errors,omitempty"`
+}
+
+// New returns a problem for status and code; detail must be content-free.
+func New(status int, code courier.Code, detail string) *Problem {
+	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: detail}
+}
+
+// Write sends p. Nothing else must have been written to w.
+func Write(w http.ResponseWriter, p *Problem) {
+	b, err := json.Marshal(p)
+	if err != nil { // a Problem always marshals; keep the status regardless
+		b = []byte(`{"type":"about:blank","status":500,"code":"internal_error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(b)
+}
+
+// Error writes a problem for status and code in one call.
+func Error(w http.ResponseWriter, status int, code courier.Code, detail string) {
+	Write(w, New(status, code, detail))
+}
+
+// RetryAfter writes a problem with a Retry-After header, for 429 and 503.
+func RetryAfter(w http.ResponseWriter, status int, code courier.Code, detail string, after time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(after.Round(time.Second)/time.Second))))
+	Error(w, status, code, detail)
+}

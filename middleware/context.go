@@ -1,0 +1,38 @@
+package middleware
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/signature"
+)
+
+// contextKey keys the values this package puts in a request's context.
+type contextKey int
+
+const (
+	bodyKey contextKey = iota
+	principalKey
+	txKey
+)
+
+// BodyFromContext returns the raw request body Verify read and verified.
+// The slice is shared by every caller: do not modify it.
+func BodyFromContext(ctx context.Context) ([]byte, bool) {
+	b, ok := ctx.Value(bodyKey).([]byte)
+	return b, ok
+}
+
+// PrincipalFromContext returns who Verify found the request came from.
+func PrincipalFromContext(ctx context.Context) (signature.Principal, bool) {
+	p, ok := ctx.Value(principalKey).(signature.Principal)
+	return p, ok
+}
+
+// TxFromContext returns the request's transaction begun by Transaction.
+// Use it for the request's work; Transaction commits or rolls it back.
+func TxFromContext(ctx context.Context) (*sqlx.Tx, bool) {
+	tx, ok := ctx.Value(txKey).(*sqlx.Tx)
+	return tx, ok && tx != nil
+}

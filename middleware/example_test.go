@@ -1,0 +1,116 @@
+package middleware_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// A receiver verifies every delivery's Standard Webhooks signature before
+// its handler sees the body; the handler gets the same bytes and learns who
+// sent them.
+func ExampleVerify() {
+	key, err := signature.ParseStandardWebhooksKey("2026-04", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		panic(err)
+	}
+	sent := time.Unix(1614265330, 0)
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
+		Sender: "billing",
+		Keys:   []signature.StandardWebhooksKey{key},
+		Now:    func() time.Time { return sent }, // a test clock; leave nil in production
+	})
+	if err != nil {
+		panic(err)
+	}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := middleware.PrincipalFromContext(r.Context())
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s sent %s", p.Sender, body)
+	})
+	srv := httptest.NewServer(middleware.Verify(verifier, 1<<20)(app))
+	defer srv.Close()
+
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		panic(err)
+	}
+	deliver := func(signed, body string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		if err := signer.Sign(req, signature.Message{ID: "n-1", Body: []byte(signed), Time: sent}); err != nil {
+			panic(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK {
+			fmt.Printf("%d %s\n", resp.StatusCode, got)
+		} else {
+			fmt.Printf("%d %s\n", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	deliver(`{"amount":42}`, `{"amount":42}`)
+	deliver(`{"amount":42}`, `{"amount":4200}`) // tampered on the way
+	// Output:
+	// 200 billing sent {"amount":42}
+	// 401 Signature error="signature_mismatch"
+}
+
+// A handler's writes commit only when it answers below 400, and the client
+// gets the answer only once they have committed.
+func ExampleTransaction() {
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	db := st.DB()
+	db.MustExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`)
+
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, _ := middleware.TxFromContext(r.Context())
+		item := r.URL.Query().Get("item")
+		if _, err := tx.ExecContext(r.Context(), `INSERT INTO orders (item) VALUES (?)`, item); err != nil {
+			http.Error(w, "insert failed", http.StatusInternalServerError)
+			return
+		}
+		if item == "" {
+			http.Error(w, "item is required", http.StatusUnprocessableEntity) // the insert is rolled back
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	h := middleware.Transaction(db)(app)
+
+	for _, target := range []string{"/orders?item=book", "/orders"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, target, nil))
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM orders`); err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: %d, %d order(s) stored\n", target, rec.Code, n)
+	}
+	// Output:
+	// /orders?item=book: 201, 1 order(s) stored
+	// /orders: 422, 1 order(s) stored
+}

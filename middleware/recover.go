@@ -1,0 +1,84 @@
+package middleware
+
+import (
+	"bufio"
+	"errors"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/problem"
+)
+
+// Recover turns a panic in next into a 500 problem (code internal_error)
+// and logs it, with the panic value and stack, as "middleware: panic
+// recovered" at error level; a nil logger logs nothing. If next had already
+// started its response, a 500 can no longer be sent: Recover aborts the
+// response with http.ErrAbortHandler instead, so the client sees a broken
+// response rather than a truncated one that looks complete. A panic with
+// http.ErrAbortHandler itself is re-panicked untouched. Headers next set
+// are dropped from the 500; those set before it (by outer middleware) stay.
+func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tw := &trackingWriter{ResponseWriter: w}
+			outer := w.Header().Clone() // what next found, restored for the 500
+			defer func() {
+				v := recover()
+				if v == nil {
+					return
+				}
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+					panic(v)
+				}
+				logger.ErrorContext(r.Context(), "middleware: panic recovered",
+					slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				if tw.started {
+					panic(http.ErrAbortHandler)
+				}
+				h := w.Header()
+				clear(h)
+				maps.Copy(h, outer)
+				problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "")
+			}()
+			next.ServeHTTP(tw, r)
+		})
+	}
+}
+
+// trackingWriter records whether the response has started.
+type trackingWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *trackingWriter) WriteHeader(code int) {
+	w.started = w.started || code >= 200 || code == http.StatusSwitchingProtocols
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackingWriter) Write(b []byte) (int, error) {
+	w.started = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *trackingWriter) Flush() { _ = w.FlushError() }
+
+func (w *trackingWriter) FlushError() error {
+	w.started = true
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *trackingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.started = true
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *trackingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

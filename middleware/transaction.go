@@ -1,0 +1,61 @@
+package middleware
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/problem"
+)
+
+// Transaction runs each request in its own database transaction, begun on
+// db with the request's context and available to next through
+// [TxFromContext]. next's response (status, headers and body) is held back
+// until the transaction is settled, so the client never sees a success
+// whose effects were rolled back:
+//
+//   - status 400 or above: rolled back, then the response is sent;
+//   - any other status: committed, and the response is sent only if the
+//     commit succeeded, else a 500 problem (code internal_error) is sent;
+//   - a panic in next: rolled back, and the panic goes on up unchanged.
+//
+// A transaction that cannot begin is answered 503 with Retry-After. Flushing
+// the held response (http.Flusher or http.ResponseController) is a no-op.
+//
+// Transaction panics if db is nil.
+func Transaction(db *sqlx.DB) func(http.Handler) http.Handler {
+	if db == nil {
+		panic("middleware: Transaction db is nil")
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tx, err := db.BeginTxx(r.Context(), nil)
+			if err != nil {
+				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not begin", time.Second)
+				return
+			}
+			settled := false
+			defer func() {
+				if !settled { // next panicked: the panic continues after this
+					_ = tx.Rollback()
+				}
+			}()
+			bw := newBufferedWriter(w)
+			next.ServeHTTP(bw, r.WithContext(context.WithValue(r.Context(), txKey, tx)))
+			settled = true
+			if bw.statusCode() >= http.StatusBadRequest {
+				_ = tx.Rollback()
+				bw.send()
+				return
+			}
+			if err := tx.Commit(); err != nil {
+				problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "transaction could not commit")
+				return
+			}
+			bw.send()
+		})
+	}
+}

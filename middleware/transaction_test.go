@@ -1,0 +1,401 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/store"
+)
+
+// txBundle is a SQLite store with the tables the handlers under test write.
+type txBundle struct {
+	db   *sqlx.DB
+	path string
+}
+
+func setupTx(t *testing.T) txBundle {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := store.OpenSQLite(t.Context(), path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	db := s.DB()
+	db.MustExecContext(t.Context(), `
+		CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+		CREATE TABLE parents (id INTEGER PRIMARY KEY);
+		-- checked at COMMIT, so a violation makes the commit itself fail
+		CREATE TABLE children (
+			id        INTEGER PRIMARY KEY,
+			parent_id INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED
+		);`)
+	return txBundle{db: db, path: path}
+}
+
+// countItems counts committed items, on a connection of its own.
+func countItems(ctx context.Context, db *sqlx.DB) (int, error) {
+	var n int
+	err := db.GetContext(ctx, &n, `SELECT count(*) FROM items`)
+	return n, err
+}
+
+// insertItem inserts an item in the request's transaction.
+func insertItem(t *testing.T, r *http.Request) {
+	t.Helper()
+	tx, ok := middleware.TxFromContext(r.Context())
+	if !ok {
+		t.Error("no transaction in the request's context")
+		return
+	}
+	if _, err := tx.ExecContext(r.Context(), `INSERT INTO items (name) VALUES ('a')`); err != nil {
+		t.Errorf("insert: %v", err)
+	}
+}
+
+// observeSend sets X-Outer before next runs, as an outer middleware would,
+// and X-Rows-At-Send to the number of committed items at the moment the
+// response starts to reach the client.
+func observeSend(db *sqlx.DB, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Outer", "kept")
+		next.ServeHTTP(&sendObserver{ResponseWriter: w, db: db, ctx: r.Context()}, r)
+	})
+}
+
+type sendObserver struct {
+	http.ResponseWriter
+	db      *sqlx.DB
+	ctx     context.Context
+	started bool
+}
+
+func (o *sendObserver) WriteHeader(code int) {
+	if !o.started {
+		o.started = true
+		n, err := countItems(o.ctx, o.db)
+		v := strconv.Itoa(n)
+		if err != nil {
+			v = "error: " + err.Error()
+		}
+		o.Header().Set("X-Rows-At-Send", v)
+	}
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *sendObserver) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+func (o *sendObserver) Write(p []byte) (int, error) {
+	if !o.started {
+		o.WriteHeader(http.StatusOK)
+	}
+	return o.ResponseWriter.Write(p)
+}
+
+func TestTransaction(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		handle      func(t *testing.T, w http.ResponseWriter, r *http.Request)
+		wantCode    int
+		wantBody    string
+		wantProblem courier.Code // the response is a problem with this code
+		wantRows    int
+	}{
+		{
+			name: "200 with a body commits",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				rc := http.NewResponseController(w)
+				if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+					t.Errorf("SetWriteDeadline through Unwrap: %v", err)
+				}
+				io.WriteString(w, "ok")
+				if err := rc.Flush(); err != nil { // held back all the same
+					t.Errorf("Flush: %v", err)
+				}
+				w.(http.Flusher).Flush()
+			},
+			wantCode: http.StatusOK, wantBody: "ok", wantRows: 1,
+		},
+		{
+			name: "201 without a body commits",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusCreated)
+			},
+			wantCode: http.StatusCreated, wantRows: 1,
+		},
+		{
+			name: "nothing written commits as 200",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+			},
+			wantCode: http.StatusOK, wantRows: 1,
+		},
+		{
+			name: "204 commits",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusNoContent)
+				if _, err := io.WriteString(w, "dropped"); !errors.Is(err, http.ErrBodyNotAllowed) {
+					t.Errorf("Write after 204 = %v, want ErrBodyNotAllowed", err)
+				}
+			},
+			wantCode: http.StatusNoContent, wantRows: 1,
+		},
+		{
+			name: "303 commits",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.Header().Set("Location", "/items/1")
+				w.WriteHeader(http.StatusSeeOther)
+			},
+			wantCode: http.StatusSeeOther, wantRows: 1,
+		},
+		{
+			name: "informational status then 200 commits",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusEarlyHints)
+				io.WriteString(w, "ok")
+			},
+			wantCode: http.StatusOK, wantBody: "ok", wantRows: 1,
+		},
+		{
+			name: "first WriteHeader wins: 201 then 500 commits",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusCreated)
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, "created")
+			},
+			wantCode: http.StatusCreated, wantBody: "created", wantRows: 1,
+		},
+		{
+			name: "first WriteHeader wins: 422 then 200 rolls back",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				w.WriteHeader(http.StatusOK)
+				io.WriteString(w, "invalid")
+			},
+			wantCode: http.StatusUnprocessableEntity, wantBody: "invalid",
+		},
+		{
+			name: "400 rolls back",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, "bad")
+			},
+			wantCode: http.StatusBadRequest, wantBody: "bad",
+		},
+		{
+			name: "409 problem rolls back",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "")
+			},
+			wantCode: http.StatusConflict, wantProblem: courier.CodeIdempotencyCollision,
+		},
+		{
+			name: "500 rolls back",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusInternalServerError)
+			},
+			wantCode: http.StatusInternalServerError,
+		},
+		{
+			name: "failed commit answers 500, not the handler's 201",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				tx, _ := middleware.TxFromContext(r.Context())
+				if _, err := tx.ExecContext(r.Context(), `INSERT INTO children (parent_id) VALUES (99)`); err != nil {
+					t.Errorf("insert child: %v", err)
+				}
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "created")
+			},
+			wantCode: http.StatusInternalServerError, wantProblem: courier.CodeInternal,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupTx(t)
+			h := middleware.Transaction(b.db)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tt.handle(t, w, r)
+			}))
+			srv := httptest.NewServer(observeSend(b.db, h))
+			t.Cleanup(srv.Close)
+			c := srv.Client()
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+			resp := post(t, c, srv.URL, nil, false, nil)
+			got := readAll(t, resp)
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("status = %d, want %d (body %q)", resp.StatusCode, tt.wantCode, got)
+			}
+			if tt.wantProblem != "" {
+				if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != tt.wantProblem {
+					t.Errorf("code = %q, want %q", p.Code, tt.wantProblem)
+				}
+			} else if string(got) != tt.wantBody {
+				t.Errorf("body = %q, want %q", got, tt.wantBody)
+			}
+			if resp.StatusCode != http.StatusNoContent && resp.ContentLength != int64(len(got)) {
+				t.Errorf("Content-Length = %d, want %d", resp.ContentLength, len(got))
+			}
+
+			// The handler's headers travel with its own response only.
+			wantHandler := "set"
+			if tt.wantProblem == courier.CodeInternal {
+				wantHandler = ""
+			}
+			if h := resp.Header.Get("X-Handler"); h != wantHandler {
+				t.Errorf("X-Handler = %q, want %q", h, wantHandler)
+			}
+			if h := resp.Header.Get("X-Outer"); h != "kept" {
+				t.Errorf("X-Outer = %q, want the outer middleware's header kept", h)
+			}
+			// Settled before anything reached the client.
+			if at := resp.Header.Get("X-Rows-At-Send"); at != strconv.Itoa(tt.wantRows) {
+				t.Errorf("committed rows when the response started = %s, want %d", at, tt.wantRows)
+			}
+			if n, err := countItems(t.Context(), b.db); err != nil || n != tt.wantRows {
+				t.Errorf("committed rows = %d (%v), want %d", n, err, tt.wantRows)
+			}
+		})
+	}
+}
+
+// A panicking handler's work is rolled back, the panic goes on up with its
+// own value, nothing is written, and the connection is free for the next
+// request (SQLite has one writer: a leaked transaction would block it).
+func TestTransactionPanicRollsBack(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	type sentinel struct{ msg string }
+	boom := &sentinel{"boom"}
+	var panicking atomic.Bool
+	panicking.Store(true)
+	h := middleware.Transaction(b.db)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		insertItem(t, r)
+		w.Header().Set("X-Handler", "set")
+		io.WriteString(w, "partial")
+		if panicking.Load() {
+			panic(boom)
+		}
+	}))
+
+	rec := httptest.NewRecorder()
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", nil))
+		return nil
+	}()
+	if got != boom {
+		t.Fatalf("recovered %v, want the handler's own panic value", got)
+	}
+	if rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+		t.Errorf("wrote %v %q before the panic went up, want nothing", rec.Header(), rec.Body)
+	}
+	if n, err := countItems(t.Context(), b.db); err != nil || n != 0 {
+		t.Fatalf("committed rows = %d (%v), want 0", n, err)
+	}
+
+	panicking.Store(false)
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("next request: status = %d, want 200 (body %q)", rec.Code, rec.Body)
+	}
+	if n, err := countItems(t.Context(), b.db); err != nil || n != 1 {
+		t.Errorf("committed rows after the next request = %d (%v), want 1", n, err)
+	}
+}
+
+// Under Recover, over a real connection, the panic becomes a 500 problem
+// and nothing the handler wrote is committed or sent.
+func TestTransactionUnderRecover(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	h := middleware.Recover(nil)(middleware.Transaction(b.db)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		insertItem(t, r)
+		io.WriteString(w, "partial")
+		panic("boom")
+	})))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	resp := post(t, srv.Client(), srv.URL, nil, false, nil)
+	got := readAll(t, resp)
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status = %d, want 500 (body %q)", resp.StatusCode, got)
+	}
+	if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+	}
+	if n, err := countItems(t.Context(), b.db); err != nil || n != 0 {
+		t.Errorf("committed rows = %d (%v), want 0", n, err)
+	}
+}
+
+func TestTransactionBeginFails(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	db, err := sqlx.Open(store.SQLiteDriver, store.SQLiteDSN(b.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	var called atomic.Bool
+	h := middleware.Transaction(db)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called.Store(true) }))
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status = %d, want 503", rec.Code)
+	}
+	if p := readProblem(t, rec.Code, rec.Header(), rec.Body.Bytes()); p.Code != courier.CodeInternal {
+		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+	}
+	if ra := rec.Header().Get("Retry-After"); ra != "1" {
+		t.Errorf("Retry-After = %q, want 1", ra)
+	}
+	if called.Load() {
+		t.Error("next was called without a transaction")
+	}
+}
+
+func TestTransactionPanicsOnNilDB(t *testing.T) {
+	t.Parallel()
+	mustPanic(t, func() { middleware.Transaction(nil) })
+}

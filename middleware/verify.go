@@ -1,0 +1,84 @@
+package middleware
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/signature"
+)
+
+// Verify checks each request's signature with v before next sees it. It
+// reads the raw body once with [ReadBody] (at most maxBody bytes, else 413
+// body_too_large) and calls v.Verify over those exact bytes; nothing is
+// parsed before the signature passes.
+//
+// A signature failure (a case of courier.ErrSignatureInvalid) is answered
+// 401 with the failure's precise code, falling back to signature_invalid,
+// in the problem body and in `WWW-Authenticate: Signature error="<code>"`.
+// Any other Verify error is the verifier's own trouble (a key or replay
+// store that could not answer): it is answered 503 internal_error with
+// Retry-After, so the sender retries. On success next gets a request whose
+// Body reads the same bytes again, with [BodyFromContext] and
+// [PrincipalFromContext] set.
+//
+// Verify panics if v is nil or maxBody <= 0.
+func Verify(v signature.Verifier, maxBody int64) func(http.Handler) http.Handler {
+	if v == nil || isNilPointer(v) {
+		panic("middleware: Verify verifier is nil")
+	}
+	if maxBody <= 0 {
+		panic("middleware: Verify maxBody must be greater than zero")
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, ok := ReadBody(w, r, maxBody)
+			if !ok {
+				return
+			}
+			p, err := v.Verify(r.Context(), r, body)
+			switch {
+			case errors.Is(err, courier.ErrSignatureInvalid):
+				code := courier.CodeOf(err)
+				if !isToken(code) {
+					code = courier.CodeSignatureInvalid
+				}
+				w.Header().Set("WWW-Authenticate", `Signature error="`+string(code)+`"`)
+				problem.Error(w, http.StatusUnauthorized, code, "signature verification failed")
+				return
+			case err != nil:
+				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "signature could not be verified now", time.Second)
+				return
+			}
+			ctx := context.WithValue(context.WithValue(r.Context(), bodyKey, body), principalKey, p)
+			r = r.WithContext(ctx)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			r.TransferEncoding = nil
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// isToken reports whether c is a non-empty code of [a-z0-9_], safe to quote
+// in WWW-Authenticate as it is. Every courier code is.
+func isToken(c courier.Code) bool {
+	for _, b := range []byte(c) {
+		if (b < 'a' || b > 'z') && (b < '0' || b > '9') && b != '_' {
+			return false
+		}
+	}
+	return c != ""
+}
+
+// isNilPointer reports whether v is a typed nil pointer in an interface.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}

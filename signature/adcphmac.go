@@ -1,0 +1,241 @@
+package signature
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// AdCP legacy HMAC header names.
+const (
+	HeaderAdCPSignature = "X-ADCP-Signature"
+	HeaderAdCPTimestamp = "X-ADCP-Timestamp"
+)
+
+// DefaultAdCPHMACTolerance is how far X-ADCP-Timestamp may be from the
+// verifier's clock, either way, as AdCP sets it.
+const DefaultAdCPHMACTolerance = 300 * time.Second
+
+// adcpHMACPrefix starts X-ADCP-Signature; lower-case hex of the MAC follows.
+const adcpHMACPrefix = "sha256="
+
+// AdCPHMACSignerConfig configures an AdCPHMACSigner.
+type AdCPHMACSignerConfig struct {
+	// Secret is the shared secret; its ASCII bytes are the HMAC key.
+	// Required.
+	Secret Secret
+}
+
+// AdCPHMACSigner signs requests with AdCP's legacy (deprecated) HMAC-SHA256
+// scheme: X-ADCP-Timestamp is the attempt time in unix seconds and
+// X-ADCP-Signature is "sha256=" and the lower-case hex HMAC-SHA256 of
+// timestamp + "." + body. It is safe for concurrent use.
+type AdCPHMACSigner struct {
+	secret Secret
+}
+
+// NewAdCPHMACSigner validates cfg and returns a signer.
+func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (*AdCPHMACSigner, error) {
+	if cfg.Secret.m == nil {
+		return nil, errors.New("signature: AdCPHMACSignerConfig.Secret is not a parsed secret")
+	}
+	return &AdCPHMACSigner{secret: cfg.Secret}, nil
+}
+
+// Sign sets X-ADCP-Timestamp (m.Time) and X-ADCP-Signature on req. As AdCP
+// requires, it refuses a JSON body with a duplicate object key at any depth
+// (code CodeDuplicateKeyInput) instead of signing bytes whose meaning
+// depends on the parser.
+func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
+	if s.secret.m == nil {
+		return signingFailed("adcp hmac: signer has no secret")
+	}
+	ts := m.Time.Unix()
+	if ts < 0 {
+		return signingFailed("adcp hmac: message time is before 1970")
+	}
+	if hasDuplicateJSONKey(m.Body) {
+		return courier.NewError(CodeDuplicateKeyInput, "adcp hmac: body has a duplicate JSON object key")
+	}
+	tsText := strconv.FormatInt(ts, 10)
+	if req.Header == nil {
+		req.Header = make(http.Header)
+	}
+	req.Header.Set(HeaderAdCPTimestamp, tsText)
+	req.Header.Set(HeaderAdCPSignature, adcpHMACPrefix+hex.EncodeToString(adcpHMAC(s.secret.m().value, tsText, m.Body)))
+	return nil
+}
+
+// AdCPHMACVerifierConfig configures an AdCPHMACVerifier.
+type AdCPHMACVerifierConfig struct {
+	// Sender names who holds these secrets; it is Principal.Sender.
+	// Required.
+	Sender string
+	// Secrets are the accepted secrets; during a rotation hold the old and
+	// the new one. Required.
+	Secrets []Secret
+	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way.
+	// Defaults to DefaultAdCPHMACTolerance (300 seconds).
+	Tolerance time.Duration
+	// Now is the verifier's clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with its zero fields set to their defaults.
+func (c AdCPHMACVerifierConfig) WithDefaults() AdCPHMACVerifierConfig {
+	if c.Tolerance == 0 {
+		c.Tolerance = DefaultAdCPHMACTolerance
+	}
+	c.Now = nowFunc(c.Now)
+	return c
+}
+
+// AdCPHMACVerifier verifies AdCP legacy HMAC signatures. It compares MACs in
+// constant time and never parses the body: a body with duplicate JSON keys
+// passes here and is refused by the JSON decoding that follows. It is safe
+// for concurrent use.
+type AdCPHMACVerifier struct {
+	sender    string
+	secrets   []Secret
+	tolerance time.Duration
+	now       func() time.Time
+}
+
+// NewAdCPHMACVerifier validates cfg and returns a verifier.
+func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (*AdCPHMACVerifier, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Sender == "" {
+		return nil, errors.New("signature: AdCPHMACVerifierConfig.Sender is empty")
+	}
+	if len(cfg.Secrets) == 0 {
+		return nil, errors.New("signature: AdCPHMACVerifierConfig.Secrets is empty")
+	}
+	for i, s := range cfg.Secrets {
+		if s.m == nil {
+			return nil, fmt.Errorf("signature: AdCPHMACVerifierConfig.Secrets[%d] is not a parsed secret", i)
+		}
+	}
+	if cfg.Tolerance < time.Second {
+		return nil, errors.New("signature: AdCPHMACVerifierConfig.Tolerance is below one second")
+	}
+	return &AdCPHMACVerifier{
+		sender:    cfg.Sender,
+		secrets:   append([]Secret(nil), cfg.Secrets...),
+		tolerance: cfg.Tolerance,
+		now:       cfg.Now,
+	}, nil
+}
+
+// Verify checks req's X-ADCP-Timestamp and X-ADCP-Signature against body.
+func (v *AdCPHMACVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
+	sigText, err := swHeader(req.Header, HeaderAdCPSignature)
+	if err != nil {
+		return Principal{}, err
+	}
+	tsText, err := swHeader(req.Header, HeaderAdCPTimestamp)
+	if err != nil {
+		return Principal{}, err
+	}
+	ts, ok := parseUnixSeconds(tsText)
+	if !ok {
+		return Principal{}, reject(CodeMalformed, "X-ADCP-Timestamp is not unix seconds")
+	}
+	if !withinTolerance(nowFunc(v.now)(), ts, v.tolerance) {
+		return Principal{}, reject(CodeTimestampOutOfRange, "X-ADCP-Timestamp is outside the tolerance")
+	}
+	sig, ok := parseAdCPSignature(sigText)
+	if !ok {
+		return Principal{}, reject(CodeMalformed, `X-ADCP-Signature is not "sha256=" and 64 hex digits`)
+	}
+	match := -1
+	for i, s := range v.secrets {
+		if hmac.Equal(adcpHMAC(s.m().value, tsText, body), sig) && match < 0 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return Principal{}, reject(CodeMismatch, "signature matches no configured secret")
+	}
+	return Principal{Sender: v.sender, KeyID: v.secrets[match].ID(), Scheme: SchemeAdCPHMAC}, nil
+}
+
+// parseAdCPSignature parses "sha256=" and 64 hex digits (either case) into
+// the 32-byte MAC.
+func parseAdCPSignature(s string) ([]byte, bool) {
+	if len(s) != len(adcpHMACPrefix)+2*sha256.Size || s[:len(adcpHMACPrefix)] != adcpHMACPrefix {
+		return nil, false
+	}
+	sig, err := hex.DecodeString(s[len(adcpHMACPrefix):])
+	if err != nil {
+		return nil, false
+	}
+	return sig, true
+}
+
+func adcpHMAC(secret []byte, ts string, body []byte) []byte {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return mac.Sum(nil)
+}
+
+// maxJSONDepth bounds the nesting hasDuplicateJSONKey follows.
+const maxJSONDepth = 10000
+
+// hasDuplicateJSONKey reports whether body, read as JSON, has an object with
+// the same key twice at any depth. A body that is not JSON has none: it is
+// signed as is.
+func hasDuplicateJSONKey(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		keys   map[string]struct{} // nil for an array
+		expect bool                // an object expects a key next
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			top := &stack[n-1]
+			if top.expect {
+				if key, ok := tok.(string); ok {
+					if _, dup := top.keys[key]; dup {
+						return true
+					}
+					top.keys[key] = struct{}{}
+					top.expect = false
+					continue
+				}
+			} else {
+				top.expect = true // this token starts the value
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			if len(stack) >= maxJSONDepth {
+				return false
+			}
+			stack = append(stack, frame{keys: map[string]struct{}{}, expect: true})
+		case json.Delim('['):
+			if len(stack) >= maxJSONDepth {
+				return false
+			}
+			stack = append(stack, frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
+}

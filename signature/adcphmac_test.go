@@ -1,0 +1,345 @@
+package signature
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+const adcpHMACVectorsPath = "testdata/adcp/webhook-hmac-sha256.json"
+
+type adcpHMACVector struct {
+	ID                string          `json:"id"`
+	Timestamp         json.RawMessage `json:"timestamp"` // a number, or a string in a rejection vector
+	RawBody           string          `json:"raw_body"`
+	ExpectedSignature string          `json:"expected_signature"`
+	ExpectedAction    string          `json:"expected_verifier_action"`
+	Signature         *string         `json:"signature"` // rejection vectors; null means absent
+	CurrentTime       *int64          `json:"current_time"`
+}
+
+type adcpHMACVectors struct {
+	Secret           string           `json:"secret"`
+	Vectors          []adcpHMACVector `json:"vectors"`
+	RejectionVectors []adcpHMACVector `json:"rejection_vectors"`
+	SecretRejections []struct {
+		Description string `json:"description"`
+		Secret      string `json:"secret"`
+	} `json:"secret_rejection_vectors"`
+	SignerSide struct {
+		RejectionVectors []struct {
+			ID   string `json:"id"`
+			Body string `json:"signer_input_body"`
+		} `json:"rejection_vectors"`
+		PositiveVectors []struct {
+			ID   string `json:"id"`
+			Body string `json:"signer_input_body"`
+		} `json:"positive_vectors"`
+	} `json:"signer_side"`
+}
+
+func loadAdCPHMACVectors(t *testing.T) adcpHMACVectors {
+	t.Helper()
+	var v adcpHMACVectors
+	loadJSON(t, adcpHMACVectorsPath, &v)
+	if len(v.Vectors) != 15 || len(v.RejectionVectors) != 10 || len(v.SecretRejections) != 4 ||
+		len(v.SignerSide.RejectionVectors) != 4 || len(v.SignerSide.PositiveVectors) != 1 {
+		t.Fatalf("%s: got %d vectors, %d rejection, %d secret rejection, %d/%d signer-side; want 15, 10, 4, 4/1",
+			adcpHMACVectorsPath, len(v.Vectors), len(v.RejectionVectors), len(v.SecretRejections),
+			len(v.SignerSide.RejectionVectors), len(v.SignerSide.PositiveVectors))
+	}
+	return v
+}
+
+// timestampText returns the vector's timestamp as the header carries it.
+func (v adcpHMACVector) timestampText(t *testing.T) string {
+	t.Helper()
+	var n int64
+	if err := json.Unmarshal(v.Timestamp, &n); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	var s string
+	if err := json.Unmarshal(v.Timestamp, &s); err != nil {
+		t.Fatalf("%s: timestamp %s", v.ID, v.Timestamp)
+	}
+	return s
+}
+
+func adcpTestSecret(t *testing.T, value string) Secret {
+	t.Helper()
+	s, err := ParseSecret("", value)
+	if err != nil {
+		t.Fatalf("ParseSecret: %v", err)
+	}
+	return s
+}
+
+func newAdCPHMACVerifier(t *testing.T, now int64, secrets ...Secret) *AdCPHMACVerifier {
+	t.Helper()
+	v, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "seller", Secrets: secrets, Now: clockAt(now)})
+	if err != nil {
+		t.Fatalf("NewAdCPHMACVerifier: %v", err)
+	}
+	return v
+}
+
+func TestAdCPHMACVectors(t *testing.T) {
+	t.Parallel()
+	vecs := loadAdCPHMACVectors(t)
+	secret := adcpTestSecret(t, vecs.Secret)
+	signer, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vec := range vecs.Vectors {
+		t.Run(vec.ID, func(t *testing.T) {
+			t.Parallel()
+			ts, err := strconv.ParseInt(vec.timestampText(t), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := []byte(vec.RawBody)
+			// The verifier never parses the body: the duplicate-key vector's
+			// MAC is valid and passes here; the receiver's strict JSON
+			// decoding refuses it next (courier.CodeDuplicateKey), which is
+			// the reject-malformed outcome the vector requires.
+			req := newRequest(t, http.MethodPost, "https://buyer.example/hook", map[string][]string{
+				HeaderAdCPTimestamp: {strconv.FormatInt(ts, 10)},
+				HeaderAdCPSignature: {vec.ExpectedSignature},
+			}, body)
+			p, err := newAdCPHMACVerifier(t, ts, secret).Verify(context.Background(), req, body)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if p.Scheme != SchemeAdCPHMAC || p.Sender != "seller" || p.KeyID != secret.ID() {
+				t.Errorf("principal = %+v", p)
+			}
+
+			out := newRequest(t, http.MethodPost, "https://buyer.example/hook", nil, body)
+			err = signer.Sign(out, Message{ID: "n", Body: body, Time: time.Unix(ts, 0)})
+			if vec.ExpectedAction == "reject-malformed" {
+				if courier.CodeOf(err) != CodeDuplicateKeyInput {
+					t.Fatalf("Sign = %v, want %s", err, CodeDuplicateKeyInput)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Sign: %v", err)
+			}
+			if got := out.Header.Get(HeaderAdCPSignature); got != vec.ExpectedSignature {
+				t.Errorf("X-ADCP-Signature = %q, want %q", got, vec.ExpectedSignature)
+			}
+			if got := out.Header.Get(HeaderAdCPTimestamp); got != strconv.FormatInt(ts, 10) {
+				t.Errorf("X-ADCP-Timestamp = %q", got)
+			}
+		})
+	}
+}
+
+func TestAdCPHMACRejectionVectors(t *testing.T) {
+	t.Parallel()
+	vecs := loadAdCPHMACVectors(t)
+	secret := adcpTestSecret(t, vecs.Secret)
+	want := map[string]courier.Code{
+		"truncated-signature":        CodeMalformed,
+		"wrong-algorithm-prefix":     CodeMalformed,
+		"empty-signature":            CodeMissing,
+		"missing-signature":          CodeMissing,
+		"timestamp-too-old":          CodeTimestampOutOfRange,
+		"timestamp-too-future":       CodeTimestampOutOfRange,
+		"non-numeric-timestamp":      CodeMalformed,
+		"body-tampered":              CodeMismatch,
+		"double-prefix":              CodeMalformed,
+		"signer-spaced-wire-compact": CodeMismatch,
+	}
+	for _, vec := range vecs.RejectionVectors {
+		t.Run(vec.ID, func(t *testing.T) {
+			t.Parallel()
+			code, ok := want[vec.ID]
+			if !ok {
+				t.Fatalf("no expected code for rejection vector %q", vec.ID)
+			}
+			now := int64(1700000000)
+			if vec.CurrentTime != nil {
+				now = *vec.CurrentTime
+			}
+			h := map[string][]string{HeaderAdCPTimestamp: {vec.timestampText(t)}}
+			if vec.Signature != nil {
+				h[HeaderAdCPSignature] = []string{*vec.Signature}
+			}
+			body := []byte(vec.RawBody)
+			_, err := newAdCPHMACVerifier(t, now, secret).Verify(context.Background(), newRequest(t, http.MethodPost, "https://buyer.example/hook", h, body), body)
+			wantReject(t, err, code)
+		})
+	}
+}
+
+func TestAdCPHMACSecretRejectionVectors(t *testing.T) {
+	t.Parallel()
+	for _, vec := range loadAdCPHMACVectors(t).SecretRejections {
+		t.Run(vec.Description, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseSecret("", vec.Secret)
+			if err == nil {
+				t.Fatal("ParseSecret accepted the secret")
+			}
+			if vec.Secret != "" && strings.Contains(err.Error(), vec.Secret) {
+				t.Errorf("error %q contains the secret", err)
+			}
+		})
+	}
+}
+
+func TestAdCPHMACSignerDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	vecs := loadAdCPHMACVectors(t)
+	signer, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: adcpTestSecret(t, vecs.Secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tc struct {
+		name string
+		body string
+		ok   bool
+	}
+	var tests []tc
+	for _, v := range vecs.SignerSide.RejectionVectors {
+		tests = append(tests, tc{v.ID, v.Body, false})
+	}
+	for _, v := range vecs.SignerSide.PositiveVectors {
+		tests = append(tests, tc{v.ID, v.Body, true})
+	}
+	tests = append(tests,
+		tc{"escaped duplicate", `{"a":1,"\u0061":2}`, false},
+		tc{"same key in sibling objects", `{"a":{"k":1},"b":{"k":2},"c":[{"k":1},{"k":2}]}`, true},
+		tc{"key equal to a string value", `{"a":"b","b":"a"}`, true},
+		tc{"not JSON", `not json, signed as is`, true},
+		tc{"empty", ``, true},
+	)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := newRequest(t, http.MethodPost, "https://buyer.example/hook", nil, nil)
+			err := signer.Sign(req, Message{ID: "n", Body: []byte(tt.body), Time: time.Unix(1700000000, 0)})
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("Sign: %v", err)
+				}
+				return
+			}
+			if courier.CodeOf(err) != CodeDuplicateKeyInput {
+				t.Fatalf("Sign = %v, want %s", err, CodeDuplicateKeyInput)
+			}
+			if len(req.Header) != 0 {
+				t.Errorf("headers emitted for a refused body: %v", req.Header)
+			}
+		})
+	}
+}
+
+func TestAdCPHMACRotationAndHeaders(t *testing.T) {
+	t.Parallel()
+	oldSecret := adcpTestSecret(t, "old-0123456789abcdef0123456789abcdef")
+	newSecret := adcpTestSecret(t, "new-0123456789abcdef0123456789abcdef")
+	const ts = 1_700_000_000
+	body := []byte(`{"event":"x"}`)
+	sign := func(s Secret) *http.Request {
+		signer, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := newRequest(t, http.MethodPost, "https://buyer.example/hook", nil, body)
+		if err := signer.Sign(req, Message{ID: "n", Body: body, Time: time.Unix(ts, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	signedNew := sign(newSecret)
+
+	tests := []struct {
+		name    string
+		req     func() *http.Request
+		secrets []Secret
+		code    courier.Code // "" means accepted
+	}{
+		{"new secret, verifier holds old and new", func() *http.Request { return signedNew }, []Secret{oldSecret, newSecret}, ""},
+		{"new secret, verifier holds only old", func() *http.Request { return signedNew }, []Secret{oldSecret}, CodeMismatch},
+		{"upper-case hex", func() *http.Request {
+			r := signedNew.Clone(context.Background())
+			r.Header.Set(HeaderAdCPSignature, "sha256="+strings.ToUpper(strings.TrimPrefix(r.Header.Get(HeaderAdCPSignature), "sha256=")))
+			return r
+		}, []Secret{newSecret}, ""},
+		{"upper-case prefix", func() *http.Request {
+			r := signedNew.Clone(context.Background())
+			r.Header.Set(HeaderAdCPSignature, "SHA256="+strings.TrimPrefix(r.Header.Get(HeaderAdCPSignature), "sha256="))
+			return r
+		}, []Secret{newSecret}, CodeMalformed},
+		{"missing timestamp", func() *http.Request {
+			r := signedNew.Clone(context.Background())
+			r.Header.Del(HeaderAdCPTimestamp)
+			return r
+		}, []Secret{newSecret}, CodeMissing},
+		{"repeated signature", func() *http.Request {
+			r := signedNew.Clone(context.Background())
+			r.Header.Add(HeaderAdCPSignature, r.Header.Get(HeaderAdCPSignature))
+			return r
+		}, []Secret{newSecret}, CodeMalformed},
+		{"other timestamp", func() *http.Request {
+			r := signedNew.Clone(context.Background())
+			r.Header.Set(HeaderAdCPTimestamp, strconv.Itoa(ts+1))
+			return r
+		}, []Secret{newSecret}, CodeMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := newAdCPHMACVerifier(t, ts, tt.secrets...).Verify(context.Background(), tt.req(), body)
+			if tt.code != "" {
+				wantReject(t, err, tt.code)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if p.KeyID != newSecret.ID() {
+				t.Errorf("KeyID = %q, want %q", p.KeyID, newSecret.ID())
+			}
+		})
+	}
+}
+
+func TestAdCPHMACConfig(t *testing.T) {
+	t.Parallel()
+	s := adcpTestSecret(t, "0123456789abcdef0123456789abcdef")
+	tests := []struct {
+		name string
+		cfg  AdCPHMACVerifierConfig
+		ok   bool
+	}{
+		{"ok", AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{s}}, true},
+		{"no sender", AdCPHMACVerifierConfig{Secrets: []Secret{s}}, false},
+		{"no secrets", AdCPHMACVerifierConfig{Sender: "s"}, false},
+		{"zero secret", AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{{}}}, false},
+		{"negative tolerance", AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{s}, Tolerance: -time.Minute}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := NewAdCPHMACVerifier(tt.cfg); (err == nil) != tt.ok {
+				t.Errorf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+	if _, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{}); err == nil {
+		t.Error("signer without a secret")
+	}
+	if d := (AdCPHMACVerifierConfig{}).WithDefaults(); d.Tolerance != DefaultAdCPHMACTolerance || d.Now == nil {
+		t.Errorf("WithDefaults = %+v", d)
+	}
+}

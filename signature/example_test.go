@@ -1,0 +1,155 @@
+package signature_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/signature"
+)
+
+// A sender signs each attempt with Standard Webhooks; the receiver verifies
+// with the same secret. During a rotation the sender signs with both keys
+// and the receiver holds both.
+func ExampleStandardWebhooksSigner() {
+	key, err := signature.ParseStandardWebhooksKey("2026-04", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		panic(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		panic(err)
+	}
+	body := []byte(`{"test": 2432232314}`)
+	sent := time.Unix(1614265330, 0)
+	req, _ := http.NewRequest(http.MethodPost, "https://receiver.example/hooks", strings.NewReader(string(body)))
+	if err := signer.Sign(req, signature.Message{ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Body: body, Time: sent}); err != nil {
+		panic(err)
+	}
+	fmt.Println(req.Header.Get("webhook-signature"))
+
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
+		Sender: "billing",
+		Keys:   []signature.StandardWebhooksKey{key},
+		Now:    func() time.Time { return sent.Add(time.Minute) }, // a test clock; leave nil in production
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, err := verifier.Verify(context.Background(), req, body)
+	fmt.Println(p, err)
+
+	_, err = verifier.Verify(context.Background(), req, []byte(`{"test": 0}`))
+	fmt.Println(courier.CodeOf(err))
+	// Output:
+	// v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=
+	// {billing 2026-04 standard-webhooks} <nil>
+	// signature_mismatch
+}
+
+// An AdCP agent signs webhooks with its request-signing key; the buyer
+// verifies them against the agent's published JWK Set, with a shared replay
+// cache.
+func ExampleRFC9421Signer() {
+	key, err := signature.GenerateJWK("agent-2026", signature.AlgEd25519)
+	if err != nil {
+		panic(err)
+	}
+	signer, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})
+	if err != nil {
+		panic(err)
+	}
+	body := []byte(`{"task_id":"task_456","status":"completed"}`)
+	req, _ := http.NewRequest(http.MethodPost, "https://buyer.example.com/adcp/webhook/op_abc", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	if err := signer.Sign(req, signature.Message{ID: "n1", Body: body, Time: time.Now()}); err != nil {
+		panic(err)
+	}
+	fmt.Println(req.Header.Get("Content-Digest"))
+
+	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+		Sender: "agent.example",
+		Keys:   []signature.JWK{key.Public()}, // from the agent's jwks_uri
+		Replay: signature.NewMemoryReplayCache(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, err := verifier.Verify(context.Background(), req, body)
+	fmt.Println(p, err)
+
+	_, err = verifier.Verify(context.Background(), req, body) // delivered twice
+	fmt.Println(courier.CodeOf(err))
+	// Output:
+	// sha-256=:WQthhF/otiJ6WKfNyfKDV48QgQ7ntWKKgzAJmbuJVV0=:
+	// {agent.example agent-2026 rfc9421} <nil>
+	// webhook_signature_replayed
+}
+
+// The legacy AdCP HMAC scheme, with AdCP's published test vector.
+func ExampleAdCPHMACSigner() {
+	secret, err := signature.ParseSecret("", "cc237f7fe354609bb41360c6530a2deb7926f3cc55e91df3ff90e37202950b6c")
+	if err != nil {
+		panic(err)
+	}
+	signer, err := signature.NewAdCPHMACSigner(signature.AdCPHMACSignerConfig{Secret: secret})
+	if err != nil {
+		panic(err)
+	}
+	body := []byte(`{}`)
+	sent := time.Unix(1700000000, 0)
+	req, _ := http.NewRequest(http.MethodPost, "https://buyer.example.com/hook", strings.NewReader(string(body)))
+	if err := signer.Sign(req, signature.Message{ID: "n1", Body: body, Time: sent}); err != nil {
+		panic(err)
+	}
+	fmt.Println(req.Header.Get("X-ADCP-Timestamp"), req.Header.Get("X-ADCP-Signature"))
+
+	verifier, err := signature.NewAdCPHMACVerifier(signature.AdCPHMACVerifierConfig{
+		Sender:  "seller",
+		Secrets: []signature.Secret{secret},
+		Now:     func() time.Time { return sent }, // a test clock
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, err := verifier.Verify(context.Background(), req, body)
+	fmt.Println(p.Scheme, err)
+	fmt.Println(secret) // secrets print redacted
+	// Output:
+	// 1700000000 sha256=06338bfc687c7a3677ea16420e527469d6717bb966451d29c685de8f0270f073
+	// adcp-hmac <nil>
+	// Secret("secret:27bb163515cae2c7" [REDACTED])
+}
+
+// Bearer tokens: the receiver accepts any of its configured tokens.
+func ExampleBearerSigner() {
+	current, _ := signature.ParseSecret("current", "tok_0123456789abcdef0123456789abcdef")
+	previous, _ := signature.ParseSecret("previous", "tok_fedcba9876543210fedcba9876543210")
+	signer, err := signature.NewBearerSigner(signature.BearerSignerConfig{Token: current})
+	if err != nil {
+		panic(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "https://buyer.example.com/hook", nil)
+	if err := signer.Sign(req, signature.Message{}); err != nil {
+		panic(err)
+	}
+	verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{
+		Sender: "seller",
+		Tokens: []signature.Secret{previous, current},
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, err := verifier.Verify(context.Background(), req, nil)
+	fmt.Println(p, err)
+
+	req.Header.Set("Authorization", "Bearer tok_guess")
+	_, err = verifier.Verify(context.Background(), req, nil)
+	fmt.Println(err)
+	// Output:
+	// {seller current bearer} <nil>
+	// signature_mismatch: bearer token matches no configured token
+}

@@ -1,0 +1,119 @@
+package signature
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ReplayCache remembers (keyID, nonce) pairs; the store implements it in a
+// database table so every process shares it.
+type ReplayCache interface {
+	// Remember records (keyID, nonce) until expires. It returns replayed=true
+	// (and no error) if the pair was already recorded and has not expired.
+	Remember(ctx context.Context, keyID, nonce string, expires time.Time) (replayed bool, err error)
+}
+
+// ErrNonceCapReached is what a ReplayCache's Remember returns, instead of
+// recording a new pair, when keyID already holds its cap of live nonces. The
+// RFC 9421 verifier reports it as CodeWebhookRateAbuse: a signer that mints
+// nonces faster than they expire is compromised or broken.
+var ErrNonceCapReached = errors.New("signature: replay cache: key reached its cap of live nonces")
+
+// DefaultMaxNoncesPerKey is MemoryReplayCache's default cap of live nonces
+// per key id, AdCP's production minimum.
+const DefaultMaxNoncesPerKey = 1_000_000
+
+// memoryPruneEvery is how many Remember calls pass between sweeps of expired
+// entries in a MemoryReplayCache.
+const memoryPruneEvery = 1024
+
+// MemoryReplayCache is a ReplayCache in the memory of one process, for tests
+// and single-process receivers. It is safe for concurrent use and drops
+// expired entries as it goes. A receiver with several processes needs the
+// store's shared cache instead.
+type MemoryReplayCache struct {
+	// Now is the clock entries expire by. Defaults to time.Now. Set it before
+	// the first Remember.
+	Now func() time.Time
+	// MaxPerKey caps the live nonces of one key id: past it Remember returns
+	// ErrNonceCapReached. Defaults to DefaultMaxNoncesPerKey; negative means
+	// no cap. Set it before the first Remember.
+	MaxPerKey int
+
+	mu    sync.Mutex
+	keys  map[string]map[string]time.Time // key id -> nonce -> expiry
+	calls int
+}
+
+// NewMemoryReplayCache returns an empty MemoryReplayCache.
+func NewMemoryReplayCache() *MemoryReplayCache {
+	return &MemoryReplayCache{keys: make(map[string]map[string]time.Time)}
+}
+
+// Remember implements ReplayCache.
+func (c *MemoryReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now := nowFunc(c.Now)()
+	limit := c.MaxPerKey
+	if limit == 0 {
+		limit = DefaultMaxNoncesPerKey
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys = make(map[string]map[string]time.Time)
+	}
+	if c.calls++; c.calls%memoryPruneEvery == 0 {
+		c.pruneLocked(now)
+	}
+	nonces := c.keys[keyID]
+	if until, ok := nonces[nonce]; ok && now.Before(until) {
+		return true, nil
+	}
+	if limit > 0 && len(nonces) >= limit {
+		pruneNonces(nonces, now)
+		if len(nonces) >= limit {
+			return false, ErrNonceCapReached
+		}
+	}
+	if nonces == nil {
+		nonces = make(map[string]time.Time)
+		c.keys[keyID] = nonces
+	}
+	nonces[nonce] = expires
+	return false, nil
+}
+
+// Len returns how many unexpired pairs the cache holds.
+func (c *MemoryReplayCache) Len() int {
+	now := nowFunc(c.Now)()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pruneLocked(now)
+	n := 0
+	for _, nonces := range c.keys {
+		n += len(nonces)
+	}
+	return n
+}
+
+func (c *MemoryReplayCache) pruneLocked(now time.Time) {
+	for k, nonces := range c.keys {
+		if pruneNonces(nonces, now); len(nonces) == 0 {
+			delete(c.keys, k)
+		}
+	}
+}
+
+func pruneNonces(nonces map[string]time.Time, now time.Time) {
+	for n, until := range nonces {
+		if !now.Before(until) {
+			delete(nonces, n)
+		}
+	}
+}

@@ -1,0 +1,597 @@
+package signature
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Header names of RFC 9421 and RFC 9530.
+const (
+	HeaderSignature      = "Signature"
+	HeaderSignatureInput = "Signature-Input"
+	HeaderContentDigest  = "Content-Digest"
+)
+
+// The AdCP RFC 9421 webhook profile.
+const (
+	// AdCPWebhookTag is the tag signature parameter of AdCP webhooks.
+	AdCPWebhookTag = "adcp/webhook-signing/v1"
+	// RFC9421Label is the signature label the signer writes and the
+	// verifier reads; other labels are ignored.
+	RFC9421Label = "sig1"
+	// MaxRFC9421Window is the longest expires − created AdCP allows, and
+	// the signer's default.
+	MaxRFC9421Window = 300 * time.Second
+	// DefaultRFC9421ClockSkew is how far the verifier's clock may be from the
+	// signer's: created may be this far in the future, expires this far in
+	// the past.
+	DefaultRFC9421ClockSkew = 60 * time.Second
+)
+
+// rfc9421Components are the covered components of the profile, in the order
+// the signer writes them.
+var rfc9421Components = []string{"@method", "@target-uri", "@authority", "content-type", "content-digest"}
+
+// rfc9421NonceBytes is the size of a signer's random nonce.
+const rfc9421NonceBytes = 16
+
+// maxNonceBytes bounds the nonce a verifier accepts.
+const maxNonceBytes = 256
+
+// ErrRevocationStale is what an RFC9421VerifierConfig.Revoked hook returns
+// (wrapped or not) when its revocation data is older than its refresh
+// deadline plus grace, so it cannot vouch for any key. The verifier reports
+// it as CodeWebhookRevocationStale.
+var ErrRevocationStale = errors.New("signature: revocation data is stale")
+
+// RFC9421SignerConfig configures an RFC9421Signer.
+type RFC9421SignerConfig struct {
+	// Key signs: a private Ed25519 or P-256 JWK. Its kid is the keyid
+	// parameter and its algorithm the alg parameter. Required.
+	Key JWK
+	// Window is expires − created. Defaults to MaxRFC9421Window (300
+	// seconds); it may not exceed it.
+	Window time.Duration
+	// Now gives created when Message.Time is zero. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with its zero fields set to their defaults.
+func (c RFC9421SignerConfig) WithDefaults() RFC9421SignerConfig {
+	if c.Window == 0 {
+		c.Window = MaxRFC9421Window
+	}
+	c.Now = nowFunc(c.Now)
+	return c
+}
+
+// RFC9421Signer signs requests with the AdCP RFC 9421 webhook profile: it
+// sets Content-Digest (sha-256 of the body), Signature-Input and Signature
+// (label "sig1", unpadded base64url), covering @method, @target-uri,
+// @authority, content-type and content-digest, with a fresh random nonce per
+// Sign. It is safe for concurrent use.
+type RFC9421Signer struct {
+	key    JWK
+	window int64 // seconds
+	now    func() time.Time
+}
+
+// NewRFC9421Signer validates cfg and returns a signer.
+func NewRFC9421Signer(cfg RFC9421SignerConfig) (*RFC9421Signer, error) {
+	cfg = cfg.WithDefaults()
+	if !cfg.Key.IsPrivate() {
+		return nil, errors.New("signature: RFC9421SignerConfig.Key is not a private JWK")
+	}
+	if cfg.Window < time.Second || cfg.Window > MaxRFC9421Window {
+		return nil, fmt.Errorf("signature: RFC9421SignerConfig.Window is outside 1s to %s", MaxRFC9421Window)
+	}
+	return &RFC9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
+}
+
+// Sign sets Content-Digest, Signature-Input and Signature on req. req must
+// carry one Content-Type line and an absolute https URL (http only to a
+// loopback host). When the URL's host is an internationalized name, Sign
+// sets req.Host to its canonical A-label form, the Host the receiver must
+// see for the signature to verify.
+func (s *RFC9421Signer) Sign(req *http.Request, m Message) error {
+	if !s.key.IsPrivate() {
+		return signingFailed("rfc9421: signer has no key")
+	}
+	if req.URL == nil || req.Header == nil {
+		return signingFailed("rfc9421: request has no URL or header")
+	}
+	if ct := req.Header.Values("Content-Type"); len(ct) != 1 || strings.TrimSpace(ct[0]) == "" {
+		return signingFailed("rfc9421: request needs exactly one Content-Type line")
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	target, authority, err := canonicalTarget(req.URL.Scheme+"://"+host+req.URL.RequestURI(), false)
+	if err != nil || !secureTarget(target, authority) {
+		return signingFailed("rfc9421: request URL cannot be canonicalized or is not https")
+	}
+	if !isASCII(host) {
+		req.Host = authority
+	}
+
+	created := m.Time
+	if created.IsZero() {
+		created = nowFunc(s.now)()
+	}
+	nonce := make([]byte, rfc9421NonceBytes)
+	rand.Read(nonce) // never fails since Go 1.24
+	km := s.key.m()
+	params := []sfParam{
+		{key: "created", val: sfItem{kind: sfInteger, num: created.Unix()}},
+		{key: "expires", val: sfItem{kind: sfInteger, num: created.Unix() + s.window}},
+		{key: "nonce", val: sfItem{kind: sfString, str: base64.RawURLEncoding.EncodeToString(nonce)}},
+		{key: "keyid", val: sfItem{kind: sfString, str: km.kid}},
+		{key: "alg", val: sfItem{kind: sfString, str: km.alg}},
+		{key: "tag", val: sfItem{kind: sfString, str: AdCPWebhookTag}},
+	}
+	items := make([]sfItem, len(rfc9421Components))
+	for i, c := range rfc9421Components {
+		items[i] = sfItem{kind: sfString, str: c}
+	}
+	var sp strings.Builder
+	serializeInnerList(&sp, items, params)
+
+	digest := sha256.Sum256(m.Body)
+	req.Header.Set(HeaderContentDigest, "sha-256=:"+base64.StdEncoding.EncodeToString(digest[:])+":")
+	base, err := signatureBase(rfc9421Components, sp.String(), baseRequest{
+		method: req.Method, target: target, authority: authority, header: req.Header,
+	})
+	if err != nil {
+		req.Header.Del(HeaderContentDigest)
+		return signingFailed("rfc9421: cannot build the signature base")
+	}
+	sig, err := km.sign([]byte(base))
+	if err != nil {
+		req.Header.Del(HeaderContentDigest)
+		return signingFailed("rfc9421: signing failed")
+	}
+	req.Header.Set(HeaderSignatureInput, RFC9421Label+"="+sp.String())
+	req.Header.Set(HeaderSignature, RFC9421Label+"=:"+base64.RawURLEncoding.EncodeToString(sig)+":")
+	return nil
+}
+
+func (m *jwkMaterial) sign(base []byte) ([]byte, error) {
+	if m.edPrivate != nil {
+		return ed25519.Sign(m.edPrivate, base), nil
+	}
+	if m.ecPrivate == nil {
+		return nil, errors.New("no private key")
+	}
+	h := sha256.Sum256(base)
+	r, s, err := ecdsa.Sign(rand.Reader, m.ecPrivate, h[:])
+	if err != nil {
+		return nil, err
+	}
+	sig := make([]byte, 64) // IEEE P1363 r || s, RFC 9421 §3.3.4
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	return sig, nil
+}
+
+func (m *jwkMaterial) verify(base, sig []byte) bool {
+	if len(sig) != 64 {
+		return false
+	}
+	if m.alg == AlgEd25519 {
+		return ed25519.Verify(m.edPublic, base, sig)
+	}
+	h := sha256.Sum256(base)
+	r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+	return ecdsa.Verify(m.ecPublic, h[:], r, s)
+}
+
+// RFC9421VerifierConfig configures an RFC9421Verifier.
+type RFC9421VerifierConfig struct {
+	// Sender names who signs with these keys; it is Principal.Sender.
+	// Required.
+	Sender string
+	// Keys are the sender's published keys (its JWK Set), found by kid.
+	// Required unless LookupKey is set.
+	Keys []JWK
+	// LookupKey finds a key by kid, for a JWK Set that changes while the
+	// verifier runs. found=false rejects with CodeWebhookKeyUnknown; an error
+	// is infrastructure trouble and is returned as is. Set Keys or LookupKey,
+	// not both.
+	LookupKey func(ctx context.Context, keyID string) (key JWK, found bool, err error)
+	// Revoked reports whether a key is revoked. An error wrapping
+	// ErrRevocationStale rejects with CodeWebhookRevocationStale; any other
+	// error is infrastructure trouble and is returned as is. Defaults to no
+	// key being revoked.
+	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
+	// Replay remembers (keyid, nonce) pairs. Defaults to a
+	// MemoryReplayCache of this verifier, which only protects one process:
+	// a receiver with several processes passes the store's shared cache.
+	Replay ReplayCache
+	// Origin is the scheme and authority senders address this receiver by
+	// ("https://buyer.example.com"), for a receiver behind a proxy that
+	// terminates TLS or rewrites Host. Defaults to what the request says:
+	// its URL's scheme if absolute, else https when it came over TLS, and
+	// its Host.
+	Origin string
+	// ClockSkew is how far created may be in the future and expires in the
+	// past. Defaults to DefaultRFC9421ClockSkew (60 seconds).
+	ClockSkew time.Duration
+	// Now is the verifier's clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with its zero fields set to their
+// defaults. Replay defaults to a new MemoryReplayCache.
+func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultRFC9421ClockSkew
+	}
+	c.Now = nowFunc(c.Now)
+	if c.Replay == nil {
+		c.Replay = &MemoryReplayCache{Now: c.Now}
+	}
+	return c
+}
+
+// RFC9421Verifier verifies the AdCP RFC 9421 webhook profile, following
+// AdCP's webhook verifier checklist: the signature headers and parameters,
+// the tag, the algorithm, the validity window, the covered components, the
+// target URI, the key (by kid, its purpose, its revocation), the signature,
+// the Content-Digest against the body, and finally the (keyid, nonce) replay
+// check, so that only fully valid requests consume replay-cache entries.
+// Failures carry AdCP's webhook_signature_* codes. It is safe for concurrent
+// use.
+type RFC9421Verifier struct {
+	cfg    RFC9421VerifierConfig
+	keys   map[string]JWK
+	origin string // canonical "scheme://authority", or ""
+}
+
+// NewRFC9421Verifier validates cfg and returns a verifier.
+func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Sender == "" {
+		return nil, errors.New("signature: RFC9421VerifierConfig.Sender is empty")
+	}
+	if (len(cfg.Keys) == 0) == (cfg.LookupKey == nil) {
+		return nil, errors.New("signature: RFC9421VerifierConfig needs Keys or LookupKey, not both")
+	}
+	if cfg.ClockSkew < 0 || cfg.ClockSkew > MaxRFC9421Window {
+		return nil, fmt.Errorf("signature: RFC9421VerifierConfig.ClockSkew is outside 0 to %s", MaxRFC9421Window)
+	}
+	v := &RFC9421Verifier{cfg: cfg}
+	if len(cfg.Keys) > 0 {
+		v.keys = make(map[string]JWK, len(cfg.Keys))
+		for i, k := range cfg.Keys {
+			if k.m == nil {
+				return nil, fmt.Errorf("signature: RFC9421VerifierConfig.Keys[%d] is not a parsed JWK", i)
+			}
+			if _, dup := v.keys[k.KeyID()]; dup {
+				return nil, fmt.Errorf("signature: RFC9421VerifierConfig.Keys[%d]: key id %q appears twice", i, printableID(k.KeyID()))
+			}
+			v.keys[k.KeyID()] = k.withoutPrivate()
+		}
+		v.cfg.Keys = nil // held above
+	}
+	if cfg.Origin != "" {
+		target, _, err := canonicalTarget(cfg.Origin, true)
+		if err != nil || !strings.HasSuffix(target, "/") || strings.Count(target, "/") != 3 {
+			return nil, errors.New(`signature: RFC9421VerifierConfig.Origin is not "scheme://authority"`)
+		}
+		v.origin = strings.TrimSuffix(target, "/")
+	}
+	return v, nil
+}
+
+// rfc9421Input is a parsed sig1 member of Signature-Input with its Signature.
+type rfc9421Input struct {
+	components []string
+	sigParams  string // serialized, as it appears in the base
+	created    int64
+	expires    int64
+	nonce      string
+	keyID      string
+	alg        string
+	tag        string
+	signature  []byte
+}
+
+// Verify checks req's Signature-Input, Signature and Content-Digest against
+// body.
+func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []byte) (Principal, error) {
+	// Steps 1 and 2: the headers and the parameters.
+	in, err := parseRFC9421Headers(req.Header)
+	if err != nil {
+		return Principal{}, err
+	}
+	// Step 3: the tag.
+	if in.tag != AdCPWebhookTag {
+		return Principal{}, reject(CodeWebhookTagInvalid, "tag is not "+AdCPWebhookTag)
+	}
+	// Step 4: the algorithm.
+	if in.alg != AlgEd25519 && in.alg != AlgECDSAP256SHA256 {
+		return Principal{}, reject(CodeWebhookAlgNotAllowed, "alg is not ed25519 or ecdsa-p256-sha256")
+	}
+	// Step 5: the window.
+	now := nowFunc(v.cfg.Now)().Unix()
+	skew := int64(v.cfg.ClockSkew / time.Second)
+	switch {
+	case in.expires <= in.created:
+		return Principal{}, reject(CodeWebhookWindowInvalid, "expires is not after created")
+	case in.expires-in.created > int64(MaxRFC9421Window/time.Second):
+		return Principal{}, reject(CodeWebhookWindowInvalid, "window is longer than 300 seconds")
+	case now < in.created-skew:
+		return Principal{}, reject(CodeWebhookWindowInvalid, "created is in the future")
+	case now > in.expires+skew:
+		return Principal{}, reject(CodeWebhookWindowInvalid, "signature has expired")
+	}
+	// Step 6: the covered components.
+	for _, c := range rfc9421Components {
+		if !slices.Contains(in.components, c) {
+			return Principal{}, reject(CodeWebhookComponentsIncomplete, "covered components lack "+c)
+		}
+	}
+	// The target URI, as this receiver was addressed.
+	target, authority, err := v.receivedTarget(req)
+	if err != nil {
+		return Principal{}, err
+	}
+	// Steps 7 to 9: the key, its purpose, its revocation.
+	key, err := v.key(ctx, in.keyID)
+	if err != nil {
+		return Principal{}, err
+	}
+	km := key.m()
+	if !km.purposeOK() {
+		return Principal{}, reject(CodeWebhookKeyPurposeInvalid, "key's adcp_use or key_ops does not allow verifying webhooks")
+	}
+	if km.alg != in.alg {
+		return Principal{}, reject(CodeWebhookAlgNotAllowed, "alg does not match the key")
+	}
+	if v.cfg.Revoked != nil {
+		revoked, err := v.cfg.Revoked(ctx, in.keyID)
+		switch {
+		case errors.Is(err, ErrRevocationStale):
+			return Principal{}, reject(CodeWebhookRevocationStale, "revocation data is stale")
+		case err != nil:
+			return Principal{}, fmt.Errorf("signature: rfc9421: revocation check: %w", err)
+		case revoked:
+			return Principal{}, reject(CodeWebhookKeyRevoked, "key is revoked")
+		}
+	}
+	// Step 10: the signature.
+	base, err := signatureBase(in.components, in.sigParams, baseRequest{
+		method: req.Method, target: target, authority: authority, header: req.Header,
+	})
+	switch {
+	case errors.Is(err, errComponentAbsent) && req.Header.Get(HeaderContentDigest) == "":
+		return Principal{}, reject(CodeWebhookDigestMismatch, "Content-Digest is missing")
+	case err != nil:
+		return Principal{}, reject(CodeWebhookHeaderMalformed, "a covered component is absent, repeated or unsupported")
+	}
+	if !km.verify([]byte(base), in.signature) {
+		return Principal{}, reject(CodeWebhookInvalid, "signature does not verify")
+	}
+	// Step 11: the body.
+	if !contentDigestMatches(req.Header.Get(HeaderContentDigest), body) {
+		return Principal{}, reject(CodeWebhookDigestMismatch, "Content-Digest does not match the body")
+	}
+	// Steps 12 and 13: replay, committed only for a fully valid request.
+	until := time.Unix(in.expires+skew, 0)
+	replayed, err := v.cfg.Replay.Remember(ctx, in.keyID, in.nonce, until)
+	switch {
+	case errors.Is(err, ErrNonceCapReached):
+		return Principal{}, reject(CodeWebhookRateAbuse, "key reached its cap of live nonces")
+	case err != nil:
+		return Principal{}, fmt.Errorf("signature: rfc9421: replay cache: %w", err)
+	case replayed:
+		return Principal{}, reject(CodeWebhookReplayed, "nonce was already used with this key")
+	}
+	return Principal{Sender: v.cfg.Sender, KeyID: in.keyID, Scheme: SchemeRFC9421}, nil
+}
+
+func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
+	if v.keys != nil {
+		if k, ok := v.keys[kid]; ok {
+			return k, nil
+		}
+		return JWK{}, reject(CodeWebhookKeyUnknown, "keyid names no key of the sender")
+	}
+	k, found, err := v.cfg.LookupKey(ctx, kid)
+	switch {
+	case err != nil:
+		return JWK{}, fmt.Errorf("signature: rfc9421: key lookup: %w", err)
+	case !found || k.m == nil || k.KeyID() != kid:
+		return JWK{}, reject(CodeWebhookKeyUnknown, "keyid names no key of the sender")
+	}
+	return k, nil
+}
+
+// receivedTarget reconstructs and canonicalizes the target URI of a
+// received request.
+func (v *RFC9421Verifier) receivedTarget(req *http.Request) (target, authority string, err error) {
+	malformed := reject(CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
+	if req.URL == nil {
+		return "", "", malformed
+	}
+	requestURI := req.RequestURI
+	if !strings.HasPrefix(requestURI, "/") {
+		requestURI = req.URL.RequestURI() // absolute-form, or a request built in process
+	}
+	origin := v.origin
+	if origin == "" {
+		scheme := strings.ToLower(req.URL.Scheme)
+		if scheme == "" {
+			scheme = "http"
+			if req.TLS != nil {
+				scheme = "https"
+			}
+		}
+		host := req.Host
+		if host == "" {
+			host = req.URL.Host
+		}
+		if req.URL.Host != "" && req.Host != "" {
+			_, a1, err1 := canonicalTarget(scheme+"://"+req.Host+"/", true)
+			_, a2, err2 := canonicalTarget(scheme+"://"+req.URL.Host+"/", true)
+			if err1 != nil || err2 != nil || a1 != a2 {
+				return "", "", malformed
+			}
+		}
+		origin = scheme + "://" + host
+	}
+	target, authority, err = canonicalTarget(origin+requestURI, true)
+	if err != nil || !secureTarget(target, authority) {
+		return "", "", malformed
+	}
+	return target, authority, nil
+}
+
+// secureTarget reports whether a canonical target is https, or http to a
+// loopback host (local development and tests).
+func secureTarget(target, authority string) bool {
+	if strings.HasPrefix(target, "https://") {
+		return true
+	}
+	host := authority
+	if h, _, err := net.SplitHostPort(authority); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// parseRFC9421Headers parses the sig1 members of Signature-Input and
+// Signature (checklist steps 1 and 2).
+func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
+	malformed := func(msg string) (rfc9421Input, error) {
+		return rfc9421Input{}, reject(CodeWebhookHeaderMalformed, msg)
+	}
+	inputText := strings.Join(h.Values(HeaderSignatureInput), ", ")
+	sigText := strings.Join(h.Values(HeaderSignature), ", ")
+	if strings.TrimSpace(inputText) == "" || strings.TrimSpace(sigText) == "" {
+		return malformed("Signature and Signature-Input must both be present")
+	}
+	if len(inputText) > maxHeaderBytes || len(sigText) > maxHeaderBytes {
+		return malformed("Signature or Signature-Input is too long")
+	}
+	inputs, err := parseSFDictionary(inputText)
+	if err != nil {
+		return malformed("Signature-Input is not a structured-field dictionary")
+	}
+	sigs, err := parseSFDictionary(sigText)
+	if err != nil {
+		return malformed("Signature is not a structured-field dictionary")
+	}
+	input, ok := sfLookup(inputs, RFC9421Label)
+	if !ok || !input.isList {
+		return malformed("Signature-Input has no sig1 inner list")
+	}
+	sig, ok := sfLookup(sigs, RFC9421Label)
+	if !ok || sig.isList || sig.item.kind != sfBytes {
+		return malformed("Signature has no sig1 byte sequence")
+	}
+	var in rfc9421Input
+	if in.signature, err = decodeB64URL(sig.item.str); err != nil || len(in.signature) == 0 {
+		return malformed("signature is not unpadded base64url")
+	}
+	for _, it := range input.list {
+		if it.kind != sfString || len(it.params) > 0 || slices.Contains(in.components, it.str) {
+			return malformed("a covered component is not a plain string, or repeats")
+		}
+		in.components = append(in.components, it.str)
+	}
+	var sp strings.Builder
+	serializeInnerList(&sp, input.list, input.params)
+	in.sigParams = sp.String()
+
+	var have [6]bool
+	for _, p := range input.params {
+		switch p.key {
+		case "created", "expires":
+			if p.val.kind != sfInteger || p.val.num < 0 {
+				return malformed(p.key + " is not a non-negative integer")
+			}
+			if p.key == "created" {
+				in.created, have[0] = p.val.num, true
+			} else {
+				in.expires, have[1] = p.val.num, true
+			}
+		case "nonce", "keyid", "alg", "tag":
+			if p.val.kind != sfString || p.val.str == "" {
+				return malformed(p.key + " is not a non-empty string")
+			}
+			switch p.key {
+			case "nonce":
+				in.nonce, have[2] = p.val.str, true
+			case "keyid":
+				in.keyID, have[3] = p.val.str, true
+			case "alg":
+				in.alg, have[4] = p.val.str, true
+			case "tag":
+				in.tag, have[5] = p.val.str, true
+			}
+		}
+	}
+	for _, ok := range have {
+		if !ok {
+			return rfc9421Input{}, reject(CodeWebhookParamsIncomplete, "created, expires, nonce, keyid, alg and tag are all required")
+		}
+	}
+	if len(in.nonce) > maxNonceBytes || len(in.keyID) > maxKeyIDBytes {
+		return malformed("nonce or keyid is too long")
+	}
+	return in, nil
+}
+
+// contentDigestMatches reports whether the Content-Digest field carries the
+// SHA-256 of body. The digest may be RFC 8941 padded base64 or AdCP's
+// unpadded base64url.
+func contentDigestMatches(field string, body []byte) bool {
+	if field == "" || len(field) > maxHeaderBytes {
+		return false
+	}
+	members, err := parseSFDictionary(field)
+	if err != nil {
+		return false
+	}
+	m, ok := sfLookup(members, "sha-256")
+	if !ok || m.isList || m.item.kind != sfBytes {
+		return false
+	}
+	got, err := decodeStdBase64(m.item.str)
+	if err != nil {
+		if got, err = decodeB64URL(m.item.str); err != nil {
+			return false
+		}
+	}
+	want := sha256.Sum256(body)
+	return subtle.ConstantTimeCompare(got, want[:]) == 1
+}
+
+func sfLookup(members []sfMember, key string) (sfMember, bool) {
+	for _, m := range members {
+		if m.key == key {
+			return m, true
+		}
+	}
+	return sfMember{}, false
+}

@@ -1,0 +1,972 @@
+package signature
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+const webhookSigningDir = "testdata/adcp/webhook-signing"
+
+type webhookVector struct {
+	file         string
+	Name         string `json:"name"`
+	ReferenceNow int64  `json:"reference_now"`
+	Request      struct {
+		Method  string            `json:"method"`
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	} `json:"request"`
+	JWKSRef               []string                   `json:"jwks_ref"`
+	JWKSOverride          map[string]json.RawMessage `json:"jwks_override"`
+	ExpectedSignatureBase string                     `json:"expected_signature_base"`
+	ExpectedOutcome       struct {
+		Success   bool         `json:"success"`
+		ErrorCode courier.Code `json:"error_code"`
+	} `json:"expected_outcome"`
+	State struct {
+		ReplayCacheEntries []struct {
+			KeyID string `json:"keyid"`
+			Nonce string `json:"nonce"`
+		} `json:"replay_cache_entries"`
+		RevokedKids       []string `json:"revoked_kids"`
+		CapFilledFor      string   `json:"per_keyid_cap_filled_for"`
+		RevocationStaleBy int64    `json:"revocation_list_stale_seconds"`
+	} `json:"test_harness_state"`
+}
+
+func loadWebhookVectors(t *testing.T, kind string, want int) []webhookVector {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(webhookSigningDir, kind, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != want {
+		t.Fatalf("%s/%s: %d vectors, want %d", webhookSigningDir, kind, len(paths), want)
+	}
+	sort.Strings(paths)
+	vecs := make([]webhookVector, len(paths))
+	for i, p := range paths {
+		loadJSON(t, p, &vecs[i])
+		vecs[i].file = strings.TrimSuffix(filepath.Base(p), ".json")
+	}
+	return vecs
+}
+
+// webhookKeys returns keys.json's entries by kid: the public JWK as
+// published, and the private JWK built from _private_d_for_test_only.
+func webhookKeys(t *testing.T) (public, private map[string]JWK) {
+	t.Helper()
+	var file struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	loadJSON(t, filepath.Join(webhookSigningDir, "keys.json"), &file)
+	public, private = map[string]JWK{}, map[string]JWK{}
+	for _, k := range file.Keys {
+		raw, _ := json.Marshal(k)
+		pub, err := ParseJWK(raw)
+		if err != nil {
+			t.Fatalf("ParseJWK: %v", err)
+		}
+		k["d"] = k["_private_d_for_test_only"]
+		raw, _ = json.Marshal(k)
+		priv, err := ParseJWK(raw)
+		if err != nil {
+			t.Fatalf("ParseJWK with d: %v", err)
+		}
+		public[pub.KeyID()], private[pub.KeyID()] = pub, priv
+	}
+	if len(public) != 5 {
+		t.Fatalf("keys.json: %d keys, want 5", len(public))
+	}
+	return public, private
+}
+
+// vectorVerifier builds the verifier a vector asks for: its JWKS subset, its
+// clock, and its harness state.
+func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK) *RFC9421Verifier {
+	t.Helper()
+	var keys []JWK
+	for _, kid := range vec.JWKSRef {
+		k, ok := public[kid]
+		if override, found := vec.JWKSOverride[kid]; found {
+			var err error
+			if k, err = ParseJWK(override); err != nil {
+				t.Fatalf("jwks_override: %v", err)
+			}
+			ok = true
+		}
+		if !ok {
+			t.Fatalf("jwks_ref names unknown kid %q", kid)
+		}
+		keys = append(keys, k)
+	}
+	now := clockAt(vec.ReferenceNow)
+	cache := &MemoryReplayCache{Now: now}
+	ctx := context.Background()
+	for _, e := range vec.State.ReplayCacheEntries {
+		if _, err := cache.Remember(ctx, e.KeyID, e.Nonce, now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kid := vec.State.CapFilledFor; kid != "" {
+		cache.MaxPerKey = 8
+		for i := range cache.MaxPerKey {
+			if _, err := cache.Remember(ctx, kid, fmt.Sprintf("fill-%d", i), now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var revoked func(context.Context, string) (bool, error)
+	if len(vec.State.RevokedKids) > 0 || vec.State.RevocationStaleBy > 0 {
+		// A revocation list refreshed hourly with an hour of grace.
+		lastRefresh := vec.ReferenceNow - vec.State.RevocationStaleBy
+		revoked = func(_ context.Context, kid string) (bool, error) {
+			if vec.ReferenceNow-lastRefresh > 2*3600 {
+				return false, fmt.Errorf("revocation list from %d: %w", lastRefresh, ErrRevocationStale)
+			}
+			return slicesContains(vec.State.RevokedKids, kid), nil
+		}
+	}
+	v, err := NewRFC9421Verifier(RFC9421VerifierConfig{
+		Sender: "seller", Keys: keys, Now: now, Replay: cache, Revoked: revoked,
+	})
+	if err != nil {
+		t.Fatalf("NewRFC9421Verifier: %v", err)
+	}
+	return v
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// vectorRequests returns the vector's request twice: as built in process
+// (an absolute URL), and as a server parses it off the wire over TLS.
+func vectorRequests(t *testing.T, vec webhookVector) map[string]*http.Request {
+	t.Helper()
+	client := newRequest(t, vec.Request.Method, vec.Request.URL, nil, []byte(vec.Request.Body))
+	for k, v := range vec.Request.Headers {
+		client.Header.Set(k, v)
+	}
+
+	rest := strings.SplitN(vec.Request.URL, "://", 2)[1]
+	host, pathQuery := rest, "/"
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		host, pathQuery = rest[:i], rest[i:]
+	}
+	var raw strings.Builder
+	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: %s\r\n", vec.Request.Method, pathQuery, host)
+	for k, v := range vec.Request.Headers {
+		fmt.Fprintf(&raw, "%s: %s\r\n", k, v)
+	}
+	fmt.Fprintf(&raw, "Content-Length: %d\r\n\r\n%s", len(vec.Request.Body), vec.Request.Body)
+	server, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw.String())))
+	if err != nil {
+		t.Fatalf("ReadRequest: %v", err)
+	}
+	server.TLS = &tls.ConnectionState{}
+	return map[string]*http.Request{"client": client, "server": server}
+}
+
+func TestRFC9421PositiveVectors(t *testing.T) {
+	t.Parallel()
+	public, private := webhookKeys(t)
+	for _, vec := range loadWebhookVectors(t, "positive", 8) {
+		t.Run(vec.file, func(t *testing.T) {
+			t.Parallel()
+			if !vec.ExpectedOutcome.Success {
+				t.Fatal("positive vector does not expect success")
+			}
+			for name, req := range vectorRequests(t, vec) {
+				v := vectorVerifier(t, vec, public)
+
+				in, err := parseRFC9421Headers(req.Header)
+				if err != nil {
+					t.Fatalf("%s: parse: %v", name, err)
+				}
+				target, authority, err := v.receivedTarget(req)
+				if err != nil {
+					t.Fatalf("%s: target: %v", name, err)
+				}
+				base, err := signatureBase(in.components, in.sigParams, baseRequest{method: req.Method, target: target, authority: authority, header: req.Header})
+				if err != nil {
+					t.Fatalf("%s: base: %v", name, err)
+				}
+				if base != vec.ExpectedSignatureBase {
+					t.Errorf("%s: signature base\n%s\nwant\n%s", name, base, vec.ExpectedSignatureBase)
+				}
+
+				p, err := v.Verify(context.Background(), req, []byte(vec.Request.Body))
+				if err != nil {
+					t.Fatalf("%s: Verify: %v", name, err)
+				}
+				if p != (Principal{Sender: "seller", KeyID: in.keyID, Scheme: SchemeRFC9421}) {
+					t.Errorf("%s: principal = %+v", name, p)
+				}
+				// Delivered again, the same request is a replay.
+				_, err = v.Verify(context.Background(), req, []byte(vec.Request.Body))
+				wantReject(t, err, CodeWebhookReplayed)
+
+				// Ed25519 is deterministic: signing the expected base with the
+				// published private key reproduces the vector's signature.
+				if k := private[in.keyID]; k.Alg() == AlgEd25519 {
+					sig, err := k.m().sign([]byte(vec.ExpectedSignatureBase))
+					if err != nil || !hmac.Equal(sig, in.signature) {
+						t.Errorf("%s: re-signed base differs from the vector's signature", name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRFC9421NegativeVectors(t *testing.T) {
+	t.Parallel()
+	public, _ := webhookKeys(t)
+	for _, vec := range loadWebhookVectors(t, "negative", 21) {
+		t.Run(vec.file, func(t *testing.T) {
+			t.Parallel()
+			if vec.ExpectedOutcome.Success || !strings.HasPrefix(string(vec.ExpectedOutcome.ErrorCode), "webhook_signature_") {
+				t.Fatalf("negative vector expects %+v", vec.ExpectedOutcome)
+			}
+			for name, req := range vectorRequests(t, vec) {
+				v := vectorVerifier(t, vec, public)
+				_, err := v.Verify(context.Background(), req, []byte(vec.Request.Body))
+				if courier.CodeOf(err) != vec.ExpectedOutcome.ErrorCode {
+					t.Errorf("%s: Verify = %v, want %s", name, err, vec.ExpectedOutcome.ErrorCode)
+				}
+				if !errors.Is(err, courier.ErrSignatureInvalid) {
+					t.Errorf("%s: %v is not a case of ErrSignatureInvalid", name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRFC9421AppendixB(t *testing.T) {
+	t.Parallel()
+	var file struct {
+		Request struct {
+			Method  string            `json:"method"`
+			Target  string            `json:"target"`
+			Host    string            `json:"host"`
+			Headers map[string]string `json:"headers"`
+		} `json:"request"`
+		Keys struct {
+			Ed25519 struct {
+				PrivatePEM string `json:"private_pem"`
+				PublicPEM  string `json:"public_pem"`
+			} `json:"test-key-ed25519"`
+			Shared struct {
+				Secret string `json:"secret_base64"`
+			} `json:"test-shared-secret"`
+		} `json:"keys"`
+		Vectors []struct {
+			ID             string `json:"id"`
+			Alg            string `json:"alg"`
+			SignatureBase  string `json:"signature_base"`
+			SignatureInput string `json:"signature_input"`
+			Signature      string `json:"signature"`
+		} `json:"vectors"`
+	}
+	loadJSON(t, "testdata/rfc9421/vectors.json", &file)
+	if len(file.Vectors) != 2 {
+		t.Fatalf("%d vectors, want B.2.5 and B.2.6", len(file.Vectors))
+	}
+	h := http.Header{}
+	for k, v := range file.Request.Headers {
+		h.Set(k, v)
+	}
+	target, authority, err := canonicalTarget("https://"+file.Request.Host+file.Request.Target, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := baseRequest{method: file.Request.Method, target: target, authority: authority, header: h}
+
+	for _, vec := range file.Vectors {
+		t.Run(vec.ID, func(t *testing.T) {
+			t.Parallel()
+			label, _, _ := strings.Cut(vec.SignatureInput, "=")
+			inputs, err := parseSFDictionary(vec.SignatureInput)
+			if err != nil {
+				t.Fatalf("Signature-Input: %v", err)
+			}
+			sigs, err := parseSFDictionary(vec.Signature)
+			if err != nil {
+				t.Fatalf("Signature: %v", err)
+			}
+			in, _ := sfLookup(inputs, label)
+			sm, _ := sfLookup(sigs, label)
+			var components []string
+			for _, it := range in.list {
+				components = append(components, it.str)
+			}
+			var sp strings.Builder
+			serializeInnerList(&sp, in.list, in.params)
+			if got := label + "=" + sp.String(); got != vec.SignatureInput {
+				t.Errorf("re-serialized Signature-Input = %q, want %q", got, vec.SignatureInput)
+			}
+			base, err := signatureBase(components, sp.String(), r)
+			if err != nil {
+				t.Fatalf("signatureBase: %v", err)
+			}
+			if base != vec.SignatureBase {
+				t.Fatalf("signature base\n%s\nwant\n%s", base, vec.SignatureBase)
+			}
+			sig, err := decodeStdBase64(sm.item.str)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch vec.Alg {
+			case "hmac-sha256":
+				key, _ := base64.StdEncoding.DecodeString(file.Keys.Shared.Secret)
+				mac := hmac.New(sha256.New, key)
+				mac.Write([]byte(base))
+				if !hmac.Equal(mac.Sum(nil), sig) {
+					t.Error("HMAC does not match")
+				}
+			case "ed25519":
+				pub := parsePEMKey(t, file.Keys.Ed25519.PublicPEM, x509.ParsePKIXPublicKey).(ed25519.PublicKey)
+				if !ed25519.Verify(pub, []byte(base), sig) {
+					t.Error("Ed25519 signature does not verify")
+				}
+				priv := parsePEMKey(t, file.Keys.Ed25519.PrivatePEM, x509.ParsePKCS8PrivateKey).(ed25519.PrivateKey)
+				if !hmac.Equal(ed25519.Sign(priv, []byte(base)), sig) {
+					t.Error("re-signed base differs")
+				}
+			default:
+				t.Fatalf("unknown alg %q", vec.Alg)
+			}
+		})
+	}
+}
+
+func parsePEMKey(t *testing.T, text string, parse func([]byte) (any, error)) any {
+	t.Helper()
+	block, _ := pem.Decode([]byte(text))
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	k, err := parse(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// rfc9421Setup is a signer and a verifier of a fresh key of alg.
+type rfc9421Setup struct {
+	key      JWK
+	signer   *RFC9421Signer
+	verifier *RFC9421Verifier
+	cache    *MemoryReplayCache
+	now      time.Time
+}
+
+func newRFC9421Setup(t *testing.T, alg string) rfc9421Setup {
+	t.Helper()
+	key, err := GenerateJWK("k-"+alg, alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_776_520_800, 0)
+	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: clockAt(now.Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &MemoryReplayCache{Now: clockAt(now.Unix())}
+	verifier, err := NewRFC9421Verifier(RFC9421VerifierConfig{
+		Sender: "seller", Keys: []JWK{key.Public()}, Now: clockAt(now.Unix()), Replay: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rfc9421Setup{key: key, signer: signer, verifier: verifier, cache: cache, now: now}
+}
+
+func (s rfc9421Setup) sign(t *testing.T, url string, body []byte) *http.Request {
+	t.Helper()
+	req := newRequest(t, http.MethodPost, url, map[string][]string{"Content-Type": {"application/json"}}, body)
+	if err := s.signer.Sign(req, Message{ID: "n1", Body: body, Time: s.now}); err != nil {
+		t.Fatalf("Sign: %v", err)
+	}
+	return req
+}
+
+func TestRFC9421RoundTrip(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"task_id":"t1","status":"completed"}`)
+	urls := []string{
+		"https://buyer.example.com/adcp/webhook/op_1",
+		"https://Buyer.Example.com:443/a/./b/../c%7e?z=1&a=2",
+		"https://buyer.example.com:8443/p?",
+		"http://127.0.0.1:8080/hook",
+		"https://BÜCHER.example/hook",
+	}
+	for _, alg := range []string{AlgEd25519, AlgECDSAP256SHA256} {
+		for _, url := range urls {
+			t.Run(alg+" "+url, func(t *testing.T) {
+				t.Parallel()
+				s := newRFC9421Setup(t, alg)
+				req := s.sign(t, url, body)
+				if got := req.Header.Get(HeaderSignatureInput); !strings.HasPrefix(got, `sig1=("@method" "@target-uri" "@authority" "content-type" "content-digest");created=1776520800;expires=1776521100;nonce="`) ||
+					!strings.HasSuffix(got, `";keyid="k-`+alg+`";alg="`+alg+`";tag="adcp/webhook-signing/v1"`) {
+					t.Errorf("Signature-Input = %s", got)
+				}
+				p, err := s.verifier.Verify(context.Background(), overTheWire(t, req), body)
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				if p != (Principal{Sender: "seller", KeyID: "k-" + alg, Scheme: SchemeRFC9421}) {
+					t.Errorf("principal = %+v", p)
+				}
+			})
+		}
+	}
+}
+
+// overTheWire returns req as a server reads it: written by net/http's
+// client code and parsed back, over TLS when the URL is https.
+func overTheWire(t *testing.T, req *http.Request) *http.Request {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := req.Write(&buf); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got, err := http.ReadRequest(bufio.NewReader(&buf))
+	if err != nil {
+		t.Fatalf("ReadRequest: %v", err)
+	}
+	if req.URL.Scheme == "https" {
+		got.TLS = &tls.ConnectionState{}
+	}
+	return got
+}
+
+func TestRFC9421SignerNonces(t *testing.T) {
+	t.Parallel()
+	s := newRFC9421Setup(t, AlgEd25519)
+	body := []byte(`{}`)
+	seen := map[string]bool{}
+	for range 50 {
+		req := s.sign(t, "https://buyer.example.com/hook", body)
+		in, err := parseRFC9421Headers(req.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[in.nonce] || len(in.nonce) != 22 {
+			t.Fatalf("nonce %q repeated or not 16 bytes of base64url", in.nonce)
+		}
+		seen[in.nonce] = true
+		if _, err := s.verifier.Verify(context.Background(), req, body); err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+	}
+	if s.cache.Len() != 50 {
+		t.Errorf("replay cache holds %d pairs, want 50", s.cache.Len())
+	}
+	// Message.Time zero: created comes from the signer's clock.
+	req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
+	if err := s.signer.Sign(req, Message{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := parseRFC9421Headers(req.Header); in.created != s.now.Unix() || in.expires != s.now.Unix()+300 {
+		t.Errorf("created %d expires %d", in.created, in.expires)
+	}
+}
+
+func TestRFC9421Rejections(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"status":"completed"}`)
+	const url = "https://buyer.example.com/hook?x=1"
+
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, s *rfc9421Setup, req *http.Request) []byte // returns the body to verify
+		code   courier.Code
+	}{
+		{"body changed", func(_ *testing.T, _ *rfc9421Setup, _ *http.Request) []byte { return []byte(`{"status":"failed"}`) }, CodeWebhookDigestMismatch},
+		{"content-digest removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Del(HeaderContentDigest)
+			return body
+		}, CodeWebhookDigestMismatch},
+		{"content-digest repeated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Add(HeaderContentDigest, r.Header.Get(HeaderContentDigest))
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"content-type changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Set("Content-Type", "text/plain")
+			return body
+		}, CodeWebhookInvalid},
+		{"content-type removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Header.Del("Content-Type"); return body }, CodeWebhookHeaderMalformed},
+		{"method changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Method = http.MethodPut; return body }, CodeWebhookInvalid},
+		{"query changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.RawQuery = "x=2"; return body }, CodeWebhookInvalid},
+		{"host changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Host, r.URL.Host = "evil.example.com", "evil.example.com"
+			return body
+		}, CodeWebhookInvalid},
+		{"host disagrees with URL", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Host = "evil.example.com"; return body }, CodeWebhookTargetURIMalformed},
+		{"plain http", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.Scheme = "http"; return body }, CodeWebhookTargetURIMalformed},
+		{"raw U-label host", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Host, r.URL.Host = "bücher.example", "bücher.example"
+			return body
+		}, CodeWebhookTargetURIMalformed},
+		{"signature removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Del(HeaderSignature)
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"signature-input removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Del(HeaderSignatureInput)
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"signature padded", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Set(HeaderSignature, strings.TrimSuffix(r.Header.Get(HeaderSignature), ":")+"==:")
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"signature standard base64", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
+			sig := strings.TrimSuffix(strings.TrimPrefix(r.Header.Get(HeaderSignature), "sig1=:"), ":")
+			raw, _ := base64.RawURLEncoding.DecodeString(sig)
+			r.Header.Set(HeaderSignature, "sig1=:"+base64.StdEncoding.EncodeToString(raw)+":")
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"signature truncated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Set(HeaderSignature, "sig1=:AAAA:")
+			return body
+		}, CodeWebhookInvalid},
+		{"sig1 label twice", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Add(HeaderSignature, "sig1=:AAAA:")
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"only another label", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), "sig1=", "sig2=", 1))
+			r.Header.Set(HeaderSignature, strings.Replace(r.Header.Get(HeaderSignature), "sig1=", "sig2=", 1))
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"component with parameter", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), `"content-type"`, `"content-type";sf`, 1))
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"created as string", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
+			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), "created=1776520800", `created="1776520800"`, 1))
+			return body
+		}, CodeWebhookHeaderMalformed},
+		{"replayed", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
+			if _, err := s.verifier.Verify(context.Background(), r, body); err != nil {
+				t.Fatal(err)
+			}
+			return body
+		}, CodeWebhookReplayed},
+		{"created in the future", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
+			*r = *s.signAt(t, s.now.Add(61*time.Second), url, body)
+			return body
+		}, CodeWebhookWindowInvalid},
+		{"expired beyond skew", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
+			*r = *s.signAt(t, s.now.Add(-361*time.Second), url, body)
+			return body
+		}, CodeWebhookWindowInvalid},
+	}
+	for _, alg := range []string{AlgEd25519, AlgECDSAP256SHA256} {
+		for _, tt := range tests {
+			t.Run(alg+" "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				s := newRFC9421Setup(t, alg)
+				req := s.sign(t, url, body)
+				got := tt.mutate(t, &s, req)
+				_, err := s.verifier.Verify(context.Background(), req, got)
+				wantReject(t, err, tt.code)
+			})
+		}
+	}
+}
+
+func (s *rfc9421Setup) signAt(t *testing.T, at time.Time, url string, body []byte) *http.Request {
+	t.Helper()
+	req := newRequest(t, http.MethodPost, url, map[string][]string{"Content-Type": {"application/json"}}, body)
+	if err := s.signer.Sign(req, Message{Body: body, Time: at}); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestRFC9421WindowEdges(t *testing.T) {
+	t.Parallel()
+	s := newRFC9421Setup(t, AlgEd25519)
+	body := []byte(`{}`)
+	tests := []struct {
+		name    string
+		created time.Duration // relative to the verifier's now
+		ok      bool
+	}{
+		{"created now", 0, true},
+		{"created 60s ahead", 60 * time.Second, true},
+		{"created 61s ahead", 61 * time.Second, false},
+		{"expires 60s ago", -360 * time.Second, true},
+		{"expires 61s ago", -361 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := s.signAt(t, s.now.Add(tt.created), "https://buyer.example.com/hook", body)
+			_, err := s.verifier.Verify(context.Background(), req, body)
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return
+			}
+			wantReject(t, err, CodeWebhookWindowInvalid)
+		})
+	}
+}
+
+func TestRFC9421Infrastructure(t *testing.T) {
+	t.Parallel()
+	key, err := GenerateJWK("k1", AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clockAt(1_776_520_800)
+	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+	body := []byte(`{}`)
+	sign := func() *http.Request {
+		req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
+		if err := signer.Sign(req, Message{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	down := errors.New("database down")
+
+	tests := []struct {
+		name string
+		cfg  RFC9421VerifierConfig
+		code courier.Code // "" means an infrastructure error, not a rejection
+		ok   bool
+	}{
+		{"lookup finds", RFC9421VerifierConfig{LookupKey: func(_ context.Context, kid string) (JWK, bool, error) {
+			return key.Public(), kid == "k1", nil
+		}}, "", true},
+		{"lookup misses", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) { return JWK{}, false, nil }}, CodeWebhookKeyUnknown, false},
+		{"lookup returns another kid", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) {
+			other, _ := GenerateJWK("k2", AlgEd25519)
+			return other.Public(), true, nil
+		}}, CodeWebhookKeyUnknown, false},
+		{"lookup fails", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) { return JWK{}, false, down }}, "", false},
+		{"revocation check fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return false, down }}, "", false},
+		{"revocation stale", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) {
+			return false, fmt.Errorf("list: %w", ErrRevocationStale)
+		}}, CodeWebhookRevocationStale, false},
+		{"revoked", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return true, nil }}, CodeWebhookKeyRevoked, false},
+		{"replay cache fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{down}}, "", false},
+		{"nonce cap", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{ErrNonceCapReached}}, CodeWebhookRateAbuse, false},
+		{"private key given to the verifier", RFC9421VerifierConfig{Keys: []JWK{key}}, CodeWebhookKeyPurposeInvalid, false},
+		{"key of another alg under the kid", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) {
+			other, _ := GenerateJWK("k1", AlgECDSAP256SHA256)
+			return other.Public(), true, nil
+		}}, CodeWebhookAlgNotAllowed, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tt.cfg
+			cfg.Sender, cfg.Now = "seller", now
+			v, err := NewRFC9421Verifier(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Verify(context.Background(), sign(), body)
+			switch {
+			case tt.ok:
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+			case tt.code != "":
+				wantReject(t, err, tt.code)
+			default:
+				if err == nil || errors.Is(err, courier.ErrSignatureInvalid) || !errors.Is(err, down) {
+					t.Fatalf("Verify = %v; want the infrastructure error, not a rejection", err)
+				}
+			}
+		})
+	}
+}
+
+type failingCache struct{ err error }
+
+func (f failingCache) Remember(context.Context, string, string, time.Time) (bool, error) {
+	return false, f.err
+}
+
+func TestRFC9421Origin(t *testing.T) {
+	t.Parallel()
+	key, _ := GenerateJWK("k1", AlgEd25519)
+	now := clockAt(1_776_520_800)
+	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+	body := []byte(`{}`)
+	out := newRequest(t, http.MethodPost, "https://buyer.example.com/hook/1?a=b", map[string][]string{"Content-Type": {"application/json"}}, body)
+	if err := signer.Sign(out, Message{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	// Behind a proxy: plain http, Host rewritten to the backend's.
+	raw := "POST /hook/1?a=b HTTP/1.1\r\nHost: backend:8080\r\nContent-Type: application/json\r\n" +
+		"Content-Digest: " + out.Header.Get(HeaderContentDigest) + "\r\n" +
+		"Signature-Input: " + out.Header.Get(HeaderSignatureInput) + "\r\n" +
+		"Signature: " + out.Header.Get(HeaderSignature) + "\r\nContent-Length: 2\r\n\r\n{}"
+	in := func() *http.Request {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tests := []struct {
+		origin string
+		code   courier.Code // "" means verified
+	}{
+		{"https://buyer.example.com", ""},
+		{"HTTPS://Buyer.Example.com:443", ""},
+		{"https://other.example.com", CodeWebhookInvalid},
+		{"", CodeWebhookTargetURIMalformed}, // plain http to a non-loopback host
+	}
+	for _, tt := range tests {
+		t.Run(tt.origin, func(t *testing.T) {
+			t.Parallel()
+			v, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{key.Public()}, Origin: tt.origin, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Verify(context.Background(), in(), body)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return
+			}
+			wantReject(t, err, tt.code)
+		})
+	}
+}
+
+func TestRFC9421Config(t *testing.T) {
+	t.Parallel()
+	priv, _ := GenerateJWK("k1", AlgEd25519)
+	pub := priv.Public()
+	lookup := func(context.Context, string) (JWK, bool, error) { return JWK{}, false, nil }
+
+	verifierTests := []struct {
+		name string
+		cfg  RFC9421VerifierConfig
+		ok   bool
+	}{
+		{"keys", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}}, true},
+		{"lookup", RFC9421VerifierConfig{Sender: "s", LookupKey: lookup}, true},
+		{"origin", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: "https://buyer.example.com"}, true},
+		{"no sender", RFC9421VerifierConfig{Keys: []JWK{pub}}, false},
+		{"no keys", RFC9421VerifierConfig{Sender: "s"}, false},
+		{"keys and lookup", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, LookupKey: lookup}, false},
+		{"zero key", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{{}}}, false},
+		{"duplicate kid", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub, pub}}, false},
+		{"origin with path", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: "https://buyer.example.com/hook"}, false},
+		{"origin without scheme", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: "buyer.example.com"}, false},
+		{"negative skew", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, ClockSkew: -time.Second}, false},
+	}
+	for _, tt := range verifierTests {
+		t.Run("verifier "+tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := NewRFC9421Verifier(tt.cfg); (err == nil) != tt.ok {
+				t.Errorf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+	signerTests := []struct {
+		name string
+		cfg  RFC9421SignerConfig
+		ok   bool
+	}{
+		{"private key", RFC9421SignerConfig{Key: priv}, true},
+		{"public key", RFC9421SignerConfig{Key: pub}, false},
+		{"zero key", RFC9421SignerConfig{}, false},
+		{"window too long", RFC9421SignerConfig{Key: priv, Window: 301 * time.Second}, false},
+		{"short window", RFC9421SignerConfig{Key: priv, Window: time.Minute}, true},
+	}
+	for _, tt := range signerTests {
+		t.Run("signer "+tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := NewRFC9421Signer(tt.cfg); (err == nil) != tt.ok {
+				t.Errorf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestRFC9421SignErrors(t *testing.T) {
+	t.Parallel()
+	key, _ := GenerateJWK("k1", AlgECDSAP256SHA256)
+	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
+	tests := []struct {
+		name    string
+		url     string
+		headers map[string][]string
+	}{
+		{"no content type", "https://buyer.example.com/hook", nil},
+		{"two content types", "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"a/b", "c/d"}}},
+		{"plain http", "http://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}},
+		{"bad host", "https://buyer..example.com/hook", map[string][]string{"Content-Type": {"application/json"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := newRequest(t, http.MethodPost, tt.url, tt.headers, nil)
+			err := signer.Sign(req, Message{Body: []byte(`{}`), Time: time.Unix(1, 0)})
+			if courier.CodeOf(err) != courier.CodeSigningFailed {
+				t.Fatalf("Sign = %v, want %s", err, courier.CodeSigningFailed)
+			}
+			if req.Header.Get(HeaderSignature) != "" || req.Header.Get(HeaderContentDigest) != "" {
+				t.Error("headers set on failure")
+			}
+		})
+	}
+}
+
+func TestJWK(t *testing.T) {
+	t.Parallel()
+	public, private := webhookKeys(t)
+	ed, ec := private["test-ed25519-webhook-2026"], private["test-es256-webhook-2026"]
+	if !ed.IsPrivate() || !ec.IsPrivate() || public["test-ed25519-webhook-2026"].IsPrivate() {
+		t.Fatal("IsPrivate wrong")
+	}
+	if ed.Alg() != AlgEd25519 || ec.Alg() != AlgECDSAP256SHA256 {
+		t.Errorf("Alg = %q, %q", ed.Alg(), ec.Alg())
+	}
+	// MarshalJSON writes the public part only, and parses back.
+	for _, k := range []JWK{ed, ec} {
+		b, err := json.Marshal(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), `"d"`) {
+			t.Errorf("marshaled private part: %s", b)
+		}
+		back, err := ParseJWK(b)
+		if err != nil || back.IsPrivate() || back.KeyID() != k.KeyID() || back.Alg() != k.Alg() {
+			t.Errorf("round trip: %v %v", back, err)
+		}
+	}
+	set, err := os.ReadFile(filepath.Join(webhookSigningDir, "keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := ParseJWKSet(set)
+	if err != nil || len(keys) != 5 {
+		t.Fatalf("ParseJWKSet = %d keys, %v", len(keys), err)
+	}
+
+	edX := "y7tTfeqazsFeTn3ccCzQlcJ4qFWuYsu-JkJAcfc9VoA"
+	ecX, ecY := "0X7G_jryFpiX9XO3CKxIqUQs3DC8OhUkw6Rb5QOZd5M", "MwZN7qQJzLpTD5dyDJAoqOLZJ9r8-GCh4BnOYu6NE0c"
+	tests := []struct {
+		name string
+		json string
+		ok   bool
+	}{
+		{"ed25519", `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `"}`, true},
+		{"ed25519 alg Ed25519", `{"kid":"a","kty":"OKP","crv":"Ed25519","alg":"Ed25519","x":"` + edX + `"}`, true},
+		{"es256", `{"kid":"a","kty":"EC","crv":"P-256","alg":"ES256","x":"` + ecX + `","y":"` + ecY + `"}`, true},
+		{"no kid", `{"kty":"OKP","crv":"Ed25519","x":"` + edX + `"}`, false},
+		{"padded x", `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `="}`, false},
+		{"std alphabet x", `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + strings.ReplaceAll(edX, "-", "+") + `"}`, false},
+		{"short x", `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX[:40] + `"}`, false},
+		{"alg mismatch", `{"kid":"a","kty":"OKP","crv":"Ed25519","alg":"ES256","x":"` + edX + `"}`, false},
+		{"use enc", `{"kid":"a","kty":"OKP","crv":"Ed25519","use":"enc","x":"` + edX + `"}`, false},
+		{"X25519", `{"kid":"a","kty":"OKP","crv":"X25519","x":"` + edX + `"}`, false},
+		{"RSA", `{"kid":"a","kty":"RSA","n":"AQAB","e":"AQAB"}`, false},
+		{"P-384", `{"kid":"a","kty":"EC","crv":"P-384","x":"` + ecX + `","y":"` + ecY + `"}`, false},
+		{"point not on curve", `{"kid":"a","kty":"EC","crv":"P-256","x":"` + ecX + `","y":"` + ecX + `"}`, false},
+		{"d does not match", `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `","d":"` + edX + `"}`, false},
+		{"not JSON", `kid`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseJWK([]byte(tt.json))
+			if (err == nil) != tt.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && (strings.Contains(err.Error(), edX) || strings.Contains(err.Error(), ecX)) {
+				t.Errorf("error %q contains key material", err)
+			}
+		})
+	}
+	if _, err := ParseJWKSet([]byte(`{"keys":[` + `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `"},{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `"}]}`)); err == nil {
+		t.Error("duplicate kid accepted")
+	}
+	if _, err := GenerateJWK("k", "rsa-pss-sha512"); err == nil {
+		t.Error("GenerateJWK accepted an unknown alg")
+	}
+}
+
+func TestMemoryReplayCache(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	c := &MemoryReplayCache{Now: func() time.Time { return now }, MaxPerKey: 2}
+	ctx := context.Background()
+	remember := func(kid, nonce string, ttl time.Duration) (bool, error) {
+		return c.Remember(ctx, kid, nonce, now.Add(ttl))
+	}
+	steps := []struct {
+		kid, nonce string
+		ttl        time.Duration
+		replayed   bool
+		err        error
+	}{
+		{"a", "1", time.Minute, false, nil},
+		{"a", "1", time.Minute, true, nil},
+		{"b", "1", time.Minute, false, nil}, // the same nonce under another key
+		{"a", "2", time.Second, false, nil},
+		{"a", "3", time.Minute, false, ErrNonceCapReached},
+		{"a", "1", time.Minute, true, nil}, // a replay is still a replay at the cap
+	}
+	for i, s := range steps {
+		replayed, err := remember(s.kid, s.nonce, s.ttl)
+		if replayed != s.replayed || !errors.Is(err, s.err) {
+			t.Fatalf("step %d: Remember(%s, %s) = %v, %v; want %v, %v", i, s.kid, s.nonce, replayed, err, s.replayed, s.err)
+		}
+	}
+	now = now.Add(2 * time.Second) // "a"/"2" expires: room for one more
+	if replayed, err := remember("a", "3", time.Minute); replayed || err != nil {
+		t.Fatalf("after expiry: %v, %v", replayed, err)
+	}
+	if got := c.Len(); got != 3 {
+		t.Errorf("Len = %d, want 3", got)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Remember(cancelled, "a", "9", now); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v", err)
+	}
+}

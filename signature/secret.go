@@ -1,0 +1,92 @@
+package signature
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// Bounds of a Secret, in bytes. AdCP requires at least 32 characters for
+// both legacy credentials (the HMAC secret and the bearer token).
+const (
+	MinSecretBytes = 32
+	MaxSecretBytes = 4096
+)
+
+// Secret is a shared secret of the AdCP legacy schemes: the HMAC key of
+// [AdCPHMACSigner] and [AdCPHMACVerifier] or the token of [BearerSigner] and
+// [BearerVerifier]. Build it with [ParseSecret]. It prints and logs
+// redacted; the zero value is not a secret.
+type Secret struct {
+	m sealed[*secretMaterial]
+}
+
+type secretMaterial struct {
+	id     string
+	value  []byte
+	digest [sha256.Size]byte // SHA-256 of value, compared by the bearer verifier
+}
+
+// ParseSecret validates a shared secret: MinSecretBytes to MaxSecretBytes of
+// visible ASCII (no spaces or control characters, so it is safe in an
+// Authorization header), not one character repeated.
+//
+// id names the secret in Principal.KeyID and in logs. If empty, it is a
+// fingerprint that reveals nothing about the secret: "secret:<16 hex>".
+//
+// Errors never contain the secret.
+func ParseSecret(id, value string) (Secret, error) {
+	if err := checkSecret(value); err != nil {
+		return Secret{}, fmt.Errorf("signature: secret: %w", err)
+	}
+	m := &secretMaterial{id: id, value: []byte(value), digest: sha256.Sum256([]byte(value))}
+	if m.id == "" {
+		mac := hmac.New(sha256.New, m.value)
+		mac.Write([]byte("courier secret id"))
+		m.id = "secret:" + hex.EncodeToString(mac.Sum(nil)[:8])
+	}
+	return Secret{m: seal(m)}, nil
+}
+
+func checkSecret(v string) error {
+	if len(v) < MinSecretBytes || len(v) > MaxSecretBytes {
+		return fmt.Errorf("secret is %d bytes, want %d to %d", len(v), MinSecretBytes, MaxSecretBytes)
+	}
+	same := true
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] >= 0x7f {
+			return errors.New("secret holds a space, a control or a non-ASCII byte")
+		}
+		same = same && v[i] == v[0]
+	}
+	if same {
+		return errors.New("secret repeats one character")
+	}
+	return nil
+}
+
+// ID returns the secret's id: the one given to ParseSecret or its
+// fingerprint.
+func (s Secret) ID() string {
+	if s.m == nil {
+		return ""
+	}
+	return s.m().id
+}
+
+// String describes the secret without its bytes.
+func (s Secret) String() string { return fmt.Sprintf("Secret(%q %s)", s.ID(), redacted) }
+
+// GoString describes the secret without its bytes.
+func (s Secret) GoString() string { return s.String() }
+
+// Format prints the redacted description for every verb.
+func (s Secret) Format(f fmt.State, _ rune) { fmt.Fprint(f, s.String()) }
+
+// LogValue logs the id, never the secret.
+func (s Secret) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", s.ID()), slog.String("secret", redacted))
+}

@@ -1,0 +1,134 @@
+// Package signature signs outgoing notifications and verifies incoming ones.
+//
+// Four schemes are implemented, each as a Signer and a Verifier built from a
+// validated Config:
+//
+//   - Standard Webhooks ([NewStandardWebhooksSigner], [NewStandardWebhooksVerifier]):
+//     webhook-id, webhook-timestamp and webhook-signature with HMAC-SHA256 (v1)
+//     and Ed25519 (v1a) signatures; courier's default between its own ends.
+//   - The AdCP RFC 9421 webhook profile ([NewRFC9421Signer], [NewRFC9421Verifier]):
+//     HTTP Message Signatures with Ed25519 or ECDSA P-256 keys published as JWKs,
+//     Content-Digest, and a (keyid, nonce) replay check through a [ReplayCache].
+//   - The AdCP legacy HMAC scheme ([NewAdCPHMACSigner], [NewAdCPHMACVerifier]).
+//   - Bearer tokens ([NewBearerSigner], [NewBearerVerifier]).
+//
+// An endpoint registers exactly one scheme; a receiver never tries one scheme
+// and falls back to another.
+//
+// Every verification failure is a *[courier.Error] that is a case of
+// [courier.ErrSignatureInvalid]: errors.Is(err, courier.ErrSignatureInvalid)
+// holds and [courier.CodeOf] gives the precise code (the Code constants of this
+// package). Failure messages never contain secrets, key bytes, signature
+// values, header values or body bytes. An error that is not a case of
+// ErrSignatureInvalid (a replay cache or key lookup that could not answer, a
+// cancelled context) is infrastructure trouble: the receiver should answer
+// 5xx so the sender retries.
+//
+// Keys and secrets are opaque types built by parsers that validate them
+// once: [StandardWebhooksKey] ([ParseStandardWebhooksKey]), [JWK]
+// ([ParseJWK], [ParseJWKSet], [GenerateJWK]) and [Secret] ([ParseSecret]).
+// They print and log redacted with every fmt verb and through slog, however
+// deeply they are nested, and no error message carries their bytes.
+//
+// Verifiers never parse the body: a body that passes verification still
+// goes through the receiver's strict JSON decoding (which refuses duplicate
+// keys) before anything acts on it.
+package signature
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// Message is what a Signer signs for one delivery attempt.
+type Message struct {
+	ID   string    // the notification id (Standard Webhooks webhook-id)
+	Body []byte    // the exact bytes sent
+	Time time.Time // the time of this attempt
+}
+
+// Signer adds a scheme's headers to an outgoing request for one attempt.
+// req's method, URL and Content-Type are already final.
+type Signer interface {
+	Sign(req *http.Request, m Message) error
+}
+
+// Principal is who a verified request came from. Never contains key material.
+type Principal struct {
+	Sender string // the configured name of the verified sender
+	KeyID  string // which key verified it (an id, never key bytes)
+	Scheme string // "standard-webhooks", "rfc9421", "adcp-hmac", "bearer"
+}
+
+// Verifier checks a request's signature over the exact body bytes.
+type Verifier interface {
+	Verify(ctx context.Context, req *http.Request, body []byte) (Principal, error)
+}
+
+// Every scheme implements both interfaces.
+var (
+	_ Signer   = (*StandardWebhooksSigner)(nil)
+	_ Signer   = (*RFC9421Signer)(nil)
+	_ Signer   = (*AdCPHMACSigner)(nil)
+	_ Signer   = (*BearerSigner)(nil)
+	_ Verifier = (*StandardWebhooksVerifier)(nil)
+	_ Verifier = (*RFC9421Verifier)(nil)
+	_ Verifier = (*AdCPHMACVerifier)(nil)
+	_ Verifier = (*BearerVerifier)(nil)
+)
+
+// The schemes, as Principal.Scheme names them.
+const (
+	SchemeStandardWebhooks = "standard-webhooks"
+	SchemeRFC9421          = "rfc9421"
+	SchemeAdCPHMAC         = "adcp-hmac"
+	SchemeBearer           = "bearer"
+)
+
+// maxHeaderBytes bounds every signature header a verifier parses.
+const maxHeaderBytes = 8 << 10
+
+// redacted is what secret-holding types print instead of their secrets.
+const redacted = "[REDACTED]"
+
+// reject returns a verification failure with a content-free message.
+func reject(code courier.Code, msg string) error {
+	return courier.Wrap(courier.ErrSignatureInvalid, code, msg)
+}
+
+// signingFailed returns a Sign failure with a content-free message.
+func signingFailed(msg string) error {
+	return courier.NewError(courier.CodeSigningFailed, msg)
+}
+
+// nowFunc returns now, or time.Now when now is nil.
+func nowFunc(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
+}
+
+// singleHeader returns the one field line of name in h. ok is false when the
+// field is absent; many reports more than one field line.
+func singleHeader(h http.Header, name string) (v string, ok, many bool) {
+	vs := h.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", false, false
+	case 1:
+		return vs[0], true, false
+	}
+	return "", true, true
+}
+
+// sealed holds a value out of reach of fmt, slog and every other
+// reflection-based printer or encoder: they see a func and print at most its
+// address. Secret-holding types keep their material sealed, so that no verb,
+// no nesting in a caller's struct and no log handler can show it.
+type sealed[T any] func() T
+
+func seal[T any](v T) sealed[T] { return func() T { return v } }

@@ -1,0 +1,310 @@
+package signature
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Standard Webhooks header names.
+const (
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// DefaultStandardWebhooksTolerance is how far webhook-timestamp may be from
+// the verifier's clock, either way.
+const DefaultStandardWebhooksTolerance = 5 * time.Minute
+
+// maxWebhookIDBytes bounds webhook-id (a courier notification id is at most
+// 256 bytes).
+const maxWebhookIDBytes = 256
+
+// maxSWSignatures bounds the signatures one webhook-signature header carries.
+const maxSWSignatures = 16
+
+// StandardWebhooksSignerConfig configures a StandardWebhooksSigner.
+type StandardWebhooksSignerConfig struct {
+	// Keys sign each attempt: "whsec_" secrets (v1) and "whsk_" private keys
+	// (v1a). Each key adds one signature to webhook-signature, in order, so
+	// during a rotation the request carries the new and the old signature.
+	// Required; a "whpk_" public key cannot sign.
+	Keys []StandardWebhooksKey
+}
+
+// StandardWebhooksSigner signs requests with Standard Webhooks headers. It is
+// safe for concurrent use.
+type StandardWebhooksSigner struct {
+	keys []StandardWebhooksKey
+}
+
+// NewStandardWebhooksSigner validates cfg and returns a signer.
+func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (*StandardWebhooksSigner, error) {
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("signature: StandardWebhooksSignerConfig.Keys is empty")
+	}
+	for i, k := range cfg.Keys {
+		if k.m == nil {
+			return nil, fmt.Errorf("signature: StandardWebhooksSignerConfig.Keys[%d] is not a parsed key", i)
+		}
+		if k.m().kind == swPublic {
+			return nil, fmt.Errorf("signature: StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i)
+		}
+	}
+	return &StandardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), cfg.Keys...)}, nil
+}
+
+// Sign sets webhook-id (m.ID), webhook-timestamp (m.Time in unix seconds) and
+// webhook-signature (one signature per configured key) on req.
+func (s *StandardWebhooksSigner) Sign(req *http.Request, m Message) error {
+	if len(s.keys) == 0 {
+		return signingFailed("standard webhooks: signer has no keys")
+	}
+	if !validWebhookID(m.ID) {
+		return signingFailed("standard webhooks: message id is empty, too long or not printable ASCII")
+	}
+	ts := m.Time.Unix()
+	if ts < 0 {
+		return signingFailed("standard webhooks: message time is before 1970")
+	}
+	tsText := strconv.FormatInt(ts, 10)
+
+	var content []byte // built once, for the Ed25519 keys only
+	sigs := make([]string, 0, len(s.keys))
+	for _, k := range s.keys {
+		switch k.m().kind {
+		case swSecret:
+			sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(swHMAC(k.m().secret, m.ID, tsText, m.Body)))
+		case swPrivate:
+			if content == nil {
+				content = swContent(m.ID, tsText, m.Body)
+			}
+			sigs = append(sigs, "v1a,"+base64.StdEncoding.EncodeToString(ed25519.Sign(k.m().private, content)))
+		}
+	}
+	if req.Header == nil {
+		req.Header = make(http.Header)
+	}
+	req.Header.Set(HeaderWebhookID, m.ID)
+	req.Header.Set(HeaderWebhookTimestamp, tsText)
+	req.Header.Set(HeaderWebhookSignature, strings.Join(sigs, " "))
+	return nil
+}
+
+// StandardWebhooksVerifierConfig configures a StandardWebhooksVerifier.
+type StandardWebhooksVerifierConfig struct {
+	// Sender names who signs with these keys; it is Principal.Sender.
+	// Required.
+	Sender string
+	// Keys are the accepted keys: "whsec_" secrets and "whpk_" public keys (a
+	// "whsk_" private key is accepted and only its public half is kept).
+	// During a rotation hold the old and the new key; a request passes if any
+	// of its signatures matches any key of the same version. Required.
+	Keys []StandardWebhooksKey
+	// Tolerance is how far webhook-timestamp may be from Now, either way.
+	// Defaults to DefaultStandardWebhooksTolerance (5 minutes).
+	Tolerance time.Duration
+	// Now is the verifier's clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with its zero fields set to their defaults.
+func (c StandardWebhooksVerifierConfig) WithDefaults() StandardWebhooksVerifierConfig {
+	if c.Tolerance == 0 {
+		c.Tolerance = DefaultStandardWebhooksTolerance
+	}
+	c.Now = nowFunc(c.Now)
+	return c
+}
+
+// StandardWebhooksVerifier verifies Standard Webhooks signatures. It is safe
+// for concurrent use.
+type StandardWebhooksVerifier struct {
+	cfg     StandardWebhooksVerifierConfig
+	secrets []StandardWebhooksKey // v1
+	publics []StandardWebhooksKey // v1a
+}
+
+// NewStandardWebhooksVerifier validates cfg and returns a verifier.
+func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardWebhooksVerifier, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Sender == "" {
+		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Sender is empty")
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Keys is empty")
+	}
+	if cfg.Tolerance < time.Second {
+		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Tolerance is below one second")
+	}
+	v := &StandardWebhooksVerifier{cfg: cfg}
+	for i, k := range cfg.Keys {
+		if k.m == nil {
+			return nil, fmt.Errorf("signature: StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i)
+		}
+		if k.m().kind == swSecret {
+			v.secrets = append(v.secrets, k)
+		} else {
+			v.publics = append(v.publics, k.Public())
+		}
+	}
+	v.cfg.Keys = nil // held above, by kind
+	return v, nil
+}
+
+// Verify checks req's Standard Webhooks headers against body.
+func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
+	id, err := swHeader(req.Header, HeaderWebhookID)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !validWebhookID(id) {
+		return Principal{}, reject(CodeMalformed, "webhook-id is too long or not printable ASCII")
+	}
+	tsText, err := swHeader(req.Header, HeaderWebhookTimestamp)
+	if err != nil {
+		return Principal{}, err
+	}
+	ts, ok := parseUnixSeconds(tsText)
+	if !ok {
+		return Principal{}, reject(CodeMalformed, "webhook-timestamp is not unix seconds")
+	}
+	header, err := swHeader(req.Header, HeaderWebhookSignature)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !withinTolerance(nowFunc(v.cfg.Now)(), ts, v.cfg.Tolerance) {
+		return Principal{}, reject(CodeTimestampOutOfRange, "webhook-timestamp is outside the tolerance")
+	}
+	entries := strings.Fields(header)
+	if len(entries) > maxSWSignatures {
+		return Principal{}, reject(CodeMalformed, "webhook-signature carries too many signatures")
+	}
+
+	var macs [][]byte // computed on first v1 entry
+	var content []byte
+	for _, e := range entries {
+		version, sigText, ok := strings.Cut(e, ",")
+		if !ok {
+			continue
+		}
+		sig, err := base64.StdEncoding.Strict().DecodeString(sigText)
+		if err != nil {
+			continue
+		}
+		switch version {
+		case "v1":
+			if len(sig) != sha256.Size {
+				continue
+			}
+			if macs == nil {
+				macs = make([][]byte, len(v.secrets))
+				for i, k := range v.secrets {
+					macs[i] = swHMAC(k.m().secret, id, tsText, body)
+				}
+			}
+			for i, mac := range macs {
+				if hmac.Equal(mac, sig) {
+					return v.principal(v.secrets[i]), nil
+				}
+			}
+		case "v1a":
+			if len(sig) != ed25519.SignatureSize {
+				continue
+			}
+			if content == nil {
+				content = swContent(id, tsText, body)
+			}
+			for _, k := range v.publics {
+				if ed25519.Verify(k.m().public, content, sig) {
+					return v.principal(k), nil
+				}
+			}
+		}
+	}
+	return Principal{}, reject(CodeMismatch, "no signature matches a configured key")
+}
+
+func (v *StandardWebhooksVerifier) principal(k StandardWebhooksKey) Principal {
+	return Principal{Sender: v.cfg.Sender, KeyID: k.ID(), Scheme: SchemeStandardWebhooks}
+}
+
+// swHeader returns the single, non-empty, bounded field line of name.
+func swHeader(h http.Header, name string) (string, error) {
+	v, ok, many := singleHeader(h, name)
+	switch {
+	case many:
+		return "", reject(CodeMalformed, name+" header is repeated")
+	case !ok || strings.TrimSpace(v) == "":
+		return "", reject(CodeMissing, name+" header is missing")
+	case len(v) > maxHeaderBytes:
+		return "", reject(CodeMalformed, name+" header is too long")
+	}
+	return v, nil
+}
+
+func swContent(id, ts string, body []byte) []byte {
+	b := make([]byte, 0, len(id)+len(ts)+2+len(body))
+	b = append(b, id...)
+	b = append(b, '.')
+	b = append(b, ts...)
+	b = append(b, '.')
+	return append(b, body...)
+}
+
+func swHMAC(secret []byte, id, ts string, body []byte) []byte {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return mac.Sum(nil)
+}
+
+// validWebhookID reports whether id is a non-empty, bounded run of printable
+// ASCII without spaces, safe as a header value.
+func validWebhookID(id string) bool {
+	if id == "" || len(id) > maxWebhookIDBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// parseUnixSeconds parses a non-negative decimal integer of at most 18 digits
+// (no sign, no spaces).
+func parseUnixSeconds(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// withinTolerance reports whether unix seconds ts is at most tol from now.
+func withinTolerance(now time.Time, ts int64, tol time.Duration) bool {
+	diff := now.Unix() - ts
+	limit := int64(tol / time.Second)
+	return diff <= limit && diff >= -limit
+}

@@ -1,0 +1,202 @@
+package signature
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// Prefixes of the Standard Webhooks key serializations.
+const (
+	PrefixStandardWebhooksSecret     = "whsec_" // HMAC-SHA256 secret (v1)
+	PrefixStandardWebhooksPrivateKey = "whsk_"  // Ed25519 private key (v1a)
+	PrefixStandardWebhooksPublicKey  = "whpk_"  // Ed25519 public key (v1a)
+)
+
+// Bounds of a Standard Webhooks HMAC secret, in decoded bytes, as the
+// specification sets them (192 to 512 bits).
+const (
+	MinStandardWebhooksSecretBytes = 24
+	MaxStandardWebhooksSecretBytes = 64
+)
+
+type swKind int
+
+const (
+	swSecret swKind = iota + 1
+	swPrivate
+	swPublic
+)
+
+// StandardWebhooksKey is one Standard Webhooks key: an HMAC secret
+// ("whsec_"), an Ed25519 private key ("whsk_") or an Ed25519 public key
+// ("whpk_"). Build it with [ParseStandardWebhooksKey]. It prints and logs
+// redacted; the zero value is not a key.
+type StandardWebhooksKey struct {
+	m sealed[*swKeyMaterial]
+}
+
+type swKeyMaterial struct {
+	id      string
+	kind    swKind
+	secret  []byte
+	private ed25519.PrivateKey
+	public  ed25519.PublicKey
+}
+
+// ParseStandardWebhooksKey parses a serialized Standard Webhooks key:
+//
+//   - "whsec_" + standard padded base64 of a 24 to 64 byte HMAC secret;
+//   - "whsk_" + standard padded base64 of an Ed25519 private key, either the
+//     32-byte seed or the 64-byte seed||public form (whose public half must
+//     match the seed);
+//   - "whpk_" + standard padded base64 of a 32-byte Ed25519 public key.
+//
+// id names the key in Principal.KeyID and in logs. If empty, it is a
+// fingerprint that reveals nothing about the key: "whsec:<16 hex>" for a
+// secret, "ed25519:<16 hex>" of the public key for either half of an Ed25519
+// pair (so a signer's and a verifier's ids agree).
+//
+// Errors never contain the encoded key.
+func ParseStandardWebhooksKey(id, encoded string) (StandardWebhooksKey, error) {
+	m, err := parseSWKey(encoded)
+	if err != nil {
+		return StandardWebhooksKey{}, fmt.Errorf("signature: standard webhooks key: %w", err)
+	}
+	m.id = id
+	if m.id == "" {
+		m.id = m.fingerprint()
+	}
+	return StandardWebhooksKey{m: seal(m)}, nil
+}
+
+// NewStandardWebhooksSecret returns a fresh random "whsec_" secret of 32 bytes.
+func NewStandardWebhooksSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails since Go 1.24
+	return PrefixStandardWebhooksSecret + base64.StdEncoding.EncodeToString(b)
+}
+
+func parseSWKey(encoded string) (*swKeyMaterial, error) {
+	prefix, body, ok := cutSWPrefix(encoded)
+	if !ok {
+		return nil, errors.New(`want a "whsec_", "whsk_" or "whpk_" prefix`)
+	}
+	raw, err := decodeStdBase64(body)
+	if err != nil {
+		return nil, errors.New("key is not standard padded base64")
+	}
+	switch prefix {
+	case PrefixStandardWebhooksSecret:
+		if len(raw) < MinStandardWebhooksSecretBytes || len(raw) > MaxStandardWebhooksSecretBytes {
+			return nil, fmt.Errorf("secret is %d bytes, want %d to %d", len(raw), MinStandardWebhooksSecretBytes, MaxStandardWebhooksSecretBytes)
+		}
+		return &swKeyMaterial{kind: swSecret, secret: raw}, nil
+	case PrefixStandardWebhooksPrivateKey:
+		var priv ed25519.PrivateKey
+		switch len(raw) {
+		case ed25519.SeedSize:
+			priv = ed25519.NewKeyFromSeed(raw)
+		case ed25519.PrivateKeySize:
+			priv = ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])
+			if subtle.ConstantTimeCompare(priv[ed25519.SeedSize:], raw[ed25519.SeedSize:]) != 1 {
+				return nil, errors.New("private key's public half does not match its seed")
+			}
+		default:
+			return nil, fmt.Errorf("private key is %d bytes, want %d or %d", len(raw), ed25519.SeedSize, ed25519.PrivateKeySize)
+		}
+		return &swKeyMaterial{kind: swPrivate, private: priv, public: priv.Public().(ed25519.PublicKey)}, nil
+	default: // whpk_
+		if len(raw) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("public key is %d bytes, want %d", len(raw), ed25519.PublicKeySize)
+		}
+		return &swKeyMaterial{kind: swPublic, public: ed25519.PublicKey(raw)}, nil
+	}
+}
+
+func cutSWPrefix(s string) (prefix, body string, ok bool) {
+	for _, p := range []string{PrefixStandardWebhooksSecret, PrefixStandardWebhooksPrivateKey, PrefixStandardWebhooksPublicKey} {
+		if b, found := strings.CutPrefix(s, p); found {
+			return p, b, true
+		}
+	}
+	return "", "", false
+}
+
+func (m *swKeyMaterial) fingerprint() string {
+	if m.kind == swSecret {
+		mac := hmac.New(sha256.New, m.secret)
+		mac.Write([]byte("courier standard-webhooks key id"))
+		return "whsec:" + hex.EncodeToString(mac.Sum(nil)[:8])
+	}
+	sum := sha256.Sum256(m.public)
+	return "ed25519:" + hex.EncodeToString(sum[:8])
+}
+
+// ID returns the key's id: the one given to ParseStandardWebhooksKey or its
+// fingerprint.
+func (k StandardWebhooksKey) ID() string {
+	if k.m == nil {
+		return ""
+	}
+	return k.m().id
+}
+
+// Public returns the key a verifier holds for k: the public half of a "whsk_"
+// private key (with the same id), or k itself for a secret or public key.
+func (k StandardWebhooksKey) Public() StandardWebhooksKey {
+	if k.m == nil || k.m().kind != swPrivate {
+		return k
+	}
+	return StandardWebhooksKey{m: seal(&swKeyMaterial{id: k.m().id, kind: swPublic, public: k.m().public})}
+}
+
+func (k StandardWebhooksKey) kindName() string {
+	if k.m == nil {
+		return "invalid"
+	}
+	switch k.m().kind {
+	case swSecret:
+		return "whsec"
+	case swPrivate:
+		return "whsk"
+	}
+	return "whpk"
+}
+
+// String describes the key without its bytes.
+func (k StandardWebhooksKey) String() string {
+	return fmt.Sprintf("StandardWebhooksKey(%s %q %s)", k.kindName(), k.ID(), redacted)
+}
+
+// GoString describes the key without its bytes.
+func (k StandardWebhooksKey) GoString() string { return k.String() }
+
+// Format prints the redacted description for every verb.
+func (k StandardWebhooksKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
+
+// LogValue logs the kind and id, never the key.
+func (k StandardWebhooksKey) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("kind", k.kindName()),
+		slog.String("id", k.ID()),
+		slog.String("key", redacted),
+	)
+}
+
+// decodeStdBase64 decodes standard, padded base64 and nothing else: unlike
+// encoding/base64 it refuses embedded CR and LF.
+func decodeStdBase64(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("illegal newline in base64")
+	}
+	return base64.StdEncoding.Strict().DecodeString(s)
+}

@@ -1,0 +1,564 @@
+package signature
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+const swVectorsPath = "testdata/standard-webhooks/vectors.json"
+
+type swVector struct {
+	ID            string `json:"id"`
+	Why           string `json:"why"`
+	Secret        string `json:"secret"`
+	Ed25519Seed   string `json:"ed25519_seed_base64"`
+	Ed25519Public string `json:"ed25519_public_base64"`
+	MsgID         string `json:"msg_id"`
+	Timestamp     int64  `json:"timestamp"`
+	Body          string `json:"body"`
+	Signature     string `json:"signature"`
+}
+
+type swVectors struct {
+	Sign   []swVector `json:"sign"`
+	Reject []swVector `json:"reject"`
+	Multi  struct {
+		Header string `json:"header"`
+		Vector string `json:"vector"`
+	} `json:"multi"`
+}
+
+func loadSWVectors(t *testing.T) swVectors {
+	t.Helper()
+	var v swVectors
+	loadJSON(t, swVectorsPath, &v)
+	if len(v.Sign) < 3 || len(v.Reject) < 4 || v.Multi.Header == "" {
+		t.Fatalf("%s: want SW-1..3, SW-R1..4 and the multi case; got %d sign, %d reject", swVectorsPath, len(v.Sign), len(v.Reject))
+	}
+	return v
+}
+
+// swVectorKeys returns the signing key and the verifying key of a vector.
+func swVectorKeys(t *testing.T, v swVector) (signing, verifying StandardWebhooksKey) {
+	t.Helper()
+	if v.Secret != "" {
+		k, err := ParseStandardWebhooksKey("", v.Secret)
+		if err != nil {
+			t.Fatalf("%s: parse secret: %v", v.ID, err)
+		}
+		return k, k
+	}
+	sk, err := ParseStandardWebhooksKey("", PrefixStandardWebhooksPrivateKey+v.Ed25519Seed)
+	if err != nil {
+		t.Fatalf("%s: parse private key: %v", v.ID, err)
+	}
+	pk, err := ParseStandardWebhooksKey("", PrefixStandardWebhooksPublicKey+v.Ed25519Public)
+	if err != nil {
+		t.Fatalf("%s: parse public key: %v", v.ID, err)
+	}
+	return sk, pk
+}
+
+func swVectorRequest(t *testing.T, v swVector, sigLines ...string) *http.Request {
+	t.Helper()
+	return newRequest(t, http.MethodPost, "https://receiver.example/hook", map[string][]string{
+		HeaderWebhookID:        {v.MsgID},
+		HeaderWebhookTimestamp: {strconv.FormatInt(v.Timestamp, 10)},
+		HeaderWebhookSignature: sigLines,
+	}, []byte(v.Body))
+}
+
+func newSWVerifier(t *testing.T, now func() time.Time, keys ...StandardWebhooksKey) *StandardWebhooksVerifier {
+	t.Helper()
+	v, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "sender", Keys: keys, Now: now})
+	if err != nil {
+		t.Fatalf("NewStandardWebhooksVerifier: %v", err)
+	}
+	return v
+}
+
+func TestStandardWebhooksSignVectors(t *testing.T) {
+	t.Parallel()
+	for _, vec := range loadSWVectors(t).Sign {
+		t.Run(vec.ID, func(t *testing.T) {
+			t.Parallel()
+			signing, verifying := swVectorKeys(t, vec)
+
+			signer, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{signing}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := newRequest(t, http.MethodPost, "https://receiver.example/hook", nil, []byte(vec.Body))
+			if err := signer.Sign(req, Message{ID: vec.MsgID, Body: []byte(vec.Body), Time: time.Unix(vec.Timestamp, 0)}); err != nil {
+				t.Fatalf("Sign: %v", err)
+			}
+			if got := req.Header.Get(HeaderWebhookSignature); got != vec.Signature {
+				t.Errorf("webhook-signature = %q, want %q", got, vec.Signature)
+			}
+			if got := req.Header.Get(HeaderWebhookID); got != vec.MsgID {
+				t.Errorf("webhook-id = %q, want %q", got, vec.MsgID)
+			}
+			if got, want := req.Header.Get(HeaderWebhookTimestamp), strconv.FormatInt(vec.Timestamp, 10); got != want {
+				t.Errorf("webhook-timestamp = %q, want %q", got, want)
+			}
+
+			verifier := newSWVerifier(t, clockAt(vec.Timestamp), verifying)
+			p, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, vec.Signature), []byte(vec.Body))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if p.Sender != "sender" || p.Scheme != SchemeStandardWebhooks || p.KeyID != verifying.ID() {
+				t.Errorf("principal = %+v", p)
+			}
+			// The verifier also accepts the private key, keeping its public half.
+			if _, err := newSWVerifier(t, clockAt(vec.Timestamp), signing).Verify(context.Background(), swVectorRequest(t, vec, vec.Signature), []byte(vec.Body)); err != nil {
+				t.Errorf("Verify with the signing key: %v", err)
+			}
+		})
+	}
+}
+
+func TestStandardWebhooksRejectVectors(t *testing.T) {
+	t.Parallel()
+	for _, vec := range loadSWVectors(t).Reject {
+		t.Run(vec.ID, func(t *testing.T) {
+			t.Parallel()
+			_, key := swVectorKeys(t, vec)
+			verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
+			_, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, vec.Signature), []byte(vec.Body))
+			wantReject(t, err, CodeMismatch)
+		})
+	}
+	// SW-1's valid signature written in the URL-safe alphabet or unpadded.
+	vec := loadSWVectors(t).Sign[0]
+	_, key := swVectorKeys(t, vec)
+	verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
+	for _, sig := range []string{
+		strings.NewReplacer("+", "-", "/", "_").Replace(vec.Signature),
+		strings.TrimRight(vec.Signature, "="),
+	} {
+		_, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, sig), []byte(vec.Body))
+		wantReject(t, err, CodeMismatch)
+	}
+}
+
+func TestStandardWebhooksMultipleSignatures(t *testing.T) {
+	t.Parallel()
+	vecs := loadSWVectors(t)
+	var vec swVector
+	for _, v := range vecs.Sign {
+		if v.ID == vecs.Multi.Vector {
+			vec = v
+		}
+	}
+	if vec.ID == "" {
+		t.Fatalf("multi names unknown vector %q", vecs.Multi.Vector)
+	}
+	_, key := swVectorKeys(t, vec)
+	verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
+
+	tests := []struct {
+		name   string
+		header string
+	}{
+		{"vector", vecs.Multi.Header},
+		{"unknown versions and junk first", "v9,abc v1 v1,!!! v1a,AAAA " + vec.Signature},
+		{"extra spaces", "  v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=   " + vec.Signature + " "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, tt.header), []byte(vec.Body)); err != nil {
+				t.Errorf("Verify: %v", err)
+			}
+		})
+	}
+}
+
+// swTestKeys returns fresh keys: a whsec secret, a whsk private key and its
+// whpk public key.
+func swTestKeys(t *testing.T, id string) (secret, private, public StandardWebhooksKey) {
+	t.Helper()
+	var err error
+	if secret, err = ParseStandardWebhooksKey(id+"-hmac", NewStandardWebhooksSecret()); err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if private, err = ParseStandardWebhooksKey(id+"-ed", PrefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(priv.Seed())); err != nil {
+		t.Fatal(err)
+	}
+	if public, err = ParseStandardWebhooksKey(id+"-ed", PrefixStandardWebhooksPublicKey+base64.StdEncoding.EncodeToString(pub)); err != nil {
+		t.Fatal(err)
+	}
+	return secret, private, public
+}
+
+func signSW(t *testing.T, keys []StandardWebhooksKey, m Message) *http.Request {
+	t.Helper()
+	signer, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := newRequest(t, http.MethodPost, "https://receiver.example/hook", nil, m.Body)
+	req.Header.Set("Content-Type", "application/json")
+	if err := signer.Sign(req, m); err != nil {
+		t.Fatalf("Sign: %v", err)
+	}
+	return req
+}
+
+func TestStandardWebhooksRoundTrip(t *testing.T) {
+	t.Parallel()
+	secret, private, public := swTestKeys(t, "k")
+	now := time.Unix(1_700_000_000, 0)
+	m := Message{ID: "ntf_01HX", Body: []byte(`{"a":1}`), Time: now}
+
+	tests := []struct {
+		name      string
+		sign      []StandardWebhooksKey
+		verify    []StandardWebhooksKey
+		wantKeyID string
+		wantSigs  int
+	}{
+		{"v1", []StandardWebhooksKey{secret}, []StandardWebhooksKey{secret}, "k-hmac", 1},
+		{"v1a", []StandardWebhooksKey{private}, []StandardWebhooksKey{public}, "k-ed", 1},
+		{"v1 and v1a, verified by v1a", []StandardWebhooksKey{secret, private}, []StandardWebhooksKey{public}, "k-ed", 2},
+		{"v1 and v1a, verified by v1", []StandardWebhooksKey{secret, private}, []StandardWebhooksKey{secret}, "k-hmac", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := signSW(t, tt.sign, m)
+			if got := len(strings.Split(req.Header.Get(HeaderWebhookSignature), " ")); got != tt.wantSigs {
+				t.Errorf("%d signatures, want %d", got, tt.wantSigs)
+			}
+			p, err := newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, m.Body)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if p.KeyID != tt.wantKeyID {
+				t.Errorf("KeyID = %q, want %q", p.KeyID, tt.wantKeyID)
+			}
+			tampered := append([]byte(nil), m.Body...)
+			tampered[len(tampered)-2] = '2'
+			_, err = newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, tampered)
+			wantReject(t, err, CodeMismatch)
+		})
+	}
+}
+
+func TestStandardWebhooksRotation(t *testing.T) {
+	t.Parallel()
+	oldSecret, oldPrivate, oldPublic := swTestKeys(t, "old")
+	newSecret, newPrivate, newPublic := swTestKeys(t, "new")
+	now := time.Unix(1_700_000_000, 0)
+	m := Message{ID: "ntf_rot", Body: []byte(`{}`), Time: now}
+
+	tests := []struct {
+		name    string
+		sign    []StandardWebhooksKey
+		verify  []StandardWebhooksKey
+		wantKey string // "" means rejected
+	}{
+		{"v1 new key, verifier holds old and new", []StandardWebhooksKey{newSecret}, []StandardWebhooksKey{oldSecret, newSecret}, "new-hmac"},
+		{"v1 signed with both, verifier holds old", []StandardWebhooksKey{newSecret, oldSecret}, []StandardWebhooksKey{oldSecret}, "old-hmac"},
+		{"v1 new key, old retired", []StandardWebhooksKey{oldSecret}, []StandardWebhooksKey{newSecret}, ""},
+		{"v1a new key, verifier holds old and new", []StandardWebhooksKey{newPrivate}, []StandardWebhooksKey{oldPublic, newPublic}, "new-ed"},
+		{"v1a old key, old retired", []StandardWebhooksKey{oldPrivate}, []StandardWebhooksKey{newPublic}, ""},
+		{"v1a key does not verify v1 signature", []StandardWebhooksKey{newSecret}, []StandardWebhooksKey{newPublic}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := signSW(t, tt.sign, m)
+			p, err := newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, m.Body)
+			if tt.wantKey == "" {
+				wantReject(t, err, CodeMismatch)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if p.KeyID != tt.wantKey {
+				t.Errorf("KeyID = %q, want %q", p.KeyID, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestStandardWebhooksTolerance(t *testing.T) {
+	t.Parallel()
+	secret, _, _ := swTestKeys(t, "k")
+	const ts = 1_700_000_000
+	m := Message{ID: "ntf_t", Body: []byte(`{}`), Time: time.Unix(ts, 0)}
+	req := signSW(t, []StandardWebhooksKey{secret}, m)
+
+	tests := []struct {
+		name      string
+		now       int64
+		tolerance time.Duration
+		ok        bool
+	}{
+		{"same second", ts, 0, true},
+		{"5 min late", ts + 300, 0, true},
+		{"5 min early", ts - 300, 0, true},
+		{"stale", ts + 301, 0, false},
+		{"future", ts - 301, 0, false},
+		{"custom tolerance stale", ts + 61, time.Minute, false},
+		{"custom tolerance ok", ts + 60, time.Minute, true},
+		{"long tolerance", ts + 3600, time.Hour, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{
+				Sender: "s", Keys: []StandardWebhooksKey{secret}, Tolerance: tt.tolerance, Now: clockAt(tt.now),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Verify(context.Background(), req, m.Body)
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return
+			}
+			wantReject(t, err, CodeTimestampOutOfRange)
+		})
+	}
+}
+
+func TestStandardWebhooksHeaders(t *testing.T) {
+	t.Parallel()
+	secret, _, _ := swTestKeys(t, "k")
+	const ts = 1_700_000_000
+	body := []byte(`{"x":true}`)
+	good := signSW(t, []StandardWebhooksKey{secret}, Message{ID: "ntf_h", Body: body, Time: time.Unix(ts, 0)})
+	sig := good.Header.Get(HeaderWebhookSignature)
+	verifier := newSWVerifier(t, clockAt(ts), secret)
+
+	tests := []struct {
+		name   string
+		mutate func(h http.Header)
+		code   courier.Code
+	}{
+		{"missing id", func(h http.Header) { h.Del(HeaderWebhookID) }, CodeMissing},
+		{"missing timestamp", func(h http.Header) { h.Del(HeaderWebhookTimestamp) }, CodeMissing},
+		{"missing signature", func(h http.Header) { h.Del(HeaderWebhookSignature) }, CodeMissing},
+		{"empty signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "") }, CodeMissing},
+		{"blank signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "   ") }, CodeMissing},
+		{"repeated signature lines", func(h http.Header) { h.Add(HeaderWebhookSignature, sig) }, CodeMalformed},
+		{"signature split over two lines", func(h http.Header) {
+			h.Set(HeaderWebhookSignature, "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=")
+			h.Add(HeaderWebhookSignature, sig)
+		}, CodeMalformed},
+		{"repeated id", func(h http.Header) { h.Add(HeaderWebhookID, "ntf_other") }, CodeMalformed},
+		{"repeated timestamp", func(h http.Header) { h.Add(HeaderWebhookTimestamp, strconv.Itoa(ts)) }, CodeMalformed},
+		{"timestamp not a number", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "17e8") }, CodeMalformed},
+		{"timestamp signed", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "+1700000000") }, CodeMalformed},
+		{"timestamp negative", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "-1") }, CodeMalformed},
+		{"timestamp huge", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "99999999999999999999") }, CodeMalformed},
+		{"id with space", func(h http.Header) { h.Set(HeaderWebhookID, "ntf h") }, CodeMalformed},
+		{"id too long", func(h http.Header) { h.Set(HeaderWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, CodeMalformed},
+		{"other id", func(h http.Header) { h.Set(HeaderWebhookID, "ntf_other") }, CodeMismatch},
+		{"signature header too long", func(h http.Header) { h.Set(HeaderWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, CodeMalformed},
+		{"too many signatures", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, CodeMalformed},
+		{"unpadded base64", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimRight(sig, "=")) }, CodeMismatch},
+		{"no version", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, CodeMismatch},
+		{"version upper case", func(h http.Header) { h.Set(HeaderWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, CodeMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := good.Clone(context.Background())
+			tt.mutate(req.Header)
+			_, err := verifier.Verify(context.Background(), req, body)
+			wantReject(t, err, tt.code)
+		})
+	}
+	// The unmutated request passes, so every case above fails for its own reason.
+	if _, err := verifier.Verify(context.Background(), good, body); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+}
+
+func TestParseStandardWebhooksKey(t *testing.T) {
+	t.Parallel()
+	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	seed := make([]byte, ed25519.SeedSize)
+	seed[0] = 7
+	priv := ed25519.NewKeyFromSeed(seed)
+	badPriv := append([]byte(nil), priv...)
+	badPriv[63] ^= 1
+
+	tests := []struct {
+		name    string
+		encoded string
+		ok      bool
+	}{
+		{"secret 24 bytes", "whsec_" + b64(24), true},
+		{"secret 32 bytes", "whsec_" + b64(32), true},
+		{"secret 64 bytes", "whsec_" + b64(64), true},
+		{"secret 23 bytes", "whsec_" + b64(23), false},
+		{"secret 65 bytes", "whsec_" + b64(65), false},
+		{"secret empty", "whsec_", false},
+		{"secret unpadded", "whsec_" + strings.TrimRight(b64(25), "="), false},
+		{"secret url-safe alphabet", "whsec_" + strings.Repeat("_-", 16), false},
+		{"secret with whitespace", "whsec_ " + b64(24), false},
+		{"secret with newline", "whsec_" + b64(24) + "\n", false},
+		{"no prefix", b64(32), false},
+		{"wrong prefix case", "WHSEC_" + b64(32), false},
+		{"private seed", "whsk_" + base64.StdEncoding.EncodeToString(seed), true},
+		{"private seed and public", "whsk_" + base64.StdEncoding.EncodeToString(priv), true},
+		{"private public half mismatch", "whsk_" + base64.StdEncoding.EncodeToString(badPriv), false},
+		{"private 31 bytes", "whsk_" + b64(31), false},
+		{"private 33 bytes", "whsk_" + b64(33), false},
+		{"public 32 bytes", "whpk_" + base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)), true},
+		{"public 31 bytes", "whpk_" + b64(31), false},
+		{"public 64 bytes", "whpk_" + b64(64), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			k, err := ParseStandardWebhooksKey("", tt.encoded)
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("ParseStandardWebhooksKey: %v", err)
+				}
+				if k.ID() == "" {
+					t.Error("empty fingerprint id")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("parsed; want an error")
+			}
+			if body, _ := strings.CutPrefix(tt.encoded, "whsec_"); len(body) > 8 && strings.Contains(err.Error(), body) {
+				t.Errorf("error %q contains the key", err)
+			}
+		})
+	}
+}
+
+func TestStandardWebhooksKeyIDs(t *testing.T) {
+	t.Parallel()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	private, _ := ParseStandardWebhooksKey("", PrefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(priv.Seed()))
+	public, _ := ParseStandardWebhooksKey("", PrefixStandardWebhooksPublicKey+base64.StdEncoding.EncodeToString(pub))
+	if private.ID() != public.ID() || !strings.HasPrefix(public.ID(), "ed25519:") {
+		t.Errorf("private id %q, public id %q: want the same ed25519 fingerprint", private.ID(), public.ID())
+	}
+	if got := private.Public().ID(); got != private.ID() {
+		t.Errorf("Public().ID() = %q, want %q", got, private.ID())
+	}
+	a, _ := ParseStandardWebhooksKey("", "whsec_"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	b, _ := ParseStandardWebhooksKey("", "whsec_"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdeF")))
+	if a.ID() == b.ID() || !strings.HasPrefix(a.ID(), "whsec:") {
+		t.Errorf("secret fingerprints %q and %q", a.ID(), b.ID())
+	}
+}
+
+func TestStandardWebhooksConfig(t *testing.T) {
+	t.Parallel()
+	secret, private, public := swTestKeys(t, "k")
+
+	signerTests := []struct {
+		name string
+		cfg  StandardWebhooksSignerConfig
+		ok   bool
+	}{
+		{"secret and private", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{secret, private}}, true},
+		{"no keys", StandardWebhooksSignerConfig{}, false},
+		{"public key", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{public}}, false},
+		{"zero key", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{{}}}, false},
+	}
+	for _, tt := range signerTests {
+		t.Run("signer "+tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewStandardWebhooksSigner(tt.cfg)
+			if (err == nil) != tt.ok {
+				t.Errorf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+
+	verifierTests := []struct {
+		name string
+		cfg  StandardWebhooksVerifierConfig
+		ok   bool
+	}{
+		{"all kinds", StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{secret, private, public}}, true},
+		{"no sender", StandardWebhooksVerifierConfig{Keys: []StandardWebhooksKey{secret}}, false},
+		{"no keys", StandardWebhooksVerifierConfig{Sender: "s"}, false},
+		{"zero key", StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{{}}}, false},
+		{"negative tolerance", StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{secret}, Tolerance: -time.Second}, false},
+		{"sub-second tolerance", StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{secret}, Tolerance: time.Millisecond}, false},
+	}
+	for _, tt := range verifierTests {
+		t.Run("verifier "+tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewStandardWebhooksVerifier(tt.cfg)
+			if (err == nil) != tt.ok {
+				t.Errorf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+
+	d := StandardWebhooksVerifierConfig{}.WithDefaults()
+	if d.Tolerance != DefaultStandardWebhooksTolerance || d.Now == nil {
+		t.Errorf("WithDefaults = %+v", d)
+	}
+}
+
+func TestStandardWebhooksSignErrors(t *testing.T) {
+	t.Parallel()
+	secret, _, _ := swTestKeys(t, "k")
+	signer, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		m    Message
+	}{
+		{"empty id", Message{Time: time.Unix(1, 0)}},
+		{"id with newline", Message{ID: "a\nb", Time: time.Unix(1, 0)}},
+		{"zero time", Message{ID: "ntf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := newRequest(t, http.MethodPost, "https://receiver.example/", nil, nil)
+			err := signer.Sign(req, tt.m)
+			if courier.CodeOf(err) != courier.CodeSigningFailed {
+				t.Fatalf("Sign = %v, want %s", err, courier.CodeSigningFailed)
+			}
+			if errors.Is(err, courier.ErrSignatureInvalid) {
+				t.Error("a signing failure is not a verification failure")
+			}
+			if len(req.Header) != 0 {
+				t.Errorf("headers set on failure: %v", req.Header)
+			}
+		})
+	}
+	var zero StandardWebhooksSigner
+	if err := zero.Sign(newRequest(t, http.MethodPost, "https://receiver.example/", nil, nil), Message{ID: "x", Time: time.Unix(1, 0)}); err == nil {
+		t.Error("zero signer signed")
+	}
+}
