@@ -1,0 +1,92 @@
+// Command receiver is a real server with courier's terminal receiver
+// mounted at /terminal in a plain http.ServeMux. Each terminal notification
+// is applied once, in the transaction that records it in the inbox.
+//
+//	COURIER_SECRET=whsec_… go run ./examples/receiver -addr :8080 -db receiver.db
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	db := flag.String("db", "receiver.db", "SQLite database file")
+	secret := flag.String("secret", "", "Standard Webhooks secret (whsec_…); defaults to $COURIER_SECRET")
+	sender := flag.String("sender", "sender", "name of the sender the secret belongs to")
+	flag.Parse()
+	if *secret == "" {
+		*secret = os.Getenv("COURIER_SECRET")
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(*addr, *db, *secret, *sender, logger); err != nil {
+		logger.Error("receiver: stopped", slog.Any("error", err))
+		os.Exit(1)
+	}
+}
+
+func run(addr, path, secret, sender string, logger *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if secret == "" {
+		return errors.New("no secret: pass -secret or set COURIER_SECRET")
+	}
+	key, err := signature.ParseStandardWebhooksKey("k1", secret)
+	if err != nil {
+		return err
+	}
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: sender, Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		return err
+	}
+	s, err := store.OpenSQLite(ctx, path, store.Config{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS plan_states (
+		plan_id TEXT PRIMARY KEY, terminal_status TEXT NOT NULL, notification_id TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	terminal, err := handler.NewTerminal(handler.Config{Store: s, Verifier: verifier, Logger: logger},
+		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO plan_states (plan_id, terminal_status, notification_id) VALUES (?, ?, ?)
+				ON CONFLICT (plan_id) DO UPDATE SET terminal_status = excluded.terminal_status, notification_id = excluded.notification_id`,
+				n.PlanID, n.TerminalStatus, n.NotificationID)
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/terminal", middleware.Recover(logger)(terminal))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(os.Stderr, "receiver: listening on %s, terminal notifications at /terminal\n", addr)
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
