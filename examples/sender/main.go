@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -75,7 +76,12 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 
 	guard := client.Guard{}
 	if allowPrivate {
-		guard = client.Guard{AllowHTTP: true, AllowPorts: []uint16{80, 8080}, AllowPrefixes: []netip.Prefix{
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			return err
+		}
+		port, _ := strconv.ParseUint(u.Port(), 10, 16)
+		guard = client.Guard{AllowHTTP: true, AllowPorts: []uint16{80, uint16(port)}, AllowPrefixes: []netip.Prefix{
 			netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
 			netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
 		}}
