@@ -83,7 +83,7 @@ type Config struct {
 type Event struct {
 	DeliveryID     int64
 	NotificationID string
-	Endpoint       string
+	Endpoint       string // scheme, host and path only: no userinfo, no query
 	Attempt        int
 	Result         store.Result   // what the attempt came to
 	Status         courier.Status // the delivery's status after it ("" if the lease was lost)
@@ -276,7 +276,7 @@ func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
 	}
 	if w.cfg.Hook != nil {
 		w.cfg.Hook(Event{
-			DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: c.Endpoint, Attempt: c.Attempt,
+			DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: redactURL(c.Endpoint), Attempt: c.Attempt,
 			Result: oc.Result, Status: s.Status, Code: s.Code, HTTPStatus: oc.HTTPStatus, Duration: oc.Duration,
 			LeaseLost: s.Err != nil,
 		})
@@ -428,6 +428,16 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
+}
+
+// redactURL keeps what identifies an endpoint and drops what may carry a
+// credential: userinfo, query and fragment.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "invalid-url"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 // drain reads a little of a body so the connection can be reused.

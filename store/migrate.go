@@ -111,7 +111,7 @@ var expectedColumns = func() []string {
 	}{
 		{"courier_attempts", "id delivery_id attempt owner leased_at lease_expires_at finished_at duration_us outcome http_status error_code"},
 		{"courier_inbox", "sender dedupe_key payload_sha256 status ack created_at updated_at"},
-		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at"},
+		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id"},
 		{"courier_replay", "key_id nonce expires_at"},
 		{"courier_schema", "version applied_at"},
 	}

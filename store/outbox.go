@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -129,10 +128,15 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Deadline is before the first attempt")
 	}
 	sum := sha256.Sum256(p.Payload)
+	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)
+	if err != nil {
+		return nil, err
+	}
 	return map[string]any{
 		"notification_id": p.NotificationID,
 		"endpoint":        p.Endpoint,
-		"payload":         p.Payload,
+		"payload":         stored,
+		"payload_key_id":  keyID,
 		"payload_sha256":  hex.EncodeToString(sum[:]),
 		"profile":         p.Profile,
 		"key_id":          p.KeyID,
@@ -202,6 +206,8 @@ type Claimed struct {
 	MaxAttempts    int
 	Deadline       time.Time
 	CreatedAt      time.Time
+
+	payloadKeyID string // the key that sealed Payload, until it is opened
 }
 
 // ClaimParams says who claims how many for how long.
@@ -267,7 +273,7 @@ func scanClaims(rows *sql.Rows, dst []Claimed) ([]Claimed, error) {
 	for rows.Next() {
 		var c Claimed
 		var deadline, leasedAt, expires, created int64
-		err := rows.Scan(&c.DeliveryID, &c.NotificationID, &c.Endpoint, &c.Payload, &c.PayloadSHA256,
+		err := rows.Scan(&c.DeliveryID, &c.NotificationID, &c.Endpoint, &c.Payload, &c.payloadKeyID, &c.PayloadSHA256,
 			&c.Profile, &c.KeyID, &c.Priority, &c.Attempt, &c.MaxAttempts, &deadline, &c.Owner, &c.Token,
 			&leasedAt, &expires, &created)
 		if err != nil {
@@ -279,23 +285,37 @@ func scanClaims(rows *sql.Rows, dst []Claimed) ([]Claimed, error) {
 	return dst, rows.Err()
 }
 
-// quarantineTampered re-verifies each claimed payload against its digest
-// and takes the rows that fail out of circulation.
+// quarantineTampered opens each claimed payload and re-verifies it
+// against its digest, and takes the rows that fail out of circulation.
 func (o *Outbox) quarantineTampered(ctx context.Context, tx *sqlx.Tx, now int64, claimed *[]Claimed) error {
 	kept := (*claimed)[:0]
 	for _, c := range *claimed {
-		sum := sha256.Sum256(c.Payload)
-		var want [sha256.Size]byte
-		if _, err := hex.Decode(want[:], []byte(c.PayloadSHA256)); err == nil && subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
-			kept = append(kept, c)
+		plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint)
+		if err != nil {
+			if err := o.quarantine(ctx, tx, now, c.Lease, courier.CodePayloadUnreadable); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := o.quarantine(ctx, tx, now, c.Lease, courier.CodeIntegrity); err != nil {
-			return err
+		c.Payload, c.payloadKeyID = plain, ""
+		if !digestMatches(plain, c.PayloadSHA256) {
+			if err := o.quarantine(ctx, tx, now, c.Lease, courier.CodeIntegrity); err != nil {
+				return err
+			}
+			continue
 		}
+		kept = append(kept, c)
 	}
 	*claimed = kept
 	return nil
+}
+
+// digestMatches compares payload's SHA-256 with a stored hex digest.
+func digestMatches(payload []byte, hexDigest string) bool {
+	sum := sha256.Sum256(payload)
+	var want [sha256.Size]byte
+	_, err := hex.Decode(want[:], []byte(hexDigest))
+	return err == nil && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
 }
 
 func (o *Outbox) quarantine(ctx context.Context, tx *sqlx.Tx, now int64, l Lease, code courier.Code) error {
@@ -472,7 +492,8 @@ type Delivery struct {
 	ID             int64
 	NotificationID string
 	Endpoint       string
-	Payload        []byte
+	Payload        []byte // nil when it cannot be opened (see PayloadKeyID)
+	PayloadKeyID   string // the key that sealed the stored payload, "" if none
 	PayloadSHA256  string
 	Profile        string
 	KeyID          string
@@ -502,7 +523,7 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 		leasedAt, expires, lastStatus    sql.NullInt64
 	)
 	err := o.s.db.QueryRowContext(ctx, q.text, q.args(map[string]any{"id": id})...).Scan(
-		&d.ID, &d.NotificationID, &d.Endpoint, &d.Payload, &d.PayloadSHA256, &d.Profile, &d.KeyID,
+		&d.ID, &d.NotificationID, &d.Endpoint, &d.Payload, &d.PayloadKeyID, &d.PayloadSHA256, &d.Profile, &d.KeyID,
 		&d.Status, &d.Priority, &d.Attempts, &d.MaxAttempts, &next, &deadline, &owner, &leasedAt,
 		&expires, &code, &lastStatus, &ackSum, &created, &updated)
 	if isNoRows(err) {
@@ -514,6 +535,11 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 	d.NextAttemptAt, d.Deadline, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(deadline), fromMicros(created), fromMicros(updated)
 	d.LeaseOwner, d.LeasedAt, d.LeaseExpiresAt = owner.String, nullMicros(leasedAt), nullMicros(expires)
 	d.LastErrorCode, d.LastStatus, d.AckSHA256 = courier.Code(code.String), int(lastStatus.Int64), ackSum.String
+	if plain, err := o.s.cfg.Encryption.open(d.Payload, d.PayloadKeyID, d.NotificationID, d.Endpoint); err == nil {
+		d.Payload = plain
+	} else {
+		d.Payload = nil
+	}
 	return d, nil
 }
 
@@ -558,6 +584,3 @@ func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, err
 	}
 	return out, o.s.dialect.interpret("list_attempts", rows.Err())
 }
-
-// errLeaseLost reports whether err is a lease-lost error.
-func errLeaseLost(err error) bool { return errors.Is(err, courier.ErrLeaseLost) }

@@ -54,6 +54,9 @@ type Config struct {
 	// ExponentialBackoff with DefaultRetryBase, DefaultRetryCap and
 	// DefaultJitter.
 	Backoff Backoff
+	// Encryption, when set, seals every payload enqueued from now on with
+	// AES-256-GCM. Defaults to none: payloads are stored as sent.
+	Encryption *Encryption
 	// Now is the clock. Defaults to time.Now. Tests inject their own.
 	Now func() time.Time
 }
@@ -82,7 +85,7 @@ func (c Config) validate() error {
 	case c.RetryHorizon <= 0:
 		return configError("RetryHorizon must be positive")
 	}
-	return nil
+	return c.Encryption.validate()
 }
 
 func configError(msg string) error {

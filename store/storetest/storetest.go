@@ -46,6 +46,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"InboxPrune", testInboxPrune},
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},
+		{"Encryption", testEncryption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,10 +27,10 @@ ORDER BY table_name, ordinal_position;
 -- notifications in one transaction are folded into one.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_sha256, :profile, :key_id, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING
@@ -86,7 +86,7 @@ WHERE id IN (
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, notification_id, endpoint, payload, payload_sha256, profile, key_id,
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at;
 
@@ -121,7 +121,7 @@ INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expi
 VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
 
 -- name: get_delivery
-SELECT id, notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
 FROM courier_outbox WHERE id = :id;

@@ -27,10 +27,10 @@ ORDER BY m.name, p.cid;
 -- enqueue of it inserts nothing and returns no row; the store then reads
 -- the existing row and compares.
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_sha256, :profile, :key_id, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT (notification_id, endpoint) DO NOTHING
@@ -75,12 +75,13 @@ WHERE id IN (
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT :limit
 )
-RETURNING id, notification_id, endpoint, payload, payload_sha256, profile, key_id,
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at;
 
 -- name: quarantine
--- A claimed row whose payload no longer matches its digest.
+-- A claimed row whose payload no longer matches its digest, or cannot be
+-- decrypted.
 UPDATE courier_outbox SET
     status = 'quarantined',
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
@@ -112,7 +113,7 @@ INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expi
 VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
 
 -- name: get_delivery
-SELECT id, notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
 FROM courier_outbox WHERE id = :id;

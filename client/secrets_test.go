@@ -1,0 +1,164 @@
+package client_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/testserver"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// lockedBuffer is a log sink shared by both ends.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestNoSecretsInLogsOrAttempts runs deliveries with debug logging on both
+// ends, through faults, a receiver holding the wrong key (401s) and the
+// refusal of a forbidden destination, and then looks for the secret in
+// every form in the logs, the errors reported and the attempts log.
+func TestNoSecretsInLogsOrAttempts(t *testing.T) {
+	t.Parallel()
+	secret := signature.NewStandardWebhooksSecret()
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms := []string{secret, strings.TrimPrefix(secret, "whsec_"), string(raw), hex.EncodeToString(raw),
+		base64.RawURLEncoding.EncodeToString(raw), fmt.Sprintf("%x", raw), fmt.Sprint(raw)}
+
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	key, err := signature.ParseStandardWebhooksKey("k1", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, _ := signature.ParseStandardWebhooksKey("k0", signature.NewStandardWebhooksSecret())
+	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+
+	var servers []*testserver.Server
+	for i, k := range []signature.StandardWebhooksKey{key, wrong} {
+		rs, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), fmt.Sprintf("receiver-%d.db", i)), store.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "s", Keys: []signature.StandardWebhooksKey{k}})
+		srv, err := testserver.New(testserver.Config{Store: rs, Verifier: verifier, Logger: logger,
+			Script: testserver.SeededScript(1, testserver.ScriptSpec{FirstAttempt503: true, DropAfterCommit: 0.3})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		servers = append(servers, srv)
+	}
+	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{
+		Backoff: store.ExponentialBackoff{Base: time.Millisecond, Cap: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var events []client.Event
+	var mu sync.Mutex
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: logger, Transport: loopbackGuards(t, servers).Transport(),
+		Hook: func(e client.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := s.DB().BeginTxx(t.Context(), nil)
+	for i := range 20 {
+		n, payload := terminalNotification(t, i)
+		endpoint := servers[i%2].URL + "/terminal"
+		if i == 19 {
+			endpoint = "https://10.1.2.3/terminal?token=" + secret // refused, with the secret in the URL
+		}
+		if _, err := s.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: n.NotificationID, Endpoint: endpoint, Payload: payload, Profile: ack.ProfileTerminal}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 10; round++ { // each round: one claim of what is due
+		if _, err := w.Work(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var attempts []string
+	if err := s.DB().Select(&attempts, "SELECT owner || '|' || outcome || '|' || COALESCE(error_code, '') || '|' || COALESCE(http_status, '') FROM courier_attempts"); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	if err := s.DB().Select(&codes, "SELECT COALESCE(last_error_code, '') || '|' || COALESCE(ack_sha256, '') FROM courier_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	reported := fmt.Sprintf("%+v", events)
+	mu.Unlock()
+	haystacks := map[string]string{"logs": logs.String(), "attempts": strings.Join(attempts, "\n"), "outbox codes": strings.Join(codes, "\n"), "events": reported}
+	if len(attempts) < 20 || !strings.Contains(logs.String(), "worker: attempt settled") || !strings.Contains(haystacks["attempts"], "signature_rejected") || !strings.Contains(haystacks["attempts"], "destination_forbidden") {
+		t.Fatalf("the run did not exercise what it should: %d attempts\n%s", len(attempts), haystacks["attempts"])
+	}
+	for name, hay := range haystacks {
+		for _, form := range forms {
+			if strings.Contains(hay, form) {
+				t.Fatalf("%s contain the secret (as %q)", name, form)
+			}
+		}
+	}
+}
+
+// loopbackGuards opens the guard for each test server.
+func loopbackGuards(t *testing.T, servers []*testserver.Server) client.Guard {
+	var g client.Guard
+	for _, s := range servers {
+		one := loopbackGuard(t, s.URL)
+		g.AllowHTTP = true
+		g.AllowPorts = append(g.AllowPorts, one.AllowPorts...)
+		g.AllowPrefixes = append(g.AllowPrefixes, one.AllowPrefixes...)
+	}
+	return g
+}
+
+func terminalNotification(t *testing.T, i int) (ack.Terminal, []byte) {
+	t.Helper()
+	n, err := ack.NewTerminal(ack.Terminal{
+		EventID: fmt.Sprintf("evt-%d", i), SiteID: "site", PlanID: "plan", WebsiteVersion: "v1",
+		SourceSequence: int64(i + 1), JobCount: 1, ChangeSHA256: ack.Digest([]byte("c")),
+		LifecycleBindingSHA256: ack.Digest([]byte("b")), TerminalStatus: "superseded",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, p
+}

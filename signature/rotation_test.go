@@ -1,0 +1,62 @@
+package signature_test
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/signature"
+)
+
+// TestRFC9421Rotation: a sender publishes a new key beside the old one and
+// signs with the new; receivers holding both verify; once the old key is
+// retired from the set, what it signs is refused.
+func TestRFC9421Rotation(t *testing.T) {
+	t.Parallel()
+	oldKey, err := signature.GenerateJWK("2026-01", signature.AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := signature.GenerateJWK("2026-12", signature.AlgECDSAP256SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(k signature.JWK) *http.Request {
+		t.Helper()
+		body := []byte(`{"idempotency_key":"rotation-0000000001"}`)
+		req, _ := http.NewRequest(http.MethodPost, "https://buyer.example/webhooks/adcp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		s, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sign(req, signature.Message{Body: body, Time: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	verify := func(keys []signature.JWK, req *http.Request) (signature.Principal, error) {
+		t.Helper()
+		v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "agent", Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Verify(t.Context(), req, []byte(`{"idempotency_key":"rotation-0000000001"}`))
+	}
+	both := []signature.JWK{oldKey.Public(), newKey.Public()}
+	if p, err := verify(both, sign(newKey)); err != nil || p.KeyID != "2026-12" {
+		t.Fatalf("new key with old+new published: %+v, %v", p, err)
+	}
+	if p, err := verify(both, sign(oldKey)); err != nil || p.KeyID != "2026-01" {
+		t.Fatalf("old key during the rotation: %+v, %v", p, err)
+	}
+	retired := []signature.JWK{newKey.Public()}
+	if _, err := verify(retired, sign(oldKey)); courier.CodeOf(err) != signature.CodeWebhookKeyUnknown {
+		t.Fatalf("old key after retirement: %v, want %s", err, signature.CodeWebhookKeyUnknown)
+	}
+	if _, err := verify(retired, sign(newKey)); err != nil {
+		t.Fatalf("new key after retirement: %v", err)
+	}
+}

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// PayloadKey is an AES-256-GCM key that seals stored payloads. It prints
+// and logs as its id only.
+type PayloadKey struct {
+	id   string
+	aead cipher.AEAD
+}
+
+// NewPayloadKey returns the key named id (a token, stored with every row it
+// seals) over 32 secret bytes.
+func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
+	if !validToken(id) || len(id) > 64 {
+		return PayloadKey{}, configError("payload key id must be 1-64 of A-Z a-z 0-9 _ . : -")
+	}
+	if len(secret) != 32 {
+		return PayloadKey{}, configError("payload key must be 32 bytes (AES-256)")
+	}
+	block, err := aes.NewCipher(secret)
+	if err != nil {
+		return PayloadKey{}, configError("payload key rejected by AES")
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return PayloadKey{}, configError("payload key rejected by GCM")
+	}
+	return PayloadKey{id: id, aead: aead}, nil
+}
+
+// ID returns the key's id.
+func (k PayloadKey) ID() string { return k.id }
+
+// String returns the key's id, never its bytes.
+func (k PayloadKey) String() string { return "PayloadKey(" + k.id + ")" }
+
+// GoString is String, so %#v does not print the key either.
+func (k PayloadKey) GoString() string { return k.String() }
+
+// LogValue logs the key's id only.
+func (k PayloadKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// Format prints String for every verb.
+func (k PayloadKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
+
+// Encryption seals the payloads the outbox stores. New rows are sealed
+// with Current; rows sealed with any key in Keys can be opened, so a
+// rotation adds a key, makes it Current, and drops the old one once no
+// undelivered row needs it. The delivery's identity (notification id and
+// endpoint) is bound as associated data: a sealed payload moved to another
+// row does not open. A row that cannot be opened is quarantined with code
+// payload_unreadable.
+type Encryption struct {
+	Current string
+	Keys    []PayloadKey
+}
+
+func (e *Encryption) validate() error {
+	if e == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, k := range e.Keys {
+		if k.aead == nil {
+			return configError("Encryption.Keys holds a key not made by NewPayloadKey")
+		}
+		if seen[k.id] {
+			return configError("Encryption.Keys holds two keys with one id")
+		}
+		seen[k.id] = true
+	}
+	if !seen[e.Current] {
+		return configError("Encryption.Current names no key of Encryption.Keys")
+	}
+	return nil
+}
+
+func (e *Encryption) key(id string) (PayloadKey, bool) {
+	for _, k := range e.Keys {
+		if k.id == id {
+			return k, true
+		}
+	}
+	return PayloadKey{}, false
+}
+
+// payloadAAD binds a sealed payload to its delivery.
+func payloadAAD(notificationID, endpoint string) []byte {
+	return []byte("courier.outbox.payload.v1\x00" + notificationID + "\x00" + endpoint)
+}
+
+// seal returns the stored form of payload and the id of the key that
+// sealed it ("" without encryption).
+func (e *Encryption) seal(payload []byte, notificationID, endpoint string) ([]byte, string, error) {
+	if e == nil {
+		return payload, "", nil
+	}
+	k, _ := e.key(e.Current)
+	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(payload)+k.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, "", err
+	}
+	return k.aead.Seal(nonce, nonce, payload, payloadAAD(notificationID, endpoint)), k.id, nil
+}
+
+// errUnreadable is a stored payload that cannot be opened.
+var errUnreadable = errors.New("store: payload cannot be opened")
+
+// open returns a stored payload's plaintext.
+func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint string) ([]byte, error) {
+	if keyID == "" {
+		return stored, nil
+	}
+	if e == nil {
+		return nil, errUnreadable
+	}
+	k, ok := e.key(keyID)
+	if !ok || len(stored) < k.aead.NonceSize() {
+		return nil, errUnreadable
+	}
+	n := k.aead.NonceSize()
+	plain, err := k.aead.Open(nil, stored[:n], stored[n:], payloadAAD(notificationID, endpoint))
+	if err != nil {
+		return nil, errUnreadable
+	}
+	return plain, nil
+}
