@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 )
 
@@ -136,4 +138,88 @@ func (s *Store) prune(ctx context.Context, name string, args map[string]any, p P
 		}
 	}
 	return total, nil
+}
+
+// Claim is the first phase of a two-phase receipt, for receivers that
+// answer a concurrent duplicate at once (503, in progress) rather than
+// making it wait for the first request's transaction. It records k as
+// processing in a short transaction of its own. Fresh means the caller
+// holds the claim: it processes the notification and then calls
+// CompleteClaim in the transaction of its effects, or ReleaseClaim if
+// processing failed. A claim left processing for longer than stale (its
+// receiver died) is taken over; the claims are fenced, so only one
+// completes.
+func (in *Inbox) Claim(ctx context.Context, k InboxKey, stale time.Duration) (Receipt, InboxClaim, error) {
+	var r Receipt
+	var c InboxClaim
+	err := in.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		r, err = in.Record(ctx, tx, k)
+		switch {
+		case err != nil:
+			return err
+		case r.Fresh:
+			c.key = k
+			return in.readToken(ctx, tx, &c)
+		case !r.InProgress:
+			return nil // a completed duplicate: r carries its Ack
+		}
+		rows, err := in.s.query(ctx, tx, "inbox_take_over", map[string]any{
+			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256,
+			"now": in.s.now(), "stale_before": in.s.now() - stale.Microseconds(),
+		})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if rows.Next() {
+			c = InboxClaim{key: k}
+			if err := rows.Scan(&c.token); err != nil {
+				return err
+			}
+			r = Receipt{Fresh: true}
+		}
+		return rows.Err()
+	})
+	return r, c, err
+}
+
+func (in *Inbox) readToken(ctx context.Context, tx *sqlx.Tx, c *InboxClaim) error {
+	q := in.s.q("inbox_get")
+	var sum, status string
+	var ack []byte
+	var created int64
+	return in.s.dialect.interpret("inbox_get", tx.QueryRowContext(ctx, q.text, q.args(map[string]any{"sender": c.key.Sender, "dedupe_key": c.key.Key})...).Scan(&sum, &status, &ack, &created, &c.token))
+}
+
+// InboxClaim is a held two-phase claim; see Inbox.Claim.
+type InboxClaim struct {
+	key   InboxKey
+	token int64
+}
+
+// CompleteClaim stores the Ack for a claim inside tx, the transaction of
+// the application's effects. If the claim was taken over meanwhile it
+// returns ErrLeaseLost: roll tx back.
+func (in *Inbox) CompleteClaim(ctx context.Context, tx DBTX, c InboxClaim, ack []byte) error {
+	if ack == nil {
+		ack = []byte{}
+	}
+	res, err := in.s.exec(ctx, tx, "inbox_complete_claimed", map[string]any{
+		"sender": c.key.Sender, "dedupe_key": c.key.Key, "ack": ack, "now": in.s.now(), "token": c.token,
+	})
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err == nil && n != 1 {
+		return courier.ErrLeaseLost
+	}
+	return nil
+}
+
+// ReleaseClaim gives a claim back after processing failed, so that the
+// sender's retry processes the notification again.
+func (in *Inbox) ReleaseClaim(ctx context.Context, c InboxClaim) error {
+	_, err := in.s.exec(ctx, in.s.db, "inbox_release_claimed", map[string]any{"sender": c.key.Sender, "dedupe_key": c.key.Key, "token": c.token})
+	return err
 }

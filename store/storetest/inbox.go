@@ -217,3 +217,55 @@ func testReplayCache(t *testing.T, open OpenFunc) {
 		t.Fatalf("Prune = %d, %v, want the one expired pair", n, err)
 	}
 }
+
+func testInboxClaim(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	in := b.store.Inbox
+	k := store.InboxKey{Sender: "s", Key: "report-0000000000001", PayloadSHA256: digest("r")}
+	r, first, err := in.Claim(b.ctx, k, time.Minute)
+	if err != nil || !r.Fresh {
+		t.Fatalf("first Claim = %+v, %v", r, err)
+	}
+	// Seen from another request while the first processes: in progress.
+	if r, _, err := in.Claim(b.ctx, k, time.Minute); err != nil || !r.InProgress {
+		t.Fatalf("concurrent Claim = %+v, %v, want in progress", r, err)
+	}
+	other := k
+	other.PayloadSHA256 = digest("other")
+	if _, _, err := in.Claim(b.ctx, other, time.Minute); !errors.Is(err, courier.ErrIdempotencyCollision) {
+		t.Fatalf("other body = %v, want a collision", err)
+	}
+	// The first receiver stalls past the staleness window: taken over.
+	b.clock.Advance(2 * time.Minute)
+	r, second, err := in.Claim(b.ctx, k, time.Minute)
+	if err != nil || !r.Fresh {
+		t.Fatalf("Claim of a stale record = %+v, %v, want a takeover", r, err)
+	}
+	tx := b.begin(t)
+	if err := in.CompleteClaim(b.ctx, tx, first, []byte("late")); !errors.Is(err, courier.ErrLeaseLost) {
+		t.Fatalf("completing a taken-over claim = %v, want ErrLeaseLost", err)
+	}
+	tx.Rollback()
+	tx = b.begin(t)
+	if err := in.CompleteClaim(b.ctx, tx, second, []byte("ack")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := in.Claim(b.ctx, k, time.Minute); err != nil || r.Fresh || r.InProgress || string(r.Ack) != "ack" {
+		t.Fatalf("Claim after completion = %+v, %v, want the stored Ack", r, err)
+	}
+	// A released claim is processed again by the next request.
+	k2 := store.InboxKey{Sender: "s", Key: "report-0000000000002", PayloadSHA256: digest("r2")}
+	_, c, err := in.Claim(b.ctx, k2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.ReleaseClaim(b.ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := in.Claim(b.ctx, k2, time.Minute); err != nil || !r.Fresh {
+		t.Fatalf("Claim after release = %+v, %v", r, err)
+	}
+}

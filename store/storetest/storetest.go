@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
+		{"InboxClaim", testInboxClaim},
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},

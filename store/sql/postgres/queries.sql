@@ -178,3 +178,21 @@ DELETE FROM courier_replay WHERE ctid IN (
     SELECT ctid FROM courier_replay WHERE expires_at <= :now
     ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 );
+
+-- name: inbox_take_over
+-- A two-phase record left processing longer than the staleness window (its
+-- receiver died between the phases) is taken over; its updated_at is the
+-- claim's fencing token.
+UPDATE courier_inbox SET updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing'
+    AND payload_sha256 = :payload_sha256 AND updated_at <= :stale_before
+RETURNING updated_at;
+
+-- name: inbox_complete_claimed
+-- Fenced: only the claim whose token is still the record's completes it.
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;
+
+-- name: inbox_release_claimed
+DELETE FROM courier_inbox
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;
