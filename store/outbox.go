@@ -67,11 +67,17 @@ type Enqueued struct {
 // no-op that returns the existing row; with a different payload or
 // settings it is ErrIdempotencyCollision and the stored row is unchanged.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
+	return o.enqueue(ctx, tx, p, 0, "")
+}
+
+// enqueue is Enqueue for a delivery of a subscription (subID > 0) or not.
+func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, subID int64, fingerprint string) (Enqueued, error) {
 	now := o.s.now()
 	args, err := o.enqueueArgs(p, now)
 	if err != nil {
 		return Enqueued{}, err
 	}
+	args["subscription_id"], args["subscription_fingerprint"] = nullable(subID), nullable(fingerprint)
 	var id int64
 	q := o.s.q("enqueue")
 	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id)
@@ -206,8 +212,10 @@ type Claimed struct {
 	MaxAttempts    int
 	Deadline       time.Time
 	CreatedAt      time.Time
+	SubscriptionID int64 // the subscription it was published to, 0 if none
 
-	payloadKeyID string // the key that sealed Payload, until it is opened
+	payloadKeyID            string // the key that sealed Payload, until it is opened
+	subscriptionFingerprint string // the subscription's fingerprint at enqueue
 }
 
 // ClaimParams says who claims how many for how long.
@@ -238,17 +246,25 @@ func (o *Outbox) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 		if err := o.reclaim(ctx, tx, now); err != nil {
 			return err
 		}
-		rows, err := o.s.query(ctx, tx, "claim", map[string]any{
-			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "limit": p.Limit,
-		})
-		if err != nil {
+		args := map[string]any{"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "limit": p.Limit}
+		var err error
+		if claimed, err = o.claimProbes(ctx, tx, args, claimed); err != nil {
 			return err
 		}
-		claimed, err = scanClaims(rows, claimed)
-		if err != nil {
-			return o.s.dialect.interpret("claim", err)
+		if len(claimed) < p.Limit {
+			args["limit"] = p.Limit - len(claimed)
+			rows, err := o.s.query(ctx, tx, "claim", args)
+			if err != nil {
+				return err
+			}
+			if claimed, err = scanClaims(rows, claimed); err != nil {
+				return o.s.dialect.interpret("claim", err)
+			}
 		}
-		return o.quarantineTampered(ctx, tx, now, &claimed)
+		if err := o.quarantineTampered(ctx, tx, now, &claimed); err != nil {
+			return err
+		}
+		return o.suppressChanged(ctx, tx, now, &claimed)
 	})
 	return claimed, err
 }
@@ -273,12 +289,15 @@ func scanClaims(rows *sql.Rows, dst []Claimed) ([]Claimed, error) {
 	for rows.Next() {
 		var c Claimed
 		var deadline, leasedAt, expires, created int64
+		var subID sql.NullInt64
+		var fingerprint sql.NullString
 		err := rows.Scan(&c.DeliveryID, &c.NotificationID, &c.Endpoint, &c.Payload, &c.payloadKeyID, &c.PayloadSHA256,
 			&c.Profile, &c.KeyID, &c.Priority, &c.Attempt, &c.MaxAttempts, &deadline, &c.Owner, &c.Token,
-			&leasedAt, &expires, &created)
+			&leasedAt, &expires, &created, &subID, &fingerprint)
 		if err != nil {
 			return nil, err
 		}
+		c.SubscriptionID, c.subscriptionFingerprint = subID.Int64, fingerprint.String
 		c.Deadline, c.LeasedAt, c.ExpiresAt, c.CreatedAt = fromMicros(deadline), fromMicros(leasedAt), fromMicros(expires), fromMicros(created)
 		dst = append(dst, c)
 	}
@@ -303,6 +322,75 @@ func (o *Outbox) quarantineTampered(ctx context.Context, tx *sqlx.Tx, now int64,
 				return err
 			}
 			continue
+		}
+		kept = append(kept, c)
+	}
+	*claimed = kept
+	return nil
+}
+
+// claimProbes claims one delivery for each endpoint whose breaker
+// cool-down ended: the probe that decides whether it closes again.
+func (o *Outbox) claimProbes(ctx context.Context, tx *sqlx.Tx, args map[string]any, dst []Claimed) ([]Claimed, error) {
+	rows, err := o.s.query(ctx, tx, "endpoint_probes", map[string]any{"now": args["now"], "probe_until": args["lease_expires_at"]})
+	if err != nil {
+		return nil, err
+	}
+	var endpoints []string
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			rows.Close()
+			return nil, o.s.dialect.interpret("endpoint_probes", err)
+		}
+		endpoints = append(endpoints, e)
+	}
+	rows.Close()
+	for _, e := range endpoints {
+		before := len(dst)
+		if len(dst) < args["limit"].(int) {
+			probeArgs := map[string]any{"owner": args["owner"], "now": args["now"], "lease_expires_at": args["lease_expires_at"], "endpoint": e}
+			rows, err := o.s.query(ctx, tx, "claim_probe", probeArgs)
+			if err != nil {
+				return nil, err
+			}
+			if dst, err = scanClaims(rows, dst); err != nil {
+				return nil, o.s.dialect.interpret("claim_probe", err)
+			}
+		}
+		if len(dst) == before { // nothing due, or no room: probe later
+			if _, err := o.s.exec(ctx, tx, "endpoint_probe_idle", map[string]any{"endpoint": e, "now": args["now"]}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		o.s.emit(EndpointEvent{Endpoint: e, From: EndpointOpen, To: EndpointHalfOpen})
+	}
+	return dst, nil
+}
+
+// suppressChanged takes out the claimed deliveries whose subscription was
+// disabled or changed what sending depends on since they were enqueued.
+func (o *Outbox) suppressChanged(ctx context.Context, tx *sqlx.Tx, now int64, claimed *[]Claimed) error {
+	kept := (*claimed)[:0]
+	for _, c := range *claimed {
+		if c.SubscriptionID != 0 {
+			q := o.s.q("subscription_state")
+			var fingerprint string
+			var active bool
+			err := tx.QueryRowContext(ctx, q.text, q.args(map[string]any{"id": c.SubscriptionID})...).Scan(&fingerprint, &active)
+			if err != nil && !isNoRows(err) {
+				return o.s.dialect.interpret(q.name, err)
+			}
+			if err != nil || !active || fingerprint != c.subscriptionFingerprint {
+				if _, err := o.s.exec(ctx, tx, "suppress", map[string]any{"id": c.DeliveryID, "token": c.Token, "code": string(courier.CodeSubscriptionChanged), "now": now}); err != nil {
+					return err
+				}
+				if err := o.logAttempt(ctx, tx, now, Outcome{Lease: c.Lease, Code: courier.CodeSubscriptionChanged}, "suppressed"); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		kept = append(kept, c)
 	}
@@ -416,10 +504,11 @@ func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome)
 	}
 	var st Settled
 	var code sql.NullString
+	var endpoint string
 	found := false
 	for rows.Next() {
 		found = true
-		if err := rows.Scan(&st.Status, &code); err != nil {
+		if err := rows.Scan(&st.Status, &code, &endpoint); err != nil {
 			rows.Close()
 			return Settled{}, o.s.dialect.interpret("settle", err)
 		}
@@ -440,6 +529,9 @@ func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome)
 		outcome = "retry"
 	case courier.StatusFailed:
 		outcome = "failed"
+	}
+	if err := o.s.Endpoints.record(ctx, tx, now, endpoint, oc); err != nil {
+		return Settled{}, err
 	}
 	oc.Code = st.Code
 	return st, o.logAttempt(ctx, tx, now, oc, outcome)
@@ -509,6 +601,7 @@ type Delivery struct {
 	LastErrorCode  courier.Code
 	LastStatus     int
 	AckSHA256      string
+	SubscriptionID int64 // the subscription it was published to, 0 if none
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -517,14 +610,14 @@ type Delivery struct {
 func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 	q := o.s.q("get_delivery")
 	var (
-		d                                Delivery
-		next, deadline, created, updated int64
-		owner, code, ackSum              sql.NullString
-		leasedAt, expires, lastStatus    sql.NullInt64
+		d                                    Delivery
+		next, deadline, created, updated     int64
+		owner, code, ackSum, fingerprint     sql.NullString
+		leasedAt, expires, lastStatus, subID sql.NullInt64
 	)
 	err := o.s.db.QueryRowContext(ctx, q.text, q.args(map[string]any{"id": id})...).Scan(
 		&d.ID, &d.NotificationID, &d.Endpoint, &d.Payload, &d.PayloadKeyID, &d.PayloadSHA256, &d.Profile, &d.KeyID,
-		&d.Status, &d.Priority, &d.Attempts, &d.MaxAttempts, &next, &deadline, &owner, &leasedAt,
+		&subID, &fingerprint, &d.Status, &d.Priority, &d.Attempts, &d.MaxAttempts, &next, &deadline, &owner, &leasedAt,
 		&expires, &code, &lastStatus, &ackSum, &created, &updated)
 	if isNoRows(err) {
 		return Delivery{}, courier.ErrNotFound
@@ -535,6 +628,7 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 	d.NextAttemptAt, d.Deadline, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(deadline), fromMicros(created), fromMicros(updated)
 	d.LeaseOwner, d.LeasedAt, d.LeaseExpiresAt = owner.String, nullMicros(leasedAt), nullMicros(expires)
 	d.LastErrorCode, d.LastStatus, d.AckSHA256 = courier.Code(code.String), int(lastStatus.Int64), ackSum.String
+	d.SubscriptionID = subID.Int64
 	if plain, err := o.s.cfg.Encryption.open(d.Payload, d.PayloadKeyID, d.NotificationID, d.Endpoint); err == nil {
 		d.Payload = plain
 	} else {

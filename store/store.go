@@ -54,6 +54,13 @@ type Config struct {
 	// ExponentialBackoff with DefaultRetryBase, DefaultRetryCap and
 	// DefaultJitter.
 	Backoff Backoff
+	// Breaker is the per-endpoint circuit breaker. Its zero value is
+	// the defaults of BreakerConfig.
+	Breaker BreakerConfig
+	// OnEndpoint receives endpoint breaker transitions (opened, probed,
+	// closed, disabled, enabled). It may run inside a transaction that
+	// later rolls back; it must be quick. Defaults to none.
+	OnEndpoint func(EndpointEvent)
 	// Encryption, when set, seals every payload enqueued from now on with
 	// AES-256-GCM. Defaults to none: payloads are stored as sent.
 	Encryption *Encryption
@@ -75,6 +82,7 @@ func (c Config) WithDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Breaker = c.Breaker.withDefaults()
 	return c
 }
 
@@ -98,13 +106,15 @@ func invalidArgument(msg string) error {
 
 // Store is courier's state in one database.
 type Store struct {
-	Outbox   *Outbox
-	Inbox    *Inbox
-	Replay   *ReplayCache
-	db       *sqlx.DB
-	dialect  *dialect
-	cfg      Config
-	closeFns []func()
+	Outbox        *Outbox
+	Inbox         *Inbox
+	Replay        *ReplayCache
+	Subscriptions *Subscriptions
+	Endpoints     *Endpoints
+	db            *sqlx.DB
+	dialect       *dialect
+	cfg           Config
+	closeFns      []func()
 }
 
 // Open returns a Store over db, whose driver selects the engine ("sqlite3"
@@ -127,6 +137,8 @@ func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	s.Outbox = &Outbox{s: s}
 	s.Inbox = &Inbox{s: s}
 	s.Replay = &ReplayCache{s: s}
+	s.Subscriptions = &Subscriptions{s: s}
+	s.Endpoints = &Endpoints{s: s}
 	return s, nil
 }
 

@@ -48,6 +48,9 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},
+		{"Publish", testPublish},
+		{"Suppression", testSuppression},
+		{"Breaker", testBreaker},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,10 +27,10 @@ ORDER BY table_name, ordinal_position;
 -- notifications in one transaction are folded into one.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING
@@ -82,13 +82,42 @@ UPDATE courier_outbox SET
 WHERE id IN (
     SELECT id FROM courier_outbox
     WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+        -- Endpoints paused by their breaker or disabled are skipped; their
+        -- probes are claimed by claim_probe.
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                        WHERE e.endpoint = courier_outbox.endpoint AND e.state <> 'closed')
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
 RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: claim_probe
+-- One due delivery of an endpoint whose cool-down ended: its probe.
+-- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
+-- taking rows no other claimer holds; SQLite serializes writers instead.
+-- gen_random_uuid is evaluated per row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = replace(gen_random_uuid()::text, '-', ''),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+        AND endpoint = :endpoint
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
 
 -- name: quarantine
 UPDATE courier_outbox SET
@@ -114,14 +143,14 @@ UPDATE courier_outbox SET
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token AND lease_expires_at > :now
-RETURNING status, last_error_code;
+RETURNING status, last_error_code, endpoint;
 
 -- name: log_attempt
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
 VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
 
 -- name: get_delivery
-SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
 FROM courier_outbox WHERE id = :id;
@@ -196,3 +225,75 @@ WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AN
 -- name: inbox_release_claimed
 DELETE FROM courier_inbox
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;
+
+-- name: subscription_insert
+INSERT INTO courier_subscriptions (tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at)
+VALUES (:tenant, :endpoint, :event_types, :auth_mode, :key_id, :profile, :fingerprint, :active, :now, :now)
+RETURNING id;
+
+-- name: subscription_update
+UPDATE courier_subscriptions SET endpoint = :endpoint, event_types = :event_types, auth_mode = :auth_mode,
+    key_id = :key_id, profile = :profile, fingerprint = :fingerprint, active = :active, updated_at = :now
+WHERE id = :id;
+
+-- name: subscription_get
+SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
+FROM courier_subscriptions WHERE id = :id;
+
+-- name: subscription_list
+SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
+FROM courier_subscriptions WHERE tenant = :tenant ORDER BY id;
+
+-- name: subscription_matching
+-- PostgreSQL: a real BOOLEAN; the event-type filter is applied in Go.
+SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
+FROM courier_subscriptions WHERE tenant = :tenant AND active = TRUE ORDER BY id;
+
+-- name: subscription_state
+SELECT fingerprint, active FROM courier_subscriptions WHERE id = :id;
+
+-- name: suppress
+-- A claimed delivery whose subscription changed or was disabled.
+UPDATE courier_outbox SET
+    status = 'suppressed',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: endpoint_get
+SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at
+FROM courier_endpoints WHERE endpoint = :endpoint;
+
+-- name: endpoint_list
+SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at
+FROM courier_endpoints ORDER BY endpoint;
+
+-- name: endpoint_put
+INSERT INTO courier_endpoints (endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at)
+VALUES (:endpoint, :state, :consecutive_failures, :failing_since, :open_until, :reason, :now)
+ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, consecutive_failures = excluded.consecutive_failures,
+    failing_since = excluded.failing_since, open_until = excluded.open_until, reason = excluded.reason,
+    updated_at = excluded.updated_at;
+
+-- name: endpoint_delete
+DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
+
+-- name: endpoint_probes
+-- Endpoints whose cool-down (or whose probe's lease) ended: each gets one
+-- probe, held for the lease.
+UPDATE courier_endpoints SET state = 'half_open', open_until = :probe_until, updated_at = :now
+WHERE state IN ('open', 'half_open') AND open_until <= :now
+RETURNING endpoint;
+
+-- name: endpoint_probe_idle
+-- A probed endpoint had nothing due: it stays open, probed again at the next claim.
+UPDATE courier_endpoints SET state = 'open', open_until = :now, updated_at = :now
+WHERE endpoint = :endpoint AND state = 'half_open';
+
+-- name: redrive
+-- Failed deliveries go back to pending with a fresh budget and horizon;
+-- attempt numbers keep counting.
+UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
+    max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
+    last_error_code = NULL, last_status = NULL, updated_at = :now
+WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);

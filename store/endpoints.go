@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+)
+
+// Defaults of BreakerConfig.
+const (
+	DefaultBreakerThreshold    = 5
+	DefaultBreakerCooldown     = 30 * time.Second
+	DefaultBreakerDisableAfter = 72 * time.Hour
+)
+
+// BreakerConfig is the per-endpoint circuit breaker: after Threshold
+// consecutive failed attempts an endpoint is paused (open) for Cooldown,
+// then one delivery probes it (half-open): success closes it, failure
+// pauses it again. An endpoint failing for DisableAfter, or answering 410
+// Gone, is disabled until an operator enables it. Only failures that speak
+// of the endpoint's health count: 5xx, 408/425, 429, timeouts and network
+// errors.
+type BreakerConfig struct {
+	Threshold    int           // Defaults to DefaultBreakerThreshold.
+	Cooldown     time.Duration // Defaults to DefaultBreakerCooldown.
+	DisableAfter time.Duration // Defaults to DefaultBreakerDisableAfter.
+}
+
+func (c BreakerConfig) withDefaults() BreakerConfig {
+	if c.Threshold == 0 {
+		c.Threshold = DefaultBreakerThreshold
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = DefaultBreakerCooldown
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = DefaultBreakerDisableAfter
+	}
+	return c
+}
+
+// Endpoint states.
+const (
+	EndpointClosed   = "closed"    // healthy: deliveries flow
+	EndpointOpen     = "open"      // paused after failures, until the cool-down ends
+	EndpointHalfOpen = "half_open" // one probe delivery in flight
+	EndpointDisabled = "disabled"  // nothing is sent until an operator enables it
+)
+
+// EndpointHealth is an endpoint's breaker state.
+type EndpointHealth struct {
+	Endpoint            string
+	State               string
+	ConsecutiveFailures int
+	FailingSince        time.Time
+	OpenUntil           time.Time
+	Reason              courier.Code
+	UpdatedAt           time.Time
+}
+
+// EndpointEvent reports a breaker transition, for operators' hooks.
+type EndpointEvent struct {
+	Endpoint string
+	From, To string
+	Reason   courier.Code
+}
+
+// Endpoints is the registry of endpoint health.
+type Endpoints struct{ s *Store }
+
+// Get returns an endpoint's health; an endpoint never failing is closed.
+func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, error) {
+	return e.get(ctx, e.s.db, endpoint)
+}
+
+func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointHealth, error) {
+	rows, err := e.s.query(ctx, x, "endpoint_get", map[string]any{"endpoint": endpoint})
+	if err != nil {
+		return EndpointHealth{}, err
+	}
+	hs, err := e.scan(rows)
+	if err != nil || len(hs) == 0 {
+		return EndpointHealth{Endpoint: endpoint, State: EndpointClosed}, err
+	}
+	return hs[0], nil
+}
+
+// List returns every endpoint that is not plainly healthy.
+func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
+	rows, err := e.s.query(ctx, e.s.db, "endpoint_list", nil)
+	if err != nil {
+		return nil, err
+	}
+	return e.scan(rows)
+}
+
+func (e *Endpoints) scan(rows *sql.Rows) ([]EndpointHealth, error) {
+	defer rows.Close()
+	var out []EndpointHealth
+	for rows.Next() {
+		var h EndpointHealth
+		var since, until sql.NullInt64
+		var reason sql.NullString
+		var updated int64
+		if err := rows.Scan(&h.Endpoint, &h.State, &h.ConsecutiveFailures, &since, &until, &reason, &updated); err != nil {
+			return nil, e.s.dialect.interpret("endpoints", err)
+		}
+		h.FailingSince, h.OpenUntil, h.Reason, h.UpdatedAt = nullMicros(since), nullMicros(until), courier.Code(reason.String), fromMicros(updated)
+		out = append(out, h)
+	}
+	return out, e.s.dialect.interpret("endpoints", rows.Err())
+}
+
+// Enable closes an endpoint's breaker (an operator re-enabling it): its
+// pending deliveries flow again. Failed ones stay failed; see Redrive.
+func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
+	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		old, err := e.get(ctx, tx, endpoint)
+		if err != nil {
+			return err
+		}
+		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
+			return err
+		}
+		e.s.emit(EndpointEvent{Endpoint: endpoint, From: old.State, To: EndpointClosed})
+		return nil
+	})
+}
+
+// Disable stops all sending to an endpoint until Enable.
+func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
+	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		old, err := e.get(ctx, tx, endpoint)
+		if err != nil {
+			return err
+		}
+		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
+		return e.put(ctx, tx, old, e.s.now(), EndpointEvent{Endpoint: endpoint, From: old.State, To: EndpointDisabled, Reason: courier.CodeEndpointDisabled})
+	})
+}
+
+func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, ev EndpointEvent) error {
+	_, err := e.s.exec(ctx, tx, "endpoint_put", map[string]any{
+		"endpoint": h.Endpoint, "state": h.State, "consecutive_failures": h.ConsecutiveFailures,
+		"failing_since": nullable(micros(h.FailingSince)), "open_until": nullable(micros(h.OpenUntil)),
+		"reason": nullable(string(h.Reason)), "now": now,
+	})
+	if err == nil && ev.From != ev.To {
+		e.s.emit(ev)
+	}
+	return err
+}
+
+// healthCodes are the failures that count against an endpoint's health.
+var healthCodes = map[courier.Code]bool{
+	courier.CodeReceiverUnavailable: true, courier.CodeRequestTimeout: true, courier.CodeRateLimited: true,
+	courier.CodeTimeout: true, courier.CodeNetwork: true,
+}
+
+// record applies one settled attempt to its endpoint's breaker.
+func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, oc Outcome) error {
+	gone := oc.Code == courier.CodeEndpointGone
+	if oc.Result != ResultSucceeded && !gone && !healthCodes[oc.Code] {
+		return nil // not about the endpoint's health
+	}
+	h, err := e.get(ctx, tx, endpoint)
+	if err != nil {
+		return err
+	}
+	from := h.State
+	cfg := e.s.cfg.Breaker
+	switch {
+	case h.State == EndpointDisabled:
+		return nil // only an operator brings it back
+	case oc.Result == ResultSucceeded:
+		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
+			return nil // the common case: healthy stays healthy, nothing stored
+		}
+		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
+			return err
+		}
+		if from != EndpointClosed {
+			e.s.emit(EndpointEvent{Endpoint: endpoint, From: from, To: EndpointClosed})
+		}
+		return nil
+	case gone:
+		h.State, h.Reason = EndpointDisabled, courier.CodeEndpointGone
+	default:
+		h.ConsecutiveFailures++
+		if h.FailingSince.IsZero() {
+			h.FailingSince = fromMicros(now)
+		}
+		switch {
+		case fromMicros(now).Sub(h.FailingSince) >= cfg.DisableAfter:
+			h.State, h.Reason = EndpointDisabled, courier.CodeEndpointDisabled
+		case h.State == EndpointHalfOpen || h.ConsecutiveFailures >= cfg.Threshold:
+			h.State, h.Reason, h.OpenUntil = EndpointOpen, oc.Code, fromMicros(now).Add(cfg.Cooldown)
+		}
+	}
+	if h.State == EndpointClosed {
+		h.Reason = oc.Code // counting failures below the threshold
+	}
+	return e.put(ctx, tx, h, now, EndpointEvent{Endpoint: endpoint, From: from, To: h.State, Reason: h.Reason})
+}
+
+// RedriveParams selects failed deliveries to send again.
+type RedriveParams struct {
+	ID       int64  // one delivery; 0 for all that match Endpoint
+	Endpoint string // "" for every endpoint
+}
+
+// Redrive moves failed deliveries back to pending, each with a fresh
+// attempt budget and retry horizon, and returns how many it moved.
+func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
+	now := o.s.now()
+	res, err := o.s.exec(ctx, o.s.db, "redrive", map[string]any{
+		"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
+		"endpoint": p.Endpoint, "id": p.ID,
+	})
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// emit hands an endpoint event to the configured hook.
+func (s *Store) emit(ev EndpointEvent) {
+	if s.cfg.OnEndpoint != nil {
+		s.cfg.OnEndpoint(ev)
+	}
+}
