@@ -51,6 +51,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"Breaker", testBreaker},
+		{"Admin", testAdmin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

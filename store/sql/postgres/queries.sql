@@ -297,3 +297,32 @@ UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline =
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
     last_error_code = NULL, last_status = NULL, updated_at = :now
 WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
+
+-- name: list_deliveries
+-- Keyset pagination on id, newest first; empty filters match everything.
+SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
+    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+FROM courier_outbox
+WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: cancel
+-- An operator withdraws a delivery that has not been sent successfully.
+UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', updated_at = :now
+WHERE id = :id AND status IN ('pending', 'retry_wait');
+
+-- name: outbox_prune
+-- Finished deliveries past their age, oldest first, bounded.
+DELETE FROM courier_outbox WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before
+    ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED -- many instances prune at once
+);
+
+-- name: attempts_prune
+DELETE FROM courier_attempts WHERE id IN (
+    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+);
