@@ -41,6 +41,8 @@ func Builtin(name string) (Profile, bool) {
 		return Profile{Name: name, Expect: expectTerminal}, true
 	case ProfileNone:
 		return Profile{Name: name}, true
+	case ProfileReporting:
+		return ReportingProfile(), true
 	}
 	return Profile{}, false
 }

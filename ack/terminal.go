@@ -111,6 +111,16 @@ func (t Terminal) Check() error {
 // be present (lifecycle_sha256 as null where it has no value) and no other
 // member is allowed.
 func (t *Terminal) UnmarshalJSON(b []byte) error {
+	if err := exactMembers(b, terminalFields, nil); err != nil {
+		return err
+	}
+	type plain Terminal // no UnmarshalJSON method
+	return json.Unmarshal(b, (*plain)(t))
+}
+
+// exactMembers checks that b is one JSON object (no duplicate keys) whose
+// members are exactly fields (sorted), each passing check when it is set.
+func exactMembers(b []byte, fields []string, check func(member) *FieldError) error {
 	v, err := parse(b)
 	if err != nil {
 		return err
@@ -118,25 +128,29 @@ func (t *Terminal) UnmarshalJSON(b []byte) error {
 	if v.kind != kindObject {
 		return &ValidationError{Fields: []FieldError{{Field: "", Rule: "object"}}}
 	}
-	var fields []FieldError
+	var errs []FieldError
 	seen := make([]string, 0, len(v.members))
 	for _, m := range v.members {
-		if _, ok := slices.BinarySearch(terminalFields, m.key); !ok {
-			fields = append(fields, FieldError{Field: m.key, Rule: "unknown"})
+		if _, ok := slices.BinarySearch(fields, m.key); !ok {
+			errs = append(errs, FieldError{Field: m.key, Rule: "unknown"})
 			continue
+		}
+		if check != nil {
+			if fe := check(m); fe != nil {
+				errs = append(errs, *fe)
+			}
 		}
 		seen = append(seen, m.key)
 	}
-	for _, name := range terminalFields {
+	for _, name := range fields {
 		if !slices.Contains(seen, name) {
-			fields = append(fields, FieldError{Field: name, Rule: "required"})
+			errs = append(errs, FieldError{Field: name, Rule: "required"})
 		}
 	}
-	if fields != nil {
-		return &ValidationError{Fields: fields}
+	if errs != nil {
+		return &ValidationError{Fields: errs}
 	}
-	type plain Terminal // no UnmarshalJSON method
-	return json.Unmarshal(b, (*plain)(t))
+	return nil
 }
 
 // DedupeKey returns the notification_id, a receiver's dedupe key.

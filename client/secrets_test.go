@@ -78,6 +78,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	}
 	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{
 		Backoff: store.ExponentialBackoff{Base: time.Millisecond, Cap: time.Millisecond},
+		Breaker: store.BreakerConfig{Threshold: 1000}, // every attempt goes out
 	})
 	if err != nil {
 		t.Fatal(err)

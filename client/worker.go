@@ -307,7 +307,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 // attempt sends one attempt and classifies its result.
 func (w *Worker) attempt(ctx context.Context, c store.Claimed) store.Outcome {
 	profile, ok := w.cfg.Profiles(c.Profile)
-	if !ok {
+	if !ok && c.Profile != ack.ProfileCommand { // the command profile needs the attempt: see responseOutcome
 		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeConfigInvalid}
 	}
 	signer, err := w.signer(c.KeyID)
@@ -322,6 +322,7 @@ func (w *Worker) attempt(ctx context.Context, c store.Claimed) store.Outcome {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
 		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeSigningFailed}
 	}
@@ -361,6 +362,14 @@ func (w *Worker) responseOutcome(c store.Claimed, profile ack.Profile, resp *htt
 		body, err := io.ReadAll(io.LimitReader(resp.Body, ack.MaxAckSize+1))
 		if err != nil {
 			oc.Result, oc.Code = store.ResultRetry, courier.CodeNetwork
+			return oc
+		}
+		if c.Profile == ack.ProfileCommand {
+			if err := (ack.CommandProfile{}).Verify(c.Payload, c.Attempt, body); err != nil {
+				oc.Result, oc.Code = store.ResultFailed, courier.CodeAckInvalid
+				return oc
+			}
+			oc.Result, oc.AckSHA256 = store.ResultSucceeded, ack.Digest(body)
 			return oc
 		}
 		if profile.Expect == nil {

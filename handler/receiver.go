@@ -65,6 +65,24 @@ type Config struct {
 	// Logger receives one line per refused or failed request. Defaults to
 	// discarding.
 	Logger *slog.Logger
+	// Hook receives an Event per answered request, for metrics. It must be
+	// quick. Defaults to none.
+	Hook func(Event)
+}
+
+// Outcomes a receiver reports in Events.
+const (
+	OutcomeAccepted  = "accepted"  // processed now
+	OutcomeDuplicate = "duplicate" // answered from the Inbox
+	OutcomeRejected  = "rejected"  // refused: 4xx
+	OutcomeFailed    = "failed"    // 5xx: the sender retries
+)
+
+// Event reports one answered request. No content, only codes.
+type Event struct {
+	Outcome string
+	Status  int
+	Code    courier.Code
 }
 
 // WithDefaults returns a copy of c with every unset field at its default.
@@ -121,16 +139,30 @@ func NewReceiver[T ack.Notification](cfg Config, fn Func[T]) (*Receiver[T], erro
 
 // ServeHTTP implements http.Handler.
 func (rc *Receiver[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
-		return
-	}
-	if !isJSON(r.Header.Get("Content-Type")) {
-		problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/json")
+	observe(rc.cfg.Hook, w, r, rc.serve)
+}
+
+func (rc *Receiver[T]) serve(w http.ResponseWriter, r *http.Request) {
+	if !postJSON(w, r) {
 		return
 	}
 	rc.verify.ServeHTTP(w, r)
+}
+
+// postJSON answers 405 to anything but POST and 415 to anything but
+// JSON, the first two checks of every handler here, and reports whether
+// the request passed them.
+func postJSON(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
+		return false
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/json")
+		return false
+	}
+	return true
 }
 
 // isJSON accepts application/json with optional parameters (charset=utf-8).
@@ -153,9 +185,12 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := store.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
-	answer, err := rc.process(ctx, key, n, body)
+	answer, fresh, err := rc.process(ctx, key, n, body)
 	switch {
 	case err == nil:
+		if !fresh {
+			markDuplicate(w)
+		}
 		writeAck(w, answer)
 	case errors.Is(err, courier.ErrIdempotencyCollision):
 		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this notification was received with another body")
@@ -177,25 +212,32 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 // cannot.
 func (rc *Receiver[T]) decode(w http.ResponseWriter, body []byte) (T, bool) {
 	var n T
+	ok := decodeStrict(w, body, &n, rc.cfg.AllowUnknownFields)
+	return n, ok
+}
+
+// decodeStrict parses body into v (refusing malformed JSON and duplicate
+// keys) and validates it, answering 400 itself when it cannot.
+func decodeStrict(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if err := ack.Check(body); err != nil {
 		code := courier.CodeMalformedJSON
 		if errors.Is(err, ack.ErrDuplicateKey) {
 			code = courier.CodeDuplicateKey
 		}
 		problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
-		return n, false
+		return false
 	}
-	if err := decodeJSON(body, &n, rc.cfg.AllowUnknownFields); err != nil {
+	if err := decodeJSON(body, v, allowUnknown); err != nil {
 		badRequest(w, ack.DecodeError(err))
-		return n, false
+		return false
 	}
-	if err := ack.Validate(n); err != nil {
+	if err := ack.Validate(v); err != nil {
 		var ve *ack.ValidationError
 		errors.As(err, &ve)
 		badRequest(w, ve)
-		return n, false
+		return false
 	}
-	return n, true
+	return true
 }
 
 func badRequest(w http.ResponseWriter, ve *ack.ValidationError) {
@@ -212,37 +254,38 @@ func badRequest(w http.ResponseWriter, ve *ack.ValidationError) {
 var errInProgress = errors.New("handler: in progress")
 
 // process records the notification and runs the application's function
-// in one transaction, returning the Ack to answer.
-func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, body []byte) ([]byte, error) {
+// in one transaction, returning the Ack to answer and whether it was
+// processed now (false: a duplicate answered from the Inbox).
+func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, body []byte) ([]byte, bool, error) {
 	tx, err := rc.cfg.Store.DB().BeginTxx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	receipt, err := rc.cfg.Store.Inbox.Record(ctx, tx, key)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	case receipt.InProgress:
-		return nil, errInProgress
+		return nil, false, errInProgress
 	case !receipt.Fresh:
-		return receipt.Ack, nil
+		return receipt.Ack, false, nil
 	}
 	if err := rc.fn(ctx, tx, n); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	a, err := ackFor(n, key.Key, body)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b := a.Marshal()
 	if err := rc.cfg.Store.Inbox.Complete(ctx, tx, key, b); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return b, nil
+	return b, true, nil
 }
 
 // ackFor builds the Ack for n received as body.

@@ -19,6 +19,10 @@ type Health struct {
 	ExpiredLeases int           // leases past expiry, not yet reclaimed
 	Failed        int           // failed deliveries
 	OldestDueAge  time.Duration // how long the oldest due row has waited
+	// ContractMismatches counts unfinished deliveries enqueued under another
+	// capabilities digest than their endpoint's pin; their endpoints are
+	// held back (see Contracts).
+	ContractMismatches int
 }
 
 // Health states.
@@ -28,8 +32,9 @@ const (
 )
 
 // Health reads the outbox's health. Blocked, by precedence: quarantined
-// rows (integrity_mismatch), expired leases (leases_expired), failed
-// deliveries (deliveries_failed).
+// rows (integrity_mismatch), expired leases (leases_expired), endpoints
+// held back by a changed contract (contract_changed), failed deliveries
+// (deliveries_failed).
 func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	now := o.s.now()
 	h := Health{Status: HealthOK, Counts: make(map[courier.Status]int, len(courier.Statuses))}
@@ -66,12 +71,17 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	if err := o.s.db.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&h.ExpiredLeases); err != nil {
 		return Health{}, o.s.dialect.interpret("health_expired", err)
 	}
+	if h.ContractMismatches, err = o.s.Contracts().mismatched(ctx, o.s.db); err != nil {
+		return Health{}, err
+	}
 	h.Failed = h.Counts[courier.StatusFailed]
 	switch {
 	case h.Counts[courier.StatusQuarantined] > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeIntegrity
 	case h.ExpiredLeases > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeLeasesExpired
+	case h.ContractMismatches > 0:
+		h.Status, h.Code = HealthBlocked, courier.CodeContractChanged
 	case h.Failed > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeFailedPresent
 	}

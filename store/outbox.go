@@ -83,6 +83,7 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, subID in
 	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id)
 	switch {
 	case err == nil:
+		o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
 		return Enqueued{ID: id}, nil
 	case !isNoRows(err):
 		return Enqueued{}, o.s.dialect.interpret("enqueue", err)
@@ -266,6 +267,9 @@ func (o *Outbox) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 		}
 		return o.suppressChanged(ctx, tx, now, &claimed)
 	})
+	if err == nil && len(claimed) > 0 {
+		o.s.observe(Event{Kind: EventClaimed, N: len(claimed), Status: courier.StatusLeased})
+	}
 	return claimed, err
 }
 
@@ -468,6 +472,11 @@ func (o *Outbox) Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, er
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, st := range out {
+		if st.Err == nil {
+			o.s.observe(Event{Kind: EventSettled, N: 1, Status: st.Status, Code: st.Code})
+		}
 	}
 	return out, nil
 }

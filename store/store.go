@@ -61,6 +61,10 @@ type Config struct {
 	// closed, disabled, enabled). It may run inside a transaction that
 	// later rolls back; it must be quick. Defaults to none.
 	OnEndpoint func(EndpointEvent)
+	// Hook receives typed events for metrics: enqueues (counted when
+	// Enqueue returns, so a caller's rollback still counts), claims and
+	// settles. It must be quick. Defaults to none.
+	Hook func(Event)
 	// Encryption, when set, seals every payload enqueued from now on with
 	// AES-256-GCM. Defaults to none: payloads are stored as sent.
 	Encryption *Encryption
@@ -234,4 +238,29 @@ func driverFamily(driver string) string {
 		return "postgres"
 	}
 	return ""
+}
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// Event kinds.
+const (
+	EventEnqueued EventKind = "enqueued" // a new delivery was written
+	EventClaimed  EventKind = "claimed"  // a claim leased N deliveries
+	EventSettled  EventKind = "settled"  // one attempt settled into Status
+)
+
+// Event is a store event for metrics. It carries counts, statuses and
+// codes, never content.
+type Event struct {
+	Kind   EventKind
+	N      int
+	Status courier.Status
+	Code   courier.Code
+}
+
+func (s *Store) observe(e Event) {
+	if s.cfg.Hook != nil {
+		s.cfg.Hook(e)
+	}
 }

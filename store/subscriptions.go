@@ -179,6 +179,7 @@ type PublishParams struct {
 // Published is one delivery a publish made.
 type Published struct {
 	Enqueued
+	NotificationID string
 	SubscriptionID int64
 	IdempotencyKey string
 }
@@ -211,14 +212,15 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
 			}
 		}
+		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
-			NotificationID: fmt.Sprintf("%s:%d", p.EventID, s.ID), Endpoint: s.Endpoint, Payload: payload,
+			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline,
 		}, s.ID, s.Fingerprint)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Published{Enqueued: e, SubscriptionID: s.ID, IdempotencyKey: key})
+		out = append(out, Published{Enqueued: e, NotificationID: id, SubscriptionID: s.ID, IdempotencyKey: key})
 	}
 	return out, nil
 }

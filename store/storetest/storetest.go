@@ -51,6 +51,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"Breaker", testBreaker},
+		{"Commands", testCommands},
 		{"Admin", testAdmin},
 	}
 	for _, tt := range tests {

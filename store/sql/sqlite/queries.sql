@@ -76,6 +76,14 @@ WHERE id IN (
         -- probes are claimed by claim_probe.
         AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
                         WHERE e.endpoint = courier_outbox.endpoint AND e.state <> 'closed')
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT :limit
 )
@@ -101,6 +109,14 @@ WHERE id IN (
     SELECT id FROM courier_outbox
     WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
         AND endpoint = :endpoint
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT 1
 )
@@ -315,3 +331,42 @@ DELETE FROM courier_outbox WHERE id IN (
 DELETE FROM courier_attempts WHERE id IN (
     SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
 );
+
+-- name: enqueue_command
+-- enqueue for the source-delivery profile: the row also records the
+-- capabilities digest it was enqueued under (contract_sha256).
+INSERT INTO courier_outbox (
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+) VALUES (
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+    :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+)
+ON CONFLICT (notification_id, endpoint) DO NOTHING
+RETURNING id;
+
+-- name: contract_get
+SELECT capabilities_sha256, pinned_at FROM courier_contracts WHERE endpoint = :endpoint;
+
+-- name: contract_pin
+INSERT INTO courier_contracts (endpoint, capabilities_sha256, pinned_at) VALUES (:endpoint, :capabilities_sha256, :now)
+ON CONFLICT (endpoint) DO UPDATE SET capabilities_sha256 = excluded.capabilities_sha256, pinned_at = excluded.pinned_at;
+
+-- name: contract_pin_absent
+-- The first command enqueued for an endpoint pins its digest.
+INSERT INTO courier_contracts (endpoint, capabilities_sha256, pinned_at) VALUES (:endpoint, :capabilities_sha256, :now)
+ON CONFLICT (endpoint) DO NOTHING;
+
+-- name: contract_fail_mismatched
+-- The operator gives up the waiting deliveries enqueued under another digest
+-- than the endpoint's pin; leased ones are in flight and settle as usual.
+UPDATE courier_outbox SET status = 'failed', last_error_code = 'contract_changed', updated_at = :now
+WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait')
+    AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint);
+
+-- name: contract_mismatched
+-- Unfinished deliveries enqueued under another digest than their endpoint's
+-- pin: each holds its endpoint back (health: contract_changed).
+SELECT COUNT(*) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
+WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+    AND m.contract_sha256 <> k.capabilities_sha256;

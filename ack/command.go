@@ -1,0 +1,226 @@
+package ack
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+)
+
+// The source-delivery profile's wire strings.
+const (
+	// CommandSchema is the schema of a Command payload.
+	CommandSchema = "courier.source-command.v1"
+	// CommandResponseSchema is the schema of the source's response.
+	CommandResponseSchema = "courier.source-command-response.v1"
+	// ProfileCommand names the profile in the outbox: the sender verifies
+	// the response with VerifyCommandResponse.
+	ProfileCommand = "command"
+	// AttemptHeader carries the delivery's attempt number (1-based) on
+	// every request; the source echoes it in its response.
+	AttemptHeader = "Courier-Attempt"
+	// MaxSourceAttempts bounds Command.SourceMaxAttempts.
+	MaxSourceAttempts = 20
+)
+
+// Command operations. Removals (cancellation, tombstone) are claimed before
+// changes.
+const (
+	OperationChange       = "change"
+	OperationCancellation = "cancellation"
+	OperationTombstone    = "tombstone"
+)
+
+// Command response statuses.
+const (
+	CommandApplied        = "applied"         // the source applied the command now
+	CommandAlreadyApplied = "already_applied" // its effect was already present
+)
+
+// Command is a change, cancellation or tombstone a website host sends to
+// its source, enqueued under the capabilities digest of the source contract
+// it was built for. Every member is required and no other is allowed; Body
+// is the change's content (a JSON value, null allowed only for removals).
+type Command struct {
+	Schema             string          `json:"schema" validate:"eq=courier.source-command.v1"`
+	Operation          string          `json:"operation" validate:"oneof=change cancellation tombstone"`
+	RequestID          string          `json:"request_id" validate:"courier_token"`
+	SourceMaxAttempts  int             `json:"source_max_attempts" validate:"min=1,max=20"`
+	CapabilitiesSHA256 string          `json:"capabilities_sha256" validate:"courier_sha256"`
+	Body               json.RawMessage `json:"body"`
+}
+
+// commandFields is Command's exact member set, sorted.
+var commandFields = []string{"body", "capabilities_sha256", "operation", "request_id", "schema", "source_max_attempts"}
+
+// NewCommand completes c with its schema and validates it.
+func NewCommand(c Command) (Command, error) {
+	c.Schema = CommandSchema
+	if len(c.Body) == 0 {
+		c.Body = json.RawMessage("null")
+	}
+	if err := Validate(c); err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}
+
+// IsRemoval reports whether the operation removes (cancellation, tombstone).
+func (c Command) IsRemoval() bool {
+	return c.Operation == OperationCancellation || c.Operation == OperationTombstone
+}
+
+// DedupeKey returns the command's identity, operation ":" request_id: the
+// notification_id it is delivered under and the source's dedupe key.
+func (c Command) DedupeKey() string { return c.Operation + ":" + c.RequestID }
+
+// Payload returns c's canonical JSON: the bytes a sender enqueues and sends.
+func (c Command) Payload() ([]byte, error) { return Marshal(c) }
+
+// Check applies the rules struct tags cannot express: a change carries a
+// body that is not null.
+func (c Command) Check() error {
+	if c.Operation == OperationChange && (len(c.Body) == 0 || bytes.Equal(bytes.TrimSpace(c.Body), []byte("null"))) {
+		return &ValidationError{Fields: []FieldError{{Field: "body", Rule: "required_for_change"}}}
+	}
+	return nil
+}
+
+// UnmarshalJSON decodes a command strictly: one object, no duplicate keys,
+// every member present, no other member, source_max_attempts an integer.
+func (c *Command) UnmarshalJSON(b []byte) error {
+	err := exactMembers(b, commandFields, func(m member) *FieldError {
+		if m.key == "source_max_attempts" && (m.val.kind != kindNumber || !isInteger(m.val.text)) {
+			return &FieldError{Field: m.key, Rule: "integer"}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	type plain Command // no UnmarshalJSON method
+	return json.Unmarshal(b, (*plain)(c))
+}
+
+// CommandResponse is the document a source answers an accepted command
+// with. It binds the command's identity, the digest of the exact request
+// body, the capabilities digest, the attempt the source saw and the
+// source's budget.
+type CommandResponse struct {
+	Schema             string `json:"schema"`
+	Operation          string `json:"operation"`
+	RequestID          string `json:"request_id"`
+	PayloadSHA256      string `json:"payload_sha256"`
+	CapabilitiesSHA256 string `json:"capabilities_sha256"`
+	Status             string `json:"status"`
+	Attempt            int    `json:"attempt"`
+	SourceMaxAttempts  int    `json:"source_max_attempts"`
+}
+
+// responseFields is CommandResponse's exact member set, sorted.
+var responseFields = []string{
+	"attempt", "capabilities_sha256", "operation", "payload_sha256",
+	"request_id", "schema", "source_max_attempts", "status",
+}
+
+// NewCommandResponse returns the response to c received as body at the
+// given attempt, with status applied or already_applied.
+func NewCommandResponse(c Command, body []byte, attempt int, status string) CommandResponse {
+	return CommandResponse{
+		Schema: CommandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
+		PayloadSHA256: Digest(body), CapabilitiesSHA256: c.CapabilitiesSHA256, Status: status,
+		Attempt: attempt, SourceMaxAttempts: c.SourceMaxAttempts,
+	}
+}
+
+// Marshal returns the response's canonical JSON: the bytes a source stores
+// and replays for every redelivery.
+func (r CommandResponse) Marshal() []byte {
+	b, err := Marshal(r)
+	if err != nil {
+		panic(err) // strings and integers only: cannot fail
+	}
+	return b
+}
+
+// ParseAttempt reads an AttemptHeader value: a decimal integer 1..1000.
+func ParseAttempt(s string) (int, bool) {
+	if s == "" || len(s) > 4 || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, false
+	}
+	return n, true
+}
+
+// CommandProfile is the sender's side of the source-delivery profile. Unlike
+// Profile, its check depends on the attempt: the source echoes the attempt
+// number it saw.
+type CommandProfile struct{}
+
+// Verify checks the source's response to payload, sent as the given
+// attempt, exactly: the member set, the schema, the identity, the digest of
+// payload, the capabilities digest and budget of the command, a known
+// status, and an attempt within 1..min(attempt, source_max_attempts) (a
+// replayed response names the attempt that applied the command, which may
+// be an earlier one). The error wraps courier.ErrAckInvalid and names the
+// member that differed, never its content.
+func (CommandProfile) Verify(payload []byte, attempt int, response []byte) error {
+	var c Command
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return invalid("payload is not a command")
+	}
+	if len(response) > MaxAckSize {
+		return invalid("response too large")
+	}
+	v, err := parse(response)
+	if err != nil || v.kind != kindObject {
+		return invalid("response is not a JSON object")
+	}
+	if len(v.members) != len(responseFields) {
+		return invalid("unexpected or missing member")
+	}
+	got := make(map[string]value, len(v.members))
+	for _, m := range v.members {
+		if _, ok := slices.BinarySearch(responseFields, m.key); !ok {
+			return invalid("unexpected member")
+		}
+		got[m.key] = m.val
+	}
+	str := func(name, want string) error {
+		if m := got[name]; m.kind != kindString || m.text != want {
+			return invalid("wrong " + name)
+		}
+		return nil
+	}
+	integer := func(name string, lo, hi int) error {
+		m := got[name]
+		if m.kind != kindNumber || !isInteger(m.text) {
+			return invalid("wrong " + name)
+		}
+		n, err := strconv.Atoi(m.text)
+		if err != nil || n < lo || n > hi {
+			return invalid("wrong " + name)
+		}
+		return nil
+	}
+	for _, check := range []error{
+		str("schema", CommandResponseSchema),
+		str("operation", c.Operation),
+		str("request_id", c.RequestID),
+		str("payload_sha256", Digest(payload)),
+		str("capabilities_sha256", c.CapabilitiesSHA256),
+		integer("source_max_attempts", c.SourceMaxAttempts, c.SourceMaxAttempts),
+		integer("attempt", 1, min(attempt, c.SourceMaxAttempts)),
+	} {
+		if check != nil {
+			return check
+		}
+	}
+	if s := got["status"]; s.kind != kindString || (s.text != CommandApplied && s.text != CommandAlreadyApplied) {
+		return invalid("wrong status")
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package ack
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+)
+
+// ProfileReporting names the reporting profile: AdCP webhooks, answered
+// with an empty 2xx and no Ack.
+const ProfileReporting = "reporting"
+
+// ReportingProfile returns the reporting profile. Its Expect is nil: an
+// AdCP receiver answers any 2xx without an Ack, so any 2xx succeeds.
+func ReportingProfile() Profile { return Profile{Name: ProfileReporting} }
+
+// TaskStatuses are the values of Reporting.Status: AdCP's task statuses
+// (enums/task-status.json), which follow A2A's TaskState.
+var TaskStatuses = []string{
+	"submitted", "working", "input-required", "completed", "canceled",
+	"failed", "rejected", "auth-required", "unknown",
+}
+
+// DeliveryNotificationTypes are the values of a delivery report's
+// notification_type.
+var DeliveryNotificationTypes = []string{"scheduled", "final", "delayed", "adjusted", "window_update"}
+
+// Reporting is the AdCP webhook envelope (core/mcp-webhook-payload.json):
+// the body a seller POSTs to a buyer's webhook for a task's status change
+// or a delivery report. Members it does not declare are allowed and
+// ignored.
+//
+// TaskType and Protocol are not checked against AdCP's enums, which grow
+// between minor versions (delivery reports use media_buy_delivery, for
+// one): a receiver must not refuse, for good, a delivery from a newer
+// sender. Status is, because the conformance vectors require it. An empty
+// string counts as absent: a required one is missing. A bare delivery
+// report (notification_type at the top) lacks every required member.
+type Reporting struct {
+	// IdempotencyKey identifies the delivery: stable across retries of
+	// the same payload, fresh for another. It is the dedupe key, scoped by
+	// the verified sender. See NewIdempotencyKey.
+	IdempotencyKey string `json:"idempotency_key" validate:"required,courier_token,min=16,max=255"`
+	// NotificationID identifies the logical event across re-emissions.
+	NotificationID string `json:"notification_id,omitempty" validate:"omitempty,courier_token,max=255"`
+	// OperationID is the buyer's correlation id, echoed verbatim.
+	OperationID string `json:"operation_id" validate:"required"`
+	TaskID      string `json:"task_id" validate:"required"`
+	TaskType    string `json:"task_type" validate:"required"`
+	Protocol    string `json:"protocol,omitempty"`
+	// Status is one of TaskStatuses.
+	Status string `json:"status" validate:"required,oneof=submitted working input-required completed canceled failed rejected auth-required unknown"`
+	// Timestamp is when the delivery was first generated (RFC 3339); a
+	// retry repeats it.
+	Timestamp string `json:"timestamp" validate:"required,datetime=2006-01-02T15:04:05Z07:00"`
+	Message   string `json:"message,omitempty"`
+	ContextID string `json:"context_id,omitempty"`
+	// Token is echoed from the push notification config; the receiver
+	// compares it in constant time if it configured one.
+	Token string `json:"token,omitempty" validate:"omitempty,min=16,max=4096"`
+	// Result is the task's payload. A result with a notification_type
+	// member is a delivery report (media-buy/media-buy-delivery-webhook-result.json),
+	// whose fields Check validates.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// DedupeKey returns the idempotency_key, a receiver's dedupe key.
+func (r Reporting) DedupeKey() string { return r.IdempotencyKey }
+
+// IsDeliveryReport reports whether r.Result is a delivery report: an
+// object with a notification_type member.
+func (r Reporting) IsDeliveryReport() bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(r.Result, &members) != nil {
+		return false
+	}
+	_, ok := members["notification_type"]
+	return ok
+}
+
+// Check validates r.Result when it is a delivery report; field errors are
+// named under "result." ("result.sequence_number").
+func (r Reporting) Check() error {
+	if !r.IsDeliveryReport() {
+		return nil
+	}
+	var d deliveryReport
+	if err := json.Unmarshal(r.Result, &d); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field != "" {
+			return &ValidationError{Fields: []FieldError{{Field: "result." + ute.Field, Rule: "type"}}}
+		}
+		return &ValidationError{Fields: []FieldError{{Field: "result", Rule: "type"}}}
+	}
+	err := Validate(d)
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	for i := range ve.Fields {
+		ve.Fields[i].Field = "result." + ve.Fields[i].Field
+	}
+	return ve
+}
+
+// deliveryReport is what the reporting profile checks of a delivery
+// report; its other members are left to the application.
+type deliveryReport struct {
+	NotificationType   string             `json:"notification_type" validate:"required,oneof=scheduled final delayed adjusted window_update"`
+	SequenceNumber     *int64             `json:"sequence_number" validate:"omitnil,min=1"`
+	ReportingPeriod    *reportingPeriod   `json:"reporting_period" validate:"required"`
+	Currency           string             `json:"currency" validate:"required,len=3,alpha,uppercase"`
+	MediaBuyDeliveries []mediaBuyDelivery `json:"media_buy_deliveries" validate:"required,dive"`
+}
+
+type reportingPeriod struct {
+	Start string `json:"start" validate:"required,datetime=2006-01-02T15:04:05Z07:00"`
+	End   string `json:"end" validate:"required,datetime=2006-01-02T15:04:05Z07:00"`
+}
+
+type mediaBuyDelivery struct {
+	MediaBuyID string  `json:"media_buy_id" validate:"required"`
+	Status     string  `json:"status" validate:"required,oneof=pending_creatives pending_start pending active paused completed rejected canceled failed reporting_delayed"`
+	Totals     *spent  `json:"totals" validate:"required"`
+	ByPackage  []spent `json:"by_package" validate:"required,dive"`
+}
+
+// spent is the part of core/delivery-metrics.json a delivery row requires.
+type spent struct {
+	Spend *float64 `json:"spend" validate:"required,min=0"`
+}
+
+// idempotencyKeyEncoding writes random bytes in characters an
+// idempotency_key allows.
+var idempotencyKeyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewIdempotencyKey returns a fresh idempotency_key for a sender: "whk_"
+// and 32 base32 characters of 160 random bits. Use one per delivery and
+// repeat it, with the identical payload, on every retry.
+func NewIdempotencyKey() string {
+	var b [20]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
+	return "whk_" + idempotencyKeyEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,286 @@
+package ack_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+)
+
+// envelopeVectors is testdata/adcp/webhook-receiver-envelope.json, AdCP's
+// receiver-envelope compliance vectors (Apache-2.0, see its LICENSE).
+type envelopeVectors struct {
+	Positive []struct {
+		ID          string          `json:"id"`
+		SameEventAs string          `json:"same_event_as"`
+		Payload     json.RawMessage `json:"payload"`
+	} `json:"positive"`
+	Negative []struct {
+		ID            string          `json:"id"`
+		ExpectedError string          `json:"expected_error"`
+		Payload       json.RawMessage `json:"payload"`
+	} `json:"negative"`
+}
+
+func loadEnvelopeVectors(t *testing.T) envelopeVectors {
+	t.Helper()
+	b, err := os.ReadFile("testdata/adcp/webhook-receiver-envelope.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v envelopeVectors
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Positive) < 2 || len(v.Negative) < 3 {
+		t.Fatalf("only %d positive and %d negative vectors", len(v.Positive), len(v.Negative))
+	}
+	return v
+}
+
+// decodeReporting decodes and validates b as a receiver does, returning
+// the field errors.
+func decodeReporting(t *testing.T, b []byte) (ack.Reporting, *ack.ValidationError) {
+	t.Helper()
+	var r ack.Reporting
+	if err := json.Unmarshal(b, &r); err != nil {
+		ve := ack.DecodeError(err)
+		if ve == nil {
+			t.Fatalf("decode error %v names no field", err)
+		}
+		return r, ve
+	}
+	err := ack.Validate(r)
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, courier.ErrPayloadInvalid) {
+		t.Fatalf("Validate = %v, want a case of ErrPayloadInvalid", err)
+	}
+	var ve *ack.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v, want a *ValidationError", err)
+	}
+	return r, ve
+}
+
+// envelopeErrors is what each expected_error of the vectors means as
+// field errors. A vector with an expected_error not listed here fails the
+// test, so new vectors are read, not skipped.
+var envelopeErrors = map[string][]ack.FieldError{
+	"missing_envelope_fields": {
+		{Field: "idempotency_key", Rule: "required"}, {Field: "operation_id", Rule: "required"},
+		{Field: "task_id", Rule: "required"}, {Field: "task_type", Rule: "required"},
+		{Field: "status", Rule: "required"}, {Field: "timestamp", Rule: "required"},
+	},
+	"missing_idempotency_key": {{Field: "idempotency_key", Rule: "required"}},
+	"invalid_envelope_status": {{Field: "status", Rule: "oneof"}},
+}
+
+func TestReportingVectors(t *testing.T) {
+	t.Parallel()
+	v := loadEnvelopeVectors(t)
+	byID := map[string]json.RawMessage{}
+	for _, p := range v.Positive {
+		t.Run(p.ID, func(t *testing.T) {
+			r, ve := decodeReporting(t, p.Payload)
+			if ve != nil {
+				t.Fatalf("positive vector refused: %v", ve)
+			}
+			if !r.IsDeliveryReport() || r.DedupeKey() != r.IdempotencyKey || r.DedupeKey() == "" {
+				t.Fatalf("delivery report %v, dedupe key %q", r.IsDeliveryReport(), r.DedupeKey())
+			}
+		})
+		byID[p.ID] = p.Payload
+	}
+	for _, p := range v.Positive {
+		if p.SameEventAs == "" {
+			continue
+		}
+		first, ok := byID[p.SameEventAs]
+		if !ok {
+			t.Fatalf("%s: same_event_as %q names no vector", p.ID, p.SameEventAs)
+		}
+		a, errA := ack.JCS(first)
+		b, errB := ack.JCS(p.Payload)
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Fatalf("%s: a retry of %s is not the same JCS document", p.ID, p.SameEventAs)
+		}
+	}
+	for _, n := range v.Negative {
+		t.Run(n.ID, func(t *testing.T) {
+			want, ok := envelopeErrors[n.ExpectedError]
+			if !ok {
+				t.Fatalf("expected_error %q has no meaning in this test yet", n.ExpectedError)
+			}
+			_, ve := decodeReporting(t, n.Payload)
+			if ve == nil {
+				t.Fatal("negative vector accepted")
+			}
+			for _, f := range want {
+				if !slices.Contains(ve.Fields, f) {
+					t.Errorf("%s: field errors %v lack %v", n.ExpectedError, ve.Fields, f)
+				}
+			}
+		})
+	}
+}
+
+func TestReportingValidation(t *testing.T) {
+	t.Parallel()
+	base := loadEnvelopeVectors(t).Positive[0].Payload
+	deliveries := func(m map[string]any) map[string]any {
+		return m["result"].(map[string]any)["media_buy_deliveries"].([]any)[0].(map[string]any)
+	}
+	result := func(m map[string]any) map[string]any { return m["result"].(map[string]any) }
+	tests := []struct {
+		name string
+		edit func(m map[string]any)
+		want []ack.FieldError // nil: valid
+	}{
+		{"vector as is", func(map[string]any) {}, nil},
+		{"other members allowed", func(m map[string]any) { m["ext"] = map[string]any{"x": 1}; m["protocol"] = "media-buy" }, nil},
+		{"optional members", func(m map[string]any) {
+			m["notification_id"] = "task_456.terminal"
+			m["context_id"] = "ctx_1"
+			m["token"] = strings.Repeat("t", 16)
+		}, nil},
+		{"timestamp with offset", func(m map[string]any) { m["timestamp"] = "2026-05-26T11:00:44+02:00" }, nil},
+		{"result not a delivery report", func(m map[string]any) {
+			m["task_type"] = "create_media_buy"
+			m["result"] = map[string]any{"media_buy_id": "mb_1", "sequence_number": 0}
+		}, nil},
+		{"result an array", func(m map[string]any) { m["result"] = []any{1} }, nil},
+		{"no result", func(m map[string]any) { delete(m, "result") }, nil},
+		{"empty deliveries", func(m map[string]any) { result(m)["media_buy_deliveries"] = []any{} }, nil},
+		{"no sequence number", func(m map[string]any) { delete(result(m), "sequence_number") }, nil},
+
+		{"key too short", func(m map[string]any) { m["idempotency_key"] = "whk_short" }, []ack.FieldError{{Field: "idempotency_key", Rule: "min"}}},
+		{"key too long", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 256) }, []ack.FieldError{{Field: "idempotency_key", Rule: "max"}}},
+		{"key with a space", func(m map[string]any) { m["idempotency_key"] = "whk 0123456789abcdef" }, []ack.FieldError{{Field: "idempotency_key", Rule: "courier_token"}}},
+		{"key a number", func(m map[string]any) { m["idempotency_key"] = 12345678901234567 }, []ack.FieldError{{Field: "idempotency_key", Rule: "type"}}},
+		{"empty operation_id", func(m map[string]any) { m["operation_id"] = "" }, []ack.FieldError{{Field: "operation_id", Rule: "required"}}},
+		{"no task_id", func(m map[string]any) { delete(m, "task_id") }, []ack.FieldError{{Field: "task_id", Rule: "required"}}},
+		{"media buy status", func(m map[string]any) { m["status"] = "active" }, []ack.FieldError{{Field: "status", Rule: "oneof"}}},
+		{"status a number", func(m map[string]any) { m["status"] = 1 }, []ack.FieldError{{Field: "status", Rule: "type"}}},
+		{"timestamp not RFC 3339", func(m map[string]any) { m["timestamp"] = "2026-05-26 09:00:44Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp a date", func(m map[string]any) { m["timestamp"] = "2026-05-26" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"notification_id not a token", func(m map[string]any) { m["notification_id"] = "a b" }, []ack.FieldError{{Field: "notification_id", Rule: "courier_token"}}},
+		{"short token", func(m map[string]any) { m["token"] = "short" }, []ack.FieldError{{Field: "token", Rule: "min"}}},
+
+		{"notification type", func(m map[string]any) { result(m)["notification_type"] = "weekly" }, []ack.FieldError{{Field: "result.notification_type", Rule: "oneof"}}},
+		{"null notification type", func(m map[string]any) { result(m)["notification_type"] = nil }, []ack.FieldError{{Field: "result.notification_type", Rule: "required"}}},
+		{"sequence number 0", func(m map[string]any) { result(m)["sequence_number"] = 0 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
+		{"sequence number a string", func(m map[string]any) { result(m)["sequence_number"] = "31" }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number a fraction", func(m map[string]any) { result(m)["sequence_number"] = 1.5 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"no reporting period", func(m map[string]any) { delete(result(m), "reporting_period") }, []ack.FieldError{{Field: "result.reporting_period", Rule: "required"}}},
+		{"period end not a date-time", func(m map[string]any) { result(m)["reporting_period"].(map[string]any)["end"] = "2026-05-25" }, []ack.FieldError{{Field: "result.reporting_period.end", Rule: "datetime"}}},
+		{"lowercase currency", func(m map[string]any) { result(m)["currency"] = "usd" }, []ack.FieldError{{Field: "result.currency", Rule: "uppercase"}}},
+		{"two-letter currency", func(m map[string]any) { result(m)["currency"] = "US" }, []ack.FieldError{{Field: "result.currency", Rule: "len"}}},
+		{"no currency", func(m map[string]any) { delete(result(m), "currency") }, []ack.FieldError{{Field: "result.currency", Rule: "required"}}},
+		{"no deliveries", func(m map[string]any) { delete(result(m), "media_buy_deliveries") }, []ack.FieldError{{Field: "result.media_buy_deliveries", Rule: "required"}}},
+		{"delivery status", func(m map[string]any) { deliveries(m)["status"] = "live" }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].status", Rule: "oneof"}}},
+		{"delivery without media buy", func(m map[string]any) { delete(deliveries(m), "media_buy_id") }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].media_buy_id", Rule: "required"}}},
+		{"negative spend", func(m map[string]any) { deliveries(m)["totals"].(map[string]any)["spend"] = -1 }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].totals.spend", Rule: "min"}}},
+		{"package without spend", func(m map[string]any) { deliveries(m)["by_package"] = []any{map[string]any{"package_id": "p1"}} }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].by_package[0].spend", Rule: "required"}}},
+		{"no by_package", func(m map[string]any) { delete(deliveries(m), "by_package") }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].by_package", Rule: "required"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var m map[string]any
+			if err := json.Unmarshal(base, &m); err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(m)
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ve := decodeReporting(t, b)
+			var got []ack.FieldError
+			if ve != nil {
+				got = ve.Fields
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("field errors %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReportingEnums(t *testing.T) {
+	t.Parallel()
+	base := loadEnvelopeVectors(t).Positive[0].Payload
+	var r ack.Reporting
+	if err := json.Unmarshal(base, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ack.TaskStatuses {
+		r := r
+		r.Status = s
+		if err := ack.Validate(r); err != nil {
+			t.Errorf("status %q: %v", s, err)
+		}
+	}
+	for _, typ := range ack.DeliveryNotificationTypes {
+		var m map[string]any
+		json.Unmarshal(r.Result, &m)
+		m["notification_type"] = typ
+		r := r
+		r.Result, _ = json.Marshal(m)
+		if err := ack.Validate(r); err != nil {
+			t.Errorf("notification_type %q: %v", typ, err)
+		}
+	}
+}
+
+func TestReportingRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := ack.Reporting{
+		IdempotencyKey: ack.NewIdempotencyKey(), OperationID: "op_1", TaskID: "task_1",
+		TaskType: "create_media_buy", Status: "working", Timestamp: "2026-05-26T09:00:44.582Z",
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"idempotency_key":"` + r.IdempotencyKey + `","operation_id":"op_1","task_id":"task_1","task_type":"create_media_buy","status":"working","timestamp":"2026-05-26T09:00:44.582Z"}`
+	if string(b) != want {
+		t.Fatalf("marshal = %s, want %s", b, want)
+	}
+	back, ve := decodeReporting(t, b)
+	if ve != nil || back.IdempotencyKey != r.IdempotencyKey || back.IsDeliveryReport() {
+		t.Fatalf("round trip = %+v, %v", back, ve)
+	}
+}
+
+func TestNewIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_.:-]{16,255}$`) // the schema's
+	seen := map[string]bool{}
+	for range 100 {
+		k := ack.NewIdempotencyKey()
+		if !pattern.MatchString(k) || !strings.HasPrefix(k, "whk_") || len(k) != 4+32 {
+			t.Fatalf("key %q does not match the pattern", k)
+		}
+		if seen[k] {
+			t.Fatalf("key %q repeated", k)
+		}
+		seen[k] = true
+	}
+}
+
+func TestReportingProfile(t *testing.T) {
+	t.Parallel()
+	p := ack.ReportingProfile()
+	if ack.ProfileReporting != "reporting" || p.Name != ack.ProfileReporting || p.Expect != nil {
+		t.Fatalf("profile = %+v, want reporting without an expected Ack", p)
+	}
+}

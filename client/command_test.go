@@ -1,0 +1,200 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/store"
+)
+
+var sourceCapabilities = strings.Repeat("5", 64)
+
+// enqueueCommand enqueues a command for the bundle's server at /source.
+func (b *workerBundle) enqueueCommand(t *testing.T, op, requestID string, sourceMax int) int64 {
+	t.Helper()
+	body := `{"title":"` + requestID + `"}`
+	if op != ack.OperationChange {
+		body = "null"
+	}
+	c, err := ack.NewCommand(ack.Command{Operation: op, RequestID: requestID, SourceMaxAttempts: sourceMax, CapabilitiesSHA256: sourceCapabilities, Body: json.RawMessage(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := c.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	e, err := b.store.Outbox.EnqueueCommand(t.Context(), tx, store.CommandParams{Endpoint: b.server.URL + "/source", Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+// TestWorkerVerifiesCommandResponse: a response that misstates any bound
+// field fails the delivery with ack_invalid, without a retry.
+func TestWorkerVerifiesCommandResponse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		edit func(r *ack.CommandResponse) []byte
+		want courier.Status
+	}{
+		{"exact", func(r *ack.CommandResponse) []byte { return r.Marshal() }, courier.StatusSucceeded},
+		{"operation", func(r *ack.CommandResponse) []byte { r.Operation = ack.OperationCancellation; return r.Marshal() }, courier.StatusFailed},
+		{"request_id", func(r *ack.CommandResponse) []byte { r.RequestID = "other"; return r.Marshal() }, courier.StatusFailed},
+		{"payload digest", func(r *ack.CommandResponse) []byte { r.PayloadSHA256 = ack.Digest(nil); return r.Marshal() }, courier.StatusFailed},
+		{"capabilities digest", func(r *ack.CommandResponse) []byte {
+			r.CapabilitiesSHA256 = strings.Repeat("6", 64)
+			return r.Marshal()
+		}, courier.StatusFailed},
+		{"source budget", func(r *ack.CommandResponse) []byte { r.SourceMaxAttempts++; return r.Marshal() }, courier.StatusFailed},
+		{"attempt beyond the budget", func(r *ack.CommandResponse) []byte { r.Attempt = r.SourceMaxAttempts + 1; return r.Marshal() }, courier.StatusFailed},
+		{"attempt not sent", func(r *ack.CommandResponse) []byte { r.Attempt++; return r.Marshal() }, courier.StatusFailed},
+		{"status", func(r *ack.CommandResponse) []byte { r.Status = "accepted"; return r.Marshal() }, courier.StatusFailed},
+		{"unknown field", func(r *ack.CommandResponse) []byte {
+			return []byte(strings.Replace(string(r.Marshal()), "{", `{"note":"x",`, 1))
+		}, courier.StatusFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b *workerBundle
+			b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if _, err := b.verifier.Verify(r.Context(), r, body); err != nil {
+					http.Error(w, "bad signature", http.StatusUnauthorized)
+					return
+				}
+				var c ack.Command
+				attempt, ok := ack.ParseAttempt(r.Header.Get(ack.AttemptHeader))
+				if err := json.Unmarshal(body, &c); err != nil || !ok {
+					http.Error(w, "bad command", http.StatusBadRequest)
+					return
+				}
+				resp := ack.NewCommandResponse(c, body, attempt, ack.CommandApplied)
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(tt.edit(&resp))
+			}, nil)
+			id := b.enqueueCommand(t, ack.OperationChange, "r-1", 3)
+			e := b.work(t)
+			d := b.get(t, id)
+			if d.Status != tt.want || e.Status != tt.want {
+				t.Fatalf("status %s (event %s), want %s", d.Status, e.Status, tt.want)
+			}
+			if tt.want == courier.StatusFailed && (d.LastErrorCode != courier.CodeAckInvalid || d.Attempts != 1) {
+				t.Fatalf("failed with %s after %d attempts, want ack_invalid after 1", d.LastErrorCode, d.Attempts)
+			}
+			b.clock.Advance(24 * time.Hour)
+			if n, err := b.worker.Work(t.Context()); n != 0 || err != nil {
+				t.Fatalf("Work after settling = %d, %v", n, err)
+			}
+		})
+	}
+}
+
+// faults wraps a handler: each command's first request is answered 503,
+// its second is processed (and committed) and then its connection is
+// dropped before any answer; later ones pass through.
+type faults struct {
+	next http.Handler
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.seen[r.Header.Get("webhook-id")]++
+	n := f.seen[r.Header.Get("webhook-id")]
+	f.mu.Unlock()
+	switch n {
+	case 1:
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	case 2:
+		rec := httptest.NewRecorder()
+		f.next.ServeHTTP(rec, r)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		conn.Close()
+	default:
+		f.next.ServeHTTP(w, r)
+	}
+}
+
+// TestCommandsEndToEnd delivers commands from a worker to a Source through
+// faults: every command is applied exactly once and every delivery
+// succeeds with a response the worker verified.
+func TestCommandsEndToEnd(t *testing.T) {
+	t.Parallel()
+	var source atomic.Pointer[handler.Source]
+	f := &faults{seen: make(map[string]int), next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { source.Load().ServeHTTP(w, r) })}
+	b := setupWorker(t, f.ServeHTTP, nil)
+
+	inbox, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	if _, err := inbox.DB().ExecContext(t.Context(), "CREATE TABLE applied (key TEXT PRIMARY KEY, removal INTEGER NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	var applications atomic.Int64
+	s, err := handler.NewSource(handler.Config{Store: inbox, Verifier: b.verifier}, sourceCapabilities,
+		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+			applications.Add(1)
+			_, err := tx.ExecContext(ctx, "INSERT INTO applied (key, removal) VALUES (?, ?)", c.DedupeKey(), c.IsRemoval())
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source.Store(s)
+
+	var ids []int64
+	for i, op := range []string{ack.OperationChange, ack.OperationTombstone, ack.OperationChange, ack.OperationCancellation} {
+		ids = append(ids, b.enqueueCommand(t, op, "req-"+string(rune('a'+i)), 5))
+	}
+	for round := 0; round < 10; round++ {
+		if _, err := b.worker.Work(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(2 * time.Minute)
+	}
+	for _, id := range ids {
+		d := b.get(t, id)
+		if d.Status != courier.StatusSucceeded || d.Attempts != 3 || d.AckSHA256 == "" {
+			t.Fatalf("delivery %s is %s/%s after %d attempts, want succeeded at the third", d.NotificationID, d.Status, d.LastErrorCode, d.Attempts)
+		}
+	}
+	var rows int
+	if err := inbox.DB().GetContext(t.Context(), &rows, "SELECT COUNT(*) FROM applied"); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(ids) || applications.Load() != int64(len(ids)) {
+		t.Fatalf("applied %d rows in %d applications, want each of %d commands once", rows, applications.Load(), len(ids))
+	}
+}

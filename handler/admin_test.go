@@ -1,0 +1,713 @@
+package handler_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/store"
+)
+
+// adminPrefix is where the tests mount the Admin, as an application would.
+const adminPrefix = "/ops/courier"
+
+// Endpoints the tests deliver to.
+const (
+	hookA = "https://a.example/hooks?x=1&y=2"
+	hookB = "https://b.example/hooks"
+)
+
+// adminBundle is an Admin over a real SQLite outbox, mounted under
+// adminPrefix behind a real HTTP server.
+type adminBundle struct {
+	store  *store.Store
+	server *httptest.Server
+	client *http.Client // follows no redirects
+}
+
+func setupAdmin(t *testing.T, authorize func(*http.Request) error) *adminBundle {
+	t.Helper()
+	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	admin, err := handler.NewAdmin(handler.AdminConfig{Store: s, Authorize: authorize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(adminPrefix+"/", http.StripPrefix(adminPrefix, admin))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	client := *srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &adminBundle{store: s, server: srv, client: &client}
+}
+
+func allowAll(*http.Request) error { return nil }
+
+// enqueue adds a pending delivery of notification id to endpoint.
+func (b *adminBundle) enqueue(t *testing.T, id, endpoint string) int64 {
+	t.Helper()
+	e, err := b.store.Outbox.Enqueue(t.Context(), b.store.DB(), store.EnqueueParams{
+		NotificationID: id, Endpoint: endpoint, Payload: []byte(`{"id":"` + id + `"}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+// failDue claims every due delivery and fails it as a 503 would: one
+// failed attempt each, counted against its endpoint.
+func (b *adminBundle) failDue(t *testing.T) {
+	t.Helper()
+	claimed, err := b.store.Outbox.Claim(t.Context(), store.ClaimParams{Owner: "test-worker", Limit: store.MaxClaimBatch, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claimed {
+		if err := b.store.Outbox.Fail(t.Context(), c.Lease, courier.CodeReceiverUnavailable, http.StatusServiceUnavailable); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// failed adds a delivery and fails it; nothing else may be due.
+func (b *adminBundle) failed(t *testing.T, id, endpoint string) int64 {
+	t.Helper()
+	d := b.enqueue(t, id, endpoint)
+	b.failDue(t)
+	return d
+}
+
+func (b *adminBundle) status(t *testing.T, id int64) courier.Status {
+	t.Helper()
+	d, err := b.store.Outbox.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Status
+}
+
+// do sends a request to the Admin's path p: a body starting with "{" is
+// JSON, any other a form.
+func (b *adminBundle) do(t *testing.T, method, p, body string, edit func(*http.Request)) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.server.URL+adminPrefix+p, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case strings.HasPrefix(body, "{"):
+		req.Header.Set("Content-Type", "application/json")
+	case body != "":
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, out
+}
+
+// ok sends a request that must answer 200 and decodes its JSON into T.
+func adminOK[T any](t *testing.T, b *adminBundle, method, p, body string) T {
+	t.Helper()
+	resp, out := b.do(t, method, p, body, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%s %s = %d %s %s", method, p, resp.StatusCode, resp.Header.Get("Content-Type"), out)
+	}
+	var v T
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// refused checks a problem+json answer's status and code.
+func refused(t *testing.T, resp *http.Response, body []byte, status int, code courier.Code) problemBody {
+	t.Helper()
+	var p problemBody
+	if resp.StatusCode != status || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("status %d %q, want %d problem+json: %s", resp.StatusCode, resp.Header.Get("Content-Type"), status, body)
+	}
+	if err := json.Unmarshal(body, &p); err != nil || p.Code != code {
+		t.Fatalf("code %q (%v), want %q: %s", p.Code, err, code, body)
+	}
+	return p
+}
+
+func TestAdminConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := handler.NewAdmin(handler.AdminConfig{}); !errors.Is(err, courier.ErrConfigInvalid) {
+		t.Fatalf("no store: %v", err)
+	}
+}
+
+func TestAdminHealth(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	h := adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
+	if h.Status != store.HealthOK || h.Code != "" || len(h.Counts) != len(courier.Statuses) || h.Due != 0 {
+		t.Fatalf("empty outbox: %+v", h)
+	}
+	b.failed(t, "n-1", hookA)
+	b.enqueue(t, "n-2", hookA)
+	h = adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
+	want := handler.AdminHealth{Status: store.HealthBlocked, Code: courier.CodeFailedPresent, Due: 1, Failed: 1}
+	if h.Status != want.Status || h.Code != want.Code || h.Due != want.Due || h.Failed != want.Failed ||
+		h.Counts[courier.StatusFailed] != 1 || h.Counts[courier.StatusPending] != 1 || h.OldestDueAgeSeconds < 0 {
+		t.Fatalf("health %+v, want %+v with one failed and one pending", h, want)
+	}
+}
+
+func TestAdminListPages(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	for i := range 3 {
+		b.enqueue(t, fmt.Sprintf("fail-%d", i), hookA)
+	}
+	b.failDue(t)
+	for i := range 4 {
+		b.enqueue(t, fmt.Sprintf("wait-%d", i), hookB)
+	}
+
+	// Pages of 3 over 7 rows: 3, 3, 1, newest first, each row once.
+	var ids []int64
+	q := "limit=3"
+	for pages := 1; ; pages++ {
+		resp, raw := b.do(t, "GET", "/api/deliveries?"+q, "", nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("page %d: %d %s", pages, resp.StatusCode, raw)
+		}
+		if strings.Contains(string(raw), `"payload"`) {
+			t.Fatalf("a page carries payloads: %s", raw)
+		}
+		var page handler.AdminDeliveryPage
+		if err := json.Unmarshal(raw, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Deliveries {
+			if len(ids) > 0 && d.ID >= ids[len(ids)-1] {
+				t.Fatalf("page %d: id %d after %d", pages, d.ID, ids[len(ids)-1])
+			}
+			ids = append(ids, d.ID)
+		}
+		if page.NextBefore == 0 {
+			if pages != 3 || len(page.Deliveries) != 1 {
+				t.Fatalf("last page is page %d with %d rows", pages, len(page.Deliveries))
+			}
+			break
+		}
+		q = "limit=3&before=" + strconv.FormatInt(page.NextBefore, 10)
+	}
+	if len(ids) != 7 {
+		t.Fatalf("pages held %d deliveries, want 7", len(ids))
+	}
+
+	future := url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339))
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{
+		{"", 7},
+		{"status=failed", 3},
+		{"endpoint=" + url.QueryEscape(hookB), 4},
+		{"status=failed&endpoint=" + url.QueryEscape(hookB), 0},
+		{"since=" + future, 0},
+		{"until=" + future, 7},
+	} {
+		page := adminOK[handler.AdminDeliveryPage](t, b, "GET", "/api/deliveries?"+tc.query, "")
+		if len(page.Deliveries) != tc.want || page.Deliveries == nil {
+			t.Errorf("?%s: %d deliveries, want %d", tc.query, len(page.Deliveries), tc.want)
+		}
+		for _, d := range page.Deliveries {
+			if strings.Contains(tc.query, "status=failed") && (d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverUnavailable) {
+				t.Errorf("?%s: %+v", tc.query, d)
+			}
+		}
+	}
+}
+
+func TestAdminListRefusals(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	for _, tc := range []struct{ query, field string }{
+		{"status=lost", "status"},
+		{"limit=0", "limit"},
+		{"limit=1001", "limit"},
+		{"limit=ten", "limit"},
+		{"before=-1", "before"},
+		{"since=yesterday", "since"},
+		{"until=2026-01-02", "until"},
+	} {
+		resp, body := b.do(t, "GET", "/api/deliveries?"+tc.query, "", nil)
+		p := refused(t, resp, body, http.StatusBadRequest, courier.CodeInvalidArgument)
+		if len(p.Errors) != 1 || p.Errors[0]["field"] != tc.field {
+			t.Errorf("?%s: errors %v, want field %s", tc.query, p.Errors, tc.field)
+		}
+	}
+}
+
+func TestAdminGetDelivery(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	id := b.failed(t, "n-1", hookA)
+	path := "/api/deliveries/" + strconv.FormatInt(id, 10)
+
+	resp, raw := b.do(t, "GET", path, "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	var members struct{ Delivery map[string]json.RawMessage }
+	if err := json.Unmarshal(raw, &members); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := members.Delivery["payload"]; ok {
+		t.Fatalf("the delivery carries its payload: %s", raw)
+	}
+	var got handler.AdminDeliveryDetail
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(`{"id":"n-1"}`))
+	d := got.Delivery
+	if d.ID != id || d.NotificationID != "n-1" || d.Endpoint != hookA || d.Status != courier.StatusFailed ||
+		d.PayloadSHA256 != hex.EncodeToString(sum[:]) || d.Attempts != 1 || d.LastStatus != 503 {
+		t.Fatalf("delivery %+v", d)
+	}
+	if len(got.Attempts) != 1 {
+		t.Fatalf("attempts %+v", got.Attempts)
+	}
+	if a := got.Attempts[0]; a.Attempt != 1 || a.Owner != "test-worker" || a.Outcome != "failed" ||
+		a.HTTPStatus != 503 || a.ErrorCode != courier.CodeReceiverUnavailable || a.FinishedAt.IsZero() {
+		t.Fatalf("attempt %+v", a)
+	}
+
+	for _, p := range []string{"/api/deliveries/999", "/api/deliveries/abc", "/api/deliveries/0"} {
+		resp, body := b.do(t, "GET", p, "", nil)
+		refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
+	}
+}
+
+func TestAdminRedrive(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	a1 := b.enqueue(t, "a-1", hookA)
+	a2 := b.enqueue(t, "a-2", hookA)
+	b1 := b.enqueue(t, "b-1", hookB)
+	b.failDue(t)
+
+	one := "/api/deliveries/" + strconv.FormatInt(a1, 10) + "/redrive"
+	if got := adminOK[handler.AdminRedriven](t, b, "POST", one, ""); got.Redriven != 1 {
+		t.Fatalf("redrive one: %+v", got)
+	}
+	if st := b.status(t, a1); st != courier.StatusPending {
+		t.Fatalf("redriven delivery is %s", st)
+	}
+	if got := adminOK[handler.AdminRedriven](t, b, "POST", one, ""); got.Redriven != 0 {
+		t.Fatalf("redriving a pending delivery: %+v", got)
+	}
+	resp, body := b.do(t, "POST", "/api/deliveries/999/redrive", "", nil)
+	refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
+
+	b.failDue(t) // a1 fails again
+	if got := adminOK[handler.AdminRedriven](t, b, "POST", "/api/redrive", `{"endpoint":"`+hookA+`"}`); got.Redriven != 2 {
+		t.Fatalf("redrive endpoint A: %+v", got)
+	}
+	if a1s, a2s, b1s := b.status(t, a1), b.status(t, a2), b.status(t, b1); a1s != courier.StatusPending || a2s != courier.StatusPending || b1s != courier.StatusFailed {
+		t.Fatalf("after redriving A: a1 %s, a2 %s, b1 %s", a1s, a2s, b1s)
+	}
+	if got := adminOK[handler.AdminRedriven](t, b, "POST", "/api/redrive", `{}`); got.Redriven != 1 {
+		t.Fatalf("redrive all: %+v", got)
+	}
+	if st := b.status(t, b1); st != courier.StatusPending {
+		t.Fatalf("b1 is %s", st)
+	}
+	if h, _ := b.store.Outbox.Health(t.Context()); h.Failed != 0 || h.Counts[courier.StatusPending] != 3 {
+		t.Fatalf("health after redrive: %+v", h)
+	}
+}
+
+func TestAdminCancel(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-1", hookA)
+	pending := b.enqueue(t, "n-2", hookA)
+
+	path := "/api/deliveries/" + strconv.FormatInt(pending, 10) + "/cancel"
+	d := adminOK[handler.AdminDelivery](t, b, "POST", path, "")
+	if d.ID != pending || d.Status != courier.StatusSuppressed || d.LastErrorCode != store.CodeCancelled {
+		t.Fatalf("cancelled: %+v", d)
+	}
+	for _, p := range []string{path, "/api/deliveries/" + strconv.FormatInt(failed, 10) + "/cancel", "/api/deliveries/999/cancel"} {
+		resp, body := b.do(t, "POST", p, "", nil)
+		refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
+	}
+	if st := b.status(t, failed); st != courier.StatusFailed {
+		t.Fatalf("a failed delivery was cancelled: %s", st)
+	}
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	b.failed(t, "n-1", hookA)
+
+	list := adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", "")
+	if len(list) != 1 || list[0].Endpoint != hookA || list[0].State != store.EndpointClosed ||
+		list[0].ConsecutiveFailures != 1 || list[0].Reason != courier.CodeReceiverUnavailable || list[0].FailingSince.IsZero() {
+		t.Fatalf("endpoints %+v", list)
+	}
+
+	e := adminOK[handler.AdminEndpoint](t, b, "POST", "/api/endpoints/disable", `{"endpoint":"`+hookB+`"}`)
+	if e.Endpoint != hookB || e.State != store.EndpointDisabled || e.Reason != courier.CodeEndpointDisabled {
+		t.Fatalf("disabled: %+v", e)
+	}
+	if h, _ := b.store.Endpoints.Get(t.Context(), hookB); h.State != store.EndpointDisabled {
+		t.Fatalf("store: %+v", h)
+	}
+	if list = adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 2 {
+		t.Fatalf("endpoints %+v", list)
+	}
+	for _, ep := range []string{hookA, hookB} {
+		e = adminOK[handler.AdminEndpoint](t, b, "POST", "/api/endpoints/enable", `{"endpoint":"`+ep+`"}`)
+		if e.State != store.EndpointClosed || e.ConsecutiveFailures != 0 {
+			t.Fatalf("enabled %s: %+v", ep, e)
+		}
+	}
+	if list = adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+		t.Fatalf("endpoints after enabling: %+v", list)
+	}
+
+	for _, tc := range []struct {
+		name, body  string
+		contentType string
+		status      int
+		code        courier.Code
+	}{
+		{"no endpoint", `{}`, "application/json", 400, courier.CodeValidation},
+		{"too long", `{"endpoint":"` + strings.Repeat("x", store.MaxEndpointSize+1) + `"}`, "application/json", 400, courier.CodeValidation},
+		{"unknown field", `{"endpoint":"x","all":true}`, "application/json", 400, courier.CodeValidation},
+		{"duplicate key", `{"endpoint":"x","endpoint":"y"}`, "application/json", 400, courier.CodeDuplicateKey},
+		{"malformed", `{"endpoint":`, "application/json", 400, courier.CodeMalformedJSON},
+		{"not JSON", `endpoint=x`, "application/x-www-form-urlencoded", 415, courier.CodeUnsupportedMediaType},
+		{"too large", `{"endpoint":"` + strings.Repeat("x", 20<<10) + `"}`, "application/json", 413, courier.CodeBodyTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := b.do(t, "POST", "/api/endpoints/disable", tc.body, func(r *http.Request) { r.Header.Set("Content-Type", tc.contentType) })
+			refused(t, resp, body, tc.status, tc.code)
+		})
+	}
+	if list = adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+		t.Fatalf("a refused request changed endpoints: %+v", list)
+	}
+}
+
+// mutations lists every request that changes something, for ids of a
+// failed and a pending delivery.
+func mutations(failed, pending int64) []struct{ method, path, body string } {
+	f, p := strconv.FormatInt(failed, 10), strconv.FormatInt(pending, 10)
+	return []struct{ method, path, body string }{
+		{"POST", "/api/deliveries/" + f + "/redrive", ""},
+		{"POST", "/api/deliveries/" + p + "/cancel", ""},
+		{"POST", "/api/redrive", `{}`},
+		{"POST", "/api/endpoints/enable", `{"endpoint":"` + hookA + `"}`},
+		{"POST", "/api/endpoints/disable", `{"endpoint":"` + hookA + `"}`},
+		{"POST", "/ops/redrive", "id=" + f},
+		{"POST", "/ops/cancel", "id=" + p},
+		{"POST", "/ops/endpoints/enable", "endpoint=" + url.QueryEscape(hookA)},
+		{"POST", "/ops/endpoints/disable", "endpoint=" + url.QueryEscape(hookA)},
+	}
+}
+
+func TestAdminRefusesMutations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		authorize func(*http.Request) error
+		edit      func(*http.Request)
+		status    int
+		code      courier.Code
+	}{
+		{"read-only", nil, nil, http.StatusForbidden, courier.CodeForbidden},
+		{"unauthenticated", func(*http.Request) error { return errors.New("no session") }, nil, http.StatusUnauthorized, courier.CodeUnauthorized},
+		{"forbidden", func(*http.Request) error { return courier.NewError(courier.CodeForbidden, "viewer role") }, nil, http.StatusForbidden, courier.CodeForbidden},
+		{"cross-site", allowAll, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden, courier.CodeForbidden},
+		{"foreign origin", allowAll, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden, courier.CodeForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAdmin(t, tc.authorize)
+			failed := b.failed(t, "n-1", hookA)
+			pending := b.enqueue(t, "n-2", hookA)
+			for _, m := range mutations(failed, pending) {
+				resp, body := b.do(t, m.method, m.path, m.body, tc.edit)
+				if resp.StatusCode != tc.status {
+					t.Errorf("%s %s: %d %s", m.method, m.path, resp.StatusCode, body)
+					continue
+				}
+				refused(t, resp, body, tc.status, tc.code)
+			}
+			if f, p := b.status(t, failed), b.status(t, pending); f != courier.StatusFailed || p != courier.StatusPending {
+				t.Fatalf("a refused mutation acted: failed is %s, pending is %s", f, p)
+			}
+			if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed || h.ConsecutiveFailures != 1 {
+				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
+			}
+			// Reads stay open: they are the application's to guard.
+			adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
+		})
+	}
+}
+
+func TestAdminSameOriginFormPost(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-1", hookA)
+	resp, body := b.do(t, "POST", "/ops/redrive", "id="+strconv.FormatInt(failed, 10), func(r *http.Request) {
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+		r.Header.Set("Origin", b.server.URL)
+	})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if st := b.status(t, failed); st != courier.StatusPending {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func TestAdminRouting(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         courier.Code
+		allow        string
+	}{
+		{"GET", "/api/redrive", 405, courier.CodeMethodNotAllowed, "POST"},
+		{"GET", "/ops/endpoints/enable", 405, courier.CodeMethodNotAllowed, "POST"},
+		{"POST", "/api/health", 405, courier.CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/", 405, courier.CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/nowhere", 404, courier.CodeNotFound, ""},
+		{"GET", "/api/deliveries/1/payload", 404, courier.CodeNotFound, ""},
+	} {
+		resp, body := b.do(t, tc.method, tc.path, "", nil)
+		refused(t, resp, body, tc.status, tc.code)
+		if got := resp.Header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+	}
+
+	// The mount point without its slash: ServeMux adds it.
+	resp, _ := b.do(t, "GET", "", "", nil)
+	if loc := resp.Header.Get("Location"); resp.StatusCode/100 != 3 || loc != adminPrefix+"/" {
+		t.Fatalf("GET %s: %d to %q", adminPrefix, resp.StatusCode, loc)
+	}
+	// Handed the prefix itself, as http.StripPrefix does outside a mux, the
+	// Admin redirects relatively.
+	admin, _ := handler.NewAdmin(handler.AdminConfig{Store: b.store})
+	rec := httptest.NewRecorder()
+	http.StripPrefix(adminPrefix, admin).ServeHTTP(rec, httptest.NewRequest("GET", adminPrefix, nil))
+	if loc := rec.Header().Get("Location"); rec.Code != http.StatusMovedPermanently || loc != "./courier/" {
+		t.Fatalf("StripPrefix'd mount point: %d to %q", rec.Code, loc)
+	}
+	// Mounted at the root, it serves the same.
+	rec = httptest.NewRecorder()
+	admin.ServeHTTP(rec, httptest.NewRequest("GET", "/api/health", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("at the root: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// follow resolves a redirect's relative Location against the request the
+// way a browser does, and fetches it.
+func (b *adminBundle) follow(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d, want 303", resp.StatusCode)
+	}
+	loc, err := resp.Request.URL.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(loc.Path, adminPrefix+"/") {
+		t.Fatalf("redirected out of the mount point, to %s", loc)
+	}
+	resp2, body := b.do(t, "GET", strings.TrimPrefix(loc.RequestURI(), adminPrefix), "", nil)
+	if resp2.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", loc, resp2.StatusCode, body)
+	}
+	return string(body)
+}
+
+func TestAdminOpsPage(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "order-42-shipped", hookA)
+	pending := b.enqueue(t, "order-43-shipped", hookB)
+	fid := strconv.FormatInt(failed, 10)
+
+	resp, raw := b.do(t, "GET", "/", "", nil)
+	page := string(raw)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	escapedA := "https://a.example/hooks?x=1&amp;y=2"
+	for _, want := range []string{
+		"order-42-shipped", escapedA, "receiver_unavailable", "deliveries_failed", // health, failure, endpoint
+		`href="./deliveries/` + fid + `"`,
+		`<form class="inline" method="post" action="./ops/redrive"><input type="hidden" name="id" value="` + fid + `"><button id="redrive-` + fid + `">Redrive</button></form>`,
+		`<input type="hidden" name="endpoint" value="` + escapedA + `"><button>Redrive its failures</button>`,
+		`action="./ops/endpoints/disable"><input type="hidden" name="endpoint" value="` + escapedA + `"><button>Disable</button>`,
+		`<button>Redrive every failed delivery</button>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "<script") || strings.Contains(page, "http://") || strings.Contains(page, " disabled>") {
+		t.Error("the page has scripts, network references or disabled buttons")
+	}
+	// The only style is inline, allowed by its digest; nothing else is.
+	css := page[strings.Index(page, "<style>")+len("<style>") : strings.Index(page, "</style>")]
+	sum := sha256.Sum256([]byte(css))
+	csp := resp.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'") ||
+		!strings.Contains(csp, "form-action 'self'") || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("headers %v", resp.Header)
+	}
+
+	// Redrive the failure: 303 back to the page, which says so.
+	resp, body := b.do(t, "POST", "/ops/redrive", "id="+fid, nil)
+	if loc := resp.Header.Get("Location"); loc != "../?done=redrive&n=1" {
+		t.Fatalf("%d to %q: %s", resp.StatusCode, loc, body)
+	}
+	page = b.follow(t, resp)
+	if !strings.Contains(page, `id="flash"`) || !strings.Contains(page, "Moved 1 delivery back to pending.") || !strings.Contains(page, "No failed deliveries.") {
+		t.Fatalf("after redrive: %s", page)
+	}
+	if st := b.status(t, failed); st != courier.StatusPending {
+		t.Fatalf("redriven delivery is %s", st)
+	}
+
+	// Disable, then enable an endpoint from the page.
+	resp, _ = b.do(t, "POST", "/ops/endpoints/disable", "endpoint="+url.QueryEscape(hookA), nil)
+	if loc := resp.Header.Get("Location"); loc != "../../?done=disable" {
+		t.Fatalf("disable: %d to %q", resp.StatusCode, loc)
+	}
+	page = b.follow(t, resp)
+	if !strings.Contains(page, "Endpoint disabled.") || !strings.Contains(page, `action="./ops/endpoints/enable"><input type="hidden" name="endpoint" value="`+escapedA+`">`) {
+		t.Fatalf("after disable: %s", page)
+	}
+	if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointDisabled {
+		t.Fatalf("endpoint %+v", h)
+	}
+	resp, _ = b.do(t, "POST", "/ops/endpoints/enable", "endpoint="+url.QueryEscape(hookA), nil)
+	if page = b.follow(t, resp); !strings.Contains(page, "Endpoint enabled.") {
+		t.Fatalf("after enable: %s", page)
+	}
+	if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed {
+		t.Fatalf("endpoint %+v", h)
+	}
+
+	// Cancel from the delivery page.
+	pid := strconv.FormatInt(pending, 10)
+	_, raw = b.do(t, "GET", "/deliveries/"+pid, "", nil)
+	if !strings.Contains(string(raw), `<form method="post" action="../ops/cancel"><input type="hidden" name="id" value="`+pid+`">`) {
+		t.Fatalf("delivery page: %s", raw)
+	}
+	resp, _ = b.do(t, "POST", "/ops/cancel", "id="+pid, nil)
+	if page = b.follow(t, resp); !strings.Contains(page, "Delivery cancelled.") {
+		t.Fatalf("after cancel: %s", page)
+	}
+	if st := b.status(t, pending); st != courier.StatusSuppressed {
+		t.Fatalf("cancelled delivery is %s", st)
+	}
+
+	// Bad forms are refused and change nothing.
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		code       courier.Code
+	}{
+		{"/ops/redrive", "id=x", 400, courier.CodeValidation},
+		{"/ops/cancel", "", 400, courier.CodeValidation},
+		{"/ops/cancel", "id=999", 404, courier.CodeNotFound},
+		{"/ops/endpoints/disable", "endpoint=", 400, courier.CodeValidation},
+		{"/ops/endpoints/disable", "endpoint=" + strings.Repeat("x", 20<<10), 413, courier.CodeBodyTooLarge},
+		{"/ops/endpoints/disable", `{"endpoint":"x"}`, 415, courier.CodeUnsupportedMediaType},
+	} {
+		resp, body := b.do(t, "POST", tc.path, tc.body, func(r *http.Request) {
+			if tc.body == "" {
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+		})
+		refused(t, resp, body, tc.status, tc.code)
+	}
+}
+
+func TestAdminDeliveryPage(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	id := strconv.FormatInt(b.failed(t, "n-1", hookA), 10)
+	resp, raw := b.do(t, "GET", "/deliveries/"+id, "", nil)
+	page := string(raw)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, page)
+	}
+	sum := sha256.Sum256([]byte(`{"id":"n-1"}`))
+	for _, want := range []string{
+		`id="status">failed<`, "https://a.example/hooks?x=1&amp;y=2", hex.EncodeToString(sum[:]), "test-worker", "receiver_unavailable", "<td>503</td>",
+		`<form method="post" action="../ops/redrive"><input type="hidden" name="id" value="` + id + `"><button id="redrive-` + id + `">Redrive</button></form>`,
+		`<a href="../">courier ops</a>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "x=1&y=2") {
+		t.Error("the endpoint is not escaped")
+	}
+	resp, body := b.do(t, "GET", "/deliveries/999", "", nil)
+	refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
+}
+
+func TestAdminReadOnlyPage(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	id := strconv.FormatInt(b.failed(t, "n-1", hookA), 10)
+	_, raw := b.do(t, "GET", "/", "", nil)
+	page := string(raw)
+	if !strings.Contains(page, `<span class="ro">read-only</span>`) || !strings.Contains(page, `<button id="redrive-`+id+`" disabled>Redrive</button>`) {
+		t.Fatalf("read-only page: %s", page)
+	}
+	if strings.Contains(page, "<button>") {
+		t.Fatal("a read-only page has an enabled button")
+	}
+}

@@ -1,0 +1,267 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// Defaults and bounds of ReportingConfig.
+const (
+	// DefaultStaleAfter is how long a claim may stay processing before
+	// another request takes it over.
+	DefaultStaleAfter = 5 * time.Minute
+	// MinReportingRetention is the least time a reporting receiver keeps
+	// its dedupe records: AdCP's minimum.
+	MinReportingRetention = 24 * time.Hour
+)
+
+// retryStore is the Retry-After of a 503 for a store that could not answer.
+const retryStore = time.Second
+
+// ReportingConfig configures a Reporting receiver.
+type ReportingConfig struct {
+	// Store holds the Inbox. Required.
+	Store *store.Store
+	// Verifier checks each request's signature (for AdCP, an
+	// RFC9421Verifier with the store's Replay cache); the verified sender
+	// scopes the idempotency keys. Required.
+	Verifier signature.Verifier
+	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// RetryHorizon is how long the senders may retry one delivery. Dedupe
+	// records must outlive it; see Reporting.Retention. Defaults to zero
+	// (unknown): the retention is then MinReportingRetention.
+	RetryHorizon time.Duration
+	// StaleAfter is how long a request may hold a delivery's claim before
+	// a retry takes it over, as from a receiver that died while
+	// processing. Keep it above the application's longest processing
+	// time: a request whose claim was taken over rolls back. Defaults to
+	// DefaultStaleAfter.
+	StaleAfter time.Duration
+	// Logger receives one line per failed request. Defaults to discarding.
+	Logger *slog.Logger
+	// Hook receives an Event per answered request, for metrics. Defaults
+	// to none.
+	Hook func(Event)
+}
+
+// WithDefaults returns a copy of c with every unset field at its default.
+func (c ReportingConfig) WithDefaults() ReportingConfig {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = DefaultStaleAfter
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c ReportingConfig) validate() error {
+	switch {
+	case c.Store == nil:
+		return configError("ReportingConfig.Store is required")
+	case c.Verifier == nil:
+		return configError("ReportingConfig.Verifier is required")
+	case c.MaxBodyBytes < 0:
+		return configError("ReportingConfig.MaxBodyBytes must not be negative")
+	case c.RetryHorizon < 0:
+		return configError("ReportingConfig.RetryHorizon must not be negative")
+	case c.StaleAfter < 0:
+		return configError("ReportingConfig.StaleAfter must not be negative")
+	}
+	return nil
+}
+
+// Reporting is the receiver of AdCP webhooks (ack.Reporting envelopes). It
+// refuses a request in the same order as Receiver (405, 415, 413, 401,
+// 400) and then dedupes by (verified sender, idempotency_key), judging
+// "same body" on the RFC 8785 (JCS) form, so a sender that re-serializes
+// the same JSON is not taken for a collision:
+//
+//	200 (empty)               processed now, or a duplicate of a processed delivery (never 409)
+//	409 idempotency_collision the key was received with another body
+//	503 in_progress           another request holds the key (Retry-After)
+//	422 <code>                the application refused it for good (see Reject)
+//	500 handler_failed        the application's function failed; the sender retries
+//	503 internal_error        the store could not answer (Retry-After)
+//
+// Receipt is two-phase (store.Inbox.Claim): the claim is committed on its
+// own, so that a concurrent duplicate sees it in progress at once; then the
+// function runs and the claim is completed in one transaction. A failed
+// or refused delivery gives the claim back, so nothing stays written.
+//
+// On SQLite the function's transaction holds the database's one write lock
+// while it runs, so a duplicate in that time waits for it, like every other
+// writer (the replay cache too), and is then answered 200; the 503 is seen
+// on PostgreSQL, or while a claim from another process is outstanding.
+type Reporting struct {
+	cfg    ReportingConfig
+	fn     Func[ack.Reporting]
+	verify http.Handler
+}
+
+// NewReporting returns a Reporting receiver that runs fn once per
+// delivery.
+func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, configError("the receiver's Func is required")
+	}
+	rp := &Reporting{cfg: cfg, fn: fn}
+	rp.verify = middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(http.HandlerFunc(rp.receive))
+	return rp, nil
+}
+
+// Retention is how long dedupe records must be kept: the senders' retry
+// horizon, and at least MinReportingRetention. Prune with it:
+//
+//	store.Inbox.Prune(ctx, store.PruneParams{OlderThan: rp.Retention()})
+func (rp *Reporting) Retention() time.Duration {
+	return max(MinReportingRetention, rp.cfg.RetryHorizon)
+}
+
+// ServeHTTP implements http.Handler.
+func (rp *Reporting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	observe(rp.cfg.Hook, w, r, rp.serve)
+}
+
+func (rp *Reporting) serve(w http.ResponseWriter, r *http.Request) {
+	if !postJSON(w, r) {
+		return
+	}
+	rp.verify.ServeHTTP(w, r)
+}
+
+// receive runs behind signature verification.
+func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, _ := middleware.BodyFromContext(ctx)
+	principal, _ := middleware.PrincipalFromContext(ctx)
+	canonical, err := ack.JCS(body)
+	if err != nil {
+		code := courier.CodeMalformedJSON
+		if errors.Is(err, ack.ErrDuplicateKey) {
+			code = courier.CodeDuplicateKey
+		}
+		problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
+		return
+	}
+	var n ack.Reporting
+	if err := json.Unmarshal(body, &n); err != nil {
+		badRequest(w, ack.DecodeError(err))
+		return
+	}
+	if err := ack.Validate(n); err != nil {
+		var ve *ack.ValidationError
+		errors.As(err, &ve)
+		badRequest(w, ve)
+		return
+	}
+	key := store.InboxKey{Sender: principal.Sender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
+	stored, duplicate, err := rp.process(ctx, key, n)
+	var (
+		rej *Rejection
+		se  inboxError
+	)
+	switch {
+	case err == nil:
+		if duplicate {
+			markDuplicate(w)
+		}
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		if len(stored) > 0 {
+			h.Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(stored)
+	case errors.Is(err, courier.ErrIdempotencyCollision):
+		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this idempotency_key was received with another body")
+	case errors.Is(err, errInProgress):
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this delivery is being processed", retryInProgress)
+	case errors.As(err, &rej):
+		rp.cfg.Logger.InfoContext(ctx, "handler: delivery rejected", slog.String("code", string(rej.Code)))
+		problem.Error(w, http.StatusUnprocessableEntity, rej.Code, rej.Detail)
+	case errors.As(err, &se):
+		rp.cfg.Logger.ErrorContext(ctx, "handler: inbox unavailable", slog.String("code", string(courier.CodeInternal)), slog.Any("error", se.err))
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the delivery could not be recorded now", retryStore)
+	default:
+		rp.cfg.Logger.ErrorContext(ctx, "handler: processing failed", slog.String("code", string(courier.CodeHandlerFailed)), slog.Any("error", err))
+		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")
+	}
+}
+
+// inboxError is the Inbox failing, as opposed to the application's function.
+type inboxError struct{ err error }
+
+func (e inboxError) Error() string { return "handler: inbox: " + e.err.Error() }
+func (e inboxError) Unwrap() error { return e.err }
+
+// process claims the key and, if this request holds the claim, runs the
+// application's function and completes the claim in one transaction. It
+// returns the stored answer of a completed duplicate (empty for this
+// profile).
+func (rp *Reporting) process(ctx context.Context, key store.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
+	inbox := rp.cfg.Store.Inbox
+	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
+	switch {
+	case errors.Is(err, courier.ErrIdempotencyCollision):
+		return nil, false, err
+	case err != nil:
+		return nil, false, inboxError{err}
+	case receipt.InProgress:
+		return nil, false, errInProgress
+	case !receipt.Fresh:
+		return receipt.Ack, true, nil
+	}
+	completed := false
+	defer func() {
+		if completed {
+			return
+		}
+		// Give the claim back, also when the client went away or fn
+		// panicked, so the sender's retry processes the delivery. The
+		// claim is fenced: if another request took it over, this is a
+		// no-op. Runs after the rollback below, which frees SQLite's
+		// write lock.
+		if err := inbox.ReleaseClaim(context.WithoutCancel(ctx), claim); err != nil {
+			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+		}
+	}()
+	tx, err := rp.cfg.Store.DB().BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, false, inboxError{err}
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := rp.fn(ctx, tx, n); err != nil {
+		return nil, false, err
+	}
+	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {
+	case errors.Is(err, courier.ErrLeaseLost):
+		return nil, false, errInProgress // taken over: the other request answers for it
+	case err != nil:
+		return nil, false, inboxError{err}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, inboxError{err}
+	}
+	completed = true
+	return nil, false, nil
+}

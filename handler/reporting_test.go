@@ -1,0 +1,842 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// adcpTestdata holds AdCP's receiver-envelope vectors and storyboard
+// (Apache-2.0, with their LICENSE).
+const adcpTestdata = "../ack/testdata/adcp/"
+
+// offsetClock is the store's clock: real time, moved forward by Advance.
+// It stays near real time so that the replay cache, which compares the
+// signatures' real expiry with the store's clock, keeps working.
+type offsetClock struct{ offset atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *offsetClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// reportingBundle is a Reporting receiver on a real inbox behind a real
+// HTTP server, verifying RFC 9421 signatures with the store's replay
+// cache, and the seller's signer.
+type reportingBundle struct {
+	store  *store.Store
+	rcv    *handler.Reporting
+	server *httptest.Server
+	signer *signature.RFC9421Signer
+	key    signature.JWK
+	clock  *offsetClock
+	calls  atomic.Int32 // runs of the application's function
+}
+
+type reportingOptions struct {
+	// fn is the application's function, after the bundle counted the
+	// call. Defaults to recordDelivery.
+	fn handler.Func[ack.Reporting]
+	// postgres runs the inbox on PostgreSQL rather than SQLite.
+	postgres   bool
+	staleAfter time.Duration
+}
+
+const reportingSender = "seller.example"
+
+// recordDelivery is the application's effect: one row per processed
+// delivery, in the Inbox's transaction.
+func recordDelivery(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+	_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO reporting_effects (idempotency_key) VALUES (?)"), n.IdempotencyKey)
+	return err
+}
+
+func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
+	t.Helper()
+	b := &reportingBundle{clock: &offsetClock{}}
+	cfg := store.Config{Now: b.clock.Now}
+	if opt.postgres {
+		b.store = openPostgresStore(t, cfg)
+	} else {
+		s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		b.store = s
+	}
+	if _, err := b.store.DB().Exec("CREATE TABLE reporting_effects (idempotency_key TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if b.key, err = signature.GenerateJWK("seller-key-1", signature.AlgEd25519); err != nil {
+		t.Fatal(err)
+	}
+	if b.signer, err = signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: b.key}); err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+		Sender: reportingSender, Keys: []signature.JWK{b.key.Public()}, Replay: b.store.Replay,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := opt.fn
+	if fn == nil {
+		fn = recordDelivery
+	}
+	b.rcv, err = handler.NewReporting(handler.ReportingConfig{
+		Store: b.store, Verifier: verifier, MaxBodyBytes: 8 << 10, StaleAfter: opt.staleAfter,
+	}, func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		b.calls.Add(1)
+		return fn(ctx, tx, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.server = httptest.NewServer(b.rcv)
+	t.Cleanup(b.server.Close)
+	return b
+}
+
+// openPostgresStore opens a Store on a fresh PostgreSQL database: on the
+// server COURIER_PG_URL names, or on a throwaway one this test starts and
+// stops. Without either the test is skipped, or fails if
+// COURIER_PG_REQUIRE is set.
+func openPostgresStore(t *testing.T, cfg store.Config) *store.Store {
+	t.Helper()
+	ctx := t.Context()
+	adminURL := os.Getenv("COURIER_PG_URL")
+	if adminURL == "" {
+		url, stop, err := pgtest.Start(ctx)
+		if err != nil {
+			if req := os.Getenv("COURIER_PG_REQUIRE"); req == "1" || req == "true" {
+				t.Fatalf("PostgreSQL required: %v", err)
+			}
+			t.Skipf("no PostgreSQL: %v", err)
+		}
+		t.Cleanup(stop)
+		adminURL = url
+	}
+	dbURL, drop, err := pgtest.NewDatabase(ctx, adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	db, err := sqlx.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// request returns a POST of body to the receiver, signed by the seller.
+func (b *reportingBundle) request(t *testing.T, body []byte) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.server.URL+"/adcp/webhooks", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := b.signer.Sign(req, signature.Message{Body: body, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// do sends req with body and returns the response and its body.
+func (b *reportingBundle) do(t *testing.T, req *http.Request, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req = req.Clone(req.Context())
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	resp, err := b.server.Client().Do(req)
+	if err != nil {
+		t.Error(err) // Error, not Fatal: do also runs on other goroutines
+		return &http.Response{}, nil
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp, out
+}
+
+// post sends body, freshly signed.
+func (b *reportingBundle) post(t *testing.T, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	return b.do(t, b.request(t, body), body)
+}
+
+// written counts what the receiver stored: inbox records and effects.
+func (b *reportingBundle) written(t *testing.T) (inbox, effects int) {
+	t.Helper()
+	if err := b.store.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.DB().Get(&effects, "SELECT COUNT(*) FROM reporting_effects"); err != nil {
+		t.Fatal(err)
+	}
+	return inbox, effects
+}
+
+// inboxKey is the Inbox's key for body, as the receiver derives it.
+func inboxKey(t *testing.T, body []byte) store.InboxKey {
+	t.Helper()
+	var n ack.Reporting
+	if err := json.Unmarshal(body, &n); err != nil {
+		t.Fatal(err)
+	}
+	canonical, err := ack.JCS(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.InboxKey{Sender: reportingSender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
+}
+
+type reportingProblem struct {
+	Status int          `json:"status"`
+	Code   courier.Code `json:"code"`
+	Errors []struct {
+		Field string `json:"field"`
+		Rule  string `json:"rule"`
+	} `json:"errors"`
+}
+
+// wantProblem checks that resp is a problem with status and code.
+func wantProblem(t *testing.T, resp *http.Response, out []byte, status int, code courier.Code) reportingProblem {
+	t.Helper()
+	var p reportingProblem
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatalf("%d: body %q is not a problem: %v", resp.StatusCode, out, err)
+	}
+	if resp.StatusCode != status || p.Status != status || p.Code != code {
+		t.Fatalf("got %d %s, want %d %s (body %s)", resp.StatusCode, p.Code, status, code, out)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	return p
+}
+
+// wantOK checks that resp is the empty 200 of the reporting profile.
+func wantOK(t *testing.T, resp *http.Response, out []byte) {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK || len(out) != 0 {
+		t.Fatalf("got %d %q, want an empty 200", resp.StatusCode, out)
+	}
+}
+
+// postOK posts body, freshly signed, and wants an empty 200.
+func (b *reportingBundle) postOK(t *testing.T, body []byte) {
+	t.Helper()
+	resp, out := b.post(t, body)
+	wantOK(t, resp, out)
+}
+
+// wantInProgress checks for the 503 of a delivery another request holds.
+func wantInProgress(t *testing.T, resp *http.Response, out []byte) {
+	t.Helper()
+	wantProblem(t, resp, out, http.StatusServiceUnavailable, courier.CodeInProgress)
+	if resp.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+}
+
+// envelopeVector is one vector of webhook-receiver-envelope.json.
+type envelopeVector struct {
+	ID          string          `json:"id"`
+	SameEventAs string          `json:"same_event_as"`
+	Payload     json.RawMessage `json:"payload"`
+}
+
+func loadReportingVectors(t *testing.T) (positive, negative map[string]envelopeVector) {
+	t.Helper()
+	b, err := os.ReadFile(adcpTestdata + "webhook-receiver-envelope.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct{ Positive, Negative []envelopeVector }
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	index := func(vs []envelopeVector) map[string]envelopeVector {
+		m := map[string]envelopeVector{}
+		for _, v := range vs {
+			m[v.ID] = v
+		}
+		return m
+	}
+	return index(file.Positive), index(file.Negative)
+}
+
+// deliveryReport returns the first positive vector's payload.
+func deliveryReport(t *testing.T) []byte {
+	t.Helper()
+	positive, _ := loadReportingVectors(t)
+	return positive["mcp-delivery-report-envelope"].Payload
+}
+
+// storyStep is one step of the storyboard webhook-receiver-envelope.yaml.
+type storyStep struct {
+	id          string
+	kind        string // positive or negative
+	vector      string
+	expectError bool
+}
+
+// storySteps reads the steps that replay a vector from the storyboard, in
+// order. The YAML is read line by line: a step is a "- id:" item with a
+// vector_ref, and expect_error marks the ones a receiver must refuse.
+func storySteps(t *testing.T) []storyStep {
+	t.Helper()
+	b, err := os.ReadFile(adcpTestdata + "webhook-receiver-envelope.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []storyStep
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, _ := strings.Cut(strings.TrimSpace(line), ":")
+		value = strings.Trim(strings.TrimSpace(value), `"`)
+		switch {
+		case name == "- id":
+			items = append(items, storyStep{id: value})
+		case len(items) == 0:
+		case name == "vector_ref":
+			_, fragment, _ := strings.Cut(value, "#")
+			items[len(items)-1].kind, items[len(items)-1].vector, _ = strings.Cut(fragment, "/")
+		case name == "expect_error":
+			items[len(items)-1].expectError = value == "true"
+		}
+	}
+	var steps []storyStep
+	for _, s := range items {
+		if s.vector != "" {
+			steps = append(steps, s)
+		}
+	}
+	return steps
+}
+
+// TestReportingStoryboard replays AdCP's receiver-envelope storyboard in
+// its order against one receiver: the envelope is accepted, its retry is
+// accepted without a second effect, and every payload that is not an
+// envelope is refused (400, as DESIGN answers an invalid envelope) before
+// anything runs or is written.
+func TestReportingStoryboard(t *testing.T) {
+	t.Parallel()
+	positive, negative := loadReportingVectors(t)
+	steps := storySteps(t)
+	if len(steps) != len(positive)+len(negative) {
+		t.Fatalf("%d storyboard steps for %d vectors", len(steps), len(positive)+len(negative))
+	}
+	b := setupReporting(t, reportingOptions{})
+	events := map[string]bool{}
+	for _, s := range steps {
+		var v envelopeVector
+		var ok bool
+		switch s.kind {
+		case "positive":
+			v, ok = positive[s.vector]
+		case "negative":
+			v, ok = negative[s.vector]
+		}
+		if !ok || s.expectError != (s.kind == "negative") {
+			t.Fatalf("step %s: vector %s/%s is missing or its expectation disagrees", s.id, s.kind, s.vector)
+		}
+		resp, out := b.post(t, v.Payload)
+		if s.expectError {
+			p := wantProblem(t, resp, out, http.StatusBadRequest, courier.CodeValidation)
+			if len(p.Errors) == 0 {
+				t.Fatalf("step %s: the refusal names no field: %s", s.id, out)
+			}
+		} else {
+			wantOK(t, resp, out)
+			event := v.ID
+			if v.SameEventAs != "" {
+				event = v.SameEventAs
+			}
+			events[event] = true
+		}
+		inbox, effects := b.written(t)
+		if inbox != len(events) || effects != len(events) || int(b.calls.Load()) != len(events) {
+			t.Fatalf("after step %s: %d inbox records, %d effects, %d calls for %d events", s.id, inbox, effects, b.calls.Load(), len(events))
+		}
+	}
+}
+
+func TestReportingRefusals(t *testing.T) {
+	t.Parallel()
+	report := deliveryReport(t)
+	var m map[string]any
+	if err := json.Unmarshal(report, &m); err != nil {
+		t.Fatal(err)
+	}
+	with := func(field string, v any) []byte {
+		c := map[string]any{}
+		for k, x := range m {
+			c[k] = x
+		}
+		c[field] = v
+		out, _ := json.Marshal(c)
+		return out
+	}
+	impostor, err := signature.GenerateJWK("seller-key-1", signature.AlgEd25519) // the seller's kid, another key
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostorSigner, _ := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: impostor})
+	tests := []struct {
+		name   string
+		body   []byte
+		send   []byte                             // the body sent, if not body
+		edit   func(r *http.Request, body []byte) // after signing
+		status int
+		code   courier.Code
+		field  string // a field the problem must list
+	}{
+		{name: "GET", body: report, edit: func(r *http.Request, _ []byte) { r.Method = http.MethodGet }, status: 405, code: courier.CodeMethodNotAllowed},
+		{name: "text/plain", body: report, edit: func(r *http.Request, _ []byte) { r.Header.Set("Content-Type", "text/plain") }, status: 415, code: courier.CodeUnsupportedMediaType},
+		{name: "latin-1", body: report, edit: func(r *http.Request, _ []byte) { r.Header.Set("Content-Type", "application/json; charset=latin1") }, status: 415, code: courier.CodeUnsupportedMediaType},
+		{name: "too large", body: append(bytes.Repeat([]byte(" "), 8<<10), report...), status: 413, code: courier.CodeBodyTooLarge},
+		{name: "unsigned", body: report, edit: func(r *http.Request, _ []byte) {
+			r.Header.Del("Signature")
+			r.Header.Del("Signature-Input")
+		}, status: 401, code: signature.CodeWebhookHeaderMalformed},
+		{name: "body changed after signing", body: report, send: append(slices.Clone(report), ' '), status: 401, code: signature.CodeWebhookDigestMismatch},
+		{name: "Content-Digest changed after signing", body: report, edit: func(r *http.Request, _ []byte) {
+			r.Header.Set("Content-Digest", "sha-256=:"+strings.Repeat("A", 43)+"=:")
+		}, status: 401, code: signature.CodeWebhookInvalid},
+		{name: "signed by another key", body: report, edit: func(r *http.Request, body []byte) {
+			if err := impostorSigner.Sign(r, signature.Message{Body: body, Time: time.Now()}); err != nil {
+				t.Error(err)
+			}
+		}, status: 401, code: signature.CodeWebhookInvalid},
+		{name: "malformed JSON", body: []byte(`{"idempotency_key":`), status: 400, code: courier.CodeMalformedJSON},
+		{name: "number out of range", body: with("result", map[string]any{"x": json.Number("1e400")}), status: 400, code: courier.CodeMalformedJSON},
+		{name: "duplicate keys", body: append([]byte(`{"status":"working",`), report[1:]...), status: 400, code: courier.CodeDuplicateKey},
+		{name: "duplicate keys in result", body: bytes.Replace(report, []byte(`"currency"`), []byte(`"currency": "EUR", "currency"`), 1), status: 400, code: courier.CodeDuplicateKey},
+		{name: "not an object", body: []byte(`[]`), status: 400, code: courier.CodeValidation},
+		{name: "media buy status", body: with("status", "active"), status: 400, code: courier.CodeValidation, field: "status"},
+		{name: "short idempotency_key", body: with("idempotency_key", "whk_1"), status: 400, code: courier.CodeValidation, field: "idempotency_key"},
+		{name: "bad delivery report", body: with("result", map[string]any{"notification_type": "weekly"}), status: 400, code: courier.CodeValidation, field: "result.notification_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupReporting(t, reportingOptions{})
+			req := b.request(t, tt.body)
+			if tt.edit != nil {
+				tt.edit(req, tt.body)
+			}
+			send := tt.body
+			if tt.send != nil {
+				send = tt.send
+			}
+			resp, out := b.do(t, req, send)
+			p := wantProblem(t, resp, out, tt.status, tt.code)
+			if tt.status == 401 && resp.Header.Get("WWW-Authenticate") != `Signature error="`+string(tt.code)+`"` {
+				t.Fatalf("WWW-Authenticate %q", resp.Header.Get("WWW-Authenticate"))
+			}
+			if tt.field != "" && !strings.Contains(string(out), `"field":"`+tt.field+`"`) {
+				t.Fatalf("problem does not list %s: %+v", tt.field, p)
+			}
+			if inbox, effects := b.written(t); inbox != 0 || effects != 0 || b.calls.Load() != 0 {
+				t.Fatalf("refused request wrote %d inbox records, %d effects, %d calls", inbox, effects, b.calls.Load())
+			}
+		})
+	}
+}
+
+// TestReportingReplayedSignature sends one signed request twice: the
+// second is refused as a replay, even though a retry of the same delivery
+// (freshly signed) would be welcome.
+func TestReportingReplayedSignature(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	report := deliveryReport(t)
+	req := b.request(t, report)
+	resp, out := b.do(t, req, report)
+	wantOK(t, resp, out)
+	resp, out = b.do(t, req, report)
+	wantProblem(t, resp, out, http.StatusUnauthorized, signature.CodeWebhookReplayed)
+	if got := resp.Header.Get("WWW-Authenticate"); got != `Signature error="webhook_signature_replayed"` {
+		t.Fatalf("WWW-Authenticate %q", got)
+	}
+	resp, out = b.post(t, report)
+	wantOK(t, resp, out)
+	if b.calls.Load() != 1 {
+		t.Fatalf("%d calls", b.calls.Load())
+	}
+}
+
+// TestReportingDedupe: a retry is 200 without a second effect, also when
+// the sender re-serialized the same JSON; another body under the same key
+// is 409.
+func TestReportingDedupe(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	report := deliveryReport(t)
+	var m map[string]any
+	if err := json.Unmarshal(report, &m); err != nil {
+		t.Fatal(err)
+	}
+	// Keys sorted, indented, 5625.0 written 5625, "/" escaped: other bytes,
+	// the same JCS document.
+	reserialized, err := json.MarshalIndent(m, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserialized = bytes.Replace(reserialized, []byte(`"mb_001"`), []byte(`"mb\u005f001"`), 1)
+	if bytes.Equal(reserialized, report) {
+		t.Fatal("the re-serialization changed nothing")
+	}
+	m["message"] = "Adjusted"
+	changed, _ := json.Marshal(m)
+
+	b.postOK(t, report)
+	for i := range 2 {
+		resp, out := b.post(t, report)
+		if resp.StatusCode != http.StatusOK || len(out) != 0 {
+			t.Fatalf("retry %d: %d %q, want an empty 200", i, resp.StatusCode, out)
+		}
+	}
+	b.postOK(t, reserialized)
+	resp, out := b.post(t, changed)
+	wantProblem(t, resp, out, http.StatusConflict, courier.CodeIdempotencyCollision)
+	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
+		t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
+	}
+}
+
+// TestReportingConcurrentDuplicate sends a duplicate while the first
+// request's function runs. On PostgreSQL the claim, committed on its own,
+// answers it 503 at once. On SQLite the function's transaction holds the
+// database's one write lock, so the duplicate waits for it (in the replay
+// cache, then the claim) and is answered 200 once the first completes.
+// Either way the function runs once.
+func TestReportingConcurrentDuplicate(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []struct {
+		name       string
+		postgres   bool
+		answersNow bool // the duplicate is answered while the first runs
+	}{
+		{name: "sqlite"},
+		{name: "postgres", postgres: true, answersNow: true},
+	} {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			started, release := make(chan struct{}), make(chan struct{})
+			var first atomic.Bool
+			b := setupReporting(t, reportingOptions{postgres: engine.postgres, fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+				if first.CompareAndSwap(false, true) {
+					close(started)
+					<-release
+				}
+				return recordDelivery(ctx, tx, n)
+			}})
+			report := deliveryReport(t)
+			firstDone := make(chan int)
+			go func() {
+				resp, _ := b.post(t, report)
+				firstDone <- resp.StatusCode
+			}()
+			<-started
+			if engine.answersNow {
+				resp, out := b.post(t, report)
+				wantInProgress(t, resp, out)
+				close(release)
+			} else {
+				dupDone := make(chan int)
+				go func() {
+					resp, _ := b.post(t, report)
+					dupDone <- resp.StatusCode
+				}()
+				close(release)
+				if status := <-dupDone; status != http.StatusOK {
+					t.Fatalf("duplicate: %d, want 200", status)
+				}
+			}
+			if status := <-firstDone; status != http.StatusOK {
+				t.Fatalf("first: %d, want 200", status)
+			}
+			b.postOK(t, report)
+			if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
+				t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
+			}
+		})
+	}
+}
+
+// TestReportingClaimedElsewhere: another receiver process claimed the
+// delivery and is processing it: 503 until it completes, then 200 without
+// running the function here.
+func TestReportingClaimedElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	report := deliveryReport(t)
+	r, claim, err := b.store.Inbox.Claim(t.Context(), inboxKey(t, report), handler.DefaultStaleAfter)
+	if err != nil || !r.Fresh {
+		t.Fatalf("Claim = %+v, %v", r, err)
+	}
+	resp, out := b.post(t, report)
+	wantInProgress(t, resp, out)
+
+	tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Inbox.CompleteClaim(t.Context(), tx, claim, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.postOK(t, report)
+	if b.calls.Load() != 0 {
+		t.Fatalf("%d calls; the other process processed it", b.calls.Load())
+	}
+}
+
+// TestReportingStaleClaim: the receiver that claimed the delivery died.
+// Its claim holds for StaleAfter, then a retry takes it over, and the dead
+// claim can no longer complete.
+func TestReportingStaleClaim(t *testing.T) {
+	t.Parallel()
+	const stale = time.Minute
+	b := setupReporting(t, reportingOptions{staleAfter: stale})
+	report := deliveryReport(t)
+	_, dead, err := b.store.Inbox.Claim(t.Context(), inboxKey(t, report), stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, out := b.post(t, report)
+	wantInProgress(t, resp, out)
+	b.clock.Advance(stale / 2)
+	resp, out = b.post(t, report)
+	wantInProgress(t, resp, out)
+
+	b.clock.Advance(stale)
+	b.postOK(t, report)
+	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
+		t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
+	}
+	tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := b.store.Inbox.CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.ErrLeaseLost) {
+		t.Fatalf("the dead claim completed: %v", err)
+	}
+}
+
+// TestReportingFailureIsRetried: the function fails, nothing is written,
+// and the sender's retry processes the delivery.
+func TestReportingFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	var failed atomic.Bool
+	b := setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		if err := recordDelivery(ctx, tx, n); err != nil {
+			return err
+		}
+		if failed.CompareAndSwap(false, true) {
+			return errors.New("application trouble")
+		}
+		return nil
+	}})
+	report := deliveryReport(t)
+	resp, out := b.post(t, report)
+	wantProblem(t, resp, out, http.StatusInternalServerError, courier.CodeHandlerFailed)
+	if inbox, effects := b.written(t); inbox != 0 || effects != 0 {
+		t.Fatalf("a failure left %d inbox records, %d effects", inbox, effects)
+	}
+	b.postOK(t, report)
+	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 2 {
+		t.Fatalf("%d inbox records, %d effects, %d calls", inbox, effects, b.calls.Load())
+	}
+}
+
+func TestReportingRejection(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		if err := recordDelivery(ctx, tx, n); err != nil {
+			return err
+		}
+		return handler.Reject("unknown_operation", "no such operation")
+	}})
+	resp, out := b.post(t, deliveryReport(t))
+	wantProblem(t, resp, out, http.StatusUnprocessableEntity, "unknown_operation")
+	if inbox, effects := b.written(t); inbox != 0 || effects != 0 {
+		t.Fatalf("a rejection left %d inbox records, %d effects", inbox, effects)
+	}
+}
+
+// TestReportingLeaseLost: when the claim is no longer this request's at
+// completion (another request took it over meanwhile), the function's
+// effects roll back and the answer is 503 in progress. The function
+// itself drops the record in its transaction, which CompleteClaim then
+// sees as a claim that is no longer held.
+func TestReportingLeaseLost(t *testing.T) {
+	t.Parallel()
+	report := deliveryReport(t)
+	key := inboxKey(t, report)
+	var lost atomic.Bool
+	var b *reportingBundle
+	b = setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		if err := recordDelivery(ctx, tx, n); err != nil {
+			return err
+		}
+		if lost.CompareAndSwap(false, true) {
+			return b.store.Inbox.Release(ctx, tx, key)
+		}
+		return nil
+	}})
+	resp, out := b.post(t, report)
+	wantInProgress(t, resp, out)
+	if inbox, effects := b.written(t); inbox != 0 || effects != 0 {
+		t.Fatalf("a lost claim left %d inbox records, %d effects", inbox, effects)
+	}
+	b.postOK(t, report)
+	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 2 {
+		t.Fatalf("%d inbox records, %d effects, %d calls", inbox, effects, b.calls.Load())
+	}
+}
+
+func TestReportingConfig(t *testing.T) {
+	t.Parallel()
+	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	key, _ := signature.GenerateJWK("k", signature.AlgEd25519)
+	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "s", Keys: []signature.JWK{key.Public()}})
+	fn := func(context.Context, *sqlx.Tx, ack.Reporting) error { return nil }
+	valid := handler.ReportingConfig{Store: s, Verifier: verifier}
+	bad := []struct {
+		name string
+		edit func(c *handler.ReportingConfig)
+		fn   handler.Func[ack.Reporting]
+	}{
+		{"no store", func(c *handler.ReportingConfig) { c.Store = nil }, fn},
+		{"no verifier", func(c *handler.ReportingConfig) { c.Verifier = nil }, fn},
+		{"negative body limit", func(c *handler.ReportingConfig) { c.MaxBodyBytes = -1 }, fn},
+		{"negative retry horizon", func(c *handler.ReportingConfig) { c.RetryHorizon = -time.Hour }, fn},
+		{"negative staleness", func(c *handler.ReportingConfig) { c.StaleAfter = -time.Second }, fn},
+		{"no function", func(*handler.ReportingConfig) {}, nil},
+	}
+	for _, tt := range bad {
+		c := valid
+		tt.edit(&c)
+		if _, err := handler.NewReporting(c, tt.fn); !errors.Is(err, courier.ErrConfigInvalid) {
+			t.Errorf("%s: %v, want ErrConfigInvalid", tt.name, err)
+		}
+	}
+	if d := valid.WithDefaults(); d.MaxBodyBytes != handler.DefaultMaxBodyBytes || d.StaleAfter != handler.DefaultStaleAfter || d.Logger == nil || valid.Logger != nil {
+		t.Fatalf("WithDefaults = %+v", d)
+	}
+	for _, tt := range []struct{ horizon, want time.Duration }{
+		{0, 24 * time.Hour},
+		{time.Hour, 24 * time.Hour},
+		{72 * time.Hour, 72 * time.Hour},
+	} {
+		c := valid
+		c.RetryHorizon = tt.horizon
+		rp, err := handler.NewReporting(c, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rp.Retention(); got != tt.want {
+			t.Errorf("Retention with a %s horizon = %s, want %s", tt.horizon, got, tt.want)
+		}
+	}
+}
+
+// A buyer's AdCP webhook endpoint: RFC 9421 signatures checked against the
+// seller's key with the store's replay cache, each delivery processed once
+// in the Inbox's transaction, retries answered 200 without processing.
+func ExampleNewReporting() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "reporting")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := store.OpenSQLite(ctx, filepath.Join(dir, "inbox.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	sellerKey, _ := signature.GenerateJWK("seller-key-1", signature.AlgEd25519)
+	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+		Sender: "seller.example", Keys: []signature.JWK{sellerKey.Public()}, Replay: s.Replay,
+	})
+	rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, RetryHorizon: 72 * time.Hour},
+		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+			fmt.Println("processing", n.TaskType, n.Status)
+			return nil // write the task's outcome with tx
+		})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+
+	// The seller's side: one delivery, sent twice.
+	signer, _ := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: sellerKey})
+	body, _ := json.Marshal(ack.Reporting{
+		IdempotencyKey: ack.NewIdempotencyKey(), OperationID: "op_456", TaskID: "task_456",
+		TaskType: "create_media_buy", Status: "completed", Timestamp: "2026-05-26T09:00:44Z",
+	})
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/adcp/webhooks", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if err := signer.Sign(req, signature.Message{Body: body}); err != nil {
+			panic(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	fmt.Println("prune records older than", rcv.Retention())
+	// Output:
+	// processing create_media_buy completed
+	// 200
+	// 200
+	// prune records older than 72h0m0s
+}

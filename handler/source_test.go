@@ -1,0 +1,182 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+var sourceDigest = strings.Repeat("e", 64)
+
+// sourceBundle is a Source on a real SQLite inbox behind a real HTTP
+// server.
+type sourceBundle struct {
+	server  *httptest.Server
+	signer  *signature.StandardWebhooksSigner
+	calls   atomic.Int32
+	already atomic.Bool // the application reports the command already applied
+}
+
+func setupSource(t *testing.T) *sourceBundle {
+	t.Helper()
+	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "host", Keys: []signature.StandardWebhooksKey{key}})
+	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	b := &sourceBundle{signer: signer}
+	src, err := handler.NewSource(handler.Config{Store: s, Verifier: verifier}, sourceDigest, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+		b.calls.Add(1)
+		if b.already.Load() {
+			return handler.ErrAlreadyApplied
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.server = httptest.NewServer(src)
+	t.Cleanup(b.server.Close)
+	return b
+}
+
+func sourceCommand(t *testing.T, op, id, digest, body string) []byte {
+	t.Helper()
+	c, err := ack.NewCommand(ack.Command{Operation: op, RequestID: id, SourceMaxAttempts: 2, CapabilitiesSHA256: digest, Body: json.RawMessage(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// post sends body signed under id at the given attempt (0: no header).
+func (b *sourceBundle) post(t *testing.T, id string, body []byte, attempt int) (int, string, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.server.URL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if attempt > 0 {
+		req.Header.Set(ack.AttemptHeader, strconv.Itoa(attempt))
+	}
+	if err := b.signer.Sign(req, signature.Message{ID: id, Body: body, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	var p struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(out, &p)
+	return resp.StatusCode, p.Code, out
+}
+
+func TestSourceAppliesOnceAndReplays(t *testing.T) {
+	t.Parallel()
+	b := setupSource(t)
+	body := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"a":1}`)
+	status, _, first := b.post(t, "change:r1", body, 1)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, first)
+	}
+	if err := (ack.CommandProfile{}).Verify(body, 1, first); err != nil {
+		t.Fatalf("response does not verify: %v (%s)", err, first)
+	}
+	want := `{"attempt":1,"capabilities_sha256":"` + sourceDigest + `","operation":"change","payload_sha256":"` + ack.Digest(body) +
+		`","request_id":"r1","schema":"courier.source-command-response.v1","source_max_attempts":2,"status":"applied"}`
+	if string(first) != want {
+		t.Fatalf("response = %s\nwant       %s", first, want)
+	}
+	// A redelivery at a later attempt gets the stored response byte for
+	// byte, and it still verifies for that attempt.
+	status, _, again := b.post(t, "change:r1", body, 2)
+	if status != http.StatusOK || !bytes.Equal(again, first) || b.calls.Load() != 1 {
+		t.Fatalf("redelivery: %d %s after %d calls", status, again, b.calls.Load())
+	}
+	if err := (ack.CommandProfile{}).Verify(body, 2, again); err != nil {
+		t.Fatalf("replayed response does not verify at attempt 2: %v", err)
+	}
+	// Even beyond the source's budget, a duplicate is answered from the inbox.
+	if status, _, late := b.post(t, "change:r1", body, 3); status != http.StatusOK || !bytes.Equal(late, first) {
+		t.Fatalf("late redelivery: %d %s", status, late)
+	}
+
+	b.already.Store(true)
+	tomb := sourceCommand(t, ack.OperationTombstone, "r1", sourceDigest, "null")
+	status, _, resp := b.post(t, "tombstone:r1", tomb, 1)
+	if status != http.StatusOK || !strings.Contains(string(resp), `"status":"already_applied"`) {
+		t.Fatalf("already applied: %d %s", status, resp)
+	}
+	if err := (ack.CommandProfile{}).Verify(tomb, 1, resp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSourceRefuses(t *testing.T) {
+	t.Parallel()
+	b := setupSource(t)
+	valid := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"a":1}`)
+	if status, _, _ := b.post(t, "change:r1", valid, 1); status != http.StatusOK {
+		t.Fatal("setup command refused")
+	}
+	tests := []struct {
+		name   string
+		body   []byte
+		try    int
+		status int
+		code   courier.Code
+	}{
+		{"other contract", sourceCommand(t, ack.OperationChange, "r2", strings.Repeat("f", 64), `{}`), 1, http.StatusConflict, courier.CodeContractChanged},
+		{"no attempt header", sourceCommand(t, ack.OperationChange, "r3", sourceDigest, `{}`), 0, http.StatusBadRequest, courier.CodeValidation},
+		{"beyond the source budget", sourceCommand(t, ack.OperationChange, "r4", sourceDigest, `{}`), 3, http.StatusUnprocessableEntity, handler.CodeSourceAttemptsExhausted},
+		{"same identity, other body", sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"a":2}`), 1, http.StatusConflict, courier.CodeIdempotencyCollision},
+		{"unknown member", []byte(strings.Replace(string(valid), "{", `{"x":1,`, 1)), 1, http.StatusBadRequest, courier.CodeValidation},
+		{"malformed", []byte(`{"schema":`), 1, http.StatusBadRequest, courier.CodeMalformedJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, code, out := b.post(t, "x", tt.body, tt.try)
+			if status != tt.status || code != string(tt.code) {
+				t.Fatalf("got %d %s (%s), want %d %s", status, code, out, tt.status, tt.code)
+			}
+		})
+	}
+	if b.calls.Load() != 1 {
+		t.Fatalf("application ran %d times, want once", b.calls.Load())
+	}
+	if _, err := handler.NewSource(handler.Config{Store: &store.Store{}, Verifier: nil}, sourceDigest, nil); courier.CodeOf(err) != courier.CodeConfigInvalid {
+		t.Fatalf("NewSource without a verifier = %v", err)
+	}
+}
