@@ -99,9 +99,10 @@ func (in *Inbox) Release(ctx context.Context, tx DBTX, k InboxKey) error {
 
 // PruneParams bounds a retention pass.
 type PruneParams struct {
-	OlderThan time.Duration // records last updated before now minus this go
-	BatchSize int           // rows per statement; defaults to 1000
-	MaxRows   int           // stop after this many; 0 means until done
+	OlderThan time.Duration     // records last updated before now minus this go
+	BatchSize int               // rows per statement; defaults to 1000
+	MaxRows   int               // stop after this many; 0 means until done
+	OnBatch   func(deleted int) // called after each statement, for progress and metrics
 }
 
 // Prune deletes completed records older than p.OlderThan, at most
@@ -133,6 +134,9 @@ func (s *Store) prune(ctx context.Context, name string, args map[string]any, p P
 			return total, wrapf(err, name)
 		}
 		total += int(n)
+		if p.OnBatch != nil {
+			p.OnBatch(int(n))
+		}
 		if n < int64(args["limit"].(int)) {
 			break
 		}

@@ -51,6 +51,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"Breaker", testBreaker},
+		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"Commands", testCommands},
 		{"Admin", testAdmin},
 	}

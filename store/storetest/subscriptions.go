@@ -282,3 +282,31 @@ func testBreaker(t *testing.T, open OpenFunc) {
 		t.Fatalf("breaker events %v, want %v", path, want)
 	}
 }
+
+func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 100, DisableAfter: time.Hour}})
+	p := delivery("long")
+	p.MaxAttempts = 50
+	b.enqueue(t, p)
+	for range 3 {
+		c := b.claim(t, "w", 1, time.Minute)
+		if len(c) != 1 {
+			t.Fatal("not claimable while failing below the threshold")
+		}
+		if err := b.store.Outbox.Retry(b.ctx, c[0].Lease, store.RetryParams{Code: courier.CodeTimeout}); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(31 * time.Minute)
+	}
+	eh, err := b.store.Endpoints.Get(b.ctx, p.Endpoint)
+	if err != nil || eh.State != store.EndpointDisabled || eh.Reason != courier.CodeEndpointDisabled || eh.ConsecutiveFailures != 3 {
+		t.Fatalf("after failing for over an hour: %+v, %v", eh, err)
+	}
+	if c := b.claim(t, "w", 1, time.Minute); len(c) != 0 {
+		t.Fatal("claimed from a disabled endpoint")
+	}
+	list, err := b.store.Endpoints.List(b.ctx)
+	if err != nil || len(list) != 1 || list[0].Endpoint != p.Endpoint {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+}
