@@ -111,7 +111,7 @@ func TestReportingEndToEnd(t *testing.T) {
 					"task_type": "media_buy_delivery", "status": "completed", "timestamp": "2026-12-02T10:00:00Z",
 					"result": map[string]any{"notification_type": "scheduled", "sequence_number": i + 1,
 						"reporting_period": map[string]any{"start": "2026-12-01T00:00:00Z", "end": "2026-12-01T23:59:59Z"},
-						"currency": "EUR", "media_buy_deliveries": []any{}},
+						"currency":         "EUR", "media_buy_deliveries": []any{}},
 				})
 			},
 		}); err != nil {
