@@ -255,12 +255,16 @@ func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 // deliver makes one attempt and settles it.
 func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
 	started := time.Now()
-	oc := w.attempt(ctx, c)
-	if ctx.Err() != nil {
-		return // shutting down: the lease expires and the delivery is retried
+	oc, aborted := w.attempt(ctx, c)
+	if aborted {
+		return // cut short by shutdown: the lease expires and the delivery is retried
 	}
 	oc.Lease = c.Lease
 	oc.Duration = time.Since(started)
+	// An attempt that finished is settled even if shutdown began meanwhile,
+	// so an acknowledged delivery is not sent again.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
 	settled, err := w.cfg.Store.Outbox.Settle(ctx, oc)
 	log := w.cfg.Logger.With(slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt))
 	if err != nil {
@@ -304,8 +308,18 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	return len(batch), nil
 }
 
-// attempt sends one attempt and classifies its result.
-func (w *Worker) attempt(ctx context.Context, c store.Claimed) store.Outcome {
+// settleTimeout bounds settling an attempt that finished during shutdown.
+const settleTimeout = 5 * time.Second
+
+// attempt sends one attempt and classifies its result. aborted reports an
+// attempt cut short because ctx (the worker's) was cancelled.
+func (w *Worker) attempt(ctx context.Context, c store.Claimed) (oc store.Outcome, aborted bool) {
+	oc = w.try(ctx, c)
+	return oc, ctx.Err() != nil && oc.HTTPStatus == 0
+}
+
+// try makes the attempt.
+func (w *Worker) try(ctx context.Context, c store.Claimed) store.Outcome {
 	profile, ok := w.cfg.Profiles(c.Profile)
 	if !ok && c.Profile != ack.ProfileCommand { // the command profile needs the attempt: see responseOutcome
 		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeConfigInvalid}

@@ -136,3 +136,38 @@ func fill(b *testing.B, s *store.Store, db *sqlx.DB, n int) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkClaimScheduledBacklog claims with 100,000 rows waiting for a
+// later time (a retry backlog) and 5 due: the claim must not walk the
+// waiting rows.
+func BenchmarkClaimScheduledBacklog(b *testing.B) {
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s, db := benchStore(b, e.open)
+			ctx := context.Background()
+			later := time.Now().Add(time.Hour)
+			tx, _ := db.BeginTxx(ctx, nil)
+			for i := range 100_000 {
+				if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("w-%d", i), Endpoint: "https://r.example/h", Payload: benchPayload, NotBefore: later}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tx.Commit()
+			fill(b, s, db, 5)
+			release := db.Rebind(`UPDATE courier_outbox SET status = 'pending', attempts = 0, lease_owner = NULL,
+				lease_token = NULL, leased_at = NULL, lease_expires_at = NULL WHERE status = 'leased'`)
+			b.ResetTimer()
+			for range b.N {
+				c, err := s.Outbox.Claim(ctx, store.ClaimParams{Owner: "bench", Limit: 10, Lease: time.Minute})
+				if err != nil || len(c) != 5 {
+					b.Fatalf("claim: %d rows, %v", len(c), err)
+				}
+				b.StopTimer()
+				if _, err := db.ExecContext(ctx, release); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

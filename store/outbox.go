@@ -252,15 +252,8 @@ func (o *Outbox) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 		if claimed, err = o.claimProbes(ctx, tx, args, claimed); err != nil {
 			return err
 		}
-		if len(claimed) < p.Limit {
-			args["limit"] = p.Limit - len(claimed)
-			rows, err := o.s.query(ctx, tx, "claim", args)
-			if err != nil {
-				return err
-			}
-			if claimed, err = scanClaims(rows, claimed); err != nil {
-				return o.s.dialect.interpret("claim", err)
-			}
+		if claimed, err = o.claimByPriority(ctx, tx, args, p.Limit, claimed); err != nil {
+			return err
 		}
 		if err := o.quarantineTampered(ctx, tx, now, &claimed); err != nil {
 			return err
@@ -331,6 +324,42 @@ func (o *Outbox) quarantineTampered(ctx context.Context, tx *sqlx.Tx, now int64,
 	}
 	*claimed = kept
 	return nil
+}
+
+// claimByPriority claims up to limit due deliveries (counting those in
+// dst), priority by priority, lowest first.
+func (o *Outbox) claimByPriority(ctx context.Context, tx *sqlx.Tx, args map[string]any, limit int, dst []Claimed) ([]Claimed, error) {
+	if len(dst) >= limit {
+		return dst, nil
+	}
+	rows, err := o.s.query(ctx, tx, "due_priorities", nil)
+	if err != nil {
+		return nil, err
+	}
+	var priorities []int
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return nil, o.s.dialect.interpret("due_priorities", err)
+		}
+		priorities = append(priorities, p)
+	}
+	rows.Close()
+	for _, p := range priorities {
+		if len(dst) >= limit {
+			break
+		}
+		args["priority"], args["limit"] = p, limit-len(dst)
+		rows, err := o.s.query(ctx, tx, "claim", args)
+		if err != nil {
+			return nil, err
+		}
+		if dst, err = scanClaims(rows, dst); err != nil {
+			return nil, o.s.dialect.interpret("claim", err)
+		}
+	}
+	return dst, nil
 }
 
 // claimProbes claims one delivery for each endpoint whose breaker

@@ -55,6 +55,9 @@ FROM (
 ) AS expired;
 
 -- name: reclaim_expired_leases
+-- PostgreSQL: only the rows the statement above logged. A row it skipped
+-- (locked by another transaction then) may be free by now; it waits for the
+-- next claim rather than being reclaimed without its attempt logged.
 UPDATE courier_outbox SET
     status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
     next_attempt_at = :now,
@@ -65,9 +68,16 @@ WHERE id IN (
     SELECT id FROM courier_outbox
     WHERE status = 'leased' AND lease_expires_at <= :now
     FOR UPDATE SKIP LOCKED
+) AND EXISTS (
+    SELECT 1 FROM courier_attempts AS a
+    WHERE a.delivery_id = courier_outbox.id AND a.attempt = courier_outbox.attempts
+        AND a.outcome = 'lease_expired' AND a.finished_at = :now
 );
 
 -- name: claim
+-- Claims within one priority (see due_priorities): the due index is then
+-- read as a range, (priority = p, next_attempt_at <= now), so rows waiting
+-- for a later time are never walked.
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.
@@ -81,7 +91,7 @@ UPDATE courier_outbox SET
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
         -- Endpoints paused by their breaker or disabled are skipped; their
         -- probes are claimed by claim_probe.
         AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
@@ -94,7 +104,7 @@ WHERE id IN (
                         WHERE k.endpoint = courier_outbox.endpoint
                             AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
                             AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
-    ORDER BY priority, next_attempt_at, created_at, id
+    ORDER BY next_attempt_at, created_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
@@ -385,3 +395,14 @@ WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pendi
 SELECT COUNT(*) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
 WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
     AND m.contract_sha256 <> k.capabilities_sha256;
+
+-- name: due_priorities
+-- The priorities that have waiting rows, lowest first, read from the due
+-- index by a loose index scan: one O(log n) step per distinct priority.
+WITH RECURSIVE p(v) AS (
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait')
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND priority > p.v)
+    FROM p WHERE p.v IS NOT NULL
+)
+SELECT v FROM p WHERE v IS NOT NULL;

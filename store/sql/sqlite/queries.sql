@@ -57,6 +57,9 @@ UPDATE courier_outbox SET
 WHERE status = 'leased' AND lease_expires_at <= :now;
 
 -- name: claim
+-- Claims within one priority (see due_priorities): the due index is then
+-- read as a range, (priority = p, next_attempt_at <= now), so rows waiting
+-- for a later time are never walked.
 -- One statement claims the batch. SQLite: writers are serialized (BEGIN
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
@@ -71,7 +74,7 @@ UPDATE courier_outbox SET
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
         -- Endpoints paused by their breaker or disabled are skipped; their
         -- probes are claimed by claim_probe.
         AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
@@ -84,7 +87,7 @@ WHERE id IN (
                         WHERE k.endpoint = courier_outbox.endpoint
                             AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
                             AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
-    ORDER BY priority, next_attempt_at, created_at, id
+    ORDER BY next_attempt_at, created_at, id
     LIMIT :limit
 )
 RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
@@ -370,3 +373,14 @@ WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pendi
 SELECT COUNT(*) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
 WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
     AND m.contract_sha256 <> k.capabilities_sha256;
+
+-- name: due_priorities
+-- The priorities that have waiting rows, lowest first, read from the due
+-- index by a loose index scan: one O(log n) step per distinct priority.
+WITH RECURSIVE p(v) AS (
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait')
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND priority > p.v)
+    FROM p WHERE p.v IS NOT NULL
+)
+SELECT v FROM p WHERE v IS NOT NULL;
