@@ -29,6 +29,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -184,6 +186,9 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !signedIdentity(w, r, n.DedupeKey()) {
+		return
+	}
 	key := store.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
 	answer, fresh, err := rc.process(ctx, key, n, body)
 	switch {
@@ -303,8 +308,52 @@ func writeAck(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// signedIdentity refuses a request whose signed webhook-id (Standard
+// Webhooks signs it with the body) names another notification than the
+// body does: the identity a receiver dedupes by must be the one signed.
+func signedIdentity(w http.ResponseWriter, r *http.Request, key string) bool {
+	if id := r.Header.Get("webhook-id"); id != "" && id != key {
+		badRequest(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "webhook_id"}}})
+		return false
+	}
+	return true
+}
+
+// exactNames refuses members whose names match one of v's JSON fields
+// only case-insensitively: encoding/json would take them for that field,
+// so a body could carry its identity under a name no one checks.
+func exactNames(body []byte, v any) error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return nil // not an object: decoding reports it
+	}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var fe []ack.FieldError
+	for name := range members {
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if tag != "" && tag != "-" && tag != name && strings.EqualFold(tag, name) {
+				fe = append(fe, ack.FieldError{Field: name, Rule: "unknown"})
+			}
+		}
+	}
+	if fe != nil {
+		return &ack.ValidationError{Fields: fe}
+	}
+	return nil
+}
+
 // decodeJSON decodes a body ack.Check has accepted into v.
 func decodeJSON(body []byte, v any, allowUnknown bool) error {
+	if err := exactNames(body, v); err != nil {
+		return err
+	}
 	if allowUnknown {
 		return json.Unmarshal(body, v)
 	}

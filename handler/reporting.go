@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -164,7 +163,7 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var n ack.Reporting
-	if err := json.Unmarshal(body, &n); err != nil {
+	if err := decodeJSON(body, &n, true); err != nil {
 		badRequest(w, ack.DecodeError(err))
 		return
 	}

@@ -60,6 +60,10 @@ func NewSource(cfg Config, capabilitiesSHA256 string, fn Func[ack.Command]) (*So
 
 // ServeHTTP implements http.Handler.
 func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	observe(s.cfg.Hook, w, r, s.serve)
+}
+
+func (s *Source) serve(w http.ResponseWriter, r *http.Request) {
 	if !postJSON(w, r) {
 		return
 	}
@@ -81,6 +85,9 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.CapabilitiesSHA256 != s.capabilities {
 		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
+		return
+	}
+	if !signedIdentity(w, r, c.DedupeKey()) {
 		return
 	}
 	key := store.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}

@@ -167,7 +167,15 @@ func TestSourceRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, code, out := b.post(t, "x", tt.body, tt.try)
+			id := "x" // the signed webhook-id: the command's identity where it has one
+			var c struct {
+				Operation string `json:"operation"`
+				RequestID string `json:"request_id"`
+			}
+			if json.Unmarshal(tt.body, &c) == nil && c.Operation != "" {
+				id = c.Operation + ":" + c.RequestID
+			}
+			status, code, out := b.post(t, id, tt.body, tt.try)
 			if status != tt.status || code != string(tt.code) {
 				t.Fatalf("got %d %s (%s), want %d %s", status, code, out, tt.status, tt.code)
 			}
