@@ -1,0 +1,606 @@
+package crash_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/crash"
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+var (
+	flagN        = flag.Int("crash.n", 200, "notifications per engine")
+	flagKills    = flag.Int("crash.kills", 6, "kill points per engine: SIGKILLs of the sender or receiver sent by the test")
+	flagSeed     = flag.Uint64("crash.seed", 0, "seed of the kill schedule and self-kill draws; 0 picks one (logged)")
+	flagSelfKill = flag.Float64("crash.selfkill", 0.02, "probability that the receiver kills itself after committing a notification, before answering")
+	flagTimeout  = flag.Duration("crash.timeout", 5*time.Minute, "bound on one engine's whole run")
+)
+
+// The kill schedule: each kill point comes a random delay within
+// [minDelay, maxDelay] after both processes are up, while deliveries are
+// in flight.
+const (
+	minDelay = 5 * time.Millisecond
+	maxDelay = 300 * time.Millisecond
+	// drainPoll is how often the parent reads the outbox's health while it
+	// waits for every delivery to finish.
+	drainPoll = 50 * time.Millisecond
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestCrashProcess is not a test of its own: it is the body of the child
+// processes TestCrash starts by running this test binary again. Without
+// the harness's environment it skips. With it, it runs the sender or the
+// receiver until its stdin closes or it gets SIGINT or SIGTERM.
+func TestCrashProcess(t *testing.T) {
+	spec, ok, err := crash.SpecFromEnv()
+	if !ok {
+		t.Skip("the body of TestCrash's child processes; not run on its own")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the parent closes stdin to stop this child, or dies
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ready := func() { fmt.Println(crash.ReadyLine) }
+	run := crash.RunReceiver
+	if spec.Role == crash.RoleSender {
+		run = crash.RunSender
+	}
+	if err := run(ctx, spec, logger, ready); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCrash delivers -crash.n terminal notifications from a sender process
+// to a receiver process, SIGKILLs one or the other -crash.kills times at
+// seeded random moments (and lets the receiver kill itself after commits,
+// before answering), restarts each, lets both finish, and checks the
+// databases: every notification whose business transaction committed was
+// processed exactly once and its delivery succeeded; none whose
+// transaction rolled back was enqueued or processed.
+func TestCrash(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -crash.seed=%d)", seed, seed)
+	for i, engine := range []string{crash.EngineSQLite, crash.EnginePostgres} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			runCrash(t, run{
+				engine: engine, seed: seed, stream: uint64(i),
+				n: *flagN, kills: *flagKills, selfKill: *flagSelfKill, timeout: *flagTimeout,
+			})
+		})
+	}
+}
+
+// run is one engine's run.
+type run struct {
+	engine   string
+	seed     uint64
+	stream   uint64 // the engine's own stream of the seed's PCG
+	n        int
+	kills    int
+	selfKill float64
+	timeout  time.Duration
+}
+
+// harness holds one run's processes and what happened to them. All of
+// its methods run on the test's goroutine.
+type harness struct {
+	t        *testing.T
+	ctx      context.Context // done at the run's bound
+	r        run
+	sender   *store.Store // the parent's view of the outbox
+	queries  map[string]string
+	base     crash.Spec
+	procs    map[string]*proc
+	started  map[string]int // incarnations started per role
+	expected int            // orders whose transaction commits
+
+	// What happened.
+	senderKills, senderKillsEnqueueing, senderKillsWithLeases, orphanedLeases int
+	receiverKills, selfKills                                                  int
+}
+
+func runCrash(t *testing.T, r run) {
+	if r.n < 1 || r.kills < 0 || r.selfKill < 0 || r.selfKill >= 1 {
+		t.Fatalf("bad flags: -crash.n=%d -crash.kills=%d -crash.selfkill=%v", r.n, r.kills, r.selfKill)
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), r.timeout)
+	defer cancel()
+
+	var senderDB, receiverDB string
+	switch r.engine {
+	case crash.EngineSQLite:
+		dir := t.TempDir()
+		senderDB, receiverDB = filepath.Join(dir, "sender.db"), filepath.Join(dir, "receiver.db")
+	case crash.EnginePostgres:
+		senderDB, receiverDB = pgtest.URL(t), pgtest.URL(t)
+	}
+	if err := crash.Prepare(ctx, r.engine, senderDB, crash.RoleSender); err != nil {
+		t.Fatal(err)
+	}
+	if err := crash.Prepare(ctx, r.engine, receiverDB, crash.RoleReceiver); err != nil {
+		t.Fatal(err)
+	}
+	sender := openStore(t, r.engine, senderDB)
+	receiver := openStore(t, r.engine, receiverDB)
+	queries, err := crash.Queries(r.engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rng := rand.New(rand.NewPCG(r.seed, r.stream))
+	h := &harness{
+		t: t, ctx: ctx, r: r, sender: sender, queries: queries,
+		procs: make(map[string]*proc), started: make(map[string]int),
+		base: crash.Spec{
+			Engine: r.engine,
+			Addr:   fixedAddr(t, func(n int) int { return rand.IntN(n) }),
+			Secret: signature.NewStandardWebhooksSecret(),
+			N:      r.n, Seed: r.seed, SelfKill: r.selfKill,
+			// The enqueues span about as long as the kill points.
+			EnqueueWindow: time.Duration(r.kills) * (minDelay + maxDelay) / 2,
+		},
+	}
+	for i := range r.n {
+		if !crash.RolledBack(r.seed, i) {
+			h.expected++
+		}
+	}
+	dbs := map[string]string{crash.RoleSender: senderDB, crash.RoleReceiver: receiverDB}
+	t.Cleanup(func() { // kill survivors of a failed run, before their databases go
+		for _, p := range h.procs {
+			if err := p.kill(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	h.launch(crash.RoleReceiver, dbs)
+	h.launch(crash.RoleSender, dbs)
+	up := time.Now()
+
+	// The kill points.
+	for range r.kills {
+		role := crash.RoleSender
+		if rng.IntN(2) == 0 {
+			role = crash.RoleReceiver
+		}
+		delay := minDelay + time.Duration(rng.Int64N(int64(maxDelay-minDelay)+1))
+		h.await(time.After(delay), dbs)
+		h.kill(role, dbs)
+	}
+	killed := time.Now()
+
+	// Both run to completion: every committed order enqueued and nothing
+	// left pending, leased or waiting for a retry. Leases of killed
+	// workers expire and are retried by the running one.
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		h.await(tick.C, dbs)
+		health, err := sender.Outbox.Health(ctx)
+		if err != nil {
+			h.fatal(err)
+		}
+		// More orders than expected is a failure check reports.
+		if h.countOrders() >= h.expected && unfinished(health) == 0 {
+			break
+		}
+	}
+	drained := time.Now()
+	for _, p := range h.procs {
+		p.stdin.Close() // both stop at once
+	}
+	for role, p := range h.procs {
+		if err := p.await(); err != nil {
+			t.Error(err)
+		}
+		h.vet(p)
+		if !p.cleanExit() {
+			t.Errorf("%s did not stop cleanly: %s", role, p.describe())
+		}
+	}
+	delete(h.procs, crash.RoleSender)
+	delete(h.procs, crash.RoleReceiver)
+	stopped := time.Now()
+
+	c := h.check(t.Context(), sender, receiver)
+	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) "+
+		"attempts=%d (lease_expired=%d network=%d timeout=%d other_retries=%d succeeded=%d) lost=%d duplicates=%d phantom=%d not_succeeded=%d "+
+		"setup=%v kill_phase=%v drain=%v stop=%v total=%v",
+		r.engine, r.seed, r.n, c.committed, r.n-h.expected,
+		h.senderKills+h.receiverKills+h.selfKills, h.senderKills, h.senderKillsEnqueueing, h.senderKillsWithLeases, h.orphanedLeases,
+		h.receiverKills, h.selfKills,
+		c.attempts, c.outcomes["lease_expired"], c.outcomes[retryNetwork], c.outcomes[retryTimeout], c.otherRetries, c.outcomes["succeeded"],
+		c.lost, c.duplicates, c.phantom, c.notSucceeded,
+		up.Sub(began).Round(time.Millisecond), killed.Sub(up).Round(time.Millisecond), drained.Sub(killed).Round(time.Millisecond), stopped.Sub(drained).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+}
+
+// unfinished counts deliveries not yet in a final state.
+func unfinished(h store.Health) int {
+	return h.Counts[courier.StatusPending] + h.Counts[courier.StatusLeased] + h.Counts[courier.StatusRetryWait]
+}
+
+func openStore(t *testing.T, engine, database string) *store.Store {
+	t.Helper()
+	st, err := crash.Open(t.Context(), engine, database, crash.StoreConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { crash.Close(st) })
+	return st
+}
+
+// launch starts the next incarnation of role and waits until it is ready.
+// A receiver that kills itself after a commit before its ready line
+// reached the parent is started again.
+func (h *harness) launch(role string, dbs map[string]string) {
+	h.t.Helper()
+	bound := time.NewTimer(readyBound)
+	defer bound.Stop()
+	for {
+		spec := h.base
+		spec.Role, spec.Database, spec.Incarnation = role, dbs[role], h.started[role]
+		h.started[role]++
+		p, err := startProc(spec)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.procs[role] = p
+		select {
+		case <-p.ready:
+			return
+		case <-p.done:
+			h.vet(p)
+			if p.selfKilled() {
+				h.selfKills++
+				continue
+			}
+			h.t.Fatalf("%s exited before it was ready: %s", role, p.describe())
+		case <-bound.C:
+			h.t.Fatalf("%s not ready within %v: %s", role, readyBound, p.describe())
+		case <-h.ctx.Done():
+			h.t.Fatalf("run bound of %v reached while starting %s", h.r.timeout, role)
+		}
+	}
+}
+
+// await waits for c, restarting a receiver that killed itself meanwhile;
+// any other death of a child fails the test.
+func (h *harness) await(c <-chan time.Time, dbs map[string]string) {
+	h.t.Helper()
+	for {
+		select {
+		case <-c:
+			return
+		case <-h.procs[crash.RoleReceiver].done:
+			h.exited(crash.RoleReceiver, dbs)
+		case <-h.procs[crash.RoleSender].done:
+			h.exited(crash.RoleSender, dbs)
+		case <-h.ctx.Done():
+			h.outOfTime()
+		}
+	}
+}
+
+// outOfTime fails the run at its bound, saying how far it got.
+func (h *harness) outOfTime() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var orders int
+	_ = h.sender.DB().QueryRowContext(ctx, h.queries["count_orders"]).Scan(&orders)
+	health, _ := h.sender.Outbox.Health(ctx)
+	h.t.Fatalf("run bound of %v reached: %d of %d orders committed, outbox %v; kills so far: sender %d, receiver %d, receiver after commit %d",
+		h.r.timeout, orders, h.expected, health.Counts, h.senderKills, h.receiverKills, h.selfKills)
+}
+
+// fatal fails the run with err, or says it ran out of time.
+func (h *harness) fatal(err error) {
+	h.t.Helper()
+	if h.ctx.Err() != nil {
+		h.outOfTime()
+	}
+	h.t.Fatal(err)
+}
+
+// vet reports what a child that ended wrote about itself that fails the
+// run, killed or not: a data race (under -race) or a panic.
+func (h *harness) vet(p *proc) {
+	h.t.Helper()
+	out := p.tail.String()
+	for _, bad := range []string{"WARNING: DATA RACE", "panic: "} {
+		if strings.Contains(out, bad) {
+			h.t.Errorf("%s wrote %q: %s", p, bad, p.describe())
+		}
+	}
+}
+
+// exited handles a child that died without the parent killing it.
+func (h *harness) exited(role string, dbs map[string]string) {
+	h.t.Helper()
+	p := h.procs[role]
+	h.vet(p)
+	if !p.selfKilled() {
+		h.t.Fatalf("%s died unexpectedly: %s", role, p.describe())
+	}
+	h.selfKills++
+	h.launch(role, dbs)
+}
+
+// kill is one kill point: SIGKILL role's process, note what it was doing,
+// and start it again.
+func (h *harness) kill(role string, dbs map[string]string) {
+	h.t.Helper()
+	if h.procs[role].exited() { // it killed itself just now: count that, then kill the next one
+		h.exited(role, dbs)
+	}
+	if err := h.procs[role].kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.vet(h.procs[role])
+	switch role {
+	case crash.RoleSender:
+		h.senderKills++
+		if h.countOrders() < h.expected {
+			h.senderKillsEnqueueing++
+		}
+		var held int
+		q := h.queries["leases_held"]
+		if err := h.sender.DB().QueryRowContext(h.ctx, q, crash.Owner(h.procs[role].spec.Incarnation)).Scan(&held); err != nil {
+			h.fatal(err)
+		}
+		if held > 0 {
+			h.senderKillsWithLeases++
+			h.orphanedLeases += held
+		}
+	case crash.RoleReceiver:
+		h.receiverKills++
+	}
+	h.launch(role, dbs)
+}
+
+// countOrders returns how many business transactions have committed.
+func (h *harness) countOrders() int {
+	h.t.Helper()
+	var n int
+	if err := h.sender.DB().QueryRowContext(h.ctx, h.queries["count_orders"]).Scan(&n); err != nil {
+		h.fatal(err)
+	}
+	return n
+}
+
+// Keys of checked.outcomes.
+var (
+	retryNetwork = "retry " + string(courier.CodeNetwork)
+	retryTimeout = "retry " + string(courier.CodeTimeout)
+)
+
+// checked is what the databases say after a run.
+type checked struct {
+	committed    int
+	lost         int // committed, but no effect
+	duplicates   int // committed, more than one effect
+	phantom      int // effects or deliveries of notifications never committed
+	notSucceeded int // deliveries not succeeded
+	attempts     int
+	outcomes     map[string]int // attempts by "outcome" or "outcome code"
+	otherRetries int
+}
+
+// check reads the truth from both databases and reports every broken
+// promise as an error.
+func (h *harness) check(ctx context.Context, sender, receiver *store.Store) checked {
+	t := h.t
+	t.Helper()
+	var c checked
+	orders, err := h.column(ctx, sender, "committed_orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := make(map[string]bool, len(orders))
+	for _, id := range orders {
+		committed[id] = true
+	}
+	c.committed = len(committed)
+
+	// The orders that committed are exactly those that were not rolled
+	// back: restarted senders converge on the same business state.
+	var missingOrders, unexpectedOrders []string
+	for i := range h.r.n {
+		n, _, err := crash.Notification(h.r.seed, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case crash.RolledBack(h.r.seed, i) && committed[n.NotificationID]:
+			unexpectedOrders = append(unexpectedOrders, n.NotificationID)
+		case !crash.RolledBack(h.r.seed, i) && !committed[n.NotificationID]:
+			missingOrders = append(missingOrders, n.NotificationID)
+		}
+	}
+	if len(missingOrders) > 0 || len(unexpectedOrders) > 0 {
+		t.Errorf("orders: %d never committed %v, %d committed though rolled back %v",
+			len(missingOrders), sample(missingOrders), len(unexpectedOrders), sample(unexpectedOrders))
+	}
+
+	// Every committed notification has one delivery, succeeded; nothing
+	// else is in the outbox.
+	deliveries := make(map[string][]string)
+	if err := h.rows(ctx, sender, "outbox_rows", func(scan func(...any) error) error {
+		var id, status string
+		if err := scan(&id, &status); err != nil {
+			return err
+		}
+		deliveries[id] = append(deliveries[id], status)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var notSucceeded, phantomDeliveries []string
+	for id, statuses := range deliveries {
+		switch {
+		case !committed[id]:
+			phantomDeliveries = append(phantomDeliveries, id)
+		case len(statuses) != 1 || statuses[0] != string(courier.StatusSucceeded):
+			notSucceeded = append(notSucceeded, fmt.Sprintf("%s:%v", id, statuses))
+		}
+	}
+	for id := range committed {
+		if deliveries[id] == nil {
+			notSucceeded = append(notSucceeded, id+":[no delivery]")
+		}
+	}
+	c.notSucceeded = len(notSucceeded)
+	if len(notSucceeded) > 0 || len(phantomDeliveries) > 0 {
+		t.Errorf("outbox: %d committed notifications without exactly one succeeded delivery %v; %d deliveries of uncommitted notifications %v",
+			len(notSucceeded), sample(notSucceeded), len(phantomDeliveries), sample(phantomDeliveries))
+	}
+
+	// The receiver processed every committed notification exactly once,
+	// and nothing else.
+	effects := make(map[string]int)
+	if err := h.rows(ctx, receiver, "count_effects", func(scan func(...any) error) error {
+		var id string
+		var n int
+		if err := scan(&id, &n); err != nil {
+			return err
+		}
+		effects[id] = n
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var lost, duplicated, phantom []string
+	for id := range committed {
+		switch n := effects[id]; {
+		case n == 0:
+			lost = append(lost, id)
+		case n > 1:
+			duplicated = append(duplicated, fmt.Sprintf("%s×%d", id, n))
+		}
+	}
+	for id := range effects {
+		if !committed[id] {
+			phantom = append(phantom, id)
+		}
+	}
+	c.lost, c.duplicates, c.phantom = len(lost), len(duplicated), len(phantom)+len(phantomDeliveries)
+	if len(lost) > 0 || len(duplicated) > 0 || len(phantom) > 0 {
+		t.Errorf("effects: %d committed notifications never processed %v, %d processed more than once %v, %d processed though never committed %v",
+			len(lost), sample(lost), len(duplicated), sample(duplicated), len(phantom), sample(phantom))
+	}
+
+	// The attempts log: one success per delivery, and what the kills cost.
+	c.outcomes = make(map[string]int)
+	if err := h.rows(ctx, sender, "attempt_outcomes", func(scan func(...any) error) error {
+		var outcome, code string
+		var n int
+		if err := scan(&outcome, &code, &n); err != nil {
+			return err
+		}
+		c.attempts += n
+		c.outcomes[outcome] += n
+		if code != "" && code != outcome {
+			c.outcomes[outcome+" "+code] += n
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.otherRetries = c.outcomes["retry"] - c.outcomes[retryNetwork] - c.outcomes[retryTimeout]
+	var notOnce []string
+	if err := h.rows(ctx, sender, "succeeded_attempts", func(scan func(...any) error) error {
+		var id string
+		var n int
+		if err := scan(&id, &n); err != nil {
+			return err
+		}
+		if n != 1 {
+			notOnce = append(notOnce, fmt.Sprintf("%s×%d", id, n))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(notOnce) > 0 {
+		t.Errorf("attempts log: %d deliveries without exactly one succeeded attempt %v", len(notOnce), sample(notOnce))
+	}
+	health, err := sender.Outbox.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if health.Status != store.HealthOK {
+		t.Errorf("outbox health %s (%s), want ok: %+v", health.Status, health.Code, health)
+	}
+	return c
+}
+
+// column reads the single-column query name.
+func (h *harness) column(ctx context.Context, st *store.Store, name string) ([]string, error) {
+	var out []string
+	err := h.rows(ctx, st, name, func(scan func(...any) error) error {
+		var v string
+		if err := scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+// rows runs the query name on st and calls each for every row.
+func (h *harness) rows(ctx context.Context, st *store.Store, name string, each func(scan func(...any) error) error) error {
+	rows, err := st.DB().QueryContext(ctx, h.queries[name])
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows.Scan); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// sample returns up to five of ids, sorted, for a readable error.
+func sample(ids []string) string {
+	ids = slices.Sorted(slices.Values(ids))
+	if len(ids) > 5 {
+		return strings.Join(ids[:5], " ") + " …"
+	}
+	return strings.Join(ids, " ")
+}

@@ -1,0 +1,132 @@
+package crash
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// RunSender is the body of a sender process: it delivers the outbox with
+// a client.Worker and, beside it, enqueues the run's notifications, each
+// in a business transaction of its own, until ctx is done. ready is called
+// once the worker runs.
+func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) error {
+	st, err := Open(ctx, s.Engine, s.Database, StoreConfig)
+	if err != nil {
+		return err
+	}
+	defer Close(st)
+	q, err := Queries(s.Engine)
+	if err != nil {
+		return err
+	}
+	key, err := signature.ParseStandardWebhooksKey("crash", s.Secret)
+	if err != nil {
+		return err
+	}
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		return err
+	}
+	guard, err := Guard(s.Addr)
+	if err != nil {
+		return err
+	}
+	w, err := client.NewWorker(client.Config{
+		Store:        st,
+		Owner:        Owner(s.Incarnation),
+		Concurrency:  WorkerConcurrency,
+		Lease:        WorkerLease,
+		Timeout:      WorkerTimeout,
+		PollInterval: WorkerPoll,
+		Signer:       signer,
+		Transport:    guard.Transport(),
+		Logger:       logger,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	worker := make(chan error, 1)
+	go func() { worker <- w.Run(ctx) }()
+	ready()
+
+	if err := enqueueAll(ctx, st, q["insert_order"], s); err != nil && ctx.Err() == nil {
+		cancel()
+		<-worker
+		return err
+	}
+	<-ctx.Done()
+	return <-worker
+}
+
+// Owner names the worker of the sender's incarnation in leases and the
+// attempts log.
+func Owner(incarnation int) string { return "sender-" + strconv.Itoa(incarnation) }
+
+// enqueueAll writes every notification's business transaction. Those a
+// previous sender committed are no-ops and go at once; new ones are spread
+// over s.EnqueueWindow.
+func enqueueAll(ctx context.Context, st *store.Store, insertOrder string, s Spec) error {
+	var pace <-chan time.Time
+	if s.EnqueueWindow > 0 && s.N > 0 {
+		t := time.NewTicker(max(s.EnqueueWindow/time.Duration(s.N), time.Microsecond))
+		defer t.Stop()
+		pace = t.C
+	}
+	for i := range s.N {
+		existed, err := enqueueOne(ctx, st, insertOrder, s, i)
+		if err != nil {
+			return fmt.Errorf("crash: notification %d: %w", i, err)
+		}
+		if existed || pace == nil {
+			continue
+		}
+		select {
+		case <-pace:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// enqueueOne runs notification i's business transaction: the order row
+// and the enqueue commit together, or, for the orders RolledBack picks,
+// are rolled back together. existed reports a no-op: a previous sender
+// committed it.
+func enqueueOne(ctx context.Context, st *store.Store, insertOrder string, s Spec, i int) (existed bool, err error) {
+	n, payload, err := Notification(s.Seed, i)
+	if err != nil {
+		return false, err
+	}
+	tx, err := st.DB().BeginTxx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, insertOrder, i, n.NotificationID, time.Now().UnixMicro()); err != nil {
+		return false, err
+	}
+	e, err := st.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		NotificationID: n.NotificationID,
+		Endpoint:       s.Endpoint(),
+		Payload:        payload,
+		Profile:        ack.ProfileTerminal,
+	})
+	if err != nil {
+		return false, err
+	}
+	if RolledBack(s.Seed, i) {
+		return false, tx.Rollback()
+	}
+	return e.Existed, tx.Commit()
+}

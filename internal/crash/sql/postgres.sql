@@ -1,0 +1,65 @@
+-- The crash harness's application tables and the queries its checks run,
+-- for PostgreSQL. sqlite.sql has the same query names; where the SQL
+-- differs, both files say why. Times are unix microseconds, like courier's.
+
+-- name: create_orders
+-- The sender's business table: one row per committed business transaction,
+-- written in the same transaction as the notification's enqueue. An order
+-- whose transaction rolled back has no row here, and must have no outbox
+-- row and no effect either.
+-- PostgreSQL: BIGINT for the unix-microsecond time.
+CREATE TABLE IF NOT EXISTS crash_orders (
+    seq             BIGINT PRIMARY KEY,
+    notification_id TEXT   NOT NULL UNIQUE,
+    created_at      BIGINT NOT NULL
+);
+
+-- name: insert_order
+-- Idempotent: a restarted sender writes the same orders again as no-ops.
+-- PostgreSQL: $n placeholders.
+INSERT INTO crash_orders (seq, notification_id, created_at) VALUES ($1, $2, $3)
+ON CONFLICT (seq) DO NOTHING;
+
+-- name: committed_orders
+SELECT notification_id FROM crash_orders;
+
+-- name: count_orders
+SELECT COUNT(*) FROM crash_orders;
+
+-- name: create_effects
+-- The receiver's business effect: one row per run of the application
+-- function that committed. Deliberately no unique constraint, so a
+-- notification processed twice shows as two rows.
+-- PostgreSQL: an identity column in place of AUTOINCREMENT.
+CREATE TABLE IF NOT EXISTS crash_effects (
+    id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    notification_id TEXT   NOT NULL,
+    processed_at    BIGINT NOT NULL
+);
+
+-- name: insert_effect
+-- PostgreSQL: $n placeholders.
+INSERT INTO crash_effects (notification_id, processed_at) VALUES ($1, $2);
+
+-- name: count_effects
+SELECT notification_id, COUNT(*) FROM crash_effects GROUP BY notification_id;
+
+-- name: outbox_rows
+-- The evidence read after the run: every delivery's final status.
+SELECT notification_id, status FROM courier_outbox;
+
+-- name: leases_held
+-- Deliveries a (killed) worker still holds, read right after the kill.
+-- PostgreSQL: $n placeholders.
+SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_owner = $1;
+
+-- name: succeeded_attempts
+-- Per delivery, how many attempts the attempts log records as succeeded:
+-- a settle is fenced by its lease, so exactly one each.
+SELECT o.notification_id, COUNT(a.id)
+FROM courier_outbox AS o
+LEFT JOIN courier_attempts AS a ON a.delivery_id = o.id AND a.outcome = 'succeeded'
+GROUP BY o.notification_id;
+
+-- name: attempt_outcomes
+SELECT outcome, COALESCE(error_code, ''), COUNT(*) FROM courier_attempts GROUP BY outcome, error_code;
