@@ -130,16 +130,18 @@ func TestBreakerPausesFailingEndpoint(t *testing.T) {
 	g1, g2 := loopbackGuard(t, bad.URL), loopbackGuard(t, good.URL)
 	key, _ := signature.ParseStandardWebhooksKey("k", signature.NewStandardWebhooksSecret())
 	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Concurrency: 1, BatchSize: 2,
+	// One delivery per claim: a row claimed before the breaker opened
+	// would still go out.
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Concurrency: 1, BatchSize: 1,
 		Transport: client.Guard{AllowHTTP: true, AllowPorts: append(g1.AllowPorts, g2.AllowPorts...), AllowPrefixes: g1.AllowPrefixes}.Transport()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 12 { // rounds of claims, a second apart: retries come due
+	for range 24 { // rounds of claims, half a second apart: retries come due
 		if _, err := w.Work(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		clock.Advance(time.Second)
+		clock.Advance(time.Second / 2)
 	}
 	h, _ := s.Outbox.Health(t.Context())
 	eh, _ := s.Endpoints.Get(t.Context(), bad.URL)
@@ -154,7 +156,7 @@ func TestBreakerPausesFailingEndpoint(t *testing.T) {
 	}
 	healthy.Store(true)
 	clock.Advance(time.Minute) // cool-down over: one probe, it succeeds, the rest follow
-	for range 12 {
+	for range 24 {
 		if _, err := w.Work(t.Context()); err != nil {
 			t.Fatal(err)
 		}
