@@ -193,10 +193,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 
+	// Claims wait until at least half a batch fits: a claim is a write
+	// transaction, and taking rows one at a time as slots free up would
+	// cost one per delivery.
+	minClaim := max(1, min(w.cfg.BatchSize, w.cfg.Concurrency)/2)
 	for ctx.Err() == nil {
-		want := min(w.cfg.Concurrency-len(slots), w.cfg.BatchSize)
+		free := w.cfg.Concurrency - len(slots)
+		want := min(free, w.cfg.BatchSize)
 		got := 0
-		if want > 0 {
+		if want >= minClaim {
 			batch, err := w.cfg.Store.Outbox.Claim(ctx, store.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
 			if err != nil && ctx.Err() == nil {
 				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
@@ -217,12 +222,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 		// A full batch means more may be due: claim again as soon as
-		// there is room. Otherwise wait for a wake-up or the next poll.
+		// there is room for another. Otherwise wait for a wake-up or the
+		// next poll, or for room when there was none.
 		var room <-chan struct{}
-		if want == 0 || got == want {
-			if len(slots) < w.cfg.Concurrency {
+		switch {
+		case want >= minClaim && got == want:
+			if w.cfg.Concurrency-len(slots) >= minClaim {
 				continue
 			}
+			room = freed
+		case want < minClaim:
 			room = freed
 		}
 		select {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,6 +22,36 @@ type dialect struct {
 	// listen returns wake-ups after committed enqueues, where the engine
 	// can give them, for the database behind db.
 	listen func(ctx context.Context, s *Store) (<-chan struct{}, func(), error)
+	// insert runs an INSERT ... ON CONFLICT DO NOTHING and returns the new
+	// row's id, or sql.ErrNoRows when it inserted nothing.
+	insert func(ctx context.Context, x DBTX, q *query, args map[string]any) (int64, error)
+}
+
+// insertReturning reads the id from the statement's RETURNING clause.
+func insertReturning(ctx context.Context, x DBTX, q *query, args map[string]any) (int64, error) {
+	var id int64
+	err := x.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id)
+	return id, err
+}
+
+// insertLastID executes the statement and takes the id from the driver.
+func insertLastID(ctx context.Context, x DBTX, q *query, args map[string]any) (int64, error) {
+	res, err := x.ExecContext(ctx, q.text, q.args(args)...)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, cmpErr(err, sql.ErrNoRows)
+	}
+	return res.LastInsertId()
+}
+
+// cmpErr returns err, or fallback when err is nil.
+func cmpErr(err, fallback error) error {
+	if err != nil {
+		return err
+	}
+	return fallback
 }
 
 var (
@@ -43,8 +74,8 @@ func dialectOf(driver string) (*dialect, error) {
 			}
 			dialects[name] = d
 		}
-		dialects["sqlite"].listen = listenSQLite
-		dialects["postgres"].listen = listenPostgres
+		dialects["sqlite"].listen, dialects["sqlite"].insert = listenSQLite, insertLastID
+		dialects["postgres"].listen, dialects["postgres"].insert = listenPostgres, insertReturning
 	})
 	if dialectsErr != nil {
 		return nil, dialectsErr

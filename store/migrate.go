@@ -29,7 +29,7 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 
 // MigrateTx applies the pending migrations inside the caller's transaction,
 // so an application can migrate courier's tables with its own.
-func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
+func MigrateTx(ctx context.Context, tx *sqlx.Tx) (err error) {
 	d, err := dialectOf(tx.DriverName())
 	if err != nil {
 		return err
@@ -50,6 +50,15 @@ func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
 	if have > len(d.migrations) {
 		return courier.ErrSchemaTooNew
 	}
+	defer func() {
+		if d.name == "postgres" && err == nil {
+			// Tables the claim filters by are small and rarely written, so
+			// autovacuum may never analyze them; without statistics the
+			// planner guesses them large and abandons the due index.
+			_, err = tx.ExecContext(ctx, "ANALYZE courier_endpoints, courier_contracts")
+			err = wrapf(err, "migrate")
+		}
+	}()
 	for _, m := range d.migrations[have:] {
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return wrapf(err, "migration %d (%s)", m.version, m.name)

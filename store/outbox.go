@@ -78,9 +78,8 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, subID in
 		return Enqueued{}, err
 	}
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(subID), nullable(fingerprint)
-	var id int64
 	q := o.s.q("enqueue")
-	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id)
+	id, err := o.s.dialect.insert(ctx, tx, q, args)
 	switch {
 	case err == nil:
 		o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
