@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/store"
+)
+
+// engine is one store engine under measurement: SQLite files in a
+// temporary folder, or databases on one PostgreSQL server.
+type engine struct {
+	name     string // "sqlite" or "postgres"
+	dir      string // sqlite: the folder of the database files
+	adminURL string // postgres: the server's admin URL
+	source   string // postgres: where the server came from, for the report
+	pool     int    // postgres: connection pool size (open and idle); 0 leaves database/sql's defaults
+
+	mu     sync.Mutex
+	opened []*database
+	large  *database // the 1M-row outbox shared by the claim and memory figures
+}
+
+// database is one courier Store on an engine, with a handle for bulk
+// fills.
+type database struct {
+	engine string
+	label  string
+	s      *store.Store
+	db     *sqlx.DB // the Store's database
+	// bulk fills the outbox: on SQLite a connection of the plain go-sqlite3
+	// driver, so that a million inserted rows do not each call the
+	// commit-hook driver's Go update hook; on PostgreSQL the same as db.
+	bulk  *sqlx.DB
+	close func()
+}
+
+// open creates a fresh, migrated database named label.
+func (e *engine) open(ctx context.Context, label string) (*database, error) {
+	d := &database{engine: e.name, label: label}
+	switch e.name {
+	case "sqlite":
+		path := filepath.Join(e.dir, label+".db")
+		s, err := store.OpenSQLite(ctx, path, store.Config{})
+		if err != nil {
+			return nil, err
+		}
+		bulk, err := sqlx.Open("sqlite3", store.SQLiteDSN(path))
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		bulk.SetMaxOpenConns(1)
+		d.s, d.db, d.bulk = s, s.DB(), bulk
+		d.close = func() { bulk.Close(); s.Close() }
+	case "postgres":
+		url, drop, err := pgtest.NewDatabase(ctx, e.adminURL)
+		if err != nil {
+			return nil, err
+		}
+		db, err := sqlx.Open("pgx", url)
+		if err != nil {
+			return nil, err
+		}
+		if e.pool > 0 {
+			db.SetMaxOpenConns(e.pool)
+			db.SetMaxIdleConns(e.pool)
+		}
+		if err := store.Migrate(ctx, db); err != nil {
+			db.Close()
+			return nil, err
+		}
+		s, err := store.Open(ctx, db, store.Config{})
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		d.s, d.db, d.bulk = s, db, db
+		d.close = func() {
+			db.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = drop(ctx)
+		}
+	default:
+		return nil, fmt.Errorf("unknown engine %q", e.name)
+	}
+	e.mu.Lock()
+	e.opened = append(e.opened, d)
+	e.mu.Unlock()
+	return d, nil
+}
+
+// closeAll closes every database the engine opened.
+func (e *engine) closeAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.opened {
+		d.close()
+	}
+	e.opened, e.large = nil, nil
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+	}
+}
+
+// largeOutbox returns the engine's outbox of n due rows for endpoint,
+// filled on first use (the claim and memory figures share it).
+func (e *engine) largeOutbox(ctx context.Context, n int, endpoint string) (*database, time.Duration, error) {
+	e.mu.Lock()
+	d := e.large
+	e.mu.Unlock()
+	if d != nil {
+		return d, 0, nil
+	}
+	d, err := e.open(ctx, "large")
+	if err != nil {
+		return nil, 0, err
+	}
+	took, err := d.fill(ctx, "l-", n, endpoint, benchPayload)
+	if err != nil {
+		return nil, 0, err
+	}
+	e.mu.Lock()
+	e.large = d
+	e.mu.Unlock()
+	return d, took, nil
+}
+
+// fillSQL inserts n due rows into courier_outbox in one statement, with
+// the columns Enqueue would write. The payload is the same for every row;
+// its digest is computed in Go. Parameters: n, id prefix, endpoint,
+// payload, payload digest, next_attempt_at, deadline, created_at base,
+// updated_at.
+var fillSQL = map[string]string{
+	"sqlite": `WITH RECURSIVE seq(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM seq WHERE x < ?1)
+INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
+SELECT ?2 || x, ?3, ?4, '', ?5, 'courier', '', 'pending', 0, 0, 8, ?6, ?7, ?8 + x, ?9 FROM seq`,
+	"postgres": `INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
+SELECT $2::text || g, $3, $4, '', $5, 'courier', '', 'pending', 0, 0, 8, $6, $7, $8::bigint + g, $9
+FROM generate_series(1, $1::int) AS g`,
+}
+
+// fill adds n due deliveries of payload to endpoint, with notification
+// ids prefix1..prefixN, then refreshes the planner's statistics. It
+// returns how long that took.
+func (d *database) fill(ctx context.Context, prefix string, n int, endpoint string, payload []byte) (time.Duration, error) {
+	start := time.Now()
+	sum := sha256.Sum256(payload)
+	now := time.Now().UnixMicro()
+	due := now - time.Second.Microseconds()
+	deadline := now + store.DefaultRetryHorizon.Microseconds()
+	if _, err := d.bulk.ExecContext(ctx, fillSQL[d.engine], n, prefix, endpoint, payload, hex.EncodeToString(sum[:]),
+		due, deadline, now-int64(n), now); err != nil {
+		return 0, fmt.Errorf("fill %s with %d rows: %w", d.label, n, err)
+	}
+	if err := d.analyze(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// analyze refreshes the planner's statistics (and, on PostgreSQL, clears
+// dead row versions out of the indexes).
+func (d *database) analyze(ctx context.Context) error {
+	q := "ANALYZE"
+	if d.engine == "postgres" {
+		q = "VACUUM (ANALYZE) courier_outbox"
+	}
+	if _, err := d.bulk.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("%s %s: %w", q, d.label, err)
+	}
+	return nil
+}
+
+// releaseLeases puts every leased row back to pending, as if never
+// claimed.
+func (d *database) releaseLeases(ctx context.Context) error {
+	_, err := d.db.ExecContext(ctx, `UPDATE courier_outbox SET status = 'pending', attempts = 0, lease_owner = NULL,
+		lease_token = NULL, leased_at = NULL, lease_expires_at = NULL WHERE status = 'leased'`)
+	return err
+}
+
+// openEngines prepares the engines asked for. PostgreSQL comes from
+// COURIER_PG_URL or a throwaway server; when neither works it is dropped
+// with a note, and SQLite is measured alone.
+func openEngines(ctx context.Context, names []string, pgPool int) (engines []*engine, notes []string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	for _, name := range names {
+		switch name {
+		case "sqlite":
+			dir, err := os.MkdirTemp("", "courier-bench-")
+			if err != nil {
+				stop()
+				return nil, nil, nil, err
+			}
+			engines = append(engines, &engine{name: name, dir: dir})
+		case "postgres":
+			e := &engine{name: name, pool: pgPool}
+			if url := os.Getenv("COURIER_PG_URL"); url != "" {
+				e.adminURL, e.source = url, "COURIER_PG_URL"
+				if err := checkServer(ctx, url); err != nil {
+					notes = append(notes, fmt.Sprintf("postgres: COURIER_PG_URL unusable (%v); measuring SQLite only", err))
+					continue
+				}
+			} else {
+				startCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+				url, stopServer, err := pgtest.Start(startCtx)
+				cancel()
+				if err != nil {
+					notes = append(notes, fmt.Sprintf("postgres: no COURIER_PG_URL and no throwaway server (%v); measuring SQLite only", err))
+					continue
+				}
+				stops = append(stops, stopServer)
+				e.adminURL, e.source = url, "throwaway server (internal/pgtest: fsync=off, synchronous_commit=off, shared_buffers=32MB)"
+			}
+			engines = append(engines, e)
+		default:
+			stop()
+			return nil, nil, nil, fmt.Errorf("unknown engine %q (want sqlite or postgres)", name)
+		}
+	}
+	return engines, notes, stop, nil
+}
+
+// checkServer creates and drops a database on the server at adminURL.
+func checkServer(ctx context.Context, adminURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, drop, err := pgtest.NewDatabase(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	return drop(ctx)
+}
+
+// serverVersion returns the PostgreSQL server's version string.
+func serverVersion(ctx context.Context, adminURL string) string {
+	db, err := sqlx.Open("pgx", adminURL)
+	if err != nil {
+		return "?"
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "?"
+	}
+	return v
+}
