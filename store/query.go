@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/courier-go/courier/internal/sqlfile"
 )
 
 //go:embed sql
@@ -41,46 +42,20 @@ type placeholder func(n int) string
 func questionMark(int) string   { return "?" }
 func dollarNumber(n int) string { return "$" + strconv.Itoa(n) }
 
-// loadQueries reads a dialect's queries.sql: statements introduced by a
-// "-- name: x" line and ended by the next one.
+// loadQueries reads a dialect's queries.sql and compiles each statement's
+// parameters for the engine.
 func loadQueries(dialect string, ph placeholder) (map[string]*query, error) {
 	b, err := sqlFiles.ReadFile(path.Join("sql", dialect, "queries.sql"))
 	if err != nil {
 		return nil, err
 	}
-	queries := make(map[string]*query)
-	var name string
-	var text strings.Builder
-	flush := func() error {
-		if name == "" {
-			return nil
-		}
-		if _, dup := queries[name]; dup {
-			return fmt.Errorf("store: %s: query %q defined twice", dialect, name)
-		}
-		q := compile(name, text.String(), ph)
-		queries[name] = q
-		text.Reset()
-		return nil
+	stmts, err := sqlfile.Parse(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", dialect, err)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "-- name: "); ok {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-			name = strings.TrimSpace(rest)
-			continue
-		}
-		if strings.HasPrefix(strings.TrimSpace(line), "--") || name == "" {
-			continue
-		}
-		text.WriteString(line)
-		text.WriteByte('\n')
-	}
-	if err := flush(); err != nil {
-		return nil, err
+	queries := make(map[string]*query, len(stmts))
+	for name, text := range stmts {
+		queries[name] = compile(name, text, ph)
 	}
 	return queries, nil
 }

@@ -30,13 +30,13 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/sqlfile"
 	"github.com/courier-go/courier/store"
 )
 
@@ -291,38 +291,18 @@ var queryNames = []string{
 }
 
 // Queries returns the harness's statements for engine by name, from
-// sql/<engine>.sql: statements introduced by a "-- name: x" line, comment
-// lines dropped.
+// sql/<engine>.sql (see package sqlfile).
 func Queries(engine string) (map[string]string, error) {
 	b, err := sqlFiles.ReadFile("sql/" + engine + ".sql")
 	if err != nil {
 		return nil, fmt.Errorf("crash: no SQL for engine %q", engine)
 	}
-	queries := make(map[string]string)
-	var name string
-	var text strings.Builder
-	flush := func() {
-		if name != "" {
-			queries[name] = strings.TrimSpace(text.String())
-		}
-		text.Reset()
+	queries, err := sqlfile.Parse(string(b))
+	if err == nil {
+		err = sqlfile.Require(queries, queryNames...)
 	}
-	for line := range strings.Lines(string(b)) {
-		if n, ok := strings.CutPrefix(line, "-- name:"); ok {
-			flush()
-			name = strings.TrimSpace(n)
-			continue
-		}
-		if strings.HasPrefix(strings.TrimSpace(line), "--") {
-			continue
-		}
-		text.WriteString(line)
-	}
-	flush()
-	for _, n := range queryNames {
-		if queries[n] == "" {
-			return nil, fmt.Errorf("crash: %s.sql has no query %q", engine, n)
-		}
+	if err != nil {
+		return nil, fmt.Errorf("crash: %s.sql: %w", engine, err)
 	}
 	return queries, nil
 }

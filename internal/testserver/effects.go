@@ -4,12 +4,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/sqlfile"
 )
 
 //go:embed sql
@@ -18,38 +18,18 @@ var sqlFiles embed.FS
 // queryNames are the statements every dialect file defines.
 var queryNames = []string{"create_effects", "insert_effect", "count_effects"}
 
-// loadQueries reads sql/<engine>.sql: statements introduced by a
-// "-- name: x" line and ended by the next one. Comment lines are dropped.
+// loadQueries reads sql/<engine>.sql (see package sqlfile).
 func loadQueries(engine string) (map[string]string, error) {
 	b, err := sqlFiles.ReadFile("sql/" + engine + ".sql")
 	if err != nil {
 		return nil, fmt.Errorf("testserver: no SQL for engine %q", engine)
 	}
-	queries := make(map[string]string)
-	var name string
-	var text strings.Builder
-	flush := func() {
-		if name != "" {
-			queries[name] = strings.TrimSpace(text.String())
-		}
-		text.Reset()
+	queries, err := sqlfile.Parse(string(b))
+	if err == nil {
+		err = sqlfile.Require(queries, queryNames...)
 	}
-	for line := range strings.Lines(string(b)) {
-		if n, ok := strings.CutPrefix(line, "-- name:"); ok {
-			flush()
-			name = strings.TrimSpace(n)
-			continue
-		}
-		if strings.HasPrefix(strings.TrimSpace(line), "--") {
-			continue
-		}
-		text.WriteString(line)
-	}
-	flush()
-	for _, n := range queryNames {
-		if queries[n] == "" {
-			return nil, fmt.Errorf("testserver: %s.sql has no query %q", engine, n)
-		}
+	if err != nil {
+		return nil, fmt.Errorf("testserver: %s.sql: %w", engine, err)
 	}
 	return queries, nil
 }
