@@ -485,7 +485,7 @@ func hostileReportingTarget() hostileTarget {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Reporting])
+			rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}}, hostileEffect[ack.Reporting])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,8 +48,8 @@ type PublishResponse struct {
 // and body again get the same response, byte for byte, with nothing
 // enqueued twice; the same key with another body is 409.
 type Publish struct {
-	cfg    Config
-	verify http.Handler
+	cfg Config
+	h   http.Handler
 }
 
 // NewPublish returns a Publish handler. cfg.Verifier authenticates the
@@ -60,17 +60,12 @@ func NewPublish(cfg Config) (*Publish, error) {
 		return nil, err
 	}
 	p := &Publish{cfg: cfg}
-	p.verify = middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(http.HandlerFunc(p.publish))
+	p.h = front(cfg, p.publish)
 	return p, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (p *Publish) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !postJSON(w, r) {
-		return
-	}
-	p.verify.ServeHTTP(w, r)
-}
+func (p *Publish) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.h.ServeHTTP(w, r) }
 
 func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

@@ -120,9 +120,9 @@ func configError(msg string) error {
 // implements ack.Checker, its own Check. The Ack is T's own when T is an
 // ack.Acker, courier's otherwise.
 type Receiver[T ack.Notification] struct {
-	cfg    Config
-	fn     Func[T]
-	verify http.Handler
+	cfg Config
+	fn  Func[T]
+	h   http.Handler
 }
 
 // NewReceiver returns a Receiver that runs fn for each new notification.
@@ -135,20 +135,26 @@ func NewReceiver[T ack.Notification](cfg Config, fn Func[T]) (*Receiver[T], erro
 		return nil, configError("the receiver's Func is required")
 	}
 	r := &Receiver[T]{cfg: cfg, fn: fn}
-	r.verify = middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(http.HandlerFunc(r.receive))
+	r.h = front(cfg, r.receive)
 	return r, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (rc *Receiver[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	observe(rc.cfg.Hook, w, r, rc.serve)
-}
+func (rc *Receiver[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) { rc.h.ServeHTTP(w, r) }
 
-func (rc *Receiver[T]) serve(w http.ResponseWriter, r *http.Request) {
-	if !postJSON(w, r) {
-		return
+// front is the way in of every handler here: the answer is reported to
+// the hook; then 405 and 415; then the body is read, bounded (413), and
+// its signature verified (401) before receive sees it.
+func front(cfg Config, receive http.HandlerFunc) http.Handler {
+	verified := middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(receive)
+	checked := func(w http.ResponseWriter, r *http.Request) {
+		if postJSON(w, r) {
+			verified.ServeHTTP(w, r)
+		}
 	}
-	rc.verify.ServeHTTP(w, r)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		observe(cfg.Hook, w, r, checked)
+	})
 }
 
 // postJSON answers 405 to anything but POST and 415 to anything but
@@ -225,13 +231,14 @@ func (rc *Receiver[T]) decode(w http.ResponseWriter, body []byte) (T, bool) {
 // keys) and validates it, answering 400 itself when it cannot.
 func decodeStrict(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if err := ack.Check(body); err != nil {
-		code := courier.CodeMalformedJSON
-		if errors.Is(err, ack.ErrDuplicateKey) {
-			code = courier.CodeDuplicateKey
-		}
-		problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
+		malformed(w, err)
 		return false
 	}
+	return decodeChecked(w, body, v, allowUnknown)
+}
+
+// decodeChecked is decodeStrict for a body already parsed strictly.
+func decodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if err := decodeJSON(body, v, allowUnknown); err != nil {
 		badRequest(w, ack.DecodeError(err))
 		return false
@@ -243,6 +250,16 @@ func decodeStrict(w http.ResponseWriter, body []byte, v any, allowUnknown bool) 
 		return false
 	}
 	return true
+}
+
+// malformed answers 400 for a body that is not one JSON document:
+// duplicate_json_key or malformed_json.
+func malformed(w http.ResponseWriter, err error) {
+	code := courier.CodeMalformedJSON
+	if errors.Is(err, ack.ErrDuplicateKey) {
+		code = courier.CodeDuplicateKey
+	}
+	problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
 }
 
 func badRequest(w http.ResponseWriter, ve *ack.ValidationError) {

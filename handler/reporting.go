@@ -11,7 +11,6 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -28,16 +27,12 @@ const (
 // retryStore is the Retry-After of a 503 for a store that could not answer.
 const retryStore = time.Second
 
-// ReportingConfig configures a Reporting receiver.
+// ReportingConfig configures a Reporting receiver. Its Config is the
+// receivers' (Store, Verifier, MaxBodyBytes, Logger, Hook);
+// AllowUnknownFields does not apply: an envelope may always carry members
+// of its own.
 type ReportingConfig struct {
-	// Store holds the Inbox. Required.
-	Store *store.Store
-	// Verifier checks each request's signature (for AdCP, an
-	// RFC9421Verifier with the store's Replay cache); the verified sender
-	// scopes the idempotency keys. Required.
-	Verifier signature.Verifier
-	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
-	MaxBodyBytes int64
+	Config
 	// RetryHorizon is how long the senders may retry one delivery. Dedupe
 	// records must outlive it; see Reporting.Retention. Defaults to zero
 	// (unknown): the retention is then MinReportingRetention.
@@ -48,35 +43,22 @@ type ReportingConfig struct {
 	// time: a request whose claim was taken over rolls back. Defaults to
 	// DefaultStaleAfter.
 	StaleAfter time.Duration
-	// Logger receives one line per failed request. Defaults to discarding.
-	Logger *slog.Logger
-	// Hook receives an Event per answered request, for metrics. Defaults
-	// to none.
-	Hook func(Event)
 }
 
 // WithDefaults returns a copy of c with every unset field at its default.
 func (c ReportingConfig) WithDefaults() ReportingConfig {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.Config = c.Config.WithDefaults()
 	if c.StaleAfter == 0 {
 		c.StaleAfter = DefaultStaleAfter
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
 
 func (c ReportingConfig) validate() error {
+	if err := c.Config.validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Store == nil:
-		return configError("ReportingConfig.Store is required")
-	case c.Verifier == nil:
-		return configError("ReportingConfig.Verifier is required")
-	case c.MaxBodyBytes < 0:
-		return configError("ReportingConfig.MaxBodyBytes must not be negative")
 	case c.RetryHorizon < 0:
 		return configError("ReportingConfig.RetryHorizon must not be negative")
 	case c.StaleAfter < 0:
@@ -108,9 +90,9 @@ func (c ReportingConfig) validate() error {
 // writer (the replay cache too), and is then answered 200; the 503 is seen
 // on PostgreSQL, or while a claim from another process is outstanding.
 type Reporting struct {
-	cfg    ReportingConfig
-	fn     Func[ack.Reporting]
-	verify http.Handler
+	cfg ReportingConfig
+	fn  Func[ack.Reporting]
+	h   http.Handler
 }
 
 // NewReporting returns a Reporting receiver that runs fn once per
@@ -124,7 +106,7 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 		return nil, configError("the receiver's Func is required")
 	}
 	rp := &Reporting{cfg: cfg, fn: fn}
-	rp.verify = middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(http.HandlerFunc(rp.receive))
+	rp.h = front(cfg.Config, rp.receive)
 	return rp, nil
 }
 
@@ -137,16 +119,7 @@ func (rp *Reporting) Retention() time.Duration {
 }
 
 // ServeHTTP implements http.Handler.
-func (rp *Reporting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	observe(rp.cfg.Hook, w, r, rp.serve)
-}
-
-func (rp *Reporting) serve(w http.ResponseWriter, r *http.Request) {
-	if !postJSON(w, r) {
-		return
-	}
-	rp.verify.ServeHTTP(w, r)
-}
+func (rp *Reporting) ServeHTTP(w http.ResponseWriter, r *http.Request) { rp.h.ServeHTTP(w, r) }
 
 // receive runs behind signature verification.
 func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
@@ -155,22 +128,11 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
 	principal, _ := middleware.PrincipalFromContext(ctx)
 	canonical, err := ack.JCS(body)
 	if err != nil {
-		code := courier.CodeMalformedJSON
-		if errors.Is(err, ack.ErrDuplicateKey) {
-			code = courier.CodeDuplicateKey
-		}
-		problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
+		malformed(w, err)
 		return
 	}
 	var n ack.Reporting
-	if err := decodeJSON(body, &n, true); err != nil {
-		badRequest(w, ack.DecodeError(err))
-		return
-	}
-	if err := ack.Validate(n); err != nil {
-		var ve *ack.ValidationError
-		errors.As(err, &ve)
-		badRequest(w, ve)
+	if !decodeChecked(w, body, &n, true) {
 		return
 	}
 	key := store.InboxKey{Sender: principal.Sender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}

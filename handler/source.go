@@ -37,7 +37,7 @@ type Source struct {
 	cfg          Config
 	capabilities string
 	fn           Func[ack.Command]
-	verify       http.Handler
+	h            http.Handler
 }
 
 // NewSource returns a Source serving the contract whose capabilities digest
@@ -54,21 +54,12 @@ func NewSource(cfg Config, capabilitiesSHA256 string, fn Func[ack.Command]) (*So
 		return nil, configError("the capabilities digest must be 64 lowercase hex")
 	}
 	s := &Source{cfg: cfg, capabilities: capabilitiesSHA256, fn: fn}
-	s.verify = middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(http.HandlerFunc(s.receive))
+	s.h = front(cfg, s.receive)
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	observe(s.cfg.Hook, w, r, s.serve)
-}
-
-func (s *Source) serve(w http.ResponseWriter, r *http.Request) {
-	if !postJSON(w, r) {
-		return
-	}
-	s.verify.ServeHTTP(w, r)
-}
+func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
 
 func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

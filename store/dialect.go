@@ -40,18 +40,13 @@ func insertLastID(ctx context.Context, x DBTX, q *query, args map[string]any) (i
 	if err != nil {
 		return 0, err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return 0, cmpErr(err, sql.ErrNoRows)
+	switch n, err := res.RowsAffected(); {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, sql.ErrNoRows
 	}
 	return res.LastInsertId()
-}
-
-// cmpErr returns err, or fallback when err is nil.
-func cmpErr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
 }
 
 var (

@@ -41,10 +41,15 @@ type Receipt struct {
 // waits for the first transaction (the engines' write locks) and then sees
 // it completed.
 func (in *Inbox) Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, error) {
+	return in.record(ctx, tx, k, in.s.now())
+}
+
+// record is Record at the time now, which a fresh record is stamped with.
+func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64) (Receipt, error) {
 	if k.Sender == "" || len(k.Sender) > 256 || !validToken(k.Key) || len(k.PayloadSHA256) != 64 {
 		return Receipt{}, invalidArgument("InboxKey needs a sender, a token key and a SHA-256 digest")
 	}
-	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": in.s.now()}
+	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": now}
 	res, err := in.s.exec(ctx, tx, "inbox_insert", args)
 	if err != nil {
 		return Receipt{}, err
@@ -61,7 +66,7 @@ func (in *Inbox) Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, erro
 	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&sum, &status, &ack, &created, &updated)
 	if err != nil {
 		if err == sql.ErrNoRows { // released between the insert and the read
-			return in.Record(ctx, tx, k)
+			return in.record(ctx, tx, k, now)
 		}
 		return Receipt{}, in.s.dialect.interpret("inbox_get", err)
 	}
@@ -119,12 +124,13 @@ func (s *Store) prune(ctx context.Context, name string, args map[string]any, p P
 	if p.OlderThan < 0 {
 		return 0, invalidArgument("PruneParams.OlderThan must not be negative")
 	}
-	args["limit"] = p.BatchSize
 	total := 0
 	for p.MaxRows == 0 || total < p.MaxRows {
+		limit := p.BatchSize
 		if p.MaxRows > 0 {
-			args["limit"] = min(p.BatchSize, p.MaxRows-total)
+			limit = min(limit, p.MaxRows-total)
 		}
+		args["limit"] = limit
 		res, err := s.exec(ctx, s.db, name, args)
 		if err != nil {
 			return total, err
@@ -137,7 +143,7 @@ func (s *Store) prune(ctx context.Context, name string, args map[string]any, p P
 		if p.OnBatch != nil {
 			p.OnBatch(int(n))
 		}
-		if n < int64(args["limit"].(int)) {
+		if n < int64(limit) {
 			break
 		}
 	}
@@ -158,19 +164,20 @@ func (in *Inbox) Claim(ctx context.Context, k InboxKey, stale time.Duration) (Re
 	var c InboxClaim
 	err := in.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		r, err = in.Record(ctx, tx, k)
+		now := in.s.now()
+		r, err = in.record(ctx, tx, k, now)
 		switch {
 		case err != nil:
 			return err
 		case r.Fresh:
-			c.key = k
-			return in.readToken(ctx, tx, &c)
+			c = InboxClaim{key: k, token: now} // the record's updated_at
+			return nil
 		case !r.InProgress:
 			return nil // a completed duplicate: r carries its Ack
 		}
 		rows, err := in.s.query(ctx, tx, "inbox_take_over", map[string]any{
 			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256,
-			"now": in.s.now(), "stale_before": in.s.now() - stale.Microseconds(),
+			"now": now, "stale_before": now - stale.Microseconds(),
 		})
 		if err != nil {
 			return err
@@ -186,14 +193,6 @@ func (in *Inbox) Claim(ctx context.Context, k InboxKey, stale time.Duration) (Re
 		return rows.Err()
 	})
 	return r, c, err
-}
-
-func (in *Inbox) readToken(ctx context.Context, tx *sqlx.Tx, c *InboxClaim) error {
-	q := in.s.q("inbox_get")
-	var sum, status string
-	var ack []byte
-	var created int64
-	return in.s.dialect.interpret("inbox_get", tx.QueryRowContext(ctx, q.text, q.args(map[string]any{"sender": c.key.Sender, "dedupe_key": c.key.Key})...).Scan(&sum, &status, &ack, &created, &c.token))
 }
 
 // InboxClaim is a held two-phase claim; see Inbox.Claim.

@@ -248,7 +248,7 @@ func (o *Outbox) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 		}
 		args := map[string]any{"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "limit": p.Limit}
 		var err error
-		if claimed, err = o.claimProbes(ctx, tx, args, claimed); err != nil {
+		if claimed, err = o.claimProbes(ctx, tx, args, p.Limit, claimed); err != nil {
 			return err
 		}
 		if claimed, err = o.claimByPriority(ctx, tx, args, p.Limit, claimed); err != nil {
@@ -363,7 +363,7 @@ func (o *Outbox) claimByPriority(ctx context.Context, tx *sqlx.Tx, args map[stri
 
 // claimProbes claims one delivery for each endpoint whose breaker
 // cool-down ended: the probe that decides whether it closes again.
-func (o *Outbox) claimProbes(ctx context.Context, tx *sqlx.Tx, args map[string]any, dst []Claimed) ([]Claimed, error) {
+func (o *Outbox) claimProbes(ctx context.Context, tx *sqlx.Tx, args map[string]any, limit int, dst []Claimed) ([]Claimed, error) {
 	rows, err := o.s.query(ctx, tx, "endpoint_probes", map[string]any{"now": args["now"], "probe_until": args["lease_expires_at"]})
 	if err != nil {
 		return nil, err
@@ -380,7 +380,7 @@ func (o *Outbox) claimProbes(ctx context.Context, tx *sqlx.Tx, args map[string]a
 	rows.Close()
 	for _, e := range endpoints {
 		before := len(dst)
-		if len(dst) < args["limit"].(int) {
+		if len(dst) < limit {
 			probeArgs := map[string]any{"owner": args["owner"], "now": args["now"], "lease_expires_at": args["lease_expires_at"], "endpoint": e}
 			rows, err := o.s.query(ctx, tx, "claim_probe", probeArgs)
 			if err != nil {
