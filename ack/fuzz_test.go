@@ -218,7 +218,8 @@ func FuzzParseAck(f *testing.F) {
 }
 
 // FuzzTerminal: decoding and validating a terminal notification never
-// panics; an accepted one re-marshals (Payload) to the canonical form of
+// panics; one a receiver accepts (strict JSON per Check, then valid)
+// re-marshals (Payload) to the canonical form of
 // the bytes it came from, which decode to the same value, and has an Ack.
 func FuzzTerminal(f *testing.F) {
 	for _, v := range fuzzTerminalVectors(f) {
@@ -230,7 +231,7 @@ func FuzzTerminal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var n ack.Terminal
-		if err := json.Unmarshal(b, &n); err != nil {
+		if ack.Check(b) != nil || json.Unmarshal(b, &n) != nil {
 			return
 		}
 		if err := ack.Validate(n); err != nil {
@@ -273,8 +274,10 @@ func FuzzTerminal(f *testing.F) {
 }
 
 // FuzzReporting: decoding, validating and checking an AdCP envelope never
-// panics; an accepted one survives a round trip through encoding/json and
-// JCS.
+// panics; one a receiver accepts (strict JSON per Check, then valid)
+// survives a round trip through encoding/json and JCS. Without Check a
+// result with a repeated member would decode (encoding/json keeps raw
+// bytes as they are) and then have no JCS form.
 func FuzzReporting(f *testing.F) {
 	for _, p := range fuzzEnvelopes(f) {
 		f.Add(p)
@@ -284,7 +287,7 @@ func FuzzReporting(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var n ack.Reporting
-		if err := json.Unmarshal(b, &n); err != nil {
+		if ack.Check(b) != nil || json.Unmarshal(b, &n) != nil {
 			return
 		}
 		_ = n.IsDeliveryReport()
@@ -319,8 +322,8 @@ func FuzzReporting(f *testing.F) {
 	})
 }
 
-// FuzzCommand: decoding and validating a command never panics; an
-// accepted one re-marshals to an equal command, and the source's response
+// FuzzCommand: decoding and validating a command never panics; one a
+// source accepts (strict JSON per Check, then valid) re-marshals to an equal command, and the source's response
 // verifies at every attempt within its budget. CommandProfile.Verify never
 // panics on arbitrary payloads, attempts and responses.
 func FuzzCommand(f *testing.F) {
@@ -340,7 +343,7 @@ func FuzzCommand(f *testing.F) {
 		}
 		_, _ = ack.ParseAttempt(string(response))
 		var c ack.Command
-		if err := json.Unmarshal(payload, &c); err != nil {
+		if ack.Check(payload) != nil || json.Unmarshal(payload, &c) != nil {
 			return
 		}
 		if err := ack.Validate(c); err != nil {
