@@ -162,8 +162,9 @@ func defaultOwner() string {
 // outcome. Run it in as many processes as you like; leases keep them from
 // sending the same delivery at once.
 type Worker struct {
-	cfg    Config
-	client *http.Client
+	cfg     Config
+	client  *http.Client
+	settler *settler
 }
 
 // NewWorker returns a Worker for cfg.
@@ -173,8 +174,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{
-		cfg:    cfg,
-		client: &http.Client{Transport: cfg.Transport, CheckRedirect: CheckRedirect},
+		cfg:     cfg,
+		client:  &http.Client{Transport: cfg.Transport, CheckRedirect: CheckRedirect},
+		settler: newSettler(cfg.Store.Outbox),
 	}, nil
 }
 
@@ -261,7 +263,8 @@ func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 	return ch, stop
 }
 
-// deliver makes one attempt and settles it.
+// deliver makes one attempt and settles it, together with the attempts
+// that finish meanwhile (see settler).
 func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
 	started := time.Now()
 	oc, aborted := w.attempt(ctx, c)
@@ -274,17 +277,16 @@ func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
 	// so an acknowledged delivery is not sent again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	settled, err := w.cfg.Store.Outbox.Settle(ctx, oc)
-	log := w.cfg.Logger.With(slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt))
-	if err != nil {
-		log.ErrorContext(ctx, "worker: settle failed", slog.Any("error", err))
+	s, err := w.settler.settle(ctx, oc)
+	id, attempt := slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt)
+	switch {
+	case err != nil:
+		w.cfg.Logger.ErrorContext(ctx, "worker: settle failed", id, attempt, slog.Any("error", err))
 		return
-	}
-	s := settled[0]
-	if s.Err != nil {
-		log.WarnContext(ctx, "worker: lease lost before settling", slog.String("code", string(courier.CodeLeaseLost)))
-	} else {
-		log.DebugContext(ctx, "worker: attempt settled", slog.String("status", string(s.Status)),
+	case s.Err != nil:
+		w.cfg.Logger.WarnContext(ctx, "worker: lease lost before settling", id, attempt, slog.String("code", string(courier.CodeLeaseLost)))
+	case w.cfg.Logger.Enabled(ctx, slog.LevelDebug):
+		w.cfg.Logger.DebugContext(ctx, "worker: attempt settled", id, attempt, slog.String("status", string(s.Status)),
 			slog.String("code", string(s.Code)), slog.Int("http_status", oc.HTTPStatus), slog.Duration("duration", oc.Duration))
 	}
 	if w.cfg.Hook != nil {

@@ -108,7 +108,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 // response body.
 func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []byte, req PublishRequest, payload []byte) ([]byte, error) {
 	s := p.cfg.Store
-	tx, err := s.DB().BeginTxx(ctx, nil)
+	tx, err := s.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -279,7 +279,7 @@ var errInProgress = errors.New("handler: in progress")
 // in one transaction, returning the Ack to answer and whether it was
 // processed now (false: a duplicate answered from the Inbox).
 func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, body []byte) ([]byte, bool, error) {
-	tx, err := rc.cfg.Store.DB().BeginTxx(ctx, nil)
+	tx, err := rc.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, err
 	}

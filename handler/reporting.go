@@ -206,7 +206,7 @@ func (rp *Reporting) process(ctx context.Context, key store.InboxKey, n ack.Repo
 			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
 		}
 	}()
-	tx, err := rp.cfg.Store.DB().BeginTxx(ctx, nil)
+	tx, err := rp.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, inboxError{err}
 	}

@@ -127,7 +127,7 @@ func (s *Source) decode(w http.ResponseWriter, body []byte, c *ack.Command) bool
 // process records the command and applies it in one transaction,
 // returning the response to answer: the stored one for a redelivery.
 func (s *Source) process(ctx context.Context, key store.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, error) {
-	tx, err := s.cfg.Store.DB().BeginTxx(ctx, nil)
+	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}

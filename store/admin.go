@@ -78,7 +78,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
 // code cancelled. A delivery in any other state is ErrNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
-	res, err := o.s.exec(ctx, o.s.db, "cancel", map[string]any{"id": id, "now": o.s.now()})
+	res, err := o.s.exec(ctx, o.s.writer, "cancel", map[string]any{"id": id, "now": o.s.now()})
 	if err != nil {
 		return err
 	}

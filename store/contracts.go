@@ -58,7 +58,7 @@ func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string
 	if err := checkContract(endpoint, capabilitiesSHA256); err != nil {
 		return err
 	}
-	_, err := c.s.exec(ctx, c.s.db, "contract_pin", map[string]any{
+	_, err := c.s.exec(ctx, c.s.writer, "contract_pin", map[string]any{
 		"endpoint": endpoint, "capabilities_sha256": capabilitiesSHA256, "now": c.s.now(),
 	})
 	return wrapf(err, "pin contract")
@@ -89,7 +89,7 @@ func (c *Contracts) get(ctx context.Context, x DBTX, endpoint string) (Contract,
 // code contract_changed, and returns how many. Leased ones are in flight
 // and settle as usual. Claiming for the endpoint resumes once none is left.
 func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, error) {
-	res, err := c.s.exec(ctx, c.s.db, "contract_fail_mismatched", map[string]any{"endpoint": endpoint, "now": c.s.now()})
+	res, err := c.s.exec(ctx, c.s.writer, "contract_fail_mismatched", map[string]any{"endpoint": endpoint, "now": c.s.now()})
 	if err != nil {
 		return 0, wrapf(err, "fail mismatched")
 	}

@@ -161,15 +161,19 @@ var healthCodes = map[courier.Code]bool{
 	courier.CodeTimeout: true, courier.CodeNetwork: true,
 }
 
-// record applies one settled attempt to its endpoint's breaker.
-func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, oc Outcome) error {
+// record applies one settled attempt to its endpoint's breaker; tracked
+// reports whether the endpoint has a row (one without is healthy).
+func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc Outcome) error {
 	gone := oc.Code == courier.CodeEndpointGone
 	if oc.Result != ResultSucceeded && !gone && !healthCodes[oc.Code] {
 		return nil // not about the endpoint's health
 	}
-	h, err := e.get(ctx, tx, endpoint)
-	if err != nil {
-		return err
+	h := EndpointHealth{Endpoint: endpoint, State: EndpointClosed}
+	if tracked {
+		var err error
+		if h, err = e.get(ctx, tx, endpoint); err != nil {
+			return err
+		}
 	}
 	from := h.State
 	cfg := e.s.cfg.Breaker
@@ -217,7 +221,7 @@ type RedriveParams struct {
 // attempt budget and retry horizon, and returns how many it moved.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	now := o.s.now()
-	res, err := o.s.exec(ctx, o.s.db, "redrive", map[string]any{
+	res, err := o.s.exec(ctx, o.s.writer, "redrive", map[string]any{
 		"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
 		"endpoint": p.Endpoint, "id": p.ID,
 	})

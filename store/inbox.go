@@ -131,7 +131,7 @@ func (s *Store) prune(ctx context.Context, name string, args map[string]any, p P
 			limit = min(limit, p.MaxRows-total)
 		}
 		args["limit"] = limit
-		res, err := s.exec(ctx, s.db, name, args)
+		res, err := s.exec(ctx, s.writer, name, args)
 		if err != nil {
 			return total, err
 		}
@@ -223,6 +223,6 @@ func (in *Inbox) CompleteClaim(ctx context.Context, tx DBTX, c InboxClaim, ack [
 // ReleaseClaim gives a claim back after processing failed, so that the
 // sender's retry processes the notification again.
 func (in *Inbox) ReleaseClaim(ctx context.Context, c InboxClaim) error {
-	_, err := in.s.exec(ctx, in.s.db, "inbox_release_claimed", map[string]any{"sender": c.key.Sender, "dedupe_key": c.key.Key, "token": c.token})
+	_, err := in.s.exec(ctx, in.s.writer, "inbox_release_claimed", map[string]any{"sender": c.key.Sender, "dedupe_key": c.key.Key, "token": c.token})
 	return err
 }

@@ -542,10 +542,10 @@ func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome)
 	var st Settled
 	var code sql.NullString
 	var endpoint string
-	found := false
+	found, tracked := false, false
 	for rows.Next() {
 		found = true
-		if err := rows.Scan(&st.Status, &code, &endpoint); err != nil {
+		if err := rows.Scan(&st.Status, &code, &endpoint, &tracked); err != nil {
 			rows.Close()
 			return Settled{}, o.s.dialect.interpret("settle", err)
 		}
@@ -567,7 +567,7 @@ func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome)
 	case courier.StatusFailed:
 		outcome = "failed"
 	}
-	if err := o.s.Endpoints.record(ctx, tx, now, endpoint, oc); err != nil {
+	if err := o.s.Endpoints.record(ctx, tx, now, endpoint, tracked, oc); err != nil {
 		return Settled{}, err
 	}
 	oc.Code = st.Code

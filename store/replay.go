@@ -13,7 +13,7 @@ type ReplayCache struct{ s *Store }
 // Remember records (keyID, nonce) until expires. It reports replayed=true
 // when the pair is already recorded and unexpired.
 func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
-	rows, err := c.s.query(ctx, c.s.db, "replay_remember", map[string]any{
+	rows, err := c.s.query(ctx, c.s.writer, "replay_remember", map[string]any{
 		"key_id": keyID, "nonce": nonce, "expires_at": expires.UnixMicro(), "now": c.s.now(),
 	})
 	if err != nil {

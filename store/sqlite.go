@@ -26,6 +26,12 @@ func init() {
 // configured the way courier needs it: WAL, a busy timeout, foreign keys,
 // and BEGIN IMMEDIATE for every transaction so writers queue instead of
 // failing. It migrates the schema and returns the Store.
+//
+// The Store writes through a connection of its own, one for the whole
+// Store (see Store.Begin): SQLite has one writer at a time, and writers
+// that each hold a connection wait for one another in a busy handler that
+// sleeps, and find their page cache dropped by one another's commits.
+// DB() is a pool of its own for the application and for reads.
 func OpenSQLite(ctx context.Context, path string, cfg Config) (*Store, error) {
 	db, err := sqlx.Open(SQLiteDriver, SQLiteDSN(path))
 	if err != nil {
@@ -40,7 +46,15 @@ func OpenSQLite(ctx context.Context, path string, cfg Config) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.closeFns = append(s.closeFns, func() { db.Close() })
+	writer, err := sqlx.Open(SQLiteDriver, SQLiteDSN(path))
+	if err != nil {
+		db.Close()
+		return nil, wrapf(err, "open %s", filepath.Base(path))
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	s.writer = writer
+	s.closeFns = append(s.closeFns, func() { writer.Close() }, func() { db.Close() })
 	return s, nil
 }
 
@@ -53,6 +67,10 @@ func SQLiteDSN(path string) string {
 	v.Set("_txlock", "immediate")
 	v.Set("_foreign_keys", "1")
 	v.Set("_synchronous", "NORMAL")
+	// Each connection keeps its prepared statements: compiling courier's
+	// claim and settle statements again on every call costs more than
+	// running them.
+	v.Set("_stmt_cache_size", "128")
 	return "file:" + path + "?" + v.Encode()
 }
 

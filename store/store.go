@@ -115,7 +115,8 @@ type Store struct {
 	Replay        *ReplayCache
 	Subscriptions *Subscriptions
 	Endpoints     *Endpoints
-	db            *sqlx.DB
+	db            *sqlx.DB // DB(): the application's, and courier's reads
+	writer        *sqlx.DB // courier's writes: db, or OpenSQLite's single connection
 	dialect       *dialect
 	cfg           Config
 	closeFns      []func()
@@ -137,7 +138,7 @@ func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	if err := checkSchema(ctx, db, d); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dialect: d, cfg: cfg}
+	s := &Store{db: db, writer: db, dialect: d, cfg: cfg}
 	s.Outbox = &Outbox{s: s}
 	s.Inbox = &Inbox{s: s}
 	s.Replay = &ReplayCache{s: s}
@@ -148,6 +149,22 @@ func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 
 // DB returns the database the Store works on.
 func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Begin starts a transaction on the connection courier writes through,
+// for work that goes with courier's own writes: the receivers in package
+// handler run the application's function in one. On a Store from
+// OpenSQLite that is a single connection, so concurrent writers queue in
+// Go, in order and without SQLite's sleeping busy handler, and share one
+// warm page cache; elsewhere it is DB().BeginTxx. Inside the transaction
+// use only the transaction: on SQLite a second Begin, or a Store method
+// that writes, waits until this one ends.
+func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
+	tx, err := s.writer.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, s.dialect.interpret("begin", err)
+	}
+	return tx, nil
+}
 
 // Engine names the store's engine: "sqlite" or "postgres".
 func (s *Store) Engine() string { return s.dialect.name }
@@ -174,9 +191,9 @@ func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]
 
 // inTx runs fn in a transaction of its own, committed when fn returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.db.BeginTxx(ctx, nil)
+	tx, err := s.Begin(ctx)
 	if err != nil {
-		return s.dialect.interpret("begin", err)
+		return err
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()

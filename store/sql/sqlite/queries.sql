@@ -154,7 +154,10 @@ UPDATE courier_outbox SET
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token AND lease_expires_at > :now
-RETURNING status, last_error_code, endpoint;
+-- Whether the endpoint has a breaker row: most have none (healthy), and
+-- then the settle needs no read of courier_endpoints.
+RETURNING status, last_error_code, endpoint,
+    EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint);
 
 -- name: log_attempt
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
