@@ -277,14 +277,22 @@ var errInProgress = errors.New("handler: in progress")
 
 // process records the notification and runs the application's function
 // in one transaction, returning the Ack to answer and whether it was
-// processed now (false: a duplicate answered from the Inbox).
+// processed now (false: a duplicate answered from the Inbox). The Ack is
+// bound to the bytes received, not to what the function does, so it is
+// built first and recorded with the key in one statement; a failing
+// function rolls both back.
 func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, body []byte) ([]byte, bool, error) {
+	a, err := ackFor(n, key.Key, body)
+	if err != nil {
+		return nil, false, err
+	}
+	b := a.Marshal()
 	tx, err := rc.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	receipt, err := rc.cfg.Store.Inbox.Record(ctx, tx, key)
+	receipt, err := rc.cfg.Store.Inbox.RecordCompleted(ctx, tx, key, b)
 	switch {
 	case err != nil:
 		return nil, false, err
@@ -294,14 +302,6 @@ func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, bod
 		return receipt.Ack, false, nil
 	}
 	if err := rc.fn(ctx, tx, n); err != nil {
-		return nil, false, err
-	}
-	a, err := ackFor(n, key.Key, body)
-	if err != nil {
-		return nil, false, err
-	}
-	b := a.Marshal()
-	if err := rc.cfg.Store.Inbox.Complete(ctx, tx, key, b); err != nil {
 		return nil, false, err
 	}
 	if err := tx.Commit(); err != nil {

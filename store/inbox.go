@@ -41,15 +41,34 @@ type Receipt struct {
 // waits for the first transaction (the engines' write locks) and then sees
 // it completed.
 func (in *Inbox) Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, error) {
-	return in.record(ctx, tx, k, in.s.now())
+	return in.record(ctx, tx, k, in.s.now(), nil)
 }
 
-// record is Record at the time now, which a fresh record is stamped with.
-func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64) (Receipt, error) {
+// RecordCompleted is Record and Complete in one statement, for a receiver
+// whose Ack does not depend on what processing does: a fresh key is
+// recorded already completed with ack. The caller then processes the
+// notification in tx; its effects and the record commit together, or a
+// rollback removes both. A key already recorded is reported as Record
+// reports it, with nothing written.
+func (in *Inbox) RecordCompleted(ctx context.Context, tx DBTX, k InboxKey, ack []byte) (Receipt, error) {
+	if ack == nil {
+		ack = []byte{} // profiles without an Ack store an empty one
+	}
+	return in.record(ctx, tx, k, in.s.now(), ack)
+}
+
+// record is Record at the time now, which a fresh record is stamped with;
+// with a non-nil ack the record is stored completed.
+func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64, ack []byte) (Receipt, error) {
 	if k.Sender == "" || len(k.Sender) > 256 || !validToken(k.Key) || len(k.PayloadSHA256) != 64 {
 		return Receipt{}, invalidArgument("InboxKey needs a sender, a token key and a SHA-256 digest")
 	}
-	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": now}
+	status := "processing"
+	if ack != nil {
+		status = "completed"
+	}
+	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": now,
+		"status": status, "ack": ack}
 	res, err := in.s.exec(ctx, tx, "inbox_insert", args)
 	if err != nil {
 		return Receipt{}, err
@@ -59,24 +78,24 @@ func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64) (Re
 	}
 	q := in.s.q("inbox_get")
 	var (
-		sum, status      string
-		ack              []byte
+		sum, got         string
+		stored           []byte
 		created, updated int64
 	)
-	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&sum, &status, &ack, &created, &updated)
+	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&sum, &got, &stored, &created, &updated)
 	if err != nil {
 		if err == sql.ErrNoRows { // released between the insert and the read
-			return in.record(ctx, tx, k, now)
+			return in.record(ctx, tx, k, now, ack)
 		}
 		return Receipt{}, in.s.dialect.interpret("inbox_get", err)
 	}
 	switch {
 	case sum != k.PayloadSHA256:
 		return Receipt{}, courier.ErrIdempotencyCollision
-	case status != "completed":
+	case got != "completed":
 		return Receipt{InProgress: true}, nil
 	}
-	return Receipt{Ack: ack}, nil
+	return Receipt{Ack: stored}, nil
 }
 
 // Complete stores the Ack for a key this transaction recorded fresh.
@@ -165,7 +184,7 @@ func (in *Inbox) Claim(ctx context.Context, k InboxKey, stale time.Duration) (Re
 	err := in.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		now := in.s.now()
-		r, err = in.record(ctx, tx, k, now)
+		r, err = in.record(ctx, tx, k, now, nil)
 		switch {
 		case err != nil:
 			return err

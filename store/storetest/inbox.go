@@ -62,6 +62,38 @@ func testInbox(t *testing.T, open OpenFunc) {
 		t.Fatalf("collision Record = %v", err)
 	}
 
+	// Recorded already completed (RecordCompleted): a rollback leaves
+	// nothing; once committed, duplicates get the stored Ack, which a later
+	// RecordCompleted does not overwrite, and another body is a collision.
+	done := store.InboxKey{Sender: "sender-a", Key: "n-2", PayloadSHA256: digest("body-2")}
+	doneAck := []byte(`{"notification_id":"n-2","status":"accepted"}`)
+	for _, commit := range []bool{false, true} {
+		tx = b.begin(t)
+		if r, err := in.RecordCompleted(b.ctx, tx, done, doneAck); err != nil || !r.Fresh {
+			t.Fatalf("RecordCompleted (commit %v) = %+v, %v, want fresh", commit, r, err)
+		}
+		if !commit {
+			tx.Rollback()
+		} else if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx = b.begin(t)
+	for _, r := range []func() (store.Receipt, error){
+		func() (store.Receipt, error) { return in.Record(b.ctx, tx, done) },
+		func() (store.Receipt, error) { return in.RecordCompleted(b.ctx, tx, done, []byte(`{"other":true}`)) },
+	} {
+		if r, err := r(); err != nil || r.Fresh || r.InProgress || !bytes.Equal(r.Ack, doneAck) {
+			t.Fatalf("duplicate of a key recorded completed = %+v, %v, want its Ack", r, err)
+		}
+	}
+	collides := done
+	collides.PayloadSHA256 = digest("other")
+	if _, err := in.RecordCompleted(b.ctx, tx, collides, doneAck); !errors.Is(err, courier.ErrIdempotencyCollision) {
+		t.Fatalf("RecordCompleted of another body = %v, want a collision", err)
+	}
+	tx.Rollback()
+
 	// The same key from another sender is another notification.
 	elsewhere := k
 	elsewhere.Sender = "sender-b"

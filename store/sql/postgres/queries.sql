@@ -202,8 +202,10 @@ SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at
 -- name: inbox_insert
 -- A concurrent insert of the same key waits for the first transaction and
 -- then inserts nothing (READ COMMITTED); the store then reads the row.
-INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, created_at, updated_at)
-VALUES (:sender, :dedupe_key, :payload_sha256, 'processing', :now, :now)
+-- :status is 'processing' (Record, Claim) or 'completed' with its :ack
+-- (RecordCompleted).
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, ack, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, :status, :ack, :now, :now)
 ON CONFLICT (sender, dedupe_key) DO NOTHING;
 
 -- name: inbox_get

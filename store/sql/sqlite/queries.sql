@@ -186,8 +186,10 @@ WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
 
 -- name: inbox_insert
-INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, created_at, updated_at)
-VALUES (:sender, :dedupe_key, :payload_sha256, 'processing', :now, :now)
+-- :status is 'processing' (Record, Claim) or 'completed' with its :ack
+-- (RecordCompleted).
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, ack, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, :status, :ack, :now, :now)
 ON CONFLICT (sender, dedupe_key) DO NOTHING;
 
 -- name: inbox_get
