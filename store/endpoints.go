@@ -162,35 +162,35 @@ var healthCodes = map[courier.Code]bool{
 }
 
 // record applies one settled attempt to its endpoint's breaker; tracked
-// reports whether the endpoint has a row (one without is healthy).
-func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc Outcome) error {
+// reports whether the endpoint has a row (one without is healthy). wrote
+// reports whether it now has one written in this transaction.
+func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc Outcome) (wrote bool, err error) {
 	gone := oc.Code == courier.CodeEndpointGone
 	if oc.Result != ResultSucceeded && !gone && !healthCodes[oc.Code] {
-		return nil // not about the endpoint's health
+		return false, nil // not about the endpoint's health
 	}
 	h := EndpointHealth{Endpoint: endpoint, State: EndpointClosed}
 	if tracked {
-		var err error
 		if h, err = e.get(ctx, tx, endpoint); err != nil {
-			return err
+			return false, err
 		}
 	}
 	from := h.State
 	cfg := e.s.cfg.Breaker
 	switch {
 	case h.State == EndpointDisabled:
-		return nil // only an operator brings it back
+		return false, nil // only an operator brings it back
 	case oc.Result == ResultSucceeded:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
-			return nil // the common case: healthy stays healthy, nothing stored
+			return false, nil // the common case: healthy stays healthy, nothing stored
 		}
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
-			return err
+			return false, err
 		}
 		if from != EndpointClosed {
 			e.s.emit(EndpointEvent{Endpoint: endpoint, From: from, To: EndpointClosed})
 		}
-		return nil
+		return false, nil
 	case gone:
 		h.State, h.Reason = EndpointDisabled, courier.CodeEndpointGone
 	default:
@@ -208,7 +208,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	if h.State == EndpointClosed {
 		h.Reason = oc.Code // counting failures below the threshold
 	}
-	return e.put(ctx, tx, h, now, EndpointEvent{Endpoint: endpoint, From: from, To: h.State, Reason: h.Reason})
+	return true, e.put(ctx, tx, h, now, EndpointEvent{Endpoint: endpoint, From: from, To: h.State, Reason: h.Reason})
 }
 
 // RedriveParams selects failed deliveries to send again.

@@ -418,7 +418,7 @@ func (o *Outbox) suppressChanged(ctx context.Context, tx *sqlx.Tx, now int64, cl
 				if _, err := o.s.exec(ctx, tx, "suppress", map[string]any{"id": c.DeliveryID, "token": c.Token, "code": string(courier.CodeSubscriptionChanged), "now": now}); err != nil {
 					return err
 				}
-				if err := o.logAttempt(ctx, tx, now, Outcome{Lease: c.Lease, Code: courier.CodeSubscriptionChanged}, "suppressed"); err != nil {
+				if err := o.logAttempts(ctx, tx, now, newAttemptArg(Outcome{Lease: c.Lease, Code: courier.CodeSubscriptionChanged}, "suppressed")); err != nil {
 					return err
 				}
 				continue
@@ -442,7 +442,7 @@ func (o *Outbox) quarantine(ctx context.Context, tx *sqlx.Tx, now int64, l Lease
 	if _, err := o.s.exec(ctx, tx, "quarantine", map[string]any{"id": l.DeliveryID, "token": l.Token, "code": string(code), "now": now}); err != nil {
 		return err
 	}
-	return o.logAttempt(ctx, tx, now, Outcome{Lease: l, Code: code}, "quarantined")
+	return o.logAttempts(ctx, tx, now, newAttemptArg(Outcome{Lease: l, Code: code}, "quarantined"))
 }
 
 // Result is how an attempt ended, as a worker reports it.
@@ -480,6 +480,9 @@ type Settled struct {
 // overwrites a newer outcome. A retry past the delivery's attempt budget or
 // deadline fails it instead. The returned error is for the batch as a whole
 // (database trouble); nothing was applied then.
+//
+// The outcomes are applied by one statement and logged by another,
+// however many there are.
 func (o *Outbox) Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, error) {
 	for _, oc := range outcomes {
 		if err := oc.validate(); err != nil {
@@ -489,12 +492,10 @@ func (o *Outbox) Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, er
 	out := make([]Settled, len(outcomes))
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
-		for i, oc := range outcomes {
-			s, err := o.settle(ctx, tx, now, oc)
-			if err != nil {
+		for _, batch := range distinctDeliveries(outcomes) {
+			if err := o.settle(ctx, tx, now, outcomes, batch, out); err != nil {
 				return err
 			}
-			out[i] = s
 		}
 		return nil
 	})
@@ -522,65 +523,145 @@ func (oc Outcome) validate() error {
 	return invalidArgument("Outcome.Result is unknown")
 }
 
-func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome) (Settled, error) {
-	var next int64
-	if oc.Result == ResultRetry {
-		next = now + o.s.cfg.Backoff.Delay(oc.Lease.Attempt, oc.RetryAfter).Microseconds()
-	}
-	var ack any
-	if oc.Result == ResultSucceeded {
-		ack = oc.AckSHA256 // "" for profiles without an Ack
-	}
-	rows, err := o.s.query(ctx, tx, "settle", map[string]any{
-		"result": string(oc.Result), "code": nullable(string(oc.Code)), "next_attempt_at": next,
-		"http_status": nullable(oc.HTTPStatus), "ack_sha256": ack, "now": now,
-		"id": oc.Lease.DeliveryID, "token": oc.Lease.Token,
-	})
-	if err != nil {
-		return Settled{}, err
-	}
-	var st Settled
-	var code sql.NullString
-	var endpoint string
-	found, tracked := false, false
-	for rows.Next() {
-		found = true
-		if err := rows.Scan(&st.Status, &code, &endpoint, &tracked); err != nil {
-			rows.Close()
-			return Settled{}, o.s.dialect.interpret("settle", err)
+// distinctDeliveries splits the indexes of outcomes into batches in which
+// no delivery appears twice (one statement settles a batch, and matches its
+// rows by delivery). Almost always there is one batch.
+func distinctDeliveries(outcomes []Outcome) [][]int {
+	var batches [][]int
+	seen := make(map[int64]int, len(outcomes)) // delivery -> outcomes so far
+	for i, oc := range outcomes {
+		n := seen[oc.Lease.DeliveryID]
+		seen[oc.Lease.DeliveryID] = n + 1
+		if n == len(batches) {
+			batches = append(batches, nil)
 		}
+		batches[n] = append(batches[n], i)
 	}
-	if err := rows.Close(); err != nil {
-		return Settled{}, o.s.dialect.interpret("settle", err)
-	}
-	if err := rows.Err(); err != nil {
-		return Settled{}, o.s.dialect.interpret("settle", err)
-	}
-	if !found {
-		return Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.ErrLeaseLost)}, nil
-	}
-	st.Code = courier.Code(code.String)
-	outcome := string(oc.Result)
-	switch st.Status {
-	case courier.StatusRetryWait:
-		outcome = "retry"
-	case courier.StatusFailed:
-		outcome = "failed"
-	}
-	if err := o.s.Endpoints.record(ctx, tx, now, endpoint, tracked, oc); err != nil {
-		return Settled{}, err
-	}
-	oc.Code = st.Code
-	return st, o.logAttempt(ctx, tx, now, oc, outcome)
+	return batches
 }
 
-func (o *Outbox) logAttempt(ctx context.Context, tx *sqlx.Tx, now int64, oc Outcome, outcome string) error {
-	_, err := o.s.exec(ctx, tx, "log_attempt", map[string]any{
-		"delivery_id": oc.Lease.DeliveryID, "attempt": oc.Lease.Attempt, "owner": oc.Lease.Owner,
-		"leased_at": micros(oc.Lease.LeasedAt), "lease_expires_at": micros(oc.Lease.ExpiresAt), "now": now,
-		"duration_us": max(oc.Duration.Microseconds(), 0), "outcome": outcome,
-		"http_status": nullable(oc.HTTPStatus), "error_code": nullable(string(oc.Code)),
+// settleArg is one outcome as the settle statement reads it from its JSON
+// :batch parameter.
+type settleArg struct {
+	ID     int64   `json:"id"`
+	Token  string  `json:"token"`
+	Result Result  `json:"result"`
+	Code   *string `json:"code"`
+	NextAt int64   `json:"next_at"`
+	HTTP   *int    `json:"http"`
+	Ack    *string `json:"ack"`
+}
+
+// settled is a row the settle statement changed.
+type settled struct {
+	status   courier.Status
+	code     sql.NullString
+	endpoint string
+	tracked  bool // the endpoint has a breaker row
+}
+
+// settle applies outcomes[i] for every i in batch (distinct deliveries),
+// logs the attempts and updates the endpoints' breakers, filling out.
+func (o *Outbox) settle(ctx context.Context, tx *sqlx.Tx, now int64, outcomes []Outcome, batch []int, out []Settled) error {
+	args := make([]settleArg, len(batch))
+	for j, i := range batch {
+		oc := outcomes[i]
+		a := settleArg{ID: oc.Lease.DeliveryID, Token: oc.Lease.Token, Result: oc.Result}
+		if oc.Code != "" {
+			a.Code = ptr(string(oc.Code))
+		}
+		if oc.HTTPStatus != 0 {
+			a.HTTP = ptr(oc.HTTPStatus)
+		}
+		switch oc.Result {
+		case ResultRetry:
+			a.NextAt = now + o.s.cfg.Backoff.Delay(oc.Lease.Attempt, oc.RetryAfter).Microseconds()
+		case ResultSucceeded:
+			a.Ack = ptr(oc.AckSHA256) // "" for profiles without an Ack
+		}
+		args[j] = a
+	}
+	rows, err := o.s.query(ctx, tx, "settle", map[string]any{"batch": jsonArg(args), "now": now})
+	if err != nil {
+		return err
+	}
+	changed := make(map[int64]settled, len(batch))
+	err = scanRows(rows, func() error {
+		var id int64
+		var r settled
+		if err := rows.Scan(&id, &r.status, &r.code, &r.endpoint, &r.tracked); err != nil {
+			return err
+		}
+		changed[id] = r
+		return nil
 	})
+	if err != nil {
+		return o.s.dialect.interpret("settle", err)
+	}
+
+	logged := make([]attemptArg, 0, len(batch))
+	written := make(map[string]bool) // endpoints given a breaker row by this batch
+	for _, i := range batch {
+		oc := outcomes[i]
+		r, ok := changed[oc.Lease.DeliveryID]
+		if !ok {
+			out[i] = Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.ErrLeaseLost)}
+			continue
+		}
+		out[i] = Settled{Status: r.status, Code: courier.Code(r.code.String)}
+		wrote, err := o.s.Endpoints.record(ctx, tx, now, r.endpoint, r.tracked || written[r.endpoint], oc)
+		if err != nil {
+			return err
+		}
+		written[r.endpoint] = written[r.endpoint] || wrote
+		outcome := string(oc.Result)
+		switch r.status {
+		case courier.StatusRetryWait:
+			outcome = "retry"
+		case courier.StatusFailed:
+			outcome = "failed"
+		}
+		oc.Code = out[i].Code
+		logged = append(logged, newAttemptArg(oc, outcome))
+	}
+	return o.logAttempts(ctx, tx, now, logged...)
+}
+
+// attemptArg is one row of the attempts log as log_attempts reads it from
+// its JSON :batch parameter.
+type attemptArg struct {
+	DeliveryID     int64   `json:"delivery_id"`
+	Attempt        int     `json:"attempt"`
+	Owner          string  `json:"owner"`
+	LeasedAt       int64   `json:"leased_at"`
+	LeaseExpiresAt int64   `json:"lease_expires_at"`
+	DurationUS     int64   `json:"duration_us"`
+	Outcome        string  `json:"outcome"`
+	HTTPStatus     *int    `json:"http_status"`
+	ErrorCode      *string `json:"error_code"`
+}
+
+func newAttemptArg(oc Outcome, outcome string) attemptArg {
+	a := attemptArg{
+		DeliveryID: oc.Lease.DeliveryID, Attempt: oc.Lease.Attempt, Owner: oc.Lease.Owner,
+		LeasedAt: micros(oc.Lease.LeasedAt), LeaseExpiresAt: micros(oc.Lease.ExpiresAt),
+		DurationUS: max(oc.Duration.Microseconds(), 0), Outcome: outcome,
+	}
+	if oc.HTTPStatus != 0 {
+		a.HTTPStatus = ptr(oc.HTTPStatus)
+	}
+	if oc.Code != "" {
+		a.ErrorCode = ptr(string(oc.Code))
+	}
+	return a
+}
+
+// logAttempts appends attempts to the log in one statement.
+func (o *Outbox) logAttempts(ctx context.Context, tx *sqlx.Tx, now int64, attempts ...attemptArg) error {
+	if len(attempts) == 0 {
+		return nil
+	}
+	_, err := o.s.exec(ctx, tx, "log_attempts", map[string]any{"batch": jsonArg(attempts), "now": now})
 	return err
 }
 

@@ -14,6 +14,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -233,6 +234,34 @@ func nullable[T comparable](v T) any {
 		return nil
 	}
 	return v
+}
+
+// ptr returns a pointer to v: a JSON field that may be null.
+func ptr[T any](v T) *T { return &v }
+
+// jsonArg encodes the rows of a batch statement's JSON parameter, which
+// SQLite reads with json_each and PostgreSQL with jsonb_to_recordset.
+func jsonArg(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("store: a batch parameter does not encode: " + err.Error()) // plain structs always do
+	}
+	return string(b)
+}
+
+// scanRows calls scan for each row, then closes rows and returns the
+// first error of either.
+func scanRows(rows *sql.Rows, scan func() error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return rows.Err()
 }
 
 // isNoRows reports whether err says a query returned no row.

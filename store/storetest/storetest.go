@@ -52,6 +52,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Suppression", testSuppression},
 		{"Breaker", testBreaker},
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
+		{"SettleBatch", testSettleBatch},
 		{"Commands", testCommands},
 		{"Admin", testAdmin},
 	}

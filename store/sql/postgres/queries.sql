@@ -153,30 +153,39 @@ UPDATE courier_outbox SET
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
 -- name: settle
--- PostgreSQL: the :result and :code parameters are cast, since a parameter
--- used in several places needs one type.
-UPDATE courier_outbox SET
+-- Settles a batch of outcomes in one statement. :batch is a JSON array of
+-- {id, token, result, code, next_at, http, ack}, one per delivery. Every
+-- outcome is fenced: it applies only while the caller's lease is the row's
+-- lease and has not expired; the caller reads the rows returned to know
+-- which did. The status is decided here, against the row's own budget and
+-- deadline: a retry past either ends the delivery.
+UPDATE courier_outbox AS o SET
     status = CASE
-        WHEN :result::text <> 'retry' THEN :result::text
-        WHEN attempts >= max_attempts OR :next_attempt_at::bigint > deadline THEN 'failed'
+        WHEN v.result <> 'retry' THEN v.result
+        WHEN o.attempts >= o.max_attempts OR v.next_at > o.deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN :result::text = 'retry' AND attempts < max_attempts AND :next_attempt_at::bigint > deadline THEN 'expired'
-        ELSE :code::text END,
-    next_attempt_at = CASE WHEN :result::text = 'retry' THEN :next_attempt_at::bigint ELSE next_attempt_at END,
-    last_status = :http_status,
-    ack_sha256 = :ack_sha256,
+        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at > o.deadline THEN 'expired'
+        ELSE v.code END,
+    next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
+    last_status = v.http,
+    ack_sha256 = v.ack,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
-WHERE id = :id AND status = 'leased' AND lease_token = :token AND lease_expires_at > :now
+FROM jsonb_to_recordset(:batch::jsonb)
+    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text)
+WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
-RETURNING status, last_error_code, endpoint,
-    EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint);
+RETURNING o.id, o.status, o.last_error_code, o.endpoint,
+    EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint);
 
--- name: log_attempt
+-- name: log_attempts
+-- Appends a batch of attempts: :batch is a JSON array of rows.
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
-VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
+SELECT v.delivery_id, v.attempt, v.owner, v.leased_at, v.lease_expires_at, :now, v.duration_us, v.outcome, v.http_status, v.error_code
+FROM jsonb_to_recordset(:batch::jsonb) AS v(delivery_id bigint, attempt integer, owner text, leased_at bigint,
+    lease_expires_at bigint, duration_us bigint, outcome text, http_status integer, error_code text);
 
 -- name: get_delivery
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,

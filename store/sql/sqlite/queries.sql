@@ -137,31 +137,45 @@ UPDATE courier_outbox SET
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
 -- name: settle
--- Every settle is fenced: it applies only while the caller's lease is the
--- row's lease and has not expired. The status is decided here, against the
--- row's own budget and deadline: a retry past either ends the delivery.
+-- Settles a batch of outcomes in one statement. :batch is a JSON array of
+-- {id, token, result, code, next_at, http, ack}, one per delivery. Every
+-- outcome is fenced: it applies only while the caller's lease is the row's
+-- lease and has not expired; the caller reads the rows returned to know
+-- which did. The status is decided here, against the row's own budget and
+-- deadline: a retry past either ends the delivery.
+-- SQLite: RETURNING may not name the FROM table, so the row's id says which
+-- outcome it was.
 UPDATE courier_outbox SET
     status = CASE
-        WHEN :result <> 'retry' THEN :result
-        WHEN attempts >= max_attempts OR :next_attempt_at > deadline THEN 'failed'
+        WHEN v.result <> 'retry' THEN v.result
+        WHEN attempts >= max_attempts OR v.next_at > deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN :result = 'retry' AND attempts < max_attempts AND :next_attempt_at > deadline THEN 'expired'
-        ELSE :code END,
-    next_attempt_at = CASE WHEN :result = 'retry' THEN :next_attempt_at ELSE next_attempt_at END,
-    last_status = :http_status,
-    ack_sha256 = :ack_sha256,
+        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at > deadline THEN 'expired'
+        ELSE v.code END,
+    next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
+    last_status = v.http,
+    ack_sha256 = v.ack,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
-WHERE id = :id AND status = 'leased' AND lease_token = :token AND lease_expires_at > :now
+FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result' AS result,
+             value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
+             value ->> 'ack' AS ack
+      FROM json_each(:batch)) AS v
+WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
+    AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
-RETURNING status, last_error_code, endpoint,
+RETURNING id, status, last_error_code, endpoint,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint);
 
--- name: log_attempt
+-- name: log_attempts
+-- Appends a batch of attempts: :batch is a JSON array of rows.
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
-VALUES (:delivery_id, :attempt, :owner, :leased_at, :lease_expires_at, :now, :duration_us, :outcome, :http_status, :error_code);
+SELECT value ->> 'delivery_id', value ->> 'attempt', value ->> 'owner', value ->> 'leased_at',
+    value ->> 'lease_expires_at', :now, value ->> 'duration_us', value ->> 'outcome',
+    value ->> 'http_status', value ->> 'error_code'
+FROM json_each(:batch);
 
 -- name: get_delivery
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,

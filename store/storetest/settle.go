@@ -1,0 +1,121 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+// testSettleBatch settles many outcomes in one call, as the worker does
+// with the attempts that finish together: each applies or is refused on
+// its own lease, each is logged, and failures of one endpoint in the same
+// batch count one after the other against its breaker.
+func testSettleBatch(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 10, Cooldown: time.Minute, DisableAfter: 24 * time.Hour}})
+	const flaky = "https://flaky.example/h"
+	for _, id := range []string{"ok-1", "ok-2", "retry-1", "retry-2", "fail-1", "stale-1"} {
+		p := delivery(id)
+		if id == "retry-1" || id == "retry-2" {
+			p.Endpoint = flaky
+		}
+		b.enqueue(t, p)
+	}
+	claimed := map[string]store.Claimed{}
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		claimed[c.NotificationID] = c
+	}
+	if len(claimed) != 6 {
+		t.Fatalf("claimed %d, want 6", len(claimed))
+	}
+	stale := claimed["stale-1"].Lease
+	stale.Token = "someone-elses-token"
+	outcomes := []store.Outcome{
+		{Lease: claimed["ok-1"].Lease, Result: store.ResultSucceeded, AckSHA256: digest("ack-1"), HTTPStatus: 200},
+		{Lease: claimed["retry-1"].Lease, Result: store.ResultRetry, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503},
+		{Lease: stale, Result: store.ResultSucceeded},
+		{Lease: claimed["fail-1"].Lease, Result: store.ResultFailed, Code: courier.CodeAckInvalid, HTTPStatus: 200},
+		{Lease: claimed["retry-2"].Lease, Result: store.ResultRetry, Code: courier.CodeTimeout},
+		{Lease: claimed["ok-2"].Lease, Result: store.ResultSucceeded, AckSHA256: ""},
+		// The same delivery twice: the second finds the lease already used.
+		{Lease: claimed["ok-1"].Lease, Result: store.ResultFailed, Code: courier.CodeAckInvalid},
+	}
+	got, err := b.store.Outbox.Settle(b.ctx, outcomes...)
+	if err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	want := []struct {
+		status   courier.Status
+		code     courier.Code
+		leaseErr bool
+	}{
+		{courier.StatusSucceeded, "", false},
+		{courier.StatusRetryWait, courier.CodeReceiverUnavailable, false},
+		{"", "", true},
+		{courier.StatusFailed, courier.CodeAckInvalid, false},
+		{courier.StatusRetryWait, courier.CodeTimeout, false},
+		{courier.StatusSucceeded, "", false},
+		{"", "", true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Settle returned %d results for %d outcomes", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if w.leaseErr {
+			if !errors.Is(g.Err, courier.ErrLeaseLost) {
+				t.Errorf("outcome %d: %+v, want lease lost", i, g)
+			}
+			continue
+		}
+		if g.Err != nil || g.Status != w.status || g.Code != w.code {
+			t.Errorf("outcome %d: %+v, want %s %q", i, g, w.status, w.code)
+		}
+	}
+
+	for id, want := range map[string]struct {
+		status  courier.Status
+		outcome string
+		code    courier.Code
+		http    int
+	}{
+		"ok-1":    {courier.StatusSucceeded, "succeeded", "", 200},
+		"ok-2":    {courier.StatusSucceeded, "succeeded", "", 0},
+		"retry-1": {courier.StatusRetryWait, "retry", courier.CodeReceiverUnavailable, 503},
+		"retry-2": {courier.StatusRetryWait, "retry", courier.CodeTimeout, 0},
+		"fail-1":  {courier.StatusFailed, "failed", courier.CodeAckInvalid, 200},
+		"stale-1": {courier.StatusLeased, "", "", 0},
+	} {
+		c := claimed[id]
+		if d := b.get(t, c.DeliveryID); d.Status != want.status {
+			t.Errorf("%s is %s, want %s", id, d.Status, want.status)
+		}
+		attempts, err := b.store.Outbox.Attempts(b.ctx, c.DeliveryID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.outcome == "" {
+			if len(attempts) != 0 {
+				t.Errorf("%s: %d attempts logged for a refused outcome", id, len(attempts))
+			}
+			continue
+		}
+		if len(attempts) != 1 {
+			t.Fatalf("%s: %d attempts logged, want 1", id, len(attempts))
+		}
+		a := attempts[0]
+		if a.Outcome != want.outcome || a.ErrorCode != want.code || a.HTTPStatus != want.http || a.Attempt != 1 || a.Owner != "w" {
+			t.Errorf("%s: attempt %+v, want %s %q %d", id, a, want.outcome, want.code, want.http)
+		}
+	}
+	if d := b.get(t, claimed["ok-1"].DeliveryID); d.AckSHA256 != digest("ack-1") {
+		t.Errorf("ok-1 ack digest %q", d.AckSHA256)
+	}
+	// Two failures of the flaky endpoint in one batch count twice.
+	eh, err := b.store.Endpoints.Get(b.ctx, flaky)
+	if err != nil || eh.ConsecutiveFailures != 2 || eh.State != store.EndpointClosed {
+		t.Errorf("flaky endpoint %+v, %v: want closed with 2 consecutive failures", eh, err)
+	}
+}
