@@ -49,7 +49,9 @@ const DefaultMaxBodyBytes = 1 << 20
 // using tx, the transaction the Inbox record is written in, so its effects
 // in that database happen exactly once. An error rolls everything back: a
 // *Rejection refuses the notification for good (422), any other error
-// answers 500 and the sender retries.
+// answers 500 and the sender retries. tx comes from Store.Begin: write
+// through tx only, since on SQLite a second write transaction, or a
+// store method that writes, waits until this one ends.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
 // Config configures a receiver.

@@ -31,8 +31,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
@@ -135,7 +133,7 @@ func run(ctx context.Context, o options) (summary, error) {
 
 	// The sending application: business rows and notifications, committed
 	// or rolled back together.
-	app := &application{db: sender.DB(), outbox: sender.Outbox, endpoint: srv.URL + "/terminal", seed: o.seed}
+	app := &application{store: sender, outbox: sender.Outbox, endpoint: srv.URL + "/terminal", seed: o.seed}
 	if err := app.migrate(ctx); err != nil {
 		return summary{}, err
 	}
@@ -231,14 +229,14 @@ func waitSettled(ctx context.Context, s *store.Store) error {
 
 // application is the sending side's business logic.
 type application struct {
-	db       *sqlx.DB
+	store    *store.Store
 	outbox   *store.Outbox
 	endpoint string
 	seed     int64
 }
 
 func (a *application) migrate(ctx context.Context) error {
-	_, err := a.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (
+	_, err := a.store.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (
 		number INTEGER PRIMARY KEY, notification_id TEXT NOT NULL, enqueued_at INTEGER NOT NULL)`)
 	return err
 }
@@ -266,7 +264,9 @@ func (a *application) placeOrders(ctx context.Context, n int) (committed, rolled
 }
 
 func (a *application) placeOrder(ctx context.Context, i int, id string, payload []byte) error {
-	tx, err := a.db.BeginTxx(ctx, nil)
+	// Begin: the order and its notification go through the connection
+	// courier writes through, queueing with the worker's own writes.
+	tx, err := a.store.Begin(ctx)
 	if err != nil {
 		return err
 	}
