@@ -40,7 +40,8 @@ type Config struct {
 	// host name, process id and a random suffix.
 	Owner string
 	// Concurrency is how many deliveries are in flight at once. Defaults to
-	// DefaultConcurrency.
+	// DefaultConcurrency. On PostgreSQL the store's pool should hold at
+	// least this many connections plus two (see store.Open).
 	Concurrency int
 	// BatchSize is the most deliveries one claim takes. Defaults to
 	// Concurrency.

@@ -127,6 +127,13 @@ type Store struct {
 // or OpenSQLite's driver for SQLite; "pgx" or "postgres" for PostgreSQL).
 // It checks that the schema is the one this courier migrates to and was not
 // altered: ErrSchemaOutdated means Migrate must run first.
+//
+// The Store uses db as it is configured. On PostgreSQL size its pool for
+// the work in flight: database/sql keeps two idle connections by default,
+// so a worker delivering 16 at once, or a receiver serving many requests,
+// would open and close a server connection for most transactions. Give it
+// at least the worker's Concurrency plus two, with as many idle
+// (db.SetMaxOpenConns, db.SetMaxIdleConns).
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
