@@ -665,6 +665,31 @@ func (o *Outbox) logAttempts(ctx context.Context, tx *sqlx.Tx, now int64, attemp
 	return err
 }
 
+// Release gives back leases whose attempt was never made, such as the
+// deliveries a worker claimed ahead and had not started when it stopped:
+// each delivery is due again as it was before the claim, and the claim
+// does not count against its attempt budget. A lease that is no longer
+// the row's is left alone. It returns how many were released.
+func (o *Outbox) Release(ctx context.Context, leases ...Lease) (int, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	type leaseArg struct {
+		ID    int64  `json:"id"`
+		Token string `json:"token"`
+	}
+	args := make([]leaseArg, len(leases))
+	for i, l := range leases {
+		args[i] = leaseArg{ID: l.DeliveryID, Token: l.Token}
+	}
+	res, err := o.s.exec(ctx, o.s.writer, "release", map[string]any{"batch": jsonArg(args), "now": o.s.now()})
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), wrapf(err, "release")
+}
+
 // Complete settles a successful attempt; ackSHA256 is the digest of the
 // Ack the receiver answered ("" for profiles without one).
 func (o *Outbox) Complete(ctx context.Context, l Lease, ackSHA256 string) error {

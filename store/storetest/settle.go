@@ -119,3 +119,63 @@ func testSettleBatch(t *testing.T, open OpenFunc) {
 		t.Errorf("flaky endpoint %+v, %v: want closed with 2 consecutive failures", eh, err)
 	}
 }
+
+// testRelease gives back leases never used: the deliveries are due again
+// with their attempt uncounted, a retried one keeps its error code, and a
+// stale or already-settled lease is left alone.
+func testRelease(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, id := range []string{"fresh", "retried", "settled"} {
+		b.enqueue(t, delivery(id))
+	}
+	first := map[string]store.Claimed{}
+	for _, c := range b.claim(t, "w", 10, time.Hour) {
+		first[c.NotificationID] = c
+	}
+	if err := b.store.Outbox.Retry(b.ctx, first["retried"].Lease, store.RetryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute) // the retry is due (backoff capped at a minute); the leases hold
+	claimed := map[string]store.Claimed{"fresh": first["fresh"], "settled": first["settled"]}
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		claimed[c.NotificationID] = c
+	}
+	if got := claimed["retried"].Attempt; got != 2 {
+		t.Fatalf("retried delivery claimed at attempt %d, want 2", got)
+	}
+	if err := b.store.Outbox.Complete(b.ctx, claimed["settled"].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	stale := claimed["fresh"].Lease
+	stale.Token = "not-the-token"
+
+	n, err := b.store.Outbox.Release(b.ctx, claimed["fresh"].Lease, claimed["retried"].Lease, claimed["settled"].Lease, stale)
+	if err != nil || n != 2 {
+		t.Fatalf("Release = %d, %v; want 2 released", n, err)
+	}
+	for id, want := range map[string]struct {
+		status   courier.Status
+		attempts int
+		code     courier.Code
+	}{
+		"fresh":   {courier.StatusPending, 0, ""},
+		"retried": {courier.StatusRetryWait, 1, courier.CodeReceiverUnavailable},
+		"settled": {courier.StatusSucceeded, 1, ""},
+	} {
+		d := b.get(t, claimed[id].DeliveryID)
+		if d.Status != want.status || d.Attempts != want.attempts || d.LastErrorCode != want.code || d.LeaseOwner != "" {
+			t.Errorf("%s after Release: status %s, attempts %d, code %q, owner %q; want %s, %d, %q, none",
+				id, d.Status, d.Attempts, d.LastErrorCode, d.LeaseOwner, want.status, want.attempts, want.code)
+		}
+	}
+	// Released deliveries are claimed again at once, at the attempt the
+	// released claim had.
+	again := map[string]store.Claimed{}
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		again[c.NotificationID] = c
+	}
+	if len(again) != 2 || again["fresh"].Attempt != 1 || again["retried"].Attempt != 2 {
+		t.Errorf("claimed after Release: %d rows (fresh attempt %d, retried attempt %d), want 2 at attempts 1 and 2",
+			len(again), again["fresh"].Attempt, again["retried"].Attempt)
+	}
+}

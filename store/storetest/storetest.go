@@ -53,6 +53,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Breaker", testBreaker},
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"SettleBatch", testSettleBatch},
+		{"Release", testRelease},
 		{"Commands", testCommands},
 		{"Admin", testAdmin},
 	}

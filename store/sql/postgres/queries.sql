@@ -152,6 +152,19 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: release
+-- Gives back leases whose attempt was never made (a worker stopping with
+-- deliveries it claimed ahead): the claim's attempt is not counted, and
+-- the row is due again as it was. :batch is a JSON array of {id, token};
+-- each is fenced by its token like a settle.
+UPDATE courier_outbox AS o SET
+    status = CASE WHEN o.last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
+    attempts = o.attempts - 1,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
+WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
+
 -- name: settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
 -- {id, token, result, code, next_at, http, ack}, one per delivery. Every

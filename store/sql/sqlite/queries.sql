@@ -136,6 +136,19 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: release
+-- Gives back leases whose attempt was never made (a worker stopping with
+-- deliveries it claimed ahead): the claim's attempt is not counted, and
+-- the row is due again as it was. :batch is a JSON array of {id, token};
+-- each is fenced by its token like a settle.
+UPDATE courier_outbox SET
+    status = CASE WHEN last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
+    attempts = attempts - 1,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v
+WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
+
 -- name: settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
 -- {id, token, result, code, next_at, http, ack}, one per delivery. Every
