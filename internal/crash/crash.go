@@ -37,6 +37,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/sqlfile"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -240,6 +241,25 @@ func Open(ctx context.Context, engine, database string, cfg store.Config) (*stor
 		return st, nil
 	}
 	return nil, fmt.Errorf("crash: unknown engine %q", engine)
+}
+
+// open opens what both processes of a run need: the store, the engine's
+// queries and the shared signing key.
+func (s Spec) open(ctx context.Context) (*store.Store, map[string]string, signature.StandardWebhooksKey, error) {
+	var key signature.StandardWebhooksKey
+	st, err := Open(ctx, s.Engine, s.Database, StoreConfig)
+	if err != nil {
+		return nil, nil, key, err
+	}
+	q, err := Queries(s.Engine)
+	if err == nil {
+		key, err = signature.ParseStandardWebhooksKey("crash", s.Secret)
+	}
+	if err != nil {
+		Close(st)
+		return nil, nil, key, err
+	}
+	return st, q, key, nil
 }
 
 // Close closes what Open opened.

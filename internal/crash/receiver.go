@@ -39,19 +39,11 @@ const (
 // is written: the sender then holds a delivery the receiver completed but
 // never acknowledged.
 func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func()) error {
-	st, err := Open(ctx, s.Engine, s.Database, StoreConfig)
+	st, q, key, err := s.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer Close(st)
-	q, err := Queries(s.Engine)
-	if err != nil {
-		return err
-	}
-	key, err := signature.ParseStandardWebhooksKey("crash", s.Secret)
-	if err != nil {
-		return err
-	}
 	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
 		Sender: SenderName, Keys: []signature.StandardWebhooksKey{key},
 	})

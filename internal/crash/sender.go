@@ -18,19 +18,11 @@ import (
 // in a business transaction of its own, until ctx is done. ready is called
 // once the worker runs.
 func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) error {
-	st, err := Open(ctx, s.Engine, s.Database, StoreConfig)
+	st, q, key, err := s.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer Close(st)
-	q, err := Queries(s.Engine)
-	if err != nil {
-		return err
-	}
-	key, err := signature.ParseStandardWebhooksKey("crash", s.Secret)
-	if err != nil {
-		return err
-	}
 	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
 	if err != nil {
 		return err
