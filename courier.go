@@ -13,6 +13,8 @@
 // This package performs no I/O and imports nothing outside the standard library.
 package courier
 
+import "slices"
+
 // Status is the state of one delivery in the outbox.
 //
 //	pending --claim--> leased --2xx + valid ack--> succeeded
@@ -33,10 +35,12 @@ const (
 	StatusQuarantined Status = "quarantined"
 )
 
-// Statuses lists every status in state-machine order.
-var Statuses = []Status{
-	StatusPending, StatusLeased, StatusRetryWait, StatusSucceeded,
-	StatusFailed, StatusSuppressed, StatusQuarantined,
+// Statuses returns every status in state-machine order.
+func Statuses() []Status {
+	return []Status{
+		StatusPending, StatusLeased, StatusRetryWait, StatusSucceeded,
+		StatusFailed, StatusSuppressed, StatusQuarantined,
+	}
 }
 
 // Final reports whether no further attempt will be made in status s.
@@ -50,10 +54,5 @@ func (s Status) Final() bool {
 
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool {
-	for _, v := range Statuses {
-		if s == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Statuses(), s)
 }

@@ -32,7 +32,7 @@ func TestErrorsMatchByCode(t *testing.T) {
 func TestStatuses(t *testing.T) {
 	t.Parallel()
 	final := map[courier.Status]bool{}
-	for _, s := range courier.Statuses {
+	for _, s := range courier.Statuses() {
 		if !s.Valid() {
 			t.Fatalf("%s is not Valid", s)
 		}

@@ -13,9 +13,6 @@ const (
 	CommandSchema = "courier.source-command.v1"
 	// CommandResponseSchema is the schema of the source's response.
 	CommandResponseSchema = "courier.source-command-response.v1"
-	// ProfileCommand names the profile in the outbox: the sender verifies
-	// the response with VerifyCommandResponse.
-	ProfileCommand = "command"
 	// AttemptHeader carries the delivery's attempt number (1-based) on
 	// every request; the source echoes it in its response.
 	AttemptHeader = "Courier-Attempt"
@@ -155,19 +152,15 @@ func ParseAttempt(s string) (int, bool) {
 	return n, true
 }
 
-// CommandProfile is the sender's side of the source-delivery profile. Unlike
-// Profile, its check depends on the attempt: the source echoes the attempt
-// number it saw.
-type CommandProfile struct{}
-
-// Verify checks the source's response to payload, sent as the given
+// verifyCommandResponse is the sender's side of the source-delivery
+// profile (ProfileCommand): it checks the source's response to payload, sent as the given
 // attempt, exactly: the member set, the schema, the identity, the digest of
 // payload, the capabilities digest and budget of the command, a known
 // status, and an attempt within 1..min(attempt, source_max_attempts) (a
 // replayed response names the attempt that applied the command, which may
 // be an earlier one). The error wraps courier.ErrAckInvalid and names the
 // member that differed, never its content.
-func (CommandProfile) Verify(payload []byte, attempt int, response []byte) error {
+func verifyCommandResponse(payload []byte, attempt int, response []byte) error {
 	var c Command
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return invalid("payload is not a command")

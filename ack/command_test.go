@@ -130,7 +130,7 @@ func TestCommandProfileVerify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := ack.CommandProfile{}.Verify(payload, attempt, tt.response)
+			err := verifyCommand(payload, attempt, tt.response)
 			if tt.ok != (err == nil) {
 				t.Fatalf("Verify = %v, want ok %v", err, tt.ok)
 			}
@@ -141,7 +141,7 @@ func TestCommandProfileVerify(t *testing.T) {
 	}
 	// Attempts beyond the source's own budget are never valid, even if sent.
 	over := ack.NewCommandResponse(c, payload, 4, ack.CommandApplied).Marshal()
-	if err := (ack.CommandProfile{}).Verify(payload, 4, over); !errors.Is(err, courier.ErrAckInvalid) {
+	if err := verifyCommand(payload, 4, over); !errors.Is(err, courier.ErrAckInvalid) {
 		t.Fatalf("attempt beyond source_max_attempts: Verify = %v", err)
 	}
 }
@@ -154,4 +154,10 @@ func TestParseAttempt(t *testing.T) {
 			t.Errorf("ParseAttempt(%q) = %d, %v", s, got, ok)
 		}
 	}
+}
+
+// verifyCommand verifies a source's response with the command profile.
+func verifyCommand(payload []byte, attempt int, response []byte) error {
+	p, _ := ack.Builtin(ack.ProfileCommand)
+	return p.Verify(ack.Sent{ID: "", Payload: payload, Attempt: attempt}, response)
 }

@@ -263,11 +263,7 @@ func FuzzTerminal(f *testing.F) {
 			t.Fatalf("Ack: %v", err)
 		}
 		profile, _ := ack.Builtin(ack.ProfileTerminal)
-		want, err := profile.Expect(n.NotificationID, p)
-		if err != nil {
-			t.Fatalf("Expect: %v", err)
-		}
-		if err := want.Verify(a.Marshal()); err != nil {
+		if err := profile.Verify(ack.Sent{ID: n.NotificationID, Payload: p, Attempt: 1}, a.Marshal()); err != nil {
 			t.Fatalf("the receiver's Ack over b does not verify against the sender's over Payload: %v", err)
 		}
 	})
@@ -324,7 +320,7 @@ func FuzzReporting(f *testing.F) {
 
 // FuzzCommand: decoding and validating a command never panics; one a
 // source accepts (strict JSON per Check, then valid) re-marshals to an equal command, and the source's response
-// verifies at every attempt within its budget. CommandProfile.Verify never
+// verifies at every attempt within its budget. the command profile's Verify never
 // panics on arbitrary payloads, attempts and responses.
 func FuzzCommand(f *testing.F) {
 	resp := ack.CommandResponse{Schema: ack.CommandResponseSchema, Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
@@ -338,7 +334,7 @@ func FuzzCommand(f *testing.F) {
 	}
 	f.Add([]byte(`{"body":{},"capabilities_sha256":"`+strings.Repeat("a", 64)+`","operation":"change","request_id":"r1","schema":"courier.source-command.v1","source_max_attempts":1e0}`), 1, resp)
 	f.Fuzz(func(t *testing.T, payload []byte, attempt int, response []byte) {
-		if err := (ack.CommandProfile{}).Verify(payload, attempt, response); err != nil && !errors.Is(err, courier.ErrAckInvalid) {
+		if err := verifyCommand(payload, attempt, response); err != nil && !errors.Is(err, courier.ErrAckInvalid) {
 			t.Fatalf("Verify error %v is not ack_invalid", err)
 		}
 		_, _ = ack.ParseAttempt(string(response))
@@ -381,11 +377,11 @@ func FuzzCommand(f *testing.F) {
 		for a := 1; a <= c.SourceMaxAttempts; a++ {
 			for _, status := range []string{ack.CommandApplied, ack.CommandAlreadyApplied} {
 				r := ack.NewCommandResponse(c, payload, a, status).Marshal()
-				if err := (ack.CommandProfile{}).Verify(payload, a, r); err != nil {
+				if err := verifyCommand(payload, a, r); err != nil {
 					t.Fatalf("the source's response %q does not verify at attempt %d: %v", r, a, err)
 				}
 				if a > 1 {
-					if err := (ack.CommandProfile{}).Verify(payload, a-1, r); err == nil {
+					if err := verifyCommand(payload, a-1, r); err == nil {
 						t.Fatalf("a response naming attempt %d verifies at attempt %d", a, a-1)
 					}
 				}

@@ -3,11 +3,13 @@ package ack
 import "encoding/json"
 
 // Names of the built-in profiles, as the outbox stores them with each
-// delivery.
+// delivery (store.EnqueueParams.Profile).
 const (
-	ProfileCourier  = "courier"  // courier.ack.v1 over the exact bytes sent
-	ProfileTerminal = "terminal" // the terminal notification Ack
-	ProfileNone     = "none"     // any 2xx; the receiver answers without an Ack (AdCP)
+	ProfileCourier   = "courier"   // courier.ack.v1 over the exact bytes sent (the default)
+	ProfileTerminal  = "terminal"  // the terminal notification Ack
+	ProfileNone      = "none"      // any 2xx; the receiver answers without an Ack (Standard Webhooks, AdCP)
+	ProfileReporting = "reporting" // AdCP reporting webhooks: any 2xx, deduped by idempotency_key
+	ProfileCommand   = "command"   // the source's CommandResponse, bound to the attempt it saw
 )
 
 // Notification is a payload a receiver can dedupe: DedupeKey is its
@@ -23,37 +25,55 @@ type Acker interface {
 	Ack(body []byte) (Ack, error)
 }
 
-// Profile tells a sender which Ack proves a delivery was received.
-type Profile struct {
-	// Name is stored with each delivery and selects the profile at send time.
-	Name string
-	// Expect returns the Ack a receiver must answer for payload sent under
-	// id. Nil means the receiver answers any 2xx without an Ack.
-	Expect func(id string, payload []byte) (Ack, error)
+// Sent is what one delivery attempt sent; a receiver's answer is judged
+// against it.
+type Sent struct {
+	ID      string // the notification id
+	Payload []byte // the exact bytes sent
+	Attempt int    // the attempt's number, 1-based
 }
 
-// Builtin returns the built-in profile with the given name.
+// Profile tells a sender which answer proves a delivery was received.
+type Profile struct {
+	// Name is stored with each delivery and selects the profile at send
+	// time.
+	Name string
+	// Verify checks the body of a receiver's 2xx answer to sent. An error
+	// wrapping courier.ErrAckInvalid fails the delivery with ack_invalid:
+	// the receiver did not prove it received these bytes. Nil means the
+	// receiver answers without an Ack: any 2xx succeeds.
+	Verify func(sent Sent, response []byte) error
+}
+
+// Builtin returns the built-in profile with the given name (the Profile*
+// constants).
 func Builtin(name string) (Profile, bool) {
 	switch name {
 	case ProfileCourier:
-		return Profile{Name: name, Expect: func(id string, payload []byte) (Ack, error) { return New(id, payload), nil }}, true
+		return Profile{Name: name, Verify: func(s Sent, resp []byte) error { return New(s.ID, s.Payload).Verify(resp) }}, true
 	case ProfileTerminal:
-		return Profile{Name: name, Expect: expectTerminal}, true
-	case ProfileNone:
+		return Profile{Name: name, Verify: verifyTerminal}, true
+	case ProfileNone, ProfileReporting:
 		return Profile{Name: name}, true
-	case ProfileReporting:
-		return ReportingProfile(), true
+	case ProfileCommand:
+		return Profile{Name: name, Verify: func(s Sent, resp []byte) error { return verifyCommandResponse(s.Payload, s.Attempt, resp) }}, true
 	}
 	return Profile{}, false
 }
 
-func expectTerminal(id string, payload []byte) (Ack, error) {
+// verifyTerminal checks a terminal Ack: the payload must be the terminal
+// notification sent under its own id.
+func verifyTerminal(s Sent, resp []byte) error {
 	var t Terminal
-	if err := json.Unmarshal(payload, &t); err != nil {
-		return Ack{}, err
+	if err := json.Unmarshal(s.Payload, &t); err != nil {
+		return invalid("payload is not a terminal notification")
 	}
-	if t.NotificationID != id {
-		return Ack{}, &ValidationError{Fields: []FieldError{{Field: "notification_id", Rule: "delivery_identity"}}}
+	if t.NotificationID != s.ID {
+		return invalid("payload names another notification_id")
 	}
-	return t.Ack(payload)
+	want, err := t.Ack(s.Payload)
+	if err != nil {
+		return invalid("payload is not a valid terminal notification")
+	}
+	return want.Verify(resp)
 }

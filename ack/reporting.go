@@ -7,14 +7,6 @@ import (
 	"errors"
 )
 
-// ProfileReporting names the reporting profile: AdCP webhooks, answered
-// with an empty 2xx and no Ack.
-const ProfileReporting = "reporting"
-
-// ReportingProfile returns the reporting profile. Its Expect is nil: an
-// AdCP receiver answers any 2xx without an Ack, so any 2xx succeeds.
-func ReportingProfile() Profile { return Profile{Name: ProfileReporting} }
-
 // TaskStatuses are the values of Reporting.Status: AdCP's task statuses
 // (enums/task-status.json), which follow A2A's TaskState.
 var TaskStatuses = []string{

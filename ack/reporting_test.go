@@ -279,8 +279,8 @@ func TestNewIdempotencyKey(t *testing.T) {
 
 func TestReportingProfile(t *testing.T) {
 	t.Parallel()
-	p := ack.ReportingProfile()
-	if ack.ProfileReporting != "reporting" || p.Name != ack.ProfileReporting || p.Expect != nil {
+	p, ok := ack.Builtin(ack.ProfileReporting)
+	if !ok || ack.ProfileReporting != "reporting" || p.Name != ack.ProfileReporting || p.Verify != nil {
 		t.Fatalf("profile = %+v, want reporting without an expected Ack", p)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 var sourceCapabilities = strings.Repeat("5", 64)
@@ -154,7 +155,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 	f := &faults{seen: make(map[string]int), next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { source.Load().ServeHTTP(w, r) })}
 	b := setupWorker(t, f.ServeHTTP, nil)
 
-	inbox, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,10 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/storetest"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestFanOutSignsPerSubscription publishes one event to three matching
@@ -24,7 +25,7 @@ import (
 // subscription's key: every delivery verifies where it lands.
 func TestFanOutSignsPerSubscription(t *testing.T) {
 	t.Parallel()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +90,9 @@ func TestFanOutSignsPerSubscription(t *testing.T) {
 // it recovers.
 func TestBreakerPausesFailingEndpoint(t *testing.T) {
 	t.Parallel()
-	clock := storetest.NewClock()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{
-		Now: clock.Now, Backoff: store.ExponentialBackoff{Base: time.Second, Cap: time.Second},
+	clock := fakeclock.New()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{
+		Now:     clock.Now,
 		Breaker: store.BreakerConfig{Threshold: 3, Cooldown: time.Minute},
 	})
 	if err != nil {
@@ -133,6 +134,7 @@ func TestBreakerPausesFailingEndpoint(t *testing.T) {
 	// One delivery per claim: a row claimed before the breaker opened
 	// would still go out.
 	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Concurrency: 1, BatchSize: 1,
+		Backoff:   client.ExponentialBackoff(time.Second, time.Second, 0),
 		Transport: client.Guard{AllowHTTP: true, AllowPorts: append(g1.AllowPorts, g2.AllowPorts...), AllowPrefixes: g1.AllowPrefixes}.Transport()})
 	if err != nil {
 		t.Fatal(err)

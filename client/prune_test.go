@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestPruneDuringDeliveryRun prunes both ends' tables over and over, in
@@ -23,12 +24,12 @@ func TestPruneDuringDeliveryRun(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dir := t.TempDir()
-	sender, err := store.OpenSQLite(ctx, filepath.Join(dir, "sender.db"), store.Config{Backoff: store.ExponentialBackoff{Base: time.Millisecond, Cap: time.Millisecond}})
+	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sender.Close() })
-	receiver, err := store.OpenSQLite(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
+	receiver, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +47,7 @@ func TestPruneDuringDeliveryRun(t *testing.T) {
 	var ids []string
 	delivered := make(chan struct{}, n)
 	w, err := client.NewWorker(client.Config{Store: sender, Signer: signer, Transport: loopbackGuard(t, srv.URL).Transport(), Concurrency: 4, BatchSize: 4,
+		Backoff: client.ExponentialBackoff(time.Millisecond, time.Millisecond, 0),
 		Hook: func(e client.Event) {
 			if e.Status == courier.StatusSucceeded {
 				delivered <- struct{}{}

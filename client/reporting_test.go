@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestReportingEndToEnd: courier's sender fans reporting events out to
@@ -32,15 +33,14 @@ func TestReportingEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dir := t.TempDir()
-	sender, err := store.OpenSQLite(ctx, filepath.Join(dir, "sender.db"), store.Config{
-		Backoff: store.ExponentialBackoff{Base: time.Millisecond, Cap: time.Millisecond},
+	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{
 		Breaker: store.BreakerConfig{Threshold: 1000},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sender.Close() })
-	receiver, err := store.OpenSQLite(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
+	receiver, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +123,7 @@ func TestReportingEndToEnd(t *testing.T) {
 	}
 	g := loopbackGuard(t, srv.URL)
 	w, err := client.NewWorker(client.Config{Store: sender, Transport: g.Transport(), Concurrency: 8, BatchSize: 16,
+		Backoff: client.ExponentialBackoff(time.Millisecond, time.Millisecond, 0),
 		SignerFor: func(keyID string) (signature.Signer, error) {
 			if keyID != key.KeyID() {
 				return nil, fmt.Errorf("unknown key")

@@ -17,6 +17,7 @@ import (
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // lockedBuffer is a log sink shared by both ends.
@@ -62,7 +63,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 
 	var servers []*testserver.Server
 	for i, k := range []signature.StandardWebhooksKey{key, wrong} {
-		rs, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), fmt.Sprintf("receiver-%d.db", i)), store.Config{})
+		rs, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), fmt.Sprintf("receiver-%d.db", i)), store.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +77,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 		t.Cleanup(srv.Close)
 		servers = append(servers, srv)
 	}
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{
-		Backoff: store.ExponentialBackoff{Base: time.Millisecond, Cap: time.Millisecond},
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{
 		Breaker: store.BreakerConfig{Threshold: 1000}, // every attempt goes out
 	})
 	if err != nil {
@@ -87,7 +87,8 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	var events []client.Event
 	var mu sync.Mutex
 	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: logger, Transport: loopbackGuards(t, servers).Transport(),
-		Hook: func(e client.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
+		Backoff: client.ExponentialBackoff(time.Millisecond, time.Millisecond, 0),
+		Hook:    func(e client.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}

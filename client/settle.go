@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/internal/protocol"
 )
 
 // settler group-commits outcomes: attempts that finish while a settle
@@ -15,7 +15,7 @@ import (
 // the goroutines waiting in it, so no attempt's goroutine settles others'
 // outcomes for long.
 type settler struct {
-	apply func(context.Context, ...store.Outcome) ([]store.Settled, error) // Outbox.Settle
+	apply func(context.Context, ...protocol.Outcome) ([]protocol.Settled, error) // protocol.Outbox.Settle
 
 	mu      sync.Mutex
 	queue   []*settleReq // waiting for the next transaction
@@ -23,21 +23,21 @@ type settler struct {
 }
 
 type settleReq struct {
-	oc   store.Outcome
+	oc   protocol.Outcome
 	done chan settleResult // buffered: one result, or lead
 }
 
 type settleResult struct {
-	settled store.Settled
+	settled protocol.Settled
 	err     error
 	lead    bool // run the next transaction instead
 }
 
-func newSettler(o *store.Outbox) *settler { return &settler{apply: o.Settle} }
+func newSettler(o protocol.Outbox) *settler { return &settler{apply: o.Settle} }
 
 // settle records oc, in a transaction shared with the outcomes that
 // arrive meanwhile. ctx bounds the transaction if this call runs it.
-func (s *settler) settle(ctx context.Context, oc store.Outcome) (store.Settled, error) {
+func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Settled, error) {
 	r := &settleReq{oc: oc, done: make(chan settleResult, 1)}
 	s.mu.Lock()
 	s.queue = append(s.queue, r)
@@ -56,7 +56,7 @@ func (s *settler) settle(ctx context.Context, oc store.Outcome) (store.Settled, 
 	s.queue = nil
 	s.mu.Unlock()
 
-	outcomes := make([]store.Outcome, len(batch))
+	outcomes := make([]protocol.Outcome, len(batch))
 	for i, q := range batch {
 		outcomes[i] = q.oc
 	}

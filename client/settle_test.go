@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestSettlerGroupsOutcomes: outcomes that arrive while a settle
@@ -18,7 +20,7 @@ import (
 // its own result, and a lost lease in the batch fails only its own outcome.
 func TestSettlerGroupsOutcomes(t *testing.T) {
 	ctx := t.Context()
-	s, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestSettlerGroupsOutcomes(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := s.Outbox.Claim(ctx, store.ClaimParams{Owner: "w", Limit: n, Lease: time.Minute})
+	claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: n, Lease: time.Minute})
 	if err != nil || len(claimed) != n {
 		t.Fatalf("claimed %d, %v", len(claimed), err)
 	}
@@ -47,11 +49,11 @@ func TestSettlerGroupsOutcomes(t *testing.T) {
 	// transaction of the test's; the others queue behind it.
 	var mu sync.Mutex
 	var batches []int
-	st := &settler{apply: func(ctx context.Context, ocs ...store.Outcome) ([]store.Settled, error) {
+	st := &settler{apply: func(ctx context.Context, ocs ...protocol.Outcome) ([]protocol.Settled, error) {
 		mu.Lock()
 		batches = append(batches, len(ocs))
 		mu.Unlock()
-		return s.Outbox.Settle(ctx, ocs...)
+		return protocol.For(s).Settle(ctx, ocs...)
 	}}
 	hold, err := s.Begin(ctx)
 	if err != nil {
@@ -59,12 +61,12 @@ func TestSettlerGroupsOutcomes(t *testing.T) {
 	}
 	type result struct {
 		i   int
-		st  store.Settled
+		st  protocol.Settled
 		err error
 	}
 	results := make(chan result, n)
 	settle := func(i int) {
-		oc := store.Outcome{Lease: claimed[i].Lease, Result: store.ResultSucceeded}
+		oc := protocol.Outcome{Lease: claimed[i].Lease, Result: protocol.Succeeded}
 		if i == n-1 {
 			oc.Lease.Token = "not-the-token"
 		}

@@ -1,23 +1,19 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -69,6 +65,15 @@ type Config struct {
 	// Profiles resolves a delivery's Ack profile by name. Defaults to
 	// ack.Builtin.
 	Profiles func(name string) (ack.Profile, bool)
+	// Classify decides whether an attempt that got no acknowledgement is
+	// retried or failed, and with which code. Defaults to
+	// DefaultClassify; RetryClientErrors retries 4xx answers as well.
+	Classify func(resp *http.Response, err error) Verdict
+	// Backoff returns how long a delivery waits after its attempt-th
+	// attempt (1-based) failed and is retried; retryAfter is the
+	// receiver's Retry-After, zero when it sent none. Defaults to
+	// DefaultBackoff.
+	Backoff func(attempt int, retryAfter time.Duration) time.Duration
 	// Logger receives a line per attempt outcome. Defaults to discarding.
 	Logger *slog.Logger
 	// Now is the clock used to sign attempts. Defaults to time.Now.
@@ -86,12 +91,12 @@ type Event struct {
 	NotificationID string
 	Endpoint       string // scheme, host and path only: no userinfo, no query
 	Attempt        int
-	Result         store.Result   // what the attempt came to
-	Status         courier.Status // the delivery's status after it ("" if the lease was lost)
-	Code           courier.Code   // the delivery's error code after it
-	HTTPStatus     int            // the receiver's status, 0 if none
-	Duration       time.Duration  // the attempt, from request to classification
-	LeaseLost      bool           // the outcome was not applied: another worker holds the row
+	Outcome        store.AttemptOutcome // what the attempt came to
+	Status         courier.Status       // the delivery's status after it ("" if the lease was lost)
+	Code           courier.Code         // the delivery's error code after it
+	HTTPStatus     int                  // the receiver's status, 0 if none
+	Duration       time.Duration        // the attempt, from request to classification
+	LeaseLost      bool                 // the outcome was not applied: another worker holds the row
 }
 
 // WithDefaults returns a copy of c with every unset field at its default.
@@ -120,6 +125,12 @@ func (c Config) WithDefaults() Config {
 	if c.Profiles == nil {
 		c.Profiles = ack.Builtin
 	}
+	if c.Classify == nil {
+		c.Classify = DefaultClassify
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -137,10 +148,12 @@ func (c Config) validate() error {
 		return configError("Config.Signer or Config.SignerFor is required")
 	case c.Concurrency < 1:
 		return configError("Config.Concurrency must be at least 1")
-	case c.BatchSize < 1 || c.BatchSize > store.MaxClaimBatch:
+	case c.BatchSize < 1 || c.BatchSize > protocol.MaxClaimBatch:
 		return configError("Config.BatchSize must be within 1..1000")
-	case c.Timeout <= 0 || c.PollInterval <= 0:
-		return configError("Config.Timeout and Config.PollInterval must be positive")
+	case c.Timeout <= 0:
+		return configError("Config.Timeout must be positive")
+	case c.PollInterval <= 0:
+		return configError("Config.PollInterval must be positive")
 	case c.Lease <= c.Timeout:
 		return configError("Config.Lease must be longer than Config.Timeout")
 	}
@@ -164,6 +177,7 @@ func defaultOwner() string {
 // sending the same delivery at once.
 type Worker struct {
 	cfg     Config
+	outbox  protocol.Outbox
 	client  *http.Client
 	settler *settler
 }
@@ -174,17 +188,20 @@ func NewWorker(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	outbox := protocol.For(cfg.Store)
 	return &Worker{
 		cfg:     cfg,
+		outbox:  outbox,
 		client:  &http.Client{Transport: cfg.Transport, CheckRedirect: CheckRedirect},
-		settler: newSettler(cfg.Store.Outbox),
+		settler: newSettler(outbox),
 	}, nil
 }
 
 // Run delivers until ctx is done, then returns nil once every attempt in
 // flight has stopped. Attempts cut short by the cancellation are not
-// settled: their leases expire and the deliveries are retried. An error
-// is returned only when the store keeps failing at startup.
+// settled: their leases expire and the deliveries are retried. Run returns
+// an error only for a configuration it cannot run with; a store that fails
+// is logged and retried at the next poll.
 func (w *Worker) Run(ctx context.Context) error {
 	wake, stopListening := w.listen(ctx)
 	defer func() { stopListening() }()
@@ -205,7 +222,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		want := min(free, w.cfg.BatchSize)
 		got := 0
 		if want >= minClaim {
-			batch, err := w.cfg.Store.Outbox.Claim(ctx, store.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
+			batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
 			if err != nil && ctx.Err() == nil {
 				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
 			}
@@ -256,7 +273,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // listen subscribes to the store's wake-ups; without them the worker polls.
 func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
-	ch, stop, err := w.cfg.Store.Outbox.Listen(ctx)
+	ch, stop, err := w.outbox.Listen(ctx)
 	if err != nil {
 		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any("error", err))
 		return nil, func() {}
@@ -264,9 +281,33 @@ func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 	return ch, stop
 }
 
+// Work claims one batch of due deliveries, delivers them and returns when
+// every attempt is settled, with how many it claimed. Run is Work in a
+// loop with wake-ups; Work suits tests and schedulers of one's own.
+func (w *Worker) Work(ctx context.Context) (int, error) {
+	batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: w.cfg.BatchSize, Lease: w.cfg.Lease})
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	for _, c := range batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			w.deliver(ctx, c)
+		})
+	}
+	wg.Wait()
+	return len(batch), nil
+}
+
+// settleTimeout bounds settling an attempt that finished during shutdown.
+const settleTimeout = 5 * time.Second
+
 // deliver makes one attempt and settles it, together with the attempts
 // that finish meanwhile (see settler).
-func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
+func (w *Worker) deliver(ctx context.Context, c protocol.Claimed) {
 	started := time.Now()
 	oc, aborted := w.attempt(ctx, c)
 	if aborted {
@@ -291,189 +332,17 @@ func (w *Worker) deliver(ctx context.Context, c store.Claimed) {
 			slog.String("code", string(s.Code)), slog.Int("http_status", oc.HTTPStatus), slog.Duration("duration", oc.Duration))
 	}
 	if w.cfg.Hook != nil {
+		outcome := store.AttemptOutcome(oc.Result)
+		switch s.Status {
+		case courier.StatusRetryWait:
+			outcome = store.AttemptRetry
+		case courier.StatusFailed:
+			outcome = store.AttemptFailed
+		}
 		w.cfg.Hook(Event{
 			DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: redactURL(c.Endpoint), Attempt: c.Attempt,
-			Result: oc.Result, Status: s.Status, Code: s.Code, HTTPStatus: oc.HTTPStatus, Duration: oc.Duration,
+			Outcome: outcome, Status: s.Status, Code: s.Code, HTTPStatus: oc.HTTPStatus, Duration: oc.Duration,
 			LeaseLost: s.Err != nil,
 		})
 	}
 }
-
-// Work claims one batch of due deliveries, delivers them and returns when
-// every attempt is settled, with how many it claimed. Run is Work in a
-// loop with wake-ups; Work suits tests and schedulers of one's own.
-func (w *Worker) Work(ctx context.Context) (int, error) {
-	batch, err := w.cfg.Store.Outbox.Claim(ctx, store.ClaimParams{Owner: w.cfg.Owner, Limit: w.cfg.BatchSize, Lease: w.cfg.Lease})
-	if err != nil {
-		return 0, err
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, w.cfg.Concurrency)
-	for _, c := range batch {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			w.deliver(ctx, c)
-		})
-	}
-	wg.Wait()
-	return len(batch), nil
-}
-
-// settleTimeout bounds settling an attempt that finished during shutdown.
-const settleTimeout = 5 * time.Second
-
-// attempt sends one attempt and classifies its result. aborted reports an
-// attempt cut short because ctx (the worker's) was cancelled.
-func (w *Worker) attempt(ctx context.Context, c store.Claimed) (oc store.Outcome, aborted bool) {
-	oc = w.try(ctx, c)
-	return oc, ctx.Err() != nil && oc.HTTPStatus == 0
-}
-
-// try makes the attempt.
-func (w *Worker) try(ctx context.Context, c store.Claimed) store.Outcome {
-	profile, ok := w.cfg.Profiles(c.Profile)
-	if !ok && c.Profile != ack.ProfileCommand { // the command profile needs the attempt: see responseOutcome
-		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeConfigInvalid}
-	}
-	signer, err := w.signer(c.KeyID)
-	if err != nil {
-		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeSigningFailed}
-	}
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
-	if err != nil {
-		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeDestinationForbidden}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
-	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
-		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeSigningFailed}
-	}
-	resp, err := w.client.Do(req)
-	if err != nil {
-		return transportOutcome(ctx, err)
-	}
-	defer resp.Body.Close()
-	return w.responseOutcome(c, profile, resp)
-}
-
-func (w *Worker) signer(keyID string) (signature.Signer, error) {
-	if w.cfg.SignerFor != nil {
-		return w.cfg.SignerFor(keyID)
-	}
-	return w.cfg.Signer, nil
-}
-
-// transportOutcome classifies a request that got no response.
-func transportOutcome(ctx context.Context, err error) store.Outcome {
-	switch {
-	case errors.Is(err, courier.ErrDestinationForbidden):
-		return store.Outcome{Result: store.ResultFailed, Code: courier.CodeDestinationForbidden}
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return store.Outcome{Result: store.ResultRetry, Code: courier.CodeTimeout}
-	}
-	return store.Outcome{Result: store.ResultRetry, Code: courier.CodeNetwork}
-}
-
-// responseOutcome classifies a response per DESIGN.md: 2xx with the exact
-// Ack succeeds; 408/425/429/5xx retry; anything else fails for good.
-func (w *Worker) responseOutcome(c store.Claimed, profile ack.Profile, resp *http.Response) store.Outcome {
-	status := resp.StatusCode
-	oc := store.Outcome{HTTPStatus: status}
-	switch {
-	case status >= 200 && status < 300:
-		body, err := io.ReadAll(io.LimitReader(resp.Body, ack.MaxAckSize+1))
-		if err != nil {
-			oc.Result, oc.Code = store.ResultRetry, courier.CodeNetwork
-			return oc
-		}
-		if c.Profile == ack.ProfileCommand {
-			if err := (ack.CommandProfile{}).Verify(c.Payload, c.Attempt, body); err != nil {
-				oc.Result, oc.Code = store.ResultFailed, courier.CodeAckInvalid
-				return oc
-			}
-			oc.Result, oc.AckSHA256 = store.ResultSucceeded, ack.Digest(body)
-			return oc
-		}
-		if profile.Expect == nil {
-			oc.Result = store.ResultSucceeded
-			return oc
-		}
-		want, err := profile.Expect(c.NotificationID, c.Payload)
-		if err == nil {
-			err = want.Verify(body)
-		}
-		if err != nil {
-			oc.Result, oc.Code = store.ResultFailed, courier.CodeAckInvalid
-			return oc
-		}
-		oc.Result, oc.AckSHA256 = store.ResultSucceeded, ack.Digest(body)
-		return oc
-	case status == http.StatusRequestTimeout || status == http.StatusTooEarly:
-		oc.Result, oc.Code = store.ResultRetry, courier.CodeRequestTimeout
-	case status == http.StatusTooManyRequests:
-		oc.Result, oc.Code = store.ResultRetry, courier.CodeRateLimited
-	case status >= 500:
-		oc.Result, oc.Code = store.ResultRetry, courier.CodeReceiverUnavailable
-	case status >= 300 && status < 400:
-		oc.Result, oc.Code = store.ResultFailed, courier.CodeRedirect
-		if loc, err := resp.Location(); err == nil && w.redirectForbidden(loc.String()) {
-			oc.Code = courier.CodeDestinationForbidden
-		}
-	case status == http.StatusUnauthorized:
-		oc.Result, oc.Code = store.ResultFailed, courier.CodeSignatureRejected
-	case status == http.StatusGone:
-		oc.Result, oc.Code = store.ResultFailed, courier.CodeEndpointGone
-	default:
-		oc.Result, oc.Code = store.ResultFailed, courier.CodeReceiverRejected
-	}
-	if oc.Result == store.ResultRetry {
-		oc.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
-	drain(resp.Body)
-	return oc
-}
-
-// redirectForbidden reports whether a redirect's target is one the
-// transport's guard would refuse (when the transport is a guard).
-func (w *Worker) redirectForbidden(location string) bool {
-	g, ok := w.cfg.Transport.(*guardTransport)
-	if !ok {
-		return false
-	}
-	u, err := url.Parse(location)
-	if err != nil {
-		return true
-	}
-	return g.guard.Check(context.Background(), u) != nil
-}
-
-// retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-		return time.Duration(min(s, 1<<30)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// redactURL keeps what identifies an endpoint and drops what may carry a
-// credential: userinfo, query and fragment.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "invalid-url"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
-
-// drain reads a little of a body so the connection can be reused.
-func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10)) }

@@ -20,9 +20,10 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/storetest"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // settable clock, a receiver on loopback, and a worker allowed to reach it.
 type workerBundle struct {
 	store    *store.Store
-	clock    *storetest.Clock
+	clock    *fakeclock.Clock
 	server   *httptest.Server
 	worker   *client.Worker
 	verifier *signature.StandardWebhooksVerifier
@@ -42,9 +43,9 @@ type workerBundle struct {
 // setupWorker starts receiver and returns a worker that delivers to it.
 func setupWorker(t *testing.T, receiver http.HandlerFunc, edit func(*client.Config)) *workerBundle {
 	t.Helper()
-	clock := storetest.NewClock()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{
-		Now: clock.Now, Backoff: store.ExponentialBackoff{Base: time.Second, Cap: time.Minute},
+	clock := fakeclock.New()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{
+		Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,7 @@ func setupWorker(t *testing.T, receiver http.HandlerFunc, edit func(*client.Conf
 		Transport: loopbackGuard(t, srv.URL).Transport(),
 		Timeout:   2 * time.Second,
 		Lease:     time.Minute,
+		Backoff:   client.ExponentialBackoff(time.Second, time.Minute, 0),
 		Hook:      func(e client.Event) { events <- e },
 	}
 	if edit != nil {

@@ -229,7 +229,7 @@ func (a *Admin) storeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // AdminHealth is the outbox's health (GET /api/health).
 type AdminHealth struct {
-	Status              string                 `json:"status"` // "ok" or "blocked"
+	Status              store.HealthStatus     `json:"status"` // "ok" or "blocked"
 	Code                courier.Code           `json:"code,omitempty"`
 	Counts              map[courier.Status]int `json:"counts"`
 	Due                 int                    `json:"due"`
@@ -266,15 +266,15 @@ type AdminDelivery struct {
 
 // AdminAttempt is one row of a delivery's attempts log.
 type AdminAttempt struct {
-	Attempt        int          `json:"attempt"`
-	Owner          string       `json:"owner"`
-	LeasedAt       time.Time    `json:"leased_at"`
-	LeaseExpiresAt time.Time    `json:"lease_expires_at"`
-	FinishedAt     time.Time    `json:"finished_at"`
-	DurationMS     float64      `json:"duration_ms"`
-	Outcome        string       `json:"outcome"`
-	HTTPStatus     int          `json:"http_status,omitempty"`
-	ErrorCode      courier.Code `json:"error_code,omitempty"`
+	Attempt        int                  `json:"attempt"`
+	Owner          string               `json:"owner"`
+	LeasedAt       time.Time            `json:"leased_at"`
+	LeaseExpiresAt time.Time            `json:"lease_expires_at"`
+	FinishedAt     time.Time            `json:"finished_at"`
+	DurationMS     float64              `json:"duration_ms"`
+	Outcome        store.AttemptOutcome `json:"outcome"`
+	HTTPStatus     int                  `json:"http_status,omitempty"`
+	ErrorCode      courier.Code         `json:"error_code,omitempty"`
 }
 
 // AdminDeliveryDetail is GET /api/deliveries/{id}.
@@ -304,13 +304,13 @@ type AdminEndpointRequest struct {
 
 // AdminEndpoint is an endpoint's breaker state.
 type AdminEndpoint struct {
-	Endpoint            string       `json:"endpoint"`
-	State               string       `json:"state"` // closed, open, half_open or disabled
-	ConsecutiveFailures int          `json:"consecutive_failures"`
-	FailingSince        time.Time    `json:"failing_since,omitzero"`
-	OpenUntil           time.Time    `json:"open_until,omitzero"`
-	Reason              courier.Code `json:"reason,omitempty"`
-	UpdatedAt           time.Time    `json:"updated_at,omitzero"`
+	Endpoint            string              `json:"endpoint"`
+	State               store.EndpointState `json:"state"` // closed, open, half_open or disabled
+	ConsecutiveFailures int                 `json:"consecutive_failures"`
+	FailingSince        time.Time           `json:"failing_since,omitzero"`
+	OpenUntil           time.Time           `json:"open_until,omitzero"`
+	Reason              courier.Code        `json:"reason,omitempty"`
+	UpdatedAt           time.Time           `json:"updated_at,omitzero"`
 }
 
 func adminHealth(h store.Health) AdminHealth {

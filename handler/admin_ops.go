@@ -141,7 +141,7 @@ func (a *Admin) common(r *http.Request, title string) opsCommon {
 
 func (a *Admin) pageIndex(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	data := opsIndex{opsCommon: a.common(r, "Outbox"), Flash: opsFlash(r.URL.Query()), Statuses: courier.Statuses}
+	data := opsIndex{opsCommon: a.common(r, "Outbox"), Flash: opsFlash(r.URL.Query()), Statuses: courier.Statuses()}
 	var err error
 	if data.Health, err = a.cfg.Store.Outbox.Health(ctx); err != nil {
 		a.storeError(w, r, err)

@@ -19,7 +19,9 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // adminPrefix is where the tests mount the Admin, as an application would.
@@ -41,7 +43,7 @@ type adminBundle struct {
 
 func setupAdmin(t *testing.T, authorize func(*http.Request) error) *adminBundle {
 	t.Helper()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +79,12 @@ func (b *adminBundle) enqueue(t *testing.T, id, endpoint string) int64 {
 // failed attempt each, counted against its endpoint.
 func (b *adminBundle) failDue(t *testing.T) {
 	t.Helper()
-	claimed, err := b.store.Outbox.Claim(t.Context(), store.ClaimParams{Owner: "test-worker", Limit: store.MaxClaimBatch, Lease: time.Minute})
+	claimed, err := protocol.For(b.store).Claim(t.Context(), protocol.ClaimParams{Owner: "test-worker", Limit: protocol.MaxClaimBatch, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range claimed {
-		if err := b.store.Outbox.Fail(t.Context(), c.Lease, courier.CodeReceiverUnavailable, http.StatusServiceUnavailable); err != nil {
+		if _, err := protocol.For(b.store).Settle(t.Context(), protocol.Outcome{Lease: c.Lease, Result: protocol.Failed, Code: courier.CodeReceiverUnavailable, HTTPStatus: http.StatusServiceUnavailable}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,7 +174,7 @@ func TestAdminHealth(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil)
 	h := adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
-	if h.Status != store.HealthOK || h.Code != "" || len(h.Counts) != len(courier.Statuses) || h.Due != 0 {
+	if h.Status != store.HealthOK || h.Code != "" || len(h.Counts) != len(courier.Statuses()) || h.Due != 0 {
 		t.Fatalf("empty outbox: %+v", h)
 	}
 	b.failed(t, "n-1", hookA)
@@ -361,7 +363,7 @@ func TestAdminCancel(t *testing.T) {
 
 	path := "/api/deliveries/" + strconv.FormatInt(pending, 10) + "/cancel"
 	d := adminOK[handler.AdminDelivery](t, b, "POST", path, "")
-	if d.ID != pending || d.Status != courier.StatusSuppressed || d.LastErrorCode != store.CodeCancelled {
+	if d.ID != pending || d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
 		t.Fatalf("cancelled: %+v", d)
 	}
 	for _, p := range []string{path, "/api/deliveries/" + strconv.FormatInt(failed, 10) + "/cancel", "/api/deliveries/999/cancel"} {

@@ -23,6 +23,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // The hostile-input battery: every receiver (Terminal, Reporting, Source,
@@ -316,7 +317,7 @@ func (e *hostileEnv) accept(t *testing.T, v hostileValid, ok int) {
 // hostileStore opens a fresh SQLite store with an effect table.
 func hostileStore(t *testing.T) *store.Store {
 	t.Helper()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "hostile.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hostile.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

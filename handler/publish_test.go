@@ -14,13 +14,14 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 const publishToken = "publisher-token-0123456789abcdefghijklmnop"
 
 func setupPublish(t *testing.T) (*store.Store, *httptest.Server) {
 	t.Helper()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // receiverBundle is a Terminal receiver on a real SQLite inbox behind a
@@ -35,7 +36,7 @@ type receiverBundle struct {
 
 func setupReceiver(t *testing.T, reject bool) *receiverBundle {
 	t.Helper()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +203,7 @@ func TestReceiverAcceptsOnceAndReplays(t *testing.T) {
 		t.Fatalf("first delivery: %d %s", resp.StatusCode, first)
 	}
 	p, _ := ack.Builtin(ack.ProfileTerminal)
-	want, _ := p.Expect(n.NotificationID, payload)
-	if err := want.Verify(first); err != nil {
+	if err := p.Verify(ack.Sent{ID: n.NotificationID, Payload: payload, Attempt: 1}, first); err != nil {
 		t.Fatalf("Ack does not verify: %v", err)
 	}
 	for range 3 { // redeliveries, each signed afresh
@@ -272,7 +272,7 @@ func TestReceiverConfig(t *testing.T) {
 	if _, err := handler.NewTerminal(handler.Config{}, fn); !errors.Is(err, courier.ErrConfigInvalid) {
 		t.Fatalf("no store: %v", err)
 	}
-	s, _ := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "x.db"), store.Config{})
+	s, _ := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), store.Config{})
 	defer s.Close()
 	if _, err := handler.NewTerminal(handler.Config{Store: s}, fn); !errors.Is(err, courier.ErrConfigInvalid) {
 		t.Fatalf("no verifier: %v", err)

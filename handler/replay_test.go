@@ -17,6 +17,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestReplayedSignatureAcrossReceivers sends one RFC 9421-signed request
@@ -38,7 +39,7 @@ func TestReplayedSignatureAcrossReceivers(t *testing.T) {
 	// one database, as two processes would have.
 	var servers []*httptest.Server
 	for range 2 {
-		s, err := store.OpenSQLite(t.Context(), path, store.Config{})
+		s, err := sqlite.Open(t.Context(), path, store.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

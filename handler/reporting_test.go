@@ -25,6 +25,8 @@ import (
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // adcpTestdata holds AdCP's receiver-envelope vectors and storyboard
@@ -77,7 +79,7 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 	if opt.postgres {
 		b.store = openPostgresStore(t, cfg)
 	} else {
-		s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), cfg)
+		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +148,7 @@ func openPostgresStore(t *testing.T, cfg store.Config) *store.Store {
 			t.Error(err)
 		}
 	})
-	db, err := sqlx.Open("pgx", dbURL)
+	db, err := sqlx.Open(postgres.DriverName, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +737,7 @@ func TestReportingLeaseLost(t *testing.T) {
 
 func TestReportingConfig(t *testing.T) {
 	t.Parallel()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -793,7 +795,7 @@ func ExampleNewReporting() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	s, err := store.OpenSQLite(ctx, filepath.Join(dir, "inbox.db"), store.Config{})
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "inbox.db"), store.Config{})
 	if err != nil {
 		panic(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 var sourceDigest = strings.Repeat("e", 64)
@@ -36,7 +37,7 @@ type sourceBundle struct {
 
 func setupSource(t *testing.T) *sourceBundle {
 	t.Helper()
-	s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestSourceAppliesOnceAndReplays(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, first)
 	}
-	if err := (ack.CommandProfile{}).Verify(body, 1, first); err != nil {
+	if err := verifyCommand(body, 1, first); err != nil {
 		t.Fatalf("response does not verify: %v (%s)", err, first)
 	}
 	want := `{"attempt":1,"capabilities_sha256":"` + sourceDigest + `","operation":"change","payload_sha256":"` + ack.Digest(body) +
@@ -125,7 +126,7 @@ func TestSourceAppliesOnceAndReplays(t *testing.T) {
 	if status != http.StatusOK || !bytes.Equal(again, first) || b.calls.Load() != 1 {
 		t.Fatalf("redelivery: %d %s after %d calls", status, again, b.calls.Load())
 	}
-	if err := (ack.CommandProfile{}).Verify(body, 2, again); err != nil {
+	if err := verifyCommand(body, 2, again); err != nil {
 		t.Fatalf("replayed response does not verify at attempt 2: %v", err)
 	}
 	// Even beyond the source's budget, a duplicate is answered from the inbox.
@@ -139,7 +140,7 @@ func TestSourceAppliesOnceAndReplays(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(resp), `"status":"already_applied"`) {
 		t.Fatalf("already applied: %d %s", status, resp)
 	}
-	if err := (ack.CommandProfile{}).Verify(tomb, 1, resp); err != nil {
+	if err := verifyCommand(tomb, 1, resp); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -187,4 +188,10 @@ func TestSourceRefuses(t *testing.T) {
 	if _, err := handler.NewSource(handler.Config{Store: &store.Store{}, Verifier: nil}, sourceDigest, nil); courier.CodeOf(err) != courier.CodeConfigInvalid {
 		t.Fatalf("NewSource without a verifier = %v", err)
 	}
+}
+
+// verifyCommand verifies a source's response as the sender does.
+func verifyCommand(payload []byte, attempt int, response []byte) error {
+	p, _ := ack.Builtin(ack.ProfileCommand)
+	return p.Verify(ack.Sent{Payload: payload, Attempt: attempt}, response)
 }

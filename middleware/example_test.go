@@ -14,6 +14,7 @@ import (
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // A receiver verifies every delivery's Standard Webhooks signature before
@@ -78,7 +79,7 @@ func ExampleTransaction() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
 	if err != nil {
 		panic(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // txBundle is a SQLite store with the tables the handlers under test write.
@@ -29,7 +30,7 @@ type txBundle struct {
 func setupTx(t *testing.T) txBundle {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := store.OpenSQLite(t.Context(), path, store.Config{})
+	s, err := sqlite.Open(t.Context(), path, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestTransactionUnderRecover(t *testing.T) {
 func TestTransactionBeginFails(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	db, err := sqlx.Open(store.SQLiteDriver, store.SQLiteDSN(b.path))
+	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(b.path, store.DurabilityFull))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // the edge counts them.
 //
 //	m := prometheus.New()
-//	s, _ := store.OpenSQLite(ctx, path, store.Config{Hook: m.StoreHook})
+//	s, _ := sqlite.Open(ctx, path, store.Config{Hook: m.StoreHook})
 //	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: m.WorkerHook})
 //	rcv, _ := handler.NewTerminal(handler.Config{Store: s, Verifier: v, Hook: m.ReceiverHook}, fn)
 //	mux.Handle("GET /metrics", m)
@@ -85,7 +85,7 @@ func (m *Metrics) WorkerHook(e client.Event) {
 		m.add("courier_attempts_total", labels("result", "lease_lost", "code", "lease_lost"), 1)
 		return
 	}
-	result := string(e.Result)
+	result := string(e.Outcome)
 	m.add("courier_attempts_total", labels("result", result, "code", string(e.Code)), 1)
 	m.mu.Lock()
 	defer m.mu.Unlock()

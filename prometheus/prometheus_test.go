@@ -24,6 +24,7 @@ import (
 	"github.com/courier-go/courier/prometheus"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestScrapeAgreesWithStores runs deliveries through a receiver that
@@ -34,13 +35,13 @@ func TestScrapeAgreesWithStores(t *testing.T) {
 	m := prometheus.New()
 	ctx := t.Context()
 	dir := t.TempDir()
-	sender, err := store.OpenSQLite(ctx, filepath.Join(dir, "sender.db"), store.Config{Hook: m.StoreHook,
-		Backoff: store.ExponentialBackoff{Base: 1, Cap: 1}, Breaker: store.BreakerConfig{Threshold: 1000}})
+	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Hook: m.StoreHook,
+		Breaker: store.BreakerConfig{Threshold: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sender.Close()
-	receiver, err := store.OpenSQLite(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
+	receiver, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +71,7 @@ func TestScrapeAgreesWithStores(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())
 	w, err := client.NewWorker(client.Config{Store: sender, Signer: signer, Hook: m.WorkerHook,
+		Backoff:   client.ExponentialBackoff(1, 1, 0),
 		Transport: client.Guard{AllowHTTP: true, AllowPorts: []uint16{uint16(port)}, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}.Transport()})
 	if err != nil {
 		t.Fatal(err)

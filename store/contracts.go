@@ -2,22 +2,10 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/courier-go/courier"
-)
-
-// CommandProfile is the Ack profile of a delivery enqueued with
-// EnqueueCommand: the source's response, verified by the worker with the
-// attempt number it sent (package ack's CommandProfile).
-const CommandProfile = "command"
-
-// Command priorities: removals (cancellation, tombstone) are claimed before
-// changes; within a class, oldest first.
-const (
-	PriorityRemoval = -1
-	PriorityChange  = 0
+	"github.com/courier-go/courier/ack"
 )
 
 // ErrContractChanged is a command enqueued under another capabilities
@@ -39,9 +27,6 @@ var ErrContractChanged = courier.NewError(courier.CodeContractChanged, "the endp
 // enqueue (and the source refuses a command built for another contract).
 // Re-issue them under new request ids instead.
 type Contracts struct{ s *Store }
-
-// Contracts returns the store's contract pins.
-func (s *Store) Contracts() *Contracts { return &Contracts{s: s} }
 
 // Contract is one endpoint's pin.
 type Contract struct {
@@ -70,18 +55,17 @@ func (c *Contracts) Get(ctx context.Context, endpoint string) (Contract, error) 
 }
 
 func (c *Contracts) get(ctx context.Context, x DBTX, endpoint string) (Contract, error) {
-	q := c.s.q("contract_get")
-	k := Contract{Endpoint: endpoint}
-	var pinned int64
-	err := x.QueryRowContext(ctx, q.text, q.args(map[string]any{"endpoint": endpoint})...).Scan(&k.CapabilitiesSHA256, &pinned)
-	if isNoRows(err) {
-		return Contract{}, courier.ErrNotFound
-	}
+	r, err := getRow[contractRow](ctx, c.s, x, "contract_get", map[string]any{"endpoint": endpoint})
 	if err != nil {
-		return Contract{}, c.s.dialect.interpret(q.name, err)
+		return Contract{}, err
 	}
-	k.PinnedAt = fromMicros(pinned)
-	return k, nil
+	return Contract{Endpoint: endpoint, CapabilitiesSHA256: r.CapabilitiesSHA256, PinnedAt: fromMicros(r.PinnedAt)}, nil
+}
+
+// contractRow is a row of courier_contracts.
+type contractRow struct {
+	CapabilitiesSHA256 string `db:"capabilities_sha256"`
+	PinnedAt           int64  `db:"pinned_at"`
 }
 
 // FailMismatched fails endpoint's waiting deliveries (pending or
@@ -100,129 +84,17 @@ func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, e
 // mismatched counts the unfinished deliveries enqueued under another digest
 // than their endpoint's pin.
 func (c *Contracts) mismatched(ctx context.Context, x DBTX) (int, error) {
-	q := c.s.q("contract_mismatched")
 	var n int
-	err := x.QueryRowContext(ctx, q.text).Scan(&n)
-	return n, c.s.dialect.interpret(q.name, err)
+	err := c.s.scan(ctx, x, "contract_mismatched", nil, &n)
+	return n, err
 }
 
 func checkContract(endpoint, digest string) error {
 	switch {
 	case endpoint == "" || len(endpoint) > MaxEndpointSize:
 		return invalidArgument("endpoint must be 1-2048 bytes")
-	case !isHexDigest(digest):
+	case !ack.IsDigest(digest):
 		return invalidArgument("capabilities digest must be 64 lowercase hex")
 	}
 	return nil
-}
-
-func isHexDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// CommandParams describes one command delivery (the source-delivery
-// profile).
-type CommandParams struct {
-	// Endpoint is the source's URL.
-	Endpoint string
-	// Payload is the command's exact bytes, as package ack's
-	// Command.Payload writes them. The store reads its operation,
-	// request_id, source_max_attempts and capabilities_sha256.
-	Payload []byte
-	// MaxAttempts is courier's delivery budget. Defaults to the command's
-	// source_max_attempts, since the source refuses later attempts.
-	MaxAttempts int
-	// KeyID, NotBefore and Deadline are as in EnqueueParams.
-	KeyID     string
-	NotBefore time.Time
-	Deadline  time.Time
-}
-
-// commandHead is what the store reads of a command payload.
-type commandHead struct {
-	Operation          string `json:"operation"`
-	RequestID          string `json:"request_id"`
-	SourceMaxAttempts  int    `json:"source_max_attempts"`
-	CapabilitiesSHA256 string `json:"capabilities_sha256"`
-}
-
-// EnqueueCommand enqueues a command inside the caller's transaction tx, as
-// Enqueue does, under the notification_id operation ":" request_id, with
-// profile CommandProfile and priority PriorityRemoval for cancellations and
-// tombstones, PriorityChange for changes. The delivery records the
-// command's capabilities digest; the first command for an endpoint pins
-// it (see Contracts), and a command under another digest than the pinned
-// one is ErrContractChanged. Enqueueing the same command again is a no-op;
-// the same identity with another payload (which includes
-// source_max_attempts and the digest) or another delivery budget is
-// ErrIdempotencyCollision.
-func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (Enqueued, error) {
-	var h commandHead
-	if err := json.Unmarshal(p.Payload, &h); err != nil {
-		return Enqueued{}, invalidArgument("Payload is not a command")
-	}
-	priority := PriorityChange
-	switch h.Operation {
-	case "change":
-	case "cancellation", "tombstone":
-		priority = PriorityRemoval
-	default:
-		return Enqueued{}, invalidArgument("command operation must be change, cancellation or tombstone")
-	}
-	switch {
-	case !validToken(h.RequestID):
-		return Enqueued{}, invalidArgument("command request_id must be a token")
-	case h.SourceMaxAttempts < 1 || h.SourceMaxAttempts > 20:
-		return Enqueued{}, invalidArgument("command source_max_attempts must be within 1..20")
-	}
-	if err := checkContract(p.Endpoint, h.CapabilitiesSHA256); err != nil {
-		return Enqueued{}, err
-	}
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = h.SourceMaxAttempts
-	}
-	now := o.s.now()
-	args, err := o.enqueueArgs(EnqueueParams{
-		NotificationID: h.Operation + ":" + h.RequestID, Endpoint: p.Endpoint, Payload: p.Payload,
-		Profile: CommandProfile, KeyID: p.KeyID, Priority: priority, MaxAttempts: p.MaxAttempts,
-		NotBefore: p.NotBefore, Deadline: p.Deadline,
-	}, now)
-	if err != nil {
-		return Enqueued{}, err
-	}
-	args["contract_sha256"] = h.CapabilitiesSHA256
-	if _, err := o.s.exec(ctx, tx, "contract_pin_absent", map[string]any{
-		"endpoint": p.Endpoint, "capabilities_sha256": h.CapabilitiesSHA256, "now": now,
-	}); err != nil {
-		return Enqueued{}, err
-	}
-	pinned, err := o.s.Contracts().get(ctx, tx, p.Endpoint)
-	if err != nil {
-		return Enqueued{}, err
-	}
-	if pinned.CapabilitiesSHA256 != h.CapabilitiesSHA256 {
-		// The same command enqueued before the pin changed is still a no-op.
-		if e, err := o.existing(ctx, tx, args); err == nil || courier.CodeOf(err) == courier.CodeIdempotencyCollision {
-			return e, err
-		}
-		return Enqueued{}, ErrContractChanged
-	}
-	var id int64
-	q := o.s.q("enqueue_command")
-	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&id)
-	switch {
-	case err == nil:
-		return Enqueued{ID: id}, nil
-	case !isNoRows(err):
-		return Enqueued{}, o.s.dialect.interpret(q.name, err)
-	}
-	return o.existing(ctx, tx, args)
 }

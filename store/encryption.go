@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/courier-go/courier/ack"
 )
 
 // PayloadKey is an AES-256-GCM key that seals stored payloads. It prints
@@ -19,7 +21,7 @@ type PayloadKey struct {
 // NewPayloadKey returns the key named id (a token, stored with every row it
 // seals) over 32 secret bytes.
 func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
-	if !validToken(id) || len(id) > 64 {
+	if !ack.IsToken(id) || len(id) > 64 {
 		return PayloadKey{}, configError("payload key id must be 1-64 of A-Z a-z 0-9 _ . : -")
 	}
 	if len(secret) != 32 {

@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 )
 
 // Defaults of BreakerConfig.
@@ -43,30 +43,26 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 	return c
 }
 
+// EndpointState is where an endpoint's circuit breaker stands.
+type EndpointState string
+
 // Endpoint states.
 const (
-	EndpointClosed   = "closed"    // healthy: deliveries flow
-	EndpointOpen     = "open"      // paused after failures, until the cool-down ends
-	EndpointHalfOpen = "half_open" // one probe delivery in flight
-	EndpointDisabled = "disabled"  // nothing is sent until an operator enables it
+	EndpointClosed   EndpointState = "closed"    // healthy: deliveries flow
+	EndpointOpen     EndpointState = "open"      // paused after failures, until the cool-down ends
+	EndpointHalfOpen EndpointState = "half_open" // one probe delivery in flight
+	EndpointDisabled EndpointState = "disabled"  // nothing is sent until an operator enables it
 )
 
 // EndpointHealth is an endpoint's breaker state.
 type EndpointHealth struct {
 	Endpoint            string
-	State               string
+	State               EndpointState
 	ConsecutiveFailures int
 	FailingSince        time.Time
 	OpenUntil           time.Time
 	Reason              courier.Code
 	UpdatedAt           time.Time
-}
-
-// EndpointEvent reports a breaker transition, for operators' hooks.
-type EndpointEvent struct {
-	Endpoint string
-	From, To string
-	Reason   courier.Code
 }
 
 // Endpoints is the registry of endpoint health.
@@ -78,41 +74,35 @@ func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, e
 }
 
 func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointHealth, error) {
-	rows, err := e.s.query(ctx, x, "endpoint_get", map[string]any{"endpoint": endpoint})
-	if err != nil {
+	r, err := getRow[endpointRow](ctx, e.s, x, "endpoint_get", map[string]any{"endpoint": endpoint})
+	switch {
+	case courier.CodeOf(err) == courier.CodeNotFound:
+		return EndpointHealth{Endpoint: endpoint, State: EndpointClosed}, nil
+	case err != nil:
 		return EndpointHealth{}, err
 	}
-	hs, err := e.scan(rows)
-	if err != nil || len(hs) == 0 {
-		return EndpointHealth{Endpoint: endpoint, State: EndpointClosed}, err
-	}
-	return hs[0], nil
+	return r.health(), nil
 }
 
 // List returns every endpoint that is not plainly healthy.
 func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
-	rows, err := e.s.query(ctx, e.s.db, "endpoint_list", nil)
-	if err != nil {
+	var rows []endpointRow
+	if err := e.s.selectRows(ctx, e.s.db, "endpoint_list", nil, &rows); err != nil {
 		return nil, err
 	}
-	return e.scan(rows)
+	out := make([]EndpointHealth, len(rows))
+	for i, r := range rows {
+		out[i] = r.health()
+	}
+	return out, nil
 }
 
-func (e *Endpoints) scan(rows *sql.Rows) ([]EndpointHealth, error) {
-	defer rows.Close()
-	var out []EndpointHealth
-	for rows.Next() {
-		var h EndpointHealth
-		var since, until sql.NullInt64
-		var reason sql.NullString
-		var updated int64
-		if err := rows.Scan(&h.Endpoint, &h.State, &h.ConsecutiveFailures, &since, &until, &reason, &updated); err != nil {
-			return nil, e.s.dialect.interpret("endpoints", err)
-		}
-		h.FailingSince, h.OpenUntil, h.Reason, h.UpdatedAt = nullMicros(since), nullMicros(until), courier.Code(reason.String), fromMicros(updated)
-		out = append(out, h)
+func (r endpointRow) health() EndpointHealth {
+	return EndpointHealth{
+		Endpoint: r.Endpoint, State: EndpointState(r.State), ConsecutiveFailures: r.ConsecutiveFailures,
+		FailingSince: nullMicros(r.FailingSince), OpenUntil: nullMicros(r.OpenUntil),
+		Reason: courier.Code(r.Reason.String), UpdatedAt: fromMicros(r.UpdatedAt),
 	}
-	return out, e.s.dialect.interpret("endpoints", rows.Err())
 }
 
 // Enable closes an endpoint's breaker (an operator re-enabling it): its
@@ -145,7 +135,7 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 
 func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, ev EndpointEvent) error {
 	_, err := e.s.exec(ctx, tx, "endpoint_put", map[string]any{
-		"endpoint": h.Endpoint, "state": h.State, "consecutive_failures": h.ConsecutiveFailures,
+		"endpoint": h.Endpoint, "state": string(h.State), "consecutive_failures": h.ConsecutiveFailures,
 		"failing_since": nullable(micros(h.FailingSince)), "open_until": nullable(micros(h.OpenUntil)),
 		"reason": nullable(string(h.Reason)), "now": now,
 	})
@@ -164,9 +154,9 @@ var healthCodes = map[courier.Code]bool{
 // record applies one settled attempt to its endpoint's breaker; tracked
 // reports whether the endpoint has a row (one without is healthy). wrote
 // reports whether it now has one written in this transaction.
-func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc Outcome) (wrote bool, err error) {
+func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc protocol.Outcome) (wrote bool, err error) {
 	gone := oc.Code == courier.CodeEndpointGone
-	if oc.Result != ResultSucceeded && !gone && !healthCodes[oc.Code] {
+	if oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code] {
 		return false, nil // not about the endpoint's health
 	}
 	h := EndpointHealth{Endpoint: endpoint, State: EndpointClosed}
@@ -180,7 +170,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	switch {
 	case h.State == EndpointDisabled:
 		return false, nil // only an operator brings it back
-	case oc.Result == ResultSucceeded:
+	case oc.Result == protocol.Succeeded:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
 			return false, nil // the common case: healthy stays healthy, nothing stored
 		}
@@ -209,32 +199,4 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 		h.Reason = oc.Code // counting failures below the threshold
 	}
 	return true, e.put(ctx, tx, h, now, EndpointEvent{Endpoint: endpoint, From: from, To: h.State, Reason: h.Reason})
-}
-
-// RedriveParams selects failed deliveries to send again.
-type RedriveParams struct {
-	ID       int64  // one delivery; 0 for all that match Endpoint
-	Endpoint string // "" for every endpoint
-}
-
-// Redrive moves failed deliveries back to pending, each with a fresh
-// attempt budget and retry horizon, and returns how many it moved.
-func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
-	now := o.s.now()
-	res, err := o.s.exec(ctx, o.s.writer, "redrive", map[string]any{
-		"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
-		"endpoint": p.Endpoint, "id": p.ID,
-	})
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
-}
-
-// emit hands an endpoint event to the configured hook.
-func (s *Store) emit(ev EndpointEvent) {
-	if s.cfg.OnEndpoint != nil {
-		s.cfg.OnEndpoint(ev)
-	}
 }

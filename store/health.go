@@ -9,9 +9,9 @@ import (
 
 // Health is the outbox at a glance, for probes and operators.
 type Health struct {
-	// Status is "ok", or "blocked" when something needs an operator; Code
-	// then says what.
-	Status string
+	// Status is HealthOK, or HealthBlocked when something needs an
+	// operator; Code then says what.
+	Status HealthStatus
 	Code   courier.Code
 	// Counts holds every status, zero or not.
 	Counts        map[courier.Status]int
@@ -25,10 +25,13 @@ type Health struct {
 	ContractMismatches int
 }
 
-// Health states.
+// HealthStatus is the outbox's state at a glance.
+type HealthStatus string
+
+// Health statuses.
 const (
-	HealthOK      = "ok"
-	HealthBlocked = "blocked"
+	HealthOK      HealthStatus = "ok"
+	HealthBlocked HealthStatus = "blocked"
 )
 
 // Health reads the outbox's health. Blocked, by precedence: quarantined
@@ -37,41 +40,33 @@ const (
 // (deliveries_failed).
 func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	now := o.s.now()
-	h := Health{Status: HealthOK, Counts: make(map[courier.Status]int, len(courier.Statuses))}
-	for _, st := range courier.Statuses {
+	h := Health{Status: HealthOK, Counts: make(map[courier.Status]int)}
+	for _, st := range courier.Statuses() {
 		h.Counts[st] = 0
 	}
-	rows, err := o.s.query(ctx, o.s.db, "health_counts", nil)
-	if err != nil {
+	var counts []struct {
+		Status courier.Status `db:"status"`
+		N      int            `db:"n"`
+	}
+	if err := o.s.selectRows(ctx, o.s.db, "outbox_health_counts", nil, &counts); err != nil {
 		return Health{}, err
 	}
-	for rows.Next() {
-		var st courier.Status
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			rows.Close()
-			return Health{}, o.s.dialect.interpret("health_counts", err)
-		}
-		h.Counts[st] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Health{}, o.s.dialect.interpret("health_counts", err)
+	for _, c := range counts {
+		h.Counts[c.Status] = c.N
 	}
 	args := map[string]any{"now": now}
 	var oldest int64
-	q := o.s.q("health_due")
-	if err := o.s.db.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&h.Due, &oldest); err != nil {
-		return Health{}, o.s.dialect.interpret("health_due", err)
+	if err := o.s.scan(ctx, o.s.db, "outbox_health_due", args, &h.Due, &oldest); err != nil {
+		return Health{}, err
 	}
 	if h.Due > 0 {
 		h.OldestDueAge = time.Duration(now-oldest) * time.Microsecond
 	}
-	q = o.s.q("health_expired")
-	if err := o.s.db.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&h.ExpiredLeases); err != nil {
-		return Health{}, o.s.dialect.interpret("health_expired", err)
+	if err := o.s.scan(ctx, o.s.db, "outbox_health_expired", args, &h.ExpiredLeases); err != nil {
+		return Health{}, err
 	}
-	if h.ContractMismatches, err = o.s.Contracts().mismatched(ctx, o.s.db); err != nil {
+	var err error
+	if h.ContractMismatches, err = o.s.Contracts.mismatched(ctx, o.s.db); err != nil {
 		return Health{}, err
 	}
 	h.Failed = h.Counts[courier.StatusFailed]

@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 )
 
 // Inbox is the receiver side's dedupe table: one record per (sender,
@@ -50,25 +50,25 @@ func (in *Inbox) Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, erro
 // notification in tx; its effects and the record commit together, or a
 // rollback removes both. A key already recorded is reported as Record
 // reports it, with nothing written.
-func (in *Inbox) RecordCompleted(ctx context.Context, tx DBTX, k InboxKey, ack []byte) (Receipt, error) {
-	if ack == nil {
-		ack = []byte{} // profiles without an Ack store an empty one
+func (in *Inbox) RecordCompleted(ctx context.Context, tx DBTX, k InboxKey, answer []byte) (Receipt, error) {
+	if answer == nil {
+		answer = []byte{} // profiles without an Ack store an empty one
 	}
-	return in.record(ctx, tx, k, in.s.now(), ack)
+	return in.record(ctx, tx, k, in.s.now(), answer)
 }
 
 // record is Record at the time now, which a fresh record is stamped with;
-// with a non-nil ack the record is stored completed.
-func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64, ack []byte) (Receipt, error) {
-	if k.Sender == "" || len(k.Sender) > 256 || !validToken(k.Key) || len(k.PayloadSHA256) != 64 {
+// with a non-nil answer the record is stored completed.
+func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64, answer []byte) (Receipt, error) {
+	if k.Sender == "" || len(k.Sender) > 256 || !ack.IsToken(k.Key) || !ack.IsDigest(k.PayloadSHA256) {
 		return Receipt{}, invalidArgument("InboxKey needs a sender, a token key and a SHA-256 digest")
 	}
 	status := "processing"
-	if ack != nil {
+	if answer != nil {
 		status = "completed"
 	}
 	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": now,
-		"status": status, "ack": ack}
+		"status": status, "ack": answer}
 	res, err := in.s.exec(ctx, tx, "inbox_insert", args)
 	if err != nil {
 		return Receipt{}, err
@@ -76,34 +76,28 @@ func (in *Inbox) record(ctx context.Context, tx DBTX, k InboxKey, now int64, ack
 	if n, err := res.RowsAffected(); err == nil && n == 1 {
 		return Receipt{Fresh: true}, nil
 	}
-	q := in.s.q("inbox_get")
-	var (
-		sum, got         string
-		stored           []byte
-		created, updated int64
-	)
-	err = tx.QueryRowContext(ctx, q.text, q.args(args)...).Scan(&sum, &got, &stored, &created, &updated)
+	r, err := getRow[inboxRow](ctx, in.s, tx, "inbox_get", args)
 	if err != nil {
-		if err == sql.ErrNoRows { // released between the insert and the read
-			return in.record(ctx, tx, k, now, ack)
+		if courier.CodeOf(err) == courier.CodeNotFound { // released between the insert and the read
+			return in.record(ctx, tx, k, now, answer)
 		}
-		return Receipt{}, in.s.dialect.interpret("inbox_get", err)
+		return Receipt{}, err
 	}
 	switch {
-	case sum != k.PayloadSHA256:
+	case r.PayloadSHA256 != k.PayloadSHA256:
 		return Receipt{}, courier.ErrIdempotencyCollision
-	case got != "completed":
+	case r.Status != "completed":
 		return Receipt{InProgress: true}, nil
 	}
-	return Receipt{Ack: stored}, nil
+	return Receipt{Ack: r.Ack}, nil
 }
 
 // Complete stores the Ack for a key this transaction recorded fresh.
-func (in *Inbox) Complete(ctx context.Context, tx DBTX, k InboxKey, ack []byte) error {
-	if len(ack) == 0 {
-		ack = []byte{} // profiles without an Ack store an empty one
+func (in *Inbox) Complete(ctx context.Context, tx DBTX, k InboxKey, answer []byte) error {
+	if len(answer) == 0 {
+		answer = []byte{} // profiles without an Ack store an empty one
 	}
-	res, err := in.s.exec(ctx, tx, "inbox_complete", map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "ack": ack, "now": in.s.now()})
+	res, err := in.s.exec(ctx, tx, "inbox_complete", map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "ack": answer, "now": in.s.now()})
 	if err != nil {
 		return err
 	}
@@ -121,52 +115,11 @@ func (in *Inbox) Release(ctx context.Context, tx DBTX, k InboxKey) error {
 	return err
 }
 
-// PruneParams bounds a retention pass.
-type PruneParams struct {
-	OlderThan time.Duration     // records last updated before now minus this go
-	BatchSize int               // rows per statement; defaults to 1000
-	MaxRows   int               // stop after this many; 0 means until done
-	OnBatch   func(deleted int) // called after each statement, for progress and metrics
-}
-
 // Prune deletes completed records older than p.OlderThan, at most
 // p.BatchSize per statement (each its own short transaction), and returns
 // how many it deleted. Safe to run from many instances at once.
 func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	return in.s.prune(ctx, "inbox_prune", map[string]any{"before": in.s.now() - p.OlderThan.Microseconds()}, p)
-}
-
-func (s *Store) prune(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
-	if p.BatchSize <= 0 {
-		p.BatchSize = 1000
-	}
-	if p.OlderThan < 0 {
-		return 0, invalidArgument("PruneParams.OlderThan must not be negative")
-	}
-	total := 0
-	for p.MaxRows == 0 || total < p.MaxRows {
-		limit := p.BatchSize
-		if p.MaxRows > 0 {
-			limit = min(limit, p.MaxRows-total)
-		}
-		args["limit"] = limit
-		res, err := s.exec(ctx, s.writer, name, args)
-		if err != nil {
-			return total, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, wrapf(err, name)
-		}
-		total += int(n)
-		if p.OnBatch != nil {
-			p.OnBatch(int(n))
-		}
-		if n < int64(limit) {
-			break
-		}
-	}
-	return total, nil
 }
 
 // Claim is the first phase of a two-phase receipt, for receivers that
@@ -194,22 +147,16 @@ func (in *Inbox) Claim(ctx context.Context, k InboxKey, stale time.Duration) (Re
 		case !r.InProgress:
 			return nil // a completed duplicate: r carries its Ack
 		}
-		rows, err := in.s.query(ctx, tx, "inbox_take_over", map[string]any{
+		var tokens []int64
+		err = in.s.selectRows(ctx, tx, "inbox_take_over", map[string]any{
 			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256,
 			"now": now, "stale_before": now - stale.Microseconds(),
-		})
-		if err != nil {
+		}, &tokens)
+		if err != nil || len(tokens) == 0 {
 			return err
 		}
-		defer rows.Close()
-		if rows.Next() {
-			c = InboxClaim{key: k}
-			if err := rows.Scan(&c.token); err != nil {
-				return err
-			}
-			r = Receipt{Fresh: true}
-		}
-		return rows.Err()
+		c, r = InboxClaim{key: k, token: tokens[0]}, Receipt{Fresh: true}
+		return nil
 	})
 	return r, c, err
 }
@@ -223,12 +170,12 @@ type InboxClaim struct {
 // CompleteClaim stores the Ack for a claim inside tx, the transaction of
 // the application's effects. If the claim was taken over meanwhile it
 // returns ErrLeaseLost: roll tx back.
-func (in *Inbox) CompleteClaim(ctx context.Context, tx DBTX, c InboxClaim, ack []byte) error {
-	if ack == nil {
-		ack = []byte{}
+func (in *Inbox) CompleteClaim(ctx context.Context, tx DBTX, c InboxClaim, answer []byte) error {
+	if answer == nil {
+		answer = []byte{}
 	}
 	res, err := in.s.exec(ctx, tx, "inbox_complete_claimed", map[string]any{
-		"sender": c.key.Sender, "dedupe_key": c.key.Key, "ack": ack, "now": in.s.now(), "token": c.token,
+		"sender": c.key.Sender, "dedupe_key": c.key.Key, "ack": answer, "now": in.s.now(), "token": c.token,
 	})
 	if err != nil {
 		return err

@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // Migrate brings db's courier tables to the version this courier knows,
@@ -29,18 +29,23 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 
 // MigrateTx applies the pending migrations inside the caller's transaction,
 // so an application can migrate courier's tables with its own.
-func MigrateTx(ctx context.Context, tx *sqlx.Tx) (err error) {
+func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
 	d, err := dialectOf(tx.DriverName())
 	if err != nil {
 		return err
 	}
-	if d.name == "postgres" {
-		// Two processes migrating at once: the second waits for the first.
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7212345001)"); err != nil {
-			return wrapf(err, "migrate")
+	run := func(name string, args map[string]any) error {
+		q := d.query(name)
+		if q.text == "" {
+			return nil // nothing to do on this engine
 		}
+		_, err := tx.ExecContext(ctx, q.text, q.args(args)...)
+		return err
 	}
-	if _, err := tx.ExecContext(ctx, d.query("schema_create").text); err != nil {
+	if err := run("schema_lock", nil); err != nil {
+		return wrapf(err, "migrate")
+	}
+	if err := run("schema_create", nil); err != nil {
 		return wrapf(err, "migrate")
 	}
 	var have int
@@ -50,35 +55,25 @@ func MigrateTx(ctx context.Context, tx *sqlx.Tx) (err error) {
 	if have > len(d.migrations) {
 		return courier.ErrSchemaTooNew
 	}
-	defer func() {
-		if d.name == "postgres" && err == nil {
-			// Tables the claim filters by are small and rarely written, so
-			// autovacuum may never analyze them; without statistics the
-			// planner guesses them large and abandons the due index.
-			_, err = tx.ExecContext(ctx, "ANALYZE courier_endpoints, courier_contracts")
-			err = wrapf(err, "migrate")
-		}
-	}()
 	for _, m := range d.migrations[have:] {
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return wrapf(err, "migration %d (%s)", m.version, m.name)
 		}
-		rec := d.query("schema_record")
-		args := rec.args(map[string]any{"version": m.version, "now": time.Now().UnixMicro()})
-		if _, err := tx.ExecContext(ctx, rec.text, args...); err != nil {
+		if err := run("schema_record", map[string]any{"version": m.version, "now": time.Now().UnixMicro()}); err != nil {
 			return wrapf(err, "migration %d", m.version)
 		}
 	}
-	return nil
+	return wrapf(run("schema_analyze", nil), "migrate")
 }
 
 // checkSchema is the guard Open applies: the version must be this
-// courier's, and the tables must have exactly the columns its migrations
-// create.
-func checkSchema(ctx context.Context, db *sqlx.DB, d *dialect) error {
+// courier's, and courier's tables must have exactly the columns its
+// migrations create. Tables of the application are not courier's business,
+// whatever their names.
+func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error {
 	var have int
-	if err := db.QueryRowxContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {
-		if isMissingTable(err) {
+	if err := sqlx.GetContext(ctx, db, &have, d.query("schema_version").text); err != nil {
+		if d.Interpret(err).Kind == engine.Missing {
 			return courier.ErrSchemaOutdated
 		}
 		return wrapf(err, "schema version")
@@ -89,35 +84,54 @@ func checkSchema(ctx context.Context, db *sqlx.DB, d *dialect) error {
 	case have > len(d.migrations):
 		return courier.ErrSchemaTooNew
 	}
-	rows, err := db.QueryxContext(ctx, d.query("schema_columns").text)
-	if err != nil {
+	var cols []struct {
+		Table  string `db:"table_name"`
+		Column string `db:"column_name"`
+	}
+	if err := sqlx.SelectContext(ctx, db, &cols, d.query("schema_columns").text); err != nil {
 		return wrapf(err, "schema columns")
 	}
-	defer rows.Close()
-	var got []string
-	for rows.Next() {
-		var table, column string
-		if err := rows.Scan(&table, &column); err != nil {
-			return wrapf(err, "schema columns")
+	got := make(map[string][]string)
+	for _, c := range cols {
+		got[c.Table] = append(got[c.Table], c.Column)
+	}
+	for _, t := range courierTables {
+		if err := t.check(got[t.name]); err != nil {
+			return fmt.Errorf("store: %w", courier.Wrap(courier.ErrSchemaAltered, courier.CodeSchemaAltered, err.Error()))
 		}
-		got = append(got, table+"."+column)
-	}
-	if err := rows.Err(); err != nil {
-		return wrapf(err, "schema columns")
-	}
-	if !slices.Equal(got, expectedColumns) {
-		return fmt.Errorf("store: %w", courier.ErrSchemaAltered)
 	}
 	return nil
 }
 
-// expectedColumns is every courier table's columns, in table and column
-// order, after the latest migration. Both engines must agree.
-var expectedColumns = func() []string {
-	tables := []struct {
-		name    string
-		columns string
-	}{
+// table is one of courier's tables and its columns, in order, after the
+// latest migration. Both engines must agree.
+type table struct {
+	name    string
+	columns []string
+}
+
+// check compares a table's columns as the database lists them with what
+// courier created, and names the first difference.
+func (t table) check(got []string) error {
+	if len(got) == 0 {
+		return fmt.Errorf("table %s is missing", t.name)
+	}
+	for i, want := range t.columns {
+		switch {
+		case i >= len(got):
+			return fmt.Errorf("table %s: column %s is missing", t.name, want)
+		case got[i] != want:
+			return fmt.Errorf("table %s: column %d is %s, not %s", t.name, i+1, got[i], want)
+		}
+	}
+	if len(got) > len(t.columns) {
+		return fmt.Errorf("table %s: column %s is not courier's", t.name, got[len(t.columns)])
+	}
+	return nil
+}
+
+var courierTables = func() []table {
+	tables := []struct{ name, columns string }{
 		{"courier_attempts", "id delivery_id attempt owner leased_at lease_expires_at finished_at duration_us outcome http_status error_code"},
 		{"courier_contracts", "endpoint capabilities_sha256 pinned_at"},
 		{"courier_endpoints", "endpoint state consecutive_failures failing_since open_until reason updated_at"},
@@ -127,17 +141,9 @@ var expectedColumns = func() []string {
 		{"courier_schema", "version applied_at"},
 		{"courier_subscriptions", "id tenant endpoint event_types auth_mode key_id profile fingerprint active created_at updated_at"},
 	}
-	var out []string
-	for _, t := range tables {
-		for _, c := range strings.Fields(t.columns) {
-			out = append(out, t.name+"."+c)
-		}
+	out := make([]table, len(tables))
+	for i, t := range tables {
+		out[i] = table{name: t.name, columns: strings.Fields(t.columns)}
 	}
 	return out
 }()
-
-// isMissingTable reports whether err says the schema table does not exist.
-func isMissingTable(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "no such table") || strings.Contains(msg, "does not exist")
-}

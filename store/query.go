@@ -1,7 +1,6 @@
 package store
 
 import (
-	"embed"
 	"fmt"
 	"io/fs"
 	"path"
@@ -10,13 +9,12 @@ import (
 	"strings"
 
 	"github.com/courier-go/courier/internal/sqlfile"
+	"github.com/courier-go/courier/store/internal/engine"
 )
 
-//go:embed sql
-var sqlFiles embed.FS
-
 // query is one named statement of a dialect, its :name parameters compiled
-// to the engine's placeholders once, at load time.
+// to the engine's placeholders once, at load time. A statement with no
+// text is one the engine has nothing to do for.
 type query struct {
 	name  string
 	text  string   // with placeholders
@@ -36,60 +34,37 @@ func (q *query) args(named map[string]any) []any {
 	return out
 }
 
-// placeholder writes the n-th (1-based) positional parameter.
-type placeholder func(n int) string
-
-func questionMark(int) string   { return "?" }
-func dollarNumber(n int) string { return "$" + strconv.Itoa(n) }
-
-// loadQueries reads a dialect's queries.sql and compiles each statement's
-// parameters for the engine.
-func loadQueries(dialect string, ph placeholder) (map[string]*query, error) {
-	b, err := sqlFiles.ReadFile(path.Join("sql", dialect, "queries.sql"))
+// loadQueries reads an engine's queries/*.sql and compiles each
+// statement's parameters for it.
+func loadQueries(e *engine.Engine) (map[string]*query, error) {
+	files, err := fs.Glob(e.SQL, "queries/*.sql")
 	if err != nil {
 		return nil, err
 	}
-	stmts, err := sqlfile.Parse(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("store: %s: %w", dialect, err)
-	}
-	queries := make(map[string]*query, len(stmts))
-	for name, text := range stmts {
-		queries[name] = compile(name, text, ph)
+	queries := make(map[string]*query)
+	for _, f := range files {
+		b, err := fs.ReadFile(e.SQL, f)
+		if err != nil {
+			return nil, err
+		}
+		stmts, err := sqlfile.Parse(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("store: %s %s: %w", e.Name, f, err)
+		}
+		for name, text := range stmts {
+			if _, dup := queries[name]; dup {
+				return nil, fmt.Errorf("store: %s: query %s defined twice", e.Name, name)
+			}
+			queries[name] = compile(name, text, e.Placeholder)
+		}
 	}
 	return queries, nil
 }
 
-// compile replaces each :name (not ::cast) with a placeholder. The SQL
-// files hold no string literal with a colon in it.
-func compile(name, sql string, ph placeholder) *query {
-	q := &query{name: name}
-	var out strings.Builder
-	for i := 0; i < len(sql); i++ {
-		c := sql[i]
-		if c != ':' {
-			out.WriteByte(c)
-			continue
-		}
-		if i+1 < len(sql) && sql[i+1] == ':' { // a PostgreSQL cast
-			out.WriteString("::")
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(sql) && (sql[j] == '_' || 'a' <= sql[j] && sql[j] <= 'z' || '0' <= sql[j] && sql[j] <= '9') {
-			j++
-		}
-		if j == i+1 {
-			out.WriteByte(c)
-			continue
-		}
-		q.binds = append(q.binds, sql[i+1:j])
-		out.WriteString(ph(len(q.binds)))
-		i = j - 1
-	}
-	q.text = strings.TrimSpace(out.String())
-	return q
+// compile compiles a statement's :name parameters to placeholders.
+func compile(name, sql string, placeholder func(int) string) *query {
+	text, binds := sqlfile.Compile(sql, placeholder)
+	return &query{name: name, text: text, binds: binds}
 }
 
 // migration is one numbered schema change.
@@ -99,21 +74,20 @@ type migration struct {
 	sql     string
 }
 
-// loadMigrations reads a dialect's NNN_name.sql files in order.
-func loadMigrations(dialect string) ([]migration, error) {
-	dir := path.Join("sql", dialect)
-	entries, err := fs.ReadDir(sqlFiles, dir)
+// loadMigrations reads an engine's migrations/NNN_name.sql in order.
+func loadMigrations(e *engine.Engine) ([]migration, error) {
+	entries, err := fs.ReadDir(e.SQL, "migrations")
 	if err != nil {
 		return nil, err
 	}
 	var ms []migration
-	for _, e := range entries {
-		num, rest, ok := strings.Cut(e.Name(), "_")
+	for _, entry := range entries {
+		num, rest, ok := strings.Cut(entry.Name(), "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil || !strings.HasSuffix(rest, ".sql") {
 			continue
 		}
-		b, err := sqlFiles.ReadFile(path.Join(dir, e.Name()))
+		b, err := fs.ReadFile(e.SQL, path.Join("migrations", entry.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +96,7 @@ func loadMigrations(dialect string) ([]migration, error) {
 	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
 	for i, m := range ms {
 		if m.version != i+1 {
-			return nil, fmt.Errorf("store: %s: migrations are not numbered 1..n (found %d at %d)", dialect, m.version, i+1)
+			return nil, fmt.Errorf("store: %s: migrations are not numbered 1..n (found %d at %d)", e.Name, m.version, i+1)
 		}
 	}
 	return ms, nil

@@ -13,15 +13,11 @@ type ReplayCache struct{ s *Store }
 // Remember records (keyID, nonce) until expires. It reports replayed=true
 // when the pair is already recorded and unexpired.
 func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
-	rows, err := c.s.query(ctx, c.s.writer, "replay_remember", map[string]any{
+	var inserted []string
+	err := c.s.selectRows(ctx, c.s.writer, "replay_remember", map[string]any{
 		"key_id": keyID, "nonce": nonce, "expires_at": expires.UnixMicro(), "now": c.s.now(),
-	})
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	inserted := rows.Next()
-	return !inserted, c.s.dialect.interpret("replay_remember", rows.Err())
+	}, &inserted)
+	return len(inserted) == 0, err
 }
 
 // Prune deletes expired pairs in batches; see Inbox.Prune.

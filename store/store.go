@@ -1,14 +1,3 @@
-// Package store is courier's durable state over sqlx: the Outbox a sender
-// enqueues into inside its own transactions, the attempts log, the Inbox a
-// receiver dedupes by, and the replay cache signatures are checked against.
-//
-// Two engines share one API and one conformance suite (storetest): SQLite
-// (the embedded default, see [OpenSQLite]) and PostgreSQL through pgx's
-// stdlib driver, for many application instances on one database. Each
-// engine's SQL lives in its own embedded .sql files under the same query
-// names, with numbered migrations applied by [Migrate] or [MigrateTx].
-//
-// All times are stored as unix microseconds.
 package store
 
 import (
@@ -17,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"reflect"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // DBTX is what Enqueue and the Inbox need of the caller's transaction:
@@ -37,9 +27,26 @@ type DBTX interface {
 const (
 	DefaultMaxAttempts  = 8
 	DefaultRetryHorizon = 72 * time.Hour
-	DefaultRetryBase    = 5 * time.Second
-	DefaultRetryCap     = time.Hour
-	DefaultJitter       = 0.2
+)
+
+// Durability says when a commit courier makes, or the application makes
+// through the Store, is durable.
+type Durability int
+
+// Durabilities.
+const (
+	// DurabilityFull makes every commit durable before it returns, so an
+	// Ack a receiver answered, or a delivery a worker recorded as sent,
+	// survives a crash of the machine, not only of the process. The
+	// default.
+	DurabilityFull Durability = iota
+	// DurabilityRelaxed lets the engine return from a commit before it is
+	// on disk (SQLite: synchronous=NORMAL in WAL mode), which is faster;
+	// a power loss or OS crash can then lose the latest commits, so a
+	// receiver may have acknowledged a notification whose record and
+	// effects are gone. A process crash loses nothing. On PostgreSQL the
+	// server's synchronous_commit decides instead.
+	DurabilityRelaxed
 )
 
 // Config configures a Store. The zero value is usable.
@@ -48,13 +55,11 @@ type Config struct {
 	// Defaults to DefaultMaxAttempts (Standard Webhooks' schedule length).
 	MaxAttempts int
 	// RetryHorizon is how long after enqueue a delivery enqueued without a
-	// deadline may still be retried; past it, it fails with code expired.
-	// Defaults to DefaultRetryHorizon.
+	// deadline may still be attempted; past it, it fails with code
+	// expired. Defaults to DefaultRetryHorizon.
 	RetryHorizon time.Duration
-	// Backoff decides the delay before a retry. Defaults to an
-	// ExponentialBackoff with DefaultRetryBase, DefaultRetryCap and
-	// DefaultJitter.
-	Backoff Backoff
+	// Durability is when commits are durable. Defaults to DurabilityFull.
+	Durability Durability
 	// Breaker is the per-endpoint circuit breaker. Its zero value is
 	// the defaults of BreakerConfig.
 	Breaker BreakerConfig
@@ -81,9 +86,6 @@ func (c Config) WithDefaults() Config {
 	if c.RetryHorizon == 0 {
 		c.RetryHorizon = DefaultRetryHorizon
 	}
-	if c.Backoff == nil {
-		c.Backoff = ExponentialBackoff{Base: DefaultRetryBase, Cap: DefaultRetryCap, Jitter: DefaultJitter}
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -93,10 +95,12 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case c.MaxAttempts < 1 || c.MaxAttempts > 1000:
-		return configError("MaxAttempts must be within 1..1000")
+	case c.MaxAttempts < 1 || c.MaxAttempts > maxAttempts:
+		return configError("Config.MaxAttempts must be within 1..1000")
 	case c.RetryHorizon <= 0:
-		return configError("RetryHorizon must be positive")
+		return configError("Config.RetryHorizon must be positive")
+	case c.Durability != DurabilityFull && c.Durability != DurabilityRelaxed:
+		return configError("Config.Durability is unknown")
 	}
 	return c.Encryption.validate()
 }
@@ -109,24 +113,28 @@ func invalidArgument(msg string) error {
 	return courier.NewError(courier.CodeInvalidArgument, "store: "+msg)
 }
 
-// Store is courier's state in one database.
+// Store is courier's state in one database: the sender side's Outbox,
+// Subscriptions, Endpoints and Contracts, and the receiver side's Inbox and
+// Replay cache. It is safe for concurrent use.
 type Store struct {
 	Outbox        *Outbox
 	Inbox         *Inbox
 	Replay        *ReplayCache
 	Subscriptions *Subscriptions
 	Endpoints     *Endpoints
+	Contracts     *Contracts
 	db            *sqlx.DB // DB(): the application's, and courier's reads
-	writer        *sqlx.DB // courier's writes: db, or OpenSQLite's single connection
+	writer        *sqlx.DB // courier's writes: db, or the engine's writer
 	dialect       *dialect
 	cfg           Config
-	closeFns      []func()
+	closers       []func() error
 }
 
-// Open returns a Store over db, whose driver selects the engine ("sqlite3"
-// or OpenSQLite's driver for SQLite; "pgx" or "postgres" for PostgreSQL).
-// It checks that the schema is the one this courier migrates to and was not
-// altered: ErrSchemaOutdated means Migrate must run first.
+// Open returns a Store over db. The engine comes from db's driver name: an
+// engine package (github.com/courier-go/courier/store/sqlite or
+// .../store/postgres) must be imported. Open checks that courier's tables
+// are the ones this courier migrates to and were not altered:
+// ErrSchemaOutdated means Migrate must run first; it does not migrate.
 //
 // The Store uses db as it is configured. On PostgreSQL size its pool for
 // the work in flight: database/sql keeps two idle connections by default,
@@ -135,37 +143,63 @@ type Store struct {
 // at least the worker's Concurrency plus two, with as many idle
 // (db.SetMaxOpenConns, db.SetMaxIdleConns).
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
+	s := &Store{db: db, writer: db}
+	if engine.Adopted(db) {
+		s.closers = append(s.closers, db.Close)
+	}
+	if err := s.open(ctx, cfg); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return err
 	}
-	d, err := dialectOf(db.DriverName())
+	d, err := dialectOf(s.db.DriverName())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := checkSchema(ctx, db, d); err != nil {
-		return nil, err
+	s.dialect, s.cfg = d, cfg
+	if err := checkSchema(ctx, s.db, d); err != nil {
+		return err
 	}
-	s := &Store{db: db, writer: db, dialect: d, cfg: cfg}
+	if d.Writer != nil {
+		w, owned, err := d.Writer(ctx, s.db, cfg.Durability == DurabilityRelaxed)
+		if err != nil {
+			return wrapf(err, "open writer")
+		}
+		if owned {
+			s.closers = append([]func() error{w.Close}, s.closers...)
+		}
+		s.writer = w
+	}
 	s.Outbox = &Outbox{s: s}
 	s.Inbox = &Inbox{s: s}
 	s.Replay = &ReplayCache{s: s}
 	s.Subscriptions = &Subscriptions{s: s}
 	s.Endpoints = &Endpoints{s: s}
-	return s, nil
+	s.Contracts = &Contracts{s: s}
+	return nil
 }
 
-// DB returns the database the Store works on.
+// DB returns the database the Store reads from: the one passed to Open,
+// or the pool an engine package's Open made. Write business rows that go
+// with courier's through a transaction from Begin.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
 // Begin starts a transaction on the connection courier writes through,
-// for work that goes with courier's own writes: the receivers in package
-// handler run the application's function in one. On a Store from
-// OpenSQLite that is a single connection, so concurrent writers queue in
-// Go, in order and without SQLite's sleeping busy handler, and share one
-// warm page cache; elsewhere it is DB().BeginTxx. Inside the transaction
-// use only the transaction: on SQLite a second Begin, or a Store method
-// that writes, waits until this one ends.
+// for work that goes with courier's own writes: enqueueing in the
+// application's business transaction, and the receivers in package
+// handler, which run the application's function in one. On SQLite that is
+// a single connection, so concurrent writers queue in Go, in order and
+// without SQLite's sleeping busy handler, and share one warm page cache;
+// elsewhere it is DB().BeginTxx. Inside the transaction use only the
+// transaction: on SQLite a second Begin, or a Store method that writes,
+// waits until this one ends.
 func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	tx, err := s.writer.BeginTxx(ctx, nil)
 	if err != nil {
@@ -174,8 +208,20 @@ func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	return tx, nil
 }
 
+// Close releases what the Store opened itself: the engine's writer
+// connection, and the database when an engine package's Open made it. A
+// database passed to Open stays open.
+func (s *Store) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
 // Engine names the store's engine: "sqlite" or "postgres".
-func (s *Store) Engine() string { return s.dialect.name }
+func (s *Store) Engine() string { return s.dialect.Name }
 
 // now is the store's clock in unix microseconds.
 func (s *Store) now() int64 { return s.cfg.Now().UnixMicro() }
@@ -197,7 +243,61 @@ func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]
 	return rows, s.dialect.interpret(name, err)
 }
 
-// inTx runs fn in a transaction of its own, committed when fn returns nil.
+// selectRows runs a named query on x and scans every row into dest, a
+// pointer to a slice of structs whose db tags name the query's columns, or
+// of single values for a one-column query.
+func (s *Store) selectRows(ctx context.Context, x DBTX, name string, args map[string]any, dest any) error {
+	rows, err := s.query(ctx, x, name, args)
+	if err != nil {
+		return err
+	}
+	return s.dialect.interpret(name, scanAll(rows, dest))
+}
+
+// scanAll scans rows into dest (see selectRows) and closes them.
+func scanAll(rows *sql.Rows, dest any) error {
+	slice := reflect.ValueOf(dest).Elem()
+	if slice.Type().Elem().Kind() == reflect.Struct {
+		return sqlx.StructScan(rows, dest) // closes rows
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v := reflect.New(slice.Type().Elem())
+		if err := rows.Scan(v.Interface()); err != nil {
+			return err
+		}
+		slice.Set(reflect.Append(slice, v.Elem()))
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
+// getRow runs a named query whose result is at most one row and scans
+// it into a struct whose db tags name the query's columns; no row is
+// ErrNotFound.
+func getRow[T any](ctx context.Context, s *Store, x DBTX, name string, args map[string]any) (T, error) {
+	var rows []T
+	if err := s.selectRows(ctx, x, name, args, &rows); err != nil || len(rows) == 0 {
+		var zero T
+		if err == nil {
+			err = courier.ErrNotFound
+		}
+		return zero, err
+	}
+	return rows[0], nil
+}
+
+// scan runs a named query whose result is one row and scans its columns
+// into dest, in order.
+func (s *Store) scan(ctx context.Context, x DBTX, name string, args map[string]any, dest ...any) error {
+	q := s.q(name)
+	return s.dialect.interpret(name, x.QueryRowContext(ctx, q.text, q.args(args)...).Scan(dest...))
+}
+
+// inTx runs fn in a transaction of its own on the writer, committed when
+// fn returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -248,31 +348,14 @@ func ptr[T any](v T) *T { return &v }
 
 // jsonArg encodes the rows of a batch statement's JSON parameter, which
 // SQLite reads with json_each and PostgreSQL with jsonb_to_recordset.
+// Its rows are structs of numbers and strings, which always encode.
 func jsonArg(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic("store: a batch parameter does not encode: " + err.Error()) // plain structs always do
+		panic("store: a batch parameter does not encode: " + err.Error())
 	}
 	return string(b)
 }
-
-// scanRows calls scan for each row, then closes rows and returns the
-// first error of either.
-func scanRows(rows *sql.Rows, scan func() error) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(); err != nil {
-			return err
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	return rows.Err()
-}
-
-// isNoRows reports whether err says a query returned no row.
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // wrapf annotates a store error without hiding its code.
 func wrapf(err error, format string, args ...any) error {
@@ -282,38 +365,5 @@ func wrapf(err error, format string, args ...any) error {
 	return fmt.Errorf("store: "+format+": %w", append(args, err)...)
 }
 
-// driverFamily maps database/sql driver names to dialect names.
-func driverFamily(driver string) string {
-	switch {
-	case driver == SQLiteDriver || strings.HasPrefix(driver, "sqlite"):
-		return "sqlite"
-	case driver == "pgx" || driver == "pgx/v5" || driver == "postgres":
-		return "postgres"
-	}
-	return ""
-}
-
-// EventKind says what an Event reports.
-type EventKind string
-
-// Event kinds.
-const (
-	EventEnqueued EventKind = "enqueued" // a new delivery was written
-	EventClaimed  EventKind = "claimed"  // a claim leased N deliveries
-	EventSettled  EventKind = "settled"  // one attempt settled into Status
-)
-
-// Event is a store event for metrics. It carries counts, statuses and
-// codes, never content.
-type Event struct {
-	Kind   EventKind
-	N      int
-	Status courier.Status
-	Code   courier.Code
-}
-
-func (s *Store) observe(e Event) {
-	if s.cfg.Hook != nil {
-		s.cfg.Hook(e)
-	}
-}
+// isNoRows reports whether err says a query returned no row.
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

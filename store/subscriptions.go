@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 )
 
 // Subscriptions is the sender side's registry of who receives which
@@ -25,7 +24,7 @@ type SubscriptionParams struct {
 	EventTypes []string // which event types; "*" matches all
 	AuthMode   string   // the signing scheme (signature.Scheme* names)
 	KeyID      string   // the signing key's reference, never key material
-	Profile    string   // the Ack profile; defaults to DefaultProfile
+	Profile    string   // the Ack profile; defaults to ack.ProfileCourier
 	Active     bool
 }
 
@@ -42,7 +41,7 @@ type Subscription struct {
 
 func (p *SubscriptionParams) normalize() error {
 	if p.Profile == "" {
-		p.Profile = DefaultProfile
+		p.Profile = ack.ProfileCourier
 	}
 	switch {
 	case p.Tenant == "" || len(p.Tenant) > 256:
@@ -84,10 +83,9 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 	if err := p.normalize(); err != nil {
 		return Subscription{}, err
 	}
-	q := sr.s.q("subscription_insert")
 	var id int64
-	if err := tx.QueryRowContext(ctx, q.text, q.args(p.args(sr.s.now()))...).Scan(&id); err != nil {
-		return Subscription{}, sr.s.dialect.interpret(q.name, err)
+	if err := sr.s.scan(ctx, tx, "subscription_insert", p.args(sr.s.now()), &id); err != nil {
+		return Subscription{}, err
 	}
 	return sr.Get(ctx, tx, id)
 }
@@ -113,122 +111,42 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 
 // Get returns one subscription, or ErrNotFound.
 func (sr *Subscriptions) Get(ctx context.Context, tx DBTX, id int64) (Subscription, error) {
-	rows, err := sr.s.query(ctx, tx, "subscription_get", map[string]any{"id": id})
+	r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
 	if err != nil {
 		return Subscription{}, err
 	}
-	subs, err := sr.scan(rows)
-	if err != nil {
-		return Subscription{}, err
-	}
-	if len(subs) == 0 {
-		return Subscription{}, courier.ErrNotFound
-	}
-	return subs[0], nil
+	return r.subscription(), nil
 }
 
 // List returns a tenant's subscriptions.
 func (sr *Subscriptions) List(ctx context.Context, tenant string) ([]Subscription, error) {
-	rows, err := sr.s.query(ctx, sr.s.db, "subscription_list", map[string]any{"tenant": tenant})
-	if err != nil {
-		return nil, err
-	}
-	return sr.scan(rows)
+	return sr.list(ctx, sr.s.db, "subscription_list", tenant)
 }
 
-func (sr *Subscriptions) scan(rows *sql.Rows) ([]Subscription, error) {
-	defer rows.Close()
-	var out []Subscription
-	for rows.Next() {
-		var s Subscription
-		var types string
-		var created, updated int64
-		if err := rows.Scan(&s.ID, &s.Tenant, &s.Endpoint, &types, &s.AuthMode, &s.KeyID, &s.Profile, &s.Fingerprint, &s.Active, &created, &updated); err != nil {
-			return nil, sr.s.dialect.interpret("subscriptions", err)
-		}
-		s.EventTypes = strings.Fields(types)
-		s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
-		out = append(out, s)
+func (sr *Subscriptions) list(ctx context.Context, x DBTX, name, tenant string) ([]Subscription, error) {
+	var rows []subscriptionRow
+	if err := sr.s.selectRows(ctx, x, name, map[string]any{"tenant": tenant}, &rows); err != nil {
+		return nil, err
 	}
-	return out, sr.s.dialect.interpret("subscriptions", rows.Err())
+	out := make([]Subscription, len(rows))
+	for i, r := range rows {
+		out[i] = r.subscription()
+	}
+	return out, nil
+}
+
+func (r subscriptionRow) subscription() Subscription {
+	return Subscription{
+		ID: r.ID,
+		SubscriptionParams: SubscriptionParams{
+			Tenant: r.Tenant, Endpoint: r.Endpoint, EventTypes: strings.Fields(r.EventTypes), AuthMode: r.AuthMode,
+			KeyID: r.KeyID, Profile: r.Profile, Active: r.Active,
+		},
+		Fingerprint: r.Fingerprint, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
+	}
 }
 
 // matches reports whether the subscription wants events of type t.
 func (s Subscription) matches(t string) bool {
 	return slices.Contains(s.EventTypes, "*") || slices.Contains(s.EventTypes, t)
-}
-
-// PublishParams is one event to fan out.
-type PublishParams struct {
-	Tenant    string
-	EventType string
-	// EventID identifies the event; each delivery's notification id is
-	// EventID + ":" + the subscription id.
-	EventID string
-	// Payload is what each subscription receives, unless Build is set.
-	Payload []byte
-	// Build makes a subscription's payload. idempotencyKey is random and
-	// fresh per delivery: a receiver that dedupes by it (AdCP) sees the
-	// same key, in the same bytes, on every retry.
-	Build func(s Subscription, idempotencyKey string) ([]byte, error)
-	// Priority and Deadline apply to every delivery (see EnqueueParams).
-	Priority int
-	Deadline time.Time
-}
-
-// Published is one delivery a publish made.
-type Published struct {
-	Enqueued
-	NotificationID string
-	SubscriptionID int64
-	IdempotencyKey string
-}
-
-// Publish fans an event out, inside the caller's transaction, to one
-// delivery per active subscription of the tenant that matches its type,
-// as one snapshot of the registry. A rolled-back publish makes none.
-func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
-	if p.Build == nil && len(p.Payload) == 0 {
-		return nil, invalidArgument("PublishParams needs a Payload or a Build")
-	}
-	sr := o.s.Subscriptions
-	rows, err := o.s.query(ctx, tx, "subscription_matching", map[string]any{"tenant": p.Tenant})
-	if err != nil {
-		return nil, err
-	}
-	subs, err := sr.scan(rows)
-	if err != nil {
-		return nil, err
-	}
-	var out []Published
-	for _, s := range subs {
-		if !s.matches(p.EventType) {
-			continue
-		}
-		key := NewIdempotencyKey()
-		payload := p.Payload
-		if p.Build != nil {
-			if payload, err = p.Build(s, key); err != nil {
-				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
-			}
-		}
-		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
-		e, err := o.enqueue(ctx, tx, EnqueueParams{
-			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
-			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline,
-		}, s.ID, s.Fingerprint)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Published{Enqueued: e, NotificationID: id, SubscriptionID: s.ID, IdempotencyKey: key})
-	}
-	return out, nil
-}
-
-// NewIdempotencyKey returns a random key for a receiver that dedupes by
-// one: "whk_" and 32 hex digits.
-func NewIdempotencyKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "whk_" + hex.EncodeToString(b[:])
 }

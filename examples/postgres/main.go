@@ -40,6 +40,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 )
 
 func main() {
@@ -100,7 +101,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	db, err := sqlx.Open("pgx", o.url) // package store registers the pgx driver
+	db, err := sqlx.Open(postgres.DriverName, o.url) // package store registers the pgx driver
 	if err != nil {
 		return false, err
 	}

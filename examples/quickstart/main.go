@@ -37,6 +37,7 @@ import (
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 func main() {
@@ -89,8 +90,7 @@ func run(ctx context.Context, o options) (summary, error) {
 
 	// Both stores on one clock: the receiver's processed_at and the
 	// sender's enqueue time are comparable.
-	sender, err := store.OpenSQLite(ctx, filepath.Join(dir, "sender.db"), store.Config{
-		Backoff: store.ExponentialBackoff{Base: 20 * time.Millisecond, Cap: 500 * time.Millisecond, Jitter: 0.2},
+	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{
 		// The fault script fails every first attempt on purpose; a breaker
 		// would rightly pause this endpoint. Here it stays out of the way.
 		Breaker: store.BreakerConfig{Threshold: 1 << 30},
@@ -99,7 +99,7 @@ func run(ctx context.Context, o options) (summary, error) {
 		return summary{}, err
 	}
 	defer sender.Close()
-	receiverStore, err := store.OpenSQLite(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
+	receiverStore, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
 	if err != nil {
 		return summary{}, err
 	}
@@ -150,6 +150,7 @@ func run(ctx context.Context, o options) (summary, error) {
 		Timeout:      250 * time.Millisecond, // the slow answers arrive after it
 		Lease:        2 * time.Second,
 		PollInterval: 50 * time.Millisecond,
+		Backoff:      client.ExponentialBackoff(20*time.Millisecond, 500*time.Millisecond, 0.2),
 		Logger:       slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

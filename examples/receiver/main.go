@@ -24,6 +24,7 @@ import (
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 func main() {
@@ -56,7 +57,7 @@ func run(addr, path, secret, sender string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	s, err := store.OpenSQLite(ctx, path, store.Config{})
+	s, err := sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 func main() {
@@ -64,7 +65,7 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	s, err := store.OpenSQLite(ctx, path, store.Config{})
+	s, err := sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
-	"github.com/courier-go/courier/store"
 )
 
 const (
@@ -67,7 +67,7 @@ func benchClaim(ctx context.Context, e *engine, z sizes, bare *httptest.Server) 
 	claims := func(d *database, out *[]time.Duration) error {
 		for range claimsPerRound {
 			start := time.Now()
-			c, err := d.s.Outbox.Claim(ctx, store.ClaimParams{Owner: "bench-claim", Limit: claimLimit, Lease: time.Minute})
+			c, err := protocol.For(d.s).Claim(ctx, protocol.ClaimParams{Owner: "bench-claim", Limit: claimLimit, Lease: time.Minute})
 			took := time.Since(start)
 			if err != nil {
 				return err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // engine is one store engine under measurement: SQLite files in a
@@ -50,11 +52,11 @@ func (e *engine) open(ctx context.Context, label string) (*database, error) {
 	switch e.name {
 	case "sqlite":
 		path := filepath.Join(e.dir, label+".db")
-		s, err := store.OpenSQLite(ctx, path, store.Config{})
+		s, err := sqlite.Open(ctx, path, store.Config{})
 		if err != nil {
 			return nil, err
 		}
-		bulk, err := sqlx.Open("sqlite3", store.SQLiteDSN(path))
+		bulk, err := sqlx.Open("sqlite3", sqlite.DSN(path, store.DurabilityFull))
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -67,7 +69,7 @@ func (e *engine) open(ctx context.Context, label string) (*database, error) {
 		if err != nil {
 			return nil, err
 		}
-		db, err := sqlx.Open("pgx", url)
+		db, err := sqlx.Open(postgres.DriverName, url)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +254,7 @@ func checkServer(ctx context.Context, adminURL string) error {
 
 // serverVersion returns the PostgreSQL server's version string.
 func serverVersion(ctx context.Context, adminURL string) string {
-	db, err := sqlx.Open("pgx", adminURL)
+	db, err := sqlx.Open(postgres.DriverName, adminURL)
 	if err != nil {
 		return "?"
 	}

@@ -24,9 +24,9 @@ func workerRun(ctx context.Context, cfg client.Config, m int) (time.Duration, er
 	var firstFailure atomic.Value
 	done := make(chan struct{})
 	cfg.Hook = func(ev client.Event) {
-		if ev.Result != store.ResultSucceeded || ev.LeaseLost {
+		if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost {
 			failed.Add(1)
-			firstFailure.CompareAndSwap(nil, fmt.Sprintf("%s %s", ev.Result, ev.Code))
+			firstFailure.CompareAndSwap(nil, fmt.Sprintf("%s %s", ev.Outcome, ev.Code))
 		}
 		if settled.Add(1) == int64(m) {
 			close(done)

@@ -19,7 +19,9 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 const (
@@ -104,7 +106,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 func setup(t *testing.T) (*store.Store, *httptest.Server, int64) {
 	t.Helper()
 	ctx := t.Context()
-	s, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +117,11 @@ func setup(t *testing.T) (*store.Store, *httptest.Server, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := s.Outbox.Claim(ctx, store.ClaimParams{Owner: "worker-1", Limit: 1, Lease: time.Minute})
+	claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "worker-1", Limit: 1, Lease: time.Minute})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
-	if err := s.Outbox.Fail(ctx, claimed[0].Lease, courier.CodeReceiverUnavailable, http.StatusServiceUnavailable); err != nil {
+	if _, err := protocol.For(s).Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverUnavailable, HTTPStatus: http.StatusServiceUnavailable}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 )
 
 // Environment of a worker process. EnvWorker set to "1" makes the test
@@ -109,7 +110,7 @@ func Loopback(rawURL string) (client.Guard, error) {
 // the worker settings every cluster process shares. ready is called once
 // the worker is built, just before it runs.
 func RunWorker(ctx context.Context, s WorkerSpec, logger *slog.Logger, ready func()) error {
-	db, err := sqlx.Open("pgx", s.DatabaseURL)
+	db, err := sqlx.Open(postgres.DriverName, s.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("cluster: open: %w", err)
 	}

@@ -39,6 +39,8 @@ import (
 	"github.com/courier-go/courier/internal/sqlfile"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // Engines the harness runs on.
@@ -71,15 +73,17 @@ const (
 	WorkerPoll        = 50 * time.Millisecond
 )
 
-// StoreConfig is the sender's outbox configuration: quick retries, an
-// endpoint breaker that opens on the failures a killed receiver causes but
-// probes again after a short cool-down, and an attempt budget no run of
-// kills exhausts, so that every committed notification must end succeeded.
+// StoreConfig is the sender's outbox configuration: an endpoint breaker
+// that opens on the failures a killed receiver causes but probes again
+// after a short cool-down, and an attempt budget no run of kills
+// exhausts, so that every committed notification must end succeeded.
 var StoreConfig = store.Config{
 	MaxAttempts: 200,
-	Backoff:     store.ExponentialBackoff{Base: 20 * time.Millisecond, Cap: 250 * time.Millisecond, Jitter: 0.2},
 	Breaker:     store.BreakerConfig{Cooldown: 100 * time.Millisecond},
 }
+
+// WorkerBackoff retries quickly.
+var WorkerBackoff = client.ExponentialBackoff(20*time.Millisecond, 250*time.Millisecond, 0.2)
 
 // SenderName is the verified sender the receiver dedupes under.
 const SenderName = "crash-sender"
@@ -227,9 +231,9 @@ func RolledBack(seed uint64, i int) bool {
 func Open(ctx context.Context, engine, database string, cfg store.Config) (*store.Store, error) {
 	switch engine {
 	case EngineSQLite:
-		return store.OpenSQLite(ctx, database, cfg)
+		return sqlite.Open(ctx, database, cfg)
 	case EnginePostgres:
-		db, err := sqlx.Open("pgx", database)
+		db, err := sqlx.Open(postgres.DriverName, database)
 		if err != nil {
 			return nil, fmt.Errorf("crash: open: %w", err)
 		}
@@ -273,10 +277,10 @@ func Close(st *store.Store) error {
 // Prepare migrates the database and creates the harness's application
 // table of role in it, before any child starts.
 func Prepare(ctx context.Context, engine, database, role string) error {
-	driver := store.SQLiteDriver
-	dsn := store.SQLiteDSN(database)
+	driver := sqlite.DriverName
+	dsn := sqlite.DSN(database, store.DurabilityFull)
 	if engine == EnginePostgres {
-		driver, dsn = "pgx", database
+		driver, dsn = postgres.DriverName, database
 	}
 	db, err := sqlx.Open(driver, dsn)
 	if err != nil {

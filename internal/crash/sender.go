@@ -38,6 +38,7 @@ func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) e
 		Lease:        WorkerLease,
 		Timeout:      WorkerTimeout,
 		PollInterval: WorkerPoll,
+		Backoff:      WorkerBackoff,
 		Signer:       signer,
 		Transport:    guard.Transport(),
 		Logger:       logger,

@@ -5,6 +5,7 @@ package sqlfile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -52,4 +53,43 @@ func Require(stmts map[string]string, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// Compile replaces each :name parameter of a statement (not a ::cast)
+// with the engine's placeholder for its position, and returns the text
+// and the parameter name of each placeholder in order. Statements hold no
+// string literal with a colon in it.
+func Compile(sql string, placeholder func(n int) string) (text string, params []string) {
+	var out strings.Builder
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		if c != ':' {
+			out.WriteByte(c)
+			continue
+		}
+		if i+1 < len(sql) && sql[i+1] == ':' { // a PostgreSQL cast
+			out.WriteString("::")
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(sql) && (sql[j] == '_' || 'a' <= sql[j] && sql[j] <= 'z' || '0' <= sql[j] && sql[j] <= '9') {
+			j++
+		}
+		if j == i+1 {
+			out.WriteByte(c)
+			continue
+		}
+		params = append(params, sql[i+1:j])
+		out.WriteString(placeholder(len(params)))
+		i = j - 1
+	}
+	return strings.TrimSpace(out.String()), params
+}
+
+// Params returns the distinct :name parameters of a statement, sorted.
+func Params(sql string) []string {
+	_, params := Compile(sql, func(int) string { return "?" })
+	slices.Sort(params)
+	return slices.Compact(params)
 }

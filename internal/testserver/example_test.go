@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // A receiver whose connection drops right after it committed the first
@@ -25,7 +26,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
 	if err != nil {
 		panic(err)
 	}

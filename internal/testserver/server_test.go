@@ -22,6 +22,7 @@ import (
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -49,7 +50,7 @@ func setup(t *testing.T, cfg testserver.Config) *bundle {
 // unstarted is setup without Start.
 func unstarted(t *testing.T, cfg testserver.Config) *bundle {
 	t.Helper()
-	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{})
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -137,11 +138,7 @@ func (b *bundle) send(ctx context.Context, id string, payload []byte) (answer, e
 
 // verifyAck checks body against the Ack the terminal profile expects.
 func (b *bundle) verifyAck(id string, payload, body []byte) error {
-	want, err := b.profile.Expect(id, payload)
-	if err != nil {
-		return err
-	}
-	return want.Verify(body)
+	return b.profile.Verify(ack.Sent{ID: id, Payload: payload, Attempt: 1}, body)
 }
 
 // effects returns the committed effect rows of id.
@@ -167,7 +164,7 @@ func firstOnly(f testserver.Fault) testserver.Script {
 
 func TestNewUnstartedValidatesConfig(t *testing.T) {
 	t.Parallel()
-	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{})
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

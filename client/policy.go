@@ -1,0 +1,132 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// Verdict is what becomes of an attempt that did not succeed: retried
+// after a backoff, or failed for good, with a stable code either way.
+type Verdict struct {
+	Retry bool
+	Code  courier.Code
+}
+
+// DefaultClassify is the default Config.Classify. It judges an attempt
+// that got no acknowledgement: resp is the receiver's non-2xx answer, or
+// nil when the request failed with err (err is then never nil).
+//
+//	no response: destination refused by the guard  fail   destination_forbidden
+//	             the attempt's timeout              retry  timeout
+//	             anything else (refused, reset)     retry  network_error
+//	408, 425                                        retry  request_timeout
+//	429                                             retry  rate_limited
+//	500..599                                        retry  receiver_unavailable
+//	3xx (redirects are never followed)              fail   redirect_refused
+//	401 (the receiver refused the signature)        fail   signature_rejected
+//	410                                             fail   endpoint_gone
+//	any other 4xx                                   fail   receiver_rejected
+//	below 100 or 600 and above (not HTTP)           fail   receiver_rejected
+//
+// A 2xx is never classified: the receiver's Ack decides it (an Ack that
+// does not prove receipt fails with ack_invalid).
+func DefaultClassify(resp *http.Response, err error) Verdict {
+	if resp == nil {
+		switch {
+		case errors.Is(err, courier.ErrDestinationForbidden):
+			return Verdict{Code: courier.CodeDestinationForbidden}
+		case errors.Is(err, context.DeadlineExceeded):
+			return Verdict{Retry: true, Code: courier.CodeTimeout}
+		}
+		return Verdict{Retry: true, Code: courier.CodeNetwork}
+	}
+	switch s := resp.StatusCode; {
+	case s == http.StatusRequestTimeout || s == http.StatusTooEarly:
+		return Verdict{Retry: true, Code: courier.CodeRequestTimeout}
+	case s == http.StatusTooManyRequests:
+		return Verdict{Retry: true, Code: courier.CodeRateLimited}
+	case s >= 500 && s < 600:
+		return Verdict{Retry: true, Code: courier.CodeReceiverUnavailable}
+	case s >= 300 && s < 400:
+		return Verdict{Code: courier.CodeRedirect}
+	case s == http.StatusUnauthorized:
+		return Verdict{Code: courier.CodeSignatureRejected}
+	case s == http.StatusGone:
+		return Verdict{Code: courier.CodeEndpointGone}
+	}
+	return Verdict{Code: courier.CodeReceiverRejected}
+}
+
+// RetryClientErrors is DefaultClassify, except that a 4xx answer other
+// than 401 and 410 is retried (code receiver_rejected) rather than failed.
+// It suits receivers that may deploy a bug: a 400 from a broken release is
+// retried until the receiver is fixed, or until the delivery's budget or
+// deadline ends. The cost: a notification the receiver will never accept
+// spends its whole budget, or waits for its deadline, before it fails.
+func RetryClientErrors(resp *http.Response, err error) Verdict {
+	v := DefaultClassify(resp, err)
+	if v.Code == courier.CodeReceiverRejected && resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		v.Retry = true
+	}
+	return v
+}
+
+// Defaults of ExponentialBackoff, as DefaultBackoff uses them.
+const (
+	DefaultRetryBase = 5 * time.Second
+	DefaultRetryCap  = time.Hour
+	DefaultJitter    = 0.2
+)
+
+// DefaultBackoff is the default Config.Backoff:
+// ExponentialBackoff(DefaultRetryBase, DefaultRetryCap, DefaultJitter).
+func DefaultBackoff(attempt int, retryAfter time.Duration) time.Duration {
+	return defaultBackoff(attempt, retryAfter)
+}
+
+var defaultBackoff = ExponentialBackoff(DefaultRetryBase, DefaultRetryCap, DefaultJitter)
+
+// ExponentialBackoff returns a Config.Backoff that doubles the delay from
+// base with each attempt, up to limit, and takes up to jitter (a fraction,
+// 0..1) of it off at random, so that deliveries failed together do not
+// retry together. A receiver's Retry-After is honoured, clamped to
+// [base, limit]. It panics unless 0 < base <= limit and 0 <= jitter <= 1.
+func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt int, retryAfter time.Duration) time.Duration {
+	if base <= 0 || limit < base || jitter < 0 || jitter > 1 {
+		panic("client: ExponentialBackoff needs 0 < base <= limit and 0 <= jitter <= 1")
+	}
+	return func(attempt int, retryAfter time.Duration) time.Duration {
+		if retryAfter > 0 {
+			return min(max(retryAfter, base), limit)
+		}
+		d := base
+		for i := 1; i < attempt && d < limit; i++ {
+			d *= 2
+		}
+		d = min(d, limit)
+		if jitter > 0 {
+			d -= time.Duration(rand.Float64() * jitter * float64(d))
+		}
+		return max(d, 0)
+	}
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(min(s, 1<<30)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,110 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+)
+
+func TestExponentialBackoff(t *testing.T) {
+	t.Parallel()
+	b := client.ExponentialBackoff(2*time.Second, 30*time.Second, 0)
+	for attempt, want := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 4: 16 * time.Second, 5: 30 * time.Second, 50: 30 * time.Second} {
+		if got := b(attempt, 0); got != want {
+			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
+		}
+	}
+	// Retry-After is honoured, clamped to [base, cap].
+	for _, tc := range []struct{ retryAfter, want time.Duration }{
+		{10 * time.Second, 10 * time.Second},
+		{time.Hour, 30 * time.Second},
+		{time.Millisecond, 2 * time.Second},
+	} {
+		if got := b(3, tc.retryAfter); got != tc.want {
+			t.Errorf("Retry-After %v: %v, want %v", tc.retryAfter, got, tc.want)
+		}
+	}
+	// Jitter takes at most its share off.
+	j := client.ExponentialBackoff(time.Second, time.Minute, 0.5)
+	for range 200 {
+		if d := j(3, 0); d > 4*time.Second || d < 2*time.Second {
+			t.Fatalf("jittered delay %v outside [2s, 4s]", d)
+		}
+	}
+}
+
+func TestExponentialBackoffRefusesBadBounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		base, limit time.Duration
+		jitter      float64
+	}{{0, time.Second, 0}, {time.Minute, time.Second, 0}, {time.Second, time.Minute, -0.1}, {time.Second, time.Minute, 1.5}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("ExponentialBackoff(%v, %v, %v) did not panic", tc.base, tc.limit, tc.jitter)
+				}
+			}()
+			client.ExponentialBackoff(tc.base, tc.limit, tc.jitter)
+		}()
+	}
+}
+
+func TestDefaultClassify(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		err    error
+		want   client.Verdict
+	}{
+		{err: fmt.Errorf("dial: %w", courier.ErrDestinationForbidden), want: client.Verdict{Code: courier.CodeDestinationForbidden}},
+		{err: fmt.Errorf("post: %w", context.DeadlineExceeded), want: client.Verdict{Retry: true, Code: courier.CodeTimeout}},
+		{err: errors.New("connection reset"), want: client.Verdict{Retry: true, Code: courier.CodeNetwork}},
+		{status: 408, want: client.Verdict{Retry: true, Code: courier.CodeRequestTimeout}},
+		{status: 425, want: client.Verdict{Retry: true, Code: courier.CodeRequestTimeout}},
+		{status: 429, want: client.Verdict{Retry: true, Code: courier.CodeRateLimited}},
+		{status: 500, want: client.Verdict{Retry: true, Code: courier.CodeReceiverUnavailable}},
+		{status: 599, want: client.Verdict{Retry: true, Code: courier.CodeReceiverUnavailable}},
+		{status: 600, want: client.Verdict{Code: courier.CodeReceiverRejected}},
+		{status: 999, want: client.Verdict{Code: courier.CodeReceiverRejected}},
+		{status: 302, want: client.Verdict{Code: courier.CodeRedirect}},
+		{status: 401, want: client.Verdict{Code: courier.CodeSignatureRejected}},
+		{status: 410, want: client.Verdict{Code: courier.CodeEndpointGone}},
+		{status: 400, want: client.Verdict{Code: courier.CodeReceiverRejected}},
+		{status: 422, want: client.Verdict{Code: courier.CodeReceiverRejected}},
+	} {
+		var resp *http.Response
+		if tc.err == nil {
+			resp = &http.Response{StatusCode: tc.status}
+		}
+		if got := client.DefaultClassify(resp, tc.err); got != tc.want {
+			t.Errorf("status %d err %v: %+v, want %+v", tc.status, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestRetryClientErrors: the lenient policy retries 4xx answers, except
+// the two that speak of the endpoint or the signature.
+func TestRetryClientErrors(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]client.Verdict{
+		400: {Retry: true, Code: courier.CodeReceiverRejected},
+		404: {Retry: true, Code: courier.CodeReceiverRejected},
+		422: {Retry: true, Code: courier.CodeReceiverRejected},
+		401: {Code: courier.CodeSignatureRejected},
+		410: {Code: courier.CodeEndpointGone},
+		302: {Code: courier.CodeRedirect},
+		600: {Code: courier.CodeReceiverRejected},
+		503: {Retry: true, Code: courier.CodeReceiverUnavailable},
+	} {
+		if got := client.RetryClientErrors(&http.Response{StatusCode: status}, nil); got != want {
+			t.Errorf("status %d: %+v, want %+v", status, got, want)
+		}
+	}
+}

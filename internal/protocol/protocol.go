@@ -1,0 +1,117 @@
+// Package protocol is the worker protocol between package store, which
+// keeps the outbox, and package client, whose Worker delivers it: a worker
+// claims due deliveries under leases, makes one attempt per claimed
+// delivery, and settles each attempt's outcome, fenced by its lease. What
+// it claimed and did not send it gives back.
+//
+// It is internal so that courier's public surface is what applications
+// call (store: enqueue, inspect, operate; client: the Worker); a second
+// worker implementation inside courier, or a test, uses it as client does.
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// MaxClaimBatch bounds one claim.
+const MaxClaimBatch = 1000
+
+// Outbox is the store side of the protocol.
+type Outbox interface {
+	// Claim leases up to p.Limit due deliveries, in order of priority, due
+	// time and age, each with a random token. It first ends expired
+	// leases (logged as lease_expired attempts), and never returns a
+	// delivery whose payload no longer matches its digest (quarantined) or
+	// whose subscription changed (suppressed).
+	Claim(ctx context.Context, p ClaimParams) ([]Claimed, error)
+	// Settle records outcomes in one transaction. Each is fenced by its
+	// lease: a lease that expired or was reclaimed is not applied and its
+	// Settled.Err is courier.ErrLeaseLost. The error is for the batch as a
+	// whole: nothing was applied.
+	Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, error)
+	// Release gives back leases whose attempt was never made: each
+	// delivery is due again as before its claim, which does not count
+	// against its budget. It returns how many it released.
+	Release(ctx context.Context, leases ...Lease) (int, error)
+	// Listen returns a channel that receives a value soon after an
+	// enqueue commits, where the engine can tell, and a func that stops
+	// listening. Wake-ups are hints: a worker still polls. The channel is
+	// closed when the engine's listener fails.
+	Listen(ctx context.Context) (<-chan struct{}, func(), error)
+}
+
+// ClaimParams says who claims how many for how long.
+type ClaimParams struct {
+	Owner string        // the worker's name, recorded with its leases
+	Limit int           // at most this many deliveries, 1..MaxClaimBatch
+	Lease time.Duration // how long the leases last
+}
+
+// Lease is a worker's hold on one claimed delivery. Every settle presents
+// it; it is void once it expires or another worker reclaims the row.
+type Lease struct {
+	DeliveryID int64
+	Token      string
+	Owner      string
+	Attempt    int // this attempt's number, 1-based
+	LeasedAt   time.Time
+	ExpiresAt  time.Time
+}
+
+// Claimed is a delivery a worker holds under a lease, its payload opened
+// and verified against its digest.
+type Claimed struct {
+	Lease
+	NotificationID string
+	Endpoint       string
+	Payload        []byte
+	PayloadSHA256  string
+	Profile        string
+	KeyID          string
+	Priority       int
+	MaxAttempts    int
+	Deadline       time.Time
+	CreatedAt      time.Time
+	SubscriptionID int64 // the subscription it was published to, 0 if none
+}
+
+// Result is how an attempt ended, as the worker's policy decided.
+type Result string
+
+// Results.
+const (
+	Succeeded  Result = "succeeded"  // the receiver proved receipt
+	Retry      Result = "retry"      // try again after RetryDelay
+	Failed     Result = "failed"     // permanent: never retried
+	Suppressed Result = "suppressed" // not sent: the delivery no longer applies
+)
+
+// Outcome is one attempt's outcome.
+type Outcome struct {
+	Lease      Lease
+	Result     Result
+	Code       courier.Code  // why, for every result but Succeeded
+	HTTPStatus int           // the receiver's status, 0 when none
+	RetryDelay time.Duration // for Retry: how long until the next attempt
+	AckSHA256  string        // for Succeeded: digest of the verified Ack ("" without one)
+	Duration   time.Duration // how long the attempt took
+}
+
+// Settled is what became of one Outcome.
+type Settled struct {
+	Status courier.Status // the delivery's new status
+	Code   courier.Code   // its error code: the outcome's, or expired
+	Err    error          // courier.ErrLeaseLost when the lease was void
+}
+
+var outboxOf func(store any) Outbox
+
+// Register is called by package store, once, with the function that
+// returns a *store.Store's side of the protocol.
+func Register(f func(store any) Outbox) { outboxOf = f }
+
+// For returns the protocol of s, a *store.Store.
+func For(s any) Outbox { return outboxOf(s) }

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// Delivery is one row of the outbox, as operators see it.
+type Delivery struct {
+	ID             int64
+	NotificationID string
+	Endpoint       string
+	Payload        []byte // nil when not loaded or when it cannot be opened (see PayloadKeyID)
+	PayloadKeyID   string // the key that sealed the stored payload, "" if none
+	PayloadSHA256  string
+	Profile        string
+	KeyID          string
+	Status         courier.Status
+	Priority       int
+	Attempts       int
+	MaxAttempts    int
+	NextAttemptAt  time.Time
+	Deadline       time.Time
+	LeaseOwner     string
+	LeasedAt       time.Time
+	LeaseExpiresAt time.Time
+	LastErrorCode  courier.Code
+	LastStatus     int
+	AckSHA256      string
+	SubscriptionID int64 // the subscription it was published to, 0 if none
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Get returns the delivery with the given id, its payload opened, or
+// ErrNotFound.
+func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
+	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_get", map[string]any{"id": id})
+	if err != nil {
+		return Delivery{}, err
+	}
+	d := r.delivery()
+	if plain, err := o.s.cfg.Encryption.open(d.Payload, d.PayloadKeyID, d.NotificationID, d.Endpoint); err == nil {
+		d.Payload = plain
+	} else {
+		d.Payload = nil
+	}
+	return d, nil
+}
+
+// ListParams filters and pages deliveries for operators. Pages run newest
+// first; pass the last page's NextBefore as Before for the next.
+type ListParams struct {
+	Status   courier.Status // "" for any
+	Endpoint string         // "" for any
+	Since    time.Time      // updated at or after; zero for no bound
+	Until    time.Time      // updated before; zero for no bound
+	Before   int64          // ids below this one; 0 for the first page
+	Limit    int            // 1..1000; defaults to 100
+}
+
+// Page is one page of deliveries. Their payloads are not loaded.
+type Page struct {
+	Deliveries []Delivery
+	NextBefore int64 // 0 when this is the last page
+}
+
+// List returns one page of deliveries matching p.
+func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
+	if p.Limit == 0 {
+		p.Limit = 100
+	}
+	if p.Limit < 1 || p.Limit > 1000 {
+		return Page{}, invalidArgument("ListParams.Limit must be within 1..1000")
+	}
+	until := int64(math.MaxInt64)
+	if !p.Until.IsZero() {
+		until = p.Until.UnixMicro()
+	}
+	var rows []outboxRow
+	err := o.s.selectRows(ctx, o.s.db, "outbox_list", map[string]any{
+		"status": string(p.Status), "endpoint": p.Endpoint, "since": micros(p.Since), "until": until,
+		"before_id": p.Before, "limit": p.Limit + 1,
+	}, &rows)
+	if err != nil {
+		return Page{}, err
+	}
+	var page Page
+	for _, r := range rows {
+		page.Deliveries = append(page.Deliveries, r.delivery())
+	}
+	if len(page.Deliveries) > p.Limit {
+		page.Deliveries = page.Deliveries[:p.Limit]
+		page.NextBefore = page.Deliveries[p.Limit-1].ID
+	}
+	return page, nil
+}
+
+// Cancel withdraws a pending or retrying delivery: it ends suppressed with
+// code cancelled. A delivery in any other state is ErrNotFound.
+func (o *Outbox) Cancel(ctx context.Context, id int64) error {
+	res, err := o.s.exec(ctx, o.s.writer, "outbox_cancel", map[string]any{"id": id, "now": o.s.now()})
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return courier.ErrNotFound
+	}
+	return nil
+}
+
+// RedriveParams selects failed deliveries to send again.
+type RedriveParams struct {
+	ID       int64  // one delivery; 0 for all that match Endpoint
+	Endpoint string // "" for every endpoint
+}
+
+// Redrive moves failed deliveries back to pending, each with a fresh
+// attempt budget and retry horizon, and returns how many it moved.
+func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
+	now := o.s.now()
+	res, err := o.s.exec(ctx, o.s.writer, "outbox_redrive", map[string]any{
+		"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
+		"endpoint": p.Endpoint, "id": p.ID,
+	})
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), wrapf(err, "redrive")
+}
+
+// Prune deletes succeeded and suppressed deliveries last updated more than
+// p.OlderThan ago, in bounded batches; see Inbox.Prune.
+func (o *Outbox) Prune(ctx context.Context, p PruneParams) (int, error) {
+	return o.s.prune(ctx, "outbox_prune", map[string]any{"before": o.s.now() - p.OlderThan.Microseconds()}, p)
+}

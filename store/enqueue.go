@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+)
+
+// Limits on what Enqueue accepts.
+const (
+	MaxPayloadSize  = 4 << 20
+	MaxEndpointSize = 2048
+	maxAttempts     = 1000
+)
+
+// Outbox is the sender side's table of deliveries: one row per
+// notification and endpoint, written in the application's transaction,
+// delivered by a client.Worker.
+type Outbox struct{ s *Store }
+
+// EnqueueParams describes one delivery: a notification to one endpoint.
+type EnqueueParams struct {
+	// NotificationID is the notification's identity, the receiver's dedupe
+	// key: 1–256 of A-Z a-z 0-9 _ . : -.
+	NotificationID string
+	// Endpoint is the URL the notification is delivered to.
+	Endpoint string
+	// Payload is the exact bytes every attempt sends.
+	Payload []byte
+	// Profile names the Ack the receiver must answer with (package ack's
+	// Profile* names). Defaults to ack.ProfileCourier.
+	Profile string
+	// KeyID names the signing configuration the worker signs with (an id,
+	// never key material). Optional.
+	KeyID string
+	// Priority orders claims: lower first. Defaults to 0.
+	Priority int
+	// MaxAttempts is the attempt budget. Defaults to the Store's.
+	MaxAttempts int
+	// NotBefore delays the first attempt. Defaults to now.
+	NotBefore time.Time
+	// Deadline ends the delivery: no attempt starts after it, and it fails
+	// with code expired. Defaults to now plus the Store's RetryHorizon.
+	Deadline time.Time
+}
+
+// Enqueued is the result of an enqueue.
+type Enqueued struct {
+	ID      int64 // the delivery's id
+	Existed bool  // the same delivery was already enqueued; nothing was written
+}
+
+// Enqueue adds a delivery inside the caller's transaction tx, so it exists
+// exactly when the caller's own writes commit. Enqueueing the same
+// (NotificationID, Endpoint) again with the same payload and settings is a
+// no-op that returns the existing row; with a different payload or
+// settings it is ErrIdempotencyCollision and the stored row is unchanged.
+func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
+	return o.enqueue(ctx, tx, p, subscriptionRef{})
+}
+
+// EnqueueMany enqueues several deliveries in the caller's transaction, with
+// Enqueue's rules for each. On error nothing is known to be written: the
+// caller rolls back.
+func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
+	out := make([]Enqueued, len(ps))
+	for i, p := range ps {
+		e, err := o.Enqueue(ctx, tx, p)
+		if err != nil {
+			return nil, fmt.Errorf("delivery %d: %w", i, err)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// subscriptionRef ties a delivery to the subscription it was published
+// to, as it stood then.
+type subscriptionRef struct {
+	id          int64
+	fingerprint string
+}
+
+func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
+	now := o.s.now()
+	args, err := o.enqueueArgs(p, now)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
+	return o.write(ctx, tx, "outbox_enqueue", args)
+}
+
+// write inserts a delivery with the named statement; if its identity is
+// taken, the existing row decides (see existing).
+func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[string]any) (Enqueued, error) {
+	id, err := o.insert(ctx, tx, name, args)
+	switch {
+	case err == nil:
+		o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
+		return Enqueued{ID: id}, nil
+	case !errors.Is(err, errExists):
+		return Enqueued{}, err
+	}
+	return o.existing(ctx, tx, args)
+}
+
+// errExists is an insert that found its identity taken.
+var errExists = errors.New("store: delivery exists")
+
+// insert runs an outbox INSERT … ON CONFLICT DO NOTHING and returns the
+// new row's id, or errExists when it inserted nothing.
+func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[string]any) (int64, error) {
+	if o.s.dialect.LastInsertID {
+		res, err := o.s.exec(ctx, tx, name, args)
+		if err != nil {
+			return 0, err
+		}
+		switch n, err := res.RowsAffected(); {
+		case err != nil:
+			return 0, wrapf(err, name)
+		case n == 0:
+			return 0, errExists
+		}
+		id, err := res.LastInsertId()
+		return id, wrapf(err, name)
+	}
+	var id int64
+	err := o.s.scan(ctx, tx, name, args, &id)
+	if errors.Is(err, courier.ErrNotFound) || isNoRows(err) {
+		return 0, errExists
+	}
+	return id, err
+}
+
+func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error) {
+	cfg := o.s.cfg
+	if p.Profile == "" {
+		p.Profile = ack.ProfileCourier
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = cfg.MaxAttempts
+	}
+	next := now
+	if !p.NotBefore.IsZero() {
+		next = p.NotBefore.UnixMicro()
+	}
+	deadline := now + cfg.RetryHorizon.Microseconds()
+	if !p.Deadline.IsZero() {
+		deadline = p.Deadline.UnixMicro()
+	}
+	switch {
+	case !ack.IsToken(p.NotificationID):
+		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+	case p.Endpoint == "" || len(p.Endpoint) > MaxEndpointSize:
+		return nil, invalidArgument("Endpoint must be 1-2048 bytes")
+	case len(p.Payload) == 0 || len(p.Payload) > MaxPayloadSize:
+		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
+	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
+		return nil, invalidArgument("MaxAttempts must be within 1..1000")
+	case deadline < next:
+		return nil, invalidArgument("Deadline is before the first attempt")
+	}
+	sum := sha256.Sum256(p.Payload)
+	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"notification_id": p.NotificationID,
+		"endpoint":        p.Endpoint,
+		"payload":         stored,
+		"payload_key_id":  keyID,
+		"payload_sha256":  hex.EncodeToString(sum[:]),
+		"profile":         p.Profile,
+		"key_id":          p.KeyID,
+		"priority":        p.Priority,
+		"max_attempts":    p.MaxAttempts,
+		"next_attempt_at": next,
+		"deadline":        deadline,
+		"now":             now,
+	}, nil
+}
+
+// existing resolves an enqueue that inserted nothing: the same delivery is
+// a no-op, anything else a collision.
+func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, error) {
+	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	if r.PayloadSHA256 != args["payload_sha256"] || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
+		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] {
+		return Enqueued{}, courier.ErrIdempotencyCollision
+	}
+	return Enqueued{ID: r.ID, Existed: true}, nil
+}

@@ -1,0 +1,115 @@
+// Package engine is what an engine package (store/sqlite, store/postgres)
+// hands package store: its SQL, how its driver's errors read, and the few
+// things it does beyond SQL. An engine registers itself under the
+// database/sql driver names it serves; package store looks it up by the
+// driver name of the database a Store is opened on, so a program links
+// only the engines it imports.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Engine is one database engine as package store uses it.
+type Engine struct {
+	// Name is what Store.Engine reports: "sqlite" or "postgres".
+	Name string
+	// SQL holds the engine's migrations/NNN_name.sql and queries/*.sql.
+	// Every engine defines the same query names with the same :name
+	// parameters.
+	SQL fs.FS
+	// Placeholder writes the n-th (1-based) bind parameter.
+	Placeholder func(n int) string
+	// LastInsertID is true when the engine's outbox_enqueue reports the
+	// new row's id through sql.Result.LastInsertId rather than a
+	// RETURNING row.
+	LastInsertID bool
+	// Interpret says what kind of failure a driver error is.
+	Interpret func(err error) Failure
+	// Writer returns the pool courier's own writes go through for db, and
+	// whether the Store owns it (and closes it); relaxed asks for commits
+	// that may be lost when the machine (not the process) crashes. Nil: db
+	// itself.
+	Writer func(ctx context.Context, db *sqlx.DB, relaxed bool) (writer *sqlx.DB, owned bool, err error)
+	// Listen returns wake-ups after committed enqueues to db's outbox and
+	// a function that stops them. Nil: the engine has none; workers poll.
+	Listen func(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error)
+	// Clock returns the difference between the database's clock and this
+	// process's, for stores that take the database's clock. Nil: the
+	// process's clock is the store's.
+	Clock func(ctx context.Context, db *sqlx.DB) (offsetMicros int64, err error)
+}
+
+// Kind is a class of driver failure package store treats alike.
+type Kind int
+
+// Kinds of failure.
+const (
+	Other      Kind = iota // anything else
+	Busy                   // a lock or serialization conflict: try again
+	Constraint             // a constraint refused a row
+	ReadOnly               // the database cannot be written now
+	Missing                // a table or relation does not exist
+)
+
+// Failure is an interpreted driver error. Constraint names the constraint
+// for Kind Constraint, never a value.
+type Failure struct {
+	Kind       Kind
+	Constraint string
+}
+
+var registry = struct {
+	sync.RWMutex
+	byDriver map[string]*Engine
+}{byDriver: make(map[string]*Engine)}
+
+// Register makes e the engine of databases opened with driver. It panics
+// when driver already has an engine: two packages claim one driver.
+func Register(driver string, e *Engine) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.byDriver[driver]; dup {
+		panic(fmt.Sprintf("store: engine for driver %q registered twice", driver))
+	}
+	registry.byDriver[driver] = e
+}
+
+// Lookup returns the engine registered for driver.
+func Lookup(driver string) (*Engine, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	e, ok := registry.byDriver[driver]
+	return e, ok
+}
+
+// Drivers returns the driver names with an engine, sorted.
+func Drivers() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]string, 0, len(registry.byDriver))
+	for d := range registry.byDriver {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// adopted holds databases an engine package opened for a Store it builds:
+// the Store takes them over and closes them on Close.
+var adopted sync.Map // *sqlx.DB -> struct{}
+
+// Adopt marks db, opened by an engine package, as the Store's to close.
+func Adopt(db *sqlx.DB) { adopted.Store(db, struct{}{}) }
+
+// Adopted reports whether db was adopted, and forgets it.
+func Adopted(db *sqlx.DB) bool {
+	_, ok := adopted.LoadAndDelete(db)
+	return ok
+}

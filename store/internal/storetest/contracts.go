@@ -1,0 +1,246 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+const sourceEndpoint = "https://source.example/commands"
+
+var (
+	digestA = strings.Repeat("a", 64)
+	digestB = strings.Repeat("b", 64)
+)
+
+// command returns a command's payload.
+func command(t *testing.T, op, requestID, capabilities string, sourceMax int, body string) []byte {
+	t.Helper()
+	c, err := ack.NewCommand(ack.Command{
+		Operation: op, RequestID: requestID, SourceMaxAttempts: sourceMax,
+		CapabilitiesSHA256: capabilities, Body: json.RawMessage(body),
+	})
+	if err != nil {
+		t.Fatalf("NewCommand: %v", err)
+	}
+	b, err := c.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bundle) enqueueCommand(t *testing.T, p store.CommandParams) (store.Enqueued, error) {
+	t.Helper()
+	tx := b.begin(t)
+	e, err := b.store.Outbox.EnqueueCommand(b.ctx, tx, p)
+	if err != nil {
+		tx.Rollback()
+		return e, err
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return e, nil
+}
+
+func (b *bundle) mustEnqueueCommand(t *testing.T, p store.CommandParams) store.Enqueued {
+	t.Helper()
+	e, err := b.enqueueCommand(t, p)
+	if err != nil {
+		t.Fatalf("EnqueueCommand: %v", err)
+	}
+	return e
+}
+
+// testCommandPriority: removals are claimed before changes enqueued
+// earlier; within a class, oldest first.
+func testCommandPriority(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var order []string
+	for _, c := range []struct{ op, id string }{
+		{"change", "c1"}, {"change", "c2"}, {"tombstone", "t1"}, {"cancellation", "x1"}, {"change", "c3"}, {"tombstone", "t2"},
+	} {
+		body := `{"n":1}`
+		if c.op != "change" {
+			body = "null"
+		}
+		e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, c.op, c.id, digestA, 5, body)})
+		d := b.get(t, e.ID)
+		wantPriority := 0 // changes
+		if c.op != "change" {
+			wantPriority = -1 // removals
+		}
+		if d.NotificationID != c.op+":"+c.id || d.Profile != ack.ProfileCommand || d.Priority != wantPriority || d.MaxAttempts != 5 {
+			t.Fatalf("enqueued %+v", d)
+		}
+		b.clock.Advance(time.Second)
+	}
+	for {
+		c := b.claim(t, "w", 1, time.Minute)
+		if len(c) == 0 {
+			break
+		}
+		order = append(order, c[0].NotificationID)
+		if err := b.complete(c[0].Lease, "ack"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "tombstone:t1 cancellation:x1 tombstone:t2 change:c1 change:c2 change:c3"
+	if got := strings.Join(order, " "); got != want {
+		t.Fatalf("claim order = %s, want %s", got, want)
+	}
+}
+
+// testCommandIdempotent: the same command again is a no-op; the same
+// identity with another body, another source budget or another delivery
+// budget is a collision, and the stored row is unchanged.
+func testCommandIdempotent(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{"title":"x"}`), MaxAttempts: 4}
+	first := b.mustEnqueueCommand(t, p)
+	again := b.mustEnqueueCommand(t, p)
+	if !again.Existed || again.ID != first.ID {
+		t.Fatalf("same command = %+v, want the existing row %d", again, first.ID)
+	}
+	before := b.get(t, first.ID)
+	otherBody, otherSource, otherDelivery := p, p, p
+	otherBody.Payload = command(t, "change", "r1", digestA, 5, `{"title":"y"}`)
+	otherSource.Payload = command(t, "change", "r1", digestA, 6, `{"title":"x"}`)
+	otherDelivery.MaxAttempts = 5
+	for name, q := range map[string]store.CommandParams{"body": otherBody, "source_max_attempts": otherSource, "delivery budget": otherDelivery} {
+		if _, err := b.enqueueCommand(t, q); !errors.Is(err, courier.ErrIdempotencyCollision) {
+			t.Fatalf("other %s: EnqueueCommand = %v, want ErrIdempotencyCollision", name, err)
+		}
+	}
+	if after := b.get(t, first.ID); string(after.Payload) != string(before.Payload) || after.MaxAttempts != 4 || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("row changed after collisions: %+v", after)
+	}
+	// Another operation with the same request id is another command.
+	if e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "tombstone", "r1", digestA, 5, "null")}); e.Existed {
+		t.Fatal("tombstone:r1 reported as existing")
+	}
+	for name, payload := range map[string][]byte{
+		"not JSON": []byte("x"), "operation": []byte(`{"operation":"delete","request_id":"r","source_max_attempts":1,"capabilities_sha256":"` + digestA + `"}`),
+		"budget": []byte(`{"operation":"change","request_id":"r","source_max_attempts":21,"capabilities_sha256":"` + digestA + `"}`),
+		"digest": []byte(`{"operation":"change","request_id":"r","source_max_attempts":1,"capabilities_sha256":"A"}`),
+	} {
+		if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: payload}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Fatalf("%s: EnqueueCommand = %v, want invalid_argument", name, err)
+		}
+	}
+}
+
+// testContractPinning: re-pinning with deliveries pending holds the
+// endpoint back (rows unchanged, health blocked with contract_changed)
+// until the operator pins the old digest again or fails the mismatched
+// deliveries.
+func testContractPinning(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	cmd := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{}`)})
+	if k, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); err != nil || k.CapabilitiesSHA256 != digestA {
+		t.Fatalf("pin after the first command = %+v, %v; want digest a", k, err)
+	}
+	plain := b.enqueue(t, store.EnqueueParams{NotificationID: "plain", Endpoint: sourceEndpoint, Payload: []byte(`{}`)})
+	other := b.enqueue(t, store.EnqueueParams{NotificationID: "elsewhere", Endpoint: "https://other.example/", Payload: []byte(`{}`)})
+
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
+		t.Fatalf("Pin: %v", err)
+	}
+	claimAll := func() map[int64]protocol.Claimed {
+		t.Helper()
+		got := make(map[int64]protocol.Claimed)
+		for _, c := range b.claim(t, "w", 10, time.Minute) {
+			got[c.DeliveryID] = c
+		}
+		return got
+	}
+	if got := claimAll(); len(got) != 1 || got[other.ID].DeliveryID != other.ID {
+		t.Fatalf("claimed %v while the contract changed, want only the other endpoint's row", got)
+	} else if err := b.complete(got[other.ID].Lease, "ack"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{cmd.ID, plain.ID} {
+		if d := b.get(t, id); d.Status != courier.StatusPending || d.Attempts != 0 {
+			t.Fatalf("held-back row %d is %s with %d attempts, want pending untouched", id, d.Status, d.Attempts)
+		}
+	}
+	h, err := b.store.Outbox.Health(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != store.HealthBlocked || h.Code != courier.CodeContractChanged || h.ContractMismatches != 1 {
+		t.Fatalf("Health = %s/%s mismatches %d, want blocked/contract_changed 1", h.Status, h.Code, h.ContractMismatches)
+	}
+	// A new command under the old digest is refused; the same one again is a no-op.
+	if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestA, 5, `{}`)}); !errors.Is(err, store.ErrContractChanged) {
+		t.Fatalf("command under the old digest = %v, want ErrContractChanged", err)
+	}
+	if e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{}`)}); !e.Existed {
+		t.Fatal("re-enqueue of a held-back command was not a no-op")
+	}
+
+	// Operator re-pins the old digest: claiming resumes.
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestA); err != nil {
+		t.Fatal(err)
+	}
+	got := claimAll()
+	if len(got) != 2 || got[cmd.ID].DeliveryID == 0 || got[plain.ID].DeliveryID == 0 {
+		t.Fatalf("after re-pinning the old digest claimed %v, want the command and the plain row", got)
+	}
+	if err := b.retry(got[cmd.ID].Lease, retryParams{Code: courier.CodeNetwork}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.complete(got[plain.ID].Lease, "ack"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Pinned to b again with the command waiting to retry: held back; the
+	// operator fails the mismatched deliveries and claiming resumes.
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
+		t.Fatal(err)
+	}
+	fresh := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r3", digestB, 5, `{}`)})
+	b.clock.Advance(time.Hour)
+	if got := claimAll(); len(got) != 0 {
+		t.Fatalf("claimed %v while the contract changed", got)
+	}
+	n, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint)
+	if err != nil || n != 1 {
+		t.Fatalf("FailMismatched = %d, %v; want 1", n, err)
+	}
+	if d := b.get(t, cmd.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeContractChanged {
+		t.Fatalf("mismatched row is %s/%s, want failed/contract_changed", d.Status, d.LastErrorCode)
+	}
+	if got := claimAll(); len(got) != 1 || got[fresh.ID].DeliveryID == 0 {
+		t.Fatalf("after FailMismatched claimed %v, want the command under the new digest", got)
+	}
+	if h, err := b.store.Outbox.Health(b.ctx); err != nil || h.ContractMismatches != 0 || h.Code != courier.CodeFailedPresent {
+		t.Fatalf("Health = %+v, %v; want no mismatches, deliveries_failed", h, err)
+	}
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, "nothex"); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Fatalf("Pin of a bad digest = %v", err)
+	}
+	if _, err := b.store.Contracts.Get(b.ctx, "https://unpinned.example/"); !errors.Is(err, courier.ErrNotFound) {
+		t.Fatalf("Get of an unpinned endpoint = %v", err)
+	}
+}
+
+// testCommands runs the source-delivery profile's store tests.
+func testCommands(t *testing.T, open OpenFunc) {
+	for name, fn := range map[string]func(*testing.T, OpenFunc){
+		"Priority": testCommandPriority, "Idempotent": testCommandIdempotent, "ContractPinning": testContractPinning,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, open)
+		})
+	}
+}

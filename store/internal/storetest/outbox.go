@@ -1,0 +1,558 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+func testSchema(t *testing.T, open OpenFunc) {
+	db := open(t)
+	ctx := t.Context()
+	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
+		t.Fatalf("Open before Migrate = %v, want ErrSchemaOutdated", err)
+	}
+	// MigrateTx inside a transaction that rolls back leaves nothing.
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MigrateTx(ctx, tx); err != nil {
+		t.Fatalf("MigrateTx: %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
+		t.Fatalf("Open after a rolled-back MigrateTx = %v, want ErrSchemaOutdated", err)
+	}
+	for range 2 { // the second run is a no-op
+		if err := store.Migrate(ctx, db); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+	}
+	if _, err := store.Open(ctx, db, store.Config{}); err != nil {
+		t.Fatalf("Open after Migrate: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE courier_outbox ADD COLUMN surprise INTEGER"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaAltered) {
+		t.Fatalf("Open on an altered schema = %v, want ErrSchemaAltered", err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO courier_schema (version, applied_at) VALUES (999, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaTooNew) {
+		t.Fatalf("Open on a newer schema = %v, want ErrSchemaTooNew", err)
+	}
+	if err := store.Migrate(ctx, db); !errors.Is(err, courier.ErrSchemaTooNew) {
+		t.Fatalf("Migrate on a newer schema = %v, want ErrSchemaTooNew", err)
+	}
+}
+
+func testEnqueueCommitAndRollback(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+
+	// Rolled back: nothing claimable.
+	tx := b.begin(t)
+	if _, err := b.store.Outbox.Enqueue(b.ctx, tx, delivery("rolled-back")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w1", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %d rows after rollback", len(c))
+	}
+
+	// Committed through a plain *sql.Tx: claimable, by one claimer only.
+	sqlTx, err := b.db.DB.BeginTx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.store.Outbox.Enqueue(b.ctx, sqlTx, delivery("committed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c := b.claim(t, "w1", 10, time.Minute)
+	if len(c) != 1 || c[0].DeliveryID != e.ID || c[0].NotificationID != "committed" || c[0].Attempt != 1 {
+		t.Fatalf("claim = %+v, want the committed row at attempt 1", c)
+	}
+	if string(c[0].Payload) != string(delivery("committed").Payload) || len(c[0].Token) < 32 {
+		t.Fatalf("claim carries payload %q token %q", c[0].Payload, c[0].Token)
+	}
+	b.clock.Advance(59 * time.Second)
+	if c2 := b.claim(t, "w2", 10, time.Minute); len(c2) != 0 {
+		t.Fatalf("second claimer got %d rows under a valid lease", len(c2))
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusLeased || d.LeaseOwner != "w1" {
+		t.Fatalf("row is %s by %q, want leased by w1", d.Status, d.LeaseOwner)
+	}
+	if err := b.complete(c[0].Lease, "ack"); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusSucceeded || d.AckSHA256 != "ack" {
+		t.Fatalf("row is %s, want succeeded", d.Status)
+	}
+}
+
+func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := delivery("n-1")
+	first := b.enqueue(t, p)
+	if first.Existed {
+		t.Fatal("first enqueue reported an existing row")
+	}
+	again := b.enqueue(t, p)
+	if !again.Existed || again.ID != first.ID {
+		t.Fatalf("same enqueue = %+v, want the existing row %d", again, first.ID)
+	}
+	before := b.get(t, first.ID)
+
+	other := p
+	other.Payload = []byte(`{"notification_id":"n-1","changed":true}`)
+	settings := p
+	settings.MaxAttempts = 3
+	profile := p
+	profile.Profile = "terminal"
+	for name, q := range map[string]store.EnqueueParams{"payload": other, "max attempts": settings, "profile": profile} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Enqueue(b.ctx, tx, q)
+		tx.Rollback()
+		if !errors.Is(err, courier.ErrIdempotencyCollision) {
+			t.Fatalf("different %s: Enqueue = %v, want ErrIdempotencyCollision", name, err)
+		}
+	}
+	if after := b.get(t, first.ID); string(after.Payload) != string(before.Payload) || after.PayloadSHA256 != before.PayloadSHA256 || after.MaxAttempts != before.MaxAttempts || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("stored row changed after collisions: %+v", after)
+	}
+
+	// Same notification to another endpoint is another delivery.
+	elsewhere := p
+	elsewhere.Endpoint = "https://other.example/hooks"
+	if e := b.enqueue(t, elsewhere); e.Existed || e.ID == first.ID {
+		t.Fatalf("other endpoint = %+v, want a new delivery", e)
+	}
+
+	// The batch form, in one transaction, with a duplicate inside.
+	tx := b.begin(t)
+	got, err := b.store.Outbox.EnqueueMany(b.ctx, tx, []store.EnqueueParams{delivery("m-1"), delivery("m-2"), delivery("m-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Existed || got[1].Existed || !got[2].Existed || got[2].ID != got[0].ID {
+		t.Fatalf("EnqueueMany = %+v", got)
+	}
+}
+
+func testEnqueueInvalid(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	bad := map[string]func(p *store.EnqueueParams){
+		"empty id":       func(p *store.EnqueueParams) { p.NotificationID = "" },
+		"id with space":  func(p *store.EnqueueParams) { p.NotificationID = "a b" },
+		"empty endpoint": func(p *store.EnqueueParams) { p.Endpoint = "" },
+		"empty payload":  func(p *store.EnqueueParams) { p.Payload = nil },
+		"huge budget":    func(p *store.EnqueueParams) { p.MaxAttempts = 1001 },
+		"past deadline":  func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(-time.Hour) },
+	}
+	for name, edit := range bad {
+		p := delivery("x")
+		edit(&p)
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+		tx.Rollback()
+		if courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: Enqueue = %v, want invalid_argument", name, err)
+		}
+	}
+	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
+		t.Fatalf("invalid enqueues wrote %d rows", h.Counts[courier.StatusPending])
+	}
+}
+
+func testStaleLease(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	settles := map[string]func(l protocol.Lease) error{
+		"complete": func(l protocol.Lease) error { return b.complete(l, "stale") },
+		"retry": func(l protocol.Lease) error {
+			return b.retry(l, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503})
+		},
+		"fail": func(l protocol.Lease) error { return b.fail(l, courier.CodeReceiverRejected, 400) },
+	}
+	for name, settle := range settles {
+		e := b.enqueue(t, delivery("stale-"+name))
+		stale := b.claim(t, "stale", 1, 10*time.Second)
+		if len(stale) != 1 {
+			t.Fatalf("%s: claimed %d", name, len(stale))
+		}
+		// Expired but not yet reclaimed: already void.
+		b.clock.Advance(10 * time.Second)
+		if err := settle(stale[0].Lease); !errors.Is(err, courier.ErrLeaseLost) {
+			t.Fatalf("%s after expiry = %v, want ErrLeaseLost", name, err)
+		}
+		// Reclaimed and claimed by a newer worker, who completes.
+		b.clock.Advance(5 * time.Second) // past the first retry's backoff
+		fresh := b.claim(t, "fresh", 1, 10*time.Second)
+		if len(fresh) != 1 || fresh[0].DeliveryID != e.ID || fresh[0].Attempt != 2 || fresh[0].Token == stale[0].Token {
+			t.Fatalf("%s: reclaim = %+v", name, fresh)
+		}
+		if err := settle(stale[0].Lease); !errors.Is(err, courier.ErrLeaseLost) {
+			t.Fatalf("%s after reclaim = %v, want ErrLeaseLost", name, err)
+		}
+		if err := b.complete(fresh[0].Lease, "fresh"); err != nil {
+			t.Fatalf("%s: newer Complete: %v", name, err)
+		}
+		if err := settle(stale[0].Lease); !errors.Is(err, courier.ErrLeaseLost) {
+			t.Fatalf("%s after the newer outcome = %v, want ErrLeaseLost", name, err)
+		}
+		if d := b.get(t, e.ID); d.Status != courier.StatusSucceeded || d.AckSHA256 != "fresh" {
+			t.Fatalf("%s: row is %s ack %q, want the newer outcome", name, d.Status, d.AckSHA256)
+		}
+	}
+}
+
+func testParallelClaimers(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Now: time.Now})
+	const rows, workers = 300, 6
+	tx := b.begin(t)
+	for i := range rows {
+		if _, err := b.store.Outbox.Enqueue(b.ctx, tx, delivery(fmt.Sprintf("p-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	holders := make(map[int64]string)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("w%d", w)
+			for {
+				c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: owner, Limit: 7, Lease: time.Hour})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(c) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range c {
+					if prev, ok := holders[d.DeliveryID]; ok {
+						mu.Unlock()
+						errs <- fmt.Errorf("delivery %d claimed by %s and %s under valid leases", d.DeliveryID, prev, owner)
+						return
+					}
+					holders[d.DeliveryID] = owner
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(holders) != rows {
+		t.Fatalf("%d rows claimed, want %d", len(holders), rows)
+	}
+}
+
+func testQuarantine(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var ids []int64
+	for _, id := range []string{"q-1", "q-2", "q-3"} {
+		ids = append(ids, b.enqueue(t, delivery(id)).ID)
+	}
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{"tampered":true}`), ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	c := b.claim(t, "w", 10, time.Minute)
+	got := []int64{}
+	for _, d := range c {
+		got = append(got, d.DeliveryID)
+	}
+	if !slices.Equal(got, []int64{ids[0], ids[2]}) {
+		t.Fatalf("claimed %v, want %v", got, []int64{ids[0], ids[2]})
+	}
+	d := b.get(t, ids[1])
+	if d.Status != courier.StatusQuarantined || d.LastErrorCode != courier.CodeIntegrity {
+		t.Fatalf("tampered row is %s/%s, want quarantined/integrity_mismatch", d.Status, d.LastErrorCode)
+	}
+	h := health(t, b)
+	if h.Status != store.HealthBlocked || h.Code != courier.CodeIntegrity || h.Counts[courier.StatusQuarantined] != 1 {
+		t.Fatalf("health = %+v", h)
+	}
+	// The others are unaffected.
+	for _, d := range c {
+		if err := b.complete(d.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testRetryDelay: a retry is due exactly the delay the worker's policy
+// chose after it was settled, and not claimable before.
+func testRetryDelay(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	e := b.enqueue(t, delivery("r"))
+	for i, delay := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 0} {
+		c := b.claim(t, "w", 1, time.Minute)
+		if len(c) != 1 || c[0].Attempt != i+1 {
+			t.Fatalf("attempt %d: claim = %+v", i+1, c)
+		}
+		if err := b.settle(protocol.Outcome{Lease: c[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: delay}); err != nil {
+			t.Fatal(err)
+		}
+		d := b.get(t, e.ID)
+		if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeReceiverUnavailable || d.LastStatus != 503 {
+			t.Fatalf("after retry: %s %s %d", d.Status, d.LastErrorCode, d.LastStatus)
+		}
+		if got := d.NextAttemptAt.Sub(b.clock.Now()); got != delay {
+			t.Fatalf("attempt %d: delay %v, want %v", i+1, got, delay)
+		}
+		if delay > 0 {
+			b.clock.Advance(delay - time.Millisecond)
+			if c := b.claim(t, "w", 1, time.Minute); len(c) != 0 {
+				t.Fatalf("claimed before the delay ended")
+			}
+			b.clock.Advance(time.Millisecond)
+		}
+	}
+}
+
+func testRetryBudgetAndHorizon(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := delivery("budget")
+	p.MaxAttempts = 2
+	budget := b.enqueue(t, p)
+	for attempt := 1; attempt <= 2; attempt++ {
+		c := b.claim(t, "w", 1, time.Minute)
+		if len(c) != 1 {
+			t.Fatalf("attempt %d not claimable", attempt)
+		}
+		if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeNetwork}); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Hour)
+	}
+	if d := b.get(t, budget.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeNetwork || d.Attempts != 2 {
+		t.Fatalf("budget spent: %s/%s after %d, want failed/network_error after 2", d.Status, d.LastErrorCode, d.Attempts)
+	}
+
+	q := delivery("horizon")
+	q.Deadline = b.clock.Now().Add(3 * time.Second)
+	horizon := b.enqueue(t, q)
+	c := b.claim(t, "w", 1, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeTimeout, Delay: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.get(t, horizon.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired {
+		t.Fatalf("past the horizon: %s/%s, want failed/expired", d.Status, d.LastErrorCode)
+	}
+
+	// A lease that expires on the last attempt fails the delivery.
+	r := delivery("last-lease")
+	r.MaxAttempts = 1
+	last := b.enqueue(t, r)
+	if c := b.claim(t, "w", 1, time.Second); len(c) != 1 {
+		t.Fatal("not claimed")
+	}
+	b.clock.Advance(time.Second)
+	b.claim(t, "w", 1, time.Second) // reclaims
+	if d := b.get(t, last.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeLeaseExpired {
+		t.Fatalf("expired last lease: %s/%s, want failed/lease_expired", d.Status, d.LastErrorCode)
+	}
+}
+
+func testClaimOrder(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var want []string
+	add := func(id string, priority int) {
+		p := delivery(id)
+		p.Priority = priority
+		b.enqueue(t, p)
+		b.clock.Advance(time.Millisecond)
+	}
+	add("late-low", 5)
+	add("old-normal", 0)
+	add("urgent", -1)
+	add("new-normal", 0)
+	want = []string{"urgent", "old-normal", "new-normal", "late-low"}
+	var got []string
+	for {
+		c := b.claim(t, "w", 1, time.Minute)
+		if len(c) == 0 {
+			break
+		}
+		got = append(got, c[0].NotificationID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claim order %v, want %v", got, want)
+	}
+	// A delayed delivery waits for its time.
+	p := delivery("delayed")
+	p.NotBefore = b.clock.Now().Add(time.Minute)
+	b.enqueue(t, p)
+	if c := b.claim(t, "w", 1, time.Minute); len(c) != 0 {
+		t.Fatal("delayed delivery claimed early")
+	}
+	b.clock.Advance(time.Minute)
+	if c := b.claim(t, "w", 1, time.Minute); len(c) != 1 {
+		t.Fatal("delayed delivery not claimed when due")
+	}
+}
+
+func testAttemptsLog(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	e := b.enqueue(t, delivery("log"))
+	c := b.claim(t, "w1", 1, 10*time.Second)
+	b.clock.Advance(11 * time.Second)
+	c2 := b.claim(t, "w2", 1, 10*time.Second) // reclaims w1's lease; due at once
+	if len(c2) != 1 {
+		t.Fatal("not reclaimed")
+	}
+	res, err := b.proto().Settle(b.ctx,
+		protocol.Outcome{Lease: c2[0].Lease, Result: protocol.Retry, Code: courier.CodeRateLimited, HTTPStatus: 429, Duration: 150 * time.Millisecond},
+		protocol.Outcome{Lease: c[0].Lease, Result: protocol.Succeeded},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != courier.StatusRetryWait || res[0].Err != nil || !errors.Is(res[1].Err, courier.ErrLeaseLost) {
+		t.Fatalf("Settle = %+v", res)
+	}
+	b.clock.Advance(time.Hour)
+	c3 := b.claim(t, "w3", 1, 10*time.Second)
+	if err := b.fail(c3[0].Lease, courier.CodeAckInvalid, 200); err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := b.store.Outbox.Attempts(b.ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		n       int
+		owner   string
+		outcome store.AttemptOutcome
+		status  int
+		code    courier.Code
+	}
+	var got []row
+	for _, a := range attempts {
+		got = append(got, row{a.Attempt, a.Owner, a.Outcome, a.HTTPStatus, a.ErrorCode})
+		if a.LeaseExpiresAt.Sub(a.LeasedAt) != 10*time.Second || a.DeliveryID != e.ID {
+			t.Fatalf("attempt %+v lease window", a)
+		}
+	}
+	want := []row{
+		{1, "w1", "lease_expired", 0, courier.CodeLeaseExpired},
+		{2, "w2", "retry", 429, courier.CodeRateLimited},
+		{3, "w3", "failed", 200, courier.CodeAckInvalid},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("attempts log\n got %+v\nwant %+v", got, want)
+	}
+	if attempts[1].Duration != 150*time.Millisecond {
+		t.Fatalf("duration %v", attempts[1].Duration)
+	}
+}
+
+func testHealth(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if h := health(t, b); h.Status != store.HealthOK || h.Due != 0 || len(h.Counts) != len(courier.Statuses()) {
+		t.Fatalf("empty health = %+v", h)
+	}
+	for i := range 4 {
+		b.enqueue(t, delivery(fmt.Sprintf("h-%d", i)))
+	}
+	b.clock.Advance(90 * time.Second)
+	h := health(t, b)
+	if h.Status != store.HealthOK || h.Due != 4 || h.Counts[courier.StatusPending] != 4 || h.OldestDueAge != 90*time.Second {
+		t.Fatalf("health with due rows = %+v", h)
+	}
+	c := b.claim(t, "w", 2, time.Minute)
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	h = health(t, b)
+	if h.Status != store.HealthBlocked || h.Code != courier.CodeFailedPresent || h.Failed != 1 || h.Counts[courier.StatusLeased] != 1 || h.Due != 2 {
+		t.Fatalf("health with a failure = %+v", h)
+	}
+	b.clock.Advance(2 * time.Minute)
+	h = health(t, b)
+	if h.Code != courier.CodeLeasesExpired || h.ExpiredLeases != 1 {
+		t.Fatalf("health with an expired lease = %+v", h)
+	}
+}
+
+func testCheckConstraints(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	e := b.enqueue(t, delivery("c"))
+	bad := []string{
+		"UPDATE courier_outbox SET status = 'leased' WHERE id = ?",
+		"UPDATE courier_outbox SET lease_owner = 'x' WHERE id = ?",
+		"UPDATE courier_outbox SET status = 'done' WHERE id = ?",
+		"UPDATE courier_outbox SET status = 'failed' WHERE id = ?",
+		"UPDATE courier_outbox SET status = 'succeeded' WHERE id = ?",
+		"UPDATE courier_outbox SET attempts = max_attempts + 1 WHERE id = ?",
+	}
+	for _, q := range bad {
+		if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(q), e.ID); err == nil {
+			t.Errorf("%s: accepted", q)
+		}
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusPending || d.Attempts != 0 {
+		t.Fatalf("row changed: %+v", d)
+	}
+}
+
+func health(t *testing.T, b *bundle) store.Health {
+	t.Helper()
+	h, err := b.store.Outbox.Health(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func testWakeups(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Now: time.Now})
+	ch, stop, err := b.proto().Listen(b.ctx)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	defer stop()
+	b.enqueue(t, delivery("wake"))
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatal("listener closed")
+		}
+	case <-time.After(10 * time.Second): // a bound on failure, not a wait for success
+		t.Fatal("no wake-up after a committed enqueue")
+	}
+	if c := b.claim(t, "w", 1, time.Minute); len(c) != 1 {
+		t.Fatalf("woken worker claimed %d rows", len(c))
+	}
+}

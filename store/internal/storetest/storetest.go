@@ -1,0 +1,191 @@
+// Package storetest is the store conformance suite: every engine runs the
+// very same tests through Run, so a guarantee shown on one engine is shown
+// on all.
+//
+//	func TestSQLite(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) *sqlx.DB { … a fresh, empty database … })
+//	}
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+// OpenFunc returns a fresh, empty database for one test, closed by the
+// test's cleanup.
+type OpenFunc func(t *testing.T) *sqlx.DB
+
+// Run runs the conformance suite against the engine open returns.
+func Run(t *testing.T, open OpenFunc) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open OpenFunc)
+	}{
+		{"Schema", testSchema},
+		{"EnqueueCommitAndRollback", testEnqueueCommitAndRollback},
+		{"EnqueueIdempotent", testEnqueueIdempotent},
+		{"EnqueueInvalid", testEnqueueInvalid},
+		{"StaleLeaseCannotSettle", testStaleLease},
+		{"ParallelClaimers", testParallelClaimers},
+		{"Quarantine", testQuarantine},
+		{"RetryDelay", testRetryDelay},
+		{"RetryBudgetAndHorizon", testRetryBudgetAndHorizon},
+		{"ClaimOrder", testClaimOrder},
+		{"AttemptsLog", testAttemptsLog},
+		{"Health", testHealth},
+		{"CheckConstraints", testCheckConstraints},
+		{"Inbox", testInbox},
+		{"InboxConcurrentDuplicates", testInboxConcurrent},
+		{"InboxPrune", testInboxPrune},
+		{"InboxClaim", testInboxClaim},
+		{"ReplayCache", testReplayCache},
+		{"Wakeups", testWakeups},
+		{"Encryption", testEncryption},
+		{"Publish", testPublish},
+		{"Suppression", testSuppression},
+		{"Breaker", testBreaker},
+		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
+		{"SettleBatch", testSettleBatch},
+		{"Release", testRelease},
+		{"Commands", testCommands},
+		{"Admin", testAdmin},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, open)
+		})
+	}
+}
+
+// bundle is what most tests need.
+type bundle struct {
+	db    *sqlx.DB
+	store *store.Store
+	clock *fakeclock.Clock
+	ctx   context.Context
+}
+
+// setup migrates a fresh database and opens a Store over it with a
+// settable clock.
+func setup(t *testing.T, open OpenFunc, cfg store.Config) *bundle {
+	t.Helper()
+	db := open(t)
+	ctx := t.Context()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	clock := fakeclock.New()
+	if cfg.Now == nil {
+		cfg.Now = clock.Now
+	}
+	s, err := store.Open(ctx, db, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return &bundle{db: db, store: s, clock: clock, ctx: ctx}
+}
+
+// enqueue enqueues p in a committed transaction of its own.
+func (b *bundle) enqueue(t *testing.T, p store.EnqueueParams) store.Enqueued {
+	t.Helper()
+	tx := b.begin(t)
+	e, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+	if err != nil {
+		tx.Rollback()
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return e
+}
+
+func (b *bundle) begin(t *testing.T) *sqlx.Tx {
+	t.Helper()
+	tx, err := b.db.BeginTxx(b.ctx, nil)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	return tx
+}
+
+func (b *bundle) claim(t *testing.T, owner string, limit int, lease time.Duration) []protocol.Claimed {
+	t.Helper()
+	c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: owner, Limit: limit, Lease: lease})
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return c
+}
+
+func (b *bundle) get(t *testing.T, id int64) store.Delivery {
+	t.Helper()
+	d, err := b.store.Outbox.Get(b.ctx, id)
+	if err != nil {
+		t.Fatalf("Get(%d): %v", id, err)
+	}
+	return d
+}
+
+// delivery returns enqueue parameters for a small JSON notification.
+func delivery(id string) store.EnqueueParams {
+	return store.EnqueueParams{
+		NotificationID: id,
+		Endpoint:       "https://receiver.example/hooks",
+		Payload:        []byte(`{"notification_id":"` + id + `"}`),
+	}
+}
+
+// proto is the worker protocol of the bundle's store.
+func (b *bundle) proto() protocol.Outbox { return protocol.For(b.store) }
+
+// settle settles one outcome and returns its lease error, if any.
+func (b *bundle) settle(oc protocol.Outcome) error {
+	s, err := b.proto().Settle(b.ctx, oc)
+	if err != nil {
+		return err
+	}
+	return s[0].Err
+}
+
+// complete settles a success with the Ack digest ack.
+func (b *bundle) complete(l protocol.Lease, ack string) error {
+	return b.settle(protocol.Outcome{Lease: l, Result: protocol.Succeeded, AckSHA256: ack})
+}
+
+// fail settles a permanent failure.
+func (b *bundle) fail(l protocol.Lease, code courier.Code, httpStatus int) error {
+	return b.settle(protocol.Outcome{Lease: l, Result: protocol.Failed, Code: code, HTTPStatus: httpStatus})
+}
+
+// retryParams is a failed attempt to retry: Delay defaults to what a
+// worker's default backoff, without jitter, would choose from a base of a
+// second (see backoff).
+type retryParams struct {
+	Code       courier.Code
+	HTTPStatus int
+	Delay      time.Duration
+}
+
+// retry settles a failure to retry.
+func (b *bundle) retry(l protocol.Lease, p retryParams) error {
+	if p.Delay == 0 {
+		p.Delay = backoff(l.Attempt)
+	}
+	return b.settle(protocol.Outcome{Lease: l, Result: protocol.Retry, Code: p.Code, HTTPStatus: p.HTTPStatus, RetryDelay: p.Delay})
+}
+
+// backoff doubles a second with each attempt, up to a minute.
+func backoff(attempt int) time.Duration {
+	return min(time.Second<<min(attempt-1, 6), time.Minute)
+}

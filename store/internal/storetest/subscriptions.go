@@ -1,0 +1,313 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+func subscription(tenant, endpoint, key string, types ...string) store.SubscriptionParams {
+	return store.SubscriptionParams{Tenant: tenant, Endpoint: endpoint, EventTypes: types, AuthMode: "standard-webhooks", KeyID: key, Active: true}
+}
+
+func testPublish(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	subs := b.store.Subscriptions
+	tx := b.begin(t)
+	var matching []int64
+	for _, p := range []store.SubscriptionParams{
+		subscription("acme", "https://a.example/h", "key-a", "order.paid"),
+		subscription("acme", "https://b.example/h", "key-b", "*"),
+		subscription("acme", "https://c.example/h", "key-c", "order.created", "order.paid"),
+		subscription("acme", "https://d.example/h", "key-d", "order.created"), // other type
+		subscription("other", "https://e.example/h", "key-e", "*"),            // other tenant
+	} {
+		s, err := subs.Create(b.ctx, tx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Tenant == "acme" && (slices.Contains(s.EventTypes, "order.paid") || slices.Contains(s.EventTypes, "*")) {
+			matching = append(matching, s.ID)
+		}
+	}
+	inactive := subscription("acme", "https://f.example/h", "key-f", "*")
+	inactive.Active = false
+	if _, err := subs.Create(b.ctx, tx, inactive); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	event := store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1",
+		Build: func(s store.Subscription, key string) ([]byte, error) {
+			return []byte(`{"idempotency_key":"` + key + `","to":"` + s.Endpoint + `"}`), nil
+		}}
+
+	// Rolled back: nothing.
+	tx = b.begin(t)
+	if got, err := b.store.Outbox.Publish(b.ctx, tx, event); err != nil || len(got) != 3 {
+		t.Fatalf("Publish = %d, %v", len(got), err)
+	}
+	tx.Rollback()
+	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
+		t.Fatalf("rolled-back publish left %d deliveries", h.Counts[courier.StatusPending])
+	}
+
+	tx = b.begin(t)
+	published, err := b.store.Outbox.Publish(b.ctx, tx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	keys := map[string]bool{}
+	for _, p := range published {
+		got = append(got, p.SubscriptionID)
+		keys[p.IdempotencyKey] = true
+	}
+	if !slices.Equal(got, matching) || len(keys) != 3 {
+		t.Fatalf("published to %v with %d keys, want %v with 3", got, len(keys), matching)
+	}
+	claimed := b.claim(t, "w", 10, time.Minute)
+	if len(claimed) != 3 {
+		t.Fatalf("claimed %d", len(claimed))
+	}
+	for _, c := range claimed {
+		s, err := subs.Get(b.ctx, b.db, c.SubscriptionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.KeyID != s.KeyID || c.Endpoint != s.Endpoint || string(c.Payload) != `{"idempotency_key":"`+keyOf(published, s.ID)+`","to":"`+s.Endpoint+`"}` {
+			t.Fatalf("delivery %+v does not carry its subscription's key and payload", c)
+		}
+		// A retry sends the very same bytes, key included.
+		if err := b.retry(c.Lease, retryParams{Code: courier.CodeNetwork}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Advance(time.Hour)
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if c.Attempt != 2 || !slices.ContainsFunc(claimed, func(o protocol.Claimed) bool { return string(o.Payload) == string(c.Payload) }) {
+			t.Fatalf("retry payload changed: %s", c.Payload)
+		}
+	}
+}
+
+func keyOf(ps []store.Published, sub int64) string {
+	for _, p := range ps {
+		if p.SubscriptionID == sub {
+			return p.IdempotencyKey
+		}
+	}
+	return ""
+}
+
+func testSuppression(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	subs := b.store.Subscriptions
+	tx := b.begin(t)
+	var ids []int64
+	for _, e := range []string{"https://a.example/h", "https://b.example/h", "https://c.example/h", "https://d.example/h"} {
+		s, err := subs.Create(b.ctx, tx, subscription("acme", e, "key-1", "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	if _, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "x", EventID: "evt", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	change := func(id int64, edit func(p *store.SubscriptionParams)) {
+		t.Helper()
+		s, err := subs.Get(b.ctx, b.db, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := s.SubscriptionParams
+		edit(&p)
+		if _, err := subs.Update(b.ctx, b.db, id, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(ids[0], func(p *store.SubscriptionParams) { p.KeyID = "key-2" })                   // key rotated
+	change(ids[1], func(p *store.SubscriptionParams) { p.Endpoint = "https://b2.example/h" }) // URL changed
+	change(ids[2], func(p *store.SubscriptionParams) { p.Active = false })                    // disabled
+	change(ids[3], func(p *store.SubscriptionParams) { p.EventTypes = []string{"y"} })        // filter only: still sent
+	claimed := b.claim(t, "w", 10, time.Minute)
+	if len(claimed) != 1 || claimed[0].SubscriptionID != ids[3] {
+		t.Fatalf("claimed %+v, want only the delivery of subscription %d", claimed, ids[3])
+	}
+	h := health(t, b)
+	if h.Counts[courier.StatusSuppressed] != 3 {
+		t.Fatalf("suppressed %d, want 3", h.Counts[courier.StatusSuppressed])
+	}
+	var codes []string
+	if err := b.db.SelectContext(b.ctx, &codes, "SELECT last_error_code FROM courier_outbox WHERE status = 'suppressed'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range codes {
+		if c != string(courier.CodeSubscriptionChanged) {
+			t.Fatalf("suppressed with %s", c)
+		}
+	}
+	if _, err := subs.Update(b.ctx, b.db, 9999, subscription("acme", "https://x.example", "k", "*")); !errors.Is(err, courier.ErrNotFound) {
+		t.Fatalf("Update of a missing subscription = %v", err)
+	}
+}
+
+func testBreaker(t *testing.T, open OpenFunc) {
+	var mu sync.Mutex
+	var events []store.EndpointEvent
+	b := setup(t, open, store.Config{
+		Breaker:    store.BreakerConfig{Threshold: 3, Cooldown: time.Minute, DisableAfter: 24 * time.Hour},
+		OnEndpoint: func(e store.EndpointEvent) { mu.Lock(); events = append(events, e); mu.Unlock() },
+	})
+	const bad, good = "https://bad.example/h", "https://good.example/h"
+	enqueue := func(id, endpoint string) {
+		p := delivery(id)
+		p.Endpoint = endpoint
+		b.enqueue(t, p)
+	}
+	for i := range 5 {
+		enqueue("bad-"+string(rune('a'+i)), bad)
+		enqueue("good-"+string(rune('a'+i)), good)
+	}
+	fail := func(c protocol.Claimed) {
+		if err := b.retry(c.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three failures open the breaker; good deliveries keep flowing.
+	badClaims := 0
+	for _, c := range b.claim(t, "w", 6, time.Minute) {
+		if c.Endpoint == bad && badClaims < 3 {
+			badClaims++
+			fail(c)
+			continue
+		}
+		if c.Endpoint == bad {
+			fail(c)
+			continue
+		}
+		if err := b.complete(c.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, bad); eh.State != store.EndpointOpen || eh.Reason != courier.CodeReceiverUnavailable {
+		t.Fatalf("bad endpoint is %+v, want open", eh)
+	}
+	b.clock.Advance(30 * time.Second) // retries due, cool-down not over
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if c.Endpoint == bad {
+			t.Fatalf("claimed %s while its breaker is open", c.NotificationID)
+		}
+		if err := b.complete(c.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := health(t, b); h.Counts[courier.StatusSucceeded] != 5 {
+		t.Fatalf("healthy endpoint completed %d of 5", h.Counts[courier.StatusSucceeded])
+	}
+	// After the cool-down: exactly one probe. It fails: open again.
+	b.clock.Advance(31 * time.Second)
+	probe := b.claim(t, "w", 10, time.Minute)
+	if len(probe) != 1 || probe[0].Endpoint != bad {
+		t.Fatalf("probe claim = %d rows", len(probe))
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %d more while the probe is out", len(c))
+	}
+	fail(probe[0])
+	b.clock.Advance(61 * time.Second)
+	probe = b.claim(t, "w", 10, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("second probe claim = %d rows", len(probe))
+	}
+	if err := b.complete(probe[0].Lease, "a"); err != nil { // recovered
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, bad); eh.State != store.EndpointClosed {
+		t.Fatalf("after a good probe: %+v", eh)
+	}
+	b.clock.Advance(time.Hour)
+	rest := b.claim(t, "w", 10, time.Minute)
+	if len(rest) != 4 {
+		t.Fatalf("after recovery claimed %d, want the 4 remaining", len(rest))
+	}
+	// 410 disables at once; the rest waits; failed ones are redriven.
+	if err := b.fail(rest[0].Lease, courier.CodeEndpointGone, 410); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rest[1:] {
+		if err := b.fail(c.Lease, courier.CodeReceiverRejected, 400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, bad); eh.State != store.EndpointDisabled || eh.Reason != courier.CodeEndpointGone {
+		t.Fatalf("after 410: %+v", eh)
+	}
+	n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{Endpoint: bad})
+	if err != nil || n != 4 {
+		t.Fatalf("Redrive = %d, %v, want 4", n, err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %d from a disabled endpoint", len(c))
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 4 || c[0].Attempt < 2 {
+		t.Fatalf("after Enable claimed %d", len(c))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var path []string
+	for _, e := range events {
+		if e.Endpoint == bad {
+			path = append(path, string(e.From)+">"+string(e.To))
+		}
+	}
+	want := []string{"closed>open", "open>half_open", "half_open>open", "open>half_open", "half_open>closed", "closed>disabled", "disabled>closed"}
+	if !slices.Equal(path, want) {
+		t.Fatalf("breaker events %v, want %v", path, want)
+	}
+}
+
+func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 100, DisableAfter: time.Hour}})
+	p := delivery("long")
+	p.MaxAttempts = 50
+	b.enqueue(t, p)
+	for range 3 {
+		c := b.claim(t, "w", 1, time.Minute)
+		if len(c) != 1 {
+			t.Fatal("not claimable while failing below the threshold")
+		}
+		if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeTimeout}); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(31 * time.Minute)
+	}
+	eh, err := b.store.Endpoints.Get(b.ctx, p.Endpoint)
+	if err != nil || eh.State != store.EndpointDisabled || eh.Reason != courier.CodeEndpointDisabled || eh.ConsecutiveFailures != 3 {
+		t.Fatalf("after failing for over an hour: %+v, %v", eh, err)
+	}
+	if c := b.claim(t, "w", 1, time.Minute); len(c) != 0 {
+		t.Fatal("claimed from a disabled endpoint")
+	}
+	list, err := b.store.Endpoints.List(b.ctx)
+	if err != nil || len(list) != 1 || list[0].Endpoint != p.Endpoint {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+}

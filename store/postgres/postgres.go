@@ -1,0 +1,126 @@
+// Package postgres is courier's PostgreSQL engine, for many application
+// instances sharing one database, through pgx's database/sql driver. It
+// needs no cgo.
+//
+// Importing the package registers the engine for the driver names "pgx",
+// "pgx/v5" and "postgres"; the application opens its database as it
+// always does and hands it to package store:
+//
+//	import _ "github.com/courier-go/courier/store/postgres"
+//
+//	db, err := sqlx.Open("pgx", "postgres://app@db.internal/app")
+//	err = store.Migrate(ctx, db) // or run the SQL of Migrations with your own tool
+//	s, err := store.Open(ctx, db, store.Config{})
+//
+// Workers are woken by pg_notify, sent by the enqueue statement and
+// delivered when the enqueuing transaction commits; they poll as a
+// fallback. Claims take FOR UPDATE SKIP LOCKED, so any number of worker
+// processes share one outbox.
+package postgres
+
+import (
+	"context"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/store/internal/engine"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// DriverName is the database/sql driver name of pgx's stdlib driver,
+// which importing this package registers.
+const DriverName = "pgx"
+
+var pgEngine = &engine.Engine{
+	Name:        "postgres",
+	SQL:         must(fs.Sub(sqlFiles, "sql")),
+	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
+	Interpret:   interpret,
+	Listen:      listen,
+}
+
+func init() {
+	for _, d := range []string{"pgx", "pgx/v5", "postgres"} {
+		engine.Register(d, pgEngine)
+	}
+}
+
+func must(f fs.FS, err error) fs.FS {
+	if err != nil {
+		panic(err) // the embedded tree has a sql directory
+	}
+	return f
+}
+
+// interpret reads PostgreSQL's SQLSTATE codes.
+func interpret(err error) engine.Failure {
+	var e *pgconn.PgError
+	if !errors.As(err, &e) {
+		return engine.Failure{}
+	}
+	switch {
+	case e.Code == "40001" || e.Code == "40P01" || e.Code == "55P03": // serialization, deadlock, lock not available
+		return engine.Failure{Kind: engine.Busy}
+	case e.Code == "25006": // read_only_sql_transaction
+		return engine.Failure{Kind: engine.ReadOnly}
+	case e.Code == "42P01": // undefined_table
+		return engine.Failure{Kind: engine.Missing}
+	case strings.HasPrefix(e.Code, "23"): // integrity constraint violation
+		return engine.Failure{Kind: engine.Constraint, Constraint: e.ConstraintName}
+	}
+	return engine.Failure{}
+}
+
+// channel is the channel outbox_enqueue notifies on commit.
+const channel = "courier_outbox"
+
+// listen holds one connection in LISTEN and turns its notifications into
+// wake-ups. When the connection fails the channel is closed: the worker
+// falls back to polling and listens again later.
+func listen(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "LISTEN "+channel); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		_ = conn.Raw(func(dc any) error {
+			c, ok := dc.(*stdlib.Conn)
+			if !ok {
+				return errors.New("store: not a pgx connection")
+			}
+			for {
+				if _, err := c.Conn().WaitForNotification(ctx); err != nil {
+					return err
+				}
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		})
+		// The connection is still LISTENing, or was interrupted mid-wait:
+		// it must not go back to the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	}()
+	return ch, func() { cancel(); <-done }, nil
+}

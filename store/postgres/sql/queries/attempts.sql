@@ -1,0 +1,34 @@
+-- courier's queries for PostgreSQL: the attempts log: one row per attempt, no content.
+-- store/sqlite/sql/queries/attempts.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: attempts_log_expired_leases
+-- PostgreSQL: FOR UPDATE SKIP LOCKED so that two claimers do not both log
+-- and reclaim the same expired lease; the reclaim below takes the same rows
+-- (the locks are held to the end of the transaction).
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
+SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
+FROM (
+    SELECT * FROM courier_outbox
+    WHERE status = 'leased' AND lease_expires_at <= :now
+    FOR UPDATE SKIP LOCKED
+) AS expired;
+
+-- name: attempts_log
+-- Appends a batch of attempts: :batch is a JSON array of rows.
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
+SELECT v.delivery_id, v.attempt, v.owner, v.leased_at, v.lease_expires_at, :now, v.duration_us, v.outcome, v.http_status, v.error_code
+FROM jsonb_to_recordset(:batch::jsonb) AS v(delivery_id bigint, attempt integer, owner text, leased_at bigint,
+    lease_expires_at bigint, duration_us bigint, outcome text, http_status integer, error_code text);
+
+-- name: attempts_list
+SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us,
+    outcome, http_status, error_code
+FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
+
+-- name: attempts_prune
+DELETE FROM courier_attempts WHERE id IN (
+    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+);

@@ -1,0 +1,30 @@
+-- courier's queries for PostgreSQL: contract pins of the source-delivery profile.
+-- store/sqlite/sql/queries/contracts.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: contract_get
+SELECT capabilities_sha256, pinned_at FROM courier_contracts WHERE endpoint = :endpoint;
+
+-- name: contract_pin
+INSERT INTO courier_contracts (endpoint, capabilities_sha256, pinned_at) VALUES (:endpoint, :capabilities_sha256, :now)
+ON CONFLICT (endpoint) DO UPDATE SET capabilities_sha256 = excluded.capabilities_sha256, pinned_at = excluded.pinned_at;
+
+-- name: contract_pin_absent
+-- The first command enqueued for an endpoint pins its digest.
+INSERT INTO courier_contracts (endpoint, capabilities_sha256, pinned_at) VALUES (:endpoint, :capabilities_sha256, :now)
+ON CONFLICT (endpoint) DO NOTHING;
+
+-- name: contract_fail_mismatched
+-- The operator gives up the waiting deliveries enqueued under another digest
+-- than the endpoint's pin; leased ones are in flight and settle as usual.
+UPDATE courier_outbox SET status = 'failed', last_error_code = 'contract_changed', updated_at = :now
+WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait')
+    AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint);
+
+-- name: contract_mismatched
+-- Unfinished deliveries enqueued under another digest than their endpoint's
+-- pin: each holds its endpoint back (health: contract_changed).
+SELECT COUNT(*) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
+WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+    AND m.contract_sha256 <> k.capabilities_sha256;

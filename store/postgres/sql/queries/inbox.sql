@@ -1,0 +1,50 @@
+-- courier's queries for PostgreSQL: the inbox: the receiver side's dedupe records.
+-- store/sqlite/sql/queries/inbox.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: inbox_insert
+-- A concurrent insert of the same key waits for the first transaction and
+-- then inserts nothing (READ COMMITTED); the store then reads the row.
+-- :status is 'processing' (Record, Claim) or 'completed' with its :ack
+-- (RecordCompleted).
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, ack, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, :status, :ack, :now, :now)
+ON CONFLICT (sender, dedupe_key) DO NOTHING;
+
+-- name: inbox_get
+SELECT payload_sha256, status, ack, created_at, updated_at
+FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
+
+-- name: inbox_complete
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_release
+DELETE FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_prune
+-- PostgreSQL: ctid in place of rowid; SKIP LOCKED so instances pruning at
+-- once take different rows.
+DELETE FROM courier_inbox WHERE ctid IN (
+    SELECT ctid FROM courier_inbox WHERE updated_at < :before AND status = 'completed'
+    ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
+);
+
+-- name: inbox_take_over
+-- A two-phase record left processing longer than the staleness window (its
+-- receiver died between the phases) is taken over; its updated_at is the
+-- claim's fencing token.
+UPDATE courier_inbox SET updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing'
+    AND payload_sha256 = :payload_sha256 AND updated_at <= :stale_before
+RETURNING updated_at;
+
+-- name: inbox_complete_claimed
+-- Fenced: only the claim whose token is still the record's completes it.
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;
+
+-- name: inbox_release_claimed
+DELETE FROM courier_inbox
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;

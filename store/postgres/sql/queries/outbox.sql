@@ -1,0 +1,247 @@
+-- courier's queries for PostgreSQL: the outbox: enqueue, claim, settle, and what operators read and do.
+-- store/sqlite/sql/queries/outbox.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: outbox_enqueue
+-- As in SQLite, plus pg_notify: it is queued with the transaction and
+-- delivered to listening workers only when the caller commits. Identical
+-- notifications in one transaction are folded into one.
+WITH inserted AS (
+    INSERT INTO courier_outbox (
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+        priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+    ) VALUES (
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
+        :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+    )
+    ON CONFLICT (notification_id, endpoint) DO NOTHING
+    RETURNING id
+)
+SELECT id FROM inserted, pg_notify('courier_outbox', '');
+
+-- name: outbox_enqueue_existing
+SELECT id, payload_sha256, profile, key_id, max_attempts, priority
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: outbox_reclaim_expired_leases
+-- PostgreSQL: only the rows the statement above logged. A row it skipped
+-- (locked by another transaction then) may be free by now; it waits for the
+-- next claim rather than being reclaimed without its attempt logged.
+UPDATE courier_outbox SET
+    status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
+    next_attempt_at = :now,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status = 'leased' AND lease_expires_at <= :now
+    FOR UPDATE SKIP LOCKED
+) AND EXISTS (
+    SELECT 1 FROM courier_attempts AS a
+    WHERE a.delivery_id = courier_outbox.id AND a.attempt = courier_outbox.attempts
+        AND a.outcome = 'lease_expired' AND a.finished_at = :now
+);
+
+-- name: outbox_claim
+-- Claims within one priority (see outbox_due_priorities): the due index is then
+-- read as a range, (priority = p, next_attempt_at <= now), so rows waiting
+-- for a later time are never walked.
+-- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
+-- taking rows no other claimer holds; SQLite serializes writers instead.
+-- gen_random_uuid is evaluated per row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = replace(gen_random_uuid()::text, '-', ''),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+        -- Endpoints paused by their breaker or disabled are skipped; their
+        -- probes are claimed by outbox_claim_probe.
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                        WHERE e.endpoint = courier_outbox.endpoint AND e.state <> 'closed')
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: outbox_claim_probe
+-- One due delivery of an endpoint whose cool-down ended: its probe.
+-- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
+-- taking rows no other claimer holds; SQLite serializes writers instead.
+-- gen_random_uuid is evaluated per row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = replace(gen_random_uuid()::text, '-', ''),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+        AND endpoint = :endpoint
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: outbox_quarantine
+UPDATE courier_outbox SET
+    status = 'quarantined',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: outbox_release
+-- Gives back leases whose attempt was never made (a worker stopping with
+-- deliveries it claimed ahead): the claim's attempt is not counted, and
+-- the row is due again as it was. :batch is a JSON array of {id, token};
+-- each is fenced by its token like a settle.
+UPDATE courier_outbox AS o SET
+    status = CASE WHEN o.last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
+    attempts = o.attempts - 1,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
+WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
+
+-- name: outbox_settle
+-- Settles a batch of outcomes in one statement. :batch is a JSON array of
+-- {id, token, result, code, next_at, http, ack}, one per delivery. Every
+-- outcome is fenced: it applies only while the caller's lease is the row's
+-- lease and has not expired; the caller reads the rows returned to know
+-- which did. The status is decided here, against the row's own budget and
+-- deadline: a retry past either ends the delivery.
+UPDATE courier_outbox AS o SET
+    status = CASE
+        WHEN v.result <> 'retry' THEN v.result
+        WHEN o.attempts >= o.max_attempts OR v.next_at > o.deadline THEN 'failed'
+        ELSE 'retry_wait' END,
+    last_error_code = CASE
+        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at > o.deadline THEN 'expired'
+        ELSE v.code END,
+    next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
+    last_status = v.http,
+    ack_sha256 = v.ack,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+FROM jsonb_to_recordset(:batch::jsonb)
+    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text)
+WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
+-- Whether the endpoint has a breaker row: most have none (healthy), and
+-- then the settle needs no read of courier_endpoints.
+RETURNING o.id, o.status, o.last_error_code, o.endpoint,
+    EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint) AS tracked;
+
+-- name: outbox_get
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE id = :id;
+
+-- name: outbox_health_counts
+SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
+
+-- name: outbox_health_due
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
+WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
+
+-- name: outbox_health_expired
+SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: outbox_suppress
+-- A claimed delivery whose subscription changed or was disabled.
+UPDATE courier_outbox SET
+    status = 'suppressed',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: outbox_redrive
+-- Failed deliveries go back to pending with a fresh budget and horizon;
+-- attempt numbers keep counting.
+UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
+    max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
+    last_error_code = NULL, last_status = NULL, updated_at = :now
+WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
+
+-- name: outbox_list
+-- Keyset pagination on id, newest first; empty filters match everything.
+SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
+    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+FROM courier_outbox
+WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: outbox_cancel
+-- An operator withdraws a delivery that has not been sent successfully.
+UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', updated_at = :now
+WHERE id = :id AND status IN ('pending', 'retry_wait');
+
+-- name: outbox_prune
+-- Finished deliveries past their age, oldest first, bounded.
+DELETE FROM courier_outbox WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before
+    ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED -- many instances prune at once
+);
+
+-- name: outbox_enqueue_command
+-- enqueue for the source-delivery profile: the row also records the
+-- capabilities digest it was enqueued under (contract_sha256). As enqueue,
+-- pg_notify wakes listening workers when the caller commits.
+WITH inserted AS (
+    INSERT INTO courier_outbox (
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+        priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+    ) VALUES (
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+        :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+    )
+    ON CONFLICT (notification_id, endpoint) DO NOTHING
+    RETURNING id
+)
+SELECT id FROM inserted, pg_notify('courier_outbox', '');
+
+-- name: outbox_due_priorities
+-- The priorities that have waiting rows, lowest first, read from the due
+-- index by a loose index scan: one O(log n) step per distinct priority.
+WITH RECURSIVE p(v) AS (
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait')
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND priority > p.v)
+    FROM p WHERE p.v IS NOT NULL
+)
+SELECT v FROM p WHERE v IS NOT NULL;

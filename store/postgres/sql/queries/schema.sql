@@ -1,0 +1,33 @@
+-- courier's queries for PostgreSQL: the schema version table and the schema guard.
+-- store/sqlite/sql/queries/schema.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: schema_version
+SELECT COALESCE(MAX(version), 0) FROM courier_schema;
+
+-- name: schema_create
+CREATE TABLE IF NOT EXISTS courier_schema (
+    version    INTEGER PRIMARY KEY,
+    applied_at BIGINT NOT NULL
+);
+
+-- name: schema_record
+INSERT INTO courier_schema (version, applied_at) VALUES (:version, :now);
+
+-- name: schema_columns
+-- PostgreSQL: information_schema in place of pragma_table_info.
+SELECT table_name::text, column_name::text
+FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name LIKE 'courier\_%'
+ORDER BY table_name, ordinal_position;
+
+-- name: schema_lock
+-- Two processes migrating at once: the second waits for the first.
+SELECT pg_advisory_xact_lock(7212345001);
+
+-- name: schema_analyze
+-- Tables the claim filters by are small and rarely written, so autovacuum
+-- may never analyze them; without statistics the planner guesses them large
+-- and abandons the due index.
+ANALYZE courier_endpoints, courier_contracts;

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/courier-go/courier/ack"
+)
+
+// PublishParams is one event to fan out.
+type PublishParams struct {
+	Tenant    string
+	EventType string
+	// EventID identifies the event; each delivery's notification id is
+	// EventID + ":" + the subscription id.
+	EventID string
+	// Payload is what each subscription receives, unless Build is set.
+	Payload []byte
+	// Build makes a subscription's payload. idempotencyKey is random and
+	// fresh per delivery: a receiver that dedupes by it (AdCP) sees the
+	// same key, in the same bytes, on every retry.
+	Build func(s Subscription, idempotencyKey string) ([]byte, error)
+	// Priority and Deadline apply to every delivery (see EnqueueParams).
+	Priority int
+	Deadline time.Time
+}
+
+// Published is one delivery a publish made.
+type Published struct {
+	Enqueued
+	NotificationID string
+	SubscriptionID int64
+	IdempotencyKey string
+}
+
+// Publish fans an event out, inside the caller's transaction, to one
+// delivery per active subscription of the tenant that matches its type,
+// as one snapshot of the registry. A rolled-back publish makes none.
+func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
+	if p.Build == nil && len(p.Payload) == 0 {
+		return nil, invalidArgument("PublishParams needs a Payload or a Build")
+	}
+	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	var out []Published
+	for _, s := range subs {
+		if !s.matches(p.EventType) {
+			continue
+		}
+		key := ack.NewIdempotencyKey()
+		payload := p.Payload
+		if p.Build != nil {
+			if payload, err = p.Build(s, key); err != nil {
+				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
+			}
+		}
+		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
+		e, err := o.enqueue(ctx, tx, EnqueueParams{
+			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
+			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline,
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Published{Enqueued: e, NotificationID: id, SubscriptionID: s.ID, IdempotencyKey: key})
+	}
+	return out, nil
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"database/sql"
+
+	"github.com/courier-go/courier"
+)
+
+// Row structs: what the named queries return, column by column (db tags),
+// scanned by sqlx. Each query selects a subset of its table's columns; a
+// column no query selects is simply left zero. Times are unix
+// microseconds, converted at the edge of each method.
+
+// outboxRow is a row of courier_outbox.
+type outboxRow struct {
+	ID                      int64          `db:"id"`
+	NotificationID          string         `db:"notification_id"`
+	Endpoint                string         `db:"endpoint"`
+	Payload                 []byte         `db:"payload"`
+	PayloadKeyID            string         `db:"payload_key_id"`
+	PayloadSHA256           string         `db:"payload_sha256"`
+	Profile                 string         `db:"profile"`
+	KeyID                   string         `db:"key_id"`
+	SubscriptionID          sql.NullInt64  `db:"subscription_id"`
+	SubscriptionFingerprint sql.NullString `db:"subscription_fingerprint"`
+	Status                  courier.Status `db:"status"`
+	Priority                int            `db:"priority"`
+	Attempts                int            `db:"attempts"`
+	MaxAttempts             int            `db:"max_attempts"`
+	NextAttemptAt           int64          `db:"next_attempt_at"`
+	Deadline                int64          `db:"deadline"`
+	LeaseOwner              sql.NullString `db:"lease_owner"`
+	LeaseToken              sql.NullString `db:"lease_token"`
+	LeasedAt                sql.NullInt64  `db:"leased_at"`
+	LeaseExpiresAt          sql.NullInt64  `db:"lease_expires_at"`
+	LastErrorCode           sql.NullString `db:"last_error_code"`
+	LastStatus              sql.NullInt64  `db:"last_status"`
+	AckSHA256               sql.NullString `db:"ack_sha256"`
+	CreatedAt               int64          `db:"created_at"`
+	UpdatedAt               int64          `db:"updated_at"`
+}
+
+// delivery converts the row; its payload is as stored (see Outbox.open).
+func (r outboxRow) delivery() Delivery {
+	return Delivery{
+		ID: r.ID, NotificationID: r.NotificationID, Endpoint: r.Endpoint, Payload: r.Payload,
+		PayloadKeyID: r.PayloadKeyID, PayloadSHA256: r.PayloadSHA256, Profile: r.Profile, KeyID: r.KeyID,
+		Status: r.Status, Priority: r.Priority, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		NextAttemptAt: fromMicros(r.NextAttemptAt), Deadline: fromMicros(r.Deadline),
+		LeaseOwner: r.LeaseOwner.String, LeasedAt: nullMicros(r.LeasedAt), LeaseExpiresAt: nullMicros(r.LeaseExpiresAt),
+		LastErrorCode: courier.Code(r.LastErrorCode.String), LastStatus: int(r.LastStatus.Int64), AckSHA256: r.AckSHA256.String,
+		SubscriptionID: r.SubscriptionID.Int64, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
+	}
+}
+
+// attemptRow is a row of courier_attempts.
+type attemptRow struct {
+	ID             int64          `db:"id"`
+	DeliveryID     int64          `db:"delivery_id"`
+	Attempt        int            `db:"attempt"`
+	Owner          string         `db:"owner"`
+	LeasedAt       int64          `db:"leased_at"`
+	LeaseExpiresAt int64          `db:"lease_expires_at"`
+	FinishedAt     int64          `db:"finished_at"`
+	DurationUS     int64          `db:"duration_us"`
+	Outcome        string         `db:"outcome"`
+	HTTPStatus     sql.NullInt64  `db:"http_status"`
+	ErrorCode      sql.NullString `db:"error_code"`
+}
+
+// endpointRow is a row of courier_endpoints.
+type endpointRow struct {
+	Endpoint            string         `db:"endpoint"`
+	State               string         `db:"state"`
+	ConsecutiveFailures int            `db:"consecutive_failures"`
+	FailingSince        sql.NullInt64  `db:"failing_since"`
+	OpenUntil           sql.NullInt64  `db:"open_until"`
+	Reason              sql.NullString `db:"reason"`
+	UpdatedAt           int64          `db:"updated_at"`
+}
+
+// subscriptionRow is a row of courier_subscriptions.
+type subscriptionRow struct {
+	ID          int64  `db:"id"`
+	Tenant      string `db:"tenant"`
+	Endpoint    string `db:"endpoint"`
+	EventTypes  string `db:"event_types"` // space-separated
+	AuthMode    string `db:"auth_mode"`
+	KeyID       string `db:"key_id"`
+	Profile     string `db:"profile"`
+	Fingerprint string `db:"fingerprint"`
+	Active      bool   `db:"active"`
+	CreatedAt   int64  `db:"created_at"`
+	UpdatedAt   int64  `db:"updated_at"`
+}
+
+// inboxRow is a row of courier_inbox.
+type inboxRow struct {
+	PayloadSHA256 string `db:"payload_sha256"`
+	Status        string `db:"status"`
+	Ack           []byte `db:"ack"`
+	CreatedAt     int64  `db:"created_at"`
+	UpdatedAt     int64  `db:"updated_at"`
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
+)
+
+// settle implements protocol.Outbox.Settle: the outcomes are applied by
+// one statement and logged by another, however many there are. Whether a
+// retry still fits the delivery's budget and deadline is decided by the
+// statement, against the row.
+func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]protocol.Settled, error) {
+	for _, oc := range outcomes {
+		if err := validateOutcome(oc); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]protocol.Settled, len(outcomes))
+	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		now := o.s.now()
+		for _, batch := range distinctDeliveries(outcomes) {
+			if err := o.settleBatch(ctx, tx, now, outcomes, batch, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range out {
+		if st.Err == nil {
+			o.s.observe(Event{Kind: EventSettled, N: 1, Status: st.Status, Code: st.Code})
+		}
+	}
+	return out, nil
+}
+
+func validateOutcome(oc protocol.Outcome) error {
+	switch oc.Result {
+	case protocol.Succeeded:
+		return nil
+	case protocol.Retry, protocol.Failed, protocol.Suppressed:
+		if !oc.Code.Valid() {
+			return invalidArgument("Outcome.Code must be a code for " + string(oc.Result))
+		}
+		if oc.RetryDelay < 0 {
+			return invalidArgument("Outcome.RetryDelay must not be negative")
+		}
+		return nil
+	}
+	return invalidArgument("Outcome.Result is unknown")
+}
+
+// distinctDeliveries splits the indexes of outcomes into batches in which
+// no delivery appears twice (one statement settles a batch, and matches its
+// rows by delivery). Almost always there is one batch.
+func distinctDeliveries(outcomes []protocol.Outcome) [][]int {
+	var batches [][]int
+	seen := make(map[int64]int, len(outcomes)) // delivery -> outcomes so far
+	for i, oc := range outcomes {
+		n := seen[oc.Lease.DeliveryID]
+		seen[oc.Lease.DeliveryID] = n + 1
+		if n == len(batches) {
+			batches = append(batches, nil)
+		}
+		batches[n] = append(batches[n], i)
+	}
+	return batches
+}
+
+// settleArg is one outcome as outbox_settle reads it from its JSON :batch
+// parameter.
+type settleArg struct {
+	ID     int64   `json:"id"`
+	Token  string  `json:"token"`
+	Result string  `json:"result"`
+	Code   *string `json:"code"`
+	NextAt int64   `json:"next_at"`
+	HTTP   *int    `json:"http"`
+	Ack    *string `json:"ack"`
+}
+
+// settledRow is a row outbox_settle changed.
+type settledRow struct {
+	ID            int64          `db:"id"`
+	Status        courier.Status `db:"status"`
+	LastErrorCode sql.NullString `db:"last_error_code"`
+	Endpoint      string         `db:"endpoint"`
+	Tracked       bool           `db:"tracked"` // the endpoint has a breaker row
+}
+
+// settleBatch applies outcomes[i] for every i in batch (distinct
+// deliveries), logs the attempts and updates the endpoints' breakers,
+// filling out.
+func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcomes []protocol.Outcome, batch []int, out []protocol.Settled) error {
+	args := make([]settleArg, len(batch))
+	for j, i := range batch {
+		oc := outcomes[i]
+		a := settleArg{ID: oc.Lease.DeliveryID, Token: oc.Lease.Token, Result: string(oc.Result)}
+		if oc.Code != "" {
+			a.Code = ptr(string(oc.Code))
+		}
+		if oc.HTTPStatus != 0 {
+			a.HTTP = ptr(oc.HTTPStatus)
+		}
+		switch oc.Result {
+		case protocol.Retry:
+			a.NextAt = now + oc.RetryDelay.Microseconds()
+		case protocol.Succeeded:
+			a.Ack = ptr(oc.AckSHA256) // "" for profiles without an Ack
+		}
+		args[j] = a
+	}
+	var rows []settledRow
+	if err := o.s.selectRows(ctx, tx, "outbox_settle", map[string]any{"batch": jsonArg(args), "now": now}, &rows); err != nil {
+		return err
+	}
+	changed := make(map[int64]settledRow, len(rows))
+	for _, r := range rows {
+		changed[r.ID] = r
+	}
+
+	logged := make([]attemptArg, 0, len(batch))
+	written := make(map[string]bool) // endpoints given a breaker row by this batch
+	for _, i := range batch {
+		oc := outcomes[i]
+		r, ok := changed[oc.Lease.DeliveryID]
+		if !ok {
+			out[i] = protocol.Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.ErrLeaseLost)}
+			continue
+		}
+		out[i] = protocol.Settled{Status: r.Status, Code: courier.Code(r.LastErrorCode.String)}
+		wrote, err := o.s.Endpoints.record(ctx, tx, now, r.Endpoint, r.Tracked || written[r.Endpoint], oc)
+		if err != nil {
+			return err
+		}
+		written[r.Endpoint] = written[r.Endpoint] || wrote
+		outcome := AttemptOutcome(oc.Result)
+		switch r.Status {
+		case courier.StatusRetryWait:
+			outcome = AttemptRetry
+		case courier.StatusFailed:
+			outcome = AttemptFailed
+		}
+		oc.Code = out[i].Code
+		logged = append(logged, newAttemptArg(oc, outcome))
+	}
+	return o.logAttempts(ctx, tx, now, logged...)
+}
+
+// release implements protocol.Outbox.Release.
+func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	type leaseArg struct {
+		ID    int64  `json:"id"`
+		Token string `json:"token"`
+	}
+	args := make([]leaseArg, len(leases))
+	for i, l := range leases {
+		args[i] = leaseArg{ID: l.DeliveryID, Token: l.Token}
+	}
+	res, err := o.s.exec(ctx, o.s.writer, "outbox_release", map[string]any{"batch": jsonArg(args), "now": o.s.now()})
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), wrapf(err, "release")
+}

@@ -1,0 +1,29 @@
+-- courier's queries for SQLite: the attempts log: one row per attempt, no content.
+-- store/postgres/sql/queries/attempts.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: attempts_log_expired_leases
+-- Before a lease is reclaimed, the attempt it stood for is logged.
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
+SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
+FROM courier_outbox
+WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: attempts_log
+-- Appends a batch of attempts: :batch is a JSON array of rows.
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
+SELECT value ->> 'delivery_id', value ->> 'attempt', value ->> 'owner', value ->> 'leased_at',
+    value ->> 'lease_expires_at', :now, value ->> 'duration_us', value ->> 'outcome',
+    value ->> 'http_status', value ->> 'error_code'
+FROM json_each(:batch);
+
+-- name: attempts_list
+SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us,
+    outcome, http_status, error_code
+FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
+
+-- name: attempts_prune
+DELETE FROM courier_attempts WHERE id IN (
+    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
+);

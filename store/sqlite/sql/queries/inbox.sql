@@ -1,0 +1,47 @@
+-- courier's queries for SQLite: the inbox: the receiver side's dedupe records.
+-- store/postgres/sql/queries/inbox.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: inbox_insert
+-- :status is 'processing' (Record, Claim) or 'completed' with its :ack
+-- (RecordCompleted).
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, ack, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, :status, :ack, :now, :now)
+ON CONFLICT (sender, dedupe_key) DO NOTHING;
+
+-- name: inbox_get
+SELECT payload_sha256, status, ack, created_at, updated_at
+FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
+
+-- name: inbox_complete
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_release
+-- Two-phase receivers whose handler failed give the key back.
+DELETE FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
+
+-- name: inbox_prune
+-- Bounded: at most :limit rows per statement, oldest first.
+DELETE FROM courier_inbox WHERE rowid IN (
+    SELECT rowid FROM courier_inbox WHERE updated_at < :before AND status = 'completed' ORDER BY updated_at LIMIT :limit
+);
+
+-- name: inbox_take_over
+-- A two-phase record left processing longer than the staleness window (its
+-- receiver died between the phases) is taken over; its updated_at is the
+-- claim's fencing token.
+UPDATE courier_inbox SET updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing'
+    AND payload_sha256 = :payload_sha256 AND updated_at <= :stale_before
+RETURNING updated_at;
+
+-- name: inbox_complete_claimed
+-- Fenced: only the claim whose token is still the record's completes it.
+UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;
+
+-- name: inbox_release_claimed
+DELETE FROM courier_inbox
+WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;

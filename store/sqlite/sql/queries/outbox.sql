@@ -1,0 +1,236 @@
+-- courier's queries for SQLite: the outbox: enqueue, claim, settle, and what operators read and do.
+-- store/postgres/sql/queries/outbox.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: outbox_enqueue
+-- The notification's identity is (notification_id, endpoint): a second
+-- enqueue of it inserts nothing; the store then reads the existing row and
+-- compares. SQLite: no RETURNING; the store takes the id from
+-- last_insert_rowid, which costs a third of a RETURNING row here.
+INSERT INTO courier_outbox (
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+) VALUES (
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
+    :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+)
+ON CONFLICT (notification_id, endpoint) DO NOTHING;
+
+-- name: outbox_enqueue_existing
+SELECT id, payload_sha256, profile, key_id, max_attempts, priority
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: outbox_reclaim_expired_leases
+UPDATE courier_outbox SET
+    status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
+    next_attempt_at = :now,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
+    updated_at = :now
+WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: outbox_claim
+-- Claims within one priority (see outbox_due_priorities): the due index is then
+-- read as a range, (priority = p, next_attempt_at <= now), so rows waiting
+-- for a later time are never walked.
+-- One statement claims the batch. SQLite: writers are serialized (BEGIN
+-- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
+-- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
+-- random per row: randomblob is evaluated once per updated row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = lower(hex(randomblob(16))),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+        -- Endpoints paused by their breaker or disabled are skipped; their
+        -- probes are claimed by outbox_claim_probe.
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                        WHERE e.endpoint = courier_outbox.endpoint AND e.state <> 'closed')
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+)
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: outbox_claim_probe
+-- One due delivery of an endpoint whose cool-down ended: its probe.
+-- One statement claims the batch. SQLite: writers are serialized (BEGIN
+-- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
+-- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
+-- random per row: randomblob is evaluated once per updated row.
+UPDATE courier_outbox SET
+    status = 'leased',
+    attempts = attempts + 1,
+    lease_owner = :owner,
+    lease_token = lower(hex(randomblob(16))),
+    leased_at = :now,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+        AND endpoint = :endpoint
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT 1
+)
+RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: outbox_quarantine
+-- A claimed row whose payload no longer matches its digest, or cannot be
+-- decrypted.
+UPDATE courier_outbox SET
+    status = 'quarantined',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: outbox_release
+-- Gives back leases whose attempt was never made (a worker stopping with
+-- deliveries it claimed ahead): the claim's attempt is not counted, and
+-- the row is due again as it was. :batch is a JSON array of {id, token};
+-- each is fenced by its token like a settle.
+UPDATE courier_outbox SET
+    status = CASE WHEN last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
+    attempts = attempts - 1,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v
+WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
+
+-- name: outbox_settle
+-- Settles a batch of outcomes in one statement. :batch is a JSON array of
+-- {id, token, result, code, next_at, http, ack}, one per delivery. Every
+-- outcome is fenced: it applies only while the caller's lease is the row's
+-- lease and has not expired; the caller reads the rows returned to know
+-- which did. The status is decided here, against the row's own budget and
+-- deadline: a retry past either ends the delivery.
+-- SQLite: RETURNING may not name the FROM table, so the row's id says which
+-- outcome it was.
+UPDATE courier_outbox SET
+    status = CASE
+        WHEN v.result <> 'retry' THEN v.result
+        WHEN attempts >= max_attempts OR v.next_at > deadline THEN 'failed'
+        ELSE 'retry_wait' END,
+    last_error_code = CASE
+        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at > deadline THEN 'expired'
+        ELSE v.code END,
+    next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
+    last_status = v.http,
+    ack_sha256 = v.ack,
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    updated_at = :now
+FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result' AS result,
+             value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
+             value ->> 'ack' AS ack
+      FROM json_each(:batch)) AS v
+WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
+    AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
+-- Whether the endpoint has a breaker row: most have none (healthy), and
+-- then the settle needs no read of courier_endpoints.
+RETURNING id, status, last_error_code, endpoint,
+    EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint) AS tracked;
+
+-- name: outbox_get
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE id = :id;
+
+-- name: outbox_health_counts
+SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
+
+-- name: outbox_health_due
+-- Reads the due index: the partial index's condition is repeated verbatim.
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
+WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
+
+-- name: outbox_health_expired
+SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
+
+-- name: outbox_suppress
+-- A claimed delivery whose subscription changed or was disabled.
+UPDATE courier_outbox SET
+    status = 'suppressed',
+    lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    last_error_code = :code, updated_at = :now
+WHERE id = :id AND status = 'leased' AND lease_token = :token;
+
+-- name: outbox_redrive
+-- Failed deliveries go back to pending with a fresh budget and horizon;
+-- attempt numbers keep counting.
+UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
+    max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
+    last_error_code = NULL, last_status = NULL, updated_at = :now
+WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
+
+-- name: outbox_list
+-- Keyset pagination on id, newest first; empty filters match everything.
+SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
+    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+FROM courier_outbox
+WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: outbox_cancel
+-- An operator withdraws a delivery that has not been sent successfully.
+UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', updated_at = :now
+WHERE id = :id AND status IN ('pending', 'retry_wait');
+
+-- name: outbox_prune
+-- Finished deliveries past their age, oldest first, bounded.
+DELETE FROM courier_outbox WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before
+    ORDER BY updated_at LIMIT :limit
+);
+
+-- name: outbox_enqueue_command
+-- outbox_enqueue for the source-delivery profile: the row also records the
+-- capabilities digest it was enqueued under (contract_sha256).
+INSERT INTO courier_outbox (
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+) VALUES (
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+    :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+)
+ON CONFLICT (notification_id, endpoint) DO NOTHING;
+
+-- name: outbox_due_priorities
+-- The priorities that have waiting rows, lowest first, read from the due
+-- index by a loose index scan: one O(log n) step per distinct priority.
+WITH RECURSIVE p(v) AS (
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait')
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND priority > p.v)
+    FROM p WHERE p.v IS NOT NULL
+)
+SELECT v FROM p WHERE v IS NOT NULL;

@@ -1,0 +1,32 @@
+-- courier's queries for SQLite: the schema version table and the schema guard.
+-- store/postgres/sql/queries/schema.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: schema_version
+SELECT COALESCE(MAX(version), 0) FROM courier_schema;
+
+-- name: schema_create
+-- The version table itself; every migration records its number here.
+CREATE TABLE IF NOT EXISTS courier_schema (
+    version    INTEGER PRIMARY KEY,
+    applied_at INTEGER NOT NULL
+);
+
+-- name: schema_record
+INSERT INTO courier_schema (version, applied_at) VALUES (:version, :now);
+
+-- name: schema_columns
+-- SQLite: pragma_table_info in place of information_schema.
+SELECT m.name AS table_name, p.name AS column_name
+FROM sqlite_master AS m, pragma_table_info(m.name) AS p
+WHERE m.type = 'table' AND m.name LIKE 'courier\_%' ESCAPE '\'
+ORDER BY m.name, p.cid;
+
+-- name: schema_lock
+-- SQLite: nothing to do; a migration's transaction begins IMMEDIATE, which
+-- already makes a second migrating process wait.
+
+-- name: schema_analyze
+-- SQLite: nothing to do; its planner reads the partial indexes without
+-- statistics.

@@ -1,0 +1,30 @@
+-- courier's queries for SQLite: the subscriptions registry.
+-- store/postgres/sql/queries/subscriptions.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: subscription_insert
+INSERT INTO courier_subscriptions (tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at)
+VALUES (:tenant, :endpoint, :event_types, :auth_mode, :key_id, :profile, :fingerprint, :active, :now, :now)
+RETURNING id;
+
+-- name: subscription_update
+UPDATE courier_subscriptions SET endpoint = :endpoint, event_types = :event_types, auth_mode = :auth_mode,
+    key_id = :key_id, profile = :profile, fingerprint = :fingerprint, active = :active, updated_at = :now
+WHERE id = :id;
+
+-- name: subscription_get
+SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
+FROM courier_subscriptions WHERE id = :id;
+
+-- name: subscription_list
+SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
+FROM courier_subscriptions WHERE tenant = :tenant ORDER BY id;
+
+-- name: subscription_matching
+-- SQLite stores booleans as 0/1; the event-type filter is applied in Go.
+SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
+FROM courier_subscriptions WHERE tenant = :tenant AND active = 1 ORDER BY id;
+
+-- name: subscription_state
+SELECT fingerprint, active FROM courier_subscriptions WHERE id = :id;

@@ -1,0 +1,105 @@
+// Package sqlite is courier's SQLite engine: the embedded default, one
+// database file on one host, through mattn/go-sqlite3 (cgo).
+//
+// Open is the whole setup: it opens (creating if needed) a database file
+// configured the way courier needs it, migrates courier's tables and
+// returns the Store:
+//
+//	s, err := sqlite.Open(ctx, "app.db", store.Config{})
+//	defer s.Close()
+//
+// Importing the package also lets store.Open and store.Migrate work on a
+// *sqlx.DB the application opened itself with the driver named DriverName
+// (the same go-sqlite3 driver with commit hooks that wake workers in this
+// process) or with go-sqlite3's own "sqlite3" driver (workers then find new
+// rows by polling).
+//
+// SQLite has one writer at a time. The Store writes through a connection
+// of its own (see store.Store.Begin), so the application's business
+// transactions that go through Store.Begin queue with courier's writes in
+// order, instead of in SQLite's sleeping busy handler.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/internal/engine"
+)
+
+// DriverName is the database/sql driver this package registers: go-sqlite3
+// with hooks that tell workers in this process, within milliseconds, that
+// an enqueue committed.
+const DriverName = "courier-sqlite3"
+
+func init() {
+	sql.Register(DriverName, &sqlite3.SQLiteDriver{ConnectHook: hookCommits})
+	engine.Register(DriverName, sqliteEngine)
+	engine.Register("sqlite3", sqliteEngine)
+}
+
+// Open opens (creating if needed) the SQLite database file at path,
+// configured as DSN configures it, migrates courier's tables and returns
+// the Store. The Store's DB() is a pool of its own for the application and
+// for reads; Store.Close closes it.
+func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, error) {
+	db, err := sqlx.Open(DriverName, DSN(path, cfg.Durability))
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	engine.Adopt(db)
+	s, err := store.Open(ctx, db, cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DSN returns the go-sqlite3 data source name courier opens path with:
+// WAL, a busy timeout, foreign keys, BEGIN IMMEDIATE for every transaction
+// (so writers queue instead of failing), cached prepared statements, and
+// synchronous=FULL, or NORMAL when durability is store.DurabilityRelaxed.
+// The path is escaped, so any file name opens that file.
+func DSN(path string, durability store.Durability) string {
+	v := url.Values{}
+	v.Set("_journal_mode", "WAL")
+	v.Set("_busy_timeout", "10000")
+	v.Set("_txlock", "immediate")
+	v.Set("_foreign_keys", "1")
+	v.Set("_synchronous", synchronous(durability))
+	// Each connection keeps its prepared statements: compiling courier's
+	// claim and settle statements again on every call costs more than
+	// running them.
+	v.Set("_stmt_cache_size", "128")
+	return "file:" + escapePath(path) + "?" + v.Encode()
+}
+
+// synchronous is SQLite's synchronous setting for a durability. FULL
+// syncs the WAL at every commit, so a committed transaction survives an
+// OS crash or power loss: an Ack a receiver sent stays true. NORMAL syncs
+// only at checkpoints: a crash of the process loses nothing, a crash of
+// the machine can lose the latest commits.
+func synchronous(d store.Durability) string {
+	if d == store.DurabilityRelaxed {
+		return "NORMAL"
+	}
+	return "FULL"
+}
+
+// escapePath percent-encodes what a file: URI would read as anything but
+// the path: '%', '?' and '#'. SQLite decodes them back.
+func escapePath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
+}
