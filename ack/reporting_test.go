@@ -222,14 +222,14 @@ func TestReportingEnums(t *testing.T) {
 	if err := json.Unmarshal(base, &r); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range ack.TaskStatuses {
+	for _, s := range ack.TaskStatuses() {
 		r := r
 		r.Status = s
 		if err := ack.Validate(r); err != nil {
 			t.Errorf("status %q: %v", s, err)
 		}
 	}
-	for _, typ := range ack.DeliveryNotificationTypes {
+	for _, typ := range ack.DeliveryNotificationTypes() {
 		var m map[string]any
 		json.Unmarshal(r.Result, &m)
 		m["notification_type"] = typ

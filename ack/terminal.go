@@ -13,10 +13,12 @@ const (
 	terminalIDPrefix  = "terminal-"
 )
 
-// TerminalStatuses are the values of Terminal.TerminalStatus.
-var TerminalStatuses = []string{
-	"cancelled", "deleted", "deletion_failed", "localization_failed",
-	"publication_blocked", "publication_failed", "published", "superseded",
+// TerminalStatuses returns the values of Terminal.TerminalStatus.
+func TerminalStatuses() []string {
+	return []string{
+		"cancelled", "deleted", "deletion_failed", "localization_failed",
+		"publication_blocked", "publication_failed", "published", "superseded",
+	}
 }
 
 // Terminal is a terminal notification: the verified end of a localization

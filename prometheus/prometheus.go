@@ -1,13 +1,3 @@
-// Package prometheus exposes courier's metric events in the Prometheus
-// text exposition format, without a dependency on a metrics library: the
-// core packages report typed events through hooks, and this adapter at
-// the edge counts them.
-//
-//	m := prometheus.New()
-//	s, _ := sqlite.Open(ctx, path, store.Config{Hook: m.StoreHook})
-//	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: m.WorkerHook})
-//	rcv, _ := handler.NewTerminal(handler.Config{Store: s, Verifier: v, Hook: m.ReceiverHook}, fn)
-//	mux.Handle("GET /metrics", m)
 package prometheus
 
 import (
@@ -25,9 +15,9 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// DurationBuckets are the upper bounds, in seconds, of the attempt
+// durationBuckets are the upper bounds, in seconds, of the attempt
 // duration histogram.
-var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
 // Metrics counts courier's events and serves them. It is safe for
 // concurrent use.
@@ -91,11 +81,11 @@ func (m *Metrics) WorkerHook(e client.Event) {
 	defer m.mu.Unlock()
 	h := m.durations[result]
 	if h == nil {
-		h = &histogram{buckets: make([]uint64, len(DurationBuckets))}
+		h = &histogram{buckets: make([]uint64, len(durationBuckets))}
 		m.durations[result] = h
 	}
 	s := e.Duration.Seconds()
-	for i, le := range DurationBuckets {
+	for i, le := range durationBuckets {
 		if s <= le {
 			h.buckets[i]++
 			break
@@ -157,7 +147,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		for _, result := range slices.Sorted(maps.Keys(m.durations)) {
 			h := m.durations[result]
 			var cum uint64
-			for i, le := range DurationBuckets {
+			for i, le := range durationBuckets {
 				cum += h.buckets[i]
 				fmt.Fprintf(&b, "%s_bucket{result=\"%s\",le=\"%s\"} %d\n", name, escape(result), number(le), cum)
 			}

@@ -5,17 +5,16 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"errors"
-	"fmt"
-	"log/slog"
 
 	"github.com/courier-go/courier/ack"
 )
 
-// PayloadKey is an AES-256-GCM key that seals stored payloads. It prints
-// and logs as its id only.
+// PayloadKey is an AES-256-GCM key that seals stored payloads. Its
+// material is held behind a function value, so fmt, slog and every other
+// printer show the id and at most an address, never the key.
 type PayloadKey struct {
 	id   string
-	aead cipher.AEAD
+	aead func() cipher.AEAD
 }
 
 // NewPayloadKey returns the key named id (a token, stored with every row it
@@ -35,23 +34,11 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 	if err != nil {
 		return PayloadKey{}, configError("payload key rejected by GCM")
 	}
-	return PayloadKey{id: id, aead: aead}, nil
+	return PayloadKey{id: id, aead: func() cipher.AEAD { return aead }}, nil
 }
 
 // ID returns the key's id.
 func (k PayloadKey) ID() string { return k.id }
-
-// String returns the key's id, never its bytes.
-func (k PayloadKey) String() string { return "PayloadKey(" + k.id + ")" }
-
-// GoString is String, so %#v does not print the key either.
-func (k PayloadKey) GoString() string { return k.String() }
-
-// LogValue logs the key's id only.
-func (k PayloadKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
-
-// Format prints String for every verb.
-func (k PayloadKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
 
 // Encryption seals the payloads the outbox stores. New rows are sealed
 // with Current; rows sealed with any key in Keys can be opened, so a
@@ -106,11 +93,12 @@ func (e *Encryption) seal(payload []byte, notificationID, endpoint string) ([]by
 		return payload, "", nil
 	}
 	k, _ := e.key(e.Current)
-	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(payload)+k.aead.Overhead())
+	aead := k.aead()
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(payload)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, "", err
 	}
-	return k.aead.Seal(nonce, nonce, payload, payloadAAD(notificationID, endpoint)), k.id, nil
+	return aead.Seal(nonce, nonce, payload, payloadAAD(notificationID, endpoint)), k.id, nil
 }
 
 // errUnreadable is a stored payload that cannot be opened.
@@ -125,11 +113,15 @@ func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint string)
 		return nil, errUnreadable
 	}
 	k, ok := e.key(keyID)
-	if !ok || len(stored) < k.aead.NonceSize() {
+	if !ok {
 		return nil, errUnreadable
 	}
-	n := k.aead.NonceSize()
-	plain, err := k.aead.Open(nil, stored[:n], stored[n:], payloadAAD(notificationID, endpoint))
+	aead := k.aead()
+	n := aead.NonceSize()
+	if len(stored) < n {
+		return nil, errUnreadable
+	}
+	plain, err := aead.Open(nil, stored[:n], stored[n:], payloadAAD(notificationID, endpoint))
 	if err != nil {
 		return nil, errUnreadable
 	}

@@ -193,7 +193,8 @@ func Guard(addr string) (client.Guard, error) {
 // the given seed and its payload bytes. The same (seed, i) gives the same
 // notification in every process.
 func Notification(seed uint64, i int) (ack.Terminal, []byte, error) {
-	status := ack.TerminalStatuses[i%len(ack.TerminalStatuses)]
+	statuses := ack.TerminalStatuses()
+	status := statuses[i%len(statuses)]
 	var lifecycle *string
 	if status != "cancelled" && status != "superseded" {
 		l := ack.Digest([]byte("lifecycle-" + strconv.Itoa(i)))
