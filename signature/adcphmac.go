@@ -54,7 +54,7 @@ func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (*AdCPHMACSigner, error) {
 
 // Sign sets X-ADCP-Timestamp (m.Time) and X-ADCP-Signature on req. As AdCP
 // requires, it refuses a JSON body with a duplicate object key at any depth
-// (code CodeDuplicateKeyInput) instead of signing bytes whose meaning
+// ([courier.CodeDuplicateKeyInput]) instead of signing bytes whose meaning
 // depends on the parser.
 func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
 	if s.secret.m == nil {
@@ -65,7 +65,7 @@ func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
 		return signingFailed("adcp hmac: message time is before 1970")
 	}
 	if hasDuplicateJSONKey(m.Body) {
-		return courier.NewError(CodeDuplicateKeyInput, "adcp hmac: body has a duplicate JSON object key")
+		return courier.NewError(courier.CodeDuplicateKeyInput, "adcp hmac: body has a duplicate JSON object key")
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {
@@ -148,14 +148,14 @@ func (v *AdCPHMACVerifier) Verify(_ context.Context, req *http.Request, body []b
 	}
 	ts, ok := parseUnixSeconds(tsText)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, "X-ADCP-Timestamp is not unix seconds")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "X-ADCP-Timestamp is not unix seconds")
 	}
 	if !withinTolerance(nowFunc(v.now)(), ts, v.tolerance) {
-		return Principal{}, reject(CodeTimestampOutOfRange, "X-ADCP-Timestamp is outside the tolerance")
+		return Principal{}, reject(courier.CodeSignatureTimestamp, "X-ADCP-Timestamp is outside the tolerance")
 	}
 	sig, ok := parseAdCPSignature(sigText)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, `X-ADCP-Signature is not "sha256=" and 64 hex digits`)
+		return Principal{}, reject(courier.CodeSignatureMalformed, `X-ADCP-Signature is not "sha256=" and 64 hex digits`)
 	}
 	match := -1
 	for i, s := range v.secrets {
@@ -164,7 +164,7 @@ func (v *AdCPHMACVerifier) Verify(_ context.Context, req *http.Request, body []b
 		}
 	}
 	if match < 0 {
-		return Principal{}, reject(CodeMismatch, "signature matches no configured secret")
+		return Principal{}, reject(courier.CodeSignatureMismatch, "signature matches no configured secret")
 	}
 	return Principal{Sender: v.sender, KeyID: v.secrets[match].ID(), Scheme: SchemeAdCPHMAC}, nil
 }

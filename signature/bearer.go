@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/courier-go/courier"
 )
 
 // HeaderAuthorization carries the bearer token.
@@ -84,15 +86,15 @@ func (v *BearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) 
 	h, ok, many := singleHeader(req.Header, HeaderAuthorization)
 	switch {
 	case many:
-		return Principal{}, reject(CodeMalformed, "Authorization header is repeated")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is repeated")
 	case !ok || strings.TrimSpace(h) == "":
-		return Principal{}, reject(CodeMissing, "Authorization header is missing")
+		return Principal{}, reject(courier.CodeSignatureMissing, "Authorization header is missing")
 	case len(h) > maxHeaderBytes:
-		return Principal{}, reject(CodeMalformed, "Authorization header is too long")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is too long")
 	}
 	token, ok := parseBearer(h)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, "Authorization header is not a bearer token")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is not a bearer token")
 	}
 	got := sha256.Sum256([]byte(token))
 	match := -1
@@ -102,7 +104,7 @@ func (v *BearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) 
 		}
 	}
 	if match < 0 {
-		return Principal{}, reject(CodeMismatch, "bearer token matches no configured token")
+		return Principal{}, reject(courier.CodeSignatureMismatch, "bearer token matches no configured token")
 	}
 	return Principal{Sender: v.sender, KeyID: v.tokens[match].ID(), Scheme: SchemeBearer}, nil
 }

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // Header names of RFC 9421 and RFC 9530.
@@ -54,7 +56,7 @@ const maxNonceBytes = 256
 // ErrRevocationStale is what an RFC9421VerifierConfig.Revoked hook returns
 // (wrapped or not) when its revocation data is older than its refresh
 // deadline plus grace, so it cannot vouch for any key. The verifier reports
-// it as CodeWebhookRevocationStale.
+// it as [courier.CodeWebhookRevocationStale].
 var ErrRevocationStale = errors.New("signature: revocation data is stale")
 
 // RFC9421SignerConfig configures an RFC9421Signer.
@@ -208,14 +210,14 @@ type RFC9421VerifierConfig struct {
 	// Required unless LookupKey is set.
 	Keys []JWK
 	// LookupKey finds a key by kid, for a JWK Set that changes while the
-	// verifier runs. found=false rejects with CodeWebhookKeyUnknown; an error
-	// is infrastructure trouble and is returned as is. Set Keys or LookupKey,
-	// not both.
+	// verifier runs. found=false rejects with courier.CodeWebhookKeyUnknown;
+	// an error is infrastructure trouble and is returned as is. Set Keys or
+	// LookupKey, not both.
 	LookupKey func(ctx context.Context, keyID string) (key JWK, found bool, err error)
 	// Revoked reports whether a key is revoked. An error wrapping
-	// ErrRevocationStale rejects with CodeWebhookRevocationStale; any other
-	// error is infrastructure trouble and is returned as is. Defaults to no
-	// key being revoked.
+	// ErrRevocationStale rejects with courier.CodeWebhookRevocationStale;
+	// any other error is infrastructure trouble and is returned as is.
+	// Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
 	// Replay remembers (keyid, nonce) pairs. Defaults to a
 	// MemoryReplayCache of this verifier, which only protects one process:
@@ -320,29 +322,29 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	}
 	// Step 3: the tag.
 	if in.tag != AdCPWebhookTag {
-		return Principal{}, reject(CodeWebhookTagInvalid, "tag is not "+AdCPWebhookTag)
+		return Principal{}, reject(courier.CodeWebhookTagInvalid, "tag is not "+AdCPWebhookTag)
 	}
 	// Step 4: the algorithm.
 	if in.alg != AlgEd25519 && in.alg != AlgECDSAP256SHA256 {
-		return Principal{}, reject(CodeWebhookAlgNotAllowed, "alg is not ed25519 or ecdsa-p256-sha256")
+		return Principal{}, reject(courier.CodeWebhookAlgNotAllowed, "alg is not ed25519 or ecdsa-p256-sha256")
 	}
 	// Step 5: the window.
 	now := nowFunc(v.cfg.Now)().Unix()
 	skew := int64(v.cfg.ClockSkew / time.Second)
 	switch {
 	case in.expires <= in.created:
-		return Principal{}, reject(CodeWebhookWindowInvalid, "expires is not after created")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "expires is not after created")
 	case in.expires-in.created > int64(MaxRFC9421Window/time.Second):
-		return Principal{}, reject(CodeWebhookWindowInvalid, "window is longer than 300 seconds")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "window is longer than 300 seconds")
 	case now < in.created-skew:
-		return Principal{}, reject(CodeWebhookWindowInvalid, "created is in the future")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "created is in the future")
 	case now > in.expires+skew:
-		return Principal{}, reject(CodeWebhookWindowInvalid, "signature has expired")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "signature has expired")
 	}
 	// Step 6: the covered components.
 	for _, c := range rfc9421Components {
 		if !slices.Contains(in.components, c) {
-			return Principal{}, reject(CodeWebhookComponentsIncomplete, "covered components lack "+c)
+			return Principal{}, reject(courier.CodeWebhookComponentsIncomplete, "covered components lack "+c)
 		}
 	}
 	// The target URI, as this receiver was addressed.
@@ -357,20 +359,20 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	}
 	km := key.m()
 	if !km.purposeOK() {
-		return Principal{}, reject(CodeWebhookKeyPurposeInvalid, "key's adcp_use or key_ops does not allow verifying webhooks")
+		return Principal{}, reject(courier.CodeWebhookKeyPurposeInvalid, "key's adcp_use or key_ops does not allow verifying webhooks")
 	}
 	if km.alg != in.alg {
-		return Principal{}, reject(CodeWebhookAlgNotAllowed, "alg does not match the key")
+		return Principal{}, reject(courier.CodeWebhookAlgNotAllowed, "alg does not match the key")
 	}
 	if v.cfg.Revoked != nil {
 		revoked, err := v.cfg.Revoked(ctx, in.keyID)
 		switch {
 		case errors.Is(err, ErrRevocationStale):
-			return Principal{}, reject(CodeWebhookRevocationStale, "revocation data is stale")
+			return Principal{}, reject(courier.CodeWebhookRevocationStale, "revocation data is stale")
 		case err != nil:
 			return Principal{}, fmt.Errorf("signature: rfc9421: revocation check: %w", err)
 		case revoked:
-			return Principal{}, reject(CodeWebhookKeyRevoked, "key is revoked")
+			return Principal{}, reject(courier.CodeWebhookKeyRevoked, "key is revoked")
 		}
 	}
 	// Step 10: the signature.
@@ -379,27 +381,27 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	})
 	switch {
 	case errors.Is(err, errComponentAbsent) && req.Header.Get(HeaderContentDigest) == "":
-		return Principal{}, reject(CodeWebhookDigestMismatch, "Content-Digest is missing")
+		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest is missing")
 	case err != nil:
-		return Principal{}, reject(CodeWebhookHeaderMalformed, "a covered component is absent, repeated or unsupported")
+		return Principal{}, reject(courier.CodeWebhookHeaderMalformed, "a covered component is absent, repeated or unsupported")
 	}
 	if !km.verify([]byte(base), in.signature) {
-		return Principal{}, reject(CodeWebhookInvalid, "signature does not verify")
+		return Principal{}, reject(courier.CodeWebhookInvalid, "signature does not verify")
 	}
 	// Step 11: the body.
 	if !contentDigestMatches(req.Header.Get(HeaderContentDigest), body) {
-		return Principal{}, reject(CodeWebhookDigestMismatch, "Content-Digest does not match the body")
+		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest does not match the body")
 	}
 	// Steps 12 and 13: replay, committed only for a fully valid request.
 	until := time.Unix(in.expires+skew, 0)
 	replayed, err := v.cfg.Replay.Remember(ctx, in.keyID, in.nonce, until)
 	switch {
 	case errors.Is(err, ErrNonceCapReached):
-		return Principal{}, reject(CodeWebhookRateAbuse, "key reached its cap of live nonces")
+		return Principal{}, reject(courier.CodeWebhookRateAbuse, "key reached its cap of live nonces")
 	case err != nil:
 		return Principal{}, fmt.Errorf("signature: rfc9421: replay cache: %w", err)
 	case replayed:
-		return Principal{}, reject(CodeWebhookReplayed, "nonce was already used with this key")
+		return Principal{}, reject(courier.CodeWebhookReplayed, "nonce was already used with this key")
 	}
 	return Principal{Sender: v.cfg.Sender, KeyID: in.keyID, Scheme: SchemeRFC9421}, nil
 }
@@ -409,14 +411,14 @@ func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
 		if k, ok := v.keys[kid]; ok {
 			return k, nil
 		}
-		return JWK{}, reject(CodeWebhookKeyUnknown, "keyid names no key of the sender")
+		return JWK{}, reject(courier.CodeWebhookKeyUnknown, "keyid names no key of the sender")
 	}
 	k, found, err := v.cfg.LookupKey(ctx, kid)
 	switch {
 	case err != nil:
 		return JWK{}, fmt.Errorf("signature: rfc9421: key lookup: %w", err)
 	case !found || k.m == nil || k.KeyID() != kid:
-		return JWK{}, reject(CodeWebhookKeyUnknown, "keyid names no key of the sender")
+		return JWK{}, reject(courier.CodeWebhookKeyUnknown, "keyid names no key of the sender")
 	}
 	return k, nil
 }
@@ -424,7 +426,7 @@ func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
 // receivedTarget reconstructs and canonicalizes the target URI of a
 // received request.
 func (v *RFC9421Verifier) receivedTarget(req *http.Request) (target, authority string, err error) {
-	malformed := reject(CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
+	malformed := reject(courier.CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
 	if req.URL == nil {
 		return "", "", malformed
 	}
@@ -483,7 +485,7 @@ func secureTarget(target, authority string) bool {
 // Signature (checklist steps 1 and 2).
 func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 	malformed := func(msg string) (rfc9421Input, error) {
-		return rfc9421Input{}, reject(CodeWebhookHeaderMalformed, msg)
+		return rfc9421Input{}, reject(courier.CodeWebhookHeaderMalformed, msg)
 	}
 	inputText := strings.Join(h.Values(HeaderSignatureInput), ", ")
 	sigText := strings.Join(h.Values(HeaderSignature), ", ")
@@ -553,7 +555,7 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 	}
 	for _, ok := range have {
 		if !ok {
-			return rfc9421Input{}, reject(CodeWebhookParamsIncomplete, "created, expires, nonce, keyid, alg and tag are all required")
+			return rfc9421Input{}, reject(courier.CodeWebhookParamsIncomplete, "created, expires, nonce, keyid, alg and tag are all required")
 		}
 	}
 	if len(in.nonce) > maxNonceBytes || len(in.keyID) > maxKeyIDBytes {

@@ -231,7 +231,7 @@ func TestRFC9421PositiveVectors(t *testing.T) {
 				}
 				// Delivered again, the same request is a replay.
 				_, err = v.Verify(context.Background(), req, []byte(vec.Request.Body))
-				wantReject(t, err, CodeWebhookReplayed)
+				wantReject(t, err, courier.CodeWebhookReplayed)
 
 				// Ed25519 is deterministic: signing the expected base with the
 				// published private key reproduces the vector's signature.
@@ -511,85 +511,85 @@ func TestRFC9421Rejections(t *testing.T) {
 		mutate func(t *testing.T, s *rfc9421Setup, req *http.Request) []byte // returns the body to verify
 		code   courier.Code
 	}{
-		{"body changed", func(_ *testing.T, _ *rfc9421Setup, _ *http.Request) []byte { return []byte(`{"status":"failed"}`) }, CodeWebhookDigestMismatch},
+		{"body changed", func(_ *testing.T, _ *rfc9421Setup, _ *http.Request) []byte { return []byte(`{"status":"failed"}`) }, courier.CodeWebhookDigestMismatch},
 		{"content-digest removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Del(HeaderContentDigest)
 			return body
-		}, CodeWebhookDigestMismatch},
+		}, courier.CodeWebhookDigestMismatch},
 		{"content-digest repeated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Add(HeaderContentDigest, r.Header.Get(HeaderContentDigest))
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"content-type changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set("Content-Type", "text/plain")
 			return body
-		}, CodeWebhookInvalid},
-		{"content-type removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Header.Del("Content-Type"); return body }, CodeWebhookHeaderMalformed},
-		{"method changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Method = http.MethodPut; return body }, CodeWebhookInvalid},
-		{"query changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.RawQuery = "x=2"; return body }, CodeWebhookInvalid},
+		}, courier.CodeWebhookInvalid},
+		{"content-type removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Header.Del("Content-Type"); return body }, courier.CodeWebhookHeaderMalformed},
+		{"method changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Method = http.MethodPut; return body }, courier.CodeWebhookInvalid},
+		{"query changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.RawQuery = "x=2"; return body }, courier.CodeWebhookInvalid},
 		{"host changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Host, r.URL.Host = "evil.example.com", "evil.example.com"
 			return body
-		}, CodeWebhookInvalid},
-		{"host disagrees with URL", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Host = "evil.example.com"; return body }, CodeWebhookTargetURIMalformed},
-		{"plain http", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.Scheme = "http"; return body }, CodeWebhookTargetURIMalformed},
+		}, courier.CodeWebhookInvalid},
+		{"host disagrees with URL", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Host = "evil.example.com"; return body }, courier.CodeWebhookTargetURIMalformed},
+		{"plain http", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.Scheme = "http"; return body }, courier.CodeWebhookTargetURIMalformed},
 		{"raw U-label host", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Host, r.URL.Host = "bücher.example", "bücher.example"
 			return body
-		}, CodeWebhookTargetURIMalformed},
+		}, courier.CodeWebhookTargetURIMalformed},
 		{"signature removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Del(HeaderSignature)
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"signature-input removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Del(HeaderSignatureInput)
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"signature padded", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set(HeaderSignature, strings.TrimSuffix(r.Header.Get(HeaderSignature), ":")+"==:")
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"signature standard base64", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
 			sig := strings.TrimSuffix(strings.TrimPrefix(r.Header.Get(HeaderSignature), "sig1=:"), ":")
 			raw, _ := base64.RawURLEncoding.DecodeString(sig)
 			r.Header.Set(HeaderSignature, "sig1=:"+base64.StdEncoding.EncodeToString(raw)+":")
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"signature truncated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set(HeaderSignature, "sig1=:AAAA:")
 			return body
-		}, CodeWebhookInvalid},
+		}, courier.CodeWebhookInvalid},
 		{"sig1 label twice", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Add(HeaderSignature, "sig1=:AAAA:")
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"only another label", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), "sig1=", "sig2=", 1))
 			r.Header.Set(HeaderSignature, strings.Replace(r.Header.Get(HeaderSignature), "sig1=", "sig2=", 1))
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"component with parameter", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), `"content-type"`, `"content-type";sf`, 1))
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"created as string", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), "created=1776520800", `created="1776520800"`, 1))
 			return body
-		}, CodeWebhookHeaderMalformed},
+		}, courier.CodeWebhookHeaderMalformed},
 		{"replayed", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
 			if _, err := s.verifier.Verify(context.Background(), r, body); err != nil {
 				t.Fatal(err)
 			}
 			return body
-		}, CodeWebhookReplayed},
+		}, courier.CodeWebhookReplayed},
 		{"created in the future", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
 			*r = *s.signAt(t, s.now.Add(61*time.Second), url, body)
 			return body
-		}, CodeWebhookWindowInvalid},
+		}, courier.CodeWebhookWindowInvalid},
 		{"expired beyond skew", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
 			*r = *s.signAt(t, s.now.Add(-361*time.Second), url, body)
 			return body
-		}, CodeWebhookWindowInvalid},
+		}, courier.CodeWebhookWindowInvalid},
 	}
 	for _, alg := range []string{AlgEd25519, AlgECDSAP256SHA256} {
 		for _, tt := range tests {
@@ -640,7 +640,7 @@ func TestRFC9421WindowEdges(t *testing.T) {
 				}
 				return
 			}
-			wantReject(t, err, CodeWebhookWindowInvalid)
+			wantReject(t, err, courier.CodeWebhookWindowInvalid)
 		})
 	}
 }
@@ -672,24 +672,24 @@ func TestRFC9421Infrastructure(t *testing.T) {
 		{"lookup finds", RFC9421VerifierConfig{LookupKey: func(_ context.Context, kid string) (JWK, bool, error) {
 			return key.Public(), kid == "k1", nil
 		}}, "", true},
-		{"lookup misses", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) { return JWK{}, false, nil }}, CodeWebhookKeyUnknown, false},
+		{"lookup misses", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) { return JWK{}, false, nil }}, courier.CodeWebhookKeyUnknown, false},
 		{"lookup returns another kid", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) {
 			other, _ := GenerateJWK("k2", AlgEd25519)
 			return other.Public(), true, nil
-		}}, CodeWebhookKeyUnknown, false},
+		}}, courier.CodeWebhookKeyUnknown, false},
 		{"lookup fails", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) { return JWK{}, false, down }}, "", false},
 		{"revocation check fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return false, down }}, "", false},
 		{"revocation stale", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) {
 			return false, fmt.Errorf("list: %w", ErrRevocationStale)
-		}}, CodeWebhookRevocationStale, false},
-		{"revoked", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return true, nil }}, CodeWebhookKeyRevoked, false},
+		}}, courier.CodeWebhookRevocationStale, false},
+		{"revoked", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return true, nil }}, courier.CodeWebhookKeyRevoked, false},
 		{"replay cache fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{down}}, "", false},
-		{"nonce cap", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{ErrNonceCapReached}}, CodeWebhookRateAbuse, false},
-		{"private key given to the verifier", RFC9421VerifierConfig{Keys: []JWK{key}}, CodeWebhookKeyPurposeInvalid, false},
+		{"nonce cap", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{ErrNonceCapReached}}, courier.CodeWebhookRateAbuse, false},
+		{"private key given to the verifier", RFC9421VerifierConfig{Keys: []JWK{key}}, courier.CodeWebhookKeyPurposeInvalid, false},
 		{"key of another alg under the kid", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) {
 			other, _ := GenerateJWK("k1", AlgECDSAP256SHA256)
 			return other.Public(), true, nil
-		}}, CodeWebhookAlgNotAllowed, false},
+		}}, courier.CodeWebhookAlgNotAllowed, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -751,8 +751,8 @@ func TestRFC9421Origin(t *testing.T) {
 	}{
 		{"https://buyer.example.com", ""},
 		{"HTTPS://Buyer.Example.com:443", ""},
-		{"https://other.example.com", CodeWebhookInvalid},
-		{"", CodeWebhookTargetURIMalformed}, // plain http to a non-loopback host
+		{"https://other.example.com", courier.CodeWebhookInvalid},
+		{"", courier.CodeWebhookTargetURIMalformed}, // plain http to a non-loopback host
 	}
 	for _, tt := range tests {
 		t.Run(tt.origin, func(t *testing.T) {

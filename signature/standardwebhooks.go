@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // Standard Webhooks header names.
@@ -168,7 +170,7 @@ func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 		return Principal{}, err
 	}
 	if !validWebhookID(id) {
-		return Principal{}, reject(CodeMalformed, "webhook-id is too long or not printable ASCII")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "webhook-id is too long or not printable ASCII")
 	}
 	tsText, err := swHeader(req.Header, HeaderWebhookTimestamp)
 	if err != nil {
@@ -176,18 +178,18 @@ func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 	}
 	ts, ok := parseUnixSeconds(tsText)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, "webhook-timestamp is not unix seconds")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "webhook-timestamp is not unix seconds")
 	}
 	header, err := swHeader(req.Header, HeaderWebhookSignature)
 	if err != nil {
 		return Principal{}, err
 	}
 	if !withinTolerance(nowFunc(v.cfg.Now)(), ts, v.cfg.Tolerance) {
-		return Principal{}, reject(CodeTimestampOutOfRange, "webhook-timestamp is outside the tolerance")
+		return Principal{}, reject(courier.CodeSignatureTimestamp, "webhook-timestamp is outside the tolerance")
 	}
 	entries := strings.Fields(header)
 	if len(entries) > maxSWSignatures {
-		return Principal{}, reject(CodeMalformed, "webhook-signature carries too many signatures")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "webhook-signature carries too many signatures")
 	}
 
 	var macs [][]byte // computed on first v1 entry
@@ -231,7 +233,7 @@ func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 			}
 		}
 	}
-	return Principal{}, reject(CodeMismatch, "no signature matches a configured key")
+	return Principal{}, reject(courier.CodeSignatureMismatch, "no signature matches a configured key")
 }
 
 func (v *StandardWebhooksVerifier) principal(k StandardWebhooksKey) Principal {
@@ -243,11 +245,11 @@ func swHeader(h http.Header, name string) (string, error) {
 	v, ok, many := singleHeader(h, name)
 	switch {
 	case many:
-		return "", reject(CodeMalformed, name+" header is repeated")
+		return "", reject(courier.CodeSignatureMalformed, name+" header is repeated")
 	case !ok || strings.TrimSpace(v) == "":
-		return "", reject(CodeMissing, name+" header is missing")
+		return "", reject(courier.CodeSignatureMissing, name+" header is missing")
 	case len(v) > maxHeaderBytes:
-		return "", reject(CodeMalformed, name+" header is too long")
+		return "", reject(courier.CodeSignatureMalformed, name+" header is too long")
 	}
 	return v, nil
 }

@@ -135,7 +135,7 @@ func TestStandardWebhooksRejectVectors(t *testing.T) {
 			_, key := swVectorKeys(t, vec)
 			verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
 			_, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, vec.Signature), []byte(vec.Body))
-			wantReject(t, err, CodeMismatch)
+			wantReject(t, err, courier.CodeSignatureMismatch)
 		})
 	}
 	// SW-1's valid signature written in the URL-safe alphabet or unpadded.
@@ -147,7 +147,7 @@ func TestStandardWebhooksRejectVectors(t *testing.T) {
 		strings.TrimRight(vec.Signature, "="),
 	} {
 		_, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, sig), []byte(vec.Body))
-		wantReject(t, err, CodeMismatch)
+		wantReject(t, err, courier.CodeSignatureMismatch)
 	}
 }
 
@@ -254,7 +254,7 @@ func TestStandardWebhooksRoundTrip(t *testing.T) {
 			tampered := append([]byte(nil), m.Body...)
 			tampered[len(tampered)-2] = '2'
 			_, err = newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, tampered)
-			wantReject(t, err, CodeMismatch)
+			wantReject(t, err, courier.CodeSignatureMismatch)
 		})
 	}
 }
@@ -285,7 +285,7 @@ func TestStandardWebhooksRotation(t *testing.T) {
 			req := signSW(t, tt.sign, m)
 			p, err := newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, m.Body)
 			if tt.wantKey == "" {
-				wantReject(t, err, CodeMismatch)
+				wantReject(t, err, courier.CodeSignatureMismatch)
 				return
 			}
 			if err != nil {
@@ -336,7 +336,7 @@ func TestStandardWebhooksTolerance(t *testing.T) {
 				}
 				return
 			}
-			wantReject(t, err, CodeTimestampOutOfRange)
+			wantReject(t, err, courier.CodeSignatureTimestamp)
 		})
 	}
 }
@@ -355,30 +355,30 @@ func TestStandardWebhooksHeaders(t *testing.T) {
 		mutate func(h http.Header)
 		code   courier.Code
 	}{
-		{"missing id", func(h http.Header) { h.Del(HeaderWebhookID) }, CodeMissing},
-		{"missing timestamp", func(h http.Header) { h.Del(HeaderWebhookTimestamp) }, CodeMissing},
-		{"missing signature", func(h http.Header) { h.Del(HeaderWebhookSignature) }, CodeMissing},
-		{"empty signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "") }, CodeMissing},
-		{"blank signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "   ") }, CodeMissing},
-		{"repeated signature lines", func(h http.Header) { h.Add(HeaderWebhookSignature, sig) }, CodeMalformed},
+		{"missing id", func(h http.Header) { h.Del(HeaderWebhookID) }, courier.CodeSignatureMissing},
+		{"missing timestamp", func(h http.Header) { h.Del(HeaderWebhookTimestamp) }, courier.CodeSignatureMissing},
+		{"missing signature", func(h http.Header) { h.Del(HeaderWebhookSignature) }, courier.CodeSignatureMissing},
+		{"empty signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "") }, courier.CodeSignatureMissing},
+		{"blank signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "   ") }, courier.CodeSignatureMissing},
+		{"repeated signature lines", func(h http.Header) { h.Add(HeaderWebhookSignature, sig) }, courier.CodeSignatureMalformed},
 		{"signature split over two lines", func(h http.Header) {
 			h.Set(HeaderWebhookSignature, "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=")
 			h.Add(HeaderWebhookSignature, sig)
-		}, CodeMalformed},
-		{"repeated id", func(h http.Header) { h.Add(HeaderWebhookID, "ntf_other") }, CodeMalformed},
-		{"repeated timestamp", func(h http.Header) { h.Add(HeaderWebhookTimestamp, strconv.Itoa(ts)) }, CodeMalformed},
-		{"timestamp not a number", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "17e8") }, CodeMalformed},
-		{"timestamp signed", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "+1700000000") }, CodeMalformed},
-		{"timestamp negative", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "-1") }, CodeMalformed},
-		{"timestamp huge", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "99999999999999999999") }, CodeMalformed},
-		{"id with space", func(h http.Header) { h.Set(HeaderWebhookID, "ntf h") }, CodeMalformed},
-		{"id too long", func(h http.Header) { h.Set(HeaderWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, CodeMalformed},
-		{"other id", func(h http.Header) { h.Set(HeaderWebhookID, "ntf_other") }, CodeMismatch},
-		{"signature header too long", func(h http.Header) { h.Set(HeaderWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, CodeMalformed},
-		{"too many signatures", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, CodeMalformed},
-		{"unpadded base64", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimRight(sig, "=")) }, CodeMismatch},
-		{"no version", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, CodeMismatch},
-		{"version upper case", func(h http.Header) { h.Set(HeaderWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, CodeMismatch},
+		}, courier.CodeSignatureMalformed},
+		{"repeated id", func(h http.Header) { h.Add(HeaderWebhookID, "ntf_other") }, courier.CodeSignatureMalformed},
+		{"repeated timestamp", func(h http.Header) { h.Add(HeaderWebhookTimestamp, strconv.Itoa(ts)) }, courier.CodeSignatureMalformed},
+		{"timestamp not a number", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "17e8") }, courier.CodeSignatureMalformed},
+		{"timestamp signed", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "+1700000000") }, courier.CodeSignatureMalformed},
+		{"timestamp negative", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "-1") }, courier.CodeSignatureMalformed},
+		{"timestamp huge", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "99999999999999999999") }, courier.CodeSignatureMalformed},
+		{"id with space", func(h http.Header) { h.Set(HeaderWebhookID, "ntf h") }, courier.CodeSignatureMalformed},
+		{"id too long", func(h http.Header) { h.Set(HeaderWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, courier.CodeSignatureMalformed},
+		{"other id", func(h http.Header) { h.Set(HeaderWebhookID, "ntf_other") }, courier.CodeSignatureMismatch},
+		{"signature header too long", func(h http.Header) { h.Set(HeaderWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, courier.CodeSignatureMalformed},
+		{"too many signatures", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, courier.CodeSignatureMalformed},
+		{"unpadded base64", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimRight(sig, "=")) }, courier.CodeSignatureMismatch},
+		{"no version", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, courier.CodeSignatureMismatch},
+		{"version upper case", func(h http.Header) { h.Set(HeaderWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, courier.CodeSignatureMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
