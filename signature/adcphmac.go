@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -47,7 +46,7 @@ type AdCPHMACSigner struct {
 // NewAdCPHMACSigner validates cfg and returns a signer.
 func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (*AdCPHMACSigner, error) {
 	if cfg.Secret.m == nil {
-		return nil, errors.New("signature: AdCPHMACSignerConfig.Secret is not a parsed secret")
+		return nil, configError("AdCPHMACSignerConfig.Secret is not a parsed secret")
 	}
 	return &AdCPHMACSigner{secret: cfg.Secret}, nil
 }
@@ -115,18 +114,18 @@ type AdCPHMACVerifier struct {
 func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (*AdCPHMACVerifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: AdCPHMACVerifierConfig.Sender is empty")
+		return nil, configError("AdCPHMACVerifierConfig.Sender is empty")
 	}
 	if len(cfg.Secrets) == 0 {
-		return nil, errors.New("signature: AdCPHMACVerifierConfig.Secrets is empty")
+		return nil, configError("AdCPHMACVerifierConfig.Secrets is empty")
 	}
 	for i, s := range cfg.Secrets {
 		if s.m == nil {
-			return nil, fmt.Errorf("signature: AdCPHMACVerifierConfig.Secrets[%d] is not a parsed secret", i)
+			return nil, configError(fmt.Sprintf("AdCPHMACVerifierConfig.Secrets[%d] is not a parsed secret", i))
 		}
 	}
 	if cfg.Tolerance < time.Second {
-		return nil, errors.New("signature: AdCPHMACVerifierConfig.Tolerance is below one second")
+		return nil, configError("AdCPHMACVerifierConfig.Tolerance is below one second")
 	}
 	return &AdCPHMACVerifier{
 		sender:    cfg.Sender,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,7 +30,7 @@ type BearerSigner struct {
 // NewBearerSigner validates cfg and returns a signer.
 func NewBearerSigner(cfg BearerSignerConfig) (*BearerSigner, error) {
 	if cfg.Token.m == nil {
-		return nil, errors.New("signature: BearerSignerConfig.Token is not a parsed secret")
+		return nil, configError("BearerSignerConfig.Token is not a parsed secret")
 	}
 	return &BearerSigner{token: cfg.Token}, nil
 }
@@ -68,14 +67,14 @@ type BearerVerifier struct {
 // NewBearerVerifier validates cfg and returns a verifier.
 func NewBearerVerifier(cfg BearerVerifierConfig) (*BearerVerifier, error) {
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: BearerVerifierConfig.Sender is empty")
+		return nil, configError("BearerVerifierConfig.Sender is empty")
 	}
 	if len(cfg.Tokens) == 0 {
-		return nil, errors.New("signature: BearerVerifierConfig.Tokens is empty")
+		return nil, configError("BearerVerifierConfig.Tokens is empty")
 	}
 	for i, tok := range cfg.Tokens {
 		if tok.m == nil {
-			return nil, fmt.Errorf("signature: BearerVerifierConfig.Tokens[%d] is not a parsed secret", i)
+			return nil, configError(fmt.Sprintf("BearerVerifierConfig.Tokens[%d] is not a parsed secret", i))
 		}
 	}
 	return &BearerVerifier{sender: cfg.Sender, tokens: append([]Secret(nil), cfg.Tokens...)}, nil

@@ -95,10 +95,10 @@ type RFC9421Signer struct {
 func NewRFC9421Signer(cfg RFC9421SignerConfig) (*RFC9421Signer, error) {
 	cfg = cfg.WithDefaults()
 	if !cfg.Key.IsPrivate() {
-		return nil, errors.New("signature: RFC9421SignerConfig.Key is not a private JWK")
+		return nil, configError("RFC9421SignerConfig.Key is not a private JWK")
 	}
 	if cfg.Window < time.Second || cfg.Window > MaxRFC9421Window {
-		return nil, fmt.Errorf("signature: RFC9421SignerConfig.Window is outside 1s to %s", MaxRFC9421Window)
+		return nil, configError("RFC9421SignerConfig.Window is outside 1s to " + MaxRFC9421Window.String())
 	}
 	return &RFC9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
 }
@@ -267,23 +267,23 @@ type RFC9421Verifier struct {
 func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: RFC9421VerifierConfig.Sender is empty")
+		return nil, configError("RFC9421VerifierConfig.Sender is empty")
 	}
 	if (len(cfg.Keys) == 0) == (cfg.LookupKey == nil) {
-		return nil, errors.New("signature: RFC9421VerifierConfig needs Keys or LookupKey, not both")
+		return nil, configError("RFC9421VerifierConfig.Keys or LookupKey must be set, not both")
 	}
 	if cfg.ClockSkew < 0 || cfg.ClockSkew > MaxRFC9421Window {
-		return nil, fmt.Errorf("signature: RFC9421VerifierConfig.ClockSkew is outside 0 to %s", MaxRFC9421Window)
+		return nil, configError("RFC9421VerifierConfig.ClockSkew is outside 0 to " + MaxRFC9421Window.String())
 	}
 	v := &RFC9421Verifier{cfg: cfg}
 	if len(cfg.Keys) > 0 {
 		v.keys = make(map[string]JWK, len(cfg.Keys))
 		for i, k := range cfg.Keys {
 			if k.m == nil {
-				return nil, fmt.Errorf("signature: RFC9421VerifierConfig.Keys[%d] is not a parsed JWK", i)
+				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d] is not a parsed JWK", i))
 			}
 			if _, dup := v.keys[k.KeyID()]; dup {
-				return nil, fmt.Errorf("signature: RFC9421VerifierConfig.Keys[%d]: key id %q appears twice", i, printableID(k.KeyID()))
+				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d]: key id %q appears twice", i, printableID(k.KeyID())))
 			}
 			v.keys[k.KeyID()] = k.withoutPrivate()
 		}
@@ -292,7 +292,7 @@ func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
 	if cfg.Origin != "" {
 		target, _, err := canonicalTarget(cfg.Origin, true)
 		if err != nil || !strings.HasSuffix(target, "/") || strings.Count(target, "/") != 3 {
-			return nil, errors.New(`signature: RFC9421VerifierConfig.Origin is not "scheme://authority"`)
+			return nil, configError(`RFC9421VerifierConfig.Origin is not "scheme://authority"`)
 		}
 		v.origin = strings.TrimSuffix(target, "/")
 	}

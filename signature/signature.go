@@ -100,6 +100,13 @@ func reject(code courier.Code, msg string) error {
 	return courier.Wrap(courier.ErrSignatureInvalid, code, msg)
 }
 
+// configError returns the error of a constructor or parser refusing its
+// configuration: a case of courier.ErrConfigInvalid whose message names the
+// field. msg never carries key or secret bytes.
+func configError(msg string) error {
+	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "signature: "+msg)
+}
+
 // signingFailed returns a Sign failure with a content-free message.
 func signingFailed(msg string) error {
 	return courier.NewError(courier.CodeSigningFailed, msg)

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -52,14 +51,14 @@ type StandardWebhooksSigner struct {
 // NewStandardWebhooksSigner validates cfg and returns a signer.
 func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (*StandardWebhooksSigner, error) {
 	if len(cfg.Keys) == 0 {
-		return nil, errors.New("signature: StandardWebhooksSignerConfig.Keys is empty")
+		return nil, configError("StandardWebhooksSignerConfig.Keys is empty")
 	}
 	for i, k := range cfg.Keys {
 		if k.m == nil {
-			return nil, fmt.Errorf("signature: StandardWebhooksSignerConfig.Keys[%d] is not a parsed key", i)
+			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is not a parsed key", i))
 		}
 		if k.m().kind == swPublic {
-			return nil, fmt.Errorf("signature: StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i)
+			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i))
 		}
 	}
 	return &StandardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), cfg.Keys...)}, nil
@@ -140,18 +139,18 @@ type StandardWebhooksVerifier struct {
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardWebhooksVerifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Sender is empty")
+		return nil, configError("StandardWebhooksVerifierConfig.Sender is empty")
 	}
 	if len(cfg.Keys) == 0 {
-		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Keys is empty")
+		return nil, configError("StandardWebhooksVerifierConfig.Keys is empty")
 	}
 	if cfg.Tolerance < time.Second {
-		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Tolerance is below one second")
+		return nil, configError("StandardWebhooksVerifierConfig.Tolerance is below one second")
 	}
 	v := &StandardWebhooksVerifier{cfg: cfg}
 	for i, k := range cfg.Keys {
 		if k.m == nil {
-			return nil, fmt.Errorf("signature: StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i)
+			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i))
 		}
 		if k.m().kind == swSecret {
 			v.secrets = append(v.secrets, k)
