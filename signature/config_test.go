@@ -107,6 +107,14 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: origin, ClockSkew: -time.Second})
 			return err
 		}, "RFC9421VerifierConfig.ClockSkew"},
+		{"rfc9421 verifier without origin", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}})
+			return err
+		}, "RFC9421VerifierConfig.Origin"},
+		{"rfc9421 verifier with origin and trusting Host", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: origin, TrustRequestHost: true})
+			return err
+		}, "RFC9421VerifierConfig.Origin and TrustRequestHost"},
 		{"rfc9421 verifier with an origin with a path", func() error {
 			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: origin + "/hook"})
 			return err

@@ -73,6 +73,7 @@ func ExampleRFC9421Signer() {
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: "agent.example",
 		Keys:   []signature.JWK{key.Public()}, // from the agent's jwks_uri
+		Origin: "https://buyer.example.com",   // this receiver, as senders address it
 		Replay: signature.NewMemoryReplayCache(),
 	})
 	if err != nil {

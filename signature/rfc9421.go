@@ -223,12 +223,27 @@ type RFC9421VerifierConfig struct {
 	// MemoryReplayCache of this verifier, which only protects one process:
 	// a receiver with several processes passes the store's shared cache.
 	Replay ReplayCache
-	// Origin is the scheme and authority senders address this receiver by
-	// ("https://buyer.example.com"), for a receiver behind a proxy that
-	// terminates TLS or rewrites Host. Defaults to what the request says:
-	// its URL's scheme if absolute, else https when it came over TLS, and
-	// its Host.
+	// Origin is the scheme and authority senders address this receiver by:
+	// "https://buyer.example.com", or "https://buyer.example.com:8443" (http
+	// only to a loopback host, for local development and tests). The
+	// verifier rebuilds @target-uri and @authority from Origin and the
+	// request's path and query, never from the Host the request carries, so
+	// a request signed for another receiver does not verify here even when
+	// both receivers trust the same sender key. Behind a proxy that
+	// terminates TLS or rewrites Host it is still the origin the sender
+	// used. Only scheme, host and port: no path (not even "/"), query,
+	// fragment or userinfo. Required unless TrustRequestHost is set; there
+	// is no default, since only the receiver knows its name.
 	Origin string
+	// TrustRequestHost derives the origin from each request instead of
+	// Origin: the request URL's scheme if absolute, else https when it came
+	// over TLS (http otherwise), and its Host. The risk: Host is whatever
+	// the client sent, so a request signed for another receiver that trusts
+	// the same sender key verifies here when it is sent with that
+	// receiver's Host. Set it only behind a proxy that sets Host itself from
+	// its own configuration, or in tests. Set Origin or TrustRequestHost,
+	// not both. Defaults to false.
+	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
 	// past. Defaults to DefaultRFC9421ClockSkew (60 seconds).
 	ClockSkew time.Duration
@@ -255,12 +270,13 @@ func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
 // target URI, the key (by kid, its purpose, its revocation), the signature,
 // the Content-Digest against the body, and finally the (keyid, nonce) replay
 // check, so that only fully valid requests consume replay-cache entries.
-// Failures carry AdCP's webhook_signature_* codes. It is safe for concurrent
-// use.
+// Failures carry AdCP's webhook_signature_* codes. The target URI is this
+// receiver's configured Origin and the request's path and query. It is safe
+// for concurrent use.
 type RFC9421Verifier struct {
 	cfg    RFC9421VerifierConfig
 	keys   map[string]JWK
-	origin string // canonical "scheme://authority", or ""
+	origin string // canonical "scheme://authority", or "" with TrustRequestHost
 }
 
 // NewRFC9421Verifier validates cfg and returns a verifier.
@@ -289,14 +305,40 @@ func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
 		}
 		v.cfg.Keys = nil // held above
 	}
-	if cfg.Origin != "" {
-		target, _, err := canonicalTarget(cfg.Origin, true)
-		if err != nil || !strings.HasSuffix(target, "/") || strings.Count(target, "/") != 3 {
-			return nil, configError(`RFC9421VerifierConfig.Origin is not "scheme://authority"`)
+	switch {
+	case cfg.Origin != "" && cfg.TrustRequestHost:
+		return nil, configError("RFC9421VerifierConfig.Origin and TrustRequestHost are both set; set one")
+	case cfg.Origin == "" && !cfg.TrustRequestHost:
+		return nil, configError("RFC9421VerifierConfig.Origin is empty; set the receiver's origin (TrustRequestHost instead only behind a proxy that sets Host)")
+	case cfg.Origin != "":
+		origin, err := canonicalOrigin(cfg.Origin)
+		if err != nil {
+			return nil, err
 		}
-		v.origin = strings.TrimSuffix(target, "/")
+		v.origin = origin
 	}
 	return v, nil
+}
+
+// canonicalOrigin validates a configured origin, "scheme://host[:port]",
+// and returns its canonical form: lower case, A-label host, no default
+// port.
+func canonicalOrigin(raw string) (string, error) {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "", configError(`RFC9421VerifierConfig.Origin is not "scheme://host[:port]"`)
+	}
+	if strings.ContainsAny(rest, "/?#@") {
+		return "", configError(`RFC9421VerifierConfig.Origin has a path, query, fragment or userinfo; want only "scheme://host[:port]"`)
+	}
+	target, authority, err := canonicalTarget(raw, false)
+	if err != nil {
+		return "", configError(`RFC9421VerifierConfig.Origin is not "http(s)://host[:port]" with a valid host and port`)
+	}
+	if !secureTarget(target, authority) {
+		return "", configError("RFC9421VerifierConfig.Origin is not https (http only to a loopback host)")
+	}
+	return strings.TrimSuffix(target, "/"), nil
 }
 
 // rfc9421Input is a parsed sig1 member of Signature-Input with its Signature.
@@ -424,7 +466,8 @@ func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
 }
 
 // receivedTarget reconstructs and canonicalizes the target URI of a
-// received request.
+// received request: the configured origin with the request's path and
+// query, or with TrustRequestHost the origin the request itself names.
 func (v *RFC9421Verifier) receivedTarget(req *http.Request) (target, authority string, err error) {
 	malformed := reject(courier.CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
 	if req.URL == nil {

@@ -39,7 +39,7 @@ func TestRFC9421Rotation(t *testing.T) {
 	}
 	verify := func(keys []signature.JWK, req *http.Request) (signature.Principal, error) {
 		t.Helper()
-		v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "agent", Keys: keys})
+		v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "agent", Keys: keys, Origin: "https://buyer.example"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,17 @@
 // An endpoint registers exactly one scheme; a receiver never tries one scheme
 // and falls back to another.
 //
+// An RFC 9421 signature covers the receiver's origin (@authority and
+// @target-uri), so that a request signed for one receiver is refused by
+// another receiver trusting the same sender key. The verifier must therefore
+// be told its own origin: [RFC9421VerifierConfig].Origin,
+// "https://buyer.example.com", from which it rebuilds the target URI with
+// the request's path and query, ignoring the Host the request carries. The
+// named opt-out [RFC9421VerifierConfig].TrustRequestHost takes the origin
+// from each request's Host instead; it is safe only behind a proxy that sets
+// Host itself, or in tests, since otherwise whoever sends the request
+// chooses the origin it is checked against.
+//
 // Every verification failure is a *[courier.Error] that is a case of
 // [courier.ErrSignatureInvalid]: errors.Is(err, courier.ErrSignatureInvalid)
 // holds and [courier.CodeOf] gives the precise code, one of the root
