@@ -6,6 +6,10 @@
 //   - Standard Webhooks ([NewStandardWebhooksSigner], [NewStandardWebhooksVerifier]):
 //     webhook-id, webhook-timestamp and webhook-signature with HMAC-SHA256 (v1)
 //     and Ed25519 (v1a) signatures; courier's default between its own ends.
+//     The verifier also accepts Svix's brand of the same headers (svix-id,
+//     svix-timestamp, svix-signature), one brand per request: a request
+//     carrying both is refused unless the two say exactly the same thing.
+//     The signed id comes back as [Principal].MessageID.
 //   - The AdCP RFC 9421 webhook profile ([NewRFC9421Signer], [NewRFC9421Verifier]):
 //     HTTP Message Signatures with Ed25519 or ECDSA P-256 keys published as JWKs,
 //     Content-Digest, and a (keyid, nonce) replay check through a [ReplayCache].
@@ -68,11 +72,20 @@ type Signer interface {
 	Sign(req *http.Request, m Message) error
 }
 
-// Principal is who a verified request came from. Never contains key material.
+// Principal is who a verified request came from, and the message id the
+// signature vouches for when the scheme signs one. Never contains key
+// material.
 type Principal struct {
 	Sender string // the configured name of the verified sender
 	KeyID  string // which key verified it (an id, never key bytes)
 	Scheme string // "standard-webhooks", "rfc9421", "adcp-hmac", "bearer"
+	// MessageID is the message id covered by the signature: for Standard
+	// Webhooks the webhook-id header (or svix-id, Svix's brand of it), which
+	// courier senders set to the notification id. A receiver that dedupes
+	// by an id in the body must check that it equals MessageID, or a signed
+	// request could carry another notification's identity. It is "" for
+	// schemes that sign no id (RFC 9421, AdCP HMAC, bearer).
+	MessageID string
 }
 
 // Verifier checks a request's signature over the exact body bytes.
