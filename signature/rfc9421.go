@@ -271,8 +271,11 @@ func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
 // the Content-Digest against the body, and finally the (keyid, nonce) replay
 // check, so that only fully valid requests consume replay-cache entries.
 // Failures carry AdCP's webhook_signature_* codes. The target URI is this
-// receiver's configured Origin and the request's path and query. It is safe
-// for concurrent use.
+// receiver's configured Origin and the request's path and query. The
+// signature may be unpadded base64url, as AdCP and the signer write it, or
+// padded standard base64, as RFC 8941 defines byte sequences and generic
+// HTTP Message Signatures libraries write them; a value that mixes the two
+// alphabets, or pads base64url, is malformed. It is safe for concurrent use.
 type RFC9421Verifier struct {
 	cfg    RFC9421VerifierConfig
 	keys   map[string]JWK
@@ -555,8 +558,8 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 		return malformed("Signature has no sig1 byte sequence")
 	}
 	var in rfc9421Input
-	if in.signature, err = decodeB64URL(sig.item.str); err != nil || len(in.signature) == 0 {
-		return malformed("signature is not unpadded base64url")
+	if in.signature, err = decodeSFBinary(sig.item.str); err != nil || len(in.signature) == 0 {
+		return malformed("signature is not base64 in one consistent form")
 	}
 	for _, it := range input.list {
 		if it.kind != sfString || len(it.params) > 0 || slices.Contains(in.components, it.str) {
@@ -608,8 +611,7 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 }
 
 // contentDigestMatches reports whether the Content-Digest field carries the
-// SHA-256 of body. The digest may be RFC 8941 padded base64 or AdCP's
-// unpadded base64url.
+// SHA-256 of body, in either form decodeSFBinary reads.
 func contentDigestMatches(field string, body []byte) bool {
 	if field == "" || len(field) > maxHeaderBytes {
 		return false
@@ -622,11 +624,9 @@ func contentDigestMatches(field string, body []byte) bool {
 	if !ok || m.isList || m.item.kind != sfBytes {
 		return false
 	}
-	got, err := decodeStdBase64(m.item.str)
+	got, err := decodeSFBinary(m.item.str)
 	if err != nil {
-		if got, err = decodeB64URL(m.item.str); err != nil {
-			return false
-		}
+		return false
 	}
 	want := sha256.Sum256(body)
 	return subtle.ConstantTimeCompare(got, want[:]) == 1

@@ -594,16 +594,6 @@ func TestRFC9421Rejections(t *testing.T) {
 			r.Header.Del(HeaderSignatureInput)
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
-		{"signature padded", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Set(HeaderSignature, strings.TrimSuffix(r.Header.Get(HeaderSignature), ":")+"==:")
-			return body
-		}, courier.CodeWebhookHeaderMalformed},
-		{"signature standard base64", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
-			sig := strings.TrimSuffix(strings.TrimPrefix(r.Header.Get(HeaderSignature), "sig1=:"), ":")
-			raw, _ := base64.RawURLEncoding.DecodeString(sig)
-			r.Header.Set(HeaderSignature, "sig1=:"+base64.StdEncoding.EncodeToString(raw)+":")
-			return body
-		}, courier.CodeWebhookHeaderMalformed},
 		{"signature truncated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
 			r.Header.Set(HeaderSignature, "sig1=:AAAA:")
 			return body
@@ -650,6 +640,124 @@ func TestRFC9421Rejections(t *testing.T) {
 				_, err := s.verifier.Verify(context.Background(), req, got)
 				wantReject(t, err, tt.code)
 			})
+		}
+	}
+}
+
+// TestRFC9421SignatureBase64Forms: the signature byte sequence is accepted
+// in both consistent forms, AdCP's unpadded base64url (what the signer
+// writes) and RFC 8941's padded standard base64 (what generic HTTP Message
+// Signatures libraries write); a value mixing the alphabets, base64url with
+// padding, standard base64 without it, or wrong padding is malformed.
+func TestRFC9421SignatureBase64Forms(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"status":"completed"}`)
+	const url = "https://buyer.example.com/hook"
+	setSig := func(r *http.Request, text string) { r.Header.Set(HeaderSignature, RFC9421Label+"=:"+text+":") }
+
+	// The signer's signature, re-encoded, for both algorithms.
+	for _, alg := range []string{AlgEd25519, AlgECDSAP256SHA256} {
+		t.Run(alg+" signer", func(t *testing.T) {
+			t.Parallel()
+			s := newRFC9421Setup(t, alg)
+			req := s.sign(t, url, body)
+			in, err := parseRFC9421Headers(req.Header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := RFC9421Label + "=:" + base64.RawURLEncoding.EncodeToString(in.signature) + ":"
+			if got := req.Header.Get(HeaderSignature); got != want {
+				t.Fatalf("the signer wrote %q, want unpadded base64url %q", got, want)
+			}
+			setSig(req, base64.StdEncoding.EncodeToString(in.signature))
+			if _, err := s.verifier.Verify(context.Background(), overTheWire(t, req), body); err != nil {
+				t.Fatalf("padded standard base64: Verify: %v", err)
+			}
+		})
+	}
+
+	// A vector's signature, whose encodings use "-" or "_" as base64url and
+	// "+" or "/" as standard base64, so every mixed form below is mixed.
+	public, _ := webhookKeys(t)
+	vec := loadWebhookVectors(t, "positive", 8)[0]
+	in, err := parseRFC9421Headers(vectorRequests(t, vec)["client"].Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url64 := base64.RawURLEncoding.EncodeToString(in.signature)
+	std64 := base64.StdEncoding.EncodeToString(in.signature)
+	if strings.Count(url64, "-")+strings.Count(url64, "_") < 2 || !strings.ContainsAny(std64, "+/") || !strings.HasSuffix(std64, "==") {
+		t.Fatalf("%s: the signature's encodings %q and %q do not exercise both alphabets and padding", vec.file, url64, std64)
+	}
+	// The base64url text with its first "-" or "_" in the standard alphabet:
+	// the others stay, so both alphabets are present.
+	toStd := strings.NewReplacer("-", "+", "_", "/")
+	i := strings.IndexAny(url64, "-_")
+	mixed := url64[:i] + toStd.Replace(url64[i:i+1]) + url64[i+1:]
+	tests := []struct {
+		name string
+		text string
+		code courier.Code // "" means verified
+	}{
+		{"unpadded base64url", url64, ""},
+		{"padded standard base64", std64, ""},
+		{"standard base64 without padding", strings.TrimRight(std64, "="), courier.CodeWebhookHeaderMalformed},
+		{"padded base64url", base64.URLEncoding.EncodeToString(in.signature), courier.CodeWebhookHeaderMalformed},
+		{"alphabets mixed", mixed, courier.CodeWebhookHeaderMalformed},
+		{"alphabets mixed, padded", strings.Replace(std64, string(std64[strings.IndexAny(std64, "+/")]), "-", 1), courier.CodeWebhookHeaderMalformed},
+		{"one pad short", strings.TrimSuffix(std64, "="), courier.CodeWebhookHeaderMalformed},
+		{"one pad too many", std64 + "=", courier.CodeWebhookHeaderMalformed},
+		{"padding inside", std64[:4] + "=" + std64[5:], courier.CodeWebhookHeaderMalformed},
+		{"only padding", "==", courier.CodeWebhookHeaderMalformed},
+	}
+	for _, tt := range tests {
+		for _, form := range []string{"client", "server"} {
+			t.Run(tt.name+" "+form, func(t *testing.T) {
+				t.Parallel()
+				req := vectorRequests(t, vec)[form]
+				setSig(req, tt.text)
+				_, err := vectorVerifier(t, vec, public, "origin").Verify(context.Background(), req, []byte(vec.Request.Body))
+				if tt.code == "" {
+					if err != nil {
+						t.Fatalf("Verify: %v", err)
+					}
+					return
+				}
+				wantReject(t, err, tt.code)
+			})
+		}
+	}
+}
+
+// TestDecodeSFBinary: the two consistent forms decode to the same bytes;
+// nothing else decodes.
+func TestDecodeSFBinary(t *testing.T) {
+	t.Parallel()
+	raw := []byte{0xfb, 0xff, 0xbf, 0x00, 0x10, 0x83, 0xfa} // encodes to "+", "/", "-" and "_"
+	std := base64.StdEncoding.EncodeToString(raw)
+	url := base64.RawURLEncoding.EncodeToString(raw)
+	if !strings.ContainsAny(std, "+/") || !strings.ContainsAny(url, "-_") || !strings.HasSuffix(std, "=") {
+		t.Fatalf("test bytes encode as %q and %q", std, url)
+	}
+	for _, text := range []string{std, url} {
+		got, err := decodeSFBinary(text)
+		if err != nil || string(got) != string(raw) {
+			t.Errorf("decodeSFBinary(%q) = %x, %v; want %x", text, got, err, raw)
+		}
+	}
+	for _, text := range []string{
+		strings.TrimRight(std, "="),            // standard, padding dropped
+		base64.URLEncoding.EncodeToString(raw), // base64url, padded
+		strings.Replace(url, "-", "+", 1),      // "+" beside "_"
+		strings.Replace(std, "+", "-", 1),      // "-" beside "/" and "="
+		std + "=",                              // excess padding
+		"AB=C",                                 // padding inside
+		"A",                                    // no whole byte
+		"AB\nCD==",                             // a line break
+		"AB==" + "CD==",                        // padding then more
+	} {
+		if got, err := decodeSFBinary(text); err == nil {
+			t.Errorf("decodeSFBinary(%q) = %x; want an error", text, got)
 		}
 	}
 }

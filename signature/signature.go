@@ -13,6 +13,10 @@
 //   - The AdCP RFC 9421 webhook profile ([NewRFC9421Signer], [NewRFC9421Verifier]):
 //     HTTP Message Signatures with Ed25519 or ECDSA P-256 keys published as JWKs,
 //     Content-Digest, and a (keyid, nonce) replay check through a [ReplayCache].
+//     The signer writes the signature as unpadded base64url, as AdCP does; the
+//     verifier also accepts padded standard base64, the RFC 8941 form generic
+//     HTTP Message Signatures libraries write, but not a value that mixes the
+//     two alphabets or pads base64url.
 //   - The AdCP legacy HMAC scheme ([NewAdCPHMACSigner], [NewAdCPHMACVerifier]).
 //   - Bearer tokens ([NewBearerSigner], [NewBearerVerifier]).
 //
