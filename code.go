@@ -77,3 +77,74 @@ const (
 	CodeConfigInvalid   Code = "config_invalid"
 	CodeInvalidArgument Code = "invalid_argument"
 )
+
+// Codes of signature verification. Each failure a verifier reports is a case
+// of ErrSignatureInvalid: errors.Is(err, ErrSignatureInvalid) holds and
+// CodeOf gives one of these codes. The first four are the codes of the
+// Standard Webhooks, AdCP legacy HMAC and bearer verifiers; the CodeWebhook*
+// codes are those of the AdCP RFC 9421 webhook profile, spelled exactly as
+// AdCP's webhook error taxonomy and conformance vectors spell them.
+const (
+	// CodeSignatureMissing: a required header (signature, timestamp, id or
+	// Authorization) is absent or empty.
+	CodeSignatureMissing Code = "signature_missing"
+	// CodeSignatureMalformed: a header is present but does not parse,
+	// repeats, exceeds its size bound, or (Standard Webhooks) the request
+	// carries webhook-* and svix-* headers that disagree.
+	CodeSignatureMalformed Code = "signature_malformed"
+	// CodeSignatureTimestamp: the signed timestamp is outside the verifier's
+	// tolerance, in the past or in the future.
+	CodeSignatureTimestamp Code = "signature_timestamp_out_of_range"
+	// CodeSignatureMismatch: no signature or token matches any configured
+	// key.
+	CodeSignatureMismatch Code = "signature_mismatch"
+
+	// CodeWebhookHeaderMalformed: Signature or Signature-Input is malformed,
+	// one is present without the other, or the signature value is not
+	// base64 in one consistent form (unpadded base64url, or padded standard
+	// base64).
+	CodeWebhookHeaderMalformed Code = "webhook_signature_header_malformed"
+	// CodeWebhookParamsIncomplete: created, expires, nonce, keyid, alg or tag
+	// is absent.
+	CodeWebhookParamsIncomplete Code = "webhook_signature_params_incomplete"
+	// CodeWebhookTagInvalid: tag is not exactly "adcp/webhook-signing/v1".
+	CodeWebhookTagInvalid Code = "webhook_signature_tag_invalid"
+	// CodeWebhookAlgNotAllowed: alg is not ed25519 or ecdsa-p256-sha256, or
+	// does not match the key.
+	CodeWebhookAlgNotAllowed Code = "webhook_signature_alg_not_allowed"
+	// CodeWebhookWindowInvalid: expires <= created, the window is too long,
+	// created is in the future or expires in the past (beyond clock skew).
+	CodeWebhookWindowInvalid Code = "webhook_signature_window_invalid"
+	// CodeWebhookComponentsIncomplete: a required covered component is
+	// missing.
+	CodeWebhookComponentsIncomplete Code = "webhook_signature_components_incomplete"
+	// CodeWebhookKeyUnknown: keyid names no key of the sender.
+	CodeWebhookKeyUnknown Code = "webhook_signature_key_unknown"
+	// CodeWebhookKeyPurposeInvalid: the key's adcp_use, use or key_ops does
+	// not allow verifying webhooks.
+	CodeWebhookKeyPurposeInvalid Code = "webhook_signature_key_purpose_invalid"
+	// CodeWebhookKeyRevoked: the key is revoked.
+	CodeWebhookKeyRevoked Code = "webhook_signature_key_revoked"
+	// CodeWebhookRevocationStale: the revocation data is older than its
+	// refresh deadline plus grace, so no new signature is accepted.
+	CodeWebhookRevocationStale Code = "webhook_signature_revocation_stale"
+	// CodeWebhookRateAbuse: the key reached its cap of live nonces.
+	CodeWebhookRateAbuse Code = "webhook_signature_rate_abuse"
+	// CodeWebhookInvalid: the signature does not verify.
+	CodeWebhookInvalid Code = "webhook_signature_invalid"
+	// CodeWebhookDigestMismatch: Content-Digest does not match the body.
+	CodeWebhookDigestMismatch Code = "webhook_signature_digest_mismatch"
+	// CodeWebhookReplayed: (keyid, nonce) was already accepted.
+	CodeWebhookReplayed Code = "webhook_signature_replayed"
+	// CodeWebhookTargetURIMalformed: the request's target URI or authority
+	// cannot be canonicalized, is not https (http is allowed only to a
+	// loopback host), or Host disagrees with the target URI.
+	CodeWebhookTargetURIMalformed Code = "webhook_target_uri_malformed"
+)
+
+// CodeDuplicateKeyInput is the code of the error an AdCP legacy HMAC signer
+// returns, instead of signing, for a JSON body with a duplicate object key.
+// AdCP fixes the identifier: "duplicate_key_input". It is not a verification
+// failure (compare CodeDuplicateKey, what a receiver answers for such a
+// body).
+const CodeDuplicateKeyInput Code = "duplicate_key_input"

@@ -54,21 +54,12 @@ func TestReportingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	signer, _ := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})
-	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "sales-agent", Keys: []signature.JWK{key.Public()}, Replay: receiver.Replay})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: receiver, Verifier: verifier}},
-		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
-			_, err := tx.ExecContext(ctx, "INSERT INTO effects (idempotency_key) VALUES (?)", n.IdempotencyKey)
-			return err
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The receiver's server, started once its handler is built: the
+	// verifier needs its origin first.
+	var rcv http.Handler
 	var mu sync.Mutex
 	attempts := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var env struct {
@@ -91,6 +82,22 @@ func TestReportingEndToEnd(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
+	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+		Sender: "sales-agent", Keys: []signature.JWK{key.Public()}, Replay: receiver.Replay,
+		Origin: "http://" + srv.Listener.Addr().String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err = handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: receiver, Verifier: verifier}},
+		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO effects (idempotency_key) VALUES (?)", n.IdempotencyKey)
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
 
 	for i := range 2 {
 		if _, err := sender.Subscriptions.Create(ctx, sender.DB(), store.SubscriptionParams{

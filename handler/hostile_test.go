@@ -337,7 +337,17 @@ func hostileEffect[T ack.Notification](ctx context.Context, tx *sqlx.Tx, n T) er
 // hostileServe serves h on a fresh server, failing the test on any panic.
 func hostileServe(t *testing.T, h http.Handler) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return hostileServeAt(t, func(string) http.Handler { return h })
+}
+
+// hostileServeAt is hostileServe for a handler that needs the server's
+// origin ("http://127.0.0.1:port") before it is built.
+func hostileServeAt(t *testing.T, build func(origin string) http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	t.Cleanup(srv.Close)
+	h := build("http://" + srv.Listener.Addr().String())
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel value itself
@@ -348,8 +358,8 @@ func hostileServe(t *testing.T, h http.Handler) *httptest.Server {
 			}
 		}()
 		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
+	})
+	srv.Start()
 	return srv
 }
 
@@ -378,13 +388,13 @@ func hostileStandardWebhooks(t *testing.T, sender string) (signature.Verifier, f
 
 var standardWebhooksCodes = hostileSigCodes{
 	header:     "webhook-signature",
-	missing:    signature.CodeMissing,
-	empty:      signature.CodeMissing,
-	oversized:  signature.CodeMalformed,
-	truncated:  signature.CodeMismatch,
-	duplicated: signature.CodeMalformed,
-	mismatch:   signature.CodeMismatch,
-	stale:      signature.CodeTimestampOutOfRange,
+	missing:    courier.CodeSignatureMissing,
+	empty:      courier.CodeSignatureMissing,
+	oversized:  courier.CodeSignatureMalformed,
+	truncated:  courier.CodeSignatureMismatch,
+	duplicated: courier.CodeSignatureMalformed,
+	mismatch:   courier.CodeSignatureMismatch,
+	stale:      courier.CodeSignatureTimestamp,
 	replay:     http.StatusOK, // a redelivery: answered from the Inbox
 }
 
@@ -482,16 +492,19 @@ func hostileReportingTarget() hostileTarget {
 			if err != nil {
 				t.Fatal(err)
 			}
-			verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "seller.example", Keys: []signature.JWK{key.Public()}, Replay: s.Replay})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}}, hostileEffect[ack.Reporting])
-			if err != nil {
-				t.Fatal(err)
-			}
+			server := hostileServeAt(t, func(origin string) http.Handler {
+				verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "seller.example", Keys: []signature.JWK{key.Public()}, Replay: s.Replay, Origin: origin})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}}, hostileEffect[ack.Reporting])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rcv
+			})
 			return &hostileEnv{
-				store: s, server: hostileServe(t, rcv), effects: "SELECT COUNT(*) FROM hostile_effects",
+				store: s, server: server, effects: "SELECT COUNT(*) FROM hostile_effects",
 				sign: func(t *testing.T, r *http.Request, _ string, body []byte, _ bool, at time.Time) {
 					t.Helper()
 					if err := signer.Sign(r, signature.Message{Body: body, Time: at}); err != nil {
@@ -507,15 +520,15 @@ func hostileReportingTarget() hostileTarget {
 		ok: http.StatusOK,
 		sig: hostileSigCodes{
 			header:     "Signature",
-			missing:    signature.CodeWebhookHeaderMalformed,
-			empty:      signature.CodeWebhookHeaderMalformed,
-			oversized:  signature.CodeWebhookHeaderMalformed,
-			truncated:  signature.CodeWebhookHeaderMalformed,
-			duplicated: signature.CodeWebhookHeaderMalformed,
-			mismatch:   signature.CodeWebhookDigestMismatch,
-			stale:      signature.CodeWebhookWindowInvalid,
+			missing:    courier.CodeWebhookHeaderMalformed,
+			empty:      courier.CodeWebhookHeaderMalformed,
+			oversized:  courier.CodeWebhookHeaderMalformed,
+			truncated:  courier.CodeWebhookHeaderMalformed,
+			duplicated: courier.CodeWebhookHeaderMalformed,
+			mismatch:   courier.CodeWebhookDigestMismatch,
+			stale:      courier.CodeWebhookWindowInvalid,
 			replay:     http.StatusUnauthorized,
-			replayCode: signature.CodeWebhookReplayed,
+			replayCode: courier.CodeWebhookReplayed,
 		},
 		extras: []hostileCase{
 			{name: "missing idempotency key", build: body(func(v hostileValid) []byte { return v.without("idempotency_key") }), status: 400, code: courier.CodeValidation, field: "idempotency_key"},
@@ -649,12 +662,12 @@ func hostilePublishTarget() hostileTarget {
 		ok: http.StatusAccepted,
 		sig: hostileSigCodes{
 			header:     "Authorization",
-			missing:    signature.CodeMissing,
-			empty:      signature.CodeMissing,
-			oversized:  signature.CodeMalformed,
-			truncated:  signature.CodeMismatch,
-			duplicated: signature.CodeMalformed,
-			mismatch:   signature.CodeMismatch,
+			missing:    courier.CodeSignatureMissing,
+			empty:      courier.CodeSignatureMissing,
+			oversized:  courier.CodeSignatureMalformed,
+			truncated:  courier.CodeSignatureMismatch,
+			duplicated: courier.CodeSignatureMalformed,
+			mismatch:   courier.CodeSignatureMismatch,
 			replay:     http.StatusAccepted, // the same Idempotency-Key and body: the same answer
 		},
 		extras: []hostileCase{

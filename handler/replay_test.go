@@ -36,16 +36,18 @@ func TestReplayedSignatureAcrossReceivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two receivers, each with its own Store and connection pool on the
-	// one database, as two processes would have.
-	var servers []*httptest.Server
-	for range 2 {
+	// one database, as two processes would have: both serve the first
+	// one's origin, the name senders address them by.
+	servers := []*httptest.Server{httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)}
+	origin := "http://" + servers[0].Listener.Addr().String()
+	for _, srv := range servers {
 		s, err := sqlite.Open(t.Context(), path, store.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
-			Sender: "adcp-agent", Keys: []signature.JWK{key.Public()}, Replay: s.Replay,
+			Sender: "adcp-agent", Keys: []signature.JWK{key.Public()}, Replay: s.Replay, Origin: origin,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -54,15 +56,15 @@ func TestReplayedSignatureAcrossReceivers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(rcv)
+		srv.Config.Handler = rcv
+		srv.Start()
 		t.Cleanup(srv.Close)
-		servers = append(servers, srv)
 	}
 	n, payload := terminal(t, "evt-replay")
 
 	// The signature covers @authority and @target-uri, so the replay is
-	// aimed at a receiver under the same name: both listen on 127.0.0.1,
-	// and the request carries the first one's Host.
+	// aimed at a receiver under the same name: both are configured with
+	// the first one's origin, and the request carries its Host.
 	req, err := http.NewRequest(http.MethodPost, servers[0].URL+"/hooks", bytes.NewReader(payload))
 	if err != nil {
 		t.Fatal(err)

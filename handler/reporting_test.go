@@ -96,8 +96,13 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 	if b.signer, err = signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: b.key}); err != nil {
 		t.Fatal(err)
 	}
+	// The server's address is known before it starts: the verifier needs
+	// it as its origin.
+	b.server = httptest.NewUnstartedServer(nil)
+	t.Cleanup(b.server.Close)
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: reportingSender, Keys: []signature.JWK{b.key.Public()}, Replay: b.store.Replay,
+		Origin: "http://" + b.server.Listener.Addr().String(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +120,8 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.server = httptest.NewServer(b.rcv)
-	t.Cleanup(b.server.Close)
+	b.server.Config.Handler = b.rcv
+	b.server.Start()
 	return b
 }
 
@@ -433,16 +438,16 @@ func TestReportingRefusals(t *testing.T) {
 		{name: "unsigned", body: report, edit: func(r *http.Request, _ []byte) {
 			r.Header.Del("Signature")
 			r.Header.Del("Signature-Input")
-		}, status: 401, code: signature.CodeWebhookHeaderMalformed},
-		{name: "body changed after signing", body: report, send: append(slices.Clone(report), ' '), status: 401, code: signature.CodeWebhookDigestMismatch},
+		}, status: 401, code: courier.CodeWebhookHeaderMalformed},
+		{name: "body changed after signing", body: report, send: append(slices.Clone(report), ' '), status: 401, code: courier.CodeWebhookDigestMismatch},
 		{name: "Content-Digest changed after signing", body: report, edit: func(r *http.Request, _ []byte) {
 			r.Header.Set("Content-Digest", "sha-256=:"+strings.Repeat("A", 43)+"=:")
-		}, status: 401, code: signature.CodeWebhookInvalid},
+		}, status: 401, code: courier.CodeWebhookInvalid},
 		{name: "signed by another key", body: report, edit: func(r *http.Request, body []byte) {
 			if err := impostorSigner.Sign(r, signature.Message{Body: body, Time: time.Now()}); err != nil {
 				t.Error(err)
 			}
-		}, status: 401, code: signature.CodeWebhookInvalid},
+		}, status: 401, code: courier.CodeWebhookInvalid},
 		{name: "malformed JSON", body: []byte(`{"idempotency_key":`), status: 400, code: courier.CodeMalformedJSON},
 		{name: "number out of range", body: with("result", map[string]any{"x": json.Number("1e400")}), status: 400, code: courier.CodeMalformedJSON},
 		{name: "duplicate keys", body: append([]byte(`{"status":"working",`), report[1:]...), status: 400, code: courier.CodeDuplicateKey},
@@ -490,7 +495,7 @@ func TestReportingReplayedSignature(t *testing.T) {
 	resp, out := b.do(t, req, report)
 	wantOK(t, resp, out)
 	resp, out = b.do(t, req, report)
-	wantProblem(t, resp, out, http.StatusUnauthorized, signature.CodeWebhookReplayed)
+	wantProblem(t, resp, out, http.StatusUnauthorized, courier.CodeWebhookReplayed)
 	if got := resp.Header.Get("WWW-Authenticate"); got != `Signature error="webhook_signature_replayed"` {
 		t.Fatalf("WWW-Authenticate %q", got)
 	}
@@ -743,7 +748,7 @@ func TestReportingConfig(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	key, _ := signature.GenerateJWK("k", signature.AlgEd25519)
-	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "s", Keys: []signature.JWK{key.Public()}})
+	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "s", Keys: []signature.JWK{key.Public()}, Origin: "https://buyer.example"})
 	fn := func(context.Context, *sqlx.Tx, ack.Reporting) error { return nil }
 	valid := handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier}}
 	bad := []struct {
@@ -801,9 +806,13 @@ func ExampleNewReporting() {
 	}
 	defer s.Close()
 
+	srv := httptest.NewUnstartedServer(nil)
+	defer srv.Close()
+
 	sellerKey, _ := signature.GenerateJWK("seller-key-1", signature.AlgEd25519)
 	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: "seller.example", Keys: []signature.JWK{sellerKey.Public()}, Replay: s.Replay,
+		Origin: "http://" + srv.Listener.Addr().String(), // this receiver as senders address it: "https://buyer.example" in production
 	})
 	rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier}, RetryHorizon: 72 * time.Hour},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
@@ -813,8 +822,8 @@ func ExampleNewReporting() {
 	if err != nil {
 		panic(err)
 	}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
+	srv.Config.Handler = rcv
+	srv.Start()
 
 	// The seller's side: one delivery, sent twice.
 	signer, _ := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: sellerKey})

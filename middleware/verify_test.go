@@ -96,7 +96,7 @@ func TestVerify(t *testing.T) {
 		{name: "valid, exactly at the limit", sent: bytes.Repeat([]byte("a"), maxBody), wantCode: http.StatusOK},
 		{name: "valid, empty body", sent: []byte{}, wantCode: http.StatusOK},
 		{name: "tampered body", signed: body, sent: bytes.Replace(body, []byte("42"), []byte("43"), 1),
-			wantCode: http.StatusUnauthorized, wantErr: signature.CodeMismatch},
+			wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureMismatch},
 		{name: "wrong secret", sent: body, verifier: func(t *testing.T, b verifyBundle) signature.Verifier {
 			v, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
 				Sender: "billing",
@@ -107,10 +107,10 @@ func TestVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			return v
-		}, wantCode: http.StatusUnauthorized, wantErr: signature.CodeMismatch},
+		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureMismatch},
 		{name: "stale timestamp", sent: body, age: 10 * time.Minute,
-			wantCode: http.StatusUnauthorized, wantErr: signature.CodeTimestampOutOfRange},
-		{name: "unsigned", sent: body, unsigned: true, wantCode: http.StatusUnauthorized, wantErr: signature.CodeMissing},
+			wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureTimestamp},
+		{name: "unsigned", sent: body, unsigned: true, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureMissing},
 		{name: "failure without a code", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
 				return signature.Principal{}, classOnly{}
@@ -204,7 +204,7 @@ func TestVerify(t *testing.T) {
 			if s.ContentLength != int64(len(tt.sent)) {
 				t.Errorf("next saw ContentLength %d, want %d", s.ContentLength, len(tt.sent))
 			}
-			want := signature.Principal{Sender: "billing", KeyID: "k1", Scheme: signature.SchemeStandardWebhooks}
+			want := signature.Principal{Sender: "billing", KeyID: "k1", Scheme: signature.SchemeStandardWebhooks, MessageID: "n-1"}
 			if !s.HasPrincipal || s.Principal != want {
 				t.Errorf("principal = %+v (%v), want %+v", s.Principal, s.HasPrincipal, want)
 			}

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -47,14 +46,14 @@ type AdCPHMACSigner struct {
 // NewAdCPHMACSigner validates cfg and returns a signer.
 func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (*AdCPHMACSigner, error) {
 	if cfg.Secret.m == nil {
-		return nil, errors.New("signature: AdCPHMACSignerConfig.Secret is not a parsed secret")
+		return nil, configError("AdCPHMACSignerConfig.Secret is not a parsed secret")
 	}
 	return &AdCPHMACSigner{secret: cfg.Secret}, nil
 }
 
 // Sign sets X-ADCP-Timestamp (m.Time) and X-ADCP-Signature on req. As AdCP
 // requires, it refuses a JSON body with a duplicate object key at any depth
-// (code CodeDuplicateKeyInput) instead of signing bytes whose meaning
+// ([courier.CodeDuplicateKeyInput]) instead of signing bytes whose meaning
 // depends on the parser.
 func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
 	if s.secret.m == nil {
@@ -65,7 +64,7 @@ func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
 		return signingFailed("adcp hmac: message time is before 1970")
 	}
 	if hasDuplicateJSONKey(m.Body) {
-		return courier.NewError(CodeDuplicateKeyInput, "adcp hmac: body has a duplicate JSON object key")
+		return courier.NewError(courier.CodeDuplicateKeyInput, "adcp hmac: body has a duplicate JSON object key")
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {
@@ -115,18 +114,18 @@ type AdCPHMACVerifier struct {
 func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (*AdCPHMACVerifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: AdCPHMACVerifierConfig.Sender is empty")
+		return nil, configError("AdCPHMACVerifierConfig.Sender is empty")
 	}
 	if len(cfg.Secrets) == 0 {
-		return nil, errors.New("signature: AdCPHMACVerifierConfig.Secrets is empty")
+		return nil, configError("AdCPHMACVerifierConfig.Secrets is empty")
 	}
 	for i, s := range cfg.Secrets {
 		if s.m == nil {
-			return nil, fmt.Errorf("signature: AdCPHMACVerifierConfig.Secrets[%d] is not a parsed secret", i)
+			return nil, configError(fmt.Sprintf("AdCPHMACVerifierConfig.Secrets[%d] is not a parsed secret", i))
 		}
 	}
 	if cfg.Tolerance < time.Second {
-		return nil, errors.New("signature: AdCPHMACVerifierConfig.Tolerance is below one second")
+		return nil, configError("AdCPHMACVerifierConfig.Tolerance is below one second")
 	}
 	return &AdCPHMACVerifier{
 		sender:    cfg.Sender,
@@ -148,14 +147,14 @@ func (v *AdCPHMACVerifier) Verify(_ context.Context, req *http.Request, body []b
 	}
 	ts, ok := parseUnixSeconds(tsText)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, "X-ADCP-Timestamp is not unix seconds")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "X-ADCP-Timestamp is not unix seconds")
 	}
 	if !withinTolerance(nowFunc(v.now)(), ts, v.tolerance) {
-		return Principal{}, reject(CodeTimestampOutOfRange, "X-ADCP-Timestamp is outside the tolerance")
+		return Principal{}, reject(courier.CodeSignatureTimestamp, "X-ADCP-Timestamp is outside the tolerance")
 	}
 	sig, ok := parseAdCPSignature(sigText)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, `X-ADCP-Signature is not "sha256=" and 64 hex digits`)
+		return Principal{}, reject(courier.CodeSignatureMalformed, `X-ADCP-Signature is not "sha256=" and 64 hex digits`)
 	}
 	match := -1
 	for i, s := range v.secrets {
@@ -164,7 +163,7 @@ func (v *AdCPHMACVerifier) Verify(_ context.Context, req *http.Request, body []b
 		}
 	}
 	if match < 0 {
-		return Principal{}, reject(CodeMismatch, "signature matches no configured secret")
+		return Principal{}, reject(courier.CodeSignatureMismatch, "signature matches no configured secret")
 	}
 	return Principal{Sender: v.sender, KeyID: v.secrets[match].ID(), Scheme: SchemeAdCPHMAC}, nil
 }

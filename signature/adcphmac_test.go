@@ -124,8 +124,8 @@ func TestAdCPHMACVectors(t *testing.T) {
 			out := newRequest(t, http.MethodPost, "https://buyer.example/hook", nil, body)
 			err = signer.Sign(out, Message{ID: "n", Body: body, Time: time.Unix(ts, 0)})
 			if vec.ExpectedAction == "reject-malformed" {
-				if courier.CodeOf(err) != CodeDuplicateKeyInput {
-					t.Fatalf("Sign = %v, want %s", err, CodeDuplicateKeyInput)
+				if courier.CodeOf(err) != courier.CodeDuplicateKeyInput {
+					t.Fatalf("Sign = %v, want %s", err, courier.CodeDuplicateKeyInput)
 				}
 				return
 			}
@@ -147,16 +147,16 @@ func TestAdCPHMACRejectionVectors(t *testing.T) {
 	vecs := loadAdCPHMACVectors(t)
 	secret := adcpTestSecret(t, vecs.Secret)
 	want := map[string]courier.Code{
-		"truncated-signature":        CodeMalformed,
-		"wrong-algorithm-prefix":     CodeMalformed,
-		"empty-signature":            CodeMissing,
-		"missing-signature":          CodeMissing,
-		"timestamp-too-old":          CodeTimestampOutOfRange,
-		"timestamp-too-future":       CodeTimestampOutOfRange,
-		"non-numeric-timestamp":      CodeMalformed,
-		"body-tampered":              CodeMismatch,
-		"double-prefix":              CodeMalformed,
-		"signer-spaced-wire-compact": CodeMismatch,
+		"truncated-signature":        courier.CodeSignatureMalformed,
+		"wrong-algorithm-prefix":     courier.CodeSignatureMalformed,
+		"empty-signature":            courier.CodeSignatureMissing,
+		"missing-signature":          courier.CodeSignatureMissing,
+		"timestamp-too-old":          courier.CodeSignatureTimestamp,
+		"timestamp-too-future":       courier.CodeSignatureTimestamp,
+		"non-numeric-timestamp":      courier.CodeSignatureMalformed,
+		"body-tampered":              courier.CodeSignatureMismatch,
+		"double-prefix":              courier.CodeSignatureMalformed,
+		"signer-spaced-wire-compact": courier.CodeSignatureMismatch,
 	}
 	for _, vec := range vecs.RejectionVectors {
 		t.Run(vec.ID, func(t *testing.T) {
@@ -233,8 +233,8 @@ func TestAdCPHMACSignerDuplicateKeys(t *testing.T) {
 				}
 				return
 			}
-			if courier.CodeOf(err) != CodeDuplicateKeyInput {
-				t.Fatalf("Sign = %v, want %s", err, CodeDuplicateKeyInput)
+			if courier.CodeOf(err) != courier.CodeDuplicateKeyInput {
+				t.Fatalf("Sign = %v, want %s", err, courier.CodeDuplicateKeyInput)
 			}
 			if len(req.Header) != 0 {
 				t.Errorf("headers emitted for a refused body: %v", req.Header)
@@ -269,7 +269,7 @@ func TestAdCPHMACRotationAndHeaders(t *testing.T) {
 		code    courier.Code // "" means accepted
 	}{
 		{"new secret, verifier holds old and new", func() *http.Request { return signedNew }, []Secret{oldSecret, newSecret}, ""},
-		{"new secret, verifier holds only old", func() *http.Request { return signedNew }, []Secret{oldSecret}, CodeMismatch},
+		{"new secret, verifier holds only old", func() *http.Request { return signedNew }, []Secret{oldSecret}, courier.CodeSignatureMismatch},
 		{"upper-case hex", func() *http.Request {
 			r := signedNew.Clone(context.Background())
 			r.Header.Set(HeaderAdCPSignature, "sha256="+strings.ToUpper(strings.TrimPrefix(r.Header.Get(HeaderAdCPSignature), "sha256=")))
@@ -279,22 +279,22 @@ func TestAdCPHMACRotationAndHeaders(t *testing.T) {
 			r := signedNew.Clone(context.Background())
 			r.Header.Set(HeaderAdCPSignature, "SHA256="+strings.TrimPrefix(r.Header.Get(HeaderAdCPSignature), "sha256="))
 			return r
-		}, []Secret{newSecret}, CodeMalformed},
+		}, []Secret{newSecret}, courier.CodeSignatureMalformed},
 		{"missing timestamp", func() *http.Request {
 			r := signedNew.Clone(context.Background())
 			r.Header.Del(HeaderAdCPTimestamp)
 			return r
-		}, []Secret{newSecret}, CodeMissing},
+		}, []Secret{newSecret}, courier.CodeSignatureMissing},
 		{"repeated signature", func() *http.Request {
 			r := signedNew.Clone(context.Background())
 			r.Header.Add(HeaderAdCPSignature, r.Header.Get(HeaderAdCPSignature))
 			return r
-		}, []Secret{newSecret}, CodeMalformed},
+		}, []Secret{newSecret}, courier.CodeSignatureMalformed},
 		{"other timestamp", func() *http.Request {
 			r := signedNew.Clone(context.Background())
 			r.Header.Set(HeaderAdCPTimestamp, strconv.Itoa(ts+1))
 			return r
-		}, []Secret{newSecret}, CodeMismatch},
+		}, []Secret{newSecret}, courier.CodeSignatureMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

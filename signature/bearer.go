@@ -4,10 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/courier-go/courier"
 )
 
 // HeaderAuthorization carries the bearer token.
@@ -29,7 +30,7 @@ type BearerSigner struct {
 // NewBearerSigner validates cfg and returns a signer.
 func NewBearerSigner(cfg BearerSignerConfig) (*BearerSigner, error) {
 	if cfg.Token.m == nil {
-		return nil, errors.New("signature: BearerSignerConfig.Token is not a parsed secret")
+		return nil, configError("BearerSignerConfig.Token is not a parsed secret")
 	}
 	return &BearerSigner{token: cfg.Token}, nil
 }
@@ -66,14 +67,14 @@ type BearerVerifier struct {
 // NewBearerVerifier validates cfg and returns a verifier.
 func NewBearerVerifier(cfg BearerVerifierConfig) (*BearerVerifier, error) {
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: BearerVerifierConfig.Sender is empty")
+		return nil, configError("BearerVerifierConfig.Sender is empty")
 	}
 	if len(cfg.Tokens) == 0 {
-		return nil, errors.New("signature: BearerVerifierConfig.Tokens is empty")
+		return nil, configError("BearerVerifierConfig.Tokens is empty")
 	}
 	for i, tok := range cfg.Tokens {
 		if tok.m == nil {
-			return nil, fmt.Errorf("signature: BearerVerifierConfig.Tokens[%d] is not a parsed secret", i)
+			return nil, configError(fmt.Sprintf("BearerVerifierConfig.Tokens[%d] is not a parsed secret", i))
 		}
 	}
 	return &BearerVerifier{sender: cfg.Sender, tokens: append([]Secret(nil), cfg.Tokens...)}, nil
@@ -84,15 +85,15 @@ func (v *BearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) 
 	h, ok, many := singleHeader(req.Header, HeaderAuthorization)
 	switch {
 	case many:
-		return Principal{}, reject(CodeMalformed, "Authorization header is repeated")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is repeated")
 	case !ok || strings.TrimSpace(h) == "":
-		return Principal{}, reject(CodeMissing, "Authorization header is missing")
+		return Principal{}, reject(courier.CodeSignatureMissing, "Authorization header is missing")
 	case len(h) > maxHeaderBytes:
-		return Principal{}, reject(CodeMalformed, "Authorization header is too long")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is too long")
 	}
 	token, ok := parseBearer(h)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, "Authorization header is not a bearer token")
+		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is not a bearer token")
 	}
 	got := sha256.Sum256([]byte(token))
 	match := -1
@@ -102,7 +103,7 @@ func (v *BearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) 
 		}
 	}
 	if match < 0 {
-		return Principal{}, reject(CodeMismatch, "bearer token matches no configured token")
+		return Principal{}, reject(courier.CodeSignatureMismatch, "bearer token matches no configured token")
 	}
 	return Principal{Sender: v.sender, KeyID: v.tokens[match].ID(), Scheme: SchemeBearer}, nil
 }

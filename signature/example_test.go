@@ -46,8 +46,40 @@ func ExampleStandardWebhooksSigner() {
 	fmt.Println(courier.CodeOf(err))
 	// Output:
 	// v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=
-	// {billing 2026-04 standard-webhooks} <nil>
+	// {billing 2026-04 standard-webhooks msg_p5jXN8AQM9LWM0D4loKWxJek} <nil>
 	// signature_mismatch
+}
+
+// A sender on Svix: the same scheme under svix-* header names. The
+// Standard Webhooks verifier accepts them as they come; MessageID is the
+// signed svix-id, the identity to dedupe by.
+func ExampleStandardWebhooksVerifier_svix() {
+	key, err := signature.ParseStandardWebhooksKey("svix", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		panic(err)
+	}
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
+		Sender: "svix-app",
+		Keys:   []signature.StandardWebhooksKey{key},
+		Now:    func() time.Time { return time.Unix(1614265330, 0) }, // a test clock; leave nil in production
+	})
+	if err != nil {
+		panic(err)
+	}
+	body := []byte(`{"test": 2432232314}`)
+	req, _ := http.NewRequest(http.MethodPost, "https://receiver.example/hooks", strings.NewReader(string(body)))
+	req.Header.Set("svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	req.Header.Set("svix-timestamp", "1614265330")
+	req.Header.Set("svix-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+	p, err := verifier.Verify(context.Background(), req, body)
+	fmt.Println(p.MessageID, err)
+
+	req.Header.Set("webhook-id", "msg_other") // a second brand that disagrees
+	_, err = verifier.Verify(context.Background(), req, body)
+	fmt.Println(courier.CodeOf(err))
+	// Output:
+	// msg_p5jXN8AQM9LWM0D4loKWxJek <nil>
+	// signature_malformed
 }
 
 // An AdCP agent signs webhooks with its request-signing key; the buyer
@@ -73,6 +105,7 @@ func ExampleRFC9421Signer() {
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: "agent.example",
 		Keys:   []signature.JWK{key.Public()}, // from the agent's jwks_uri
+		Origin: "https://buyer.example.com",   // this receiver, as senders address it
 		Replay: signature.NewMemoryReplayCache(),
 	})
 	if err != nil {
@@ -85,7 +118,7 @@ func ExampleRFC9421Signer() {
 	fmt.Println(courier.CodeOf(err))
 	// Output:
 	// sha-256=:WQthhF/otiJ6WKfNyfKDV48QgQ7ntWKKgzAJmbuJVV0=:
-	// {agent.example agent-2026 rfc9421} <nil>
+	// {agent.example agent-2026 rfc9421 } <nil>
 	// webhook_signature_replayed
 }
 
@@ -150,6 +183,6 @@ func ExampleBearerSigner() {
 	_, err = verifier.Verify(context.Background(), req, nil)
 	fmt.Println(err)
 	// Output:
-	// {seller current bearer} <nil>
+	// {seller current bearer } <nil>
 	// signature_mismatch: bearer token matches no configured token
 }

@@ -42,6 +42,55 @@ func FuzzStandardWebhooksSignature(f *testing.F) {
 	})
 }
 
+// FuzzStandardWebhooksBrands sends the webhook-* and svix-* headers in
+// every combination (an empty string is an absent header). Whatever
+// verifies used one brand, or two identical ones, carrying the vector's id,
+// timestamp and signature.
+func FuzzStandardWebhooksBrands(f *testing.F) {
+	var vecs swVectors
+	loadJSON(f, swVectorsPath, &vecs)
+	vec := vecs.Sign[0]
+	ts := strconv.FormatInt(vec.Timestamp, 10)
+	f.Add(vec.MsgID, ts, vec.Signature, "", "", "")
+	f.Add("", "", "", vec.MsgID, ts, vec.Signature)
+	f.Add(vec.MsgID, ts, vec.Signature, vec.MsgID, ts, vec.Signature)
+	f.Add(vec.MsgID, ts, vec.Signature, "msg_other", ts, vec.Signature)
+	f.Add("", ts, vec.Signature, vec.MsgID, "", "")
+	key, err := ParseStandardWebhooksKey("", vec.Secret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	v, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{key}, Now: clockAt(vec.Timestamp)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, wid, wts, wsig, sid, sts, ssig string) {
+		req, _ := http.NewRequest(http.MethodPost, "https://r.example/", nil)
+		values := [6]string{wid, wts, wsig, sid, sts, ssig}
+		names := [6]string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature, HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature}
+		for i, val := range values {
+			if val != "" {
+				req.Header[http.CanonicalHeaderKey(names[i])] = []string{val}
+			}
+		}
+		p, err := v.Verify(context.Background(), req, []byte(vec.Body))
+		if err != nil {
+			return
+		}
+		webhook, svix := wid+wts+wsig != "", sid+sts+ssig != ""
+		used := [3]string{wid, wts, wsig}
+		if !webhook {
+			used = [3]string{sid, sts, ssig}
+		}
+		if webhook && svix && [3]string{wid, wts, wsig} != [3]string{sid, sts, ssig} {
+			t.Fatalf("verified two brands that disagree: %q", values)
+		}
+		if used[0] != vec.MsgID || used[1] != ts || !strings.Contains(used[2], strings.TrimPrefix(vec.Signature, "v1,")) || p.MessageID != vec.MsgID {
+			t.Fatalf("verified %q as %+v", values, p)
+		}
+	})
+}
+
 func FuzzSignatureHeaders(f *testing.F) {
 	for _, kind := range []string{"positive", "negative"} {
 		paths, _ := filepath.Glob(filepath.Join(webhookSigningDir, kind, "*.json"))

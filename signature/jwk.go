@@ -88,47 +88,60 @@ type jwkJSON struct {
 // fit the key ("EdDSA" or "Ed25519"; "ES256") and use must be "sig".
 // key_ops and adcp_use are kept for the verifier's purpose check.
 //
-// Errors never contain key material.
+// Errors are cases of courier.ErrConfigInvalid and never contain key
+// material.
 func ParseJWK(data []byte) (JWK, error) {
+	k, err := parseJWK(data)
+	if err != nil {
+		return JWK{}, configError(err.Error())
+	}
+	return k, nil
+}
+
+// parseJWK is ParseJWK with a plain error, for ParseJWKSet to place.
+func parseJWK(data []byte) (JWK, error) {
 	if len(data) > maxJWKBytes {
-		return JWK{}, errors.New("signature: jwk: too large")
+		return JWK{}, errors.New("jwk: too large")
 	}
 	var j jwkJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&j); err != nil {
-		return JWK{}, errors.New("signature: jwk: not a JSON object of the expected shape")
+		return JWK{}, errors.New("jwk: not a JSON object of the expected shape")
 	}
 	m, err := j.material()
 	if err != nil {
-		return JWK{}, fmt.Errorf("signature: jwk %q: %w", printableID(j.Kid), err)
+		return JWK{}, fmt.Errorf("jwk %q: %w", printableID(j.Kid), err)
 	}
 	return JWK{m: seal(m)}, nil
 }
 
 // ParseJWKSet parses a JWK Set ({"keys": [...]}) into its keys. Key ids must
 // be unique.
+//
+// Errors are cases of courier.ErrConfigInvalid and never contain key
+// material.
 func ParseJWKSet(data []byte) ([]JWK, error) {
 	if len(data) > maxJWKSetBytes {
-		return nil, errors.New("signature: jwk set: too large")
+		return nil, configError("jwk set: too large")
 	}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, errors.New(`signature: jwk set: not a JSON object with "keys"`)
+		return nil, configError(`jwk set: not a JSON object with "keys"`)
 	}
 	if len(set.Keys) == 0 || len(set.Keys) > maxJWKSetKeys {
-		return nil, fmt.Errorf("signature: jwk set: %d keys, want 1 to %d", len(set.Keys), maxJWKSetKeys)
+		return nil, configError(fmt.Sprintf("jwk set: %d keys, want 1 to %d", len(set.Keys), maxJWKSetKeys))
 	}
 	keys := make([]JWK, 0, len(set.Keys))
 	seen := make(map[string]bool)
 	for i, raw := range set.Keys {
-		k, err := ParseJWK(raw)
+		k, err := parseJWK(raw)
 		if err != nil {
-			return nil, fmt.Errorf("signature: jwk set: keys[%d]: %w", i, err)
+			return nil, configError(fmt.Sprintf("jwk set: keys[%d]: %s", i, err))
 		}
 		if seen[k.KeyID()] {
-			return nil, fmt.Errorf("signature: jwk set: key id %q appears twice", printableID(k.KeyID()))
+			return nil, configError(fmt.Sprintf("jwk set: key id %q appears twice", printableID(k.KeyID())))
 		}
 		seen[k.KeyID()] = true
 		keys = append(keys, k)
@@ -138,10 +151,11 @@ func ParseJWKSet(data []byte) ([]JWK, error) {
 
 // GenerateJWK returns a new private key for alg (AlgEd25519 or
 // AlgECDSAP256SHA256) with the given key id, adcp_use "request-signing" and
-// key_ops ["sign"]. Publish its [JWK.Public] half.
+// key_ops ["sign"]. Publish its [JWK.Public] half. An unusable kid or alg
+// is a case of courier.ErrConfigInvalid.
 func GenerateJWK(kid, alg string) (JWK, error) {
 	if kid == "" || len(kid) > maxKeyIDBytes || !printableASCII(kid) {
-		return JWK{}, errors.New("signature: jwk: key id is empty, too long or not printable ASCII")
+		return JWK{}, configError("jwk: key id is empty, too long or not printable ASCII")
 	}
 	m := &jwkMaterial{kid: kid, alg: alg, use: jwkUseSignature, keyOps: []string{jwkKeyOpSign}, adcpUse: adcpUseRequest}
 	switch alg {
@@ -158,7 +172,7 @@ func GenerateJWK(kid, alg string) (JWK, error) {
 		}
 		m.ecPrivate, m.ecPublic = priv, &priv.PublicKey
 	default:
-		return JWK{}, fmt.Errorf("signature: jwk: alg %q is not %s or %s", printableID(alg), AlgEd25519, AlgECDSAP256SHA256)
+		return JWK{}, configError(fmt.Sprintf("jwk: alg %q is not %s or %s", printableID(alg), AlgEd25519, AlgECDSAP256SHA256))
 	}
 	return JWK{m: seal(m)}, nil
 }

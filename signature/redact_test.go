@@ -162,7 +162,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		verifier, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{k}})
+		verifier, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{k}, Origin: "https://buyer.example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ type ReplayCache interface {
 
 // ErrNonceCapReached is what a ReplayCache's Remember returns, instead of
 // recording a new pair, when keyID already holds its cap of live nonces. The
-// RFC 9421 verifier reports it as CodeWebhookRateAbuse: a signer that mints
-// nonces faster than they expire is compromised or broken.
+// RFC 9421 verifier reports it as [courier.CodeWebhookRateAbuse]: a signer
+// that mints nonces faster than they expire is compromised or broken.
 var ErrNonceCapReached = errors.New("signature: replay cache: key reached its cap of live nonces")
 
 // DefaultMaxNoncesPerKey is MemoryReplayCache's default cap of live nonces

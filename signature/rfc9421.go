@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // Header names of RFC 9421 and RFC 9530.
@@ -54,7 +56,7 @@ const maxNonceBytes = 256
 // ErrRevocationStale is what an RFC9421VerifierConfig.Revoked hook returns
 // (wrapped or not) when its revocation data is older than its refresh
 // deadline plus grace, so it cannot vouch for any key. The verifier reports
-// it as CodeWebhookRevocationStale.
+// it as [courier.CodeWebhookRevocationStale].
 var ErrRevocationStale = errors.New("signature: revocation data is stale")
 
 // RFC9421SignerConfig configures an RFC9421Signer.
@@ -93,10 +95,10 @@ type RFC9421Signer struct {
 func NewRFC9421Signer(cfg RFC9421SignerConfig) (*RFC9421Signer, error) {
 	cfg = cfg.WithDefaults()
 	if !cfg.Key.IsPrivate() {
-		return nil, errors.New("signature: RFC9421SignerConfig.Key is not a private JWK")
+		return nil, configError("RFC9421SignerConfig.Key is not a private JWK")
 	}
 	if cfg.Window < time.Second || cfg.Window > MaxRFC9421Window {
-		return nil, fmt.Errorf("signature: RFC9421SignerConfig.Window is outside 1s to %s", MaxRFC9421Window)
+		return nil, configError("RFC9421SignerConfig.Window is outside 1s to " + MaxRFC9421Window.String())
 	}
 	return &RFC9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
 }
@@ -208,25 +210,40 @@ type RFC9421VerifierConfig struct {
 	// Required unless LookupKey is set.
 	Keys []JWK
 	// LookupKey finds a key by kid, for a JWK Set that changes while the
-	// verifier runs. found=false rejects with CodeWebhookKeyUnknown; an error
-	// is infrastructure trouble and is returned as is. Set Keys or LookupKey,
-	// not both.
+	// verifier runs. found=false rejects with courier.CodeWebhookKeyUnknown;
+	// an error is infrastructure trouble and is returned as is. Set Keys or
+	// LookupKey, not both.
 	LookupKey func(ctx context.Context, keyID string) (key JWK, found bool, err error)
 	// Revoked reports whether a key is revoked. An error wrapping
-	// ErrRevocationStale rejects with CodeWebhookRevocationStale; any other
-	// error is infrastructure trouble and is returned as is. Defaults to no
-	// key being revoked.
+	// ErrRevocationStale rejects with courier.CodeWebhookRevocationStale;
+	// any other error is infrastructure trouble and is returned as is.
+	// Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
 	// Replay remembers (keyid, nonce) pairs. Defaults to a
 	// MemoryReplayCache of this verifier, which only protects one process:
 	// a receiver with several processes passes the store's shared cache.
 	Replay ReplayCache
-	// Origin is the scheme and authority senders address this receiver by
-	// ("https://buyer.example.com"), for a receiver behind a proxy that
-	// terminates TLS or rewrites Host. Defaults to what the request says:
-	// its URL's scheme if absolute, else https when it came over TLS, and
-	// its Host.
+	// Origin is the scheme and authority senders address this receiver by:
+	// "https://buyer.example.com", or "https://buyer.example.com:8443" (http
+	// only to a loopback host, for local development and tests). The
+	// verifier rebuilds @target-uri and @authority from Origin and the
+	// request's path and query, never from the Host the request carries, so
+	// a request signed for another receiver does not verify here even when
+	// both receivers trust the same sender key. Behind a proxy that
+	// terminates TLS or rewrites Host it is still the origin the sender
+	// used. Only scheme, host and port: no path (not even "/"), query,
+	// fragment or userinfo. Required unless TrustRequestHost is set; there
+	// is no default, since only the receiver knows its name.
 	Origin string
+	// TrustRequestHost derives the origin from each request instead of
+	// Origin: the request URL's scheme if absolute, else https when it came
+	// over TLS (http otherwise), and its Host. The risk: Host is whatever
+	// the client sent, so a request signed for another receiver that trusts
+	// the same sender key verifies here when it is sent with that
+	// receiver's Host. Set it only behind a proxy that sets Host itself from
+	// its own configuration, or in tests. Set Origin or TrustRequestHost,
+	// not both. Defaults to false.
+	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
 	// past. Defaults to DefaultRFC9421ClockSkew (60 seconds).
 	ClockSkew time.Duration
@@ -253,48 +270,78 @@ func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
 // target URI, the key (by kid, its purpose, its revocation), the signature,
 // the Content-Digest against the body, and finally the (keyid, nonce) replay
 // check, so that only fully valid requests consume replay-cache entries.
-// Failures carry AdCP's webhook_signature_* codes. It is safe for concurrent
-// use.
+// Failures carry AdCP's webhook_signature_* codes. The target URI is this
+// receiver's configured Origin and the request's path and query. The
+// signature may be unpadded base64url, as AdCP and the signer write it, or
+// padded standard base64, as RFC 8941 defines byte sequences and generic
+// HTTP Message Signatures libraries write them; a value that mixes the two
+// alphabets, or pads base64url, is malformed. It is safe for concurrent use.
 type RFC9421Verifier struct {
 	cfg    RFC9421VerifierConfig
 	keys   map[string]JWK
-	origin string // canonical "scheme://authority", or ""
+	origin string // canonical "scheme://authority", or "" with TrustRequestHost
 }
 
 // NewRFC9421Verifier validates cfg and returns a verifier.
 func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: RFC9421VerifierConfig.Sender is empty")
+		return nil, configError("RFC9421VerifierConfig.Sender is empty")
 	}
 	if (len(cfg.Keys) == 0) == (cfg.LookupKey == nil) {
-		return nil, errors.New("signature: RFC9421VerifierConfig needs Keys or LookupKey, not both")
+		return nil, configError("RFC9421VerifierConfig.Keys or LookupKey must be set, not both")
 	}
 	if cfg.ClockSkew < 0 || cfg.ClockSkew > MaxRFC9421Window {
-		return nil, fmt.Errorf("signature: RFC9421VerifierConfig.ClockSkew is outside 0 to %s", MaxRFC9421Window)
+		return nil, configError("RFC9421VerifierConfig.ClockSkew is outside 0 to " + MaxRFC9421Window.String())
 	}
 	v := &RFC9421Verifier{cfg: cfg}
 	if len(cfg.Keys) > 0 {
 		v.keys = make(map[string]JWK, len(cfg.Keys))
 		for i, k := range cfg.Keys {
 			if k.m == nil {
-				return nil, fmt.Errorf("signature: RFC9421VerifierConfig.Keys[%d] is not a parsed JWK", i)
+				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d] is not a parsed JWK", i))
 			}
 			if _, dup := v.keys[k.KeyID()]; dup {
-				return nil, fmt.Errorf("signature: RFC9421VerifierConfig.Keys[%d]: key id %q appears twice", i, printableID(k.KeyID()))
+				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d]: key id %q appears twice", i, printableID(k.KeyID())))
 			}
 			v.keys[k.KeyID()] = k.withoutPrivate()
 		}
 		v.cfg.Keys = nil // held above
 	}
-	if cfg.Origin != "" {
-		target, _, err := canonicalTarget(cfg.Origin, true)
-		if err != nil || !strings.HasSuffix(target, "/") || strings.Count(target, "/") != 3 {
-			return nil, errors.New(`signature: RFC9421VerifierConfig.Origin is not "scheme://authority"`)
+	switch {
+	case cfg.Origin != "" && cfg.TrustRequestHost:
+		return nil, configError("RFC9421VerifierConfig.Origin and TrustRequestHost are both set; set one")
+	case cfg.Origin == "" && !cfg.TrustRequestHost:
+		return nil, configError("RFC9421VerifierConfig.Origin is empty; set the receiver's origin (TrustRequestHost instead only behind a proxy that sets Host)")
+	case cfg.Origin != "":
+		origin, err := canonicalOrigin(cfg.Origin)
+		if err != nil {
+			return nil, err
 		}
-		v.origin = strings.TrimSuffix(target, "/")
+		v.origin = origin
 	}
 	return v, nil
+}
+
+// canonicalOrigin validates a configured origin, "scheme://host[:port]",
+// and returns its canonical form: lower case, A-label host, no default
+// port.
+func canonicalOrigin(raw string) (string, error) {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "", configError(`RFC9421VerifierConfig.Origin is not "scheme://host[:port]"`)
+	}
+	if strings.ContainsAny(rest, "/?#@") {
+		return "", configError(`RFC9421VerifierConfig.Origin has a path, query, fragment or userinfo; want only "scheme://host[:port]"`)
+	}
+	target, authority, err := canonicalTarget(raw, false)
+	if err != nil {
+		return "", configError(`RFC9421VerifierConfig.Origin is not "http(s)://host[:port]" with a valid host and port`)
+	}
+	if !secureTarget(target, authority) {
+		return "", configError("RFC9421VerifierConfig.Origin is not https (http only to a loopback host)")
+	}
+	return strings.TrimSuffix(target, "/"), nil
 }
 
 // rfc9421Input is a parsed sig1 member of Signature-Input with its Signature.
@@ -320,29 +367,29 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	}
 	// Step 3: the tag.
 	if in.tag != AdCPWebhookTag {
-		return Principal{}, reject(CodeWebhookTagInvalid, "tag is not "+AdCPWebhookTag)
+		return Principal{}, reject(courier.CodeWebhookTagInvalid, "tag is not "+AdCPWebhookTag)
 	}
 	// Step 4: the algorithm.
 	if in.alg != AlgEd25519 && in.alg != AlgECDSAP256SHA256 {
-		return Principal{}, reject(CodeWebhookAlgNotAllowed, "alg is not ed25519 or ecdsa-p256-sha256")
+		return Principal{}, reject(courier.CodeWebhookAlgNotAllowed, "alg is not ed25519 or ecdsa-p256-sha256")
 	}
 	// Step 5: the window.
 	now := nowFunc(v.cfg.Now)().Unix()
 	skew := int64(v.cfg.ClockSkew / time.Second)
 	switch {
 	case in.expires <= in.created:
-		return Principal{}, reject(CodeWebhookWindowInvalid, "expires is not after created")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "expires is not after created")
 	case in.expires-in.created > int64(MaxRFC9421Window/time.Second):
-		return Principal{}, reject(CodeWebhookWindowInvalid, "window is longer than 300 seconds")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "window is longer than 300 seconds")
 	case now < in.created-skew:
-		return Principal{}, reject(CodeWebhookWindowInvalid, "created is in the future")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "created is in the future")
 	case now > in.expires+skew:
-		return Principal{}, reject(CodeWebhookWindowInvalid, "signature has expired")
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "signature has expired")
 	}
 	// Step 6: the covered components.
 	for _, c := range rfc9421Components {
 		if !slices.Contains(in.components, c) {
-			return Principal{}, reject(CodeWebhookComponentsIncomplete, "covered components lack "+c)
+			return Principal{}, reject(courier.CodeWebhookComponentsIncomplete, "covered components lack "+c)
 		}
 	}
 	// The target URI, as this receiver was addressed.
@@ -357,20 +404,20 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	}
 	km := key.m()
 	if !km.purposeOK() {
-		return Principal{}, reject(CodeWebhookKeyPurposeInvalid, "key's adcp_use or key_ops does not allow verifying webhooks")
+		return Principal{}, reject(courier.CodeWebhookKeyPurposeInvalid, "key's adcp_use or key_ops does not allow verifying webhooks")
 	}
 	if km.alg != in.alg {
-		return Principal{}, reject(CodeWebhookAlgNotAllowed, "alg does not match the key")
+		return Principal{}, reject(courier.CodeWebhookAlgNotAllowed, "alg does not match the key")
 	}
 	if v.cfg.Revoked != nil {
 		revoked, err := v.cfg.Revoked(ctx, in.keyID)
 		switch {
 		case errors.Is(err, ErrRevocationStale):
-			return Principal{}, reject(CodeWebhookRevocationStale, "revocation data is stale")
+			return Principal{}, reject(courier.CodeWebhookRevocationStale, "revocation data is stale")
 		case err != nil:
 			return Principal{}, fmt.Errorf("signature: rfc9421: revocation check: %w", err)
 		case revoked:
-			return Principal{}, reject(CodeWebhookKeyRevoked, "key is revoked")
+			return Principal{}, reject(courier.CodeWebhookKeyRevoked, "key is revoked")
 		}
 	}
 	// Step 10: the signature.
@@ -379,27 +426,27 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	})
 	switch {
 	case errors.Is(err, errComponentAbsent) && req.Header.Get(HeaderContentDigest) == "":
-		return Principal{}, reject(CodeWebhookDigestMismatch, "Content-Digest is missing")
+		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest is missing")
 	case err != nil:
-		return Principal{}, reject(CodeWebhookHeaderMalformed, "a covered component is absent, repeated or unsupported")
+		return Principal{}, reject(courier.CodeWebhookHeaderMalformed, "a covered component is absent, repeated or unsupported")
 	}
 	if !km.verify([]byte(base), in.signature) {
-		return Principal{}, reject(CodeWebhookInvalid, "signature does not verify")
+		return Principal{}, reject(courier.CodeWebhookInvalid, "signature does not verify")
 	}
 	// Step 11: the body.
 	if !contentDigestMatches(req.Header.Get(HeaderContentDigest), body) {
-		return Principal{}, reject(CodeWebhookDigestMismatch, "Content-Digest does not match the body")
+		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest does not match the body")
 	}
 	// Steps 12 and 13: replay, committed only for a fully valid request.
 	until := time.Unix(in.expires+skew, 0)
 	replayed, err := v.cfg.Replay.Remember(ctx, in.keyID, in.nonce, until)
 	switch {
 	case errors.Is(err, ErrNonceCapReached):
-		return Principal{}, reject(CodeWebhookRateAbuse, "key reached its cap of live nonces")
+		return Principal{}, reject(courier.CodeWebhookRateAbuse, "key reached its cap of live nonces")
 	case err != nil:
 		return Principal{}, fmt.Errorf("signature: rfc9421: replay cache: %w", err)
 	case replayed:
-		return Principal{}, reject(CodeWebhookReplayed, "nonce was already used with this key")
+		return Principal{}, reject(courier.CodeWebhookReplayed, "nonce was already used with this key")
 	}
 	return Principal{Sender: v.cfg.Sender, KeyID: in.keyID, Scheme: SchemeRFC9421}, nil
 }
@@ -409,22 +456,23 @@ func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
 		if k, ok := v.keys[kid]; ok {
 			return k, nil
 		}
-		return JWK{}, reject(CodeWebhookKeyUnknown, "keyid names no key of the sender")
+		return JWK{}, reject(courier.CodeWebhookKeyUnknown, "keyid names no key of the sender")
 	}
 	k, found, err := v.cfg.LookupKey(ctx, kid)
 	switch {
 	case err != nil:
 		return JWK{}, fmt.Errorf("signature: rfc9421: key lookup: %w", err)
 	case !found || k.m == nil || k.KeyID() != kid:
-		return JWK{}, reject(CodeWebhookKeyUnknown, "keyid names no key of the sender")
+		return JWK{}, reject(courier.CodeWebhookKeyUnknown, "keyid names no key of the sender")
 	}
 	return k, nil
 }
 
 // receivedTarget reconstructs and canonicalizes the target URI of a
-// received request.
+// received request: the configured origin with the request's path and
+// query, or with TrustRequestHost the origin the request itself names.
 func (v *RFC9421Verifier) receivedTarget(req *http.Request) (target, authority string, err error) {
-	malformed := reject(CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
+	malformed := reject(courier.CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
 	if req.URL == nil {
 		return "", "", malformed
 	}
@@ -483,7 +531,7 @@ func secureTarget(target, authority string) bool {
 // Signature (checklist steps 1 and 2).
 func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 	malformed := func(msg string) (rfc9421Input, error) {
-		return rfc9421Input{}, reject(CodeWebhookHeaderMalformed, msg)
+		return rfc9421Input{}, reject(courier.CodeWebhookHeaderMalformed, msg)
 	}
 	inputText := strings.Join(h.Values(HeaderSignatureInput), ", ")
 	sigText := strings.Join(h.Values(HeaderSignature), ", ")
@@ -510,8 +558,8 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 		return malformed("Signature has no sig1 byte sequence")
 	}
 	var in rfc9421Input
-	if in.signature, err = decodeB64URL(sig.item.str); err != nil || len(in.signature) == 0 {
-		return malformed("signature is not unpadded base64url")
+	if in.signature, err = decodeSFBinary(sig.item.str); err != nil || len(in.signature) == 0 {
+		return malformed("signature is not base64 in one consistent form")
 	}
 	for _, it := range input.list {
 		if it.kind != sfString || len(it.params) > 0 || slices.Contains(in.components, it.str) {
@@ -553,7 +601,7 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 	}
 	for _, ok := range have {
 		if !ok {
-			return rfc9421Input{}, reject(CodeWebhookParamsIncomplete, "created, expires, nonce, keyid, alg and tag are all required")
+			return rfc9421Input{}, reject(courier.CodeWebhookParamsIncomplete, "created, expires, nonce, keyid, alg and tag are all required")
 		}
 	}
 	if len(in.nonce) > maxNonceBytes || len(in.keyID) > maxKeyIDBytes {
@@ -563,8 +611,7 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 }
 
 // contentDigestMatches reports whether the Content-Digest field carries the
-// SHA-256 of body. The digest may be RFC 8941 padded base64 or AdCP's
-// unpadded base64url.
+// SHA-256 of body, in either form decodeSFBinary reads.
 func contentDigestMatches(field string, body []byte) bool {
 	if field == "" || len(field) > maxHeaderBytes {
 		return false
@@ -577,11 +624,9 @@ func contentDigestMatches(field string, body []byte) bool {
 	if !ok || m.isList || m.item.kind != sfBytes {
 		return false
 	}
-	got, err := decodeStdBase64(m.item.str)
+	got, err := decodeSFBinary(m.item.str)
 	if err != nil {
-		if got, err = decodeB64URL(m.item.str); err != nil {
-			return false
-		}
+		return false
 	}
 	want := sha256.Sum256(body)
 	return subtle.ConstantTimeCompare(got, want[:]) == 1

@@ -39,7 +39,7 @@ func TestRFC9421Rotation(t *testing.T) {
 	}
 	verify := func(keys []signature.JWK, req *http.Request) (signature.Principal, error) {
 		t.Helper()
-		v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "agent", Keys: keys})
+		v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "agent", Keys: keys, Origin: "https://buyer.example"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,8 +53,8 @@ func TestRFC9421Rotation(t *testing.T) {
 		t.Fatalf("old key during the rotation: %+v, %v", p, err)
 	}
 	retired := []signature.JWK{newKey.Public()}
-	if _, err := verify(retired, sign(oldKey)); courier.CodeOf(err) != signature.CodeWebhookKeyUnknown {
-		t.Fatalf("old key after retirement: %v, want %s", err, signature.CodeWebhookKeyUnknown)
+	if _, err := verify(retired, sign(oldKey)); courier.CodeOf(err) != courier.CodeWebhookKeyUnknown {
+		t.Fatalf("old key after retirement: %v, want %s", err, courier.CodeWebhookKeyUnknown)
 	}
 	if _, err := verify(retired, sign(newKey)); err != nil {
 		t.Fatalf("new key after retirement: %v", err)

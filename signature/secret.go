@@ -37,10 +37,11 @@ type secretMaterial struct {
 // id names the secret in Principal.KeyID and in logs. If empty, it is a
 // fingerprint that reveals nothing about the secret: "secret:<16 hex>".
 //
-// Errors never contain the secret.
+// Errors are cases of courier.ErrConfigInvalid and never contain the
+// secret.
 func ParseSecret(id, value string) (Secret, error) {
 	if err := checkSecret(value); err != nil {
-		return Secret{}, fmt.Errorf("signature: secret: %w", err)
+		return Secret{}, configError("secret: " + err.Error())
 	}
 	m := &secretMaterial{id: id, value: []byte(value), digest: sha256.Sum256([]byte(value))}
 	if m.id == "" {

@@ -9,9 +9,9 @@ import (
 // This file parses and serializes the subset of RFC 8941 Structured Field
 // Values that Signature-Input, Signature and Content-Digest use:
 // dictionaries whose members are items or inner lists, with parameters.
-// Byte sequences are kept as their raw text between the colons, so that each
-// profile decodes them with its own alphabet (RFC 8941's padded base64 for
-// Content-Digest, AdCP's unpadded base64url for webhook signatures).
+// Byte sequences are kept as their raw text between the colons and decoded
+// by decodeSFBinary, which reads RFC 8941's padded standard base64 and
+// AdCP's unpadded base64url, each used consistently.
 
 // Bounds of the structured-field parser.
 const (
@@ -347,6 +347,21 @@ func (p *sfParser) bytes() (sfItem, error) {
 		p.pos++
 	}
 	return sfItem{}, errSF
+}
+
+// decodeSFBinary decodes the text of a byte sequence in either of its two
+// consistent forms: padded standard base64 (RFC 8941), or unpadded
+// base64url (AdCP). A text holding "+", "/" or "=" is read as the first and
+// must be exactly that; any other text as the second. So a text mixing
+// the alphabets ("+" beside "-"), base64url with padding, standard base64
+// with "+" or "/" but without its padding, and misplaced or excess padding
+// are all refused. Texts in the characters both alphabets share decode the
+// same either way.
+func decodeSFBinary(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "+/=") {
+		return decodeStdBase64(s)
+	}
+	return decodeB64URL(s)
 }
 
 func isTChar(c byte) bool {

@@ -6,12 +6,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // Standard Webhooks header names.
@@ -19,6 +21,23 @@ const (
 	HeaderWebhookID        = "webhook-id"
 	HeaderWebhookTimestamp = "webhook-timestamp"
 	HeaderWebhookSignature = "webhook-signature"
+)
+
+// Svix's brand of the Standard Webhooks headers: the same values under
+// other names, as Svix sends them. A StandardWebhooksVerifier accepts
+// either brand; the signer writes the webhook-* brand.
+const (
+	HeaderSvixID        = "svix-id"
+	HeaderSvixTimestamp = "svix-timestamp"
+	HeaderSvixSignature = "svix-signature"
+)
+
+// swBrand is the names of one brand of the three headers.
+type swBrand struct{ id, timestamp, signature string }
+
+var (
+	webhookBrand = swBrand{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature}
+	svixBrand    = swBrand{HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature}
 )
 
 // DefaultStandardWebhooksTolerance is how far webhook-timestamp may be from
@@ -50,14 +69,14 @@ type StandardWebhooksSigner struct {
 // NewStandardWebhooksSigner validates cfg and returns a signer.
 func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (*StandardWebhooksSigner, error) {
 	if len(cfg.Keys) == 0 {
-		return nil, errors.New("signature: StandardWebhooksSignerConfig.Keys is empty")
+		return nil, configError("StandardWebhooksSignerConfig.Keys is empty")
 	}
 	for i, k := range cfg.Keys {
 		if k.m == nil {
-			return nil, fmt.Errorf("signature: StandardWebhooksSignerConfig.Keys[%d] is not a parsed key", i)
+			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is not a parsed key", i))
 		}
 		if k.m().kind == swPublic {
-			return nil, fmt.Errorf("signature: StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i)
+			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i))
 		}
 	}
 	return &StandardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), cfg.Keys...)}, nil
@@ -126,8 +145,12 @@ func (c StandardWebhooksVerifierConfig) WithDefaults() StandardWebhooksVerifierC
 	return c
 }
 
-// StandardWebhooksVerifier verifies Standard Webhooks signatures. It is safe
-// for concurrent use.
+// StandardWebhooksVerifier verifies Standard Webhooks signatures, under the
+// webhook-* header names or Svix's svix-* names (see [HeaderSvixID]). A
+// request uses one brand: one that carries both is refused
+// (CodeSignatureMalformed) unless each header of one brand has exactly the
+// field lines of its twin in the other, in which case both say the same
+// thing and it is verified once. It is safe for concurrent use.
 type StandardWebhooksVerifier struct {
 	cfg     StandardWebhooksVerifierConfig
 	secrets []StandardWebhooksKey // v1
@@ -138,18 +161,18 @@ type StandardWebhooksVerifier struct {
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardWebhooksVerifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
-		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Sender is empty")
+		return nil, configError("StandardWebhooksVerifierConfig.Sender is empty")
 	}
 	if len(cfg.Keys) == 0 {
-		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Keys is empty")
+		return nil, configError("StandardWebhooksVerifierConfig.Keys is empty")
 	}
 	if cfg.Tolerance < time.Second {
-		return nil, errors.New("signature: StandardWebhooksVerifierConfig.Tolerance is below one second")
+		return nil, configError("StandardWebhooksVerifierConfig.Tolerance is below one second")
 	}
 	v := &StandardWebhooksVerifier{cfg: cfg}
 	for i, k := range cfg.Keys {
 		if k.m == nil {
-			return nil, fmt.Errorf("signature: StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i)
+			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i))
 		}
 		if k.m().kind == swSecret {
 			v.secrets = append(v.secrets, k)
@@ -161,33 +184,38 @@ func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardW
 	return v, nil
 }
 
-// Verify checks req's Standard Webhooks headers against body.
+// Verify checks req's Standard Webhooks headers, of either brand, against
+// body. The Principal's MessageID is the signed webhook-id (or svix-id).
 func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
-	id, err := swHeader(req.Header, HeaderWebhookID)
+	names, err := swBrandOf(req.Header)
+	if err != nil {
+		return Principal{}, err
+	}
+	id, err := swHeader(req.Header, names.id)
 	if err != nil {
 		return Principal{}, err
 	}
 	if !validWebhookID(id) {
-		return Principal{}, reject(CodeMalformed, "webhook-id is too long or not printable ASCII")
+		return Principal{}, reject(courier.CodeSignatureMalformed, names.id+" is too long or not printable ASCII")
 	}
-	tsText, err := swHeader(req.Header, HeaderWebhookTimestamp)
+	tsText, err := swHeader(req.Header, names.timestamp)
 	if err != nil {
 		return Principal{}, err
 	}
 	ts, ok := parseUnixSeconds(tsText)
 	if !ok {
-		return Principal{}, reject(CodeMalformed, "webhook-timestamp is not unix seconds")
+		return Principal{}, reject(courier.CodeSignatureMalformed, names.timestamp+" is not unix seconds")
 	}
-	header, err := swHeader(req.Header, HeaderWebhookSignature)
+	header, err := swHeader(req.Header, names.signature)
 	if err != nil {
 		return Principal{}, err
 	}
 	if !withinTolerance(nowFunc(v.cfg.Now)(), ts, v.cfg.Tolerance) {
-		return Principal{}, reject(CodeTimestampOutOfRange, "webhook-timestamp is outside the tolerance")
+		return Principal{}, reject(courier.CodeSignatureTimestamp, names.timestamp+" is outside the tolerance")
 	}
 	entries := strings.Fields(header)
 	if len(entries) > maxSWSignatures {
-		return Principal{}, reject(CodeMalformed, "webhook-signature carries too many signatures")
+		return Principal{}, reject(courier.CodeSignatureMalformed, names.signature+" carries too many signatures")
 	}
 
 	var macs [][]byte // computed on first v1 entry
@@ -214,7 +242,7 @@ func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 			}
 			for i, mac := range macs {
 				if hmac.Equal(mac, sig) {
-					return v.principal(v.secrets[i]), nil
+					return v.principal(v.secrets[i], id), nil
 				}
 			}
 		case "v1a":
@@ -226,16 +254,47 @@ func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 			}
 			for _, k := range v.publics {
 				if ed25519.Verify(k.m().public, content, sig) {
-					return v.principal(k), nil
+					return v.principal(k, id), nil
 				}
 			}
 		}
 	}
-	return Principal{}, reject(CodeMismatch, "no signature matches a configured key")
+	return Principal{}, reject(courier.CodeSignatureMismatch, "no signature matches a configured key")
 }
 
-func (v *StandardWebhooksVerifier) principal(k StandardWebhooksKey) Principal {
-	return Principal{Sender: v.cfg.Sender, KeyID: k.ID(), Scheme: SchemeStandardWebhooks}
+func (v *StandardWebhooksVerifier) principal(k StandardWebhooksKey, id string) Principal {
+	return Principal{Sender: v.cfg.Sender, KeyID: k.ID(), Scheme: SchemeStandardWebhooks, MessageID: id}
+}
+
+// swBrandOf returns the brand of headers h uses: webhook-* unless only
+// svix-* headers are present. A request with headers of both brands is
+// malformed unless every header has exactly the field lines of its twin:
+// two different ids, timestamps or signatures in one request would let two
+// readers of it disagree about what was signed.
+func swBrandOf(h http.Header) (swBrand, error) {
+	var webhook, svix bool
+	for _, name := range []string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature} {
+		webhook = webhook || len(h.Values(name)) > 0
+	}
+	for _, name := range []string{HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature} {
+		svix = svix || len(h.Values(name)) > 0
+	}
+	if !webhook && svix {
+		return svixBrand, nil
+	}
+	if webhook && svix {
+		pairs := [][2]string{
+			{HeaderWebhookID, HeaderSvixID},
+			{HeaderWebhookTimestamp, HeaderSvixTimestamp},
+			{HeaderWebhookSignature, HeaderSvixSignature},
+		}
+		for _, p := range pairs {
+			if !slices.Equal(h.Values(p[0]), h.Values(p[1])) {
+				return swBrand{}, reject(courier.CodeSignatureMalformed, "webhook-* and svix-* headers disagree")
+			}
+		}
+	}
+	return webhookBrand, nil
 }
 
 // swHeader returns the single, non-empty, bounded field line of name.
@@ -243,11 +302,11 @@ func swHeader(h http.Header, name string) (string, error) {
 	v, ok, many := singleHeader(h, name)
 	switch {
 	case many:
-		return "", reject(CodeMalformed, name+" header is repeated")
+		return "", reject(courier.CodeSignatureMalformed, name+" header is repeated")
 	case !ok || strings.TrimSpace(v) == "":
-		return "", reject(CodeMissing, name+" header is missing")
+		return "", reject(courier.CodeSignatureMissing, name+" header is missing")
 	case len(v) > maxHeaderBytes:
-		return "", reject(CodeMalformed, name+" header is too long")
+		return "", reject(courier.CodeSignatureMalformed, name+" header is too long")
 	}
 	return v, nil
 }

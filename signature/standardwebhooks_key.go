@@ -65,11 +65,12 @@ type swKeyMaterial struct {
 // secret, "ed25519:<16 hex>" of the public key for either half of an Ed25519
 // pair (so a signer's and a verifier's ids agree).
 //
-// Errors never contain the encoded key.
+// Errors are cases of courier.ErrConfigInvalid and never contain the
+// encoded key.
 func ParseStandardWebhooksKey(id, encoded string) (StandardWebhooksKey, error) {
 	m, err := parseSWKey(encoded)
 	if err != nil {
-		return StandardWebhooksKey{}, fmt.Errorf("signature: standard webhooks key: %w", err)
+		return StandardWebhooksKey{}, configError("standard webhooks key: " + err.Error())
 	}
 	m.id = id
 	if m.id == "" {

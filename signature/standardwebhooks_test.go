@@ -3,8 +3,11 @@ package signature
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,7 +119,7 @@ func TestStandardWebhooksSignVectors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if p.Sender != "sender" || p.Scheme != SchemeStandardWebhooks || p.KeyID != verifying.ID() {
+			if p != (Principal{Sender: "sender", KeyID: verifying.ID(), Scheme: SchemeStandardWebhooks, MessageID: vec.MsgID}) {
 				t.Errorf("principal = %+v", p)
 			}
 			// The verifier also accepts the private key, keeping its public half.
@@ -135,7 +138,7 @@ func TestStandardWebhooksRejectVectors(t *testing.T) {
 			_, key := swVectorKeys(t, vec)
 			verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
 			_, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, vec.Signature), []byte(vec.Body))
-			wantReject(t, err, CodeMismatch)
+			wantReject(t, err, courier.CodeSignatureMismatch)
 		})
 	}
 	// SW-1's valid signature written in the URL-safe alphabet or unpadded.
@@ -147,7 +150,7 @@ func TestStandardWebhooksRejectVectors(t *testing.T) {
 		strings.TrimRight(vec.Signature, "="),
 	} {
 		_, err := verifier.Verify(context.Background(), swVectorRequest(t, vec, sig), []byte(vec.Body))
-		wantReject(t, err, CodeMismatch)
+		wantReject(t, err, courier.CodeSignatureMismatch)
 	}
 }
 
@@ -248,13 +251,13 @@ func TestStandardWebhooksRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if p.KeyID != tt.wantKeyID {
-				t.Errorf("KeyID = %q, want %q", p.KeyID, tt.wantKeyID)
+			if p.KeyID != tt.wantKeyID || p.MessageID != m.ID {
+				t.Errorf("KeyID, MessageID = %q, %q; want %q, %q", p.KeyID, p.MessageID, tt.wantKeyID, m.ID)
 			}
 			tampered := append([]byte(nil), m.Body...)
 			tampered[len(tampered)-2] = '2'
 			_, err = newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, tampered)
-			wantReject(t, err, CodeMismatch)
+			wantReject(t, err, courier.CodeSignatureMismatch)
 		})
 	}
 }
@@ -285,7 +288,7 @@ func TestStandardWebhooksRotation(t *testing.T) {
 			req := signSW(t, tt.sign, m)
 			p, err := newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, m.Body)
 			if tt.wantKey == "" {
-				wantReject(t, err, CodeMismatch)
+				wantReject(t, err, courier.CodeSignatureMismatch)
 				return
 			}
 			if err != nil {
@@ -336,7 +339,7 @@ func TestStandardWebhooksTolerance(t *testing.T) {
 				}
 				return
 			}
-			wantReject(t, err, CodeTimestampOutOfRange)
+			wantReject(t, err, courier.CodeSignatureTimestamp)
 		})
 	}
 }
@@ -355,30 +358,30 @@ func TestStandardWebhooksHeaders(t *testing.T) {
 		mutate func(h http.Header)
 		code   courier.Code
 	}{
-		{"missing id", func(h http.Header) { h.Del(HeaderWebhookID) }, CodeMissing},
-		{"missing timestamp", func(h http.Header) { h.Del(HeaderWebhookTimestamp) }, CodeMissing},
-		{"missing signature", func(h http.Header) { h.Del(HeaderWebhookSignature) }, CodeMissing},
-		{"empty signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "") }, CodeMissing},
-		{"blank signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "   ") }, CodeMissing},
-		{"repeated signature lines", func(h http.Header) { h.Add(HeaderWebhookSignature, sig) }, CodeMalformed},
+		{"missing id", func(h http.Header) { h.Del(HeaderWebhookID) }, courier.CodeSignatureMissing},
+		{"missing timestamp", func(h http.Header) { h.Del(HeaderWebhookTimestamp) }, courier.CodeSignatureMissing},
+		{"missing signature", func(h http.Header) { h.Del(HeaderWebhookSignature) }, courier.CodeSignatureMissing},
+		{"empty signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "") }, courier.CodeSignatureMissing},
+		{"blank signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "   ") }, courier.CodeSignatureMissing},
+		{"repeated signature lines", func(h http.Header) { h.Add(HeaderWebhookSignature, sig) }, courier.CodeSignatureMalformed},
 		{"signature split over two lines", func(h http.Header) {
 			h.Set(HeaderWebhookSignature, "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=")
 			h.Add(HeaderWebhookSignature, sig)
-		}, CodeMalformed},
-		{"repeated id", func(h http.Header) { h.Add(HeaderWebhookID, "ntf_other") }, CodeMalformed},
-		{"repeated timestamp", func(h http.Header) { h.Add(HeaderWebhookTimestamp, strconv.Itoa(ts)) }, CodeMalformed},
-		{"timestamp not a number", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "17e8") }, CodeMalformed},
-		{"timestamp signed", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "+1700000000") }, CodeMalformed},
-		{"timestamp negative", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "-1") }, CodeMalformed},
-		{"timestamp huge", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "99999999999999999999") }, CodeMalformed},
-		{"id with space", func(h http.Header) { h.Set(HeaderWebhookID, "ntf h") }, CodeMalformed},
-		{"id too long", func(h http.Header) { h.Set(HeaderWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, CodeMalformed},
-		{"other id", func(h http.Header) { h.Set(HeaderWebhookID, "ntf_other") }, CodeMismatch},
-		{"signature header too long", func(h http.Header) { h.Set(HeaderWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, CodeMalformed},
-		{"too many signatures", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, CodeMalformed},
-		{"unpadded base64", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimRight(sig, "=")) }, CodeMismatch},
-		{"no version", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, CodeMismatch},
-		{"version upper case", func(h http.Header) { h.Set(HeaderWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, CodeMismatch},
+		}, courier.CodeSignatureMalformed},
+		{"repeated id", func(h http.Header) { h.Add(HeaderWebhookID, "ntf_other") }, courier.CodeSignatureMalformed},
+		{"repeated timestamp", func(h http.Header) { h.Add(HeaderWebhookTimestamp, strconv.Itoa(ts)) }, courier.CodeSignatureMalformed},
+		{"timestamp not a number", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "17e8") }, courier.CodeSignatureMalformed},
+		{"timestamp signed", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "+1700000000") }, courier.CodeSignatureMalformed},
+		{"timestamp negative", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "-1") }, courier.CodeSignatureMalformed},
+		{"timestamp huge", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "99999999999999999999") }, courier.CodeSignatureMalformed},
+		{"id with space", func(h http.Header) { h.Set(HeaderWebhookID, "ntf h") }, courier.CodeSignatureMalformed},
+		{"id too long", func(h http.Header) { h.Set(HeaderWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, courier.CodeSignatureMalformed},
+		{"other id", func(h http.Header) { h.Set(HeaderWebhookID, "ntf_other") }, courier.CodeSignatureMismatch},
+		{"signature header too long", func(h http.Header) { h.Set(HeaderWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, courier.CodeSignatureMalformed},
+		{"too many signatures", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, courier.CodeSignatureMalformed},
+		{"unpadded base64", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimRight(sig, "=")) }, courier.CodeSignatureMismatch},
+		{"no version", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, courier.CodeSignatureMismatch},
+		{"version upper case", func(h http.Header) { h.Set(HeaderWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, courier.CodeSignatureMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -560,5 +563,97 @@ func TestStandardWebhooksSignErrors(t *testing.T) {
 	var zero StandardWebhooksSigner
 	if err := zero.Sign(newRequest(t, http.MethodPost, "https://receiver.example/", nil, nil), Message{ID: "x", Time: time.Unix(1, 0)}); err == nil {
 		t.Error("zero signer signed")
+	}
+}
+
+// svixSign signs the way Svix does, written out here rather than through
+// the signer: HMAC-SHA256, keyed with the base64 of the secret after
+// "whsec_", over msg_id.timestamp.body, sent as "v1," and its standard
+// base64.
+func svixSign(t *testing.T, secret, msgID string, ts int64, body []byte) string {
+	t.Helper()
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.", msgID, ts)
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// TestStandardWebhooksSvixBrand: a request signed and sent the way Svix
+// sends it (svix-id, svix-timestamp, svix-signature) verifies like its
+// webhook-* twin, with the signed id as Principal.MessageID. A request
+// carries one brand: both brands verify only when they say exactly the
+// same thing; any difference is malformed, never a fallback from one brand
+// to the other.
+func TestStandardWebhooksSvixBrand(t *testing.T) {
+	t.Parallel()
+	vec := loadSWVectors(t).Sign[0]
+	body := []byte(vec.Body)
+	sig := svixSign(t, vec.Secret, vec.MsgID, vec.Timestamp, body)
+	if sig != vec.Signature {
+		t.Fatalf("Svix's signing of %s gives %q, the vector says %q", vec.ID, sig, vec.Signature)
+	}
+	ts := strconv.FormatInt(vec.Timestamp, 10)
+	other := svixSign(t, vec.Secret, "msg_other", vec.Timestamp, body)
+	key, _ := swVectorKeys(t, vec)
+	verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
+	svix := map[string][]string{HeaderSvixID: {vec.MsgID}, HeaderSvixTimestamp: {ts}, HeaderSvixSignature: {sig}}
+	webhook := map[string][]string{HeaderWebhookID: {vec.MsgID}, HeaderWebhookTimestamp: {ts}, HeaderWebhookSignature: {sig}}
+	merge := func(sets ...map[string][]string) map[string][]string {
+		out := map[string][]string{}
+		for _, set := range sets {
+			for k, v := range set {
+				out[k] = v
+			}
+		}
+		return out
+	}
+
+	tests := []struct {
+		name    string
+		headers map[string][]string
+		body    []byte
+		now     int64
+		code    courier.Code // "" means verified
+	}{
+		{"svix brand", svix, body, vec.Timestamp, ""},
+		{"svix brand, upper-case names", map[string][]string{"Svix-Id": {vec.MsgID}, "SVIX-TIMESTAMP": {ts}, "Svix-Signature": {sig}}, body, vec.Timestamp, ""},
+		{"webhook brand", webhook, body, vec.Timestamp, ""},
+		{"both brands, identical", merge(webhook, svix), body, vec.Timestamp, ""},
+		{"svix brand, body changed", svix, []byte(`{"test": 0}`), vec.Timestamp, courier.CodeSignatureMismatch},
+		{"svix brand, stale", svix, body, vec.Timestamp + 301, courier.CodeSignatureTimestamp},
+		{"svix brand, another id", merge(svix, map[string][]string{HeaderSvixID: {"msg_other"}}), body, vec.Timestamp, courier.CodeSignatureMismatch},
+		{"svix brand, no signature", merge(svix, map[string][]string{HeaderSvixSignature: nil}), body, vec.Timestamp, courier.CodeSignatureMissing},
+		{"svix brand, id repeated", merge(svix, map[string][]string{HeaderSvixID: {vec.MsgID, vec.MsgID}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, ids differ", merge(webhook, svix, map[string][]string{HeaderSvixID: {"msg_other"}, HeaderSvixSignature: {other}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, timestamps differ", merge(webhook, svix, map[string][]string{HeaderWebhookTimestamp: {"1614265331"}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, signatures differ", merge(webhook, svix, map[string][]string{HeaderWebhookSignature: {"v1,AAAA"}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, one has a second signature line", merge(webhook, svix, map[string][]string{HeaderSvixSignature: {sig, sig}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"brands split across the headers", map[string][]string{HeaderSvixID: {vec.MsgID}, HeaderWebhookTimestamp: {ts}, HeaderWebhookSignature: {sig}}, body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"svix id beside a webhook triple", merge(webhook, map[string][]string{HeaderSvixID: {vec.MsgID}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := newRequest(t, http.MethodPost, "https://receiver.example/hook", tt.headers, tt.body)
+			v := verifier
+			if tt.now != vec.Timestamp {
+				v = newSWVerifier(t, clockAt(tt.now), key)
+			}
+			p, err := v.Verify(context.Background(), req, tt.body)
+			if tt.code != "" {
+				wantReject(t, err, tt.code)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if p != (Principal{Sender: "sender", KeyID: key.ID(), Scheme: SchemeStandardWebhooks, MessageID: vec.MsgID}) {
+				t.Errorf("principal = %+v", p)
+			}
+		})
 	}
 }

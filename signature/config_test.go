@@ -1,0 +1,216 @@
+package signature
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// TestConfigErrorsAreErrConfigInvalid: every constructor and every parser
+// of configuration refuses bad input with a case of courier.ErrConfigInvalid
+// (code config_invalid) whose message names what is wrong, like the store,
+// client and handler configs do.
+func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
+	t.Parallel()
+	swSecret, swPrivate, swPublic := swTestKeys(t, "k")
+	priv, err := GenerateJWK("k1", AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := priv.Public()
+	shared, err := ParseSecret("s1", "0123456789abcdefghijklmnopqrstuvwxyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(context.Context, string) (JWK, bool, error) { return JWK{}, false, nil }
+	const origin = "https://buyer.example.com"
+	const edX = "y7tTfeqazsFeTn3ccCzQlcJ4qFWuYsu-JkJAcfc9VoA"
+
+	tests := []struct {
+		name string
+		call func() error
+		want string // what the message must name
+	}{
+		// Standard Webhooks.
+		{"sw signer without keys", func() error {
+			_, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{})
+			return err
+		}, "StandardWebhooksSignerConfig.Keys"},
+		{"sw signer with a zero key", func() error {
+			_, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{{}}})
+			return err
+		}, "StandardWebhooksSignerConfig.Keys[0]"},
+		{"sw signer with a public key", func() error {
+			_, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{swPrivate, swPublic}})
+			return err
+		}, "StandardWebhooksSignerConfig.Keys[1]"},
+		{"sw verifier without sender", func() error {
+			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Keys: []StandardWebhooksKey{swSecret}})
+			return err
+		}, "StandardWebhooksVerifierConfig.Sender"},
+		{"sw verifier without keys", func() error {
+			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s"})
+			return err
+		}, "StandardWebhooksVerifierConfig.Keys"},
+		{"sw verifier with a zero key", func() error {
+			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{swSecret, {}}})
+			return err
+		}, "StandardWebhooksVerifierConfig.Keys[1]"},
+		{"sw verifier with a sub-second tolerance", func() error {
+			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{swSecret}, Tolerance: time.Millisecond})
+			return err
+		}, "StandardWebhooksVerifierConfig.Tolerance"},
+		{"sw key without prefix", func() error {
+			_, err := ParseStandardWebhooksKey("", base64.StdEncoding.EncodeToString(make([]byte, 32)))
+			return err
+		}, "standard webhooks key"},
+		{"sw secret too short", func() error {
+			_, err := ParseStandardWebhooksKey("", PrefixStandardWebhooksSecret+base64.StdEncoding.EncodeToString(make([]byte, 8)))
+			return err
+		}, "standard webhooks key"},
+
+		// RFC 9421.
+		{"rfc9421 signer with a public key", func() error {
+			_, err := NewRFC9421Signer(RFC9421SignerConfig{Key: pub})
+			return err
+		}, "RFC9421SignerConfig.Key"},
+		{"rfc9421 signer with a long window", func() error {
+			_, err := NewRFC9421Signer(RFC9421SignerConfig{Key: priv, Window: time.Hour})
+			return err
+		}, "RFC9421SignerConfig.Window"},
+		{"rfc9421 verifier without sender", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Keys: []JWK{pub}, Origin: origin})
+			return err
+		}, "RFC9421VerifierConfig.Sender"},
+		{"rfc9421 verifier without keys", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Origin: origin})
+			return err
+		}, "RFC9421VerifierConfig.Keys"},
+		{"rfc9421 verifier with keys and lookup", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, LookupKey: lookup, Origin: origin})
+			return err
+		}, "LookupKey"},
+		{"rfc9421 verifier with a zero key", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub, {}}, Origin: origin})
+			return err
+		}, "RFC9421VerifierConfig.Keys[1]"},
+		{"rfc9421 verifier with a kid twice", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub, pub}, Origin: origin})
+			return err
+		}, "RFC9421VerifierConfig.Keys[1]"},
+		{"rfc9421 verifier with a negative skew", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: origin, ClockSkew: -time.Second})
+			return err
+		}, "RFC9421VerifierConfig.ClockSkew"},
+		{"rfc9421 verifier without origin", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}})
+			return err
+		}, "RFC9421VerifierConfig.Origin"},
+		{"rfc9421 verifier with origin and trusting Host", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: origin, TrustRequestHost: true})
+			return err
+		}, "RFC9421VerifierConfig.Origin and TrustRequestHost"},
+		{"rfc9421 verifier with an origin with a path", func() error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, Origin: origin + "/hook"})
+			return err
+		}, "RFC9421VerifierConfig.Origin"},
+		{"jwk not JSON", func() error {
+			_, err := ParseJWK([]byte("kid"))
+			return err
+		}, "jwk"},
+		{"jwk with a bad x", func() error {
+			_, err := ParseJWK([]byte(`{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX[:40] + `"}`))
+			return err
+		}, `jwk "a"`},
+		{"jwk set with a bad key", func() error {
+			_, err := ParseJWKSet([]byte(`{"keys":[{"kid":"a","kty":"RSA"}]}`))
+			return err
+		}, `jwk set: keys[0]: jwk "a"`},
+		{"jwk set with a kid twice", func() error {
+			k := `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `"}`
+			_, err := ParseJWKSet([]byte(`{"keys":[` + k + `,` + k + `]}`))
+			return err
+		}, "jwk set: key id"},
+		{"jwk set empty", func() error {
+			_, err := ParseJWKSet([]byte(`{"keys":[]}`))
+			return err
+		}, "jwk set"},
+		{"generated jwk without kid", func() error {
+			_, err := GenerateJWK("", AlgEd25519)
+			return err
+		}, "jwk: key id"},
+		{"generated jwk of an unknown alg", func() error {
+			_, err := GenerateJWK("k", "rsa-pss-sha512")
+			return err
+		}, "jwk: alg"},
+
+		// AdCP legacy HMAC and bearer.
+		{"adcp hmac signer without secret", func() error {
+			_, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{})
+			return err
+		}, "AdCPHMACSignerConfig.Secret"},
+		{"adcp hmac verifier without sender", func() error {
+			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Secrets: []Secret{shared}})
+			return err
+		}, "AdCPHMACVerifierConfig.Sender"},
+		{"adcp hmac verifier without secrets", func() error {
+			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s"})
+			return err
+		}, "AdCPHMACVerifierConfig.Secrets"},
+		{"adcp hmac verifier with a zero secret", func() error {
+			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared, {}}})
+			return err
+		}, "AdCPHMACVerifierConfig.Secrets[1]"},
+		{"adcp hmac verifier with a sub-second tolerance", func() error {
+			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared}, Tolerance: time.Millisecond})
+			return err
+		}, "AdCPHMACVerifierConfig.Tolerance"},
+		{"bearer signer without token", func() error {
+			_, err := NewBearerSigner(BearerSignerConfig{})
+			return err
+		}, "BearerSignerConfig.Token"},
+		{"bearer verifier without sender", func() error {
+			_, err := NewBearerVerifier(BearerVerifierConfig{Tokens: []Secret{shared}})
+			return err
+		}, "BearerVerifierConfig.Sender"},
+		{"bearer verifier without tokens", func() error {
+			_, err := NewBearerVerifier(BearerVerifierConfig{Sender: "s"})
+			return err
+		}, "BearerVerifierConfig.Tokens"},
+		{"bearer verifier with a zero token", func() error {
+			_, err := NewBearerVerifier(BearerVerifierConfig{Sender: "s", Tokens: []Secret{{}}})
+			return err
+		}, "BearerVerifierConfig.Tokens[0]"},
+		{"secret too short", func() error {
+			_, err := ParseSecret("", "short")
+			return err
+		}, "secret"},
+		{"secret of one character", func() error {
+			_, err := ParseSecret("", strings.Repeat("a", MinSecretBytes))
+			return err
+		}, "secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.call()
+			if !errors.Is(err, courier.ErrConfigInvalid) {
+				t.Fatalf("err = %v, want a case of ErrConfigInvalid", err)
+			}
+			if code := courier.CodeOf(err); code != courier.CodeConfigInvalid {
+				t.Errorf("code = %s, want %s", code, courier.CodeConfigInvalid)
+			}
+			if errors.Is(err, courier.ErrSignatureInvalid) {
+				t.Error("a configuration error is not a verification failure")
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "config_invalid: signature: ") || !strings.Contains(msg, tt.want) {
+				t.Errorf("message %q does not start with the package or name %q", msg, tt.want)
+			}
+		})
+	}
+}
