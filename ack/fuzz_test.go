@@ -36,9 +36,7 @@ func fuzzDocuments(f *testing.F) [][]byte {
 	for _, v := range fuzzTerminalVectors(f) {
 		docs = append(docs, []byte(v.Payload), []byte(v.Ack), v.Content)
 	}
-	for _, p := range fuzzEnvelopes(f) {
-		docs = append(docs, p)
-	}
+	docs = append(docs, fuzzEnvelopes(f)...)
 	return append(docs,
 		[]byte(`{"a":1,"a":2}`),
 		[]byte(`{"a":1,"A":2}`),

@@ -330,8 +330,7 @@ func TestWorkerRunWakesAndShutsDown(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	arrived := make(chan string, 10)
-	var b *workerBundle
-	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		id := r.Header.Get("webhook-id")
 		arrived <- id

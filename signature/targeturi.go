@@ -138,9 +138,7 @@ func canonicalAuthority(scheme, a string, asReceived bool) (string, error) {
 // canonicalHost lower-cases a registered name, converts U-labels to
 // A-labels and drops one trailing root dot.
 func canonicalHost(h string, asReceived bool) (string, error) {
-	if strings.HasSuffix(h, ".") {
-		h = h[:len(h)-1]
-	}
+	h = strings.TrimSuffix(h, ".")
 	if h == "" {
 		return "", errTargetURI
 	}

@@ -68,9 +68,9 @@ func (d *dialect) interpret(name string, err error) error {
 	}
 	switch f := d.Interpret(err); f.Kind {
 	case engine.Busy:
-		return fmt.Errorf("store: %s: %w: %v", name, errBusy, err)
+		return fmt.Errorf("store: %s: %w: %w", name, errBusy, err)
 	case engine.ReadOnly:
-		return fmt.Errorf("store: %s: %w: %v", name, errReadOnly, err)
+		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
 	case engine.Constraint:
 		return fmt.Errorf("store: %s: %w", name, courier.Wrap(courier.ErrPayloadInvalid, courier.CodeInvalidArgument, "constraint violated: "+f.Constraint))
 	}

@@ -101,7 +101,7 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	srv := &http.Server{Addr: addr, Handler: middleware.Recover(logger)(mux), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()

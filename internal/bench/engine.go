@@ -89,7 +89,7 @@ func (e *engine) open(ctx context.Context, label string) (*database, error) {
 		d.s, d.db, d.bulk = s, db, db
 		d.close = func() {
 			db.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			_ = drop(ctx)
 		}

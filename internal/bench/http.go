@@ -159,7 +159,7 @@ func postLoop(ctx context.Context, target string, reqs []outgoing, concurrency i
 		return 0, err
 	}
 	if n := failed.Load(); n > 0 {
-		return 0, fmt.Errorf("%d of %d requests failed, first: %v", n, len(reqs), firstErr)
+		return 0, fmt.Errorf("%d of %d requests failed, first: %w", n, len(reqs), firstErr)
 	}
 	return elapsed, nil
 }

@@ -82,7 +82,7 @@ func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func())
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
 		return err

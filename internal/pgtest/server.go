@@ -280,9 +280,9 @@ func (s *server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("server exited while starting: %v", s.waitErr)
+			return fmt.Errorf("server exited while starting: %w", s.waitErr)
 		case <-ctx.Done():
-			return fmt.Errorf("server not ready: %w (last attempt: %v)", ctx.Err(), err)
+			return fmt.Errorf("server not ready: %w (last attempt: %w)", ctx.Err(), err)
 		case <-ticker.C:
 		}
 	}
