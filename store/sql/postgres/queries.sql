@@ -433,3 +433,15 @@ WITH RECURSIVE p(v) AS (
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
+
+-- name: endpoint_ref_known
+-- Endpoints named in the small tables, where an operator's endpoint
+-- reference is looked up first (Endpoints.Resolve).
+SELECT endpoint FROM courier_endpoints
+UNION SELECT endpoint FROM courier_subscriptions
+UNION SELECT endpoint FROM courier_contracts;
+
+-- name: endpoint_ref_deliveries
+-- Every endpoint with deliveries, for a reference the small tables do not
+-- know: a scan of the outbox, run only for an operator's action.
+SELECT DISTINCT endpoint FROM courier_outbox;
