@@ -33,7 +33,7 @@ func setupPublish(t *testing.T) (*store.Store, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := handler.NewPublish(handler.Config{Store: s, Verifier: verifier})
+	p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier})
 	if err != nil {
 		t.Fatal(err)
 	}

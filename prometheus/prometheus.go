@@ -6,7 +6,7 @@
 //	m := prometheus.New()
 //	s, _ := store.OpenSQLite(ctx, path, store.Config{Hook: m.StoreHook})
 //	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: m.WorkerHook})
-//	rcv, _ := handler.NewTerminal(handler.Config{Store: s, Verifier: v, Hook: m.ReceiverHook}, fn)
+//	rcv, _ := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: v, Hook: m.ReceiverHook}, fn)
 //	mux.Handle("GET /metrics", m)
 package prometheus
 
@@ -105,7 +105,8 @@ func (m *Metrics) WorkerHook(e client.Event) {
 	h.sum += s
 }
 
-// ReceiverHook is a handler.Config.Hook.
+// ReceiverHook is the Hook of any handler config (handler.ReceiverConfig,
+// ReportingConfig, SourceConfig, PublishConfig).
 func (m *Metrics) ReceiverHook(e handler.Event) {
 	m.add("courier_receiver_requests_total", labels("outcome", e.Outcome, "code", string(e.Code)), 1)
 }
