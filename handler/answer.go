@@ -23,6 +23,9 @@ const (
 // errInProgress is a duplicate whose first delivery is still processing.
 var errInProgress = errors.New("handler: in progress")
 
+// errForbidden is a publisher refused by PublishConfig.Authorize.
+var errForbidden = errors.New("handler: not authorized for this target")
+
 // storeFailure is the store failing (beginning, recording in the Inbox or
 // Outbox, committing), told apart from the application's function failing:
 // the store may come back, so it is answered 503 with Retry-After.
@@ -83,6 +86,8 @@ func answer(w http.ResponseWriter, err error) {
 		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this identity was received with another body")
 	case errors.Is(err, errInProgress):
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this delivery is being processed", retryInProgress)
+	case errors.Is(err, errForbidden):
+		problem.Error(w, http.StatusForbidden, courier.CodeForbidden, "not allowed to publish to this target")
 	case errors.As(err, &sf):
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)

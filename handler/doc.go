@@ -26,6 +26,7 @@
 //	422 <the Rejection's code>  the application refused it for good (see Reject)
 //	500 handler_failed          the application's function failed; the sender retries
 //	503 internal_error          the store could not answer (begin, inbox, commit); Retry-After
+//	403 forbidden               Publish only: the caller may not publish to that target
 //
 // An accepted notification is recorded in the Inbox, processed by the
 // application's function and acknowledged, all in one transaction; a

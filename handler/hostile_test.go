@@ -626,7 +626,7 @@ func hostilePublishTarget() hostileTarget {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody})
+			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish, MaxBodyBytes: hostileMaxBody})
 			if err != nil {
 				t.Fatal(err)
 			}

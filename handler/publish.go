@@ -3,11 +3,13 @@ package handler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/middleware"
@@ -40,6 +42,32 @@ type PublishResponse struct {
 	NotificationIDs []string `json:"notification_ids"`
 }
 
+// PublishTarget is what a publish request asks to have signed and sent:
+// either a fan-out (Tenant and EventType: the tenant's subscriptions to
+// that event type) or one delivery (Endpoint and NotificationID: the
+// caller's own choice of URL). Exactly one of Tenant and Endpoint is set.
+type PublishTarget struct {
+	Tenant         string
+	EventType      string
+	Endpoint       string
+	NotificationID string
+}
+
+// AuthorizeOwnTenant is the publish policy used when
+// PublishConfig.Authorize is nil: a principal may fan out to the tenant
+// named exactly as its sender (signature.Principal.Sender, the name the
+// verifier is configured with), and to no other; it may never choose an
+// endpoint. Its refusals are *courier.Error with code forbidden.
+func AuthorizeOwnTenant(_ context.Context, p signature.Principal, t PublishTarget) error {
+	switch {
+	case t.Endpoint != "":
+		return courier.NewError(courier.CodeForbidden, "handler: publishing to a caller-chosen endpoint needs PublishConfig.Authorize")
+	case p.Sender == "" || t.Tenant != p.Sender:
+		return courier.NewError(courier.CodeForbidden, "handler: a publisher may fan out to its own tenant only")
+	}
+	return nil
+}
+
 // PublishConfig configures a Publish handler. It has no
 // AllowUnknownFields: a PublishRequest is always decoded strictly, and a
 // member it does not declare is refused with validation_failed.
@@ -47,9 +75,27 @@ type PublishConfig struct {
 	// Store holds the Outbox the requests are enqueued into, and the
 	// Idempotency-Key records. Required.
 	Store *store.Store
-	// Verifier authenticates the callers (a Bearer verifier, typically).
-	// Required.
+	// Verifier authenticates the callers (a Bearer verifier, typically);
+	// the verified principal is what Authorize decides on. Required.
 	Verifier signature.Verifier
+	// Authorize decides whether principal p may publish to target t,
+	// before anything is stored: nil allows, an error refuses with 403
+	// forbidden (whatever the error: a policy that cannot decide refuses).
+	//
+	// The right to publish to an endpoint is the right to have any payload
+	// signed with the sender's key for it: the worker signs what it
+	// delivers, so a caller that chooses both endpoint and payload can
+	// capture the signed request at an endpoint it controls and replay it
+	// to any receiver that trusts the key. Allow caller-chosen endpoints
+	// (t.Endpoint) only to callers trusted with the key itself, and
+	// fan-out only to the tenants the caller speaks for.
+	//
+	// Defaults to AuthorizeOwnTenant: no caller-chosen endpoint, fan-out
+	// to the tenant named as the principal's sender only. That is safe as
+	// long as sender names and tenant names are one namespace (a sender
+	// named like another tenant could fan out to it); when they are not,
+	// or some callers may publish for several tenants, set Authorize.
+	Authorize func(ctx context.Context, p signature.Principal, t PublishTarget) error
 	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Logger receives one line per refused request (Info) and per failed
@@ -63,6 +109,9 @@ type PublishConfig struct {
 
 // WithDefaults returns a copy of c with every unset field at its default.
 func (c PublishConfig) WithDefaults() PublishConfig {
+	if c.Authorize == nil {
+		c.Authorize = AuthorizeOwnTenant
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -82,11 +131,16 @@ func (c PublishConfig) front() front {
 
 // Publish is an http.Handler other services POST events to. It
 // authenticates its callers with the configured scheme, validates the
-// request (strictly: unknown members are refused), and enqueues (or fans
-// out) inside one transaction per request. A request
+// request (strictly: unknown members are refused), asks
+// PublishConfig.Authorize whether the caller may publish to the target,
+// and enqueues (or fans out) inside one transaction per request. A request
 // carrying an Idempotency-Key is answered once: the same key and body
 // again get the same response, byte for byte, with nothing enqueued twice;
 // the same key with another body is 409.
+//
+// Publishing is having payloads signed: the right to publish to an
+// endpoint is the right to have a payload signed for it. See
+// PublishConfig.Authorize.
 type Publish struct {
 	cfg PublishConfig
 	h   http.Handler
@@ -122,6 +176,11 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 	payload, err := ack.Canonical(req.Payload)
 	if err != nil || len(payload) == 0 || payload[0] != '{' {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "object"}}})
+		return
+	}
+	target := PublishTarget{Tenant: req.Tenant, EventType: req.EventType, Endpoint: req.Endpoint, NotificationID: req.NotificationID}
+	if err := p.cfg.Authorize(ctx, principal, target); err != nil {
+		answer(w, fmt.Errorf("%w: %w", errForbidden, err))
 		return
 	}
 	resp, replayed, err := p.enqueue(ctx, principal.Sender, idemKey, body, req, payload)
