@@ -164,7 +164,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var applications atomic.Int64
-	s, err := handler.NewSource(handler.Config{Store: inbox, Verifier: b.verifier}, sourceCapabilities,
+	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
 		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
 			applications.Add(1)
 			_, err := tx.ExecContext(ctx, "INSERT INTO applied (key, removal) VALUES (?, ?)", c.DedupeKey(), c.IsRemoval())

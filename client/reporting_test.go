@@ -89,7 +89,7 @@ func TestReportingEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcv, err = handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: receiver, Verifier: verifier}},
+	rcv, err = handler.NewReporting(handler.ReportingConfig{Store: receiver, Verifier: verifier},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO effects (idempotency_key) VALUES (?)", n.IdempotencyKey)
 			return err

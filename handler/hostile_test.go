@@ -410,7 +410,7 @@ func hostileTerminalTarget() hostileTarget {
 		open: func(t *testing.T) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "cms-host")
-			rcv, err := handler.NewTerminal(handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Terminal])
+			rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Terminal])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -497,7 +497,7 @@ func hostileReportingTarget() hostileTarget {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}}, hostileEffect[ack.Reporting])
+				rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Reporting])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -572,7 +572,7 @@ func hostileSourceTarget() hostileTarget {
 		open: func(t *testing.T) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "host")
-			src, err := handler.NewSource(handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileCapabilities, hostileEffect[ack.Command])
+			src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: hostileCapabilities, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Command])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -640,7 +640,7 @@ func hostilePublishTarget() hostileTarget {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := handler.NewPublish(handler.Config{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody})
+			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish, MaxBodyBytes: hostileMaxBody})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,7 @@ package handler
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -11,8 +11,9 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -41,26 +42,118 @@ type PublishResponse struct {
 	NotificationIDs []string `json:"notification_ids"`
 }
 
+// PublishTarget is what a publish request asks to have signed and sent:
+// either a fan-out (Tenant and EventType: the tenant's subscriptions to
+// that event type) or one delivery (Endpoint and NotificationID: the
+// caller's own choice of URL). Exactly one of Tenant and Endpoint is set.
+type PublishTarget struct {
+	Tenant         string
+	EventType      string
+	Endpoint       string
+	NotificationID string
+}
+
+// AuthorizeOwnTenant is the publish policy used when
+// PublishConfig.Authorize is nil: a principal may fan out to the tenant
+// named exactly as its sender (signature.Principal.Sender, the name the
+// verifier is configured with), and to no other; it may never choose an
+// endpoint. Its refusals are *courier.Error with code forbidden.
+func AuthorizeOwnTenant(_ context.Context, p signature.Principal, t PublishTarget) error {
+	switch {
+	case t.Endpoint != "":
+		return courier.NewError(courier.CodeForbidden, "handler: publishing to a caller-chosen endpoint needs PublishConfig.Authorize")
+	case p.Sender == "" || t.Tenant != p.Sender:
+		return courier.NewError(courier.CodeForbidden, "handler: a publisher may fan out to its own tenant only")
+	}
+	return nil
+}
+
+// PublishConfig configures a Publish handler. It has no
+// AllowUnknownFields: a PublishRequest is always decoded strictly, and a
+// member it does not declare is refused with validation_failed.
+type PublishConfig struct {
+	// Store holds the Outbox the requests are enqueued into, and the
+	// Idempotency-Key records. Required.
+	Store *store.Store
+	// Verifier authenticates the callers (a Bearer verifier, typically);
+	// the verified principal is what Authorize decides on. Required.
+	Verifier signature.Verifier
+	// Authorize decides whether principal p may publish to target t,
+	// before anything is stored: nil allows, an error refuses with 403
+	// forbidden (whatever the error: a policy that cannot decide refuses).
+	//
+	// The right to publish to an endpoint is the right to have any payload
+	// signed with the sender's key for it: the worker signs what it
+	// delivers, so a caller that chooses both endpoint and payload can
+	// capture the signed request at an endpoint it controls and replay it
+	// to any receiver that trusts the key. Allow caller-chosen endpoints
+	// (t.Endpoint) only to callers trusted with the key itself, and
+	// fan-out only to the tenants the caller speaks for.
+	//
+	// Defaults to AuthorizeOwnTenant: no caller-chosen endpoint, fan-out
+	// to the tenant named as the principal's sender only. That is safe as
+	// long as sender names and tenant names are one namespace (a sender
+	// named like another tenant could fan out to it); when they are not,
+	// or some callers may publish for several tenants, set Authorize.
+	Authorize func(ctx context.Context, p signature.Principal, t PublishTarget) error
+	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one line per refused request (Info) and per failed
+	// one (Error), with its status and code, never its content. Defaults
+	// to discarding.
+	Logger *slog.Logger
+	// Hook receives an Event per answered request, for metrics. It must be
+	// quick. Defaults to none.
+	Hook func(Event)
+}
+
+// WithDefaults returns a copy of c with every unset field at its default.
+func (c PublishConfig) WithDefaults() PublishConfig {
+	if c.Authorize == nil {
+		c.Authorize = AuthorizeOwnTenant
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = discard()
+	}
+	return c
+}
+
+func (c PublishConfig) validate() error {
+	return validateFront("PublishConfig", c.Store, c.Verifier, c.MaxBodyBytes)
+}
+
+func (c PublishConfig) front() front {
+	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+}
+
 // Publish is an http.Handler other services POST events to. It
 // authenticates its callers with the configured scheme, validates the
-// request, and enqueues (or fans out) inside one transaction per request.
-// A request carrying an Idempotency-Key is answered once: the same key
-// and body again get the same response, byte for byte, with nothing
-// enqueued twice; the same key with another body is 409.
+// request (strictly: unknown members are refused), asks
+// PublishConfig.Authorize whether the caller may publish to the target,
+// and enqueues (or fans out) inside one transaction per request. A request
+// carrying an Idempotency-Key is answered once: the same key and body
+// again get the same response, byte for byte, with nothing enqueued twice;
+// the same key with another body is 409.
+//
+// Publishing is having payloads signed: the right to publish to an
+// endpoint is the right to have a payload signed for it. See
+// PublishConfig.Authorize.
 type Publish struct {
-	cfg Config
+	cfg PublishConfig
 	h   http.Handler
 }
 
-// NewPublish returns a Publish handler. cfg.Verifier authenticates the
-// callers (a Bearer verifier, typically).
-func NewPublish(cfg Config) (*Publish, error) {
+// NewPublish returns a Publish handler.
+func NewPublish(cfg PublishConfig) (*Publish, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	p := &Publish{cfg: cfg}
-	p.h = front(cfg, p.publish)
+	p.h = cfg.front().handler(p.publish)
 	return p, nil
 }
 
@@ -73,44 +166,43 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 	principal, _ := middleware.PrincipalFromContext(ctx)
 	idemKey := r.Header.Get(HeaderIdempotencyKey)
 	if idemKey != "" && !ack.IsToken(idemKey) {
-		problem.Error(w, http.StatusBadRequest, courier.CodeValidation, "Idempotency-Key must be 1-256 of A-Z a-z 0-9 _ . : -")
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})
 		return
 	}
 	var req PublishRequest
-	if !decodeStrict(w, body, &req, false) {
+	if !jsonbody.Decode(w, body, &req, false) {
 		return
 	}
 	payload, err := ack.Canonical(req.Payload)
 	if err != nil || len(payload) == 0 || payload[0] != '{' {
-		badRequest(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "object"}}})
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "object"}}})
 		return
 	}
-	resp, err := p.enqueue(ctx, principal.Sender, idemKey, body, req, payload)
-	var ve *ack.ValidationError
-	switch {
-	case err == nil:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		_, _ = w.Write(resp)
-	case errors.Is(err, courier.ErrIdempotencyCollision):
-		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this Idempotency-Key was used with another request, or this notification exists with another payload")
-	case errors.As(err, &ve):
-		badRequest(w, ve)
-	case courier.CodeOf(err) == courier.CodeInvalidArgument:
-		problem.Error(w, http.StatusBadRequest, courier.CodeValidation, "the notification was refused")
-	default:
-		p.cfg.Logger.ErrorContext(ctx, "handler: publish failed", slog.Any("error", err))
-		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "publishing failed; retry", retryInProgress)
+	target := PublishTarget{Tenant: req.Tenant, EventType: req.EventType, Endpoint: req.Endpoint, NotificationID: req.NotificationID}
+	if err := p.cfg.Authorize(ctx, principal, target); err != nil {
+		answer(w, fmt.Errorf("%w: %w", errForbidden, err))
+		return
 	}
+	resp, replayed, err := p.enqueue(ctx, principal.Sender, idemKey, body, req, payload)
+	if err != nil {
+		answer(w, err)
+		return
+	}
+	if replayed {
+		markDuplicate(w)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write(resp)
 }
 
 // enqueue does the request's work in one transaction and returns the
-// response body.
-func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []byte, req PublishRequest, payload []byte) ([]byte, error) {
+// response body, and whether it is the stored answer to the same request.
+func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []byte, req PublishRequest, payload []byte) ([]byte, bool, error) {
 	s := p.cfg.Store
 	tx, err := s.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback()
 	key := store.InboxKey{Sender: "publish/" + sender, Key: idemKey, PayloadSHA256: ack.Digest(body)}
@@ -118,25 +210,28 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		receipt, err := s.Inbox.Record(ctx, tx, key)
 		switch {
 		case err != nil:
-			return nil, err
+			return nil, false, fromStore(err)
 		case !receipt.Fresh:
-			return receipt.Ack, nil // the same request again: the same answer
+			return receipt.Ack, true, nil // the same request again: the same answer
 		}
 	}
 	ids, err := p.apply(ctx, tx, req, payload)
 	if err != nil {
-		return nil, err
+		return nil, false, fromStore(err)
 	}
 	resp, err := json.Marshal(PublishResponse{NotificationIDs: ids})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if idemKey != "" {
 		if err := s.Inbox.Complete(ctx, tx, key, resp); err != nil {
-			return nil, err
+			return nil, false, fromStore(err)
 		}
 	}
-	return resp, tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return nil, false, fromStore(err)
+	}
+	return resp, false, nil
 }
 
 func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req PublishRequest, payload []byte) ([]string, error) {

@@ -1,20 +1,14 @@
 package handler
 
 import (
-	"time"
-
 	"github.com/courier-go/courier"
 )
-
-// retryInProgress is the Retry-After of a 503 for a notification whose
-// first delivery is still being processed.
-const retryInProgress = 2 * time.Second
 
 // Rejection is the application refusing a notification for good. The
 // receiver answers 422 with its code, writes nothing, and the sender does
 // not retry.
 type Rejection struct {
-	Code   courier.Code // stable; defaults to rejected
+	Code   courier.Code // stable; rejected when empty
 	Detail string       // content-free, shown to the sender
 }
 

@@ -9,8 +9,9 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -24,15 +25,25 @@ const (
 	MinReportingRetention = 24 * time.Hour
 )
 
-// retryStore is the Retry-After of a 503 for a store that could not answer.
-const retryStore = time.Second
-
-// ReportingConfig configures a Reporting receiver. Its Config is the
-// receivers' (Store, Verifier, MaxBodyBytes, Logger, Hook);
-// AllowUnknownFields does not apply: an envelope may always carry members
-// of its own.
+// ReportingConfig configures a Reporting receiver. It has no
+// AllowUnknownFields: an AdCP envelope may always carry members of its
+// own, so unknown members are accepted (case variants of the envelope's
+// own members are not).
 type ReportingConfig struct {
-	Config
+	// Store holds the Inbox. Required.
+	Store *store.Store
+	// Verifier checks each request's signature; the verified sender is the
+	// dedupe namespace. Required: a receiver never accepts unsigned input.
+	Verifier signature.Verifier
+	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one line per refused request (Info) and per failed
+	// one (Error), with its status and code, never its content. Defaults
+	// to discarding.
+	Logger *slog.Logger
+	// Hook receives an Event per answered request, for metrics. It must be
+	// quick. Defaults to none.
+	Hook func(Event)
 	// RetryHorizon is how long the senders may retry one delivery. Dedupe
 	// records must outlive it; see Reporting.Retention. Defaults to zero
 	// (unknown): the retention is then MinReportingRetention.
@@ -47,7 +58,12 @@ type ReportingConfig struct {
 
 // WithDefaults returns a copy of c with every unset field at its default.
 func (c ReportingConfig) WithDefaults() ReportingConfig {
-	c.Config = c.Config.WithDefaults()
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = discard()
+	}
 	if c.StaleAfter == 0 {
 		c.StaleAfter = DefaultStaleAfter
 	}
@@ -55,7 +71,7 @@ func (c ReportingConfig) WithDefaults() ReportingConfig {
 }
 
 func (c ReportingConfig) validate() error {
-	if err := c.Config.validate(); err != nil {
+	if err := validateFront("ReportingConfig", c.Store, c.Verifier, c.MaxBodyBytes); err != nil {
 		return err
 	}
 	switch {
@@ -67,9 +83,13 @@ func (c ReportingConfig) validate() error {
 	return nil
 }
 
+func (c ReportingConfig) front() front {
+	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+}
+
 // Reporting is the receiver of AdCP webhooks (ack.Reporting envelopes). It
-// refuses a request in the same order as Receiver (405, 415, 413, 401,
-// 400) and then dedupes by (verified sender, idempotency_key), judging
+// refuses a request in the same order as every handler (405, 415, 413,
+// 401, 400) and then dedupes by (verified sender, idempotency_key), judging
 // "same body" on the RFC 8785 (JCS) form, so a sender that re-serializes
 // the same JSON is not taken for a collision:
 //
@@ -103,10 +123,10 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 		return nil, err
 	}
 	if fn == nil {
-		return nil, configError("the receiver's Func is required")
+		return nil, configError("NewReporting: the Func is required")
 	}
 	rp := &Reporting{cfg: cfg, fn: fn}
-	rp.h = front(cfg.Config, rp.receive)
+	rp.h = cfg.front().handler(rp.receive)
 	return rp, nil
 }
 
@@ -128,52 +148,30 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
 	principal, _ := middleware.PrincipalFromContext(ctx)
 	canonical, err := ack.JCS(body)
 	if err != nil {
-		malformed(w, err)
+		jsonbody.Malformed(w, err)
 		return
 	}
 	var n ack.Reporting
-	if !decodeChecked(w, body, &n, true) {
+	if !jsonbody.DecodeChecked(w, body, &n, true) {
 		return
 	}
 	key := store.InboxKey{Sender: principal.Sender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
 	stored, duplicate, err := rp.process(ctx, key, n)
-	var (
-		rej *Rejection
-		se  inboxError
-	)
-	switch {
-	case err == nil:
-		if duplicate {
-			markDuplicate(w)
-		}
-		h := w.Header()
-		h.Set("Cache-Control", "no-store")
-		if len(stored) > 0 {
-			h.Set("Content-Type", "application/json")
-		}
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(stored)
-	case errors.Is(err, courier.ErrIdempotencyCollision):
-		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this idempotency_key was received with another body")
-	case errors.Is(err, errInProgress):
-		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this delivery is being processed", retryInProgress)
-	case errors.As(err, &rej):
-		rp.cfg.Logger.InfoContext(ctx, "handler: delivery rejected", slog.String("code", string(rej.Code)))
-		problem.Error(w, http.StatusUnprocessableEntity, rej.Code, rej.Detail)
-	case errors.As(err, &se):
-		rp.cfg.Logger.ErrorContext(ctx, "handler: inbox unavailable", slog.String("code", string(courier.CodeInternal)), slog.Any("error", se.err))
-		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the delivery could not be recorded now", retryStore)
-	default:
-		rp.cfg.Logger.ErrorContext(ctx, "handler: processing failed", slog.String("code", string(courier.CodeHandlerFailed)), slog.Any("error", err))
-		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")
+	if err != nil {
+		answer(w, err)
+		return
 	}
+	if duplicate {
+		markDuplicate(w)
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if len(stored) > 0 {
+		h.Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(stored)
 }
-
-// inboxError is the Inbox failing, as opposed to the application's function.
-type inboxError struct{ err error }
-
-func (e inboxError) Error() string { return "handler: inbox: " + e.err.Error() }
-func (e inboxError) Unwrap() error { return e.err }
 
 // process claims the key and, if this request holds the claim, runs the
 // application's function and completes the claim in one transaction. It
@@ -183,10 +181,8 @@ func (rp *Reporting) process(ctx context.Context, key store.InboxKey, n ack.Repo
 	inbox := rp.cfg.Store.Inbox
 	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
 	switch {
-	case errors.Is(err, courier.ErrIdempotencyCollision):
-		return nil, false, err
 	case err != nil:
-		return nil, false, inboxError{err}
+		return nil, false, fromStore(err)
 	case receipt.InProgress:
 		return nil, false, errInProgress
 	case !receipt.Fresh:
@@ -208,20 +204,20 @@ func (rp *Reporting) process(ctx context.Context, key store.InboxKey, n ack.Repo
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
 	if err != nil {
-		return nil, false, inboxError{err}
+		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	if err := rp.fn(ctx, tx, n); err != nil {
-		return nil, false, err
+		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {
 	case errors.Is(err, courier.ErrLeaseLost):
 		return nil, false, errInProgress // taken over: the other request answers for it
 	case err != nil:
-		return nil, false, inboxError{err}
+		return nil, false, fromStore(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, false, inboxError{err}
+		return nil, false, fromStore(err)
 	}
 	completed = true
 	return nil, false, nil

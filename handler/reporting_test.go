@@ -112,7 +112,7 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 		fn = recordDelivery
 	}
 	b.rcv, err = handler.NewReporting(handler.ReportingConfig{
-		Config: handler.Config{Store: b.store, Verifier: verifier, MaxBodyBytes: 8 << 10}, StaleAfter: opt.staleAfter,
+		Store: b.store, Verifier: verifier, MaxBodyBytes: 8 << 10, StaleAfter: opt.staleAfter,
 	}, func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 		b.calls.Add(1)
 		return fn(ctx, tx, n)
@@ -750,7 +750,7 @@ func TestReportingConfig(t *testing.T) {
 	key, _ := signature.GenerateJWK("k", signature.AlgEd25519)
 	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: "s", Keys: []signature.JWK{key.Public()}, Origin: "https://buyer.example"})
 	fn := func(context.Context, *sqlx.Tx, ack.Reporting) error { return nil }
-	valid := handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier}}
+	valid := handler.ReportingConfig{Store: s, Verifier: verifier}
 	bad := []struct {
 		name string
 		edit func(c *handler.ReportingConfig)
@@ -814,7 +814,7 @@ func ExampleNewReporting() {
 		Sender: "seller.example", Keys: []signature.JWK{sellerKey.Public()}, Replay: s.Replay,
 		Origin: "http://" + srv.Listener.Addr().String(), // this receiver as senders address it: "https://buyer.example" in production
 	})
-	rcv, err := handler.NewReporting(handler.ReportingConfig{Config: handler.Config{Store: s, Verifier: verifier}, RetryHorizon: 72 * time.Hour},
+	rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, RetryHorizon: 72 * time.Hour},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 			fmt.Println("processing", n.TaskType, n.Status)
 			return nil // write the task's outcome with tx

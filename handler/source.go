@@ -8,8 +8,10 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -22,39 +24,84 @@ const CodeSourceAttemptsExhausted courier.Code = "source_attempts_exhausted"
 // status already_applied instead of applied.
 var ErrAlreadyApplied = errors.New("handler: command already applied")
 
+// SourceConfig configures a Source. It has no AllowUnknownFields: a
+// command's members are fixed by the contract, and anything else is
+// refused.
+type SourceConfig struct {
+	// Store holds the Inbox. Required.
+	Store *store.Store
+	// Verifier checks each request's signature; the verified sender is the
+	// dedupe namespace. Required: a source never accepts unsigned input.
+	Verifier signature.Verifier
+	// CapabilitiesSHA256 is the capabilities digest of the contract this
+	// source serves (64 lowercase hex); a command built for another is
+	// refused 409 contract_changed. Required: no default.
+	CapabilitiesSHA256 string
+	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one line per refused request (Info) and per failed
+	// one (Error), with its status and code, never its content. Defaults
+	// to discarding.
+	Logger *slog.Logger
+	// Hook receives an Event per answered request, for metrics. It must be
+	// quick. Defaults to none.
+	Hook func(Event)
+}
+
+// WithDefaults returns a copy of c with every unset field at its default.
+func (c SourceConfig) WithDefaults() SourceConfig {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = discard()
+	}
+	return c
+}
+
+func (c SourceConfig) validate() error {
+	if err := validateFront("SourceConfig", c.Store, c.Verifier, c.MaxBodyBytes); err != nil {
+		return err
+	}
+	if !ack.IsDigest(c.CapabilitiesSHA256) {
+		return configError("SourceConfig.CapabilitiesSHA256 must be 64 lowercase hex")
+	}
+	return nil
+}
+
+func (c SourceConfig) front() front {
+	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+}
+
 // Source is the source side of the source-delivery profile: an
 // http.Handler that applies each ack.Command exactly once and answers with
 // the ack.CommandResponse that binds the command's identity, the digest of
 // the exact body, the capabilities digest, the attempt it saw (the
 // Courier-Attempt header) and the source's budget. The response is stored
 // in the Inbox with the command and replayed byte for byte to every
-// redelivery. Beyond Receiver's answers it refuses:
+// redelivery. Beyond the answers every handler gives, it refuses:
 //
 //	400 validation_failed           Courier-Attempt missing or not 1..1000
 //	409 contract_changed            the command was built for another capabilities digest
 //	422 source_attempts_exhausted   a new command at an attempt beyond source_max_attempts
 type Source struct {
-	cfg          Config
-	capabilities string
-	fn           Func[ack.Command]
-	h            http.Handler
+	cfg SourceConfig
+	fn  Func[ack.Command]
+	h   http.Handler
 }
 
-// NewSource returns a Source serving the contract whose capabilities digest
-// is capabilitiesSHA256 (64 lowercase hex), running fn once per command.
-func NewSource(cfg Config, capabilitiesSHA256 string, fn Func[ack.Command]) (*Source, error) {
+// NewSource returns a Source serving the contract cfg.CapabilitiesSHA256
+// names, running fn once per command.
+func NewSource(cfg SourceConfig, fn Func[ack.Command]) (*Source, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case fn == nil:
-		return nil, configError("the source's Func is required")
-	case !ack.IsDigest(capabilitiesSHA256):
-		return nil, configError("the capabilities digest must be 64 lowercase hex")
+	if fn == nil {
+		return nil, configError("NewSource: the Func is required")
 	}
-	s := &Source{cfg: cfg, capabilities: capabilitiesSHA256, fn: fn}
-	s.h = front(cfg, s.receive)
+	s := &Source{cfg: cfg, fn: fn}
+	s.h = cfg.front().handler(s.receive)
 	return s, nil
 }
 
@@ -67,14 +114,14 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 	principal, _ := middleware.PrincipalFromContext(ctx)
 	attempt, ok := ack.ParseAttempt(r.Header.Get(ack.AttemptHeader))
 	if !ok {
-		badRequest(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: ack.AttemptHeader, Rule: "attempt"}}})
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: ack.AttemptHeader, Rule: "attempt"}}})
 		return
 	}
 	var c ack.Command
-	if !s.decode(w, body, &c) {
+	if !jsonbody.Decode(w, body, &c, false) {
 		return
 	}
-	if c.CapabilitiesSHA256 != s.capabilities {
+	if c.CapabilitiesSHA256 != s.cfg.CapabilitiesSHA256 {
 		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
 		return
 	}
@@ -82,79 +129,49 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := store.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}
-	answer, err := s.process(ctx, key, c, body, attempt)
-	var rej *Rejection
-	switch {
-	case err == nil:
-		writeAck(w, answer)
-	case errors.Is(err, courier.ErrIdempotencyCollision):
-		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this command was received with another body")
-	case errors.Is(err, errInProgress):
-		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this command is being processed", retryInProgress)
-	case errors.As(err, &rej):
-		s.cfg.Logger.InfoContext(ctx, "handler: command rejected", slog.String("code", string(rej.Code)))
-		problem.Error(w, http.StatusUnprocessableEntity, rej.Code, rej.Detail)
-	default:
-		s.cfg.Logger.ErrorContext(ctx, "handler: command failed", slog.String("code", string(courier.CodeHandlerFailed)), slog.Any("error", err))
-		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")
+	b, fresh, err := s.process(ctx, key, c, body, attempt)
+	if err != nil {
+		answer(w, err)
+		return
 	}
-}
-
-// decode parses and validates a command strictly, answering 400 itself
-// when it cannot.
-func (s *Source) decode(w http.ResponseWriter, body []byte, c *ack.Command) bool {
-	if err := ack.Check(body); err != nil {
-		code := courier.CodeMalformedJSON
-		if errors.Is(err, ack.ErrDuplicateKey) {
-			code = courier.CodeDuplicateKey
-		}
-		problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
-		return false
+	if !fresh {
+		markDuplicate(w)
 	}
-	if err := c.UnmarshalJSON(body); err != nil {
-		badRequest(w, ack.DecodeError(err))
-		return false
-	}
-	if err := ack.Validate(*c); err != nil {
-		var ve *ack.ValidationError
-		errors.As(err, &ve)
-		badRequest(w, ve)
-		return false
-	}
-	return true
+	writeAck(w, b)
 }
 
 // process records the command and applies it in one transaction,
-// returning the response to answer: the stored one for a redelivery.
-func (s *Source) process(ctx context.Context, key store.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, error) {
+// returning the response to answer (the stored one for a redelivery) and
+// whether it was applied now.
+func (s *Source) process(ctx context.Context, key store.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, bool, error) {
 	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	receipt, err := s.cfg.Store.Inbox.Record(ctx, tx, key)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, false, fromStore(err)
 	case receipt.InProgress:
-		return nil, errInProgress
+		return nil, false, errInProgress
 	case !receipt.Fresh:
-		return receipt.Ack, nil
+		return receipt.Ack, false, nil
 	case attempt > c.SourceMaxAttempts:
-		return nil, Reject(CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
+		return nil, false, Reject(CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
 	if err := s.fn(ctx, tx, c); errors.Is(err, ErrAlreadyApplied) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
-		return nil, err
+		return nil, false, fromApp(err)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
 	if err := s.cfg.Store.Inbox.Complete(ctx, tx, key, b); err != nil {
-		return nil, err
+		return nil, false, fromStore(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, false, fromStore(err)
 	}
-	return b, nil
+	return b, true, nil
 }

@@ -49,7 +49,7 @@ func setupSource(t *testing.T) *sourceBundle {
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "host", Keys: []signature.StandardWebhooksKey{key}})
 	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
 	b := &sourceBundle{signer: signer}
-	src, err := handler.NewSource(handler.Config{Store: s, Verifier: verifier}, sourceDigest, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+	src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
 		b.calls.Add(1)
 		if b.already.Load() {
 			return handler.ErrAlreadyApplied
@@ -185,7 +185,7 @@ func TestSourceRefuses(t *testing.T) {
 	if b.calls.Load() != 1 {
 		t.Fatalf("application ran %d times, want once", b.calls.Load())
 	}
-	if _, err := handler.NewSource(handler.Config{Store: &store.Store{}, Verifier: nil}, sourceDigest, nil); courier.CodeOf(err) != courier.CodeConfigInvalid {
+	if _, err := handler.NewSource(handler.SourceConfig{Store: &store.Store{}, Verifier: nil, CapabilitiesSHA256: sourceDigest}, nil); courier.CodeOf(err) != courier.CodeConfigInvalid {
 		t.Fatalf("NewSource without a verifier = %v", err)
 	}
 }

@@ -9,6 +9,6 @@ type Terminal = Receiver[ack.Terminal]
 
 // NewTerminal returns a Terminal receiver that runs fn once per terminal
 // notification.
-func NewTerminal(cfg Config, fn Func[ack.Terminal]) (*Terminal, error) {
+func NewTerminal(cfg ReceiverConfig, fn Func[ack.Terminal]) (*Terminal, error) {
 	return NewReceiver(cfg, fn)
 }

@@ -6,6 +6,6 @@
 //	m := prometheus.New()
 //	s, _ := sqlite.Open(ctx, path, store.Config{Hook: m.StoreHook})
 //	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: m.WorkerHook})
-//	rcv, _ := handler.NewTerminal(handler.Config{Store: s, Verifier: v, Hook: m.ReceiverHook}, fn)
+//	rcv, _ := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: v, Hook: m.ReceiverHook}, fn)
 //	mux.Handle("GET /metrics", m)
 package prometheus

@@ -95,7 +95,8 @@ func (m *Metrics) WorkerHook(e client.Event) {
 	h.sum += s
 }
 
-// ReceiverHook is a handler.Config.Hook.
+// ReceiverHook is the Hook of any handler config (handler.ReceiverConfig,
+// ReportingConfig, SourceConfig, PublishConfig).
 func (m *Metrics) ReceiverHook(e handler.Event) {
 	m.add("courier_receiver_requests_total", labels("outcome", e.Outcome, "code", string(e.Code)), 1)
 }

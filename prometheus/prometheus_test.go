@@ -49,7 +49,7 @@ func TestScrapeAgreesWithStores(t *testing.T) {
 	key, _ := signature.ParseStandardWebhooksKey("k", signature.NewStandardWebhooksSecret())
 	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "s", Keys: []signature.StandardWebhooksKey{key}})
-	rcv, err := handler.NewTerminal(handler.Config{Store: receiver, Verifier: verifier, Hook: m.ReceiverHook},
+	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: receiver, Verifier: verifier, Hook: m.ReceiverHook},
 		func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil })
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func benchE2E(ctx context.Context, e *engine, z sizes, o options, bare *httptest
 		return nil, err
 	}
 	app := &e2eReceiver{waiters: make(map[string]chan time.Time)}
-	rc, err := handler.NewReceiver(handler.Config{Store: inbox.s, Verifier: verifier}, app.handle)
+	rc, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox.s, Verifier: verifier}, app.handle)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func benchReceiver(ctx context.Context, e *engine, z sizes, bare *httptest.Serve
 	if err != nil {
 		return row{}, err
 	}
-	rc, err := handler.NewReceiver(handler.Config{Store: d.s, Verifier: verifier},
+	rc, err := handler.NewReceiver(handler.ReceiverConfig{Store: d.s, Verifier: verifier},
 		func(context.Context, *sqlx.Tx, note) error { return nil })
 	if err != nil {
 		return row{}, err

@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/admin"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -125,7 +125,7 @@ func setup(t *testing.T) (*store.Store, *httptest.Server, int64) {
 		t.Fatal(err)
 	}
 
-	admin, err := handler.NewAdmin(handler.AdminConfig{Store: s, Authorize: func(r *http.Request) error {
+	h, err := admin.NewHandler(admin.Config{Store: s, Authorize: func(r *http.Request) error {
 		c, err := r.Cookie("session")
 		if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(session)) != 1 {
 			return errors.New("no operator session")
@@ -136,7 +136,7 @@ func setup(t *testing.T) (*store.Store, *httptest.Server, int64) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(prefix+"/", http.StripPrefix(prefix, admin))
+	mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "session", Value: session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, prefix+"/", http.StatusSeeOther)

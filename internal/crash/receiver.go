@@ -52,7 +52,7 @@ func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func())
 	}
 	dice := newDice(s.Seed, s.Incarnation, s.SelfKill)
 	insertEffect := q["insert_effect"]
-	terminal, err := handler.NewTerminal(handler.Config{Store: st, Verifier: verifier, Logger: logger},
+	terminal, err := handler.NewTerminal(handler.ReceiverConfig{Store: st, Verifier: verifier, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 			if _, err := tx.ExecContext(ctx, insertEffect, n.NotificationID, time.Now().UnixMicro()); err != nil {
 				return fmt.Errorf("crash: insert effect: %w", err)

@@ -35,8 +35,17 @@ func New(status int, code courier.Code, detail string) *Problem {
 	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: detail}
 }
 
-// Write sends p. Nothing else must have been written to w.
+// CodeRecorder is implemented by a ResponseWriter that wants to know the
+// code of the problem written through it: a handler's metrics hook and
+// log line learn it there instead of parsing the body back.
+type CodeRecorder interface {
+	RecordProblemCode(courier.Code)
+}
+
+// Write sends p. Nothing else must have been written to w. The first
+// CodeRecorder found on w or down its Unwrap chain is told p's code.
 func Write(w http.ResponseWriter, p *Problem) {
+	record(w, p.Code)
 	b, err := json.Marshal(p)
 	if err != nil { // a Problem always marshals; keep the status regardless
 		b = []byte(`{"type":"about:blank","status":500,"code":"internal_error"}`)
@@ -59,4 +68,20 @@ func Error(w http.ResponseWriter, status int, code courier.Code, detail string) 
 func RetryAfter(w http.ResponseWriter, status int, code courier.Code, detail string, after time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(after.Round(time.Second)/time.Second))))
 	Error(w, status, code, detail)
+}
+
+// record tells the first CodeRecorder on w's Unwrap chain that a problem
+// with code is being written.
+func record(w http.ResponseWriter, code courier.Code) {
+	for w != nil {
+		if r, ok := w.(CodeRecorder); ok {
+			r.RecordProblemCode(code)
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
 }

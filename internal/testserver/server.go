@@ -133,7 +133,7 @@ func NewUnstarted(cfg Config) (*Server, error) {
 		closing: make(chan struct{}),
 		stats:   Stats{ByID: make(map[string]int)},
 	}
-	s.receiver, err = handler.NewTerminal(handler.Config{
+	s.receiver, err = handler.NewTerminal(handler.ReceiverConfig{
 		Store:    cfg.Store,
 		Verifier: cfg.Verifier,
 		Logger:   cfg.Logger,

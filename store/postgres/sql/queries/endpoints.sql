@@ -32,3 +32,15 @@ RETURNING endpoint;
 -- A probed endpoint had nothing due: it stays open, probed again at the next claim.
 UPDATE courier_endpoints SET state = 'open', open_until = :now, updated_at = :now
 WHERE endpoint = :endpoint AND state = 'half_open';
+
+-- name: endpoint_ref_known
+-- Endpoints named in the small tables, where an operator's endpoint
+-- reference is looked up first (Endpoints.Resolve).
+SELECT endpoint FROM courier_endpoints
+UNION SELECT endpoint FROM courier_subscriptions
+UNION SELECT endpoint FROM courier_contracts;
+
+-- name: endpoint_ref_deliveries
+-- Every endpoint with deliveries, for a reference the small tables do not
+-- know: a scan of the outbox, run only for an operator's action.
+SELECT DISTINCT endpoint FROM courier_outbox;

@@ -1,8 +1,7 @@
-package handler
+package admin
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/store"
 )
@@ -27,8 +27,8 @@ const (
 	opsLatest   = 20 // latest deliveries shown
 )
 
-//go:embed templates/admin_*.html
-var adminTemplateFS embed.FS
+//go:embed templates/*.html
+var templateFS embed.FS
 
 // adminCSS is the ops page's only style, inlined: the page loads nothing.
 const adminCSS = `body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -52,12 +52,12 @@ var adminCSP = func() string {
 		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 }()
 
-func adminTemplates() (*template.Template, error) {
+func templates() (*template.Template, error) {
 	t, err := template.New("admin").Funcs(template.FuncMap{
 		"css":  func() template.CSS { return adminCSS },
 		"when": opsTime,
 		"age":  opsAge,
-	}).ParseFS(adminTemplateFS, "templates/admin_*.html")
+	}).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, configError("ops page templates: " + err.Error())
 	}
@@ -92,10 +92,10 @@ type opsIndex struct {
 	Flash        string
 	Health       store.Health
 	Statuses     []courier.Status
-	Endpoints    []store.EndpointHealth
-	Failures     []store.Delivery
+	Endpoints    []Endpoint
+	Failures     []Delivery
 	MoreFailures bool
-	Latest       []store.Delivery
+	Latest       []Delivery
 }
 
 // opsTable is a table of deliveries, with a redrive button on each row
@@ -103,7 +103,7 @@ type opsIndex struct {
 type opsTable struct {
 	Root     string
 	ReadOnly bool
-	Rows     []store.Delivery
+	Rows     []Delivery
 	Redrive  bool
 }
 
@@ -119,7 +119,7 @@ func (p opsIndex) LatestTable() opsTable {
 
 type opsDelivery struct {
 	opsCommon
-	Delivery   store.Delivery
+	Delivery   Delivery
 	Attempts   []store.Attempt
 	CanRedrive bool
 	CanCancel  bool
@@ -135,35 +135,37 @@ func opsRoot(r *http.Request) string {
 	return strings.Repeat("../", depth)
 }
 
-func (a *Admin) common(r *http.Request, title string) opsCommon {
-	return opsCommon{Title: title, Root: opsRoot(r), ReadOnly: a.cfg.Authorize == nil}
+func (h *Handler) common(r *http.Request, title string) opsCommon {
+	return opsCommon{Title: title, Root: opsRoot(r), ReadOnly: h.cfg.Authorize == nil}
 }
 
-func (a *Admin) pageIndex(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	data := opsIndex{opsCommon: a.common(r, "Outbox"), Flash: opsFlash(r.URL.Query()), Statuses: courier.Statuses()}
+	data := opsIndex{opsCommon: h.common(r, "Outbox"), Flash: opsFlash(r.URL.Query()), Statuses: courier.Statuses()}
 	var err error
-	if data.Health, err = a.cfg.Store.Outbox.Health(ctx); err != nil {
-		a.storeError(w, r, err)
+	if data.Health, err = h.cfg.Store.Outbox.Health(ctx); err != nil {
+		h.storeError(w, r, err)
 		return
 	}
-	if data.Endpoints, err = a.cfg.Store.Endpoints.List(ctx); err != nil {
-		a.storeError(w, r, err)
-		return
-	}
-	failures, err := a.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed, Limit: opsFailures})
+	endpoints, err := h.cfg.Store.Endpoints.List(ctx)
 	if err != nil {
-		a.storeError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
-	data.Failures, data.MoreFailures = failures.Deliveries, failures.NextBefore != 0
-	latest, err := a.cfg.Store.Outbox.List(ctx, store.ListParams{Limit: opsLatest})
+	data.Endpoints = toEndpoints(endpoints)
+	failures, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed, Limit: opsFailures})
 	if err != nil {
-		a.storeError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
-	data.Latest = latest.Deliveries
-	a.render(w, r, "index", data)
+	data.Failures, data.MoreFailures = toDeliveries(failures.Deliveries), failures.NextBefore != 0
+	latest, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Limit: opsLatest})
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	data.Latest = toDeliveries(latest.Deliveries)
+	h.render(w, r, "index", data)
 }
 
 // opsFlash is the message for the ?done= a form post redirected with.
@@ -190,19 +192,19 @@ func opsFlash(q url.Values) string {
 	return ""
 }
 
-func (a *Admin) pageDelivery(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 	id, ok := deliveryID(w, r)
 	if !ok {
 		return
 	}
-	d, attempts, err := a.delivery(r, id)
+	d, attempts, err := h.delivery(r, id)
 	if err != nil {
-		a.storeError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
-	a.render(w, r, "delivery", opsDelivery{
-		opsCommon: a.common(r, "Delivery "+strconv.FormatInt(id, 10)),
-		Delivery:  d, Attempts: attempts,
+	h.render(w, r, "delivery", opsDelivery{
+		opsCommon: h.common(r, "Delivery "+strconv.FormatInt(id, 10)),
+		Delivery:  toDelivery(d), Attempts: attempts,
 		CanRedrive: d.Status == courier.StatusFailed,
 		CanCancel:  d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait,
 	})
@@ -210,21 +212,21 @@ func (a *Admin) pageDelivery(w http.ResponseWriter, r *http.Request) {
 
 // render executes a page in full before answering, so a failure is a
 // clean 500, never half a page.
-func (a *Admin) render(w http.ResponseWriter, r *http.Request, name string, data any) {
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
 	var buf bytes.Buffer
-	if err := a.pages.ExecuteTemplate(&buf, name, data); err != nil {
-		a.cfg.Logger.ErrorContext(r.Context(), "admin: page failed", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: page failed", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the page failed")
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	h.Set("Content-Security-Policy", adminCSP)
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "same-origin")
-	h.Set("Cache-Control", "no-store")
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Content-Length", strconv.Itoa(buf.Len()))
+	hd.Set("Content-Security-Policy", adminCSP)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
 }
@@ -236,7 +238,7 @@ func opsForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 		problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/x-www-form-urlencoded")
 		return nil, false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, adminMaxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -249,13 +251,6 @@ func opsForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	return r.PostForm, true
 }
 
-// formInvalid answers 400 naming the form field and the rule it broke.
-func formInvalid(w http.ResponseWriter, field, rule string) {
-	p := problem.New(http.StatusBadRequest, courier.CodeValidation, "the form is not valid")
-	p.Errors = []problem.FieldError{{Field: field, Rule: rule}}
-	problem.Write(w, p)
-}
-
 // seeOther sends the browser back to the ops page after a form post, with
 // what was done for its message.
 func seeOther(w http.ResponseWriter, r *http.Request, done url.Values) {
@@ -263,7 +258,7 @@ func seeOther(w http.ResponseWriter, r *http.Request, done url.Values) {
 	w.WriteHeader(http.StatusSeeOther)
 }
 
-func (a *Admin) opsRedrive(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) opsRedrive(w http.ResponseWriter, r *http.Request) {
 	form, ok := opsForm(w, r)
 	if !ok {
 		return
@@ -272,56 +267,90 @@ func (a *Admin) opsRedrive(w http.ResponseWriter, r *http.Request) {
 	if v := form.Get("id"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id < 1 {
-			formInvalid(w, "id", "min")
+			invalid(w, "the form is not valid", "id", "min")
 			return
 		}
 		p.ID = id
 	}
-	if p.Endpoint = form.Get("endpoint"); len(p.Endpoint) > store.MaxEndpointSize {
-		formInvalid(w, "endpoint", "max")
-		return
+	if ref := form.Get("endpoint_ref"); ref != "" {
+		if !endpoint.IsRef(ref) {
+			invalid(w, "the form is not valid", "endpoint_ref", "ref")
+			return
+		}
+		url, err := h.resolve(r, ref)
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		p.Endpoint = url
 	}
-	n, err := a.redrive(r, p)
+	n, err := h.redrive(r, p)
 	if err != nil {
-		a.storeError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	seeOther(w, r, url.Values{"done": {"redrive"}, "n": {strconv.Itoa(n)}})
 }
 
-func (a *Admin) opsCancel(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) opsCancel(w http.ResponseWriter, r *http.Request) {
 	form, ok := opsForm(w, r)
 	if !ok {
 		return
 	}
 	id, err := strconv.ParseInt(form.Get("id"), 10, 64)
 	if err != nil || id < 1 {
-		formInvalid(w, "id", "required")
+		invalid(w, "the form is not valid", "id", "required")
 		return
 	}
-	if err := a.cancel(r, id); err != nil {
-		a.storeError(w, r, err)
+	if err := h.cancel(r, id); err != nil {
+		h.storeError(w, r, err)
 		return
 	}
 	seeOther(w, r, url.Values{"done": {"cancel"}})
 }
 
-// opsEndpoint serves the form post of an action on an endpoint.
-func (a *Admin) opsEndpoint(action string, act func(ctx context.Context, endpoint string) error) http.HandlerFunc {
+// opsEndpoint serves the form post of an action on an endpoint, named by
+// endpoint_ref (the page's buttons) or, failing that, by endpoint (a URL
+// an operator typed, never one the page wrote).
+func (h *Handler) opsEndpoint(action string, act endpointAction) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		form, ok := opsForm(w, r)
 		if !ok {
 			return
 		}
-		endpoint := form.Get("endpoint")
-		if rule := endpointRule(endpoint); rule != "" {
-			formInvalid(w, "endpoint", rule)
+		target, err := h.formEndpoint(w, r, form)
+		if target == "" {
+			if err != nil {
+				h.storeError(w, r, err)
+			}
 			return
 		}
-		if err := a.endpointAct(r, action, act, endpoint); err != nil {
-			a.storeError(w, r, err)
+		if err := h.endpointAct(r, action, act, target); err != nil {
+			h.storeError(w, r, err)
 			return
 		}
 		seeOther(w, r, url.Values{"done": {action}})
 	}
+}
+
+// formEndpoint reads the endpoint a form names. It returns "" when it
+// answered the refusal itself, or with the store's error to answer.
+func (h *Handler) formEndpoint(w http.ResponseWriter, r *http.Request, form url.Values) (string, error) {
+	if ref := form.Get("endpoint_ref"); ref != "" {
+		if !endpoint.IsRef(ref) {
+			invalid(w, "the form is not valid", "endpoint_ref", "ref")
+			return "", nil
+		}
+		return h.resolve(r, ref)
+	}
+	typed := form.Get("endpoint")
+	switch {
+	case typed == "":
+		invalid(w, "the form is not valid", "endpoint_ref", "required")
+		return "", nil
+	case len(typed) > store.MaxEndpointSize:
+		invalid(w, "the form is not valid", "endpoint", "max")
+		return "", nil
+	}
+	return typed, nil
 }

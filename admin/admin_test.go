@@ -1,4 +1,4 @@
-package handler_test
+package admin_test
 
 import (
 	"crypto/sha256"
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/admin"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -27,11 +27,24 @@ import (
 // adminPrefix is where the tests mount the Admin, as an application would.
 const adminPrefix = "/ops/courier"
 
-// Endpoints the tests deliver to.
+// Endpoints the tests deliver to, as the Admin shows them (redacted),
+// and their refs.
 const (
-	hookA = "https://a.example/hooks?x=1&y=2"
-	hookB = "https://b.example/hooks"
+	hookA         = "https://a.example/hooks?x=1&y=2"
+	hookB         = "https://b.example/hooks"
+	hookARedacted = "https://a.example/hooks"
 )
+
+var (
+	refA = store.EndpointRef(hookA)
+	refB = store.EndpointRef(hookB)
+)
+
+type problemBody struct {
+	Status int                 `json:"status"`
+	Code   courier.Code        `json:"code"`
+	Errors []map[string]string `json:"errors"`
+}
 
 // adminBundle is an Admin over a real SQLite outbox, mounted under
 // adminPrefix behind a real HTTP server.
@@ -43,17 +56,28 @@ type adminBundle struct {
 
 func setupAdmin(t *testing.T, authorize func(*http.Request) error) *adminBundle {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
+	return setupAdminConfig(t, admin.Config{Authorize: authorize})
+}
+
+// setupAdminConfig is setupAdmin with cfg, on a fresh SQLite store unless
+// cfg has one.
+func setupAdminConfig(t *testing.T, cfg admin.Config) *adminBundle {
+	t.Helper()
+	if cfg.Store == nil {
+		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		cfg.Store = s
 	}
-	t.Cleanup(func() { s.Close() })
-	admin, err := handler.NewAdmin(handler.AdminConfig{Store: s, Authorize: authorize})
+	s := cfg.Store
+	h, err := admin.NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(adminPrefix+"/", http.StripPrefix(adminPrefix, admin))
+	mux.Handle(adminPrefix+"/", http.StripPrefix(adminPrefix, h))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	client := *srv.Client()
@@ -165,7 +189,7 @@ func refused(t *testing.T, resp *http.Response, body []byte, status int, code co
 
 func TestAdminConfig(t *testing.T) {
 	t.Parallel()
-	if _, err := handler.NewAdmin(handler.AdminConfig{}); !errors.Is(err, courier.ErrConfigInvalid) {
+	if _, err := admin.NewHandler(admin.Config{}); !errors.Is(err, courier.ErrConfigInvalid) {
 		t.Fatalf("no store: %v", err)
 	}
 }
@@ -173,14 +197,14 @@ func TestAdminConfig(t *testing.T) {
 func TestAdminHealth(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil)
-	h := adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
+	h := adminOK[admin.Health](t, b, "GET", "/api/health", "")
 	if h.Status != store.HealthOK || h.Code != "" || len(h.Counts) != len(courier.Statuses()) || h.Due != 0 {
 		t.Fatalf("empty outbox: %+v", h)
 	}
 	b.failed(t, "n-1", hookA)
 	b.enqueue(t, "n-2", hookA)
-	h = adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
-	want := handler.AdminHealth{Status: store.HealthBlocked, Code: courier.CodeFailedPresent, Due: 1, Failed: 1}
+	h = adminOK[admin.Health](t, b, "GET", "/api/health", "")
+	want := admin.Health{Status: store.HealthBlocked, Code: courier.CodeFailedPresent, Due: 1, Failed: 1}
 	if h.Status != want.Status || h.Code != want.Code || h.Due != want.Due || h.Failed != want.Failed ||
 		h.Counts[courier.StatusFailed] != 1 || h.Counts[courier.StatusPending] != 1 || h.OldestDueAgeSeconds < 0 {
 		t.Fatalf("health %+v, want %+v with one failed and one pending", h, want)
@@ -209,7 +233,7 @@ func TestAdminListPages(t *testing.T) {
 		if strings.Contains(string(raw), `"payload"`) {
 			t.Fatalf("a page carries payloads: %s", raw)
 		}
-		var page handler.AdminDeliveryPage
+		var page admin.DeliveryPage
 		if err := json.Unmarshal(raw, &page); err != nil {
 			t.Fatal(err)
 		}
@@ -238,12 +262,13 @@ func TestAdminListPages(t *testing.T) {
 	}{
 		{"", 7},
 		{"status=failed", 3},
-		{"endpoint=" + url.QueryEscape(hookB), 4},
-		{"status=failed&endpoint=" + url.QueryEscape(hookB), 0},
+		{"endpoint_ref=" + refB, 4},
+		{"status=failed&endpoint_ref=" + refB, 0},
+		{"endpoint_ref=" + store.EndpointRef("https://c.example/"), 0},
 		{"since=" + future, 0},
 		{"until=" + future, 7},
 	} {
-		page := adminOK[handler.AdminDeliveryPage](t, b, "GET", "/api/deliveries?"+tc.query, "")
+		page := adminOK[admin.DeliveryPage](t, b, "GET", "/api/deliveries?"+tc.query, "")
 		if len(page.Deliveries) != tc.want || page.Deliveries == nil {
 			t.Errorf("?%s: %d deliveries, want %d", tc.query, len(page.Deliveries), tc.want)
 		}
@@ -266,6 +291,7 @@ func TestAdminListRefusals(t *testing.T) {
 		{"before=-1", "before"},
 		{"since=yesterday", "since"},
 		{"until=2026-01-02", "until"},
+		{"endpoint_ref=" + url.QueryEscape(hookA), "endpoint_ref"},
 	} {
 		resp, body := b.do(t, "GET", "/api/deliveries?"+tc.query, "", nil)
 		p := refused(t, resp, body, http.StatusBadRequest, courier.CodeInvalidArgument)
@@ -292,13 +318,13 @@ func TestAdminGetDelivery(t *testing.T) {
 	if _, ok := members.Delivery["payload"]; ok {
 		t.Fatalf("the delivery carries its payload: %s", raw)
 	}
-	var got handler.AdminDeliveryDetail
+	var got admin.DeliveryDetail
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(`{"id":"n-1"}`))
 	d := got.Delivery
-	if d.ID != id || d.NotificationID != "n-1" || d.Endpoint != hookA || d.Status != courier.StatusFailed ||
+	if d.ID != id || d.NotificationID != "n-1" || d.Endpoint != hookARedacted || d.EndpointRef != refA || d.Status != courier.StatusFailed ||
 		d.PayloadSHA256 != hex.EncodeToString(sum[:]) || d.Attempts != 1 || d.LastStatus != 503 {
 		t.Fatalf("delivery %+v", d)
 	}
@@ -325,26 +351,26 @@ func TestAdminRedrive(t *testing.T) {
 	b.failDue(t)
 
 	one := "/api/deliveries/" + strconv.FormatInt(a1, 10) + "/redrive"
-	if got := adminOK[handler.AdminRedriven](t, b, "POST", one, ""); got.Redriven != 1 {
+	if got := adminOK[admin.Redriven](t, b, "POST", one, ""); got.Redriven != 1 {
 		t.Fatalf("redrive one: %+v", got)
 	}
 	if st := b.status(t, a1); st != courier.StatusPending {
 		t.Fatalf("redriven delivery is %s", st)
 	}
-	if got := adminOK[handler.AdminRedriven](t, b, "POST", one, ""); got.Redriven != 0 {
+	if got := adminOK[admin.Redriven](t, b, "POST", one, ""); got.Redriven != 0 {
 		t.Fatalf("redriving a pending delivery: %+v", got)
 	}
 	resp, body := b.do(t, "POST", "/api/deliveries/999/redrive", "", nil)
 	refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
 
 	b.failDue(t) // a1 fails again
-	if got := adminOK[handler.AdminRedriven](t, b, "POST", "/api/redrive", `{"endpoint":"`+hookA+`"}`); got.Redriven != 2 {
+	if got := adminOK[admin.Redriven](t, b, "POST", "/api/redrive", `{"endpoint_ref":"`+refA+`"}`); got.Redriven != 2 {
 		t.Fatalf("redrive endpoint A: %+v", got)
 	}
 	if a1s, a2s, b1s := b.status(t, a1), b.status(t, a2), b.status(t, b1); a1s != courier.StatusPending || a2s != courier.StatusPending || b1s != courier.StatusFailed {
 		t.Fatalf("after redriving A: a1 %s, a2 %s, b1 %s", a1s, a2s, b1s)
 	}
-	if got := adminOK[handler.AdminRedriven](t, b, "POST", "/api/redrive", `{}`); got.Redriven != 1 {
+	if got := adminOK[admin.Redriven](t, b, "POST", "/api/redrive", `{}`); got.Redriven != 1 {
 		t.Fatalf("redrive all: %+v", got)
 	}
 	if st := b.status(t, b1); st != courier.StatusPending {
@@ -362,7 +388,7 @@ func TestAdminCancel(t *testing.T) {
 	pending := b.enqueue(t, "n-2", hookA)
 
 	path := "/api/deliveries/" + strconv.FormatInt(pending, 10) + "/cancel"
-	d := adminOK[handler.AdminDelivery](t, b, "POST", path, "")
+	d := adminOK[admin.Delivery](t, b, "POST", path, "")
 	if d.ID != pending || d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
 		t.Fatalf("cancelled: %+v", d)
 	}
@@ -378,55 +404,63 @@ func TestAdminCancel(t *testing.T) {
 func TestAdminEndpoints(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, allowAll)
-	b.failed(t, "n-1", hookA)
+	failed := b.failed(t, "n-1", hookA)
+	b.enqueue(t, "n-2", hookB) // the store knows hookB by its delivery
 
-	list := adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", "")
-	if len(list) != 1 || list[0].Endpoint != hookA || list[0].State != store.EndpointClosed ||
+	list := adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", "")
+	if len(list) != 1 || list[0].Endpoint != hookARedacted || list[0].Ref != refA || list[0].State != store.EndpointClosed ||
 		list[0].ConsecutiveFailures != 1 || list[0].Reason != courier.CodeReceiverUnavailable || list[0].FailingSince.IsZero() {
 		t.Fatalf("endpoints %+v", list)
 	}
 
-	e := adminOK[handler.AdminEndpoint](t, b, "POST", "/api/endpoints/disable", `{"endpoint":"`+hookB+`"}`)
-	if e.Endpoint != hookB || e.State != store.EndpointDisabled || e.Reason != courier.CodeEndpointDisabled {
+	e := adminOK[admin.Endpoint](t, b, "POST", "/api/endpoints/"+refB+"/disable", "")
+	if e.Endpoint != hookB || e.Ref != refB || e.State != store.EndpointDisabled || e.Reason != courier.CodeEndpointDisabled {
 		t.Fatalf("disabled: %+v", e)
 	}
 	if h, _ := b.store.Endpoints.Get(t.Context(), hookB); h.State != store.EndpointDisabled {
 		t.Fatalf("store: %+v", h)
 	}
-	if list = adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 2 {
+	if list = adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 2 {
 		t.Fatalf("endpoints %+v", list)
 	}
-	for _, ep := range []string{hookA, hookB} {
-		e = adminOK[handler.AdminEndpoint](t, b, "POST", "/api/endpoints/enable", `{"endpoint":"`+ep+`"}`)
-		if e.State != store.EndpointClosed || e.ConsecutiveFailures != 0 {
-			t.Fatalf("enabled %s: %+v", ep, e)
+	for _, ref := range []string{refA, refB} {
+		e = adminOK[admin.Endpoint](t, b, "POST", "/api/endpoints/"+ref+"/enable", "")
+		if e.Ref != ref || e.State != store.EndpointClosed || e.ConsecutiveFailures != 0 {
+			t.Fatalf("enabled %s: %+v", ref, e)
 		}
 	}
-	if list = adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+	if list = adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
 		t.Fatalf("endpoints after enabling: %+v", list)
 	}
 
 	for _, tc := range []struct {
-		name, body  string
-		contentType string
-		status      int
-		code        courier.Code
+		name, path, body string
+		contentType      string
+		status           int
+		code             courier.Code
 	}{
-		{"no endpoint", `{}`, "application/json", 400, courier.CodeValidation},
-		{"too long", `{"endpoint":"` + strings.Repeat("x", store.MaxEndpointSize+1) + `"}`, "application/json", 400, courier.CodeValidation},
-		{"unknown field", `{"endpoint":"x","all":true}`, "application/json", 400, courier.CodeValidation},
-		{"duplicate key", `{"endpoint":"x","endpoint":"y"}`, "application/json", 400, courier.CodeDuplicateKey},
-		{"malformed", `{"endpoint":`, "application/json", 400, courier.CodeMalformedJSON},
-		{"not JSON", `endpoint=x`, "application/x-www-form-urlencoded", 415, courier.CodeUnsupportedMediaType},
-		{"too large", `{"endpoint":"` + strings.Repeat("x", 20<<10) + `"}`, "application/json", 413, courier.CodeBodyTooLarge},
+		{"not a ref", "/api/endpoints/" + url.PathEscape(hookB) + "/disable", "", "", 404, courier.CodeNotFound},
+		{"uppercase ref", "/api/endpoints/" + strings.ToUpper(refB) + "/disable", "", "", 404, courier.CodeNotFound},
+		{"unknown ref", "/api/endpoints/" + store.EndpointRef("https://c.example/") + "/disable", "", "", 404, courier.CodeNotFound},
+		{"redrive: bad ref", "/api/redrive", `{"endpoint_ref":"x"}`, "application/json", 400, courier.CodeValidation},
+		{"redrive: unknown ref", "/api/redrive", `{"endpoint_ref":"` + store.EndpointRef("https://c.example/") + `"}`, "application/json", 404, courier.CodeNotFound},
+		{"redrive: a URL", "/api/redrive", `{"endpoint":"` + hookA + `"}`, "application/json", 400, courier.CodeValidation},
+		{"redrive: unknown field", `/api/redrive`, `{"endpoint_ref":"` + refA + `","all":true}`, "application/json", 400, courier.CodeValidation},
+		{"redrive: duplicate key", "/api/redrive", `{"endpoint_ref":"x","endpoint_ref":"y"}`, "application/json", 400, courier.CodeDuplicateKey},
+		{"redrive: malformed", "/api/redrive", `{"endpoint_ref":`, "application/json", 400, courier.CodeMalformedJSON},
+		{"redrive: not JSON", "/api/redrive", `endpoint_ref=x`, "application/x-www-form-urlencoded", 415, courier.CodeUnsupportedMediaType},
+		{"redrive: too large", "/api/redrive", `{"endpoint_ref":"` + strings.Repeat("x", 20<<10) + `"}`, "application/json", 413, courier.CodeBodyTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := b.do(t, "POST", "/api/endpoints/disable", tc.body, func(r *http.Request) { r.Header.Set("Content-Type", tc.contentType) })
+			resp, body := b.do(t, "POST", tc.path, tc.body, func(r *http.Request) { r.Header.Set("Content-Type", tc.contentType) })
 			refused(t, resp, body, tc.status, tc.code)
 		})
 	}
-	if list = adminOK[[]handler.AdminEndpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+	if list = adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
 		t.Fatalf("a refused request changed endpoints: %+v", list)
+	}
+	if st := b.status(t, failed); st != courier.StatusFailed {
+		t.Fatalf("a refused redrive acted: %s", st)
 	}
 }
 
@@ -438,12 +472,12 @@ func mutations(failed, pending int64) []struct{ method, path, body string } {
 		{"POST", "/api/deliveries/" + f + "/redrive", ""},
 		{"POST", "/api/deliveries/" + p + "/cancel", ""},
 		{"POST", "/api/redrive", `{}`},
-		{"POST", "/api/endpoints/enable", `{"endpoint":"` + hookA + `"}`},
-		{"POST", "/api/endpoints/disable", `{"endpoint":"` + hookA + `"}`},
+		{"POST", "/api/endpoints/" + refA + "/enable", ""},
+		{"POST", "/api/endpoints/" + refA + "/disable", ""},
 		{"POST", "/ops/redrive", "id=" + f},
 		{"POST", "/ops/cancel", "id=" + p},
-		{"POST", "/ops/endpoints/enable", "endpoint=" + url.QueryEscape(hookA)},
-		{"POST", "/ops/endpoints/disable", "endpoint=" + url.QueryEscape(hookA)},
+		{"POST", "/ops/endpoints/enable", "endpoint_ref=" + refA},
+		{"POST", "/ops/endpoints/disable", "endpoint_ref=" + refA},
 	}
 }
 
@@ -482,7 +516,7 @@ func TestAdminRefusesMutations(t *testing.T) {
 				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
 			}
 			// Reads stay open: they are the application's to guard.
-			adminOK[handler.AdminHealth](t, b, "GET", "/api/health", "")
+			adminOK[admin.Health](t, b, "GET", "/api/health", "")
 		})
 	}
 }
@@ -533,15 +567,15 @@ func TestAdminRouting(t *testing.T) {
 	}
 	// Handed the prefix itself, as http.StripPrefix does outside a mux, the
 	// Admin redirects relatively.
-	admin, _ := handler.NewAdmin(handler.AdminConfig{Store: b.store})
+	h, _ := admin.NewHandler(admin.Config{Store: b.store})
 	rec := httptest.NewRecorder()
-	http.StripPrefix(adminPrefix, admin).ServeHTTP(rec, httptest.NewRequest("GET", adminPrefix, nil))
+	http.StripPrefix(adminPrefix, h).ServeHTTP(rec, httptest.NewRequest("GET", adminPrefix, nil))
 	if loc := rec.Header().Get("Location"); rec.Code != http.StatusMovedPermanently || loc != "./courier/" {
 		t.Fatalf("StripPrefix'd mount point: %d to %q", rec.Code, loc)
 	}
 	// Mounted at the root, it serves the same.
 	rec = httptest.NewRecorder()
-	admin.ServeHTTP(rec, httptest.NewRequest("GET", "/api/health", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/health", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("at the root: %d %s", rec.Code, rec.Body)
 	}
@@ -580,13 +614,13 @@ func TestAdminOpsPage(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	escapedA := "https://a.example/hooks?x=1&amp;y=2"
+	shownA := hookARedacted // never the query: see TestAdminNeverShowsEndpointSecrets
 	for _, want := range []string{
-		"order-42-shipped", escapedA, "receiver_unavailable", "deliveries_failed", // health, failure, endpoint
+		"order-42-shipped", shownA, "receiver_unavailable", "deliveries_failed", // health, failure, endpoint
 		`href="./deliveries/` + fid + `"`,
 		`<form class="inline" method="post" action="./ops/redrive"><input type="hidden" name="id" value="` + fid + `"><button id="redrive-` + fid + `">Redrive</button></form>`,
-		`<input type="hidden" name="endpoint" value="` + escapedA + `"><button>Redrive its failures</button>`,
-		`action="./ops/endpoints/disable"><input type="hidden" name="endpoint" value="` + escapedA + `"><button>Disable</button>`,
+		`<input type="hidden" name="endpoint_ref" value="` + refA + `"><button>Redrive its failures</button>`,
+		`action="./ops/endpoints/disable"><input type="hidden" name="endpoint_ref" value="` + refA + `"><button>Disable</button>`,
 		`<button>Redrive every failed delivery</button>`,
 	} {
 		if !strings.Contains(page, want) {
@@ -619,18 +653,18 @@ func TestAdminOpsPage(t *testing.T) {
 	}
 
 	// Disable, then enable an endpoint from the page.
-	resp, _ = b.do(t, "POST", "/ops/endpoints/disable", "endpoint="+url.QueryEscape(hookA), nil)
+	resp, _ = b.do(t, "POST", "/ops/endpoints/disable", "endpoint_ref="+refA, nil)
 	if loc := resp.Header.Get("Location"); loc != "../../?done=disable" {
 		t.Fatalf("disable: %d to %q", resp.StatusCode, loc)
 	}
 	page = b.follow(t, resp)
-	if !strings.Contains(page, "Endpoint disabled.") || !strings.Contains(page, `action="./ops/endpoints/enable"><input type="hidden" name="endpoint" value="`+escapedA+`">`) {
+	if !strings.Contains(page, "Endpoint disabled.") || !strings.Contains(page, `action="./ops/endpoints/enable"><input type="hidden" name="endpoint_ref" value="`+refA+`">`) {
 		t.Fatalf("after disable: %s", page)
 	}
 	if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointDisabled {
 		t.Fatalf("endpoint %+v", h)
 	}
-	resp, _ = b.do(t, "POST", "/ops/endpoints/enable", "endpoint="+url.QueryEscape(hookA), nil)
+	resp, _ = b.do(t, "POST", "/ops/endpoints/enable", "endpoint_ref="+refA, nil)
 	if page = b.follow(t, resp); !strings.Contains(page, "Endpoint enabled.") {
 		t.Fatalf("after enable: %s", page)
 	}
@@ -662,6 +696,9 @@ func TestAdminOpsPage(t *testing.T) {
 		{"/ops/cancel", "", 400, courier.CodeValidation},
 		{"/ops/cancel", "id=999", 404, courier.CodeNotFound},
 		{"/ops/endpoints/disable", "endpoint=", 400, courier.CodeValidation},
+		{"/ops/endpoints/disable", "endpoint_ref=x", 400, courier.CodeValidation},
+		{"/ops/endpoints/enable", "endpoint_ref=" + store.EndpointRef("https://c.example/"), 404, courier.CodeNotFound},
+		{"/ops/redrive", "endpoint_ref=" + store.EndpointRef("https://c.example/"), 404, courier.CodeNotFound},
 		{"/ops/endpoints/disable", "endpoint=" + strings.Repeat("x", 20<<10), 413, courier.CodeBodyTooLarge},
 		{"/ops/endpoints/disable", `{"endpoint":"x"}`, 415, courier.CodeUnsupportedMediaType},
 	} {
@@ -685,7 +722,7 @@ func TestAdminDeliveryPage(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(`{"id":"n-1"}`))
 	for _, want := range []string{
-		`id="status">failed<`, "https://a.example/hooks?x=1&amp;y=2", hex.EncodeToString(sum[:]), "test-worker", "receiver_unavailable", "<td>503</td>",
+		`id="status">failed<`, `<dd class="ep">` + hookARedacted + `</dd>`, hex.EncodeToString(sum[:]), "test-worker", "receiver_unavailable", "<td>503</td>",
 		`<form method="post" action="../ops/redrive"><input type="hidden" name="id" value="` + id + `"><button id="redrive-` + id + `">Redrive</button></form>`,
 		`<a href="../">courier ops</a>`,
 	} {
@@ -693,8 +730,8 @@ func TestAdminDeliveryPage(t *testing.T) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-	if strings.Contains(page, "x=1&y=2") {
-		t.Error("the endpoint is not escaped")
+	if strings.Contains(page, "x=1&y=2") || strings.Contains(page, "x=1&amp;y=2") {
+		t.Error("the endpoint is not redacted")
 	}
 	resp, body := b.do(t, "GET", "/deliveries/999", "", nil)
 	refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
@@ -711,5 +748,22 @@ func TestAdminReadOnlyPage(t *testing.T) {
 	}
 	if strings.Contains(page, "<button>") {
 		t.Fatal("a read-only page has an enabled button")
+	}
+}
+
+// TestAdminJSONCharsetIsCaseInsensitive: the API reads JSON like the
+// receivers: a charset of UTF-8 in any case is accepted, another refused.
+func TestAdminJSONCharsetIsCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-1", hookA)
+	resp, body := b.do(t, "POST", "/api/redrive", `{}`, func(r *http.Request) { r.Header.Set("Content-Type", "application/json; charset=utf-16") })
+	refused(t, resp, body, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType)
+	resp, body = b.do(t, "POST", "/api/redrive", `{}`, func(r *http.Request) { r.Header.Set("Content-Type", "application/json; charset=Utf-8") })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("charset=Utf-8: %d %s", resp.StatusCode, body)
+	}
+	if st := b.status(t, failed); st != courier.StatusPending {
+		t.Fatalf("status %s", st)
 	}
 }

@@ -1,0 +1,222 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/store"
+)
+
+// maxBody bounds the body of a mutation (JSON or form).
+const maxBody = 16 << 10
+
+// Config configures a Handler.
+type Config struct {
+	// Store is the outbox the Handler reports on and acts on. Required.
+	Store *store.Store
+	// Authorize decides whether r may change anything: redrive, cancel,
+	// enable or disable. It returns nil to allow. An error whose code is
+	// courier.CodeForbidden (courier.NewError(courier.CodeForbidden, …))
+	// answers 403 forbidden: the caller is known but may not act; any
+	// other error answers 401 unauthorized. Defaults to nil: the Handler
+	// is read-only and every mutation answers 403 forbidden.
+	//
+	// Reads are not authorized here: mount the Handler behind the
+	// application's own authentication.
+	Authorize func(r *http.Request) error
+	// Logger receives one line per mutation, refusal of a mutation and
+	// store failure; never payloads, endpoint URLs or credentials.
+	// Defaults to discarding.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Store == nil {
+		return configError("Config.Store is required")
+	}
+	return nil
+}
+
+func configError(msg string) error {
+	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "admin: "+msg)
+}
+
+// Handler is the ops page and JSON API over one outbox; see the package
+// documentation for its routes.
+type Handler struct {
+	cfg   Config
+	mux   *http.ServeMux
+	cop   http.CrossOriginProtection
+	pages *template.Template
+}
+
+// NewHandler returns a Handler over cfg.Store.
+func NewHandler(cfg Config) (*Handler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pages, err := templates()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: pages}
+	endpoints := h.cfg.Store.Endpoints
+	routes := []struct {
+		pattern string
+		h       http.Handler
+	}{
+		{"/api/health", h.read(h.apiHealth)},
+		{"/api/deliveries", h.read(h.apiList)},
+		{"/api/deliveries/{id}", h.read(h.apiGet)},
+		{"/api/deliveries/{id}/redrive", h.mutate(h.apiRedriveOne)},
+		{"/api/deliveries/{id}/cancel", h.mutate(h.apiCancel)},
+		{"/api/redrive", h.mutate(h.apiRedrive)},
+		{"/api/endpoints", h.read(h.apiEndpoints)},
+		{"/api/endpoints/{ref}/enable", h.mutate(h.apiEndpoint(actEnable, endpoints.Enable))},
+		{"/api/endpoints/{ref}/disable", h.mutate(h.apiEndpoint(actDisable, endpoints.Disable))},
+		{"/{$}", h.read(h.pageIndex)},
+		{"/deliveries/{id}", h.read(h.pageDelivery)},
+		{"/ops/redrive", h.mutate(h.opsRedrive)},
+		{"/ops/cancel", h.mutate(h.opsCancel)},
+		{"/ops/endpoints/enable", h.mutate(h.opsEndpoint(actEnable, endpoints.Enable))},
+		{"/ops/endpoints/disable", h.mutate(h.opsEndpoint(actDisable, endpoints.Disable))},
+		{"/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
+		})},
+	}
+	for _, r := range routes {
+		h.mux.Handle(r.pattern, r.h)
+	}
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "" {
+		h.mountPoint(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// mountPoint answers a request for the mount point without its slash
+// (http.StripPrefix leaves the path ""): it sends the browser to the
+// slashed form, so that relative links resolve under it.
+func (h *Handler) mountPoint(w http.ResponseWriter, r *http.Request) {
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+		if base := path.Base(u.EscapedPath()); base != "/" && base != "." {
+			w.Header().Set("Location", "./"+base+"/")
+			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		}
+	}
+	problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
+}
+
+// read admits GET and HEAD.
+func (h *Handler) read(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use GET")
+			return
+		}
+		next(w, r)
+	})
+}
+
+// mutate admits a POST from the same site that Authorize allows.
+func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
+			return
+		}
+		if err := h.cop.Check(r); err != nil {
+			h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "cross-origin request refused")
+			return
+		}
+		if h.cfg.Authorize == nil {
+			h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "this admin is read-only")
+			return
+		}
+		if err := h.cfg.Authorize(r); err != nil {
+			if courier.CodeOf(err) == courier.CodeForbidden {
+				h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "not allowed")
+			} else {
+				h.refuse(w, r, http.StatusUnauthorized, courier.CodeUnauthorized, "authorization required")
+			}
+			return
+		}
+		next(w, r)
+	})
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code courier.Code, detail string) {
+	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", slog.Int("status", status), slog.String("code", string(code)))
+	problem.Error(w, status, code, detail)
+}
+
+// storeError answers a failed store call: 404 and 400 with the error's
+// own content-free message for missing rows and bad input, 500
+// internal_error otherwise.
+func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ce *courier.Error
+	errors.As(err, &ce)
+	switch code := courier.CodeOf(err); code {
+	case courier.CodeNotFound:
+		problem.Error(w, http.StatusNotFound, code, ce.Msg)
+	case courier.CodeInvalidArgument:
+		problem.Error(w, http.StatusBadRequest, code, ce.Msg)
+	default:
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed")
+	}
+}
+
+// decodeJSON reads a mutation's JSON body the way the receivers read
+// theirs: application/json (415), bounded (413), one strict JSON
+// document without unknown members (400). It answers the refusal itself.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
+		jsonbody.Unsupported(w)
+		return false
+	}
+	body, ok := middleware.ReadBody(w, r, maxBody)
+	return ok && jsonbody.Decode(w, body, v, false)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // the Handler's own types always marshal
+		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "encoding failed")
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(len(b)+1))
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

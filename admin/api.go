@@ -1,0 +1,294 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/store"
+)
+
+// Endpoint actions.
+const (
+	actEnable  = "enable"
+	actDisable = "disable"
+)
+
+// endpointAction is Endpoints.Enable or Endpoints.Disable.
+type endpointAction func(ctx context.Context, endpoint string) error
+
+func (h *Handler) apiHealth(w http.ResponseWriter, r *http.Request) {
+	hl, err := h.cfg.Store.Outbox.Health(r.Context())
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toHealth(hl))
+}
+
+func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
+	p, ref, fields := listParams(r.URL.Query())
+	if len(fields) > 0 {
+		pr := problem.New(http.StatusBadRequest, courier.CodeInvalidArgument, "the query is not valid")
+		pr.Errors = fields
+		problem.Write(w, pr)
+		return
+	}
+	if ref != "" {
+		url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
+		switch {
+		case errors.Is(err, courier.ErrNotFound): // no delivery goes there
+			writeJSON(w, http.StatusOK, DeliveryPage{Deliveries: []Delivery{}})
+			return
+		case err != nil:
+			h.storeError(w, r, err)
+			return
+		}
+		p.Endpoint = url
+	}
+	page, err := h.cfg.Store.Outbox.List(r.Context(), p)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, DeliveryPage{Deliveries: toDeliveries(page.Deliveries), NextBefore: page.NextBefore})
+}
+
+// listParams reads GET /api/deliveries' query, naming every bad field.
+// The endpoint comes back as its ref, to be resolved.
+func listParams(q url.Values) (p store.ListParams, ref string, fields []problem.FieldError) {
+	bad := func(field, rule string) { fields = append(fields, problem.FieldError{Field: field, Rule: rule}) }
+	if v := q.Get("status"); v != "" {
+		if p.Status = courier.Status(v); !p.Status.Valid() {
+			bad("status", "oneof")
+		}
+	}
+	if ref = q.Get("endpoint_ref"); ref != "" && !endpoint.IsRef(ref) {
+		bad("endpoint_ref", "ref")
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &p.Since}, {"until", &p.Until}} {
+		if v := q.Get(f.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				bad(f.name, "rfc3339")
+			}
+			*f.dst = t
+		}
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			bad("before", "min")
+		}
+		p.Before = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			bad("limit", "range")
+		}
+		p.Limit = n
+	}
+	return p, ref, fields
+}
+
+// deliveryID reads the {id} path segment, answering 404 itself when it is
+// not a delivery id.
+func deliveryID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such delivery")
+		return 0, false
+	}
+	return id, true
+}
+
+func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
+	id, ok := deliveryID(w, r)
+	if !ok {
+		return
+	}
+	d, attempts, err := h.delivery(r, id)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	out := DeliveryDetail{Delivery: toDelivery(d), Attempts: make([]Attempt, 0, len(attempts))}
+	for _, at := range attempts {
+		out.Attempts = append(out.Attempts, toAttempt(at))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// delivery loads a delivery and its attempts.
+func (h *Handler) delivery(r *http.Request, id int64) (store.Delivery, []store.Attempt, error) {
+	d, err := h.cfg.Store.Outbox.Get(r.Context(), id)
+	if err != nil {
+		return d, nil, err
+	}
+	attempts, err := h.cfg.Store.Outbox.Attempts(r.Context(), id)
+	return d, attempts, err
+}
+
+func (h *Handler) apiRedriveOne(w http.ResponseWriter, r *http.Request) {
+	id, ok := deliveryID(w, r)
+	if !ok {
+		return
+	}
+	n, err := h.redrive(r, store.RedriveParams{ID: id})
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Redriven{Redriven: n})
+}
+
+func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
+	var req RedriveRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	var p store.RedriveParams
+	if req.EndpointRef != "" {
+		if !endpoint.IsRef(req.EndpointRef) {
+			invalid(w, "the request is not valid", "endpoint_ref", "ref")
+			return
+		}
+		url, err := h.resolve(r, req.EndpointRef)
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		p.Endpoint = url
+	}
+	n, err := h.redrive(r, p)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Redriven{Redriven: n})
+}
+
+// resolve turns an endpoint ref back into the endpoint's URL: ErrNotFound
+// (404) for a ref the store does not know.
+func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
+	url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
+	if errors.Is(err, courier.ErrNotFound) {
+		return "", courier.Wrap(courier.ErrNotFound, courier.CodeNotFound, "no endpoint with this ref")
+	}
+	return url, err
+}
+
+// redrive moves failed deliveries back to pending. For one delivery, a
+// missing one is ErrNotFound; one that is not failed counts 0.
+func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
+	ctx := r.Context()
+	n, err := h.cfg.Store.Outbox.Redrive(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 && p.ID != 0 {
+		if _, err := h.cfg.Store.Outbox.Get(ctx, p.ID); err != nil {
+			return 0, err
+		}
+	}
+	attrs := []any{slog.Int64("id", p.ID), slog.Int("count", n)}
+	if p.Endpoint != "" {
+		attrs = append(attrs, slog.String("endpoint_ref", endpoint.Ref(p.Endpoint)))
+	}
+	h.cfg.Logger.InfoContext(ctx, "admin: redrive", attrs...)
+	return n, nil
+}
+
+func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := deliveryID(w, r)
+	if !ok {
+		return
+	}
+	if err := h.cancel(r, id); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	d, err := h.cfg.Store.Outbox.Get(r.Context(), id)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toDelivery(d))
+}
+
+// cancel withdraws a pending or retrying delivery; any other is
+// ErrNotFound.
+func (h *Handler) cancel(r *http.Request, id int64) error {
+	err := h.cfg.Store.Outbox.Cancel(r.Context(), id)
+	if errors.Is(err, courier.ErrNotFound) {
+		return courier.Wrap(courier.ErrNotFound, courier.CodeNotFound, "no pending or retrying delivery with this id")
+	}
+	if err != nil {
+		return err
+	}
+	h.cfg.Logger.InfoContext(r.Context(), "admin: cancel", slog.Int64("id", id))
+	return nil
+}
+
+func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
+	hs, err := h.cfg.Store.Endpoints.List(r.Context())
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toEndpoints(hs))
+}
+
+// apiEndpoint serves an action on the endpoint the path's {ref} names,
+// answering the endpoint's state afterwards.
+func (h *Handler) apiEndpoint(action string, act endpointAction) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ref := r.PathValue("ref")
+		if !endpoint.IsRef(ref) {
+			problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no endpoint with this ref")
+			return
+		}
+		url, err := h.resolve(r, ref)
+		if err == nil {
+			err = h.endpointAct(r, action, act, url)
+		}
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		e, err := h.cfg.Store.Endpoints.Get(r.Context(), url)
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toEndpoint(e))
+	}
+}
+
+// endpointAct runs an action on an endpoint and logs it, by ref.
+func (h *Handler) endpointAct(r *http.Request, action string, act endpointAction, url string) error {
+	if err := act(r.Context(), url); err != nil {
+		return err
+	}
+	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String("action", action), slog.String("endpoint_ref", endpoint.Ref(url)))
+	return nil
+}
+
+// invalid answers 400 validation_failed naming the field and the rule it
+// broke.
+func invalid(w http.ResponseWriter, detail, field, rule string) {
+	p := problem.New(http.StatusBadRequest, courier.CodeValidation, detail)
+	p.Errors = []problem.FieldError{{Field: field, Rule: rule}}
+	problem.Write(w, p)
+}

@@ -1,0 +1,58 @@
+// Package admin is the sender side's operations surface over an outbox: a
+// JSON API for tools and a server-rendered ops page for people. Both read
+// the store's health, deliveries, attempts and endpoint breakers, and
+// act on them: redrive failed deliveries, cancel waiting ones, enable or
+// disable an endpoint.
+//
+// The mental model: reads are the application's to guard (mount the
+// Handler behind its own authentication); every change goes through
+// Config.Authorize, and is refused when it comes from another site. The
+// Handler never shows what could be a secret: no payload bytes (only
+// their digest), and no endpoint URL in full. An endpoint URL may carry a
+// credential (https://user:pass@host/path?token=…), so it is shown
+// redacted to scheme, host and path, and named in forms, API paths and
+// bodies by an opaque reference instead: its ref, the first 32 hex
+// characters of the SHA-256 of the URL (store.EndpointRef computes it).
+// JSON answers carry both: "endpoint" (redacted) and "ref" (or
+// "endpoint_ref" on a delivery).
+//
+// The Handler serves paths relative to where it is mounted, and every
+// link, form and redirect it writes is relative, so it works under any
+// prefix:
+//
+//	mux.Handle("/ops/courier/", http.StripPrefix("/ops/courier", h))
+//
+// The JSON API (errors are application/problem+json with a stable code):
+//
+//	GET  /api/health                    the outbox's health (Health)
+//	GET  /api/deliveries                a page of deliveries, newest first (DeliveryPage);
+//	                                    query: status, endpoint_ref, since, until (RFC 3339,
+//	                                    on the last update), before (NextBefore of the
+//	                                    previous page), limit (1..1000, default 100)
+//	GET  /api/deliveries/{id}           one delivery and its attempts (DeliveryDetail)
+//	POST /api/deliveries/{id}/redrive   a failed delivery back to pending (Redriven)
+//	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery (Delivery)
+//	POST /api/redrive                   {"endpoint_ref": "…"} (RedriveRequest): the endpoint's
+//	                                    failed deliveries back to pending; without one, every
+//	                                    endpoint's (Redriven)
+//	GET  /api/endpoints                 endpoints that are not plainly healthy ([]Endpoint)
+//	POST /api/endpoints/{ref}/enable    close the endpoint's breaker (Endpoint)
+//	POST /api/endpoints/{ref}/disable   stop sending to it (Endpoint)
+//
+// A ref names an endpoint the store knows (one with a breaker record, a
+// subscription, a pinned contract or a delivery); another is 404
+// not_found.
+//
+// The ops page (HTML, no scripts, nothing loaded from the network):
+//
+//	GET  /                              health, failing endpoints, recent failures
+//	GET  /deliveries/{id}               one delivery and its attempts
+//	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
+//	POST /ops/cancel                    form: id
+//	POST /ops/endpoints/enable          form: endpoint_ref
+//	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed)
+//
+// The form posts answer 303 See Other back to the page. JSON bodies are
+// read like a receiver's (bounded, one strict JSON document, no unknown
+// members).
+package admin

@@ -1,0 +1,159 @@
+package admin
+
+import (
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/store"
+)
+
+// Health is the outbox's health (GET /api/health).
+type Health struct {
+	Status              store.HealthStatus     `json:"status"` // "ok" or "blocked"
+	Code                courier.Code           `json:"code,omitempty"`
+	Counts              map[courier.Status]int `json:"counts"`
+	Due                 int                    `json:"due"`
+	ExpiredLeases       int                    `json:"expired_leases"`
+	Failed              int                    `json:"failed"`
+	OldestDueAgeSeconds float64                `json:"oldest_due_age_seconds"`
+}
+
+// Delivery is one delivery. It never carries payload bytes (the detail
+// has their digest, a page not even that), and its endpoint only
+// redacted, with the ref to name it by.
+type Delivery struct {
+	ID             int64          `json:"id"`
+	NotificationID string         `json:"notification_id"`
+	Endpoint       string         `json:"endpoint"`     // scheme, host and path only
+	EndpointRef    string         `json:"endpoint_ref"` // see store.EndpointRef
+	PayloadSHA256  string         `json:"payload_sha256,omitempty"`
+	Profile        string         `json:"profile"`
+	KeyID          string         `json:"key_id,omitempty"`
+	Status         courier.Status `json:"status"`
+	Priority       int            `json:"priority"`
+	Attempts       int            `json:"attempts"`
+	MaxAttempts    int            `json:"max_attempts"`
+	NextAttemptAt  time.Time      `json:"next_attempt_at,omitzero"`
+	Deadline       time.Time      `json:"deadline,omitzero"`
+	LeaseOwner     string         `json:"lease_owner,omitempty"`
+	LeasedAt       time.Time      `json:"leased_at,omitzero"`
+	LeaseExpiresAt time.Time      `json:"lease_expires_at,omitzero"`
+	LastErrorCode  courier.Code   `json:"last_error_code,omitempty"`
+	LastStatus     int            `json:"last_status,omitempty"`
+	AckSHA256      string         `json:"ack_sha256,omitempty"`
+	SubscriptionID int64          `json:"subscription_id,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+}
+
+// Attempt is one row of a delivery's attempts log.
+type Attempt struct {
+	Attempt        int                  `json:"attempt"`
+	Owner          string               `json:"owner"`
+	LeasedAt       time.Time            `json:"leased_at"`
+	LeaseExpiresAt time.Time            `json:"lease_expires_at"`
+	FinishedAt     time.Time            `json:"finished_at"`
+	DurationMS     float64              `json:"duration_ms"`
+	Outcome        store.AttemptOutcome `json:"outcome"`
+	HTTPStatus     int                  `json:"http_status,omitempty"`
+	ErrorCode      courier.Code         `json:"error_code,omitempty"`
+}
+
+// DeliveryDetail is GET /api/deliveries/{id}.
+type DeliveryDetail struct {
+	Delivery Delivery  `json:"delivery"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// DeliveryPage is GET /api/deliveries: pass NextBefore as before for the
+// next page; it is absent on the last.
+type DeliveryPage struct {
+	Deliveries []Delivery `json:"deliveries"`
+	NextBefore int64      `json:"next_before,omitempty"`
+}
+
+// Redriven is how many failed deliveries a redrive moved back to pending.
+type Redriven struct {
+	Redriven int `json:"redriven"`
+}
+
+// RedriveRequest is the body of POST /api/redrive: the ref of the endpoint
+// whose failed deliveries to redrive, or none for every endpoint's.
+type RedriveRequest struct {
+	EndpointRef string `json:"endpoint_ref,omitempty"`
+}
+
+// Endpoint is an endpoint's breaker state, its URL redacted.
+type Endpoint struct {
+	Ref                 string              `json:"ref"`      // see store.EndpointRef
+	Endpoint            string              `json:"endpoint"` // scheme, host and path only
+	State               store.EndpointState `json:"state"`    // closed, open, half_open or disabled
+	ConsecutiveFailures int                 `json:"consecutive_failures"`
+	FailingSince        time.Time           `json:"failing_since,omitzero"`
+	OpenUntil           time.Time           `json:"open_until,omitzero"`
+	Reason              courier.Code        `json:"reason,omitempty"`
+	UpdatedAt           time.Time           `json:"updated_at,omitzero"`
+}
+
+// The conversions below are the only way a store row reaches a page or an
+// answer: each endpoint URL passes through endpoint.Redact and
+// endpoint.Ref here, and nowhere else.
+
+func toHealth(h store.Health) Health {
+	return Health{
+		Status: h.Status, Code: h.Code, Counts: h.Counts, Due: h.Due, ExpiredLeases: h.ExpiredLeases,
+		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(),
+	}
+}
+
+func toDelivery(d store.Delivery) Delivery {
+	return Delivery{
+		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
+		PayloadSHA256: d.PayloadSHA256, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
+		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: utc(d.NextAttemptAt), Deadline: utc(d.Deadline),
+		LeaseOwner: d.LeaseOwner, LeasedAt: utc(d.LeasedAt), LeaseExpiresAt: utc(d.LeaseExpiresAt),
+		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, AckSHA256: d.AckSHA256,
+		SubscriptionID: d.SubscriptionID, CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt),
+	}
+}
+
+func toDeliveries(ds []store.Delivery) []Delivery {
+	out := make([]Delivery, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, toDelivery(d))
+	}
+	return out
+}
+
+func toAttempt(at store.Attempt) Attempt {
+	return Attempt{
+		Attempt: at.Attempt, Owner: at.Owner, LeasedAt: utc(at.LeasedAt), LeaseExpiresAt: utc(at.LeaseExpiresAt),
+		FinishedAt: utc(at.FinishedAt), DurationMS: float64(at.Duration.Microseconds()) / 1000,
+		Outcome: at.Outcome, HTTPStatus: at.HTTPStatus, ErrorCode: at.ErrorCode,
+	}
+}
+
+func toEndpoint(e store.EndpointHealth) Endpoint {
+	return Endpoint{
+		Ref: endpoint.Ref(e.Endpoint), Endpoint: endpoint.Redact(e.Endpoint), State: e.State,
+		ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince), OpenUntil: utc(e.OpenUntil),
+		Reason: e.Reason, UpdatedAt: utc(e.UpdatedAt),
+	}
+}
+
+func toEndpoints(hs []store.EndpointHealth) []Endpoint {
+	out := make([]Endpoint, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, toEndpoint(h))
+	}
+	return out
+}
+
+// utc returns t in UTC; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}

@@ -1,0 +1,102 @@
+package handler
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/problem"
+)
+
+// Retry-After of the 503 answers.
+const (
+	// retryInProgress: a notification whose first delivery is still
+	// being processed.
+	retryInProgress = 2 * time.Second
+	// retryStore: a store that could not answer.
+	retryStore = time.Second
+)
+
+// errInProgress is a duplicate whose first delivery is still processing.
+var errInProgress = errors.New("handler: in progress")
+
+// errForbidden is a publisher refused by PublishConfig.Authorize.
+var errForbidden = errors.New("handler: not authorized for this target")
+
+// storeFailure is the store failing (beginning, recording in the Inbox or
+// Outbox, committing), told apart from the application's function failing:
+// the store may come back, so it is answered 503 with Retry-After.
+type storeFailure struct{ err error }
+
+func (e storeFailure) Error() string { return "handler: store: " + e.err.Error() }
+func (e storeFailure) Unwrap() error { return e.err }
+
+// appFailure is the application's function failing. Its Rejection, if it
+// is one, is a refusal; any other error is answered 500 handler_failed.
+type appFailure struct{ err error }
+
+func (e appFailure) Error() string { return "handler: application: " + e.err.Error() }
+func (e appFailure) Unwrap() error { return e.err }
+
+// fromStore wraps err from a store call as a storeFailure, except the
+// store's answers about the request itself: an idempotency collision and
+// invalid input keep their meaning.
+func fromStore(err error) error {
+	var ve *ack.ValidationError
+	switch {
+	case err == nil, errors.Is(err, courier.ErrIdempotencyCollision), errors.As(err, &ve),
+		courier.CodeOf(err) == courier.CodeInvalidArgument:
+		return err
+	}
+	return storeFailure{err}
+}
+
+// fromApp wraps err from the application's function as an appFailure.
+func fromApp(err error) error {
+	if err == nil {
+		return nil
+	}
+	return appFailure{err}
+}
+
+// answer is the one place that turns the error of processing a request
+// into its answer, for every handler in this package; see the package
+// documentation for the table. The cause of a 5xx goes to the log line.
+func answer(w http.ResponseWriter, err error) {
+	var (
+		rej *Rejection
+		app appFailure
+		sf  storeFailure
+		ve  *ack.ValidationError
+	)
+	switch {
+	case errors.As(err, &rej):
+		code := rej.Code
+		if code == "" {
+			code = courier.CodeRejected
+		}
+		problem.Error(w, http.StatusUnprocessableEntity, code, rej.Detail)
+	case errors.As(err, &app):
+		noteCause(w, err)
+		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")
+	case errors.Is(err, courier.ErrIdempotencyCollision):
+		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this identity was received with another body")
+	case errors.Is(err, errInProgress):
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this delivery is being processed", retryInProgress)
+	case errors.Is(err, errForbidden):
+		problem.Error(w, http.StatusForbidden, courier.CodeForbidden, "not allowed to publish to this target")
+	case errors.As(err, &sf):
+		noteCause(w, err)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)
+	case errors.As(err, &ve):
+		jsonbody.Invalid(w, ve)
+	case courier.CodeOf(err) == courier.CodeInvalidArgument:
+		problem.Error(w, http.StatusBadRequest, courier.CodeValidation, "the request was refused")
+	default:
+		noteCause(w, err)
+		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the request failed")
+	}
+}

@@ -1,0 +1,532 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// The tests here hold every handler (Terminal, Reporting, Source, Publish)
+// to one answer path: the same outcome gets the same status, code, log
+// line and Event everywhere. Each handler runs on a real SQLite store with
+// a verifier that does not use the store, so a store failure is the
+// handler's own to answer.
+
+// anyOptions configures one handler under test.
+type anyOptions struct {
+	hook   func(handler.Event)
+	logger *slog.Logger
+	// app is what the application's function does after counting the
+	// call; nil: nothing. Publish has no application function.
+	app func() error
+}
+
+// anyEnv is one handler under test.
+type anyEnv struct {
+	store   *store.Store
+	handler http.Handler
+	calls   *atomic.Int32
+	// request returns a valid request, freshly signed, with the body
+	// marker in it (see bodyMarker).
+	request func(t *testing.T) *http.Request
+	// ok is the status of an accepted request.
+	ok int
+	// bearer: the scheme signs no body (a Bearer token).
+	bearer bool
+}
+
+// bodyMarker is in every valid body, so a test can tell whether content
+// reached a log.
+const bodyMarker = "marker-7f3a9c"
+
+// anyReceiver opens one handler under test.
+type anyReceiver struct {
+	name string
+	app  bool // it runs an application function
+	open func(t *testing.T, o anyOptions) *anyEnv
+}
+
+// anyStore opens a fresh SQLite store.
+func anyStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "any.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// anyApp is the application's function of a receiver under test.
+func anyApp[T any](calls *atomic.Int32, app func() error) handler.Func[T] {
+	return func(context.Context, *sqlx.Tx, T) error {
+		calls.Add(1)
+		if app != nil {
+			return app()
+		}
+		return nil
+	}
+}
+
+// anySigned returns a request of body signed by signer as id.
+func anySigned(t *testing.T, signer signature.Signer, id string, body []byte) *http.Request {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://receiver.example/hooks", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if err := signer.Sign(req, signature.Message{ID: id, Body: body, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func anyStandardWebhooks(t *testing.T) (signature.Verifier, signature.Signer) {
+	t.Helper()
+	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "sender-1", Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verifier, signer
+}
+
+func anyReceivers() []anyReceiver {
+	return []anyReceiver{
+		{name: "Terminal", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
+			s := anyStore(t)
+			verifier, signer := anyStandardWebhooks(t)
+			calls := new(atomic.Int32)
+			h, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Terminal](calls, o.app))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, body := terminal(t, bodyMarker)
+			return &anyEnv{store: s, handler: h, calls: calls, ok: http.StatusOK,
+				request: func(t *testing.T) *http.Request { return anySigned(t, signer, n.NotificationID, body) }}
+		}},
+		{name: "Reporting", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
+			s := anyStore(t)
+			verifier, signer := anyStandardWebhooks(t)
+			calls := new(atomic.Int32)
+			h, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Reporting](calls, o.app))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := []byte(`{"idempotency_key":"key-0123456789abcdef","operation_id":"op-1","task_id":"task-1","task_type":"media_buy_delivery",` +
+				`"status":"completed","timestamp":"2026-01-02T03:04:05Z","message":"` + bodyMarker + `"}`)
+			return &anyEnv{store: s, handler: h, calls: calls, ok: http.StatusOK,
+				request: func(t *testing.T) *http.Request { return anySigned(t, signer, "delivery-1", body) }}
+		}},
+		{name: "Source", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
+			s := anyStore(t)
+			verifier, signer := anyStandardWebhooks(t)
+			calls := new(atomic.Int32)
+			h, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest, Logger: o.logger, Hook: o.hook},
+				anyApp[ack.Command](calls, o.app))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"note":"`+bodyMarker+`"}`)
+			return &anyEnv{store: s, handler: h, calls: calls, ok: http.StatusOK,
+				request: func(t *testing.T) *http.Request {
+					req := anySigned(t, signer, "change:r1", body)
+					req.Header.Set(ack.AttemptHeader, "1")
+					return req
+				}}
+		}},
+		{name: "Publish", open: func(t *testing.T, o anyOptions) *anyEnv {
+			s := anyStore(t)
+			token, err := signature.ParseSecret("publisher", publishToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "publisher", Tokens: []signature.Secret{token}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := []byte(`{"tenant":"publisher","event_type":"order.paid","event_id":"e-1","payload":{"note":"` + bodyMarker + `"}}`)
+			return &anyEnv{store: s, handler: h, calls: new(atomic.Int32), ok: http.StatusAccepted, bearer: true,
+				request: func(t *testing.T) *http.Request {
+					req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://publish.example/", bytes.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "Bearer "+publishToken)
+					return req
+				}}
+		}},
+	}
+}
+
+// serve sends req to h and returns the answer.
+func serve(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// problemOf reads a problem answer's status and code.
+func problemOf(t *testing.T, rec *httptest.ResponseRecorder) problemBody {
+	t.Helper()
+	var p problemBody
+	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("%d with Content-Type %q: %s", rec.Code, ct, rec.Body)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// hookEvents collects the Events a handler reports.
+type hookEvents struct {
+	mu     sync.Mutex
+	events []handler.Event
+}
+
+func (h *hookEvents) hook(e handler.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+}
+
+func (h *hookEvents) all() []handler.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]handler.Event(nil), h.events...)
+}
+
+// logRecords is a slog.Handler that keeps every record.
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+
+func (l *logRecords) all() []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]slog.Record(nil), l.records...)
+}
+
+// attrs returns a record's attributes as strings.
+func attrs(r slog.Record) map[string]string {
+	m := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		m[a.Key] = a.Value.String()
+		return true
+	})
+	return m
+}
+
+// written counts the store's Inbox and Outbox rows.
+func (e *anyEnv) written(t *testing.T) (inbox, outbox int) {
+	t.Helper()
+	if err := e.store.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DB().Get(&outbox, "SELECT COUNT(*) FROM courier_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	return inbox, outbox
+}
+
+// TestStoreFailureIsAnswered503InEveryReceiver: a store that cannot
+// answer (here: closed) is 503 internal_error with Retry-After in every
+// handler, so the sender retries later; before, Terminal and Source
+// answered 500 handler_failed, blaming the application's function. The
+// function is never run, the Event says failed/internal_error, and the log
+// line is at Error with the cause.
+func TestStoreFailureIsAnswered503InEveryReceiver(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			var events hookEvents
+			var logs logRecords
+			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
+			req := e.request(t)
+			if err := e.store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rec := serve(e.handler, req)
+			p := problemOf(t, rec)
+			if rec.Code != http.StatusServiceUnavailable || p.Code != courier.CodeInternal || rec.Header().Get("Retry-After") == "" {
+				t.Fatalf("got %d %s (Retry-After %q), want 503 internal_error with Retry-After: %s",
+					rec.Code, p.Code, rec.Header().Get("Retry-After"), rec.Body)
+			}
+			if e.calls.Load() != 0 {
+				t.Fatalf("the application's function ran %d times", e.calls.Load())
+			}
+			want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusServiceUnavailable, Code: courier.CodeInternal}
+			if got := events.all(); len(got) != 1 || got[0] != want {
+				t.Fatalf("events %+v, want %+v", got, want)
+			}
+			recs := logs.all()
+			if len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["code"] != string(courier.CodeInternal) ||
+				attrs(recs[0])["status"] != "503" || attrs(recs[0])["error"] == "" {
+				t.Fatalf("log records %v", recs)
+			}
+		})
+	}
+}
+
+// TestOneAnswerPerOutcomeInEveryReceiver: the application's failures are
+// answered alike by every receiver: an error is 500 handler_failed, even
+// one that wraps a store sentinel (it is the application's, not the
+// Inbox's), and a Rejection is 422 with its code; nothing stays written.
+func TestOneAnswerPerOutcomeInEveryReceiver(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		if !target.app {
+			continue
+		}
+		for _, tc := range []struct {
+			name   string
+			app    func() error
+			status int
+			code   courier.Code
+		}{
+			{"application error", func() error { return errors.New("application trouble") }, 500, courier.CodeHandlerFailed},
+			{"application error wrapping a collision", func() error {
+				return fmt.Errorf("enqueue: %w", courier.ErrIdempotencyCollision)
+			}, 500, courier.CodeHandlerFailed},
+			{"rejection", func() error { return handler.Reject("not_for_us", "not for this site") }, 422, "not_for_us"},
+			{"rejection without a code", func() error { return &handler.Rejection{} }, 422, courier.CodeRejected},
+		} {
+			t.Run(target.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				var events hookEvents
+				e := target.open(t, anyOptions{hook: events.hook, app: tc.app})
+				rec := serve(e.handler, e.request(t))
+				if p := problemOf(t, rec); rec.Code != tc.status || p.Code != tc.code {
+					t.Fatalf("got %d %s, want %d %s: %s", rec.Code, p.Code, tc.status, tc.code, rec.Body)
+				}
+				if got := events.all(); len(got) != 1 || got[0].Status != tc.status || got[0].Code != tc.code {
+					t.Fatalf("events %+v", got)
+				}
+				if inbox, _ := e.written(t); inbox != 0 || e.calls.Load() != 1 {
+					t.Fatalf("%d inbox rows after %d calls", inbox, e.calls.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestRefusalsAreLogged: the Logger promised one line per refused
+// request, and none came. Every refusal is logged at Info with its status
+// and code, a failure at Error, an accepted request not at all, and no
+// line carries the request's content or credentials. The Hook sees the
+// same codes, learnt from the answer as it was written.
+func TestRefusalsAreLogged(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			var events hookEvents
+			var logs logRecords
+			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
+			type sent struct {
+				status int
+				code   courier.Code
+			}
+			var want []sent
+			send := func(edit func(r *http.Request), status int, code courier.Code) {
+				t.Helper()
+				req := e.request(t)
+				if edit != nil {
+					edit(req)
+				}
+				rec := serve(e.handler, req)
+				if rec.Code != status {
+					t.Fatalf("got %d, want %d: %s", rec.Code, status, rec.Body)
+				}
+				want = append(want, sent{status, code})
+			}
+			send(nil, e.ok, "")
+			send(func(r *http.Request) { r.Method = http.MethodGet }, 405, courier.CodeMethodNotAllowed)
+			send(func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 415, courier.CodeUnsupportedMediaType)
+			send(func(r *http.Request) {
+				r.Header.Del("webhook-signature")
+				r.Header.Del("Authorization")
+			}, 401, courier.CodeSignatureMissing)
+			// A member the body may not have: the signature no longer
+			// covers the body, or with a Bearer token that signs none, the
+			// member is refused.
+			status, code := http.StatusUnauthorized, courier.CodeSignatureMismatch
+			if e.bearer {
+				status, code = http.StatusBadRequest, courier.CodeValidation
+			}
+			send(func(r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				b = append([]byte(`{"`+bodyMarker+`":1,`), b[1:]...)
+				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			}, status, code)
+
+			recs := logs.all()
+			var refused []sent
+			for _, r := range recs {
+				a := attrs(r)
+				var line strings.Builder
+				line.WriteString(r.Message)
+				for k, v := range a {
+					line.WriteString(" " + k + "=" + v)
+				}
+				for _, secret := range []string{bodyMarker, publishToken, "v1,"} {
+					if strings.Contains(line.String(), secret) {
+						t.Errorf("a log line carries content %q: %s", secret, line.String())
+					}
+				}
+				if r.Level != slog.LevelInfo || r.Message != "handler: request refused" {
+					t.Errorf("refusal logged at %s: %s", r.Level, line.String())
+				}
+				refused = append(refused, sent{status: atoi(a["status"]), code: courier.Code(a["code"])})
+			}
+			if fmt.Sprint(refused) != fmt.Sprint(want[1:]) {
+				t.Fatalf("logged refusals %v, want %v (one per refusal, none for the accepted request)", refused, want[1:])
+			}
+			var hooked []sent
+			for _, ev := range events.all() {
+				hooked = append(hooked, sent{ev.Status, ev.Code})
+			}
+			if fmt.Sprint(hooked) != fmt.Sprint(want) {
+				t.Fatalf("events %v, want %v", hooked, want)
+			}
+		})
+	}
+}
+
+func atoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+// TestPanicReachesHook: a panic in the application's function used to
+// bypass the Hook (and the log). It is now reported as 500 internal_error,
+// outcome failed, what middleware.Recover answers for it, and raised
+// again; http.ErrAbortHandler is raised again untouched. Nothing stays
+// written.
+func TestPanicReachesHook(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		if !target.app {
+			continue
+		}
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			var events hookEvents
+			var logs logRecords
+			type panicWith struct{ v any }
+			var value atomic.Value
+			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs), app: func() error { panic(value.Load().(panicWith).v) }})
+
+			value.Store(panicWith{"application bug"})
+			rec := serve(middleware.Recover(nil)(e.handler), e.request(t))
+			if p := problemOf(t, rec); rec.Code != http.StatusInternalServerError || p.Code != courier.CodeInternal {
+				t.Fatalf("behind Recover: %d %s", rec.Code, p.Code)
+			}
+			want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusInternalServerError, Code: courier.CodeInternal}
+			if got := events.all(); len(got) != 1 || got[0] != want {
+				t.Fatalf("events %+v, want %+v", got, want)
+			}
+			if recs := logs.all(); len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["panic"] != "true" {
+				t.Fatalf("log records %v", recs)
+			}
+
+			value.Store(panicWith{http.ErrAbortHandler})
+			recovered := func() (v any) {
+				defer func() { v = recover() }()
+				serve(e.handler, e.request(t))
+				return nil
+			}()
+			if recovered != http.ErrAbortHandler { //nolint:errorlint // the sentinel itself, untouched
+				t.Fatalf("recovered %v, want http.ErrAbortHandler itself", recovered)
+			}
+			if got := events.all(); len(got) != 2 || got[1] != want {
+				t.Fatalf("events %+v", got)
+			}
+			if inbox, _ := e.written(t); inbox != 0 || e.calls.Load() != 2 {
+				t.Fatalf("%d inbox rows after %d calls", inbox, e.calls.Load())
+			}
+		})
+	}
+}
+
+// TestCharsetNamesAreCaseInsensitive: "application/json; charset=Utf-8"
+// was refused 415, though charset names are case-insensitive. Any case of
+// UTF-8 is accepted by every handler; any other charset is 415.
+func TestCharsetNamesAreCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		for _, tc := range []struct {
+			contentType string
+			accepted    bool
+		}{
+			{"application/json; charset=Utf-8", true},
+			{"application/json; charset=UTF-8", true},
+			{"application/json;charset=uTf-8", true},
+			{`application/json; charset="utf-8"`, true},
+			{"Application/JSON; Charset=UTF-8", true},
+			{"application/json; charset=utf-16", false},
+			{"application/json; charset=UTF-16LE", false},
+			{"application/json; charset=latin1", false},
+			{"application/json; charset=utf8", false},
+		} {
+			t.Run(target.name+"/"+tc.contentType, func(t *testing.T) {
+				t.Parallel()
+				e := target.open(t, anyOptions{})
+				req := e.request(t)
+				req.Header.Set("Content-Type", tc.contentType)
+				rec := serve(e.handler, req)
+				switch {
+				case tc.accepted && rec.Code != e.ok:
+					t.Fatalf("refused: %d %s", rec.Code, rec.Body)
+				case !tc.accepted:
+					if p := problemOf(t, rec); rec.Code != http.StatusUnsupportedMediaType || p.Code != courier.CodeUnsupportedMediaType {
+						t.Fatalf("got %d %s, want 415", rec.Code, p.Code)
+					}
+				}
+			})
+		}
+	}
+}

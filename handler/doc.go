@@ -1,0 +1,42 @@
+// Package handler holds courier's http.Handlers for the receiving side of
+// a notification contract, and the sender side's publish API:
+//
+//	Receiver[T], Terminal  accept notifications of a payload type exactly once (ReceiverConfig)
+//	Reporting              accepts AdCP webhook envelopes exactly once (ReportingConfig)
+//	Source                 applies source-delivery commands exactly once (SourceConfig)
+//	Publish                lets other services enqueue notifications (PublishConfig)
+//
+// The ops page and admin JSON API over an outbox are package admin.
+//
+// Every handler checks a request in the same order and refuses it at the
+// first failure with an application/problem+json body carrying a stable
+// code; nothing is written for a refused request:
+//
+//	405 method_not_allowed      not POST
+//	415 unsupported_media_type  not application/json (a charset, in any case, must be UTF-8)
+//	413 body_too_large          over MaxBodyBytes
+//	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
+//	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields)
+//
+// A request that passes is processed, and one function answers the outcome
+// for every handler, so the same failure gets the same answer everywhere:
+//
+//	409 idempotency_collision   received before with another body
+//	503 in_progress             another request is processing it (Retry-After)
+//	422 <the Rejection's code>  the application refused it for good (see Reject)
+//	500 handler_failed          the application's function failed; the sender retries
+//	503 internal_error          the store could not answer (begin, inbox, commit); Retry-After
+//	403 forbidden               Publish only: the caller may not publish to that target
+//
+// An accepted notification is recorded in the Inbox, processed by the
+// application's function and acknowledged, all in one transaction; a
+// redelivery gets the stored answer byte for byte, without running the
+// function again.
+//
+// Each answered request is reported to the config's Hook as an Event (its
+// status, outcome and code) and, when refused or failed, logged to its
+// Logger: 4xx at Info, 5xx at Error, with the status and code and never
+// any of the request's content. A panic in the application's function is
+// reported as 500 internal_error, what middleware.Recover answers for it,
+// and then re-raised for the server or an outer middleware.Recover.
+package handler

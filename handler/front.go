@@ -1,0 +1,207 @@
+package handler
+
+import (
+	"log/slog"
+	"net/http"
+	"reflect"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// DefaultMaxBodyBytes bounds a request body unless a config says otherwise.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Outcomes a handler reports in Events.
+const (
+	OutcomeAccepted  = "accepted"  // processed now
+	OutcomeDuplicate = "duplicate" // answered from the Inbox
+	OutcomeRejected  = "rejected"  // refused: 4xx
+	OutcomeFailed    = "failed"    // 5xx: the sender retries
+)
+
+// Event reports one answered request, for metrics: its status, what
+// became of it and the problem's code (empty for a success). No content.
+type Event struct {
+	Outcome string
+	Status  int
+	Code    courier.Code
+}
+
+// front is what every handler here shares: how a request gets in, and how
+// its answer is reported.
+type front struct {
+	verifier signature.Verifier
+	maxBody  int64
+	logger   *slog.Logger
+	hook     func(Event)
+}
+
+// handler returns the way in of a handler: the answer is watched, to be
+// reported; then 405 and 415; then the body is read, bounded (413), and
+// its signature verified (401) before receive sees it.
+func (f front) handler(receive http.HandlerFunc) http.Handler {
+	verified := middleware.Verify(f.verifier, f.maxBody)(receive)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.serve(w, r, func(w http.ResponseWriter, r *http.Request) {
+			if postJSON(w, r) {
+				verified.ServeHTTP(w, r)
+			}
+		})
+	})
+}
+
+// postJSON answers 405 to anything but POST and 415 to anything but
+// JSON, the first two checks of every handler here, and reports whether
+// the request passed them.
+func postJSON(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
+		return false
+	}
+	if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
+		jsonbody.Unsupported(w)
+		return false
+	}
+	return true
+}
+
+// serve serves r through next, then logs and reports the answer. A panic
+// in next is reported as 500 internal_error (what middleware.Recover
+// answers) and raised again, untouched: this is no recoverer, and
+// http.ErrAbortHandler must reach the server as it was.
+func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
+	ow := &outcomeWriter{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
+			f.report(r, ow)
+			panic(v)
+		}
+	}()
+	next(ow, r)
+	f.report(r, ow)
+}
+
+// report logs a refused or failed answer and hands its Event to the hook.
+func (f front) report(r *http.Request, ow *outcomeWriter) {
+	e := ow.event()
+	switch {
+	case e.Status >= 500:
+		attrs := []any{slog.Int("status", e.Status), slog.String("code", string(e.Code))}
+		if ow.cause != nil {
+			attrs = append(attrs, slog.Any("error", ow.cause))
+		}
+		if ow.panicked {
+			attrs = append(attrs, slog.Bool("panic", true))
+		}
+		f.logger.ErrorContext(r.Context(), "handler: request failed", attrs...)
+	case e.Status >= 400:
+		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int("status", e.Status), slog.String("code", string(e.Code)))
+	}
+	if f.hook != nil {
+		f.hook(e)
+	}
+}
+
+// outcomeWriter watches a handler's answer: its status, the problem code
+// problem.Write tells it, whether it replays a stored answer, and why a
+// 5xx failed (for the log line only).
+type outcomeWriter struct {
+	http.ResponseWriter
+	status    int
+	code      courier.Code
+	duplicate bool
+	cause     error
+	panicked  bool
+}
+
+func (w *outcomeWriter) WriteHeader(status int) {
+	if w.status == 0 && status >= 200 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *outcomeWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// RecordProblemCode implements problem.CodeRecorder.
+func (w *outcomeWriter) RecordProblemCode(code courier.Code) {
+	if w.code == "" {
+		w.code = code
+	}
+}
+
+func (w *outcomeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *outcomeWriter) event() Event {
+	e := Event{Status: w.status, Code: w.code}
+	if e.Status == 0 { // nothing written: net/http answers 200
+		e.Status = http.StatusOK
+	}
+	switch {
+	case e.Status >= 500:
+		e.Outcome = OutcomeFailed
+	case e.Status >= 300:
+		e.Outcome = OutcomeRejected
+	case w.duplicate:
+		e.Outcome = OutcomeDuplicate
+	default:
+		e.Outcome = OutcomeAccepted
+	}
+	return e
+}
+
+// markDuplicate notes, when w is watched, that the answer is a replay.
+func markDuplicate(w http.ResponseWriter) {
+	if ow, ok := w.(*outcomeWriter); ok {
+		ow.duplicate = true
+	}
+}
+
+// noteCause gives the log line of a failed answer its cause.
+func noteCause(w http.ResponseWriter, err error) {
+	if ow, ok := w.(*outcomeWriter); ok {
+		ow.cause = err
+	}
+}
+
+// validateFront checks the fields every config shares; name is the
+// config's type name, for the error.
+func validateFront(name string, s *store.Store, v signature.Verifier, maxBody int64) error {
+	switch {
+	case s == nil:
+		return configError(name + ".Store is required")
+	case isNil(v):
+		return configError(name + ".Verifier is required: a handler never accepts unsigned input")
+	case maxBody < 0:
+		return configError(name + ".MaxBodyBytes must not be negative")
+	}
+	return nil
+}
+
+// isNil reports whether v is nil, or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// discard is the quiet default logger.
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func configError(msg string) error {
+	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "handler: "+msg)
+}

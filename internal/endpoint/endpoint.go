@@ -1,0 +1,60 @@
+// Package endpoint holds the two ways courier names an endpoint where its
+// URL must not appear: Redact, for people (logs, events, the ops page),
+// and Ref, for machines (forms, API paths). An endpoint URL may carry a
+// credential in its userinfo or query (https://user:pass@h/p?token=…);
+// neither form shows it.
+//
+// The sender's worker and the admin surface both name endpoints this way;
+// keep one home for it so that what a log line says and what the ops page
+// shows agree.
+package endpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+)
+
+// RefLen is the length of a Ref: 32 lowercase hex characters (128 bits of
+// SHA-256).
+const RefLen = 32
+
+// Redact keeps what identifies an endpoint to a person and drops what may
+// carry a credential: it returns scheme, host (with port) and path only,
+// never userinfo, query or fragment. A URL that does not parse is
+// "invalid-url". Two endpoints that differ only in what Redact drops look
+// the same; tell them apart by Ref.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "invalid-url"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// Ref is an opaque, stable reference to the endpoint raw: the first RefLen
+// hex characters of the SHA-256 of its exact bytes, so that whoever knows
+// the URL can compute it and it names one endpoint among any realistic
+// number (a collision needs about 2^64 endpoints). It is a digest, not a
+// secret: a credential with little entropy in the URL could be guessed
+// against it offline, like against any digest; credentials in endpoint
+// URLs should be random.
+func Ref(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return hex.EncodeToString(sum[:])[:RefLen]
+}
+
+// IsRef reports whether s has the form of a Ref: RefLen lowercase hex
+// characters.
+func IsRef(s string) bool {
+	if len(s) != RefLen {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,148 @@
+// Package jsonbody is courier's one way to take a JSON request body apart:
+// the media type check, the strict parse (one document, valid UTF-8, no
+// duplicate keys, bounded depth), the decode that refuses unknown and
+// case-variant member names, and validation. Every function that can
+// refuse answers the refusal itself with a problem body and reports false,
+// so a handler reads:
+//
+//	if !jsonbody.Decode(w, body, &req, false) {
+//		return
+//	}
+//
+// The receivers in package handler and the admin JSON API both use it, so
+// that a body one of them refuses, the other refuses with the same status
+// and code.
+package jsonbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/problem"
+)
+
+// IsJSON reports whether contentType is application/json, with at most a
+// charset parameter naming UTF-8. Media types and charset names are
+// case-insensitive (RFC 9110 8.3.1, RFC 2978), so "charset=Utf-8" is
+// UTF-8; any other charset is not JSON courier reads.
+func IsJSON(contentType string) bool {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/json" { // ParseMediaType lowercases mt
+		return false
+	}
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8")
+}
+
+// Unsupported answers 415 unsupported_media_type, for a body IsJSON
+// refuses.
+func Unsupported(w http.ResponseWriter) {
+	problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/json")
+}
+
+// Check answers 400 for a body that is not one strict JSON document
+// (malformed_json, or duplicate_json_key) and reports whether it is one.
+func Check(w http.ResponseWriter, body []byte) bool {
+	if err := ack.Check(body); err != nil {
+		Malformed(w, err)
+		return false
+	}
+	return true
+}
+
+// Malformed answers 400 for err, an ack.Check or ack.JCS failure:
+// duplicate_json_key for a duplicate key, malformed_json otherwise.
+func Malformed(w http.ResponseWriter, err error) {
+	code := courier.CodeMalformedJSON
+	if errors.Is(err, ack.ErrDuplicateKey) {
+		code = courier.CodeDuplicateKey
+	}
+	problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
+}
+
+// Decode checks body strictly (see Check), decodes it into v and validates
+// it (see DecodeChecked), answering 400 itself when it cannot.
+func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
+	return Check(w, body) && DecodeChecked(w, body, v, allowUnknown)
+}
+
+// DecodeChecked is Decode for a body already checked strictly. It refuses
+// member names that match one of v's fields only case-insensitively
+// (encoding/json would take them for that field), unknown members unless
+// allowUnknown, wrong types, and anything ack.Validate refuses: 400
+// validation_failed naming the fields.
+func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
+	if err := decode(body, v, allowUnknown); err != nil {
+		Invalid(w, ack.DecodeError(err))
+		return false
+	}
+	if err := ack.Validate(v); err != nil {
+		var ve *ack.ValidationError
+		errors.As(err, &ve)
+		Invalid(w, ve)
+		return false
+	}
+	return true
+}
+
+// Invalid answers 400 validation_failed listing ve's fields (none when ve
+// is nil).
+func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
+	p := problem.New(http.StatusBadRequest, courier.CodeValidation, "the request is not valid")
+	if ve != nil {
+		for _, f := range ve.Fields {
+			p.Errors = append(p.Errors, problem.FieldError{Field: f.Field, Rule: f.Rule})
+		}
+	}
+	problem.Write(w, p)
+}
+
+// decode decodes a body ack.Check has accepted into v.
+func decode(body []byte, v any, allowUnknown bool) error {
+	if err := exactNames(body, v); err != nil {
+		return err
+	}
+	if allowUnknown {
+		return json.Unmarshal(body, v)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// exactNames refuses members whose names match one of v's JSON fields
+// only case-insensitively: encoding/json would take them for that field,
+// so a body could carry its identity under a name no one checks.
+func exactNames(body []byte, v any) error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return nil // not an object: decoding reports it
+	}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var fe []ack.FieldError
+	for name := range members {
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if tag != "" && tag != "-" && tag != name && strings.EqualFold(tag, name) {
+				fe = append(fe, ack.FieldError{Field: name, Rule: "unknown"})
+			}
+		}
+	}
+	if fe != nil {
+		return &ack.ValidationError{Fields: fe}
+	}
+	return nil
+}
