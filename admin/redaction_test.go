@@ -20,6 +20,7 @@ import (
 	"github.com/courier-go/courier/admin"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 )
 
 // secretHook is an endpoint whose URL carries credentials in its userinfo
@@ -225,7 +226,7 @@ func openPostgresStore(t *testing.T) *store.Store {
 			t.Error(err)
 		}
 	})
-	db, err := sqlx.Open("pgx", dbURL)
+	db, err := sqlx.Open(postgres.DriverName, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
