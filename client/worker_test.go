@@ -35,7 +35,7 @@ type workerBundle struct {
 	clock    *fakeclock.Clock
 	server   *httptest.Server
 	worker   *client.Worker
-	verifier *signature.StandardWebhooksVerifier
+	verifier signature.Verifier
 	key      signature.StandardWebhooksKey
 	events   chan client.Event
 }

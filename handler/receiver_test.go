@@ -29,7 +29,7 @@ import (
 type receiverBundle struct {
 	store  *store.Store
 	server *httptest.Server
-	signer *signature.StandardWebhooksSigner
+	signer signature.Signer
 	calls  atomic.Int32
 	fail   atomic.Int32 // the next fail calls of the application fail
 }

@@ -48,7 +48,7 @@ type reportingBundle struct {
 	store  *store.Store
 	rcv    *handler.Reporting
 	server *httptest.Server
-	signer *signature.RFC9421Signer
+	signer signature.Signer
 	key    signature.JWK
 	clock  *offsetClock
 	calls  atomic.Int32 // runs of the application's function

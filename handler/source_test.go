@@ -30,7 +30,7 @@ var sourceDigest = strings.Repeat("e", 64)
 // server.
 type sourceBundle struct {
 	server  *httptest.Server
-	signer  *signature.StandardWebhooksSigner
+	signer  signature.Signer
 	calls   atomic.Int32
 	already atomic.Bool // the application reports the command already applied
 }

@@ -20,8 +20,8 @@ import (
 // verifyBundle is what a Verify test needs: a sender's signer, the
 // receiver's verifier with a stopped clock, and that clock's time.
 type verifyBundle struct {
-	signer   *signature.StandardWebhooksSigner
-	verifier *signature.StandardWebhooksVerifier
+	signer   signature.Signer
+	verifier signature.Verifier
 	now      time.Time
 }
 
@@ -215,7 +215,7 @@ func TestVerify(t *testing.T) {
 func TestVerifyPanicsOnInvalidConfig(t *testing.T) {
 	t.Parallel()
 	b := setupVerify(t)
-	var typedNil *signature.StandardWebhooksVerifier
+	var typedNil signature.Verifier
 	mustPanic(t, func() { middleware.Verify(nil, 1) })
 	mustPanic(t, func() { middleware.Verify(typedNil, 1) })
 	mustPanic(t, func() { middleware.Verify(b.verifier, 0) })

@@ -17,8 +17,8 @@ import (
 
 // AdCP legacy HMAC header names.
 const (
-	HeaderAdCPSignature = "X-ADCP-Signature"
-	HeaderAdCPTimestamp = "X-ADCP-Timestamp"
+	headerAdCPSignature = "X-ADCP-Signature"
+	headerAdCPTimestamp = "X-ADCP-Timestamp"
 )
 
 // DefaultAdCPHMACTolerance is how far X-ADCP-Timestamp may be from the
@@ -28,34 +28,34 @@ const DefaultAdCPHMACTolerance = 300 * time.Second
 // adcpHMACPrefix starts X-ADCP-Signature; lower-case hex of the MAC follows.
 const adcpHMACPrefix = "sha256="
 
-// AdCPHMACSignerConfig configures an AdCPHMACSigner.
+// AdCPHMACSignerConfig configures an adcpHMACSigner.
 type AdCPHMACSignerConfig struct {
 	// Secret is the shared secret; its ASCII bytes are the HMAC key.
 	// Required.
 	Secret Secret
 }
 
-// AdCPHMACSigner signs requests with AdCP's legacy (deprecated) HMAC-SHA256
+// adcpHMACSigner signs requests with AdCP's legacy (deprecated) HMAC-SHA256
 // scheme: X-ADCP-Timestamp is the attempt time in unix seconds and
 // X-ADCP-Signature is "sha256=" and the lower-case hex HMAC-SHA256 of
 // timestamp + "." + body. It is safe for concurrent use.
-type AdCPHMACSigner struct {
+type adcpHMACSigner struct {
 	secret Secret
 }
 
 // NewAdCPHMACSigner validates cfg and returns a signer.
-func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (*AdCPHMACSigner, error) {
+func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (Signer, error) {
 	if cfg.Secret.m == nil {
 		return nil, configError("AdCPHMACSignerConfig.Secret is not a parsed secret")
 	}
-	return &AdCPHMACSigner{secret: cfg.Secret}, nil
+	return &adcpHMACSigner{secret: cfg.Secret}, nil
 }
 
 // Sign sets X-ADCP-Timestamp (m.Time) and X-ADCP-Signature on req. As AdCP
 // requires, it refuses a JSON body with a duplicate object key at any depth
 // ([courier.CodeDuplicateKeyInput]) instead of signing bytes whose meaning
 // depends on the parser.
-func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
+func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 	if s.secret.m == nil {
 		return signingFailed("adcp hmac: signer has no secret")
 	}
@@ -70,12 +70,12 @@ func (s *AdCPHMACSigner) Sign(req *http.Request, m Message) error {
 	if req.Header == nil {
 		req.Header = make(http.Header)
 	}
-	req.Header.Set(HeaderAdCPTimestamp, tsText)
-	req.Header.Set(HeaderAdCPSignature, adcpHMACPrefix+hex.EncodeToString(adcpHMAC(s.secret.m().value, tsText, m.Body)))
+	req.Header.Set(headerAdCPTimestamp, tsText)
+	req.Header.Set(headerAdCPSignature, adcpHMACPrefix+hex.EncodeToString(adcpHMAC(s.secret.m().value, tsText, m.Body)))
 	return nil
 }
 
-// AdCPHMACVerifierConfig configures an AdCPHMACVerifier.
+// AdCPHMACVerifierConfig configures an adcpHMACVerifier.
 type AdCPHMACVerifierConfig struct {
 	// Sender names who holds these secrets; it is Principal.Sender.
 	// Required.
@@ -99,11 +99,11 @@ func (c AdCPHMACVerifierConfig) WithDefaults() AdCPHMACVerifierConfig {
 	return c
 }
 
-// AdCPHMACVerifier verifies AdCP legacy HMAC signatures. It compares MACs in
+// adcpHMACVerifier verifies AdCP legacy HMAC signatures. It compares MACs in
 // constant time and never parses the body: a body with duplicate JSON keys
 // passes here and is refused by the JSON decoding that follows. It is safe
 // for concurrent use.
-type AdCPHMACVerifier struct {
+type adcpHMACVerifier struct {
 	sender    string
 	secrets   []Secret
 	tolerance time.Duration
@@ -111,7 +111,7 @@ type AdCPHMACVerifier struct {
 }
 
 // NewAdCPHMACVerifier validates cfg and returns a verifier.
-func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (*AdCPHMACVerifier, error) {
+func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
 		return nil, configError("AdCPHMACVerifierConfig.Sender is empty")
@@ -127,7 +127,7 @@ func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (*AdCPHMACVerifier, error) 
 	if cfg.Tolerance < time.Second {
 		return nil, configError("AdCPHMACVerifierConfig.Tolerance is below one second")
 	}
-	return &AdCPHMACVerifier{
+	return &adcpHMACVerifier{
 		sender:    cfg.Sender,
 		secrets:   append([]Secret(nil), cfg.Secrets...),
 		tolerance: cfg.Tolerance,
@@ -136,12 +136,12 @@ func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (*AdCPHMACVerifier, error) 
 }
 
 // Verify checks req's X-ADCP-Timestamp and X-ADCP-Signature against body.
-func (v *AdCPHMACVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
-	sigText, err := swHeader(req.Header, HeaderAdCPSignature)
+func (v *adcpHMACVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
+	sigText, err := swHeader(req.Header, headerAdCPSignature)
 	if err != nil {
 		return Principal{}, err
 	}
-	tsText, err := swHeader(req.Header, HeaderAdCPTimestamp)
+	tsText, err := swHeader(req.Header, headerAdCPTimestamp)
 	if err != nil {
 		return Principal{}, err
 	}

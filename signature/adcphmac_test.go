@@ -80,7 +80,7 @@ func adcpTestSecret(t *testing.T, value string) Secret {
 	return s
 }
 
-func newAdCPHMACVerifier(t *testing.T, now int64, secrets ...Secret) *AdCPHMACVerifier {
+func newAdCPHMACVerifier(t *testing.T, now int64, secrets ...Secret) Verifier {
 	t.Helper()
 	v, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "seller", Secrets: secrets, Now: clockAt(now)})
 	if err != nil {
@@ -110,8 +110,8 @@ func TestAdCPHMACVectors(t *testing.T) {
 			// decoding refuses it next (courier.CodeDuplicateKey), which is
 			// the reject-malformed outcome the vector requires.
 			req := newRequest(t, http.MethodPost, "https://buyer.example/hook", map[string][]string{
-				HeaderAdCPTimestamp: {strconv.FormatInt(ts, 10)},
-				HeaderAdCPSignature: {vec.ExpectedSignature},
+				headerAdCPTimestamp: {strconv.FormatInt(ts, 10)},
+				headerAdCPSignature: {vec.ExpectedSignature},
 			}, body)
 			p, err := newAdCPHMACVerifier(t, ts, secret).Verify(context.Background(), req, body)
 			if err != nil {
@@ -132,10 +132,10 @@ func TestAdCPHMACVectors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Sign: %v", err)
 			}
-			if got := out.Header.Get(HeaderAdCPSignature); got != vec.ExpectedSignature {
+			if got := out.Header.Get(headerAdCPSignature); got != vec.ExpectedSignature {
 				t.Errorf("X-ADCP-Signature = %q, want %q", got, vec.ExpectedSignature)
 			}
-			if got := out.Header.Get(HeaderAdCPTimestamp); got != strconv.FormatInt(ts, 10) {
+			if got := out.Header.Get(headerAdCPTimestamp); got != strconv.FormatInt(ts, 10) {
 				t.Errorf("X-ADCP-Timestamp = %q", got)
 			}
 		})
@@ -169,9 +169,9 @@ func TestAdCPHMACRejectionVectors(t *testing.T) {
 			if vec.CurrentTime != nil {
 				now = *vec.CurrentTime
 			}
-			h := map[string][]string{HeaderAdCPTimestamp: {vec.timestampText(t)}}
+			h := map[string][]string{headerAdCPTimestamp: {vec.timestampText(t)}}
 			if vec.Signature != nil {
-				h[HeaderAdCPSignature] = []string{*vec.Signature}
+				h[headerAdCPSignature] = []string{*vec.Signature}
 			}
 			body := []byte(vec.RawBody)
 			_, err := newAdCPHMACVerifier(t, now, secret).Verify(context.Background(), newRequest(t, http.MethodPost, "https://buyer.example/hook", h, body), body)
@@ -272,27 +272,27 @@ func TestAdCPHMACRotationAndHeaders(t *testing.T) {
 		{"new secret, verifier holds only old", func() *http.Request { return signedNew }, []Secret{oldSecret}, courier.CodeSignatureMismatch},
 		{"upper-case hex", func() *http.Request {
 			r := signedNew.Clone(context.Background())
-			r.Header.Set(HeaderAdCPSignature, "sha256="+strings.ToUpper(strings.TrimPrefix(r.Header.Get(HeaderAdCPSignature), "sha256=")))
+			r.Header.Set(headerAdCPSignature, "sha256="+strings.ToUpper(strings.TrimPrefix(r.Header.Get(headerAdCPSignature), "sha256=")))
 			return r
 		}, []Secret{newSecret}, ""},
 		{"upper-case prefix", func() *http.Request {
 			r := signedNew.Clone(context.Background())
-			r.Header.Set(HeaderAdCPSignature, "SHA256="+strings.TrimPrefix(r.Header.Get(HeaderAdCPSignature), "sha256="))
+			r.Header.Set(headerAdCPSignature, "SHA256="+strings.TrimPrefix(r.Header.Get(headerAdCPSignature), "sha256="))
 			return r
 		}, []Secret{newSecret}, courier.CodeSignatureMalformed},
 		{"missing timestamp", func() *http.Request {
 			r := signedNew.Clone(context.Background())
-			r.Header.Del(HeaderAdCPTimestamp)
+			r.Header.Del(headerAdCPTimestamp)
 			return r
 		}, []Secret{newSecret}, courier.CodeSignatureMissing},
 		{"repeated signature", func() *http.Request {
 			r := signedNew.Clone(context.Background())
-			r.Header.Add(HeaderAdCPSignature, r.Header.Get(HeaderAdCPSignature))
+			r.Header.Add(headerAdCPSignature, r.Header.Get(headerAdCPSignature))
 			return r
 		}, []Secret{newSecret}, courier.CodeSignatureMalformed},
 		{"other timestamp", func() *http.Request {
 			r := signedNew.Clone(context.Background())
-			r.Header.Set(HeaderAdCPTimestamp, strconv.Itoa(ts+1))
+			r.Header.Set(headerAdCPTimestamp, strconv.Itoa(ts+1))
 			return r
 		}, []Secret{newSecret}, courier.CodeSignatureMismatch},
 	}

@@ -11,43 +11,43 @@ import (
 	"github.com/courier-go/courier"
 )
 
-// HeaderAuthorization carries the bearer token.
-const HeaderAuthorization = "Authorization"
+// headerAuthorization carries the bearer token.
+const headerAuthorization = "Authorization"
 
-// BearerSignerConfig configures a BearerSigner.
+// BearerSignerConfig configures a bearerSigner.
 type BearerSignerConfig struct {
 	// Token is sent as "Authorization: Bearer <token>". Required.
 	Token Secret
 }
 
-// BearerSigner authenticates requests with a bearer token. It signs nothing:
+// bearerSigner authenticates requests with a bearer token. It signs nothing:
 // the token proves who sent the request, not what it carries. It is safe for
 // concurrent use.
-type BearerSigner struct {
+type bearerSigner struct {
 	token Secret
 }
 
 // NewBearerSigner validates cfg and returns a signer.
-func NewBearerSigner(cfg BearerSignerConfig) (*BearerSigner, error) {
+func NewBearerSigner(cfg BearerSignerConfig) (Signer, error) {
 	if cfg.Token.m == nil {
 		return nil, configError("BearerSignerConfig.Token is not a parsed secret")
 	}
-	return &BearerSigner{token: cfg.Token}, nil
+	return &bearerSigner{token: cfg.Token}, nil
 }
 
 // Sign sets the Authorization header on req.
-func (s *BearerSigner) Sign(req *http.Request, _ Message) error {
+func (s *bearerSigner) Sign(req *http.Request, _ Message) error {
 	if s.token.m == nil {
 		return signingFailed("bearer: signer has no token")
 	}
 	if req.Header == nil {
 		req.Header = make(http.Header)
 	}
-	req.Header.Set(HeaderAuthorization, "Bearer "+string(s.token.m().value))
+	req.Header.Set(headerAuthorization, "Bearer "+string(s.token.m().value))
 	return nil
 }
 
-// BearerVerifierConfig configures a BearerVerifier.
+// BearerVerifierConfig configures a bearerVerifier.
 type BearerVerifierConfig struct {
 	// Sender names who holds these tokens; it is Principal.Sender. Required.
 	Sender string
@@ -56,16 +56,16 @@ type BearerVerifierConfig struct {
 	Tokens []Secret
 }
 
-// BearerVerifier checks "Authorization: Bearer <token>" against its tokens
+// bearerVerifier checks "Authorization: Bearer <token>" against its tokens
 // in constant time: it compares SHA-256 digests, so neither the content nor
 // the length of a token leaks through timing. It is safe for concurrent use.
-type BearerVerifier struct {
+type bearerVerifier struct {
 	sender string
 	tokens []Secret
 }
 
 // NewBearerVerifier validates cfg and returns a verifier.
-func NewBearerVerifier(cfg BearerVerifierConfig) (*BearerVerifier, error) {
+func NewBearerVerifier(cfg BearerVerifierConfig) (Verifier, error) {
 	if cfg.Sender == "" {
 		return nil, configError("BearerVerifierConfig.Sender is empty")
 	}
@@ -77,12 +77,12 @@ func NewBearerVerifier(cfg BearerVerifierConfig) (*BearerVerifier, error) {
 			return nil, configError(fmt.Sprintf("BearerVerifierConfig.Tokens[%d] is not a parsed secret", i))
 		}
 	}
-	return &BearerVerifier{sender: cfg.Sender, tokens: append([]Secret(nil), cfg.Tokens...)}, nil
+	return &bearerVerifier{sender: cfg.Sender, tokens: append([]Secret(nil), cfg.Tokens...)}, nil
 }
 
 // Verify checks req's Authorization header. body is not used.
-func (v *BearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) (Principal, error) {
-	h, ok, many := singleHeader(req.Header, HeaderAuthorization)
+func (v *bearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) (Principal, error) {
+	h, ok, many := singleHeader(req.Header, headerAuthorization)
 	switch {
 	case many:
 		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is repeated")

@@ -70,7 +70,7 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			return err
 		}, "standard webhooks key"},
 		{"sw secret too short", func() error {
-			_, err := ParseStandardWebhooksKey("", PrefixStandardWebhooksSecret+base64.StdEncoding.EncodeToString(make([]byte, 8)))
+			_, err := ParseStandardWebhooksKey("", prefixStandardWebhooksSecret+base64.StdEncoding.EncodeToString(make([]byte, 8)))
 			return err
 		}, "standard webhooks key"},
 
@@ -191,7 +191,7 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			return err
 		}, "secret"},
 		{"secret of one character", func() error {
-			_, err := ParseSecret("", strings.Repeat("a", MinSecretBytes))
+			_, err := ParseSecret("", strings.Repeat("a", minSecretBytes))
 			return err
 		}, "secret"},
 	}

@@ -14,7 +14,7 @@ import (
 // A sender signs each attempt with Standard Webhooks; the receiver verifies
 // with the same secret. During a rotation the sender signs with both keys
 // and the receiver holds both.
-func ExampleStandardWebhooksSigner() {
+func ExampleNewStandardWebhooksSigner() {
 	key, err := signature.ParseStandardWebhooksKey("2026-04", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		panic(err)
@@ -53,7 +53,7 @@ func ExampleStandardWebhooksSigner() {
 // A sender on Svix: the same scheme under svix-* header names. The
 // Standard Webhooks verifier accepts them as they come; MessageID is the
 // signed svix-id, the identity to dedupe by.
-func ExampleStandardWebhooksVerifier_svix() {
+func ExampleNewStandardWebhooksVerifier_svix() {
 	key, err := signature.ParseStandardWebhooksKey("svix", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		panic(err)
@@ -85,7 +85,7 @@ func ExampleStandardWebhooksVerifier_svix() {
 // An AdCP agent signs webhooks with its request-signing key; the buyer
 // verifies them against the agent's published JWK Set, with a shared replay
 // cache.
-func ExampleRFC9421Signer() {
+func ExampleNewRFC9421Signer() {
 	key, err := signature.GenerateJWK("agent-2026", signature.AlgEd25519)
 	if err != nil {
 		panic(err)
@@ -123,7 +123,7 @@ func ExampleRFC9421Signer() {
 }
 
 // The legacy AdCP HMAC scheme, with AdCP's published test vector.
-func ExampleAdCPHMACSigner() {
+func ExampleNewAdCPHMACSigner() {
 	secret, err := signature.ParseSecret("", "cc237f7fe354609bb41360c6530a2deb7926f3cc55e91df3ff90e37202950b6c")
 	if err != nil {
 		panic(err)
@@ -158,7 +158,7 @@ func ExampleAdCPHMACSigner() {
 }
 
 // Bearer tokens: the receiver accepts any of its configured tokens.
-func ExampleBearerSigner() {
+func ExampleNewBearerSigner() {
 	current, _ := signature.ParseSecret("current", "tok_0123456789abcdef0123456789abcdef")
 	previous, _ := signature.ParseSecret("previous", "tok_fedcba9876543210fedcba9876543210")
 	signer, err := signature.NewBearerSigner(signature.BearerSignerConfig{Token: current})

@@ -32,9 +32,9 @@ func FuzzStandardWebhooksSignature(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, header, ts string) {
 		req, _ := http.NewRequest(http.MethodPost, "https://r.example/", nil)
-		req.Header[http.CanonicalHeaderKey(HeaderWebhookID)] = []string{vec.MsgID}
-		req.Header[http.CanonicalHeaderKey(HeaderWebhookTimestamp)] = []string{ts}
-		req.Header[http.CanonicalHeaderKey(HeaderWebhookSignature)] = []string{header}
+		req.Header[http.CanonicalHeaderKey(headerWebhookID)] = []string{vec.MsgID}
+		req.Header[http.CanonicalHeaderKey(headerWebhookTimestamp)] = []string{ts}
+		req.Header[http.CanonicalHeaderKey(headerWebhookSignature)] = []string{header}
 		_, err := v.Verify(context.Background(), req, []byte(vec.Body))
 		if err == nil && (ts != "1614265330" || !strings.Contains(header, strings.TrimPrefix(vec.Signature, "v1,"))) {
 			t.Fatalf("verified header %q at %q", header, ts)
@@ -67,7 +67,7 @@ func FuzzStandardWebhooksBrands(f *testing.F) {
 	f.Fuzz(func(t *testing.T, wid, wts, wsig, sid, sts, ssig string) {
 		req, _ := http.NewRequest(http.MethodPost, "https://r.example/", nil)
 		values := [6]string{wid, wts, wsig, sid, sts, ssig}
-		names := [6]string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature, HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature}
+		names := [6]string{headerWebhookID, headerWebhookTimestamp, headerWebhookSignature, headerSvixID, headerSvixTimestamp, headerSvixSignature}
 		for i, val := range values {
 			if val != "" {
 				req.Header[http.CanonicalHeaderKey(names[i])] = []string{val}
@@ -104,14 +104,14 @@ func FuzzSignatureHeaders(f *testing.F) {
 	f.Add(`sig1=();a=1.50;b=?0;c=tok/en:x;d, *x=?1`, `sig1=:AAAA:;p`)
 	f.Fuzz(func(t *testing.T, input, sig string) {
 		h := http.Header{}
-		h.Set(HeaderSignatureInput, input)
-		h.Set(HeaderSignature, sig)
+		h.Set(headerSignatureInput, input)
+		h.Set(headerSignature, sig)
 		in, err := parseRFC9421Headers(h)
 		if err != nil {
 			return
 		}
 		// The serialized parameters parse back to themselves.
-		h.Set(HeaderSignatureInput, RFC9421Label+"="+in.sigParams)
+		h.Set(headerSignatureInput, rFC9421Label+"="+in.sigParams)
 		again, err := parseRFC9421Headers(h)
 		if err != nil || again.sigParams != in.sigParams {
 			t.Fatalf("re-serialized %q: %q, %v", in.sigParams, again.sigParams, err)

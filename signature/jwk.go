@@ -24,8 +24,8 @@ const (
 )
 
 const (
-	adcpUseRequest  = AdCPUseRequestSigning
-	adcpUseWebhook  = AdCPUseWebhookSigning
+	adcpUseRequest  = adCPUseRequestSigning
+	adcpUseWebhook  = adCPUseWebhookSigning
 	maxJWKBytes     = 16 << 10
 	maxJWKSetBytes  = 1 << 20
 	maxJWKSetKeys   = 256
@@ -39,12 +39,12 @@ const (
 
 // AdCP key purposes (the adcp_use JWK member).
 const (
-	// AdCPUseRequestSigning is the purpose of the key an AdCP agent signs
+	// adCPUseRequestSigning is the purpose of the key an AdCP agent signs
 	// requests and webhooks with.
-	AdCPUseRequestSigning = "request-signing"
-	// AdCPUseWebhookSigning is the deprecated webhook-only purpose, still
+	adCPUseRequestSigning = "request-signing"
+	// adCPUseWebhookSigning is the deprecated webhook-only purpose, still
 	// accepted by verifiers.
-	AdCPUseWebhookSigning = "webhook-signing"
+	adCPUseWebhookSigning = "webhook-signing"
 )
 
 // JWK is one JSON Web Key (RFC 7517) of the AdCP RFC 9421 profile: an Ed25519

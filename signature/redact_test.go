@@ -103,13 +103,13 @@ func TestSecretsNeverPrinted(t *testing.T) {
 
 	// Standard Webhooks: a secret, a private key, its public half.
 	rawSecret := []byte("0123456789abcdefghijklmnopqrstuv")
-	encSecret := PrefixStandardWebhooksSecret + base64.StdEncoding.EncodeToString(rawSecret)
+	encSecret := prefixStandardWebhooksSecret + base64.StdEncoding.EncodeToString(rawSecret)
 	swSecret, err := ParseStandardWebhooksKey("", encSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seed := []byte("TESTSIGNINGKEYDONOTUSETHISFORANY")
-	encPrivate := PrefixStandardWebhooksPrivateKey + base64.StdEncoding.EncodeToString(seed)
+	encPrivate := prefixStandardWebhooksPrivateKey + base64.StdEncoding.EncodeToString(seed)
 	swPrivate, err := ParseStandardWebhooksKey("ed", encPrivate)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		redactItem{"whsk key pointer", &swPrivate},
 		redactItem{"signer config", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{swSecret, swPrivate}}},
 		redactItem{"signer", swSigner},
-		redactItem{"signer value", *swSigner},
+		redactItem{"signer value", *swSigner.(*standardWebhooksSigner)},
 		redactItem{"verifier", swVerifier},
 		redactItem{"parse error", func() error { _, err := ParseStandardWebhooksKey("", encSecret+"x"); return err }()},
 	)
@@ -133,17 +133,17 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	hmacSigner, _ := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: shared})
 	hmacVerifier, _ := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared}})
 	bearerSigner, _ := NewBearerSigner(BearerSignerConfig{Token: shared})
-	bearerVerifier, _ := NewBearerVerifier(BearerVerifierConfig{Sender: "s", Tokens: []Secret{shared}})
+	bearerV, _ := NewBearerVerifier(BearerVerifierConfig{Sender: "s", Tokens: []Secret{shared}})
 	add(secretForms([]byte(rawShared)),
 		redactItem{"secret", shared},
 		redactItem{"secret pointer", &shared},
 		redactItem{"hmac signer", hmacSigner},
-		redactItem{"hmac signer value", *hmacSigner},
+		redactItem{"hmac signer value", *hmacSigner.(*adcpHMACSigner)},
 		redactItem{"hmac verifier", hmacVerifier},
 		redactItem{"hmac verifier config", AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared}}},
 		redactItem{"bearer signer", bearerSigner},
-		redactItem{"bearer verifier", bearerVerifier},
-		redactItem{"bearer verifier value", *bearerVerifier},
+		redactItem{"bearer verifier", bearerV},
+		redactItem{"bearer verifier value", *bearerV.(*bearerVerifier)},
 		redactItem{"secret error", func() error { _, err := ParseSecret("", rawShared+" "); return err }()},
 	)
 
@@ -174,7 +174,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			redactItem{kid + " keys", []JWK{k}},
 			redactItem{kid + " signer config", RFC9421SignerConfig{Key: k}},
 			redactItem{kid + " signer", signer},
-			redactItem{kid + " signer value", *signer},
+			redactItem{kid + " signer value", *signer.(*rfc9421Signer)},
 			redactItem{kid + " verifier", verifier},
 			redactItem{kid + " parse error", func() error { _, err := ParseJWK(badJWK); return err }()},
 		)

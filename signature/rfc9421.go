@@ -22,18 +22,18 @@ import (
 
 // Header names of RFC 9421 and RFC 9530.
 const (
-	HeaderSignature      = "Signature"
-	HeaderSignatureInput = "Signature-Input"
-	HeaderContentDigest  = "Content-Digest"
+	headerSignature      = "Signature"
+	headerSignatureInput = "Signature-Input"
+	headerContentDigest  = "Content-Digest"
 )
 
 // The AdCP RFC 9421 webhook profile.
 const (
-	// AdCPWebhookTag is the tag signature parameter of AdCP webhooks.
-	AdCPWebhookTag = "adcp/webhook-signing/v1"
-	// RFC9421Label is the signature label the signer writes and the
+	// adCPWebhookTag is the tag signature parameter of AdCP webhooks.
+	adCPWebhookTag = "adcp/webhook-signing/v1"
+	// rFC9421Label is the signature label the signer writes and the
 	// verifier reads; other labels are ignored.
-	RFC9421Label = "sig1"
+	rFC9421Label = "sig1"
 	// MaxRFC9421Window is the longest expires − created AdCP allows, and
 	// the signer's default.
 	MaxRFC9421Window = 300 * time.Second
@@ -59,7 +59,7 @@ const maxNonceBytes = 256
 // it as [courier.CodeWebhookRevocationStale].
 var ErrRevocationStale = errors.New("signature: revocation data is stale")
 
-// RFC9421SignerConfig configures an RFC9421Signer.
+// RFC9421SignerConfig configures an rfc9421Signer.
 type RFC9421SignerConfig struct {
 	// Key signs: a private Ed25519 or P-256 JWK. Its kid is the keyid
 	// parameter and its algorithm the alg parameter. Required.
@@ -80,19 +80,19 @@ func (c RFC9421SignerConfig) WithDefaults() RFC9421SignerConfig {
 	return c
 }
 
-// RFC9421Signer signs requests with the AdCP RFC 9421 webhook profile: it
+// rfc9421Signer signs requests with the AdCP RFC 9421 webhook profile: it
 // sets Content-Digest (sha-256 of the body), Signature-Input and Signature
 // (label "sig1", unpadded base64url), covering @method, @target-uri,
 // @authority, content-type and content-digest, with a fresh random nonce per
 // Sign. It is safe for concurrent use.
-type RFC9421Signer struct {
+type rfc9421Signer struct {
 	key    JWK
 	window int64 // seconds
 	now    func() time.Time
 }
 
 // NewRFC9421Signer validates cfg and returns a signer.
-func NewRFC9421Signer(cfg RFC9421SignerConfig) (*RFC9421Signer, error) {
+func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 	cfg = cfg.WithDefaults()
 	if !cfg.Key.IsPrivate() {
 		return nil, configError("RFC9421SignerConfig.Key is not a private JWK")
@@ -100,7 +100,7 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (*RFC9421Signer, error) {
 	if cfg.Window < time.Second || cfg.Window > MaxRFC9421Window {
 		return nil, configError("RFC9421SignerConfig.Window is outside 1s to " + MaxRFC9421Window.String())
 	}
-	return &RFC9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
+	return &rfc9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
 }
 
 // Sign sets Content-Digest, Signature-Input and Signature on req. req must
@@ -108,7 +108,7 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (*RFC9421Signer, error) {
 // loopback host). When the URL's host is an internationalized name, Sign
 // sets req.Host to its canonical A-label form, the Host the receiver must
 // see for the signature to verify.
-func (s *RFC9421Signer) Sign(req *http.Request, m Message) error {
+func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	if !s.key.IsPrivate() {
 		return signingFailed("rfc9421: signer has no key")
 	}
@@ -143,7 +143,7 @@ func (s *RFC9421Signer) Sign(req *http.Request, m Message) error {
 		{key: "nonce", val: sfItem{kind: sfString, str: base64.RawURLEncoding.EncodeToString(nonce)}},
 		{key: "keyid", val: sfItem{kind: sfString, str: km.kid}},
 		{key: "alg", val: sfItem{kind: sfString, str: km.alg}},
-		{key: "tag", val: sfItem{kind: sfString, str: AdCPWebhookTag}},
+		{key: "tag", val: sfItem{kind: sfString, str: adCPWebhookTag}},
 	}
 	items := make([]sfItem, len(rfc9421Components))
 	for i, c := range rfc9421Components {
@@ -153,21 +153,21 @@ func (s *RFC9421Signer) Sign(req *http.Request, m Message) error {
 	serializeInnerList(&sp, items, params)
 
 	digest := sha256.Sum256(m.Body)
-	req.Header.Set(HeaderContentDigest, "sha-256=:"+base64.StdEncoding.EncodeToString(digest[:])+":")
+	req.Header.Set(headerContentDigest, "sha-256=:"+base64.StdEncoding.EncodeToString(digest[:])+":")
 	base, err := signatureBase(rfc9421Components, sp.String(), baseRequest{
 		method: req.Method, target: target, authority: authority, header: req.Header,
 	})
 	if err != nil {
-		req.Header.Del(HeaderContentDigest)
+		req.Header.Del(headerContentDigest)
 		return signingFailed("rfc9421: cannot build the signature base")
 	}
 	sig, err := km.sign([]byte(base))
 	if err != nil {
-		req.Header.Del(HeaderContentDigest)
+		req.Header.Del(headerContentDigest)
 		return signingFailed("rfc9421: signing failed")
 	}
-	req.Header.Set(HeaderSignatureInput, RFC9421Label+"="+sp.String())
-	req.Header.Set(HeaderSignature, RFC9421Label+"=:"+base64.RawURLEncoding.EncodeToString(sig)+":")
+	req.Header.Set(headerSignatureInput, rFC9421Label+"="+sp.String())
+	req.Header.Set(headerSignature, rFC9421Label+"=:"+base64.RawURLEncoding.EncodeToString(sig)+":")
 	return nil
 }
 
@@ -201,7 +201,7 @@ func (m *jwkMaterial) verify(base, sig []byte) bool {
 	return ecdsa.Verify(m.ecPublic, h[:], r, s)
 }
 
-// RFC9421VerifierConfig configures an RFC9421Verifier.
+// RFC9421VerifierConfig configures an rfc9421Verifier.
 type RFC9421VerifierConfig struct {
 	// Sender names who signs with these keys; it is Principal.Sender.
 	// Required.
@@ -264,7 +264,7 @@ func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
 	return c
 }
 
-// RFC9421Verifier verifies the AdCP RFC 9421 webhook profile, following
+// rfc9421Verifier verifies the AdCP RFC 9421 webhook profile, following
 // AdCP's webhook verifier checklist: the signature headers and parameters,
 // the tag, the algorithm, the validity window, the covered components, the
 // target URI, the key (by kid, its purpose, its revocation), the signature,
@@ -276,14 +276,14 @@ func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
 // padded standard base64, as RFC 8941 defines byte sequences and generic
 // HTTP Message Signatures libraries write them; a value that mixes the two
 // alphabets, or pads base64url, is malformed. It is safe for concurrent use.
-type RFC9421Verifier struct {
+type rfc9421Verifier struct {
 	cfg    RFC9421VerifierConfig
 	keys   map[string]JWK
 	origin string // canonical "scheme://authority", or "" with TrustRequestHost
 }
 
 // NewRFC9421Verifier validates cfg and returns a verifier.
-func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
+func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
 		return nil, configError("RFC9421VerifierConfig.Sender is empty")
@@ -294,7 +294,7 @@ func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
 	if cfg.ClockSkew < 0 || cfg.ClockSkew > MaxRFC9421Window {
 		return nil, configError("RFC9421VerifierConfig.ClockSkew is outside 0 to " + MaxRFC9421Window.String())
 	}
-	v := &RFC9421Verifier{cfg: cfg}
+	v := &rfc9421Verifier{cfg: cfg}
 	if len(cfg.Keys) > 0 {
 		v.keys = make(map[string]JWK, len(cfg.Keys))
 		for i, k := range cfg.Keys {
@@ -359,15 +359,15 @@ type rfc9421Input struct {
 
 // Verify checks req's Signature-Input, Signature and Content-Digest against
 // body.
-func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []byte) (Principal, error) {
+func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []byte) (Principal, error) {
 	// Steps 1 and 2: the headers and the parameters.
 	in, err := parseRFC9421Headers(req.Header)
 	if err != nil {
 		return Principal{}, err
 	}
 	// Step 3: the tag.
-	if in.tag != AdCPWebhookTag {
-		return Principal{}, reject(courier.CodeWebhookTagInvalid, "tag is not "+AdCPWebhookTag)
+	if in.tag != adCPWebhookTag {
+		return Principal{}, reject(courier.CodeWebhookTagInvalid, "tag is not "+adCPWebhookTag)
 	}
 	// Step 4: the algorithm.
 	if in.alg != AlgEd25519 && in.alg != AlgECDSAP256SHA256 {
@@ -425,7 +425,7 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 		method: req.Method, target: target, authority: authority, header: req.Header,
 	})
 	switch {
-	case errors.Is(err, errComponentAbsent) && req.Header.Get(HeaderContentDigest) == "":
+	case errors.Is(err, errComponentAbsent) && req.Header.Get(headerContentDigest) == "":
 		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest is missing")
 	case err != nil:
 		return Principal{}, reject(courier.CodeWebhookHeaderMalformed, "a covered component is absent, repeated or unsupported")
@@ -434,7 +434,7 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 		return Principal{}, reject(courier.CodeWebhookInvalid, "signature does not verify")
 	}
 	// Step 11: the body.
-	if !contentDigestMatches(req.Header.Get(HeaderContentDigest), body) {
+	if !contentDigestMatches(req.Header.Get(headerContentDigest), body) {
 		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest does not match the body")
 	}
 	// Steps 12 and 13: replay, committed only for a fully valid request.
@@ -451,7 +451,7 @@ func (v *RFC9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	return Principal{Sender: v.cfg.Sender, KeyID: in.keyID, Scheme: SchemeRFC9421}, nil
 }
 
-func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
+func (v *rfc9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
 	if v.keys != nil {
 		if k, ok := v.keys[kid]; ok {
 			return k, nil
@@ -471,7 +471,7 @@ func (v *RFC9421Verifier) key(ctx context.Context, kid string) (JWK, error) {
 // receivedTarget reconstructs and canonicalizes the target URI of a
 // received request: the configured origin with the request's path and
 // query, or with TrustRequestHost the origin the request itself names.
-func (v *RFC9421Verifier) receivedTarget(req *http.Request) (target, authority string, err error) {
+func (v *rfc9421Verifier) receivedTarget(req *http.Request) (target, authority string, err error) {
 	malformed := reject(courier.CodeWebhookTargetURIMalformed, "target URI cannot be canonicalized, is not https, or Host disagrees with it")
 	if req.URL == nil {
 		return "", "", malformed
@@ -533,8 +533,8 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 	malformed := func(msg string) (rfc9421Input, error) {
 		return rfc9421Input{}, reject(courier.CodeWebhookHeaderMalformed, msg)
 	}
-	inputText := strings.Join(h.Values(HeaderSignatureInput), ", ")
-	sigText := strings.Join(h.Values(HeaderSignature), ", ")
+	inputText := strings.Join(h.Values(headerSignatureInput), ", ")
+	sigText := strings.Join(h.Values(headerSignature), ", ")
 	if strings.TrimSpace(inputText) == "" || strings.TrimSpace(sigText) == "" {
 		return malformed("Signature and Signature-Input must both be present")
 	}
@@ -549,11 +549,11 @@ func parseRFC9421Headers(h http.Header) (rfc9421Input, error) {
 	if err != nil {
 		return malformed("Signature is not a structured-field dictionary")
 	}
-	input, ok := sfLookup(inputs, RFC9421Label)
+	input, ok := sfLookup(inputs, rFC9421Label)
 	if !ok || !input.isList {
 		return malformed("Signature-Input has no sig1 inner list")
 	}
-	sig, ok := sfLookup(sigs, RFC9421Label)
+	sig, ok := sfLookup(sigs, rFC9421Label)
 	if !ok || sig.isList || sig.item.kind != sfBytes {
 		return malformed("Signature has no sig1 byte sequence")
 	}

@@ -110,7 +110,7 @@ var originModes = []string{"origin", "request host"}
 // clock, and its harness state. In mode "origin" it is configured with the
 // origin of the vector's URL; in mode "request host" it trusts the request's
 // Host.
-func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK, mode string) *RFC9421Verifier {
+func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK, mode string) Verifier {
 	t.Helper()
 	var keys []JWK
 	for _, kid := range vec.JWKSRef {
@@ -230,7 +230,8 @@ func TestRFC9421PositiveVectors(t *testing.T) {
 // checkPositiveVector verifies a positive vector's request with v: the
 // signature base is the vector's, the request verifies once, and a second
 // delivery is a replay.
-func checkPositiveVector(t *testing.T, name string, vec webhookVector, v *RFC9421Verifier, req *http.Request, private map[string]JWK) {
+func checkPositiveVector(t *testing.T, name string, vec webhookVector, verifier Verifier, req *http.Request, private map[string]JWK) {
+	v := verifier.(*rfc9421Verifier)
 	t.Helper()
 	in, err := parseRFC9421Headers(req.Header)
 	if err != nil {
@@ -411,8 +412,8 @@ const setupOrigin = "https://buyer.example.com"
 // rfc9421Setup is a signer and a verifier of a fresh key of alg.
 type rfc9421Setup struct {
 	key      JWK
-	signer   *RFC9421Signer
-	verifier *RFC9421Verifier
+	signer   Signer
+	verifier Verifier
 	cache    *MemoryReplayCache
 	now      time.Time
 }
@@ -497,7 +498,7 @@ func TestRFC9421RoundTrip(t *testing.T) {
 func checkRoundTrip(t *testing.T, s rfc9421Setup, alg, url string, body []byte) {
 	t.Helper()
 	req := s.sign(t, url, body)
-	if got := req.Header.Get(HeaderSignatureInput); !strings.HasPrefix(got, `sig1=("@method" "@target-uri" "@authority" "content-type" "content-digest");created=1776520800;expires=1776521100;nonce="`) ||
+	if got := req.Header.Get(headerSignatureInput); !strings.HasPrefix(got, `sig1=("@method" "@target-uri" "@authority" "content-type" "content-digest");created=1776520800;expires=1776521100;nonce="`) ||
 		!strings.HasSuffix(got, `";keyid="k-`+alg+`";alg="`+alg+`";tag="adcp/webhook-signing/v1"`) {
 		t.Errorf("Signature-Input = %s", got)
 	}
@@ -572,11 +573,11 @@ func TestRFC9421Rejections(t *testing.T) {
 	}{
 		{"body changed", func(_ *testing.T, _ *rfc9421Setup, _ *http.Request) []byte { return []byte(`{"status":"failed"}`) }, courier.CodeWebhookDigestMismatch},
 		{"content-digest removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Del(HeaderContentDigest)
+			r.Header.Del(headerContentDigest)
 			return body
 		}, courier.CodeWebhookDigestMismatch},
 		{"content-digest repeated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Add(HeaderContentDigest, r.Header.Get(HeaderContentDigest))
+			r.Header.Add(headerContentDigest, r.Header.Get(headerContentDigest))
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"content-type changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
@@ -587,32 +588,32 @@ func TestRFC9421Rejections(t *testing.T) {
 		{"method changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.Method = http.MethodPut; return body }, courier.CodeWebhookInvalid},
 		{"query changed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte { r.URL.RawQuery = "x=2"; return body }, courier.CodeWebhookInvalid},
 		{"signature removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Del(HeaderSignature)
+			r.Header.Del(headerSignature)
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"signature-input removed", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Del(HeaderSignatureInput)
+			r.Header.Del(headerSignatureInput)
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"signature truncated", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Set(HeaderSignature, "sig1=:AAAA:")
+			r.Header.Set(headerSignature, "sig1=:AAAA:")
 			return body
 		}, courier.CodeWebhookInvalid},
 		{"sig1 label twice", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Add(HeaderSignature, "sig1=:AAAA:")
+			r.Header.Add(headerSignature, "sig1=:AAAA:")
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"only another label", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), "sig1=", "sig2=", 1))
-			r.Header.Set(HeaderSignature, strings.Replace(r.Header.Get(HeaderSignature), "sig1=", "sig2=", 1))
+			r.Header.Set(headerSignatureInput, strings.Replace(r.Header.Get(headerSignatureInput), "sig1=", "sig2=", 1))
+			r.Header.Set(headerSignature, strings.Replace(r.Header.Get(headerSignature), "sig1=", "sig2=", 1))
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"component with parameter", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), `"content-type"`, `"content-type";sf`, 1))
+			r.Header.Set(headerSignatureInput, strings.Replace(r.Header.Get(headerSignatureInput), `"content-type"`, `"content-type";sf`, 1))
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"created as string", func(_ *testing.T, _ *rfc9421Setup, r *http.Request) []byte {
-			r.Header.Set(HeaderSignatureInput, strings.Replace(r.Header.Get(HeaderSignatureInput), "created=1776520800", `created="1776520800"`, 1))
+			r.Header.Set(headerSignatureInput, strings.Replace(r.Header.Get(headerSignatureInput), "created=1776520800", `created="1776520800"`, 1))
 			return body
 		}, courier.CodeWebhookHeaderMalformed},
 		{"replayed", func(t *testing.T, s *rfc9421Setup, r *http.Request) []byte {
@@ -653,7 +654,7 @@ func TestRFC9421SignatureBase64Forms(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"status":"completed"}`)
 	const url = "https://buyer.example.com/hook"
-	setSig := func(r *http.Request, text string) { r.Header.Set(HeaderSignature, RFC9421Label+"=:"+text+":") }
+	setSig := func(r *http.Request, text string) { r.Header.Set(headerSignature, rFC9421Label+"=:"+text+":") }
 
 	// The signer's signature, re-encoded, for both algorithms.
 	for _, alg := range []string{AlgEd25519, AlgECDSAP256SHA256} {
@@ -665,8 +666,8 @@ func TestRFC9421SignatureBase64Forms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := RFC9421Label + "=:" + base64.RawURLEncoding.EncodeToString(in.signature) + ":"
-			if got := req.Header.Get(HeaderSignature); got != want {
+			want := rFC9421Label + "=:" + base64.RawURLEncoding.EncodeToString(in.signature) + ":"
+			if got := req.Header.Get(headerSignature); got != want {
 				t.Fatalf("the signer wrote %q, want unpadded base64url %q", got, want)
 			}
 			setSig(req, base64.StdEncoding.EncodeToString(in.signature))
@@ -930,9 +931,9 @@ func TestRFC9421Origin(t *testing.T) {
 	}
 	// Behind a proxy: plain http, Host rewritten to the backend's.
 	raw := "POST /hook/1?a=b HTTP/1.1\r\nHost: backend:8080\r\nContent-Type: application/json\r\n" +
-		"Content-Digest: " + out.Header.Get(HeaderContentDigest) + "\r\n" +
-		"Signature-Input: " + out.Header.Get(HeaderSignatureInput) + "\r\n" +
-		"Signature: " + out.Header.Get(HeaderSignature) + "\r\nContent-Length: 2\r\n\r\n{}"
+		"Content-Digest: " + out.Header.Get(headerContentDigest) + "\r\n" +
+		"Signature-Input: " + out.Header.Get(headerSignatureInput) + "\r\n" +
+		"Signature: " + out.Header.Get(headerSignature) + "\r\nContent-Length: 2\r\n\r\n{}"
 	in := func() *http.Request {
 		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
 		if err != nil {
@@ -1003,7 +1004,7 @@ func TestRFC9421VerifierRefusesRequestSignedForAnotherReceiver(t *testing.T) {
 		return overTheWire(t, r)
 	}
 	toB := func(host string) *http.Request { return send("b.example.com", host) }
-	receiver := func(cfg RFC9421VerifierConfig) (*RFC9421Verifier, error) {
+	receiver := func(cfg RFC9421VerifierConfig) (Verifier, error) {
 		cfg.Sender, cfg.Keys, cfg.Now = "sender", []JWK{key.Public()}, now
 		return NewRFC9421Verifier(cfg)
 	}
@@ -1169,7 +1170,7 @@ func TestRFC9421SignErrors(t *testing.T) {
 			if courier.CodeOf(err) != courier.CodeSigningFailed {
 				t.Fatalf("Sign = %v, want %s", err, courier.CodeSigningFailed)
 			}
-			if req.Header.Get(HeaderSignature) != "" || req.Header.Get(HeaderContentDigest) != "" {
+			if req.Header.Get(headerSignature) != "" || req.Header.Get(headerContentDigest) != "" {
 				t.Error("headers set on failure")
 			}
 		})

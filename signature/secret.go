@@ -12,13 +12,13 @@ import (
 // Bounds of a Secret, in bytes. AdCP requires at least 32 characters for
 // both legacy credentials (the HMAC secret and the bearer token).
 const (
-	MinSecretBytes = 32
-	MaxSecretBytes = 4096
+	minSecretBytes = 32
+	maxSecretBytes = 4096
 )
 
 // Secret is a shared secret of the AdCP legacy schemes: the HMAC key of
-// [AdCPHMACSigner] and [AdCPHMACVerifier] or the token of [BearerSigner] and
-// [BearerVerifier]. Build it with [ParseSecret]. It prints and logs
+// [adcpHMACSigner] and [adcpHMACVerifier] or the token of [bearerSigner] and
+// [bearerVerifier]. Build it with [ParseSecret]. It prints and logs
 // redacted; the zero value is not a secret.
 type Secret struct {
 	m sealed[*secretMaterial]
@@ -30,7 +30,7 @@ type secretMaterial struct {
 	digest [sha256.Size]byte // SHA-256 of value, compared by the bearer verifier
 }
 
-// ParseSecret validates a shared secret: MinSecretBytes to MaxSecretBytes of
+// ParseSecret validates a shared secret: minSecretBytes to maxSecretBytes of
 // visible ASCII (no spaces or control characters, so it is safe in an
 // Authorization header), not one character repeated.
 //
@@ -53,8 +53,8 @@ func ParseSecret(id, value string) (Secret, error) {
 }
 
 func checkSecret(v string) error {
-	if len(v) < MinSecretBytes || len(v) > MaxSecretBytes {
-		return fmt.Errorf("secret is %d bytes, want %d to %d", len(v), MinSecretBytes, MaxSecretBytes)
+	if len(v) < minSecretBytes || len(v) > maxSecretBytes {
+		return fmt.Errorf("secret is %d bytes, want %d to %d", len(v), minSecretBytes, maxSecretBytes)
 	}
 	same := true
 	for i := 0; i < len(v); i++ {

@@ -99,14 +99,14 @@ type Verifier interface {
 
 // Every scheme implements both interfaces.
 var (
-	_ Signer   = (*StandardWebhooksSigner)(nil)
-	_ Signer   = (*RFC9421Signer)(nil)
-	_ Signer   = (*AdCPHMACSigner)(nil)
-	_ Signer   = (*BearerSigner)(nil)
-	_ Verifier = (*StandardWebhooksVerifier)(nil)
-	_ Verifier = (*RFC9421Verifier)(nil)
-	_ Verifier = (*AdCPHMACVerifier)(nil)
-	_ Verifier = (*BearerVerifier)(nil)
+	_ Signer   = (*standardWebhooksSigner)(nil)
+	_ Signer   = (*rfc9421Signer)(nil)
+	_ Signer   = (*adcpHMACSigner)(nil)
+	_ Signer   = (*bearerSigner)(nil)
+	_ Verifier = (*standardWebhooksVerifier)(nil)
+	_ Verifier = (*rfc9421Verifier)(nil)
+	_ Verifier = (*adcpHMACVerifier)(nil)
+	_ Verifier = (*bearerVerifier)(nil)
 )
 
 // The schemes, as Principal.Scheme names them.

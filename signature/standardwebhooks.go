@@ -18,26 +18,26 @@ import (
 
 // Standard Webhooks header names.
 const (
-	HeaderWebhookID        = "webhook-id"
-	HeaderWebhookTimestamp = "webhook-timestamp"
-	HeaderWebhookSignature = "webhook-signature"
+	headerWebhookID        = "webhook-id"
+	headerWebhookTimestamp = "webhook-timestamp"
+	headerWebhookSignature = "webhook-signature"
 )
 
 // Svix's brand of the Standard Webhooks headers: the same values under
-// other names, as Svix sends them. A StandardWebhooksVerifier accepts
+// other names, as Svix sends them. A standardWebhooksVerifier accepts
 // either brand; the signer writes the webhook-* brand.
 const (
-	HeaderSvixID        = "svix-id"
-	HeaderSvixTimestamp = "svix-timestamp"
-	HeaderSvixSignature = "svix-signature"
+	headerSvixID        = "svix-id"
+	headerSvixTimestamp = "svix-timestamp"
+	headerSvixSignature = "svix-signature"
 )
 
 // swBrand is the names of one brand of the three headers.
 type swBrand struct{ id, timestamp, signature string }
 
 var (
-	webhookBrand = swBrand{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature}
-	svixBrand    = swBrand{HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature}
+	webhookBrand = swBrand{headerWebhookID, headerWebhookTimestamp, headerWebhookSignature}
+	svixBrand    = swBrand{headerSvixID, headerSvixTimestamp, headerSvixSignature}
 )
 
 // DefaultStandardWebhooksTolerance is how far webhook-timestamp may be from
@@ -51,7 +51,7 @@ const maxWebhookIDBytes = 256
 // maxSWSignatures bounds the signatures one webhook-signature header carries.
 const maxSWSignatures = 16
 
-// StandardWebhooksSignerConfig configures a StandardWebhooksSigner.
+// StandardWebhooksSignerConfig configures a standardWebhooksSigner.
 type StandardWebhooksSignerConfig struct {
 	// Keys sign each attempt: "whsec_" secrets (v1) and "whsk_" private keys
 	// (v1a). Each key adds one signature to webhook-signature, in order, so
@@ -60,14 +60,14 @@ type StandardWebhooksSignerConfig struct {
 	Keys []StandardWebhooksKey
 }
 
-// StandardWebhooksSigner signs requests with Standard Webhooks headers. It is
+// standardWebhooksSigner signs requests with Standard Webhooks headers. It is
 // safe for concurrent use.
-type StandardWebhooksSigner struct {
+type standardWebhooksSigner struct {
 	keys []StandardWebhooksKey
 }
 
 // NewStandardWebhooksSigner validates cfg and returns a signer.
-func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (*StandardWebhooksSigner, error) {
+func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (Signer, error) {
 	if len(cfg.Keys) == 0 {
 		return nil, configError("StandardWebhooksSignerConfig.Keys is empty")
 	}
@@ -79,12 +79,12 @@ func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (*StandardWebho
 			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i))
 		}
 	}
-	return &StandardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), cfg.Keys...)}, nil
+	return &standardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), cfg.Keys...)}, nil
 }
 
 // Sign sets webhook-id (m.ID), webhook-timestamp (m.Time in unix seconds) and
 // webhook-signature (one signature per configured key) on req.
-func (s *StandardWebhooksSigner) Sign(req *http.Request, m Message) error {
+func (s *standardWebhooksSigner) Sign(req *http.Request, m Message) error {
 	if len(s.keys) == 0 {
 		return signingFailed("standard webhooks: signer has no keys")
 	}
@@ -113,13 +113,13 @@ func (s *StandardWebhooksSigner) Sign(req *http.Request, m Message) error {
 	if req.Header == nil {
 		req.Header = make(http.Header)
 	}
-	req.Header.Set(HeaderWebhookID, m.ID)
-	req.Header.Set(HeaderWebhookTimestamp, tsText)
-	req.Header.Set(HeaderWebhookSignature, strings.Join(sigs, " "))
+	req.Header.Set(headerWebhookID, m.ID)
+	req.Header.Set(headerWebhookTimestamp, tsText)
+	req.Header.Set(headerWebhookSignature, strings.Join(sigs, " "))
 	return nil
 }
 
-// StandardWebhooksVerifierConfig configures a StandardWebhooksVerifier.
+// StandardWebhooksVerifierConfig configures a standardWebhooksVerifier.
 type StandardWebhooksVerifierConfig struct {
 	// Sender names who signs with these keys; it is Principal.Sender.
 	// Required.
@@ -145,20 +145,20 @@ func (c StandardWebhooksVerifierConfig) WithDefaults() StandardWebhooksVerifierC
 	return c
 }
 
-// StandardWebhooksVerifier verifies Standard Webhooks signatures, under the
-// webhook-* header names or Svix's svix-* names (see [HeaderSvixID]). A
+// standardWebhooksVerifier verifies Standard Webhooks signatures, under the
+// webhook-* header names or Svix's svix-* names (see [headerSvixID]). A
 // request uses one brand: one that carries both is refused
 // (CodeSignatureMalformed) unless each header of one brand has exactly the
 // field lines of its twin in the other, in which case both say the same
 // thing and it is verified once. It is safe for concurrent use.
-type StandardWebhooksVerifier struct {
+type standardWebhooksVerifier struct {
 	cfg     StandardWebhooksVerifierConfig
 	secrets []StandardWebhooksKey // v1
 	publics []StandardWebhooksKey // v1a
 }
 
 // NewStandardWebhooksVerifier validates cfg and returns a verifier.
-func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardWebhooksVerifier, error) {
+func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
 		return nil, configError("StandardWebhooksVerifierConfig.Sender is empty")
@@ -169,7 +169,7 @@ func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardW
 	if cfg.Tolerance < time.Second {
 		return nil, configError("StandardWebhooksVerifierConfig.Tolerance is below one second")
 	}
-	v := &StandardWebhooksVerifier{cfg: cfg}
+	v := &standardWebhooksVerifier{cfg: cfg}
 	for i, k := range cfg.Keys {
 		if k.m == nil {
 			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i))
@@ -186,7 +186,7 @@ func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (*StandardW
 
 // Verify checks req's Standard Webhooks headers, of either brand, against
 // body. The Principal's MessageID is the signed webhook-id (or svix-id).
-func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
+func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
 	names, err := swBrandOf(req.Header)
 	if err != nil {
 		return Principal{}, err
@@ -262,7 +262,7 @@ func (v *StandardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 	return Principal{}, reject(courier.CodeSignatureMismatch, "no signature matches a configured key")
 }
 
-func (v *StandardWebhooksVerifier) principal(k StandardWebhooksKey, id string) Principal {
+func (v *standardWebhooksVerifier) principal(k StandardWebhooksKey, id string) Principal {
 	return Principal{Sender: v.cfg.Sender, KeyID: k.ID(), Scheme: SchemeStandardWebhooks, MessageID: id}
 }
 
@@ -273,10 +273,10 @@ func (v *StandardWebhooksVerifier) principal(k StandardWebhooksKey, id string) P
 // readers of it disagree about what was signed.
 func swBrandOf(h http.Header) (swBrand, error) {
 	var webhook, svix bool
-	for _, name := range []string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature} {
+	for _, name := range []string{headerWebhookID, headerWebhookTimestamp, headerWebhookSignature} {
 		webhook = webhook || len(h.Values(name)) > 0
 	}
-	for _, name := range []string{HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature} {
+	for _, name := range []string{headerSvixID, headerSvixTimestamp, headerSvixSignature} {
 		svix = svix || len(h.Values(name)) > 0
 	}
 	if !webhook && svix {
@@ -284,9 +284,9 @@ func swBrandOf(h http.Header) (swBrand, error) {
 	}
 	if webhook && svix {
 		pairs := [][2]string{
-			{HeaderWebhookID, HeaderSvixID},
-			{HeaderWebhookTimestamp, HeaderSvixTimestamp},
-			{HeaderWebhookSignature, HeaderSvixSignature},
+			{headerWebhookID, headerSvixID},
+			{headerWebhookTimestamp, headerSvixTimestamp},
+			{headerWebhookSignature, headerSvixSignature},
 		}
 		for _, p := range pairs {
 			if !slices.Equal(h.Values(p[0]), h.Values(p[1])) {

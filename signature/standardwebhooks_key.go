@@ -16,16 +16,16 @@ import (
 
 // Prefixes of the Standard Webhooks key serializations.
 const (
-	PrefixStandardWebhooksSecret     = "whsec_" // HMAC-SHA256 secret (v1)
-	PrefixStandardWebhooksPrivateKey = "whsk_"  // Ed25519 private key (v1a)
-	PrefixStandardWebhooksPublicKey  = "whpk_"  // Ed25519 public key (v1a)
+	prefixStandardWebhooksSecret     = "whsec_" // HMAC-SHA256 secret (v1)
+	prefixStandardWebhooksPrivateKey = "whsk_"  // Ed25519 private key (v1a)
+	prefixStandardWebhooksPublicKey  = "whpk_"  // Ed25519 public key (v1a)
 )
 
 // Bounds of a Standard Webhooks HMAC secret, in decoded bytes, as the
 // specification sets them (192 to 512 bits).
 const (
-	MinStandardWebhooksSecretBytes = 24
-	MaxStandardWebhooksSecretBytes = 64
+	minStandardWebhooksSecretBytes = 24
+	maxStandardWebhooksSecretBytes = 64
 )
 
 type swKind int
@@ -83,7 +83,7 @@ func ParseStandardWebhooksKey(id, encoded string) (StandardWebhooksKey, error) {
 func NewStandardWebhooksSecret() string {
 	b := make([]byte, 32)
 	rand.Read(b) // never fails since Go 1.24
-	return PrefixStandardWebhooksSecret + base64.StdEncoding.EncodeToString(b)
+	return prefixStandardWebhooksSecret + base64.StdEncoding.EncodeToString(b)
 }
 
 func parseSWKey(encoded string) (*swKeyMaterial, error) {
@@ -96,12 +96,12 @@ func parseSWKey(encoded string) (*swKeyMaterial, error) {
 		return nil, errors.New("key is not standard padded base64")
 	}
 	switch prefix {
-	case PrefixStandardWebhooksSecret:
-		if len(raw) < MinStandardWebhooksSecretBytes || len(raw) > MaxStandardWebhooksSecretBytes {
-			return nil, fmt.Errorf("secret is %d bytes, want %d to %d", len(raw), MinStandardWebhooksSecretBytes, MaxStandardWebhooksSecretBytes)
+	case prefixStandardWebhooksSecret:
+		if len(raw) < minStandardWebhooksSecretBytes || len(raw) > maxStandardWebhooksSecretBytes {
+			return nil, fmt.Errorf("secret is %d bytes, want %d to %d", len(raw), minStandardWebhooksSecretBytes, maxStandardWebhooksSecretBytes)
 		}
 		return &swKeyMaterial{kind: swSecret, secret: raw}, nil
-	case PrefixStandardWebhooksPrivateKey:
+	case prefixStandardWebhooksPrivateKey:
 		var priv ed25519.PrivateKey
 		switch len(raw) {
 		case ed25519.SeedSize:
@@ -124,7 +124,7 @@ func parseSWKey(encoded string) (*swKeyMaterial, error) {
 }
 
 func cutSWPrefix(s string) (prefix, body string, ok bool) {
-	for _, p := range []string{PrefixStandardWebhooksSecret, PrefixStandardWebhooksPrivateKey, PrefixStandardWebhooksPublicKey} {
+	for _, p := range []string{prefixStandardWebhooksSecret, prefixStandardWebhooksPrivateKey, prefixStandardWebhooksPublicKey} {
 		if b, found := strings.CutPrefix(s, p); found {
 			return p, b, true
 		}

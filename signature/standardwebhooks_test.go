@@ -60,11 +60,11 @@ func swVectorKeys(t *testing.T, v swVector) (signing, verifying StandardWebhooks
 		}
 		return k, k
 	}
-	sk, err := ParseStandardWebhooksKey("", PrefixStandardWebhooksPrivateKey+v.Ed25519Seed)
+	sk, err := ParseStandardWebhooksKey("", prefixStandardWebhooksPrivateKey+v.Ed25519Seed)
 	if err != nil {
 		t.Fatalf("%s: parse private key: %v", v.ID, err)
 	}
-	pk, err := ParseStandardWebhooksKey("", PrefixStandardWebhooksPublicKey+v.Ed25519Public)
+	pk, err := ParseStandardWebhooksKey("", prefixStandardWebhooksPublicKey+v.Ed25519Public)
 	if err != nil {
 		t.Fatalf("%s: parse public key: %v", v.ID, err)
 	}
@@ -74,13 +74,13 @@ func swVectorKeys(t *testing.T, v swVector) (signing, verifying StandardWebhooks
 func swVectorRequest(t *testing.T, v swVector, sigLines ...string) *http.Request {
 	t.Helper()
 	return newRequest(t, http.MethodPost, "https://receiver.example/hook", map[string][]string{
-		HeaderWebhookID:        {v.MsgID},
-		HeaderWebhookTimestamp: {strconv.FormatInt(v.Timestamp, 10)},
-		HeaderWebhookSignature: sigLines,
+		headerWebhookID:        {v.MsgID},
+		headerWebhookTimestamp: {strconv.FormatInt(v.Timestamp, 10)},
+		headerWebhookSignature: sigLines,
 	}, []byte(v.Body))
 }
 
-func newSWVerifier(t *testing.T, now func() time.Time, keys ...StandardWebhooksKey) *StandardWebhooksVerifier {
+func newSWVerifier(t *testing.T, now func() time.Time, keys ...StandardWebhooksKey) Verifier {
 	t.Helper()
 	v, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "sender", Keys: keys, Now: now})
 	if err != nil {
@@ -104,13 +104,13 @@ func TestStandardWebhooksSignVectors(t *testing.T) {
 			if err := signer.Sign(req, Message{ID: vec.MsgID, Body: []byte(vec.Body), Time: time.Unix(vec.Timestamp, 0)}); err != nil {
 				t.Fatalf("Sign: %v", err)
 			}
-			if got := req.Header.Get(HeaderWebhookSignature); got != vec.Signature {
+			if got := req.Header.Get(headerWebhookSignature); got != vec.Signature {
 				t.Errorf("webhook-signature = %q, want %q", got, vec.Signature)
 			}
-			if got := req.Header.Get(HeaderWebhookID); got != vec.MsgID {
+			if got := req.Header.Get(headerWebhookID); got != vec.MsgID {
 				t.Errorf("webhook-id = %q, want %q", got, vec.MsgID)
 			}
-			if got, want := req.Header.Get(HeaderWebhookTimestamp), strconv.FormatInt(vec.Timestamp, 10); got != want {
+			if got, want := req.Header.Get(headerWebhookTimestamp), strconv.FormatInt(vec.Timestamp, 10); got != want {
 				t.Errorf("webhook-timestamp = %q, want %q", got, want)
 			}
 
@@ -199,10 +199,10 @@ func swTestKeys(t *testing.T, id string) (secret, private, public StandardWebhoo
 	if err != nil {
 		t.Fatal(err)
 	}
-	if private, err = ParseStandardWebhooksKey(id+"-ed", PrefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(priv.Seed())); err != nil {
+	if private, err = ParseStandardWebhooksKey(id+"-ed", prefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(priv.Seed())); err != nil {
 		t.Fatal(err)
 	}
-	if public, err = ParseStandardWebhooksKey(id+"-ed", PrefixStandardWebhooksPublicKey+base64.StdEncoding.EncodeToString(pub)); err != nil {
+	if public, err = ParseStandardWebhooksKey(id+"-ed", prefixStandardWebhooksPublicKey+base64.StdEncoding.EncodeToString(pub)); err != nil {
 		t.Fatal(err)
 	}
 	return secret, private, public
@@ -244,7 +244,7 @@ func TestStandardWebhooksRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			req := signSW(t, tt.sign, m)
-			if got := len(strings.Split(req.Header.Get(HeaderWebhookSignature), " ")); got != tt.wantSigs {
+			if got := len(strings.Split(req.Header.Get(headerWebhookSignature), " ")); got != tt.wantSigs {
 				t.Errorf("%d signatures, want %d", got, tt.wantSigs)
 			}
 			p, err := newSWVerifier(t, clockAt(now.Unix()), tt.verify...).Verify(context.Background(), req, m.Body)
@@ -350,7 +350,7 @@ func TestStandardWebhooksHeaders(t *testing.T) {
 	const ts = 1_700_000_000
 	body := []byte(`{"x":true}`)
 	good := signSW(t, []StandardWebhooksKey{secret}, Message{ID: "ntf_h", Body: body, Time: time.Unix(ts, 0)})
-	sig := good.Header.Get(HeaderWebhookSignature)
+	sig := good.Header.Get(headerWebhookSignature)
 	verifier := newSWVerifier(t, clockAt(ts), secret)
 
 	tests := []struct {
@@ -358,30 +358,30 @@ func TestStandardWebhooksHeaders(t *testing.T) {
 		mutate func(h http.Header)
 		code   courier.Code
 	}{
-		{"missing id", func(h http.Header) { h.Del(HeaderWebhookID) }, courier.CodeSignatureMissing},
-		{"missing timestamp", func(h http.Header) { h.Del(HeaderWebhookTimestamp) }, courier.CodeSignatureMissing},
-		{"missing signature", func(h http.Header) { h.Del(HeaderWebhookSignature) }, courier.CodeSignatureMissing},
-		{"empty signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "") }, courier.CodeSignatureMissing},
-		{"blank signature", func(h http.Header) { h.Set(HeaderWebhookSignature, "   ") }, courier.CodeSignatureMissing},
-		{"repeated signature lines", func(h http.Header) { h.Add(HeaderWebhookSignature, sig) }, courier.CodeSignatureMalformed},
+		{"missing id", func(h http.Header) { h.Del(headerWebhookID) }, courier.CodeSignatureMissing},
+		{"missing timestamp", func(h http.Header) { h.Del(headerWebhookTimestamp) }, courier.CodeSignatureMissing},
+		{"missing signature", func(h http.Header) { h.Del(headerWebhookSignature) }, courier.CodeSignatureMissing},
+		{"empty signature", func(h http.Header) { h.Set(headerWebhookSignature, "") }, courier.CodeSignatureMissing},
+		{"blank signature", func(h http.Header) { h.Set(headerWebhookSignature, "   ") }, courier.CodeSignatureMissing},
+		{"repeated signature lines", func(h http.Header) { h.Add(headerWebhookSignature, sig) }, courier.CodeSignatureMalformed},
 		{"signature split over two lines", func(h http.Header) {
-			h.Set(HeaderWebhookSignature, "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=")
-			h.Add(HeaderWebhookSignature, sig)
+			h.Set(headerWebhookSignature, "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=")
+			h.Add(headerWebhookSignature, sig)
 		}, courier.CodeSignatureMalformed},
-		{"repeated id", func(h http.Header) { h.Add(HeaderWebhookID, "ntf_other") }, courier.CodeSignatureMalformed},
-		{"repeated timestamp", func(h http.Header) { h.Add(HeaderWebhookTimestamp, strconv.Itoa(ts)) }, courier.CodeSignatureMalformed},
-		{"timestamp not a number", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "17e8") }, courier.CodeSignatureMalformed},
-		{"timestamp signed", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "+1700000000") }, courier.CodeSignatureMalformed},
-		{"timestamp negative", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "-1") }, courier.CodeSignatureMalformed},
-		{"timestamp huge", func(h http.Header) { h.Set(HeaderWebhookTimestamp, "99999999999999999999") }, courier.CodeSignatureMalformed},
-		{"id with space", func(h http.Header) { h.Set(HeaderWebhookID, "ntf h") }, courier.CodeSignatureMalformed},
-		{"id too long", func(h http.Header) { h.Set(HeaderWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, courier.CodeSignatureMalformed},
-		{"other id", func(h http.Header) { h.Set(HeaderWebhookID, "ntf_other") }, courier.CodeSignatureMismatch},
-		{"signature header too long", func(h http.Header) { h.Set(HeaderWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, courier.CodeSignatureMalformed},
-		{"too many signatures", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, courier.CodeSignatureMalformed},
-		{"unpadded base64", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimRight(sig, "=")) }, courier.CodeSignatureMismatch},
-		{"no version", func(h http.Header) { h.Set(HeaderWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, courier.CodeSignatureMismatch},
-		{"version upper case", func(h http.Header) { h.Set(HeaderWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, courier.CodeSignatureMismatch},
+		{"repeated id", func(h http.Header) { h.Add(headerWebhookID, "ntf_other") }, courier.CodeSignatureMalformed},
+		{"repeated timestamp", func(h http.Header) { h.Add(headerWebhookTimestamp, strconv.Itoa(ts)) }, courier.CodeSignatureMalformed},
+		{"timestamp not a number", func(h http.Header) { h.Set(headerWebhookTimestamp, "17e8") }, courier.CodeSignatureMalformed},
+		{"timestamp signed", func(h http.Header) { h.Set(headerWebhookTimestamp, "+1700000000") }, courier.CodeSignatureMalformed},
+		{"timestamp negative", func(h http.Header) { h.Set(headerWebhookTimestamp, "-1") }, courier.CodeSignatureMalformed},
+		{"timestamp huge", func(h http.Header) { h.Set(headerWebhookTimestamp, "99999999999999999999") }, courier.CodeSignatureMalformed},
+		{"id with space", func(h http.Header) { h.Set(headerWebhookID, "ntf h") }, courier.CodeSignatureMalformed},
+		{"id too long", func(h http.Header) { h.Set(headerWebhookID, strings.Repeat("a", maxWebhookIDBytes+1)) }, courier.CodeSignatureMalformed},
+		{"other id", func(h http.Header) { h.Set(headerWebhookID, "ntf_other") }, courier.CodeSignatureMismatch},
+		{"signature header too long", func(h http.Header) { h.Set(headerWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, courier.CodeSignatureMalformed},
+		{"too many signatures", func(h http.Header) { h.Set(headerWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, courier.CodeSignatureMalformed},
+		{"unpadded base64", func(h http.Header) { h.Set(headerWebhookSignature, strings.TrimRight(sig, "=")) }, courier.CodeSignatureMismatch},
+		{"no version", func(h http.Header) { h.Set(headerWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, courier.CodeSignatureMismatch},
+		{"version upper case", func(h http.Header) { h.Set(headerWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, courier.CodeSignatureMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -462,8 +462,8 @@ func TestStandardWebhooksKeyIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	private, _ := ParseStandardWebhooksKey("", PrefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(priv.Seed()))
-	public, _ := ParseStandardWebhooksKey("", PrefixStandardWebhooksPublicKey+base64.StdEncoding.EncodeToString(pub))
+	private, _ := ParseStandardWebhooksKey("", prefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(priv.Seed()))
+	public, _ := ParseStandardWebhooksKey("", prefixStandardWebhooksPublicKey+base64.StdEncoding.EncodeToString(pub))
 	if private.ID() != public.ID() || !strings.HasPrefix(public.ID(), "ed25519:") {
 		t.Errorf("private id %q, public id %q: want the same ed25519 fingerprint", private.ID(), public.ID())
 	}
@@ -560,7 +560,7 @@ func TestStandardWebhooksSignErrors(t *testing.T) {
 			}
 		})
 	}
-	var zero StandardWebhooksSigner
+	var zero standardWebhooksSigner
 	if err := zero.Sign(newRequest(t, http.MethodPost, "https://receiver.example/", nil, nil), Message{ID: "x", Time: time.Unix(1, 0)}); err == nil {
 		t.Error("zero signer signed")
 	}
@@ -600,8 +600,8 @@ func TestStandardWebhooksSvixBrand(t *testing.T) {
 	other := svixSign(t, vec.Secret, "msg_other", vec.Timestamp, body)
 	key, _ := swVectorKeys(t, vec)
 	verifier := newSWVerifier(t, clockAt(vec.Timestamp), key)
-	svix := map[string][]string{HeaderSvixID: {vec.MsgID}, HeaderSvixTimestamp: {ts}, HeaderSvixSignature: {sig}}
-	webhook := map[string][]string{HeaderWebhookID: {vec.MsgID}, HeaderWebhookTimestamp: {ts}, HeaderWebhookSignature: {sig}}
+	svix := map[string][]string{headerSvixID: {vec.MsgID}, headerSvixTimestamp: {ts}, headerSvixSignature: {sig}}
+	webhook := map[string][]string{headerWebhookID: {vec.MsgID}, headerWebhookTimestamp: {ts}, headerWebhookSignature: {sig}}
 	merge := func(sets ...map[string][]string) map[string][]string {
 		out := map[string][]string{}
 		for _, set := range sets {
@@ -625,15 +625,15 @@ func TestStandardWebhooksSvixBrand(t *testing.T) {
 		{"both brands, identical", merge(webhook, svix), body, vec.Timestamp, ""},
 		{"svix brand, body changed", svix, []byte(`{"test": 0}`), vec.Timestamp, courier.CodeSignatureMismatch},
 		{"svix brand, stale", svix, body, vec.Timestamp + 301, courier.CodeSignatureTimestamp},
-		{"svix brand, another id", merge(svix, map[string][]string{HeaderSvixID: {"msg_other"}}), body, vec.Timestamp, courier.CodeSignatureMismatch},
-		{"svix brand, no signature", merge(svix, map[string][]string{HeaderSvixSignature: nil}), body, vec.Timestamp, courier.CodeSignatureMissing},
-		{"svix brand, id repeated", merge(svix, map[string][]string{HeaderSvixID: {vec.MsgID, vec.MsgID}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
-		{"both brands, ids differ", merge(webhook, svix, map[string][]string{HeaderSvixID: {"msg_other"}, HeaderSvixSignature: {other}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
-		{"both brands, timestamps differ", merge(webhook, svix, map[string][]string{HeaderWebhookTimestamp: {"1614265331"}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
-		{"both brands, signatures differ", merge(webhook, svix, map[string][]string{HeaderWebhookSignature: {"v1,AAAA"}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
-		{"both brands, one has a second signature line", merge(webhook, svix, map[string][]string{HeaderSvixSignature: {sig, sig}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
-		{"brands split across the headers", map[string][]string{HeaderSvixID: {vec.MsgID}, HeaderWebhookTimestamp: {ts}, HeaderWebhookSignature: {sig}}, body, vec.Timestamp, courier.CodeSignatureMalformed},
-		{"svix id beside a webhook triple", merge(webhook, map[string][]string{HeaderSvixID: {vec.MsgID}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"svix brand, another id", merge(svix, map[string][]string{headerSvixID: {"msg_other"}}), body, vec.Timestamp, courier.CodeSignatureMismatch},
+		{"svix brand, no signature", merge(svix, map[string][]string{headerSvixSignature: nil}), body, vec.Timestamp, courier.CodeSignatureMissing},
+		{"svix brand, id repeated", merge(svix, map[string][]string{headerSvixID: {vec.MsgID, vec.MsgID}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, ids differ", merge(webhook, svix, map[string][]string{headerSvixID: {"msg_other"}, headerSvixSignature: {other}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, timestamps differ", merge(webhook, svix, map[string][]string{headerWebhookTimestamp: {"1614265331"}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, signatures differ", merge(webhook, svix, map[string][]string{headerWebhookSignature: {"v1,AAAA"}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"both brands, one has a second signature line", merge(webhook, svix, map[string][]string{headerSvixSignature: {sig, sig}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"brands split across the headers", map[string][]string{headerSvixID: {vec.MsgID}, headerWebhookTimestamp: {ts}, headerWebhookSignature: {sig}}, body, vec.Timestamp, courier.CodeSignatureMalformed},
+		{"svix id beside a webhook triple", merge(webhook, map[string][]string{headerSvixID: {vec.MsgID}}), body, vec.Timestamp, courier.CodeSignatureMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,7 +49,7 @@ func bareAck(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read", http.StatusBadRequest)
 		return
 	}
-	b := ack.New(r.Header.Get(signature.HeaderWebhookID), body).Marshal()
+	b := ack.New(r.Header.Get("webhook-id"), body).Marshal()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -136,7 +136,7 @@ func postLoop(ctx context.Context, target string, reqs []outgoing, concurrency i
 					req.Header = o.header.Clone()
 				} else {
 					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set(signature.HeaderWebhookID, o.id)
+					req.Header.Set("webhook-id", o.id)
 				}
 				resp, err := hc.Do(req)
 				if err != nil {

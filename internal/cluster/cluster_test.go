@@ -357,7 +357,7 @@ func benchPickup(b *testing.B, s *store.Store) {
 	seen := make(chan sighting, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
-		id := r.Header.Get(signature.HeaderWebhookID)
+		id := r.Header.Get("webhook-id")
 		body, _ := io.ReadAll(r.Body)
 		select {
 		case seen <- sighting{id, at}:
@@ -531,7 +531,7 @@ type receiver struct {
 	store  *store.Store
 	server *httptest.Server
 	secret string
-	signer *signature.StandardWebhooksSigner
+	signer signature.Signer
 	calls  atomic.Int64
 }
 

@@ -202,7 +202,7 @@ type attemptState struct {
 
 // serve is the fault layer in front of the receiver.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get(signature.HeaderWebhookID)
+	id := r.Header.Get("webhook-id")
 	s.mu.Lock()
 	s.stats.Requests++
 	s.stats.ByID[id]++
