@@ -28,22 +28,23 @@ const DefaultAdCPHMACTolerance = 300 * time.Second
 // adcpHMACPrefix starts X-ADCP-Signature; lower-case hex of the MAC follows.
 const adcpHMACPrefix = "sha256="
 
-// AdCPHMACSignerConfig configures an adcpHMACSigner.
+// AdCPHMACSignerConfig configures NewAdCPHMACSigner.
 type AdCPHMACSignerConfig struct {
 	// Secret is the shared secret; its ASCII bytes are the HMAC key.
 	// Required.
 	Secret Secret
 }
 
-// adcpHMACSigner signs requests with AdCP's legacy (deprecated) HMAC-SHA256
-// scheme: X-ADCP-Timestamp is the attempt time in unix seconds and
-// X-ADCP-Signature is "sha256=" and the lower-case hex HMAC-SHA256 of
-// timestamp + "." + body. It is safe for concurrent use.
+// adcpHMACSigner is what NewAdCPHMACSigner returns.
 type adcpHMACSigner struct {
 	secret Secret
 }
 
-// NewAdCPHMACSigner validates cfg and returns a signer.
+// NewAdCPHMACSigner validates cfg and returns a Signer that signs requests
+// with AdCP's legacy (deprecated) HMAC-SHA256 scheme: X-ADCP-Timestamp is
+// the attempt time in unix seconds and X-ADCP-Signature is "sha256=" and the
+// lower-case hex HMAC-SHA256 of timestamp + "." + body. The signer is safe
+// for concurrent use.
 func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (Signer, error) {
 	if cfg.Secret.m == nil {
 		return nil, configError("AdCPHMACSignerConfig.Secret is not a parsed secret")
@@ -75,7 +76,7 @@ func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 	return nil
 }
 
-// AdCPHMACVerifierConfig configures an adcpHMACVerifier.
+// AdCPHMACVerifierConfig configures NewAdCPHMACVerifier.
 type AdCPHMACVerifierConfig struct {
 	// Sender names who holds these secrets; it is Principal.Sender.
 	// Required.
@@ -99,10 +100,7 @@ func (c AdCPHMACVerifierConfig) WithDefaults() AdCPHMACVerifierConfig {
 	return c
 }
 
-// adcpHMACVerifier verifies AdCP legacy HMAC signatures. It compares MACs in
-// constant time and never parses the body: a body with duplicate JSON keys
-// passes here and is refused by the JSON decoding that follows. It is safe
-// for concurrent use.
+// adcpHMACVerifier is what NewAdCPHMACVerifier returns.
 type adcpHMACVerifier struct {
 	sender    string
 	secrets   []Secret
@@ -110,7 +108,11 @@ type adcpHMACVerifier struct {
 	now       func() time.Time
 }
 
-// NewAdCPHMACVerifier validates cfg and returns a verifier.
+// NewAdCPHMACVerifier validates cfg and returns a Verifier that verifies
+// AdCP legacy HMAC signatures. It compares MACs in constant time and never
+// parses the body: a body with duplicate JSON keys passes here and is
+// refused by the JSON decoding that follows. The verifier is safe for
+// concurrent use.
 func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {

@@ -14,20 +14,20 @@ import (
 // headerAuthorization carries the bearer token.
 const headerAuthorization = "Authorization"
 
-// BearerSignerConfig configures a bearerSigner.
+// BearerSignerConfig configures NewBearerSigner.
 type BearerSignerConfig struct {
 	// Token is sent as "Authorization: Bearer <token>". Required.
 	Token Secret
 }
 
-// bearerSigner authenticates requests with a bearer token. It signs nothing:
-// the token proves who sent the request, not what it carries. It is safe for
-// concurrent use.
+// bearerSigner is what NewBearerSigner returns.
 type bearerSigner struct {
 	token Secret
 }
 
-// NewBearerSigner validates cfg and returns a signer.
+// NewBearerSigner validates cfg and returns a Signer that authenticates
+// requests with a bearer token. It signs nothing: the token proves who sent
+// the request, not what it carries. The signer is safe for concurrent use.
 func NewBearerSigner(cfg BearerSignerConfig) (Signer, error) {
 	if cfg.Token.m == nil {
 		return nil, configError("BearerSignerConfig.Token is not a parsed secret")
@@ -47,7 +47,7 @@ func (s *bearerSigner) Sign(req *http.Request, _ Message) error {
 	return nil
 }
 
-// BearerVerifierConfig configures a bearerVerifier.
+// BearerVerifierConfig configures NewBearerVerifier.
 type BearerVerifierConfig struct {
 	// Sender names who holds these tokens; it is Principal.Sender. Required.
 	Sender string
@@ -56,15 +56,16 @@ type BearerVerifierConfig struct {
 	Tokens []Secret
 }
 
-// bearerVerifier checks "Authorization: Bearer <token>" against its tokens
-// in constant time: it compares SHA-256 digests, so neither the content nor
-// the length of a token leaks through timing. It is safe for concurrent use.
+// bearerVerifier is what NewBearerVerifier returns.
 type bearerVerifier struct {
 	sender string
 	tokens []Secret
 }
 
-// NewBearerVerifier validates cfg and returns a verifier.
+// NewBearerVerifier validates cfg and returns a Verifier that checks
+// "Authorization: Bearer <token>" against its tokens in constant time: it
+// compares SHA-256 digests, so neither the content nor the length of a token
+// leaks through timing. The verifier is safe for concurrent use.
 func NewBearerVerifier(cfg BearerVerifierConfig) (Verifier, error) {
 	if cfg.Sender == "" {
 		return nil, configError("BearerVerifierConfig.Sender is empty")

@@ -59,7 +59,7 @@ const maxNonceBytes = 256
 // it as [courier.CodeWebhookRevocationStale].
 var ErrRevocationStale = errors.New("signature: revocation data is stale")
 
-// RFC9421SignerConfig configures an rfc9421Signer.
+// RFC9421SignerConfig configures NewRFC9421Signer.
 type RFC9421SignerConfig struct {
 	// Key signs: a private Ed25519 or P-256 JWK. Its kid is the keyid
 	// parameter and its algorithm the alg parameter. Required.
@@ -80,18 +80,19 @@ func (c RFC9421SignerConfig) WithDefaults() RFC9421SignerConfig {
 	return c
 }
 
-// rfc9421Signer signs requests with the AdCP RFC 9421 webhook profile: it
-// sets Content-Digest (sha-256 of the body), Signature-Input and Signature
-// (label "sig1", unpadded base64url), covering @method, @target-uri,
-// @authority, content-type and content-digest, with a fresh random nonce per
-// Sign. It is safe for concurrent use.
+// rfc9421Signer is what NewRFC9421Signer returns.
 type rfc9421Signer struct {
 	key    JWK
 	window int64 // seconds
 	now    func() time.Time
 }
 
-// NewRFC9421Signer validates cfg and returns a signer.
+// NewRFC9421Signer validates cfg and returns a Signer that signs requests
+// with the AdCP RFC 9421 webhook profile: it sets Content-Digest (sha-256 of
+// the body), Signature-Input and Signature (label "sig1", unpadded
+// base64url), covering @method, @target-uri, @authority, content-type and
+// content-digest, with a fresh random nonce per Sign. The signer is safe for
+// concurrent use.
 func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 	cfg = cfg.WithDefaults()
 	if !cfg.Key.IsPrivate() {
@@ -201,7 +202,7 @@ func (m *jwkMaterial) verify(base, sig []byte) bool {
 	return ecdsa.Verify(m.ecPublic, h[:], r, s)
 }
 
-// RFC9421VerifierConfig configures an rfc9421Verifier.
+// RFC9421VerifierConfig configures NewRFC9421Verifier.
 type RFC9421VerifierConfig struct {
 	// Sender names who signs with these keys; it is Principal.Sender.
 	// Required.
@@ -264,25 +265,26 @@ func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
 	return c
 }
 
-// rfc9421Verifier verifies the AdCP RFC 9421 webhook profile, following
-// AdCP's webhook verifier checklist: the signature headers and parameters,
-// the tag, the algorithm, the validity window, the covered components, the
-// target URI, the key (by kid, its purpose, its revocation), the signature,
-// the Content-Digest against the body, and finally the (keyid, nonce) replay
-// check, so that only fully valid requests consume replay-cache entries.
-// Failures carry AdCP's webhook_signature_* codes. The target URI is this
-// receiver's configured Origin and the request's path and query. The
-// signature may be unpadded base64url, as AdCP and the signer write it, or
-// padded standard base64, as RFC 8941 defines byte sequences and generic
-// HTTP Message Signatures libraries write them; a value that mixes the two
-// alphabets, or pads base64url, is malformed. It is safe for concurrent use.
+// rfc9421Verifier is what NewRFC9421Verifier returns.
 type rfc9421Verifier struct {
 	cfg    RFC9421VerifierConfig
 	keys   map[string]JWK
 	origin string // canonical "scheme://authority", or "" with TrustRequestHost
 }
 
-// NewRFC9421Verifier validates cfg and returns a verifier.
+// NewRFC9421Verifier validates cfg and returns a Verifier that verifies the
+// AdCP RFC 9421 webhook profile, following AdCP's webhook verifier
+// checklist: the signature headers and parameters, the tag, the algorithm,
+// the validity window, the covered components, the target URI, the key (by
+// kid, its purpose, its revocation), the signature, the Content-Digest
+// against the body, and finally the (keyid, nonce) replay check, so that
+// only fully valid requests consume replay-cache entries. Failures carry
+// AdCP's webhook_signature_* codes. The target URI is this receiver's
+// configured Origin and the request's path and query. The signature may be
+// unpadded base64url, as AdCP and the signer write it, or padded standard
+// base64, as RFC 8941 defines byte sequences and generic HTTP Message
+// Signatures libraries write them; a value that mixes the two alphabets, or
+// pads base64url, is malformed. The verifier is safe for concurrent use.
 func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {

@@ -51,7 +51,7 @@ const maxWebhookIDBytes = 256
 // maxSWSignatures bounds the signatures one webhook-signature header carries.
 const maxSWSignatures = 16
 
-// StandardWebhooksSignerConfig configures a standardWebhooksSigner.
+// StandardWebhooksSignerConfig configures NewStandardWebhooksSigner.
 type StandardWebhooksSignerConfig struct {
 	// Keys sign each attempt: "whsec_" secrets (v1) and "whsk_" private keys
 	// (v1a). Each key adds one signature to webhook-signature, in order, so
@@ -60,13 +60,14 @@ type StandardWebhooksSignerConfig struct {
 	Keys []StandardWebhooksKey
 }
 
-// standardWebhooksSigner signs requests with Standard Webhooks headers. It is
-// safe for concurrent use.
+// standardWebhooksSigner is what NewStandardWebhooksSigner returns.
 type standardWebhooksSigner struct {
 	keys []StandardWebhooksKey
 }
 
-// NewStandardWebhooksSigner validates cfg and returns a signer.
+// NewStandardWebhooksSigner validates cfg and returns a Signer that signs
+// requests with Standard Webhooks headers. The signer is safe for concurrent
+// use.
 func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (Signer, error) {
 	if len(cfg.Keys) == 0 {
 		return nil, configError("StandardWebhooksSignerConfig.Keys is empty")
@@ -119,7 +120,7 @@ func (s *standardWebhooksSigner) Sign(req *http.Request, m Message) error {
 	return nil
 }
 
-// StandardWebhooksVerifierConfig configures a standardWebhooksVerifier.
+// StandardWebhooksVerifierConfig configures NewStandardWebhooksVerifier.
 type StandardWebhooksVerifierConfig struct {
 	// Sender names who signs with these keys; it is Principal.Sender.
 	// Required.
@@ -145,19 +146,21 @@ func (c StandardWebhooksVerifierConfig) WithDefaults() StandardWebhooksVerifierC
 	return c
 }
 
-// standardWebhooksVerifier verifies Standard Webhooks signatures, under the
-// webhook-* header names or Svix's svix-* names (see [headerSvixID]). A
-// request uses one brand: one that carries both is refused
-// (CodeSignatureMalformed) unless each header of one brand has exactly the
-// field lines of its twin in the other, in which case both say the same
-// thing and it is verified once. It is safe for concurrent use.
+// standardWebhooksVerifier is what NewStandardWebhooksVerifier returns.
 type standardWebhooksVerifier struct {
 	cfg     StandardWebhooksVerifierConfig
 	secrets []StandardWebhooksKey // v1
 	publics []StandardWebhooksKey // v1a
 }
 
-// NewStandardWebhooksVerifier validates cfg and returns a verifier.
+// NewStandardWebhooksVerifier validates cfg and returns a Verifier that
+// verifies Standard Webhooks signatures, under the webhook-* header names or
+// Svix's svix-* names (svix-id, svix-timestamp, svix-signature). A request
+// uses one brand: one that carries both is refused
+// (courier.CodeSignatureMalformed) unless each header
+// of one brand has exactly the field lines of its twin in the other, in
+// which case both say the same thing and it is verified once. The verifier
+// is safe for concurrent use.
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Sender == "" {
