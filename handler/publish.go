@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -205,9 +206,9 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback()
-	key := store.InboxKey{Sender: "publish/" + sender, Key: idemKey, PayloadSHA256: ack.Digest(body)}
+	key := protocol.InboxKey{Sender: "publish/" + sender, Key: idemKey, PayloadSHA256: ack.Digest(body)}
 	if idemKey != "" {
-		receipt, err := s.Inbox.Record(ctx, tx, key)
+		receipt, err := protocol.InboxFor(s).Record(ctx, tx, key)
 		switch {
 		case err != nil:
 			return nil, false, fromStore(err)
@@ -224,7 +225,7 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		return nil, false, err
 	}
 	if idemKey != "" {
-		if err := s.Inbox.Complete(ctx, tx, key, resp); err != nil {
+		if err := protocol.InboxFor(s).Complete(ctx, tx, key, resp); err != nil {
 			return nil, false, fromStore(err)
 		}
 	}

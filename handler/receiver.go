@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -108,7 +109,7 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	if !signedIdentity(w, r, n.DedupeKey()) {
 		return
 	}
-	key := store.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
+	key := protocol.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
 	b, fresh, err := rc.process(ctx, key, n, body)
 	if err != nil {
 		answer(w, err)
@@ -126,7 +127,7 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 // bound to the bytes received, not to what the function does, so it is
 // built first and recorded with the key in one statement; a failing
 // function rolls both back.
-func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, body []byte) ([]byte, bool, error) {
+func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, body []byte) ([]byte, bool, error) {
 	a, err := ackFor(n, key.Key, body)
 	if err != nil {
 		return nil, false, err
@@ -137,7 +138,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key store.InboxKey, n T, bod
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	receipt, err := rc.cfg.Store.Inbox.RecordCompleted(ctx, tx, key, b)
+	receipt, err := protocol.InboxFor(rc.cfg.Store).RecordCompleted(ctx, tx, key, b)
 	switch {
 	case err != nil:
 		return nil, false, fromStore(err)

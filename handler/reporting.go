@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -155,7 +156,7 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
 	if !jsonbody.DecodeChecked(w, body, &n, true) {
 		return
 	}
-	key := store.InboxKey{Sender: principal.Sender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
+	key := protocol.InboxKey{Sender: principal.Sender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
 	stored, duplicate, err := rp.process(ctx, key, n)
 	if err != nil {
 		answer(w, err)
@@ -177,8 +178,8 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
 // application's function and completes the claim in one transaction. It
 // returns the stored answer of a completed duplicate (empty for this
 // profile).
-func (rp *Reporting) process(ctx context.Context, key store.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
-	inbox := rp.cfg.Store.Inbox
+func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
+	inbox := protocol.InboxFor(rp.cfg.Store)
 	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
 	switch {
 	case err != nil:

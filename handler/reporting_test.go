@@ -23,6 +23,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -217,7 +218,7 @@ func (b *reportingBundle) written(t *testing.T) (inbox, effects int) {
 }
 
 // inboxKey is the Inbox's key for body, as the receiver derives it.
-func inboxKey(t *testing.T, body []byte) store.InboxKey {
+func inboxKey(t *testing.T, body []byte) protocol.InboxKey {
 	t.Helper()
 	var n ack.Reporting
 	if err := json.Unmarshal(body, &n); err != nil {
@@ -227,7 +228,7 @@ func inboxKey(t *testing.T, body []byte) store.InboxKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store.InboxKey{Sender: reportingSender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
+	return protocol.InboxKey{Sender: reportingSender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
 }
 
 type reportingProblem struct {
@@ -612,7 +613,7 @@ func TestReportingClaimedElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setupReporting(t, reportingOptions{})
 	report := deliveryReport(t)
-	r, claim, err := b.store.Inbox.Claim(t.Context(), inboxKey(t, report), handler.DefaultStaleAfter)
+	r, claim, err := protocol.InboxFor(b.store).Claim(t.Context(), inboxKey(t, report), handler.DefaultStaleAfter)
 	if err != nil || !r.Fresh {
 		t.Fatalf("Claim = %+v, %v", r, err)
 	}
@@ -623,7 +624,7 @@ func TestReportingClaimedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Inbox.CompleteClaim(t.Context(), tx, claim, nil); err != nil {
+	if err := protocol.InboxFor(b.store).CompleteClaim(t.Context(), tx, claim, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -643,7 +644,7 @@ func TestReportingStaleClaim(t *testing.T) {
 	const stale = time.Minute
 	b := setupReporting(t, reportingOptions{staleAfter: stale})
 	report := deliveryReport(t)
-	_, dead, err := b.store.Inbox.Claim(t.Context(), inboxKey(t, report), stale)
+	_, dead, err := protocol.InboxFor(b.store).Claim(t.Context(), inboxKey(t, report), stale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,7 +664,7 @@ func TestReportingStaleClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if err := b.store.Inbox.CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.ErrLeaseLost) {
+	if err := protocol.InboxFor(b.store).CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.ErrLeaseLost) {
 		t.Fatalf("the dead claim completed: %v", err)
 	}
 }
@@ -712,7 +713,7 @@ func TestReportingRejection(t *testing.T) {
 // TestReportingLeaseLost: when the claim is no longer this request's at
 // completion (another request took it over meanwhile), the function's
 // effects roll back and the answer is 503 in progress. The function
-// itself drops the record in its transaction, which CompleteClaim then
+// itself deletes the record in its transaction, which CompleteClaim then
 // sees as a claim that is no longer held.
 func TestReportingLeaseLost(t *testing.T) {
 	t.Parallel()
@@ -725,7 +726,8 @@ func TestReportingLeaseLost(t *testing.T) {
 			return err
 		}
 		if lost.CompareAndSwap(false, true) {
-			return b.store.Inbox.Release(ctx, tx, key)
+			_, err := tx.ExecContext(ctx, tx.Rebind("DELETE FROM courier_inbox WHERE sender = ? AND dedupe_key = ?"), key.Sender, key.Key)
+			return err
 		}
 		return nil
 	}})

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -128,7 +129,7 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 	if !signedIdentity(w, r, c.DedupeKey()) {
 		return
 	}
-	key := store.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}
+	key := protocol.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}
 	b, fresh, err := s.process(ctx, key, c, body, attempt)
 	if err != nil {
 		answer(w, err)
@@ -143,13 +144,13 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 // process records the command and applies it in one transaction,
 // returning the response to answer (the stored one for a redelivery) and
 // whether it was applied now.
-func (s *Source) process(ctx context.Context, key store.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, bool, error) {
+func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, bool, error) {
 	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	receipt, err := s.cfg.Store.Inbox.Record(ctx, tx, key)
+	receipt, err := protocol.InboxFor(s.cfg.Store).Record(ctx, tx, key)
 	switch {
 	case err != nil:
 		return nil, false, fromStore(err)
@@ -167,7 +168,7 @@ func (s *Source) process(ctx context.Context, key store.InboxKey, c ack.Command,
 		return nil, false, fromApp(err)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
-	if err := s.cfg.Store.Inbox.Complete(ctx, tx, key, b); err != nil {
+	if err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); err != nil {
 		return nil, false, fromStore(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/courier-go/courier/internal/protocol"
 )
@@ -11,6 +12,7 @@ import (
 // applications call.
 func init() {
 	protocol.Register(func(s any) protocol.Outbox { return workerSide{s.(*Store).Outbox} })
+	protocol.RegisterInbox(func(s any) protocol.Inbox { return receiverSide{s.(*Store).Inbox} })
 }
 
 // workerSide is an Outbox as its workers see it.
@@ -34,4 +36,31 @@ func (w workerSide) Listen(ctx context.Context) (<-chan struct{}, func(), error)
 	}
 	ch, stop, err := w.o.s.dialect.Listen(ctx, w.o.s.db)
 	return ch, stop, wrapf(err, "listen")
+}
+
+// receiverSide is an Inbox as courier's receivers see it.
+type receiverSide struct{ in *Inbox }
+
+func (r receiverSide) Record(ctx context.Context, tx protocol.DBTX, k protocol.InboxKey) (protocol.Receipt, error) {
+	return r.in.record(ctx, tx, k)
+}
+
+func (r receiverSide) RecordCompleted(ctx context.Context, tx protocol.DBTX, k protocol.InboxKey, answer []byte) (protocol.Receipt, error) {
+	return r.in.recordCompleted(ctx, tx, k, answer)
+}
+
+func (r receiverSide) Complete(ctx context.Context, tx protocol.DBTX, k protocol.InboxKey, answer []byte) error {
+	return r.in.complete(ctx, tx, k, answer)
+}
+
+func (r receiverSide) Claim(ctx context.Context, k protocol.InboxKey, stale time.Duration) (protocol.Receipt, protocol.InboxClaim, error) {
+	return r.in.claim(ctx, k, stale)
+}
+
+func (r receiverSide) CompleteClaim(ctx context.Context, tx protocol.DBTX, c protocol.InboxClaim, answer []byte) error {
+	return r.in.completeClaim(ctx, tx, c, answer)
+}
+
+func (r receiverSide) ReleaseClaim(ctx context.Context, c protocol.InboxClaim) error {
+	return r.in.releaseClaim(ctx, c)
 }

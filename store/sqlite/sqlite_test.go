@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/storetest"
 	"github.com/courier-go/courier/store/sqlite"
@@ -55,12 +56,12 @@ func TestOpenWriter(t *testing.T) {
 				return
 			}
 			defer tx.Rollback()
-			k := store.InboxKey{Sender: "s", Key: fmt.Sprintf("k%02d", i), PayloadSHA256: strings.Repeat("0", 64)}
-			if _, err := s.Inbox.Record(ctx, tx, k); err != nil {
+			k := protocol.InboxKey{Sender: "s", Key: fmt.Sprintf("k%02d", i), PayloadSHA256: strings.Repeat("0", 64)}
+			if _, err := protocol.InboxFor(s).Record(ctx, tx, k); err != nil {
 				errs <- err
 				return
 			}
-			if err := s.Inbox.Complete(ctx, tx, k, []byte("ack")); err != nil {
+			if err := protocol.InboxFor(s).Complete(ctx, tx, k, []byte("ack")); err != nil {
 				errs <- err
 				return
 			}

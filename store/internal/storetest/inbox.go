@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
 
@@ -21,8 +22,8 @@ func digest(s string) string {
 
 func testInbox(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
-	in := b.store.Inbox
-	k := store.InboxKey{Sender: "sender-a", Key: "n-1", PayloadSHA256: digest("body")}
+	in := protocol.InboxFor(b.store)
+	k := protocol.InboxKey{Sender: "sender-a", Key: "n-1", PayloadSHA256: digest("body")}
 
 	// Rolled back: nothing recorded.
 	tx := b.begin(t)
@@ -65,7 +66,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 	// Recorded already completed (RecordCompleted): a rollback leaves
 	// nothing; once committed, duplicates get the stored Ack, which a later
 	// RecordCompleted does not overwrite, and another body is a collision.
-	done := store.InboxKey{Sender: "sender-a", Key: "n-2", PayloadSHA256: digest("body-2")}
+	done := protocol.InboxKey{Sender: "sender-a", Key: "n-2", PayloadSHA256: digest("body-2")}
 	doneAck := []byte(`{"notification_id":"n-2","status":"accepted"}`)
 	for _, commit := range []bool{false, true} {
 		tx = b.begin(t)
@@ -79,9 +80,9 @@ func testInbox(t *testing.T, open OpenFunc) {
 		}
 	}
 	tx = b.begin(t)
-	for _, r := range []func() (store.Receipt, error){
-		func() (store.Receipt, error) { return in.Record(b.ctx, tx, done) },
-		func() (store.Receipt, error) { return in.RecordCompleted(b.ctx, tx, done, []byte(`{"other":true}`)) },
+	for _, r := range []func() (protocol.Receipt, error){
+		func() (protocol.Receipt, error) { return in.Record(b.ctx, tx, done) },
+		func() (protocol.Receipt, error) { return in.RecordCompleted(b.ctx, tx, done, []byte(`{"other":true}`)) },
 	} {
 		if r, err := r(); err != nil || r.Fresh || r.InProgress || !bytes.Equal(r.Ack, doneAck) {
 			t.Fatalf("duplicate of a key recorded completed = %+v, %v, want its Ack", r, err)
@@ -103,7 +104,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 		t.Fatalf("other sender = %+v, %v", r, err)
 	}
 	// Recorded but not completed, seen from outside the transaction after
-	// commit (two-phase receivers): in progress, and releasable.
+	// commit: in progress.
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -112,18 +113,12 @@ func testInbox(t *testing.T, open OpenFunc) {
 	if err != nil || !r.InProgress {
 		t.Fatalf("in-progress Record = %+v, %v", r, err)
 	}
-	if err := in.Release(b.ctx, tx, elsewhere); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := in.Record(b.ctx, tx, elsewhere); err != nil || !r.Fresh {
-		t.Fatalf("Record after Release = %+v, %v", r, err)
-	}
 	tx.Rollback()
 
 	// Bad keys are refused before anything is written.
 	tx = b.begin(t)
 	defer tx.Rollback()
-	for _, bad := range []store.InboxKey{{Sender: "", Key: "k", PayloadSHA256: digest("x")}, {Sender: "s", Key: "bad key", PayloadSHA256: digest("x")}, {Sender: "s", Key: "k", PayloadSHA256: "short"}} {
+	for _, bad := range []protocol.InboxKey{{Sender: "", Key: "k", PayloadSHA256: digest("x")}, {Sender: "s", Key: "bad key", PayloadSHA256: digest("x")}, {Sender: "s", Key: "k", PayloadSHA256: "short"}} {
 		if _, err := in.Record(b.ctx, tx, bad); courier.CodeOf(err) != courier.CodeInvalidArgument {
 			t.Fatalf("Record(%+v) = %v", bad, err)
 		}
@@ -134,7 +129,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 // once: one processes it, every other replays the same Ack.
 func testInboxConcurrent(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{Now: time.Now})
-	k := store.InboxKey{Sender: "s", Key: "same", PayloadSHA256: digest("same")}
+	k := protocol.InboxKey{Sender: "s", Key: "same", PayloadSHA256: digest("same")}
 	const n = 12
 	var (
 		wg        sync.WaitGroup
@@ -153,7 +148,7 @@ func testInboxConcurrent(t *testing.T, open OpenFunc) {
 				return
 			}
 			defer tx.Rollback()
-			r, err := b.store.Inbox.Record(b.ctx, tx, k)
+			r, err := protocol.InboxFor(b.store).Record(b.ctx, tx, k)
 			if err != nil {
 				errs <- err
 				return
@@ -164,7 +159,7 @@ func testInboxConcurrent(t *testing.T, open OpenFunc) {
 				processed++
 				mu.Unlock()
 				ack = []byte(fmt.Sprintf(`{"by":%d}`, i))
-				if err := b.store.Inbox.Complete(b.ctx, tx, k, ack); err != nil {
+				if err := protocol.InboxFor(b.store).Complete(b.ctx, tx, k, ack); err != nil {
 					errs <- err
 					return
 				}
@@ -195,11 +190,11 @@ func testInboxPrune(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	record := func(key string) {
 		tx := b.begin(t)
-		k := store.InboxKey{Sender: "s", Key: key, PayloadSHA256: digest(key)}
-		if _, err := b.store.Inbox.Record(b.ctx, tx, k); err != nil {
+		k := protocol.InboxKey{Sender: "s", Key: key, PayloadSHA256: digest(key)}
+		if _, err := protocol.InboxFor(b.store).Record(b.ctx, tx, k); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.store.Inbox.Complete(b.ctx, tx, k, []byte("{}")); err != nil {
+		if err := protocol.InboxFor(b.store).Complete(b.ctx, tx, k, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -252,8 +247,8 @@ func testReplayCache(t *testing.T, open OpenFunc) {
 
 func testInboxClaim(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
-	in := b.store.Inbox
-	k := store.InboxKey{Sender: "s", Key: "report-0000000000001", PayloadSHA256: digest("r")}
+	in := protocol.InboxFor(b.store)
+	k := protocol.InboxKey{Sender: "s", Key: "report-0000000000001", PayloadSHA256: digest("r")}
 	r, first, err := in.Claim(b.ctx, k, time.Minute)
 	if err != nil || !r.Fresh {
 		t.Fatalf("first Claim = %+v, %v", r, err)
@@ -289,7 +284,7 @@ func testInboxClaim(t *testing.T, open OpenFunc) {
 		t.Fatalf("Claim after completion = %+v, %v, want the stored Ack", r, err)
 	}
 	// A released claim is processed again by the next request.
-	k2 := store.InboxKey{Sender: "s", Key: "report-0000000000002", PayloadSHA256: digest("r2")}
+	k2 := protocol.InboxKey{Sender: "s", Key: "report-0000000000002", PayloadSHA256: digest("r2")}
 	_, c, err := in.Claim(b.ctx, k2, time.Minute)
 	if err != nil {
 		t.Fatal(err)

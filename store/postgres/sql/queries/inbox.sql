@@ -20,9 +20,6 @@ FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
 UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 
--- name: inbox_release
-DELETE FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
-
 -- name: inbox_prune
 -- PostgreSQL: ctid in place of rowid; SKIP LOCKED so instances pruning at
 -- once take different rows.

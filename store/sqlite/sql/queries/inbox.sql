@@ -18,10 +18,6 @@ FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
 UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 
--- name: inbox_release
--- Two-phase receivers whose handler failed give the key back.
-DELETE FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
-
 -- name: inbox_prune
 -- Bounded: at most :limit rows per statement, oldest first.
 DELETE FROM courier_inbox WHERE rowid IN (
