@@ -148,7 +148,7 @@ func (rc *Receiver[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) { rc.h.
 // the hook; then 405 and 415; then the body is read, bounded (413), and
 // its signature verified (401) before receive sees it.
 func front(cfg Config, receive http.HandlerFunc) http.Handler {
-	verified := middleware.Verify(cfg.Verifier, cfg.MaxBodyBytes)(receive)
+	verified := middleware.Verify(cfg.Verifier, middleware.BodyLimits{MaxBytes: cfg.MaxBodyBytes})(receive)
 	checked := func(w http.ResponseWriter, r *http.Request) {
 		if postJSON(w, r) {
 			verified.ServeHTTP(w, r)

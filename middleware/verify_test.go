@@ -149,7 +149,7 @@ func TestVerify(t *testing.T) {
 				s.ContentLength = r.ContentLength
 				json.NewEncoder(w).Encode(s)
 			})
-			srv := httptest.NewServer(middleware.Verify(v, maxBody)(next))
+			srv := httptest.NewServer(middleware.Verify(v, middleware.BodyLimits{MaxBytes: maxBody})(next))
 			t.Cleanup(srv.Close)
 
 			signed := tt.signed
@@ -216,10 +216,11 @@ func TestVerifyPanicsOnInvalidConfig(t *testing.T) {
 	t.Parallel()
 	b := setupVerify(t)
 	var typedNil *signature.StandardWebhooksVerifier
-	mustPanic(t, func() { middleware.Verify(nil, 1) })
-	mustPanic(t, func() { middleware.Verify(typedNil, 1) })
-	mustPanic(t, func() { middleware.Verify(b.verifier, 0) })
-	mustPanic(t, func() { middleware.Verify(b.verifier, -1) })
+	mustPanic(t, func() { middleware.Verify(nil, middleware.BodyLimits{}) })
+	mustPanic(t, func() { middleware.Verify(typedNil, middleware.BodyLimits{}) })
+	for _, l := range invalidLimits() {
+		mustPanic(t, func() { middleware.Verify(b.verifier, l) })
+	}
 }
 
 func TestContextGettersOnEmptyContext(t *testing.T) {
