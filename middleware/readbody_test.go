@@ -341,3 +341,51 @@ func TestReadBodyDeadlineEndsWithTheRead(t *testing.T) {
 type failingReader struct{}
 
 func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// Over HTTP/2 the same bounds hold per stream: the deadline ends a stalled
+// body with a 408, an over-limit one gets its 413, and neither touches the
+// connection the other streams share.
+func TestReadBodyOverHTTP2(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "not HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		if body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{MaxBytes: 16, ReadTimeout: 200 * time.Millisecond}); ok {
+			w.Write(body)
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := srv.Client()
+
+	do := func(body io.Reader, length int64) (*http.Response, []byte) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = length
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp, readAll(t, resp)
+	}
+
+	pr, pw := io.Pipe() // a body that never ends
+	go pw.Write([]byte(`{"a":`))
+	resp, body := do(pr, 16)
+	pw.Close()
+	wantProblem(t, resp, body, http.StatusRequestTimeout, courier.CodeRequestTimeout)
+
+	resp, body = do(strings.NewReader(strings.Repeat("x", 17)), 17)
+	wantProblem(t, resp, body, http.StatusRequestEntityTooLarge, courier.CodeBodyTooLarge)
+
+	resp, body = do(strings.NewReader(`{"ok":true}`), 11)
+	if resp.StatusCode != http.StatusOK || string(body) != `{"ok":true}` || resp.ProtoMajor != 2 {
+		t.Errorf("%s %d %q, want HTTP/2 200 with the body", resp.Proto, resp.StatusCode, body)
+	}
+}
