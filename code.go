@@ -64,6 +64,7 @@ const (
 	CodeForbidden            Code = "forbidden"
 	CodeNotFound             Code = "not_found"
 	CodeInternal             Code = "internal_error"
+	CodeServerBusy           Code = "server_busy" // 503: the bytes buffered for bodies are at their budget; retry after Retry-After
 )
 
 // Codes of the store and of its health.

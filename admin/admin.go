@@ -202,7 +202,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		jsonbody.Unsupported(w)
 		return false
 	}
-	body, ok := middleware.ReadBody(w, r, maxBody)
+	body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{MaxBytes: maxBody})
 	return ok && jsonbody.Decode(w, body, v, false)
 }
 

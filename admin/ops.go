@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
-	"errors"
 	"html/template"
 	"log/slog"
 	"mime"
@@ -18,6 +17,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/store"
 )
 
@@ -238,17 +238,16 @@ func opsForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 		problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/x-www-form-urlencoded")
 		return nil, false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	if err := r.ParseForm(); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			problem.Error(w, http.StatusRequestEntityTooLarge, courier.CodeBodyTooLarge, "the form is too large")
-		} else {
-			problem.Error(w, http.StatusBadRequest, courier.CodeValidation, "the form could not be read")
-		}
+	body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{MaxBytes: maxBody})
+	if !ok {
 		return nil, false
 	}
-	return r.PostForm, true
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		problem.Error(w, http.StatusBadRequest, courier.CodeValidation, "the form could not be read")
+		return nil, false
+	}
+	return form, true
 }
 
 // seeOther sends the browser back to the ops page after a form post, with

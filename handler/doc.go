@@ -14,7 +14,10 @@
 //
 //	405 method_not_allowed      not POST
 //	415 unsupported_media_type  not application/json (a charset, in any case, must be UTF-8)
-//	413 body_too_large          over MaxBodyBytes
+//	413 body_too_large          over Body.MaxBytes (the rest of the upload is read and
+//	                            discarded, bounded, so the client gets this answer)
+//	503 server_busy             the bodies in flight would exceed Body.Budget (Retry-After)
+//	408 request_timeout         the body did not arrive within Body.ReadTimeout
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields)
 //

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -12,9 +13,6 @@ import (
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
-
-// DefaultMaxBodyBytes bounds a request body unless a config says otherwise.
-const DefaultMaxBodyBytes = 1 << 20
 
 // Outcomes a handler reports in Events.
 const (
@@ -36,7 +34,7 @@ type Event struct {
 // its answer is reported.
 type front struct {
 	verifier signature.Verifier
-	maxBody  int64
+	body     middleware.BodyLimits
 	logger   *slog.Logger
 	hook     func(Event)
 }
@@ -45,7 +43,7 @@ type front struct {
 // reported; then 405 and 415; then the body is read, bounded (413), and
 // its signature verified (401) before receive sees it.
 func (f front) handler(receive http.HandlerFunc) http.Handler {
-	verified := middleware.Verify(f.verifier, f.maxBody)(receive)
+	verified := middleware.Verify(f.verifier, f.body)(receive)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serve(w, r, func(w http.ResponseWriter, r *http.Request) {
 			if postJSON(w, r) {
@@ -178,14 +176,15 @@ func noteCause(w http.ResponseWriter, err error) {
 
 // validateFront checks the fields every config shares; name is the
 // config's type name, for the error.
-func validateFront(name string, s *store.Store, v signature.Verifier, maxBody int64) error {
+func validateFront(name string, s *store.Store, v signature.Verifier, body middleware.BodyLimits) error {
 	switch {
 	case s == nil:
 		return configError(name + ".Store is required")
 	case isNil(v):
 		return configError(name + ".Verifier is required: a handler never accepts unsigned input")
-	case maxBody < 0:
-		return configError(name + ".MaxBodyBytes must not be negative")
+	}
+	if err := body.Validate(); err != nil {
+		return fmt.Errorf("handler: %s.Body: %w", name, err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -33,7 +34,7 @@ import (
 // the application's effect table, counted before and after), and that the
 // handler did not panic.
 
-// hostileMaxBody is every receiver's MaxBodyBytes here: large enough for a
+// hostileMaxBody is every receiver's Body.MaxBytes here: large enough for a
 // 10,000-level document to reach the JSON parser.
 const hostileMaxBody = 64 << 10
 
@@ -410,7 +411,7 @@ func hostileTerminalTarget() hostileTarget {
 		open: func(t *testing.T) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "cms-host")
-			rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Terminal])
+			rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Terminal])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -497,7 +498,7 @@ func hostileReportingTarget() hostileTarget {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Reporting])
+				rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Reporting])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -572,7 +573,7 @@ func hostileSourceTarget() hostileTarget {
 		open: func(t *testing.T) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "host")
-			src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: hostileCapabilities, MaxBodyBytes: hostileMaxBody}, hostileEffect[ack.Command])
+			src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: hostileCapabilities, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Command])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -640,7 +641,7 @@ func hostilePublishTarget() hostileTarget {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish, MaxBodyBytes: hostileMaxBody})
+			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -97,8 +97,13 @@ type PublishConfig struct {
 	// named like another tenant could fan out to it); when they are not,
 	// or some callers may publish for several tenants, set Authorize.
 	Authorize func(ctx context.Context, p signature.Principal, t PublishTarget) error
-	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
-	MaxBodyBytes int64
+	// Body bounds reading a request's body: its size (413 over it), how
+	// long it may take to arrive (408), and how many bytes all requests
+	// may hold in buffers at once (503 over that Budget, at once, never a
+	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
+	// Budget of 64 MiB of this handler's own; share one Budget between
+	// handlers to bound them together.
+	Body middleware.BodyLimits
 	// Logger receives one line per refused request (Info) and per failed
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
@@ -113,9 +118,7 @@ func (c PublishConfig) WithDefaults() PublishConfig {
 	if c.Authorize == nil {
 		c.Authorize = AuthorizeOwnTenant
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
 	}
@@ -123,11 +126,11 @@ func (c PublishConfig) WithDefaults() PublishConfig {
 }
 
 func (c PublishConfig) validate() error {
-	return validateFront("PublishConfig", c.Store, c.Verifier, c.MaxBodyBytes)
+	return validateFront("PublishConfig", c.Store, c.Verifier, c.Body)
 }
 
 func (c PublishConfig) front() front {
-	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
 }
 
 // Publish is an http.Handler other services POST events to. It

@@ -31,8 +31,13 @@ type ReceiverConfig struct {
 	// Verifier checks each request's signature; the verified sender is the
 	// dedupe namespace. Required: a receiver never accepts unsigned input.
 	Verifier signature.Verifier
-	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
-	MaxBodyBytes int64
+	// Body bounds reading a request's body: its size (413 over it), how
+	// long it may take to arrive (408), and how many bytes all requests
+	// may hold in buffers at once (503 over that Budget, at once, never a
+	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
+	// Budget of 64 MiB of this handler's own; share one Budget between
+	// handlers to bound them together.
+	Body middleware.BodyLimits
 	// AllowUnknownFields accepts JSON members the payload type does not
 	// declare. Defaults to false: they are refused with validation_failed.
 	// Members whose names differ from a declared one only in case are
@@ -49,9 +54,7 @@ type ReceiverConfig struct {
 
 // WithDefaults returns a copy of c with every unset field at its default.
 func (c ReceiverConfig) WithDefaults() ReceiverConfig {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
 	}
@@ -59,11 +62,11 @@ func (c ReceiverConfig) WithDefaults() ReceiverConfig {
 }
 
 func (c ReceiverConfig) validate() error {
-	return validateFront("ReceiverConfig", c.Store, c.Verifier, c.MaxBodyBytes)
+	return validateFront("ReceiverConfig", c.Store, c.Verifier, c.Body)
 }
 
 func (c ReceiverConfig) front() front {
-	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
 }
 
 // Receiver is an http.Handler that accepts notifications of type T exactly

@@ -19,6 +19,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -51,7 +52,7 @@ func setupReceiver(t *testing.T, reject bool) *receiverBundle {
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "cms-host", Keys: []signature.StandardWebhooksKey{key}})
 	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
 	b := &receiverBundle{store: s, signer: signer}
-	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, MaxBodyBytes: 4 << 10}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 4 << 10}}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		b.calls.Add(1)
 		if _, err := tx.ExecContext(ctx, "INSERT INTO effects (notification_id) VALUES (?)", n.NotificationID); err != nil {
 			return err

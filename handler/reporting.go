@@ -36,8 +36,13 @@ type ReportingConfig struct {
 	// Verifier checks each request's signature; the verified sender is the
 	// dedupe namespace. Required: a receiver never accepts unsigned input.
 	Verifier signature.Verifier
-	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
-	MaxBodyBytes int64
+	// Body bounds reading a request's body: its size (413 over it), how
+	// long it may take to arrive (408), and how many bytes all requests
+	// may hold in buffers at once (503 over that Budget, at once, never a
+	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
+	// Budget of 64 MiB of this handler's own; share one Budget between
+	// handlers to bound them together.
+	Body middleware.BodyLimits
 	// Logger receives one line per refused request (Info) and per failed
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
@@ -59,9 +64,7 @@ type ReportingConfig struct {
 
 // WithDefaults returns a copy of c with every unset field at its default.
 func (c ReportingConfig) WithDefaults() ReportingConfig {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
 	}
@@ -72,7 +75,7 @@ func (c ReportingConfig) WithDefaults() ReportingConfig {
 }
 
 func (c ReportingConfig) validate() error {
-	if err := validateFront("ReportingConfig", c.Store, c.Verifier, c.MaxBodyBytes); err != nil {
+	if err := validateFront("ReportingConfig", c.Store, c.Verifier, c.Body); err != nil {
 		return err
 	}
 	switch {
@@ -85,7 +88,7 @@ func (c ReportingConfig) validate() error {
 }
 
 func (c ReportingConfig) front() front {
-	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
 }
 
 // Reporting is the receiver of AdCP webhooks (ack.Reporting envelopes). It

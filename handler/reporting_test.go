@@ -24,6 +24,7 @@ import (
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -113,7 +114,7 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 		fn = recordDelivery
 	}
 	b.rcv, err = handler.NewReporting(handler.ReportingConfig{
-		Store: b.store, Verifier: verifier, MaxBodyBytes: 8 << 10, StaleAfter: opt.staleAfter,
+		Store: b.store, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 8 << 10}, StaleAfter: opt.staleAfter,
 	}, func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 		b.calls.Add(1)
 		return fn(ctx, tx, n)
@@ -760,7 +761,7 @@ func TestReportingConfig(t *testing.T) {
 	}{
 		{"no store", func(c *handler.ReportingConfig) { c.Store = nil }, fn},
 		{"no verifier", func(c *handler.ReportingConfig) { c.Verifier = nil }, fn},
-		{"negative body limit", func(c *handler.ReportingConfig) { c.MaxBodyBytes = -1 }, fn},
+		{"negative body limit", func(c *handler.ReportingConfig) { c.Body.MaxBytes = -1 }, fn},
 		{"negative retry horizon", func(c *handler.ReportingConfig) { c.RetryHorizon = -time.Hour }, fn},
 		{"negative staleness", func(c *handler.ReportingConfig) { c.StaleAfter = -time.Second }, fn},
 		{"no function", func(*handler.ReportingConfig) {}, nil},
@@ -772,7 +773,7 @@ func TestReportingConfig(t *testing.T) {
 			t.Errorf("%s: %v, want ErrConfigInvalid", tt.name, err)
 		}
 	}
-	if d := valid.WithDefaults(); d.MaxBodyBytes != handler.DefaultMaxBodyBytes || d.StaleAfter != handler.DefaultStaleAfter || d.Logger == nil || valid.Logger != nil {
+	if d := valid.WithDefaults(); d.Body.MaxBytes != middleware.DefaultMaxBytes || d.Body.Budget == nil || d.StaleAfter != handler.DefaultStaleAfter || d.Logger == nil || valid.Logger != nil {
 		t.Fatalf("WithDefaults = %+v", d)
 	}
 	for _, tt := range []struct{ horizon, want time.Duration }{

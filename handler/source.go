@@ -38,8 +38,13 @@ type SourceConfig struct {
 	// source serves (64 lowercase hex); a command built for another is
 	// refused 409 contract_changed. Required: no default.
 	CapabilitiesSHA256 string
-	// MaxBodyBytes bounds the request body. Defaults to DefaultMaxBodyBytes.
-	MaxBodyBytes int64
+	// Body bounds reading a request's body: its size (413 over it), how
+	// long it may take to arrive (408), and how many bytes all requests
+	// may hold in buffers at once (503 over that Budget, at once, never a
+	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
+	// Budget of 64 MiB of this handler's own; share one Budget between
+	// handlers to bound them together.
+	Body middleware.BodyLimits
 	// Logger receives one line per refused request (Info) and per failed
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
@@ -51,9 +56,7 @@ type SourceConfig struct {
 
 // WithDefaults returns a copy of c with every unset field at its default.
 func (c SourceConfig) WithDefaults() SourceConfig {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
 	}
@@ -61,7 +64,7 @@ func (c SourceConfig) WithDefaults() SourceConfig {
 }
 
 func (c SourceConfig) validate() error {
-	if err := validateFront("SourceConfig", c.Store, c.Verifier, c.MaxBodyBytes); err != nil {
+	if err := validateFront("SourceConfig", c.Store, c.Verifier, c.Body); err != nil {
 		return err
 	}
 	if !ack.IsDigest(c.CapabilitiesSHA256) {
@@ -71,7 +74,7 @@ func (c SourceConfig) validate() error {
 }
 
 func (c SourceConfig) front() front {
-	return front{verifier: c.Verifier, maxBody: c.MaxBodyBytes, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
 }
 
 // Source is the source side of the source-delivery profile: an

@@ -1,6 +1,6 @@
 // Package middleware holds courier's func(http.Handler) http.Handler pieces:
-// a body limit, panic recovery, signature verification and a per-request
-// database transaction.
+// bounded body reads, panic recovery, signature verification and a
+// per-request database transaction.
 //
 // Each middleware validates its configuration once, when it is built, and
 // panics on an invalid one; no request ever pays for that check. Every
@@ -9,13 +9,21 @@
 // A receiver composes them outermost first:
 //
 //	h := middleware.Recover(logger)(
-//		middleware.Verify(verifier, 1<<20)(
+//		middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(
 //			middleware.Transaction(db)(app)))
 //
 // Recover turns a panic anywhere below it into a 500. Verify reads the body
-// once (bounded), checks its signature and hands app the same bytes, with
-// [BodyFromContext] and [PrincipalFromContext]. Transaction runs app inside
-// one transaction ([TxFromContext]) and holds app's response back until the
-// transaction has committed, so a client never sees a success that was
-// rolled back.
+// once, within [BodyLimits], checks its signature and hands app the same
+// bytes, with [BodyFromContext] and [PrincipalFromContext]. Transaction
+// runs app inside one transaction ([TxFromContext]) and holds app's
+// response back until the transaction has committed, so a client never
+// sees a success that was rolled back.
+//
+// Reading a body is where an unauthenticated client can cost a server the
+// most, so every read is bounded before the signature is checked: in size
+// (413), in time (408, and the connection closes), and in the bytes all
+// requests buffer at once, against a [Budget] (503 server_busy, never a
+// queue). A refused upload is still answered: what the client keeps
+// sending is discarded, within bounds, before the connection closes.
+// [ReadBody] is the same read for a handler of your own.
 package middleware

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,7 +40,7 @@ func ExampleVerify() {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s sent %s", p.Sender, body)
 	})
-	srv := httptest.NewServer(middleware.Verify(verifier, 1<<20)(app))
+	srv := httptest.NewServer(middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(app))
 	defer srv.Close()
 
 	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
@@ -114,4 +115,47 @@ func ExampleTransaction() {
 	// Output:
 	// /orders?item=book: 201, 1 order(s) stored
 	// /orders: 422, 1 order(s) stored
+}
+
+// Two handlers share one Budget of bytes in flight. While it is spent, both
+// answer 503 server_busy at once, with Retry-After; a sender comes back
+// later instead of queueing.
+func ExampleNewBudget() {
+	budget := middleware.NewBudget(1 << 20) // for both handlers together
+	limits := middleware.BodyLimits{MaxBytes: 64 << 10, Budget: budget}
+	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body, ok := middleware.ReadBody(w, r, limits); ok {
+			fmt.Fprintf(w, "read %d bytes", len(body))
+		}
+	})
+	orders := httptest.NewServer(read)
+	defer orders.Close()
+	refunds := httptest.NewServer(read)
+	defer refunds.Close()
+
+	post := func(name, url string) {
+		resp, err := orders.Client().Post(url, "application/json", strings.NewReader(`{"amount":42}`))
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			var p struct{ Code string }
+			json.Unmarshal(body, &p)
+			body = fmt.Appendf(nil, "%s, Retry-After %s", p.Code, resp.Header.Get("Retry-After"))
+		}
+		fmt.Printf("%s: %d %s\n", name, resp.StatusCode, body)
+	}
+	post("orders", orders.URL)
+	budget.Reserve(budget.Size()) // as if a megabyte of slow bodies were in flight
+	post("orders", orders.URL)
+	post("refunds", refunds.URL)
+	budget.Release(budget.Size())
+	post("refunds", refunds.URL)
+	// Output:
+	// orders: 200 read 13 bytes
+	// orders: 503 server_busy, Retry-After 1
+	// refunds: 503 server_busy, Retry-After 1
+	// refunds: 200 read 13 bytes
 }

@@ -4,37 +4,159 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/problem"
 )
 
-// ReadBody reads r's whole body, at most maxBody bytes, for a handler that
-// needs the raw bytes (to verify or digest them) before it parses anything.
-// A body over maxBody, whether its Content-Length says so up front or a body
-// of unknown length runs past it (or past an outer [BodyLimit]), is answered
-// 413 with code body_too_large; a body that cannot be read (the client went
-// away, broken chunked encoding) is answered 400 with code invalid_argument.
-// In both cases ReadBody has written the response and returns false.
+// ReadBody reads r's whole body into memory, within limits, for a handler
+// that needs the raw bytes (to verify or digest them) before it parses
+// anything. In order:
 //
-// maxBody must be positive: ReadBody does not check it on each request, and
-// a limit of zero or less admits only empty bodies.
-func ReadBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, bool) {
-	if r.ContentLength > maxBody {
-		tooLarge(w)
-		return nil, false
+//   - a Content-Length over MaxBytes is answered 413 body_too_large before
+//     any of the body is read;
+//   - what the body will take — its Content-Length, or MaxBytes when the
+//     length is unknown — is reserved from the Budget, and the request is
+//     answered 503 server_busy with Retry-After at once if it does not fit;
+//   - the body is read into a buffer of exactly that size, under a read
+//     deadline ReadTimeout from now: a body still incomplete then is
+//     answered 408 request_timeout and its connection is closed;
+//   - a body of unknown length that runs past MaxBytes (or past an outer
+//     http.MaxBytesReader) is answered 413 body_too_large;
+//   - a body that cannot be read (the client went away, broken chunked
+//     encoding, a body that does not match its Content-Length) is answered
+//     400 invalid_argument.
+//
+// After a 413 or a 503 the rest of the body is discarded within
+// LingerBytes and LingerTimeout (see [BodyLimits]). Whenever it refuses,
+// ReadBody has written the response and returns false. The deadline ends
+// with a successful read; it does not bound the handler's own work.
+//
+// The reservation is given back when ReadBody returns; [Verify] holds it
+// until its next handler returns, as long as the body is in use. Zero
+// fields of limits take their defaults; with a nil Budget, ReadBody
+// reserves from one Budget of DefaultBudgetBytes shared by every call that
+// leaves it nil (so a MaxBytes over that needs a Budget of its own).
+// ReadBody panics on limits [BodyLimits.Validate] refuses.
+//
+// The deadlines need w to reach the server's writer through
+// http.ResponseController (wrappers with Unwrap); where it cannot, the body
+// is read without a deadline and a refused body is not discarded.
+func ReadBody(w http.ResponseWriter, r *http.Request, limits BodyLimits) ([]byte, bool) {
+	limits = limits.withDefaults(sharedBudget)
+	mustValidate(limits)
+	body, reserved, ok := readBody(w, r, limits)
+	limits.Budget.Release(reserved)
+	return body, ok
+}
+
+// sharedBudget is the Budget of ReadBody calls that give none.
+var sharedBudget = NewBudget(DefaultBudgetBytes)
+
+// Errors of a body that does not end where it should.
+var (
+	errBodyTooLong  = errors.New("middleware: body longer than expected")
+	errBodyTooShort = errors.New("middleware: body shorter than its Content-Length")
+)
+
+// readBody is ReadBody with complete limits. It returns the bytes reserved
+// from limits.Budget, for the caller to release when it is done with the
+// body (zero unless ok).
+func readBody(w http.ResponseWriter, r *http.Request, l BodyLimits) (body []byte, reserved int64, ok bool) {
+	if r.ContentLength > l.MaxBytes {
+		refuse(w, r, l, http.StatusRequestEntityTooLarge, false)
+		return nil, 0, false
 	}
-	if r.Body == nil { // only a hand-built request; a server's is never nil
-		return []byte{}, true
+	if r.Body == nil || r.Body == http.NoBody { // a server's body is NoBody when empty
+		return []byte{}, 0, true
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			tooLarge(w)
-		} else {
-			problem.Error(w, http.StatusBadRequest, courier.CodeInvalidArgument, "request body could not be read")
+	size := r.ContentLength
+	if size < 0 {
+		size = l.MaxBytes
+	}
+	if !l.Budget.Reserve(size) {
+		refuse(w, r, l, http.StatusServiceUnavailable, false)
+		return nil, 0, false
+	}
+	rc := http.NewResponseController(w)
+	setBodyDeadline(rc, r, l.ReadTimeout)
+	buf := make([]byte, size)
+	n, err := fill(r.Body, buf)
+	switch {
+	case err == nil: // buf is full: the body must end here
+		err = expectEOF(r.Body)
+	case errors.Is(err, io.EOF) && r.ContentLength < 0:
+		err = nil
+	case errors.Is(err, io.EOF):
+		err = errBodyTooShort
+	}
+	if err == nil {
+		// Reading to the end lifted the deadline: net/http clears it when
+		// the body hits EOF, before the handler goes on.
+		return buf[:n], size, true
+	}
+	l.Budget.Release(size)
+	_, outer := errors.AsType[*http.MaxBytesError](err)
+	switch {
+	case outer || errors.Is(err, errBodyTooLong) && r.ContentLength < 0:
+		refuse(w, r, l, http.StatusRequestEntityTooLarge, true)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		closeAfter(w, r)
+		problem.Error(w, http.StatusRequestTimeout, courier.CodeRequestTimeout, "request body did not arrive in time")
+	default:
+		closeAfter(w, r)
+		problem.Error(w, http.StatusBadRequest, courier.CodeInvalidArgument, "request body could not be read")
+	}
+	return nil, 0, false
+}
+
+// setBodyDeadline sets the connection's read deadline d from now, unless
+// the server's own ReadTimeout, counted from the start of the request, is
+// no longer than d and so ends first.
+func setBodyDeadline(rc *http.ResponseController, r *http.Request, d time.Duration) {
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 && srv.ReadTimeout <= d {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(d))
+}
+
+// fill reads into buf until it is full (nil) or the body ends first
+// (io.EOF) or fails.
+func fill(body io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := body.Read(buf[n:])
+		n += m
+		if err != nil {
+			if n == len(buf) && errors.Is(err, io.EOF) {
+				return n, nil // the body ended where buf does; expectEOF sees the EOF again
+			}
+			return n, err
 		}
-		return nil, false
 	}
-	return body, true
+	return n, nil
+}
+
+// expectEOF reads one byte more: none (io.EOF) is success, one is
+// errBodyTooLong.
+func expectEOF(body io.Reader) error {
+	var b [1]byte
+	switch _, err := io.ReadFull(body, b[:]); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return errBodyTooLong
+	default:
+		return err
+	}
+}
+
+// closeAfter tells an HTTP/1 client the connection closes after this
+// response: the rest of the request is not read.
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 }

@@ -15,9 +15,11 @@ import (
 )
 
 // Verify checks each request's signature with v before next sees it. It
-// reads the raw body once with [ReadBody] (at most maxBody bytes, else 413
-// body_too_large) and calls v.Verify over those exact bytes; nothing is
-// parsed before the signature passes.
+// reads the raw body once with [ReadBody], within limits (413
+// body_too_large, 503 server_busy, 408 request_timeout, 400
+// invalid_argument), and calls v.Verify over those exact bytes; nothing is
+// parsed before the signature passes. The body's reservation from the
+// Budget is held until next returns, as long as the bytes are in use.
 //
 // A signature failure (a case of courier.ErrSignatureInvalid) is answered
 // 401 with the failure's precise code, falling back to signature_invalid,
@@ -28,20 +30,22 @@ import (
 // Body reads the same bytes again, with [BodyFromContext] and
 // [PrincipalFromContext] set.
 //
-// Verify panics if v is nil or maxBody <= 0.
-func Verify(v signature.Verifier, maxBody int64) func(http.Handler) http.Handler {
+// Zero fields of limits take their defaults ([BodyLimits.WithDefaults]):
+// with a nil Budget, each call of Verify makes a Budget of its own.
+// Verify panics if v is nil or limits are invalid ([BodyLimits.Validate]).
+func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Handler {
 	if v == nil || isNilPointer(v) {
 		panic("middleware: Verify verifier is nil")
 	}
-	if maxBody <= 0 {
-		panic("middleware: Verify maxBody must be greater than zero")
-	}
+	mustValidate(limits)
+	limits = limits.WithDefaults()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, ok := ReadBody(w, r, maxBody)
+			body, reserved, ok := readBody(w, r, limits)
 			if !ok {
 				return
 			}
+			defer limits.Budget.Release(reserved)
 			p, err := v.Verify(r.Context(), r, body)
 			switch {
 			case errors.Is(err, courier.ErrSignatureInvalid):

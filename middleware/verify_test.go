@@ -149,7 +149,7 @@ func TestVerify(t *testing.T) {
 				s.ContentLength = r.ContentLength
 				json.NewEncoder(w).Encode(s)
 			})
-			srv := httptest.NewServer(middleware.Verify(v, maxBody)(next))
+			srv := httptest.NewServer(middleware.Verify(v, middleware.BodyLimits{MaxBytes: maxBody})(next))
 			t.Cleanup(srv.Close)
 
 			signed := tt.signed
@@ -215,11 +215,12 @@ func TestVerify(t *testing.T) {
 func TestVerifyPanicsOnInvalidConfig(t *testing.T) {
 	t.Parallel()
 	b := setupVerify(t)
-	var typedNil signature.Verifier
-	mustPanic(t, func() { middleware.Verify(nil, 1) })
-	mustPanic(t, func() { middleware.Verify(typedNil, 1) })
-	mustPanic(t, func() { middleware.Verify(b.verifier, 0) })
-	mustPanic(t, func() { middleware.Verify(b.verifier, -1) })
+	var typedNil *nilVerifier
+	mustPanic(t, func() { middleware.Verify(nil, middleware.BodyLimits{}) })
+	mustPanic(t, func() { middleware.Verify(typedNil, middleware.BodyLimits{}) })
+	for _, l := range invalidLimits() {
+		mustPanic(t, func() { middleware.Verify(b.verifier, l) })
+	}
 }
 
 func TestContextGettersOnEmptyContext(t *testing.T) {
@@ -234,4 +235,11 @@ func TestContextGettersOnEmptyContext(t *testing.T) {
 	if _, ok := middleware.TxFromContext(ctx); ok {
 		t.Error("TxFromContext found a transaction")
 	}
+}
+
+// nilVerifier is a Verifier whose typed nil pointer Verify must refuse.
+type nilVerifier struct{}
+
+func (*nilVerifier) Verify(context.Context, *http.Request, []byte) (signature.Principal, error) {
+	return signature.Principal{}, nil
 }
