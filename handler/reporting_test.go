@@ -721,8 +721,7 @@ func TestReportingLeaseLost(t *testing.T) {
 	report := deliveryReport(t)
 	key := inboxKey(t, report)
 	var lost atomic.Bool
-	var b *reportingBundle
-	b = setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+	b := setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 		if err := recordDelivery(ctx, tx, n); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"runtime"
@@ -75,7 +76,7 @@ func discard(rc *http.ResponseController, body io.Reader, l BodyLimits, shutdown
 	stop := abortOn(shutdown, rc) // after the deadline above, which it overrides
 	_, err := io.CopyN(io.Discard, body, l.LingerBytes)
 	stop()
-	if err != io.EOF {
+	if !errors.Is(err, io.EOF) {
 		_ = rc.SetReadDeadline(time.Now())
 	}
 }

@@ -29,6 +29,7 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tw := &trackingWriter{ResponseWriter: w}
 			outer := w.Header().Clone() // what next found, restored for the 500
+			//nolint:contextcheck // it logs with r.Context(); the answer needs none
 			defer func() {
 				v := recover()
 				if v == nil {

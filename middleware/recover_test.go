@@ -134,7 +134,7 @@ func TestRecoverRepanicsErrAbortHandler(t *testing.T) {
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 				return nil
 			}()
-			if got != v {
+			if got != v { //nolint:errorlint // the very value panicked with, not an error chain
 				t.Fatalf("re-panicked with %v, want %v itself", got, v)
 			}
 			if rec.Body.Len() != 0 || len(rec.Header()) != 0 || logs.Len() != 0 {

@@ -125,7 +125,7 @@ func run(ctx context.Context, o options) (summary, error) {
 			FirstAttempt503: true, RateLimited: 0.1, DropAfterCommit: 0.1, Delay: 0.05, DelayBy: 400 * time.Millisecond,
 		})
 	}
-	srv, err := startReceiver(dir, testserver.Config{Store: receiverStore, Verifier: verifier, Script: script})
+	srv, err := startReceiver(dir, testserver.Config{Store: receiverStore, Verifier: verifier, Script: script}) //nolint:contextcheck // the test server, like httptest, takes no context
 	if err != nil {
 		return summary{}, err
 	}

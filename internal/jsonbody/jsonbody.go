@@ -122,8 +122,8 @@ func decode(body []byte, v any, allowUnknown bool) error {
 // so a body could carry its identity under a name no one checks.
 func exactNames(body []byte, v any) error {
 	var members map[string]json.RawMessage
-	if json.Unmarshal(body, &members) != nil {
-		return nil // not an object: decoding reports it
+	if err := json.Unmarshal(body, &members); err != nil {
+		return nil //nolint:nilerr // not an object: decoding v reports it
 	}
 	t := reflect.TypeOf(v)
 	for t.Kind() == reflect.Pointer {

@@ -141,7 +141,7 @@ func NewUnstarted(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.createEffects(context.Background()); err != nil {
+	if err := s.createEffects(context.Background()); err != nil { //nolint:contextcheck // a constructor without a context, like httptest.NewUnstartedServer
 		return nil, err
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))

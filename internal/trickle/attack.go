@@ -86,7 +86,7 @@ func attackConn(ctx context.Context, addr string, send func(c net.Conn, closed <
 	go func() {
 		defer close(closed)
 		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // only the status is read; the connection closes
 		if err == nil {
 			res.status = resp.StatusCode
 			_, err = io.Copy(io.Discard, resp.Body)
