@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // SchemaV1 is the schema of courier's own Ack document.
@@ -77,35 +78,35 @@ func Parse(b []byte) (Ack, error) {
 	if len(b) > MaxAckSize {
 		return Ack{}, invalid("ack too large")
 	}
-	v, err := parse(b)
+	v, err := strictjson.Parse(b)
 	if err != nil {
-		if errors.Is(err, ErrDuplicateKey) {
+		if errors.Is(err, strictjson.ErrDuplicateKey) {
 			return Ack{}, invalid("duplicate member")
 		}
 		return Ack{}, invalid("not JSON")
 	}
-	if v.kind != kindObject {
+	if v.Kind != strictjson.Object {
 		return Ack{}, invalid("not an object")
 	}
 	var a Ack
-	for _, m := range v.members {
-		if m.val.kind != kindString {
+	for _, m := range v.Members {
+		if m.Val.Kind != strictjson.String {
 			return Ack{}, invalid("member is not a string")
 		}
-		switch m.key {
+		switch m.Key {
 		case fieldSchema:
-			a.Schema = m.val.text
+			a.Schema = m.Val.Text
 		case fieldID:
-			a.NotificationID = m.val.text
+			a.NotificationID = m.Val.Text
 		case fieldStatus:
-			a.Status = m.val.text
+			a.Status = m.Val.Text
 		case fieldSHA256:
-			a.NotificationSHA256 = m.val.text
+			a.NotificationSHA256 = m.Val.Text
 		default:
 			if a.Extra == nil {
 				a.Extra = make(map[string]string)
 			}
-			a.Extra[m.key] = m.val.text
+			a.Extra[m.Key] = m.Val.Text
 		}
 	}
 	if a.Schema == "" || a.NotificationID == "" || a.Status == "" || a.NotificationSHA256 == "" {
@@ -115,7 +116,7 @@ func Parse(b []byte) (Ack, error) {
 }
 
 // Verify checks that got is exactly this Ack: the same members, each with
-// the same value, and no other member. Member order and whitespace do not
+// the same strictjson.Value, and no other member. Member order and whitespace do not
 // matter. The error wraps courier.ErrAckInvalid and names which part
 // differed, never its content.
 func (a Ack) Verify(got []byte) error {

@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
-// ErrNotFinite reports a number that has no finite IEEE 754 value (it
+// ErrNotFinite reports a number that has no finite IEEE 754 strictjson.Value (it
 // overflows to ±Inf). Canonical JSON rejects it as Python does with
 // allow_nan=False.
 var ErrNotFinite = errors.New("ack: number is not finite")
@@ -27,7 +29,7 @@ var ErrNotFinite = errors.New("ack: number is not finite")
 // doc is read strictly (see [Check]): duplicate keys, invalid UTF-8, lone
 // surrogates and excessive nesting are errors.
 func Canonical(doc []byte) ([]byte, error) {
-	v, err := parse(doc)
+	v, err := strictjson.Parse(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -60,24 +62,26 @@ var (
 	jcsForm = encoder{number: appendJCSNumber, compare: compareUTF16}
 )
 
-func appendCanonical(dst []byte, v value) ([]byte, error) { return pythonForm.append(dst, v) }
+func appendCanonical(dst []byte, v strictjson.Value) ([]byte, error) {
+	return pythonForm.append(dst, v)
+}
 
-func (e encoder) append(dst []byte, v value) ([]byte, error) {
+func (e encoder) append(dst []byte, v strictjson.Value) ([]byte, error) {
 	var err error
-	switch v.kind {
-	case kindNull:
+	switch v.Kind {
+	case strictjson.Null:
 		return append(dst, "null"...), nil
-	case kindTrue:
+	case strictjson.True:
 		return append(dst, "true"...), nil
-	case kindFalse:
+	case strictjson.False:
 		return append(dst, "false"...), nil
-	case kindString:
-		return appendString(dst, v.text), nil
-	case kindNumber:
-		return e.number(dst, v.text)
-	case kindArray:
+	case strictjson.String:
+		return appendString(dst, v.Text), nil
+	case strictjson.Number:
+		return e.number(dst, v.Text)
+	case strictjson.Array:
 		dst = append(dst, '[')
-		for i, item := range v.items {
+		for i, item := range v.Items {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -87,16 +91,16 @@ func (e encoder) append(dst []byte, v value) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	}
-	members := slices.Clone(v.members)
-	slices.SortFunc(members, func(a, b member) int { return e.compare(a.key, b.key) })
+	members := slices.Clone(v.Members)
+	slices.SortFunc(members, func(a, b strictjson.Member) int { return e.compare(a.Key, b.Key) })
 	dst = append(dst, '{')
 	for i, m := range members {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, m.key)
+		dst = appendString(dst, m.Key)
 		dst = append(dst, ':')
-		if dst, err = e.append(dst, m.val); err != nil {
+		if dst, err = e.append(dst, m.Val); err != nil {
 			return nil, err
 		}
 	}
@@ -229,7 +233,7 @@ func appendPositional(dst []byte, digits string, point int, dotZero bool) []byte
 // reporting profile judges "same body" on this form, so a sender that
 // re-serializes the same JSON is not taken for a collision.
 func JCS(doc []byte) ([]byte, error) {
-	v, err := parse(doc)
+	v, err := strictjson.Parse(doc)
 	if err != nil {
 		return nil, err
 	}

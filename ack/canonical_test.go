@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // TestCanonicalGolden compares Canonical with python3's json.dumps(v,
@@ -65,18 +66,18 @@ func TestCanonicalRejects(t *testing.T) {
 	}{
 		{"infinity", `{"x":1e400}`, ack.ErrNotFinite},
 		{"negative infinity", `[-1e999]`, ack.ErrNotFinite},
-		{"duplicate key", `{"a":1,"a":2}`, ack.ErrDuplicateKey},
-		{"duplicate nested key", `{"a":{"b":1,"c":2,"b":3}}`, ack.ErrDuplicateKey},
-		{"duplicate after escape", `{"a":1,"\u0061":2}`, ack.ErrDuplicateKey},
-		{"trailing comma", `{"a":1,}`, ack.ErrMalformedJSON},
-		{"trailing data", `{} {}`, ack.ErrMalformedJSON},
-		{"NaN literal", `[NaN]`, ack.ErrMalformedJSON},
-		{"leading zero", `[01]`, ack.ErrMalformedJSON},
-		{"lone surrogate", `["\ud800"]`, ack.ErrMalformedJSON},
-		{"invalid UTF-8", "[\"\xff\"]", ack.ErrMalformedJSON},
-		{"raw control character", "[\"a\x01\"]", ack.ErrMalformedJSON},
-		{"empty", ``, ack.ErrMalformedJSON},
-		{"too deep", strings.Repeat("[", ack.MaxDepth+1) + strings.Repeat("]", ack.MaxDepth+1), ack.ErrMalformedJSON},
+		{"duplicate key", `{"a":1,"a":2}`, strictjson.ErrDuplicateKey},
+		{"duplicate nested key", `{"a":{"b":1,"c":2,"b":3}}`, strictjson.ErrDuplicateKey},
+		{"duplicate after escape", `{"a":1,"\u0061":2}`, strictjson.ErrDuplicateKey},
+		{"trailing comma", `{"a":1,}`, strictjson.ErrMalformed},
+		{"trailing data", `{} {}`, strictjson.ErrMalformed},
+		{"NaN literal", `[NaN]`, strictjson.ErrMalformed},
+		{"leading zero", `[01]`, strictjson.ErrMalformed},
+		{"lone surrogate", `["\ud800"]`, strictjson.ErrMalformed},
+		{"invalid UTF-8", "[\"\xff\"]", strictjson.ErrMalformed},
+		{"raw control character", "[\"a\x01\"]", strictjson.ErrMalformed},
+		{"empty", ``, strictjson.ErrMalformed},
+		{"too deep", strings.Repeat("[", strictjson.MaxDepth+1) + strings.Repeat("]", strictjson.MaxDepth+1), strictjson.ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +97,7 @@ func TestDuplicateKeysInLargeObject(t *testing.T) {
 		fmt.Fprintf(&b, `"k%d":1,`, i)
 	}
 	b.WriteString(`"k7":2}`)
-	if err := ack.Check([]byte(b.String())); !errors.Is(err, ack.ErrDuplicateKey) {
+	if err := strictjson.Check([]byte(b.String())); !errors.Is(err, strictjson.ErrDuplicateKey) {
 		t.Fatalf("Check = %v, want ErrDuplicateKey", err)
 	}
 }

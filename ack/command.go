@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // The source-delivery profile's wire strings.
@@ -37,7 +39,7 @@ const (
 // Command is a change, cancellation or tombstone a website host sends to
 // its source, enqueued under the capabilities digest of the source contract
 // it was built for. Every member is required and no other is allowed; Body
-// is the change's content (a JSON value, null allowed only for removals).
+// is the change's content (a JSON strictjson.Value, null allowed only for removals).
 type Command struct {
 	Schema             string          `json:"schema" validate:"eq=courier.source-command.v1"`
 	Operation          string          `json:"operation" validate:"oneof=change cancellation tombstone"`
@@ -62,14 +64,14 @@ func NewCommand(c Command) (Command, error) {
 	return c, nil
 }
 
+// DedupeKey returns the command's identity, operation ":" request_id: the
+// notification_id it is delivered under and the source's dedupe key.
+func (c Command) DedupeKey() string { return c.Operation + ":" + c.RequestID }
+
 // IsRemoval reports whether the operation removes (cancellation, tombstone).
 func (c Command) IsRemoval() bool {
 	return c.Operation == OperationCancellation || c.Operation == OperationTombstone
 }
-
-// DedupeKey returns the command's identity, operation ":" request_id: the
-// notification_id it is delivered under and the source's dedupe key.
-func (c Command) DedupeKey() string { return c.Operation + ":" + c.RequestID }
 
 // Payload returns c's canonical JSON: the bytes a sender enqueues and sends.
 func (c Command) Payload() ([]byte, error) { return Marshal(c) }
@@ -86,9 +88,9 @@ func (c Command) Check() error {
 // UnmarshalJSON decodes a command strictly: one object, no duplicate keys,
 // every member present, no other member, source_max_attempts an integer.
 func (c *Command) UnmarshalJSON(b []byte) error {
-	err := exactMembers(b, commandFields, func(m member) *FieldError {
-		if m.key == "source_max_attempts" && (m.val.kind != kindNumber || !isInteger(m.val.text)) {
-			return &FieldError{Field: m.key, Rule: "integer"}
+	err := exactMembers(b, commandFields, func(m strictjson.Member) *FieldError {
+		if m.Key == "source_max_attempts" && (m.Val.Kind != strictjson.Number || !isInteger(m.Val.Text)) {
+			return &FieldError{Field: m.Key, Rule: "integer"}
 		}
 		return nil
 	})
@@ -168,32 +170,32 @@ func verifyCommandResponse(payload []byte, attempt int, response []byte) error {
 	if len(response) > MaxAckSize {
 		return invalid("response too large")
 	}
-	v, err := parse(response)
-	if err != nil || v.kind != kindObject {
+	v, err := strictjson.Parse(response)
+	if err != nil || v.Kind != strictjson.Object {
 		return invalid("response is not a JSON object")
 	}
-	if len(v.members) != len(responseFields) {
+	if len(v.Members) != len(responseFields) {
 		return invalid("unexpected or missing member")
 	}
-	got := make(map[string]value, len(v.members))
-	for _, m := range v.members {
-		if _, ok := slices.BinarySearch(responseFields, m.key); !ok {
+	got := make(map[string]strictjson.Value, len(v.Members))
+	for _, m := range v.Members {
+		if _, ok := slices.BinarySearch(responseFields, m.Key); !ok {
 			return invalid("unexpected member")
 		}
-		got[m.key] = m.val
+		got[m.Key] = m.Val
 	}
 	str := func(name, want string) error {
-		if m := got[name]; m.kind != kindString || m.text != want {
+		if m := got[name]; m.Kind != strictjson.String || m.Text != want {
 			return invalid("wrong " + name)
 		}
 		return nil
 	}
 	integer := func(name string, lo, hi int) error {
 		m := got[name]
-		if m.kind != kindNumber || !isInteger(m.text) {
+		if m.Kind != strictjson.Number || !isInteger(m.Text) {
 			return invalid("wrong " + name)
 		}
-		n, err := strconv.Atoi(m.text)
+		n, err := strconv.Atoi(m.Text)
 		if err != nil || n < lo || n > hi {
 			return invalid("wrong " + name)
 		}
@@ -212,7 +214,7 @@ func verifyCommandResponse(payload []byte, attempt int, response []byte) error {
 			return check
 		}
 	}
-	if s := got["status"]; s.kind != kindString || (s.text != CommandApplied && s.text != CommandAlreadyApplied) {
+	if s := got["status"]; s.Kind != strictjson.String || (s.Text != CommandApplied && s.Text != CommandAlreadyApplied) {
 		return invalid("wrong status")
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // Fuzz targets for every parser of package ack but Canonical (fuzzed in
@@ -117,9 +118,9 @@ func FuzzCheck(f *testing.F) {
 		f.Add(d)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		err := ack.Check(doc)
+		err := strictjson.Check(doc)
 		if err != nil {
-			if !errors.Is(err, ack.ErrMalformedJSON) && !errors.Is(err, ack.ErrDuplicateKey) {
+			if !errors.Is(err, strictjson.ErrMalformed) && !errors.Is(err, strictjson.ErrDuplicateKey) {
 				t.Fatalf("Check error %v wraps neither ErrMalformedJSON nor ErrDuplicateKey", err)
 			}
 			return
@@ -142,15 +143,15 @@ func FuzzJCS(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		got, err := ack.JCS(doc)
 		if err != nil {
-			if ack.Check(doc) == nil && !errors.Is(err, ack.ErrNotFinite) {
+			if strictjson.Check(doc) == nil && !errors.Is(err, ack.ErrNotFinite) {
 				t.Fatalf("JCS refuses a document Check accepts: %v", err)
 			}
 			return
 		}
-		if ack.Check(doc) != nil {
+		if strictjson.Check(doc) != nil {
 			t.Fatalf("JCS accepts %q, which Check refuses", doc)
 		}
-		if err := ack.Check(got); err != nil || !json.Valid(got) {
+		if err := strictjson.Check(got); err != nil || !json.Valid(got) {
 			t.Fatalf("JCS produced invalid JSON %q (%v)", got, err)
 		}
 		again, err := ack.JCS(got)
@@ -229,7 +230,7 @@ func FuzzTerminal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var n ack.Terminal
-		if ack.Check(b) != nil || json.Unmarshal(b, &n) != nil {
+		if strictjson.Check(b) != nil || json.Unmarshal(b, &n) != nil {
 			return
 		}
 		if err := ack.Validate(n); err != nil {
@@ -281,7 +282,7 @@ func FuzzReporting(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var n ack.Reporting
-		if ack.Check(b) != nil || json.Unmarshal(b, &n) != nil {
+		if strictjson.Check(b) != nil || json.Unmarshal(b, &n) != nil {
 			return
 		}
 		_ = n.IsDeliveryReport()
@@ -337,7 +338,7 @@ func FuzzCommand(f *testing.F) {
 		}
 		_, _ = ack.ParseAttempt(string(response))
 		var c ack.Command
-		if ack.Check(payload) != nil || json.Unmarshal(payload, &c) != nil {
+		if strictjson.Check(payload) != nil || json.Unmarshal(payload, &c) != nil {
 			return
 		}
 		if err := ack.Validate(c); err != nil {

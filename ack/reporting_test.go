@@ -11,6 +11,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/jsonbody"
 )
 
 // envelopeVectors is testdata/adcp/webhook-receiver-envelope.json, AdCP's
@@ -50,7 +51,7 @@ func decodeReporting(t *testing.T, b []byte) (ack.Reporting, *ack.ValidationErro
 	t.Helper()
 	var r ack.Reporting
 	if err := json.Unmarshal(b, &r); err != nil {
-		ve := ack.DecodeError(err)
+		ve := jsonbody.DecodeError(err)
 		if ve == nil {
 			t.Fatalf("decode error %v names no field", err)
 		}

@@ -3,6 +3,8 @@ package ack
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // The terminal profile's wire strings. They are the reference system's and
@@ -53,7 +55,7 @@ var terminalFields = []string{
 func NewTerminal(t Terminal) (Terminal, error) {
 	t.Schema = TerminalSchema
 	t.NotificationID = ""
-	id, err := t.DerivedID()
+	id, err := t.derivedID()
 	if err != nil {
 		return Terminal{}, err
 	}
@@ -64,10 +66,10 @@ func NewTerminal(t Terminal) (Terminal, error) {
 	return t, nil
 }
 
-// DerivedID returns the notification_id t's content implies: "terminal-"
+// derivedID returns the notification_id t's content implies: "terminal-"
 // followed by the hex SHA-256 of the canonical JSON of every field but
 // notification_id.
-func (t Terminal) DerivedID() (string, error) {
+func (t Terminal) derivedID() (string, error) {
 	type content struct { // Terminal without notification_id
 		Schema                 string  `json:"schema"`
 		EventID                string  `json:"event_id"`
@@ -100,7 +102,7 @@ func (t Terminal) Check() error {
 	if withoutLifecycle != (t.LifecycleSHA256 == nil) {
 		fields = append(fields, FieldError{Field: "lifecycle_sha256", Rule: "null_iff_cancelled_or_superseded"})
 	}
-	if id, err := t.DerivedID(); err != nil || id != t.NotificationID {
+	if id, err := t.derivedID(); err != nil || id != t.NotificationID {
 		fields = append(fields, FieldError{Field: "notification_id", Rule: "content_derived"})
 	}
 	if fields != nil {
@@ -110,7 +112,7 @@ func (t Terminal) Check() error {
 }
 
 // UnmarshalJSON decodes a terminal notification strictly: every member must
-// be present (lifecycle_sha256 as null where it has no value) and no other
+// be present (lifecycle_sha256 as null where it has no strictjson.Value) and no other
 // member is allowed.
 func (t *Terminal) UnmarshalJSON(b []byte) error {
 	if err := exactMembers(b, terminalFields, nil); err != nil {
@@ -122,19 +124,19 @@ func (t *Terminal) UnmarshalJSON(b []byte) error {
 
 // exactMembers checks that b is one JSON object (no duplicate keys) whose
 // members are exactly fields (sorted), each passing check when it is set.
-func exactMembers(b []byte, fields []string, check func(member) *FieldError) error {
-	v, err := parse(b)
+func exactMembers(b []byte, fields []string, check func(strictjson.Member) *FieldError) error {
+	v, err := strictjson.Parse(b)
 	if err != nil {
 		return err
 	}
-	if v.kind != kindObject {
+	if v.Kind != strictjson.Object {
 		return &ValidationError{Fields: []FieldError{{Field: "", Rule: "object"}}}
 	}
 	var errs []FieldError
-	seen := make([]string, 0, len(v.members))
-	for _, m := range v.members {
-		if _, ok := slices.BinarySearch(fields, m.key); !ok {
-			errs = append(errs, FieldError{Field: m.key, Rule: "unknown"})
+	seen := make([]string, 0, len(v.Members))
+	for _, m := range v.Members {
+		if _, ok := slices.BinarySearch(fields, m.Key); !ok {
+			errs = append(errs, FieldError{Field: m.Key, Rule: "unknown"})
 			continue
 		}
 		if check != nil {
@@ -142,7 +144,7 @@ func exactMembers(b []byte, fields []string, check func(member) *FieldError) err
 				errs = append(errs, *fe)
 			}
 		}
-		seen = append(seen, m.key)
+		seen = append(seen, m.Key)
 	}
 	for _, name := range fields {
 		if !slices.Contains(seen, name) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/jsonbody"
 )
 
 // terminalVector is one case of testdata/terminal/vectors.json, computed by
@@ -135,7 +136,7 @@ func TestTerminalRejects(t *testing.T) {
 				if err == nil {
 					t.Fatal("decode accepted the payload")
 				}
-				if tt.field != "" && !hasField(ack.DecodeError(err), tt.field) {
+				if tt.field != "" && !hasField(jsonbody.DecodeError(err), tt.field) {
 					t.Fatalf("decode error %v does not name %s", err, tt.field)
 				}
 				return

@@ -1,7 +1,6 @@
 package ack
 
 import (
-	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -37,7 +36,7 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Unwrap() error { return courier.ErrPayloadInvalid }
 
 // Checker is implemented by payloads with rules that struct tags cannot
-// express (one field's value depending on another's). Check returns a
+// express (one field's strictjson.Value depending on another's). Check returns a
 // *ValidationError.
 type Checker interface {
 	Check() error
@@ -112,23 +111,4 @@ func fieldPath(ns string) string {
 		return rest
 	}
 	return ns
-}
-
-// DecodeError turns an encoding/json error from decoding a payload into a
-// *ValidationError naming the field, when it concerns one field (a wrong
-// type, an unknown field); otherwise it returns nil.
-func DecodeError(err error) *ValidationError {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return &ValidationError{Fields: []FieldError{{Field: te.Field, Rule: "type"}}}
-	}
-	var ve *ValidationError
-	if errors.As(err, &ve) {
-		return ve
-	}
-	const unknown = "json: unknown field "
-	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
-		return &ValidationError{Fields: []FieldError{{Field: strings.Trim(msg[len(unknown):], `"`), Rule: "unknown"}}}
-	}
-	return nil
 }

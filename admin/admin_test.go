@@ -1,4 +1,4 @@
-package admin_test
+package admin
 
 import (
 	"crypto/sha256"
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/admin"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -36,8 +36,8 @@ const (
 )
 
 var (
-	refA = store.EndpointRef(hookA)
-	refB = store.EndpointRef(hookB)
+	refA = endpoint.Ref(hookA)
+	refB = endpoint.Ref(hookB)
 )
 
 type problemBody struct {
@@ -56,12 +56,12 @@ type adminBundle struct {
 
 func setupAdmin(t *testing.T, authorize func(*http.Request) error) *adminBundle {
 	t.Helper()
-	return setupAdminConfig(t, admin.Config{Authorize: authorize})
+	return setupAdminConfig(t, Config{Authorize: authorize})
 }
 
 // setupAdminConfig is setupAdmin with cfg, on a fresh SQLite store unless
 // cfg has one.
-func setupAdminConfig(t *testing.T, cfg admin.Config) *adminBundle {
+func setupAdminConfig(t *testing.T, cfg Config) *adminBundle {
 	t.Helper()
 	if cfg.Store == nil {
 		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
@@ -72,7 +72,7 @@ func setupAdminConfig(t *testing.T, cfg admin.Config) *adminBundle {
 		cfg.Store = s
 	}
 	s := cfg.Store
-	h, err := admin.NewHandler(cfg)
+	h, err := NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func refused(t *testing.T, resp *http.Response, body []byte, status int, code co
 
 func TestAdminConfig(t *testing.T) {
 	t.Parallel()
-	if _, err := admin.NewHandler(admin.Config{}); !errors.Is(err, courier.ErrConfigInvalid) {
+	if _, err := NewHandler(Config{}); !errors.Is(err, courier.ErrConfigInvalid) {
 		t.Fatalf("no store: %v", err)
 	}
 }
@@ -197,14 +197,14 @@ func TestAdminConfig(t *testing.T) {
 func TestAdminHealth(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil)
-	h := adminOK[admin.Health](t, b, "GET", "/api/health", "")
+	h := adminOK[healthJSON](t, b, "GET", "/api/health", "")
 	if h.Status != store.HealthOK || h.Code != "" || len(h.Counts) != len(courier.Statuses()) || h.Due != 0 {
 		t.Fatalf("empty outbox: %+v", h)
 	}
 	b.failed(t, "n-1", hookA)
 	b.enqueue(t, "n-2", hookA)
-	h = adminOK[admin.Health](t, b, "GET", "/api/health", "")
-	want := admin.Health{Status: store.HealthBlocked, Code: courier.CodeFailedPresent, Due: 1, Failed: 1}
+	h = adminOK[healthJSON](t, b, "GET", "/api/health", "")
+	want := healthJSON{Status: store.HealthBlocked, Code: courier.CodeFailedPresent, Due: 1, Failed: 1}
 	if h.Status != want.Status || h.Code != want.Code || h.Due != want.Due || h.Failed != want.Failed ||
 		h.Counts[courier.StatusFailed] != 1 || h.Counts[courier.StatusPending] != 1 || h.OldestDueAgeSeconds < 0 {
 		t.Fatalf("health %+v, want %+v with one failed and one pending", h, want)
@@ -233,7 +233,7 @@ func TestAdminListPages(t *testing.T) {
 		if strings.Contains(string(raw), `"payload"`) {
 			t.Fatalf("a page carries payloads: %s", raw)
 		}
-		var page admin.DeliveryPage
+		var page deliveryPageJSON
 		if err := json.Unmarshal(raw, &page); err != nil {
 			t.Fatal(err)
 		}
@@ -264,11 +264,11 @@ func TestAdminListPages(t *testing.T) {
 		{"status=failed", 3},
 		{"endpoint_ref=" + refB, 4},
 		{"status=failed&endpoint_ref=" + refB, 0},
-		{"endpoint_ref=" + store.EndpointRef("https://c.example/"), 0},
+		{"endpoint_ref=" + endpoint.Ref("https://c.example/"), 0},
 		{"since=" + future, 0},
 		{"until=" + future, 7},
 	} {
-		page := adminOK[admin.DeliveryPage](t, b, "GET", "/api/deliveries?"+tc.query, "")
+		page := adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?"+tc.query, "")
 		if len(page.Deliveries) != tc.want || page.Deliveries == nil {
 			t.Errorf("?%s: %d deliveries, want %d", tc.query, len(page.Deliveries), tc.want)
 		}
@@ -318,7 +318,7 @@ func TestAdminGetDelivery(t *testing.T) {
 	if _, ok := members.Delivery["payload"]; ok {
 		t.Fatalf("the delivery carries its payload: %s", raw)
 	}
-	var got admin.DeliveryDetail
+	var got deliveryDetailJSON
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -351,26 +351,26 @@ func TestAdminRedrive(t *testing.T) {
 	b.failDue(t)
 
 	one := "/api/deliveries/" + strconv.FormatInt(a1, 10) + "/redrive"
-	if got := adminOK[admin.Redriven](t, b, "POST", one, ""); got.Redriven != 1 {
+	if got := adminOK[redrivenJSON](t, b, "POST", one, ""); got.Redriven != 1 {
 		t.Fatalf("redrive one: %+v", got)
 	}
 	if st := b.status(t, a1); st != courier.StatusPending {
 		t.Fatalf("redriven delivery is %s", st)
 	}
-	if got := adminOK[admin.Redriven](t, b, "POST", one, ""); got.Redriven != 0 {
+	if got := adminOK[redrivenJSON](t, b, "POST", one, ""); got.Redriven != 0 {
 		t.Fatalf("redriving a pending delivery: %+v", got)
 	}
 	resp, body := b.do(t, "POST", "/api/deliveries/999/redrive", "", nil)
 	refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
 
 	b.failDue(t) // a1 fails again
-	if got := adminOK[admin.Redriven](t, b, "POST", "/api/redrive", `{"endpoint_ref":"`+refA+`"}`); got.Redriven != 2 {
+	if got := adminOK[redrivenJSON](t, b, "POST", "/api/redrive", `{"endpoint_ref":"`+refA+`"}`); got.Redriven != 2 {
 		t.Fatalf("redrive endpoint A: %+v", got)
 	}
 	if a1s, a2s, b1s := b.status(t, a1), b.status(t, a2), b.status(t, b1); a1s != courier.StatusPending || a2s != courier.StatusPending || b1s != courier.StatusFailed {
 		t.Fatalf("after redriving A: a1 %s, a2 %s, b1 %s", a1s, a2s, b1s)
 	}
-	if got := adminOK[admin.Redriven](t, b, "POST", "/api/redrive", `{}`); got.Redriven != 1 {
+	if got := adminOK[redrivenJSON](t, b, "POST", "/api/redrive", `{}`); got.Redriven != 1 {
 		t.Fatalf("redrive all: %+v", got)
 	}
 	if st := b.status(t, b1); st != courier.StatusPending {
@@ -388,7 +388,7 @@ func TestAdminCancel(t *testing.T) {
 	pending := b.enqueue(t, "n-2", hookA)
 
 	path := "/api/deliveries/" + strconv.FormatInt(pending, 10) + "/cancel"
-	d := adminOK[admin.Delivery](t, b, "POST", path, "")
+	d := adminOK[deliveryJSON](t, b, "POST", path, "")
 	if d.ID != pending || d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
 		t.Fatalf("cancelled: %+v", d)
 	}
@@ -407,29 +407,29 @@ func TestAdminEndpoints(t *testing.T) {
 	failed := b.failed(t, "n-1", hookA)
 	b.enqueue(t, "n-2", hookB) // the store knows hookB by its delivery
 
-	list := adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", "")
+	list := adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", "")
 	if len(list) != 1 || list[0].Endpoint != hookARedacted || list[0].Ref != refA || list[0].State != store.EndpointClosed ||
 		list[0].ConsecutiveFailures != 1 || list[0].Reason != courier.CodeReceiverUnavailable || list[0].FailingSince.IsZero() {
 		t.Fatalf("endpoints %+v", list)
 	}
 
-	e := adminOK[admin.Endpoint](t, b, "POST", "/api/endpoints/"+refB+"/disable", "")
+	e := adminOK[endpointJSON](t, b, "POST", "/api/endpoints/"+refB+"/disable", "")
 	if e.Endpoint != hookB || e.Ref != refB || e.State != store.EndpointDisabled || e.Reason != courier.CodeEndpointDisabled {
 		t.Fatalf("disabled: %+v", e)
 	}
 	if h, _ := b.store.Endpoints.Get(t.Context(), hookB); h.State != store.EndpointDisabled {
 		t.Fatalf("store: %+v", h)
 	}
-	if list = adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 2 {
+	if list = adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", ""); len(list) != 2 {
 		t.Fatalf("endpoints %+v", list)
 	}
 	for _, ref := range []string{refA, refB} {
-		e = adminOK[admin.Endpoint](t, b, "POST", "/api/endpoints/"+ref+"/enable", "")
+		e = adminOK[endpointJSON](t, b, "POST", "/api/endpoints/"+ref+"/enable", "")
 		if e.Ref != ref || e.State != store.EndpointClosed || e.ConsecutiveFailures != 0 {
 			t.Fatalf("enabled %s: %+v", ref, e)
 		}
 	}
-	if list = adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+	if list = adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
 		t.Fatalf("endpoints after enabling: %+v", list)
 	}
 
@@ -441,9 +441,9 @@ func TestAdminEndpoints(t *testing.T) {
 	}{
 		{"not a ref", "/api/endpoints/" + url.PathEscape(hookB) + "/disable", "", "", 404, courier.CodeNotFound},
 		{"uppercase ref", "/api/endpoints/" + strings.ToUpper(refB) + "/disable", "", "", 404, courier.CodeNotFound},
-		{"unknown ref", "/api/endpoints/" + store.EndpointRef("https://c.example/") + "/disable", "", "", 404, courier.CodeNotFound},
+		{"unknown ref", "/api/endpoints/" + endpoint.Ref("https://c.example/") + "/disable", "", "", 404, courier.CodeNotFound},
 		{"redrive: bad ref", "/api/redrive", `{"endpoint_ref":"x"}`, "application/json", 400, courier.CodeValidation},
-		{"redrive: unknown ref", "/api/redrive", `{"endpoint_ref":"` + store.EndpointRef("https://c.example/") + `"}`, "application/json", 404, courier.CodeNotFound},
+		{"redrive: unknown ref", "/api/redrive", `{"endpoint_ref":"` + endpoint.Ref("https://c.example/") + `"}`, "application/json", 404, courier.CodeNotFound},
 		{"redrive: a URL", "/api/redrive", `{"endpoint":"` + hookA + `"}`, "application/json", 400, courier.CodeValidation},
 		{"redrive: unknown field", `/api/redrive`, `{"endpoint_ref":"` + refA + `","all":true}`, "application/json", 400, courier.CodeValidation},
 		{"redrive: duplicate key", "/api/redrive", `{"endpoint_ref":"x","endpoint_ref":"y"}`, "application/json", 400, courier.CodeDuplicateKey},
@@ -456,7 +456,7 @@ func TestAdminEndpoints(t *testing.T) {
 			refused(t, resp, body, tc.status, tc.code)
 		})
 	}
-	if list = adminOK[[]admin.Endpoint](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+	if list = adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
 		t.Fatalf("a refused request changed endpoints: %+v", list)
 	}
 	if st := b.status(t, failed); st != courier.StatusFailed {
@@ -516,7 +516,7 @@ func TestAdminRefusesMutations(t *testing.T) {
 				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
 			}
 			// Reads stay open: they are the application's to guard.
-			adminOK[admin.Health](t, b, "GET", "/api/health", "")
+			adminOK[healthJSON](t, b, "GET", "/api/health", "")
 		})
 	}
 }
@@ -567,7 +567,7 @@ func TestAdminRouting(t *testing.T) {
 	}
 	// Handed the prefix itself, as http.StripPrefix does outside a mux, the
 	// Admin redirects relatively.
-	h, _ := admin.NewHandler(admin.Config{Store: b.store})
+	h, _ := NewHandler(Config{Store: b.store})
 	rec := httptest.NewRecorder()
 	http.StripPrefix(adminPrefix, h).ServeHTTP(rec, httptest.NewRequest("GET", adminPrefix, nil))
 	if loc := rec.Header().Get("Location"); rec.Code != http.StatusMovedPermanently || loc != "./courier/" {
@@ -697,8 +697,8 @@ func TestAdminOpsPage(t *testing.T) {
 		{"/ops/cancel", "id=999", 404, courier.CodeNotFound},
 		{"/ops/endpoints/disable", "endpoint=", 400, courier.CodeValidation},
 		{"/ops/endpoints/disable", "endpoint_ref=x", 400, courier.CodeValidation},
-		{"/ops/endpoints/enable", "endpoint_ref=" + store.EndpointRef("https://c.example/"), 404, courier.CodeNotFound},
-		{"/ops/redrive", "endpoint_ref=" + store.EndpointRef("https://c.example/"), 404, courier.CodeNotFound},
+		{"/ops/endpoints/enable", "endpoint_ref=" + endpoint.Ref("https://c.example/"), 404, courier.CodeNotFound},
+		{"/ops/redrive", "endpoint_ref=" + endpoint.Ref("https://c.example/"), 404, courier.CodeNotFound},
 		{"/ops/endpoints/disable", "endpoint=" + strings.Repeat("x", 20<<10), 413, courier.CodeBodyTooLarge},
 		{"/ops/endpoints/disable", `{"endpoint":"x"}`, 415, courier.CodeUnsupportedMediaType},
 	} {

@@ -45,7 +45,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 		url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
 		switch {
 		case errors.Is(err, courier.ErrNotFound): // no delivery goes there
-			writeJSON(w, http.StatusOK, DeliveryPage{Deliveries: []Delivery{}})
+			writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: []deliveryJSON{}})
 			return
 		case err != nil:
 			h.storeError(w, r, err)
@@ -58,7 +58,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, DeliveryPage{Deliveries: toDeliveries(page.Deliveries), NextBefore: page.NextBefore})
+	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: toDeliveries(page.Deliveries), NextBefore: page.NextBefore})
 }
 
 // listParams reads GET /api/deliveries' query, naming every bad field.
@@ -123,7 +123,7 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	out := DeliveryDetail{Delivery: toDelivery(d), Attempts: make([]Attempt, 0, len(attempts))}
+	out := deliveryDetailJSON{Delivery: toDelivery(d), Attempts: make([]attemptJSON, 0, len(attempts))}
 	for _, at := range attempts {
 		out.Attempts = append(out.Attempts, toAttempt(at))
 	}
@@ -150,11 +150,11 @@ func (h *Handler) apiRedriveOne(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Redriven{Redriven: n})
+	writeJSON(w, http.StatusOK, redrivenJSON{Redriven: n})
 }
 
 func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
-	var req RedriveRequest
+	var req redriveRequestJSON
 	if !decodeJSON(w, r, &req) {
 		return
 	}
@@ -176,7 +176,7 @@ func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Redriven{Redriven: n})
+	writeJSON(w, http.StatusOK, redrivenJSON{Redriven: n})
 }
 
 // resolve turns an endpoint ref back into the endpoint's URL: ErrNotFound

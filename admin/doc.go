@@ -12,7 +12,7 @@
 // credential (https://user:pass@host/path?token=…), so it is shown
 // redacted to scheme, host and path, and named in forms, API paths and
 // bodies by an opaque reference instead: its ref, the first 32 hex
-// characters of the SHA-256 of the URL (store.EndpointRef computes it).
+// characters of the SHA-256 of the URL.
 // JSON answers carry both: "endpoint" (redacted) and "ref" (or
 // "endpoint_ref" on a delivery).
 //
@@ -24,20 +24,35 @@
 //
 // The JSON API (errors are application/problem+json with a stable code):
 //
-//	GET  /api/health                    the outbox's health (Health)
-//	GET  /api/deliveries                a page of deliveries, newest first (DeliveryPage);
+//	GET  /api/health                    the outbox's health (a health object)
+//	GET  /api/deliveries                {"deliveries": [delivery…], "next_before": id} newest first;
 //	                                    query: status, endpoint_ref, since, until (RFC 3339,
-//	                                    on the last update), before (NextBefore of the
+//	                                    on the last update), before (next_before of the
 //	                                    previous page), limit (1..1000, default 100)
-//	GET  /api/deliveries/{id}           one delivery and its attempts (DeliveryDetail)
-//	POST /api/deliveries/{id}/redrive   a failed delivery back to pending (Redriven)
-//	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery (Delivery)
-//	POST /api/redrive                   {"endpoint_ref": "…"} (RedriveRequest): the endpoint's
-//	                                    failed deliveries back to pending; without one, every
-//	                                    endpoint's (Redriven)
-//	GET  /api/endpoints                 endpoints that are not plainly healthy ([]Endpoint)
-//	POST /api/endpoints/{ref}/enable    close the endpoint's breaker (Endpoint)
-//	POST /api/endpoints/{ref}/disable   stop sending to it (Endpoint)
+//	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
+//	POST /api/deliveries/{id}/redrive   a failed delivery back to pending: {"redriven": n}
+//	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery: delivery
+//	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
+//	                                    back to pending; without one, every endpoint's:
+//	                                    {"redriven": n}
+//	GET  /api/endpoints                 endpoints that are not plainly healthy: [endpoint…]
+//	POST /api/endpoints/{ref}/enable    close the endpoint's breaker: endpoint
+//	POST /api/endpoints/{ref}/disable   stop sending to it: endpoint
+//
+// The objects' members (times are RFC 3339 in UTC; a zero time, a zero
+// number and an empty code are left out):
+//
+//	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
+//	          expired_leases, failed, oldest_due_age_seconds
+//	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256
+//	          (in the detail only), profile, key_id, status, priority, attempts,
+//	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+//	          lease_expires_at, last_error_code, last_status, ack_sha256,
+//	          subscription_id, created_at, updated_at
+//	attempt   attempt, owner, leased_at, lease_expires_at, finished_at, duration_ms,
+//	          outcome, http_status, error_code
+//	endpoint  ref, endpoint (redacted), state (closed, open, half_open, disabled),
+//	          consecutive_failures, failing_since, open_until, reason, updated_at
 //
 // A ref names an endpoint the store knows (one with a breaker record, a
 // subscription, a pinned contract or a delivery); another is 404

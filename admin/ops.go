@@ -92,10 +92,10 @@ type opsIndex struct {
 	Flash        string
 	Health       store.Health
 	Statuses     []courier.Status
-	Endpoints    []Endpoint
-	Failures     []Delivery
+	Endpoints    []endpointJSON
+	Failures     []deliveryJSON
 	MoreFailures bool
-	Latest       []Delivery
+	Latest       []deliveryJSON
 }
 
 // opsTable is a table of deliveries, with a redrive button on each row
@@ -103,7 +103,7 @@ type opsIndex struct {
 type opsTable struct {
 	Root     string
 	ReadOnly bool
-	Rows     []Delivery
+	Rows     []deliveryJSON
 	Redrive  bool
 }
 
@@ -119,7 +119,7 @@ func (p opsIndex) LatestTable() opsTable {
 
 type opsDelivery struct {
 	opsCommon
-	Delivery   Delivery
+	Delivery   deliveryJSON
 	Attempts   []store.Attempt
 	CanRedrive bool
 	CanCancel  bool

@@ -1,4 +1,4 @@
-package admin_test
+package admin
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/admin"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -82,11 +82,11 @@ func TestAdminNeverShowsEndpointSecrets(t *testing.T) {
 
 func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 	var logs syncBuffer
-	b := setupAdminConfig(t, admin.Config{Store: s, Authorize: allowAll, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	b := setupAdminConfig(t, Config{Store: s, Authorize: allowAll, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	failed := b.failed(t, "n-failed", secretHook)
 	pending := b.enqueue(t, "n-pending", secretHook)
 	other := b.failed(t, "n-other", secretHookOther)
-	ref, otherRef := store.EndpointRef(secretHook), store.EndpointRef(secretHookOther)
+	ref, otherRef := endpoint.Ref(secretHook), endpoint.Ref(secretHookOther)
 	fid, pid := strconv.FormatInt(failed, 10), strconv.FormatInt(pending, 10)
 
 	forms := secretForms()
@@ -136,7 +136,7 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 	get("/deliveries/" + fid)
 	get("/deliveries/" + pid)
 	get("/api/health")
-	var page admin.DeliveryPage
+	var page deliveryPageJSON
 	if err := json.Unmarshal(get("/api/deliveries"), &page); err != nil || len(page.Deliveries) != 3 {
 		t.Fatalf("deliveries: %+v %v", page, err)
 	}
@@ -149,7 +149,7 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 		t.Fatalf("deliveries by ref: %+v %v", page, err)
 	}
 	get("/api/deliveries/" + fid)
-	var endpoints []admin.Endpoint
+	var endpoints []endpointJSON
 	if err := json.Unmarshal(get("/api/endpoints"), &endpoints); err != nil || len(endpoints) != 2 {
 		t.Fatalf("endpoints: %+v %v", endpoints, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// Health is the outbox's health (GET /api/health).
-type Health struct {
+// healthJSON is the outbox's health (GET /api/health).
+type healthJSON struct {
 	Status              store.HealthStatus     `json:"status"` // "ok" or "blocked"
 	Code                courier.Code           `json:"code,omitempty"`
 	Counts              map[courier.Status]int `json:"counts"`
@@ -19,14 +19,14 @@ type Health struct {
 	OldestDueAgeSeconds float64                `json:"oldest_due_age_seconds"`
 }
 
-// Delivery is one delivery. It never carries payload bytes (the detail
+// deliveryJSON is one delivery. It never carries payload bytes (the detail
 // has their digest, a page not even that), and its endpoint only
 // redacted, with the ref to name it by.
-type Delivery struct {
+type deliveryJSON struct {
 	ID             int64          `json:"id"`
 	NotificationID string         `json:"notification_id"`
 	Endpoint       string         `json:"endpoint"`     // scheme, host and path only
-	EndpointRef    string         `json:"endpoint_ref"` // see store.EndpointRef
+	EndpointRef    string         `json:"endpoint_ref"` // see the package doc
 	PayloadSHA256  string         `json:"payload_sha256,omitempty"`
 	Profile        string         `json:"profile"`
 	KeyID          string         `json:"key_id,omitempty"`
@@ -47,8 +47,8 @@ type Delivery struct {
 	UpdatedAt      time.Time      `json:"updated_at"`
 }
 
-// Attempt is one row of a delivery's attempts log.
-type Attempt struct {
+// attemptJSON is one row of a delivery's attempts log.
+type attemptJSON struct {
 	Attempt        int                  `json:"attempt"`
 	Owner          string               `json:"owner"`
 	LeasedAt       time.Time            `json:"leased_at"`
@@ -60,33 +60,33 @@ type Attempt struct {
 	ErrorCode      courier.Code         `json:"error_code,omitempty"`
 }
 
-// DeliveryDetail is GET /api/deliveries/{id}.
-type DeliveryDetail struct {
-	Delivery Delivery  `json:"delivery"`
-	Attempts []Attempt `json:"attempts"`
+// deliveryDetailJSON is GET /api/deliveries/{id}.
+type deliveryDetailJSON struct {
+	Delivery deliveryJSON  `json:"delivery"`
+	Attempts []attemptJSON `json:"attempts"`
 }
 
-// DeliveryPage is GET /api/deliveries: pass NextBefore as before for the
+// deliveryPageJSON is GET /api/deliveries: pass NextBefore as before for the
 // next page; it is absent on the last.
-type DeliveryPage struct {
-	Deliveries []Delivery `json:"deliveries"`
+type deliveryPageJSON struct {
+	Deliveries []deliveryJSON `json:"deliveries"`
 	NextBefore int64      `json:"next_before,omitempty"`
 }
 
-// Redriven is how many failed deliveries a redrive moved back to pending.
-type Redriven struct {
+// redrivenJSON is how many failed deliveries a redrive moved back to pending.
+type redrivenJSON struct {
 	Redriven int `json:"redriven"`
 }
 
-// RedriveRequest is the body of POST /api/redrive: the ref of the endpoint
+// redriveRequestJSON is the body of POST /api/redrive: the ref of the endpoint
 // whose failed deliveries to redrive, or none for every endpoint's.
-type RedriveRequest struct {
+type redriveRequestJSON struct {
 	EndpointRef string `json:"endpoint_ref,omitempty"`
 }
 
-// Endpoint is an endpoint's breaker state, its URL redacted.
-type Endpoint struct {
-	Ref                 string              `json:"ref"`      // see store.EndpointRef
+// endpointJSON is an endpoint's breaker state, its URL redacted.
+type endpointJSON struct {
+	Ref                 string              `json:"ref"`      // see the package doc
 	Endpoint            string              `json:"endpoint"` // scheme, host and path only
 	State               store.EndpointState `json:"state"`    // closed, open, half_open or disabled
 	ConsecutiveFailures int                 `json:"consecutive_failures"`
@@ -100,15 +100,15 @@ type Endpoint struct {
 // answer: each endpoint URL passes through endpoint.Redact and
 // endpoint.Ref here, and nowhere else.
 
-func toHealth(h store.Health) Health {
-	return Health{
+func toHealth(h store.Health) healthJSON {
+	return healthJSON{
 		Status: h.Status, Code: h.Code, Counts: h.Counts, Due: h.Due, ExpiredLeases: h.ExpiredLeases,
 		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(),
 	}
 }
 
-func toDelivery(d store.Delivery) Delivery {
-	return Delivery{
+func toDelivery(d store.Delivery) deliveryJSON {
+	return deliveryJSON{
 		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
 		PayloadSHA256: d.PayloadSHA256, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: utc(d.NextAttemptAt), Deadline: utc(d.Deadline),
@@ -118,32 +118,32 @@ func toDelivery(d store.Delivery) Delivery {
 	}
 }
 
-func toDeliveries(ds []store.Delivery) []Delivery {
-	out := make([]Delivery, 0, len(ds))
+func toDeliveries(ds []store.Delivery) []deliveryJSON {
+	out := make([]deliveryJSON, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, toDelivery(d))
 	}
 	return out
 }
 
-func toAttempt(at store.Attempt) Attempt {
-	return Attempt{
+func toAttempt(at store.Attempt) attemptJSON {
+	return attemptJSON{
 		Attempt: at.Attempt, Owner: at.Owner, LeasedAt: utc(at.LeasedAt), LeaseExpiresAt: utc(at.LeaseExpiresAt),
 		FinishedAt: utc(at.FinishedAt), DurationMS: float64(at.Duration.Microseconds()) / 1000,
 		Outcome: at.Outcome, HTTPStatus: at.HTTPStatus, ErrorCode: at.ErrorCode,
 	}
 }
 
-func toEndpoint(e store.EndpointHealth) Endpoint {
-	return Endpoint{
+func toEndpoint(e store.EndpointHealth) endpointJSON {
+	return endpointJSON{
 		Ref: endpoint.Ref(e.Endpoint), Endpoint: endpoint.Redact(e.Endpoint), State: e.State,
 		ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince), OpenUntil: utc(e.OpenUntil),
 		Reason: e.Reason, UpdatedAt: utc(e.UpdatedAt),
 	}
 }
 
-func toEndpoints(hs []store.EndpointHealth) []Endpoint {
-	out := make([]Endpoint, 0, len(hs))
+func toEndpoints(hs []store.EndpointHealth) []endpointJSON {
+	out := make([]endpointJSON, 0, len(hs))
 	for _, h := range hs {
 		out = append(out, toEndpoint(h))
 	}

@@ -114,7 +114,7 @@ func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) boo
 	if err != nil {
 		return false
 	}
-	return g.guard.Check(ctx, loc) != nil
+	return g.guard.check(ctx, loc) != nil
 }
 
 // redactURL keeps what identifies an endpoint and drops what may carry a

@@ -76,10 +76,10 @@ func destinationForbidden(msg string) error {
 	return courier.Wrap(courier.ErrDestinationForbidden, courier.CodeDestinationForbidden, msg)
 }
 
-// CheckURL checks scheme and port of u without any network I/O. When u's
+// checkURL checks scheme and port of u without any network I/O. When u's
 // host is an IP literal it also checks that address; a host name is checked
-// by [Guard.Check] or, when sending, at dial time.
-func (g Guard) CheckURL(u *url.URL) error {
+// by [Guard.check] or, when sending, at dial time.
+func (g Guard) checkURL(u *url.URL) error {
 	if u == nil {
 		return destinationForbidden("URL missing")
 	}
@@ -106,13 +106,13 @@ func (g Guard) CheckURL(u *url.URL) error {
 	return nil
 }
 
-// Check resolves u's host and checks scheme, port and every address, without
+// check resolves u's host and checks scheme, port and every address, without
 // connecting. A host that cannot be resolved is an error that is not a
-// refusal. Check is advisory: the address a request finally uses is checked
+// refusal. check is advisory: the address a request finally uses is checked
 // again when it is dialed, so a name that resolves differently later (DNS
 // rebinding) is still refused.
-func (g Guard) Check(ctx context.Context, u *url.URL) error {
-	if err := g.CheckURL(u); err != nil {
+func (g Guard) check(ctx context.Context, u *url.URL) error {
+	if err := g.checkURL(u); err != nil {
 		return err
 	}
 	addrs, err := g.lookup(ctx, u.Hostname())
@@ -122,15 +122,15 @@ func (g Guard) Check(ctx context.Context, u *url.URL) error {
 	return g.checkAddrs(addrs)
 }
 
-// Allowed reports whether one address is allowed by the policy (public, or
+// allowed reports whether one address is allowed by the policy (public, or
 // inside AllowPrefixes).
-func (g Guard) Allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
+func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 
 // Transport returns an [http.RoundTripper] that enforces the guard. It wraps
 // an [*http.Transport] because the scheme is known only to the round trip,
 // not to the dialer:
 //
-//   - RoundTrip runs [Guard.CheckURL] on every request before anything is
+//   - RoundTrip runs [Guard.checkURL] on every request before anything is
 //     dialed, and closes the request body when it refuses.
 //   - DialContext resolves the host once with Resolve, refuses if any
 //     resolved address is forbidden (so a name with one public and one
@@ -140,7 +140,7 @@ func (g Guard) Allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 //     socket just before it connects.
 //
 // Proxies are disabled; redirects are the http.Client's business (use
-// [CheckRedirect]). The transport allows HTTP/2 over https, requires TLS 1.2
+// [checkRedirect]). The transport allows HTTP/2 over https, requires TLS 1.2
 // or later, bounds dialing, the TLS handshake, the wait for response headers
 // and their size, and keeps up to 64 idle connections per host. Each address
 // gets its own dial timeout; bound a whole attempt with the request's context.
@@ -175,10 +175,10 @@ func (g Guard) Transport() http.RoundTripper {
 	}
 }
 
-// CheckRedirect is an [http.Client] CheckRedirect that never follows
+// checkRedirect is an [http.Client] checkRedirect that never follows
 // redirects: it returns [http.ErrUseLastResponse], so a 3xx reaches the
 // caller as a response (which the worker treats as a permanent failure).
-func CheckRedirect(req *http.Request, via []*http.Request) error {
+func checkRedirect(req *http.Request, via []*http.Request) error {
 	return http.ErrUseLastResponse
 }
 
@@ -191,7 +191,7 @@ type guardTransport struct {
 }
 
 func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := t.guard.CheckURL(req.URL); err != nil {
+	if err := t.guard.checkURL(req.URL); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}

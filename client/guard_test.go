@@ -92,7 +92,7 @@ func newGuardClient(t *testing.T, g Guard) (*http.Client, *guardDials) {
 		dials.mu.Unlock()
 		return connect(ctx, network, address)
 	}
-	client := &http.Client{Transport: rt, CheckRedirect: CheckRedirect}
+	client := &http.Client{Transport: rt, CheckRedirect: checkRedirect}
 	t.Cleanup(client.CloseIdleConnections)
 	return client, dials
 }
@@ -319,11 +319,11 @@ func TestGuardAllowed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseAddr(%q): %v", tt.addr, err)
 		}
-		if got := g.Allowed(a); got != tt.want {
+		if got := g.allowed(a); got != tt.want {
 			t.Errorf("Allowed(%s) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
-	if g.Allowed(netip.Addr{}) {
+	if g.allowed(netip.Addr{}) {
 		t.Errorf("Allowed(zero Addr) = true, want false")
 	}
 }
@@ -354,7 +354,7 @@ func TestGuardRefusesNames(t *testing.T) {
 				t.Errorf("dialed %v, want no dial", got)
 			}
 			u, _ := url.Parse(b.url("receiver.test", "/"))
-			assertGuardForbidden(t, g.Check(t.Context(), u))
+			assertGuardForbidden(t, g.check(t.Context(), u))
 		})
 	}
 	t.Cleanup(func() {
@@ -411,7 +411,7 @@ func TestGuardChecksAtDialTime(t *testing.T) {
 	g.AllowPrefixes = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	target := b.url("rebind.test", "/")
 	u, _ := url.Parse(target)
-	if err := g.Check(t.Context(), u); err != nil {
+	if err := g.check(t.Context(), u); err != nil {
 		t.Fatalf("Check (first answer 127.0.0.1, allowed): %v", err)
 	}
 	client, dials := newGuardClient(t, g)
@@ -443,7 +443,7 @@ func TestGuardTriesEachAddress(t *testing.T) {
 		}
 		return connect(ctx, network, address)
 	}
-	client := &http.Client{Transport: gt, CheckRedirect: CheckRedirect}
+	client := &http.Client{Transport: gt, CheckRedirect: checkRedirect}
 	t.Cleanup(client.CloseIdleConnections)
 	resp, _, err := guardGet(t, client, b.url("receiver.test", "/"))
 	if err != nil {
@@ -484,10 +484,10 @@ func TestGuardRedirect(t *testing.T) {
 	if loc.String() != guardMetadataURL {
 		t.Fatalf("Location = %q, want %q", loc, guardMetadataURL)
 	}
-	assertGuardForbidden(t, g.Check(t.Context(), loc))
+	assertGuardForbidden(t, g.check(t.Context(), loc))
 	// Refused for its address too, not only for its port.
 	g.AllowPorts = append(g.AllowPorts, 80)
-	assertGuardForbidden(t, g.Check(t.Context(), loc))
+	assertGuardForbidden(t, g.check(t.Context(), loc))
 
 	want := []string{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), b.port).String()}
 	if got := dials.list(); !slices.Equal(got, want) {
@@ -503,7 +503,7 @@ func TestGuardRedirect(t *testing.T) {
 
 func TestGuardCheckRedirect(t *testing.T) {
 	t.Parallel()
-	if err := CheckRedirect(nil, nil); !errors.Is(err, http.ErrUseLastResponse) {
+	if err := checkRedirect(nil, nil); !errors.Is(err, http.ErrUseLastResponse) {
 		t.Fatalf("CheckRedirect = %v, want http.ErrUseLastResponse", err)
 	}
 }
@@ -543,7 +543,7 @@ func TestGuardCheckURL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", tt.url, err)
 		}
-		err = tt.guard.CheckURL(u)
+		err = tt.guard.checkURL(u)
 		if tt.ok && err != nil {
 			t.Errorf("%s: CheckURL(%s) = %v, want nil", tt.name, tt.url, err)
 		}
@@ -551,7 +551,7 @@ func TestGuardCheckURL(t *testing.T) {
 			t.Errorf("%s: CheckURL(%s) = %v, want destination_forbidden", tt.name, tt.url, err)
 		}
 	}
-	if err := (Guard{}).CheckURL(nil); !errors.Is(err, courier.ErrDestinationForbidden) {
+	if err := (Guard{}).checkURL(nil); !errors.Is(err, courier.ErrDestinationForbidden) {
 		t.Errorf("CheckURL(nil) = %v, want destination_forbidden", err)
 	}
 }
@@ -610,7 +610,7 @@ func TestGuardErrorIsContentFree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = g.Check(t.Context(), u)
+		err = g.check(t.Context(), u)
 		assertGuardForbidden(t, err)
 		for _, secret := range []string{"alice", "s3cret", "token", "t0ken", "hook", "127.0.0.1", "internal", "10.1.2.3"} {
 			if strings.Contains(err.Error(), secret) {
@@ -635,7 +635,7 @@ func TestGuardAllowListIsExact(t *testing.T) {
 		"10.0.0.1":         false,
 		"8.8.8.8":          true,
 	} {
-		if got := g.Allowed(netip.MustParseAddr(addr)); got != want {
+		if got := g.allowed(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("Allowed(%s) with 127.0.0.1/32 = %v, want %v", addr, got, want)
 		}
 	}
@@ -649,7 +649,7 @@ func TestGuardAllowListIsExact(t *testing.T) {
 		"https://8.8.8.8:0/":    false,
 	} {
 		u, _ := url.Parse(target)
-		if err := ports.CheckURL(u); (err == nil) != want {
+		if err := ports.checkURL(u); (err == nil) != want {
 			t.Errorf("CheckURL(%s) with port 8080 = %v, want allowed %v", target, err, want)
 		}
 	}
@@ -699,7 +699,7 @@ func TestGuardTransportSettings(t *testing.T) {
 	g := Guard{AllowPrefixes: prefixes}
 	gt := g.Transport().(*guardTransport)
 	prefixes[0] = netip.MustParsePrefix("10.0.0.0/8")
-	if !gt.guard.Allowed(netip.MustParseAddr("127.0.0.1")) || gt.guard.Allowed(netip.MustParseAddr("10.0.0.1")) {
+	if !gt.guard.allowed(netip.MustParseAddr("127.0.0.1")) || gt.guard.allowed(netip.MustParseAddr("10.0.0.1")) {
 		t.Errorf("changing the caller's AllowPrefixes changed the transport's policy")
 	}
 

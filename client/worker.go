@@ -192,7 +192,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg:     cfg,
 		outbox:  outbox,
-		client:  &http.Client{Transport: cfg.Transport, CheckRedirect: CheckRedirect},
+		client:  &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
 		settler: newSettler(outbox),
 	}, nil
 }

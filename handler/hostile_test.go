@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -848,7 +849,7 @@ func hostileCommonCases(target hostileTarget) []hostileCase {
 	malformed("10,000 nested objects", raw(strings.Repeat(`{"a":`, 10_000)+"1"+strings.Repeat("}", 10_000)))
 	malformed("10,000 nested arrays", raw(strings.Repeat("[", 10_000)+strings.Repeat("]", 10_000)))
 	malformed("nested 101 deep in a member", body(func(v hostileValid) []byte {
-		return v.prepend(`"deep":` + strings.Repeat("[", ack.MaxDepth) + strings.Repeat("]", ack.MaxDepth))
+		return v.prepend(`"deep":` + strings.Repeat("[", strictjson.MaxDepth) + strings.Repeat("]", strictjson.MaxDepth))
 	}))
 	malformed("non-UTF-8 in a string", body(func(v hostileValid) []byte { return v.prepend("\"x\":\"\xff\xfe\"") }))
 	malformed("non-UTF-8 in a key", body(func(v hostileValid) []byte { return v.prepend("\"\xc3\x28\":1") }))

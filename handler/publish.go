@@ -22,10 +22,10 @@ import (
 // request safe to retry.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// PublishRequest is the body other services POST to a Publish handler:
+// publishRequest is the body other services POST to a Publish handler:
 // either an event fanned out to the tenant's matching subscriptions, or
 // one notification to one endpoint.
-type PublishRequest struct {
+type publishRequest struct {
 	// Fan-out: Tenant, EventType and EventID.
 	Tenant    string `json:"tenant,omitempty" validate:"required_without=Endpoint,omitempty,max=256"`
 	EventType string `json:"event_type,omitempty" validate:"required_with=Tenant,omitempty,courier_token"`
@@ -38,8 +38,8 @@ type PublishRequest struct {
 	Payload json.RawMessage `json:"payload" validate:"required"`
 }
 
-// PublishResponse is the 202 answer.
-type PublishResponse struct {
+// publishResponse is the 202 answer.
+type publishResponse struct {
 	NotificationIDs []string `json:"notification_ids"`
 }
 
@@ -142,6 +142,16 @@ func (c PublishConfig) front() front {
 // again get the same response, byte for byte, with nothing enqueued twice;
 // the same key with another body is 409.
 //
+// The request body is a JSON object, either a fan-out or one delivery:
+//
+//	{"tenant": "…", "event_type": "…", "event_id": "…", "payload": {…}}
+//	{"notification_id": "…", "endpoint": "https://…", "payload": {…}}
+//
+// event_type, event_id and notification_id are tokens (1-256 of
+// A-Z a-z 0-9 _ . : -); payload is a JSON object, stored and sent in its
+// canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
+// one per delivery a fan-out made, or the one delivery's.
+//
 // Publishing is having payloads signed: the right to publish to an
 // endpoint is the right to have a payload signed for it. See
 // PublishConfig.Authorize.
@@ -173,7 +183,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})
 		return
 	}
-	var req PublishRequest
+	var req publishRequest
 	if !jsonbody.Decode(w, body, &req, false) {
 		return
 	}
@@ -202,7 +212,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 
 // enqueue does the request's work in one transaction and returns the
 // response body, and whether it is the stored answer to the same request.
-func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []byte, req PublishRequest, payload []byte) ([]byte, bool, error) {
+func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []byte, req publishRequest, payload []byte) ([]byte, bool, error) {
 	s := p.cfg.Store
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -223,7 +233,7 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 	if err != nil {
 		return nil, false, fromStore(err)
 	}
-	resp, err := json.Marshal(PublishResponse{NotificationIDs: ids})
+	resp, err := json.Marshal(publishResponse{NotificationIDs: ids})
 	if err != nil {
 		return nil, false, err
 	}
@@ -238,7 +248,7 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 	return resp, false, nil
 }
 
-func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req PublishRequest, payload []byte) ([]string, error) {
+func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte) ([]string, error) {
 	outbox := p.cfg.Store.Outbox
 	if req.Endpoint != "" {
 		if _, err := outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: req.NotificationID, Endpoint: req.Endpoint, Payload: payload}); err != nil {

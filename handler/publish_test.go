@@ -96,7 +96,9 @@ func TestPublish(t *testing.T) {
 	event := `{"tenant":"acme","event_type":"order.paid","event_id":"evt-1","payload":{"order":1,"total":"12.50"}}`
 
 	status, first := publish(t, srv, event, "req-0001", publishToken)
-	var resp handler.PublishResponse
+	var resp struct {
+		NotificationIDs []string `json:"notification_ids"`
+	}
 	if status != http.StatusAccepted || json.Unmarshal(first, &resp) != nil || len(resp.NotificationIDs) != 2 {
 		t.Fatalf("publish: %d %s", status, first)
 	}

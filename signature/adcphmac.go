@@ -1,18 +1,18 @@
 package signature
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // AdCP legacy HMAC header names.
@@ -191,52 +191,9 @@ func adcpHMAC(secret []byte, ts string, body []byte) []byte {
 	return mac.Sum(nil)
 }
 
-// maxJSONDepth bounds the nesting hasDuplicateJSONKey follows.
-const maxJSONDepth = 10000
-
-// hasDuplicateJSONKey reports whether body, read as JSON, has an object with
-// the same key twice at any depth. A body that is not JSON has none: it is
-// signed as is.
+// hasDuplicateJSONKey reports whether body, read as courier's receivers
+// read JSON (strictjson), has an object with the same key twice. A body
+// that is not JSON has none: it is signed as is.
 func hasDuplicateJSONKey(body []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		keys   map[string]struct{} // nil for an array
-		expect bool                // an object expects a key next
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if n := len(stack); n > 0 && stack[n-1].keys != nil {
-			top := &stack[n-1]
-			if top.expect {
-				if key, ok := tok.(string); ok {
-					if _, dup := top.keys[key]; dup {
-						return true
-					}
-					top.keys[key] = struct{}{}
-					top.expect = false
-					continue
-				}
-			} else {
-				top.expect = true // this token starts the value
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			if len(stack) >= maxJSONDepth {
-				return false
-			}
-			stack = append(stack, frame{keys: map[string]struct{}{}, expect: true})
-		case json.Delim('['):
-			if len(stack) >= maxJSONDepth {
-				return false
-			}
-			stack = append(stack, frame{})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-	}
+	return errors.Is(strictjson.Check(body), strictjson.ErrDuplicateKey)
 }

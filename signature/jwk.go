@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 )
@@ -332,21 +331,6 @@ func (k JWK) kindName() string {
 // String describes the key without key material.
 func (k JWK) String() string {
 	return fmt.Sprintf("JWK(%s %q %s)", k.kindName(), k.KeyID(), redacted)
-}
-
-// GoString describes the key without key material.
-func (k JWK) GoString() string { return k.String() }
-
-// Format prints the redacted description for every verb.
-func (k JWK) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
-
-// LogValue logs the kind and kid, never key material.
-func (k JWK) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("kind", k.kindName()),
-		slog.String("kid", k.KeyID()),
-		slog.String("key", redacted),
-	)
 }
 
 // decodeB64URL decodes unpadded base64url and nothing else.

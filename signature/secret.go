@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 )
 
 // Bounds of a Secret, in bytes. AdCP requires at least 32 characters for
@@ -80,14 +79,3 @@ func (s Secret) ID() string {
 
 // String describes the secret without its bytes.
 func (s Secret) String() string { return fmt.Sprintf("Secret(%q %s)", s.ID(), redacted) }
-
-// GoString describes the secret without its bytes.
-func (s Secret) GoString() string { return s.String() }
-
-// Format prints the redacted description for every verb.
-func (s Secret) Format(f fmt.State, _ rune) { fmt.Fprint(f, s.String()) }
-
-// LogValue logs the id, never the secret.
-func (s Secret) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("id", s.ID()), slog.String("secret", redacted))
-}

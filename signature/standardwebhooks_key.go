@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 )
 
@@ -176,21 +175,6 @@ func (k StandardWebhooksKey) kindName() string {
 // String describes the key without its bytes.
 func (k StandardWebhooksKey) String() string {
 	return fmt.Sprintf("StandardWebhooksKey(%s %q %s)", k.kindName(), k.ID(), redacted)
-}
-
-// GoString describes the key without its bytes.
-func (k StandardWebhooksKey) GoString() string { return k.String() }
-
-// Format prints the redacted description for every verb.
-func (k StandardWebhooksKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
-
-// LogValue logs the kind and id, never the key.
-func (k StandardWebhooksKey) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("kind", k.kindName()),
-		slog.String("id", k.ID()),
-		slog.String("key", redacted),
-	)
 }
 
 // decodeStdBase64 decodes standard, padded base64 and nothing else: unlike

@@ -7,12 +7,9 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 )
 
-// EndpointRef is the opaque reference operators' tools use for an
-// endpoint instead of its URL, which may carry a credential: the first 32
-// hex characters of the SHA-256 of the URL. Resolve turns it back.
-func EndpointRef(url string) string { return endpoint.Ref(url) }
-
-// Resolve returns the endpoint URL whose EndpointRef is ref, among the
+// Resolve returns the endpoint URL whose reference is ref (the first 32
+// hex characters of the SHA-256 of the URL, how operators' tools name an
+// endpoint without its credentials), among the
 // endpoints the store knows: those with a health record, a subscription or
 // a pinned contract, then those of any delivery. It is ErrNotFound when no
 // known endpoint has that reference, and invalid_argument when ref is not

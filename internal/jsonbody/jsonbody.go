@@ -26,6 +26,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // IsJSON reports whether contentType is application/json, with at most a
@@ -50,7 +51,7 @@ func Unsupported(w http.ResponseWriter) {
 // Check answers 400 for a body that is not one strict JSON document
 // (malformed_json, or duplicate_json_key) and reports whether it is one.
 func Check(w http.ResponseWriter, body []byte) bool {
-	if err := ack.Check(body); err != nil {
+	if err := strictjson.Check(body); err != nil {
 		Malformed(w, err)
 		return false
 	}
@@ -61,7 +62,7 @@ func Check(w http.ResponseWriter, body []byte) bool {
 // duplicate_json_key for a duplicate key, malformed_json otherwise.
 func Malformed(w http.ResponseWriter, err error) {
 	code := courier.CodeMalformedJSON
-	if errors.Is(err, ack.ErrDuplicateKey) {
+	if errors.Is(err, strictjson.ErrDuplicateKey) {
 		code = courier.CodeDuplicateKey
 	}
 	problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
@@ -80,7 +81,7 @@ func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 // validation_failed naming the fields.
 func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if err := decode(body, v, allowUnknown); err != nil {
-		Invalid(w, ack.DecodeError(err))
+		Invalid(w, DecodeError(err))
 		return false
 	}
 	if err := ack.Validate(v); err != nil {
@@ -143,6 +144,25 @@ func exactNames(body []byte, v any) error {
 	}
 	if fe != nil {
 		return &ack.ValidationError{Fields: fe}
+	}
+	return nil
+}
+
+// DecodeError turns an encoding/json error from decoding a payload into a
+// *ValidationError naming the field, when it concerns one field (a wrong
+// type, an unknown field); otherwise it returns nil.
+func DecodeError(err error) *ack.ValidationError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &ack.ValidationError{Fields: []ack.FieldError{{Field: te.Field, Rule: "type"}}}
+	}
+	var ve *ack.ValidationError
+	if errors.As(err, &ve) {
+		return ve
+	}
+	const unknown = "json: unknown field "
+	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
+		return &ack.ValidationError{Fields: []ack.FieldError{{Field: strings.Trim(msg[len(unknown):], `"`), Rule: "unknown"}}}
 	}
 	return nil
 }

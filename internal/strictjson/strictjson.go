@@ -1,4 +1,11 @@
-package ack
+// Package strictjson reads JSON the way courier trusts it: exactly one
+// document, valid UTF-8, no object with a key twice at any depth, at most
+// MaxDepth levels, nothing after the value. Numbers keep their literal text
+// and members their order, for the canonical forms package ack writes.
+// Every reader of untrusted JSON in courier (receivers, the Ack parser,
+// the AdCP HMAC signer's duplicate-key check) goes through it, so they all
+// refuse the same documents.
+package strictjson
 
 import (
 	"errors"
@@ -15,61 +22,63 @@ const MaxDepth = 100
 
 // Errors of the strict JSON reader. Both are content-free.
 var (
-	ErrMalformedJSON = errors.New("ack: malformed JSON")
-	ErrDuplicateKey  = errors.New("ack: duplicate object key")
+	ErrMalformed    = errors.New("malformed JSON")
+	ErrDuplicateKey = errors.New("duplicate object key")
 )
 
-// kind is the type of a JSON value in a parsed document.
-type kind uint8
+// Kind is the type of a JSON value in a parsed document.
+type Kind uint8
 
+// Kinds.
 const (
-	kindNull kind = iota
-	kindFalse
-	kindTrue
-	kindNumber
-	kindString
-	kindArray
-	kindObject
+	Null Kind = iota
+	False
+	True
+	Number
+	String
+	Array
+	Object
 )
 
-// value is one node of a parsed JSON document. Numbers keep their literal
+// Value is one node of a parsed JSON document. Numbers keep their literal
 // text; strings are decoded; object members keep document order until a
 // renderer sorts them.
-type value struct {
-	kind    kind
-	text    string // number literal or decoded string
-	items   []value
-	members []member
+type Value struct {
+	Kind    Kind
+	Text    string // number literal or decoded string
+	Items   []Value
+	Members []Member
 }
 
-type member struct {
-	key string
-	val value
+// Member is one member of an object.
+type Member struct {
+	Key string
+	Val Value
 }
 
-// parse reads exactly one JSON document (RFC 8259) from b, strictly: valid
+// Parse reads exactly one JSON document (RFC 8259) from b, strictly: valid
 // UTF-8, no duplicate keys in any object, at most MaxDepth levels, nothing
-// but whitespace after the value. Errors wrap ErrMalformedJSON or
+// but whitespace after the value. Errors wrap ErrMalformed or
 // ErrDuplicateKey and name an offset, never content.
-func parse(b []byte) (value, error) {
+func Parse(b []byte) (Value, error) {
 	p := parser{b: b}
 	p.space()
 	v, err := p.value(0)
 	if err != nil {
-		return value{}, err
+		return Value{}, err
 	}
 	p.space()
 	if p.i != len(p.b) {
-		return value{}, p.fail("data after the document")
+		return Value{}, p.fail("data after the document")
 	}
 	return v, nil
 }
 
 // Check reports whether b is one strict JSON document: valid UTF-8, no
 // duplicate object keys, at most MaxDepth levels of nesting. The error wraps
-// ErrMalformedJSON or ErrDuplicateKey.
+// ErrMalformed or ErrDuplicateKey.
 func Check(b []byte) error {
-	_, err := parse(b)
+	_, err := Parse(b)
 	return err
 }
 
@@ -79,7 +88,7 @@ type parser struct {
 }
 
 func (p *parser) fail(what string) error {
-	return fmt.Errorf("%w: %s at offset %d", ErrMalformedJSON, what, p.i)
+	return fmt.Errorf("%w: %s at offset %d", ErrMalformed, what, p.i)
 }
 
 func (p *parser) space() {
@@ -93,9 +102,9 @@ func (p *parser) space() {
 	}
 }
 
-func (p *parser) value(depth int) (value, error) {
+func (p *parser) value(depth int) (Value, error) {
 	if p.i >= len(p.b) {
-		return value{}, p.fail("unexpected end")
+		return Value{}, p.fail("unexpected end")
 	}
 	switch c := p.b[p.i]; {
 	case c == '{':
@@ -104,17 +113,17 @@ func (p *parser) value(depth int) (value, error) {
 		return p.array(depth + 1)
 	case c == '"':
 		s, err := p.string()
-		return value{kind: kindString, text: s}, err
+		return Value{Kind: String, Text: s}, err
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	case c == 't':
-		return value{kind: kindTrue}, p.literal("true")
+		return Value{Kind: True}, p.literal("true")
 	case c == 'f':
-		return value{kind: kindFalse}, p.literal("false")
+		return Value{Kind: False}, p.literal("false")
 	case c == 'n':
-		return value{kind: kindNull}, p.literal("null")
+		return Value{Kind: Null}, p.literal("null")
 	}
-	return value{}, p.fail("unexpected character")
+	return Value{}, p.fail("unexpected character")
 }
 
 func (p *parser) literal(word string) error {
@@ -125,12 +134,12 @@ func (p *parser) literal(word string) error {
 	return nil
 }
 
-func (p *parser) object(depth int) (value, error) {
+func (p *parser) object(depth int) (Value, error) {
 	if depth > MaxDepth {
-		return value{}, p.fail("nesting too deep")
+		return Value{}, p.fail("nesting too deep")
 	}
 	p.i++ // {
-	v := value{kind: kindObject}
+	v := Value{Kind: Object}
 	var seen map[string]struct{} // built once an object outgrows a linear scan
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
@@ -140,26 +149,26 @@ func (p *parser) object(depth int) (value, error) {
 	for {
 		p.space()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return value{}, p.fail("expected object key")
+			return Value{}, p.fail("expected object key")
 		}
 		key, err := p.string()
 		if err != nil {
-			return value{}, err
+			return Value{}, err
 		}
-		if p.duplicate(&seen, v.members, key) {
-			return value{}, fmt.Errorf("%w at offset %d", ErrDuplicateKey, p.i)
+		if p.duplicate(&seen, v.Members, key) {
+			return Value{}, fmt.Errorf("%w at offset %d", ErrDuplicateKey, p.i)
 		}
 		p.space()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return value{}, p.fail("expected ':'")
+			return Value{}, p.fail("expected ':'")
 		}
 		p.i++
 		p.space()
 		val, err := p.value(depth)
 		if err != nil {
-			return value{}, err
+			return Value{}, err
 		}
-		v.members = append(v.members, member{key: key, val: val})
+		v.Members = append(v.Members, Member{Key: key, Val: val})
 		if done, err := p.separator('}'); done || err != nil {
 			return v, err
 		}
@@ -169,11 +178,11 @@ func (p *parser) object(depth int) (value, error) {
 // duplicate reports whether key is already among members. Small objects are
 // scanned; from linearScanLimit members on, a set keeps the check linear in
 // the size of the document so that hostile input cannot make it quadratic.
-func (p *parser) duplicate(seen *map[string]struct{}, members []member, key string) bool {
+func (p *parser) duplicate(seen *map[string]struct{}, members []Member, key string) bool {
 	const linearScanLimit = 16
 	if len(members) < linearScanLimit {
 		for _, m := range members {
-			if m.key == key {
+			if m.Key == key {
 				return true
 			}
 		}
@@ -182,7 +191,7 @@ func (p *parser) duplicate(seen *map[string]struct{}, members []member, key stri
 	if *seen == nil {
 		*seen = make(map[string]struct{}, 2*len(members))
 		for _, m := range members {
-			(*seen)[m.key] = struct{}{}
+			(*seen)[m.Key] = struct{}{}
 		}
 	}
 	if _, ok := (*seen)[key]; ok {
@@ -192,12 +201,12 @@ func (p *parser) duplicate(seen *map[string]struct{}, members []member, key stri
 	return false
 }
 
-func (p *parser) array(depth int) (value, error) {
+func (p *parser) array(depth int) (Value, error) {
 	if depth > MaxDepth {
-		return value{}, p.fail("nesting too deep")
+		return Value{}, p.fail("nesting too deep")
 	}
 	p.i++ // [
-	v := value{kind: kindArray}
+	v := Value{Kind: Array}
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
@@ -207,9 +216,9 @@ func (p *parser) array(depth int) (value, error) {
 		p.space()
 		item, err := p.value(depth)
 		if err != nil {
-			return value{}, err
+			return Value{}, err
 		}
-		v.items = append(v.items, item)
+		v.Items = append(v.Items, item)
 		if done, err := p.separator(']'); done || err != nil {
 			return v, err
 		}
@@ -235,7 +244,7 @@ func (p *parser) separator(closing byte) (done bool, err error) {
 }
 
 // number scans an RFC 8259 number and keeps its literal text.
-func (p *parser) number() (value, error) {
+func (p *parser) number() (Value, error) {
 	start := p.i
 	if p.b[p.i] == '-' {
 		p.i++
@@ -246,12 +255,12 @@ func (p *parser) number() (value, error) {
 	case p.i < len(p.b) && p.b[p.i] >= '1' && p.b[p.i] <= '9':
 		p.digits()
 	default:
-		return value{}, p.fail("invalid number")
+		return Value{}, p.fail("invalid number")
 	}
 	if p.i < len(p.b) && p.b[p.i] == '.' {
 		p.i++
 		if p.digits() == 0 {
-			return value{}, p.fail("invalid number")
+			return Value{}, p.fail("invalid number")
 		}
 	}
 	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
@@ -260,10 +269,10 @@ func (p *parser) number() (value, error) {
 			p.i++
 		}
 		if p.digits() == 0 {
-			return value{}, p.fail("invalid number")
+			return Value{}, p.fail("invalid number")
 		}
 	}
-	return value{kind: kindNumber, text: string(p.b[start:p.i])}, nil
+	return Value{Kind: Number, Text: string(p.b[start:p.i])}, nil
 }
 
 func (p *parser) digits() int {
