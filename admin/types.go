@@ -70,7 +70,7 @@ type deliveryDetailJSON struct {
 // next page; it is absent on the last.
 type deliveryPageJSON struct {
 	Deliveries []deliveryJSON `json:"deliveries"`
-	NextBefore int64      `json:"next_before,omitempty"`
+	NextBefore int64          `json:"next_before,omitempty"`
 }
 
 // redrivenJSON is how many failed deliveries a redrive moved back to pending.
