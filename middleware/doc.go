@@ -10,7 +10,7 @@
 //
 //	h := middleware.Recover(logger)(
 //		middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(
-//			middleware.Transaction(db)(app)))
+//			middleware.Transaction(s.Begin)(app)))
 //
 // Recover turns a panic anywhere below it into a 500. Verify reads the body
 // once, within [BodyLimits], checks its signature and hands app the same

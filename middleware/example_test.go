@@ -101,7 +101,7 @@ func ExampleTransaction() {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})
-	h := middleware.Transaction(db)(app)
+	h := middleware.Transaction(st.Begin)(app)
 
 	for _, target := range []string{"/orders?item=book", "/orders"} {
 		rec := httptest.NewRecorder()

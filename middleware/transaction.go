@@ -11,9 +11,17 @@ import (
 	"github.com/courier-go/courier/internal/problem"
 )
 
-// Transaction runs each request in its own database transaction, begun on
-// db with the request's context and available to next through
-// [TxFromContext]. next's response (status, headers and body) is held back
+// Transaction runs each request in its own database transaction, begun by
+// begin with the request's context and available to next through
+// [TxFromContext]. Pass a Store's Begin: on SQLite its transactions queue
+// on the one connection courier writes through, so the application's
+// writes never wait in SQLite's busy handler beside the worker's, nor fail
+// with "database is locked":
+//
+//	middleware.Transaction(s.Begin)(app)
+//
+// Any other source of transactions fits too, e.g. for a *sqlx.DB:
+// func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) }. next's response (status, headers and body) is held back
 // until the transaction is settled, so the client never sees a success
 // whose effects were rolled back:
 //
@@ -25,14 +33,14 @@ import (
 // A transaction that cannot begin is answered 503 with Retry-After. Flushing
 // the held response (http.Flusher or http.ResponseController) is a no-op.
 //
-// Transaction panics if db is nil.
-func Transaction(db *sqlx.DB) func(http.Handler) http.Handler {
-	if db == nil {
-		panic("middleware: Transaction db is nil")
+// Transaction panics if begin is nil.
+func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Handler) http.Handler {
+	if begin == nil {
+		panic("middleware: Transaction begin is nil")
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tx, err := db.BeginTxx(r.Context(), nil)
+			tx, err := begin(r.Context())
 			if err != nil {
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not begin", time.Second)
 				return

@@ -23,8 +23,9 @@ import (
 
 // txBundle is a SQLite store with the tables the handlers under test write.
 type txBundle struct {
-	db   *sqlx.DB
-	path string
+	store *store.Store
+	db    *sqlx.DB
+	path  string
 }
 
 func setupTx(t *testing.T) txBundle {
@@ -44,7 +45,7 @@ func setupTx(t *testing.T) txBundle {
 			id        INTEGER PRIMARY KEY,
 			parent_id INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED
 		);`)
-	return txBundle{db: db, path: path}
+	return txBundle{store: s, db: db, path: path}
 }
 
 // countItems counts committed items, on a connection of its own.
@@ -251,7 +252,7 @@ func TestTransaction(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupTx(t)
-			h := middleware.Transaction(b.db)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				tt.handle(t, w, r)
 			}))
 			srv := httptest.NewServer(observeSend(b.db, h))
@@ -307,7 +308,7 @@ func TestTransactionPanicRollsBack(t *testing.T) {
 	boom := &sentinel{"boom"}
 	var panicking atomic.Bool
 	panicking.Store(true)
-	h := middleware.Transaction(b.db)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		insertItem(t, r)
 		w.Header().Set("X-Handler", "set")
 		io.WriteString(w, "partial")
@@ -348,7 +349,7 @@ func TestTransactionPanicRollsBack(t *testing.T) {
 func TestTransactionUnderRecover(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	h := middleware.Recover(nil)(middleware.Transaction(b.db)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := middleware.Recover(nil)(middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		insertItem(t, r)
 		io.WriteString(w, "partial")
 		panic("boom")
@@ -378,7 +379,8 @@ func TestTransactionBeginFails(t *testing.T) {
 	}
 	db.Close()
 	var called atomic.Bool
-	h := middleware.Transaction(db)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called.Store(true) }))
+	begin := func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) }
+	h := middleware.Transaction(begin)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called.Store(true) }))
 
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", nil))

@@ -37,6 +37,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/examples/internal/serve"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -162,7 +163,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/terminal", receiver)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := serve.Server(mux)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {

@@ -2,24 +2,27 @@
 // mounted at /terminal in a plain http.ServeMux. Each terminal notification
 // is applied once, in the transaction that records it in the inbox.
 //
-//	COURIER_SECRET=whsec_… go run ./examples/receiver -addr :8080 -db receiver.db
+//	COURIER_SECRET=whsec_… go run ./examples/receiver -addr 127.0.0.1:8080 -db receiver.db
+//
+// The secret comes from $COURIER_SECRET or -secret-file, never from the
+// command line, where ps would show it.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/examples/internal/serve"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -30,14 +33,15 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	db := flag.String("db", "receiver.db", "SQLite database file")
-	secret := flag.String("secret", "", "Standard Webhooks secret (whsec_…); defaults to $COURIER_SECRET")
+	secretFile := flag.String("secret-file", "", "file holding the Standard Webhooks secret (whsec_…); defaults to $COURIER_SECRET")
 	sender := flag.String("sender", "sender", "name of the sender the secret belongs to")
 	flag.Parse()
-	if *secret == "" {
-		*secret = os.Getenv("COURIER_SECRET")
-	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*addr, *db, *secret, *sender, logger); err != nil {
+	secret, err := serve.Secret(*secretFile)
+	if err == nil {
+		err = run(*addr, *db, secret, *sender, logger)
+	}
+	if err != nil {
 		logger.Error("receiver: stopped", slog.Any("error", err))
 		os.Exit(1)
 	}
@@ -46,9 +50,6 @@ func main() {
 func run(addr, path, secret, sender string, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if secret == "" {
-		return errors.New("no secret: pass -secret or set COURIER_SECRET")
-	}
 	key, err := signature.ParseStandardWebhooksKey("k1", secret)
 	if err != nil {
 		return err
@@ -78,16 +79,10 @@ func run(addr, path, secret, sender string, logger *slog.Logger) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/terminal", middleware.Recover(logger)(terminal))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	fmt.Fprintf(os.Stderr, "receiver: listening on %s, terminal notifications at /terminal\n", addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
 		return err
 	}
-	return nil
+	fmt.Fprintf(os.Stderr, "receiver: listening on %s, terminal notifications at /terminal\n", ln.Addr())
+	return serve.Run(ctx, serve.Server(mux), ln)
 }

@@ -2,21 +2,24 @@
 // enqueues its terminal notification in the same transaction, with the
 // delivery worker running beside it.
 //
-//	COURIER_SECRET=whsec_… go run ./examples/sender -addr :8081 -db sender.db -to http://127.0.0.1:8080/terminal
+//	COURIER_SECRET=whsec_… go run ./examples/sender -addr 127.0.0.1:8081 -db sender.db \
+//		-to http://127.0.0.1:8080/terminal -allow-private
 //	curl -X POST 'http://127.0.0.1:8081/plans/plan-1/publish'
 //
-// -allow-private opens the worker's SSRF guard for loopback and private
-// addresses (and plain http), for trying it out on one machine; by default
-// it only sends https to public addresses.
+// By default the worker's SSRF guard sends only https to public
+// addresses; -allow-private opens it for loopback and private addresses
+// (and plain http) on the endpoint's port, for trying both ends on one
+// machine. The secret comes from $COURIER_SECRET or -secret-file, never
+// from the command line, where ps would show it.
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -28,24 +31,43 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/examples/internal/serve"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
+// options are the program's flags.
+type options struct {
+	addr, db, to, secretFile string
+	allowPrivate             bool
+}
+
+// parseFlags reads the command line. There is no flag for the secret
+// itself: a command line is visible to every user of the machine.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("sender", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8081", "listen address of the application")
+	fs.StringVar(&o.db, "db", "sender.db", "SQLite database file")
+	fs.StringVar(&o.to, "to", "http://127.0.0.1:8080/terminal", "the receiver's terminal endpoint")
+	fs.StringVar(&o.secretFile, "secret-file", "", "file holding the Standard Webhooks secret (whsec_…); defaults to $COURIER_SECRET")
+	fs.BoolVar(&o.allowPrivate, "allow-private", false, "open the worker's SSRF guard for loopback and private addresses over http, on the endpoint's port")
+	return o, fs.Parse(args)
+}
+
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8081", "listen address of the application")
-	db := flag.String("db", "sender.db", "SQLite database file")
-	to := flag.String("to", "http://127.0.0.1:8080/terminal", "the receiver's terminal endpoint")
-	secret := flag.String("secret", "", "Standard Webhooks secret (whsec_…); defaults to $COURIER_SECRET")
-	allowPrivate := flag.Bool("allow-private", true, "let the worker reach loopback/private addresses over http")
-	flag.Parse()
-	if *secret == "" {
-		*secret = os.Getenv("COURIER_SECRET")
-	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*addr, *db, *to, *secret, *allowPrivate, logger); err != nil {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		os.Exit(2)
+	}
+	secret, err := serve.Secret(o.secretFile)
+	if err == nil {
+		err = run(o.addr, o.db, o.to, secret, o.allowPrivate, logger)
+	}
+	if err != nil {
 		logger.Error("sender: stopped", slog.Any("error", err))
 		os.Exit(1)
 	}
@@ -54,9 +76,6 @@ func main() {
 func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if secret == "" {
-		return errors.New("no secret: pass -secret or set COURIER_SECRET")
-	}
 	key, err := signature.ParseStandardWebhooksKey("k1", secret)
 	if err != nil {
 		return err
@@ -75,17 +94,9 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 		return err
 	}
 
-	guard := client.Guard{}
-	if allowPrivate {
-		u, err := url.Parse(endpoint)
-		if err != nil {
-			return err
-		}
-		port, _ := strconv.ParseUint(u.Port(), 10, 16)
-		guard = client.Guard{AllowHTTP: true, AllowPorts: []uint16{80, uint16(port)}, AllowPrefixes: []netip.Prefix{
-			netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
-			netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
-		}}
+	guard, err := guardFor(endpoint, allowPrivate)
+	if err != nil {
+		return err
 	}
 	worker, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: guard.Transport(), Logger: logger})
 	if err != nil {
@@ -97,16 +108,15 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	mux := http.NewServeMux()
 	// The business write and the enqueue share the request's transaction:
 	// middleware.Transaction commits both, or neither.
-	mux.Handle("POST /plans/{plan}/publish", middleware.Transaction(s.DB())(publish(s, endpoint)))
-	srv := &http.Server{Addr: addr, Handler: middleware.Recover(logger)(mux), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	fmt.Fprintf(os.Stderr, "sender: listening on %s, delivering to %s\n", addr, endpoint)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	// Store.Begin: on SQLite the transaction queues with courier's own
+	// writes on one connection instead of contending for the lock.
+	mux.Handle("POST /plans/{plan}/publish", middleware.Transaction(s.Begin)(publish(s, endpoint)))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sender: listening on %s, delivering to %s\n", ln.Addr(), endpoint)
+	if err := serve.Run(ctx, serve.Server(middleware.Recover(logger)(mux)), ln); err != nil {
 		return err
 	}
 	return <-workerDone
@@ -146,4 +156,22 @@ func publish(s *store.Store, endpoint string) http.Handler {
 		w.WriteHeader(http.StatusAccepted)
 		json.NewEncoder(w).Encode(map[string]any{"plan_id": plan, "sequence": seq, "notification_id": n.NotificationID})
 	})
+}
+
+// guardFor returns the worker's SSRF guard: closed (https to public
+// addresses only) unless allowPrivate opens it for loopback and private
+// addresses over http on the endpoint's port.
+func guardFor(endpoint string, allowPrivate bool) (client.Guard, error) {
+	if !allowPrivate {
+		return client.Guard{}, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return client.Guard{}, err
+	}
+	port, _ := strconv.ParseUint(u.Port(), 10, 16)
+	return client.Guard{AllowHTTP: true, AllowPorts: []uint16{80, uint16(port)}, AllowPrefixes: []netip.Prefix{
+		netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+	}}, nil
 }
