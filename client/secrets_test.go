@@ -14,6 +14,7 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -70,7 +71,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 		t.Cleanup(func() { rs.Close() })
 		verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "s", Keys: []signature.StandardWebhooksKey{k}})
 		srv, err := testserver.New(testserver.Config{Store: rs, Verifier: verifier, Logger: logger,
-			Script: testserver.SeededScript(1, testserver.ScriptSpec{FirstAttempt503: true, DropAfterCommit: 0.3})})
+			Script: couriertest.SeededScript(1, couriertest.ScriptSpec{FirstAttempt503: true, DropAfterCommit: 0.3})})
 		if err != nil {
 			t.Fatal(err)
 		}

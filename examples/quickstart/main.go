@@ -34,6 +34,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -88,7 +89,7 @@ func run(ctx context.Context, o options) (summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.limit)
 	defer cancel()
 
-	// Both stores on one clock: the receiver's processed_at and the
+	// Both stores on one clock: the receiver's recorded_at and the
 	// sender's enqueue time are comparable.
 	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{
 		// The fault script fails every first attempt on purpose; a breaker
@@ -119,9 +120,9 @@ func run(ctx context.Context, o options) (summary, error) {
 	}
 
 	// The receiving application.
-	var script testserver.Script
+	var script couriertest.Script
 	if o.faults {
-		script = testserver.SeededScript(o.seed, testserver.ScriptSpec{
+		script = couriertest.SeededScript(o.seed, couriertest.ScriptSpec{
 			FirstAttempt503: true, RateLimited: 0.1, DropAfterCommit: 0.1, Delay: 0.05, DelayBy: 400 * time.Millisecond,
 		})
 	}
@@ -380,7 +381,7 @@ func latency(ctx context.Context, sender, receiver *store.Store) (p50, p99 time.
 		enqueued[id] = at
 	}
 	rows.Close()
-	rows, err = receiver.DB().QueryContext(ctx, "SELECT notification_id, MIN(processed_at) FROM testserver_effects GROUP BY notification_id")
+	rows, err = receiver.DB().QueryContext(ctx, "SELECT effect_key, MIN(recorded_at) FROM couriertest_effects GROUP BY effect_key")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -74,7 +74,7 @@ var harness struct {
 //
 // Without it the server is still killed when the test process exits, but its
 // temporary directory is left behind.
-func Main(m *testing.M) {
+func Main(m interface{ Run() int }) {
 	code := m.Run()
 	if err := stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)

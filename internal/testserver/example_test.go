@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -49,8 +50,8 @@ func ExampleNew() {
 	srv, err := testserver.New(testserver.Config{
 		Store:    st,
 		Verifier: verifier,
-		Script: func(_ string, attempt int) testserver.Fault {
-			return testserver.Fault{DropAfterCommit: attempt == 1}
+		Script: func(_ string, attempt int) couriertest.Fault {
+			return couriertest.Fault{DropAfterCommit: attempt == 1}
 		},
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -153,12 +154,12 @@ func (b *bundle) effects(t *testing.T, id string) int {
 
 // firstOnly returns a Script that applies f to every notification's first
 // attempt only.
-func firstOnly(f testserver.Fault) testserver.Script {
-	return func(_ string, attempt int) testserver.Fault {
+func firstOnly(f couriertest.Fault) couriertest.Script {
+	return func(_ string, attempt int) couriertest.Fault {
 		if attempt == 1 {
 			return f
 		}
-		return testserver.Fault{}
+		return couriertest.Fault{}
 	}
 }
 
@@ -220,7 +221,7 @@ func TestFaults(t *testing.T) {
 	const delay = 200 * time.Millisecond
 	tests := []struct {
 		name  string
-		fault testserver.Fault
+		fault couriertest.Fault
 		// first checks the faulted attempt.
 		first func(t *testing.T, b *bundle, id string, payload []byte, got answer, err error)
 		// committed says whether the faulted attempt ran the receiver.
@@ -229,38 +230,38 @@ func TestFaults(t *testing.T) {
 	}{
 		{
 			name:  "503",
-			fault: testserver.Fault{Status: http.StatusServiceUnavailable, RetryAfter: "1"},
+			fault: couriertest.Fault{Status: http.StatusServiceUnavailable, RetryAfter: "1"},
 			first: func(t *testing.T, _ *bundle, _ string, _ []byte, got answer, err error) {
 				if err != nil || got.status != http.StatusServiceUnavailable || got.retryAfter != "1" {
 					t.Fatalf("got %d Retry-After %q, %v; want 503 Retry-After 1", got.status, got.retryAfter, err)
 				}
 			},
-			wantStats: testserver.Stats{Faulted: 1},
+			wantStats: testserver.Stats{Stats: couriertest.Stats{Faulted: 1, ByStatus: map[int]int{503: 1, 200: 1}}},
 		},
 		{
 			name:  "429",
-			fault: testserver.Fault{Status: http.StatusTooManyRequests, RetryAfter: "1"},
+			fault: couriertest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "1"},
 			first: func(t *testing.T, _ *bundle, _ string, _ []byte, got answer, err error) {
 				if err != nil || got.status != http.StatusTooManyRequests || got.retryAfter != "1" {
 					t.Fatalf("got %d Retry-After %q, %v; want 429 Retry-After 1", got.status, got.retryAfter, err)
 				}
 			},
-			wantStats: testserver.Stats{Faulted: 1},
+			wantStats: testserver.Stats{Stats: couriertest.Stats{Faulted: 1, ByStatus: map[int]int{429: 1, 200: 1}}},
 		},
 		{
 			name:  "drop after commit",
-			fault: testserver.Fault{DropAfterCommit: true},
+			fault: couriertest.Fault{DropAfterCommit: true},
 			first: func(t *testing.T, _ *bundle, _ string, _ []byte, got answer, err error) {
 				if err == nil {
 					t.Fatalf("got %d, want a connection error", got.status)
 				}
 			},
 			committed: true,
-			wantStats: testserver.Stats{Dropped: 1},
+			wantStats: testserver.Stats{Stats: couriertest.Stats{Dropped: 1, ByStatus: map[int]int{0: 1, 200: 1}}},
 		},
 		{
 			name:  "delay",
-			fault: testserver.Fault{Delay: delay},
+			fault: couriertest.Fault{Delay: delay},
 			first: func(t *testing.T, b *bundle, id string, payload []byte, got answer, err error) {
 				if err != nil || got.status != http.StatusOK {
 					t.Fatalf("got %d, %v; want 200", got.status, err)
@@ -270,11 +271,11 @@ func TestFaults(t *testing.T) {
 				}
 			},
 			committed: true,
-			wantStats: testserver.Stats{Delayed: 1},
+			wantStats: testserver.Stats{Stats: couriertest.Stats{Delayed: 1, ByStatus: map[int]int{200: 2}}},
 		},
 		{
 			name:  "wrong ack",
-			fault: testserver.Fault{WrongAck: true},
+			fault: couriertest.Fault{WrongAck: true},
 			first: func(t *testing.T, b *bundle, id string, payload []byte, got answer, err error) {
 				if err != nil || got.status != http.StatusOK {
 					t.Fatalf("got %d, %v; want 200", got.status, err)
@@ -287,7 +288,7 @@ func TestFaults(t *testing.T) {
 				}
 			},
 			committed: true,
-			wantStats: testserver.Stats{WrongAcks: 1},
+			wantStats: testserver.Stats{Stats: couriertest.Stats{WrongAcks: 1, ByStatus: map[int]int{200: 2}}},
 		},
 	}
 	for _, tt := range tests {
@@ -346,80 +347,6 @@ func checkStats(t *testing.T, got, want testserver.Stats) {
 	}
 }
 
-// TestDelayEndsWhenClientHangsUp holds the answer for an hour; the client
-// gives up once the hold began (after the commit), and the hold ends then,
-// not at Close.
-func TestDelayEndsWhenClientHangsUp(t *testing.T) {
-	t.Parallel()
-	b := unstarted(t, testserver.Config{Script: firstOnly(testserver.Fault{Delay: time.Hour})})
-	holding, released := make(chan struct{}), make(chan struct{})
-	testserver.SetOnHold(b.srv, func(ended bool) {
-		if ended {
-			close(released)
-		} else {
-			close(holding)
-		}
-	})
-	b.srv.Start()
-	n, payload := notification(t, 1)
-	id := n.NotificationID
-
-	ctx, cancel := context.WithCancel(t.Context())
-	errc := make(chan error, 1)
-	go func() {
-		_, err := b.send(ctx, id, payload)
-		errc <- err
-	}()
-	<-holding
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("client error = %v, want context.Canceled", err)
-	}
-	select {
-	case <-released:
-	case <-time.After(10 * time.Second): // a guard against hanging, not a synchronization
-		t.Fatal("the hold did not end when the client hung up")
-	}
-	if e := b.effects(t, id); e != 1 {
-		t.Fatalf("effects = %d, want 1", e)
-	}
-
-	retry, err := b.send(t.Context(), id, payload)
-	if err != nil || retry.status != http.StatusOK {
-		t.Fatalf("retry: %d, %v", retry.status, err)
-	}
-	if err := b.verifyAck(id, payload, retry.body); err != nil {
-		t.Fatal(err)
-	}
-	if e := b.effects(t, id); e != 1 {
-		t.Fatalf("effects after the retry = %d, want 1", e)
-	}
-	checkStats(t, b.srv.Stats(), testserver.Stats{Requests: 2, Delayed: 1, Processed: 1, Replayed: 1, ByID: map[string]int{id: 2}})
-}
-
-// TestCloseEndsDelay: Close does not wait out a pending Delay.
-func TestCloseEndsDelay(t *testing.T) {
-	t.Parallel()
-	b := unstarted(t, testserver.Config{Script: firstOnly(testserver.Fault{Delay: time.Hour})})
-	holding := make(chan struct{})
-	testserver.SetOnHold(b.srv, func(ended bool) {
-		if !ended {
-			close(holding)
-		}
-	})
-	b.srv.Start()
-	n, payload := notification(t, 1)
-
-	errc := make(chan error, 1)
-	go func() {
-		_, err := b.send(t.Context(), n.NotificationID, payload)
-		errc <- err
-	}()
-	<-holding
-	b.srv.Close()
-	<-errc // the answer or a closed connection; either way the client is done
-}
-
 // TestProcess runs in the receiver's transaction after the effect row is
 // written, and its error rolls both back.
 func TestProcess(t *testing.T) {
@@ -429,7 +356,7 @@ func TestProcess(t *testing.T) {
 	seen := -1
 	b := setup(t, testserver.Config{Process: func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		var rows int
-		if err := tx.GetContext(ctx, &rows, "SELECT COUNT(*) FROM testserver_effects WHERE notification_id = ?", n.NotificationID); err != nil {
+		if err := tx.GetContext(ctx, &rows, "SELECT COUNT(*) FROM couriertest_effects WHERE effect_key = ?", n.NotificationID); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -463,7 +390,7 @@ func TestProcess(t *testing.T) {
 	if seen != 1 {
 		t.Fatalf("Process saw %d effect rows in its transaction, want 1", seen)
 	}
-	checkStats(t, b.srv.Stats(), testserver.Stats{Requests: 2, Rejected: 1, Processed: 1, ByID: map[string]int{id: 2}})
+	checkStats(t, b.srv.Stats(), testserver.Stats{Stats: couriertest.Stats{Requests: 2, ByID: map[string]int{id: 2}, ByStatus: map[int]int{500: 1, 200: 1}}, Rejected: 1, Processed: 1})
 }
 
 // TestSeededChaos delivers notifications concurrently through a seeded
@@ -471,7 +398,7 @@ func TestProcess(t *testing.T) {
 // was processed exactly once.
 func TestSeededChaos(t *testing.T) {
 	t.Parallel()
-	script := testserver.SeededScript(7, testserver.ScriptSpec{
+	script := couriertest.SeededScript(7, couriertest.ScriptSpec{
 		FirstAttempt503: true,
 		RateLimited:     0.2,
 		DropAfterCommit: 0.2,
@@ -487,13 +414,13 @@ func TestSeededChaos(t *testing.T) {
 		n, payload := notification(t, i)
 		ids[i] = n.NotificationID
 		wg.Go(func() {
-			for attempt := 1; attempt <= testserver.MaxFaultedAttempt+1; attempt++ {
+			for attempt := 1; attempt <= couriertest.MaxFaultedAttempt+1; attempt++ {
 				got, err := b.send(t.Context(), n.NotificationID, payload)
 				if err == nil && got.status == http.StatusOK && b.verifyAck(n.NotificationID, payload, got.body) == nil {
 					return
 				}
 			}
-			t.Errorf("notification %d not delivered after %d attempts", i, testserver.MaxFaultedAttempt+1)
+			t.Errorf("notification %d not delivered after %d attempts", i, couriertest.MaxFaultedAttempt+1)
 		})
 	}
 	wg.Wait()

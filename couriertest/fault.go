@@ -1,10 +1,11 @@
-package testserver
+package couriertest
 
 import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -104,7 +105,7 @@ func (sp ScriptSpec) validate() error {
 // over 1, Delay without DelayBy), like a test helper given a bad argument.
 func SeededScript(seed int64, spec ScriptSpec) Script {
 	if err := spec.validate(); err != nil {
-		panic("testserver: " + err.Error())
+		panic("couriertest: " + err.Error())
 	}
 	return func(id string, attempt int) Fault {
 		if attempt < 1 || attempt > MaxFaultedAttempt {
@@ -148,4 +149,18 @@ func draw(seed int64, id string, attempt int) float64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	z ^= z >> 31
 	return float64(z>>11) / (1 << 53)
+}
+
+// Sequence returns a Script that gives each notification's n-th attempt
+// faults[n-1] and lets every later attempt through: Sequence(Fault{Status:
+// 503}, Fault{Status: 429, RetryAfter: "2"}) answers every notification's
+// first attempt 503, its second 429 with Retry-After, and passes the rest.
+func Sequence(faults ...Fault) Script {
+	faults = slices.Clone(faults)
+	return func(_ string, attempt int) Fault {
+		if attempt < 1 || attempt > len(faults) {
+			return Fault{}
+		}
+		return faults[attempt-1]
+	}
 }

@@ -1,4 +1,4 @@
-package testserver_test
+package couriertest_test
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/testserver"
+	"github.com/courier-go/courier/couriertest"
 )
 
-var chaos = testserver.ScriptSpec{
+var chaos = couriertest.ScriptSpec{
 	FirstAttempt503: true,
 	RateLimited:     0.1,
 	DropAfterCommit: 0.2,
@@ -20,7 +20,7 @@ var chaos = testserver.ScriptSpec{
 
 func TestSeededScriptIsDeterministic(t *testing.T) {
 	t.Parallel()
-	a, again, other := testserver.SeededScript(1, chaos), testserver.SeededScript(1, chaos), testserver.SeededScript(2, chaos)
+	a, again, other := couriertest.SeededScript(1, chaos), couriertest.SeededScript(1, chaos), couriertest.SeededScript(2, chaos)
 	differs := false
 	for i := range 200 {
 		id := fmt.Sprintf("terminal-%d", i)
@@ -41,19 +41,19 @@ func TestSeededScriptIsDeterministic(t *testing.T) {
 
 func TestSeededScriptBounds(t *testing.T) {
 	t.Parallel()
-	always := testserver.SeededScript(3, testserver.ScriptSpec{FirstAttempt503: true, DropAfterCommit: 1})
+	always := couriertest.SeededScript(3, couriertest.ScriptSpec{FirstAttempt503: true, DropAfterCommit: 1})
 	for i := range 100 {
 		id := fmt.Sprintf("n-%d", i)
-		if f := always(id, 1); f != (testserver.Fault{Status: 503, RetryAfter: "1"}) {
+		if f := always(id, 1); f != (couriertest.Fault{Status: 503, RetryAfter: "1"}) {
 			t.Fatalf("attempt 1 = %+v, want 503 Retry-After 1", f)
 		}
-		for attempt := 2; attempt <= testserver.MaxFaultedAttempt; attempt++ {
+		for attempt := 2; attempt <= couriertest.MaxFaultedAttempt; attempt++ {
 			if f := always(id, attempt); !f.DropAfterCommit {
 				t.Fatalf("attempt %d = %+v, want a drop", attempt, f)
 			}
 		}
-		for attempt := testserver.MaxFaultedAttempt + 1; attempt <= 20; attempt++ {
-			if f := always(id, attempt); f != (testserver.Fault{}) {
+		for attempt := couriertest.MaxFaultedAttempt + 1; attempt <= 20; attempt++ {
+			if f := always(id, attempt); f != (couriertest.Fault{}) {
 				t.Fatalf("attempt %d = %+v, want no fault", attempt, f)
 			}
 		}
@@ -64,12 +64,12 @@ func TestSeededScriptBounds(t *testing.T) {
 // seed (so the test is deterministic).
 func TestSeededScriptFractions(t *testing.T) {
 	t.Parallel()
-	script := testserver.SeededScript(4, chaos)
+	script := couriertest.SeededScript(4, chaos)
 	counts := map[string]int{}
 	total := 0
 	for i := range 4000 {
 		id := fmt.Sprintf("terminal-%d", i)
-		for attempt := 2; attempt <= testserver.MaxFaultedAttempt; attempt++ {
+		for attempt := 2; attempt <= couriertest.MaxFaultedAttempt; attempt++ {
 			total++
 			switch f := script(id, attempt); {
 			case f.Status == 429 && f.RetryAfter == "1":
@@ -80,7 +80,7 @@ func TestSeededScriptFractions(t *testing.T) {
 				counts["delay"]++
 			case f.WrongAck:
 				counts["wrong ack"]++
-			case f == testserver.Fault{}:
+			case f == couriertest.Fault{}:
 				counts["none"]++
 			default:
 				t.Fatalf("unexpected fault %+v", f)
@@ -103,7 +103,7 @@ func TestSeededScriptFractions(t *testing.T) {
 	dropped, droppedAgain := 0, 0
 	for i := range 4000 {
 		id := fmt.Sprintf("terminal-%d", i)
-		for attempt := 2; attempt < testserver.MaxFaultedAttempt; attempt++ {
+		for attempt := 2; attempt < couriertest.MaxFaultedAttempt; attempt++ {
 			if script(id, attempt).DropAfterCommit {
 				dropped++
 				if script(id, attempt+1).DropAfterCommit {
@@ -119,7 +119,7 @@ func TestSeededScriptFractions(t *testing.T) {
 
 func TestSeededScriptPanicsOnBadSpec(t *testing.T) {
 	t.Parallel()
-	for name, spec := range map[string]testserver.ScriptSpec{
+	for name, spec := range map[string]couriertest.ScriptSpec{
 		"negative":         {RateLimited: -0.1},
 		"over one":         {WrongAck: 1.5},
 		"NaN":              {DropAfterCommit: math.NaN()},
@@ -132,7 +132,7 @@ func TestSeededScriptPanicsOnBadSpec(t *testing.T) {
 					t.Fatal("SeededScript did not panic")
 				}
 			}()
-			testserver.SeededScript(1, spec)
+			couriertest.SeededScript(1, spec)
 		})
 	}
 }

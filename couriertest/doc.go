@@ -1,0 +1,29 @@
+// Package couriertest is courier's test kit, in the manner of
+// net/http/httptest: what an application's own tests need around courier,
+// on real databases and real HTTP over loopback.
+//
+//   - Server puts scripted faults in front of a receiver (any
+//     http.Handler): error answers with Retry-After (Sequence, or a seeded
+//     mix with SeededScript), answers held past the sender's timeout,
+//     connections dropped after the receiver committed, altered Acks.
+//   - Guard opens a client.Guard for exactly one test server: the zero
+//     Guard refuses loopback and plain http, as it should in production.
+//   - StandardWebhooksKeys, RFC9421Keys, AdCPHMACKeys and BearerKeys give
+//     a matched signer and verifier; NewRequest signs a request the way a
+//     worker does, to test one's own receiver with httptest.
+//   - Drain runs a worker until nothing is due.
+//   - Effects records, in the receiver's own database and transaction,
+//     what the application's function did, so a test can tell from the
+//     database alone that a notification was processed exactly once.
+//   - PostgresStore and PostgresURL give each test a fresh PostgreSQL
+//     database (a throwaway server, or COURIER_PG_URL); Main stops the
+//     server after the tests.
+//
+// A typical test of a sender against its receiver, both on SQLite:
+//
+//	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier}, apply)
+//	srv := couriertest.NewServer(rcv, couriertest.Sequence(couriertest.Fault{Status: 503}))
+//	defer srv.Close()
+//	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+//	couriertest.Drain(ctx, w)
+package couriertest

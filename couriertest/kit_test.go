@@ -1,0 +1,69 @@
+package couriertest_test
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/store"
+)
+
+// TestKeysVerifyWhatTheySign: each scheme's pair accepts a request its
+// signer signed, and refuses it once the body changed.
+func TestKeysVerifyWhatTheySign(t *testing.T) {
+	t.Parallel()
+	const origin = "https://receiver.example"
+	for name, keys := range map[string]couriertest.Keys{
+		"standard webhooks": couriertest.StandardWebhooksKeys("s"),
+		"rfc 9421":          couriertest.RFC9421Keys("s", origin),
+		"adcp hmac":         couriertest.AdCPHMACKeys("s"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			body := []byte(`{"id":"n-1"}`)
+			req := couriertest.NewRequest(origin+"/hooks", "n-1", body, keys.Signer)
+			got, _ := io.ReadAll(req.Body)
+			p, err := keys.Verifier.Verify(t.Context(), req, got)
+			if err != nil || p.Sender != "s" {
+				t.Fatalf("Verify = %+v, %v", p, err)
+			}
+			req = couriertest.NewRequest(origin+"/hooks", "n-1", body, keys.Signer)
+			if _, err := keys.Verifier.Verify(t.Context(), req, []byte(`{"id":"n-2"}`)); !errors.Is(err, courier.ErrSignatureInvalid) {
+				t.Fatalf("a changed body verified: %v", err)
+			}
+		})
+	}
+	// Bearer signs no body: it proves who sent, not what.
+	keys := couriertest.BearerKeys("s")
+	if p, err := keys.Verifier.Verify(t.Context(), couriertest.NewRequest(origin, "n-1", []byte("{}"), keys.Signer), []byte("{}")); err != nil || p.Sender != "s" {
+		t.Fatalf("bearer: %+v, %v", p, err)
+	}
+}
+
+// TestPostgresStoreIsFreshAndMigrated: each call is an empty database of
+// its own with courier's tables.
+func TestPostgresStoreIsFreshAndMigrated(t *testing.T) {
+	t.Parallel()
+	a, b := couriertest.PostgresStore(t, store.Config{}), couriertest.PostgresStore(t, store.Config{})
+	tx, err := a.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/", Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[*store.Store]int{a: 1, b: 0} {
+		h, err := s.Outbox.Health(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Counts[courier.StatusPending] != want {
+			t.Fatalf("%d pending, want %d", h.Counts[courier.StatusPending], want)
+		}
+	}
+}

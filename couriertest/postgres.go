@@ -1,0 +1,52 @@
+package couriertest
+
+import (
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+)
+
+// Main runs a package's tests and then stops the throwaway PostgreSQL
+// server PostgresURL and PostgresStore started, if any. m is the
+// *testing.M of TestMain, or anything that runs the tests the same way.
+// Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { couriertest.Main(m) }
+func Main(m interface{ Run() int }) { pgtest.Main(m) }
+
+// PostgresURL returns the URL (postgres://…, for the driver named
+// postgres.DriverName) of a fresh, empty database made for t and dropped
+// when t ends. The server is COURIER_PG_URL's (an admin URL) when that is
+// set; otherwise the first call starts a throwaway server from the
+// PostgreSQL programs (initdb, postgres) on PATH or in
+// /usr/lib/postgresql/*/bin, shared by the process's tests (as the
+// postgres OS user when run as root). Without a server t is skipped, or
+// fails when COURIER_PG_REQUIRE is 1.
+func PostgresURL(t testing.TB) string { return pgtest.URL(t) }
+
+// PostgresStore returns a Store over a fresh PostgreSQL database
+// (PostgresURL) with courier's tables migrated and a pool sized for a
+// worker's default concurrency; it is closed when t ends.
+func PostgresStore(t testing.TB, cfg store.Config) *store.Store {
+	t.Helper()
+	db, err := sqlx.Open(postgres.DriverName, PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	t.Cleanup(func() { db.Close() })
+	if err := store.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(t.Context(), db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

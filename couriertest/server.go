@@ -1,0 +1,273 @@
+package couriertest
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/problem"
+)
+
+// CodeFault is the problem code of an answer a Status fault made up.
+const CodeFault courier.Code = "couriertest_fault"
+
+// Stats counts what a Server did. What the receiver behind it processed is
+// for its own database to say (see Effects); Stats says what the sender
+// was shown.
+type Stats struct {
+	Requests  int // requests received
+	Faulted   int // answered by a Status fault, without reaching the handler
+	Dropped   int // DropAfterCommit faults applied
+	Delayed   int // Delay faults applied
+	WrongAcks int // 200 answers sent with an altered Ack
+	// ByID counts requests per notification id (the signed webhook-id
+	// header, or svix-id).
+	ByID map[string]int
+	// ByStatus counts the answers sent, by status; a dropped request
+	// counts under 0.
+	ByStatus map[int]int
+}
+
+// Server is an httptest.Server in front of a receiver (any http.Handler,
+// typically the courier receiver under test) that injects the faults a
+// Script decides: error answers, Retry-After, answers held past the
+// sender's timeout, connections dropped after the receiver committed, and
+// altered Acks. Like httptest.Server it listens on 127.0.0.1 on a port the
+// system picks; NewServer starts it, NewUnstartedServer lets fields be set
+// first.
+type Server struct {
+	// URL is the server's base URL, http://127.0.0.1:port, set by Start.
+	URL string
+	// Listener is what Start serves on. Replace it between
+	// NewUnstartedServer and Start to serve elsewhere.
+	Listener net.Listener
+	// HTTPServer is the http.Server Start runs. Set its fields (timeouts,
+	// ErrorLog) between NewUnstartedServer and Start; leave Handler alone.
+	HTTPServer *http.Server
+
+	handler   http.Handler
+	script    Script
+	ts        *httptest.Server
+	closing   chan struct{} // closed by Close: pending Delays end
+	closeOnce sync.Once
+	onHold    func(ended bool) // set by this package's tests
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// NewServer returns a started Server that serves h behind script (nil:
+// no faults).
+func NewServer(h http.Handler, script Script) *Server {
+	s := NewUnstartedServer(h, script)
+	s.Start()
+	return s
+}
+
+// NewUnstartedServer returns a Server that is not yet listening.
+func NewUnstartedServer(h http.Handler, script Script) *Server {
+	s := &Server{
+		handler: h,
+		script:  script,
+		closing: make(chan struct{}),
+		stats:   Stats{ByID: make(map[string]int), ByStatus: make(map[int]int)},
+	}
+	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.Listener = s.ts.Listener
+	s.HTTPServer = s.ts.Config
+	return s
+}
+
+// Start starts serving and sets URL. It panics if the server was started
+// already.
+func (s *Server) Start() {
+	if s.Listener != s.ts.Listener {
+		s.ts.Listener.Close() // the default one, replaced
+		s.ts.Listener = s.Listener
+	}
+	s.ts.Config = s.HTTPServer
+	s.ts.Start()
+	s.URL = s.ts.URL
+}
+
+// Close stops the server, ends pending Delays early and waits until every
+// request in flight has finished.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.ts.Close()
+}
+
+// Client returns an HTTP client for the server. Nil before Start.
+func (s *Server) Client() *http.Client { return s.ts.Client() }
+
+// Guard returns a client.Guard that lets a worker reach exactly this
+// server: plain http to 127.0.0.1 on its port. Call it after Start.
+func (s *Server) Guard() client.Guard { return Guard(s.URL) }
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.ByID, st.ByStatus = maps.Clone(s.stats.ByID), maps.Clone(s.stats.ByStatus)
+	return st
+}
+
+// Guard returns a client.Guard that lets a worker reach exactly the
+// server at serverURL (an httptest.Server's URL): its loopback address and
+// port, over http or https as the URL says. The zero Guard refuses
+// loopback, private addresses, plain http and ports other than 443, as it
+// should in production; tests open it this way, for one server. Guard
+// panics if serverURL is not a URL with an IP host and a port.
+func Guard(serverURL string) client.Guard {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		panic("couriertest: Guard: " + err.Error())
+	}
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		panic("couriertest: Guard: the server's host is not an IP address: " + u.Hostname())
+	}
+	port, err := strconv.ParseUint(u.Port(), 10, 16)
+	if err != nil {
+		panic("couriertest: Guard: the server's URL has no port")
+	}
+	return client.Guard{
+		AllowPrefixes: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())},
+		AllowPorts:    []uint16{uint16(port)},
+		AllowHTTP:     u.Scheme == "http",
+	}
+}
+
+// serve is the fault layer in front of the handler.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("webhook-id")
+	if id == "" {
+		id = r.Header.Get("svix-id")
+	}
+	s.mu.Lock()
+	s.stats.Requests++
+	s.stats.ByID[id]++
+	attempt := s.stats.ByID[id]
+	s.mu.Unlock()
+
+	var f Fault
+	if s.script != nil {
+		f = s.script(id, attempt)
+	}
+	if f.Status != 0 {
+		s.answerFault(w, f)
+		return
+	}
+
+	rec := httptest.NewRecorder()
+	s.handler.ServeHTTP(rec, r)
+	res := rec.Result()
+	body := rec.Body.Bytes()
+	wrong := false
+	if f.WrongAck && res.StatusCode == http.StatusOK {
+		body, wrong = alterAck(body)
+	}
+	s.mu.Lock()
+	switch {
+	case f.DropAfterCommit:
+		s.stats.Dropped++
+		s.stats.ByStatus[0]++
+	case wrong:
+		s.stats.WrongAcks++
+		s.stats.ByStatus[res.StatusCode]++
+	default:
+		s.stats.ByStatus[res.StatusCode]++
+	}
+	if f.Delay > 0 {
+		s.stats.Delayed++
+	}
+	s.mu.Unlock()
+
+	if f.Delay > 0 {
+		s.hold(r.Context(), f.Delay)
+	}
+	if f.DropAfterCommit {
+		drop(w)
+		return
+	}
+	maps.Copy(w.Header(), res.Header)
+	w.WriteHeader(res.StatusCode)
+	_, _ = w.Write(body)
+}
+
+// answerFault answers a Status fault.
+func (s *Server) answerFault(w http.ResponseWriter, f Fault) {
+	s.mu.Lock()
+	s.stats.Faulted++
+	if f.Status < 200 || f.Status > 599 {
+		s.stats.ByStatus[http.StatusInternalServerError]++
+	} else {
+		s.stats.ByStatus[f.Status]++
+	}
+	s.mu.Unlock()
+	if f.Status < 200 || f.Status > 599 {
+		problem.Error(w, http.StatusInternalServerError, CodeFault, "the script's fault status is not within 200..599")
+		return
+	}
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	problem.Error(w, f.Status, CodeFault, "fault injected by the test server")
+}
+
+// hold waits d, or less if the client hangs up or the server closes. The
+// server only notices a hang-up once it has read the request body, which
+// the handler has.
+func (s *Server) hold(ctx context.Context, d time.Duration) {
+	if s.onHold != nil {
+		s.onHold(false)
+		defer s.onHold(true)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+}
+
+// drop closes the connection without answering.
+func drop(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil { // not HTTP/1: abort the stream instead
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// ackDigestMember precedes the digest an Ack binds.
+var ackDigestMember = []byte(`"notification_sha256":"`)
+
+// alterAck returns a copy of the Ack b with the first hex digit of its
+// notification_sha256 changed, and whether it found one to change.
+func alterAck(b []byte) ([]byte, bool) {
+	i := bytes.Index(b, ackDigestMember)
+	if i < 0 || i+len(ackDigestMember) >= len(b) {
+		return b, false
+	}
+	out := bytes.Clone(b)
+	j := i + len(ackDigestMember)
+	if out[j] == '0' {
+		out[j] = '1'
+	} else {
+		out[j] = '0'
+	}
+	return out, true
+}

@@ -1,0 +1,190 @@
+package couriertest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/couriertest"
+)
+
+func TestMain(m *testing.M) {
+	couriertest.Main(&leakChecked{m})
+}
+
+// leakChecked runs the tests, then goleak's check.
+type leakChecked struct{ m *testing.M }
+
+func (l *leakChecked) Run() int {
+	code := l.m.Run()
+	if code == 0 {
+		// The throwaway PostgreSQL server runs until Main stops it.
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/courier-go/courier/internal/pgtest.launch.func1")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// ackHandler answers every request with courier's Ack for its body and
+// counts the requests that reached it.
+func ackHandler(calls *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(ack.New(r.Header.Get("webhook-id"), body).Marshal())
+	})
+}
+
+// post sends body under id and returns the status, the body and the error.
+func post(ctx context.Context, srv *couriertest.Server, id string, body []byte) (int, []byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(body))
+	req.Header.Set("webhook-id", id)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func TestSequence(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := couriertest.NewServer(ackHandler(&calls), couriertest.Sequence(
+		couriertest.Fault{Status: 503, RetryAfter: "2"},
+		couriertest.Fault{WrongAck: true},
+		couriertest.Fault{DropAfterCommit: true},
+	))
+	defer srv.Close()
+	body := []byte(`{"n":1}`)
+	if st, _, err := post(t.Context(), srv, "n-1", body); err != nil || st != 503 {
+		t.Fatalf("attempt 1: %d, %v; want 503", st, err)
+	}
+	st, got, err := post(t.Context(), srv, "n-1", body)
+	if err != nil || st != 200 {
+		t.Fatalf("attempt 2: %d, %v", st, err)
+	}
+	if err := ack.New("n-1", body).Verify(got); !errors.Is(err, courier.ErrAckInvalid) {
+		t.Fatalf("attempt 2's Ack verifies (%v): it was not altered", err)
+	}
+	if _, _, err := post(t.Context(), srv, "n-1", body); err == nil {
+		t.Fatal("attempt 3 got an answer; the connection was to be dropped")
+	}
+	st, got, err = post(t.Context(), srv, "n-1", body)
+	if err != nil || st != 200 || ack.New("n-1", body).Verify(got) != nil {
+		t.Fatalf("attempt 4: %d %s, %v; want the true Ack", st, got, err)
+	}
+	if calls.Load() != 3 { // the 503 never reached the handler
+		t.Fatalf("the handler ran %d times, want 3", calls.Load())
+	}
+	s := srv.Stats()
+	if s.Requests != 4 || s.Faulted != 1 || s.WrongAcks != 1 || s.Dropped != 1 || s.ByID["n-1"] != 4 ||
+		s.ByStatus[503] != 1 || s.ByStatus[200] != 2 || s.ByStatus[0] != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestGuardAdmitsExactlyTheServer: the guard opened for a test server lets
+// a worker reach it and nothing else on loopback.
+func TestGuardAdmitsExactlyTheServer(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := couriertest.NewServer(ackHandler(&calls), nil)
+	defer srv.Close()
+	g := srv.Guard()
+	u, _ := url.Parse(srv.URL)
+	if !g.AllowHTTP || len(g.AllowPorts) != 1 || len(g.AllowPrefixes) != 1 || g.AllowPrefixes[0] != netip.MustParsePrefix(u.Hostname()+"/32") {
+		t.Fatalf("guard %+v", g)
+	}
+	ok, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, nil)
+	resp, err := g.Transport().RoundTrip(ok)
+	if err != nil {
+		t.Fatalf("the guard refused its own server: %v", err)
+	}
+	resp.Body.Close()
+	other, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.2:"+u.Port(), nil)
+	if _, err := g.Transport().RoundTrip(other); !errors.Is(err, courier.ErrDestinationForbidden) {
+		t.Fatalf("another loopback address: %v, want ErrDestinationForbidden", err)
+	}
+}
+
+// TestDelayEndsWhenClientHangsUp holds the answer for an hour; the client
+// gives up once the hold began (after the handler ran), and the hold ends
+// then, not at Close.
+func TestDelayEndsWhenClientHangsUp(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := couriertest.NewUnstartedServer(ackHandler(&calls), couriertest.Sequence(couriertest.Fault{Delay: time.Hour}))
+	defer srv.Close()
+	holding, released := make(chan struct{}), make(chan struct{})
+	couriertest.SetOnHold(srv, func(ended bool) {
+		if ended {
+			close(released)
+		} else {
+			close(holding)
+		}
+	})
+	srv.Start()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := post(ctx, srv, "n-1", []byte("{}"))
+		errc <- err
+	}()
+	<-holding
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client error = %v, want context.Canceled", err)
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second): // a guard against hanging, not a synchronization
+		t.Fatal("the hold did not end when the client hung up")
+	}
+	if st, _, err := post(t.Context(), srv, "n-1", []byte("{}")); err != nil || st != 200 {
+		t.Fatalf("retry: %d, %v", st, err)
+	}
+	if s := srv.Stats(); s.Requests != 2 || s.Delayed != 1 || calls.Load() != 2 {
+		t.Fatalf("stats %+v, %d calls", s, calls.Load())
+	}
+}
+
+// TestCloseEndsDelay: Close does not wait out a pending Delay.
+func TestCloseEndsDelay(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := couriertest.NewUnstartedServer(ackHandler(&calls), couriertest.Sequence(couriertest.Fault{Delay: time.Hour}))
+	holding := make(chan struct{})
+	couriertest.SetOnHold(srv, func(ended bool) {
+		if !ended {
+			close(holding)
+		}
+	})
+	srv.Start()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := post(t.Context(), srv, "n-1", []byte("{}"))
+		errc <- err
+	}()
+	<-holding
+	srv.Close()
+	<-errc // the answer or a closed connection; either way the client is done
+}

@@ -1,0 +1,27 @@
+package couriertest
+
+import (
+	"context"
+
+	"github.com/courier-go/courier/client"
+)
+
+// Drain runs w until no delivery is due: it calls w.Work until one call
+// claims nothing, and returns how many deliveries were claimed in all.
+// Retries wait out their backoff: a delivery whose retry is not due yet is
+// not claimed (give the store a settable clock, or the worker a short
+// backoff, to have Drain see retries through). Drain stops early when ctx
+// is done or a claim fails.
+func Drain(ctx context.Context, w *client.Worker) (int, error) {
+	total := 0
+	for {
+		n, err := w.Work(ctx)
+		total += n
+		switch {
+		case err != nil:
+			return total, err
+		case n == 0:
+			return total, nil
+		}
+	}
+}
