@@ -1,0 +1,138 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// openOrders opens a SQLite store in a temporary directory beside the
+// application's own orders table.
+func openOrders(ctx context.Context) (*store.Store, func()) {
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	s.DB().MustExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
+	return s, func() { s.Close(); os.RemoveAll(dir) }
+}
+
+func pending(ctx context.Context, s *store.Store) int {
+	h, err := s.Outbox.Health(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return h.Counts[courier.StatusPending]
+}
+
+// The notification exists exactly when the business row does: enqueue it
+// in the transaction that writes the row. Store.Begin gives a *sqlx.Tx on
+// the connection courier writes through (on SQLite, so the application's
+// writes queue with the worker's instead of contending for the lock).
+func ExampleOutbox_Enqueue() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+
+	for _, commit := range []bool{true, false} {
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			panic(err)
+		}
+		id := fmt.Sprint("order-", commit)
+		tx.MustExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", id, 1250)
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+			NotificationID: id + "-paid",
+			Endpoint:       "https://receiver.example/hooks",
+			Payload:        []byte(`{"order":"` + id + `","event":"paid"}`),
+		}); err != nil {
+			panic(err)
+		}
+		if commit {
+			tx.Commit()
+		} else {
+			tx.Rollback() // the order and its notification go together
+		}
+	}
+	fmt.Println("deliveries pending:", pending(ctx, s))
+	// Output: deliveries pending: 1
+}
+
+// Enqueue takes any transaction with database/sql's methods: a *sql.Tx an
+// application already has works as well as a *sqlx.Tx. Enqueueing the
+// same notification again is a no-op.
+func ExampleOutbox_Enqueue_sqlTx() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+
+	for range 2 {
+		var db *sql.DB = s.DB().DB // an application's plain database/sql handle
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			panic(err)
+		}
+		e, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+			NotificationID: "order-1-paid",
+			Endpoint:       "https://receiver.example/hooks",
+			Payload:        []byte(`{"order":"order-1","event":"paid"}`),
+		})
+		if err != nil {
+			panic(err)
+		}
+		if err := tx.Commit(); err != nil {
+			panic(err)
+		}
+		fmt.Println("existed:", e.Existed)
+	}
+	// Output:
+	// existed: false
+	// existed: true
+}
+
+// Fan-out: one event, one delivery per matching active subscription,
+// written in the caller's transaction.
+func ExampleOutbox_Publish() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+
+	for _, sub := range []store.SubscriptionParams{
+		{Tenant: "acme", Endpoint: "https://a.example/hooks", EventTypes: []string{"order.paid"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true},
+		{Tenant: "acme", Endpoint: "https://b.example/hooks", EventTypes: []string{"*"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true},
+		{Tenant: "acme", Endpoint: "https://c.example/hooks", EventTypes: []string{"order.refunded"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true},
+	} {
+		if _, err := s.Subscriptions.Create(ctx, s.DB(), sub); err != nil {
+			panic(err)
+		}
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	published, err := s.Outbox.Publish(ctx, tx, store.PublishParams{
+		Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{"order":"order-1"}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	for _, p := range published {
+		fmt.Println(p.NotificationID)
+	}
+	// Output:
+	// evt-1:1
+	// evt-1:2
+}
