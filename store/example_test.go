@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,7 +76,7 @@ func ExampleOutbox_Enqueue_sqlTx() {
 	defer done()
 
 	for range 2 {
-		var db *sql.DB = s.DB().DB // an application's plain database/sql handle
+		db := s.DB().DB // an application's plain *sql.DB
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			panic(err)
