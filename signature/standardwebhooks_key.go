@@ -78,6 +78,18 @@ func ParseStandardWebhooksKey(id, encoded string) (StandardWebhooksKey, error) {
 	return StandardWebhooksKey{m: seal(m)}, nil
 }
 
+// NewStandardWebhooksKeyPair returns a fresh Ed25519 key pair for the v1a
+// scheme: the "whsk_" private key the sender signs with (its 64-byte
+// seed||public form) and the "whpk_" public key receivers verify with.
+func NewStandardWebhooksKeyPair() (private, public string) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic("signature: " + err.Error()) // crypto/rand never fails since Go 1.24
+	}
+	return prefixStandardWebhooksPrivateKey + base64.StdEncoding.EncodeToString(priv),
+		prefixStandardWebhooksPublicKey + base64.StdEncoding.EncodeToString(pub)
+}
+
 // NewStandardWebhooksSecret returns a fresh random "whsec_" secret of 32 bytes.
 func NewStandardWebhooksSecret() string {
 	b := make([]byte, 32)

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
@@ -655,5 +656,37 @@ func TestStandardWebhooksSvixBrand(t *testing.T) {
 				t.Errorf("principal = %+v", p)
 			}
 		})
+	}
+}
+
+// TestNewStandardWebhooksKeyPair: the pair parses, the private half signs
+// and the public half verifies (v1a), and each call is a new pair.
+func TestNewStandardWebhooksKeyPair(t *testing.T) {
+	t.Parallel()
+	priv, pub := NewStandardWebhooksKeyPair()
+	priv2, _ := NewStandardWebhooksKeyPair()
+	if priv == priv2 || !strings.HasPrefix(priv, "whsk_") || !strings.HasPrefix(pub, "whpk_") {
+		t.Fatalf("pair %.9s… %.9s…", priv, pub)
+	}
+	sk, err := ParseStandardWebhooksKey("k", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := ParseStandardWebhooksKey("k", pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{sk}})
+	verifier, _ := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{pk}})
+	body := []byte(`{"a":1}`)
+	req, _ := http.NewRequest(http.MethodPost, "https://r.example/", bytes.NewReader(body))
+	if err := signer.Sign(req, Message{ID: "n-1", Body: body, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(req.Header.Get("webhook-signature"), "v1a,") {
+		t.Fatalf("signature %q is not v1a", req.Header.Get("webhook-signature"))
+	}
+	if _, err := verifier.Verify(t.Context(), req, body); err != nil {
+		t.Fatalf("the public half does not verify the private half's signature: %v", err)
 	}
 }

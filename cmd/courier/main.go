@@ -1,0 +1,136 @@
+// Command courier is courier's operator tool: it migrates a database,
+// reports the outbox's health, inspects and acts on deliveries, endpoints
+// and contract pins, makes signing secrets, and sends or verifies a
+// signed test notification.
+//
+//	courier migrate   -db app.db [-print]
+//	courier health    -db app.db
+//	courier deliveries list|show|redrive|cancel -db app.db …
+//	courier endpoints list|enable|disable -db app.db …
+//	courier contracts pin|fail-mismatched -db app.db …
+//	courier secret new [-type whsec|whsk]
+//	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
+//	courier verify -request captured.http [-sender name]
+//
+// -db is a SQLite file path, or a PostgreSQL URL (postgres://…). Secrets
+// come from $COURIER_SECRET or -secret-file, never from the command line,
+// where other users of the machine see them.
+//
+// Exit status: 0 on success; 1 when the command failed; 2 for a usage
+// error; 3 when health is blocked or a verification fails.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitBlocked = 3
+)
+
+// errUsage is a command line that does not parse; the command has said
+// why on stderr.
+var errUsage = errors.New("usage")
+
+// errBlocked is a health that is blocked or a request that does not
+// verify: the command succeeded and reports a negative answer.
+var errBlocked = errors.New("blocked")
+
+// command is one subcommand: it parses its own flags from args.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+var commands = map[string]command{
+	"migrate":    migrateCmd,
+	"health":     healthCmd,
+	"deliveries": deliveriesCmd,
+	"endpoints":  endpointsCmd,
+	"contracts":  contractsCmd,
+	"secret":     secretCmd,
+	"send":       sendCmd,
+	"verify":     verifyCmd,
+}
+
+const usage = `usage: courier <command> [flags]
+
+commands:
+  migrate     apply courier's migrations (-print: write the SQL instead)
+  health      the outbox's health (exit 3 when blocked)
+  deliveries  list, show, redrive or cancel deliveries
+  endpoints   list endpoints that are not healthy; enable or disable one
+  contracts   pin an endpoint's capabilities digest; fail mismatched commands
+  secret      new: a Standard Webhooks secret or key pair
+  send        sign and POST a test notification to a URL
+  verify      check a captured HTTP request's signature
+
+Run courier <command> -h for a command's flags.
+`
+
+// run runs the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "courier: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	switch err := cmd(ctx, args[1:], stdout, stderr); {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errUsage):
+		return exitUsage
+	case errors.Is(err, errBlocked):
+		return exitBlocked
+	default:
+		fmt.Fprintf(stderr, "courier %s: %v\n", args[0], err)
+		return exitFailed
+	}
+}
+
+// flags returns a flag set for a command that reports to stderr.
+func flags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("courier "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses args, mapping a parse failure to errUsage.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}
+
+// usageError reports a usage mistake on stderr and returns errUsage.
+func usageError(stderr io.Writer, format string, a ...any) error {
+	fmt.Fprintf(stderr, format+"\n", a...)
+	return errUsage
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+func TestMain(m *testing.M) { couriertest.Main(m) }
+
+// courierRun runs the tool and returns its exit status and output.
+func courierRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// mustRun runs the tool and fails the test unless it exits with want.
+func mustRun(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	code, out, errOut := courierRun(t, args...)
+	if code != want {
+		t.Fatalf("courier %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out
+}
+
+// migrated returns a migrated SQLite database file and its Store.
+func migrated(t *testing.T) (string, *store.Store) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "app.db")
+	mustRun(t, exitOK, "migrate", "-db", db)
+	s, err := sqlite.Open(t.Context(), db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return db, s
+}
+
+// enqueue enqueues a delivery of id to url.
+func enqueue(t *testing.T, s *store.Store, id, url string) {
+	t.Helper()
+	tx, err := s.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: id, Endpoint: url, Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failAll claims every due delivery and fails it with 503.
+func failAll(t *testing.T, s *store.Store) {
+	t.Helper()
+	p := protocol.For(s)
+	claimed, err := p.Claim(t.Context(), protocol.ClaimParams{Owner: "test", Limit: 100, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claimed {
+		if _, err := p.Settle(t.Context(), protocol.Outcome{Lease: c.Lease, Result: protocol.Failed, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	if code, _, errOut := courierRun(t); code != exitUsage || !strings.Contains(errOut, "commands:") {
+		t.Fatalf("no command: %d %q", code, errOut)
+	}
+	if code, _, _ := courierRun(t, "nope"); code != exitUsage {
+		t.Fatalf("unknown command: %d", code)
+	}
+	if code, _, _ := courierRun(t, "health", "-no-such-flag"); code != exitUsage {
+		t.Fatalf("unknown flag: %d", code)
+	}
+	if code, _, errOut := courierRun(t, "health", "-db", filepath.Join(t.TempDir(), "missing.db")); code != exitFailed || !strings.Contains(errOut, "no such file") {
+		t.Fatalf("missing database: %d %q", code, errOut)
+	}
+}
+
+// TestMigrateAndHealth: migrate makes a database courier can open, health
+// reports ok (exit 0), then blocked with its code (exit 3) once a
+// delivery failed.
+func TestMigrateAndHealth(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	mustRun(t, exitOK, "migrate", "-db", db) // again: a no-op
+	if out := mustRun(t, exitOK, "health", "-db", db); !strings.Contains(out, "status: ok") {
+		t.Fatalf("health: %s", out)
+	}
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	failAll(t, s)
+	if out := mustRun(t, exitBlocked, "health", "-db", db); !strings.Contains(out, "status: blocked (deliveries_failed)") || !strings.Contains(out, "failed: 1") {
+		t.Fatalf("health: %s", out)
+	}
+}
+
+// TestDeliveries lists, shows, redrives and cancels, and never prints an
+// endpoint's credentials.
+func TestDeliveries(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	secretURL := "https://user:pass@r.example/hooks?token=SECRET"
+	enqueue(t, s, "n-1", secretURL)
+	failAll(t, s)
+	enqueue(t, s, "n-2", secretURL)
+
+	out := mustRun(t, exitOK, "deliveries", "list", "-db", db)
+	if !strings.Contains(out, "n-1") || !strings.Contains(out, "n-2") || !strings.Contains(out, "receiver_unavailable") {
+		t.Fatalf("list: %s", out)
+	}
+	out += mustRun(t, exitOK, "deliveries", "list", "-db", db, "-status", "failed", "-endpoint-ref", endpoint.Ref(secretURL))
+	out += mustRun(t, exitOK, "deliveries", "show", "-db", db, "1")
+	for _, secret := range []string{"pass", "SECRET", "token"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("output shows %q:\n%s", secret, out)
+		}
+	}
+	if out := mustRun(t, exitOK, "deliveries", "redrive", "-db", db, "1"); !strings.Contains(out, "redriven: 1") {
+		t.Fatalf("redrive: %s", out)
+	}
+	if out := mustRun(t, exitOK, "deliveries", "cancel", "-db", db, "2"); !strings.Contains(out, "cancelled: 2") {
+		t.Fatalf("cancel: %s", out)
+	}
+	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "not pending") {
+		t.Fatalf("cancel twice: %d %s", code, errOut)
+	}
+	for id, want := range map[int64]courier.Status{1: courier.StatusPending, 2: courier.StatusSuppressed} {
+		d, err := s.Outbox.Get(t.Context(), id)
+		if err != nil || d.Status != want {
+			t.Fatalf("delivery %d: %s, %v; want %s", id, d.Status, err, want)
+		}
+	}
+	mustRun(t, exitUsage, "deliveries", "show", "-db", db)
+	mustRun(t, exitUsage, "deliveries", "redrive", "-db", db)
+}
+
+// TestEndpoints disables and enables an endpoint by URL and by ref.
+func TestEndpoints(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	url := "https://r.example/hooks?token=SECRET"
+	enqueue(t, s, "n-1", url)
+	if out := mustRun(t, exitOK, "endpoints", "disable", "-db", db, url); !strings.Contains(out, "disabled: https://r.example/hooks") {
+		t.Fatalf("disable: %s", out)
+	}
+	out := mustRun(t, exitOK, "endpoints", "list", "-db", db)
+	if !strings.Contains(out, "disabled") || !strings.Contains(out, endpoint.Ref(url)) || strings.Contains(out, "SECRET") {
+		t.Fatalf("list: %s", out)
+	}
+	mustRun(t, exitOK, "endpoints", "enable", "-db", db, endpoint.Ref(url))
+	if h, err := s.Endpoints.Get(t.Context(), url); err != nil || h.State != store.EndpointClosed {
+		t.Fatalf("after enable: %+v, %v", h, err)
+	}
+}
+
+// TestContracts pins a digest and fails the commands of another.
+func TestContracts(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	url := "https://source.example/commands"
+	digest := strings.Repeat("a", 64)
+	if out := mustRun(t, exitOK, "contracts", "pin", "-db", db, url, digest); !strings.Contains(out, "pinned") {
+		t.Fatalf("pin: %s", out)
+	}
+	c, err := s.Contracts.Get(t.Context(), url)
+	if err != nil || c.CapabilitiesSHA256 != digest {
+		t.Fatalf("pin stored %+v, %v", c, err)
+	}
+	if out := mustRun(t, exitOK, "contracts", "fail-mismatched", "-db", db, url); !strings.Contains(out, "failed: 0") {
+		t.Fatalf("fail-mismatched: %s", out)
+	}
+	mustRun(t, exitFailed, "contracts", "pin", "-db", db, url, "not-a-digest")
+}
+
+func TestSecretNew(t *testing.T) {
+	t.Parallel()
+	out := strings.TrimSpace(mustRun(t, exitOK, "secret", "new"))
+	if _, err := signature.ParseStandardWebhooksKey("", out); err != nil || !strings.HasPrefix(out, "whsec_") {
+		t.Fatalf("secret %.9s…: %v", out, err)
+	}
+	out = mustRun(t, exitOK, "secret", "new", "-type", "whsk")
+	var private, public string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "private":
+			private = strings.TrimSpace(v)
+		case "public":
+			public = strings.TrimSpace(v)
+		}
+	}
+	priv, err := signature.ParseStandardWebhooksKey("k", private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := signature.ParseStandardWebhooksKey("k", public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if priv.Public().ID() != pub.ID() {
+		t.Fatal("the public key is not the private key's")
+	}
+	mustRun(t, exitUsage, "secret", "new", "-type", "rsa")
+}
+
+// note is the payload send's default body decodes into.
+type note struct {
+	ID   string `json:"id" validate:"required,courier_token"`
+	Test bool   `json:"test"`
+}
+
+func (n note) DedupeKey() string { return n.ID }
+
+// TestSendAndVerify: send delivers a signed test notification to a
+// courier receiver and checks its Ack; verify accepts a captured request
+// and refuses it once tampered with; neither takes the secret from the
+// command line.
+func TestSendAndVerify(t *testing.T) {
+	secret := signature.NewStandardWebhooksSecret()
+	t.Setenv("COURIER_SECRET", secret)
+	key, _ := signature.ParseStandardWebhooksKey("k", secret)
+	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "cli", Keys: []signature.StandardWebhooksKey{key}})
+	_, inbox := migrated(t)
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: verifier},
+		func(context.Context, *sqlx.Tx, note) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var captured []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		captured, _ = httputil.DumpRequest(r, true)
+		rcv.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	// The guard is closed unless -allow-private.
+	if code, _, errOut := courierRun(t, "send", "-url", srv.URL+"/notes", "-id", "n-1"); code != exitFailed || !strings.Contains(errOut, "destination_forbidden") {
+		t.Fatalf("send through the closed guard: %d %s", code, errOut)
+	}
+	out := mustRun(t, exitOK, "send", "-url", srv.URL+"/notes", "-id", "n-1", "-allow-private")
+	if !strings.Contains(out, "status: 200") || !strings.Contains(out, "ack: valid") {
+		t.Fatalf("send: %s", out)
+	}
+	file := filepath.Join(t.TempDir(), "request.http")
+	if err := os.WriteFile(file, captured, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, exitOK, "verify", "-request", file); !strings.Contains(out, "verified: sender sender") || !strings.Contains(out, "message n-1") {
+		t.Fatalf("verify: %s", out)
+	}
+	tampered := bytes.Replace(captured, []byte(`"test":true`), []byte(`"test":false`), 1)
+	if err := os.WriteFile(file, tampered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, exitBlocked, "verify", "-request", file); !strings.Contains(out, "refused: signature_mismatch") {
+		t.Fatalf("verify tampered: %s", out)
+	}
+	if code, _, _ := courierRun(t, "send", "-url", srv.URL, "-secret", secret); code != exitUsage {
+		t.Fatal("send took -secret on the command line")
+	}
+}
+
+// TestPostgres: the same tool on a PostgreSQL URL.
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	url := couriertest.PostgresURL(t)
+	mustRun(t, exitOK, "migrate", "-db", url)
+	if out := mustRun(t, exitOK, "health", "-db", url); !strings.Contains(out, "status: ok") {
+		t.Fatalf("health: %s", out)
+	}
+	mustRun(t, exitOK, "deliveries", "list", "-db", url)
+}

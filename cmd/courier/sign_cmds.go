@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/signature"
+)
+
+// secretCmd makes a fresh Standard Webhooks secret (whsec_) or Ed25519
+// key pair (whsk_/whpk_).
+func secretCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "new" {
+		return usageError(stderr, "usage: courier secret new [-type whsec|whsk]")
+	}
+	fs := flags("secret new", stderr)
+	typ := fs.String("type", "whsec", "whsec: an HMAC secret both ends share (v1); whsk: an Ed25519 pair, the private key for the sender, the public one for receivers (v1a)")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	switch *typ {
+	case "whsec":
+		fmt.Fprintln(stdout, signature.NewStandardWebhooksSecret())
+	case "whsk":
+		private, public := signature.NewStandardWebhooksKeyPair()
+		fmt.Fprintf(stdout, "private: %s\npublic:  %s\n", private, public)
+	default:
+		return usageError(stderr, "courier secret new: -type is whsec or whsk")
+	}
+	return nil
+}
+
+// secret reads the Standard Webhooks key from a file, or from
+// $COURIER_SECRET.
+func secret(file string) (signature.StandardWebhooksKey, error) {
+	encoded := os.Getenv("COURIER_SECRET")
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return signature.StandardWebhooksKey{}, err
+		}
+		encoded = strings.TrimSpace(string(b))
+	}
+	if encoded == "" {
+		return signature.StandardWebhooksKey{}, fmt.Errorf("no secret: set COURIER_SECRET or pass -secret-file")
+	}
+	return signature.ParseStandardWebhooksKey("", encoded)
+}
+
+// sendCmd signs and POSTs one test notification with Standard Webhooks,
+// as a worker would, and checks the answer.
+func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flags("send", stderr)
+	target := fs.String("url", "", "the receiver's endpoint (required)")
+	id := fs.String("id", "", "the notification id (default: a fresh test-… id)")
+	body := fs.String("body", "", `the JSON payload (default: {"id":"<id>","test":true})`)
+	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whsk_ key (default: $COURIER_SECRET)")
+	profile := fs.String("profile", ack.ProfileCourier, "the Ack the receiver must answer with: courier, terminal or none")
+	allowPrivate := fs.Bool("allow-private", false, "allow loopback and private addresses and plain http on the URL's port (the default is https on 443 to public addresses only)")
+	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *target == "" {
+		return usageError(stderr, "courier send: -url is required")
+	}
+	p, ok := ack.Builtin(*profile)
+	if !ok {
+		return usageError(stderr, "courier send: unknown profile %q", *profile)
+	}
+	if *id == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		*id = "test-" + hex.EncodeToString(b[:])
+	}
+	if *body == "" {
+		*body = `{"id":"` + *id + `","test":true}`
+	}
+	if err := strictjson.Check([]byte(*body)); err != nil {
+		return usageError(stderr, "courier send: -body is not one JSON document: %v", err)
+	}
+	key, err := secret(*secretFile)
+	if err != nil {
+		return err
+	}
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(*target)
+	if err != nil {
+		return usageError(stderr, "courier send: -url: %v", err)
+	}
+	guard := client.Guard{}
+	if *allowPrivate {
+		port, _ := strconv.ParseUint(u.Port(), 10, 16)
+		guard = client.Guard{AllowHTTP: true, AllowPorts: []uint16{80, 443, uint16(port)}, AllowPrefixes: []netip.Prefix{
+			netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.0.0.0/8"),
+			netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fc00::/7"),
+		}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *target, strings.NewReader(*body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", client.UserAgent)
+	if err := signer.Sign(req, signature.Message{ID: *id, Body: []byte(*body), Time: time.Now()}); err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Transport: guard.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, ack.MaxAckSize+1))
+	fmt.Fprintf(stdout, "notification: %s\nstatus: %d\n", *id, resp.StatusCode)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		fmt.Fprintf(stdout, "answer: %s\n", bytes.TrimSpace(answer))
+		return errBlocked
+	}
+	if p.Verify != nil {
+		if err := p.Verify(ack.Sent{ID: *id, Payload: []byte(*body), Attempt: 1}, answer); err != nil {
+			fmt.Fprintf(stdout, "ack: invalid (%s)\n", courier.CodeOf(err))
+			return errBlocked
+		}
+		fmt.Fprintln(stdout, "ack: valid")
+	}
+	return nil
+}
+
+// verifyCmd checks a captured HTTP request's Standard Webhooks signature.
+func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flags("verify", stderr)
+	file := fs.String("request", "", "the captured request, as it came over the wire (method line, headers, body); - for stdin")
+	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whpk_ key (default: $COURIER_SECRET)")
+	sender := fs.String("sender", "sender", "the name the verified sender is reported by")
+	tolerance := fs.Duration("tolerance", 5*time.Minute, "how far the signed timestamp may be from now (raise it for an old capture)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageError(stderr, "courier verify: -request is required")
+	}
+	var in io.Reader = os.Stdin
+	if *file != "-" {
+		f, err := os.Open(*file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	req, err := http.ReadRequest(bufio.NewReader(in))
+	if err != nil {
+		return fmt.Errorf("the capture is not an HTTP request: %w", err)
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	key, err := secret(*secretFile)
+	if err != nil {
+		return err
+	}
+	v, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
+		Sender: *sender, Keys: []signature.StandardWebhooksKey{key.Public()}, Tolerance: *tolerance,
+	})
+	if err != nil {
+		return err
+	}
+	principal, err := v.Verify(ctx, req, body)
+	if err != nil {
+		fmt.Fprintf(stdout, "refused: %s\n", courier.CodeOf(err))
+		return errBlocked
+	}
+	fmt.Fprintf(stdout, "verified: sender %s, key %s, message %s\n", principal.Sender, principal.KeyID, principal.MessageID)
+	return nil
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/store"
+)
+
+// migrateCmd applies courier's migrations.
+func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flags("migrate", stderr)
+	db := dbFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	d, err := openDB(*db)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := store.Migrate(ctx, d); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "migrated")
+	return nil
+}
+
+// healthCmd prints the outbox's health; blocked exits 3.
+func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flags("health", stderr)
+	db := dbFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	s, done, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer done()
+	h, err := s.Outbox.Health(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "status: %s", h.Status)
+	if h.Code != "" {
+		fmt.Fprintf(stdout, " (%s)", h.Code)
+	}
+	fmt.Fprintln(stdout)
+	for _, st := range courier.Statuses() {
+		fmt.Fprintf(stdout, "%s: %d\n", st, h.Counts[st])
+	}
+	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\n", h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond))
+	if h.Status != store.HealthOK {
+		return errBlocked
+	}
+	return nil
+}
+
+// deliveriesCmd lists, shows, redrives or cancels deliveries.
+func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError(stderr, "usage: courier deliveries list|show|redrive|cancel -db … [flags] [id]")
+	}
+	fs := flags("deliveries "+args[0], stderr)
+	db := dbFlag(fs)
+	var (
+		status, ref              *string
+		limit                    *int
+		endpointRef, endpointURL *string
+	)
+	switch args[0] {
+	case "list":
+		status = fs.String("status", "", "only deliveries in this status")
+		ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
+		limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
+	case "redrive":
+		endpointRef = fs.String("endpoint-ref", "", "redrive every failed delivery of this endpoint (its ref)")
+		endpointURL = fs.String("endpoint", "", "redrive every failed delivery of this endpoint (its URL)")
+	case "show", "cancel":
+	default:
+		return usageError(stderr, "courier deliveries: unknown action %q: list, show, redrive or cancel", args[0])
+	}
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	s, done, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer done()
+	id := func() (int64, error) {
+		if fs.NArg() != 1 {
+			return 0, usageError(stderr, "courier deliveries %s: give one delivery id", args[0])
+		}
+		n, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil || n < 1 {
+			return 0, usageError(stderr, "courier deliveries %s: %q is not a delivery id", args[0], fs.Arg(0))
+		}
+		return n, nil
+	}
+	switch args[0] {
+	case "list":
+		p := store.ListParams{Status: courier.Status(*status), Limit: *limit}
+		if *ref != "" {
+			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *ref); err != nil {
+				return err
+			}
+		}
+		page, err := s.Outbox.List(ctx, p)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tUPDATED")
+		for _, d := range page.Deliveries {
+			fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
+				endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), d.UpdatedAt.UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	case "show":
+		n, err := id()
+		if err != nil {
+			return err
+		}
+		d, err := s.Outbox.Get(ctx, n)
+		if err != nil {
+			return err
+		}
+		attempts, err := s.Outbox.Attempts(ctx, n)
+		if err != nil {
+			return err
+		}
+		d.Payload, d.Endpoint = nil, endpoint.Redact(d.Endpoint) // the payload stays in the database; the URL may carry a credential
+		out, _ := json.MarshalIndent(struct {
+			Delivery store.Delivery
+			Attempts []store.Attempt
+		}{d, attempts}, "", "  ")
+		fmt.Fprintln(stdout, string(out))
+		return nil
+	case "redrive":
+		p := store.RedriveParams{Endpoint: *endpointURL}
+		if *endpointRef != "" {
+			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *endpointRef); err != nil {
+				return err
+			}
+		}
+		if fs.NArg() > 0 {
+			if p.ID, err = id(); err != nil {
+				return err
+			}
+		}
+		if p.ID == 0 && p.Endpoint == "" {
+			return usageError(stderr, "courier deliveries redrive: give a delivery id, -endpoint-ref or -endpoint")
+		}
+		n, err := s.Outbox.Redrive(ctx, p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "redriven: %d\n", n)
+		return nil
+	default: // cancel
+		n, err := id()
+		if err != nil {
+			return err
+		}
+		if err := s.Outbox.Cancel(ctx, n); err != nil {
+			if errors.Is(err, courier.ErrNotFound) {
+				return fmt.Errorf("delivery %d is not pending or waiting to retry", n)
+			}
+			return err
+		}
+		fmt.Fprintf(stdout, "cancelled: %d\n", n)
+		return nil
+	}
+}
+
+// endpointsCmd lists endpoints that are not plainly healthy, or enables
+// or disables one (by URL or ref).
+func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError(stderr, "usage: courier endpoints list|enable|disable -db … [url-or-ref]")
+	}
+	action := args[0]
+	if action != "list" && action != "enable" && action != "disable" {
+		return usageError(stderr, "courier endpoints: unknown action %q: list, enable or disable", action)
+	}
+	fs := flags("endpoints "+action, stderr)
+	db := dbFlag(fs)
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	s, done, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if action == "list" {
+		hs, err := s.Endpoints.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENDPOINT\tREF\tSTATE\tFAILURES\tREASON")
+		for _, h := range hs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", endpoint.Redact(h.Endpoint), endpoint.Ref(h.Endpoint), h.State, h.ConsecutiveFailures, orDash(string(h.Reason)))
+		}
+		return tw.Flush()
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, "courier endpoints %s: give the endpoint's URL or ref", action)
+	}
+	url, err := resolve(ctx, s, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if action == "enable" {
+		err = s.Endpoints.Enable(ctx, url)
+	} else {
+		err = s.Endpoints.Disable(ctx, url)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%sd: %s\n", action, endpoint.Redact(url))
+	return nil
+}
+
+// contractsCmd pins an endpoint's capabilities digest or fails the
+// commands enqueued under another.
+func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "pin" && args[0] != "fail-mismatched") {
+		return usageError(stderr, "usage: courier contracts pin -db … url-or-ref digest | courier contracts fail-mismatched -db … url-or-ref")
+	}
+	action := args[0]
+	fs := flags("contracts "+action, stderr)
+	db := dbFlag(fs)
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	want := map[string]int{"pin": 2, "fail-mismatched": 1}[action]
+	if fs.NArg() != want {
+		return usageError(stderr, "courier contracts %s: want %d arguments", action, want)
+	}
+	s, done, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer done()
+	url, err := resolve(ctx, s, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if action == "pin" {
+		if err := s.Contracts.Pin(ctx, url, fs.Arg(1)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pinned: %s %s\n", endpoint.Redact(url), fs.Arg(1))
+		return nil
+	}
+	n, err := s.Contracts.FailMismatched(ctx, url)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "failed: %d\n", n)
+	return nil
+}
+
+// resolve takes an endpoint named by its ref, or by its URL as it is.
+func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, error) {
+	if endpoint.IsRef(urlOrRef) {
+		return s.Endpoints.Resolve(ctx, urlOrRef)
+	}
+	return urlOrRef, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
