@@ -1,0 +1,113 @@
+package shop_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+
+	"example.com/shop/orders"
+	"example.com/shop/shipping"
+)
+
+func TestMain(m *testing.M) { couriertest.Main(m) }
+
+// engines open a sender's and a receiver's store on one engine.
+var engines = map[string]func(t *testing.T) (sender, receiver *store.Store){
+	"sqlite": func(t *testing.T) (*store.Store, *store.Store) {
+		open := func(name string) *store.Store {
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), name), store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		return open("orders.db"), open("shipping.db")
+	},
+	"postgres": func(t *testing.T) (*store.Store, *store.Store) {
+		return couriertest.PostgresStore(t, store.Config{}), couriertest.PostgresStore(t, store.Config{})
+	},
+}
+
+// TestPaidOrdersShipOnce: every paid order ships exactly once through a
+// shipping service that fails first attempts and drops answers after it
+// committed; an order whose payment rolled back never ships.
+func TestPaidOrdersShipOnce(t *testing.T) {
+	for name, open := range engines {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			sender, receiver := open(t)
+			for s, schema := range map[*store.Store]string{sender: orders.Schema, receiver: shipping.Schema} {
+				if _, err := s.DB().ExecContext(ctx, schema); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keys := couriertest.StandardWebhooksKeys("orders")
+			h, err := shipping.Handler(receiver, keys.Verifier)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := couriertest.NewServer(h, couriertest.Sequence(
+				couriertest.Fault{Status: 503, RetryAfter: "1"},
+				couriertest.Fault{DropAfterCommit: true},
+			))
+			defer srv.Close()
+
+			svc := &orders.Service{Store: sender, Shipping: srv.URL + "/notifications"}
+			for i, id := range []string{"o-1", "o-2", "o-3"} {
+				if err := svc.Pay(ctx, id, 100*(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := svc.Pay(ctx, "o-1", 999); err == nil { // the order exists: the whole payment rolls back
+				t.Fatal("paying o-1 twice succeeded")
+			}
+
+			w, err := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+				Backoff: func(int, time.Duration) time.Duration { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := couriertest.Drain(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			shipped := shipments(ctx, t, receiver)
+			want := map[string]int{"o-1": 100, "o-2": 200, "o-3": 300}
+			if len(shipped) != len(want) {
+				t.Fatalf("shipped %v, want %v", shipped, want)
+			}
+			for id, total := range want {
+				if shipped[id] != total {
+					t.Fatalf("shipped %v, want %v", shipped, want)
+				}
+			}
+			if st := srv.Stats(); st.Dropped != 3 || st.Faulted != 3 {
+				t.Fatalf("the faults did not all happen: %+v", st)
+			}
+		})
+	}
+}
+
+// shipments returns the shipping service's table: order id -> total.
+func shipments(ctx context.Context, t *testing.T, s *store.Store) map[string]int {
+	t.Helper()
+	var rows []struct {
+		OrderID string `db:"order_id"`
+		Total   int    `db:"total"`
+	}
+	if err := s.DB().SelectContext(ctx, &rows, "SELECT order_id, total FROM shipments"); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]int)
+	for _, r := range rows {
+		out[r.OrderID] = r.Total
+	}
+	return out
+}
