@@ -1,0 +1,182 @@
+// Package promcourier exposes courier's metrics through the Prometheus
+// client library, in a module of its own so courier itself does not depend
+// on it.
+//
+// A Collector registers in the application's registry beside its own
+// metrics. Its counters and histograms are fed by courier's event hooks
+// (pass its hooks to the store, the worker and the receivers); its gauges
+// are read from the store when Prometheus scrapes:
+//
+//	c := promcourier.New(s) // s from sqlite.Open or store.Open, with store.Config{Hook: …} below
+//	prometheus.MustRegister(c)
+//	s, _ := sqlite.Open(ctx, path, store.Config{Hook: c.StoreHook})
+//	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: c.WorkerHook})
+//	rcv, _ := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: v, Hook: c.ReceiverHook}, fn)
+//	http.Handle("/metrics", promhttp.Handler())
+//
+// Metrics:
+//
+//	courier_enqueued_total                       deliveries written (counted at enqueue, before the caller's commit)
+//	courier_claimed_total                        deliveries leased by workers
+//	courier_settled_total{status}                attempts settled, by the delivery's resulting status
+//	courier_attempts_total{outcome,code}         attempts finished by workers
+//	courier_attempt_duration_seconds{outcome}    how long attempts took
+//	courier_receiver_requests_total{outcome,code} requests answered by receivers
+//	courier_outbox_deliveries{status}            deliveries in the outbox, by status (gauge)
+//	courier_outbox_due                           pending or retrying deliveries due now (gauge)
+//	courier_outbox_oldest_due_age_seconds        how long the oldest due delivery has waited (gauge)
+//	courier_outbox_expired_leases                leases past expiry not yet reclaimed (gauge)
+//	courier_endpoints{state}                     endpoints whose breaker is not closed, by state (gauge)
+//
+// Labels carry statuses, outcomes and stable codes only: never endpoints,
+// notification ids or any content.
+package promcourier
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/store"
+)
+
+// ScrapeTimeout bounds the store reads of one scrape.
+const ScrapeTimeout = 5 * time.Second
+
+// Collector is a prometheus.Collector of courier's metrics. It is safe for
+// concurrent use.
+type Collector struct {
+	store *store.Store
+
+	enqueued  prometheus.Counter
+	claimed   prometheus.Counter
+	settled   *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	durations *prometheus.HistogramVec
+	requests  *prometheus.CounterVec
+
+	deliveries, endpoints             *prometheus.Desc
+	due, oldestDueAge, expiredLeases  *prometheus.Desc
+	scrapeErrors                      prometheus.Counter
+}
+
+// New returns a Collector whose gauges read s. s may be nil: the Collector
+// then has counters and histograms only.
+func New(s *store.Store) *Collector {
+	return &Collector{
+		store: s,
+		enqueued: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_enqueued_total",
+			Help: "Deliveries written to the outbox (counted at enqueue, before the caller's commit)."}),
+		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_claimed_total",
+			Help: "Deliveries leased by workers."}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_settled_total",
+			Help: "Attempts settled, by the delivery's resulting status."}, []string{"status"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_attempts_total",
+			Help: "Delivery attempts finished by workers, by outcome and code."}, []string{"outcome", "code"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "courier_attempt_duration_seconds",
+			Help:    "Duration of delivery attempts, by outcome.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}, []string{"outcome"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_receiver_requests_total",
+			Help: "Requests answered by receivers, by outcome and code."}, []string{"outcome", "code"}),
+		deliveries: prometheus.NewDesc("courier_outbox_deliveries", "Deliveries in the outbox, by status.", []string{"status"}, nil),
+		due:        prometheus.NewDesc("courier_outbox_due", "Pending or retrying deliveries due now.", nil, nil),
+		oldestDueAge: prometheus.NewDesc("courier_outbox_oldest_due_age_seconds",
+			"How long the oldest due delivery has waited.", nil, nil),
+		expiredLeases: prometheus.NewDesc("courier_outbox_expired_leases", "Leases past expiry, not yet reclaimed.", nil, nil),
+		endpoints:     prometheus.NewDesc("courier_endpoints", "Endpoints whose breaker is not closed, by state.", []string{"state"}, nil),
+		scrapeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_scrape_errors_total",
+			Help: "Scrapes whose store reads failed; the gauges were left out."}),
+	}
+}
+
+// StoreHook is a store.Config.Hook.
+func (c *Collector) StoreHook(e store.Event) {
+	switch e.Kind {
+	case store.EventEnqueued:
+		c.enqueued.Add(float64(e.N))
+	case store.EventClaimed:
+		c.claimed.Add(float64(e.N))
+	case store.EventSettled:
+		c.settled.WithLabelValues(string(e.Status)).Add(float64(e.N))
+	}
+}
+
+// WorkerHook is a client.Config.Hook.
+func (c *Collector) WorkerHook(e client.Event) {
+	outcome, code := string(e.Outcome), string(e.Code)
+	if e.LeaseLost {
+		outcome, code = "lease_lost", string(courier.CodeLeaseLost)
+	}
+	c.attempts.WithLabelValues(outcome, code).Inc()
+	c.durations.WithLabelValues(outcome).Observe(e.Duration.Seconds())
+}
+
+// ReceiverHook is the Hook of a handler config.
+func (c *Collector) ReceiverHook(e handler.Event) {
+	c.requests.WithLabelValues(e.Outcome, string(e.Code)).Inc()
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.enqueued.Describe(ch)
+	c.claimed.Describe(ch)
+	c.settled.Describe(ch)
+	c.attempts.Describe(ch)
+	c.durations.Describe(ch)
+	c.requests.Describe(ch)
+	c.scrapeErrors.Describe(ch)
+	if c.store != nil {
+		for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints} {
+			ch <- d
+		}
+	}
+}
+
+// Collect implements prometheus.Collector: the counters and histograms as
+// the hooks counted them, and the gauges as the store says now.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.enqueued.Collect(ch)
+	c.claimed.Collect(ch)
+	c.settled.Collect(ch)
+	c.attempts.Collect(ch)
+	c.durations.Collect(ch)
+	c.requests.Collect(ch)
+	if c.store != nil && c.collectStore(ch) != nil {
+		c.scrapeErrors.Inc()
+	}
+	c.scrapeErrors.Collect(ch)
+}
+
+// collectStore reads the gauges from the store.
+func (c *Collector) collectStore(ch chan<- prometheus.Metric) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
+	defer cancel()
+	h, err := c.store.Outbox.Health(ctx)
+	if err != nil {
+		return err
+	}
+	eps, err := c.store.Endpoints.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, st := range courier.Statuses() {
+		ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(h.Counts[st]), string(st))
+	}
+	ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(h.Due))
+	ch <- prometheus.MustNewConstMetric(c.oldestDueAge, prometheus.GaugeValue, h.OldestDueAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.expiredLeases, prometheus.GaugeValue, float64(h.ExpiredLeases))
+	states := map[store.EndpointState]int{store.EndpointOpen: 0, store.EndpointHalfOpen: 0, store.EndpointDisabled: 0}
+	for _, e := range eps {
+		if e.State != store.EndpointClosed {
+			states[e.State]++
+		}
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(n), string(st))
+	}
+	return nil
+}
