@@ -59,9 +59,9 @@ type Collector struct {
 	durations *prometheus.HistogramVec
 	requests  *prometheus.CounterVec
 
-	deliveries, endpoints             *prometheus.Desc
-	due, oldestDueAge, expiredLeases  *prometheus.Desc
-	scrapeErrors                      prometheus.Counter
+	deliveries, endpoints            *prometheus.Desc
+	due, oldestDueAge, expiredLeases *prometheus.Desc
+	scrapeErrors                     prometheus.Counter
 }
 
 // New returns a Collector whose gauges read s. s may be nil: the Collector
