@@ -56,6 +56,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -158,7 +159,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 		return errors.New("no engine to measure")
 	}
 
-	receiver := httptest.NewServer(http.HandlerFunc(bareAck))
+	receiver := httptest.NewServer(http.HandlerFunc(benchkit.BareAck))
 	defer receiver.Close()
 	b, err := newBench(o, receiver.URL, progress)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/courier-go/courier/internal/benchkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,7 +27,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.seen[req.Header.Get("webhook-id")]++
 	r.mu.Unlock()
-	bareAck(w, req)
+	benchkit.BareAck(w, req)
 }
 
 // tinyOptions is the tests' shape: small, quick, and River's fetches not
@@ -160,7 +162,7 @@ func TestARefusingReceiverFailsTheRunInsteadOfHangingIt(t *testing.T) {
 
 func TestVerifyFailsUntilEveryNotificationIsCompleted(t *testing.T) {
 	t.Parallel()
-	b, e := setup(t, "sqlite", tinyOptions(3), http.HandlerFunc(bareAck))
+	b, e := setup(t, "sqlite", tinyOptions(3), http.HandlerFunc(benchkit.BareAck))
 	for name, s := range sides(t, b, e) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()

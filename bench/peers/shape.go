@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -43,33 +43,9 @@ func notifications(prefix string, n int) []notification {
 	out := make([]notification, n)
 	for i := range out {
 		id := fmt.Sprintf("%s%0*d", prefix, width, i)
-		out[i] = notification{id: id, body: payload(id)}
+		out[i] = notification{id: id, body: benchkit.Payload(id)}
 	}
 	return out
-}
-
-// payload is the body of the notification with the given id: a small
-// event of about 110 bytes, like the ones courier's own benchmarks send.
-func payload(id string) []byte {
-	return fmt.Appendf(nil, `{"amount":1250,"currency":"EUR","event":"order.paid","notification_id":%q,"schema":"courier.bench.v1"}`, id)
-}
-
-// bareAck is the bare receiver every side posts to: it reads the body and
-// answers courier's exact Ack for it (the notification id from
-// webhook-id), with no signature check, no parsing and no database.
-// River's job and the bare loop only check for the 200; courier's worker
-// verifies the Ack, as it always does.
-func bareAck(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		http.Error(w, "read", http.StatusBadRequest)
-		return
-	}
-	b := ack.New(r.Header.Get("webhook-id"), body).Marshal()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
 }
 
 // httpClient is the HTTP client of River's job and of the bare loop: one

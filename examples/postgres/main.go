@@ -37,7 +37,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
-	"github.com/courier-go/courier/examples/internal/serve"
+	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"

@@ -22,7 +22,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/examples/internal/serve"
+	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"

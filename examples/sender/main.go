@@ -31,7 +31,7 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
-	"github.com/courier-go/courier/examples/internal/serve"
+	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/examples/internal/serve"
+	"github.com/courier-go/courier/internal/serve"
 )
 
 // TestSenderGuardClosedByDefault: the example's worker opened its SSRF

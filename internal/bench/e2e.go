@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -78,7 +79,7 @@ func benchE2E(ctx context.Context, e *engine, z sizes, o options, bare *httptest
 		if err := enqueueNotes(ctx, sender, srv.URL, ns); err != nil {
 			return nil, err
 		}
-		reqs := bareRequests(ns, func(i int) []byte { return noteBody(ns[i]) })
+		reqs := bareRequests(ns, func(i int) []byte { return benchkit.Payload(ns[i]) })
 		bareRun := func() error {
 			return baseline.measure(len(reqs), func() (time.Duration, error) { return postLoop(ctx, bare.URL, reqs, o.concurrency) })
 		}
@@ -124,7 +125,7 @@ func enqueueNotes(ctx context.Context, d *database, endpoint string, ns []string
 			return err
 		}
 		for _, id := range ns[start:min(len(ns), start+1000)] {
-			if _, err := d.s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: endpoint, Payload: noteBody(id)}); err != nil {
+			if _, err := d.s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: endpoint, Payload: benchkit.Payload(id)}); err != nil {
 				tx.Rollback()
 				return err
 			}
@@ -162,7 +163,7 @@ func e2eLatency(ctx context.Context, d *database, srv *httptest.Server, app *e2e
 		if err != nil {
 			return nil, err
 		}
-		if _, err := d.s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: srv.URL, Payload: noteBody(id)}); err != nil {
+		if _, err := d.s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: srv.URL, Payload: benchkit.Payload(id)}); err != nil {
 			tx.Rollback()
 			return nil, err
 		}

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
 )
@@ -34,27 +33,6 @@ type note struct {
 
 // DedupeKey implements ack.Notification.
 func (n note) DedupeKey() string { return n.NotificationID }
-
-// noteBody returns the payload of the note with the given id.
-func noteBody(id string) []byte {
-	return fmt.Appendf(nil, `{"amount":1250,"currency":"EUR","event":"order.paid","notification_id":%q,"schema":"courier.bench.v1"}`, id)
-}
-
-// bareAck is the bare receiver: it reads the body and answers courier's
-// exact Ack for it (the notification id from webhook-id), with no
-// signature check, no parsing and no database.
-func bareAck(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		http.Error(w, "read", http.StatusBadRequest)
-		return
-	}
-	b := ack.New(r.Header.Get("webhook-id"), body).Marshal()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
-}
 
 // outgoing is one request a load loop sends.
 type outgoing struct {

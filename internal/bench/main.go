@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/benchkit"
 )
 
 // figures are the names -run selects from, in the order they run.
@@ -141,7 +142,7 @@ func benchmark(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	bare := httptest.NewServer(http.HandlerFunc(bareAck))
+	bare := httptest.NewServer(http.HandlerFunc(benchkit.BareAck))
 	defer bare.Close()
 
 	started, loadStart := time.Now(), loadAverage()

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -37,7 +38,7 @@ func benchReceiver(ctx context.Context, e *engine, z sizes, bare *httptest.Serve
 	var courier, baseline runs
 	for r := range z.receiverRounds {
 		ns := ids(fmt.Sprintf("r%d-", r), z.receiverN)
-		reqs, err := signedRequests(signer, ns, func(i int) []byte { return noteBody(ns[i]) })
+		reqs, err := signedRequests(signer, ns, func(i int) []byte { return benchkit.Payload(ns[i]) })
 		if err != nil {
 			return row{}, err
 		}

@@ -2,7 +2,6 @@ package crash
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -69,28 +69,10 @@ func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func())
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           killAfterCommit(terminal),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	ready()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		return err
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	srv := serve.Server(killAfterCommit(terminal))
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	ready() // the listener is bound: connections queue until Serve
+	return serve.Run(ctx, srv, ln)
 }
 
 // listen binds addr, retrying for a while: the port is the one the

@@ -1,4 +1,5 @@
-// Package serve is what the example programs share: an http.Server with
+// Package serve is what courier's programs (the examples, the crash
+// harness's receiver, the trickle measurement) share: an http.Server with
 // every timeout and size bound a server on the internet needs, run until
 // its context ends, and the signing secret read from the environment or a
 // file, never from the command line (where ps shows it).
