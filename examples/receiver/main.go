@@ -22,8 +22,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
