@@ -36,6 +36,10 @@
 // redelivery gets the stored answer byte for byte, without running the
 // function again.
 //
+// The application's function gets a context marked as holding the store's
+// writer (on SQLite the recording transaction holds the one writer until
+// the receiver commits): it must write through the tx it is given.
+//
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code) and, when refused or failed, logged to its
 // Logger: 4xx at Info, 5xx at Error, with the status and code and never

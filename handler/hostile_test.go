@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -330,8 +332,13 @@ func hostileStore(t *testing.T) *store.Store {
 	return s
 }
 
-// hostileEffect is an application function that records one effect.
+// hostileEffect is an application function that records one effect. It
+// fails unless its context says the receiver holds the store's writer, so
+// every accepted case checks the mark too.
 func hostileEffect[T ack.Notification](ctx context.Context, tx *sqlx.Tx, n T) error {
+	if !writerctx.Held(ctx) {
+		return errors.New("the function's context is not marked as holding the writer")
+	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO hostile_effects (id) VALUES (?)", n.DedupeKey())
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -19,9 +20,15 @@ import (
 // using tx, the transaction the Inbox record is written in, so its effects
 // in that database happen exactly once. An error rolls everything back: a
 // *Rejection refuses the notification for good (422), any other error
-// answers 500 handler_failed and the sender retries. tx comes from
-// Store.Begin: write through tx only, since on SQLite a second write
-// transaction, or a store method that writes, waits until this one ends.
+// answers 500 handler_failed and the sender retries.
+//
+// The function must write through tx. tx comes from Store.Begin and, on
+// SQLite, holds the database's one writer until the receiver commits: a
+// write through the Store's DB() (a second transaction, or a store method
+// that writes) cannot proceed meanwhile. ctx is marked as holding the
+// writer, so such a write given ctx fails at once rather than after the
+// busy timeout; either way the function's error answers 500. Reads
+// through DB() are fine, but do not see tx's writes.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
 // ReceiverConfig configures a Receiver (NewReceiver, NewTerminal).
@@ -150,7 +157,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	case !receipt.Fresh:
 		return receipt.Ack, false, nil
 	}
-	if err := rc.fn(ctx, tx, n); err != nil {
+	if err := rc.fn(writerctx.WithHeld(ctx), tx, n); err != nil {
 		return nil, false, fromApp(err)
 	}
 	if err := tx.Commit(); err != nil {
