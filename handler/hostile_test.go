@@ -435,7 +435,13 @@ func hostileTerminalTarget() hostileTarget {
 			{name: "wrong schema", build: body(func(v hostileValid) []byte { return v.with("schema", `"courier.other.v1"`) }), status: 400, code: courier.CodeValidation, field: "schema"},
 			{name: "sequence is a string", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `"3"`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
 			{name: "sequence is a float", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `3.5`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
-			{name: "sequence overflows int64", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `99999999999999999999`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence with an exponent", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `3e0`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence negative", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `-3`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence zero", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `0`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence beyond int64", build: func(hostileValid) hostileRequest {
+				n, body := hostileTerminal(func(n *ack.Terminal) { n.SourceSequence = "99999999999999999999" })
+				return hostileRequest{id: n.NotificationID, body: body}
+			}, status: 200, stored: 1, effects: 1},
 			{name: "job count zero", build: body(func(v hostileValid) []byte { return v.with("job_count", `0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
 			{name: "site id is null", build: body(func(v hostileValid) []byte { return v.with("site_id", `null`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
 			{name: "site id is an object", build: body(func(v hostileValid) []byte { return v.with("site_id", `{"a":1}`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
@@ -469,7 +475,7 @@ func hostileTerminal(fn func(*ack.Terminal)) (ack.Terminal, []byte) {
 	lifecycle := ack.Digest([]byte("lifecycle"))
 	n := ack.Terminal{
 		EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: 3, JobCount: 2, ChangeSHA256: ack.Digest([]byte("change")),
+		SourceSequence: "3", JobCount: 2, ChangeSHA256: ack.Digest([]byte("change")),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 	}
 	fn(&n)

@@ -80,7 +80,7 @@ func TestScrapeAgreesWithStores(t *testing.T) {
 	tx, _ := sender.DB().BeginTxx(ctx, nil)
 	for i := range n {
 		note, _ := ack.NewTerminal(ack.Terminal{EventID: fmt.Sprintf("e-%d", i), SiteID: "s", PlanID: "p", WebsiteVersion: "v",
-			SourceSequence: 1, JobCount: 1, ChangeSHA256: ack.Digest(nil), LifecycleBindingSHA256: ack.Digest(nil), TerminalStatus: "cancelled"})
+			SourceSequence: "1", JobCount: 1, ChangeSHA256: ack.Digest(nil), LifecycleBindingSHA256: ack.Digest(nil), TerminalStatus: "cancelled"})
 		payload, _ := note.Payload()
 		if _, err := sender.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: note.NotificationID, Endpoint: srv.URL, Payload: payload, Profile: ack.ProfileTerminal}); err != nil {
 			t.Fatal(err)
