@@ -20,6 +20,8 @@
 //	408 request_timeout         the body did not arrive within Body.ReadTimeout
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields)
+//	400 validation_failed       notification_id (rule webhook_id): the signed message id
+//	                            (webhook-id, or Svix's svix-id) names another notification
 //
 // A request that passes is processed, and one function answers the outcome
 // for every handler, so the same failure gets the same answer everywhere:

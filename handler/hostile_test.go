@@ -459,6 +459,10 @@ func hostileTerminalTarget() hostileTarget {
 				other, _ := hostileTerminal(func(n *ack.Terminal) { n.EventID = "evt-other" })
 				return hostileRequest{id: other.NotificationID, body: v.body}
 			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
+			{name: "svix-id is another notification", build: func(v hostileValid) hostileRequest {
+				other, _ := hostileTerminal(func(n *ack.Terminal) { n.EventID = "evt-other" })
+				return hostileRequest{id: other.NotificationID, body: v.body, edit: svixBrand}
+			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
 			{name: "same id, other bytes", prepare: accepted, build: body(func(v hostileValid) []byte { return append(bytes.Clone(v.body), ' ') }),
 				status: 409, code: courier.CodeIdempotencyCollision},
 			{name: "same id, other order", prepare: accepted, build: body(func(v hostileValid) []byte {
@@ -620,6 +624,9 @@ func hostileSourceTarget() hostileTarget {
 			{name: "other contract", build: body(func(v hostileValid) []byte { return v.with("capabilities_sha256", `"`+strings.Repeat("f", 64)+`"`) }), status: 409, code: courier.CodeContractChanged},
 			{name: "webhook-id is another command", build: func(v hostileValid) hostileRequest { return hostileRequest{id: "change:r2", body: v.body} },
 				status: 400, code: courier.CodeValidation, field: "notification_id"},
+			{name: "svix-id is another command", build: func(v hostileValid) hostileRequest {
+				return hostileRequest{id: "change:r2", body: v.body, edit: svixBrand}
+			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
 			{name: "same identity, other body", prepare: accepted, build: body(func(v hostileValid) []byte { return v.with("body", `{"a":2}`) }),
 				status: 409, code: courier.CodeIdempotencyCollision},
 		},

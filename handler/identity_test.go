@@ -15,6 +15,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
@@ -97,6 +98,44 @@ func svixBrand(r *http.Request) {
 	for _, name := range []string{"id", "timestamp", "signature"} {
 		r.Header.Set("svix-"+name, r.Header.Get("webhook-"+name))
 		r.Header.Del("webhook-" + name)
+	}
+}
+
+// wantProblemCode fails t unless the answer is a problem with status and
+// code (and, when field is set, a field error on it).
+func wantProblemCode(t *testing.T, resp *http.Response, out []byte, status int, code courier.Code, field string) {
+	t.Helper()
+	var p problemFields
+	if err := json.Unmarshal(out, &p); err != nil || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("answer %d %q is not a problem: %v", resp.StatusCode, out, err)
+	}
+	if resp.StatusCode != status || p.Status != status || p.Code != code || field != "" && !p.lists(field) {
+		t.Fatalf("got %d %s %s, want %d %s (field %q)", resp.StatusCode, p.Code, out, status, code, field)
+	}
+}
+
+// TestSvixIDNamingAnotherNotificationIsRefused: the receiver compared the
+// body's notification id with the webhook-id header only, so a request
+// signed under Svix's svix-id passed with any id. The id now comes from
+// the verifier (signature.Principal.MessageID), which reads either brand:
+// an svix-id naming another notification is refused, 400
+// validation_failed on notification_id, nothing written, and the right
+// svix-id is accepted.
+func TestSvixIDNamingAnotherNotificationIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setupReceiver(t, false)
+	n, payload := terminal(t, "evt-1")
+	other, _ := terminal(t, "evt-2")
+	for _, svix := range []bool{true, false} {
+		resp, out := postSigned(t, b.server, b.signer, other.NotificationID, payload, svix)
+		wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, "notification_id")
+	}
+	if inbox, effects := b.written(t); inbox != 0 || effects != 0 || b.calls.Load() != 0 {
+		t.Fatalf("refused requests wrote %d inbox rows, %d effects, %d calls", inbox, effects, b.calls.Load())
+	}
+	resp, out := postSigned(t, b.server, b.signer, n.NotificationID, payload, true)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("svix-id naming the notification: %d %s, want 200", resp.StatusCode, out)
 	}
 }
 

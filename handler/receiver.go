@@ -81,7 +81,8 @@ func (c ReceiverConfig) front() front {
 // ReceiverConfig.AllowUnknownFields), validated with validator/v10 tags
 // and, if it implements ack.Checker, its own Check; the identity it is
 // deduped by (T's DedupeKey) must be the one the sender signed, when the
-// scheme signs one (Standard Webhooks' webhook-id). The Ack is T's own
+// scheme signs one (Standard Webhooks' webhook-id or Svix's svix-id, as
+// signature.Principal.MessageID gives it). The Ack is T's own
 // when T is an ack.Acker, courier's otherwise. It answers as the package
 // documentation says.
 type Receiver[T ack.Notification] struct {
@@ -116,7 +117,7 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
 	}
-	if !signedIdentity(w, r, n.DedupeKey()) {
+	if !signedIdentity(w, principal, n.DedupeKey()) {
 		return
 	}
 	key := protocol.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
@@ -181,12 +182,17 @@ func writeAck(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// signedIdentity refuses a request whose signed webhook-id (Standard
-// Webhooks signs it with the body) names another notification than the
-// body does: the identity a receiver dedupes by must be the one signed.
-func signedIdentity(w http.ResponseWriter, r *http.Request, key string) bool {
-	if id := r.Header.Get("webhook-id"); id != "" && id != key {
-		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "webhook_id"}}})
+// errSignedIdentity refuses a request whose signed message id (Standard
+// Webhooks signs webhook-id, or Svix's svix-id, with the body) names
+// another notification than the body does: the identity a receiver
+// dedupes by must be the one signed.
+var errSignedIdentity = &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "webhook_id"}}}
+
+// signedIdentity answers errSignedIdentity when p's signed message id,
+// if the scheme signs one, is not id, and reports whether it is.
+func signedIdentity(w http.ResponseWriter, p signature.Principal, id string) bool {
+	if p.MessageID != "" && p.MessageID != id {
+		answer(w, errSignedIdentity)
 		return false
 	}
 	return true

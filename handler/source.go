@@ -130,7 +130,7 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
 		return
 	}
-	if !signedIdentity(w, r, c.DedupeKey()) {
+	if !signedIdentity(w, principal, c.DedupeKey()) {
 		return
 	}
 	key := protocol.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}
