@@ -34,6 +34,12 @@ func TerminalStatuses() []string {
 // digits (json.Number), so a sequence beyond 2^63 round-trips exactly on
 // both ends. Build one from an integer with strconv, e.g.
 // json.Number(strconv.FormatInt(seq, 10)).
+//
+// Its identity is its event: a receiver dedupes terminal notifications by
+// event_id (DedupeKey) and judges them by the digest of their canonical
+// JSON (PayloadSHA256), so a redelivery re-serialized by another encoder is
+// a duplicate, and another notification for an event already accepted is
+// an idempotency collision.
 type Terminal struct {
 	Schema                 string      `json:"schema" validate:"eq=blun.cms-source-terminal-notification.v1"`
 	NotificationID         string      `json:"notification_id" validate:"courier_token"`
@@ -191,8 +197,24 @@ func exactMembers(b []byte, fields []string, check func(strictjson.Member) *Fiel
 	return nil
 }
 
-// DedupeKey returns the notification_id, a receiver's dedupe key.
-func (t Terminal) DedupeKey() string { return t.NotificationID }
+// DedupeKey returns the event_id: the reference system keys terminal
+// notifications by their event, so a receiver records one notification
+// per event and sender, and another one for the same event is an
+// idempotency collision. Give a sender of terminal notifications its own
+// verified sender name if it also sends payloads of other types to
+// receivers on the same Inbox: keys are unique per sender, not per type.
+func (t Terminal) DedupeKey() string { return t.EventID }
+
+// PayloadSHA256 implements Digester: the digest of body's canonical JSON,
+// the notification_sha256 of its Ack. Every serialization of the same
+// notification (whitespace, member order, escapes) has the same one.
+func (t Terminal) PayloadSHA256(body []byte) (string, error) {
+	canonical, err := Canonical(body)
+	if err != nil {
+		return "", err
+	}
+	return Digest(canonical), nil
+}
 
 // Payload returns t's canonical JSON: the bytes a sender enqueues and sends.
 func (t Terminal) Payload() ([]byte, error) { return Marshal(t) }
@@ -201,7 +223,7 @@ func (t Terminal) Payload() ([]byte, error) { return Marshal(t) }
 // notification_sha256 is the digest of the canonical payload, which is the
 // digest of the bytes a courier sender sends.
 func (t Terminal) Ack(body []byte) (Ack, error) {
-	canonical, err := Canonical(body)
+	digest, err := t.PayloadSHA256(body)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -209,7 +231,7 @@ func (t Terminal) Ack(body []byte) (Ack, error) {
 		Schema:             TerminalAckSchema,
 		NotificationID:     t.NotificationID,
 		Status:             StatusAccepted,
-		NotificationSHA256: Digest(canonical),
+		NotificationSHA256: digest,
 		Extra:              map[string]string{"event_id": t.EventID, "site_id": t.SiteID},
 	}, nil
 }

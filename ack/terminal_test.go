@@ -3,6 +3,7 @@ package ack_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -321,4 +322,52 @@ func TestTerminalSequenceMustBeAPositiveInteger(t *testing.T) {
 			t.Errorf("source_sequence %s: %v, want a field error on source_sequence", raw, err)
 		}
 	}
+}
+
+// TestReserializedTerminalHasOneDigest: a terminal notification's
+// identity is its canonical JSON. PayloadSHA256, what a receiver records
+// it by, is the same for every serialization of it (whitespace, member
+// order, escapes) and is the digest of its canonical payload; another
+// notification for the same event has another digest and the same
+// DedupeKey, its event_id.
+func TestReserializedTerminalHasOneDigest(t *testing.T) {
+	t.Parallel()
+	v := terminalVectors(t)[0]
+	var n ack.Terminal
+	if err := json.Unmarshal([]byte(v.Payload), &n); err != nil {
+		t.Fatal(err)
+	}
+	var members map[string]any
+	if err := json.Unmarshal([]byte(v.Payload), &members); err != nil {
+		t.Fatal(err)
+	}
+	indented, _ := json.MarshalIndent(members, "", "  ")
+	var ordered strings.Builder // keys in reverse order, spaced
+	keys := slices.Sorted(maps.Keys(members))
+	slices.Reverse(keys)
+	ordered.WriteString("{ ")
+	for i, k := range keys {
+		if i > 0 {
+			ordered.WriteString(", ")
+		}
+		kb, _ := json.Marshal(k)
+		vb, _ := json.Marshal(members[k])
+		ordered.WriteString(string(kb) + ": " + string(vb))
+	}
+	ordered.WriteString(" }\n")
+	escaped := strings.Replace(v.Payload, `"site-1"`, `"\u0073ite\u002d1"`, 1)
+	for name, body := range map[string]string{"canonical": v.Payload, "indented": string(indented), "reordered": ordered.String(), "escaped": escaped} {
+		got, err := n.PayloadSHA256([]byte(body))
+		if err != nil || got != v.PayloadSHA256 {
+			t.Errorf("%s: PayloadSHA256 = %s (%v), want the canonical payload's %s", name, got, err, v.PayloadSHA256)
+		}
+	}
+	other := strings.Replace(v.Payload, `"job_count":3`, `"job_count":4`, 1)
+	if got, _ := n.PayloadSHA256([]byte(other)); got == v.PayloadSHA256 {
+		t.Error("another notification has the same PayloadSHA256")
+	}
+	if n.DedupeKey() != n.EventID {
+		t.Errorf("DedupeKey = %q, want the event_id %q", n.DedupeKey(), n.EventID)
+	}
+	var _ ack.Digester = n
 }

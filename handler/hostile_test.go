@@ -441,7 +441,7 @@ func hostileTerminalTarget() hostileTarget {
 			{name: "sequence beyond int64", build: func(hostileValid) hostileRequest {
 				n, body := hostileTerminal(func(n *ack.Terminal) { n.SourceSequence = "99999999999999999999" })
 				return hostileRequest{id: n.NotificationID, body: body}
-			}, status: 200, stored: 1, effects: 1},
+			}, status: 200, stored: 1, effects: 1, wantKey: "evt-1"},
 			{name: "job count zero", build: body(func(v hostileValid) []byte { return v.with("job_count", `0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
 			{name: "site id is null", build: body(func(v hostileValid) []byte { return v.with("site_id", `null`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
 			{name: "site id is an object", build: body(func(v hostileValid) []byte { return v.with("site_id", `{"a":1}`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
@@ -463,12 +463,21 @@ func hostileTerminalTarget() hostileTarget {
 				other, _ := hostileTerminal(func(n *ack.Terminal) { n.EventID = "evt-other" })
 				return hostileRequest{id: other.NotificationID, body: v.body, edit: svixBrand}
 			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
-			{name: "same id, other bytes", prepare: accepted, build: body(func(v hostileValid) []byte { return append(bytes.Clone(v.body), ' ') }),
-				status: 409, code: courier.CodeIdempotencyCollision},
-			{name: "same id, other order", prepare: accepted, build: body(func(v hostileValid) []byte {
+			// The identity is the canonical JSON: other bytes of the same
+			// notification are a redelivery, answered from the Inbox.
+			{name: "same notification, other bytes", prepare: accepted, build: body(func(v hostileValid) []byte { return append(bytes.Clone(v.body), ' ') }),
+				status: 200},
+			{name: "same notification, other order", prepare: accepted, build: body(func(v hostileValid) []byte {
 				return hostileValid{body: v.without("website_version")}.prepend(`"website_version":"v1"`)
-			}),
-				status: 409, code: courier.CodeIdempotencyCollision},
+			}), status: 200},
+			{name: "same notification, escaped", prepare: accepted, build: body(func(v hostileValid) []byte {
+				return bytes.Replace(v.body, []byte(`"site-1"`), []byte(`"\u0073ite\u002d1"`), 1)
+			}), status: 200},
+			// It is keyed by its event: another one for the event collides.
+			{name: "another notification for the event", prepare: accepted, build: func(hostileValid) hostileRequest {
+				other, body := hostileTerminal(func(n *ack.Terminal) { n.JobCount = 9 })
+				return hostileRequest{id: other.NotificationID, body: body}
+			}, status: 409, code: courier.CodeIdempotencyCollision},
 		},
 	}
 }

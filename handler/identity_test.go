@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -23,7 +24,45 @@ import (
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-// The tests here hold the receivers to identity as senders mean it.
+// The tests here hold the receivers to identity as senders mean it: a
+// terminal notification is its canonical JSON and is keyed by its event;
+// the signed message id, of either Standard Webhooks brand, must be the
+// notification's.
+
+// redelivery is one notification of testdata/terminal/redeliveries.json,
+// written by gen.py with the reference system's canonical JSON.
+type redelivery struct {
+	Name           string `json:"name"`
+	NotificationID string `json:"notification_id"`
+	EventID        string `json:"event_id"`
+	Payload        string `json:"payload"` // canonical
+	Ack            string `json:"ack"`     // the reference's Ack, canonical
+	Redeliveries   []struct {
+		Name string `json:"name"`
+		Body string `json:"body"`
+	} `json:"redeliveries"`
+	// OtherForEvent is another notification for the same event.
+	OtherForEvent struct {
+		NotificationID string `json:"notification_id"`
+		Payload        string `json:"payload"`
+	} `json:"other_for_event"`
+}
+
+func redeliveries(t *testing.T) []redelivery {
+	t.Helper()
+	b, err := os.ReadFile("testdata/terminal/redeliveries.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []redelivery
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 2 || len(cases[0].Redeliveries) < 9 {
+		t.Fatalf("testdata has %d cases", len(cases))
+	}
+	return cases
+}
 
 // engines opens a fresh store on each engine: SQLite, and PostgreSQL
 // when one can be started (see openPostgresStore).
@@ -44,6 +83,38 @@ var engines = []struct {
 		t.Helper()
 		return openPostgresStore(t, store.Config{})
 	}},
+}
+
+// terminalEnv is a Terminal receiver behind a real server, verifying
+// Standard Webhooks signatures of one sender, whose function records the
+// notifications it applies.
+type terminalEnv struct {
+	store  *store.Store
+	server *httptest.Server
+	signer signature.Signer
+	calls  atomic.Int32
+}
+
+// openTerminal serves a Terminal receiver on s for sender. Several may
+// share s: they share its Inbox and the identity_effects table.
+func openTerminal(t *testing.T, s *store.Store, sender string) *terminalEnv {
+	t.Helper()
+	if _, err := s.DB().Exec("CREATE TABLE IF NOT EXISTS identity_effects (notification_id TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	verifier, signer := standardWebhooksFor(t, sender)
+	e := &terminalEnv{store: s, signer: signer}
+	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+		e.calls.Add(1)
+		_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO identity_effects (notification_id) VALUES (?)"), n.NotificationID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.server = httptest.NewServer(rcv)
+	t.Cleanup(e.server.Close)
+	return e
 }
 
 // standardWebhooksFor returns a verifier of sender's signatures and the
@@ -101,6 +172,18 @@ func svixBrand(r *http.Request) {
 	}
 }
 
+// counts returns the Inbox records and the effects written on s.
+func counts(t *testing.T, s *store.Store, effects string) (inbox, applied int) {
+	t.Helper()
+	if err := s.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().Get(&applied, "SELECT COUNT(*) FROM "+effects); err != nil {
+		t.Fatal(err)
+	}
+	return inbox, applied
+}
+
 // wantProblemCode fails t unless the answer is a problem with status and
 // code (and, when field is set, a field error on it).
 func wantProblemCode(t *testing.T, resp *http.Response, out []byte, status int, code courier.Code, field string) {
@@ -111,6 +194,97 @@ func wantProblemCode(t *testing.T, resp *http.Response, out []byte, status int, 
 	}
 	if resp.StatusCode != status || p.Status != status || p.Code != code || field != "" && !p.lists(field) {
 		t.Fatalf("got %d %s %s, want %d %s (field %q)", resp.StatusCode, p.Code, out, status, code, field)
+	}
+}
+
+// TestReserializedTerminalIsADuplicate: the receiver keyed terminal
+// notifications on the digest of the raw bytes, so a redelivery of the
+// same notification serialized by another encoder (Python's json.dumps
+// defaults, indentation, another key order, \u escapes, a trailing
+// newline) was answered 409 idempotency_collision. Its identity is its
+// canonical JSON: every such redelivery is a duplicate, answered 200 with
+// the stored Ack (the reference's Ack, byte for byte), the function not
+// run again. The first delivery is itself re-serialized, so the stored
+// Ack binds the canonical digest, not the bytes first received.
+func TestReserializedTerminalIsADuplicate(t *testing.T) {
+	t.Parallel()
+	for _, engine := range engines {
+		for _, c := range redeliveries(t) {
+			t.Run(engine.name+"/"+c.Name, func(t *testing.T) {
+				t.Parallel()
+				e := openTerminal(t, engine.open(t), "cms-host")
+				first := c.Redeliveries[0]
+				resp, stored := postSigned(t, e.server, e.signer, c.NotificationID, []byte(first.Body), false)
+				if resp.StatusCode != http.StatusOK || string(stored) != c.Ack {
+					t.Fatalf("first delivery (%s): %d %s, want 200 with the reference's Ack %s", first.Name, resp.StatusCode, stored, c.Ack)
+				}
+				profile, _ := ack.Builtin(ack.ProfileTerminal)
+				if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: []byte(c.Payload), Attempt: 1}, stored); err != nil {
+					t.Fatalf("a courier sender of the canonical payload refuses the Ack: %v", err)
+				}
+				again := append([]struct {
+					Name string `json:"name"`
+					Body string `json:"body"`
+				}{{Name: "canonical", Body: c.Payload}}, c.Redeliveries[1:]...)
+				for _, r := range again {
+					resp, out := postSigned(t, e.server, e.signer, c.NotificationID, []byte(r.Body), false)
+					if resp.StatusCode != http.StatusOK || !bytes.Equal(out, stored) {
+						t.Fatalf("redelivery %s: %d %s, want 200 with the stored Ack", r.Name, resp.StatusCode, out)
+					}
+				}
+				if inbox, applied := counts(t, e.store, "identity_effects"); inbox != 1 || applied != 1 || e.calls.Load() != 1 {
+					t.Fatalf("after %d redeliveries: %d inbox rows, %d effects, %d calls; want 1 each", len(again), inbox, applied, e.calls.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestTerminalForAnAcceptedEventIsACollision: the reference keys terminal
+// notifications by event_id, so another notification for an event already
+// accepted is an idempotency collision; the receiver keyed them by
+// notification_id and applied both. Now it answers 409
+// idempotency_collision and applies nothing; the accepted notification
+// again is still 200 with the stored Ack; and the event is scoped by the
+// verified sender, so another sender's notification for an event of the
+// same name is its own.
+func TestTerminalForAnAcceptedEventIsACollision(t *testing.T) {
+	t.Parallel()
+	for _, engine := range engines {
+		for _, c := range redeliveries(t) {
+			t.Run(engine.name+"/"+c.Name, func(t *testing.T) {
+				t.Parallel()
+				s := engine.open(t)
+				e := openTerminal(t, s, "cms-host")
+				resp, stored := postSigned(t, e.server, e.signer, c.NotificationID, []byte(c.Payload), false)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("first notification: %d %s", resp.StatusCode, stored)
+				}
+				other := []byte(c.OtherForEvent.Payload)
+				resp, out := postSigned(t, e.server, e.signer, c.OtherForEvent.NotificationID, other, false)
+				wantProblemCode(t, resp, out, http.StatusConflict, courier.CodeIdempotencyCollision, "")
+				if inbox, applied := counts(t, s, "identity_effects"); inbox != 1 || applied != 1 || e.calls.Load() != 1 {
+					t.Fatalf("the collision wrote: %d inbox rows, %d effects, %d calls", inbox, applied, e.calls.Load())
+				}
+				var key string
+				if err := s.DB().Get(&key, "SELECT dedupe_key FROM courier_inbox"); err != nil || key != c.EventID {
+					t.Fatalf("the Inbox keys it by %q (%v), want the event_id %q", key, err, c.EventID)
+				}
+				resp, out = postSigned(t, e.server, e.signer, c.NotificationID, []byte(c.Redeliveries[0].Body), false)
+				if resp.StatusCode != http.StatusOK || !bytes.Equal(out, stored) {
+					t.Fatalf("the accepted notification again: %d %s, want 200 with the stored Ack", resp.StatusCode, out)
+				}
+
+				elsewhere := openTerminal(t, s, "another-host")
+				resp, out = postSigned(t, elsewhere.server, elsewhere.signer, c.OtherForEvent.NotificationID, other, false)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("another sender's notification for an event of that name: %d %s, want 200", resp.StatusCode, out)
+				}
+				if inbox, applied := counts(t, s, "identity_effects"); inbox != 2 || applied != 2 {
+					t.Fatalf("after another sender's notification: %d inbox rows, %d effects; want 2 each", inbox, applied)
+				}
+			})
+		}
 	}
 }
 

@@ -79,12 +79,21 @@ func (c ReceiverConfig) front() front {
 // Receiver is an http.Handler that accepts notifications of type T exactly
 // once. T is decoded from the body with encoding/json (strictly: see
 // ReceiverConfig.AllowUnknownFields), validated with validator/v10 tags
-// and, if it implements ack.Checker, its own Check; the identity it is
-// deduped by (T's DedupeKey) must be the one the sender signed, when the
-// scheme signs one (Standard Webhooks' webhook-id or Svix's svix-id, as
-// signature.Principal.MessageID gives it). The Ack is T's own
+// and, if it implements ack.Checker, its own Check. The Ack is T's own
 // when T is an ack.Acker, courier's otherwise. It answers as the package
 // documentation says.
+//
+// Identity: the Inbox records each notification under its verified sender
+// and T's DedupeKey, with a digest that tells a redelivery from another
+// notification under the same key: the SHA-256 of the exact bytes, which
+// courier's own Ack binds, or T's PayloadSHA256 when T is an ack.Digester
+// (ack.Terminal digests its canonical JSON, so a redelivery re-serialized
+// by another encoder is a duplicate, and keys by event_id, so another
+// notification for an accepted event is a collision). When the scheme
+// signs a message id (Standard Webhooks' webhook-id or Svix's svix-id;
+// signature.Principal.MessageID), it must be the notification id the Ack
+// names, or the request is refused: a signed request cannot carry another
+// notification's identity.
 type Receiver[T ack.Notification] struct {
 	cfg ReceiverConfig
 	fn  Func[T]
@@ -117,11 +126,12 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
 	}
-	if !signedIdentity(w, principal, n.DedupeKey()) {
+	key, a, err := identify(n, body, principal)
+	if err != nil {
+		answer(w, err)
 		return
 	}
-	key := protocol.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
-	b, fresh, err := rc.process(ctx, key, n, body)
+	b, fresh, err := rc.process(ctx, key, n, a.Marshal())
 	if err != nil {
 		answer(w, err)
 		return
@@ -132,18 +142,34 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	writeAck(w, b)
 }
 
+// identify returns the Inbox key n, received as body from p, is recorded
+// under and the Ack that answers it, or why the request is refused: a
+// signed message id naming another notification.
+func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.InboxKey, ack.Ack, error) {
+	id := n.DedupeKey()
+	a, err := ackFor(n, id, body)
+	if err != nil {
+		return protocol.InboxKey{}, ack.Ack{}, err
+	}
+	if p.MessageID != "" && p.MessageID != a.NotificationID {
+		return protocol.InboxKey{}, ack.Ack{}, errSignedIdentity
+	}
+	digest := ack.Digest(body)
+	if d, ok := n.(ack.Digester); ok {
+		if digest, err = d.PayloadSHA256(body); err != nil {
+			return protocol.InboxKey{}, ack.Ack{}, err
+		}
+	}
+	return protocol.InboxKey{Sender: p.Sender, Key: id, PayloadSHA256: digest}, a, nil
+}
+
 // process records the notification and runs the application's function
 // in one transaction, returning the Ack to answer and whether it was
-// processed now (false: a duplicate answered from the Inbox). The Ack is
-// bound to the bytes received, not to what the function does, so it is
+// processed now (false: a duplicate answered from the Inbox). The Ack b is
+// bound to what was received, not to what the function does, so it is
 // built first and recorded with the key in one statement; a failing
 // function rolls both back.
-func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, body []byte) ([]byte, bool, error) {
-	a, err := ackFor(n, key.Key, body)
-	if err != nil {
-		return nil, false, err
-	}
-	b := a.Marshal()
+func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, b []byte) ([]byte, bool, error) {
 	tx, err := rc.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, fromStore(err)
