@@ -14,8 +14,11 @@ const (
 
 // Notification is a payload a receiver can dedupe: DedupeKey is its
 // identity, the key the receiver's Inbox records it under for its verified
-// sender. Receivers answer with courier's own Ack ([New]) unless the
-// payload is an Acker.
+// sender. A payload type that carries no id of its own returns "": the
+// receiver then dedupes it by the message id its sender signed (Standard
+// Webhooks' webhook-id, Svix's svix-id), and refuses it when the
+// signature scheme signs none. Receivers answer with courier's own Ack
+// ([New]) unless the payload is an Acker.
 type Notification interface {
 	DedupeKey() string
 }

@@ -22,6 +22,8 @@
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields)
 //	400 validation_failed       notification_id (rule webhook_id): the signed message id
 //	                            (webhook-id, or Svix's svix-id) names another notification
+//	400 message_id_missing      Receiver only: a payload without an id of its own, under a
+//	                            scheme that signs no message id to dedupe it by
 //
 // A request that passes is processed, and one function answers the outcome
 // for every handler, so the same failure gets the same answer everywhere:
@@ -39,7 +41,7 @@
 // function again. What makes a redelivery, per handler (the key is always
 // scoped by the verified sender):
 //
-//	Receiver[T]  key T's DedupeKey;
+//	Receiver[T]  key T's DedupeKey, or the signed message id when it is "";
 //	             same body: the exact bytes (courier's own Ack binds them),
 //	             or T's PayloadSHA256 when T is an ack.Digester
 //	Terminal     key event_id; same body: the canonical JSON, so the same

@@ -27,7 +27,8 @@ import (
 // The tests here hold the receivers to identity as senders mean it: a
 // terminal notification is its canonical JSON and is keyed by its event;
 // the signed message id, of either Standard Webhooks brand, must be the
-// notification's.
+// notification's; a payload without an id of its own is deduped by the
+// signed message id.
 
 // redelivery is one notification of testdata/terminal/redeliveries.json,
 // written by gen.py with the reference system's canonical JSON.
@@ -311,6 +312,140 @@ func TestSvixIDNamingAnotherNotificationIsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("svix-id naming the notification: %d %s, want 200", resp.StatusCode, out)
 	}
+}
+
+// svixEvent is an outside sender's payload with no id of its own: Svix
+// puts the message id (msg_…) only in the signed svix-id header.
+type svixEvent struct {
+	Type string         `json:"type" validate:"required"`
+	Data map[string]any `json:"data" validate:"required"`
+}
+
+// DedupeKey is "": the signed message id is the identity.
+func (svixEvent) DedupeKey() string { return "" }
+
+// svixEnv is a Receiver[svixEvent] behind a real server.
+type svixEnv struct {
+	store  *store.Store
+	server *httptest.Server
+	calls  atomic.Int32
+}
+
+func openSvix(t *testing.T, verifier signature.Verifier) *svixEnv {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "svix.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.DB().Exec("CREATE TABLE svix_effects (type TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	e := &svixEnv{store: s}
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n svixEvent) error {
+		e.calls.Add(1)
+		_, err := tx.ExecContext(ctx, "INSERT INTO svix_effects (type) VALUES (?)", n.Type)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.server = httptest.NewServer(rcv)
+	t.Cleanup(e.server.Close)
+	return e
+}
+
+// TestPayloadWithoutIDIsDedupedBySignedMessageID: a sender that puts its
+// message id only in the signed svix-id header (Svix's msg_…) could not
+// reach a receiver, which required the body to carry the id. A payload
+// type whose DedupeKey is "" is now deduped by the signed message id: the
+// Ack names it, the same message again is a duplicate with the stored
+// Ack, the same id with another body a collision, and another message id
+// a new notification.
+func TestPayloadWithoutIDIsDedupedBySignedMessageID(t *testing.T) {
+	t.Parallel()
+	verifier, signer := standardWebhooksFor(t, "svix-app")
+	e := openSvix(t, verifier)
+	const msg = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"
+	body := []byte(`{"type":"invoice.paid","data":{"id":"in_1","amount":100}}`)
+
+	resp, first := postSigned(t, e.server, signer, msg, body, true)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("first delivery: %d %s", resp.StatusCode, first)
+	}
+	if err := ack.New(msg, body).Verify(first); err != nil {
+		t.Fatalf("the Ack does not bind the signed message id and the body: %v (%s)", err, first)
+	}
+	var key string
+	if err := e.store.DB().Get(&key, "SELECT dedupe_key FROM courier_inbox"); err != nil || key != msg {
+		t.Fatalf("the Inbox keys it by %q (%v), want the signed message id", key, err)
+	}
+	resp, again := postSigned(t, e.server, signer, msg, body, true)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(again, first) {
+		t.Fatalf("redelivery: %d %s, want 200 with the stored Ack", resp.StatusCode, again)
+	}
+	resp, out := postSigned(t, e.server, signer, msg, []byte(`{"type":"invoice.paid","data":{"id":"in_2"}}`), true)
+	wantProblemCode(t, resp, out, http.StatusConflict, courier.CodeIdempotencyCollision, "")
+	if inbox, applied := counts(t, e.store, "svix_effects"); inbox != 1 || applied != 1 || e.calls.Load() != 1 {
+		t.Fatalf("after a redelivery and a collision: %d inbox rows, %d effects, %d calls; want 1 each", inbox, applied, e.calls.Load())
+	}
+	resp, out = postSigned(t, e.server, signer, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4X", body, false)
+	if resp.StatusCode != http.StatusOK || ack.New("msg_2KWPBgLlAfxdpx2AI54pPJ85f4X", body).Verify(out) != nil {
+		t.Fatalf("another message id (webhook-id brand): %d %s, want 200 with its own Ack", resp.StatusCode, out)
+	}
+	if inbox, applied := counts(t, e.store, "svix_effects"); inbox != 2 || applied != 2 {
+		t.Fatalf("after another message: %d inbox rows, %d effects; want 2 each", inbox, applied)
+	}
+}
+
+// TestPayloadWithoutIDNeedsASignedMessageID: with nothing to dedupe it
+// by, a payload without an id is refused: 400 message_id_missing under a
+// scheme that signs no message id (here a bearer token), 400
+// validation_failed on webhook-id for a signed id that is no token.
+// Nothing is written and the function does not run.
+func TestPayloadWithoutIDNeedsASignedMessageID(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"type":"invoice.paid","data":{"id":"in_1"}}`)
+	t.Run("bearer", func(t *testing.T) {
+		t.Parallel()
+		const token = "svix-bearer-token-0123456789abcdefghijklmnop"
+		secret, err := signature.ParseSecret("t1", token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "svix-app", Tokens: []signature.Secret{secret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := openSvix(t, verifier)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.server.URL, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("webhook-id", "msg_unsigned") // not signed: no identity
+		resp, err := e.server.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeMessageIDMissing, "")
+		if inbox, applied := counts(t, e.store, "svix_effects"); inbox != 0 || applied != 0 || e.calls.Load() != 0 {
+			t.Fatalf("refused request wrote %d inbox rows, %d effects, %d calls", inbox, applied, e.calls.Load())
+		}
+	})
+	t.Run("signed id not a token", func(t *testing.T) {
+		t.Parallel()
+		verifier, signer := standardWebhooksFor(t, "svix-app")
+		e := openSvix(t, verifier)
+		resp, out := postSigned(t, e.server, signer, "msg/1", body, true)
+		wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, "webhook-id")
+		if inbox, applied := counts(t, e.store, "svix_effects"); inbox != 0 || applied != 0 || e.calls.Load() != 0 {
+			t.Fatalf("refused request wrote %d inbox rows, %d effects, %d calls", inbox, applied, e.calls.Load())
+		}
+	})
 }
 
 // TestTerminalSequenceBeyondInt64IsAccepted: the reference takes any

@@ -93,7 +93,9 @@ func (c ReceiverConfig) front() front {
 // signs a message id (Standard Webhooks' webhook-id or Svix's svix-id;
 // signature.Principal.MessageID), it must be the notification id the Ack
 // names, or the request is refused: a signed request cannot carry another
-// notification's identity.
+// notification's identity. A T that carries no id of its own (DedupeKey
+// returns "") is deduped by that signed message id instead, and refused
+// with 400 message_id_missing when the scheme signs none.
 type Receiver[T ack.Notification] struct {
 	cfg ReceiverConfig
 	fn  Func[T]
@@ -143,10 +145,19 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 }
 
 // identify returns the Inbox key n, received as body from p, is recorded
-// under and the Ack that answers it, or why the request is refused: a
-// signed message id naming another notification.
+// under and the Ack that answers it, or why the request is refused: no id
+// to dedupe by, or a signed message id naming another notification.
 func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.InboxKey, ack.Ack, error) {
 	id := n.DedupeKey()
+	if id == "" { // no id of its own: the signed message id is its identity
+		switch {
+		case p.MessageID == "":
+			return protocol.InboxKey{}, ack.Ack{}, errNoMessageID
+		case !ack.IsToken(p.MessageID):
+			return protocol.InboxKey{}, ack.Ack{}, &ack.ValidationError{Fields: []ack.FieldError{{Field: "webhook-id", Rule: "courier_token"}}}
+		}
+		id = p.MessageID
+	}
 	a, err := ackFor(n, id, body)
 	if err != nil {
 		return protocol.InboxKey{}, ack.Ack{}, err
