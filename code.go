@@ -58,6 +58,7 @@ const (
 	CodeValidation           Code = "validation_failed"
 	CodeSignatureInvalid     Code = "signature_invalid"
 	CodeInProgress           Code = "in_progress"
+	CodeMessageIDMissing     Code = "message_id_missing" // 400: the payload has no id and its scheme signs no message id to dedupe it by
 	CodeHandlerFailed        Code = "handler_failed"
 	CodeRejected             Code = "rejected"
 	CodeUnauthorized         Code = "unauthorized"

@@ -218,8 +218,9 @@ func FuzzParseAck(f *testing.F) {
 
 // FuzzTerminal: decoding and validating a terminal notification never
 // panics; one a receiver accepts (strict JSON per Check, then valid)
-// re-marshals (Payload) to the canonical form of
-// the bytes it came from, which decode to the same value, and has an Ack.
+// re-marshals (Payload) to the canonical form of the bytes it came from,
+// which decode to the same value, is recorded under the digest of that
+// canonical form (PayloadSHA256), and has an Ack.
 func FuzzTerminal(f *testing.F) {
 	for _, v := range fuzzTerminalVectors(f) {
 		f.Add([]byte(v.Payload))
@@ -256,6 +257,9 @@ func FuzzTerminal(f *testing.F) {
 		}
 		if canonical, err := ack.Canonical(b); err != nil || !bytes.Equal(canonical, p) {
 			t.Fatalf("Payload %q differs from Canonical(b) %q (%v)", p, canonical, err)
+		}
+		if d, err := n.PayloadSHA256(b); err != nil || d != ack.Digest(p) {
+			t.Fatalf("PayloadSHA256(b) = %s (%v), want the digest of Payload: a receiver would tell this serialization from the canonical one", d, err)
 		}
 		a, err := n.Ack(b)
 		if err != nil {

@@ -13,10 +13,30 @@ const (
 )
 
 // Notification is a payload a receiver can dedupe: DedupeKey is its
-// identity. Receivers answer with courier's own Ack ([New]) unless the
-// payload is an Acker.
+// identity, the key the receiver's Inbox records it under for its verified
+// sender. A payload type that carries no id of its own returns "": the
+// receiver then dedupes it by the message id its sender signed (Standard
+// Webhooks' webhook-id, Svix's svix-id), and refuses it when the
+// signature scheme signs none. Receivers answer with courier's own Ack
+// ([New]) unless the payload is an Acker.
 type Notification interface {
 	DedupeKey() string
+}
+
+// Digester is a Notification whose identity is its content rather than
+// the exact bytes it arrived as. A receiver records each notification
+// under its DedupeKey with a digest, and judges a later request under the
+// same key by it: the same digest is a redelivery, answered with the
+// stored Ack; another digest is an idempotency collision. By default the
+// digest is the SHA-256 of the bytes received, as courier's own Ack binds
+// them; a Digester's PayloadSHA256 digests a form every serialization of
+// the same content shares (the terminal profile's canonical JSON), so a
+// redelivery that another encoder re-serialized is still a duplicate.
+type Digester interface {
+	Notification
+	// PayloadSHA256 returns the digest of the notification received as
+	// body (the bytes it was decoded from), in Digest's form.
+	PayloadSHA256(body []byte) (string, error)
 }
 
 // Acker is a Notification with an Ack of its own profile.

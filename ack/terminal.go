@@ -28,19 +28,31 @@ func TerminalStatuses() []string {
 // required and no other field is allowed. NotificationID is derived from the
 // content (see NewTerminal) and LifecycleSHA256 is null exactly when the
 // status is cancelled or superseded.
+//
+// SourceSequence is any positive integer, as the reference system takes
+// it: a JSON number without fraction or exponent, kept as its decimal
+// digits (json.Number), so a sequence beyond 2^63 round-trips exactly on
+// both ends. Build one from an integer with strconv, e.g.
+// json.Number(strconv.FormatInt(seq, 10)).
+//
+// Its identity is its event: a receiver dedupes terminal notifications by
+// event_id (DedupeKey) and judges them by the digest of their canonical
+// JSON (PayloadSHA256), so a redelivery re-serialized by another encoder is
+// a duplicate, and another notification for an event already accepted is
+// an idempotency collision.
 type Terminal struct {
-	Schema                 string  `json:"schema" validate:"eq=blun.cms-source-terminal-notification.v1"`
-	NotificationID         string  `json:"notification_id" validate:"courier_token"`
-	EventID                string  `json:"event_id" validate:"courier_token"`
-	SiteID                 string  `json:"site_id" validate:"courier_token"`
-	PlanID                 string  `json:"plan_id" validate:"courier_token"`
-	WebsiteVersion         string  `json:"website_version" validate:"courier_token"`
-	SourceSequence         int64   `json:"source_sequence" validate:"gt=0"`
-	JobCount               int64   `json:"job_count" validate:"gt=0"`
-	ChangeSHA256           string  `json:"change_sha256" validate:"courier_sha256"`
-	LifecycleBindingSHA256 string  `json:"lifecycle_binding_sha256" validate:"courier_sha256"`
-	TerminalStatus         string  `json:"terminal_status" validate:"oneof=cancelled deleted deletion_failed localization_failed publication_blocked publication_failed published superseded"`
-	LifecycleSHA256        *string `json:"lifecycle_sha256" validate:"omitnil,courier_sha256"`
+	Schema                 string      `json:"schema" validate:"eq=blun.cms-source-terminal-notification.v1"`
+	NotificationID         string      `json:"notification_id" validate:"courier_token"`
+	EventID                string      `json:"event_id" validate:"courier_token"`
+	SiteID                 string      `json:"site_id" validate:"courier_token"`
+	PlanID                 string      `json:"plan_id" validate:"courier_token"`
+	WebsiteVersion         string      `json:"website_version" validate:"courier_token"`
+	SourceSequence         json.Number `json:"source_sequence" validate:"number,startsnotwith=0"`
+	JobCount               int64       `json:"job_count" validate:"gt=0"`
+	ChangeSHA256           string      `json:"change_sha256" validate:"courier_sha256"`
+	LifecycleBindingSHA256 string      `json:"lifecycle_binding_sha256" validate:"courier_sha256"`
+	TerminalStatus         string      `json:"terminal_status" validate:"oneof=cancelled deleted deletion_failed localization_failed publication_blocked publication_failed published superseded"`
+	LifecycleSHA256        *string     `json:"lifecycle_sha256" validate:"omitnil,courier_sha256"`
 }
 
 // terminalFields is Terminal's exact member set.
@@ -70,18 +82,21 @@ func NewTerminal(t Terminal) (Terminal, error) {
 // followed by the hex SHA-256 of the canonical JSON of every field but
 // notification_id.
 func (t Terminal) derivedID() (string, error) {
+	if !isPositiveInteger(string(t.SourceSequence)) { // json.Marshal writes "" as 0
+		return "", &ValidationError{Fields: []FieldError{{Field: "source_sequence", Rule: "number"}}}
+	}
 	type content struct { // Terminal without notification_id
-		Schema                 string  `json:"schema"`
-		EventID                string  `json:"event_id"`
-		SiteID                 string  `json:"site_id"`
-		PlanID                 string  `json:"plan_id"`
-		WebsiteVersion         string  `json:"website_version"`
-		SourceSequence         int64   `json:"source_sequence"`
-		JobCount               int64   `json:"job_count"`
-		ChangeSHA256           string  `json:"change_sha256"`
-		LifecycleBindingSHA256 string  `json:"lifecycle_binding_sha256"`
-		TerminalStatus         string  `json:"terminal_status"`
-		LifecycleSHA256        *string `json:"lifecycle_sha256"`
+		Schema                 string      `json:"schema"`
+		EventID                string      `json:"event_id"`
+		SiteID                 string      `json:"site_id"`
+		PlanID                 string      `json:"plan_id"`
+		WebsiteVersion         string      `json:"website_version"`
+		SourceSequence         json.Number `json:"source_sequence"`
+		JobCount               int64       `json:"job_count"`
+		ChangeSHA256           string      `json:"change_sha256"`
+		LifecycleBindingSHA256 string      `json:"lifecycle_binding_sha256"`
+		TerminalStatus         string      `json:"terminal_status"`
+		LifecycleSHA256        *string     `json:"lifecycle_sha256"`
 	}
 	b, err := Marshal(content{
 		t.Schema, t.EventID, t.SiteID, t.PlanID, t.WebsiteVersion, t.SourceSequence,
@@ -111,15 +126,40 @@ func (t Terminal) Check() error {
 	return nil
 }
 
+// isPositiveInteger reports whether s is the decimal form of a positive
+// integer: digits, the first not 0.
+func isPositiveInteger(s string) bool {
+	if s == "" || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // UnmarshalJSON decodes a terminal notification strictly: every member must
-// be present (lifecycle_sha256 as null where it has no strictjson.Value) and no other
-// member is allowed.
+// be present (lifecycle_sha256 as null where it has no value) and no other
+// member is allowed. source_sequence must be a JSON integer (no string,
+// fraction or exponent), as the reference system requires; any size.
 func (t *Terminal) UnmarshalJSON(b []byte) error {
-	if err := exactMembers(b, terminalFields, nil); err != nil {
+	if err := exactMembers(b, terminalFields, checkTerminalMember); err != nil {
 		return err
 	}
 	type plain Terminal // no UnmarshalJSON method
 	return json.Unmarshal(b, (*plain)(t))
+}
+
+// checkTerminalMember refuses a source_sequence that is not a JSON
+// integer literal: encoding/json would read the string "3", or 3.5, into
+// a json.Number.
+func checkTerminalMember(m strictjson.Member) *FieldError {
+	if m.Key == "source_sequence" && (m.Val.Kind != strictjson.Number || !isInteger(m.Val.Text)) {
+		return &FieldError{Field: m.Key, Rule: "type"}
+	}
+	return nil
 }
 
 // exactMembers checks that b is one JSON object (no duplicate keys) whose
@@ -157,8 +197,24 @@ func exactMembers(b []byte, fields []string, check func(strictjson.Member) *Fiel
 	return nil
 }
 
-// DedupeKey returns the notification_id, a receiver's dedupe key.
-func (t Terminal) DedupeKey() string { return t.NotificationID }
+// DedupeKey returns the event_id: the reference system keys terminal
+// notifications by their event, so a receiver records one notification
+// per event and sender, and another one for the same event is an
+// idempotency collision. Give a sender of terminal notifications its own
+// verified sender name if it also sends payloads of other types to
+// receivers on the same Inbox: keys are unique per sender, not per type.
+func (t Terminal) DedupeKey() string { return t.EventID }
+
+// PayloadSHA256 implements Digester: the digest of body's canonical JSON,
+// the notification_sha256 of its Ack. Every serialization of the same
+// notification (whitespace, member order, escapes) has the same one.
+func (t Terminal) PayloadSHA256(body []byte) (string, error) {
+	canonical, err := Canonical(body)
+	if err != nil {
+		return "", err
+	}
+	return Digest(canonical), nil
+}
 
 // Payload returns t's canonical JSON: the bytes a sender enqueues and sends.
 func (t Terminal) Payload() ([]byte, error) { return Marshal(t) }
@@ -167,7 +223,7 @@ func (t Terminal) Payload() ([]byte, error) { return Marshal(t) }
 // notification_sha256 is the digest of the canonical payload, which is the
 // digest of the bytes a courier sender sends.
 func (t Terminal) Ack(body []byte) (Ack, error) {
-	canonical, err := Canonical(body)
+	digest, err := t.PayloadSHA256(body)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -175,7 +231,7 @@ func (t Terminal) Ack(body []byte) (Ack, error) {
 		Schema:             TerminalAckSchema,
 		NotificationID:     t.NotificationID,
 		Status:             StatusAccepted,
-		NotificationSHA256: Digest(canonical),
+		NotificationSHA256: digest,
 		Extra:              map[string]string{"event_id": t.EventID, "site_id": t.SiteID},
 	}, nil
 }

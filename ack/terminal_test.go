@@ -3,6 +3,7 @@ package ack_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -247,4 +248,126 @@ func TestTokensAndDigests(t *testing.T) {
 	if d != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" || !ack.IsDigest(d) || ack.IsDigest(strings.ToUpper(d)) || ack.IsDigest(d[1:]) {
 		t.Fatalf("Digest/IsDigest wrong for %s", d)
 	}
+}
+
+// TestTerminalSequenceBeyondInt64RoundTrips: the reference takes any
+// positive integer as source_sequence; Terminal held it in an int64, so a
+// sender could not build, nor a receiver accept, one beyond 2^63. The
+// outbox side: a Terminal built with NewTerminal with such a sequence
+// marshals it as the same JSON integer (the canonical form is unchanged),
+// decodes back to the same value, and its Ack verifies.
+func TestTerminalSequenceBeyondInt64RoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, seq := range []json.Number{"9223372036854775808", "18446744073709551617", json.Number("1" + strings.Repeat("0", 60))} {
+		n, err := ack.NewTerminal(ack.Terminal{
+			EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
+			SourceSequence: seq, JobCount: 1, ChangeSHA256: ack.Digest([]byte("change")),
+			LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
+		})
+		if err != nil {
+			t.Fatalf("NewTerminal(%s): %v", seq, err)
+		}
+		p, err := n.Payload()
+		if err != nil || !strings.Contains(string(p), `,"source_sequence":`+string(seq)+`,`) {
+			t.Fatalf("Payload %s (%v) does not carry %s as a JSON integer", p, err, seq)
+		}
+		if c, err := ack.Canonical(p); err != nil || string(c) != string(p) {
+			t.Fatalf("Payload is not canonical: %s (%v)", c, err)
+		}
+		var back ack.Terminal
+		if err := json.Unmarshal(p, &back); err != nil || back != n {
+			t.Fatalf("round trip: %+v (%v), want %+v", back, err, n)
+		}
+		if err := ack.Validate(back); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		a, err := back.Ack(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profile, _ := ack.Builtin(ack.ProfileTerminal)
+		if err := profile.Verify(ack.Sent{ID: n.NotificationID, Payload: p, Attempt: 1}, a.Marshal()); err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+	}
+}
+
+// TestTerminalSequenceMustBeAPositiveInteger: what the reference refuses
+// as source_sequence (not an int, or not > 0) both ends refuse, naming
+// the field: NewTerminal for a sequence built in Go, the strict decoder
+// and Validate for one received.
+func TestTerminalSequenceMustBeAPositiveInteger(t *testing.T) {
+	t.Parallel()
+	for _, seq := range []json.Number{"", "0", "-1", "01", "1.5", "1e3", "1E3", " 1", "abc", "+1"} {
+		_, err := ack.NewTerminal(ack.Terminal{
+			EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
+			SourceSequence: seq, JobCount: 1, ChangeSHA256: ack.Digest([]byte("change")),
+			LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
+		})
+		var ve *ack.ValidationError
+		if !errors.As(err, &ve) || !hasField(ve, "source_sequence") {
+			t.Errorf("NewTerminal(source_sequence %q) = %v, want a field error on source_sequence", seq, err)
+		}
+	}
+	payload := terminalVectors(t)[0].Payload
+	for _, raw := range []string{`"7"`, `7.0`, `7e0`, `true`, `null`, `[7]`, `0`, `-7`} {
+		b := strings.Replace(payload, `"source_sequence":7`, `"source_sequence":`+raw, 1)
+		var n ack.Terminal
+		err := json.Unmarshal([]byte(b), &n)
+		if err == nil {
+			err = ack.Validate(n)
+		}
+		var ve *ack.ValidationError
+		if !errors.As(err, &ve) || !hasField(ve, "source_sequence") {
+			t.Errorf("source_sequence %s: %v, want a field error on source_sequence", raw, err)
+		}
+	}
+}
+
+// TestReserializedTerminalHasOneDigest: a terminal notification's
+// identity is its canonical JSON. PayloadSHA256, what a receiver records
+// it by, is the same for every serialization of it (whitespace, member
+// order, escapes) and is the digest of its canonical payload; another
+// notification for the same event has another digest and the same
+// DedupeKey, its event_id.
+func TestReserializedTerminalHasOneDigest(t *testing.T) {
+	t.Parallel()
+	v := terminalVectors(t)[0]
+	var n ack.Terminal
+	if err := json.Unmarshal([]byte(v.Payload), &n); err != nil {
+		t.Fatal(err)
+	}
+	var members map[string]any
+	if err := json.Unmarshal([]byte(v.Payload), &members); err != nil {
+		t.Fatal(err)
+	}
+	indented, _ := json.MarshalIndent(members, "", "  ")
+	var ordered strings.Builder // keys in reverse order, spaced
+	keys := slices.Sorted(maps.Keys(members))
+	slices.Reverse(keys)
+	ordered.WriteString("{ ")
+	for i, k := range keys {
+		if i > 0 {
+			ordered.WriteString(", ")
+		}
+		kb, _ := json.Marshal(k)
+		vb, _ := json.Marshal(members[k])
+		ordered.WriteString(string(kb) + ": " + string(vb))
+	}
+	ordered.WriteString(" }\n")
+	escaped := strings.Replace(v.Payload, `"site-1"`, `"\u0073ite\u002d1"`, 1)
+	for name, body := range map[string]string{"canonical": v.Payload, "indented": string(indented), "reordered": ordered.String(), "escaped": escaped} {
+		got, err := n.PayloadSHA256([]byte(body))
+		if err != nil || got != v.PayloadSHA256 {
+			t.Errorf("%s: PayloadSHA256 = %s (%v), want the canonical payload's %s", name, got, err, v.PayloadSHA256)
+		}
+	}
+	other := strings.Replace(v.Payload, `"job_count":3`, `"job_count":4`, 1)
+	if got, _ := n.PayloadSHA256([]byte(other)); got == v.PayloadSHA256 {
+		t.Error("another notification has the same PayloadSHA256")
+	}
+	if n.DedupeKey() != n.EventID {
+		t.Errorf("DedupeKey = %q, want the event_id %q", n.DedupeKey(), n.EventID)
+	}
+	var _ ack.Digester = n
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -153,7 +155,7 @@ func terminalNotification(t *testing.T, i int) (ack.Terminal, []byte) {
 	t.Helper()
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: fmt.Sprintf("evt-%d", i), SiteID: "site", PlanID: "plan", WebsiteVersion: "v1",
-		SourceSequence: int64(i + 1), JobCount: 1, ChangeSHA256: ack.Digest([]byte("c")),
+		SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: 1, ChangeSHA256: ack.Digest([]byte("c")),
 		LifecycleBindingSHA256: ack.Digest([]byte("b")), TerminalStatus: "superseded",
 	})
 	if err != nil {

@@ -23,6 +23,10 @@ const (
 // errInProgress is a duplicate whose first delivery is still processing.
 var errInProgress = errors.New("handler: in progress")
 
+// errNoMessageID is a payload without an id of its own whose signature
+// signs no message id: there is nothing to dedupe it by.
+var errNoMessageID = errors.New("handler: no id in the payload and no signed message id")
+
 // errForbidden is a publisher refused by PublishConfig.Authorize.
 var errForbidden = errors.New("handler: not authorized for this target")
 
@@ -86,6 +90,8 @@ func answer(w http.ResponseWriter, err error) {
 		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this identity was received with another body")
 	case errors.Is(err, errInProgress):
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this delivery is being processed", retryInProgress)
+	case errors.Is(err, errNoMessageID):
+		problem.Error(w, http.StatusBadRequest, courier.CodeMessageIDMissing, "the payload has no id and the signature signs no message id")
 	case errors.Is(err, errForbidden):
 		problem.Error(w, http.StatusForbidden, courier.CodeForbidden, "not allowed to publish to this target")
 	case errors.As(err, &sf):

@@ -38,9 +38,10 @@ import (
 type anyOptions struct {
 	hook   func(handler.Event)
 	logger *slog.Logger
-	// app is what the application's function does after counting the
-	// call; nil: nothing. Publish has no application function.
-	app func() error
+	// app is what the application's function does, with the context it
+	// was given, after counting the call; nil: nothing. Publish has no
+	// application function.
+	app func(ctx context.Context) error
 }
 
 // anyEnv is one handler under test.
@@ -80,11 +81,11 @@ func anyStore(t *testing.T) *store.Store {
 }
 
 // anyApp is the application's function of a receiver under test.
-func anyApp[T any](calls *atomic.Int32, app func() error) handler.Func[T] {
-	return func(context.Context, *sqlx.Tx, T) error {
+func anyApp[T any](calls *atomic.Int32, app func(context.Context) error) handler.Func[T] {
+	return func(ctx context.Context, _ *sqlx.Tx, _ T) error {
 		calls.Add(1)
 		if app != nil {
-			return app()
+			return app(ctx)
 		}
 		return nil
 	}
@@ -322,16 +323,16 @@ func TestOneAnswerPerOutcomeInEveryReceiver(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name   string
-			app    func() error
+			app    func(context.Context) error
 			status int
 			code   courier.Code
 		}{
-			{"application error", func() error { return errors.New("application trouble") }, 500, courier.CodeHandlerFailed},
-			{"application error wrapping a collision", func() error {
+			{"application error", func(context.Context) error { return errors.New("application trouble") }, 500, courier.CodeHandlerFailed},
+			{"application error wrapping a collision", func(context.Context) error {
 				return fmt.Errorf("enqueue: %w", courier.ErrIdempotencyCollision)
 			}, 500, courier.CodeHandlerFailed},
-			{"rejection", func() error { return handler.Reject("not_for_us", "not for this site") }, 422, "not_for_us"},
-			{"rejection without a code", func() error { return &handler.Rejection{} }, 422, courier.CodeRejected},
+			{"rejection", func(context.Context) error { return handler.Reject("not_for_us", "not for this site") }, 422, "not_for_us"},
+			{"rejection without a code", func(context.Context) error { return &handler.Rejection{} }, 422, courier.CodeRejected},
 		} {
 			t.Run(target.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -458,7 +459,7 @@ func TestPanicReachesHook(t *testing.T) {
 			var logs logRecords
 			type panicWith struct{ v any }
 			var value atomic.Value
-			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs), app: func() error { panic(value.Load().(panicWith).v) }})
+			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs), app: func(context.Context) error { panic(value.Load().(panicWith).v) }})
 
 			value.Store(panicWith{"application bug"})
 			rec := serve(middleware.Recover(nil)(e.handler), e.request(t))

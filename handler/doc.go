@@ -20,11 +20,15 @@
 //	408 request_timeout         the body did not arrive within Body.ReadTimeout
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields)
+//	400 validation_failed       notification_id (rule webhook_id): the signed message id
+//	                            (webhook-id, or Svix's svix-id) names another notification
+//	400 message_id_missing      Receiver only: a payload without an id of its own, under a
+//	                            scheme that signs no message id to dedupe it by
 //
 // A request that passes is processed, and one function answers the outcome
 // for every handler, so the same failure gets the same answer everywhere:
 //
-//	409 idempotency_collision   received before with another body
+//	409 idempotency_collision   its identity was received before with another body
 //	503 in_progress             another request is processing it (Retry-After)
 //	422 <the Rejection's code>  the application refused it for good (see Reject)
 //	500 handler_failed          the application's function failed; the sender retries
@@ -34,7 +38,21 @@
 // An accepted notification is recorded in the Inbox, processed by the
 // application's function and acknowledged, all in one transaction; a
 // redelivery gets the stored answer byte for byte, without running the
-// function again.
+// function again. What makes a redelivery, per handler (the key is always
+// scoped by the verified sender):
+//
+//	Receiver[T]  key T's DedupeKey, or the signed message id when it is "";
+//	             same body: the exact bytes (courier's own Ack binds them),
+//	             or T's PayloadSHA256 when T is an ack.Digester
+//	Terminal     key event_id; same body: the canonical JSON, so the same
+//	             notification re-serialized is a redelivery, and another
+//	             notification for the event a collision
+//	Reporting    key idempotency_key; same body: the JCS form
+//	Source       key operation:request_id; same body: the exact bytes
+//
+// The application's function gets a context marked as holding the store's
+// writer (on SQLite the recording transaction holds the one writer until
+// the receiver commits): it must write through the tx it is given.
 //
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code) and, when refused or failed, logged to its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -330,8 +332,13 @@ func hostileStore(t *testing.T) *store.Store {
 	return s
 }
 
-// hostileEffect is an application function that records one effect.
+// hostileEffect is an application function that records one effect. It
+// fails unless its context says the receiver holds the store's writer, so
+// every accepted case checks the mark too.
 func hostileEffect[T ack.Notification](ctx context.Context, tx *sqlx.Tx, n T) error {
+	if !writerctx.Held(ctx) {
+		return errors.New("the function's context is not marked as holding the writer")
+	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO hostile_effects (id) VALUES (?)", n.DedupeKey())
 	return err
 }
@@ -428,7 +435,13 @@ func hostileTerminalTarget() hostileTarget {
 			{name: "wrong schema", build: body(func(v hostileValid) []byte { return v.with("schema", `"courier.other.v1"`) }), status: 400, code: courier.CodeValidation, field: "schema"},
 			{name: "sequence is a string", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `"3"`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
 			{name: "sequence is a float", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `3.5`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
-			{name: "sequence overflows int64", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `99999999999999999999`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence with an exponent", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `3e0`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence negative", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `-3`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence zero", build: body(func(v hostileValid) []byte { return v.with("source_sequence", `0`) }), status: 400, code: courier.CodeValidation, field: "source_sequence"},
+			{name: "sequence beyond int64", build: func(hostileValid) hostileRequest {
+				n, body := hostileTerminal(func(n *ack.Terminal) { n.SourceSequence = "99999999999999999999" })
+				return hostileRequest{id: n.NotificationID, body: body}
+			}, status: 200, stored: 1, effects: 1, wantKey: "evt-1"},
 			{name: "job count zero", build: body(func(v hostileValid) []byte { return v.with("job_count", `0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
 			{name: "site id is null", build: body(func(v hostileValid) []byte { return v.with("site_id", `null`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
 			{name: "site id is an object", build: body(func(v hostileValid) []byte { return v.with("site_id", `{"a":1}`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
@@ -446,12 +459,25 @@ func hostileTerminalTarget() hostileTarget {
 				other, _ := hostileTerminal(func(n *ack.Terminal) { n.EventID = "evt-other" })
 				return hostileRequest{id: other.NotificationID, body: v.body}
 			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
-			{name: "same id, other bytes", prepare: accepted, build: body(func(v hostileValid) []byte { return append(bytes.Clone(v.body), ' ') }),
-				status: 409, code: courier.CodeIdempotencyCollision},
-			{name: "same id, other order", prepare: accepted, build: body(func(v hostileValid) []byte {
+			{name: "svix-id is another notification", build: func(v hostileValid) hostileRequest {
+				other, _ := hostileTerminal(func(n *ack.Terminal) { n.EventID = "evt-other" })
+				return hostileRequest{id: other.NotificationID, body: v.body, edit: svixBrand}
+			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
+			// The identity is the canonical JSON: other bytes of the same
+			// notification are a redelivery, answered from the Inbox.
+			{name: "same notification, other bytes", prepare: accepted, build: body(func(v hostileValid) []byte { return append(bytes.Clone(v.body), ' ') }),
+				status: 200},
+			{name: "same notification, other order", prepare: accepted, build: body(func(v hostileValid) []byte {
 				return hostileValid{body: v.without("website_version")}.prepend(`"website_version":"v1"`)
-			}),
-				status: 409, code: courier.CodeIdempotencyCollision},
+			}), status: 200},
+			{name: "same notification, escaped", prepare: accepted, build: body(func(v hostileValid) []byte {
+				return bytes.Replace(v.body, []byte(`"site-1"`), []byte(`"\u0073ite\u002d1"`), 1)
+			}), status: 200},
+			// It is keyed by its event: another one for the event collides.
+			{name: "another notification for the event", prepare: accepted, build: func(hostileValid) hostileRequest {
+				other, body := hostileTerminal(func(n *ack.Terminal) { n.JobCount = 9 })
+				return hostileRequest{id: other.NotificationID, body: body}
+			}, status: 409, code: courier.CodeIdempotencyCollision},
 		},
 	}
 }
@@ -462,7 +488,7 @@ func hostileTerminal(fn func(*ack.Terminal)) (ack.Terminal, []byte) {
 	lifecycle := ack.Digest([]byte("lifecycle"))
 	n := ack.Terminal{
 		EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: 3, JobCount: 2, ChangeSHA256: ack.Digest([]byte("change")),
+		SourceSequence: "3", JobCount: 2, ChangeSHA256: ack.Digest([]byte("change")),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 	}
 	fn(&n)
@@ -607,6 +633,9 @@ func hostileSourceTarget() hostileTarget {
 			{name: "other contract", build: body(func(v hostileValid) []byte { return v.with("capabilities_sha256", `"`+strings.Repeat("f", 64)+`"`) }), status: 409, code: courier.CodeContractChanged},
 			{name: "webhook-id is another command", build: func(v hostileValid) hostileRequest { return hostileRequest{id: "change:r2", body: v.body} },
 				status: 400, code: courier.CodeValidation, field: "notification_id"},
+			{name: "svix-id is another command", build: func(v hostileValid) hostileRequest {
+				return hostileRequest{id: "change:r2", body: v.body, edit: svixBrand}
+			}, status: 400, code: courier.CodeValidation, field: "notification_id"},
 			{name: "same identity, other body", prepare: accepted, build: body(func(v hostileValid) []byte { return v.with("body", `{"a":2}`) }),
 				status: 409, code: courier.CodeIdempotencyCollision},
 		},

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -19,9 +20,15 @@ import (
 // using tx, the transaction the Inbox record is written in, so its effects
 // in that database happen exactly once. An error rolls everything back: a
 // *Rejection refuses the notification for good (422), any other error
-// answers 500 handler_failed and the sender retries. tx comes from
-// Store.Begin: write through tx only, since on SQLite a second write
-// transaction, or a store method that writes, waits until this one ends.
+// answers 500 handler_failed and the sender retries.
+//
+// The function must write through tx. tx comes from Store.Begin and, on
+// SQLite, holds the database's one writer until the receiver commits: a
+// write through the Store's DB() (a second transaction, or a store method
+// that writes) cannot proceed meanwhile. ctx is marked as holding the
+// writer, so such a write given ctx fails at once rather than after the
+// busy timeout; either way the function's error answers 500. Reads
+// through DB() are fine, but do not see tx's writes.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
 // ReceiverConfig configures a Receiver (NewReceiver, NewTerminal).
@@ -72,11 +79,23 @@ func (c ReceiverConfig) front() front {
 // Receiver is an http.Handler that accepts notifications of type T exactly
 // once. T is decoded from the body with encoding/json (strictly: see
 // ReceiverConfig.AllowUnknownFields), validated with validator/v10 tags
-// and, if it implements ack.Checker, its own Check; the identity it is
-// deduped by (T's DedupeKey) must be the one the sender signed, when the
-// scheme signs one (Standard Webhooks' webhook-id). The Ack is T's own
+// and, if it implements ack.Checker, its own Check. The Ack is T's own
 // when T is an ack.Acker, courier's otherwise. It answers as the package
 // documentation says.
+//
+// Identity: the Inbox records each notification under its verified sender
+// and T's DedupeKey, with a digest that tells a redelivery from another
+// notification under the same key: the SHA-256 of the exact bytes, which
+// courier's own Ack binds, or T's PayloadSHA256 when T is an ack.Digester
+// (ack.Terminal digests its canonical JSON, so a redelivery re-serialized
+// by another encoder is a duplicate, and keys by event_id, so another
+// notification for an accepted event is a collision). When the scheme
+// signs a message id (Standard Webhooks' webhook-id or Svix's svix-id;
+// signature.Principal.MessageID), it must be the notification id the Ack
+// names, or the request is refused: a signed request cannot carry another
+// notification's identity. A T that carries no id of its own (DedupeKey
+// returns "") is deduped by that signed message id instead, and refused
+// with 400 message_id_missing when the scheme signs none.
 type Receiver[T ack.Notification] struct {
 	cfg ReceiverConfig
 	fn  Func[T]
@@ -109,11 +128,12 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
 	}
-	if !signedIdentity(w, r, n.DedupeKey()) {
+	key, a, err := identify(n, body, principal)
+	if err != nil {
+		answer(w, err)
 		return
 	}
-	key := protocol.InboxKey{Sender: principal.Sender, Key: n.DedupeKey(), PayloadSHA256: ack.Digest(body)}
-	b, fresh, err := rc.process(ctx, key, n, body)
+	b, fresh, err := rc.process(ctx, key, n, a.Marshal())
 	if err != nil {
 		answer(w, err)
 		return
@@ -124,18 +144,43 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
 	writeAck(w, b)
 }
 
+// identify returns the Inbox key n, received as body from p, is recorded
+// under and the Ack that answers it, or why the request is refused: no id
+// to dedupe by, or a signed message id naming another notification.
+func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.InboxKey, ack.Ack, error) {
+	id := n.DedupeKey()
+	if id == "" { // no id of its own: the signed message id is its identity
+		switch {
+		case p.MessageID == "":
+			return protocol.InboxKey{}, ack.Ack{}, errNoMessageID
+		case !ack.IsToken(p.MessageID):
+			return protocol.InboxKey{}, ack.Ack{}, &ack.ValidationError{Fields: []ack.FieldError{{Field: "webhook-id", Rule: "courier_token"}}}
+		}
+		id = p.MessageID
+	}
+	a, err := ackFor(n, id, body)
+	if err != nil {
+		return protocol.InboxKey{}, ack.Ack{}, err
+	}
+	if p.MessageID != "" && p.MessageID != a.NotificationID {
+		return protocol.InboxKey{}, ack.Ack{}, errSignedIdentity
+	}
+	digest := ack.Digest(body)
+	if d, ok := n.(ack.Digester); ok {
+		if digest, err = d.PayloadSHA256(body); err != nil {
+			return protocol.InboxKey{}, ack.Ack{}, err
+		}
+	}
+	return protocol.InboxKey{Sender: p.Sender, Key: id, PayloadSHA256: digest}, a, nil
+}
+
 // process records the notification and runs the application's function
 // in one transaction, returning the Ack to answer and whether it was
-// processed now (false: a duplicate answered from the Inbox). The Ack is
-// bound to the bytes received, not to what the function does, so it is
+// processed now (false: a duplicate answered from the Inbox). The Ack b is
+// bound to what was received, not to what the function does, so it is
 // built first and recorded with the key in one statement; a failing
 // function rolls both back.
-func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, body []byte) ([]byte, bool, error) {
-	a, err := ackFor(n, key.Key, body)
-	if err != nil {
-		return nil, false, err
-	}
-	b := a.Marshal()
+func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, b []byte) ([]byte, bool, error) {
 	tx, err := rc.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, fromStore(err)
@@ -150,7 +195,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	case !receipt.Fresh:
 		return receipt.Ack, false, nil
 	}
-	if err := rc.fn(ctx, tx, n); err != nil {
+	if err := rc.fn(writerctx.WithHeld(ctx), tx, n); err != nil {
 		return nil, false, fromApp(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -174,12 +219,17 @@ func writeAck(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// signedIdentity refuses a request whose signed webhook-id (Standard
-// Webhooks signs it with the body) names another notification than the
-// body does: the identity a receiver dedupes by must be the one signed.
-func signedIdentity(w http.ResponseWriter, r *http.Request, key string) bool {
-	if id := r.Header.Get("webhook-id"); id != "" && id != key {
-		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "webhook_id"}}})
+// errSignedIdentity refuses a request whose signed message id (Standard
+// Webhooks signs webhook-id, or Svix's svix-id, with the body) names
+// another notification than the body does: the identity a receiver
+// dedupes by must be the one signed.
+var errSignedIdentity = &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "webhook_id"}}}
+
+// signedIdentity answers errSignedIdentity when p's signed message id,
+// if the scheme signs one, is not id, and reports whether it is.
+func signedIdentity(w http.ResponseWriter, p signature.Principal, id string) bool {
+	if p.MessageID != "" && p.MessageID != id {
+		answer(w, errSignedIdentity)
 		return false
 	}
 	return true

@@ -11,6 +11,7 @@ import (
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -129,7 +130,7 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
 		return
 	}
-	if !signedIdentity(w, r, c.DedupeKey()) {
+	if !signedIdentity(w, principal, c.DedupeKey()) {
 		return
 	}
 	key := protocol.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}
@@ -165,7 +166,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, Reject(CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
-	if err := s.fn(ctx, tx, c); errors.Is(err, ErrAlreadyApplied) {
+	if err := s.fn(writerctx.WithHeld(ctx), tx, c); errors.Is(err, ErrAlreadyApplied) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
 		return nil, false, fromApp(err)

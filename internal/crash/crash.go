@@ -24,6 +24,7 @@ package crash
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -205,7 +206,7 @@ func Notification(seed uint64, i int) (ack.Terminal, []byte, error) {
 		SiteID:                 "site-1",
 		PlanID:                 "plan-" + strconv.Itoa(i),
 		WebsiteVersion:         "v1",
-		SourceSequence:         int64(i) + 1,
+		SourceSequence:         json.Number(strconv.Itoa(i + 1)),
 		JobCount:               1 + int64(i%3),
 		ChangeSHA256:           ack.Digest([]byte("change-" + strconv.Itoa(i))),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")),

@@ -3,6 +3,7 @@ package testserver_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +93,7 @@ func notification(t *testing.T, seq int) (ack.Terminal, []byte) {
 		SiteID:                 "site-1",
 		PlanID:                 "plan-1",
 		WebsiteVersion:         "v1",
-		SourceSequence:         int64(seq + 1),
+		SourceSequence:         json.Number(strconv.Itoa(seq + 1)),
 		JobCount:               1,
 		ChangeSHA256:           ack.Digest(fmt.Appendf(nil, "change-%d", seq)),
 		LifecycleBindingSHA256: ack.Digest(fmt.Appendf(nil, "binding-%d", seq)),

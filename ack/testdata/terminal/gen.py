@@ -69,6 +69,9 @@ CASES = [
     case("localization_failed", "localization_failed", hexof("y")),
     case("publication_blocked", "publication_blocked", hexof("z"), event="e" * 256),
     case("publication_failed", "publication_failed", hexof("w")),
+    # source_sequence is any positive integer: beyond int64 and uint64.
+    case("sequence_beyond_int64", "published", hexof("v"), seq=2**63),
+    case("sequence_of_40_digits", "cancelled", None, seq=10**39 + 7),
 ]
 
 if __name__ == "__main__":
