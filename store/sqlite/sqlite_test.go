@@ -89,3 +89,15 @@ func TestOpenWriter(t *testing.T) {
 		t.Errorf("%d completed inbox records, want %d", n, writers)
 	}
 }
+
+// TestMigrationsForTeamsWithTheirOwnTool: the files of Migrations and
+// MigrateTx over a *sql.Tx (see storetest.Migrations).
+func TestMigrationsForTeamsWithTheirOwnTool(t *testing.T) {
+	t.Parallel()
+	storetest.Migrations(t, func(t *testing.T) *sqlx.DB { return openSQLite(t) }, storetest.MigrationKit{
+		Files:     sqlite.Migrations(),
+		MigrateTx: sqlite.MigrateTx,
+		SchemaQuery: `SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master
+			WHERE name LIKE 'courier%' ORDER BY type, name`,
+	})
+}

@@ -31,6 +31,7 @@ func Run(t *testing.T, open OpenFunc) {
 		fn   func(t *testing.T, open OpenFunc)
 	}{
 		{"Schema", testSchema},
+		{"SchemaAlteredNamesTableAndColumn", testSchemaAlteredNamesTableAndColumn},
 		{"EnqueueCommitAndRollback", testEnqueueCommitAndRollback},
 		{"EnqueueIdempotent", testEnqueueIdempotent},
 		{"EnqueueInvalid", testEnqueueInvalid},
