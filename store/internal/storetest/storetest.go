@@ -51,6 +51,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},
+		{"EncryptedDigestIsNotGuessable", testEncryptedDigestIsNotGuessable},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"Breaker", testBreaker},
