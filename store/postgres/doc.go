@@ -28,6 +28,10 @@
 // but share the database-wide wake-up channel (a worker may wake for the
 // other's enqueue and find nothing due) and migrate one after the other.
 //
+// The Store takes the database server's clock for its own (see
+// store.Config.Now), so processes on hosts whose clocks disagree still
+// stamp leases on one clock.
+//
 // Workers are woken by pg_notify, sent by the enqueue statement and
 // delivered when the enqueuing transaction commits; they poll as a
 // fallback. Claims take FOR UPDATE SKIP LOCKED, so any number of worker
