@@ -2,7 +2,9 @@ package sqlite_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,4 +102,129 @@ func TestMigrationsForTeamsWithTheirOwnTool(t *testing.T) {
 		SchemaQuery: `SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master
 			WHERE name LIKE 'courier%' ORDER BY type, name`,
 	})
+}
+
+// TestDSNEscapesPath shows the finding "the SQLite path is not escaped in
+// the DSN" fixed: a file name holding what a file: URI reads as a query
+// (?), a fragment (#) or an escape (%), spaces or any other character
+// opens and creates the file of exactly that name, and changes none of
+// the options (q?mode=ro.db opens read-write).
+func TestDSNEscapesPath(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{
+		"we#ird.db", "q?x.db", "q?mode=ro.db", "a&_journal_mode=DELETE.db", "100%.db", "%41%2F.db",
+		"with space.db", " leading.db", "ünïcødé-数据-😀.db",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dir := t.TempDir()
+			path := filepath.Join(dir, name)
+			s, err := sqlite.Open(ctx, path, store.Config{})
+			if err != nil {
+				t.Fatalf("Open(%q): %v", path, err)
+			}
+			e := enqueueOne(t, s, "n-1")
+			var mode string
+			if err := s.DB().GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil || mode != "wal" {
+				t.Errorf("journal_mode %q (%v), want wal: the name changed the options", mode, err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var files []string
+			for _, f := range entries {
+				files = append(files, f.Name())
+			}
+			if !slices.Equal(files, []string{name}) {
+				t.Fatalf("the directory holds %q, want exactly %q", files, name)
+			}
+			s, err = sqlite.Open(ctx, path, store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if d, err := s.Outbox.Get(ctx, e.ID); err != nil || d.NotificationID != "n-1" {
+				t.Fatalf("reopened, delivery %d is %+v (%v)", e.ID, d, err)
+			}
+		})
+	}
+}
+
+// enqueueOne enqueues a delivery in a transaction of its own.
+func enqueueOne(t *testing.T, s *store.Store, id string) store.Enqueued {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	e, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestAnAckIsDurableByDefault: a Store from Open commits with
+// synchronous=FULL (2) by default, on its writer and on every connection
+// of DB(), so what a receiver acknowledged survives a crash of the
+// machine; DurabilityRelaxed gives NORMAL (1).
+func TestAnAckIsDurableByDefault(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		cfg  store.Config
+		want int
+	}{
+		{"Default", store.Config{}, 2},
+		{"Full", store.Config{Durability: store.DurabilityFull}, 2},
+		{"Relaxed", store.Config{Durability: store.DurabilityRelaxed}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+
+			tx, err := s.Begin(ctx) // the writer
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got int
+			if err := tx.GetContext(ctx, &got, "PRAGMA synchronous"); err != nil {
+				t.Fatal(err)
+			}
+			tx.Rollback()
+			if got != tt.want {
+				t.Errorf("writer: synchronous = %d, want %d", got, tt.want)
+			}
+			// Two connections of DB() held at once: two distinct ones.
+			for i := range 2 {
+				c, err := s.DB().Connx(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.GetContext(ctx, &got, "PRAGMA synchronous"); err != nil {
+					t.Fatal(err)
+				}
+				if got != tt.want {
+					t.Errorf("DB() connection %d: synchronous = %d, want %d", i, got, tt.want)
+				}
+			}
+		})
+	}
 }
