@@ -210,7 +210,10 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 
 // DB returns the database the Store reads from: the one passed to Open,
 // or the pool an engine package's Open made. Write business rows that go
-// with courier's through a transaction from Begin.
+// with courier's through a transaction from Begin. Inside a receiver's
+// function, write through the transaction it was given: on SQLite that
+// transaction holds the one writer, and a write through DB() fails at once
+// with code write_outside_transaction rather than wait for it.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
 // Begin starts a transaction on the connection courier writes through,

@@ -1,7 +1,11 @@
 package sqlite_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +15,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/storetest"
 	"github.com/courier-go/courier/store/sqlite"
@@ -226,5 +232,125 @@ func TestAnAckIsDurableByDefault(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriteThroughDBWhileTheWriterIsHeldFailsFast shows the finding
+// "writing through s.DB() inside a receiver's function blocks for the busy
+// timeout, then answers 500" fixed. A stand-in receiver runs the
+// application's function in a transaction on the writer and marks the
+// context it passes, as courier's receivers do; a write through DB() from
+// that context (Exec, a prepared statement, a write transaction) fails at
+// once with code write_outside_transaction, whose message says to write
+// through the transaction, while reads through DB() and writes through the
+// transaction go on. Unmarked, DB() writes as ever.
+func TestWriteThroughDBWhileTheWriterIsHeldFailsFast(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE effects (what TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+
+	type app func(ctx context.Context, tx *sqlx.Tx) error
+	receiver := func(fn app) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tx, err := s.Begin(r.Context())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			defer tx.Rollback()
+			if err := fn(writerctx.WithHeld(r.Context()), tx); err != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprintf(w, "%s\n%s", courier.CodeOf(err), err)
+				return
+			}
+			if err := tx.Commit(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+		})
+	}
+	call := func(t *testing.T, fn app) (int, string) {
+		t.Helper()
+		srv := httptest.NewServer(receiver(fn))
+		defer srv.Close()
+		resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+
+	refused := map[string]app{
+		"Exec": func(ctx context.Context, _ *sqlx.Tx) error {
+			_, err := s.DB().ExecContext(ctx, "INSERT INTO effects (what) VALUES ('exec')")
+			return err
+		},
+		"PreparedStatement": func(ctx context.Context, _ *sqlx.Tx) error {
+			st, err := s.DB().PrepareContext(ctx, "INSERT INTO effects (what) VALUES ('prepared')")
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			_, err = st.ExecContext(ctx)
+			return err
+		},
+		"WriteReturningRows": func(ctx context.Context, _ *sqlx.Tx) error {
+			var what string
+			return s.DB().GetContext(ctx, &what, "INSERT INTO effects (what) VALUES ('returning') RETURNING what")
+		},
+		"Transaction": func(ctx context.Context, _ *sqlx.Tx) error {
+			tx, err := s.DB().BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			_, err = tx.ExecContext(ctx, "INSERT INTO effects (what) VALUES ('transaction')")
+			return err
+		},
+	}
+	for name, fn := range refused {
+		t.Run(name, func(t *testing.T) {
+			status, body := call(t, fn)
+			code, msg, _ := strings.Cut(body, "\n")
+			if status != http.StatusInternalServerError || courier.Code(code) != courier.CodeWriteOutsideTransaction {
+				t.Fatalf("answered %d %q, want 500 with code write_outside_transaction", status, body)
+			}
+			if !strings.Contains(msg, "write through the transaction") {
+				t.Errorf("the error %q does not say to write through the transaction", msg)
+			}
+		})
+	}
+
+	status, body := call(t, func(ctx context.Context, tx *sqlx.Tx) error {
+		var n int
+		if err := s.DB().GetContext(ctx, &n, "SELECT count(*) FROM effects"); err != nil {
+			return fmt.Errorf("read through DB(): %w", err)
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO effects (what) VALUES ('through the transaction')")
+		return err
+	})
+	if status != http.StatusOK {
+		t.Fatalf("reading through DB() and writing through the transaction answered %d %q", status, body)
+	}
+	if _, err := s.DB().ExecContext(ctx, "INSERT INTO effects (what) VALUES ('unmarked')"); err != nil {
+		t.Fatalf("a write through DB() from an unmarked context: %v", err)
+	}
+	var got []string
+	if err := s.DB().SelectContext(ctx, &got, "SELECT what FROM effects ORDER BY what"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"through the transaction", "unmarked"}) {
+		t.Fatalf("effects %q, want only the transaction's and the unmarked write", got)
 	}
 }
