@@ -78,6 +78,8 @@ const (
 	CodeLeasesExpired   Code = "leases_expired"    // health: workers stopped without settling
 	CodeConfigInvalid   Code = "config_invalid"
 	CodeInvalidArgument Code = "invalid_argument"
+
+	CodeWriteOutsideTransaction Code = "write_outside_transaction" // a write through DB() while the request's transaction holds SQLite's writer
 )
 
 // Codes of signature verification. Each failure a verifier reports is a case

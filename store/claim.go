@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"time"
 
@@ -170,9 +169,11 @@ func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) 
 		return false, o.end(ctx, tx, now, "outbox_quarantine", c.Lease, courier.CodePayloadUnreadable, AttemptQuarantined)
 	}
 	c.Payload = plain
-	if !digestMatches(plain, c.PayloadSHA256) {
+	if ok, _ := o.s.cfg.Encryption.matches(plain, c.PayloadSHA256, c.payloadKeyID, c.NotificationID, c.Endpoint); !ok {
 		return false, o.end(ctx, tx, now, "outbox_quarantine", c.Lease, courier.CodeIntegrity, AttemptQuarantined)
 	}
+	sum := sha256.Sum256(plain) // a sealed row stores a keyed digest; the worker gets the payload's own
+	c.PayloadSHA256 = hex.EncodeToString(sum[:])
 	if c.SubscriptionID == 0 {
 		return true, nil
 	}
@@ -199,12 +200,4 @@ func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, name string, l
 type subscriptionState struct {
 	Fingerprint string `db:"fingerprint"`
 	Active      bool   `db:"active"`
-}
-
-// digestMatches compares payload's SHA-256 with a stored hex digest.
-func digestMatches(payload []byte, hexDigest string) bool {
-	sum := sha256.Sum256(payload)
-	var want [sha256.Size]byte
-	_, err := hex.Decode(want[:], []byte(hexDigest))
-	return err == nil && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
 }

@@ -15,7 +15,7 @@ type Delivery struct {
 	Endpoint       string
 	Payload        []byte // nil when not loaded or when it cannot be opened (see PayloadKeyID)
 	PayloadKeyID   string // the key that sealed the stored payload, "" if none
-	PayloadSHA256  string
+	PayloadSHA256  string // the payload's SHA-256; keyed under PayloadKeyID when sealed (see Encryption)
 	Profile        string
 	KeyID          string
 	Status         courier.Status

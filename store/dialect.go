@@ -15,7 +15,7 @@ import (
 type dialect struct {
 	*engine.Engine
 	queries    map[string]*query
-	migrations []migration
+	migrations []engine.Migration
 }
 
 // dialects caches each engine's loaded dialect.
@@ -39,7 +39,7 @@ func loadDialect(e *engine.Engine) (*dialect, error) {
 	if d.queries, err = loadQueries(e); err != nil {
 		return nil, err
 	}
-	if d.migrations, err = loadMigrations(e); err != nil {
+	if d.migrations, err = e.Migrations(); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -3,18 +3,26 @@ package store
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 
 	"github.com/courier-go/courier/ack"
 )
 
-// PayloadKey is an AES-256-GCM key that seals stored payloads. Its
-// material is held behind a function value, so fmt, slog and every other
-// printer show the id and at most an address, never the key.
+// PayloadKey is an AES-256-GCM key that seals stored payloads, and the key
+// of their stored digests. Its material is held behind function values, so
+// fmt, slog and every other printer show the id and at most an address,
+// never the key.
 type PayloadKey struct {
-	id   string
-	aead func() cipher.AEAD
+	id     string
+	aead   func() cipher.AEAD
+	digest func(payload []byte, notificationID, endpoint string) [sha256.Size]byte
 }
 
 // NewPayloadKey returns the key named id (a token, stored with every row it
@@ -34,7 +42,41 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 	if err != nil {
 		return PayloadKey{}, configError("payload key rejected by GCM")
 	}
-	return PayloadKey{id: id, aead: func() cipher.AEAD { return aead }}, nil
+	macKey, err := hkdf.Key(sha256.New, secret, nil, digestInfo+id, sha256.Size)
+	if err != nil {
+		return PayloadKey{}, configError("payload key rejected by HKDF")
+	}
+	return PayloadKey{
+		id:   id,
+		aead: func() cipher.AEAD { return aead },
+		digest: func(payload []byte, notificationID, endpoint string) [sha256.Size]byte {
+			return keyedDigest(macKey, payload, notificationID, endpoint)
+		},
+	}, nil
+}
+
+// digestInfo is the HKDF info of a key's digest key, followed by the key's
+// id: the digest key is the payload key's, tagged for this one use and
+// this one key id, and independent of the AES key it is derived from.
+const digestInfo = "courier.outbox.payload-digest.v1\x00"
+
+// keyedDigest is the digest stored for a sealed payload: HMAC-SHA256 under
+// the key's digest key over the delivery's identity and the payload.
+// Without the key nobody can compute it, so it neither reveals a guessable
+// payload nor shows two rows with one payload; with the key, enqueue and
+// claim recompute it to compare a payload with the row.
+func keyedDigest(macKey, payload []byte, notificationID, endpoint string) [sha256.Size]byte {
+	mac := hmac.New(sha256.New, macKey)
+	var n [8]byte
+	for _, part := range [][]byte{[]byte(notificationID), []byte(endpoint)} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		mac.Write(n[:])
+		mac.Write(part)
+	}
+	mac.Write(payload)
+	var sum [sha256.Size]byte
+	mac.Sum(sum[:0])
+	return sum
 }
 
 // ID returns the key's id.
@@ -47,6 +89,15 @@ func (k PayloadKey) ID() string { return k.id }
 // endpoint) is bound as associated data: a sealed payload moved to another
 // row does not open. A row that cannot be opened is quarantined with code
 // payload_unreadable.
+//
+// A sealed row's stored digest (Delivery.PayloadSHA256) is keyed too:
+// HMAC-SHA256 under a key derived (HKDF) from the payload key and tagged
+// with its id, over the delivery's identity and the payload. The database
+// then reveals neither a payload anyone could guess and hash nor which rows
+// carry the same one. Claims recompute it under the row's key before
+// sending (a mismatch is quarantined with code integrity_mismatch), and so
+// does an enqueue that finds its delivery already stored, so the same
+// payload again stays a no-op across a rotation.
 type Encryption struct {
 	Current string
 	Keys    []PayloadKey
@@ -58,7 +109,7 @@ func (e *Encryption) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, k := range e.Keys {
-		if k.aead == nil {
+		if k.aead == nil || k.digest == nil {
 			return configError("Encryption.Keys holds a key not made by NewPayloadKey")
 		}
 		if seen[k.id] {
@@ -73,6 +124,9 @@ func (e *Encryption) validate() error {
 }
 
 func (e *Encryption) key(id string) (PayloadKey, bool) {
+	if e == nil {
+		return PayloadKey{}, false
+	}
 	for _, k := range e.Keys {
 		if k.id == id {
 			return k, true
@@ -126,4 +180,39 @@ func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint string)
 		return nil, errUnreadable
 	}
 	return plain, nil
+}
+
+// digest returns the stored digest of a payload about to be sealed with
+// the key named keyID ("": stored as sent), in lowercase hex: the
+// payload's SHA-256 for a plaintext row, its keyed digest for a sealed one.
+func (e *Encryption) digest(payload []byte, keyID, notificationID, endpoint string) string {
+	if keyID == "" {
+		sum := sha256.Sum256(payload)
+		return hex.EncodeToString(sum[:])
+	}
+	k, _ := e.key(keyID)
+	sum := k.digest(payload, notificationID, endpoint)
+	return hex.EncodeToString(sum[:])
+}
+
+// errDigestKeyGone is a row sealed under a key Encryption no longer holds:
+// no payload can be compared with it.
+var errDigestKeyGone = errors.New("store: the row's payload key is not configured")
+
+// matches reports, in constant time, whether payload is the one whose
+// digest a row stores, the row sealed under keyID ("" for none). A sealed
+// row's digest is keyed under its own key, whichever key is Current now;
+// a sealed row whose key is gone is errDigestKeyGone.
+func (e *Encryption) matches(payload []byte, hexDigest, keyID, notificationID, endpoint string) (bool, error) {
+	var sum [sha256.Size]byte
+	switch k, ok := e.key(keyID); {
+	case keyID == "":
+		sum = sha256.Sum256(payload)
+	case !ok:
+		return false, errDigestKeyGone
+	default:
+		sum = k.digest(payload, notificationID, endpoint)
+	}
+	stored, err := hex.DecodeString(hexDigest)
+	return err == nil && subtle.ConstantTimeCompare(sum[:], stored) == 1, nil
 }

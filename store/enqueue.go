@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -167,7 +165,6 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	case deadline < next:
 		return nil, invalidArgument("Deadline is before the first attempt")
 	}
-	sum := sha256.Sum256(p.Payload)
 	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)
 	if err != nil {
 		return nil, err
@@ -177,7 +174,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"endpoint":        p.Endpoint,
 		"payload":         stored,
 		"payload_key_id":  keyID,
-		"payload_sha256":  hex.EncodeToString(sum[:]),
+		"payload_sha256":  cfg.Encryption.digest(p.Payload, keyID, p.NotificationID, p.Endpoint),
+		argPlaintext:      p.Payload, // no statement's: existing compares it with the row
 		"profile":         p.Profile,
 		"key_id":          p.KeyID,
 		"priority":        p.Priority,
@@ -195,9 +193,21 @@ func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (En
 	if err != nil {
 		return Enqueued{}, err
 	}
-	if r.PayloadSHA256 != args["payload_sha256"] || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
+	// The row's digest is keyed under the key that sealed it, which may no
+	// longer be Current: the payload is compared under that key.
+	same, err := o.s.cfg.Encryption.matches(args[argPlaintext].([]byte), r.PayloadSHA256, r.PayloadKeyID,
+		args["notification_id"].(string), args["endpoint"].(string))
+	if err != nil {
+		return Enqueued{}, courier.Wrap(courier.ErrIdempotencyCollision, courier.CodeIdempotencyCollision,
+			"store: the delivery exists, sealed under payload key "+r.PayloadKeyID+", which Encryption.Keys no longer holds: its payload cannot be compared")
+	}
+	if !same || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
 		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] {
 		return Enqueued{}, courier.ErrIdempotencyCollision
 	}
 	return Enqueued{ID: r.ID, Existed: true}, nil
 }
+
+// argPlaintext is the entry of an enqueue's arguments that holds the
+// payload as the caller gave it, for existing; no statement binds it.
+const argPlaintext = "plaintext"

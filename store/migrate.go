@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -15,6 +15,12 @@ import (
 // Migrate brings db's courier tables to the version this courier knows,
 // applying the pending numbered migrations in one transaction. Running it
 // again is a no-op; running it against a newer schema is ErrSchemaTooNew.
+//
+// Courier's tables go where the connection creates tables: on PostgreSQL,
+// the first schema of its search_path (see package store/postgres).
+// Teams that run their own migration tool apply the engine's files instead
+// (sqlite.Migrations, postgres.Migrations), or call MigrateTx from one of
+// its migrations.
 func Migrate(ctx context.Context, db *sqlx.DB) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -27,10 +33,18 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 	return wrapf(tx.Commit(), "migrate")
 }
 
-// MigrateTx applies the pending migrations inside the caller's transaction,
-// so an application can migrate courier's tables with its own.
-func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
-	d, err := dialectOf(tx.DriverName())
+// MigrateTx applies the pending migrations inside the caller's transaction
+// tx, so an application can migrate courier's tables with its own: they
+// commit or roll back together. tx is a *sqlx.Tx, whose driver names the
+// engine; a migration tool that hands its migrations a *sql.Tx (goose's Go
+// migrations do) calls sqlite.MigrateTx or postgres.MigrateTx, which name
+// it.
+func MigrateTx(ctx context.Context, tx DBTX) error {
+	named, ok := tx.(interface{ DriverName() string })
+	if !ok {
+		return configError("MigrateTx needs a *sqlx.Tx; with a *sql.Tx call sqlite.MigrateTx or postgres.MigrateTx")
+	}
+	d, err := dialectOf(named.DriverName())
 	if err != nil {
 		return err
 	}
@@ -49,18 +63,18 @@ func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
 		return wrapf(err, "migrate")
 	}
 	var have int
-	if err := tx.QueryRowxContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {
+	if err := tx.QueryRowContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {
 		return wrapf(err, "migrate")
 	}
 	if have > len(d.migrations) {
 		return courier.ErrSchemaTooNew
 	}
 	for _, m := range d.migrations[have:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return wrapf(err, "migration %d (%s)", m.version, m.name)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return wrapf(err, "migration %d (%s)", m.Version, m.Name)
 		}
-		if err := run("schema_record", map[string]any{"version": m.version, "now": time.Now().UnixMicro()}); err != nil {
-			return wrapf(err, "migration %d", m.version)
+		if err := run("schema_record", map[string]any{"version": m.Version}); err != nil {
+			return wrapf(err, "migration %d", m.Version)
 		}
 	}
 	return wrapf(run("schema_analyze", nil), "migrate")
@@ -111,21 +125,26 @@ type table struct {
 }
 
 // check compares a table's columns as the database lists them with what
-// courier created, and names the first difference.
+// courier created, and names the first difference: a column missing, one
+// that is not courier's, or one out of place.
 func (t table) check(got []string) error {
 	if len(got) == 0 {
 		return fmt.Errorf("table %s is missing", t.name)
 	}
-	for i, want := range t.columns {
-		switch {
-		case i >= len(got):
+	for _, want := range t.columns {
+		if !slices.Contains(got, want) {
 			return fmt.Errorf("table %s: column %s is missing", t.name, want)
-		case got[i] != want:
-			return fmt.Errorf("table %s: column %d is %s, not %s", t.name, i+1, got[i], want)
 		}
 	}
-	if len(got) > len(t.columns) {
-		return fmt.Errorf("table %s: column %s is not courier's", t.name, got[len(t.columns)])
+	for _, have := range got {
+		if !slices.Contains(t.columns, have) {
+			return fmt.Errorf("table %s: column %s is not courier's", t.name, have)
+		}
+	}
+	for i, want := range t.columns { // the same columns, but maybe not in order
+		if got[i] != want {
+			return fmt.Errorf("table %s: column %d is %s, not %s", t.name, i+1, got[i], want)
+		}
 	}
 	return nil
 }

@@ -3,10 +3,6 @@ package store
 import (
 	"fmt"
 	"io/fs"
-	"path"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/courier-go/courier/internal/sqlfile"
 	"github.com/courier-go/courier/store/internal/engine"
@@ -65,39 +61,4 @@ func loadQueries(e *engine.Engine) (map[string]*query, error) {
 func compile(name, sql string, placeholder func(int) string) *query {
 	text, binds := sqlfile.Compile(sql, placeholder)
 	return &query{name: name, text: text, binds: binds}
-}
-
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads an engine's migrations/NNN_name.sql in order.
-func loadMigrations(e *engine.Engine) ([]migration, error) {
-	entries, err := fs.ReadDir(e.SQL, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, entry := range entries {
-		num, rest, ok := strings.Cut(entry.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || !strings.HasSuffix(rest, ".sql") {
-			continue
-		}
-		b, err := fs.ReadFile(e.SQL, path.Join("migrations", entry.Name()))
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(b)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("store: %s: migrations are not numbered 1..n (found %d at %d)", e.Name, m.version, i+1)
-		}
-	}
-	return ms, nil
 }

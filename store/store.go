@@ -74,7 +74,16 @@ type Config struct {
 	// Encryption, when set, seals every payload enqueued from now on with
 	// AES-256-GCM. Defaults to none: payloads are stored as sent.
 	Encryption *Encryption
-	// Now is the clock. Defaults to time.Now. Tests inject their own.
+	// Now is the store's clock: it stamps enqueues, leases, due times and
+	// records. Defaults to the database's clock where the database may run
+	// on another host than its processes (PostgreSQL): the Store reads the
+	// server's time at Open and every minute after, and keeps it on this
+	// process's monotonic clock in between, so every process sharing the
+	// database stamps leases on one clock whatever its own says, to within
+	// half a round trip to the server. On SQLite the database and every
+	// process writing it share one host and one clock, and the default is
+	// time.Now. Tests inject their own; WithDefaults leaves it unset, as the
+	// engine decides.
 	Now func() time.Time
 }
 
@@ -85,9 +94,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetryHorizon == 0 {
 		c.RetryHorizon = DefaultRetryHorizon
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	c.Breaker = c.Breaker.withDefaults()
 	return c
@@ -127,6 +133,8 @@ type Store struct {
 	writer        *sqlx.DB // courier's writes: db, or the engine's writer
 	dialect       *dialect
 	cfg           Config
+	local         func() time.Time // this process's clock
+	clock         *dbClock         // the database's, when it is the store's
 	closers       []func() error
 }
 
@@ -143,7 +151,12 @@ type Store struct {
 // at least the worker's Concurrency plus two, with as many idle
 // (db.SetMaxOpenConns, db.SetMaxIdleConns).
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
-	s := &Store{db: db, writer: db}
+	return open(ctx, db, cfg, time.Now)
+}
+
+// open is Open with the process's clock, which tests skew.
+func open(ctx context.Context, db *sqlx.DB, cfg Config, local func() time.Time) (*Store, error) {
+	s := &Store{db: db, writer: db, local: local}
 	if engine.Adopted(db) {
 		s.closers = append(s.closers, db.Close)
 	}
@@ -167,6 +180,15 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 	if err := checkSchema(ctx, s.db, d); err != nil {
 		return err
 	}
+	switch {
+	case s.cfg.Now != nil:
+	case d.Clock != nil:
+		if s.clock, err = newDBClock(ctx, s.db, d.Clock, s.local); err != nil {
+			return err
+		}
+	default:
+		s.cfg.Now = s.local
+	}
 	if d.Writer != nil {
 		w, owned, err := d.Writer(ctx, s.db, cfg.Durability == DurabilityRelaxed)
 		if err != nil {
@@ -188,7 +210,10 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 
 // DB returns the database the Store reads from: the one passed to Open,
 // or the pool an engine package's Open made. Write business rows that go
-// with courier's through a transaction from Begin.
+// with courier's through a transaction from Begin. Inside a receiver's
+// function, write through the transaction it was given: on SQLite that
+// transaction holds the one writer, and a write through DB() fails at once
+// with code write_outside_transaction rather than wait for it.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
 // Begin starts a transaction on the connection courier writes through,
@@ -223,8 +248,13 @@ func (s *Store) Close() error {
 // Engine names the store's engine: "sqlite" or "postgres".
 func (s *Store) Engine() string { return s.dialect.Name }
 
-// now is the store's clock in unix microseconds.
-func (s *Store) now() int64 { return s.cfg.Now().UnixMicro() }
+// now is the store's clock in unix microseconds (see Config.Now).
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.clock.now().UnixMicro()
+	}
+	return s.cfg.Now().UnixMicro()
+}
 
 // q returns the named query of the store's dialect.
 func (s *Store) q(name string) *query { return s.dialect.query(name) }
@@ -297,8 +327,12 @@ func (s *Store) scan(ctx context.Context, x DBTX, name string, args map[string]a
 }
 
 // inTx runs fn in a transaction of its own on the writer, committed when
-// fn returns nil.
+// fn returns nil. Claims and settles run here: the database's clock, when
+// it is the store's, is read again first once its reading is old.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if s.clock != nil {
+		s.clock.refresh(ctx)
+	}
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return err

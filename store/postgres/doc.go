@@ -9,8 +9,28 @@
 //	import _ "github.com/courier-go/courier/store/postgres"
 //
 //	db, err := sqlx.Open("pgx", "postgres://app@db.internal/app")
-//	err = store.Migrate(ctx, db) // or run the SQL of Migrations with your own tool
+//	err = store.Migrate(ctx, db) // or apply the files of Migrations with your own tool
 //	s, err := store.Open(ctx, db, store.Config{})
+//
+// Courier's tables live where the connection creates tables: the first
+// schema of its search_path, public by default. To keep them in a schema
+// of their own, create it once (CREATE SCHEMA courier) and put it first in
+// the pool's search_path, the application's schema after it; pgx takes
+// the setting from the URL:
+//
+//	db, err := sqlx.Open("pgx", "postgres://app@db.internal/app?search_path=courier,public")
+//
+// store.Migrate, store.Open, the files of Migrations and every query then
+// find courier's tables there, and the application's own tables stay
+// reachable unqualified. The schema must exist: PostgreSQL skips a
+// search_path entry that does not, and courier's tables would be created in
+// the next. Two couriers in two schemas of one database are independent,
+// but share the database-wide wake-up channel (a worker may wake for the
+// other's enqueue and find nothing due) and migrate one after the other.
+//
+// The Store takes the database server's clock for its own (see
+// store.Config.Now), so processes on hosts whose clocks disagree still
+// stamp leases on one clock.
 //
 // Workers are woken by pg_notify, sent by the enqueue statement and
 // delivered when the enqueuing transaction commits; they poll as a

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -29,6 +30,7 @@ var pgEngine = &engine.Engine{
 	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
 	Interpret:   interpret,
 	Listen:      listen,
+	Clock:       clock,
 }
 
 func init() {
@@ -61,6 +63,14 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Constraint, Constraint: e.ConstraintName}
 	}
 	return engine.Failure{}
+}
+
+// clock reads the server's clock: clock_timestamp, the time now, not the
+// transaction's start as now() would be.
+func clock(ctx context.Context, db *sqlx.DB) (time.Time, error) {
+	var us int64
+	err := db.QueryRowContext(ctx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint").Scan(&us)
+	return time.UnixMicro(us), err
 }
 
 // channel is the channel outbox_enqueue notifies on commit.

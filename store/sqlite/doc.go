@@ -17,5 +17,19 @@
 // SQLite has one writer at a time. The Store writes through a connection
 // of its own (see store.Store.Begin), so the application's business
 // transactions that go through Store.Begin queue with courier's writes in
-// order, instead of in SQLite's sleeping busy handler.
+// order, instead of in SQLite's sleeping busy handler. While a receiver's
+// transaction holds that writer, a write through the Store's DB() from the
+// application's function would wait for it until the busy timeout: the
+// connections of a pool opened with DriverName refuse it at once, with
+// code write_outside_transaction, and the function writes through the
+// transaction it was given instead.
+//
+// Open refuses a database file this process cannot write (SQLite would
+// open it read-only without a word). A connection that finds its database
+// read-only later is dropped, so once the permissions are mended the next
+// write opens the file afresh, without a restart.
+//
+// Commits are durable by default (synchronous=FULL; see
+// store.Config.Durability). The database and every process writing it
+// share one host, so the store's clock is the process's (time.Now).
 package sqlite

@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 
@@ -70,6 +72,11 @@ func constraintName(msg string) string {
 // sleeps, and find their page cache dropped by one another's commits. An
 // in-memory database is written through db itself (another connection
 // would be another database).
+//
+// The file must be writable now: SQLite opens a file it may not write
+// read-only, without a word, and every write would fail later. Should
+// SQLite find the database read-only after all, the connection is
+// dropped and the next write opens the file afresh (see conn).
 func writer(ctx context.Context, db *sqlx.DB, relaxed bool) (*sqlx.DB, bool, error) {
 	file, err := mainFile(ctx, db)
 	if err != nil || file == "" {
@@ -79,14 +86,37 @@ func writer(ctx context.Context, db *sqlx.DB, relaxed bool) (*sqlx.DB, bool, err
 	if relaxed {
 		durability = store.DurabilityRelaxed
 	}
-	w, err := sqlx.Open(DriverName, DSN(file, durability))
-	if err != nil {
+	w := openWriter(file, durability)
+	if err := checkWritable(ctx, w, file); err != nil {
+		w.Close()
 		return nil, false, err
 	}
+	return w, true, nil
+}
+
+// openWriter returns the pool of the one connection courier writes file
+// through.
+func openWriter(file string, durability store.Durability) *sqlx.DB {
+	w := sqlx.NewDb(sql.OpenDB(&connector{d: courierDriver, dsn: DSN(file, durability), writer: true}), DriverName)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
-	return w, true, nil
+	return w
+}
+
+// checkWritable writes nothing, in a statement that needs the database
+// writable: BEGIN IMMEDIATE succeeds on a file SQLite opened read-only,
+// an UPDATE does not.
+func checkWritable(ctx context.Context, w *sqlx.DB, file string) error {
+	_, err := w.ExecContext(ctx, "UPDATE courier_schema SET version = version WHERE 0")
+	var e sqlite3.Error
+	switch {
+	case errors.As(err, &e) && e.Code == sqlite3.ErrReadonly:
+		return fmt.Errorf("sqlite: %s cannot be written (SQLite opened it read-only): let this process write the file, its -wal and -shm files and its directory: %w", file, err)
+	case err != nil:
+		return fmt.Errorf("sqlite: check that %s can be written: %w", file, err)
+	}
+	return nil
 }
 
 // mainFile returns the path of db's main database file, "" in memory.

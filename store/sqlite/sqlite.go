@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/mattn/go-sqlite3"
 
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/engine"
@@ -20,7 +19,7 @@ import (
 const DriverName = "courier-sqlite3"
 
 func init() {
-	sql.Register(DriverName, &sqlite3.SQLiteDriver{ConnectHook: hookCommits})
+	sql.Register(DriverName, courierDriver)
 	engine.Register(DriverName, sqliteEngine)
 	engine.Register("sqlite3", sqliteEngine)
 }

@@ -1,15 +1,23 @@
 package sqlite_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/storetest"
 	"github.com/courier-go/courier/store/sqlite"
@@ -87,5 +95,262 @@ func TestOpenWriter(t *testing.T) {
 	}
 	if n != writers {
 		t.Errorf("%d completed inbox records, want %d", n, writers)
+	}
+}
+
+// TestMigrationsForTeamsWithTheirOwnTool: the files of Migrations and
+// MigrateTx over a *sql.Tx (see storetest.Migrations).
+func TestMigrationsForTeamsWithTheirOwnTool(t *testing.T) {
+	t.Parallel()
+	storetest.Migrations(t, func(t *testing.T) *sqlx.DB { return openSQLite(t) }, storetest.MigrationKit{
+		Files:     sqlite.Migrations(),
+		MigrateTx: sqlite.MigrateTx,
+		SchemaQuery: `SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master
+			WHERE name LIKE 'courier%' ORDER BY type, name`,
+	})
+}
+
+// TestDSNEscapesPath shows the finding "the SQLite path is not escaped in
+// the DSN" fixed: a file name holding what a file: URI reads as a query
+// (?), a fragment (#) or an escape (%), spaces or any other character
+// opens and creates the file of exactly that name, and changes none of
+// the options (q?mode=ro.db opens read-write).
+func TestDSNEscapesPath(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{
+		"we#ird.db", "q?x.db", "q?mode=ro.db", "a&_journal_mode=DELETE.db", "100%.db", "%41%2F.db",
+		"with space.db", " leading.db", "ünïcødé-数据-😀.db",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dir := t.TempDir()
+			path := filepath.Join(dir, name)
+			s, err := sqlite.Open(ctx, path, store.Config{})
+			if err != nil {
+				t.Fatalf("Open(%q): %v", path, err)
+			}
+			e := enqueueOne(t, s, "n-1")
+			var mode string
+			if err := s.DB().GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil || mode != "wal" {
+				t.Errorf("journal_mode %q (%v), want wal: the name changed the options", mode, err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var files []string
+			for _, f := range entries {
+				files = append(files, f.Name())
+			}
+			if !slices.Equal(files, []string{name}) {
+				t.Fatalf("the directory holds %q, want exactly %q", files, name)
+			}
+			s, err = sqlite.Open(ctx, path, store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if d, err := s.Outbox.Get(ctx, e.ID); err != nil || d.NotificationID != "n-1" {
+				t.Fatalf("reopened, delivery %d is %+v (%v)", e.ID, d, err)
+			}
+		})
+	}
+}
+
+// enqueueOne enqueues a delivery in a transaction of its own.
+func enqueueOne(t *testing.T, s *store.Store, id string) store.Enqueued {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	e, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestAnAckIsDurableByDefault: a Store from Open commits with
+// synchronous=FULL (2) by default, on its writer and on every connection
+// of DB(), so what a receiver acknowledged survives a crash of the
+// machine; DurabilityRelaxed gives NORMAL (1).
+func TestAnAckIsDurableByDefault(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		cfg  store.Config
+		want int
+	}{
+		{"Default", store.Config{}, 2},
+		{"Full", store.Config{Durability: store.DurabilityFull}, 2},
+		{"Relaxed", store.Config{Durability: store.DurabilityRelaxed}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+
+			tx, err := s.Begin(ctx) // the writer
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got int
+			if err := tx.GetContext(ctx, &got, "PRAGMA synchronous"); err != nil {
+				t.Fatal(err)
+			}
+			tx.Rollback()
+			if got != tt.want {
+				t.Errorf("writer: synchronous = %d, want %d", got, tt.want)
+			}
+			// Two connections of DB() held at once: two distinct ones.
+			for i := range 2 {
+				c, err := s.DB().Connx(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.GetContext(ctx, &got, "PRAGMA synchronous"); err != nil {
+					t.Fatal(err)
+				}
+				if got != tt.want {
+					t.Errorf("DB() connection %d: synchronous = %d, want %d", i, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteThroughDBWhileTheWriterIsHeldFailsFast shows the finding
+// "writing through s.DB() inside a receiver's function blocks for the busy
+// timeout, then answers 500" fixed. A stand-in receiver runs the
+// application's function in a transaction on the writer and marks the
+// context it passes, as courier's receivers do; a write through DB() from
+// that context (Exec, a prepared statement, a write transaction) fails at
+// once with code write_outside_transaction, whose message says to write
+// through the transaction, while reads through DB() and writes through the
+// transaction go on. Unmarked, DB() writes as ever.
+func TestWriteThroughDBWhileTheWriterIsHeldFailsFast(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE effects (what TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+
+	type app func(ctx context.Context, tx *sqlx.Tx) error
+	receiver := func(fn app) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tx, err := s.Begin(r.Context())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			defer tx.Rollback()
+			if err := fn(writerctx.WithHeld(r.Context()), tx); err != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprintf(w, "%s\n%s", courier.CodeOf(err), err)
+				return
+			}
+			if err := tx.Commit(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+		})
+	}
+	call := func(t *testing.T, fn app) (int, string) {
+		t.Helper()
+		srv := httptest.NewServer(receiver(fn))
+		defer srv.Close()
+		resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+
+	refused := map[string]app{
+		"Exec": func(ctx context.Context, _ *sqlx.Tx) error {
+			_, err := s.DB().ExecContext(ctx, "INSERT INTO effects (what) VALUES ('exec')")
+			return err
+		},
+		"PreparedStatement": func(ctx context.Context, _ *sqlx.Tx) error {
+			st, err := s.DB().PrepareContext(ctx, "INSERT INTO effects (what) VALUES ('prepared')")
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			_, err = st.ExecContext(ctx)
+			return err
+		},
+		"WriteReturningRows": func(ctx context.Context, _ *sqlx.Tx) error {
+			var what string
+			return s.DB().GetContext(ctx, &what, "INSERT INTO effects (what) VALUES ('returning') RETURNING what")
+		},
+		"Transaction": func(ctx context.Context, _ *sqlx.Tx) error {
+			tx, err := s.DB().BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			_, err = tx.ExecContext(ctx, "INSERT INTO effects (what) VALUES ('transaction')")
+			return err
+		},
+	}
+	for name, fn := range refused {
+		t.Run(name, func(t *testing.T) {
+			status, body := call(t, fn)
+			code, msg, _ := strings.Cut(body, "\n")
+			if status != http.StatusInternalServerError || courier.Code(code) != courier.CodeWriteOutsideTransaction {
+				t.Fatalf("answered %d %q, want 500 with code write_outside_transaction", status, body)
+			}
+			if !strings.Contains(msg, "write through the transaction") {
+				t.Errorf("the error %q does not say to write through the transaction", msg)
+			}
+		})
+	}
+
+	status, body := call(t, func(ctx context.Context, tx *sqlx.Tx) error {
+		var n int
+		if err := s.DB().GetContext(ctx, &n, "SELECT count(*) FROM effects"); err != nil {
+			return fmt.Errorf("read through DB(): %w", err)
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO effects (what) VALUES ('through the transaction')")
+		return err
+	})
+	if status != http.StatusOK {
+		t.Fatalf("reading through DB() and writing through the transaction answered %d %q", status, body)
+	}
+	if _, err := s.DB().ExecContext(ctx, "INSERT INTO effects (what) VALUES ('unmarked')"); err != nil {
+		t.Fatalf("a write through DB() from an unmarked context: %v", err)
+	}
+	var got []string
+	if err := s.DB().SelectContext(ctx, &got, "SELECT what FROM effects ORDER BY what"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"through the transaction", "unmarked"}) {
+		t.Fatalf("effects %q, want only the transaction's and the unmarked write", got)
 	}
 }

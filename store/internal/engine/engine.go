@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -40,10 +41,11 @@ type Engine struct {
 	// Listen returns wake-ups after committed enqueues to db's outbox and
 	// a function that stops them. Nil: the engine has none; workers poll.
 	Listen func(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error)
-	// Clock returns the difference between the database's clock and this
-	// process's, for stores that take the database's clock. Nil: the
-	// process's clock is the store's.
-	Clock func(ctx context.Context, db *sqlx.DB) (offsetMicros int64, err error)
+	// Clock reads the database's clock, which a Store whose Config.Now is
+	// unset takes for its own, so that every process sharing the database
+	// stamps leases and due times on one clock. Nil: the database runs on
+	// this host (SQLite) and the process's clock is the database's.
+	Clock func(ctx context.Context, db *sqlx.DB) (time.Time, error)
 }
 
 // Kind is a class of driver failure package store treats alike.

@@ -2,8 +2,12 @@ package storetest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +103,145 @@ func testEncryption(t *testing.T, open OpenFunc) {
 		if bytes.Contains([]byte(s), bytes.Repeat([]byte{1}, 4)) || strings.Contains(s, strings.Repeat("01", 16)) || strings.Contains(s, "AQEBAQEB") {
 			t.Fatalf("key material printed: %q", s)
 		}
+	}
+}
+
+// testEncryptedDigestIsNotGuessable shows the finding "encryption at rest
+// leaks guessable payloads" fixed: with encryption on, the digest stored
+// beside a sealed payload (and shown by Get, hence admin) is keyed. It is
+// neither the payload's SHA-256 nor that of any guess from a dictionary
+// that recovers a plaintext row's payload at once, and two rows with one
+// payload store two digests. The digest still guards the row: one
+// rewritten to the plaintext's SHA-256 is quarantined at claim. After a
+// rotation rows sealed under the old key still verify and open, and
+// enqueueing the same delivery again is still a no-op, compared under the
+// row's own key.
+func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
+	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	reopen := func(enc *store.Encryption) *bundle {
+		t.Helper()
+		s, err := store.Open(b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
+	}
+	storedDigest := func(id int64) string {
+		t.Helper()
+		var digest string
+		if err := b.db.GetContext(b.ctx, &digest, b.db.Rebind("SELECT payload_sha256 FROM courier_outbox WHERE id = ?"), id); err != nil {
+			t.Fatal(err)
+		}
+		return digest
+	}
+	// A payload anyone can guess: an amount in cents. The dictionary holds
+	// every amount up to 1,000.00.
+	amount := func(cents int) []byte {
+		return append(strconv.AppendInt([]byte(`{"amount_cents":`), int64(cents), 10), '}')
+	}
+	guess := func(digest string) (int, bool) {
+		for cents := range 100_000 {
+			if sum := sha256.Sum256(amount(cents)); hex.EncodeToString(sum[:]) == digest {
+				return cents, true
+			}
+		}
+		return 0, false
+	}
+	const secret = 42_017
+	withAmount := func(id string) store.EnqueueParams {
+		p := delivery(id)
+		p.Payload = amount(secret)
+		return p
+	}
+
+	// The attack works on a row stored without encryption.
+	plainStore := reopen(nil)
+	plain := plainStore.enqueue(t, withAmount("plain"))
+	if cents, ok := guess(storedDigest(plain.ID)); !ok || cents != secret {
+		t.Fatalf("the dictionary does not recover a plaintext row's payload (got %d, %v): the test proves nothing", cents, ok)
+	}
+
+	sealed := []store.Enqueued{b.enqueue(t, withAmount("sealed-1")), b.enqueue(t, withAmount("sealed-2"))}
+	digests := []string{storedDigest(sealed[0].ID), storedDigest(sealed[1].ID)}
+	for i, d := range digests {
+		if cents, ok := guess(d); ok {
+			t.Fatalf("sealed row %d: its stored digest is the SHA-256 of the guess %d", i, cents)
+		}
+		if got := b.get(t, sealed[i].ID).PayloadSHA256; got != d {
+			t.Fatalf("Get shows digest %q, the row stores %q", got, d)
+		}
+	}
+	if digests[0] == digests[1] {
+		t.Fatal("two rows with one payload store one digest")
+	}
+
+	// Tampering: a sealed row's digest rewritten to the plaintext's SHA-256.
+	tampered := b.enqueue(t, withAmount("tampered"))
+	sum := sha256.Sum256(amount(secret))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?"), hex.EncodeToString(sum[:]), tampered.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, withAmount("retired")) // sealed under k1, which is retired below
+
+	// Rotation: k2 seals new rows; k1's rows still verify and open, and
+	// enqueueing one of them again is a no-op.
+	rotated := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k1, k2}})
+	again := withAmount("sealed-1")
+	tx := rotated.begin(t)
+	e, err := rotated.store.Outbox.Enqueue(b.ctx, tx, again)
+	if err != nil || !e.Existed || e.ID != sealed[0].ID {
+		tx.Rollback()
+		t.Fatalf("the same enqueue after a rotation = %+v, %v; want the existing row %d", e, err, sealed[0].ID)
+	}
+	other := withAmount("sealed-1")
+	other.Payload = amount(secret + 1)
+	if _, err := rotated.store.Outbox.Enqueue(b.ctx, tx, other); !errors.Is(err, courier.ErrIdempotencyCollision) {
+		tx.Rollback()
+		t.Fatalf("another payload under the same identity after a rotation = %v, want ErrIdempotencyCollision", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := rotated.enqueue(t, withAmount("fresh"))
+	if d := storedDigest(fresh.ID); d == digests[0] || d == digests[1] {
+		t.Fatal("a row sealed under k2 stores a digest of a k1 row")
+	}
+
+	claimed := map[string]bool{}
+	for _, c := range rotated.claim(t, "w", 10, time.Minute) {
+		claimed[c.NotificationID] = true
+		if !bytes.Equal(c.Payload, amount(secret)) {
+			t.Fatalf("%s: claimed payload %q", c.NotificationID, c.Payload)
+		}
+		if c.PayloadSHA256 != hex.EncodeToString(sum[:]) {
+			t.Fatalf("%s: the worker is handed digest %q, not the payload's SHA-256", c.NotificationID, c.PayloadSHA256)
+		}
+		if c.NotificationID == "retired" {
+			if _, err := rotated.proto().Release(b.ctx, c.Lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, id := range []string{"sealed-1", "sealed-2", "fresh", "plain", "retired"} {
+		if !claimed[id] {
+			t.Errorf("%s was not claimed", id)
+		}
+	}
+	if claimed["tampered"] {
+		t.Error("the row with a rewritten digest was claimed")
+	}
+	if d := rotated.get(t, tampered.ID); d.Status != courier.StatusQuarantined || d.LastErrorCode != courier.CodeIntegrity {
+		t.Fatalf("the row with a rewritten digest is %s/%s, want quarantined/integrity_mismatch", d.Status, d.LastErrorCode)
+	}
+
+	// With k1 retired, its row's payload can no longer be compared: the
+	// same enqueue again is refused as a collision that says why.
+	after := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k2}})
+	tx = after.begin(t)
+	defer tx.Rollback()
+	_, err = after.store.Outbox.Enqueue(b.ctx, tx, withAmount("retired"))
+	if !errors.Is(err, courier.ErrIdempotencyCollision) || !strings.Contains(err.Error(), "k1") {
+		t.Fatalf("the same enqueue of a row whose key is retired = %v, want an idempotency collision naming key k1", err)
 	}
 }

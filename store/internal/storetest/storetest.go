@@ -31,6 +31,7 @@ func Run(t *testing.T, open OpenFunc) {
 		fn   func(t *testing.T, open OpenFunc)
 	}{
 		{"Schema", testSchema},
+		{"SchemaAlteredNamesTableAndColumn", testSchemaAlteredNamesTableAndColumn},
 		{"EnqueueCommitAndRollback", testEnqueueCommitAndRollback},
 		{"EnqueueIdempotent", testEnqueueIdempotent},
 		{"EnqueueInvalid", testEnqueueInvalid},
@@ -50,6 +51,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},
+		{"EncryptedDigestIsNotGuessable", testEncryptedDigestIsNotGuessable},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"Breaker", testBreaker},

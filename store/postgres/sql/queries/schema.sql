@@ -7,13 +7,18 @@
 SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 
 -- name: schema_create
+-- Exported at the head of Migrations' first file: never change it.
 CREATE TABLE IF NOT EXISTS courier_schema (
     version    INTEGER PRIMARY KEY,
     applied_at BIGINT NOT NULL
 );
 
 -- name: schema_record
-INSERT INTO courier_schema (version, applied_at) VALUES (:version, :now);
+-- Stamped by the database's clock, in unix microseconds. The migration files
+-- Migrations exports end with this statement, its :version written in: like
+-- schema_create, which the first of them begins with, it must never change.
+-- PostgreSQL: extract(epoch) in place of julianday.
+INSERT INTO courier_schema (version, applied_at) VALUES (:version, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
 
 -- name: schema_columns
 -- PostgreSQL: information_schema in place of pragma_table_info.

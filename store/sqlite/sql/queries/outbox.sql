@@ -18,7 +18,7 @@ INSERT INTO courier_outbox (
 ON CONFLICT (notification_id, endpoint) DO NOTHING;
 
 -- name: outbox_enqueue_existing
-SELECT id, payload_sha256, profile, key_id, max_attempts, priority
+SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_reclaim_expired_leases

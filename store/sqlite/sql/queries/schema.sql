@@ -8,13 +8,19 @@ SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 
 -- name: schema_create
 -- The version table itself; every migration records its number here.
+-- Exported at the head of Migrations' first file: never change it.
 CREATE TABLE IF NOT EXISTS courier_schema (
     version    INTEGER PRIMARY KEY,
     applied_at INTEGER NOT NULL
 );
 
 -- name: schema_record
-INSERT INTO courier_schema (version, applied_at) VALUES (:version, :now);
+-- Stamped by the database's clock, in unix microseconds. The migration files
+-- Migrations exports end with this statement, its :version written in: like
+-- schema_create, which the first of them begins with, it must never change.
+-- SQLite: julianday, which every SQLite has, in place of extract(epoch);
+-- millisecond precision is plenty for a record of when.
+INSERT INTO courier_schema (version, applied_at) VALUES (:version, CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
 
 -- name: schema_columns
 -- SQLite: pragma_table_info in place of information_schema.

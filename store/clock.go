@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// clockRefresh is how often a Store reads the database's clock again.
+const clockRefresh = time.Minute
+
+// clockSamples is how many readings a measurement takes; the one with the
+// shortest round trip is kept.
+const clockSamples = 3
+
+// dbClock is the database's clock as this process keeps it: one reading
+// of the server's time, anchored to this process's monotonic clock at the
+// middle of the round trip, so that a step or skew of the process's wall
+// clock does not move it. Its error is at most half that round trip plus
+// the drift of the two clocks' rates since, which a new reading every
+// clockRefresh bounds.
+type dbClock struct {
+	read   func(ctx context.Context, db *sqlx.DB) (time.Time, error) // the engine's
+	db     *sqlx.DB
+	local  func() time.Time // this process's clock
+	anchor atomic.Pointer[clockAnchor]
+
+	mu    sync.Mutex // one measurement at a time
+	tried time.Time  // local time of the latest measurement, under mu
+}
+
+// clockAnchor pairs a reading of the database's clock with the local time
+// it was taken at.
+type clockAnchor struct {
+	db    time.Time
+	local time.Time
+	rtt   time.Duration // the reading's round trip: twice its error bound
+}
+
+// newDBClock measures the database's clock once: a store whose clock
+// cannot be read does not open.
+func newDBClock(ctx context.Context, db *sqlx.DB, read func(context.Context, *sqlx.DB) (time.Time, error), local func() time.Time) (*dbClock, error) {
+	c := &dbClock{read: read, db: db, local: local}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.measure(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// now is the database's time now.
+func (c *dbClock) now() time.Time {
+	a := c.anchor.Load()
+	return a.db.Add(c.local().Sub(a.local))
+}
+
+// refresh measures the database's clock again when the latest measurement
+// is clockRefresh old, unless another goroutine is at it. A failure keeps
+// the anchor there is: it errs by the rate drift alone.
+func (c *dbClock) refresh(ctx context.Context) {
+	if !c.mu.TryLock() {
+		return
+	}
+	defer c.mu.Unlock()
+	if c.local().Sub(c.tried) < clockRefresh {
+		return
+	}
+	_ = c.measure(ctx)
+}
+
+// measure takes clockSamples readings and anchors the one with the
+// shortest round trip. The caller holds mu.
+func (c *dbClock) measure(ctx context.Context) error {
+	c.tried = c.local()
+	var best *clockAnchor
+	for range clockSamples {
+		before := c.local()
+		db, err := c.read(ctx, c.db)
+		if err != nil {
+			return wrapf(err, "read the database's clock")
+		}
+		rtt := c.local().Sub(before)
+		if best == nil || rtt < best.rtt {
+			best = &clockAnchor{db: db, local: before.Add(rtt / 2), rtt: rtt}
+		}
+	}
+	c.anchor.Store(best)
+	return nil
+}

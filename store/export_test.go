@@ -1,0 +1,23 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// OpenWithProcessClock is Open in a process whose own clock is local:
+// tests skew it.
+func OpenWithProcessClock(ctx context.Context, db *sqlx.DB, cfg Config, local func() time.Time) (*Store, error) {
+	return open(ctx, db, cfg, local)
+}
+
+// ClockBound is how far the store's reading of the database's clock may
+// be off: half the round trip of its latest measurement; 0 without one.
+func ClockBound(s *Store) time.Duration {
+	if s.clock == nil {
+		return 0
+	}
+	return s.clock.anchor.Load().rtt / 2
+}

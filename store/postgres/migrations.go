@@ -1,0 +1,59 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"sync"
+
+	"github.com/courier-go/courier/store"
+)
+
+// Migrations returns courier's PostgreSQL migrations as files for a team's
+// own migration tool: 001_init.sql, 002_payload_encryption.sql, …, one per
+// migration, each to be applied once, in order, in a transaction of its
+// own, in the schema courier's tables belong to (the first of the
+// search_path; see the package documentation). Each file is complete: the
+// first begins by creating courier's version table,
+//
+//	CREATE TABLE IF NOT EXISTS courier_schema (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
+//
+// and each ends by recording its number there, which is what store.Open
+// checks before it serves:
+//
+//	INSERT INTO courier_schema (version, applied_at) VALUES (3, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+//
+// Applied so, they leave the tables exactly as store.Migrate does, and
+// store.Migrate finds nothing left to do. store.Migrate also runs
+// ANALYZE courier_endpoints, courier_contracts afterwards: those tables
+// are small and rarely written, so autovacuum may never analyze them, and
+// without statistics the planner may pass over the claim's index; run it
+// after your tool applies new files. A file's text never changes once
+// released, so tools that checksum applied migrations accept it from
+// every later courier; a new courier adds files.
+func Migrations() fs.FS { return migrationFiles() }
+
+var migrationFiles = sync.OnceValue(func() fs.FS {
+	files, err := pgEngine.MigrationFiles()
+	if err != nil {
+		panic(err) // the embedded SQL is courier's own; its tests read it
+	}
+	return files
+})
+
+// MigrateTx applies courier's pending migrations inside tx, as
+// store.MigrateTx does, for tools that hand their migrations a *sql.Tx:
+// a goose Go migration can be
+//
+//	func(ctx context.Context, tx *sql.Tx) error { return postgres.MigrateTx(ctx, tx) }
+//
+// Running it again is a no-op; courier's tables commit or roll back with
+// the tool's transaction.
+func MigrateTx(ctx context.Context, tx *sql.Tx) error {
+	return store.MigrateTx(ctx, engineTx{tx})
+}
+
+// engineTx is a *sql.Tx that names this engine to store.MigrateTx.
+type engineTx struct{ *sql.Tx }
+
+func (engineTx) DriverName() string { return DriverName }

@@ -1,0 +1,198 @@
+package sqlite
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/courier-go/courier/store"
+)
+
+// These tests make a database file read-only with chmod. Root writes any
+// file whatever its mode, so a test process running as root runs each of
+// them again in a child process of this same test binary as an
+// unprivileged user (nobody), for whom chmod binds: the file SQLite opens
+// is then read-only for real, in every run.
+
+// unprivilegedEnv marks the child process.
+const unprivilegedEnv = "COURIER_TEST_UNPRIVILEGED"
+
+// unprivilegedUser is whom the child runs as.
+const unprivilegedUser = "nobody"
+
+// asUnprivileged runs t's test in a child process as unprivilegedUser when
+// this process runs as root, and reports whether it did: the caller then
+// returns. Otherwise the caller runs the test itself.
+func asUnprivileged(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
+		return false
+	}
+	u, err := user.Lookup(unprivilegedUser)
+	if err != nil {
+		t.Fatalf("running as root, for whom chmod does not make a file read-only, and no %q user to run as: %v", unprivilegedUser, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("user %s: %v", unprivilegedUser, err)
+	}
+	// The test binary sits in a directory only root may enter: the child
+	// runs a copy.
+	dir, err := os.MkdirTemp("", "courier-sqlite-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "sqlite.test")
+	if err := copyFile(bin, os.Args[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.Chmod(dir, 0o755), os.Chmod(bin, 0o755)); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), unprivilegedEnv+"=1", "TMPDIR="+os.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}},
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as user %s: %v\n%s", unprivilegedUser, err, out)
+	}
+	t.Logf("ran as user %s:\n%s", unprivilegedUser, out)
+	return true
+}
+
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// chmodDB sets the mode of a database file and of its -wal and -shm files
+// where they exist: SQLite creates those with the database file's mode.
+func chmodDB(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(f, mode); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// isReadOnly reports whether err is SQLite's "attempt to write a readonly
+// database".
+func isReadOnly(err error) bool {
+	var e sqlite3.Error
+	return errors.As(err, &e) && e.Code == sqlite3.ErrReadonly
+}
+
+// TestOpenRefusesAReadOnlyFile shows the finding "a read-only database
+// file at open: sqlite.Open succeeds and the writer connection keeps
+// failing" fixed: SQLite opens a file it may not write read-only without a
+// word, and Open used to serve it; it now refuses, with an error that says
+// so and names the file. Once the permissions are mended, Open serves.
+func TestOpenRefusesAReadOnlyFile(t *testing.T) {
+	t.Parallel()
+	if asUnprivileged(t) {
+		return
+	}
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	chmodDB(t, path, 0o444)
+	if s, err := Open(ctx, path, store.Config{}); err == nil {
+		s.Close()
+		t.Fatal("Open served a read-only database file")
+	} else if !isReadOnly(err) || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Open = %v, want an error that says %s is read-only", err, path)
+	}
+
+	chmodDB(t, path, 0o644)
+	s, err = Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatalf("Open after the permissions are mended: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE app (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadOnlyConnectionsAreDroppedAndWritesRecover: a connection that
+// found its database read-only is not used again, so once the permissions
+// are mended the next write opens the file afresh and succeeds, without a
+// restart; before, the writer's one connection, and any idle one of the
+// application's pool, kept failing. Shown on the writer's pool as Open
+// makes it, and on the Store's DB().
+func TestReadOnlyConnectionsAreDroppedAndWritesRecover(t *testing.T) {
+	t.Parallel()
+	if asUnprivileged(t) {
+		return
+	}
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db := s.DB()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE app (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	// One connection, none idle: the next use opens a new one.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(0)
+	db.SetMaxIdleConns(1)
+
+	chmodDB(t, path, 0o444)
+	w := openWriter(path, store.DurabilityFull) // opens its connection now, read-only
+	defer w.Close()
+	if _, err := w.ExecContext(ctx, "INSERT INTO app (x) VALUES (1)"); !isReadOnly(err) {
+		t.Fatalf("a write through a writer opened on a read-only file = %v, want SQLite's read-only error", err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO app (x) VALUES (1)"); !isReadOnly(err) {
+		t.Fatalf("a write through a connection opened on a read-only file = %v, want SQLite's read-only error", err)
+	}
+
+	chmodDB(t, path, 0o644)
+	if _, err := w.ExecContext(ctx, "INSERT INTO app (x) VALUES (2)"); err != nil {
+		t.Fatalf("the writer after the permissions are mended: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO app (x) VALUES (3)"); err != nil {
+		t.Fatalf("DB() after the permissions are mended: %v", err)
+	}
+	var n int
+	if err := db.GetContext(ctx, &n, "SELECT count(*) FROM app"); err != nil || n != 2 {
+		t.Fatalf("%d rows (%v), want the 2 written after the mend", n, err)
+	}
+}
