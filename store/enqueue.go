@@ -45,8 +45,10 @@ type EnqueueParams struct {
 	MaxAttempts int
 	// NotBefore delays the first attempt. Defaults to now.
 	NotBefore time.Time
-	// Deadline ends the delivery: no attempt starts after it, and it fails
-	// with code expired. Defaults to now plus the Store's RetryHorizon.
+	// Deadline ends the delivery: no attempt starts at or after it. A
+	// delivery still unsent then fails with code expired, at its next
+	// claim or when a retry would be due at or after it. Defaults to now
+	// plus the Store's RetryHorizon.
 	Deadline time.Time
 }
 
@@ -164,8 +166,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
 		return nil, invalidArgument("MaxAttempts must be within 1..1000")
-	case deadline < next:
-		return nil, invalidArgument("Deadline is before the first attempt")
+	case deadline <= next:
+		return nil, invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
 	}
 	sum := sha256.Sum256(p.Payload)
 	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)

@@ -39,6 +39,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Quarantine", testQuarantine},
 		{"RetryDelay", testRetryDelay},
 		{"RetryBudgetAndHorizon", testRetryBudgetAndHorizon},
+		{"Deadline", testDeadline},
 		{"ClaimOrder", testClaimOrder},
 		{"AttemptsLog", testAttemptsLog},
 		{"Health", testHealth},

@@ -51,16 +51,17 @@ WHERE id IN (
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.
-UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = replace(gen_random_uuid()::text, '-', ''),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
-    updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
+-- PostgreSQL: a parameter beside NULL in a CASE has no type of its own;
+-- the casts give the column's. The rows are picked once, in a
+-- MATERIALIZED CTE: as an IN subquery the planner may rescan the LIMIT for
+-- every row, each rescan passing over the rows this statement changed and
+-- picking further ones, past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id AS picked_id FROM courier_outbox
     WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
         -- Endpoints paused by their breaker or disabled are skipped; their
         -- probes are claimed by outbox_claim_probe.
@@ -78,25 +79,59 @@ WHERE id IN (
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+UPDATE courier_outbox SET
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE replace(gen_random_uuid()::text, '-', '') END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now::bigint END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at::bigint END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
+    updated_at = :now
+FROM picked
+WHERE id = picked.picked_id
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: outbox_expire_due
+-- Called after a claim statement ended expired rows (see outbox_claim):
+-- the claim sweeps on through the next :limit due rows of the priority, in
+-- claim order, and ends those whose deadline has come, so a backlog of
+-- expired rows (workers down for longer than the horizon) is ended in one
+-- bounded statement rather than a claim batch at a time. Rows held back
+-- (breaker, contract) are ended too: none of them may be sent any more.
+-- PostgreSQL: rows another claimer holds are skipped. The rows are picked
+-- once, in a MATERIALIZED CTE: as an IN subquery the planner may rescan
+-- the LIMIT for every row, each rescan skipping the rows this statement
+-- already ended and picking further ones, well past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_outbox AS o SET status = 'failed', last_error_code = 'expired', updated_at = :now
+FROM picked
+WHERE o.id = picked.id AND o.deadline <= :now;
 
 -- name: outbox_claim_probe
 -- One due delivery of an endpoint whose cool-down ended: its probe.
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.
-UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = replace(gen_random_uuid()::text, '-', ''),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
-    updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
+-- PostgreSQL: a parameter beside NULL in a CASE has no type of its own;
+-- the casts give the column's. The rows are picked once, in a
+-- MATERIALIZED CTE: as an IN subquery the planner may rescan the LIMIT for
+-- every row, each rescan passing over the rows this statement changed and
+-- picking further ones, past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id AS picked_id FROM courier_outbox
     WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
         AND endpoint = :endpoint
         -- Contract pinning (migration 4): an endpoint with an unfinished
@@ -111,7 +146,18 @@ WHERE id IN (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+UPDATE courier_outbox SET
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE replace(gen_random_uuid()::text, '-', '') END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now::bigint END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at::bigint END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
+    updated_at = :now
+FROM picked
+WHERE id = picked.picked_id
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint;
 
@@ -141,14 +187,15 @@ WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
--- deadline: a retry past either ends the delivery.
+-- deadline: a retry past the budget, or due at or after the deadline (when
+-- no attempt may start), ends the delivery.
 UPDATE courier_outbox AS o SET
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN o.attempts >= o.max_attempts OR v.next_at > o.deadline THEN 'failed'
+        WHEN o.attempts >= o.max_attempts OR v.next_at >= o.deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at > o.deadline THEN 'expired'
+        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at >= o.deadline THEN 'expired'
         ELSE v.code END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,

@@ -38,13 +38,18 @@ WHERE status = 'leased' AND lease_expires_at <= :now;
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
 -- random per row: randomblob is evaluated once per updated row.
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
 UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = lower(hex(randomblob(16))),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE lower(hex(randomblob(16))) END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
@@ -64,9 +69,24 @@ WHERE id IN (
     ORDER BY next_attempt_at, created_at, id
     LIMIT :limit
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+
+-- name: outbox_expire_due
+-- Called after a claim statement ended expired rows (see outbox_claim):
+-- the claim sweeps on through the next :limit due rows of the priority, in
+-- claim order, and ends those whose deadline has come, so a backlog of
+-- expired rows (workers down for longer than the horizon) is ended in one
+-- bounded statement rather than a claim batch at a time. Rows held back
+-- (breaker, contract) are ended too: none of them may be sent any more.
+UPDATE courier_outbox SET status = 'failed', last_error_code = 'expired', updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+) AND deadline <= :now;
 
 -- name: outbox_claim_probe
 -- One due delivery of an endpoint whose cool-down ended: its probe.
@@ -74,13 +94,18 @@ RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
 -- random per row: randomblob is evaluated once per updated row.
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
 UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = lower(hex(randomblob(16))),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE lower(hex(randomblob(16))) END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
@@ -97,7 +122,7 @@ WHERE id IN (
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT 1
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint;
 
@@ -129,16 +154,17 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
--- deadline: a retry past either ends the delivery.
+-- deadline: a retry past the budget, or due at or after the deadline (when
+-- no attempt may start), ends the delivery.
 -- SQLite: RETURNING may not name the FROM table, so the row's id says which
 -- outcome it was.
 UPDATE courier_outbox SET
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN attempts >= max_attempts OR v.next_at > deadline THEN 'failed'
+        WHEN attempts >= max_attempts OR v.next_at >= deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at > deadline THEN 'expired'
+        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at >= deadline THEN 'expired'
         ELSE v.code END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
