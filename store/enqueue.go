@@ -6,17 +6,28 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // Limits on what Enqueue accepts.
 const (
 	MaxPayloadSize  = 4 << 20
 	MaxEndpointSize = 2048
-	maxAttempts     = 1000
+	// MaxHorizon bounds how far ahead a delivery may be planned: its
+	// NotBefore at most MaxHorizon after now, its Deadline at most
+	// MaxHorizon after its first attempt is due, and Config.RetryHorizon.
+	// Thirty days is ten times the default horizon and covers any retry
+	// schedule (Standard Webhooks' spans about a day and a half), while
+	// every delivery still ends, and every receiver's dedupe window can
+	// cover its retries, within a bounded time. A time beyond it is a
+	// mistake (a unit, a zero value) rather than a plan.
+	MaxHorizon  = 30 * 24 * time.Hour
+	maxAttempts = 1000
 )
 
 // Outbox is the sender side's table of deliveries: one row per
@@ -25,30 +36,40 @@ const (
 type Outbox struct{ s *Store }
 
 // EnqueueParams describes one delivery: a notification to one endpoint.
+// Enqueue refuses, with code invalid_argument naming the field, what
+// could only fail later at every attempt.
 type EnqueueParams struct {
 	// NotificationID is the notification's identity, the receiver's dedupe
 	// key: 1–256 of A-Z a-z 0-9 _ . : -.
 	NotificationID string
-	// Endpoint is the URL the notification is delivered to.
+	// Endpoint is the URL the notification is delivered to: an absolute
+	// http or https URL with a host, at most MaxEndpointSize bytes.
 	Endpoint string
-	// Payload is the exact bytes every attempt sends.
+	// Payload is the exact bytes every attempt sends, 1 byte to
+	// MaxPayloadSize. Every built-in profile's payload is JSON: for one of
+	// them it must be one strict JSON document (no duplicate keys), as
+	// courier's receivers read it.
 	Payload []byte
-	// Profile names the Ack the receiver must answer with (package ack's
-	// Profile* names). Defaults to ack.ProfileCourier.
+	// Profile names the Ack the receiver must answer with: one of
+	// Config.Profiles, by default package ack's Profile* names. Commands
+	// (ack.ProfileCommand) are enqueued with EnqueueCommand. Defaults to
+	// ack.ProfileCourier.
 	Profile string
 	// KeyID names the signing configuration the worker signs with (an id,
 	// never key material). Optional.
 	KeyID string
 	// Priority orders claims: lower first. Defaults to 0.
 	Priority int
-	// MaxAttempts is the attempt budget. Defaults to the Store's.
+	// MaxAttempts is the attempt budget, 1..1000. Defaults to the Store's.
 	MaxAttempts int
-	// NotBefore delays the first attempt. Defaults to now.
+	// NotBefore delays the first attempt, by at most MaxHorizon; a time in
+	// the past means now. Defaults to now.
 	NotBefore time.Time
 	// Deadline ends the delivery: no attempt starts at or after it. A
 	// delivery still unsent then fails with code expired, at its next
-	// claim or when a retry would be due at or after it. Defaults to now
-	// plus the Store's RetryHorizon.
+	// claim or when a retry would be due at or after it. It must come
+	// after the first attempt, by at most MaxHorizon. Defaults to the
+	// first attempt plus the Store's RetryHorizon.
 	Deadline time.Time
 }
 
@@ -90,6 +111,9 @@ type subscriptionRef struct {
 }
 
 func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
+	if p.Profile == ack.ProfileCommand {
+		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
+	}
 	now := o.s.now()
 	args, err := o.enqueueArgs(p, now)
 	if err != nil {
@@ -149,25 +173,36 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = cfg.MaxAttempts
 	}
+	horizon := MaxHorizon.Microseconds()
 	next := now
 	if !p.NotBefore.IsZero() {
-		next = p.NotBefore.UnixMicro()
+		next = max(now, p.NotBefore.UnixMicro())
 	}
-	deadline := now + cfg.RetryHorizon.Microseconds()
+	deadline := next + cfg.RetryHorizon.Microseconds()
 	if !p.Deadline.IsZero() {
 		deadline = p.Deadline.UnixMicro()
 	}
 	switch {
 	case !ack.IsToken(p.NotificationID):
 		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
-	case p.Endpoint == "" || len(p.Endpoint) > MaxEndpointSize:
-		return nil, invalidArgument("Endpoint must be 1-2048 bytes")
+	case !validEndpoint(p.Endpoint):
+		return nil, invalidArgument("Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case len(p.Payload) == 0 || len(p.Payload) > MaxPayloadSize:
 		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
 		return nil, invalidArgument("MaxAttempts must be within 1..1000")
+	case next-now > horizon:
+		return nil, invalidArgument("NotBefore must be at most MaxHorizon (30 days) ahead")
 	case deadline <= next:
 		return nil, invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
+	case deadline-next > horizon:
+		return nil, invalidArgument("Deadline must be at most MaxHorizon (30 days) after the first attempt")
+	}
+	if _, ok := cfg.Profiles(p.Profile); !ok {
+		return nil, invalidArgument("Profile is not a profile Config.Profiles knows")
+	}
+	if err := checkPayload(p.Profile, p.Payload); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(p.Payload)
 	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)
@@ -188,6 +223,35 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"deadline":        deadline,
 		"now":             now,
 	}, nil
+}
+
+// checkPayload refuses a payload its profile's receivers cannot read:
+// every built-in profile's payload is one strict JSON document. A command
+// is checked whole by EnqueueCommand; a custom profile's payload is the
+// application's.
+func checkPayload(profile string, payload []byte) error {
+	if _, builtin := ack.Builtin(profile); !builtin || profile == ack.ProfileCommand {
+		return nil
+	}
+	if err := strictjson.Check(payload); err != nil {
+		if errors.Is(err, strictjson.ErrDuplicateKey) {
+			return invalidArgument("Payload has an object with a duplicate key; the profile's receivers refuse it")
+		}
+		return invalidArgument("Payload must be one JSON document for the profile")
+	}
+	return nil
+}
+
+// validEndpoint reports whether raw is an endpoint a worker can send to:
+// an absolute http or https URL with a host, at most MaxEndpointSize bytes.
+// Whether the destination is allowed is the worker's transport's to say,
+// at dial time.
+func validEndpoint(raw string) bool {
+	if raw == "" || len(raw) > MaxEndpointSize {
+		return false
+	}
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
 }
 
 // existing resolves an enqueue that inserted nothing: the same delivery is

@@ -311,3 +311,51 @@ func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 }
+
+// testSubscriptionsAndPublishInvalid: a subscription no publish could
+// deliver, and a publish whose event type could not be matched, are
+// refused with code invalid_argument where they are written.
+func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for name, edit := range map[string]func(p *store.SubscriptionParams){
+		"relative endpoint": func(p *store.SubscriptionParams) { p.Endpoint = "/hooks" },
+		"mailto endpoint":   func(p *store.SubscriptionParams) { p.Endpoint = "mailto:ops@example.com" },
+		"unknown profile":   func(p *store.SubscriptionParams) { p.Profile = "courier.v2" },
+		"terminal profile":  func(p *store.SubscriptionParams) { p.Profile = "terminal" },
+		"command profile":   func(p *store.SubscriptionParams) { p.Profile = "command" },
+		"spaced type":       func(p *store.SubscriptionParams) { p.EventTypes = []string{"order paid"} },
+		"empty type":        func(p *store.SubscriptionParams) { p.EventTypes = []string{""} },
+	} {
+		p := subscription("acme", "https://a.example/h", "key-a", "order.paid")
+		edit(&p)
+		if _, err := b.store.Subscriptions.Create(b.ctx, b.db, p); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: Create = %v, want invalid_argument", name, err)
+		}
+	}
+	s, err := b.store.Subscriptions.Create(b.ctx, b.db, subscription("acme", "https://a.example/h", "key-a", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Subscriptions.Update(b.ctx, b.db, s.ID, subscription("acme", "relative/path", "key-a", "*")); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Errorf("Update to a relative endpoint = %v, want invalid_argument", err)
+	}
+	for name, p := range map[string]store.PublishParams{
+		"no event type":        {Tenant: "acme", EventID: "e", Payload: []byte(`{}`)},
+		"event type *":         {Tenant: "acme", EventType: "*", EventID: "e", Payload: []byte(`{}`)},
+		"spaced event type":    {Tenant: "acme", EventType: "a b", EventID: "e", Payload: []byte(`{}`)},
+		"bad event id":         {Tenant: "acme", EventType: "a", EventID: "e e", Payload: []byte(`{}`)},
+		"payload not JSON":     {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`nope`)},
+		"deadline too far":     {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), Deadline: b.clock.Now().Add(store.MaxHorizon + time.Hour)},
+		"deadline in the past": {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), Deadline: b.clock.Now().Add(-time.Hour)},
+	} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Publish(b.ctx, tx, p)
+		tx.Rollback()
+		if courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: Publish = %v, want invalid_argument", name, err)
+		}
+	}
+	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
+		t.Fatalf("refused publishes wrote %d deliveries", h.Counts[courier.StatusPending])
+	}
+}
