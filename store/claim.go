@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -20,6 +21,7 @@ type claimed struct {
 	protocol.Claimed
 	payloadKeyID string // the key that sealed Payload
 	fingerprint  string // the subscription's fingerprint at enqueue
+	eventType    string // the published event's type; "" if none recorded
 }
 
 func claimedOf(r outboxRow) claimed {
@@ -35,6 +37,7 @@ func claimedOf(r outboxRow) claimed {
 		},
 		payloadKeyID: r.PayloadKeyID,
 		fingerprint:  r.SubscriptionFingerprint.String,
+		eventType:    r.EventType.String,
 	}
 }
 
@@ -230,8 +233,9 @@ func (r *claimRun) probes(ctx context.Context) error {
 
 // admit decides whether a claimed delivery may be sent: its payload must
 // open and match its digest (or it is quarantined), and its subscription
-// must be as it was at enqueue (or it is suppressed). It opens c's
-// payload in place.
+// must still be active, with the fingerprint it had at enqueue and an
+// event filter that still matches the delivery's event type (or it is
+// suppressed, subscription_changed). It opens c's payload in place.
 func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (bool, error) {
 	plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint)
 	if err != nil {
@@ -248,7 +252,7 @@ func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) 
 	switch {
 	case err != nil && courier.CodeOf(err) != courier.CodeNotFound:
 		return false, err
-	case err != nil || !state.Active || state.Fingerprint != c.fingerprint:
+	case err != nil || !state.Active || state.Fingerprint != c.fingerprint || !state.wants(c.eventType):
 		return false, o.end(ctx, tx, now, "outbox_suppress", c.Lease, courier.CodeSubscriptionChanged, AttemptSuppressed)
 	}
 	return true, nil
@@ -267,6 +271,14 @@ func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, name string, l
 type subscriptionState struct {
 	Fingerprint string `db:"fingerprint"`
 	Active      bool   `db:"active"`
+	EventTypes  string `db:"event_types"` // space-separated
+}
+
+// wants reports whether the subscription's filter still matches a
+// delivery's event type. A delivery published before the outbox recorded
+// event types (migration 5) has none, and is not checked.
+func (st subscriptionState) wants(eventType string) bool {
+	return eventType == "" || matchesType(strings.Fields(st.EventTypes), eventType)
 }
 
 // digestMatches compares payload's SHA-256 with a stored hex digest.

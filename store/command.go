@@ -86,7 +86,7 @@ func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	if err != nil {
 		return Enqueued{}, err
 	}
-	args["contract_sha256"] = h.CapabilitiesSHA256
+	args["contract_sha256"], args["event_type"] = h.CapabilitiesSHA256, h.Operation
 	if _, err := o.s.exec(ctx, tx, "contract_pin_absent", map[string]any{
 		"endpoint": p.Endpoint, "capabilities_sha256": h.CapabilitiesSHA256, "now": now,
 	}); err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -84,6 +86,12 @@ type Enqueued struct {
 // (NotificationID, Endpoint) again with the same payload and settings is a
 // no-op that returns the existing row; with a different payload or
 // settings it is ErrIdempotencyCollision and the stored row is unchanged.
+//
+// Terminal notifications (ack.ProfileTerminal) are keyed by their event
+// as well, as the reference keys them: while the outbox holds one for an
+// event and endpoint, another terminal notification for that event to
+// that endpoint (another status, sequence or lifecycle, hence another
+// notification id) is ErrIdempotencyCollision too.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
 	return o.enqueue(ctx, tx, p, subscriptionRef{})
 }
@@ -104,10 +112,11 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) (
 }
 
 // subscriptionRef ties a delivery to the subscription it was published
-// to, as it stood then.
+// to, as it stood then, and to the type of the event it carries.
 type subscriptionRef struct {
 	id          int64
 	fingerprint string
+	eventType   string
 }
 
 func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
@@ -120,6 +129,7 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subs
 		return Enqueued{}, err
 	}
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
+	args["event_type"] = nullable(sub.eventType)
 	return o.write(ctx, tx, "outbox_enqueue", args)
 }
 
@@ -201,7 +211,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	if _, ok := cfg.Profiles(p.Profile); !ok {
 		return nil, invalidArgument("Profile is not a profile Config.Profiles knows")
 	}
-	if err := checkPayload(p.Profile, p.Payload); err != nil {
+	dedupe, err := checkPayload(p)
+	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(p.Payload)
@@ -221,25 +232,57 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"max_attempts":    p.MaxAttempts,
 		"next_attempt_at": next,
 		"deadline":        deadline,
+		"event_type":      nil,
+		"dedupe_key":      nullable(dedupe),
 		"now":             now,
 	}, nil
 }
 
-// checkPayload refuses a payload its profile's receivers cannot read:
-// every built-in profile's payload is one strict JSON document. A command
-// is checked whole by EnqueueCommand; a custom profile's payload is the
-// application's.
-func checkPayload(profile string, payload []byte) error {
-	if _, builtin := ack.Builtin(profile); !builtin || profile == ack.ProfileCommand {
-		return nil
+// checkPayload refuses a payload its profile's receivers cannot read, and
+// returns the delivery's dedupe key. Every built-in profile's payload is
+// one strict JSON document; a terminal notification must be valid and sent
+// under its own notification_id, and its event_id is its dedupe key (see
+// EnqueueParams). A command is checked whole by EnqueueCommand; a custom
+// profile's payload is the application's.
+func checkPayload(p EnqueueParams) (dedupe string, err error) {
+	if _, builtin := ack.Builtin(p.Profile); !builtin || p.Profile == ack.ProfileCommand {
+		return "", nil
 	}
-	if err := strictjson.Check(payload); err != nil {
+	if err := strictjson.Check(p.Payload); err != nil {
 		if errors.Is(err, strictjson.ErrDuplicateKey) {
-			return invalidArgument("Payload has an object with a duplicate key; the profile's receivers refuse it")
+			return "", invalidArgument("Payload has an object with a duplicate key; the profile's receivers refuse it")
 		}
-		return invalidArgument("Payload must be one JSON document for the profile")
+		return "", invalidArgument("Payload must be one JSON document for the profile")
 	}
-	return nil
+	if p.Profile != ack.ProfileTerminal {
+		return "", nil
+	}
+	var n ack.Terminal
+	if err := json.Unmarshal(p.Payload, &n); err != nil {
+		return "", invalidArgument("Payload is not a terminal notification" + fieldList(err))
+	}
+	if err := ack.Validate(n); err != nil {
+		return "", invalidArgument("Payload is not a valid terminal notification" + fieldList(err))
+	}
+	if n.NotificationID != p.NotificationID {
+		return "", invalidArgument("NotificationID must be the terminal notification's notification_id")
+	}
+	return n.EventID, nil
+}
+
+// fieldList names the fields a validation error lists, content-free:
+// ": field (rule), …", or "" for another error (whose text may quote the
+// payload).
+func fieldList(err error) string {
+	var ve *ack.ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) == 0 {
+		return ""
+	}
+	names := make([]string, len(ve.Fields))
+	for i, f := range ve.Fields {
+		names[i] = f.Field + " (" + f.Rule + ")"
+	}
+	return ": " + strings.Join(names, ", ")
 }
 
 // validEndpoint reports whether raw is an endpoint a worker can send to:
@@ -255,9 +298,14 @@ func validEndpoint(raw string) bool {
 }
 
 // existing resolves an enqueue that inserted nothing: the same delivery is
-// a no-op, anything else a collision.
+// a no-op, anything else a collision. Nothing under the delivery's
+// identity means the insert met its dedupe key: another terminal
+// notification for the same event is enqueued for the endpoint.
 func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, error) {
 	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
+	if errors.Is(err, courier.ErrNotFound) && args["dedupe_key"] != nil {
+		return Enqueued{}, fmt.Errorf("store: the endpoint has another terminal notification for this event: %w", courier.ErrIdempotencyCollision)
+	}
 	if err != nil {
 		return Enqueued{}, err
 	}

@@ -70,7 +70,7 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint})
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType})
 		if err != nil {
 			return nil, err
 		}

@@ -109,7 +109,8 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 
 // Update replaces a subscription's settings. Changing the endpoint, auth
 // mode, key or profile changes its fingerprint: deliveries already
-// enqueued for it are suppressed rather than sent.
+// enqueued for it are suppressed rather than sent. So are those whose
+// event type its new EventTypes no longer include.
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err

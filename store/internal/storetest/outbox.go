@@ -127,7 +127,7 @@ func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
 	settings := p
 	settings.MaxAttempts = 3
 	profile := p
-	profile.Profile = "terminal"
+	profile.Profile = "none"
 	for name, q := range map[string]store.EnqueueParams{"payload": other, "max attempts": settings, "profile": profile} {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Enqueue(b.ctx, tx, q)

@@ -60,6 +60,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"Commands", testCommands},
+		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
 	}
 	for _, tt := range tests {

@@ -110,12 +110,16 @@ func keyOf(ps []store.Published, sub int64) string {
 	return ""
 }
 
+// testSuppression: a published delivery is sent only while its
+// subscription is as it was: active, with the same fingerprint, and still
+// wanting the event's type (the reporting reference's
+// subscription_changed). Otherwise its claim suppresses it.
 func testSuppression(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	subs := b.store.Subscriptions
 	tx := b.begin(t)
 	var ids []int64
-	for _, e := range []string{"https://a.example/h", "https://b.example/h", "https://c.example/h", "https://d.example/h"} {
+	for _, e := range []string{"https://a.example/h", "https://b.example/h", "https://c.example/h", "https://d.example/h", "https://e.example/h"} {
 		s, err := subs.Create(b.ctx, tx, subscription("acme", e, "key-1", "*"))
 		if err != nil {
 			t.Fatal(err)
@@ -143,14 +147,15 @@ func testSuppression(t *testing.T, open OpenFunc) {
 	change(ids[0], func(p *store.SubscriptionParams) { p.KeyID = "key-2" })                   // key rotated
 	change(ids[1], func(p *store.SubscriptionParams) { p.Endpoint = "https://b2.example/h" }) // URL changed
 	change(ids[2], func(p *store.SubscriptionParams) { p.Active = false })                    // disabled
-	change(ids[3], func(p *store.SubscriptionParams) { p.EventTypes = []string{"y"} })        // filter only: still sent
+	change(ids[3], func(p *store.SubscriptionParams) { p.EventTypes = []string{"y"} })        // filter no longer matches
+	change(ids[4], func(p *store.SubscriptionParams) { p.EventTypes = []string{"w", "x"} })   // filter narrowed, still matches: sent
 	claimed := b.claim(t, "w", 10, time.Minute)
-	if len(claimed) != 1 || claimed[0].SubscriptionID != ids[3] {
-		t.Fatalf("claimed %+v, want only the delivery of subscription %d", claimed, ids[3])
+	if len(claimed) != 1 || claimed[0].SubscriptionID != ids[4] {
+		t.Fatalf("claimed %+v, want only the delivery of subscription %d", claimed, ids[4])
 	}
 	h := health(t, b)
-	if h.Counts[courier.StatusSuppressed] != 3 {
-		t.Fatalf("suppressed %d, want 3", h.Counts[courier.StatusSuppressed])
+	if h.Counts[courier.StatusSuppressed] != 4 {
+		t.Fatalf("suppressed %d, want 4", h.Counts[courier.StatusSuppressed])
 	}
 	var codes []string
 	if err := b.db.SelectContext(b.ctx, &codes, "SELECT last_error_code FROM courier_outbox WHERE status = 'suppressed'"); err != nil {

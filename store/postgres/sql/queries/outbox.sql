@@ -4,18 +4,18 @@
 -- by name.
 
 -- name: outbox_enqueue
--- As in SQLite, plus pg_notify: it is queued with the transaction and
+-- As in SQLite (a conflict on either unique index inserts nothing), plus pg_notify: it is queued with the transaction and
 -- delivered to listening workers only when the caller commits. Identical
 -- notifications in one transaction are folded into one.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
-    ON CONFLICT (notification_id, endpoint) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING id
 )
 SELECT id FROM inserted, pg_notify('courier_outbox', '');
@@ -92,7 +92,7 @@ FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -159,7 +159,7 @@ FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
 
 -- name: outbox_quarantine
 UPDATE courier_outbox SET
@@ -267,14 +267,15 @@ DELETE FROM courier_outbox WHERE id IN (
 
 -- name: outbox_enqueue_command
 -- enqueue for the source-delivery profile: the row also records the
--- capabilities digest it was enqueued under (contract_sha256). As enqueue,
+-- capabilities digest it was enqueued under (contract_sha256) and the
+-- command's operation (event_type). As enqueue,
 -- pg_notify wakes listening workers when the caller commits.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING

@@ -6,16 +6,18 @@
 -- name: outbox_enqueue
 -- The notification's identity is (notification_id, endpoint): a second
 -- enqueue of it inserts nothing; the store then reads the existing row and
--- compares. SQLite: no RETURNING; the store takes the id from
+-- compares. So does a terminal notification for an event the endpoint has
+-- one for already (dedupe_key, migration 5): no target, so the conflict
+-- may be on either unique index. SQLite: no RETURNING; the store takes the id from
 -- last_insert_rowid, which costs a third of a RETURNING row here.
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
-ON CONFLICT (notification_id, endpoint) DO NOTHING;
+ON CONFLICT DO NOTHING;
 
 -- name: outbox_enqueue_existing
 SELECT id, payload_sha256, profile, key_id, max_attempts, priority
@@ -71,7 +73,7 @@ WHERE id IN (
 )
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -124,7 +126,7 @@ WHERE id IN (
 )
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
 
 -- name: outbox_quarantine
 -- A claimed row whose payload no longer matches its digest, or cannot be
@@ -240,12 +242,13 @@ DELETE FROM courier_outbox WHERE id IN (
 
 -- name: outbox_enqueue_command
 -- outbox_enqueue for the source-delivery profile: the row also records the
--- capabilities digest it was enqueued under (contract_sha256).
+-- capabilities digest it was enqueued under (contract_sha256) and the
+-- command's operation (event_type).
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT (notification_id, endpoint) DO NOTHING;
