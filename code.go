@@ -77,6 +77,7 @@ const (
 	CodeLeasesExpired   Code = "leases_expired"    // health: workers stopped without settling
 	CodeConfigInvalid   Code = "config_invalid"
 	CodeInvalidArgument Code = "invalid_argument"
+	CodeRequestInvalid  Code = "request_invalid" // a command is not valid (JSON, members, values): names the field, never the content
 )
 
 // Codes of signature verification. Each failure a verifier reports is a case
