@@ -63,6 +63,9 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 	var expired int
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
+		if err := o.s.schema.check(ctx, tx, o.s.dialect, now); err != nil {
+			return err // an altered schema: nothing is leased
+		}
 		if err := o.reclaim(ctx, tx, now); err != nil {
 			return err
 		}

@@ -60,6 +60,19 @@
 // every claimed delivery the claim takes out of circulation
 // (quarantined, suppressed).
 //
+// # Integrity
+//
+// Open runs the schema guard: courier's tables must be at this courier's
+// version with exactly the columns its migrations made. Claims keep
+// checking, cheaply: a schema altered after Open stops them with code
+// schema_altered, leasing nothing (SQLite notices at the next claim, from
+// its schema cookie; PostgreSQL within seconds, from its catalog). A
+// claim verifies what it touches: each claimed payload against its
+// digest (or the delivery is quarantined). Outbox.Health reads counts
+// only; Outbox.Check, for a periodic job, adds the engine's own integrity
+// check, the schema guard and a bounded, rotating validation of stored
+// rows.
+//
 // The Inbox is the receiver's: one record per (verified sender, dedupe
 // key), written in the transaction of the application's own effects, so a
 // redelivery is answered with the stored Ack and never processed twice.

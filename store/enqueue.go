@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -35,7 +36,11 @@ const (
 // Outbox is the sender side's table of deliveries: one row per
 // notification and endpoint, written in the application's transaction,
 // delivered by a client.Worker.
-type Outbox struct{ s *Store }
+type Outbox struct {
+	s          *Store
+	checkMu    sync.Mutex
+	checkAfter int64 // the last delivery Check validated; 0 to start over
+}
 
 // EnqueueParams describes one delivery: a notification to one endpoint.
 // Enqueue refuses, with code invalid_argument naming the field, what

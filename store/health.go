@@ -23,6 +23,10 @@ type Health struct {
 	// capabilities digest than their endpoint's pin; their endpoints are
 	// held back (see Contracts).
 	ContractMismatches int
+	// Checked and Invalid are Check's: how many deliveries it validated,
+	// and the ids of those it found invalid.
+	Checked int
+	Invalid []int64
 }
 
 // HealthStatus is the outbox's state at a glance.

@@ -140,6 +140,7 @@ type Store struct {
 	writer        *sqlx.DB // courier's writes: db, or the engine's writer
 	dialect       *dialect
 	cfg           Config
+	schema        schemaWatch
 	closers       []func() error
 }
 
@@ -178,6 +179,9 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 	}
 	s.dialect, s.cfg = d, cfg
 	if err := checkSchema(ctx, s.db, d); err != nil {
+		return err
+	}
+	if err := s.schema.start(ctx, s.db, d, s.now()); err != nil {
 		return err
 	}
 	if d.Writer != nil {

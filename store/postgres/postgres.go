@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -29,6 +30,9 @@ var pgEngine = &engine.Engine{
 	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
 	Interpret:   interpret,
 	Listen:      listen,
+	// The schema guard on claim reads the catalog: at most once per
+	// interval, so an altered schema stops claims within it.
+	SchemaRecheck: 10 * time.Second,
 }
 
 func init() {

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -40,6 +41,12 @@ type Engine struct {
 	// Listen returns wake-ups after committed enqueues to db's outbox and
 	// a function that stops them. Nil: the engine has none; workers poll.
 	Listen func(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error)
+	// SchemaRecheck is how long a claim may rely on the schema fingerprint
+	// (query schema_fingerprint) it last read, before reading it again:
+	// zero reads it on every claim, for an engine that keeps a cheap
+	// schema counter (SQLite's schema_version); PostgreSQL reads its
+	// catalog, a round trip, so it reads it at most this often.
+	SchemaRecheck time.Duration
 	// Clock returns the difference between the database's clock and this
 	// process's, for stores that take the database's clock. Nil: the
 	// process's clock is the store's.

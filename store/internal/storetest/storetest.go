@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ClaimOrder", testClaimOrder},
 		{"AttemptsLog", testAttemptsLog},
 		{"Health", testHealth},
+		{"Check", testCheck},
 		{"CheckConstraints", testCheckConstraints},
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},

@@ -293,3 +293,12 @@ WITH RECURSIVE p(v) AS (
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
+
+-- name: outbox_check_rows
+-- Outbox.Check's slice of the outbox: every column of the rows after
+-- :after, in id order, from the primary key.
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key
+FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
