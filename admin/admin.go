@@ -94,6 +94,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		{"/api/endpoints/{ref}/enable", h.mutate(h.apiEndpoint(actEnable, endpoints.Enable))},
 		{"/api/endpoints/{ref}/disable", h.mutate(h.apiEndpoint(actDisable, endpoints.Disable))},
 		{"/{$}", h.read(h.pageIndex)},
+		{"/deliveries", h.read(h.pageSearch)},
 		{"/deliveries/{id}", h.read(h.pageDelivery)},
 		{"/ops/redrive", h.mutate(h.opsRedrive)},
 		{"/ops/cancel", h.mutate(h.opsCancel)},

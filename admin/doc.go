@@ -26,9 +26,10 @@
 //
 //	GET  /api/health                    the outbox's health (a health object)
 //	GET  /api/deliveries                {"deliveries": [delivery…], "next_before": id} newest first;
-//	                                    query: status, endpoint_ref, since, until (RFC 3339,
-//	                                    on the last update), before (next_before of the
-//	                                    previous page), limit (1..1000, default 100)
+//	                                    query: notification_id (one notification's deliveries,
+//	                                    one per endpoint), status, endpoint_ref, since, until
+//	                                    (RFC 3339, on the last update), before (next_before of
+//	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
 //	POST /api/deliveries/{id}/redrive   a failed delivery back to pending: {"redriven": n}
 //	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery: delivery
@@ -60,7 +61,8 @@
 //
 // The ops page (HTML, no scripts, nothing loaded from the network):
 //
-//	GET  /                              health, failing endpoints, recent failures
+//	GET  /                              health, failing endpoints, recent failures, a search form
+//	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
 //	POST /ops/cancel                    form: id

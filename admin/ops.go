@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
@@ -117,6 +118,19 @@ func (p opsIndex) LatestTable() opsTable {
 	return opsTable{Root: p.Root, ReadOnly: p.ReadOnly, Rows: p.Latest}
 }
 
+// opsSearch is one notification's deliveries.
+type opsSearch struct {
+	opsCommon
+	NotificationID string
+	Rows           []deliveryJSON
+	More           bool // more than a page
+}
+
+// Table is the notification's deliveries.
+func (p opsSearch) Table() opsTable {
+	return opsTable{Root: p.Root, ReadOnly: p.ReadOnly, Rows: p.Rows}
+}
+
 type opsDelivery struct {
 	opsCommon
 	Delivery   deliveryJSON
@@ -207,6 +221,25 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 		Delivery:  toDelivery(d), Attempts: attempts,
 		CanRedrive: d.Status == courier.StatusFailed,
 		CanCancel:  d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait,
+	})
+}
+
+// pageSearch lists one notification's deliveries: the search form's
+// answer.
+func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("notification_id")
+	if !ack.IsToken(id) {
+		invalid(w, "the search is not valid", "notification_id", "courier_token")
+		return
+	}
+	page, err := h.cfg.Store.Outbox.List(r.Context(), store.ListParams{NotificationID: id, Limit: opsFailures})
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.render(w, r, "search", opsSearch{
+		opsCommon:      h.common(r, "Notification "+id),
+		NotificationID: id, Rows: toDeliveries(page.Deliveries), More: page.NextBefore != 0,
 	})
 }
 

@@ -63,6 +63,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Commands", testCommands},
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
+		{"LookupByIdentity", testLookupByIdentity},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -272,3 +272,23 @@ SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, p
     lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
     subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key
 FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: outbox_lookup
+-- One delivery by its identity, from the identity's unique index.
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: outbox_list_by_notification
+-- outbox_list for one notification id: its deliveries, one per endpoint,
+-- read from the identity's unique index (notification_id is its first
+-- column); the other filters apply to those few rows.
+SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
+    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+FROM courier_outbox
+WHERE notification_id = :notification_id
+    AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
