@@ -480,6 +480,10 @@ func mutations(failed, pending int64) []struct{ method, path, body string } {
 		{"POST", "/ops/cancel", "id=" + p},
 		{"POST", "/ops/endpoints/enable", "endpoint_ref=" + refA},
 		{"POST", "/ops/endpoints/disable", "endpoint_ref=" + refA},
+		{"POST", "/api/contracts/" + refA + "/pin", `{"capabilities_sha256":"` + strings.Repeat("a", 64) + `"}`},
+		{"POST", "/api/contracts/" + refA + "/fail-mismatched", ""},
+		{"POST", "/ops/contracts/pin", "endpoint_ref=" + refA + "&capabilities_sha256=" + strings.Repeat("a", 64)},
+		{"POST", "/ops/contracts/fail-mismatched", "endpoint_ref=" + refA},
 	}
 }
 
@@ -516,6 +520,9 @@ func TestAdminRefusesMutations(t *testing.T) {
 			}
 			if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed || h.ConsecutiveFailures != 1 {
 				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
+			}
+			if k, err := b.store.Contracts.Get(t.Context(), hookA); !errors.Is(err, courier.ErrNotFound) {
+				t.Fatalf("a refused mutation pinned a contract: %+v, %v", k, err)
 			}
 			// Reads stay open: they are the application's to guard.
 			adminOK[healthJSON](t, b, "GET", "/api/health", "")

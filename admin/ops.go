@@ -93,6 +93,8 @@ type opsIndex struct {
 	Flash        string
 	Health       store.Health
 	Statuses     []courier.Status
+	Operations   []string // command operations, when any command was enqueued
+	Contracts    []contractJSON
 	Endpoints    []endpointJSON
 	Failures     []deliveryJSON
 	MoreFailures bool
@@ -161,6 +163,19 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
+	for _, op := range []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone} {
+		for _, n := range data.Health.Operations[op] {
+			if n > 0 {
+				data.Operations = []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone}
+			}
+		}
+	}
+	contracts, err := h.cfg.Store.Contracts.List(ctx)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	data.Contracts = toContracts(contracts)
 	endpoints, err := h.cfg.Store.Endpoints.List(ctx)
 	if err != nil {
 		h.storeError(w, r, err)
@@ -202,6 +217,17 @@ func opsFlash(q url.Values) string {
 		return "Endpoint enabled."
 	case "disable":
 		return "Endpoint disabled."
+	case "pin":
+		return "Contract pinned."
+	case "fail-mismatched":
+		n, err := strconv.Atoi(q.Get("n"))
+		switch {
+		case err != nil || n < 0:
+			return ""
+		case n == 1:
+			return "Failed 1 delivery held back by its contract."
+		}
+		return "Failed " + strconv.Itoa(n) + " deliveries held back by their contract."
 	}
 	return ""
 }

@@ -291,7 +291,8 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 func testCommands(t *testing.T, open OpenFunc) {
 	for name, fn := range map[string]func(*testing.T, OpenFunc){
 		"Priority": testCommandPriority, "Idempotent": testCommandIdempotent, "ContractPinning": testContractPinning,
-		"ValidatedWhole": testCommandValidatedWhole,
+		"ValidatedWhole": testCommandValidatedWhole, "HealthCountsOperations": testHealthCountsOperations,
+		"ContractsList": testContractsList,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -45,6 +45,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AttemptsLog", testAttemptsLog},
 		{"Health", testHealth},
 		{"Check", testCheck},
+		{"HealthPrecedence", testHealthPrecedence},
 		{"CheckConstraints", testCheckConstraints},
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},

@@ -292,3 +292,10 @@ WHERE notification_id = :notification_id
     AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
 ORDER BY id DESC
 LIMIT :limit;
+
+-- name: outbox_health_operations
+-- Command deliveries by operation (event_type, migration 5) and status,
+-- from their partial index: the index's condition is repeated verbatim.
+SELECT COALESCE(event_type, '') AS operation, status, COUNT(*) AS n FROM courier_outbox
+WHERE profile = 'command'
+GROUP BY event_type, status;
