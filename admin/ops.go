@@ -163,10 +163,11 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	for _, op := range []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone} {
+	operations := []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone}
+	for _, op := range operations {
 		for _, n := range data.Health.Operations[op] {
-			if n > 0 {
-				data.Operations = []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone}
+			if n > 0 { // the outbox has commands: show their counts
+				data.Operations = operations
 			}
 		}
 	}

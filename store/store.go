@@ -149,6 +149,8 @@ type Store struct {
 // .../store/postgres) must be imported. Open checks that courier's tables
 // are the ones this courier migrates to and were not altered:
 // ErrSchemaOutdated means Migrate must run first; it does not migrate.
+// Claims keep checking, and stop with schema_altered if the tables are
+// altered later (see Integrity in the package documentation).
 //
 // The Store uses db as it is configured. On PostgreSQL size its pool for
 // the work in flight: database/sql keeps two idle connections by default,
