@@ -70,16 +70,17 @@ const (
 
 // Codes of the store and of its health.
 const (
-	CodePayloadInvalid  Code = "payload_invalid"
-	CodeSchemaOutdated  Code = "schema_outdated"   // migrations are pending
-	CodeSchemaAltered   Code = "schema_altered"    // the tables are not what courier created
-	CodeSchemaTooNew    Code = "schema_too_new"    // a newer courier migrated this database
-	CodeFailedPresent   Code = "deliveries_failed" // health: failed deliveries need an operator
-	CodeLeasesExpired   Code = "leases_expired"    // health: workers stopped without settling
-	CodeConfigInvalid   Code = "config_invalid"
-	CodeInvalidArgument Code = "invalid_argument"
-
+	CodePayloadInvalid          Code = "payload_invalid"
+	CodeSchemaOutdated          Code = "schema_outdated"   // migrations are pending
+	CodeSchemaAltered           Code = "schema_altered"    // the tables are not what courier created
+	CodeSchemaTooNew            Code = "schema_too_new"    // a newer courier migrated this database
+	CodeDatabaseCorrupt         Code = "database_corrupt"  // health: the engine's own integrity check found damage
+	CodeFailedPresent           Code = "deliveries_failed" // health: failed deliveries need an operator
+	CodeLeasesExpired           Code = "leases_expired"    // health: workers stopped without settling
+	CodeConfigInvalid           Code = "config_invalid"
+	CodeInvalidArgument         Code = "invalid_argument"
 	CodeWriteOutsideTransaction Code = "write_outside_transaction" // a write through DB() while the request's transaction holds SQLite's writer
+	CodeRequestInvalid          Code = "request_invalid"           // a command is not valid (JSON, members, values): names the field, never the content
 )
 
 // Codes of signature verification. Each failure a verifier reports is a case

@@ -25,7 +25,8 @@ type Config struct {
 	// Store is the outbox the Handler reports on and acts on. Required.
 	Store *store.Store
 	// Authorize decides whether r may change anything: redrive, cancel,
-	// enable or disable. It returns nil to allow. An error whose code is
+	// enable or disable an endpoint, pin a contract or fail the
+	// deliveries a changed contract holds back. It returns nil to allow. An error whose code is
 	// courier.CodeForbidden (courier.NewError(courier.CodeForbidden, …))
 	// answers 403 forbidden: the caller is known but may not act; any
 	// other error answers 401 unauthorized. Defaults to nil: the Handler
@@ -93,12 +94,18 @@ func NewHandler(cfg Config) (*Handler, error) {
 		{"/api/endpoints", h.read(h.apiEndpoints)},
 		{"/api/endpoints/{ref}/enable", h.mutate(h.apiEndpoint(actEnable, endpoints.Enable))},
 		{"/api/endpoints/{ref}/disable", h.mutate(h.apiEndpoint(actDisable, endpoints.Disable))},
+		{"/api/contracts", h.read(h.apiContracts)},
+		{"/api/contracts/{ref}/pin", h.mutate(h.apiPin)},
+		{"/api/contracts/{ref}/fail-mismatched", h.mutate(h.apiFailMismatched)},
 		{"/{$}", h.read(h.pageIndex)},
+		{"/deliveries", h.read(h.pageSearch)},
 		{"/deliveries/{id}", h.read(h.pageDelivery)},
 		{"/ops/redrive", h.mutate(h.opsRedrive)},
 		{"/ops/cancel", h.mutate(h.opsCancel)},
 		{"/ops/endpoints/enable", h.mutate(h.opsEndpoint(actEnable, endpoints.Enable))},
 		{"/ops/endpoints/disable", h.mutate(h.opsEndpoint(actDisable, endpoints.Disable))},
+		{"/ops/contracts/pin", h.mutate(h.opsPin)},
+		{"/ops/contracts/fail-mismatched", h.mutate(h.opsFailMismatched)},
 		{"/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
 		})},

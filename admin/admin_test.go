@@ -292,6 +292,8 @@ func TestAdminListRefusals(t *testing.T) {
 		{"since=yesterday", "since"},
 		{"until=2026-01-02", "until"},
 		{"endpoint_ref=" + url.QueryEscape(hookA), "endpoint_ref"},
+		{"notification_id=" + url.QueryEscape("order 7"), "notification_id"},
+		{"notification_id=" + strings.Repeat("n", 257), "notification_id"},
 	} {
 		resp, body := b.do(t, "GET", "/api/deliveries?"+tc.query, "", nil)
 		p := refused(t, resp, body, http.StatusBadRequest, courier.CodeInvalidArgument)
@@ -478,6 +480,10 @@ func mutations(failed, pending int64) []struct{ method, path, body string } {
 		{"POST", "/ops/cancel", "id=" + p},
 		{"POST", "/ops/endpoints/enable", "endpoint_ref=" + refA},
 		{"POST", "/ops/endpoints/disable", "endpoint_ref=" + refA},
+		{"POST", "/api/contracts/" + refA + "/pin", `{"capabilities_sha256":"` + strings.Repeat("a", 64) + `"}`},
+		{"POST", "/api/contracts/" + refA + "/fail-mismatched", ""},
+		{"POST", "/ops/contracts/pin", "endpoint_ref=" + refA + "&capabilities_sha256=" + strings.Repeat("a", 64)},
+		{"POST", "/ops/contracts/fail-mismatched", "endpoint_ref=" + refA},
 	}
 }
 
@@ -514,6 +520,9 @@ func TestAdminRefusesMutations(t *testing.T) {
 			}
 			if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed || h.ConsecutiveFailures != 1 {
 				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
+			}
+			if k, err := b.store.Contracts.Get(t.Context(), hookA); !errors.Is(err, courier.ErrNotFound) {
+				t.Fatalf("a refused mutation pinned a contract: %+v, %v", k, err)
 			}
 			// Reads stay open: they are the application's to guard.
 			adminOK[healthJSON](t, b, "GET", "/api/health", "")
@@ -746,8 +755,67 @@ func TestAdminReadOnlyPage(t *testing.T) {
 	if !strings.Contains(page, `<span class="ro">read-only</span>`) || !strings.Contains(page, `<button id="redrive-`+id+`" disabled>Redrive</button>`) {
 		t.Fatalf("read-only page: %s", page)
 	}
-	if strings.Contains(page, "<button>") {
-		t.Fatal("a read-only page has an enabled button")
+	// Every form that changes something has its button disabled; the
+	// search, a read, stays usable.
+	for _, form := range strings.Split(page, "<form")[1:] {
+		form = form[:strings.Index(form, "</form>")]
+		if strings.Contains(form, `method="post"`) && !strings.Contains(form, " disabled>") {
+			t.Fatalf("a read-only page has an enabled mutation: <form%s", form)
+		}
+	}
+	if !strings.Contains(page, `<button id="search-button">Find</button>`) {
+		t.Fatal("the read-only page lacks the search")
+	}
+}
+
+// TestAdminFindsANotification: the API lists one notification's
+// deliveries by notification_id, and the ops page's search form shows
+// them, each linked to its page and its endpoint redacted.
+func TestAdminFindsANotification(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	a7, b7 := b.enqueue(t, "order-7", hookA), b.enqueue(t, "order-7", hookB)
+	b.enqueue(t, "order-8", hookA)
+
+	page := adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?notification_id=order-7", "")
+	if len(page.Deliveries) != 2 || page.Deliveries[0].ID != b7 || page.Deliveries[1].ID != a7 {
+		t.Fatalf("by notification: %+v, want %d then %d", page.Deliveries, b7, a7)
+	}
+	page = adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?notification_id=order-7&endpoint_ref="+refA, "")
+	if len(page.Deliveries) != 1 || page.Deliveries[0].ID != a7 || page.Deliveries[0].Endpoint != hookARedacted {
+		t.Fatalf("by notification and endpoint: %+v, want %d redacted", page.Deliveries, a7)
+	}
+	if page := adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?notification_id=order-9", ""); len(page.Deliveries) != 0 || page.Deliveries == nil {
+		t.Fatalf("unknown notification: %+v", page)
+	}
+
+	_, raw := b.do(t, "GET", "/", "", nil)
+	if !strings.Contains(string(raw), `<form id="search" method="get" action="./deliveries">`) {
+		t.Fatalf("the ops page lacks the search form: %s", raw)
+	}
+	resp, raw := b.do(t, "GET", "/deliveries?notification_id=order-7", "", nil)
+	found := string(raw)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("search: %d %s", resp.StatusCode, found)
+	}
+	for _, want := range []string{
+		"<h1>Notification order-7</h1>", hookARedacted, "https://b.example/hooks",
+		`href="./deliveries/` + strconv.FormatInt(a7, 10) + `"`, `href="./deliveries/` + strconv.FormatInt(b7, 10) + `"`,
+	} {
+		if !strings.Contains(found, want) {
+			t.Errorf("the search page lacks %s", want)
+		}
+	}
+	if strings.Contains(found, "order-8") || strings.Contains(found, "x=1") {
+		t.Errorf("the search page shows another notification or an endpoint's query: %s", found)
+	}
+	_, raw = b.do(t, "GET", "/deliveries?notification_id=order-9", "", nil)
+	if !strings.Contains(string(raw), "No delivery of notification <code>order-9</code>.") {
+		t.Errorf("unknown notification: %s", raw)
+	}
+	for _, q := range []string{"", "?notification_id=", "?notification_id=" + url.QueryEscape("<b>x</b>")} {
+		resp, body := b.do(t, "GET", "/deliveries"+q, "", nil)
+		refused(t, resp, body, http.StatusBadRequest, courier.CodeValidation)
 	}
 }
 

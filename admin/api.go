@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/store"
@@ -72,6 +73,9 @@ func listParams(q url.Values) (p store.ListParams, ref string, fields []problem.
 	}
 	if ref = q.Get("endpoint_ref"); ref != "" && !endpoint.IsRef(ref) {
 		bad("endpoint_ref", "ref")
+	}
+	if p.NotificationID = q.Get("notification_id"); p.NotificationID != "" && !ack.IsToken(p.NotificationID) {
+		bad("notification_id", "courier_token")
 	}
 	for _, f := range []struct {
 		name string

@@ -2,7 +2,8 @@
 // JSON API for tools and a server-rendered ops page for people. Both read
 // the store's health, deliveries, attempts and endpoint breakers, and
 // act on them: redrive failed deliveries, cancel waiting ones, enable or
-// disable an endpoint.
+// disable an endpoint, and resolve an endpoint held back by a changed
+// contract (pin a digest, or fail the deliveries it holds back).
 //
 // The mental model: reads are the application's to guard (mount the
 // Handler behind its own authentication); every change goes through
@@ -26,9 +27,10 @@
 //
 //	GET  /api/health                    the outbox's health (a health object)
 //	GET  /api/deliveries                {"deliveries": [delivery…], "next_before": id} newest first;
-//	                                    query: status, endpoint_ref, since, until (RFC 3339,
-//	                                    on the last update), before (next_before of the
-//	                                    previous page), limit (1..1000, default 100)
+//	                                    query: notification_id (one notification's deliveries,
+//	                                    one per endpoint), status, endpoint_ref, since, until
+//	                                    (RFC 3339, on the last update), before (next_before of
+//	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
 //	POST /api/deliveries/{id}/redrive   a failed delivery back to pending: {"redriven": n}
 //	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery: delivery
@@ -38,12 +40,20 @@
 //	GET  /api/endpoints                 endpoints that are not plainly healthy: [endpoint…]
 //	POST /api/endpoints/{ref}/enable    close the endpoint's breaker: endpoint
 //	POST /api/endpoints/{ref}/disable   stop sending to it: endpoint
+//	GET  /api/contracts                 contract pins of the source-delivery profile: [contract…]
+//	POST /api/contracts/{ref}/pin       {"capabilities_sha256": "…"}: pin the endpoint's
+//	                                    contract digest (pinning the digest its waiting
+//	                                    commands were built for resumes it): contract
+//	POST /api/contracts/{ref}/fail-mismatched
+//	                                    fail the endpoint's waiting commands enqueued under
+//	                                    another digest than its pin: {"failed": n}
 //
 // The objects' members (times are RFC 3339 in UTC; a zero time, a zero
 // number and an empty code are left out):
 //
 //	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
-//	          expired_leases, failed, oldest_due_age_seconds
+//	          expired_leases, failed, oldest_due_age_seconds, contract_mismatches,
+//	          operations (command deliveries by operation, then status)
 //	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256
 //	          (in the detail only), profile, key_id, status, priority, attempts,
 //	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
@@ -53,6 +63,8 @@
 //	          outcome, http_status, error_code
 //	endpoint  ref, endpoint (redacted), state (closed, open, half_open, disabled),
 //	          consecutive_failures, failing_since, open_until, reason, updated_at
+//	contract  ref, endpoint (redacted), capabilities_sha256, pinned_at, mismatched
+//	          (unfinished deliveries under another digest: the endpoint is held back)
 //
 // A ref names an endpoint the store knows (one with a breaker record, a
 // subscription, a pinned contract or a delivery); another is 404
@@ -60,12 +72,15 @@
 //
 // The ops page (HTML, no scripts, nothing loaded from the network):
 //
-//	GET  /                              health, failing endpoints, recent failures
+//	GET  /                              health, failing endpoints, recent failures, a search form
+//	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
 //	POST /ops/cancel                    form: id
 //	POST /ops/endpoints/enable          form: endpoint_ref
 //	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed)
+//	POST /ops/contracts/pin             form: endpoint_ref, capabilities_sha256
+//	POST /ops/contracts/fail-mismatched form: endpoint_ref
 //
 // The form posts answer 303 See Other back to the page. JSON bodies are
 // read like a receiver's (bounded, one strict JSON document, no unknown

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
@@ -92,6 +93,8 @@ type opsIndex struct {
 	Flash        string
 	Health       store.Health
 	Statuses     []courier.Status
+	Operations   []string // command operations, when any command was enqueued
+	Contracts    []contractJSON
 	Endpoints    []endpointJSON
 	Failures     []deliveryJSON
 	MoreFailures bool
@@ -115,6 +118,19 @@ func (p opsIndex) FailureTable() opsTable {
 // LatestTable is the latest deliveries, whatever their status.
 func (p opsIndex) LatestTable() opsTable {
 	return opsTable{Root: p.Root, ReadOnly: p.ReadOnly, Rows: p.Latest}
+}
+
+// opsSearch is one notification's deliveries.
+type opsSearch struct {
+	opsCommon
+	NotificationID string
+	Rows           []deliveryJSON
+	More           bool // more than a page
+}
+
+// Table is the notification's deliveries.
+func (p opsSearch) Table() opsTable {
+	return opsTable{Root: p.Root, ReadOnly: p.ReadOnly, Rows: p.Rows}
 }
 
 type opsDelivery struct {
@@ -147,6 +163,20 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
+	operations := []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone}
+	for _, op := range operations {
+		for _, n := range data.Health.Operations[op] {
+			if n > 0 { // the outbox has commands: show their counts
+				data.Operations = operations
+			}
+		}
+	}
+	contracts, err := h.cfg.Store.Contracts.List(ctx)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	data.Contracts = toContracts(contracts)
 	endpoints, err := h.cfg.Store.Endpoints.List(ctx)
 	if err != nil {
 		h.storeError(w, r, err)
@@ -188,6 +218,17 @@ func opsFlash(q url.Values) string {
 		return "Endpoint enabled."
 	case "disable":
 		return "Endpoint disabled."
+	case "pin":
+		return "Contract pinned."
+	case "fail-mismatched":
+		n, err := strconv.Atoi(q.Get("n"))
+		switch {
+		case err != nil || n < 0:
+			return ""
+		case n == 1:
+			return "Failed 1 delivery held back by its contract."
+		}
+		return "Failed " + strconv.Itoa(n) + " deliveries held back by their contract."
 	}
 	return ""
 }
@@ -207,6 +248,25 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 		Delivery:  toDelivery(d), Attempts: attempts,
 		CanRedrive: d.Status == courier.StatusFailed,
 		CanCancel:  d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait,
+	})
+}
+
+// pageSearch lists one notification's deliveries: the search form's
+// answer.
+func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("notification_id")
+	if !ack.IsToken(id) {
+		invalid(w, "the search is not valid", "notification_id", "courier_token")
+		return
+	}
+	page, err := h.cfg.Store.Outbox.List(r.Context(), store.ListParams{NotificationID: id, Limit: opsFailures})
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.render(w, r, "search", opsSearch{
+		opsCommon:      h.common(r, "Notification "+id),
+		NotificationID: id, Rows: toDeliveries(page.Deliveries), More: page.NextBefore != 0,
 	})
 }
 

@@ -185,6 +185,19 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 	get("/deliveries/" + fid)
 	get("/api/deliveries?status=failed")
 
+	// Contracts and the search name the endpoint the same way.
+	post("/api/contracts/"+ref+"/pin", `{"capabilities_sha256":"`+strings.Repeat("a", 64)+`"}`, http.StatusOK)
+	if k, err := b.store.Contracts.Get(t.Context(), secretHook); err != nil || k.CapabilitiesSHA256 != strings.Repeat("a", 64) {
+		t.Fatalf("pin by ref: %+v, %v", k, err)
+	}
+	get("/api/contracts")
+	post("/api/contracts/"+ref+"/fail-mismatched", "", http.StatusOK)
+	post("/ops/contracts/pin", "endpoint_ref="+ref+"&capabilities_sha256="+strings.Repeat("b", 64), http.StatusSeeOther)
+	post("/ops/contracts/fail-mismatched", "endpoint_ref="+ref, http.StatusSeeOther)
+	get("/")
+	get("/deliveries?notification_id=n-failed")
+	get("/api/deliveries?notification_id=n-failed")
+
 	if answers < 20 {
 		t.Fatalf("only %d answers checked", answers)
 	}

@@ -17,6 +17,9 @@ type healthJSON struct {
 	ExpiredLeases       int                    `json:"expired_leases"`
 	Failed              int                    `json:"failed"`
 	OldestDueAgeSeconds float64                `json:"oldest_due_age_seconds"`
+	ContractMismatches  int                    `json:"contract_mismatches"`
+	// Operations counts command deliveries by operation, then status.
+	Operations map[string]map[courier.Status]int `json:"operations"`
 }
 
 // deliveryJSON is one delivery. It never carries payload bytes (the detail
@@ -96,6 +99,25 @@ type endpointJSON struct {
 	UpdatedAt           time.Time           `json:"updated_at,omitzero"`
 }
 
+// contractJSON is an endpoint's contract pin, its URL redacted.
+type contractJSON struct {
+	Ref                string    `json:"ref"`      // see the package doc
+	Endpoint           string    `json:"endpoint"` // scheme, host and path only
+	CapabilitiesSHA256 string    `json:"capabilities_sha256"`
+	PinnedAt           time.Time `json:"pinned_at"`
+	Mismatched         int       `json:"mismatched"` // unfinished deliveries under another digest
+}
+
+// pinRequestJSON is the body of POST /api/contracts/{ref}/pin.
+type pinRequestJSON struct {
+	CapabilitiesSHA256 string `json:"capabilities_sha256"`
+}
+
+// failedJSON is how many deliveries fail-mismatched failed.
+type failedJSON struct {
+	Failed int `json:"failed"`
+}
+
 // The conversions below are the only way a store row reaches a page or an
 // answer: each endpoint URL passes through endpoint.Redact and
 // endpoint.Ref here, and nowhere else.
@@ -103,8 +125,24 @@ type endpointJSON struct {
 func toHealth(h store.Health) healthJSON {
 	return healthJSON{
 		Status: h.Status, Code: h.Code, Counts: h.Counts, Due: h.Due, ExpiredLeases: h.ExpiredLeases,
-		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(),
+		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(), ContractMismatches: h.ContractMismatches,
+		Operations: h.Operations,
 	}
+}
+
+func toContract(k store.Contract) contractJSON {
+	return contractJSON{
+		Ref: endpoint.Ref(k.Endpoint), Endpoint: endpoint.Redact(k.Endpoint), CapabilitiesSHA256: k.CapabilitiesSHA256,
+		PinnedAt: utc(k.PinnedAt), Mismatched: k.Mismatched,
+	}
+}
+
+func toContracts(ks []store.Contract) []contractJSON {
+	out := make([]contractJSON, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, toContract(k))
+	}
+	return out
 }
 
 func toDelivery(d store.Delivery) deliveryJSON {

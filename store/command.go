@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // Command priorities: removals (cancellation, tombstone) are claimed before
@@ -22,8 +24,8 @@ type CommandParams struct {
 	// Endpoint is the source's URL.
 	Endpoint string
 	// Payload is the command's exact bytes, as package ack's
-	// Command.Payload writes them. The store reads its operation,
-	// request_id, source_max_attempts and capabilities_sha256.
+	// Command.Payload writes them: a valid ack.Command (see
+	// EnqueueCommand).
 	Payload []byte
 	// MaxAttempts is courier's delivery budget. Defaults to the command's
 	// source_max_attempts, since the source refuses later attempts.
@@ -34,61 +36,51 @@ type CommandParams struct {
 	Deadline  time.Time
 }
 
-// commandHead is what the store reads of a command payload.
-type commandHead struct {
-	Operation          string `json:"operation"`
-	RequestID          string `json:"request_id"`
-	SourceMaxAttempts  int    `json:"source_max_attempts"`
-	CapabilitiesSHA256 string `json:"capabilities_sha256"`
-}
-
 // EnqueueCommand enqueues a command inside the caller's transaction tx, as
 // Enqueue does, under the notification_id operation ":" request_id, with
 // profile ack.ProfileCommand, removals (cancellations and tombstones)
-// claimed before changes. The delivery records the
-// command's capabilities digest; the first command for an endpoint pins
-// it (see Contracts), and a command under another digest than the pinned
-// one is ErrContractChanged. Enqueueing the same command again is a no-op;
-// the same identity with another payload (which includes
-// source_max_attempts and the digest) or another delivery budget is
-// ErrIdempotencyCollision.
+// claimed before changes.
+//
+// The payload is validated whole before anything is written, as the
+// source will read it: one strict JSON document (no duplicate keys),
+// exactly the members of ack.Command, each valid (a change carries a
+// body). A payload that is not is refused with code request_invalid; the
+// error names the fields (errors.As gives the *ack.ValidationError), never
+// their content.
+//
+// The delivery records the command's capabilities digest; the first
+// command for an endpoint pins it (see Contracts), and a command under
+// another digest than the pinned one is ErrContractChanged. Enqueueing the
+// same command again is a no-op; the same identity with another payload
+// (which includes source_max_attempts and the digest) or another delivery
+// budget is ErrIdempotencyCollision.
 func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (Enqueued, error) {
-	var h commandHead
-	if err := json.Unmarshal(p.Payload, &h); err != nil {
-		return Enqueued{}, invalidArgument("Payload is not a command")
+	c, err := parseCommand(p.Payload)
+	if err != nil {
+		return Enqueued{}, err
 	}
 	priority := priorityChange
-	switch h.Operation {
-	case "change":
-	case "cancellation", "tombstone":
+	if c.IsRemoval() {
 		priority = priorityRemoval
-	default:
-		return Enqueued{}, invalidArgument("command operation must be change, cancellation or tombstone")
 	}
-	switch {
-	case !ack.IsToken(h.RequestID):
-		return Enqueued{}, invalidArgument("command request_id must be a token")
-	case h.SourceMaxAttempts < 1 || h.SourceMaxAttempts > 20:
-		return Enqueued{}, invalidArgument("command source_max_attempts must be within 1..20")
-	}
-	if err := checkContract(p.Endpoint, h.CapabilitiesSHA256); err != nil {
+	if err := checkContract(p.Endpoint, c.CapabilitiesSHA256); err != nil {
 		return Enqueued{}, err
 	}
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = h.SourceMaxAttempts
+		p.MaxAttempts = c.SourceMaxAttempts
 	}
 	now := o.s.now()
 	args, err := o.enqueueArgs(EnqueueParams{
-		NotificationID: h.Operation + ":" + h.RequestID, Endpoint: p.Endpoint, Payload: p.Payload,
+		NotificationID: c.DedupeKey(), Endpoint: p.Endpoint, Payload: p.Payload,
 		Profile: ack.ProfileCommand, KeyID: p.KeyID, Priority: priority, MaxAttempts: p.MaxAttempts,
 		NotBefore: p.NotBefore, Deadline: p.Deadline,
 	}, now)
 	if err != nil {
 		return Enqueued{}, err
 	}
-	args["contract_sha256"] = h.CapabilitiesSHA256
+	args["contract_sha256"], args["event_type"] = c.CapabilitiesSHA256, c.Operation
 	if _, err := o.s.exec(ctx, tx, "contract_pin_absent", map[string]any{
-		"endpoint": p.Endpoint, "capabilities_sha256": h.CapabilitiesSHA256, "now": now,
+		"endpoint": p.Endpoint, "capabilities_sha256": c.CapabilitiesSHA256, "now": now,
 	}); err != nil {
 		return Enqueued{}, err
 	}
@@ -96,7 +88,7 @@ func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	if err != nil {
 		return Enqueued{}, err
 	}
-	if pinned.CapabilitiesSHA256 != h.CapabilitiesSHA256 {
+	if pinned.CapabilitiesSHA256 != c.CapabilitiesSHA256 {
 		// The same command enqueued before the pin changed is still a no-op.
 		if e, err := o.existing(ctx, tx, args); err == nil || courier.CodeOf(err) == courier.CodeIdempotencyCollision {
 			return e, err
@@ -104,4 +96,45 @@ func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 		return Enqueued{}, ErrContractChanged
 	}
 	return o.write(ctx, tx, "outbox_enqueue_command", args)
+}
+
+// parseCommand reads a command payload whole, as the source will: strict
+// JSON first, then ack.Command's own decoding (exact members, integer
+// budget) and validation. Every refusal is request_invalid and names
+// fields only.
+func parseCommand(payload []byte) (ack.Command, error) {
+	var c ack.Command
+	if len(payload) == 0 || len(payload) > MaxPayloadSize {
+		return c, requestInvalid(ack.FieldError{Field: "", Rule: "size"})
+	}
+	if err := strictjson.Check(payload); err != nil {
+		rule := "json"
+		if errors.Is(err, strictjson.ErrDuplicateKey) {
+			rule = "duplicate_key"
+		}
+		return c, requestInvalid(ack.FieldError{Field: "", Rule: rule})
+	}
+	err := json.Unmarshal(payload, &c)
+	if err == nil {
+		err = ack.Validate(c)
+	}
+	var ve *ack.ValidationError
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.As(err, &ve):
+		return c, requestInvalid(ve.Fields...)
+	case errors.As(err, &te): // its message may quote the value: keep the field only
+		return c, requestInvalid(ack.FieldError{Field: te.Field, Rule: "type"})
+	}
+	return c, requestInvalid(ack.FieldError{Field: "", Rule: "json"})
+}
+
+// requestInvalid is a command refused for fields, a case of
+// courier.ErrPayloadInvalid with code request_invalid, whose chain holds
+// the *ack.ValidationError listing them.
+func requestInvalid(fields ...ack.FieldError) error {
+	ve := &ack.ValidationError{Fields: fields}
+	return courier.Wrap(ve, courier.CodeRequestInvalid, "store: the command is invalid"+fieldList(ve))
 }

@@ -33,6 +33,10 @@ type Contract struct {
 	Endpoint           string
 	CapabilitiesSHA256 string
 	PinnedAt           time.Time
+	// Mismatched counts the endpoint's unfinished deliveries enqueued
+	// under another digest: while it is not zero, the endpoint is held
+	// back (pin their digest again, or FailMismatched).
+	Mismatched int
 }
 
 // Pin sets endpoint's pinned capabilities digest (64 lowercase hex).
@@ -51,7 +55,37 @@ func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string
 
 // Get returns endpoint's pin, or ErrNotFound.
 func (c *Contracts) Get(ctx context.Context, endpoint string) (Contract, error) {
-	return c.get(ctx, c.s.db, endpoint)
+	if endpoint == "" {
+		return Contract{}, courier.ErrNotFound
+	}
+	pins, err := c.list(ctx, endpoint)
+	if err != nil {
+		return Contract{}, err
+	}
+	if len(pins) == 0 {
+		return Contract{}, courier.ErrNotFound
+	}
+	return pins[0], nil
+}
+
+// List returns every endpoint's pin, by endpoint, each with its
+// mismatched deliveries: what an operator looks at when Health says
+// contract_changed.
+func (c *Contracts) List(ctx context.Context) ([]Contract, error) {
+	return c.list(ctx, "")
+}
+
+// list reads the pins of contract_list: endpoint's, or every one for "".
+func (c *Contracts) list(ctx context.Context, endpoint string) ([]Contract, error) {
+	var rows []contractRow
+	if err := c.s.selectRows(ctx, c.s.db, "contract_list", map[string]any{"endpoint": endpoint}, &rows); err != nil {
+		return nil, err
+	}
+	out := make([]Contract, len(rows))
+	for i, r := range rows {
+		out[i] = Contract{Endpoint: r.Endpoint, CapabilitiesSHA256: r.CapabilitiesSHA256, PinnedAt: fromMicros(r.PinnedAt), Mismatched: r.Mismatched}
+	}
+	return out, nil
 }
 
 func (c *Contracts) get(ctx context.Context, x DBTX, endpoint string) (Contract, error) {
@@ -62,10 +96,12 @@ func (c *Contracts) get(ctx context.Context, x DBTX, endpoint string) (Contract,
 	return Contract{Endpoint: endpoint, CapabilitiesSHA256: r.CapabilitiesSHA256, PinnedAt: fromMicros(r.PinnedAt)}, nil
 }
 
-// contractRow is a row of courier_contracts.
+// contractRow is a row of courier_contracts, with contract_list's count.
 type contractRow struct {
+	Endpoint           string `db:"endpoint"`
 	CapabilitiesSHA256 string `db:"capabilities_sha256"`
 	PinnedAt           int64  `db:"pinned_at"`
+	Mismatched         int    `db:"mismatched"`
 }
 
 // FailMismatched fails endpoint's waiting deliveries (pending or

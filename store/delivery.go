@@ -42,24 +42,43 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
+	return o.opened(r), nil
+}
+
+// Lookup returns the delivery whose identity is (notificationID,
+// endpoint), its payload opened, or ErrNotFound: what a sender asks when
+// it knows what it enqueued (the references' status(event_id)).
+func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (Delivery, error) {
+	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_lookup", map[string]any{"notification_id": notificationID, "endpoint": endpoint})
+	if err != nil {
+		return Delivery{}, err
+	}
+	return o.opened(r), nil
+}
+
+// opened converts a row with its payload opened, or nil when it cannot be.
+func (o *Outbox) opened(r outboxRow) Delivery {
 	d := r.delivery()
 	if plain, err := o.s.cfg.Encryption.open(d.Payload, d.PayloadKeyID, d.NotificationID, d.Endpoint); err == nil {
 		d.Payload = plain
 	} else {
 		d.Payload = nil
 	}
-	return d, nil
+	return d
 }
 
 // ListParams filters and pages deliveries for operators. Pages run newest
 // first; pass the last page's NextBefore as Before for the next.
 type ListParams struct {
-	Status   courier.Status // "" for any
-	Endpoint string         // "" for any
-	Since    time.Time      // updated at or after; zero for no bound
-	Until    time.Time      // updated before; zero for no bound
-	Before   int64          // ids below this one; 0 for the first page
-	Limit    int            // 1..1000; defaults to 100
+	// NotificationID selects one notification's deliveries, one per
+	// endpoint, read from the identity's index; "" for any.
+	NotificationID string
+	Status         courier.Status // "" for any
+	Endpoint       string         // "" for any
+	Since          time.Time      // updated at or after; zero for no bound
+	Until          time.Time      // updated before; zero for no bound
+	Before         int64          // ids below this one; 0 for the first page
+	Limit          int            // 1..1000; defaults to 100
 }
 
 // Page is one page of deliveries. Their payloads are not loaded.
@@ -80,11 +99,16 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	if !p.Until.IsZero() {
 		until = p.Until.UnixMicro()
 	}
-	var rows []outboxRow
-	err := o.s.selectRows(ctx, o.s.db, "outbox_list", map[string]any{
+	args := map[string]any{
 		"status": string(p.Status), "endpoint": p.Endpoint, "since": micros(p.Since), "until": until,
 		"before_id": p.Before, "limit": p.Limit + 1,
-	}, &rows)
+	}
+	name := "outbox_list"
+	if p.NotificationID != "" {
+		name, args["notification_id"] = "outbox_list_by_notification", p.NotificationID
+	}
+	var rows []outboxRow
+	err := o.s.selectRows(ctx, o.s.db, name, args, &rows)
 	if err != nil {
 		return Page{}, err
 	}

@@ -2,49 +2,79 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // Limits on what Enqueue accepts.
 const (
 	MaxPayloadSize  = 4 << 20
 	MaxEndpointSize = 2048
-	maxAttempts     = 1000
+	// MaxHorizon bounds how far ahead a delivery may be planned: its
+	// NotBefore at most MaxHorizon after now, its Deadline at most
+	// MaxHorizon after its first attempt is due, and Config.RetryHorizon.
+	// Thirty days is ten times the default horizon and covers any retry
+	// schedule (Standard Webhooks' spans about a day and a half), while
+	// every delivery still ends, and every receiver's dedupe window can
+	// cover its retries, within a bounded time. A time beyond it is a
+	// mistake (a unit, a zero value) rather than a plan.
+	MaxHorizon  = 30 * 24 * time.Hour
+	maxAttempts = 1000
 )
 
 // Outbox is the sender side's table of deliveries: one row per
 // notification and endpoint, written in the application's transaction,
 // delivered by a client.Worker.
-type Outbox struct{ s *Store }
+type Outbox struct {
+	s          *Store
+	checkMu    sync.Mutex
+	checkAfter int64 // the last delivery Check validated; 0 to start over
+}
 
 // EnqueueParams describes one delivery: a notification to one endpoint.
+// Enqueue refuses, with code invalid_argument naming the field, what
+// could only fail later at every attempt.
 type EnqueueParams struct {
 	// NotificationID is the notification's identity, the receiver's dedupe
 	// key: 1–256 of A-Z a-z 0-9 _ . : -.
 	NotificationID string
-	// Endpoint is the URL the notification is delivered to.
+	// Endpoint is the URL the notification is delivered to: an absolute
+	// http or https URL with a host, at most MaxEndpointSize bytes.
 	Endpoint string
-	// Payload is the exact bytes every attempt sends.
+	// Payload is the exact bytes every attempt sends, 1 byte to
+	// MaxPayloadSize. Every built-in profile's payload is JSON: for one of
+	// them it must be one strict JSON document (no duplicate keys), as
+	// courier's receivers read it.
 	Payload []byte
-	// Profile names the Ack the receiver must answer with (package ack's
-	// Profile* names). Defaults to ack.ProfileCourier.
+	// Profile names the Ack the receiver must answer with: one of
+	// Config.Profiles, by default package ack's Profile* names. Commands
+	// (ack.ProfileCommand) are enqueued with EnqueueCommand. Defaults to
+	// ack.ProfileCourier.
 	Profile string
 	// KeyID names the signing configuration the worker signs with (an id,
 	// never key material). Optional.
 	KeyID string
 	// Priority orders claims: lower first. Defaults to 0.
 	Priority int
-	// MaxAttempts is the attempt budget. Defaults to the Store's.
+	// MaxAttempts is the attempt budget, 1..1000. Defaults to the Store's.
 	MaxAttempts int
-	// NotBefore delays the first attempt. Defaults to now.
+	// NotBefore delays the first attempt, by at most MaxHorizon; a time in
+	// the past means now. Defaults to now.
 	NotBefore time.Time
-	// Deadline ends the delivery: no attempt starts after it, and it fails
-	// with code expired. Defaults to now plus the Store's RetryHorizon.
+	// Deadline ends the delivery: no attempt starts at or after it. A
+	// delivery still unsent then fails with code expired, at its next
+	// claim or when a retry would be due at or after it. It must come
+	// after the first attempt, by at most MaxHorizon. Defaults to the
+	// first attempt plus the Store's RetryHorizon.
 	Deadline time.Time
 }
 
@@ -59,6 +89,12 @@ type Enqueued struct {
 // (NotificationID, Endpoint) again with the same payload and settings is a
 // no-op that returns the existing row; with a different payload or
 // settings it is ErrIdempotencyCollision and the stored row is unchanged.
+//
+// Terminal notifications (ack.ProfileTerminal) are keyed by their event
+// as well, as the reference keys them: while the outbox holds one for an
+// event and endpoint, another terminal notification for that event to
+// that endpoint (another status, sequence or lifecycle, hence another
+// notification id) is ErrIdempotencyCollision too.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
 	return o.enqueue(ctx, tx, p, subscriptionRef{})
 }
@@ -79,19 +115,24 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) (
 }
 
 // subscriptionRef ties a delivery to the subscription it was published
-// to, as it stood then.
+// to, as it stood then, and to the type of the event it carries.
 type subscriptionRef struct {
 	id          int64
 	fingerprint string
+	eventType   string
 }
 
 func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
+	if p.Profile == ack.ProfileCommand {
+		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
+	}
 	now := o.s.now()
 	args, err := o.enqueueArgs(p, now)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
+	args["event_type"] = nullable(sub.eventType)
 	return o.write(ctx, tx, "outbox_enqueue", args)
 }
 
@@ -145,25 +186,37 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = cfg.MaxAttempts
 	}
+	horizon := MaxHorizon.Microseconds()
 	next := now
 	if !p.NotBefore.IsZero() {
-		next = p.NotBefore.UnixMicro()
+		next = max(now, p.NotBefore.UnixMicro())
 	}
-	deadline := now + cfg.RetryHorizon.Microseconds()
+	deadline := next + cfg.RetryHorizon.Microseconds()
 	if !p.Deadline.IsZero() {
 		deadline = p.Deadline.UnixMicro()
 	}
 	switch {
 	case !ack.IsToken(p.NotificationID):
 		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
-	case p.Endpoint == "" || len(p.Endpoint) > MaxEndpointSize:
-		return nil, invalidArgument("Endpoint must be 1-2048 bytes")
+	case !validEndpoint(p.Endpoint):
+		return nil, invalidArgument("Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case len(p.Payload) == 0 || len(p.Payload) > MaxPayloadSize:
 		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
 		return nil, invalidArgument("MaxAttempts must be within 1..1000")
-	case deadline < next:
-		return nil, invalidArgument("Deadline is before the first attempt")
+	case next-now > horizon:
+		return nil, invalidArgument("NotBefore must be at most MaxHorizon (30 days) ahead")
+	case deadline <= next:
+		return nil, invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
+	case deadline-next > horizon:
+		return nil, invalidArgument("Deadline must be at most MaxHorizon (30 days) after the first attempt")
+	}
+	if _, ok := cfg.Profiles(p.Profile); !ok {
+		return nil, invalidArgument("Profile is not a profile Config.Profiles knows")
+	}
+	dedupe, err := checkPayload(p)
+	if err != nil {
+		return nil, err
 	}
 	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)
 	if err != nil {
@@ -182,14 +235,80 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"max_attempts":    p.MaxAttempts,
 		"next_attempt_at": next,
 		"deadline":        deadline,
+		"event_type":      nil,
+		"dedupe_key":      nullable(dedupe),
 		"now":             now,
 	}, nil
 }
 
+// checkPayload refuses a payload its profile's receivers cannot read, and
+// returns the delivery's dedupe key. Every built-in profile's payload is
+// one strict JSON document; a terminal notification must be valid and sent
+// under its own notification_id, and its event_id is its dedupe key (see
+// EnqueueParams). A command is checked whole by EnqueueCommand; a custom
+// profile's payload is the application's.
+func checkPayload(p EnqueueParams) (dedupe string, err error) {
+	if _, builtin := ack.Builtin(p.Profile); !builtin || p.Profile == ack.ProfileCommand {
+		return "", nil
+	}
+	if err := strictjson.Check(p.Payload); err != nil {
+		if errors.Is(err, strictjson.ErrDuplicateKey) {
+			return "", invalidArgument("Payload has an object with a duplicate key; the profile's receivers refuse it")
+		}
+		return "", invalidArgument("Payload must be one JSON document for the profile")
+	}
+	if p.Profile != ack.ProfileTerminal {
+		return "", nil
+	}
+	var n ack.Terminal
+	if err := json.Unmarshal(p.Payload, &n); err != nil {
+		return "", invalidArgument("Payload is not a terminal notification" + fieldList(err))
+	}
+	if err := ack.Validate(n); err != nil {
+		return "", invalidArgument("Payload is not a valid terminal notification" + fieldList(err))
+	}
+	if n.NotificationID != p.NotificationID {
+		return "", invalidArgument("NotificationID must be the terminal notification's notification_id")
+	}
+	return n.EventID, nil
+}
+
+// fieldList names the fields a validation error lists, content-free:
+// ": field (rule), …", or "" for another error (whose text may quote the
+// payload).
+func fieldList(err error) string {
+	var ve *ack.ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) == 0 {
+		return ""
+	}
+	names := make([]string, len(ve.Fields))
+	for i, f := range ve.Fields {
+		names[i] = f.Field + " (" + f.Rule + ")"
+	}
+	return ": " + strings.Join(names, ", ")
+}
+
+// validEndpoint reports whether raw is an endpoint a worker can send to:
+// an absolute http or https URL with a host, at most MaxEndpointSize bytes.
+// Whether the destination is allowed is the worker's transport's to say,
+// at dial time.
+func validEndpoint(raw string) bool {
+	if raw == "" || len(raw) > MaxEndpointSize {
+		return false
+	}
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
+}
+
 // existing resolves an enqueue that inserted nothing: the same delivery is
-// a no-op, anything else a collision.
+// a no-op, anything else a collision. Nothing under the delivery's
+// identity means the insert met its dedupe key: another terminal
+// notification for the same event is enqueued for the endpoint.
 func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, error) {
 	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
+	if errors.Is(err, courier.ErrNotFound) && args["dedupe_key"] != nil {
+		return Enqueued{}, fmt.Errorf("store: the endpoint has another terminal notification for this event: %w", courier.ErrIdempotencyCollision)
+	}
 	if err != nil {
 		return Enqueued{}, err
 	}

@@ -9,7 +9,7 @@ type EventKind string
 const (
 	EventEnqueued EventKind = "enqueued" // a new delivery was written
 	EventClaimed  EventKind = "claimed"  // a claim leased N deliveries
-	EventSettled  EventKind = "settled"  // one attempt settled into Status
+	EventSettled  EventKind = "settled"  // N deliveries settled into Status: an attempt's outcome, or a claim ending them expired
 )
 
 // Event is a store event for metrics (Config.Hook). It carries counts,

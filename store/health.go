@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 )
 
 // Health is the outbox at a glance, for probes and operators.
@@ -21,8 +22,16 @@ type Health struct {
 	OldestDueAge  time.Duration // how long the oldest due row has waited
 	// ContractMismatches counts unfinished deliveries enqueued under another
 	// capabilities digest than their endpoint's pin; their endpoints are
-	// held back (see Contracts).
+	// held back (see Contracts; Contracts.List says which).
 	ContractMismatches int
+	// Operations counts command deliveries (EnqueueCommand) by operation
+	// (OperationChange, OperationCancellation, OperationTombstone of
+	// package ack), each by status, zero or not.
+	Operations map[string]map[courier.Status]int
+	// Checked and Invalid are Check's: how many deliveries it validated,
+	// and the ids of those it found invalid.
+	Checked int
+	Invalid []int64
 }
 
 // HealthStatus is the outbox's state at a glance.
@@ -34,15 +43,27 @@ const (
 	HealthBlocked HealthStatus = "blocked"
 )
 
-// Health reads the outbox's health. Blocked, by precedence: quarantined
-// rows (integrity_mismatch), expired leases (leases_expired), endpoints
-// held back by a changed contract (contract_changed), failed deliveries
-// (deliveries_failed).
+// Health reads the outbox's health from counts, cheaply enough for a
+// probe (see Check for a deep look). Blocked, with the code of the first
+// that holds:
+//
+//	integrity_mismatch  rows are quarantined: stored data was altered or cannot be opened
+//	leases_expired      leases ran out unsettled: workers stopped
+//	contract_changed    endpoints are held back by a changed contract
+//	deliveries_failed   failed deliveries wait for an operator
+//
+// The source-delivery reference puts failed first, then expired leases,
+// then a changed contract. courier puts what stops deliveries now before
+// what already happened: a failed delivery stays failed, and counted,
+// until an operator redrives it, so with failed first the code would say
+// deliveries_failed for as long as any old failure is kept and hide a
+// worker outage or a stalled endpoint that began later. The code is for
+// alerts; the counts say everything that holds.
 func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	now := o.s.now()
-	h := Health{Status: HealthOK, Counts: make(map[courier.Status]int)}
-	for _, st := range courier.Statuses() {
-		h.Counts[st] = 0
+	h := Health{Status: HealthOK, Counts: statusCounts(), Operations: make(map[string]map[courier.Status]int)}
+	for _, op := range []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone} {
+		h.Operations[op] = statusCounts()
 	}
 	var counts []struct {
 		Status courier.Status `db:"status"`
@@ -53,6 +74,19 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	}
 	for _, c := range counts {
 		h.Counts[c.Status] = c.N
+	}
+	var ops []struct {
+		Operation string         `db:"operation"`
+		Status    courier.Status `db:"status"`
+		N         int            `db:"n"`
+	}
+	if err := o.s.selectRows(ctx, o.s.db, "outbox_health_operations", nil, &ops); err != nil {
+		return Health{}, err
+	}
+	for _, c := range ops {
+		if byStatus, ok := h.Operations[c.Operation]; ok {
+			byStatus[c.Status] = c.N
+		}
 	}
 	args := map[string]any{"now": now}
 	var oldest int64
@@ -81,4 +115,13 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 		h.Status, h.Code = HealthBlocked, courier.CodeFailedPresent
 	}
 	return h, nil
+}
+
+// statusCounts returns a count for every status, each zero.
+func statusCounts() map[courier.Status]int {
+	m := make(map[courier.Status]int, len(courier.Statuses()))
+	for _, st := range courier.Statuses() {
+		m[st] = 0
+	}
+	return m
 }

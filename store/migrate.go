@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 
@@ -117,6 +119,68 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 	return nil
 }
 
+// schemaWatch is the schema guard's cheap form, run by every claim, so a
+// schema altered after Open stops claims (code schema_altered) rather
+// than leasing rows whose meaning changed. It reads the engine's schema
+// fingerprint (SQLite: PRAGMA schema_version, from the file header;
+// PostgreSQL: the catalog's column list, at most once per
+// engine.SchemaRecheck) and runs the full guard again only when the
+// fingerprint changed, keeping its verdict for that fingerprint.
+type schemaWatch struct {
+	mu          sync.Mutex
+	fingerprint string
+	verdict     error // the full guard's on fingerprint: nil, or a schema error
+	readAt      int64 // when fingerprint was last read, in the store's clock
+}
+
+// start records the fingerprint of the schema Open's guard accepted.
+func (w *schemaWatch) start(ctx context.Context, x sqlx.QueryerContext, d *dialect, now int64) error {
+	fp, err := fingerprint(ctx, x, d)
+	if err != nil {
+		return err
+	}
+	w.fingerprint, w.readAt = fp, now
+	return nil
+}
+
+// check returns the guard's verdict on the schema x sees at now.
+func (w *schemaWatch) check(ctx context.Context, x sqlx.QueryerContext, d *dialect, now int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if every := d.SchemaRecheck.Microseconds(); every > 0 && now-w.readAt < every {
+		return w.verdict
+	}
+	fp, err := fingerprint(ctx, x, d)
+	if err != nil {
+		return err
+	}
+	w.readAt = now
+	if fp == w.fingerprint {
+		return w.verdict
+	}
+	verdict := checkSchema(ctx, x, d)
+	if verdict != nil && !isSchemaVerdict(verdict) {
+		return verdict // the guard could not tell: ask again next time
+	}
+	w.fingerprint, w.verdict = fp, verdict
+	return verdict
+}
+
+// fingerprint reads the engine's schema fingerprint.
+func fingerprint(ctx context.Context, x sqlx.QueryerContext, d *dialect) (string, error) {
+	var fp string
+	if err := sqlx.GetContext(ctx, x, &fp, d.query("schema_fingerprint").text); err != nil {
+		return "", wrapf(err, "schema fingerprint")
+	}
+	return fp, nil
+}
+
+// isSchemaVerdict reports whether err is the guard's finding about the
+// schema, rather than a failure to read it.
+func isSchemaVerdict(err error) bool {
+	return errors.Is(err, courier.ErrSchemaAltered) || errors.Is(err, courier.ErrSchemaOutdated) || errors.Is(err, courier.ErrSchemaTooNew)
+}
+
 // table is one of courier's tables and its columns, in order, after the
 // latest migration. Both engines must agree.
 type table struct {
@@ -155,7 +219,7 @@ var courierTables = func() []table {
 		{"courier_contracts", "endpoint capabilities_sha256 pinned_at"},
 		{"courier_endpoints", "endpoint state consecutive_failures failing_since open_until reason updated_at"},
 		{"courier_inbox", "sender dedupe_key payload_sha256 status ack created_at updated_at"},
-		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id subscription_id subscription_fingerprint contract_sha256"},
+		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id subscription_id subscription_fingerprint contract_sha256 event_type dedupe_key"},
 		{"courier_replay", "key_id nonce expires_at"},
 		{"courier_schema", "version applied_at"},
 		{"courier_subscriptions", "id tenant endpoint event_types auth_mode key_id profile fingerprint active created_at updated_at"},

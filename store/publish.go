@@ -10,7 +10,11 @@ import (
 
 // PublishParams is one event to fan out.
 type PublishParams struct {
-	Tenant    string
+	Tenant string
+	// EventType selects the subscriptions (SubscriptionParams.EventTypes)
+	// and is recorded with each delivery: a subscription whose types no
+	// longer include it by the time the delivery is claimed is not sent
+	// it. 1-256 bytes, no white space, not "*".
 	EventType string
 	// EventID identifies the event; each delivery's notification id is
 	// EventID + ":" + the subscription id.
@@ -38,8 +42,13 @@ type Published struct {
 // delivery per active subscription of the tenant that matches its type,
 // as one snapshot of the registry. A rolled-back publish makes none.
 func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
-	if p.Build == nil && len(p.Payload) == 0 {
+	switch {
+	case p.Build == nil && len(p.Payload) == 0:
 		return nil, invalidArgument("PublishParams needs a Payload or a Build")
+	case !validEventType(p.EventType):
+		return nil, invalidArgument("PublishParams.EventType must be 1-256 bytes without white space, not *")
+	case !ack.IsToken(p.EventID):
+		return nil, invalidArgument("PublishParams.EventID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	}
 	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)
 	if err != nil {
@@ -61,7 +70,7 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint})
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType})
 		if err != nil {
 			return nil, err
 		}

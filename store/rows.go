@@ -23,6 +23,9 @@ type outboxRow struct {
 	KeyID                   string         `db:"key_id"`
 	SubscriptionID          sql.NullInt64  `db:"subscription_id"`
 	SubscriptionFingerprint sql.NullString `db:"subscription_fingerprint"`
+	ContractSHA256          sql.NullString `db:"contract_sha256"`
+	EventType               sql.NullString `db:"event_type"` // a published delivery's event type, a command's operation
+	DedupeKey               sql.NullString `db:"dedupe_key"` // a terminal notification's event_id
 	Status                  courier.Status `db:"status"`
 	Priority                int            `db:"priority"`
 	Attempts                int            `db:"attempts"`

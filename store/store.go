@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
@@ -54,9 +55,10 @@ type Config struct {
 	// MaxAttempts is the attempt budget of a delivery enqueued without one.
 	// Defaults to DefaultMaxAttempts (Standard Webhooks' schedule length).
 	MaxAttempts int
-	// RetryHorizon is how long after enqueue a delivery enqueued without a
-	// deadline may still be attempted; past it, it fails with code
-	// expired. Defaults to DefaultRetryHorizon.
+	// RetryHorizon is how long after its first attempt is due a delivery
+	// enqueued without a deadline may still be attempted (its deadline);
+	// past it, it fails with code expired. At most MaxHorizon. Defaults to
+	// DefaultRetryHorizon.
 	RetryHorizon time.Duration
 	// Durability is when commits are durable. Defaults to DurabilityFull.
 	Durability Durability
@@ -74,6 +76,14 @@ type Config struct {
 	// Encryption, when set, seals every payload enqueued from now on with
 	// AES-256-GCM. Defaults to none: payloads are stored as sent.
 	Encryption *Encryption
+	// Profiles resolves the Ack profile a delivery names
+	// (EnqueueParams.Profile, SubscriptionParams.Profile) and is the one
+	// place custom profiles are registered: wrap ack.Builtin and add
+	// yours. Enqueue and Subscriptions refuse a name it does not know, so
+	// a misspelt profile fails where it is written, not at every attempt.
+	// Workers must resolve the same names: give client.Config.Profiles
+	// the same function. Defaults to ack.Builtin.
+	Profiles func(name string) (ack.Profile, bool)
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
 	// on another host than its processes (PostgreSQL): the Store reads the
@@ -95,6 +105,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetryHorizon == 0 {
 		c.RetryHorizon = DefaultRetryHorizon
 	}
+	if c.Profiles == nil {
+		c.Profiles = ack.Builtin
+	}
 	c.Breaker = c.Breaker.withDefaults()
 	return c
 }
@@ -103,8 +116,8 @@ func (c Config) validate() error {
 	switch {
 	case c.MaxAttempts < 1 || c.MaxAttempts > maxAttempts:
 		return configError("Config.MaxAttempts must be within 1..1000")
-	case c.RetryHorizon <= 0:
-		return configError("Config.RetryHorizon must be positive")
+	case c.RetryHorizon <= 0 || c.RetryHorizon > MaxHorizon:
+		return configError("Config.RetryHorizon must be positive and at most MaxHorizon (30 days)")
 	case c.Durability != DurabilityFull && c.Durability != DurabilityRelaxed:
 		return configError("Config.Durability is unknown")
 	}
@@ -135,6 +148,7 @@ type Store struct {
 	cfg           Config
 	local         func() time.Time // this process's clock
 	clock         *dbClock         // the database's, when it is the store's
+	schema        schemaWatch
 	closers       []func() error
 }
 
@@ -143,6 +157,8 @@ type Store struct {
 // .../store/postgres) must be imported. Open checks that courier's tables
 // are the ones this courier migrates to and were not altered:
 // ErrSchemaOutdated means Migrate must run first; it does not migrate.
+// Claims keep checking, and stop with schema_altered if the tables are
+// altered later (see Integrity in the package documentation).
 //
 // The Store uses db as it is configured. On PostgreSQL size its pool for
 // the work in flight: database/sql keeps two idle connections by default,
@@ -188,6 +204,9 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 		}
 	default:
 		s.cfg.Now = s.local
+	}
+	if err := s.schema.start(ctx, s.db, d, s.now()); err != nil {
+		return err
 	}
 	if d.Writer != nil {
 		w, owned, err := d.Writer(ctx, s.db, cfg.Durability == DurabilityRelaxed)

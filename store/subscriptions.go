@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -20,12 +21,15 @@ type Subscriptions struct{ s *Store }
 // SubscriptionParams describes a subscription.
 type SubscriptionParams struct {
 	Tenant     string   // whose events
-	Endpoint   string   // where they are delivered
+	Endpoint   string   // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
 	EventTypes []string // which event types; "*" matches all
 	AuthMode   string   // the signing scheme (signature.Scheme* names)
 	KeyID      string   // the signing key's reference, never key material
-	Profile    string   // the Ack profile; defaults to ack.ProfileCourier
-	Active     bool
+	// Profile is the Ack profile, one of Config.Profiles; not terminal or
+	// command, whose notification ids are derived from their payloads,
+	// never a publish's. Defaults to ack.ProfileCourier.
+	Profile string
+	Active  bool
 }
 
 // Subscription is one registry entry. Fingerprint is the SHA-256 of what
@@ -39,26 +43,39 @@ type Subscription struct {
 	UpdatedAt   time.Time
 }
 
-func (p *SubscriptionParams) normalize() error {
+// normalize defaults p and refuses what no publish could deliver.
+func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 	if p.Profile == "" {
 		p.Profile = ack.ProfileCourier
 	}
 	switch {
 	case p.Tenant == "" || len(p.Tenant) > 256:
 		return invalidArgument("SubscriptionParams.Tenant must be 1-256 bytes")
-	case p.Endpoint == "" || len(p.Endpoint) > MaxEndpointSize:
-		return invalidArgument("SubscriptionParams.Endpoint must be 1-2048 bytes")
+	case !validEndpoint(p.Endpoint):
+		return invalidArgument("SubscriptionParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case len(p.EventTypes) == 0:
 		return invalidArgument("SubscriptionParams.EventTypes is empty")
 	case p.AuthMode == "" || p.KeyID == "":
 		return invalidArgument("SubscriptionParams.AuthMode and KeyID are required")
+	case p.Profile == ack.ProfileTerminal || p.Profile == ack.ProfileCommand:
+		return invalidArgument("SubscriptionParams.Profile cannot be terminal or command: their notification ids come from their payloads")
+	}
+	if _, ok := sr.s.cfg.Profiles(p.Profile); !ok {
+		return invalidArgument("SubscriptionParams.Profile is not a profile Config.Profiles knows")
 	}
 	for _, t := range p.EventTypes {
-		if t == "" || strings.ContainsAny(t, " \t\n") {
-			return invalidArgument("SubscriptionParams.EventTypes holds an empty or spaced type")
+		if !validEventType(t) && t != "*" {
+			return invalidArgument("SubscriptionParams.EventTypes holds an empty, spaced or overlong type")
 		}
 	}
 	return nil
+}
+
+// validEventType reports whether t can name an event type: 1-256 bytes,
+// no white space (the registry stores a subscription's types
+// space-separated), and not "*", which stands for every type.
+func validEventType(t string) bool {
+	return t != "" && len(t) <= 256 && t != "*" && !strings.ContainsFunc(t, unicode.IsSpace)
 }
 
 // fingerprint covers everything a delivery's sending depends on.
@@ -80,7 +97,7 @@ func (p SubscriptionParams) args(now int64) map[string]any {
 
 // Create registers a subscription, inside tx when the caller has one.
 func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionParams) (Subscription, error) {
-	if err := p.normalize(); err != nil {
+	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
 	var id int64
@@ -92,9 +109,10 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 
 // Update replaces a subscription's settings. Changing the endpoint, auth
 // mode, key or profile changes its fingerprint: deliveries already
-// enqueued for it are suppressed rather than sent.
+// enqueued for it are suppressed rather than sent. So are those whose
+// event type its new EventTypes no longer include.
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {
-	if err := p.normalize(); err != nil {
+	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
 	args := p.args(sr.s.now())
@@ -147,6 +165,10 @@ func (r subscriptionRow) subscription() Subscription {
 }
 
 // matches reports whether the subscription wants events of type t.
-func (s Subscription) matches(t string) bool {
-	return slices.Contains(s.EventTypes, "*") || slices.Contains(s.EventTypes, t)
+func (s Subscription) matches(t string) bool { return matchesType(s.EventTypes, t) }
+
+// matchesType reports whether a subscription to types wants events of
+// type t.
+func matchesType(types []string, t string) bool {
+	return slices.Contains(types, "*") || slices.Contains(types, t)
 }

@@ -31,6 +31,9 @@ var pgEngine = &engine.Engine{
 	Interpret:   interpret,
 	Listen:      listen,
 	Clock:       clock,
+	// The schema guard on claim reads the catalog: at most once per
+	// interval, so an altered schema stops claims within it.
+	SchemaRecheck: 10 * time.Second,
 }
 
 func init() {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -352,5 +353,106 @@ func TestWriteThroughDBWhileTheWriterIsHeldFailsFast(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"through the transaction", "unmarked"}) {
 		t.Fatalf("effects %q, want only the transaction's and the unmarked write", got)
+	}
+}
+
+// TestSchemaAlteredStopsTheNextClaim: on SQLite the claim compares the
+// schema cookie (PRAGMA schema_version) with the one it last saw, so the
+// very next claim after another process alters courier's tables refuses
+// with schema_altered and leases nothing.
+func TestSchemaAlteredStopsTheNextClaim(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: "n", Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.ExecContext(ctx, "ALTER TABLE courier_outbox ADD COLUMN surprise INTEGER"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute})
+	if courier.CodeOf(err) != courier.CodeSchemaAltered || len(c) != 0 {
+		t.Fatalf("Claim after the schema was altered = %d rows, %v; want none, schema_altered", len(c), err)
+	}
+	// A change to a table that is not courier's runs the full guard
+	// again, which passes.
+	if _, err := other.ExecContext(ctx, "ALTER TABLE courier_outbox DROP COLUMN surprise"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(ctx, "CREATE TABLE app_orders (id INTEGER PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute}); err != nil || len(c) != 1 {
+		t.Fatalf("Claim after an application's own migration = %d rows, %v; want the delivery", len(c), err)
+	}
+}
+
+// TestCheckFindsADamagedFile: Check runs SQLite's quick_check, which reads
+// the whole file: a damaged b-tree page makes it report blocked with code
+// database_corrupt, not fail.
+func TestCheckFindsADamagedFile(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)
+	for i := range 200 {
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.Outbox.Check(ctx, store.CheckParams{}); err != nil || h.Status != store.HealthOK {
+		t.Fatalf("Check of a sound file = %+v, %v", h, err)
+	}
+	var root, pageSize int64
+	if err := s.DB().GetContext(ctx, &root, "SELECT rootpage FROM sqlite_master WHERE name = 'courier_outbox'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().GetContext(ctx, &pageSize, "PRAGMA page_size"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // the last connection checkpoints the WAL into the file
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The table's root page gets a page type no b-tree page has.
+	if _, err := f.WriteAt([]byte{0x00}, (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h, err := s.Outbox.Check(ctx, store.CheckParams{})
+	if err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeDatabaseCorrupt {
+		t.Fatalf("Check of the damaged file = %s/%s, %v; want blocked/database_corrupt", h.Status, h.Code, err)
 	}
 }

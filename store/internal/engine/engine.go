@@ -46,6 +46,12 @@ type Engine struct {
 	// stamps leases and due times on one clock. Nil: the database runs on
 	// this host (SQLite) and the process's clock is the database's.
 	Clock func(ctx context.Context, db *sqlx.DB) (time.Time, error)
+	// SchemaRecheck is how long a claim may rely on the schema fingerprint
+	// (query schema_fingerprint) it last read, before reading it again:
+	// zero reads it on every claim, for an engine that keeps a cheap
+	// schema counter (SQLite's schema_version); PostgreSQL reads its
+	// catalog, a round trip, so it reads it at most this often.
+	SchemaRecheck time.Duration
 }
 
 // Kind is a class of driver failure package store treats alike.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,15 +128,68 @@ func testCommandIdempotent(t *testing.T, open OpenFunc) {
 	if e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "tombstone", "r1", digestA, 5, "null")}); e.Existed {
 		t.Fatal("tombstone:r1 reported as existing")
 	}
-	for name, payload := range map[string][]byte{
-		"not JSON": []byte("x"), "operation": []byte(`{"operation":"delete","request_id":"r","source_max_attempts":1,"capabilities_sha256":"` + digestA + `"}`),
-		"budget": []byte(`{"operation":"change","request_id":"r","source_max_attempts":21,"capabilities_sha256":"` + digestA + `"}`),
-		"digest": []byte(`{"operation":"change","request_id":"r","source_max_attempts":1,"capabilities_sha256":"A"}`),
+}
+
+// testCommandValidatedWhole: EnqueueCommand reads the whole command as the
+// source will, and refuses with code request_invalid, naming the field
+// and never its content, what the source would only refuse as
+// receiver_rejected after a delivery: malformed JSON, duplicate keys, a
+// missing or unknown member, a bad value, a change without a body.
+// Nothing is written, not even the endpoint's pin.
+func testCommandValidatedWhole(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	valid := string(command(t, "change", "r1", digestA, 5, `{"title":"secret-title"}`))
+	edit := func(old, new string) []byte {
+		t.Helper()
+		if !strings.Contains(valid, old) {
+			t.Fatalf("%q is not in %s", old, valid)
+		}
+		return []byte(strings.Replace(valid, old, new, 1))
+	}
+	for name, tc := range map[string]struct {
+		payload []byte
+		field   string // "" for the document
+		rule    string
+	}{
+		"empty":                  {nil, "", "size"},
+		"not JSON":               {[]byte("x"), "", "json"},
+		"trailing data":          {[]byte(valid + `{}`), "", "json"},
+		"duplicate key":          {edit(`{"body"`, `{"operation":"change","body"`), "", "duplicate_key"},
+		"duplicate key in body":  {edit(`{"title":"secret-title"}`, `{"title":"secret-title","title":"y"}`), "", "duplicate_key"},
+		"not an object":          {[]byte(`["change"]`), "", "object"},
+		"no schema":              {edit(`"schema":"courier.source-command.v1",`, ``), "schema", "required"},
+		"no body":                {edit(`"body":{"title":"secret-title"},`, ``), "body", "required"},
+		"unknown member":         {edit(`{"body"`, `{"extra":"secret-extra","body"`), "extra", "unknown"},
+		"change with null body":  {edit(`{"title":"secret-title"}`, `null`), "body", "required_for_change"},
+		"wrong schema":           {edit(`courier.source-command.v1`, `courier.source-command.v2`), "schema", "eq"},
+		"unknown operation":      {edit(`"operation":"change"`, `"operation":"delete"`), "operation", "oneof"},
+		"operation not a string": {edit(`"operation":"change"`, `"operation":7`), "operation", "type"},
+		"request id with space":  {edit(`"request_id":"r1"`, `"request_id":"r 1"`), "request_id", "courier_token"},
+		"budget over 20":         {edit(`"source_max_attempts":5`, `"source_max_attempts":21`), "source_max_attempts", "max"},
+		"budget not an integer":  {edit(`"source_max_attempts":5`, `"source_max_attempts":5.5`), "source_max_attempts", "integer"},
+		"digest upper case":      {edit(digestA, strings.ToUpper(digestA)), "capabilities_sha256", "courier_sha256"},
 	} {
-		if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: payload}); courier.CodeOf(err) != courier.CodeInvalidArgument {
-			t.Fatalf("%s: EnqueueCommand = %v, want invalid_argument", name, err)
+		_, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: tc.payload})
+		var ve *ack.ValidationError
+		switch {
+		case courier.CodeOf(err) != courier.CodeRequestInvalid || !errors.Is(err, courier.ErrPayloadInvalid):
+			t.Errorf("%s: EnqueueCommand = %v, want request_invalid", name, err)
+		case !errors.As(err, &ve) || !slices.Contains(ve.Fields, ack.FieldError{Field: tc.field, Rule: tc.rule}):
+			t.Errorf("%s: EnqueueCommand = %v, want field %q rule %q named", name, err, tc.field, tc.rule)
+		case strings.Contains(err.Error(), "secret"):
+			t.Errorf("%s: the error quotes the payload: %v", name, err)
 		}
 	}
+	if _, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); !errors.Is(err, courier.ErrNotFound) {
+		t.Fatalf("a refused command pinned the endpoint's contract: %v", err)
+	}
+	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
+		t.Fatalf("refused commands wrote %d deliveries", h.Counts[courier.StatusPending])
+	}
+	if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: "relative/source", Payload: []byte(valid)}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Fatalf("relative endpoint: EnqueueCommand = %v, want invalid_argument", err)
+	}
+	b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: []byte(valid)})
 }
 
 // testContractPinning: re-pinning with deliveries pending holds the
@@ -237,6 +291,8 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 func testCommands(t *testing.T, open OpenFunc) {
 	for name, fn := range map[string]func(*testing.T, OpenFunc){
 		"Priority": testCommandPriority, "Idempotent": testCommandIdempotent, "ContractPinning": testContractPinning,
+		"ValidatedWhole": testCommandValidatedWhole, "HealthCountsOperations": testHealthCountsOperations,
+		"ContractsList": testContractsList,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -1,16 +1,20 @@
 package storetest_test
 
 import (
+	"database/sql"
+	"fmt"
 	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/sqlfile"
+	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/engine"
 	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
@@ -106,4 +110,86 @@ func cutPrefix(name string) (prefix, rest string, ok bool) {
 		}
 	}
 	return name, "", false
+}
+
+// TestLookupsReadAnIndex: the lookups by identity (Outbox.Lookup, and List
+// by notification id) are planned on an index on both engines, never as a
+// scan of the outbox. PostgreSQL is told to avoid sequential scans, so its
+// plan shows a scan only where no index serves the query.
+func TestLookupsReadAnIndex(t *testing.T) {
+	t.Parallel()
+	args := map[string]any{
+		"notification_id": "order-7", "endpoint": "", "status": "", "since": int64(0), "until": int64(1 << 62),
+		"before_id": int64(0), "limit": 101,
+	}
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.open(t)
+			ctx := t.Context()
+			if err := store.Migrate(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			eng, _ := engine.Lookup(e.driver)
+			b, err := fs.ReadFile(eng.SQL, "queries/outbox.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts, err := sqlfile.Parse(string(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"outbox_lookup", "outbox_list_by_notification"} {
+				text, params := sqlfile.Compile(stmts[name], eng.Placeholder)
+				vals := make([]any, len(params))
+				for i, p := range params {
+					vals[i] = args[p]
+				}
+				tx, err := db.BeginTxx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				explain, scan := "EXPLAIN QUERY PLAN ", "SCAN courier_outbox"
+				if e.name == "postgres" {
+					if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+						t.Fatal(err)
+					}
+					explain, scan = "EXPLAIN ", "Seq Scan on courier_outbox"
+				}
+				plan, err := planText(tx.QueryContext(ctx, explain+text, vals...))
+				tx.Rollback()
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if strings.Contains(plan, scan) || plan == "" {
+					t.Errorf("%s is planned as a scan of the outbox:\n%s", name, plan)
+				}
+			}
+		})
+	}
+}
+
+// planText joins the last column of every row of an EXPLAIN.
+func planText(rows *sql.Rows, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		lines = append(lines, fmt.Sprint(vals[len(vals)-1]))
+	}
+	return strings.Join(lines, "\n"), rows.Err()
 }

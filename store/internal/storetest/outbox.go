@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
@@ -125,7 +127,7 @@ func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
 	settings := p
 	settings.MaxAttempts = 3
 	profile := p
-	profile.Profile = "terminal"
+	profile.Profile = "none"
 	for name, q := range map[string]store.EnqueueParams{"payload": other, "max attempts": settings, "profile": profile} {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Enqueue(b.ctx, tx, q)
@@ -159,28 +161,112 @@ func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testEnqueueInvalid: what could only fail later, at every attempt, is
+// refused at Enqueue with code invalid_argument, and nothing is written.
 func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
+	now := b.clock.Now()
 	bad := map[string]func(p *store.EnqueueParams){
-		"empty id":       func(p *store.EnqueueParams) { p.NotificationID = "" },
-		"id with space":  func(p *store.EnqueueParams) { p.NotificationID = "a b" },
-		"empty endpoint": func(p *store.EnqueueParams) { p.Endpoint = "" },
-		"empty payload":  func(p *store.EnqueueParams) { p.Payload = nil },
-		"huge budget":    func(p *store.EnqueueParams) { p.MaxAttempts = 1001 },
-		"past deadline":  func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(-time.Hour) },
+		"empty id":                   func(p *store.EnqueueParams) { p.NotificationID = "" },
+		"id with space":              func(p *store.EnqueueParams) { p.NotificationID = "a b" },
+		"empty endpoint":             func(p *store.EnqueueParams) { p.Endpoint = "" },
+		"relative endpoint":          func(p *store.EnqueueParams) { p.Endpoint = "/hooks" },
+		"endpoint without a host":    func(p *store.EnqueueParams) { p.Endpoint = "https:///hooks" },
+		"opaque endpoint":            func(p *store.EnqueueParams) { p.Endpoint = "https:receiver.example" },
+		"ftp endpoint":               func(p *store.EnqueueParams) { p.Endpoint = "ftp://receiver.example/hooks" },
+		"endpoint over 2048 bytes":   func(p *store.EnqueueParams) { p.Endpoint = "https://receiver.example/" + strings.Repeat("a", 2048) },
+		"empty payload":              func(p *store.EnqueueParams) { p.Payload = nil },
+		"payload not JSON":           func(p *store.EnqueueParams) { p.Payload = []byte("hello") },
+		"payload with trailing data": func(p *store.EnqueueParams) { p.Payload = []byte(`{"a":1} {"b":2}`) },
+		"payload with duplicate key": func(p *store.EnqueueParams) { p.Payload = []byte(`{"a":1,"a":2}`) },
+		"none profile, not JSON":     func(p *store.EnqueueParams) { p.Profile, p.Payload = "none", []byte("<xml/>") },
+		"unknown profile":            func(p *store.EnqueueParams) { p.Profile = "courier.v2" },
+		"command profile":            func(p *store.EnqueueParams) { p.Profile = "command" },
+		"huge budget":                func(p *store.EnqueueParams) { p.MaxAttempts = 1001 },
+		"negative budget":            func(p *store.EnqueueParams) { p.MaxAttempts = -1 },
+		"past deadline":              func(p *store.EnqueueParams) { p.Deadline = now.Add(-time.Hour) },
+		"deadline now":               func(p *store.EnqueueParams) { p.Deadline = now },
+		"deadline at not-before":     func(p *store.EnqueueParams) { p.NotBefore, p.Deadline = now.Add(time.Hour), now.Add(time.Hour) },
+		"deadline too far":           func(p *store.EnqueueParams) { p.Deadline = now.Add(store.MaxHorizon + time.Microsecond) },
+		"not-before too far":         func(p *store.EnqueueParams) { p.NotBefore = now.Add(store.MaxHorizon + time.Microsecond) },
+		"deadline too far after not-before": func(p *store.EnqueueParams) {
+			p.NotBefore, p.Deadline = now.Add(time.Hour), now.Add(time.Hour+store.MaxHorizon+time.Microsecond)
+		},
 	}
 	for name, edit := range bad {
 		p := delivery("x")
 		edit(&p)
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+		_, errMany := b.store.Outbox.EnqueueMany(b.ctx, tx, []store.EnqueueParams{delivery("y"), p})
 		tx.Rollback()
-		if courier.CodeOf(err) != courier.CodeInvalidArgument {
-			t.Errorf("%s: Enqueue = %v, want invalid_argument", name, err)
+		if courier.CodeOf(err) != courier.CodeInvalidArgument || courier.CodeOf(errMany) != courier.CodeInvalidArgument {
+			t.Errorf("%s: Enqueue = %v, EnqueueMany = %v; want invalid_argument", name, err, errMany)
 		}
 	}
 	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
 		t.Fatalf("invalid enqueues wrote %d rows", h.Counts[courier.StatusPending])
+	}
+
+	// At the bounds, and with a NotBefore in the past (it means now).
+	good := map[string]func(p *store.EnqueueParams){
+		"http endpoint":             func(p *store.EnqueueParams) { p.Endpoint = "http://127.0.0.1:8080/hooks" },
+		"endpoint with credentials": func(p *store.EnqueueParams) { p.Endpoint = "https://u:p@receiver.example/h?token=t" },
+		"none profile":              func(p *store.EnqueueParams) { p.Profile = "none" },
+		"reporting profile":         func(p *store.EnqueueParams) { p.Profile = "reporting" },
+		"JSON scalar":               func(p *store.EnqueueParams) { p.Payload = []byte(` "text" `) },
+		"deadline at the horizon":   func(p *store.EnqueueParams) { p.Deadline = now.Add(store.MaxHorizon) },
+		"not-before at the horizon": func(p *store.EnqueueParams) { p.NotBefore = now.Add(store.MaxHorizon) },
+		"not-before in the past":    func(p *store.EnqueueParams) { p.NotBefore = now.Add(-time.Hour) },
+	}
+	for name, edit := range good {
+		p := delivery("good-" + strings.ReplaceAll(name, " ", "-"))
+		edit(&p)
+		tx := b.begin(t)
+		e, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+		if err != nil {
+			tx.Rollback()
+			t.Errorf("%s: Enqueue = %v", name, err)
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		d := b.get(t, e.ID)
+		first := now
+		if p.NotBefore.After(now) {
+			first = p.NotBefore
+		}
+		if !d.NextAttemptAt.Equal(first) {
+			t.Errorf("%s: first attempt at %v, want %v", name, d.NextAttemptAt, first)
+		}
+		if p.Deadline.IsZero() && !d.Deadline.Equal(first.Add(store.DefaultRetryHorizon)) {
+			t.Errorf("%s: deadline %v, want the first attempt plus the retry horizon", name, d.Deadline)
+		}
+	}
+}
+
+// testCustomProfiles: Config.Profiles is where custom profiles are
+// registered; Enqueue accepts what it knows, payload as the application
+// wants it, and still refuses what it does not.
+func testCustomProfiles(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Profiles: func(name string) (ack.Profile, bool) {
+		if name == "binary.v1" {
+			return ack.Profile{Name: name}, true
+		}
+		return ack.Builtin(name)
+	}})
+	p := delivery("custom")
+	p.Profile, p.Payload = "binary.v1", []byte{0xff, 0x00, 0x01}
+	if e := b.enqueue(t, p); b.get(t, e.ID).Profile != "binary.v1" {
+		t.Fatal("custom profile not stored")
+	}
+	q := delivery("unknown")
+	q.Profile = "binary.v2"
+	tx := b.begin(t)
+	defer tx.Rollback()
+	if _, err := b.store.Outbox.Enqueue(b.ctx, tx, q); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Fatalf("unknown profile: Enqueue = %v, want invalid_argument", err)
 	}
 }
 

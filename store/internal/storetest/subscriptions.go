@@ -110,12 +110,16 @@ func keyOf(ps []store.Published, sub int64) string {
 	return ""
 }
 
+// testSuppression: a published delivery is sent only while its
+// subscription is as it was: active, with the same fingerprint, and still
+// wanting the event's type (the reporting reference's
+// subscription_changed). Otherwise its claim suppresses it.
 func testSuppression(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	subs := b.store.Subscriptions
 	tx := b.begin(t)
 	var ids []int64
-	for _, e := range []string{"https://a.example/h", "https://b.example/h", "https://c.example/h", "https://d.example/h"} {
+	for _, e := range []string{"https://a.example/h", "https://b.example/h", "https://c.example/h", "https://d.example/h", "https://e.example/h"} {
 		s, err := subs.Create(b.ctx, tx, subscription("acme", e, "key-1", "*"))
 		if err != nil {
 			t.Fatal(err)
@@ -143,14 +147,15 @@ func testSuppression(t *testing.T, open OpenFunc) {
 	change(ids[0], func(p *store.SubscriptionParams) { p.KeyID = "key-2" })                   // key rotated
 	change(ids[1], func(p *store.SubscriptionParams) { p.Endpoint = "https://b2.example/h" }) // URL changed
 	change(ids[2], func(p *store.SubscriptionParams) { p.Active = false })                    // disabled
-	change(ids[3], func(p *store.SubscriptionParams) { p.EventTypes = []string{"y"} })        // filter only: still sent
+	change(ids[3], func(p *store.SubscriptionParams) { p.EventTypes = []string{"y"} })        // filter no longer matches
+	change(ids[4], func(p *store.SubscriptionParams) { p.EventTypes = []string{"w", "x"} })   // filter narrowed, still matches: sent
 	claimed := b.claim(t, "w", 10, time.Minute)
-	if len(claimed) != 1 || claimed[0].SubscriptionID != ids[3] {
-		t.Fatalf("claimed %+v, want only the delivery of subscription %d", claimed, ids[3])
+	if len(claimed) != 1 || claimed[0].SubscriptionID != ids[4] {
+		t.Fatalf("claimed %+v, want only the delivery of subscription %d", claimed, ids[4])
 	}
 	h := health(t, b)
-	if h.Counts[courier.StatusSuppressed] != 3 {
-		t.Fatalf("suppressed %d, want 3", h.Counts[courier.StatusSuppressed])
+	if h.Counts[courier.StatusSuppressed] != 4 {
+		t.Fatalf("suppressed %d, want 4", h.Counts[courier.StatusSuppressed])
 	}
 	var codes []string
 	if err := b.db.SelectContext(b.ctx, &codes, "SELECT last_error_code FROM courier_outbox WHERE status = 'suppressed'"); err != nil {
@@ -309,5 +314,53 @@ func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
 	list, err := b.store.Endpoints.List(b.ctx)
 	if err != nil || len(list) != 1 || list[0].Endpoint != p.Endpoint {
 		t.Fatalf("List = %+v, %v", list, err)
+	}
+}
+
+// testSubscriptionsAndPublishInvalid: a subscription no publish could
+// deliver, and a publish whose event type could not be matched, are
+// refused with code invalid_argument where they are written.
+func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for name, edit := range map[string]func(p *store.SubscriptionParams){
+		"relative endpoint": func(p *store.SubscriptionParams) { p.Endpoint = "/hooks" },
+		"mailto endpoint":   func(p *store.SubscriptionParams) { p.Endpoint = "mailto:ops@example.com" },
+		"unknown profile":   func(p *store.SubscriptionParams) { p.Profile = "courier.v2" },
+		"terminal profile":  func(p *store.SubscriptionParams) { p.Profile = "terminal" },
+		"command profile":   func(p *store.SubscriptionParams) { p.Profile = "command" },
+		"spaced type":       func(p *store.SubscriptionParams) { p.EventTypes = []string{"order paid"} },
+		"empty type":        func(p *store.SubscriptionParams) { p.EventTypes = []string{""} },
+	} {
+		p := subscription("acme", "https://a.example/h", "key-a", "order.paid")
+		edit(&p)
+		if _, err := b.store.Subscriptions.Create(b.ctx, b.db, p); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: Create = %v, want invalid_argument", name, err)
+		}
+	}
+	s, err := b.store.Subscriptions.Create(b.ctx, b.db, subscription("acme", "https://a.example/h", "key-a", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Subscriptions.Update(b.ctx, b.db, s.ID, subscription("acme", "relative/path", "key-a", "*")); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Errorf("Update to a relative endpoint = %v, want invalid_argument", err)
+	}
+	for name, p := range map[string]store.PublishParams{
+		"no event type":        {Tenant: "acme", EventID: "e", Payload: []byte(`{}`)},
+		"event type *":         {Tenant: "acme", EventType: "*", EventID: "e", Payload: []byte(`{}`)},
+		"spaced event type":    {Tenant: "acme", EventType: "a b", EventID: "e", Payload: []byte(`{}`)},
+		"bad event id":         {Tenant: "acme", EventType: "a", EventID: "e e", Payload: []byte(`{}`)},
+		"payload not JSON":     {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`nope`)},
+		"deadline too far":     {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), Deadline: b.clock.Now().Add(store.MaxHorizon + time.Hour)},
+		"deadline in the past": {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), Deadline: b.clock.Now().Add(-time.Hour)},
+	} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Publish(b.ctx, tx, p)
+		tx.Rollback()
+		if courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: Publish = %v, want invalid_argument", name, err)
+		}
+	}
+	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
+		t.Fatalf("refused publishes wrote %d deliveries", h.Counts[courier.StatusPending])
 	}
 }

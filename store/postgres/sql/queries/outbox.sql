@@ -4,18 +4,18 @@
 -- by name.
 
 -- name: outbox_enqueue
--- As in SQLite, plus pg_notify: it is queued with the transaction and
+-- As in SQLite (a conflict on either unique index inserts nothing), plus pg_notify: it is queued with the transaction and
 -- delivered to listening workers only when the caller commits. Identical
 -- notifications in one transaction are folded into one.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
-    ON CONFLICT (notification_id, endpoint) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING id
 )
 SELECT id FROM inserted, pg_notify('courier_outbox', '');
@@ -51,16 +51,17 @@ WHERE id IN (
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.
-UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = replace(gen_random_uuid()::text, '-', ''),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
-    updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
+-- PostgreSQL: a parameter beside NULL in a CASE has no type of its own;
+-- the casts give the column's. The rows are picked once, in a
+-- MATERIALIZED CTE: as an IN subquery the planner may rescan the LIMIT for
+-- every row, each rescan passing over the rows this statement changed and
+-- picking further ones, past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id AS picked_id FROM courier_outbox
     WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
         -- Endpoints paused by their breaker or disabled are skipped; their
         -- probes are claimed by outbox_claim_probe.
@@ -78,25 +79,59 @@ WHERE id IN (
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+UPDATE courier_outbox SET
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE replace(gen_random_uuid()::text, '-', '') END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now::bigint END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at::bigint END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
+    updated_at = :now
+FROM picked
+WHERE id = picked.picked_id
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
+
+-- name: outbox_expire_due
+-- Called after a claim statement ended expired rows (see outbox_claim):
+-- the claim sweeps on through the next :limit due rows of the priority, in
+-- claim order, and ends those whose deadline has come, so a backlog of
+-- expired rows (workers down for longer than the horizon) is ended in one
+-- bounded statement rather than a claim batch at a time. Rows held back
+-- (breaker, contract) are ended too: none of them may be sent any more.
+-- PostgreSQL: rows another claimer holds are skipped. The rows are picked
+-- once, in a MATERIALIZED CTE: as an IN subquery the planner may rescan
+-- the LIMIT for every row, each rescan skipping the rows this statement
+-- already ended and picking further ones, well past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_outbox AS o SET status = 'failed', last_error_code = 'expired', updated_at = :now
+FROM picked
+WHERE o.id = picked.id AND o.deadline <= :now;
 
 -- name: outbox_claim_probe
 -- One due delivery of an endpoint whose cool-down ended: its probe.
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.
-UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = replace(gen_random_uuid()::text, '-', ''),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
-    updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
+-- PostgreSQL: a parameter beside NULL in a CASE has no type of its own;
+-- the casts give the column's. The rows are picked once, in a
+-- MATERIALIZED CTE: as an IN subquery the planner may rescan the LIMIT for
+-- every row, each rescan passing over the rows this statement changed and
+-- picking further ones, past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id AS picked_id FROM courier_outbox
     WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
         AND endpoint = :endpoint
         -- Contract pinning (migration 4): an endpoint with an unfinished
@@ -111,9 +146,20 @@ WHERE id IN (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+UPDATE courier_outbox SET
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE replace(gen_random_uuid()::text, '-', '') END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now::bigint END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at::bigint END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
+    updated_at = :now
+FROM picked
+WHERE id = picked.picked_id
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
 
 -- name: outbox_quarantine
 UPDATE courier_outbox SET
@@ -141,14 +187,15 @@ WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
--- deadline: a retry past either ends the delivery.
+-- deadline: a retry past the budget, or due at or after the deadline (when
+-- no attempt may start), ends the delivery.
 UPDATE courier_outbox AS o SET
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN o.attempts >= o.max_attempts OR v.next_at > o.deadline THEN 'failed'
+        WHEN o.attempts >= o.max_attempts OR v.next_at >= o.deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at > o.deadline THEN 'expired'
+        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at >= o.deadline THEN 'expired'
         ELSE v.code END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,
@@ -220,14 +267,15 @@ DELETE FROM courier_outbox WHERE id IN (
 
 -- name: outbox_enqueue_command
 -- enqueue for the source-delivery profile: the row also records the
--- capabilities digest it was enqueued under (contract_sha256). As enqueue,
+-- capabilities digest it was enqueued under (contract_sha256) and the
+-- command's operation (event_type). As enqueue,
 -- pg_notify wakes listening workers when the caller commits.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING
@@ -245,3 +293,39 @@ WITH RECURSIVE p(v) AS (
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
+
+-- name: outbox_check_rows
+-- Outbox.Check's slice of the outbox: every column of the rows after
+-- :after, in id order, from the primary key.
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key
+FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: outbox_lookup
+-- One delivery by its identity, from the identity's unique index.
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: outbox_list_by_notification
+-- outbox_list for one notification id: its deliveries, one per endpoint,
+-- read from the identity's unique index (notification_id is its first
+-- column); the other filters apply to those few rows.
+SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
+    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+FROM courier_outbox
+WHERE notification_id = :notification_id
+    AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: outbox_health_operations
+-- Command deliveries by operation (event_type, migration 5) and status,
+-- from their partial index: the index's condition is repeated verbatim.
+SELECT COALESCE(event_type, '') AS operation, status, COUNT(*) AS n FROM courier_outbox
+WHERE profile = 'command'
+GROUP BY event_type, status;

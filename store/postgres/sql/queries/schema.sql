@@ -36,3 +36,19 @@ SELECT pg_advisory_xact_lock(7212345001);
 -- may never analyze them; without statistics the planner guesses them large
 -- and abandons the due index.
 ANALYZE courier_endpoints, courier_contracts;
+
+-- name: schema_fingerprint
+-- PostgreSQL has no cheap schema counter: the column list of courier's
+-- tables from the catalog (index lookups on pg_class and pg_attribute),
+-- which claims read at most once per engine.SchemaRecheck and compare
+-- with the last one seen, running the full guard (schema_columns) only
+-- when it changed.
+SELECT COALESCE(string_agg(c.relname || '.' || a.attname, ' ' ORDER BY c.relname, a.attnum), '')
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+    AND c.relname LIKE 'courier\_%' AND a.attnum > 0 AND NOT a.attisdropped;
+
+-- name: schema_integrity_check
+-- PostgreSQL: nothing to do here. The server checks its own pages
+-- (data checksums, amcheck) with its own tooling.

@@ -27,4 +27,5 @@ SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprin
 FROM courier_subscriptions WHERE tenant = :tenant AND active = TRUE ORDER BY id;
 
 -- name: subscription_state
-SELECT fingerprint, active FROM courier_subscriptions WHERE id = :id;
+-- What sending a published delivery depends on, read at its claim.
+SELECT fingerprint, active, event_types FROM courier_subscriptions WHERE id = :id;

@@ -28,3 +28,15 @@ WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pendi
 SELECT COUNT(*) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
 WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
     AND m.contract_sha256 <> k.capabilities_sha256;
+
+-- name: contract_list
+-- Every pin (or one, by :endpoint) with its count of unfinished
+-- deliveries enqueued under another digest, each count read from the
+-- outbox's contract index (its condition repeated verbatim).
+SELECT k.endpoint, k.capabilities_sha256, k.pinned_at,
+    (SELECT COUNT(*) FROM courier_outbox AS m
+     WHERE m.endpoint = k.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+         AND m.contract_sha256 <> k.capabilities_sha256) AS mismatched
+FROM courier_contracts AS k
+WHERE :endpoint = '' OR k.endpoint = :endpoint
+ORDER BY k.endpoint;

@@ -6,16 +6,18 @@
 -- name: outbox_enqueue
 -- The notification's identity is (notification_id, endpoint): a second
 -- enqueue of it inserts nothing; the store then reads the existing row and
--- compares. SQLite: no RETURNING; the store takes the id from
+-- compares. So does a terminal notification for an event the endpoint has
+-- one for already (dedupe_key, migration 5): no target, so the conflict
+-- may be on either unique index. SQLite: no RETURNING; the store takes the id from
 -- last_insert_rowid, which costs a third of a RETURNING row here.
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
-ON CONFLICT (notification_id, endpoint) DO NOTHING;
+ON CONFLICT DO NOTHING;
 
 -- name: outbox_enqueue_existing
 SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority
@@ -38,13 +40,18 @@ WHERE status = 'leased' AND lease_expires_at <= :now;
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
 -- random per row: randomblob is evaluated once per updated row.
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
 UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = lower(hex(randomblob(16))),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE lower(hex(randomblob(16))) END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
@@ -64,9 +71,24 @@ WHERE id IN (
     ORDER BY next_attempt_at, created_at, id
     LIMIT :limit
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
+
+-- name: outbox_expire_due
+-- Called after a claim statement ended expired rows (see outbox_claim):
+-- the claim sweeps on through the next :limit due rows of the priority, in
+-- claim order, and ends those whose deadline has come, so a backlog of
+-- expired rows (workers down for longer than the horizon) is ended in one
+-- bounded statement rather than a claim batch at a time. Rows held back
+-- (breaker, contract) are ended too: none of them may be sent any more.
+UPDATE courier_outbox SET status = 'failed', last_error_code = 'expired', updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+) AND deadline <= :now;
 
 -- name: outbox_claim_probe
 -- One due delivery of an endpoint whose cool-down ended: its probe.
@@ -74,13 +96,18 @@ RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
 -- random per row: randomblob is evaluated once per updated row.
+-- No attempt starts at or after a delivery's deadline: a row the subquery
+-- picks whose deadline has come is ended instead of leased, failed with
+-- code expired, its attempts uncounted (no attempt was made); RETURNING
+-- gives its status so the store tells the two apart.
 UPDATE courier_outbox SET
-    status = 'leased',
-    attempts = attempts + 1,
-    lease_owner = :owner,
-    lease_token = lower(hex(randomblob(16))),
-    leased_at = :now,
-    lease_expires_at = :lease_expires_at,
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE lower(hex(randomblob(16))) END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
@@ -97,9 +124,9 @@ WHERE id IN (
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT 1
 )
-RETURNING id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
 
 -- name: outbox_quarantine
 -- A claimed row whose payload no longer matches its digest, or cannot be
@@ -129,16 +156,17 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
--- deadline: a retry past either ends the delivery.
+-- deadline: a retry past the budget, or due at or after the deadline (when
+-- no attempt may start), ends the delivery.
 -- SQLite: RETURNING may not name the FROM table, so the row's id says which
 -- outcome it was.
 UPDATE courier_outbox SET
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN attempts >= max_attempts OR v.next_at > deadline THEN 'failed'
+        WHEN attempts >= max_attempts OR v.next_at >= deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at > deadline THEN 'expired'
+        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at >= deadline THEN 'expired'
         ELSE v.code END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
@@ -214,12 +242,13 @@ DELETE FROM courier_outbox WHERE id IN (
 
 -- name: outbox_enqueue_command
 -- outbox_enqueue for the source-delivery profile: the row also records the
--- capabilities digest it was enqueued under (contract_sha256).
+-- capabilities digest it was enqueued under (contract_sha256) and the
+-- command's operation (event_type).
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT (notification_id, endpoint) DO NOTHING;
@@ -234,3 +263,39 @@ WITH RECURSIVE p(v) AS (
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
+
+-- name: outbox_check_rows
+-- Outbox.Check's slice of the outbox: every column of the rows after
+-- :after, in id order, from the primary key.
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key
+FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: outbox_lookup
+-- One delivery by its identity, from the identity's unique index.
+SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: outbox_list_by_notification
+-- outbox_list for one notification id: its deliveries, one per endpoint,
+-- read from the identity's unique index (notification_id is its first
+-- column); the other filters apply to those few rows.
+SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
+    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+FROM courier_outbox
+WHERE notification_id = :notification_id
+    AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: outbox_health_operations
+-- Command deliveries by operation (event_type, migration 5) and status,
+-- from their partial index: the index's condition is repeated verbatim.
+SELECT COALESCE(event_type, '') AS operation, status, COUNT(*) AS n FROM courier_outbox
+WHERE profile = 'command'
+GROUP BY event_type, status;

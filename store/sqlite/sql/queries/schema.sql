@@ -36,3 +36,17 @@ ORDER BY m.name, p.cid;
 -- name: schema_analyze
 -- SQLite: nothing to do; its planner reads the partial indexes without
 -- statistics.
+
+-- name: schema_fingerprint
+-- What changes whenever any table or index does: SQLite's schema cookie,
+-- read from the file header without a table read. Each claim compares it
+-- with the last one seen and runs the full guard (schema_columns) only
+-- when it changed.
+PRAGMA schema_version;
+
+-- name: schema_integrity_check
+-- Outbox.Check's look at the file itself: b-tree structure, page and
+-- record formats, NOT NULL and CHECK constraints (not the slower index
+-- cross-check of integrity_check). One row 'ok' when all is well; it
+-- reads the whole file.
+PRAGMA quick_check;

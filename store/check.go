@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+)
+
+// Bounds of CheckParams.MaxRows.
+const (
+	DefaultCheckRows = 1000
+	maxCheckRows     = 100_000
+)
+
+// CheckParams bounds a deep check.
+type CheckParams struct {
+	// MaxRows is how many deliveries one Check validates, 1..100000.
+	// Defaults to DefaultCheckRows.
+	MaxRows int
+}
+
+// Check is Health with a deep look, for a periodic job or an operator
+// rather than a liveness probe: the claim verifies only the rows it
+// touches, Check looks at the rest.
+//
+// It runs the engine's own integrity check (SQLite: PRAGMA quick_check,
+// which reads the whole file; PostgreSQL leaves its pages to its own
+// tooling), the schema guard Open ran, and validates up to p.MaxRows
+// deliveries: each row's state invariants (what the schema's CHECK
+// constraints say, in case the table no longer holds them), and, for a
+// delivery that may still be sent (pending, retry_wait, leased, or
+// failed, which Redrive may send again), that its payload opens and
+// matches its digest. Each Check continues after the last delivery the
+// previous Check of this Store validated, wrapping around at the end, so
+// repeated calls cover the whole outbox, p.MaxRows at a time; Checked
+// says how many this one validated, Invalid lists the ids it found
+// invalid. Check only reports: a claim quarantines an invalid row it
+// reaches.
+//
+// Its findings come before Health's own: blocked with database_corrupt,
+// then schema_altered (schema_outdated, schema_too_new), then
+// integrity_mismatch for invalid rows, then as Health. A damaged database
+// or an altered schema ends the check there, with the counts Health could
+// still read, if any.
+func (o *Outbox) Check(ctx context.Context, p CheckParams) (Health, error) {
+	if p.MaxRows == 0 {
+		p.MaxRows = DefaultCheckRows
+	}
+	if p.MaxRows < 1 || p.MaxRows > maxCheckRows {
+		return Health{}, invalidArgument("CheckParams.MaxRows must be within 1..100000")
+	}
+	blocked := func(h Health, code courier.Code) Health {
+		h.Status, h.Code = HealthBlocked, code
+		return h
+	}
+	corrupt, err := o.s.integrityCheck(ctx)
+	if err != nil {
+		return Health{}, err
+	}
+	if corrupt {
+		h, _ := o.Health(ctx) // what the damaged database still answers, if anything
+		return blocked(h, courier.CodeDatabaseCorrupt), nil
+	}
+	if schemaErr := checkSchema(ctx, o.s.db, o.s.dialect); schemaErr != nil {
+		if !isSchemaVerdict(schemaErr) {
+			return Health{}, schemaErr
+		}
+		h, _ := o.Health(ctx) // the altered tables may not answer its queries
+		return blocked(h, courier.CodeOf(schemaErr)), nil
+	}
+	h, err := o.Health(ctx)
+	if err != nil {
+		return Health{}, err
+	}
+	if h.Checked, h.Invalid, err = o.checkRows(ctx, p.MaxRows); err != nil {
+		return Health{}, err
+	}
+	if len(h.Invalid) > 0 {
+		return blocked(h, courier.CodeIntegrity), nil
+	}
+	return h, nil
+}
+
+// integrityCheck runs the engine's own integrity check and reports
+// whether it found damage.
+func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
+	const name = "schema_integrity_check"
+	if s.q(name).text == "" {
+		return false, nil // the engine's own tooling's
+	}
+	var rows []string
+	if err := s.selectRows(ctx, s.db, name, nil, &rows); err != nil {
+		return false, err
+	}
+	return len(rows) != 1 || rows[0] != "ok", nil
+}
+
+// checkRows validates up to limit deliveries after the one the previous
+// call ended at, and returns how many it validated and the invalid ones.
+func (o *Outbox) checkRows(ctx context.Context, limit int) (checked int, invalid []int64, err error) {
+	o.checkMu.Lock()
+	defer o.checkMu.Unlock()
+	var rows []outboxRow
+	if err := o.s.selectRows(ctx, o.s.db, "outbox_check_rows", map[string]any{"after": o.checkAfter, "limit": limit}, &rows); err != nil {
+		return 0, nil, err
+	}
+	for _, r := range rows {
+		if problem := o.rowProblem(r); problem != "" {
+			invalid = append(invalid, r.ID)
+		}
+	}
+	o.checkAfter = 0 // the end: start over
+	if len(rows) == limit {
+		o.checkAfter = rows[len(rows)-1].ID
+	}
+	return len(rows), invalid, nil
+}
+
+// rowProblem says what is wrong with a stored delivery, "" if nothing.
+func (o *Outbox) rowProblem(r outboxRow) string {
+	leased := r.Status == courier.StatusLeased
+	leaseCols := []bool{r.LeaseOwner.Valid, r.LeaseToken.Valid, r.LeasedAt.Valid, r.LeaseExpiresAt.Valid}
+	switch {
+	case !r.Status.Valid():
+		return "status"
+	case !ack.IsToken(r.NotificationID):
+		return "notification_id"
+	case r.Endpoint == "" || len(r.Endpoint) > MaxEndpointSize:
+		return "endpoint"
+	case !ack.IsDigest(r.PayloadSHA256):
+		return "payload_sha256"
+	case r.MaxAttempts < 1 || r.MaxAttempts > maxAttempts || r.Attempts < 0 || r.Attempts > r.MaxAttempts:
+		return "attempts"
+	case leased && (!allTrue(leaseCols) || r.LeaseExpiresAt.Int64 <= r.LeasedAt.Int64):
+		return "lease"
+	case !leased && anyTrue(leaseCols):
+		return "lease"
+	case needsCode(r.Status) && !courier.Code(r.LastErrorCode.String).Valid():
+		return "last_error_code"
+	case (r.Status == courier.StatusSucceeded) != r.AckSHA256.Valid:
+		return "ack_sha256"
+	case r.ContractSHA256.Valid && !ack.IsDigest(r.ContractSHA256.String):
+		return "contract_sha256"
+	case r.DedupeKey.Valid && !ack.IsToken(r.DedupeKey.String):
+		return "dedupe_key"
+	case r.CreatedAt <= 0 || r.UpdatedAt < r.CreatedAt || r.NextAttemptAt <= 0 || r.Deadline <= 0:
+		return "times"
+	}
+	switch r.Status {
+	case courier.StatusPending, courier.StatusRetryWait, courier.StatusLeased, courier.StatusFailed:
+		plain, err := o.s.cfg.Encryption.open(r.Payload, r.PayloadKeyID, r.NotificationID, r.Endpoint)
+		if err != nil {
+			return fmt.Sprintf("payload (%s)", courier.CodePayloadUnreadable)
+		}
+		if ok, _ := o.s.cfg.Encryption.matches(plain, r.PayloadSHA256, r.PayloadKeyID, r.NotificationID, r.Endpoint); !ok {
+			return "payload (digest)"
+		}
+	}
+	return ""
+}
+
+// needsCode reports whether a row of status st must say why it is there.
+func needsCode(st courier.Status) bool {
+	switch st {
+	case courier.StatusRetryWait, courier.StatusFailed, courier.StatusQuarantined, courier.StatusSuppressed:
+		return true
+	}
+	return false
+}
+
+func allTrue(bs []bool) bool {
+	for _, b := range bs {
+		if !b {
+			return false
+		}
+	}
+	return true
+}
+
+func anyTrue(bs []bool) bool {
+	for _, b := range bs {
+		if b {
+			return true
+		}
+	}
+	return false
+}

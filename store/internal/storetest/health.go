@@ -1,0 +1,137 @@
+package storetest
+
+import (
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+// testHealthPrecedence: with every blocking condition present, Health's
+// code is the first of integrity_mismatch, leases_expired,
+// contract_changed, deliveries_failed that holds: what stops deliveries
+// now before what already happened (see Outbox.Health for why courier
+// differs from the reference's order); resolving each in turn reveals the
+// next.
+func testHealthPrecedence(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	// A failed delivery.
+	b.enqueue(t, delivery("failed"))
+	c := b.claim(t, "w", 1, time.Minute)
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	// A command held back by a changed contract.
+	b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{"n":1}`)})
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
+		t.Fatal(err)
+	}
+	// A quarantined delivery.
+	q := b.enqueue(t, delivery("tampered"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{}`), q.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A lease that runs out unsettled.
+	b.enqueue(t, delivery("stalled"))
+	if c := b.claim(t, "w", 10, 10*time.Second); len(c) != 1 || c[0].NotificationID != "stalled" {
+		t.Fatalf("claim = %+v, want the stalled delivery alone", c)
+	}
+	b.clock.Advance(20 * time.Second)
+
+	want := func(code courier.Code) {
+		t.Helper()
+		if h := health(t, b); h.Status != store.HealthBlocked || h.Code != code {
+			t.Fatalf("Health = %s/%s (quarantined %d, expired leases %d, mismatches %d, failed %d), want blocked/%s",
+				h.Status, h.Code, h.Counts[courier.StatusQuarantined], h.ExpiredLeases, h.ContractMismatches, h.Failed, code)
+		}
+	}
+	want(courier.CodeIntegrity)
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("DELETE FROM courier_outbox WHERE id = ?"), q.ID); err != nil {
+		t.Fatal(err)
+	}
+	want(courier.CodeLeasesExpired)
+	b.claim(t, "w", 10, time.Minute) // reclaims the lease, and claims its retry
+	want(courier.CodeContractChanged)
+	if n, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint); err != nil || n != 1 {
+		t.Fatalf("FailMismatched = %d, %v", n, err)
+	}
+	want(courier.CodeFailedPresent)
+}
+
+// testHealthCountsOperations: Health counts command deliveries by
+// operation, each by status, every operation and status present, zero or
+// not; other deliveries are not commands.
+func testHealthCountsOperations(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, cmd := range []struct{ op, id string }{{"change", "c1"}, {"change", "c2"}, {"tombstone", "t1"}} {
+		body := `{"n":1}`
+		if cmd.op != "change" {
+			body = "null"
+		}
+		b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, cmd.op, cmd.id, digestA, 5, body)})
+	}
+	b.enqueue(t, delivery("not-a-command"))
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		switch c.NotificationID {
+		case "change:c1":
+			if err := b.complete(c.Lease, "ack"); err != nil {
+				t.Fatal(err)
+			}
+		case "tombstone:t1":
+			if err := b.fail(c.Lease, courier.CodeReceiverRejected, 400); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h := health(t, b)
+	zero := func() map[courier.Status]int {
+		m := map[courier.Status]int{}
+		for _, st := range courier.Statuses() {
+			m[st] = 0
+		}
+		return m
+	}
+	want := map[string]map[courier.Status]int{"change": zero(), "cancellation": zero(), "tombstone": zero()}
+	want["change"][courier.StatusSucceeded], want["change"][courier.StatusLeased] = 1, 1
+	want["tombstone"][courier.StatusFailed] = 1
+	if len(h.Operations) != len(want) {
+		t.Fatalf("Operations = %v, want %v", h.Operations, want)
+	}
+	for op, counts := range want {
+		if !maps.Equal(h.Operations[op], counts) {
+			t.Fatalf("Operations[%s] = %v, want %v", op, h.Operations[op], counts)
+		}
+	}
+}
+
+// testContractsList: Contracts.List and Get say, per pinned endpoint,
+// how many unfinished deliveries a changed pin holds back.
+func testContractsList(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	const other = "https://other-source.example/commands"
+	b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{"n":1}`)})
+	b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestA, 5, `{"n":2}`)})
+	b.mustEnqueueCommand(t, store.CommandParams{Endpoint: other, Payload: command(t, "change", "r1", digestA, 5, `{"n":1}`)})
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.store.Contracts.List(b.ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	got := map[string]store.Contract{}
+	for _, k := range list {
+		got[k.Endpoint] = k
+	}
+	if k := got[sourceEndpoint]; k.CapabilitiesSHA256 != digestB || k.Mismatched != 2 || !k.PinnedAt.Equal(b.clock.Now()) {
+		t.Fatalf("re-pinned endpoint = %+v, want digest b with 2 mismatched", k)
+	}
+	if k := got[other]; k.CapabilitiesSHA256 != digestA || k.Mismatched != 0 {
+		t.Fatalf("other endpoint = %+v, want digest a with none mismatched", k)
+	}
+	if k, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); err != nil || k.Mismatched != 2 {
+		t.Fatalf("Get = %+v, %v; want 2 mismatched", k, err)
+	}
+}

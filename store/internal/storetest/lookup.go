@@ -1,0 +1,79 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+// testLookupByIdentity: a sender finds a delivery by what it enqueued,
+// (notification id, endpoint), and lists one notification's deliveries,
+// one per endpoint, with the other filters and pages still applying.
+func testLookupByIdentity(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}}})
+	endpoints := []string{"https://a.example/h", "https://b.example/h", "https://c.example/h"}
+	var ids []int64
+	for _, e := range endpoints {
+		p := delivery("order-7")
+		p.Endpoint = e
+		ids = append(ids, b.enqueue(t, p).ID)
+		other := delivery("order-8")
+		other.Endpoint = e
+		b.enqueue(t, other)
+		b.clock.Advance(time.Second)
+	}
+	d, err := b.store.Outbox.Lookup(b.ctx, "order-7", endpoints[1])
+	if err != nil || d.ID != ids[1] || string(d.Payload) != string(delivery("order-7").Payload) {
+		t.Fatalf("Lookup = %+v, %v; want delivery %d with its payload opened", d, err, ids[1])
+	}
+	for _, miss := range [][2]string{{"order-9", endpoints[0]}, {"order-7", "https://d.example/h"}} {
+		if _, err := b.store.Outbox.Lookup(b.ctx, miss[0], miss[1]); !errors.Is(err, courier.ErrNotFound) {
+			t.Fatalf("Lookup(%s, %s) = %v, want ErrNotFound", miss[0], miss[1], err)
+		}
+	}
+
+	list := func(p store.ListParams) []int64 {
+		t.Helper()
+		page, err := b.store.Outbox.List(b.ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, d := range page.Deliveries {
+			if d.NotificationID != p.NotificationID {
+				t.Fatalf("listed %s for %s", d.NotificationID, p.NotificationID)
+			}
+			got = append(got, d.ID)
+		}
+		return got
+	}
+	newestFirst := slices.Clone(ids)
+	slices.Reverse(newestFirst)
+	if got := list(store.ListParams{NotificationID: "order-7"}); !slices.Equal(got, newestFirst) {
+		t.Fatalf("List by notification = %v, want %v", got, newestFirst)
+	}
+	c := b.claim(t, "w", 1, time.Minute) // order-7 to a.example, the oldest
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(store.ListParams{NotificationID: "order-7", Status: courier.StatusFailed}); !slices.Equal(got, ids[:1]) {
+		t.Fatalf("List by notification and status = %v, want %v", got, ids[:1])
+	}
+	if got := list(store.ListParams{NotificationID: "order-7", Endpoint: endpoints[2]}); !slices.Equal(got, ids[2:]) {
+		t.Fatalf("List by notification and endpoint = %v, want %v", got, ids[2:])
+	}
+	page, err := b.store.Outbox.List(b.ctx, store.ListParams{NotificationID: "order-7", Limit: 2})
+	if err != nil || len(page.Deliveries) != 2 || page.NextBefore != ids[1] {
+		t.Fatalf("first page = %+v, %v", page, err)
+	}
+	if got := list(store.ListParams{NotificationID: "order-7", Before: page.NextBefore}); !slices.Equal(got, ids[:1]) {
+		t.Fatalf("second page = %v, want %v", got, ids[:1])
+	}
+	if got := list(store.ListParams{NotificationID: "order-unknown"}); len(got) != 0 {
+		t.Fatalf("List of an unknown notification = %v", got)
+	}
+}
