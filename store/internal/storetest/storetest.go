@@ -56,6 +56,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
+		{"RemoteCodeIsKept", testRemoteCodeIsKept},
 		{"Commands", testCommands},
 		{"Admin", testAdmin},
 	}
