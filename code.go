@@ -46,6 +46,7 @@ const (
 	CodeTimeout              Code = "timeout"               // the attempt exceeded its timeout
 	CodeSigningFailed        Code = "signing_failed"        // no usable key to sign the attempt
 	CodeCancelled            Code = "cancelled"             // an operator withdrew the delivery
+	CodeWorkerStopped        Code = "worker_stopped"        // the worker stopped mid-attempt: retried at once, the attempt counted
 )
 
 // Codes a receiver answers with, in the problem+json body.

@@ -16,7 +16,10 @@ const (
 	// CommandResponseSchema is the schema of the source's response.
 	CommandResponseSchema = "courier.source-command-response.v1"
 	// AttemptHeader carries the delivery's attempt number (1-based) on
-	// every request; the source echoes it in its response.
+	// every request; the source echoes it in its response. It is not
+	// signed, so it is informational: the source bounds new commands by it
+	// (source_max_attempts), and the sender does not bind the response to
+	// it (see ProfileCommand).
 	AttemptHeader = "Courier-Attempt"
 	// MaxSourceAttempts bounds Command.SourceMaxAttempts.
 	MaxSourceAttempts = 20
@@ -103,8 +106,9 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 
 // CommandResponse is the document a source answers an accepted command
 // with. It binds the command's identity, the digest of the exact request
-// body, the capabilities digest, the attempt the source saw and the
-// source's budget.
+// body, the capabilities digest and the source's budget; it also names the
+// attempt the source saw, for information only (the AttemptHeader it
+// came in is not signed).
 type CommandResponse struct {
 	Schema             string `json:"schema"`
 	Operation          string `json:"operation"`
@@ -155,14 +159,17 @@ func ParseAttempt(s string) (int, bool) {
 }
 
 // verifyCommandResponse is the sender's side of the source-delivery
-// profile (ProfileCommand): it checks the source's response to payload, sent as the given
-// attempt, exactly: the member set, the schema, the identity, the digest of
+// profile (ProfileCommand): it checks the source's response to payload
+// exactly: the member set, the schema, the identity, the digest of
 // payload, the capabilities digest and budget of the command, a known
-// status, and an attempt within 1..min(attempt, source_max_attempts) (a
-// replayed response names the attempt that applied the command, which may
-// be an earlier one). The error wraps courier.ErrAckInvalid and names the
-// member that differed, never its content.
-func verifyCommandResponse(payload []byte, attempt int, response []byte) error {
+// status, and an attempt within 1..source_max_attempts. The attempt is
+// informational and not bound to the one sent: the stored response names
+// the request that applied the command, and since the AttemptHeader is
+// not signed, that may be a replay of a genuine request carrying any
+// attempt number within the budget, processed before the genuine one. The
+// error wraps courier.ErrAckInvalid and names the member that differed,
+// never its content.
+func verifyCommandResponse(payload []byte, response []byte) error {
 	var c Command
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return invalid("payload is not a command")
@@ -208,7 +215,7 @@ func verifyCommandResponse(payload []byte, attempt int, response []byte) error {
 		str("payload_sha256", Digest(payload)),
 		str("capabilities_sha256", c.CapabilitiesSHA256),
 		integer("source_max_attempts", c.SourceMaxAttempts, c.SourceMaxAttempts),
-		integer("attempt", 1, min(attempt, c.SourceMaxAttempts)),
+		integer("attempt", 1, c.SourceMaxAttempts),
 	} {
 		if check != nil {
 			return check

@@ -383,12 +383,15 @@ func FuzzCommand(f *testing.F) {
 				if err := verifyCommand(payload, a, r); err != nil {
 					t.Fatalf("the source's response %q does not verify at attempt %d: %v", r, a, err)
 				}
-				if a > 1 {
-					if err := verifyCommand(payload, a-1, r); err == nil {
-						t.Fatalf("a response naming attempt %d verifies at attempt %d", a, a-1)
-					}
+				// The attempt is informational: any attempt sent accepts it.
+				if err := verifyCommand(payload, 1, r); err != nil {
+					t.Fatalf("a response naming attempt %d does not verify at attempt 1: %v", a, err)
 				}
 			}
+		}
+		over := ack.NewCommandResponse(c, payload, c.SourceMaxAttempts+1, ack.CommandApplied).Marshal()
+		if err := verifyCommand(payload, c.SourceMaxAttempts+1, over); err == nil {
+			t.Fatalf("a response naming attempt %d verifies beyond the budget of %d", c.SourceMaxAttempts+1, c.SourceMaxAttempts)
 		}
 	})
 }

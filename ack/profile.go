@@ -9,7 +9,7 @@ const (
 	ProfileTerminal  = "terminal"  // the terminal notification Ack
 	ProfileNone      = "none"      // any 2xx; the receiver answers without an Ack (Standard Webhooks, AdCP)
 	ProfileReporting = "reporting" // AdCP reporting webhooks: any 2xx, deduped by idempotency_key
-	ProfileCommand   = "command"   // the source's CommandResponse, bound to the attempt it saw
+	ProfileCommand   = "command"   // the source's CommandResponse; the attempt it names is informational
 )
 
 // Notification is a payload a receiver can dedupe: DedupeKey is its
@@ -76,7 +76,7 @@ func Builtin(name string) (Profile, bool) {
 	case ProfileNone, ProfileReporting:
 		return Profile{Name: name}, true
 	case ProfileCommand:
-		return Profile{Name: name, Verify: func(s Sent, resp []byte) error { return verifyCommandResponse(s.Payload, s.Attempt, resp) }}, true
+		return Profile{Name: name, Verify: func(s Sent, resp []byte) error { return verifyCommandResponse(s.Payload, resp) }}, true
 	}
 	return Profile{}, false
 }

@@ -835,3 +835,51 @@ func TestAdminJSONCharsetIsCaseInsensitive(t *testing.T) {
 		t.Fatalf("status %s", st)
 	}
 }
+
+// TestAdminShowsTheReceiversCode: the code a receiver refused an attempt
+// with (from its problem+json) is shown beside courier's own, on the
+// delivery and its attempts, in the API and on the ops pages.
+func TestAdminShowsTheReceiversCode(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	id := b.enqueue(t, "n-1", hookA)
+	claimed, err := protocol.For(b.store).Claim(t.Context(), protocol.ClaimParams{Owner: "test-worker", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim = %d, %v", len(claimed), err)
+	}
+	if _, err := protocol.For(b.store).Settle(t.Context(), protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed,
+		Code: courier.CodeReceiverRejected, HTTPStatus: http.StatusUnprocessableEntity, RemoteCode: "plan_unknown"}); err != nil {
+		t.Fatal(err)
+	}
+	sid := strconv.FormatInt(id, 10)
+
+	resp, raw := b.do(t, "GET", "/api/deliveries/"+sid, "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	var got deliveryDetailJSON
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Delivery.LastRemoteCode != "plan_unknown" || got.Delivery.LastErrorCode != courier.CodeReceiverRejected {
+		t.Errorf("delivery codes %q / %q, want receiver_rejected / plan_unknown", got.Delivery.LastErrorCode, got.Delivery.LastRemoteCode)
+	}
+	if len(got.Attempts) != 1 || got.Attempts[0].RemoteCode != "plan_unknown" {
+		t.Errorf("attempts %+v, want one with remote code plan_unknown", got.Attempts)
+	}
+	_, raw = b.do(t, "GET", "/api/deliveries?status=failed", "", nil)
+	if !strings.Contains(string(raw), `"last_remote_code":"plan_unknown"`) {
+		t.Errorf("the list lacks the remote code: %s", raw)
+	}
+
+	_, raw = b.do(t, "GET", "/deliveries/"+sid, "", nil)
+	for _, want := range []string{`receiver <code id="remote-code">plan_unknown</code>`, `<td><code>receiver_rejected</code></td><td><code>plan_unknown</code></td>`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("the delivery page lacks %s", want)
+		}
+	}
+	_, raw = b.do(t, "GET", "/", "", nil)
+	if !strings.Contains(string(raw), "<code>plan_unknown</code>") {
+		t.Errorf("the ops page lacks the remote code")
+	}
+}

@@ -44,6 +44,7 @@ type deliveryJSON struct {
 	LeaseExpiresAt time.Time      `json:"lease_expires_at,omitzero"`
 	LastErrorCode  courier.Code   `json:"last_error_code,omitempty"`
 	LastStatus     int            `json:"last_status,omitempty"`
+	LastRemoteCode courier.Code   `json:"last_remote_code,omitempty"` // the receiver's own code, from its problem+json
 	AckSHA256      string         `json:"ack_sha256,omitempty"`
 	SubscriptionID int64          `json:"subscription_id,omitempty"`
 	CreatedAt      time.Time      `json:"created_at"`
@@ -61,6 +62,7 @@ type attemptJSON struct {
 	Outcome        store.AttemptOutcome `json:"outcome"`
 	HTTPStatus     int                  `json:"http_status,omitempty"`
 	ErrorCode      courier.Code         `json:"error_code,omitempty"`
+	RemoteCode     courier.Code         `json:"remote_code,omitempty"` // the receiver's own code, from its problem+json
 }
 
 // deliveryDetailJSON is GET /api/deliveries/{id}.
@@ -151,7 +153,7 @@ func toDelivery(d store.Delivery) deliveryJSON {
 		PayloadSHA256: d.PayloadSHA256, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: utc(d.NextAttemptAt), Deadline: utc(d.Deadline),
 		LeaseOwner: d.LeaseOwner, LeasedAt: utc(d.LeasedAt), LeaseExpiresAt: utc(d.LeaseExpiresAt),
-		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, AckSHA256: d.AckSHA256,
+		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
 		SubscriptionID: d.SubscriptionID, CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt),
 	}
 }
@@ -168,7 +170,7 @@ func toAttempt(at store.Attempt) attemptJSON {
 	return attemptJSON{
 		Attempt: at.Attempt, Owner: at.Owner, LeasedAt: utc(at.LeasedAt), LeaseExpiresAt: utc(at.LeaseExpiresAt),
 		FinishedAt: utc(at.FinishedAt), DurationMS: float64(at.Duration.Microseconds()) / 1000,
-		Outcome: at.Outcome, HTTPStatus: at.HTTPStatus, ErrorCode: at.ErrorCode,
+		Outcome: at.Outcome, HTTPStatus: at.HTTPStatus, ErrorCode: at.ErrorCode, RemoteCode: at.RemoteCode,
 	}
 }
 

@@ -3,24 +3,24 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/signature"
 )
 
-// attempt sends one attempt and decides its outcome. aborted reports an
-// attempt cut short because ctx (the worker's) was cancelled.
-func (w *Worker) attempt(ctx context.Context, c protocol.Claimed) (oc protocol.Outcome, aborted bool) {
-	oc = w.try(ctx, c)
-	return oc, ctx.Err() != nil && oc.HTTPStatus == 0
-}
+// maxProblemRead bounds what is read of a refusal's problem+json body to
+// learn its code.
+const maxProblemRead = 4 << 10
 
 // try makes the attempt: it signs and sends the request, then judges the
 // answer: a 2xx by the delivery's profile, anything else by the
@@ -32,7 +32,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 	}
 	signer, err := w.signer(c.KeyID)
 	if err != nil {
-		return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.cfg.Backoff(c.Attempt, 0)}
+		return w.signingFailed(c, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
@@ -44,7 +44,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
-		return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.cfg.Backoff(c.Attempt, 0)}
+		return w.signingFailed(c, err)
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
@@ -71,14 +71,28 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 	return oc
 }
 
+// signingFailed is the outcome of an attempt that could not be signed:
+// failed for good when the error says the key is gone for good (it wraps
+// courier.ErrConfigInvalid; see Config.SignerFor), retried otherwise.
+func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
+	if errors.Is(err, courier.ErrConfigInvalid) {
+		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeSigningFailed}
+	}
+	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.cfg.Backoff(c.Attempt, 0)}
+}
+
 // judge turns the policy's verdict on an unacknowledged attempt into its
 // outcome: a retry waits as Backoff says, honouring Retry-After.
 func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Response, err error) protocol.Outcome {
+	var remote courier.Code
+	if resp != nil {
+		remote = remoteCode(resp)
+	}
 	v := w.cfg.Classify(resp, err)
 	if !v.Code.Valid() {
 		v.Code = courier.CodeReceiverRejected
 	}
-	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code}
+	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code, RemoteCode: remote}
 	if resp != nil {
 		oc.HTTPStatus = resp.StatusCode
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 && w.redirectForbidden(ctx, resp) {
@@ -103,8 +117,10 @@ func (w *Worker) signer(keyID string) (signature.Signer, error) {
 }
 
 // redirectForbidden reports whether a redirect's target is one the
-// transport's guard would refuse (when the transport is a guard), judged
-// within the attempt's context.
+// transport's guard refuses (when the transport is a guard). The target's
+// host is the receiver's choice, so it is looked up within the attempt's
+// context: its timeout bounds the lookup, and a lookup that does not end
+// in time leaves the answer a plain redirect_refused.
 func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) bool {
 	g, ok := w.cfg.Transport.(*guardTransport)
 	if !ok {
@@ -114,17 +130,43 @@ func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) boo
 	if err != nil {
 		return false
 	}
-	return g.guard.check(ctx, loc) != nil
+	return errors.Is(g.guard.check(ctx, loc), courier.ErrDestinationForbidden)
 }
 
-// redactURL keeps what identifies an endpoint and drops what may carry a
-// credential: userinfo, query and fragment.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "invalid-url"
+// remoteCode returns the receiver's own code from a refusal whose body is
+// application/problem+json: its top-level "code" string, kept only when it
+// is a valid courier.Code. It reads at most maxProblemRead bytes, strictly
+// parsed, and keeps nothing else of them; what it read is put back in
+// front of resp.Body, so Classify sees the whole body.
+func remoteCode(resp *http.Response) courier.Code {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || mt != problem.ContentType {
+		return ""
 	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemRead+1))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil || len(head) > maxProblemRead {
+		return ""
+	}
+	v, err := strictjson.Parse(head)
+	if err != nil || v.Kind != strictjson.Object {
+		return ""
+	}
+	for _, m := range v.Members {
+		if m.Key == "code" && m.Val.Kind == strictjson.String {
+			if code := courier.Code(m.Val.Text); code.Valid() {
+				return code
+			}
+		}
+	}
+	return ""
+}
+
+// readCloser is a body whose reads come from one reader and whose Close
+// closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // drain reads a little of a body so the connection can be reused.

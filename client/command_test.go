@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -73,7 +74,9 @@ func TestWorkerVerifiesCommandResponse(t *testing.T) {
 		}, courier.StatusFailed},
 		{"source budget", func(r *ack.CommandResponse) []byte { r.SourceMaxAttempts++; return r.Marshal() }, courier.StatusFailed},
 		{"attempt beyond the budget", func(r *ack.CommandResponse) []byte { r.Attempt = r.SourceMaxAttempts + 1; return r.Marshal() }, courier.StatusFailed},
-		{"attempt not sent", func(r *ack.CommandResponse) []byte { r.Attempt++; return r.Marshal() }, courier.StatusFailed},
+		// Informational: Courier-Attempt is not signed, so the response's
+		// attempt may be a replay's, within the budget.
+		{"another attempt than the one sent", func(r *ack.CommandResponse) []byte { r.Attempt++; return r.Marshal() }, courier.StatusSucceeded},
 		{"status", func(r *ack.CommandResponse) []byte { r.Status = "accepted"; return r.Marshal() }, courier.StatusFailed},
 		{"unknown field", func(r *ack.CommandResponse) []byte {
 			return []byte(strings.Replace(string(r.Marshal()), "{", `{"note":"x",`, 1))
@@ -197,5 +200,60 @@ func TestCommandsEndToEnd(t *testing.T) {
 	}
 	if rows != len(ids) || applications.Load() != int64(len(ids)) {
 		t.Fatalf("applied %d rows in %d applications, want each of %d commands once", rows, applications.Load(), len(ids))
+	}
+}
+
+// TestReplayWithAHigherAttemptDoesNotFailTheGenuineOne is the finding
+// "Courier-Attempt is unsigned and the source binds its stored answer to
+// it": a replay of the genuine request with Courier-Attempt: 3 reaches the
+// source first and is applied; the genuine attempt 1 then gets the stored
+// response naming attempt 3, and succeeds, the command applied once.
+func TestReplayWithAHigherAttemptDoesNotFailTheGenuineOne(t *testing.T) {
+	t.Parallel()
+	var source atomic.Pointer[handler.Source]
+	answers := make(chan string, 1)
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		replay := r.Clone(r.Context())
+		replay.Header.Set(ack.AttemptHeader, "3")
+		replay.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		source.Load().ServeHTTP(rec, replay)
+		if rec.Code != http.StatusOK {
+			t.Errorf("the replay was answered %d: %s", rec.Code, rec.Body)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		genuine := httptest.NewRecorder()
+		source.Load().ServeHTTP(genuine, r)
+		answers <- genuine.Body.String()
+		for k, v := range genuine.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(genuine.Code)
+		w.Write(genuine.Body.Bytes())
+	}, nil)
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	var applications atomic.Int64
+	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
+		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error { applications.Add(1); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	source.Store(s)
+
+	id := b.enqueueCommand(t, ack.OperationChange, "req-replayed", 5)
+	e := b.work(t)
+	if d := b.get(t, id); d.Status != courier.StatusSucceeded || d.Attempts != 1 || e.Status != courier.StatusSucceeded {
+		t.Fatalf("delivery %s/%s after %d attempts, want succeeded at the first", d.Status, d.LastErrorCode, d.Attempts)
+	}
+	if got := <-answers; !strings.Contains(got, `"attempt":3`) {
+		t.Fatalf("the genuine attempt was not answered with the replay's stored response: %s", got)
+	}
+	if applications.Load() != 1 {
+		t.Fatalf("applied %d times, want once", applications.Load())
 	}
 }

@@ -9,22 +9,58 @@
 //     each under a random token that expires after Config.Lease. A lease
 //     is the only right to settle a delivery: a worker that stalls past
 //     it loses the delivery to another, and its late outcome is refused.
-//  2. Attempt: sign the stored bytes with Config.Signer (fresh per
+//  2. Attempt: an attempt starts only while its lease still covers a
+//     whole Config.Timeout and the delivery's deadline has not come (by
+//     the worker's clock): otherwise the delivery is given back unsent,
+//     its attempt not counted, or, past its deadline, ended failed with
+//     code expired. Sign the stored bytes with Config.Signer (fresh per
 //     attempt: timestamps and nonces), POST them within Config.Timeout
 //     through Config.Transport, and judge the answer. A 2xx is judged by
 //     the delivery's Ack profile (package ack): an answer that does not
 //     prove receipt of these bytes fails with ack_invalid. Anything else
 //     is judged by Config.Classify (retry or fail, with a code), and a
-//     retry waits as Config.Backoff says, honouring Retry-After.
+//     retry waits as Config.Backoff says, honouring Retry-After. A refusal
+//     with an application/problem+json body keeps the receiver's own code
+//     (validation_failed, plan_unknown, ...) beside courier's: on the
+//     delivery, in the attempts log, the Event and the log line.
 //  3. Settle: record the outcome, fenced by the lease, together with the
 //     outcomes of attempts that finished meanwhile (one transaction for
-//     many deliveries under load).
+//     many deliveries under load). A settle the database refuses for a
+//     passing reason (busy, a lost connection) is tried again for as long
+//     as the lease lasts, so a delivery that was sent is not sent again.
 //
 // Run does this until its context is done, woken within milliseconds of a
 // committed enqueue where the engine can tell (in-process on SQLite,
 // pg_notify on PostgreSQL) and polling otherwise; Work does one cycle and
 // returns, for tests and schedulers of one's own. Any number of workers,
 // in any number of processes, may share one outbox.
+//
+// # Stopping
+//
+// Worker.Stop is the soft shutdown (SIGTERM): no more claims, deliveries
+// claimed and not started given back uncounted, attempts in flight
+// finished and settled, and cut short only when Stop's context ends.
+// Cancelling Run's context is the hard one: attempts in flight are cut
+// short at once. Either way no lease is left behind: an attempt cut short
+// is settled as a retry with code worker_stopped, due again at once, for
+// any worker.
+//
+//	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+//	defer cancel()
+//	go func() {
+//		<-ctx.Done()
+//		grace, done := context.WithTimeout(context.Background(), 20*time.Second)
+//		defer done()
+//		w.Stop(grace)
+//	}()
+//	err := w.Run(context.Background()) // returns when Stop lets it
+//
+// # Logs
+//
+// Config.Logger hears of every delivery that fails for good and every
+// destination the guard refuses (Warn), every retry from the third
+// attempt on (Info), with the codes (code, remote_code, http_status) and
+// the endpoint redacted (scheme, host and path: never userinfo or query).
 //
 // Sending is closed by default: the zero Guard lets requests reach only
 // https on port 443 at public addresses, checked at dial time, and no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -118,3 +120,73 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSettleRetriesTransientFailuresWithinTheLease: a settle the store
+// refuses for a passing reason (a busy database) is tried again until it
+// lands, so an attempt that was sent is recorded and not sent again; one
+// that keeps failing gives up when its lease window has passed; invalid
+// input is not retried.
+func TestSettleRetriesTransientFailuresWithinTheLease(t *testing.T) {
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 {
+		if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
+			NotificationID: fmt.Sprintf("n%d", i), Endpoint: "https://example.com/hook", Payload: []byte(`{}`),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 2, Lease: time.Minute})
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	w, err := NewWorker(Config{Store: s, Signer: nopSigner{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := errors.New("store: outbox_settle: store: database busy: database is locked")
+	var calls int
+	failFirst := func(n int) func(context.Context, ...protocol.Outcome) ([]protocol.Settled, error) {
+		return func(ctx context.Context, ocs ...protocol.Outcome) ([]protocol.Settled, error) {
+			calls++
+			if calls <= n {
+				return nil, busy
+			}
+			return protocol.For(s).Settle(ctx, ocs...)
+		}
+	}
+
+	w.settler = &settler{apply: failFirst(3)}
+	got, err := w.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Succeeded}, time.Minute)
+	if err != nil || got.Err != nil || got.Status != courier.StatusSucceeded || calls != 4 {
+		t.Fatalf("settle after 3 busy failures = %+v, %v in %d calls; want succeeded in 4", got, err, calls)
+	}
+
+	calls = 0
+	w.settler = &settler{apply: failFirst(1 << 30)}
+	started := time.Now()
+	if _, err := w.settle(ctx, protocol.Outcome{Lease: claimed[1].Lease, Result: protocol.Succeeded}, 0); !errors.Is(err, busy) {
+		t.Fatalf("settle that keeps failing = %v, want the store's error", err)
+	}
+	if waited := time.Since(started); waited < minPersistWindow || calls < 2 {
+		t.Fatalf("gave up after %v and %d calls, want retries for at least %v", waited, calls, minPersistWindow)
+	}
+
+	calls = 0
+	w.settler = &settler{apply: func(ctx context.Context, ocs ...protocol.Outcome) ([]protocol.Settled, error) {
+		calls++
+		return protocol.For(s).Settle(ctx, ocs...)
+	}}
+	if _, err := w.settle(ctx, protocol.Outcome{Lease: claimed[1].Lease, Result: "unknown"}, time.Minute); courier.CodeOf(err) != courier.CodeInvalidArgument || calls != 1 {
+		t.Fatalf("invalid outcome: %v after %d calls, want invalid_argument at once", err, calls)
+	}
+}
+
+// nopSigner signs nothing; the settle tests send no request.
+type nopSigner struct{}
+
+func (nopSigner) Sign(*http.Request, signature.Message) error { return nil }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,11 +30,22 @@ const (
 	UserAgent = "courier/1"
 )
 
+// Bounds of Config, checked by NewWorker.
+const (
+	maxLease        = 24 * time.Hour // the longest a delivery may be held
+	minTimeout      = 10 * time.Millisecond
+	maxTimeout      = time.Hour
+	minPollInterval = 10 * time.Millisecond // below it, polling is a busy loop on the claim
+	maxPollInterval = time.Hour
+	maxOwner        = 256 // bytes, as the store records it
+)
+
 // Config configures a Worker.
 type Config struct {
 	// Store is the outbox to deliver. Required.
 	Store *store.Store
-	// Owner names this worker in leases and the attempts log. Defaults to
+	// Owner names this worker in leases and the attempts log: 1 to 256
+	// bytes of visible ASCII (no space or control character). Defaults to
 	// host name, process id and a random suffix.
 	Owner string
 	// Concurrency is how many deliveries are in flight at once. Defaults to
@@ -42,22 +55,32 @@ type Config struct {
 	// BatchSize is the most deliveries one claim takes. Defaults to
 	// Concurrency.
 	BatchSize int
-	// Lease is how long a claimed delivery is held. It must outlast
-	// Timeout, so no attempt is still running when its lease can be
-	// reclaimed. Defaults to DefaultLease.
+	// Lease is how long a claimed delivery is held: longer than Timeout,
+	// at most 24 hours. An attempt starts only while the lease still
+	// covers a whole Timeout, as the worker's clock (Now) measures it from
+	// just before the claim; a delivery whose turn comes later (a batch
+	// larger than Concurrency behind slow attempts) is given back unsent,
+	// its attempt not counted, so no request is ever sent on a lease that
+	// may expire while it runs. Defaults to DefaultLease.
 	Lease time.Duration
-	// Timeout bounds one attempt: connecting, sending and reading the Ack.
-	// Defaults to DefaultTimeout.
+	// Timeout bounds one attempt: connecting, sending and reading the
+	// answer, 10ms to 1 hour. Defaults to DefaultTimeout.
 	Timeout time.Duration
 	// PollInterval is how often the worker looks for due deliveries when
-	// no wake-up comes. Defaults to DefaultPollInterval.
+	// no wake-up comes, 10ms to 1 hour. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
 	// Signer signs every attempt, unless SignerFor is set. One of the two
 	// is required: courier never sends unsigned notifications.
 	Signer signature.Signer
 	// SignerFor returns the signer for a delivery's KeyID (see
-	// store.EnqueueParams), for senders with a key per endpoint. An error
-	// retries the delivery with code signing_failed.
+	// store.EnqueueParams), for senders with a key per endpoint. Its error
+	// says whether the key may come back: one that wraps
+	// courier.ErrConfigInvalid (errors.Is; e.g. courier.Wrap(
+	// courier.ErrConfigInvalid, courier.CodeSigningFailed, "no key k9"))
+	// means the key id is unknown for good, and the delivery fails with
+	// code signing_failed; any other error is taken as transient (a key
+	// store that is down) and the delivery is retried with that code. The
+	// same holds for an error of Signer.Sign. Defaults to none.
 	SignerFor func(keyID string) (signature.Signer, error)
 	// Transport sends the requests. Defaults to the SSRF-safe transport of
 	// the zero Guard: https on port 443 to public addresses only.
@@ -74,9 +97,18 @@ type Config struct {
 	// receiver's Retry-After, zero when it sent none. Defaults to
 	// DefaultBackoff.
 	Backoff func(attempt int, retryAfter time.Duration) time.Duration
-	// Logger receives a line per attempt outcome. Defaults to discarding.
+	// Logger receives the worker's account of its deliveries, each line
+	// with the delivery, attempt, redacted endpoint and codes (code,
+	// remote_code, http_status), never payload, header or key content:
+	// Warn for every delivery that fails for good and every destination
+	// the guard refuses, Info for a retry from the third attempt on, Warn
+	// for a lease lost or too short to start an attempt, Error for an
+	// outcome the store could not record, Debug for the rest. Defaults to
+	// discarding.
 	Logger *slog.Logger
-	// Now is the clock used to sign attempts. Defaults to time.Now.
+	// Now is the worker's clock: it signs attempts and measures how much
+	// of each lease and of each delivery's retry horizon is left. Defaults
+	// to time.Now.
 	Now func() time.Time
 	// Hook receives an Event after each attempt is settled, for metrics
 	// and tests. It runs on the attempt's goroutine and must be quick.
@@ -94,6 +126,7 @@ type Event struct {
 	Outcome        store.AttemptOutcome // what the attempt came to
 	Status         courier.Status       // the delivery's status after it ("" if the lease was lost)
 	Code           courier.Code         // the delivery's error code after it
+	RemoteCode     courier.Code         // the receiver's own code from its problem+json refusal, "" if none
 	HTTPStatus     int                  // the receiver's status, 0 if none
 	Duration       time.Duration        // the attempt, from request to classification
 	LeaseLost      bool                 // the outcome was not applied: another worker holds the row
@@ -146,18 +179,35 @@ func (c Config) validate() error {
 		return configError("Config.Store is required")
 	case c.Signer == nil && c.SignerFor == nil:
 		return configError("Config.Signer or Config.SignerFor is required")
+	case !isToken(c.Owner):
+		return configError("Config.Owner must be 1-256 bytes of visible ASCII, without spaces")
 	case c.Concurrency < 1:
 		return configError("Config.Concurrency must be at least 1")
 	case c.BatchSize < 1 || c.BatchSize > protocol.MaxClaimBatch:
 		return configError("Config.BatchSize must be within 1..1000")
-	case c.Timeout <= 0:
-		return configError("Config.Timeout must be positive")
-	case c.PollInterval <= 0:
-		return configError("Config.PollInterval must be positive")
+	case c.Timeout < minTimeout || c.Timeout > maxTimeout:
+		return configError("Config.Timeout must be within 10ms..1h")
+	case c.PollInterval < minPollInterval || c.PollInterval > maxPollInterval:
+		return configError("Config.PollInterval must be within 10ms..1h")
 	case c.Lease <= c.Timeout:
 		return configError("Config.Lease must be longer than Config.Timeout")
+	case c.Lease > maxLease:
+		return configError("Config.Lease must be at most 24h")
 	}
 	return nil
+}
+
+// isToken reports whether s is 1 to maxOwner bytes of visible ASCII.
+func isToken(s string) bool {
+	if len(s) == 0 || len(s) > maxOwner {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func configError(msg string) error {
@@ -166,6 +216,15 @@ func configError(msg string) error {
 
 func defaultOwner() string {
 	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r <= ' ' || r > '~' {
+			return '_'
+		}
+		return r
+	}, host)
+	if len(host) > 200 {
+		host = host[:200]
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
@@ -175,12 +234,34 @@ func defaultOwner() string {
 // and sends each attempt, verifies the receiver's Ack and settles the
 // outcome. Run it in as many processes as you like; leases keep them from
 // sending the same delivery at once.
+//
+// A Worker stops in one of two ways. Stop is the soft way: no more claims,
+// the deliveries claimed and not started given back, the attempts in
+// flight finished and settled, and cut short only when Stop's context
+// ends. Cancelling the context of Run (or Work) is the hard way: the
+// attempts in flight are cut short at once. Either way nothing is left
+// leased: an attempt cut short is settled as a retry with code
+// worker_stopped (it may have reached the receiver, so it counts against
+// the delivery's budget), and a delivery never started is given back
+// without counting.
 type Worker struct {
 	cfg     Config
 	outbox  protocol.Outbox
 	client  *http.Client
 	settler *settler
+
+	mu       sync.Mutex
+	stopped  bool           // Stop was called: no Run or Work begins
+	running  sync.WaitGroup // Run and Work calls in progress
+	stopping chan struct{}  // closed by Stop: claim nothing more, start no attempt
+	// halt is cancelled when Stop's context ends: the attempts in flight
+	// are cut short.
+	halt    context.Context
+	haltNow context.CancelFunc
 }
+
+// ErrStopped is what Work returns once Stop was called.
+var ErrStopped = errors.New("client: worker stopped")
 
 // NewWorker returns a Worker for cfg.
 func NewWorker(cfg Config) (*Worker, error) {
@@ -189,20 +270,105 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	outbox := protocol.For(cfg.Store)
+	halt, haltNow := context.WithCancel(context.Background())
 	return &Worker{
-		cfg:     cfg,
-		outbox:  outbox,
-		client:  &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
-		settler: newSettler(outbox),
+		cfg:      cfg,
+		outbox:   outbox,
+		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
+		settler:  newSettler(outbox),
+		stopping: make(chan struct{}),
+		halt:     halt,
+		haltNow:  haltNow,
 	}, nil
 }
 
-// Run delivers until ctx is done, then returns nil once every attempt in
-// flight has stopped. Attempts cut short by the cancellation are not
-// settled: their leases expire and the deliveries are retried. Run returns
-// an error only for a configuration it cannot run with; a store that fails
-// is logged and retried at the next poll.
+// Stop shuts the worker down softly, as a process does on SIGTERM: every
+// Run and Work of w stops claiming; the deliveries they claimed and have
+// not started are given back at once (their attempts not counted, so
+// another worker takes them as they were); the attempts in flight run to
+// their end and are settled. If ctx ends first, those attempts are cut
+// short and settled as retries with code worker_stopped. Stop returns when
+// every Run and Work of w has returned: nil, or ctx's error when attempts
+// had to be cut short. The settles after ctx ends are bounded by what is
+// left of their leases.
+//
+// After Stop, Run returns nil and Work returns ErrStopped at once; a
+// Worker does not start again. Stop may be called more than once, and
+// from any goroutine.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	first := !w.stopped
+	if first {
+		w.stopped = true
+		close(w.stopping)
+	}
+	w.mu.Unlock()
+	if first {
+		w.cfg.Logger.InfoContext(ctx, "worker: stopping", slog.String("owner", w.cfg.Owner))
+	}
+	done := make(chan struct{})
+	go func() {
+		w.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		w.cfg.Logger.WarnContext(ctx, "worker: stop deadline passed, cutting attempts short", slog.String("code", string(courier.CodeWorkerStopped)))
+		w.haltNow()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// enter registers a Run or Work call, unless Stop was called.
+func (w *Worker) enter() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return false
+	}
+	w.running.Add(1)
+	return true
+}
+
+// isStopping reports whether no attempt may start: Stop was called or ctx
+// (a Run's or Work's) is done.
+func (w *Worker) isStopping(ctx context.Context) bool {
+	select {
+	case <-w.stopping:
+		return true
+	default:
+		return ctx.Err() != nil
+	}
+}
+
+// attemptContext returns the context attempts run in: ctx, also cancelled
+// when Stop's context ends.
+func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(w.halt, cancel)
+	return actx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// Run delivers until ctx is done or Stop is called, and returns nil once
+// every attempt it started is settled. When ctx is done, the attempts in
+// flight are cut short at once and settled as retries with code
+// worker_stopped, and what Run claimed and had not started is given back
+// (see Worker); for a soft shutdown call Stop instead. Run returns an error
+// only for a configuration it cannot run with; a store that fails is
+// logged and retried at the next poll.
 func (w *Worker) Run(ctx context.Context) error {
+	if !w.enter() {
+		return nil
+	}
+	defer w.running.Done()
+	actx, cancel := w.attemptContext(ctx)
+	defer cancel()
 	wake, stopListening := w.listen(ctx)
 	defer func() { stopListening() }()
 
@@ -217,22 +383,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	// transaction, and taking rows one at a time as slots free up would
 	// cost one per delivery.
 	minClaim := max(1, min(w.cfg.BatchSize, w.cfg.Concurrency)/2)
-	for ctx.Err() == nil {
+	for !w.isStopping(ctx) {
 		free := w.cfg.Concurrency - len(slots)
 		want := min(free, w.cfg.BatchSize)
 		got := 0
 		if want >= minClaim {
+			claimedAt := w.cfg.Now()
 			batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
 			if err != nil && ctx.Err() == nil {
 				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
 			}
 			got = len(batch)
+			if w.isStopping(actx) { // stopped during the claim: none of it starts
+				w.release(actx, claimedAt, leasesOf(batch)...)
+				break
+			}
 			for _, c := range batch {
 				slots <- struct{}{}
 				inflight.Add(1)
 				go func() {
 					defer inflight.Done()
-					w.deliver(ctx, c)
+					w.deliver(actx, c, claimedAt)
 					<-slots
 					select {
 					case freed <- struct{}{}:
@@ -256,6 +427,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+		case <-w.stopping:
 		case <-room:
 		case <-poll.C:
 			if wake == nil { // listen again after a failure
@@ -283,66 +455,60 @@ func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 
 // Work claims one batch of due deliveries, delivers them and returns when
 // every attempt is settled, with how many it claimed. Run is Work in a
-// loop with wake-ups; Work suits tests and schedulers of one's own.
+// loop with wake-ups; Work suits tests and schedulers of one's own. It
+// stops as Run does (see Worker): when ctx is done or Stop is called, the
+// deliveries of the batch not yet started are given back, and when ctx is
+// done the attempts in flight are cut short. After Stop it returns
+// ErrStopped.
 func (w *Worker) Work(ctx context.Context) (int, error) {
+	if !w.enter() {
+		return 0, ErrStopped
+	}
+	defer w.running.Done()
+	claimedAt := w.cfg.Now()
 	batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: w.cfg.BatchSize, Lease: w.cfg.Lease})
 	if err != nil {
 		return 0, err
 	}
+	actx, cancel := w.attemptContext(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.cfg.Concurrency)
-	for _, c := range batch {
-		sem <- struct{}{}
+	for i, c := range batch {
+		if !w.acquire(actx, sem) {
+			w.release(actx, claimedAt, leasesOf(batch[i:])...)
+			break
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			w.deliver(ctx, c)
+			w.deliver(actx, c, claimedAt)
 		})
 	}
 	wg.Wait()
 	return len(batch), nil
 }
 
-// settleTimeout bounds settling an attempt that finished during shutdown.
-const settleTimeout = 5 * time.Second
-
-// deliver makes one attempt and settles it, together with the attempts
-// that finish meanwhile (see settler).
-func (w *Worker) deliver(ctx context.Context, c protocol.Claimed) {
-	started := time.Now()
-	oc, aborted := w.attempt(ctx, c)
-	if aborted {
-		return // cut short by shutdown: the lease expires and the delivery is retried
-	}
-	oc.Lease = c.Lease
-	oc.Duration = time.Since(started)
-	// An attempt that finished is settled even if shutdown began meanwhile,
-	// so an acknowledged delivery is not sent again.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	s, err := w.settler.settle(ctx, oc)
-	id, attempt := slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt)
-	switch {
-	case err != nil:
-		w.cfg.Logger.ErrorContext(ctx, "worker: settle failed", id, attempt, slog.Any("error", err))
-		return
-	case s.Err != nil:
-		w.cfg.Logger.WarnContext(ctx, "worker: lease lost before settling", id, attempt, slog.String("code", string(courier.CodeLeaseLost)))
-	case w.cfg.Logger.Enabled(ctx, slog.LevelDebug):
-		w.cfg.Logger.DebugContext(ctx, "worker: attempt settled", id, attempt, slog.String("status", string(s.Status)),
-			slog.String("code", string(s.Code)), slog.Int("http_status", oc.HTTPStatus), slog.Duration("duration", oc.Duration))
-	}
-	if w.cfg.Hook != nil {
-		outcome := store.AttemptOutcome(oc.Result)
-		switch s.Status {
-		case courier.StatusRetryWait:
-			outcome = store.AttemptRetry
-		case courier.StatusFailed:
-			outcome = store.AttemptFailed
+// acquire takes a slot of sem for an attempt, unless the worker stops
+// first.
+func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		if w.isStopping(ctx) {
+			<-sem
+			return false
 		}
-		w.cfg.Hook(Event{
-			DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: redactURL(c.Endpoint), Attempt: c.Attempt,
-			Outcome: outcome, Status: s.Status, Code: s.Code, HTTPStatus: oc.HTTPStatus, Duration: oc.Duration,
-			LeaseLost: s.Err != nil,
-		})
+		return true
+	case <-w.stopping:
+		return false
+	case <-ctx.Done():
+		return false
 	}
+}
+
+func leasesOf(batch []protocol.Claimed) []protocol.Lease {
+	out := make([]protocol.Lease, len(batch))
+	for i, c := range batch {
+		out[i] = c.Lease
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,12 +304,13 @@ func TestWorkerSignsEachAttemptAfresh(t *testing.T) {
 		stamps <- r.Header.Get("webhook-timestamp")
 		w.WriteHeader(503)
 	}, nil)
-	now := time.Now()
+	clock := newWorkerClock() // the worker's: it signs with it
 	b.worker, _ = client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: loopbackGuard(t, b.server.URL).Transport(),
-		Now: func() time.Time { now = now.Add(time.Minute); return now }})
+		Now: clock.Now})
 	b.enqueue(t, "n-1", `{}`)
 	b.worker.Work(t.Context())
 	b.clock.Advance(time.Hour)
+	clock.Advance(time.Minute)
 	b.worker.Work(t.Context())
 	first, second := <-stamps, <-stamps
 	if first == second {
@@ -368,11 +370,12 @@ func TestWorkerRunWakesAndShutsDown(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	// Run has returned: nothing of the worker runs any more (goleak checks
-	// the whole package at exit), and the slow delivery is still leased.
-	if d := b.get(t, slow); d.Status != courier.StatusLeased {
-		t.Fatalf("slow delivery is %s, want leased", d.Status)
+	// the whole package at exit), and the slow delivery, cut short, is due
+	// again at once rather than leased: its attempt counts, as it reached
+	// the receiver.
+	if d := b.get(t, slow); d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeWorkerStopped || d.LeaseOwner != "" {
+		t.Fatalf("slow delivery is %s/%s leased by %q, want retry_wait/worker_stopped and no lease", d.Status, d.LastErrorCode, d.LeaseOwner)
 	}
-	b.clock.Advance(time.Minute) // its lease expires
 	w2, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: loopbackGuard(t, b.server.URL).Transport()})
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +391,7 @@ func TestWorkerRunWakesAndShutsDown(t *testing.T) {
 		t.Fatalf("slow delivery has %d attempts, want 2", d.Attempts)
 	}
 	attempts, _ := b.store.Outbox.Attempts(t.Context(), slow)
-	if len(attempts) == 0 || attempts[0].Outcome != "lease_expired" {
+	if len(attempts) == 0 || attempts[0].Outcome != store.AttemptRetry || attempts[0].ErrorCode != courier.CodeWorkerStopped {
 		t.Fatalf("attempts log %+v", attempts)
 	}
 }
@@ -406,6 +409,51 @@ func TestWorkerConfig(t *testing.T) {
 	for name, cfg := range bad {
 		if _, err := client.NewWorker(cfg); !errors.Is(err, courier.ErrConfigInvalid) {
 			t.Errorf("%s: NewWorker = %v, want ErrConfigInvalid", name, err)
+		}
+	}
+}
+
+// TestWorkerConfigBoundsNameTheField: a lease over 24 hours, a timeout or
+// poll interval out of its bounds, and an owner that is not a token are
+// refused, each naming its field.
+func TestWorkerConfigBoundsNameTheField(t *testing.T) {
+	t.Parallel()
+	b := setupWorker(t, statusHandler(200, ""), nil)
+	ok := func(edit func(*client.Config)) client.Config {
+		c := client.Config{Store: b.store, Signer: signerFor(t, b)}
+		edit(&c)
+		return c
+	}
+	bad := map[string]struct {
+		cfg   client.Config
+		field string
+	}{
+		"lease over a day":     {ok(func(c *client.Config) { c.Lease = 24*time.Hour + time.Second }), "Config.Lease"},
+		"timeout too short":    {ok(func(c *client.Config) { c.Timeout = time.Millisecond }), "Config.Timeout"},
+		"timeout negative":     {ok(func(c *client.Config) { c.Timeout = -time.Second }), "Config.Timeout"},
+		"timeout over an hour": {ok(func(c *client.Config) { c.Timeout = 2 * time.Hour; c.Lease = 3 * time.Hour }), "Config.Timeout"},
+		"poll too often":       {ok(func(c *client.Config) { c.PollInterval = time.Millisecond }), "Config.PollInterval"},
+		"poll over an hour":    {ok(func(c *client.Config) { c.PollInterval = 2 * time.Hour }), "Config.PollInterval"},
+		"owner with a space":   {ok(func(c *client.Config) { c.Owner = "worker one" }), "Config.Owner"},
+		"owner with a newline": {ok(func(c *client.Config) { c.Owner = "w1\nforged log line" }), "Config.Owner"},
+		"owner not ASCII":      {ok(func(c *client.Config) { c.Owner = "wörker" }), "Config.Owner"},
+		"owner too long":       {ok(func(c *client.Config) { c.Owner = strings.Repeat("w", 257) }), "Config.Owner"},
+	}
+	for name, tc := range bad {
+		_, err := client.NewWorker(tc.cfg)
+		if !errors.Is(err, courier.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: NewWorker = %v, want ErrConfigInvalid naming %s", name, err, tc.field)
+		}
+	}
+	good := map[string]client.Config{
+		"lease of a day": ok(func(c *client.Config) { c.Lease = 24 * time.Hour }),
+		"owner token":    ok(func(c *client.Config) { c.Owner = "host-1.example:4242/w~1" }),
+		"bounds":         ok(func(c *client.Config) { c.Timeout = 10 * time.Millisecond; c.PollInterval = time.Hour }),
+		"defaults":       ok(func(c *client.Config) {}),
+	}
+	for name, cfg := range good {
+		if _, err := client.NewWorker(cfg); err != nil {
+			t.Errorf("%s: NewWorker = %v", name, err)
 		}
 	}
 }

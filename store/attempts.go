@@ -37,6 +37,9 @@ type Attempt struct {
 	Outcome        AttemptOutcome
 	HTTPStatus     int
 	ErrorCode      courier.Code
+	// RemoteCode is the receiver's own code from its problem+json refusal,
+	// "" when it sent none (see Delivery.LastRemoteCode).
+	RemoteCode courier.Code
 }
 
 // Attempts returns a delivery's attempts, oldest first.
@@ -51,7 +54,7 @@ func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, err
 			ID: r.ID, DeliveryID: r.DeliveryID, Attempt: r.Attempt, Owner: r.Owner,
 			LeasedAt: fromMicros(r.LeasedAt), LeaseExpiresAt: fromMicros(r.LeaseExpiresAt), FinishedAt: fromMicros(r.FinishedAt),
 			Duration: time.Duration(r.DurationUS) * time.Microsecond, Outcome: AttemptOutcome(r.Outcome),
-			HTTPStatus: int(r.HTTPStatus.Int64), ErrorCode: courier.Code(r.ErrorCode.String),
+			HTTPStatus: int(r.HTTPStatus.Int64), ErrorCode: courier.Code(r.ErrorCode.String), RemoteCode: courier.Code(r.RemoteCode.String),
 		}
 	}
 	return out, nil
@@ -75,6 +78,7 @@ type attemptArg struct {
 	Outcome        string  `json:"outcome"`
 	HTTPStatus     *int    `json:"http_status"`
 	ErrorCode      *string `json:"error_code"`
+	RemoteCode     *string `json:"remote_code"`
 }
 
 func newAttemptArg(oc protocol.Outcome, outcome AttemptOutcome) attemptArg {
@@ -88,6 +92,9 @@ func newAttemptArg(oc protocol.Outcome, outcome AttemptOutcome) attemptArg {
 	}
 	if oc.Code != "" {
 		a.ErrorCode = ptr(string(oc.Code))
+	}
+	if oc.RemoteCode != "" {
+		a.RemoteCode = ptr(string(oc.RemoteCode))
 	}
 	return a
 }

@@ -29,6 +29,11 @@ type Delivery struct {
 	LeaseExpiresAt time.Time
 	LastErrorCode  courier.Code
 	LastStatus     int
+	// LastRemoteCode is the receiver's own code from the problem+json body
+	// of its latest refusal (validation_failed, plan_unknown, ...), beside
+	// courier's LastErrorCode; "" when the latest attempt's answer carried
+	// none.
+	LastRemoteCode courier.Code
 	AckSHA256      string
 	SubscriptionID int64 // the subscription it was published to, 0 if none
 	CreatedAt      time.Time

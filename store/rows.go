@@ -38,6 +38,7 @@ type outboxRow struct {
 	LeaseExpiresAt          sql.NullInt64  `db:"lease_expires_at"`
 	LastErrorCode           sql.NullString `db:"last_error_code"`
 	LastStatus              sql.NullInt64  `db:"last_status"`
+	LastRemoteCode          sql.NullString `db:"last_remote_code"`
 	AckSHA256               sql.NullString `db:"ack_sha256"`
 	CreatedAt               int64          `db:"created_at"`
 	UpdatedAt               int64          `db:"updated_at"`
@@ -51,7 +52,8 @@ func (r outboxRow) delivery() Delivery {
 		Status: r.Status, Priority: r.Priority, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		NextAttemptAt: fromMicros(r.NextAttemptAt), Deadline: fromMicros(r.Deadline),
 		LeaseOwner: r.LeaseOwner.String, LeasedAt: nullMicros(r.LeasedAt), LeaseExpiresAt: nullMicros(r.LeaseExpiresAt),
-		LastErrorCode: courier.Code(r.LastErrorCode.String), LastStatus: int(r.LastStatus.Int64), AckSHA256: r.AckSHA256.String,
+		LastErrorCode: courier.Code(r.LastErrorCode.String), LastStatus: int(r.LastStatus.Int64),
+		LastRemoteCode: courier.Code(r.LastRemoteCode.String), AckSHA256: r.AckSHA256.String,
 		SubscriptionID: r.SubscriptionID.Int64, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 	}
 }
@@ -69,6 +71,7 @@ type attemptRow struct {
 	Outcome        string         `db:"outcome"`
 	HTTPStatus     sql.NullInt64  `db:"http_status"`
 	ErrorCode      sql.NullString `db:"error_code"`
+	RemoteCode     sql.NullString `db:"remote_code"`
 }
 
 // endpointRow is a row of courier_endpoints.

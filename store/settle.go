@@ -43,6 +43,9 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 }
 
 func validateOutcome(oc protocol.Outcome) error {
+	if oc.RemoteCode != "" && !oc.RemoteCode.Valid() {
+		return invalidArgument("Outcome.RemoteCode must be a code or empty")
+	}
 	switch oc.Result {
 	case protocol.Succeeded:
 		return nil
@@ -85,6 +88,7 @@ type settleArg struct {
 	NextAt int64   `json:"next_at"`
 	HTTP   *int    `json:"http"`
 	Ack    *string `json:"ack"`
+	Remote *string `json:"remote"`
 }
 
 // settledRow is a row outbox_settle changed.
@@ -109,6 +113,9 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 		}
 		if oc.HTTPStatus != 0 {
 			a.HTTP = ptr(oc.HTTPStatus)
+		}
+		if oc.RemoteCode != "" {
+			a.Remote = ptr(string(oc.RemoteCode))
 		}
 		switch oc.Result {
 		case protocol.Retry:

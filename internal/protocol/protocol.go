@@ -95,6 +95,7 @@ type Outcome struct {
 	Result     Result
 	Code       courier.Code  // why, for every result but Succeeded
 	HTTPStatus int           // the receiver's status, 0 when none
+	RemoteCode courier.Code  // the receiver's own code from its problem+json refusal, "" when none
 	RetryDelay time.Duration // for Retry: how long until the next attempt
 	AckSHA256  string        // for Succeeded: digest of the verified Ack ("" without one)
 	Duration   time.Duration // how long the attempt took

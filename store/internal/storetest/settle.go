@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -178,5 +179,69 @@ func testRelease(t *testing.T, open OpenFunc) {
 	if len(again) != 2 || again["fresh"].Attempt != 1 || again["retried"].Attempt != 2 {
 		t.Errorf("claimed after Release: %d rows (fresh attempt %d, retried attempt %d), want 2 at attempts 1 and 2",
 			len(again), again["fresh"].Attempt, again["retried"].Attempt)
+	}
+}
+
+// testRemoteCodeIsKept: the receiver's own code an outcome carries is
+// recorded on its attempt and, as the latest, on the delivery (get and
+// list); an attempt without one clears the delivery's, a redrive clears
+// it, and a code that is not one is refused with nothing written.
+func testRemoteCodeIsKept(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	e := b.enqueue(t, delivery("remote"))
+	c := b.claim(t, "w", 1, time.Minute)
+	invalid := protocol.Outcome{Lease: c[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverRejected, RemoteCode: "Plan Unknown"}
+	if _, err := b.proto().Settle(b.ctx, invalid); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Fatalf("Settle with an invalid remote code = %v, want invalid_argument", err)
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusLeased || d.LastRemoteCode != "" {
+		t.Fatalf("after a refused settle: %s, remote code %q", d.Status, d.LastRemoteCode)
+	}
+	if err := b.settle(protocol.Outcome{Lease: c[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverRejected,
+		HTTPStatus: 422, RemoteCode: "plan_unknown", RetryDelay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.get(t, e.ID); d.LastRemoteCode != "plan_unknown" || d.LastErrorCode != courier.CodeReceiverRejected || d.LastStatus != 422 {
+		t.Fatalf("after a refusal: code %q, remote %q, HTTP %d", d.LastErrorCode, d.LastRemoteCode, d.LastStatus)
+	}
+	page, err := b.store.Outbox.List(b.ctx, store.ListParams{})
+	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].LastRemoteCode != "plan_unknown" {
+		t.Fatalf("List = %+v, %v; want the remote code", page, err)
+	}
+
+	b.clock.Advance(time.Minute)
+	c = b.claim(t, "w", 1, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.get(t, e.ID); d.LastRemoteCode != "" {
+		t.Fatalf("an answer without a code left remote code %q", d.LastRemoteCode)
+	}
+
+	b.clock.Advance(time.Hour)
+	c = b.claim(t, "w", 1, time.Minute)
+	if err := b.settle(protocol.Outcome{Lease: c[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected,
+		HTTPStatus: 400, RemoteCode: "validation_failed"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusFailed || d.LastRemoteCode != "validation_failed" {
+		t.Fatalf("after a failure: %s, remote %q", d.Status, d.LastRemoteCode)
+	}
+	attempts, err := b.store.Outbox.Attempts(b.ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []courier.Code
+	for _, a := range attempts {
+		got = append(got, a.RemoteCode)
+	}
+	if want := []courier.Code{"plan_unknown", "", "validation_failed"}; !slices.Equal(got, want) {
+		t.Fatalf("attempts' remote codes %q, want %q", got, want)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: e.ID}); n != 1 || err != nil {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	if d := b.get(t, e.ID); d.LastRemoteCode != "" || d.LastErrorCode != "" {
+		t.Fatalf("redriven delivery keeps code %q, remote %q", d.LastErrorCode, d.LastRemoteCode)
 	}
 }

@@ -63,6 +63,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
+		{"RemoteCodeIsKept", testRemoteCodeIsKept},
 		{"Commands", testCommands},
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},

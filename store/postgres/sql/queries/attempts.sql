@@ -17,14 +17,14 @@ FROM (
 
 -- name: attempts_log
 -- Appends a batch of attempts: :batch is a JSON array of rows.
-INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
-SELECT v.delivery_id, v.attempt, v.owner, v.leased_at, v.lease_expires_at, :now, v.duration_us, v.outcome, v.http_status, v.error_code
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code, remote_code)
+SELECT v.delivery_id, v.attempt, v.owner, v.leased_at, v.lease_expires_at, :now, v.duration_us, v.outcome, v.http_status, v.error_code, v.remote_code
 FROM jsonb_to_recordset(:batch::jsonb) AS v(delivery_id bigint, attempt integer, owner text, leased_at bigint,
-    lease_expires_at bigint, duration_us bigint, outcome text, http_status integer, error_code text);
+    lease_expires_at bigint, duration_us bigint, outcome text, http_status integer, error_code text, remote_code text);
 
 -- name: attempts_list
 SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us,
-    outcome, http_status, error_code
+    outcome, http_status, error_code, remote_code
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
 -- name: attempts_prune

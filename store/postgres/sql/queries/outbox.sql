@@ -183,7 +183,7 @@ WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
--- {id, token, result, code, next_at, http, ack}, one per delivery. Every
+-- {id, token, result, code, next_at, http, ack, remote}, one per delivery. Every
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
@@ -199,11 +199,12 @@ UPDATE courier_outbox AS o SET
         ELSE v.code END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,
+    last_remote_code = v.remote,
     ack_sha256 = v.ack,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb)
-    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text)
+    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text)
 WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
@@ -213,7 +214,7 @@ RETURNING o.id, o.status, o.last_error_code, o.endpoint,
 -- name: outbox_get
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at
 FROM courier_outbox WHERE id = :id;
 
 -- name: outbox_health_counts
@@ -239,13 +240,13 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- attempt numbers keep counting.
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
-    last_error_code = NULL, last_status = NULL, updated_at = :now
+    last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
 
 -- name: outbox_list
 -- Keyset pagination on id, newest first; empty filters match everything.
 SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
-    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+    next_attempt_at, deadline, last_error_code, last_status, last_remote_code, created_at, updated_at
 FROM courier_outbox
 WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
     AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)

@@ -12,15 +12,15 @@ WHERE status = 'leased' AND lease_expires_at <= :now;
 
 -- name: attempts_log
 -- Appends a batch of attempts: :batch is a JSON array of rows.
-INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code)
+INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code, remote_code)
 SELECT value ->> 'delivery_id', value ->> 'attempt', value ->> 'owner', value ->> 'leased_at',
     value ->> 'lease_expires_at', :now, value ->> 'duration_us', value ->> 'outcome',
-    value ->> 'http_status', value ->> 'error_code'
+    value ->> 'http_status', value ->> 'error_code', value ->> 'remote_code'
 FROM json_each(:batch);
 
 -- name: attempts_list
 SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us,
-    outcome, http_status, error_code
+    outcome, http_status, error_code, remote_code
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
 -- name: attempts_prune

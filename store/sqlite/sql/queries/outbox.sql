@@ -152,7 +152,7 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
--- {id, token, result, code, next_at, http, ack}, one per delivery. Every
+-- {id, token, result, code, next_at, http, ack, remote}, one per delivery. Every
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
@@ -170,12 +170,13 @@ UPDATE courier_outbox SET
         ELSE v.code END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
+    last_remote_code = v.remote,
     ack_sha256 = v.ack,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result' AS result,
              value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
-             value ->> 'ack' AS ack
+             value ->> 'ack' AS ack, value ->> 'remote' AS remote
       FROM json_each(:batch)) AS v
 WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
     AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
@@ -187,7 +188,7 @@ RETURNING id, status, last_error_code, endpoint,
 -- name: outbox_get
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at
 FROM courier_outbox WHERE id = :id;
 
 -- name: outbox_health_counts
@@ -214,13 +215,13 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- attempt numbers keep counting.
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
-    last_error_code = NULL, last_status = NULL, updated_at = :now
+    last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
 
 -- name: outbox_list
 -- Keyset pagination on id, newest first; empty filters match everything.
 SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
-    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+    next_attempt_at, deadline, last_error_code, last_status, last_remote_code, created_at, updated_at
 FROM courier_outbox
 WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
     AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)

@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/signature"
+)
+
+// TestWorkerFailsStatusesOf600AndAbove: a real server answering with a
+// status of 600 or more (not an HTTP status) fails the delivery for good
+// with receiver_rejected, after one attempt.
+func TestWorkerFailsStatusesOf600AndAbove(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{600, 701, 999} {
+		b := setupWorker(t, statusHandler(status, "1"), nil)
+		id := b.enqueue(t, "n-1", `{}`)
+		if e := b.work(t); e.HTTPStatus != status || e.Outcome != "failed" {
+			t.Fatalf("%d: event %+v, want a failed attempt with that status", status, e)
+		}
+		d := b.get(t, id)
+		if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverRejected || d.LastStatus != status || d.Attempts != 1 {
+			t.Fatalf("%d: %s/%s (HTTP %d) after %d attempts, want failed/receiver_rejected after 1", status, d.Status, d.LastErrorCode, d.LastStatus, d.Attempts)
+		}
+	}
+}
+
+// TestWorkerFailsWhenTheKeyIsGoneForGood: a SignerFor error that wraps
+// courier.ErrConfigInvalid (the key id is unknown for good) fails the
+// delivery with signing_failed at once, instead of retrying it until its
+// budget ends; any other error is transient and retried. Nothing is sent
+// either way.
+func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		err    error
+		status courier.Status
+	}{
+		{"unknown for good", courier.Wrap(courier.ErrConfigInvalid, courier.CodeSigningFailed, "no key k9"), courier.StatusFailed},
+		{"wrapped again", errors.Join(errors.New("key ring"), courier.ErrConfigInvalid), courier.StatusFailed},
+		{"key store down", errors.New("key store unavailable"), courier.StatusRetryWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var hits atomic.Int32
+			b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }, func(c *client.Config) {
+				c.Signer = nil
+				c.SignerFor = func(string) (signature.Signer, error) { return nil, tt.err }
+			})
+			id := b.enqueue(t, "n-1", `{}`)
+			if e := b.work(t); e.Code != courier.CodeSigningFailed || e.Status != tt.status {
+				t.Fatalf("event %+v, want %s/signing_failed", e, tt.status)
+			}
+			d := b.get(t, id)
+			if d.Status != tt.status || d.LastErrorCode != courier.CodeSigningFailed || d.Attempts != 1 {
+				t.Fatalf("%s/%s after %d attempts, want %s/signing_failed after 1", d.Status, d.LastErrorCode, d.Attempts, tt.status)
+			}
+			if tt.status == courier.StatusRetryWait && d.NextAttemptAt.Sub(b.clock.Now()) != time.Second {
+				t.Fatalf("retry in %v, want the backoff's first step", d.NextAttemptAt.Sub(b.clock.Now()))
+			}
+			if hits.Load() != 0 {
+				t.Fatalf("%d unsigned requests sent", hits.Load())
+			}
+		})
+	}
+}
+
+// permanentSigner fails every Sign with a configuration error.
+type permanentSigner struct{}
+
+func (permanentSigner) Sign(*http.Request, signature.Message) error {
+	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeSigningFailed, "signer misconfigured")
+}
+
+// TestWorkerFailsWhenSigningFailsForGood: the same rule holds for an error
+// of Signer.Sign.
+func TestWorkerFailsWhenSigningFailsForGood(t *testing.T) {
+	t.Parallel()
+	b := setupWorker(t, statusHandler(200, ""), func(c *client.Config) { c.Signer = permanentSigner{} })
+	id := b.enqueue(t, "n-1", `{}`)
+	b.work(t)
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeSigningFailed {
+		t.Fatalf("%s/%s, want failed/signing_failed", d.Status, d.LastErrorCode)
+	}
+}
+
+// TestRedirectLookupEndsWithinTheAttempt is the finding "the host of a
+// redirect's Location was resolved with context.Background(), past the
+// attempt's timeout and lease, on a name the receiver chooses": a receiver
+// answers 302 to a host whose lookup blocks until its context ends; the
+// lookup runs within the attempt's timeout, and the attempt ends, failed
+// as a redirect.
+func TestRedirectLookupEndsWithinTheAttempt(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	lookups := make(chan time.Duration, 1) // time left for the lookup
+	var target string
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, target, http.StatusFound) }, nil)
+	guard := loopbackGuard(t, b.server.URL)
+	guard.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			lookups <- -1
+			return nil, errors.New("lookup without a deadline")
+		}
+		lookups <- time.Until(deadline)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	target = "http://stuck.example:" + strconv.Itoa(int(guard.AllowPorts[0])) + "/elsewhere"
+	b.worker, _ = client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: guard.Transport(), Timeout: timeout, Hook: func(e client.Event) { b.events <- e }})
+	id := b.enqueue(t, "n-1", `{}`)
+	b.work(t)
+	if left := <-lookups; left < 0 || left > timeout {
+		t.Fatalf("the redirect's lookup had %v left, want within the attempt's %v timeout", left, timeout)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeRedirect || d.LastStatus != http.StatusFound {
+		t.Fatalf("%s/%s (HTTP %d), want failed/redirect_refused after a 302", d.Status, d.LastErrorCode, d.LastStatus)
+	}
+}

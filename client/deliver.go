@@ -1,0 +1,188 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+// Bounds of the worker's writes of outcomes and releases.
+const (
+	// minPersistWindow is the least time a settle or release is given
+	// when its lease has (nearly) run out: the store fences it anyway.
+	minPersistWindow = time.Second
+	// persistPause is the first pause before a failed write is tried
+	// again; it doubles up to persistPauseCap.
+	persistPause    = 10 * time.Millisecond
+	persistPauseCap = 500 * time.Millisecond
+	// logRetriesFrom is the first attempt whose retry is logged at Info:
+	// one or two retries are routine, more say the receiver is in trouble.
+	logRetriesFrom = 3
+)
+
+// deliver makes one attempt of c, claimed at claimedAt (the worker's clock,
+// just before the claim), and settles it together with the attempts that
+// finish meanwhile (see settler). An attempt starts only while the worker
+// is not stopping, the lease covers a whole Timeout and the delivery's
+// deadline has not come; otherwise the delivery is given back unsent, or
+// (past its deadline) ended as expired.
+//
+// Lease and deadline are measured as spans on the store's clock (expiry
+// and deadline minus the claim's time) against the time elapsed on the
+// worker's clock since before the claim, so the two clocks need not
+// agree, and the worker errs on the side of not sending.
+func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time.Time) {
+	lease := c.ExpiresAt.Sub(c.LeasedAt)
+	elapsed := w.cfg.Now().Sub(claimedAt)
+	var oc protocol.Outcome
+	switch {
+	case w.isStopping(ctx):
+		w.release(ctx, claimedAt, c.Lease)
+		return
+	case lease-elapsed < w.cfg.Timeout:
+		w.cfg.Logger.WarnContext(ctx, "worker: lease too short to start an attempt, released",
+			slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt), slog.String("endpoint", endpoint.Redact(c.Endpoint)),
+			slog.Duration("lease_left", lease-elapsed), slog.Duration("timeout", w.cfg.Timeout))
+		w.release(ctx, claimedAt, c.Lease)
+		return
+	case !c.Deadline.IsZero() && elapsed >= c.Deadline.Sub(c.LeasedAt):
+		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
+	default:
+		started := time.Now()
+		oc = w.try(ctx, c)
+		if ctx.Err() != nil && oc.HTTPStatus == 0 {
+			// Cut short by shutdown: it may have reached the receiver, so
+			// it counts; it is due again at once, for any worker.
+			oc = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}
+		}
+		oc.Duration = time.Since(started)
+	}
+	oc.Lease = c.Lease
+	s, err := w.settle(ctx, oc, lease-w.cfg.Now().Sub(claimedAt))
+	w.report(ctx, c, oc, s, err)
+}
+
+// settle records oc, retrying a write that fails (a busy database, a lost
+// connection) until it lands or the lease it was made under has run out
+// (within, at least minPersistWindow): an attempt that was sent and is
+// not recorded would be sent again. Shutdown does not cut it short.
+func (w *Worker) settle(ctx context.Context, oc protocol.Outcome, within time.Duration) (protocol.Settled, error) {
+	var s protocol.Settled
+	err := w.persist(ctx, within, func(ctx context.Context) error {
+		var err error
+		s, err = w.settler.settle(ctx, oc)
+		return err
+	})
+	return s, err
+}
+
+// release gives back leases whose attempt never started, retrying as
+// settle does; a release that cannot be written leaves the lease to
+// expire.
+func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...protocol.Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	within := leases[0].ExpiresAt.Sub(leases[0].LeasedAt) - w.cfg.Now().Sub(claimedAt)
+	var n int
+	err := w.persist(ctx, within, func(ctx context.Context) error {
+		var err error
+		n, err = w.outbox.Release(ctx, leases...)
+		return err
+	})
+	if err != nil {
+		w.cfg.Logger.ErrorContext(ctx, "worker: release failed", slog.Int("deliveries", len(leases)), slog.Any("error", err))
+		return
+	}
+	w.cfg.Logger.DebugContext(ctx, "worker: released unstarted deliveries", slog.Int("deliveries", n))
+}
+
+// persist runs write, a write to the store, until it succeeds, fails for
+// good (invalid input), or within has passed. ctx's values are kept, its
+// cancellation is not: what is decided is recorded even during shutdown.
+func (w *Worker) persist(ctx context.Context, within time.Duration, write func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(within, minPersistWindow))
+	defer cancel()
+	pause := persistPause
+	for {
+		err := write(ctx)
+		if err == nil || courier.CodeOf(err) == courier.CodeInvalidArgument || ctx.Err() != nil {
+			return err
+		}
+		w.cfg.Logger.DebugContext(ctx, "worker: store write failed, trying again", slog.Any("error", err))
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, persistPauseCap)
+	}
+}
+
+// report logs a settled attempt and hands its Event to the hook.
+func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Outcome, s protocol.Settled, err error) {
+	attrs := []slog.Attr{
+		slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt), slog.String("endpoint", endpoint.Redact(c.Endpoint)),
+	}
+	code := s.Code
+	switch {
+	case s.Err != nil:
+		code = courier.CodeLeaseLost
+	case err != nil:
+		code = oc.Code // not recorded: the attempt's own
+	}
+	if s.Status != "" {
+		attrs = append(attrs, slog.String("status", string(s.Status)))
+	}
+	if code != "" {
+		attrs = append(attrs, slog.String("code", string(code)))
+	}
+	if oc.RemoteCode != "" {
+		attrs = append(attrs, slog.String("remote_code", string(oc.RemoteCode)))
+	}
+	if oc.HTTPStatus != 0 {
+		attrs = append(attrs, slog.Int("http_status", oc.HTTPStatus))
+	}
+	attrs = append(attrs, slog.Duration("duration", oc.Duration))
+	log := func(level slog.Level, msg string, extra ...slog.Attr) {
+		w.cfg.Logger.LogAttrs(ctx, level, msg, append(attrs, extra...)...)
+	}
+	switch {
+	case err != nil:
+		log(slog.LevelError, "worker: settle failed", slog.Any("error", err))
+		return
+	case s.Err != nil:
+		log(slog.LevelWarn, "worker: lease lost before settling")
+	case oc.Code == courier.CodeDestinationForbidden:
+		log(slog.LevelWarn, "worker: destination refused")
+	case s.Status == courier.StatusFailed:
+		log(slog.LevelWarn, "worker: delivery failed")
+	case s.Status == courier.StatusRetryWait && c.Attempt >= logRetriesFrom:
+		log(slog.LevelInfo, "worker: delivery retrying")
+	default:
+		log(slog.LevelDebug, "worker: attempt settled")
+	}
+	if w.cfg.Hook == nil {
+		return
+	}
+	outcome := store.AttemptOutcome(oc.Result)
+	switch s.Status {
+	case courier.StatusRetryWait:
+		outcome = store.AttemptRetry
+	case courier.StatusFailed:
+		outcome = store.AttemptFailed
+	}
+	w.cfg.Hook(Event{
+		DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: endpoint.Redact(c.Endpoint), Attempt: c.Attempt,
+		Outcome: outcome, Status: s.Status, Code: s.Code, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
+		Duration: oc.Duration, LeaseLost: s.Err != nil,
+	})
+}

@@ -1,0 +1,157 @@
+package client_test
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/store"
+)
+
+// workerClock is a worker's clock that stands at the real time it was
+// made (so receivers' signature checks accept what it signs) and moves
+// only when a test moves it.
+type workerClock struct {
+	start  time.Time
+	offset atomic.Int64
+}
+
+func newWorkerClock() *workerClock { return &workerClock{start: time.Now()} }
+
+// Now returns the clock's time.
+func (c *workerClock) Now() time.Time { return c.start.Add(time.Duration(c.offset.Load())) }
+
+// Since returns how far the clock moved since it was made.
+func (c *workerClock) Since() time.Duration { return time.Duration(c.offset.Load()) }
+
+// Advance moves the clock forward.
+func (c *workerClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// enqueueWith enqueues a delivery to the bundle's server, edited by edit.
+func (b *workerBundle) enqueueWith(t *testing.T, id string, edit func(*store.EnqueueParams)) int64 {
+	t.Helper()
+	p := store.EnqueueParams{NotificationID: id, Endpoint: b.server.URL + "/hooks", Payload: []byte(`{"id":"` + id + `"}`)}
+	if edit != nil {
+		edit(&p)
+	}
+	e, err := b.store.Outbox.Enqueue(t.Context(), b.store.DB(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+// TestWorkNeverSendsPastTheLease is the finding "Work with BatchSize 3
+// and Concurrency 1 sent a request 1.01 s into a 700 ms lease": each
+// attempt takes 350 ms of the worker's clock, so the third of the batch
+// would start with no lease left to cover its timeout. It is given back
+// instead: not sent, its attempt not counted, no lease left behind, and
+// due again at once.
+func TestWorkNeverSendsPastTheLease(t *testing.T) {
+	t.Parallel()
+	const lease, timeout, each = 700 * time.Millisecond, 300 * time.Millisecond, 350 * time.Millisecond
+	clock := newWorkerClock()
+	var mu sync.Mutex
+	var sentAt []time.Duration // the worker clock's time since the claim at each request
+	var b *workerBundle
+	answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
+	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sentAt = append(sentAt, clock.Since())
+		mu.Unlock()
+		clock.Advance(each)
+		answer(w, r)
+	}, func(c *client.Config) {
+		c.Lease, c.Timeout, c.BatchSize, c.Concurrency, c.Now = lease, timeout, 3, 1, clock.Now
+	})
+	ids := []int64{b.enqueue(t, "n-1", `{}`), b.enqueue(t, "n-2", `{}`), b.enqueue(t, "n-3", `{}`)}
+
+	if n, err := b.worker.Work(t.Context()); n != 3 || err != nil {
+		t.Fatalf("Work = %d, %v; want a batch of 3", n, err)
+	}
+	if len(sentAt) != 2 {
+		t.Fatalf("%d requests sent, want 2 (the third has no lease left for its timeout)", len(sentAt))
+	}
+	for i, at := range sentAt {
+		if at+timeout > lease {
+			t.Errorf("request %d sent %v into a %v lease, with a %v timeout", i+1, at, lease, timeout)
+		}
+	}
+	for i, id := range ids[:2] {
+		if d := b.get(t, id); d.Status != courier.StatusSucceeded {
+			t.Errorf("delivery %d is %s, want succeeded", i+1, d.Status)
+		}
+	}
+	d := b.get(t, ids[2])
+	if d.Status != courier.StatusPending || d.Attempts != 0 || d.LeaseOwner != "" || !d.NextAttemptAt.Equal(b.clock.Now()) {
+		t.Fatalf("the third delivery is %s after %d attempts, leased by %q, due %v: want pending, 0, none, now",
+			d.Status, d.Attempts, d.LeaseOwner, d.NextAttemptAt)
+	}
+	if attempts, err := b.store.Outbox.Attempts(t.Context(), ids[2]); err != nil || len(attempts) != 0 {
+		t.Fatalf("attempts log of the released delivery: %+v, %v", attempts, err)
+	}
+	for range 2 { // the events of the two sent
+		if e := <-b.events; e.DeliveryID == ids[2] {
+			t.Fatalf("an event for the released delivery: %+v", e)
+		}
+	}
+	// Given back, it is delivered by the next claim, as attempt 1.
+	if e := b.work(t); e.DeliveryID != ids[2] || e.Attempt != 1 || e.Status != courier.StatusSucceeded {
+		t.Fatalf("next round: %+v", e)
+	}
+}
+
+// TestWorkerNeverStartsAnAttemptAtOrAfterTheDeadline: a delivery whose
+// deadline comes while it waits in its batch is ended failed with code
+// expired, without a request; one whose deadline is a millisecond later
+// is still sent.
+func TestWorkerNeverStartsAnAttemptAtOrAfterTheDeadline(t *testing.T) {
+	t.Parallel()
+	clock := newWorkerClock()
+	var got []string
+	var mu sync.Mutex
+	var b *workerBundle
+	answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
+	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("webhook-id"))
+		mu.Unlock()
+		if r.Header.Get("webhook-id") == "first" {
+			clock.Advance(500 * time.Millisecond)
+		}
+		answer(w, r)
+	}, func(c *client.Config) { c.BatchSize, c.Concurrency, c.Now = 3, 1, clock.Now })
+	first := b.enqueueWith(t, "first", nil)
+	at := b.enqueueWith(t, "at-deadline", func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(500 * time.Millisecond) })
+	before := b.enqueueWith(t, "before-deadline", func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(501 * time.Millisecond) })
+
+	if n, err := b.worker.Work(t.Context()); n != 3 || err != nil {
+		t.Fatalf("Work = %d, %v", n, err)
+	}
+	if len(got) != 2 || got[0] != "first" || got[1] != "before-deadline" {
+		t.Fatalf("requests for %q, want first and before-deadline", got)
+	}
+	for id, want := range map[int64]courier.Status{first: courier.StatusSucceeded, before: courier.StatusSucceeded, at: courier.StatusFailed} {
+		if d := b.get(t, id); d.Status != want {
+			t.Errorf("%s is %s, want %s", d.NotificationID, d.Status, want)
+		}
+	}
+	d := b.get(t, at)
+	if d.LastErrorCode != courier.CodeExpired || d.LastStatus != 0 || d.LeaseOwner != "" {
+		t.Fatalf("at-deadline: code %q, HTTP %d, lease %q; want expired, none, none", d.LastErrorCode, d.LastStatus, d.LeaseOwner)
+	}
+	attempts, err := b.store.Outbox.Attempts(t.Context(), at)
+	if err != nil || len(attempts) != 1 || attempts[0].Outcome != store.AttemptFailed || attempts[0].ErrorCode != courier.CodeExpired || attempts[0].HTTPStatus != 0 {
+		t.Fatalf("at-deadline attempts log %+v, %v; want one failed/expired without HTTP", attempts, err)
+	}
+	for range 3 {
+		if e := <-b.events; e.DeliveryID == at && (e.Code != courier.CodeExpired || e.Status != courier.StatusFailed) {
+			t.Fatalf("event %+v", e)
+		}
+	}
+}

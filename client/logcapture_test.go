@@ -1,0 +1,75 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+)
+
+// logRecord is one captured log line: its level, message and attributes
+// (values as text).
+type logRecord struct {
+	Level   slog.Level
+	Message string
+	Attrs   map[string]string
+}
+
+// capture is a slog.Handler that keeps every record, at every level, and
+// signals waiters when a line with a given message is logged.
+type capture struct {
+	mu      sync.Mutex
+	records []logRecord
+	waiters map[string][]chan struct{}
+}
+
+func newCapture() *capture { return &capture{waiters: make(map[string][]chan struct{})} }
+
+func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c *capture) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{Level: r.Level, Message: r.Message, Attrs: make(map[string]string)}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.Attrs[a.Key] = a.Value.Resolve().String()
+		return true
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.records = append(c.records, rec)
+	for _, ch := range c.waiters[r.Message] {
+		close(ch)
+	}
+	delete(c.waiters, r.Message)
+	return nil
+}
+
+func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c } // the worker adds none
+func (c *capture) WithGroup(string) slog.Handler      { return c }
+
+// logged returns a channel closed once a line with msg is logged (at once
+// if one was).
+func (c *capture) logged(msg string) <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.records {
+		if r.Message == msg {
+			close(ch)
+			return ch
+		}
+	}
+	c.waiters[msg] = append(c.waiters[msg], ch)
+	return ch
+}
+
+// lines returns the records with message msg ("" for all).
+func (c *capture) lines(msg string) []logRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []logRecord
+	for _, r := range c.records {
+		if msg == "" || r.Message == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}

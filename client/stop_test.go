@@ -1,0 +1,285 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// holdBundle is a worker whose receiver holds every request until release
+// is closed (then answers a valid Ack) or the request is cancelled, and
+// reports each arrival.
+type holdBundle struct {
+	*workerBundle
+	logs    *capture
+	arrived chan string
+	release chan struct{}
+}
+
+func setupHold(t *testing.T, edit func(*client.Config)) *holdBundle {
+	t.Helper()
+	h := &holdBundle{logs: newCapture(), arrived: make(chan string, 100), release: make(chan struct{})}
+	h.workerBundle = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.arrived <- r.Header.Get("webhook-id")
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+		a := ack.New(r.Header.Get("webhook-id"), body)
+		w.Write(a.Marshal())
+	}, func(c *client.Config) {
+		c.Timeout = 30 * time.Second
+		c.Logger = slog.New(h.logs)
+		if edit != nil {
+			edit(c)
+		}
+	})
+	return h
+}
+
+// enqueueN enqueues n deliveries and returns their ids by notification id.
+func (h *holdBundle) enqueueN(t *testing.T, n int) map[string]int64 {
+	t.Helper()
+	ids := make(map[string]int64, n)
+	for i := range n {
+		id := string(rune('a' + i))
+		ids[id] = h.enqueue(t, id, `{}`)
+	}
+	return ids
+}
+
+// leased counts the outbox rows still leased.
+func (h *holdBundle) leased(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := h.store.DB().Get(&n, "SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased'"); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// check asserts what became of each delivery: the ones in started made one
+// attempt that ended as want says; every other one is pending with no
+// attempt spent and none logged; no row is leased.
+func (h *holdBundle) check(t *testing.T, ids map[string]int64, started map[string]bool, want courier.Status, code courier.Code) {
+	t.Helper()
+	if n := h.leased(t); n != 0 {
+		t.Errorf("%d deliveries still leased after the shutdown", n)
+	}
+	for nid, id := range ids {
+		d := h.get(t, id)
+		attempts, err := h.store.Outbox.Attempts(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if started[nid] {
+			if d.Status != want || d.LastErrorCode != code || d.Attempts != 1 || len(attempts) != 1 {
+				t.Errorf("started %s: %s/%q after %d attempts (%d logged), want %s/%q after 1", nid, d.Status, d.LastErrorCode, d.Attempts, len(attempts), want, code)
+			}
+			continue
+		}
+		if d.Status != courier.StatusPending || d.Attempts != 0 || len(attempts) != 0 || d.LeaseOwner != "" {
+			t.Errorf("unstarted %s: %s after %d attempts (%d logged), leased by %q; want pending, none spent", nid, d.Status, d.Attempts, len(attempts), d.LeaseOwner)
+		}
+	}
+}
+
+// TestStopFinishesAttemptsInFlightAndGivesBackTheRest: Stop during Run
+// stops claiming, lets the attempts in flight finish and settle, and
+// leaves nothing leased; what was never started spends no attempt. Run
+// then returns nil, and the stopped worker neither runs nor works again.
+func TestStopFinishesAttemptsInFlightAndGivesBackTheRest(t *testing.T) {
+	t.Parallel()
+	h := setupHold(t, func(c *client.Config) { c.Concurrency = 2 })
+	ids := h.enqueueN(t, 5)
+	runErr := make(chan error, 1)
+	go func() { runErr <- h.worker.Run(t.Context()) }()
+	started := map[string]bool{<-h.arrived: true, <-h.arrived: true}
+
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- h.worker.Stop(context.Background()) }()
+	<-h.logs.logged("worker: stopping")
+	close(h.release)
+	if err := <-stopErr; err != nil {
+		t.Fatalf("Stop = %v, want nil: every attempt finished", err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	h.check(t, ids, started, courier.StatusSucceeded, "")
+
+	if err := h.worker.Run(t.Context()); err != nil {
+		t.Fatalf("Run after Stop = %v", err)
+	}
+	if n, err := h.worker.Work(t.Context()); n != 0 || !errors.Is(err, client.ErrStopped) {
+		t.Fatalf("Work after Stop = %d, %v; want ErrStopped", n, err)
+	}
+	if err := h.worker.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop again = %v", err)
+	}
+	if n := h.leased(t); n != 0 {
+		t.Fatalf("%d leased after the stopped worker was called again", n)
+	}
+}
+
+// TestStopCutsAttemptsShortWhenItsContextEnds: attempts that outlast
+// Stop's context are cut short and settled as retries with code
+// worker_stopped, due again at once; nothing stays leased.
+func TestStopCutsAttemptsShortWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	h := setupHold(t, func(c *client.Config) { c.Concurrency = 2 })
+	ids := h.enqueueN(t, 5)
+	runErr := make(chan error, 1)
+	go func() { runErr <- h.worker.Run(t.Context()) }()
+	started := map[string]bool{<-h.arrived: true, <-h.arrived: true}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- h.worker.Stop(ctx) }()
+	<-h.logs.logged("worker: stopping")
+	cancel() // the attempts are still held by the receiver
+	if err := <-stopErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop = %v, want context.Canceled", err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	h.check(t, ids, started, courier.StatusRetryWait, courier.CodeWorkerStopped)
+	for nid := range started {
+		if d := h.get(t, ids[nid]); d.NextAttemptAt.After(h.clock.Now()) {
+			t.Errorf("%s is due at %v, want at once", nid, d.NextAttemptAt)
+		}
+	}
+	if len(h.logs.lines("worker: stop deadline passed, cutting attempts short")) != 1 {
+		t.Error("the cut was not logged")
+	}
+}
+
+// TestStopDuringWorkGivesBackTheUnstarted: Work with a batch larger than
+// its concurrency, stopped while its first attempt is in flight, finishes
+// that attempt and gives back the four it had not started, uncounted.
+func TestStopDuringWorkGivesBackTheUnstarted(t *testing.T) {
+	t.Parallel()
+	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.BatchSize = 1, 5 })
+	ids := h.enqueueN(t, 5)
+	type result struct {
+		n   int
+		err error
+	}
+	workDone := make(chan result, 1)
+	go func() {
+		n, err := h.worker.Work(t.Context())
+		workDone <- result{n, err}
+	}()
+	started := map[string]bool{<-h.arrived: true}
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- h.worker.Stop(context.Background()) }()
+	<-h.logs.logged("worker: stopping")
+	close(h.release)
+	if r := <-workDone; r.n != 5 || r.err != nil {
+		t.Fatalf("Work = %d, %v; want the batch of 5", r.n, r.err)
+	}
+	if err := <-stopErr; err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	h.check(t, ids, started, courier.StatusSucceeded, "")
+}
+
+// TestCancellingWorkCutsShortAndGivesBack: cancelling Work's context is
+// the hard stop: the attempt in flight is cut short and settled as a
+// worker_stopped retry, the rest of the batch is given back uncounted.
+func TestCancellingWorkCutsShortAndGivesBack(t *testing.T) {
+	t.Parallel()
+	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.BatchSize = 1, 5 })
+	ids := h.enqueueN(t, 5)
+	ctx, cancel := context.WithCancel(t.Context())
+	workDone := make(chan int, 1)
+	go func() {
+		n, err := h.worker.Work(ctx)
+		if err != nil {
+			t.Errorf("Work = %v", err)
+		}
+		workDone <- n
+	}()
+	started := map[string]bool{<-h.arrived: true}
+	cancel()
+	if n := <-workDone; n != 5 {
+		t.Fatalf("Work claimed %d, want 5", n)
+	}
+	h.check(t, ids, started, courier.StatusRetryWait, courier.CodeWorkerStopped)
+}
+
+// TestStopDuringAClaimGivesTheBatchBack: Stop called while Run's claim is
+// in progress: the batch that claim leased starts no attempt and is given
+// back whole, uncounted; nothing is sent and nothing stays leased.
+func TestStopDuringAClaimGivesTheBatchBack(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	logs := newCapture()
+	var w *client.Worker
+	stopErr := make(chan error, 1)
+	var once sync.Once
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{Hook: func(e store.Event) {
+		if e.Kind != store.EventClaimed {
+			return
+		}
+		once.Do(func() { // the claim has leased its batch and not returned yet
+			go func() { stopErr <- w.Stop(context.Background()) }()
+			<-logs.logged("worker: stopping")
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	w, err = client.NewWorker(client.Config{Store: s, Signer: newSigner(t), Concurrency: 3, Transport: loopbackGuard(t, srv.URL).Transport(), Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range 3 {
+		e, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if err := w.Run(t.Context()); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if err := <-stopErr; err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	for _, id := range ids {
+		d, err := s.Outbox.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts, _ := s.Outbox.Attempts(t.Context(), id)
+		if d.Status != courier.StatusPending || d.Attempts != 0 || len(attempts) != 0 {
+			t.Errorf("%s: %s after %d attempts (%d logged), want pending and none spent", d.NotificationID, d.Status, d.Attempts, len(attempts))
+		}
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d requests sent after Stop", hits.Load())
+	}
+}
