@@ -26,7 +26,7 @@ const maxProblemRead = 4 << 10
 // answer: a 2xx by the delivery's profile, anything else by the
 // configured policy.
 func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
-	profile, ok := w.cfg.Profiles(c.Profile)
+	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeConfigInvalid}
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -85,9 +84,6 @@ type Config struct {
 	// Transport sends the requests. Defaults to the SSRF-safe transport of
 	// the zero Guard: https on port 443 to public addresses only.
 	Transport http.RoundTripper
-	// Profiles resolves a delivery's Ack profile by name. Defaults to
-	// ack.Builtin.
-	Profiles func(name string) (ack.Profile, bool)
 	// Classify decides whether an attempt that got no acknowledgement is
 	// retried or failed, and with which code. Defaults to
 	// DefaultClassify; RetryClientErrors retries 4xx answers as well.
@@ -154,9 +150,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Transport == nil {
 		c.Transport = Guard{}.Transport()
-	}
-	if c.Profiles == nil {
-		c.Profiles = ack.Builtin
 	}
 	if c.Classify == nil {
 		c.Classify = DefaultClassify

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/courier-go/courier/ack"
+
 	"github.com/courier-go/courier/internal/protocol"
 )
 
@@ -29,6 +31,8 @@ func (w workerSide) Settle(ctx context.Context, outcomes ...protocol.Outcome) ([
 func (w workerSide) Release(ctx context.Context, leases ...protocol.Lease) (int, error) {
 	return w.o.release(ctx, leases...)
 }
+
+func (w workerSide) Profile(name string) (ack.Profile, bool) { return w.o.s.cfg.Profiles(name) }
 
 func (w workerSide) Listen(ctx context.Context) (<-chan struct{}, func(), error) {
 	if w.o.s.dialect.Listen == nil {

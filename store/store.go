@@ -80,9 +80,9 @@ type Config struct {
 	// (EnqueueParams.Profile, SubscriptionParams.Profile) and is the one
 	// place custom profiles are registered: wrap ack.Builtin and add
 	// yours. Enqueue and Subscriptions refuse a name it does not know, so
-	// a misspelt profile fails where it is written, not at every attempt.
-	// Workers must resolve the same names: give client.Config.Profiles
-	// the same function. Defaults to ack.Builtin.
+	// a misspelt profile fails where it is written, not at every attempt;
+	// the Store's workers verify each answer with the profile it resolves.
+	// Defaults to ack.Builtin.
 	Profiles func(name string) (ack.Profile, bool)
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run

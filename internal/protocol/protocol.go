@@ -13,6 +13,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/courier-go/courier/ack"
+
 	"github.com/courier-go/courier"
 )
 
@@ -24,8 +26,9 @@ type Outbox interface {
 	// Claim leases up to p.Limit due deliveries, in order of priority, due
 	// time and age, each with a random token. It first ends expired
 	// leases (logged as lease_expired attempts), and never returns a
-	// delivery whose payload no longer matches its digest (quarantined) or
-	// whose subscription changed (suppressed).
+	// delivery whose payload no longer matches its digest (quarantined),
+	// whose subscription changed (suppressed) or whose deadline has come
+	// (failed, expired, its attempt not counted).
 	Claim(ctx context.Context, p ClaimParams) ([]Claimed, error)
 	// Settle records outcomes in one transaction. Each is fenced by its
 	// lease: a lease that expired or was reclaimed is not applied and its
@@ -41,6 +44,10 @@ type Outbox interface {
 	// listening. Wake-ups are hints: a worker still polls. The channel is
 	// closed when the engine's listener fails.
 	Listen(ctx context.Context) (<-chan struct{}, func(), error)
+	// Profile resolves a delivery's Ack profile by the name it was
+	// enqueued with, through the store's Config.Profiles: the one place
+	// profiles are registered, for enqueue and workers alike.
+	Profile(name string) (ack.Profile, bool)
 }
 
 // ClaimParams says who claims how many for how long.
