@@ -26,6 +26,9 @@ type engine struct {
 	adminURL string // postgres: the server's admin URL
 	source   string // postgres: where the server came from, for the report
 	pool     int    // postgres: connection pool size (open and idle); 0 leaves database/sql's defaults
+	// durability is the SQLite commit setting of the stores opened: the
+	// store's default (Full) unless a figure compares the two.
+	durability store.Durability
 
 	mu     sync.Mutex
 	opened []*database
@@ -52,7 +55,7 @@ func (e *engine) open(ctx context.Context, label string) (*database, error) {
 	switch e.name {
 	case "sqlite":
 		path := filepath.Join(e.dir, label+".db")
-		s, err := sqlite.Open(ctx, path, store.Config{})
+		s, err := sqlite.Open(ctx, path, store.Config{Durability: e.durability})
 		if err != nil {
 			return nil, err
 		}

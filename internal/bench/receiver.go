@@ -17,22 +17,32 @@ import (
 // receiver target is stated at.
 const receiverConns = 64
 
+// receiverServer serves handler.NewReceiver, recording in a fresh
+// database of e named label, with an application function that does
+// nothing.
+func receiverServer(ctx context.Context, e *engine, label string, verifier signature.Verifier) (*httptest.Server, error) {
+	d, err := e.open(ctx, label)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := handler.NewReceiver(handler.ReceiverConfig{Store: d.s, Verifier: verifier},
+		func(context.Context, *sqlx.Tx, note) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	return httptest.NewServer(rc), nil
+}
+
 // benchReceiver is figure 3: handler.NewReceiver (signature verification,
 // strict decoding and validation, Inbox dedupe and the Ack in one
 // transaction) against the bare receiver, which writes the same Ack with
 // no check and no database. Both get the same signed requests, each a new
 // notification, from 64 keep-alive connections.
 func benchReceiver(ctx context.Context, e *engine, z sizes, bare *httptest.Server, signer signature.Signer, verifier signature.Verifier) (row, error) {
-	d, err := e.open(ctx, "inbox")
+	srv, err := receiverServer(ctx, e, "inbox", verifier)
 	if err != nil {
 		return row{}, err
 	}
-	rc, err := handler.NewReceiver(handler.ReceiverConfig{Store: d.s, Verifier: verifier},
-		func(context.Context, *sqlx.Tx, note) error { return nil })
-	if err != nil {
-		return row{}, err
-	}
-	srv := httptest.NewServer(rc)
 	defer srv.Close()
 
 	var courier, baseline runs
