@@ -34,6 +34,11 @@ type Delivery struct {
 	// courier's LastErrorCode; "" when the latest attempt's answer carried
 	// none.
 	LastRemoteCode courier.Code
+	// AckSHA256 is the SHA-256 of the Ack a succeeded delivery was
+	// acknowledged with, in lowercase hex ("" for a profile without an
+	// Ack). For a payload sealed by Config.Encryption it is keyed like the
+	// payload's digest (an HMAC under a key derived from the payload key),
+	// since courier's Ack is computed from the payload's plain digest.
 	AckSHA256      string
 	SubscriptionID int64 // the subscription it was published to, 0 if none
 	CreatedAt      time.Time

@@ -23,6 +23,7 @@ type PayloadKey struct {
 	id     string
 	aead   func() cipher.AEAD
 	digest func(payload []byte, notificationID, endpoint string) [sha256.Size]byte
+	ack    func(ackSHA256 string) [sha256.Size]byte
 }
 
 // NewPayloadKey returns the key named id (a token, stored with every row it
@@ -46,11 +47,22 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 	if err != nil {
 		return PayloadKey{}, configError("payload key rejected by HKDF")
 	}
+	ackKey, err := hkdf.Key(sha256.New, secret, nil, ackDigestInfo+id, sha256.Size)
+	if err != nil {
+		return PayloadKey{}, configError("payload key rejected by HKDF")
+	}
 	return PayloadKey{
 		id:   id,
 		aead: func() cipher.AEAD { return aead },
 		digest: func(payload []byte, notificationID, endpoint string) [sha256.Size]byte {
 			return keyedDigest(macKey, payload, notificationID, endpoint)
+		},
+		ack: func(ackSHA256 string) [sha256.Size]byte {
+			mac := hmac.New(sha256.New, ackKey)
+			mac.Write([]byte(ackSHA256))
+			var sum [sha256.Size]byte
+			mac.Sum(sum[:0])
+			return sum
 		},
 	}, nil
 }
@@ -59,6 +71,13 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 // id: the digest key is the payload key's, tagged for this one use and
 // this one key id, and independent of the AES key it is derived from.
 const digestInfo = "courier.outbox.payload-digest.v1\x00"
+
+// ackDigestInfo is the HKDF info of a key's Ack digest key. Courier's
+// own Ack is computed from the notification id and the payload's SHA-256
+// alone, so the plain digest of a sealed delivery's Ack would confirm a
+// guessed payload as surely as the payload's own digest: a sealed row
+// stores its Ack's digest keyed, like its payload's.
+const ackDigestInfo = "courier.outbox.ack-digest.v1\x00"
 
 // keyedDigest is the digest stored for a sealed payload: HMAC-SHA256 under
 // the key's digest key over the delivery's identity and the payload.
@@ -192,6 +211,23 @@ func (e *Encryption) digest(payload []byte, keyID, notificationID, endpoint stri
 	}
 	k, _ := e.key(keyID)
 	sum := k.digest(payload, notificationID, endpoint)
+	return hex.EncodeToString(sum[:])
+}
+
+// ackDigest returns what a delivery sealed under keyID ("" for none)
+// stores of the Ack it succeeded with, whose SHA-256 is ackSHA256 (""
+// for a profile without an Ack, stored as ""): the digest itself for a
+// plaintext row, its HMAC under the key's Ack digest key, in lowercase
+// hex, for a sealed one. A sealed row whose key is gone stores "".
+func (e *Encryption) ackDigest(ackSHA256, keyID string) string {
+	if keyID == "" || ackSHA256 == "" {
+		return ackSHA256
+	}
+	k, ok := e.key(keyID)
+	if !ok {
+		return ""
+	}
+	sum := k.ack(ackSHA256)
 	return hex.EncodeToString(sum[:])
 }
 

@@ -66,6 +66,9 @@ type Lease struct {
 	Attempt    int // this attempt's number, 1-based
 	LeasedAt   time.Time
 	ExpiresAt  time.Time
+	// Sealed is the payload key that sealed the delivery ("" for none),
+	// under which the store keys what it records of the attempt's Ack.
+	Sealed string
 }
 
 // Claimed is a delivery a worker holds under a lease, its payload opened

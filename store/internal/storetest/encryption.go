@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/store"
 )
 
@@ -208,20 +209,47 @@ func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 		t.Fatal("a row sealed under k2 stores a digest of a k1 row")
 	}
 
+	// courier's Ack is computed from the notification id and the payload's
+	// digest: what a succeeded row stores of it is keyed too when sealed.
+	ackDigest := func(id string, payload []byte) string { return ack.Digest(ack.New(id, payload).Marshal()) }
+	guessAck := func(id, digest string) (int, bool) {
+		for cents := range 100_000 {
+			if ackDigest(id, amount(cents)) == digest {
+				return cents, true
+			}
+		}
+		return 0, false
+	}
 	claimed := map[string]bool{}
+	ids := map[string]int64{}
 	for _, c := range rotated.claim(t, "w", 10, time.Minute) {
-		claimed[c.NotificationID] = true
+		claimed[c.NotificationID], ids[c.NotificationID] = true, c.DeliveryID
 		if !bytes.Equal(c.Payload, amount(secret)) {
 			t.Fatalf("%s: claimed payload %q", c.NotificationID, c.Payload)
 		}
 		if c.PayloadSHA256 != hex.EncodeToString(sum[:]) {
 			t.Fatalf("%s: the worker is handed digest %q, not the payload's SHA-256", c.NotificationID, c.PayloadSHA256)
 		}
-		if c.NotificationID == "retired" {
+		switch c.NotificationID {
+		case "retired":
 			if _, err := rotated.proto().Release(b.ctx, c.Lease); err != nil {
 				t.Fatal(err)
 			}
+		case "plain", "sealed-1":
+			if err := rotated.complete(c.Lease, ackDigest(c.NotificationID, c.Payload)); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	if d := rotated.get(t, ids["plain"]).AckSHA256; d != ackDigest("plain", amount(secret)) {
+		t.Fatalf("a plaintext row stores Ack digest %q, want the Ack's SHA-256", d)
+	} else if cents, ok := guessAck("plain", d); !ok || cents != secret {
+		t.Fatalf("the dictionary does not recover a plaintext row's payload from its Ack digest (got %d, %v): the test proves nothing", cents, ok)
+	}
+	if d := rotated.get(t, ids["sealed-1"]).AckSHA256; d == "" || !ack.IsDigest(d) {
+		t.Fatalf("a sealed row stores Ack digest %q, want a keyed digest", d)
+	} else if cents, ok := guessAck("sealed-1", d); ok {
+		t.Fatalf("a sealed row's Ack digest is the SHA-256 of the Ack of the guess %d", cents)
 	}
 	for _, id := range []string{"sealed-1", "sealed-2", "fresh", "plain", "retired"} {
 		if !claimed[id] {
