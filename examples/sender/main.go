@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -102,8 +103,10 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
+	// The worker runs on its own context: at SIGTERM it is stopped
+	// softly (below), finishing the attempts in flight, not cut short.
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- worker.Run(ctx) }()
+	go func() { workerDone <- worker.Run(context.WithoutCancel(ctx)) }()
 
 	mux := http.NewServeMux()
 	// The business write and the enqueue share the request's transaction:
@@ -116,10 +119,13 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "sender: listening on %s, delivering to %s\n", ln.Addr(), endpoint)
-	if err := serve.Run(ctx, serve.Server(middleware.Recover(logger)(mux)), ln); err != nil {
-		return err
-	}
-	return <-workerDone
+	served := serve.Run(ctx, serve.Server(middleware.Recover(logger)(mux)), ln)
+	// Stop claims no more, gives back what it has not started and waits
+	// up to 10 s for attempts in flight; those still running then are cut
+	// short and due again at once.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return errors.Join(served, worker.Stop(stopCtx), <-workerDone)
 }
 
 // publish records a publication and enqueues its terminal notification.
