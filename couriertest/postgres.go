@@ -1,6 +1,7 @@
 package couriertest
 
 import (
+	"os"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -16,7 +17,7 @@ import (
 // Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { couriertest.Main(m) }
-func Main(m interface{ Run() int }) { pgtest.Main(m) }
+func Main(m interface{ Run() int }) { os.Exit(pgtest.Run(m)) }
 
 // PostgresURL returns the URL (postgres://…, for the driver named
 // postgres.DriverName) of a fresh, empty database made for t and dropped

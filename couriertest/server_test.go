@@ -4,41 +4,23 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/courier-go/courier/internal/pgtest"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/couriertest"
 )
 
-func TestMain(m *testing.M) {
-	couriertest.Main(&leakChecked{m})
-}
-
-// leakChecked runs the tests, then goleak's check.
-type leakChecked struct{ m *testing.M }
-
-func (l *leakChecked) Run() int {
-	code := l.m.Run()
-	if code == 0 {
-		// The throwaway PostgreSQL server runs until Main stops it.
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/courier-go/courier/internal/pgtest.launch.func1")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			return 1
-		}
-	}
-	return code
-}
+// TestMain is couriertest.Main's own run with goleak's check after it.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // ackHandler answers every request with courier's Ack for its body and
 // counts the requests that reached it.

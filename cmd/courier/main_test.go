@@ -18,13 +18,14 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-func TestMain(m *testing.M) { couriertest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // courierRun runs the tool and returns its exit status and output.
 func courierRun(t *testing.T, args ...string) (int, string, string) {

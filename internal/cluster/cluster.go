@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -135,11 +136,13 @@ func RunWorker(ctx context.Context, s WorkerSpec, logger *slog.Logger, ready fun
 	if err != nil {
 		return err
 	}
+	transport := guard.Transport()
+	defer (&http.Client{Transport: transport}).CloseIdleConnections()
 	w, err := client.NewWorker(client.Config{
 		Store:       st,
 		Owner:       s.Owner,
 		Signer:      signer,
-		Transport:   guard.Transport(),
+		Transport:   transport,
 		Concurrency: WorkerConcurrency,
 		BatchSize:   WorkerBatchSize,
 		Logger:      logger,

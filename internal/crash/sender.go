@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -31,6 +32,8 @@ func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) e
 	if err != nil {
 		return err
 	}
+	transport := guard.Transport()
+	defer (&http.Client{Transport: transport}).CloseIdleConnections()
 	w, err := client.NewWorker(client.Config{
 		Store:        st,
 		Owner:        Owner(s.Incarnation),
@@ -40,7 +43,7 @@ func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) e
 		PollInterval: WorkerPoll,
 		Backoff:      WorkerBackoff,
 		Signer:       signer,
-		Transport:    guard.Transport(),
+		Transport:    transport,
 		Logger:       logger,
 	})
 	if err != nil {

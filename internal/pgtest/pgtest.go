@@ -35,6 +35,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // Environment variables read by the package.
@@ -67,14 +69,29 @@ var harness struct {
 	err      error   // why there is no server
 }
 
-// Main runs the package's tests and stops the throwaway server afterwards.
-// Use it from TestMain:
+// Main runs the package's tests, stops the throwaway server afterwards
+// and, when the tests passed, fails the run if any goroutine they started
+// is still running (goleak). Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 // Without it the server is still killed when the test process exits, but its
 // temporary directory is left behind.
 func Main(m interface{ Run() int }) {
+	code := Run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Run runs the package's tests and stops the throwaway server, returning
+// the exit code: Main without the leak check, for couriertest.Main, whose
+// users' tests are theirs to check.
+func Run(m interface{ Run() int }) int {
 	code := m.Run()
 	if err := stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
@@ -82,7 +99,7 @@ func Main(m interface{ Run() int }) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL returns the connection URL (postgres://…) of a fresh, empty database

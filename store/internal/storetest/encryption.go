@@ -30,7 +30,7 @@ func testEncryption(t *testing.T, open OpenFunc) {
 	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
 	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
 	reopen := func(enc *store.Encryption) *bundle {
-		s, err := store.Open(b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
+		s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
 	reopen := func(enc *store.Encryption) *bundle {
 		t.Helper()
-		s, err := store.Open(b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
+		s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,7 @@ func testSchemaAlteredNamesTableAndColumn(t *testing.T, open OpenFunc) {
 			if _, err := db.ExecContext(ctx, tt.alter); err != nil {
 				t.Fatal(err)
 			}
-			s, err := store.Open(ctx, db, store.Config{})
+			s, err := openStore(t, ctx, db, store.Config{})
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("Open = %v, want it to serve", err)
@@ -153,7 +153,7 @@ func testMigrationFiles(t *testing.T, open OpenFunc, kit MigrationKit) {
 			t.Fatalf("version record %d is %d applied at %s, want %d applied now", i, v.Version, at, i+1)
 		}
 	}
-	s, err := store.Open(ctx, db, store.Config{})
+	s, err := openStore(t, ctx, db, store.Config{})
 	if err != nil {
 		t.Fatalf("Open after the files = %v, want it to serve", err)
 	}
@@ -205,7 +205,7 @@ func testMigrateTxFromSQLTx(t *testing.T, open OpenFunc, migrateTx func(context.
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
 		t.Fatalf("Open after a rolled-back MigrateTx = %v, want ErrSchemaOutdated", err)
 	}
 	for range 2 { // the second is a no-op
@@ -221,7 +221,7 @@ func testMigrateTxFromSQLTx(t *testing.T, open OpenFunc, migrateTx func(context.
 			t.Fatal(err)
 		}
 	}
-	s, err := store.Open(ctx, db, store.Config{})
+	s, err := openStore(t, ctx, db, store.Config{})
 	if err != nil {
 		t.Fatalf("Open after a committed MigrateTx = %v", err)
 	}

@@ -18,7 +18,7 @@ import (
 func testSchema(t *testing.T, open OpenFunc) {
 	db := open(t)
 	ctx := t.Context()
-	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
 		t.Fatalf("Open before Migrate = %v, want ErrSchemaOutdated", err)
 	}
 	// MigrateTx inside a transaction that rolls back leaves nothing.
@@ -32,7 +32,7 @@ func testSchema(t *testing.T, open OpenFunc) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
 		t.Fatalf("Open after a rolled-back MigrateTx = %v, want ErrSchemaOutdated", err)
 	}
 	for range 2 { // the second run is a no-op
@@ -40,19 +40,19 @@ func testSchema(t *testing.T, open OpenFunc) {
 			t.Fatalf("Migrate: %v", err)
 		}
 	}
-	if _, err := store.Open(ctx, db, store.Config{}); err != nil {
+	if _, err := openStore(t, ctx, db, store.Config{}); err != nil {
 		t.Fatalf("Open after Migrate: %v", err)
 	}
 	if _, err := db.ExecContext(ctx, "ALTER TABLE courier_outbox ADD COLUMN surprise INTEGER"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaAltered) {
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaAltered) {
 		t.Fatalf("Open on an altered schema = %v, want ErrSchemaAltered", err)
 	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO courier_schema (version, applied_at) VALUES (999, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaTooNew) {
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaTooNew) {
 		t.Fatalf("Open on a newer schema = %v, want ErrSchemaTooNew", err)
 	}
 	if err := store.Migrate(ctx, db); !errors.Is(err, courier.ErrSchemaTooNew) {

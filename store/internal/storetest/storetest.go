@@ -98,11 +98,21 @@ func setup(t *testing.T, open OpenFunc, cfg store.Config) *bundle {
 	if cfg.Now == nil {
 		cfg.Now = clock.Now
 	}
-	s, err := store.Open(ctx, db, cfg)
+	s, err := openStore(t, ctx, db, cfg)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	return &bundle{db: db, store: s, clock: clock, ctx: ctx}
+}
+
+// openStore is store.Open with the Store closed when t ends: on SQLite a
+// Store holds a writer connection of its own.
+func openStore(t testing.TB, ctx context.Context, db *sqlx.DB, cfg store.Config) (*store.Store, error) {
+	s, err := store.Open(ctx, db, cfg)
+	if err == nil {
+		t.Cleanup(func() { s.Close() })
+	}
+	return s, err
 }
 
 // enqueue enqueues p in a committed transaction of its own.
