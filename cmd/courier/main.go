@@ -3,7 +3,7 @@
 // and contract pins, makes signing secrets, and sends or verifies a
 // signed test notification.
 //
-//	courier migrate   -db app.db [-print]
+//	courier migrate   -db app.db            (or -print -db … / -print -engine sqlite|postgres: write the SQL)
 //	courier health    -db app.db
 //	courier deliveries list|show|redrive|cancel -db app.db …
 //	courier endpoints list|enable|disable -db app.db …
@@ -70,7 +70,7 @@ var commands = map[string]command{
 const usage = `usage: courier <command> [flags]
 
 commands:
-  migrate     apply courier's migrations (-print: write the SQL instead)
+  migrate     apply courier's migrations (-print: write their SQL instead, for -db or -engine)
   health      the outbox's health (exit 3 when blocked)
   deliveries  list, show, redrive or cancel deliveries
   endpoints   list endpoints that are not healthy; enable or disable one

@@ -22,6 +22,7 @@ import (
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
@@ -296,4 +297,59 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("health: %s", out)
 	}
 	mustRun(t, exitOK, "deliveries", "list", "-db", url)
+}
+
+// TestMigratePrint: -print writes SQL that, applied by another tool (here
+// one Exec of the whole text), leaves a database courier opens and
+// migrate finds nothing left to do in, on both engines; it never touches
+// the database it names.
+func TestMigratePrint(t *testing.T) {
+	t.Parallel()
+	engines := []struct {
+		engine, driver string
+		db             func(t testing.TB) string
+		dsn            func(db string) string
+	}{
+		{"sqlite", sqlite.DriverName, func(t testing.TB) string { return filepath.Join(t.TempDir(), "app.db") },
+			func(db string) string { return sqlite.DSN(db, store.DurabilityFull) }},
+		{"postgres", postgres.DriverName, couriertest.PostgresURL, func(db string) string { return db }},
+	}
+	for _, e := range engines {
+		t.Run(e.engine, func(t *testing.T) {
+			t.Parallel()
+			db := e.db(t)
+			byEngine := mustRun(t, exitOK, "migrate", "-print", "-engine", e.engine)
+			if byDB := mustRun(t, exitOK, "migrate", "-print", "-db", db); byDB != byEngine {
+				t.Fatal("-print -db and -print -engine of the same engine differ")
+			}
+			if !strings.HasPrefix(byEngine, "-- courier migration 1") || !strings.Contains(byEngine, "courier_schema") {
+				t.Fatalf("-print wrote %.200q…", byEngine)
+			}
+			d, err := sqlx.Open(e.driver, e.dsn(db))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if e.engine == "postgres" {
+				var tables int
+				if err := d.GetContext(t.Context(), &tables, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'courier_schema'"); err != nil || tables != 0 {
+					t.Fatalf("-print -db touched the database: %d version tables, %v", tables, err)
+				}
+			} else if _, err := os.Stat(db); err == nil {
+				t.Fatal("-print -db created the SQLite file")
+			}
+			if _, err := d.ExecContext(t.Context(), byEngine); err != nil {
+				t.Fatalf("applying the printed SQL: %v", err)
+			}
+			s, err := store.Open(t.Context(), d, store.Config{})
+			if err != nil {
+				t.Fatalf("Open after the printed SQL: %v", err)
+			}
+			s.Close()
+			mustRun(t, exitOK, "migrate", "-db", db)
+		})
+	}
+	if code, _, errOut := courierRun(t, "migrate", "-print"); code != exitUsage || !strings.Contains(errOut, "-db or -engine") {
+		t.Fatalf("-print alone: %d %q", code, errOut)
+	}
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -13,14 +16,26 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
-// migrateCmd applies courier's migrations.
+// migrateCmd applies courier's migrations, or with -print writes their
+// SQL for a team's own migration tool.
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flags("migrate", stderr)
-	db := dbFlag(fs)
-	if err := parse(fs, args); err != nil {
+	fl := flags("migrate", stderr)
+	db := dbFlag(fl)
+	printSQL := fl.Bool("print", false, "write every migration's SQL, in order, instead of applying them")
+	engine := fl.String("engine", "", "with -print and no -db: the engine, sqlite or postgres")
+	if err := parse(fl, args); err != nil {
 		return err
+	}
+	if *printSQL {
+		files, err := migrationsOf(*db, *engine, stderr)
+		if err != nil {
+			return err
+		}
+		return printMigrations(files, stdout)
 	}
 	d, err := openDB(*db)
 	if err != nil {
@@ -31,6 +46,43 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintln(stdout, "migrated")
+	return nil
+}
+
+// migrationsOf returns the migration files of the engine -db or -engine
+// names.
+func migrationsOf(db, engine string, stderr io.Writer) (fs.FS, error) {
+	switch {
+	case engine == "" && db == "":
+		return nil, usageError(stderr, "migrate -print needs -db or -engine")
+	case engine == "sqlite" || engine == "" && !isPostgres(db):
+		return sqlite.Migrations(), nil
+	case engine == "postgres" || engine == "" && isPostgres(db):
+		return postgres.Migrations(), nil
+	}
+	return nil, usageError(stderr, "-engine must be sqlite or postgres")
+}
+
+// printMigrations writes the files of files in order, a blank line
+// between two. Each begins with a comment naming it and ends by recording
+// its version, so a tool may apply them one by one; store.Migrate skips
+// what was applied.
+func printMigrations(files fs.FS, w io.Writer) error {
+	names, err := fs.Glob(files, "*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		b, err := fs.ReadFile(files, name)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s\n", bytes.TrimRight(b, "\n"))
+	}
 	return nil
 }
 
