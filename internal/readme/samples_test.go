@@ -1,0 +1,251 @@
+package readme_test
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/admin"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// The samples below are the README's. Each region runs from a
+// "readme:name" comment to "readme:end"; the README shows its text
+// unindented.
+
+func sendingSample(ctx context.Context, id string, total int, payload []byte) error {
+	// readme:sending
+	s, err := sqlite.Open(ctx, "orders.db", store.Config{}) // creates the file, migrates courier's tables
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	// In your own transaction, beside your business rows:
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", id, total); err != nil {
+		return err
+	}
+	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		NotificationID: "order-" + id + "-paid", // the receiver's dedupe key
+		Endpoint:       "https://shipping.example/hooks/orders",
+		Payload:        payload, // sent byte for byte on every attempt
+	}); err != nil {
+		return err
+	}
+	return tx.Commit() // the notification exists exactly when the order does
+	// readme:end
+}
+
+func workerSample(ctx context.Context, s *store.Store) error {
+	// readme:worker
+	key, err := signature.ParseStandardWebhooksKey("k1", os.Getenv("COURIER_SECRET")) // whsec_…
+	if err != nil {
+		return err
+	}
+	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{
+		Keys: []signature.StandardWebhooksKey{key},
+	})
+	if err != nil {
+		return err
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer})
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done() // SIGTERM: claim nothing more, let attempts in flight finish
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		w.Stop(stop) // what is still running after 10 s is cut short and due again at once
+	}()
+	return w.Run(context.WithoutCancel(ctx)) // nil once stopped
+	// readme:end
+}
+
+// readme:payload
+type OrderPaid struct {
+	NotificationID string `json:"notification_id" validate:"required"`
+	OrderID        string `json:"order_id" validate:"required"`
+	Total          int    `json:"total" validate:"gt=0"`
+}
+
+// DedupeKey is the notification's identity: a redelivery with the same key
+// gets the stored answer and never runs the function again.
+func (o OrderPaid) DedupeKey() string { return o.NotificationID }
+
+// readme:end
+
+func receivingSample(ctx context.Context) error {
+	// readme:receiving
+	s, err := sqlite.Open(ctx, "shipping.db", store.Config{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	key, err := signature.ParseStandardWebhooksKey("k1", os.Getenv("COURIER_SECRET"))
+	if err != nil {
+		return err
+	}
+	verifier, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
+		Sender: "orders", // the dedupe namespace: who this key proves the request came from
+		Keys:   []signature.StandardWebhooksKey{key},
+	})
+	if err != nil {
+		return err
+	}
+	paid, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier},
+		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error {
+			// Runs once per notification, in the transaction that records it: write through tx.
+			_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", o.OrderID)
+			return err // an error answers 500 and the sender retries; handler.Reject refuses for good
+		})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/orders", paid)
+	srv := &http.Server{
+		Addr:              ":8080",
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	return srv.ListenAndServe()
+	// readme:end
+}
+
+func guardSample(s *store.Store, signer signature.Signer) (*client.Worker, error) {
+	// readme:guard
+	dev := client.Guard{ // a receiver on http://127.0.0.1:8080, in development only
+		AllowHTTP:     true,
+		AllowPorts:    []uint16{8080},
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+	}
+	return client.NewWorker(client.Config{Store: s, Signer: signer, Transport: dev.Transport()})
+	// readme:end
+}
+
+func postgresSample(ctx context.Context) (*store.Store, error) {
+	// readme:postgres
+	db, err := sqlx.Open(postgres.DriverName, os.Getenv("DATABASE_URL")) // postgres://…
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(32) // at least the worker's Concurrency + 2, as many idle
+	db.SetMaxIdleConns(32)
+	if err := store.Migrate(ctx, db); err != nil { // or your own tool: see Migrations below
+		return nil, err
+	}
+	return store.Open(ctx, db, store.Config{}) // checks the schema; never migrates
+	// readme:end
+}
+
+func placeholdersSample(ctx context.Context, tx *sqlx.Tx, id string, total int) error {
+	// readme:placeholders
+	_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO orders (id, total) VALUES (?, ?)"), id, total)
+	// readme:end
+	return err
+}
+
+func adminSample(s *store.Store, mux *http.ServeMux, requireLogin func(http.Handler) http.Handler) error {
+	// readme:admin
+	ops, err := admin.NewHandler(admin.Config{
+		Store: s,
+		Authorize: func(r *http.Request) error { // who may redrive, cancel, enable, pin
+			if r.Header.Get("X-Role") != "operator" {
+				return courier.NewError(courier.CodeForbidden, "operators only")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/ops/courier/", requireLogin(http.StripPrefix("/ops/courier", ops)))
+	// readme:end
+	return nil
+}
+
+// readme:test
+func TestOrderReachesShipping(t *testing.T) {
+	ctx := t.Context()
+	orders, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "orders.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orders.Close()
+	shipping, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "shipping.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shipping.Close()
+	effects, err := couriertest.NewEffects(ctx, shipping) // what the receiver did, in its own database
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	keys := couriertest.StandardWebhooksKeys("orders") // a matched signer and verifier
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: shipping, Verifier: keys.Verifier},
+		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error { return effects.Record(ctx, tx, o.NotificationID) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first attempt of every notification gets a 503, the second reaches the receiver.
+	srv := couriertest.NewServer(rcv, couriertest.Sequence(couriertest.Fault{Status: http.StatusServiceUnavailable}))
+	defer srv.Close()
+
+	tx, err := orders.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orders.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		NotificationID: "order-1-paid", Endpoint: srv.URL + "/hooks/orders",
+		Payload: []byte(`{"notification_id":"order-1-paid","order_id":"1","total":4200}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	w, err := client.NewWorker(client.Config{
+		Store: orders, Signer: keys.Signer,
+		Transport: srv.Guard().Transport(), // opens exactly this test server's address
+		Backoff:   func(int, time.Duration) time.Duration { return 0 }, // retry at once
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil { // until nothing is due
+		t.Fatal(err)
+	}
+	if n, err := effects.Count(ctx, "order-1-paid"); err != nil || n != 1 {
+		t.Fatalf("order-1-paid applied %d times (%v), want once", n, err)
+	}
+}
+
+// readme:end
+
+// The samples are compiled, not called (but for the test above).
+var _ = []any{sendingSample, workerSample, receivingSample, guardSample, postgresSample, placeholdersSample, adminSample}
