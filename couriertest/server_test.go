@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/internal/testmain"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -20,7 +20,7 @@ import (
 )
 
 // TestMain is couriertest.Main's own run with goleak's check after it.
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // ackHandler answers every request with courier's Ack for its body and
 // counts the requests that reached it.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/internal/pgtest"
@@ -14,7 +16,7 @@ import (
 	"github.com/courier-go/courier/store/postgres"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // clockSetup is a migrated PostgreSQL database with one delivery enqueued.
 type clockSetup struct {

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/endpoint"
-	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -26,7 +27,7 @@ import (
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // courierRun runs the tool and returns its exit status and output.
 func courierRun(t *testing.T, args ...string) (int, string, string) {

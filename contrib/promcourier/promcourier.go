@@ -7,9 +7,10 @@
 // (pass its hooks to the store, the worker and the receivers); its gauges
 // are read from the store when Prometheus scrapes:
 //
-//	c := promcourier.New(s) // s from sqlite.Open or store.Open, with store.Config{Hook: …} below
-//	prometheus.MustRegister(c)
+//	c := promcourier.New()
 //	s, _ := sqlite.Open(ctx, path, store.Config{Hook: c.StoreHook})
+//	c.Watch(s) // the gauges read s at each scrape
+//	prometheus.MustRegister(c)
 //	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: c.WorkerHook})
 //	rcv, _ := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: v, Hook: c.ReceiverHook}, fn)
 //	http.Handle("/metrics", promhttp.Handler())
@@ -34,6 +35,7 @@ package promcourier
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +52,7 @@ const ScrapeTimeout = 5 * time.Second
 // Collector is a prometheus.Collector of courier's metrics. It is safe for
 // concurrent use.
 type Collector struct {
-	store *store.Store
+	store atomic.Pointer[store.Store] // the watched store, nil for none
 
 	enqueued  prometheus.Counter
 	claimed   prometheus.Counter
@@ -64,11 +66,10 @@ type Collector struct {
 	scrapeErrors                     prometheus.Counter
 }
 
-// New returns a Collector whose gauges read s. s may be nil: the Collector
-// then has counters and histograms only.
-func New(s *store.Store) *Collector {
+// New returns a Collector with its counters and histograms at zero, fed
+// by its hooks; its gauges are reported once Watch gives it a store.
+func New() *Collector {
 	return &Collector{
-		store: s,
 		enqueued: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_enqueued_total",
 			Help: "Deliveries written to the outbox (counted at enqueue, before the caller's commit)."}),
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_claimed_total",
@@ -129,12 +130,17 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.durations.Describe(ch)
 	c.requests.Describe(ch)
 	c.scrapeErrors.Describe(ch)
-	if c.store != nil {
-		for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints} {
-			ch <- d
-		}
+	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints} {
+		ch <- d
 	}
 }
+
+// Watch makes the Collector report the gauges of s, read at each scrape:
+// the outbox's depth by status, due deliveries and the oldest one's age,
+// expired leases, and endpoints by breaker state. Without it the
+// Collector reports counters and histograms only (for a process that
+// only receives, say). Watching another store replaces the first.
+func (c *Collector) Watch(s *store.Store) { c.store.Store(s) }
 
 // Collect implements prometheus.Collector: the counters and histograms as
 // the hooks counted them, and the gauges as the store says now.
@@ -145,21 +151,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.attempts.Collect(ch)
 	c.durations.Collect(ch)
 	c.requests.Collect(ch)
-	if c.store != nil && c.collectStore(ch) != nil {
+	if s := c.store.Load(); s != nil && c.collectStore(s, ch) != nil {
 		c.scrapeErrors.Inc()
 	}
 	c.scrapeErrors.Collect(ch)
 }
 
 // collectStore reads the gauges from the store.
-func (c *Collector) collectStore(ch chan<- prometheus.Metric) error {
+func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
 	defer cancel()
-	h, err := c.store.Outbox.Health(ctx)
+	h, err := s.Outbox.Health(ctx)
 	if err != nil {
 		return err
 	}
-	eps, err := c.store.Endpoints.List(ctx)
+	eps, err := s.Endpoints.List(ctx)
 	if err != nil {
 		return err
 	}

@@ -33,14 +33,13 @@ func TestCollector(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	reg := prometheus.NewPedanticRegistry()
-	var c *promcourier.Collector
-	hook := func(e store.Event) { c.StoreHook(e) }
-	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Hook: hook})
+	c := promcourier.New()
+	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Hook: c.StoreHook})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sender.Close()
-	c = promcourier.New(sender)
+	c.Watch(sender)
 	reg.MustRegister(c)
 	inbox, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
 	if err != nil {
@@ -131,7 +130,7 @@ courier_settled_total{status="succeeded"} 2
 // TestCollectorWithoutStore has counters and histograms only.
 func TestCollectorWithoutStore(t *testing.T) {
 	t.Parallel()
-	c := promcourier.New(nil)
+	c := promcourier.New()
 	c.StoreHook(store.Event{Kind: store.EventEnqueued, N: 3})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)

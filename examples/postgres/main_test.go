@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	"github.com/courier-go/courier/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // TestRun runs the example twice on one database: the second run delivers
 // its own notifications and is not confused by the first's.

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -35,7 +37,7 @@ import (
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // clusterNotifications is how many notifications TestThreeWorkerProcesses
 // delivers: 10,000 take about 20 s on two cores, but 50 s (90 s and more

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/crash"
 	"github.com/courier-go/courier/internal/pgtest"
@@ -42,7 +44,7 @@ const (
 	drainPoll = 50 * time.Millisecond
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // TestCrashProcess is not a test of its own: it is the body of the child
 // processes TestCrash starts by running this test binary again. Without

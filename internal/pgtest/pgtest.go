@@ -3,7 +3,7 @@
 // A package whose tests need PostgreSQL stops the shared server from its
 // TestMain and asks for a database in each test:
 //
-//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//	func TestMain(m *testing.M) { testmain.Main(m) } // internal/testmain: pgtest.Run, then goleak
 //
 //	func TestEnqueue(t *testing.T) {
 //		t.Parallel()
@@ -35,8 +35,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
 
 // Environment variables read by the package.
@@ -56,7 +54,7 @@ const (
 
 // errStopped is reported to tests that ask for a database after Main has
 // stopped the server.
-var errStopped = errors.New("the throwaway server has been stopped by pgtest.Main")
+var errStopped = errors.New("the throwaway server has been stopped by pgtest.Run")
 
 // harness is the PostgreSQL server shared by the tests of this process. It is
 // acquired once, on first use, and stopped by Main. The mutex plays the part
@@ -69,28 +67,10 @@ var harness struct {
 	err      error   // why there is no server
 }
 
-// Main runs the package's tests, stops the throwaway server afterwards
-// and, when the tests passed, fails the run if any goroutine they started
-// is still running (goleak). Use it from TestMain:
-//
-//	func TestMain(m *testing.M) { pgtest.Main(m) }
-//
-// Without it the server is still killed when the test process exits, but its
-// temporary directory is left behind.
-func Main(m interface{ Run() int }) {
-	code := Run(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// Run runs the package's tests and stops the throwaway server, returning
-// the exit code: Main without the leak check, for couriertest.Main, whose
-// users' tests are theirs to check.
+// Run runs the package's tests and stops the throwaway server afterwards,
+// returning the exit code, for a TestMain (internal/testmain.Main,
+// couriertest.Main). Without it the server is still killed when the test
+// process exits, but its temporary directory is left behind.
 func Run(m interface{ Run() int }) int {
 	code := m.Run()
 	if err := stop(); err != nil {

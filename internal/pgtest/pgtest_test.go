@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // open connects to dbURL with the pgx stdlib driver and closes the connection
 // in t's cleanup.

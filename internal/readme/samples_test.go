@@ -72,7 +72,7 @@ func workerSample(ctx context.Context, s *store.Store) error {
 	}
 	go func() {
 		<-ctx.Done() // SIGTERM: claim nothing more, let attempts in flight finish
-		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		w.Stop(stop) // what is still running after 10 s is cut short and due again at once
 	}()
@@ -207,7 +207,9 @@ func TestOrderReachesShipping(t *testing.T) {
 
 	keys := couriertest.StandardWebhooksKeys("orders") // a matched signer and verifier
 	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: shipping, Verifier: keys.Verifier},
-		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error { return effects.Record(ctx, tx, o.NotificationID) })
+		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error {
+			return effects.Record(ctx, tx, o.NotificationID)
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +233,7 @@ func TestOrderReachesShipping(t *testing.T) {
 
 	w, err := client.NewWorker(client.Config{
 		Store: orders, Signer: keys.Signer,
-		Transport: srv.Guard().Transport(), // opens exactly this test server's address
+		Transport: srv.Guard().Transport(),                             // opens exactly this test server's address
 		Backoff:   func(int, time.Duration) time.Duration { return 0 }, // retry at once
 	})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-go/courier/internal/testmain"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/internal/pgtest"
@@ -20,7 +22,7 @@ import (
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // engines are the databases the tests and benchmarks here run on.
 // PostgreSQL is skipped when no server can be had (see internal/pgtest).
