@@ -27,7 +27,7 @@ func IsDigest(s string) bool {
 	return true
 }
 
-// IsToken reports whether s is a notification token as DESIGN defines it:
+// IsToken reports whether s is a token: a notification id, key id or code:
 // 1 to 256 characters of A-Z a-z 0-9 _ . : -.
 func IsToken(s string) bool {
 	return isTokenN(s, 256)

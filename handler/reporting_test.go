@@ -359,7 +359,7 @@ func storySteps(t *testing.T) []storyStep {
 // TestReportingStoryboard replays AdCP's receiver-envelope storyboard in
 // its order against one receiver: the envelope is accepted, its retry is
 // accepted without a second effect, and every payload that is not an
-// envelope is refused (400, as DESIGN answers an invalid envelope) before
+// envelope is refused (400, as an invalid envelope is answered) before
 // anything runs or is written.
 func TestReportingStoryboard(t *testing.T) {
 	t.Parallel()

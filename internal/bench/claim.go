@@ -34,7 +34,7 @@ const (
 // round makes claimsPerRound claims on every outbox, rotating which goes
 // first, then releases the leases (not timed); a size's figure is its
 // median claim. Row 5 holds the largest size against the smallest, as
-// DESIGN.md states the target; row 5b every size against every other,
+// the target is stated for it; row 5b every size against every other,
 // since a plan that is linear in the backlog can hide between the two
 // ends.
 func benchClaim(ctx context.Context, e *engine, z sizes, bare *httptest.Server) ([]row, error) {

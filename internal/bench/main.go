@@ -1,5 +1,5 @@
-// Command bench measures courier against the performance targets of
-// DESIGN.md. Every figure is a ratio to a baseline measured in the same
+// Command bench measures courier against its performance targets (BENCHMARKS.md
+// lists them). Every figure is a ratio to a baseline measured in the same
 // run, on the same machine, so the table holds across machines of a kind:
 //
 //	go run ./internal/bench [-engines=sqlite,postgres] [-quick] [-cpuprofile file]
@@ -154,7 +154,7 @@ func benchmark(ctx context.Context, o options) error {
 			defer e.closeAll()
 			for _, f := range o.run {
 				if (f == "e2e" || f == "durability") && e.name != "sqlite" {
-					continue // DESIGN.md states the end-to-end figure for SQLite; durability is SQLite's setting
+					continue // the end-to-end target is stated for SQLite; durability is SQLite's setting
 				}
 				progress("%s: %s", e.name, f)
 				var rs []row

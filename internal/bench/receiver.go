@@ -13,7 +13,7 @@ import (
 	"github.com/courier-go/courier/signature"
 )
 
-// receiverConns is the number of concurrent connections DESIGN.md's
+// receiverConns is the number of concurrent connections the
 // receiver target is stated at.
 const receiverConns = 64
 

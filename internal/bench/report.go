@@ -12,7 +12,7 @@ import (
 )
 
 // row is one figure of the table: courier's measurement, its baseline
-// from the same run, their ratio and the DESIGN.md target it is held to.
+// from the same run, their ratio and the target it is held to.
 type row struct {
 	id, name, engine  string
 	courier, baseline string // formatted measurements

@@ -440,7 +440,7 @@ func benchPickup(b *testing.B, s *store.Store) {
 }
 
 // BenchmarkClaimBacklog measures one Outbox.Claim of 10 rows on PostgreSQL
-// with 1,000 and with 1,000,000 due rows. DESIGN.md's target: the cost
+// with 1,000 and with 1,000,000 due rows. The target: the cost
 // stays within 2x from the one to the other.
 func BenchmarkClaimBacklog(b *testing.B) {
 	for _, due := range []int{1_000, 1_000_000} {
