@@ -84,6 +84,13 @@ type Config struct {
 	// the Store's workers verify each answer with the profile it resolves.
 	// Defaults to ack.Builtin.
 	Profiles func(name string) (ack.Profile, bool)
+	// Tracer traces enqueues: each delivery an Outbox writes gets a span
+	// (courier.enqueue) in the caller's trace, and keeps that span's W3C
+	// trace context, which every attempt sends on (traceparent), so the
+	// receiver continues the trace of the enqueuing transaction. Only trace
+	// identifiers are stored. contrib/otelcourier provides one for
+	// OpenTelemetry. Defaults to none: no spans, no trace context kept.
+	Tracer courier.Tracer
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
 	// on another host than its processes (PostgreSQL): the Store reads the
