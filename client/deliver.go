@@ -55,13 +55,15 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
 	default:
 		started := time.Now()
-		oc = w.try(ctx, c)
+		actx, span := w.startAttempt(ctx, c)
+		oc = w.try(actx, c)
 		if ctx.Err() != nil && oc.HTTPStatus == 0 {
 			// Cut short by shutdown: it may have reached the receiver, so
 			// it counts; it is due again at once, for any worker.
 			oc = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}
 		}
 		oc.Duration = time.Since(started)
+		endAttempt(span, oc)
 	}
 	oc.Lease = c.Lease
 	s, err := w.settle(ctx, oc, lease-w.cfg.Now().Sub(claimedAt))

@@ -106,6 +106,16 @@ type Config struct {
 	// of each lease and of each delivery's retry horizon is left. Defaults
 	// to time.Now.
 	Now func() time.Time
+	// Tracer traces the worker: a courier.claim span per claim, a
+	// courier.settle span per settle batch, and an HTTP client span (POST)
+	// per attempt, a child of the trace context the delivery was enqueued
+	// in (store.Config.Tracer), with the delivery, attempt, redacted URL,
+	// the receiver's status, the result and codes as attributes. Each
+	// attempt sends the trace context on (traceparent, tracestate): its
+	// span's, or without a Tracer the one stored with the delivery, so the
+	// receiver continues the enqueuing transaction's trace either way.
+	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
+	Tracer courier.Tracer
 	// Hook receives an Event after each attempt is settled, for metrics
 	// and tests. It runs on the attempt's goroutine and must be quick.
 	// Defaults to none.
@@ -268,7 +278,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		cfg:      cfg,
 		outbox:   outbox,
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
-		settler:  newSettler(outbox),
+		settler:  &settler{apply: settleSpan(cfg.Tracer, outbox.Settle)},
 		stopping: make(chan struct{}),
 		halt:     halt,
 		haltNow:  haltNow,
@@ -382,7 +392,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		got := 0
 		if want >= minClaim {
 			claimedAt := w.cfg.Now()
-			batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
+			batch, err := w.claim(ctx, want)
 			if err != nil && ctx.Err() == nil {
 				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
 			}
@@ -459,7 +469,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	}
 	defer w.running.Done()
 	claimedAt := w.cfg.Now()
-	batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: w.cfg.BatchSize, Lease: w.cfg.Lease})
+	batch, err := w.claim(ctx, w.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
