@@ -37,6 +37,7 @@ type front struct {
 	body     middleware.BodyLimits
 	logger   *slog.Logger
 	hook     func(Event)
+	tracer   courier.Tracer
 }
 
 // handler returns the way in of a handler: the answer is watched, to be
@@ -75,20 +76,23 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 // http.ErrAbortHandler must reach the server as it was.
 func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	ow := &outcomeWriter{ResponseWriter: w}
+	r, span := f.startServer(r)
 	defer func() {
 		if v := recover(); v != nil {
 			ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
-			f.report(r, ow)
+			f.report(r, ow, span)
 			panic(v)
 		}
 	}()
 	next(ow, r)
-	f.report(r, ow)
+	f.report(r, ow, span)
 }
 
-// report logs a refused or failed answer and hands its Event to the hook.
-func (f front) report(r *http.Request, ow *outcomeWriter) {
+// report logs a refused or failed answer, hands its Event to the hook and
+// ends the request's span.
+func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 	e := ow.event()
+	defer endServer(span, e)
 	switch {
 	case e.Status >= 500:
 		attrs := []any{slog.Int("status", e.Status), slog.String("code", string(e.Code))}
