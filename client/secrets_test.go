@@ -17,6 +17,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/signature"
@@ -139,6 +140,9 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	if len(attempts) < 20 || !strings.Contains(logs.String(), "worker: attempt settled") || !strings.Contains(haystacks["attempts"], "signature_rejected") || !strings.Contains(haystacks["attempts"], "destination_forbidden") ||
 		!strings.Contains(haystacks["spans"], "https://10.1.2.3/terminal") {
 		t.Fatalf("the run did not exercise what it should: %d attempts\n%s", len(attempts), haystacks["attempts"])
+	}
+	if bad := logkey.UndocumentedJSON(logs.String()); len(bad) != 0 {
+		t.Errorf("both ends logged keys %v, which courier's documentation does not list", bad)
 	}
 	for name, hay := range haystacks {
 		for _, form := range forms {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -307,7 +308,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	if first {
-		w.cfg.Logger.InfoContext(ctx, "worker: stopping", slog.String("owner", w.cfg.Owner))
+		w.cfg.Logger.InfoContext(ctx, "worker: stopping", slog.String(logkey.Owner, w.cfg.Owner))
 	}
 	done := make(chan struct{})
 	go func() {
@@ -318,7 +319,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		w.cfg.Logger.WarnContext(ctx, "worker: stop deadline passed, cutting attempts short", slog.String("code", string(courier.CodeWorkerStopped)))
+		w.cfg.Logger.WarnContext(ctx, "worker: stop deadline passed, cutting attempts short", slog.String(logkey.Code, string(courier.CodeWorkerStopped)))
 		w.haltNow()
 		<-done
 		return ctx.Err()
@@ -394,7 +395,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			claimedAt := w.cfg.Now()
 			batch, err := w.claim(ctx, want)
 			if err != nil && ctx.Err() == nil {
-				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
+				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 			}
 			got = len(batch)
 			if w.isStopping(actx) { // stopped during the claim: none of it starts
@@ -450,7 +451,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 	ch, stop, err := w.outbox.Listen(ctx)
 	if err != nil {
-		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any("error", err))
+		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any(logkey.Error, err))
 		return nil, func() {}
 	}
 	return ch, stop

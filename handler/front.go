@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -95,16 +96,16 @@ func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 	defer endServer(span, e)
 	switch {
 	case e.Status >= 500:
-		attrs := []any{slog.Int("status", e.Status), slog.String("code", string(e.Code))}
+		attrs := []any{slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code))}
 		if ow.cause != nil {
-			attrs = append(attrs, slog.Any("error", ow.cause))
+			attrs = append(attrs, slog.Any(logkey.Error, ow.cause))
 		}
 		if ow.panicked {
-			attrs = append(attrs, slog.Bool("panic", true))
+			attrs = append(attrs, slog.Bool(logkey.Panic, true))
 		}
 		f.logger.ErrorContext(r.Context(), "handler: request failed", attrs...)
 	case e.Status >= 400:
-		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int("status", e.Status), slog.String("code", string(e.Code)))
+		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
 	}
 	if f.hook != nil {
 		f.hook(e)

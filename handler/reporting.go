@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -211,7 +212,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		// no-op. Runs after the rollback below, which frees SQLite's
 		// write lock.
 		if err := inbox.ReleaseClaim(context.WithoutCancel(ctx), claim); err != nil {
-			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		}
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
