@@ -315,8 +315,11 @@ func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]
 		rows, err := n.Query(ctx, q.text, q.args(args))
 		return rows, s.dialect.interpret(name, err)
 	}
-	rows, err := x.QueryContext(ctx, q.text, q.args(args)...)
-	return rows, s.dialect.interpret(name, err)
+	rows, err := x.QueryContext(ctx, q.text, q.args(args)...) //nolint:rowserrcheck // the caller's scan checks Err (scanAll, scanOne)
+	if err != nil {
+		return nil, s.dialect.interpret(name, err)
+	}
+	return rows, nil
 }
 
 // selectRows runs a named query on x and scans every row into dest, a
