@@ -15,6 +15,7 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
 )
@@ -88,13 +89,18 @@ func (a pgxApp) outboxRows(t *testing.T) int {
 
 // TestPgxEnqueueCommitsWithTheTransactionAndIsDelivered: a delivery
 // enqueued in a pgx.Tx is invisible until the transaction commits, wakes
-// a listening worker when it does, and a worker delivers it.
+// a listening worker when it does, and a worker delivers it, with the
+// trace context of the enqueue.
 func TestPgxEnqueueCommitsWithTheTransactionAndIsDelivered(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	app := setupPgx(t, store.Config{})
+	rec := &tracingtest.Recorder{}
+	ctx, span := rec.Start(t.Context(), "request", courier.SpanServer)
+	defer span.End()
+	app := setupPgx(t, store.Config{Tracer: rec})
 	keys := couriertest.StandardWebhooksKeys("orders")
+	traceparent := make(chan string, 1)
 	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		traceparent <- r.Header.Get("traceparent")
 		w.WriteHeader(http.StatusNoContent)
 	}), nil)
 	defer srv.Close()
@@ -147,6 +153,10 @@ func TestPgxEnqueueCommitsWithTheTransactionAndIsDelivered(t *testing.T) {
 	}
 	if got := srv.Stats().ByID["o-1"]; got != 1 {
 		t.Fatalf("receiver got o-1 %d times, want 1", got)
+	}
+	enq := rec.Named("courier.enqueue")
+	if got := <-traceparent; len(enq) != 1 || enq[0].Parent != rec.Inject(ctx) || got != enq[0].Context.Parent {
+		t.Fatalf("the attempt sent traceparent %q; want the enqueue span's, a child of the request", got)
 	}
 }
 
