@@ -11,4 +11,48 @@
 // [github.com/courier-go/courier/signature].
 //
 // This package performs no I/O and imports nothing outside the standard library.
+//
+// # Tracing
+//
+// Tracer is the seam a tracing system plugs into: each part takes one in a
+// config field named Tracer (store.Config, client.Config and the handler
+// package's configs). A delivery keeps the W3C trace context of the
+// transaction that enqueued it, every attempt sends it (traceparent,
+// tracestate), and the receiver continues it, so one trace runs from the
+// business transaction to the receiver's function. The module
+// github.com/courier-go/courier/contrib/otelcourier implements Tracer with
+// OpenTelemetry and lists the spans and attributes.
+//
+// # Log attributes
+//
+// Courier's parts log through the *slog.Logger of their configs (quiet by
+// default): the worker (client.Config.Logger), the receivers
+// (handler.ReceiverConfig.Logger and the others), middleware.Recover and
+// the admin surface (admin.Config.Logger). Every line's message starts with
+// its part ("worker: ", "handler: ", "middleware: ", "admin: ") and its
+// attributes use these keys and no others. The keys are stable: each
+// means one thing, with one type of value, and none is renamed or given
+// another meaning in a later version. Values are identities, codes,
+// counts and durations: never a payload, a header, a key or a secret, and
+// an endpoint only as scheme://host/path or by its opaque reference.
+//
+//	delivery      int       the outbox delivery's id
+//	attempt       int       the attempt's number, from 1
+//	endpoint      string    the endpoint as scheme://host/path, never its userinfo or query
+//	endpoint_ref  string    the endpoint's opaque reference (admin)
+//	status        string    the delivery's status after the attempt (worker)
+//	http_status   int       an HTTP status: the receiver's (worker), the one answered (handler, admin)
+//	code          string    courier's stable code (a Code)
+//	remote_code   string    the code of the receiver's problem+json refusal
+//	duration      duration  how long the attempt took
+//	lease_left    duration  what was left of the lease when an attempt could not start
+//	timeout       duration  the worker's attempt timeout
+//	deliveries    int       how many deliveries a release concerned
+//	owner         string    the worker's name
+//	error         error     the cause of a failure, for operators
+//	panic         any       true when a handler panicked; the recovered value (middleware.Recover)
+//	stack         string    the stack of a recovered panic
+//	action        string    the operator's action (admin)
+//	count         int       how many rows an operator's action changed (admin)
+//	id            int       the delivery or subscription an operator acted on (admin)
 package courier

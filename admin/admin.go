@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/store"
@@ -180,7 +181,7 @@ func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 }
 
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code courier.Code, detail string) {
-	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", slog.Int("status", status), slog.String("code", string(code)))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", slog.Int(logkey.HTTPStatus, status), slog.String(logkey.Code, string(code)))
 	problem.Error(w, status, code, detail)
 }
 
@@ -196,7 +197,7 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 	case courier.CodeInvalidArgument:
 		problem.Error(w, http.StatusBadRequest, code, ce.Msg)
 	default:
-		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed")
 	}
 }

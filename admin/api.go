@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/store"
 )
@@ -206,9 +207,9 @@ func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 			return 0, err
 		}
 	}
-	attrs := []any{slog.Int64("id", p.ID), slog.Int("count", n)}
+	attrs := []any{slog.Int64(logkey.ID, p.ID), slog.Int(logkey.Count, n)}
 	if p.Endpoint != "" {
-		attrs = append(attrs, slog.String("endpoint_ref", endpoint.Ref(p.Endpoint)))
+		attrs = append(attrs, slog.String(logkey.EndpointRef, endpoint.Ref(p.Endpoint)))
 	}
 	h.cfg.Logger.InfoContext(ctx, "admin: redrive", attrs...)
 	return n, nil
@@ -241,7 +242,7 @@ func (h *Handler) cancel(r *http.Request, id int64) error {
 	if err != nil {
 		return err
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "admin: cancel", slog.Int64("id", id))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: cancel", slog.Int64(logkey.ID, id))
 	return nil
 }
 
@@ -285,7 +286,7 @@ func (h *Handler) endpointAct(r *http.Request, action string, act endpointAction
 	if err := act(r.Context(), url); err != nil {
 		return err
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String("action", action), slog.String("endpoint_ref", endpoint.Ref(url)))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String(logkey.Action, action), slog.String(logkey.EndpointRef, endpoint.Ref(url)))
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 )
 
@@ -85,7 +86,7 @@ func (h *Handler) pin(r *http.Request, target, digest string) error {
 	if err := h.cfg.Store.Contracts.Pin(r.Context(), target, digest); err != nil {
 		return err
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "admin: contract", slog.String("action", "pin"), slog.String("endpoint_ref", endpoint.Ref(target)))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: contract", slog.String(logkey.Action, "pin"), slog.String(logkey.EndpointRef, endpoint.Ref(target)))
 	return nil
 }
 
@@ -96,8 +97,8 @@ func (h *Handler) failMismatched(r *http.Request, target string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "admin: contract", slog.String("action", "fail-mismatched"),
-		slog.String("endpoint_ref", endpoint.Ref(target)), slog.Int("count", n))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: contract", slog.String(logkey.Action, "fail-mismatched"),
+		slog.String(logkey.EndpointRef, endpoint.Ref(target)), slog.Int(logkey.Count, n))
 	return n, nil
 }
 

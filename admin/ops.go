@@ -17,6 +17,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/store"
@@ -275,7 +276,7 @@ func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
-		h.cfg.Logger.ErrorContext(r.Context(), "admin: page failed", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: page failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the page failed")
 		return
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -208,6 +209,9 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 	}
 	if !strings.Contains(logs.String(), ref) {
 		t.Errorf("the log does not name the endpoint by ref: %s", logs.String())
+	}
+	if bad := logkey.UndocumentedJSON(logs.String()); len(bad) != 0 {
+		t.Errorf("logged keys %v, which courier's documentation does not list", bad)
 	}
 }
 

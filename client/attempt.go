@@ -43,6 +43,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
+	w.traceHeaders(ctx, req, c)
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
 		return w.signingFailed(c, err)
 	}

@@ -147,7 +147,7 @@ func TestSettlesLandUnderContention(t *testing.T) {
 				w.Write(a.Marshal())
 			}))
 			t.Cleanup(srv.Close)
-			logs := newCapture()
+			logs := newCapture(t)
 			var ok delivered
 			var bad atomic.Int64 // attempts that did not succeed, or whose lease was lost
 			signer := newSigner(t)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
@@ -47,21 +48,23 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		return
 	case lease-elapsed < w.cfg.Timeout:
 		w.cfg.Logger.WarnContext(ctx, "worker: lease too short to start an attempt, released",
-			slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt), slog.String("endpoint", endpoint.Redact(c.Endpoint)),
-			slog.Duration("lease_left", lease-elapsed), slog.Duration("timeout", w.cfg.Timeout))
+			slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
+			slog.Duration(logkey.LeaseLeft, lease-elapsed), slog.Duration(logkey.Timeout, w.cfg.Timeout))
 		w.release(ctx, claimedAt, c.Lease)
 		return
 	case !c.Deadline.IsZero() && elapsed >= c.Deadline.Sub(c.LeasedAt):
 		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
 	default:
 		started := time.Now()
-		oc = w.try(ctx, c)
+		actx, span := w.startAttempt(ctx, c)
+		oc = w.try(actx, c)
 		if ctx.Err() != nil && oc.HTTPStatus == 0 {
 			// Cut short by shutdown: it may have reached the receiver, so
 			// it counts; it is due again at once, for any worker.
 			oc = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}
 		}
 		oc.Duration = time.Since(started)
+		endAttempt(span, oc)
 	}
 	oc.Lease = c.Lease
 	s, err := w.settle(ctx, oc, lease-w.cfg.Now().Sub(claimedAt))
@@ -97,10 +100,10 @@ func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...pro
 		return err
 	})
 	if err != nil {
-		w.cfg.Logger.ErrorContext(ctx, "worker: release failed", slog.Int("deliveries", len(leases)), slog.Any("error", err))
+		w.cfg.Logger.ErrorContext(ctx, "worker: release failed", slog.Int(logkey.Deliveries, len(leases)), slog.Any(logkey.Error, err))
 		return
 	}
-	w.cfg.Logger.DebugContext(ctx, "worker: released unstarted deliveries", slog.Int("deliveries", n))
+	w.cfg.Logger.DebugContext(ctx, "worker: released unstarted deliveries", slog.Int(logkey.Deliveries, n))
 }
 
 // persist runs write, a write to the store, until it succeeds, fails for
@@ -115,7 +118,7 @@ func (w *Worker) persist(ctx context.Context, within time.Duration, write func(c
 		if err == nil || courier.CodeOf(err) == courier.CodeInvalidArgument || ctx.Err() != nil {
 			return err
 		}
-		w.cfg.Logger.DebugContext(ctx, "worker: store write failed, trying again", slog.Any("error", err))
+		w.cfg.Logger.DebugContext(ctx, "worker: store write failed, trying again", slog.Any(logkey.Error, err))
 		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
 		select {
 		case <-t.C:
@@ -130,7 +133,7 @@ func (w *Worker) persist(ctx context.Context, within time.Duration, write func(c
 // report logs a settled attempt and hands its Event to the hook.
 func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Outcome, s protocol.Settled, err error) {
 	attrs := []slog.Attr{
-		slog.Int64("delivery", c.DeliveryID), slog.Int("attempt", c.Attempt), slog.String("endpoint", endpoint.Redact(c.Endpoint)),
+		slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
 	}
 	code := s.Code
 	switch {
@@ -140,24 +143,24 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		code = oc.Code // not recorded: the attempt's own
 	}
 	if s.Status != "" {
-		attrs = append(attrs, slog.String("status", string(s.Status)))
+		attrs = append(attrs, slog.String(logkey.Status, string(s.Status)))
 	}
 	if code != "" {
-		attrs = append(attrs, slog.String("code", string(code)))
+		attrs = append(attrs, slog.String(logkey.Code, string(code)))
 	}
 	if oc.RemoteCode != "" {
-		attrs = append(attrs, slog.String("remote_code", string(oc.RemoteCode)))
+		attrs = append(attrs, slog.String(logkey.RemoteCode, string(oc.RemoteCode)))
 	}
 	if oc.HTTPStatus != 0 {
-		attrs = append(attrs, slog.Int("http_status", oc.HTTPStatus))
+		attrs = append(attrs, slog.Int(logkey.HTTPStatus, oc.HTTPStatus))
 	}
-	attrs = append(attrs, slog.Duration("duration", oc.Duration))
+	attrs = append(attrs, slog.Duration(logkey.Duration, oc.Duration))
 	log := func(level slog.Level, msg string, extra ...slog.Attr) {
 		w.cfg.Logger.LogAttrs(ctx, level, msg, append(attrs, extra...)...)
 	}
 	switch {
 	case err != nil:
-		log(slog.LevelError, "worker: settle failed", slog.Any("error", err))
+		log(slog.LevelError, "worker: settle failed", slog.Any(logkey.Error, err))
 		return
 	case s.Err != nil:
 		log(slog.LevelWarn, "worker: lease lost before settling")

@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"testing"
+
+	"github.com/courier-go/courier/internal/logkey"
 )
 
 // logRecord is one captured log line: its level, message and attributes
@@ -15,14 +18,27 @@ type logRecord struct {
 }
 
 // capture is a slog.Handler that keeps every record, at every level, and
-// signals waiters when a line with a given message is logged.
+// signals waiters when a line with a given message is logged. The test
+// that made it fails if a line has a key courier's documentation does not
+// list (see internal/logkey).
 type capture struct {
-	mu      sync.Mutex
-	records []logRecord
-	waiters map[string][]chan struct{}
+	mu           sync.Mutex
+	records      []logRecord
+	waiters      map[string][]chan struct{}
+	undocumented []string // "message: key"
 }
 
-func newCapture() *capture { return &capture{waiters: make(map[string][]chan struct{})} }
+func newCapture(t testing.TB) *capture {
+	c := &capture{waiters: make(map[string][]chan struct{})}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.undocumented) > 0 {
+			t.Errorf("the worker logged keys courier's documentation does not list: %v", c.undocumented)
+		}
+	})
+	return c
+}
 
 func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
 
@@ -34,6 +50,9 @@ func (c *capture) Handle(_ context.Context, r slog.Record) error {
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, k := range logkey.Undocumented(r) {
+		c.undocumented = append(c.undocumented, r.Message+": "+k)
+	}
 	c.records = append(c.records, rec)
 	for _, ch := range c.waiters[r.Message] {
 		close(ch)

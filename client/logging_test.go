@@ -20,7 +20,7 @@ import (
 // the endpoint redacted; nothing of an endpoint's credentials appears.
 func TestWorkerLogsWhatOperatorsMustSee(t *testing.T) {
 	t.Parallel()
-	logs := newCapture()
+	logs := newCapture(t)
 	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/retry":

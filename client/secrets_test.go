@@ -17,7 +17,9 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/testserver"
+	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -44,7 +46,8 @@ func (b *lockedBuffer) String() string {
 // TestNoSecretsInLogsOrAttempts runs deliveries with debug logging on both
 // ends, through faults, a receiver holding the wrong key (401s) and the
 // refusal of a forbidden destination, and then looks for the secret in
-// every form in the logs, the errors reported and the attempts log.
+// every form in the logs, the errors reported, the attempts log and the
+// attributes of the spans both ends trace.
 func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	t.Parallel()
 	secret := signature.NewStandardWebhooksSecret()
@@ -80,8 +83,10 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 		t.Cleanup(srv.Close)
 		servers = append(servers, srv)
 	}
+	rec := &tracingtest.Recorder{}
 	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{
 		Breaker: store.BreakerConfig{Threshold: 1000}, // every attempt goes out
+		Tracer:  rec,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +94,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	var events []client.Event
 	var mu sync.Mutex
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: logger, Transport: loopbackGuards(t, servers).Transport(),
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: logger, Tracer: rec, Transport: loopbackGuards(t, servers).Transport(),
 		Backoff: client.ExponentialBackoff(time.Millisecond, time.Millisecond, 0),
 		Hook:    func(e client.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 	if err != nil {
@@ -126,9 +131,18 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	mu.Lock()
 	reported := fmt.Sprintf("%+v", events)
 	mu.Unlock()
-	haystacks := map[string]string{"logs": logs.String(), "attempts": strings.Join(attempts, "\n"), "outbox codes": strings.Join(codes, "\n"), "events": reported}
-	if len(attempts) < 20 || !strings.Contains(logs.String(), "worker: attempt settled") || !strings.Contains(haystacks["attempts"], "signature_rejected") || !strings.Contains(haystacks["attempts"], "destination_forbidden") {
+	var spans []string
+	for _, sp := range rec.Spans() {
+		spans = append(spans, fmt.Sprint(sp.Name, sp.Failed, sp.Attrs()))
+	}
+	haystacks := map[string]string{"logs": logs.String(), "attempts": strings.Join(attempts, "\n"), "outbox codes": strings.Join(codes, "\n"),
+		"events": reported, "spans": strings.Join(spans, "\n")}
+	if len(attempts) < 20 || !strings.Contains(logs.String(), "worker: attempt settled") || !strings.Contains(haystacks["attempts"], "signature_rejected") || !strings.Contains(haystacks["attempts"], "destination_forbidden") ||
+		!strings.Contains(haystacks["spans"], "https://10.1.2.3/terminal") {
 		t.Fatalf("the run did not exercise what it should: %d attempts\n%s", len(attempts), haystacks["attempts"])
+	}
+	if bad := logkey.UndocumentedJSON(logs.String()); len(bad) != 0 {
+		t.Errorf("both ends logged keys %v, which courier's documentation does not list", bad)
 	}
 	for name, hay := range haystacks {
 		for _, form := range forms {

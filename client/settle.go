@@ -33,8 +33,6 @@ type settleResult struct {
 	lead    bool // run the next transaction instead
 }
 
-func newSettler(o protocol.Outbox) *settler { return &settler{apply: o.Settle} }
-
 // settle records oc, in a transaction shared with the outcomes that
 // arrive meanwhile. ctx bounds the transaction if this call runs it.
 func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Settled, error) {

@@ -33,7 +33,7 @@ type holdBundle struct {
 
 func setupHold(t *testing.T, edit func(*client.Config)) *holdBundle {
 	t.Helper()
-	h := &holdBundle{logs: newCapture(), arrived: make(chan string, 100), release: make(chan struct{})}
+	h := &holdBundle{logs: newCapture(t), arrived: make(chan string, 100), release: make(chan struct{})}
 	h.workerBundle = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h.arrived <- r.Header.Get("webhook-id")
@@ -234,7 +234,7 @@ func TestStopDuringAClaimGivesTheBatchBack(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	t.Cleanup(srv.Close)
-	logs := newCapture()
+	logs := newCapture(t)
 	var w *client.Worker
 	stopErr := make(chan error, 1)
 	var once sync.Once

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -106,6 +107,16 @@ type Config struct {
 	// of each lease and of each delivery's retry horizon is left. Defaults
 	// to time.Now.
 	Now func() time.Time
+	// Tracer traces the worker: a courier.claim span per claim, a
+	// courier.settle span per settle batch, and an HTTP client span (POST)
+	// per attempt, a child of the trace context the delivery was enqueued
+	// in (store.Config.Tracer), with the delivery, attempt, redacted URL,
+	// the receiver's status, the result and codes as attributes. Each
+	// attempt sends the trace context on (traceparent, tracestate): its
+	// span's, or without a Tracer the one stored with the delivery, so the
+	// receiver continues the enqueuing transaction's trace either way.
+	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
+	Tracer courier.Tracer
 	// Hook receives an Event after each attempt is settled, for metrics
 	// and tests. It runs on the attempt's goroutine and must be quick.
 	// Defaults to none.
@@ -268,7 +279,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		cfg:      cfg,
 		outbox:   outbox,
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
-		settler:  newSettler(outbox),
+		settler:  &settler{apply: settleSpan(cfg.Tracer, outbox.Settle)},
 		stopping: make(chan struct{}),
 		halt:     halt,
 		haltNow:  haltNow,
@@ -297,7 +308,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	if first {
-		w.cfg.Logger.InfoContext(ctx, "worker: stopping", slog.String("owner", w.cfg.Owner))
+		w.cfg.Logger.InfoContext(ctx, "worker: stopping", slog.String(logkey.Owner, w.cfg.Owner))
 	}
 	done := make(chan struct{})
 	go func() {
@@ -308,7 +319,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		w.cfg.Logger.WarnContext(ctx, "worker: stop deadline passed, cutting attempts short", slog.String("code", string(courier.CodeWorkerStopped)))
+		w.cfg.Logger.WarnContext(ctx, "worker: stop deadline passed, cutting attempts short", slog.String(logkey.Code, string(courier.CodeWorkerStopped)))
 		w.haltNow()
 		<-done
 		return ctx.Err()
@@ -382,9 +393,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		got := 0
 		if want >= minClaim {
 			claimedAt := w.cfg.Now()
-			batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: want, Lease: w.cfg.Lease})
+			batch, err := w.claim(ctx, want)
 			if err != nil && ctx.Err() == nil {
-				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any("error", err))
+				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 			}
 			got = len(batch)
 			if w.isStopping(actx) { // stopped during the claim: none of it starts
@@ -440,7 +451,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 	ch, stop, err := w.outbox.Listen(ctx)
 	if err != nil {
-		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any("error", err))
+		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any(logkey.Error, err))
 		return nil, func() {}
 	}
 	return ch, stop
@@ -459,7 +470,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	}
 	defer w.running.Done()
 	claimedAt := w.cfg.Now()
-	batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: w.cfg.BatchSize, Lease: w.cfg.Lease})
+	batch, err := w.claim(ctx, w.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}

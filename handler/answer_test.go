@@ -22,6 +22,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -304,7 +305,7 @@ func TestStoreFailureIsAnswered503InEveryReceiver(t *testing.T) {
 			}
 			recs := logs.all()
 			if len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["code"] != string(courier.CodeInternal) ||
-				attrs(recs[0])["status"] != "503" || attrs(recs[0])["error"] == "" {
+				attrs(recs[0])["http_status"] != "503" || attrs(recs[0])["error"] == "" || len(logkey.Undocumented(recs[0])) != 0 {
 				t.Fatalf("log records %v", recs)
 			}
 		})
@@ -420,7 +421,10 @@ func TestRefusalsAreLogged(t *testing.T) {
 				if r.Level != slog.LevelInfo || r.Message != "handler: request refused" {
 					t.Errorf("refusal logged at %s: %s", r.Level, line.String())
 				}
-				refused = append(refused, sent{status: atoi(a["status"]), code: courier.Code(a["code"])})
+				if bad := logkey.Undocumented(r); len(bad) != 0 {
+					t.Errorf("logged keys %v, which courier's documentation does not list: %s", bad, line.String())
+				}
+				refused = append(refused, sent{status: atoi(a["http_status"]), code: courier.Code(a["code"])})
 			}
 			if fmt.Sprint(refused) != fmt.Sprint(want[1:]) {
 				t.Fatalf("logged refusals %v, want %v (one per refusal, none for the accepted request)", refused, want[1:])

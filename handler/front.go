@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -37,6 +38,7 @@ type front struct {
 	body     middleware.BodyLimits
 	logger   *slog.Logger
 	hook     func(Event)
+	tracer   courier.Tracer
 }
 
 // handler returns the way in of a handler: the answer is watched, to be
@@ -75,32 +77,35 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 // http.ErrAbortHandler must reach the server as it was.
 func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	ow := &outcomeWriter{ResponseWriter: w}
+	r, span := f.startServer(r)
 	defer func() {
 		if v := recover(); v != nil {
 			ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
-			f.report(r, ow)
+			f.report(r, ow, span)
 			panic(v)
 		}
 	}()
 	next(ow, r)
-	f.report(r, ow)
+	f.report(r, ow, span)
 }
 
-// report logs a refused or failed answer and hands its Event to the hook.
-func (f front) report(r *http.Request, ow *outcomeWriter) {
+// report logs a refused or failed answer, hands its Event to the hook and
+// ends the request's span.
+func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 	e := ow.event()
+	defer endServer(span, e)
 	switch {
 	case e.Status >= 500:
-		attrs := []any{slog.Int("status", e.Status), slog.String("code", string(e.Code))}
+		attrs := []any{slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code))}
 		if ow.cause != nil {
-			attrs = append(attrs, slog.Any("error", ow.cause))
+			attrs = append(attrs, slog.Any(logkey.Error, ow.cause))
 		}
 		if ow.panicked {
-			attrs = append(attrs, slog.Bool("panic", true))
+			attrs = append(attrs, slog.Bool(logkey.Panic, true))
 		}
 		f.logger.ErrorContext(r.Context(), "handler: request failed", attrs...)
 	case e.Status >= 400:
-		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int("status", e.Status), slog.String("code", string(e.Code)))
+		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
 	}
 	if f.hook != nil {
 		f.hook(e)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
@@ -54,6 +55,13 @@ type ReceiverConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
+	// Tracer traces each request: a server span (POST) continuing the
+	// sender's trace (its traceparent header, or the span a tracing
+	// middleware in front already started), with the status, outcome and
+	// code as attributes, and a courier.handle span around the Func, failed
+	// with the refusal's code or handler_failed when it returns an error.
+	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
+	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -73,7 +81,7 @@ func (c ReceiverConfig) validate() error {
 }
 
 func (c ReceiverConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
 }
 
 // Receiver is an http.Handler that accepts notifications of type T exactly
@@ -195,7 +203,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	case !receipt.Fresh:
 		return receipt.Ack, false, nil
 	}
-	if err := rc.fn(writerctx.WithHeld(ctx), tx, n); err != nil {
+	if err := apply(rc.cfg.Tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
 	if err := tx.Commit(); err != nil {

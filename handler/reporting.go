@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -48,6 +49,13 @@ type ReportingConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
+	// Tracer traces each request: a server span (POST) continuing the
+	// sender's trace (its traceparent header, or the span a tracing
+	// middleware in front already started), with the status, outcome and
+	// code as attributes, and a courier.handle span around the Func, failed
+	// with the refusal's code or handler_failed when it returns an error.
+	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
+	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -89,7 +97,7 @@ func (c ReportingConfig) validate() error {
 }
 
 func (c ReportingConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
 }
 
 // Reporting is the receiver of AdCP webhooks (ack.Reporting envelopes). It
@@ -204,7 +212,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		// no-op. Runs after the rollback below, which frees SQLite's
 		// write lock.
 		if err := inbox.ReleaseClaim(context.WithoutCancel(ctx), claim); err != nil {
-			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String("code", string(courier.CodeInternal)), slog.Any("error", err))
+			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		}
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
@@ -212,7 +220,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := rp.fn(writerctx.WithHeld(ctx), tx, n); err != nil {
+	if err := apply(rp.cfg.Tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {

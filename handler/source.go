@@ -50,6 +50,14 @@ type SourceConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
+	// Tracer traces each request: a server span (POST) continuing the
+	// sender's trace (its traceparent header, or the span a tracing
+	// middleware in front already started), with the status, outcome and
+	// code as attributes, and a courier.handle span around the Func,
+	// failed with the refusal's code or handler_failed when it returns an
+	// error other than ErrAlreadyApplied.
+	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
+	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -75,7 +83,7 @@ func (c SourceConfig) validate() error {
 }
 
 func (c SourceConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
 }
 
 // Source is the source side of the source-delivery profile: an
@@ -166,7 +174,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, Reject(CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
-	if err := s.fn(writerctx.WithHeld(ctx), tx, c); errors.Is(err, ErrAlreadyApplied) {
+	if err := apply(s.cfg.Tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
 		return nil, false, fromApp(err)

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 )
 
@@ -39,7 +40,7 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 					panic(v)
 				}
 				logger.ErrorContext(r.Context(), "middleware: panic recovered",
-					slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+					slog.Any(logkey.Panic, v), slog.String(logkey.Stack, string(debug.Stack())))
 				if tw.started {
 					panic(http.ErrAbortHandler)
 				}

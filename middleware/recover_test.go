@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/middleware"
 )
 
@@ -99,6 +100,9 @@ func TestRecover(t *testing.T) {
 			}
 			if entry.Level != "ERROR" || entry.Msg != "middleware: panic recovered" || entry.Panic != tt.wantPanic {
 				t.Errorf("log = %+v, want ERROR %q with panic %q", entry, "middleware: panic recovered", tt.wantPanic)
+			}
+			if bad := logkey.UndocumentedJSON(logs.String()); len(bad) != 0 {
+				t.Errorf("logged keys %v, which courier's documentation does not list", bad)
 			}
 			if !strings.Contains(entry.Stack, "recover_test.go") {
 				t.Errorf("logged stack does not reach the panicking handler:\n%s", entry.Stack)

@@ -33,6 +33,7 @@ func claimedOf(r outboxRow) claimed {
 			NotificationID: r.NotificationID, Endpoint: r.Endpoint, Payload: r.Payload, PayloadSHA256: r.PayloadSHA256,
 			Profile: r.Profile, KeyID: r.KeyID, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
 			Deadline: fromMicros(r.Deadline), CreatedAt: fromMicros(r.CreatedAt), SubscriptionID: r.SubscriptionID.Int64,
+			Trace: courier.TraceContext{Parent: r.TraceParent.String, State: r.TraceState.String},
 		},
 		payloadKeyID: r.PayloadKeyID,
 		fingerprint:  r.SubscriptionFingerprint.String,

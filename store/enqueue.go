@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/tracing"
 )
 
 // Limits on what Enqueue accepts.
@@ -137,8 +139,21 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subs
 }
 
 // write inserts a delivery with the named statement; if its identity is
-// taken, the existing row decides (see existing).
-func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[string]any) (Enqueued, error) {
+// taken, the existing row decides (see existing). It runs in a span of
+// the Store's Tracer, whose trace context a new delivery keeps.
+func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[string]any) (e Enqueued, err error) {
+	ctx, span := tracing.Start(o.s.cfg.Tracer, ctx, tracing.SpanEnqueue, courier.SpanInternal,
+		slog.String(tracing.AttrNotificationID, args["notification_id"].(string)))
+	defer func() {
+		if err != nil {
+			span.Fail(tracing.Code(err))
+		} else {
+			span.SetAttributes(slog.Int64(tracing.AttrDeliveryID, e.ID), slog.Bool(tracing.AttrExisted, e.Existed))
+		}
+		span.End()
+	}()
+	tc := tracing.Inject(o.s.cfg.Tracer, ctx)
+	args["trace_parent"], args["trace_state"] = nullable(tc.Parent), nullable(tc.State)
 	id, err := o.insert(ctx, tx, name, args)
 	switch {
 	case err == nil:
@@ -237,6 +252,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"deadline":        deadline,
 		"event_type":      nil,
 		"dedupe_key":      nullable(dedupe),
+		"trace_parent":    nil, // set by write
+		"trace_state":     nil,
 		"now":             now,
 	}, nil
 }

@@ -42,6 +42,8 @@ type outboxRow struct {
 	AckSHA256               sql.NullString `db:"ack_sha256"`
 	CreatedAt               int64          `db:"created_at"`
 	UpdatedAt               int64          `db:"updated_at"`
+	TraceParent             sql.NullString `db:"trace_parent"` // the enqueue's W3C trace context (migration 7)
+	TraceState              sql.NullString `db:"trace_state"`
 }
 
 // delivery converts the row; its payload is as stored (see Outbox.open).

@@ -84,6 +84,13 @@ type Config struct {
 	// the Store's workers verify each answer with the profile it resolves.
 	// Defaults to ack.Builtin.
 	Profiles func(name string) (ack.Profile, bool)
+	// Tracer traces enqueues: each delivery an Outbox writes gets a span
+	// (courier.enqueue) in the caller's trace, and keeps that span's W3C
+	// trace context, which every attempt sends on (traceparent), so the
+	// receiver continues the trace of the enqueuing transaction. Only trace
+	// identifiers are stored. contrib/otelcourier provides one for
+	// OpenTelemetry. Defaults to none: no spans, no trace context kept.
+	Tracer courier.Tracer
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
 	// on another host than its processes (PostgreSQL): the Store reads the
@@ -278,18 +285,41 @@ func (s *Store) now() int64 {
 // q returns the named query of the store's dialect.
 func (s *Store) q(name string) *query { return s.dialect.query(name) }
 
-// exec runs a named query on x.
+// exec runs a named query on x. x is a DBTX, or also an engine.Tx (an
+// engine's own client's transaction; see engine.Tx), which then runs it:
+// exec, query and scan are the one way every statement of the store is
+// run, so both kinds of transaction take the same path.
 func (s *Store) exec(ctx context.Context, x DBTX, name string, args map[string]any) (sql.Result, error) {
 	q := s.q(name)
+	if n, ok := x.(engine.Tx); ok {
+		affected, err := n.Exec(ctx, q.text, q.args(args))
+		return nativeResult(affected), s.dialect.interpret(name, err)
+	}
 	res, err := x.ExecContext(ctx, q.text, q.args(args)...)
 	return res, s.dialect.interpret(name, err)
 }
 
-// query runs a named query on x and returns its rows.
-func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]any) (*sql.Rows, error) {
+// nativeResult is an engine.Tx's result: rows affected only, as every
+// engine whose statements return ids by RETURNING reports.
+type nativeResult int64
+
+func (r nativeResult) RowsAffected() (int64, error) { return int64(r), nil }
+func (nativeResult) LastInsertId() (int64, error) {
+	return 0, errors.New("store: the engine reports no last insert id")
+}
+
+// query runs a named query on x (see exec) and returns its rows.
+func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]any) (engine.Rows, error) {
 	q := s.q(name)
-	rows, err := x.QueryContext(ctx, q.text, q.args(args)...)
-	return rows, s.dialect.interpret(name, err)
+	if n, ok := x.(engine.Tx); ok {
+		rows, err := n.Query(ctx, q.text, q.args(args))
+		return rows, s.dialect.interpret(name, err)
+	}
+	rows, err := x.QueryContext(ctx, q.text, q.args(args)...) //nolint:rowserrcheck // the caller's scan checks Err (scanAll, scanOne)
+	if err != nil {
+		return nil, s.dialect.interpret(name, err)
+	}
+	return rows, nil
 }
 
 // selectRows runs a named query on x and scans every row into dest, a
@@ -304,7 +334,7 @@ func (s *Store) selectRows(ctx context.Context, x DBTX, name string, args map[st
 }
 
 // scanAll scans rows into dest (see selectRows) and closes them.
-func scanAll(rows *sql.Rows, dest any) error {
+func scanAll(rows engine.Rows, dest any) error {
 	slice := reflect.ValueOf(dest).Elem()
 	if slice.Type().Elem().Kind() == reflect.Struct {
 		return sqlx.StructScan(rows, dest) // closes rows
@@ -339,10 +369,33 @@ func getRow[T any](ctx context.Context, s *Store, x DBTX, name string, args map[
 }
 
 // scan runs a named query whose result is one row and scans its columns
-// into dest, in order.
+// into dest, in order; no row is sql.ErrNoRows.
 func (s *Store) scan(ctx context.Context, x DBTX, name string, args map[string]any, dest ...any) error {
+	if _, ok := x.(engine.Tx); ok {
+		rows, err := s.query(ctx, x, name, args)
+		if err != nil {
+			return err
+		}
+		return s.dialect.interpret(name, scanOne(rows, dest))
+	}
 	q := s.q(name)
 	return s.dialect.interpret(name, x.QueryRowContext(ctx, q.text, q.args(args)...).Scan(dest...))
+}
+
+// scanOne scans the first of rows into dest, as sql.Row does, and closes
+// them.
+func scanOne(rows engine.Rows, dest []any) error {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
 }
 
 // inTx runs fn in a transaction of its own on the writer, committed when

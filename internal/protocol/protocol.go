@@ -86,6 +86,10 @@ type Claimed struct {
 	Deadline       time.Time
 	CreatedAt      time.Time
 	SubscriptionID int64 // the subscription it was published to, 0 if none
+	// Trace is the trace context of the transaction that enqueued it
+	// (store.Config.Tracer), the zero TraceContext if none: each attempt's
+	// span continues it and each attempt sends it on.
+	Trace courier.TraceContext
 }
 
 // Result is how an attempt ended, as the worker's policy decided.

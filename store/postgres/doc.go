@@ -32,6 +32,16 @@
 // store.Config.Now), so processes on hosts whose clocks disagree still
 // stamp leases on one clock.
 //
+// An application that holds its transactions through pgx itself (pgxpool,
+// without database/sql) enqueues in them with Enqueue, EnqueueMany and
+// Publish: store's Outbox methods, through the same code, with a pgx.Tx.
+// The Store is still opened over database/sql on the same database:
+//
+//	tx, err := pool.Begin(ctx)
+//	// ... the application's writes through tx ...
+//	_, err = postgres.Enqueue(ctx, s, tx, store.EnqueueParams{...})
+//	err = tx.Commit(ctx)
+//
 // Workers are woken by pg_notify, sent by the enqueue statement and
 // delivered when the enqueuing transaction commits; they poll as a
 // fallback. Claims take FOR UPDATE SKIP LOCKED, so any number of worker

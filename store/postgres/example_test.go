@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/store"
@@ -29,4 +30,46 @@ func Example() {
 		panic(err)
 	}
 	_ = s
+}
+
+// An application on pgxpool enqueues in its own pgx transaction: the
+// delivery commits, or rolls back, with the order. The Store is opened
+// over database/sql on the same database (pgx's stdlib driver), for the
+// worker and for courier's own writes.
+func ExampleEnqueue() {
+	ctx := context.Background()
+	const url = "postgres://app@db.internal/app"
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	db, err := sqlx.Open(postgres.DriverName, url)
+	if err != nil {
+		panic(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	if _, err := tx.Exec(ctx, "UPDATE orders SET status = 'paid' WHERE id = $1", "o-1"); err != nil {
+		panic(err)
+	}
+	if _, err := postgres.Enqueue(ctx, s, tx, store.EnqueueParams{
+		NotificationID: "order-o-1-paid",
+		Endpoint:       "https://partner.example/hooks/orders",
+		Payload:        []byte(`{"id":"o-1","status":"paid"}`),
+	}); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(ctx); err != nil { // workers are woken now
+		panic(err)
+	}
 }

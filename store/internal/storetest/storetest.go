@@ -68,6 +68,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},
+		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

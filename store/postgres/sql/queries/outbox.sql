@@ -9,10 +9,10 @@
 -- notifications in one transaction are folded into one.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT DO NOTHING
@@ -92,7 +92,7 @@ FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -159,7 +159,7 @@ FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
 
 -- name: outbox_quarantine
 UPDATE courier_outbox SET
@@ -273,10 +273,10 @@ DELETE FROM courier_outbox WHERE id IN (
 -- pg_notify wakes listening workers when the caller commits.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, trace_parent, trace_state, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, :trace_parent, :trace_state, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING

@@ -11,10 +11,10 @@
 -- may be on either unique index. SQLite: no RETURNING; the store takes the id from
 -- last_insert_rowid, which costs a third of a RETURNING row here.
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT DO NOTHING;
@@ -73,7 +73,7 @@ WHERE id IN (
 )
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -126,7 +126,7 @@ WHERE id IN (
 )
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
 
 -- name: outbox_quarantine
 -- A claimed row whose payload no longer matches its digest, or cannot be
@@ -246,10 +246,10 @@ DELETE FROM courier_outbox WHERE id IN (
 -- capabilities digest it was enqueued under (contract_sha256) and the
 -- command's operation (event_type).
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, trace_parent, trace_state, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, :trace_parent, :trace_state, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT (notification_id, endpoint) DO NOTHING;

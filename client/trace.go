@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/tracing"
+)
+
+// claim claims a batch of at most limit deliveries, in a courier.claim
+// span when the worker traces.
+func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
+	if w.cfg.Tracer == nil {
+		return w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease})
+	}
+	ctx, span := w.cfg.Tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
+	defer span.End()
+	batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease})
+	if err != nil {
+		span.Fail(tracing.Code(err))
+	}
+	span.SetAttributes(slog.Int(tracing.AttrBatchSize, len(batch)))
+	return batch, err
+}
+
+// settleSpan wraps a store's Settle in a courier.settle span per batch,
+// when t is set.
+func settleSpan(t courier.Tracer, settle func(context.Context, ...protocol.Outcome) ([]protocol.Settled, error)) func(context.Context, ...protocol.Outcome) ([]protocol.Settled, error) {
+	if t == nil {
+		return settle
+	}
+	return func(ctx context.Context, outcomes ...protocol.Outcome) ([]protocol.Settled, error) {
+		ctx, span := t.Start(ctx, tracing.SpanSettle, courier.SpanInternal, slog.Int(tracing.AttrBatchSize, len(outcomes)))
+		defer span.End()
+		settled, err := settle(ctx, outcomes...)
+		if err != nil {
+			span.Fail(tracing.Code(err))
+		}
+		return settled, err
+	}
+}
+
+// startAttempt starts the span of c's attempt: an HTTP client span, a
+// child of the trace context c was enqueued in. Its attributes name the
+// endpoint as endpoint.Redact does, never with a credential.
+func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.Context, courier.Span) {
+	if w.cfg.Tracer == nil {
+		return ctx, nil
+	}
+	ctx = tracing.Extract(w.cfg.Tracer, ctx, c.Trace)
+	attrs := append(tracing.Server(c.Endpoint),
+		slog.String(tracing.AttrHTTPMethod, http.MethodPost),
+		slog.String(tracing.AttrURLFull, endpoint.Redact(c.Endpoint)),
+		slog.Int64(tracing.AttrDeliveryID, c.DeliveryID),
+		slog.String(tracing.AttrNotificationID, c.NotificationID),
+		slog.Int(tracing.AttrAttempt, c.Attempt),
+	)
+	return w.cfg.Tracer.Start(ctx, tracing.SpanHTTP, courier.SpanClient, attrs...)
+}
+
+// endAttempt records the attempt's outcome on its span and ends it: the
+// receiver's status, the result, courier's code and the receiver's own.
+func endAttempt(span courier.Span, oc protocol.Outcome) {
+	if span == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String(tracing.AttrOutcome, string(oc.Result))}
+	if oc.HTTPStatus != 0 {
+		attrs = append(attrs, slog.Int(tracing.AttrHTTPStatus, oc.HTTPStatus))
+	}
+	if oc.Code != "" {
+		attrs = append(attrs, slog.String(tracing.AttrCode, string(oc.Code)))
+	}
+	if oc.RemoteCode != "" {
+		attrs = append(attrs, slog.String(tracing.AttrRemoteCode, string(oc.RemoteCode)))
+	}
+	span.SetAttributes(attrs...)
+	if oc.Result != protocol.Succeeded {
+		span.Fail(oc.Code)
+	}
+	span.End()
+}
+
+// traceHeaders sets the attempt's trace context on req: the attempt span's
+// when the worker traces, else the one the delivery was enqueued in. No
+// signing scheme covers these headers, so they do not change what is
+// signed.
+func (w *Worker) traceHeaders(ctx context.Context, req *http.Request, c protocol.Claimed) {
+	tc := tracing.Inject(w.cfg.Tracer, ctx)
+	if tc.Parent == "" {
+		tc = tracing.Check(c.Trace)
+	}
+	if tc.Parent == "" {
+		return
+	}
+	req.Header.Set(tracing.HeaderParent, tc.Parent)
+	if tc.State != "" {
+		req.Header.Set(tracing.HeaderState, tc.State)
+	}
+}

@@ -1,0 +1,220 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/tracing"
+	"github.com/courier-go/courier/internal/tracing/tracingtest"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// tracedOrder is a receiver's notification type in the tracing tests.
+type tracedOrder struct {
+	ID string `json:"id" validate:"required,courier_token"`
+}
+
+func (o tracedOrder) DedupeKey() string { return o.ID }
+
+// traceBundle is a traced sender and a courier receiver behind a front
+// that records each request's traceparent and answers the first with 503.
+type traceBundle struct {
+	rec     *tracingtest.Recorder
+	sender  *store.Store
+	srv     *httptest.Server
+	mu      sync.Mutex
+	parents []string // traceparent of each request, in order
+	applied chan struct{}
+}
+
+func setupTrace(t *testing.T, keys func(origin string) couriertest.Keys, fail503First bool) (*traceBundle, couriertest.Keys) {
+	t.Helper()
+	b := &traceBundle{rec: &tracingtest.Recorder{}, applied: make(chan struct{}, 10)}
+	var err error
+	b.sender, err = sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: b.rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.sender.Close() })
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	var rcv http.Handler
+	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.parents = append(b.parents, r.Header.Get("traceparent"))
+		n := len(b.parents)
+		b.mu.Unlock()
+		if fail503First && n == 1 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"code":"receiver_busy"}`))
+			return
+		}
+		rcv.ServeHTTP(w, r)
+	}))
+	b.srv.Start()
+	t.Cleanup(b.srv.Close)
+	k := keys(b.srv.URL)
+	rcv, err = handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: k.Verifier},
+		func(context.Context, *sqlx.Tx, tracedOrder) error { b.applied <- struct{}{}; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, k
+}
+
+// enqueue enqueues one notification to endpoint inside a span of its own,
+// and returns that span and the enqueue span.
+func (b *traceBundle) enqueue(t *testing.T, endpoint string) (request, enqueue *tracingtest.Span) {
+	t.Helper()
+	ctx, span := b.rec.Start(t.Context(), "request", courier.SpanServer)
+	defer span.End()
+	tx, err := b.sender.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := b.sender.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: endpoint, Payload: []byte(`{"id":"o-1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return span.(*tracingtest.Span), b.rec.Named(tracing.SpanEnqueue)[0]
+}
+
+func (b *traceBundle) drain(t *testing.T, k couriertest.Keys, tracer courier.Tracer) {
+	t.Helper()
+	w, err := client.NewWorker(client.Config{Store: b.sender, Signer: k.Signer, Tracer: tracer,
+		Transport: couriertest.Guard(b.srv.URL).Transport(), Backoff: func(int, time.Duration) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttemptSpansContinueTheEnqueuedTrace: each attempt is an HTTP client
+// span, a child of the delivery's enqueue span, whose attributes follow
+// the HTTP semantic conventions with the URL redacted and courier's
+// outcome and codes; each request carries its attempt span's traceparent;
+// claims and settles have spans of their own; and no attribute holds the
+// payload or a credential of the endpoint.
+func TestAttemptSpansContinueTheEnqueuedTrace(t *testing.T) {
+	t.Parallel()
+	b, k := setupTrace(t, func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") }, true)
+	endpoint := strings.Replace(b.srv.URL, "http://", "http://user:pa55word@", 1) + "/hooks?token=s3cret"
+	request, enq := b.enqueue(t, endpoint)
+	if enq.Parent != request.Context {
+		t.Fatalf("enqueue span's parent = %v, want the request's %v", enq.Parent, request.Context)
+	}
+	b.drain(t, k, b.rec)
+	<-b.applied
+
+	var attempts []*tracingtest.Span
+	for _, s := range b.rec.Named(tracing.SpanHTTP) {
+		if s.Kind == courier.SpanClient {
+			attempts = append(attempts, s)
+		}
+	}
+	if len(attempts) != 2 || len(b.parents) != 2 {
+		t.Fatalf("%d attempt spans, %d requests; want 2 of each", len(attempts), len(b.parents))
+	}
+	host := strings.TrimPrefix(b.srv.URL, "http://")
+	for i, s := range attempts {
+		a := s.Attrs()
+		if s.Parent != enq.Context || !s.Ended() {
+			t.Errorf("attempt %d: parent %v (ended %v), want the enqueue span %v", i+1, s.Parent, s.Ended(), enq.Context)
+		}
+		if b.parents[i] != s.Context.Parent {
+			t.Errorf("request %d sent traceparent %q, want its attempt span's %q", i+1, b.parents[i], s.Context.Parent)
+		}
+		if a[tracing.AttrHTTPMethod].String() != "POST" || a[tracing.AttrURLFull].String() != b.srv.URL+"/hooks" ||
+			a[tracing.AttrServerAddress].String()+":"+fmt.Sprint(a[tracing.AttrServerPort].Int64()) != host ||
+			a[tracing.AttrAttempt].Int64() != int64(i+1) || a[tracing.AttrNotificationID].String() != "o-1" || a[tracing.AttrDeliveryID].Int64() == 0 {
+			t.Errorf("attempt %d attributes = %v", i+1, a)
+		}
+	}
+	first, second := attempts[0].Attrs(), attempts[1].Attrs()
+	if first[tracing.AttrHTTPStatus].Int64() != 503 || first[tracing.AttrOutcome].String() != "retry" ||
+		first[tracing.AttrCode].String() == "" || first[tracing.AttrRemoteCode].String() != "receiver_busy" || attempts[0].Failed == "" {
+		t.Errorf("attempt 1 (503): attributes %v, failed %q", first, attempts[0].Failed)
+	}
+	if second[tracing.AttrHTTPStatus].Int64() != 200 || second[tracing.AttrOutcome].String() != "succeeded" || attempts[1].Failed != "" {
+		t.Errorf("attempt 2 (200): attributes %v, failed %q", second, attempts[1].Failed)
+	}
+	claims, settles := b.rec.Named(tracing.SpanClaim), b.rec.Named(tracing.SpanSettle)
+	if len(claims) < 2 || claims[0].Attrs()[tracing.AttrBatchSize].Int64() != 1 || len(settles) != 2 || settles[0].Attrs()[tracing.AttrBatchSize].Int64() != 1 {
+		t.Errorf("%d claim spans, %d settle spans; want a claim per round and a settle per attempt", len(claims), len(settles))
+	}
+	for _, s := range b.rec.Spans() {
+		text := fmt.Sprint(s.Attrs())
+		for _, secret := range []string{"s3cret", "pa55word", "user", `"id"`} {
+			if strings.Contains(text, secret) {
+				t.Errorf("span %s holds %q: %s", s.Name, secret, text)
+			}
+		}
+	}
+}
+
+// TestAttemptsSendTheStoredTraceContextWithoutATracer: a worker that does
+// not trace still sends the trace context the delivery was enqueued in,
+// so the receiver continues the enqueuing trace.
+func TestAttemptsSendTheStoredTraceContextWithoutATracer(t *testing.T) {
+	t.Parallel()
+	b, k := setupTrace(t, func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") }, true)
+	_, enq := b.enqueue(t, b.srv.URL+"/hooks")
+	b.drain(t, k, nil)
+	<-b.applied
+	if len(b.parents) != 2 || b.parents[0] != enq.Context.Parent || b.parents[1] != enq.Context.Parent {
+		t.Fatalf("requests carried traceparent %q, want the enqueue span's %q on both", b.parents, enq.Context.Parent)
+	}
+}
+
+// TestTraceHeadersLeaveEverySignatureValid: the trace headers are set on
+// every attempt and covered by no signing scheme, so each scheme's
+// receiver still verifies and accepts the delivery.
+func TestTraceHeadersLeaveEverySignatureValid(t *testing.T) {
+	t.Parallel()
+	schemes := map[string]func(origin string) couriertest.Keys{
+		"standard-webhooks": func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") },
+		"rfc9421":           func(origin string) couriertest.Keys { return couriertest.RFC9421Keys("s", origin) },
+		"adcp-hmac":         func(string) couriertest.Keys { return couriertest.AdCPHMACKeys("s") },
+		"bearer":            func(string) couriertest.Keys { return couriertest.BearerKeys("s") },
+	}
+	for name, keys := range schemes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, k := setupTrace(t, keys, false)
+			b.enqueue(t, b.srv.URL+"/hooks")
+			b.drain(t, k, b.rec)
+			d, err := b.sender.Outbox.Lookup(t.Context(), "o-1", b.srv.URL+"/hooks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != courier.StatusSucceeded || len(b.parents) != 1 || b.parents[0] == "" {
+				t.Fatalf("delivery %s (%s) after %d requests with traceparent %q; want succeeded at once, traced",
+					d.Status, d.LastErrorCode, len(b.parents), b.parents)
+			}
+			<-b.applied
+		})
+	}
+}

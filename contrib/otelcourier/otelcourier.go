@@ -1,0 +1,194 @@
+// Package otelcourier traces courier with OpenTelemetry, in a module of its
+// own so courier itself depends on no tracing library. Its Tracer is the
+// courier.Tracer every part of courier takes, in a config field named
+// Tracer:
+//
+//	t := otelcourier.New(otelcourier.Config{}) // the global TracerProvider and propagator
+//	s, _ := sqlite.Open(ctx, path, store.Config{Tracer: t})
+//	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Tracer: t})
+//	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v, Tracer: t}, fn)
+//
+// One trace then runs from the application's request that enqueues a
+// notification to the receiver's function that applies it, across retries
+// and worker processes: the delivery keeps the W3C trace context
+// (traceparent, tracestate) of its enqueue, every attempt sends it on, and
+// the receiver continues it.
+//
+// Spans:
+//
+//	courier.enqueue  internal  each delivery an Outbox writes, a child of the caller's span
+//	courier.claim    internal  each claim of a worker (a trace of its own)
+//	POST             client    each attempt, a child of the delivery's courier.enqueue span
+//	courier.settle   internal  each batch of settled attempts (a trace of its own)
+//	POST             server    each request a receiver answers, continuing its traceparent
+//	courier.handle   internal  the application's function, a child of the receiver's span
+//
+// Attributes (the HTTP semantic conventions' where they apply):
+//
+//	http.request.method        POST (the server span: the request's method, or _OTHER)
+//	http.response.status_code  the receiver's status
+//	server.address, server.port  the endpoint's host and port (client span)
+//	url.full                   the endpoint as scheme://host/path: no userinfo, query or fragment
+//	url.scheme                 http or https (server span)
+//	error.type                 the stable code of a failed span, also its status description
+//	courier.delivery.id        the outbox row
+//	courier.notification.id    the notification's identity
+//	courier.attempt            the attempt's number, from 1
+//	courier.outcome            an attempt's result (succeeded, retry, failed, suppressed) or a
+//	                           receiver's (accepted, duplicate, rejected, failed)
+//	courier.code               courier's stable code for the outcome
+//	courier.remote_code        the code of the receiver's problem+json refusal
+//	courier.enqueue.existed    the enqueue found the same delivery already written
+//	courier.batch.size, courier.batch.limit  a claim's or settle's batch
+//
+// No attribute holds a payload, a header, a key or a secret; an error's text
+// is never recorded, only its code.
+//
+// The receiver's server span is a child of the span the request's context
+// already carries when a tracing middleware (otelhttp) wraps the handler,
+// and continues the traceparent header itself otherwise.
+package otelcourier
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/courier-go/courier"
+)
+
+// ScopeName is the instrumentation scope of courier's spans.
+const ScopeName = "github.com/courier-go/courier/contrib/otelcourier"
+
+// Config configures a Tracer. The zero value uses OpenTelemetry's globals.
+type Config struct {
+	// TracerProvider makes courier's tracer. Defaults to the global one
+	// (otel.GetTracerProvider), looked up when New is called; set the
+	// global before, or pass the provider.
+	TracerProvider trace.TracerProvider
+	// Propagator writes and reads the trace context a delivery keeps and
+	// its attempts send. Courier keeps the W3C trace context (traceparent,
+	// tracestate): a propagator that writes neither, such as the global
+	// default before the application sets one, is replaced by
+	// propagation.TraceContext. Defaults to the global one
+	// (otel.GetTextMapPropagator), which follows later changes.
+	Propagator propagation.TextMapPropagator
+}
+
+// Tracer is a courier.Tracer over OpenTelemetry. It is safe for concurrent
+// use.
+type Tracer struct {
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+}
+
+var _ courier.Tracer = (*Tracer)(nil)
+
+// New returns a Tracer for cfg.
+func New(cfg Config) *Tracer {
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+	}
+	return &Tracer{tracer: cfg.TracerProvider.Tracer(ScopeName), propagator: cfg.Propagator}
+}
+
+// Start implements courier.Tracer.
+func (t *Tracer) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(keyValues(attrs)...))
+	return ctx, Span{span}
+}
+
+// Inject implements courier.Tracer.
+func (t *Tracer) Inject(ctx context.Context) courier.TraceContext {
+	c := propagation.MapCarrier{}
+	t.w3c().Inject(ctx, c)
+	return courier.TraceContext{Parent: c.Get("traceparent"), State: c.Get("tracestate")}
+}
+
+// Extract implements courier.Tracer.
+func (t *Tracer) Extract(ctx context.Context, tc courier.TraceContext) context.Context {
+	c := propagation.MapCarrier{"traceparent": tc.Parent}
+	if tc.State != "" {
+		c["tracestate"] = tc.State
+	}
+	return t.w3c().Extract(ctx, c)
+}
+
+// w3c returns the propagator, or W3C trace context when it writes no
+// traceparent.
+func (t *Tracer) w3c() propagation.TextMapPropagator {
+	if slices.Contains(t.propagator.Fields(), "traceparent") {
+		return t.propagator
+	}
+	return propagation.TraceContext{}
+}
+
+// Span is a courier.Span over an OpenTelemetry span.
+type Span struct{ span trace.Span }
+
+// SetAttributes implements courier.Span.
+func (s Span) SetAttributes(attrs ...slog.Attr) { s.span.SetAttributes(keyValues(attrs)...) }
+
+// Fail implements courier.Span: the span's status is Error, described by
+// code, which is also its error.type.
+func (s Span) Fail(code courier.Code) {
+	s.span.SetStatus(codes.Error, string(code))
+	s.span.SetAttributes(attribute.String("error.type", string(code)))
+}
+
+// End implements courier.Span.
+func (s Span) End() { s.span.End() }
+
+func spanKind(k courier.SpanKind) trace.SpanKind {
+	switch k {
+	case courier.SpanClient:
+		return trace.SpanKindClient
+	case courier.SpanServer:
+		return trace.SpanKindServer
+	}
+	return trace.SpanKindInternal
+}
+
+// keyValues converts courier's attributes; a group's members are named
+// group.member.
+func keyValues(attrs []slog.Attr) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, len(attrs))
+	for _, a := range attrs {
+		out = appendKeyValue(out, "", a)
+	}
+	return out
+}
+
+func appendKeyValue(out []attribute.KeyValue, prefix string, a slog.Attr) []attribute.KeyValue {
+	key := prefix + a.Key
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return append(out, attribute.String(key, v.String()))
+	case slog.KindInt64:
+		return append(out, attribute.Int64(key, v.Int64()))
+	case slog.KindUint64:
+		return append(out, attribute.Int64(key, int64(min(v.Uint64(), 1<<63-1))))
+	case slog.KindFloat64:
+		return append(out, attribute.Float64(key, v.Float64()))
+	case slog.KindBool:
+		return append(out, attribute.Bool(key, v.Bool()))
+	case slog.KindDuration:
+		return append(out, attribute.Float64(key, v.Duration().Seconds()))
+	case slog.KindGroup:
+		for _, m := range v.Group() {
+			out = appendKeyValue(out, key+".", m)
+		}
+		return out
+	}
+	return append(out, attribute.String(key, v.String()))
+}

@@ -1,0 +1,96 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/tracing"
+)
+
+// startServer starts the server span of a request when the handler
+// traces: a child of the span ctx already carries (a tracing middleware in
+// front), or else of the request's own traceparent, so the receiver
+// continues the sender's trace. Only the method and scheme are recorded
+// of the request: its path may carry a credential, its headers and body
+// are the sender's.
+func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
+	if f.tracer == nil {
+		return r, nil
+	}
+	ctx := r.Context()
+	if tracing.Inject(f.tracer, ctx).Parent == "" {
+		ctx = tracing.Extract(f.tracer, ctx, courier.TraceContext{
+			Parent: r.Header.Get(tracing.HeaderParent), State: r.Header.Get(tracing.HeaderState),
+		})
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	ctx, span := f.tracer.Start(ctx, tracing.SpanHTTP, courier.SpanServer,
+		slog.String(tracing.AttrHTTPMethod, knownMethod(r.Method)), slog.String(tracing.AttrURLScheme, scheme))
+	return r.WithContext(ctx), span
+}
+
+// endServer records the answer on the request's span and ends it; a 5xx
+// fails it, as the HTTP conventions have servers do.
+func endServer(span courier.Span, e Event) {
+	if span == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.Int(tracing.AttrHTTPStatus, e.Status), slog.String(tracing.AttrOutcome, e.Outcome)}
+	if e.Code != "" {
+		attrs = append(attrs, slog.String(tracing.AttrCode, string(e.Code)))
+	}
+	span.SetAttributes(attrs...)
+	if e.Status >= 500 {
+		span.Fail(e.Code)
+	}
+	span.End()
+}
+
+// knownMethod is the method as the HTTP conventions record it: one of
+// HTTP's own, or _OTHER, so a client cannot fill the attribute.
+func knownMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
+}
+
+// apply runs the application's function fn in a courier.handle span when
+// t is set. The span fails with the refusal's code for a Rejection,
+// handler_failed for another error, internal_error for a panic (raised
+// again); ErrAlreadyApplied is no failure.
+func apply(t courier.Tracer, ctx context.Context, fn func(context.Context) error) error {
+	if t == nil {
+		return fn(ctx)
+	}
+	ctx, span := t.Start(ctx, tracing.SpanHandle, courier.SpanInternal)
+	ended := false
+	defer func() {
+		if !ended {
+			span.Fail(courier.CodeInternal)
+			span.End()
+		}
+	}()
+	err := fn(ctx)
+	var rej *Rejection
+	switch {
+	case err == nil, errors.Is(err, ErrAlreadyApplied):
+	case errors.As(err, &rej) && rej.Code != "":
+		span.Fail(rej.Code)
+	case errors.As(err, &rej):
+		span.Fail(courier.CodeRejected)
+	default:
+		span.Fail(courier.CodeHandlerFailed)
+	}
+	ended = true
+	span.End()
+	return err
+}
