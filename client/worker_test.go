@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,12 +23,29 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines and stops the throwaway
+// PostgreSQL server the tests may have started.
+func TestMain(m *testing.M) { pgtest.Main(leakChecked{m}) }
+
+type leakChecked struct{ m *testing.M }
+
+func (l leakChecked) Run() int {
+	code := l.m.Run()
+	// The throwaway server's waiter ends when pgtest.Main stops it, after.
+	if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/courier-go/courier/internal/pgtest.launch.func1")); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
 
 // workerBundle is what the worker tests need: a SQLite outbox on a
 // settable clock, a receiver on loopback, and a worker allowed to reach it.

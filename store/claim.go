@@ -58,7 +58,7 @@ const (
 	// maxParkedPerClaim bounds the deliveries one claim parks: behind a
 	// backlog of an endpoint with no room, the claim parks that many and
 	// leaves the rest to the next claims, each parked once.
-	maxParkedPerClaim = protocol.MaxClaimBatch
+	maxParkedPerClaim = 10 * protocol.MaxClaimBatch
 )
 
 // claim implements protocol.Outbox.Claim.
