@@ -80,14 +80,15 @@ LIMIT :limit;
 -- tells them apart. The token is random per row: randomblob is evaluated
 -- once per updated row.
 -- SQLite: MIN with several arguments is the scalar least; CAST truncates
--- the whole tokens (the bucket is never negative).
-WITH ranked AS (
+-- the whole tokens (the bucket is never negative). MATERIALIZED: each
+-- endpoint's room is reckoned once, not once per column the UPDATE sets.
+WITH ranked AS MATERIALIZED (
     SELECT o.id, o.endpoint, o.deadline <= :now AS expired,
         row_number() OVER (PARTITION BY o.endpoint, o.deadline <= :now ORDER BY o.next_attempt_at, o.created_at, o.id) AS n
     FROM courier_outbox AS o
     WHERE o.id IN (SELECT value FROM json_each(:ids)) AND o.status IN ('pending', 'retry_wait') AND o.hold IS NULL
 ),
-room AS (
+room AS MATERIALIZED (
     SELECT d.endpoint,
         CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
         ELSE MIN(
@@ -104,7 +105,7 @@ room AS (
         END AS room
     FROM (SELECT DISTINCT endpoint FROM ranked) AS d
 ),
-act AS (
+act AS MATERIALIZED (
     SELECT r.id, CASE WHEN r.expired THEN 'expire' WHEN r.n <= m.room THEN 'lease' ELSE 'park' END AS act
     FROM ranked AS r JOIN room AS m ON m.endpoint = r.endpoint
 )
@@ -128,10 +129,11 @@ RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payloa
 -- The endpoints with parked deliveries and the room each has now (as
 -- outbox_claim reckons it), read from courier_outbox_parked by a loose
 -- index scan: one O(log n) step per such endpoint, however many wait.
+-- SQLite: INDEXED BY, as in outbox_due_priorities.
 WITH RECURSIVE e(endpoint) AS (
-    SELECT MIN(endpoint) FROM courier_outbox WHERE hold = 'endpoint'
+    SELECT MIN(endpoint) FROM courier_outbox INDEXED BY courier_outbox_parked WHERE hold = 'endpoint'
     UNION ALL
-    SELECT (SELECT MIN(endpoint) FROM courier_outbox WHERE hold = 'endpoint' AND endpoint > e.endpoint)
+    SELECT (SELECT MIN(endpoint) FROM courier_outbox INDEXED BY courier_outbox_parked WHERE hold = 'endpoint' AND endpoint > e.endpoint)
     FROM e WHERE e.endpoint IS NOT NULL
 )
 SELECT d.endpoint,
@@ -357,10 +359,13 @@ ON CONFLICT (notification_id, endpoint) DO NOTHING;
 -- name: outbox_due_priorities
 -- The priorities that have waiting rows, lowest first, read from the due
 -- index by a loose index scan: one O(log n) step per distinct priority.
+-- SQLite: INDEXED BY holds the planner to the due index; with statistics
+-- it may prefer courier_outbox_status for the first step and walk every
+-- held row.
 WITH RECURSIVE p(v) AS (
-    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
+    SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
     UNION ALL
-    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
+    SELECT (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
