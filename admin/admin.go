@@ -95,6 +95,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		{"/api/endpoints", h.read(h.apiEndpoints)},
 		{"/api/endpoints/{ref}/enable", h.mutate(h.apiEndpoint(actEnable, endpoints.Enable))},
 		{"/api/endpoints/{ref}/disable", h.mutate(h.apiEndpoint(actDisable, endpoints.Disable))},
+		{"/api/endpoints/{ref}/limits", h.mutate(h.apiLimits)},
 		{"/api/contracts", h.read(h.apiContracts)},
 		{"/api/contracts/{ref}/pin", h.mutate(h.apiPin)},
 		{"/api/contracts/{ref}/fail-mismatched", h.mutate(h.apiFailMismatched)},

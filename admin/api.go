@@ -281,6 +281,32 @@ func (h *Handler) apiEndpoint(action string, act endpointAction) http.HandlerFun
 	}
 }
 
+// apiLimits sets the limits of the endpoint the path's {ref} names,
+// answering the endpoint afterwards.
+func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
+	var req limitsJSON
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	target, ok := h.pathEndpoint(w, r)
+	if !ok {
+		return
+	}
+	l := store.Limits{MaxInFlight: req.MaxInFlight, Rate: req.Rate, Burst: req.Burst}
+	if err := h.cfg.Store.Endpoints.SetLimits(r.Context(), target, l); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String("action", "limits"), slog.String("endpoint_ref", endpoint.Ref(target)),
+		slog.Int("max_in_flight", l.MaxInFlight), slog.Float64("rate", l.Rate), slog.Int("burst", l.Burst))
+	e, err := h.cfg.Store.Endpoints.Get(r.Context(), target)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toEndpoint(e))
+}
+
 // endpointAct runs an action on an endpoint and logs it, by ref.
 func (h *Handler) endpointAct(r *http.Request, action string, act endpointAction, url string) error {
 	if err := act(r.Context(), url); err != nil {

@@ -37,9 +37,14 @@
 //	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
 //	                                    back to pending; without one, every endpoint's:
 //	                                    {"redriven": n}
-//	GET  /api/endpoints                 endpoints that are not plainly healthy: [endpoint…]
+//	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
+//	                                    healthy, limits, deliveries in flight, blocked ordering
+//	                                    keys): [endpoint…]
 //	POST /api/endpoints/{ref}/enable    close the endpoint's breaker: endpoint
 //	POST /api/endpoints/{ref}/disable   stop sending to it: endpoint
+//	POST /api/endpoints/{ref}/limits    {"max_in_flight": n, "rate": r, "burst": b}: set the
+//	                                    endpoint's limits (store.Limits; all zero removes
+//	                                    them): endpoint
 //	GET  /api/contracts                 contract pins of the source-delivery profile: [contract…]
 //	POST /api/contracts/{ref}/pin       {"capabilities_sha256": "…"}: pin the endpoint's
 //	                                    contract digest (pinning the digest its waiting
@@ -62,7 +67,10 @@
 //	attempt   attempt, owner, leased_at, lease_expires_at, finished_at, duration_ms,
 //	          outcome, http_status, error_code
 //	endpoint  ref, endpoint (redacted), state (closed, open, half_open, disabled),
-//	          consecutive_failures, failing_since, open_until, reason, updated_at
+//	          consecutive_failures, failing_since, open_until, reason, updated_at,
+//	          limits {max_in_flight, rate, burst} (0: no limit), in_flight (deliveries
+//	          leased now, by every worker), blocked_keys (ordering keys a failed
+//	          delivery holds: redrive or cancel it)
 //	contract  ref, endpoint (redacted), capabilities_sha256, pinned_at, mismatched
 //	          (unfinished deliveries under another digest: the endpoint is held back)
 //
@@ -72,7 +80,8 @@
 //
 // The ops page (HTML, no scripts, nothing loaded from the network):
 //
-//	GET  /                              health, failing endpoints, recent failures, a search form
+//	GET  /                              health, endpoints (breaker, limits, in flight, blocked
+//	                                    keys), recent failures, a search form
 //	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery

@@ -89,7 +89,8 @@ type redriveRequestJSON struct {
 	EndpointRef string `json:"endpoint_ref,omitempty"`
 }
 
-// endpointJSON is an endpoint's breaker state, its URL redacted.
+// endpointJSON is an endpoint's breaker state, limits and load, its URL
+// redacted.
 type endpointJSON struct {
 	Ref                 string              `json:"ref"`      // see the package doc
 	Endpoint            string              `json:"endpoint"` // scheme, host and path only
@@ -99,6 +100,17 @@ type endpointJSON struct {
 	OpenUntil           time.Time           `json:"open_until,omitzero"`
 	Reason              courier.Code        `json:"reason,omitempty"`
 	UpdatedAt           time.Time           `json:"updated_at,omitzero"`
+	Limits              limitsJSON          `json:"limits"`
+	InFlight            int                 `json:"in_flight"`
+	BlockedKeys         int                 `json:"blocked_keys"`
+}
+
+// limitsJSON is an endpoint's limits (store.Limits), and the body of POST
+// /api/endpoints/{ref}/limits; zero members are no limit.
+type limitsJSON struct {
+	MaxInFlight int     `json:"max_in_flight"`
+	Rate        float64 `json:"rate"`
+	Burst       int     `json:"burst"`
 }
 
 // contractJSON is an endpoint's contract pin, its URL redacted.
@@ -179,6 +191,8 @@ func toEndpoint(e store.EndpointHealth) endpointJSON {
 		Ref: endpoint.Ref(e.Endpoint), Endpoint: endpoint.Redact(e.Endpoint), State: e.State,
 		ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince), OpenUntil: utc(e.OpenUntil),
 		Reason: e.Reason, UpdatedAt: utc(e.UpdatedAt),
+		Limits:   limitsJSON{MaxInFlight: e.Limits.MaxInFlight, Rate: e.Limits.Rate, Burst: e.Limits.Burst},
+		InFlight: e.InFlight, BlockedKeys: e.BlockedKeys,
 	}
 }
 

@@ -9,6 +9,9 @@
 //     each under a random token that expires after Config.Lease. A lease
 //     is the only right to settle a delivery: a worker that stalls past
 //     it loses the delivery to another, and its late outcome is refused.
+//     The claim takes no more of one endpoint's deliveries than it has
+//     room for (see Delivery control below) and only the next delivery of
+//     each ordering key.
 //  2. Attempt: an attempt starts only while its lease still covers a
 //     whole Config.Timeout and the delivery's deadline has not come (by
 //     the worker's clock): otherwise the delivery is given back unsent,
@@ -34,6 +37,33 @@
 // pg_notify on PostgreSQL) and polling otherwise; Work does one cycle and
 // returns, for tests and schedulers of one's own. Any number of workers,
 // in any number of processes, may share one outbox.
+//
+// # Delivery control
+//
+// Three rules, all decided in the database by the claim (package store
+// says how), keep endpoints from hurting each other and receivers from
+// being overrun:
+//
+//   - Fair share. A worker holds at most Config.EndpointConcurrency
+//     deliveries of any one endpoint at once (by default half its
+//     Concurrency, rounded up). An endpoint that answers in five seconds,
+//     or not at all until its breaker opens, with a deep backlog, holds
+//     that share and no more; the other endpoints' deliveries go through
+//     the rest of the slots meanwhile. The slots come back as the
+//     endpoint's attempts are settled, given back, or their leases expire.
+//   - Endpoint limits. store.Endpoints.SetLimits gives an endpoint a
+//     maximum of deliveries in flight and a rate (requests per second,
+//     with a burst), held across every worker of every process sharing
+//     the database. A worker that finds an endpoint's bucket empty
+//     claims it again at its next poll or wake-up: keep
+//     Limits.Burst ≥ Rate × PollInterval for the rate to be reached.
+//   - Ordering keys. Deliveries enqueued with the same
+//     store.EnqueueParams.OrderingKey to the same endpoint are sent one
+//     at a time in enqueue order: the next becomes claimable when the one
+//     before it succeeds (or is suppressed or cancelled). A retry holds
+//     its key, not the endpoint, and not the worker's slots; a delivery
+//     that fails for good holds its key (store.HoldKey) or lets the next
+//     go (store.SkipFailed), as store.Config.OrderingOnFailure says.
 //
 // # Stopping
 //

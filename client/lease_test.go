@@ -67,7 +67,7 @@ func TestWorkNeverSendsPastTheLease(t *testing.T) {
 		clock.Advance(each)
 		answer(w, r)
 	}, func(c *client.Config) {
-		c.Lease, c.Timeout, c.BatchSize, c.Concurrency, c.Now = lease, timeout, 3, 1, clock.Now
+		c.Lease, c.Timeout, c.BatchSize, c.Concurrency, c.EndpointConcurrency, c.Now = lease, timeout, 3, 1, 3, clock.Now
 	})
 	ids := []int64{b.enqueue(t, "n-1", `{}`), b.enqueue(t, "n-2", `{}`), b.enqueue(t, "n-3", `{}`)}
 
@@ -125,7 +125,7 @@ func TestWorkerNeverStartsAnAttemptAtOrAfterTheDeadline(t *testing.T) {
 			clock.Advance(500 * time.Millisecond)
 		}
 		answer(w, r)
-	}, func(c *client.Config) { c.BatchSize, c.Concurrency, c.Now = 3, 1, clock.Now })
+	}, func(c *client.Config) { c.BatchSize, c.Concurrency, c.EndpointConcurrency, c.Now = 3, 1, 3, clock.Now })
 	first := b.enqueueWith(t, "first", nil)
 	at := b.enqueueWith(t, "at-deadline", func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(500 * time.Millisecond) })
 	before := b.enqueueWith(t, "before-deadline", func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(501 * time.Millisecond) })

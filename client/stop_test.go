@@ -107,7 +107,7 @@ func (h *holdBundle) check(t *testing.T, ids map[string]int64, started map[strin
 // then returns nil, and the stopped worker neither runs nor works again.
 func TestStopFinishesAttemptsInFlightAndGivesBackTheRest(t *testing.T) {
 	t.Parallel()
-	h := setupHold(t, func(c *client.Config) { c.Concurrency = 2 })
+	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.EndpointConcurrency = 2, 2 })
 	ids := h.enqueueN(t, 5)
 	runErr := make(chan error, 1)
 	go func() { runErr <- h.worker.Run(t.Context()) }()
@@ -144,7 +144,7 @@ func TestStopFinishesAttemptsInFlightAndGivesBackTheRest(t *testing.T) {
 // worker_stopped, due again at once; nothing stays leased.
 func TestStopCutsAttemptsShortWhenItsContextEnds(t *testing.T) {
 	t.Parallel()
-	h := setupHold(t, func(c *client.Config) { c.Concurrency = 2 })
+	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.EndpointConcurrency = 2, 2 })
 	ids := h.enqueueN(t, 5)
 	runErr := make(chan error, 1)
 	go func() { runErr <- h.worker.Run(t.Context()) }()
@@ -177,7 +177,7 @@ func TestStopCutsAttemptsShortWhenItsContextEnds(t *testing.T) {
 // that attempt and gives back the four it had not started, uncounted.
 func TestStopDuringWorkGivesBackTheUnstarted(t *testing.T) {
 	t.Parallel()
-	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.BatchSize = 1, 5 })
+	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.BatchSize, c.EndpointConcurrency = 1, 5, 5 })
 	ids := h.enqueueN(t, 5)
 	type result struct {
 		n   int
@@ -207,7 +207,7 @@ func TestStopDuringWorkGivesBackTheUnstarted(t *testing.T) {
 // worker_stopped retry, the rest of the batch is given back uncounted.
 func TestCancellingWorkCutsShortAndGivesBack(t *testing.T) {
 	t.Parallel()
-	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.BatchSize = 1, 5 })
+	h := setupHold(t, func(c *client.Config) { c.Concurrency, c.BatchSize, c.EndpointConcurrency = 1, 5, 5 })
 	ids := h.enqueueN(t, 5)
 	ctx, cancel := context.WithCancel(t.Context())
 	workDone := make(chan int, 1)

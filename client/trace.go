@@ -15,11 +15,11 @@ import (
 // span when the worker traces.
 func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
 	if w.cfg.Tracer == nil {
-		return w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease})
+		return w.outbox.Claim(ctx, w.claimParams(limit))
 	}
 	ctx, span := w.cfg.Tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
 	defer span.End()
-	batch, err := w.outbox.Claim(ctx, protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease})
+	batch, err := w.outbox.Claim(ctx, w.claimParams(limit))
 	if err != nil {
 		span.Fail(tracing.Code(err))
 	}

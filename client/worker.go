@@ -55,6 +55,19 @@ type Config struct {
 	// BatchSize is the most deliveries one claim takes. Defaults to
 	// Concurrency.
 	BatchSize int
+	// EndpointConcurrency is the most deliveries to any one endpoint this
+	// worker holds at once (its fair share; held means leased: in flight,
+	// or claimed ahead when BatchSize exceeds Concurrency): a claim leases
+	// no more of an endpoint's deliveries than that, counting those the
+	// worker already holds, and fills the rest of its batch from other
+	// endpoints, so an endpoint that answers slowly or not at all cannot
+	// take every slot from the others. An endpoint's own limits
+	// (store.Endpoints.SetLimits) bound it further, across every worker.
+	// 1..max(Concurrency, BatchSize). Defaults to (Concurrency+1)/2: half
+	// the slots, rounded up, for the slowest endpoint, the rest for the
+	// others. A worker that delivers to a single endpoint and wants every
+	// slot for it sets it to Concurrency.
+	EndpointConcurrency int
 	// Lease is how long a claimed delivery is held: longer than Timeout,
 	// at most 24 hours. An attempt starts only while the lease still
 	// covers a whole Timeout, as the worker's clock (Now) measures it from
@@ -150,6 +163,9 @@ func (c Config) WithDefaults() Config {
 	if c.BatchSize == 0 {
 		c.BatchSize = c.Concurrency
 	}
+	if c.EndpointConcurrency == 0 {
+		c.EndpointConcurrency = (c.Concurrency + 1) / 2
+	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
@@ -189,6 +205,8 @@ func (c Config) validate() error {
 		return configError("Config.Concurrency must be at least 1")
 	case c.BatchSize < 1 || c.BatchSize > protocol.MaxClaimBatch:
 		return configError("Config.BatchSize must be within 1..1000")
+	case c.EndpointConcurrency < 1 || c.EndpointConcurrency > max(c.Concurrency, c.BatchSize):
+		return configError("Config.EndpointConcurrency must be within 1..max(Concurrency, BatchSize)")
 	case c.Timeout < minTimeout || c.Timeout > maxTimeout:
 		return configError("Config.Timeout must be within 10ms..1h")
 	case c.PollInterval < minPollInterval || c.PollInterval > maxPollInterval:
@@ -385,8 +403,13 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	// Claims wait until at least half a batch fits: a claim is a write
 	// transaction, and taking rows one at a time as slots free up would
-	// cost one per delivery.
+	// cost one per delivery. With an endpoint holding its whole share the
+	// others' share must still be claimed as it frees up: the wait is for
+	// no more than that share.
 	minClaim := max(1, min(w.cfg.BatchSize, w.cfg.Concurrency)/2)
+	if others := w.cfg.Concurrency - w.cfg.EndpointConcurrency; others > 0 {
+		minClaim = min(minClaim, others)
+	}
 	for !w.isStopping(ctx) {
 		free := w.cfg.Concurrency - len(slots)
 		want := min(free, w.cfg.BatchSize)
@@ -417,8 +440,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 		// A full batch means more may be due: claim again as soon as
-		// there is room for another. Otherwise wait for a wake-up or the
-		// next poll, or for room when there was none.
+		// there is room for another. So may a part of one: the claim
+		// leases no more of an endpoint than its room (EndpointConcurrency,
+		// its limits), which an attempt that ends frees. Otherwise wait
+		// for a wake-up or the next poll, or for room when there was none.
 		var room <-chan struct{}
 		switch {
 		case want >= minClaim && got == want:
@@ -426,7 +451,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue
 			}
 			room = freed
-		case want < minClaim:
+		case want < minClaim, got > 0:
 			room = freed
 		}
 		select {
@@ -445,6 +470,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// claimParams is a claim of up to limit deliveries.
+func (w *Worker) claimParams(limit int) protocol.ClaimParams {
+	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency}
 }
 
 // listen subscribes to the store's wake-ups; without them the worker polls.

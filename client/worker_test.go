@@ -16,18 +16,17 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/internal/testmain"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // workerBundle is what the worker tests need: a SQLite outbox on a
 // settable clock, a receiver on loopback, and a worker allowed to reach it.

@@ -145,6 +145,12 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		return "contract_sha256"
 	case r.DedupeKey.Valid && !ack.IsToken(r.DedupeKey.String):
 		return "dedupe_key"
+	case r.OrderingKey.Valid && !validOrderingKey(r.OrderingKey.String):
+		return "ordering_key"
+	case r.Hold.Valid && (r.Status != courier.StatusPending && r.Status != courier.StatusRetryWait ||
+		r.Hold.String != string(HeldByKey) && r.Hold.String != string(HeldByEndpoint) ||
+		r.Hold.String == string(HeldByKey) && !r.OrderingKey.Valid):
+		return "hold"
 	case r.CreatedAt <= 0 || r.UpdatedAt < r.CreatedAt || r.NextAttemptAt <= 0 || r.Deadline <= 0:
 		return "times"
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"maps"
 	"strings"
@@ -21,6 +22,7 @@ type claimed struct {
 	payloadKeyID string // the key that sealed Payload
 	fingerprint  string // the subscription's fingerprint at enqueue
 	eventType    string // the published event's type; "" if none recorded
+	orderingKey  sql.NullString
 }
 
 func claimedOf(r outboxRow) claimed {
@@ -38,7 +40,14 @@ func claimedOf(r outboxRow) claimed {
 		payloadKeyID: r.PayloadKeyID,
 		fingerprint:  r.SubscriptionFingerprint.String,
 		eventType:    r.EventType.String,
+		orderingKey:  r.OrderingKey,
 	}
+}
+
+// keyed is the claimed delivery as the ordering keys see it, with its
+// status after status.
+func (c claimed) keyed(status courier.Status) keyed {
+	return keyed{ID: c.DeliveryID, Endpoint: c.Endpoint, OrderingKey: c.orderingKey, Status: status}
 }
 
 // Bounds on what one claim ends as expired beyond its batch (see
@@ -47,6 +56,10 @@ func claimedOf(r outboxRow) claimed {
 const (
 	maxExpiredPerClaim = protocol.MaxClaimBatch // rows, by the sweep of each priority
 	maxProbePasses     = 8                      // statements per probed endpoint
+	// maxParkedPerClaim bounds the deliveries one claim parks: behind a
+	// backlog of an endpoint with no room, the claim parks that many and
+	// leaves the rest to the next claims, each parked once.
+	maxParkedPerClaim = 10 * protocol.MaxClaimBatch
 )
 
 // claim implements protocol.Outbox.Claim.
@@ -58,6 +71,8 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		return nil, invalidArgument("ClaimParams.Limit must be within 1..1000")
 	case p.Lease < time.Millisecond:
 		return nil, invalidArgument("ClaimParams.Lease must be at least 1ms")
+	case p.EndpointCap < 0:
+		return nil, invalidArgument("ClaimParams.EndpointCap must not be negative")
 	}
 	var out []protocol.Claimed
 	var expired int
@@ -70,12 +85,21 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 			return err
 		}
 		run := &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
-			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(),
-		}}
+			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "cap": p.EndpointCap,
+		}, limited: make(map[string]int)}
 		if err := run.probes(ctx); err != nil {
 			return err
 		}
+		if err := run.unpark(ctx); err != nil {
+			return err
+		}
 		if err := run.byPriority(ctx); err != nil {
+			return err
+		}
+		if err := run.take(ctx); err != nil {
+			return err
+		}
+		if err := o.advance(ctx, tx, now, run.ended); err != nil {
 			return err
 		}
 		out, expired = out[:0], run.expired
@@ -112,49 +136,145 @@ func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
-	_, err = o.s.exec(ctx, tx, "outbox_reclaim_expired_leases", args)
-	return err
+	var rows []keyed
+	if err := o.s.selectRows(ctx, tx, "outbox_reclaim_expired_leases", args, &rows); err != nil {
+		return err
+	}
+	return o.advance(ctx, tx, now, rows)
 }
 
 // claimRun is one claim's transaction: the deliveries it leased so far,
-// and how many it ended instead because their deadline had come. An
-// expired row takes a place in a claim statement's batch without being
-// leased; when a statement ended some, the run sweeps on through the due
-// rows of that priority (outbox_expire_due, bounded by
-// maxExpiredPerClaim) and claims again for the room left. Each statement
-// reads only due rows, in claim order, from the due index: the expired
-// rows a claim reads are rows it would have read anyway, and each leaves
-// the index as it is ended.
+// how many it ended instead because their deadline had come, and how many
+// it parked because their endpoint had no room. An expired or parked row
+// takes a place in a claim statement's batch without being leased; when a
+// statement ended some, the run sweeps on through the due rows of that
+// priority (outbox_expire_due, bounded by maxExpiredPerClaim) and claims
+// again for the room left; when it parked some, it claims again from the
+// next due rows (bounded by maxParkedPerClaim). Each statement reads only
+// due rows, in claim order, from the due index: the rows a claim ends or
+// parks are rows it would have read anyway, and each leaves the index as
+// it is ended or parked, so a blocked endpoint's backlog costs each of its
+// rows one step, once, not every claim a walk over all of them.
 type claimRun struct {
 	o       *Outbox
 	tx      *sqlx.Tx
 	limit   int
-	args    map[string]any // owner, now, lease_expires_at
+	args    map[string]any // owner, now, lease_expires_at, cap
 	got     []claimed
 	expired int
+	parked  int
+	ended   []keyed        // rows ended (expired) that may head an ordering key
+	limited map[string]int // endpoints with limits -> deliveries leased
 }
 
 func (r *claimRun) room() int { return r.limit - len(r.got) }
 
 // run runs a claim statement with the run's arguments and extra, keeping
-// what it leased; it returns how many rows it leased and ended.
-func (r *claimRun) run(ctx context.Context, name string, extra map[string]any) (leased, expired int, err error) {
+// what it leased; it returns how many rows it leased, ended and parked.
+func (r *claimRun) run(ctx context.Context, name string, extra map[string]any) (leased, expired, parked int, err error) {
 	args := maps.Clone(r.args)
 	maps.Copy(args, extra)
 	var rows []outboxRow
 	if err := r.o.s.selectRows(ctx, r.tx, name, args, &rows); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, row := range rows {
-		if row.Status != courier.StatusLeased { // ended: its deadline had come
+		switch row.Status {
+		case courier.StatusLeased:
+			r.got = append(r.got, claimedOf(row))
+			leased++
+		case courier.StatusFailed: // ended: its deadline had come
 			expired++
-			continue
+			r.ended = append(r.ended, claimedOf(row).keyed(row.Status))
+		default: // parked: its endpoint had no room
+			parked++
 		}
-		r.got = append(r.got, claimedOf(row))
-		leased++
 	}
 	r.expired += expired
-	return leased, expired, nil
+	r.parked += parked
+	return leased, expired, parked, nil
+}
+
+// picked is a due row outbox_claim_pick picked.
+type picked struct {
+	ID       int64  `db:"id"`
+	Endpoint string `db:"endpoint"`
+	Limited  bool   `db:"limited"` // the endpoint has limits
+}
+
+// claimNext picks the next due rows of priority p, at most limit, and
+// leases, ends or parks each (outbox_claim). It returns how many it
+// picked.
+func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expired, parked int, err error) {
+	var rows []picked
+	args := map[string]any{"now": r.args["now"], "priority": p, "limit": limit}
+	if err := r.o.s.selectRows(ctx, r.tx, "outbox_claim_pick", args, &rows); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	if len(rows) == 0 {
+		return 0, 0, 0, 0, nil
+	}
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+		if _, ok := r.limited[row.Endpoint]; row.Limited && !ok {
+			r.limited[row.Endpoint] = 0 // its leases are counted below
+		}
+	}
+	before := len(r.got)
+	leased, expired, parked, err = r.run(ctx, "outbox_claim", map[string]any{"ids": jsonArg(ids)})
+	for _, c := range r.got[before:] {
+		if _, ok := r.limited[c.Endpoint]; ok {
+			r.limited[c.Endpoint]++
+		}
+	}
+	return len(rows), leased, expired, parked, err
+}
+
+// take takes the tokens of the rate-limited endpoints the claim leased
+// deliveries of.
+func (r *claimRun) take(ctx context.Context) error {
+	type takeArg struct {
+		Endpoint string `json:"endpoint"`
+		N        int    `json:"n"`
+	}
+	var batch []takeArg
+	for e, n := range r.limited {
+		if n > 0 {
+			batch = append(batch, takeArg{Endpoint: e, N: n})
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	_, err := r.o.s.exec(ctx, r.tx, "endpoint_limits_take", map[string]any{"batch": jsonArg(batch), "now": r.args["now"]})
+	return err
+}
+
+// parkedEndpoint is an endpoint with parked deliveries, and its room.
+type parkedEndpoint struct {
+	Endpoint string `db:"endpoint"`
+	Room     int    `db:"room"`
+}
+
+// unpark puts the parked deliveries of endpoints that have room again
+// back in the due index, as many as the room (and the claim) allows:
+// being the oldest due, they are the first the claim then reads.
+func (r *claimRun) unpark(ctx context.Context) error {
+	var eps []parkedEndpoint
+	args := map[string]any{"now": r.args["now"], "owner": r.args["owner"], "cap": r.args["cap"]}
+	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", args, &eps); err != nil {
+		return err
+	}
+	for _, e := range eps {
+		if e.Room <= 0 {
+			continue
+		}
+		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": min(e.Room, r.limit)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // byPriority claims due deliveries into the room left, priority by
@@ -171,9 +291,16 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 	for _, p := range priorities {
 		swept := false
 		for r.room() > 0 {
-			_, expired, err := r.run(ctx, "outbox_claim", map[string]any{"priority": p, "limit": r.room()})
+			limit := r.room()
+			n, _, expired, parked, err := r.claimNext(ctx, p, limit)
 			if err != nil {
 				return err
+			}
+			if n < limit {
+				break // no more due rows of this priority
+			}
+			if parked > 0 && r.parked < maxParkedPerClaim {
+				continue // on past the endpoints with no room
 			}
 			if expired == 0 || swept || r.expired >= maxExpiredPerClaim {
 				break
@@ -193,15 +320,15 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 // sweep ends the expired rows among the next due rows of priority p, up
 // to what is left of maxExpiredPerClaim.
 func (r *claimRun) sweep(ctx context.Context, p int) error {
-	res, err := r.o.s.exec(ctx, r.tx, "outbox_expire_due", map[string]any{
+	var rows []keyed
+	if err := r.o.s.selectRows(ctx, r.tx, "outbox_expire_due", map[string]any{
 		"now": r.args["now"], "priority": p, "limit": maxExpiredPerClaim - r.expired,
-	})
-	if err != nil {
+	}, &rows); err != nil {
 		return err
 	}
-	n, err := res.RowsAffected()
-	r.expired += int(n)
-	return wrapf(err, "expire")
+	r.expired += len(rows)
+	r.ended = append(r.ended, rows...)
+	return nil
 }
 
 // probes claims one delivery for each endpoint whose breaker cool-down
@@ -213,9 +340,14 @@ func (r *claimRun) probes(ctx context.Context) error {
 		return err
 	}
 	for _, e := range endpoints {
+		// The claims park an open endpoint's deliveries: one comes back
+		// to be the probe.
+		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e, "limit": 1}); err != nil {
+			return err
+		}
 		leased := 0
 		for pass := 0; pass < maxProbePasses && leased == 0 && r.room() > 0; pass++ {
-			n, expired, err := r.run(ctx, "outbox_claim_probe", map[string]any{"endpoint": e})
+			n, expired, _, err := r.run(ctx, "outbox_claim_probe", map[string]any{"endpoint": e})
 			if err != nil {
 				return err
 			}
@@ -242,11 +374,11 @@ func (r *claimRun) probes(ctx context.Context) error {
 func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (bool, error) {
 	plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint)
 	if err != nil {
-		return false, o.end(ctx, tx, now, "outbox_quarantine", c.Lease, courier.CodePayloadUnreadable, AttemptQuarantined)
+		return false, o.end(ctx, tx, now, "outbox_quarantine", *c, courier.CodePayloadUnreadable, AttemptQuarantined)
 	}
 	c.Payload = plain
 	if ok, _ := o.s.cfg.Encryption.matches(plain, c.PayloadSHA256, c.payloadKeyID, c.NotificationID, c.Endpoint); !ok {
-		return false, o.end(ctx, tx, now, "outbox_quarantine", c.Lease, courier.CodeIntegrity, AttemptQuarantined)
+		return false, o.end(ctx, tx, now, "outbox_quarantine", *c, courier.CodeIntegrity, AttemptQuarantined)
 	}
 	sum := sha256.Sum256(plain) // a sealed row stores a keyed digest; the worker gets the payload's own
 	c.PayloadSHA256 = hex.EncodeToString(sum[:])
@@ -258,18 +390,27 @@ func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) 
 	case err != nil && courier.CodeOf(err) != courier.CodeNotFound:
 		return false, err
 	case err != nil || !state.Active || state.Fingerprint != c.fingerprint || !state.wants(c.eventType):
-		return false, o.end(ctx, tx, now, "outbox_suppress", c.Lease, courier.CodeSubscriptionChanged, AttemptSuppressed)
+		return false, o.end(ctx, tx, now, "outbox_suppress", *c, courier.CodeSubscriptionChanged, AttemptSuppressed)
 	}
 	return true, nil
 }
 
 // end takes a claimed delivery out of circulation without an attempt
-// (quarantined, suppressed) with the statement name, and logs why.
-func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, name string, l protocol.Lease, code courier.Code, outcome AttemptOutcome) error {
+// (quarantined, suppressed) with the statement name, logs why, and moves
+// its ordering key on.
+func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, name string, c claimed, code courier.Code, outcome AttemptOutcome) error {
+	l := c.Lease
 	if _, err := o.s.exec(ctx, tx, name, map[string]any{"id": l.DeliveryID, "token": l.Token, "code": string(code), "now": now}); err != nil {
 		return err
 	}
-	return o.logAttempts(ctx, tx, now, newAttemptArg(protocol.Outcome{Lease: l, Code: code}, outcome))
+	if err := o.logAttempts(ctx, tx, now, newAttemptArg(protocol.Outcome{Lease: l, Code: code}, outcome)); err != nil {
+		return err
+	}
+	status := courier.StatusQuarantined
+	if outcome == AttemptSuppressed {
+		status = courier.StatusSuppressed
+	}
+	return o.advance(ctx, tx, now, []keyed{c.keyed(status)})
 }
 
 // subscriptionState is what sending a published delivery depends on.

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 )
@@ -43,7 +47,26 @@ type Delivery struct {
 	SubscriptionID int64 // the subscription it was published to, 0 if none
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	OrderingKey    string // its ordering key, "" if none (see EnqueueParams.OrderingKey)
+	// Held says why a pending or retrying delivery is not claimable yet,
+	// "" when it is (or when it is not unfinished).
+	Held Hold
 }
+
+// Hold is why an unfinished delivery waits although it may be due.
+type Hold string
+
+// Holds.
+const (
+	// HeldByKey: an earlier delivery of its ordering key is unfinished (or
+	// failed and holds the key, see OrderingOnFailure). It becomes
+	// claimable when that one finishes.
+	HeldByKey Hold = "key"
+	// HeldByEndpoint: its endpoint had no room when a claim reached it
+	// (its limits, a worker's fair share, or its breaker). A later claim
+	// makes it claimable again once the endpoint has room.
+	HeldByEndpoint Hold = "endpoint"
+)
 
 // Get returns the delivery with the given id, its payload opened, or
 // ErrNotFound.
@@ -134,16 +157,22 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 }
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
-// code cancelled. A delivery in any other state is ErrNotFound.
+// code cancelled. So does a failed delivery that holds its ordering key
+// (OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
+// the next delivery of the key go. A delivery in any other state is
+// ErrNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
-	res, err := o.s.exec(ctx, o.s.writer, "outbox_cancel", map[string]any{"id": id, "now": o.s.now()})
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return courier.ErrNotFound
-	}
-	return nil
+	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		now := o.s.now()
+		var rows []keyed
+		if err := o.s.selectRows(ctx, tx, "outbox_cancel", map[string]any{"id": id, "now": now}, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return courier.ErrNotFound
+		}
+		return o.advance(ctx, tx, now, rows)
+	})
 }
 
 // RedriveParams selects failed deliveries to send again.
@@ -153,18 +182,26 @@ type RedriveParams struct {
 }
 
 // Redrive moves failed deliveries back to pending, each with a fresh
-// attempt budget and retry horizon, and returns how many it moved.
+// attempt budget and retry horizon, and returns how many it moved. A
+// redriven delivery with an ordering key keeps the key's order: the failed
+// head that held its key is sent again first; one that was skipped
+// (SkipFailed) waits for the key's current head and goes next.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
-	now := o.s.now()
-	res, err := o.s.exec(ctx, o.s.writer, "outbox_redrive", map[string]any{
-		"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
-		"endpoint": p.Endpoint, "id": p.ID,
+	var n int
+	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		now := o.s.now()
+		var rows []keyed
+		if err := o.s.selectRows(ctx, tx, "outbox_redrive", map[string]any{
+			"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
+			"endpoint": p.Endpoint, "id": p.ID,
+		}, &rows); err != nil {
+			return err
+		}
+		n = len(rows)
+		slices.SortFunc(rows, func(a, b keyed) int { return cmp.Compare(a.ID, b.ID) })
+		return o.rejoin(ctx, tx, now, rows)
 	})
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), wrapf(err, "redrive")
+	return n, err
 }
 
 // Prune deletes succeeded and suppressed deliveries last updated more than

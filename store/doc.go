@@ -39,7 +39,64 @@
 //	                                    a retry past the budget or the deadline fails); leased -> pending/retry_wait (release)
 //	delivery.go                         pending/retry_wait -> suppressed (Cancel); failed -> pending (Redrive)
 //	endpoints.go                        an endpoint's breaker: closed, open, half_open, disabled
+//	limits.go                           an endpoint's limits: deliveries in flight, rate and burst
+//	ordering.go                         ordering keys: which delivery of a key is claimable next
 //	contracts.go                        an endpoint held back while a changed contract is unresolved
+//
+// # Delivery control
+//
+// A pending or retrying delivery may be due and still not claimable: it is
+// held (Delivery.Held), out of the due index the claim reads, so that no
+// claim ever walks over it. There are two holds.
+//
+// Held by its endpoint (HeldByEndpoint): the claim that reached it found
+// the endpoint without room. An endpoint's room, reckoned by each claim
+// in its own transaction, is the least of
+//
+//	the claiming worker's share: ClaimParams.EndpointCap (client.Config.EndpointConcurrency)
+//	                             less the leases that worker holds on the endpoint
+//	the endpoint's MaxInFlight:  less every lease on it, by any worker (Endpoints.SetLimits)
+//	the endpoint's Rate:         the whole tokens in its bucket, which refills at Rate up to Burst
+//	its breaker:                 none while it is open, half open or disabled (a probe aside)
+//
+// A claim leases an endpoint's due deliveries, in claim order, while it has
+// room and parks the rest (at most 10,000 per claim, so a backlog is parked
+// over a few claims, each row once). Every claim first looks at the
+// endpoints with parked deliveries (one index step each, however many are
+// parked) and puts back, in their order, as many as each has room for;
+// being the oldest due, they are the next it leases. Leases are counted
+// from the leased rows themselves, so a settle, a release, a reclaimed
+// lease each give their slot back with no counter to keep; the token
+// buckets live in courier_endpoint_limits. On PostgreSQL a claim locks
+// the limits row of each limited endpoint it picked rows of, until it
+// commits, and counts leases and tokens in a statement that starts after
+// those locks: two workers in two processes never both take the last
+// slot or token. On SQLite the one writer gives the same.
+//
+// Held by its ordering key (HeldByKey): within (endpoint,
+// EnqueueParams.OrderingKey) a delivery is claimable only once every
+// delivery enqueued before it has finished. courier_ordering_keys holds
+// one row per key with an unfinished delivery, naming its head (the one
+// claimable, in flight, or waiting for its retry). An enqueue with a key
+// joins it: it heads the key when the key has no row, and otherwise waits
+// behind; enqueues of one key take turns on that row's lock until they
+// commit. Whatever finishes a head (a settle, an expiry at claim, a
+// reclaimed lease out of attempts, quarantine or suppression at claim,
+// Cancel) promotes the next delivery of the key in enqueue order, or
+// removes the key's row when none is left. A retry keeps its key: the
+// deliveries behind it wait, while other keys and the endpoint's other
+// deliveries flow. A head that fails for good (failed, or quarantined)
+// does what Config.OrderingOnFailure says: HoldKey (the default) keeps
+// the key blocked (Endpoints.BlockedKeys lists it) until an operator
+// redrives the head (sent again, first) or cancels it (the next goes);
+// SkipFailed promotes the next at once, and a later Redrive of the failed
+// one sends it after the key's current head. A delivery waiting for its
+// key is ended by its deadline only once it heads the key.
+//
+// Commands (EnqueueCommand) take no ordering key: their order is the
+// source-delivery contract's, pinned per endpoint (see Contracts); the
+// endpoint limits and fair share apply to them as to any delivery. A
+// terminal notification may carry an ordering key like any Enqueue.
 //
 // # The deadline
 //

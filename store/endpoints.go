@@ -54,7 +54,7 @@ const (
 	EndpointDisabled EndpointState = "disabled"  // nothing is sent until an operator enables it
 )
 
-// EndpointHealth is an endpoint's breaker state.
+// EndpointHealth is an endpoint's breaker state, its limits and its load.
 type EndpointHealth struct {
 	Endpoint            string
 	State               EndpointState
@@ -62,15 +62,38 @@ type EndpointHealth struct {
 	FailingSince        time.Time
 	OpenUntil           time.Time
 	Reason              courier.Code
-	UpdatedAt           time.Time
+	UpdatedAt           time.Time // of the breaker record; zero without one
+	Limits              Limits    // set by SetLimits; zero for none
+	// InFlight is how many of its deliveries are leased now, by every
+	// worker.
+	InFlight int
+	// BlockedKeys is how many of its ordering keys a failed head holds
+	// (OrderingOnFailure HoldKey; BlockedKeys lists them).
+	BlockedKeys int
 }
 
-// Endpoints is the registry of endpoint health.
+// Endpoints is the registry of endpoints: their health (the circuit
+// breaker), their limits and their load.
 type Endpoints struct{ s *Store }
 
-// Get returns an endpoint's health; an endpoint never failing is closed.
+// Get returns an endpoint's health, limits and load; an endpoint never
+// failing is closed.
 func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, error) {
-	return e.get(ctx, e.s.db, endpoint)
+	h, err := e.get(ctx, e.s.db, endpoint)
+	if err != nil {
+		return EndpointHealth{}, err
+	}
+	load, err := getRow[endpointLoad](ctx, e.s, e.s.db, "endpoint_load", map[string]any{"endpoint": endpoint})
+	if err != nil {
+		return EndpointHealth{}, err
+	}
+	load.apply(&h)
+	return h, nil
+}
+
+func (l endpointLoad) apply(h *EndpointHealth) {
+	h.Limits = Limits{MaxInFlight: l.MaxInFlight, Rate: l.Rate, Burst: l.Burst}
+	h.InFlight, h.BlockedKeys = l.InFlight, l.BlockedKeys
 }
 
 func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointHealth, error) {
@@ -84,7 +107,9 @@ func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointH
 	return r.health(), nil
 }
 
-// List returns every endpoint that is not plainly healthy.
+// List returns every endpoint with something to show, by URL: a breaker
+// not plainly healthy (failing, open, half open or disabled), limits,
+// deliveries in flight or blocked ordering keys.
 func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
 	var rows []endpointRow
 	if err := e.s.selectRows(ctx, e.s.db, "endpoint_list", nil, &rows); err != nil {
@@ -93,6 +118,7 @@ func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
 	out := make([]EndpointHealth, len(rows))
 	for i, r := range rows {
 		out[i] = r.health()
+		r.endpointLoad.apply(&out[i])
 	}
 	return out, nil
 }

@@ -78,6 +78,18 @@ type EnqueueParams struct {
 	// after the first attempt, by at most MaxHorizon. Defaults to the
 	// first attempt plus the Store's RetryHorizon.
 	Deadline time.Time
+	// OrderingKey orders the endpoint's deliveries that share it (an
+	// entity's id, say): within (Endpoint, OrderingKey) a delivery is
+	// claimable only once every delivery enqueued before it has finished
+	// (succeeded, or suppressed or cancelled; a failed one as
+	// Config.OrderingOnFailure says), so they reach the receiver one at
+	// a time, in enqueue order. A retry holds its key, not the endpoint:
+	// other keys, and deliveries without one, flow past it. Enqueues of
+	// one key take turns (each waits on the key until the one before it
+	// commits or rolls back), which is what gives them an order; on
+	// PostgreSQL use it in READ COMMITTED transactions, the default.
+	// 1-256 bytes of visible ASCII, no spaces. Defaults to none.
+	OrderingKey string
 }
 
 // Enqueued is the result of an enqueue.
@@ -135,7 +147,14 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subs
 	}
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
 	args["event_type"] = nullable(sub.eventType)
-	return o.write(ctx, tx, "outbox_enqueue", args)
+	e, err := o.write(ctx, tx, "outbox_enqueue", args)
+	if err != nil || e.Existed || p.OrderingKey == "" {
+		return e, err
+	}
+	if _, err := o.join(ctx, tx, now, e.ID, p.Endpoint, p.OrderingKey); err != nil {
+		return Enqueued{}, err
+	}
+	return e, nil
 }
 
 // write inserts a delivery with the named statement; if its identity is
@@ -225,6 +244,12 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
 	case deadline-next > horizon:
 		return nil, invalidArgument("Deadline must be at most MaxHorizon (30 days) after the first attempt")
+	case p.OrderingKey != "" && !validOrderingKey(p.OrderingKey):
+		return nil, invalidArgument("OrderingKey must be 1-256 bytes of visible ASCII, without spaces")
+	}
+	var hold any // a delivery with a key waits for it until join says it heads it
+	if p.OrderingKey != "" {
+		hold = string(HeldByKey)
 	}
 	if _, ok := cfg.Profiles(p.Profile); !ok {
 		return nil, invalidArgument("Profile is not a profile Config.Profiles knows")
@@ -254,6 +279,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"dedupe_key":      nullable(dedupe),
 		"trace_parent":    nil, // set by write
 		"trace_state":     nil,
+		"ordering_key":    nullable(p.OrderingKey),
+		"hold":            hold,
 		"now":             now,
 	}, nil
 }
@@ -338,7 +365,8 @@ func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (En
 			"store: the delivery exists, sealed under payload key "+r.PayloadKeyID+", which Encryption.Keys no longer holds: its payload cannot be compared")
 	}
 	if !same || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
-		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] {
+		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] ||
+		nullable(r.OrderingKey.String) != args["ordering_key"] {
 		return Enqueued{}, courier.ErrIdempotencyCollision
 	}
 	return Enqueued{ID: r.ID, Existed: true}, nil

@@ -25,9 +25,13 @@ type PublishParams struct {
 	// fresh per delivery: a receiver that dedupes by it (AdCP) sees the
 	// same key, in the same bytes, on every retry.
 	Build func(s Subscription, idempotencyKey string) ([]byte, error)
-	// Priority and Deadline apply to every delivery (see EnqueueParams).
-	Priority int
-	Deadline time.Time
+	// Priority, Deadline and OrderingKey apply to every delivery (see
+	// EnqueueParams): with an OrderingKey (the entity the event is
+	// about), each subscription's endpoint receives the key's events in
+	// publish order.
+	Priority    int
+	Deadline    time.Time
+	OrderingKey string
 }
 
 // Published is one delivery a publish made.
@@ -69,7 +73,7 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
-			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline,
+			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
 		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType})
 		if err != nil {
 			return nil, err

@@ -44,6 +44,8 @@ type outboxRow struct {
 	UpdatedAt               int64          `db:"updated_at"`
 	TraceParent             sql.NullString `db:"trace_parent"` // the enqueue's W3C trace context (migration 7)
 	TraceState              sql.NullString `db:"trace_state"`
+	OrderingKey             sql.NullString `db:"ordering_key"`
+	Hold                    sql.NullString `db:"hold"` // why an unfinished row is out of the due index: key, endpoint
 }
 
 // delivery converts the row; its payload is as stored (see Outbox.open).
@@ -57,6 +59,7 @@ func (r outboxRow) delivery() Delivery {
 		LastErrorCode: courier.Code(r.LastErrorCode.String), LastStatus: int(r.LastStatus.Int64),
 		LastRemoteCode: courier.Code(r.LastRemoteCode.String), AckSHA256: r.AckSHA256.String,
 		SubscriptionID: r.SubscriptionID.Int64, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
+		OrderingKey: r.OrderingKey.String, Held: Hold(r.Hold.String),
 	}
 }
 
@@ -85,6 +88,17 @@ type endpointRow struct {
 	OpenUntil           sql.NullInt64  `db:"open_until"`
 	Reason              sql.NullString `db:"reason"`
 	UpdatedAt           int64          `db:"updated_at"`
+	endpointLoad
+}
+
+// endpointLoad is an endpoint's limits (courier_endpoint_limits) and what
+// it has in flight and blocked.
+type endpointLoad struct {
+	MaxInFlight int     `db:"max_in_flight"`
+	Rate        float64 `db:"rate"`
+	Burst       int     `db:"burst"`
+	InFlight    int     `db:"in_flight"`
+	BlockedKeys int     `db:"blocked_keys"`
 }
 
 // subscriptionRow is a row of courier_subscriptions.

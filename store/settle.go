@@ -97,6 +97,7 @@ type settledRow struct {
 	Status        courier.Status `db:"status"`
 	LastErrorCode sql.NullString `db:"last_error_code"`
 	Endpoint      string         `db:"endpoint"`
+	OrderingKey   sql.NullString `db:"ordering_key"`
 	Tracked       bool           `db:"tracked"` // the endpoint has a breaker row
 }
 
@@ -135,6 +136,7 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	}
 
 	logged := make([]attemptArg, 0, len(batch))
+	var keys []keyed                 // settled rows with an ordering key
 	written := make(map[string]bool) // endpoints given a breaker row by this batch
 	for _, i := range batch {
 		oc := outcomes[i]
@@ -144,6 +146,9 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 			continue
 		}
 		out[i] = protocol.Settled{Status: r.Status, Code: courier.Code(r.LastErrorCode.String)}
+		if r.OrderingKey.Valid {
+			keys = append(keys, keyed{ID: r.ID, Endpoint: r.Endpoint, OrderingKey: r.OrderingKey, Status: r.Status})
+		}
 		wrote, err := o.s.Endpoints.record(ctx, tx, now, r.Endpoint, r.Tracked || written[r.Endpoint], oc)
 		if err != nil {
 			return err
@@ -159,7 +164,10 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 		oc.Code = out[i].Code
 		logged = append(logged, newAttemptArg(oc, outcome))
 	}
-	return o.logAttempts(ctx, tx, now, logged...)
+	if err := o.logAttempts(ctx, tx, now, logged...); err != nil {
+		return err
+	}
+	return o.advance(ctx, tx, now, keys)
 }
 
 // release implements protocol.Outbox.Release.

@@ -73,6 +73,13 @@ type Config struct {
 	// Enqueue returns, so a caller's rollback still counts), claims and
 	// settles. It must be quick. Defaults to none.
 	Hook func(Event)
+	// OrderingOnFailure is what a delivery that fails for good while it
+	// heads its ordering key (EnqueueParams.OrderingKey) does to the
+	// deliveries behind it: HoldKey (they wait for an operator) or
+	// SkipFailed (the next one goes). It is applied by the process that
+	// records the failure, so give every process sharing the database the
+	// same. Defaults to HoldKey.
+	OrderingOnFailure OrderingOnFailure
 	// Encryption, when set, seals every payload enqueued from now on with
 	// AES-256-GCM. Defaults to none: payloads are stored as sent.
 	Encryption *Encryption
@@ -127,6 +134,8 @@ func (c Config) validate() error {
 		return configError("Config.RetryHorizon must be positive and at most MaxHorizon (30 days)")
 	case c.Durability != DurabilityFull && c.Durability != DurabilityRelaxed:
 		return configError("Config.Durability is unknown")
+	case c.OrderingOnFailure != HoldKey && c.OrderingOnFailure != SkipFailed:
+		return configError("Config.OrderingOnFailure is unknown")
 	}
 	return c.Encryption.validate()
 }

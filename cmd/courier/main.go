@@ -6,7 +6,7 @@
 //	courier migrate   -db app.db            (or -print -db … / -print -engine sqlite|postgres: write the SQL)
 //	courier health    -db app.db
 //	courier deliveries list|show|redrive|cancel -db app.db …
-//	courier endpoints list|enable|disable -db app.db …
+//	courier endpoints list|enable|disable|limit -db app.db …
 //	courier contracts pin|fail-mismatched -db app.db …
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
@@ -73,7 +73,8 @@ commands:
   migrate     apply courier's migrations (-print: write their SQL instead, for -db or -engine)
   health      the outbox's health (exit 3 when blocked)
   deliveries  list, show, redrive or cancel deliveries
-  endpoints   list endpoints that are not healthy; enable or disable one
+  endpoints   list endpoints (breaker, in flight, limits, blocked keys);
+              enable, disable or limit one
   contracts   pin an endpoint's capabilities digest; fail mismatched commands
   secret      new: a Standard Webhooks secret or key pair
   send        sign and POST a test notification to a URL

@@ -182,6 +182,32 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
+// TestEndpointsLimit sets an endpoint's limits by ref, shows them in the
+// list, refuses limits no claim could honour, and removes them.
+func TestEndpointsLimit(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	url := "https://r.example/hooks?token=SECRET"
+	enqueue(t, s, "n-1", url)
+	out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-max-in-flight", "5", "-rate", "50", endpoint.Ref(url))
+	if !strings.Contains(out, "max 5 in flight, 50/s burst 50") || strings.Contains(out, "SECRET") {
+		t.Fatalf("limit: %s", out)
+	}
+	if h, err := s.Endpoints.Get(t.Context(), url); err != nil || h.Limits != (store.Limits{MaxInFlight: 5, Rate: 50, Burst: 50}) {
+		t.Fatalf("after limit: %+v, %v", h.Limits, err)
+	}
+	if out := mustRun(t, exitOK, "endpoints", "list", "-db", db); !strings.Contains(out, "max 5 in flight") || !strings.Contains(out, "BLOCKED KEYS") {
+		t.Fatalf("list: %s", out)
+	}
+	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-burst", "3", url); code != exitFailed || !strings.Contains(errOut, "Burst") {
+		t.Fatalf("a burst without a rate: %d %s", code, errOut)
+	}
+	mustRun(t, exitOK, "endpoints", "limit", "-db", db, url)
+	if h, _ := s.Endpoints.Get(t.Context(), url); !h.Limits.IsZero() {
+		t.Fatalf("after removing: %+v", h.Limits)
+	}
+}
+
 // TestContracts pins a digest and fails the commands of another.
 func TestContracts(t *testing.T) {
 	t.Parallel()

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -235,18 +236,24 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 }
 
-// endpointsCmd lists endpoints that are not plainly healthy, or enables
-// or disables one (by URL or ref).
+// endpointsCmd lists endpoints with something to show, enables or
+// disables one (by URL or ref), or sets its limits.
 func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError(stderr, "usage: courier endpoints list|enable|disable -db … [url-or-ref]")
+		return usageError(stderr, "usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]")
 	}
 	action := args[0]
-	if action != "list" && action != "enable" && action != "disable" {
-		return usageError(stderr, "courier endpoints: unknown action %q: list, enable or disable", action)
+	if action != "list" && action != "enable" && action != "disable" && action != "limit" {
+		return usageError(stderr, "courier endpoints: unknown action %q: list, enable, disable or limit", action)
 	}
 	fs := flags("endpoints "+action, stderr)
 	db := dbFlag(fs)
+	var limits store.Limits
+	if action == "limit" {
+		fs.IntVar(&limits.MaxInFlight, "max-in-flight", 0, "the most deliveries to it in flight at once, across every worker (0: no limit)")
+		fs.Float64Var(&limits.Rate, "rate", 0, "requests per second (0: no limit)")
+		fs.IntVar(&limits.Burst, "burst", 0, "how many may start at once after a quiet spell (default: the rate rounded up)")
+	}
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -261,9 +268,10 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENDPOINT\tREF\tSTATE\tFAILURES\tREASON")
+		fmt.Fprintln(tw, "ENDPOINT\tREF\tSTATE\tFAILURES\tREASON\tIN FLIGHT\tLIMITS\tBLOCKED KEYS")
 		for _, h := range hs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", endpoint.Redact(h.Endpoint), endpoint.Ref(h.Endpoint), h.State, h.ConsecutiveFailures, orDash(string(h.Reason)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\n", endpoint.Redact(h.Endpoint), endpoint.Ref(h.Endpoint), h.State,
+				h.ConsecutiveFailures, orDash(string(h.Reason)), h.InFlight, limitsText(h.Limits), h.BlockedKeys)
 		}
 		return tw.Flush()
 	}
@@ -274,9 +282,16 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if action == "enable" {
+	switch action {
+	case "limit":
+		if err := s.Endpoints.SetLimits(ctx, url, limits); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "limits of %s: %s\n", endpoint.Redact(url), limitsText(limits.WithDefaults()))
+		return nil
+	case "enable":
 		err = s.Endpoints.Enable(ctx, url)
-	} else {
+	default:
 		err = s.Endpoints.Disable(ctx, url)
 	}
 	if err != nil {
@@ -284,6 +299,21 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "%sd: %s\n", action, endpoint.Redact(url))
 	return nil
+}
+
+// limitsText says an endpoint's limits in a few words.
+func limitsText(l store.Limits) string {
+	var parts []string
+	if l.MaxInFlight > 0 {
+		parts = append(parts, fmt.Sprintf("max %d in flight", l.MaxInFlight))
+	}
+	if l.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("%g/s burst %d", l.Rate, l.Burst))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // contractsCmd pins an endpoint's capabilities digest or fails the

@@ -28,9 +28,20 @@
 //	courier_outbox_oldest_due_age_seconds        how long the oldest due delivery has waited (gauge)
 //	courier_outbox_expired_leases                leases past expiry not yet reclaimed (gauge)
 //	courier_endpoints{state}                     endpoints whose breaker is not closed, by state (gauge)
+//	courier_endpoint_in_flight{endpoint_ref}     deliveries leased now to an endpoint, by every worker (gauge)
+//	courier_endpoint_max_in_flight{endpoint_ref} an endpoint's MaxInFlight limit, for limited endpoints (gauge)
+//	courier_endpoint_rate{endpoint_ref}          an endpoint's Rate limit in requests per second, for limited endpoints (gauge)
+//	courier_ordering_keys_blocked                ordering keys a failed delivery holds, waiting for an operator (gauge)
 //
-// Labels carry statuses, outcomes and stable codes only: never endpoints,
-// notification ids or any content.
+// Labels carry statuses, outcomes and stable codes, never endpoint URLs,
+// notification ids or any content. The per-endpoint gauges are labelled by
+// endpoint_ref, the 32-hex reference operators' tools name an endpoint by
+// (a digest of its URL, so no credential in it shows), and exist only for
+// the endpoints store.Endpoints.List shows: those with deliveries in
+// flight, limits, blocked keys or a breaker not plainly healthy. Their
+// number is bounded by the workers' concurrency plus the endpoints an
+// operator limited or must look at, not by how many endpoints the outbox
+// has ever sent to.
 package promcourier
 
 import (
@@ -43,6 +54,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/store"
 )
 
@@ -63,6 +75,8 @@ type Collector struct {
 
 	deliveries, endpoints            *prometheus.Desc
 	due, oldestDueAge, expiredLeases *prometheus.Desc
+	inFlight, maxInFlight, rate      *prometheus.Desc
+	blockedKeys                      *prometheus.Desc
 	scrapeErrors                     prometheus.Counter
 }
 
@@ -89,6 +103,14 @@ func New() *Collector {
 			"How long the oldest due delivery has waited.", nil, nil),
 		expiredLeases: prometheus.NewDesc("courier_outbox_expired_leases", "Leases past expiry, not yet reclaimed.", nil, nil),
 		endpoints:     prometheus.NewDesc("courier_endpoints", "Endpoints whose breaker is not closed, by state.", []string{"state"}, nil),
+		inFlight: prometheus.NewDesc("courier_endpoint_in_flight",
+			"Deliveries leased now to an endpoint, by every worker.", []string{"endpoint_ref"}, nil),
+		maxInFlight: prometheus.NewDesc("courier_endpoint_max_in_flight",
+			"An endpoint's limit on deliveries in flight, for endpoints that have one.", []string{"endpoint_ref"}, nil),
+		rate: prometheus.NewDesc("courier_endpoint_rate",
+			"An endpoint's rate limit in requests per second, for endpoints that have one.", []string{"endpoint_ref"}, nil),
+		blockedKeys: prometheus.NewDesc("courier_ordering_keys_blocked",
+			"Ordering keys a failed delivery holds, waiting for an operator to redrive or cancel it.", nil, nil),
 		scrapeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_scrape_errors_total",
 			Help: "Scrapes whose store reads failed; the gauges were left out."}),
 	}
@@ -130,7 +152,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.durations.Describe(ch)
 	c.requests.Describe(ch)
 	c.scrapeErrors.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints} {
+	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints,
+		c.inFlight, c.maxInFlight, c.rate, c.blockedKeys} {
 		ch <- d
 	}
 }
@@ -184,5 +207,18 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(n), string(st))
 	}
+	blocked := 0
+	for _, e := range eps {
+		ref := endpoint.Ref(e.Endpoint)
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(e.InFlight), ref)
+		if e.Limits.MaxInFlight > 0 {
+			ch <- prometheus.MustNewConstMetric(c.maxInFlight, prometheus.GaugeValue, float64(e.Limits.MaxInFlight), ref)
+		}
+		if e.Limits.Rate > 0 {
+			ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, e.Limits.Rate, ref)
+		}
+		blocked += e.BlockedKeys
+	}
+	ch <- prometheus.MustNewConstMetric(c.blockedKeys, prometheus.GaugeValue, float64(blocked))
 	return nil
 }

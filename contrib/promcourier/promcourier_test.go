@@ -2,6 +2,7 @@ package promcourier_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/courier-go/courier/contrib/promcourier"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -73,6 +75,44 @@ func TestCollector(t *testing.T) {
 	if err := sender.Endpoints.Disable(ctx, "https://gone.example/hooks"); err != nil {
 		t.Fatal(err)
 	}
+	// A limited endpoint with a delivery in flight, and another whose
+	// ordering key a failed delivery holds.
+	if err := sender.Endpoints.SetLimits(ctx, "https://busy.example/hooks", store.Limits{MaxInFlight: 4, Rate: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []store.EnqueueParams{
+		{NotificationID: "b-1", Endpoint: "https://busy.example/hooks", Payload: []byte(`{}`)},
+		{NotificationID: "k-1", Endpoint: "https://keyed.example/hooks", Payload: []byte(`{}`), OrderingKey: "order-7"},
+		{NotificationID: "k-2", Endpoint: "https://keyed.example/hooks", Payload: []byte(`{}`), OrderingKey: "order-7"},
+	} {
+		if _, err := sender.Outbox.Enqueue(ctx, sender.DB(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, failed := make(chan struct{}), make(chan struct{})
+	keyed, err := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Timeout: time.Second, Lease: time.Minute,
+		Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Host == "busy.example" {
+				close(busy)
+				<-r.Context().Done() // held in flight until the test ends
+				return nil, r.Context().Err()
+			}
+			return &http.Response{StatusCode: 422, Body: http.NoBody, Header: http.Header{}}, nil
+		}),
+		Hook: func(e client.Event) {
+			if e.NotificationID == "k-1" {
+				close(failed)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workCtx, stopWork := context.WithCancel(ctx)
+	worked := make(chan struct{})
+	go func() { keyed.Work(workCtx); close(worked) }()
+	defer func() { stopWork(); <-worked }()
+	<-busy
+	<-failed
 
 	want := `
 # HELP courier_attempts_total Delivery attempts finished by workers, by outcome and code.
@@ -81,7 +121,7 @@ courier_attempts_total{code="",outcome="succeeded"} 2
 courier_attempts_total{code="receiver_unavailable",outcome="retry"} 2
 # HELP courier_claimed_total Deliveries leased by workers.
 # TYPE courier_claimed_total counter
-courier_claimed_total 4
+courier_claimed_total 6
 # HELP courier_endpoints Endpoints whose breaker is not closed, by state.
 # TYPE courier_endpoints gauge
 courier_endpoints{state="disabled"} 1
@@ -89,12 +129,26 @@ courier_endpoints{state="half_open"} 0
 courier_endpoints{state="open"} 0
 # HELP courier_enqueued_total Deliveries written to the outbox (counted at enqueue, before the caller's commit).
 # TYPE courier_enqueued_total counter
-courier_enqueued_total 2
+courier_enqueued_total 5
+# HELP courier_endpoint_in_flight Deliveries leased now to an endpoint, by every worker.
+# TYPE courier_endpoint_in_flight gauge
+courier_endpoint_in_flight{endpoint_ref="` + endpoint.Ref("https://busy.example/hooks") + `"} 1
+courier_endpoint_in_flight{endpoint_ref="` + endpoint.Ref("https://gone.example/hooks") + `"} 0
+courier_endpoint_in_flight{endpoint_ref="` + endpoint.Ref("https://keyed.example/hooks") + `"} 0
+# HELP courier_endpoint_max_in_flight An endpoint's limit on deliveries in flight, for endpoints that have one.
+# TYPE courier_endpoint_max_in_flight gauge
+courier_endpoint_max_in_flight{endpoint_ref="` + endpoint.Ref("https://busy.example/hooks") + `"} 4
+# HELP courier_endpoint_rate An endpoint's rate limit in requests per second, for endpoints that have one.
+# TYPE courier_endpoint_rate gauge
+courier_endpoint_rate{endpoint_ref="` + endpoint.Ref("https://busy.example/hooks") + `"} 10
+# HELP courier_ordering_keys_blocked Ordering keys a failed delivery holds, waiting for an operator to redrive or cancel it.
+# TYPE courier_ordering_keys_blocked gauge
+courier_ordering_keys_blocked 1
 # HELP courier_outbox_deliveries Deliveries in the outbox, by status.
 # TYPE courier_outbox_deliveries gauge
-courier_outbox_deliveries{status="failed"} 0
-courier_outbox_deliveries{status="leased"} 0
-courier_outbox_deliveries{status="pending"} 0
+courier_outbox_deliveries{status="failed"} 1
+courier_outbox_deliveries{status="leased"} 1
+courier_outbox_deliveries{status="pending"} 1
 courier_outbox_deliveries{status="quarantined"} 0
 courier_outbox_deliveries{status="retry_wait"} 0
 courier_outbox_deliveries{status="succeeded"} 2
@@ -110,10 +164,12 @@ courier_outbox_expired_leases 0
 courier_receiver_requests_total{code="",outcome="accepted"} 2
 # HELP courier_settled_total Attempts settled, by the delivery's resulting status.
 # TYPE courier_settled_total counter
+courier_settled_total{status="failed"} 1
 courier_settled_total{status="retry_wait"} 2
 courier_settled_total{status="succeeded"} 2
 `
 	names := []string{"courier_attempts_total", "courier_claimed_total", "courier_endpoints", "courier_enqueued_total",
+		"courier_endpoint_in_flight", "courier_endpoint_max_in_flight", "courier_endpoint_rate", "courier_ordering_keys_blocked",
 		"courier_outbox_deliveries", "courier_outbox_due", "courier_outbox_expired_leases",
 		"courier_receiver_requests_total", "courier_settled_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
@@ -145,3 +201,9 @@ courier_enqueued_total 3
 		t.Fatalf("gauges without a store: %d", n)
 	}
 }
+
+// roundTripper is an http.RoundTripper from a function: the worker's
+// transport for endpoints that do not exist.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

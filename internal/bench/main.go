@@ -15,6 +15,9 @@
 //	7  SQLite's durable commits (the default, synchronous=FULL) vs relaxed
 //	   ones (synchronous=NORMAL): enqueue per transaction and the receiver
 //
+// The delivery-control figures (8a fairshare, 8b rate, 8c keyclaim; see
+// control.go) run only when -run names them.
+//
 // PostgreSQL is the server at COURIER_PG_URL or, without it, a throwaway
 // server started like the tests' (internal/pgtest). When neither works the
 // program says so and measures SQLite alone. Progress goes to standard
@@ -89,14 +92,15 @@ func main() {
 	flag.StringVar(&engines, "engines", "sqlite,postgres", "store engines to measure, comma-separated")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes and fewer rounds, for a fast smoke run")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	flag.StringVar(&run, "run", strings.Join(figures, ","), "figures to measure, comma-separated: "+strings.Join(figures, ","))
+	flag.StringVar(&run, "run", strings.Join(figures, ","), "figures to measure, comma-separated: "+strings.Join(figures, ",")+
+		"; and, only when named, "+strings.Join(controlFigures, ","))
 	flag.IntVar(&o.concurrency, "concurrency", client.DefaultConcurrency, "worker concurrency, and that of the bare POST loop it is compared with")
 	flag.IntVar(&o.pgPool, "pgpool", 32, "PostgreSQL connection pool: SetMaxOpenConns and SetMaxIdleConns (0 keeps database/sql's defaults: unlimited open, 2 idle)")
 	flag.Parse()
 	o.engines = strings.Split(engines, ",")
 	o.run = strings.Split(run, ",")
 	for _, f := range o.run {
-		if !slices.Contains(figures, f) {
+		if !slices.Contains(figures, f) && !isControlFigure(f) {
 			fmt.Fprintf(os.Stderr, "bench: unknown figure %q in -run (want some of %s)\n", f, strings.Join(figures, ","))
 			os.Exit(2)
 		}
@@ -176,6 +180,12 @@ func benchmark(ctx context.Context, o options) error {
 					rs, err = benchE2E(ctx, e, z, o, bare, signer, verifier)
 				case "claim":
 					rs, err = benchClaim(ctx, e, z, bare)
+				case "fairshare":
+					rs, err = benchFairShare(ctx, e, o, signer)
+				case "rate":
+					rs, err = benchRate(ctx, e, o, signer)
+				case "keyclaim":
+					rs, err = benchKeyClaim(ctx, e, z, bare)
 				case "memory":
 					var r row
 					r, err = benchMemory(ctx, e, z, o, bare, signer)

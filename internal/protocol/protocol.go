@@ -28,7 +28,10 @@ type Outbox interface {
 	// leases (logged as lease_expired attempts), and never returns a
 	// delivery whose payload no longer matches its digest (quarantined),
 	// whose subscription changed (suppressed) or whose deadline has come
-	// (failed, expired, its attempt not counted).
+	// (failed, expired, its attempt not counted). It leases no more of an
+	// endpoint's deliveries than the endpoint has room for (p.EndpointCap,
+	// the endpoint's limits, its breaker), and only the head of each
+	// ordering key.
 	Claim(ctx context.Context, p ClaimParams) ([]Claimed, error)
 	// Settle records outcomes in one transaction. Each is fenced by its
 	// lease: a lease that expired or was reclaimed is not applied and its
@@ -55,6 +58,9 @@ type ClaimParams struct {
 	Owner string        // the worker's name, recorded with its leases
 	Limit int           // at most this many deliveries, 1..MaxClaimBatch
 	Lease time.Duration // how long the leases last
+	// EndpointCap is the most leases Owner may hold on one endpoint at
+	// once (its fair share); 0 for no cap.
+	EndpointCap int
 }
 
 // Lease is a worker's hold on one claimed delivery. Every settle presents

@@ -69,6 +69,18 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},
 		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
+		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
+		{"ParkedDeliveriesWaitOutOfTheDueIndex", testParkedDeliveriesWaitOutOfTheDueIndex},
+		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
+		{"EndpointRateIsATokenBucket", testEndpointRateIsATokenBucket},
+		{"LimitsInvalid", testLimitsInvalid},
+		{"OrderingKeySendsOneAtATimeInOrder", testOrderingKeySendsOneAtATimeInOrder},
+		{"OrderingFailedHeadHoldsKey", testOrderingFailedHeadHoldsKey},
+		{"OrderingSkipFailedLetsTheNextGo", testOrderingSkipFailedLetsTheNextGo},
+		{"OrderingKeyInvalid", testOrderingKeyInvalid},
+		{"OrderingKeyConcurrentEnqueuesTakeTurns", testOrderingKeyConcurrentEnqueuesTakeTurns},
+		{"OrderingKeySurvivesLeaseExpiry", testOrderingKeySurvivesLeaseExpiry},
+		{"PublishOrderingKey", testPublishOrderingKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

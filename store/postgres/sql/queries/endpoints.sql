@@ -8,8 +8,53 @@ SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason,
 FROM courier_endpoints WHERE endpoint = :endpoint;
 
 -- name: endpoint_list
-SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at
-FROM courier_endpoints ORDER BY endpoint;
+-- Every endpoint with something to show: a breaker record, limits, a
+-- delivery in flight or a blocked ordering key; each from a small table or
+-- a partial index (in flight: courier_outbox_in_flight, read as a loose
+-- scan would be, distinct endpoints of the leased rows only).
+WITH named AS (
+    SELECT endpoint FROM courier_endpoints
+    UNION SELECT endpoint FROM courier_endpoint_limits
+    UNION SELECT endpoint FROM courier_outbox WHERE status = 'leased'
+    UNION SELECT endpoint FROM courier_ordering_keys WHERE blocked_at IS NOT NULL
+)
+SELECT n.endpoint, COALESCE(e.state, 'closed') AS state, COALESCE(e.consecutive_failures, 0) AS consecutive_failures,
+    e.failing_since, e.open_until, e.reason, COALESCE(e.updated_at, 0) AS updated_at,
+    COALESCE(l.max_in_flight, 0) AS max_in_flight, COALESCE(l.rate, 0) AS rate, COALESCE(l.burst, 0) AS burst,
+    (SELECT COUNT(*) FROM courier_outbox AS f WHERE f.endpoint = n.endpoint AND f.status = 'leased') AS in_flight,
+    (SELECT COUNT(*) FROM courier_ordering_keys AS k WHERE k.endpoint = n.endpoint AND k.blocked_at IS NOT NULL) AS blocked_keys
+FROM named AS n
+LEFT JOIN courier_endpoints AS e ON e.endpoint = n.endpoint
+LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
+ORDER BY n.endpoint;
+
+-- name: endpoint_load
+-- One endpoint's limits, deliveries in flight and blocked ordering keys.
+SELECT COALESCE((SELECT max_in_flight FROM courier_endpoint_limits WHERE endpoint = :endpoint), 0) AS max_in_flight,
+    COALESCE((SELECT rate FROM courier_endpoint_limits WHERE endpoint = :endpoint), 0) AS rate,
+    COALESCE((SELECT burst FROM courier_endpoint_limits WHERE endpoint = :endpoint), 0) AS burst,
+    (SELECT COUNT(*) FROM courier_outbox WHERE endpoint = :endpoint AND status = 'leased') AS in_flight,
+    (SELECT COUNT(*) FROM courier_ordering_keys WHERE endpoint = :endpoint AND blocked_at IS NOT NULL) AS blocked_keys;
+
+-- name: endpoint_limits_put
+-- An endpoint's limits, its bucket full.
+INSERT INTO courier_endpoint_limits (endpoint, max_in_flight, rate, burst, tokens, tokens_at, updated_at)
+VALUES (:endpoint, :max_in_flight, :rate, :burst, :tokens, :now, :now)
+ON CONFLICT (endpoint) DO UPDATE SET max_in_flight = excluded.max_in_flight, rate = excluded.rate,
+    burst = excluded.burst, tokens = excluded.tokens, tokens_at = excluded.tokens_at, updated_at = excluded.updated_at;
+
+-- name: endpoint_limits_delete
+DELETE FROM courier_endpoint_limits WHERE endpoint = :endpoint;
+
+-- name: endpoint_limits_take
+-- A claim leased :batch's n deliveries of each endpoint ({endpoint, n},
+-- JSON): each rate-limited bucket refills for the time since tokens_at, up
+-- to burst, and gives n tokens.
+UPDATE courier_endpoint_limits AS l SET
+    tokens = LEAST(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6) - v.n,
+    tokens_at = :now
+FROM jsonb_to_recordset(:batch::jsonb) AS v(endpoint text, n integer)
+WHERE l.endpoint = v.endpoint AND l.rate > 0;
 
 -- name: endpoint_put
 INSERT INTO courier_endpoints (endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at)
@@ -37,6 +82,7 @@ WHERE endpoint = :endpoint AND state = 'half_open';
 -- Endpoints named in the small tables, where an operator's endpoint
 -- reference is looked up first (Endpoints.Resolve).
 SELECT endpoint FROM courier_endpoints
+UNION SELECT endpoint FROM courier_endpoint_limits
 UNION SELECT endpoint FROM courier_subscriptions
 UNION SELECT endpoint FROM courier_contracts;
 

@@ -4,15 +4,16 @@
 -- by name.
 
 -- name: outbox_enqueue
--- As in SQLite (a conflict on either unique index inserts nothing), plus pg_notify: it is queued with the transaction and
+-- As in SQLite (a conflict on either unique index inserts nothing; a
+-- delivery with an ordering key is inserted waiting for it), plus pg_notify: it is queued with the transaction and
 -- delivered to listening workers only when the caller commits. Identical
 -- notifications in one transaction are folded into one.
 WITH inserted AS (
     INSERT INTO courier_outbox (
-        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, status,
+        notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, ordering_key, hold, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
-        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, 'pending',
+        :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, :ordering_key, :hold, 'pending',
         :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT DO NOTHING
@@ -21,7 +22,7 @@ WITH inserted AS (
 SELECT id FROM inserted, pg_notify('courier_outbox', '');
 
 -- name: outbox_enqueue_existing
-SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority
+SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_reclaim_expired_leases
@@ -42,57 +43,132 @@ WHERE id IN (
     SELECT 1 FROM courier_attempts AS a
     WHERE a.delivery_id = courier_outbox.id AND a.attempt = courier_outbox.attempts
         AND a.outcome = 'lease_expired' AND a.finished_at = :now
-);
+)
+-- The rows that failed may have headed their ordering key.
+RETURNING id, endpoint, ordering_key, status;
 
--- name: outbox_claim
--- Claims within one priority (see outbox_due_priorities): the due index is then
--- read as a range, (priority = p, next_attempt_at <= now), so rows waiting
--- for a later time are never walked.
+-- name: outbox_claim_pick
+-- As in SQLite: the next :limit due deliveries of one priority, in claim
+-- order, from the due index (held rows are not in it).
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
--- taking rows no other claimer holds; SQLite serializes writers instead.
--- gen_random_uuid is evaluated per row.
--- No attempt starts at or after a delivery's deadline: a row the subquery
--- picks whose deadline has come is ended instead of leased, failed with
--- code expired, its attempts uncounted (no attempt was made); RETURNING
--- gives its status so the store tells the two apart.
--- PostgreSQL: a parameter beside NULL in a CASE has no type of its own;
--- the casts give the column's. The rows are picked once, in a
--- MATERIALIZED CTE: as an IN subquery the planner may rescan the LIMIT for
--- every row, each rescan passing over the rows this statement changed and
--- picking further ones, past :limit.
+-- taking rows no other claimer holds. The limited endpoints' rows are
+-- locked too, in endpoint order, waiting for any other claimer that holds
+-- them: outbox_claim, a statement of its own with a snapshot taken after
+-- those locks, then counts every lease and token the other claimers
+-- committed, so no endpoint's limits are exceeded across processes. The
+-- rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
+-- planner may rescan the LIMIT.
 WITH picked AS MATERIALIZED (
-    SELECT id AS picked_id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
-        -- Endpoints paused by their breaker or disabled are skipped; their
-        -- probes are claimed by outbox_claim_probe.
-        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                        WHERE e.endpoint = courier_outbox.endpoint AND e.state <> 'closed')
+    SELECT o.id, o.endpoint FROM courier_outbox AS o
+    WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = :priority AND o.next_attempt_at <= :now
         -- Contract pinning (migration 4): an endpoint with an unfinished
         -- delivery enqueued under another digest than its pinned one is
         -- held back whole, until an operator acts (contract_changed).
         AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
                         JOIN courier_outbox AS m ON m.endpoint = k.endpoint
-                        WHERE k.endpoint = courier_outbox.endpoint
+                        WHERE k.endpoint = o.endpoint
                             AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
                             AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
-    ORDER BY next_attempt_at, created_at, id
+    ORDER BY o.next_attempt_at, o.created_at, o.id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+),
+limited AS MATERIALIZED (
+    SELECT l.endpoint FROM courier_endpoint_limits AS l
+    WHERE l.endpoint IN (SELECT endpoint FROM picked)
+    ORDER BY l.endpoint
+    FOR UPDATE
+)
+SELECT p.id, p.endpoint, (l.endpoint IS NOT NULL) AS limited
+FROM picked AS p LEFT JOIN limited AS l ON l.endpoint = p.endpoint;
+
+-- name: outbox_claim
+-- As in SQLite: leases the picked rows (:ids) each endpoint has room for,
+-- parks the rest, ends those past their deadline. See the SQLite file for
+-- how room is reckoned.
+-- PostgreSQL: LEAST is the scalar least; floor takes the whole tokens.
+-- gen_random_uuid is evaluated per row. A parameter beside NULL in a CASE
+-- has no type of its own; the casts give the column's.
+WITH ranked AS MATERIALIZED (
+    SELECT o.id, o.endpoint, o.deadline <= :now AS expired,
+        row_number() OVER (PARTITION BY o.endpoint, o.deadline <= :now ORDER BY o.next_attempt_at, o.created_at, o.id) AS n
+    FROM courier_outbox AS o
+    WHERE o.id IN (SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb))
+        AND o.status IN ('pending', 'retry_wait') AND o.hold IS NULL
+),
+room AS MATERIALIZED (
+    SELECT d.endpoint,
+        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+        ELSE LEAST(
+            CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+                 ELSE 1000000 END,
+            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+            COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6))::bigint
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+        END AS room
+    FROM (SELECT DISTINCT endpoint FROM ranked) AS d
+),
+act AS MATERIALIZED (
+    SELECT r.id, CASE WHEN r.expired THEN 'expire' WHEN r.n <= m.room THEN 'lease' ELSE 'park' END AS act
+    FROM ranked AS r JOIN room AS m ON m.endpoint = r.endpoint
 )
 UPDATE courier_outbox SET
-    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
-    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
-    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
-    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE replace(gen_random_uuid()::text, '-', '') END,
-    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now::bigint END,
-    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at::bigint END,
-    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
-    updated_at = :now
-FROM picked
-WHERE id = picked.picked_id
-RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    status = CASE act.act WHEN 'expire' THEN 'failed' WHEN 'lease' THEN 'leased' ELSE status END,
+    hold = CASE act.act WHEN 'park' THEN 'endpoint' END,
+    attempts = CASE act.act WHEN 'lease' THEN attempts + 1 ELSE attempts END,
+    lease_owner = CASE act.act WHEN 'lease' THEN :owner::text END,
+    lease_token = CASE act.act WHEN 'lease' THEN replace(gen_random_uuid()::text, '-', '') END,
+    leased_at = CASE act.act WHEN 'lease' THEN :now::bigint END,
+    lease_expires_at = CASE act.act WHEN 'lease' THEN :lease_expires_at::bigint END,
+    last_error_code = CASE act.act WHEN 'expire' THEN 'expired' ELSE last_error_code END,
+    updated_at = CASE act.act WHEN 'park' THEN updated_at ELSE :now::bigint END
+FROM act
+WHERE courier_outbox.id = act.id
+RETURNING courier_outbox.id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
+
+-- name: outbox_parked
+-- As in SQLite: the endpoints with parked deliveries and the room each has
+-- now, by a loose index scan of courier_outbox_parked. Nothing is locked:
+-- a claim that unparks more than an endpoint has room for by the time it
+-- leases parks the rest again.
+WITH RECURSIVE e(endpoint) AS (
+    SELECT MIN(endpoint) FROM courier_outbox WHERE hold = 'endpoint'
+    UNION ALL
+    SELECT (SELECT MIN(endpoint) FROM courier_outbox WHERE hold = 'endpoint' AND endpoint > e.endpoint)
+    FROM e WHERE e.endpoint IS NOT NULL
+)
+SELECT d.endpoint,
+    CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+    ELSE LEAST(
+        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                        WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+             ELSE 1000000 END,
+        COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                              WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+        COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6))::bigint
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+    END AS room
+FROM e AS d WHERE d.endpoint IS NOT NULL;
+
+-- name: outbox_unpark
+-- As in SQLite. PostgreSQL: rows another claimer holds are skipped.
+UPDATE courier_outbox SET hold = NULL
+WHERE id IN (
+    SELECT id FROM courier_outbox WHERE hold = 'endpoint' AND endpoint = :endpoint
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+) AND hold = 'endpoint';
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -100,24 +176,28 @@ RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payloa
 -- claim order, and ends those whose deadline has come, so a backlog of
 -- expired rows (workers down for longer than the horizon) is ended in one
 -- bounded statement rather than a claim batch at a time. Rows held back
--- (breaker, contract) are ended too: none of them may be sent any more.
+-- (contract) are ended too: none of them may be sent any more.
 -- PostgreSQL: rows another claimer holds are skipped. The rows are picked
 -- once, in a MATERIALIZED CTE: as an IN subquery the planner may rescan
 -- the LIMIT for every row, each rescan skipping the rows this statement
 -- already ended and picking further ones, well past :limit.
 WITH picked AS MATERIALIZED (
     SELECT id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = :priority AND next_attempt_at <= :now
     ORDER BY next_attempt_at, created_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
 UPDATE courier_outbox AS o SET status = 'failed', last_error_code = 'expired', updated_at = :now
 FROM picked
-WHERE o.id = picked.id AND o.deadline <= :now;
+WHERE o.id = picked.id AND o.deadline <= :now
+-- The rows ended may have headed their ordering key.
+RETURNING o.id, o.endpoint, o.ordering_key, o.status;
 
 -- name: outbox_claim_probe
--- One due delivery of an endpoint whose cool-down ended: its probe.
+-- One due delivery of an endpoint whose cool-down ended: its probe. The
+-- store first unparks one of the endpoint's parked deliveries (the claims
+-- park an open endpoint's), so there is one to probe with.
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.
@@ -132,7 +212,7 @@ WHERE o.id = picked.id AND o.deadline <= :now;
 -- picking further ones, past :limit.
 WITH picked AS MATERIALIZED (
     SELECT id AS picked_id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
         AND endpoint = :endpoint
         -- Contract pinning (migration 4): an endpoint with an unfinished
         -- delivery enqueued under another digest than its pinned one is
@@ -159,7 +239,7 @@ FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_quarantine
 UPDATE courier_outbox SET
@@ -208,21 +288,22 @@ FROM jsonb_to_recordset(:batch::jsonb)
 WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
-RETURNING o.id, o.status, o.last_error_code, o.endpoint,
+RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint) AS tracked;
 
 -- name: outbox_get
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE id = :id;
 
 -- name: outbox_health_counts
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
 -- name: outbox_health_due
+-- As in SQLite: held deliveries are not counted.
 SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
-WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
+WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now;
 
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
@@ -237,11 +318,14 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
 -- name: outbox_redrive
 -- Failed deliveries go back to pending with a fresh budget and horizon;
--- attempt numbers keep counting.
+-- attempt numbers keep counting. One with an ordering key waits for its
+-- key (hold 'key') until the store has seen whether it heads it.
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
+    hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
+WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
 -- Keyset pagination on id, newest first; empty filters match everything.
@@ -254,9 +338,15 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: outbox_cancel
--- An operator withdraws a delivery that has not been sent successfully.
-UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', updated_at = :now
-WHERE id = :id AND status IN ('pending', 'retry_wait');
+-- An operator withdraws a delivery that has not been sent successfully:
+-- a pending or retrying one (held or not), or a failed one that holds its
+-- ordering key (OrderingOnFailure HoldKey), which releases the key.
+UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', hold = NULL, updated_at = :now
+WHERE id = :id AND (status IN ('pending', 'retry_wait')
+    OR (status = 'failed' AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
+                                      WHERE k.endpoint = courier_outbox.endpoint AND k.ordering_key = courier_outbox.ordering_key
+                                          AND k.head_id = courier_outbox.id AND k.blocked_at IS NOT NULL)))
+RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_prune
 -- Finished deliveries past their age, oldest first, bounded.
@@ -288,9 +378,9 @@ SELECT id FROM inserted, pg_notify('courier_outbox', '');
 -- The priorities that have waiting rows, lowest first, read from the due
 -- index by a loose index scan: one O(log n) step per distinct priority.
 WITH RECURSIVE p(v) AS (
-    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait')
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
     UNION ALL
-    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND priority > p.v)
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
@@ -301,14 +391,14 @@ SELECT v FROM p WHERE v IS NOT NULL;
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
-    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold
 FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: outbox_lookup
 -- One delivery by its identity, from the identity's unique index.
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_list_by_notification
@@ -330,3 +420,17 @@ LIMIT :limit;
 SELECT COALESCE(event_type, '') AS operation, status, COUNT(*) AS n FROM courier_outbox
 WHERE profile = 'command'
 GROUP BY event_type, status;
+
+-- name: outbox_promote
+-- As in SQLite: the next delivery waiting for an ordering key, in enqueue
+-- order, becomes its head.
+UPDATE courier_outbox SET hold = NULL, updated_at = :now
+WHERE id = (SELECT id FROM courier_outbox
+            WHERE hold = 'key' AND endpoint = :endpoint AND ordering_key = :ordering_key
+            ORDER BY id LIMIT 1)
+RETURNING id;
+
+-- name: outbox_hold
+-- As in SQLite: whether a delivery waits for its ordering key.
+UPDATE courier_outbox SET hold = :hold
+WHERE id = :id AND status IN ('pending', 'retry_wait');

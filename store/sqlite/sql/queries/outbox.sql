@@ -10,17 +10,20 @@
 -- one for already (dedupe_key, migration 5): no target, so the conflict
 -- may be on either unique index. SQLite: no RETURNING; the store takes the id from
 -- last_insert_rowid, which costs a third of a RETURNING row here.
+-- A delivery with an ordering key (migration 8) is inserted waiting for its
+-- key (:hold 'key'); the store then makes it its key's head when the key
+-- has no other unfinished delivery (see ordering_key_join).
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, status,
+    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, ordering_key, hold, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, 'pending',
+    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, :ordering_key, :hold, 'pending',
     :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT DO NOTHING;
 
 -- name: outbox_enqueue_existing
-SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority
+SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_reclaim_expired_leases
@@ -30,50 +33,134 @@ UPDATE courier_outbox SET
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
     updated_at = :now
-WHERE status = 'leased' AND lease_expires_at <= :now;
+WHERE status = 'leased' AND lease_expires_at <= :now
+-- The rows that failed may have headed their ordering key.
+RETURNING id, endpoint, ordering_key, status;
+
+-- name: outbox_claim_pick
+-- The next :limit due deliveries of one priority (see
+-- outbox_due_priorities), in claim order: the due index is read as a
+-- range, (priority = p, next_attempt_at <= now), so rows waiting for a
+-- later time are never walked, and held rows (hold, migration 8) are not
+-- in it. outbox_claim then leases, parks or ends each. limited says
+-- whether the endpoint has a courier_endpoint_limits row.
+-- SQLite: writers are serialized (BEGIN IMMEDIATE), so nothing picked here
+-- can be taken, and no endpoint's leases or tokens change, before
+-- outbox_claim; PostgreSQL locks the rows (SKIP LOCKED) and the limited
+-- endpoints' rows (waiting for other claimers) instead.
+SELECT o.id, o.endpoint, EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = o.endpoint) AS limited
+FROM courier_outbox AS o
+WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = :priority AND o.next_attempt_at <= :now
+    -- Contract pinning (migration 4): an endpoint with an unfinished
+    -- delivery enqueued under another digest than its pinned one is
+    -- held back whole, until an operator acts (contract_changed).
+    AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                    JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                    WHERE k.endpoint = o.endpoint
+                        AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                        AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+ORDER BY o.next_attempt_at, o.created_at, o.id
+LIMIT :limit;
 
 -- name: outbox_claim
--- Claims within one priority (see outbox_due_priorities): the due index is then
--- read as a range, (priority = p, next_attempt_at <= now), so rows waiting
--- for a later time are never walked.
--- One statement claims the batch. SQLite: writers are serialized (BEGIN
--- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
--- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
--- random per row: randomblob is evaluated once per updated row.
--- No attempt starts at or after a delivery's deadline: a row the subquery
--- picks whose deadline has come is ended instead of leased, failed with
--- code expired, its attempts uncounted (no attempt was made); RETURNING
--- gives its status so the store tells the two apart.
-UPDATE courier_outbox SET
-    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
-    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
-    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
-    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE lower(hex(randomblob(16))) END,
-    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now END,
-    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at END,
-    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
-    updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
-        -- Endpoints paused by their breaker or disabled are skipped; their
-        -- probes are claimed by outbox_claim_probe.
-        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                        WHERE e.endpoint = courier_outbox.endpoint AND e.state <> 'closed')
-        -- Contract pinning (migration 4): an endpoint with an unfinished
-        -- delivery enqueued under another digest than its pinned one is
-        -- held back whole, until an operator acts (contract_changed).
-        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
-                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
-                        WHERE k.endpoint = courier_outbox.endpoint
-                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
-                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
-    ORDER BY next_attempt_at, created_at, id
-    LIMIT :limit
+-- Leases the rows outbox_claim_pick picked (:ids, a JSON array), as many
+-- of each endpoint as it has room for, in claim order; parks the rest
+-- (hold 'endpoint': out of the due index until a claim finds the endpoint
+-- has room, see outbox_parked). An endpoint's room is the least of:
+--   :cap less the leases :owner holds on it (the worker's fair share; 0 for no cap),
+--   its max_in_flight less every lease on it (Endpoints.SetLimits; 0 for none),
+--   the whole tokens in its bucket (rate; 0 for none),
+--   and none while its breaker is not closed (outbox_claim_probe takes its probe).
+-- The leases are counted from courier_outbox_in_flight, so a settle, a
+-- release or an expired lease gives its slot back with the row itself.
+-- No attempt starts at or after a delivery's deadline: a picked row whose
+-- deadline has come is ended instead of leased, failed with code expired,
+-- its attempts uncounted (no attempt was made); RETURNING gives its status
+-- (leased, failed, or pending/retry_wait for a parked row) so the store
+-- tells them apart. The token is random per row: randomblob is evaluated
+-- once per updated row.
+-- SQLite: MIN with several arguments is the scalar least; CAST truncates
+-- the whole tokens (the bucket is never negative). MATERIALIZED: each
+-- endpoint's room is reckoned once, not once per column the UPDATE sets.
+WITH ranked AS MATERIALIZED (
+    SELECT o.id, o.endpoint, o.deadline <= :now AS expired,
+        row_number() OVER (PARTITION BY o.endpoint, o.deadline <= :now ORDER BY o.next_attempt_at, o.created_at, o.id) AS n
+    FROM courier_outbox AS o
+    WHERE o.id IN (SELECT value FROM json_each(:ids)) AND o.status IN ('pending', 'retry_wait') AND o.hold IS NULL
+),
+room AS MATERIALIZED (
+    SELECT d.endpoint,
+        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+        ELSE MIN(
+            CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+                 ELSE 1000000 END,
+            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+            COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6) AS INTEGER)
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+        END AS room
+    FROM (SELECT DISTINCT endpoint FROM ranked) AS d
+),
+act AS MATERIALIZED (
+    SELECT r.id, CASE WHEN r.expired THEN 'expire' WHEN r.n <= m.room THEN 'lease' ELSE 'park' END AS act
+    FROM ranked AS r JOIN room AS m ON m.endpoint = r.endpoint
 )
+UPDATE courier_outbox SET
+    status = CASE act.act WHEN 'expire' THEN 'failed' WHEN 'lease' THEN 'leased' ELSE status END,
+    hold = CASE act.act WHEN 'park' THEN 'endpoint' END,
+    attempts = CASE act.act WHEN 'lease' THEN attempts + 1 ELSE attempts END,
+    lease_owner = CASE act.act WHEN 'lease' THEN :owner END,
+    lease_token = CASE act.act WHEN 'lease' THEN lower(hex(randomblob(16))) END,
+    leased_at = CASE act.act WHEN 'lease' THEN :now END,
+    lease_expires_at = CASE act.act WHEN 'lease' THEN :lease_expires_at END,
+    last_error_code = CASE act.act WHEN 'expire' THEN 'expired' ELSE last_error_code END,
+    updated_at = CASE act.act WHEN 'park' THEN updated_at ELSE :now END
+FROM act
+WHERE courier_outbox.id = act.id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
+
+-- name: outbox_parked
+-- The endpoints with parked deliveries and the room each has now (as
+-- outbox_claim reckons it), read from courier_outbox_parked by a loose
+-- index scan: one O(log n) step per such endpoint, however many wait.
+-- SQLite: INDEXED BY, as in outbox_due_priorities.
+WITH RECURSIVE e(endpoint) AS (
+    SELECT MIN(endpoint) FROM courier_outbox INDEXED BY courier_outbox_parked WHERE hold = 'endpoint'
+    UNION ALL
+    SELECT (SELECT MIN(endpoint) FROM courier_outbox INDEXED BY courier_outbox_parked WHERE hold = 'endpoint' AND endpoint > e.endpoint)
+    FROM e WHERE e.endpoint IS NOT NULL
+)
+SELECT d.endpoint,
+    CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+    ELSE MIN(
+        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                        WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+             ELSE 1000000 END,
+        COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                              WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+        COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6) AS INTEGER)
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+    END AS room
+FROM e AS d WHERE d.endpoint IS NOT NULL;
+
+-- name: outbox_unpark
+-- Puts an endpoint's first :limit parked deliveries, in claim order, back
+-- in the due index.
+UPDATE courier_outbox SET hold = NULL
+WHERE id IN (
+    SELECT id FROM courier_outbox WHERE hold = 'endpoint' AND endpoint = :endpoint
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT :limit
+);
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -81,17 +168,21 @@ RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payloa
 -- claim order, and ends those whose deadline has come, so a backlog of
 -- expired rows (workers down for longer than the horizon) is ended in one
 -- bounded statement rather than a claim batch at a time. Rows held back
--- (breaker, contract) are ended too: none of them may be sent any more.
+-- (contract) are ended too: none of them may be sent any more.
 UPDATE courier_outbox SET status = 'failed', last_error_code = 'expired', updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND priority = :priority AND next_attempt_at <= :now
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = :priority AND next_attempt_at <= :now
     ORDER BY next_attempt_at, created_at, id
     LIMIT :limit
-) AND deadline <= :now;
+) AND deadline <= :now
+-- The rows ended may have headed their ordering key.
+RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_claim_probe
--- One due delivery of an endpoint whose cool-down ended: its probe.
+-- One due delivery of an endpoint whose cool-down ended: its probe. The
+-- store first unparks one of the endpoint's parked deliveries (the claims
+-- park an open endpoint's), so there is one to probe with.
 -- One statement claims the batch. SQLite: writers are serialized (BEGIN
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
@@ -111,7 +202,7 @@ UPDATE courier_outbox SET
     updated_at = :now
 WHERE id IN (
     SELECT id FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
         AND endpoint = :endpoint
         -- Contract pinning (migration 4): an endpoint with an unfinished
         -- delivery enqueued under another digest than its pinned one is
@@ -126,7 +217,7 @@ WHERE id IN (
 )
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state;
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_quarantine
 -- A claimed row whose payload no longer matches its digest, or cannot be
@@ -182,13 +273,13 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
     AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
-RETURNING id, status, last_error_code, endpoint,
+RETURNING id, status, last_error_code, endpoint, ordering_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint) AS tracked;
 
 -- name: outbox_get
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE id = :id;
 
 -- name: outbox_health_counts
@@ -196,8 +287,10 @@ SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
 -- name: outbox_health_due
 -- Reads the due index: the partial index's condition is repeated verbatim.
+-- Held deliveries (waiting for their key, or parked by their endpoint's
+-- limits) are not counted: Endpoints says what holds them.
 SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
-WHERE status IN ('pending', 'retry_wait') AND next_attempt_at <= :now;
+WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now;
 
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
@@ -212,11 +305,14 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
 -- name: outbox_redrive
 -- Failed deliveries go back to pending with a fresh budget and horizon;
--- attempt numbers keep counting.
+-- attempt numbers keep counting. One with an ordering key waits for its
+-- key (hold 'key') until the store has seen whether it heads it.
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
+    hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id);
+WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
 -- Keyset pagination on id, newest first; empty filters match everything.
@@ -229,9 +325,15 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: outbox_cancel
--- An operator withdraws a delivery that has not been sent successfully.
-UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', updated_at = :now
-WHERE id = :id AND status IN ('pending', 'retry_wait');
+-- An operator withdraws a delivery that has not been sent successfully:
+-- a pending or retrying one (held or not), or a failed one that holds its
+-- ordering key (OrderingOnFailure HoldKey), which releases the key.
+UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', hold = NULL, updated_at = :now
+WHERE id = :id AND (status IN ('pending', 'retry_wait')
+    OR (status = 'failed' AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
+                                      WHERE k.endpoint = courier_outbox.endpoint AND k.ordering_key = courier_outbox.ordering_key
+                                          AND k.head_id = courier_outbox.id AND k.blocked_at IS NOT NULL)))
+RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_prune
 -- Finished deliveries past their age, oldest first, bounded.
@@ -257,10 +359,13 @@ ON CONFLICT (notification_id, endpoint) DO NOTHING;
 -- name: outbox_due_priorities
 -- The priorities that have waiting rows, lowest first, read from the due
 -- index by a loose index scan: one O(log n) step per distinct priority.
+-- SQLite: INDEXED BY holds the planner to the due index; with statistics
+-- it may prefer courier_outbox_status for the first step and walk every
+-- held row.
 WITH RECURSIVE p(v) AS (
-    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait')
+    SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
     UNION ALL
-    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND priority > p.v)
+    SELECT (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
     FROM p WHERE p.v IS NOT NULL
 )
 SELECT v FROM p WHERE v IS NOT NULL;
@@ -271,14 +376,14 @@ SELECT v FROM p WHERE v IS NOT NULL;
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
-    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold
 FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: outbox_lookup
 -- One delivery by its identity, from the identity's unique index.
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at
+    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_list_by_notification
@@ -300,3 +405,18 @@ LIMIT :limit;
 SELECT COALESCE(event_type, '') AS operation, status, COUNT(*) AS n FROM courier_outbox
 WHERE profile = 'command'
 GROUP BY event_type, status;
+
+-- name: outbox_promote
+-- The next delivery waiting for an ordering key, in enqueue order, becomes
+-- its head: due as it was scheduled.
+UPDATE courier_outbox SET hold = NULL, updated_at = :now
+WHERE id = (SELECT id FROM courier_outbox
+            WHERE hold = 'key' AND endpoint = :endpoint AND ordering_key = :ordering_key
+            ORDER BY id LIMIT 1)
+RETURNING id;
+
+-- name: outbox_hold
+-- Whether a delivery waits for its ordering key: :hold 'key' or NULL (its
+-- head). Only an unfinished delivery is held.
+UPDATE courier_outbox SET hold = :hold
+WHERE id = :id AND status IN ('pending', 'retry_wait');

@@ -1,0 +1,558 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+// Delivery control: the claim's rules for fair share (ClaimParams.
+// EndpointCap), endpoint limits (Endpoints.SetLimits) and ordering keys
+// (EnqueueParams.OrderingKey).
+
+const (
+	slowEndpoint = "https://slow.example/hooks"
+	fastEndpoint = "https://fast.example/hooks"
+)
+
+// at returns enqueue parameters for a delivery to endpoint.
+func at(endpoint, id string) store.EnqueueParams {
+	p := delivery(id)
+	p.Endpoint = endpoint
+	return p
+}
+
+// claimCapped claims with an endpoint cap.
+func (b *bundle) claimCapped(t *testing.T, owner string, limit, capPerEndpoint int) []protocol.Claimed {
+	t.Helper()
+	c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: owner, Limit: limit, Lease: time.Minute, EndpointCap: capPerEndpoint})
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return c
+}
+
+// byEndpoint counts claimed deliveries by endpoint.
+func byEndpoint(c []protocol.Claimed) map[string]int {
+	m := make(map[string]int)
+	for _, d := range c {
+		m[d.Endpoint]++
+	}
+	return m
+}
+
+// ids returns the notification ids of claimed deliveries, in claim order.
+func ids(c []protocol.Claimed) []string {
+	out := make([]string, len(c))
+	for i, d := range c {
+		out[i] = d.NotificationID
+	}
+	return out
+}
+
+// testClaimKeepsEachEndpointToItsCap: a worker's claim leases no more of
+// one endpoint's deliveries than its cap, counting the leases the worker
+// already holds, and fills the rest of its batch from the other endpoints,
+// even when the capped endpoint's backlog comes first in claim order. A
+// settle, a release and an expired lease each give the slot back.
+func testClaimKeepsEachEndpointToItsCap(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for i := range 20 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%02d", i)))
+	}
+	b.clock.Advance(time.Millisecond)
+	for i := range 3 {
+		b.enqueue(t, at(fastEndpoint, fmt.Sprintf("f-%d", i)))
+	}
+	first := b.claimCapped(t, "w", 8, 3)
+	if got := byEndpoint(first); got[slowEndpoint] != 3 || got[fastEndpoint] != 3 {
+		t.Fatalf("first claim by endpoint = %v, want 3 of each (the cap), the fast ones past the slow backlog", got)
+	}
+	if c := b.claimCapped(t, "w", 8, 3); len(c) != 0 {
+		t.Fatalf("claimed %v with the slow endpoint at its cap and nothing else due", ids(c))
+	}
+	eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint)
+	if err != nil || eh.InFlight != 3 {
+		t.Fatalf("slow endpoint: InFlight %d, %v; want 3", eh.InFlight, err)
+	}
+
+	// The cap is the worker's own: another worker has its own share.
+	if got := byEndpoint(b.claimCapped(t, "v", 8, 3)); got[slowEndpoint] != 3 {
+		t.Fatalf("another worker's claim by endpoint = %v, want its own 3 slow", got)
+	}
+
+	// A settle gives the slot back.
+	var slow []protocol.Claimed
+	for _, c := range first {
+		if c.Endpoint == slowEndpoint {
+			slow = append(slow, c)
+		}
+	}
+	if err := b.complete(slow[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claimCapped(t, "w", 8, 3); len(c) != 1 || c[0].Endpoint != slowEndpoint || c[0].NotificationID != "s-06" {
+		t.Fatalf("after a settle claimed %v, want the next slow delivery s-06", ids(c))
+	}
+	// So does a release.
+	if n, err := b.proto().Release(b.ctx, slow[1].Lease); err != nil || n != 1 {
+		t.Fatalf("Release = %d, %v", n, err)
+	}
+	if c := b.claimCapped(t, "w", 8, 3); len(c) != 1 || c[0].NotificationID != slow[1].NotificationID {
+		t.Fatalf("after a release claimed %v, want %s again", ids(c), slow[1].NotificationID)
+	}
+	// And an expired lease: the claim that reclaims it has the room.
+	b.clock.Advance(2 * time.Minute)
+	if got := byEndpoint(b.claimCapped(t, "w", 8, 3)); got[slowEndpoint] != 3 {
+		t.Fatalf("after the leases expired claimed %v, want 3 slow", got)
+	}
+	// Without a cap the claim takes what is due.
+	if got := byEndpoint(b.claimCapped(t, "u", 20, 0)); got[slowEndpoint] != 20-1-3 {
+		t.Fatalf("uncapped claim by endpoint = %v, want every other unfinished slow delivery (%d)", got, 20-1-3)
+	}
+}
+
+// testParkedDeliveriesWaitOutOfTheDueIndex: the deliveries a claim passes
+// over because their endpoint has no room are parked (Delivery.Held is
+// endpoint), not counted as due, and come back in their order once the
+// endpoint has room; the outbox stays valid for Check throughout.
+func testParkedDeliveriesWaitOutOfTheDueIndex(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var sent []store.Enqueued
+	for i := range 6 {
+		sent = append(sent, b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i))))
+	}
+	c := b.claimCapped(t, "w", 6, 1)
+	if len(c) != 1 || c[0].NotificationID != "s-0" {
+		t.Fatalf("claimed %v, want s-0 alone", ids(c))
+	}
+	for _, e := range sent[1:] {
+		if d := b.get(t, e.ID); d.Status != courier.StatusPending || d.Held != store.HeldByEndpoint {
+			t.Fatalf("delivery %d: %s held %q, want pending held by its endpoint", e.ID, d.Status, d.Held)
+		}
+	}
+	h, err := b.store.Outbox.Health(b.ctx)
+	if err != nil || h.Due != 0 {
+		t.Fatalf("Health.Due = %d, %v; want 0 (the rest are parked)", h.Due, err)
+	}
+	if ch, err := b.store.Outbox.Check(b.ctx, store.CheckParams{}); err != nil || len(ch.Invalid) != 0 {
+		t.Fatalf("Check with parked rows: %+v, %v", ch.Invalid, err)
+	}
+	for i := 1; i < 6; i++ {
+		if err := b.complete(c[0].Lease, ""); err != nil {
+			t.Fatal(err)
+		}
+		if c = b.claimCapped(t, "w", 6, 1); len(c) != 1 || c[0].NotificationID != fmt.Sprintf("s-%d", i) {
+			t.Fatalf("claimed %v, want s-%d: parked deliveries come back in order", ids(c), i)
+		}
+	}
+}
+
+// testEndpointMaxInFlightHoldsAcrossWorkers: an endpoint's MaxInFlight
+// bounds the leases of every worker together, whatever their own caps,
+// and a settle frees a slot for any of them.
+func testEndpointMaxInFlightHoldsAcrossWorkers(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{MaxInFlight: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i)))
+	}
+	var held []protocol.Claimed
+	for _, owner := range []string{"a", "b", "c"} {
+		held = append(held, b.claimCapped(t, owner, 5, 0)...)
+	}
+	if len(held) != 3 {
+		t.Fatalf("three workers claimed %d, want 3 (MaxInFlight)", len(held))
+	}
+	eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint)
+	if err != nil || eh.InFlight != 3 || eh.Limits != (store.Limits{MaxInFlight: 3}) {
+		t.Fatalf("Get = %+v, %v", eh, err)
+	}
+	list, err := b.store.Endpoints.List(b.ctx)
+	if err != nil || len(list) != 1 || list[0].Endpoint != slowEndpoint || list[0].InFlight != 3 || list[0].Limits.MaxInFlight != 3 {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	if err := b.complete(held[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claimCapped(t, "c", 5, 0); len(c) != 1 {
+		t.Fatalf("after a settle claimed %d, want the one freed slot", len(c))
+	}
+	// Removing the limits lets the rest go.
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claimCapped(t, "a", 10, 0); len(c) != 10-4 {
+		t.Fatalf("without limits claimed %d, want the other %d", len(c), 10-4)
+	}
+}
+
+// testEndpointRateIsATokenBucket: an endpoint's Rate and Burst let Burst
+// deliveries go at once, then Rate per second, the bucket refilling with
+// the store's clock up to Burst.
+func testEndpointRateIsATokenBucket(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 2, Burst: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%02d", i)))
+	}
+	b.enqueue(t, at(fastEndpoint, "f"))
+	claimed := func() int {
+		t.Helper()
+		n := 0
+		for _, c := range b.claimCapped(t, "w", 20, 0) {
+			if c.Endpoint == slowEndpoint {
+				n++
+			}
+		}
+		return n
+	}
+	steps := []struct {
+		wait time.Duration
+		want int
+	}{
+		{0, 3},                       // the full bucket
+		{0, 0},                       // empty
+		{500 * time.Millisecond, 1},  // one token at 2/s
+		{250 * time.Millisecond, 0},  // half a token
+		{250 * time.Millisecond, 1},  // the other half
+		{time.Second, 2},             // two more
+		{10 * time.Second, 3},        // refilled only up to Burst
+		{1500 * time.Millisecond, 3}, // three tokens
+	}
+	for i, s := range steps {
+		b.clock.Advance(s.wait)
+		if got := claimed(); got != s.want {
+			t.Fatalf("step %d (after %s): claimed %d, want %d", i, s.wait, got, s.want)
+		}
+	}
+}
+
+// testLimitsInvalid: limits no claim could honour are refused with code
+// invalid_argument, naming the field; a Rate alone gets a burst of one
+// second's worth.
+func testLimitsInvalid(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for name, tc := range map[string]struct {
+		endpoint string
+		limits   store.Limits
+	}{
+		"negative in flight": {slowEndpoint, store.Limits{MaxInFlight: -1}},
+		"negative rate":      {slowEndpoint, store.Limits{Rate: -1}},
+		"NaN rate":           {slowEndpoint, store.Limits{Rate: math.NaN()}},
+		"huge rate":          {slowEndpoint, store.Limits{Rate: 1e9}},
+		"burst without rate": {slowEndpoint, store.Limits{Burst: 5}},
+		"relative endpoint":  {"/hooks", store.Limits{MaxInFlight: 1}},
+	} {
+		err := b.store.Endpoints.SetLimits(b.ctx, tc.endpoint, tc.limits)
+		if courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: SetLimits = %v, want invalid_argument", name, err)
+		}
+	}
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 2.5}); err != nil {
+		t.Fatal(err)
+	}
+	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err != nil || eh.Limits != (store.Limits{Rate: 2.5, Burst: 3}) {
+		t.Fatalf("Get = %+v, %v; want rate 2.5 with burst 3", eh.Limits, err)
+	}
+}
+
+// keyed returns enqueue parameters for a delivery with an ordering key.
+func keyed(id, key string) store.EnqueueParams {
+	p := delivery(id)
+	p.OrderingKey = key
+	return p
+}
+
+// testOrderingKeySendsOneAtATimeInOrder: within (endpoint, key) only the
+// oldest unfinished delivery is claimable; a retry holds its key, not the
+// endpoint; a delivery enqueued while its key's head is in flight waits
+// for it.
+func testOrderingKeySendsOneAtATimeInOrder(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, p := range []store.EnqueueParams{keyed("a1", "a"), keyed("a2", "a"), keyed("b1", "b"), delivery("free1"), keyed("a3", "a")} {
+		b.enqueue(t, p)
+	}
+	first := b.claim(t, "w", 10, time.Minute)
+	if got := ids(first); !slices.Equal(got, []string{"a1", "b1", "free1"}) {
+		t.Fatalf("claimed %v, want each key's head and the delivery without a key", got)
+	}
+	a1 := first[0]
+	if d, err := b.store.Outbox.Lookup(b.ctx, "a2", delivery("a2").Endpoint); err != nil || d.Held != store.HeldByKey || d.OrderingKey != "a" {
+		t.Fatalf("a2 = %+v, %v; want held by its key a", d, err)
+	}
+	// A retry holds its key, not the endpoint.
+	if err := b.retry(a1.Lease, retryParams{Code: courier.CodeReceiverUnavailable, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, delivery("free2"))
+	b.enqueue(t, keyed("b2", "b"))
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"free2"}) {
+		t.Fatalf("with a1 waiting to retry claimed %v, want free2 only (b2 waits for b1)", got)
+	}
+	b.clock.Advance(time.Second)
+	again := b.claim(t, "w", 10, time.Minute)
+	if got := ids(again); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("claimed %v, want a1's retry", got)
+	}
+	if err := b.complete(again[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	next := b.claim(t, "w", 10, time.Minute)
+	if got := ids(next); !slices.Equal(got, []string{"a2"}) {
+		t.Fatalf("after a1 succeeded claimed %v, want a2", got)
+	}
+	if err := b.complete(first[1].Lease, ""); err != nil { // b1
+		t.Fatal(err)
+	}
+	if err := b.complete(next[0].Lease, ""); err != nil { // a2
+		t.Fatal(err)
+	}
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"b2", "a3"}) && !slices.Equal(got, []string{"a3", "b2"}) {
+		t.Fatalf("claimed %v, want a3 and b2", got)
+	}
+}
+
+// testOrderingFailedHeadHoldsKey: under HoldKey (the default) a failed
+// head holds its key, and the endpoint shows it blocked, until an operator
+// redrives the head (sent again first) or cancels it (the next one goes).
+// A delivery expiring at its claim is a failed head too.
+func testOrderingFailedHeadHoldsKey(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, id := range []string{"k1", "k2", "k3"} {
+		b.enqueue(t, keyed(id, "k"))
+	}
+	c := b.claim(t, "w", 10, time.Minute)
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v behind a failed head", ids(got))
+	}
+	endpoint := delivery("k1").Endpoint
+	blocked, err := b.store.Endpoints.BlockedKeys(b.ctx, "", 10)
+	if err != nil || len(blocked) != 1 || blocked[0].OrderingKey != "k" || blocked[0].Head != c[0].DeliveryID || blocked[0].Endpoint != endpoint {
+		t.Fatalf("BlockedKeys = %+v, %v", blocked, err)
+	}
+	if eh, err := b.store.Endpoints.Get(b.ctx, endpoint); err != nil || eh.BlockedKeys != 1 {
+		t.Fatalf("Get = %+v, %v; want one blocked key", eh, err)
+	}
+	// Redrive: the head goes again, first.
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: c[0].DeliveryID}); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	c = b.claim(t, "w", 10, time.Minute)
+	if got := ids(c); !slices.Equal(got, []string{"k1"}) {
+		t.Fatalf("after the redrive claimed %v, want k1 alone", got)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, endpoint); eh.BlockedKeys != 0 {
+		t.Fatalf("BlockedKeys = %d after the redrive, want 0", eh.BlockedKeys)
+	}
+	// It fails again; cancelling it lets k2 go.
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Outbox.Cancel(b.ctx, c[0].DeliveryID); err != nil {
+		t.Fatalf("Cancel of the failed head: %v", err)
+	}
+	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
+		t.Fatalf("cancelled head: %s %s", d.Status, d.LastErrorCode)
+	}
+	c = b.claim(t, "w", 10, time.Minute)
+	if got := ids(c); !slices.Equal(got, []string{"k2"}) {
+		t.Fatalf("after cancelling the head claimed %v, want k2", got)
+	}
+	// A failed delivery that holds no key is not cancelled.
+	b.enqueue(t, delivery("plain"))
+	p := b.claim(t, "w", 10, time.Minute)
+	if err := b.fail(p[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Outbox.Cancel(b.ctx, p[0].DeliveryID); !errors.Is(err, courier.ErrNotFound) {
+		t.Fatalf("Cancel of a failed delivery without a key = %v, want ErrNotFound", err)
+	}
+	// k2's deadline passes while it is leased and retried: the claim that
+	// reaches it ends it expired, and it holds the key.
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeTimeout, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(store.DefaultRetryHorizon)
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v past k2's deadline", ids(got))
+	}
+	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired {
+		t.Fatalf("k2: %s %s, want failed expired", d.Status, d.LastErrorCode)
+	}
+	if blocked, _ := b.store.Endpoints.BlockedKeys(b.ctx, endpoint, 10); len(blocked) != 1 || blocked[0].Head != c[0].DeliveryID {
+		t.Fatalf("BlockedKeys = %+v, want k2 holding k", blocked)
+	}
+}
+
+// testOrderingSkipFailedLetsTheNextGo: under SkipFailed a failed head
+// makes way for the next delivery of its key; redriven, it waits for the
+// key's current head and goes next.
+func testOrderingSkipFailedLetsTheNextGo(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed})
+	for _, id := range []string{"k1", "k2", "k3"} {
+		b.enqueue(t, keyed(id, "k"))
+	}
+	k1 := b.claim(t, "w", 10, time.Minute)[0]
+	if err := b.fail(k1.Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	k2 := b.claim(t, "w", 10, time.Minute)
+	if got := ids(k2); !slices.Equal(got, []string{"k2"}) {
+		t.Fatalf("after k1 failed claimed %v, want k2", got)
+	}
+	if blocked, _ := b.store.Endpoints.BlockedKeys(b.ctx, "", 10); len(blocked) != 0 {
+		t.Fatalf("BlockedKeys = %+v under SkipFailed", blocked)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: k1.DeliveryID}); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v while k2 is in flight", ids(got))
+	}
+	if err := b.complete(k2[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"k1"}) {
+		t.Fatalf("after k2 claimed %v, want the redriven k1 before k3", got)
+	}
+}
+
+// testOrderingKeyInvalid: an ordering key is 1-256 bytes of visible
+// ASCII, and part of a delivery's settings: enqueueing the same identity
+// under another key is an idempotency collision.
+func testOrderingKeyInvalid(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, k := range []string{"with space", "tab\tkey", string(make([]byte, 257)), "é"} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Enqueue(b.ctx, tx, keyed("n", k))
+		tx.Rollback()
+		if courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("OrderingKey %q: %v, want invalid_argument", k, err)
+		}
+	}
+	b.enqueue(t, keyed("n", "order/7"))
+	if e := b.enqueue(t, keyed("n", "order/7")); !e.Existed {
+		t.Fatal("the same delivery with the same key was not a no-op")
+	}
+	for _, k := range []string{"order/8", ""} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Enqueue(b.ctx, tx, keyed("n", k))
+		tx.Rollback()
+		if !errors.Is(err, courier.ErrIdempotencyCollision) {
+			t.Errorf("the same delivery under key %q: %v, want ErrIdempotencyCollision", k, err)
+		}
+	}
+}
+
+// testOrderingKeyConcurrentEnqueuesTakeTurns: two transactions enqueueing
+// the same key at once end with one head: the second waits for the first
+// and queues behind it, and a rolled-back enqueue leaves the key free.
+func testOrderingKeyConcurrentEnqueuesTakeTurns(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	rolled := b.begin(t)
+	if _, err := b.store.Outbox.Enqueue(b.ctx, rolled, keyed("gone", "k")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rolled.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	first := b.begin(t)
+	if _, err := b.store.Outbox.Enqueue(b.ctx, first, keyed("k1", "k")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	wg.Go(func() {
+		tx, err := b.db.BeginTxx(b.ctx, nil)
+		if err == nil {
+			if _, err = b.store.Outbox.Enqueue(b.ctx, tx, keyed("k2", "k")); err == nil {
+				err = tx.Commit()
+			} else {
+				tx.Rollback()
+			}
+		}
+		errs <- err
+	})
+	if err := first.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := <-errs; err != nil {
+		t.Fatalf("second enqueue: %v", err)
+	}
+	c := b.claim(t, "w", 10, time.Minute)
+	if got := ids(c); !slices.Equal(got, []string{"k1"}) {
+		t.Fatalf("claimed %v, want k1 alone", got)
+	}
+	if err := b.complete(c[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"k2"}) {
+		t.Fatalf("claimed %v, want k2", got)
+	}
+}
+
+// testOrderingKeySurvivesLeaseExpiry: a head whose worker died keeps its
+// key: the reclaimed head is retried first, and a head reclaimed with its
+// budget spent fails and holds the key.
+func testOrderingKeySurvivesLeaseExpiry(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := keyed("k1", "k")
+	p.MaxAttempts = 2
+	b.enqueue(t, p)
+	b.enqueue(t, keyed("k2", "k"))
+	for attempt := 1; attempt <= 2; attempt++ {
+		c := b.claim(t, "w", 10, time.Minute)
+		if got := ids(c); !slices.Equal(got, []string{"k1"}) {
+			t.Fatalf("attempt %d: claimed %v, want k1", attempt, got)
+		}
+		b.clock.Advance(2 * time.Minute) // the worker died
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v behind a head whose budget ran out", ids(got))
+	}
+	if blocked, _ := b.store.Endpoints.BlockedKeys(b.ctx, "", 10); len(blocked) != 1 {
+		t.Fatalf("BlockedKeys = %+v, want k held by k1", blocked)
+	}
+}
+
+// testPublishOrderingKey: a publish's ordering key orders each
+// subscription's deliveries of the key.
+func testPublishOrderingKey(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	sub, err := b.store.Subscriptions.Create(b.ctx, b.db, subscription("t", "https://sub.example/hooks", "k", "order.updated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"e1", "e2"} {
+		tx := b.begin(t)
+		if _, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{
+			Tenant: "t", EventType: "order.updated", EventID: id, Payload: []byte(`{"id":"` + id + `"}`), OrderingKey: "order-7",
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.claim(t, "w", 10, time.Minute)
+	if got := ids(c); !slices.Equal(got, []string{fmt.Sprintf("e1:%d", sub.ID)}) {
+		t.Fatalf("claimed %v, want e1 alone", got)
+	}
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"math"
+)
+
+// Bounds of Limits.
+const (
+	maxLimitInFlight = 100_000
+	maxLimitRate     = 1_000_000 // requests per second
+	maxLimitBurst    = 1_000_000
+)
+
+// Limits bound how hard courier's workers, all of them together, send to
+// one endpoint. They are kept in the database and enforced by every claim
+// there: on PostgreSQL across every worker process sharing it (a claim
+// takes the endpoint's limits row for the rest of its transaction, so two
+// claimers never both count the same free slot or token), on SQLite by
+// its one writer. A claim that finds no room parks the endpoint's due
+// deliveries out of the way of the others, and a later claim puts them
+// back when there is room again. The zero Limits is no limit.
+type Limits struct {
+	// MaxInFlight is the most deliveries to the endpoint leased at once,
+	// across every worker: each is counted from its claim until it is
+	// settled, released or its lease expires. 0 for no limit (each
+	// worker's own client.Config.EndpointConcurrency still applies).
+	// Defaults to 0.
+	MaxInFlight int
+	// Rate is how many requests per second may start, on average, as a
+	// token bucket: each leased delivery takes a token, and the bucket
+	// refills at Rate up to Burst. 0 for no limit. Defaults to 0.
+	Rate float64
+	// Burst is the bucket's size: how many may start at once after a
+	// quiet spell. A worker that finds the bucket empty claims again at
+	// its next poll (client.Config.PollInterval) or wake-up, so a Burst
+	// under Rate × PollInterval holds the rate below Rate. Defaults to
+	// Rate rounded up, at least 1: one second's worth, which the default
+	// one-second poll keeps up with.
+	Burst int
+}
+
+// IsZero reports whether l limits nothing.
+func (l Limits) IsZero() bool { return l.MaxInFlight == 0 && l.Rate == 0 }
+
+// WithDefaults returns a copy of l with Burst at its default when a Rate
+// is set without one.
+func (l Limits) WithDefaults() Limits {
+	if l.Rate > 0 && l.Burst == 0 {
+		l.Burst = max(1, int(math.Ceil(l.Rate)))
+	}
+	return l
+}
+
+func (l Limits) validate() error {
+	switch {
+	case l.MaxInFlight < 0 || l.MaxInFlight > maxLimitInFlight:
+		return invalidArgument("Limits.MaxInFlight must be within 0..100000")
+	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > maxLimitRate:
+		return invalidArgument("Limits.Rate must be within 0..1000000 requests per second")
+	case l.Burst < 0 || l.Burst > maxLimitBurst:
+		return invalidArgument("Limits.Burst must be within 0..1000000")
+	case l.Rate == 0 && l.Burst != 0:
+		return invalidArgument("Limits.Burst needs a Rate")
+	}
+	return nil
+}
+
+// SetLimits sets an endpoint's limits, taking effect at the next claim
+// of every worker; the zero Limits removes them. Setting a rate fills
+// the endpoint's bucket.
+func (e *Endpoints) SetLimits(ctx context.Context, endpoint string, l Limits) error {
+	if !validEndpoint(endpoint) {
+		return invalidArgument("SetLimits endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
+	l = l.WithDefaults()
+	if err := l.validate(); err != nil {
+		return err
+	}
+	if l.IsZero() {
+		_, err := e.s.exec(ctx, e.s.writer, "endpoint_limits_delete", map[string]any{"endpoint": endpoint})
+		return err
+	}
+	_, err := e.s.exec(ctx, e.s.writer, "endpoint_limits_put", map[string]any{
+		"endpoint": endpoint, "max_in_flight": l.MaxInFlight, "rate": l.Rate, "burst": l.Burst,
+		"tokens": float64(l.Burst), "now": e.s.now(),
+	})
+	return err
+}

@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// OrderingOnFailure says what becomes of an ordering key whose head (the
+// delivery of the key being sent) fails for good: permanently refused,
+// out of attempts or past its deadline, or quarantined.
+type OrderingOnFailure int
+
+// What a failed head does.
+const (
+	// HoldKey keeps the key blocked: the deliveries behind the failed
+	// head wait until an operator redrives the head (Outbox.Redrive: it
+	// is sent again, still first) or cancels it (Outbox.Cancel: the next
+	// one goes). Nothing is ever delivered out of order. The default.
+	HoldKey OrderingOnFailure = iota
+	// SkipFailed lets the next delivery of the key go: the failed one
+	// stays failed, and a later Redrive sends it after the key's current
+	// head.
+	SkipFailed
+)
+
+// maxOrderingKey bounds EnqueueParams.OrderingKey, in bytes.
+const maxOrderingKey = 256
+
+// validOrderingKey reports whether k is 1 to maxOrderingKey bytes of
+// visible ASCII.
+func validOrderingKey(k string) bool {
+	if len(k) == 0 || len(k) > maxOrderingKey {
+		return false
+	}
+	for i := range len(k) {
+		if k[i] <= ' ' || k[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// keyed is a delivery a statement changed that may concern its ordering
+// key: what the statements that finish, fail or redrive deliveries
+// return.
+type keyed struct {
+	ID          int64          `db:"id"`
+	Endpoint    string         `db:"endpoint"`
+	OrderingKey sql.NullString `db:"ordering_key"`
+	Status      courier.Status `db:"status"`
+}
+
+// join makes a delivery just inserted waiting for its key (id) its key's
+// head, when the key has no other unfinished delivery. Enqueues of one key
+// are serialized on the key's row until their transactions end.
+// It returns the key's head.
+func (o *Outbox) join(ctx context.Context, tx DBTX, now int64, id int64, endpoint, key string) (head int64, err error) {
+	args := map[string]any{"endpoint": endpoint, "ordering_key": key, "id": id, "now": now}
+	if err := o.s.scan(ctx, tx, "ordering_key_join", args, &head); err != nil {
+		return 0, err
+	}
+	if head != id {
+		return head, nil // it waits behind head
+	}
+	_, err = o.s.exec(ctx, tx, "outbox_hold", map[string]any{"id": id, "hold": nil})
+	return head, err
+}
+
+// advance moves the ordering keys of deliveries that just left the
+// unfinished states (or failed) on: a finished head makes way for the
+// next delivery of its key, in enqueue order; a failed head holds its key
+// under HoldKey. A delivery that was not its key's head (cancelled while
+// waiting) changes nothing.
+func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
+	for _, r := range rows {
+		if !r.OrderingKey.Valid {
+			continue
+		}
+		switch r.Status {
+		case courier.StatusPending, courier.StatusRetryWait, courier.StatusLeased:
+			continue // still unfinished: it keeps the key
+		}
+		args := map[string]any{"endpoint": r.Endpoint, "ordering_key": r.OrderingKey.String, "now": now}
+		var head int64
+		switch err := o.s.scan(ctx, tx, "ordering_key_lock", args, &head); {
+		case errors.Is(err, courier.ErrNotFound) || isNoRows(err):
+			continue
+		case err != nil:
+			return err
+		case head != r.ID:
+			continue
+		}
+		failed := r.Status == courier.StatusFailed || r.Status == courier.StatusQuarantined
+		if failed && o.s.cfg.OrderingOnFailure == HoldKey {
+			if _, err := o.s.exec(ctx, tx, "ordering_key_block", args); err != nil {
+				return err
+			}
+			continue
+		}
+		var next []int64
+		if err := o.s.selectRows(ctx, tx, "outbox_promote", args, &next); err != nil {
+			return err
+		}
+		if len(next) == 0 {
+			if _, err := o.s.exec(ctx, tx, "ordering_key_delete", args); err != nil {
+				return err
+			}
+			continue
+		}
+		args["head_id"] = next[0]
+		if _, err := o.s.exec(ctx, tx, "ordering_key_advance", args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rejoin puts redriven deliveries with an ordering key (returned waiting
+// for it) back in their keys' order: each heads its key again when it
+// held it, or when the key has no other unfinished delivery; otherwise it
+// waits, and goes next (promotion is by enqueue order).
+func (o *Outbox) rejoin(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
+	for _, r := range rows {
+		if !r.OrderingKey.Valid {
+			continue
+		}
+		head, err := o.join(ctx, tx, now, r.ID, r.Endpoint, r.OrderingKey.String)
+		switch {
+		case err != nil:
+			return err
+		case head != r.ID:
+			continue // it waits, and goes next
+		}
+		// It heads its key: a key it held blocked is unblocked.
+		args := map[string]any{"endpoint": r.Endpoint, "ordering_key": r.OrderingKey.String, "now": now, "head_id": r.ID}
+		if _, err := o.s.exec(ctx, tx, "ordering_key_advance", args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BlockedKey is an ordering key held by its failed head (HoldKey): the
+// deliveries behind it wait until an operator redrives or cancels Head.
+type BlockedKey struct {
+	Endpoint    string
+	OrderingKey string
+	Head        int64 // the failed delivery holding the key
+	Since       time.Time
+}
+
+// BlockedKeys lists the ordering keys a failed head holds, of endpoint
+// ("" for every endpoint), at most limit (1..1000), by endpoint and key.
+func (e *Endpoints) BlockedKeys(ctx context.Context, endpoint string, limit int) ([]BlockedKey, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, invalidArgument("BlockedKeys limit must be within 1..1000")
+	}
+	var rows []struct {
+		Endpoint    string `db:"endpoint"`
+		OrderingKey string `db:"ordering_key"`
+		HeadID      int64  `db:"head_id"`
+		BlockedAt   int64  `db:"blocked_at"`
+	}
+	if err := e.s.selectRows(ctx, e.s.db, "ordering_key_blocked", map[string]any{"endpoint": endpoint, "limit": limit}, &rows); err != nil {
+		return nil, err
+	}
+	out := make([]BlockedKey, len(rows))
+	for i, r := range rows {
+		out[i] = BlockedKey{Endpoint: r.Endpoint, OrderingKey: r.OrderingKey, Head: r.HeadID, Since: fromMicros(r.BlockedAt)}
+	}
+	return out, nil
+}

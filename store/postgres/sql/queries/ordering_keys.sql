@@ -1,0 +1,47 @@
+-- courier's queries for PostgreSQL: ordering keys: one row per (endpoint, key) with an unfinished delivery.
+-- store/sqlite/sql/queries/ordering_keys.sql has the same names and parameters; where the
+-- SQL differs, both files say why. Parameters are :name; the store binds them
+-- by name.
+
+-- name: ordering_key_join
+-- An enqueued delivery (:id, inserted waiting for its key) joins its key:
+-- when the key has no row it becomes the key's head, and head_id says so;
+-- otherwise head_id is the delivery ahead of it, and it waits. The upsert
+-- takes the key's row lock: enqueues of one key, and the settle that
+-- advances it, are serialized on it until they commit.
+INSERT INTO courier_ordering_keys (endpoint, ordering_key, head_id, blocked_at, updated_at)
+VALUES (:endpoint, :ordering_key, :id, NULL, :now)
+ON CONFLICT (endpoint, ordering_key) DO UPDATE SET updated_at = excluded.updated_at
+RETURNING head_id;
+
+-- name: ordering_key_lock
+-- The key's row, for the settle of a delivery that may head it.
+-- PostgreSQL: FOR UPDATE waits for an enqueue of the same key to commit
+-- (its ordering_key_join holds the row), and the statements after this one
+-- take their snapshot after it, so they see that enqueue's delivery.
+SELECT head_id FROM courier_ordering_keys
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key
+FOR UPDATE;
+
+-- name: ordering_key_advance
+-- The key's next head is :head_id (promoted by outbox_promote), or the
+-- head itself again (redriven): the key is no longer blocked.
+UPDATE courier_ordering_keys SET head_id = :head_id, blocked_at = NULL, updated_at = :now
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
+
+-- name: ordering_key_block
+-- The key's head failed and holds the key (OrderingOnFailure HoldKey).
+UPDATE courier_ordering_keys SET blocked_at = :now, updated_at = :now
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
+
+-- name: ordering_key_delete
+-- The key's last delivery finished.
+DELETE FROM courier_ordering_keys WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
+
+-- name: ordering_key_blocked
+-- The keys a failed head holds, by endpoint, from their partial index.
+SELECT k.endpoint, k.ordering_key, k.head_id, k.blocked_at
+FROM courier_ordering_keys AS k
+WHERE k.blocked_at IS NOT NULL AND (:endpoint = '' OR k.endpoint = :endpoint)
+ORDER BY k.endpoint, k.ordering_key
+LIMIT :limit;
