@@ -16,6 +16,7 @@ import (
 	"github.com/courier-go/courier/contrib/otelcourier"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -70,4 +71,23 @@ func Example() {
 	// POST (client) <- courier.enqueue (internal)
 	// POST (server) <- POST (client)
 	// courier.handle (internal) <- POST (server)
+}
+
+// readmeSample is the README's: the application's globals, one Tracer for
+// every part of courier.
+func readmeSample(ctx context.Context, inbox *store.Store, signer signature.Signer, v signature.Verifier, fn func(context.Context, *sqlx.Tx, order) error) error {
+	// readme:otel
+	tracer := otelcourier.New(otelcourier.Config{})                    // otel's global TracerProvider and propagator
+	s, err := sqlite.Open(ctx, "app.db", store.Config{Tracer: tracer}) // enqueue spans; each delivery keeps the trace context
+	if err != nil {
+		return err
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Tracer: tracer}) // claim, attempt (traceparent sent), settle
+	if err != nil {
+		return err
+	}
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v, Tracer: tracer}, fn) // continues the trace
+	// readme:end
+	_, _ = w, rcv
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -185,6 +186,47 @@ func adminSample(s *store.Store, mux *http.ServeMux, requireLogin func(http.Hand
 	mux.Handle("/ops/courier/", requireLogin(http.StripPrefix("/ops/courier", ops)))
 	// readme:end
 	return nil
+}
+
+func pgxSample(ctx context.Context, pool *pgxpool.Pool, s *store.Store, id string, payload []byte) error {
+	// readme:pgx
+	tx, err := pool.Begin(ctx) // your pgxpool; s is a Store opened on the same database
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	if _, err := tx.Exec(ctx, "UPDATE orders SET status = 'paid' WHERE id = $1", id); err != nil {
+		return err
+	}
+	if _, err := postgres.Enqueue(ctx, s, tx, store.EnqueueParams{ // also EnqueueMany, Publish
+		NotificationID: "order-" + id + "-paid",
+		Endpoint:       "https://shipping.example/hooks/orders",
+		Payload:        payload,
+	}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx) // listening workers are woken now
+	// readme:end
+}
+
+func controlSample(ctx context.Context, s *store.Store, tx *sqlx.Tx, id string, payload []byte) error {
+	// readme:control
+	// Every worker of every process together: at most 5 requests in flight
+	// to this endpoint, and 50 per second.
+	if err := s.Endpoints.SetLimits(ctx, "https://shipping.example/hooks/orders",
+		store.Limits{MaxInFlight: 5, Rate: 50, Burst: 50}); err != nil {
+		return err
+	}
+	// The deliveries of one order reach the endpoint one at a time, in
+	// enqueue order; a retry holds this order's key, not the endpoint.
+	_, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		NotificationID: "order-" + id + "-shipped",
+		Endpoint:       "https://shipping.example/hooks/orders",
+		Payload:        payload,
+		OrderingKey:    "order-" + id,
+	})
+	return err
+	// readme:end
 }
 
 // readme:test

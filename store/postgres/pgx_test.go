@@ -300,3 +300,34 @@ func TestPgxNeedsAStoreAndATx(t *testing.T) {
 		t.Fatalf("nil tx: %v, want invalid_argument", err)
 	}
 }
+
+// TestPgxOrderingKeyJoinsItsKey: deliveries enqueued with an ordering key
+// in pgx transactions take their turns as through database/sql: the first
+// heads its key, the second waits behind it.
+func TestPgxOrderingKeyJoinsItsKey(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	app := setupPgx(t, store.Config{})
+	const endpoint = "https://receiver.example/hooks"
+	for _, id := range []string{"o-1", "o-2"} {
+		err := app.inTx(t, id, true, func(tx pgx.Tx) error {
+			_, err := postgres.Enqueue(ctx, app.s, tx, store.EnqueueParams{
+				NotificationID: id, Endpoint: endpoint, Payload: []byte(`{"id":"` + id + `"}`), OrderingKey: "customer-7",
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]store.Hold{"o-1": "", "o-2": store.HeldByKey}
+	for id, held := range want {
+		d, err := app.s.Outbox.Lookup(ctx, id, endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.OrderingKey != "customer-7" || d.Held != held {
+			t.Errorf("%s: key %q held %q; want customer-7 held %q", id, d.OrderingKey, d.Held, held)
+		}
+	}
+}
