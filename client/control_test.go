@@ -418,3 +418,38 @@ func TestOrderedDeliveryPerKeyUnderFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestAWorkerAtItsShareClaimsAgainAsAttemptsEnd: a worker that found an
+// endpoint without room claims again as soon as one of its attempts ends,
+// not at its next poll: with one endpoint, a share of 2 and a poll an
+// hour away, a backlog of 40 is still delivered.
+func TestAWorkerAtItsShareClaimsAgainAsAttemptsEnd(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	done := newCountdown(n)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		done.hit()
+	}))
+	t.Cleanup(srv.Close)
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var ps []store.EnqueueParams
+	for i := range n {
+		ps = append(ps, plain(srv.URL+"/hooks", fmt.Sprintf("n%02d", i)))
+	}
+	enqueueAll(t, s, ps...) // before the worker starts: no wake-up
+	w, err := client.NewWorker(client.Config{
+		Store: s, Signer: couriertest.StandardWebhooksKeys("sender").Signer, Transport: couriertest.Guard(srv.URL).Transport(),
+		Concurrency: 4, EndpointConcurrency: 2, PollInterval: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	defer stop()
+	waitFor(t, done.done, "the backlog, with no poll to wake the worker")
+}

@@ -451,7 +451,9 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue
 			}
 			room = freed
-		case want < minClaim, got > 0:
+		case want < minClaim, got > 0, len(slots) > 0:
+			// Nothing claimable with attempts in flight may be endpoints
+			// at their limits, which an attempt that ends gives room.
 			room = freed
 		}
 		select {

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,7 +92,7 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		if err := run.probes(ctx); err != nil {
 			return err
 		}
-		if err := run.unpark(ctx); err != nil {
+		if _, err := run.unpark(ctx); err != nil {
 			return err
 		}
 		if err := run.byPriority(ctx); err != nil {
@@ -165,6 +167,9 @@ type claimRun struct {
 	parked  int
 	ended   []keyed        // rows ended (expired) that may head an ordering key
 	limited map[string]int // endpoints with limits -> deliveries leased
+	// justParked are the endpoints the last claim statement parked
+	// deliveries of.
+	justParked []string
 }
 
 func (r *claimRun) room() int { return r.limit - len(r.got) }
@@ -188,6 +193,9 @@ func (r *claimRun) run(ctx context.Context, name string, extra map[string]any) (
 			r.ended = append(r.ended, claimedOf(row).keyed(row.Status))
 		default: // parked: its endpoint had no room
 			parked++
+			if !slices.Contains(r.justParked, row.Endpoint) {
+				r.justParked = append(r.justParked, row.Endpoint)
+			}
 		}
 	}
 	r.expired += expired
@@ -223,12 +231,44 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expi
 	}
 	before := len(r.got)
 	leased, expired, parked, err = r.run(ctx, "outbox_claim", map[string]any{"ids": jsonArg(ids)})
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
 	for _, c := range r.got[before:] {
 		if _, ok := r.limited[c.Endpoint]; ok {
 			r.limited[c.Endpoint]++
 		}
 	}
-	return len(rows), leased, expired, parked, err
+	if parked > 0 {
+		// The endpoints without room have more due, most likely: park
+		// the rest of it at once rather than batch by batch.
+		if err := r.parkDue(ctx, p); err != nil {
+			return 0, 0, 0, 0, err
+		}
+	}
+	return len(rows), leased, expired, parked, nil
+}
+
+// parkDue parks the due deliveries of priority p of each endpoint the
+// last claim statement parked some of (it had no room), within
+// maxParkedPerClaim.
+func (r *claimRun) parkDue(ctx context.Context, p int) error {
+	full := r.justParked
+	r.justParked = nil
+	for _, e := range full {
+		if r.parked >= maxParkedPerClaim {
+			return nil
+		}
+		res, err := r.o.s.exec(ctx, r.tx, "outbox_park_due", map[string]any{
+			"endpoint": e, "priority": p, "now": r.args["now"], "limit": maxParkedPerClaim - r.parked,
+		})
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		r.parked += int(n)
+	}
+	return nil
 }
 
 // take takes the tokens of the rate-limited endpoints the claim leased
@@ -255,26 +295,47 @@ func (r *claimRun) take(ctx context.Context) error {
 type parkedEndpoint struct {
 	Endpoint string `db:"endpoint"`
 	Room     int    `db:"room"`
+	Limited  bool   `db:"limited"`   // it has limits (courier_endpoint_limits)
+	FirstDue int64  `db:"first_due"` // its first parked delivery's due time
 }
 
-// unpark puts the parked deliveries of endpoints that have room again
-// back in the due index, as many as the room (and the claim) allows:
-// being the oldest due, they are the first the claim then reads.
-func (r *claimRun) unpark(ctx context.Context) error {
+// parkedArgs are outbox_parked's arguments.
+func (r *claimRun) parkedArgs() map[string]any {
+	return map[string]any{"now": r.args["now"], "owner": r.args["owner"], "cap": r.args["cap"]}
+}
+
+// unpark gives the endpoints with parked deliveries the room each has
+// now, the one parked longest first: being the oldest due, they come
+// before the due index's. An endpoint without limits is leased its parked
+// deliveries at once (outbox_claim_parked); one with limits has them put back in
+// the due index for the claim statements, which take its limits row
+// (PostgreSQL) and its tokens. It reports whether it put any back.
+func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 	var eps []parkedEndpoint
-	args := map[string]any{"now": r.args["now"], "owner": r.args["owner"], "cap": r.args["cap"]}
-	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", args, &eps); err != nil {
-		return err
+	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", r.parkedArgs(), &eps); err != nil {
+		return false, err
 	}
+	slices.SortFunc(eps, func(a, b parkedEndpoint) int { return cmp.Compare(a.FirstDue, b.FirstDue) })
+	back := false
 	for _, e := range eps {
-		if e.Room <= 0 {
+		n := min(e.Room, r.room())
+		switch {
+		case e.Room <= 0:
 			continue
-		}
-		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": min(e.Room, r.limit)}); err != nil {
-			return err
+		case n <= 0:
+			return back, nil
+		case e.Limited:
+			if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
+				return false, err
+			}
+			back = true
+		default:
+			if _, _, _, err := r.run(ctx, "outbox_claim_parked", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
+				return false, err
+			}
 		}
 	}
-	return nil
+	return back, nil
 }
 
 // byPriority claims due deliveries into the room left, priority by

@@ -60,11 +60,17 @@
 //	its breaker:                 none while it is open, half open or disabled (a probe aside)
 //
 // A claim leases an endpoint's due deliveries, in claim order, while it has
-// room and parks the rest (at most 10,000 per claim, so a backlog is parked
-// over a few claims, each row once). Every claim first looks at the
-// endpoints with parked deliveries (one index step each, however many are
-// parked) and puts back, in their order, as many as each has room for;
-// being the oldest due, they are the next it leases. Leases are counted
+// room and parks the rest: once it finds an endpoint without room it parks
+// that endpoint's due backlog in one statement (at most 10,000 rows per
+// claim, so a deeper one is parked over a few claims, each row once). Every
+// claim first looks at the endpoints with parked deliveries (one index step
+// each, however many are parked), the one parked longest first, and gives
+// each as many as it has room for: being the oldest due, they are the next
+// it leases. An endpoint without limits has them leased straight from its
+// parked rows; one with limits has them put back in the due index, for the
+// statements that lock its limits row. A delivery given back (a release)
+// behind parked ones of its endpoint is parked too, keeping its place.
+// Leases are counted
 // from the leased rows themselves, so a settle, a release, a reclaimed
 // lease each give their slot back with no counter to keep; the token
 // buckets live in courier_endpoint_limits. On PostgreSQL a claim locks

@@ -28,7 +28,10 @@ SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
 -- name: attempts_prune
-DELETE FROM courier_attempts WHERE id IN (
+-- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
+-- planner may rescan the LIMIT, deleting past it.
+WITH picked AS MATERIALIZED (
     SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
     FOR UPDATE SKIP LOCKED
-);
+)
+DELETE FROM courier_attempts AS a USING picked WHERE a.id = picked.id;

@@ -23,10 +23,13 @@ WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 -- name: inbox_prune
 -- PostgreSQL: ctid in place of rowid; SKIP LOCKED so instances pruning at
 -- once take different rows.
-DELETE FROM courier_inbox WHERE ctid IN (
-    SELECT ctid FROM courier_inbox WHERE updated_at < :before AND status = 'completed'
+-- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
+-- planner may rescan the LIMIT, deleting past it.
+WITH picked AS MATERIALIZED (
+    SELECT ctid AS row_ctid FROM courier_inbox WHERE updated_at < :before AND status = 'completed'
     ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
-);
+)
+DELETE FROM courier_inbox AS i USING picked WHERE i.ctid = picked.row_ctid;
 
 -- name: inbox_take_over
 -- A two-phase record left processing longer than the staleness window (its

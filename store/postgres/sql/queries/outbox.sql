@@ -93,7 +93,9 @@ WITH ranked AS MATERIALIZED (
     SELECT o.id, o.endpoint, o.deadline <= :now AS expired,
         row_number() OVER (PARTITION BY o.endpoint, o.deadline <= :now ORDER BY o.next_attempt_at, o.created_at, o.id) AS n
     FROM courier_outbox AS o
-    WHERE o.id IN (SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb))
+    -- An array, not IN (subquery): the planner sees the ids and reads
+    -- them by the primary key, never the whole table.
+    WHERE o.id = ANY (ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb)))
         AND o.status IN ('pending', 'retry_wait') AND o.hold IS NULL
 ),
 room AS MATERIALIZED (
@@ -157,18 +159,39 @@ SELECT d.endpoint,
         COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6))::bigint
                               ELSE 1000000 END
                   FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-    END AS room
+    END AS room,
+    EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
+    (SELECT p.next_attempt_at FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+     ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due
 FROM e AS d WHERE d.endpoint IS NOT NULL;
 
+-- name: outbox_park_due
+-- As in SQLite. PostgreSQL: rows another claimer holds are skipped; the
+-- rows are picked once, in a MATERIALIZED CTE (see outbox_expire_due).
+WITH picked AS MATERIALIZED (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = :priority AND next_attempt_at <= :now
+        AND endpoint = :endpoint AND deadline > :now
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_outbox AS o SET hold = 'endpoint'
+FROM picked
+WHERE o.id = picked.id AND o.hold IS NULL;
+
 -- name: outbox_unpark
--- As in SQLite. PostgreSQL: rows another claimer holds are skipped.
-UPDATE courier_outbox SET hold = NULL
-WHERE id IN (
+-- As in SQLite. PostgreSQL: rows another claimer holds are skipped; the
+-- rows are picked once, in a MATERIALIZED CTE (see outbox_expire_due).
+WITH picked AS MATERIALIZED (
     SELECT id FROM courier_outbox WHERE hold = 'endpoint' AND endpoint = :endpoint
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
-) AND hold = 'endpoint';
+)
+UPDATE courier_outbox AS o SET hold = NULL
+FROM picked
+WHERE o.id = picked.id AND o.hold = 'endpoint';
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
@@ -241,6 +264,41 @@ RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payloa
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
+-- name: outbox_claim_parked
+-- As in SQLite. PostgreSQL: rows another claimer holds are skipped; the
+-- rows are picked once, in a MATERIALIZED CTE (see outbox_expire_due).
+WITH picked AS MATERIALIZED (
+    SELECT id AS picked_id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND hold = 'endpoint' AND next_attempt_at <= :now
+        AND endpoint = :endpoint
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_outbox SET
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE replace(gen_random_uuid()::text, '-', '') END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now::bigint END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at::bigint END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
+    hold = NULL,
+    updated_at = :now
+FROM picked
+WHERE id = picked.picked_id
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
+
 -- name: outbox_quarantine
 UPDATE courier_outbox SET
     status = 'quarantined',
@@ -257,6 +315,11 @@ UPDATE courier_outbox AS o SET
     status = CASE WHEN o.last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
     attempts = o.attempts - 1,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    -- Behind parked deliveries of its endpoint it is parked too: a claim
+    -- leases an endpoint's parked deliveries before its due ones, and this
+    -- one keeps its place among them.
+    hold = CASE WHEN EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = o.endpoint)
+        THEN 'endpoint' END,
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
 WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
@@ -350,11 +413,13 @@ RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_prune
 -- Finished deliveries past their age, oldest first, bounded.
-DELETE FROM courier_outbox WHERE id IN (
+-- The rows are picked once, in a MATERIALIZED CTE (see outbox_expire_due).
+WITH picked AS MATERIALIZED (
     SELECT id FROM courier_outbox
     WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before
     ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED -- many instances prune at once
-);
+)
+DELETE FROM courier_outbox AS o USING picked WHERE o.id = picked.id;
 
 -- name: outbox_enqueue_command
 -- enqueue for the source-delivery profile: the row also records the

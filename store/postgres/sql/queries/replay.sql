@@ -10,7 +10,10 @@ WHERE courier_replay.expires_at <= :now
 RETURNING key_id;
 
 -- name: replay_prune
-DELETE FROM courier_replay WHERE ctid IN (
-    SELECT ctid FROM courier_replay WHERE expires_at <= :now
+-- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
+-- planner may rescan the LIMIT, deleting past it.
+WITH picked AS MATERIALIZED (
+    SELECT ctid AS row_ctid FROM courier_replay WHERE expires_at <= :now
     ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
-);
+)
+DELETE FROM courier_replay AS r USING picked WHERE r.ctid = picked.row_ctid;

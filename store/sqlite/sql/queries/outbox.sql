@@ -149,8 +149,26 @@ SELECT d.endpoint,
         COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6) AS INTEGER)
                               ELSE 1000000 END
                   FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-    END AS room
+    END AS room,
+    EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
+    (SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+     ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due
 FROM e AS d WHERE d.endpoint IS NOT NULL;
+
+-- name: outbox_park_due
+-- Parks an endpoint's next :limit due deliveries of a priority in one
+-- statement, once a claim found the endpoint without room (see
+-- outbox_claim): the claim then walks on past its backlog to other
+-- endpoints' deliveries without a statement per batch of it. Rows whose
+-- deadline has come stay, for the claim to end.
+UPDATE courier_outbox SET hold = 'endpoint'
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = :priority AND next_attempt_at <= :now
+        AND endpoint = :endpoint AND deadline > :now
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT :limit
+);
 
 -- name: outbox_unpark
 -- Puts an endpoint's first :limit parked deliveries, in claim order, back
@@ -219,6 +237,40 @@ RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payloa
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
+-- name: outbox_claim_parked
+-- Leases up to :limit parked deliveries of an endpoint without limits, in
+-- claim order, straight from courier_outbox_parked: the room the endpoint
+-- has again (see outbox_parked), given without a walk of the due index.
+-- Rows whose deadline has come are ended, as by outbox_claim.
+UPDATE courier_outbox SET
+    status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
+    attempts = CASE WHEN deadline <= :now THEN attempts ELSE attempts + 1 END,
+    lease_owner = CASE WHEN deadline <= :now THEN NULL ELSE :owner END,
+    lease_token = CASE WHEN deadline <= :now THEN NULL ELSE lower(hex(randomblob(16))) END,
+    leased_at = CASE WHEN deadline <= :now THEN NULL ELSE :now END,
+    lease_expires_at = CASE WHEN deadline <= :now THEN NULL ELSE :lease_expires_at END,
+    last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
+    hold = NULL,
+    updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND hold = 'endpoint' AND next_attempt_at <= :now
+        AND endpoint = :endpoint
+        -- Contract pinning (migration 4): an endpoint with an unfinished
+        -- delivery enqueued under another digest than its pinned one is
+        -- held back whole, until an operator acts (contract_changed).
+        AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
+                        JOIN courier_outbox AS m ON m.endpoint = k.endpoint
+                        WHERE k.endpoint = courier_outbox.endpoint
+                            AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+                            AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
+    ORDER BY priority, next_attempt_at, created_at, id
+    LIMIT :limit
+)
+RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
+
 -- name: outbox_quarantine
 -- A claimed row whose payload no longer matches its digest, or cannot be
 -- decrypted.
@@ -237,6 +289,11 @@ UPDATE courier_outbox SET
     status = CASE WHEN last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
     attempts = attempts - 1,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+    -- Behind parked deliveries of its endpoint it is parked too: a claim
+    -- leases an endpoint's parked deliveries before its due ones, and this
+    -- one keeps its place among them.
+    hold = CASE WHEN EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = courier_outbox.endpoint)
+        THEN 'endpoint' END,
     updated_at = :now
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v
 WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
