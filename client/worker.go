@@ -410,6 +410,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if others := w.cfg.Concurrency - w.cfg.EndpointConcurrency; others > 0 {
 		minClaim = min(minClaim, others)
 	}
+	afterShort := max(1, w.cfg.EndpointConcurrency/2)
 	for !w.isStopping(ctx) {
 		free := w.cfg.Concurrency - len(slots)
 		want := min(free, w.cfg.BatchSize)
@@ -445,33 +446,59 @@ func (w *Worker) Run(ctx context.Context) error {
 		// its limits), which an attempt that ends frees. Otherwise wait
 		// for a wake-up or the next poll, or for room when there was none.
 		var room <-chan struct{}
+		need := 1 // attempts to end before the next claim
 		switch {
 		case want >= minClaim && got == want:
 			if w.cfg.Concurrency-len(slots) >= minClaim {
 				continue
 			}
 			room = freed
-		case want < minClaim, got > 0, len(slots) > 0:
-			// Nothing claimable with attempts in flight may be endpoints
-			// at their limits, which an attempt that ends gives room.
+		case want < minClaim, got > 0, len(slots) > 0, len(freed) > 0:
+			// Nothing claimable with attempts in flight, or ended during
+			// the claim, may be endpoints at their limits, which an
+			// attempt that ends gives room.
 			room = freed
+			if want >= minClaim {
+				// The claim came back short with slots free: the endpoints
+				// in flight were at their room, and one attempt that ends
+				// gives it one delivery. Let half a share come back first,
+				// or a claim is made per delivery.
+				need = min(afterShort, len(slots)+len(freed))
+			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-w.stopping:
-		case <-room:
-		case <-poll.C:
-			if wake == nil { // listen again after a failure
-				wake, stopListening = w.listen(ctx)
-			}
-		case _, ok := <-wake:
-			if !ok { // the listener failed: poll until the next tick
-				stopListening()
-				wake, stopListening = nil, func() {}
-			}
+		if !w.await(ctx, room, need, poll.C, &wake, &stopListening) {
+			break
 		}
 	}
 	return nil
+}
+
+// await waits until need attempts have ended (room), or a wake-up or the
+// next poll comes, or the worker stops; it reports whether to claim again.
+// After the poll it listens again if the listener had failed.
+func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *<-chan struct{}, stopListening *func()) bool {
+	for ended := 0; ended < need; {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.stopping:
+			return false
+		case <-room:
+			ended++
+		case <-poll:
+			if *wake == nil { // listen again after a failure
+				*wake, *stopListening = w.listen(ctx)
+			}
+			return true
+		case _, ok := <-*wake:
+			if !ok { // the listener failed: poll until the next tick
+				(*stopListening)()
+				*wake, *stopListening = nil, func() {}
+			}
+			return true
+		}
+	}
+	return true
 }
 
 // claimParams is a claim of up to limit deliveries.

@@ -240,9 +240,11 @@ WITH picked AS MATERIALIZED (
         -- Contract pinning (migration 4): an endpoint with an unfinished
         -- delivery enqueued under another digest than its pinned one is
         -- held back whole, until an operator acts (contract_changed).
+        -- Asked of :endpoint, not per row, so it is evaluated once and
+        -- the rows are read in index order.
         AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
                         JOIN courier_outbox AS m ON m.endpoint = k.endpoint
-                        WHERE k.endpoint = courier_outbox.endpoint
+                        WHERE k.endpoint = :endpoint
                             AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
                             AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
     ORDER BY priority, next_attempt_at, created_at, id
@@ -274,9 +276,11 @@ WITH picked AS MATERIALIZED (
         -- Contract pinning (migration 4): an endpoint with an unfinished
         -- delivery enqueued under another digest than its pinned one is
         -- held back whole, until an operator acts (contract_changed).
+        -- Asked of :endpoint, not per row, so it is evaluated once and
+        -- the rows are read in index order.
         AND NOT EXISTS (SELECT 1 FROM courier_contracts AS k
                         JOIN courier_outbox AS m ON m.endpoint = k.endpoint
-                        WHERE k.endpoint = courier_outbox.endpoint
+                        WHERE k.endpoint = :endpoint
                             AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
                             AND (m.contract_sha256 < k.capabilities_sha256 OR m.contract_sha256 > k.capabilities_sha256))
     ORDER BY priority, next_attempt_at, created_at, id
