@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -554,5 +555,31 @@ func testPublishOrderingKey(t *testing.T, open OpenFunc) {
 	c := b.claim(t, "w", 10, time.Minute)
 	if got := ids(c); !slices.Equal(got, []string{fmt.Sprintf("e1:%d", sub.ID)}) {
 		t.Fatalf("claimed %v, want e1 alone", got)
+	}
+}
+
+// testSettleRefusesCodesOutsideTheFormat: a retry or failure whose code is
+// not a code (^[a-z][a-z0-9_.-]{0,127}$) is refused with invalid_argument,
+// and the delivery stays leased as it was: nothing is written.
+func testSettleRefusesCodesOutsideTheFormat(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	b.enqueue(t, delivery("n-1"))
+	c := b.claimCapped(t, "w", 1, 0)
+	if len(c) != 1 {
+		t.Fatalf("claimed %v, want n-1", ids(c))
+	}
+	for _, oc := range []protocol.Outcome{
+		{Result: protocol.Retry, Code: "Not A Code"},
+		{Result: protocol.Failed, Code: "receiver rejected"},
+		{Result: protocol.Failed, Code: courier.Code("x" + strings.Repeat("y", 128))},
+		{Result: protocol.Retry, Code: ""},
+	} {
+		oc.Lease = c[0].Lease
+		if err := b.settle(oc); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("settle %s with code %q = %v, want invalid_argument", oc.Result, oc.Code, err)
+		}
+	}
+	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased || d.Attempts != 1 || d.LastErrorCode != "" {
+		t.Fatalf("after the refused settles: %s, %d attempts, code %q; want still leased, 1 attempt, no code", d.Status, d.Attempts, d.LastErrorCode)
 	}
 }

@@ -70,6 +70,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"LookupByIdentity", testLookupByIdentity},
 		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
 		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
+		{"SettleRefusesCodesOutsideTheFormat", testSettleRefusesCodesOutsideTheFormat},
 		{"ParkedDeliveriesWaitOutOfTheDueIndex", testParkedDeliveriesWaitOutOfTheDueIndex},
 		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
 		{"EndpointRateIsATokenBucket", testEndpointRateIsATokenBucket},
