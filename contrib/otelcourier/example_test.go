@@ -91,3 +91,5 @@ func readmeSample(ctx context.Context, inbox *store.Store, signer signature.Sign
 	_, _ = w, rcv
 	return err
 }
+
+var _ = readmeSample // compiled for the README, not run

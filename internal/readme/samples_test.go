@@ -292,4 +292,4 @@ func TestOrderReachesShipping(t *testing.T) {
 // readme:end
 
 // The samples are compiled, not called (but for the test above).
-var _ = []any{sendingSample, workerSample, receivingSample, guardSample, postgresSample, placeholdersSample, adminSample}
+var _ = []any{sendingSample, workerSample, receivingSample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample}
