@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"sync/atomic"
 	"time"
 
 	"github.com/courier-go/courier/client"
@@ -17,48 +16,10 @@ import (
 // with an error instead of hanging.
 const runLimit = 5 * time.Minute
 
-// workerRun runs a Worker with cfg until m attempts have settled and
+// workerRun runs a Worker with cfg until m attempts have succeeded and
 // returns how long that took from Run's start. Every attempt must succeed.
 func workerRun(ctx context.Context, cfg client.Config, m int) (time.Duration, error) {
-	var settled, failed atomic.Int64
-	var firstFailure atomic.Value
-	done := make(chan struct{})
-	cfg.Hook = func(ev client.Event) {
-		if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost {
-			failed.Add(1)
-			firstFailure.CompareAndSwap(nil, fmt.Sprintf("%s %s", ev.Outcome, ev.Code))
-		}
-		if settled.Add(1) == int64(m) {
-			close(done)
-		}
-	}
-	w, err := client.NewWorker(cfg)
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, runLimit)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	start := time.Now()
-	go func() { ran <- w.Run(runCtx) }()
-	var elapsed time.Duration
-	select {
-	case <-done:
-		elapsed = time.Since(start)
-	case <-ctx.Done():
-	}
-	stop()
-	if err := <-ran; err != nil {
-		return 0, err
-	}
-	switch {
-	case elapsed == 0:
-		return 0, fmt.Errorf("worker settled %d of %d deliveries in %s", settled.Load(), m, runLimit)
-	case failed.Load() > 0:
-		return 0, fmt.Errorf("%d of %d attempts did not succeed, first: %v", failed.Load(), m, firstFailure.Load())
-	}
-	return elapsed, nil
+	return runUntil(ctx, cfg, m, func(client.Event) bool { return true })
 }
 
 // workerConfig is the worker as the figures run it: the real signing,
