@@ -2,7 +2,10 @@ module github.com/courier-go/courier/contrib/promcourier
 
 go 1.26.0
 
-require github.com/courier-go/courier v0.0.0
+require (
+	github.com/courier-go/courier v0.0.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
