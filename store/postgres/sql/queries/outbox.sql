@@ -140,10 +140,13 @@ RETURNING courier_outbox.id, status, notification_id, endpoint, payload, payload
 -- now, by a loose index scan of courier_outbox_parked. Nothing is locked:
 -- a claim that unparks more than an endpoint has room for by the time it
 -- leases parks the rest again.
+-- Each step is ORDER BY … LIMIT 1, not MIN: right after a claim parked a
+-- backlog the statistics still count no parked row, and the planner then
+-- aggregates MIN over the whole index instead of reading its first entry.
 WITH RECURSIVE e(endpoint) AS (
-    SELECT MIN(endpoint) FROM courier_outbox WHERE hold = 'endpoint'
+    SELECT (SELECT endpoint FROM courier_outbox WHERE hold = 'endpoint' ORDER BY endpoint LIMIT 1)
     UNION ALL
-    SELECT (SELECT MIN(endpoint) FROM courier_outbox WHERE hold = 'endpoint' AND endpoint > e.endpoint)
+    SELECT (SELECT endpoint FROM courier_outbox WHERE hold = 'endpoint' AND endpoint > e.endpoint ORDER BY endpoint LIMIT 1)
     FROM e WHERE e.endpoint IS NOT NULL
 )
 SELECT d.endpoint,
