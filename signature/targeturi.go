@@ -27,7 +27,7 @@ import (
 
 var errTargetURI = errors.New("malformed target URI")
 
-// maxTargetURIBytes bounds the URI canonicalized.
+// maxTargetURIBytes bounds the URI canonicalized, and its canonical form.
 const maxTargetURIBytes = 8 << 10
 
 // canonicalTarget returns the canonical @target-uri and @authority of the
@@ -78,7 +78,13 @@ func canonicalTarget(raw string, asReceived bool) (target, authority string, err
 		}
 		path += "?" + b.String()
 	}
-	return scheme + "://" + authority + path, authority, nil
+	target = scheme + "://" + authority + path
+	if len(target) > maxTargetURIBytes {
+		// Percent-encoding can triple a URI's length: a canonical form
+		// over the bound would be refused when canonicalized again.
+		return "", "", errTargetURI
+	}
+	return target, authority, nil
 }
 
 // canonicalAuthority canonicalizes host[:port], dropping userinfo.
