@@ -67,6 +67,9 @@ const (
 	CodeNotFound             Code = "not_found"
 	CodeInternal             Code = "internal_error"
 	CodeServerBusy           Code = "server_busy" // 503: the bytes buffered for bodies are at their budget; retry after Retry-After
+	// CodeSourceAttemptsExhausted: 422 from a source (handler.NewSource) to
+	// a new command received at an attempt beyond its source_max_attempts.
+	CodeSourceAttemptsExhausted Code = "source_attempts_exhausted"
 )
 
 // Codes of the store and of its health.

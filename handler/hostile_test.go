@@ -619,7 +619,7 @@ func hostileSourceTarget() hostileTarget {
 			{name: "attempt zero", build: header(ack.AttemptHeader, "0"), status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
 			{name: "attempt not a number", build: header(ack.AttemptHeader, "1e3"), status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
 			{name: "attempt over 1000", build: header(ack.AttemptHeader, "1001"), status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
-			{name: "attempt beyond the budget", build: header(ack.AttemptHeader, "3"), status: 422, code: handler.CodeSourceAttemptsExhausted},
+			{name: "attempt beyond the budget", build: header(ack.AttemptHeader, "3"), status: 422, code: courier.CodeSourceAttemptsExhausted},
 			{name: "wrong schema", build: body(func(v hostileValid) []byte { return v.with("schema", `"courier.source-command.v2"`) }), status: 400, code: courier.CodeValidation, field: "schema"},
 			{name: "unknown operation", build: body(func(v hostileValid) []byte { return v.with("operation", `"explode"`) }), status: 400, code: courier.CodeValidation, field: "operation"},
 			{name: "budget is a float", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `1.5`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},

@@ -17,10 +17,6 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// CodeSourceAttemptsExhausted refuses a new command received at an attempt
-// beyond its source_max_attempts.
-const CodeSourceAttemptsExhausted courier.Code = "source_attempts_exhausted"
-
 // ErrAlreadyApplied is returned by a Source's Func when the command's
 // effect was already present: the Source then commits and answers with
 // status already_applied instead of applied.
@@ -171,7 +167,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	case !receipt.Fresh:
 		return receipt.Ack, false, nil
 	case attempt > c.SourceMaxAttempts:
-		return nil, false, Reject(CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
+		return nil, false, Reject(courier.CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
 	if err := apply(s.cfg.Tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {

@@ -161,7 +161,7 @@ func TestSourceRefuses(t *testing.T) {
 	}{
 		{"other contract", sourceCommand(t, ack.OperationChange, "r2", strings.Repeat("f", 64), `{}`), 1, http.StatusConflict, courier.CodeContractChanged},
 		{"no attempt header", sourceCommand(t, ack.OperationChange, "r3", sourceDigest, `{}`), 0, http.StatusBadRequest, courier.CodeValidation},
-		{"beyond the source budget", sourceCommand(t, ack.OperationChange, "r4", sourceDigest, `{}`), 3, http.StatusUnprocessableEntity, handler.CodeSourceAttemptsExhausted},
+		{"beyond the source budget", sourceCommand(t, ack.OperationChange, "r4", sourceDigest, `{}`), 3, http.StatusUnprocessableEntity, courier.CodeSourceAttemptsExhausted},
 		{"same identity, other body", sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"a":2}`), 1, http.StatusConflict, courier.CodeIdempotencyCollision},
 		{"unknown member", []byte(strings.Replace(string(valid), "{", `{"x":1,`, 1)), 1, http.StatusBadRequest, courier.CodeValidation},
 		{"malformed", []byte(`{"schema":`), 1, http.StatusBadRequest, courier.CodeMalformedJSON},
