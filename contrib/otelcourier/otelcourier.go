@@ -103,8 +103,8 @@ func New(cfg Config) *Tracer {
 
 // Start implements courier.Tracer.
 func (t *Tracer) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
-	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(keyValues(attrs)...))
-	return ctx, Span{span}
+	ctx, s := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(keyValues(attrs)...))
+	return ctx, otelSpan{s}
 }
 
 // Inject implements courier.Tracer.
@@ -132,21 +132,21 @@ func (t *Tracer) w3c() propagation.TextMapPropagator {
 	return propagation.TraceContext{}
 }
 
-// Span is a courier.Span over an OpenTelemetry span.
-type Span struct{ span trace.Span }
+// otelSpan is a courier.Span over an OpenTelemetry span.
+type otelSpan struct{ span trace.Span }
 
 // SetAttributes implements courier.Span.
-func (s Span) SetAttributes(attrs ...slog.Attr) { s.span.SetAttributes(keyValues(attrs)...) }
+func (s otelSpan) SetAttributes(attrs ...slog.Attr) { s.span.SetAttributes(keyValues(attrs)...) }
 
 // Fail implements courier.Span: the span's status is Error, described by
 // code, which is also its error.type.
-func (s Span) Fail(code courier.Code) {
+func (s otelSpan) Fail(code courier.Code) {
 	s.span.SetStatus(codes.Error, string(code))
 	s.span.SetAttributes(attribute.String("error.type", string(code)))
 }
 
 // End implements courier.Span.
-func (s Span) End() { s.span.End() }
+func (s otelSpan) End() { s.span.End() }
 
 func spanKind(k courier.SpanKind) trace.SpanKind {
 	switch k {

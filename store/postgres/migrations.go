@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"io/fs"
-	"sync"
 
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // Migrations returns courier's PostgreSQL migrations as files for a team's
@@ -31,15 +31,7 @@ import (
 // after your tool applies new files. A file's text never changes once
 // released, so tools that checksum applied migrations accept it from
 // every later courier; a new courier adds files.
-func Migrations() fs.FS { return migrationFiles() }
-
-var migrationFiles = sync.OnceValue(func() fs.FS {
-	files, err := pgEngine.MigrationFiles()
-	if err != nil {
-		panic(err) // the embedded SQL is courier's own; its tests read it
-	}
-	return files
-})
+func Migrations() fs.FS { return pgEngine.MustMigrationFiles() }
 
 // MigrateTx applies courier's pending migrations inside tx, as
 // store.MigrateTx does, for tools that hand their migrations a *sql.Tx:
@@ -50,10 +42,5 @@ var migrationFiles = sync.OnceValue(func() fs.FS {
 // Running it again is a no-op; courier's tables commit or roll back with
 // the tool's transaction.
 func MigrateTx(ctx context.Context, tx *sql.Tx) error {
-	return store.MigrateTx(ctx, engineTx{tx})
+	return store.MigrateTx(ctx, engine.NamedTx{Tx: tx, Driver: DriverName})
 }
-
-// engineTx is a *sql.Tx that names this engine to store.MigrateTx.
-type engineTx struct{ *sql.Tx }
-
-func (engineTx) DriverName() string { return DriverName }

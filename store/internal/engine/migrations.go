@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"path"
@@ -100,3 +101,25 @@ func (e *Engine) MigrationFiles() (fs.FS, error) {
 func statement(sql string) string {
 	return strings.TrimSuffix(strings.TrimSpace(sql), ";") + ";"
 }
+
+// MustMigrationFiles is MigrationFiles for the engine packages' exported
+// Migrations: the SQL is courier's own and its tests read it, so an error
+// is a bug in courier.
+func (e *Engine) MustMigrationFiles() fs.FS {
+	files, err := e.MigrationFiles()
+	if err != nil {
+		panic(err)
+	}
+	return files
+}
+
+// NamedTx is a *sql.Tx that names its engine's driver, as store.MigrateTx
+// asks of the transaction it is given (a *sqlx.Tx does so itself): the
+// engine packages' MigrateTx for tools that hand out a *sql.Tx.
+type NamedTx struct {
+	*sql.Tx
+	Driver string
+}
+
+// DriverName is the engine's database/sql driver name.
+func (t NamedTx) DriverName() string { return t.Driver }
