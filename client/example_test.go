@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -97,4 +98,35 @@ func ExampleWorker_Work() {
 	// Output:
 	// claimed: 1 <nil> applied: ship-1
 	// claimed: 0 <nil>
+}
+
+// Stop is the soft shutdown (SIGTERM): no more claims, the attempts in
+// flight finish and settle, and what was claimed but not started is given
+// back unspent; Run then returns. Cancelling Run's context instead cuts
+// the attempts short.
+func ExampleWorker_Stop() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "courier-example")
+	defer os.RemoveAll(dir)
+	applied := make(chan string, 1)
+	outbox, srv, keys, done := setupBothEnds(ctx, dir, applied)
+	defer done()
+
+	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	if err != nil {
+		panic(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(ctx) }()
+	fmt.Println("applied:", <-applied)
+
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second) // how long in-flight attempts may take
+	defer cancel()
+	fmt.Println("stop:", w.Stop(stopCtx), "run returned:", <-stopped)
+	_, err = w.Work(ctx)
+	fmt.Println("work after stop:", err)
+	// Output:
+	// applied: ship-1
+	// stop: <nil> run returned: <nil>
+	// work after stop: client: worker stopped
 }

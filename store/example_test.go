@@ -135,3 +135,27 @@ func ExampleOutbox_Publish() {
 	// evt-1:1
 	// evt-1:2
 }
+
+// An endpoint's limits hold for every worker of every process sharing the
+// database; the endpoint's health then shows them beside its load. A Rate
+// without a Burst gets one second's worth.
+func ExampleEndpoints_SetLimits() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+
+	const endpoint = "https://shipping.example/hooks/orders"
+	if err := s.Endpoints.SetLimits(ctx, endpoint, store.Limits{MaxInFlight: 5, Rate: 50}); err != nil {
+		panic(err)
+	}
+	h, err := s.Endpoints.Get(ctx, endpoint)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%+v in flight %d\n", h.Limits, h.InFlight)
+	blocked, _ := s.Endpoints.BlockedKeys(ctx, endpoint, 10) // ordering keys a failed delivery holds
+	fmt.Println("blocked keys:", len(blocked))
+	// Output:
+	// {MaxInFlight:5 Rate:50 Burst:50} in flight 0
+	// blocked keys: 0
+}
