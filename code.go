@@ -4,7 +4,18 @@ package courier
 // in the attempts log, returned in problem+json bodies and matched by
 // operators' alerts, so they never change meaning and never carry payload,
 // header or secret content.
+//
+// A Code is also an error, and the target every courier error is tested
+// against: errors.Is(err, courier.CodeNotFound) holds for any error whose
+// code, or whose class, is not_found (see Error), and CodeOf reads the
+// precise code.
 type Code string
+
+// Error returns the code: a Code is an error, the class of every [Error]
+// with that code.
+func (c Code) Error() string { return string(c) }
+
+func (c Code) code() Code { return c }
 
 // Valid reports whether c has a code's form: a lowercase letter, then up
 // to 127 of a-z 0-9 _ . -. Codes from outside courier (a receiver's own,
@@ -88,7 +99,7 @@ const (
 )
 
 // Codes of signature verification. Each failure a verifier reports is a case
-// of ErrSignatureInvalid: errors.Is(err, ErrSignatureInvalid) holds and
+// of CodeSignatureInvalid: errors.Is(err, CodeSignatureInvalid) holds and
 // CodeOf gives one of these codes. The first four are the codes of the
 // Standard Webhooks, AdCP legacy HMAC and bearer verifiers; the CodeWebhook*
 // codes are those of the AdCP RFC 9421 webhook profile, spelled exactly as

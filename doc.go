@@ -1,6 +1,8 @@
 // Package courier is the vocabulary shared by both ends of courier's
-// at-least-once notification contract: delivery statuses, stable error codes
-// and the sentinel errors that carry them.
+// at-least-once notification contract: delivery statuses and stable error
+// codes. A Code is itself an error: every error courier returns matches its
+// code with errors.Is (errors.Is(err, courier.CodeNotFound)), and CodeOf
+// reads the precise code.
 //
 // The sender side lives in [github.com/courier-go/courier/store] (the outbox,
 // written inside the application's own transaction) and

@@ -11,10 +11,10 @@ import (
 func TestErrorsMatchByCode(t *testing.T) {
 	t.Parallel()
 	wrapped := fmt.Errorf("enqueue: %w", courier.NewError(courier.CodeIdempotencyCollision, "other payload"))
-	if !errors.Is(wrapped, courier.ErrIdempotencyCollision) {
-		t.Fatal("an error with the collision code does not match ErrIdempotencyCollision")
+	if !errors.Is(wrapped, courier.CodeIdempotencyCollision) {
+		t.Fatal("an error with the collision code does not match CodeIdempotencyCollision")
 	}
-	if errors.Is(wrapped, courier.ErrLeaseLost) {
+	if errors.Is(wrapped, courier.CodeLeaseLost) {
 		t.Fatal("codes do not distinguish errors")
 	}
 	if got := courier.CodeOf(wrapped); got != courier.CodeIdempotencyCollision {
@@ -23,9 +23,9 @@ func TestErrorsMatchByCode(t *testing.T) {
 	if got := courier.CodeOf(errors.New("plain")); got != "" {
 		t.Fatalf("CodeOf(plain) = %q", got)
 	}
-	sig := courier.Wrap(courier.ErrSignatureInvalid, "webhook_signature_replayed", "replayed")
-	if !errors.Is(sig, courier.ErrSignatureInvalid) || courier.CodeOf(sig) != "webhook_signature_replayed" {
-		t.Fatalf("Wrap: Is=%v code=%q", errors.Is(sig, courier.ErrSignatureInvalid), courier.CodeOf(sig))
+	sig := courier.Wrap(courier.CodeSignatureInvalid, "webhook_signature_replayed", "replayed")
+	if !errors.Is(sig, courier.CodeSignatureInvalid) || courier.CodeOf(sig) != "webhook_signature_replayed" {
+		t.Fatalf("Wrap: Is=%v code=%q", errors.Is(sig, courier.CodeSignatureInvalid), courier.CodeOf(sig))
 	}
 }
 

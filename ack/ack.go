@@ -117,7 +117,7 @@ func Parse(b []byte) (Ack, error) {
 
 // Verify checks that got is exactly this Ack: the same members, each with
 // the same strictjson.Value, and no other member. Member order and whitespace do not
-// matter. The error wraps courier.ErrAckInvalid and names which part
+// matter. The error wraps courier.CodeAckInvalid and names which part
 // differed, never its content.
 func (a Ack) Verify(got []byte) error {
 	g, err := Parse(got)
@@ -145,5 +145,5 @@ func (a Ack) Verify(got []byte) error {
 }
 
 func invalid(msg string) error {
-	return courier.Wrap(courier.ErrAckInvalid, courier.CodeAckInvalid, msg)
+	return courier.NewError(courier.CodeAckInvalid, msg)
 }

@@ -146,18 +146,6 @@ func (r CommandResponse) Marshal() []byte {
 	return b
 }
 
-// ParseAttempt reads an AttemptHeader value: a decimal integer 1..1000.
-func ParseAttempt(s string) (int, bool) {
-	if s == "" || len(s) > 4 || s[0] < '1' || s[0] > '9' {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 1000 {
-		return 0, false
-	}
-	return n, true
-}
-
 // verifyCommandResponse is the sender's side of the source-delivery
 // profile (ProfileCommand): it checks the source's response to payload
 // exactly: the member set, the schema, the identity, the digest of
@@ -167,7 +155,7 @@ func ParseAttempt(s string) (int, bool) {
 // the request that applied the command, and since the AttemptHeader is
 // not signed, that may be a replay of a genuine request carrying any
 // attempt number within the budget, processed before the genuine one. The
-// error wraps courier.ErrAckInvalid and names the member that differed,
+// error wraps courier.CodeAckInvalid and names the member that differed,
 // never its content.
 func verifyCommandResponse(payload []byte, response []byte) error {
 	var c Command

@@ -136,7 +136,7 @@ func TestCommandProfileVerify(t *testing.T) {
 			if tt.ok != (err == nil) {
 				t.Fatalf("Verify = %v, want ok %v", err, tt.ok)
 			}
-			if err != nil && (!errors.Is(err, courier.ErrAckInvalid) || strings.Contains(err.Error(), "req-1")) {
+			if err != nil && (!errors.Is(err, courier.CodeAckInvalid) || strings.Contains(err.Error(), "req-1")) {
 				t.Fatalf("error %v: want ack_invalid, content-free", err)
 			}
 		})
@@ -145,18 +145,8 @@ func TestCommandProfileVerify(t *testing.T) {
 	// attempt was sent.
 	over := ack.NewCommandResponse(c, payload, 4, ack.CommandApplied).Marshal()
 	for _, sent := range []int{1, 4} {
-		if err := verifyCommand(payload, sent, over); !errors.Is(err, courier.ErrAckInvalid) {
+		if err := verifyCommand(payload, sent, over); !errors.Is(err, courier.CodeAckInvalid) {
 			t.Fatalf("attempt beyond source_max_attempts, attempt %d sent: Verify = %v", sent, err)
-		}
-	}
-}
-
-func TestParseAttempt(t *testing.T) {
-	t.Parallel()
-	for s, want := range map[string]int{"1": 1, "20": 20, "1000": 1000, "0": 0, "01": 0, "1001": 0, "": 0, "-1": 0, "x": 0, "+1": 0} {
-		got, ok := ack.ParseAttempt(s)
-		if ok != (want != 0) || got != want {
-			t.Errorf("ParseAttempt(%q) = %d, %v", s, got, ok)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/strictjson"
@@ -184,7 +186,7 @@ func FuzzParseAck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ack.Parse(b)
 		if err != nil {
-			if !errors.Is(err, courier.ErrAckInvalid) || courier.CodeOf(err) != courier.CodeAckInvalid {
+			if !errors.Is(err, courier.CodeAckInvalid) || courier.CodeOf(err) != courier.CodeAckInvalid {
 				t.Fatalf("Parse error %v is not ack_invalid", err)
 			}
 			if err := (ack.Ack{}).Verify(b); err == nil {
@@ -297,7 +299,7 @@ func FuzzReporting(f *testing.F) {
 			}
 			return
 		}
-		if !ack.IsToken(n.DedupeKey()) {
+		if !wire.IsToken(n.DedupeKey()) {
 			t.Fatalf("accepted idempotency_key %q is not a token", n.DedupeKey())
 		}
 		m, err := json.Marshal(n)
@@ -337,10 +339,10 @@ func FuzzCommand(f *testing.F) {
 	}
 	f.Add([]byte(`{"body":{},"capabilities_sha256":"`+strings.Repeat("a", 64)+`","operation":"change","request_id":"r1","schema":"courier.source-command.v1","source_max_attempts":1e0}`), 1, resp)
 	f.Fuzz(func(t *testing.T, payload []byte, attempt int, response []byte) {
-		if err := verifyCommand(payload, attempt, response); err != nil && !errors.Is(err, courier.ErrAckInvalid) {
+		if err := verifyCommand(payload, attempt, response); err != nil && !errors.Is(err, courier.CodeAckInvalid) {
 			t.Fatalf("Verify error %v is not ack_invalid", err)
 		}
-		_, _ = ack.ParseAttempt(string(response))
+		_, _ = wire.ParseAttempt(string(response))
 		var c ack.Command
 		if strictjson.Check(payload) != nil || json.Unmarshal(payload, &c) != nil {
 			return

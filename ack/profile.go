@@ -59,7 +59,7 @@ type Profile struct {
 	// time.
 	Name string
 	// Verify checks the body of a receiver's 2xx answer to sent. An error
-	// wrapping courier.ErrAckInvalid fails the delivery with ack_invalid:
+	// wrapping courier.CodeAckInvalid fails the delivery with ack_invalid:
 	// the receiver did not prove it received these bytes. Nil means the
 	// receiver answers without an Ack: any 2xx succeeds.
 	Verify func(sent Sent, response []byte) error

@@ -7,21 +7,6 @@ import (
 	"errors"
 )
 
-// TaskStatuses returns the values of Reporting.Status: AdCP's task
-// statuses (enums/task-status.json), which follow A2A's TaskState.
-func TaskStatuses() []string {
-	return []string{
-		"submitted", "working", "input-required", "completed", "canceled",
-		"failed", "rejected", "auth-required", "unknown",
-	}
-}
-
-// DeliveryNotificationTypes returns the values of a delivery report's
-// notification_type.
-func DeliveryNotificationTypes() []string {
-	return []string{"scheduled", "final", "delayed", "adjusted", "window_update"}
-}
-
 // Reporting is the AdCP webhook envelope (core/mcp-webhook-payload.json):
 // the body a seller POSTs to a buyer's webhook for a task's status change
 // or a delivery report. Members it does not declare are allowed and
@@ -45,7 +30,8 @@ type Reporting struct {
 	TaskID      string `json:"task_id" validate:"required"`
 	TaskType    string `json:"task_type" validate:"required"`
 	Protocol    string `json:"protocol,omitempty"`
-	// Status is one of TaskStatuses().
+	// Status is one of AdCP's task statuses (enums/task-status.json),
+	// which follow A2A's TaskState.
 	Status string `json:"status" validate:"required,oneof=submitted working input-required completed canceled failed rejected auth-required unknown"`
 	// Timestamp is when the delivery was first generated (RFC 3339); a
 	// retry repeats it.

@@ -15,14 +15,6 @@ const (
 	terminalIDPrefix  = "terminal-"
 )
 
-// TerminalStatuses returns the values of Terminal.TerminalStatus.
-func TerminalStatuses() []string {
-	return []string{
-		"cancelled", "deleted", "deletion_failed", "localization_failed",
-		"publication_blocked", "publication_failed", "published", "superseded",
-	}
-}
-
 // Terminal is a terminal notification: the verified end of a localization
 // lifecycle, sent by a website host to its source CMS. Every field is
 // required and no other field is allowed. NotificationID is derived from the

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
@@ -146,8 +148,8 @@ func TestTerminalRejects(t *testing.T) {
 				t.Fatalf("decode: %v", err)
 			}
 			err = ack.Validate(n)
-			if !errors.Is(err, courier.ErrPayloadInvalid) {
-				t.Fatalf("Validate = %v, want ErrPayloadInvalid", err)
+			if !errors.Is(err, courier.CodePayloadInvalid) {
+				t.Fatalf("Validate = %v, want CodePayloadInvalid", err)
 			}
 			var ve *ack.ValidationError
 			if !errors.As(err, &ve) || !hasField(ve, tt.field) {
@@ -195,7 +197,7 @@ func TestAckVerify(t *testing.T) {
 	}
 	for name, got := range bad {
 		err := want.Verify([]byte(got))
-		if !errors.Is(err, courier.ErrAckInvalid) || courier.CodeOf(err) != courier.CodeAckInvalid {
+		if !errors.Is(err, courier.CodeAckInvalid) || courier.CodeOf(err) != courier.CodeAckInvalid {
 			t.Errorf("%s: Verify = %v, want ack_invalid", name, err)
 		}
 		if err != nil && strings.Contains(err.Error(), ack.Digest(body)) {
@@ -240,12 +242,12 @@ func TestValidatorRules(t *testing.T) {
 func TestTokensAndDigests(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{"a": true, "A-z_0.9:": true, "": false, "a b": false, "é": false, strings.Repeat("x", 256): true, strings.Repeat("x", 257): false} {
-		if ack.IsToken(s) != want {
+		if wire.IsToken(s) != want {
 			t.Errorf("IsToken(%q) = %v", s, !want)
 		}
 	}
 	d := ack.Digest([]byte("abc"))
-	if d != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" || !ack.IsDigest(d) || ack.IsDigest(strings.ToUpper(d)) || ack.IsDigest(d[1:]) {
+	if d != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" || !wire.IsDigest(d) || wire.IsDigest(strings.ToUpper(d)) || wire.IsDigest(d[1:]) {
 		t.Fatalf("Digest/IsDigest wrong for %s", d)
 	}
 }

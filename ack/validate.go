@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/go-playground/validator/v10"
 
 	"github.com/courier-go/courier"
@@ -19,7 +21,7 @@ type FieldError struct {
 }
 
 // ValidationError lists the fields of a payload that failed validation. It
-// wraps courier.ErrPayloadInvalid.
+// wraps courier.CodePayloadInvalid.
 type ValidationError struct {
 	Fields []FieldError
 }
@@ -32,8 +34,8 @@ func (e *ValidationError) Error() string {
 	return "ack: invalid payload: " + strings.Join(names, ", ")
 }
 
-// Unwrap returns courier.ErrPayloadInvalid.
-func (e *ValidationError) Unwrap() error { return courier.ErrPayloadInvalid }
+// Unwrap returns courier.CodePayloadInvalid.
+func (e *ValidationError) Unwrap() error { return courier.CodePayloadInvalid }
 
 // Checker is implemented by payloads with rules that struct tags cannot
 // express (one field's strictjson.Value depending on another's). Check returns a
@@ -50,8 +52,8 @@ var (
 // Validator returns the validator/v10 instance courier validates payloads
 // with. Beyond the built-in rules it knows:
 //
-//	courier_token   1–256 of A-Z a-z 0-9 _ . : -   (IsToken)
-//	courier_sha256  64 lowercase hex characters    (IsDigest)
+//	courier_token   1–256 of A-Z a-z 0-9 _ . : -   (internal/wire.IsToken)
+//	courier_sha256  64 lowercase hex characters    (internal/wire.IsDigest)
 //
 // Field errors are named by their JSON names. The instance is shared and
 // safe for concurrent use; register further rules on a validator of your own.
@@ -59,8 +61,8 @@ func Validator() *validator.Validate {
 	validateOnce.Do(func() {
 		v := validator.New(validator.WithRequiredStructEnabled())
 		v.RegisterTagNameFunc(jsonName)
-		must(v.RegisterValidation("courier_token", func(fl validator.FieldLevel) bool { return IsToken(fl.Field().String()) }))
-		must(v.RegisterValidation("courier_sha256", func(fl validator.FieldLevel) bool { return IsDigest(fl.Field().String()) }))
+		must(v.RegisterValidation("courier_token", func(fl validator.FieldLevel) bool { return wire.IsToken(fl.Field().String()) }))
+		must(v.RegisterValidation("courier_sha256", func(fl validator.FieldLevel) bool { return wire.IsDigest(fl.Field().String()) }))
 		validate = v
 	})
 	return validate

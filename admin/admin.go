@@ -42,8 +42,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c Config) WithDefaults() Config {
+// withDefaults returns a copy of c with every unset field at its default.
+func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -58,7 +58,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "admin: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "admin: "+msg)
 }
 
 // Handler is the ops page and JSON API over one outbox; see the package
@@ -72,7 +72,7 @@ type Handler struct {
 
 // NewHandler returns a Handler over cfg.Store.
 func NewHandler(cfg Config) (*Handler, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -190,13 +190,15 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, cod
 // own content-free message for missing rows and bad input, 500
 // internal_error otherwise.
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ce *courier.Error
-	errors.As(err, &ce)
+	detail := "not found"
+	if ce := (*courier.Error)(nil); errors.As(err, &ce) {
+		detail = ce.Msg
+	}
 	switch code := courier.CodeOf(err); code {
 	case courier.CodeNotFound:
-		problem.Error(w, http.StatusNotFound, code, ce.Msg)
+		problem.Error(w, http.StatusNotFound, code, detail)
 	case courier.CodeInvalidArgument:
-		problem.Error(w, http.StatusBadRequest, code, ce.Msg)
+		problem.Error(w, http.StatusBadRequest, code, detail)
 	default:
 		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed")

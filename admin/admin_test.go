@@ -189,7 +189,7 @@ func refused(t *testing.T, resp *http.Response, body []byte, status int, code co
 
 func TestAdminConfig(t *testing.T) {
 	t.Parallel()
-	if _, err := NewHandler(Config{}); !errors.Is(err, courier.ErrConfigInvalid) {
+	if _, err := NewHandler(Config{}); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Fatalf("no store: %v", err)
 	}
 }
@@ -521,7 +521,7 @@ func TestAdminRefusesMutations(t *testing.T) {
 			if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed || h.ConsecutiveFailures != 1 {
 				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
 			}
-			if k, err := b.store.Contracts.Get(t.Context(), hookA); !errors.Is(err, courier.ErrNotFound) {
+			if k, err := b.store.Contracts.Get(t.Context(), hookA); !errors.Is(err, courier.CodeNotFound) {
 				t.Fatalf("a refused mutation pinned a contract: %+v, %v", k, err)
 			}
 			// Reads stay open: they are the application's to guard.

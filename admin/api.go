@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
@@ -46,7 +47,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 	if ref != "" {
 		url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
 		switch {
-		case errors.Is(err, courier.ErrNotFound): // no delivery goes there
+		case errors.Is(err, courier.CodeNotFound): // no delivery goes there
 			writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: []deliveryJSON{}})
 			return
 		case err != nil:
@@ -75,7 +76,7 @@ func listParams(q url.Values) (p store.ListParams, ref string, fields []problem.
 	if ref = q.Get("endpoint_ref"); ref != "" && !endpoint.IsRef(ref) {
 		bad("endpoint_ref", "ref")
 	}
-	if p.NotificationID = q.Get("notification_id"); p.NotificationID != "" && !ack.IsToken(p.NotificationID) {
+	if p.NotificationID = q.Get("notification_id"); p.NotificationID != "" && !wire.IsToken(p.NotificationID) {
 		bad("notification_id", "courier_token")
 	}
 	for _, f := range []struct {
@@ -184,18 +185,18 @@ func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, redrivenJSON{Redriven: n})
 }
 
-// resolve turns an endpoint ref back into the endpoint's URL: ErrNotFound
+// resolve turns an endpoint ref back into the endpoint's URL: CodeNotFound
 // (404) for a ref the store does not know.
 func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 	url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
-	if errors.Is(err, courier.ErrNotFound) {
-		return "", courier.Wrap(courier.ErrNotFound, courier.CodeNotFound, "no endpoint with this ref")
+	if errors.Is(err, courier.CodeNotFound) {
+		return "", courier.NewError(courier.CodeNotFound, "no endpoint with this ref")
 	}
 	return url, err
 }
 
 // redrive moves failed deliveries back to pending. For one delivery, a
-// missing one is ErrNotFound; one that is not failed counts 0.
+// missing one is CodeNotFound; one that is not failed counts 0.
 func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	ctx := r.Context()
 	n, err := h.cfg.Store.Outbox.Redrive(ctx, p)
@@ -233,11 +234,11 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 // cancel withdraws a pending or retrying delivery; any other is
-// ErrNotFound.
+// CodeNotFound.
 func (h *Handler) cancel(r *http.Request, id int64) error {
 	err := h.cfg.Store.Outbox.Cancel(r.Context(), id)
-	if errors.Is(err, courier.ErrNotFound) {
-		return courier.Wrap(courier.ErrNotFound, courier.CodeNotFound, "no pending or retrying delivery with this id")
+	if errors.Is(err, courier.CodeNotFound) {
+		return courier.NewError(courier.CodeNotFound, "no pending or retrying delivery with this id")
 	}
 	if err != nil {
 		return err

@@ -6,8 +6,9 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
@@ -48,7 +49,7 @@ func (h *Handler) apiPin(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	if !ack.IsDigest(req.CapabilitiesSHA256) {
+	if !wire.IsDigest(req.CapabilitiesSHA256) {
 		invalid(w, "the request is not valid", "capabilities_sha256", "courier_sha256")
 		return
 	}
@@ -124,7 +125,7 @@ func (h *Handler) opsPin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	digest := form.Get("capabilities_sha256")
-	if !ack.IsDigest(digest) {
+	if !wire.IsDigest(digest) {
 		invalid(w, "the form is not valid", "capabilities_sha256", "courier_sha256")
 		return
 	}

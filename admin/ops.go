@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
@@ -256,7 +258,7 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 // answer.
 func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("notification_id")
-	if !ack.IsToken(id) {
+	if !wire.IsToken(id) {
 		invalid(w, "the search is not valid", "notification_id", "courier_token")
 		return
 	}

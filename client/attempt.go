@@ -74,9 +74,9 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 
 // signingFailed is the outcome of an attempt that could not be signed:
 // failed for good when the error says the key is gone for good (it wraps
-// courier.ErrConfigInvalid; see Config.SignerFor), retried otherwise.
+// courier.CodeConfigInvalid; see Config.SignerFor), retried otherwise.
 func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
-	if errors.Is(err, courier.ErrConfigInvalid) {
+	if errors.Is(err, courier.CodeConfigInvalid) {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeSigningFailed}
 	}
 	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.cfg.Backoff(c.Attempt, 0)}
@@ -131,7 +131,7 @@ func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) boo
 	if err != nil {
 		return false
 	}
-	return errors.Is(g.guard.check(ctx, loc), courier.ErrDestinationForbidden)
+	return errors.Is(g.guard.check(ctx, loc), courier.CodeDestinationForbidden)
 }
 
 // remoteCode returns the receiver's own code from a refusal whose body is

@@ -34,7 +34,7 @@ func TestWorkerFailsStatusesOf600AndAbove(t *testing.T) {
 }
 
 // TestWorkerFailsWhenTheKeyIsGoneForGood: a SignerFor error that wraps
-// courier.ErrConfigInvalid (the key id is unknown for good) fails the
+// courier.CodeConfigInvalid (the key id is unknown for good) fails the
 // delivery with signing_failed at once, instead of retrying it until its
 // budget ends; any other error is transient and retried. Nothing is sent
 // either way.
@@ -45,8 +45,8 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 		err    error
 		status courier.Status
 	}{
-		{"unknown for good", courier.Wrap(courier.ErrConfigInvalid, courier.CodeSigningFailed, "no key k9"), courier.StatusFailed},
-		{"wrapped again", errors.Join(errors.New("key ring"), courier.ErrConfigInvalid), courier.StatusFailed},
+		{"unknown for good", courier.Wrap(courier.CodeConfigInvalid, courier.CodeSigningFailed, "no key k9"), courier.StatusFailed},
+		{"wrapped again", errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed},
 		{"key store down", errors.New("key store unavailable"), courier.StatusRetryWait},
 	}
 	for _, tt := range tests {
@@ -79,7 +79,7 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 type permanentSigner struct{}
 
 func (permanentSigner) Sign(*http.Request, signature.Message) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeSigningFailed, "signer misconfigured")
+	return courier.Wrap(courier.CodeConfigInvalid, courier.CodeSigningFailed, "signer misconfigured")
 }
 
 // TestWorkerFailsWhenSigningFailsForGood: the same rule holds for an error

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -93,7 +95,7 @@ func TestWorkerVerifiesCommandResponse(t *testing.T) {
 					return
 				}
 				var c ack.Command
-				attempt, ok := ack.ParseAttempt(r.Header.Get(ack.AttemptHeader))
+				attempt, ok := wire.ParseAttempt(r.Header.Get(ack.AttemptHeader))
 				if err := json.Unmarshal(body, &c); err != nil || !ok {
 					http.Error(w, "bad command", http.StatusBadRequest)
 					return

@@ -31,7 +31,7 @@ import (
 // forbidden when any IPv4 address it carries is forbidden. Zone-scoped
 // addresses (fe80::1%eth0) are always forbidden.
 //
-// Every refusal is an error that matches [courier.ErrDestinationForbidden]
+// Every refusal is an error that matches [courier.CodeDestinationForbidden]
 // with code [courier.CodeDestinationForbidden]. Its message names the reason
 // class only, never the URL, its userinfo or its query.
 type Guard struct {
@@ -73,7 +73,7 @@ const (
 // destinationForbidden returns the refusal error. msg is one of this file's
 // constant reason phrases, so it never carries request content.
 func destinationForbidden(msg string) error {
-	return courier.Wrap(courier.ErrDestinationForbidden, courier.CodeDestinationForbidden, msg)
+	return courier.NewError(courier.CodeDestinationForbidden, msg)
 }
 
 // checkURL checks scheme and port of u without any network I/O. When u's

@@ -130,7 +130,7 @@ func guardResolver(calls *atomic.Int64, addrs ...string) func(context.Context, s
 
 func assertGuardForbidden(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, courier.ErrDestinationForbidden) {
+	if !errors.Is(err, courier.CodeDestinationForbidden) {
 		t.Fatalf("err = %v, want destination_forbidden", err)
 	}
 	if got := courier.CodeOf(err); got != courier.CodeDestinationForbidden {
@@ -547,11 +547,11 @@ func TestGuardCheckURL(t *testing.T) {
 		if tt.ok && err != nil {
 			t.Errorf("%s: CheckURL(%s) = %v, want nil", tt.name, tt.url, err)
 		}
-		if !tt.ok && !errors.Is(err, courier.ErrDestinationForbidden) {
+		if !tt.ok && !errors.Is(err, courier.CodeDestinationForbidden) {
 			t.Errorf("%s: CheckURL(%s) = %v, want destination_forbidden", tt.name, tt.url, err)
 		}
 	}
-	if err := (Guard{}).checkURL(nil); !errors.Is(err, courier.ErrDestinationForbidden) {
+	if err := (Guard{}).checkURL(nil); !errors.Is(err, courier.CodeDestinationForbidden) {
 		t.Errorf("CheckURL(nil) = %v, want destination_forbidden", err)
 	}
 }

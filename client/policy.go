@@ -39,7 +39,7 @@ type Verdict struct {
 func DefaultClassify(resp *http.Response, err error) Verdict {
 	if resp == nil {
 		switch {
-		case errors.Is(err, courier.ErrDestinationForbidden):
+		case errors.Is(err, courier.CodeDestinationForbidden):
 			return Verdict{Code: courier.CodeDestinationForbidden}
 		case errors.Is(err, context.DeadlineExceeded):
 			return Verdict{Retry: true, Code: courier.CodeTimeout}
@@ -79,18 +79,18 @@ func RetryClientErrors(resp *http.Response, err error) Verdict {
 
 // Defaults of ExponentialBackoff, as DefaultBackoff uses them.
 const (
-	DefaultRetryBase = 5 * time.Second
-	DefaultRetryCap  = time.Hour
-	DefaultJitter    = 0.2
+	defaultRetryBase = 5 * time.Second
+	defaultRetryCap  = time.Hour
+	defaultJitter    = 0.2
 )
 
 // DefaultBackoff is the default Config.Backoff:
-// ExponentialBackoff(DefaultRetryBase, DefaultRetryCap, DefaultJitter).
+// ExponentialBackoff(5*time.Second, time.Hour, 0.2).
 func DefaultBackoff(attempt int, retryAfter time.Duration) time.Duration {
 	return defaultBackoff(attempt, retryAfter)
 }
 
-var defaultBackoff = ExponentialBackoff(DefaultRetryBase, DefaultRetryCap, DefaultJitter)
+var defaultBackoff = ExponentialBackoff(defaultRetryBase, defaultRetryCap, defaultJitter)
 
 // ExponentialBackoff returns a Config.Backoff that doubles the delay from
 // base with each attempt, up to limit, and takes up to jitter (a fraction,

@@ -63,7 +63,7 @@ func TestDefaultClassify(t *testing.T) {
 		err    error
 		want   client.Verdict
 	}{
-		{err: fmt.Errorf("dial: %w", courier.ErrDestinationForbidden), want: client.Verdict{Code: courier.CodeDestinationForbidden}},
+		{err: fmt.Errorf("dial: %w", courier.CodeDestinationForbidden), want: client.Verdict{Code: courier.CodeDestinationForbidden}},
 		{err: fmt.Errorf("post: %w", context.DeadlineExceeded), want: client.Verdict{Retry: true, Code: courier.CodeTimeout}},
 		{err: errors.New("connection reset"), want: client.Verdict{Retry: true, Code: courier.CodeNetwork}},
 		{status: 408, want: client.Verdict{Retry: true, Code: courier.CodeRequestTimeout}},

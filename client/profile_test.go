@@ -25,7 +25,7 @@ func TestWorkerVerifiesWithTheStoresProfiles(t *testing.T) {
 	t.Parallel()
 	echo := ack.Profile{Name: "echo.v1", Verify: func(sent ack.Sent, response []byte) error {
 		if string(response) != "got "+sent.ID {
-			return fmt.Errorf("%w: the answer does not name the notification", courier.ErrAckInvalid)
+			return fmt.Errorf("%w: the answer does not name the notification", courier.CodeAckInvalid)
 		}
 		return nil
 	}}

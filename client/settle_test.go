@@ -91,7 +91,7 @@ func TestSettlerGroupsOutcomes(t *testing.T) {
 		case r.err != nil:
 			t.Errorf("outcome %d: %v", r.i, r.err)
 		case r.i == n-1:
-			if !errors.Is(r.st.Err, courier.ErrLeaseLost) {
+			if !errors.Is(r.st.Err, courier.CodeLeaseLost) {
 				t.Errorf("outcome with a wrong token: %+v, want lease lost", r.st)
 			}
 		case r.st.Err != nil || r.st.Status != courier.StatusSucceeded:

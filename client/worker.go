@@ -22,10 +22,10 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultConcurrency  = 16
-	DefaultLease        = time.Minute
-	DefaultTimeout      = 15 * time.Second
-	DefaultPollInterval = time.Second
+	defaultConcurrency  = 16
+	defaultLease        = time.Minute
+	defaultTimeout      = 15 * time.Second
+	defaultPollInterval = time.Second
 	// UserAgent is sent with every attempt.
 	UserAgent = "courier/1"
 )
@@ -49,7 +49,7 @@ type Config struct {
 	// host name, process id and a random suffix.
 	Owner string
 	// Concurrency is how many deliveries are in flight at once. Defaults to
-	// DefaultConcurrency. On PostgreSQL the store's pool should hold at
+	// 16. On PostgreSQL the store's pool should hold at
 	// least this many connections plus two (see store.Open).
 	Concurrency int
 	// BatchSize is the most deliveries one claim takes. Defaults to
@@ -74,13 +74,13 @@ type Config struct {
 	// just before the claim; a delivery whose turn comes later (a batch
 	// larger than Concurrency behind slow attempts) is given back unsent,
 	// its attempt not counted, so no request is ever sent on a lease that
-	// may expire while it runs. Defaults to DefaultLease.
+	// may expire while it runs. Defaults to 1 minute.
 	Lease time.Duration
 	// Timeout bounds one attempt: connecting, sending and reading the
-	// answer, 10ms to 1 hour. Defaults to DefaultTimeout.
+	// answer, 10ms to 1 hour. Defaults to 15 seconds.
 	Timeout time.Duration
 	// PollInterval is how often the worker looks for due deliveries when
-	// no wake-up comes, 10ms to 1 hour. Defaults to DefaultPollInterval.
+	// no wake-up comes, 10ms to 1 hour. Defaults to 1 second.
 	PollInterval time.Duration
 	// Signer signs every attempt, unless SignerFor is set. One of the two
 	// is required: courier never sends unsigned notifications.
@@ -88,8 +88,8 @@ type Config struct {
 	// SignerFor returns the signer for a delivery's KeyID (see
 	// store.EnqueueParams), for senders with a key per endpoint. Its error
 	// says whether the key may come back: one that wraps
-	// courier.ErrConfigInvalid (errors.Is; e.g. courier.Wrap(
-	// courier.ErrConfigInvalid, courier.CodeSigningFailed, "no key k9"))
+	// courier.CodeConfigInvalid (errors.Is; e.g. courier.Wrap(
+	// courier.CodeConfigInvalid, courier.CodeSigningFailed, "no key k9"))
 	// means the key id is unknown for good, and the delivery fails with
 	// code signing_failed; any other error is taken as transient (a key
 	// store that is down) and the delivery is retried with that code. The
@@ -152,13 +152,13 @@ type Event struct {
 	LeaseLost      bool                 // the outcome was not applied: another worker holds the row
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c Config) WithDefaults() Config {
+// withDefaults returns a copy of c with every unset field at its default.
+func (c Config) withDefaults() Config {
 	if c.Owner == "" {
 		c.Owner = defaultOwner()
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
+		c.Concurrency = defaultConcurrency
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = c.Concurrency
@@ -167,13 +167,13 @@ func (c Config) WithDefaults() Config {
 		c.EndpointConcurrency = (c.Concurrency + 1) / 2
 	}
 	if c.Lease == 0 {
-		c.Lease = DefaultLease
+		c.Lease = defaultLease
 	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = defaultPollInterval
 	}
 	if c.Transport == nil {
 		c.Transport = Guard{}.Transport()
@@ -233,7 +233,7 @@ func isToken(s string) bool {
 }
 
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "client: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "client: "+msg)
 }
 
 func defaultOwner() string {
@@ -287,7 +287,7 @@ var ErrStopped = errors.New("client: worker stopped")
 
 // NewWorker returns a Worker for cfg.
 func NewWorker(cfg Config) (*Worker, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -406,8 +406,8 @@ func TestWorkerConfig(t *testing.T) {
 		"negative parallel": {Store: b.store, Signer: signerFor(t, b), Concurrency: -1},
 	}
 	for name, cfg := range bad {
-		if _, err := client.NewWorker(cfg); !errors.Is(err, courier.ErrConfigInvalid) {
-			t.Errorf("%s: NewWorker = %v, want ErrConfigInvalid", name, err)
+		if _, err := client.NewWorker(cfg); !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("%s: NewWorker = %v, want CodeConfigInvalid", name, err)
 		}
 	}
 }
@@ -440,8 +440,8 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 	}
 	for name, tc := range bad {
 		_, err := client.NewWorker(tc.cfg)
-		if !errors.Is(err, courier.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("%s: NewWorker = %v, want ErrConfigInvalid naming %s", name, err, tc.field)
+		if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: NewWorker = %v, want CodeConfigInvalid naming %s", name, err, tc.field)
 		}
 	}
 	good := map[string]client.Config{

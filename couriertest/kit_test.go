@@ -30,7 +30,7 @@ func TestKeysVerifyWhatTheySign(t *testing.T) {
 				t.Fatalf("Verify = %+v, %v", p, err)
 			}
 			req = couriertest.NewRequest(origin+"/hooks", "n-1", body, keys.Signer)
-			if _, err := keys.Verifier.Verify(t.Context(), req, []byte(`{"id":"n-2"}`)); !errors.Is(err, courier.ErrSignatureInvalid) {
+			if _, err := keys.Verifier.Verify(t.Context(), req, []byte(`{"id":"n-2"}`)); !errors.Is(err, courier.CodeSignatureInvalid) {
 				t.Fatalf("a changed body verified: %v", err)
 			}
 		})

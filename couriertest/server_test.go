@@ -63,7 +63,7 @@ func TestSequence(t *testing.T) {
 	if err != nil || st != 200 {
 		t.Fatalf("attempt 2: %d, %v", st, err)
 	}
-	if err := ack.New("n-1", body).Verify(got); !errors.Is(err, courier.ErrAckInvalid) {
+	if err := ack.New("n-1", body).Verify(got); !errors.Is(err, courier.CodeAckInvalid) {
 		t.Fatalf("attempt 2's Ack verifies (%v): it was not altered", err)
 	}
 	if _, _, err := post(t.Context(), srv, "n-1", body); err == nil {
@@ -102,8 +102,8 @@ func TestGuardAdmitsExactlyTheServer(t *testing.T) {
 	}
 	resp.Body.Close()
 	other, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.2:"+u.Port(), nil)
-	if _, err := g.Transport().RoundTrip(other); !errors.Is(err, courier.ErrDestinationForbidden) {
-		t.Fatalf("another loopback address: %v, want ErrDestinationForbidden", err)
+	if _, err := g.Transport().RoundTrip(other); !errors.Is(err, courier.CodeDestinationForbidden) {
+		t.Fatalf("another loopback address: %v, want CodeDestinationForbidden", err)
 	}
 }
 

@@ -38,7 +38,7 @@ type storeFailure struct{ err error }
 func (e storeFailure) Error() string { return "handler: store: " + e.err.Error() }
 func (e storeFailure) Unwrap() error { return e.err }
 
-// appFailure is the application's function failing. Its Rejection, if it
+// appFailure is the application's function failing. Its rejection, if it
 // is one, is a refusal; any other error is answered 500 handler_failed.
 type appFailure struct{ err error }
 
@@ -51,7 +51,7 @@ func (e appFailure) Unwrap() error { return e.err }
 func fromStore(err error) error {
 	var ve *ack.ValidationError
 	switch {
-	case err == nil, errors.Is(err, courier.ErrIdempotencyCollision), errors.As(err, &ve),
+	case err == nil, errors.Is(err, courier.CodeIdempotencyCollision), errors.As(err, &ve),
 		courier.CodeOf(err) == courier.CodeInvalidArgument:
 		return err
 	}
@@ -71,22 +71,18 @@ func fromApp(err error) error {
 // documentation for the table. The cause of a 5xx goes to the log line.
 func answer(w http.ResponseWriter, err error) {
 	var (
-		rej *Rejection
+		rej *rejection
 		app appFailure
 		sf  storeFailure
 		ve  *ack.ValidationError
 	)
 	switch {
 	case errors.As(err, &rej):
-		code := rej.Code
-		if code == "" {
-			code = courier.CodeRejected
-		}
-		problem.Error(w, http.StatusUnprocessableEntity, code, rej.Detail)
+		problem.Error(w, http.StatusUnprocessableEntity, rej.err.Code, rej.err.Msg)
 	case errors.As(err, &app):
 		noteCause(w, err)
 		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")
-	case errors.Is(err, courier.ErrIdempotencyCollision):
+	case errors.Is(err, courier.CodeIdempotencyCollision):
 		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this identity was received with another body")
 	case errors.Is(err, errInProgress):
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInProgress, "this delivery is being processed", retryInProgress)

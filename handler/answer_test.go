@@ -330,10 +330,10 @@ func TestOneAnswerPerOutcomeInEveryReceiver(t *testing.T) {
 		}{
 			{"application error", func(context.Context) error { return errors.New("application trouble") }, 500, courier.CodeHandlerFailed},
 			{"application error wrapping a collision", func(context.Context) error {
-				return fmt.Errorf("enqueue: %w", courier.ErrIdempotencyCollision)
+				return fmt.Errorf("enqueue: %w", courier.CodeIdempotencyCollision)
 			}, 500, courier.CodeHandlerFailed},
 			{"rejection", func(context.Context) error { return handler.Reject("not_for_us", "not for this site") }, 422, "not_for_us"},
-			{"rejection without a code", func(context.Context) error { return &handler.Rejection{} }, 422, courier.CodeRejected},
+			{"rejection without a code", func(context.Context) error { return handler.Reject("", "") }, 422, courier.CodeRejected},
 		} {
 			t.Run(target.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()

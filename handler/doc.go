@@ -30,7 +30,7 @@
 //
 //	409 idempotency_collision   its identity was received before with another body
 //	503 in_progress             another request is processing it (Retry-After)
-//	422 <the Rejection's code>  the application refused it for good (see Reject)
+//	422 <its code>              the application refused it for good (see Reject)
 //	500 handler_failed          the application's function failed; the sender retries
 //	503 internal_error          the store could not answer (begin, inbox, commit); Retry-After
 //	403 forbidden               Publish only: the caller may not publish to that target

@@ -3,7 +3,6 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
@@ -148,7 +148,6 @@ func ExampleNewPublish() {
 // the code, nothing is written, and the sender does not retry.
 func ExampleReject() {
 	err := handler.Reject("plan_unknown", "no such plan")
-	var rej *handler.Rejection
-	fmt.Println(errors.As(err, &rej), rej.Code, http.StatusUnprocessableEntity)
-	// Output: true plan_unknown 422
+	fmt.Println(courier.CodeOf(err), http.StatusUnprocessableEntity)
+	// Output: plan_unknown 422
 }

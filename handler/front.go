@@ -207,5 +207,5 @@ func isNil(v any) bool {
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "handler: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "handler: "+msg)
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -120,8 +122,8 @@ type PublishConfig struct {
 	Hook func(Event)
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c PublishConfig) WithDefaults() PublishConfig {
+// withDefaults returns a copy of c with every unset field at its default.
+func (c PublishConfig) withDefaults() PublishConfig {
 	if c.Authorize == nil {
 		c.Authorize = AuthorizeOwnTenant
 	}
@@ -169,7 +171,7 @@ type Publish struct {
 
 // NewPublish returns a Publish handler.
 func NewPublish(cfg PublishConfig) (*Publish, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -186,7 +188,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
 	body, _ := middleware.BodyFromContext(ctx)
 	principal, _ := middleware.PrincipalFromContext(ctx)
 	idemKey := r.Header.Get(HeaderIdempotencyKey)
-	if idemKey != "" && !ack.IsToken(idemKey) {
+	if idemKey != "" && !wire.IsToken(idemKey) {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -20,7 +22,7 @@ import (
 // Func is the application's side of a receiver: it applies notification n
 // using tx, the transaction the Inbox record is written in, so its effects
 // in that database happen exactly once. An error rolls everything back: a
-// *Rejection refuses the notification for good (422), any other error
+// Reject refuses the notification for good (422), any other error
 // answers 500 handler_failed and the sender retries.
 //
 // The function must write through tx. tx comes from Store.Begin and, on
@@ -67,8 +69,8 @@ type ReceiverConfig struct {
 	Hook func(Event)
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c ReceiverConfig) WithDefaults() ReceiverConfig {
+// withDefaults returns a copy of c with every unset field at its default.
+func (c ReceiverConfig) withDefaults() ReceiverConfig {
 	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
@@ -112,7 +114,7 @@ type Receiver[T ack.Notification] struct {
 
 // NewReceiver returns a Receiver that runs fn for each new notification.
 func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[T], error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -161,7 +163,7 @@ func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.
 		switch {
 		case p.MessageID == "":
 			return protocol.InboxKey{}, ack.Ack{}, errNoMessageID
-		case !ack.IsToken(p.MessageID):
+		case !wire.IsToken(p.MessageID):
 			return protocol.InboxKey{}, ack.Ack{}, &ack.ValidationError{Fields: []ack.FieldError{{Field: "webhook-id", Rule: "courier_token"}}}
 		}
 		id = p.MessageID

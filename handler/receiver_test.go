@@ -258,12 +258,12 @@ func TestReceiverRejection(t *testing.T) {
 func TestReceiverConfig(t *testing.T) {
 	t.Parallel()
 	fn := func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil }
-	if _, err := handler.NewTerminal(handler.ReceiverConfig{}, fn); !errors.Is(err, courier.ErrConfigInvalid) {
+	if _, err := handler.NewTerminal(handler.ReceiverConfig{}, fn); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Fatalf("no store: %v", err)
 	}
 	s, _ := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), store.Config{})
 	defer s.Close()
-	if _, err := handler.NewTerminal(handler.ReceiverConfig{Store: s}, fn); !errors.Is(err, courier.ErrConfigInvalid) {
+	if _, err := handler.NewTerminal(handler.ReceiverConfig{Store: s}, fn); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Fatalf("no verifier: %v", err)
 	}
 }

@@ -4,20 +4,24 @@ import (
 	"github.com/courier-go/courier"
 )
 
-// Rejection is the application refusing a notification for good. The
-// receiver answers 422 with its code, writes nothing, and the sender does
-// not retry.
-type Rejection struct {
-	Code   courier.Code // stable; rejected when empty
-	Detail string       // content-free, shown to the sender
+// rejection is the application refusing a notification for good (see
+// Reject). It unwraps to a *courier.Error with its code, so
+// courier.CodeOf reads the code.
+type rejection struct {
+	err courier.Error
 }
 
-func (r *Rejection) Error() string { return "handler: rejected: " + string(r.Code) }
+func (r *rejection) Error() string { return "handler: rejected: " + string(r.err.Code) }
 
-// Reject returns a *Rejection for a Func to return.
+func (r *rejection) Unwrap() error { return &r.err }
+
+// Reject returns the error a Func returns to refuse a notification for
+// good: the receiver answers 422 with code (rejected when empty) and the
+// content-free detail, writes nothing, and the sender does not retry.
+// courier.CodeOf reports the code of the returned error.
 func Reject(code courier.Code, detail string) error {
 	if code == "" {
 		code = courier.CodeRejected
 	}
-	return &Rejection{Code: code, Detail: detail}
+	return &rejection{err: courier.Error{Code: code, Msg: detail}}
 }

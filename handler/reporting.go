@@ -20,9 +20,9 @@ import (
 
 // Defaults and bounds of ReportingConfig.
 const (
-	// DefaultStaleAfter is how long a claim may stay processing before
+	// defaultStaleAfter is how long a claim may stay processing before
 	// another request takes it over.
-	DefaultStaleAfter = 5 * time.Minute
+	defaultStaleAfter = 5 * time.Minute
 	// MinReportingRetention is the least time a reporting receiver keeps
 	// its dedupe records: AdCP's minimum.
 	MinReportingRetention = 24 * time.Hour
@@ -67,18 +67,18 @@ type ReportingConfig struct {
 	// a retry takes it over, as from a receiver that died while
 	// processing. Keep it above the application's longest processing
 	// time: a request whose claim was taken over rolls back. Defaults to
-	// DefaultStaleAfter.
+	// 5 minutes.
 	StaleAfter time.Duration
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c ReportingConfig) WithDefaults() ReportingConfig {
+// withDefaults returns a copy of c with every unset field at its default.
+func (c ReportingConfig) withDefaults() ReportingConfig {
 	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
 	}
 	if c.StaleAfter == 0 {
-		c.StaleAfter = DefaultStaleAfter
+		c.StaleAfter = defaultStaleAfter
 	}
 	return c
 }
@@ -131,7 +131,7 @@ type Reporting struct {
 // NewReporting returns a Reporting receiver that runs fn once per
 // delivery.
 func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {
-	case errors.Is(err, courier.ErrLeaseLost):
+	case errors.Is(err, courier.CodeLeaseLost):
 		return nil, false, errInProgress // taken over: the other request answers for it
 	case err != nil:
 		return nil, false, fromStore(err)

@@ -614,7 +614,7 @@ func TestReportingClaimedElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setupReporting(t, reportingOptions{})
 	report := deliveryReport(t)
-	r, claim, err := protocol.InboxFor(b.store).Claim(t.Context(), inboxKey(t, report), handler.DefaultStaleAfter)
+	r, claim, err := protocol.InboxFor(b.store).Claim(t.Context(), inboxKey(t, report), 5*time.Minute)
 	if err != nil || !r.Fresh {
 		t.Fatalf("Claim = %+v, %v", r, err)
 	}
@@ -665,7 +665,7 @@ func TestReportingStaleClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if err := protocol.InboxFor(b.store).CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.ErrLeaseLost) {
+	if err := protocol.InboxFor(b.store).CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.CodeLeaseLost) {
 		t.Fatalf("the dead claim completed: %v", err)
 	}
 }
@@ -768,12 +768,9 @@ func TestReportingConfig(t *testing.T) {
 	for _, tt := range bad {
 		c := valid
 		tt.edit(&c)
-		if _, err := handler.NewReporting(c, tt.fn); !errors.Is(err, courier.ErrConfigInvalid) {
-			t.Errorf("%s: %v, want ErrConfigInvalid", tt.name, err)
+		if _, err := handler.NewReporting(c, tt.fn); !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("%s: %v, want CodeConfigInvalid", tt.name, err)
 		}
-	}
-	if d := valid.WithDefaults(); d.Body.MaxBytes != middleware.DefaultMaxBytes || d.Body.Budget == nil || d.StaleAfter != handler.DefaultStaleAfter || d.Logger == nil || valid.Logger != nil {
-		t.Fatalf("WithDefaults = %+v", d)
 	}
 	for _, tt := range []struct{ horizon, want time.Duration }{
 		{0, 24 * time.Hour},

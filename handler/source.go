@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
@@ -59,8 +61,8 @@ type SourceConfig struct {
 	Hook func(Event)
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c SourceConfig) WithDefaults() SourceConfig {
+// withDefaults returns a copy of c with every unset field at its default.
+func (c SourceConfig) withDefaults() SourceConfig {
 	c.Body = c.Body.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = discard()
@@ -72,7 +74,7 @@ func (c SourceConfig) validate() error {
 	if err := validateFront("SourceConfig", c.Store, c.Verifier, c.Body); err != nil {
 		return err
 	}
-	if !ack.IsDigest(c.CapabilitiesSHA256) {
+	if !wire.IsDigest(c.CapabilitiesSHA256) {
 		return configError("SourceConfig.CapabilitiesSHA256 must be 64 lowercase hex")
 	}
 	return nil
@@ -102,7 +104,7 @@ type Source struct {
 // NewSource returns a Source serving the contract cfg.CapabilitiesSHA256
 // names, running fn once per command.
 func NewSource(cfg SourceConfig, fn Func[ack.Command]) (*Source, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -121,7 +123,7 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	body, _ := middleware.BodyFromContext(ctx)
 	principal, _ := middleware.PrincipalFromContext(ctx)
-	attempt, ok := ack.ParseAttempt(r.Header.Get(ack.AttemptHeader))
+	attempt, ok := wire.ParseAttempt(r.Header.Get(ack.AttemptHeader))
 	if !ok {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: ack.AttemptHeader, Rule: "attempt"}}})
 		return

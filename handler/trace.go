@@ -64,7 +64,7 @@ func knownMethod(m string) string {
 }
 
 // apply runs the application's function fn in a courier.handle span when
-// t is set. The span fails with the refusal's code for a Rejection,
+// t is set. The span fails with the refusal's code for a rejection (Reject),
 // handler_failed for another error, internal_error for a panic (raised
 // again); ErrAlreadyApplied is no failure.
 func apply(t courier.Tracer, ctx context.Context, fn func(context.Context) error) error {
@@ -80,13 +80,11 @@ func apply(t courier.Tracer, ctx context.Context, fn func(context.Context) error
 		}
 	}()
 	err := fn(ctx)
-	var rej *Rejection
+	var rej *rejection
 	switch {
 	case err == nil, errors.Is(err, ErrAlreadyApplied):
-	case errors.As(err, &rej) && rej.Code != "":
-		span.Fail(rej.Code)
 	case errors.As(err, &rej):
-		span.Fail(courier.CodeRejected)
+		span.Fail(rej.err.Code)
 	default:
 		span.Fail(courier.CodeHandlerFailed)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/middleware"
@@ -189,7 +190,7 @@ func TestBodyLimitsValidate(t *testing.T) {
 	t.Parallel()
 	for _, l := range invalidLimits() {
 		err := l.Validate()
-		if !errors.Is(err, courier.ErrConfigInvalid) || courier.CodeOf(err) != courier.CodeConfigInvalid {
+		if !errors.Is(err, courier.CodeConfigInvalid) || courier.CodeOf(err) != courier.CodeConfigInvalid {
 			t.Errorf("Validate(%+v) = %v, want a config_invalid error", l, err)
 		}
 	}
@@ -207,15 +208,15 @@ func TestBodyLimitsValidate(t *testing.T) {
 		}
 	}
 	d := middleware.BodyLimits{}.WithDefaults()
-	if d.MaxBytes != middleware.DefaultMaxBytes || d.ReadTimeout != middleware.DefaultReadTimeout ||
-		d.LingerTimeout != middleware.DefaultLingerTimeout || d.LingerBytes != middleware.DefaultLingerBytes ||
-		d.Budget == nil || d.Budget.Size() != middleware.DefaultBudgetBytes {
+	if d.MaxBytes != 1<<20 || d.ReadTimeout != 10*time.Second ||
+		d.LingerTimeout != 5*time.Second || d.LingerBytes != 32<<20 ||
+		d.Budget == nil || d.Budget.Size() != 64<<20 {
 		t.Errorf("WithDefaults = %+v", d)
 	}
 	if a, b := (middleware.BodyLimits{}).WithDefaults(), (middleware.BodyLimits{}).WithDefaults(); a.Budget == b.Budget {
 		t.Error("two WithDefaults share one Budget; each must have its own")
 	}
-	shared := middleware.NewBudget(middleware.DefaultMaxBytes)
+	shared := middleware.NewBudget(1 << 20)
 	if got := (middleware.BodyLimits{Budget: shared}).WithDefaults(); got.Budget != shared {
 		t.Error("WithDefaults replaced a given Budget")
 	}

@@ -8,22 +8,22 @@ import (
 
 // Defaults of [BodyLimits].
 const (
-	// DefaultMaxBytes is the largest body read unless BodyLimits says
+	// defaultMaxBytes is the largest body read unless BodyLimits says
 	// otherwise: 1 MiB, courier's request body bound.
-	DefaultMaxBytes = 1 << 20
-	// DefaultReadTimeout is how long a body may take to arrive: under the
+	defaultMaxBytes = 1 << 20
+	// defaultReadTimeout is how long a body may take to arrive: under the
 	// worker's 15 s attempt timeout, so a sender that is merely slow is
 	// answered 408 rather than left to time out itself.
-	DefaultReadTimeout = 10 * time.Second
-	// DefaultBudgetBytes is the size of the Budget made when none is
-	// given: 64 bodies of DefaultMaxBytes at once.
-	DefaultBudgetBytes = 64 << 20
-	// DefaultLingerTimeout bounds how long a refused request's body is
+	defaultReadTimeout = 10 * time.Second
+	// defaultBudgetBytes is the size of the Budget made when none is
+	// given: 64 bodies of defaultMaxBytes at once.
+	defaultBudgetBytes = 64 << 20
+	// defaultLingerTimeout bounds how long a refused request's body is
 	// discarded (nginx's lingering close).
-	DefaultLingerTimeout = 5 * time.Second
-	// DefaultLingerBytes bounds how much of a refused request's body is
+	defaultLingerTimeout = 5 * time.Second
+	// defaultLingerBytes bounds how much of a refused request's body is
 	// discarded.
-	DefaultLingerBytes = 32 << 20
+	defaultLingerBytes = 32 << 20
 )
 
 // BodyLimits bounds what reading one request body may cost a server: its
@@ -39,29 +39,29 @@ const (
 // [ReadBody] panic on limits [BodyLimits.Validate] refuses.
 type BodyLimits struct {
 	// MaxBytes is the largest body accepted; a larger one is answered 413
-	// body_too_large. Defaults to DefaultMaxBytes.
+	// body_too_large. Defaults to 1 MiB.
 	MaxBytes int64
 	// ReadTimeout bounds the time from the start of the body read until the
 	// whole body has arrived; a body still incomplete then is answered 408
 	// request_timeout and its connection is closed. A server's own
 	// http.Server.ReadTimeout stays in force when it is shorter. Defaults
-	// to DefaultReadTimeout.
+	// to 10 seconds.
 	ReadTimeout time.Duration
 	// Budget is what bodies are buffered against: each request reserves its
 	// Content-Length (MaxBytes when the length is unknown) before reading,
 	// and is answered 503 server_busy with Retry-After at once when the
 	// Budget cannot spare it. Share one Budget between handlers to bound
-	// them together. Defaults to a new Budget of DefaultBudgetBytes (or of
+	// them together. Defaults to a new Budget of 64 MiB (or of
 	// MaxBytes, if larger) for each [Verify]; [ReadBody] calls that leave it
-	// nil share one Budget of DefaultBudgetBytes.
+	// nil share one Budget of 64 MiB.
 	Budget *Budget
 	// LingerTimeout bounds how long the rest of a refused body is
 	// discarded, and a server shutting down ends the discard at once.
-	// Defaults to DefaultLingerTimeout.
+	// Defaults to 5 seconds.
 	LingerTimeout time.Duration
 	// LingerBytes bounds how many bytes of a refused body are discarded;
 	// a client that sends more than that sees the connection reset.
-	// Defaults to DefaultLingerBytes.
+	// Defaults to 32 MiB.
 	LingerBytes int64
 }
 
@@ -70,7 +70,7 @@ type BodyLimits struct {
 func (l BodyLimits) WithDefaults() BodyLimits {
 	l = l.withDefaults(nil)
 	if l.Budget == nil {
-		l.Budget = NewBudget(max(DefaultBudgetBytes, l.MaxBytes))
+		l.Budget = NewBudget(max(defaultBudgetBytes, l.MaxBytes))
 	}
 	return l
 }
@@ -79,25 +79,25 @@ func (l BodyLimits) WithDefaults() BodyLimits {
 // Budget.
 func (l BodyLimits) withDefaults(budget *Budget) BodyLimits {
 	if l.MaxBytes == 0 {
-		l.MaxBytes = DefaultMaxBytes
+		l.MaxBytes = defaultMaxBytes
 	}
 	if l.ReadTimeout == 0 {
-		l.ReadTimeout = DefaultReadTimeout
+		l.ReadTimeout = defaultReadTimeout
 	}
 	if l.Budget == nil {
 		l.Budget = budget
 	}
 	if l.LingerTimeout == 0 {
-		l.LingerTimeout = DefaultLingerTimeout
+		l.LingerTimeout = defaultLingerTimeout
 	}
 	if l.LingerBytes == 0 {
-		l.LingerBytes = DefaultLingerBytes
+		l.LingerBytes = defaultLingerBytes
 	}
 	return l
 }
 
 // Validate reports the first field of l that no request could be read
-// with, as an error of class courier.ErrConfigInvalid naming the field.
+// with, as an error of class courier.CodeConfigInvalid naming the field.
 // Zero fields are valid: they take their defaults.
 func (l BodyLimits) Validate() error {
 	switch {
@@ -125,5 +125,5 @@ func mustValidate(l BodyLimits) {
 }
 
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "middleware: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "middleware: "+msg)
 }

@@ -37,7 +37,7 @@ import (
 // The reservation is given back when ReadBody returns; [Verify] holds it
 // until its next handler returns, as long as the body is in use. Zero
 // fields of limits take their defaults; with a nil Budget, ReadBody
-// reserves from one Budget of DefaultBudgetBytes shared by every call that
+// reserves from one Budget of 64 MiB shared by every call that
 // leaves it nil (so a MaxBytes over that needs a Budget of its own).
 // ReadBody panics on limits [BodyLimits.Validate] refuses.
 //
@@ -53,7 +53,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limits BodyLimits) ([]byte
 }
 
 // sharedBudget is the Budget of ReadBody calls that give none.
-var sharedBudget = NewBudget(DefaultBudgetBytes)
+var sharedBudget = NewBudget(defaultBudgetBytes)
 
 // Errors of a body that does not end where it should.
 var (

@@ -163,7 +163,7 @@ func invalidLimits() []middleware.BodyLimits {
 		{LingerTimeout: -time.Second},
 		{LingerBytes: -1},
 		{MaxBytes: 2 << 20, Budget: middleware.NewBudget(1 << 20)},
-		{Budget: middleware.NewBudget(middleware.DefaultMaxBytes - 1)},
+		{Budget: middleware.NewBudget((1 << 20) - 1)},
 		{Budget: &middleware.Budget{}},
 	}
 }

@@ -21,7 +21,7 @@ import (
 // parsed before the signature passes. The body's reservation from the
 // Budget is held until next returns, as long as the bytes are in use.
 //
-// A signature failure (a case of courier.ErrSignatureInvalid) is answered
+// A signature failure (a case of courier.CodeSignatureInvalid) is answered
 // 401 with the failure's precise code, falling back to signature_invalid,
 // in the problem body and in `WWW-Authenticate: Signature error="<code>"`.
 // Any other Verify error is the verifier's own trouble (a key or replay
@@ -48,7 +48,7 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 			defer limits.Budget.Release(reserved)
 			p, err := v.Verify(r.Context(), r, body)
 			switch {
-			case errors.Is(err, courier.ErrSignatureInvalid):
+			case errors.Is(err, courier.CodeSignatureInvalid):
 				code := courier.CodeOf(err)
 				if !isToken(code) {
 					code = courier.CodeSignatureInvalid

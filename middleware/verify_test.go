@@ -74,7 +74,7 @@ func (f verifierFunc) Verify(ctx context.Context, r *http.Request, b []byte) (si
 type classOnly struct{}
 
 func (classOnly) Error() string        { return "rejected" }
-func (classOnly) Is(target error) bool { return target == courier.ErrSignatureInvalid }
+func (classOnly) Is(target error) bool { return target == courier.CodeSignatureInvalid }
 
 func TestVerify(t *testing.T) {
 	t.Parallel()
@@ -118,7 +118,7 @@ func TestVerify(t *testing.T) {
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
 		{name: "failure with an unquotable code", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
-				return signature.Principal{}, courier.Wrap(courier.ErrSignatureInvalid, `bad", x="y`, "")
+				return signature.Principal{}, courier.Wrap(courier.CodeSignatureInvalid, `bad", x="y`, "")
 			})
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
 		{name: "oversized", sent: bytes.Repeat([]byte("a"), maxBody+1),

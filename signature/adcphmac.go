@@ -21,9 +21,9 @@ const (
 	headerAdCPTimestamp = "X-ADCP-Timestamp"
 )
 
-// DefaultAdCPHMACTolerance is how far X-ADCP-Timestamp may be from the
+// defaultAdCPHMACTolerance is how far X-ADCP-Timestamp may be from the
 // verifier's clock, either way, as AdCP sets it.
-const DefaultAdCPHMACTolerance = 300 * time.Second
+const defaultAdCPHMACTolerance = 300 * time.Second
 
 // adcpHMACPrefix starts X-ADCP-Signature; lower-case hex of the MAC follows.
 const adcpHMACPrefix = "sha256="
@@ -85,16 +85,16 @@ type AdCPHMACVerifierConfig struct {
 	// the new one. Required.
 	Secrets []Secret
 	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way.
-	// Defaults to DefaultAdCPHMACTolerance (300 seconds).
+	// Defaults to 300 seconds.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
 }
 
-// WithDefaults returns a copy of c with its zero fields set to their defaults.
-func (c AdCPHMACVerifierConfig) WithDefaults() AdCPHMACVerifierConfig {
+// withDefaults returns a copy of c with its zero fields set to their defaults.
+func (c AdCPHMACVerifierConfig) withDefaults() AdCPHMACVerifierConfig {
 	if c.Tolerance == 0 {
-		c.Tolerance = DefaultAdCPHMACTolerance
+		c.Tolerance = defaultAdCPHMACTolerance
 	}
 	c.Now = nowFunc(c.Now)
 	return c
@@ -114,7 +114,7 @@ type adcpHMACVerifier struct {
 // refused by the JSON decoding that follows. The verifier is safe for
 // concurrent use.
 func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (Verifier, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if cfg.Sender == "" {
 		return nil, configError("AdCPHMACVerifierConfig.Sender is empty")
 	}

@@ -339,7 +339,7 @@ func TestAdCPHMACConfig(t *testing.T) {
 	if _, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{}); err == nil {
 		t.Error("signer without a secret")
 	}
-	if d := (AdCPHMACVerifierConfig{}).WithDefaults(); d.Tolerance != DefaultAdCPHMACTolerance || d.Now == nil {
-		t.Errorf("WithDefaults = %+v", d)
+	if d := (AdCPHMACVerifierConfig{}).withDefaults(); d.Tolerance != defaultAdCPHMACTolerance || d.Now == nil {
+		t.Errorf("withDefaults = %+v", d)
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // TestConfigErrorsAreErrConfigInvalid: every constructor and every parser
-// of configuration refuses bad input with a case of courier.ErrConfigInvalid
+// of configuration refuses bad input with a case of courier.CodeConfigInvalid
 // (code config_invalid) whose message names what is wrong, like the store,
 // client and handler configs do.
 func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
@@ -199,13 +199,13 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			err := tt.call()
-			if !errors.Is(err, courier.ErrConfigInvalid) {
-				t.Fatalf("err = %v, want a case of ErrConfigInvalid", err)
+			if !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Fatalf("err = %v, want a case of CodeConfigInvalid", err)
 			}
 			if code := courier.CodeOf(err); code != courier.CodeConfigInvalid {
 				t.Errorf("code = %s, want %s", code, courier.CodeConfigInvalid)
 			}
-			if errors.Is(err, courier.ErrSignatureInvalid) {
+			if errors.Is(err, courier.CodeSignatureInvalid) {
 				t.Error("a configuration error is not a verification failure")
 			}
 			if msg := err.Error(); !strings.HasPrefix(msg, "config_invalid: signature: ") || !strings.Contains(msg, tt.want) {

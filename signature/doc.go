@@ -35,12 +35,12 @@
 // chooses the origin it is checked against.
 //
 // Every verification failure is a *[courier.Error] that is a case of
-// [courier.ErrSignatureInvalid]: errors.Is(err, courier.ErrSignatureInvalid)
+// [courier.CodeSignatureInvalid]: errors.Is(err, courier.CodeSignatureInvalid)
 // holds and [courier.CodeOf] gives the precise code, one of the root
 // package's codes of signature verification ([courier.CodeSignatureMismatch],
 // [courier.CodeWebhookInvalid], …). Failure messages never contain secrets,
 // key bytes, signature values, header values or body bytes. An error that is not a case of
-// ErrSignatureInvalid (a replay cache or key lookup that could not answer, a
+// CodeSignatureInvalid (a replay cache or key lookup that could not answer, a
 // cancelled context) is infrastructure trouble: the receiver should answer
 // 5xx so the sender retries.
 //

@@ -54,8 +54,8 @@ func wantReject(t *testing.T, err error, code courier.Code) {
 	if err == nil {
 		t.Fatalf("verified; want rejection %s", code)
 	}
-	if !errors.Is(err, courier.ErrSignatureInvalid) {
-		t.Errorf("error %v is not a case of ErrSignatureInvalid", err)
+	if !errors.Is(err, courier.CodeSignatureInvalid) {
+		t.Errorf("error %v is not a case of CodeSignatureInvalid", err)
 	}
 	if got := courier.CodeOf(err); got != code {
 		t.Errorf("code = %s (%v), want %s", got, err, code)

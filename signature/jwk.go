@@ -87,7 +87,7 @@ type jwkJSON struct {
 // fit the key ("EdDSA" or "Ed25519"; "ES256") and use must be "sig".
 // key_ops and adcp_use are kept for the verifier's purpose check.
 //
-// Errors are cases of courier.ErrConfigInvalid and never contain key
+// Errors are cases of courier.CodeConfigInvalid and never contain key
 // material.
 func ParseJWK(data []byte) (JWK, error) {
 	k, err := parseJWK(data)
@@ -117,7 +117,7 @@ func parseJWK(data []byte) (JWK, error) {
 // ParseJWKSet parses a JWK Set ({"keys": [...]}) into its keys. Key ids must
 // be unique.
 //
-// Errors are cases of courier.ErrConfigInvalid and never contain key
+// Errors are cases of courier.CodeConfigInvalid and never contain key
 // material.
 func ParseJWKSet(data []byte) ([]JWK, error) {
 	if len(data) > maxJWKSetBytes {
@@ -151,7 +151,7 @@ func ParseJWKSet(data []byte) ([]JWK, error) {
 // GenerateJWK returns a new private key for alg (AlgEd25519 or
 // AlgECDSAP256SHA256) with the given key id, adcp_use "request-signing" and
 // key_ops ["sign"]. Publish its [JWK.Public] half. An unusable kid or alg
-// is a case of courier.ErrConfigInvalid.
+// is a case of courier.CodeConfigInvalid.
 func GenerateJWK(kid, alg string) (JWK, error) {
 	if kid == "" || len(kid) > maxKeyIDBytes || !printableASCII(kid) {
 		return JWK{}, configError("jwk: key id is empty, too long or not printable ASCII")

@@ -21,9 +21,9 @@ type ReplayCache interface {
 // that mints nonces faster than they expire is compromised or broken.
 var ErrNonceCapReached = errors.New("signature: replay cache: key reached its cap of live nonces")
 
-// DefaultMaxNoncesPerKey is MemoryReplayCache's default cap of live nonces
+// defaultMaxNoncesPerKey is MemoryReplayCache's default cap of live nonces
 // per key id, AdCP's production minimum.
-const DefaultMaxNoncesPerKey = 1_000_000
+const defaultMaxNoncesPerKey = 1_000_000
 
 // memoryPruneEvery is how many Remember calls pass between sweeps of expired
 // entries in a MemoryReplayCache.
@@ -38,7 +38,7 @@ type MemoryReplayCache struct {
 	// the first Remember.
 	Now func() time.Time
 	// MaxPerKey caps the live nonces of one key id: past it Remember returns
-	// ErrNonceCapReached. Defaults to DefaultMaxNoncesPerKey; negative means
+	// ErrNonceCapReached. Defaults to 1,000,000; negative means
 	// no cap. Set it before the first Remember.
 	MaxPerKey int
 
@@ -60,7 +60,7 @@ func (c *MemoryReplayCache) Remember(ctx context.Context, keyID, nonce string, e
 	now := nowFunc(c.Now)()
 	limit := c.MaxPerKey
 	if limit == 0 {
-		limit = DefaultMaxNoncesPerKey
+		limit = defaultMaxNoncesPerKey
 	}
 
 	c.mu.Lock()

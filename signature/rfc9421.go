@@ -37,10 +37,10 @@ const (
 	// MaxRFC9421Window is the longest expires − created AdCP allows, and
 	// the signer's default.
 	MaxRFC9421Window = 300 * time.Second
-	// DefaultRFC9421ClockSkew is how far the verifier's clock may be from the
+	// defaultRFC9421ClockSkew is how far the verifier's clock may be from the
 	// signer's: created may be this far in the future, expires this far in
 	// the past.
-	DefaultRFC9421ClockSkew = 60 * time.Second
+	defaultRFC9421ClockSkew = 60 * time.Second
 )
 
 // rfc9421Components are the covered components of the profile, in the order
@@ -71,8 +71,8 @@ type RFC9421SignerConfig struct {
 	Now func() time.Time
 }
 
-// WithDefaults returns a copy of c with its zero fields set to their defaults.
-func (c RFC9421SignerConfig) WithDefaults() RFC9421SignerConfig {
+// withDefaults returns a copy of c with its zero fields set to their defaults.
+func (c RFC9421SignerConfig) withDefaults() RFC9421SignerConfig {
 	if c.Window == 0 {
 		c.Window = MaxRFC9421Window
 	}
@@ -94,7 +94,7 @@ type rfc9421Signer struct {
 // content-digest, with a fresh random nonce per Sign. The signer is safe for
 // concurrent use.
 func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if !cfg.Key.IsPrivate() {
 		return nil, configError("RFC9421SignerConfig.Key is not a private JWK")
 	}
@@ -246,17 +246,17 @@ type RFC9421VerifierConfig struct {
 	// not both. Defaults to false.
 	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
-	// past. Defaults to DefaultRFC9421ClockSkew (60 seconds).
+	// past. Defaults to 60 seconds.
 	ClockSkew time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
 }
 
-// WithDefaults returns a copy of c with its zero fields set to their
+// withDefaults returns a copy of c with its zero fields set to their
 // defaults. Replay defaults to a new MemoryReplayCache.
-func (c RFC9421VerifierConfig) WithDefaults() RFC9421VerifierConfig {
+func (c RFC9421VerifierConfig) withDefaults() RFC9421VerifierConfig {
 	if c.ClockSkew == 0 {
-		c.ClockSkew = DefaultRFC9421ClockSkew
+		c.ClockSkew = defaultRFC9421ClockSkew
 	}
 	c.Now = nowFunc(c.Now)
 	if c.Replay == nil {
@@ -286,7 +286,7 @@ type rfc9421Verifier struct {
 // Signatures libraries write them; a value that mixes the two alphabets, or
 // pads base64url, is malformed. The verifier is safe for concurrent use.
 func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (Verifier, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if cfg.Sender == "" {
 		return nil, configError("RFC9421VerifierConfig.Sender is empty")
 	}

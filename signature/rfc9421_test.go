@@ -286,8 +286,8 @@ func TestRFC9421NegativeVectors(t *testing.T) {
 					if courier.CodeOf(err) != vec.ExpectedOutcome.ErrorCode {
 						t.Errorf("%s, %s: Verify = %v, want %s", form, mode, err, vec.ExpectedOutcome.ErrorCode)
 					}
-					if !errors.Is(err, courier.ErrSignatureInvalid) {
-						t.Errorf("%s, %s: %v is not a case of ErrSignatureInvalid", form, mode, err)
+					if !errors.Is(err, courier.CodeSignatureInvalid) {
+						t.Errorf("%s, %s: %v is not a case of CodeSignatureInvalid", form, mode, err)
 					}
 				}
 			}
@@ -905,7 +905,7 @@ func TestRFC9421Infrastructure(t *testing.T) {
 			case tt.code != "":
 				wantReject(t, err, tt.code)
 			default:
-				if err == nil || errors.Is(err, courier.ErrSignatureInvalid) || !errors.Is(err, down) {
+				if err == nil || errors.Is(err, courier.CodeSignatureInvalid) || !errors.Is(err, down) {
 					t.Fatalf("Verify = %v; want the infrastructure error, not a rejection", err)
 				}
 			}
@@ -1010,8 +1010,8 @@ func TestRFC9421VerifierRefusesRequestSignedForAnotherReceiver(t *testing.T) {
 	}
 
 	// B as receivers were built before: no origin. It is refused.
-	if _, err := receiver(RFC9421VerifierConfig{}); !errors.Is(err, courier.ErrConfigInvalid) || !strings.Contains(err.Error(), "RFC9421VerifierConfig.Origin") {
-		t.Fatalf("a verifier without Origin: %v, want ErrConfigInvalid naming Origin", err)
+	if _, err := receiver(RFC9421VerifierConfig{}); !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), "RFC9421VerifierConfig.Origin") {
+		t.Fatalf("a verifier without Origin: %v, want CodeConfigInvalid naming Origin", err)
 	}
 
 	b, err := receiver(RFC9421VerifierConfig{Origin: "https://b.example.com"})
@@ -1086,8 +1086,8 @@ func TestNewRFC9421VerifierNeedsTheReceiversOrigin(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, courier.ErrConfigInvalid) || courier.CodeOf(err) != courier.CodeConfigInvalid {
-				t.Fatalf("err = %v, want a case of ErrConfigInvalid", err)
+			if !errors.Is(err, courier.CodeConfigInvalid) || courier.CodeOf(err) != courier.CodeConfigInvalid {
+				t.Fatalf("err = %v, want a case of CodeConfigInvalid", err)
 			}
 			if !strings.Contains(err.Error(), tt.names) {
 				t.Errorf("err = %q, want it to name %q", err, tt.names)

@@ -36,7 +36,7 @@ type secretMaterial struct {
 // id names the secret in Principal.KeyID and in logs. If empty, it is a
 // fingerprint that reveals nothing about the secret: "secret:<16 hex>".
 //
-// Errors are cases of courier.ErrConfigInvalid and never contain the
+// Errors are cases of courier.CodeConfigInvalid and never contain the
 // secret.
 func ParseSecret(id, value string) (Secret, error) {
 	if err := checkSecret(value); err != nil {

@@ -70,14 +70,14 @@ const redacted = "[REDACTED]"
 
 // reject returns a verification failure with a content-free message.
 func reject(code courier.Code, msg string) error {
-	return courier.Wrap(courier.ErrSignatureInvalid, code, msg)
+	return courier.Wrap(courier.CodeSignatureInvalid, code, msg)
 }
 
 // configError returns the error of a constructor or parser refusing its
-// configuration: a case of courier.ErrConfigInvalid whose message names the
+// configuration: a case of courier.CodeConfigInvalid whose message names the
 // field. msg never carries key or secret bytes.
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "signature: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "signature: "+msg)
 }
 
 // signingFailed returns a Sign failure with a content-free message.

@@ -40,9 +40,9 @@ var (
 	svixBrand    = swBrand{headerSvixID, headerSvixTimestamp, headerSvixSignature}
 )
 
-// DefaultStandardWebhooksTolerance is how far webhook-timestamp may be from
+// defaultStandardWebhooksTolerance is how far webhook-timestamp may be from
 // the verifier's clock, either way.
-const DefaultStandardWebhooksTolerance = 5 * time.Minute
+const defaultStandardWebhooksTolerance = 5 * time.Minute
 
 // maxWebhookIDBytes bounds webhook-id (a courier notification id is at most
 // 256 bytes).
@@ -131,16 +131,16 @@ type StandardWebhooksVerifierConfig struct {
 	// of its signatures matches any key of the same version. Required.
 	Keys []StandardWebhooksKey
 	// Tolerance is how far webhook-timestamp may be from Now, either way.
-	// Defaults to DefaultStandardWebhooksTolerance (5 minutes).
+	// Defaults to 5 minutes.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
 }
 
-// WithDefaults returns a copy of c with its zero fields set to their defaults.
-func (c StandardWebhooksVerifierConfig) WithDefaults() StandardWebhooksVerifierConfig {
+// withDefaults returns a copy of c with its zero fields set to their defaults.
+func (c StandardWebhooksVerifierConfig) withDefaults() StandardWebhooksVerifierConfig {
 	if c.Tolerance == 0 {
-		c.Tolerance = DefaultStandardWebhooksTolerance
+		c.Tolerance = defaultStandardWebhooksTolerance
 	}
 	c.Now = nowFunc(c.Now)
 	return c
@@ -162,7 +162,7 @@ type standardWebhooksVerifier struct {
 // which case both say the same thing and it is verified once. The verifier
 // is safe for concurrent use.
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if cfg.Sender == "" {
 		return nil, configError("StandardWebhooksVerifierConfig.Sender is empty")
 	}

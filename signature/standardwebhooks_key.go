@@ -64,7 +64,7 @@ type swKeyMaterial struct {
 // secret, "ed25519:<16 hex>" of the public key for either half of an Ed25519
 // pair (so a signer's and a verifier's ids agree).
 //
-// Errors are cases of courier.ErrConfigInvalid and never contain the
+// Errors are cases of courier.CodeConfigInvalid and never contain the
 // encoded key.
 func ParseStandardWebhooksKey(id, encoded string) (StandardWebhooksKey, error) {
 	m, err := parseSWKey(encoded)

@@ -524,9 +524,9 @@ func TestStandardWebhooksConfig(t *testing.T) {
 		})
 	}
 
-	d := StandardWebhooksVerifierConfig{}.WithDefaults()
-	if d.Tolerance != DefaultStandardWebhooksTolerance || d.Now == nil {
-		t.Errorf("WithDefaults = %+v", d)
+	d := StandardWebhooksVerifierConfig{}.withDefaults()
+	if d.Tolerance != defaultStandardWebhooksTolerance || d.Now == nil {
+		t.Errorf("withDefaults = %+v", d)
 	}
 }
 
@@ -553,7 +553,7 @@ func TestStandardWebhooksSignErrors(t *testing.T) {
 			if courier.CodeOf(err) != courier.CodeSigningFailed {
 				t.Fatalf("Sign = %v, want %s", err, courier.CodeSigningFailed)
 			}
-			if errors.Is(err, courier.ErrSignatureInvalid) {
+			if errors.Is(err, courier.CodeSignatureInvalid) {
 				t.Error("a signing failure is not a verification failure")
 			}
 			if len(req.Header) != 0 {

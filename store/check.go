@@ -4,20 +4,21 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/ack"
 )
 
 // Bounds of CheckParams.MaxRows.
 const (
-	DefaultCheckRows = 1000
+	defaultCheckRows = 1000
 	maxCheckRows     = 100_000
 )
 
 // CheckParams bounds a deep check.
 type CheckParams struct {
 	// MaxRows is how many deliveries one Check validates, 1..100000.
-	// Defaults to DefaultCheckRows.
+	// Defaults to 1000.
 	MaxRows int
 }
 
@@ -46,7 +47,7 @@ type CheckParams struct {
 // still read, if any.
 func (o *Outbox) Check(ctx context.Context, p CheckParams) (Health, error) {
 	if p.MaxRows == 0 {
-		p.MaxRows = DefaultCheckRows
+		p.MaxRows = defaultCheckRows
 	}
 	if p.MaxRows < 1 || p.MaxRows > maxCheckRows {
 		return Health{}, invalidArgument("CheckParams.MaxRows must be within 1..100000")
@@ -125,11 +126,11 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 	switch {
 	case !r.Status.Valid():
 		return "status"
-	case !ack.IsToken(r.NotificationID):
+	case !wire.IsToken(r.NotificationID):
 		return "notification_id"
 	case r.Endpoint == "" || len(r.Endpoint) > MaxEndpointSize:
 		return "endpoint"
-	case !ack.IsDigest(r.PayloadSHA256):
+	case !wire.IsDigest(r.PayloadSHA256):
 		return "payload_sha256"
 	case r.MaxAttempts < 1 || r.MaxAttempts > maxAttempts || r.Attempts < 0 || r.Attempts > r.MaxAttempts:
 		return "attempts"
@@ -141,9 +142,9 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		return "last_error_code"
 	case (r.Status == courier.StatusSucceeded) != r.AckSHA256.Valid:
 		return "ack_sha256"
-	case r.ContractSHA256.Valid && !ack.IsDigest(r.ContractSHA256.String):
+	case r.ContractSHA256.Valid && !wire.IsDigest(r.ContractSHA256.String):
 		return "contract_sha256"
-	case r.DedupeKey.Valid && !ack.IsToken(r.DedupeKey.String):
+	case r.DedupeKey.Valid && !wire.IsToken(r.DedupeKey.String):
 		return "dedupe_key"
 	case r.OrderingKey.Valid && !validOrderingKey(r.OrderingKey.String):
 		return "ordering_key"

@@ -16,7 +16,7 @@ import (
 // its digest, for every delivery that may still be sent.
 func TestCheckHoldsEveryRowToItsInvariants(t *testing.T) {
 	t.Parallel()
-	o := &Outbox{s: &Store{cfg: Config{}.WithDefaults()}}
+	o := &Outbox{s: &Store{cfg: Config{}.withDefaults()}}
 	payload := []byte(`{"n":1}`)
 	sum := sha256.Sum256(payload)
 	valid := func() outboxRow {

@@ -50,10 +50,10 @@ type CommandParams struct {
 //
 // The delivery records the command's capabilities digest; the first
 // command for an endpoint pins it (see Contracts), and a command under
-// another digest than the pinned one is ErrContractChanged. Enqueueing the
+// another digest than the pinned one is courier.CodeContractChanged. Enqueueing the
 // same command again is a no-op; the same identity with another payload
 // (which includes source_max_attempts and the digest) or another delivery
-// budget is ErrIdempotencyCollision.
+// budget is CodeIdempotencyCollision.
 func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (Enqueued, error) {
 	c, err := parseCommand(p.Payload)
 	if err != nil {
@@ -93,7 +93,7 @@ func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 		if e, err := o.existing(ctx, tx, args); err == nil || courier.CodeOf(err) == courier.CodeIdempotencyCollision {
 			return e, err
 		}
-		return Enqueued{}, ErrContractChanged
+		return Enqueued{}, errContractChanged
 	}
 	return o.write(ctx, tx, "outbox_enqueue_command", args)
 }
@@ -132,7 +132,7 @@ func parseCommand(payload []byte) (ack.Command, error) {
 }
 
 // requestInvalid is a command refused for fields, a case of
-// courier.ErrPayloadInvalid with code request_invalid, whose chain holds
+// courier.CodePayloadInvalid with code request_invalid, whose chain holds
 // the *ack.ValidationError listing them.
 func requestInvalid(fields ...ack.FieldError) error {
 	ve := &ack.ValidationError{Fields: fields}

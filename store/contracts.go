@@ -4,13 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/wire"
 )
-
-// ErrContractChanged is a command enqueued under another capabilities
-// digest than its endpoint's pinned one.
-var ErrContractChanged = courier.NewError(courier.CodeContractChanged, "the endpoint's pinned contract differs")
 
 // Contracts pins, per endpoint, the capabilities digest of the source
 // contract its commands are built for.
@@ -53,17 +48,17 @@ func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string
 	return wrapf(err, "pin contract")
 }
 
-// Get returns endpoint's pin, or ErrNotFound.
+// Get returns endpoint's pin, or CodeNotFound.
 func (c *Contracts) Get(ctx context.Context, endpoint string) (Contract, error) {
 	if endpoint == "" {
-		return Contract{}, courier.ErrNotFound
+		return Contract{}, errNotFound
 	}
 	pins, err := c.list(ctx, endpoint)
 	if err != nil {
 		return Contract{}, err
 	}
 	if len(pins) == 0 {
-		return Contract{}, courier.ErrNotFound
+		return Contract{}, errNotFound
 	}
 	return pins[0], nil
 }
@@ -129,7 +124,7 @@ func checkContract(endpoint, digest string) error {
 	switch {
 	case endpoint == "" || len(endpoint) > MaxEndpointSize:
 		return invalidArgument("endpoint must be 1-2048 bytes")
-	case !ack.IsDigest(digest):
+	case !wire.IsDigest(digest):
 		return invalidArgument("capabilities digest must be 64 lowercase hex")
 	}
 	return nil

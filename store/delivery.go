@@ -69,7 +69,7 @@ const (
 )
 
 // Get returns the delivery with the given id, its payload opened, or
-// ErrNotFound.
+// CodeNotFound.
 func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_get", map[string]any{"id": id})
 	if err != nil {
@@ -79,7 +79,7 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 }
 
 // Lookup returns the delivery whose identity is (notificationID,
-// endpoint), its payload opened, or ErrNotFound: what a sender asks when
+// endpoint), its payload opened, or CodeNotFound: what a sender asks when
 // it knows what it enqueued (the references' status(event_id)).
 func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (Delivery, error) {
 	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_lookup", map[string]any{"notification_id": notificationID, "endpoint": endpoint})
@@ -160,7 +160,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 // code cancelled. So does a failed delivery that holds its ordering key
 // (OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
 // the next delivery of the key go. A delivery in any other state is
-// ErrNotFound.
+// CodeNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
@@ -169,7 +169,7 @@ func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 			return err
 		}
 		if len(rows) == 0 {
-			return courier.ErrNotFound
+			return errNotFound
 		}
 		return o.advance(ctx, tx, now, rows)
 	})

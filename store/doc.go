@@ -31,7 +31,7 @@
 //
 // Which file decides each transition:
 //
-//	enqueue.go, command.go, publish.go  -> pending (idempotent: same identity and content is a no-op, other content ErrIdempotencyCollision)
+//	enqueue.go, command.go, publish.go  -> pending (idempotent: same identity and content is a no-op, other content CodeIdempotencyCollision)
 //	claim.go                            pending/retry_wait -> leased, or -> failed (expired) once the deadline
 //	                                    has come; expired leased -> retry_wait/failed;
 //	                                    leased -> quarantined (integrity), suppressed (subscription changed)

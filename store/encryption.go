@@ -12,7 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 
-	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // PayloadKey is an AES-256-GCM key that seals stored payloads, and the key
@@ -29,7 +29,7 @@ type PayloadKey struct {
 // NewPayloadKey returns the key named id (a token, stored with every row it
 // seals) over 32 secret bytes.
 func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
-	if !ack.IsToken(id) || len(id) > 64 {
+	if !wire.IsToken(id) || len(id) > 64 {
 		return PayloadKey{}, configError("payload key id must be 1-64 of A-Z a-z 0-9 _ . : -")
 	}
 	if len(secret) != 32 {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
 )
 
@@ -11,7 +10,7 @@ import (
 // hex characters of the SHA-256 of the URL, how operators' tools name an
 // endpoint without its credentials), among the
 // endpoints the store knows: those with a health record, a subscription or
-// a pinned contract, then those of any delivery. It is ErrNotFound when no
+// a pinned contract, then those of any delivery. It is CodeNotFound when no
 // known endpoint has that reference, and invalid_argument when ref is not
 // 32 lowercase hex characters.
 //
@@ -28,7 +27,7 @@ func (e *Endpoints) Resolve(ctx context.Context, ref string) (string, error) {
 			return url, err
 		}
 	}
-	return "", courier.ErrNotFound
+	return "", errNotFound
 }
 
 // resolveIn reads the endpoints query name lists and returns the one whose

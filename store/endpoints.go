@@ -12,9 +12,9 @@ import (
 
 // Defaults of BreakerConfig.
 const (
-	DefaultBreakerThreshold    = 5
-	DefaultBreakerCooldown     = 30 * time.Second
-	DefaultBreakerDisableAfter = 72 * time.Hour
+	defaultBreakerThreshold    = 5
+	defaultBreakerCooldown     = 30 * time.Second
+	defaultBreakerDisableAfter = 72 * time.Hour
 )
 
 // BreakerConfig is the per-endpoint circuit breaker: after Threshold
@@ -25,20 +25,20 @@ const (
 // of the endpoint's health count: 5xx, 408/425, 429, timeouts and network
 // errors.
 type BreakerConfig struct {
-	Threshold    int           // Defaults to DefaultBreakerThreshold.
-	Cooldown     time.Duration // Defaults to DefaultBreakerCooldown.
-	DisableAfter time.Duration // Defaults to DefaultBreakerDisableAfter.
+	Threshold    int           // Defaults to 5.
+	Cooldown     time.Duration // Defaults to 30 seconds.
+	DisableAfter time.Duration // Defaults to 72 hours.
 }
 
 func (c BreakerConfig) withDefaults() BreakerConfig {
 	if c.Threshold == 0 {
-		c.Threshold = DefaultBreakerThreshold
+		c.Threshold = defaultBreakerThreshold
 	}
 	if c.Cooldown == 0 {
-		c.Cooldown = DefaultBreakerCooldown
+		c.Cooldown = defaultBreakerCooldown
 	}
 	if c.DisableAfter == 0 {
-		c.DisableAfter = DefaultBreakerDisableAfter
+		c.DisableAfter = defaultBreakerDisableAfter
 	}
 	return c
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/strictjson"
@@ -102,13 +104,13 @@ type Enqueued struct {
 // exactly when the caller's own writes commit. Enqueueing the same
 // (NotificationID, Endpoint) again with the same payload and settings is a
 // no-op that returns the existing row; with a different payload or
-// settings it is ErrIdempotencyCollision and the stored row is unchanged.
+// settings it is CodeIdempotencyCollision and the stored row is unchanged.
 //
 // Terminal notifications (ack.ProfileTerminal) are keyed by their event
 // as well, as the reference keys them: while the outbox holds one for an
 // event and endpoint, another terminal notification for that event to
 // that endpoint (another status, sequence or lifecycle, hence another
-// notification id) is ErrIdempotencyCollision too.
+// notification id) is CodeIdempotencyCollision too.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
 	return o.enqueue(ctx, tx, p, subscriptionRef{})
 }
@@ -206,7 +208,7 @@ func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[stri
 	}
 	var id int64
 	err := o.s.scan(ctx, tx, name, args, &id)
-	if errors.Is(err, courier.ErrNotFound) || isNoRows(err) {
+	if errors.Is(err, courier.CodeNotFound) || isNoRows(err) {
 		return 0, errExists
 	}
 	return id, err
@@ -230,7 +232,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		deadline = p.Deadline.UnixMicro()
 	}
 	switch {
-	case !ack.IsToken(p.NotificationID):
+	case !wire.IsToken(p.NotificationID):
 		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	case !validEndpoint(p.Endpoint):
 		return nil, invalidArgument("Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
@@ -350,8 +352,8 @@ func validEndpoint(raw string) bool {
 // notification for the same event is enqueued for the endpoint.
 func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, error) {
 	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
-	if errors.Is(err, courier.ErrNotFound) && args["dedupe_key"] != nil {
-		return Enqueued{}, fmt.Errorf("store: the endpoint has another terminal notification for this event: %w", courier.ErrIdempotencyCollision)
+	if errors.Is(err, courier.CodeNotFound) && args["dedupe_key"] != nil {
+		return Enqueued{}, fmt.Errorf("store: the endpoint has another terminal notification for this event: %w", courier.CodeIdempotencyCollision)
 	}
 	if err != nil {
 		return Enqueued{}, err
@@ -361,13 +363,13 @@ func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (En
 	same, err := o.s.cfg.Encryption.matches(args[argPlaintext].([]byte), r.PayloadSHA256, r.PayloadKeyID,
 		args["notification_id"].(string), args["endpoint"].(string))
 	if err != nil {
-		return Enqueued{}, courier.Wrap(courier.ErrIdempotencyCollision, courier.CodeIdempotencyCollision,
+		return Enqueued{}, courier.Wrap(courier.CodeIdempotencyCollision, courier.CodeIdempotencyCollision,
 			"store: the delivery exists, sealed under payload key "+r.PayloadKeyID+", which Encryption.Keys no longer holds: its payload cannot be compared")
 	}
 	if !same || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
 		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] ||
 		nullable(r.OrderingKey.String) != args["ordering_key"] {
-		return Enqueued{}, courier.ErrIdempotencyCollision
+		return Enqueued{}, errIdempotencyCollision
 	}
 	return Enqueued{ID: r.ID, Existed: true}, nil
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
 )
 
@@ -17,7 +18,7 @@ type Inbox struct{ s *Store }
 
 // Record records k inside the caller's transaction tx, or reports what is
 // already recorded. A key recorded with another payload digest is
-// ErrIdempotencyCollision, with nothing written. A concurrent duplicate
+// CodeIdempotencyCollision, with nothing written. A concurrent duplicate
 // waits for the first transaction (the engines' write locks) and then sees
 // it completed.
 func (in *Inbox) record(ctx context.Context, tx DBTX, k protocol.InboxKey) (protocol.Receipt, error) {
@@ -40,7 +41,7 @@ func (in *Inbox) recordCompleted(ctx context.Context, tx DBTX, k protocol.InboxK
 // recordAt is record at the time now, which a fresh record is stamped with;
 // with a non-nil answer the record is stored completed.
 func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, error) {
-	if k.Sender == "" || len(k.Sender) > 256 || !ack.IsToken(k.Key) || !ack.IsDigest(k.PayloadSHA256) {
+	if k.Sender == "" || len(k.Sender) > 256 || !wire.IsToken(k.Key) || !wire.IsDigest(k.PayloadSHA256) {
 		return protocol.Receipt{}, invalidArgument("protocol.InboxKey needs a sender, a token key and a SHA-256 digest")
 	}
 	status := "processing"
@@ -65,7 +66,7 @@ func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now
 	}
 	switch {
 	case r.PayloadSHA256 != k.PayloadSHA256:
-		return protocol.Receipt{}, courier.ErrIdempotencyCollision
+		return protocol.Receipt{}, errIdempotencyCollision
 	case r.Status != "completed":
 		return protocol.Receipt{InProgress: true}, nil
 	}
@@ -135,7 +136,7 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 
 // CompleteClaim stores the Ack for a claim inside tx, the transaction of
 // the application's effects. If the claim was taken over meanwhile it
-// returns ErrLeaseLost: roll tx back.
+// returns CodeLeaseLost: roll tx back.
 func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxClaim, answer []byte) error {
 	if answer == nil {
 		answer = []byte{}
@@ -147,7 +148,7 @@ func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxCla
 		return err
 	}
 	if n, err := res.RowsAffected(); err == nil && n != 1 {
-		return courier.ErrLeaseLost
+		return errLeaseLost
 	}
 	return nil
 }

@@ -41,11 +41,11 @@ type Limits struct {
 }
 
 // IsZero reports whether l limits nothing.
-func (l Limits) IsZero() bool { return l.MaxInFlight == 0 && l.Rate == 0 }
+func (l Limits) isZero() bool { return l.MaxInFlight == 0 && l.Rate == 0 }
 
-// WithDefaults returns a copy of l with Burst at its default when a Rate
+// withDefaults returns a copy of l with Burst at its default when a Rate
 // is set without one.
-func (l Limits) WithDefaults() Limits {
+func (l Limits) withDefaults() Limits {
 	if l.Rate > 0 && l.Burst == 0 {
 		l.Burst = max(1, int(math.Ceil(l.Rate)))
 	}
@@ -73,11 +73,11 @@ func (e *Endpoints) SetLimits(ctx context.Context, endpoint string, l Limits) er
 	if !validEndpoint(endpoint) {
 		return invalidArgument("SetLimits endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
-	l = l.WithDefaults()
+	l = l.withDefaults()
 	if err := l.validate(); err != nil {
 		return err
 	}
-	if l.IsZero() {
+	if l.isZero() {
 		_, err := e.s.exec(ctx, e.s.writer, "endpoint_limits_delete", map[string]any{"endpoint": endpoint})
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 
 // Migrate brings db's courier tables to the version this courier knows,
 // applying the pending numbered migrations in one transaction. Running it
-// again is a no-op; running it against a newer schema is ErrSchemaTooNew.
+// again is a no-op; running it against a newer schema is CodeSchemaTooNew.
 //
 // Courier's tables go where the connection creates tables: on PostgreSQL,
 // the first schema of its search_path (see package store/postgres).
@@ -69,7 +69,7 @@ func MigrateTx(ctx context.Context, tx DBTX) error {
 		return wrapf(err, "migrate")
 	}
 	if have > len(d.migrations) {
-		return courier.ErrSchemaTooNew
+		return errSchemaTooNew
 	}
 	for _, m := range d.migrations[have:] {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
@@ -90,15 +90,15 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 	var have int
 	if err := sqlx.GetContext(ctx, db, &have, d.query("schema_version").text); err != nil {
 		if d.Interpret(err).Kind == engine.Missing {
-			return courier.ErrSchemaOutdated
+			return errSchemaOutdated
 		}
 		return wrapf(err, "schema version")
 	}
 	switch {
 	case have < len(d.migrations):
-		return courier.ErrSchemaOutdated
+		return errSchemaOutdated
 	case have > len(d.migrations):
-		return courier.ErrSchemaTooNew
+		return errSchemaTooNew
 	}
 	var cols []struct {
 		Table  string `db:"table_name"`
@@ -113,7 +113,7 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 	}
 	for _, t := range courierTables {
 		if err := t.check(got[t.name]); err != nil {
-			return fmt.Errorf("store: %w", courier.Wrap(courier.ErrSchemaAltered, courier.CodeSchemaAltered, err.Error()))
+			return fmt.Errorf("store: %w", courier.NewError(courier.CodeSchemaAltered, err.Error()))
 		}
 	}
 	return nil
@@ -178,7 +178,7 @@ func fingerprint(ctx context.Context, x sqlx.QueryerContext, d *dialect) (string
 // isSchemaVerdict reports whether err is the guard's finding about the
 // schema, rather than a failure to read it.
 func isSchemaVerdict(err error) bool {
-	return errors.Is(err, courier.ErrSchemaAltered) || errors.Is(err, courier.ErrSchemaOutdated) || errors.Is(err, courier.ErrSchemaTooNew)
+	return errors.Is(err, courier.CodeSchemaAltered) || errors.Is(err, courier.CodeSchemaOutdated) || errors.Is(err, courier.CodeSchemaTooNew)
 }
 
 // table is one of courier's tables and its columns, in order, after the

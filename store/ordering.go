@@ -87,7 +87,7 @@ func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) 
 		args := map[string]any{"endpoint": r.Endpoint, "ordering_key": r.OrderingKey.String, "now": now}
 		var head int64
 		switch err := o.s.scan(ctx, tx, "ordering_key_lock", args, &head); {
-		case errors.Is(err, courier.ErrNotFound) || isNoRows(err):
+		case errors.Is(err, courier.CodeNotFound) || isNoRows(err):
 			continue
 		case err != nil:
 			return err

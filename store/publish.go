@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier/ack"
 )
 
@@ -51,7 +53,7 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		return nil, invalidArgument("PublishParams needs a Payload or a Build")
 	case !validEventType(p.EventType):
 		return nil, invalidArgument("PublishParams.EventType must be 1-256 bytes without white space, not *")
-	case !ack.IsToken(p.EventID):
+	case !wire.IsToken(p.EventID):
 		return nil, invalidArgument("PublishParams.EventID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	}
 	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)

@@ -142,7 +142,7 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 		oc := outcomes[i]
 		r, ok := changed[oc.Lease.DeliveryID]
 		if !ok {
-			out[i] = protocol.Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.ErrLeaseLost)}
+			out[i] = protocol.Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.CodeLeaseLost)}
 			continue
 		}
 		out[i] = protocol.Settled{Status: r.Status, Code: courier.Code(r.LastErrorCode.String)}

@@ -26,8 +26,8 @@ type DBTX interface {
 
 // Defaults of Config.
 const (
-	DefaultMaxAttempts  = 8
-	DefaultRetryHorizon = 72 * time.Hour
+	defaultMaxAttempts  = 8
+	defaultRetryHorizon = 72 * time.Hour
 )
 
 // Durability says when a commit courier makes, or the application makes
@@ -53,12 +53,12 @@ const (
 // Config configures a Store. The zero value is usable.
 type Config struct {
 	// MaxAttempts is the attempt budget of a delivery enqueued without one.
-	// Defaults to DefaultMaxAttempts (Standard Webhooks' schedule length).
+	// Defaults to 8 (Standard Webhooks' schedule length).
 	MaxAttempts int
 	// RetryHorizon is how long after its first attempt is due a delivery
 	// enqueued without a deadline may still be attempted (its deadline);
 	// past it, it fails with code expired. At most MaxHorizon. Defaults to
-	// DefaultRetryHorizon.
+	// 72 hours.
 	RetryHorizon time.Duration
 	// Durability is when commits are durable. Defaults to DurabilityFull.
 	Durability Durability
@@ -106,18 +106,28 @@ type Config struct {
 	// database stamps leases on one clock whatever its own says, to within
 	// half a round trip to the server. On SQLite the database and every
 	// process writing it share one host and one clock, and the default is
-	// time.Now. Tests inject their own; WithDefaults leaves it unset, as the
+	// time.Now. Tests inject their own; withDefaults leaves it unset, as the
 	// engine decides.
 	Now func() time.Time
 }
 
-// WithDefaults returns a copy of c with every unset field at its default.
-func (c Config) WithDefaults() Config {
+// The store's errors with a fixed message, each matching its code.
+var (
+	errNotFound             = courier.NewError(courier.CodeNotFound, "not found")
+	errIdempotencyCollision = courier.NewError(courier.CodeIdempotencyCollision, "store: same identity, different content")
+	errLeaseLost            = courier.NewError(courier.CodeLeaseLost, "store: lease no longer held")
+	errContractChanged      = courier.NewError(courier.CodeContractChanged, "store: the endpoint's pinned contract differs")
+	errSchemaOutdated       = courier.NewError(courier.CodeSchemaOutdated, "store: database schema needs migrating")
+	errSchemaTooNew         = courier.NewError(courier.CodeSchemaTooNew, "store: database schema is newer than this courier")
+)
+
+// withDefaults returns a copy of c with every unset field at its default.
+func (c Config) withDefaults() Config {
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
+		c.MaxAttempts = defaultMaxAttempts
 	}
 	if c.RetryHorizon == 0 {
-		c.RetryHorizon = DefaultRetryHorizon
+		c.RetryHorizon = defaultRetryHorizon
 	}
 	if c.Profiles == nil {
 		c.Profiles = ack.Builtin
@@ -141,7 +151,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "store: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "store: "+msg)
 }
 
 func invalidArgument(msg string) error {
@@ -172,7 +182,7 @@ type Store struct {
 // engine package (github.com/courier-go/courier/store/sqlite or
 // .../store/postgres) must be imported. Open checks that courier's tables
 // are the ones this courier migrates to and were not altered:
-// ErrSchemaOutdated means Migrate must run first; it does not migrate.
+// CodeSchemaOutdated means Migrate must run first; it does not migrate.
 // Claims keep checking, and stop with schema_altered if the tables are
 // altered later (see Integrity in the package documentation).
 //
@@ -200,7 +210,7 @@ func open(ctx context.Context, db *sqlx.DB, cfg Config, local func() time.Time) 
 }
 
 func (s *Store) open(ctx context.Context, cfg Config) error {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return err
 	}
@@ -364,13 +374,13 @@ func scanAll(rows engine.Rows, dest any) error {
 
 // getRow runs a named query whose result is at most one row and scans
 // it into a struct whose db tags name the query's columns; no row is
-// ErrNotFound.
+// CodeNotFound.
 func getRow[T any](ctx context.Context, s *Store, x DBTX, name string, args map[string]any) (T, error) {
 	var rows []T
 	if err := s.selectRows(ctx, x, name, args, &rows); err != nil || len(rows) == 0 {
 		var zero T
 		if err == nil {
-			err = courier.ErrNotFound
+			err = errNotFound
 		}
 		return zero, err
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 )
 
@@ -122,12 +121,12 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 		return Subscription{}, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return Subscription{}, courier.ErrNotFound
+		return Subscription{}, errNotFound
 	}
 	return sr.Get(ctx, tx, id)
 }
 
-// Get returns one subscription, or ErrNotFound.
+// Get returns one subscription, or CodeNotFound.
 func (sr *Subscriptions) Get(ctx context.Context, tx DBTX, id int64) (Subscription, error) {
 	r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
 	if err != nil {

@@ -25,8 +25,9 @@ import (
 const runLimit = 5 * time.Minute
 
 // postTimeout bounds one POST of River's job and of the bare loop, as
-// client.DefaultTimeout bounds courier's attempts.
-const postTimeout = client.DefaultTimeout
+// courier's default attempt timeout (client.Config.Timeout, 15 seconds)
+// bounds courier's.
+const postTimeout = 15 * time.Second
 
 // notification is one unit of the shape: a notification id and the payload
 // that goes with it. Every side sends the same payloads, of the same size.

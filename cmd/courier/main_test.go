@@ -203,7 +203,7 @@ func TestEndpointsLimit(t *testing.T) {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
 	mustRun(t, exitOK, "endpoints", "limit", "-db", db, url)
-	if h, _ := s.Endpoints.Get(t.Context(), url); !h.Limits.IsZero() {
+	if h, _ := s.Endpoints.Get(t.Context(), url); h.Limits != (store.Limits{}) {
 		t.Fatalf("after removing: %+v", h.Limits)
 	}
 }

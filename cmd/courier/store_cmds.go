@@ -226,7 +226,7 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		if err := s.Outbox.Cancel(ctx, n); err != nil {
-			if errors.Is(err, courier.ErrNotFound) {
+			if errors.Is(err, courier.CodeNotFound) {
 				return fmt.Errorf("delivery %d is not pending or waiting to retry", n)
 			}
 			return err
@@ -287,7 +287,11 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err := s.Endpoints.SetLimits(ctx, url, limits); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "limits of %s: %s\n", endpoint.Redact(url), limitsText(limits.WithDefaults()))
+		h, err := s.Endpoints.Get(ctx, url)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "limits of %s: %s\n", endpoint.Redact(url), limitsText(h.Limits))
 		return nil
 	case "enable":
 		err = s.Endpoints.Enable(ctx, url)

@@ -40,7 +40,7 @@ func TestSenderGuardClosedByDefault(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		if refused := errors.Is(err, courier.ErrDestinationForbidden); refused != tc.wantRefused {
+		if refused := errors.Is(err, courier.CodeDestinationForbidden); refused != tc.wantRefused {
 			t.Errorf("allow-private=%v: refused=%v (%v), want %v", tc.allowPrivate, refused, err, tc.wantRefused)
 		}
 	}

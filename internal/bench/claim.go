@@ -18,7 +18,7 @@ import (
 const (
 	// claimLimit is the batch one measured claim takes: the worker's
 	// default batch (its default concurrency).
-	claimLimit = client.DefaultConcurrency
+	claimLimit = workerConcurrency
 	// claimsPerRound is how many claims a round makes before its leases
 	// are released: 96 rows, under a tenth of the small outbox.
 	claimsPerRound = 6

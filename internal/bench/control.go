@@ -64,7 +64,7 @@ func (d *database) fillKeyed(ctx context.Context, prefix string, n int, endpoint
 	sum := sha256.Sum256(benchPayload)
 	now := time.Now().UnixMicro()
 	if _, err := d.bulk.ExecContext(ctx, fillKeyedSQL[d.engine], n, prefix, endpoint, benchPayload, hex.EncodeToString(sum[:]),
-		now-time.Second.Microseconds(), now+store.DefaultRetryHorizon.Microseconds(), now-int64(n), now); err != nil {
+		now-time.Second.Microseconds(), now+retryHorizon.Microseconds(), now-int64(n), now); err != nil {
 		return 0, fmt.Errorf("fill %s with %d keyed rows: %w", d.label, n, err)
 	}
 	if _, err := d.bulk.ExecContext(ctx, fillKeysSQL); err != nil {

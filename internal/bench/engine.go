@@ -165,7 +165,7 @@ func (d *database) fill(ctx context.Context, prefix string, n int, endpoint stri
 	sum := sha256.Sum256(payload)
 	now := time.Now().UnixMicro()
 	due := now - time.Second.Microseconds()
-	deadline := now + store.DefaultRetryHorizon.Microseconds()
+	deadline := now + retryHorizon.Microseconds()
 	if _, err := d.bulk.ExecContext(ctx, fillSQL[d.engine], n, prefix, endpoint, payload, hex.EncodeToString(sum[:]),
 		due, deadline, now-int64(n), now); err != nil {
 		return 0, fmt.Errorf("fill %s with %d rows: %w", d.label, n, err)

@@ -30,7 +30,7 @@ func benchEnqueue(ctx context.Context, e *engine, z sizes) (row, error) {
 	insert := d.db.Rebind(`INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256,
     profile, key_id, status, priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
 VALUES (?, ?, ?, '', ?, 'courier', '', 'pending', 0, 0, ?, ?, ?, ?, ?)`)
-	horizon := store.DefaultRetryHorizon.Microseconds()
+	horizon := retryHorizon.Microseconds()
 
 	plain := func(id string) error {
 		now := time.Now().UnixMicro()
@@ -40,7 +40,7 @@ VALUES (?, ?, ?, '', ?, 'courier', '', 'pending', 0, 0, ?, ?, ?, ?, ?)`)
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, insert, id, enqueueEndpoint, benchPayload, hex.EncodeToString(sum[:]),
-			store.DefaultMaxAttempts, now, now+horizon, now, now); err != nil {
+			maxAttempts, now, now+horizon, now, now); err != nil {
 			tx.Rollback()
 			return err
 		}

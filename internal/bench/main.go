@@ -38,7 +38,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/benchkit"
 )
 
@@ -94,7 +93,7 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&run, "run", strings.Join(figures, ","), "figures to measure, comma-separated: "+strings.Join(figures, ",")+
 		"; and, only when named, "+strings.Join(controlFigures, ","))
-	flag.IntVar(&o.concurrency, "concurrency", client.DefaultConcurrency, "worker concurrency, and that of the bare POST loop it is compared with")
+	flag.IntVar(&o.concurrency, "concurrency", workerConcurrency, "worker concurrency, and that of the bare POST loop it is compared with")
 	flag.IntVar(&o.pgPool, "pgpool", 32, "PostgreSQL connection pool: SetMaxOpenConns and SetMaxIdleConns (0 keeps database/sql's defaults: unlimited open, 2 idle)")
 	flag.Parse()
 	o.engines = strings.Split(engines, ",")
@@ -235,3 +234,11 @@ func benchmark(ctx context.Context, o options) error {
 	printTable(os.Stdout, rows)
 	return nil
 }
+
+// The defaults of a Store and a Worker that the bench writes rows with or
+// measures against.
+const (
+	workerConcurrency = 16             // client.Config.Concurrency
+	retryHorizon      = 72 * time.Hour // store.Config.RetryHorizon
+	maxAttempts       = 8              // store.Config.MaxAttempts
+)

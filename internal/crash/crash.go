@@ -190,11 +190,17 @@ func Guard(addr string) (client.Guard, error) {
 	}, nil
 }
 
+// terminalStatuses are the values of ack.Terminal.TerminalStatus.
+var terminalStatuses = []string{
+	"cancelled", "deleted", "deletion_failed", "localization_failed",
+	"publication_blocked", "publication_failed", "published", "superseded",
+}
+
 // Notification returns the i-th terminal notification of the run with
 // the given seed and its payload bytes. The same (seed, i) gives the same
 // notification in every process.
 func Notification(seed uint64, i int) (ack.Terminal, []byte, error) {
-	statuses := ack.TerminalStatuses()
+	statuses := terminalStatuses
 	status := statuses[i%len(statuses)]
 	var lifecycle *string
 	if status != "cancelled" && status != "superseded" {

@@ -21,7 +21,7 @@ type DBTX interface {
 type Inbox interface {
 	// Record records k inside tx, or reports what is already recorded. A
 	// key recorded with another payload digest is
-	// courier.ErrIdempotencyCollision, with nothing written. A concurrent
+	// courier.CodeIdempotencyCollision, with nothing written. A concurrent
 	// duplicate waits for the first transaction and then sees it
 	// completed.
 	Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, error)
@@ -36,7 +36,7 @@ type Inbox interface {
 	// fenced, so only one completes.
 	Claim(ctx context.Context, k InboxKey, stale time.Duration) (Receipt, InboxClaim, error)
 	// CompleteClaim stores the answer for a claim inside tx; a claim taken
-	// over meanwhile is courier.ErrLeaseLost.
+	// over meanwhile is courier.CodeLeaseLost.
 	CompleteClaim(ctx context.Context, tx DBTX, c InboxClaim, answer []byte) error
 	// ReleaseClaim gives a claim back after processing failed, so the
 	// sender's retry processes the notification again.

@@ -54,7 +54,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return courier.Wrap(courier.ErrConfigInvalid, courier.CodeConfigInvalid, "testserver: "+msg)
+	return courier.NewError(courier.CodeConfigInvalid, "testserver: "+msg)
 }
 
 // Stats counts what the server did: couriertest.Stats for the fault layer,

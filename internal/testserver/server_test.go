@@ -182,8 +182,8 @@ func TestNewUnstartedValidatesConfig(t *testing.T) {
 		"no verifier": {Store: st},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := testserver.NewUnstarted(cfg); !errors.Is(err, courier.ErrConfigInvalid) {
-				t.Fatalf("err = %v, want ErrConfigInvalid", err)
+			if _, err := testserver.NewUnstarted(cfg); !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Fatalf("err = %v, want CodeConfigInvalid", err)
 			}
 		})
 	}
@@ -285,8 +285,8 @@ func TestFaults(t *testing.T) {
 				if _, err := ack.Parse(got.body); err != nil {
 					t.Fatalf("altered ack does not parse: %v", err)
 				}
-				if err := b.verifyAck(id, payload, got.body); !errors.Is(err, courier.ErrAckInvalid) {
-					t.Fatalf("verify altered ack: %v, want ErrAckInvalid", err)
+				if err := b.verifyAck(id, payload, got.body); !errors.Is(err, courier.CodeAckInvalid) {
+					t.Fatalf("verify altered ack: %v, want CodeAckInvalid", err)
 				}
 			},
 			committed: true,

@@ -120,8 +120,8 @@ func TestPgxEnqueueCommitsWithTheTransactionAndIsDelivered(t *testing.T) {
 			return err
 		}
 		// Not committed: another connection sees nothing yet.
-		if _, err := app.s.Outbox.Lookup(ctx, "o-1", srv.URL+"/hook"); !errors.Is(err, courier.ErrNotFound) {
-			t.Errorf("before commit: Lookup = %v, want ErrNotFound", err)
+		if _, err := app.s.Outbox.Lookup(ctx, "o-1", srv.URL+"/hook"); !errors.Is(err, courier.CodeNotFound) {
+			t.Errorf("before commit: Lookup = %v, want CodeNotFound", err)
 		}
 		return nil
 	})
@@ -216,7 +216,7 @@ func TestPgxRollbackLeavesNothing(t *testing.T) {
 
 // TestPgxIdempotencyIsDatabaseSQLs: the same delivery enqueued through
 // database/sql and then through pgx is one row, Existed; another payload
-// under its identity is ErrIdempotencyCollision either way, the row
+// under its identity is CodeIdempotencyCollision either way, the row
 // unchanged; and pgx's validation is Enqueue's.
 func TestPgxIdempotencyIsDatabaseSQLs(t *testing.T) {
 	t.Parallel()
@@ -263,8 +263,8 @@ func TestPgxIdempotencyIsDatabaseSQLs(t *testing.T) {
 			_, err = app.s.Outbox.Enqueue(ctx, tx, other)
 			_ = tx.Rollback()
 		}
-		if !errors.Is(err, courier.ErrIdempotencyCollision) {
-			t.Errorf("%s: another payload = %v, want ErrIdempotencyCollision", via, err)
+		if !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Errorf("%s: another payload = %v, want CodeIdempotencyCollision", via, err)
 		}
 	}
 	d, err := app.s.Outbox.Lookup(ctx, "n-1", "https://hooks.example/a")

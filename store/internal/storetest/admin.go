@@ -47,7 +47,7 @@ func testAdmin(t *testing.T, open OpenFunc) {
 	if d := b.get(t, ids[0]); d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
 		t.Fatalf("cancelled row is %s/%s", d.Status, d.LastErrorCode)
 	}
-	if err := b.store.Outbox.Cancel(b.ctx, ids[0]); !errors.Is(err, courier.ErrNotFound) {
+	if err := b.store.Outbox.Cancel(b.ctx, ids[0]); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("second Cancel = %v", err)
 	}
 	// Prune removes exactly what is past its age, in bounded batches.

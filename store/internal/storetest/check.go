@@ -87,7 +87,7 @@ func testSchemaAlteredStopsClaims(t *testing.T, open OpenFunc) {
 	b.clock.Advance(time.Minute)
 	for range 2 { // and again: the verdict holds until the schema changes
 		c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
-		if courier.CodeOf(err) != courier.CodeSchemaAltered || !errors.Is(err, courier.ErrSchemaAltered) || len(c) != 0 {
+		if courier.CodeOf(err) != courier.CodeSchemaAltered || !errors.Is(err, courier.CodeSchemaAltered) || len(c) != 0 {
 			t.Fatalf("Claim on an altered schema = %d rows, %v; want none, schema_altered", len(c), err)
 		}
 	}

@@ -117,8 +117,8 @@ func testCommandIdempotent(t *testing.T, open OpenFunc) {
 	otherSource.Payload = command(t, "change", "r1", digestA, 6, `{"title":"x"}`)
 	otherDelivery.MaxAttempts = 5
 	for name, q := range map[string]store.CommandParams{"body": otherBody, "source_max_attempts": otherSource, "delivery budget": otherDelivery} {
-		if _, err := b.enqueueCommand(t, q); !errors.Is(err, courier.ErrIdempotencyCollision) {
-			t.Fatalf("other %s: EnqueueCommand = %v, want ErrIdempotencyCollision", name, err)
+		if _, err := b.enqueueCommand(t, q); !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Fatalf("other %s: EnqueueCommand = %v, want CodeIdempotencyCollision", name, err)
 		}
 	}
 	if after := b.get(t, first.ID); string(after.Payload) != string(before.Payload) || after.MaxAttempts != 4 || !after.UpdatedAt.Equal(before.UpdatedAt) {
@@ -172,7 +172,7 @@ func testCommandValidatedWhole(t *testing.T, open OpenFunc) {
 		_, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: tc.payload})
 		var ve *ack.ValidationError
 		switch {
-		case courier.CodeOf(err) != courier.CodeRequestInvalid || !errors.Is(err, courier.ErrPayloadInvalid):
+		case courier.CodeOf(err) != courier.CodeRequestInvalid || !errors.Is(err, courier.CodePayloadInvalid):
 			t.Errorf("%s: EnqueueCommand = %v, want request_invalid", name, err)
 		case !errors.As(err, &ve) || !slices.Contains(ve.Fields, ack.FieldError{Field: tc.field, Rule: tc.rule}):
 			t.Errorf("%s: EnqueueCommand = %v, want field %q rule %q named", name, err, tc.field, tc.rule)
@@ -180,7 +180,7 @@ func testCommandValidatedWhole(t *testing.T, open OpenFunc) {
 			t.Errorf("%s: the error quotes the payload: %v", name, err)
 		}
 	}
-	if _, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); !errors.Is(err, courier.ErrNotFound) {
+	if _, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("a refused command pinned the endpoint's contract: %v", err)
 	}
 	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
@@ -234,8 +234,8 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 		t.Fatalf("Health = %s/%s mismatches %d, want blocked/contract_changed 1", h.Status, h.Code, h.ContractMismatches)
 	}
 	// A new command under the old digest is refused; the same one again is a no-op.
-	if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestA, 5, `{}`)}); !errors.Is(err, store.ErrContractChanged) {
-		t.Fatalf("command under the old digest = %v, want ErrContractChanged", err)
+	if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestA, 5, `{}`)}); !errors.Is(err, courier.CodeContractChanged) {
+		t.Fatalf("command under the old digest = %v, want CodeContractChanged", err)
 	}
 	if e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{}`)}); !e.Existed {
 		t.Fatal("re-enqueue of a held-back command was not a no-op")
@@ -282,7 +282,7 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, "nothex"); courier.CodeOf(err) != courier.CodeInvalidArgument {
 		t.Fatalf("Pin of a bad digest = %v", err)
 	}
-	if _, err := b.store.Contracts.Get(b.ctx, "https://unpinned.example/"); !errors.Is(err, courier.ErrNotFound) {
+	if _, err := b.store.Contracts.Get(b.ctx, "https://unpinned.example/"); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("Get of an unpinned endpoint = %v", err)
 	}
 }

@@ -22,6 +22,8 @@ import (
 const (
 	slowEndpoint = "https://slow.example/hooks"
 	fastEndpoint = "https://fast.example/hooks"
+	// retryHorizon is a Store's default Config.RetryHorizon.
+	retryHorizon = 72 * time.Hour
 )
 
 // at returns enqueue parameters for a delivery to endpoint.
@@ -381,15 +383,15 @@ func testOrderingFailedHeadHoldsKey(t *testing.T, open OpenFunc) {
 	if err := b.fail(p[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Outbox.Cancel(b.ctx, p[0].DeliveryID); !errors.Is(err, courier.ErrNotFound) {
-		t.Fatalf("Cancel of a failed delivery without a key = %v, want ErrNotFound", err)
+	if err := b.store.Outbox.Cancel(b.ctx, p[0].DeliveryID); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("Cancel of a failed delivery without a key = %v, want CodeNotFound", err)
 	}
 	// k2's deadline passes while it is leased and retried: the claim that
 	// reaches it ends it expired, and it holds the key.
 	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeTimeout, Delay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(store.DefaultRetryHorizon)
+	b.clock.Advance(retryHorizon)
 	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
 		t.Fatalf("claimed %v past k2's deadline", ids(got))
 	}
@@ -455,8 +457,8 @@ func testOrderingKeyInvalid(t *testing.T, open OpenFunc) {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Enqueue(b.ctx, tx, keyed("n", k))
 		tx.Rollback()
-		if !errors.Is(err, courier.ErrIdempotencyCollision) {
-			t.Errorf("the same delivery under key %q: %v, want ErrIdempotencyCollision", k, err)
+		if !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Errorf("the same delivery under key %q: %v, want CodeIdempotencyCollision", k, err)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/store"
@@ -197,9 +199,9 @@ func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 	}
 	other := withAmount("sealed-1")
 	other.Payload = amount(secret + 1)
-	if _, err := rotated.store.Outbox.Enqueue(b.ctx, tx, other); !errors.Is(err, courier.ErrIdempotencyCollision) {
+	if _, err := rotated.store.Outbox.Enqueue(b.ctx, tx, other); !errors.Is(err, courier.CodeIdempotencyCollision) {
 		tx.Rollback()
-		t.Fatalf("another payload under the same identity after a rotation = %v, want ErrIdempotencyCollision", err)
+		t.Fatalf("another payload under the same identity after a rotation = %v, want CodeIdempotencyCollision", err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -246,7 +248,7 @@ func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 	} else if cents, ok := guessAck("plain", d); !ok || cents != secret {
 		t.Fatalf("the dictionary does not recover a plaintext row's payload from its Ack digest (got %d, %v): the test proves nothing", cents, ok)
 	}
-	if d := rotated.get(t, ids["sealed-1"]).AckSHA256; d == "" || !ack.IsDigest(d) {
+	if d := rotated.get(t, ids["sealed-1"]).AckSHA256; d == "" || !wire.IsDigest(d) {
 		t.Fatalf("a sealed row stores Ack digest %q, want a keyed digest", d)
 	} else if cents, ok := guessAck("sealed-1", d); ok {
 		t.Fatalf("a sealed row's Ack digest is the SHA-256 of the Ack of the guess %d", cents)
@@ -269,7 +271,7 @@ func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 	tx = after.begin(t)
 	defer tx.Rollback()
 	_, err = after.store.Outbox.Enqueue(b.ctx, tx, withAmount("retired"))
-	if !errors.Is(err, courier.ErrIdempotencyCollision) || !strings.Contains(err.Error(), "k1") {
+	if !errors.Is(err, courier.CodeIdempotencyCollision) || !strings.Contains(err.Error(), "k1") {
 		t.Fatalf("the same enqueue of a row whose key is retired = %v, want an idempotency collision naming key k1", err)
 	}
 }

@@ -59,7 +59,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 	tx = b.begin(t)
 	_, err = in.Record(b.ctx, tx, other)
 	tx.Rollback()
-	if !errors.Is(err, courier.ErrIdempotencyCollision) {
+	if !errors.Is(err, courier.CodeIdempotencyCollision) {
 		t.Fatalf("collision Record = %v", err)
 	}
 
@@ -90,7 +90,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 	}
 	collides := done
 	collides.PayloadSHA256 = digest("other")
-	if _, err := in.RecordCompleted(b.ctx, tx, collides, doneAck); !errors.Is(err, courier.ErrIdempotencyCollision) {
+	if _, err := in.RecordCompleted(b.ctx, tx, collides, doneAck); !errors.Is(err, courier.CodeIdempotencyCollision) {
 		t.Fatalf("RecordCompleted of another body = %v, want a collision", err)
 	}
 	tx.Rollback()
@@ -259,7 +259,7 @@ func testInboxClaim(t *testing.T, open OpenFunc) {
 	}
 	other := k
 	other.PayloadSHA256 = digest("other")
-	if _, _, err := in.Claim(b.ctx, other, time.Minute); !errors.Is(err, courier.ErrIdempotencyCollision) {
+	if _, _, err := in.Claim(b.ctx, other, time.Minute); !errors.Is(err, courier.CodeIdempotencyCollision) {
 		t.Fatalf("other body = %v, want a collision", err)
 	}
 	// The first receiver stalls past the staleness window: taken over.
@@ -269,8 +269,8 @@ func testInboxClaim(t *testing.T, open OpenFunc) {
 		t.Fatalf("Claim of a stale record = %+v, %v, want a takeover", r, err)
 	}
 	tx := b.begin(t)
-	if err := in.CompleteClaim(b.ctx, tx, first, []byte("late")); !errors.Is(err, courier.ErrLeaseLost) {
-		t.Fatalf("completing a taken-over claim = %v, want ErrLeaseLost", err)
+	if err := in.CompleteClaim(b.ctx, tx, first, []byte("late")); !errors.Is(err, courier.CodeLeaseLost) {
+		t.Fatalf("completing a taken-over claim = %v, want CodeLeaseLost", err)
 	}
 	tx.Rollback()
 	tx = b.begin(t)

@@ -31,8 +31,8 @@ func testLookupByIdentity(t *testing.T, open OpenFunc) {
 		t.Fatalf("Lookup = %+v, %v; want delivery %d with its payload opened", d, err, ids[1])
 	}
 	for _, miss := range [][2]string{{"order-9", endpoints[0]}, {"order-7", "https://d.example/h"}} {
-		if _, err := b.store.Outbox.Lookup(b.ctx, miss[0], miss[1]); !errors.Is(err, courier.ErrNotFound) {
-			t.Fatalf("Lookup(%s, %s) = %v, want ErrNotFound", miss[0], miss[1], err)
+		if _, err := b.store.Outbox.Lookup(b.ctx, miss[0], miss[1]); !errors.Is(err, courier.CodeNotFound) {
+			t.Fatalf("Lookup(%s, %s) = %v, want CodeNotFound", miss[0], miss[1], err)
 		}
 	}
 

@@ -53,8 +53,8 @@ func testSchemaAlteredNamesTableAndColumn(t *testing.T, open OpenFunc) {
 				s.Close()
 				return
 			}
-			if !errors.Is(err, courier.ErrSchemaAltered) || courier.CodeOf(err) != courier.CodeSchemaAltered {
-				t.Fatalf("Open = %v, want ErrSchemaAltered", err)
+			if !errors.Is(err, courier.CodeSchemaAltered) || courier.CodeOf(err) != courier.CodeSchemaAltered {
+				t.Fatalf("Open = %v, want CodeSchemaAltered", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -205,8 +205,8 @@ func testMigrateTxFromSQLTx(t *testing.T, open OpenFunc, migrateTx func(context.
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
-		t.Fatalf("Open after a rolled-back MigrateTx = %v, want ErrSchemaOutdated", err)
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaOutdated) {
+		t.Fatalf("Open after a rolled-back MigrateTx = %v, want CodeSchemaOutdated", err)
 	}
 	for range 2 { // the second is a no-op
 		tx, err := db.DB.BeginTx(ctx, nil)

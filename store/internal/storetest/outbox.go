@@ -18,8 +18,8 @@ import (
 func testSchema(t *testing.T, open OpenFunc) {
 	db := open(t)
 	ctx := t.Context()
-	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
-		t.Fatalf("Open before Migrate = %v, want ErrSchemaOutdated", err)
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaOutdated) {
+		t.Fatalf("Open before Migrate = %v, want CodeSchemaOutdated", err)
 	}
 	// MigrateTx inside a transaction that rolls back leaves nothing.
 	tx, err := db.BeginTxx(ctx, nil)
@@ -32,8 +32,8 @@ func testSchema(t *testing.T, open OpenFunc) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaOutdated) {
-		t.Fatalf("Open after a rolled-back MigrateTx = %v, want ErrSchemaOutdated", err)
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaOutdated) {
+		t.Fatalf("Open after a rolled-back MigrateTx = %v, want CodeSchemaOutdated", err)
 	}
 	for range 2 { // the second run is a no-op
 		if err := store.Migrate(ctx, db); err != nil {
@@ -46,17 +46,17 @@ func testSchema(t *testing.T, open OpenFunc) {
 	if _, err := db.ExecContext(ctx, "ALTER TABLE courier_outbox ADD COLUMN surprise INTEGER"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaAltered) {
-		t.Fatalf("Open on an altered schema = %v, want ErrSchemaAltered", err)
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaAltered) {
+		t.Fatalf("Open on an altered schema = %v, want CodeSchemaAltered", err)
 	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO courier_schema (version, applied_at) VALUES (999, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.ErrSchemaTooNew) {
-		t.Fatalf("Open on a newer schema = %v, want ErrSchemaTooNew", err)
+	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaTooNew) {
+		t.Fatalf("Open on a newer schema = %v, want CodeSchemaTooNew", err)
 	}
-	if err := store.Migrate(ctx, db); !errors.Is(err, courier.ErrSchemaTooNew) {
-		t.Fatalf("Migrate on a newer schema = %v, want ErrSchemaTooNew", err)
+	if err := store.Migrate(ctx, db); !errors.Is(err, courier.CodeSchemaTooNew) {
+		t.Fatalf("Migrate on a newer schema = %v, want CodeSchemaTooNew", err)
 	}
 }
 
@@ -132,8 +132,8 @@ func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Enqueue(b.ctx, tx, q)
 		tx.Rollback()
-		if !errors.Is(err, courier.ErrIdempotencyCollision) {
-			t.Fatalf("different %s: Enqueue = %v, want ErrIdempotencyCollision", name, err)
+		if !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Fatalf("different %s: Enqueue = %v, want CodeIdempotencyCollision", name, err)
 		}
 	}
 	if after := b.get(t, first.ID); string(after.Payload) != string(before.Payload) || after.PayloadSHA256 != before.PayloadSHA256 || after.MaxAttempts != before.MaxAttempts || !after.UpdatedAt.Equal(before.UpdatedAt) {
@@ -240,7 +240,7 @@ func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 		if !d.NextAttemptAt.Equal(first) {
 			t.Errorf("%s: first attempt at %v, want %v", name, d.NextAttemptAt, first)
 		}
-		if p.Deadline.IsZero() && !d.Deadline.Equal(first.Add(store.DefaultRetryHorizon)) {
+		if p.Deadline.IsZero() && !d.Deadline.Equal(first.Add(retryHorizon)) {
 			t.Errorf("%s: deadline %v, want the first attempt plus the retry horizon", name, d.Deadline)
 		}
 	}
@@ -287,8 +287,8 @@ func testStaleLease(t *testing.T, open OpenFunc) {
 		}
 		// Expired but not yet reclaimed: already void.
 		b.clock.Advance(10 * time.Second)
-		if err := settle(stale[0].Lease); !errors.Is(err, courier.ErrLeaseLost) {
-			t.Fatalf("%s after expiry = %v, want ErrLeaseLost", name, err)
+		if err := settle(stale[0].Lease); !errors.Is(err, courier.CodeLeaseLost) {
+			t.Fatalf("%s after expiry = %v, want CodeLeaseLost", name, err)
 		}
 		// Reclaimed and claimed by a newer worker, who completes.
 		b.clock.Advance(5 * time.Second) // past the first retry's backoff
@@ -296,14 +296,14 @@ func testStaleLease(t *testing.T, open OpenFunc) {
 		if len(fresh) != 1 || fresh[0].DeliveryID != e.ID || fresh[0].Attempt != 2 || fresh[0].Token == stale[0].Token {
 			t.Fatalf("%s: reclaim = %+v", name, fresh)
 		}
-		if err := settle(stale[0].Lease); !errors.Is(err, courier.ErrLeaseLost) {
-			t.Fatalf("%s after reclaim = %v, want ErrLeaseLost", name, err)
+		if err := settle(stale[0].Lease); !errors.Is(err, courier.CodeLeaseLost) {
+			t.Fatalf("%s after reclaim = %v, want CodeLeaseLost", name, err)
 		}
 		if err := b.complete(fresh[0].Lease, "fresh"); err != nil {
 			t.Fatalf("%s: newer Complete: %v", name, err)
 		}
-		if err := settle(stale[0].Lease); !errors.Is(err, courier.ErrLeaseLost) {
-			t.Fatalf("%s after the newer outcome = %v, want ErrLeaseLost", name, err)
+		if err := settle(stale[0].Lease); !errors.Is(err, courier.CodeLeaseLost) {
+			t.Fatalf("%s after the newer outcome = %v, want CodeLeaseLost", name, err)
 		}
 		if d := b.get(t, e.ID); d.Status != courier.StatusSucceeded || d.AckSHA256 != "fresh" {
 			t.Fatalf("%s: row is %s ack %q, want the newer outcome", name, d.Status, d.AckSHA256)
@@ -525,7 +525,7 @@ func testAttemptsLog(t *testing.T, open OpenFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != courier.StatusRetryWait || res[0].Err != nil || !errors.Is(res[1].Err, courier.ErrLeaseLost) {
+	if res[0].Status != courier.StatusRetryWait || res[0].Err != nil || !errors.Is(res[1].Err, courier.CodeLeaseLost) {
 		t.Fatalf("Settle = %+v", res)
 	}
 	b.clock.Advance(time.Hour)

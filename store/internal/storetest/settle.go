@@ -67,7 +67,7 @@ func testSettleBatch(t *testing.T, open OpenFunc) {
 	for i, w := range want {
 		g := got[i]
 		if w.leaseErr {
-			if !errors.Is(g.Err, courier.ErrLeaseLost) {
+			if !errors.Is(g.Err, courier.CodeLeaseLost) {
 				t.Errorf("outcome %d: %+v, want lease lost", i, g)
 			}
 			continue

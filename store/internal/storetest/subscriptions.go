@@ -166,7 +166,7 @@ func testSuppression(t *testing.T, open OpenFunc) {
 			t.Fatalf("suppressed with %s", c)
 		}
 	}
-	if _, err := subs.Update(b.ctx, b.db, 9999, subscription("acme", "https://x.example", "k", "*")); !errors.Is(err, courier.ErrNotFound) {
+	if _, err := subs.Update(b.ctx, b.db, 9999, subscription("acme", "https://x.example", "k", "*")); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("Update of a missing subscription = %v", err)
 	}
 }

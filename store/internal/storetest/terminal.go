@@ -38,7 +38,7 @@ func ptr[T any](v T) *T { return &v }
 
 // testTerminalNotificationsAreKeyedByEvent: the outbox refuses a second,
 // different terminal notification for an event it holds one for at that
-// endpoint (ErrIdempotencyCollision, nothing written), as the reference
+// endpoint (CodeIdempotencyCollision, nothing written), as the reference
 // keys them by event_id; the same notification again is a no-op, and
 // other endpoints and other events are other deliveries.
 func testTerminalNotificationsAreKeyedByEvent(t *testing.T, open OpenFunc) {
@@ -56,8 +56,8 @@ func testTerminalNotificationsAreKeyedByEvent(t *testing.T, open OpenFunc) {
 		t.Helper()
 		tx := b.begin(t)
 		defer tx.Rollback()
-		if _, err := b.store.Outbox.Enqueue(b.ctx, tx, p); !errors.Is(err, courier.ErrIdempotencyCollision) {
-			t.Fatalf("%s: Enqueue = %v, want ErrIdempotencyCollision", name, err)
+		if _, err := b.store.Outbox.Enqueue(b.ctx, tx, p); !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Fatalf("%s: Enqueue = %v, want CodeIdempotencyCollision", name, err)
 		}
 	}
 	collides("another status for the event", failed)
@@ -66,8 +66,8 @@ func testTerminalNotificationsAreKeyedByEvent(t *testing.T, open OpenFunc) {
 	tx := b.begin(t)
 	_, err := b.store.Outbox.EnqueueMany(b.ctx, tx, []store.EnqueueParams{terminalNote(t, "evt-2", "published"), terminalNote(t, "evt-2", "cancelled")})
 	tx.Rollback()
-	if !errors.Is(err, courier.ErrIdempotencyCollision) {
-		t.Fatalf("two notifications for one event in one batch = %v, want ErrIdempotencyCollision", err)
+	if !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Fatalf("two notifications for one event in one batch = %v, want CodeIdempotencyCollision", err)
 	}
 
 	// Another endpoint, another event: other deliveries.

@@ -1,0 +1,49 @@
+// Package wire holds the lexical checks of courier's wire formats that
+// several packages apply: tokens, digests and the attempt header. Package
+// ack documents the formats; this package only recognizes them.
+package wire
+
+import "strconv"
+
+// IsDigest reports whether s is a digest as ack.Digest writes it: 64
+// lowercase hex characters.
+func IsDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsToken reports whether s is a token: a notification id, key id or code:
+// 1 to 256 characters of A-Z a-z 0-9 _ . : -.
+func IsToken(s string) bool {
+	if len(s) == 0 || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseAttempt reads a Courier-Attempt header value: a decimal integer
+// 1..1000 without leading zeros.
+func ParseAttempt(s string) (int, bool) {
+	if s == "" || len(s) > 4 || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, false
+	}
+	return n, true
+}
