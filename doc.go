@@ -16,9 +16,10 @@
 //
 // # Tracing
 //
-// Tracer is the seam a tracing system plugs into: each part takes one in a
-// config field named Tracer (store.Config, client.Config and the handler
-// package's configs). A delivery keeps the W3C trace context of the
+// Tracer is the seam a tracing system plugs into. It is set once, on a
+// Store (store.Config.Tracer), and traces everything built on that Store:
+// its enqueues, the workers that deliver its outbox and the receivers
+// that record into its inbox. A delivery keeps the W3C trace context of the
 // transaction that enqueued it, every attempt sends it (traceparent,
 // tracestate), and the receiver continues it, so one trace runs from the
 // business transaction to the receiver's function. The module

@@ -226,7 +226,7 @@ func newSigner(t *testing.T) signature.Signer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	s, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}

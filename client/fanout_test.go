@@ -35,7 +35,7 @@ func TestFanOutSignsPerSubscription(t *testing.T) {
 	var verified atomic.Int32
 	for i := range 3 {
 		key, _ := signature.ParseStandardWebhooksKey(fmt.Sprintf("sub-key-%d", i), signature.NewStandardWebhooksSecret())
-		signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+		signer, _ := signature.NewStandardWebhooksSigner(key)
 		verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "s", Keys: []signature.StandardWebhooksKey{key}})
 		signers[key.ID()] = signer
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +130,7 @@ func TestBreakerPausesFailingEndpoint(t *testing.T) {
 	tx.Commit()
 	g1, g2 := loopbackGuard(t, bad.URL), loopbackGuard(t, good.URL)
 	key, _ := signature.ParseStandardWebhooksKey("k", signature.NewStandardWebhooksSecret())
-	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, _ := signature.NewStandardWebhooksSigner(key)
 	// One delivery per claim: a row claimed before the breaker opened
 	// would still go out.
 	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Concurrency: 1, BatchSize: 1,

@@ -54,7 +54,7 @@ func TestWorkerVerifiesWithTheStoresProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestPruneDuringDeliveryRun(t *testing.T) {
 	}
 	t.Cleanup(func() { receiver.Close() })
 	key, _ := signature.ParseStandardWebhooksKey("k", signature.NewStandardWebhooksSecret())
-	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, _ := signature.NewStandardWebhooksSigner(key)
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "s", Keys: []signature.StandardWebhooksKey{key}})
 	srv, err := testserver.New(testserver.Config{Store: receiver, Verifier: verifier})
 	if err != nil {

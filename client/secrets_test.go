@@ -65,7 +65,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong, _ := signature.ParseStandardWebhooksKey("k0", signature.NewStandardWebhooksSecret())
-	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, _ := signature.NewStandardWebhooksSigner(key)
 
 	var servers []*testserver.Server
 	for i, k := range []signature.StandardWebhooksKey{key, wrong} {
@@ -94,7 +94,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	var events []client.Event
 	var mu sync.Mutex
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: logger, Tracer: rec, Transport: loopbackGuards(t, servers).Transport(),
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: logger, Transport: loopbackGuards(t, servers).Transport(),
 		Backoff: client.ExponentialBackoff(time.Millisecond, time.Millisecond, 0),
 		Hook:    func(e client.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 	if err != nil {

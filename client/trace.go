@@ -14,10 +14,10 @@ import (
 // claim claims a batch of at most limit deliveries, in a courier.claim
 // span when the worker traces.
 func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
-	if w.cfg.Tracer == nil {
+	if w.tracer == nil {
 		return w.outbox.Claim(ctx, w.claimParams(limit))
 	}
-	ctx, span := w.cfg.Tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
+	ctx, span := w.tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
 	defer span.End()
 	batch, err := w.outbox.Claim(ctx, w.claimParams(limit))
 	if err != nil {
@@ -48,10 +48,10 @@ func settleSpan(t courier.Tracer, settle func(context.Context, ...protocol.Outco
 // child of the trace context c was enqueued in. Its attributes name the
 // endpoint as endpoint.Redact does, never with a credential.
 func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.Context, courier.Span) {
-	if w.cfg.Tracer == nil {
+	if w.tracer == nil {
 		return ctx, nil
 	}
-	ctx = tracing.Extract(w.cfg.Tracer, ctx, c.Trace)
+	ctx = tracing.Extract(w.tracer, ctx, c.Trace)
 	attrs := append(tracing.Server(c.Endpoint),
 		slog.String(tracing.AttrHTTPMethod, http.MethodPost),
 		slog.String(tracing.AttrURLFull, endpoint.Redact(c.Endpoint)),
@@ -59,7 +59,7 @@ func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.
 		slog.String(tracing.AttrNotificationID, c.NotificationID),
 		slog.Int(tracing.AttrAttempt, c.Attempt),
 	)
-	return w.cfg.Tracer.Start(ctx, tracing.SpanHTTP, courier.SpanClient, attrs...)
+	return w.tracer.Start(ctx, tracing.SpanHTTP, courier.SpanClient, attrs...)
 }
 
 // endAttempt records the attempt's outcome on its span and ends it: the
@@ -90,7 +90,7 @@ func endAttempt(span courier.Span, oc protocol.Outcome) {
 // signing scheme covers these headers, so they do not change what is
 // signed.
 func (w *Worker) traceHeaders(ctx context.Context, req *http.Request, c protocol.Claimed) {
-	tc := tracing.Inject(w.cfg.Tracer, ctx)
+	tc := tracing.Inject(w.tracer, ctx)
 	if tc.Parent == "" {
 		tc = tracing.Check(c.Trace)
 	}

@@ -35,6 +35,7 @@ func (o tracedOrder) DedupeKey() string { return o.ID }
 type traceBundle struct {
 	rec     *tracingtest.Recorder
 	sender  *store.Store
+	path    string // the sender's database
 	srv     *httptest.Server
 	mu      sync.Mutex
 	parents []string // traceparent of each request, in order
@@ -45,7 +46,8 @@ func setupTrace(t *testing.T, keys func(origin string) couriertest.Keys, fail503
 	t.Helper()
 	b := &traceBundle{rec: &tracingtest.Recorder{}, applied: make(chan struct{}, 10)}
 	var err error
-	b.sender, err = sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: b.rec})
+	b.path = filepath.Join(t.TempDir(), "sender.db")
+	b.sender, err = sqlite.Open(t.Context(), b.path, store.Config{Tracer: b.rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +102,20 @@ func (b *traceBundle) enqueue(t *testing.T, endpoint string) (request, enqueue *
 	return span.(*tracingtest.Span), b.rec.Named(tracing.SpanEnqueue)[0]
 }
 
-func (b *traceBundle) drain(t *testing.T, k couriertest.Keys, tracer courier.Tracer) {
+// drain delivers the sender's outbox with a worker over the sender's
+// Store, which traces, or with traced false over a second Store on the
+// same database that does not: a worker process without a tracer.
+func (b *traceBundle) drain(t *testing.T, k couriertest.Keys, traced bool) {
 	t.Helper()
-	w, err := client.NewWorker(client.Config{Store: b.sender, Signer: k.Signer, Tracer: tracer,
+	s := b.sender
+	if !traced {
+		var err error
+		if s, err = sqlite.Open(t.Context(), b.path, store.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: k.Signer,
 		Transport: couriertest.Guard(b.srv.URL).Transport(), Backoff: func(int, time.Duration) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +139,7 @@ func TestAttemptSpansContinueTheEnqueuedTrace(t *testing.T) {
 	if enq.Parent != request.Context {
 		t.Fatalf("enqueue span's parent = %v, want the request's %v", enq.Parent, request.Context)
 	}
-	b.drain(t, k, b.rec)
+	b.drain(t, k, true)
 	<-b.applied
 
 	var attempts []*tracingtest.Span
@@ -182,7 +195,7 @@ func TestAttemptsSendTheStoredTraceContextWithoutATracer(t *testing.T) {
 	t.Parallel()
 	b, k := setupTrace(t, func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") }, true)
 	_, enq := b.enqueue(t, b.srv.URL+"/hooks")
-	b.drain(t, k, nil)
+	b.drain(t, k, false)
 	<-b.applied
 	if len(b.parents) != 2 || b.parents[0] != enq.Context.Parent || b.parents[1] != enq.Context.Parent {
 		t.Fatalf("requests carried traceparent %q, want the enqueue span's %q on both", b.parents, enq.Context.Parent)
@@ -205,7 +218,7 @@ func TestTraceHeadersLeaveEverySignatureValid(t *testing.T) {
 			t.Parallel()
 			b, k := setupTrace(t, keys, false)
 			b.enqueue(t, b.srv.URL+"/hooks")
-			b.drain(t, k, b.rec)
+			b.drain(t, k, true)
 			d, err := b.sender.Outbox.Lookup(t.Context(), "o-1", b.srv.URL+"/hooks")
 			if err != nil {
 				t.Fatal(err)

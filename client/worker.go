@@ -120,16 +120,6 @@ type Config struct {
 	// of each lease and of each delivery's retry horizon is left. Defaults
 	// to time.Now.
 	Now func() time.Time
-	// Tracer traces the worker: a courier.claim span per claim, a
-	// courier.settle span per settle batch, and an HTTP client span (POST)
-	// per attempt, a child of the trace context the delivery was enqueued
-	// in (store.Config.Tracer), with the delivery, attempt, redacted URL,
-	// the receiver's status, the result and codes as attributes. Each
-	// attempt sends the trace context on (traceparent, tracestate): its
-	// span's, or without a Tracer the one stored with the delivery, so the
-	// receiver continues the enqueuing transaction's trace either way.
-	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
-	Tracer courier.Tracer
 	// Hook receives an Event after each attempt is settled, for metrics
 	// and tests. It runs on the attempt's goroutine and must be quick.
 	// Defaults to none.
@@ -269,6 +259,7 @@ func defaultOwner() string {
 type Worker struct {
 	cfg     Config
 	outbox  protocol.Outbox
+	tracer  courier.Tracer // the Store's
 	client  *http.Client
 	settler *settler
 
@@ -296,8 +287,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg:      cfg,
 		outbox:   outbox,
+		tracer:   outbox.Tracer(),
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
-		settler:  &settler{apply: settleSpan(cfg.Tracer, outbox.Settle)},
+		settler:  &settler{apply: settleSpan(outbox.Tracer(), outbox.Settle)},
 		stopping: make(chan struct{}),
 		halt:     halt,
 		haltNow:  haltNow,

@@ -58,7 +58,7 @@ func setupWorker(t *testing.T, receiver http.HandlerFunc, edit func(*client.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestWorkerSignsEachAttemptAfresh(t *testing.T) {
 // signerFor returns a signer with the key the bundle's verifier accepts.
 func signerFor(t *testing.T, b *workerBundle) signature.Signer {
 	t.Helper()
-	s, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{b.key}})
+	s, err := signature.NewStandardWebhooksSigner(b.key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func StandardWebhooksKeys(sender string) Keys {
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}
-	s, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	s, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}
@@ -62,7 +62,7 @@ func AdCPHMACKeys(sender string) Keys {
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}
-	s, err := signature.NewAdCPHMACSigner(signature.AdCPHMACSignerConfig{Secret: secret})
+	s, err := signature.NewAdCPHMACSigner(secret)
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}
@@ -79,7 +79,7 @@ func BearerKeys(sender string) Keys {
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}
-	s, err := signature.NewBearerSigner(signature.BearerSignerConfig{Token: token})
+	s, err := signature.NewBearerSigner(token)
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}

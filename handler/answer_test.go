@@ -113,7 +113,7 @@ func anyStandardWebhooks(t *testing.T) (signature.Verifier, signature.Signer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -383,7 +383,7 @@ func hostileStandardWebhooks(t *testing.T, sender string) (signature.Verifier, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}

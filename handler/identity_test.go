@@ -130,7 +130,7 @@ func standardWebhooksFor(t *testing.T, sender string) (signature.Verifier, signa
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}

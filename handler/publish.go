@@ -110,13 +110,6 @@ type PublishConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
-	// Tracer traces each request: a server span (POST) continuing the
-	// sender's trace (its traceparent header, or the span a tracing
-	// middleware in front already started), with the status, outcome and
-	// code as attributes; the deliveries the request enqueues are traced
-	// in its trace when the Store traces (store.Config.Tracer).
-	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
-	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -139,7 +132,7 @@ func (c PublishConfig) validate() error {
 }
 
 func (c PublishConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
 }
 
 // Publish is an http.Handler other services POST events to. It

@@ -57,13 +57,6 @@ type ReceiverConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
-	// Tracer traces each request: a server span (POST) continuing the
-	// sender's trace (its traceparent header, or the span a tracing
-	// middleware in front already started), with the status, outcome and
-	// code as attributes, and a courier.handle span around the Func, failed
-	// with the refusal's code or handler_failed when it returns an error.
-	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
-	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -83,7 +76,7 @@ func (c ReceiverConfig) validate() error {
 }
 
 func (c ReceiverConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
 }
 
 // Receiver is an http.Handler that accepts notifications of type T exactly
@@ -107,9 +100,10 @@ func (c ReceiverConfig) front() front {
 // returns "") is deduped by that signed message id instead, and refused
 // with 400 message_id_missing when the scheme signs none.
 type Receiver[T ack.Notification] struct {
-	cfg ReceiverConfig
-	fn  Func[T]
-	h   http.Handler
+	cfg    ReceiverConfig
+	fn     Func[T]
+	h      http.Handler
+	tracer courier.Tracer // the Store's
 }
 
 // NewReceiver returns a Receiver that runs fn for each new notification.
@@ -121,7 +115,7 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 	if fn == nil {
 		return nil, configError("NewReceiver: the Func is required")
 	}
-	r := &Receiver[T]{cfg: cfg, fn: fn}
+	r := &Receiver[T]{cfg: cfg, fn: fn, tracer: tracerOf(cfg.Store)}
 	r.h = cfg.front().handler(r.receive)
 	return r, nil
 }
@@ -205,7 +199,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	case !receipt.Fresh:
 		return receipt.Ack, false, nil
 	}
-	if err := apply(rc.cfg.Tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+	if err := apply(rc.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -50,7 +50,7 @@ func setupReceiver(t *testing.T, reject bool) *receiverBundle {
 		t.Fatal(err)
 	}
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "cms-host", Keys: []signature.StandardWebhooksKey{key}})
-	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, _ := signature.NewStandardWebhooksSigner(key)
 	b := &receiverBundle{store: s, signer: signer}
 	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 4 << 10}}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		b.calls.Add(1)

@@ -49,13 +49,6 @@ type ReportingConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
-	// Tracer traces each request: a server span (POST) continuing the
-	// sender's trace (its traceparent header, or the span a tracing
-	// middleware in front already started), with the status, outcome and
-	// code as attributes, and a courier.handle span around the Func, failed
-	// with the refusal's code or handler_failed when it returns an error.
-	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
-	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -97,7 +90,7 @@ func (c ReportingConfig) validate() error {
 }
 
 func (c ReportingConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
 }
 
 // Reporting is the receiver of AdCP webhooks (ack.Reporting envelopes). It
@@ -123,9 +116,10 @@ func (c ReportingConfig) front() front {
 // writer (the replay cache too), and is then answered 200; the 503 is seen
 // on PostgreSQL, or while a claim from another process is outstanding.
 type Reporting struct {
-	cfg ReportingConfig
-	fn  Func[ack.Reporting]
-	h   http.Handler
+	cfg    ReportingConfig
+	fn     Func[ack.Reporting]
+	h      http.Handler
+	tracer courier.Tracer // the Store's
 }
 
 // NewReporting returns a Reporting receiver that runs fn once per
@@ -138,7 +132,7 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 	if fn == nil {
 		return nil, configError("NewReporting: the Func is required")
 	}
-	rp := &Reporting{cfg: cfg, fn: fn}
+	rp := &Reporting{cfg: cfg, fn: fn, tracer: tracerOf(cfg.Store)}
 	rp.h = cfg.front().handler(rp.receive)
 	return rp, nil
 }
@@ -220,7 +214,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := apply(rp.cfg.Tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+	if err := apply(rp.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {

@@ -48,14 +48,6 @@ type SourceConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
-	// Tracer traces each request: a server span (POST) continuing the
-	// sender's trace (its traceparent header, or the span a tracing
-	// middleware in front already started), with the status, outcome and
-	// code as attributes, and a courier.handle span around the Func,
-	// failed with the refusal's code or handler_failed when it returns an
-	// error other than ErrAlreadyApplied.
-	// contrib/otelcourier provides one for OpenTelemetry. Defaults to none.
-	Tracer courier.Tracer
 	// Hook receives an Event per answered request, for metrics. It must be
 	// quick. Defaults to none.
 	Hook func(Event)
@@ -81,7 +73,7 @@ func (c SourceConfig) validate() error {
 }
 
 func (c SourceConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: c.Tracer}
+	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
 }
 
 // Source is the source side of the source-delivery profile: an
@@ -96,9 +88,10 @@ func (c SourceConfig) front() front {
 //	409 contract_changed            the command was built for another capabilities digest
 //	422 source_attempts_exhausted   a new command at an attempt beyond source_max_attempts
 type Source struct {
-	cfg SourceConfig
-	fn  Func[ack.Command]
-	h   http.Handler
+	cfg    SourceConfig
+	fn     Func[ack.Command]
+	h      http.Handler
+	tracer courier.Tracer // the Store's
 }
 
 // NewSource returns a Source serving the contract cfg.CapabilitiesSHA256
@@ -111,7 +104,7 @@ func NewSource(cfg SourceConfig, fn Func[ack.Command]) (*Source, error) {
 	if fn == nil {
 		return nil, configError("NewSource: the Func is required")
 	}
-	s := &Source{cfg: cfg, fn: fn}
+	s := &Source{cfg: cfg, fn: fn, tracer: tracerOf(cfg.Store)}
 	s.h = cfg.front().handler(s.receive)
 	return s, nil
 }
@@ -172,7 +165,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, Reject(courier.CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
-	if err := apply(s.cfg.Tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
+	if err := apply(s.tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
 		return nil, false, fromApp(err)

@@ -47,7 +47,7 @@ func setupSource(t *testing.T) *sourceBundle {
 		t.Fatal(err)
 	}
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "host", Keys: []signature.StandardWebhooksKey{key}})
-	signer, _ := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, _ := signature.NewStandardWebhooksSigner(key)
 	b := &sourceBundle{signer: signer}
 	src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
 		b.calls.Add(1)

@@ -7,8 +7,19 @@ import (
 	"net/http"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/tracing"
+	"github.com/courier-go/courier/store"
 )
+
+// tracerOf is the tracer of a handler over s: the Store's
+// (store.Config.Tracer), nil for none.
+func tracerOf(s *store.Store) courier.Tracer {
+	if s == nil {
+		return nil
+	}
+	return protocol.InboxFor(s).Tracer()
+}
 
 // startServer starts the server span of a request when the handler
 // traces: a child of the span ctx already carries (a tracing middleware in

@@ -37,14 +37,14 @@ func (n tracedNote) DedupeKey() string { return n.ID }
 func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 	t.Parallel()
 	rec := &tracingtest.Recorder{}
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	keys := couriertest.StandardWebhooksKeys("sender")
 	var inFunc []courier.TraceContext
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier, Tracer: rec},
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
 		func(ctx context.Context, _ *sqlx.Tx, n tracedNote) error {
 			inFunc = append(inFunc, rec.Inject(ctx))
 			switch n.Verb {

@@ -43,7 +43,7 @@ func ExampleVerify() {
 	srv := httptest.NewServer(middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(app))
 	defer srv.Close()
 
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		panic(err)
 	}

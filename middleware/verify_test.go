@@ -29,7 +29,7 @@ func setupVerify(t *testing.T) verifyBundle {
 	t.Helper()
 	now := time.Unix(1_790_000_000, 0)
 	key := parseKey(t, "k1", signature.NewStandardWebhooksSecret())
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,28 +28,21 @@ const defaultAdCPHMACTolerance = 300 * time.Second
 // adcpHMACPrefix starts X-ADCP-Signature; lower-case hex of the MAC follows.
 const adcpHMACPrefix = "sha256="
 
-// AdCPHMACSignerConfig configures NewAdCPHMACSigner.
-type AdCPHMACSignerConfig struct {
-	// Secret is the shared secret; its ASCII bytes are the HMAC key.
-	// Required.
-	Secret Secret
-}
-
 // adcpHMACSigner is what NewAdCPHMACSigner returns.
 type adcpHMACSigner struct {
 	secret Secret
 }
 
-// NewAdCPHMACSigner validates cfg and returns a Signer that signs requests
-// with AdCP's legacy (deprecated) HMAC-SHA256 scheme: X-ADCP-Timestamp is
-// the attempt time in unix seconds and X-ADCP-Signature is "sha256=" and the
-// lower-case hex HMAC-SHA256 of timestamp + "." + body. The signer is safe
-// for concurrent use.
-func NewAdCPHMACSigner(cfg AdCPHMACSignerConfig) (Signer, error) {
-	if cfg.Secret.m == nil {
-		return nil, configError("AdCPHMACSignerConfig.Secret is not a parsed secret")
+// NewAdCPHMACSigner returns a Signer that signs requests with AdCP's
+// legacy (deprecated) HMAC-SHA256 scheme, keyed with the ASCII bytes of
+// the shared secret: X-ADCP-Timestamp is the attempt time in unix seconds
+// and X-ADCP-Signature is "sha256=" and the lower-case hex HMAC-SHA256 of
+// timestamp + "." + body. The signer is safe for concurrent use.
+func NewAdCPHMACSigner(secret Secret) (Signer, error) {
+	if secret.m == nil {
+		return nil, configError("NewAdCPHMACSigner: the secret is not a parsed secret")
 	}
-	return &adcpHMACSigner{secret: cfg.Secret}, nil
+	return &adcpHMACSigner{secret: secret}, nil
 }
 
 // Sign sets X-ADCP-Timestamp (m.Time) and X-ADCP-Signature on req. As AdCP

@@ -93,7 +93,7 @@ func TestAdCPHMACVectors(t *testing.T) {
 	t.Parallel()
 	vecs := loadAdCPHMACVectors(t)
 	secret := adcpTestSecret(t, vecs.Secret)
-	signer, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: secret})
+	signer, err := NewAdCPHMACSigner(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestAdCPHMACSecretRejectionVectors(t *testing.T) {
 func TestAdCPHMACSignerDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	vecs := loadAdCPHMACVectors(t)
-	signer, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: adcpTestSecret(t, vecs.Secret)})
+	signer, err := NewAdCPHMACSigner(adcpTestSecret(t, vecs.Secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestAdCPHMACRotationAndHeaders(t *testing.T) {
 	const ts = 1_700_000_000
 	body := []byte(`{"event":"x"}`)
 	sign := func(s Secret) *http.Request {
-		signer, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: s})
+		signer, err := NewAdCPHMACSigner(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestAdCPHMACConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{}); err == nil {
+	if _, err := NewAdCPHMACSigner(Secret{}); err == nil {
 		t.Error("signer without a secret")
 	}
 	if d := (AdCPHMACVerifierConfig{}).withDefaults(); d.Tolerance != defaultAdCPHMACTolerance || d.Now == nil {

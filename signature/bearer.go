@@ -14,25 +14,20 @@ import (
 // headerAuthorization carries the bearer token.
 const headerAuthorization = "Authorization"
 
-// BearerSignerConfig configures NewBearerSigner.
-type BearerSignerConfig struct {
-	// Token is sent as "Authorization: Bearer <token>". Required.
-	Token Secret
-}
-
 // bearerSigner is what NewBearerSigner returns.
 type bearerSigner struct {
 	token Secret
 }
 
-// NewBearerSigner validates cfg and returns a Signer that authenticates
-// requests with a bearer token. It signs nothing: the token proves who sent
-// the request, not what it carries. The signer is safe for concurrent use.
-func NewBearerSigner(cfg BearerSignerConfig) (Signer, error) {
-	if cfg.Token.m == nil {
-		return nil, configError("BearerSignerConfig.Token is not a parsed secret")
+// NewBearerSigner returns a Signer that authenticates requests with a
+// bearer token, sent as "Authorization: Bearer <token>". It signs nothing:
+// the token proves who sent the request, not what it carries. The signer
+// is safe for concurrent use.
+func NewBearerSigner(token Secret) (Signer, error) {
+	if token.m == nil {
+		return nil, configError("NewBearerSigner: the token is not a parsed secret")
 	}
-	return &bearerSigner{token: cfg.Token}, nil
+	return &bearerSigner{token: token}, nil
 }
 
 // Sign sets the Authorization header on req.

@@ -16,7 +16,7 @@ func TestBearer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := NewBearerSigner(BearerSignerConfig{Token: newTok})
+	signer, err := NewBearerSigner(newTok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestBearerConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewBearerSigner(BearerSignerConfig{}); err == nil {
+	if _, err := NewBearerSigner(Secret{}); err == nil {
 		t.Error("signer without a token")
 	}
 }

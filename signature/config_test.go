@@ -38,17 +38,17 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 	}{
 		// Standard Webhooks.
 		{"sw signer without keys", func() error {
-			_, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{})
+			_, err := NewStandardWebhooksSigner()
 			return err
-		}, "StandardWebhooksSignerConfig.Keys"},
+		}, "NewStandardWebhooksSigner: no keys"},
 		{"sw signer with a zero key", func() error {
-			_, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{{}}})
+			_, err := NewStandardWebhooksSigner(StandardWebhooksKey{})
 			return err
-		}, "StandardWebhooksSignerConfig.Keys[0]"},
+		}, "key 0"},
 		{"sw signer with a public key", func() error {
-			_, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{swPrivate, swPublic}})
+			_, err := NewStandardWebhooksSigner(swPrivate, swPublic)
 			return err
-		}, "StandardWebhooksSignerConfig.Keys[1]"},
+		}, "key 1"},
 		{"sw verifier without sender", func() error {
 			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Keys: []StandardWebhooksKey{swSecret}})
 			return err
@@ -151,9 +151,9 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 
 		// AdCP legacy HMAC and bearer.
 		{"adcp hmac signer without secret", func() error {
-			_, err := NewAdCPHMACSigner(AdCPHMACSignerConfig{})
+			_, err := NewAdCPHMACSigner(Secret{})
 			return err
-		}, "AdCPHMACSignerConfig.Secret"},
+		}, "NewAdCPHMACSigner"},
 		{"adcp hmac verifier without sender", func() error {
 			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Secrets: []Secret{shared}})
 			return err
@@ -171,9 +171,9 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			return err
 		}, "AdCPHMACVerifierConfig.Tolerance"},
 		{"bearer signer without token", func() error {
-			_, err := NewBearerSigner(BearerSignerConfig{})
+			_, err := NewBearerSigner(Secret{})
 			return err
-		}, "BearerSignerConfig.Token"},
+		}, "NewBearerSigner"},
 		{"bearer verifier without sender", func() error {
 			_, err := NewBearerVerifier(BearerVerifierConfig{Tokens: []Secret{shared}})
 			return err

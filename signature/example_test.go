@@ -19,7 +19,7 @@ func ExampleNewStandardWebhooksSigner() {
 	if err != nil {
 		panic(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		panic(err)
 	}
@@ -128,7 +128,7 @@ func ExampleNewAdCPHMACSigner() {
 	if err != nil {
 		panic(err)
 	}
-	signer, err := signature.NewAdCPHMACSigner(signature.AdCPHMACSignerConfig{Secret: secret})
+	signer, err := signature.NewAdCPHMACSigner(secret)
 	if err != nil {
 		panic(err)
 	}
@@ -161,7 +161,7 @@ func ExampleNewAdCPHMACSigner() {
 func ExampleNewBearerSigner() {
 	current, _ := signature.ParseSecret("current", "tok_0123456789abcdef0123456789abcdef")
 	previous, _ := signature.ParseSecret("previous", "tok_fedcba9876543210fedcba9876543210")
-	signer, err := signature.NewBearerSigner(signature.BearerSignerConfig{Token: current})
+	signer, err := signature.NewBearerSigner(current)
 	if err != nil {
 		panic(err)
 	}

@@ -114,13 +114,13 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	swSigner, _ := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{swSecret, swPrivate}})
+	swSigner, _ := NewStandardWebhooksSigner(swSecret, swPrivate)
 	swVerifier, _ := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{swSecret, swPrivate}})
 	add(append(secretForms(rawSecret, encSecret), secretForms(seed, encPrivate)...),
 		redactItem{"whsec key", swSecret},
 		redactItem{"whsk key", swPrivate},
 		redactItem{"whsk key pointer", &swPrivate},
-		redactItem{"signer config", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{swSecret, swPrivate}}},
+		redactItem{"signer keys", []StandardWebhooksKey{swSecret, swPrivate}},
 		redactItem{"signer", swSigner},
 		redactItem{"signer value", *swSigner.(*standardWebhooksSigner)},
 		redactItem{"verifier", swVerifier},
@@ -130,9 +130,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	// AdCP legacy HMAC and bearer: one Secret type.
 	rawShared := "adcp-shared-secret-0123456789abcdef"
 	shared := adcpTestSecret(t, rawShared)
-	hmacSigner, _ := NewAdCPHMACSigner(AdCPHMACSignerConfig{Secret: shared})
+	hmacSigner, _ := NewAdCPHMACSigner(shared)
 	hmacVerifier, _ := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared}})
-	bearerSigner, _ := NewBearerSigner(BearerSignerConfig{Token: shared})
+	bearerSigner, _ := NewBearerSigner(shared)
 	bearerV, _ := NewBearerVerifier(BearerVerifierConfig{Sender: "s", Tokens: []Secret{shared}})
 	add(secretForms([]byte(rawShared)),
 		redactItem{"secret", shared},

@@ -51,36 +51,30 @@ const maxWebhookIDBytes = 256
 // maxSWSignatures bounds the signatures one webhook-signature header carries.
 const maxSWSignatures = 16
 
-// StandardWebhooksSignerConfig configures NewStandardWebhooksSigner.
-type StandardWebhooksSignerConfig struct {
-	// Keys sign each attempt: "whsec_" secrets (v1) and "whsk_" private keys
-	// (v1a). Each key adds one signature to webhook-signature, in order, so
-	// during a rotation the request carries the new and the old signature.
-	// Required; a "whpk_" public key cannot sign.
-	Keys []StandardWebhooksKey
-}
-
 // standardWebhooksSigner is what NewStandardWebhooksSigner returns.
 type standardWebhooksSigner struct {
 	keys []StandardWebhooksKey
 }
 
-// NewStandardWebhooksSigner validates cfg and returns a Signer that signs
-// requests with Standard Webhooks headers. The signer is safe for concurrent
-// use.
-func NewStandardWebhooksSigner(cfg StandardWebhooksSignerConfig) (Signer, error) {
-	if len(cfg.Keys) == 0 {
-		return nil, configError("StandardWebhooksSignerConfig.Keys is empty")
+// NewStandardWebhooksSigner returns a Signer that signs requests with
+// Standard Webhooks headers, with each of keys: "whsec_" secrets (v1) and
+// "whsk_" private keys (v1a). Each key adds one signature to
+// webhook-signature, in order, so during a rotation the request carries the
+// new and the old signature. At least one key is required; a "whpk_" public
+// key cannot sign. The signer is safe for concurrent use.
+func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
+	if len(keys) == 0 {
+		return nil, configError("NewStandardWebhooksSigner: no keys")
 	}
-	for i, k := range cfg.Keys {
+	for i, k := range keys {
 		if k.m == nil {
-			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is not a parsed key", i))
+			return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: key %d is not a parsed key", i))
 		}
 		if k.m().kind == swPublic {
-			return nil, configError(fmt.Sprintf("StandardWebhooksSignerConfig.Keys[%d] is a public key and cannot sign", i))
+			return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: key %d is a public key and cannot sign", i))
 		}
 	}
-	return &standardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), cfg.Keys...)}, nil
+	return &standardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), keys...)}, nil
 }
 
 // Sign sets webhook-id (m.ID), webhook-timestamp (m.Time in unix seconds) and

@@ -97,7 +97,7 @@ func TestStandardWebhooksSignVectors(t *testing.T) {
 			t.Parallel()
 			signing, verifying := swVectorKeys(t, vec)
 
-			signer, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{signing}})
+			signer, err := NewStandardWebhooksSigner(signing)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +211,7 @@ func swTestKeys(t *testing.T, id string) (secret, private, public StandardWebhoo
 
 func signSW(t *testing.T, keys []StandardWebhooksKey, m Message) *http.Request {
 	t.Helper()
-	signer, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: keys})
+	signer, err := NewStandardWebhooksSigner(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,18 +484,18 @@ func TestStandardWebhooksConfig(t *testing.T) {
 
 	signerTests := []struct {
 		name string
-		cfg  StandardWebhooksSignerConfig
+		keys []StandardWebhooksKey
 		ok   bool
 	}{
-		{"secret and private", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{secret, private}}, true},
-		{"no keys", StandardWebhooksSignerConfig{}, false},
-		{"public key", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{public}}, false},
-		{"zero key", StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{{}}}, false},
+		{"secret and private", []StandardWebhooksKey{secret, private}, true},
+		{"no keys", nil, false},
+		{"public key", []StandardWebhooksKey{public}, false},
+		{"zero key", []StandardWebhooksKey{{}}, false},
 	}
 	for _, tt := range signerTests {
 		t.Run("signer "+tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := NewStandardWebhooksSigner(tt.cfg)
+			_, err := NewStandardWebhooksSigner(tt.keys...)
 			if (err == nil) != tt.ok {
 				t.Errorf("err = %v, want ok=%v", err, tt.ok)
 			}
@@ -533,7 +533,7 @@ func TestStandardWebhooksConfig(t *testing.T) {
 func TestStandardWebhooksSignErrors(t *testing.T) {
 	t.Parallel()
 	secret, _, _ := swTestKeys(t, "k")
-	signer, err := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{secret}})
+	signer, err := NewStandardWebhooksSigner(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +676,7 @@ func TestNewStandardWebhooksKeyPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, _ := NewStandardWebhooksSigner(StandardWebhooksSignerConfig{Keys: []StandardWebhooksKey{sk}})
+	signer, _ := NewStandardWebhooksSigner(sk)
 	verifier, _ := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{pk}})
 	body := []byte(`{"a":1}`)
 	req, _ := http.NewRequest(http.MethodPost, "https://r.example/", bytes.NewReader(body))

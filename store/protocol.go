@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 
 	"github.com/courier-go/courier/internal/protocol"
@@ -31,6 +32,10 @@ func (w workerSide) Settle(ctx context.Context, outcomes ...protocol.Outcome) ([
 func (w workerSide) Release(ctx context.Context, leases ...protocol.Lease) (int, error) {
 	return w.o.release(ctx, leases...)
 }
+
+func (w workerSide) Tracer() courier.Tracer { return w.o.s.cfg.Tracer }
+
+func (r receiverSide) Tracer() courier.Tracer { return r.in.s.cfg.Tracer }
 
 func (w workerSide) Profile(name string) (ack.Profile, bool) { return w.o.s.cfg.Profiles(name) }
 

@@ -91,12 +91,27 @@ type Config struct {
 	// the Store's workers verify each answer with the profile it resolves.
 	// Defaults to ack.Builtin.
 	Profiles func(name string) (ack.Profile, bool)
-	// Tracer traces enqueues: each delivery an Outbox writes gets a span
-	// (courier.enqueue) in the caller's trace, and keeps that span's W3C
-	// trace context, which every attempt sends on (traceparent), so the
-	// receiver continues the trace of the enqueuing transaction. Only trace
-	// identifiers are stored. contrib/otelcourier provides one for
-	// OpenTelemetry. Defaults to none: no spans, no trace context kept.
+	// Tracer traces everything built on this Store: its enqueues, the
+	// workers that deliver its outbox (client.NewWorker) and the receivers
+	// that record into its inbox (package handler). contrib/otelcourier
+	// provides one for OpenTelemetry. Defaults to none: no spans, no trace
+	// context kept.
+	//
+	// Each delivery an Outbox writes gets a span (courier.enqueue) in the
+	// caller's trace and keeps that span's W3C trace context; only trace
+	// identifiers are stored. A worker traces a courier.claim span per
+	// claim, a courier.settle span per settle batch and an HTTP client span
+	// (POST) per attempt, a child of the stored context, with the delivery,
+	// attempt, redacted URL, the receiver's status, the result and codes as
+	// attributes. Each attempt sends the trace context on (traceparent,
+	// tracestate): its span's, or, from a worker whose Store has no Tracer,
+	// the one stored with the delivery, so the receiver continues the
+	// enqueuing transaction's trace either way. A receiver traces a server
+	// span (POST) per request, continuing the sender's trace (its
+	// traceparent header, or the span a tracing middleware in front
+	// already started), with the status, outcome and code as attributes,
+	// and a courier.handle span around the application's function, failed
+	// with the refusal's code or handler_failed when it returns an error.
 	Tracer courier.Tracer
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run

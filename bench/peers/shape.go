@@ -156,7 +156,7 @@ func newSigner() (signature.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	return signature.NewStandardWebhooksSigner(key)
 }
 
 // alternate runs fns in order in even rounds and in reverse order in odd

@@ -37,10 +37,10 @@ func Example() {
 	defer os.RemoveAll(dir)
 	sender, _ := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Tracer: tracer})
 	defer sender.Close()
-	inbox, _ := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
+	inbox, _ := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{Tracer: tracer})
 	defer inbox.Close()
 	keys := couriertest.StandardWebhooksKeys("shop")
-	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier, Tracer: tracer},
+	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
 		func(context.Context, *sqlx.Tx, order) error { return nil })
 	srv := couriertest.NewServer(rcv, nil)
 	defer srv.Close()
@@ -52,7 +52,7 @@ func Example() {
 	tx.Commit()
 	span.End()
 
-	w, _ := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Tracer: tracer, Transport: srv.Guard().Transport()})
+	w, _ := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Transport: srv.Guard().Transport()})
 	couriertest.Drain(ctx, w)
 
 	byID := map[string]string{}
@@ -75,18 +75,22 @@ func Example() {
 
 // readmeSample is the README's: the application's globals, one Tracer for
 // every part of courier.
-func readmeSample(ctx context.Context, inbox *store.Store, signer signature.Signer, v signature.Verifier, fn func(context.Context, *sqlx.Tx, order) error) error {
+func readmeSample(ctx context.Context, signer signature.Signer, v signature.Verifier, fn func(context.Context, *sqlx.Tx, order) error) error {
 	// readme:otel
 	tracer := otelcourier.New(otelcourier.Config{})                    // otel's global TracerProvider and propagator
 	s, err := sqlite.Open(ctx, "app.db", store.Config{Tracer: tracer}) // enqueue spans; each delivery keeps the trace context
 	if err != nil {
 		return err
 	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Tracer: tracer}) // claim, attempt (traceparent sent), settle
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer}) // traced by its Store: claim, attempt (traceparent sent), settle
 	if err != nil {
 		return err
 	}
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v, Tracer: tracer}, fn) // continues the trace
+	inbox, err := sqlite.Open(ctx, "inbox.db", store.Config{Tracer: tracer})
+	if err != nil {
+		return err
+	}
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v}, fn) // continues the trace
 	// readme:end
 	_, _ = w, rcv
 	return err

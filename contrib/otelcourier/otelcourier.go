@@ -1,12 +1,14 @@
 // Package otelcourier traces courier with OpenTelemetry, in a module of its
-// own so courier itself depends on no tracing library. Its Tracer is the
-// courier.Tracer every part of courier takes, in a config field named
-// Tracer:
+// own so courier itself depends on no tracing library. Its Tracer is a
+// courier.Tracer: set it on a Store (store.Config.Tracer), and the Store's
+// enqueues, the workers that deliver its outbox and the receivers that
+// record into its inbox all trace with it:
 //
 //	t := otelcourier.New(otelcourier.Config{}) // the global TracerProvider and propagator
 //	s, _ := sqlite.Open(ctx, path, store.Config{Tracer: t})
-//	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Tracer: t})
-//	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v, Tracer: t}, fn)
+//	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer})
+//	inbox, _ := sqlite.Open(ctx, inboxPath, store.Config{Tracer: t})
+//	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v}, fn)
 //
 // One trace then runs from the application's request that enqueues a
 // notification to the receiver's function that applies it, across retries

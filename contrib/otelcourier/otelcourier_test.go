@@ -35,7 +35,7 @@ func (o order) DedupeKey() string { return o.ID }
 
 // TestOneTraceFromTheEnqueuingRequestToTheReceiversFunction: the
 // application's request enqueues a notification; a worker's first attempt
-// is answered 503, another worker (another process, its own Tracer)
+// is answered 503, another worker (another process, its own Store and Tracer)
 // delivers the second; the receiver applies it. All of it is one trace:
 // request → courier.enqueue → both attempts (HTTP client spans) → the
 // receiver's server span under the second → courier.handle, in which the
@@ -51,19 +51,20 @@ func TestOneTraceFromTheEnqueuingRequestToTheReceiversFunction(t *testing.T) {
 		return otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
 	}
 
-	sender, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: tracer()})
+	senderPath := filepath.Join(t.TempDir(), "sender.db")
+	sender, err := sqlite.Open(ctx, senderPath, store.Config{Tracer: tracer()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sender.Close() })
-	inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{})
+	inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tracer()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inbox.Close() })
 	keys := couriertest.StandardWebhooksKeys("shop")
 	var inFunc trace.SpanContext
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier, Tracer: tracer()},
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
 		func(ctx context.Context, _ *sqlx.Tx, o order) error {
 			inFunc = trace.SpanContextFromContext(ctx)
 			return nil
@@ -94,7 +95,14 @@ func TestOneTraceFromTheEnqueuingRequestToTheReceiversFunction(t *testing.T) {
 	// Two worker processes: the first attempt (503) by one, the retry by
 	// the other.
 	for i := range 2 {
-		w, err := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Tracer: tracer(), Owner: fmt.Sprintf("worker-%d", i),
+		s := sender
+		if i > 0 {
+			if s, err = sqlite.Open(ctx, senderPath, store.Config{Tracer: tracer()}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+		}
+		w, err := client.NewWorker(client.Config{Store: s, Signer: keys.Signer, Owner: fmt.Sprintf("worker-%d", i),
 			Transport: srv.Guard().Transport(), Backoff: func(int, time.Duration) time.Duration { return 0 }})
 		if err != nil {
 			t.Fatal(err)

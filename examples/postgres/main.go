@@ -137,7 +137,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return false, err
 	}

@@ -115,7 +115,7 @@ func run(ctx context.Context, o options) (summary, error) {
 	if err != nil {
 		return summary{}, err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return summary{}, err
 	}

@@ -81,7 +81,7 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return err
 	}

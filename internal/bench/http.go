@@ -163,7 +163,7 @@ func keys() (signature.Signer, signature.Verifier, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return nil, nil, err
 	}

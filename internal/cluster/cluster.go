@@ -128,7 +128,7 @@ func RunWorker(ctx context.Context, s WorkerSpec, logger *slog.Logger, ready fun
 	if err != nil {
 		return err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return err
 	}

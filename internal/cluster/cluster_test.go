@@ -374,7 +374,7 @@ func benchPickup(b *testing.B, s *store.Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func startReceiver(t *testing.T, gate func(context.Context) error) *receiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.signer, err = signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}}); err != nil {
+	if r.signer, err = signature.NewStandardWebhooksSigner(key); err != nil {
 		t.Fatal(err)
 	}
 	h, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {

@@ -24,7 +24,7 @@ func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) e
 		return err
 	}
 	defer Close(st)
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // DBTX is the transaction a receiver records in: *sql.Tx, *sqlx.Tx and
@@ -19,6 +21,9 @@ type DBTX interface {
 // application's own effects, so that a redelivery is answered from the
 // record and never processed twice.
 type Inbox interface {
+	// Tracer is the Store's tracer (store.Config.Tracer), nil for none:
+	// the receivers trace with it.
+	Tracer() courier.Tracer
 	// Record records k inside tx, or reports what is already recorded. A
 	// key recorded with another payload digest is
 	// courier.CodeIdempotencyCollision, with nothing written. A concurrent

@@ -23,6 +23,9 @@ const MaxClaimBatch = 1000
 
 // Outbox is the store side of the protocol.
 type Outbox interface {
+	// Tracer is the Store's tracer (store.Config.Tracer), nil for none:
+	// the worker traces with it.
+	Tracer() courier.Tracer
 	// Claim leases up to p.Limit due deliveries, in order of priority, due
 	// time and age, each with a random token. It first ends expired
 	// leases (logged as lease_expired attempts), and never returns a

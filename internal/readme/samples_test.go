@@ -61,9 +61,7 @@ func workerSample(ctx context.Context, s *store.Store) error {
 	if err != nil {
 		return err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{
-		Keys: []signature.StandardWebhooksKey{key},
-	})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: keys})
+	signer, err := signature.NewStandardWebhooksSigner(keys...)
 	if err != nil {
 		panic(err)
 	}

@@ -63,7 +63,7 @@ func unstarted(t *testing.T, cfg testserver.Config) *bundle {
 		t.Fatal(err)
 	}
 	keys := []signature.StandardWebhooksKey{key}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: keys})
+	signer, err := signature.NewStandardWebhooksSigner(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}

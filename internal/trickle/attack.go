@@ -119,7 +119,7 @@ func warmUp(addr, secret string, n int) error {
 	if err != nil {
 		return err
 	}
-	signer, err := signature.NewStandardWebhooksSigner(signature.StandardWebhooksSignerConfig{Keys: []signature.StandardWebhooksKey{key}})
+	signer, err := signature.NewStandardWebhooksSigner(key)
 	if err != nil {
 		return err
 	}

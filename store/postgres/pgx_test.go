@@ -154,9 +154,13 @@ func TestPgxEnqueueCommitsWithTheTransactionAndIsDelivered(t *testing.T) {
 	if got := srv.Stats().ByID["o-1"]; got != 1 {
 		t.Fatalf("receiver got o-1 %d times, want 1", got)
 	}
-	enq := rec.Named("courier.enqueue")
-	if got := <-traceparent; len(enq) != 1 || enq[0].Parent != rec.Inject(ctx) || got != enq[0].Context.Parent {
-		t.Fatalf("the attempt sent traceparent %q; want the enqueue span's, a child of the request", got)
+	// The Store traces its worker too: the attempt's span is a child of
+	// the enqueue span, itself a child of the request, and its context is
+	// what the attempt sent.
+	enq, post := rec.Named("courier.enqueue"), rec.Named("POST")
+	if got := <-traceparent; len(enq) != 1 || len(post) != 1 || enq[0].Parent != rec.Inject(ctx) ||
+		post[0].Parent != enq[0].Context || got != post[0].Context.Parent {
+		t.Fatalf("the attempt sent traceparent %q; want its span's, a child of the enqueue span, a child of the request", got)
 	}
 }
 
