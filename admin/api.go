@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/courier-go/courier"
@@ -66,8 +67,8 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 
 // listParams reads GET /api/deliveries' query, naming every bad field.
 // The endpoint comes back as its ref, to be resolved.
-func listParams(q url.Values) (p store.ListParams, ref string, fields []problem.FieldError) {
-	bad := func(field, rule string) { fields = append(fields, problem.FieldError{Field: field, Rule: rule}) }
+func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.FieldError) {
+	bad := func(field, rule string) { fields = append(fields, ack.FieldError{Field: field, Rule: rule}) }
 	if v := q.Get("status"); v != "" {
 		if p.Status = courier.Status(v); !p.Status.Valid() {
 			bad("status", "oneof")
@@ -321,6 +322,6 @@ func (h *Handler) endpointAct(r *http.Request, action string, act endpointAction
 // broke.
 func invalid(w http.ResponseWriter, detail, field, rule string) {
 	p := problem.New(http.StatusBadRequest, courier.CodeValidation, detail)
-	p.Errors = []problem.FieldError{{Field: field, Rule: rule}}
+	p.Errors = []ack.FieldError{{Field: field, Rule: rule}}
 	problem.Write(w, p)
 }

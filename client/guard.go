@@ -139,8 +139,9 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 //   - A [net.Dialer] Control hook re-checks the address and port of every
 //     socket just before it connects.
 //
-// Proxies are disabled; redirects are the http.Client's business (use
-// [checkRedirect]). The transport allows HTTP/2 over https, requires TLS 1.2
+// Proxies are disabled; redirects are the http.Client's business (the
+// Worker's client follows none: a 3xx fails the attempt with
+// redirect_refused). The transport allows HTTP/2 over https, requires TLS 1.2
 // or later, bounds dialing, the TLS handshake, the wait for response headers
 // and their size, and keeps up to 64 idle connections per host. Each address
 // gets its own dial timeout; bound a whole attempt with the request's context.

@@ -16,8 +16,8 @@ const (
 )
 
 // Secret is a shared secret of the AdCP legacy schemes: the HMAC key of
-// [adcpHMACSigner] and [adcpHMACVerifier] or the token of [bearerSigner] and
-// [bearerVerifier]. Build it with [ParseSecret]. It prints and logs
+// [NewAdCPHMACSigner] and [NewAdCPHMACVerifier] or the token of
+// [NewBearerSigner] and [NewBearerVerifier]. Build it with [ParseSecret]. It prints and logs
 // redacted; the zero value is not a secret.
 type Secret struct {
 	m sealed[*secretMaterial]
@@ -29,7 +29,7 @@ type secretMaterial struct {
 	digest [sha256.Size]byte // SHA-256 of value, compared by the bearer verifier
 }
 
-// ParseSecret validates a shared secret: minSecretBytes to maxSecretBytes of
+// ParseSecret validates a shared secret: 32 to 4096 bytes of
 // visible ASCII (no spaces or control characters, so it is safe in an
 // Authorization header), not one character repeated.
 //

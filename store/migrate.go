@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,16 +38,21 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 
 // MigrateTx applies the pending migrations inside the caller's transaction
 // tx, so an application can migrate courier's tables with its own: they
-// commit or roll back together. tx is a *sqlx.Tx, whose driver names the
-// engine; a migration tool that hands its migrations a *sql.Tx (goose's Go
-// migrations do) calls sqlite.MigrateTx or postgres.MigrateTx, which name
-// it.
-func MigrateTx(ctx context.Context, tx DBTX) error {
-	named, ok := tx.(interface{ DriverName() string })
-	if !ok {
-		return configError("MigrateTx needs a *sqlx.Tx; with a *sql.Tx call sqlite.MigrateTx or postgres.MigrateTx")
-	}
-	d, err := dialectOf(named.DriverName())
+// commit or roll back together. tx's driver names the engine; a migration
+// tool that hands its migrations a *sql.Tx (goose's Go migrations do)
+// calls sqlite.MigrateTx or postgres.MigrateTx instead.
+func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
+	return migrateTx(ctx, tx, tx.DriverName())
+}
+
+// The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
+func init() {
+	engine.MigrateTx = func(ctx context.Context, tx *sql.Tx, driver string) error { return migrateTx(ctx, tx, driver) }
+}
+
+// migrateTx is MigrateTx in a transaction of the named driver.
+func migrateTx(ctx context.Context, tx DBTX, driver string) error {
+	d, err := dialectOf(driver)
 	if err != nil {
 		return err
 	}

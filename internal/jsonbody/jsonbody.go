@@ -98,9 +98,7 @@ func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool)
 func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
 	p := problem.New(http.StatusBadRequest, courier.CodeValidation, "the request is not valid")
 	if ve != nil {
-		for _, f := range ve.Fields {
-			p.Errors = append(p.Errors, problem.FieldError{Field: f.Field, Rule: f.Rule})
-		}
+		p.Errors = ve.Fields
 	}
 	problem.Write(w, p)
 }

@@ -9,25 +9,20 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 )
 
 // ContentType is the media type of a problem body.
 const ContentType = "application/problem+json"
 
-// FieldError names a field that failed validation and the rule it broke.
-type FieldError struct {
-	Field string `json:"field"`
-	Rule  string `json:"rule"`
-}
-
 // Problem is an RFC 9457 problem details document with courier's code.
 type Problem struct {
-	Type   string       `json:"type"`
-	Title  string       `json:"title"`
-	Status int          `json:"status"`
-	Code   courier.Code `json:"code"`
-	Detail string       `json:"detail,omitempty"`
-	Errors []FieldError `json:"errors,omitempty"`
+	Type   string           `json:"type"`
+	Title  string           `json:"title"`
+	Status int              `json:"status"`
+	Code   courier.Code     `json:"code"`
+	Detail string           `json:"detail,omitempty"`
+	Errors []ack.FieldError `json:"errors,omitempty"`
 }
 
 // New returns a problem for status and code; detail must be content-free.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"io/fs"
 
-	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
@@ -42,5 +41,5 @@ func Migrations() fs.FS { return pgEngine.MustMigrationFiles() }
 // Running it again is a no-op; courier's tables commit or roll back with
 // the tool's transaction.
 func MigrateTx(ctx context.Context, tx *sql.Tx) error {
-	return store.MigrateTx(ctx, engine.NamedTx{Tx: tx, Driver: DriverName})
+	return engine.MigrateTx(ctx, tx, DriverName)
 }

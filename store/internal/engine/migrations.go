@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"io/fs"
@@ -113,13 +114,7 @@ func (e *Engine) MustMigrationFiles() fs.FS {
 	return files
 }
 
-// NamedTx is a *sql.Tx that names its engine's driver, as store.MigrateTx
-// asks of the transaction it is given (a *sqlx.Tx does so itself): the
-// engine packages' MigrateTx for tools that hand out a *sql.Tx.
-type NamedTx struct {
-	*sql.Tx
-	Driver string
-}
-
-// DriverName is the engine's database/sql driver name.
-func (t NamedTx) DriverName() string { return t.Driver }
+// MigrateTx is store.MigrateTx in a *sql.Tx of the named driver, set by
+// package store: the engine packages' MigrateTx, for tools that hand out a
+// *sql.Tx.
+var MigrateTx func(ctx context.Context, tx *sql.Tx, driver string) error
