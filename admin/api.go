@@ -121,13 +121,8 @@ func deliveryID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 }
 
 func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
-	id, ok := deliveryID(w, r)
+	d, attempts, ok := h.delivery(w, r)
 	if !ok {
-		return
-	}
-	d, attempts, err := h.delivery(r, id)
-	if err != nil {
-		h.storeError(w, r, err)
 		return
 	}
 	out := deliveryDetailJSON{Delivery: toDelivery(d), Attempts: make([]attemptJSON, 0, len(attempts))}
@@ -138,13 +133,25 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // delivery loads a delivery and its attempts.
-func (h *Handler) delivery(r *http.Request, id int64) (store.Delivery, []store.Attempt, error) {
+// delivery loads the delivery the request's path names, with its
+// attempts; a bad id or a failed store call is answered and reported as
+// !ok.
+func (h *Handler) delivery(w http.ResponseWriter, r *http.Request) (store.Delivery, []store.Attempt, bool) {
+	id, ok := deliveryID(w, r)
+	if !ok {
+		return store.Delivery{}, nil, false
+	}
 	d, err := h.cfg.Store.Outbox.Get(r.Context(), id)
 	if err != nil {
-		return d, nil, err
+		h.storeError(w, r, err)
+		return d, nil, false
 	}
 	attempts, err := h.cfg.Store.Outbox.Attempts(r.Context(), id)
-	return d, attempts, err
+	if err != nil {
+		h.storeError(w, r, err)
+		return d, nil, false
+	}
+	return d, attempts, true
 }
 
 func (h *Handler) apiRedriveOne(w http.ResponseWriter, r *http.Request) {
@@ -165,25 +172,34 @@ func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	var p store.RedriveParams
-	if req.EndpointRef != "" {
-		if !endpoint.IsRef(req.EndpointRef) {
-			invalid(w, "the request is not valid", "endpoint_ref", "ref")
-			return
+	if n, ok := h.redriveRef(w, r, store.RedriveParams{}, req.EndpointRef, "the request is not valid"); ok {
+		writeJSON(w, http.StatusOK, redrivenJSON{Redriven: n})
+	}
+}
+
+// redriveRef redrives p, narrowed to the endpoint ref names if ref is
+// not empty, and reports how many deliveries it redrove; a bad ref or a
+// failed store call is answered (detail says what was invalid) and
+// reported as !ok.
+func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.RedriveParams, ref, detail string) (int, bool) {
+	if ref != "" {
+		if !endpoint.IsRef(ref) {
+			invalid(w, detail, "endpoint_ref", "ref")
+			return 0, false
 		}
-		url, err := h.resolve(r, req.EndpointRef)
+		url, err := h.resolve(r, ref)
 		if err != nil {
 			h.storeError(w, r, err)
-			return
+			return 0, false
 		}
 		p.Endpoint = url
 	}
 	n, err := h.redrive(r, p)
 	if err != nil {
 		h.storeError(w, r, err)
-		return
+		return 0, false
 	}
-	writeJSON(w, http.StatusOK, redrivenJSON{Redriven: n})
+	return n, true
 }
 
 // resolve turns an endpoint ref back into the endpoint's URL: CodeNotFound

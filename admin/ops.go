@@ -237,17 +237,12 @@ func opsFlash(q url.Values) string {
 }
 
 func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
-	id, ok := deliveryID(w, r)
+	d, attempts, ok := h.delivery(w, r)
 	if !ok {
 		return
 	}
-	d, attempts, err := h.delivery(r, id)
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
 	h.render(w, r, "delivery", opsDelivery{
-		opsCommon: h.common(r, "Delivery "+strconv.FormatInt(id, 10)),
+		opsCommon: h.common(r, "Delivery "+strconv.FormatInt(d.ID, 10)),
 		Delivery:  toDelivery(d), Attempts: attempts,
 		CanRedrive: d.Status == courier.StatusFailed,
 		CanCancel:  d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait,
@@ -334,24 +329,9 @@ func (h *Handler) opsRedrive(w http.ResponseWriter, r *http.Request) {
 		}
 		p.ID = id
 	}
-	if ref := form.Get("endpoint_ref"); ref != "" {
-		if !endpoint.IsRef(ref) {
-			invalid(w, "the form is not valid", "endpoint_ref", "ref")
-			return
-		}
-		url, err := h.resolve(r, ref)
-		if err != nil {
-			h.storeError(w, r, err)
-			return
-		}
-		p.Endpoint = url
+	if n, ok := h.redriveRef(w, r, p, form.Get("endpoint_ref"), "the form is not valid"); ok {
+		seeOther(w, r, url.Values{"done": {"redrive"}, "n": {strconv.Itoa(n)}})
 	}
-	n, err := h.redrive(r, p)
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	seeOther(w, r, url.Values{"done": {"redrive"}, "n": {strconv.Itoa(n)}})
 }
 
 func (h *Handler) opsCancel(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/protocol"
 )
 
 // Retry-After of the 503 answers.
@@ -101,4 +102,20 @@ func answer(w http.ResponseWriter, err error) {
 		noteCause(w, err)
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the request failed")
 	}
+}
+
+// answeredBy reports whether what the Inbox answered for a request's key
+// already answers the request: a store failure, another request
+// processing the key (in_progress), or a completed duplicate, whose
+// stored answer it returns.
+func answeredBy(receipt protocol.Receipt, err error) (stored []byte, answered bool, _ error) {
+	switch {
+	case err != nil:
+		return nil, true, fromStore(err)
+	case receipt.InProgress:
+		return nil, true, errInProgress
+	case !receipt.Fresh:
+		return receipt.Ack, true, nil
+	}
+	return nil, false, nil
 }

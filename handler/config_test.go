@@ -1,31 +1,49 @@
 package handler
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestConfigDefaults: a constructor fills what its config leaves zero with
-// the documented defaults, and never writes to the caller's config.
+// the documented defaults.
 func TestConfigDefaults(t *testing.T) {
-	var c ReportingConfig
-	d := c.withDefaults()
-	if d.Body.MaxBytes != 1<<20 || d.Body.Budget == nil || d.StaleAfter != 5*time.Minute || d.Logger == nil {
-		t.Fatalf("ReportingConfig.withDefaults = %+v", d)
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c.Logger != nil || c.Body.Budget != nil {
-		t.Fatal("withDefaults wrote to the caller's config")
+	t.Cleanup(func() { s.Close() })
+	token, err := signature.ParseSecret("t", "0123456789abcdefghijklmnopqrstuvwxyz")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, d := range map[string]struct {
-		maxBytes int64
-		logged   bool
-	}{
-		"ReceiverConfig": {ReceiverConfig{}.withDefaults().Body.MaxBytes, ReceiverConfig{}.withDefaults().Logger != nil},
-		"SourceConfig":   {SourceConfig{}.withDefaults().Body.MaxBytes, SourceConfig{}.withDefaults().Logger != nil},
-		"PublishConfig":  {PublishConfig{}.withDefaults().Body.MaxBytes, PublishConfig{}.withDefaults().Logger != nil},
-	} {
-		if d.maxBytes != 1<<20 || !d.logged {
-			t.Errorf("%s.withDefaults: MaxBytes %d, logger set %v", name, d.maxBytes, d.logged)
-		}
+	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "s", Tokens: []signature.Secret{token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := func(context.Context, *sqlx.Tx, ack.Reporting) error { return nil }
+	rp, err := NewReporting(ReportingConfig{Store: s, Verifier: v}, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rp.front; f.body.MaxBytes != 1<<20 || f.body.ReadTimeout != 10*time.Second || f.body.Budget == nil ||
+		f.body.Budget.Size() != 64<<20 || f.logger == nil || rp.cfg.StaleAfter != 5*time.Minute || rp.Retention() != 24*time.Hour {
+		t.Fatalf("NewReporting with a zero config: front %+v, StaleAfter %v, Retention %v", f, rp.cfg.StaleAfter, rp.Retention())
+	}
+	p, err := NewPublish(PublishConfig{Store: s, Verifier: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cfg.Authorize == nil {
+		t.Fatal("NewPublish left Authorize unset; want AuthorizeOwnTenant")
 	}
 }

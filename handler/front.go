@@ -43,9 +43,14 @@ type front struct {
 
 // handler returns the way in of a handler: the answer is watched, to be
 // reported; then 405 and 415; then the body is read, bounded (413), and
-// its signature verified (401) before receive sees it.
-func (f front) handler(receive http.HandlerFunc) http.Handler {
-	verified := middleware.Verify(f.verifier, f.body)(receive)
+// its signature verified (401) before receive is given the body and the
+// verified sender.
+func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body []byte, p signature.Principal)) http.Handler {
+	verified := middleware.Verify(f.verifier, f.body)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := middleware.BodyFromContext(r.Context())
+		p, _ := middleware.PrincipalFromContext(r.Context())
+		receive(w, r, body, p)
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serve(w, r, func(w http.ResponseWriter, r *http.Request) {
 			if postJSON(w, r) {
@@ -179,19 +184,23 @@ func noteCause(w http.ResponseWriter, err error) {
 	}
 }
 
-// validateFront checks the fields every config shares; name is the
-// config's type name, for the error.
-func validateFront(name string, s *store.Store, v signature.Verifier, body middleware.BodyLimits) error {
+// newFront checks the fields every handler's config shares and returns
+// the front they make, with their defaults applied; name is the config's
+// type name, for the error.
+func newFront(name string, s *store.Store, v signature.Verifier, body middleware.BodyLimits, logger *slog.Logger, hook func(Event)) (front, error) {
 	switch {
 	case s == nil:
-		return configError(name + ".Store is required")
+		return front{}, configError(name + ".Store is required")
 	case isNil(v):
-		return configError(name + ".Verifier is required: a handler never accepts unsigned input")
+		return front{}, configError(name + ".Verifier is required: a handler never accepts unsigned input")
 	}
 	if err := body.Validate(); err != nil {
-		return fmt.Errorf("handler: %s.Body: %w", name, err)
+		return front{}, fmt.Errorf("handler: %s.Body: %w", name, err)
 	}
-	return nil
+	if logger == nil {
+		logger = discard()
+	}
+	return front{verifier: v, body: body.WithDefaults(), logger: logger, hook: hook, tracer: tracerOf(s)}, nil
 }
 
 // isNil reports whether v is nil, or a nil pointer in an interface.

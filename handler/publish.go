@@ -99,40 +99,10 @@ type PublishConfig struct {
 	// named like another tenant could fan out to it); when they are not,
 	// or some callers may publish for several tenants, set Authorize.
 	Authorize func(ctx context.Context, p signature.Principal, t PublishTarget) error
-	// Body bounds reading a request's body: its size (413 over it), how
-	// long it may take to arrive (408), and how many bytes all requests
-	// may hold in buffers at once (503 over that Budget, at once, never a
-	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
-	// Budget of 64 MiB of this handler's own; share one Budget between
-	// handlers to bound them together.
-	Body middleware.BodyLimits
-	// Logger receives one line per refused request (Info) and per failed
-	// one (Error), with its status and code, never its content. Defaults
-	// to discarding.
+	// Body, Logger and Hook are as in ReceiverConfig.
+	Body   middleware.BodyLimits
 	Logger *slog.Logger
-	// Hook receives an Event per answered request, for metrics. It must be
-	// quick. Defaults to none.
-	Hook func(Event)
-}
-
-// withDefaults returns a copy of c with every unset field at its default.
-func (c PublishConfig) withDefaults() PublishConfig {
-	if c.Authorize == nil {
-		c.Authorize = AuthorizeOwnTenant
-	}
-	c.Body = c.Body.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = discard()
-	}
-	return c
-}
-
-func (c PublishConfig) validate() error {
-	return validateFront("PublishConfig", c.Store, c.Verifier, c.Body)
-}
-
-func (c PublishConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
+	Hook   func(Event)
 }
 
 // Publish is an http.Handler other services POST events to. It
@@ -164,22 +134,23 @@ type Publish struct {
 
 // NewPublish returns a Publish handler.
 func NewPublish(cfg PublishConfig) (*Publish, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	f, err := newFront("PublishConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
+	if err != nil {
 		return nil, err
 	}
+	if cfg.Authorize == nil {
+		cfg.Authorize = AuthorizeOwnTenant
+	}
 	p := &Publish{cfg: cfg}
-	p.h = cfg.front().handler(p.publish)
+	p.h = f.handler(p.publish)
 	return p, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (p *Publish) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.h.ServeHTTP(w, r) }
 
-func (p *Publish) publish(w http.ResponseWriter, r *http.Request) {
+func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
-	body, _ := middleware.BodyFromContext(ctx)
-	principal, _ := middleware.PrincipalFromContext(ctx)
 	idemKey := r.Header.Get(HeaderIdempotencyKey)
 	if idemKey != "" && !wire.IsToken(idemKey) {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})

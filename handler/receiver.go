@@ -9,7 +9,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
@@ -62,23 +61,6 @@ type ReceiverConfig struct {
 	Hook func(Event)
 }
 
-// withDefaults returns a copy of c with every unset field at its default.
-func (c ReceiverConfig) withDefaults() ReceiverConfig {
-	c.Body = c.Body.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = discard()
-	}
-	return c
-}
-
-func (c ReceiverConfig) validate() error {
-	return validateFront("ReceiverConfig", c.Store, c.Verifier, c.Body)
-}
-
-func (c ReceiverConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
-}
-
 // Receiver is an http.Handler that accepts notifications of type T exactly
 // once. T is decoded from the body with encoding/json (strictly: see
 // ReceiverConfig.AllowUnknownFields), validated with validator/v10 tags
@@ -100,23 +82,23 @@ func (c ReceiverConfig) front() front {
 // returns "") is deduped by that signed message id instead, and refused
 // with 400 message_id_missing when the scheme signs none.
 type Receiver[T ack.Notification] struct {
-	cfg    ReceiverConfig
-	fn     Func[T]
-	h      http.Handler
-	tracer courier.Tracer // the Store's
+	cfg   ReceiverConfig
+	fn    Func[T]
+	front front
+	h     http.Handler
 }
 
 // NewReceiver returns a Receiver that runs fn for each new notification.
 func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[T], error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	f, err := newFront("ReceiverConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
+	if err != nil {
 		return nil, err
 	}
 	if fn == nil {
 		return nil, configError("NewReceiver: the Func is required")
 	}
-	r := &Receiver[T]{cfg: cfg, fn: fn, tracer: tracerOf(cfg.Store)}
-	r.h = cfg.front().handler(r.receive)
+	r := &Receiver[T]{cfg: cfg, fn: fn, front: f}
+	r.h = f.handler(r.receive)
 	return r, nil
 }
 
@@ -124,10 +106,8 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 func (rc *Receiver[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) { rc.h.ServeHTTP(w, r) }
 
 // receive runs behind signature verification.
-func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request) {
+func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
-	body, _ := middleware.BodyFromContext(ctx)
-	principal, _ := middleware.PrincipalFromContext(ctx)
 	var n T
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
@@ -190,16 +170,10 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	receipt, err := protocol.InboxFor(rc.cfg.Store).RecordCompleted(ctx, tx, key, b)
-	switch {
-	case err != nil:
-		return nil, false, fromStore(err)
-	case receipt.InProgress:
-		return nil, false, errInProgress
-	case !receipt.Fresh:
-		return receipt.Ack, false, nil
+	if stored, answered, err := answeredBy(protocol.InboxFor(rc.cfg.Store).RecordCompleted(ctx, tx, key, b)); answered {
+		return stored, false, err
 	}
-	if err := apply(rc.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+	if err := apply(rc.front.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
 	if err := tx.Commit(); err != nil {

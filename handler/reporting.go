@@ -33,25 +33,13 @@ const (
 // own, so unknown members are accepted (case variants of the envelope's
 // own members are not).
 type ReportingConfig struct {
-	// Store holds the Inbox. Required.
-	Store *store.Store
-	// Verifier checks each request's signature; the verified sender is the
-	// dedupe namespace. Required: a receiver never accepts unsigned input.
+	// Store, Verifier, Body, Logger and Hook are as in ReceiverConfig:
+	// Store (it holds the Inbox) and Verifier are required.
+	Store    *store.Store
 	Verifier signature.Verifier
-	// Body bounds reading a request's body: its size (413 over it), how
-	// long it may take to arrive (408), and how many bytes all requests
-	// may hold in buffers at once (503 over that Budget, at once, never a
-	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
-	// Budget of 64 MiB of this handler's own; share one Budget between
-	// handlers to bound them together.
-	Body middleware.BodyLimits
-	// Logger receives one line per refused request (Info) and per failed
-	// one (Error), with its status and code, never its content. Defaults
-	// to discarding.
-	Logger *slog.Logger
-	// Hook receives an Event per answered request, for metrics. It must be
-	// quick. Defaults to none.
-	Hook func(Event)
+	Body     middleware.BodyLimits
+	Logger   *slog.Logger
+	Hook     func(Event)
 	// RetryHorizon is how long the senders may retry one delivery. Dedupe
 	// records must outlive it; see Reporting.Retention. Defaults to zero
 	// (unknown): the retention is then MinReportingRetention.
@@ -62,35 +50,6 @@ type ReportingConfig struct {
 	// time: a request whose claim was taken over rolls back. Defaults to
 	// 5 minutes.
 	StaleAfter time.Duration
-}
-
-// withDefaults returns a copy of c with every unset field at its default.
-func (c ReportingConfig) withDefaults() ReportingConfig {
-	c.Body = c.Body.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = discard()
-	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = defaultStaleAfter
-	}
-	return c
-}
-
-func (c ReportingConfig) validate() error {
-	if err := validateFront("ReportingConfig", c.Store, c.Verifier, c.Body); err != nil {
-		return err
-	}
-	switch {
-	case c.RetryHorizon < 0:
-		return configError("ReportingConfig.RetryHorizon must not be negative")
-	case c.StaleAfter < 0:
-		return configError("ReportingConfig.StaleAfter must not be negative")
-	}
-	return nil
-}
-
-func (c ReportingConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
 }
 
 // Reporting is the receiver of AdCP webhooks (ack.Reporting envelopes). It
@@ -116,24 +75,32 @@ func (c ReportingConfig) front() front {
 // writer (the replay cache too), and is then answered 200; the 503 is seen
 // on PostgreSQL, or while a claim from another process is outstanding.
 type Reporting struct {
-	cfg    ReportingConfig
-	fn     Func[ack.Reporting]
-	h      http.Handler
-	tracer courier.Tracer // the Store's
+	cfg   ReportingConfig
+	fn    Func[ack.Reporting]
+	front front
+	h     http.Handler
 }
 
 // NewReporting returns a Reporting receiver that runs fn once per
 // delivery.
 func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	f, err := newFront("ReportingConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
+	if err != nil {
 		return nil, err
+	}
+	switch {
+	case cfg.RetryHorizon < 0:
+		return nil, configError("ReportingConfig.RetryHorizon must not be negative")
+	case cfg.StaleAfter < 0:
+		return nil, configError("ReportingConfig.StaleAfter must not be negative")
+	case cfg.StaleAfter == 0:
+		cfg.StaleAfter = defaultStaleAfter
 	}
 	if fn == nil {
 		return nil, configError("NewReporting: the Func is required")
 	}
-	rp := &Reporting{cfg: cfg, fn: fn, tracer: tracerOf(cfg.Store)}
-	rp.h = cfg.front().handler(rp.receive)
+	rp := &Reporting{cfg: cfg, fn: fn, front: f}
+	rp.h = f.handler(rp.receive)
 	return rp, nil
 }
 
@@ -149,10 +116,8 @@ func (rp *Reporting) Retention() time.Duration {
 func (rp *Reporting) ServeHTTP(w http.ResponseWriter, r *http.Request) { rp.h.ServeHTTP(w, r) }
 
 // receive runs behind signature verification.
-func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
+func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
-	body, _ := middleware.BodyFromContext(ctx)
-	principal, _ := middleware.PrincipalFromContext(ctx)
 	canonical, err := ack.JCS(body)
 	if err != nil {
 		jsonbody.Malformed(w, err)
@@ -187,13 +152,8 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request) {
 func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
 	inbox := protocol.InboxFor(rp.cfg.Store)
 	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
-	switch {
-	case err != nil:
-		return nil, false, fromStore(err)
-	case receipt.InProgress:
-		return nil, false, errInProgress
-	case !receipt.Fresh:
-		return receipt.Ack, true, nil
+	if stored, answered, err := answeredBy(receipt, err); answered {
+		return stored, err == nil, err
 	}
 	completed := false
 	defer func() {
@@ -206,7 +166,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		// no-op. Runs after the rollback below, which frees SQLite's
 		// write lock.
 		if err := inbox.ReleaseClaim(context.WithoutCancel(ctx), claim); err != nil {
-			rp.cfg.Logger.ErrorContext(ctx, "handler: claim not released", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
+			rp.front.logger.ErrorContext(ctx, "handler: claim not released", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		}
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
@@ -214,7 +174,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := apply(rp.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+	if err := apply(rp.front.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {

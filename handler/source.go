@@ -28,52 +28,17 @@ var ErrAlreadyApplied = errors.New("handler: command already applied")
 // command's members are fixed by the contract, and anything else is
 // refused.
 type SourceConfig struct {
-	// Store holds the Inbox. Required.
-	Store *store.Store
-	// Verifier checks each request's signature; the verified sender is the
-	// dedupe namespace. Required: a source never accepts unsigned input.
+	// Store, Verifier, Body, Logger and Hook are as in ReceiverConfig:
+	// Store (it holds the Inbox) and Verifier are required.
+	Store    *store.Store
 	Verifier signature.Verifier
+	Body     middleware.BodyLimits
+	Logger   *slog.Logger
+	Hook     func(Event)
 	// CapabilitiesSHA256 is the capabilities digest of the contract this
 	// source serves (64 lowercase hex); a command built for another is
 	// refused 409 contract_changed. Required: no default.
 	CapabilitiesSHA256 string
-	// Body bounds reading a request's body: its size (413 over it), how
-	// long it may take to arrive (408), and how many bytes all requests
-	// may hold in buffers at once (503 over that Budget, at once, never a
-	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
-	// Budget of 64 MiB of this handler's own; share one Budget between
-	// handlers to bound them together.
-	Body middleware.BodyLimits
-	// Logger receives one line per refused request (Info) and per failed
-	// one (Error), with its status and code, never its content. Defaults
-	// to discarding.
-	Logger *slog.Logger
-	// Hook receives an Event per answered request, for metrics. It must be
-	// quick. Defaults to none.
-	Hook func(Event)
-}
-
-// withDefaults returns a copy of c with every unset field at its default.
-func (c SourceConfig) withDefaults() SourceConfig {
-	c.Body = c.Body.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = discard()
-	}
-	return c
-}
-
-func (c SourceConfig) validate() error {
-	if err := validateFront("SourceConfig", c.Store, c.Verifier, c.Body); err != nil {
-		return err
-	}
-	if !wire.IsDigest(c.CapabilitiesSHA256) {
-		return configError("SourceConfig.CapabilitiesSHA256 must be 64 lowercase hex")
-	}
-	return nil
-}
-
-func (c SourceConfig) front() front {
-	return front{verifier: c.Verifier, body: c.Body, logger: c.Logger, hook: c.Hook, tracer: tracerOf(c.Store)}
 }
 
 // Source is the source side of the source-delivery profile: an
@@ -88,34 +53,35 @@ func (c SourceConfig) front() front {
 //	409 contract_changed            the command was built for another capabilities digest
 //	422 source_attempts_exhausted   a new command at an attempt beyond source_max_attempts
 type Source struct {
-	cfg    SourceConfig
-	fn     Func[ack.Command]
-	h      http.Handler
-	tracer courier.Tracer // the Store's
+	cfg   SourceConfig
+	fn    Func[ack.Command]
+	front front
+	h     http.Handler
 }
 
 // NewSource returns a Source serving the contract cfg.CapabilitiesSHA256
 // names, running fn once per command.
 func NewSource(cfg SourceConfig, fn Func[ack.Command]) (*Source, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	f, err := newFront("SourceConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
+	if err != nil {
 		return nil, err
+	}
+	if !wire.IsDigest(cfg.CapabilitiesSHA256) {
+		return nil, configError("SourceConfig.CapabilitiesSHA256 must be 64 lowercase hex")
 	}
 	if fn == nil {
 		return nil, configError("NewSource: the Func is required")
 	}
-	s := &Source{cfg: cfg, fn: fn, tracer: tracerOf(cfg.Store)}
-	s.h = cfg.front().handler(s.receive)
+	s := &Source{cfg: cfg, fn: fn, front: f}
+	s.h = f.handler(s.receive)
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
 
-func (s *Source) receive(w http.ResponseWriter, r *http.Request) {
+func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
-	body, _ := middleware.BodyFromContext(ctx)
-	principal, _ := middleware.PrincipalFromContext(ctx)
 	attempt, ok := wire.ParseAttempt(r.Header.Get(ack.AttemptHeader))
 	if !ok {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: ack.AttemptHeader, Rule: "attempt"}}})
@@ -153,19 +119,14 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	receipt, err := protocol.InboxFor(s.cfg.Store).Record(ctx, tx, key)
-	switch {
-	case err != nil:
-		return nil, false, fromStore(err)
-	case receipt.InProgress:
-		return nil, false, errInProgress
-	case !receipt.Fresh:
-		return receipt.Ack, false, nil
-	case attempt > c.SourceMaxAttempts:
+	if stored, answered, err := answeredBy(protocol.InboxFor(s.cfg.Store).Record(ctx, tx, key)); answered {
+		return stored, false, err
+	}
+	if attempt > c.SourceMaxAttempts {
 		return nil, false, Reject(courier.CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
-	if err := apply(s.tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
+	if err := apply(s.front.tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
 		return nil, false, fromApp(err)
