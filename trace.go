@@ -24,9 +24,10 @@ type TraceContext struct {
 	State string
 }
 
-// Tracer connects courier to a tracing system. Courier's parts take one in
-// their configs, each as a field named Tracer (store.Config,
-// client.Config, the handler package's configs); nil traces nothing. The
+// Tracer connects courier to a tracing system. It is set on a Store
+// (store.Config.Tracer) and traces everything built on that Store: its
+// enqueues, the workers that deliver its outbox and the receivers that
+// record into its inbox; nil traces nothing. The
 // module github.com/courier-go/courier/contrib/otelcourier implements it
 // with OpenTelemetry, so courier itself depends on no tracing library.
 //
