@@ -105,7 +105,7 @@ func (c *courierSide) deliver(ctx context.Context, n int) (time.Duration, error)
 		Hook: func(ev client.Event) {
 			if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost {
 				finish(fmt.Errorf("courier: delivery %s: attempt %d came to %s (%s, HTTP %d, lease lost %t)",
-					ev.NotificationID, ev.Attempt, ev.Outcome, ev.Code, ev.HTTPStatus, ev.LeaseLost))
+					ev.NotificationID, ev.Attempt, ev.Outcome, string(ev.Code), ev.HTTPStatus, ev.LeaseLost))
 				return
 			}
 			if settled.Add(1) == int64(n) {

@@ -183,7 +183,7 @@ func e2eLatency(ctx context.Context, d *database, srv *httptest.Server, app *e2e
 		select {
 		case ev := <-settled:
 			if ev.Outcome != store.AttemptSucceeded {
-				return nil, fmt.Errorf("latency sample %d: %s %s", i, ev.Outcome, ev.Code)
+				return nil, fmt.Errorf("latency sample %d: %s %s", i, ev.Outcome, string(ev.Code))
 			}
 		case <-timeout:
 			return nil, fmt.Errorf("latency sample %d: not settled in 30 s", i)
