@@ -23,6 +23,20 @@ func TestErrorsMatchByCode(t *testing.T) {
 	if got := courier.CodeOf(errors.New("plain")); got != "" {
 		t.Fatalf("CodeOf(plain) = %q", got)
 	}
+	// A bare Code is an error of its own code, found however deep.
+	bare := fmt.Errorf("store: %w", courier.CodeNotFound)
+	if !errors.Is(bare, courier.CodeNotFound) || courier.CodeOf(bare) != courier.CodeNotFound || bare.Error() != "store: not_found" {
+		t.Fatalf("a wrapped Code: Is=%v CodeOf=%q Error=%q", errors.Is(bare, courier.CodeNotFound), courier.CodeOf(bare), bare.Error())
+	}
+	// The first coded error in the chain gives the code.
+	outer := courier.NewError(courier.CodeInvalidArgument, fmt.Sprintf("lookup: %v", bare))
+	if courier.CodeOf(fmt.Errorf("%w: %w", outer, courier.CodeNotFound)) != courier.CodeInvalidArgument {
+		t.Fatal("CodeOf did not take the first coded error of the chain")
+	}
+	// An *Error target matches by code too.
+	if !errors.Is(wrapped, courier.NewError(courier.CodeIdempotencyCollision, "")) {
+		t.Fatal("an *Error target with the same code does not match")
+	}
 	sig := courier.Wrap(courier.CodeSignatureInvalid, "webhook_signature_replayed", "replayed")
 	if !errors.Is(sig, courier.CodeSignatureInvalid) || courier.CodeOf(sig) != "webhook_signature_replayed" {
 		t.Fatalf("Wrap: Is=%v code=%q", errors.Is(sig, courier.CodeSignatureInvalid), courier.CodeOf(sig))
@@ -48,4 +62,12 @@ func TestStatuses(t *testing.T) {
 	if courier.Status("done").Valid() {
 		t.Fatal("an unknown status is Valid")
 	}
+}
+
+// Every error courier returns matches its code with errors.Is, however it
+// was wrapped; CodeOf reads the precise code, for a log line or a metric.
+func ExampleCodeOf() {
+	err := fmt.Errorf("enqueue order-7: %w", courier.NewError(courier.CodeIdempotencyCollision, "same identity, different content"))
+	fmt.Println(errors.Is(err, courier.CodeIdempotencyCollision), courier.CodeOf(err))
+	// Output: true idempotency_collision
 }

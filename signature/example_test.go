@@ -106,7 +106,8 @@ func ExampleNewRFC9421Signer() {
 		Sender: "agent.example",
 		Keys:   []signature.JWK{key.Public()}, // from the agent's jwks_uri
 		Origin: "https://buyer.example.com",   // this receiver, as senders address it
-		Replay: signature.NewMemoryReplayCache(),
+		// Replay: nil remembers nonces in this process; a receiver with
+		// several processes passes its Store's shared cache (store.Replay).
 	})
 	if err != nil {
 		panic(err)

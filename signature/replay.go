@@ -21,19 +21,19 @@ type ReplayCache interface {
 // that mints nonces faster than they expire is compromised or broken.
 var ErrNonceCapReached = errors.New("signature: replay cache: key reached its cap of live nonces")
 
-// defaultMaxNoncesPerKey is MemoryReplayCache's default cap of live nonces
+// defaultMaxNoncesPerKey is memoryReplayCache's default cap of live nonces
 // per key id, AdCP's production minimum.
 const defaultMaxNoncesPerKey = 1_000_000
 
 // memoryPruneEvery is how many Remember calls pass between sweeps of expired
-// entries in a MemoryReplayCache.
+// entries in a memoryReplayCache.
 const memoryPruneEvery = 1024
 
-// MemoryReplayCache is a ReplayCache in the memory of one process, for tests
+// memoryReplayCache is a ReplayCache in the memory of one process, for tests
 // and single-process receivers. It is safe for concurrent use and drops
 // expired entries as it goes. A receiver with several processes needs the
 // store's shared cache instead.
-type MemoryReplayCache struct {
+type memoryReplayCache struct {
 	// Now is the clock entries expire by. Defaults to time.Now. Set it before
 	// the first Remember.
 	Now func() time.Time
@@ -47,13 +47,8 @@ type MemoryReplayCache struct {
 	calls int
 }
 
-// NewMemoryReplayCache returns an empty MemoryReplayCache.
-func NewMemoryReplayCache() *MemoryReplayCache {
-	return &MemoryReplayCache{keys: make(map[string]map[string]time.Time)}
-}
-
 // Remember implements ReplayCache.
-func (c *MemoryReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
+func (c *memoryReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -90,7 +85,7 @@ func (c *MemoryReplayCache) Remember(ctx context.Context, keyID, nonce string, e
 }
 
 // Len returns how many unexpired pairs the cache holds.
-func (c *MemoryReplayCache) Len() int {
+func (c *memoryReplayCache) Len() int {
 	now := nowFunc(c.Now)()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,7 +97,7 @@ func (c *MemoryReplayCache) Len() int {
 	return n
 }
 
-func (c *MemoryReplayCache) pruneLocked(now time.Time) {
+func (c *memoryReplayCache) pruneLocked(now time.Time) {
 	for k, nonces := range c.keys {
 		if pruneNonces(nonces, now); len(nonces) == 0 {
 			delete(c.keys, k)

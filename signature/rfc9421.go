@@ -220,9 +220,11 @@ type RFC9421VerifierConfig struct {
 	// any other error is infrastructure trouble and is returned as is.
 	// Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
-	// Replay remembers (keyid, nonce) pairs. Defaults to a
-	// MemoryReplayCache of this verifier, which only protects one process:
-	// a receiver with several processes passes the store's shared cache.
+	// Replay remembers (keyid, nonce) pairs. Defaults to a cache in this
+	// process's memory, of this verifier alone, holding up to 1,000,000
+	// live nonces per key (AdCP's minimum): it only protects one process,
+	// so a receiver with several processes passes the store's shared cache
+	// (store.Store.Replay).
 	Replay ReplayCache
 	// Origin is the scheme and authority senders address this receiver by:
 	// "https://buyer.example.com", or "https://buyer.example.com:8443" (http
@@ -253,14 +255,14 @@ type RFC9421VerifierConfig struct {
 }
 
 // withDefaults returns a copy of c with its zero fields set to their
-// defaults. Replay defaults to a new MemoryReplayCache.
+// defaults. Replay defaults to a new memoryReplayCache.
 func (c RFC9421VerifierConfig) withDefaults() RFC9421VerifierConfig {
 	if c.ClockSkew == 0 {
 		c.ClockSkew = defaultRFC9421ClockSkew
 	}
 	c.Now = nowFunc(c.Now)
 	if c.Replay == nil {
-		c.Replay = &MemoryReplayCache{Now: c.Now}
+		c.Replay = &memoryReplayCache{Now: c.Now}
 	}
 	return c
 }

@@ -128,7 +128,7 @@ func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK, mode
 		keys = append(keys, k)
 	}
 	now := clockAt(vec.ReferenceNow)
-	cache := &MemoryReplayCache{Now: now}
+	cache := &memoryReplayCache{Now: now}
 	ctx := context.Background()
 	for _, e := range vec.State.ReplayCacheEntries {
 		if _, err := cache.Remember(ctx, e.KeyID, e.Nonce, now().Add(time.Hour)); err != nil {
@@ -414,7 +414,7 @@ type rfc9421Setup struct {
 	key      JWK
 	signer   Signer
 	verifier Verifier
-	cache    *MemoryReplayCache
+	cache    *memoryReplayCache
 	now      time.Time
 }
 
@@ -431,7 +431,7 @@ func newRFC9421Setup(t *testing.T, alg string, edits ...func(*RFC9421VerifierCon
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := &MemoryReplayCache{Now: clockAt(now.Unix())}
+	cache := &memoryReplayCache{Now: clockAt(now.Unix())}
 	cfg := RFC9421VerifierConfig{
 		Sender: "seller", Keys: []JWK{key.Public()}, Origin: setupOrigin, Now: clockAt(now.Unix()), Replay: cache,
 	}
@@ -1256,7 +1256,7 @@ func TestJWK(t *testing.T) {
 func TestMemoryReplayCache(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	c := &MemoryReplayCache{Now: func() time.Time { return now }, MaxPerKey: 2}
+	c := &memoryReplayCache{Now: func() time.Time { return now }, MaxPerKey: 2}
 	ctx := context.Background()
 	remember := func(kid, nonce string, ttl time.Duration) (bool, error) {
 		return c.Remember(ctx, kid, nonce, now.Add(ttl))
