@@ -9,18 +9,11 @@ import (
 	"github.com/courier-go/courier"
 )
 
-// Bounds of CheckParams.MaxRows.
+// Bounds of Check's maxRows.
 const (
 	defaultCheckRows = 1000
 	maxCheckRows     = 100_000
 )
-
-// CheckParams bounds a deep check.
-type CheckParams struct {
-	// MaxRows is how many deliveries one Check validates, 1..100000.
-	// Defaults to 1000.
-	MaxRows int
-}
 
 // Check is Health with a deep look, for a periodic job or an operator
 // rather than a liveness probe: the claim verifies only the rows it
@@ -28,14 +21,14 @@ type CheckParams struct {
 //
 // It runs the engine's own integrity check (SQLite: PRAGMA quick_check,
 // which reads the whole file; PostgreSQL leaves its pages to its own
-// tooling), the schema guard Open ran, and validates up to p.MaxRows
-// deliveries: each row's state invariants (what the schema's CHECK
+// tooling), the schema guard Open ran, and validates up to maxRows
+// deliveries (1..100000; 0 means 1000): each row's state invariants (what the schema's CHECK
 // constraints say, in case the table no longer holds them), and, for a
 // delivery that may still be sent (pending, retry_wait, leased, or
 // failed, which Redrive may send again), that its payload opens and
 // matches its digest. Each Check continues after the last delivery the
 // previous Check of this Store validated, wrapping around at the end, so
-// repeated calls cover the whole outbox, p.MaxRows at a time; Checked
+// repeated calls cover the whole outbox, maxRows at a time; Checked
 // says how many this one validated, Invalid lists the ids it found
 // invalid. Check only reports: a claim quarantines an invalid row it
 // reaches.
@@ -45,12 +38,12 @@ type CheckParams struct {
 // integrity_mismatch for invalid rows, then as Health. A damaged database
 // or an altered schema ends the check there, with the counts Health could
 // still read, if any.
-func (o *Outbox) Check(ctx context.Context, p CheckParams) (Health, error) {
-	if p.MaxRows == 0 {
-		p.MaxRows = defaultCheckRows
+func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
+	if maxRows == 0 {
+		maxRows = defaultCheckRows
 	}
-	if p.MaxRows < 1 || p.MaxRows > maxCheckRows {
-		return Health{}, invalidArgument("CheckParams.MaxRows must be within 1..100000")
+	if maxRows < 1 || maxRows > maxCheckRows {
+		return Health{}, invalidArgument("Check's maxRows must be within 1..100000")
 	}
 	blocked := func(h Health, code courier.Code) Health {
 		h.Status, h.Code = HealthBlocked, code
@@ -75,7 +68,7 @@ func (o *Outbox) Check(ctx context.Context, p CheckParams) (Health, error) {
 	if err != nil {
 		return Health{}, err
 	}
-	if h.Checked, h.Invalid, err = o.checkRows(ctx, p.MaxRows); err != nil {
+	if h.Checked, h.Invalid, err = o.checkRows(ctx, maxRows); err != nil {
 		return Health{}, err
 	}
 	if len(h.Invalid) > 0 {

@@ -422,7 +422,7 @@ func (r *claimRun) probes(ctx context.Context) error {
 			}
 			continue
 		}
-		r.o.s.emit(EndpointEvent{Endpoint: e, From: EndpointOpen, To: EndpointHalfOpen})
+		r.o.s.emit(e, EndpointOpen, EndpointHalfOpen, "")
 	}
 	return nil
 }

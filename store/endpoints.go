@@ -142,7 +142,7 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
 			return err
 		}
-		e.s.emit(EndpointEvent{Endpoint: endpoint, From: old.State, To: EndpointClosed})
+		e.s.emit(endpoint, old.State, EndpointClosed, "")
 		return nil
 	})
 }
@@ -155,18 +155,26 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 			return err
 		}
 		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
-		return e.put(ctx, tx, old, e.s.now(), EndpointEvent{Endpoint: endpoint, From: old.State, To: EndpointDisabled, Reason: courier.CodeEndpointDisabled})
+		return e.put(ctx, tx, old, e.s.now(), transition{endpoint: endpoint, from: old.State, to: EndpointDisabled, reason: courier.CodeEndpointDisabled})
 	})
 }
 
-func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, ev EndpointEvent) error {
+// transition is an endpoint's breaker moving between states, reported
+// once its record is written (EventEndpoint).
+type transition struct {
+	endpoint string
+	from, to EndpointState
+	reason   courier.Code
+}
+
+func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, ev transition) error {
 	_, err := e.s.exec(ctx, tx, "endpoint_put", map[string]any{
 		"endpoint": h.Endpoint, "state": string(h.State), "consecutive_failures": h.ConsecutiveFailures,
 		"failing_since": nullable(micros(h.FailingSince)), "open_until": nullable(micros(h.OpenUntil)),
 		"reason": nullable(string(h.Reason)), "now": now,
 	})
-	if err == nil && ev.From != ev.To {
-		e.s.emit(ev)
+	if err == nil && ev.from != ev.to {
+		e.s.emit(ev.endpoint, ev.from, ev.to, ev.reason)
 	}
 	return err
 }
@@ -204,7 +212,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 			return false, err
 		}
 		if from != EndpointClosed {
-			e.s.emit(EndpointEvent{Endpoint: endpoint, From: from, To: EndpointClosed})
+			e.s.emit(endpoint, from, EndpointClosed, "")
 		}
 		return false, nil
 	case gone:
@@ -224,5 +232,5 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	if h.State == EndpointClosed {
 		h.Reason = oc.Code // counting failures below the threshold
 	}
-	return true, e.put(ctx, tx, h, now, EndpointEvent{Endpoint: endpoint, From: from, To: h.State, Reason: h.Reason})
+	return true, e.put(ctx, tx, h, now, transition{endpoint: endpoint, from: from, to: h.State, reason: h.Reason})
 }

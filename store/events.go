@@ -10,22 +10,22 @@ const (
 	EventEnqueued EventKind = "enqueued" // a new delivery was written
 	EventClaimed  EventKind = "claimed"  // a claim leased N deliveries
 	EventSettled  EventKind = "settled"  // N deliveries settled into Status: an attempt's outcome, or a claim ending them expired
+	EventEndpoint EventKind = "endpoint" // an endpoint's breaker moved From a state To another (opened, probed, closed, disabled, enabled), for the reason in Code
 )
 
-// Event is a store event for metrics (Config.Hook). It carries counts,
-// statuses and codes, never content.
+// Event is a store event for metrics and alerts (Config.Hook). It carries
+// counts, statuses, codes and, for EventEndpoint, the endpoint; never
+// content.
 type Event struct {
 	Kind   EventKind
 	N      int
 	Status courier.Status
 	Code   courier.Code
-}
-
-// EndpointEvent reports a breaker transition (Config.OnEndpoint).
-type EndpointEvent struct {
+	// Endpoint, From and To are an EventEndpoint's: the endpoint (its URL
+	// as enqueued, which may hold credentials: redact it before it leaves
+	// the process) and the breaker states it moved between.
 	Endpoint string
 	From, To EndpointState
-	Reason   courier.Code
 }
 
 func (s *Store) observe(e Event) {
@@ -34,9 +34,7 @@ func (s *Store) observe(e Event) {
 	}
 }
 
-// emit hands an endpoint event to Config.OnEndpoint.
-func (s *Store) emit(ev EndpointEvent) {
-	if s.cfg.OnEndpoint != nil {
-		s.cfg.OnEndpoint(ev)
-	}
+// emit reports an endpoint's breaker transition.
+func (s *Store) emit(endpoint string, from, to EndpointState, reason courier.Code) {
+	s.observe(Event{Kind: EventEndpoint, Endpoint: endpoint, From: from, To: to, Code: reason})
 }

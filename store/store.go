@@ -65,13 +65,11 @@ type Config struct {
 	// Breaker is the per-endpoint circuit breaker. Its zero value is
 	// the defaults of BreakerConfig.
 	Breaker BreakerConfig
-	// OnEndpoint receives endpoint breaker transitions (opened, probed,
-	// closed, disabled, enabled). It may run inside a transaction that
-	// later rolls back; it must be quick. Defaults to none.
-	OnEndpoint func(EndpointEvent)
-	// Hook receives typed events for metrics: enqueues (counted when
-	// Enqueue returns, so a caller's rollback still counts), claims and
-	// settles. It must be quick. Defaults to none.
+	// Hook receives typed events for metrics and alerts: enqueues
+	// (counted when Enqueue returns, so a caller's rollback still counts),
+	// claims, settles and endpoint breaker transitions (which may be
+	// reported from a transaction that later rolls back). It must be
+	// quick. Defaults to none.
 	Hook func(Event)
 	// OrderingOnFailure is what a delivery that fails for good while it
 	// heads its ordering key (EnqueueParams.OrderingKey) does to the

@@ -23,6 +23,7 @@
 //	courier_attempts_total{outcome,code}         attempts finished by workers
 //	courier_attempt_duration_seconds{outcome}    how long attempts took
 //	courier_receiver_requests_total{outcome,code} requests answered by receivers
+//	courier_endpoint_transitions_total{to}       endpoint breaker transitions, by the state entered
 //	courier_outbox_deliveries{status}            deliveries in the outbox, by status (gauge)
 //	courier_outbox_due                           pending or retrying deliveries due now (gauge)
 //	courier_outbox_oldest_due_age_seconds        how long the oldest due delivery has waited (gauge)
@@ -72,6 +73,7 @@ type Collector struct {
 	attempts  *prometheus.CounterVec
 	durations *prometheus.HistogramVec
 	requests  *prometheus.CounterVec
+	breakers  *prometheus.CounterVec
 
 	deliveries, endpoints            *prometheus.Desc
 	due, oldestDueAge, expiredLeases *prometheus.Desc
@@ -97,6 +99,8 @@ func New() *Collector {
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}, []string{"outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_receiver_requests_total",
 			Help: "Requests answered by receivers, by outcome and code."}, []string{"outcome", "code"}),
+		breakers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_endpoint_transitions_total",
+			Help: "Endpoint breaker transitions, by the state entered."}, []string{"to"}),
 		deliveries: prometheus.NewDesc("courier_outbox_deliveries", "Deliveries in the outbox, by status.", []string{"status"}, nil),
 		due:        prometheus.NewDesc("courier_outbox_due", "Pending or retrying deliveries due now.", nil, nil),
 		oldestDueAge: prometheus.NewDesc("courier_outbox_oldest_due_age_seconds",
@@ -125,6 +129,8 @@ func (c *Collector) StoreHook(e store.Event) {
 		c.claimed.Add(float64(e.N))
 	case store.EventSettled:
 		c.settled.WithLabelValues(string(e.Status)).Add(float64(e.N))
+	case store.EventEndpoint:
+		c.breakers.WithLabelValues(string(e.To)).Inc()
 	}
 }
 
@@ -151,6 +157,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.attempts.Describe(ch)
 	c.durations.Describe(ch)
 	c.requests.Describe(ch)
+	c.breakers.Describe(ch)
 	c.scrapeErrors.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints,
 		c.inFlight, c.maxInFlight, c.rate, c.blockedKeys} {
@@ -174,6 +181,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.attempts.Collect(ch)
 	c.durations.Collect(ch)
 	c.requests.Collect(ch)
+	c.breakers.Collect(ch)
 	if s := c.store.Load(); s != nil && c.collectStore(s, ch) != nil {
 		c.scrapeErrors.Inc()
 	}

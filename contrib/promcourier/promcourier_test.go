@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/contrib/promcourier"
 	"github.com/courier-go/courier/couriertest"
@@ -188,13 +189,20 @@ func TestCollectorWithoutStore(t *testing.T) {
 	t.Parallel()
 	c := promcourier.New()
 	c.StoreHook(store.Event{Kind: store.EventEnqueued, N: 3})
+	c.StoreHook(store.Event{Kind: store.EventEndpoint, Endpoint: "https://user:secret@x.example/h", From: store.EndpointClosed, To: store.EndpointOpen, Code: courier.CodeReceiverUnavailable})
+	c.StoreHook(store.Event{Kind: store.EventEndpoint, Endpoint: "https://user:secret@x.example/h", From: store.EndpointOpen, To: store.EndpointHalfOpen})
+	c.StoreHook(store.Event{Kind: store.EventEndpoint, Endpoint: "https://user:secret@x.example/h", From: store.EndpointHalfOpen, To: store.EndpointOpen})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP courier_enqueued_total Deliveries written to the outbox (counted at enqueue, before the caller's commit).
 # TYPE courier_enqueued_total counter
 courier_enqueued_total 3
-`), "courier_enqueued_total"); err != nil {
+# HELP courier_endpoint_transitions_total Endpoint breaker transitions, by the state entered.
+# TYPE courier_endpoint_transitions_total counter
+courier_endpoint_transitions_total{to="half_open"} 1
+courier_endpoint_transitions_total{to="open"} 2
+`), "courier_enqueued_total", "courier_endpoint_transitions_total"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(c, "courier_outbox_deliveries"); n != 0 {

@@ -421,7 +421,7 @@ func TestCheckFindsADamagedFile(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := s.Outbox.Check(ctx, store.CheckParams{}); err != nil || h.Status != store.HealthOK {
+	if h, err := s.Outbox.Check(ctx, 0); err != nil || h.Status != store.HealthOK {
 		t.Fatalf("Check of a sound file = %+v, %v", h, err)
 	}
 	var root, pageSize int64
@@ -451,7 +451,7 @@ func TestCheckFindsADamagedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h, err := s.Outbox.Check(ctx, store.CheckParams{})
+	h, err := s.Outbox.Check(ctx, 0)
 	if err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeDatabaseCorrupt {
 		t.Fatalf("Check of the damaged file = %s/%s, %v; want blocked/database_corrupt", h.Status, h.Code, err)
 	}

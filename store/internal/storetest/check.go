@@ -15,7 +15,7 @@ import (
 // check runs Outbox.Check.
 func check(t *testing.T, b *bundle, maxRows int) store.Health {
 	t.Helper()
-	h, err := b.store.Outbox.Check(b.ctx, store.CheckParams{MaxRows: maxRows})
+	h, err := b.store.Outbox.Check(b.ctx, maxRows)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -67,7 +67,7 @@ func testCheckFindsWhatClaimsHaveNotTouched(t *testing.T, open OpenFunc) {
 		t.Fatalf("Check changed the row to %s: it only reports", d.Status)
 	}
 	for _, n := range []int{-1, 100_001} {
-		if _, err := b.store.Outbox.Check(b.ctx, store.CheckParams{MaxRows: n}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		if _, err := b.store.Outbox.Check(b.ctx, n); courier.CodeOf(err) != courier.CodeInvalidArgument {
 			t.Fatalf("Check(MaxRows %d) = %v, want invalid_argument", n, err)
 		}
 	}

@@ -146,7 +146,7 @@ func testParkedDeliveriesWaitOutOfTheDueIndex(t *testing.T, open OpenFunc) {
 	if err != nil || h.Due != 0 {
 		t.Fatalf("Health.Due = %d, %v; want 0 (the rest are parked)", h.Due, err)
 	}
-	if ch, err := b.store.Outbox.Check(b.ctx, store.CheckParams{}); err != nil || len(ch.Invalid) != 0 {
+	if ch, err := b.store.Outbox.Check(b.ctx, 0); err != nil || len(ch.Invalid) != 0 {
 		t.Fatalf("Check with parked rows: %+v, %v", ch.Invalid, err)
 	}
 	for i := 1; i < 6; i++ {

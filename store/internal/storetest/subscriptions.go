@@ -173,10 +173,16 @@ func testSuppression(t *testing.T, open OpenFunc) {
 
 func testBreaker(t *testing.T, open OpenFunc) {
 	var mu sync.Mutex
-	var events []store.EndpointEvent
+	var events []store.Event
 	b := setup(t, open, store.Config{
-		Breaker:    store.BreakerConfig{Threshold: 3, Cooldown: time.Minute, DisableAfter: 24 * time.Hour},
-		OnEndpoint: func(e store.EndpointEvent) { mu.Lock(); events = append(events, e); mu.Unlock() },
+		Breaker: store.BreakerConfig{Threshold: 3, Cooldown: time.Minute, DisableAfter: 24 * time.Hour},
+		Hook: func(e store.Event) {
+			if e.Kind == store.EventEndpoint {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}
+		},
 	})
 	const bad, good = "https://bad.example/h", "https://good.example/h"
 	enqueue := func(id, endpoint string) {
