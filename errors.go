@@ -5,7 +5,7 @@ import "errors"
 // Error is an error with a stable [Code] and a message. It matches its
 // code with [errors.Is], however deeply it is wrapped:
 //
-//	errors.Is(fmt.Errorf("enqueue: %w", courier.NewError(courier.CodeIdempotencyCollision, "…")), courier.CodeIdempotencyCollision)
+//	errors.Is(fmt.Errorf("enqueue: %w", &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "…"}), courier.CodeIdempotencyCollision)
 //
 // The message must be content-free like the code: no payload, header or
 // secret bytes.
@@ -17,12 +17,6 @@ type Error struct {
 	// for the class with errors.Is and read the precise code with CodeOf.
 	Err error
 }
-
-// NewError returns an *Error with the code and a content-free message.
-func NewError(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
-
-// Wrap returns an *Error with the code and message that is a case of class.
-func Wrap(class error, code Code, msg string) *Error { return &Error{Code: code, Msg: msg, Err: class} }
 
 func (e *Error) Error() string {
 	if e.Msg == "" {

@@ -10,7 +10,7 @@ import (
 
 func TestErrorsMatchByCode(t *testing.T) {
 	t.Parallel()
-	wrapped := fmt.Errorf("enqueue: %w", courier.NewError(courier.CodeIdempotencyCollision, "other payload"))
+	wrapped := fmt.Errorf("enqueue: %w", &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "other payload"})
 	if !errors.Is(wrapped, courier.CodeIdempotencyCollision) {
 		t.Fatal("an error with the collision code does not match CodeIdempotencyCollision")
 	}
@@ -29,15 +29,15 @@ func TestErrorsMatchByCode(t *testing.T) {
 		t.Fatalf("a wrapped Code: Is=%v CodeOf=%q Error=%q", errors.Is(bare, courier.CodeNotFound), courier.CodeOf(bare), bare.Error())
 	}
 	// The first coded error in the chain gives the code.
-	outer := courier.NewError(courier.CodeInvalidArgument, fmt.Sprintf("lookup: %v", bare))
+	outer := &courier.Error{Code: courier.CodeInvalidArgument, Msg: fmt.Sprintf("lookup: %v", bare)}
 	if courier.CodeOf(fmt.Errorf("%w: %w", outer, courier.CodeNotFound)) != courier.CodeInvalidArgument {
 		t.Fatal("CodeOf did not take the first coded error of the chain")
 	}
 	// An *Error target matches by code too.
-	if !errors.Is(wrapped, courier.NewError(courier.CodeIdempotencyCollision, "")) {
+	if !errors.Is(wrapped, &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: ""}) {
 		t.Fatal("an *Error target with the same code does not match")
 	}
-	sig := courier.Wrap(courier.CodeSignatureInvalid, "webhook_signature_replayed", "replayed")
+	sig := &courier.Error{Code: "webhook_signature_replayed", Msg: "replayed", Err: courier.CodeSignatureInvalid}
 	if !errors.Is(sig, courier.CodeSignatureInvalid) || courier.CodeOf(sig) != "webhook_signature_replayed" {
 		t.Fatalf("Wrap: Is=%v code=%q", errors.Is(sig, courier.CodeSignatureInvalid), courier.CodeOf(sig))
 	}
@@ -67,7 +67,7 @@ func TestStatuses(t *testing.T) {
 // Every error courier returns matches its code with errors.Is, however it
 // was wrapped; CodeOf reads the precise code, for a log line or a metric.
 func ExampleCodeOf() {
-	err := fmt.Errorf("enqueue order-7: %w", courier.NewError(courier.CodeIdempotencyCollision, "same identity, different content"))
+	err := fmt.Errorf("enqueue order-7: %w", &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "same identity, different content"})
 	fmt.Println(errors.Is(err, courier.CodeIdempotencyCollision), courier.CodeOf(err))
 	// Output: true idempotency_collision
 }

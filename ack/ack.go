@@ -145,5 +145,5 @@ func (a Ack) Verify(got []byte) error {
 }
 
 func invalid(msg string) error {
-	return courier.NewError(courier.CodeAckInvalid, msg)
+	return &courier.Error{Code: courier.CodeAckInvalid, Msg: msg}
 }

@@ -28,7 +28,7 @@ type Config struct {
 	// Authorize decides whether r may change anything: redrive, cancel,
 	// enable or disable an endpoint, pin a contract or fail the
 	// deliveries a changed contract holds back. It returns nil to allow. An error whose code is
-	// courier.CodeForbidden (courier.NewError(courier.CodeForbidden, …))
+	// courier.CodeForbidden (return courier.CodeForbidden, or wrap it)
 	// answers 403 forbidden: the caller is known but may not act; any
 	// other error answers 401 unauthorized. Defaults to nil: the Handler
 	// is read-only and every mutation answers 403 forbidden.
@@ -58,7 +58,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "admin: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "admin: " + msg}
 }
 
 // Handler is the ops page and JSON API over one outbox; see the package

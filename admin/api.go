@@ -207,7 +207,7 @@ func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.Red
 func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 	url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
 	if errors.Is(err, courier.CodeNotFound) {
-		return "", courier.NewError(courier.CodeNotFound, "no endpoint with this ref")
+		return "", &courier.Error{Code: courier.CodeNotFound, Msg: "no endpoint with this ref"}
 	}
 	return url, err
 }
@@ -255,7 +255,7 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) cancel(r *http.Request, id int64) error {
 	err := h.cfg.Store.Outbox.Cancel(r.Context(), id)
 	if errors.Is(err, courier.CodeNotFound) {
-		return courier.NewError(courier.CodeNotFound, "no pending or retrying delivery with this id")
+		return &courier.Error{Code: courier.CodeNotFound, Msg: "no pending or retrying delivery with this id"}
 	}
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ func ExampleNewHandler() {
 		Store: s,
 		Authorize: func(r *http.Request) error {
 			if r.Header.Get("X-Operator") == "" { // the application's own check
-				return courier.NewError(courier.CodeForbidden, "operators only")
+				return &courier.Error{Code: courier.CodeForbidden, Msg: "operators only"}
 			}
 			return nil
 		},

@@ -45,7 +45,7 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 		err    error
 		status courier.Status
 	}{
-		{"unknown for good", courier.Wrap(courier.CodeConfigInvalid, courier.CodeSigningFailed, "no key k9"), courier.StatusFailed},
+		{"unknown for good", &courier.Error{Code: courier.CodeSigningFailed, Msg: "no key k9", Err: courier.CodeConfigInvalid}, courier.StatusFailed},
 		{"wrapped again", errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed},
 		{"key store down", errors.New("key store unavailable"), courier.StatusRetryWait},
 	}
@@ -79,7 +79,7 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 type permanentSigner struct{}
 
 func (permanentSigner) Sign(*http.Request, signature.Message) error {
-	return courier.Wrap(courier.CodeConfigInvalid, courier.CodeSigningFailed, "signer misconfigured")
+	return &courier.Error{Code: courier.CodeSigningFailed, Msg: "signer misconfigured", Err: courier.CodeConfigInvalid}
 }
 
 // TestWorkerFailsWhenSigningFailsForGood: the same rule holds for an error

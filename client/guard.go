@@ -73,7 +73,7 @@ const (
 // destinationForbidden returns the refusal error. msg is one of this file's
 // constant reason phrases, so it never carries request content.
 func destinationForbidden(msg string) error {
-	return courier.NewError(courier.CodeDestinationForbidden, msg)
+	return &courier.Error{Code: courier.CodeDestinationForbidden, Msg: msg}
 }
 
 // checkURL checks scheme and port of u without any network I/O. When u's

@@ -88,8 +88,8 @@ type Config struct {
 	// SignerFor returns the signer for a delivery's KeyID (see
 	// store.EnqueueParams), for senders with a key per endpoint. Its error
 	// says whether the key may come back: one that wraps
-	// courier.CodeConfigInvalid (errors.Is; e.g. courier.Wrap(
-	// courier.CodeConfigInvalid, courier.CodeSigningFailed, "no key k9"))
+	// courier.CodeConfigInvalid (errors.Is; e.g. fmt.Errorf("no key %s:
+	// %w", keyID, courier.CodeConfigInvalid))
 	// means the key id is unknown for good, and the delivery fails with
 	// code signing_failed; any other error is taken as transient (a key
 	// store that is down) and the delivery is retried with that code. The
@@ -223,7 +223,7 @@ func isToken(s string) bool {
 }
 
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "client: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "client: " + msg}
 }
 
 func defaultOwner() string {

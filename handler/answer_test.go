@@ -126,7 +126,7 @@ func anyReceivers() []anyReceiver {
 			s := anyStore(t)
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
-			h, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Terminal](calls, o.app))
+			h, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Terminal](calls, o.app))
 			if err != nil {
 				t.Fatal(err)
 			}

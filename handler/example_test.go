@@ -73,13 +73,13 @@ func ExampleNewReceiver() {
 // The terminal receiver refuses what it must not apply with a stable
 // code, and an application refusal (Reject) is answered 422 so the sender
 // stops retrying.
-func ExampleNewTerminal() {
+func ExampleNewReceiver_terminal() {
 	ctx := context.Background()
 	s, done := openInbox(ctx)
 	defer done()
 	keys := couriertest.StandardWebhooksKeys("cms-host")
 
-	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 			if n.PlanID != "plan-1" {
 				return handler.Reject("plan_unknown", "no such plan")

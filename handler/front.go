@@ -216,5 +216,5 @@ func isNil(v any) bool {
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "handler: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "handler: " + msg}
 }

@@ -419,7 +419,7 @@ func hostileTerminalTarget() hostileTarget {
 		open: func(t *testing.T) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "cms-host")
-			rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Terminal])
+			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Terminal])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,7 +105,7 @@ func openTerminal(t *testing.T, s *store.Store, sender string) *terminalEnv {
 	}
 	verifier, signer := standardWebhooksFor(t, sender)
 	e := &terminalEnv{store: s, signer: signer}
-	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		e.calls.Add(1)
 		_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO identity_effects (notification_id) VALUES (?)"), n.NotificationID)
 		return err
@@ -459,7 +459,7 @@ func TestTerminalSequenceBeyondInt64IsAccepted(t *testing.T) {
 	s := engines[0].open(t)
 	verifier, signer := standardWebhooksFor(t, "cms-host")
 	var got atomic.Value
-	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(_ context.Context, _ *sqlx.Tx, n ack.Terminal) error {
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(_ context.Context, _ *sqlx.Tx, n ack.Terminal) error {
 		got.Store(n.SourceSequence)
 		return nil
 	})

@@ -64,9 +64,9 @@ type PublishTarget struct {
 func AuthorizeOwnTenant(_ context.Context, p signature.Principal, t PublishTarget) error {
 	switch {
 	case t.Endpoint != "":
-		return courier.NewError(courier.CodeForbidden, "handler: publishing to a caller-chosen endpoint needs PublishConfig.Authorize")
+		return &courier.Error{Code: courier.CodeForbidden, Msg: "handler: publishing to a caller-chosen endpoint needs PublishConfig.Authorize"}
 	case p.Sender == "" || t.Tenant != p.Sender:
-		return courier.NewError(courier.CodeForbidden, "handler: a publisher may fan out to its own tenant only")
+		return &courier.Error{Code: courier.CodeForbidden, Msg: "handler: a publisher may fan out to its own tenant only"}
 	}
 	return nil
 }

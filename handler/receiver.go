@@ -33,7 +33,7 @@ import (
 // through DB() are fine, but do not see tx's writes.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
-// ReceiverConfig configures a Receiver (NewReceiver, NewTerminal).
+// ReceiverConfig configures a Receiver (NewReceiver).
 type ReceiverConfig struct {
 	// Store holds the Inbox. Required.
 	Store *store.Store

@@ -52,7 +52,7 @@ func setupReceiver(t *testing.T, reject bool) *receiverBundle {
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "cms-host", Keys: []signature.StandardWebhooksKey{key}})
 	signer, _ := signature.NewStandardWebhooksSigner(key)
 	b := &receiverBundle{store: s, signer: signer}
-	rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 4 << 10}}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 4 << 10}}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		b.calls.Add(1)
 		if _, err := tx.ExecContext(ctx, "INSERT INTO effects (notification_id) VALUES (?)", n.NotificationID); err != nil {
 			return err
@@ -258,12 +258,12 @@ func TestReceiverRejection(t *testing.T) {
 func TestReceiverConfig(t *testing.T) {
 	t.Parallel()
 	fn := func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil }
-	if _, err := handler.NewTerminal(handler.ReceiverConfig{}, fn); !errors.Is(err, courier.CodeConfigInvalid) {
+	if _, err := handler.NewReceiver(handler.ReceiverConfig{}, fn); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Fatalf("no store: %v", err)
 	}
 	s, _ := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), store.Config{})
 	defer s.Close()
-	if _, err := handler.NewTerminal(handler.ReceiverConfig{Store: s}, fn); !errors.Is(err, courier.CodeConfigInvalid) {
+	if _, err := handler.NewReceiver(handler.ReceiverConfig{Store: s}, fn); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Fatalf("no verifier: %v", err)
 	}
 }

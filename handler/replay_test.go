@@ -52,7 +52,7 @@ func TestReplayedSignatureAcrossReceivers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rcv, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil })
+		rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,9 +23,9 @@ const (
 	// defaultStaleAfter is how long a claim may stay processing before
 	// another request takes it over.
 	defaultStaleAfter = 5 * time.Minute
-	// MinReportingRetention is the least time a reporting receiver keeps
+	// minReportingRetention is the least time a reporting receiver keeps
 	// its dedupe records: AdCP's minimum.
-	MinReportingRetention = 24 * time.Hour
+	minReportingRetention = 24 * time.Hour
 )
 
 // ReportingConfig configures a Reporting receiver. It has no
@@ -42,7 +42,7 @@ type ReportingConfig struct {
 	Hook     func(Event)
 	// RetryHorizon is how long the senders may retry one delivery. Dedupe
 	// records must outlive it; see Reporting.Retention. Defaults to zero
-	// (unknown): the retention is then MinReportingRetention.
+	// (unknown): the retention is then 24 hours, AdCP's minimum.
 	RetryHorizon time.Duration
 	// StaleAfter is how long a request may hold a delivery's claim before
 	// a retry takes it over, as from a receiver that died while
@@ -105,11 +105,11 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 }
 
 // Retention is how long dedupe records must be kept: the senders' retry
-// horizon, and at least MinReportingRetention. Prune with it:
+// horizon, and at least 24 hours (AdCP's minimum). Prune with it:
 //
 //	store.Inbox.Prune(ctx, store.PruneParams{OlderThan: rp.Retention()})
 func (rp *Reporting) Retention() time.Duration {
-	return max(MinReportingRetention, rp.cfg.RetryHorizon)
+	return max(minReportingRetention, rp.cfg.RetryHorizon)
 }
 
 // ServeHTTP implements http.Handler.

@@ -125,5 +125,5 @@ func mustValidate(l BodyLimits) {
 }
 
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "middleware: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "middleware: " + msg}
 }

@@ -118,7 +118,7 @@ func TestVerify(t *testing.T) {
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
 		{name: "failure with an unquotable code", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
-				return signature.Principal{}, courier.Wrap(courier.CodeSignatureInvalid, `bad", x="y`, "")
+				return signature.Principal{}, &courier.Error{Code: `bad", x="y`, Msg: "", Err: courier.CodeSignatureInvalid}
 			})
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
 		{name: "oversized", sent: bytes.Repeat([]byte("a"), maxBody+1),

@@ -58,7 +58,7 @@ func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 		return signingFailed("adcp hmac: message time is before 1970")
 	}
 	if hasDuplicateJSONKey(m.Body) {
-		return courier.NewError(courier.CodeDuplicateKeyInput, "adcp hmac: body has a duplicate JSON object key")
+		return &courier.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key"}
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {

@@ -34,9 +34,9 @@ const (
 	// rFC9421Label is the signature label the signer writes and the
 	// verifier reads; other labels are ignored.
 	rFC9421Label = "sig1"
-	// MaxRFC9421Window is the longest expires − created AdCP allows, and
+	// maxRFC9421Window is the longest expires − created AdCP allows, and
 	// the signer's default.
-	MaxRFC9421Window = 300 * time.Second
+	maxRFC9421Window = 300 * time.Second
 	// defaultRFC9421ClockSkew is how far the verifier's clock may be from the
 	// signer's: created may be this far in the future, expires this far in
 	// the past.
@@ -64,8 +64,8 @@ type RFC9421SignerConfig struct {
 	// Key signs: a private Ed25519 or P-256 JWK. Its kid is the keyid
 	// parameter and its algorithm the alg parameter. Required.
 	Key JWK
-	// Window is expires − created. Defaults to MaxRFC9421Window (300
-	// seconds); it may not exceed it.
+	// Window is expires − created: 1 to 300 seconds, the most AdCP
+	// allows. Defaults to 300 seconds.
 	Window time.Duration
 	// Now gives created when Message.Time is zero. Defaults to time.Now.
 	Now func() time.Time
@@ -74,7 +74,7 @@ type RFC9421SignerConfig struct {
 // withDefaults returns a copy of c with its zero fields set to their defaults.
 func (c RFC9421SignerConfig) withDefaults() RFC9421SignerConfig {
 	if c.Window == 0 {
-		c.Window = MaxRFC9421Window
+		c.Window = maxRFC9421Window
 	}
 	c.Now = nowFunc(c.Now)
 	return c
@@ -98,8 +98,8 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 	if !cfg.Key.IsPrivate() {
 		return nil, configError("RFC9421SignerConfig.Key is not a private JWK")
 	}
-	if cfg.Window < time.Second || cfg.Window > MaxRFC9421Window {
-		return nil, configError("RFC9421SignerConfig.Window is outside 1s to " + MaxRFC9421Window.String())
+	if cfg.Window < time.Second || cfg.Window > maxRFC9421Window {
+		return nil, configError("RFC9421SignerConfig.Window is outside 1s to " + maxRFC9421Window.String())
 	}
 	return &rfc9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
 }
@@ -248,7 +248,7 @@ type RFC9421VerifierConfig struct {
 	// not both. Defaults to false.
 	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
-	// past. Defaults to 60 seconds.
+	// past: 0 to 300 seconds. Defaults to 60 seconds.
 	ClockSkew time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
@@ -295,8 +295,8 @@ func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (Verifier, error) {
 	if (len(cfg.Keys) == 0) == (cfg.LookupKey == nil) {
 		return nil, configError("RFC9421VerifierConfig.Keys or LookupKey must be set, not both")
 	}
-	if cfg.ClockSkew < 0 || cfg.ClockSkew > MaxRFC9421Window {
-		return nil, configError("RFC9421VerifierConfig.ClockSkew is outside 0 to " + MaxRFC9421Window.String())
+	if cfg.ClockSkew < 0 || cfg.ClockSkew > maxRFC9421Window {
+		return nil, configError("RFC9421VerifierConfig.ClockSkew is outside 0 to " + maxRFC9421Window.String())
 	}
 	v := &rfc9421Verifier{cfg: cfg}
 	if len(cfg.Keys) > 0 {
@@ -383,7 +383,7 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	switch {
 	case in.expires <= in.created:
 		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "expires is not after created")
-	case in.expires-in.created > int64(MaxRFC9421Window/time.Second):
+	case in.expires-in.created > int64(maxRFC9421Window/time.Second):
 		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "window is longer than 300 seconds")
 	case now < in.created-skew:
 		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "created is in the future")

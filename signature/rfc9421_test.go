@@ -1115,7 +1115,7 @@ func TestRFC9421Config(t *testing.T) {
 		{"zero key", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{{}}}, false},
 		{"duplicate kid", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub, pub}}, false},
 		{"negative skew", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, ClockSkew: -time.Second}, false},
-		{"skew over the window", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, ClockSkew: MaxRFC9421Window + time.Second}, false},
+		{"skew over the window", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, ClockSkew: maxRFC9421Window + time.Second}, false},
 	}
 	for _, tt := range verifierTests {
 		t.Run("verifier "+tt.name, func(t *testing.T) {

@@ -70,19 +70,19 @@ const redacted = "[REDACTED]"
 
 // reject returns a verification failure with a content-free message.
 func reject(code courier.Code, msg string) error {
-	return courier.Wrap(courier.CodeSignatureInvalid, code, msg)
+	return &courier.Error{Code: code, Msg: msg, Err: courier.CodeSignatureInvalid}
 }
 
 // configError returns the error of a constructor or parser refusing its
 // configuration: a case of courier.CodeConfigInvalid whose message names the
 // field. msg never carries key or secret bytes.
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "signature: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
 }
 
 // signingFailed returns a Sign failure with a content-free message.
 func signingFailed(msg string) error {
-	return courier.NewError(courier.CodeSigningFailed, msg)
+	return &courier.Error{Code: courier.CodeSigningFailed, Msg: msg}
 }
 
 // nowFunc returns now, or time.Now when now is nil.

@@ -136,5 +136,5 @@ func parseCommand(payload []byte) (ack.Command, error) {
 // the *ack.ValidationError listing them.
 func requestInvalid(fields ...ack.FieldError) error {
 	ve := &ack.ValidationError{Fields: fields}
-	return courier.Wrap(ve, courier.CodeRequestInvalid, "store: the command is invalid"+fieldList(ve))
+	return &courier.Error{Code: courier.CodeRequestInvalid, Msg: "store: the command is invalid" + fieldList(ve), Err: ve}
 }

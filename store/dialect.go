@@ -72,7 +72,7 @@ func (d *dialect) interpret(name string, err error) error {
 	case engine.ReadOnly:
 		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
 	case engine.Constraint:
-		return fmt.Errorf("store: %s: %w", name, courier.Wrap(courier.CodePayloadInvalid, courier.CodeInvalidArgument, "constraint violated: "+f.Constraint))
+		return fmt.Errorf("store: %s: %w", name, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: courier.CodePayloadInvalid})
 	}
 	return fmt.Errorf("store: %s: %w", name, err)
 }

@@ -363,8 +363,8 @@ func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (En
 	same, err := o.s.cfg.Encryption.matches(args[argPlaintext].([]byte), r.PayloadSHA256, r.PayloadKeyID,
 		args["notification_id"].(string), args["endpoint"].(string))
 	if err != nil {
-		return Enqueued{}, courier.Wrap(courier.CodeIdempotencyCollision, courier.CodeIdempotencyCollision,
-			"store: the delivery exists, sealed under payload key "+r.PayloadKeyID+", which Encryption.Keys no longer holds: its payload cannot be compared")
+		return Enqueued{}, &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
+
 	}
 	if !same || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
 		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] ||

@@ -83,7 +83,7 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 		return err
 	}
 	if n, err := res.RowsAffected(); err == nil && n != 1 {
-		return courier.NewError(courier.CodeInvalidArgument, "store: inbox key is not being processed")
+		return &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: inbox key is not being processed"}
 	}
 	return nil
 }

@@ -119,7 +119,7 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 	}
 	for _, t := range courierTables {
 		if err := t.check(got[t.name]); err != nil {
-			return fmt.Errorf("store: %w", courier.NewError(courier.CodeSchemaAltered, err.Error()))
+			return fmt.Errorf("store: %w", &courier.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
 		}
 	}
 	return nil

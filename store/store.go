@@ -126,12 +126,12 @@ type Config struct {
 
 // The store's errors with a fixed message, each matching its code.
 var (
-	errNotFound             = courier.NewError(courier.CodeNotFound, "not found")
-	errIdempotencyCollision = courier.NewError(courier.CodeIdempotencyCollision, "store: same identity, different content")
-	errLeaseLost            = courier.NewError(courier.CodeLeaseLost, "store: lease no longer held")
-	errContractChanged      = courier.NewError(courier.CodeContractChanged, "store: the endpoint's pinned contract differs")
-	errSchemaOutdated       = courier.NewError(courier.CodeSchemaOutdated, "store: database schema needs migrating")
-	errSchemaTooNew         = courier.NewError(courier.CodeSchemaTooNew, "store: database schema is newer than this courier")
+	errNotFound             = &courier.Error{Code: courier.CodeNotFound, Msg: "not found"}
+	errIdempotencyCollision = &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: same identity, different content"}
+	errLeaseLost            = &courier.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
+	errContractChanged      = &courier.Error{Code: courier.CodeContractChanged, Msg: "store: the endpoint's pinned contract differs"}
+	errSchemaOutdated       = &courier.Error{Code: courier.CodeSchemaOutdated, Msg: "store: database schema needs migrating"}
+	errSchemaTooNew         = &courier.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is newer than this courier"}
 )
 
 // withDefaults returns a copy of c with every unset field at its default.
@@ -164,11 +164,11 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "store: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "store: " + msg}
 }
 
 func invalidArgument(msg string) error {
-	return courier.NewError(courier.CodeInvalidArgument, "store: "+msg)
+	return &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: " + msg}
 }
 
 // Store is courier's state in one database: the sender side's Outbox,

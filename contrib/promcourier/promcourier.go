@@ -12,7 +12,7 @@
 //	c.Watch(s) // the gauges read s at each scrape
 //	prometheus.MustRegister(c)
 //	w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Hook: c.WorkerHook})
-//	rcv, _ := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: v, Hook: c.ReceiverHook}, fn)
+//	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: v, Hook: c.ReceiverHook}, fn)
 //	http.Handle("/metrics", promhttp.Handler())
 //
 // Metrics:

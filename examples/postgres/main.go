@@ -150,7 +150,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 
 	// The receiving application: one row per notification, in the
 	// transaction that records it in the Inbox.
-	receiver, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+	receiver, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO example_received (run, notification_id, received_at) VALUES ($1, $2, $3)",
 			n.SiteID, n.NotificationID, time.Now().UnixMicro())
 		return err

@@ -67,7 +67,7 @@ func run(addr, path, secret, sender string, logger *slog.Logger) error {
 		plan_id TEXT PRIMARY KEY, terminal_status TEXT NOT NULL, notification_id TEXT NOT NULL)`); err != nil {
 		return err
 	}
-	terminal, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: logger},
+	terminal, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO plan_states (plan_id, terminal_status, notification_id) VALUES (?, ?, ?)
 				ON CONFLICT (plan_id) DO UPDATE SET terminal_status = excluded.terminal_status, notification_id = excluded.notification_id`,

@@ -560,7 +560,7 @@ func startReceiver(t *testing.T, gate func(context.Context) error) *receiver {
 	if r.signer, err = signature.NewStandardWebhooksSigner(key); err != nil {
 		t.Fatal(err)
 	}
-	h, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+	h, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 		r.calls.Add(1)
 		if _, err := tx.ExecContext(ctx, "INSERT INTO effects (notification_id) VALUES ($1)", n.NotificationID); err != nil {
 			return err

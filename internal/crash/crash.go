@@ -10,7 +10,7 @@
 //     business transactions of their own, idempotently, so a restarted
 //     sender writes what its predecessor committed again as no-ops, while
 //     a client.Worker delivers the outbox;
-//   - a receiver (RunReceiver): handler.NewTerminal over its own inbox
+//   - a receiver (RunReceiver): handler.NewReceiver of ack.Terminal over its own inbox
 //     database, on a fixed loopback address, whose application function
 //     writes an effect row in the receiver's transaction. It can be told
 //     to kill itself, at random, after such a transaction committed and

@@ -28,7 +28,7 @@ const (
 	bindPoll    = 20 * time.Millisecond
 )
 
-// RunReceiver is the body of a receiver process: handler.NewTerminal over
+// RunReceiver is the body of a receiver process: handler.NewReceiver of ack.Terminal over
 // its own inbox database on the fixed address s.Addr, whose application
 // function writes one crash_effects row in the receiver's transaction. It
 // serves until ctx is done; ready is called once it listens.
@@ -52,7 +52,7 @@ func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func())
 	}
 	dice := newDice(s.Seed, s.Incarnation, s.SelfKill)
 	insertEffect := q["insert_effect"]
-	terminal, err := handler.NewTerminal(handler.ReceiverConfig{Store: st, Verifier: verifier, Logger: logger},
+	terminal, err := handler.NewReceiver(handler.ReceiverConfig{Store: st, Verifier: verifier, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 			if _, err := tx.ExecContext(ctx, insertEffect, n.NotificationID, time.Now().UnixMicro()); err != nil {
 				return fmt.Errorf("crash: insert effect: %w", err)

@@ -1,6 +1,6 @@
 // Package testserver runs a real courier terminal receiver on a loopback
 // port behind couriertest's fault layer: the receiver is
-// handler.NewTerminal over the given Store, and for each new notification
+// handler.NewReceiver of ack.Terminal over the given Store, and for each new notification
 // it records one effect (couriertest.Effects) in the Inbox's transaction,
 // so Effects tells from the database alone whether anything was processed
 // twice, whatever faults the sender met on the way.
@@ -54,7 +54,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return courier.NewError(courier.CodeConfigInvalid, "testserver: "+msg)
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "testserver: " + msg}
 }
 
 // Stats counts what the server did: couriertest.Stats for the fault layer,
@@ -91,7 +91,7 @@ func NewUnstarted(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, effects: effects}
-	s.receiver, err = handler.NewTerminal(handler.ReceiverConfig{Store: cfg.Store, Verifier: cfg.Verifier, Logger: cfg.Logger}, s.apply)
+	s.receiver, err = handler.NewReceiver(handler.ReceiverConfig{Store: cfg.Store, Verifier: cfg.Verifier, Logger: cfg.Logger}, s.apply)
 	if err != nil {
 		return nil, err
 	}

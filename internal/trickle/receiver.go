@@ -73,7 +73,7 @@ func serve(mode, path string) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	terminal, err := handler.NewTerminal(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: logger},
+	terminal, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO plan_states (plan_id, terminal_status, notification_id) VALUES (?, ?, ?)
 				ON CONFLICT (plan_id) DO UPDATE SET terminal_status = excluded.terminal_status, notification_id = excluded.notification_id`,

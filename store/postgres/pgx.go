@@ -57,11 +57,11 @@ func Publish(ctx context.Context, s *store.Store, tx pgx.Tx, p store.PublishPara
 func native(s *store.Store, tx pgx.Tx) (pgxTx, error) {
 	switch {
 	case s == nil:
-		return pgxTx{}, courier.NewError(courier.CodeInvalidArgument, "postgres: the Store is required")
+		return pgxTx{}, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the Store is required"}
 	case s.Engine() != pgEngine.Name:
-		return pgxTx{}, courier.NewError(courier.CodeInvalidArgument, "postgres: the Store is on "+s.Engine()+", not PostgreSQL")
+		return pgxTx{}, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the Store is on " + s.Engine() + ", not PostgreSQL"}
 	case tx == nil:
-		return pgxTx{}, courier.NewError(courier.CodeInvalidArgument, "postgres: the pgx.Tx is required")
+		return pgxTx{}, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the pgx.Tx is required"}
 	}
 	return pgxTx{tx: tx}, nil
 }

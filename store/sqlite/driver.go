@@ -79,8 +79,7 @@ func beginsImmediate(dsn string) bool {
 
 // errWriteOutside is a write through DB() from a request whose
 // transaction holds the writer.
-var errWriteOutside = courier.NewError(courier.CodeWriteOutsideTransaction,
-	"sqlite: write through the transaction your function was given: this request's transaction holds the database's one writer, so a write through Store.DB() would wait for it until the busy timeout")
+var errWriteOutside = &courier.Error{Code: courier.CodeWriteOutsideTransaction, Msg: "sqlite: write through the transaction your function was given: this request's transaction holds the database's one writer, so a write through Store.DB() would wait for it until the busy timeout"}
 
 // conn is a go-sqlite3 connection with courier's checks.
 type conn struct {
