@@ -17,22 +17,6 @@ func (c Code) Error() string { return string(c) }
 
 func (c Code) code() Code { return c }
 
-// Valid reports whether c has a code's form: a lowercase letter, then up
-// to 127 of a-z 0-9 _ . -. Codes from outside courier (a receiver's own,
-// in its problem body) are kept only when they are valid.
-func (c Code) Valid() bool {
-	if len(c) == 0 || len(c) > 128 || c[0] < 'a' || c[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(c); i++ {
-		b := c[i]
-		if !('a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '_' || b == '.' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // Codes of a delivery attempt's outcome, as the worker records them.
 const (
 	CodeAckInvalid           Code = "ack_invalid"           // the receiver's Ack does not bind the bytes sent

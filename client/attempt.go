@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/problem"
@@ -90,7 +92,7 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 		remote = remoteCode(resp)
 	}
 	v := w.cfg.Classify(resp, err)
-	if !v.Code.Valid() {
+	if !wire.IsCode(v.Code) {
 		v.Code = courier.CodeReceiverRejected
 	}
 	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code, RemoteCode: remote}
@@ -155,7 +157,7 @@ func remoteCode(resp *http.Response) courier.Code {
 	}
 	for _, m := range v.Members {
 		if m.Key == "code" && m.Val.Kind == strictjson.String {
-			if code := courier.Code(m.Val.Text); code.Valid() {
+			if code := courier.Code(m.Val.Text); wire.IsCode(code) {
 				return code
 			}
 		}

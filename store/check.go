@@ -131,7 +131,7 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		return "lease"
 	case !leased && anyTrue(leaseCols):
 		return "lease"
-	case needsCode(r.Status) && !courier.Code(r.LastErrorCode.String).Valid():
+	case needsCode(r.Status) && !wire.IsCode(r.LastErrorCode.String):
 		return "last_error_code"
 	case (r.Status == courier.StatusSucceeded) != r.AckSHA256.Valid:
 		return "ack_sha256"

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/courier-go/courier/internal/wire"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -43,14 +45,14 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 }
 
 func validateOutcome(oc protocol.Outcome) error {
-	if oc.RemoteCode != "" && !oc.RemoteCode.Valid() {
+	if oc.RemoteCode != "" && !wire.IsCode(oc.RemoteCode) {
 		return invalidArgument("Outcome.RemoteCode must be a code or empty")
 	}
 	switch oc.Result {
 	case protocol.Succeeded:
 		return nil
 	case protocol.Retry, protocol.Failed, protocol.Suppressed:
-		if !oc.Code.Valid() {
+		if !wire.IsCode(oc.Code) {
 			return invalidArgument("Outcome.Code must be a code for " + string(oc.Result))
 		}
 		if oc.RetryDelay < 0 {

@@ -1,5 +1,5 @@
 // Package wire holds the lexical checks of courier's wire formats that
-// several packages apply: tokens, digests and the attempt header. Package
+// several packages apply: tokens, digests, codes and the attempt header. Package
 // ack documents the formats; this package only recognizes them.
 package wire
 
@@ -29,6 +29,22 @@ func IsToken(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsCode reports whether s has a code's form: a lowercase letter, then up
+// to 127 of a-z 0-9 _ . -. Codes from outside courier (a receiver's own,
+// in its problem body) are kept only when they are valid.
+func IsCode[S ~string](s S) bool {
+	if len(s) == 0 || len(s) > 128 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		b := s[i]
+		if !('a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '_' || b == '.' || b == '-') {
 			return false
 		}
 	}
