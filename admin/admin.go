@@ -186,6 +186,20 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, cod
 	problem.Error(w, status, code, detail)
 }
 
+// respond returns what answers a store read: its value as JSON (converted
+// by to), or the store's error. It is called with the read's results:
+//
+//	respond(h, w, r, toDelivery)(h.cfg.Store.Outbox.Get(ctx, id))
+func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to func(T) J) func(T, error) {
+	return func(v T, err error) {
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, to(v))
+	}
+}
+
 // storeError answers a failed store call: 404 and 400 with the error's
 // own content-free message for missing rows and bad input, 500
 // internal_error otherwise.

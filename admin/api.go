@@ -29,12 +29,7 @@ const (
 type endpointAction func(ctx context.Context, endpoint string) error
 
 func (h *Handler) apiHealth(w http.ResponseWriter, r *http.Request) {
-	hl, err := h.cfg.Store.Outbox.Health(r.Context())
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toHealth(hl))
+	respond(h, w, r, toHealth)(h.cfg.Store.Outbox.Health(r.Context()))
 }
 
 func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +57,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: toDeliveries(page.Deliveries), NextBefore: page.NextBefore})
+	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: each(page.Deliveries, toDelivery), NextBefore: page.NextBefore})
 }
 
 // listParams reads GET /api/deliveries' query, naming every bad field.
@@ -125,11 +120,7 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := deliveryDetailJSON{Delivery: toDelivery(d), Attempts: make([]attemptJSON, 0, len(attempts))}
-	for _, at := range attempts {
-		out.Attempts = append(out.Attempts, toAttempt(at))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, deliveryDetailJSON{Delivery: toDelivery(d), Attempts: each(attempts, toAttempt)})
 }
 
 // delivery loads a delivery and its attempts.
@@ -242,12 +233,7 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	d, err := h.cfg.Store.Outbox.Get(r.Context(), id)
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toDelivery(d))
+	respond(h, w, r, toDelivery)(h.cfg.Store.Outbox.Get(r.Context(), id))
 }
 
 // cancel withdraws a pending or retrying delivery; any other is
@@ -265,12 +251,7 @@ func (h *Handler) cancel(r *http.Request, id int64) error {
 }
 
 func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
-	hs, err := h.cfg.Store.Endpoints.List(r.Context())
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toEndpoints(hs))
+	respond(h, w, r, eachOf(toEndpoint))(h.cfg.Store.Endpoints.List(r.Context()))
 }
 
 // apiEndpoint serves an action on the endpoint the path's {ref} names,
@@ -290,12 +271,7 @@ func (h *Handler) apiEndpoint(action string, act endpointAction) http.HandlerFun
 			h.storeError(w, r, err)
 			return
 		}
-		e, err := h.cfg.Store.Endpoints.Get(r.Context(), url)
-		if err != nil {
-			h.storeError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, toEndpoint(e))
+		respond(h, w, r, toEndpoint)(h.cfg.Store.Endpoints.Get(r.Context(), url))
 	}
 }
 
@@ -317,12 +293,7 @@ func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String("action", "limits"), slog.String("endpoint_ref", endpoint.Ref(target)),
 		slog.Int("max_in_flight", l.MaxInFlight), slog.Float64("rate", l.Rate), slog.Int("burst", l.Burst))
-	e, err := h.cfg.Store.Endpoints.Get(r.Context(), target)
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toEndpoint(e))
+	respond(h, w, r, toEndpoint)(h.cfg.Store.Endpoints.Get(r.Context(), target))
 }
 
 // endpointAct runs an action on an endpoint and logs it, by ref.

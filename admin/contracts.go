@@ -19,12 +19,7 @@ import (
 // waiting commands were built for again, or fails those commands.
 
 func (h *Handler) apiContracts(w http.ResponseWriter, r *http.Request) {
-	ks, err := h.cfg.Store.Contracts.List(r.Context())
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toContracts(ks))
+	respond(h, w, r, eachOf(toContract))(h.cfg.Store.Contracts.List(r.Context()))
 }
 
 // pathEndpoint resolves the endpoint the path's {ref} names, answering
@@ -61,12 +56,7 @@ func (h *Handler) apiPin(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	k, err := h.cfg.Store.Contracts.Get(r.Context(), target)
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toContract(k))
+	respond(h, w, r, toContract)(h.cfg.Store.Contracts.Get(r.Context(), target))
 }
 
 func (h *Handler) apiFailMismatched(w http.ResponseWriter, r *http.Request) {

@@ -179,25 +179,25 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Contracts = toContracts(contracts)
+	data.Contracts = each(contracts, toContract)
 	endpoints, err := h.cfg.Store.Endpoints.List(ctx)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Endpoints = toEndpoints(endpoints)
+	data.Endpoints = each(endpoints, toEndpoint)
 	failures, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed, Limit: opsFailures})
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Failures, data.MoreFailures = toDeliveries(failures.Deliveries), failures.NextBefore != 0
+	data.Failures, data.MoreFailures = each(failures.Deliveries, toDelivery), failures.NextBefore != 0
 	latest, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Limit: opsLatest})
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Latest = toDeliveries(latest.Deliveries)
+	data.Latest = each(latest.Deliveries, toDelivery)
 	h.render(w, r, "index", data)
 }
 
@@ -264,7 +264,7 @@ func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, r, "search", opsSearch{
 		opsCommon:      h.common(r, "Notification "+id),
-		NotificationID: id, Rows: toDeliveries(page.Deliveries), More: page.NextBefore != 0,
+		NotificationID: id, Rows: each(page.Deliveries, toDelivery), More: page.NextBefore != 0,
 	})
 }
 

@@ -151,14 +151,6 @@ func toContract(k store.Contract) contractJSON {
 	}
 }
 
-func toContracts(ks []store.Contract) []contractJSON {
-	out := make([]contractJSON, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, toContract(k))
-	}
-	return out
-}
-
 func toDelivery(d store.Delivery) deliveryJSON {
 	return deliveryJSON{
 		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
@@ -168,14 +160,6 @@ func toDelivery(d store.Delivery) deliveryJSON {
 		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
 		SubscriptionID: d.SubscriptionID, CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt),
 	}
-}
-
-func toDeliveries(ds []store.Delivery) []deliveryJSON {
-	out := make([]deliveryJSON, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, toDelivery(d))
-	}
-	return out
 }
 
 func toAttempt(at store.Attempt) attemptJSON {
@@ -196,18 +180,25 @@ func toEndpoint(e store.EndpointHealth) endpointJSON {
 	}
 }
 
-func toEndpoints(hs []store.EndpointHealth) []endpointJSON {
-	out := make([]endpointJSON, 0, len(hs))
-	for _, h := range hs {
-		out = append(out, toEndpoint(h))
-	}
-	return out
-}
-
 // utc returns t in UTC; the zero time stays zero.
 func utc(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
 	}
 	return t.UTC()
+}
+
+// each maps every element of xs to its JSON form with f; never nil, so an
+// empty list is [] on the wire.
+func each[T, J any](xs []T, f func(T) J) []J {
+	out := make([]J, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
+// eachOf is each with f fixed, for respond.
+func eachOf[T, J any](f func(T) J) func([]T) []J {
+	return func(xs []T) []J { return each(xs, f) }
 }

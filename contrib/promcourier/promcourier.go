@@ -149,15 +149,16 @@ func (c *Collector) ReceiverHook(e handler.Event) {
 	c.requests.WithLabelValues(e.Outcome, string(e.Code)).Inc()
 }
 
+// hooked are the metrics the hooks feed.
+func (c *Collector) hooked() []prometheus.Collector {
+	return []prometheus.Collector{c.enqueued, c.claimed, c.settled, c.attempts, c.durations, c.requests, c.breakers}
+}
+
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	c.enqueued.Describe(ch)
-	c.claimed.Describe(ch)
-	c.settled.Describe(ch)
-	c.attempts.Describe(ch)
-	c.durations.Describe(ch)
-	c.requests.Describe(ch)
-	c.breakers.Describe(ch)
+	for _, m := range c.hooked() {
+		m.Describe(ch)
+	}
 	c.scrapeErrors.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints,
 		c.inFlight, c.maxInFlight, c.rate, c.blockedKeys} {
@@ -175,13 +176,9 @@ func (c *Collector) Watch(s *store.Store) { c.store.Store(s) }
 // Collect implements prometheus.Collector: the counters and histograms as
 // the hooks counted them, and the gauges as the store says now.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	c.enqueued.Collect(ch)
-	c.claimed.Collect(ch)
-	c.settled.Collect(ch)
-	c.attempts.Collect(ch)
-	c.durations.Collect(ch)
-	c.requests.Collect(ch)
-	c.breakers.Collect(ch)
+	for _, m := range c.hooked() {
+		m.Collect(ch)
+	}
 	if s := c.store.Load(); s != nil && c.collectStore(s, ch) != nil {
 		c.scrapeErrors.Inc()
 	}
