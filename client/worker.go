@@ -245,7 +245,8 @@ func defaultOwner() string {
 // Worker delivers the outbox: it claims due deliveries in batches, signs
 // and sends each attempt, verifies the receiver's Ack and settles the
 // outcome. Run it in as many processes as you like; leases keep them from
-// sending the same delivery at once.
+// sending the same delivery at once. It traces with its Store's tracer
+// (store.Config.Tracer), if the Store has one.
 //
 // A Worker stops in one of two ways. Stop is the soft way: no more claims,
 // the deliveries claimed and not started given back, the attempts in

@@ -1,7 +1,7 @@
 // Package handler holds courier's http.Handlers for the receiving side of
 // a notification contract, and the sender side's publish API:
 //
-//	Receiver[T], Terminal  accept notifications of a payload type exactly once (ReceiverConfig)
+//	Receiver[T]            accepts notifications of a payload type exactly once (ReceiverConfig)
 //	Reporting              accepts AdCP webhook envelopes exactly once (ReportingConfig)
 //	Source                 applies source-delivery commands exactly once (SourceConfig)
 //	Publish                lets other services enqueue notifications (PublishConfig)
@@ -44,7 +44,8 @@
 //	Receiver[T]  key T's DedupeKey, or the signed message id when it is "";
 //	             same body: the exact bytes (courier's own Ack binds them),
 //	             or T's PayloadSHA256 when T is an ack.Digester
-//	Terminal     key event_id; same body: the canonical JSON, so the same
+//	Receiver[ack.Terminal]
+//	             key event_id; same body: the canonical JSON, so the same
 //	             notification re-serialized is a redelivery, and another
 //	             notification for the event a collision
 //	Reporting    key idempotency_key; same body: the JCS form
@@ -55,7 +56,8 @@
 // the receiver commits): it must write through the tx it is given.
 //
 // Each answered request is reported to the config's Hook as an Event (its
-// status, outcome and code) and, when refused or failed, logged to its
+// status, outcome and code), traced with the Store's tracer when it has
+// one (store.Config.Tracer) and, when refused or failed, logged to its
 // Logger: 4xx at Info, 5xx at Error, with the status and code and never
 // any of the request's content. A panic in the application's function is
 // reported as 500 internal_error, what middleware.Recover answers for it,
