@@ -21,7 +21,6 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
@@ -202,35 +201,6 @@ func TestSlowEndpointCannotTakeEverySlot(t *testing.T) {
 	stop()
 }
 
-// openSharedPostgres returns n Stores over one fresh PostgreSQL database,
-// each with a pool of its own, as n worker processes would have.
-func openSharedPostgres(t *testing.T, n int, cfg store.Config) []*store.Store {
-	t.Helper()
-	url := couriertest.PostgresURL(t)
-	var out []*store.Store
-	for i := range n {
-		db, err := sqlx.Open(postgres.DriverName, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(16)
-		db.SetMaxIdleConns(16)
-		t.Cleanup(func() { db.Close() })
-		if i == 0 {
-			if err := store.Migrate(t.Context(), db); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s, err := store.Open(t.Context(), db, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		out = append(out, s)
-	}
-	return out
-}
-
 // TestMaxInFlightHoldsAcrossThreeWorkerProcesses: three workers, each on a
 // Store with its own pool (three processes, for the database), each
 // allowed 8 requests to the endpoint, never have more than the endpoint's
@@ -247,7 +217,7 @@ func TestMaxInFlightHoldsAcrossThreeWorkerProcesses(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the receiver's work, so requests overlap
 	}))
 	t.Cleanup(srv.Close)
-	stores := openSharedPostgres(t, 3, store.Config{})
+	stores := couriertest.PostgresStores(t, 3, store.Config{})
 	if err := stores[0].Endpoints.SetLimits(t.Context(), srv.URL, store.Limits{MaxInFlight: limit}); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +275,7 @@ func TestOrderedDeliveryPerKeyUnderFaults(t *testing.T) {
 		workers int
 		open    func(t *testing.T) []*store.Store
 	}{
-		{"postgres", 3, func(t *testing.T) []*store.Store { return openSharedPostgres(t, 3, noBreaker) }},
+		{"postgres", 3, func(t *testing.T) []*store.Store { return couriertest.PostgresStores(t, 3, noBreaker) }},
 		{"sqlite", 1, func(t *testing.T) []*store.Store {
 			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), noBreaker)
 			if err != nil {

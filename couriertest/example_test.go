@@ -114,6 +114,26 @@ func ExamplePostgresStore() {
 	couriertest.Drain(t.Context(), w)
 }
 
+// Several worker processes competing for one PostgreSQL outbox: each its
+// own Store, with a pool of its own, over the same fresh database.
+func ExamplePostgresStores() {
+	var t *testing.T // a test's own
+	signer := couriertest.StandardWebhooksKeys("orders").Signer
+	for i, s := range couriertest.PostgresStores(t, 3, store.Config{}) {
+		w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: fmt.Sprint("process-", i)})
+		go w.Run(t.Context())
+	}
+}
+
+// A package whose tests use PostgresURL or PostgresStore stops the
+// throwaway server they started from its TestMain:
+//
+//	func TestMain(m *testing.M) { couriertest.Main(m) }
+func ExampleMain() {
+	testMain := func(m *testing.M) { couriertest.Main(m) }
+	_ = testMain
+}
+
 // Drain delivers what is due, retries that come due included, and says how
 // many deliveries it claimed; a test then asserts on the receiver's side.
 func ExampleDrain() {

@@ -34,20 +34,35 @@ func PostgresURL(t testing.TB) string { return pgtest.URL(t) }
 // worker's default concurrency; it is closed when t ends.
 func PostgresStore(t testing.TB, cfg store.Config) *store.Store {
 	t.Helper()
-	db, err := sqlx.Open(postgres.DriverName, PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
+	return PostgresStores(t, 1, cfg)[0]
+}
+
+// PostgresStores returns n Stores over one fresh PostgreSQL database, as
+// n processes sharing it have: each with a pool of its own, sized as
+// PostgresStore's. The tables are migrated once; the Stores are closed
+// when t ends. Tests of several workers competing for one outbox use it.
+func PostgresStores(t testing.TB, n int, cfg store.Config) []*store.Store {
+	t.Helper()
+	url := PostgresURL(t)
+	out := make([]*store.Store, n)
+	for i := range out {
+		db, err := sqlx.Open(postgres.DriverName, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
+		t.Cleanup(func() { db.Close() })
+		if i == 0 {
+			if err := store.Migrate(t.Context(), db); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out[i], err = store.Open(t.Context(), db, cfg); err != nil {
+			t.Fatal(err)
+		}
+		s := out[i]
+		t.Cleanup(func() { s.Close() })
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
-	t.Cleanup(func() { db.Close() })
-	if err := store.Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(t.Context(), db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return out
 }

@@ -1,10 +1,10 @@
 package sqlite_test
 
 import (
-	"io/fs"
-
 	"context"
+	"database/sql"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -62,4 +62,47 @@ func ExampleMigrations() {
 	// Output:
 	// 001_init.sql true
 	// open: <nil>
+}
+
+// A migration tool that hands its Go migrations a *sql.Tx (goose does)
+// migrates courier's tables with the application's own, in one
+// transaction: they commit or roll back together, and a second run is a
+// no-op. Open then finds the schema it expects.
+func ExampleMigrateTx() {
+	dir, _ := os.MkdirTemp("", "courier-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	path := filepath.Join(dir, "app.db")
+
+	db, err := sql.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull))
+	if err != nil {
+		panic(err)
+	}
+	migration := func(ctx context.Context, tx *sql.Tx) error { // the tool's Go migration
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)`); err != nil {
+			return err
+		}
+		return sqlite.MigrateTx(ctx, tx)
+	}
+	for range 2 {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			panic(err)
+		}
+		if err := migration(ctx, tx); err != nil {
+			panic(err)
+		}
+		if err := tx.Commit(); err != nil {
+			panic(err)
+		}
+	}
+	db.Close()
+
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	fmt.Println(s.Engine())
+	// Output: sqlite
 }
