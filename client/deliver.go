@@ -39,17 +39,17 @@ const (
 // worker's clock since before the claim, so the two clocks need not
 // agree, and the worker errs on the side of not sending.
 func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time.Time) {
-	lease := c.ExpiresAt.Sub(c.LeasedAt)
 	elapsed := w.cfg.Now().Sub(claimedAt)
+	left := c.ExpiresAt.Sub(c.LeasedAt) - elapsed
 	var oc protocol.Outcome
 	switch {
 	case w.isStopping(ctx):
 		w.release(ctx, claimedAt, c.Lease)
 		return
-	case lease-elapsed < w.cfg.Timeout:
+	case left < w.cfg.Timeout:
 		w.cfg.Logger.WarnContext(ctx, "worker: lease too short to start an attempt, released",
 			slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
-			slog.Duration(logkey.LeaseLeft, lease-elapsed), slog.Duration(logkey.Timeout, w.cfg.Timeout))
+			slog.Duration(logkey.LeaseLeft, left), slog.Duration(logkey.Timeout, w.cfg.Timeout))
 		w.release(ctx, claimedAt, c.Lease)
 		return
 	case !c.Deadline.IsZero() && elapsed >= c.Deadline.Sub(c.LeasedAt):
@@ -67,7 +67,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		endAttempt(span, oc)
 	}
 	oc.Lease = c.Lease
-	s, err := w.settle(ctx, oc, lease-w.cfg.Now().Sub(claimedAt))
+	s, err := w.settle(ctx, oc, w.leaseLeft(c.Lease, claimedAt))
 	w.report(ctx, c, oc, s, err)
 }
 
@@ -92,9 +92,8 @@ func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...pro
 	if len(leases) == 0 {
 		return
 	}
-	within := leases[0].ExpiresAt.Sub(leases[0].LeasedAt) - w.cfg.Now().Sub(claimedAt)
 	var n int
-	err := w.persist(ctx, within, func(ctx context.Context) error {
+	err := w.persist(ctx, w.leaseLeft(leases[0], claimedAt), func(ctx context.Context) error {
 		var err error
 		n, err = w.outbox.Release(ctx, leases...)
 		return err
@@ -104,6 +103,13 @@ func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...pro
 		return
 	}
 	w.cfg.Logger.DebugContext(ctx, "worker: released unstarted deliveries", slog.Int(logkey.Deliveries, n))
+}
+
+// leaseLeft is how much of l is left now: its length on the store's clock
+// less the time elapsed on the worker's since before the claim (see
+// deliver).
+func (w *Worker) leaseLeft(l protocol.Lease, claimedAt time.Time) time.Duration {
+	return l.ExpiresAt.Sub(l.LeasedAt) - w.cfg.Now().Sub(claimedAt)
 }
 
 // persist runs write, a write to the store, until it succeeds, fails for

@@ -208,7 +208,7 @@ func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[stri
 	}
 	var id int64
 	err := o.s.scan(ctx, tx, name, args, &id)
-	if errors.Is(err, courier.CodeNotFound) || isNoRows(err) {
+	if isNoRows(err) {
 		return 0, errExists
 	}
 	return id, err

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -87,7 +86,7 @@ func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) 
 		args := map[string]any{"endpoint": r.Endpoint, "ordering_key": r.OrderingKey.String, "now": now}
 		var head int64
 		switch err := o.s.scan(ctx, tx, "ordering_key_lock", args, &head); {
-		case errors.Is(err, courier.CodeNotFound) || isNoRows(err):
+		case isNoRows(err):
 			continue
 		case err != nil:
 			return err
