@@ -10,8 +10,8 @@ import (
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
-// SchemaV1 is the schema of courier's own Ack document.
-const SchemaV1 = "courier.ack.v1"
+// schemaV1 is the schema of courier's own Ack document.
+const schemaV1 = "courier.ack.v1"
 
 // StatusAccepted is the only status an Ack carries.
 const StatusAccepted = "accepted"
@@ -31,6 +31,9 @@ const (
 // members of their own in Extra (the terminal profile adds event_id and
 // site_id).
 type Ack struct {
+	// Schema names the document: "courier.ack.v1" for courier's own Ack
+	// (New), "blun.cms-source-terminal-notification-ack.v1" for the
+	// terminal profile's.
 	Schema             string
 	NotificationID     string
 	Status             string
@@ -40,7 +43,7 @@ type Ack struct {
 
 // New returns courier's own Ack for the notification id received as body.
 func New(id string, body []byte) Ack {
-	return Ack{Schema: SchemaV1, NotificationID: id, Status: StatusAccepted, NotificationSHA256: Digest(body)}
+	return Ack{Schema: schemaV1, NotificationID: id, Status: StatusAccepted, NotificationSHA256: Digest(body)}
 }
 
 func (a Ack) members() map[string]string {

@@ -11,10 +11,8 @@ import (
 
 // The source-delivery profile's wire strings.
 const (
-	// CommandSchema is the schema of a Command payload.
-	CommandSchema = "courier.source-command.v1"
-	// CommandResponseSchema is the schema of the source's response.
-	CommandResponseSchema = "courier.source-command-response.v1"
+	commandSchema         = "courier.source-command.v1"
+	commandResponseSchema = "courier.source-command-response.v1"
 	// AttemptHeader carries the delivery's attempt number (1-based) on
 	// every request; the source echoes it in its response. It is not
 	// signed, so it is informational: the source bounds new commands by it
@@ -57,7 +55,7 @@ var commandFields = []string{"body", "capabilities_sha256", "operation", "reques
 
 // NewCommand completes c with its schema and validates it.
 func NewCommand(c Command) (Command, error) {
-	c.Schema = CommandSchema
+	c.Schema = commandSchema
 	if len(c.Body) == 0 {
 		c.Body = json.RawMessage("null")
 	}
@@ -110,6 +108,7 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 // attempt the source saw, for information only (the AttemptHeader it
 // came in is not signed).
 type CommandResponse struct {
+	// Schema is "courier.source-command-response.v1".
 	Schema             string `json:"schema"`
 	Operation          string `json:"operation"`
 	RequestID          string `json:"request_id"`
@@ -130,7 +129,7 @@ var responseFields = []string{
 // given attempt, with status applied or already_applied.
 func NewCommandResponse(c Command, body []byte, attempt int, status string) CommandResponse {
 	return CommandResponse{
-		Schema: CommandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
+		Schema: commandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
 		PayloadSHA256: Digest(body), CapabilitiesSHA256: c.CapabilitiesSHA256, Status: status,
 		Attempt: attempt, SourceMaxAttempts: c.SourceMaxAttempts,
 	}
@@ -197,7 +196,7 @@ func verifyCommandResponse(payload []byte, response []byte) error {
 		return nil
 	}
 	for _, check := range []error{
-		str("schema", CommandResponseSchema),
+		str("schema", commandResponseSchema),
 		str("operation", c.Operation),
 		str("request_id", c.RequestID),
 		str("payload_sha256", Digest(payload)),

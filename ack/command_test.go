@@ -110,7 +110,7 @@ func TestCommandProfileVerify(t *testing.T) {
 		{"already applied", marshal(func(r *ack.CommandResponse) { r.Status = ack.CommandAlreadyApplied }), true},
 		{"replay of an earlier attempt", marshal(func(r *ack.CommandResponse) { r.Attempt = 1 }), true},
 		{"reordered and spaced", []byte(` { "status":"applied","attempt":2,"source_max_attempts":3,"capabilities_sha256":"` + capabilities + `","payload_sha256":"` + ack.Digest(payload) + `","request_id":"req-1","operation":"cancellation","schema":"courier.source-command-response.v1" } `), true},
-		{"wrong schema", marshal(func(r *ack.CommandResponse) { r.Schema = ack.CommandSchema }), false},
+		{"wrong schema", marshal(func(r *ack.CommandResponse) { r.Schema = "courier.source-command.v1" }), false},
 		{"wrong operation", marshal(func(r *ack.CommandResponse) { r.Operation = ack.OperationTombstone }), false},
 		{"wrong request_id", marshal(func(r *ack.CommandResponse) { r.RequestID = "req-2" }), false},
 		{"wrong payload digest", marshal(func(r *ack.CommandResponse) { r.PayloadSHA256 = ack.Digest([]byte("other")) }), false},

@@ -328,7 +328,7 @@ func FuzzReporting(f *testing.F) {
 // verifies at every attempt within its budget. the command profile's Verify never
 // panics on arbitrary payloads, attempts and responses.
 func FuzzCommand(f *testing.F) {
-	resp := ack.CommandResponse{Schema: ack.CommandResponseSchema, Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
+	resp := ack.CommandResponse{Schema: "courier.source-command-response.v1", Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
 		CapabilitiesSHA256: strings.Repeat("a", 64), Status: ack.CommandApplied, Attempt: 1, SourceMaxAttempts: 3}.Marshal()
 	for _, c := range fuzzCommands(f) {
 		f.Add(c, 1, resp)

@@ -10,8 +10,8 @@ import (
 // The terminal profile's wire strings. They are the reference system's and
 // must match byte for byte.
 const (
-	TerminalSchema    = "blun.cms-source-terminal-notification.v1"
-	TerminalAckSchema = "blun.cms-source-terminal-notification-ack.v1"
+	terminalSchema    = "blun.cms-source-terminal-notification.v1"
+	terminalAckSchema = "blun.cms-source-terminal-notification-ack.v1"
 	terminalIDPrefix  = "terminal-"
 )
 
@@ -57,7 +57,7 @@ var terminalFields = []string{
 // NewTerminal completes t with its schema and content-derived
 // notification_id and validates it. The other fields must be set.
 func NewTerminal(t Terminal) (Terminal, error) {
-	t.Schema = TerminalSchema
+	t.Schema = terminalSchema
 	t.NotificationID = ""
 	id, err := t.derivedID()
 	if err != nil {
@@ -220,7 +220,7 @@ func (t Terminal) Ack(body []byte) (Ack, error) {
 		return Ack{}, err
 	}
 	return Ack{
-		Schema:             TerminalAckSchema,
+		Schema:             terminalAckSchema,
 		NotificationID:     t.NotificationID,
 		Status:             StatusAccepted,
 		NotificationSHA256: digest,

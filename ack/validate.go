@@ -49,15 +49,9 @@ var (
 	validate     *validator.Validate
 )
 
-// Validator returns the validator/v10 instance courier validates payloads
-// with. Beyond the built-in rules it knows:
-//
-//	courier_token   1–256 of A-Z a-z 0-9 _ . : -   (internal/wire.IsToken)
-//	courier_sha256  64 lowercase hex characters    (internal/wire.IsDigest)
-//
-// Field errors are named by their JSON names. The instance is shared and
-// safe for concurrent use; register further rules on a validator of your own.
-func Validator() *validator.Validate {
+// validatorOf returns the validator/v10 instance Validate uses, made once.
+// Field errors are named by their JSON names.
+func validatorOf() *validator.Validate {
 	validateOnce.Do(func() {
 		v := validator.New(validator.WithRequiredStructEnabled())
 		v.RegisterTagNameFunc(jsonName)
@@ -87,9 +81,13 @@ func jsonName(f reflect.StructField) string {
 
 // Validate checks v against its `validate` struct tags and, if v is a
 // Checker, its own rules. Failures are a *ValidationError listing every
-// failing field.
+// failing field, named by its JSON name. Beyond validator/v10's built-in
+// rules, the tags may use courier's own:
+//
+//	courier_token   1–256 of A-Z a-z 0-9 _ . : -
+//	courier_sha256  64 lowercase hex characters
 func Validate(v any) error {
-	err := Validator().Struct(v)
+	err := validatorOf().Struct(v)
 	var verrs validator.ValidationErrors
 	switch {
 	case errors.As(err, &verrs):

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"mime"
@@ -207,14 +208,7 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 func opsFlash(q url.Values) string {
 	switch q.Get("done") {
 	case "redrive":
-		n, err := strconv.Atoi(q.Get("n"))
-		switch {
-		case err != nil || n < 0:
-			return ""
-		case n == 1:
-			return "Moved 1 delivery back to pending."
-		}
-		return "Moved " + strconv.Itoa(n) + " deliveries back to pending."
+		return counted(q, "Moved 1 delivery back to pending.", "Moved %d deliveries back to pending.")
 	case "cancel":
 		return "Delivery cancelled."
 	case "enable":
@@ -224,16 +218,22 @@ func opsFlash(q url.Values) string {
 	case "pin":
 		return "Contract pinned."
 	case "fail-mismatched":
-		n, err := strconv.Atoi(q.Get("n"))
-		switch {
-		case err != nil || n < 0:
-			return ""
-		case n == 1:
-			return "Failed 1 delivery held back by its contract."
-		}
-		return "Failed " + strconv.Itoa(n) + " deliveries held back by their contract."
+		return counted(q, "Failed 1 delivery held back by its contract.", "Failed %d deliveries held back by their contract.")
 	}
 	return ""
+}
+
+// counted is the message for the count in ?n=: one for 1, many (with a %d)
+// for any other count, none for a count that is not one.
+func counted(q url.Values, one, many string) string {
+	n, err := strconv.Atoi(q.Get("n"))
+	switch {
+	case err != nil || n < 0:
+		return ""
+	case n == 1:
+		return one
+	}
+	return fmt.Sprintf(many, n)
 }
 
 func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {

@@ -128,5 +128,5 @@ func ExampleWorker_Stop() {
 	// Output:
 	// applied: ship-1
 	// stop: <nil> run returned: <nil>
-	// work after stop: client: worker stopped
+	// work after stop: worker_stopped
 }

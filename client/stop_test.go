@@ -128,8 +128,8 @@ func TestStopFinishesAttemptsInFlightAndGivesBackTheRest(t *testing.T) {
 	if err := h.worker.Run(t.Context()); err != nil {
 		t.Fatalf("Run after Stop = %v", err)
 	}
-	if n, err := h.worker.Work(t.Context()); n != 0 || !errors.Is(err, client.ErrStopped) {
-		t.Fatalf("Work after Stop = %d, %v; want ErrStopped", n, err)
+	if n, err := h.worker.Work(t.Context()); n != 0 || !errors.Is(err, courier.CodeWorkerStopped) {
+		t.Fatalf("Work after Stop = %d, %v; want worker_stopped", n, err)
 	}
 	if err := h.worker.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop again = %v", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -189,7 +189,7 @@ func (c Config) validate() error {
 		return configError("Config.Store is required")
 	case c.Signer == nil && c.SignerFor == nil:
 		return configError("Config.Signer or Config.SignerFor is required")
-	case !isToken(c.Owner):
+	case !wire.IsVisible(c.Owner, maxOwner):
 		return configError("Config.Owner must be 1-256 bytes of visible ASCII, without spaces")
 	case c.Concurrency < 1:
 		return configError("Config.Concurrency must be at least 1")
@@ -207,19 +207,6 @@ func (c Config) validate() error {
 		return configError("Config.Lease must be at most 24h")
 	}
 	return nil
-}
-
-// isToken reports whether s is 1 to maxOwner bytes of visible ASCII.
-func isToken(s string) bool {
-	if len(s) == 0 || len(s) > maxOwner {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 func configError(msg string) error {
@@ -274,9 +261,6 @@ type Worker struct {
 	haltNow context.CancelFunc
 }
 
-// ErrStopped is what Work returns once Stop was called.
-var ErrStopped = errors.New("client: worker stopped")
-
 // NewWorker returns a Worker for cfg.
 func NewWorker(cfg Config) (*Worker, error) {
 	cfg = cfg.withDefaults()
@@ -307,7 +291,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 // had to be cut short. The settles after ctx ends are bounded by what is
 // left of their leases.
 //
-// After Stop, Run returns nil and Work returns ErrStopped at once; a
+// After Stop, Run returns nil and Work returns courier.CodeWorkerStopped at once; a
 // Worker does not start again. Stop may be called more than once, and
 // from any goroutine.
 func (w *Worker) Stop(ctx context.Context) error {
@@ -515,10 +499,10 @@ func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
 // stops as Run does (see Worker): when ctx is done or Stop is called, the
 // deliveries of the batch not yet started are given back, and when ctx is
 // done the attempts in flight are cut short. After Stop it returns
-// ErrStopped.
+// courier.CodeWorkerStopped.
 func (w *Worker) Work(ctx context.Context) (int, error) {
 	if !w.enter() {
-		return 0, ErrStopped
+		return 0, courier.CodeWorkerStopped
 	}
 	defer w.running.Done()
 	claimedAt := w.cfg.Now()

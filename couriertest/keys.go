@@ -20,19 +20,11 @@ type Keys struct {
 // Webhooks v1 (HMAC-SHA256 with a fresh whsec_ secret), the verifier
 // naming the sender sender.
 func StandardWebhooksKeys(sender string) Keys {
-	key, err := signature.ParseStandardWebhooksKey("test-key", signature.NewStandardWebhooksSecret())
-	if err != nil {
-		panic("couriertest: " + err.Error())
+	key := must(signature.ParseStandardWebhooksKey("test-key", signature.NewStandardWebhooksSecret()))
+	return Keys{
+		Signer:   must(signature.NewStandardWebhooksSigner(key)),
+		Verifier: must(signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: sender, Keys: []signature.StandardWebhooksKey{key}})),
 	}
-	s, err := signature.NewStandardWebhooksSigner(key)
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	v, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: sender, Keys: []signature.StandardWebhooksKey{key}})
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	return Keys{Signer: s, Verifier: v}
 }
 
 // RFC9421Keys returns keys of the AdCP RFC 9421 webhook profile (a fresh
@@ -40,54 +32,45 @@ func StandardWebhooksKeys(sender string) Keys {
 // (the receiver's scheme and authority, e.g. a test server's URL), with a
 // replay cache of its own.
 func RFC9421Keys(sender, origin string) Keys {
-	key, err := signature.GenerateJWK("test-key", signature.AlgEd25519)
-	if err != nil {
-		panic("couriertest: " + err.Error())
+	key := must(signature.GenerateJWK("test-key", signature.AlgEd25519))
+	return Keys{
+		Signer:   must(signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})),
+		Verifier: must(signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: sender, Keys: []signature.JWK{key.Public()}, Origin: origin})),
 	}
-	s, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: sender, Keys: []signature.JWK{key.Public()}, Origin: origin})
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	return Keys{Signer: s, Verifier: v}
 }
 
 // AdCPHMACKeys returns keys of AdCP's legacy HMAC scheme under a fresh
 // shared secret.
 func AdCPHMACKeys(sender string) Keys {
-	secret, err := signature.ParseSecret("test-key", "test-"+signature.NewStandardWebhooksSecret())
-	if err != nil {
-		panic("couriertest: " + err.Error())
+	secret := freshSecret()
+	return Keys{
+		Signer:   must(signature.NewAdCPHMACSigner(secret)),
+		Verifier: must(signature.NewAdCPHMACVerifier(signature.AdCPHMACVerifierConfig{Sender: sender, Secrets: []signature.Secret{secret}})),
 	}
-	s, err := signature.NewAdCPHMACSigner(secret)
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	v, err := signature.NewAdCPHMACVerifier(signature.AdCPHMACVerifierConfig{Sender: sender, Secrets: []signature.Secret{secret}})
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	return Keys{Signer: s, Verifier: v}
 }
 
 // BearerKeys returns keys of the bearer scheme under a fresh token.
 func BearerKeys(sender string) Keys {
-	token, err := signature.ParseSecret("test-key", "test-"+signature.NewStandardWebhooksSecret())
+	token := freshSecret()
+	return Keys{
+		Signer:   must(signature.NewBearerSigner(token)),
+		Verifier: must(signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: sender, Tokens: []signature.Secret{token}})),
+	}
+}
+
+// freshSecret is a shared secret of random bytes, under the key id
+// test-key.
+func freshSecret() signature.Secret {
+	return must(signature.ParseSecret("test-key", "test-"+signature.NewStandardWebhooksSecret()))
+}
+
+// must returns v, or panics with err: the key material here is made, not
+// read, so an error is a bug in courier.
+func must[T any](v T, err error) T {
 	if err != nil {
 		panic("couriertest: " + err.Error())
 	}
-	s, err := signature.NewBearerSigner(token)
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: sender, Tokens: []signature.Secret{token}})
-	if err != nil {
-		panic("couriertest: " + err.Error())
-	}
-	return Keys{Signer: s, Verifier: v}
+	return v
 }
 
 // NewRequest returns a POST of body to url as a courier worker sends it:

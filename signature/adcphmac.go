@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -108,16 +107,8 @@ type adcpHMACVerifier struct {
 // concurrent use.
 func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (Verifier, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Sender == "" {
-		return nil, configError("AdCPHMACVerifierConfig.Sender is empty")
-	}
-	if len(cfg.Secrets) == 0 {
-		return nil, configError("AdCPHMACVerifierConfig.Secrets is empty")
-	}
-	for i, s := range cfg.Secrets {
-		if s.m == nil {
-			return nil, configError(fmt.Sprintf("AdCPHMACVerifierConfig.Secrets[%d] is not a parsed secret", i))
-		}
+	if err := checkSecrets("AdCPHMACVerifierConfig", cfg.Sender, "Secrets", cfg.Secrets); err != nil {
+		return nil, err
 	}
 	if cfg.Tolerance < time.Second {
 		return nil, configError("AdCPHMACVerifierConfig.Tolerance is below one second")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -62,16 +61,8 @@ type bearerVerifier struct {
 // compares SHA-256 digests, so neither the content nor the length of a token
 // leaks through timing. The verifier is safe for concurrent use.
 func NewBearerVerifier(cfg BearerVerifierConfig) (Verifier, error) {
-	if cfg.Sender == "" {
-		return nil, configError("BearerVerifierConfig.Sender is empty")
-	}
-	if len(cfg.Tokens) == 0 {
-		return nil, configError("BearerVerifierConfig.Tokens is empty")
-	}
-	for i, tok := range cfg.Tokens {
-		if tok.m == nil {
-			return nil, configError(fmt.Sprintf("BearerVerifierConfig.Tokens[%d] is not a parsed secret", i))
-		}
+	if err := checkSecrets("BearerVerifierConfig", cfg.Sender, "Tokens", cfg.Tokens); err != nil {
+		return nil, err
 	}
 	return &bearerVerifier{sender: cfg.Sender, tokens: append([]Secret(nil), cfg.Tokens...)}, nil
 }

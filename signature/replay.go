@@ -2,9 +2,10 @@ package signature
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // ReplayCache remembers (keyID, nonce) pairs; the store implements it in a
@@ -12,14 +13,13 @@ import (
 type ReplayCache interface {
 	// Remember records (keyID, nonce) until expires. It returns replayed=true
 	// (and no error) if the pair was already recorded and has not expired.
+	// A cache that caps the live nonces of one key returns
+	// courier.CodeWebhookRateAbuse, instead of recording a new pair, when
+	// keyID already holds its cap: a signer that mints nonces faster than
+	// they expire is compromised or broken, and the RFC 9421 verifier
+	// rejects its requests with that code.
 	Remember(ctx context.Context, keyID, nonce string, expires time.Time) (replayed bool, err error)
 }
-
-// ErrNonceCapReached is what a ReplayCache's Remember returns, instead of
-// recording a new pair, when keyID already holds its cap of live nonces. The
-// RFC 9421 verifier reports it as [courier.CodeWebhookRateAbuse]: a signer
-// that mints nonces faster than they expire is compromised or broken.
-var ErrNonceCapReached = errors.New("signature: replay cache: key reached its cap of live nonces")
 
 // defaultMaxNoncesPerKey is memoryReplayCache's default cap of live nonces
 // per key id, AdCP's production minimum.
@@ -38,7 +38,7 @@ type memoryReplayCache struct {
 	// the first Remember.
 	Now func() time.Time
 	// MaxPerKey caps the live nonces of one key id: past it Remember returns
-	// ErrNonceCapReached. Defaults to 1,000,000; negative means
+	// courier.CodeWebhookRateAbuse. Defaults to 1,000,000; negative means
 	// no cap. Set it before the first Remember.
 	MaxPerKey int
 
@@ -73,7 +73,7 @@ func (c *memoryReplayCache) Remember(ctx context.Context, keyID, nonce string, e
 	if limit > 0 && len(nonces) >= limit {
 		pruneNonces(nonces, now)
 		if len(nonces) >= limit {
-			return false, ErrNonceCapReached
+			return false, courier.CodeWebhookRateAbuse
 		}
 	}
 	if nonces == nil {

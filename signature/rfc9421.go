@@ -53,12 +53,6 @@ const rfc9421NonceBytes = 16
 // maxNonceBytes bounds the nonce a verifier accepts.
 const maxNonceBytes = 256
 
-// ErrRevocationStale is what an RFC9421VerifierConfig.Revoked hook returns
-// (wrapped or not) when its revocation data is older than its refresh
-// deadline plus grace, so it cannot vouch for any key. The verifier reports
-// it as [courier.CodeWebhookRevocationStale].
-var ErrRevocationStale = errors.New("signature: revocation data is stale")
-
 // RFC9421SignerConfig configures NewRFC9421Signer.
 type RFC9421SignerConfig struct {
 	// Key signs: a private Ed25519 or P-256 JWK. Its kid is the keyid
@@ -215,9 +209,12 @@ type RFC9421VerifierConfig struct {
 	// an error is infrastructure trouble and is returned as is. Set Keys or
 	// LookupKey, not both.
 	LookupKey func(ctx context.Context, keyID string) (key JWK, found bool, err error)
-	// Revoked reports whether a key is revoked. An error wrapping
-	// ErrRevocationStale rejects with courier.CodeWebhookRevocationStale;
-	// any other error is infrastructure trouble and is returned as is.
+	// Revoked reports whether a key is revoked. When its revocation data
+	// is older than its refresh deadline plus grace, so it cannot vouch
+	// for any key, it returns an error matching
+	// courier.CodeWebhookRevocationStale (the code itself, or wrapping
+	// it), and the request is rejected with that code. Any other error is
+	// infrastructure trouble and is returned as is.
 	// Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
 	// Replay remembers (keyid, nonce) pairs. Defaults to a cache in this
@@ -416,7 +413,7 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	if v.cfg.Revoked != nil {
 		revoked, err := v.cfg.Revoked(ctx, in.keyID)
 		switch {
-		case errors.Is(err, ErrRevocationStale):
+		case errors.Is(err, courier.CodeWebhookRevocationStale):
 			return Principal{}, reject(courier.CodeWebhookRevocationStale, "revocation data is stale")
 		case err != nil:
 			return Principal{}, fmt.Errorf("signature: rfc9421: revocation check: %w", err)
@@ -445,7 +442,7 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	until := time.Unix(in.expires+skew, 0)
 	replayed, err := v.cfg.Replay.Remember(ctx, in.keyID, in.nonce, until)
 	switch {
-	case errors.Is(err, ErrNonceCapReached):
+	case errors.Is(err, courier.CodeWebhookRateAbuse):
 		return Principal{}, reject(courier.CodeWebhookRateAbuse, "key reached its cap of live nonces")
 	case err != nil:
 		return Principal{}, fmt.Errorf("signature: rfc9421: replay cache: %w", err)

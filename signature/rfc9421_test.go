@@ -149,7 +149,7 @@ func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK, mode
 		lastRefresh := vec.ReferenceNow - vec.State.RevocationStaleBy
 		revoked = func(_ context.Context, kid string) (bool, error) {
 			if vec.ReferenceNow-lastRefresh > 2*3600 {
-				return false, fmt.Errorf("revocation list from %d: %w", lastRefresh, ErrRevocationStale)
+				return false, fmt.Errorf("revocation list from %d: %w", lastRefresh, courier.CodeWebhookRevocationStale)
 			}
 			return slicesContains(vec.State.RevokedKids, kid), nil
 		}
@@ -876,11 +876,11 @@ func TestRFC9421Infrastructure(t *testing.T) {
 		{"lookup fails", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) { return JWK{}, false, down }}, "", false},
 		{"revocation check fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return false, down }}, "", false},
 		{"revocation stale", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) {
-			return false, fmt.Errorf("list: %w", ErrRevocationStale)
+			return false, fmt.Errorf("list: %w", courier.CodeWebhookRevocationStale)
 		}}, courier.CodeWebhookRevocationStale, false},
 		{"revoked", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return true, nil }}, courier.CodeWebhookKeyRevoked, false},
 		{"replay cache fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{down}}, "", false},
-		{"nonce cap", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{ErrNonceCapReached}}, courier.CodeWebhookRateAbuse, false},
+		{"nonce cap", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{courier.CodeWebhookRateAbuse}}, courier.CodeWebhookRateAbuse, false},
 		{"private key given to the verifier", RFC9421VerifierConfig{Keys: []JWK{key}}, courier.CodeWebhookKeyPurposeInvalid, false},
 		{"key of another alg under the kid", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) {
 			other, _ := GenerateJWK("k1", AlgECDSAP256SHA256)
@@ -1271,7 +1271,7 @@ func TestMemoryReplayCache(t *testing.T) {
 		{"a", "1", time.Minute, true, nil},
 		{"b", "1", time.Minute, false, nil}, // the same nonce under another key
 		{"a", "2", time.Second, false, nil},
-		{"a", "3", time.Minute, false, ErrNonceCapReached},
+		{"a", "3", time.Minute, false, courier.CodeWebhookRateAbuse},
 		{"a", "1", time.Minute, true, nil}, // a replay is still a replay at the cap
 	}
 	for i, s := range steps {

@@ -2,6 +2,7 @@ package signature
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -76,6 +77,23 @@ func reject(code courier.Code, msg string) error {
 // configError returns the error of a constructor or parser refusing its
 // configuration: a case of courier.CodeConfigInvalid whose message names the
 // field. msg never carries key or secret bytes.
+// checkSecrets checks what a shared-secret verifier's config named cfg
+// must hold: a Sender and a non-empty list, named field, of parsed secrets.
+func checkSecrets(cfg, sender, field string, secrets []Secret) error {
+	if sender == "" {
+		return configError(cfg + ".Sender is empty")
+	}
+	if len(secrets) == 0 {
+		return configError(cfg + "." + field + " is empty")
+	}
+	for i, s := range secrets {
+		if s.m == nil {
+			return configError(fmt.Sprintf("%s.%s[%d] is not a parsed secret", cfg, field, i))
+		}
+	}
+	return nil
+}
+
 func configError(msg string) error {
 	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
 }

@@ -139,7 +139,7 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		return "contract_sha256"
 	case r.DedupeKey.Valid && !wire.IsToken(r.DedupeKey.String):
 		return "dedupe_key"
-	case r.OrderingKey.Valid && !validOrderingKey(r.OrderingKey.String):
+	case r.OrderingKey.Valid && !wire.IsVisible(r.OrderingKey.String, maxOrderingKey):
 		return "ordering_key"
 	case r.Hold.Valid && (r.Status != courier.StatusPending && r.Status != courier.StatusRetryWait ||
 		r.Hold.String != string(HeldByKey) && r.Hold.String != string(HeldByEndpoint) ||

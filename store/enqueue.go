@@ -246,7 +246,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
 	case deadline-next > horizon:
 		return nil, invalidArgument("Deadline must be at most MaxHorizon (30 days) after the first attempt")
-	case p.OrderingKey != "" && !validOrderingKey(p.OrderingKey):
+	case p.OrderingKey != "" && !wire.IsVisible(p.OrderingKey, maxOrderingKey):
 		return nil, invalidArgument("OrderingKey must be 1-256 bytes of visible ASCII, without spaces")
 	}
 	var hold any // a delivery with a key waits for it until join says it heads it

@@ -29,20 +29,6 @@ const (
 // maxOrderingKey bounds EnqueueParams.OrderingKey, in bytes.
 const maxOrderingKey = 256
 
-// validOrderingKey reports whether k is 1 to maxOrderingKey bytes of
-// visible ASCII.
-func validOrderingKey(k string) bool {
-	if len(k) == 0 || len(k) > maxOrderingKey {
-		return false
-	}
-	for i := range len(k) {
-		if k[i] <= ' ' || k[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
 // keyed is a delivery a statement changed that may concern its ordering
 // key: what the statements that finish, fail or redrive deliveries
 // return.

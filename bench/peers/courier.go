@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -18,7 +19,7 @@ import (
 type side interface {
 	// enqueue writes the notifications, each in a transaction of its
 	// own, for the receiver, and returns how long that took.
-	enqueue(ctx context.Context, ns []notification) (time.Duration, error)
+	enqueue(ctx context.Context, ns []benchkit.Request) (time.Duration, error)
 	// deliver works the backlog of n due notifications, one POST each,
 	// and returns the time from its start to the last completion.
 	deliver(ctx context.Context, n int) (time.Duration, error)
@@ -52,24 +53,18 @@ func (c *courierSide) close() error { return c.release() }
 
 // enqueue runs one transaction per notification, begun with Store.Begin as
 // an application does: BEGIN, Outbox.Enqueue, COMMIT.
-func (c *courierSide) enqueue(ctx context.Context, ns []notification) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, runLimit)
-	defer cancel()
-	start := time.Now()
-	for _, n := range ns {
+func (c *courierSide) enqueue(ctx context.Context, ns []benchkit.Request) (time.Duration, error) {
+	return timedEach(ctx, "courier enqueue", ns, func(ctx context.Context, n benchkit.Request) error {
 		tx, err := c.s.Begin(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("courier enqueue: %w", err)
+			return err
 		}
-		if _, err := c.s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: n.id, Endpoint: c.cfg.target, Payload: n.body}); err != nil {
+		if _, err := c.s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: n.ID, Endpoint: c.cfg.target, Payload: n.Body}); err != nil {
 			_ = tx.Rollback()
-			return 0, fmt.Errorf("courier enqueue %s: %w", n.id, err)
+			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return 0, fmt.Errorf("courier enqueue %s: commit: %w", n.id, err)
-		}
-	}
-	return time.Since(start), nil
+		return tx.Commit()
+	})
 }
 
 // deliver runs a Worker with cfg's concurrency (BatchSize at its default,

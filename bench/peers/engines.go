@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -57,77 +57,12 @@ func (e *engine) setup() []string {
 	}
 }
 
-// openEngines prepares the engines named. PostgreSQL is the server at
-// COURIER_PG_URL or a throwaway one (internal/pgtest); when neither can
-// be had it is left out with a note, unless COURIER_PG_REQUIRE is set, in
-// which case that is an error. stop releases what was started.
-func openEngines(ctx context.Context, names []string, pool int) (engines []*engine, notes []string, stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	for _, name := range names {
-		switch name {
-		case "sqlite":
-			dir, err := os.MkdirTemp("", "courier-peers-")
-			if err != nil {
-				stop()
-				return nil, nil, nil, err
-			}
-			stops = append(stops, func() { os.RemoveAll(dir) })
-			engines = append(engines, &engine{name: name, dir: dir})
-		case "postgres":
-			e := &engine{name: name, pool: pool}
-			if url := os.Getenv("COURIER_PG_URL"); url != "" {
-				e.adminURL, e.server = url, "COURIER_PG_URL, as configured"
-			} else {
-				startCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
-				url, stopServer, err := pgtest.Start(startCtx)
-				cancel()
-				if err != nil {
-					if pgRequired() {
-						stop()
-						return nil, nil, nil, fmt.Errorf("postgres: no COURIER_PG_URL and no throwaway server: %w", err)
-					}
-					notes = append(notes, fmt.Sprintf("postgres: not measured: no COURIER_PG_URL and no throwaway server (%v)", err))
-					continue
-				}
-				stops = append(stops, stopServer)
-				e.adminURL, e.server = url, "throwaway server (internal/pgtest: fsync=off, synchronous_commit=off, full_page_writes=off)"
-			}
-			e.server = serverVersion(ctx, e.adminURL) + ", " + e.server
-			engines = append(engines, e)
-		default:
-			stop()
-			return nil, nil, nil, fmt.Errorf("unknown engine %q (want sqlite or postgres)", name)
-		}
-	}
-	return engines, notes, stop, nil
-}
-
-// pgRequired reports whether COURIER_PG_REQUIRE asks for PostgreSQL to be
-// measured, as it asks the tests to fail rather than skip without it.
-func pgRequired() bool {
-	v := os.Getenv("COURIER_PG_REQUIRE")
-	return v == "1" || v == "true"
-}
-
-// serverVersion returns "PostgreSQL <version>" of the server at adminURL.
-func serverVersion(ctx context.Context, adminURL string) string {
-	db, err := sql.Open(postgres.DriverName, adminURL)
-	if err != nil {
-		return "PostgreSQL ?"
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var v string
-	if err := db.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
-		return "PostgreSQL ?"
-	}
-	return "PostgreSQL " + v
+// openEngines prepares the engines named (benchkit.OpenEngines), each
+// PostgreSQL one with a pool of pool connections.
+func openEngines(ctx context.Context, names []string, pool int) ([]*engine, []string, func(), error) {
+	return benchkit.OpenEngines(ctx, names, func(k benchkit.Engine) *engine {
+		return &engine{name: k.Name, dir: k.Dir, adminURL: k.AdminURL, server: k.About, pool: pool}
+	})
 }
 
 // openCourier opens a fresh, migrated courier Store named label.

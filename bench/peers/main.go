@@ -56,6 +56,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/signature"
 )
@@ -133,10 +134,7 @@ type bench struct {
 
 // newBench prepares a run posting to the receiver at target.
 func newBench(o options, target string, progress io.Writer) (*bench, error) {
-	guard, err := loopbackGuard(target)
-	if err != nil {
-		return nil, err
-	}
+	guard := couriertest.Guard(target)
 	signer, err := newSigner()
 	if err != nil {
 		return nil, err

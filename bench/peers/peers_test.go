@@ -85,8 +85,8 @@ func TestEveryNotificationIsCompletedExactlyOnceOnEverySide(t *testing.T) {
 			defer rec.mu.Unlock()
 			for _, prefix := range []string{"c0-", "r0-", "b0-"} {
 				for _, nt := range notifications(prefix, n) {
-					if got := rec.seen[nt.id]; got != 1 {
-						t.Errorf("the receiver got %s %d times, want once", nt.id, got)
+					if got := rec.seen[nt.ID]; got != 1 {
+						t.Errorf("the receiver got %s %d times, want once", nt.ID, got)
 					}
 				}
 			}

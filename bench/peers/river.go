@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivermigrate"
@@ -45,7 +46,7 @@ type deliveryWorker struct {
 
 // Work implements river.Worker.
 func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs]) error {
-	return post(ctx, w.hc, job.Args.Endpoint, job.Args.NotificationID, job.Args.Payload)
+	return benchkit.Post(ctx, w.hc, job.Args.Endpoint, benchkit.Request{ID: job.Args.NotificationID, Body: job.Args.Payload})
 }
 
 // riverDB is the database handle of River's side, whatever its
@@ -103,25 +104,19 @@ func newRiverSide[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], 
 }
 
 // enqueue runs one transaction per notification: BEGIN, InsertTx, COMMIT.
-func (r *riverSide[TTx]) enqueue(ctx context.Context, ns []notification) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, runLimit)
-	defer cancel()
-	start := time.Now()
-	for _, n := range ns {
+func (r *riverSide[TTx]) enqueue(ctx context.Context, ns []benchkit.Request) (time.Duration, error) {
+	return timedEach(ctx, "river enqueue", ns, func(ctx context.Context, n benchkit.Request) error {
 		tx, err := r.db.begin(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("river enqueue: %w", err)
+			return err
 		}
-		args := deliveryArgs{Endpoint: r.target, NotificationID: n.id, Payload: n.body}
+		args := deliveryArgs{Endpoint: r.target, NotificationID: n.ID, Payload: n.Body}
 		if _, err := r.client.InsertTx(ctx, tx, args, nil); err != nil {
 			_ = r.db.rollback(ctx, tx)
-			return 0, fmt.Errorf("river enqueue %s: %w", n.id, err)
+			return err
 		}
-		if err := r.db.commit(ctx, tx); err != nil {
-			return 0, fmt.Errorf("river enqueue %s: commit: %w", n.id, err)
-		}
-	}
-	return time.Since(start), nil
+		return r.db.commit(ctx, tx)
+	})
 }
 
 // deliver starts the client and waits for n jobs to complete, counting

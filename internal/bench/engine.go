@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -24,7 +25,7 @@ type engine struct {
 	name     string // "sqlite" or "postgres"
 	dir      string // sqlite: the folder of the database files
 	adminURL string // postgres: the server's admin URL
-	source   string // postgres: where the server came from, for the report
+	about    string // postgres: the server's version and where it came from, for the report
 	pool     int    // postgres: connection pool size (open and idle); 0 leaves database/sql's defaults
 	// durability is the SQLite commit setting of the stores opened: the
 	// store's default (Full) unless a figure compares the two.
@@ -197,74 +198,10 @@ func (d *database) releaseLeases(ctx context.Context) error {
 	return err
 }
 
-// openEngines prepares the engines asked for. PostgreSQL comes from
-// COURIER_PG_URL or a throwaway server; when neither works it is dropped
-// with a note, and SQLite is measured alone.
-func openEngines(ctx context.Context, names []string, pgPool int) (engines []*engine, notes []string, stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	for _, name := range names {
-		switch name {
-		case "sqlite":
-			dir, err := os.MkdirTemp("", "courier-bench-")
-			if err != nil {
-				stop()
-				return nil, nil, nil, err
-			}
-			engines = append(engines, &engine{name: name, dir: dir})
-		case "postgres":
-			e := &engine{name: name, pool: pgPool}
-			if url := os.Getenv("COURIER_PG_URL"); url != "" {
-				e.adminURL, e.source = url, "COURIER_PG_URL"
-				if err := checkServer(ctx, url); err != nil {
-					notes = append(notes, fmt.Sprintf("postgres: COURIER_PG_URL unusable (%v); measuring SQLite only", err))
-					continue
-				}
-			} else {
-				startCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
-				url, stopServer, err := pgtest.Start(startCtx)
-				cancel()
-				if err != nil {
-					notes = append(notes, fmt.Sprintf("postgres: no COURIER_PG_URL and no throwaway server (%v); measuring SQLite only", err))
-					continue
-				}
-				stops = append(stops, stopServer)
-				e.adminURL, e.source = url, "throwaway server (internal/pgtest: fsync=off, synchronous_commit=off, shared_buffers=32MB)"
-			}
-			engines = append(engines, e)
-		default:
-			stop()
-			return nil, nil, nil, fmt.Errorf("unknown engine %q (want sqlite or postgres)", name)
-		}
-	}
-	return engines, notes, stop, nil
-}
-
-// checkServer creates and drops a database on the server at adminURL.
-func checkServer(ctx context.Context, adminURL string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, drop, err := pgtest.NewDatabase(ctx, adminURL)
-	if err != nil {
-		return err
-	}
-	return drop(ctx)
-}
-
-// serverVersion returns the PostgreSQL server's version string.
-func serverVersion(ctx context.Context, adminURL string) string {
-	db, err := sqlx.Open(postgres.DriverName, adminURL)
-	if err != nil {
-		return "?"
-	}
-	defer db.Close()
-	var v string
-	if err := db.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
-		return "?"
-	}
-	return v
+// openEngines prepares the engines named (benchkit.OpenEngines), each
+// PostgreSQL one with a pool of pgPool connections.
+func openEngines(ctx context.Context, names []string, pgPool int) ([]*engine, []string, func(), error) {
+	return benchkit.OpenEngines(ctx, names, func(k benchkit.Engine) *engine {
+		return &engine{name: k.Name, dir: k.Dir, adminURL: k.AdminURL, about: k.About, pool: pgPool}
+	})
 }

@@ -224,7 +224,7 @@ func benchmark(ctx context.Context, o options) error {
 			if e.pool > 0 {
 				pool = fmt.Sprintf("pool of %d connections (SetMaxOpenConns, SetMaxIdleConns)", e.pool)
 			}
-			fmt.Printf("postgres %s: %s; %s\n", serverVersion(ctx, e.adminURL), e.source, pool)
+			fmt.Printf("postgres: %s; %s\n", e.about, pool)
 		}
 	}
 	for _, n := range notes {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -29,7 +30,7 @@ func workerConfig(s *store.Store, signer signature.Signer, srv *httptest.Server,
 	return client.Config{
 		Store:       s,
 		Signer:      signer,
-		Transport:   loopbackGuard(srv.URL).Transport(),
+		Transport:   couriertest.Guard(srv.URL).Transport(),
 		Concurrency: concurrency,
 		Owner:       "bench",
 	}

@@ -14,14 +14,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"os"
-	"strconv"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -84,29 +82,6 @@ func SpecFromEnv() (s WorkerSpec, ok bool, err error) {
 	return s, true, nil
 }
 
-// Loopback returns the SSRF guard that admits exactly the receiver at
-// rawURL: plain http, its port, and its IP address as a /32 (or /128).
-// rawURL's host must be an IP literal, as an httptest server's is.
-func Loopback(rawURL string) (client.Guard, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return client.Guard{}, errors.New("cluster: receiver URL does not parse")
-	}
-	addr, err := netip.ParseAddr(u.Hostname())
-	if err != nil {
-		return client.Guard{}, errors.New("cluster: receiver host is not an IP address")
-	}
-	port, err := strconv.ParseUint(u.Port(), 10, 16)
-	if err != nil {
-		return client.Guard{}, errors.New("cluster: receiver URL has no port")
-	}
-	return client.Guard{
-		AllowHTTP:     true,
-		AllowPorts:    []uint16{uint16(port)},
-		AllowPrefixes: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())},
-	}, nil
-}
-
 // RunWorker delivers the outbox at s.DatabaseURL until ctx is done, with
 // the worker settings every cluster process shares. ready is called once
 // the worker is built, just before it runs.
@@ -132,11 +107,7 @@ func RunWorker(ctx context.Context, s WorkerSpec, logger *slog.Logger, ready fun
 	if err != nil {
 		return err
 	}
-	guard, err := Loopback(s.ReceiverURL)
-	if err != nil {
-		return err
-	}
-	transport := guard.Transport()
+	transport := couriertest.Guard(s.ReceiverURL).Transport()
 	defer (&http.Client{Transport: transport}).CloseIdleConnections()
 	w, err := client.NewWorker(client.Config{
 		Store:       st,

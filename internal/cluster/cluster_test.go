@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/testmain"
 
 	"github.com/jmoiron/sqlx"
@@ -378,10 +379,7 @@ func benchPickup(b *testing.B, s *store.Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	guard, err := cluster.Loopback(srv.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
+	guard := couriertest.Guard(srv.URL)
 	settled := make(chan client.Event, 1)
 	w, err := client.NewWorker(client.Config{
 		Store: s, Owner: "bench", Signer: signer, Transport: guard.Transport(),

@@ -2,7 +2,12 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Start starts a throwaway PostgreSQL server for a program that is not a
@@ -43,4 +48,44 @@ func NewDatabase(ctx context.Context, adminURL string) (dbURL string, drop func(
 		return "", nil, err
 	}
 	return dbURL, func(ctx context.Context) error { return dropDatabase(ctx, adminURL, name) }, nil
+}
+
+// Acquire returns the PostgreSQL server a program that is not a test
+// measures on: the one at COURIER_PG_URL, checked by creating and dropping
+// a database on it, or else a throwaway one from Start. about describes
+// the server for a report: its version and where it came from. stop
+// releases what Acquire started; it is nil when err is not.
+func Acquire(ctx context.Context) (adminURL, about string, stop func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if adminURL = os.Getenv(envURL); adminURL != "" {
+		_, drop, err := NewDatabase(ctx, adminURL)
+		if err == nil {
+			err = drop(ctx)
+		}
+		if err != nil {
+			return "", "", nil, fmt.Errorf("%s unusable: %w", envURL, err)
+		}
+		return adminURL, serverVersion(ctx, adminURL) + ", " + envURL + ", as configured", func() {}, nil
+	}
+	adminURL, stop, err = Start(ctx)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("no %s and no throwaway server: %w", envURL, err)
+	}
+	about = serverVersion(ctx, adminURL) + ", throwaway server (internal/pgtest: " + strings.Join(serverSettings[1:], ", ") + ")"
+	return adminURL, about, stop, nil
+}
+
+// serverVersion returns "PostgreSQL <version>" of the server at adminURL.
+func serverVersion(ctx context.Context, adminURL string) string {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "PostgreSQL ?"
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "PostgreSQL ?"
+	}
+	return "PostgreSQL " + v
 }

@@ -35,6 +35,20 @@ func IsToken(s string) bool {
 	return true
 }
 
+// IsVisible reports whether s is 1 to max bytes of visible ASCII (! to
+// ~): an owner or an ordering key, which are stored and logged as they are.
+func IsVisible(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // IsCode reports whether s has a code's form: a lowercase letter, then up
 // to 127 of a-z 0-9 _ . -. Codes from outside courier (a receiver's own,
 // in its problem body) are kept only when they are valid.
