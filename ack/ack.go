@@ -13,8 +13,8 @@ import (
 // schemaV1 is the schema of courier's own Ack document.
 const schemaV1 = "courier.ack.v1"
 
-// StatusAccepted is the only status an Ack carries.
-const StatusAccepted = "accepted"
+// statusAccepted is the only status an Ack carries.
+const statusAccepted = "accepted"
 
 // MaxAckSize bounds the Ack a sender reads from a response.
 const MaxAckSize = 16 << 10
@@ -34,8 +34,9 @@ type Ack struct {
 	// Schema names the document: "courier.ack.v1" for courier's own Ack
 	// (New), "blun.cms-source-terminal-notification-ack.v1" for the
 	// terminal profile's.
-	Schema             string
-	NotificationID     string
+	Schema         string
+	NotificationID string
+	// Status is "accepted", the only status an Ack carries.
 	Status             string
 	NotificationSHA256 string
 	Extra              map[string]string
@@ -43,7 +44,7 @@ type Ack struct {
 
 // New returns courier's own Ack for the notification id received as body.
 func New(id string, body []byte) Ack {
-	return Ack{Schema: schemaV1, NotificationID: id, Status: StatusAccepted, NotificationSHA256: Digest(body)}
+	return Ack{Schema: schemaV1, NotificationID: id, Status: statusAccepted, NotificationSHA256: Digest(body)}
 }
 
 func (a Ack) members() map[string]string {

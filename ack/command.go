@@ -19,8 +19,6 @@ const (
 	// (source_max_attempts), and the sender does not bind the response to
 	// it (see ProfileCommand).
 	AttemptHeader = "Courier-Attempt"
-	// MaxSourceAttempts bounds Command.SourceMaxAttempts.
-	MaxSourceAttempts = 20
 )
 
 // Command operations. Removals (cancellation, tombstone) are claimed before

@@ -222,7 +222,7 @@ func (t Terminal) Ack(body []byte) (Ack, error) {
 	return Ack{
 		Schema:             terminalAckSchema,
 		NotificationID:     t.NotificationID,
-		Status:             StatusAccepted,
+		Status:             statusAccepted,
 		NotificationSHA256: digest,
 		Extra:              map[string]string{"event_id": t.EventID, "site_id": t.SiteID},
 	}, nil

@@ -208,7 +208,7 @@ func TestAckVerify(t *testing.T) {
 
 func TestAckParseRoundTrip(t *testing.T) {
 	t.Parallel()
-	a := ack.Ack{Schema: "s", NotificationID: "id", Status: ack.StatusAccepted, NotificationSHA256: ack.Digest(nil), Extra: map[string]string{"site_id": "x\u2028<"}}
+	a := ack.Ack{Schema: "s", NotificationID: "id", Status: "accepted", NotificationSHA256: ack.Digest(nil), Extra: map[string]string{"site_id": "x\u2028<"}}
 	got, err := ack.Parse(a.Marshal())
 	if err != nil {
 		t.Fatal(err)

@@ -200,7 +200,7 @@ func newFront(name string, s *store.Store, v signature.Verifier, body middleware
 	if logger == nil {
 		logger = discard()
 	}
-	return front{verifier: v, body: body.WithDefaults(), logger: logger, hook: hook, tracer: tracerOf(s)}, nil
+	return front{verifier: v, body: body, logger: logger, hook: hook, tracer: tracerOf(s)}, nil
 }
 
 // isNil reports whether v is nil, or a nil pointer in an interface.

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/middleware"
@@ -203,21 +202,5 @@ func TestBodyLimitsValidate(t *testing.T) {
 		if err := l.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", l, err)
 		}
-		if err := l.WithDefaults().Validate(); err != nil {
-			t.Errorf("WithDefaults().Validate(%+v) = %v, want nil", l, err)
-		}
-	}
-	d := middleware.BodyLimits{}.WithDefaults()
-	if d.MaxBytes != 1<<20 || d.ReadTimeout != 10*time.Second ||
-		d.LingerTimeout != 5*time.Second || d.LingerBytes != 32<<20 ||
-		d.Budget == nil || d.Budget.Size() != 64<<20 {
-		t.Errorf("WithDefaults = %+v", d)
-	}
-	if a, b := (middleware.BodyLimits{}).WithDefaults(), (middleware.BodyLimits{}).WithDefaults(); a.Budget == b.Budget {
-		t.Error("two WithDefaults share one Budget; each must have its own")
-	}
-	shared := middleware.NewBudget(1 << 20)
-	if got := (middleware.BodyLimits{Budget: shared}).WithDefaults(); got.Budget != shared {
-		t.Error("WithDefaults replaced a given Budget")
 	}
 }

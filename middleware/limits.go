@@ -35,8 +35,8 @@ const (
 // closes, so a client that sends its whole request before reading the
 // answer gets the answer instead of a connection reset.
 //
-// Zero fields take their defaults ([BodyLimits.WithDefaults]); [Verify] and
-// [ReadBody] panic on limits [BodyLimits.Validate] refuses.
+// Zero fields take the defaults their docs give; [Verify] and [ReadBody]
+// panic on limits [BodyLimits.Validate] refuses.
 type BodyLimits struct {
 	// MaxBytes is the largest body accepted; a larger one is answered 413
 	// body_too_large. Defaults to 1 MiB.
@@ -65,9 +65,9 @@ type BodyLimits struct {
 	LingerBytes int64
 }
 
-// WithDefaults returns a copy of l with every zero field at its default,
-// a nil Budget included.
-func (l BodyLimits) WithDefaults() BodyLimits {
+// defaulted returns a copy of l with every zero field at its default, a
+// nil Budget included: a new Budget, of this copy's own.
+func (l BodyLimits) defaulted() BodyLimits {
 	l = l.withDefaults(nil)
 	if l.Budget == nil {
 		l.Budget = NewBudget(max(defaultBudgetBytes, l.MaxBytes))
@@ -75,7 +75,7 @@ func (l BodyLimits) WithDefaults() BodyLimits {
 	return l
 }
 
-// withDefaults is WithDefaults with budget, which may be nil, for a nil
+// withDefaults is defaulted with budget, which may be nil, for a nil
 // Budget.
 func (l BodyLimits) withDefaults(budget *Budget) BodyLimits {
 	if l.MaxBytes == 0 {

@@ -30,15 +30,15 @@ import (
 // Body reads the same bytes again, with [BodyFromContext] and
 // [PrincipalFromContext] set.
 //
-// Zero fields of limits take their defaults ([BodyLimits.WithDefaults]):
-// with a nil Budget, each call of Verify makes a Budget of its own.
+// Zero fields of limits take their defaults (see [BodyLimits]): with a nil
+// Budget, each call of Verify makes a Budget of its own.
 // Verify panics if v is nil or limits are invalid ([BodyLimits.Validate]).
 func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Handler {
 	if v == nil || isNilPointer(v) {
 		panic("middleware: Verify verifier is nil")
 	}
 	mustValidate(limits)
-	limits = limits.WithDefaults()
+	limits = limits.defaulted()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, reserved, ok := readBody(w, r, limits)
