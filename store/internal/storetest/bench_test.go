@@ -25,6 +25,7 @@ func benchStore(b *testing.B, open func(tb testing.TB) *sqlx.DB) (*store.Store, 
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { s.Close() })
 	return s, db
 }
 
@@ -160,5 +161,74 @@ func BenchmarkClaimScheduledBacklog(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// BenchmarkSettle measures the settle of a batch of 16 outcomes while
+// other leases are held: the worker's in-flight deliveries, 16 or 1,024.
+// The target: flat as the leases held grow (a settle finds each row by its
+// id). The database has no statistics, as an application's SQLite file
+// seldom has: the plan must not need them.
+func BenchmarkSettle(b *testing.B) {
+	const batch = 16
+	for _, e := range engines {
+		for _, held := range []int{16, 1_024} {
+			b.Run(fmt.Sprintf("%s/held=%d", e.name, held), func(b *testing.B) {
+				s, db := benchStore(b, e.open)
+				ctx := context.Background()
+				out := protocol.For(s)
+				claim := func(n int) []protocol.Claimed {
+					var got []protocol.Claimed
+					for len(got) < n {
+						c, err := out.Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: min(n-len(got), protocol.MaxClaimBatch), Lease: time.Hour})
+						if err != nil || len(c) == 0 {
+							b.Fatalf("claim: %d rows, %v", len(c), err)
+						}
+						got = append(got, c...)
+					}
+					return got
+				}
+				enqueue(b, s, db, "held", held)
+				claim(held) // held for the whole run
+				enqueue(b, s, db, "n", b.N*batch)
+				outcomes := make([]protocol.Outcome, batch)
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					for i, c := range claim(batch) {
+						outcomes[i] = protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded, HTTPStatus: 200}
+					}
+					b.StartTimer()
+					settled, err := out.Settle(ctx, outcomes...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, st := range settled {
+						if st.Err != nil || st.Status != "succeeded" {
+							b.Fatalf("settled %+v", st)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// enqueue enqueues n due rows named prefix-i in one transaction, with no
+// ANALYZE after.
+func enqueue(b *testing.B, s *store.Store, db *sqlx.DB, prefix string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("%s-%d", prefix, i), Endpoint: "https://r.example/h", Payload: benchPayload, NotBefore: time.Now().Add(-time.Minute)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -300,7 +300,10 @@ UPDATE courier_outbox SET
         THEN 'endpoint' END,
     updated_at = :now
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v
-WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
+-- The unary + keeps the planner from reading every lease by the status
+-- index and scanning :batch for each: :batch drives, each row is found
+-- by its id (see outbox_settle).
+WHERE courier_outbox.id = v.id AND +courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
@@ -330,8 +333,14 @@ FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result
              value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
              value ->> 'ack' AS ack, value ->> 'remote' AS remote
       FROM json_each(:batch)) AS v
-WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
-    AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
+-- SQLite: the unary + on status and lease_expires_at keeps them from
+-- choosing an index. Without it the planner (on a database without
+-- statistics, as most are) reads every lease by courier_outbox_status and
+-- scans :batch, parsing its JSON again, for each: work that grows with the
+-- leases in flight times the batch. With it, :batch drives and each row is
+-- found by its id.
+WHERE courier_outbox.id = v.id AND +courier_outbox.status = 'leased'
+    AND courier_outbox.lease_token = v.token AND +courier_outbox.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
 RETURNING id, status, last_error_code, endpoint, ordering_key,
