@@ -79,35 +79,51 @@ func BenchmarkEnqueue(b *testing.B) {
 }
 
 // BenchmarkClaim measures one claim of 10 rows with 1,000 and 100,000 due
-// rows waiting. The target: flat (within 2x) as the backlog grows.
+// rows waiting, on a database with statistics (ANALYZE) and on one
+// without, as an application's SQLite file seldom has any. The target:
+// flat (within 2x) as the backlog grows, either way.
 func BenchmarkClaim(b *testing.B) {
 	for _, e := range engines {
 		for _, due := range []int{1_000, 100_000} {
-			b.Run(fmt.Sprintf("%s/due=%d", e.name, due), func(b *testing.B) {
-				s, db := benchStore(b, e.open)
-				ctx := context.Background()
-				fill(b, s, db, due)
-				release := db.Rebind(`UPDATE courier_outbox SET status = 'pending', attempts = 0, lease_owner = NULL,
-					lease_token = NULL, leased_at = NULL, lease_expires_at = NULL WHERE status = 'leased'`)
-				b.ResetTimer()
-				for range b.N {
-					c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: 10, Lease: time.Minute})
-					if err != nil || len(c) != 10 {
-						b.Fatalf("claim: %d rows, %v", len(c), err)
-					}
-					b.StopTimer()
-					if _, err := db.ExecContext(ctx, release); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-			})
+			for _, analyze := range []bool{true, false} {
+				b.Run(fmt.Sprintf("%s/due=%d/stats=%t", e.name, due, analyze), func(b *testing.B) {
+					benchClaim(b, e.open, due, analyze)
+				})
+			}
 		}
 	}
 }
 
-// fill enqueues n due rows in batches.
-func fill(b *testing.B, s *store.Store, db *sqlx.DB, n int) {
+// benchClaim is BenchmarkClaim on one engine, backlog and statistics.
+func benchClaim(b *testing.B, open func(tb testing.TB) *sqlx.DB, due int, analyze bool) {
+	s, db := benchStore(b, open)
+	fill(b, s, db, "n", due, analyze)
+	claimRepeatedly(b, s, db, 10)
+}
+
+// claimRepeatedly times b.N claims of up to 10 rows, each of which must
+// lease want, and gives the leases back between them, untimed.
+func claimRepeatedly(b *testing.B, s *store.Store, db *sqlx.DB, want int) {
+	ctx := context.Background()
+	release := db.Rebind(`UPDATE courier_outbox SET status = 'pending', attempts = 0, lease_owner = NULL,
+		lease_token = NULL, leased_at = NULL, lease_expires_at = NULL WHERE status = 'leased'`)
+	b.ResetTimer()
+	for range b.N {
+		c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: 10, Lease: time.Minute})
+		if err != nil || len(c) != want {
+			b.Fatalf("claim: %d rows, %v", len(c), err)
+		}
+		b.StopTimer()
+		if _, err := db.ExecContext(ctx, release); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// fill enqueues n due rows named prefix-i, in transactions of 5,000, and
+// runs ANALYZE after when analyze is set.
+func fill(b *testing.B, s *store.Store, db *sqlx.DB, prefix string, n int, analyze bool) {
 	b.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += 5000 {
@@ -116,13 +132,16 @@ func fill(b *testing.B, s *store.Store, db *sqlx.DB, n int) {
 			b.Fatal(err)
 		}
 		for i := start; i < min(n, start+5000); i++ {
-			if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: benchPayload, NotBefore: time.Now().Add(-time.Minute)}); err != nil {
+			if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("%s-%d", prefix, i), Endpoint: "https://r.example/h", Payload: benchPayload, NotBefore: time.Now().Add(-time.Minute)}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		if err := tx.Commit(); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if !analyze {
+		return
 	}
 	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
 		b.Fatal(err)
@@ -145,21 +164,8 @@ func BenchmarkClaimScheduledBacklog(b *testing.B) {
 				}
 			}
 			tx.Commit()
-			fill(b, s, db, 5)
-			release := db.Rebind(`UPDATE courier_outbox SET status = 'pending', attempts = 0, lease_owner = NULL,
-				lease_token = NULL, leased_at = NULL, lease_expires_at = NULL WHERE status = 'leased'`)
-			b.ResetTimer()
-			for range b.N {
-				c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: 10, Lease: time.Minute})
-				if err != nil || len(c) != 5 {
-					b.Fatalf("claim: %d rows, %v", len(c), err)
-				}
-				b.StopTimer()
-				if _, err := db.ExecContext(ctx, release); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
+			fill(b, s, db, "n", 5, true)
+			claimRepeatedly(b, s, db, 5)
 		})
 	}
 }
@@ -188,9 +194,9 @@ func BenchmarkSettle(b *testing.B) {
 					}
 					return got
 				}
-				enqueue(b, s, db, "held", held)
+				fill(b, s, db, "held", held, false)
 				claim(held) // held for the whole run
-				enqueue(b, s, db, "n", b.N*batch)
+				fill(b, s, db, "n", b.N*batch, false)
 				outcomes := make([]protocol.Outcome, batch)
 				b.ResetTimer()
 				for range b.N {
@@ -211,24 +217,5 @@ func BenchmarkSettle(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// enqueue enqueues n due rows named prefix-i in one transaction, with no
-// ANALYZE after.
-func enqueue(b *testing.B, s *store.Store, db *sqlx.DB, prefix string, n int) {
-	b.Helper()
-	ctx := context.Background()
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range n {
-		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("%s-%d", prefix, i), Endpoint: "https://r.example/h", Payload: benchPayload, NotBefore: time.Now().Add(-time.Minute)}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
 	}
 }

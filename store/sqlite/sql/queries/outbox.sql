@@ -27,7 +27,9 @@ SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priori
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_reclaim_expired_leases
-UPDATE courier_outbox SET
+-- SQLite: INDEXED BY, so only the expired leases are read, not every
+-- lease (by courier_outbox_status, the planner's pick without statistics).
+UPDATE courier_outbox INDEXED BY courier_outbox_leases SET
     status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
     next_attempt_at = :now,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
@@ -85,7 +87,10 @@ LIMIT :limit;
 WITH ranked AS MATERIALIZED (
     SELECT o.id, o.endpoint, o.deadline <= :now AS expired,
         row_number() OVER (PARTITION BY o.endpoint, o.deadline <= :now ORDER BY o.next_attempt_at, o.created_at, o.id) AS n
-    FROM courier_outbox AS o
+    -- SQLite: NOT INDEXED, so the picked ids are read by rowid. Without
+    -- statistics the planner would read every due row by
+    -- courier_outbox_status instead, a claim costing the whole backlog.
+    FROM courier_outbox AS o NOT INDEXED
     WHERE o.id IN (SELECT value FROM json_each(:ids)) AND o.status IN ('pending', 'retry_wait') AND o.hold IS NULL
 ),
 room AS MATERIALIZED (
@@ -219,7 +224,10 @@ UPDATE courier_outbox SET
     last_error_code = CASE WHEN deadline <= :now THEN 'expired' ELSE last_error_code END,
     updated_at = :now
 WHERE id IN (
-    SELECT id FROM courier_outbox
+    -- SQLite: INDEXED BY, so the due rows are read in claim order up to
+    -- the endpoint's first, not all of them (by courier_outbox_status,
+    -- the planner's pick without statistics) and sorted.
+    SELECT id FROM courier_outbox INDEXED BY courier_outbox_due
     WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
         AND endpoint = :endpoint
         -- Contract pinning (migration 4): an endpoint with an unfinished
@@ -289,7 +297,9 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- deliveries it claimed ahead): the claim's attempt is not counted, and
 -- the row is due again as it was. :batch is a JSON array of {id, token};
 -- each is fenced by its token like a settle.
-UPDATE courier_outbox SET
+-- SQLite: NOT INDEXED, so each row is found by its id, :batch read once
+-- (see outbox_settle).
+UPDATE courier_outbox NOT INDEXED SET
     status = CASE WHEN last_error_code IS NULL THEN 'pending' ELSE 'retry_wait' END,
     attempts = attempts - 1,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
@@ -300,10 +310,7 @@ UPDATE courier_outbox SET
         THEN 'endpoint' END,
     updated_at = :now
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v
--- The unary + keeps the planner from reading every lease by the status
--- index and scanning :batch for each: :batch drives, each row is found
--- by its id (see outbox_settle).
-WHERE courier_outbox.id = v.id AND +courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
+WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
@@ -315,7 +322,11 @@ WHERE courier_outbox.id = v.id AND +courier_outbox.status = 'leased' AND courier
 -- no attempt may start), ends the delivery.
 -- SQLite: RETURNING may not name the FROM table, so the row's id says which
 -- outcome it was.
-UPDATE courier_outbox SET
+-- SQLite: NOT INDEXED, so :batch drives and each row is found by its id.
+-- Without statistics (an application's SQLite file seldom has any) the
+-- planner would read every lease by courier_outbox_status and parse :batch
+-- again for each: a settle costing the leases in flight times its batch.
+UPDATE courier_outbox NOT INDEXED SET
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
         WHEN attempts >= max_attempts OR v.next_at >= deadline THEN 'failed'
@@ -333,14 +344,8 @@ FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result
              value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
              value ->> 'ack' AS ack, value ->> 'remote' AS remote
       FROM json_each(:batch)) AS v
--- SQLite: the unary + on status and lease_expires_at keeps them from
--- choosing an index. Without it the planner (on a database without
--- statistics, as most are) reads every lease by courier_outbox_status and
--- scans :batch, parsing its JSON again, for each: work that grows with the
--- leases in flight times the batch. With it, :batch drives and each row is
--- found by its id.
-WHERE courier_outbox.id = v.id AND +courier_outbox.status = 'leased'
-    AND courier_outbox.lease_token = v.token AND +courier_outbox.lease_expires_at > :now
+WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
+    AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
 RETURNING id, status, last_error_code, endpoint, ordering_key,
@@ -359,11 +364,11 @@ SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 -- Reads the due index: the partial index's condition is repeated verbatim.
 -- Held deliveries (waiting for their key, or parked by their endpoint's
 -- limits) are not counted: Endpoints says what holds them.
-SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox INDEXED BY courier_outbox_due
 WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now;
 
 -- name: outbox_health_expired
-SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
+SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_leases WHERE status = 'leased' AND lease_expires_at <= :now;
 
 -- name: outbox_suppress
 -- A claimed delivery whose subscription changed or was disabled.
