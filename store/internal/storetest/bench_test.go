@@ -14,18 +14,20 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-func benchStore(b *testing.B, open func(tb testing.TB) *sqlx.DB) (*store.Store, *sqlx.DB) {
-	b.Helper()
-	db := open(b)
+// migratedStore opens a database with open, migrates it and opens a Store
+// on it, closed when tb ends.
+func migratedStore(tb testing.TB, open func(tb testing.TB) *sqlx.DB) (*store.Store, *sqlx.DB) {
+	tb.Helper()
+	db := open(tb)
 	ctx := context.Background()
 	if err := store.Migrate(ctx, db); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	s, err := store.Open(ctx, db, store.Config{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	return s, db
 }
 
@@ -37,7 +39,7 @@ var benchPayload = []byte(`{"schema":"courier.example.v1","notification_id":"n",
 func BenchmarkEnqueue(b *testing.B) {
 	for _, e := range engines {
 		b.Run(e.name+"/plain-insert", func(b *testing.B) {
-			_, db := benchStore(b, e.open)
+			_, db := migratedStore(b, e.open)
 			insert := db.Rebind(`INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
 				priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
 				VALUES (?, ?, ?, ?, 'courier', '', 'pending', 0, 0, 8, ?, ?, ?, ?)`)
@@ -59,7 +61,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			}
 		})
 		b.Run(e.name+"/enqueue", func(b *testing.B) {
-			s, db := benchStore(b, e.open)
+			s, db := migratedStore(b, e.open)
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := range b.N {
@@ -96,7 +98,7 @@ func BenchmarkClaim(b *testing.B) {
 
 // benchClaim is BenchmarkClaim on one engine, backlog and statistics.
 func benchClaim(b *testing.B, open func(tb testing.TB) *sqlx.DB, due int, analyze bool) {
-	s, db := benchStore(b, open)
+	s, db := migratedStore(b, open)
 	fill(b, s, db, "n", due, analyze)
 	claimRepeatedly(b, s, db, 10)
 }
@@ -154,7 +156,7 @@ func fill(b *testing.B, s *store.Store, db *sqlx.DB, prefix string, n int, analy
 func BenchmarkClaimScheduledBacklog(b *testing.B) {
 	for _, e := range engines {
 		b.Run(e.name, func(b *testing.B) {
-			s, db := benchStore(b, e.open)
+			s, db := migratedStore(b, e.open)
 			ctx := context.Background()
 			later := time.Now().Add(time.Hour)
 			tx, _ := db.BeginTxx(ctx, nil)
@@ -171,51 +173,60 @@ func BenchmarkClaimScheduledBacklog(b *testing.B) {
 }
 
 // BenchmarkSettle measures the settle of a batch of 16 outcomes while
-// other leases are held: the worker's in-flight deliveries, 16 or 1,024.
+// other leases are held: the workers' deliveries in flight, 16 to 10,000
+// (on PostgreSQL, what every worker sharing the database holds). It runs
+// on a database with statistics and on one without, as for BenchmarkClaim.
 // The target: flat as the leases held grow (a settle finds each row by its
-// id). The database has no statistics, as an application's SQLite file
-// seldom has: the plan must not need them.
+// id).
 func BenchmarkSettle(b *testing.B) {
-	const batch = 16
 	for _, e := range engines {
-		for _, held := range []int{16, 1_024} {
-			b.Run(fmt.Sprintf("%s/held=%d", e.name, held), func(b *testing.B) {
-				s, db := benchStore(b, e.open)
-				ctx := context.Background()
-				out := protocol.For(s)
-				claim := func(n int) []protocol.Claimed {
-					var got []protocol.Claimed
-					for len(got) < n {
-						c, err := out.Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: min(n-len(got), protocol.MaxClaimBatch), Lease: time.Hour})
-						if err != nil || len(c) == 0 {
-							b.Fatalf("claim: %d rows, %v", len(c), err)
-						}
-						got = append(got, c...)
-					}
-					return got
-				}
-				fill(b, s, db, "held", held, false)
-				claim(held) // held for the whole run
-				fill(b, s, db, "n", b.N*batch, false)
-				outcomes := make([]protocol.Outcome, batch)
-				b.ResetTimer()
-				for range b.N {
-					b.StopTimer()
-					for i, c := range claim(batch) {
-						outcomes[i] = protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded, HTTPStatus: 200}
-					}
-					b.StartTimer()
-					settled, err := out.Settle(ctx, outcomes...)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, st := range settled {
-						if st.Err != nil || st.Status != "succeeded" {
-							b.Fatalf("settled %+v", st)
-						}
-					}
-				}
-			})
+		for _, held := range []int{16, 1_024, 10_000} {
+			for _, analyze := range []bool{true, false} {
+				b.Run(fmt.Sprintf("%s/held=%d/stats=%t", e.name, held, analyze), func(b *testing.B) {
+					benchSettle(b, e.open, held, analyze)
+				})
+			}
+		}
+	}
+}
+
+// benchSettle is BenchmarkSettle on one engine, with held leases and
+// statistics or none.
+func benchSettle(b *testing.B, open func(tb testing.TB) *sqlx.DB, held int, analyze bool) {
+	const batch = 16
+	s, db := migratedStore(b, open)
+	ctx := context.Background()
+	out := protocol.For(s)
+	claim := func(n int) []protocol.Claimed {
+		var got []protocol.Claimed
+		for len(got) < n {
+			c, err := out.Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: min(n-len(got), protocol.MaxClaimBatch), Lease: time.Hour})
+			if err != nil || len(c) == 0 {
+				b.Fatalf("claim: %d rows, %v", len(c), err)
+			}
+			got = append(got, c...)
+		}
+		return got
+	}
+	fill(b, s, db, "held", held, false)
+	claim(held) // held for the whole run
+	fill(b, s, db, "n", b.N*batch, analyze)
+	outcomes := make([]protocol.Outcome, batch)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for i, c := range claim(batch) {
+			outcomes[i] = protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded, HTTPStatus: 200}
+		}
+		b.StartTimer()
+		settled, err := out.Settle(ctx, outcomes...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range settled {
+			if st.Err != nil || st.Status != "succeeded" {
+				b.Fatalf("settled %+v", st)
+			}
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/testmain"
 
 	"github.com/jmoiron/sqlx"
@@ -194,6 +196,46 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		}
 		if !strings.Contains(plan, c.want) || strings.Contains(plan, "courier_outbox_status") {
 			t.Errorf("%s is not planned on %q:\n%s", c.name, c.want, plan)
+		}
+	}
+}
+
+// TestSettleReadsByIDOnPostgres: on PostgreSQL, with the statistics
+// autovacuum keeps, the settle and the release read their batch's rows by
+// primary key, not every lease (or the whole outbox) into a hash: with
+// many workers sharing the database, a settle must not cost what all of
+// them hold in flight.
+func TestSettleReadsByIDOnPostgres(t *testing.T) {
+	t.Parallel()
+	s, db := migratedStore(t, openPostgres)
+	ctx := t.Context()
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1_000 {
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1_000, Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"batch": `[{"id":1,"token":"t","result":"succeeded"}]`, "now": int64(1)}
+	for _, name := range []string{"outbox_settle", "outbox_release"} {
+		text, vals := boundQuery(t, postgres.DriverName, "queries/outbox.sql", name, args)
+		plan, err := planText(db.QueryContext(ctx, "EXPLAIN "+text, vals...))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.Contains(plan, "Index Scan using courier_outbox_pkey on courier_outbox o") {
+			t.Errorf("%s does not read its rows by primary key:\n%s", name, plan)
 		}
 	}
 }

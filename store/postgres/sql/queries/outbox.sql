@@ -329,7 +329,9 @@ UPDATE courier_outbox AS o SET
         THEN 'endpoint' END,
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
-WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
+-- = ANY reads the batch's rows by id (see outbox_settle).
+WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
+    AND o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
@@ -355,7 +357,12 @@ UPDATE courier_outbox AS o SET
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb)
     AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text)
-WHERE o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
+-- The ids again as an array, for the primary key: joined to the recordset
+-- alone, the planner reads every lease (or the whole table) and hashes it,
+-- a settle costing what all workers hold in flight; = ANY reads the
+-- batch's rows by id, as outbox_claim does.
+WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
+    AND o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
 RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key,
