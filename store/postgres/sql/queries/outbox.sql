@@ -329,9 +329,10 @@ UPDATE courier_outbox AS o SET
         THEN 'endpoint' END,
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
--- = ANY reads the batch's rows by id (see outbox_settle).
+-- = ANY reads the batch's rows by id, and IS TRUE keeps the status off
+-- the lease index (see outbox_settle).
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
-    AND o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token;
+    AND o.id = v.id AND o.lease_token = v.token AND (o.status = 'leased') IS TRUE;
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
@@ -360,9 +361,12 @@ FROM jsonb_to_recordset(:batch::jsonb)
 -- The ids again as an array, for the primary key: joined to the recordset
 -- alone, the planner reads every lease (or the whole table) and hashes it,
 -- a settle costing what all workers hold in flight; = ANY reads the
--- batch's rows by id, as outbox_claim does.
+-- batch's rows by id, as outbox_claim does. IS TRUE keeps the lease
+-- conditions off courier_outbox_leases, which the planner would otherwise
+-- read whole beside the primary key (status is never NULL, so it changes
+-- nothing else).
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
-    AND o.id = v.id AND o.status = 'leased' AND o.lease_token = v.token AND o.lease_expires_at > :now
+    AND o.id = v.id AND o.lease_token = v.token AND (o.status = 'leased' AND o.lease_expires_at > :now) IS TRUE
 -- Whether the endpoint has a breaker row: most have none (healthy), and
 -- then the settle needs no read of courier_endpoints.
 RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key,
