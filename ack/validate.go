@@ -34,7 +34,10 @@ func (e *ValidationError) Error() string {
 	return "ack: invalid payload: " + strings.Join(names, ", ")
 }
 
-// Unwrap returns courier.CodePayloadInvalid.
+// Unwrap returns courier.CodePayloadInvalid: a validation failure is of
+// that class, so errors.Is(err, courier.CodePayloadInvalid) holds for it
+// however it is wrapped. (A receiver answers it 400 validation_failed,
+// listing Fields.)
 func (e *ValidationError) Unwrap() error { return courier.CodePayloadInvalid }
 
 // Checker is implemented by payloads with rules that struct tags cannot

@@ -25,9 +25,14 @@ type shipment struct {
 func (s shipment) DedupeKey() string { return s.ID }
 
 // setupBothEnds opens a sender's outbox with one delivery enqueued and a
-// receiver that applies shipments, on SQLite files in dir.
-func setupBothEnds(ctx context.Context, dir string, applied chan<- string) (*store.Store, *couriertest.Server, couriertest.Keys, func()) {
-	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+// receiver that sends what it applies to applied, on SQLite files in a
+// temporary folder; done closes everything and removes the folder.
+func setupBothEnds(ctx context.Context, applied chan<- string) (outbox *store.Store, srv *couriertest.Server, keys couriertest.Keys, done func()) {
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	outbox, err = sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -35,13 +40,13 @@ func setupBothEnds(ctx context.Context, dir string, applied chan<- string) (*sto
 	if err != nil {
 		panic(err)
 	}
-	keys := couriertest.StandardWebhooksKeys("shop")
+	keys = couriertest.StandardWebhooksKeys("shop")
 	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
 		func(_ context.Context, _ *sqlx.Tx, s shipment) error { applied <- s.ID; return nil })
 	if err != nil {
 		panic(err)
 	}
-	srv := couriertest.NewServer(rcv, nil)
+	srv = couriertest.NewServer(rcv, nil)
 	tx, _ := outbox.Begin(ctx)
 	if _, err := outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
 		NotificationID: "ship-1", Endpoint: srv.URL + "/shipments", Payload: []byte(`{"id":"ship-1","order":"order-1"}`),
@@ -49,7 +54,7 @@ func setupBothEnds(ctx context.Context, dir string, applied chan<- string) (*sto
 		panic(err)
 	}
 	tx.Commit()
-	return outbox, srv, keys, func() { srv.Close(); outbox.Close(); inbox.Close() }
+	return outbox, srv, keys, func() { srv.Close(); outbox.Close(); inbox.Close(); os.RemoveAll(dir) }
 }
 
 // Run delivers until its context ends; the worker is woken within
@@ -57,10 +62,8 @@ func setupBothEnds(ctx context.Context, dir string, applied chan<- string) (*sto
 // server: by default a worker sends only https to public addresses.)
 func ExampleWorker_Run() {
 	ctx, cancel := context.WithCancel(context.Background())
-	dir, _ := os.MkdirTemp("", "courier-example")
-	defer os.RemoveAll(dir)
 	applied := make(chan string, 1)
-	outbox, srv, keys, done := setupBothEnds(ctx, dir, applied)
+	outbox, srv, keys, done := setupBothEnds(ctx, applied)
 	defer done()
 
 	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
@@ -81,10 +84,8 @@ func ExampleWorker_Run() {
 // tests, and for schedulers of one's own.
 func ExampleWorker_Work() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "courier-example")
-	defer os.RemoveAll(dir)
 	applied := make(chan string, 1)
-	outbox, srv, keys, done := setupBothEnds(ctx, dir, applied)
+	outbox, srv, keys, done := setupBothEnds(ctx, applied)
 	defer done()
 
 	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
@@ -106,10 +107,8 @@ func ExampleWorker_Work() {
 // the attempts short.
 func ExampleWorker_Stop() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "courier-example")
-	defer os.RemoveAll(dir)
 	applied := make(chan string, 1)
-	outbox, srv, keys, done := setupBothEnds(ctx, dir, applied)
+	outbox, srv, keys, done := setupBothEnds(ctx, applied)
 	defer done()
 
 	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})

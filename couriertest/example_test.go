@@ -29,27 +29,28 @@ type order struct {
 
 func (o order) DedupeKey() string { return o.ID }
 
-// openStores opens a sender's and a receiver's SQLite stores in dir.
-func openStores(ctx context.Context, dir string) (outbox, inbox *store.Store) {
-	var err error
+// openStores opens a sender's and a receiver's SQLite stores in a
+// temporary folder; done closes them and removes it.
+func openStores(ctx context.Context) (outbox, inbox *store.Store, done func()) {
+	dir, err := os.MkdirTemp("", "couriertest")
+	if err != nil {
+		panic(err)
+	}
 	if outbox, err = sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{}); err != nil {
 		panic(err)
 	}
 	if inbox, err = sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{}); err != nil {
 		panic(err)
 	}
-	return outbox, inbox
+	return outbox, inbox, func() { outbox.Close(); inbox.Close(); os.RemoveAll(dir) }
 }
 
 // A receiver that fails every first attempt with 503: the worker retries,
 // the notification is applied once.
 func ExampleNewServer() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "couriertest")
-	defer os.RemoveAll(dir)
-	outbox, inbox := openStores(ctx, dir)
-	defer outbox.Close()
-	defer inbox.Close()
+	outbox, inbox, done := openStores(ctx)
+	defer done()
 
 	keys := couriertest.StandardWebhooksKeys("orders")
 	effects, _ := couriertest.NewEffects(ctx, inbox)
@@ -76,11 +77,8 @@ func ExampleNewServer() {
 // it.
 func ExampleNewRequest() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "couriertest")
-	defer os.RemoveAll(dir)
-	outbox, inbox := openStores(ctx, dir)
-	defer outbox.Close()
-	defer inbox.Close()
+	_, inbox, done := openStores(ctx)
+	defer done()
 
 	keys := couriertest.StandardWebhooksKeys("orders")
 	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
@@ -138,11 +136,8 @@ func ExampleMain() {
 // many deliveries it claimed; a test then asserts on the receiver's side.
 func ExampleDrain() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "couriertest")
-	defer os.RemoveAll(dir)
-	outbox, inbox := openStores(ctx, dir)
-	defer outbox.Close()
-	defer inbox.Close()
+	outbox, _, done := openStores(ctx)
+	defer done()
 
 	keys := couriertest.StandardWebhooksKeys("orders")
 	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -165,11 +160,8 @@ func ExampleDrain() {
 // own transaction: a redelivery must leave every count at one.
 func ExampleEffects() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "couriertest")
-	defer os.RemoveAll(dir)
-	outbox, inbox := openStores(ctx, dir)
-	defer outbox.Close()
-	defer inbox.Close()
+	_, inbox, done := openStores(ctx)
+	defer done()
 
 	keys := couriertest.StandardWebhooksKeys("orders")
 	effects, _ := couriertest.NewEffects(ctx, inbox)

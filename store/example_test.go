@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
+	"github.com/jmoiron/sqlx"
 )
 
 // openOrders opens a SQLite store in a temporary directory beside the
@@ -25,6 +26,28 @@ func openOrders(ctx context.Context) (*store.Store, func()) {
 	}
 	s.DB().MustExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
 	return s, func() { s.Close(); os.RemoveAll(dir) }
+}
+
+// enqueue enqueues ps in one transaction of their own and returns the
+// deliveries' ids. (An application enqueues in its own transaction, as
+// ExampleOutbox_Enqueue shows.)
+func enqueue(ctx context.Context, s *store.Store, ps ...store.EnqueueParams) []int64 {
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	es, err := s.Outbox.EnqueueMany(ctx, tx, ps)
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	ids := make([]int64, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	return ids
 }
 
 func pending(ctx context.Context, s *store.Store) int {
@@ -171,26 +194,16 @@ func ExampleEnqueueParams_orderingKey() {
 	s, done := openOrders(ctx)
 	defer done()
 
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		panic(err)
-	}
-	var ids []int64
+	var ps []store.EnqueueParams
 	for _, event := range []string{"created", "paid"} {
-		e, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		ps = append(ps, store.EnqueueParams{
 			NotificationID: "order-7-" + event,
 			Endpoint:       "https://receiver.example/hooks",
 			Payload:        []byte(`{"order":"order-7","event":"` + event + `"}`),
 			OrderingKey:    "order-7", // this order's events, in order
 		})
-		if err != nil {
-			panic(err)
-		}
-		ids = append(ids, e.ID)
 	}
-	if err := tx.Commit(); err != nil {
-		panic(err)
-	}
+	ids := enqueue(ctx, s, ps...)
 	show := func() {
 		var line []string
 		for _, id := range ids {
@@ -221,22 +234,52 @@ func ExampleOutbox_Check() {
 	s, done := openOrders(ctx)
 	defer done()
 
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		panic(err)
-	}
-	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+	enqueue(ctx, s, store.EnqueueParams{
 		NotificationID: "order-8-paid", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{"order":"order-8"}`),
-	}); err != nil {
-		panic(err)
-	}
-	if err := tx.Commit(); err != nil {
-		panic(err)
-	}
+	})
 	h, err := s.Outbox.Check(ctx, 0)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(h.Status, h.Checked, len(h.Invalid))
 	// Output: ok 1 0
+}
+
+// An application that runs its own migrations migrates courier's tables
+// in the same transaction as its own: they commit or roll back together,
+// and a second run is a no-op. The transaction's driver names the engine;
+// Open then finds the schema it expects. (A tool that hands its
+// migrations a *sql.Tx calls sqlite.MigrateTx or postgres.MigrateTx.)
+func ExampleMigrateTx() {
+	dir, _ := os.MkdirTemp("", "courier-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	path := filepath.Join(dir, "app.db")
+
+	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull))
+	if err != nil {
+		panic(err)
+	}
+	for range 2 {
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			panic(err)
+		}
+		tx.MustExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)`)
+		if err := store.MigrateTx(ctx, tx); err != nil {
+			panic(err)
+		}
+		if err := tx.Commit(); err != nil {
+			panic(err)
+		}
+	}
+	db.Close()
+
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	fmt.Println(s.Engine())
+	// Output: sqlite
 }

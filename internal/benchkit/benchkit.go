@@ -1,6 +1,8 @@
 // Package benchkit is what courier's two benchmark programs
-// (internal/bench, and bench/peers beside River) measure against: the same
-// payloads and the same bare receiver, so their figures compare.
+// (internal/bench, and bench/peers beside River) share, so their figures
+// compare: the same payloads, the same bare receiver, the same bare POST
+// loop over the same transport, and the same engines (OpenEngines: SQLite
+// files, PostgreSQL from pgtest.Acquire).
 package benchkit
 
 import (
