@@ -154,27 +154,22 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 		if err != nil {
 			return err
 		}
+		from := old.State
 		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
-		return e.put(ctx, tx, old, e.s.now(), transition{endpoint: endpoint, from: old.State, to: EndpointDisabled, reason: courier.CodeEndpointDisabled})
+		return e.put(ctx, tx, old, e.s.now(), from)
 	})
 }
 
-// transition is an endpoint's breaker moving between states, reported
-// once its record is written (EventEndpoint).
-type transition struct {
-	endpoint string
-	from, to EndpointState
-	reason   courier.Code
-}
-
-func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, ev transition) error {
+// put writes h, an endpoint's breaker record, and reports its move from
+// the state from to h.State, for h.Reason, if it moved (EventEndpoint).
+func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, from EndpointState) error {
 	_, err := e.s.exec(ctx, tx, "endpoint_put", map[string]any{
 		"endpoint": h.Endpoint, "state": string(h.State), "consecutive_failures": h.ConsecutiveFailures,
 		"failing_since": nullable(micros(h.FailingSince)), "open_until": nullable(micros(h.OpenUntil)),
 		"reason": nullable(string(h.Reason)), "now": now,
 	})
-	if err == nil && ev.from != ev.to {
-		e.s.emit(ev.endpoint, ev.from, ev.to, ev.reason)
+	if err == nil && from != h.State {
+		e.s.emit(h.Endpoint, from, h.State, h.Reason)
 	}
 	return err
 }
@@ -232,5 +227,5 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	if h.State == EndpointClosed {
 		h.Reason = oc.Code // counting failures below the threshold
 	}
-	return true, e.put(ctx, tx, h, now, transition{endpoint: endpoint, from: from, to: h.State, reason: h.Reason})
+	return true, e.put(ctx, tx, h, now, from)
 }

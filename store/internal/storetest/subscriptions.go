@@ -281,15 +281,21 @@ func testBreaker(t *testing.T, open OpenFunc) {
 	if c := b.claim(t, "w", 10, time.Minute); len(c) != 4 || c[0].Attempt < 2 {
 		t.Fatalf("after Enable claimed %d", len(c))
 	}
+	if err := b.store.Endpoints.Disable(b.ctx, bad); err != nil { // an operator's
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var path []string
 	for _, e := range events {
 		if e.Endpoint == bad {
-			path = append(path, string(e.From)+">"+string(e.To))
+			path = append(path, string(e.From)+">"+string(e.To)+" "+string(e.Code))
 		}
 	}
-	want := []string{"closed>open", "open>half_open", "half_open>open", "open>half_open", "half_open>closed", "closed>disabled", "disabled>closed"}
+	want := []string{
+		"closed>open receiver_unavailable", "open>half_open ", "half_open>open receiver_unavailable", "open>half_open ",
+		"half_open>closed ", "closed>disabled endpoint_gone", "disabled>closed ", "closed>disabled endpoint_disabled",
+	}
 	if !slices.Equal(path, want) {
 		t.Fatalf("breaker events %v, want %v", path, want)
 	}
