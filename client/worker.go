@@ -268,13 +268,14 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	outbox := protocol.For(cfg.Store)
+	tracer := outbox.Tracer()
 	halt, haltNow := context.WithCancel(context.Background())
 	return &Worker{
 		cfg:      cfg,
 		outbox:   outbox,
-		tracer:   outbox.Tracer(),
+		tracer:   tracer,
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
-		settler:  &settler{apply: settleSpan(outbox.Tracer(), outbox.Settle)},
+		settler:  &settler{apply: settleSpan(tracer, outbox.Settle)},
 		stopping: make(chan struct{}),
 		halt:     halt,
 		haltNow:  haltNow,
@@ -291,8 +292,8 @@ func NewWorker(cfg Config) (*Worker, error) {
 // had to be cut short. The settles after ctx ends are bounded by what is
 // left of their leases.
 //
-// After Stop, Run returns nil and Work returns courier.CodeWorkerStopped at once; a
-// Worker does not start again. Stop may be called more than once, and
+// After Stop, Run returns nil and Work returns courier.CodeWorkerStopped
+// at once; a Worker does not start again. Stop may be called more than once, and
 // from any goroutine.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
