@@ -10,7 +10,6 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
-	"github.com/jmoiron/sqlx"
 )
 
 // openOrders opens a SQLite store in a temporary directory beside the
@@ -243,43 +242,4 @@ func ExampleOutbox_Check() {
 	}
 	fmt.Println(h.Status, h.Checked, len(h.Invalid))
 	// Output: ok 1 0
-}
-
-// An application that runs its own migrations migrates courier's tables
-// in the same transaction as its own: they commit or roll back together,
-// and a second run is a no-op. The transaction's driver names the engine;
-// Open then finds the schema it expects. (A tool that hands its
-// migrations a *sql.Tx calls sqlite.MigrateTx or postgres.MigrateTx.)
-func ExampleMigrateTx() {
-	dir, _ := os.MkdirTemp("", "courier-example")
-	defer os.RemoveAll(dir)
-	ctx := context.Background()
-	path := filepath.Join(dir, "app.db")
-
-	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull))
-	if err != nil {
-		panic(err)
-	}
-	for range 2 {
-		tx, err := db.BeginTxx(ctx, nil)
-		if err != nil {
-			panic(err)
-		}
-		tx.MustExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)`)
-		if err := store.MigrateTx(ctx, tx); err != nil {
-			panic(err)
-		}
-		if err := tx.Commit(); err != nil {
-			panic(err)
-		}
-	}
-	db.Close()
-
-	s, err := sqlite.Open(ctx, path, store.Config{})
-	if err != nil {
-		panic(err)
-	}
-	defer s.Close()
-	fmt.Println(s.Engine())
-	// Output: sqlite
 }

@@ -22,27 +22,20 @@ import (
 // Courier's tables go where the connection creates tables: on PostgreSQL,
 // the first schema of its search_path (see package store/postgres).
 // Teams that run their own migration tool apply the engine's files instead
-// (sqlite.Migrations, postgres.Migrations), or call MigrateTx from one of
-// its migrations.
+// (sqlite.Migrations, postgres.Migrations), or migrate courier's tables in
+// a transaction of their own, with their own tables, by calling the
+// engine's MigrateTx (sqlite.MigrateTx, postgres.MigrateTx) from one of
+// its migrations; a *sqlx.Tx passes its *sql.Tx, tx.Tx.
 func Migrate(ctx context.Context, db *sqlx.DB) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return wrapf(err, "migrate")
 	}
-	if err := MigrateTx(ctx, tx); err != nil {
+	if err := migrateTx(ctx, tx, db.DriverName()); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return wrapf(tx.Commit(), "migrate")
-}
-
-// MigrateTx applies the pending migrations inside the caller's transaction
-// tx, so an application can migrate courier's tables with its own: they
-// commit or roll back together. tx's driver names the engine; a migration
-// tool that hands its migrations a *sql.Tx (goose's Go migrations do)
-// calls sqlite.MigrateTx or postgres.MigrateTx instead.
-func MigrateTx(ctx context.Context, tx *sqlx.Tx) error {
-	return migrateTx(ctx, tx, tx.DriverName())
 }
 
 // The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
@@ -50,7 +43,8 @@ func init() {
 	engine.MigrateTx = func(ctx context.Context, tx *sql.Tx, driver string) error { return migrateTx(ctx, tx, driver) }
 }
 
-// migrateTx is MigrateTx in a transaction of the named driver.
+// migrateTx applies the pending migrations inside tx, a transaction of
+// the named driver.
 func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 	d, err := dialectOf(driver)
 	if err != nil {

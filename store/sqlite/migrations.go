@@ -27,14 +27,15 @@ import (
 // from every later courier; a new courier adds files.
 func Migrations() fs.FS { return sqliteEngine.MustMigrationFiles() }
 
-// MigrateTx applies courier's pending migrations inside tx, as
-// store.MigrateTx does, for tools that hand their migrations a *sql.Tx:
-// a goose Go migration of a SQLite database can be
+// MigrateTx applies courier's pending migrations inside tx, the
+// caller's transaction, so an application migrates courier's tables with
+// its own: they commit or roll back together. A goose Go migration of a SQLite database
+// can be
 //
 //	func(ctx context.Context, tx *sql.Tx) error { return sqlite.MigrateTx(ctx, tx) }
 //
-// Running it again is a no-op; courier's tables commit or roll back with
-// the tool's transaction.
+// and a *sqlx.Tx passes its *sql.Tx: sqlite.MigrateTx(ctx, tx.Tx). Running it
+// again is a no-op.
 func MigrateTx(ctx context.Context, tx *sql.Tx) error {
 	return engine.MigrateTx(ctx, tx, DriverName)
 }

@@ -114,7 +114,6 @@ func (e *Engine) MustMigrationFiles() fs.FS {
 	return files
 }
 
-// MigrateTx is store.MigrateTx in a *sql.Tx of the named driver, set by
-// package store: the engine packages' MigrateTx, for tools that hand out a
-// *sql.Tx.
+// MigrateTx applies the pending migrations inside a *sql.Tx of the named
+// driver; set by package store, it is the engine packages' MigrateTx.
 var MigrateTx func(ctx context.Context, tx *sql.Tx, driver string) error
