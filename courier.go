@@ -1,7 +1,5 @@
 package courier
 
-import "slices"
-
 // Status is the state of one delivery in the outbox.
 //
 //	pending --claim--> leased --2xx + valid ack--> succeeded
@@ -22,7 +20,8 @@ const (
 	StatusQuarantined Status = "quarantined"
 )
 
-// Statuses returns every status in state-machine order.
+// Statuses returns every status, in state-machine order; a Status value
+// not among them is none.
 func Statuses() []Status {
 	return []Status{
 		StatusPending, StatusLeased, StatusRetryWait, StatusSucceeded,
@@ -37,9 +36,4 @@ func (s Status) Final() bool {
 		return true
 	}
 	return false
-}
-
-// Valid reports whether s is one of the statuses above.
-func (s Status) Valid() bool {
-	return slices.Contains(Statuses(), s)
 }

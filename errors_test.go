@@ -3,6 +3,7 @@ package courier_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -47,9 +48,6 @@ func TestStatuses(t *testing.T) {
 	t.Parallel()
 	final := map[courier.Status]bool{}
 	for _, s := range courier.Statuses() {
-		if !s.Valid() {
-			t.Fatalf("%s is not Valid", s)
-		}
 		final[s] = s.Final()
 	}
 	want := map[courier.Status]bool{
@@ -59,8 +57,8 @@ func TestStatuses(t *testing.T) {
 	if fmt.Sprint(final) != fmt.Sprint(want) {
 		t.Fatalf("Final = %v, want %v", final, want)
 	}
-	if courier.Status("done").Valid() {
-		t.Fatal("an unknown status is Valid")
+	if slices.Contains(courier.Statuses(), "done") || len(final) != 7 {
+		t.Fatal("Statuses lists an unknown status, or one twice")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // schemaV1 is the schema of courier's own Ack document.
@@ -15,9 +16,6 @@ const schemaV1 = "courier.ack.v1"
 
 // statusAccepted is the only status an Ack carries.
 const statusAccepted = "accepted"
-
-// MaxAckSize bounds the Ack a sender reads from a response.
-const MaxAckSize = 16 << 10
 
 // The members every Ack has.
 const (
@@ -75,11 +73,12 @@ func (a Ack) Marshal() []byte {
 	return append(b, '}')
 }
 
-// Parse reads an Ack strictly: one JSON object whose members are all
-// strings, no duplicate keys, the four common members present. It does not
-// judge the values; see Verify.
+// Parse reads an Ack strictly: at most 16 KiB, the most a sender reads of
+// an answer, holding one JSON object whose members are all strings, no
+// duplicate keys, the four common members present. It does not judge the
+// values; see Verify.
 func Parse(b []byte) (Ack, error) {
-	if len(b) > MaxAckSize {
+	if len(b) > wire.MaxAckSize {
 		return Ack{}, invalid("ack too large")
 	}
 	v, err := strictjson.Parse(b)

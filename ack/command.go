@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // The source-delivery profile's wire strings.
@@ -159,7 +160,7 @@ func verifyCommandResponse(payload []byte, response []byte) error {
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return invalid("payload is not a command")
 	}
-	if len(response) > MaxAckSize {
+	if len(response) > wire.MaxAckSize {
 		return invalid("response too large")
 	}
 	v, err := strictjson.Parse(response)

@@ -193,7 +193,7 @@ func TestAckVerify(t *testing.T) {
 		"not json":      `accepted`,
 		"array":         `[]`,
 		"empty":         ``,
-		"too large":     `{"pad":"` + strings.Repeat("x", ack.MaxAckSize) + `"}`,
+		"too large":     `{"pad":"` + strings.Repeat("x", wire.MaxAckSize) + `"}`,
 	}
 	for name, got := range bad {
 		err := want.Verify([]byte(got))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,7 +66,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.FieldError) {
 	bad := func(field, rule string) { fields = append(fields, ack.FieldError{Field: field, Rule: rule}) }
 	if v := q.Get("status"); v != "" {
-		if p.Status = courier.Status(v); !p.Status.Valid() {
+		if p.Status = courier.Status(v); !slices.Contains(courier.Statuses(), p.Status) {
 			bad("status", "oneof")
 		}
 	}

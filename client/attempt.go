@@ -43,7 +43,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeDestinationForbidden}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("User-Agent", wire.UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
 	w.traceHeaders(ctx, req, c)
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
@@ -62,7 +62,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
 	if profile.Verify == nil {
 		return oc // no Ack expected: any 2xx
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, ack.MaxAckSize+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	if err != nil {
 		return w.judge(ctx, c, nil, err)
 	}

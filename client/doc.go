@@ -18,7 +18,9 @@
 //     its attempt not counted, or, past its deadline, ended failed with
 //     code expired. Sign the stored bytes with Config.Signer (fresh per
 //     attempt: timestamps and nonces), POST them within Config.Timeout
-//     through Config.Transport, and judge the answer. A 2xx is judged by
+//     through Config.Transport (Content-Type application/json, User-Agent
+//     courier/1, the attempt's number in ack.AttemptHeader), and judge
+//     the answer; at most 16 KiB of it is read. A 2xx is judged by
 //     the delivery's Ack profile (package ack): an answer that does not
 //     prove receipt of these bytes fails with ack_invalid. Anything else
 //     is judged by Config.Classify (retry or fail, with a code), and a

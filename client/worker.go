@@ -26,8 +26,6 @@ const (
 	defaultLease        = time.Minute
 	defaultTimeout      = 15 * time.Second
 	defaultPollInterval = time.Second
-	// UserAgent is sent with every attempt.
-	UserAgent = "courier/1"
 )
 
 // Bounds of Config, checked by NewWorker.

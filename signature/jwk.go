@@ -253,17 +253,8 @@ func (k JWK) KeyID() string {
 	return k.m().kid
 }
 
-// Alg returns the RFC 9421 algorithm of the key: AlgEd25519 or
-// AlgECDSAP256SHA256.
-func (k JWK) Alg() string {
-	if k.m == nil {
-		return ""
-	}
-	return k.m().alg
-}
-
-// IsPrivate reports whether k holds a private key.
-func (k JWK) IsPrivate() bool {
+// isPrivate reports whether k holds a private key.
+func (k JWK) isPrivate() bool {
 	return k.m != nil && (k.m().edPrivate != nil || k.m().ecPrivate != nil)
 }
 
@@ -322,7 +313,7 @@ func (k JWK) kindName() string {
 		return "invalid"
 	}
 	s := k.m().alg
-	if k.IsPrivate() {
+	if k.isPrivate() {
 		s += " private"
 	}
 	return s

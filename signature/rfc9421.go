@@ -89,7 +89,7 @@ type rfc9421Signer struct {
 // concurrent use.
 func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 	cfg = cfg.withDefaults()
-	if !cfg.Key.IsPrivate() {
+	if !cfg.Key.isPrivate() {
 		return nil, configError("RFC9421SignerConfig.Key is not a private JWK")
 	}
 	if cfg.Window < time.Second || cfg.Window > maxRFC9421Window {
@@ -104,7 +104,7 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 // sets req.Host to its canonical A-label form, the Host the receiver must
 // see for the signature to verify.
 func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
-	if !s.key.IsPrivate() {
+	if !s.key.isPrivate() {
 		return signingFailed("rfc9421: signer has no key")
 	}
 	if req.URL == nil || req.Header == nil {

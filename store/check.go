@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/courier-go/courier/internal/wire"
 
@@ -117,7 +118,7 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 	leased := r.Status == courier.StatusLeased
 	leaseCols := []bool{r.LeaseOwner.Valid, r.LeaseToken.Valid, r.LeasedAt.Valid, r.LeaseExpiresAt.Valid}
 	switch {
-	case !r.Status.Valid():
+	case !slices.Contains(courier.Statuses(), r.Status):
 		return "status"
 	case !wire.IsToken(r.NotificationID):
 		return "notification_id"

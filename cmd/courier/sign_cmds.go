@@ -20,6 +20,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -122,7 +123,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", client.UserAgent)
+	req.Header.Set("User-Agent", wire.UserAgent)
 	if err := signer.Sign(req, signature.Message{ID: *id, Body: []byte(*body), Time: time.Now()}); err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, ack.MaxAckSize+1))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	fmt.Fprintf(stdout, "notification: %s\nstatus: %d\n", *id, resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		fmt.Fprintf(stdout, "answer: %s\n", bytes.TrimSpace(answer))

@@ -59,8 +59,8 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// ScrapeTimeout bounds the store reads of one scrape.
-const ScrapeTimeout = 5 * time.Second
+// scrapeTimeout bounds the store reads of one scrape.
+const scrapeTimeout = 5 * time.Second
 
 // Collector is a prometheus.Collector of courier's metrics. It is safe for
 // concurrent use.
@@ -174,7 +174,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Watch(s *store.Store) { c.store.Store(s) }
 
 // Collect implements prometheus.Collector: the counters and histograms as
-// the hooks counted them, and the gauges as the store says now.
+// the hooks counted them, and the gauges as the store says now. The
+// store's reads are given 5 seconds; a scrape whose reads fail or run out
+// reports no gauges and counts in courier_scrape_errors_total.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.hooked() {
 		m.Collect(ch)
@@ -187,7 +189,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectStore reads the gauges from the store.
 func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) error {
-	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	h, err := s.Outbox.Health(ctx)
 	if err != nil {

@@ -5,6 +5,15 @@ package wire
 
 import "strconv"
 
+// What a courier sender puts on and reads off the wire besides the body.
+const (
+	// UserAgent is the User-Agent of every attempt.
+	UserAgent = "courier/1"
+	// MaxAckSize bounds the answer a sender reads and judges: an Ack, or
+	// a command response.
+	MaxAckSize = 16 << 10
+)
+
 // IsDigest reports whether s is a digest as ack.Digest writes it: 64
 // lowercase hex characters.
 func IsDigest(s string) bool {
