@@ -81,7 +81,7 @@ func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
 	if errors.Is(err, courier.CodeConfigInvalid) {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeSigningFailed}
 	}
-	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.cfg.Backoff(c.Attempt, 0)}
+	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.backoff(c.Attempt, 0)}
 }
 
 // judge turns the policy's verdict on an unacknowledged attempt into its
@@ -107,9 +107,15 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 		if resp != nil {
 			after = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
-		oc.Result, oc.RetryDelay = protocol.Retry, w.cfg.Backoff(c.Attempt, after)
+		oc.Result, oc.RetryDelay = protocol.Retry, w.backoff(c.Attempt, after)
 	}
 	return oc
+}
+
+// backoff is Config.Backoff's delay before the next attempt, a negative
+// one taken as none.
+func (w *Worker) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	return max(0, w.cfg.Backoff(attempt, retryAfter))
 }
 
 func (w *Worker) signer(keyID string) (signature.Signer, error) {

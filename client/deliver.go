@@ -79,7 +79,9 @@ func (w *Worker) settle(ctx context.Context, oc protocol.Outcome, within time.Du
 	var s protocol.Settled
 	err := w.persist(ctx, within, func(ctx context.Context) error {
 		var err error
-		s, err = w.settler.settle(ctx, oc)
+		if s, err = w.settler.settle(ctx, oc); err == nil && courier.CodeOf(s.Err) == courier.CodeInvalidArgument {
+			err = s.Err // refused, not lost: no write will take it
+		}
 		return err
 	})
 	return s, err

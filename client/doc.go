@@ -16,7 +16,8 @@
 //     whole Config.Timeout and the delivery's deadline has not come (by
 //     the worker's clock): otherwise the delivery is given back unsent,
 //     its attempt not counted, or, past its deadline, ended failed with
-//     code expired. Sign the stored bytes with Config.Signer (fresh per
+//     code expired (its lease logged as an attempt without a request, no
+//     HTTP status). Sign the stored bytes with Config.Signer (fresh per
 //     attempt: timestamps and nonces), POST them within Config.Timeout
 //     through Config.Transport (Content-Type application/json, User-Agent
 //     courier/1, the attempt's number in ack.AttemptHeader), and judge

@@ -130,8 +130,10 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // an [*http.Transport] because the scheme is known only to the round trip,
 // not to the dialer:
 //
-//   - RoundTrip runs [Guard.checkURL] on every request before anything is
-//     dialed, and closes the request body when it refuses.
+//   - RoundTrip checks every request's URL before anything is dialed: its
+//     scheme (https, or http with AllowHTTP), that it has a host, its port
+//     (443 or one of AllowPorts) and, when the host is an IP literal, that
+//     address. It closes the request body when it refuses.
 //   - DialContext resolves the host once with Resolve, refuses if any
 //     resolved address is forbidden (so a name with one public and one
 //     private address is refused), then dials the checked IP literals in

@@ -108,3 +108,19 @@ func TestRetryClientErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeBackoffRetriesAtOnce: a Backoff that returns a negative
+// delay retries the delivery at once; the outcome is not refused (which
+// would leave it leased until its lease ran out).
+func TestNegativeBackoffRetriesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupWorker(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+		func(c *client.Config) { c.Backoff = func(int, time.Duration) time.Duration { return -time.Hour } })
+	id := b.enqueue(t, "n-1", `{"n":1}`)
+	if e := b.work(t); e.Status != courier.StatusRetryWait || e.Code != courier.CodeReceiverUnavailable {
+		t.Fatalf("event = %+v, want retry_wait receiver_unavailable", e)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusRetryWait || !d.NextAttemptAt.Equal(b.clock.Now()) {
+		t.Fatalf("delivery = %s due %v, want retry_wait due now (%v)", d.Status, d.NextAttemptAt, b.clock.Now())
+	}
+}

@@ -102,8 +102,8 @@ type Config struct {
 	Classify func(resp *http.Response, err error) Verdict
 	// Backoff returns how long a delivery waits after its attempt-th
 	// attempt (1-based) failed and is retried; retryAfter is the
-	// receiver's Retry-After, zero when it sent none. Defaults to
-	// DefaultBackoff.
+	// receiver's Retry-After, zero when it sent none. A negative delay is
+	// taken as none. Defaults to DefaultBackoff.
 	Backoff func(attempt int, retryAfter time.Duration) time.Duration
 	// Logger receives the worker's account of its deliveries, each line
 	// with the delivery, attempt, redacted endpoint and codes (code,

@@ -78,12 +78,14 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 	}
 	var out []protocol.Claimed
 	var expired int
+	var reclaimed []settledRow
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
 		if err := o.s.schema.check(ctx, tx, o.s.dialect, now); err != nil {
 			return err // an altered schema: nothing is leased
 		}
-		if err := o.reclaim(ctx, tx, now); err != nil {
+		var err error
+		if reclaimed, err = o.reclaim(ctx, tx, now); err != nil {
 			return err
 		}
 		run := &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
@@ -118,6 +120,9 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range reclaimed {
+		o.s.observe(Event{Kind: EventSettled, N: 1, Status: r.Status, Code: courier.Code(r.LastErrorCode.String)})
+	}
 	if expired > 0 {
 		o.s.observe(Event{Kind: EventSettled, N: expired, Status: courier.StatusFailed, Code: courier.CodeExpired})
 	}
@@ -128,21 +133,26 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 }
 
 // reclaim ends the leases that expired: their attempt is logged, and the
-// row waits for a retry (or fails, its budget or horizon spent).
-func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) error {
+// row waits for a retry (or fails, its budget or horizon spent). It
+// returns the rows it ended.
+func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) ([]settledRow, error) {
 	args := map[string]any{"now": now}
 	res, err := o.s.exec(ctx, tx, "attempts_log_expired_leases", args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return nil
+		return nil, nil
 	}
-	var rows []keyed
+	var rows []settledRow
 	if err := o.s.selectRows(ctx, tx, "outbox_reclaim_expired_leases", args, &rows); err != nil {
-		return err
+		return nil, err
 	}
-	return o.advance(ctx, tx, now, rows)
+	keys := make([]keyed, len(rows))
+	for i, r := range rows {
+		keys[i] = r.keyed
+	}
+	return rows, o.advance(ctx, tx, now, keys)
 }
 
 // claimRun is one claim's transaction: the deliveries it leased so far,
@@ -239,6 +249,11 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expi
 			r.limited[c.Endpoint]++
 		}
 	}
+	// The next statement reckons an endpoint's room from its bucket: the
+	// tokens this one spent leave it first.
+	if err := r.take(ctx); err != nil {
+		return 0, 0, 0, 0, err
+	}
 	if parked > 0 {
 		// The endpoints without room have more due, most likely: park
 		// the rest of it at once rather than batch by batch.
@@ -271,8 +286,8 @@ func (r *claimRun) parkDue(ctx context.Context, p int) error {
 	return nil
 }
 
-// take takes the tokens of the rate-limited endpoints the claim leased
-// deliveries of.
+// take takes the tokens of the deliveries of rate-limited endpoints the
+// claim leased since the last take.
 func (r *claimRun) take(ctx context.Context) error {
 	type takeArg struct {
 		Endpoint string `json:"endpoint"`
@@ -287,8 +302,13 @@ func (r *claimRun) take(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	_, err := r.o.s.exec(ctx, r.tx, "endpoint_limits_take", map[string]any{"batch": jsonArg(batch), "now": r.args["now"]})
-	return err
+	if _, err := r.o.s.exec(ctx, r.tx, "endpoint_limits_take", map[string]any{"batch": jsonArg(batch), "now": r.args["now"]}); err != nil {
+		return err
+	}
+	for e := range r.limited {
+		r.limited[e] = 0
+	}
+	return nil
 }
 
 // parkedEndpoint is an endpoint with parked deliveries, and its room.
@@ -393,14 +413,29 @@ func (r *claimRun) sweep(ctx context.Context, p int) error {
 }
 
 // probes claims one delivery for each endpoint whose breaker cool-down
-// ended: the probe that decides whether it closes again. A probe that
-// finds an expired row ends it and tries the next, up to maxProbePasses.
+// ended, or whose probe's lease ran out unsettled: the probe that decides
+// whether it closes again. A probe that finds an expired row ends it and
+// tries the next, up to maxProbePasses. Each move of the breaker's state
+// is reported; probing again a half-open endpoint is not one.
 func (r *claimRun) probes(ctx context.Context) error {
-	var endpoints []string
-	if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probes", map[string]any{"now": r.args["now"], "probe_until": r.args["lease_expires_at"]}, &endpoints); err != nil {
+	var due []struct {
+		Endpoint string        `db:"endpoint"`
+		State    EndpointState `db:"state"`
+	}
+	if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probes", map[string]any{"now": r.args["now"]}, &due); err != nil {
 		return err
 	}
-	for _, e := range endpoints {
+	for _, d := range due {
+		e := d.Endpoint
+		var took []string
+		if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probe_take", map[string]any{
+			"endpoint": e, "now": r.args["now"], "probe_until": r.args["lease_expires_at"],
+		}, &took); err != nil {
+			return err
+		}
+		if len(took) == 0 {
+			continue // another claim's probe
+		}
 		// The claims park an open endpoint's deliveries: one comes back
 		// to be the probe.
 		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e, "limit": 1}); err != nil {
@@ -420,9 +455,14 @@ func (r *claimRun) probes(ctx context.Context) error {
 			if _, err := r.o.s.exec(ctx, r.tx, "endpoint_probe_idle", map[string]any{"endpoint": e, "now": r.args["now"]}); err != nil {
 				return err
 			}
+			if d.State == EndpointHalfOpen { // its last probe's lease ran out unsettled
+				r.o.s.emit(e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
+			}
 			continue
 		}
-		r.o.s.emit(e, EndpointOpen, EndpointHalfOpen, "")
+		if d.State != EndpointHalfOpen { // a probe again after one whose lease ran out: still half open
+			r.o.s.emit(e, d.State, EndpointHalfOpen, "")
+		}
 	}
 	return nil
 }

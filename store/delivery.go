@@ -157,10 +157,11 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 }
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
-// code cancelled. So does a failed delivery that holds its ordering key
-// (OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
-// the next delivery of the key go. A delivery in any other state is
-// CodeNotFound.
+// code cancelled. So does a failed or quarantined delivery that holds its
+// ordering key (OrderingOnFailure HoldKey); for a quarantined one, whose
+// stored bytes cannot be sent again, Cancel is the only way to free its
+// key. Cancelling the head of an ordering key lets the next delivery of
+// the key go. A delivery in any other state is CodeNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
@@ -185,7 +186,9 @@ type RedriveParams struct {
 // attempt budget and retry horizon, and returns how many it moved. A
 // redriven delivery with an ordering key keeps the key's order: the failed
 // head that held its key is sent again first; one that was skipped
-// (SkipFailed) waits for the key's current head and goes next.
+// (SkipFailed) waits for the key's current head and goes next. A delivery
+// that has made 1,000 attempts, the most any delivery may make, stays
+// failed.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	var n int
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {

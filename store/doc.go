@@ -94,7 +94,8 @@
 // deliveries flow. A head that fails for good (failed, or quarantined)
 // does what Config.OrderingOnFailure says: HoldKey (the default) keeps
 // the key blocked (Endpoints.BlockedKeys lists it) until an operator
-// redrives the head (sent again, first) or cancels it (the next goes);
+// redrives the head (sent again, first) or cancels it (the next goes; a
+// quarantined head can only be cancelled);
 // SkipFailed promotes the next at once, and a later Redrive of the failed
 // one sends it after the key's current head. A delivery waiting for its
 // key is ended by its deadline only once it heads the key.

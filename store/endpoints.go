@@ -96,6 +96,15 @@ func (l endpointLoad) apply(h *EndpointHealth) {
 	h.InFlight, h.BlockedKeys = l.InFlight, l.BlockedKeys
 }
 
+// lockAndGet is get for a transaction that writes the breaker record next:
+// until tx ends, no other transaction does so for the endpoint in between.
+func (e *Endpoints) lockAndGet(ctx context.Context, tx DBTX, endpoint string) (EndpointHealth, error) {
+	if _, err := e.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": endpoint}); err != nil {
+		return EndpointHealth{}, err
+	}
+	return e.get(ctx, tx, endpoint)
+}
+
 func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointHealth, error) {
 	r, err := getRow[endpointRow](ctx, e.s, x, "endpoint_get", map[string]any{"endpoint": endpoint})
 	switch {
@@ -135,14 +144,16 @@ func (r endpointRow) health() EndpointHealth {
 // pending deliveries flow again. Failed ones stay failed; see Redrive.
 func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		old, err := e.get(ctx, tx, endpoint)
+		old, err := e.lockAndGet(ctx, tx, endpoint)
 		if err != nil {
 			return err
 		}
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
 			return err
 		}
-		e.s.emit(endpoint, old.State, EndpointClosed, "")
+		if old.State != EndpointClosed {
+			e.s.emit(endpoint, old.State, EndpointClosed, "")
+		}
 		return nil
 	})
 }
@@ -150,7 +161,7 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 // Disable stops all sending to an endpoint until Enable.
 func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		old, err := e.get(ctx, tx, endpoint)
+		old, err := e.lockAndGet(ctx, tx, endpoint)
 		if err != nil {
 			return err
 		}
@@ -185,14 +196,15 @@ var healthCodes = map[courier.Code]bool{
 // reports whether it now has one written in this transaction.
 func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc protocol.Outcome) (wrote bool, err error) {
 	gone := oc.Code == courier.CodeEndpointGone
-	if oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code] {
+	switch {
+	case oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]:
 		return false, nil // not about the endpoint's health
+	case oc.Result == protocol.Succeeded && !tracked:
+		return false, nil // the common case: healthy stays healthy, nothing stored
 	}
-	h := EndpointHealth{Endpoint: endpoint, State: EndpointClosed}
-	if tracked {
-		if h, err = e.get(ctx, tx, endpoint); err != nil {
-			return false, err
-		}
+	h, err := e.lockAndGet(ctx, tx, endpoint)
+	if err != nil {
+		return false, err
 	}
 	from := h.State
 	cfg := e.s.cfg.Breaker
@@ -201,7 +213,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 		return false, nil // only an operator brings it back
 	case oc.Result == protocol.Succeeded:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
-			return false, nil // the common case: healthy stays healthy, nothing stored
+			return false, nil // healthy stays healthy
 		}
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
 			return false, err

@@ -18,7 +18,8 @@ const (
 	// HoldKey keeps the key blocked: the deliveries behind the failed
 	// head wait until an operator redrives the head (Outbox.Redrive: it
 	// is sent again, still first) or cancels it (Outbox.Cancel: the next
-	// one goes). Nothing is ever delivered out of order. The default.
+	// one goes; a quarantined head can only be cancelled). Nothing is
+	// ever delivered out of order. The default.
 	HoldKey OrderingOnFailure = iota
 	// SkipFailed lets the next delivery of the key go: the failed one
 	// stays failed, and a later Redrive sends it after the key's current

@@ -16,17 +16,17 @@ import (
 // settle implements protocol.Outbox.Settle: the outcomes are applied by
 // one statement and logged by another, however many there are. Whether a
 // retry still fits the delivery's budget and deadline is decided by the
-// statement, against the row.
+// statement, against the row. An invalid outcome is refused alone, in its
+// Settled.Err: the outcomes of other deliveries settled with it do not
+// depend on it.
 func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]protocol.Settled, error) {
-	for _, oc := range outcomes {
-		if err := validateOutcome(oc); err != nil {
-			return nil, err
-		}
-	}
 	out := make([]protocol.Settled, len(outcomes))
+	for i, oc := range outcomes {
+		out[i].Err = validateOutcome(oc)
+	}
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
-		for _, batch := range distinctDeliveries(outcomes) {
+		for _, batch := range distinctDeliveries(outcomes, out) {
 			if err := o.settleBatch(ctx, tx, now, outcomes, batch, out); err != nil {
 				return err
 			}
@@ -63,13 +63,17 @@ func validateOutcome(oc protocol.Outcome) error {
 	return invalidArgument("Outcome.Result is unknown")
 }
 
-// distinctDeliveries splits the indexes of outcomes into batches in which
-// no delivery appears twice (one statement settles a batch, and matches its
-// rows by delivery). Almost always there is one batch.
-func distinctDeliveries(outcomes []protocol.Outcome) [][]int {
+// distinctDeliveries splits the indexes of the outcomes not refused
+// already (out[i].Err) into batches in which no delivery appears twice (one
+// statement settles a batch, and matches its rows by delivery). Almost
+// always there is one batch.
+func distinctDeliveries(outcomes []protocol.Outcome, out []protocol.Settled) [][]int {
 	var batches [][]int
 	seen := make(map[int64]int, len(outcomes)) // delivery -> outcomes so far
 	for i, oc := range outcomes {
+		if out[i].Err != nil {
+			continue
+		}
 		n := seen[oc.Lease.DeliveryID]
 		seen[oc.Lease.DeliveryID] = n + 1
 		if n == len(batches) {
@@ -93,14 +97,12 @@ type settleArg struct {
 	Remote *string `json:"remote"`
 }
 
-// settledRow is a row outbox_settle changed.
+// settledRow is a row outbox_settle (or the reclaim of expired leases)
+// changed.
 type settledRow struct {
-	ID            int64          `db:"id"`
-	Status        courier.Status `db:"status"`
+	keyed
 	LastErrorCode sql.NullString `db:"last_error_code"`
-	Endpoint      string         `db:"endpoint"`
-	OrderingKey   sql.NullString `db:"ordering_key"`
-	Tracked       bool           `db:"tracked"` // the endpoint has a breaker row
+	Tracked       bool           `db:"tracked"` // the endpoint has a breaker row (outbox_settle's)
 }
 
 // settleBatch applies outcomes[i] for every i in batch (distinct
@@ -149,7 +151,7 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 		}
 		out[i] = protocol.Settled{Status: r.Status, Code: courier.Code(r.LastErrorCode.String)}
 		if r.OrderingKey.Valid {
-			keys = append(keys, keyed{ID: r.ID, Endpoint: r.Endpoint, OrderingKey: r.OrderingKey, Status: r.Status})
+			keys = append(keys, r.keyed)
 		}
 		wrote, err := o.s.Endpoints.record(ctx, tx, now, r.Endpoint, r.Tracked || written[r.Endpoint], oc)
 		if err != nil {

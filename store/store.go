@@ -323,6 +323,9 @@ func (s *Store) q(name string) *query { return s.dialect.query(name) }
 // run, so both kinds of transaction take the same path.
 func (s *Store) exec(ctx context.Context, x DBTX, name string, args map[string]any) (sql.Result, error) {
 	q := s.q(name)
+	if q.text == "" {
+		return nativeResult(0), nil // nothing to do on this engine
+	}
 	if n, ok := x.(engine.Tx); ok {
 		affected, err := n.Exec(ctx, q.text, q.args(args))
 		return nativeResult(affected), s.dialect.interpret(name, err)

@@ -38,8 +38,10 @@ type Outbox interface {
 	Claim(ctx context.Context, p ClaimParams) ([]Claimed, error)
 	// Settle records outcomes in one transaction. Each is fenced by its
 	// lease: a lease that expired or was reclaimed is not applied and its
-	// Settled.Err is courier.CodeLeaseLost. The error is for the batch as a
-	// whole: nothing was applied.
+	// Settled.Err is courier.CodeLeaseLost. An invalid outcome is not
+	// applied either, its Settled.Err courier.CodeInvalidArgument; the
+	// others are. The error is for the batch as a whole: nothing was
+	// applied.
 	Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, error)
 	// Release gives back leases whose attempt was never made: each
 	// delivery is due again as before its claim, which does not count
@@ -128,7 +130,7 @@ type Outcome struct {
 type Settled struct {
 	Status courier.Status // the delivery's new status
 	Code   courier.Code   // its error code: the outcome's, or expired
-	Err    error          // courier.CodeLeaseLost when the lease was void
+	Err    error          // courier.CodeLeaseLost when the lease was void, courier.CodeInvalidArgument for an invalid outcome
 }
 
 var outboxOf func(store any) Outbox

@@ -120,7 +120,7 @@ func receivingSample(ctx context.Context) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /hooks/orders", paid)
+	mux.Handle("/hooks/orders", paid) // every method: the receiver answers 405 itself
 	srv := &http.Server{
 		Addr:              ":8080",
 		Handler:           mux,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
@@ -243,6 +244,30 @@ func testEndpointRateIsATokenBucket(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testEndpointRateHoldsAcrossPriorities: one claim that reads several
+// priorities (a statement each) leases no more of a rate-limited
+// endpoint than its bucket holds, and leaves the bucket empty, not owing.
+func testEndpointRateHoldsAcrossPriorities(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 1, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 3 {
+		for i := range 3 {
+			e := at(slowEndpoint, fmt.Sprintf("p%d-%d", p, i))
+			e.Priority = p
+			b.enqueue(t, e)
+		}
+	}
+	if got := ids(b.claimCapped(t, "w", 20, 0)); !slices.Equal(got, []string{"p0-0", "p0-1"}) {
+		t.Fatalf("one claim leased %v of an endpoint with Rate 1, Burst 2; want p0-0 and p0-1", got)
+	}
+	b.clock.Advance(time.Second)
+	if got := ids(b.claimCapped(t, "w", 20, 0)); !slices.Equal(got, []string{"p0-2"}) {
+		t.Fatalf("a second later claimed %v, want the one token's p0-2", got)
+	}
+}
+
 // testLimitsInvalid: limits no claim could honour are refused with code
 // invalid_argument, naming the field; a Rate alone gets a burst of one
 // second's worth.
@@ -332,6 +357,39 @@ func testOrderingKeySendsOneAtATimeInOrder(t *testing.T, open OpenFunc) {
 // head holds its key, and the endpoint shows it blocked, until an operator
 // redrives the head (sent again first) or cancels it (the next one goes).
 // A delivery expiring at its claim is a failed head too.
+// testOrderingQuarantinedHeadIsCancelled: a head quarantined at claim
+// (its stored bytes altered) holds its key like a failed one; it cannot
+// be redriven, and cancelling it lets the next delivery of the key go.
+func testOrderingQuarantinedHeadIsCancelled(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	k1 := b.enqueue(t, keyed("k1", "k"))
+	b.enqueue(t, keyed("k2", "k"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{"altered":true}`), k1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v, want none: k1 quarantined, k2 behind it", ids(got))
+	}
+	if d := b.get(t, k1.ID); d.Status != courier.StatusQuarantined {
+		t.Fatalf("k1 is %s, want quarantined", d.Status)
+	}
+	if blocked, err := b.store.Endpoints.BlockedKeys(b.ctx, "", 10); err != nil || len(blocked) != 1 || blocked[0].Head != k1.ID {
+		t.Fatalf("BlockedKeys = %+v, %v; want k held by k1", blocked, err)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: k1.ID}); err != nil || n != 0 {
+		t.Fatalf("Redrive of the quarantined head = %d, %v; want 0 moved", n, err)
+	}
+	if err := b.store.Outbox.Cancel(b.ctx, k1.ID); err != nil {
+		t.Fatalf("Cancel of the quarantined head: %v", err)
+	}
+	if d := b.get(t, k1.ID); d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
+		t.Fatalf("cancelled head: %s %s", d.Status, d.LastErrorCode)
+	}
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"k2"}) {
+		t.Fatalf("after cancelling the quarantined head claimed %v, want k2", got)
+	}
+}
+
 func testOrderingFailedHeadHoldsKey(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	for _, id := range []string{"k1", "k2", "k3"} {
@@ -575,6 +633,8 @@ func testSettleRefusesCodesOutsideTheFormat(t *testing.T, open OpenFunc) {
 		{Result: protocol.Failed, Code: "receiver rejected"},
 		{Result: protocol.Failed, Code: courier.Code("x" + strings.Repeat("y", 128))},
 		{Result: protocol.Retry, Code: ""},
+		{Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, RetryDelay: -time.Second},
+		{Result: protocol.Succeeded, RemoteCode: "Not A Code"},
 	} {
 		oc.Lease = c[0].Lease
 		if err := b.settle(oc); courier.CodeOf(err) != courier.CodeInvalidArgument {
@@ -583,5 +643,22 @@ func testSettleRefusesCodesOutsideTheFormat(t *testing.T, open OpenFunc) {
 	}
 	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased || d.Attempts != 1 || d.LastErrorCode != "" {
 		t.Fatalf("after the refused settles: %s, %d attempts, code %q; want still leased, 1 attempt, no code", d.Status, d.Attempts, d.LastErrorCode)
+	}
+
+	// Settled together (a worker group-commits unrelated deliveries), an
+	// invalid outcome is refused alone: the other is applied.
+	b.enqueue(t, delivery("n-2"))
+	c2 := b.claimCapped(t, "w", 1, 0)
+	if len(c2) != 1 {
+		t.Fatalf("claimed %v, want n-2", ids(c2))
+	}
+	st, err := b.proto().Settle(b.ctx,
+		protocol.Outcome{Lease: c[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, RetryDelay: -time.Second},
+		protocol.Outcome{Lease: c2[0].Lease, Result: protocol.Succeeded, AckSHA256: ack.Digest(nil)})
+	if err != nil || courier.CodeOf(st[0].Err) != courier.CodeInvalidArgument || st[1].Err != nil || st[1].Status != courier.StatusSucceeded {
+		t.Fatalf("settle of an invalid and a valid outcome = %+v, %v; want the first refused, the second succeeded", st, err)
+	}
+	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased {
+		t.Fatalf("the refused outcome's delivery is %s, want still leased", d.Status)
 	}
 }

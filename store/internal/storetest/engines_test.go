@@ -59,7 +59,8 @@ func openPostgres(tb testing.TB) *sqlx.DB {
 
 // TestQueriesAgree: every engine defines the same named queries, each
 // with the same parameters, in the file of the table its name begins
-// with, so package store runs unchanged on either.
+// with, so package store runs unchanged on either. A statement an engine
+// has nothing to do for is empty there, and has no parameters to agree.
 func TestQueriesAgree(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{ // name prefix -> file
@@ -68,6 +69,7 @@ func TestQueriesAgree(t *testing.T) {
 		"ordering": "ordering_keys.sql",
 	}
 	params := make(map[string]map[string][]string) // engine -> query -> sorted parameter names
+	empty := make(map[string]bool)                 // queries an engine has nothing to do for
 	for _, e := range engines {
 		eng, ok := engine.Lookup(e.driver)
 		if !ok {
@@ -93,6 +95,9 @@ func TestQueriesAgree(t *testing.T) {
 					t.Errorf("%s: query %s is in %s, want %s", e.name, name, filepath.Base(p), want)
 				}
 				params[e.name][name] = sqlfile.Params(text)
+				if strings.TrimSpace(text) == "" {
+					empty[name] = true
+				}
 			}
 		}
 	}
@@ -101,7 +106,7 @@ func TestQueriesAgree(t *testing.T) {
 		t.Fatalf("query names differ\nsqlite:   %v\npostgres: %v", a, b)
 	}
 	for name, want := range sq {
-		if got := pg[name]; !slices.Equal(got, want) {
+		if got := pg[name]; !empty[name] && !slices.Equal(got, want) {
 			t.Errorf("%s: parameters differ: sqlite %v, postgres %v", name, want, got)
 		}
 	}

@@ -628,3 +628,26 @@ func testWakeups(t *testing.T, open OpenFunc) {
 		t.Fatalf("woken worker claimed %d rows", len(c))
 	}
 }
+
+// testRedriveStopsAtTheAttemptBound: a failed delivery that has made
+// 1,000 attempts, the most a delivery may make, stays failed when redriven:
+// with no attempt left to give it, leasing it again would break the
+// table's attempts <= max_attempts rule and fail every claim after it.
+func testRedriveStopsAtTheAttemptBound(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	spent := b.enqueue(t, delivery("spent"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(`UPDATE courier_outbox SET status = 'failed', last_error_code = 'receiver_unavailable',
+		attempts = 1000, max_attempts = 1000 WHERE id = ?`), spent.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, delivery("other"))
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{}); err != nil || n != 0 {
+		t.Fatalf("Redrive = %d, %v; want 0 moved", n, err)
+	}
+	if d := b.get(t, spent.ID); d.Status != courier.StatusFailed || d.Attempts != 1000 {
+		t.Fatalf("the spent delivery is %s after %d attempts, want still failed after 1000", d.Status, d.Attempts)
+	}
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("claimed %v, want other", got)
+	}
+}

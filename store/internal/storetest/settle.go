@@ -191,7 +191,7 @@ func testRemoteCodeIsKept(t *testing.T, open OpenFunc) {
 	e := b.enqueue(t, delivery("remote"))
 	c := b.claim(t, "w", 1, time.Minute)
 	invalid := protocol.Outcome{Lease: c[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverRejected, RemoteCode: "Plan Unknown"}
-	if _, err := b.proto().Settle(b.ctx, invalid); courier.CodeOf(err) != courier.CodeInvalidArgument {
+	if err := b.settle(invalid); courier.CodeOf(err) != courier.CodeInvalidArgument {
 		t.Fatalf("Settle with an invalid remote code = %v, want invalid_argument", err)
 	}
 	if d := b.get(t, e.ID); d.Status != courier.StatusLeased || d.LastRemoteCode != "" {

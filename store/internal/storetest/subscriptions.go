@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -298,6 +299,108 @@ func testBreaker(t *testing.T, open OpenFunc) {
 	}
 	if !slices.Equal(path, want) {
 		t.Fatalf("breaker events %v, want %v", path, want)
+	}
+}
+
+// testBreakerCountsConcurrentFailures: failures of one endpoint settled at
+// once by many workers each count: none overwrites another's (on
+// PostgreSQL, settles run concurrently; each reads, changes and writes
+// the breaker record in turn).
+func testBreakerCountsConcurrentFailures(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1000}})
+	const n = 24
+	for i := range n {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("r-%02d", i)))
+	}
+	c := b.claim(t, "w", n, time.Minute)
+	if len(c) != n {
+		t.Fatalf("claimed %d, want %d", len(c), n)
+	}
+	errs := make(chan error, n)
+	for _, x := range c {
+		go func() {
+			errs <- b.retry(x.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second})
+		}()
+	}
+	for range c {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err != nil || eh.ConsecutiveFailures != n {
+		t.Fatalf("after %d concurrent failed settles: %+v, %v; want %d consecutive failures", n, eh, err, n)
+	}
+}
+
+// testEventsReportWhatMoved: the Hook hears of every settled delivery and
+// breaker move, and of nothing that did not move: a lease reclaimed with
+// its budget spent is settled failed; enabling an endpoint that never
+// failed moves nothing; probing again a half-open endpoint whose probe's
+// lease ran out leaves it half open.
+func testEventsReportWhatMoved(t *testing.T, open OpenFunc) {
+	var mu sync.Mutex
+	var events []store.Event
+	b := setup(t, open, store.Config{
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute},
+		Hook: func(e store.Event) {
+			if e.Kind == store.EventSettled || e.Kind == store.EventEndpoint {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}
+		},
+	})
+	took := func() []store.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		out := events
+		events = nil
+		return out
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, "https://never.example/h"); err != nil {
+		t.Fatal(err)
+	}
+	if got := took(); len(got) != 0 {
+		t.Fatalf("enabling a healthy endpoint reported %+v", got)
+	}
+
+	once := at(fastEndpoint, "once")
+	once.MaxAttempts = 1
+	b.enqueue(t, once)
+	b.claim(t, "w", 10, time.Minute)
+	b.clock.Advance(2 * time.Minute) // the lease runs out unsettled
+	b.claim(t, "w", 10, time.Minute)
+	want := store.Event{Kind: store.EventSettled, N: 1, Status: courier.StatusFailed, Code: courier.CodeLeaseExpired}
+	if got := took(); len(got) != 1 || got[0] != want {
+		t.Fatalf("reclaim of a spent lease reported %+v, want %+v", got, want)
+	}
+
+	b.enqueue(t, at(slowEndpoint, "s1"))
+	b.enqueue(t, at(slowEndpoint, "s2"))
+	c := b.claim(t, "w", 1, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	took()
+	b.clock.Advance(61 * time.Second) // the cool-down ends: a probe
+	if c := b.claim(t, "w", 1, 10*time.Second); len(c) != 1 {
+		t.Fatalf("probe claim leased %v", ids(c))
+	}
+	wantProbe := store.Event{Kind: store.EventEndpoint, Endpoint: slowEndpoint, From: store.EndpointOpen, To: store.EndpointHalfOpen}
+	if got := took(); len(got) != 1 || got[0] != wantProbe {
+		t.Fatalf("the probe reported %+v, want %+v", got, wantProbe)
+	}
+	b.clock.Advance(11 * time.Second) // the probe's lease runs out unsettled
+	if c := b.claim(t, "w", 1, 10*time.Second); len(c) != 1 {
+		t.Fatalf("second probe claim leased %v", ids(c))
+	}
+	for _, e := range took() {
+		if e.Kind == store.EventEndpoint {
+			t.Fatalf("probing a half-open endpoint again reported %+v", e)
+		}
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointHalfOpen {
+		t.Fatalf("after the second probe the endpoint is %s, want half_open", eh.State)
 	}
 }
 

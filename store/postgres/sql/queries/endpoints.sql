@@ -3,6 +3,14 @@
 -- SQL differs, both files say why. Parameters are :name; the store binds them
 -- by name.
 
+-- name: endpoint_lock
+-- Held until the transaction ends: settles of one endpoint's attempts by
+-- concurrent workers read, change and write its breaker one after the
+-- other, and none overwrites another's count. An advisory lock, not a row
+-- lock, since the first failure finds no row to lock. The two-key form,
+-- whose keys never meet a one-key lock's (schema_lock).
+SELECT pg_advisory_xact_lock(721234500, hashtext(:endpoint));
+
 -- name: endpoint_get
 SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at
 FROM courier_endpoints WHERE endpoint = :endpoint;
@@ -67,10 +75,16 @@ ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, consecutive_failure
 DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
 
 -- name: endpoint_probes
--- Endpoints whose cool-down (or whose probe's lease) ended: each gets one
--- probe, held for the lease.
+-- Endpoints whose cool-down (or whose probe's lease) ended, and the state
+-- each is in: each gets one probe (endpoint_probe_take).
+SELECT endpoint, state FROM courier_endpoints
+WHERE state IN ('open', 'half_open') AND open_until <= :now;
+
+-- name: endpoint_probe_take
+-- The endpoint is half open, its probe held for the lease; nothing is
+-- returned when another claim took the probe first.
 UPDATE courier_endpoints SET state = 'half_open', open_until = :probe_until, updated_at = :now
-WHERE state IN ('open', 'half_open') AND open_until <= :now
+WHERE endpoint = :endpoint AND state IN ('open', 'half_open') AND open_until <= :now
 RETURNING endpoint;
 
 -- name: endpoint_probe_idle

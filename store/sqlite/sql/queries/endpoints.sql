@@ -3,6 +3,10 @@
 -- SQL differs, both files say why. Parameters are :name; the store binds them
 -- by name.
 
+-- name: endpoint_lock
+-- SQLite: nothing to do; a write transaction holds the one writer, so no
+-- other reads an endpoint's breaker between this one's read and write.
+
 -- name: endpoint_get
 SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at
 FROM courier_endpoints WHERE endpoint = :endpoint;
@@ -68,10 +72,16 @@ ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, consecutive_failure
 DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
 
 -- name: endpoint_probes
--- Endpoints whose cool-down (or whose probe's lease) ended: each gets one
--- probe, held for the lease.
+-- Endpoints whose cool-down (or whose probe's lease) ended, and the state
+-- each is in: each gets one probe (endpoint_probe_take).
+SELECT endpoint, state FROM courier_endpoints
+WHERE state IN ('open', 'half_open') AND open_until <= :now;
+
+-- name: endpoint_probe_take
+-- The endpoint is half open, its probe held for the lease; nothing is
+-- returned when another claim took the probe first.
 UPDATE courier_endpoints SET state = 'half_open', open_until = :probe_until, updated_at = :now
-WHERE state IN ('open', 'half_open') AND open_until <= :now
+WHERE endpoint = :endpoint AND state IN ('open', 'half_open') AND open_until <= :now
 RETURNING endpoint;
 
 -- name: endpoint_probe_idle

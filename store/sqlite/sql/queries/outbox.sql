@@ -36,8 +36,9 @@ UPDATE courier_outbox INDEXED BY courier_outbox_leases SET
     last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
     updated_at = :now
 WHERE status = 'leased' AND lease_expires_at <= :now
--- The rows that failed may have headed their ordering key.
-RETURNING id, endpoint, ordering_key, status;
+-- The rows that failed may have headed their ordering key; each row's
+-- status and code are reported (EventSettled).
+RETURNING id, endpoint, ordering_key, status, last_error_code;
 
 -- name: outbox_claim_pick
 -- The next :limit due deliveries of one priority (see
@@ -380,13 +381,15 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
 -- name: outbox_redrive
 -- Failed deliveries go back to pending with a fresh budget and horizon;
--- attempt numbers keep counting. One with an ordering key waits for its
--- key (hold 'key') until the store has seen whether it heads it.
+-- attempt numbers keep counting, so one that made the most attempts any
+-- delivery may (1000, max_attempts' bound) stays failed. One with an
+-- ordering key waits for its key (hold 'key') until the store has seen
+-- whether it heads it.
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE status = 'failed' AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+WHERE status = 'failed' AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
@@ -401,11 +404,13 @@ LIMIT :limit;
 
 -- name: outbox_cancel
 -- An operator withdraws a delivery that has not been sent successfully:
--- a pending or retrying one (held or not), or a failed one that holds its
--- ordering key (OrderingOnFailure HoldKey), which releases the key.
+-- a pending or retrying one (held or not), or a failed or quarantined one
+-- that holds its ordering key (OrderingOnFailure HoldKey), which releases
+-- the key. (A quarantined head cannot be redriven: Cancel is what frees
+-- its key.)
 UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', hold = NULL, updated_at = :now
 WHERE id = :id AND (status IN ('pending', 'retry_wait')
-    OR (status = 'failed' AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
+    OR (status IN ('failed', 'quarantined') AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
                                       WHERE k.endpoint = courier_outbox.endpoint AND k.ordering_key = courier_outbox.ordering_key
                                           AND k.head_id = courier_outbox.id AND k.blocked_at IS NOT NULL)))
 RETURNING id, endpoint, ordering_key, status;
