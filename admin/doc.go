@@ -53,8 +53,14 @@
 //	                                    fail the endpoint's waiting commands enqueued under
 //	                                    another digest than its pin: {"failed": n}
 //
-// The objects' members (times are RFC 3339 in UTC; a zero time, a zero
-// number and an empty code are left out):
+// The objects' members (times are RFC 3339 in UTC). These are left out
+// when zero or empty: health's code; delivery's payload_sha256, key_id,
+// next_attempt_at, deadline, lease_owner, leased_at, lease_expires_at,
+// last_error_code, last_status, last_remote_code, ack_sha256 and
+// subscription_id; attempt's http_status, error_code and remote_code;
+// endpoint's failing_since, open_until, reason and updated_at; and
+// next_before on the last page. Every other member is always written,
+// zero included:
 //
 //	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
 //	          expired_leases, failed, oldest_due_age_seconds, contract_mismatches,
@@ -62,10 +68,10 @@
 //	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256
 //	          (in the detail only), profile, key_id, status, priority, attempts,
 //	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-//	          lease_expires_at, last_error_code, last_status, ack_sha256,
-//	          subscription_id, created_at, updated_at
+//	          lease_expires_at, last_error_code, last_status, last_remote_code,
+//	          ack_sha256, subscription_id, created_at, updated_at
 //	attempt   attempt, owner, leased_at, lease_expires_at, finished_at, duration_ms,
-//	          outcome, http_status, error_code
+//	          outcome, http_status, error_code, remote_code
 //	endpoint  ref, endpoint (redacted), state (closed, open, half_open, disabled),
 //	          consecutive_failures, failing_since, open_until, reason, updated_at,
 //	          limits {max_in_flight, rate, burst} (0: no limit), in_flight (deliveries

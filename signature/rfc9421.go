@@ -245,7 +245,9 @@ type RFC9421VerifierConfig struct {
 	// not both. Defaults to false.
 	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
-	// past: 0 to 300 seconds. Defaults to 60 seconds.
+	// past: at most 300 seconds, counted in whole seconds (a fraction is
+	// dropped). Zero means the default, 60 seconds; a negative skew is a
+	// configuration error.
 	ClockSkew time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
