@@ -65,8 +65,8 @@
 //	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
 //	          expired_leases, failed, oldest_due_age_seconds, contract_mismatches,
 //	          operations (command deliveries by operation, then status)
-//	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256
-//	          (in the detail only), profile, key_id, status, priority, attempts,
+//	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256,
+//	          profile, key_id, status, priority, attempts,
 //	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
 //	          lease_expires_at, last_error_code, last_status, last_remote_code,
 //	          ack_sha256, subscription_id, created_at, updated_at

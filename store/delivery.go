@@ -114,7 +114,8 @@ type ListParams struct {
 	Limit          int            // 1..1000; defaults to 100
 }
 
-// Page is one page of deliveries. Their payloads are not loaded.
+// Page is one page of deliveries, each with every field but its payload
+// (Payload is nil: Get loads it).
 type Page struct {
 	Deliveries []Delivery
 	NextBefore int64 // 0 when this is the last page

@@ -2,11 +2,13 @@ package storetest
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
 
@@ -75,5 +77,44 @@ func testLookupByIdentity(t *testing.T, open OpenFunc) {
 	}
 	if got := list(store.ListParams{NotificationID: "order-unknown"}); len(got) != 0 {
 		t.Fatalf("List of an unknown notification = %v", got)
+	}
+}
+
+// testListShowsWhatGetShows: a delivery in a page of List, by any filter,
+// is what Get returns but for its payload: held and keyed, leased, or
+// refused with the receiver's own code.
+func testListShowsWhatGetShows(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	b.enqueue(t, keyed("k1", "k"))
+	b.enqueue(t, keyed("k2", "k")) // held by its key
+	b.enqueue(t, delivery("refused"))
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if c.NotificationID == "refused" {
+			if err := b.settle(protocol.Outcome{Lease: c.Lease, Result: protocol.Retry, Code: courier.CodeReceiverRejected,
+				HTTPStatus: 422, RemoteCode: "plan_unknown", RetryDelay: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	page, err := b.store.Outbox.List(b.ctx, store.ListParams{})
+	if err != nil || len(page.Deliveries) != 3 {
+		t.Fatalf("List = %+v, %v; want 3 deliveries", page, err)
+	}
+	for _, listed := range page.Deliveries {
+		one, err := b.store.Outbox.List(b.ctx, store.ListParams{NotificationID: listed.NotificationID})
+		if err != nil || len(one.Deliveries) != 1 {
+			t.Fatalf("List of %s = %+v, %v", listed.NotificationID, one, err)
+		}
+		got := b.get(t, listed.ID)
+		got.Payload = nil
+		for name, d := range map[string]store.Delivery{"List": listed, "List by notification": one.Deliveries[0]} {
+			if !reflect.DeepEqual(d, got) {
+				t.Errorf("%s shows %+v,\nGet shows %+v", name, d, got)
+			}
+		}
+	}
+	k2, err := b.store.Outbox.Lookup(b.ctx, "k2", delivery("k2").Endpoint)
+	if err != nil || k2.Held != store.HeldByKey || k2.OrderingKey != "k" {
+		t.Fatalf("k2 is held %q with key %q (%v), want held by key k", k2.Held, k2.OrderingKey, err)
 	}
 }

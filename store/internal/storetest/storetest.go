@@ -71,6 +71,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},
+		{"ListShowsWhatGetShows", testListShowsWhatGetShows},
 		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
 		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
 		{"SettleRefusesCodesOutsideTheFormat", testSettleRefusesCodesOutsideTheFormat},

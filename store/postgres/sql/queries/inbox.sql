@@ -24,9 +24,10 @@ WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 -- PostgreSQL: ctid in place of rowid; SKIP LOCKED so instances pruning at
 -- once take different rows.
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
--- planner may rescan the LIMIT, deleting past it.
+-- planner may rescan the LIMIT, deleting past it. As on SQLite, a two-phase
+-- claim left processing that long goes too.
 WITH picked AS MATERIALIZED (
-    SELECT ctid AS row_ctid FROM courier_inbox WHERE updated_at < :before AND status = 'completed'
+    SELECT ctid AS row_ctid FROM courier_inbox WHERE updated_at < :before
     ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_inbox AS i USING picked WHERE i.ctid = picked.row_ctid;

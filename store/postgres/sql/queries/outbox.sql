@@ -413,8 +413,9 @@ RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
 -- Keyset pagination on id, newest first; empty filters match everything.
-SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
-    next_attempt_at, deadline, last_error_code, last_status, last_remote_code, created_at, updated_at
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
 WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
     AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
@@ -493,8 +494,9 @@ FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :end
 -- outbox_list for one notification id: its deliveries, one per endpoint,
 -- read from the identity's unique index (notification_id is its first
 -- column); the other filters apply to those few rows.
-SELECT id, notification_id, endpoint, profile, key_id, status, priority, attempts, max_attempts,
-    next_attempt_at, deadline, last_error_code, last_status, created_at, updated_at
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
 WHERE notification_id = :notification_id
     AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)

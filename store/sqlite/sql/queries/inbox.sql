@@ -19,9 +19,11 @@ UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 
 -- name: inbox_prune
--- Bounded: at most :limit rows per statement, oldest first.
+-- Bounded: at most :limit rows per statement, oldest first. A two-phase
+-- claim left processing that long (its receiver died between the phases,
+-- and no retry came to take it over) goes too.
 DELETE FROM courier_inbox WHERE rowid IN (
-    SELECT rowid FROM courier_inbox WHERE updated_at < :before AND status = 'completed' ORDER BY updated_at LIMIT :limit
+    SELECT rowid FROM courier_inbox WHERE updated_at < :before ORDER BY updated_at LIMIT :limit
 );
 
 -- name: inbox_take_over
