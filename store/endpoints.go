@@ -19,8 +19,10 @@ const (
 
 // BreakerConfig is the per-endpoint circuit breaker: after Threshold
 // consecutive failed attempts an endpoint is paused (open) for Cooldown,
-// then one delivery probes it (half-open): success closes it, failure
-// pauses it again. An endpoint failing for DisableAfter, or answering 410
+// then one delivery probes it (half-open): success closes it, and so does
+// any other answer that does not speak of its health (a 4xx: it is up);
+// failure pauses it again, and a probe whose lease runs out unsettled is
+// made again. An endpoint failing for DisableAfter, or answering 410
 // Gone, is disabled until an operator enables it. Only failures that speak
 // of the endpoint's health count: 5xx, 408/425, 429, timeouts and network
 // errors.
@@ -196,10 +198,16 @@ var healthCodes = map[courier.Code]bool{
 // reports whether it now has one written in this transaction.
 func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc protocol.Outcome) (wrote bool, err error) {
 	gone := oc.Code == courier.CodeEndpointGone
+	// An HTTP answer that is neither a success nor about the endpoint's
+	// health (a 4xx) still shows it is up: it closes a half-open breaker,
+	// its probe answered, and changes nothing else. An outcome without an
+	// answer (never sent, cut short) changes nothing at all.
+	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]
+	answered := other && oc.HTTPStatus != 0
 	switch {
-	case oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]:
+	case other && !answered:
 		return false, nil // not about the endpoint's health
-	case oc.Result == protocol.Succeeded && !tracked:
+	case !tracked && (oc.Result == protocol.Succeeded || answered):
 		return false, nil // the common case: healthy stays healthy, nothing stored
 	}
 	h, err := e.lockAndGet(ctx, tx, endpoint)
@@ -211,7 +219,9 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	switch {
 	case h.State == EndpointDisabled:
 		return false, nil // only an operator brings it back
-	case oc.Result == protocol.Succeeded:
+	case answered && h.State != EndpointHalfOpen:
+		return false, nil // not about the endpoint's health
+	case oc.Result == protocol.Succeeded || answered:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
 			return false, nil // healthy stays healthy
 		}

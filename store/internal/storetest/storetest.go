@@ -64,6 +64,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"BreakerCountsConcurrentFailures", testBreakerCountsConcurrentFailures},
 		{"EventsReportWhatMoved", testEventsReportWhatMoved},
+		{"BreakerProbeAnsweredWithARefusalCloses", testBreakerProbeAnsweredWithARefusalCloses},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

@@ -302,6 +302,43 @@ func testBreaker(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testBreakerProbeAnsweredWithARefusalCloses: a probe the endpoint answers
+// with a refusal (a 4xx, not about its health) shows it is up: the breaker
+// closes at once rather than wait for the probe's lease. An attempt that
+// was never answered (refused before sending) changes nothing.
+func testBreakerProbeAnsweredWithARefusalCloses(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute}})
+	for i := range 3 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s%d", i)))
+	}
+	c := b.claim(t, "w", 1, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(61 * time.Second)
+	probe := b.claim(t, "w", 1, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("probe claim leased %v", ids(probe))
+	}
+	if err := b.settle(protocol.Outcome{Lease: probe[0].Lease, Result: protocol.Failed, Code: courier.CodeDestinationForbidden}); err != nil {
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointHalfOpen {
+		t.Fatalf("after an attempt never sent the endpoint is %s, want still half_open", eh.State)
+	}
+	b.clock.Advance(61 * time.Second) // the probe's lease has run out: probed again
+	probe = b.claim(t, "w", 1, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("second probe claim leased %v", ids(probe))
+	}
+	if err := b.fail(probe[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointClosed || eh.ConsecutiveFailures != 0 {
+		t.Fatalf("after the probe was answered 400 the endpoint is %+v, want closed", eh)
+	}
+}
+
 // testBreakerCountsConcurrentFailures: failures of one endpoint settled at
 // once by many workers each count: none overwrites another's (on
 // PostgreSQL, settles run concurrently; each reads, changes and writes
