@@ -119,7 +119,7 @@ func Parse(b []byte) (Ack, error) {
 }
 
 // Verify checks that got is exactly this Ack: the same members, each with
-// the same strictjson.Value, and no other member. Member order and whitespace do not
+// the same value, and no other member. Member order and whitespace do not
 // matter. The error wraps courier.CodeAckInvalid and names which part
 // differed, never its content.
 func (a Ack) Verify(got []byte) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
-// ErrNotFinite reports a number that has no finite IEEE 754 strictjson.Value (it
+// ErrNotFinite reports a number that has no finite IEEE 754 value (it
 // overflows to ±Inf). Canonical JSON rejects it as Python does with
 // allow_nan=False.
 var ErrNotFinite = errors.New("ack: number is not finite")
@@ -26,7 +26,7 @@ var ErrNotFinite = errors.New("ack: number is not finite")
 //
 //	json.dumps(json.loads(doc), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 //
-// doc is read strictly (see [Check]): duplicate keys, invalid UTF-8, lone
+// doc is read strictly: duplicate keys, invalid UTF-8, lone
 // surrogates and excessive nesting are errors.
 func Canonical(doc []byte) ([]byte, error) {
 	v, err := strictjson.Parse(doc)

@@ -39,7 +39,7 @@ const (
 // Command is a change, cancellation or tombstone a website host sends to
 // its source, enqueued under the capabilities digest of the source contract
 // it was built for. Every member is required and no other is allowed; Body
-// is the change's content (a JSON strictjson.Value, null allowed only for removals).
+// is the change's content (a JSON value, null allowed only for removals).
 type Command struct {
 	Schema             string          `json:"schema" validate:"eq=courier.source-command.v1"`
 	Operation          string          `json:"operation" validate:"oneof=change cancellation tombstone"`

@@ -58,10 +58,11 @@ type Profile struct {
 	// Name is stored with each delivery and selects the profile at send
 	// time.
 	Name string
-	// Verify checks the body of a receiver's 2xx answer to sent. An error
-	// wrapping courier.CodeAckInvalid fails the delivery with ack_invalid:
-	// the receiver did not prove it received these bytes. Nil means the
-	// receiver answers without an Ack: any 2xx succeeds.
+	// Verify checks the body of a receiver's 2xx answer to sent. Any
+	// error fails the delivery for good with ack_invalid, whatever it
+	// wraps: the receiver did not prove it received these bytes, and there
+	// is no retry. Nil means the receiver answers without an Ack: any 2xx
+	// succeeds.
 	Verify func(sent Sent, response []byte) error
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"errors"
+
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // Reporting is the AdCP webhook envelope (core/mcp-webhook-payload.json):
@@ -38,8 +40,9 @@ type Reporting struct {
 	Timestamp string `json:"timestamp" validate:"required,datetime=2006-01-02T15:04:05Z07:00"`
 	Message   string `json:"message,omitempty"`
 	ContextID string `json:"context_id,omitempty"`
-	// Token is echoed from the push notification config; the receiver
-	// compares it in constant time if it configured one.
+	// Token is echoed from the push notification config. courier does not
+	// check it: if the application's AdCP setup uses one, the application
+	// compares it with its own, in constant time (crypto/subtle).
 	Token string `json:"token,omitempty" validate:"omitempty,min=16,max=4096"`
 	// Result is the task's payload. A result with a notification_type
 	// member is a delivery report (media-buy/media-buy-delivery-webhook-result.json),
@@ -62,11 +65,22 @@ func (r Reporting) IsDeliveryReport() bool {
 }
 
 // Check validates r.Result when it is a delivery report; field errors are
-// named under "result." ("result.sequence_number").
+// named under "result." ("result.sequence_number"). A member whose name
+// matches a field of the report only case-insensitively ("CURRENCY") is
+// refused, as the envelope's are: decoded, it would be taken for that
+// field, validated or not in place of the exact one.
 func (r Reporting) Check() error {
 	if !r.IsDeliveryReport() {
 		return nil
 	}
+	if variants := strictjson.CaseVariants(r.Result, (*deliveryReport)(nil)); len(variants) > 0 {
+		ve := &ValidationError{}
+		for _, v := range variants {
+			ve.Fields = append(ve.Fields, FieldError{Field: v, Rule: "unknown"})
+		}
+		return inResult(ve)
+	}
+	var ve *ValidationError
 	var d deliveryReport
 	if err := json.Unmarshal(r.Result, &d); err != nil {
 		var ute *json.UnmarshalTypeError
@@ -76,10 +90,14 @@ func (r Reporting) Check() error {
 		return &ValidationError{Fields: []FieldError{{Field: "result", Rule: "type"}}}
 	}
 	err := Validate(d)
-	var ve *ValidationError
 	if !errors.As(err, &ve) {
 		return err
 	}
+	return inResult(ve)
+}
+
+// inResult names ve's fields under "result.".
+func inResult(ve *ValidationError) *ValidationError {
 	for i := range ve.Fields {
 		ve.Fields[i].Field = "result." + ve.Fields[i].Field
 	}

@@ -216,6 +216,52 @@ func TestReportingValidation(t *testing.T) {
 	}
 }
 
+// TestReportingRefusesCaseVariantsInResult: Check decoded the delivery
+// report with plain encoding/json, which takes "CURRENCY" for currency,
+// the later member winning; so {"currency":"not-a-currency","CURRENCY":"USD"}
+// was validated on the spelling no one else reads and accepted, while an
+// application reading result["currency"] got "not-a-currency". A member
+// that matches a field of the report only case-insensitively, at any
+// depth, is now refused, named under "result." with rule unknown, as the
+// envelope's own are.
+func TestReportingRefusesCaseVariantsInResult(t *testing.T) {
+	t.Parallel()
+	const head = `{"notification_type":"final","reporting_period":{"start":"2026-01-02T03:04:05Z","end":"2026-01-03T03:04:05Z"},`
+	const delivery = `{"media_buy_id":"mb_1","status":"active","totals":{"spend":1},"by_package":[{"spend":2}]}`
+	for _, tt := range []struct {
+		name   string
+		result string
+		want   []ack.FieldError // nil: valid
+	}{
+		{"exact names", head + `"currency":"USD","media_buy_deliveries":[` + delivery + `]}`, nil},
+		{"a case variant after the exact name", head + `"currency":"not-a-currency","CURRENCY":"USD","media_buy_deliveries":[]}`,
+			[]ack.FieldError{{Field: "result.CURRENCY", Rule: "unknown"}}},
+		{"a case variant alone", head + `"Currency":"USD","media_buy_deliveries":[]}`,
+			[]ack.FieldError{{Field: "result.Currency", Rule: "unknown"}}},
+		{"in the reporting period", `{"notification_type":"final","reporting_period":{"start":"2026-01-02T03:04:05Z","end":"x","END":"2026-01-03T03:04:05Z"},` +
+			`"currency":"USD","media_buy_deliveries":[]}`, []ack.FieldError{{Field: "result.reporting_period.END", Rule: "unknown"}}},
+		{"in a delivery", head + `"currency":"USD","media_buy_deliveries":[` + strings.Replace(delivery, `"status":"active"`, `"status":"live","Status":"active"`, 1) + `]}`,
+			[]ack.FieldError{{Field: "result.media_buy_deliveries[0].Status", Rule: "unknown"}}},
+		{"in a package row", head + `"currency":"USD","media_buy_deliveries":[` + strings.Replace(delivery, `[{"spend":2}]`, `[{"spend":-1,"SPEND":2}]`, 1) + `]}`,
+			[]ack.FieldError{{Field: "result.media_buy_deliveries[0].by_package[0].SPEND", Rule: "unknown"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := ack.Reporting{Result: json.RawMessage(tt.result)}.Check()
+			var got []ack.FieldError
+			var ve *ack.ValidationError
+			if errors.As(err, &ve) {
+				got = ve.Fields
+			} else if err != nil {
+				t.Fatalf("Check = %v, want a *ValidationError", err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("field errors %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestReportingEnums(t *testing.T) {
 	t.Parallel()
 	base := loadEnvelopeVectors(t).Positive[0].Payload

@@ -41,7 +41,7 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Unwrap() error { return courier.CodePayloadInvalid }
 
 // Checker is implemented by payloads with rules that struct tags cannot
-// express (one field's strictjson.Value depending on another's). Check returns a
+// express (one field's value depending on another's). Check returns a
 // *ValidationError.
 type Checker interface {
 	Check() error

@@ -31,6 +31,10 @@ var errNoMessageID = errors.New("handler: no id in the payload and no signed mes
 // errForbidden is a publisher refused by PublishConfig.Authorize.
 var errForbidden = errors.New("handler: not authorized for this target")
 
+// errContractChanged is a new command built for another capabilities
+// digest than the one its Source serves.
+var errContractChanged = errors.New("handler: the command was built for another contract")
+
 // storeFailure is the store failing (beginning, recording in the Inbox or
 // Outbox, committing), told apart from the application's function failing:
 // the store may come back, so it is answered 503 with Retry-After.
@@ -91,6 +95,8 @@ func answer(w http.ResponseWriter, err error) {
 		problem.Error(w, http.StatusBadRequest, courier.CodeMessageIDMissing, "the payload has no id and the signature signs no message id")
 	case errors.Is(err, errForbidden):
 		problem.Error(w, http.StatusForbidden, courier.CodeForbidden, "not allowed to publish to this target")
+	case errors.Is(err, errContractChanged):
+		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
 	case errors.As(err, &sf):
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)

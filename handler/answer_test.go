@@ -535,3 +535,85 @@ func TestCharsetNamesAreCaseInsensitive(t *testing.T) {
 		}
 	}
 }
+
+// TestHookPanicLeavesTheAnswer: the Hook ran while the recover meant for
+// the application's function was still armed, so a Hook that panicked
+// after a request was answered (and its work committed) had the request
+// reported again as failed, 500 internal_error, with the Hook called a
+// second time, and behind middleware.Recover the answer already written
+// was aborted: the client saw a broken response for work that was done.
+// Now the panic is dropped with one line at Error: the client gets the
+// answer, over the wire, and the Hook sees each request once, as it was
+// answered.
+func TestHookPanicLeavesTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			var events hookEvents
+			var logs logRecords
+			e := target.open(t, anyOptions{logger: slog.New(&logs), hook: func(ev handler.Event) {
+				events.hook(ev)
+				panic("metrics bug")
+			}})
+			srv := httptest.NewServer(middleware.Recover(nil)(e.handler))
+			t.Cleanup(srv.Close)
+			send := func(req *http.Request) int {
+				t.Helper()
+				req.RequestURI = ""
+				req.URL.Scheme, req.URL.Host = "http", srv.Listener.Addr().String()
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatalf("the client got no answer: %v", err)
+				}
+				defer resp.Body.Close()
+				if _, err := io.ReadAll(resp.Body); err != nil {
+					t.Fatalf("the answer was broken off: %v", err)
+				}
+				return resp.StatusCode
+			}
+
+			if status := send(e.request(t)); status != e.ok {
+				t.Fatalf("accepted request answered %d, want %d", status, e.ok)
+			}
+			refused := e.request(t)
+			refused.Method = http.MethodPut
+			if status := send(refused); status != http.StatusMethodNotAllowed {
+				t.Fatalf("refused request answered %d, want 405", status)
+			}
+
+			want := []handler.Event{
+				{Outcome: handler.OutcomeAccepted, Status: e.ok},
+				{Outcome: handler.OutcomeRejected, Status: http.StatusMethodNotAllowed, Code: courier.CodeMethodNotAllowed},
+			}
+			if got := events.all(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("events %+v, want %+v (one per request)", got, want)
+			}
+			if inbox, _ := e.written(t); target.app && (inbox != 1 || e.calls.Load() != 1) {
+				t.Fatalf("%d inbox rows after %d calls, want the accepted request's one", inbox, e.calls.Load())
+			}
+			var dropped int
+			for _, r := range logs.all() {
+				a := attrs(r)
+				switch {
+				case r.Message == "handler: Hook panicked; the panic was dropped":
+					if r.Level != slog.LevelError || a["panic"] != "true" {
+						t.Errorf("the dropped panic is logged at %s with %v", r.Level, a)
+					}
+					dropped++
+				case r.Message != "handler: request refused":
+					t.Errorf("unexpected log line: %s %s %v", r.Level, r.Message, a)
+				}
+				if bad := logkey.Undocumented(r); len(bad) != 0 {
+					t.Errorf("logged keys %v, which courier's documentation does not list", bad)
+				}
+				if strings.Contains(fmt.Sprint(a), bodyMarker) || strings.Contains(fmt.Sprint(a), "metrics bug") {
+					t.Errorf("a log line carries the request's content or the panic's value: %v", a)
+				}
+			}
+			if dropped != 2 {
+				t.Fatalf("%d lines for the Hook's panics, want one per request", dropped)
+			}
+		})
+	}
+}

@@ -61,5 +61,7 @@
 // Logger: 4xx at Info, 5xx at Error, with the status and code and never
 // any of the request's content. A panic in the application's function is
 // reported as 500 internal_error, what middleware.Recover answers for it,
-// and then re-raised for the server or an outer middleware.Recover.
+// and then re-raised for the server or an outer middleware.Recover. A
+// panic in the Hook or the Logger is not: the answer is written by then,
+// so the panic is dropped, with one line at Error, and the answer stands.
 package handler

@@ -79,26 +79,63 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 // serve serves r through next, then logs and reports the answer. A panic
 // in next is reported as 500 internal_error (what middleware.Recover
 // answers) and raised again, untouched: this is no recoverer, and
-// http.ErrAbortHandler must reach the server as it was.
+// http.ErrAbortHandler must reach the server as it was. Only a panic in
+// next is: the report comes after next returned, outside the recover, so
+// a Logger or Hook that panics cannot turn an answered request into a
+// failed one (see report).
 func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	ow := &outcomeWriter{ResponseWriter: w}
 	r, span := f.startServer(r)
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
-			ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
-			f.report(r, ow, span)
-			panic(v)
+		if returned {
+			return // a panic in report is report's own to handle
 		}
+		v := recover()
+		if v == nil {
+			return // runtime.Goexit: no panic to report
+		}
+		ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
+		f.report(r, ow, span)
+		panic(v)
 	}()
 	next(ow, r)
+	returned = true
 	f.report(r, ow, span)
 }
 
 // report logs a refused or failed answer, hands its Event to the hook and
-// ends the request's span.
+// ends the request's span, once per request. The answer is written by
+// then, and the work behind it maybe committed: a panic in the Logger or
+// the Hook is dropped, logged once at Error (see unpanicked), so that it
+// neither changes the answer nor reports the request again.
 func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 	e := ow.event()
 	defer endServer(span, e)
+	f.unpanicked(r, e, "Logger", func() { f.log(r, ow, e) })
+	if f.hook != nil {
+		f.unpanicked(r, e, "Hook", func() { f.hook(e) })
+	}
+}
+
+// unpanicked runs fn, the config's Logger or Hook (what) reporting e, and
+// drops a panic in it with one line at Error, without the panic's value,
+// which may carry anything. If that line panics too (the Logger is what
+// panicked), it is dropped silently.
+func (f front) unpanicked(r *http.Request, e Event, what string, fn func()) {
+	defer func() {
+		if recover() == nil {
+			return
+		}
+		defer func() { _ = recover() }()
+		f.logger.ErrorContext(r.Context(), "handler: "+what+" panicked; the panic was dropped",
+			slog.Bool(logkey.Panic, true), slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
+	}()
+	fn()
+}
+
+// log logs a refused answer at Info and a failed one at Error.
+func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	switch {
 	case e.Status >= 500:
 		attrs := []any{slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code))}
@@ -111,9 +148,6 @@ func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 		f.logger.ErrorContext(r.Context(), "handler: request failed", attrs...)
 	case e.Status >= 400:
 		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
-	}
-	if f.hook != nil {
-		f.hook(e)
 	}
 }
 

@@ -56,8 +56,9 @@ type ReceiverConfig struct {
 	// one (Error), with its status and code, never its content. Defaults
 	// to discarding.
 	Logger *slog.Logger
-	// Hook receives an Event per answered request, for metrics. It must be
-	// quick. Defaults to none.
+	// Hook receives an Event per answered request, for metrics, once the
+	// answer is written. It must be quick. A panic in it is dropped and
+	// logged at Error: the answer stands. Defaults to none.
 	Hook func(Event)
 }
 

@@ -65,9 +65,9 @@ type ReportingConfig struct {
 //	500 handler_failed        the application's function failed; the sender retries
 //	503 internal_error        the store could not answer (Retry-After)
 //
-// Receipt is two-phase (store.Inbox.Claim): the claim is committed on its
-// own, so that a concurrent duplicate sees it in progress at once; then the
-// function runs and the claim is completed in one transaction. A failed
+// Receipt is two-phase: the claim is committed on its own, so that a
+// concurrent duplicate sees it in progress at once; then the function runs
+// and the claim is completed in one transaction. A failed
 // or refused delivery gives the claim back, so nothing stays written.
 //
 // On SQLite the function's transaction holds the database's one write lock

@@ -458,6 +458,10 @@ func TestReportingRefusals(t *testing.T) {
 		{name: "media buy status", body: with("status", "active"), status: 400, code: courier.CodeValidation, field: "status"},
 		{name: "short idempotency_key", body: with("idempotency_key", "whk_1"), status: 400, code: courier.CodeValidation, field: "idempotency_key"},
 		{name: "bad delivery report", body: with("result", map[string]any{"notification_type": "weekly"}), status: 400, code: courier.CodeValidation, field: "result.notification_type"},
+		{name: "case variant in the envelope", body: bytes.Replace(report, []byte(`"idempotency_key"`), []byte(`"IDEMPOTENCY_KEY": "whk_0123456789abcdef", "idempotency_key"`), 1),
+			status: 400, code: courier.CodeValidation, field: "IDEMPOTENCY_KEY"},
+		{name: "case variant in result", body: bytes.Replace(report, []byte(`"currency"`), []byte(`"Currency": "usd", "currency"`), 1),
+			status: 400, code: courier.CodeValidation, field: "result.Currency"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

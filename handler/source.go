@@ -11,7 +11,6 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
-	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -36,8 +35,9 @@ type SourceConfig struct {
 	Logger   *slog.Logger
 	Hook     func(Event)
 	// CapabilitiesSHA256 is the capabilities digest of the contract this
-	// source serves (64 lowercase hex); a command built for another is
-	// refused 409 contract_changed. Required: no default.
+	// source serves (64 lowercase hex); a new command built for another is
+	// refused 409 contract_changed, while a redelivery of a command applied
+	// before still gets its stored response. Required: no default.
 	CapabilitiesSHA256 string
 }
 
@@ -47,10 +47,11 @@ type SourceConfig struct {
 // the exact body, the capabilities digest, the attempt it saw (the
 // Courier-Attempt header) and the source's budget. The response is stored
 // in the Inbox with the command and replayed byte for byte to every
-// redelivery. Beyond the answers every handler gives, it refuses:
+// redelivery, even once the source serves another contract. Beyond the
+// answers every handler gives, it refuses:
 //
 //	400 validation_failed           Courier-Attempt missing or not 1..1000
-//	409 contract_changed            the command was built for another capabilities digest
+//	409 contract_changed            a new command built for another capabilities digest
 //	422 source_attempts_exhausted   a new command at an attempt beyond source_max_attempts
 type Source struct {
 	cfg   SourceConfig
@@ -91,10 +92,6 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, pr
 	if !jsonbody.Decode(w, body, &c, false) {
 		return
 	}
-	if c.CapabilitiesSHA256 != s.cfg.CapabilitiesSHA256 {
-		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
-		return
-	}
 	if !signedIdentity(w, principal, c.DedupeKey()) {
 		return
 	}
@@ -112,7 +109,11 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, pr
 
 // process records the command and applies it in one transaction,
 // returning the response to answer (the stored one for a redelivery) and
-// whether it was applied now.
+// whether it was applied now. The contract and the attempt are judged only
+// once the Inbox has found the command fresh: a redelivery of a command
+// already applied gets its stored response, even from a source since
+// upgraded to another contract or at an attempt beyond the command's
+// source_max_attempts.
 func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, bool, error) {
 	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
@@ -121,6 +122,9 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	defer tx.Rollback() // after Commit, a no-op
 	if stored, answered, err := answeredBy(protocol.InboxFor(s.cfg.Store).Record(ctx, tx, key)); answered {
 		return stored, false, err
+	}
+	if c.CapabilitiesSHA256 != s.cfg.CapabilitiesSHA256 {
+		return nil, false, errContractChanged
 	}
 	if attempt > c.SourceMaxAttempts {
 		return nil, false, Reject(courier.CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")

@@ -33,6 +33,9 @@ type sourceBundle struct {
 	signer  signature.Signer
 	calls   atomic.Int32
 	already atomic.Bool // the application reports the command already applied
+	// serve returns, behind a server of its own, another Source on the
+	// same store, verifier and function, serving digest.
+	serve func(t *testing.T, digest string) *httptest.Server
 }
 
 func setupSource(t *testing.T) *sourceBundle {
@@ -49,18 +52,23 @@ func setupSource(t *testing.T) *sourceBundle {
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "host", Keys: []signature.StandardWebhooksKey{key}})
 	signer, _ := signature.NewStandardWebhooksSigner(key)
 	b := &sourceBundle{signer: signer}
-	src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
-		b.calls.Add(1)
-		if b.already.Load() {
-			return handler.ErrAlreadyApplied
+	b.serve = func(t *testing.T, digest string) *httptest.Server {
+		t.Helper()
+		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: digest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+			b.calls.Add(1)
+			if b.already.Load() {
+				return handler.ErrAlreadyApplied
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		srv := httptest.NewServer(src)
+		t.Cleanup(srv.Close)
+		return srv
 	}
-	b.server = httptest.NewServer(src)
-	t.Cleanup(b.server.Close)
+	b.server = b.serve(t, sourceDigest)
 	return b
 }
 
@@ -78,6 +86,18 @@ func sourceCommand(t *testing.T, op, id, digest, body string) []byte {
 }
 
 // post sends body signed under id at the given attempt (0: no header).
+// applyFirst posts change:r1 as attempt 1 and returns the command and the
+// 200 response it was applied with.
+func (b *sourceBundle) applyFirst(t *testing.T) (body, response []byte) {
+	t.Helper()
+	body = sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"a":1}`)
+	status, _, response := b.post(t, "change:r1", body, 1)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, response)
+	}
+	return body, response
+}
+
 func (b *sourceBundle) post(t *testing.T, id string, body []byte, attempt int) (int, string, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.server.URL, bytes.NewReader(body))
@@ -107,11 +127,7 @@ func (b *sourceBundle) post(t *testing.T, id string, body []byte, attempt int) (
 func TestSourceAppliesOnceAndReplays(t *testing.T) {
 	t.Parallel()
 	b := setupSource(t)
-	body := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"a":1}`)
-	status, _, first := b.post(t, "change:r1", body, 1)
-	if status != http.StatusOK {
-		t.Fatalf("status %d: %s", status, first)
-	}
+	body, first := b.applyFirst(t)
 	if err := verifyCommand(body, 1, first); err != nil {
 		t.Fatalf("response does not verify: %v (%s)", err, first)
 	}
@@ -142,6 +158,36 @@ func TestSourceAppliesOnceAndReplays(t *testing.T) {
 	}
 	if err := verifyCommand(tomb, 1, resp); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSourceReplaysAppliedCommandAfterContractChange: the contract was
+// checked before the Inbox, so once a source was upgraded to another
+// capabilities digest, the sender's retry of a command the old one had
+// applied (its response lost on the way) was refused 409 contract_changed,
+// though the command was applied and its response stored. The retry now
+// gets the stored response byte for byte, without running the function
+// again; a new command built for the old contract is still refused.
+func TestSourceReplaysAppliedCommandAfterContractChange(t *testing.T) {
+	t.Parallel()
+	b := setupSource(t)
+	body, first := b.applyFirst(t)
+
+	b.server = b.serve(t, strings.Repeat("a", 64)) // the upgraded source
+	status, code, again := b.post(t, "change:r1", body, 2)
+	if status != http.StatusOK || !bytes.Equal(again, first) {
+		t.Fatalf("redelivery to the upgraded source: %d %s %s, want 200 and the stored response %s", status, code, again, first)
+	}
+	if b.calls.Load() != 1 {
+		t.Fatalf("the function ran %d times, want once", b.calls.Load())
+	}
+
+	fresh := sourceCommand(t, ack.OperationChange, "r2", sourceDigest, `{"a":2}`)
+	if status, code, out := b.post(t, "change:r2", fresh, 1); status != http.StatusConflict || code != string(courier.CodeContractChanged) {
+		t.Fatalf("new command for the old contract: %d %s %s, want 409 contract_changed", status, code, out)
+	}
+	if b.calls.Load() != 1 {
+		t.Fatalf("the function ran %d times, want once", b.calls.Load())
 	}
 }
 

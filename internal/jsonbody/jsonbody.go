@@ -20,7 +20,6 @@ import (
 	"errors"
 	"mime"
 	"net/http"
-	"reflect"
 	"strings"
 
 	"github.com/courier-go/courier"
@@ -75,10 +74,10 @@ func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 }
 
 // DecodeChecked is Decode for a body already checked strictly. It refuses
-// member names that match one of v's fields only case-insensitively
-// (encoding/json would take them for that field), unknown members unless
-// allowUnknown, wrong types, and anything ack.Validate refuses: 400
-// validation_failed naming the fields.
+// member names that match one of v's fields only case-insensitively, at
+// any depth (encoding/json would take them for that field; see
+// strictjson.CaseVariants), unknown members unless allowUnknown, wrong types, and
+// anything ack.Validate refuses: 400 validation_failed naming the fields.
 func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if err := decode(body, v, allowUnknown); err != nil {
 		Invalid(w, DecodeError(err))
@@ -103,10 +102,18 @@ func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
 	problem.Write(w, p)
 }
 
-// decode decodes a body ack.Check has accepted into v.
+// decode decodes a body Check has accepted into v, refusing first the
+// members whose names match one of v's fields, at any depth, only
+// case-insensitively (strictjson.CaseVariants): encoding/json would take
+// them for that field, so a body could carry a value under a name no one
+// checks.
 func decode(body []byte, v any, allowUnknown bool) error {
-	if err := exactNames(body, v); err != nil {
-		return err
+	if variants := strictjson.CaseVariants(body, v); len(variants) > 0 {
+		ve := &ack.ValidationError{}
+		for _, v := range variants {
+			ve.Fields = append(ve.Fields, ack.FieldError{Field: v, Rule: "unknown"})
+		}
+		return ve
 	}
 	if allowUnknown {
 		return json.Unmarshal(body, v)
@@ -114,36 +121,6 @@ func decode(body []byte, v any, allowUnknown bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
-}
-
-// exactNames refuses members whose names match one of v's JSON fields
-// only case-insensitively: encoding/json would take them for that field,
-// so a body could carry its identity under a name no one checks.
-func exactNames(body []byte, v any) error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(body, &members); err != nil {
-		return nil //nolint:nilerr // not an object: decoding v reports it
-	}
-	t := reflect.TypeOf(v)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	var fe []ack.FieldError
-	for name := range members {
-		for i := range t.NumField() {
-			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			if tag != "" && tag != "-" && tag != name && strings.EqualFold(tag, name) {
-				fe = append(fe, ack.FieldError{Field: name, Rule: "unknown"})
-			}
-		}
-	}
-	if fe != nil {
-		return &ack.ValidationError{Fields: fe}
-	}
-	return nil
 }
 
 // DecodeError turns an encoding/json error from decoding a payload into a

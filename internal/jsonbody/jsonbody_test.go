@@ -76,3 +76,107 @@ func TestDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeRefusesCaseVariantsAtAnyDepth: a member whose name differs
+// from a field's only in case was refused only at the top level and only
+// for a field with a json tag name, though encoding/json takes it for the
+// field at any depth and matches an untagged field by its Go name in any
+// case. So {"id":"a"} filled an untagged ID, {"order":{"ID":"b"}} the
+// nested order's id, unchecked by the name that validation and the
+// application read. Such members are now refused wherever they are,
+// 400 validation_failed naming them by path, as at the top level; exact
+// names, and names encoding/json gives to no field, are not.
+func TestDecodeRefusesCaseVariantsAtAnyDepth(t *testing.T) {
+	t.Parallel()
+	type untagged struct {
+		ID     string
+		Amount int `json:",omitempty"`
+	}
+	type item struct {
+		SKU string `json:"sku"`
+	}
+	type Base struct {
+		Tenant string `json:"tenant"`
+	}
+	type order struct {
+		Base                              // promoted: tenant
+		ID       string                   `json:"id"`
+		Secret   string                   `json:"-"`
+		Items    []item                   `json:"items"`
+		Pair     [1]item                  `json:"pair"`
+		ByKey    map[string]item          `json:"by_key"`
+		Ref      *item                    `json:"ref"`
+		Nested   [][]*item                `json:"nested"`
+		Extra    json.RawMessage          `json:"extra"`
+		Loose    map[string]any           `json:"loose"`
+		Children map[string][]untagged    `json:"children"`
+		Named    struct{ Inner untagged } `json:"named"`
+	}
+	type request struct {
+		Order order `json:"order"`
+	}
+	type site struct {
+		Tenant string
+		Region string
+	}
+	type account struct {
+		Tenant string
+		Region string `json:"region"`
+	}
+	// Tenant is ambiguous at one depth, so encoding/json fills neither.
+	type ambiguous struct {
+		site
+		account
+	}
+	for _, tc := range []struct {
+		name  string
+		body  string
+		v     any
+		field string // "": accepted
+	}{
+		{"untagged field, its Go name", `{"ID":"a","Amount":1}`, &untagged{}, ""},
+		{"untagged field, lower case", `{"id":"a"}`, &untagged{}, "id"},
+		{"untagged field, both spellings", `{"ID":"a","id":"b"}`, &untagged{}, "id"},
+		{"tag without a name, lower case", `{"ID":"a","amount":1}`, &untagged{}, "amount"},
+		{"nested object", `{"order":{"id":"a","ID":"b"}}`, &request{}, "order.ID"},
+		{"case variant of the parent", `{"ORDER":{"id":"a"}}`, &request{}, "ORDER"},
+		{"slice element", `{"order":{"items":[{"sku":"a"},{"SKU":"b"}]}}`, &request{}, "order.items[1].SKU"},
+		{"array element", `{"order":{"pair":[{"Sku":"a"}]}}`, &request{}, "order.pair[0].Sku"},
+		{"map value", `{"order":{"by_key":{"k":{"sKu":"a"}}}}`, &request{}, "order.by_key[k].sKu"},
+		{"pointer", `{"order":{"ref":{"SKU":"a"}}}`, &request{}, "order.ref.SKU"},
+		{"slices of pointers", `{"order":{"nested":[[null,{"SKU":"a"}]]}}`, &request{}, "order.nested[0][1].SKU"},
+		{"map of slices of untagged", `{"order":{"children":{"c":[{"Id":"a"}]}}}`, &request{}, "order.children[c][0].Id"},
+		{"untagged nested field", `{"order":{"named":{"inner":{"ID":"a"}}}}`, &request{}, "order.named.inner"},
+		{"untagged nested field's field", `{"order":{"named":{"Inner":{"iD":"a"}}}}`, &request{}, "order.named.Inner.iD"},
+		{"promoted field", `{"order":{"TENANT":"t"}}`, &request{}, "order.TENANT"},
+		{"embedded struct's own name", `{"order":{"base":{"tenant":"t"}}}`, &request{}, ""},
+		{"a field tagged -", `{"order":{"secret":"s","Secret":"s"}}`, &request{}, ""},
+		{"inside a raw member", `{"order":{"extra":{"ID":1},"loose":{"ID":1}}}`, &request{}, ""},
+		{"unexported embedded struct's field", `{"Region":"r","REGION":"s"}`, &ambiguous{}, "REGION"},
+		{"name no field has", `{"TENANT":"t"}`, &ambiguous{}, ""},
+		{"exact names throughout", `{"order":{"tenant":"t","id":"a","items":[{"sku":"a"}],"pair":[{"sku":"b"}],"by_key":{"k":{"sku":"c"}},` +
+			`"ref":{"sku":"d"},"nested":[[{"sku":"e"}]],"children":{"c":[{"ID":"f"}]},"named":{"Inner":{"ID":"g"}}}}`, &request{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			ok := jsonbody.Decode(rec, []byte(tc.body), tc.v, true)
+			if tc.field == "" {
+				if !ok {
+					t.Fatalf("%s: refused: %s", tc.body, rec.Body)
+				}
+				return
+			}
+			var p struct {
+				Code   courier.Code `json:"code"`
+				Errors []struct{ Field, Rule string }
+			}
+			if ok || rec.Code != 400 || json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Code != courier.CodeValidation {
+				t.Fatalf("%s: %v %d %s, want 400 validation_failed", tc.body, ok, rec.Code, rec.Body)
+			}
+			if len(p.Errors) != 1 || p.Errors[0].Field != tc.field || p.Errors[0].Rule != "unknown" {
+				t.Fatalf("%s: errors %+v, want field %s (unknown)", tc.body, p.Errors, tc.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,247 @@
+package strictjson
+
+import (
+	"cmp"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+)
+
+// CaseVariants returns the members of the JSON document doc whose names
+// match a field of v's type only case-insensitively: encoding/json would
+// take "ID" or "Currency" for the field named "id" or "currency" (or for
+// an untagged field ID), so a payload could carry a value under a
+// spelling that no check of the exact name sees. v is a value of the type
+// doc is to be decoded into, or a pointer to one (a nil pointer will do).
+//
+// Fields are named as encoding/json names them: by the json tag, by the Go
+// field name where the tag gives none, none for a field tagged "-", and
+// the fields of embedded structs promoted as encoding/json promotes them.
+// The check follows doc into every member, element and map value that
+// decodes into a struct, however nested in pointers, slices, arrays and
+// maps. Members that match no field at all are not its concern.
+//
+// Each member is named by its path ("order.ID", "items[0].Name"), in
+// sorted order. A doc of another shape than v's type has none here:
+// decoding reports it.
+func CaseVariants(doc []byte, v any) []string {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return nil
+	}
+	var paths []string
+	checkNames(doc, t, "", &paths)
+	slices.Sort(paths)
+	return paths
+}
+
+// checkNames adds to paths the members of doc, at path, whose names match
+// a field of t's only case-insensitively, and follows the others down.
+func checkNames(doc []byte, t reflect.Type, path string, paths *[]string) {
+	t = indirect(t)
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := jsonFields(t)
+		if len(fields) == 0 {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(doc, &members) != nil {
+			return // not an object: decoding reports it
+		}
+		for name, val := range members {
+			if ft, ok := fields[name]; ok {
+				checkNames(val, ft, memberPath(path, name), paths)
+				continue
+			}
+			for field := range fields {
+				if strings.EqualFold(field, name) { // as encoding/json folds names
+					*paths = append(*paths, memberPath(path, name))
+					break
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if !holdsStruct(t.Elem()) {
+			return
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(doc, &items) != nil {
+			return
+		}
+		for i, item := range items {
+			if t.Kind() == reflect.Array && i >= t.Len() {
+				break // encoding/json drops what an array has no room for
+			}
+			checkNames(item, t.Elem(), path+"["+strconv.Itoa(i)+"]", paths)
+		}
+	case reflect.Map:
+		if !holdsStruct(t.Elem()) {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(doc, &members) != nil {
+			return
+		}
+		for key, val := range members {
+			checkNames(val, t.Elem(), path+"["+key+"]", paths)
+		}
+	}
+}
+
+func memberPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// indirect returns the type a pointer type finally points to (t itself
+// for another kind). A type that points to itself ends the walk.
+func indirect(t reflect.Type) reflect.Type {
+	seen := map[reflect.Type]bool{}
+	for t.Kind() == reflect.Pointer && !seen[t] {
+		seen[t] = true
+		t = t.Elem()
+	}
+	return t
+}
+
+// holdsStruct reports whether a value of type t may hold a struct, through
+// pointers, slices, arrays and maps.
+func holdsStruct(t reflect.Type) bool {
+	seen := map[reflect.Type]bool{}
+	for !seen[t] {
+		seen[t] = true
+		switch t.Kind() {
+		case reflect.Struct:
+			return true
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			t = t.Elem()
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// fieldCache holds jsonFields' answer per struct type.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields returns the fields encoding/json decodes a JSON object into
+// for struct type t, by JSON name, with the type of each. It follows
+// encoding/json's rules (typeFields): exported fields, and the exported
+// fields of embedded structs without a tag name, promoted breadth first;
+// where several fields at the shallowest depth share a name, the one
+// tagged wins, and with no single one the name decodes into none.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	type field struct {
+		name   string
+		typ    reflect.Type
+		depth  int
+		tagged bool
+	}
+	var all []field
+	visited := map[reflect.Type]bool{}
+	next := map[reflect.Type]int{t: 1} // struct types at the next depth, and how often each is embedded there
+	for depth := 0; len(next) > 0; depth++ {
+		current := next
+		next = map[reflect.Type]int{}
+		for st, count := range current {
+			if visited[st] {
+				continue
+			}
+			visited[st] = true
+			for i := range st.NumField() {
+				sf := st.Field(i)
+				ft := sf.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				switch {
+				case sf.Anonymous && !sf.IsExported() && ft.Kind() != reflect.Struct:
+					continue // an embedded unexported non-struct: ignored
+				case !sf.Anonymous && !sf.IsExported():
+					continue
+				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, _, _ := strings.Cut(tag, ",")
+				if !isValidTag(name) {
+					name = ""
+				}
+				if name == "" && sf.Anonymous && ft.Kind() == reflect.Struct {
+					next[ft]++
+					continue
+				}
+				f := field{name: name, typ: sf.Type, depth: depth, tagged: name != ""}
+				if f.name == "" {
+					f.name = sf.Name
+				}
+				// A struct embedded twice at one depth gives each of its
+				// fields twice, so that they annihilate each other below.
+				for range min(count, 2) {
+					all = append(all, f)
+				}
+			}
+		}
+	}
+
+	// Keep, per name, the dominant field: the only one at the shallowest
+	// depth, or the only tagged one there.
+	slices.SortFunc(all, func(a, b field) int {
+		if c := cmp.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.depth, b.depth); c != 0 {
+			return c
+		}
+		switch {
+		case a.tagged && !b.tagged:
+			return -1
+		case b.tagged && !a.tagged:
+			return 1
+		}
+		return 0
+	})
+	fields := map[string]reflect.Type{}
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].name == all[i].name {
+			j++
+		}
+		if j == i+1 || all[i].depth != all[i+1].depth || all[i].tagged != all[i+1].tagged {
+			fields[all[i].name] = all[i].typ
+		}
+		i = j
+	}
+	fieldCache.Store(t, fields)
+	return fields
+}
+
+// isValidTag is encoding/json's: a tag name it does not accept leaves
+// the field its Go name.
+func isValidTag(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+			// Backslash and quote chars are reserved, but otherwise any
+			// punctuation chars are allowed in a tag name.
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
