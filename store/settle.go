@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/courier-go/courier/internal/wire"
 
@@ -138,6 +140,14 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	for _, r := range rows {
 		changed[r.ID] = r
 	}
+	// Breakers are recorded endpoint by endpoint in one order, each under
+	// its lock (endpoint_lock): two settles whose batches share endpoints
+	// take their locks in the same order, and neither waits for the other
+	// while holding what it waits for.
+	batch = slices.Clone(batch)
+	slices.SortStableFunc(batch, func(i, j int) int {
+		return cmp.Compare(changed[outcomes[i].Lease.DeliveryID].Endpoint, changed[outcomes[j].Lease.DeliveryID].Endpoint)
+	})
 
 	logged := make([]attemptArg, 0, len(batch))
 	var keys []keyed                 // settled rows with an ordering key

@@ -63,6 +63,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Breaker", testBreaker},
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"BreakerCountsConcurrentFailures", testBreakerCountsConcurrentFailures},
+		{"SettlesSharingEndpointsDoNotDeadlock", testSettlesSharingEndpointsDoNotDeadlock},
 		{"EventsReportWhatMoved", testEventsReportWhatMoved},
 		{"BreakerProbeAnsweredWithARefusalCloses", testBreakerProbeAnsweredWithARefusalCloses},
 		{"SettleBatch", testSettleBatch},

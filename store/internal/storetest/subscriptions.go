@@ -441,6 +441,55 @@ func testEventsReportWhatMoved(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testSettlesSharingEndpointsDoNotDeadlock: two workers settling, at
+// once, failures of the same two endpoints listed in opposite orders
+// record the breakers in one order, so neither waits for a lock the other
+// holds while holding one it waits for (PostgreSQL would end one settle
+// with a deadlock error, and the worker would have to write it again).
+func testSettlesSharingEndpointsDoNotDeadlock(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1000}})
+	const rounds = 20
+	for i := range rounds {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%02d", i)))
+		b.enqueue(t, at(fastEndpoint, fmt.Sprintf("f-%02d", i)))
+	}
+	fail := func(c protocol.Claimed) protocol.Outcome {
+		return protocol.Outcome{Lease: c.Lease, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: time.Hour}
+	}
+	for range rounds / 2 {
+		c := b.claim(t, "w", 4, time.Minute)
+		if len(c) != 4 {
+			t.Fatalf("claimed %v, want 4", ids(c))
+		}
+		var slow, fast []protocol.Claimed
+		for _, x := range c {
+			if x.Endpoint == slowEndpoint {
+				slow = append(slow, x)
+			} else {
+				fast = append(fast, x)
+			}
+		}
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for _, pair := range [][2]protocol.Claimed{{slow[0], fast[0]}, {fast[1], slow[1]}} {
+			go func() {
+				<-start
+				st, err := b.proto().Settle(b.ctx, fail(pair[0]), fail(pair[1]))
+				if err == nil {
+					err = errors.Join(st[0].Err, st[1].Err)
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("settle: %v", err)
+			}
+		}
+	}
+}
+
 func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 100, DisableAfter: time.Hour}})
 	p := delivery("long")
