@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -60,8 +62,14 @@ func (o *Outbox) join(ctx context.Context, tx DBTX, now int64, id int64, endpoin
 // unfinished states (or failed) on: a finished head makes way for the
 // next delivery of its key, in enqueue order; a failed head holds its key
 // under HoldKey. A delivery that was not its key's head (cancelled while
-// waiting) changes nothing.
+// waiting) changes nothing. The keys are locked in one order, by endpoint
+// and key, so that two transactions moving keys they share never wait for
+// each other in a circle.
 func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
+	rows = slices.Clone(rows)
+	slices.SortStableFunc(rows, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.OrderingKey.String, b.OrderingKey.String))
+	})
 	for _, r := range rows {
 		if !r.OrderingKey.Valid {
 			continue
