@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/courier-go/courier/internal/strictjson"
 )
@@ -54,14 +55,20 @@ type Reporting struct {
 func (r Reporting) DedupeKey() string { return r.IdempotencyKey }
 
 // IsDeliveryReport reports whether r.Result is a delivery report: an
-// object with a notification_type member.
+// object with a notification_type member, its name spelled in any case
+// (encoding/json would decode "NOTIFICATION_TYPE" into the field, so such
+// a result is checked, and Check refuses the spelling).
 func (r Reporting) IsDeliveryReport() bool {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(r.Result, &members) != nil {
 		return false
 	}
-	_, ok := members["notification_type"]
-	return ok
+	for name := range members {
+		if strings.EqualFold(name, "notification_type") {
+			return true
+		}
+	}
+	return false
 }
 
 // Check validates r.Result when it is a delivery report; field errors are

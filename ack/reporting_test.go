@@ -238,6 +238,8 @@ func TestReportingRefusesCaseVariantsInResult(t *testing.T) {
 			[]ack.FieldError{{Field: "result.CURRENCY", Rule: "unknown"}}},
 		{"a case variant alone", head + `"Currency":"USD","media_buy_deliveries":[]}`,
 			[]ack.FieldError{{Field: "result.Currency", Rule: "unknown"}}},
+		{"the report's type itself", strings.Replace(head, `"notification_type"`, `"NOTIFICATION_TYPE"`, 1) + `"currency":"USD","media_buy_deliveries":[]}`,
+			[]ack.FieldError{{Field: "result.NOTIFICATION_TYPE", Rule: "unknown"}}},
 		{"in the reporting period", `{"notification_type":"final","reporting_period":{"start":"2026-01-02T03:04:05Z","end":"x","END":"2026-01-03T03:04:05Z"},` +
 			`"currency":"USD","media_buy_deliveries":[]}`, []ack.FieldError{{Field: "result.reporting_period.END", Rule: "unknown"}}},
 		{"in a delivery", head + `"currency":"USD","media_buy_deliveries":[` + strings.Replace(delivery, `"status":"active"`, `"status":"live","Status":"active"`, 1) + `]}`,
