@@ -242,7 +242,7 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) cancel(r *http.Request, id int64) error {
 	err := h.cfg.Store.Outbox.Cancel(r.Context(), id)
 	if errors.Is(err, courier.CodeNotFound) {
-		return &courier.Error{Code: courier.CodeNotFound, Msg: "no pending or retrying delivery with this id"}
+		return &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, or failed or quarantined holding its ordering key"}
 	}
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,37 @@ func TestAdminShowsLimitsInFlightAndBlockedKeys(t *testing.T) {
 	}
 	if e := adminOK[endpointJSON](t, b, "POST", "/api/endpoints/"+refB+"/limits", `{}`); e.Limits != (limitsJSON{}) {
 		t.Fatalf("after removing the limits: %+v", e.Limits)
+	}
+}
+
+// TestAdminCancelsAHeadThatHoldsItsKey: a failed delivery that holds its
+// ordering key offers Cancel on its page (as a quarantined one would:
+// Cancel is what frees such a key), and cancelling it lets the next
+// delivery of the key be claimed.
+func TestAdminCancelsAHeadThatHoldsItsKey(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	ctx := t.Context()
+	var ids []int64
+	for _, id := range []string{"k-1", "k-2"} {
+		e, err := b.store.Outbox.Enqueue(ctx, b.store.DB(), store.EnqueueParams{NotificationID: id, Endpoint: hookA, Payload: []byte(`{}`), OrderingKey: "order-7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	b.failDue(t) // k-1 fails and holds the key
+	head := strconv.FormatInt(ids[0], 10)
+	_, raw := b.do(t, "GET", "/deliveries/"+head, "", nil)
+	if !strings.Contains(string(raw), `<form method="post" action="../ops/cancel"><input type="hidden" name="id" value="`+head+`">`) {
+		t.Fatalf("the failed head's page offers no Cancel: %s", raw)
+	}
+	resp, _ := b.do(t, "POST", "/ops/cancel", "id="+head, nil)
+	if page := b.follow(t, resp); !strings.Contains(page, "Delivery cancelled.") {
+		t.Fatalf("after cancel: %s", page)
+	}
+	claimed, err := protocol.For(b.store).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 || claimed[0].DeliveryID != ids[1] {
+		t.Fatalf("after cancelling the head claimed %+v, %v; want k-2", claimed, err)
 	}
 }

@@ -143,8 +143,13 @@ func (r endpointRow) health() EndpointHealth {
 }
 
 // Enable closes an endpoint's breaker (an operator re-enabling it): its
-// pending deliveries flow again. Failed ones stay failed; see Redrive.
+// pending deliveries flow again. Failed ones stay failed; see Redrive. An
+// endpoint that is not an absolute http or https URL is
+// CodeInvalidArgument.
 func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
+	if !validEndpoint(endpoint) {
+		return invalidArgument("Enable endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
 	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		old, err := e.lockAndGet(ctx, tx, endpoint)
 		if err != nil {
@@ -160,8 +165,13 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 	})
 }
 
-// Disable stops all sending to an endpoint until Enable.
+// Disable stops all sending to an endpoint until Enable. It may be given
+// an endpoint with no deliveries yet, to hold back those to come; one that
+// is not an absolute http or https URL is CodeInvalidArgument.
 func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
+	if !validEndpoint(endpoint) {
+		return invalidArgument("Disable endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
 	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		old, err := e.lockAndGet(ctx, tx, endpoint)
 		if err != nil {

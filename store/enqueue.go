@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/courier-go/courier/internal/wire"
 
@@ -335,11 +336,11 @@ func fieldList(err error) string {
 }
 
 // validEndpoint reports whether raw is an endpoint a worker can send to:
-// an absolute http or https URL with a host, at most MaxEndpointSize bytes.
-// Whether the destination is allowed is the worker's transport's to say,
-// at dial time.
+// an absolute http or https URL with a host, at most MaxEndpointSize bytes
+// of UTF-8 (PostgreSQL stores no other text). Whether the destination is
+// allowed is the worker's transport's to say, at dial time.
 func validEndpoint(raw string) bool {
-	if raw == "" || len(raw) > MaxEndpointSize {
+	if raw == "" || len(raw) > MaxEndpointSize || !utf8.ValidString(raw) {
 		return false
 	}
 	u, err := url.Parse(raw)

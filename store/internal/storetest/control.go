@@ -295,6 +295,20 @@ func testLimitsInvalid(t *testing.T, open OpenFunc) {
 	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err != nil || eh.Limits != (store.Limits{Rate: 2.5, Burst: 3}) {
 		t.Fatalf("Get = %+v, %v; want rate 2.5 with burst 3", eh.Limits, err)
 	}
+	// An operator's Disable or Enable of what is no endpoint is refused
+	// the same way, with nothing recorded (on PostgreSQL a NUL byte or
+	// invalid UTF-8 would otherwise fail in the database).
+	for _, endpoint := range []string{"not a url", "https://h.example/p\x00", "https://h.example/p\xff", ""} {
+		if err := b.store.Endpoints.Disable(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Disable(%q) = %v, want invalid_argument", endpoint, err)
+		}
+		if err := b.store.Endpoints.Enable(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Enable(%q) = %v, want invalid_argument", endpoint, err)
+		}
+	}
+	if eps, err := b.store.Endpoints.List(b.ctx); err != nil || len(eps) != 1 {
+		t.Fatalf("List = %+v, %v; want the one endpoint with limits", eps, err)
+	}
 }
 
 // keyed returns enqueue parameters for a delivery with an ordering key.
