@@ -1,10 +1,12 @@
 package signature
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -47,7 +49,9 @@ func NewAdCPHMACSigner(secret Secret) (Signer, error) {
 // Sign sets X-ADCP-Timestamp (m.Time) and X-ADCP-Signature on req. As AdCP
 // requires, it refuses a JSON body with a duplicate object key at any depth
 // ([courier.CodeDuplicateKeyInput]) instead of signing bytes whose meaning
-// depends on the parser.
+// depends on the parser, also where the strict reading courier's receivers
+// use stops before the duplicate (a lone surrogate, invalid UTF-8 or
+// nesting too deep ahead of it) and a lenient parser reads on to it.
 func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 	if s.secret.m == nil {
 		return signingFailed("adcp hmac: signer has no secret")
@@ -56,8 +60,8 @@ func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 	if ts < 0 {
 		return signingFailed("adcp hmac: message time is before 1970")
 	}
-	if hasDuplicateJSONKey(m.Body) {
-		return &courier.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key"}
+	if mayHaveDuplicateJSONKey(m.Body) {
+		return &courier.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key, or cannot be read strictly"}
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {
@@ -175,9 +179,69 @@ func adcpHMAC(secret []byte, ts string, body []byte) []byte {
 	return mac.Sum(nil)
 }
 
-// hasDuplicateJSONKey reports whether body, read as courier's receivers
-// read JSON (strictjson), has an object with the same key twice. A body
-// that is not JSON has none: it is signed as is.
-func hasDuplicateJSONKey(body []byte) bool {
-	return errors.Is(strictjson.Check(body), strictjson.ErrDuplicateKey)
+// mayHaveDuplicateJSONKey reports whether body has an object with the
+// same key twice, read as courier's receivers read JSON (strictjson) or,
+// where that reading stops first, as a lenient parser reads it
+// (encoding/json, which takes a lone surrogate or invalid UTF-8 for
+// U+FFFD and nests deeper). A body neither reads as JSON has none: it is
+// signed as is.
+func mayHaveDuplicateJSONKey(body []byte) bool {
+	err := strictjson.Check(body)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, strictjson.ErrDuplicateKey):
+		return true
+	}
+	return lenientDuplicateKey(body)
+}
+
+// lenientDuplicateKey reports whether encoding/json, reading body token by
+// token, meets an object key twice in one object before body ends or stops
+// being JSON.
+func lenientDuplicateKey(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		keys      map[string]bool // nil for an array
+		expectKey bool            // the next string token of an object is a key
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false // the end, or no longer JSON: nothing more to find
+		}
+		top := len(stack) - 1
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				if top >= 0 && stack[top].keys != nil {
+					stack[top].expectKey = true // the object is the value: a key comes next
+				}
+				stack = append(stack, frame{keys: map[string]bool{}, expectKey: true})
+			case '[':
+				if top >= 0 && stack[top].keys != nil {
+					stack[top].expectKey = true
+				}
+				stack = append(stack, frame{})
+			default: // '}' or ']'
+				stack = stack[:top]
+			}
+			continue
+		case string:
+			if top >= 0 && stack[top].keys != nil && stack[top].expectKey {
+				if stack[top].keys[t] {
+					return true
+				}
+				stack[top].keys[t] = true
+				stack[top].expectKey = false
+				continue
+			}
+		}
+		if top >= 0 && stack[top].keys != nil {
+			stack[top].expectKey = true // a value ended: a key comes next
+		}
+	}
 }

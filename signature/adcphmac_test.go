@@ -219,6 +219,12 @@ func TestAdCPHMACSignerDuplicateKeys(t *testing.T) {
 		tc{"escaped duplicate", `{"a":1,"\u0061":2}`, false},
 		tc{"same key in sibling objects", `{"a":{"k":1},"b":{"k":2},"c":[{"k":1},{"k":2}]}`, true},
 		tc{"key equal to a string value", `{"a":"b","b":"a"}`, true},
+		// JSON a lenient parser reads, duplicate and all, where the strict
+		// one stops first: no duplicate can be ruled out.
+		tc{"duplicate after a lone surrogate", `{"n":"\ud800","status":"approved","status":"rejected"}`, false},
+		tc{"duplicate after invalid UTF-8", "{\"n\":\"\xff\",\"status\":\"approved\",\"status\":\"rejected\"}", false},
+		tc{"duplicate nested too deep", strings.Repeat(`{"a":`, 120) + `{"k":1,"k":2}` + strings.Repeat("}", 120), false},
+		tc{"an array with a duplicate after a lone surrogate", ` ["\udc00",{"k":1,"k":2}]`, false},
 		tc{"not JSON", `not json, signed as is`, true},
 		tc{"empty", ``, true},
 	)

@@ -441,7 +441,10 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 		return Principal{}, reject(courier.CodeWebhookDigestMismatch, "Content-Digest does not match the body")
 	}
 	// Steps 12 and 13: replay, committed only for a fully valid request.
-	until := time.Unix(in.expires+skew, 0)
+	// The nonce is held for as long as step 5 accepts the request: until
+	// the second after expires+skew begins, since it compares whole
+	// seconds.
+	until := time.Unix(in.expires+skew+1, 0)
 	replayed, err := v.cfg.Replay.Remember(ctx, in.keyID, in.nonce, until)
 	switch {
 	case errors.Is(err, courier.CodeWebhookRateAbuse):

@@ -841,6 +841,49 @@ func TestRFC9421WindowEdges(t *testing.T) {
 	}
 }
 
+// TestRFC9421ReplayHeldForTheWholeWindow: the window is judged in whole
+// seconds, so a request is accepted until the second after expires plus
+// the skew has begun; its nonce is remembered until then too. The cache
+// let the nonce go at expires plus the skew, and a captured request could
+// be replayed at will during that last second.
+func TestRFC9421ReplayHeldForTheWholeWindow(t *testing.T) {
+	t.Parallel()
+	key, err := GenerateJWK("k1", AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Unix(1_776_520_800, 0)
+	now := created
+	clock := func() time.Time { return now } // moved only between calls below
+	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := NewRFC9421Verifier(RFC9421VerifierConfig{
+		Sender: "seller", Keys: []JWK{key.Public()}, Origin: setupOrigin, Now: clock, Replay: &memoryReplayCache{Now: clock},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{}`)
+	req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
+	if err := signer.Sign(req, Message{ID: "n1", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verifier.Verify(context.Background(), req, body); err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	// created + 300 s window + 60 s skew, and part of the next second.
+	for _, late := range []time.Duration{360 * time.Second, 360*time.Second + 600*time.Millisecond, 360*time.Second + 999*time.Millisecond} {
+		now = created.Add(late)
+		_, err := verifier.Verify(context.Background(), req, body)
+		wantReject(t, err, courier.CodeWebhookReplayed)
+	}
+	now = created.Add(361 * time.Second)
+	_, err = verifier.Verify(context.Background(), req, body)
+	wantReject(t, err, courier.CodeWebhookWindowInvalid)
+}
+
 func TestRFC9421Infrastructure(t *testing.T) {
 	t.Parallel()
 	key, err := GenerateJWK("k1", AlgEd25519)
