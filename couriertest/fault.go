@@ -35,8 +35,12 @@ type Fault struct {
 }
 
 // Script decides the fault for the attempt-th request (1-based, counted
-// per notification id, which is the webhook-id header) of a notification.
-// It is called concurrently for concurrent requests.
+// per notification id) of a notification. The notification id is the
+// webhook-id header (or svix-id) where the scheme sends one, as Standard
+// Webhooks does; RFC 9421, AdCP HMAC and Bearer requests carry none, so
+// it is the body's idempotency_key (AdCP) or notification_id, and for a
+// body with neither the body's SHA-256 in hex (a redelivery sends the
+// same bytes). It is called concurrently for concurrent requests.
 type Script func(notificationID string, attempt int) Fault
 
 // MaxFaultedAttempt is the last attempt SeededScript may fault: from the
@@ -96,7 +100,7 @@ func (sp ScriptSpec) validate() error {
 
 // SeededScript returns a Script that injects the faults of spec at random,
 // deterministically: each decision is a function of (seed, notification
-// id, attempt) alone, so a rerun with the same seed makes the same
+// id as Script says, attempt) alone, so a rerun with the same seed makes the same
 // decisions whatever the order or concurrency of the requests. After
 // MaxFaultedAttempt it injects nothing, so every notification eventually
 // gets through.
@@ -152,7 +156,8 @@ func draw(seed int64, id string, attempt int) float64 {
 }
 
 // Sequence returns a Script that gives each notification's n-th attempt
-// faults[n-1] and lets every later attempt through: Sequence(Fault{Status:
+// faults[n-1] (attempts counted per notification id, as Script says) and
+// lets every later attempt through: Sequence(Fault{Status:
 // 503}, Fault{Status: 429, RetryAfter: "2"}) answers every notification's
 // first attempt 503, its second 429 with Retry-After, and passes the rest.
 func Sequence(faults ...Fault) Script {

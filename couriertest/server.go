@@ -3,6 +3,10 @@ package couriertest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -30,8 +34,9 @@ type Stats struct {
 	Dropped   int // DropAfterCommit faults applied
 	Delayed   int // Delay faults applied
 	WrongAcks int // 200 answers sent with an altered Ack
-	// ByID counts requests per notification id (the signed webhook-id
-	// header, or svix-id).
+	// ByID counts requests per notification id, the id a Script is given:
+	// the webhook-id header (or svix-id), else the body's idempotency_key
+	// or notification_id, else the body's SHA-256 in hex.
 	ByID map[string]int
 	// ByStatus counts the answers sent, by status; a dropped request
 	// counts under 0.
@@ -124,11 +129,14 @@ func (s *Server) Stats() Stats {
 }
 
 // Guard returns a client.Guard that lets a worker reach exactly the
-// server at serverURL (an httptest.Server's URL): its loopback address and
-// port, over http or https as the URL says. The zero Guard refuses
-// loopback, private addresses, plain http and ports other than 443, as it
-// should in production; tests open it this way, for one server. Guard
-// panics if serverURL is not a URL with an IP host and a port.
+// server at serverURL, the URL of a plain http test server
+// (httptest.NewServer's, or a Server's): its loopback address and port,
+// over http. It is not for an httptest TLS server: the Guard's
+// transport trusts the system's certificate authorities only, never the
+// test server's. The zero Guard refuses loopback, private addresses,
+// plain http and ports other than 443, as it should in production; tests
+// open it this way, for one server. Guard panics if serverURL is not a
+// URL with an IP host and a port.
 func Guard(serverURL string) client.Guard {
 	u, err := url.Parse(serverURL)
 	if err != nil {
@@ -151,10 +159,7 @@ func Guard(serverURL string) client.Guard {
 
 // serve is the fault layer in front of the handler.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("webhook-id")
-	if id == "" {
-		id = r.Header.Get("svix-id")
-	}
+	id := notificationID(r)
 	s.mu.Lock()
 	s.stats.Requests++
 	s.stats.ByID[id]++
@@ -204,6 +209,43 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	maps.Copy(w.Header(), res.Header)
 	w.WriteHeader(res.StatusCode)
 	_, _ = w.Write(body)
+}
+
+// notificationID returns the id r's attempts are counted under. Standard
+// Webhooks sends it as webhook-id (Svix as svix-id); the other schemes
+// (RFC 9421, AdCP HMAC, Bearer) send no id header, so it is the body's
+// idempotency_key (AdCP) or notification_id, and for a body with neither
+// its SHA-256 in hex: a redelivery sends the same bytes. Reading the body
+// for it, notificationID leaves r.Body reading the same bytes for the
+// handler.
+func notificationID(r *http.Request) string {
+	if id := r.Header.Get("webhook-id"); id != "" {
+		return id
+	}
+	if id := r.Header.Get("svix-id"); id != "" {
+		return id
+	}
+	body, _ := io.ReadAll(r.Body) // a read error is the handler's to meet: it reads on from r.Body after body
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	var ids struct {
+		IdempotencyKey string `json:"idempotency_key"`
+		NotificationID string `json:"notification_id"`
+	}
+	_ = json.Unmarshal(body, &ids) // not JSON, or not these: the digest below
+	switch {
+	case ids.IdempotencyKey != "":
+		return ids.IdempotencyKey
+	case ids.NotificationID != "":
+		return ids.NotificationID
+	}
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // answerFault answers a Status fault.

@@ -3,6 +3,8 @@ package couriertest_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -80,6 +82,66 @@ func TestSequence(t *testing.T) {
 	if s.Requests != 4 || s.Faulted != 1 || s.WrongAcks != 1 || s.Dropped != 1 || s.ByID["n-1"] != 4 ||
 		s.ByStatus[503] != 1 || s.ByStatus[200] != 2 || s.ByStatus[0] != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestSequenceWithoutIDHeader: where the scheme sends no webhook-id (RFC
+// 9421, AdCP HMAC, Bearer), each notification's attempts are still counted
+// on their own: by the body's idempotency_key, its notification_id, or its
+// digest. The handler behind gets the body whole.
+func TestSequenceWithoutIDHeader(t *testing.T) {
+	t.Parallel()
+	// Each notification's body, by the id the server counts it under.
+	plain := []byte(`{"plain":true}`)
+	sum := sha256.Sum256(plain)
+	bodies := map[string][]byte{
+		"n-1":                      []byte(`{"notification_id":"n-1"}`),
+		"key-0123456789abcdef":     []byte(`{"idempotency_key":"key-0123456789abcdef","notification_id":"n-2"}`),
+		hex.EncodeToString(sum[:]): plain,
+	}
+	for scheme, keysFor := range map[string]func(origin string) couriertest.Keys{
+		"bearer":    func(string) couriertest.Keys { return couriertest.BearerKeys("s") },
+		"rfc 9421":  func(origin string) couriertest.Keys { return couriertest.RFC9421Keys("s", origin) },
+		"adcp hmac": func(string) couriertest.Keys { return couriertest.AdCPHMACKeys("s") },
+	} {
+		t.Run(scheme, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int64
+			echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				body, _ := io.ReadAll(r.Body)
+				w.Write(body)
+			})
+			srv := couriertest.NewServer(echo, couriertest.Sequence(couriertest.Fault{Status: 503}))
+			defer srv.Close()
+			keys := keysFor(srv.URL)
+			for attempt, want := range []int{503, 200} { // every notification's first attempt, then every second
+				for id, body := range bodies {
+					req := couriertest.NewRequest(srv.URL, id, body, keys.Signer)
+					if req.Header.Get("webhook-id") != "" {
+						t.Fatal("the scheme sends webhook-id")
+					}
+					resp, err := srv.Client().Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != want || want == 200 && !bytes.Equal(got, body) {
+						t.Fatalf("%s attempt %d: %d %s; want %d", id, attempt+1, resp.StatusCode, got, want)
+					}
+				}
+			}
+			s := srv.Stats()
+			for id := range bodies {
+				if s.ByID[id] != 2 {
+					t.Errorf("ByID[%s] = %d, want 2", id, s.ByID[id])
+				}
+			}
+			if calls.Load() != int64(len(bodies)) {
+				t.Errorf("the handler ran %d times, want %d", calls.Load(), len(bodies))
+			}
+		})
 	}
 }
 

@@ -12,9 +12,11 @@
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
 //	courier verify -request captured.http [-sender name]
 //
-// -db is a SQLite file path, or a PostgreSQL URL (postgres://…). Secrets
-// come from $COURIER_SECRET or -secret-file, never from the command line,
-// where other users of the machine see them.
+// -db is a SQLite file path, or a PostgreSQL URL (postgres://…, the
+// scheme in any case) or keyword/value string (host=… dbname=…); no output
+// quotes it, since it may hold a password. Secrets come from
+// $COURIER_SECRET or -secret-file, never from the command line, where
+// other users of the machine see them.
 //
 // Exit status: 0 on success; 1 when the command failed; 2 for a usage
 // error; 3 when health is blocked or a verification fails.

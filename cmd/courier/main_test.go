@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +166,30 @@ func TestDeliveries(t *testing.T) {
 	mustRun(t, exitUsage, "deliveries", "redrive", "-db", db)
 }
 
+// TestDeliveriesSaysWhatIsNotThere: redrive of an id no delivery has is
+// an error, of a delivery that is not failed redrives nothing and says
+// why, and list refuses a status that does not exist, naming those that do.
+func TestDeliveriesSaysWhatIsNotThere(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "99"); code != exitFailed || !strings.Contains(errOut, "delivery 99 not found") || out != "" {
+		t.Fatalf("redrive of a missing delivery: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitOK || out != "redriven: 0\n" || !strings.Contains(errOut, "delivery 1 is pending, not failed") {
+		t.Fatalf("redrive of a pending delivery: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut := courierRun(t, "deliveries", "list", "-db", db, "-status", "bogus")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, `"bogus" is not a status`) {
+		t.Fatalf("list -status bogus: %d %q %q", code, out, errOut)
+	}
+	for _, st := range courier.Statuses() {
+		if !strings.Contains(errOut, string(st)) {
+			t.Fatalf("list -status bogus does not name %s: %q", st, errOut)
+		}
+	}
+}
+
 // TestEndpoints disables and enables an endpoint by URL and by ref.
 func TestEndpoints(t *testing.T) {
 	t.Parallel()
@@ -315,6 +342,42 @@ func TestSendAndVerify(t *testing.T) {
 	}
 }
 
+// TestSendHidesURLCredentials: a send that fails names the URL without
+// its query or userinfo, which may carry a credential.
+func TestSendHidesURLCredentials(t *testing.T) {
+	t.Parallel()
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(signature.NewStandardWebhooksSecret()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // no answer
+		}
+	}))
+	t.Cleanup(srv.Close) // after the parallel subtests
+
+	target := strings.Replace(srv.URL, "http://", "http://user:PASSWORD@", 1) + "/notes?token=SECRET"
+	for name, args := range map[string][]string{
+		"refused by the guard": {"send", "-url", target, "-secret-file", secretFile},
+		"no answer":            {"send", "-url", target, "-secret-file", secretFile, "-allow-private"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := courierRun(t, args...)
+			for _, secret := range []string{"SECRET", "token", "PASSWORD", "user"} {
+				if strings.Contains(out+errOut, secret) {
+					t.Fatalf("output shows %q", secret) // not the output: it would show it again
+				}
+			}
+			if code != exitFailed || !strings.Contains(errOut, "POST "+srv.URL+"/notes: ") {
+				t.Fatalf("exit %d, stderr %q; want 1 naming the redacted URL", code, errOut)
+			}
+		})
+	}
+}
+
 // TestPostgres: the same tool on a PostgreSQL URL.
 func TestPostgres(t *testing.T) {
 	t.Parallel()
@@ -324,6 +387,98 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("health: %s", out)
 	}
 	mustRun(t, exitOK, "deliveries", "list", "-db", url)
+}
+
+// keywordValueForm returns the PostgreSQL URL raw as a libpq keyword/value
+// connection string (user='…' host='…' …).
+func keywordValueForm(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	var kv []string
+	add := func(k, v string) {
+		if v != "" {
+			kv = append(kv, k+"='"+quote.Replace(v)+"'")
+		}
+	}
+	password, _ := u.User.Password()
+	add("user", u.User.Username())
+	add("password", password)
+	add("host", u.Hostname())
+	add("port", u.Port())
+	add("dbname", strings.TrimPrefix(u.Path, "/"))
+	q := u.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		add(k, q.Get(k))
+	}
+	return strings.Join(kv, " ")
+}
+
+// TestPostgresConnectionStrings: a keyword/value connection string and a
+// URL whose scheme is in capitals name a PostgreSQL database, as pgx takes
+// them; neither becomes a SQLite file of that name.
+func TestPostgresConnectionStrings(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd) // where a SQLite file named after -db would appear
+	for name, form := range map[string]func(t *testing.T, pgURL string) string{
+		"keyword/value": keywordValueForm,
+		"capital scheme": func(t *testing.T, raw string) string {
+			scheme, rest, _ := strings.Cut(raw, "://")
+			return strings.ToUpper(scheme) + "://" + rest
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pgURL := couriertest.PostgresURL(t)
+			db := form(t, pgURL)
+			if out := mustRun(t, exitOK, "migrate", "-db", db); out != "migrated\n" {
+				t.Fatalf("migrate: %q", out)
+			}
+			if out := mustRun(t, exitOK, "health", "-db", db); !strings.Contains(out, "status: ok") {
+				t.Fatalf("health: %s", out)
+			}
+			d, err := sqlx.Open(postgres.DriverName, pgURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			s, err := store.Open(t.Context(), d, store.Config{}) // only over courier's tables
+			if err != nil {
+				t.Fatalf("migrate did not migrate the PostgreSQL database: %v", err)
+			}
+			s.Close()
+		})
+	}
+	if entries, _ := os.ReadDir(wd); len(entries) != 0 {
+		t.Fatalf("-db made %d files in the working directory, the first %q", len(entries), entries[0].Name())
+	}
+}
+
+// TestDBIsNeverQuoted: whatever -db holds, no output quotes it (it may
+// hold a password), and a connection string is not a SQLite file name.
+func TestDBIsNeverQuoted(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd)
+	for _, db := range []string{
+		"host=/nonexistent user=app password=s3cret dbname=app", // no server there
+		"host=/nonexistent password='s3cret",                    // an unterminated quote
+		"POSTGRES://app:s3cret@127.0.0.1:notaport/app",
+		"postgresql://app:s3cret@[::1/app",
+		"mysql://app:s3cret@db.example/app", // not courier's: a SQLite file that does not exist
+	} {
+		for _, cmd := range [][]string{{"migrate"}, {"health"}, {"deliveries", "list"}, {"endpoints", "list"}} {
+			code, out, errOut := courierRun(t, append(cmd, "-db", db)...)
+			if code != exitFailed || strings.Contains(out+errOut, "s3cret") {
+				hide := strings.NewReplacer("s3cret", "[PASSWORD]") // not even a test's password in a log
+				t.Errorf("courier %s -db %.12q…: exit %d, want 1 without the password\nstdout: %s\nstderr: %s", cmd[0], db, code, hide.Replace(out), hide.Replace(errOut))
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(wd); len(entries) != 0 {
+		t.Fatalf("-db made %d files in the working directory, the first %q", len(entries), entries[0].Name())
+	}
 }
 
 // TestMigratePrint: -print writes SQL that, applied by another tool (here

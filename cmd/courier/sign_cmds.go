@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
@@ -106,7 +108,11 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	u, err := url.Parse(*target)
 	if err != nil {
-		return usageError(stderr, "courier send: -url: %v", err)
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // without the URL, which may hold a credential
+		}
+		return usageError(stderr, "courier send: -url is not a URL: %v", err)
 	}
 	guard := client.Guard{}
 	if *allowPrivate {
@@ -129,7 +135,12 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	resp, err := (&http.Client{Transport: guard.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
-		return err
+		// The client's *url.Error quotes the URL whole, credentials and all.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return fmt.Errorf("POST %s: %w", endpoint.Redact(*target), err)
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))

@@ -44,7 +44,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer d.Close()
 	if err := store.Migrate(ctx, d); err != nil {
-		return err
+		return dbError(err)
 	}
 	fmt.Fprintln(stdout, "migrated")
 	return nil
@@ -145,6 +145,9 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
+	if status != nil && *status != "" && !slices.Contains(courier.Statuses(), courier.Status(*status)) {
+		return usageError(stderr, "courier deliveries list: -status %q is not a status: %s", *status, statusNames())
+	}
 	s, done, err := openStore(ctx, *db)
 	if err != nil {
 		return err
@@ -217,6 +220,18 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		n, err := s.Outbox.Redrive(ctx, p)
 		if err != nil {
 			return err
+		}
+		if n == 0 && p.ID != 0 { // say why: no such delivery is an error, one that is not failed is not
+			d, err := s.Outbox.Get(ctx, p.ID)
+			if errors.Is(err, courier.CodeNotFound) {
+				return fmt.Errorf("delivery %d not found", p.ID)
+			}
+			if err != nil {
+				return err
+			}
+			if d.Status != courier.StatusFailed {
+				fmt.Fprintf(stderr, "courier deliveries redrive: delivery %d is %s, not failed\n", p.ID, d.Status)
+			}
 		}
 		fmt.Fprintf(stdout, "redriven: %d\n", n)
 		return nil
@@ -366,6 +381,15 @@ func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, erro
 		return s.Endpoints.Resolve(ctx, urlOrRef)
 	}
 	return urlOrRef, nil
+}
+
+// statusNames lists the delivery statuses, for a usage message.
+func statusNames() string {
+	names := make([]string, 0, len(courier.Statuses()))
+	for _, st := range courier.Statuses() {
+		names = append(names, string(st))
+	}
+	return strings.Join(names, ", ")
 }
 
 func orDash(s string) string {
