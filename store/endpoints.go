@@ -147,14 +147,7 @@ func (r endpointRow) health() EndpointHealth {
 // endpoint that is not an absolute http or https URL is
 // CodeInvalidArgument.
 func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
-	if !validEndpoint(endpoint) {
-		return invalidArgument("Enable endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
-	}
-	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		old, err := e.lockAndGet(ctx, tx, endpoint)
-		if err != nil {
-			return err
-		}
+	return e.operate(ctx, "Enable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
 			return err
 		}
@@ -169,17 +162,26 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 // an endpoint with no deliveries yet, to hold back those to come; one that
 // is not an absolute http or https URL is CodeInvalidArgument.
 func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
+	return e.operate(ctx, "Disable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
+		from := old.State
+		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
+		return e.put(ctx, tx, old, e.s.now(), from)
+	})
+}
+
+// operate runs an operator's change (the method named verb) of endpoint's
+// breaker record in one transaction: change is given the record, locked
+// until the transaction ends.
+func (e *Endpoints) operate(ctx context.Context, verb, endpoint string, change func(tx *sqlx.Tx, old EndpointHealth) error) error {
 	if !validEndpoint(endpoint) {
-		return invalidArgument("Disable endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return invalidArgument(verb + " endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
 	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		old, err := e.lockAndGet(ctx, tx, endpoint)
 		if err != nil {
 			return err
 		}
-		from := old.State
-		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
-		return e.put(ctx, tx, old, e.s.now(), from)
+		return change(tx, old)
 	})
 }
 
