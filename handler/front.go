@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -112,9 +113,9 @@ func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFu
 func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 	e := ow.event()
 	defer endServer(span, e)
-	f.unpanicked(r, e, "Logger", func() { f.log(r, ow, e) })
+	f.unpanicked(r.Context(), e, "Logger", func() { f.log(r, ow, e) })
 	if f.hook != nil {
-		f.unpanicked(r, e, "Hook", func() { f.hook(e) })
+		f.unpanicked(r.Context(), e, "Hook", func() { f.hook(e) })
 	}
 }
 
@@ -122,13 +123,13 @@ func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
 // drops a panic in it with one line at Error, without the panic's value,
 // which may carry anything. If that line panics too (the Logger is what
 // panicked), it is dropped silently.
-func (f front) unpanicked(r *http.Request, e Event, what string, fn func()) {
+func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) {
 	defer func() {
 		if recover() == nil {
 			return
 		}
 		defer func() { _ = recover() }()
-		f.logger.ErrorContext(r.Context(), "handler: "+what+" panicked; the panic was dropped",
+		f.logger.ErrorContext(ctx, "handler: "+what+" panicked; the panic was dropped",
 			slog.Bool(logkey.Panic, true), slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
 	}()
 	fn()
