@@ -71,13 +71,19 @@ func (s *syncBuffer) String() string {
 // It runs on both engines: refs are resolved by the store's SQL.
 func TestAdminNeverShowsEndpointSecrets(t *testing.T) {
 	t.Parallel()
+	onBothEngines(t, neverShowsEndpointSecrets)
+}
+
+// onBothEngines runs test on SQLite (a nil Store: setupAdminConfig opens
+// one) and on PostgreSQL, in parallel.
+func onBothEngines(t *testing.T, test func(t *testing.T, s *store.Store)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		neverShowsEndpointSecrets(t, nil)
+		test(t, nil)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		neverShowsEndpointSecrets(t, openPostgresStore(t))
+		test(t, openPostgresStore(t))
 	})
 }
 

@@ -436,6 +436,8 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 		"owner with a space":   {ok(func(c *client.Config) { c.Owner = "worker one" }), "Config.Owner"},
 		"owner with a newline": {ok(func(c *client.Config) { c.Owner = "w1\nforged log line" }), "Config.Owner"},
 		"owner not ASCII":      {ok(func(c *client.Config) { c.Owner = "wörker" }), "Config.Owner"},
+		"owner with a NUL":     {ok(func(c *client.Config) { c.Owner = "w1\x00" }), "Config.Owner"}, // PostgreSQL stores no NUL
+		"owner not UTF-8":      {ok(func(c *client.Config) { c.Owner = "w1\xff" }), "Config.Owner"},
 		"owner too long":       {ok(func(c *client.Config) { c.Owner = strings.Repeat("w", 257) }), "Config.Owner"},
 	}
 	for name, tc := range bad {

@@ -152,6 +152,23 @@ func postSigned(t *testing.T, server *httptest.Server, signer signature.Signer, 
 	if svix {
 		svixBrand(req)
 	}
+	return exchange(t, server, req)
+}
+
+// onEachEngine runs test once per engine, in parallel, each with a fresh
+// Store.
+func onEachEngine(t *testing.T, test func(t *testing.T, s *store.Store)) {
+	for _, engine := range engines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, engine.open(t))
+		})
+	}
+}
+
+// exchange sends req to server and returns the answer, its body read.
+func exchange(t *testing.T, server *httptest.Server, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := server.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // claimed is a claimed row before its payload is opened: what the claim
@@ -64,11 +65,14 @@ const (
 	maxParkedPerClaim = 10 * protocol.MaxClaimBatch
 )
 
+// maxOwner bounds ClaimParams.Owner, as client.Config.Owner.
+const maxOwner = 256
+
 // claim implements protocol.Outbox.Claim.
 func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.Claimed, error) {
 	switch {
-	case p.Owner == "" || len(p.Owner) > 256:
-		return nil, invalidArgument("ClaimParams.Owner must be 1-256 bytes")
+	case !wire.IsVisible(p.Owner, maxOwner):
+		return nil, invalidArgument("ClaimParams.Owner must be 1-256 bytes of visible ASCII, without spaces")
 	case p.Limit < 1 || p.Limit > protocol.MaxClaimBatch:
 		return nil, invalidArgument("ClaimParams.Limit must be within 1..1000")
 	case p.Lease < time.Millisecond:

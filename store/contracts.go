@@ -34,10 +34,11 @@ type Contract struct {
 	Mismatched int
 }
 
-// Pin sets endpoint's pinned capabilities digest (64 lowercase hex).
-// Pinning another digest than the current one while commands enqueued
-// under it are unfinished holds the endpoint back; pinning it again
-// resumes.
+// Pin sets endpoint's pinned capabilities digest (64 lowercase hex);
+// endpoint is an absolute http or https URL, as commands are enqueued to
+// (CommandParams.Endpoint). Pinning another digest than the current one
+// while commands enqueued under it are unfinished holds the endpoint
+// back; pinning it again resumes.
 func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string) error {
 	if err := checkContract(endpoint, capabilitiesSHA256); err != nil {
 		return err
@@ -48,10 +49,15 @@ func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string
 	return wrapf(err, "pin contract")
 }
 
-// Get returns endpoint's pin, or CodeNotFound.
+// Get returns endpoint's pin, or CodeNotFound. An endpoint that is not
+// an absolute http or https URL is CodeInvalidArgument ("" is
+// CodeNotFound).
 func (c *Contracts) Get(ctx context.Context, endpoint string) (Contract, error) {
-	if endpoint == "" {
+	switch {
+	case endpoint == "":
 		return Contract{}, errNotFound
+	case !validEndpoint(endpoint):
+		return Contract{}, invalidArgument("Contracts.Get endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
 	pins, err := c.list(ctx, endpoint)
 	if err != nil {
@@ -103,7 +109,12 @@ type contractRow struct {
 // retry_wait) that were enqueued under another digest than its pin, with
 // code contract_changed, and returns how many. Leased ones are in flight
 // and settle as usual. Claiming for the endpoint resumes once none is left.
+// An endpoint that is not an absolute http or https URL is
+// CodeInvalidArgument.
 func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, error) {
+	if !validEndpoint(endpoint) {
+		return 0, invalidArgument("FailMismatched endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
 	res, err := c.s.exec(ctx, c.s.writer, "contract_fail_mismatched", map[string]any{"endpoint": endpoint, "now": c.s.now()})
 	if err != nil {
 		return 0, wrapf(err, "fail mismatched")
@@ -122,8 +133,8 @@ func (c *Contracts) mismatched(ctx context.Context, x DBTX) (int, error) {
 
 func checkContract(endpoint, digest string) error {
 	switch {
-	case endpoint == "" || len(endpoint) > MaxEndpointSize:
-		return invalidArgument("endpoint must be 1-2048 bytes")
+	case !validEndpoint(endpoint):
+		return invalidArgument("endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case !wire.IsDigest(digest):
 		return invalidArgument("capabilities digest must be 64 lowercase hex")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // Delivery is one row of the outbox, as operators see it.
@@ -80,8 +81,16 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 
 // Lookup returns the delivery whose identity is (notificationID,
 // endpoint), its payload opened, or CodeNotFound: what a sender asks when
-// it knows what it enqueued (the references' status(event_id)).
+// it knows what it enqueued (the references' status(event_id)). An
+// identity Enqueue would refuse (see EnqueueParams) is
+// CodeInvalidArgument.
 func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (Delivery, error) {
+	switch {
+	case !wire.IsToken(notificationID):
+		return Delivery{}, invalidArgument("Lookup notificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+	case !validEndpoint(endpoint):
+		return Delivery{}, invalidArgument("Lookup endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
 	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_lookup", map[string]any{"notification_id": notificationID, "endpoint": endpoint})
 	if err != nil {
 		return Delivery{}, err
@@ -101,12 +110,14 @@ func (o *Outbox) opened(r outboxRow) Delivery {
 }
 
 // ListParams filters and pages deliveries for operators. Pages run newest
-// first; pass the last page's NextBefore as Before for the next.
+// first; pass the last page's NextBefore as Before for the next. A filter
+// no delivery could match (a notification id or endpoint Enqueue would
+// refuse, an unknown status) is CodeInvalidArgument.
 type ListParams struct {
 	// NotificationID selects one notification's deliveries, one per
 	// endpoint, read from the identity's index; "" for any.
 	NotificationID string
-	Status         courier.Status // "" for any
+	Status         courier.Status // one of courier.Statuses(); "" for any
 	Endpoint       string         // "" for any
 	Since          time.Time      // updated at or after; zero for no bound
 	Until          time.Time      // updated before; zero for no bound
@@ -126,8 +137,15 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	if p.Limit == 0 {
 		p.Limit = 100
 	}
-	if p.Limit < 1 || p.Limit > 1000 {
+	switch {
+	case p.Limit < 1 || p.Limit > 1000:
 		return Page{}, invalidArgument("ListParams.Limit must be within 1..1000")
+	case p.NotificationID != "" && !wire.IsToken(p.NotificationID):
+		return Page{}, invalidArgument("ListParams.NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+	case p.Endpoint != "" && !validEndpoint(p.Endpoint):
+		return Page{}, invalidArgument("ListParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	case p.Status != "" && !slices.Contains(courier.Statuses(), p.Status):
+		return Page{}, invalidArgument("ListParams.Status must be one of courier.Statuses()")
 	}
 	until := int64(math.MaxInt64)
 	if !p.Until.IsZero() {
@@ -180,7 +198,7 @@ func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 // RedriveParams selects failed deliveries to send again.
 type RedriveParams struct {
 	ID       int64  // one delivery; 0 for all that match Endpoint
-	Endpoint string // "" for every endpoint
+	Endpoint string // "" for every endpoint; otherwise as EnqueueParams.Endpoint
 }
 
 // Redrive moves failed deliveries back to pending, each with a fresh
@@ -191,6 +209,9 @@ type RedriveParams struct {
 // that has made 1,000 attempts, the most any delivery may make, stays
 // failed.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
+	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
+		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
 	var n int
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()

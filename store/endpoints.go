@@ -79,8 +79,12 @@ type EndpointHealth struct {
 type Endpoints struct{ s *Store }
 
 // Get returns an endpoint's health, limits and load; an endpoint never
-// failing is closed.
+// failing is closed. One that is not an absolute http or https URL is
+// CodeInvalidArgument.
 func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, error) {
+	if !validEndpoint(endpoint) {
+		return EndpointHealth{}, invalidArgument("Get endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+	}
 	h, err := e.get(ctx, e.s.db, endpoint)
 	if err != nil {
 		return EndpointHealth{}, err

@@ -66,7 +66,8 @@ type EnqueueParams struct {
 	// ack.ProfileCourier.
 	Profile string
 	// KeyID names the signing configuration the worker signs with (an id,
-	// never key material). Optional.
+	// never key material): at most 256 bytes of UTF-8 text without NUL.
+	// Optional.
 	KeyID string
 	// Priority orders claims: lower first. Defaults to 0.
 	Priority int
@@ -249,12 +250,14 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Deadline must be at most MaxHorizon (30 days) after the first attempt")
 	case p.OrderingKey != "" && !wire.IsVisible(p.OrderingKey, maxOrderingKey):
 		return nil, invalidArgument("OrderingKey must be 1-256 bytes of visible ASCII, without spaces")
+	case p.KeyID != "" && !validText(p.KeyID, maxName):
+		return nil, invalidArgument("KeyID must be at most 256 bytes of UTF-8 without NUL")
 	}
 	var hold any // a delivery with a key waits for it until join says it heads it
 	if p.OrderingKey != "" {
 		hold = string(HeldByKey)
 	}
-	if _, ok := cfg.Profiles(p.Profile); !ok {
+	if !knownProfile(cfg, p.Profile) {
 		return nil, invalidArgument("Profile is not a profile Config.Profiles knows")
 	}
 	dedupe, err := checkPayload(p)
@@ -345,6 +348,28 @@ func validEndpoint(raw string) bool {
 	}
 	u, err := url.Parse(raw)
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
+}
+
+// maxName bounds the names and ids the store keeps as text: key ids,
+// profiles, tenants, auth modes, senders, replay nonces.
+const maxName = 256
+
+// validText reports whether s is 1 to max bytes of text every engine
+// stores as it is: valid UTF-8 without NUL (PostgreSQL's text refuses
+// both, where SQLite would keep them).
+func validText(s string, max int) bool {
+	return s != "" && len(s) <= max && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// knownProfile reports whether name is a profile Config.Profiles knows.
+// A name that is not text is known to none: it is refused before an
+// application's Profiles sees it.
+func knownProfile(cfg Config, name string) bool {
+	if !validText(name, maxName) {
+		return false
+	}
+	_, ok := cfg.Profiles(name)
+	return ok
 }
 
 // existing resolves an enqueue that inserted nothing: the same delivery is

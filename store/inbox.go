@@ -41,8 +41,8 @@ func (in *Inbox) recordCompleted(ctx context.Context, tx DBTX, k protocol.InboxK
 // recordAt is record at the time now, which a fresh record is stamped with;
 // with a non-nil answer the record is stored completed.
 func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, error) {
-	if k.Sender == "" || len(k.Sender) > 256 || !wire.IsToken(k.Key) || !wire.IsDigest(k.PayloadSHA256) {
-		return protocol.Receipt{}, invalidArgument("protocol.InboxKey needs a sender, a token key and a SHA-256 digest")
+	if err := checkKey(k); err != nil {
+		return protocol.Receipt{}, err
 	}
 	status := "processing"
 	if answer != nil {
@@ -71,6 +71,16 @@ func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now
 		return protocol.Receipt{InProgress: true}, nil
 	}
 	return protocol.Receipt{Ack: r.Ack}, nil
+}
+
+// checkKey refuses a key no record could have: a sender that is not 1-256
+// bytes of UTF-8 without NUL (PostgreSQL's text stores no other), a key
+// that is not a token, a digest that is not one.
+func checkKey(k protocol.InboxKey) error {
+	if !validText(k.Sender, maxName) || !wire.IsToken(k.Key) || !wire.IsDigest(k.PayloadSHA256) {
+		return invalidArgument("protocol.InboxKey needs a sender (1-256 bytes of UTF-8 without NUL), a token key and a SHA-256 digest")
+	}
+	return nil
 }
 
 // Complete stores the Ack for a key this transaction recorded fresh.
@@ -110,6 +120,9 @@ func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Duration) (protocol.Receipt, protocol.InboxClaim, error) {
 	var r protocol.Receipt
 	var c protocol.InboxClaim
+	if err := checkKey(k); err != nil { // before the transaction takes SQLite's writer
+		return r, c, err
+	}
 	err := in.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		now := in.s.now()

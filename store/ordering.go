@@ -148,10 +148,14 @@ type BlockedKey struct {
 }
 
 // BlockedKeys lists the ordering keys a failed head holds, of endpoint
-// ("" for every endpoint), at most limit (1..1000), by endpoint and key.
+// ("" for every endpoint; otherwise an absolute http or https URL), at
+// most limit (1..1000), by endpoint and key.
 func (e *Endpoints) BlockedKeys(ctx context.Context, endpoint string, limit int) ([]BlockedKey, error) {
-	if limit < 1 || limit > 1000 {
+	switch {
+	case limit < 1 || limit > 1000:
 		return nil, invalidArgument("BlockedKeys limit must be within 1..1000")
+	case endpoint != "" && !validEndpoint(endpoint):
+		return nil, invalidArgument("BlockedKeys endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
 	var rows []struct {
 		Endpoint    string `db:"endpoint"`

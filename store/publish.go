@@ -12,11 +12,13 @@ import (
 
 // PublishParams is one event to fan out.
 type PublishParams struct {
+	// Tenant selects whose subscriptions receive the event: 1-256 bytes
+	// of UTF-8 without NUL, as SubscriptionParams.Tenant.
 	Tenant string
 	// EventType selects the subscriptions (SubscriptionParams.EventTypes)
 	// and is recorded with each delivery: a subscription whose types no
 	// longer include it by the time the delivery is claimed is not sent
-	// it. 1-256 bytes, no white space, not "*".
+	// it. 1-256 bytes of UTF-8 without NUL, no white space, not "*".
 	EventType string
 	// EventID identifies the event; each delivery's notification id is
 	// EventID + ":" + the subscription id.
@@ -51,10 +53,15 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 	switch {
 	case p.Build == nil && len(p.Payload) == 0:
 		return nil, invalidArgument("PublishParams needs a Payload or a Build")
+	case !validTenant(p.Tenant):
+		return nil, invalidArgument("PublishParams.Tenant must be 1-256 bytes of UTF-8 without NUL")
 	case !validEventType(p.EventType):
-		return nil, invalidArgument("PublishParams.EventType must be 1-256 bytes without white space, not *")
+		return nil, invalidArgument("PublishParams.EventType must be 1-256 bytes of UTF-8 without NUL or white space, not *")
 	case !wire.IsToken(p.EventID):
 		return nil, invalidArgument("PublishParams.EventID must be 1-256 of A-Z a-z 0-9 _ . : -")
+	case p.OrderingKey != "" && !wire.IsVisible(p.OrderingKey, maxOrderingKey):
+		// refused whether or not a subscription matches, as the others are
+		return nil, invalidArgument("PublishParams.OrderingKey must be 1-256 bytes of visible ASCII, without spaces")
 	}
 	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)
 	if err != nil {

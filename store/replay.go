@@ -11,8 +11,17 @@ import (
 type ReplayCache struct{ s *Store }
 
 // Remember records (keyID, nonce) until expires. It reports replayed=true
-// when the pair is already recorded and unexpired.
+// when the pair is already recorded and unexpired. A keyID or nonce that
+// is not 1-256 bytes of UTF-8 without NUL is CodeInvalidArgument, with
+// nothing recorded (an RFC 9421 verifier accepts none: its parameters are
+// printable ASCII).
 func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
+	switch {
+	case !validText(keyID, maxName):
+		return false, invalidArgument("Remember keyID must be 1-256 bytes of UTF-8 without NUL")
+	case !validText(nonce, maxName):
+		return false, invalidArgument("Remember nonce must be 1-256 bytes of UTF-8 without NUL")
+	}
 	var inserted []string
 	err := c.s.selectRows(ctx, c.s.writer, "replay_remember", map[string]any{
 		"key_id": keyID, "nonce": nonce, "expires_at": expires.UnixMicro(), "now": c.s.now(),

@@ -47,7 +47,10 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 }
 
 func validateOutcome(oc protocol.Outcome) error {
-	if oc.RemoteCode != "" && !wire.IsCode(oc.RemoteCode) {
+	switch {
+	case !wire.IsToken(oc.Lease.Token): // claims hand out tokens: no lease holds anything else
+		return invalidArgument("Outcome.Lease.Token must be a lease token")
+	case oc.RemoteCode != "" && !wire.IsCode(oc.RemoteCode):
 		return invalidArgument("Outcome.RemoteCode must be a code or empty")
 	}
 	switch oc.Result {
@@ -193,9 +196,14 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 		ID    int64  `json:"id"`
 		Token string `json:"token"`
 	}
-	args := make([]leaseArg, len(leases))
-	for i, l := range leases {
-		args[i] = leaseArg{ID: l.DeliveryID, Token: l.Token}
+	args := make([]leaseArg, 0, len(leases))
+	for _, l := range leases {
+		if wire.IsToken(l.Token) { // another holds no lease: nothing to release
+			args = append(args, leaseArg{ID: l.DeliveryID, Token: l.Token})
+		}
+	}
+	if len(args) == 0 {
+		return 0, nil
 	}
 	res, err := o.s.exec(ctx, o.s.writer, "outbox_release", map[string]any{"batch": jsonArg(args), "now": o.s.now()})
 	if err != nil {

@@ -18,10 +18,12 @@ import (
 type Subscriptions struct{ s *Store }
 
 // SubscriptionParams describes a subscription.
+//
+// Tenant, AuthMode and KeyID are 1-256 bytes of UTF-8 without NUL.
 type SubscriptionParams struct {
 	Tenant     string   // whose events
 	Endpoint   string   // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
-	EventTypes []string // which event types; "*" matches all
+	EventTypes []string // which event types (see PublishParams.EventType); "*" matches all
 	AuthMode   string   // the signing scheme (signature.Scheme* names)
 	KeyID      string   // the signing key's reference, never key material
 	// Profile is the Ack profile, one of Config.Profiles; not terminal or
@@ -48,33 +50,42 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 		p.Profile = ack.ProfileCourier
 	}
 	switch {
-	case p.Tenant == "" || len(p.Tenant) > 256:
-		return invalidArgument("SubscriptionParams.Tenant must be 1-256 bytes")
+	case !validTenant(p.Tenant):
+		return invalidArgument("SubscriptionParams.Tenant must be 1-256 bytes of UTF-8 without NUL")
 	case !validEndpoint(p.Endpoint):
 		return invalidArgument("SubscriptionParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case len(p.EventTypes) == 0:
 		return invalidArgument("SubscriptionParams.EventTypes is empty")
 	case p.AuthMode == "" || p.KeyID == "":
 		return invalidArgument("SubscriptionParams.AuthMode and KeyID are required")
+	case !validText(p.AuthMode, maxName):
+		return invalidArgument("SubscriptionParams.AuthMode must be 1-256 bytes of UTF-8 without NUL")
+	case !validText(p.KeyID, maxName):
+		return invalidArgument("SubscriptionParams.KeyID must be 1-256 bytes of UTF-8 without NUL")
 	case p.Profile == ack.ProfileTerminal || p.Profile == ack.ProfileCommand:
 		return invalidArgument("SubscriptionParams.Profile cannot be terminal or command: their notification ids come from their payloads")
 	}
-	if _, ok := sr.s.cfg.Profiles(p.Profile); !ok {
+	if !knownProfile(sr.s.cfg, p.Profile) {
 		return invalidArgument("SubscriptionParams.Profile is not a profile Config.Profiles knows")
 	}
 	for _, t := range p.EventTypes {
 		if !validEventType(t) && t != "*" {
-			return invalidArgument("SubscriptionParams.EventTypes holds an empty, spaced or overlong type")
+			return invalidArgument("SubscriptionParams.EventTypes holds an empty, spaced, overlong or non-UTF-8 type")
 		}
 	}
 	return nil
 }
 
-// validEventType reports whether t can name an event type: 1-256 bytes,
-// no white space (the registry stores a subscription's types
-// space-separated), and not "*", which stands for every type.
+// validTenant reports whether t can name a tenant: 1-256 bytes of text
+// (see validText).
+func validTenant(t string) bool { return validText(t, maxName) }
+
+// validEventType reports whether t can name an event type: 1-256 bytes of
+// text (see validText), no white space (the registry stores a
+// subscription's types space-separated), and not "*", which stands for
+// every type.
 func validEventType(t string) bool {
-	return t != "" && len(t) <= 256 && t != "*" && !strings.ContainsFunc(t, unicode.IsSpace)
+	return validText(t, maxName) && t != "*" && !strings.ContainsFunc(t, unicode.IsSpace)
 }
 
 // fingerprint covers everything a delivery's sending depends on.
@@ -135,8 +146,12 @@ func (sr *Subscriptions) Get(ctx context.Context, tx DBTX, id int64) (Subscripti
 	return r.subscription(), nil
 }
 
-// List returns a tenant's subscriptions.
+// List returns a tenant's subscriptions. A tenant no subscription could
+// have (see SubscriptionParams.Tenant) is CodeInvalidArgument.
 func (sr *Subscriptions) List(ctx context.Context, tenant string) ([]Subscription, error) {
+	if !validTenant(tenant) {
+		return nil, invalidArgument("List tenant must be 1-256 bytes of UTF-8 without NUL")
+	}
 	return sr.list(ctx, sr.s.db, "subscription_list", tenant)
 }
 

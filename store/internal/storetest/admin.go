@@ -50,6 +50,13 @@ func testAdmin(t *testing.T, open OpenFunc) {
 	if err := b.store.Outbox.Cancel(b.ctx, ids[0]); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("second Cancel = %v", err)
 	}
+	// Redrive by an endpoint no delivery could have is invalid_argument on
+	// both engines (PostgreSQL would fail on a NUL or invalid UTF-8).
+	for _, endpoint := range []string{"relative/h", delivery("x").Endpoint + nul, delivery("x").Endpoint + notUTF8} {
+		if _, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{Endpoint: endpoint}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Redrive(%q) = %v, want invalid_argument", endpoint, err)
+		}
+	}
 	// Prune removes exactly what is past its age, in bounded batches.
 	for _, c := range b.claim(t, "w", 10, time.Minute) {
 		if err := b.complete(c.Lease, "a"); err != nil {

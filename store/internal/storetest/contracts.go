@@ -180,6 +180,18 @@ func testCommandValidatedWhole(t *testing.T, open OpenFunc) {
 			t.Errorf("%s: the error quotes the payload: %v", name, err)
 		}
 	}
+	// A valid command with a key id or endpoint that is not text
+	// PostgreSQL stores is refused as invalid_argument on both engines.
+	for name, p := range map[string]store.CommandParams{
+		"key id with NUL":    {Endpoint: sourceEndpoint, Payload: []byte(valid), KeyID: "k" + nul},
+		"key id not UTF-8":   {Endpoint: sourceEndpoint, Payload: []byte(valid), KeyID: "k" + notUTF8},
+		"endpoint with NUL":  {Endpoint: sourceEndpoint + nul, Payload: []byte(valid)},
+		"endpoint not UTF-8": {Endpoint: sourceEndpoint + notUTF8, Payload: []byte(valid)},
+	} {
+		if _, err := b.enqueueCommand(t, p); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("%s: EnqueueCommand = %v, want invalid_argument", name, err)
+		}
+	}
 	if _, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("a refused command pinned the endpoint's contract: %v", err)
 	}
@@ -284,6 +296,22 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 	}
 	if _, err := b.store.Contracts.Get(b.ctx, "https://unpinned.example/"); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("Get of an unpinned endpoint = %v", err)
+	}
+	// What no command could be enqueued to is refused by every action, as
+	// invalid_argument, with nothing pinned or failed.
+	for _, endpoint := range []string{"relative/source", sourceEndpoint + nul, sourceEndpoint + notUTF8} {
+		if err := b.store.Contracts.Pin(b.ctx, endpoint, digestA); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Pin(%q) = %v, want invalid_argument", endpoint, err)
+		}
+		if _, err := b.store.Contracts.Get(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Get(%q) = %v, want invalid_argument", endpoint, err)
+		}
+		if _, err := b.store.Contracts.FailMismatched(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("FailMismatched(%q) = %v, want invalid_argument", endpoint, err)
+		}
+	}
+	if pins, err := b.store.Contracts.List(b.ctx); err != nil || len(pins) != 1 || pins[0].Endpoint != sourceEndpoint {
+		t.Fatalf("Contracts.List = %+v, %v; want the one pin", pins, err)
 	}
 }
 

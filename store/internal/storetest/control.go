@@ -298,12 +298,27 @@ func testLimitsInvalid(t *testing.T, open OpenFunc) {
 	// An operator's Disable or Enable of what is no endpoint is refused
 	// the same way, with nothing recorded (on PostgreSQL a NUL byte or
 	// invalid UTF-8 would otherwise fail in the database).
-	for _, endpoint := range []string{"not a url", "https://h.example/p\x00", "https://h.example/p\xff", ""} {
+	// So are the reads by endpoint (Get, BlockedKeys) and SetLimits: what
+	// no delivery could be enqueued to is invalid_argument, never an
+	// unknown endpoint's answer on one engine and a failure on the other.
+	for _, endpoint := range []string{"not a url", "https://h.example/p" + nul, "https://h.example/p" + notUTF8, ""} {
 		if err := b.store.Endpoints.Disable(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
 			t.Errorf("Disable(%q) = %v, want invalid_argument", endpoint, err)
 		}
 		if err := b.store.Endpoints.Enable(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
 			t.Errorf("Enable(%q) = %v, want invalid_argument", endpoint, err)
+		}
+		if err := b.store.Endpoints.SetLimits(b.ctx, endpoint, store.Limits{MaxInFlight: 1}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("SetLimits(%q) = %v, want invalid_argument", endpoint, err)
+		}
+		if _, err := b.store.Endpoints.Get(b.ctx, endpoint); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Get(%q) = %v, want invalid_argument", endpoint, err)
+		}
+		if endpoint == "" {
+			continue // BlockedKeys' "" is every endpoint
+		}
+		if _, err := b.store.Endpoints.BlockedKeys(b.ctx, endpoint, 10); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("BlockedKeys(%q) = %v, want invalid_argument", endpoint, err)
 		}
 	}
 	if eps, err := b.store.Endpoints.List(b.ctx); err != nil || len(eps) != 1 {
@@ -632,9 +647,29 @@ func testPublishOrderingKey(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testClaimRefusesAnOwnerOutsideTheFormat: a claim's owner is 1-256
+// bytes of visible ASCII, as client.Config.Owner; another (a NUL or
+// invalid UTF-8 among them, which PostgreSQL would fail on) is refused
+// with invalid_argument on both engines, and nothing is leased.
+func testClaimRefusesAnOwnerOutsideTheFormat(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	b.enqueue(t, delivery("n-1"))
+	for _, owner := range []string{"", "w" + nul, "w" + notUTF8, "worker one", strings.Repeat("w", 257)} {
+		c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute})
+		if courier.CodeOf(err) != courier.CodeInvalidArgument || len(c) != 0 {
+			t.Errorf("Claim by %q = %v, %v; want invalid_argument", owner, ids(c), err)
+		}
+	}
+	if got := ids(b.claim(t, "w", 1, time.Minute)); !slices.Equal(got, []string{"n-1"}) {
+		t.Fatalf("claimed %v after the refused claims, want n-1", got)
+	}
+}
+
 // testSettleRefusesCodesOutsideTheFormat: a retry or failure whose code is
-// not a code (^[a-z][a-z0-9_.-]{0,127}$) is refused with invalid_argument,
-// and the delivery stays leased as it was: nothing is written.
+// not a code (^[a-z][a-z0-9_.-]{0,127}$), or an outcome whose lease token
+// is none a claim hands out (on PostgreSQL a NUL would fail the whole
+// batch), is refused with invalid_argument, and the delivery stays leased
+// as it was: nothing is written.
 func testSettleRefusesCodesOutsideTheFormat(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	b.enqueue(t, delivery("n-1"))
@@ -655,6 +690,13 @@ func testSettleRefusesCodesOutsideTheFormat(t *testing.T, open OpenFunc) {
 			t.Errorf("settle %s with code %q = %v, want invalid_argument", oc.Result, oc.Code, err)
 		}
 	}
+	for _, token := range []string{"", c[0].Token + nul, c[0].Token + notUTF8} {
+		l := c[0].Lease
+		l.Token = token
+		if err := b.complete(l, ""); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("settle with lease token %q = %v, want invalid_argument", token, err)
+		}
+	}
 	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased || d.Attempts != 1 || d.LastErrorCode != "" {
 		t.Fatalf("after the refused settles: %s, %d attempts, code %q; want still leased, 1 attempt, no code", d.Status, d.Attempts, d.LastErrorCode)
 	}
@@ -666,11 +708,15 @@ func testSettleRefusesCodesOutsideTheFormat(t *testing.T, open OpenFunc) {
 	if len(c2) != 1 {
 		t.Fatalf("claimed %v, want n-2", ids(c2))
 	}
+	badToken := c[0].Lease
+	badToken.Token += nul
 	st, err := b.proto().Settle(b.ctx,
 		protocol.Outcome{Lease: c[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, RetryDelay: -time.Second},
+		protocol.Outcome{Lease: badToken, Result: protocol.Failed, Code: courier.CodeReceiverRejected},
 		protocol.Outcome{Lease: c2[0].Lease, Result: protocol.Succeeded, AckSHA256: ack.Digest(nil)})
-	if err != nil || courier.CodeOf(st[0].Err) != courier.CodeInvalidArgument || st[1].Err != nil || st[1].Status != courier.StatusSucceeded {
-		t.Fatalf("settle of an invalid and a valid outcome = %+v, %v; want the first refused, the second succeeded", st, err)
+	if err != nil || courier.CodeOf(st[0].Err) != courier.CodeInvalidArgument || courier.CodeOf(st[1].Err) != courier.CodeInvalidArgument ||
+		st[2].Err != nil || st[2].Status != courier.StatusSucceeded {
+		t.Fatalf("settle of two invalid outcomes and a valid one = %+v, %v; want the first two refused, the third succeeded", st, err)
 	}
 	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased {
 		t.Fatalf("the refused outcome's delivery is %s, want still leased", d.Status)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,12 +116,25 @@ func testInbox(t *testing.T, open OpenFunc) {
 	}
 	tx.Rollback()
 
-	// Bad keys are refused before anything is written.
-	tx = b.begin(t)
-	defer tx.Rollback()
-	for _, bad := range []protocol.InboxKey{{Sender: "", Key: "k", PayloadSHA256: digest("x")}, {Sender: "s", Key: "bad key", PayloadSHA256: digest("x")}, {Sender: "s", Key: "k", PayloadSHA256: "short"}} {
+	// Bad keys are refused before anything is written, by every way in:
+	// among them what PostgreSQL's text would refuse (a NUL, invalid
+	// UTF-8) in the sender a verifier names or the key a payload carries.
+	x := digest("x")
+	for _, bad := range []protocol.InboxKey{
+		{Sender: "", Key: "k", PayloadSHA256: x}, {Sender: "s", Key: "bad key", PayloadSHA256: x}, {Sender: "s", Key: "k", PayloadSHA256: "short"},
+		{Sender: "s" + nul, Key: "k", PayloadSHA256: x}, {Sender: "s" + notUTF8, Key: "k", PayloadSHA256: x}, {Sender: strings.Repeat("s", 257), Key: "k", PayloadSHA256: x},
+		{Sender: "s", Key: "k" + nul, PayloadSHA256: x}, {Sender: "s", Key: "k" + notUTF8, PayloadSHA256: x},
+	} {
+		tx := b.begin(t)
 		if _, err := in.Record(b.ctx, tx, bad); courier.CodeOf(err) != courier.CodeInvalidArgument {
-			t.Fatalf("Record(%+v) = %v", bad, err)
+			t.Errorf("Record(%+v) = %v, want invalid_argument", bad, err)
+		}
+		if _, err := in.RecordCompleted(b.ctx, tx, bad, []byte(`{}`)); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("RecordCompleted(%+v) = %v, want invalid_argument", bad, err)
+		}
+		tx.Rollback() // the claim is a transaction of its own
+		if _, _, err := in.Claim(b.ctx, bad, time.Minute); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Claim(%+v) = %v, want invalid_argument", bad, err)
 		}
 	}
 }
@@ -247,6 +261,20 @@ func testReplayCache(t *testing.T, open OpenFunc) {
 	n, err := rc.Prune(b.ctx, store.PruneParams{})
 	if err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v, want the one expired pair", n, err)
+	}
+	// A key id or nonce that is not text (a NUL, invalid UTF-8, none, or
+	// over 256 bytes) is refused on both engines, and nothing is recorded.
+	for _, pair := range [][2]string{
+		{"k1" + nul, "nonce-2"}, {"k1" + notUTF8, "nonce-2"}, {"", "nonce-2"}, {strings.Repeat("k", 257), "nonce-2"},
+		{"k1", "nonce-2" + nul}, {"k1", "nonce-2" + notUTF8}, {"k1", ""}, {"k1", strings.Repeat("n", 257)},
+	} {
+		if _, err := rc.Remember(b.ctx, pair[0], pair[1], b.clock.Now().Add(time.Minute)); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Remember(%q, %q) = %v, want invalid_argument", pair[0], pair[1], err)
+		}
+	}
+	b.clock.Advance(2 * time.Minute)
+	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v, want the one pair remembered after the first prune", n, err)
 	}
 }
 

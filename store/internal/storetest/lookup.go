@@ -14,7 +14,10 @@ import (
 
 // testLookupByIdentity: a sender finds a delivery by what it enqueued,
 // (notification id, endpoint), and lists one notification's deliveries,
-// one per endpoint, with the other filters and pages still applying.
+// one per endpoint, with the other filters and pages still applying. An
+// identity or filter Enqueue would refuse (on PostgreSQL a NUL or invalid
+// UTF-8 would fail in the database) is invalid_argument on both engines;
+// one that is well formed but unknown is not found, or an empty page.
 func testLookupByIdentity(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}}})
 	endpoints := []string{"https://a.example/h", "https://b.example/h", "https://c.example/h"}
@@ -35,6 +38,30 @@ func testLookupByIdentity(t *testing.T, open OpenFunc) {
 	for _, miss := range [][2]string{{"order-9", endpoints[0]}, {"order-7", "https://d.example/h"}} {
 		if _, err := b.store.Outbox.Lookup(b.ctx, miss[0], miss[1]); !errors.Is(err, courier.CodeNotFound) {
 			t.Fatalf("Lookup(%s, %s) = %v, want CodeNotFound", miss[0], miss[1], err)
+		}
+	}
+
+	for _, bad := range [][2]string{
+		{"order-7" + nul, endpoints[0]}, {"order-7" + notUTF8, endpoints[0]}, {"order 7", endpoints[0]}, {"", endpoints[0]},
+		{"order-7", endpoints[0] + nul}, {"order-7", endpoints[0] + notUTF8}, {"order-7", "relative/h"}, {"order-7", ""},
+	} {
+		if _, err := b.store.Outbox.Lookup(b.ctx, bad[0], bad[1]); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Lookup(%q, %q) = %v, want invalid_argument", bad[0], bad[1], err)
+		}
+	}
+	for name, p := range map[string]store.ListParams{
+		"notification id with NUL":   {NotificationID: "order-7" + nul},
+		"notification id not UTF-8":  {NotificationID: "order-7" + notUTF8},
+		"notification id with space": {NotificationID: "order 7"},
+		"endpoint with NUL":          {Endpoint: endpoints[0] + nul},
+		"endpoint not UTF-8":         {Endpoint: endpoints[0] + notUTF8},
+		"relative endpoint":          {NotificationID: "order-7", Endpoint: "relative/h"},
+		"status with NUL":            {Status: courier.StatusFailed + nul},
+		"status not UTF-8":           {Status: courier.StatusFailed + notUTF8},
+		"unknown status":             {Status: "lost"},
+	} {
+		if _, err := b.store.Outbox.List(b.ctx, p); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("List with %s = %v, want invalid_argument", name, err)
 		}
 	}
 

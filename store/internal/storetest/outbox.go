@@ -178,6 +178,19 @@ func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 		"deadline too far after not-before": func(p *store.EnqueueParams) {
 			p.NotBefore, p.Deadline = now.Add(time.Hour), now.Add(time.Hour+store.MaxHorizon+time.Microsecond)
 		},
+		// What PostgreSQL's text refuses and SQLite would keep (a NUL, a
+		// byte that is not UTF-8) is refused the same on both, before SQL.
+		"id with NUL":            func(p *store.EnqueueParams) { p.NotificationID = "n" + nul },
+		"id not UTF-8":           func(p *store.EnqueueParams) { p.NotificationID = "n" + notUTF8 },
+		"endpoint with NUL":      func(p *store.EnqueueParams) { p.Endpoint += nul },
+		"endpoint not UTF-8":     func(p *store.EnqueueParams) { p.Endpoint += notUTF8 },
+		"key id with NUL":        func(p *store.EnqueueParams) { p.KeyID = "k" + nul },
+		"key id not UTF-8":       func(p *store.EnqueueParams) { p.KeyID = "k" + notUTF8 },
+		"key id over 256 bytes":  func(p *store.EnqueueParams) { p.KeyID = strings.Repeat("k", 257) },
+		"profile with NUL":       func(p *store.EnqueueParams) { p.Profile = "courier" + nul },
+		"profile not UTF-8":      func(p *store.EnqueueParams) { p.Profile = "courier" + notUTF8 },
+		"ordering key with NUL":  func(p *store.EnqueueParams) { p.OrderingKey = "k" + nul },
+		"ordering key not UTF-8": func(p *store.EnqueueParams) { p.OrderingKey = "k" + notUTF8 },
 	}
 	for name, edit := range bad {
 		p := delivery("x")
@@ -204,6 +217,7 @@ func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 		"deadline at the horizon":   func(p *store.EnqueueParams) { p.Deadline = now.Add(store.MaxHorizon) },
 		"not-before at the horizon": func(p *store.EnqueueParams) { p.NotBefore = now.Add(store.MaxHorizon) },
 		"not-before in the past":    func(p *store.EnqueueParams) { p.NotBefore = now.Add(-time.Hour) },
+		"key id in UTF-8":           func(p *store.EnqueueParams) { p.KeyID = "clé-2026" },
 	}
 	for name, edit := range good {
 		p := delivery("good-" + strings.ReplaceAll(name, " ", "-"))
@@ -234,10 +248,11 @@ func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 
 // testCustomProfiles: Config.Profiles is where custom profiles are
 // registered; Enqueue accepts what it knows, payload as the application
-// wants it, and still refuses what it does not.
+// wants it, and still refuses what it does not, and a name that is not
+// text (a NUL, invalid UTF-8) whatever it says.
 func testCustomProfiles(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{Profiles: func(name string) (ack.Profile, bool) {
-		if name == "binary.v1" {
+		if strings.HasPrefix(name, "binary.") && name != "binary.v2" { // a lenient registry
 			return ack.Profile{Name: name}, true
 		}
 		return ack.Builtin(name)
@@ -247,12 +262,18 @@ func testCustomProfiles(t *testing.T, open OpenFunc) {
 	if e := b.enqueue(t, p); b.get(t, e.ID).Profile != "binary.v1" {
 		t.Fatal("custom profile not stored")
 	}
-	q := delivery("unknown")
-	q.Profile = "binary.v2"
-	tx := b.begin(t)
-	defer tx.Rollback()
-	if _, err := b.store.Outbox.Enqueue(b.ctx, tx, q); courier.CodeOf(err) != courier.CodeInvalidArgument {
-		t.Fatalf("unknown profile: Enqueue = %v, want invalid_argument", err)
+	// A name that is not text is refused before Profiles is asked: a
+	// lenient registry (here, any "binary." name) cannot leave it to
+	// PostgreSQL to refuse.
+	for _, name := range []string{"binary.v2", "binary." + nul, "binary." + notUTF8} {
+		q := delivery("unknown")
+		q.Profile = name
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Enqueue(b.ctx, tx, q)
+		tx.Rollback()
+		if courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("profile %q: Enqueue = %v, want invalid_argument", name, err)
+		}
 	}
 }
 

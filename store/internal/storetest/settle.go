@@ -124,7 +124,9 @@ func testSettleBatch(t *testing.T, open OpenFunc) {
 
 // testRelease gives back leases never used: the deliveries are due again
 // with their attempt uncounted, a retried one keeps its error code, and a
-// stale or already-settled lease is left alone.
+// stale or already-settled lease is left alone, as is one whose token no
+// claim could have handed out (a NUL, invalid UTF-8: on PostgreSQL they
+// would fail the whole release).
 func testRelease(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	for _, id := range []string{"fresh", "retried", "settled"} {
@@ -150,8 +152,14 @@ func testRelease(t *testing.T, open OpenFunc) {
 	}
 	stale := claimed["fresh"].Lease
 	stale.Token = "not-the-token"
+	withNUL, notText := claimed["retried"].Lease, claimed["retried"].Lease
+	withNUL.Token += nul
+	notText.Token += notUTF8
+	if n, err := b.proto().Release(b.ctx, withNUL, notText); err != nil || n != 0 {
+		t.Fatalf("Release of malformed tokens = %d, %v; want none released", n, err)
+	}
 
-	n, err := b.proto().Release(b.ctx, claimed["fresh"].Lease, claimed["retried"].Lease, claimed["settled"].Lease, stale)
+	n, err := b.proto().Release(b.ctx, claimed["fresh"].Lease, claimed["retried"].Lease, claimed["settled"].Lease, stale, withNUL, notText)
 	if err != nil || n != 2 {
 		t.Fatalf("Release = %d, %v; want 2 released", n, err)
 	}

@@ -76,6 +76,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ListShowsWhatGetShows", testListShowsWhatGetShows},
 		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
 		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
+		{"ClaimRefusesAnOwnerOutsideTheFormat", testClaimRefusesAnOwnerOutsideTheFormat},
 		{"SettleRefusesCodesOutsideTheFormat", testSettleRefusesCodesOutsideTheFormat},
 		{"ParkedDeliveriesWaitOutOfTheDueIndex", testParkedDeliveriesWaitOutOfTheDueIndex},
 		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
@@ -98,6 +99,14 @@ func Run(t *testing.T, open OpenFunc) {
 		})
 	}
 }
+
+// What PostgreSQL's text refuses and SQLite stores: a NUL byte, and a
+// byte that is not UTF-8. Every string the store binds to SQL is refused
+// with invalid_argument before it gets there, on both engines.
+const (
+	nul     = "\x00"
+	notUTF8 = "\xff"
+)
 
 // bundle is what most tests need.
 type bundle struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -520,7 +521,10 @@ func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
 
 // testSubscriptionsAndPublishInvalid: a subscription no publish could
 // deliver, and a publish whose event type could not be matched, are
-// refused with code invalid_argument where they are written.
+// refused with code invalid_argument where they are written; so is every
+// string PostgreSQL's text would refuse (a NUL, invalid UTF-8), on both
+// engines, whether a subscription matches or not, and a List by a tenant
+// no subscription could have.
 func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	for name, edit := range map[string]func(p *store.SubscriptionParams){
@@ -531,6 +535,20 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 		"command profile":   func(p *store.SubscriptionParams) { p.Profile = "command" },
 		"spaced type":       func(p *store.SubscriptionParams) { p.EventTypes = []string{"order paid"} },
 		"empty type":        func(p *store.SubscriptionParams) { p.EventTypes = []string{""} },
+		// What PostgreSQL's text refuses is refused on both engines.
+		"tenant with NUL":       func(p *store.SubscriptionParams) { p.Tenant += nul },
+		"tenant not UTF-8":      func(p *store.SubscriptionParams) { p.Tenant += notUTF8 },
+		"endpoint with NUL":     func(p *store.SubscriptionParams) { p.Endpoint += nul },
+		"endpoint not UTF-8":    func(p *store.SubscriptionParams) { p.Endpoint += notUTF8 },
+		"type with NUL":         func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.paid" + nul} },
+		"type not UTF-8":        func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.paid", "order." + notUTF8} },
+		"auth mode with NUL":    func(p *store.SubscriptionParams) { p.AuthMode += nul },
+		"auth mode not UTF-8":   func(p *store.SubscriptionParams) { p.AuthMode += notUTF8 },
+		"key id with NUL":       func(p *store.SubscriptionParams) { p.KeyID += nul },
+		"key id not UTF-8":      func(p *store.SubscriptionParams) { p.KeyID += notUTF8 },
+		"key id over 256 bytes": func(p *store.SubscriptionParams) { p.KeyID = strings.Repeat("k", 257) },
+		"profile with NUL":      func(p *store.SubscriptionParams) { p.Profile = "courier" + nul },
+		"profile not UTF-8":     func(p *store.SubscriptionParams) { p.Profile = "courier" + notUTF8 },
 	} {
 		p := subscription("acme", "https://a.example/h", "key-a", "order.paid")
 		edit(&p)
@@ -545,6 +563,18 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 	if _, err := b.store.Subscriptions.Update(b.ctx, b.db, s.ID, subscription("acme", "relative/path", "key-a", "*")); courier.CodeOf(err) != courier.CodeInvalidArgument {
 		t.Errorf("Update to a relative endpoint = %v, want invalid_argument", err)
 	}
+	if _, err := b.store.Subscriptions.Update(b.ctx, b.db, s.ID, subscription("acme"+nul, "https://a.example/h", "key-a", "*")); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Errorf("Update to a tenant with NUL = %v, want invalid_argument", err)
+	}
+	// A tenant no subscription could have is refused, as Create refuses it.
+	for _, tenant := range []string{"", "acme" + nul, "acme" + notUTF8, strings.Repeat("t", 257)} {
+		if _, err := b.store.Subscriptions.List(b.ctx, tenant); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("List(%q) = %v, want invalid_argument", tenant, err)
+		}
+	}
+	if subs, err := b.store.Subscriptions.List(b.ctx, "acme"); err != nil || len(subs) != 1 || subs[0].Tenant != "acme" || subs[0].Endpoint != "https://a.example/h" {
+		t.Fatalf("List(acme) = %+v, %v; want the one subscription, unchanged", subs, err)
+	}
 	for name, p := range map[string]store.PublishParams{
 		"no event type":        {Tenant: "acme", EventID: "e", Payload: []byte(`{}`)},
 		"event type *":         {Tenant: "acme", EventType: "*", EventID: "e", Payload: []byte(`{}`)},
@@ -553,6 +583,15 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 		"payload not JSON":     {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`nope`)},
 		"deadline too far":     {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), Deadline: b.clock.Now().Add(store.MaxHorizon + time.Hour)},
 		"deadline in the past": {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), Deadline: b.clock.Now().Add(-time.Hour)},
+		"no tenant":            {EventType: "a", EventID: "e", Payload: []byte(`{}`)},
+		"tenant with NUL":      {Tenant: "acme" + nul, EventType: "a", EventID: "e", Payload: []byte(`{}`)},
+		"tenant not UTF-8":     {Tenant: "acme" + notUTF8, EventType: "a", EventID: "e", Payload: []byte(`{}`)},
+		"event type with NUL":  {Tenant: "acme", EventType: "a" + nul, EventID: "e", Payload: []byte(`{}`)},
+		"event type not UTF-8": {Tenant: "acme", EventType: "a" + notUTF8, EventID: "e", Payload: []byte(`{}`)},
+		"event id with NUL":    {Tenant: "acme", EventType: "a", EventID: "e" + nul, Payload: []byte(`{}`)},
+		// refused whether a subscription matches or not
+		"ordering key with NUL":  {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), OrderingKey: "k" + nul},
+		"ordering key not UTF-8": {Tenant: "nobody", EventType: "a", EventID: "e", Payload: []byte(`{}`), OrderingKey: "k" + notUTF8},
 	} {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Publish(b.ctx, tx, p)
