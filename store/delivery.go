@@ -207,7 +207,9 @@ type RedriveParams struct {
 // head that held its key is sent again first; one that was skipped
 // (SkipFailed) waits for the key's current head and goes next. A delivery
 // that has made 1,000 attempts, the most any delivery may make, stays
-// failed.
+// failed, and so does a command enqueued under another capabilities digest
+// than its endpoint's pin (re-issue it under the current one; see
+// Contracts).
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")

@@ -120,10 +120,19 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 // Update replaces a subscription's settings. Changing the endpoint, auth
 // mode, key or profile changes its fingerprint: deliveries already
 // enqueued for it are suppressed rather than sent. So are those whose
-// event type its new EventTypes no longer include.
+// event type its new EventTypes no longer include. Its tenant does not
+// change: p.Tenant must be the one it has (CodeInvalidArgument otherwise);
+// to serve another tenant, create a subscription under it.
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
+	}
+	current, err := sr.Get(ctx, tx, id)
+	if err != nil {
+		return Subscription{}, err
+	}
+	if current.Tenant != p.Tenant {
+		return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
 	}
 	args := p.args(sr.s.now())
 	args["id"] = id

@@ -291,6 +291,14 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 	if h, err := b.store.Outbox.Health(b.ctx); err != nil || h.ContractMismatches != 0 || h.Code != courier.CodeFailedPresent {
 		t.Fatalf("Health = %+v, %v; want no mismatches, deliveries_failed", h, err)
 	}
+	// A redrive of the endpoint leaves the command of the old contract
+	// failed: sent again, it would hold the endpoint back.
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{Endpoint: sourceEndpoint}); err != nil || n != 0 {
+		t.Fatalf("Redrive of the endpoint = %d, %v; want the old contract's command left failed", n, err)
+	}
+	if h, err := b.store.Outbox.Health(b.ctx); err != nil || h.ContractMismatches != 0 {
+		t.Fatalf("after the redrive Health = %+v, %v; want no mismatches", h, err)
+	}
 	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, "nothex"); courier.CodeOf(err) != courier.CodeInvalidArgument {
 		t.Fatalf("Pin of a bad digest = %v", err)
 	}
@@ -326,5 +334,27 @@ func testCommands(t *testing.T, open OpenFunc) {
 			t.Parallel()
 			fn(t, open)
 		})
+	}
+}
+
+// testFailMismatchedEndsParkedCommands: commands of the old contract that
+// wait parked (their endpoint at its limits, or its worker's share) are
+// failed like the others: a failed row holds no place.
+func testFailMismatchedEndsParkedCommands(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if err := b.store.Endpoints.SetLimits(b.ctx, sourceEndpoint, store.Limits{MaxInFlight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", id, digestA, 5, `{}`)})
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 1 {
+		t.Fatalf("claimed %v, want one (the others parked)", ids(got))
+	}
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint); err != nil || n != 2 {
+		t.Fatalf("FailMismatched = %d, %v; want the 2 parked", n, err)
 	}
 }

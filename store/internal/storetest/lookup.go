@@ -108,8 +108,8 @@ func testLookupByIdentity(t *testing.T, open OpenFunc) {
 }
 
 // testListShowsWhatGetShows: a delivery in a page of List, by any filter,
-// is what Get returns but for its payload: held and keyed, leased, or
-// refused with the receiver's own code.
+// is what Get returns but for its payload, and Lookup returns what Get
+// does: held and keyed, leased, or refused with the receiver's own code.
 func testListShowsWhatGetShows(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	b.enqueue(t, keyed("k1", "k"))
@@ -133,6 +133,9 @@ func testListShowsWhatGetShows(t *testing.T, open OpenFunc) {
 			t.Fatalf("List of %s = %+v, %v", listed.NotificationID, one, err)
 		}
 		got := b.get(t, listed.ID)
+		if looked, err := b.store.Outbox.Lookup(b.ctx, listed.NotificationID, listed.Endpoint); err != nil || !reflect.DeepEqual(looked, got) {
+			t.Errorf("Lookup shows %+v, %v,\nGet shows %+v", looked, err, got)
+		}
 		got.Payload = nil
 		for name, d := range map[string]store.Delivery{"List": listed, "List by notification": one.Deliveries[0]} {
 			if !reflect.DeepEqual(d, got) {

@@ -70,6 +70,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},
 		{"Commands", testCommands},
+		{"FailMismatchedEndsParkedCommands", testFailMismatchedEndsParkedCommands},
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},

@@ -168,6 +168,12 @@ func testSuppression(t *testing.T, open OpenFunc) {
 			t.Fatalf("suppressed with %s", c)
 		}
 	}
+	if _, err := subs.Update(b.ctx, b.db, ids[0], subscription("globex", "https://x.example", "k", "*")); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Fatalf("Update to another tenant = %v, want invalid_argument", err)
+	}
+	if got, err := subs.Get(b.ctx, b.db, ids[0]); err != nil || got.Tenant != "acme" {
+		t.Fatalf("after a refused Update the subscription is %+v, %v", got, err)
+	}
 	if _, err := subs.Update(b.ctx, b.db, 9999, subscription("acme", "https://x.example", "k", "*")); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("Update of a missing subscription = %v", err)
 	}

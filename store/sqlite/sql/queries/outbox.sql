@@ -390,6 +390,11 @@ UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline =
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE status = 'failed' AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+    -- A command enqueued under another contract than its endpoint's pin
+    -- stays failed: sent again it would hold the endpoint back, and the
+    -- source would refuse it (Contracts: it is re-issued, never redriven).
+    AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
+        WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
@@ -464,7 +469,7 @@ FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
 -- One delivery by its identity, from the identity's unique index.
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
-    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at, ordering_key, hold
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_list_by_notification
