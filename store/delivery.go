@@ -42,8 +42,10 @@ type Delivery struct {
 	// AckSHA256 is the SHA-256 of the Ack a succeeded delivery was
 	// acknowledged with, in lowercase hex ("" for a profile without an
 	// Ack). For a payload sealed by Config.Encryption it is keyed like the
-	// payload's digest (an HMAC under a key derived from the payload key),
-	// since courier's Ack is computed from the payload's plain digest.
+	// payload's digest (an HMAC under a key derived from the payload key,
+	// over the delivery's id and the Ack's digest), since courier's Ack is
+	// computed from the payload's plain digest: the deliveries of one
+	// notification with one payload store different Ack digests.
 	AckSHA256      string
 	SubscriptionID int64 // the subscription it was published to, 0 if none
 	CreatedAt      time.Time

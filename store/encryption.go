@@ -23,7 +23,7 @@ type PayloadKey struct {
 	id     string
 	aead   func() cipher.AEAD
 	digest func(payload []byte, notificationID, endpoint string) [sha256.Size]byte
-	ack    func(ackSHA256 string) [sha256.Size]byte
+	ack    func(deliveryID int64, ackSHA256 string) [sha256.Size]byte
 }
 
 // NewPayloadKey returns the key named id (a token, stored with every row it
@@ -57,8 +57,11 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 		digest: func(payload []byte, notificationID, endpoint string) [sha256.Size]byte {
 			return keyedDigest(macKey, payload, notificationID, endpoint)
 		},
-		ack: func(ackSHA256 string) [sha256.Size]byte {
+		ack: func(deliveryID int64, ackSHA256 string) [sha256.Size]byte {
 			mac := hmac.New(sha256.New, ackKey)
+			var id [8]byte
+			binary.BigEndian.PutUint64(id[:], uint64(deliveryID))
+			mac.Write(id[:])
 			mac.Write([]byte(ackSHA256))
 			var sum [sha256.Size]byte
 			mac.Sum(sum[:0])
@@ -76,8 +79,11 @@ const digestInfo = "courier.outbox.payload-digest.v1\x00"
 // own Ack is computed from the notification id and the payload's SHA-256
 // alone, so the plain digest of a sealed delivery's Ack would confirm a
 // guessed payload as surely as the payload's own digest: a sealed row
-// stores its Ack's digest keyed, like its payload's.
-const ackDigestInfo = "courier.outbox.ack-digest.v1\x00"
+// stores its Ack's digest keyed, like its payload's, and over the row's id
+// too, so that the deliveries of one notification to several endpoints do
+// not show, by equal Ack digests, which carry the same payload. (v1 keyed
+// the Ack's digest alone.)
+const ackDigestInfo = "courier.outbox.ack-digest.v2\x00"
 
 // keyedDigest is the digest stored for a sealed payload: HMAC-SHA256 under
 // the key's digest key over the delivery's identity and the payload.
@@ -214,12 +220,13 @@ func (e *Encryption) digest(payload []byte, keyID, notificationID, endpoint stri
 	return hex.EncodeToString(sum[:])
 }
 
-// ackDigest returns what a delivery sealed under keyID ("" for none)
-// stores of the Ack it succeeded with, whose SHA-256 is ackSHA256 (""
-// for a profile without an Ack, stored as ""): the digest itself for a
-// plaintext row, its HMAC under the key's Ack digest key, in lowercase
-// hex, for a sealed one. A sealed row whose key is gone stores "".
-func (e *Encryption) ackDigest(ackSHA256, keyID string) string {
+// ackDigest returns what delivery deliveryID, sealed under keyID ("" for
+// none), stores of the Ack it succeeded with, whose SHA-256 is ackSHA256
+// ("" for a profile without an Ack, stored as ""): the digest itself for
+// a plaintext row, and for a sealed one the HMAC under the key's Ack
+// digest key of the row's id and the digest, in lowercase hex. A sealed
+// row whose key is gone stores "".
+func (e *Encryption) ackDigest(ackSHA256, keyID string, deliveryID int64) string {
 	if keyID == "" || ackSHA256 == "" {
 		return ackSHA256
 	}
@@ -227,7 +234,7 @@ func (e *Encryption) ackDigest(ackSHA256, keyID string) string {
 	if !ok {
 		return ""
 	}
-	sum := k.ack(ackSHA256)
+	sum := k.ack(deliveryID, ackSHA256)
 	return hex.EncodeToString(sum[:])
 }
 

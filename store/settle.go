@@ -131,7 +131,7 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 		case protocol.Retry:
 			a.NextAt = now + oc.RetryDelay.Microseconds()
 		case protocol.Succeeded:
-			a.Ack = ptr(o.s.cfg.Encryption.ackDigest(oc.AckSHA256, oc.Lease.Sealed)) // "" for profiles without an Ack
+			a.Ack = ptr(o.s.cfg.Encryption.ackDigest(oc.AckSHA256, oc.Lease.Sealed, oc.Lease.DeliveryID)) // "" for profiles without an Ack
 		}
 		args[j] = a
 	}

@@ -275,3 +275,25 @@ func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 		t.Fatalf("the same enqueue of a row whose key is retired = %v, want an idempotency collision naming key k1", err)
 	}
 }
+
+// testSealedAckDigestsDoNotMatch: the deliveries of one notification to
+// several endpoints, sealed, with the same payload and so the same Ack,
+// store different Ack digests: equal digests would show which rows carry
+// the same payload, which the keyed payload digests hide.
+func testSealedAckDigestsDoNotMatch(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}}})
+	for _, endpoint := range []string{"https://a.example/h", "https://b.example/h"} {
+		b.enqueue(t, at(endpoint, "n-1"))
+	}
+	seen := map[string]string{}
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if err := b.complete(c.Lease, ack.Digest(ack.New(c.NotificationID, c.Payload).Marshal())); err != nil {
+			t.Fatal(err)
+		}
+		seen[c.Endpoint] = b.get(t, c.DeliveryID).AckSHA256
+	}
+	a, bb := seen["https://a.example/h"], seen["https://b.example/h"]
+	if len(seen) != 2 || !wire.IsDigest(a) || !wire.IsDigest(bb) || a == bb {
+		t.Fatalf("the two sealed deliveries store Ack digests %q and %q, want two different keyed digests", a, bb)
+	}
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},
 		{"EncryptedDigestIsNotGuessable", testEncryptedDigestIsNotGuessable},
+		{"SealedAckDigestsDoNotMatch", testSealedAckDigestsDoNotMatch},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"SubscriptionsAndPublishInvalid", testSubscriptionsAndPublishInvalid},
