@@ -2,12 +2,13 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/courier-go/courier/internal/wire"
-
-	"github.com/courier-go/courier/ack"
 )
 
 // PublishParams is one event to fan out.
@@ -25,9 +26,12 @@ type PublishParams struct {
 	EventID string
 	// Payload is what each subscription receives, unless Build is set.
 	Payload []byte
-	// Build makes a subscription's payload. idempotencyKey is random and
-	// fresh per delivery: a receiver that dedupes by it (AdCP) sees the
-	// same key, in the same bytes, on every retry.
+	// Build makes a subscription's payload. idempotencyKey is the
+	// delivery's own, in ack.NewIdempotencyKey's form, derived from its
+	// notification id and endpoint: a receiver that dedupes by it (AdCP)
+	// sees the same key, in the same bytes, on every retry, and a publish
+	// again of the same event builds the same bytes, so it finds its
+	// deliveries (Existed) where a fresh key would have collided.
 	Build func(s Subscription, idempotencyKey string) ([]byte, error)
 	// Priority, Deadline and OrderingKey apply to every delivery (see
 	// EnqueueParams): with an OrderingKey (the entity the event is
@@ -72,14 +76,14 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		if !s.matches(p.EventType) {
 			continue
 		}
-		key := ack.NewIdempotencyKey()
+		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
+		key := publishKey(id, s.Endpoint)
 		payload := p.Payload
 		if p.Build != nil {
 			if payload, err = p.Build(s, key); err != nil {
 				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
 			}
 		}
-		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
@@ -90,4 +94,22 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		out = append(out, Published{Enqueued: e, NotificationID: id, SubscriptionID: s.ID, IdempotencyKey: key})
 	}
 	return out, nil
+}
+
+// publishKey is the idempotency key of the delivery (notificationID,
+// endpoint) a publish makes: "whk_" and 32 base32 characters, as
+// ack.NewIdempotencyKey writes them, of the first 160 bits of a SHA-256
+// over the delivery's identity. It names the delivery, the same on every
+// publish of the event; the receiver dedupes by it per verified sender, so
+// it needs to be unique, not secret.
+func publishKey(notificationID, endpoint string) string {
+	h := sha256.New()
+	h.Write([]byte("courier.publish.idempotency-key.v1\x00"))
+	var n [8]byte
+	for _, part := range []string{notificationID, endpoint} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	return "whk_" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h.Sum(nil)[:20])
 }

@@ -78,6 +78,22 @@ func testPublish(t *testing.T, open OpenFunc) {
 	if !slices.Equal(got, matching) || len(keys) != 3 {
 		t.Fatalf("published to %v with %d keys, want %v with 3", got, len(keys), matching)
 	}
+	// Published again (a publisher's retry): each delivery's key is its
+	// own, so Build makes the same bytes and the deliveries are found; a
+	// fresh key would have made other bytes, an idempotency collision.
+	tx = b.begin(t)
+	republished, err := b.store.Outbox.Publish(b.ctx, tx, event)
+	if err != nil {
+		t.Fatalf("Publish again = %v, want each delivery found", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range republished {
+		if !p.Existed || p.ID != published[i].ID || p.IdempotencyKey != published[i].IdempotencyKey {
+			t.Fatalf("published again: %+v, want delivery %d found with key %s", p, published[i].ID, published[i].IdempotencyKey)
+		}
+	}
 	claimed := b.claim(t, "w", 10, time.Minute)
 	if len(claimed) != 3 {
 		t.Fatalf("claimed %d", len(claimed))
