@@ -98,16 +98,20 @@ func (o *Outbox) checkRows(ctx context.Context, limit int) (checked int, invalid
 	o.checkMu.Lock()
 	defer o.checkMu.Unlock()
 	var rows []outboxRow
-	if err := o.s.selectRows(ctx, o.s.db, "outbox_check_rows", map[string]any{"after": o.checkAfter, "limit": limit}, &rows); err != nil {
+	// One row past the slice says whether the outbox goes on: a slice that
+	// ends exactly at the end starts the next call over, not at nothing.
+	if err := o.s.selectRows(ctx, o.s.db, "outbox_check_rows", map[string]any{"after": o.checkAfter, "limit": limit + 1}, &rows); err != nil {
 		return 0, nil, err
 	}
+	more := len(rows) > limit
+	rows = rows[:min(len(rows), limit)]
 	for _, r := range rows {
 		if problem := o.rowProblem(r); problem != "" {
 			invalid = append(invalid, r.ID)
 		}
 	}
 	o.checkAfter = 0 // the end: start over
-	if len(rows) == limit {
+	if more {
 		o.checkAfter = rows[len(rows)-1].ID
 	}
 	return len(rows), invalid, nil
@@ -142,6 +146,11 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		return "dedupe_key"
 	case r.OrderingKey.Valid && !wire.IsVisible(r.OrderingKey.String, maxOrderingKey):
 		return "ordering_key"
+	case r.LastRemoteCode.Valid && (r.LastRemoteCode.String == "" || len(r.LastRemoteCode.String) > 128):
+		return "last_remote_code"
+	case r.TraceParent.Valid && (len(r.TraceParent.String) < 55 || len(r.TraceParent.String) > 512),
+		r.TraceState.Valid && (!r.TraceParent.Valid || r.TraceState.String == "" || len(r.TraceState.String) > 512):
+		return "trace"
 	case r.Hold.Valid && (r.Status != courier.StatusPending && r.Status != courier.StatusRetryWait ||
 		r.Hold.String != string(HeldByKey) && r.Hold.String != string(HeldByEndpoint) ||
 		r.Hold.String == string(HeldByKey) && !r.OrderingKey.Valid):

@@ -60,6 +60,13 @@ func TestCheckHoldsEveryRowToItsInvariants(t *testing.T) {
 		{"pending with an ack", func(r *outboxRow) { r.AckSHA256 = str("x") }, "ack_sha256"},
 		{"bad contract digest", func(r *outboxRow) { r.ContractSHA256 = str("x") }, "contract_sha256"},
 		{"bad dedupe key", func(r *outboxRow) { r.DedupeKey = str("a b") }, "dedupe_key"},
+		{"empty remote code", func(r *outboxRow) { r.LastRemoteCode = str("") }, "last_remote_code"},
+		{"remote code over 128 bytes", func(r *outboxRow) { r.LastRemoteCode = str(strings.Repeat("x", 129)) }, "last_remote_code"},
+		{"sound trace context", func(r *outboxRow) {
+			r.TraceParent, r.TraceState = str("00-"+strings.Repeat("a", 32)+"-"+strings.Repeat("b", 16)+"-01"), str("k=v")
+		}, ""},
+		{"short traceparent", func(r *outboxRow) { r.TraceParent = str("00-x") }, "trace"},
+		{"tracestate without traceparent", func(r *outboxRow) { r.TraceState = str("k=v") }, "trace"},
 		{"updated before created", func(r *outboxRow) { r.UpdatedAt = 9 }, "times"},
 		{"payload altered", func(r *outboxRow) { r.Payload = []byte(`{"n":2}`) }, "payload (digest)"},
 		{"failed, payload altered", func(r *outboxRow) {

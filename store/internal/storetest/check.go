@@ -66,6 +66,14 @@ func testCheckFindsWhatClaimsHaveNotTouched(t *testing.T, open OpenFunc) {
 	if d := b.get(t, ids[3]); d.Status != courier.StatusPending {
 		t.Fatalf("Check changed the row to %s: it only reports", d.Status)
 	}
+	// A slice that ends exactly at the end of the outbox starts the next
+	// call over: no call validates nothing.
+	b.enqueue(t, delivery("c-5"))
+	for call := range 6 {
+		if h := check(t, b, 3); h.Checked == 0 {
+			t.Fatalf("Check %d of 6 rows by 3 validated none", call+1)
+		}
+	}
 	for _, n := range []int{-1, 100_001} {
 		if _, err := b.store.Outbox.Check(b.ctx, n); courier.CodeOf(err) != courier.CodeInvalidArgument {
 			t.Fatalf("Check(MaxRows %d) = %v, want invalid_argument", n, err)

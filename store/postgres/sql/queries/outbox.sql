@@ -484,8 +484,8 @@ SELECT v FROM p WHERE v IS NOT NULL;
 -- :after, in id order, from the primary key.
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
-    lease_expires_at, last_error_code, last_status, ack_sha256, created_at, updated_at,
-    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at,
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold, trace_parent, trace_state
 FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: outbox_lookup
