@@ -24,54 +24,62 @@ import (
 // learn its code.
 const maxProblemRead = 4 << 10
 
-// try makes the attempt: it signs and sends the request, then judges the
-// answer: a 2xx by the delivery's profile, anything else by the
-// configured policy.
-func (w *Worker) try(ctx context.Context, c protocol.Claimed) protocol.Outcome {
+// try makes the attempt of c, claimed at claimedAt: it signs and sends
+// the request, then judges the answer: a 2xx by the delivery's profile,
+// anything else by the configured policy. Resolving the signer
+// (Config.SignerFor may ask a key store) and signing take time the lease
+// check of deliver did not see, so the lease is checked again once the
+// request is signed: if it no longer covers a whole Timeout, nothing is
+// sent and try reports the attempt not ready (false), for the caller to
+// give the delivery back.
+func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
-		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeConfigInvalid}
+		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeConfigInvalid}, true
 	}
 	signer, err := w.signer(c.KeyID)
 	if err != nil {
-		return w.signingFailed(c, err)
+		return w.signingFailed(c, err), true
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
 	if err != nil {
-		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeDestinationForbidden}
+		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeDestinationForbidden}, true
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", wire.UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
 	w.traceHeaders(ctx, req, c)
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
-		return w.signingFailed(c, err)
+		return w.signingFailed(c, err), true
+	}
+	if !w.leaseCovers(ctx, c, claimedAt) {
+		return protocol.Outcome{}, false
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return w.judge(ctx, c, nil, err)
+		return w.judge(ctx, c, nil, err), true
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		defer drain(resp.Body)
-		return w.judge(ctx, c, resp, nil)
+		return w.judge(ctx, c, resp, nil), true
 	}
 	oc := protocol.Outcome{HTTPStatus: resp.StatusCode, Result: protocol.Succeeded}
 	if profile.Verify == nil {
-		return oc // no Ack expected: any 2xx
+		return oc, true // no Ack expected: any 2xx
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	if err != nil {
-		return w.judge(ctx, c, nil, err)
+		return w.judge(ctx, c, nil, err), true
 	}
 	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.Attempt}, body); err != nil {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid
-		return oc
+		return oc, true
 	}
 	oc.AckSHA256 = ack.Digest(body)
-	return oc
+	return oc, true
 }
 
 // signingFailed is the outcome of an attempt that could not be signed:

@@ -32,32 +32,34 @@ const (
 // finish meanwhile (see settler). An attempt starts only while the worker
 // is not stopping, the lease covers a whole Timeout and the delivery's
 // deadline has not come; otherwise the delivery is given back unsent, or
-// (past its deadline) ended as expired.
+// (past its deadline) ended as expired. Its request is sent only if the
+// lease still covers a whole Timeout once the request is signed (see
+// try); if not, the delivery is given back unsent as well.
 //
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the
 // worker's clock since before the claim, so the two clocks need not
 // agree, and the worker errs on the side of not sending.
 func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time.Time) {
-	elapsed := w.cfg.Now().Sub(claimedAt)
-	left := c.ExpiresAt.Sub(c.LeasedAt) - elapsed
 	var oc protocol.Outcome
 	switch {
 	case w.isStopping(ctx):
 		w.release(ctx, claimedAt, c.Lease)
 		return
-	case left < w.cfg.Timeout:
-		w.cfg.Logger.WarnContext(ctx, "worker: lease too short to start an attempt, released",
-			slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
-			slog.Duration(logkey.LeaseLeft, left), slog.Duration(logkey.Timeout, w.cfg.Timeout))
+	case !w.leaseCovers(ctx, c, claimedAt):
 		w.release(ctx, claimedAt, c.Lease)
 		return
-	case !c.Deadline.IsZero() && elapsed >= c.Deadline.Sub(c.LeasedAt):
+	case !c.Deadline.IsZero() && w.cfg.Now().Sub(claimedAt) >= c.Deadline.Sub(c.LeasedAt):
 		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
 	default:
 		started := time.Now()
 		actx, span := w.startAttempt(ctx, c)
-		oc = w.try(actx, c)
+		var ready bool
+		if oc, ready = w.try(actx, c, claimedAt); !ready {
+			abandonAttempt(span)
+			w.release(ctx, claimedAt, c.Lease)
+			return
+		}
 		if ctx.Err() != nil && oc.HTTPStatus == 0 {
 			// Cut short by shutdown: it may have reached the receiver, so
 			// it counts; it is due again at once, for any worker.
@@ -69,6 +71,20 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 	oc.Lease = c.Lease
 	s, err := w.settle(ctx, oc, w.leaseLeft(c.Lease, claimedAt))
 	w.report(ctx, c, oc, s, err)
+}
+
+// leaseCovers reports whether c's lease, claimed at claimedAt, still
+// covers a whole Timeout (see deliver). When it does not, it logs that c
+// is given back: the caller releases it.
+func (w *Worker) leaseCovers(ctx context.Context, c protocol.Claimed, claimedAt time.Time) bool {
+	left := w.leaseLeft(c.Lease, claimedAt)
+	if left >= w.cfg.Timeout {
+		return true
+	}
+	w.cfg.Logger.WarnContext(ctx, "worker: lease too short to start an attempt, released",
+		slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
+		slog.Duration(logkey.LeaseLeft, left), slog.Duration(logkey.Timeout, w.cfg.Timeout))
+	return false
 }
 
 // settle records oc, retrying a write that fails (a busy database, a lost

@@ -18,7 +18,9 @@
 //     its attempt not counted, or, past its deadline, ended failed with
 //     code expired (its lease logged as an attempt without a request, no
 //     HTTP status). Sign the stored bytes with Config.Signer (fresh per
-//     attempt: timestamps and nonces), POST them within Config.Timeout
+//     attempt: timestamps and nonces); if the lease no longer covers a
+//     whole Timeout once they are signed (a slow Config.SignerFor), give
+//     the delivery back unsent as well. POST them within Config.Timeout
 //     through Config.Transport (Content-Type application/json, User-Agent
 //     courier/1, the attempt's number in ack.AttemptHeader), and judge
 //     the answer; at most 16 KiB of it is read. A 2xx is judged by
@@ -72,11 +74,14 @@
 //
 // Worker.Stop is the soft shutdown (SIGTERM): no more claims, deliveries
 // claimed and not started given back uncounted, attempts in flight
-// finished and settled, and cut short only when Stop's context ends.
-// Cancelling Run's context is the hard one: attempts in flight are cut
-// short at once. Either way no lease is left behind: an attempt cut short
-// is settled as a retry with code worker_stopped, due again at once, for
-// any worker.
+// finished and settled, and cut short only when Stop's context ends (Stop
+// then returns its context's error at once; Run returns when the attempts
+// cut short are settled). Cancelling Run's context is the hard one:
+// attempts in flight are cut short at once. Either way no lease is left
+// behind: an attempt cut short is settled as a retry with code
+// worker_stopped, due again at once, for any worker. Call Stop from any
+// goroutine but Config.Hook's: the Hook runs on an attempt's goroutine,
+// which Stop waits for.
 //
 //	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 //	defer cancel()

@@ -1,7 +1,11 @@
 package client_test
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,7 +14,10 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // workerClock is a worker's clock that stands at the real time it was
@@ -153,5 +160,133 @@ func TestWorkerNeverStartsAnAttemptAtOrAfterTheDeadline(t *testing.T) {
 		if e := <-b.events; e.DeliveryID == at && (e.Code != courier.CodeExpired || e.Status != courier.StatusFailed) {
 			t.Fatalf("event %+v", e)
 		}
+	}
+}
+
+// TestSlowSignerForNeverSendsPastTheLease: resolving the signer
+// (Config.SignerFor asking a key store) takes time out of the lease after
+// the check that starts an attempt. A key store that answers with less
+// than a Timeout of the lease left gets no request sent: the delivery is
+// given back, its attempt not counted, with the lease-too-short log line
+// and no Event, and the next claim delivers it as attempt 1.
+func TestSlowSignerForNeverSendsPastTheLease(t *testing.T) {
+	t.Parallel()
+	const lease, timeout = time.Minute, 2 * time.Second
+	clock := newWorkerClock()
+	logs := newCapture(t)
+	var slow atomic.Bool
+	slow.Store(true)
+	var sent atomic.Int32
+	var b *workerBundle
+	answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
+	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		answer(w, r)
+	}, func(c *client.Config) {
+		signer := c.Signer
+		c.Signer, c.Lease, c.Timeout, c.Now, c.Logger = nil, lease, timeout, clock.Now, slog.New(logs)
+		c.SignerFor = func(string) (signature.Signer, error) {
+			if slow.Load() { // the key store answers with a Timeout less a millisecond left
+				clock.Advance(lease - timeout + time.Millisecond)
+			}
+			return signer, nil
+		}
+	})
+	id := b.enqueue(t, "n-1", `{}`)
+
+	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the one delivery claimed", n, err)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d requests sent with less than a Timeout of the lease left", n)
+	}
+	d := b.get(t, id)
+	if d.Status != courier.StatusPending || d.Attempts != 0 || d.LeaseOwner != "" {
+		t.Fatalf("delivery is %s after %d attempts, leased by %q; want pending, 0, none", d.Status, d.Attempts, d.LeaseOwner)
+	}
+	if attempts, err := b.store.Outbox.Attempts(t.Context(), id); err != nil || len(attempts) != 0 {
+		t.Fatalf("attempts log of the released delivery: %+v, %v", attempts, err)
+	}
+	if n := len(logs.lines("worker: lease too short to start an attempt, released")); n != 1 {
+		t.Fatalf("%d lease-too-short lines, want 1", n)
+	}
+	select { // Work has returned: an Event would have been sent by now
+	case e := <-b.events:
+		t.Fatalf("an event for the released delivery: %+v", e)
+	default:
+	}
+
+	slow.Store(false)
+	if e := b.work(t); e.DeliveryID != id || e.Attempt != 1 || e.Status != courier.StatusSucceeded || sent.Load() != 1 {
+		t.Fatalf("next round: %+v with %d requests sent; want attempt 1 succeeded, one request", e, sent.Load())
+	}
+}
+
+// TestRunWaitsAfterAClaimItGaveBackWhole: a claim that takes so long that
+// no delivery it leased has a Timeout of lease left gives them all back;
+// Run then waits for the next poll (or wake-up) before claiming again,
+// rather than claiming at once, again and again, sending nothing. Each
+// claim here takes 59 s of the worker's clock out of a one-minute lease,
+// so three claims take at least two poll intervals.
+func TestRunWaitsAfterAClaimItGaveBackWhole(t *testing.T) {
+	t.Parallel()
+	const poll = 100 * time.Millisecond
+	clock := fakeclock.New() // the worker's
+	claims := make(chan struct{}, 100)
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{Hook: func(e store.Event) {
+		if e.Kind == store.EventClaimed {
+			clock.Advance(59 * time.Second)
+			claims <- struct{}{}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	logs := newCapture(t)
+	w, err := client.NewWorker(client.Config{Store: s, Signer: newSigner(t), Transport: loopbackGuard(t, srv.URL).Transport(),
+		Timeout: 2 * time.Second, Lease: time.Minute, PollInterval: poll, Now: clock.Now, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: "n-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctx) }()
+	for i := range 3 {
+		select {
+		case <-claims:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("claim %d not made within 10s", i+1)
+		}
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if elapsed < 2*poll {
+		t.Fatalf("three claims in %v, less than two poll intervals (%v): a claim that gave everything back was made again at once", elapsed, 2*poll)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d requests sent on leases too short for them", n)
+	}
+	if n := len(logs.lines("worker: lease too short to start an attempt, released")); n < 2 {
+		t.Fatalf("%d lease-too-short lines, want one for each claim before the last at least", n)
+	}
+	d, err := s.Outbox.Get(t.Context(), e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != courier.StatusPending || d.Attempts != 0 || d.LeaseOwner != "" {
+		t.Fatalf("delivery is %s after %d attempts, leased by %q; want pending, 0, none", d.Status, d.Attempts, d.LeaseOwner)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -117,13 +118,23 @@ func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt 
 	}
 }
 
-// retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
+// maxRetryAfter bounds a delay-seconds Retry-After (about 34 years):
+// Backoff clamps it further.
+const maxRetryAfter = 1 << 30
+
+// retryAfter parses a Retry-After header: delay-seconds (digits only, RFC
+// 9110: no sign; a number too large for int64 is taken as the largest) or
+// an HTTP date.
 func retryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-		return time.Duration(min(s, 1<<30)) * time.Second
+	if strings.Trim(v, "0123456789") == "" {
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil { // digits only: out of range
+			s = maxRetryAfter
+		}
+		return time.Duration(min(s, maxRetryAfter)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

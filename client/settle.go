@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/courier-go/courier/internal/protocol"
 )
@@ -23,6 +24,7 @@ type settler struct {
 }
 
 type settleReq struct {
+	ctx  context.Context // the caller's: its deadline bounds the batch it is in
 	oc   protocol.Outcome
 	done chan settleResult // buffered: one result, or lead
 }
@@ -34,9 +36,14 @@ type settleResult struct {
 }
 
 // settle records oc, in a transaction shared with the outcomes that
-// arrive meanwhile. ctx bounds the transaction if this call runs it.
+// arrive meanwhile. The transaction runs with the values of the ctx of
+// the call that runs it, bounded by the latest deadline among the ctxs of
+// the batch's calls (none if one has none) and by no one's cancellation:
+// a call whose ctx ended while it waited to run the batch does not fail
+// the outcomes of the others, and its own is recorded if the store still
+// takes it (the lease fences it).
 func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Settled, error) {
-	r := &settleReq{oc: oc, done: make(chan settleResult, 1)}
+	r := &settleReq{ctx: ctx, oc: oc, done: make(chan settleResult, 1)}
 	s.mu.Lock()
 	s.queue = append(s.queue, r)
 	lead := !s.running
@@ -58,7 +65,9 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Set
 	for i, q := range batch {
 		outcomes[i] = q.oc
 	}
-	settled, err := s.apply(ctx, outcomes...)
+	bctx, cancel := batchContext(ctx, batch)
+	settled, err := s.apply(bctx, outcomes...)
+	cancel()
 	var mine settleResult
 	for i, q := range batch {
 		res := settleResult{err: err}
@@ -80,4 +89,21 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Set
 	}
 	s.mu.Unlock()
 	return mine.settled, mine.err
+}
+
+// batchContext is the context a batch is settled in: ctx's values, no
+// cancellation, and the latest deadline of the batch's callers (none if
+// one of them has none).
+func batchContext(ctx context.Context, batch []*settleReq) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, q := range batch {
+		d, ok := q.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(ctx), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), latest)
 }

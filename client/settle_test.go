@@ -109,6 +109,87 @@ func TestSettlerGroupsOutcomes(t *testing.T) {
 	}
 }
 
+// TestSettlerBatchOutlivesOneCallersContext: the call handed the lead
+// runs the next batch. Its own ctx ended while it waited, yet the batch
+// runs, with that ctx's values, under the latest deadline of its calls'
+// contexts and no one's cancellation: the other call's outcome, whose ctx
+// is live, is recorded, and so is the leader's own (the lease fences it).
+func TestSettlerBatchOutlivesOneCallersContext(t *testing.T) {
+	t.Parallel()
+	type key struct{}
+	type call struct {
+		ids      []int64
+		err      error
+		deadline time.Time
+		value    any
+	}
+	calls := make(chan call, 2)
+	gate := make(chan struct{})
+	st := &settler{apply: func(ctx context.Context, ocs ...protocol.Outcome) ([]protocol.Settled, error) {
+		c := call{err: ctx.Err(), value: ctx.Value(key{})}
+		c.deadline, _ = ctx.Deadline()
+		for _, oc := range ocs {
+			c.ids = append(c.ids, oc.Lease.DeliveryID)
+		}
+		calls <- c
+		if c.ids[0] == 1 {
+			<-gate
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		out := make([]protocol.Settled, len(ocs))
+		for i := range out {
+			out[i].Status = courier.StatusSucceeded
+		}
+		return out, nil
+	}}
+	type result struct {
+		st  protocol.Settled
+		err error
+	}
+	settle := func(ctx context.Context, id int64) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			s, err := st.settle(ctx, protocol.Outcome{Lease: protocol.Lease{DeliveryID: id}, Result: protocol.Succeeded})
+			ch <- result{s, err}
+		}()
+		return ch
+	}
+	queued := func(n int) func() bool {
+		return func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.queue) == n }
+	}
+
+	first := settle(context.Background(), 1)
+	if c := <-calls; len(c.ids) != 1 || c.ids[0] != 1 {
+		t.Fatalf("first batch %v, want [1]", c.ids)
+	}
+	// Queued first, so handed the lead: its ctx's deadline passed.
+	ended, cancelEnded := context.WithDeadline(context.WithValue(context.Background(), key{}, "leader"), time.Now().Add(-time.Second))
+	defer cancelEnded()
+	second := settle(ended, 2)
+	waitFor(t, queued(1))
+	liveDeadline := time.Now().Add(time.Hour)
+	live, cancelLive := context.WithDeadline(context.Background(), liveDeadline)
+	defer cancelLive()
+	third := settle(live, 3)
+	waitFor(t, queued(2))
+	close(gate)
+
+	c := <-calls
+	if len(c.ids) != 2 || c.ids[0] != 2 || c.ids[1] != 3 {
+		t.Fatalf("second batch %v, want [2 3]", c.ids)
+	}
+	if c.err != nil || !c.deadline.Equal(liveDeadline) || c.value != "leader" {
+		t.Fatalf("second batch ran with ctx error %v, deadline %v, value %v; want none, %v (the latest), the leader's", c.err, c.deadline, c.value, liveDeadline)
+	}
+	for id, ch := range map[int]<-chan result{1: first, 2: second, 3: third} {
+		if r := <-ch; r.err != nil || r.st.Status != courier.StatusSucceeded {
+			t.Errorf("outcome %d: %+v, %v; want succeeded", id, r.st, r.err)
+		}
+	}
+}
+
 // waitFor polls cond until it holds, yielding between tries.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

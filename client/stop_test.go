@@ -283,3 +283,76 @@ func TestStopDuringAClaimGivesTheBatchBack(t *testing.T) {
 		t.Errorf("%d requests sent after Stop", hits.Load())
 	}
 }
+
+// TestStopFromTheHookReturnsWhenItsContextEnds: Stop called from the Hook,
+// on the attempt's goroutine that Stop waits for, cannot see the worker
+// stop; it returns its ctx's error once ctx ends instead of hanging, and
+// the worker finishes stopping once the Hook has returned.
+func TestStopFromTheHookReturnsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	stopErr := make(chan error, 1)
+	var b *workerBundle
+	answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
+	b = setupWorker(t, answer, func(c *client.Config) {
+		c.Hook = func(client.Event) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			stopErr <- b.worker.Stop(ctx)
+		}
+	})
+	id := b.enqueue(t, "n-1", `{}`)
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.worker.Run(t.Context()) }()
+
+	select {
+	case err := <-stopErr:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop from the Hook = %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop called from the Hook has not returned 10s after its 50ms context ended")
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run has not returned 10s after the Hook that stopped it returned")
+	}
+	if d := b.get(t, id); d.Status != courier.StatusSucceeded || d.LeaseOwner != "" {
+		t.Fatalf("delivery is %s leased by %q, want succeeded and no lease", d.Status, d.LeaseOwner)
+	}
+	if err := b.worker.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop after the worker stopped = %v, want nil", err)
+	}
+}
+
+// TestStopWithNothingRunningReturnsNil: with no Run or Work in progress
+// there is nothing to cut short, so Stop returns nil, and logs no cut,
+// even when its context is already done; every time, not by the luck of
+// a race.
+func TestStopWithNothingRunningReturnsNil(t *testing.T) {
+	t.Parallel()
+	b := setupWorker(t, statusHandler(200, ""), nil)
+	logs := newCapture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 300 {
+		w, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Logger: slog.New(logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 { // one that has worked and returned
+			if _, err := w.Work(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Stop(ctx); err != nil {
+			t.Fatalf("Stop #%d with its context done and nothing running = %v, want nil", i, err)
+		}
+	}
+	if n := len(logs.lines("worker: stop deadline passed, cutting attempts short")); n != 0 {
+		t.Fatalf("%d cuts logged with nothing running", n)
+	}
+}

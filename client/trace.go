@@ -85,6 +85,17 @@ func endAttempt(span courier.Span, oc protocol.Outcome) {
 	span.End()
 }
 
+// abandonAttempt ends the span of an attempt whose request was never sent
+// (its lease ran short while the request was made ready): not a failure,
+// as the delivery is given back uncounted.
+func abandonAttempt(span courier.Span) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(slog.String(tracing.AttrOutcome, "released"))
+	span.End()
+}
+
 // traceHeaders sets the attempt's trace context on req: the attempt span's
 // when the worker traces, else the one the delivery was enqueued in. No
 // signing scheme covers these headers, so they do not change what is

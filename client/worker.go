@@ -36,6 +36,11 @@ const (
 	minPollInterval = 10 * time.Millisecond // below it, polling is a busy loop on the claim
 	maxPollInterval = time.Hour
 	maxOwner        = 256 // bytes, as the store records it
+	// minLeaseMargin is the least by which Lease must exceed Timeout (or
+	// a tenth of Timeout, if more): the claim's own round trip and the
+	// making of the request come out of the lease before an attempt's
+	// Timeout begins.
+	minLeaseMargin = 100 * time.Millisecond
 )
 
 // Config configures a Worker.
@@ -66,13 +71,18 @@ type Config struct {
 	// others. A worker that delivers to a single endpoint and wants every
 	// slot for it sets it to Concurrency.
 	EndpointConcurrency int
-	// Lease is how long a claimed delivery is held: longer than Timeout,
-	// at most 24 hours. An attempt starts only while the lease still
-	// covers a whole Timeout, as the worker's clock (Now) measures it from
-	// just before the claim; a delivery whose turn comes later (a batch
-	// larger than Concurrency behind slow attempts) is given back unsent,
-	// its attempt not counted, so no request is ever sent on a lease that
-	// may expire while it runs. Defaults to 1 minute.
+	// Lease is how long a claimed delivery is held: at most 24 hours, and
+	// longer than Timeout by at least Timeout/10 or 100ms, whichever is
+	// more (the margin is what the claim, and the making and signing of
+	// the request, may take out of the lease before the attempt's Timeout
+	// begins). An attempt starts only while the lease still covers a whole
+	// Timeout, as the worker's clock (Now) measures it from just before the
+	// claim, and its request is sent only if the lease still does once the
+	// request is signed (SignerFor may ask a slow key store); a delivery
+	// whose turn comes later (a slow claim, a batch larger than Concurrency
+	// behind slow attempts, a slow signer) is given back unsent, its
+	// attempt not counted, so no request is ever sent on a lease that may
+	// expire while it runs. Defaults to 1 minute.
 	Lease time.Duration
 	// Timeout bounds one attempt: connecting, sending and reading the
 	// answer, 10ms to 1 hour. Defaults to 15 seconds.
@@ -119,7 +129,10 @@ type Config struct {
 	// to time.Now.
 	Now func() time.Time
 	// Hook receives an Event after each attempt is settled, for metrics
-	// and tests. It runs on the attempt's goroutine and must be quick.
+	// and tests. It runs on the attempt's goroutine and must be quick. It
+	// must not call Stop, which waits for that goroutine (call Stop from
+	// another goroutine): if it does, Stop returns ctx's error once its
+	// ctx ends, and the worker finishes stopping when the Hook returns.
 	// Defaults to none.
 	Hook func(Event)
 }
@@ -199,12 +212,17 @@ func (c Config) validate() error {
 		return configError("Config.Timeout must be within 10ms..1h")
 	case c.PollInterval < minPollInterval || c.PollInterval > maxPollInterval:
 		return configError("Config.PollInterval must be within 10ms..1h")
-	case c.Lease <= c.Timeout:
-		return configError("Config.Lease must be longer than Config.Timeout")
+	case c.Lease < c.Timeout+leaseMargin(c.Timeout):
+		return configError("Config.Lease must exceed Config.Timeout by at least max(Timeout/10, 100ms)")
 	case c.Lease > maxLease:
 		return configError("Config.Lease must be at most 24h")
 	}
 	return nil
+}
+
+// leaseMargin is the least by which Lease must exceed timeout.
+func leaseMargin(timeout time.Duration) time.Duration {
+	return max(timeout/10, minLeaseMargin)
 }
 
 func configError(msg string) error {
@@ -250,9 +268,10 @@ type Worker struct {
 	settler *settler
 
 	mu       sync.Mutex
-	stopped  bool           // Stop was called: no Run or Work begins
-	running  sync.WaitGroup // Run and Work calls in progress
-	stopping chan struct{}  // closed by Stop: claim nothing more, start no attempt
+	stopped  bool          // Stop was called: no Run or Work begins
+	active   int           // Run and Work calls in progress
+	stopping chan struct{} // closed by Stop: claim nothing more, start no attempt
+	idle     chan struct{} // closed once Stop was called and no Run or Work is in progress
 	// halt is cancelled when Stop's context ends: the attempts in flight
 	// are cut short.
 	halt    context.Context
@@ -275,6 +294,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
 		settler:  &settler{apply: settleSpan(tracer, outbox.Settle)},
 		stopping: make(chan struct{}),
+		idle:     make(chan struct{}),
 		halt:     halt,
 		haltNow:  haltNow,
 	}, nil
@@ -284,38 +304,51 @@ func NewWorker(cfg Config) (*Worker, error) {
 // Run and Work of w stops claiming; the deliveries they claimed and have
 // not started are given back at once (their attempts not counted, so
 // another worker takes them as they were); the attempts in flight run to
-// their end and are settled. If ctx ends first, those attempts are cut
-// short and settled as retries with code worker_stopped. Stop returns when
-// every Run and Work of w has returned: nil, or ctx's error when attempts
-// had to be cut short. The settles after ctx ends are bounded by what is
-// left of their leases.
+// their end and are settled. Stop returns nil once every Run and Work of
+// w has returned. If ctx ends first, the attempts still in flight are cut
+// short and settled as retries with code worker_stopped, and Stop returns
+// ctx's error at once, without waiting for those settles: Run and Work
+// return when they are done (bounded by what is left of their leases), so
+// a process that must leave nothing leased waits for Run's return, not
+// Stop's.
 //
 // After Stop, Run returns nil and Work returns courier.CodeWorkerStopped
-// at once; a Worker does not start again. Stop may be called more than once, and
-// from any goroutine.
+// at once; a Worker does not start again. Stop may be called more than
+// once, and from any goroutine but the one Config.Hook runs on: Stop
+// waits for the attempts, and the Hook runs on an attempt's goroutine.
+// Called from the Hook, Stop cannot return nil: it returns ctx's error
+// once ctx ends (so give it a ctx that ends), and the worker finishes
+// stopping when the Hook returns.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	first := !w.stopped
 	if first {
 		w.stopped = true
 		close(w.stopping)
+		if w.active == 0 {
+			close(w.idle)
+		}
 	}
 	w.mu.Unlock()
 	if first {
 		w.cfg.Logger.InfoContext(ctx, "worker: stopping", slog.String(logkey.Owner, w.cfg.Owner))
 	}
-	done := make(chan struct{})
-	go func() {
-		w.running.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-w.idle: // checked first: with nothing running, a ctx already done cuts nothing short
+		return nil
+	default:
+	}
+	select {
+	case <-w.idle:
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-w.idle: // idle as ctx ended: nothing to cut short
+			return nil
+		default:
+		}
 		w.cfg.Logger.WarnContext(ctx, "worker: stop deadline passed, cutting attempts short", slog.String(logkey.Code, string(courier.CodeWorkerStopped)))
 		w.haltNow()
-		<-done
 		return ctx.Err()
 	}
 }
@@ -327,8 +360,18 @@ func (w *Worker) enter() bool {
 	if w.stopped {
 		return false
 	}
-	w.running.Add(1)
+	w.active++
 	return true
+}
+
+// leave ends a Run or Work call registered by enter.
+func (w *Worker) leave() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.active--
+	if w.stopped && w.active == 0 {
+		close(w.idle)
+	}
 }
 
 // isStopping reports whether no attempt may start: Stop was called or ctx
@@ -364,7 +407,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.enter() {
 		return nil
 	}
-	defer w.running.Done()
+	defer w.leave()
 	actx, cancel := w.attemptContext(ctx)
 	defer cancel()
 	wake, stopListening := w.listen(ctx)
@@ -397,12 +440,21 @@ func (w *Worker) Run(ctx context.Context) error {
 			if err != nil && ctx.Err() == nil {
 				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 			}
-			got = len(batch)
 			if w.isStopping(actx) { // stopped during the claim: none of it starts
 				w.release(actx, claimedAt, leasesOf(batch)...)
 				break
 			}
+			// What the claim itself took out of the leases may leave them
+			// too short for an attempt: those are given back, and only the
+			// deliveries that start count toward a full batch, or a claim
+			// that takes too long would be made again and again at once.
+			var short []protocol.Lease
 			for _, c := range batch {
+				if !w.leaseCovers(actx, c, claimedAt) {
+					short = append(short, c.Lease)
+					continue
+				}
+				got++
 				slots <- struct{}{}
 				inflight.Add(1)
 				go func() {
@@ -415,9 +467,10 @@ func (w *Worker) Run(ctx context.Context) error {
 					}
 				}()
 			}
+			w.release(actx, claimedAt, short...)
 		}
-		// A full batch means more may be due: claim again as soon as
-		// there is room for another. So may a part of one: the claim
+		// A full batch started means more may be due: claim again as soon
+		// as there is room for another. So may a part of one: the claim
 		// leases no more of an endpoint than its room (EndpointConcurrency,
 		// its limits), which an attempt that ends frees. Otherwise wait
 		// for a wake-up or the next poll, or for room when there was none.
@@ -503,7 +556,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	if !w.enter() {
 		return 0, courier.CodeWorkerStopped
 	}
-	defer w.running.Done()
+	defer w.leave()
 	claimedAt := w.cfg.Now()
 	batch, err := w.claim(ctx, w.cfg.BatchSize)
 	if err != nil {

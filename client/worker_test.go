@@ -207,6 +207,9 @@ func TestWorkerClassifiesResponses(t *testing.T) {
 		{"500 with Retry-After", statusHandler(500, "7"), courier.StatusRetryWait, courier.CodeReceiverUnavailable, 7 * time.Second},
 		{"429 with Retry-After", statusHandler(429, "30"), courier.StatusRetryWait, courier.CodeRateLimited, 30 * time.Second},
 		{"429 Retry-After above the cap", statusHandler(429, "86400"), courier.StatusRetryWait, courier.CodeRateLimited, time.Minute},
+		{"429 Retry-After beyond int64", statusHandler(429, "99999999999999999999"), courier.StatusRetryWait, courier.CodeRateLimited, time.Minute},
+		{"429 Retry-After with a plus sign", statusHandler(429, "+30"), courier.StatusRetryWait, courier.CodeRateLimited, time.Second},
+		{"429 Retry-After negative", statusHandler(429, "-30"), courier.StatusRetryWait, courier.CodeRateLimited, time.Second},
 		{"408", statusHandler(408, ""), courier.StatusRetryWait, courier.CodeRequestTimeout, time.Second},
 		{"400", statusHandler(400, ""), courier.StatusFailed, courier.CodeReceiverRejected, 0},
 		{"401", statusHandler(401, ""), courier.StatusFailed, courier.CodeSignatureRejected, 0},
@@ -439,6 +442,14 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 		"owner with a NUL":     {ok(func(c *client.Config) { c.Owner = "w1\x00" }), "Config.Owner"}, // PostgreSQL stores no NUL
 		"owner not UTF-8":      {ok(func(c *client.Config) { c.Owner = "w1\xff" }), "Config.Owner"},
 		"owner too long":       {ok(func(c *client.Config) { c.Owner = strings.Repeat("w", 257) }), "Config.Owner"},
+
+		// The store keeps leases in microseconds and the claim takes its
+		// time out of them: a lease barely over the timeout would give
+		// back every delivery it claimed.
+		"lease a hair over the timeout":   {ok(func(c *client.Config) { c.Timeout = time.Second; c.Lease = time.Second + 500*time.Nanosecond }), "Config.Lease"},
+		"lease 99ms over a short timeout": {ok(func(c *client.Config) { c.Timeout = 300 * time.Millisecond; c.Lease = 399 * time.Millisecond }), "Config.Lease"},
+		"lease under a tenth over":        {ok(func(c *client.Config) { c.Timeout = 10 * time.Second; c.Lease = 11*time.Second - time.Millisecond }), "Config.Lease"},
+		"default lease, timeout near it":  {ok(func(c *client.Config) { c.Timeout = 55 * time.Second }), "Config.Lease"},
 	}
 	for name, tc := range bad {
 		_, err := client.NewWorker(tc.cfg)
@@ -451,6 +462,9 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 		"owner token":    ok(func(c *client.Config) { c.Owner = "host-1.example:4242/w~1" }),
 		"bounds":         ok(func(c *client.Config) { c.Timeout = 10 * time.Millisecond; c.PollInterval = time.Hour }),
 		"defaults":       ok(func(c *client.Config) {}),
+
+		"lease 100ms over a short timeout": ok(func(c *client.Config) { c.Timeout = 300 * time.Millisecond; c.Lease = 400 * time.Millisecond }),
+		"lease a tenth over the timeout":   ok(func(c *client.Config) { c.Timeout = 10 * time.Second; c.Lease = 11 * time.Second }),
 	}
 	for name, cfg := range good {
 		if _, err := client.NewWorker(cfg); err != nil {
