@@ -120,6 +120,21 @@ func anyStandardWebhooks(t *testing.T) (signature.Verifier, signature.Signer) {
 	return verifier, signer
 }
 
+// eachReceiver runs test for every receiver of anyReceivers, or only for
+// those that run an application function when app, each in a parallel
+// subtest named after it.
+func eachReceiver(t *testing.T, app bool, test func(t *testing.T, target anyReceiver)) {
+	for _, target := range anyReceivers() {
+		if app && !target.app {
+			continue
+		}
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, target)
+		})
+	}
+}
+
 func anyReceivers() []anyReceiver {
 	return []anyReceiver{
 		{name: "Terminal", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
@@ -280,36 +295,33 @@ func (e *anyEnv) written(t *testing.T) (inbox, outbox int) {
 // line is at Error with the cause.
 func TestStoreFailureIsAnswered503InEveryReceiver(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		t.Run(target.name, func(t *testing.T) {
-			t.Parallel()
-			var events hookEvents
-			var logs logRecords
-			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
-			req := e.request(t)
-			if err := e.store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			rec := serve(e.handler, req)
-			p := problemOf(t, rec)
-			if rec.Code != http.StatusServiceUnavailable || p.Code != courier.CodeInternal || rec.Header().Get("Retry-After") == "" {
-				t.Fatalf("got %d %s (Retry-After %q), want 503 internal_error with Retry-After: %s",
-					rec.Code, p.Code, rec.Header().Get("Retry-After"), rec.Body)
-			}
-			if e.calls.Load() != 0 {
-				t.Fatalf("the application's function ran %d times", e.calls.Load())
-			}
-			want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusServiceUnavailable, Code: courier.CodeInternal}
-			if got := events.all(); len(got) != 1 || got[0] != want {
-				t.Fatalf("events %+v, want %+v", got, want)
-			}
-			recs := logs.all()
-			if len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["code"] != string(courier.CodeInternal) ||
-				attrs(recs[0])["http_status"] != "503" || attrs(recs[0])["error"] == "" || len(logkey.Undocumented(recs[0])) != 0 {
-				t.Fatalf("log records %v", recs)
-			}
-		})
-	}
+	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
+		var events hookEvents
+		var logs logRecords
+		e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
+		req := e.request(t)
+		if err := e.store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rec := serve(e.handler, req)
+		p := problemOf(t, rec)
+		if rec.Code != http.StatusServiceUnavailable || p.Code != courier.CodeInternal || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("got %d %s (Retry-After %q), want 503 internal_error with Retry-After: %s",
+				rec.Code, p.Code, rec.Header().Get("Retry-After"), rec.Body)
+		}
+		if e.calls.Load() != 0 {
+			t.Fatalf("the application's function ran %d times", e.calls.Load())
+		}
+		want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusServiceUnavailable, Code: courier.CodeInternal}
+		if got := events.all(); len(got) != 1 || got[0] != want {
+			t.Fatalf("events %+v, want %+v", got, want)
+		}
+		recs := logs.all()
+		if len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["code"] != string(courier.CodeInternal) ||
+			attrs(recs[0])["http_status"] != "503" || attrs(recs[0])["error"] == "" || len(logkey.Undocumented(recs[0])) != 0 {
+			t.Fatalf("log records %v", recs)
+		}
+	})
 }
 
 // TestOneAnswerPerOutcomeInEveryReceiver: the application's failures are
@@ -361,83 +373,80 @@ func TestOneAnswerPerOutcomeInEveryReceiver(t *testing.T) {
 // same codes, learnt from the answer as it was written.
 func TestRefusalsAreLogged(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		t.Run(target.name, func(t *testing.T) {
-			t.Parallel()
-			var events hookEvents
-			var logs logRecords
-			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
-			type sent struct {
-				status int
-				code   courier.Code
+	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
+		var events hookEvents
+		var logs logRecords
+		e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
+		type sent struct {
+			status int
+			code   courier.Code
+		}
+		var want []sent
+		send := func(edit func(r *http.Request), status int, code courier.Code) {
+			t.Helper()
+			req := e.request(t)
+			if edit != nil {
+				edit(req)
 			}
-			var want []sent
-			send := func(edit func(r *http.Request), status int, code courier.Code) {
-				t.Helper()
-				req := e.request(t)
-				if edit != nil {
-					edit(req)
-				}
-				rec := serve(e.handler, req)
-				if rec.Code != status {
-					t.Fatalf("got %d, want %d: %s", rec.Code, status, rec.Body)
-				}
-				want = append(want, sent{status, code})
+			rec := serve(e.handler, req)
+			if rec.Code != status {
+				t.Fatalf("got %d, want %d: %s", rec.Code, status, rec.Body)
 			}
-			send(nil, e.ok, "")
-			send(func(r *http.Request) { r.Method = http.MethodGet }, 405, courier.CodeMethodNotAllowed)
-			send(func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 415, courier.CodeUnsupportedMediaType)
-			send(func(r *http.Request) {
-				r.Header.Del("webhook-signature")
-				r.Header.Del("Authorization")
-			}, 401, courier.CodeSignatureMissing)
-			// A member the body may not have: the signature no longer
-			// covers the body, or with a Bearer token that signs none, the
-			// member is refused.
-			status, code := http.StatusUnauthorized, courier.CodeSignatureMismatch
-			if e.bearer {
-				status, code = http.StatusBadRequest, courier.CodeValidation
-			}
-			send(func(r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				b = append([]byte(`{"`+bodyMarker+`":1,`), b[1:]...)
-				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-			}, status, code)
+			want = append(want, sent{status, code})
+		}
+		send(nil, e.ok, "")
+		send(func(r *http.Request) { r.Method = http.MethodGet }, 405, courier.CodeMethodNotAllowed)
+		send(func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 415, courier.CodeUnsupportedMediaType)
+		send(func(r *http.Request) {
+			r.Header.Del("webhook-signature")
+			r.Header.Del("Authorization")
+		}, 401, courier.CodeSignatureMissing)
+		// A member the body may not have: the signature no longer
+		// covers the body, or with a Bearer token that signs none, the
+		// member is refused.
+		status, code := http.StatusUnauthorized, courier.CodeSignatureMismatch
+		if e.bearer {
+			status, code = http.StatusBadRequest, courier.CodeValidation
+		}
+		send(func(r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			b = append([]byte(`{"`+bodyMarker+`":1,`), b[1:]...)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}, status, code)
 
-			recs := logs.all()
-			var refused []sent
-			for _, r := range recs {
-				a := attrs(r)
-				var line strings.Builder
-				line.WriteString(r.Message)
-				for k, v := range a {
-					line.WriteString(" " + k + "=" + v)
-				}
-				for _, secret := range []string{bodyMarker, publishToken, "v1,"} {
-					if strings.Contains(line.String(), secret) {
-						t.Errorf("a log line carries content %q: %s", secret, line.String())
-					}
-				}
-				if r.Level != slog.LevelInfo || r.Message != "handler: request refused" {
-					t.Errorf("refusal logged at %s: %s", r.Level, line.String())
-				}
-				if bad := logkey.Undocumented(r); len(bad) != 0 {
-					t.Errorf("logged keys %v, which courier's documentation does not list: %s", bad, line.String())
-				}
-				refused = append(refused, sent{status: atoi(a["http_status"]), code: courier.Code(a["code"])})
+		recs := logs.all()
+		var refused []sent
+		for _, r := range recs {
+			a := attrs(r)
+			var line strings.Builder
+			line.WriteString(r.Message)
+			for k, v := range a {
+				line.WriteString(" " + k + "=" + v)
 			}
-			if fmt.Sprint(refused) != fmt.Sprint(want[1:]) {
-				t.Fatalf("logged refusals %v, want %v (one per refusal, none for the accepted request)", refused, want[1:])
+			for _, secret := range []string{bodyMarker, publishToken, "v1,"} {
+				if strings.Contains(line.String(), secret) {
+					t.Errorf("a log line carries content %q: %s", secret, line.String())
+				}
 			}
-			var hooked []sent
-			for _, ev := range events.all() {
-				hooked = append(hooked, sent{ev.Status, ev.Code})
+			if r.Level != slog.LevelInfo || r.Message != "handler: request refused" {
+				t.Errorf("refusal logged at %s: %s", r.Level, line.String())
 			}
-			if fmt.Sprint(hooked) != fmt.Sprint(want) {
-				t.Fatalf("events %v, want %v", hooked, want)
+			if bad := logkey.Undocumented(r); len(bad) != 0 {
+				t.Errorf("logged keys %v, which courier's documentation does not list: %s", bad, line.String())
 			}
-		})
-	}
+			refused = append(refused, sent{status: atoi(a["http_status"]), code: courier.Code(a["code"])})
+		}
+		if fmt.Sprint(refused) != fmt.Sprint(want[1:]) {
+			t.Fatalf("logged refusals %v, want %v (one per refusal, none for the accepted request)", refused, want[1:])
+		}
+		var hooked []sent
+		for _, ev := range events.all() {
+			hooked = append(hooked, sent{ev.Status, ev.Code})
+		}
+		if fmt.Sprint(hooked) != fmt.Sprint(want) {
+			t.Fatalf("events %v, want %v", hooked, want)
+		}
+	})
 }
 
 func atoi(s string) int {
@@ -453,48 +462,42 @@ func atoi(s string) int {
 // written.
 func TestPanicReachesHook(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		if !target.app {
-			continue
+	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
+		var events hookEvents
+		var logs logRecords
+		type panicWith struct{ v any }
+		var value atomic.Value
+		e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs), app: func(context.Context) error { panic(value.Load().(panicWith).v) }})
+
+		value.Store(panicWith{"application bug"})
+		rec := serve(middleware.Recover(nil)(e.handler), e.request(t))
+		if p := problemOf(t, rec); rec.Code != http.StatusInternalServerError || p.Code != courier.CodeInternal {
+			t.Fatalf("behind Recover: %d %s", rec.Code, p.Code)
 		}
-		t.Run(target.name, func(t *testing.T) {
-			t.Parallel()
-			var events hookEvents
-			var logs logRecords
-			type panicWith struct{ v any }
-			var value atomic.Value
-			e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs), app: func(context.Context) error { panic(value.Load().(panicWith).v) }})
+		want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusInternalServerError, Code: courier.CodeInternal}
+		if got := events.all(); len(got) != 1 || got[0] != want {
+			t.Fatalf("events %+v, want %+v", got, want)
+		}
+		if recs := logs.all(); len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["panic"] != "true" {
+			t.Fatalf("log records %v", recs)
+		}
 
-			value.Store(panicWith{"application bug"})
-			rec := serve(middleware.Recover(nil)(e.handler), e.request(t))
-			if p := problemOf(t, rec); rec.Code != http.StatusInternalServerError || p.Code != courier.CodeInternal {
-				t.Fatalf("behind Recover: %d %s", rec.Code, p.Code)
-			}
-			want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusInternalServerError, Code: courier.CodeInternal}
-			if got := events.all(); len(got) != 1 || got[0] != want {
-				t.Fatalf("events %+v, want %+v", got, want)
-			}
-			if recs := logs.all(); len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["panic"] != "true" {
-				t.Fatalf("log records %v", recs)
-			}
-
-			value.Store(panicWith{http.ErrAbortHandler})
-			recovered := func() (v any) {
-				defer func() { v = recover() }()
-				serve(e.handler, e.request(t))
-				return nil
-			}()
-			if recovered != http.ErrAbortHandler { //nolint:errorlint // the sentinel itself, untouched
-				t.Fatalf("recovered %v, want http.ErrAbortHandler itself", recovered)
-			}
-			if got := events.all(); len(got) != 2 || got[1] != want {
-				t.Fatalf("events %+v", got)
-			}
-			if inbox, _ := e.written(t); inbox != 0 || e.calls.Load() != 2 {
-				t.Fatalf("%d inbox rows after %d calls", inbox, e.calls.Load())
-			}
-		})
-	}
+		value.Store(panicWith{http.ErrAbortHandler})
+		recovered := func() (v any) {
+			defer func() { v = recover() }()
+			serve(e.handler, e.request(t))
+			return nil
+		}()
+		if recovered != http.ErrAbortHandler { //nolint:errorlint // the sentinel itself, untouched
+			t.Fatalf("recovered %v, want http.ErrAbortHandler itself", recovered)
+		}
+		if got := events.all(); len(got) != 2 || got[1] != want {
+			t.Fatalf("events %+v", got)
+		}
+		if inbox, _ := e.written(t); inbox != 0 || e.calls.Load() != 2 {
+			t.Fatalf("%d inbox rows after %d calls", inbox, e.calls.Load())
+		}
+	})
 }
 
 // TestCharsetNamesAreCaseInsensitive: "application/json; charset=Utf-8"
@@ -547,73 +550,70 @@ func TestCharsetNamesAreCaseInsensitive(t *testing.T) {
 // answered.
 func TestHookPanicLeavesTheAnswer(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		t.Run(target.name, func(t *testing.T) {
-			t.Parallel()
-			var events hookEvents
-			var logs logRecords
-			e := target.open(t, anyOptions{logger: slog.New(&logs), hook: func(ev handler.Event) {
-				events.hook(ev)
-				panic("metrics bug")
-			}})
-			srv := httptest.NewServer(middleware.Recover(nil)(e.handler))
-			t.Cleanup(srv.Close)
-			send := func(req *http.Request) int {
-				t.Helper()
-				req.RequestURI = ""
-				req.URL.Scheme, req.URL.Host = "http", srv.Listener.Addr().String()
-				resp, err := srv.Client().Do(req)
-				if err != nil {
-					t.Fatalf("the client got no answer: %v", err)
-				}
-				defer resp.Body.Close()
-				if _, err := io.ReadAll(resp.Body); err != nil {
-					t.Fatalf("the answer was broken off: %v", err)
-				}
-				return resp.StatusCode
+	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
+		var events hookEvents
+		var logs logRecords
+		e := target.open(t, anyOptions{logger: slog.New(&logs), hook: func(ev handler.Event) {
+			events.hook(ev)
+			panic("metrics bug")
+		}})
+		srv := httptest.NewServer(middleware.Recover(nil)(e.handler))
+		t.Cleanup(srv.Close)
+		send := func(req *http.Request) int {
+			t.Helper()
+			req.RequestURI = ""
+			req.URL.Scheme, req.URL.Host = "http", srv.Listener.Addr().String()
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatalf("the client got no answer: %v", err)
 			}
+			defer resp.Body.Close()
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Fatalf("the answer was broken off: %v", err)
+			}
+			return resp.StatusCode
+		}
 
-			if status := send(e.request(t)); status != e.ok {
-				t.Fatalf("accepted request answered %d, want %d", status, e.ok)
-			}
-			refused := e.request(t)
-			refused.Method = http.MethodPut
-			if status := send(refused); status != http.StatusMethodNotAllowed {
-				t.Fatalf("refused request answered %d, want 405", status)
-			}
+		if status := send(e.request(t)); status != e.ok {
+			t.Fatalf("accepted request answered %d, want %d", status, e.ok)
+		}
+		refused := e.request(t)
+		refused.Method = http.MethodPut
+		if status := send(refused); status != http.StatusMethodNotAllowed {
+			t.Fatalf("refused request answered %d, want 405", status)
+		}
 
-			want := []handler.Event{
-				{Outcome: handler.OutcomeAccepted, Status: e.ok},
-				{Outcome: handler.OutcomeRejected, Status: http.StatusMethodNotAllowed, Code: courier.CodeMethodNotAllowed},
-			}
-			if got := events.all(); fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("events %+v, want %+v (one per request)", got, want)
-			}
-			if inbox, _ := e.written(t); target.app && (inbox != 1 || e.calls.Load() != 1) {
-				t.Fatalf("%d inbox rows after %d calls, want the accepted request's one", inbox, e.calls.Load())
-			}
-			var dropped int
-			for _, r := range logs.all() {
-				a := attrs(r)
-				switch {
-				case r.Message == "handler: Hook panicked; the panic was dropped":
-					if r.Level != slog.LevelError || a["panic"] != "true" {
-						t.Errorf("the dropped panic is logged at %s with %v", r.Level, a)
-					}
-					dropped++
-				case r.Message != "handler: request refused":
-					t.Errorf("unexpected log line: %s %s %v", r.Level, r.Message, a)
+		want := []handler.Event{
+			{Outcome: handler.OutcomeAccepted, Status: e.ok},
+			{Outcome: handler.OutcomeRejected, Status: http.StatusMethodNotAllowed, Code: courier.CodeMethodNotAllowed},
+		}
+		if got := events.all(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("events %+v, want %+v (one per request)", got, want)
+		}
+		if inbox, _ := e.written(t); target.app && (inbox != 1 || e.calls.Load() != 1) {
+			t.Fatalf("%d inbox rows after %d calls, want the accepted request's one", inbox, e.calls.Load())
+		}
+		var dropped int
+		for _, r := range logs.all() {
+			a := attrs(r)
+			switch {
+			case r.Message == "handler: Hook panicked; the panic was dropped":
+				if r.Level != slog.LevelError || a["panic"] != "true" {
+					t.Errorf("the dropped panic is logged at %s with %v", r.Level, a)
 				}
-				if bad := logkey.Undocumented(r); len(bad) != 0 {
-					t.Errorf("logged keys %v, which courier's documentation does not list", bad)
-				}
-				if strings.Contains(fmt.Sprint(a), bodyMarker) || strings.Contains(fmt.Sprint(a), "metrics bug") {
-					t.Errorf("a log line carries the request's content or the panic's value: %v", a)
-				}
+				dropped++
+			case r.Message != "handler: request refused":
+				t.Errorf("unexpected log line: %s %s %v", r.Level, r.Message, a)
 			}
-			if dropped != 2 {
-				t.Fatalf("%d lines for the Hook's panics, want one per request", dropped)
+			if bad := logkey.Undocumented(r); len(bad) != 0 {
+				t.Errorf("logged keys %v, which courier's documentation does not list", bad)
 			}
-		})
-	}
+			if strings.Contains(fmt.Sprint(a), bodyMarker) || strings.Contains(fmt.Sprint(a), "metrics bug") {
+				t.Errorf("a log line carries the request's content or the panic's value: %v", a)
+			}
+		}
+		if dropped != 2 {
+			t.Fatalf("%d lines for the Hook's panics, want one per request", dropped)
+		}
+	})
 }

@@ -16,26 +16,20 @@ import (
 // context is not marked.
 func TestReceiversRunTheFunctionWithTheWriterHeld(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		if !target.app {
-			continue
+	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
+		errNotHeld := errors.New("the function's context is not marked")
+		e := target.open(t, anyOptions{app: func(ctx context.Context) error {
+			if !writerctx.Held(ctx) {
+				return errNotHeld
+			}
+			return nil
+		}})
+		req := e.request(t)
+		if writerctx.Held(req.Context()) {
+			t.Fatal("the request's context is marked before the receiver runs")
 		}
-		t.Run(target.name, func(t *testing.T) {
-			t.Parallel()
-			errNotHeld := errors.New("the function's context is not marked")
-			e := target.open(t, anyOptions{app: func(ctx context.Context) error {
-				if !writerctx.Held(ctx) {
-					return errNotHeld
-				}
-				return nil
-			}})
-			req := e.request(t)
-			if writerctx.Held(req.Context()) {
-				t.Fatal("the request's context is marked before the receiver runs")
-			}
-			if rec := serve(e.handler, req); rec.Code != e.ok || e.calls.Load() != 1 {
-				t.Fatalf("got %d after %d calls, want %d after 1: %s", rec.Code, e.calls.Load(), e.ok, rec.Body)
-			}
-		})
-	}
+		if rec := serve(e.handler, req); rec.Code != e.ok || e.calls.Load() != 1 {
+			t.Fatalf("got %d after %d calls, want %d after 1: %s", rec.Code, e.calls.Load(), e.ok, rec.Body)
+		}
+	})
 }
