@@ -2,12 +2,12 @@ package ack
 
 import (
 	"crypto/rand"
-	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"strings"
 
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // Reporting is the AdCP webhook envelope (core/mcp-webhook-payload.json):
@@ -138,15 +138,11 @@ type spent struct {
 	Spend *float64 `json:"spend" validate:"required,min=0"`
 }
 
-// idempotencyKeyEncoding writes random bytes in characters an
-// idempotency_key allows.
-var idempotencyKeyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
-
 // NewIdempotencyKey returns a fresh idempotency_key for a sender: "whk_"
 // and 32 base32 characters of 160 random bits. Use one per delivery and
 // repeat it, with the identical payload, on every retry.
 func NewIdempotencyKey() string {
 	var b [20]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
-	return "whk_" + idempotencyKeyEncoding.EncodeToString(b[:])
+	return wire.IdempotencyKey(b)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash"
 
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -92,12 +93,7 @@ const ackDigestInfo = "courier.outbox.ack-digest.v2\x00"
 // claim recompute it to compare a payload with the row.
 func keyedDigest(macKey, payload []byte, notificationID, endpoint string) [sha256.Size]byte {
 	mac := hmac.New(sha256.New, macKey)
-	var n [8]byte
-	for _, part := range [][]byte{[]byte(notificationID), []byte(endpoint)} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		mac.Write(n[:])
-		mac.Write(part)
-	}
+	writePrefixed(mac, notificationID, endpoint)
 	mac.Write(payload)
 	var sum [sha256.Size]byte
 	mac.Sum(sum[:0])
@@ -258,4 +254,15 @@ func (e *Encryption) matches(payload []byte, hexDigest, keyID, notificationID, e
 	}
 	stored, err := hex.DecodeString(hexDigest)
 	return err == nil && subtle.ConstantTimeCompare(sum[:], stored) == 1, nil
+}
+
+// writePrefixed writes each part to h after its length (8 bytes, big
+// endian), so that no two lists of parts write the same bytes.
+func writePrefixed(h hash.Hash, parts ...string) {
+	var n [8]byte
+	for _, part := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
 }

@@ -66,10 +66,12 @@ func (o *Outbox) join(ctx context.Context, tx DBTX, now int64, id int64, endpoin
 // and key, so that two transactions moving keys they share never wait for
 // each other in a circle.
 func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
-	rows = slices.Clone(rows)
-	slices.SortStableFunc(rows, func(a, b keyed) int {
-		return cmp.Or(cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.OrderingKey.String, b.OrderingKey.String))
-	})
+	if len(rows) > 1 {
+		rows = slices.Clone(rows)
+		slices.SortStableFunc(rows, func(a, b keyed) int {
+			return cmp.Or(cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.OrderingKey.String, b.OrderingKey.String))
+		})
+	}
 	for _, r := range rows {
 		if !r.OrderingKey.Valid {
 			continue

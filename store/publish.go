@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base32"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -105,11 +103,8 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 func publishKey(notificationID, endpoint string) string {
 	h := sha256.New()
 	h.Write([]byte("courier.publish.idempotency-key.v1\x00"))
-	var n [8]byte
-	for _, part := range []string{notificationID, endpoint} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write([]byte(part))
-	}
-	return "whk_" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h.Sum(nil)[:20])
+	writePrefixed(h, notificationID, endpoint)
+	var bits [20]byte
+	copy(bits[:], h.Sum(nil))
+	return wire.IdempotencyKey(bits)
 }

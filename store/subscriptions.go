@@ -127,13 +127,6 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
-	current, err := sr.Get(ctx, tx, id)
-	if err != nil {
-		return Subscription{}, err
-	}
-	if current.Tenant != p.Tenant {
-		return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
-	}
 	args := p.args(sr.s.now())
 	args["id"] = id
 	res, err := sr.s.exec(ctx, tx, "subscription_update", args)
@@ -141,7 +134,10 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 		return Subscription{}, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return Subscription{}, errNotFound
+		if _, err := sr.Get(ctx, tx, id); err != nil {
+			return Subscription{}, err // CodeNotFound: there is none
+		}
+		return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
 	}
 	return sr.Get(ctx, tx, id)
 }

@@ -3,7 +3,10 @@
 // ack documents the formats; this package only recognizes them.
 package wire
 
-import "strconv"
+import (
+	"encoding/base32"
+	"strconv"
+)
 
 // What a courier sender puts on and reads off the wire besides the body.
 const (
@@ -85,4 +88,14 @@ func ParseAttempt(s string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// idempotencyKeyEncoding writes bytes in characters an idempotency_key
+// allows.
+var idempotencyKeyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// IdempotencyKey returns the idempotency_key form of 160 bits: "whk_" and
+// 32 base32 characters, as ack.NewIdempotencyKey documents it.
+func IdempotencyKey(bits [20]byte) string {
+	return "whk_" + idempotencyKeyEncoding.EncodeToString(bits[:])
 }

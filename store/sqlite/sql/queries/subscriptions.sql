@@ -9,9 +9,11 @@ VALUES (:tenant, :endpoint, :event_types, :auth_mode, :key_id, :profile, :finger
 RETURNING id;
 
 -- name: subscription_update
+-- The tenant never changes: a subscription of another tenant is not
+-- updated (the store tells that apart from a missing one).
 UPDATE courier_subscriptions SET endpoint = :endpoint, event_types = :event_types, auth_mode = :auth_mode,
     key_id = :key_id, profile = :profile, fingerprint = :fingerprint, active = :active, updated_at = :now
-WHERE id = :id;
+WHERE id = :id AND tenant = :tenant;
 
 -- name: subscription_get
 SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
