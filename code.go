@@ -80,6 +80,11 @@ const (
 	CodeInvalidArgument         Code = "invalid_argument"
 	CodeWriteOutsideTransaction Code = "write_outside_transaction" // a write through DB() while the request's transaction holds SQLite's writer
 	CodeRequestInvalid          Code = "request_invalid"           // a command is not valid (JSON, members, values): names the field, never the content
+	// CodeDatabaseUnavailable: the database failed the operation: a lock
+	// or serialization conflict it ended, a lost connection, a read-only
+	// or full file, a statement timeout. The operation took no effect
+	// (a caller's transaction it ran in must roll back); retry later.
+	CodeDatabaseUnavailable Code = "database_unavailable"
 )
 
 // Codes of signature verification. Each failure a verifier reports is a case

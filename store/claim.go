@@ -107,19 +107,26 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		if err := run.take(ctx); err != nil {
 			return err
 		}
-		if err := o.advance(ctx, tx, now, run.ended); err != nil {
-			return err
-		}
 		out, expired = out[:0], run.expired
 		for _, c := range run.got {
-			switch ok, err := o.admit(ctx, tx, now, &c); {
+			switch status, err := o.admit(ctx, tx, now, &c); {
 			case err != nil:
 				return err
-			case ok:
+			case status == courier.StatusLeased:
 				out = append(out, c.Claimed)
+			default:
+				run.ended = append(run.ended, c.keyed(status))
 			}
 		}
-		return nil
+		// The ordering keys of every row the claim ended, reclaimed or
+		// took out of circulation move on in one advance, which locks
+		// them in one order: in two groups, a claim could hold one key
+		// and wait for another that a settle, holding the first's
+		// successor in that order, waits on.
+		for _, r := range reclaimed {
+			run.ended = append(run.ended, r.keyed)
+		}
+		return o.advance(ctx, tx, now, run.ended)
 	})
 	if err != nil {
 		return nil, err
@@ -138,7 +145,7 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 
 // reclaim ends the leases that expired: their attempt is logged, and the
 // row waits for a retry (or fails, its budget or horizon spent). It
-// returns the rows it ended.
+// returns the rows it ended, whose ordering keys the claim moves on.
 func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) ([]settledRow, error) {
 	args := map[string]any{"now": now}
 	res, err := o.s.exec(ctx, tx, "attempts_log_expired_leases", args)
@@ -149,14 +156,8 @@ func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) ([]settled
 		return nil, nil
 	}
 	var rows []settledRow
-	if err := o.s.selectRows(ctx, tx, "outbox_reclaim_expired_leases", args, &rows); err != nil {
-		return nil, err
-	}
-	keys := make([]keyed, len(rows))
-	for i, r := range rows {
-		keys[i] = r.keyed
-	}
-	return rows, o.advance(ctx, tx, now, keys)
+	err = o.s.selectRows(ctx, tx, "outbox_reclaim_expired_leases", args, &rows)
+	return rows, err
 }
 
 // claimRun is one claim's transaction: the deliveries it leased so far,
@@ -179,7 +180,7 @@ type claimRun struct {
 	got     []claimed
 	expired int
 	parked  int
-	ended   []keyed        // rows ended (expired) that may head an ordering key
+	ended   []keyed        // rows ended (expired, quarantined, suppressed, reclaimed) that may head an ordering key
 	limited map[string]int // endpoints with limits -> deliveries leased
 	// justParked are the endpoints the last claim statement parked
 	// deliveries of.
@@ -222,6 +223,7 @@ type picked struct {
 	ID       int64  `db:"id"`
 	Endpoint string `db:"endpoint"`
 	Limited  bool   `db:"limited"` // the endpoint has limits
+	Busy     bool   `db:"busy"`    // another claimer holds its limits (PostgreSQL): left due
 }
 
 // claimNext picks the next due rows of priority p, at most limit, and
@@ -236,12 +238,18 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expi
 	if len(rows) == 0 {
 		return 0, 0, 0, 0, nil
 	}
-	ids := make([]int64, len(rows))
-	for i, row := range rows {
-		ids[i] = row.ID
+	ids := make([]int64, 0, len(rows))
+	for _, row := range rows {
+		if row.Busy {
+			continue
+		}
+		ids = append(ids, row.ID)
 		if _, ok := r.limited[row.Endpoint]; row.Limited && !ok {
 			r.limited[row.Endpoint] = 0 // its leases are counted below
 		}
+	}
+	if len(ids) == 0 {
+		return len(rows), 0, 0, 0, nil
 	}
 	before := len(r.got)
 	leased, expired, parked, err = r.run(ctx, "outbox_claim", map[string]any{"ids": jsonArg(ids)})
@@ -475,47 +483,46 @@ func (r *claimRun) probes(ctx context.Context) error {
 // open and match its digest (or it is quarantined), and its subscription
 // must still be active, with the fingerprint it had at enqueue and an
 // event filter that still matches the delivery's event type (or it is
-// suppressed, subscription_changed). It opens c's payload in place.
-func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (bool, error) {
+// suppressed, subscription_changed). It opens c's payload in place and
+// returns c's status: leased when it may be sent. The caller moves the
+// ordering key of one it ended on.
+func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (courier.Status, error) {
 	plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint)
 	if err != nil {
-		return false, o.end(ctx, tx, now, "outbox_quarantine", *c, courier.CodePayloadUnreadable, AttemptQuarantined)
+		return o.end(ctx, tx, now, *c, courier.CodePayloadUnreadable, AttemptQuarantined)
 	}
 	c.Payload = plain
 	if ok, _ := o.s.cfg.Encryption.matches(plain, c.PayloadSHA256, c.payloadKeyID, c.NotificationID, c.Endpoint); !ok {
-		return false, o.end(ctx, tx, now, "outbox_quarantine", *c, courier.CodeIntegrity, AttemptQuarantined)
+		return o.end(ctx, tx, now, *c, courier.CodeIntegrity, AttemptQuarantined)
 	}
 	sum := sha256.Sum256(plain) // a sealed row stores a keyed digest; the worker gets the payload's own
 	c.PayloadSHA256 = hex.EncodeToString(sum[:])
 	if c.SubscriptionID == 0 {
-		return true, nil
+		return courier.StatusLeased, nil
 	}
 	state, err := getRow[subscriptionState](ctx, o.s, tx, "subscription_state", map[string]any{"id": c.SubscriptionID})
 	switch {
 	case err != nil && courier.CodeOf(err) != courier.CodeNotFound:
-		return false, err
+		return "", err
 	case err != nil || !state.Active || state.Fingerprint != c.fingerprint || !state.wants(c.eventType):
-		return false, o.end(ctx, tx, now, "outbox_suppress", *c, courier.CodeSubscriptionChanged, AttemptSuppressed)
+		return o.end(ctx, tx, now, *c, courier.CodeSubscriptionChanged, AttemptSuppressed)
 	}
-	return true, nil
+	return courier.StatusLeased, nil
 }
 
-// end takes a claimed delivery out of circulation without an attempt
-// (quarantined, suppressed) with the statement name, logs why, and moves
-// its ordering key on.
-func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, name string, c claimed, code courier.Code, outcome AttemptOutcome) error {
+// end takes a claimed delivery out of circulation without an attempt,
+// quarantined or suppressed as outcome says, logs why, and returns its
+// new status.
+func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, c claimed, code courier.Code, outcome AttemptOutcome) (courier.Status, error) {
+	name, status := "outbox_quarantine", courier.StatusQuarantined
+	if outcome == AttemptSuppressed {
+		name, status = "outbox_suppress", courier.StatusSuppressed
+	}
 	l := c.Lease
 	if _, err := o.s.exec(ctx, tx, name, map[string]any{"id": l.DeliveryID, "token": l.Token, "code": string(code), "now": now}); err != nil {
-		return err
+		return "", err
 	}
-	if err := o.logAttempts(ctx, tx, now, newAttemptArg(protocol.Outcome{Lease: l, Code: code}, outcome)); err != nil {
-		return err
-	}
-	status := courier.StatusQuarantined
-	if outcome == AttemptSuppressed {
-		status = courier.StatusSuppressed
-	}
-	return o.advance(ctx, tx, now, []keyed{c.keyed(status)})
+	return status, o.logAttempts(ctx, tx, now, newAttemptArg(protocol.Outcome{Lease: l, Code: code}, outcome))
 }
 
 // subscriptionState is what sending a published delivery depends on.

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -186,6 +185,10 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
+		var head []int64 // the key's row first, as advance takes it (see ordering_key_lock_of)
+		if err := o.s.selectRows(ctx, tx, "ordering_key_lock_of", map[string]any{"id": id}, &head); err != nil {
+			return err
+		}
 		var rows []keyed
 		if err := o.s.selectRows(ctx, tx, "outbox_cancel", map[string]any{"id": id, "now": now}, &rows); err != nil {
 			return err
@@ -227,7 +230,6 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 			return err
 		}
 		n = len(rows)
-		slices.SortFunc(rows, func(a, b keyed) int { return cmp.Compare(a.ID, b.ID) })
 		return o.rejoin(ctx, tx, now, rows)
 	})
 	return n, err

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,15 +55,19 @@ func (d *dialect) query(name string) *query {
 	return q
 }
 
-// errBusy is an engine's "try again": a lock or serialization conflict.
-var errBusy = errors.New("store: database busy")
-
-// errReadOnly is a database that cannot be written now.
-var errReadOnly = errors.New("store: database is read-only")
+// Database failures, each courier.CodeDatabaseUnavailable.
+var (
+	errBusy        = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"} // a lock or serialization conflict: try again
+	errReadOnly    = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database is read-only"}
+	errUnavailable = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database failed"}
+)
 
 // interpret translates driver errors at the store boundary, so no caller
-// imports a driver to inspect one. Other errors pass through, wrapped with
-// the query name.
+// imports a driver to inspect one: a driver's failure is
+// courier.CodeDatabaseUnavailable (the driver's error stays in the chain,
+// for the log), a violated constraint CodeInvalidArgument. An error that
+// has a code already, a context's end and sql.ErrNoRows pass through,
+// wrapped with the query name.
 func (d *dialect) interpret(name string, err error) error {
 	if err == nil {
 		return nil
@@ -74,5 +80,8 @@ func (d *dialect) interpret(name string, err error) error {
 	case engine.Constraint:
 		return fmt.Errorf("store: %s: %w", name, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: courier.CodePayloadInvalid})
 	}
-	return fmt.Errorf("store: %s: %w", name, err)
+	if courier.CodeOf(err) != "" || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("store: %s: %w", name, err)
+	}
+	return fmt.Errorf("store: %s: %w: %w", name, errUnavailable, err)
 }

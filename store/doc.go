@@ -77,7 +77,9 @@
 // the limits row of each limited endpoint it picked rows of, until it
 // commits, and counts leases and tokens in a statement that starts after
 // those locks: two workers in two processes never both take the last
-// slot or token. On SQLite the one writer gives the same.
+// slot or token. A claim never waits for a limits row another claim
+// holds: it leaves that endpoint's rows due, for the claim that holds it
+// or the next. On SQLite the one writer gives the same.
 //
 // Held by its ordering key (HeldByKey): within (endpoint,
 // EnqueueParams.OrderingKey) a delivery is claimable only once every

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,6 +93,13 @@ type EnqueueParams struct {
 	// one key take turns (each waits on the key until the one before it
 	// commits or rolls back), which is what gives them an order; on
 	// PostgreSQL use it in READ COMMITTED transactions, the default.
+	// A transaction holds each key it joined until it ends: the
+	// worker's settle of that key's head waits for it, so keep keyed
+	// enqueues in short transactions. One that joins several keys should
+	// join them by endpoint, then key (EnqueueMany and Publish do), the
+	// order courier's own transactions take them in; in another order it
+	// may meet a settle in a deadlock, which PostgreSQL ends by aborting
+	// one transaction (the application retries its own).
 	// 1-256 bytes of visible ASCII, no spaces. Defaults to none.
 	OrderingKey string
 }
@@ -118,16 +126,23 @@ func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueue
 }
 
 // EnqueueMany enqueues several deliveries in the caller's transaction, with
-// Enqueue's rules for each. On error nothing is known to be written: the
-// caller rolls back.
+// Enqueue's rules for each. It joins their ordering keys after it has
+// written them all, in the order courier's own transactions take keys in,
+// by endpoint and key, which several Enqueue calls in one transaction
+// cannot promise (see EnqueueParams.OrderingKey). On error nothing is known
+// to be written: the caller rolls back.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
 	out := make([]Enqueued, len(ps))
+	var joins []keyed
 	for i, p := range ps {
-		e, err := o.Enqueue(ctx, tx, p)
+		e, err := o.insertDelivery(ctx, tx, p, subscriptionRef{}, &joins)
 		if err != nil {
 			return nil, fmt.Errorf("delivery %d: %w", i, err)
 		}
 		out[i] = e
+	}
+	if err := o.joinAll(ctx, tx, joins); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -141,6 +156,20 @@ type subscriptionRef struct {
 }
 
 func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
+	var joins []keyed
+	e, err := o.insertDelivery(ctx, tx, p, sub, &joins)
+	if err == nil {
+		err = o.joinAll(ctx, tx, joins)
+	}
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return e, nil
+}
+
+// insertDelivery writes a delivery. A new one with an ordering key waits
+// for its key: it is added to joins, for joinAll.
+func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef, joins *[]keyed) (Enqueued, error) {
 	if p.Profile == ack.ProfileCommand {
 		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
 	}
@@ -152,13 +181,25 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subs
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
 	args["event_type"] = nullable(sub.eventType)
 	e, err := o.write(ctx, tx, "outbox_enqueue", args)
-	if err != nil || e.Existed || p.OrderingKey == "" {
-		return e, err
+	if err == nil && !e.Existed && p.OrderingKey != "" {
+		*joins = append(*joins, keyed{ID: e.ID, Endpoint: p.Endpoint, OrderingKey: sql.NullString{String: p.OrderingKey, Valid: true}})
 	}
-	if _, err := o.join(ctx, tx, now, e.ID, p.Endpoint, p.OrderingKey); err != nil {
-		return Enqueued{}, err
+	return e, err
+}
+
+// joinAll joins the deliveries just written to their ordering keys (see
+// join), in key order (inKeyOrder).
+func (o *Outbox) joinAll(ctx context.Context, tx DBTX, joins []keyed) error {
+	if len(joins) == 0 {
+		return nil
 	}
-	return e, nil
+	now := o.s.now()
+	for _, j := range inKeyOrder(joins) {
+		if _, err := o.join(ctx, tx, now, j.ID, j.Endpoint, j.OrderingKey.String); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // write inserts a delivery with the named statement; if its identity is

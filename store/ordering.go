@@ -32,6 +32,23 @@ const (
 // maxOrderingKey bounds EnqueueParams.OrderingKey, in bytes.
 const maxOrderingKey = 256
 
+// inKeyOrder returns rows sorted by endpoint, ordering key and id: the
+// one order in which every transaction of courier's takes the ordering
+// keys' row locks (courier_ordering_keys) it needs, all in one group, so
+// that two transactions sharing keys never wait for each other in a
+// circle (PostgreSQL would abort one of them). Within a key, id order is
+// enqueue order.
+func inKeyOrder(rows []keyed) []keyed {
+	if len(rows) < 2 {
+		return rows
+	}
+	rows = slices.Clone(rows)
+	slices.SortFunc(rows, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.OrderingKey.String, b.OrderingKey.String), cmp.Compare(a.ID, b.ID))
+	})
+	return rows
+}
+
 // keyed is a delivery a statement changed that may concern its ordering
 // key: what the statements that finish, fail or redrive deliveries
 // return.
@@ -62,17 +79,10 @@ func (o *Outbox) join(ctx context.Context, tx DBTX, now int64, id int64, endpoin
 // unfinished states (or failed) on: a finished head makes way for the
 // next delivery of its key, in enqueue order; a failed head holds its key
 // under HoldKey. A delivery that was not its key's head (cancelled while
-// waiting) changes nothing. The keys are locked in one order, by endpoint
-// and key, so that two transactions moving keys they share never wait for
-// each other in a circle.
+// waiting) changes nothing. The keys are locked in key order (see
+// inKeyOrder).
 func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
-	if len(rows) > 1 {
-		rows = slices.Clone(rows)
-		slices.SortStableFunc(rows, func(a, b keyed) int {
-			return cmp.Or(cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.OrderingKey.String, b.OrderingKey.String))
-		})
-	}
-	for _, r := range rows {
+	for _, r := range inKeyOrder(rows) {
 		if !r.OrderingKey.Valid {
 			continue
 		}
@@ -120,7 +130,7 @@ func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) 
 // held it, or when the key has no other unfinished delivery; otherwise it
 // waits, and goes next (promotion is by enqueue order).
 func (o *Outbox) rejoin(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
-	for _, r := range rows {
+	for _, r := range inKeyOrder(rows) {
 		if !r.OrderingKey.Valid {
 			continue
 		}

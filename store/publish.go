@@ -70,6 +70,7 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		return nil, err
 	}
 	var out []Published
+	var joins []keyed
 	for _, s := range subs {
 		if !s.matches(p.EventType) {
 			continue
@@ -82,14 +83,20 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
 			}
 		}
-		e, err := o.enqueue(ctx, tx, EnqueueParams{
+		e, err := o.insertDelivery(ctx, tx, EnqueueParams{
 			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType})
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType}, &joins)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, Published{Enqueued: e, NotificationID: id, SubscriptionID: s.ID, IdempotencyKey: key})
+	}
+	// The ordering key is joined per endpoint once every delivery is
+	// written, in key order, as a settle takes keys: in subscription order
+	// a publish and a settle could each wait for a key the other holds.
+	if err := o.joinAll(ctx, tx, joins); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

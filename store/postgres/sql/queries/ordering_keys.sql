@@ -23,6 +23,18 @@ SELECT head_id FROM courier_ordering_keys
 WHERE endpoint = :endpoint AND ordering_key = :ordering_key
 FOR UPDATE;
 
+-- name: ordering_key_lock_of
+-- The row of delivery :id's ordering key (none when it has no key, or the
+-- key has no unfinished delivery), taken before a statement that changes
+-- the delivery: a settle's advance takes a key's row, then promotes (and
+-- so locks) the delivery behind the head; Cancel, which locks the
+-- delivery, must take the key's row first too, or the two would wait for
+-- each other in a circle.
+SELECT k.head_id FROM courier_ordering_keys AS k
+JOIN courier_outbox AS o ON o.endpoint = k.endpoint AND o.ordering_key = k.ordering_key
+WHERE o.id = :id
+FOR UPDATE OF k;
+
 -- name: ordering_key_advance
 -- The key's next head is :head_id (promoted by outbox_promote), or the
 -- head itself again (redriven): the key is no longer blocked.

@@ -53,12 +53,16 @@ RETURNING id, endpoint, ordering_key, status, last_error_code;
 -- order, from the due index (held rows are not in it).
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds. The limited endpoints' rows are
--- locked too, in endpoint order, waiting for any other claimer that holds
--- them: outbox_claim, a statement of its own with a snapshot taken after
--- those locks, then counts every lease and token the other claimers
--- committed, so no endpoint's limits are exceeded across processes. The
--- rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
--- planner may rescan the LIMIT.
+-- locked too: outbox_claim, a statement of its own with a snapshot taken
+-- after those locks, then counts every lease and token the other claimers
+-- committed, so no endpoint's limits are exceeded across processes. They
+-- are taken SKIP LOCKED as well: a claim runs several picks, and waiting
+-- for a limits row while holding another from an earlier pick, two
+-- claims could wait for each other in a circle. A picked row whose
+-- endpoint's limits row another claimer holds is busy: the claim leaves
+-- it due, for that claimer or the next claim. The rows are picked once,
+-- in a MATERIALIZED CTE: as an IN subquery the planner may rescan the
+-- LIMIT.
 WITH picked AS MATERIALIZED (
     SELECT o.id, o.endpoint FROM courier_outbox AS o
     WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = :priority AND o.next_attempt_at <= :now
@@ -77,10 +81,10 @@ WITH picked AS MATERIALIZED (
 limited AS MATERIALIZED (
     SELECT l.endpoint FROM courier_endpoint_limits AS l
     WHERE l.endpoint IN (SELECT endpoint FROM picked)
-    ORDER BY l.endpoint
-    FOR UPDATE
+    FOR UPDATE SKIP LOCKED
 )
-SELECT p.id, p.endpoint, (l.endpoint IS NOT NULL) AS limited
+SELECT p.id, p.endpoint, (l.endpoint IS NOT NULL) AS limited,
+    (l.endpoint IS NULL AND EXISTS (SELECT 1 FROM courier_endpoint_limits AS x WHERE x.endpoint = p.endpoint)) AS busy
 FROM picked AS p LEFT JOIN limited AS l ON l.endpoint = p.endpoint;
 
 -- name: outbox_claim

@@ -20,6 +20,14 @@ RETURNING head_id;
 SELECT head_id FROM courier_ordering_keys
 WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
 
+-- name: ordering_key_lock_of
+-- The row of delivery :id's ordering key, before a statement that changes
+-- the delivery (see the PostgreSQL file).
+-- SQLite: writers are serialized (BEGIN IMMEDIATE): reading the row is enough.
+SELECT k.head_id FROM courier_ordering_keys AS k
+JOIN courier_outbox AS o ON o.endpoint = k.endpoint AND o.ordering_key = k.ordering_key
+WHERE o.id = :id;
+
 -- name: ordering_key_advance
 -- The key's next head is :head_id (promoted by outbox_promote), or the
 -- head itself again (redriven): the key is no longer blocked.

@@ -46,12 +46,13 @@ RETURNING id, endpoint, ordering_key, status, last_error_code;
 -- range, (priority = p, next_attempt_at <= now), so rows waiting for a
 -- later time are never walked, and held rows (hold, migration 8) are not
 -- in it. outbox_claim then leases, parks or ends each. limited says
--- whether the endpoint has a courier_endpoint_limits row.
+-- whether the endpoint has a courier_endpoint_limits row; busy, that
+-- another claimer holds it (never, here).
 -- SQLite: writers are serialized (BEGIN IMMEDIATE), so nothing picked here
 -- can be taken, and no endpoint's leases or tokens change, before
--- outbox_claim; PostgreSQL locks the rows (SKIP LOCKED) and the limited
--- endpoints' rows (waiting for other claimers) instead.
-SELECT o.id, o.endpoint, EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = o.endpoint) AS limited
+-- outbox_claim; PostgreSQL locks the rows and the limited endpoints' rows
+-- (SKIP LOCKED) instead.
+SELECT o.id, o.endpoint, EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = o.endpoint) AS limited, 0 AS busy
 FROM courier_outbox AS o
 WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = :priority AND o.next_attempt_at <= :now
     -- Contract pinning (migration 4): an endpoint with an unfinished

@@ -1,0 +1,283 @@
+package storetest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// The tests here hold courier's PostgreSQL transactions to one lock
+// order: two of them that share rows never wait for each other in a
+// circle, which PostgreSQL would end by aborting one (SQLSTATE 40P01). In
+// each, a third transaction holds one row for a moment only to line the
+// two up in the order a busy system reaches by chance; the tests wait on
+// pg_stat_activity, not on time.
+
+func claimAll(t *testing.T, s *store.Store, want int) []protocol.Claimed {
+	t.Helper()
+	got, err := protocol.For(s).Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 100, Lease: time.Hour})
+	if err != nil || len(got) != want {
+		t.Fatalf("claim: %v, %d leased, want %d", err, len(got), want)
+	}
+	return got
+}
+
+func settleAll(t *testing.T, s *store.Store, r protocol.Result, cs ...protocol.Claimed) {
+	t.Helper()
+	var ocs []protocol.Outcome
+	for _, c := range cs {
+		oc := protocol.Outcome{Lease: c.Lease, Result: r}
+		if r != protocol.Succeeded {
+			oc.Code = courier.CodeReceiverUnavailable
+		}
+		ocs = append(ocs, oc)
+	}
+	st, err := protocol.For(s).Settle(t.Context(), ocs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range st {
+		if x.Err != nil {
+			t.Fatal(x.Err)
+		}
+	}
+}
+
+// TestRedriveAndSettleTakeKeysInOneOrder: a Redrive of failed deliveries
+// of keys B (older) and A (newer), beside a worker's settle batch that
+// finishes the current heads of A and B, both succeed: Redrive joins keys
+// by endpoint and key, as the settle's advance does, not by delivery id.
+func TestRedriveAndSettleTakeKeysInOneOrder(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
+	s, operator := stores[0], stores[1]
+	const ep = "https://receiver.example/hook"
+	add := func(id, key string) int64 {
+		return enqueue(t, s, store.EnqueueParams{NotificationID: id, Endpoint: ep, Payload: fmt.Appendf(nil, `{"id":%q}`, id), OrderingKey: key, MaxAttempts: 1})
+	}
+	add("fb", "B") // fails, skipped; redriven later
+	add("fa", "A") // fails, skipped; redriven later
+	add("ha", "A")
+	add("hb", "B")
+	settleAll(t, s, protocol.Failed, claimAll(t, s, 2)...) // fb, fa fail: ha and hb head their keys
+	heads := claimAll(t, s, 2)
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'A' FOR UPDATE`)
+	settled := settleInBackground(t, s, heads...)
+	waitLockWaiters(t, s.DB(), 1) // the settle waits for A
+	redriven := inBackground(func() error {
+		_, err := operator.Outbox.Redrive(t.Context(), store.RedriveParams{Endpoint: ep})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 2) // Redrive waits for A, the first key in key order
+	blocker.Rollback()
+	errSettle, errRedrive := <-settled, <-redriven
+	if errSettle != nil || errRedrive != nil {
+		t.Fatalf("settle: %v; Redrive: %v", errSettle, errRedrive)
+	}
+}
+
+// TestPublishAndSettleTakeKeysInOneOrder: with subscription 1 on endpoint
+// .../b and subscription 2 on .../a, an application's Publish with an
+// ordering key and a worker's settle of the key's current heads both
+// succeed: Publish joins the key per endpoint in endpoint order, as the
+// settle takes them, not in subscription order (which aborted the
+// application's transaction).
+func TestPublishAndSettleTakeKeysInOneOrder(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{})
+	s, app := stores[0], stores[1]
+	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
+	for _, ep := range []string{epB, epA} { // subscription 1 on b, 2 on a
+		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
+			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(tx store.DBTX, id string) error {
+		_, err := s.Outbox.Publish(t.Context(), tx, store.PublishParams{Tenant: "t", EventType: "order.updated", EventID: id, Payload: []byte(`{"x":1}`), OrderingKey: "order-1"})
+		return err
+	}
+	if err := publish(s.DB(), "e1"); err != nil {
+		t.Fatal(err)
+	}
+	heads := claimAll(t, s, 2) // e1 to a and to b: each heads (endpoint, order-1)
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE endpoint = $1 FOR UPDATE`, epA)
+	settled := settleInBackground(t, s, heads...)
+	waitLockWaiters(t, s.DB(), 1) // the settle waits for (a, order-1)
+	published := inBackground(func() error {
+		tx, err := app.Begin(t.Context())
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := publish(tx, "e2"); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	waitLockWaiters(t, s.DB(), 2) // Publish waits for (a, order-1), the first key in key order
+	blocker.Rollback()
+	errSettle, errPublish := <-settled, <-published
+	if errSettle != nil || errPublish != nil {
+		t.Fatalf("settle: %v; the application's Publish: %v", errSettle, errPublish)
+	}
+}
+
+// TestCancelAndSettleTakeKeyAndRowInOneOrder: an operator cancels D2,
+// which waits behind D1 for ordering key K, while a worker settles D1.
+// The settle locks K's row, then promotes (locks) D2; Cancel takes K's row
+// before it locks D2 too, so both succeed.
+func TestCancelAndSettleTakeKeyAndRowInOneOrder(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{})
+	worker, operator := stores[0], stores[1]
+	const ep = "https://receiver.example/hook"
+	d1 := enqueue(t, worker, store.EnqueueParams{NotificationID: "n1", Endpoint: ep, Payload: []byte(`{"id":"n1"}`), OrderingKey: "K"})
+	d2 := enqueue(t, worker, store.EnqueueParams{NotificationID: "n2", Endpoint: ep, Payload: []byte(`{"id":"n2"}`), OrderingKey: "K"})
+	enqueue(t, worker, store.EnqueueParams{NotificationID: "n3", Endpoint: ep, Payload: []byte(`{"id":"n3"}`), OrderingKey: "K"})
+
+	out := protocol.For(worker)
+	got, err := out.Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].DeliveryID != d1 {
+		t.Fatalf("claim: %v %+v, want d1 alone", err, got)
+	}
+
+	blocker := holdRows(t, worker.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'K' FOR UPDATE`)
+
+	settled := settleInBackground(t, worker, got[0])
+	waitLockWaiters(t, operator.DB(), 1) // the settle waits for K
+	cancelled := inBackground(func() error { return operator.Outbox.Cancel(t.Context(), d2) })
+	waitLockWaiters(t, operator.DB(), 2) // Cancel waits for K, before it locks D2
+	blocker.Rollback()
+
+	errSettle, errCancel := <-settled, <-cancelled
+	if errSettle != nil || errCancel != nil {
+		t.Fatalf("settle of the head: %v; Cancel of the delivery behind it: %v", errSettle, errCancel)
+	}
+}
+
+// TestClaimsNeverWaitForLimitsInACircle: one claim runs several picks
+// (each batch whose rows it parked, each priority), each locking the
+// limits rows of the endpoints it picked; waiting for one while holding
+// another, two claims meeting endpoints in opposite orders would wait for
+// each other in a circle. A pick never waits for a limits row: one that
+// another transaction holds leaves its endpoint's rows due, untouched, for
+// that claimer or the next claim.
+func TestClaimsNeverWaitForLimitsInACircle(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{})
+	s := stores[0]
+	const limited, open = "https://receiver.example/limited", "https://receiver.example/open"
+	if err := s.Endpoints.SetLimits(t.Context(), limited, store.Limits{MaxInFlight: 5}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i, ep := range []string{limited, open, limited} {
+		id := fmt.Sprintf("n%d", i)
+		ids = append(ids, enqueue(t, s, store.EnqueueParams{NotificationID: id, Endpoint: ep, Payload: fmt.Appendf(nil, `{"id":%q}`, id)}))
+	}
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_endpoint_limits WHERE endpoint = $1 FOR UPDATE`, limited)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a claim that waited would end here
+	defer cancel()
+	got, err := protocol.For(stores[1]).Claim(ctx, protocol.ClaimParams{Owner: "x", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].DeliveryID != ids[1] {
+		t.Fatalf("claim beside a held limits row: %v, %+v; want the open endpoint's delivery alone", err, got)
+	}
+	for _, id := range []int64{ids[0], ids[2]} {
+		d, err := s.Outbox.Get(t.Context(), id)
+		if err != nil || d.Status != courier.StatusPending || d.Held != "" {
+			t.Fatalf("delivery %d of the endpoint whose limits were held: %v, %s held %q; want pending and due", id, err, d.Status, d.Held)
+		}
+	}
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := protocol.For(s).Claim(t.Context(), protocol.ClaimParams{Owner: "y", Limit: 10, Lease: time.Minute}); err != nil || len(got) != 2 {
+		t.Fatalf("claim once the limits row is free: %v, %d leased; want 2", err, len(got))
+	}
+}
+
+// settleInBackground settles cs as succeeded in one batch, as the
+// worker's settler groups outcomes, and sends the settle's error.
+func settleInBackground(t *testing.T, s *store.Store, cs ...protocol.Claimed) <-chan error {
+	var ocs []protocol.Outcome
+	for _, c := range cs {
+		ocs = append(ocs, protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded})
+	}
+	return inBackground(func() error {
+		_, err := protocol.For(s).Settle(t.Context(), ocs...)
+		return err
+	})
+}
+
+// inBackground runs f in a goroutine and sends its error.
+func inBackground(f func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	return done
+}
+
+// holdRows locks the rows query selects in a transaction of its own,
+// which the test rolls back (or its cleanup does) to let them go.
+func holdRows(t *testing.T, db *sqlx.DB, query string, args ...any) *sqlx.Tx {
+	t.Helper()
+	tx, err := db.BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Exec(query, args...); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// enqueue enqueues p in a transaction of its own.
+func enqueue(t *testing.T, s *store.Store, p store.EnqueueParams) int64 {
+	t.Helper()
+	tx, err := s.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Outbox.Enqueue(t.Context(), tx, p)
+	if err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+// waitLockWaiters waits until n backends (other than this one) wait for a
+// lock: condition-based, not a sleep for synchronization.
+func waitLockWaiters(t *testing.T, db *sqlx.DB, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		var got int
+		if err := db.GetContext(ctx, &got, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d backends wait for a lock, want %d", got, n)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
