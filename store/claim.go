@@ -92,6 +92,20 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		if reclaimed, err = o.reclaim(ctx, tx, now); err != nil {
 			return err
 		}
+		// The keys of the leases it reclaimed, and those a settle or claim
+		// left (staleKeys), move on first: a delivery they promote is
+		// claimable in this claim. A claim never waits for a key's row
+		// (advanceOrLeave), so it may take keys in several groups.
+		stale, err := o.stale(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		for _, r := range reclaimed {
+			stale = append(stale, r.keyed)
+		}
+		if err := o.advanceOrLeave(ctx, tx, now, stale); err != nil {
+			return err
+		}
 		run := &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
 			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "cap": p.EndpointCap,
 		}, limited: make(map[string]int)}
@@ -118,15 +132,7 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 				run.ended = append(run.ended, c.keyed(status))
 			}
 		}
-		// The ordering keys of every row the claim ended, reclaimed or
-		// took out of circulation move on in one advance, which locks
-		// them in one order: in two groups, a claim could hold one key
-		// and wait for another that a settle, holding the first's
-		// successor in that order, waits on.
-		for _, r := range reclaimed {
-			run.ended = append(run.ended, r.keyed)
-		}
-		return o.advance(ctx, tx, now, run.ended)
+		return o.advanceOrLeave(ctx, tx, now, run.ended)
 	})
 	if err != nil {
 		return nil, err
@@ -180,7 +186,7 @@ type claimRun struct {
 	got     []claimed
 	expired int
 	parked  int
-	ended   []keyed        // rows ended (expired, quarantined, suppressed, reclaimed) that may head an ordering key
+	ended   []keyed        // rows ended (expired, quarantined, suppressed) that may head an ordering key
 	limited map[string]int // endpoints with limits -> deliveries leased
 	// justParked are the endpoints the last claim statement parked
 	// deliveries of.

@@ -91,8 +91,12 @@
 // commit. Whatever finishes a head (a settle, an expiry at claim, a
 // reclaimed lease out of attempts, quarantine or suppression at claim,
 // Cancel) promotes the next delivery of the key in enqueue order, or
-// removes the key's row when none is left. A retry keeps its key: the
-// deliveries behind it wait, while other keys and the endpoint's other
+// removes the key's row when none is left. The worker's settles and claims
+// never wait for a key's row: while an application's transaction that
+// joined the key holds it, the finished head is left heading it, and the
+// claims that follow move the key on once the row is free (soon, in the
+// process that left it; within 30 seconds in any other). A retry keeps
+// its key: the deliveries behind it wait, while other keys and the endpoint's other
 // deliveries flow. A head that fails for good (failed, or quarantined)
 // does what Config.OrderingOnFailure says: HoldKey (the default) keeps
 // the key blocked (Endpoints.BlockedKeys lists it) until an operator

@@ -44,6 +44,7 @@ type Outbox struct {
 	s          *Store
 	checkMu    sync.Mutex
 	checkAfter int64 // the last delivery Check validated; 0 to start over
+	keys       staleKeys
 }
 
 // EnqueueParams describes one delivery: a notification to one endpoint.

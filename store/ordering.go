@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -80,8 +81,34 @@ func (o *Outbox) join(ctx context.Context, tx DBTX, now int64, id int64, endpoin
 // next delivery of its key, in enqueue order; a failed head holds its key
 // under HoldKey. A delivery that was not its key's head (cancelled while
 // waiting) changes nothing. The keys are locked in key order (see
-// inKeyOrder).
+// inKeyOrder), each waiting for any transaction that holds it: what an
+// operator's Cancel and Redrive do. The worker's transactions use
+// advanceOrLeave.
 func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
+	_, err := o.advanceKeys(ctx, tx, now, rows, true)
+	return err
+}
+
+// advanceOrLeave is advance for the worker's settles and claims, which
+// never wait for a key's row: an application's transaction that joined
+// the key holds it until it ends, and a settle waiting for it would hold
+// up every outcome of its batch. A key another transaction holds is left
+// stale, its head finished, for a later claim (staleKeys).
+func (o *Outbox) advanceOrLeave(ctx context.Context, tx DBTX, now int64, rows []keyed) error {
+	left, err := o.advanceKeys(ctx, tx, now, rows, false)
+	if left {
+		o.keys.left(now)
+	}
+	return err
+}
+
+// advanceKeys is advance; unless wait, it leaves the keys another
+// transaction holds, and reports whether it left any.
+func (o *Outbox) advanceKeys(ctx context.Context, tx DBTX, now int64, rows []keyed, wait bool) (left bool, err error) {
+	lock := "ordering_key_lock"
+	if !wait {
+		lock = "ordering_key_try_lock"
+	}
 	for _, r := range inKeyOrder(rows) {
 		if !r.OrderingKey.Valid {
 			continue
@@ -92,37 +119,115 @@ func (o *Outbox) advance(ctx context.Context, tx DBTX, now int64, rows []keyed) 
 		}
 		args := map[string]any{"endpoint": r.Endpoint, "ordering_key": r.OrderingKey.String, "now": now}
 		var head int64
-		switch err := o.s.scan(ctx, tx, "ordering_key_lock", args, &head); {
+		switch err := o.s.scan(ctx, tx, lock, args, &head); {
+		case isNoRows(err) && !wait:
+			// The key has no row, or another transaction holds it.
+			switch err := o.s.scan(ctx, tx, "ordering_key_get", args, &head); {
+			case err == nil:
+				left = true
+			case !isNoRows(err):
+				return left, err
+			}
+			continue
 		case isNoRows(err):
 			continue
 		case err != nil:
-			return err
+			return left, err
 		case head != r.ID:
 			continue
 		}
 		failed := r.Status == courier.StatusFailed || r.Status == courier.StatusQuarantined
 		if failed && o.s.cfg.OrderingOnFailure == HoldKey {
 			if _, err := o.s.exec(ctx, tx, "ordering_key_block", args); err != nil {
-				return err
+				return left, err
 			}
 			continue
 		}
 		var next []int64
 		if err := o.s.selectRows(ctx, tx, "outbox_promote", args, &next); err != nil {
-			return err
+			return left, err
 		}
 		if len(next) == 0 {
 			if _, err := o.s.exec(ctx, tx, "ordering_key_delete", args); err != nil {
-				return err
+				return left, err
 			}
 			continue
 		}
 		args["head_id"] = next[0]
 		if _, err := o.s.exec(ctx, tx, "ordering_key_advance", args); err != nil {
-			return err
+			return left, err
 		}
 	}
-	return nil
+	return left, nil
+}
+
+// staleKeys tells a claim when to look for stale ordering keys (see
+// ordering_key_stale): soon after this process left one, again while one
+// it left is still held, and every staleKeysEvery in any case, for keys
+// a process left before it ended.
+type staleKeys struct {
+	mu     sync.Mutex
+	dirty  bool  // this process left a key since the last look
+	lookAt int64 // when the next look is due, µs; 0: the first claim looks
+}
+
+// How often a claim looks for stale keys: with no reason to think there
+// are any, and while one this process left is held. maxStaleKeys bounds
+// the keys one claim moves on.
+const (
+	staleKeysEvery = 30 * time.Second
+	staleKeysRetry = 250 * time.Millisecond
+	maxStaleKeys   = 100
+)
+
+// left notes that a settle or claim left a key at now.
+func (k *staleKeys) left(now int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dirty = true
+	k.lookAt = min(k.lookAt, now)
+}
+
+// due reports whether a claim at now looks, and whether this process left
+// a key since the last look; it schedules the next look.
+func (k *staleKeys) due(now int64) (look, dirty bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if now < k.lookAt {
+		return false, false
+	}
+	dirty, k.dirty = k.dirty, false
+	k.lookAt = now + staleKeysEvery.Microseconds()
+	return true, dirty
+}
+
+// stale returns, when a look is due, the ordering keys whose head finished
+// without them moving on, as their heads' rows, locked on PostgreSQL (the
+// ones another transaction holds are skipped), for the claim to advance
+// with the rows it ended.
+func (o *Outbox) stale(ctx context.Context, tx DBTX, now int64) ([]keyed, error) {
+	look, dirty := o.keys.due(now)
+	if !look {
+		return nil, nil
+	}
+	var rows []keyed
+	if err := o.s.selectRows(ctx, tx, "ordering_key_stale", map[string]any{"limit": maxStaleKeys}, &rows); err != nil {
+		o.keys.left(now) // look again at the next claim
+		return nil, err
+	}
+	more := len(rows) == maxStaleKeys
+	if dirty && !more { // are some it left still held?
+		var n int
+		if err := o.s.scan(ctx, tx, "ordering_key_stale_count", nil, &n); err != nil {
+			o.keys.left(now)
+			return nil, err
+		}
+		more = n > len(rows)
+	}
+	if more {
+		o.keys.left(now + staleKeysRetry.Microseconds())
+	}
+	return rows, nil
 }
 
 // rejoin puts redriven deliveries with an ordering key (returned waiting

@@ -184,7 +184,7 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	if err := o.logAttempts(ctx, tx, now, logged...); err != nil {
 		return err
 	}
-	return o.advance(ctx, tx, now, keys)
+	return o.advanceOrLeave(ctx, tx, now, keys)
 }
 
 // release implements protocol.Outbox.Release.

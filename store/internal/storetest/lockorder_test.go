@@ -53,11 +53,11 @@ func settleAll(t *testing.T, s *store.Store, r protocol.Result, cs ...protocol.C
 	}
 }
 
-// TestRedriveAndSettleTakeKeysInOneOrder: a Redrive of failed deliveries
-// of keys B (older) and A (newer), beside a worker's settle batch that
-// finishes the current heads of A and B, both succeed: Redrive joins keys
-// by endpoint and key, as the settle's advance does, not by delivery id.
-func TestRedriveAndSettleTakeKeysInOneOrder(t *testing.T) {
+// TestRedriveAndEnqueueTakeKeysInOneOrder: a Redrive of failed deliveries
+// of keys B (older) and A (newer), beside an application's EnqueueMany
+// that joins A and B, both succeed: Redrive joins keys by endpoint and
+// key, as every transaction that waits for keys does, not by delivery id.
+func TestRedriveAndEnqueueTakeKeysInOneOrder(t *testing.T) {
 	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
 	s, operator := stores[0], stores[1]
 	const ep = "https://receiver.example/hook"
@@ -69,30 +69,36 @@ func TestRedriveAndSettleTakeKeysInOneOrder(t *testing.T) {
 	add("ha", "A")
 	add("hb", "B")
 	settleAll(t, s, protocol.Failed, claimAll(t, s, 2)...) // fb, fa fail: ha and hb head their keys
-	heads := claimAll(t, s, 2)
 
 	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'A' FOR UPDATE`)
-	settled := settleInBackground(t, s, heads...)
-	waitLockWaiters(t, s.DB(), 1) // the settle waits for A
+	enqueued := inBackground(func() error {
+		return inTx(t, s, func(tx store.DBTX) error {
+			_, err := s.Outbox.EnqueueMany(t.Context(), tx, []store.EnqueueParams{
+				{NotificationID: "na", Endpoint: ep, Payload: []byte(`{"id":"na"}`), OrderingKey: "A"},
+				{NotificationID: "nb", Endpoint: ep, Payload: []byte(`{"id":"nb"}`), OrderingKey: "B"},
+			})
+			return err
+		})
+	})
+	waitLockWaiters(t, s.DB(), 1) // the enqueue waits for A
 	redriven := inBackground(func() error {
 		_, err := operator.Outbox.Redrive(t.Context(), store.RedriveParams{Endpoint: ep})
 		return err
 	})
 	waitLockWaiters(t, s.DB(), 2) // Redrive waits for A, the first key in key order
 	blocker.Rollback()
-	errSettle, errRedrive := <-settled, <-redriven
-	if errSettle != nil || errRedrive != nil {
-		t.Fatalf("settle: %v; Redrive: %v", errSettle, errRedrive)
+	errEnqueue, errRedrive := <-enqueued, <-redriven
+	if errEnqueue != nil || errRedrive != nil {
+		t.Fatalf("the application's EnqueueMany: %v; Redrive: %v", errEnqueue, errRedrive)
 	}
 }
 
-// TestPublishAndSettleTakeKeysInOneOrder: with subscription 1 on endpoint
-// .../b and subscription 2 on .../a, an application's Publish with an
-// ordering key and a worker's settle of the key's current heads both
-// succeed: Publish joins the key per endpoint in endpoint order, as the
-// settle takes them, not in subscription order (which aborted the
-// application's transaction).
-func TestPublishAndSettleTakeKeysInOneOrder(t *testing.T) {
+// TestPublishAndEnqueueTakeKeysInOneOrder: with subscription 1 on
+// endpoint .../b and subscription 2 on .../a, an application's Publish
+// with an ordering key and another application transaction that joins
+// (a, key) and (b, key) both succeed: Publish joins the key per endpoint
+// in endpoint order, not in subscription order.
+func TestPublishAndEnqueueTakeKeysInOneOrder(t *testing.T) {
 	stores := couriertest.PostgresStores(t, 2, store.Config{})
 	s, app := stores[0], stores[1]
 	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
@@ -110,59 +116,59 @@ func TestPublishAndSettleTakeKeysInOneOrder(t *testing.T) {
 	if err := publish(s.DB(), "e1"); err != nil {
 		t.Fatal(err)
 	}
-	heads := claimAll(t, s, 2) // e1 to a and to b: each heads (endpoint, order-1)
+	claimAll(t, s, 2) // e1 to a and to b: each heads (endpoint, order-1)
 
 	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE endpoint = $1 FOR UPDATE`, epA)
-	settled := settleInBackground(t, s, heads...)
-	waitLockWaiters(t, s.DB(), 1) // the settle waits for (a, order-1)
+	enqueued := inBackground(func() error {
+		return inTx(t, s, func(tx store.DBTX) error {
+			_, err := s.Outbox.EnqueueMany(t.Context(), tx, []store.EnqueueParams{
+				{NotificationID: "xa", Endpoint: epA, Payload: []byte(`{"id":"xa"}`), OrderingKey: "order-1"},
+				{NotificationID: "xb", Endpoint: epB, Payload: []byte(`{"id":"xb"}`), OrderingKey: "order-1"},
+			})
+			return err
+		})
+	})
+	waitLockWaiters(t, s.DB(), 1) // the enqueue waits for (a, order-1)
 	published := inBackground(func() error {
-		tx, err := app.Begin(t.Context())
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if err := publish(tx, "e2"); err != nil {
-			return err
-		}
-		return tx.Commit()
+		return inTx(t, app, func(tx store.DBTX) error { return publish(tx, "e2") })
 	})
 	waitLockWaiters(t, s.DB(), 2) // Publish waits for (a, order-1), the first key in key order
 	blocker.Rollback()
-	errSettle, errPublish := <-settled, <-published
-	if errSettle != nil || errPublish != nil {
-		t.Fatalf("settle: %v; the application's Publish: %v", errSettle, errPublish)
+	errEnqueue, errPublish := <-enqueued, <-published
+	if errEnqueue != nil || errPublish != nil {
+		t.Fatalf("the other transaction's EnqueueMany: %v; the application's Publish: %v", errEnqueue, errPublish)
 	}
 }
 
-// TestCancelAndSettleTakeKeyAndRowInOneOrder: an operator cancels D2,
-// which waits behind D1 for ordering key K, while a worker settles D1.
-// The settle locks K's row, then promotes (locks) D2; Cancel takes K's row
-// before it locks D2 too, so both succeed.
-func TestCancelAndSettleTakeKeyAndRowInOneOrder(t *testing.T) {
+// TestCancelTakesTheKeyBeforeTheDelivery: a settle of a key's head locks
+// the key's row, then promotes (locks) the delivery behind it; Cancel of
+// that delivery takes the key's row first too, so the two never hold one
+// each while waiting for the other. While Cancel waits for the key, the
+// delivery's row is free.
+func TestCancelTakesTheKeyBeforeTheDelivery(t *testing.T) {
 	stores := couriertest.PostgresStores(t, 2, store.Config{})
 	worker, operator := stores[0], stores[1]
 	const ep = "https://receiver.example/hook"
 	d1 := enqueue(t, worker, store.EnqueueParams{NotificationID: "n1", Endpoint: ep, Payload: []byte(`{"id":"n1"}`), OrderingKey: "K"})
 	d2 := enqueue(t, worker, store.EnqueueParams{NotificationID: "n2", Endpoint: ep, Payload: []byte(`{"id":"n2"}`), OrderingKey: "K"})
-	enqueue(t, worker, store.EnqueueParams{NotificationID: "n3", Endpoint: ep, Payload: []byte(`{"id":"n3"}`), OrderingKey: "K"})
-
-	out := protocol.For(worker)
-	got, err := out.Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
-	if err != nil || len(got) != 1 || got[0].DeliveryID != d1 {
-		t.Fatalf("claim: %v %+v, want d1 alone", err, got)
-	}
 
 	blocker := holdRows(t, worker.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'K' FOR UPDATE`)
-
-	settled := settleInBackground(t, worker, got[0])
-	waitLockWaiters(t, operator.DB(), 1) // the settle waits for K
 	cancelled := inBackground(func() error { return operator.Outbox.Cancel(t.Context(), d2) })
-	waitLockWaiters(t, operator.DB(), 2) // Cancel waits for K, before it locks D2
+	waitLockWaiters(t, operator.DB(), 1) // Cancel waits for K
+	probe := holdRows(t, worker.DB(), `SET LOCAL lock_timeout = '1ms'`)
+	if _, err := probe.Exec(`SELECT 1 FROM courier_outbox WHERE id = $1 FOR UPDATE`, d2); err != nil {
+		t.Fatalf("the delivery's row while Cancel waits for its key: %v; want it free", err)
+	}
+	probe.Rollback()
 	blocker.Rollback()
-
-	errSettle, errCancel := <-settled, <-cancelled
-	if errSettle != nil || errCancel != nil {
-		t.Fatalf("settle of the head: %v; Cancel of the delivery behind it: %v", errSettle, errCancel)
+	if err := <-cancelled; err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if d, err := worker.Outbox.Get(t.Context(), d2); err != nil || d.Status != courier.StatusSuppressed {
+		t.Fatalf("cancelled delivery: %v, %s", err, d.Status)
+	}
+	if got := claimAll(t, worker, 1); got[0].DeliveryID != d1 {
+		t.Fatalf("claimed %d, want the head %d", got[0].DeliveryID, d1)
 	}
 }
 
@@ -207,17 +213,17 @@ func TestClaimsNeverWaitForLimitsInACircle(t *testing.T) {
 	}
 }
 
-// settleInBackground settles cs as succeeded in one batch, as the
-// worker's settler groups outcomes, and sends the settle's error.
-func settleInBackground(t *testing.T, s *store.Store, cs ...protocol.Claimed) <-chan error {
-	var ocs []protocol.Outcome
-	for _, c := range cs {
-		ocs = append(ocs, protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded})
-	}
-	return inBackground(func() error {
-		_, err := protocol.For(s).Settle(t.Context(), ocs...)
+// inTx runs f in a transaction of s's and commits it.
+func inTx(t *testing.T, s *store.Store, f func(tx store.DBTX) error) error {
+	tx, err := s.Begin(t.Context())
+	if err != nil {
 		return err
-	})
+	}
+	defer tx.Rollback()
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // inBackground runs f in a goroutine and sends its error.
@@ -245,16 +251,11 @@ func holdRows(t *testing.T, db *sqlx.DB, query string, args ...any) *sqlx.Tx {
 // enqueue enqueues p in a transaction of its own.
 func enqueue(t *testing.T, s *store.Store, p store.EnqueueParams) int64 {
 	t.Helper()
-	tx, err := s.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := s.Outbox.Enqueue(t.Context(), tx, p)
-	if err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
+	var e store.Enqueued
+	if err := inTx(t, s, func(tx store.DBTX) (err error) {
+		e, err = s.Outbox.Enqueue(t.Context(), tx, p)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return e.ID
@@ -279,5 +280,58 @@ func waitLockWaiters(t *testing.T, db *sqlx.DB, n int) {
 			t.Fatalf("only %d backends wait for a lock, want %d", got, n)
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// TestSettleNeverWaitsForAnApplicationsKey: an application's transaction
+// that enqueued behind an ordering key holds the key's row until it ends.
+// A worker's settle of the key's head, batched with an outcome of another
+// endpoint, does not wait for it: both outcomes are recorded at once, and
+// the key, left with its head finished, moves on at a claim once the
+// application commits, even in another process (a fresh Store) that never
+// saw the settle.
+func TestSettleNeverWaitsForAnApplicationsKey(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 3, store.Config{})
+	worker, app, later := stores[0], stores[1], stores[2]
+	const ep, other = "https://receiver.example/orders", "https://receiver.example/other"
+	head := enqueue(t, worker, store.EnqueueParams{NotificationID: "k1", Endpoint: ep, Payload: []byte(`{"id":"k1"}`), OrderingKey: "K"})
+	enqueue(t, worker, store.EnqueueParams{NotificationID: "b", Endpoint: other, Payload: []byte(`{"id":"b"}`)})
+	leased := claimAll(t, worker, 2)
+
+	tx, err := app.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	next, err := app.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "k2", Endpoint: ep, Payload: []byte(`{"id":"k2"}`), OrderingKey: "K"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a settle that waited would end here
+	defer cancel()
+	var ocs []protocol.Outcome
+	for _, c := range leased {
+		ocs = append(ocs, protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded})
+	}
+	settled, err := protocol.For(worker).Settle(ctx, ocs...)
+	if err != nil {
+		t.Fatalf("settle beside the application's open transaction: %v", err)
+	}
+	for i, st := range settled {
+		if st.Err != nil || st.Status != courier.StatusSucceeded {
+			t.Fatalf("outcome %d: %+v, want succeeded", i, st)
+		}
+	}
+	if got, err := protocol.For(worker).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute}); err != nil || len(got) != 0 {
+		t.Fatalf("claim while the application still holds the key: %v, %+v; want nothing", err, got)
+	}
+
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := protocol.For(later).Claim(ctx, protocol.ClaimParams{Owner: "later", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].DeliveryID != next.ID {
+		t.Fatalf("the first claim of a fresh store: %v, %+v; want k2 (%d), the key moved on from k1 (%d)", err, got, next.ID, head)
 	}
 }

@@ -35,6 +35,41 @@ JOIN courier_outbox AS o ON o.endpoint = k.endpoint AND o.ordering_key = k.order
 WHERE o.id = :id
 FOR UPDATE OF k;
 
+-- name: ordering_key_try_lock
+-- ordering_key_lock for the worker's transactions (settle, claim):
+-- SKIP LOCKED, so that an application's transaction that joined the key
+-- (and holds its row until it ends) never holds them up, nor every other
+-- outcome of their batch. No row: the key has none, or another
+-- transaction holds it (ordering_key_get tells which).
+SELECT head_id FROM courier_ordering_keys
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key
+FOR UPDATE SKIP LOCKED;
+
+-- name: ordering_key_get
+SELECT head_id FROM courier_ordering_keys
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
+
+-- name: ordering_key_stale
+-- The keys whose head finished without the key moving on, because the
+-- transaction that finished it found the key's row held (see
+-- ordering_key_try_lock), or it was lost with its process before a
+-- later claim moved the key on: each with its head, as it stands now (a
+-- head pruned since counts as finished). A blocked key is not stale. The
+-- rows are locked SKIP LOCKED, by key: no claim waits for another's.
+SELECT k.endpoint, k.ordering_key, k.head_id AS id, COALESCE(o.status, 'succeeded') AS status
+FROM courier_ordering_keys AS k
+LEFT JOIN courier_outbox AS o ON o.id = k.head_id
+WHERE k.blocked_at IS NULL AND (o.id IS NULL OR o.status NOT IN ('pending', 'retry_wait', 'leased'))
+ORDER BY k.endpoint, k.ordering_key
+LIMIT :limit
+FOR UPDATE OF k SKIP LOCKED;
+
+-- name: ordering_key_stale_count
+-- How many keys are stale (see ordering_key_stale), locked or not.
+SELECT COUNT(*) FROM courier_ordering_keys AS k
+LEFT JOIN courier_outbox AS o ON o.id = k.head_id
+WHERE k.blocked_at IS NULL AND (o.id IS NULL OR o.status NOT IN ('pending', 'retry_wait', 'leased'));
+
 -- name: ordering_key_advance
 -- The key's next head is :head_id (promoted by outbox_promote), or the
 -- head itself again (redriven): the key is no longer blocked.

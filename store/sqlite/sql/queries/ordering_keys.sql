@@ -28,6 +28,33 @@ SELECT k.head_id FROM courier_ordering_keys AS k
 JOIN courier_outbox AS o ON o.endpoint = k.endpoint AND o.ordering_key = k.ordering_key
 WHERE o.id = :id;
 
+-- name: ordering_key_try_lock
+-- ordering_key_lock for the worker's transactions (see the PostgreSQL
+-- file). SQLite: writers are serialized: the row is never held by another.
+SELECT head_id FROM courier_ordering_keys
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
+
+-- name: ordering_key_get
+SELECT head_id FROM courier_ordering_keys
+WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
+
+-- name: ordering_key_stale
+-- The keys whose head finished without the key moving on (see the
+-- PostgreSQL file): with one writer, only a database an older courier
+-- left so has any.
+SELECT k.endpoint, k.ordering_key, k.head_id AS id, COALESCE(o.status, 'succeeded') AS status
+FROM courier_ordering_keys AS k
+LEFT JOIN courier_outbox AS o ON o.id = k.head_id
+WHERE k.blocked_at IS NULL AND (o.id IS NULL OR o.status NOT IN ('pending', 'retry_wait', 'leased'))
+ORDER BY k.endpoint, k.ordering_key
+LIMIT :limit;
+
+-- name: ordering_key_stale_count
+-- How many keys are stale (see ordering_key_stale), locked or not.
+SELECT COUNT(*) FROM courier_ordering_keys AS k
+LEFT JOIN courier_outbox AS o ON o.id = k.head_id
+WHERE k.blocked_at IS NULL AND (o.id IS NULL OR o.status NOT IN ('pending', 'retry_wait', 'leased'));
+
 -- name: ordering_key_advance
 -- The key's next head is :head_id (promoted by outbox_promote), or the
 -- head itself again (redriven): the key is no longer blocked.
