@@ -223,11 +223,28 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 // theirs: application/json (415), bounded (413), one strict JSON
 // document without unknown members (400). It answers the refusal itself.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBody(w, r, v, false)
+}
+
+// decodeOptionalJSON is decodeJSON for a request whose body may be left
+// out: an empty body stands for {}, whatever its Content-Type (curl
+// sends a form's for an empty -d), and leaves v as it is.
+func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBody(w, r, v, true)
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	if optional && r.ContentLength == 0 { // on a server, a Content-Length of 0 or no body at all
+		return true
+	}
 	if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
 		jsonbody.Unsupported(w)
 		return false
 	}
 	body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{MaxBytes: maxBody})
+	if optional && ok && len(body) == 0 { // an empty chunked body
+		return true
+	}
 	return ok && jsonbody.Decode(w, body, v, false)
 }
 

@@ -383,6 +383,48 @@ func TestAdminRedrive(t *testing.T) {
 	}
 }
 
+// TestAdminRedriveWithoutBody: POST /api/redrive with an empty body is
+// {}, whatever its Content-Type, and redrives every endpoint's failed
+// deliveries; a body that is not empty must still be JSON.
+func TestAdminRedriveWithoutBody(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		edit func(*http.Request)
+	}{
+		{"no body, no Content-Type", nil},
+		{"Content-Length 0, a form's Content-Type", func(r *http.Request) {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}},
+		{"an empty chunked body", func(r *http.Request) {
+			r.Header.Set("Content-Type", "application/json")
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(strings.NewReader("")), -1, []string{"chunked"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAdmin(t, allowAll)
+			a := b.failed(t, "a-1", hookA)
+			c := b.failed(t, "b-1", hookB)
+			resp, out := b.do(t, "POST", "/api/redrive", "", tc.edit)
+			var got redrivenJSON
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &got) != nil || got.Redriven != 2 {
+				t.Fatalf("%d %s, want 200 with 2 redriven", resp.StatusCode, out)
+			}
+			if as, cs := b.status(t, a), b.status(t, c); as != courier.StatusPending || cs != courier.StatusPending {
+				t.Fatalf("after redriving: %s, %s", as, cs)
+			}
+		})
+	}
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "a-1", hookA)
+	resp, out := b.do(t, "POST", "/api/redrive", " ", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") })
+	refused(t, resp, out, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType)
+	if st := b.status(t, failed); st != courier.StatusFailed {
+		t.Fatalf("a refused redrive acted: %s", st)
+	}
+}
+
 func TestAdminCancel(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, allowAll)

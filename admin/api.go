@@ -161,7 +161,7 @@ func (h *Handler) apiRedriveOne(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
 	var req redriveRequestJSON
-	if !decodeJSON(w, r, &req) {
+	if !decodeOptionalJSON(w, r, &req) {
 		return
 	}
 	if n, ok := h.redriveRef(w, r, store.RedriveParams{}, req.EndpointRef, "the request is not valid"); ok {

@@ -35,8 +35,8 @@
 //	POST /api/deliveries/{id}/redrive   a failed delivery back to pending: {"redriven": n}
 //	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery: delivery
 //	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
-//	                                    back to pending; without one, every endpoint's:
-//	                                    {"redriven": n}
+//	                                    back to pending; without one ({} or an empty body),
+//	                                    every endpoint's: {"redriven": n}
 //	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
 //	                                    healthy, limits, deliveries in flight, blocked ordering
 //	                                    keys): [endpoint…]

@@ -19,11 +19,15 @@
 //     database (a throwaway server, or COURIER_PG_URL); Main stops the
 //     server after the tests.
 //
-// A typical test of a sender against its receiver, both on SQLite:
+// A typical test of a sender against its receiver, both on SQLite (the
+// whole of it is ExampleNewServer). The worker's Backoff retries at once:
+// with the default, the retry after the 503 would be due in seconds, and
+// Drain would return with the delivery waiting for it.
 //
 //	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier}, apply)
 //	srv := couriertest.NewServer(rcv, couriertest.Sequence(couriertest.Fault{Status: 503}))
 //	defer srv.Close()
-//	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
-//	couriertest.Drain(ctx, w)
+//	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+//		Backoff: func(int, time.Duration) time.Duration { return 0 }})
+//	couriertest.Drain(ctx, w) // then assert on the receiver's side: applied once, after one 503
 package couriertest

@@ -132,6 +132,29 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// isHelp reports whether arg asks for help, as the flag package takes it:
+// -h or -help, with one dash or two.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
+}
+
+// actionsHelp answers -h given in place of the action of a command that
+// has actions: the command's usage line, then each action's flags as the
+// flag package prints them for -h. It returns flag.ErrHelp, as a parse
+// of -h does: the exit status is 0.
+func actionsHelp(stderr io.Writer, usage string, actions []string, flagSet func(action string) *flag.FlagSet) error {
+	fmt.Fprintln(stderr, usage)
+	for _, action := range actions {
+		fmt.Fprintln(stderr)
+		flagSet(action).Usage()
+	}
+	return flag.ErrHelp
+}
+
 // usageError reports a usage mistake on stderr and returns errUsage.
 func usageError(stderr io.Writer, format string, a ...any) error {
 	fmt.Fprintf(stderr, format+"\n", a...)

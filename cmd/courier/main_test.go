@@ -109,6 +109,47 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestActionsHelp: -h in place of the action of a command that has
+// actions prints the command's usage and every action's flags, and exits
+// 0, as -h after a command without actions does.
+func TestActionsHelp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		command string
+		want    []string // the usage line, each action's heading, a flag of some
+	}{
+		{"deliveries", []string{"usage: courier deliveries list|show|redrive|cancel",
+			"Usage of courier deliveries list:", "-status", "Usage of courier deliveries show:",
+			"Usage of courier deliveries redrive:", "-endpoint-ref", "Usage of courier deliveries cancel:"}},
+		{"endpoints", []string{"usage: courier endpoints list|enable|disable|limit",
+			"Usage of courier endpoints list:", "Usage of courier endpoints enable:",
+			"Usage of courier endpoints disable:", "Usage of courier endpoints limit:", "-max-in-flight"}},
+		{"contracts", []string{"usage: courier contracts pin", "Usage of courier contracts pin:", "Usage of courier contracts fail-mismatched:", "-db"}},
+		{"secret", []string{"usage: courier secret new", "Usage of courier secret new:", "-type"}},
+	} {
+		for _, help := range []string{"-h", "--help"} {
+			t.Run(tc.command+help, func(t *testing.T) {
+				t.Parallel()
+				code, out, errOut := courierRun(t, tc.command, help)
+				if code != exitOK || out != "" {
+					t.Fatalf("courier %s %s: exit %d, stdout %q, want 0 and the help on stderr\nstderr: %s", tc.command, help, code, out, errOut)
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(errOut, want) {
+						t.Errorf("courier %s %s does not say %q:\n%s", tc.command, help, want, errOut)
+					}
+				}
+			})
+		}
+	}
+	if code, _, errOut := courierRun(t, "migrate", "-h"); code != exitOK || !strings.Contains(errOut, "Usage of courier migrate:") {
+		t.Fatalf("courier migrate -h: %d %q", code, errOut)
+	}
+	if code, _, errOut := courierRun(t, "deliveries", "-nope"); code != exitUsage || !strings.Contains(errOut, `unknown action "-nope"`) {
+		t.Fatalf("courier deliveries -nope: %d %q", code, errOut)
+	}
+}
+
 // TestMigrateAndHealth: migrate makes a database courier can open, health
 // reports ok (exit 0), then blocked with its code (exit 3) once a
 // delivery failed.
@@ -153,7 +194,7 @@ func TestDeliveries(t *testing.T) {
 	if out := mustRun(t, exitOK, "deliveries", "cancel", "-db", db, "2"); !strings.Contains(out, "cancelled: 2") {
 		t.Fatalf("cancel: %s", out)
 	}
-	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "not pending") {
+	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "delivery 2 is suppressed: only a pending or retrying delivery can be cancelled") {
 		t.Fatalf("cancel twice: %d %s", code, errOut)
 	}
 	for id, want := range map[int64]courier.Status{1: courier.StatusPending, 2: courier.StatusSuppressed} {
@@ -166,15 +207,19 @@ func TestDeliveries(t *testing.T) {
 	mustRun(t, exitUsage, "deliveries", "redrive", "-db", db)
 }
 
-// TestDeliveriesSaysWhatIsNotThere: redrive of an id no delivery has is
-// an error, of a delivery that is not failed redrives nothing and says
-// why, and list refuses a status that does not exist, naming those that do.
+// TestDeliveriesSaysWhatIsNotThere: redrive or cancel of an id no
+// delivery has is an error that says so, redrive of a delivery that is not
+// failed redrives nothing and says why, and list refuses a status that
+// does not exist, naming those that do.
 func TestDeliveriesSaysWhatIsNotThere(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
 	enqueue(t, s, "n-1", "https://r.example/hooks")
-	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "99"); code != exitFailed || !strings.Contains(errOut, "delivery 99 not found") || out != "" {
-		t.Fatalf("redrive of a missing delivery: %d %q %q", code, out, errOut)
+	for _, action := range []string{"redrive", "cancel"} {
+		code, out, errOut := courierRun(t, "deliveries", action, "-db", db, "99")
+		if code != exitFailed || errOut != "courier deliveries: delivery 99 not found\n" || out != "" {
+			t.Fatalf("%s of a missing delivery: %d %q %q", action, code, out, errOut)
+		}
 	}
 	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitOK || out != "redriven: 0\n" || !strings.Contains(errOut, "delivery 1 is pending, not failed") {
 		t.Fatalf("redrive of a pending delivery: %d %q %q", code, out, errOut)

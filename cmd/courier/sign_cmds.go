@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,11 +30,21 @@ import (
 // secretCmd makes a fresh Standard Webhooks secret (whsec_) or Ed25519
 // key pair (whsk_/whpk_).
 func secretCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "new" {
-		return usageError(stderr, "usage: courier secret new [-type whsec|whsk]")
+	const usage = "usage: courier secret new [-type whsec|whsk]"
+	flagSet := func() (*flag.FlagSet, *string) {
+		fs := flags("secret new", stderr)
+		return fs, fs.String("type", "whsec", "whsec: an HMAC secret both ends share (v1); whsk: an Ed25519 pair, the private key for the sender, the public one for receivers (v1a)")
 	}
-	fs := flags("secret new", stderr)
-	typ := fs.String("type", "whsec", "whsec: an HMAC secret both ends share (v1); whsk: an Ed25519 pair, the private key for the sender, the public one for receivers (v1a)")
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		return actionsHelp(stderr, usage, []string{"new"}, func(string) *flag.FlagSet {
+			fs, _ := flagSet()
+			return fs
+		})
+	case len(args) == 0 || args[0] != "new":
+		return usageError(stderr, usage)
+	}
+	fs, typ := flagSet()
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -118,37 +119,56 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// deliveriesActions are the actions of courier deliveries, in the order
+// its help lists them.
+var deliveriesActions = []string{"list", "show", "redrive", "cancel"}
+
+const deliveriesUsage = "usage: courier deliveries list|show|redrive|cancel -db … [flags] [id]"
+
+// deliveriesFlags are the flags of a deliveries action; those it does
+// not take are nil.
+type deliveriesFlags struct {
+	db, status, ref, endpointRef, endpointURL *string
+	limit                                     *int
+}
+
+// deliveriesFlagSet returns the flag set of a deliveries action.
+func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveriesFlags) {
+	fs := flags("deliveries "+action, stderr)
+	f := deliveriesFlags{db: dbFlag(fs)}
+	switch action {
+	case "list":
+		f.status = fs.String("status", "", "only deliveries in this status")
+		f.ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
+		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
+	case "redrive":
+		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed delivery of this endpoint (its ref)")
+		f.endpointURL = fs.String("endpoint", "", "redrive every failed delivery of this endpoint (its URL)")
+	}
+	return fs, f
+}
+
 // deliveriesCmd lists, shows, redrives or cancels deliveries.
 func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError(stderr, "usage: courier deliveries list|show|redrive|cancel -db … [flags] [id]")
-	}
-	fs := flags("deliveries "+args[0], stderr)
-	db := dbFlag(fs)
-	var (
-		status, ref              *string
-		limit                    *int
-		endpointRef, endpointURL *string
-	)
-	switch args[0] {
-	case "list":
-		status = fs.String("status", "", "only deliveries in this status")
-		ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
-		limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
-	case "redrive":
-		endpointRef = fs.String("endpoint-ref", "", "redrive every failed delivery of this endpoint (its ref)")
-		endpointURL = fs.String("endpoint", "", "redrive every failed delivery of this endpoint (its URL)")
-	case "show", "cancel":
-	default:
+	switch {
+	case len(args) == 0:
+		return usageError(stderr, deliveriesUsage)
+	case isHelp(args[0]):
+		return actionsHelp(stderr, deliveriesUsage, deliveriesActions, func(action string) *flag.FlagSet {
+			fs, _ := deliveriesFlagSet(action, stderr)
+			return fs
+		})
+	case !slices.Contains(deliveriesActions, args[0]):
 		return usageError(stderr, "courier deliveries: unknown action %q: list, show, redrive or cancel", args[0])
 	}
+	fs, f := deliveriesFlagSet(args[0], stderr)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if status != nil && *status != "" && !slices.Contains(courier.Statuses(), courier.Status(*status)) {
-		return usageError(stderr, "courier deliveries list: -status %q is not a status: %s", *status, statusNames())
+	if f.status != nil && *f.status != "" && !slices.Contains(courier.Statuses(), courier.Status(*f.status)) {
+		return usageError(stderr, "courier deliveries list: -status %q is not a status: %s", *f.status, statusNames())
 	}
-	s, done, err := openStore(ctx, *db)
+	s, done, err := openStore(ctx, *f.db)
 	if err != nil {
 		return err
 	}
@@ -165,9 +185,9 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	switch args[0] {
 	case "list":
-		p := store.ListParams{Status: courier.Status(*status), Limit: *limit}
-		if *ref != "" {
-			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *ref); err != nil {
+		p := store.ListParams{Status: courier.Status(*f.status), Limit: *f.limit}
+		if *f.ref != "" {
+			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *f.ref); err != nil {
 				return err
 			}
 		}
@@ -203,9 +223,9 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stdout, string(out))
 		return nil
 	case "redrive":
-		p := store.RedriveParams{Endpoint: *endpointURL}
-		if *endpointRef != "" {
-			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *endpointRef); err != nil {
+		p := store.RedriveParams{Endpoint: *f.endpointURL}
+		if *f.endpointRef != "" {
+			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *f.endpointRef); err != nil {
 				return err
 			}
 		}
@@ -241,34 +261,61 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		if err := s.Outbox.Cancel(ctx, n); err != nil {
-			if errors.Is(err, courier.CodeNotFound) {
-				return fmt.Errorf("delivery %d is not pending or waiting to retry", n)
+			if !errors.Is(err, courier.CodeNotFound) {
+				return err
 			}
-			return err
+			// Say why: Cancel answers not found for a delivery in a state
+			// it does not take too.
+			d, err := s.Outbox.Get(ctx, n)
+			switch {
+			case errors.Is(err, courier.CodeNotFound):
+				return fmt.Errorf("delivery %d not found", n)
+			case err != nil:
+				return err
+			}
+			return fmt.Errorf("delivery %d is %s: only a pending or retrying delivery can be cancelled, or a failed or quarantined one that holds its ordering key", n, d.Status)
 		}
 		fmt.Fprintf(stdout, "cancelled: %d\n", n)
 		return nil
 	}
 }
 
-// endpointsCmd lists endpoints with something to show, enables or
-// disables one (by URL or ref), or sets its limits.
-func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError(stderr, "usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]")
-	}
-	action := args[0]
-	if action != "list" && action != "enable" && action != "disable" && action != "limit" {
-		return usageError(stderr, "courier endpoints: unknown action %q: list, enable, disable or limit", action)
-	}
+// endpointsActions are the actions of courier endpoints, in the order its
+// help lists them.
+var endpointsActions = []string{"list", "enable", "disable", "limit"}
+
+const endpointsUsage = "usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]"
+
+// endpointsFlagSet returns the flag set of an endpoints action, with its
+// -db and, for limit, the limits it sets.
+func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, *store.Limits) {
 	fs := flags("endpoints "+action, stderr)
 	db := dbFlag(fs)
-	var limits store.Limits
+	limits := new(store.Limits)
 	if action == "limit" {
 		fs.IntVar(&limits.MaxInFlight, "max-in-flight", 0, "the most deliveries to it in flight at once, across every worker (0: no limit)")
 		fs.Float64Var(&limits.Rate, "rate", 0, "requests per second (0: no limit)")
 		fs.IntVar(&limits.Burst, "burst", 0, "how many may start at once after a quiet spell (default: the rate rounded up)")
 	}
+	return fs, db, limits
+}
+
+// endpointsCmd lists endpoints with something to show, enables or
+// disables one (by URL or ref), or sets its limits.
+func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	switch {
+	case len(args) == 0:
+		return usageError(stderr, endpointsUsage)
+	case isHelp(args[0]):
+		return actionsHelp(stderr, endpointsUsage, endpointsActions, func(action string) *flag.FlagSet {
+			fs, _, _ := endpointsFlagSet(action, stderr)
+			return fs
+		})
+	case !slices.Contains(endpointsActions, args[0]):
+		return usageError(stderr, "courier endpoints: unknown action %q: list, enable, disable or limit", args[0])
+	}
+	action := args[0]
+	fs, db, limits := endpointsFlagSet(action, stderr)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -299,7 +346,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch action {
 	case "limit":
-		if err := s.Endpoints.SetLimits(ctx, url, limits); err != nil {
+		if err := s.Endpoints.SetLimits(ctx, url, *limits); err != nil {
 			return err
 		}
 		h, err := s.Endpoints.Get(ctx, url)
@@ -338,12 +385,23 @@ func limitsText(l store.Limits) string {
 // contractsCmd pins an endpoint's capabilities digest or fails the
 // commands enqueued under another.
 func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "pin" && args[0] != "fail-mismatched") {
-		return usageError(stderr, "usage: courier contracts pin -db … url-or-ref digest | courier contracts fail-mismatched -db … url-or-ref")
+	const usage = "usage: courier contracts pin -db … url-or-ref digest | courier contracts fail-mismatched -db … url-or-ref"
+	actions := []string{"pin", "fail-mismatched"}
+	flagSet := func(action string) (*flag.FlagSet, *string) {
+		fs := flags("contracts "+action, stderr)
+		return fs, dbFlag(fs)
+	}
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		return actionsHelp(stderr, usage, actions, func(action string) *flag.FlagSet {
+			fs, _ := flagSet(action)
+			return fs
+		})
+	case len(args) == 0 || !slices.Contains(actions, args[0]):
+		return usageError(stderr, usage)
 	}
 	action := args[0]
-	fs := flags("contracts "+action, stderr)
-	db := dbFlag(fs)
+	fs, db := flagSet(action)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}

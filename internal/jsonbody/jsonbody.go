@@ -106,21 +106,33 @@ func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
 // members whose names match one of v's fields, at any depth, only
 // case-insensitively (strictjson.CaseVariants): encoding/json would take
 // them for that field, so a body could carry a value under a name no one
-// checks.
+// checks. Unless allowUnknown, it then refuses the members that match no
+// field (strictjson.CheckNames), named by their path as validation
+// names fields (items[0].x), where encoding/json would name the first of
+// them by its name alone.
 func decode(body []byte, v any, allowUnknown bool) error {
-	if variants := strictjson.CaseVariants(body, v); len(variants) > 0 {
-		ve := &ack.ValidationError{}
-		for _, v := range variants {
-			ve.Fields = append(ve.Fields, ack.FieldError{Field: v, Rule: "unknown"})
-		}
-		return ve
+	variants, unknown := strictjson.CheckNames(body, v)
+	if len(variants) > 0 {
+		return unknownFields(variants)
 	}
 	if allowUnknown {
 		return json.Unmarshal(body, v)
 	}
+	if len(unknown) > 0 {
+		return unknownFields(unknown)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	dec.DisallowUnknownFields() // still: for what the walk leaves to a type's own decoding
 	return dec.Decode(v)
+}
+
+// unknownFields is the refusal of the members at paths: rule unknown.
+func unknownFields(paths []string) *ack.ValidationError {
+	ve := &ack.ValidationError{}
+	for _, p := range paths {
+		ve.Fields = append(ve.Fields, ack.FieldError{Field: p, Rule: "unknown"})
+	}
+	return ve
 }
 
 // DecodeError turns an encoding/json error from decoding a payload into a

@@ -3,6 +3,7 @@ package jsonbody_test
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -176,6 +177,82 @@ func TestDecodeRefusesCaseVariantsAtAnyDepth(t *testing.T) {
 			}
 			if len(p.Errors) != 1 || p.Errors[0].Field != tc.field || p.Errors[0].Rule != "unknown" {
 				t.Fatalf("%s: errors %+v, want field %s (unknown)", tc.body, p.Errors, tc.field)
+			}
+		})
+	}
+}
+
+// lenient decodes itself, taking any member: the strict decode leaves
+// what is inside it to it.
+type lenient struct {
+	A string `json:"a"`
+}
+
+func (l *lenient) UnmarshalJSON(b []byte) error {
+	type plain lenient // no UnmarshalJSON method
+	return json.Unmarshal(b, (*plain)(l))
+}
+
+// TestDecodeNamesUnknownMembersByPath: a member no field takes was named
+// by its name alone ("x" for items[0].x), the way encoding/json reports
+// the first it meets, while validation names a field by its path
+// (items[0].sku). Unknown members are now named by their path, all of
+// them, as validation names fields; inside a value whose type decodes
+// itself they are its affair, as they were.
+func TestDecodeNamesUnknownMembersByPath(t *testing.T) {
+	t.Parallel()
+	type item struct {
+		SKU string `json:"sku" validate:"required"`
+	}
+	type request struct {
+		Items []item               `json:"items" validate:"dive"`
+		ByKey map[string]item      `json:"by_key"`
+		Ref   *item                `json:"ref"`
+		Empty struct{}             `json:"empty"`
+		Extra json.RawMessage      `json:"extra"`
+		Loose map[string]any       `json:"loose"`
+		Own   lenient              `json:"own"`
+		Owns  map[string][]lenient `json:"owns"`
+	}
+	for _, tc := range []struct {
+		name   string
+		body   string
+		fields []string // field (rule); none: accepted
+	}{
+		{"top level", `{"x":1}`, []string{"x (unknown)"}},
+		{"slice element", `{"items":[{"sku":"a"},{"sku":"b","x":1}]}`, []string{"items[1].x (unknown)"}},
+		{"validation of the same element", `{"items":[{"sku":"a"},{"sku":""}]}`, []string{"items[1].sku (required)"}},
+		{"map value", `{"by_key":{"k":{"sku":"a","x":1}}}`, []string{"by_key[k].x (unknown)"}},
+		{"pointer", `{"ref":{"sku":"a","x":1}}`, []string{"ref.x (unknown)"}},
+		{"a struct without fields", `{"empty":{"x":1}}`, []string{"empty.x (unknown)"}},
+		{"every one, sorted", `{"x":1,"items":[{"sku":"a","y":2}],"ref":{"z":3}}`, []string{"items[0].y (unknown)", "ref.z (unknown)", "x (unknown)"}},
+		{"inside raw JSON and maps of any", `{"extra":{"x":1},"loose":{"x":{"y":1}}}`, nil},
+		{"inside a type that decodes itself", `{"own":{"a":"a","x":1},"owns":{"k":[{"x":1}]}}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			var v request
+			ok := jsonbody.Decode(rec, []byte(tc.body), &v, false)
+			if tc.fields == nil {
+				if !ok {
+					t.Fatalf("%s: refused: %s", tc.body, rec.Body)
+				}
+				return
+			}
+			var p struct {
+				Code   courier.Code `json:"code"`
+				Errors []struct{ Field, Rule string }
+			}
+			if ok || rec.Code != 400 || json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Code != courier.CodeValidation {
+				t.Fatalf("%s: %v %d %s, want 400 validation_failed", tc.body, ok, rec.Code, rec.Body)
+			}
+			var got []string
+			for _, e := range p.Errors {
+				got = append(got, e.Field+" ("+e.Rule+")")
+			}
+			if !slices.Equal(got, tc.fields) {
+				t.Fatalf("%s: errors %q, want %q", tc.body, got, tc.fields)
 			}
 		})
 	}

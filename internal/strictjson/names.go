@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"cmp"
+	"encoding"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -23,46 +24,73 @@ import (
 // the fields of embedded structs promoted as encoding/json promotes them.
 // The check follows doc into every member, element and map value that
 // decodes into a struct, however nested in pointers, slices, arrays and
-// maps. Members that match no field at all are not its concern.
+// maps. Members that match no field at all are not its concern (see
+// CheckNames).
 //
 // Each member is named by its path ("order.ID", "items[0].Name"), in
-// sorted order. A doc of another shape than v's type has none here:
-// decoding reports it.
+// sorted order: the paths ack.Validate names fields by. A doc of another
+// shape than v's type has none here: decoding reports it.
 func CaseVariants(doc []byte, v any) []string {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return nil
-	}
-	var paths []string
-	checkNames(doc, t, "", &paths)
-	slices.Sort(paths)
-	return paths
+	variants, _ := CheckNames(doc, v)
+	return variants
 }
 
-// checkNames adds to paths the members of doc, at path, whose names match
-// a field of t's only case-insensitively, and follows the others down.
-func checkNames(doc []byte, t reflect.Type, path string, paths *[]string) {
+// CheckNames walks doc against v's type once and returns its case
+// variants (see CaseVariants) and its unknown members: those that match
+// no field, not even case-insensitively, which encoding/json's
+// DisallowUnknownFields refuses but names without their path ("sku" for
+// items[0].sku). Unknown members are not looked for inside a value whose
+// type decodes itself (a json.Unmarshaler or encoding.TextUnmarshaler):
+// encoding/json hands that its bytes whole, and what it takes is its own
+// affair. Both are named by path, in sorted order.
+func CheckNames(doc []byte, v any) (variants, unknown []string) {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return nil, nil
+	}
+	var w nameWalk
+	w.check(doc, t, "", true)
+	slices.Sort(w.variants)
+	slices.Sort(w.unknown)
+	return w.variants, w.unknown
+}
+
+// nameWalk follows a document down a type, collecting the paths of the
+// members whose names the type does not take as they are.
+type nameWalk struct {
+	variants, unknown []string
+}
+
+// check collects the case variants among the members of doc, at path,
+// and if unknowns the members that match no field of t, and follows the
+// others down t.
+func (w *nameWalk) check(doc []byte, t reflect.Type, path string, unknowns bool) {
 	t = indirect(t)
+	unknowns = unknowns && !decodesItself(t)
 	switch t.Kind() {
 	case reflect.Struct:
 		fields := jsonFields(t)
-		if len(fields) == 0 {
+		if len(fields) == 0 && !unknowns {
 			return
 		}
 		var members map[string]json.RawMessage
 		if json.Unmarshal(doc, &members) != nil {
 			return // not an object: decoding reports it
 		}
+	next:
 		for name, val := range members {
 			if ft, ok := fields[name]; ok {
-				checkNames(val, ft, memberPath(path, name), paths)
+				w.check(val, ft, memberPath(path, name), unknowns)
 				continue
 			}
 			for field := range fields {
 				if strings.EqualFold(field, name) { // as encoding/json folds names
-					*paths = append(*paths, memberPath(path, name))
-					break
+					w.variants = append(w.variants, memberPath(path, name))
+					continue next
 				}
+			}
+			if unknowns {
+				w.unknown = append(w.unknown, memberPath(path, name))
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -77,7 +105,7 @@ func checkNames(doc []byte, t reflect.Type, path string, paths *[]string) {
 			if t.Kind() == reflect.Array && i >= t.Len() {
 				break // encoding/json drops what an array has no room for
 			}
-			checkNames(item, t.Elem(), path+"["+strconv.Itoa(i)+"]", paths)
+			w.check(item, t.Elem(), path+"["+strconv.Itoa(i)+"]", unknowns)
 		}
 	case reflect.Map:
 		if !holdsStruct(t.Elem()) {
@@ -88,9 +116,21 @@ func checkNames(doc []byte, t reflect.Type, path string, paths *[]string) {
 			return
 		}
 		for key, val := range members {
-			checkNames(val, t.Elem(), path+"["+key+"]", paths)
+			w.check(val, t.Elem(), path+"["+key+"]", unknowns)
 		}
 	}
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// decodesItself reports whether encoding/json hands a value of type t
+// (not a pointer) to its own method rather than decoding its members.
+func decodesItself(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler)
 }
 
 func memberPath(path, name string) string {
