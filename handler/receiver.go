@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"reflect"
 
 	"github.com/jmoiron/sqlx"
 
@@ -25,11 +26,12 @@ import (
 //
 // The function must write through tx. tx comes from Store.Begin and, on
 // SQLite, holds the database's one writer until the receiver commits: a
-// write through the Store's DB() (a second transaction, or a store method
-// that writes) cannot proceed meanwhile. ctx is marked as holding the
-// writer, so such a write given ctx fails at once rather than after the
-// busy timeout; either way the function's error answers 500. Reads
-// through DB() are fine, but do not see tx's writes.
+// write through the Store's DB(), a second Store.Begin, or a store method
+// that writes cannot proceed meanwhile. ctx is marked as holding the
+// writer, so such a write given ctx fails at once, with code
+// write_outside_transaction, rather than wait; the function's error
+// answers 500. Reads through DB(), in a read-only transaction too, are
+// fine, but do not see tx's writes.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
 // ReceiverConfig configures a Receiver (NewReceiver).
@@ -89,6 +91,9 @@ type Receiver[T ack.Notification] struct {
 }
 
 // NewReceiver returns a Receiver that runs fn for each new notification.
+// T must be a struct type, whose fields the body is decoded into and
+// validated by: a T of any other kind (a pointer to a struct, a map, an
+// interface) is refused with CodeConfigInvalid.
 func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[T], error) {
 	f, err := newFront("ReceiverConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
 	if err != nil {
@@ -96,6 +101,9 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 	}
 	if fn == nil {
 		return nil, configError("NewReceiver: the Func is required")
+	}
+	if t := reflect.TypeFor[T](); t.Kind() != reflect.Struct {
+		return nil, configError("NewReceiver: the notification type " + t.String() + " is not a struct (its kind is " + t.Kind().String() + "): a body is decoded into a struct's fields and validated by them")
 	}
 	r := &Receiver[T]{cfg: cfg, fn: fn, front: f}
 	r.h = f.handler(r.receive)

@@ -10,7 +10,6 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
-	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -68,7 +67,9 @@ type ReportingConfig struct {
 // Receipt is two-phase: the claim is committed on its own, so that a
 // concurrent duplicate sees it in progress at once; then the function runs
 // and the claim is completed in one transaction. A failed
-// or refused delivery gives the claim back, so nothing stays written.
+// or refused delivery gives the claim back (trying again for a few
+// seconds should the database refuse that too), so nothing stays
+// written.
 //
 // On SQLite the function's transaction holds the database's one write lock
 // while it runs, so a duplicate in that time waits for it, like every other
@@ -160,14 +161,12 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		if completed {
 			return
 		}
-		// Give the claim back, also when the client went away or fn
-		// panicked, so the sender's retry processes the delivery. The
-		// claim is fenced: if another request took it over, this is a
-		// no-op. Runs after the rollback below, which frees SQLite's
-		// write lock.
-		if err := inbox.ReleaseClaim(context.WithoutCancel(ctx), claim); err != nil {
-			rp.front.logger.ErrorContext(ctx, "handler: claim not released", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
-		}
+		// Give the claim back, also when the client went away, fn
+		// panicked or the database went away for a moment, so the
+		// sender's retry processes the delivery. The claim is fenced:
+		// if another request took it over, this is a no-op. Runs after
+		// the rollback below, which frees SQLite's write lock.
+		releaseClaim(ctx, inbox, claim, rp.front.logger)
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
 	if err != nil {

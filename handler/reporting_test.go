@@ -700,6 +700,55 @@ func TestReportingFailureIsRetried(t *testing.T) {
 	}
 }
 
+// TestReportingReleaseIsRetried: the database goes away for a moment after
+// the claim committed (a restart, a dropped connection), so processing
+// fails, and so do the first tries to give the claim back (a trigger
+// fails the inbox's first two deletes). The release is tried again before
+// the answer, so the sender's retry is processed, not answered 503
+// in_progress until the claim goes stale.
+func TestReportingReleaseIsRetried(t *testing.T) {
+	t.Parallel()
+	var failed atomic.Bool
+	b := setupReporting(t, reportingOptions{postgres: true, fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		if err := recordDelivery(ctx, tx, n); err != nil {
+			return err
+		}
+		if failed.CompareAndSwap(false, true) {
+			return errors.New("the database went away")
+		}
+		return nil
+	}})
+	// A sequence, unlike a table, is not rolled back with the delete the
+	// trigger fails.
+	if _, err := b.store.DB().Exec(`
+		CREATE SEQUENCE release_tries;
+		CREATE FUNCTION fail_release() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('release_tries') <= 2 THEN
+				RAISE EXCEPTION 'the database went away';
+			END IF;
+			RETURN OLD;
+		END $$;
+		CREATE TRIGGER fail_release BEFORE DELETE ON courier_inbox FOR EACH ROW EXECUTE FUNCTION fail_release();
+	`); err != nil {
+		t.Fatal(err)
+	}
+	report := deliveryReport(t)
+	resp, out := b.post(t, report)
+	wantProblem(t, resp, out, http.StatusInternalServerError, courier.CodeHandlerFailed)
+	var tries int
+	if err := b.store.DB().Get(&tries, "SELECT last_value FROM release_tries"); err != nil {
+		t.Fatal(err)
+	}
+	if inbox, effects := b.written(t); inbox != 0 || effects != 0 || tries != 3 {
+		t.Fatalf("after the failure: %d inbox records, %d effects, %d tries to release; want none left after 3 tries", inbox, effects, tries)
+	}
+	b.postOK(t, report)
+	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 2 {
+		t.Fatalf("%d inbox records, %d effects, %d calls", inbox, effects, b.calls.Load())
+	}
+}
+
 func TestReportingRejection(t *testing.T) {
 	t.Parallel()
 	b := setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {

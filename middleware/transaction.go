@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/writerctx"
 )
 
 // Transaction runs each request in its own database transaction, begun by
@@ -33,6 +34,17 @@ import (
 // A transaction that cannot begin is answered 503 with Retry-After. Flushing
 // the held response (http.Flusher or http.ResponseController) is a no-op.
 //
+// The context next gets is marked as holding the Store's writer, as the
+// one a receiver in package handler gives the application's function. On
+// SQLite the request's transaction holds the database's one writer, so
+// Store.Begin, a Store method that writes, or a write through Store.DB(),
+// given that context, would wait for the request itself: each fails at
+// once with code write_outside_transaction instead; write through the
+// request's transaction. Reads, and read-only transactions through DB(),
+// go on. So on SQLite, begin transactions on the Store's database: with
+// a begin on another SQLite database the Store's own writes would be
+// refused. Elsewhere the mark changes nothing.
+//
 // Transaction panics if begin is nil.
 func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Handler) http.Handler {
 	if begin == nil {
@@ -52,7 +64,8 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 				}
 			}()
 			bw := newBufferedWriter(w)
-			next.ServeHTTP(bw, r.WithContext(context.WithValue(r.Context(), txKey, tx)))
+			ctx := writerctx.WithHeld(context.WithValue(r.Context(), txKey, tx))
+			next.ServeHTTP(bw, r.WithContext(ctx))
 			settled = true
 			if bw.statusCode() >= http.StatusBadRequest {
 				_ = tx.Rollback()

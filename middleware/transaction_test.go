@@ -370,6 +370,65 @@ func TestTransactionUnderRecover(t *testing.T) {
 	}
 }
 
+// TestTransactionMarksTheWriterHeld: under Transaction(s.Begin) on SQLite
+// the request's transaction holds the one writer, and a write next made
+// other than through it (Store.Begin, a Store method that writes, a write
+// through Store.DB()) waited for the request itself: until its context
+// ended, or the busy timeout. next's context is now marked as holding the
+// writer, so each fails at once with write_outside_transaction, while
+// writes through the transaction and reads through DB() go on.
+func TestTransactionMarksTheWriterHeld(t *testing.T) {
+	t.Parallel()
+	refused := map[string]func(ctx context.Context, s *store.Store) error{
+		"Store.Begin": func(ctx context.Context, s *store.Store) error {
+			tx, err := s.Begin(ctx)
+			if err == nil {
+				tx.Rollback()
+			}
+			return err
+		},
+		"Endpoints.Disable": func(ctx context.Context, s *store.Store) error {
+			return s.Endpoints.Disable(ctx, "https://r.example/h")
+		},
+		"write through DB()": func(ctx context.Context, s *store.Store) error {
+			_, err := s.DB().ExecContext(ctx, `INSERT INTO items (name) VALUES ('through DB()')`)
+			return err
+		},
+	}
+	for name, write := range refused {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupTx(t)
+			var got error
+			h := middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// Bounds the wait for the writer, should there be one.
+				ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+				defer cancel()
+				insertItem(t, r)
+				if _, err := countItems(ctx, b.db); err != nil {
+					t.Errorf("read through DB(): %v", err)
+				}
+				got = write(ctx, b.store)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+
+			resp := post(t, srv.Client(), srv.URL, nil, false, nil)
+			readAll(t, resp)
+			if courier.CodeOf(got) != courier.CodeWriteOutsideTransaction {
+				t.Fatalf("%s in the request: %v, want code write_outside_transaction", name, got)
+			}
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("status = %d, want 201", resp.StatusCode)
+			}
+			if n, err := countItems(t.Context(), b.db); err != nil || n != 1 {
+				t.Errorf("committed rows = %d (%v), want the transaction's 1", n, err)
+			}
+		})
+	}
+}
+
 func TestTransactionBeginFails(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)

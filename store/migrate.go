@@ -46,6 +46,9 @@ func init() {
 // migrateTx applies the pending migrations inside tx, a transaction of
 // the named driver.
 func migrateTx(ctx context.Context, tx DBTX, driver string) error {
+	if isNil(tx) {
+		return errNoTx
+	}
 	d, err := dialectOf(driver)
 	if err != nil {
 		return err

@@ -13,11 +13,16 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // DBTX is what Enqueue and the Inbox need of the caller's transaction:
 // *sql.Tx, *sqlx.Tx, *sql.DB, *sqlx.DB and *sql.Conn all satisfy it.
+//
+// A method given a nil DBTX, or a nil *sql.Tx or *sqlx.Tx as one, returns
+// CodeInvalidArgument and writes nothing, unless its documentation says
+// what nil stands for (Subscriptions: the Store's own connection).
 type DBTX interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -183,6 +188,7 @@ type Store struct {
 	Contracts     *Contracts
 	db            *sqlx.DB // DB(): the application's, and courier's reads
 	writer        *sqlx.DB // courier's writes: db, or the engine's writer
+	oneWriter     bool     // writer is one connection of the engine's own (SQLite's), held by one transaction at a time
 	dialect       *dialect
 	cfg           Config
 	local         func() time.Time // this process's clock
@@ -255,7 +261,7 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 		if owned {
 			s.closers = append([]func() error{w.Close}, s.closers...)
 		}
-		s.writer = w
+		s.writer, s.oneWriter = w, owned
 	}
 	s.Outbox = &Outbox{s: s}
 	s.Inbox = &Inbox{s: s}
@@ -271,7 +277,10 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 // with courier's through a transaction from Begin. Inside a receiver's
 // function, write through the transaction it was given: on SQLite that
 // transaction holds the one writer, and a write through DB() fails at once
-// with code write_outside_transaction rather than wait for it.
+// with code write_outside_transaction rather than wait for it. Reads
+// through DB() go on meanwhile, in a read-only transaction
+// (sql.TxOptions{ReadOnly: true}) too: on SQLite it takes no write lock
+// and refuses writes.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
 // Begin starts a transaction on the connection courier writes through,
@@ -282,13 +291,65 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // without SQLite's sleeping busy handler, and share one warm page cache;
 // elsewhere it is DB().BeginTxx. Inside the transaction use only the
 // transaction: on SQLite a second Begin, or a Store method that writes,
-// waits until this one ends.
+// waits until this one ends. Given the context a receiver in package
+// handler passes the application's function, or the one
+// middleware.Transaction passes the next handler, whose request holds
+// such a transaction, they would wait for the request itself: they fail
+// at once instead, with code write_outside_transaction.
 func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
+	if err := s.writerHeld(ctx); err != nil {
+		return nil, err
+	}
 	tx, err := s.writer.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, s.dialect.interpret("begin", err)
 	}
 	return tx, nil
+}
+
+// writerHeld returns writerctx.ErrWriteOutside when ctx's request already
+// holds the Store's one writer (see writerctx), which a transaction or
+// statement begun on it from ctx would wait for until ctx ends.
+func (s *Store) writerHeld(ctx context.Context) error {
+	if s.oneWriter && writerctx.Held(ctx) {
+		return writerctx.ErrWriteOutside
+	}
+	return nil
+}
+
+// errNoTx is a nil DBTX given to a method that runs in the caller's
+// transaction.
+var errNoTx = invalidArgument("the transaction is nil: pass the caller's transaction")
+
+// runsOn returns why a statement cannot run on x from ctx, if it cannot:
+// x is nil (errNoTx), or x is the Store's writer and ctx's request holds
+// it (writerHeld). exec, query and scan ask it before every statement.
+func (s *Store) runsOn(ctx context.Context, x DBTX) error {
+	switch {
+	case isNil(x):
+		return errNoTx
+	case x == DBTX(s.writer):
+		return s.writerHeld(ctx)
+	}
+	return nil
+}
+
+// isNil reports whether x is nil, or a nil pointer (a nil *sql.Tx).
+func isNil(x DBTX) bool {
+	if x == nil {
+		return true
+	}
+	v := reflect.ValueOf(x)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// orWriter returns tx, or for a nil one the Store's writer: a method whose
+// transaction is optional writes on its own.
+func (s *Store) orWriter(tx DBTX) DBTX {
+	if isNil(tx) {
+		return s.writer
+	}
+	return tx
 }
 
 // Close releases what the Store opened itself: the engine's writer
@@ -322,6 +383,9 @@ func (s *Store) q(name string) *query { return s.dialect.query(name) }
 // exec, query and scan are the one way every statement of the store is
 // run, so both kinds of transaction take the same path.
 func (s *Store) exec(ctx context.Context, x DBTX, name string, args map[string]any) (sql.Result, error) {
+	if err := s.runsOn(ctx, x); err != nil {
+		return nil, err
+	}
 	q := s.q(name)
 	if q.text == "" {
 		return nativeResult(0), nil // nothing to do on this engine
@@ -345,6 +409,9 @@ func (nativeResult) LastInsertId() (int64, error) {
 
 // query runs a named query on x (see exec) and returns its rows.
 func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]any) (engine.Rows, error) {
+	if err := s.runsOn(ctx, x); err != nil {
+		return nil, err
+	}
 	q := s.q(name)
 	if n, ok := x.(engine.Tx); ok {
 		rows, err := n.Query(ctx, q.text, q.args(args))
@@ -406,6 +473,9 @@ func getRow[T any](ctx context.Context, s *Store, x DBTX, name string, args map[
 // scan runs a named query whose result is one row and scans its columns
 // into dest, in order; no row is sql.ErrNoRows.
 func (s *Store) scan(ctx context.Context, x DBTX, name string, args map[string]any, dest ...any) error {
+	if err := s.runsOn(ctx, x); err != nil {
+		return err
+	}
 	if _, ok := x.(engine.Tx); ok {
 		rows, err := s.query(ctx, x, name, args)
 		if err != nil {

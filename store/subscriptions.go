@@ -105,11 +105,14 @@ func (p SubscriptionParams) args(now int64) map[string]any {
 	}
 }
 
-// Create registers a subscription, inside tx when the caller has one.
+// Create registers a subscription, inside tx when the caller has one. With
+// a nil tx it writes on its own, through the Store's writer (see
+// Store.Begin).
 func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionParams) (Subscription, error) {
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
+	tx = sr.s.orWriter(tx)
 	var id int64
 	if err := sr.s.scan(ctx, tx, "subscription_insert", p.args(sr.s.now()), &id); err != nil {
 		return Subscription{}, err
@@ -122,11 +125,14 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 // enqueued for it are suppressed rather than sent. So are those whose
 // event type its new EventTypes no longer include. Its tenant does not
 // change: p.Tenant must be the one it has (CodeInvalidArgument otherwise);
-// to serve another tenant, create a subscription under it.
+// to serve another tenant, create a subscription under it. It runs inside
+// tx when the caller has one; with a nil tx it writes on its own, through
+// the Store's writer (see Store.Begin).
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
+	tx = sr.s.orWriter(tx)
 	args := p.args(sr.s.now())
 	args["id"] = id
 	res, err := sr.s.exec(ctx, tx, "subscription_update", args)
@@ -142,8 +148,13 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 	return sr.Get(ctx, tx, id)
 }
 
-// Get returns one subscription, or CodeNotFound.
+// Get returns one subscription, or CodeNotFound. It reads inside tx when
+// the caller has one; with a nil tx, through the Store's DB(), which sees
+// only what is committed.
 func (sr *Subscriptions) Get(ctx context.Context, tx DBTX, id int64) (Subscription, error) {
+	if isNil(tx) {
+		tx = sr.s.db
+	}
 	r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
 	if err != nil {
 		return Subscription{}, err

@@ -3,19 +3,31 @@
 // receiver runs the application's function inside the transaction that
 // records the notification, and that transaction holds the writer until
 // it ends. A write through the Store's DB() from inside the function (a
-// second transaction) would wait for the busy timeout and then fail; the
-// SQLite engine reads the mark and fails such a write at once instead.
+// second transaction) would wait for the busy timeout and then fail, and
+// a Store method that writes, or Store.Begin, would wait for the Store's
+// one writer connection until the context ends; each fails at once with
+// ErrWriteOutside instead.
 //
 // Package handler sets the mark on the context it passes to the
-// application's function; store/sqlite reads it. The mark says only that
-// the writer is held, not by which transaction: statements run on that
-// transaction itself carry the same context and must not be refused.
+// application's function, and middleware.Transaction on the context it
+// passes to the next handler; store and store/sqlite read it. The mark
+// says only that the writer is held, not by which transaction: statements
+// run on that transaction itself carry the same context and must not be
+// refused.
 package writerctx
 
-import "context"
+import (
+	"context"
+
+	"github.com/courier-go/courier"
+)
 
 // heldKey is the context key of the mark.
 type heldKey struct{}
+
+// ErrWriteOutside is the error of a write, from a context marked by
+// WithHeld, that would wait for the writer its own request holds.
+var ErrWriteOutside = &courier.Error{Code: courier.CodeWriteOutsideTransaction, Msg: "write through the transaction this request was given: it holds the database's one writer, which this write would wait for"}
 
 // WithHeld returns ctx marked: its request holds the store's writer.
 func WithHeld(ctx context.Context) context.Context {

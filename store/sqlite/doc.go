@@ -22,7 +22,11 @@
 // application's function would wait for it until the busy timeout: the
 // connections of a pool opened with DriverName refuse it at once, with
 // code write_outside_transaction, and the function writes through the
-// transaction it was given instead.
+// transaction it was given instead. A read-only transaction
+// (sql.TxOptions{ReadOnly: true}) through such a pool begins deferred,
+// not IMMEDIATE as the DSN's others do, so it reads the last commit
+// without waiting for the writer, from a receiver's function too; SQLite
+// refuses a write in it (query_only) with its read-only error.
 //
 // Open refuses a database file this process cannot write (SQLite would
 // open it read-only without a word). A connection that finds its database

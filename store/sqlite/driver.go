@@ -10,16 +10,17 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
-	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/writerctx"
 )
 
 // sqliteDriver is go-sqlite3 as courier opens it (DriverName). Its
 // connections wake workers when an enqueue commits (hookCommits); are
 // dropped once SQLite finds their database read-only, so the next use
-// opens the file afresh; and, in the pools applications use, refuse a
-// write from a request whose transaction holds the writer, which would
-// otherwise wait for that very transaction until the busy timeout.
+// opens the file afresh; begin a read-only transaction (sql.TxOptions's
+// ReadOnly) deferred and query_only, so it never waits for the writer;
+// and, in the pools applications use, refuse a write from a request whose
+// transaction holds the writer, which would otherwise wait for that very
+// transaction until the busy timeout.
 type sqliteDriver struct{ base *sqlite3.SQLiteDriver }
 
 var courierDriver = &sqliteDriver{base: &sqlite3.SQLiteDriver{ConnectHook: hookCommits}}
@@ -77,16 +78,13 @@ func beginsImmediate(dsn string) bool {
 	return lock == "immediate" || lock == "exclusive"
 }
 
-// errWriteOutside is a write through DB() from a request whose
-// transaction holds the writer.
-var errWriteOutside = &courier.Error{Code: courier.CodeWriteOutsideTransaction, Msg: "sqlite: write through the transaction your function was given: this request's transaction holds the database's one writer, so a write through Store.DB() would wait for it until the busy timeout"}
-
 // conn is a go-sqlite3 connection with courier's checks.
 type conn struct {
 	*sqlite3.SQLiteConn
 	guard     bool        // refuse writes whose context holds the writer
 	immediate bool        // its transactions take the write lock as they begin
-	readOnly  atomic.Bool // SQLite found the database read-only: never reuse
+	readOnly  atomic.Bool // SQLite found the database read-only, or query_only could not be reset: never reuse
+	queryOnly bool        // a read-only transaction set query_only, to be reset as it ends
 }
 
 var (
@@ -103,7 +101,7 @@ var (
 // was moved), so database/sql drops it and opens a fresh one next.
 func (c *conn) note(err error) error {
 	var e sqlite3.Error
-	if errors.As(err, &e) && e.Code == sqlite3.ErrReadonly {
+	if errors.As(err, &e) && e.Code == sqlite3.ErrReadonly && !c.queryOnly {
 		c.readOnly.Store(true)
 	}
 	return err
@@ -121,8 +119,8 @@ func (c *conn) ResetSession(context.Context) error {
 	return nil
 }
 
-// refuse returns errWriteOutside for a statement that writes, run from a
-// context whose request holds the writer.
+// refuse returns writerctx.ErrWriteOutside for a statement that writes,
+// run from a context whose request holds the writer.
 func (c *conn) refuse(ctx context.Context, query string) error {
 	if !c.guard || !writerctx.Held(ctx) {
 		return nil
@@ -135,7 +133,7 @@ func (c *conn) refuse(ctx context.Context, query string) error {
 	if st.(*sqlite3.SQLiteStmt).Readonly() {
 		return nil
 	}
-	return errWriteOutside
+	return writerctx.ErrWriteOutside
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -170,10 +168,14 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 }
 
 // BeginTx refuses, from a context whose request holds the writer, a
-// transaction that would wait for the write lock as it begins.
+// transaction that would wait for the write lock as it begins. A
+// read-only one takes no lock as it begins (see beginReadOnly).
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if opts.ReadOnly {
+		return c.beginReadOnly(ctx)
+	}
 	if c.guard && c.immediate && writerctx.Held(ctx) {
-		return nil, errWriteOutside
+		return nil, writerctx.ErrWriteOutside
 	}
 	t, err := c.SQLiteConn.BeginTx(ctx, opts)
 	if err != nil {
@@ -184,6 +186,33 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 
 func (c *conn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// beginReadOnly begins a read-only transaction: a plain (deferred) BEGIN,
+// whatever the DSN's _txlock, so in WAL mode it reads the last commit
+// without waiting for a writer, and query_only for its duration, so a
+// write in it fails as SQLite's read-only error. query_only is reset as
+// it ends (readTx); a connection on which that fails is not reused.
+func (c *conn) beginReadOnly(ctx context.Context) (driver.Tx, error) {
+	c.queryOnly = true
+	_, err := c.SQLiteConn.ExecContext(ctx, "PRAGMA query_only = 1", nil)
+	if err == nil {
+		_, err = c.SQLiteConn.ExecContext(ctx, "BEGIN", nil)
+	}
+	if err != nil {
+		c.resetQueryOnly()
+		return nil, err
+	}
+	return &readTx{c: c}, nil
+}
+
+// resetQueryOnly ends query_only, which a read-only transaction set; if it
+// cannot, the connection is dropped rather than handed out read-only.
+func (c *conn) resetQueryOnly() {
+	if _, err := c.SQLiteConn.ExecContext(context.Background(), "PRAGMA query_only = 0", nil); err != nil {
+		c.readOnly.Store(true)
+	}
+	c.queryOnly = false
 }
 
 // rows watches a result's steps: a statement that writes (RETURNING)
@@ -216,7 +245,7 @@ var (
 
 func (s *stmt) refuse(ctx context.Context) error {
 	if s.c.guard && writerctx.Held(ctx) && !s.Readonly() {
-		return errWriteOutside
+		return writerctx.ErrWriteOutside
 	}
 	return nil
 }
@@ -247,3 +276,23 @@ type tx struct {
 }
 
 func (t *tx) Commit() error { return t.c.note(t.Tx.Commit()) }
+
+// readTx is a read-only transaction of a conn (see beginReadOnly). As
+// go-sqlite3's own transaction, it is over once Commit returns, even when
+// the COMMIT failed.
+type readTx struct{ c *conn }
+
+func (t *readTx) Commit() error {
+	defer t.c.resetQueryOnly()
+	if _, err := t.c.SQLiteConn.ExecContext(context.Background(), "COMMIT", nil); err != nil {
+		_, _ = t.c.SQLiteConn.ExecContext(context.Background(), "ROLLBACK", nil)
+		return err
+	}
+	return nil
+}
+
+func (t *readTx) Rollback() error {
+	defer t.c.resetQueryOnly()
+	_, err := t.c.SQLiteConn.ExecContext(context.Background(), "ROLLBACK", nil)
+	return err
+}

@@ -48,7 +48,9 @@ func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, err
 
 // DSN returns the go-sqlite3 data source name courier opens path with:
 // WAL, a busy timeout, foreign keys, BEGIN IMMEDIATE for every transaction
-// (so writers queue instead of failing), cached prepared statements, and
+// but a read-only one (so writers queue instead of failing; with
+// DriverName, a read-only transaction begins deferred and query_only, and
+// waits for no writer), cached prepared statements, and
 // synchronous=FULL, or NORMAL when durability is store.DurabilityRelaxed.
 // The path is escaped, so any file name opens that file.
 func DSN(path string, durability store.Durability) string {
