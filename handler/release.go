@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -30,22 +31,68 @@ const (
 // but not its cancellation: a claim left processing would answer every
 // retry 503 in_progress until it goes stale. The claim is fenced, so a
 // release after another request took it over is a no-op. Only a release
-// that still fails is logged.
-func releaseClaim(ctx context.Context, inbox protocol.Inbox, c protocol.InboxClaim, logger *slog.Logger) {
+// that still fails is logged, and it reports false.
+func releaseClaim(ctx context.Context, inbox protocol.Inbox, c protocol.InboxClaim, logger *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWindow)
 	defer cancel()
 	pause := releasePause
 	for {
 		err := inbox.ReleaseClaim(ctx, c)
 		if err == nil {
-			return
+			return true
 		}
 		if courier.CodeOf(err) == courier.CodeInvalidArgument || !pauseFor(ctx, pause) {
 			logger.ErrorContext(ctx, "handler: claim not released", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
-			return
+			return false
 		}
 		pause = min(2*pause, releasePauseCap)
 	}
+}
+
+// maxUnreleased bounds the claims a receiver remembers it could not give
+// back; past it, a claim is left to go stale.
+const maxUnreleased = 10_000
+
+// unreleased are the claims a receiver could not give back, even after
+// retrying (the database was away longer than releaseWindow), by key: the
+// sender's retry of such a key finds it in progress, and would until the
+// claim goes stale. The retry gives it back first (retry), then claims it
+// anew. A claim another request took over since is not given back: the
+// release is fenced.
+type unreleased struct {
+	mu     sync.Mutex
+	claims map[unreleasedKey]protocol.InboxClaim
+}
+
+type unreleasedKey struct{ sender, key string }
+
+func (u *unreleased) add(c protocol.InboxClaim) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.claims == nil {
+		u.claims = make(map[unreleasedKey]protocol.InboxClaim)
+	}
+	if len(u.claims) < maxUnreleased {
+		u.claims[unreleasedKey{c.Key.Sender, c.Key.Key}] = c
+	}
+}
+
+// retry gives back the claim this receiver could not give back on key, if
+// it has one, and reports whether it did.
+func (u *unreleased) retry(ctx context.Context, inbox protocol.Inbox, key protocol.InboxKey) bool {
+	k := unreleasedKey{key.Sender, key.Key}
+	u.mu.Lock()
+	c, ok := u.claims[k]
+	u.mu.Unlock()
+	if !ok || inbox.ReleaseClaim(ctx, c) != nil {
+		return false
+	}
+	u.mu.Lock()
+	if u.claims[k] == c {
+		delete(u.claims, k)
+	}
+	u.mu.Unlock()
+	return true
 }
 
 // pauseFor waits about d (jittered between d/2 and d) and reports whether

@@ -76,10 +76,11 @@ type ReportingConfig struct {
 // writer (the replay cache too), and is then answered 200; the 503 is seen
 // on PostgreSQL, or while a claim from another process is outstanding.
 type Reporting struct {
-	cfg   ReportingConfig
-	fn    Func[ack.Reporting]
-	front front
-	h     http.Handler
+	cfg        ReportingConfig
+	fn         Func[ack.Reporting]
+	front      front
+	h          http.Handler
+	unreleased unreleased
 }
 
 // NewReporting returns a Reporting receiver that runs fn once per
@@ -153,6 +154,9 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte
 func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
 	inbox := protocol.InboxFor(rp.cfg.Store)
 	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
+	if err == nil && receipt.InProgress && rp.unreleased.retry(ctx, inbox, key) {
+		receipt, claim, err = inbox.Claim(ctx, key, rp.cfg.StaleAfter)
+	}
 	if stored, answered, err := answeredBy(receipt, err); answered {
 		return stored, err == nil, err
 	}
@@ -166,7 +170,9 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		// sender's retry processes the delivery. The claim is fenced:
 		// if another request took it over, this is a no-op. Runs after
 		// the rollback below, which frees SQLite's write lock.
-		releaseClaim(ctx, inbox, claim, rp.front.logger)
+		if !releaseClaim(ctx, inbox, claim, rp.front.logger) {
+			rp.unreleased.add(claim)
+		}
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
 	if err != nil {

@@ -749,6 +749,52 @@ func TestReportingReleaseIsRetried(t *testing.T) {
 	}
 }
 
+// TestReportingReleaseRemembered: a claim the receiver could not give
+// back even after retrying (the database away longer than that) left the
+// key in progress until StaleAfter: the sender's retry got 503 in_progress
+// minutes long, and spent its attempts on it. The receiver remembers it,
+// gives it back when the key comes again, and processes the retry.
+func TestReportingReleaseRemembered(t *testing.T) {
+	t.Parallel()
+	var failed atomic.Bool
+	b := setupReporting(t, reportingOptions{postgres: true, fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		if err := recordDelivery(ctx, tx, n); err != nil {
+			return err
+		}
+		if failed.CompareAndSwap(false, true) {
+			return errors.New("the database went away")
+		}
+		return nil
+	}})
+	if _, err := b.store.DB().Exec(`
+		CREATE TABLE release_blocked (x int);
+		INSERT INTO release_blocked VALUES (1);
+		CREATE FUNCTION fail_release() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF EXISTS (SELECT 1 FROM release_blocked) THEN
+				RAISE EXCEPTION 'the database went away';
+			END IF;
+			RETURN OLD;
+		END $$;
+		CREATE TRIGGER fail_release BEFORE DELETE ON courier_inbox FOR EACH ROW EXECUTE FUNCTION fail_release();
+	`); err != nil {
+		t.Fatal(err)
+	}
+	report := deliveryReport(t)
+	resp, out := b.post(t, report)
+	wantProblem(t, resp, out, http.StatusInternalServerError, courier.CodeHandlerFailed)
+	if inbox, _ := b.written(t); inbox != 1 {
+		t.Fatalf("%d inbox records after a release that failed throughout, want the claim left", inbox)
+	}
+	if _, err := b.store.DB().Exec(`DELETE FROM release_blocked`); err != nil {
+		t.Fatal(err)
+	}
+	b.postOK(t, report)
+	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 2 {
+		t.Fatalf("%d inbox records, %d effects, %d calls; want the retry processed", inbox, effects, b.calls.Load())
+	}
+}
+
 func TestReportingRejection(t *testing.T) {
 	t.Parallel()
 	b := setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
