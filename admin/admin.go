@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path"
 	"strconv"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
@@ -201,7 +202,8 @@ func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to fu
 }
 
 // storeError answers a failed store call: 404 and 400 with the error's
-// own content-free message for missing rows and bad input, 500
+// own content-free message for missing rows and bad input, 503
+// database_unavailable with Retry-After when the database failed, 500
 // internal_error otherwise.
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	detail := "not found"
@@ -213,6 +215,9 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 		problem.Error(w, http.StatusNotFound, code, detail)
 	case courier.CodeInvalidArgument:
 		problem.Error(w, http.StatusBadRequest, code, detail)
+	case courier.CodeDatabaseUnavailable:
+		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))
+		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later", time.Second)
 	default:
 		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed")

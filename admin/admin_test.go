@@ -211,6 +211,25 @@ func TestAdminHealth(t *testing.T) {
 	}
 }
 
+// TestAdminDatabaseUnavailable: a database that fails the store's call
+// (here, closed under the handler) is 503 database_unavailable with
+// Retry-After, for the API and for the page, not a 500 that reads as
+// courier's own failure.
+func TestAdminDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	if err := b.store.DB().Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/api/health", "/"} {
+		resp, body := b.do(t, "GET", p, "", nil)
+		refused(t, resp, body, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable)
+		if resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: 503 without Retry-After: %v", p, resp.Header)
+		}
+	}
+}
+
 func TestAdminListPages(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil)

@@ -23,7 +23,9 @@
 //
 //	mux.Handle("/ops/courier/", http.StripPrefix("/ops/courier", h))
 //
-// The JSON API (errors are application/problem+json with a stable code):
+// The JSON API (errors are application/problem+json with a stable code; a
+// database that fails a call is 503 database_unavailable with Retry-After,
+// on the page too):
 //
 //	GET  /api/health                    the outbox's health (a health object)
 //	GET  /api/deliveries                {"deliveries": [delivery…], "next_before": id} newest first;
