@@ -3,6 +3,7 @@ package ack
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 
@@ -38,16 +39,26 @@ const (
 
 // Command is a change, cancellation or tombstone a website host sends to
 // its source, enqueued under the capabilities digest of the source contract
-// it was built for. Every member is required and no other is allowed; Body
-// is the change's content (a JSON value, null allowed only for removals).
+// it was built for. Every member is required and no other is allowed.
 type Command struct {
-	Schema             string          `json:"schema" validate:"eq=courier.source-command.v1"`
-	Operation          string          `json:"operation" validate:"oneof=change cancellation tombstone"`
-	RequestID          string          `json:"request_id" validate:"courier_token"`
-	SourceMaxAttempts  int             `json:"source_max_attempts" validate:"min=1,max=20"`
-	CapabilitiesSHA256 string          `json:"capabilities_sha256" validate:"courier_sha256"`
-	Body               json.RawMessage `json:"body"`
+	Schema    string `json:"schema" validate:"eq=courier.source-command.v1"`
+	Operation string `json:"operation" validate:"oneof=change cancellation tombstone"`
+	// RequestID is a token (1-256 of A-Z a-z 0-9 _ . : -) short enough
+	// that the command's identity, operation ":" request_id (DedupeKey),
+	// is a token too: at most 256 characters in all, so at most 249 for a
+	// change, 246 for a tombstone and 243 for a cancellation.
+	RequestID          string `json:"request_id" validate:"courier_token"`
+	SourceMaxAttempts  int    `json:"source_max_attempts" validate:"min=1,max=20"`
+	CapabilitiesSHA256 string `json:"capabilities_sha256" validate:"courier_sha256"`
+	// Body is the change's content: one strict JSON value (no duplicate
+	// keys, finite numbers, as Canonical reads it), null allowed only for
+	// removals.
+	Body json.RawMessage `json:"body"`
 }
+
+// maxIdentity bounds a command's identity, operation ":" request_id: it is
+// the notification id the command is delivered under, a token.
+const maxIdentity = 256
 
 // commandFields is Command's exact member set, sorted.
 var commandFields = []string{"body", "capabilities_sha256", "operation", "request_id", "schema", "source_max_attempts"}
@@ -76,13 +87,38 @@ func (c Command) IsRemoval() bool {
 // Payload returns c's canonical JSON: the bytes a sender enqueues and sends.
 func (c Command) Payload() ([]byte, error) { return Marshal(c) }
 
-// Check applies the rules struct tags cannot express: a change carries a
-// body that is not null.
+// Check applies the rules struct tags cannot express: the command's
+// identity (DedupeKey) is at most 256 characters, its body is one JSON
+// value that Payload can write (read strictly, numbers finite), and a
+// change carries a body that is not null.
 func (c Command) Check() error {
+	var fields []FieldError
+	if len(c.DedupeKey()) > maxIdentity {
+		fields = append(fields, FieldError{Field: "request_id", Rule: "identity_length"})
+	}
+	if len(c.Body) > 0 {
+		if _, err := Canonical(c.Body); err != nil {
+			fields = append(fields, FieldError{Field: "body", Rule: bodyRule(err)})
+		}
+	}
 	if c.Operation == OperationChange && (len(c.Body) == 0 || bytes.Equal(bytes.TrimSpace(c.Body), []byte("null"))) {
-		return &ValidationError{Fields: []FieldError{{Field: "body", Rule: "required_for_change"}}}
+		fields = append(fields, FieldError{Field: "body", Rule: "required_for_change"})
+	}
+	if len(fields) > 0 {
+		return &ValidationError{Fields: fields}
 	}
 	return nil
+}
+
+// bodyRule names what Canonical found wrong with a body.
+func bodyRule(err error) string {
+	switch {
+	case errors.Is(err, strictjson.ErrDuplicateKey):
+		return "duplicate_key"
+	case errors.Is(err, ErrNotFinite):
+		return "finite"
+	}
+	return "json"
 }
 
 // UnmarshalJSON decodes a command strictly: one object, no duplicate keys,

@@ -156,3 +156,71 @@ func verifyCommand(payload []byte, attempt int, response []byte) error {
 	p, _ := ack.Builtin(ack.ProfileCommand)
 	return p.Verify(ack.Sent{ID: "", Payload: payload, Attempt: attempt}, response)
 }
+
+// TestNewCommandRefusesABodyPayloadCannotWrite: NewCommand accepted a Body
+// that is not one strict JSON value, which Payload then failed to write
+// with an encoding or canonicalization error naming nothing. Found by
+// store's FuzzOutboxParams. NewCommand refuses it, naming body.
+func TestNewCommandRefusesABodyPayloadCannotWrite(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, rule string
+	}{
+		{"not JSON", `A`, "json"},
+		{"duplicate key", `{"a":1,"a":2}`, "duplicate_key"},
+		{"number beyond float64", `[1e400]`, "finite"},
+		{"data after the value", `{"a":1} x`, "json"},
+		{"lone surrogate", `"\ud800"`, "json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := ack.NewCommand(ack.Command{Operation: ack.OperationChange, RequestID: "r1", SourceMaxAttempts: 1, CapabilitiesSHA256: capabilities, Body: json.RawMessage(tt.body)})
+			var ve *ack.ValidationError
+			if !errors.As(err, &ve) {
+				_, perr := c.Payload()
+				t.Fatalf("NewCommand = %v, want a ValidationError (Payload then says %v)", err, perr)
+			}
+			if len(ve.Fields) != 1 || ve.Fields[0] != (ack.FieldError{Field: "body", Rule: tt.rule}) {
+				t.Fatalf("fields %+v, want body (%s)", ve.Fields, tt.rule)
+			}
+		})
+	}
+	// What Payload can write is accepted, and written canonically.
+	c, err := ack.NewCommand(ack.Command{Operation: ack.OperationChange, RequestID: "r1", SourceMaxAttempts: 1, CapabilitiesSHA256: capabilities, Body: json.RawMessage(` {"b":[1e300, 2], "a":"\u00e9"} `)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := c.Payload(); err != nil || !strings.Contains(string(b), `"body":{"a":"é","b":[1e+300,2]}`) {
+		t.Fatalf("Payload = %s, %v", b, err)
+	}
+}
+
+// TestCommandIdentityIsAToken: request_id was checked as a token of up to
+// 256 characters, but the command's identity, operation ":" request_id,
+// is its notification id and must itself be one; a longer identity was
+// refused later, by the store and by the source, naming no field.
+// NewCommand refuses it, naming request_id; the longest request_id each
+// operation leaves room for is accepted.
+func TestCommandIdentityIsAToken(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{ack.OperationChange, ack.OperationCancellation, ack.OperationTombstone} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			body := json.RawMessage(`{"a":1}`)
+			if op != ack.OperationChange {
+				body = json.RawMessage("null")
+			}
+			longest := 256 - len(op+":")
+			c, err := ack.NewCommand(ack.Command{Operation: op, RequestID: strings.Repeat("r", longest), SourceMaxAttempts: 1, CapabilitiesSHA256: capabilities, Body: body})
+			if err != nil || len(c.DedupeKey()) != 256 {
+				t.Fatalf("request_id of %d: %v (identity of %d)", longest, err, len(c.DedupeKey()))
+			}
+			_, err = ack.NewCommand(ack.Command{Operation: op, RequestID: strings.Repeat("r", longest+1), SourceMaxAttempts: 1, CapabilitiesSHA256: capabilities, Body: body})
+			var ve *ack.ValidationError
+			if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0] != (ack.FieldError{Field: "request_id", Rule: "identity_length"}) {
+				t.Fatalf("request_id of %d: %v, want request_id (identity_length)", longest+1, err)
+			}
+		})
+	}
+}

@@ -2,10 +2,14 @@ package handler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/courier-go/courier/internal/wire"
 
@@ -31,13 +35,24 @@ type publishRequest struct {
 	// Fan-out: Tenant, EventType and EventID.
 	Tenant    string `json:"tenant,omitempty" validate:"required_without=Endpoint,omitempty,max=256"`
 	EventType string `json:"event_type,omitempty" validate:"required_with=Tenant,omitempty,courier_token"`
-	EventID   string `json:"event_id,omitempty" validate:"required_with=Tenant,omitempty,courier_token"`
+	// EventID is at most store.MaxEventIDSize (see Check).
+	EventID string `json:"event_id,omitempty" validate:"required_with=Tenant,omitempty,courier_token"`
 	// One delivery: NotificationID and Endpoint.
 	NotificationID string `json:"notification_id,omitempty" validate:"required_with=Endpoint,omitempty,courier_token"`
 	Endpoint       string `json:"endpoint,omitempty" validate:"excluded_with=Tenant,omitempty,url,max=2048"`
 	// Payload is the notification's JSON object; it is stored and sent in
 	// canonical form.
 	Payload json.RawMessage `json:"payload" validate:"required"`
+}
+
+// Check applies the rule a tag cannot name the constant of: event_id
+// leaves room for the ":" and subscription id each delivery's
+// notification id adds (store.MaxEventIDSize).
+func (r publishRequest) Check() error {
+	if len(r.EventID) > store.MaxEventIDSize {
+		return &ack.ValidationError{Fields: []ack.FieldError{{Field: "event_id", Rule: "max"}}}
+	}
+	return nil
 }
 
 // publishResponse is the 202 answer.
@@ -120,8 +135,9 @@ type PublishConfig struct {
 //	{"notification_id": "…", "endpoint": "https://…", "payload": {…}}
 //
 // event_type, event_id and notification_id are tokens (1-256 of
-// A-Z a-z 0-9 _ . : -); payload is a JSON object, stored and sent in its
-// canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
+// A-Z a-z 0-9 _ . : -; event_id at most store.MaxEventIDSize, 236, to
+// leave room for the subscription id); payload is a JSON object, stored
+// and sent in its canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
 // one per delivery a fan-out made, or the one delivery's.
 //
 // Publishing is having payloads signed: the right to publish to an
@@ -192,7 +208,7 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback()
-	key := protocol.InboxKey{Sender: "publish/" + sender, Key: idemKey, PayloadSHA256: ack.Digest(body)}
+	key := protocol.InboxKey{Sender: publishSender(sender), Key: idemKey, PayloadSHA256: ack.Digest(body)}
 	if idemKey != "" {
 		receipt, err := protocol.InboxFor(s).Record(ctx, tx, key)
 		switch {
@@ -219,6 +235,26 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		return nil, false, fromStore(err)
 	}
 	return resp, false, nil
+}
+
+// maxInboxSender is the longest sender the store's Inbox records: 256
+// bytes of UTF-8 without NUL.
+const maxInboxSender = 256
+
+// publishSender is the Inbox sender a publish's Idempotency-Key is
+// recorded under. It is "publish/" and the verified sender, readable in
+// courier_inbox, whenever the Inbox can record that: a sender of at most
+// 248 bytes of text. A longer sender (a verifier allows 256 bytes), or one
+// a custom Verifier made that is not text, gets "publish-sha256/" and the
+// hex SHA-256 of its name instead, a form the first never takes. So every
+// sender can use a key, and the keys recorded before stay where they were:
+// the senders that get the digest could record none.
+func publishSender(sender string) string {
+	if s := "publish/" + sender; len(s) <= maxInboxSender && utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+		return s
+	}
+	sum := sha256.Sum256([]byte(sender))
+	return "publish-sha256/" + hex.EncodeToString(sum[:])
 }
 
 func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte) ([]string, error) {

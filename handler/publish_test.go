@@ -3,10 +3,13 @@ package handler_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -325,4 +328,149 @@ func TestPublishCannotFanOutToAnotherTenant(t *testing.T) {
 	if len(endpoints) != 1 || endpoints[0] != "https://orders.example/hooks" {
 		t.Fatalf("fanned out to %v", endpoints)
 	}
+}
+
+// publisherFor serves a Publish handler on s for a Bearer verifier of
+// sender, with the default Authorize (its own tenant only).
+func publisherFor(t *testing.T, s *store.Store, sender string) *httptest.Server {
+	t.Helper()
+	token, err := signature.ParseSecret("publisher", publishToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: sender, Tokens: []signature.Secret{token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestPublishEventIDLeavesRoomForTheSubscriptionID: PublishParams.EventID
+// and the publish API's event_id were checked as tokens of up to 256
+// characters, but each delivery's notification id is event id ":"
+// subscription id, itself a token of at most 256: a long event id was
+// refused only when a subscription matched, as invalid_argument about a
+// NotificationID from the store and a 400 validation_failed naming no
+// field from the publish API. The bound is now store.MaxEventIDSize,
+// checked whether a subscription matches or not and named; an event id of
+// that size fans out to the largest subscription id there can be.
+func TestPublishEventIDLeavesRoomForTheSubscriptionID(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		// The one subscription gets the largest id there can be: its
+		// engine's sequence is set to start there.
+		restart := "ALTER TABLE courier_subscriptions ALTER COLUMN id RESTART WITH 9223372036854775807"
+		if s.DB().DriverName() == sqlite.DriverName {
+			restart = "INSERT INTO sqlite_sequence (name, seq) VALUES ('courier_subscriptions', 9223372036854775806)"
+		}
+		if _, err := s.DB().ExecContext(ctx, restart); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := s.Subscriptions.Create(ctx, s.DB(), store.SubscriptionParams{Tenant: "publisher", Endpoint: "https://hooks.example/h",
+			EventTypes: []string{"order.paid"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Active: true})
+		if err != nil || sub.ID != math.MaxInt64 {
+			t.Fatalf("Create = %+v, %v; want the id %d", sub, err, int64(math.MaxInt64))
+		}
+		longest := strings.Repeat("e", store.MaxEventIDSize)
+
+		for _, tenant := range []string{"publisher", "nobody"} { // a subscription matches, none does
+			tx, err := s.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Outbox.Publish(ctx, tx, store.PublishParams{Tenant: tenant, EventType: "order.paid", EventID: longest + "e", Payload: []byte(`{"a":1}`)})
+			tx.Rollback()
+			if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "PublishParams.EventID") {
+				t.Errorf("Publish to %s of an event id of %d = %v, want invalid_argument naming PublishParams.EventID", tenant, store.MaxEventIDSize+1, err)
+			}
+		}
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published, err := s.Outbox.Publish(ctx, tx, store.PublishParams{Tenant: "publisher", EventType: "order.paid", EventID: longest, Payload: []byte(`{"a":1}`)})
+		tx.Rollback()
+		if err != nil || len(published) != 1 || published[0].NotificationID != longest+":9223372036854775807" {
+			t.Fatalf("Publish of an event id of %d = %+v, %v; want one delivery, its notification id of 256", store.MaxEventIDSize, published, err)
+		}
+
+		srv := publisherFor(t, s, "publisher")
+		send := func(eventID string) (*http.Response, []byte) {
+			body := `{"tenant":"publisher","event_type":"order.paid","event_id":"` + eventID + `","payload":{"a":1}}`
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+publishToken)
+			return exchange(t, srv, req)
+		}
+		resp, out := send(longest + "e")
+		wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, "event_id")
+		if outbox, _ := stored(t, s); outbox != 0 {
+			t.Fatalf("refused publishes stored %d deliveries", outbox)
+		}
+		resp, out = send(longest)
+		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(out), `"`+longest+`:9223372036854775807"`) {
+			t.Fatalf("publish of an event id of %d: %d %s", store.MaxEventIDSize, resp.StatusCode, out)
+		}
+	})
+}
+
+// TestPublishIdempotencyKeyWorksForEverySender: the publish API recorded
+// an Idempotency-Key under "publish/" + the verified sender, and the Inbox
+// records senders of at most 256 bytes, so a sender named with 249 to 256
+// bytes (which every verifier accepts) could publish without a key but was
+// refused 400 validation_failed, naming nothing, on every request with
+// one. Such a sender's keys are now recorded under "publish-sha256/" and
+// the digest of its name; a shorter sender's stay where they always were,
+// under "publish/" and its name.
+func TestPublishIdempotencyKeyWorksForEverySender(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		digest := func(sender string) string {
+			sum := sha256.Sum256([]byte(sender))
+			return "publish-sha256/" + hex.EncodeToString(sum[:])
+		}
+		tests := []struct {
+			sender, recorded string
+		}{
+			{"orders-service", "publish/orders-service"},
+			{strings.Repeat("s", 248), "publish/" + strings.Repeat("s", 248)},
+			{strings.Repeat("s", 249), digest(strings.Repeat("s", 249))},
+			// Two senders alike in the first 255 bytes are kept apart.
+			{strings.Repeat("s", 255) + "a", digest(strings.Repeat("s", 255) + "a")},
+			{strings.Repeat("s", 255) + "b", digest(strings.Repeat("s", 255) + "b")},
+			{strings.Repeat("é", 128), digest(strings.Repeat("é", 128))},
+		}
+		for _, tt := range tests {
+			srv := publisherFor(t, s, tt.sender)
+			event := `{"tenant":"` + tt.sender + `","event_type":"order.paid","event_id":"evt-1","payload":{"a":1}}`
+			status, first := publish(t, srv, event, "key-1", publishToken)
+			if status != http.StatusAccepted {
+				t.Fatalf("sender of %d bytes, with a key: %d %s", len(tt.sender), status, first)
+			}
+			if status, again := publish(t, srv, event, "key-1", publishToken); status != http.StatusAccepted || !bytes.Equal(again, first) {
+				t.Fatalf("sender of %d bytes, the same request again: %d %s, want the first answer %s", len(tt.sender), status, again, first)
+			}
+			other := strings.Replace(event, `"a":1`, `"a":2`, 1)
+			if status, out := publish(t, srv, other, "key-1", publishToken); status != http.StatusConflict || !strings.Contains(string(out), "idempotency_collision") {
+				t.Fatalf("sender of %d bytes, the same key for another body: %d %s, want 409", len(tt.sender), status, out)
+			}
+			var n int
+			if err := s.DB().Get(&n, s.DB().Rebind("SELECT COUNT(*) FROM courier_inbox WHERE sender = ? AND dedupe_key = ?"), tt.recorded, "key-1"); err != nil || n != 1 {
+				t.Fatalf("sender of %d bytes: %d records under %q, %v; want 1", len(tt.sender), n, tt.recorded, err)
+			}
+		}
+		if _, inbox := stored(t, s); inbox != len(tests) {
+			t.Fatalf("%d idempotency records, want one per sender (%d)", inbox, len(tests))
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -240,4 +241,95 @@ func TestSourceRefuses(t *testing.T) {
 func verifyCommand(payload []byte, attempt int, response []byte) error {
 	p, _ := ack.Builtin(ack.ProfileCommand)
 	return p.Verify(ack.Sent{Payload: payload, Attempt: attempt}, response)
+}
+
+// TestCommandIdentityFitsEndToEnd: a command's identity, operation ":"
+// request_id, is its notification id and the Source's inbox key, a token
+// of at most 256 characters; but request_id alone was checked against
+// 256, so NewCommand built commands with a request_id of 244-256
+// characters that EnqueueCommand then refused as invalid_argument about a
+// NotificationID the caller never set, and a Source answered 400
+// validation_failed naming no field. Now NewCommand refuses them naming
+// request_id, a payload carrying one is refused naming it by the store and
+// by the Source, and the longest request_id accepted goes end to end.
+func TestCommandIdentityFitsEndToEnd(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		calls := new(atomic.Int32)
+		// A Bearer token signs no message id: the command's identity is
+		// the body's.
+		token, err := signature.ParseSecret("host", publishToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "host-1", Tokens: []signature.Secret{token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest}, anyApp[ack.Command](calls, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := httptest.NewServer(src)
+		t.Cleanup(server.Close)
+		send := func(body []byte) (*http.Response, []byte) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, server.URL, bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+publishToken)
+			req.Header.Set(ack.AttemptHeader, "1")
+			return exchange(t, server, req)
+		}
+		const longest = 256 - len(ack.OperationCancellation+":") // 243
+		command := ack.Command{Operation: ack.OperationCancellation, SourceMaxAttempts: 2, CapabilitiesSHA256: sourceDigest}
+
+		// One character more: refused by NewCommand, the store and the Source.
+		command.RequestID = strings.Repeat("r", longest+1)
+		var ve *ack.ValidationError
+		if _, err := ack.NewCommand(command); !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "request_id" {
+			t.Fatalf("NewCommand of an identity of 257 = %v, want a ValidationError naming request_id", err)
+		}
+		built := command
+		built.Schema, built.Body = "courier.source-command.v1", json.RawMessage("null")
+		tooLong, err := built.Payload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Outbox.EnqueueCommand(t.Context(), s.DB(), store.CommandParams{Endpoint: "https://source.example/c", Payload: tooLong})
+		if courier.CodeOf(err) != courier.CodeRequestInvalid || !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "request_id" {
+			t.Fatalf("EnqueueCommand = %v, want request_invalid naming request_id", err)
+		}
+		resp, out := send(tooLong)
+		wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, "request_id")
+
+		// The longest: enqueued, and applied by the Source.
+		command.RequestID = strings.Repeat("r", longest)
+		c, err := ack.NewCommand(command)
+		if err != nil {
+			t.Fatalf("NewCommand of an identity of 256: %v", err)
+		}
+		body, err := c.Payload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := s.Outbox.EnqueueCommand(t.Context(), s.DB(), store.CommandParams{Endpoint: "https://source.example/c", Payload: body})
+		if err != nil {
+			t.Fatalf("EnqueueCommand of an identity of 256: %v", err)
+		}
+		if d, err := s.Outbox.Get(t.Context(), e.ID); err != nil || d.NotificationID != c.DedupeKey() {
+			t.Fatalf("enqueued %+v, %v; want notification id %s", d, err, c.DedupeKey())
+		}
+		resp, out = send(body)
+		if resp.StatusCode != http.StatusOK || calls.Load() != 1 {
+			t.Fatalf("the Source answers %d %s after %d calls, want 200 and one", resp.StatusCode, out, calls.Load())
+		}
+		if err := verifyCommand(body, 1, out); err != nil {
+			t.Fatalf("the response does not verify: %v", err)
+		}
+		if inbox, _ := counts(t, s, "courier_outbox"); inbox != 1 {
+			t.Fatalf("%d inbox records, want 1", inbox)
+		}
+	})
 }

@@ -43,7 +43,10 @@ func (s *bearerSigner) Sign(req *http.Request, _ Message) error {
 
 // BearerVerifierConfig configures NewBearerVerifier.
 type BearerVerifierConfig struct {
-	// Sender names who holds these tokens; it is Principal.Sender. Required.
+	// Sender names who holds these tokens; it is Principal.Sender, the
+	// name receivers record its requests under: 1-256 bytes (longer is a
+	// configuration error) of UTF-8 without NUL (receivers refuse other
+	// text). Required.
 	Sender string
 	// Tokens are the accepted tokens; during a rotation hold the old and the
 	// new one. Required.

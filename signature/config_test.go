@@ -214,3 +214,61 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifierSenderIsWhatAReceiverRecords: a verifier took a Sender of
+// any length, but the receivers record Principal.Sender in their Inbox,
+// which holds at most 256 bytes, so a receiver behind a verifier with a
+// longer one refused every request from it (400 validation_failed, naming
+// no field). Every verifier constructor refuses such a Sender with
+// config_invalid naming the field, and takes one of 256 bytes.
+func TestVerifierSenderIsWhatAReceiverRecords(t *testing.T) {
+	t.Parallel()
+	swSecret, _, _ := swTestKeys(t, "k")
+	priv, err := GenerateJWK("k1", AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := ParseSecret("s1", "0123456789abcdefghijklmnopqrstuvwxyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	constructors := map[string]func(sender string) error{
+		"StandardWebhooksVerifierConfig": func(sender string) error {
+			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: sender, Keys: []StandardWebhooksKey{swSecret}})
+			return err
+		},
+		"RFC9421VerifierConfig": func(sender string) error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: sender, Keys: []JWK{priv.Public()}, Origin: "https://buyer.example.com"})
+			return err
+		},
+		"AdCPHMACVerifierConfig": func(sender string) error {
+			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: sender, Secrets: []Secret{shared}})
+			return err
+		},
+		"BearerVerifierConfig": func(sender string) error {
+			_, err := NewBearerVerifier(BearerVerifierConfig{Sender: sender, Tokens: []Secret{shared}})
+			return err
+		},
+	}
+	refused := map[string]string{
+		"257 bytes":       strings.Repeat("s", 257),
+		"255 bytes and é": strings.Repeat("s", 255) + "é",
+		"empty":           "",
+	}
+	for cfg, build := range constructors {
+		t.Run(cfg, func(t *testing.T) {
+			t.Parallel()
+			for _, sender := range []string{strings.Repeat("s", 256), strings.Repeat("é", 128), "s"} {
+				if err := build(sender); err != nil {
+					t.Errorf("a Sender of %d bytes: %v", len(sender), err)
+				}
+			}
+			for name, sender := range refused {
+				err := build(sender)
+				if courier.CodeOf(err) != courier.CodeConfigInvalid || !strings.Contains(err.Error(), cfg+".Sender") {
+					t.Errorf("a Sender of %s: %v, want config_invalid naming %s.Sender", name, err, cfg)
+				}
+			}
+		})
+	}
+}

@@ -198,8 +198,10 @@ func (m *jwkMaterial) verify(base, sig []byte) bool {
 
 // RFC9421VerifierConfig configures NewRFC9421Verifier.
 type RFC9421VerifierConfig struct {
-	// Sender names who signs with these keys; it is Principal.Sender.
-	// Required.
+	// Sender names who signs with these keys; it is Principal.Sender, the
+	// name receivers record its requests under: 1-256 bytes (longer is a
+	// configuration error) of UTF-8 without NUL (receivers refuse other
+	// text). Required.
 	Sender string
 	// Keys are the sender's published keys (its JWK Set), found by kid.
 	// Required unless LookupKey is set.
@@ -288,8 +290,8 @@ type rfc9421Verifier struct {
 // pads base64url, is malformed. The verifier is safe for concurrent use.
 func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (Verifier, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Sender == "" {
-		return nil, configError("RFC9421VerifierConfig.Sender is empty")
+	if err := checkSender("RFC9421VerifierConfig", cfg.Sender); err != nil {
+		return nil, err
 	}
 	if (len(cfg.Keys) == 0) == (cfg.LookupKey == nil) {
 		return nil, configError("RFC9421VerifierConfig.Keys or LookupKey must be set, not both")

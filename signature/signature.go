@@ -74,14 +74,12 @@ func reject(code courier.Code, msg string) error {
 	return &courier.Error{Code: code, Msg: msg, Err: courier.CodeSignatureInvalid}
 }
 
-// configError returns the error of a constructor or parser refusing its
-// configuration: a case of courier.CodeConfigInvalid whose message names the
-// field. msg never carries key or secret bytes.
 // checkSecrets checks what a shared-secret verifier's config named cfg
-// must hold: a Sender and a non-empty list, named field, of parsed secrets.
+// must hold: a Sender (see checkSender) and a non-empty list, named field,
+// of parsed secrets.
 func checkSecrets(cfg, sender, field string, secrets []Secret) error {
-	if sender == "" {
-		return configError(cfg + ".Sender is empty")
+	if err := checkSender(cfg, sender); err != nil {
+		return err
 	}
 	if len(secrets) == 0 {
 		return configError(cfg + "." + field + " is empty")
@@ -94,6 +92,27 @@ func checkSecrets(cfg, sender, field string, secrets []Secret) error {
 	return nil
 }
 
+// maxSender is the longest Principal.Sender a verifier is configured
+// with: the receivers record it as the sender of their Inbox records,
+// which holds at most 256 bytes.
+const maxSender = 256
+
+// checkSender refuses a verifier's Sender that is empty or longer than
+// maxSender bytes: no receiver could record it, so every request from it
+// would be refused.
+func checkSender(cfg, sender string) error {
+	switch {
+	case sender == "":
+		return configError(cfg + ".Sender is empty")
+	case len(sender) > maxSender:
+		return configError(fmt.Sprintf("%s.Sender is longer than %d bytes", cfg, maxSender))
+	}
+	return nil
+}
+
+// configError returns the error of a constructor or parser refusing its
+// configuration: a case of courier.CodeConfigInvalid whose message names the
+// field. msg never carries key or secret bytes.
 func configError(msg string) error {
 	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
 }

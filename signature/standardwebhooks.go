@@ -116,8 +116,10 @@ func (s *standardWebhooksSigner) Sign(req *http.Request, m Message) error {
 
 // StandardWebhooksVerifierConfig configures NewStandardWebhooksVerifier.
 type StandardWebhooksVerifierConfig struct {
-	// Sender names who signs with these keys; it is Principal.Sender.
-	// Required.
+	// Sender names who signs with these keys; it is Principal.Sender, the
+	// name receivers record its requests under: 1-256 bytes (longer is a
+	// configuration error) of UTF-8 without NUL (receivers refuse other
+	// text). Required.
 	Sender string
 	// Keys are the accepted keys: "whsec_" secrets and "whpk_" public keys (a
 	// "whsk_" private key is accepted and only its public half is kept).
@@ -157,8 +159,8 @@ type standardWebhooksVerifier struct {
 // is safe for concurrent use.
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Sender == "" {
-		return nil, configError("StandardWebhooksVerifierConfig.Sender is empty")
+	if err := checkSender("StandardWebhooksVerifierConfig", cfg.Sender); err != nil {
+		return nil, err
 	}
 	if len(cfg.Keys) == 0 {
 		return nil, configError("StandardWebhooksVerifierConfig.Keys is empty")

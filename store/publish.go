@@ -9,6 +9,12 @@ import (
 	"github.com/courier-go/courier/internal/wire"
 )
 
+// MaxEventIDSize bounds PublishParams.EventID (and the publish API's
+// event_id): each delivery's notification id, EventID ":" the
+// subscription id, is a token of at most 256 characters, and a
+// subscription id takes up to 19 digits.
+const MaxEventIDSize = 256 - len(":9223372036854775807")
+
 // PublishParams is one event to fan out.
 type PublishParams struct {
 	// Tenant selects whose subscriptions receive the event: 1-256 bytes
@@ -20,7 +26,9 @@ type PublishParams struct {
 	// it. 1-256 bytes of UTF-8 without NUL, no white space, not "*".
 	EventType string
 	// EventID identifies the event; each delivery's notification id is
-	// EventID + ":" + the subscription id.
+	// EventID + ":" + the subscription id. A token of 1 to
+	// MaxEventIDSize (236) of A-Z a-z 0-9 _ . : -, so that the
+	// notification id is one too.
 	EventID string
 	// Payload is what each subscription receives, unless Build is set.
 	Payload []byte
@@ -59,8 +67,8 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		return nil, invalidArgument("PublishParams.Tenant must be 1-256 bytes of UTF-8 without NUL")
 	case !validEventType(p.EventType):
 		return nil, invalidArgument("PublishParams.EventType must be 1-256 bytes of UTF-8 without NUL or white space, not *")
-	case !wire.IsToken(p.EventID):
-		return nil, invalidArgument("PublishParams.EventID must be 1-256 of A-Z a-z 0-9 _ . : -")
+	case !wire.IsToken(p.EventID) || len(p.EventID) > MaxEventIDSize:
+		return nil, invalidArgument(fmt.Sprintf("PublishParams.EventID must be 1-%d of A-Z a-z 0-9 _ . : -", MaxEventIDSize))
 	case p.OrderingKey != "" && !wire.IsVisible(p.OrderingKey, maxOrderingKey):
 		// refused whether or not a subscription matches, as the others are
 		return nil, invalidArgument("PublishParams.OrderingKey must be 1-256 bytes of visible ASCII, without spaces")
