@@ -2,6 +2,8 @@ package client
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -62,6 +64,16 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return w.judge(ctx, c, nil, err), true
 	}
 	defer resp.Body.Close()
+	// Every read of the answer ends with the attempt: the body is closed
+	// when ctx ends, which also reaches a read no deadline bounds.
+	raw := resp.Body // remoteCode puts what it read back in front of resp.Body
+	defer context.AfterFunc(ctx, func() { _ = raw.Close() })()
+	if resp.StatusCode < 200 {
+		// A final 1xx (101 Switching Protocols, to a POST): its body is
+		// the raw connection, none of which is the receiver's answer.
+		_ = resp.Body.Close()
+		resp.Body = http.NoBody
+	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		defer drain(resp.Body)
 		return w.judge(ctx, c, resp, nil), true
@@ -71,8 +83,14 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return oc, true // no Ack expected: any 2xx
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
-	if err != nil {
-		return w.judge(ctx, c, nil, err), true
+	if err != nil && undecodable(err) {
+		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid // the receiver sent bytes that are no Ack
+		return oc, true
+	}
+	if err != nil { // the answer was cut short: retried, keeping the status that came
+		oc = w.judge(ctx, c, nil, err)
+		oc.HTTPStatus = resp.StatusCode
+		return oc, true
 	}
 	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.Attempt}, body); err != nil {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid
@@ -184,6 +202,14 @@ func remoteCode(resp *http.Response) courier.Code {
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// undecodable reports whether err, from reading an answer's body, is its
+// content encoding's: bytes labelled gzip that are not, not the transport
+// failing.
+func undecodable(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
 // drain reads a little of a body so the connection can be reused.

@@ -62,7 +62,6 @@ const (
 	guardDialTimeout           = 10 * time.Second
 	guardKeepAlive             = 30 * time.Second
 	guardTLSHandshakeTimeout   = 10 * time.Second
-	guardResponseHeaderTimeout = 30 * time.Second
 	guardExpectContinueTimeout = 1 * time.Second
 	guardIdleConnTimeout       = 90 * time.Second
 	guardMaxIdleConns          = 256
@@ -144,9 +143,10 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // Proxies are disabled; redirects are the http.Client's business (the
 // Worker's client follows none: a 3xx fails the attempt with
 // redirect_refused). The transport allows HTTP/2 over https, requires TLS 1.2
-// or later, bounds dialing, the TLS handshake, the wait for response headers
-// and their size, and keeps up to 64 idle connections per host. Each address
-// gets its own dial timeout; bound a whole attempt with the request's context.
+// or later, bounds dialing, the TLS handshake and the size of response
+// headers, and keeps up to 64 idle connections per host. Each address gets
+// its own dial timeout. The wait for the answer is the request context's
+// to bound (the Worker bounds each attempt by Config.Timeout, however long).
 // The guard is copied when the transport is built, so later changes to g's
 // slices do not change the policy. The returned RoundTripper also has
 // CloseIdleConnections, so [http.Client.CloseIdleConnections] works.
@@ -168,7 +168,6 @@ func (g Guard) Transport() http.RoundTripper {
 			ForceAttemptHTTP2:      true,
 			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout:    guardTLSHandshakeTimeout,
-			ResponseHeaderTimeout:  guardResponseHeaderTimeout,
 			ExpectContinueTimeout:  guardExpectContinueTimeout,
 			IdleConnTimeout:        guardIdleConnTimeout,
 			MaxIdleConns:           guardMaxIdleConns,

@@ -716,7 +716,10 @@ func TestGuardTransportSettings(t *testing.T) {
 	if base.MaxIdleConnsPerHost != 64 {
 		t.Errorf("MaxIdleConnsPerHost = %d, want 64", base.MaxIdleConnsPerHost)
 	}
-	if base.DialContext == nil || base.DialTLSContext != nil || base.TLSHandshakeTimeout == 0 || base.ResponseHeaderTimeout == 0 {
+	if base.DialContext == nil || base.DialTLSContext != nil || base.TLSHandshakeTimeout == 0 {
 		t.Errorf("transport lacks its guarded dialer or timeouts")
+	}
+	if base.ResponseHeaderTimeout != 0 {
+		t.Errorf("ResponseHeaderTimeout = %v: it would cut short a Worker's longer Config.Timeout", base.ResponseHeaderTimeout)
 	}
 }

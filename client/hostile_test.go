@@ -1,0 +1,427 @@
+package client_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/store"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+)
+
+// rawServer accepts connections on loopback and, for each, reads one
+// request (headers and body) and hands the connection to script. It
+// returns the server's URL. Connections are closed at cleanup.
+func rawServer(t *testing.T, script func(c net.Conn, r *http.Request, body []byte)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		close(done)
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				br := bufio.NewReader(c)
+				r, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				body, _ := io.ReadAll(r.Body)
+				script(c, r, body)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// rawBundle is a worker bundle whose worker sends to a raw server.
+func rawBundle(t *testing.T, script func(c net.Conn, r *http.Request, body []byte), edit func(*client.Config)) *workerBundle {
+	t.Helper()
+	rawURL := rawServer(t, script)
+	b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, nil)
+	cfg := client.Config{
+		Store:     b.store,
+		Owner:     "test-worker",
+		Signer:    signerFor(t, b),
+		Transport: loopbackGuard(t, rawURL).Transport(),
+		Timeout:   300 * time.Millisecond,
+		Lease:     time.Minute,
+		Backoff:   client.ExponentialBackoff(time.Second, time.Minute, 0),
+		Hook:      func(e client.Event) { b.events <- e },
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	w, err := client.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.worker = w
+	b.server.URL = rawURL // enqueue targets it
+	return b
+}
+
+// workBounded runs Work and fails the test if it has not returned within
+// limit (far past the attempt's Timeout): the attempt is stuck.
+func workBounded(t *testing.T, b *workerBundle, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.worker.Work(t.Context())
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("Work still running %v after it began, with a %v attempt timeout", limit, 300*time.Millisecond)
+	}
+}
+
+// TestSwitchingProtocolsDoesNotHangTheAttempt: a receiver answers the POST
+// with 101 Switching Protocols and then keeps the connection open, silent.
+// The attempt must end within its Timeout like any other.
+func TestSwitchingProtocolsDoesNotHangTheAttempt(t *testing.T) {
+	t.Parallel()
+	b := rawBundle(t, func(c net.Conn, r *http.Request, body []byte) {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\n")
+		io.Copy(io.Discard, c) // hold it open until cleanup
+	}, nil)
+	id := b.enqueue(t, "n-1", `{"n":1}`)
+	workBounded(t, b, 5*time.Second)
+	d := b.get(t, id)
+	t.Logf("delivery %s/%s http %d attempts %d", d.Status, d.LastErrorCode, d.LastStatus, d.Attempts)
+	if d.Status == courier.StatusLeased {
+		t.Fatal("still leased")
+	}
+}
+
+func rawAck(id string, body []byte) []byte { a := ack.New(id, body); return a.Marshal() }
+
+func writeResp(c net.Conn, head string, body []byte) {
+	io.WriteString(c, head+"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n")
+	c.Write(body)
+}
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+// TestHostileReceivers probes the attempt's classification against
+// receivers that misbehave at the byte level.
+func TestHostileReceivers(t *testing.T) {
+	t.Parallel()
+	bomb := gz(bytes.Repeat([]byte("a"), 50<<20))
+	future := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
+	type want struct {
+		status courier.Status
+		code   courier.Code
+		http   int
+		delay  [2]time.Duration // retry delay range, when retried
+	}
+	tests := []struct {
+		name   string
+		script func(c net.Conn, r *http.Request, body []byte)
+		want   want
+	}{
+		{"ack trickled past the timeout", func(c net.Conn, r *http.Request, body []byte) {
+			a := rawAck(r.Header.Get("webhook-id"), body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(a))+"\r\n\r\n")
+			for _, x := range a {
+				if _, err := c.Write([]byte{x}); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond) // the receiver's trickle, not synchronization
+			}
+		}, want{courier.StatusRetryWait, courier.CodeTimeout, 200, [2]time.Duration{time.Second, time.Second}}},
+		{"endless 200 body", func(c net.Conn, r *http.Request, body []byte) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			chunk := []byte("1000\r\n" + strings.Repeat("x", 0x1000) + "\r\n")
+			for {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}, want{courier.StatusFailed, courier.CodeAckInvalid, 200, [2]time.Duration{}}},
+		{"huge headers", func(c net.Conn, r *http.Request, body []byte) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			for i := 0; i < 2000; i++ {
+				if _, err := io.WriteString(c, "X-Pad-"+strconv.Itoa(i)+": "+strings.Repeat("p", 100)+"\r\n"); err != nil {
+					return
+				}
+			}
+			io.WriteString(c, "\r\n")
+		}, want{courier.StatusRetryWait, courier.CodeNetwork, 0, [2]time.Duration{time.Second, time.Second}}},
+		{"reset mid-body", func(c net.Conn, r *http.Request, body []byte) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"schema\":")
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}, want{courier.StatusRetryWait, courier.CodeNetwork, 200, [2]time.Duration{time.Second, time.Second}}},
+		{"close after each response", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n", rawAck(r.Header.Get("webhook-id"), body))
+			c.Close()
+		}, want{courier.StatusSucceeded, "", 200, [2]time.Duration{}}},
+		{"ack for another id", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 200 OK\r\n", rawAck("n-other", body))
+		}, want{courier.StatusFailed, courier.CodeAckInvalid, 200, [2]time.Duration{}}},
+		{"truncated ack", func(c net.Conn, r *http.Request, body []byte) {
+			a := rawAck(r.Header.Get("webhook-id"), body)
+			writeResp(c, "HTTP/1.1 200 OK\r\n", a[:len(a)-3])
+		}, want{courier.StatusFailed, courier.CodeAckInvalid, 200, [2]time.Duration{}}},
+		{"ack padded over the bound", func(c net.Conn, r *http.Request, body []byte) {
+			a := rawAck(r.Header.Get("webhook-id"), body)
+			writeResp(c, "HTTP/1.1 200 OK\r\n", append(a, bytes.Repeat([]byte(" "), 17<<10)...))
+		}, want{courier.StatusFailed, courier.CodeAckInvalid, 200, [2]time.Duration{}}},
+		{"gzipped ack", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n", gz(rawAck(r.Header.Get("webhook-id"), body)))
+		}, want{courier.StatusSucceeded, "", 200, [2]time.Duration{}}},
+		{"200 gzip label on a plain ack", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n", rawAck(r.Header.Get("webhook-id"), body))
+		}, want{courier.StatusFailed, courier.CodeAckInvalid, 200, [2]time.Duration{}}},
+		{"gzip bomb 200", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n", bomb)
+		}, want{courier.StatusFailed, courier.CodeAckInvalid, 200, [2]time.Duration{}}},
+		{"early hints then ack", func(c net.Conn, r *http.Request, body []byte) {
+			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n")
+			writeResp(c, "HTTP/1.1 200 OK\r\n", rawAck(r.Header.Get("webhook-id"), body))
+		}, want{courier.StatusSucceeded, "", 200, [2]time.Duration{}}},
+		{"endless 1xx", func(c net.Conn, r *http.Request, body []byte) {
+			for {
+				if _, err := io.WriteString(c, "HTTP/1.1 102 Processing\r\n\r\n"); err != nil {
+					return
+				}
+			}
+		}, want{courier.StatusRetryWait, courier.CodeNetwork, 0, [2]time.Duration{time.Second, time.Second}}},
+		{"503 Retry-After date in 30s", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 503 Busy\r\nRetry-After: "+future(30*time.Second)+"\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeReceiverUnavailable, 503, [2]time.Duration{28 * time.Second, 30 * time.Second}}},
+		{"503 Retry-After date in the past", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 503 Busy\r\nRetry-After: "+future(-time.Hour)+"\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeReceiverUnavailable, 503, [2]time.Duration{time.Second, time.Second}}},
+		{"503 Retry-After date far in the future", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 503 Busy\r\nRetry-After: Fri, 31 Dec 9999 23:59:59 GMT\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeReceiverUnavailable, 503, [2]time.Duration{time.Minute, time.Minute}}},
+		{"503 Retry-After garbage", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 503 Busy\r\nRetry-After: soon\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeReceiverUnavailable, 503, [2]time.Duration{time.Second, time.Second}}},
+		{"429 Retry-After repeated", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 429 Slow down\r\nRetry-After: 20\r\nRetry-After: 40\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeRateLimited, 429, [2]time.Duration{20 * time.Second, 20 * time.Second}}},
+		{"429 Retry-After 0", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 429 Slow down\r\nRetry-After: 0\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeRateLimited, 429, [2]time.Duration{time.Second, time.Second}}},
+		{"408 Retry-After 9", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 408 Timeout\r\nRetry-After: 9\r\n", nil)
+		}, want{courier.StatusRetryWait, courier.CodeRequestTimeout, 408, [2]time.Duration{9 * time.Second, 9 * time.Second}}},
+		{"503 problem trickled", func(c net.Conn, r *http.Request, body []byte) {
+			io.WriteString(c, "HTTP/1.1 503 Busy\r\nContent-Type: application/problem+json\r\nContent-Length: 1000\r\n\r\n")
+			for {
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}, want{courier.StatusRetryWait, courier.CodeReceiverUnavailable, 503, [2]time.Duration{time.Second, time.Second}}},
+		{"302 to ftp", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 302 Found\r\nLocation: ftp://example.com/x\r\n", nil)
+		}, want{courier.StatusFailed, courier.CodeDestinationForbidden, 302, [2]time.Duration{}}},
+		{"302 to ipv4-mapped loopback", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 302 Found\r\nLocation: https://[::ffff:169.254.169.254]/x\r\n", nil)
+		}, want{courier.StatusFailed, courier.CodeDestinationForbidden, 302, [2]time.Duration{}}},
+		{"302 to self (loop)", func(c net.Conn, r *http.Request, body []byte) {
+			writeResp(c, "HTTP/1.1 302 Found\r\nLocation: "+r.URL.Path+"\r\n", nil)
+		}, want{courier.StatusFailed, courier.CodeRedirect, 302, [2]time.Duration{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := rawBundle(t, tt.script, nil)
+			id := b.enqueue(t, "n-1", `{"n":1}`)
+			workBounded(t, b, 5*time.Second)
+			d := b.get(t, id)
+			atts, err := b.store.Outbox.Attempts(t.Context(), id)
+			if err != nil || len(atts) != 1 {
+				t.Fatalf("attempts %+v, %v", atts, err)
+			}
+			a := atts[0]
+			if d.Status != tt.want.status || d.LastErrorCode != tt.want.code || d.LastStatus != tt.want.http {
+				t.Errorf("delivery %s/%s http %d, want %s/%s http %d", d.Status, d.LastErrorCode, d.LastStatus, tt.want.status, tt.want.code, tt.want.http)
+			}
+			if a.ErrorCode != tt.want.code || a.HTTPStatus != tt.want.http {
+				t.Errorf("attempt row %s http %d, want %s http %d", a.ErrorCode, a.HTTPStatus, tt.want.code, tt.want.http)
+			}
+			if d.LeaseOwner != "" {
+				t.Errorf("still leased")
+			}
+			if d.Status == courier.StatusRetryWait {
+				got := d.NextAttemptAt.Sub(b.clock.Now())
+				if got < tt.want.delay[0] || got > tt.want.delay[1] {
+					t.Errorf("retry in %v, want %v..%v", got, tt.want.delay[0], tt.want.delay[1])
+				}
+			}
+		})
+	}
+}
+
+// TestGuardRefusesLoopbackSpellings sends through the worker to loopback
+// under spellings a resolver may accept (decimal, octal, hex, short
+// forms, localhost, unspecified), with the guard open for http and the
+// port but not for loopback, and HTTP_PROXY pointing at the receiver.
+func TestGuardRefusesLoopbackSpellings(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:"+strconv.Itoa(port))
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:"+strconv.Itoa(port))
+	b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, nil)
+	g := client.Guard{AllowHTTP: true, AllowPorts: []uint16{uint16(port)}}
+	w, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: g.Transport(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{"2130706433", "0177.0.0.1", "0x7f.0.0.1", "0x7f000001", "127.1", "127.0.1", "localhost", "localhost.", "[::]", "0.0.0.0", "0", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "ip6-localhost"}
+	tx, _ := b.store.DB().BeginTxx(t.Context(), nil)
+	ids := map[int64]string{}
+	for i, h := range hosts {
+		e, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-" + strconv.Itoa(i), Endpoint: "http://" + h + ":" + strconv.Itoa(port) + "/x", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Logf("%s: enqueue refused: %v", h, err)
+			continue
+		}
+		ids[e.ID] = h
+	}
+	tx.Commit()
+	w.Work(t.Context())
+	for id, h := range ids {
+		d := b.get(t, id)
+		t.Logf("%-28s %s/%s", h, d.Status, d.LastErrorCode)
+		if d.LastErrorCode == courier.CodeNetwork && d.LastStatus == 0 {
+			continue // did not resolve: nothing sent
+		}
+		if d.LastErrorCode != courier.CodeDestinationForbidden {
+			t.Errorf("%s: %s/%s", h, d.Status, d.LastErrorCode)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("receiver on loopback got %d requests", hits.Load())
+	}
+}
+
+// TestSwitchingProtocolsDoesNotOutliveStop: with a receiver that answers
+// 101 and goes silent, Stop's context ends and the attempt in flight must
+// be cut short, so Run returns (Worker doc: "Run and Work return when they
+// are done, bounded by what is left of their leases").
+func TestSwitchingProtocolsDoesNotOutliveStop(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	b := rawBundle(t, func(c net.Conn, r *http.Request, body []byte) {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\n")
+		arrived <- struct{}{}
+		io.Copy(io.Discard, c)
+	}, nil)
+	id := b.enqueue(t, "n-1", `{"n":1}`)
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.worker.Run(context.Background()) }()
+	<-arrived
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := b.worker.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Logf("Stop = %v", err)
+	}
+	select {
+	case <-runErr:
+	case <-time.After(5 * time.Second):
+		d := b.get(t, id)
+		t.Fatalf("Run has not returned 5s after Stop cut attempts short (Timeout 300ms); delivery %s leased by %q until %v", d.Status, d.LeaseOwner, d.LeaseExpiresAt.Sub(b.clock.Now()))
+	}
+}
+
+// TestSwitchingProtocolsTakesEverySlot: each attempt a 101 receiver
+// answers pins its slot for good; once its lease expires the delivery is
+// claimed again into another slot, until a worker with two slots and an
+// EndpointConcurrency of 1 delivers nothing to a healthy endpoint.
+func TestSwitchingProtocolsTakesEverySlot(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 10)
+	b := rawBundle(t, func(c net.Conn, r *http.Request, body []byte) {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\n")
+		arrived <- struct{}{}
+		io.Copy(io.Discard, c)
+	}, nil)
+	healthy := make(chan struct{}, 1)
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Write(rawAck(r.Header.Get("webhook-id"), body))
+		healthy <- struct{}{}
+	}))
+	defer good.Close()
+	gh, bh := loopbackGuard(t, good.URL), loopbackGuard(t, b.server.URL)
+	g := client.Guard{AllowHTTP: true, AllowPorts: append(gh.AllowPorts, bh.AllowPorts...), AllowPrefixes: gh.AllowPrefixes}
+	w, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: g.Transport(), Timeout: 300 * time.Millisecond,
+		Lease: time.Minute, Concurrency: 2, EndpointConcurrency: 1, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	b.enqueue(t, "n-1", `{"n":1}`)
+	<-arrived
+	b.clock.Advance(time.Hour) // the first lease expires; the delivery is due again
+	<-arrived                  // claimed again, into the second slot
+	enqueueAll(t, b.store, plain(good.URL+"/hooks", "n-good"))
+	select {
+	case <-healthy:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a healthy endpoint got nothing in 5s: both slots are held by attempts a 101 receiver answered")
+	}
+}
