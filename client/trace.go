@@ -14,6 +14,12 @@ import (
 // claim claims a batch of at most limit deliveries, in a courier.claim
 // span when the worker traces.
 func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
+	// Stop cuts a claim short, one waiting for the database too (SQLite's
+	// writer held by an application's transaction, a pool at its limit):
+	// its transaction rolls back, and nothing is leased.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(w.stopCtx, cancel)()
 	if w.tracer == nil {
 		return w.outbox.Claim(ctx, w.claimParams(limit))
 	}

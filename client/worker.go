@@ -51,8 +51,8 @@ type Config struct {
 	// bytes of visible ASCII (no space or control character). Defaults to
 	// host name, process id and a random suffix.
 	Owner string
-	// Concurrency is how many deliveries are in flight at once. Defaults to
-	// 16. On PostgreSQL the store's pool should hold at
+	// Concurrency is how many deliveries are in flight at once, across
+	// every Run and Work of the Worker. Defaults to 16. On PostgreSQL the store's pool should hold at
 	// least this many connections plus two (see store.Open).
 	Concurrency int
 	// BatchSize is the most deliveries one claim takes. Defaults to
@@ -267,11 +267,20 @@ type Worker struct {
 	client  *http.Client
 	settler *settler
 
-	mu       sync.Mutex
-	stopped  bool          // Stop was called: no Run or Work begins
-	active   int           // Run and Work calls in progress
-	stopping chan struct{} // closed by Stop: claim nothing more, start no attempt
-	idle     chan struct{} // closed once Stop was called and no Run or Work is in progress
+	// slots holds one token per attempt in flight, across every Run and
+	// Work of the worker: together they keep to Config.Concurrency. freed
+	// is signalled when an attempt of Run's ends.
+	slots, freed chan struct{}
+
+	mu      sync.Mutex
+	stopped bool          // Stop was called: no Run or Work begins
+	active  int           // Run and Work calls in progress
+	idle    chan struct{} // closed once Stop was called and no Run or Work is in progress
+	// stopCtx is cancelled by Stop: claim nothing more (a claim in
+	// progress is cut short), start no attempt. stopping is its Done.
+	stopCtx  context.Context
+	stop     context.CancelFunc
+	stopping <-chan struct{}
 	// halt is cancelled when Stop's context ends: the attempts in flight
 	// are cut short.
 	halt    context.Context
@@ -287,14 +296,19 @@ func NewWorker(cfg Config) (*Worker, error) {
 	outbox := protocol.For(cfg.Store)
 	tracer := outbox.Tracer()
 	halt, haltNow := context.WithCancel(context.Background())
+	stopCtx, stop := context.WithCancel(context.Background())
 	return &Worker{
 		cfg:      cfg,
 		outbox:   outbox,
 		tracer:   tracer,
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
 		settler:  &settler{apply: settleSpan(tracer, outbox.Settle)},
-		stopping: make(chan struct{}),
+		slots:    make(chan struct{}, cfg.Concurrency),
+		freed:    make(chan struct{}, cfg.Concurrency),
 		idle:     make(chan struct{}),
+		stopCtx:  stopCtx,
+		stop:     stop,
+		stopping: stopCtx.Done(),
 		halt:     halt,
 		haltNow:  haltNow,
 	}, nil
@@ -324,7 +338,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	first := !w.stopped
 	if first {
 		w.stopped = true
-		close(w.stopping)
+		w.stop()
 		if w.active == 0 {
 			close(w.idle)
 		}
@@ -413,8 +427,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	wake, stopListening := w.listen(ctx)
 	defer func() { stopListening() }()
 
-	slots := make(chan struct{}, w.cfg.Concurrency) // one per attempt in flight
-	freed := make(chan struct{}, w.cfg.Concurrency) // an attempt finished
+	slots, freed := w.slots, w.freed
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	poll := time.NewTicker(w.cfg.PollInterval)
@@ -437,7 +450,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if want >= minClaim {
 			claimedAt := w.cfg.Now()
 			batch, err := w.claim(ctx, want)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && !w.isStopping(ctx) {
 				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 			}
 			if w.isStopping(actx) { // stopped during the claim: none of it starts
@@ -560,19 +573,21 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	claimedAt := w.cfg.Now()
 	batch, err := w.claim(ctx, w.cfg.BatchSize)
 	if err != nil {
+		if ctx.Err() == nil && w.isStopping(ctx) {
+			return 0, courier.CodeWorkerStopped // Stop cut the claim short
+		}
 		return 0, err
 	}
 	actx, cancel := w.attemptContext(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, w.cfg.Concurrency)
 	for i, c := range batch {
-		if !w.acquire(actx, sem) {
+		if !w.acquire(actx, w.slots) {
 			w.release(actx, claimedAt, leasesOf(batch[i:])...)
 			break
 		}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-w.slots }()
 			w.deliver(actx, c, claimedAt)
 		})
 	}

@@ -1,0 +1,120 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store/sqlite"
+
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/store"
+)
+
+// TestRunsShareConcurrency: Config.Concurrency is how many deliveries are
+// in flight at once across every Run and Work of a Worker: two Runs of one
+// Worker with Concurrency 2 hold at most 2 attempts in flight (each had
+// its own 2 before).
+func TestRunsShareConcurrency(t *testing.T) {
+	h := setupHold(t, func(c *client.Config) {
+		c.Concurrency, c.EndpointConcurrency, c.PollInterval = 2, 1, 20*time.Millisecond
+	})
+	// Six deliveries to six endpoints, so no endpoint share limits them.
+	for i := range 6 {
+		tx, err := h.store.DB().BeginTxx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{
+			NotificationID: fmt.Sprintf("n%d", i), Endpoint: fmt.Sprintf("%s/hooks/%d", h.server.URL, i), Payload: []byte(`{}`),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{}, 2)
+	for range 2 {
+		go func() { h.worker.Run(ctx); done <- struct{}{} }()
+	}
+	defer func() {
+		close(h.release)
+		h.worker.Stop(context.Background())
+		cancel()
+		<-done
+		<-done
+	}()
+	<-h.arrived
+	<-h.arrived
+	select {
+	case id := <-h.arrived:
+		t.Fatalf("a third attempt (%s) is in flight with Concurrency 2 and the first two still held", id)
+	case <-time.After(500 * time.Millisecond): // 25 poll intervals: asserting that none comes
+	}
+}
+
+// claimTracer signals each courier.claim span's start.
+type claimTracer struct{ claims chan struct{} }
+
+type nopSpan struct{}
+
+func (nopSpan) SetAttributes(...slog.Attr) {}
+func (nopSpan) Fail(courier.Code)          {}
+func (nopSpan) End()                       {}
+
+func (c claimTracer) Start(ctx context.Context, name string, _ courier.SpanKind, _ ...slog.Attr) (context.Context, courier.Span) {
+	if name == "courier.claim" {
+		select {
+		case c.claims <- struct{}{}:
+		default:
+		}
+	}
+	return ctx, nopSpan{}
+}
+func (claimTracer) Inject(context.Context) courier.TraceContext { return courier.TraceContext{} }
+func (claimTracer) Extract(ctx context.Context, _ courier.TraceContext) context.Context {
+	return ctx
+}
+
+// TestStopCutsAWaitingClaimShort: Stop stops claiming, a claim in
+// progress too. A Run whose claim waits for SQLite's one writer, held by
+// the application's transaction from Store.Begin, returns once Stop is
+// called, not when the application's transaction ends (it ignored Stop
+// before).
+func TestStopCutsAWaitingClaimShort(t *testing.T) {
+	tr := claimTracer{claims: make(chan struct{}, 1)}
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "o.db"), store.Config{Tracer: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key, _ := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	signer, _ := signature.NewStandardWebhooksSigner(key)
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: "w", Lease: 2 * time.Second, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := s.Begin(t.Context()) // the application's long business transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Rollback()
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(context.Background()) }()
+	<-tr.claims                                                             // Run's claim has started and waits for the writer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // more than the whole Lease
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v; want nil, Run returning once its claim is cut short, with the application's transaction still open", err)
+	}
+	if err := <-runDone; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
