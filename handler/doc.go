@@ -64,4 +64,6 @@
 // and then re-raised for the server or an outer middleware.Recover. A
 // panic in the Hook or the Logger is not: the answer is written by then,
 // so the panic is dropped, with one line at Error, and the answer stands.
+// Both run before net/http sends the answer, when the handler returns:
+// keep them quick, or the sender waits for them.
 package handler

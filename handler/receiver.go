@@ -58,8 +58,10 @@ type ReceiverConfig struct {
 	// to discarding.
 	Logger *slog.Logger
 	// Hook receives an Event per answered request, for metrics, once the
-	// answer is written. It must be quick. A panic in it is dropped and
-	// logged at Error: the answer stands. Defaults to none.
+	// answer is written, before net/http sends it (when the handler
+	// returns): it must be quick, or the sender waits for it. A panic in
+	// it is dropped and logged at Error: the answer stands. Defaults to
+	// none.
 	Hook func(Event)
 }
 

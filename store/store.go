@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -194,6 +195,7 @@ type Store struct {
 	local         func() time.Time // this process's clock
 	clock         *dbClock         // the database's, when it is the store's
 	schema        schemaWatch
+	closeMu       sync.Mutex
 	closers       []func() error
 }
 
@@ -287,8 +289,9 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // for work that goes with courier's own writes: enqueueing in the
 // application's business transaction, and the receivers in package
 // handler, which run the application's function in one. On SQLite that is
-// a single connection, so concurrent writers queue in Go, in order and
-// without SQLite's sleeping busy handler, and share one warm page cache;
+// a single connection, so concurrent writers queue in Go (database/sql
+// hands it to one of them, in no set order) rather than in SQLite's
+// sleeping busy handler, and share one warm page cache;
 // elsewhere it is DB().BeginTxx. Inside the transaction use only the
 // transaction: on SQLite a second Begin, or a Store method that writes,
 // waits until this one ends. Given the context a receiver in package
@@ -356,6 +359,8 @@ func (s *Store) orWriter(tx DBTX) DBTX {
 // connection, and the database when an engine package's Open made it. A
 // database passed to Open stays open.
 func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c())

@@ -17,7 +17,7 @@
 // SQLite has one writer at a time. The Store writes through a connection
 // of its own (see store.Store.Begin), so the application's business
 // transactions that go through Store.Begin queue with courier's writes in
-// order, instead of in SQLite's sleeping busy handler. While a receiver's
+// Go, instead of in SQLite's sleeping busy handler. While a receiver's
 // transaction holds that writer, a write through the Store's DB() from the
 // application's function would wait for it until the busy timeout: the
 // connections of a pool opened with DriverName refuse it at once, with
