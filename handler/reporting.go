@@ -73,8 +73,10 @@ type ReportingConfig struct {
 //
 // On SQLite the function's transaction holds the database's one write lock
 // while it runs, so a duplicate in that time waits for it, like every other
-// writer (the replay cache too), and is then answered 200; the 503 is seen
-// on PostgreSQL, or while a claim from another process is outstanding.
+// writer (the replay cache too), and is then answered 200. One that takes
+// the writer between the claim's commit and the function's transaction
+// finds the key in progress and is answered 503, as on PostgreSQL: the
+// sender retries it, and the function still runs once.
 type Reporting struct {
 	cfg        ReportingConfig
 	fn         Func[ack.Reporting]
