@@ -245,8 +245,8 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 		opsCommon: h.common(r, "Delivery "+strconv.FormatInt(d.ID, 10)),
 		Delivery:  toDelivery(d), Attempts: attempts,
 		CanRedrive: d.Status == courier.StatusFailed,
-		CanCancel: d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait ||
-			d.OrderingKey != "" && (d.Status == courier.StatusFailed || d.Status == courier.StatusQuarantined), // it may hold its key
+		CanCancel: d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait || d.Status == courier.StatusQuarantined ||
+			d.OrderingKey != "" && d.Status == courier.StatusFailed, // it may hold its key
 	})
 }
 

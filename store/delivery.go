@@ -177,11 +177,12 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 }
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
-// code cancelled. So does a failed or quarantined delivery that holds its
-// ordering key (OrderingOnFailure HoldKey); for a quarantined one, whose
-// stored bytes cannot be sent again, Cancel is the only way to free its
-// key. Cancelling the head of an ordering key lets the next delivery of
-// the key go. A delivery in any other state is CodeNotFound.
+// code cancelled. So does a quarantined one, whose stored bytes cannot be
+// sent again: Cancel is how an operator settles it (Health stops counting
+// it, Prune may remove it) and frees the ordering key it may hold. So does
+// a failed delivery that holds its ordering key (OrderingOnFailure
+// HoldKey). Cancelling the head of an ordering key lets the next delivery
+// of the key go. A delivery in any other state is CodeNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()

@@ -58,7 +58,9 @@ type Published struct {
 
 // Publish fans an event out, inside the caller's transaction, to one
 // delivery per active subscription of the tenant that matches its type,
-// as one snapshot of the registry. A rolled-back publish makes none.
+// as one snapshot of the registry. A rolled-back publish makes none. On
+// error nothing is known to be written: the caller rolls back (a Build
+// that fails writes nothing, as every payload is built first).
 func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
 	switch {
 	case p.Build == nil && len(p.Payload) == 0:
@@ -77,28 +79,40 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 	if err != nil {
 		return nil, err
 	}
-	var out []Published
-	var joins []keyed
+	// Every payload is built before anything is written: a Build that
+	// fails leaves nothing behind, even in a transaction its caller
+	// commits.
+	type fanned struct {
+		sub     Subscription
+		id, key string
+		payload []byte
+	}
+	var fan []fanned
 	for _, s := range subs {
 		if !s.matches(p.EventType) {
 			continue
 		}
-		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
-		key := publishKey(id, s.Endpoint)
-		payload := p.Payload
+		f := fanned{sub: s, id: fmt.Sprintf("%s:%d", p.EventID, s.ID), payload: p.Payload}
+		f.key = publishKey(f.id, s.Endpoint)
 		if p.Build != nil {
-			if payload, err = p.Build(s, key); err != nil {
+			if f.payload, err = p.Build(s, f.key); err != nil {
 				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
 			}
 		}
+		fan = append(fan, f)
+	}
+	var out []Published
+	var joins []keyed
+	for _, f := range fan {
+		s := f.sub
 		e, err := o.insertDelivery(ctx, tx, EnqueueParams{
-			NotificationID: id, Endpoint: s.Endpoint, Payload: payload,
+			NotificationID: f.id, Endpoint: s.Endpoint, Payload: f.payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
 		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType}, &joins)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Published{Enqueued: e, NotificationID: id, SubscriptionID: s.ID, IdempotencyKey: key})
+		out = append(out, Published{Enqueued: e, NotificationID: f.id, SubscriptionID: s.ID, IdempotencyKey: f.key})
 	}
 	// The ordering key is joined per endpoint once every delivery is
 	// written, in key order, as a settle takes keys: in subscription order

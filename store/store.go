@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,7 +86,11 @@ type Config struct {
 	// same. Defaults to HoldKey.
 	OrderingOnFailure OrderingOnFailure
 	// Encryption, when set, seals every payload enqueued from now on with
-	// AES-256-GCM. Defaults to none: payloads are stored as sent.
+	// AES-256-GCM. Defaults to none: payloads are stored as sent. Open
+	// copies it: to rotate keys, open the Store again with the new
+	// Encryption (every process's Keys must hold a key before any process
+	// makes it Current, or a process without it quarantines what it
+	// cannot open).
 	Encryption *Encryption
 	// Profiles resolves the Ack profile a delivery names
 	// (EnqueueParams.Profile, SubscriptionParams.Profile) and is the one
@@ -152,6 +157,9 @@ func (c Config) withDefaults() Config {
 		c.Profiles = ack.Builtin
 	}
 	c.Breaker = c.Breaker.withDefaults()
+	if c.Encryption != nil { // the Store's own copy: a later change of the caller's is not seen
+		c.Encryption = &Encryption{Current: c.Encryption.Current, Keys: slices.Clone(c.Encryption.Keys)}
+	}
 	return c
 }
 

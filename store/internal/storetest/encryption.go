@@ -297,3 +297,55 @@ func testSealedAckDigestsDoNotMatch(t *testing.T, open OpenFunc) {
 		t.Fatalf("the two sealed deliveries store Ack digests %q and %q, want two different keyed digests", a, bb)
 	}
 }
+
+// testQuarantinedIsCancelled: a row sealed under k1, claimed by a process
+// whose Keys lack k1 (a rotation rolled out in the wrong order), is
+// quarantined payload_unreadable. Without an ordering key nothing could
+// clear it, and Health stayed blocked for good: Cancel settles it
+// (suppressed, cancelled), Health is ok again, and Prune removes it.
+func testQuarantinedIsCancelled(t *testing.T, open OpenFunc) {
+	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	e := b.enqueue(t, delivery("n-1")) // no ordering key
+	s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: &store.Encryption{Current: "k2", Keys: []store.PayloadKey{k2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind := &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
+	if got := behind.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %d, want 0", len(got))
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusQuarantined || d.LastErrorCode != courier.CodePayloadUnreadable {
+		t.Fatalf("row is %s/%s, want quarantined/payload_unreadable", d.Status, d.LastErrorCode)
+	}
+	if h := health(t, b); h.Status != store.HealthBlocked {
+		t.Fatalf("health with a quarantined row: %s, want blocked", h.Status)
+	}
+	if err := b.store.Outbox.Cancel(b.ctx, e.ID); err != nil {
+		t.Fatalf("Cancel of a quarantined row: %v", err)
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
+		t.Fatalf("cancelled row is %s/%s, want suppressed/cancelled", d.Status, d.LastErrorCode)
+	}
+	if h := health(t, b); h.Status != store.HealthOK {
+		t.Fatalf("health once it is cancelled: %s %s, want ok", h.Status, h.Code)
+	}
+	b.clock.Advance(48 * time.Hour)
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the cancelled row removed", n, err)
+	}
+}
+
+// testEncryptionIsCopiedAtOpen: the Store keeps its own copy of
+// Config.Encryption. Changing the caller's afterwards (a Current that is
+// not among the Keys, which Open refuses) changed the Store's and made
+// every Enqueue panic.
+func testEncryptionIsCopiedAtOpen(t *testing.T, open OpenFunc) {
+	enc := &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}}
+	b := setup(t, open, store.Config{Encryption: enc})
+	enc.Current, enc.Keys[0] = "k2", payloadKey(t, "k2", 2)
+	e := b.enqueue(t, delivery("n-1"))
+	if d := b.get(t, e.ID); d.PayloadKeyID != "k1" || string(d.Payload) != string(delivery("n-1").Payload) {
+		t.Fatalf("delivery sealed under %q (payload %q), want k1, the key the Store was opened with", d.PayloadKeyID, d.Payload)
+	}
+}

@@ -57,6 +57,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},
 		{"EncryptedDigestIsNotGuessable", testEncryptedDigestIsNotGuessable},
+		{"QuarantinedIsCancelled", testQuarantinedIsCancelled},
+		{"EncryptionIsCopiedAtOpen", testEncryptionIsCopiedAtOpen},
 		{"SealedAckDigestsDoNotMatch", testSealedAckDigestsDoNotMatch},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
@@ -93,6 +95,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"OrderingKeyConcurrentEnqueuesTakeTurns", testOrderingKeyConcurrentEnqueuesTakeTurns},
 		{"OrderingKeySurvivesLeaseExpiry", testOrderingKeySurvivesLeaseExpiry},
 		{"PublishOrderingKey", testPublishOrderingKey},
+		{"PublishBuildErrorWritesNothing", testPublishBuildErrorWritesNothing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

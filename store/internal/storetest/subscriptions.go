@@ -626,3 +626,34 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 		t.Fatalf("refused publishes wrote %d deliveries", h.Counts[courier.StatusPending])
 	}
 }
+
+// testPublishBuildErrorWritesNothing: a Build that fails for the second
+// subscription left the first's delivery written, waiting for an ordering
+// key it never joined: a caller that committed anyway kept a pending
+// delivery no claim would ever take. Every payload is built before
+// anything is written.
+func testPublishBuildErrorWritesNothing(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, e := range []string{"https://a.example/h", "https://b.example/h"} {
+		if _, err := b.store.Subscriptions.Create(b.ctx, nil, subscription("acme", e, "k", "*")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx := b.begin(t)
+	_, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "x", EventID: "e1", OrderingKey: "order-1",
+		Build: func(s store.Subscription, _ string) ([]byte, error) {
+			if s.Endpoint == "https://b.example/h" {
+				return nil, errors.New("template missing")
+			}
+			return []byte(`{"a":1}`), nil
+		}})
+	if err == nil {
+		t.Fatal("Publish with a failing Build succeeded")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := b.store.Outbox.List(b.ctx, store.ListParams{}); err != nil || len(page.Deliveries) != 0 {
+		t.Fatalf("a publish whose Build failed, committed anyway, wrote %d deliveries (%v); want none", len(page.Deliveries), err)
+	}
+}

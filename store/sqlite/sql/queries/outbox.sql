@@ -411,13 +411,13 @@ LIMIT :limit;
 
 -- name: outbox_cancel
 -- An operator withdraws a delivery that has not been sent successfully:
--- a pending or retrying one (held or not), or a failed or quarantined one
--- that holds its ordering key (OrderingOnFailure HoldKey), which releases
--- the key. (A quarantined head cannot be redriven: Cancel is what frees
--- its key.)
+-- a pending or retrying one (held or not), a quarantined one (its stored
+-- bytes cannot be sent again: Cancel is how an operator settles it, and
+-- frees the ordering key it may hold), or a failed one that holds its
+-- ordering key (OrderingOnFailure HoldKey), which releases the key.
 UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', hold = NULL, updated_at = :now
-WHERE id = :id AND (status IN ('pending', 'retry_wait')
-    OR (status IN ('failed', 'quarantined') AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
+WHERE id = :id AND (status IN ('pending', 'retry_wait', 'quarantined')
+    OR (status = 'failed' AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
                                       WHERE k.endpoint = courier_outbox.endpoint AND k.ordering_key = courier_outbox.ordering_key
                                           AND k.head_id = courier_outbox.id AND k.blocked_at IS NOT NULL)))
 RETURNING id, endpoint, ordering_key, status;
