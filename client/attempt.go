@@ -6,9 +6,11 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -145,10 +147,23 @@ func (w *Worker) backoff(attempt int, retryAfter time.Duration) time.Duration {
 }
 
 func (w *Worker) signer(keyID string) (signature.Signer, error) {
-	if w.cfg.SignerFor != nil {
-		return w.cfg.SignerFor(keyID)
+	if w.cfg.SignerFor == nil {
+		return w.cfg.Signer, nil
 	}
-	return w.cfg.Signer, nil
+	s, err := w.cfg.SignerFor(keyID)
+	if err == nil && isNilSigner(s) { // a lookup that found nothing: calling it would panic the worker
+		err = fmt.Errorf("client: SignerFor returned no signer for key %q: %w", keyID, courier.CodeConfigInvalid)
+	}
+	return s, err
+}
+
+// isNilSigner reports whether s is nil, or a nil pointer as a Signer.
+func isNilSigner(s signature.Signer) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // redirectForbidden reports whether a redirect's target is one the

@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
 )
 
 // TestWorkerFailsStatusesOf600AndAbove: a real server answering with a
@@ -42,12 +43,17 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
+		signer signature.Signer
 		err    error
 		status courier.Status
 	}{
-		{"unknown for good", &courier.Error{Code: courier.CodeSigningFailed, Msg: "no key k9", Err: courier.CodeConfigInvalid}, courier.StatusFailed},
-		{"wrapped again", errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed},
-		{"key store down", errors.New("key store unavailable"), courier.StatusRetryWait},
+		{"unknown for good", nil, &courier.Error{Code: courier.CodeSigningFailed, Msg: "no key k9", Err: courier.CodeConfigInvalid}, courier.StatusFailed},
+		{"wrapped again", nil, errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed},
+		{"key store down", nil, errors.New("key store unavailable"), courier.StatusRetryWait},
+		// A lookup that finds nothing and says nothing (a map's zero
+		// value) panicked the worker, and the process with it.
+		{"no signer, no error", nil, nil, courier.StatusFailed},
+		{"a nil pointer as the signer", (*pointerSigner)(nil), nil, courier.StatusFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +61,7 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 			var hits atomic.Int32
 			b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }, func(c *client.Config) {
 				c.Signer = nil
-				c.SignerFor = func(string) (signature.Signer, error) { return nil, tt.err }
+				c.SignerFor = func(string) (signature.Signer, error) { return tt.signer, tt.err }
 			})
 			id := b.enqueue(t, "n-1", `{}`)
 			if e := b.work(t); e.Code != courier.CodeSigningFailed || e.Status != tt.status {
@@ -74,6 +80,11 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 		})
 	}
 }
+
+// pointerSigner is a Signer on a pointer, whose nil panics when used.
+type pointerSigner struct{ n int }
+
+func (p *pointerSigner) Sign(*http.Request, signature.Message) error { p.n++; return nil }
 
 // permanentSigner fails every Sign with a configuration error.
 type permanentSigner struct{}
@@ -126,5 +137,33 @@ func TestRedirectLookupEndsWithinTheAttempt(t *testing.T) {
 	}
 	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeRedirect || d.LastStatus != http.StatusFound {
 		t.Fatalf("%s/%s (HTTP %d), want failed/redirect_refused after a 302", d.Status, d.LastErrorCode, d.LastStatus)
+	}
+}
+
+// TestSignerRefusingTheURLFailsAtOnce: a worker whose Guard allows plain
+// http to a private network (AllowHTTP) and whose Signer is RFC 9421,
+// which signs no non-loopback http URL: no retry changes that, so the
+// delivery fails at once with signing_failed (it was retried until its
+// budget ran out: the signer's error did not wrap CodeConfigInvalid).
+func TestSignerRefusingTheURLFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	key, err := signature.GenerateJWK("k1", signature.AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, func(c *client.Config) {
+		c.Signer = signer
+		c.Transport = client.Guard{AllowHTTP: true, AllowPorts: []uint16{8080},
+			AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}.Transport()
+	})
+	id := b.enqueueWith(t, "n-1", func(p *store.EnqueueParams) { p.Endpoint = "http://10.1.2.3:8080/hook" })
+	b.work(t)
+	d := b.get(t, id)
+	if d.Status != courier.StatusFailed {
+		t.Fatalf("%s/%s after %d attempts; want failed at once (the URL can never be signed)", d.Status, d.LastErrorCode, d.Attempts)
 	}
 }

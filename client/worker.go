@@ -100,8 +100,9 @@ type Config struct {
 	// %w", keyID, courier.CodeConfigInvalid))
 	// means the key id is unknown for good, and the delivery fails with
 	// code signing_failed; any other error is taken as transient (a key
-	// store that is down) and the delivery is retried with that code. The
-	// same holds for an error of Signer.Sign. Defaults to none.
+	// store that is down) and the delivery is retried with that code. A
+	// nil Signer without an error counts as unknown for good. The same
+	// holds for an error of Signer.Sign. Defaults to none.
 	SignerFor func(keyID string) (signature.Signer, error)
 	// Transport sends the requests. Defaults to the SSRF-safe transport of
 	// the zero Guard: https on port 443 to public addresses only.

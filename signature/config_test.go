@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,59 @@ func TestVerifierSenderIsWhatAReceiverRecords(t *testing.T) {
 				if courier.CodeOf(err) != courier.CodeConfigInvalid || !strings.Contains(err.Error(), cfg+".Sender") {
 					t.Errorf("a Sender of %s: %v, want config_invalid naming %s.Sender", name, err, cfg)
 				}
+			}
+		})
+	}
+}
+
+// TestSignFailuresNoRetryChangesWrapConfigInvalid: a Sign failure decided
+// by the request or the signer (a URL RFC 9421 does not sign, a message
+// id Standard Webhooks does not take, a time before 1970) is
+// signing_failed and wraps courier.CodeConfigInvalid, which fails the
+// delivery at once rather than retry it until its budget runs out.
+func TestSignFailuresNoRetryChangesWrapConfigInvalid(t *testing.T) {
+	t.Parallel()
+	swSecret, _, _ := swTestKeys(t, "k")
+	sw, err := NewStandardWebhooksSigner(swSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwk, err := GenerateJWK("k1", AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rfc, err := NewRFC9421Signer(RFC9421SignerConfig{Key: jwk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := ParseSecret("s1", "0123456789abcdefghijklmnopqrstuvwxyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hmac, err := NewAdCPHMACSigner(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		signer Signer
+		url    string
+		m      Message
+	}{
+		{"rfc9421, plain http to a private address", rfc, "http://10.1.2.3:8080/hook", Message{ID: "n-1", Time: time.Now()}},
+		{"standard webhooks, an id with a space", sw, "https://r.example/hook", Message{ID: "n 1", Time: time.Now()}},
+		{"adcp hmac, before 1970", hmac, "https://r.example/hook", Message{ID: "n-1", Time: time.Unix(-1, 0)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, tt.url, strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			err = tt.signer.Sign(req, tt.m)
+			if courier.CodeOf(err) != courier.CodeSigningFailed || !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Fatalf("Sign = %v; want signing_failed wrapping config_invalid", err)
 			}
 		})
 	}

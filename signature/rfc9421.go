@@ -159,7 +159,7 @@ func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	sig, err := km.sign([]byte(base))
 	if err != nil {
 		req.Header.Del(headerContentDigest)
-		return signingFailed("rfc9421: signing failed")
+		return signingError("rfc9421: signing failed")
 	}
 	req.Header.Set(headerSignatureInput, rFC9421Label+"="+sp.String())
 	req.Header.Set(headerSignature, rFC9421Label+"=:"+base64.RawURLEncoding.EncodeToString(sig)+":")
@@ -243,8 +243,10 @@ type RFC9421VerifierConfig struct {
 	// the client sent, so a request signed for another receiver that trusts
 	// the same sender key verifies here when it is sent with that
 	// receiver's Host. Set it only behind a proxy that sets Host itself from
-	// its own configuration, or in tests. Set Origin or TrustRequestHost,
-	// not both. Defaults to false.
+	// its own configuration, or in tests. A proxy that terminates TLS and
+	// forwards plain http makes the derived scheme http, which no https
+	// signature matches: there, set Origin. Set Origin or
+	// TrustRequestHost, not both. Defaults to false.
 	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
 	// past: at most 300 seconds, counted in whole seconds (a fraction is

@@ -17,7 +17,11 @@ type Message struct {
 }
 
 // Signer adds a scheme's headers to an outgoing request for one attempt.
-// req's method, URL and Content-Type are already final.
+// req's method, URL and Content-Type are already final. The signers of
+// this package fail with courier.CodeSigningFailed; when no retry can
+// change the outcome (no key, a URL the scheme cannot sign, an invalid
+// message id), the error also wraps courier.CodeConfigInvalid, which
+// fails the delivery at once (see client.Config.SignerFor).
 type Signer interface {
 	Sign(req *http.Request, m Message) error
 }
@@ -117,8 +121,15 @@ func configError(msg string) error {
 	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
 }
 
-// signingFailed returns a Sign failure with a content-free message.
+// signingFailed returns a Sign failure with a content-free message, for
+// what the request or the signer decides: no retry changes it, so it
+// wraps CodeConfigInvalid.
 func signingFailed(msg string) error {
+	return &courier.Error{Code: courier.CodeSigningFailed, Msg: msg, Err: courier.CodeConfigInvalid}
+}
+
+// signingError returns a Sign failure another attempt may not meet.
+func signingError(msg string) error {
 	return &courier.Error{Code: courier.CodeSigningFailed, Msg: msg}
 }
 

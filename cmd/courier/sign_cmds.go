@@ -85,7 +85,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	id := fs.String("id", "", "the notification id (default: a fresh test-… id)")
 	body := fs.String("body", "", `the JSON payload (default: {"id":"<id>","test":true})`)
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whsk_ key (default: $COURIER_SECRET)")
-	profile := fs.String("profile", ack.ProfileCourier, "the Ack the receiver must answer with: courier, terminal or none")
+	profile := fs.String("profile", ack.ProfileCourier, "the Ack the receiver must answer with: courier, terminal, none, reporting or command")
 	allowPrivate := fs.Bool("allow-private", false, "allow loopback and private addresses and plain http on the URL's port (the default is https on 443 to public addresses only)")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
 	if err := parse(fs, args); err != nil {
@@ -141,6 +141,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", wire.UserAgent)
+	req.Header.Set(ack.AttemptHeader, "1") // as the worker's first attempt: a Source requires it
 	if err := signer.Sign(req, signature.Message{ID: *id, Body: []byte(*body), Time: time.Now()}); err != nil {
 		return err
 	}
