@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -166,4 +167,39 @@ func TestSignerRefusingTheURLFailsAtOnce(t *testing.T) {
 	if d.Status != courier.StatusFailed {
 		t.Fatalf("%s/%s after %d attempts; want failed at once (the URL can never be signed)", d.Status, d.LastErrorCode, d.Attempts)
 	}
+}
+
+// TestPanicsInTheConfigurationNeverEndTheProcess: a Classify that panics
+// (as a Backoff, SignerFor, Signer or profile's Verify might) took the
+// attempt's goroutine and the whole process down, and after a restart
+// every worker that claimed the delivery again: the attempt is retried
+// with code internal_error instead. A Hook that panics is dropped; the
+// attempt it reports stands.
+func TestPanicsInTheConfigurationNeverEndTheProcess(t *testing.T) {
+	t.Parallel()
+	t.Run("Classify", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }, func(c *client.Config) {
+			c.Classify = func(*http.Response, error) client.Verdict { panic("a bug in the application's policy") }
+		})
+		id := b.enqueue(t, "n-1", `{}`)
+		b.work(t)
+		if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeInternal || d.Attempts != 1 {
+			t.Fatalf("%s/%s after %d attempts, want retry_wait/internal_error after 1", d.Status, d.LastErrorCode, d.Attempts)
+		}
+	})
+	t.Run("Hook", func(t *testing.T) {
+		t.Parallel()
+		var b *workerBundle
+		b = setupWorker(t, ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() }), func(c *client.Config) {
+			c.Hook = func(client.Event) { panic("a bug in the application's metrics") }
+		})
+		id := b.enqueue(t, "n-1", `{}`)
+		if n, err := b.worker.Work(t.Context()); err != nil || n != 1 {
+			t.Fatalf("Work = %d, %v", n, err)
+		}
+		if d := b.get(t, id); d.Status != courier.StatusSucceeded {
+			t.Fatalf("%s/%s, want succeeded: the Hook's panic changes nothing", d.Status, d.LastErrorCode)
+		}
+	})
 }

@@ -55,7 +55,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		started := time.Now()
 		actx, span := w.startAttempt(ctx, c)
 		var ready bool
-		if oc, ready = w.try(actx, c, claimedAt); !ready {
+		if oc, ready = w.tryUnpanicked(actx, c, claimedAt); !ready {
 			abandonAttempt(span)
 			w.release(ctx, claimedAt, c.Lease)
 			return
@@ -207,9 +207,32 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	case courier.StatusFailed:
 		outcome = store.AttemptFailed
 	}
+	defer func() { // the Hook's panic is dropped: the attempt is settled, and the process goes on
+		if recover() != nil {
+			log(slog.LevelError, "worker: Hook panicked; the panic was dropped", slog.Bool(logkey.Panic, true))
+		}
+	}()
 	w.cfg.Hook(Event{
 		DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: endpoint.Redact(c.Endpoint), Attempt: c.Attempt,
 		Outcome: outcome, Status: s.Status, Code: s.Code, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
 		Duration: oc.Duration, LeaseLost: s.Err != nil,
 	})
+}
+
+// tryUnpanicked is try, with a panic in what it calls of the
+// configuration's (SignerFor, a Signer, Classify, Backoff, a profile's
+// Verify) taken as a failed attempt to retry with code internal_error
+// after DefaultBackoff: one delivery's poison is not the process's end,
+// nor, after a restart, every worker's that claims it. The panic is
+// logged without its value, which may hold content.
+func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (oc protocol.Outcome, ready bool) {
+	defer func() {
+		if recover() == nil {
+			return
+		}
+		w.cfg.Logger.ErrorContext(ctx, "worker: attempt panicked; retried later", slog.Bool(logkey.Panic, true),
+			slog.Int64(logkey.Delivery, c.DeliveryID), slog.String(logkey.Code, string(courier.CodeInternal)))
+		oc, ready = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeInternal, RetryDelay: DefaultBackoff(c.Attempt, 0)}, true
+	}()
+	return w.try(ctx, c, claimedAt)
 }

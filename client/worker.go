@@ -109,7 +109,10 @@ type Config struct {
 	Transport http.RoundTripper
 	// Classify decides whether an attempt that got no acknowledgement is
 	// retried or failed, and with which code. Defaults to
-	// DefaultClassify; RetryClientErrors retries 4xx answers as well.
+	// DefaultClassify; RetryClientErrors retries 4xx answers as well. A
+	// panic in it, as in Backoff, SignerFor, a Signer or a profile's
+	// Verify, is logged at Error and the attempt retried with code
+	// internal_error after DefaultBackoff: it never ends the process.
 	Classify func(resp *http.Response, err error) Verdict
 	// Backoff returns how long a delivery waits after its attempt-th
 	// attempt (1-based) failed and is retried; retryAfter is the
@@ -134,7 +137,7 @@ type Config struct {
 	// must not call Stop, which waits for that goroutine (call Stop from
 	// another goroutine): if it does, Stop returns ctx's error once its
 	// ctx ends, and the worker finishes stopping when the Hook returns.
-	// Defaults to none.
+	// A panic in it is dropped and logged at Error. Defaults to none.
 	Hook func(Event)
 }
 
