@@ -412,8 +412,9 @@ func TestSwitchingProtocolsTakesEverySlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran }) // before the store closes
 	b.enqueue(t, "n-1", `{"n":1}`)
 	<-arrived
 	b.clock.Advance(time.Hour) // the first lease expires; the delivery is due again
