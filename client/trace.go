@@ -19,7 +19,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, erro
 	// its transaction rolls back, and nothing is leased.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(w.stopCtx, cancel)()
+	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // Stop's context cancels ctx; ctx stays the caller's
 	if w.tracer == nil {
 		return w.outbox.Claim(ctx, w.claimParams(limit))
 	}

@@ -200,7 +200,7 @@ func (c *conn) beginReadOnly(ctx context.Context) (driver.Tx, error) {
 		_, err = c.SQLiteConn.ExecContext(ctx, "BEGIN", nil)
 	}
 	if err != nil {
-		c.resetQueryOnly()
+		c.resetQueryOnly() //nolint:contextcheck // the reset must run even when ctx has ended
 		return nil, err
 	}
 	return &readTx{c: c}, nil
