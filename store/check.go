@@ -2,12 +2,17 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 
-	"github.com/courier-go/courier/internal/wire"
+	"github.com/jmoiron/sqlx/reflectx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/wire"
+	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // Bounds of Check's maxRows.
@@ -27,7 +32,9 @@ const (
 // constraints say, in case the table no longer holds them), and, for a
 // delivery that may still be sent (pending, retry_wait, leased, or
 // failed, which Redrive may send again), that its payload opens and
-// matches its digest. Each Check continues after the last delivery the
+// matches its digest. A row whose stored values do not have their
+// column's type (SQLite keeps what raw SQL gives it) is invalid too.
+// Each Check continues after the last delivery the
 // previous Check of this Store validated, wrapping around at the end, so
 // repeated calls cover the whole outbox, maxRows at a time; Checked
 // says how many this one validated, Invalid lists the ids it found
@@ -94,27 +101,86 @@ func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
 
 // checkRows validates up to limit deliveries after the one the previous
 // call ended at, and returns how many it validated and the invalid ones.
+// It validates each row as it reads it, so it holds one row at a time,
+// not its whole slice: a slice may be 100000 rows, each payload up to
+// MaxPayloadSize. A row it cannot read into its Go types (SQLite keeps
+// whatever a column is given: a priority of 'high') is invalid too: it is
+// reported by its id, and the next call goes on past it.
 func (o *Outbox) checkRows(ctx context.Context, limit int) (checked int, invalid []int64, err error) {
+	const name = "outbox_check_rows"
 	o.checkMu.Lock()
 	defer o.checkMu.Unlock()
-	var rows []outboxRow
 	// One row past the slice says whether the outbox goes on: a slice that
 	// ends exactly at the end starts the next call over, not at nothing.
-	if err := o.s.selectRows(ctx, o.s.db, "outbox_check_rows", map[string]any{"after": o.checkAfter, "limit": limit + 1}, &rows); err != nil {
+	rows, err := o.s.query(ctx, o.s.db, name, map[string]any{"after": o.checkAfter, "limit": limit + 1})
+	if err != nil {
 		return 0, nil, err
 	}
-	more := len(rows) > limit
-	rows = rows[:min(len(rows), limit)]
-	for _, r := range rows {
-		if problem := o.rowProblem(r); problem != "" {
+	defer rows.Close()
+	var r outboxRow
+	fields, id, err := rowFields(rows, &r)
+	if err != nil {
+		return 0, nil, wrapf(err, name)
+	}
+	last, more := int64(0), false
+	for rows.Next() {
+		if checked == limit {
+			more = true
+			break
+		}
+		r = outboxRow{}
+		if err := rows.Scan(fields...); err != nil {
+			// The row does not fit its types: read its id alone, to
+			// report it, every other column into an any, which takes
+			// any value.
+			whole := make([]any, len(fields))
+			for i := range whole {
+				whole[i] = new(any)
+			}
+			whole[id] = &r.ID
+			if err := rows.Scan(whole...); err != nil {
+				return 0, nil, o.s.dialect.interpret(name, err)
+			}
+			invalid = append(invalid, r.ID)
+		} else if o.rowProblem(r) != "" {
 			invalid = append(invalid, r.ID)
 		}
+		checked, last = checked+1, r.ID
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, o.s.dialect.interpret(name, err)
 	}
 	o.checkAfter = 0 // the end: start over
 	if more {
-		o.checkAfter = rows[len(rows)-1].ID
+		o.checkAfter = last
 	}
-	return len(rows), invalid, nil
+	return checked, invalid, nil
+}
+
+// rowFields returns, for each column of rows, a pointer to the field of
+// the struct dest points to that the column's db tag names, as sqlx's
+// StructScan maps them, and the index of the id column.
+func rowFields(rows engine.Rows, dest any) (fields []any, id int, err error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, 0, err
+	}
+	v := reflect.ValueOf(dest).Elem()
+	paths := reflectx.NewMapperFunc("db", strings.ToLower).TraversalsByName(v.Type(), cols)
+	fields, id = make([]any, len(cols)), -1
+	for i, path := range paths {
+		if len(path) == 0 {
+			return nil, 0, fmt.Errorf("column %s has no field in %s", cols[i], v.Type())
+		}
+		fields[i] = reflectx.FieldByIndexes(v, path).Addr().Interface()
+		if cols[i] == "id" {
+			id = i
+		}
+	}
+	if id < 0 {
+		return nil, 0, errors.New("no id column")
+	}
+	return fields, id, nil
 }
 
 // rowProblem says what is wrong with a stored delivery, "" if nothing.
@@ -158,7 +224,7 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 	case r.CreatedAt <= 0 || r.UpdatedAt < r.CreatedAt || r.NextAttemptAt <= 0 || r.Deadline <= 0:
 		return "times"
 	}
-	switch r.Status {
+	switch r.Status { // outbox_check_rows reads the payload of these only
 	case courier.StatusPending, courier.StatusRetryWait, courier.StatusLeased, courier.StatusFailed:
 		plain, err := o.s.cfg.Encryption.open(r.Payload, r.PayloadKeyID, r.NotificationID, r.Endpoint)
 		if err != nil {

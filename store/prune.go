@@ -5,12 +5,24 @@ import (
 	"time"
 )
 
+// defaultPruneBatch is PruneParams.BatchSize's default.
+const defaultPruneBatch = 1000
+
 // PruneParams bounds a retention pass.
 type PruneParams struct {
-	OlderThan time.Duration     // records last updated before now minus this go
-	BatchSize int               // rows per statement; defaults to 1000
-	MaxRows   int               // stop after this many; 0 means until done
-	OnBatch   func(deleted int) // called after each statement, for progress and metrics
+	// OlderThan is the age past which records go: those last updated
+	// before now minus OlderThan. It must not be negative.
+	OlderThan time.Duration
+	// BatchSize is the most rows one statement deletes, each statement its
+	// own short transaction. Defaults to 1000 when 0; it must not be
+	// negative.
+	BatchSize int
+	// MaxRows stops the pass after this many rows; 0 means until every
+	// record past its age is gone. It must not be negative.
+	MaxRows int
+	// OnBatch, when not nil, is called after each statement with the rows
+	// it deleted, for progress and metrics.
+	OnBatch func(deleted int)
 }
 
 // prune runs a bounded delete statement until it deletes less than a
@@ -18,11 +30,16 @@ type PruneParams struct {
 // pruning never holds SQLite's write lock for long and runs safely from
 // many instances at once.
 func (s *Store) prune(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
-	if p.BatchSize <= 0 {
-		p.BatchSize = 1000
-	}
-	if p.OlderThan < 0 {
+	switch {
+	case p.OlderThan < 0:
 		return 0, invalidArgument("PruneParams.OlderThan must not be negative")
+	case p.BatchSize < 0:
+		return 0, invalidArgument("PruneParams.BatchSize must not be negative")
+	case p.MaxRows < 0:
+		return 0, invalidArgument("PruneParams.MaxRows must not be negative")
+	}
+	if p.BatchSize == 0 {
+		p.BatchSize = defaultPruneBatch
 	}
 	total := 0
 	for p.MaxRows == 0 || total < p.MaxRows {

@@ -167,11 +167,12 @@ func TestLookupsReadAnIndex(t *testing.T) {
 }
 
 // TestHotPlansNeedNoStatistics: on SQLite, the statements a worker runs
-// on every claim and settle are planned on the index that bounds their
-// work, on a database without statistics, as an application's SQLite file
-// seldom has any. Left to itself the planner read them by
-// courier_outbox_status: a claim read the whole backlog, and a settle
-// every lease, parsing its JSON batch again for each.
+// on every claim and settle, and Health's probes, are planned on the
+// index that bounds their work, on a database without statistics, as an
+// application's SQLite file seldom has any. Left to itself the planner
+// read them by courier_outbox_status: a claim read the whole backlog, a
+// settle every lease, parsing its JSON batch again for each, and Health
+// every unfinished delivery to count those a changed contract holds back.
 func TestHotPlansNeedNoStatistics(t *testing.T) {
 	t.Parallel()
 	db := openSQLite(t)
@@ -193,6 +194,9 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_reclaim_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		{"queries/outbox.sql", "outbox_health_expired", "courier_outbox_leases (lease_expires_at<?)"},
 		{"queries/attempts.sql", "attempts_log_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
+		// Health's count of deliveries a changed contract holds back: each
+		// pin probes the contract index, and no pin reads nothing.
+		{"queries/contracts.sql", "contract_mismatched", "SEARCH m USING INDEX courier_outbox_contract (endpoint=?"},
 	} {
 		text, vals := boundQuery(t, sqlite.DriverName, c.file, c.name, args)
 		plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, vals...))

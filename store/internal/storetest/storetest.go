@@ -52,6 +52,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
+		{"PruneRefusesNegativeBounds", testPruneRefusesNegativeBounds},
+		{"PruneTakesTheOldestFirst", testPruneTakesTheOldestFirst},
 		{"InboxClaim", testInboxClaim},
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},

@@ -447,10 +447,31 @@ RETURNING id, endpoint, ordering_key, status;
 -- name: outbox_prune
 -- Finished deliveries past their age, oldest first, bounded.
 -- The rows are picked once, in a MATERIALIZED CTE (see outbox_expire_due).
+-- Each status's oldest :limit rows are read in order from
+-- courier_outbox_status (status, updated_at, id), and the oldest :limit of
+-- those go, so a batch reads at most twice its rows: no index gives
+-- status IN ('succeeded', 'suppressed') in updated_at order, and sorting
+-- every prunable row for each batch made a whole prune quadratic.
+-- PostgreSQL: unlike SQLite it does not merge the two ordered reads (it
+-- would read and sort both whole), and FOR UPDATE is not allowed with
+-- UNION: so each status reads and locks its own :limit rows, skipping
+-- those another instance is pruning (many prune at once). What a status
+-- locked beyond the batch is left for the next one.
 WITH picked AS MATERIALIZED (
-    SELECT id FROM courier_outbox
-    WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before
-    ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED -- many instances prune at once
+    SELECT id FROM (
+        SELECT id, updated_at FROM (
+            SELECT id, updated_at FROM courier_outbox
+            WHERE status = 'succeeded' AND updated_at < :before
+            ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
+        ) AS s
+        UNION ALL
+        SELECT id, updated_at FROM (
+            SELECT id, updated_at FROM courier_outbox
+            WHERE status = 'suppressed' AND updated_at < :before
+            ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
+        ) AS x
+    ) AS u
+    ORDER BY updated_at LIMIT :limit
 )
 DELETE FROM courier_outbox AS o USING picked WHERE o.id = picked.id;
 
@@ -485,8 +506,12 @@ SELECT v FROM p WHERE v IS NOT NULL;
 
 -- name: outbox_check_rows
 -- Outbox.Check's slice of the outbox: every column of the rows after
--- :after, in id order, from the primary key.
-SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+-- :after, in id order, from the primary key. The payload only of a
+-- delivery that may still be sent: Check holds only those to their digest
+-- (rowProblem in store/check.go), and leaves other payloads unread.
+SELECT id, notification_id, endpoint,
+    CASE WHEN status IN ('pending', 'retry_wait', 'leased', 'failed') THEN payload END AS payload,
+    payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at,
     subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold, trace_parent, trace_state

@@ -26,8 +26,12 @@ WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pendi
 -- name: contract_mismatched
 -- Unfinished deliveries enqueued under another digest than their endpoint's
 -- pin: each holds its endpoint back (health: contract_changed).
-SELECT COUNT(*) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
-WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+-- SQLite: CROSS JOIN keeps the pins outside, each probing the outbox's
+-- contract index (its condition repeated verbatim), which INDEXED BY
+-- names: left to itself, without statistics, the planner read every
+-- unfinished delivery by courier_outbox_status, even with no pin at all.
+SELECT COUNT(*) FROM courier_contracts AS k CROSS JOIN courier_outbox AS m INDEXED BY courier_outbox_contract
+WHERE m.endpoint = k.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
     AND m.contract_sha256 <> k.capabilities_sha256;
 
 -- name: contract_list

@@ -423,11 +423,22 @@ WHERE id = :id AND (status IN ('pending', 'retry_wait', 'quarantined')
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_prune
--- Finished deliveries past their age, oldest first, bounded.
+-- Finished deliveries past their age, oldest first, bounded. Each status
+-- is read in updated_at order from courier_outbox_status (status,
+-- updated_at, id), which INDEXED BY names, and the two reads are merged
+-- (MERGE (UNION ALL)) until the batch is full, so a batch reads its own
+-- rows: no index gives status IN ('succeeded', 'suppressed') in updated_at
+-- order, and sorting every prunable row for each batch made a whole prune
+-- quadratic.
 DELETE FROM courier_outbox WHERE id IN (
-    SELECT id FROM courier_outbox
-    WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before
-    ORDER BY updated_at LIMIT :limit
+    SELECT id FROM (
+        SELECT id, updated_at FROM courier_outbox INDEXED BY courier_outbox_status
+        WHERE status = 'succeeded' AND updated_at < :before
+        UNION ALL
+        SELECT id, updated_at FROM courier_outbox INDEXED BY courier_outbox_status
+        WHERE status = 'suppressed' AND updated_at < :before
+        ORDER BY updated_at LIMIT :limit
+    )
 );
 
 -- name: outbox_enqueue_command
@@ -459,8 +470,12 @@ SELECT v FROM p WHERE v IS NOT NULL;
 
 -- name: outbox_check_rows
 -- Outbox.Check's slice of the outbox: every column of the rows after
--- :after, in id order, from the primary key.
-SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+-- :after, in id order, from the primary key. The payload only of a
+-- delivery that may still be sent: Check holds only those to their digest
+-- (rowProblem in store/check.go), and leaves other payloads unread.
+SELECT id, notification_id, endpoint,
+    CASE WHEN status IN ('pending', 'retry_wait', 'leased', 'failed') THEN payload END AS payload,
+    payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at,
     subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold, trace_parent, trace_state

@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+// testPruneRefusesNegativeBounds: a negative OlderThan, BatchSize or
+// MaxRows is invalid_argument naming the field, for every retention pass,
+// and deletes nothing; a negative MaxRows once pruned nothing without a
+// word, and a negative BatchSize was taken for the default.
+func testPruneRefusesNegativeBounds(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, id := range []string{"p-1", "p-2", "p-3"} {
+		b.enqueue(t, delivery(id))
+	}
+	for _, c := range b.claim(t, "w", 3, time.Minute) {
+		if err := b.complete(c.Lease, "ack"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Advance(48 * time.Hour)
+	passes := map[string]func(context.Context, store.PruneParams) (int, error){
+		"Outbox.Prune":         b.store.Outbox.Prune,
+		"Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
+		"Inbox.Prune":          b.store.Inbox.Prune,
+		"Replay.Prune":         b.store.Replay.Prune,
+	}
+	for field, p := range map[string]store.PruneParams{
+		"OlderThan": {OlderThan: -time.Hour},
+		"BatchSize": {OlderThan: time.Hour, BatchSize: -1},
+		"MaxRows":   {OlderThan: time.Hour, MaxRows: -1},
+	} {
+		batches := 0
+		p.OnBatch = func(int) { batches++ }
+		for name, prune := range passes {
+			n, err := prune(b.ctx, p)
+			if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "PruneParams."+field) || n != 0 {
+				t.Errorf("%s with a negative %s = %d, %v; want invalid_argument naming PruneParams.%s", name, field, n, err, field)
+			}
+		}
+		if batches != 0 {
+			t.Errorf("a negative %s ran %d prune statements", field, batches)
+		}
+	}
+	// The rows were there to prune: a pass with sound bounds, its batch
+	// size defaulted, removes them.
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil || n != 3 {
+		t.Fatalf("Prune = %d, %v; want the 3 succeeded deliveries", n, err)
+	}
+}
+
+// testPruneTakesTheOldestFirst: a bounded Outbox.Prune removes the
+// finished deliveries last updated longest ago first, succeeded and
+// suppressed ones alike, whichever batch they fall in.
+func testPruneTakesTheOldestFirst(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var ids []int64
+	for i := range 6 { // succeeded and suppressed by turns, a minute apart
+		e := b.enqueue(t, delivery(fmt.Sprintf("o-%d", i)))
+		ids = append(ids, e.ID)
+		if i%2 == 0 {
+			c := b.claim(t, "w", 1, time.Minute)
+			if len(c) != 1 || b.complete(c[0].Lease, "ack") != nil {
+				t.Fatalf("claim = %+v: want delivery %d, completed", c, e.ID)
+			}
+		} else if err := b.store.Outbox.Cancel(b.ctx, e.ID); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute)
+	}
+	b.clock.Advance(48 * time.Hour)
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: time.Hour, BatchSize: 2, MaxRows: 3}); err != nil || n != 3 {
+		t.Fatalf("Prune = %d, %v; want 3", n, err)
+	}
+	var left []int64
+	if err := b.db.SelectContext(b.ctx, &left, "SELECT id FROM courier_outbox ORDER BY id"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, ids[3:]) {
+		t.Fatalf("Prune of 3 left %v; want the 3 updated last, %v", left, ids[3:])
+	}
+}

@@ -1,0 +1,141 @@
+package storetest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/store"
+)
+
+// TestPruneBatchReadsOnlyItsRows: a batch of Outbox.Prune reads its rows
+// in updated_at order from an index, on both engines, with and without
+// statistics: it never sorts every prunable row to keep a batch of them,
+// which made a whole prune quadratic in the rows it removes. PostgreSQL is
+// told to avoid sequential scans, so its plan shows a sort of the outbox
+// only where no index gives the order.
+func TestPruneBatchReadsOnlyItsRows(t *testing.T) {
+	t.Parallel()
+	args := map[string]any{"before": int64(1 << 62), "limit": 100}
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s, db := migratedStore(t, e.open)
+			text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_prune", args)
+			for _, stage := range []string{"empty", "1000 prunable rows, analyzed"} {
+				if stage != "empty" {
+					fillPrunable(t, s, db, 1000)
+				}
+				var unsorted string
+				if e.name == "sqlite" {
+					plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, vals...))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(plan, "USE TEMP B-TREE FOR ORDER BY") || !strings.Contains(plan, "courier_outbox_status") {
+						unsorted = plan
+					}
+				} else {
+					unsorted = pgSortsTheOutbox(t, db, text, vals)
+				}
+				if unsorted != "" {
+					t.Errorf("%s: outbox_prune sorts prunable rows it reads in no order, to keep a batch:\n%s", stage, unsorted)
+				}
+			}
+		})
+	}
+}
+
+// fillPrunable enqueues n deliveries and finishes them, succeeded and
+// suppressed by turns, then has the engine gather statistics.
+func fillPrunable(t *testing.T, s *store.Store, db *sqlx.DB, n int) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for i := range n {
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("p-%d", i), Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE courier_outbox SET attempts = 1,
+		status = CASE WHEN id % 2 = 0 THEN 'succeeded' ELSE 'suppressed' END,
+		ack_sha256 = CASE WHEN id % 2 = 0 THEN '' END,
+		last_error_code = CASE WHEN id % 2 = 1 THEN 'cancelled' END`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pgPlan is a node of PostgreSQL's EXPLAIN (FORMAT JSON).
+type pgPlan struct {
+	NodeType string   `json:"Node Type"`
+	Relation string   `json:"Relation Name"`
+	Plans    []pgPlan `json:"Plans"`
+}
+
+// pgSortsTheOutbox explains text on PostgreSQL with sequential scans
+// avoided, and returns the plan if a Sort node takes courier_outbox's rows
+// from a scan no Limit bounds, "" if none does.
+func pgSortsTheOutbox(t *testing.T, db *sqlx.DB, text string, vals []any) string {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := tx.GetContext(ctx, &out, "EXPLAIN (FORMAT JSON) "+text, vals...); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct{ Plan pgPlan }
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN (FORMAT JSON) = %s: %v", out, err)
+	}
+	var sorts func(p pgPlan, inSort bool) bool
+	sorts = func(p pgPlan, inSort bool) bool {
+		switch p.NodeType {
+		case "Sort", "Incremental Sort":
+			inSort = true
+		case "Limit":
+			inSort = false
+		}
+		if inSort && p.Relation == "courier_outbox" {
+			return true
+		}
+		for _, c := range p.Plans {
+			if sorts(c, inSort) {
+				return true
+			}
+		}
+		return false
+	}
+	if !sorts(plans[0].Plan, false) {
+		return ""
+	}
+	var b strings.Builder
+	var draw func(p pgPlan, depth int)
+	draw = func(p pgPlan, depth int) {
+		fmt.Fprintf(&b, "%s%s %s\n", strings.Repeat("  ", depth), p.NodeType, p.Relation)
+		for _, c := range p.Plans {
+			draw(c, depth+1)
+		}
+	}
+	draw(plans[0].Plan, 0)
+	return b.String()
+}
