@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -25,6 +26,10 @@ import (
 
 // unprivilegedEnv marks the child process.
 const unprivilegedEnv = "COURIER_TEST_UNPRIVILEGED"
+
+// startMu serializes writing a test binary's copy and starting it (see
+// asUnprivileged).
+var startMu sync.Mutex
 
 // unprivilegedUser is whom the child runs as.
 const unprivilegedUser = "nobody"
@@ -54,12 +59,6 @@ func asUnprivileged(t *testing.T) bool {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "sqlite.test")
-	if err := copyFile(bin, os.Args[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := errors.Join(os.Chmod(dir, 0o755), os.Chmod(bin, 0o755)); err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), unprivilegedEnv+"=1", "TMPDIR="+os.TempDir())
@@ -67,11 +66,27 @@ func asUnprivileged(t *testing.T) bool {
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}},
 		Pdeathsig:  syscall.SIGKILL,
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("as user %s: %v\n%s", unprivilegedUser, err, out)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// The copy is written and started under one lock: a parallel test's
+	// fork in between would inherit the copy's open write descriptor, and
+	// the exec would fail with "text file busy" (ETXTBSY).
+	startMu.Lock()
+	err = copyFile(bin, os.Args[0])
+	if err == nil {
+		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(bin, 0o755))
 	}
-	t.Logf("ran as user %s:\n%s", unprivilegedUser, out)
+	if err == nil {
+		err = cmd.Start()
+	}
+	startMu.Unlock()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil || !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
+		t.Fatalf("as user %s: %v\n%s", unprivilegedUser, err, out.String())
+	}
+	t.Logf("ran as user %s:\n%s", unprivilegedUser, out.String())
 	return true
 }
 
