@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -41,8 +42,10 @@ const (
 // invalid. Check only reports: a claim quarantines an invalid row it
 // reaches.
 //
-// Its findings come before Health's own: blocked with database_corrupt,
-// then schema_altered (schema_outdated, schema_too_new), then
+// Its findings come before Health's own: blocked with database_corrupt
+// (the engine's integrity check found damage, or the database file is no
+// longer the one the Store opened: removed or replaced under it), then
+// schema_altered (schema_outdated, schema_too_new), then
 // integrity_mismatch for invalid rows, then as Health. A damaged database
 // or an altered schema ends the check there, with the counts Health could
 // still read, if any.
@@ -88,6 +91,11 @@ func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
 // integrityCheck runs the engine's own integrity check and reports
 // whether it found damage.
 func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
+	if s.file.info != nil {
+		if now, err := os.Stat(s.file.path); err != nil || !os.SameFile(s.file.info, now) {
+			return true, nil // removed or replaced under the Store: its writes go nowhere lasting
+		}
+	}
 	const name = "schema_integrity_check"
 	if s.q(name).text == "" {
 		return false, nil // the engine's own tooling's

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
@@ -203,6 +204,7 @@ type Store struct {
 	local         func() time.Time // this process's clock
 	clock         *dbClock         // the database's, when it is the store's
 	schema        schemaWatch
+	file          databaseFile // the database's file, where it is one (SQLite): see Check
 	closeMu       sync.Mutex
 	closers       []func() error
 }
@@ -249,6 +251,9 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 	}
 	s.dialect, s.cfg = d, cfg
 	if err := checkSchema(ctx, s.db, d); err != nil {
+		return err
+	}
+	if s.file, err = s.databaseFile(ctx); err != nil {
 		return err
 	}
 	switch {
@@ -591,3 +596,27 @@ func wrapf(err error, format string, args ...any) error {
 
 // isNoRows reports whether err says a query returned no row.
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// databaseFile is the file a Store's database lives in, and its identity
+// when the Store opened it.
+type databaseFile struct {
+	path string
+	info os.FileInfo // nil: not a file (PostgreSQL, SQLite in memory)
+}
+
+// databaseFile records the database's file, on an engine that has one.
+func (s *Store) databaseFile(ctx context.Context) (databaseFile, error) {
+	var f databaseFile
+	if s.q("schema_database_file").text == "" {
+		return f, nil
+	}
+	if err := s.scan(ctx, s.db, "schema_database_file", nil, &f.path); err != nil || f.path == "" {
+		return databaseFile{}, err
+	}
+	info, err := os.Stat(f.path)
+	if err != nil {
+		return databaseFile{}, fmt.Errorf("store: the database file: %w", err)
+	}
+	f.info = info
+	return f, nil
+}

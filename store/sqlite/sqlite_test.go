@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -454,5 +455,43 @@ func TestCheckFindsADamagedFile(t *testing.T) {
 	h, err := s.Outbox.Check(ctx, 0)
 	if err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeDatabaseCorrupt {
 		t.Fatalf("Check of the damaged file = %s/%s, %v; want blocked/database_corrupt", h.Status, h.Code, err)
+	}
+}
+
+// TestCheckFindsTheFileRemovedOrReplaced: a database file removed (or
+// replaced) under an open Store leaves SQLite writing to the unlinked
+// file, in WAL mode without an error, and all of it is lost when the
+// Store closes: Check said ok. It compares the file with the one the
+// Store opened, and reports blocked database_corrupt.
+func TestCheckFindsTheFileRemovedOrReplaced(t *testing.T) {
+	t.Parallel()
+	for _, replace := range []bool{false, true} {
+		t.Run(map[bool]string{false: "removed", true: "replaced"}[replace], func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			path := filepath.Join(t.TempDir(), "courier.db")
+			s, err := sqlite.Open(ctx, path, store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if h, err := s.Outbox.Check(ctx, 0); err != nil || h.Status != store.HealthOK {
+				t.Fatalf("Check of the file the Store opened = %s/%s, %v", h.Status, h.Code, err)
+			}
+			for _, f := range []string{path, path + "-wal", path + "-shm"} {
+				if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Fatal(err)
+				}
+			}
+			if replace {
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h, err := s.Outbox.Check(ctx, 0)
+			if err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeDatabaseCorrupt {
+				t.Fatalf("Check with the file %s = %s/%s, %v; want blocked/database_corrupt", t.Name(), h.Status, h.Code, err)
+			}
+		})
 	}
 }

@@ -49,6 +49,9 @@ JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
     AND c.relname LIKE 'courier\_%' AND a.attnum > 0 AND NOT a.attisdropped;
 
+-- name: schema_database_file
+-- PostgreSQL: nothing to do here (a server, not a file).
+
 -- name: schema_integrity_check
 -- PostgreSQL: nothing to do here. The server checks its own pages
 -- (data checksums, amcheck) with its own tooling.

@@ -44,6 +44,12 @@ ORDER BY m.name, p.cid;
 -- when it changed.
 PRAGMA schema_version;
 
+-- name: schema_database_file
+-- The file of the main database ('' in memory), whose identity Open
+-- records and Outbox.Check compares: a file removed or replaced under an
+-- open Store takes its writes to an unlinked file, lost when it closes.
+SELECT file FROM pragma_database_list WHERE name = 'main';
+
 -- name: schema_integrity_check
 -- Outbox.Check's look at the file itself: b-tree structure, page and
 -- record formats, NOT NULL and CHECK constraints (not the slower index
