@@ -27,9 +27,19 @@ import (
 // engine's MigrateTx (sqlite.MigrateTx, postgres.MigrateTx) from one of
 // its migrations; a *sqlx.Tx passes its *sql.Tx, tx.Tx.
 func Migrate(ctx context.Context, db *sqlx.DB) error {
+	d, err := dialectOf(db.DriverName())
+	if err != nil {
+		return err
+	}
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return wrapf(err, "migrate")
+	}
+	if q := d.query("schema_isolation"); q.text != "" {
+		if _, err := tx.ExecContext(ctx, q.text); err != nil {
+			_ = tx.Rollback()
+			return wrapf(err, "migrate")
+		}
 	}
 	if err := migrateTx(ctx, tx, db.DriverName()); err != nil {
 		_ = tx.Rollback()

@@ -40,7 +40,9 @@ func Migrations() fs.FS { return pgEngine.MustMigrationFiles() }
 //	func(ctx context.Context, tx *sql.Tx) error { return postgres.MigrateTx(ctx, tx) }
 //
 // and a *sqlx.Tx passes its *sql.Tx: postgres.MigrateTx(ctx, tx.Tx). Running it
-// again is a no-op.
+// again is a no-op. tx must be READ COMMITTED (PostgreSQL's default): a
+// second process migrating at once waits for the first, then must see
+// what it committed.
 func MigrateTx(ctx context.Context, tx *sql.Tx) error {
 	return engine.MigrateTx(ctx, tx, DriverName)
 }

@@ -55,7 +55,7 @@ func TestMigrationsForTeamsWithTheirOwnTool(t *testing.T) {
 			UNION ALL SELECT 'index ' || indexname || ' ' || indexdef
 			FROM pg_indexes WHERE schemaname = current_schema() AND tablename LIKE 'courier%'
 			UNION ALL SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid)
-			FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+			FROM pg_constraint WHERE connamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
 			ORDER BY 1`,
 	})
 }

@@ -27,6 +27,14 @@ FROM information_schema.columns
 WHERE table_schema = current_schema() AND table_name LIKE 'courier\_%'
 ORDER BY table_name, ordinal_position;
 
+-- name: schema_isolation
+-- The first statement of Migrate's own transaction: READ COMMITTED,
+-- whatever the role's or database's default, so that a second migrating
+-- process, once schema_lock lets it in, reads the version the first
+-- committed (under REPEATABLE READ its snapshot predates the wait, and it
+-- would apply the first's migrations again).
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
 -- name: schema_lock
 -- Two processes migrating at once: the second waits for the first.
 SELECT pg_advisory_xact_lock(7212345001);
@@ -42,11 +50,16 @@ ANALYZE courier_endpoints, courier_contracts;
 -- tables from the catalog (index lookups on pg_class and pg_attribute),
 -- which claims read at most once per engine.SchemaRecheck and compare
 -- with the last one seen, running the full guard (schema_columns) only
--- when it changed.
+-- when it changed. The schema's version is part of it: a newer courier's
+-- migration that adds no column (an index, a constraint) changes it too.
+-- The schema is looked up by its name as it is, not cast from text,
+-- which would fold a quoted name ("Tenant") to lower case.
 SELECT COALESCE(string_agg(c.relname || '.' || a.attname, ' ' ORDER BY c.relname, a.attnum), '')
+    || ' v' || (SELECT COALESCE(MAX(version), 0) FROM courier_schema)
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid
-WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = current_schema())
+    AND c.relkind IN ('r', 'p')
     AND c.relname LIKE 'courier\_%' AND a.attnum > 0 AND NOT a.attisdropped;
 
 -- name: schema_database_file

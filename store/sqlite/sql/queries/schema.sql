@@ -29,6 +29,9 @@ FROM sqlite_master AS m, pragma_table_info(m.name) AS p
 WHERE m.type = 'table' AND m.name LIKE 'courier\_%' ESCAPE '\'
 ORDER BY m.name, p.cid;
 
+-- name: schema_isolation
+-- SQLite: nothing to do; its transactions are serializable.
+
 -- name: schema_lock
 -- SQLite: nothing to do; a migration's transaction begins IMMEDIATE, which
 -- already makes a second migrating process wait.

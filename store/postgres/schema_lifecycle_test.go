@@ -1,0 +1,174 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+)
+
+func withParam(t *testing.T, dbURL, k, v string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	return u.String()
+}
+
+// TestSchemaWhoseNameNeedsQuotes: courier's tables in a schema whose name
+// needs quoting (upper case, a hyphen). Open failed on "Tenant": the
+// schema fingerprint cast current_schema() from text, which folds it to
+// lower case ("tenant" does not exist, or is another schema).
+func TestSchemaWhoseNameNeedsQuotes(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{"Tenant", "tenant-1"} {
+		t.Run(schema, func(t *testing.T) {
+			ctx := t.Context()
+			dbURL := pgtest.URL(t)
+			admin := sqlx.MustOpen(postgres.DriverName, dbURL)
+			defer admin.Close()
+			if _, err := admin.ExecContext(ctx, `CREATE SCHEMA "`+schema+`"`); err != nil {
+				t.Fatal(err)
+			}
+			db := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", `"`+schema+`",public`))
+			defer db.Close()
+			var cur string
+			if err := db.GetContext(ctx, &cur, "SELECT current_schema()"); err != nil || cur != schema {
+				t.Fatalf("current_schema = %q, %v", cur, err)
+			}
+			if err := store.Migrate(ctx, db); err != nil {
+				t.Fatalf("Migrate: %v", err)
+			}
+			s, err := store.Open(ctx, db, store.Config{})
+			if err != nil {
+				t.Fatalf("Open in schema %q: %v", schema, err)
+			}
+			s.Close()
+		})
+	}
+}
+
+// TestClaimsStopAfterANewerMigrationWithoutColumns: a newer courier's
+// migration that adds no column (an index, a constraint) and records
+// version 9. Open refused it (schema_too_new), but a running Store's
+// claims went on: the fingerprint they watch was the column list alone. It
+// holds the version too, so they stop, as on SQLite.
+func TestClaimsStopAfterANewerMigrationWithoutColumns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openPostgres(t)
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var now atomic.Int64
+	now.Store(time.Now().UnixMicro())
+	s, err := store.Open(ctx, db, store.Config{Now: func() time.Time { return time.UnixMicro(now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	claim := func() ([]protocol.Claimed, error) {
+		return protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	}
+	if _, err := claim(); err != nil {
+		t.Fatal(err)
+	}
+	// The newer courier's migration 9.
+	if _, err := db.ExecContext(ctx, `CREATE INDEX courier_outbox_v9 ON courier_outbox (endpoint, status);
+		INSERT INTO courier_schema (version, applied_at) VALUES (9, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaTooNew) {
+		t.Fatalf("Open = %v, want schema_too_new", err)
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n1", Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	now.Add((time.Minute).Microseconds()) // well past SchemaRecheck
+	c, err := claim()
+	if !errors.Is(err, courier.CodeSchemaTooNew) && !errors.Is(err, courier.CodeSchemaAltered) {
+		t.Fatalf("claim after a newer courier migrated = %d leased, err %v; want it refused (schema_too_new), as SQLite does", len(c), err)
+	}
+}
+
+// TestConcurrentMigrateWhateverTheDefaultIsolation: two processes
+// migrating one database at once. Under a default isolation of REPEATABLE
+// READ or SERIALIZABLE (set per role or database), the second, after
+// waiting for the first, read the version from a snapshot taken before
+// the wait and applied migration 1 again: Migrate's own transaction is
+// READ COMMITTED.
+func TestConcurrentMigrateWhateverTheDefaultIsolation(t *testing.T) {
+	t.Parallel()
+	for _, iso := range []string{"read committed", "repeatable read", "serializable"} {
+		t.Run(iso, func(t *testing.T) {
+			ctx := t.Context()
+			dbURL := withParam(t, pgtest.URL(t), "default_transaction_isolation", iso)
+			a := sqlx.MustOpen(postgres.DriverName, dbURL)
+			b := sqlx.MustOpen(postgres.DriverName, dbURL)
+			defer a.Close()
+			defer b.Close()
+			// A holds the migration lock (its transaction migrated, not committed).
+			txA, err := a.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := postgres.MigrateTx(ctx, txA); err != nil {
+				t.Fatal(err)
+			}
+			var errB error
+			var wg sync.WaitGroup
+			wg.Add(1)
+			started := make(chan struct{})
+			go func() {
+				defer wg.Done()
+				close(started)
+				errB = store.Migrate(context.Background(), b)
+			}()
+			<-started
+			// Wait until B waits on the advisory lock.
+			for {
+				var n int
+				if err := a.GetContext(ctx, &n, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); err != nil {
+					t.Fatal(err)
+				}
+				if n > 0 {
+					break
+				}
+				time.Sleep(time.Millisecond) // polling, not synchronisation by sleep
+			}
+			if err := txA.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if errB != nil {
+				t.Fatalf("the second Migrate, after waiting for the first: %v", errB)
+			}
+			var n int
+			if err := a.GetContext(ctx, &n, "SELECT count(*) FROM courier_schema"); err != nil || n == 0 {
+				t.Fatalf("versions recorded: %d, %v", n, err)
+			}
+		})
+	}
+}
