@@ -30,4 +30,11 @@
 //	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport(),
 //		Backoff: func(int, time.Duration) time.Duration { return 0 }})
 //	couriertest.Drain(ctx, w) // then assert on the receiver's side: applied once, after one 503
+//
+// Faults count toward the endpoint's circuit breaker like any failure: a
+// script that fails the first attempt of five or more notifications to one
+// server opens it (store.BreakerConfig's default Threshold is 5), the
+// endpoint pauses for its Cooldown, and Drain returns with the deliveries
+// waiting. Give such tests a Store whose Breaker.Threshold is higher than
+// the faults they inject.
 package couriertest

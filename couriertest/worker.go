@@ -10,8 +10,9 @@ import (
 // claims nothing, and returns how many deliveries were claimed in all.
 // Retries wait out their backoff: a delivery whose retry is not due yet is
 // not claimed (give the store a settable clock, or the worker a short
-// backoff, to have Drain see retries through). Drain stops early when ctx
-// is done or a claim fails.
+// backoff, to have Drain see retries through), nor is one to an endpoint
+// whose circuit breaker the test's faults opened (see the package
+// documentation). Drain stops early when ctx is done or a claim fails.
 func Drain(ctx context.Context, w *client.Worker) (int, error) {
 	total := 0
 	for {

@@ -56,7 +56,7 @@ func isPostgres(db string) bool {
 // password.
 func openDB(db string) (*sqlx.DB, error) {
 	if db == "" {
-		return nil, errors.New("-db is required")
+		return nil, usageFailure("-db is required")
 	}
 	if dsn, ok := postgresDSN(db); ok {
 		return sqlx.Open(postgres.DriverName, dsn)

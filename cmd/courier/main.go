@@ -105,6 +105,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.Is(err, errUsage):
+		var u usageFailure
+		if errors.As(err, &u) {
+			fmt.Fprintf(stderr, "courier %s: %s\n", args[0], u)
+		}
 		return exitUsage
 	case errors.Is(err, errBlocked):
 		return exitBlocked
@@ -156,6 +160,13 @@ func actionsHelp(stderr io.Writer, usage string, actions []string, flagSet func(
 }
 
 // usageError reports a usage mistake on stderr and returns errUsage.
+// usageFailure is a usage error found past the flags' parsing, whose
+// message main prints: the exit is exitUsage.
+type usageFailure string
+
+func (u usageFailure) Error() string        { return string(u) }
+func (u usageFailure) Is(target error) bool { return target == errUsage }
+
 func usageError(stderr io.Writer, format string, a ...any) error {
 	fmt.Fprintf(stderr, format+"\n", a...)
 	return errUsage

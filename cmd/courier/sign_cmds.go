@@ -195,7 +195,9 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	req, err := http.ReadRequest(bufio.NewReader(in))
 	if err != nil {
-		return fmt.Errorf("the capture is not an HTTP request: %w", err)
+		// Not wrapped: its text quotes the line it choked on, which may be
+		// a secret (a secret file given as -request, an Authorization line).
+		return errors.New("the capture is not an HTTP request")
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, 16<<20))
 	if err != nil {

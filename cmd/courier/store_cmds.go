@@ -168,6 +168,9 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if f.status != nil && *f.status != "" && !slices.Contains(courier.Statuses(), courier.Status(*f.status)) {
 		return usageError(stderr, "courier deliveries list: -status %q is not a status: %s", *f.status, statusNames())
 	}
+	if f.limit != nil && (*f.limit < 1 || *f.limit > 1000) {
+		return usageError(stderr, "courier deliveries list: -limit must be within 1..1000")
+	}
 	s, done, err := openStore(ctx, *f.db)
 	if err != nil {
 		return err
