@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/courier-go/courier/internal/strictjson"
@@ -45,26 +46,36 @@ type Reporting struct {
 	// check it: if the application's AdCP setup uses one, the application
 	// compares it with its own, in constant time (crypto/subtle).
 	Token string `json:"token,omitempty" validate:"omitempty,min=16,max=4096"`
-	// Result is the task's payload. A result with a notification_type
-	// member is a delivery report (media-buy/media-buy-delivery-webhook-result.json),
-	// whose fields Check validates.
+	// Result is the task's payload. A delivery report's
+	// (media-buy/media-buy-delivery-webhook-result.json; see
+	// IsDeliveryReport) fields Check validates; another's are the
+	// application's to read.
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // DedupeKey returns the idempotency_key, a receiver's dedupe key.
 func (r Reporting) DedupeKey() string { return r.IdempotencyKey }
 
+// deliveryReportTypes are the notification_type values of a delivery
+// report (its deliveryReport field's oneof).
+var deliveryReportTypes = []string{"scheduled", "final", "delayed", "adjusted", "window_update"}
+
 // IsDeliveryReport reports whether r.Result is a delivery report: an
-// object with a notification_type member, its name spelled in any case
-// (encoding/json would decode "NOTIFICATION_TYPE" into the field, so such
-// a result is checked, and Check refuses the spelling).
+// object whose notification_type is one of a delivery report's
+// (scheduled, final, delayed, adjusted, window_update), the member's name
+// spelled in any case (encoding/json
+// would decode "NOTIFICATION_TYPE" into the field, so such a result is
+// checked, and Check refuses the spelling). AdCP's other notification
+// families (impairment, creative, account, …) are not: their results are
+// the application's to read.
 func (r Reporting) IsDeliveryReport() bool {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(r.Result, &members) != nil {
 		return false
 	}
-	for name := range members {
-		if strings.EqualFold(name, "notification_type") {
+	for name, v := range members {
+		var t string
+		if strings.EqualFold(name, "notification_type") && json.Unmarshal(v, &t) == nil && slices.Contains(deliveryReportTypes, t) {
 			return true
 		}
 	}

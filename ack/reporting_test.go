@@ -175,8 +175,11 @@ func TestReportingValidation(t *testing.T) {
 		{"notification_id not a token", func(m map[string]any) { m["notification_id"] = "a b" }, []ack.FieldError{{Field: "notification_id", Rule: "courier_token"}}},
 		{"short token", func(m map[string]any) { m["token"] = "short" }, []ack.FieldError{{Field: "token", Rule: "min"}}},
 
-		{"notification type", func(m map[string]any) { result(m)["notification_type"] = "weekly" }, []ack.FieldError{{Field: "result.notification_type", Rule: "oneof"}}},
-		{"null notification type", func(m map[string]any) { result(m)["notification_type"] = nil }, []ack.FieldError{{Field: "result.notification_type", Rule: "required"}}},
+		// A notification_type outside a delivery report's is another of
+		// AdCP's notification families (impairment, creative, account, …):
+		// its result is the application's to read, never refused for good.
+		{"another family's notification type", func(m map[string]any) { result(m)["notification_type"] = "impairment" }, nil},
+		{"null notification type", func(m map[string]any) { result(m)["notification_type"] = nil }, nil},
 		{"sequence number 0", func(m map[string]any) { result(m)["sequence_number"] = 0 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
 		{"sequence number a string", func(m map[string]any) { result(m)["sequence_number"] = "31" }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
 		{"sequence number a fraction", func(m map[string]any) { result(m)["sequence_number"] = 1.5 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},

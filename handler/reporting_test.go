@@ -457,7 +457,7 @@ func TestReportingRefusals(t *testing.T) {
 		{name: "not an object", body: []byte(`[]`), status: 400, code: courier.CodeValidation},
 		{name: "media buy status", body: with("status", "active"), status: 400, code: courier.CodeValidation, field: "status"},
 		{name: "short idempotency_key", body: with("idempotency_key", "whk_1"), status: 400, code: courier.CodeValidation, field: "idempotency_key"},
-		{name: "bad delivery report", body: with("result", map[string]any{"notification_type": "weekly"}), status: 400, code: courier.CodeValidation, field: "result.notification_type"},
+		{name: "bad delivery report", body: with("result", map[string]any{"notification_type": "final"}), status: 400, code: courier.CodeValidation, field: "result.reporting_period"},
 		{name: "case variant in the envelope", body: bytes.Replace(report, []byte(`"idempotency_key"`), []byte(`"IDEMPOTENCY_KEY": "whk_0123456789abcdef", "idempotency_key"`), 1),
 			status: 400, code: courier.CodeValidation, field: "IDEMPOTENCY_KEY"},
 		{name: "case variant in result", body: bytes.Replace(report, []byte(`"currency"`), []byte(`"Currency": "usd", "currency"`), 1),
@@ -948,4 +948,18 @@ func ExampleNewReporting() {
 	// 200
 	// 200
 	// prune records older than 72h0m0s
+}
+
+// TestReportingOtherNotificationFamilies: AdCP's notifications of other
+// families than delivery reports (impairment, creative, account, …) carry
+// a result.notification_type outside a delivery report's: the receiver
+// passes them to the application. It refused them 400, for good.
+func TestReportingOtherNotificationFamilies(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	body := []byte(`{"idempotency_key":"whk_01HW9D2T3VXQ5M7K9N1P3R5S7U","notification_id":"imp_123","operation_id":"op_1","task_id":"task_1","task_type":"media_buy_impairment","status":"completed","timestamp":"2026-05-26T09:00:44Z","result":{"notification_type":"impairment","impairment_id":"imp_123"}}`)
+	b.postOK(t, body)
+	if b.calls.Load() != 1 {
+		t.Fatalf("%d calls of the application's function, want 1", b.calls.Load())
+	}
 }
