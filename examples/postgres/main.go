@@ -10,7 +10,10 @@
 // The URL may come from $COURIER_PG_URL instead of -url. Use a scratch
 // database: the program adds courier's tables and two of its own there.
 // Each run tags its notifications with a run id of its own, so it can run
-// again on the same database. It exits 0 when every notification was
+// again on the same database, one run at a time: a run's worker claims
+// every due delivery of the database, and its guard admits only its own
+// receiver, so two runs at once fail each other's deliveries with
+// destination_forbidden. It exits 0 when every notification was
 // delivered and applied exactly once, 1 when not, 2 on an error.
 package main
 
@@ -30,6 +33,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -58,7 +62,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ok, err := run(ctx, o, os.Stdout)
 	if err != nil {
@@ -100,7 +104,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	if o.n < 1 || o.batch < 1 {
 		return false, errors.New("-n and -batch must be at least 1")
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, errors.New("the time ran out (-timeout)"))
 	defer cancel()
 
 	db, err := sqlx.Open(postgres.DriverName, o.url) // package store registers the pgx driver
@@ -205,7 +209,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	select {
 	case <-tr.done:
 	case <-ctx.Done():
-		return false, fmt.Errorf("%d of %d deliveries settled when the time ran out", tr.settled(), o.n)
+		return false, fmt.Errorf("%d of %d deliveries settled: %w", tr.settled(), o.n, context.Cause(ctx)) // the time ran out, or a signal came
 	}
 	delivered := time.Since(started)
 

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -51,7 +52,7 @@ func main() {
 	flag.DurationVar(&o.limit, "timeout", 2*time.Minute, "give up after this long")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s, err := run(ctx, o)
 	if err != nil {
@@ -87,7 +88,7 @@ func run(ctx context.Context, o options) (summary, error) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return summary{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.limit)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.limit, errors.New("the time ran out (-timeout)"))
 	defer cancel()
 
 	// Both stores on one clock: the receiver's recorded_at and the
@@ -224,7 +225,7 @@ func waitSettled(ctx context.Context, s *store.Store) error {
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("deliveries still unsettled when the time ran out")
+			return fmt.Errorf("deliveries still unsettled: %w", context.Cause(ctx)) // the time ran out, or a signal came
 		case <-tick.C:
 		}
 	}
