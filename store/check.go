@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -91,10 +90,8 @@ func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
 // integrityCheck runs the engine's own integrity check and reports
 // whether it found damage.
 func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
-	if s.file.info != nil {
-		if now, err := os.Stat(s.file.path); err != nil || !os.SameFile(s.file.info, now) {
-			return true, nil // removed or replaced under the Store: its writes go nowhere lasting
-		}
+	if s.file.info != nil && !s.file.same() {
+		return true, nil // removed or replaced under the Store: its writes go nowhere lasting
 	}
 	const name = "schema_integrity_check"
 	if s.q(name).text == "" {

@@ -604,6 +604,13 @@ type databaseFile struct {
 	info os.FileInfo // nil: not a file (PostgreSQL, SQLite in memory)
 }
 
+// same reports whether the file at f's path is still the one the Store
+// opened: not removed, not replaced.
+func (f databaseFile) same() bool {
+	now, err := os.Stat(f.path)
+	return err == nil && os.SameFile(f.info, now)
+}
+
 // databaseFile records the database's file, on an engine that has one.
 func (s *Store) databaseFile(ctx context.Context) (databaseFile, error) {
 	var f databaseFile
