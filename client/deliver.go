@@ -3,13 +3,13 @@ package client
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/retry"
 	"github.com/courier-go/courier/store"
 )
 
@@ -18,10 +18,6 @@ const (
 	// minPersistWindow is the least time a settle or release is given
 	// when its lease has (nearly) run out: the store fences it anyway.
 	minPersistWindow = time.Second
-	// persistPause is the first pause before a failed write is tried
-	// again; it doubles up to persistPauseCap.
-	persistPause    = 10 * time.Millisecond
-	persistPauseCap = 500 * time.Millisecond
 	// logRetriesFrom is the first attempt whose retry is logged at Info:
 	// one or two retries are routine, more say the receiver is in trouble.
 	logRetriesFrom = 3
@@ -134,24 +130,9 @@ func (w *Worker) leaseLeft(l protocol.Lease, claimedAt time.Time) time.Duration 
 // good (invalid input), or within has passed. ctx's values are kept, its
 // cancellation is not: what is decided is recorded even during shutdown.
 func (w *Worker) persist(ctx context.Context, within time.Duration, write func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(within, minPersistWindow))
-	defer cancel()
-	pause := persistPause
-	for {
-		err := write(ctx)
-		if err == nil || courier.CodeOf(err) == courier.CodeInvalidArgument || ctx.Err() != nil {
-			return err
-		}
+	return retry.Write(ctx, max(within, minPersistWindow), write, func(ctx context.Context, err error) {
 		w.cfg.Logger.DebugContext(ctx, "worker: store write failed, trying again", slog.Any(logkey.Error, err))
-		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
-		pause = min(2*pause, persistPauseCap)
-	}
+	})
 }
 
 // report logs a settled attempt and hands its Event to the hook.

@@ -700,6 +700,22 @@ func TestReportingFailureIsRetried(t *testing.T) {
 	}
 }
 
+// failsFirstTime is a reporting function that records the delivery and
+// fails the first time it runs, as when the database goes away after the
+// claim committed.
+func failsFirstTime() handler.Func[ack.Reporting] {
+	var failed atomic.Bool
+	return func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		if err := recordDelivery(ctx, tx, n); err != nil {
+			return err
+		}
+		if failed.CompareAndSwap(false, true) {
+			return errors.New("the database went away")
+		}
+		return nil
+	}
+}
+
 // TestReportingReleaseIsRetried: the database goes away for a moment after
 // the claim committed (a restart, a dropped connection), so processing
 // fails, and so do the first tries to give the claim back (a trigger
@@ -708,16 +724,7 @@ func TestReportingFailureIsRetried(t *testing.T) {
 // in_progress until the claim goes stale.
 func TestReportingReleaseIsRetried(t *testing.T) {
 	t.Parallel()
-	var failed atomic.Bool
-	b := setupReporting(t, reportingOptions{postgres: true, fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
-		if err := recordDelivery(ctx, tx, n); err != nil {
-			return err
-		}
-		if failed.CompareAndSwap(false, true) {
-			return errors.New("the database went away")
-		}
-		return nil
-	}})
+	b := setupReporting(t, reportingOptions{postgres: true, fn: failsFirstTime()})
 	// A sequence, unlike a table, is not rolled back with the delete the
 	// trigger fails.
 	if _, err := b.store.DB().Exec(`
@@ -756,16 +763,7 @@ func TestReportingReleaseIsRetried(t *testing.T) {
 // gives it back when the key comes again, and processes the retry.
 func TestReportingReleaseRemembered(t *testing.T) {
 	t.Parallel()
-	var failed atomic.Bool
-	b := setupReporting(t, reportingOptions{postgres: true, fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
-		if err := recordDelivery(ctx, tx, n); err != nil {
-			return err
-		}
-		if failed.CompareAndSwap(false, true) {
-			return errors.New("the database went away")
-		}
-		return nil
-	}})
+	b := setupReporting(t, reportingOptions{postgres: true, fn: failsFirstTime()})
 	if _, err := b.store.DB().Exec(`
 		CREATE TABLE release_blocked (x int);
 		INSERT INTO release_blocked VALUES (1);

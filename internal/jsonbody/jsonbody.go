@@ -76,8 +76,9 @@ func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 // DecodeChecked is Decode for a body already checked strictly. It refuses
 // member names that match one of v's fields only case-insensitively, at
 // any depth (encoding/json would take them for that field; see
-// strictjson.CaseVariants), unknown members unless allowUnknown, wrong types, and
-// anything ack.Validate refuses: 400 validation_failed naming the fields.
+// strictjson.CheckNames), unknown members unless allowUnknown, wrong types,
+// and anything ack.Validate refuses: 400 validation_failed naming the
+// fields.
 func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if err := decode(body, v, allowUnknown); err != nil {
 		Invalid(w, DecodeError(err))
@@ -104,12 +105,12 @@ func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
 
 // decode decodes a body Check has accepted into v, refusing first the
 // members whose names match one of v's fields, at any depth, only
-// case-insensitively (strictjson.CaseVariants): encoding/json would take
-// them for that field, so a body could carry a value under a name no one
-// checks. Unless allowUnknown, it then refuses the members that match no
-// field (strictjson.CheckNames), named by their path as validation
-// names fields (items[0].x), where encoding/json would name the first of
-// them by its name alone.
+// case-insensitively: encoding/json would take them for that field, so a
+// body could carry a value under a name no one checks. Unless
+// allowUnknown, it then refuses the members that match no field, named by
+// their path as validation names fields (items[0].x), where encoding/json
+// would name the first of them by its name alone. strictjson.CheckNames
+// finds both in one walk.
 func decode(body []byte, v any, allowUnknown bool) error {
 	variants, unknown := strictjson.CheckNames(body, v)
 	if len(variants) > 0 {

@@ -12,37 +12,31 @@ import (
 	"unicode"
 )
 
-// CaseVariants returns the members of the JSON document doc whose names
-// match a field of v's type only case-insensitively: encoding/json would
-// take "ID" or "Currency" for the field named "id" or "currency" (or for
-// an untagged field ID), so a payload could carry a value under a
-// spelling that no check of the exact name sees. v is a value of the type
-// doc is to be decoded into, or a pointer to one (a nil pointer will do).
+// CheckNames walks the JSON document doc against v's type once and
+// returns the names that type does not take as they are, each named by
+// its path ("order.ID", "items[0].Name"), in sorted order: the paths
+// ack.Validate names fields by. v is a value of the type doc is to be
+// decoded into, or a pointer to one (a nil pointer will do).
+//
+// variants are the members whose names match a field only
+// case-insensitively: encoding/json would take "ID" or "Currency" for the
+// field named "id" or "currency" (or for an untagged field ID), so a
+// payload could carry a value under a spelling that no check of the exact
+// name sees. unknown are the members that match no field, not even
+// case-insensitively, which encoding/json's DisallowUnknownFields refuses
+// but names without their path ("sku" for items[0].sku); a caller that
+// takes unknown members ignores them. Unknown members are not looked for
+// inside a value whose type decodes itself (a json.Unmarshaler or
+// encoding.TextUnmarshaler): encoding/json hands that its bytes whole,
+// and what it takes is its own affair.
 //
 // Fields are named as encoding/json names them: by the json tag, by the Go
 // field name where the tag gives none, none for a field tagged "-", and
 // the fields of embedded structs promoted as encoding/json promotes them.
-// The check follows doc into every member, element and map value that
+// The walk follows doc into every member, element and map value that
 // decodes into a struct, however nested in pointers, slices, arrays and
-// maps. Members that match no field at all are not its concern (see
-// CheckNames).
-//
-// Each member is named by its path ("order.ID", "items[0].Name"), in
-// sorted order: the paths ack.Validate names fields by. A doc of another
-// shape than v's type has none here: decoding reports it.
-func CaseVariants(doc []byte, v any) []string {
-	variants, _ := CheckNames(doc, v)
-	return variants
-}
-
-// CheckNames walks doc against v's type once and returns its case
-// variants (see CaseVariants) and its unknown members: those that match
-// no field, not even case-insensitively, which encoding/json's
-// DisallowUnknownFields refuses but names without their path ("sku" for
-// items[0].sku). Unknown members are not looked for inside a value whose
-// type decodes itself (a json.Unmarshaler or encoding.TextUnmarshaler):
-// encoding/json hands that its bytes whole, and what it takes is its own
-// affair. Both are named by path, in sorted order.
+// maps. A doc of another shape than v's type has none here: decoding
+// reports it.
 func CheckNames(doc []byte, v any) (variants, unknown []string) {
 	t := reflect.TypeOf(v)
 	if t == nil {
