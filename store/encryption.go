@@ -13,6 +13,8 @@ import (
 	"errors"
 	"hash"
 
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
 )
 
@@ -25,6 +27,7 @@ type PayloadKey struct {
 	aead   func() cipher.AEAD
 	digest func(payload []byte, notificationID, endpoint string) [sha256.Size]byte
 	ack    func(deliveryID int64, ackSHA256 string) [sha256.Size]byte
+	record func(sender, dedupeKey, payloadSHA256 string) [sha256.Size]byte
 }
 
 // NewPayloadKey returns the key named id (a token, stored with every row it
@@ -52,6 +55,10 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 	if err != nil {
 		return PayloadKey{}, configError("payload key rejected by HKDF")
 	}
+	recordKey, err := hkdf.Key(sha256.New, secret, nil, recordDigestInfo+id, sha256.Size)
+	if err != nil {
+		return PayloadKey{}, configError("payload key rejected by HKDF")
+	}
 	return PayloadKey{
 		id:   id,
 		aead: func() cipher.AEAD { return aead },
@@ -64,6 +71,13 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 			binary.BigEndian.PutUint64(id[:], uint64(deliveryID))
 			mac.Write(id[:])
 			mac.Write([]byte(ackSHA256))
+			var sum [sha256.Size]byte
+			mac.Sum(sum[:0])
+			return sum
+		},
+		record: func(sender, dedupeKey, payloadSHA256 string) [sha256.Size]byte {
+			mac := hmac.New(sha256.New, recordKey)
+			writePrefixed(mac, sender, dedupeKey, payloadSHA256)
 			var sum [sha256.Size]byte
 			mac.Sum(sum[:0])
 			return sum
@@ -85,6 +99,13 @@ const digestInfo = "courier.outbox.payload-digest.v1\x00"
 // not show, by equal Ack digests, which carry the same payload. (v1 keyed
 // the Ack's digest alone.)
 const ackDigestInfo = "courier.outbox.ack-digest.v2\x00"
+
+// recordDigestInfo is the HKDF info of a key's inbox digest key. An inbox
+// record keeps the digest of what was received under its key, to tell a
+// redelivery from a collision; under encryption it is keyed, over the
+// record's identity too, so that neither a guessed body nor two records
+// with one body show.
+const recordDigestInfo = "courier.inbox.payload-digest.v1\x00"
 
 // keyedDigest is the digest stored for a sealed payload: HMAC-SHA256 under
 // the key's digest key over the delivery's identity and the payload.
@@ -119,6 +140,17 @@ func (k PayloadKey) ID() string { return k.id }
 // sending (a mismatch is quarantined with code integrity_mismatch), and so
 // does an enqueue that finds its delivery already stored, so the same
 // payload again stays a no-op across a rotation.
+//
+// The receivers' inbox records (and the publish API's idempotency records)
+// are kept the same way: the digest of what was received is keyed, over
+// the record's sender and dedupe key, and the stored answer is sealed,
+// since courier's Ack holds the body's plain digest. A redelivery is
+// compared and answered under the key its record was kept with, so keep a
+// retired key in Keys for as long as the inbox keeps records (its Prune
+// window): a redelivery whose record's key is gone is refused with code
+// payload_unreadable (a receiver answers 503) rather than processed again
+// or taken for a collision. Records kept before Encryption was set stay
+// as they were and are read so.
 type Encryption struct {
 	Current string
 	Keys    []PayloadKey
@@ -168,12 +200,19 @@ func (e *Encryption) seal(payload []byte, notificationID, endpoint string) ([]by
 		return payload, "", nil
 	}
 	k, _ := e.key(e.Current)
+	sealed, err := k.seal(payload, payloadAAD(notificationID, endpoint))
+	return sealed, k.id, err
+}
+
+// seal returns plain sealed with k for aad: a fresh random nonce followed
+// by the ciphertext.
+func (k PayloadKey) seal(plain, aad []byte) ([]byte, error) {
 	aead := k.aead()
-	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(payload)+aead.Overhead())
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return aead.Seal(nonce, nonce, payload, payloadAAD(notificationID, endpoint)), k.id, nil
+	return aead.Seal(nonce, nonce, plain, aad), nil
 }
 
 // errUnreadable is a stored payload that cannot be opened.
@@ -184,19 +223,21 @@ func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint string)
 	if keyID == "" {
 		return stored, nil
 	}
-	if e == nil {
-		return nil, errUnreadable
-	}
 	k, ok := e.key(keyID)
 	if !ok {
 		return nil, errUnreadable
 	}
+	return k.open(stored, payloadAAD(notificationID, endpoint))
+}
+
+// open returns what k sealed for aad, or errUnreadable.
+func (k PayloadKey) open(stored, aad []byte) ([]byte, error) {
 	aead := k.aead()
 	n := aead.NonceSize()
 	if len(stored) < n {
 		return nil, errUnreadable
 	}
-	plain, err := aead.Open(nil, stored[:n], stored[n:], payloadAAD(notificationID, endpoint))
+	plain, err := aead.Open(nil, stored[:n], stored[n:], aad)
 	if err != nil {
 		return nil, errUnreadable
 	}
@@ -254,6 +295,78 @@ func (e *Encryption) matches(payload []byte, hexDigest, keyID, notificationID, e
 	}
 	stored, err := hex.DecodeString(hexDigest)
 	return err == nil && subtle.ConstantTimeCompare(sum[:], stored) == 1, nil
+}
+
+// record is what an inbox record of k stores, keyed under the key named
+// keyID ("": as received): the digest of what was received under k's
+// dedupe key, and the record's answer (nil while it is processing).
+type record struct {
+	digest string
+	keyID  string
+	answer []byte
+}
+
+// recordAAD binds a sealed answer to its inbox record.
+func recordAAD(sender, dedupeKey string) []byte {
+	return []byte("courier.inbox.answer.v1\x00" + sender + "\x00" + dedupeKey)
+}
+
+// sealRecord returns what a record of k with answer (nil for none yet)
+// stores: as received without encryption; with it, the digest keyed and
+// the answer sealed under the Current key, both bound to the record's
+// identity. The answer is sealed too because it may hold the body's plain
+// digest (courier's Ack does).
+func (e *Encryption) sealRecord(k protocol.InboxKey, answer []byte) (record, error) {
+	if e == nil {
+		return record{digest: k.PayloadSHA256, answer: answer}, nil
+	}
+	key, _ := e.key(e.Current)
+	r := record{keyID: key.id}
+	sum := key.record(k.Sender, k.Key, k.PayloadSHA256)
+	r.digest = hex.EncodeToString(sum[:])
+	if answer != nil {
+		sealed, err := key.seal(answer, recordAAD(k.Sender, k.Key))
+		if err != nil {
+			return record{}, err
+		}
+		r.answer = sealed
+	}
+	return r, nil
+}
+
+// errRecordKeyGone is an inbox record kept under a key Encryption no
+// longer holds: a redelivery can be neither compared with it nor answered
+// from it until the key is configured again.
+var errRecordKeyGone = &courier.Error{Code: courier.CodePayloadUnreadable,
+	Msg: "store: the inbox record is sealed under a payload key Encryption.Keys no longer holds; keep retired keys for as long as inbox records are"}
+
+// openRecord reports, in constant time, whether k is what record r was
+// stored for, and if so returns r's answer as it was given.
+func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answer []byte, err error) {
+	want := k.PayloadSHA256
+	key, ok := e.key(r.keyID)
+	switch {
+	case r.keyID == "":
+	case !ok:
+		return false, nil, errRecordKeyGone
+	default:
+		sum := key.record(k.Sender, k.Key, k.PayloadSHA256)
+		want = hex.EncodeToString(sum[:])
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(r.digest)) != 1 {
+		return false, nil, nil
+	}
+	if r.keyID == "" || r.answer == nil {
+		return true, r.answer, nil
+	}
+	answer, err = key.open(r.answer, recordAAD(k.Sender, k.Key))
+	if err != nil {
+		return true, nil, &courier.Error{Code: courier.CodePayloadUnreadable, Msg: "store: the inbox record's answer cannot be opened", Err: err}
+	}
+	if answer == nil {
+		answer = []byte{} // an empty answer, as stored
+	}
+	return true, answer, nil
 }
 
 // writePrefixed writes each part to h after its length (8 bytes, big

@@ -41,36 +41,61 @@ func (in *Inbox) recordCompleted(ctx context.Context, tx DBTX, k protocol.InboxK
 // recordAt is record at the time now, which a fresh record is stamped with;
 // with a non-nil answer the record is stored completed.
 func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, error) {
+	r, _, err := in.recordOrRead(ctx, tx, k, now, answer)
+	return r, err
+}
+
+// recordOrRead is recordAt that also returns, for a key already recorded
+// and still processing, the digest its record stores (for a take-over).
+func (in *Inbox) recordOrRead(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, string, error) {
 	if err := checkKey(k); err != nil {
-		return protocol.Receipt{}, err
+		return protocol.Receipt{}, "", err
 	}
 	status := "processing"
 	if answer != nil {
 		status = "completed"
 	}
-	args := map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256, "now": now,
-		"status": status, "ack": answer}
+	args, err := in.recordArgs(k, answer)
+	if err != nil {
+		return protocol.Receipt{}, "", err
+	}
+	args["status"], args["now"] = status, now
 	res, err := in.s.exec(ctx, tx, "inbox_insert", args)
 	if err != nil {
-		return protocol.Receipt{}, err
+		return protocol.Receipt{}, "", err
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 1 {
-		return protocol.Receipt{Fresh: true}, nil
+		return protocol.Receipt{Fresh: true}, "", nil
 	}
-	r, err := getRow[inboxRow](ctx, in.s, tx, "inbox_get", args)
+	row, err := getRow[inboxRow](ctx, in.s, tx, "inbox_get", args)
 	if err != nil {
 		if courier.CodeOf(err) == courier.CodeNotFound { // released between the insert and the read
-			return in.recordAt(ctx, tx, k, now, answer)
+			return in.recordOrRead(ctx, tx, k, now, answer)
 		}
-		return protocol.Receipt{}, err
+		return protocol.Receipt{}, "", err
 	}
+	same, stored, err := in.s.cfg.Encryption.openRecord(k, record{digest: row.PayloadSHA256, keyID: row.PayloadKeyID, answer: row.Ack})
 	switch {
-	case r.PayloadSHA256 != k.PayloadSHA256:
-		return protocol.Receipt{}, errIdempotencyCollision
-	case r.Status != "completed":
-		return protocol.Receipt{InProgress: true}, nil
+	case err != nil:
+		return protocol.Receipt{}, "", err
+	case !same:
+		return protocol.Receipt{}, "", errIdempotencyCollision
+	case row.Status != "completed":
+		return protocol.Receipt{InProgress: true}, row.PayloadSHA256, nil
 	}
-	return protocol.Receipt{Ack: r.Ack}, nil
+	return protocol.Receipt{Ack: stored}, "", nil
+}
+
+// recordArgs returns the parameters that identify k's record and say what
+// it stores (Encryption.sealRecord): sender, dedupe_key, payload_sha256,
+// payload_key_id and ack, the answer (nil for none yet).
+func (in *Inbox) recordArgs(k protocol.InboxKey, answer []byte) (map[string]any, error) {
+	r, err := in.s.cfg.Encryption.sealRecord(k, answer)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": r.digest,
+		"payload_key_id": r.keyID, "ack": r.answer}, nil
 }
 
 // checkKey refuses a key no record could have: a sender that is not 1-256
@@ -88,7 +113,12 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 	if len(answer) == 0 {
 		answer = []byte{} // profiles without an Ack store an empty one
 	}
-	res, err := in.s.exec(ctx, tx, "inbox_complete", map[string]any{"sender": k.Sender, "dedupe_key": k.Key, "ack": answer, "now": in.s.now()})
+	args, err := in.recordArgs(k, answer)
+	if err != nil {
+		return err
+	}
+	args["now"] = in.s.now()
+	res, err := in.s.exec(ctx, tx, "inbox_complete", args)
 	if err != nil {
 		return err
 	}
@@ -125,8 +155,9 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 	}
 	err := in.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
+		var stored string // the digest a record still processing stores
 		now := in.s.now()
-		r, err = in.recordAt(ctx, tx, k, now, nil)
+		r, stored, err = in.recordOrRead(ctx, tx, k, now, nil)
 		switch {
 		case err != nil:
 			return err
@@ -138,7 +169,7 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 		}
 		var tokens []int64
 		err = in.s.selectRows(ctx, tx, "inbox_take_over", map[string]any{
-			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": k.PayloadSHA256,
+			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": stored,
 			"now": now, "stale_before": now - stale.Microseconds(),
 		}, &tokens)
 		if err != nil || len(tokens) == 0 {
@@ -157,9 +188,12 @@ func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxCla
 	if answer == nil {
 		answer = []byte{}
 	}
-	res, err := in.s.exec(ctx, tx, "inbox_complete_claimed", map[string]any{
-		"sender": c.Key.Sender, "dedupe_key": c.Key.Key, "ack": answer, "now": in.s.now(), "token": c.Token,
-	})
+	args, err := in.recordArgs(c.Key, answer)
+	if err != nil {
+		return err
+	}
+	args["now"], args["token"] = in.s.now(), c.Token
+	res, err := in.s.exec(ctx, tx, "inbox_complete_claimed", args)
 	if err != nil {
 		return err
 	}

@@ -119,6 +119,7 @@ type subscriptionRow struct {
 // inboxRow is a row of courier_inbox.
 type inboxRow struct {
 	PayloadSHA256 string `db:"payload_sha256"`
+	PayloadKeyID  string `db:"payload_key_id"`
 	Status        string `db:"status"`
 	Ack           []byte `db:"ack"`
 	CreatedAt     int64  `db:"created_at"`

@@ -87,7 +87,9 @@ type Config struct {
 	// same. Defaults to HoldKey.
 	OrderingOnFailure OrderingOnFailure
 	// Encryption, when set, seals every payload enqueued from now on with
-	// AES-256-GCM. Defaults to none: payloads are stored as sent. Open
+	// AES-256-GCM, and keys the digests and seals the answers of the inbox
+	// records kept from now on. Defaults to none: payloads and records are
+	// stored as sent and received. Open
 	// copies it: to rotate keys, open the Store again with the new
 	// Encryption (every process's Keys must hold a key before any process
 	// makes it Current, or a process without it quarantines what it

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -347,5 +349,143 @@ func testEncryptionIsCopiedAtOpen(t *testing.T, open OpenFunc) {
 	e := b.enqueue(t, delivery("n-1"))
 	if d := b.get(t, e.ID); d.PayloadKeyID != "k1" || string(d.Payload) != string(delivery("n-1").Payload) {
 		t.Fatalf("delivery sealed under %q (payload %q), want k1, the key the Store was opened with", d.PayloadKeyID, d.Payload)
+	}
+}
+
+// testInboxUnderEncryption: with Encryption on, an inbox record stores
+// neither the body's plain digest nor an answer that holds it (courier's
+// Ack does), and two records of one body show nothing in common; yet a
+// redelivery is still told from a collision, and answered byte for byte,
+// under the key the record was kept with, whichever key is Current. A
+// record kept before encryption was turned on is read as it was stored;
+// one whose key is gone is refused payload_unreadable, not taken for a
+// collision, with nothing written.
+func testInboxUnderEncryption(t *testing.T, open OpenFunc) {
+	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
+	plain := setup(t, open, store.Config{})
+	reopen := func(enc *store.Encryption) protocol.Inbox {
+		s, err := openStore(t, plain.ctx, plain.db, store.Config{Now: plain.clock.Now, Encryption: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return protocol.InboxFor(s)
+	}
+	body := []byte(`{"id":"n-1","status":"done"}`)
+	key := func(id string) protocol.InboxKey {
+		return protocol.InboxKey{Sender: "sender-a", Key: id, PayloadSHA256: ack.Digest(body)}
+	}
+	answer := func(id string) []byte { return ack.New(id, body).Marshal() }
+	inTx := func(fn func(tx *sqlx.Tx) error) {
+		t.Helper()
+		tx := plain.begin(t)
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replays := func(in protocol.Inbox, id string) {
+		t.Helper()
+		tx := plain.begin(t)
+		defer tx.Rollback()
+		r, err := in.Record(plain.ctx, tx, key(id))
+		if err != nil || r.Fresh || r.InProgress || !bytes.Equal(r.Ack, answer(id)) {
+			t.Fatalf("redelivery of %s = %+v, %v, want its answer", id, r, err)
+		}
+		other := key(id)
+		other.PayloadSHA256 = ack.Digest([]byte("another body"))
+		if _, err := in.Record(plain.ctx, tx, other); !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Fatalf("another body under %s = %v, want a collision", id, err)
+		}
+	}
+
+	// Kept before encryption: stored as received.
+	inTx(func(tx *sqlx.Tx) error {
+		_, err := protocol.InboxFor(plain.store).RecordCompleted(plain.ctx, tx, key("before"), answer("before"))
+		return err
+	})
+
+	// Under k1, by each way a receiver records.
+	sealed := reopen(&store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}})
+	inTx(func(tx *sqlx.Tx) error {
+		if _, err := sealed.Record(plain.ctx, tx, key("two-step")); err != nil {
+			return err
+		}
+		return sealed.Complete(plain.ctx, tx, key("two-step"), answer("two-step"))
+	})
+	inTx(func(tx *sqlx.Tx) error {
+		_, err := sealed.RecordCompleted(plain.ctx, tx, key("one-step"), answer("one-step"))
+		return err
+	})
+	_, claim, err := sealed.Claim(plain.ctx, key("claimed"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTx(func(tx *sqlx.Tx) error { return sealed.CompleteClaim(plain.ctx, tx, claim, answer("claimed")) })
+
+	type row struct {
+		Key    string `db:"dedupe_key"`
+		Digest string `db:"payload_sha256"`
+		KeyID  string `db:"payload_key_id"`
+		Ack    []byte `db:"ack"`
+	}
+	var rows []row
+	if err := plain.db.SelectContext(plain.ctx, &rows, "SELECT dedupe_key, payload_sha256, payload_key_id, ack FROM courier_inbox ORDER BY dedupe_key"); err != nil {
+		t.Fatal(err)
+	}
+	digests := map[string]bool{}
+	for _, r := range rows {
+		if r.Key == "before" {
+			if r.KeyID != "" || r.Digest != ack.Digest(body) || !bytes.Equal(r.Ack, answer("before")) {
+				t.Fatalf("the record kept before encryption was rewritten: %+v", r)
+			}
+			continue
+		}
+		if r.KeyID != "k1" || r.Digest == ack.Digest(body) || !wire.IsDigest(r.Digest) ||
+			bytes.Contains(r.Ack, []byte(ack.Digest(body))) || bytes.Contains(r.Ack, []byte(r.Key)) {
+			t.Fatalf("record %s stores digest %q under %q and answer %q: not keyed and sealed", r.Key, r.Digest, r.KeyID, r.Ack)
+		}
+		digests[r.Digest] = true
+	}
+	if len(rows) != 4 || len(digests) != 3 {
+		t.Fatalf("%d records with %d distinct digests, want 4 and the 3 sealed ones distinct", len(rows), len(digests))
+	}
+	for _, id := range []string{"before", "two-step", "one-step", "claimed"} {
+		replays(sealed, id)
+	}
+
+	// Rotated: k2 is Current, k1 still reads what it kept. A claim left
+	// processing under k1 and taken over is completed under k2.
+	_, stale, err := sealed.Claim(plain.ctx, key("taken-over"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.clock.Advance(2 * time.Minute)
+	rotated := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k1, k2}})
+	r, taken, err := rotated.Claim(plain.ctx, key("taken-over"), time.Minute)
+	if err != nil || !r.Fresh {
+		t.Fatalf("taking over a stale claim kept under k1 = %+v, %v", r, err)
+	}
+	inTx(func(tx *sqlx.Tx) error { return rotated.CompleteClaim(plain.ctx, tx, taken, answer("taken-over")) })
+	tx := plain.begin(t)
+	if err := sealed.CompleteClaim(plain.ctx, tx, stale, answer("taken-over")); !errors.Is(err, courier.CodeLeaseLost) {
+		t.Fatalf("completing the claim taken over = %v, want lease_lost", err)
+	}
+	tx.Rollback()
+	for _, id := range []string{"before", "two-step", "one-step", "claimed", "taken-over"} {
+		replays(rotated, id)
+	}
+
+	// k1 retired: its records are refused, not taken for collisions; k2's
+	// and the plain one still answer.
+	retired := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k2}})
+	replays(retired, "taken-over")
+	replays(retired, "before")
+	tx = plain.begin(t)
+	defer tx.Rollback()
+	if _, err := retired.Record(plain.ctx, tx, key("two-step")); courier.CodeOf(err) != courier.CodePayloadUnreadable {
+		t.Fatalf("redelivery of a record kept under a retired key = %v, want payload_unreadable", err)
 	}
 }

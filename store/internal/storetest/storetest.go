@@ -62,6 +62,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"QuarantinedIsCancelled", testQuarantinedIsCancelled},
 		{"EncryptionIsCopiedAtOpen", testEncryptionIsCopiedAtOpen},
 		{"SealedAckDigestsDoNotMatch", testSealedAckDigestsDoNotMatch},
+		{"InboxUnderEncryption", testInboxUnderEncryption},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"SubscriptionsAndPublishInvalid", testSubscriptionsAndPublishInvalid},

@@ -7,17 +7,20 @@
 -- A concurrent insert of the same key waits for the first transaction and
 -- then inserts nothing (READ COMMITTED); the store then reads the row.
 -- :status is 'processing' (Record, Claim) or 'completed' with its :ack
--- (RecordCompleted).
-INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, status, ack, created_at, updated_at)
-VALUES (:sender, :dedupe_key, :payload_sha256, :status, :ack, :now, :now)
+-- (RecordCompleted). :payload_key_id names the payload key the digest is keyed
+-- and the answer sealed under, '' for none (Config.Encryption).
+INSERT INTO courier_inbox (sender, dedupe_key, payload_sha256, payload_key_id, status, ack, created_at, updated_at)
+VALUES (:sender, :dedupe_key, :payload_sha256, :payload_key_id, :status, :ack, :now, :now)
 ON CONFLICT (sender, dedupe_key) DO NOTHING;
 
 -- name: inbox_get
-SELECT payload_sha256, status, ack, created_at, updated_at
+SELECT payload_sha256, payload_key_id, status, ack, created_at, updated_at
 FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
 
 -- name: inbox_complete
-UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+-- The record is stored again whole, digest and answer under one key: the
+-- completing Store's Current one.
+UPDATE courier_inbox SET status = 'completed', payload_sha256 = :payload_sha256, payload_key_id = :payload_key_id, ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 
 -- name: inbox_prune
@@ -35,7 +38,8 @@ DELETE FROM courier_inbox AS i USING picked WHERE i.ctid = picked.row_ctid;
 -- name: inbox_take_over
 -- A two-phase record left processing longer than the staleness window (its
 -- receiver died between the phases) is taken over; its updated_at is the
--- claim's fencing token.
+-- claim's fencing token. :payload_sha256 is the digest the record stores,
+-- which the store has compared with the request's.
 UPDATE courier_inbox SET updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing'
     AND payload_sha256 = :payload_sha256 AND updated_at <= :stale_before
@@ -43,7 +47,8 @@ RETURNING updated_at;
 
 -- name: inbox_complete_claimed
 -- Fenced: only the claim whose token is still the record's completes it.
-UPDATE courier_inbox SET status = 'completed', ack = :ack, updated_at = :now
+-- As inbox_complete, the record is stored again whole.
+UPDATE courier_inbox SET status = 'completed', payload_sha256 = :payload_sha256, payload_key_id = :payload_key_id, ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing' AND updated_at = :token;
 
 -- name: inbox_release_claimed
