@@ -4,7 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"math"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/courier-go/courier/internal/strictjson"
@@ -126,10 +129,37 @@ func inResult(ve *ValidationError) *ValidationError {
 // report; its other members are left to the application.
 type deliveryReport struct {
 	NotificationType   string             `json:"notification_type" validate:"required,oneof=scheduled final delayed adjusted window_update"`
-	SequenceNumber     *int64             `json:"sequence_number" validate:"omitnil,min=1"`
+	SequenceNumber     *integer           `json:"sequence_number" validate:"omitnil,min=1"`
 	ReportingPeriod    *reportingPeriod   `json:"reporting_period" validate:"required"`
 	Currency           string             `json:"currency" validate:"required,len=3,alpha,uppercase"`
 	MediaBuyDeliveries []mediaBuyDelivery `json:"media_buy_deliveries" validate:"required,dive"`
+}
+
+// integer is a JSON Schema integer: a JSON number with an integral value,
+// however written (31, 31.0, 3.1e1). A string, a fraction, or a value
+// past int64 (or, written other than as digits, past 2^53, where a float
+// is no longer exact) is a type error, as for an int64 field.
+type integer int64
+
+func (n *integer) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if s == "null" {
+		return nil // as for an int64: left as it was
+	}
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*n = integer(v)
+		return nil
+	}
+	if s[0] == '-' || s[0] >= '0' && s[0] <= '9' { // a number (the decoder checked the syntax), written otherwise
+		const exact = 1 << 53
+		if v, err := strconv.ParseFloat(s, 64); err == nil && v == math.Trunc(v) && math.Abs(v) <= exact {
+			*n = integer(v)
+			return nil
+		}
+		return &json.UnmarshalTypeError{Value: "number " + s, Type: reflect.TypeFor[int64]()}
+	}
+	kind := map[byte]string{'"': "string", 't': "bool", 'f': "bool", '{': "object", '[': "array"}[s[0]]
+	return &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[int64]()}
 }
 
 type reportingPeriod struct {

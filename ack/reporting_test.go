@@ -161,6 +161,12 @@ func TestReportingValidation(t *testing.T) {
 		{"no result", func(m map[string]any) { delete(m, "result") }, nil},
 		{"empty deliveries", func(m map[string]any) { result(m)["media_buy_deliveries"] = []any{} }, nil},
 		{"no sequence number", func(m map[string]any) { delete(result(m), "sequence_number") }, nil},
+		// JSON Schema's integer and RFC 3339's date-time, as AdCP's schemas
+		// mean them: an integral number however written, a lower-case t or z.
+		{"sequence number written 31.0", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("31.0") }, nil},
+		{"sequence number written 3.1e1", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("3.1e1") }, nil},
+		{"timestamp in lower case", func(m map[string]any) { m["timestamp"] = "2026-05-26t09:00:44.5z" }, nil},
+		{"period in lower case", func(m map[string]any) { result(m)["reporting_period"].(map[string]any)["end"] = "2026-05-26t00:00:00z" }, nil},
 
 		{"key too short", func(m map[string]any) { m["idempotency_key"] = "whk_short" }, []ack.FieldError{{Field: "idempotency_key", Rule: "min"}}},
 		{"key too long", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 256) }, []ack.FieldError{{Field: "idempotency_key", Rule: "max"}}},
@@ -183,6 +189,11 @@ func TestReportingValidation(t *testing.T) {
 		{"sequence number 0", func(m map[string]any) { result(m)["sequence_number"] = 0 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
 		{"sequence number a string", func(m map[string]any) { result(m)["sequence_number"] = "31" }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
 		{"sequence number a fraction", func(m map[string]any) { result(m)["sequence_number"] = 1.5 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number 0.0", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("0.0") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
+		{"sequence number past int64", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("9223372036854775808") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number past 2^53, not in digits", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("1e300") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number a bool", func(m map[string]any) { result(m)["sequence_number"] = true }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"timestamp with a lower-case separator other than t", func(m map[string]any) { m["timestamp"] = "2026-05-26x09:00:44z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
 		{"no reporting period", func(m map[string]any) { delete(result(m), "reporting_period") }, []ack.FieldError{{Field: "result.reporting_period", Rule: "required"}}},
 		{"period end not a date-time", func(m map[string]any) { result(m)["reporting_period"].(map[string]any)["end"] = "2026-05-25" }, []ack.FieldError{{Field: "result.reporting_period.end", Rule: "datetime"}}},
 		{"lowercase currency", func(m map[string]any) { result(m)["currency"] = "usd" }, []ack.FieldError{{Field: "result.currency", Rule: "uppercase"}}},

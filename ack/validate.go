@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/courier-go/courier/internal/wire"
 
@@ -60,9 +61,32 @@ func validatorOf() *validator.Validate {
 		v.RegisterTagNameFunc(jsonName)
 		must(v.RegisterValidation("courier_token", func(fl validator.FieldLevel) bool { return wire.IsToken(fl.Field().String()) }))
 		must(v.RegisterValidation("courier_sha256", func(fl validator.FieldLevel) bool { return wire.IsDigest(fl.Field().String()) }))
+		must(v.RegisterValidation("datetime", isDatetime))
 		validate = v
 	})
 	return validate
+}
+
+// isDatetime is validator's datetime rule (the field parses with the
+// rule's layout) with, for the RFC 3339 layout, RFC 3339's own allowance
+// (section 5.6) of a lower-case "t" and "z". JSON Schema's date-time,
+// which AdCP's timestamps are, is RFC 3339's, so a sender may write
+// either case.
+func isDatetime(fl validator.FieldLevel) bool {
+	s := fl.Field().String()
+	if fl.Param() == time.RFC3339 {
+		s = strings.Map(func(r rune) rune {
+			switch r {
+			case 't':
+				return 'T'
+			case 'z':
+				return 'Z'
+			}
+			return r
+		}, s)
+	}
+	_, err := time.Parse(fl.Param(), s)
+	return err == nil
 }
 
 func must(err error) {
