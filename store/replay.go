@@ -3,12 +3,28 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/courier-go/courier"
 )
 
 // ReplayCache remembers signature (key id, nonce) pairs in the database, so
 // every receiver process sharing it refuses a replayed signature. It
 // implements signature.ReplayCache.
+//
+// Like the in-memory cache, it caps the live nonces of one key id at
+// 1,000,000 (AdCP's production minimum): past it Remember records
+// nothing and returns courier.CodeWebhookRateAbuse, so a signer minting
+// nonces faster than they expire is refused rather than let grow the
+// table without bound. The count is kept per minute of expiry, so a pair
+// counts until the end of the minute it expires in.
 type ReplayCache struct{ s *Store }
+
+// maxNoncesPerKey is the cap of live nonces per key id.
+const maxNoncesPerKey = 1_000_000
+
+// replayBucket is the span of a replay count: pairs are counted per minute
+// of expiry (the migration's triggers divide by it too).
+const replayBucket = time.Minute
 
 // replayMargin is how long a pair is kept past the expiry its verifier
 // gives: the verifier reads its own clock, the cache the Store's (the
@@ -23,7 +39,9 @@ const replayMargin = 5 * time.Minute
 // replayed=true when the pair is already recorded and unexpired. A keyID
 // or nonce that is not 1-256 bytes of UTF-8 without NUL is
 // CodeInvalidArgument, with nothing recorded (an RFC 9421 verifier accepts
-// none: its parameters are printable ASCII).
+// none: its parameters are printable ASCII). A new pair for a key id that
+// holds its cap of live ones is courier.CodeWebhookRateAbuse, with
+// nothing recorded.
 func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires time.Time) (bool, error) {
 	switch {
 	case !validText(keyID, maxName):
@@ -31,14 +49,41 @@ func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires
 	case !validText(nonce, maxName):
 		return false, invalidArgument("Remember nonce must be 1-256 bytes of UTF-8 without NUL")
 	}
+	now := c.s.now()
+	args := map[string]any{
+		"key_id": keyID, "nonce": nonce, "expires_at": expires.Add(replayMargin).UnixMicro(), "now": now,
+		"live_bucket": liveBucket(now), "cap": maxNoncesPerKey,
+	}
 	var inserted []string
-	err := c.s.selectRows(ctx, c.s.writer, "replay_remember", map[string]any{
-		"key_id": keyID, "nonce": nonce, "expires_at": expires.Add(replayMargin).UnixMicro(), "now": c.s.now(),
-	}, &inserted)
-	return len(inserted) == 0, err
+	if err := c.s.selectRows(ctx, c.s.writer, "replay_remember", args, &inserted); err != nil || len(inserted) > 0 {
+		return false, err
+	}
+	var replayed []int
+	if err := c.s.selectRows(ctx, c.s.writer, "replay_refused", args, &replayed); err != nil {
+		return false, err
+	}
+	if len(replayed) == 0 || replayed[0] == 0 {
+		return false, courier.CodeWebhookRateAbuse
+	}
+	return true, nil
 }
 
-// Prune deletes expired pairs in batches; see Inbox.Prune.
+// liveBucket is the first minute of expiry whose count may hold live pairs
+// at now (unix microseconds): a pair is stored to expire replayMargin past
+// its verifier's expiry, and counted in the minute it is stored to expire.
+func liveBucket(now int64) int64 {
+	return (now + replayMargin.Microseconds()) / replayBucket.Microseconds()
+}
+
+// Prune deletes expired pairs in batches, and the counts of the minutes
+// whose pairs have all expired; see Inbox.Prune. It returns how many pairs
+// it deleted.
 func (c *ReplayCache) Prune(ctx context.Context, p PruneParams) (int, error) {
-	return c.s.prune(ctx, "replay_prune", map[string]any{"now": c.s.now()}, p)
+	now := c.s.now()
+	n, err := c.s.prune(ctx, "replay_prune", map[string]any{"now": now}, p)
+	if err != nil {
+		return n, err
+	}
+	_, err = c.s.exec(ctx, c.s.writer, "replay_prune_counts", map[string]any{"live_bucket": liveBucket(now)})
+	return n, err
 }

@@ -287,6 +287,60 @@ func testReplayCache(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testReplayCacheCap: the live nonces of one key id are capped at
+// 1,000,000, as in the in-memory cache: past it a new pair is refused
+// webhook_signature_rate_abuse with nothing recorded, while a replay is
+// still told as one and other keys are unaffected. The cap frees as the
+// pairs expire, an expired pair taken over counts again, and Prune drops
+// the counts of the minutes that have all expired.
+func testReplayCacheCap(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	rc := b.store.Replay
+	scalar := func(query string, args ...any) (n int64) {
+		t.Helper()
+		if err := b.db.GetContext(b.ctx, &n, b.db.Rebind(query), args...); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	counted := func(key string) int64 {
+		return scalar("SELECT COALESCE(SUM(n), 0) FROM courier_replay_counts WHERE key_id = ?", key)
+	}
+	remember := func(key, nonce string, want bool, wantErr courier.Code) {
+		t.Helper()
+		replayed, err := rc.Remember(b.ctx, key, nonce, b.clock.Now().Add(time.Minute))
+		if replayed != want || courier.CodeOf(err) != wantErr {
+			t.Fatalf("Remember(%s, %s) = %v, %v; want %v, %q", key, nonce, replayed, err, want, wantErr)
+		}
+	}
+	remember("busy", "n-1", false, "")
+	if n := counted("busy"); n != 1 {
+		t.Fatalf("a recorded pair is counted %d times, want once", n)
+	}
+	// As if 999,998 more pairs had been recorded: the next is the last.
+	if _, err := b.db.ExecContext(b.ctx, "UPDATE courier_replay_counts SET n = n + 999998 WHERE key_id = 'busy'"); err != nil {
+		t.Fatal(err)
+	}
+	remember("busy", "n-2", false, "")
+	remember("busy", "n-3", false, courier.CodeWebhookRateAbuse)
+	remember("busy", "n-2", true, "")
+	remember("other", "n-3", false, "")
+	if n := scalar("SELECT COUNT(*) FROM courier_replay WHERE key_id = 'busy'"); n != 2 {
+		t.Fatalf("the key at its cap holds %d pairs, want the 2 recorded before it", n)
+	}
+
+	// Past expiry, the 5 minutes' margin and the minute counted: free again.
+	b.clock.Advance(7 * time.Minute)
+	remember("busy", "n-1", false, "") // an expired pair, taken over
+	remember("busy", "n-3", false, "")
+	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v, want the 2 expired pairs", n, err)
+	}
+	if busy, other := counted("busy"), counted("other"); busy != 2 || other != 0 {
+		t.Fatalf("after Prune the counts are %d and %d, want the 2 live pairs of busy and none of other", busy, other)
+	}
+}
+
 func testInboxClaim(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	in := protocol.InboxFor(b.store)

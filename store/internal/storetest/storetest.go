@@ -54,6 +54,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"InboxPrune", testInboxPrune},
 		{"PruneRefusesNegativeBounds", testPruneRefusesNegativeBounds},
 		{"PruneTakesTheOldestFirst", testPruneTakesTheOldestFirst},
+		{"ReplayCacheCap", testReplayCacheCap},
 		{"InboxClaim", testInboxClaim},
 		{"ReplayCache", testReplayCache},
 		{"Wakeups", testWakeups},

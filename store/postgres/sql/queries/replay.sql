@@ -4,10 +4,24 @@
 -- by name.
 
 -- name: replay_remember
-INSERT INTO courier_replay (key_id, nonce, expires_at) VALUES (:key_id, :nonce, :expires_at)
+-- A pair still unexpired is a replay; an expired one is taken over. Either
+-- is recorded only while the key holds fewer than :cap live pairs (those
+-- counted to expire in :live_bucket's minute or later; a trigger counts
+-- what this records), so a key at its cap records nothing:
+-- replay_refused then tells a replay from a refusal.
+-- PostgreSQL: a SELECT list's parameters are cast to their columns' types
+-- (as VALUES's would be typed by them).
+INSERT INTO courier_replay (key_id, nonce, expires_at)
+SELECT CAST(:key_id AS text), CAST(:nonce AS text), CAST(:expires_at AS bigint)
+WHERE (SELECT COALESCE(sum(n), 0) FROM courier_replay_counts WHERE key_id = :key_id AND bucket >= :live_bucket) < :cap
 ON CONFLICT (key_id, nonce) DO UPDATE SET expires_at = excluded.expires_at
 WHERE courier_replay.expires_at <= :now
 RETURNING key_id;
+
+-- name: replay_refused
+-- Why replay_remember recorded nothing: 1 if the pair is unexpired (a
+-- replay), else 0 (the key is at its cap).
+SELECT COUNT(*) FROM courier_replay WHERE key_id = :key_id AND nonce = :nonce AND expires_at > :now;
 
 -- name: replay_prune
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
@@ -17,3 +31,7 @@ WITH picked AS MATERIALIZED (
     ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_replay AS r USING picked WHERE r.ctid = picked.row_ctid;
+
+-- name: replay_prune_counts
+-- The counts of minutes whose pairs have all expired.
+DELETE FROM courier_replay_counts WHERE bucket < :live_bucket;

@@ -4,13 +4,29 @@
 -- by name.
 
 -- name: replay_remember
--- A pair still unexpired is a replay; an expired one is taken over.
-INSERT INTO courier_replay (key_id, nonce, expires_at) VALUES (:key_id, :nonce, :expires_at)
+-- A pair still unexpired is a replay; an expired one is taken over. Either
+-- is recorded only while the key holds fewer than :cap live pairs (those
+-- counted to expire in :live_bucket's minute or later; a trigger counts
+-- what this records), so a key at its cap records nothing:
+-- replay_refused then tells a replay from a refusal.
+-- SQLite: the parameters need no casts (PostgreSQL's do).
+INSERT INTO courier_replay (key_id, nonce, expires_at)
+SELECT :key_id, :nonce, :expires_at
+WHERE (SELECT COALESCE(sum(n), 0) FROM courier_replay_counts WHERE key_id = :key_id AND bucket >= :live_bucket) < :cap
 ON CONFLICT (key_id, nonce) DO UPDATE SET expires_at = excluded.expires_at
 WHERE courier_replay.expires_at <= :now
 RETURNING key_id;
+
+-- name: replay_refused
+-- Why replay_remember recorded nothing: 1 if the pair is unexpired (a
+-- replay), else 0 (the key is at its cap).
+SELECT COUNT(*) FROM courier_replay WHERE key_id = :key_id AND nonce = :nonce AND expires_at > :now;
 
 -- name: replay_prune
 DELETE FROM courier_replay WHERE rowid IN (
     SELECT rowid FROM courier_replay WHERE expires_at <= :now ORDER BY expires_at LIMIT :limit
 );
+
+-- name: replay_prune_counts
+-- The counts of minutes whose pairs have all expired.
+DELETE FROM courier_replay_counts WHERE bucket < :live_bucket;
