@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"math"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,13 +100,26 @@ func (r Reporting) Check() error {
 		return inResult(ve)
 	}
 	var ve *ValidationError
-	var d deliveryReport
-	if err := json.Unmarshal(r.Result, &d); err != nil {
+	// sequence_number is read apart, as a JSON Schema integer (jsonInteger),
+	// after the other members' types are checked.
+	var raw struct {
+		deliveryReport
+		SequenceNumber json.RawMessage `json:"sequence_number"`
+	}
+	if err := json.Unmarshal(r.Result, &raw); err != nil {
 		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) && ute.Field != "" {
-			return &ValidationError{Fields: []FieldError{{Field: "result." + ute.Field, Rule: "type"}}}
+		if errors.As(err, &ute) && ute.Field != "" { // named through the embedded struct
+			return &ValidationError{Fields: []FieldError{{Field: "result." + strings.TrimPrefix(ute.Field, "deliveryReport."), Rule: "type"}}}
 		}
 		return &ValidationError{Fields: []FieldError{{Field: "result", Rule: "type"}}}
+	}
+	d := raw.deliveryReport
+	if raw.SequenceNumber != nil && string(raw.SequenceNumber) != "null" {
+		n, ok := jsonInteger(raw.SequenceNumber)
+		if !ok {
+			return &ValidationError{Fields: []FieldError{{Field: "result.sequence_number", Rule: "type"}}}
+		}
+		d.SequenceNumber = &n
 	}
 	err := Validate(d)
 	if !errors.As(err, &ve) {
@@ -129,37 +140,61 @@ func inResult(ve *ValidationError) *ValidationError {
 // report; its other members are left to the application.
 type deliveryReport struct {
 	NotificationType   string             `json:"notification_type" validate:"required,oneof=scheduled final delayed adjusted window_update"`
-	SequenceNumber     *integer           `json:"sequence_number" validate:"omitnil,min=1"`
+	SequenceNumber     *int64             `json:"sequence_number" validate:"omitnil,min=1"`
 	ReportingPeriod    *reportingPeriod   `json:"reporting_period" validate:"required"`
 	Currency           string             `json:"currency" validate:"required,len=3,alpha,uppercase"`
 	MediaBuyDeliveries []mediaBuyDelivery `json:"media_buy_deliveries" validate:"required,dive"`
 }
 
-// integer is a JSON Schema integer: a JSON number with an integral value,
-// however written (31, 31.0, 3.1e1). A string, a fraction, or a value
-// past int64 (or, written other than as digits, past 2^53, where a float
-// is no longer exact) is a type error, as for an int64 field.
-type integer int64
-
-func (n *integer) UnmarshalJSON(b []byte) error {
+// jsonInteger returns the value of a JSON number that is a JSON Schema
+// integer: one whose value is integral however it is written (31, 31.0,
+// 3.1e1), decided on its decimal digits, within int64. ok is false for a
+// fraction, a value past int64, and anything but a number.
+func jsonInteger(b []byte) (n int64, ok bool) {
 	s := string(b)
-	if s == "null" {
-		return nil // as for an int64: left as it was
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
 	}
-	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
-		*n = integer(v)
-		return nil
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	if whole == "" || !allDigits(whole) || !allDigits(frac) {
+		return 0, false
 	}
-	if s[0] == '-' || s[0] >= '0' && s[0] <= '9' { // a number (the decoder checked the syntax), written otherwise
-		const exact = 1 << 53
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v == math.Trunc(v) && math.Abs(v) <= exact {
-			*n = integer(v)
-			return nil
+	shift := -len(frac) // the power of ten the digits are scaled by
+	if hasExp {
+		// Past int32 the exponent is clamped: the value is then zero, or
+		// under one, or past int64, whatever its exact size.
+		e, err := strconv.ParseInt(exp, 10, 32)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false
 		}
-		return &json.UnmarshalTypeError{Value: "number " + s, Type: reflect.TypeFor[int64]()}
+		shift += int(e)
 	}
-	kind := map[byte]string{'"': "string", 't': "bool", 'f': "bool", '{': "object", '[': "array"}[s[0]]
-	return &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[int64]()}
+	digits := strings.TrimLeft(whole+frac, "0")
+	if digits == "" {
+		return 0, true // zero, however written
+	}
+	if shift < 0 { // the last -shift digits are after the point: all zeros, or a fraction
+		if -shift > len(digits) || strings.TrimRight(digits[len(digits)+shift:], "0") != "" {
+			return 0, false
+		}
+		digits, shift = digits[:len(digits)+shift], 0
+	}
+	if len(digits)+shift > 19 { // past int64's 19 digits
+		return 0, false
+	}
+	n, err := strconv.ParseInt(sign+digits+strings.Repeat("0", shift), 10, 64)
+	return n, err == nil
+}
+
+func allDigits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 type reportingPeriod struct {

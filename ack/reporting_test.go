@@ -165,8 +165,29 @@ func TestReportingValidation(t *testing.T) {
 		// mean them: an integral number however written, a lower-case t or z.
 		{"sequence number written 31.0", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("31.0") }, nil},
 		{"sequence number written 3.1e1", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("3.1e1") }, nil},
+		{"sequence number written 0.0310e3", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("0.0310e3") }, nil},
+		{"sequence number past 2^53 written 9007199254740993.0", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("9007199254740993.0") }, nil},
 		{"timestamp in lower case", func(m map[string]any) { m["timestamp"] = "2026-05-26t09:00:44.5z" }, nil},
 		{"period in lower case", func(m map[string]any) { result(m)["reporting_period"].(map[string]any)["end"] = "2026-05-26t00:00:00z" }, nil},
+		// RFC 3339's date-time exactly: its leap second, and no looser form.
+		{"timestamp 2026-05-26T09:00:44.123456789012Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44.123456789012Z" }, nil},
+		{"timestamp 1998-12-31T23:59:60Z", func(m map[string]any) { m["timestamp"] = "1998-12-31T23:59:60Z" }, nil},
+		{"timestamp 1998-12-31T15:59:60.123-08:00", func(m map[string]any) { m["timestamp"] = "1998-12-31T15:59:60.123-08:00" }, nil},
+		{"timestamp 2024-02-29T00:00:00+23:59", func(m map[string]any) { m["timestamp"] = "2024-02-29T00:00:00+23:59" }, nil},
+		{"timestamp 2026-05-26T9:00:44Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T9:00:44Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:44,5Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44,5Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 1998-12-31T23:58:60Z", func(m map[string]any) { m["timestamp"] = "1998-12-31T23:58:60Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-02-30T00:00:00Z", func(m map[string]any) { m["timestamp"] = "2026-02-30T00:00:00Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2025-02-29T00:00:00Z", func(m map[string]any) { m["timestamp"] = "2025-02-29T00:00:00Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:44+24:00", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44+24:00" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:44.Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44.Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:44", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:44+0200", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44+0200" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T24:00:00Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T24:00:00Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:60:00Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:60:00Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:61Z", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:61Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp 2026-05-26T09:00:44Zz", func(m map[string]any) { m["timestamp"] = "2026-05-26T09:00:44Zz" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
+		{"timestamp +2026-05-26T09:00:44Z", func(m map[string]any) { m["timestamp"] = "+2026-05-26T09:00:44Z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
 
 		{"key too short", func(m map[string]any) { m["idempotency_key"] = "whk_short" }, []ack.FieldError{{Field: "idempotency_key", Rule: "min"}}},
 		{"key too long", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 256) }, []ack.FieldError{{Field: "idempotency_key", Rule: "max"}}},
@@ -191,7 +212,19 @@ func TestReportingValidation(t *testing.T) {
 		{"sequence number a fraction", func(m map[string]any) { result(m)["sequence_number"] = 1.5 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
 		{"sequence number 0.0", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("0.0") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
 		{"sequence number past int64", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("9223372036854775808") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
-		{"sequence number past 2^53, not in digits", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("1e300") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number past int64, in an exponent", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("1e300") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number past int32's exponents", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("1e99999999999") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		// Integral or not by the decimal digits, not by the nearest float64.
+		{"sequence number a fraction a float64 rounds away", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("31.000000000000001") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number a fraction past 2^52", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("4503599627370496.5") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number a fraction a float64 rounds to zero", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("1e-400") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
+		{"sequence number -0", func(m map[string]any) { result(m)["sequence_number"] = json.RawMessage("-0") }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
+		// encoding/json names the first member of the wrong type; the
+		// sequence number, read apart, comes after the others.
+		{"sequence number and currency of the wrong types", func(m map[string]any) {
+			result(m)["currency"] = 5
+			result(m)["sequence_number"] = 1.5
+		}, []ack.FieldError{{Field: "result.currency", Rule: "type"}}},
 		{"sequence number a bool", func(m map[string]any) { result(m)["sequence_number"] = true }, []ack.FieldError{{Field: "result.sequence_number", Rule: "type"}}},
 		{"timestamp with a lower-case separator other than t", func(m map[string]any) { m["timestamp"] = "2026-05-26x09:00:44z" }, []ack.FieldError{{Field: "timestamp", Rule: "datetime"}}},
 		{"no reporting period", func(m map[string]any) { delete(result(m), "reporting_period") }, []ack.FieldError{{Field: "result.reporting_period", Rule: "required"}}},

@@ -68,25 +68,84 @@ func validatorOf() *validator.Validate {
 }
 
 // isDatetime is validator's datetime rule (the field parses with the
-// rule's layout) with, for the RFC 3339 layout, RFC 3339's own allowance
-// (section 5.6) of a lower-case "t" and "z". JSON Schema's date-time,
-// which AdCP's timestamps are, is RFC 3339's, so a sender may write
-// either case.
+// rule's layout), except for the RFC 3339 layout, which is RFC 3339's
+// date-time exactly (isRFC3339): JSON Schema's date-time, which AdCP's
+// timestamps are.
 func isDatetime(fl validator.FieldLevel) bool {
-	s := fl.Field().String()
 	if fl.Param() == time.RFC3339 {
-		s = strings.Map(func(r rune) rune {
-			switch r {
-			case 't':
-				return 'T'
-			case 'z':
-				return 'Z'
-			}
-			return r
-		}, s)
+		return isRFC3339(fl.Field().String())
 	}
-	_, err := time.Parse(fl.Param(), s)
+	_, err := time.Parse(fl.Param(), fl.Field().String())
 	return err == nil
+}
+
+// isRFC3339 reports whether s is an RFC 3339 date-time (section 5.6):
+// YYYY-MM-DDTHH:MM:SS, a fraction of a second if any, and Z or an offset
+// ±HH:MM, every field its digits and within its range. T and Z may be
+// lower case, and a leap second (:60) is allowed where it falls at 23:59
+// UTC. time.Parse alone is looser (one-digit hours, a comma before the
+// fraction) and refuses leap seconds.
+func isRFC3339(s string) bool {
+	const shape = "dddd-dd-ddTdd:dd:dd" // then .d+ if any, then Z or ±dd:dd
+	if len(s) < len(shape)+1 {
+		return false
+	}
+	for i, c := range []byte(shape) {
+		if !matches(s[i], c) {
+			return false
+		}
+	}
+	rest := s[len(shape):]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	switch {
+	case rest == "Z" || rest == "z":
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && matches(rest[1], 'd') && matches(rest[2], 'd') &&
+		rest[3] == ':' && matches(rest[4], 'd') && matches(rest[5], 'd'):
+		if rest[1:3] > "23" || rest[4:6] > "59" {
+			return false
+		}
+	default:
+		return false
+	}
+	upper := []byte(s)
+	upper[10] = 'T'
+	if upper[len(upper)-1] == 'z' {
+		upper[len(upper)-1] = 'Z'
+	}
+	leap := s[17:19] == "60"
+	if leap {
+		upper[17], upper[18] = '5', '9'
+	}
+	t, err := time.Parse(time.RFC3339, string(upper))
+	if err != nil {
+		return false
+	}
+	if leap {
+		utc := t.UTC()
+		return utc.Hour() == 23 && utc.Minute() == 59
+	}
+	return true
+}
+
+// matches reports whether b fits c of isRFC3339's shape: 'd' a digit, 'T'
+// a T of either case, anything else itself.
+func matches(b, c byte) bool {
+	switch c {
+	case 'd':
+		return b >= '0' && b <= '9'
+	case 'T':
+		return b == 'T' || b == 't'
+	}
+	return b == c
 }
 
 func must(err error) {
