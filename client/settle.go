@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
 )
 
@@ -41,7 +43,8 @@ type settleResult struct {
 // the batch's calls (none if one has none) and by no one's cancellation:
 // a call whose ctx ended while it waited to run the batch does not fail
 // the outcomes of the others, and its own is recorded if the store still
-// takes it (the lease fences it).
+// takes it (the lease fences it). An outcome of the batch the store could
+// not write alone (notWritten) fails its own call, not the others'.
 func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Settled, error) {
 	r := &settleReq{ctx: ctx, oc: oc, done: make(chan settleResult, 1)}
 	s.mu.Lock()
@@ -73,6 +76,9 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Set
 		res := settleResult{err: err}
 		if err == nil {
 			res.settled = settled[i]
+			if notWritten(settled[i].Err) {
+				res = settleResult{err: settled[i].Err}
+			}
 		}
 		if q == r {
 			mine = res
@@ -89,6 +95,17 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Set
 	}
 	s.mu.Unlock()
 	return mine.settled, mine.err
+}
+
+// notWritten reports whether an outcome's Settled.Err says the store
+// could not write it, rather than a verdict on it (its lease was lost, it
+// is invalid). The store settles a batch's outcomes one per transaction
+// when a row of one of them is held by another transaction (see
+// store.Outbox's settle): the others are settled, and the held one's
+// failure is returned as its own call's error, so that the worker's retry
+// loop (persist) tries that outcome again, and no other.
+func notWritten(err error) bool {
+	return err != nil && !errors.Is(err, courier.CodeLeaseLost) && !errors.Is(err, courier.CodeInvalidArgument)
 }
 
 // batchContext is the context a batch is settled in: ctx's values, no

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -21,20 +22,33 @@ import (
 // statement, against the row. An invalid outcome is refused alone, in its
 // Settled.Err: the outcomes of other deliveries settled with it do not
 // depend on it.
+//
+// A transaction outside courier may hold one of the rows (an
+// application's Cancel in a long transaction of its own, an operator's
+// SELECT ... FOR UPDATE): the settle's transaction waits for it a short
+// while only (outbox_settle_lock_timeout) and fails busy. The outcomes
+// are then settled again one per transaction, so those whose rows are
+// free are settled and only the one waiting for the held row fails,
+// alone, in its Settled.Err (courier.CodeDatabaseUnavailable), for its
+// worker to try again: a held row holds up its own outcome, not the
+// batch's.
 func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]protocol.Settled, error) {
 	out := make([]protocol.Settled, len(outcomes))
+	var valid []int
 	for i, oc := range outcomes {
-		out[i].Err = validateOutcome(oc)
+		if out[i].Err = validateOutcome(oc); out[i].Err == nil {
+			valid = append(valid, i)
+		}
 	}
-	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		now := o.s.now()
-		for _, batch := range distinctDeliveries(outcomes, out) {
-			if err := o.settleBatch(ctx, tx, now, outcomes, batch, out); err != nil {
-				return err
+	lockWait, err := o.settleTx(ctx, outcomes, valid, out)
+	if lockWait && len(valid) > 1 {
+		err = nil
+		for _, i := range valid {
+			if _, err := o.settleTx(ctx, outcomes, []int{i}, out); err != nil {
+				out[i].Err = err
 			}
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +58,43 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 		}
 	}
 	return out, nil
+}
+
+// settleTx settles outcomes[i] for every i in idx (outcomes that are
+// valid) in one transaction, filling out[i]. When the transaction fails,
+// out[idx] are left empty, and lockWait reports whether a statement in it
+// failed busy: on PostgreSQL, it waited for a lock another transaction
+// held past outbox_settle_lock_timeout (or lost a deadlock). On SQLite it
+// never does: a settle's transaction holds the one writer from its BEGIN
+// IMMEDIATE, and a BEGIN or COMMIT that finds the database busy is not a
+// statement.
+func (o *Outbox) settleTx(ctx context.Context, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) (lockWait bool, err error) {
+	var stmtErr error
+	err = o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		stmtErr = o.settleIn(ctx, tx, outcomes, idx, out)
+		return stmtErr
+	})
+	if err != nil {
+		for _, i := range idx {
+			out[i] = protocol.Settled{} // rolled back: what the transaction read is void
+		}
+	}
+	return errors.Is(stmtErr, errBusy), err
+}
+
+// settleIn is settleTx's transaction: the bound on its lock waits, then
+// one settleBatch per batch of distinct deliveries.
+func (o *Outbox) settleIn(ctx context.Context, tx *sqlx.Tx, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) error {
+	if _, err := o.s.exec(ctx, tx, "outbox_settle_lock_timeout", nil); err != nil {
+		return err
+	}
+	now := o.s.now()
+	for _, batch := range distinctDeliveries(outcomes, idx) {
+		if err := o.settleBatch(ctx, tx, now, outcomes, batch, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func validateOutcome(oc protocol.Outcome) error {
@@ -68,17 +119,14 @@ func validateOutcome(oc protocol.Outcome) error {
 	return invalidArgument("Outcome.Result is unknown")
 }
 
-// distinctDeliveries splits the indexes of the outcomes not refused
-// already (out[i].Err) into batches in which no delivery appears twice (one
-// statement settles a batch, and matches its rows by delivery). Almost
-// always there is one batch.
-func distinctDeliveries(outcomes []protocol.Outcome, out []protocol.Settled) [][]int {
+// distinctDeliveries splits the indexes idx of outcomes into batches in
+// which no delivery appears twice (one statement settles a batch, and
+// matches its rows by delivery). Almost always there is one batch.
+func distinctDeliveries(outcomes []protocol.Outcome, idx []int) [][]int {
 	var batches [][]int
-	seen := make(map[int64]int, len(outcomes)) // delivery -> outcomes so far
-	for i, oc := range outcomes {
-		if out[i].Err != nil {
-			continue
-		}
+	seen := make(map[int64]int, len(idx)) // delivery -> outcomes so far
+	for _, i := range idx {
+		oc := outcomes[i]
 		n := seen[oc.Lease.DeliveryID]
 		seen[oc.Lease.DeliveryID] = n + 1
 		if n == len(batches) {

@@ -40,8 +40,11 @@ type Outbox interface {
 	// lease: a lease that expired or was reclaimed is not applied and its
 	// Settled.Err is courier.CodeLeaseLost. An invalid outcome is not
 	// applied either, its Settled.Err courier.CodeInvalidArgument; the
-	// others are. The error is for the batch as a whole: nothing was
-	// applied.
+	// others are. When a row of the batch is held by another transaction
+	// past a short bound, the outcomes are recorded one per transaction
+	// instead, and the held one's Settled.Err is the database's failure
+	// (courier.CodeDatabaseUnavailable), not applied: try it again. The
+	// error is for the batch as a whole: nothing was applied.
 	Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, error)
 	// Release gives back leases whose attempt was never made: each
 	// delivery is due again as before its claim, which does not count
@@ -130,7 +133,7 @@ type Outcome struct {
 type Settled struct {
 	Status courier.Status // the delivery's new status
 	Code   courier.Code   // its error code: the outcome's, or expired
-	Err    error          // courier.CodeLeaseLost when the lease was void, courier.CodeInvalidArgument for an invalid outcome
+	Err    error          // courier.CodeLeaseLost when the lease was void, courier.CodeInvalidArgument for an invalid outcome, else a database failure (not applied; try again)
 }
 
 var outboxOf func(store any) Outbox

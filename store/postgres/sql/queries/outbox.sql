@@ -339,6 +339,24 @@ FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
     AND o.id = v.id AND o.lease_token = v.token AND (o.status = 'leased') IS TRUE;
 
+-- name: outbox_settle_lock_timeout
+-- First in a settle's transaction: it waits at most a second for any lock
+-- another transaction holds (a row of the batch, endpoint_lock), then
+-- fails with SQLSTATE 55P03 and is rolled back. The store then settles
+-- the outcomes one per transaction (store/settle.go): only an outcome
+-- whose row is still held fails, and its worker tries it again. Without a
+-- bound, a transaction outside the worker (an application's Cancel or
+-- Redrive in a long transaction of its own, an operator's SELECT ... FOR
+-- UPDATE in psql) would hold up every outcome batched with it and, the
+-- worker settling one transaction at a time, every one after it, until
+-- their leases ran out and their deliveries were sent again. A second:
+-- courier's own transactions (settles, claims, releases) hold the locks a
+-- settle meets for milliseconds, so a busy system does not trip it, and
+-- it is a small part of a lease (a minute by default), so the outcomes
+-- queued behind it are still settled in time. LOCAL: for this transaction
+-- only; the session's own setting is back once it ends.
+SET LOCAL lock_timeout = '1s';
+
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
 -- {id, token, result, code, next_at, http, ack, remote}, one per delivery. Every

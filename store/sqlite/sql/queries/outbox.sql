@@ -314,6 +314,11 @@ UPDATE courier_outbox NOT INDEXED SET
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v
 WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_outbox.lease_token = v.token;
 
+-- name: outbox_settle_lock_timeout
+-- SQLite: nothing to do; SQLite has no row locks, and a settle's
+-- transaction holds the one writer from its BEGIN IMMEDIATE, so none of
+-- its statements waits for another transaction.
+
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
 -- {id, token, result, code, next_at, http, ack, remote}, one per delivery. Every
