@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"strings"
 	"sync"
@@ -71,7 +72,8 @@ type EnqueueParams struct {
 	// never key material): at most 256 bytes of UTF-8 text without NUL.
 	// Optional.
 	KeyID string
-	// Priority orders claims: lower first. Defaults to 0.
+	// Priority orders claims: lower first, within -2147483648..2147483647
+	// (a 32-bit integer on every engine). Defaults to 0.
 	Priority int
 	// MaxAttempts is the attempt budget, 1..1000. Defaults to the Store's.
 	MaxAttempts int
@@ -284,6 +286,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
 		return nil, invalidArgument("MaxAttempts must be within 1..1000")
+	case p.Priority < math.MinInt32 || p.Priority > math.MaxInt32:
+		return nil, invalidArgument("Priority must be within -2147483648..2147483647")
 	case next-now > horizon:
 		return nil, invalidArgument("NotBefore must be at most MaxHorizon (30 days) ahead")
 	case deadline <= next:

@@ -9,6 +9,7 @@ import (
 const (
 	maxLimitInFlight = 100_000
 	maxLimitRate     = 1_000_000 // requests per second
+	minLimitRate     = 1e-6      // one a fortnight, about: slower still, the bucket's arithmetic underflows on PostgreSQL
 	maxLimitBurst    = 1_000_000
 )
 
@@ -29,7 +30,8 @@ type Limits struct {
 	MaxInFlight int
 	// Rate is how many requests per second may start, on average, as a
 	// token bucket: each leased delivery takes a token, and the bucket
-	// refills at Rate up to Burst. 0 for no limit. Defaults to 0.
+	// refills at Rate up to Burst, within 0.000001..1000000. 0 for no
+	// limit. Defaults to 0.
 	Rate float64
 	// Burst is the bucket's size: how many may start at once after a
 	// quiet spell. A worker that finds the bucket empty claims again at
@@ -56,8 +58,8 @@ func (l Limits) validate() error {
 	switch {
 	case l.MaxInFlight < 0 || l.MaxInFlight > maxLimitInFlight:
 		return invalidArgument("Limits.MaxInFlight must be within 0..100000")
-	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > maxLimitRate:
-		return invalidArgument("Limits.Rate must be within 0..1000000 requests per second")
+	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > maxLimitRate || l.Rate > 0 && l.Rate < minLimitRate:
+		return invalidArgument("Limits.Rate must be 0 or within 0.000001..1000000 requests per second")
 	case l.Burst < 0 || l.Burst > maxLimitBurst:
 		return invalidArgument("Limits.Burst must be within 0..1000000")
 	case l.Rate == 0 && l.Burst != 0:

@@ -40,4 +40,5 @@ SELECT k.endpoint, k.capabilities_sha256, k.pinned_at,
          AND m.contract_sha256 <> k.capabilities_sha256) AS mismatched
 FROM courier_contracts AS k
 WHERE :endpoint = '' OR k.endpoint = :endpoint
-ORDER BY k.endpoint;
+-- COLLATE "C": byte order, as on SQLite, whatever the database's collation.
+ORDER BY k.endpoint COLLATE "C";

@@ -34,7 +34,8 @@ SELECT n.endpoint, COALESCE(e.state, 'closed') AS state, COALESCE(e.consecutive_
 FROM named AS n
 LEFT JOIN courier_endpoints AS e ON e.endpoint = n.endpoint
 LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
-ORDER BY n.endpoint;
+-- COLLATE "C": byte order, as on SQLite, whatever the database's collation.
+ORDER BY n.endpoint COLLATE "C";
 
 -- name: endpoint_load
 -- One endpoint's limits, deliveries in flight and blocked ordering keys.

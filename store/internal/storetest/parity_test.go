@@ -1,0 +1,199 @@
+package storetest_test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
+)
+
+// Engine parity: the same calls give the same answers on SQLite and on
+// PostgreSQL, where the engines' own types and collations differ.
+
+// TestPriorityIsA32BitIntegerOnEveryEngine: PostgreSQL keeps a priority
+// in 32 bits, SQLite in 64. A priority outside 32 bits is refused
+// invalid_argument on both, rather than stored by one and failed by the
+// other as a database failure (which callers retry for ever); the bounds
+// themselves are kept, and claimed lowest first.
+func TestPriorityIsA32BitIntegerOnEveryEngine(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := migratedStore(t, e.open)
+			ctx := t.Context()
+			tx, err := s.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			for _, p := range []int{math.MaxInt32 + 1, math.MinInt32 - 1} {
+				_, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("p%d", p), Endpoint: "https://r.example/h", Payload: []byte(`{}`), Priority: p})
+				if courier.CodeOf(err) != courier.CodeInvalidArgument {
+					t.Errorf("Priority %d: %v, want invalid_argument", p, err)
+				}
+			}
+			for _, p := range []int{math.MaxInt32, math.MinInt32} {
+				if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("p%d", p), Endpoint: "https://r.example/h", Payload: []byte(`{}`), Priority: p}); err != nil {
+					t.Fatalf("Priority %d: %v", p, err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute})
+			if err != nil || len(claimed) != 1 || claimed[0].NotificationID != fmt.Sprintf("p%d", math.MinInt32) {
+				t.Fatalf("first claim = %+v, %v; want the lowest priority's", claimed, err)
+			}
+		})
+	}
+}
+
+// TestLimitsRateHasAFloor: below a floor a rate's token arithmetic
+// underflows, which PostgreSQL raises as an error and SQLite takes for
+// zero: a claim failed on one engine and not the other, for every
+// endpoint in it. Such a rate is refused on both; the floor itself works.
+func TestLimitsRateHasAFloor(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := migratedStore(t, e.open)
+			ctx := t.Context()
+			const ep = "https://r.example/h"
+			for _, rate := range []float64{math.SmallestNonzeroFloat64, 9e-7} {
+				if err := s.Endpoints.SetLimits(ctx, ep, store.Limits{Rate: rate}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+					t.Errorf("Rate %g: %v, want invalid_argument", rate, err)
+				}
+			}
+			if err := s.Endpoints.SetLimits(ctx, ep, store.Limits{Rate: 1e-6}); err != nil {
+				t.Fatal(err)
+			}
+			enqueue(t, s, store.EnqueueParams{NotificationID: "a", Endpoint: ep, Payload: []byte(`{}`)})
+			enqueue(t, s, store.EnqueueParams{NotificationID: "b", Endpoint: ep, Payload: []byte(`{}`)})
+			for want := range []int{1, 0} {
+				claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+				if err != nil || len(claimed) != 1-want {
+					t.Fatalf("claim %d under Rate 1e-6 (burst 1) = %d leased, %v; want %d", want+1, len(claimed), err, 1-want)
+				}
+			}
+		})
+	}
+}
+
+// openPostgresICU is a fresh database on pgtest's server whose default
+// collation is ICU's en-US, as on most installations (pgtest's own
+// databases collate by byte).
+func openPostgresICU(tb testing.TB) *sqlx.DB {
+	tb.Helper()
+	base := pgtest.URL(tb)
+	admin, err := sqlx.Open(postgres.DriverName, base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer admin.Close()
+	name := "courier_icu_" + strings.ToLower(rand.Text())
+	if _, err := admin.Exec(`CREATE DATABASE ` + name + ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`); err != nil {
+		tb.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Path = "/" + name
+	db, err := sqlx.Open(postgres.DriverName, u.String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		db.Close()
+		if a, err := sqlx.Open(postgres.DriverName, base); err == nil {
+			_, _ = a.Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`)
+			a.Close()
+		}
+	})
+	return db
+}
+
+// TestListingsAreInByteOrderOnEveryEngine: Endpoints.List and
+// Contracts.List are by endpoint, BlockedKeys by endpoint and key, in
+// byte order on SQLite; on PostgreSQL they were in the database's
+// collation, which on most installations is a locale's ("_" < "a" < "B").
+func TestListingsAreInByteOrderOnEveryEngine(t *testing.T) {
+	t.Parallel()
+	endpoints := []string{"https://a.example/h", "https://B.example/h", "https://_.example/h", "https://b.example/h"}
+	keys := []string{"a", "B", "_x", "b"}
+	wantEndpoints := slices.Sorted(slices.Values(endpoints))
+	wantKeys := slices.Sorted(slices.Values(keys))
+	for _, e := range []struct {
+		name string
+		open func(testing.TB) *sqlx.DB
+	}{{"sqlite", openSQLite}, {"postgres-icu", openPostgresICU}} {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := migratedStore(t, e.open)
+			ctx := t.Context()
+			for _, ep := range endpoints {
+				if err := s.Endpoints.SetLimits(ctx, ep, store.Limits{MaxInFlight: 5}); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Contracts.Pin(ctx, ep, strings.Repeat("ab", 32)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, k := range keys { // a head per key that fails for good, holding its key
+				enqueue(t, s, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: endpoints[0], Payload: []byte(`{}`), OrderingKey: k, MaxAttempts: 1})
+			}
+			p := protocol.For(s)
+			claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, EndpointCap: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var outcomes []protocol.Outcome
+			for _, c := range claimed {
+				outcomes = append(outcomes, protocol.Outcome{Lease: c.Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400})
+			}
+			if _, err := p.Settle(ctx, outcomes...); err != nil {
+				t.Fatal(err)
+			}
+
+			var listed, pinned, blocked []string
+			health, err := s.Endpoints.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range health {
+				listed = append(listed, h.Endpoint)
+			}
+			contracts, err := s.Contracts.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range contracts {
+				pinned = append(pinned, c.Endpoint)
+			}
+			held, err := s.Endpoints.BlockedKeys(ctx, "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range held {
+				blocked = append(blocked, b.OrderingKey)
+			}
+			if !slices.Equal(listed, wantEndpoints) || !slices.Equal(pinned, wantEndpoints) || !slices.Equal(blocked, wantKeys) {
+				t.Errorf("endpoints %q, contracts %q, blocked keys %q; want byte order %q and %q", listed, pinned, blocked, wantEndpoints, wantKeys)
+			}
+		})
+	}
+}
