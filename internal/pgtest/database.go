@@ -19,7 +19,12 @@ const (
 	// changes: the copy is empty even on a shared server whose template1
 	// holds objects or has a session open, which would make the copy fail.
 	createDatabaseSQL = `CREATE DATABASE %s TEMPLATE template0`
-	serverVersionSQL  = `SELECT current_setting('server_version_num')::int`
+	// createDatabaseICUSQL is createDatabaseSQL with a locale's collation
+	// (PostgreSQL 15 or later, built with ICU), as most installations
+	// have: courier's tests then see the collation its users' databases
+	// sort and compare text by, rather than the server's byte order.
+	createDatabaseICUSQL = createDatabaseSQL + ` LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`
+	serverVersionSQL     = `SELECT current_setting('server_version_num')::int`
 	// dropDatabaseForceSQL needs PostgreSQL 13 or later. FORCE terminates the
 	// database's backends and keeps new ones out while it drops.
 	dropDatabaseForceSQL = `DROP DATABASE IF EXISTS %s WITH (FORCE)`
@@ -52,7 +57,12 @@ func createDatabase(ctx context.Context, adminURL string) (name, dbURL string, e
 		return "", "", fmt.Errorf("connecting to create a database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, fmt.Sprintf(createDatabaseSQL, pgx.Identifier{name}.Sanitize())); err != nil {
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, fmt.Sprintf(createDatabaseICUSQL, ident)); err == nil {
+		return name, dbURL, nil
+	}
+	// An older server, or one without ICU: the server's default collation.
+	if _, err := conn.Exec(ctx, fmt.Sprintf(createDatabaseSQL, ident)); err != nil {
 		return "", "", fmt.Errorf("creating database %s: %w", name, err)
 	}
 	return name, dbURL, nil

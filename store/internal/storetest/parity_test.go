@@ -1,22 +1,16 @@
 package storetest_test
 
 import (
-	"crypto/rand"
 	"fmt"
 	"math"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/postgres"
 )
 
 // Engine parity: the same calls give the same answers on SQLite and on
@@ -93,54 +87,18 @@ func TestLimitsRateHasAFloor(t *testing.T) {
 	}
 }
 
-// openPostgresICU is a fresh database on pgtest's server whose default
-// collation is ICU's en-US, as on most installations (pgtest's own
-// databases collate by byte).
-func openPostgresICU(tb testing.TB) *sqlx.DB {
-	tb.Helper()
-	base := pgtest.URL(tb)
-	admin, err := sqlx.Open(postgres.DriverName, base)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer admin.Close()
-	name := "courier_icu_" + strings.ToLower(rand.Text())
-	if _, err := admin.Exec(`CREATE DATABASE ` + name + ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`); err != nil {
-		tb.Fatal(err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	u.Path = "/" + name
-	db, err := sqlx.Open(postgres.DriverName, u.String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		db.Close()
-		if a, err := sqlx.Open(postgres.DriverName, base); err == nil {
-			_, _ = a.Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`)
-			a.Close()
-		}
-	})
-	return db
-}
-
 // TestListingsAreInByteOrderOnEveryEngine: Endpoints.List and
 // Contracts.List are by endpoint, BlockedKeys by endpoint and key, in
 // byte order on SQLite; on PostgreSQL they were in the database's
-// collation, which on most installations is a locale's ("_" < "a" < "B").
+// collation, which on most installations is a locale's ("_" < "a" < "B"),
+// as in pgtest's databases.
 func TestListingsAreInByteOrderOnEveryEngine(t *testing.T) {
 	t.Parallel()
 	endpoints := []string{"https://a.example/h", "https://B.example/h", "https://_.example/h", "https://b.example/h"}
 	keys := []string{"a", "B", "_x", "b"}
 	wantEndpoints := slices.Sorted(slices.Values(endpoints))
 	wantKeys := slices.Sorted(slices.Values(keys))
-	for _, e := range []struct {
-		name string
-		open func(testing.TB) *sqlx.DB
-	}{{"sqlite", openSQLite}, {"postgres-icu", openPostgresICU}} {
+	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
 			s, _ := migratedStore(t, e.open)
