@@ -112,6 +112,9 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		if err := run.probes(ctx); err != nil {
 			return err
 		}
+		if err := run.expireParked(ctx); err != nil {
+			return err
+		}
 		if _, err := run.unpark(ctx); err != nil {
 			return err
 		}
@@ -413,6 +416,37 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 			break
 		}
 	}
+	return nil
+}
+
+// parkedExpiryEvery is how often a Store's claims look for parked
+// deliveries whose deadline has come, while none are left to end.
+const parkedExpiryEvery = time.Second
+
+// expireParked ends parked deliveries whose deadline has come, up to what
+// is left of maxExpiredPerClaim, at most every parkedExpiryEvery (each
+// claim while a look finds as many as it may end). A parked delivery is
+// out of the due index, and a claim unparks an endpoint's only when the
+// endpoint has room: those of an endpoint that has none for good (a
+// disabled endpoint) would otherwise never end, however long past their
+// deadline, and never be pruned.
+func (r *claimRun) expireParked(ctx context.Context) error {
+	now := r.args["now"].(int64)
+	limit := maxExpiredPerClaim - r.expired
+	if now < r.o.parkedDue.Load() || limit <= 0 {
+		return nil
+	}
+	var rows []keyed
+	if err := r.o.s.selectRows(ctx, r.tx, "outbox_expire_parked", map[string]any{"now": now, "limit": limit}, &rows); err != nil {
+		return err
+	}
+	next := now + parkedExpiryEvery.Microseconds()
+	if len(rows) == limit { // perhaps more: look again at the next claim
+		next = now
+	}
+	r.o.parkedDue.Store(next)
+	r.expired += len(rows)
+	r.ended = append(r.ended, rows...)
 	return nil
 }
 

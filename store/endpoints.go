@@ -164,7 +164,9 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 
 // Disable stops all sending to an endpoint until Enable. It may be given
 // an endpoint with no deliveries yet, to hold back those to come; one that
-// is not an absolute http or https URL is CodeInvalidArgument.
+// is not an absolute http or https URL is CodeInvalidArgument. Its
+// deliveries wait, and still end at their deadline (failed, expired) as
+// every delivery does.
 func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 	return e.operate(ctx, "Disable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
 		from := old.State

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -46,6 +47,10 @@ type Outbox struct {
 	checkMu    sync.Mutex
 	checkAfter int64 // the last delivery Check validated; 0 to start over
 	keys       staleKeys
+	// parkedDue is when (the Store's clock, unix microseconds) a claim
+	// next looks for parked deliveries whose deadline has come
+	// (claimRun.expireParked).
+	parkedDue atomic.Int64
 }
 
 // EnqueueParams describes one delivery: a notification to one endpoint.

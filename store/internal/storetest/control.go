@@ -160,6 +160,50 @@ func testParkedDeliveriesWaitOutOfTheDueIndex(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testParkedDeliveriesEndAtTheirDeadline: deliveries parked by an
+// endpoint that has no room for good (disabled) end at their deadline as
+// every delivery does (failed, expired), rather than wait for Enable
+// however long past it, pending, never pruned, with Health ok. A parked
+// head of an ordering key that ends is a failed head: it holds its key
+// (HoldKey), as any failed head does.
+func testParkedDeliveriesEndAtTheirDeadline(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{RetryHorizon: time.Hour})
+	var sent []store.Enqueued
+	for _, p := range []store.EnqueueParams{at(slowEndpoint, "a"), at(slowEndpoint, "b"), keyed("k-1", "order-1"), keyed("k-2", "order-1")} {
+		p.Endpoint = slowEndpoint
+		sent = append(sent, b.enqueue(t, p))
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, slowEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %v from a disabled endpoint", ids(c))
+	}
+	for _, e := range sent[:3] {
+		if d := b.get(t, e.ID); d.Held != store.HeldByEndpoint {
+			t.Fatalf("delivery %d: %s held %q, want parked", e.ID, d.Status, d.Held)
+		}
+	}
+	b.clock.Advance(30 * time.Minute) // within the horizon: they wait
+	b.claim(t, "w", 10, time.Minute)
+	if d := b.get(t, sent[0].ID); d.Status != courier.StatusPending {
+		t.Fatalf("before its deadline a parked delivery is %s, want pending", d.Status)
+	}
+	b.clock.Advance(24 * time.Hour)
+	b.claim(t, "w", 10, time.Minute)
+	for _, e := range sent[:3] {
+		if d := b.get(t, e.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired {
+			t.Errorf("delivery %d, a day past its deadline: %s %q held %q, want failed expired", e.ID, d.Status, d.LastErrorCode, d.Held)
+		}
+	}
+	if d := b.get(t, sent[3].ID); d.Status != courier.StatusPending || d.Held != store.HeldByKey {
+		t.Errorf("the key's second delivery: %s held %q, want pending behind its failed head", d.Status, d.Held)
+	}
+	if h, err := b.store.Outbox.Health(b.ctx); err != nil || h.Status != store.HealthBlocked || h.Failed != 3 {
+		t.Fatalf("Health = %+v, %v; want blocked by the 3 failed", h, err)
+	}
+}
+
 // testEndpointMaxInFlightHoldsAcrossWorkers: an endpoint's MaxInFlight
 // bounds the leases of every worker together, whatever their own caps,
 // and a settle frees a slot for any of them.

@@ -86,6 +86,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
 		{"ClaimRefusesAnOwnerOutsideTheFormat", testClaimRefusesAnOwnerOutsideTheFormat},
 		{"SettleRefusesCodesOutsideTheFormat", testSettleRefusesCodesOutsideTheFormat},
+		{"ParkedDeliveriesEndAtTheirDeadline", testParkedDeliveriesEndAtTheirDeadline},
 		{"ParkedDeliveriesWaitOutOfTheDueIndex", testParkedDeliveriesWaitOutOfTheDueIndex},
 		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
 		{"EndpointRateIsATokenBucket", testEndpointRateIsATokenBucket},

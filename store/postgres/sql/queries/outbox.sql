@@ -225,6 +225,26 @@ WHERE o.id = picked.id AND o.deadline <= :now
 -- The rows ended may have headed their ordering key.
 RETURNING o.id, o.endpoint, o.ordering_key, o.status;
 
+-- name: outbox_expire_parked
+-- Parked deliveries (their endpoint had no room) whose deadline has come
+-- are ended, oldest deadline first, from their index (migration 11): a
+-- claim unparks an endpoint's deliveries only when it has room, so those
+-- of an endpoint that has none for good (disabled) would never end.
+-- PostgreSQL: as outbox_expire_due, rows another claimer holds are
+-- skipped, and the rows are picked once, in a MATERIALIZED CTE.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM courier_outbox
+    WHERE hold = 'endpoint' AND deadline <= :now
+    ORDER BY deadline
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_outbox AS o SET status = 'failed', last_error_code = 'expired', hold = NULL, updated_at = :now
+FROM picked
+WHERE o.id = picked.id
+-- The rows ended may have headed their ordering key.
+RETURNING o.id, o.endpoint, o.ordering_key, o.status;
+
 -- name: outbox_claim_probe
 -- One due delivery of an endpoint whose cool-down ended: its probe. The
 -- store first unparks one of the endpoint's parked deliveries (the claims

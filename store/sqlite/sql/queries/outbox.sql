@@ -204,6 +204,21 @@ WHERE id IN (
 -- The rows ended may have headed their ordering key.
 RETURNING id, endpoint, ordering_key, status;
 
+-- name: outbox_expire_parked
+-- Parked deliveries (their endpoint had no room) whose deadline has come
+-- are ended, oldest deadline first, from their index (migration 11): a
+-- claim unparks an endpoint's deliveries only when it has room, so those
+-- of an endpoint that has none for good (disabled) would never end.
+UPDATE courier_outbox SET status = 'failed', last_error_code = 'expired', hold = NULL, updated_at = :now
+WHERE id IN (
+    SELECT id FROM courier_outbox
+    WHERE hold = 'endpoint' AND deadline <= :now
+    ORDER BY deadline
+    LIMIT :limit
+)
+-- The rows ended may have headed their ordering key.
+RETURNING id, endpoint, ordering_key, status;
+
 -- name: outbox_claim_probe
 -- One due delivery of an endpoint whose cool-down ended: its probe. The
 -- store first unparks one of the endpoint's parked deliveries (the claims
