@@ -33,6 +33,15 @@
 // read-only later is dropped, so once the permissions are mended the next
 // write opens the file afresh, without a restart.
 //
+// In WAL mode each commit appends to the -wal file beside the database,
+// which starts over only at a moment no read is in progress: while reads
+// overlap without a pause (the application's own queries on the file, a
+// probe in a loop) it would grow with every commit. The Store's writer
+// keeps it near 64 MiB: past that, it waits up to 250 ms for the reads in
+// progress to end (writes queue meanwhile) and empties it, and SQLite
+// truncates it back to 64 MiB whenever it starts over by itself. A read
+// transaction held open for long still holds the file's growth with it.
+//
 // Commits are durable by default (synchronous=FULL; see
 // store.Config.Durability). The database and every process writing it
 // share one host, so the store's clock is the process's (time.Now).

@@ -55,7 +55,12 @@ func (d *sqliteDriver) connect(dsn string, writer bool) (driver.Conn, error) {
 	}
 	sc := dc.(*sqlite3.SQLiteConn)
 	c := &conn{SQLiteConn: sc}
-	if !writer {
+	if writer {
+		if c.wal, err = boundWAL(sc); err != nil {
+			sc.Close()
+			return nil, err
+		}
+	} else {
 		file, err := connFile(sc)
 		if err != nil {
 			sc.Close()
@@ -85,6 +90,7 @@ type conn struct {
 	immediate bool        // its transactions take the write lock as they begin
 	readOnly  atomic.Bool // SQLite found the database read-only, or query_only could not be reset: never reuse
 	queryOnly bool        // a read-only transaction set query_only, to be reset as it ends
+	wal       *walBound   // the writer's: keeps the -wal file bounded
 }
 
 var (
@@ -141,6 +147,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err
 	}
 	res, err := c.SQLiteConn.ExecContext(ctx, query, args)
+	c.committed(err)
 	return res, c.note(err)
 }
 
@@ -255,6 +262,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return nil, err
 	}
 	res, err := s.SQLiteStmt.ExecContext(ctx, args)
+	s.c.committed(err)
 	return res, s.c.note(err)
 }
 
@@ -275,7 +283,19 @@ type tx struct {
 	c *conn
 }
 
-func (t *tx) Commit() error { return t.c.note(t.Tx.Commit()) }
+func (t *tx) Commit() error {
+	err := t.Tx.Commit()
+	t.c.committed(err)
+	return t.c.note(err)
+}
+
+// committed is called after a statement or a commit that may have
+// committed a write: on the writer, it keeps the -wal file bounded.
+func (c *conn) committed(err error) {
+	if c.wal != nil && err == nil && c.AutoCommit() && !c.wal.committed(c.SQLiteConn) {
+		c.readOnly.Store(true) // its busy timeout is not the DSN's: never reuse
+	}
+}
 
 // readTx is a read-only transaction of a conn (see beginReadOnly). As
 // go-sqlite3's own transaction, it is over once Commit returns, even when

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -56,7 +57,7 @@ func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, err
 func DSN(path string, durability store.Durability) string {
 	v := url.Values{}
 	v.Set("_journal_mode", "WAL")
-	v.Set("_busy_timeout", "10000")
+	v.Set("_busy_timeout", strconv.Itoa(busyTimeout))
 	v.Set("_txlock", "immediate")
 	v.Set("_foreign_keys", "1")
 	v.Set("_synchronous", synchronous(durability))

@@ -1,0 +1,8 @@
+package sqlite
+
+// SetWALLimit sets the size past which writers opened from now on reset
+// the -wal file, and returns the function that puts it back.
+func SetWALLimit(n int64) (restore func()) {
+	old := walLimit.Swap(n)
+	return func() { walLimit.Store(old) }
+}
