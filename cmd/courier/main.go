@@ -1,13 +1,14 @@
 // Command courier is courier's operator tool: it migrates a database,
 // reports the outbox's health, inspects and acts on deliveries, endpoints
-// and contract pins, makes signing secrets, and sends or verifies a
-// signed test notification.
+// and contract pins, prunes what the tables no longer need, makes signing
+// secrets, and sends or verifies a signed test notification.
 //
 //	courier migrate   -db app.db            (or -print -db … / -print -engine sqlite|postgres: write the SQL)
 //	courier health    -db app.db
 //	courier deliveries list|show|redrive|cancel -db app.db …
 //	courier endpoints list|enable|disable|limit -db app.db …
 //	courier contracts pin|fail-mismatched -db app.db …
+//	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h]
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
 //	courier verify -request captured.http [-sender name]
@@ -64,6 +65,7 @@ var commands = map[string]command{
 	"deliveries": deliveriesCmd,
 	"endpoints":  endpointsCmd,
 	"contracts":  contractsCmd,
+	"prune":      pruneCmd,
 	"secret":     secretCmd,
 	"send":       sendCmd,
 	"verify":     verifyCmd,
@@ -78,6 +80,7 @@ commands:
   endpoints   list endpoints (breaker, in flight, limits, blocked keys);
               enable, disable or limit one
   contracts   pin an endpoint's capabilities digest; fail mismatched commands
+  prune       delete finished deliveries, old attempts, inbox records and replay pairs
   secret      new: a Standard Webhooks secret or key pair
   send        sign and POST a test notification to a URL
   verify      check a captured HTTP request's signature

@@ -459,3 +459,48 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// pruneCmd deletes what a database no longer needs, each table in short
+// batches: finished deliveries and the attempts log past -older-than,
+// inbox records past -inbox-older-than, expired replay pairs. It is safe
+// to run while workers and receivers run, and from cron.
+func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flags("prune", stderr)
+	db := dbFlag(fs)
+	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, and attempts, last updated longer ago than this")
+	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
+		"delete inbox records older than this; keep them longer than senders retry (a redelivery after its record is gone is processed again)")
+	maxRows := fs.Int("max-rows", 0, "stop each table after this many rows (0: until all are gone)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *olderThan < 0 || *inboxOlderThan < 0:
+		return usageError(stderr, "courier prune: -older-than and -inbox-older-than must not be negative")
+	case *maxRows < 0:
+		return usageError(stderr, "courier prune: -max-rows must not be negative")
+	}
+	s, done, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer done()
+	finished := store.PruneParams{OlderThan: *olderThan, MaxRows: *maxRows}
+	for _, t := range []struct {
+		name  string
+		prune func(context.Context, store.PruneParams) (int, error)
+		p     store.PruneParams
+	}{
+		{"deliveries", s.Outbox.Prune, finished},
+		{"attempts", s.Outbox.PruneAttempts, finished},
+		{"inbox", s.Inbox.Prune, store.PruneParams{OlderThan: *inboxOlderThan, MaxRows: *maxRows}},
+		{"replay", s.Replay.Prune, store.PruneParams{MaxRows: *maxRows}},
+	} {
+		n, err := t.prune(ctx, t.p)
+		if err != nil {
+			return fmt.Errorf("pruning %s after %d rows: %w", t.name, n, err)
+		}
+		fmt.Fprintf(stdout, "%s: %d\n", t.name, n)
+	}
+	return nil
+}
