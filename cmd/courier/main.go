@@ -139,6 +139,19 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseFlags parses args for a command that takes flags only: a word
+// left over is a usage error, since the flag package stops at it and
+// would leave every flag after it unread.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "%s: unexpected argument %q (it takes flags only; the flags after it were not read)", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
 // isHelp reports whether arg asks for help, as the flag package takes it:
 // -h or -help, with one dash or two.
 func isHelp(arg string) bool {

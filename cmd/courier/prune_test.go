@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,28 @@ func TestPrune(t *testing.T) {
 	for _, args := range [][]string{{"-older-than", "-1h"}, {"-inbox-older-than", "-1s"}, {"-max-rows", "-1"}} {
 		if code, _, _ := courierRun(t, append([]string{"prune", "-db", db}, args...)...); code != exitUsage {
 			t.Errorf("prune %v exited %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+// TestFlagOnlyCommandsRefuseAStrayWord: the flag package stops at the
+// first word that is not a flag, so the flags after it went unread: a
+// prune given "-older-than 720h days -inbox-older-than 2160h" pruned the
+// inbox at its default age and exited 0. A command that takes flags only
+// refuses a word left over, as a usage error.
+func TestFlagOnlyCommandsRefuseAStrayWord(t *testing.T) {
+	t.Parallel()
+	db, _ := migrated(t)
+	for _, args := range [][]string{
+		{"prune", "-db", db, "-older-than", "720h", "days", "-inbox-older-than", "2160h"},
+		{"health", "-db", db, "stray"},
+		{"migrate", "-db", db, "stray"},
+		{"secret", "new", "stray"},
+		{"send", "stray", "-url", "https://r.example/hooks"},
+		{"verify", "stray", "-request", "captured.http"},
+	} {
+		if code, _, errOut := courierRun(t, args...); code != exitUsage || !strings.Contains(errOut, "unexpected argument") {
+			t.Errorf("courier %v exited %d (%q), want %d naming the stray word", args, code, errOut, exitUsage)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func secretCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError(stderr, usage)
 	}
 	fs, typ := flagSet()
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:], stderr); err != nil {
 		return err
 	}
 	switch *typ {
@@ -88,7 +88,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	profile := fs.String("profile", ack.ProfileCourier, "the Ack the receiver must answer with: courier, terminal, none, reporting or command")
 	allowPrivate := fs.Bool("allow-private", false, "allow loopback and private addresses and plain http on the URL's port (the default is https on 443 to public addresses only)")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if *target == "" {
@@ -178,7 +178,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whpk_ key (default: $COURIER_SECRET)")
 	sender := fs.String("sender", "sender", "the name the verified sender is reported by")
 	tolerance := fs.Duration("tolerance", 5*time.Minute, "how far the signed timestamp may be from now (raise it for an old capture)")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if *file == "" {

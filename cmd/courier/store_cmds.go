@@ -29,7 +29,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	db := dbFlag(fl)
 	printSQL := fl.Bool("print", false, "write every migration's SQL, in order, instead of applying them")
 	engine := fl.String("engine", "", "with -print and no -db: the engine, sqlite or postgres")
-	if err := parse(fl, args); err != nil {
+	if err := parseFlags(fl, args, stderr); err != nil {
 		return err
 	}
 	if *printSQL {
@@ -92,7 +92,7 @@ func printMigrations(files fs.FS, w io.Writer) error {
 func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("health", stderr)
 	db := dbFlag(fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	s, done, err := openStore(ctx, *db)
@@ -471,7 +471,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this; keep them longer than senders retry (a redelivery after its record is gone is processed again)")
 	maxRows := fs.Int("max-rows", 0, "stop each table after this many rows (0: until all are gone)")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	switch {
