@@ -508,12 +508,12 @@ func (r *claimRun) probes(ctx context.Context) error {
 				return err
 			}
 			if d.State == EndpointHalfOpen { // its last probe's lease ran out unsettled
-				r.o.s.emit(e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
+				r.o.s.emit(r.tx, e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
 			}
 			continue
 		}
 		if d.State != EndpointHalfOpen { // a probe again after one whose lease ran out: still half open
-			r.o.s.emit(e, d.State, EndpointHalfOpen, "")
+			r.o.s.emit(r.tx, e, d.State, EndpointHalfOpen, "")
 		}
 	}
 	return nil

@@ -156,7 +156,7 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 			return err
 		}
 		if old.State != EndpointClosed {
-			e.s.emit(endpoint, old.State, EndpointClosed, "")
+			e.s.emit(tx, endpoint, old.State, EndpointClosed, "")
 		}
 		return nil
 	})
@@ -200,7 +200,7 @@ func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int6
 		"reason": nullable(string(h.Reason)), "now": now,
 	})
 	if err == nil && from != h.State {
-		e.s.emit(h.Endpoint, from, h.State, h.Reason)
+		e.s.emit(tx, h.Endpoint, from, h.State, h.Reason)
 	}
 	return err
 }
@@ -247,7 +247,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 			return false, err
 		}
 		if from != EndpointClosed {
-			e.s.emit(endpoint, from, EndpointClosed, "")
+			e.s.emit(tx, endpoint, from, EndpointClosed, "")
 		}
 		return false, nil
 	case gone:

@@ -34,7 +34,15 @@ func (s *Store) observe(e Event) {
 	}
 }
 
-// emit reports an endpoint's breaker transition.
-func (s *Store) emit(endpoint string, from, to EndpointState, reason courier.Code) {
-	s.observe(Event{Kind: EventEndpoint, Endpoint: endpoint, From: from, To: to, Code: reason})
+// emit reports an endpoint's breaker transition, made in tx: once tx
+// commits, if it is a transaction of the Store's own (inTx), so that a
+// move rolled back is never reported, nor one made again after a
+// rollback reported twice.
+func (s *Store) emit(tx DBTX, endpoint string, from, to EndpointState, reason courier.Code) {
+	e := Event{Kind: EventEndpoint, Endpoint: endpoint, From: from, To: to, Code: reason}
+	if moves, ok := s.uncommitted.Load(tx); ok {
+		*moves.(*[]Event) = append(*moves.(*[]Event), e)
+		return
+	}
+	s.observe(e)
 }

@@ -40,11 +40,12 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 			valid = append(valid, i)
 		}
 	}
-	lockWait, err := o.settleTx(ctx, outcomes, valid, out)
+	var now int64 // every transaction fences leases at the time the settle began
+	lockWait, err := o.settleTx(ctx, &now, outcomes, valid, out)
 	if lockWait && len(valid) > 1 {
 		err = nil
 		for _, i := range valid {
-			if _, err := o.settleTx(ctx, outcomes, []int{i}, out); err != nil {
+			if _, err := o.settleTx(ctx, &now, outcomes, []int{i}, out); err != nil {
 				out[i].Err = err
 			}
 		}
@@ -67,11 +68,15 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 // held past outbox_settle_lock_timeout (or lost a deadlock). On SQLite it
 // never does: a settle's transaction holds the one writer from its BEGIN
 // IMMEDIATE, and a BEGIN or COMMIT that finds the database busy is not a
-// statement.
-func (o *Outbox) settleTx(ctx context.Context, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) (lockWait bool, err error) {
+// statement. *now is the time leases are fenced at: set by the first
+// transaction, kept by those after it.
+func (o *Outbox) settleTx(ctx context.Context, now *int64, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) (lockWait bool, err error) {
 	var stmtErr error
 	err = o.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		stmtErr = o.settleIn(ctx, tx, outcomes, idx, out)
+		if *now == 0 {
+			*now = o.s.now()
+		}
+		stmtErr = o.settleIn(ctx, tx, *now, outcomes, idx, out)
 		return stmtErr
 	})
 	if err != nil {
@@ -79,16 +84,24 @@ func (o *Outbox) settleTx(ctx context.Context, outcomes []protocol.Outcome, idx 
 			out[i] = protocol.Settled{} // rolled back: what the transaction read is void
 		}
 	}
-	return errors.Is(stmtErr, errBusy), err
+	return isBusy(stmtErr), err
+}
+
+// isBusy reports whether err is a statement's failure busy (errBusy): a
+// lock it waited for past its bound, or a deadlock. Other failures of the
+// database share its code, not its cause: settling again, one outcome at
+// a time, would not help them.
+func isBusy(err error) bool {
+	var ce *courier.Error
+	return errors.As(err, &ce) && ce == errBusy
 }
 
 // settleIn is settleTx's transaction: the bound on its lock waits, then
 // one settleBatch per batch of distinct deliveries.
-func (o *Outbox) settleIn(ctx context.Context, tx *sqlx.Tx, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) error {
+func (o *Outbox) settleIn(ctx context.Context, tx *sqlx.Tx, now int64, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) error {
 	if _, err := o.s.exec(ctx, tx, "outbox_settle_lock_timeout", nil); err != nil {
 		return err
 	}
-	now := o.s.now()
 	for _, batch := range distinctDeliveries(outcomes, idx) {
 		if err := o.settleBatch(ctx, tx, now, outcomes, batch, out); err != nil {
 			return err

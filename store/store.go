@@ -209,6 +209,9 @@ type Store struct {
 	file          databaseFile // the database's file, where it is one (SQLite): see Check
 	closeMu       sync.Mutex
 	closers       []func() error
+	// uncommitted holds, per transaction of inTx's (*sqlx.Tx), the
+	// breaker moves it made (*[]Event), reported once it commits.
+	uncommitted sync.Map
 }
 
 // Open returns a Store over db. The engine comes from db's driver name: an
@@ -534,11 +537,20 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	var moves []Event
+	s.uncommitted.Store(tx, &moves)
+	defer s.uncommitted.Delete(tx)
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
-	return s.dialect.interpret("commit", tx.Commit())
+	if err := s.dialect.interpret("commit", tx.Commit()); err != nil {
+		return err
+	}
+	for _, e := range moves {
+		s.observe(e)
+	}
+	return nil
 }
 
 // micros converts a time to the stored form; the zero time stays zero.
