@@ -420,8 +420,9 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 }
 
 // parkedExpiryEvery is how often a Store's claims look for parked
-// deliveries whose deadline has come, while none are left to end.
-const parkedExpiryEvery = time.Second
+// deliveries whose deadline has come, while none are left to end: the
+// look reads every parked delivery.
+const parkedExpiryEvery = 30 * time.Second
 
 // expireParked ends parked deliveries whose deadline has come, up to what
 // is left of maxExpiredPerClaim, at most every parkedExpiryEvery (each
@@ -429,7 +430,8 @@ const parkedExpiryEvery = time.Second
 // out of the due index, and a claim unparks an endpoint's only when the
 // endpoint has room: those of an endpoint that has none for good (a
 // disabled endpoint) would otherwise never end, however long past their
-// deadline, and never be pruned.
+// deadline, and never be pruned. Those of an endpoint that has room again
+// end as they are unparked, at their deadline.
 func (r *claimRun) expireParked(ctx context.Context) error {
 	now := r.args["now"].(int64)
 	limit := maxExpiredPerClaim - r.expired

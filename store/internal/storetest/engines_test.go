@@ -193,7 +193,7 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_claim_probe", "courier_outbox USING INDEX courier_outbox_due"},
 		{"queries/outbox.sql", "outbox_reclaim_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		{"queries/outbox.sql", "outbox_health_expired", "courier_outbox_leases (lease_expires_at<?)"},
-		{"queries/outbox.sql", "outbox_expire_parked", "courier_outbox_parked_deadline (deadline<?)"},
+		{"queries/outbox.sql", "outbox_expire_parked", "courier_outbox USING INDEX courier_outbox_parked"},
 		{"queries/attempts.sql", "attempts_log_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		// Health's count of deliveries a changed contract holds back: each
 		// pin probes the contract index, and no pin reads nothing.

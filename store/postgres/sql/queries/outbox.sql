@@ -227,9 +227,12 @@ RETURNING o.id, o.endpoint, o.ordering_key, o.status;
 
 -- name: outbox_expire_parked
 -- Parked deliveries (their endpoint had no room) whose deadline has come
--- are ended, oldest deadline first, from their index (migration 11): a
--- claim unparks an endpoint's deliveries only when it has room, so those
--- of an endpoint that has none for good (disabled) would never end.
+-- are ended, oldest deadline first: a claim unparks an endpoint's
+-- deliveries only when it has room, so those of an endpoint that has none
+-- for good (disabled) would never end. It reads every parked row, from
+-- courier_outbox_parked, so claims run it seldom (store/claim.go). An
+-- index on their deadline would make it cheap, at a price paid by every
+-- claim on PostgreSQL, whose planner then chose it for others.
 -- PostgreSQL: as outbox_expire_due, rows another claimer holds are
 -- skipped, and the rows are picked once, in a MATERIALIZED CTE.
 WITH picked AS MATERIALIZED (

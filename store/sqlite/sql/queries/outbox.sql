@@ -206,12 +206,15 @@ RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_expire_parked
 -- Parked deliveries (their endpoint had no room) whose deadline has come
--- are ended, oldest deadline first, from their index (migration 11): a
--- claim unparks an endpoint's deliveries only when it has room, so those
--- of an endpoint that has none for good (disabled) would never end.
+-- are ended, oldest deadline first: a claim unparks an endpoint's
+-- deliveries only when it has room, so those of an endpoint that has none
+-- for good (disabled) would never end. It reads every parked row, from
+-- courier_outbox_parked, so claims run it seldom (store/claim.go). An
+-- index on their deadline would make it cheap, at a price paid by every
+-- claim on PostgreSQL, whose planner then chose it for others.
 UPDATE courier_outbox SET status = 'failed', last_error_code = 'expired', hold = NULL, updated_at = :now
 WHERE id IN (
-    SELECT id FROM courier_outbox
+    SELECT id FROM courier_outbox INDEXED BY courier_outbox_parked
     WHERE hold = 'endpoint' AND deadline <= :now
     ORDER BY deadline
     LIMIT :limit
