@@ -250,3 +250,37 @@ func BenchmarkReplayRemember(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClaimBesideDisabledEndpoints claims 10 due rows of a healthy
+// endpoint while 1,000 disabled endpoints hold 5 parked deliveries each:
+// every claim looks at the endpoints with parked deliveries for room.
+func BenchmarkClaimBesideDisabledEndpoints(b *testing.B) {
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s, db := migratedStore(b, e.open)
+			ctx := context.Background()
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range 5_000 {
+				if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("d-%d", i), Endpoint: fmt.Sprintf("https://gone-%d.example/h", i%1000), Payload: benchPayload}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			for i := range 1000 {
+				if err := s.Endpoints.Disable(ctx, fmt.Sprintf("https://gone-%d.example/h", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: 10, Lease: time.Minute}); err != nil || len(c) != 0 {
+				b.Fatalf("claim parking the disabled endpoints' deliveries: %d, %v", len(c), err)
+			}
+			fill(b, s, db, "n", 1_000, true)
+			claimRepeatedly(b, s, db, 10)
+		})
+	}
+}

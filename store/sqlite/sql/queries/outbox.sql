@@ -160,7 +160,11 @@ SELECT d.endpoint,
     EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
     (SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
      ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due
-FROM e AS d WHERE d.endpoint IS NOT NULL;
+FROM e AS d WHERE d.endpoint IS NOT NULL
+    -- A disabled endpoint has no room until Enable: its deliveries wait
+    -- (and end at their deadline, outbox_expire_parked) without costing
+    -- each claim its reckoning.
+    AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS x WHERE x.endpoint = d.endpoint AND x.state = 'disabled');
 
 -- name: outbox_park_due
 -- Parks an endpoint's next :limit due deliveries of a priority in one
