@@ -130,7 +130,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the worker's clock: it signs attempts and measures how much
 	// of each lease and of each delivery's retry horizon is left. Defaults
-	// to time.Now.
+	// to time.Now. A clock of your own should keep time.Now's monotonic
+	// reading (t.UTC() and t.Round(0) drop it): leases are measured as
+	// time elapsed, and on the wall clock alone a step backward would
+	// stretch what is left of them by the size of the step.
 	Now func() time.Time
 	// Hook receives an Event after each attempt is settled, for metrics
 	// and tests. It runs on the attempt's goroutine and must be quick. It

@@ -128,13 +128,19 @@ type Config struct {
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
 	// on another host than its processes (PostgreSQL): the Store reads the
-	// server's time at Open and every minute after, and keeps it on this
-	// process's monotonic clock in between, so every process sharing the
-	// database stamps leases on one clock whatever its own says, to within
-	// half a round trip to the server. On SQLite the database and every
-	// process writing it share one host and one clock, and the default is
-	// time.Now. Tests inject their own; withDefaults leaves it unset, as the
-	// engine decides.
+	// server's time at Open, and again at most every minute as its own
+	// transactions begin (claims, settles, two-phase inbox claims,
+	// operations), and keeps it on this process's monotonic clock in
+	// between, so every process sharing the database stamps leases on one
+	// clock whatever its own says, to within half a round trip to the
+	// server. On SQLite the database and every process writing it share
+	// one host and one clock, and the default is time.Now: a step of that
+	// host's wall clock moves it. A forward step longer than what is left
+	// of a lease makes the lease expire in the store while its attempt
+	// still runs: another worker may claim the delivery and send it again
+	// at once (the receiver's inbox answers the second as a duplicate), and
+	// the first attempt's outcome is refused, its lease lost. Tests inject
+	// their own; withDefaults leaves it unset, as the engine decides.
 	Now func() time.Time
 }
 

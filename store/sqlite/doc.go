@@ -44,5 +44,7 @@
 //
 // Commits are durable by default (synchronous=FULL; see
 // store.Config.Durability). The database and every process writing it
-// share one host, so the store's clock is the process's (time.Now).
+// share one host, so the store's clock is the process's (time.Now): a
+// step of the host's wall clock longer than a lease can have a delivery
+// sent twice at once (see store.Config.Now).
 package sqlite
