@@ -385,10 +385,13 @@ func TestSwitchingProtocolsDoesNotOutliveStop(t *testing.T) {
 	}
 }
 
-// TestSwitchingProtocolsTakesEverySlot: each attempt a 101 receiver
-// answers pins its slot for good; once its lease expires the delivery is
-// claimed again into another slot, until a worker with two slots and an
-// EndpointConcurrency of 1 delivers nothing to a healthy endpoint.
+// TestSwitchingProtocolsTakesEverySlot: an attempt a 101 receiver
+// answered pinned its slot for good (the answer's body is the raw
+// connection), so two of them, to two endpoints of that receiver, left a
+// worker with two slots delivering nothing to a healthy endpoint. (It
+// once made the second 101 attempt by letting the first one's lease run
+// out, which raced with that attempt's own settle: a 101 fails the
+// delivery for good.)
 func TestSwitchingProtocolsTakesEverySlot(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{}, 10)
@@ -415,10 +418,9 @@ func TestSwitchingProtocolsTakesEverySlot(t *testing.T) {
 	ran := make(chan struct{})
 	go func() { defer close(ran); w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-ran }) // before the store closes
-	b.enqueue(t, "n-1", `{"n":1}`)
+	enqueueAll(t, b.store, plain(b.server.URL+"/a", "n-1"), plain(b.server.URL+"/b", "n-2"))
 	<-arrived
-	b.clock.Advance(time.Hour) // the first lease expires; the delivery is due again
-	<-arrived                  // claimed again, into the second slot
+	<-arrived // an attempt in each slot, each answered 101
 	enqueueAll(t, b.store, plain(good.URL+"/hooks", "n-good"))
 	select {
 	case <-healthy:
