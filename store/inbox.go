@@ -22,7 +22,8 @@ type Inbox struct{ s *Store }
 // waits for the first transaction (the engines' write locks) and then sees
 // it completed.
 func (in *Inbox) record(ctx context.Context, tx DBTX, k protocol.InboxKey) (protocol.Receipt, error) {
-	return in.recordAt(ctx, tx, k, in.s.now(), nil)
+	r, _, err := in.recordAt(ctx, tx, k, in.s.now(), nil)
+	return r, err
 }
 
 // RecordCompleted is Record and Complete in one statement, for a receiver
@@ -35,19 +36,15 @@ func (in *Inbox) recordCompleted(ctx context.Context, tx DBTX, k protocol.InboxK
 	if answer == nil {
 		answer = []byte{} // profiles without an Ack store an empty one
 	}
-	return in.recordAt(ctx, tx, k, in.s.now(), answer)
-}
-
-// recordAt is record at the time now, which a fresh record is stamped with;
-// with a non-nil answer the record is stored completed.
-func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, error) {
-	r, _, err := in.recordOrRead(ctx, tx, k, now, answer)
+	r, _, err := in.recordAt(ctx, tx, k, in.s.now(), answer)
 	return r, err
 }
 
-// recordOrRead is recordAt that also returns, for a key already recorded
-// and still processing, the digest its record stores (for a take-over).
-func (in *Inbox) recordOrRead(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, string, error) {
+// recordAt is record at the time now, which a fresh record is stamped with;
+// with a non-nil answer the record is stored completed. For a key already
+// recorded and still processing it also returns the digest its record
+// stores, which a take-over compares.
+func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now int64, answer []byte) (protocol.Receipt, string, error) {
 	if err := checkKey(k); err != nil {
 		return protocol.Receipt{}, "", err
 	}
@@ -70,7 +67,7 @@ func (in *Inbox) recordOrRead(ctx context.Context, tx DBTX, k protocol.InboxKey,
 	row, err := getRow[inboxRow](ctx, in.s, tx, "inbox_get", args)
 	if err != nil {
 		if courier.CodeOf(err) == courier.CodeNotFound { // released between the insert and the read
-			return in.recordOrRead(ctx, tx, k, now, answer)
+			return in.recordAt(ctx, tx, k, now, answer)
 		}
 		return protocol.Receipt{}, "", err
 	}
@@ -157,7 +154,7 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 		var err error
 		var stored string // the digest a record still processing stores
 		now := in.s.now()
-		r, stored, err = in.recordOrRead(ctx, tx, k, now, nil)
+		r, stored, err = in.recordAt(ctx, tx, k, now, nil)
 		switch {
 		case err != nil:
 			return err
