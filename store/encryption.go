@@ -47,42 +47,41 @@ func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 	if err != nil {
 		return PayloadKey{}, configError("payload key rejected by GCM")
 	}
-	macKey, err := hkdf.Key(sha256.New, secret, nil, digestInfo+id, sha256.Size)
-	if err != nil {
-		return PayloadKey{}, configError("payload key rejected by HKDF")
+	// One HMAC key per use, each derived for this key id alone.
+	var macKeys [3][]byte
+	for i, info := range []string{digestInfo, ackDigestInfo, recordDigestInfo} {
+		if macKeys[i], err = hkdf.Key(sha256.New, secret, nil, info+id, sha256.Size); err != nil {
+			return PayloadKey{}, configError("payload key rejected by HKDF")
+		}
 	}
-	ackKey, err := hkdf.Key(sha256.New, secret, nil, ackDigestInfo+id, sha256.Size)
-	if err != nil {
-		return PayloadKey{}, configError("payload key rejected by HKDF")
-	}
-	recordKey, err := hkdf.Key(sha256.New, secret, nil, recordDigestInfo+id, sha256.Size)
-	if err != nil {
-		return PayloadKey{}, configError("payload key rejected by HKDF")
-	}
+	digestKey, ackKey, recordKey := macKeys[0], macKeys[1], macKeys[2]
 	return PayloadKey{
 		id:   id,
 		aead: func() cipher.AEAD { return aead },
 		digest: func(payload []byte, notificationID, endpoint string) [sha256.Size]byte {
-			return keyedDigest(macKey, payload, notificationID, endpoint)
+			return keyedDigest(digestKey, payload, notificationID, endpoint)
 		},
 		ack: func(deliveryID int64, ackSHA256 string) [sha256.Size]byte {
-			mac := hmac.New(sha256.New, ackKey)
-			var id [8]byte
-			binary.BigEndian.PutUint64(id[:], uint64(deliveryID))
-			mac.Write(id[:])
-			mac.Write([]byte(ackSHA256))
-			var sum [sha256.Size]byte
-			mac.Sum(sum[:0])
-			return sum
+			return keyedSum(ackKey, func(h hash.Hash) {
+				var id [8]byte
+				binary.BigEndian.PutUint64(id[:], uint64(deliveryID))
+				h.Write(id[:])
+				h.Write([]byte(ackSHA256))
+			})
 		},
 		record: func(sender, dedupeKey, payloadSHA256 string) [sha256.Size]byte {
-			mac := hmac.New(sha256.New, recordKey)
-			writePrefixed(mac, sender, dedupeKey, payloadSHA256)
-			var sum [sha256.Size]byte
-			mac.Sum(sum[:0])
-			return sum
+			return keyedSum(recordKey, func(h hash.Hash) { writePrefixed(h, sender, dedupeKey, payloadSHA256) })
 		},
 	}, nil
+}
+
+// keyedSum is the HMAC-SHA256, under key, of what write writes.
+func keyedSum(key []byte, write func(h hash.Hash)) [sha256.Size]byte {
+	mac := hmac.New(sha256.New, key)
+	write(mac)
+	var sum [sha256.Size]byte
+	mac.Sum(sum[:0])
+	return sum
 }
 
 // digestInfo is the HKDF info of a key's digest key, followed by the key's
@@ -113,12 +112,10 @@ const recordDigestInfo = "courier.inbox.payload-digest.v1\x00"
 // payload nor shows two rows with one payload; with the key, enqueue and
 // claim recompute it to compare a payload with the row.
 func keyedDigest(macKey, payload []byte, notificationID, endpoint string) [sha256.Size]byte {
-	mac := hmac.New(sha256.New, macKey)
-	writePrefixed(mac, notificationID, endpoint)
-	mac.Write(payload)
-	var sum [sha256.Size]byte
-	mac.Sum(sum[:0])
-	return sum
+	return keyedSum(macKey, func(h hash.Hash) {
+		writePrefixed(h, notificationID, endpoint)
+		h.Write(payload)
+	})
 }
 
 // ID returns the key's id.
