@@ -28,10 +28,13 @@ import (
 //
 //   - status 400 or above: rolled back, then the response is sent;
 //   - any other status: committed, and the response is sent only if the
-//     commit succeeded, else a 500 problem (code internal_error) is sent;
+//     commit succeeded, else it is answered as a transaction that cannot
+//     begin (below);
 //   - a panic in next: rolled back, and the panic goes on up unchanged.
 //
-// A transaction that cannot begin is answered 503 with Retry-After. Flushing
+// A transaction that cannot begin or commit is answered 503 (code
+// internal_error) with Retry-After, as the receivers of package handler
+// answer a store that failed: the sender tries again later. Flushing
 // the held response (http.Flusher or http.ResponseController) is a no-op.
 //
 // The context next gets is marked as holding the Store's writer, as the
@@ -73,7 +76,7 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 				return
 			}
 			if err := tx.Commit(); err != nil {
-				problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "transaction could not commit")
+				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not commit", time.Second)
 				return
 			}
 			bw.send()

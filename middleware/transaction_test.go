@@ -234,7 +234,7 @@ func TestTransaction(t *testing.T) {
 			wantCode: http.StatusInternalServerError,
 		},
 		{
-			name: "failed commit answers 500, not the handler's 201",
+			name: "failed commit answers 503, not the handler's 201",
 			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
 				insertItem(t, r)
 				tx, _ := middleware.TxFromContext(r.Context())
@@ -245,7 +245,7 @@ func TestTransaction(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				io.WriteString(w, "created")
 			},
-			wantCode: http.StatusInternalServerError, wantProblem: courier.CodeInternal,
+			wantCode: http.StatusServiceUnavailable, wantProblem: courier.CodeInternal,
 		},
 	}
 	for _, tt := range tests {
@@ -268,6 +268,9 @@ func TestTransaction(t *testing.T) {
 			if tt.wantProblem != "" {
 				if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != tt.wantProblem {
 					t.Errorf("code = %q, want %q", p.Code, tt.wantProblem)
+				}
+				if ra := resp.Header.Get("Retry-After"); (resp.StatusCode == http.StatusServiceUnavailable) != (ra == "1") {
+					t.Errorf("Retry-After = %q with status %d, want 1 exactly on a 503", ra, resp.StatusCode)
 				}
 			} else if string(got) != tt.wantBody {
 				t.Errorf("body = %q, want %q", got, tt.wantBody)
