@@ -10,17 +10,16 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"reflect"
 	"strconv"
 	"time"
 
-	"github.com/courier-go/courier/internal/wire"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -151,19 +150,10 @@ func (w *Worker) signer(keyID string) (signature.Signer, error) {
 		return w.cfg.Signer, nil
 	}
 	s, err := w.cfg.SignerFor(keyID)
-	if err == nil && isNilSigner(s) { // a lookup that found nothing: calling it would panic the worker
+	if err == nil && nilcheck.Nil(s) { // a lookup that found nothing: calling it would panic the worker
 		err = fmt.Errorf("client: SignerFor returned no signer for key %q: %w", keyID, courier.CodeConfigInvalid)
 	}
 	return s, err
-}
-
-// isNilSigner reports whether s is nil, or a nil pointer as a Signer.
-func isNilSigner(s signature.Signer) bool {
-	if s == nil {
-		return true
-	}
-	v := reflect.ValueOf(s)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // redirectForbidden reports whether a redirect's target is one the

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -226,7 +226,7 @@ func newFront(name string, s *store.Store, v signature.Verifier, body middleware
 	switch {
 	case s == nil:
 		return front{}, configError(name + ".Store is required")
-	case isNil(v):
+	case nilcheck.Nil(v):
 		return front{}, configError(name + ".Verifier is required: a handler never accepts unsigned input")
 	}
 	if err := body.Validate(); err != nil {
@@ -236,15 +236,6 @@ func newFront(name string, s *store.Store, v signature.Verifier, body middleware
 		logger = discard()
 	}
 	return front{verifier: v, body: body, logger: logger, hook: hook, tracer: tracerOf(s)}, nil
-}
-
-// isNil reports whether v is nil, or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // discard is the quiet default logger.

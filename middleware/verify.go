@@ -6,10 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/signature"
 )
@@ -34,7 +34,7 @@ import (
 // Budget, each call of Verify makes a Budget of its own.
 // Verify panics if v is nil or limits are invalid ([BodyLimits.Validate]).
 func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Handler {
-	if v == nil || isNilPointer(v) {
+	if nilcheck.Nil(v) {
 		panic("middleware: Verify verifier is nil")
 	}
 	mustValidate(limits)
@@ -79,10 +79,4 @@ func isToken(c courier.Code) bool {
 		}
 	}
 	return c != ""
-}
-
-// isNilPointer reports whether v is a typed nil pointer in an interface.
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
@@ -56,7 +57,7 @@ func init() {
 // migrateTx applies the pending migrations inside tx, a transaction of
 // the named driver.
 func migrateTx(ctx context.Context, tx DBTX, driver string) error {
-	if isNil(tx) {
+	if nilcheck.Nil(tx) {
 		return errNoTx
 	}
 	d, err := dialectOf(driver)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -353,7 +354,7 @@ var errNoTx = invalidArgument("the transaction is nil: pass the caller's transac
 // it (writerHeld). exec, query and scan ask it before every statement.
 func (s *Store) runsOn(ctx context.Context, x DBTX) error {
 	switch {
-	case isNil(x):
+	case nilcheck.Nil(x):
 		return errNoTx
 	case x == DBTX(s.writer):
 		return s.writerHeld(ctx)
@@ -361,19 +362,10 @@ func (s *Store) runsOn(ctx context.Context, x DBTX) error {
 	return nil
 }
 
-// isNil reports whether x is nil, or a nil pointer (a nil *sql.Tx).
-func isNil(x DBTX) bool {
-	if x == nil {
-		return true
-	}
-	v := reflect.ValueOf(x)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
 // orWriter returns tx, or for a nil one the Store's writer: a method whose
 // transaction is optional writes on its own.
 func (s *Store) orWriter(tx DBTX) DBTX {
-	if isNil(tx) {
+	if nilcheck.Nil(tx) {
 		return s.writer
 	}
 	return tx

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/nilcheck"
 )
 
 // Subscriptions is the sender side's registry of who receives which
@@ -152,7 +153,7 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 // the caller has one; with a nil tx, through the Store's DB(), which sees
 // only what is committed.
 func (sr *Subscriptions) Get(ctx context.Context, tx DBTX, id int64) (Subscription, error) {
-	if isNil(tx) {
+	if nilcheck.Nil(tx) {
 		tx = sr.s.db
 	}
 	r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
