@@ -22,7 +22,11 @@ const (
 // then one delivery probes it (half-open): success closes it, and so does
 // any other answer that does not speak of its health (a 4xx: it is up);
 // failure pauses it again, and a probe whose lease runs out unsettled is
-// made again. An endpoint failing for DisableAfter, or answering 410
+// made again. Only the probe's outcome moves a half-open breaker: a
+// failure of an attempt sent before the pause counts, and no other probe
+// goes out while one is in flight. An open endpoint whose probe found
+// nothing to send is probed again once a delivery of its own is due (the
+// claim that meets it first parks it, the next probes with it). An endpoint failing for DisableAfter, or answering 410
 // Gone, is disabled until an operator enables it. Only failures that speak
 // of the endpoint's health count: 5xx, 408/425, 429, timeouts and network
 // errors.
@@ -260,6 +264,11 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 		switch {
 		case fromMicros(now).Sub(h.FailingSince) >= cfg.DisableAfter:
 			h.State, h.Reason = EndpointDisabled, courier.CodeEndpointDisabled
+		case h.State == EndpointHalfOpen && !oc.Lease.ExpiresAt.Equal(h.OpenUntil):
+			// Not the probe (whose lease ends at OpenUntil): an attempt
+			// leased before the breaker opened, failing late. It counts;
+			// the probe in flight decides, and no other goes out before
+			// its lease ends.
 		case h.State == EndpointHalfOpen || h.ConsecutiveFailures >= cfg.Threshold:
 			h.State, h.Reason, h.OpenUntil = EndpointOpen, oc.Code, fromMicros(now).Add(cfg.Cooldown)
 		}

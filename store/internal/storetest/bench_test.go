@@ -284,3 +284,32 @@ func BenchmarkClaimBesideDisabledEndpoints(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClaimBesideIdleOpenEndpoints claims from a backlog beside 100
+// endpoints whose breaker is open, their cool-down over and nothing of
+// theirs left to send (their last deliveries failed for good): once a
+// probe found nothing, a claim must not probe them again, each probe a
+// walk of the due rows. Compare with BenchmarkClaim's due=1000/stats=true.
+func BenchmarkClaimBesideIdleOpenEndpoints(b *testing.B) {
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s, db := migratedStore(b, e.open)
+			ctx := context.Background()
+			fill(b, s, db, "n", 10_000, true)
+			opened := time.Now().Add(-2 * time.Minute).UnixMicro()
+			insert := db.Rebind(`INSERT INTO courier_endpoints (endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at)
+				VALUES (?, 'open', 5, ?, ?, 'receiver_unavailable', ?)`)
+			for i := range 100 {
+				if _, err := db.ExecContext(ctx, insert, fmt.Sprintf("https://gone-%d.example/h", i), opened, opened+time.Minute.Microseconds(), opened); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The first claim probes each once and finds nothing; the
+			// benchmark times the claims after it.
+			if _, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "bench", Limit: 10, Lease: time.Minute}); err != nil {
+				b.Fatal(err)
+			}
+			claimRepeatedly(b, s, db, 10)
+		})
+	}
+}

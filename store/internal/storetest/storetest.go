@@ -73,6 +73,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SettlesSharingEndpointsDoNotDeadlock", testSettlesSharingEndpointsDoNotDeadlock},
 		{"EventsReportWhatMoved", testEventsReportWhatMoved},
 		{"BreakerProbeAnsweredWithARefusalCloses", testBreakerProbeAnsweredWithARefusalCloses},
+		{"IdleProbeWaitsForADelivery", testIdleProbeWaitsForADelivery},
+		{"LateFailureKeepsTheProbeAlone", testLateFailureKeepsTheProbeAlone},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

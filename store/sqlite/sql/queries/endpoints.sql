@@ -73,9 +73,15 @@ DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
 
 -- name: endpoint_probes
 -- Endpoints whose cool-down (or whose probe's lease) ended, and the state
--- each is in: each gets one probe (endpoint_probe_take).
-SELECT endpoint, state FROM courier_endpoints
-WHERE state IN ('open', 'half_open') AND open_until <= :now;
+-- each is in: each gets one probe (endpoint_probe_take). An open endpoint
+-- whose last probe found nothing to send (endpoint_probe_idle leaves
+-- open_until = updated_at, which a cool-down never does) is left out
+-- until a claim has parked a delivery of its own: each probe walks the due
+-- rows for one, and would at every claim, for nothing.
+SELECT endpoint, state FROM courier_endpoints AS e
+WHERE state IN ('open', 'half_open') AND open_until <= :now
+    AND (state = 'half_open' OR open_until <> updated_at
+        OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));
 
 -- name: endpoint_probe_take
 -- The endpoint is half open, its probe held for the lease; nothing is
@@ -85,7 +91,8 @@ WHERE endpoint = :endpoint AND state IN ('open', 'half_open') AND open_until <= 
 RETURNING endpoint;
 
 -- name: endpoint_probe_idle
--- A probed endpoint had nothing due: it stays open, probed again at the next claim.
+-- A probed endpoint had nothing due: it stays open, probed again once a
+-- delivery of its own is parked (see endpoint_probes).
 UPDATE courier_endpoints SET state = 'open', open_until = :now, updated_at = :now
 WHERE endpoint = :endpoint AND state = 'half_open';
 

@@ -1,0 +1,98 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+// testIdleProbeWaitsForADelivery: an open endpoint whose probe found
+// nothing to send (its last delivery failed for good) is not probed again
+// at every claim, each probe a statement or four and a walk of the due
+// rows: it stays open, untouched, until a delivery of its own comes, and
+// that delivery is its probe.
+func testIdleProbeWaitsForADelivery(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute}})
+	only := at(slowEndpoint, "only")
+	only.MaxAttempts = 1
+	b.enqueue(t, only)
+	c := b.claim(t, "w", 1, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute) // the cool-down is over; nothing is left to probe with
+	if c := b.claim(t, "w", 5, time.Minute); len(c) != 0 {
+		t.Fatalf("claim leased %v, want nothing", ids(c))
+	}
+	idle, err := b.store.Endpoints.Get(b.ctx, slowEndpoint)
+	if err != nil || idle.State != store.EndpointOpen {
+		t.Fatalf("after a probe that found nothing the endpoint is %+v (%v), want open", idle, err)
+	}
+	for range 3 {
+		b.clock.Advance(time.Second)
+		if c := b.claim(t, "w", 5, time.Minute); len(c) != 0 {
+			t.Fatalf("claim leased %v, want nothing", ids(c))
+		}
+	}
+	if again, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); !again.UpdatedAt.Equal(idle.UpdatedAt) || again.State != store.EndpointOpen {
+		t.Fatalf("idle endpoint probed again by later claims: %+v, was %+v", again, idle)
+	}
+
+	next := b.enqueue(t, at(slowEndpoint, "next"))
+	var probe []protocol.Claimed
+	for i := 0; i < 2 && len(probe) == 0; i++ { // the first claim may park it, the next probes with it
+		probe = b.claim(t, "w", 5, time.Minute)
+	}
+	if len(probe) != 1 || probe[0].DeliveryID != next.ID {
+		t.Fatalf("probe = %v, want the new delivery %d", ids(probe), next.ID)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointHalfOpen {
+		t.Fatalf("with its probe leased the endpoint is %s, want half_open", eh.State)
+	}
+}
+
+// testLateFailureKeepsTheProbeAlone: an attempt leased before the breaker
+// opened that fails while the endpoint is half open counts, but only the
+// probe's own outcome moves the breaker: no cool-down starts, and no
+// second probe is leased while the first is in flight.
+func testLateFailureKeepsTheProbeAlone(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: 5 * time.Second}})
+	for i := range 6 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	fail := func(c protocol.Claimed) {
+		t.Helper()
+		if err := b.retry(c.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	two := b.claim(t, "w1", 2, time.Minute) // two attempts in flight
+	fail(two[0])                            // opens the breaker
+	b.clock.Advance(5 * time.Second)
+	probe := b.claim(t, "w2", 2, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("probe claim leased %v, want one probe", ids(probe))
+	}
+	fail(two[1]) // the attempt from before the breaker opened fails late
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointHalfOpen || eh.ConsecutiveFailures != 2 {
+		t.Fatalf("after the late failure the endpoint is %+v, want half_open (its probe in flight) with 2 failures", eh)
+	}
+	b.clock.Advance(5 * time.Second) // a cool-down, well within the probe's lease
+	if again := b.claim(t, "w3", 2, time.Minute); len(again) != 0 {
+		t.Fatalf("a second probe %v was leased while the probe %v is in flight", ids(again), ids(probe))
+	}
+	// The probe answers: the endpoint closes and its deliveries flow.
+	if err := b.complete(probe[0].Lease, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointClosed {
+		t.Fatalf("after the probe succeeded the endpoint is %s, want closed", eh.State)
+	}
+	if c := b.claim(t, "w3", 5, time.Minute); len(c) != 3 {
+		t.Fatalf("after the probe succeeded the claim leased %v, want the 3 deliveries left", ids(c))
+	}
+}
