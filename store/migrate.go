@@ -34,19 +34,19 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 	}
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
-		return wrapf(err, "migrate")
+		return d.interpret("migrate", err)
 	}
 	if q := d.query("schema_isolation"); q.text != "" {
 		if _, err := tx.ExecContext(ctx, q.text); err != nil {
 			_ = tx.Rollback()
-			return wrapf(err, "migrate")
+			return d.interpret("migrate", err)
 		}
 	}
 	if err := migrateTx(ctx, tx, db.DriverName()); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
-	return wrapf(tx.Commit(), "migrate")
+	return d.interpret("migrate", tx.Commit())
 }
 
 // The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
@@ -72,28 +72,38 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 		_, err := tx.ExecContext(ctx, q.text, q.args(args)...)
 		return err
 	}
-	if err := run("schema_lock", nil); err != nil {
-		return wrapf(err, "migrate")
+	// SQLite's schema_lock writes to courier_schema, which the first
+	// migration creates: where it is missing, schema_create's CREATE
+	// TABLE is the transaction's first write and takes the lock itself.
+	// (PostgreSQL's, an advisory lock, names no table.)
+	if err := run("schema_lock", nil); err != nil && d.Interpret(err).Kind != engine.Missing {
+		return d.interpret("migrate", err)
 	}
 	if err := run("schema_create", nil); err != nil {
-		return wrapf(err, "migrate")
+		return d.interpret("migrate", err)
 	}
 	var have int
 	if err := tx.QueryRowContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {
-		return wrapf(err, "migrate")
+		return d.interpret("migrate", err)
 	}
 	if have > len(d.migrations) {
 		return errSchemaTooNew
 	}
 	for _, m := range d.migrations[have:] {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-			return wrapf(err, "migration %d (%s)", m.Version, m.Name)
+			name := fmt.Sprintf("migration %d (%s)", m.Version, m.Name)
+			if d.Interpret(err).Kind == engine.Constraint {
+				// Rows the migration's constraints refuse: courier did
+				// not write them.
+				return fmt.Errorf("store: %s: %w: %w", name, &courier.Error{Code: courier.CodeSchemaAltered, Msg: "the tables hold rows courier would not have written"}, err)
+			}
+			return d.interpret(name, err)
 		}
 		if err := run("schema_record", map[string]any{"version": m.Version}); err != nil {
-			return wrapf(err, "migration %d", m.Version)
+			return d.interpret(fmt.Sprintf("migration %d", m.Version), err)
 		}
 	}
-	return wrapf(run("schema_analyze", nil), "migrate")
+	return d.interpret("migrate", run("schema_analyze", nil))
 }
 
 // checkSchema is the guard Open applies: the version must be this
@@ -106,7 +116,7 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 		if d.Interpret(err).Kind == engine.Missing {
 			return errSchemaOutdated
 		}
-		return wrapf(err, "schema version")
+		return d.interpret("schema version", err)
 	}
 	switch {
 	case have < len(d.migrations):
@@ -119,7 +129,7 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 		Column string `db:"column_name"`
 	}
 	if err := sqlx.SelectContext(ctx, db, &cols, d.query("schema_columns").text); err != nil {
-		return wrapf(err, "schema columns")
+		return d.interpret("schema columns", err)
 	}
 	got := make(map[string][]string)
 	for _, c := range cols {
@@ -147,14 +157,10 @@ type schemaWatch struct {
 	readAt      int64 // when fingerprint was last read, in the store's clock
 }
 
-// start records the fingerprint of the schema Open's guard accepted.
-func (w *schemaWatch) start(ctx context.Context, x sqlx.QueryerContext, d *dialect, now int64) error {
-	fp, err := fingerprint(ctx, x, d)
-	if err != nil {
-		return err
-	}
+// start records fp, the fingerprint read before Open's guard accepted the
+// schema, read at now.
+func (w *schemaWatch) start(fp string, now int64) {
 	w.fingerprint, w.readAt = fp, now
-	return nil
 }
 
 // check returns the guard's verdict on the schema x sees at now.
@@ -184,7 +190,7 @@ func (w *schemaWatch) check(ctx context.Context, x sqlx.QueryerContext, d *diale
 func fingerprint(ctx context.Context, x sqlx.QueryerContext, d *dialect) (string, error) {
 	var fp string
 	if err := sqlx.GetContext(ctx, x, &fp, d.query("schema_fingerprint").text); err != nil {
-		return "", wrapf(err, "schema fingerprint")
+		return "", d.interpret("schema fingerprint", err)
 	}
 	return fp, nil
 }

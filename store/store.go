@@ -262,8 +262,18 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s.dialect, s.cfg = d, cfg
+	// The fingerprint claims compare with is read before the guard, never
+	// after: a newer courier's migration that commits in between then
+	// differs from it, and the first claim runs the guard again. Read
+	// after, it would be the newer schema's, taken for the one checked.
+	// Its error waits for the guard's verdict, which tells a database
+	// never migrated (schema_outdated) from a failed one.
+	fp, fpErr := fingerprint(ctx, s.db, d)
 	if err := checkSchema(ctx, s.db, d); err != nil {
 		return err
+	}
+	if fpErr != nil {
+		return fpErr
 	}
 	if s.file, err = s.databaseFile(ctx); err != nil {
 		return err
@@ -272,18 +282,16 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 	case s.cfg.Now != nil:
 	case d.Clock != nil:
 		if s.clock, err = newDBClock(ctx, s.db, d.Clock, s.local); err != nil {
-			return err
+			return d.interpret("open", err)
 		}
 	default:
 		s.cfg.Now = s.local
 	}
-	if err := s.schema.start(ctx, s.db, d, s.now()); err != nil {
-		return err
-	}
+	s.schema.start(fp, s.now())
 	if d.Writer != nil {
 		w, owned, err := d.Writer(ctx, s.db, cfg.Durability == DurabilityRelaxed)
 		if err != nil {
-			return wrapf(err, "open writer")
+			return d.interpret("open writer", err)
 		}
 		if owned {
 			s.closers = append([]func() error{w.Close}, s.closers...)
@@ -634,7 +642,7 @@ func (s *Store) databaseFile(ctx context.Context) (databaseFile, error) {
 	}
 	info, err := os.Stat(f.path)
 	if err != nil {
-		return databaseFile{}, fmt.Errorf("store: the database file: %w", err)
+		return databaseFile{}, fmt.Errorf("store: the database file: %w: %w", errUnavailable, err)
 	}
 	f.info = info
 	return f, nil

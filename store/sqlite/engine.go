@@ -109,14 +109,26 @@ func openWriter(file string, durability store.Durability) *sqlx.DB {
 // an UPDATE does not.
 func checkWritable(ctx context.Context, w *sqlx.DB, file string) error {
 	_, err := w.ExecContext(ctx, "UPDATE courier_schema SET version = version WHERE 0")
-	var e sqlite3.Error
 	switch {
-	case errors.As(err, &e) && e.Code == sqlite3.ErrReadonly:
-		return fmt.Errorf("sqlite: %s cannot be written (SQLite opened it read-only): let this process write the file, its -wal and -shm files and its directory: %w", file, err)
+	case isReadOnlyFile(err):
+		return readOnlyFile(file, err)
 	case err != nil:
 		return fmt.Errorf("sqlite: check that %s can be written: %w", file, err)
 	}
 	return nil
+}
+
+// isReadOnlyFile reports whether err is SQLite's "attempt to write a
+// readonly database".
+func isReadOnlyFile(err error) bool {
+	var e sqlite3.Error
+	return errors.As(err, &e) && e.Code == sqlite3.ErrReadonly
+}
+
+// readOnlyFile is SQLite's read-only error err, naming file and saying
+// what to do about it.
+func readOnlyFile(file string, err error) error {
+	return fmt.Errorf("sqlite: %s cannot be written (SQLite opened it read-only): let this process write the file, its -wal and -shm files and its directory: %w", file, err)
 }
 
 // mainFile returns the path of db's main database file, "" in memory.

@@ -36,6 +36,9 @@ func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, err
 	}
 	if err := store.Migrate(ctx, db); err != nil {
 		db.Close()
+		if isReadOnlyFile(err) { // Migrate writes first, to take the lock
+			return nil, readOnlyFile(path, err)
+		}
 		return nil, err
 	}
 	engine.Adopt(db)

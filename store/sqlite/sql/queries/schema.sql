@@ -33,8 +33,16 @@ ORDER BY m.name, p.cid;
 -- SQLite: nothing to do; its transactions are serializable.
 
 -- name: schema_lock
--- SQLite: nothing to do; a migration's transaction begins IMMEDIATE, which
--- already makes a second migrating process wait.
+-- Two processes migrating at once: the second waits for the first.
+-- SQLite: a write that changes nothing, the transaction's first statement,
+-- takes the write lock before the version is read. A transaction of
+-- DSN's pool begins IMMEDIATE and holds it already, but one of go-sqlite3's
+-- own "sqlite3" driver begins deferred: it would read the version from a
+-- snapshot, and once another process's migration committed, SQLite would
+-- refuse its first write at once (busy), whatever the busy timeout.
+-- Before the first migration there is no courier_schema: Migrate goes on,
+-- and schema_create's CREATE TABLE is the first write.
+UPDATE courier_schema SET version = version WHERE 0;
 
 -- name: schema_analyze
 -- SQLite: nothing to do; its planner reads the partial indexes without
