@@ -136,7 +136,22 @@ func (o *Outbox) advanceKeys(ctx context.Context, tx DBTX, now int64, rows []key
 		case head != r.ID:
 			continue
 		}
-		failed := r.Status == courier.StatusFailed || r.Status == courier.StatusQuarantined
+		// The key moves on only if its head is finished now. A look's row
+		// (stale) has no status: ordering_key_stale can report a head that
+		// another transaction moved on or redrove as finished, so a
+		// statement of its own, run once the key's row is locked, reads it.
+		// A row this transaction ended has its status already.
+		status := r.Status
+		if status == "" {
+			if err := o.s.scan(ctx, tx, "ordering_key_head_status", map[string]any{"head_id": head}, &status); err != nil {
+				return left, err
+			}
+		}
+		switch status {
+		case courier.StatusPending, courier.StatusRetryWait, courier.StatusLeased:
+			continue // another transaction moved the key on, or redrove its head
+		}
+		failed := status == courier.StatusFailed || status == courier.StatusQuarantined
 		if failed && o.s.cfg.OrderingOnFailure == HoldKey {
 			if _, err := o.s.exec(ctx, tx, "ordering_key_block", args); err != nil {
 				return left, err
@@ -204,7 +219,9 @@ func (k *staleKeys) due(now int64) (look, dirty bool) {
 // stale returns, when a look is due, the ordering keys whose head finished
 // without them moving on, as their heads' rows, locked on PostgreSQL (the
 // ones another transaction holds are skipped), for the claim to advance
-// with the rows it ended.
+// with the rows it ended. A row's head is the look's, which on PostgreSQL
+// may be out of date, and its status is left empty: advanceKeys checks the
+// head and reads its status once it holds the key.
 func (o *Outbox) stale(ctx context.Context, tx DBTX, now int64) ([]keyed, error) {
 	look, dirty := o.keys.due(now)
 	if !look {
@@ -226,6 +243,9 @@ func (o *Outbox) stale(ctx context.Context, tx DBTX, now int64) ([]keyed, error)
 	}
 	if more {
 		o.keys.left(now + staleKeysRetry.Microseconds())
+	}
+	for i := range rows {
+		rows[i].Status = "" // only a lead: advanceKeys reads it again (see ordering_key_stale)
 	}
 	return rows, nil
 }

@@ -53,9 +53,17 @@ WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
 -- The keys whose head finished without the key moving on, because the
 -- transaction that finished it found the key's row held (see
 -- ordering_key_try_lock), or it was lost with its process before a
--- later claim moved the key on: each with its head, as it stands now (a
--- head pruned since counts as finished). A blocked key is not stale. The
--- rows are locked SKIP LOCKED, by key: no claim waits for another's.
+-- later claim moved the key on: each with its head (a head pruned since
+-- counts as finished). A blocked key is not stale. The rows are locked
+-- SKIP LOCKED, by key: no claim waits for another's.
+-- PostgreSQL: a key's status here is only a lead. A key row another
+-- transaction changed and committed after this statement's snapshot is
+-- locked in its newest version and checked again against the outbox row
+-- already joined, the old head's: moved on since, its new head does not
+-- match, the outer join makes the row NULL, and the key is reported with
+-- its new, unfinished head as finished; redriven since, its head is
+-- reported failed. advanceKeys reads the head's status again
+-- (ordering_key_head_status) once the key's row is locked.
 SELECT k.endpoint, k.ordering_key, k.head_id AS id, COALESCE(o.status, 'succeeded') AS status
 FROM courier_ordering_keys AS k
 LEFT JOIN courier_outbox AS o ON o.id = k.head_id
@@ -63,6 +71,15 @@ WHERE k.blocked_at IS NULL AND (o.id IS NULL OR o.status NOT IN ('pending', 'ret
 ORDER BY k.endpoint, k.ordering_key
 LIMIT :limit
 FOR UPDATE OF k SKIP LOCKED;
+
+-- name: ordering_key_head_status
+-- The status of the key's head (:head_id) as it stands now, for the
+-- transaction that locked the key's row and may move it on; a head pruned
+-- since counts as finished. PostgreSQL: a statement of its own, so that
+-- its snapshot is taken once the row is locked. Read in the statement that
+-- locks the row, a status would be as of that statement's snapshot, which
+-- may predate the row's newest version (see ordering_key_stale).
+SELECT COALESCE((SELECT status FROM courier_outbox WHERE id = :head_id), 'succeeded') AS status;
 
 -- name: ordering_key_stale_count
 -- How many keys are stale (see ordering_key_stale), locked or not.

@@ -49,6 +49,14 @@ WHERE k.blocked_at IS NULL AND (o.id IS NULL OR o.status NOT IN ('pending', 'ret
 ORDER BY k.endpoint, k.ordering_key
 LIMIT :limit;
 
+-- name: ordering_key_head_status
+-- The status of the key's head (:head_id) as it stands now, for the
+-- transaction that locked the key's row and may move it on; a head pruned
+-- since counts as finished. SQLite: writers are serialized, so the status
+-- the transaction read or wrote earlier is still current; the statement
+-- is the same as PostgreSQL's, which needs it (see the PostgreSQL file).
+SELECT COALESCE((SELECT status FROM courier_outbox WHERE id = :head_id), 'succeeded') AS status;
+
 -- name: ordering_key_stale_count
 -- How many keys are stale (see ordering_key_stale), locked or not.
 SELECT COUNT(*) FROM courier_ordering_keys AS k
