@@ -18,7 +18,8 @@ const (
 )
 
 // BreakerConfig is the per-endpoint circuit breaker: after Threshold
-// consecutive failed attempts an endpoint is paused (open) for Cooldown,
+// consecutive failed attempts (an answer, a 4xx too, ends the count) an
+// endpoint is paused (open) for Cooldown,
 // then one delivery probes it (half-open): success closes it, and so does
 // any other answer that does not speak of its health (a 4xx: it is up);
 // failure pauses it again, and a probe whose lease runs out unsettled is
@@ -222,8 +223,11 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	gone := oc.Code == courier.CodeEndpointGone
 	// An HTTP answer that is neither a success nor about the endpoint's
 	// health (a 4xx) still shows it is up: it closes a half-open breaker,
-	// its probe answered, and changes nothing else. An outcome without an
-	// answer (never sent, cut short) changes nothing at all.
+	// its probe answered, and ends a closed one's streak of failures (a
+	// failure days later starts a new one, it does not disable the
+	// endpoint as failing all along); an open breaker waits for its probe.
+	// An outcome without an answer (never sent, cut short) changes nothing
+	// at all.
 	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]
 	answered := other && oc.HTTPStatus != 0
 	switch {
@@ -241,8 +245,8 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	switch {
 	case h.State == EndpointDisabled:
 		return false, nil // only an operator brings it back
-	case answered && h.State != EndpointHalfOpen:
-		return false, nil // not about the endpoint's health
+	case answered && h.State == EndpointOpen:
+		return false, nil // the probe decides
 	case oc.Result == protocol.Succeeded || answered:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
 			return false, nil // healthy stays healthy

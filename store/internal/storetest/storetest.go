@@ -75,6 +75,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"BreakerProbeAnsweredWithARefusalCloses", testBreakerProbeAnsweredWithARefusalCloses},
 		{"IdleProbeWaitsForADelivery", testIdleProbeWaitsForADelivery},
 		{"LateFailureKeepsTheProbeAlone", testLateFailureKeepsTheProbeAlone},
+		{"AnAnswerEndsTheFailureStreak", testAnAnswerEndsTheFailureStreak},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

@@ -96,3 +96,39 @@ func testLateFailureKeepsTheProbeAlone(t *testing.T, open OpenFunc) {
 		t.Fatalf("after the probe succeeded the claim leased %v, want the 3 deliveries left", ids(c))
 	}
 }
+
+// testAnAnswerEndsTheFailureStreak: a receiver that answers, even with a
+// refusal (a 4xx), is up: the failures counted before it no longer count,
+// so a failure days later starts a new streak instead of disabling the
+// endpoint as failing all along.
+func testAnAnswerEndsTheFailureStreak(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 5, DisableAfter: 72 * time.Hour}})
+	for i := range 2 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	c := b.claim(t, "w", 1, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeTimeout, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.ConsecutiveFailures != 1 {
+		t.Fatalf("after a timeout the endpoint is %+v, want one failure counted", eh)
+	}
+	c = b.claim(t, "w", 1, time.Minute)
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointClosed || eh.ConsecutiveFailures != 0 || !eh.FailingSince.IsZero() {
+		t.Fatalf("after the receiver answered 400 the endpoint is %+v, want closed, no failures counted", eh)
+	}
+	b.clock.Advance(96 * time.Hour)
+	later := b.enqueue(t, at(slowEndpoint, "later"))
+	if c = b.claim(t, "w", 1, time.Minute); len(c) != 1 || c[0].DeliveryID != later.ID {
+		t.Fatalf("claim = %v, want the later delivery", ids(c))
+	}
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointClosed || eh.ConsecutiveFailures != 1 {
+		t.Fatalf("a timeout 96 hours after the receiver answered left the endpoint %+v, want closed with one failure", eh)
+	}
+}
