@@ -124,7 +124,7 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		if err := run.take(ctx); err != nil {
 			return err
 		}
-		out, expired = out[:0], run.expired
+		out, expired = append(out[:0], run.admitted...), run.expired
 		for _, c := range run.got {
 			switch status, err := o.admit(ctx, tx, now, &c); {
 			case err != nil:
@@ -194,9 +194,12 @@ type claimRun struct {
 	// justParked are the endpoints the last claim statement parked
 	// deliveries of.
 	justParked []string
+	// admitted are the probes, admitted as they were leased (the rest of
+	// got is admitted at the end of the claim).
+	admitted []protocol.Claimed
 }
 
-func (r *claimRun) room() int { return r.limit - len(r.got) }
+func (r *claimRun) room() int { return r.limit - len(r.got) - len(r.admitted) }
 
 // run runs a claim statement with the run's arguments and extra, keeping
 // what it leased; it returns how many rows it leased, ended and parked.
@@ -490,18 +493,15 @@ func (r *claimRun) probes(ctx context.Context) error {
 		if len(took) == 0 {
 			continue // another claim's probe
 		}
-		// The claims park an open endpoint's deliveries: one comes back
-		// to be the probe.
-		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e, "limit": 1}); err != nil {
-			return err
-		}
 		leased := 0
 		for pass := 0; pass < maxProbePasses && leased == 0 && r.room() > 0; pass++ {
-			n, expired, _, err := r.run(ctx, "outbox_claim_probe", map[string]any{"endpoint": e})
+			ok, ended, err := r.probe(ctx, e)
 			if err != nil {
 				return err
 			}
-			if leased = n; expired == 0 {
+			if ok {
+				leased = 1
+			} else if !ended {
 				break // nothing due
 			}
 		}
@@ -519,6 +519,35 @@ func (r *claimRun) probes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// probe claims the next due delivery of endpoint e to be its probe and
+// admits it at once: a probe that cannot be sent (expired, suppressed,
+// quarantined) is no probe, and the caller tries the next. It reports
+// whether it leased a probe, and whether it ended a delivery instead.
+func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err error) {
+	// The claims park an open endpoint's deliveries: one comes back to be
+	// the probe.
+	if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e, "limit": 1}); err != nil {
+		return false, false, err
+	}
+	before := len(r.got)
+	n, expired, _, err := r.run(ctx, "outbox_claim_probe", map[string]any{"endpoint": e})
+	if err != nil || n == 0 {
+		return false, expired > 0, err
+	}
+	c := r.got[before]
+	r.got = r.got[:before]
+	status, err := r.o.admit(ctx, r.tx, r.args["now"].(int64), &c)
+	switch {
+	case err != nil:
+		return false, false, err
+	case status != courier.StatusLeased:
+		r.ended = append(r.ended, c.keyed(status))
+		return false, true, nil
+	}
+	r.admitted = append(r.admitted, c.Claimed)
+	return true, false, nil
 }
 
 // admit decides whether a claimed delivery may be sent: its payload must

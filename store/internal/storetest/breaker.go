@@ -132,3 +132,53 @@ func testAnAnswerEndsTheFailureStreak(t *testing.T, open OpenFunc) {
 		t.Fatalf("a timeout 96 hours after the receiver answered left the endpoint %+v, want closed with one failure", eh)
 	}
 }
+
+// testASuppressedProbeIsNoProbe: when the delivery a claim picks to probe
+// an endpoint cannot be sent (its subscription changed since: it is
+// suppressed), it is no probe: the claim probes with the next, instead of
+// leaving the endpoint half open with nothing in flight for a lease.
+func testASuppressedProbeIsNoProbe(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute}})
+	const ep = "https://flaky.example/h"
+	sub, err := b.store.Subscriptions.Create(b.ctx, nil, subscription("acme", ep, "key-1", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(id string) {
+		t.Helper()
+		tx := b.begin(t)
+		if _, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "x", EventID: id, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("evt-1")
+	c := b.claim(t, "w", 10, time.Minute)
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+		t.Fatal(err)
+	}
+	publish("evt-2")
+	publish("evt-3")
+	p := sub.SubscriptionParams
+	p.KeyID = "key-2" // the deliveries so far will be suppressed
+	if _, err := b.store.Subscriptions.Update(b.ctx, nil, sub.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	publish("evt-4")
+
+	b.clock.Advance(2 * time.Minute) // the cool-down is over
+	probe := b.claim(t, "w", 10, time.Minute)
+	if want := fmt.Sprintf("evt-4:%d", sub.ID); len(probe) != 1 || probe[0].NotificationID != want {
+		t.Fatalf("probe = %v, want %s, the one delivery that can be sent", ids(probe), want)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, ep); eh.State != store.EndpointHalfOpen || !eh.OpenUntil.Equal(probe[0].ExpiresAt) {
+		t.Fatalf("with its probe in flight the endpoint is %+v, want half_open until the probe's lease ends", eh)
+	}
+	// evt-1's retry is due a second after the others: ahead of evt-4 in
+	// claim order are evt-2 and evt-3.
+	if n := health(t, b).Counts[courier.StatusSuppressed]; n != 2 {
+		t.Fatalf("suppressed %d, want the 2 deliveries ahead of the probe, made under the old key", n)
+	}
+}

@@ -76,6 +76,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"IdleProbeWaitsForADelivery", testIdleProbeWaitsForADelivery},
 		{"LateFailureKeepsTheProbeAlone", testLateFailureKeepsTheProbeAlone},
 		{"AnAnswerEndsTheFailureStreak", testAnAnswerEndsTheFailureStreak},
+		{"ASuppressedProbeIsNoProbe", testASuppressedProbeIsNoProbe},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},
