@@ -226,7 +226,9 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		r.Hold.String != string(HeldByKey) && r.Hold.String != string(HeldByEndpoint) ||
 		r.Hold.String == string(HeldByKey) && !r.OrderingKey.Valid):
 		return "hold"
-	case r.CreatedAt <= 0 || r.UpdatedAt < r.CreatedAt || r.NextAttemptAt <= 0 || r.Deadline <= 0:
+	// updated_at may come before created_at: the store's clock may step
+	// back between the two.
+	case r.CreatedAt <= 0 || r.UpdatedAt <= 0 || r.NextAttemptAt <= 0 || r.Deadline <= 0:
 		return "times"
 	}
 	switch r.Status { // outbox_check_rows reads the payload of these only

@@ -129,3 +129,32 @@ func testCheck(t *testing.T, open OpenFunc) {
 		})
 	}
 }
+
+// testCheckAfterAClockStepBack: a row stamped updated before it was
+// created, the store's clock having stepped back between the two (an NTP
+// step; on PostgreSQL, two processes' estimates of the server's clock),
+// is a valid row, not one altered behind courier's back.
+func testCheckAfterAClockStepBack(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	first := b.enqueue(t, keyed("n-1", "k"))
+	c := b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 || c[0].DeliveryID != first.ID {
+		t.Fatalf("claimed %v, want n-1", ids(c))
+	}
+	b.clock.Advance(time.Second)
+	second := b.enqueue(t, keyed("n-2", "k"))
+	b.clock.Advance(-1500 * time.Millisecond) // the clock steps back
+	if err := b.complete(c[0].Lease, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.get(t, second.ID); !d.UpdatedAt.Before(d.CreatedAt) {
+		t.Fatalf("n-2 was created %s and updated %s: the test needs it stamped updated before created", d.CreatedAt, d.UpdatedAt)
+	}
+	h, err := b.store.Outbox.Check(b.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != store.HealthOK || len(h.Invalid) != 0 {
+		t.Fatalf("Check = %s/%s, invalid %v: want ok", h.Status, h.Code, h.Invalid)
+	}
+}

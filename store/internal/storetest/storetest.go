@@ -49,6 +49,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Check", testCheck},
 		{"HealthPrecedence", testHealthPrecedence},
 		{"CheckConstraints", testCheckConstraints},
+		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
