@@ -1,12 +1,16 @@
 package store_test
 
 import (
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
+	"github.com/jmoiron/sqlx"
 )
 
 // TestCloseConcurrently: a Store is safe for concurrent use, Close too: a
@@ -27,6 +31,42 @@ func TestCloseConcurrently(t *testing.T) {
 	for err := range errs {
 		if err != nil {
 			t.Errorf("Close: %v", err)
+		}
+	}
+}
+
+// TestACallOnAClosedStoreFails: after Close every call fails at once, with
+// code database_unavailable and the protocol's ErrClosed in its chain (the
+// worker tries no write again on it), the database opened by the caller
+// included.
+func TestACallOnAClosedStoreFails(t *testing.T) {
+	ctx := t.Context()
+	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(t.TempDir(), "c.db"), store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	_, enqueueErr := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n", Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
+	_, beginErr := s.Begin(ctx)
+	_, healthErr := s.Outbox.Health(ctx)
+	for name, err := range map[string]error{"Enqueue": enqueueErr, "Begin": beginErr, "Health": healthErr} {
+		if !errors.Is(err, courier.CodeDatabaseUnavailable) || !errors.Is(err, protocol.ErrClosed) {
+			t.Errorf("%s on a closed Store = %v, want database_unavailable, ErrClosed", name, err)
 		}
 	}
 }

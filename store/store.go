@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -17,6 +18,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/nilcheck"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -216,6 +218,7 @@ type Store struct {
 	file          databaseFile // the database's file, where it is one (SQLite): see Check
 	closeMu       sync.Mutex
 	closers       []func() error
+	closed        atomic.Bool // Close was called: every call fails with errClosed
 	// uncommitted holds, per transaction of inTx's (*sqlx.Tx), the
 	// breaker moves it made (*[]Event), reported once it commits.
 	uncommitted sync.Map
@@ -333,6 +336,9 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // such a transaction, they would wait for the request itself: they fail
 // at once instead, with code write_outside_transaction.
 func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
 	if err := s.writerHeld(ctx); err != nil {
 		return nil, err
 	}
@@ -357,11 +363,16 @@ func (s *Store) writerHeld(ctx context.Context) error {
 // transaction.
 var errNoTx = invalidArgument("the transaction is nil: pass the caller's transaction")
 
+// errClosed is every call on a Store after Close.
+var errClosed = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "store"}, protocol.ErrClosed)
+
 // runsOn returns why a statement cannot run on x from ctx, if it cannot:
 // x is nil (errNoTx), or x is the Store's writer and ctx's request holds
 // it (writerHeld). exec, query and scan ask it before every statement.
 func (s *Store) runsOn(ctx context.Context, x DBTX) error {
 	switch {
+	case s.closed.Load():
+		return errClosed
 	case nilcheck.Nil(x):
 		return errNoTx
 	case x == DBTX(s.writer):
@@ -383,6 +394,7 @@ func (s *Store) orWriter(tx DBTX) DBTX {
 // connection, and the database when an engine package's Open made it. A
 // database passed to Open stays open.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	var errs []error

@@ -11,6 +11,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/courier-go/courier/ack"
@@ -67,7 +68,10 @@ type ClaimParams struct {
 	Limit int           // at most this many deliveries, 1..MaxClaimBatch
 	Lease time.Duration // how long the leases last
 	// EndpointCap is the most leases Owner may hold on one endpoint at
-	// once (its fair share); 0 for no cap.
+	// once (its fair share); 0 for no cap. A claim counts the leases
+	// Owner has committed, without a lock: one Owner's claims must not
+	// run at once (client.Worker makes its claims one at a time), or on
+	// PostgreSQL each may lease the whole cap.
 	EndpointCap int
 }
 
@@ -135,6 +139,11 @@ type Settled struct {
 	Code   courier.Code   // its error code: the outcome's, or expired
 	Err    error          // courier.CodeLeaseLost when the lease was void, courier.CodeInvalidArgument for an invalid outcome, else a database failure (not applied; try again)
 }
+
+// ErrClosed is in the chain of the error of every call on a Store that
+// was closed (its code is database_unavailable): no write will land, so
+// the worker does not try one again.
+var ErrClosed = errors.New("the Store is closed")
 
 var outboxOf func(store any) Outbox
 

@@ -5,10 +5,12 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 )
 
 // The pause before a failed write is tried again: first, doubling up to
@@ -18,8 +20,8 @@ const (
 	maxPause   = 500 * time.Millisecond
 )
 
-// Write runs write until it succeeds, fails with CodeInvalidArgument (a
-// retry would fail alike), or window ends, and returns its last error.
+// Write runs write until it succeeds, fails with CodeInvalidArgument or
+// on a closed Store (a retry would fail alike), or window ends, and returns its last error.
 // write runs under ctx's values but not its cancellation: the caller
 // going away does not abandon a write others depend on, and window bounds
 // it instead. failed, if not nil, hears each error that is tried again.
@@ -29,7 +31,7 @@ func Write(ctx context.Context, window time.Duration, write func(context.Context
 	pause := firstPause
 	for {
 		err := write(ctx)
-		if err == nil || courier.CodeOf(err) == courier.CodeInvalidArgument || ctx.Err() != nil {
+		if err == nil || courier.CodeOf(err) == courier.CodeInvalidArgument || errors.Is(err, protocol.ErrClosed) || ctx.Err() != nil {
 			return err
 		}
 		if failed != nil {
