@@ -114,7 +114,7 @@
 // # The deadline
 //
 // Every delivery has a deadline (EnqueueParams.Deadline, by default the
-// Store's RetryHorizon after enqueue), and no attempt starts at or after
+// Store's RetryHorizon after its first attempt is due), and no attempt starts at or after
 // it. A due delivery whose deadline has come is never leased: the claim
 // that reaches it ends it failed with code expired instead, after an
 // outage of the workers as much as after a long series of retries. A

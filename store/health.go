@@ -15,11 +15,16 @@ type Health struct {
 	Status HealthStatus
 	Code   courier.Code
 	// Counts holds every status, zero or not.
-	Counts        map[courier.Status]int
-	Due           int           // pending or retrying rows due now
-	ExpiredLeases int           // leases past expiry, not yet reclaimed
-	Failed        int           // failed deliveries
-	OldestDueAge  time.Duration // how long the oldest due row has waited
+	Counts map[courier.Status]int
+	// Due counts the pending or retrying rows due now that a claim may
+	// take, and OldestDueAge is how long the oldest of them has waited.
+	// Neither counts the rows held back (Delivery.Held): behind their
+	// ordering key, or parked while their endpoint has no room (open,
+	// disabled, at its limits; Endpoints.List says which).
+	Due           int
+	ExpiredLeases int // leases past expiry, not yet reclaimed
+	Failed        int // failed deliveries
+	OldestDueAge  time.Duration
 	// ContractMismatches counts unfinished deliveries enqueued under another
 	// capabilities digest than their endpoint's pin; their endpoints are
 	// held back (see Contracts; Contracts.List says which).

@@ -392,7 +392,9 @@ func (s *Store) orWriter(tx DBTX) DBTX {
 
 // Close releases what the Store opened itself: the engine's writer
 // connection, and the database when an engine package's Open made it. A
-// database passed to Open stays open.
+// database passed to Open stays open. Every later call on the Store fails
+// at once, with code database_unavailable: stop the workers and receivers
+// using it first.
 func (s *Store) Close() error {
 	s.closed.Store(true)
 	s.closeMu.Lock()
