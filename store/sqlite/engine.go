@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -69,9 +70,12 @@ func constraintName(msg string) string {
 // writer opens the one connection courier writes db's file through, with
 // courier's settings: SQLite has one writer at a time, and writers that
 // each hold a connection wait for one another in a busy handler that
-// sleeps, and find their page cache dropped by one another's commits. An
-// in-memory database is written through db itself (another connection
-// would be another database).
+// sleeps, and find their page cache dropped by one another's commits.
+//
+// An in-memory database is refused: each connection of a pool is a
+// database of its own (or, shared, one that vanishes with the pool's
+// last idle connection), so rows committed through one would be lost to
+// the next.
 //
 // The file must be writable now: SQLite opens a file it may not write
 // read-only, without a word, and every write would fail later. Should
@@ -79,8 +83,11 @@ func constraintName(msg string) string {
 // dropped and the next write opens the file afresh (see conn).
 func writer(ctx context.Context, db *sqlx.DB, relaxed bool) (*sqlx.DB, bool, error) {
 	file, err := mainFile(ctx, db)
-	if err != nil || file == "" {
-		return db, false, err
+	switch {
+	case err != nil:
+		return nil, false, err
+	case file == "":
+		return nil, false, &courier.Error{Code: courier.CodeConfigInvalid, Msg: "sqlite: the database is in memory, where each connection of a pool is a database of its own and committed rows are lost: open a file (in tests, one in t.TempDir())"}
 	}
 	durability := store.DurabilityFull
 	if relaxed {

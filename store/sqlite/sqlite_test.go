@@ -495,3 +495,35 @@ func TestCheckFindsTheFileRemovedOrReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestAnInMemoryDatabaseIsRefused: each connection of a pool opened on
+// ":memory:" is a database of its own, and a shared in-memory database
+// vanishes with its last connection: a Store there would lose committed
+// rows as the pool opened and closed connections. Open and store.Open
+// refuse one, with code config_invalid. (Open takes any other path for a
+// file's name.)
+func TestAnInMemoryDatabaseIsRefused(t *testing.T) {
+	t.Parallel()
+	if s, err := sqlite.Open(t.Context(), ":memory:", store.Config{}); err == nil {
+		s.Close()
+		t.Error(`Open(":memory:") served an in-memory database`)
+	} else if !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Errorf(`Open(":memory:") = %v, want config_invalid`, err)
+	}
+	for _, path := range []string{":memory:", "file::memory:?cache=shared", "file:courier?mode=memory&cache=shared"} {
+		db, err := sqlx.Open(sqlite.DriverName, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Migrate(t.Context(), db); err != nil {
+			t.Fatalf("Migrate(%q): %v", path, err)
+		}
+		if s, err := store.Open(t.Context(), db, store.Config{}); err == nil {
+			s.Close()
+			t.Errorf("store.Open(%q) served an in-memory database", path)
+		} else if !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("store.Open(%q) = %v, want config_invalid", path, err)
+		}
+		db.Close()
+	}
+}
