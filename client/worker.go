@@ -48,12 +48,21 @@ type Config struct {
 	// Store is the outbox to deliver. Required.
 	Store *store.Store
 	// Owner names this worker in leases and the attempts log: 1 to 256
-	// bytes of visible ASCII (no space or control character). Defaults to
-	// host name, process id and a random suffix.
+	// bytes of visible ASCII (no space or control character). Give each
+	// Worker its own: the fair share (EndpointConcurrency) is counted per
+	// Owner, and two Workers of one Owner claiming at once may each take
+	// all of it. Defaults to host name, process id and a random suffix.
 	Owner string
 	// Concurrency is how many deliveries are in flight at once, across
 	// every Run and Work of the Worker. Defaults to 16. On PostgreSQL the store's pool should hold at
 	// least this many connections plus two (see store.Open).
+	//
+	// The Worker makes one claim at a time, across all its Runs and
+	// Works: each claim counts the slots taken and the deliveries leased
+	// by those before it, so several Runs of one Worker share its slots
+	// and its EndpointConcurrency rather than each claiming them in
+	// full, and claim no faster than one Run. For claims in parallel, run
+	// more Workers, each with its own Owner.
 	Concurrency int
 	// BatchSize is the most deliveries one claim takes. Defaults to
 	// Concurrency.
@@ -278,6 +287,15 @@ type Worker struct {
 	// Work of the worker: together they keep to Config.Concurrency. freed
 	// is signalled when an attempt of Run's ends.
 	slots, freed chan struct{}
+	// claiming holds a token while a claim of the worker is in progress:
+	// its claims, from every Run and Work, are made one at a time. The
+	// store reckons an endpoint's share (Config.EndpointConcurrency) from
+	// the leases the worker's Owner has committed, so two claims at once
+	// would each see the other's as not yet there and each lease the
+	// whole share; and a Run reckons its free slots, claims and takes
+	// the slots of what it starts in one turn, so two Runs do not each
+	// claim for the same free slots.
+	claiming chan struct{}
 
 	mu      sync.Mutex
 	stopped bool          // Stop was called: no Run or Work begins
@@ -312,6 +330,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		settler:  &settler{apply: settleSpan(tracer, outbox.Settle)},
 		slots:    make(chan struct{}, cfg.Concurrency),
 		freed:    make(chan struct{}, cfg.Concurrency),
+		claiming: make(chan struct{}, 1),
 		idle:     make(chan struct{}),
 		stopCtx:  stopCtx,
 		stop:     stop,
@@ -450,44 +469,23 @@ func (w *Worker) Run(ctx context.Context) error {
 		minClaim = min(minClaim, others)
 	}
 	afterShort := max(1, w.cfg.EndpointConcurrency/2)
+	start := func(c protocol.Claimed, claimedAt time.Time) {
+		slots <- struct{}{}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			w.deliver(actx, c, claimedAt)
+			<-slots
+			select {
+			case freed <- struct{}{}:
+			default:
+			}
+		}()
+	}
 	for !w.isStopping(ctx) {
-		free := w.cfg.Concurrency - len(slots)
-		want := min(free, w.cfg.BatchSize)
-		got := 0
-		if want >= minClaim {
-			claimedAt := w.cfg.Now()
-			batch, err := w.claim(ctx, want)
-			if err != nil && !w.isStopping(ctx) {
-				w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
-			}
-			if w.isStopping(actx) { // stopped during the claim: none of it starts
-				w.release(actx, claimedAt, leasesOf(batch)...)
-				break
-			}
-			// What the claim itself took out of the leases may leave them
-			// too short for an attempt: those are given back, and only the
-			// deliveries that start count toward a full batch, or a claim
-			// that takes too long would be made again and again at once.
-			var short []protocol.Lease
-			for _, c := range batch {
-				if !w.leaseCovers(actx, c, claimedAt) {
-					short = append(short, c.Lease)
-					continue
-				}
-				got++
-				slots <- struct{}{}
-				inflight.Add(1)
-				go func() {
-					defer inflight.Done()
-					w.deliver(actx, c, claimedAt)
-					<-slots
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
-				}()
-			}
-			w.release(actx, claimedAt, short...)
+		want, got, ok := w.claimForRun(ctx, actx, minClaim, start)
+		if !ok {
+			break
 		}
 		// A full batch started means more may be due: claim again as soon
 		// as there is room for another. So may a part of one: the claim
@@ -521,6 +519,72 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// claimForRun makes one claim of Run's, in the worker's claim turn (see
+// Worker.claiming): as many deliveries as there are free slots for, up to
+// BatchSize, if that is at least minClaim. Before the turn passes on, it
+// starts with start, which takes a slot, each delivery whose lease still
+// covers an attempt; it gives back the others. It returns how many it
+// wanted and how many it started, and false once the worker stops.
+func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time)) (want, got int, ok bool) {
+	if !w.takeClaimTurn(ctx) {
+		return 0, 0, false
+	}
+	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
+	if want < minClaim {
+		w.passClaimTurn()
+		return want, 0, true
+	}
+	claimedAt := w.cfg.Now()
+	batch, err := w.claim(ctx, want)
+	if err != nil && !w.isStopping(ctx) {
+		w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
+	}
+	if w.isStopping(actx) { // stopped during the claim: none of it starts
+		w.passClaimTurn()
+		w.release(actx, claimedAt, leasesOf(batch)...)
+		return want, 0, false
+	}
+	// What the claim itself took out of the leases may leave them too
+	// short for an attempt: those are given back, and only the deliveries
+	// that start count toward a full batch, or a claim that takes too long
+	// would be made again and again at once.
+	var short []protocol.Lease
+	for _, c := range batch {
+		if !w.leaseCovers(actx, c, claimedAt) {
+			short = append(short, c.Lease)
+			continue
+		}
+		got++
+		start(c, claimedAt)
+	}
+	w.passClaimTurn()
+	w.release(actx, claimedAt, short...)
+	return want, got, true
+}
+
+// takeClaimTurn waits until no other claim of the worker is in progress
+// and takes the turn, unless ctx ends or Stop is called first. The one in
+// progress holds the turn no longer than its claim, which its own context
+// or Stop cuts short (see claim), and, in Run, the taking of slots for
+// what it starts, which attempts that end give back.
+func (w *Worker) takeClaimTurn(ctx context.Context) bool {
+	select {
+	case w.claiming <- struct{}{}:
+		if w.isStopping(ctx) {
+			w.passClaimTurn()
+			return false
+		}
+		return true
+	case <-w.stopping:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// passClaimTurn ends the turn takeClaimTurn took.
+func (w *Worker) passClaimTurn() { <-w.claiming }
 
 // await waits until need attempts have ended (room), or a wake-up or the
 // next poll comes, or the worker stops; it reports whether to claim again.
@@ -577,8 +641,15 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		return 0, courier.CodeWorkerStopped
 	}
 	defer w.leave()
+	if !w.takeClaimTurn(ctx) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return 0, courier.CodeWorkerStopped // Stop came while another claim was in progress
+	}
 	claimedAt := w.cfg.Now()
 	batch, err := w.claim(ctx, w.cfg.BatchSize)
+	w.passClaimTurn()
 	if err != nil {
 		if ctx.Err() == nil && w.isStopping(ctx) {
 			return 0, courier.CodeWorkerStopped // Stop cut the claim short
