@@ -568,20 +568,7 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 // progress holds the turn no longer than its claim, which its own context
 // or Stop cuts short (see claim), and, in Run, the taking of slots for
 // what it starts, which attempts that end give back.
-func (w *Worker) takeClaimTurn(ctx context.Context) bool {
-	select {
-	case w.claiming <- struct{}{}:
-		if w.isStopping(ctx) {
-			w.passClaimTurn()
-			return false
-		}
-		return true
-	case <-w.stopping:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
+func (w *Worker) takeClaimTurn(ctx context.Context) bool { return w.acquire(ctx, w.claiming) }
 
 // passClaimTurn ends the turn takeClaimTurn took.
 func (w *Worker) passClaimTurn() { <-w.claiming }
@@ -673,8 +660,8 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	return len(batch), nil
 }
 
-// acquire takes a slot of sem for an attempt, unless the worker stops
-// first.
+// acquire takes a slot of sem (for an attempt, or the claim turn),
+// unless the worker stops first.
 func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
 	select {
 	case sem <- struct{}{}:
