@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -129,6 +130,15 @@ type PublishConfig struct {
 // again get the same response, byte for byte, with nothing enqueued twice;
 // the same key with another body is 409.
 //
+// Without a key, the outbox makes a request safe to retry: a delivery it
+// holds already is found, not enqueued twice (store.Outbox.Publish,
+// store.Outbox.Enqueue). An event published again after the tenant's
+// subscriptions changed reaches them as they are now (new ones, new keys,
+// reactivated ones; see store.Outbox.Publish). An event_id or
+// notification_id published before with another payload is 409
+// idempotency_collision, nothing enqueued (a subscription whose profile
+// changed since takes the new one: see store.Outbox.Publish).
+//
 // The request body is a JSON object, either a fan-out or one delivery:
 //
 //	{"tenant": "…", "event_type": "…", "event_id": "…", "payload": {…}}
@@ -219,6 +229,11 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		}
 	}
 	ids, err := p.apply(ctx, tx, req, payload)
+	if errors.Is(err, courier.CodeIdempotencyCollision) {
+		// The outbox's collision: not the Idempotency-Key's, whose body is
+		// the request's; the outbox compares a delivery's content.
+		err = fmt.Errorf("%w: %w", errPublishedBefore, err)
+	}
 	if err != nil {
 		return nil, false, fromStore(err)
 	}

@@ -161,6 +161,10 @@ type subscriptionRef struct {
 	id          int64
 	fingerprint string
 	eventType   string
+	// built says the payload was built for the subscription
+	// (PublishParams.Build): built for its profile as it is now, it may
+	// differ from the one built under another profile.
+	built bool
 }
 
 func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
@@ -176,7 +180,8 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subs
 }
 
 // insertDelivery writes a delivery. A new one with an ordering key waits
-// for its key: it is added to joins, for joinAll.
+// for its key, and so does a published one sent again (see republished):
+// it is added to joins, for joinAll.
 func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef, joins *[]keyed) (Enqueued, error) {
 	if p.Profile == ack.ProfileCommand {
 		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
@@ -188,8 +193,8 @@ func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, s
 	}
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
 	args["event_type"] = nullable(sub.eventType)
-	e, err := o.write(ctx, tx, "outbox_enqueue", args)
-	if err == nil && !e.Existed && p.OrderingKey != "" {
+	e, queued, err := o.writeFor(ctx, tx, "outbox_enqueue", args, sub)
+	if err == nil && queued && p.OrderingKey != "" {
 		*joins = append(*joins, keyed{ID: e.ID, Endpoint: p.Endpoint, OrderingKey: sql.NullString{String: p.OrderingKey, Valid: true}})
 	}
 	return e, err
@@ -211,9 +216,18 @@ func (o *Outbox) joinAll(ctx context.Context, tx DBTX, joins []keyed) error {
 }
 
 // write inserts a delivery with the named statement; if its identity is
-// taken, the existing row decides (see existing). It runs in a span of
-// the Store's Tracer, whose trace context a new delivery keeps.
-func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[string]any) (e Enqueued, err error) {
+// taken, the existing row decides (see existing).
+func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[string]any) (Enqueued, error) {
+	e, _, err := o.writeFor(ctx, tx, name, args, subscriptionRef{})
+	return e, err
+}
+
+// writeFor is write for a delivery published to sub (none for a plain
+// enqueue), whose existing row republished resolves. It reports whether
+// the delivery was queued by this call: inserted, or sent again. It runs
+// in a span of the Store's Tracer, whose trace context a delivery it
+// queues keeps.
+func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[string]any, sub subscriptionRef) (e Enqueued, queued bool, err error) {
 	ctx, span := tracing.Start(o.s.cfg.Tracer, ctx, tracing.SpanEnqueue, courier.SpanInternal,
 		slog.String(tracing.AttrNotificationID, args["notification_id"].(string)))
 	defer func() {
@@ -226,19 +240,40 @@ func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[strin
 	}()
 	tc := tracing.Inject(o.s.cfg.Tracer, ctx)
 	args["trace_parent"], args["trace_state"] = nullable(tc.Parent), nullable(tc.State)
-	id, err := o.insert(ctx, tx, name, args)
-	switch {
-	case err == nil:
-		o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
-		return Enqueued{ID: id}, nil
-	case !errors.Is(err, errExists):
-		return Enqueued{}, err
+	for range maxRepublishReads {
+		id, err := o.insert(ctx, tx, name, args)
+		switch {
+		case err == nil:
+			o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
+			return Enqueued{ID: id}, true, nil
+		case !errors.Is(err, errExists):
+			return Enqueued{}, false, err
+		case sub.id == 0:
+			e, err := o.existing(ctx, tx, args)
+			return e, false, err
+		}
+		e, queued, err := o.republished(ctx, tx, args, sub)
+		if !errors.Is(err, errMoved) {
+			return e, queued, err
+		}
 	}
-	return o.existing(ctx, tx, args)
+	return Enqueued{}, false, fmt.Errorf("store: publish %s: the delivery kept changing while it was written: %w",
+		args["notification_id"], errBusy)
 }
 
 // errExists is an insert that found its identity taken.
 var errExists = errors.New("store: delivery exists")
+
+// errMoved is an existing delivery that another transaction changed (a
+// claim, a settle, a publish, a prune) between the publish's read of it
+// and its write: the publish reads it again.
+var errMoved = errors.New("store: delivery moved")
+
+// maxRepublishReads bounds how often a publish reads a delivery it finds
+// moved (errMoved). Each move is another transaction's commit, and a
+// delivery makes few of them (claimed, settled, suppressed), so a publish
+// that still finds it moving gives up busy rather than wait on it.
+const maxRepublishReads = 8
 
 // insert runs an outbox INSERT … ON CONFLICT DO NOTHING and returns the
 // new row's id, or errExists when it inserted nothing.
@@ -435,20 +470,109 @@ func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (En
 	if err != nil {
 		return Enqueued{}, err
 	}
-	// The row's digest is keyed under the key that sealed it, which may no
-	// longer be Current: the payload is compared under that key.
-	same, err := o.s.cfg.Encryption.matches(args[argPlaintext].([]byte), r.PayloadSHA256, r.PayloadKeyID,
-		args["notification_id"].(string), args["endpoint"].(string))
-	if err != nil {
-		return Enqueued{}, &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
+	return o.same(r, args)
+}
 
+// same reports whether the stored row r is the delivery args describe:
+// Existed if it is, a collision if not.
+func (o *Outbox) same(r outboxRow, args map[string]any) (Enqueued, error) {
+	if err := o.samePayload(r, args); err != nil {
+		return Enqueued{}, err
 	}
-	if !same || r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
+	if r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
 		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] ||
 		nullable(r.OrderingKey.String) != args["ordering_key"] {
 		return Enqueued{}, errIdempotencyCollision
 	}
 	return Enqueued{ID: r.ID, Existed: true}, nil
+}
+
+// samePayload reports, as nil or a collision, whether the stored row r
+// holds the payload args has.
+func (o *Outbox) samePayload(r outboxRow, args map[string]any) error {
+	// The row's digest is keyed under the key that sealed it, which may no
+	// longer be Current: the payload is compared under that key.
+	same, err := o.s.cfg.Encryption.matches(args[argPlaintext].([]byte), r.PayloadSHA256, r.PayloadKeyID,
+		args["notification_id"].(string), args["endpoint"].(string))
+	switch {
+	case err != nil:
+		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
+	case !same:
+		return errIdempotencyCollision
+	}
+	return nil
+}
+
+// republished resolves a publish whose delivery (the event's to sub)
+// exists, as Publish documents: the stored row is compared with what the
+// caller chose (the event's payload, unless Build made it for another
+// profile than the row's; priority; ordering key), never with what the
+// subscription decides, which may have changed since (key, auth mode,
+// profile; the Store's budget). Then, by the row's state:
+//
+//   - suppressed subscription_changed (the subscription changed, was
+//     inactive or did not want the event when it was claimed): the
+//     subscriber never got it, so it is sent again under the subscription
+//     as it is now (outbox_publish_revive); queued reports it.
+//   - unfinished (pending, retrying, leased) under another fingerprint:
+//     its claim would suppress it, so it is brought up to date in place
+//     (outbox_publish_refresh); an attempt in flight is not recalled.
+//   - anything else: found, Existed.
+//
+// A delivery written under this identity by another than the publish to
+// sub (Enqueue) is compared whole, as Enqueue compares. errMoved says the
+// row changed under it: the caller reads it again.
+func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, sub subscriptionRef) (e Enqueued, queued bool, err error) {
+	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
+	switch {
+	case errors.Is(err, courier.CodeNotFound):
+		return Enqueued{}, false, errMoved // pruned since the insert met it
+	case err != nil:
+		return Enqueued{}, false, err
+	case !r.SubscriptionID.Valid || r.SubscriptionID.Int64 != sub.id:
+		e, err := o.same(r, args)
+		return e, false, err
+	}
+	changed := r.SubscriptionFingerprint.String != sub.fingerprint
+	if r.Priority != args["priority"] || nullable(r.OrderingKey.String) != args["ordering_key"] {
+		return Enqueued{}, false, errIdempotencyCollision
+	}
+	if !sub.built || r.Profile == args["profile"] {
+		if err := o.samePayload(r, args); err != nil {
+			return Enqueued{}, false, err
+		}
+	}
+	args["id"] = r.ID
+	switch {
+	case r.Status == courier.StatusSuppressed && r.LastErrorCode.String == string(courier.CodeSubscriptionChanged) && r.Attempts < maxAttempts:
+		var id int64
+		switch err := o.s.scan(ctx, tx, "outbox_publish_revive", args, &id); {
+		case isNoRows(err):
+			return Enqueued{}, false, errMoved
+		case err != nil:
+			return Enqueued{}, false, err
+		}
+		o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
+		return Enqueued{ID: id}, true, nil
+	case changed && unfinished(r.Status):
+		res, err := o.s.exec(ctx, tx, "outbox_publish_refresh", args)
+		if err != nil {
+			return Enqueued{}, false, err
+		}
+		switch n, err := res.RowsAffected(); {
+		case err != nil:
+			return Enqueued{}, false, wrapf(err, "outbox_publish_refresh")
+		case n == 0:
+			return Enqueued{}, false, errMoved
+		}
+		return Enqueued{ID: r.ID}, false, nil
+	}
+	return Enqueued{ID: r.ID, Existed: true}, false, nil
+}
+
+// unfinished reports whether a delivery of status st may still be sent.
+func unfinished(st courier.Status) bool {
+	return st == courier.StatusPending || st == courier.StatusRetryWait || st == courier.StatusLeased
 }
 
 // argPlaintext is the entry of an enqueue's arguments that holds the

@@ -37,7 +37,11 @@ type PublishParams struct {
 	// notification id and endpoint: a receiver that dedupes by it (AdCP)
 	// sees the same key, in the same bytes, on every retry, and a publish
 	// again of the same event builds the same bytes, so it finds its
-	// deliveries (Existed) where a fresh key would have collided.
+	// deliveries (Existed) where a fresh key would have collided. It is
+	// given each subscription as it is now: what it builds must be the
+	// same bytes again, unless the subscription's Profile changed since,
+	// when a delivery brought up to date or sent again (see Publish)
+	// takes the bytes built for the new profile.
 	Build func(s Subscription, idempotencyKey string) ([]byte, error)
 	// Priority, Deadline and OrderingKey apply to every delivery (see
 	// EnqueueParams): with an OrderingKey (the entity the event is
@@ -61,6 +65,41 @@ type Published struct {
 // as one snapshot of the registry. A rolled-back publish makes none. On
 // error nothing is known to be written: the caller rolls back (a Build
 // that fails writes nothing, as every payload is built first).
+//
+// Publishing an event again (a retry, or after its subscriptions
+// changed) delivers it to each matching subscription as it is now: one
+// created since gets a new delivery, and so does one whose Endpoint
+// changed (the endpoint is part of a delivery's identity). A delivery
+// that exists is compared with what the caller chose, its payload
+// (Payload, or what Build makes, unless the subscription's Profile
+// changed since), Priority and OrderingKey: another value is
+// CodeIdempotencyCollision, as for Enqueue. What the subscription decides
+// is not compared (its KeyID, AuthMode and Profile, Config.MaxAttempts):
+// a change there never makes a publish fail. By the delivery's state:
+//
+//   - unfinished (pending, retrying, or leased by a worker) under the
+//     subscription's settings of before (Subscriptions.Update changed
+//     its KeyID, AuthMode or Profile, so its claim would suppress it): it
+//     is brought up to date in place, to be sent under the subscription
+//     as it is now, on its schedule and budget. An attempt in flight is
+//     not recalled: it finishes under the settings it was claimed with,
+//     and if it does not succeed the next attempt uses the new ones.
+//   - suppressed with code subscription_changed (its subscription had
+//     changed, was inactive or no longer wanted the event's type when it
+//     was claimed): the subscriber never got it, so it is sent again under
+//     the subscription as it is now, with a fresh budget (Config.MaxAttempts
+//     more attempts) and horizon (Deadline, or Config.RetryHorizon from
+//     now). Its notification id and IdempotencyKey are
+//     the same, so a receiver that did get an earlier attempt dedupes it.
+//   - anything else (succeeded, failed, cancelled, quarantined, or
+//     unfinished under the subscription's current settings): found as it
+//     is.
+//
+// Existed is false for a delivery the call wrote: new, brought up to
+// date or sent again. On PostgreSQL a Subscriptions.Update that commits
+// while a publish's transaction runs may leave the publish's delivery
+// under the settings it read; its claim suppresses it, as if the Update
+// had come after the publish, and publishing the event again sends it.
 func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
 	switch {
 	case p.Build == nil && len(p.Payload) == 0:
@@ -108,7 +147,7 @@ func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		e, err := o.insertDelivery(ctx, tx, EnqueueParams{
 			NotificationID: f.id, Endpoint: s.Endpoint, Payload: f.payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType}, &joins)
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil}, &joins)
 		if err != nil {
 			return nil, err
 		}

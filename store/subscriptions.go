@@ -124,7 +124,11 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 // Update replaces a subscription's settings. Changing the endpoint, auth
 // mode, key or profile changes its fingerprint: deliveries already
 // enqueued for it are suppressed rather than sent. So are those whose
-// event type its new EventTypes no longer include. Its tenant does not
+// event type its new EventTypes no longer include, and, while it is
+// inactive, every one its claim finds. Publishing an event again
+// (Outbox.Publish) sends it under the subscription as it is then: its
+// delivery is brought up to date if it is still unsent, sent again if it
+// was suppressed so, and made anew for a new endpoint. Its tenant does not
 // change: p.Tenant must be the one it has (CodeInvalidArgument otherwise);
 // to serve another tenant, create a subscription under it. It runs inside
 // tx when the caller has one; with a nil tx it writes on its own, through

@@ -106,6 +106,12 @@ func Run(t *testing.T, open OpenFunc) {
 		{"OrderingKeySurvivesLeaseExpiry", testOrderingKeySurvivesLeaseExpiry},
 		{"PublishOrderingKey", testPublishOrderingKey},
 		{"PublishBuildErrorWritesNothing", testPublishBuildErrorWritesNothing},
+		{"RepublishAfterASubscriptionChangeSendsUnderItAsItIsNow", testRepublishAfterASubscriptionChangeSendsUnderItAsItIsNow},
+		{"RepublishBringsAnUnsentDeliveryUpToDate", testRepublishBringsAnUnsentDeliveryUpToDate},
+		{"RepublishFindsAFinishedDeliveryAsItIs", testRepublishFindsAFinishedDeliveryAsItIs},
+		{"RepublishSendsASuppressedDeliveryWithAFreshBudgetAndHorizon", testRepublishSendsASuppressedDeliveryWithAFreshBudgetAndHorizon},
+		{"RepublishedDeliveryRejoinsItsOrderingKey", testRepublishedDeliveryRejoinsItsOrderingKey},
+		{"RepublishStillRefusesWhatTheCallerChanged", testRepublishStillRefusesWhatTheCallerChanged},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

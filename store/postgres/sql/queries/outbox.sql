@@ -22,8 +22,44 @@ WITH inserted AS (
 SELECT id FROM inserted, pg_notify('courier_outbox', '');
 
 -- name: outbox_enqueue_existing
-SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key
+-- The row an enqueue met, for the store to compare; a publish also reads
+-- its state and the subscription it was published to (see
+-- outbox_publish_refresh, outbox_publish_revive).
+SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key,
+    status, attempts, last_error_code, subscription_id, subscription_fingerprint
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
+
+-- name: outbox_publish_refresh
+-- A publish again of an event whose delivery is unfinished but was
+-- published under another fingerprint of its subscription (key, auth mode
+-- or profile changed since): the claim would suppress it, so it takes the
+-- subscription as it is now (what it is signed with, its Ack profile, its
+-- payload, sealed again) in place. Its schedule, attempts and lease stay:
+-- an attempt in flight finishes under what it was claimed with, and the
+-- next one, if any, is made under this. Conditional on the state the
+-- store read: a row a claim or settle moved since is read again.
+UPDATE courier_outbox SET payload = :payload, payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
+    profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
+    trace_parent = :trace_parent, trace_state = :trace_state, updated_at = :now
+WHERE id = :id AND status IN ('pending', 'retry_wait', 'leased');
+
+-- name: outbox_publish_revive
+-- As in SQLite (a delivery suppressed subscription_changed is sent again
+-- under the subscription as it is now, with a fresh budget and horizon),
+-- plus pg_notify, as outbox_enqueue: listening workers hear of it when
+-- the caller commits.
+WITH revived AS (
+    UPDATE courier_outbox SET status = 'pending', payload = :payload, payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
+        profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
+        trace_parent = :trace_parent, trace_state = :trace_state,
+        max_attempts = CASE WHEN attempts + :max_attempts > 1000 THEN 1000 ELSE attempts + :max_attempts END,
+        next_attempt_at = :next_attempt_at, deadline = :deadline,
+        hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
+        last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
+    WHERE id = :id AND status = 'suppressed' AND last_error_code = 'subscription_changed' AND attempts < 1000
+    RETURNING id
+)
+SELECT id FROM revived, pg_notify('courier_outbox', '');
 
 -- name: outbox_reclaim_expired_leases
 -- PostgreSQL: only the rows the statement above logged. A row it skipped
