@@ -237,12 +237,12 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 	respond(h, w, r, toDelivery)(h.cfg.Store.Outbox.Get(r.Context(), id))
 }
 
-// cancel withdraws a pending or retrying delivery; any other is
-// CodeNotFound.
+// cancel withdraws a pending or retrying delivery, or settles a failed or
+// quarantined one (store.Outbox.Cancel); any other is CodeNotFound.
 func (h *Handler) cancel(r *http.Request, id int64) error {
 	err := h.cfg.Store.Outbox.Cancel(r.Context(), id)
 	if errors.Is(err, courier.CodeNotFound) {
-		return &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, or failed or quarantined holding its ordering key"}
+		return &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, failed or quarantined"}
 	}
 	if err != nil {
 		return err

@@ -35,7 +35,8 @@
 //	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
 //	POST /api/deliveries/{id}/redrive   a failed delivery back to pending: {"redriven": n}
-//	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery: delivery
+//	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery, or dismiss a
+//	                                    failed or quarantined one: delivery
 //	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
 //	                                    back to pending; without one ({} or an empty body),
 //	                                    every endpoint's: {"redriven": n}

@@ -246,7 +246,7 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 		Delivery:  toDelivery(d), Attempts: attempts,
 		CanRedrive: d.Status == courier.StatusFailed,
 		CanCancel: d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait || d.Status == courier.StatusQuarantined ||
-			d.OrderingKey != "" && d.Status == courier.StatusFailed, // it may hold its key
+			d.Status == courier.StatusFailed,
 	})
 }
 

@@ -178,11 +178,13 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
 // code cancelled. So does a quarantined one, whose stored bytes cannot be
-// sent again: Cancel is how an operator settles it (Health stops counting
-// it, Prune may remove it) and frees the ordering key it may hold. So does
-// a failed delivery that holds its ordering key (OrderingOnFailure
-// HoldKey). Cancelling the head of an ordering key lets the next delivery
-// of the key go. A delivery in any other state is CodeNotFound.
+// sent again, and a failed one an operator decides not to send again
+// (Redrive would): Cancel is how an operator settles them (Health stops
+// counting them, Prune may remove them; the attempts log keeps their
+// history) and frees the ordering key one may hold (a failed head under
+// OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
+// the next delivery of the key go. A delivery in any other state
+// (succeeded, suppressed, leased) is CodeNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()

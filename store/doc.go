@@ -37,7 +37,7 @@
 //	                                    leased -> quarantined (integrity), suppressed (subscription changed)
 //	settle.go                           leased -> succeeded, retry_wait, failed (fenced by the lease's token;
 //	                                    a retry past the budget or the deadline fails); leased -> pending/retry_wait (release)
-//	delivery.go                         pending/retry_wait -> suppressed (Cancel); failed -> pending (Redrive)
+//	delivery.go                         pending/retry_wait/failed/quarantined -> suppressed (Cancel); failed -> pending (Redrive)
 //	endpoints.go                        an endpoint's breaker: closed, open, half_open, disabled
 //	limits.go                           an endpoint's limits: deliveries in flight, rate and burst
 //	ordering.go                         ordering keys: which delivery of a key is claimable next

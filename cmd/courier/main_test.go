@@ -194,7 +194,7 @@ func TestDeliveries(t *testing.T) {
 	if out := mustRun(t, exitOK, "deliveries", "cancel", "-db", db, "2"); !strings.Contains(out, "cancelled: 2") {
 		t.Fatalf("cancel: %s", out)
 	}
-	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "delivery 2 is suppressed: only a pending, retrying or quarantined delivery can be cancelled") {
+	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "delivery 2 is suppressed: only a pending, retrying, failed or quarantined delivery can be cancelled") {
 		t.Fatalf("cancel twice: %d %s", code, errOut)
 	}
 	for id, want := range map[int64]courier.Status{1: courier.StatusPending, 2: courier.StatusSuppressed} {

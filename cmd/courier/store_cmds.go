@@ -276,7 +276,7 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			case err != nil:
 				return err
 			}
-			return fmt.Errorf("delivery %d is %s: only a pending, retrying or quarantined delivery can be cancelled, or a failed one that holds its ordering key", n, d.Status)
+			return fmt.Errorf("delivery %d is %s: only a pending, retrying, failed or quarantined delivery can be cancelled", n, d.Status)
 		}
 		fmt.Fprintf(stdout, "cancelled: %d\n", n)
 		return nil

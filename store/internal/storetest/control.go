@@ -508,14 +508,22 @@ func testOrderingFailedHeadHoldsKey(t *testing.T, open OpenFunc) {
 	if got := ids(c); !slices.Equal(got, []string{"k2"}) {
 		t.Fatalf("after cancelling the head claimed %v, want k2", got)
 	}
-	// A failed delivery that holds no key is not cancelled.
+	// A failed delivery that holds no key is cancelled too: an operator
+	// dismisses it, and Health stops counting it.
 	b.enqueue(t, delivery("plain"))
 	p := b.claim(t, "w", 10, time.Minute)
 	if err := b.fail(p[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Outbox.Cancel(b.ctx, p[0].DeliveryID); !errors.Is(err, courier.CodeNotFound) {
-		t.Fatalf("Cancel of a failed delivery without a key = %v, want CodeNotFound", err)
+	failed := health(t, b).Failed
+	if err := b.store.Outbox.Cancel(b.ctx, p[0].DeliveryID); err != nil {
+		t.Fatalf("Cancel of a failed delivery without a key = %v", err)
+	}
+	if d := b.get(t, p[0].DeliveryID); d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
+		t.Fatalf("cancelled failed delivery: %s %s", d.Status, d.LastErrorCode)
+	}
+	if n := health(t, b).Failed; n != failed-1 {
+		t.Fatalf("Health counts %d failed after the cancel, want %d", n, failed-1)
 	}
 	// k2's deadline passes while it is leased and retried: the claim that
 	// reaches it ends it expired, and it holds the key.

@@ -514,15 +514,12 @@ LIMIT :limit;
 
 -- name: outbox_cancel
 -- An operator withdraws a delivery that has not been sent successfully:
--- a pending or retrying one (held or not), a quarantined one (its stored
--- bytes cannot be sent again: Cancel is how an operator settles it, and
--- frees the ordering key it may hold), or a failed one that holds its
--- ordering key (OrderingOnFailure HoldKey), which releases the key.
+-- a pending or retrying one (held or not), or settles one that will not be
+-- sent: a quarantined one (its stored bytes cannot be sent again) or a
+-- failed one (dismissed rather than redriven). Either frees the ordering
+-- key it may hold (a failed one under OrderingOnFailure HoldKey).
 UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', hold = NULL, updated_at = :now
-WHERE id = :id AND (status IN ('pending', 'retry_wait', 'quarantined')
-    OR (status = 'failed' AND EXISTS (SELECT 1 FROM courier_ordering_keys AS k
-                                      WHERE k.endpoint = courier_outbox.endpoint AND k.ordering_key = courier_outbox.ordering_key
-                                          AND k.head_id = courier_outbox.id AND k.blocked_at IS NOT NULL)))
+WHERE id = :id AND status IN ('pending', 'retry_wait', 'quarantined', 'failed')
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_prune
