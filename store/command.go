@@ -55,6 +55,10 @@ type CommandParams struct {
 // (which includes source_max_attempts and the digest) or another delivery
 // budget is CodeIdempotencyCollision.
 func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (Enqueued, error) {
+	return inOneTx(ctx, o.s, tx, func(tx DBTX) (Enqueued, error) { return o.enqueueCommand(ctx, tx, p) })
+}
+
+func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (Enqueued, error) {
 	c, err := parseCommand(p.Payload)
 	if err != nil {
 		return Enqueued{}, err

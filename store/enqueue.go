@@ -15,7 +15,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/wire"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -130,7 +132,43 @@ type Enqueued struct {
 // that endpoint (another status, sequence or lifecycle, hence another
 // notification id) is CodeIdempotencyCollision too.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
-	return o.enqueue(ctx, tx, p, subscriptionRef{})
+	return inOneTx(ctx, o.s, tx, func(tx DBTX) (Enqueued, error) { return o.enqueue(ctx, tx, p, subscriptionRef{}) })
+}
+
+// inOneTx runs write in tx when it is a transaction. Given a database or a
+// connection instead (*sql.DB, *sqlx.DB, *sql.Conn: DBTX allows them), it
+// runs write in a transaction of its own there, committed when write
+// succeeds: an enqueue is several statements, and committed one by one a
+// failure between them (a cancelled context, a lost connection) would
+// leave a delivery written and not joined to its ordering key, never to
+// be sent, which a retry would find as it was.
+func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T, error)) (T, error) {
+	var zero T
+	var begin func() (*sql.Tx, error)
+	switch db := tx.(type) {
+	case *sqlx.DB:
+		begin = func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }
+	case *sql.DB:
+		begin = func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }
+	case *sql.Conn:
+		begin = func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }
+	}
+	if begin == nil || nilcheck.Nil(tx) || s.closed.Load() {
+		return write(tx) // a transaction, or one write refuses
+	}
+	own, err := begin()
+	if err != nil {
+		return zero, s.dialect.interpret("begin", err)
+	}
+	v, err := write(own)
+	if err != nil {
+		_ = own.Rollback()
+		return zero, err
+	}
+	if err := own.Commit(); err != nil {
+		return zero, s.dialect.interpret("commit", err)
+	}
+	return v, nil
 }
 
 // EnqueueMany enqueues several deliveries in the caller's transaction, with
@@ -140,6 +178,10 @@ func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueue
 // cannot promise (see EnqueueParams.OrderingKey). On error nothing is known
 // to be written: the caller rolls back.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
+	return inOneTx(ctx, o.s, tx, func(tx DBTX) ([]Enqueued, error) { return o.enqueueMany(ctx, tx, ps) })
+}
+
+func (o *Outbox) enqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
 	out := make([]Enqueued, len(ps))
 	var joins []keyed
 	for i, p := range ps {

@@ -101,6 +101,10 @@ type Published struct {
 // under the settings it read; its claim suppresses it, as if the Update
 // had come after the publish, and publishing the event again sends it.
 func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
+	return inOneTx(ctx, o.s, tx, func(tx DBTX) ([]Published, error) { return o.publish(ctx, tx, p) })
+}
+
+func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
 	switch {
 	case p.Build == nil && len(p.Payload) == 0:
 		return nil, invalidArgument("PublishParams needs a Payload or a Build")

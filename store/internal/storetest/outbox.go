@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -670,5 +671,35 @@ func testRedriveStopsAtTheAttemptBound(t *testing.T, open OpenFunc) {
 	}
 	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"other"}) {
 		t.Fatalf("claimed %v, want other", got)
+	}
+}
+
+// testEnqueueThroughADatabaseIsOneTransaction: given a database rather
+// than a transaction (DBTX allows *sql.DB and *sqlx.DB), Enqueue still
+// writes a delivery whole or not at all. The caller's context ending
+// between its statements (the row inserted, not yet joined to its
+// ordering key) left the row behind, waiting for a key it never joined:
+// never sent, and found as it was by the caller's retry.
+func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
+	reqCtx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	b := setup(t, open, store.Config{Hook: func(e store.Event) {
+		if e.Kind == store.EventEnqueued {
+			cancel() // the request ends right after the row is inserted
+		}
+	}})
+	p := keyed("n-1", "order-1")
+	if _, err := b.store.Outbox.Enqueue(reqCtx, b.db, p); err == nil {
+		t.Fatal("Enqueue with its context cancelled midway succeeded")
+	}
+	if _, err := b.store.Outbox.Lookup(b.ctx, p.NotificationID, p.Endpoint); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("after the failed Enqueue, Lookup = %v: want nothing written", err)
+	}
+	e, err := b.store.Outbox.Enqueue(b.ctx, b.db, p) // the application retries
+	if err != nil || e.Existed {
+		t.Fatalf("retried Enqueue = %+v, %v; want a new delivery", e, err)
+	}
+	if c := b.claim(t, "w", 5, time.Minute); len(c) != 1 || c[0].DeliveryID != e.ID {
+		t.Fatalf("claim = %v, want the delivery, head of its key", ids(c))
 	}
 }

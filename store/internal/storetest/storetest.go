@@ -50,6 +50,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"HealthPrecedence", testHealthPrecedence},
 		{"CheckConstraints", testCheckConstraints},
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
+		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
