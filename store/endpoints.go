@@ -23,9 +23,10 @@ const (
 // then one delivery probes it (half-open): success closes it, and so does
 // any other answer that does not speak of its health (a 4xx: it is up);
 // failure pauses it again, and a probe whose lease runs out unsettled is
-// made again. Only the probe's outcome moves a half-open breaker: a
-// failure of an attempt sent before the pause counts, and no other probe
-// goes out while one is in flight. An open endpoint whose probe found
+// made again. Only the probe's outcome moves a half-open breaker (a
+// failure of an attempt sent before the pause counts, its 4xx is not the
+// probe's answer), and no other probe goes out while one is in flight; a
+// success, the probe's or a late one, closes it. An open endpoint whose probe found
 // nothing to send is probed again once a delivery of its own is due (the
 // claim that meets it first parks it, the next probes with it). An endpoint failing for DisableAfter, or answering 410
 // Gone, is disabled until an operator enables it. Only failures that speak
@@ -225,7 +226,9 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	// health (a 4xx) still shows it is up: it closes a half-open breaker,
 	// its probe answered, and ends a closed one's streak of failures (a
 	// failure days later starts a new one, it does not disable the
-	// endpoint as failing all along); an open breaker waits for its probe.
+	// endpoint as failing all along); an open breaker, and a half-open one
+	// answered by another attempt than its probe, wait for the probe. A
+	// success closes any breaker but a disabled one.
 	// An outcome without an answer (never sent, cut short) changes nothing
 	// at all.
 	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]
@@ -242,10 +245,14 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	}
 	from := h.State
 	cfg := e.s.cfg.Breaker
+	// The probe is the one attempt whose lease ends at a half-open
+	// breaker's OpenUntil; any other outcome there is of an attempt leased
+	// before the breaker opened, settled late.
+	probe := h.State == EndpointHalfOpen && oc.Lease.ExpiresAt.Equal(h.OpenUntil)
 	switch {
 	case h.State == EndpointDisabled:
 		return false, nil // only an operator brings it back
-	case answered && h.State == EndpointOpen:
+	case answered && (h.State == EndpointOpen || h.State == EndpointHalfOpen && !probe):
 		return false, nil // the probe decides
 	case oc.Result == protocol.Succeeded || answered:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
@@ -268,11 +275,9 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 		switch {
 		case fromMicros(now).Sub(h.FailingSince) >= cfg.DisableAfter:
 			h.State, h.Reason = EndpointDisabled, courier.CodeEndpointDisabled
-		case h.State == EndpointHalfOpen && !oc.Lease.ExpiresAt.Equal(h.OpenUntil):
-			// Not the probe (whose lease ends at OpenUntil): an attempt
-			// leased before the breaker opened, failing late. It counts;
-			// the probe in flight decides, and no other goes out before
-			// its lease ends.
+		case h.State == EndpointHalfOpen && !probe:
+			// A late failure counts; the probe in flight decides, and no
+			// other goes out before its lease ends.
 		case h.State == EndpointHalfOpen || h.ConsecutiveFailures >= cfg.Threshold:
 			h.State, h.Reason, h.OpenUntil = EndpointOpen, oc.Code, fromMicros(now).Add(cfg.Cooldown)
 		}

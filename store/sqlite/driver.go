@@ -66,8 +66,8 @@ func (d *sqliteDriver) connect(dsn string, writer bool) (driver.Conn, error) {
 			sc.Close()
 			return nil, err
 		}
-		// In memory there is no other writer: the Store writes through
-		// this pool itself.
+		// A pool in memory writes nothing a Store shares (store.Open
+		// refuses one): nothing to guard.
 		c.guard = file != ""
 		c.immediate = beginsImmediate(dsn)
 	}

@@ -182,3 +182,38 @@ func testASuppressedProbeIsNoProbe(t *testing.T, open OpenFunc) {
 		t.Fatalf("suppressed %d, want the 2 deliveries ahead of the probe, made under the old key", n)
 	}
 }
+
+// testALateAnswerKeepsTheProbeAlone: an attempt leased before the breaker
+// opened, answered late with a 4xx while the endpoint is half open, does
+// not close the breaker (an open one ignores it too): the probe in flight
+// decides, and no claim leases the endpoint's backlog meanwhile.
+func testALateAnswerKeepsTheProbeAlone(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: 5 * time.Second}})
+	for i := range 6 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	two := b.claim(t, "w1", 2, time.Minute) // two attempts in flight
+	if err := b.retry(two[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(5 * time.Second)
+	probe := b.claim(t, "w2", 2, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("probe claim leased %v, want one probe", ids(probe))
+	}
+	if err := b.fail(two[1].Lease, courier.CodeReceiverRejected, 404); err != nil { // answered late
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointHalfOpen {
+		t.Fatalf("after a late 4xx of an attempt sent before the pause the endpoint is %s, want half_open", eh.State)
+	}
+	if c := b.claim(t, "w3", 5, time.Minute); len(c) != 0 {
+		t.Fatalf("while the probe %v is in flight a claim leased %v of the endpoint", ids(probe), ids(c))
+	}
+	if err := b.fail(probe[0].Lease, courier.CodeReceiverRejected, 400); err != nil { // the probe's own answer
+		t.Fatal(err)
+	}
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointClosed {
+		t.Fatalf("after the probe was answered 400 the endpoint is %s, want closed", eh.State)
+	}
+}

@@ -79,6 +79,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"LateFailureKeepsTheProbeAlone", testLateFailureKeepsTheProbeAlone},
 		{"AnAnswerEndsTheFailureStreak", testAnAnswerEndsTheFailureStreak},
 		{"ASuppressedProbeIsNoProbe", testASuppressedProbeIsNoProbe},
+		{"ALateAnswerKeepsTheProbeAlone", testALateAnswerKeepsTheProbeAlone},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},
