@@ -259,7 +259,7 @@ func TestAClaimCutShortPassesTheWorkersClaimTurnOn(t *testing.T) {
 	runHeld := func(t *testing.T, b *claimBundle, ctx context.Context, w *client.Worker) <-chan error {
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		b.awaitClaimHeld(t)
+		b.awaitClaimHeld(t) //nolint:contextcheck // the test's wait, under t's context, not the Run's
 		return done
 	}
 	work := func(ctx context.Context, w *client.Worker) <-chan error {
