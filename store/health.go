@@ -57,6 +57,8 @@ const (
 //	integrity_mismatch  rows are quarantined: stored data was altered or cannot be opened
 //	leases_expired      leases ran out unsettled: workers stopped
 //	contract_changed    endpoints are held back by a changed contract
+//	endpoint_disabled   deliveries wait for an endpoint that is disabled (by an
+//	                    operator, 410 Gone or DisableAfter): Endpoints.Enable it
 //	deliveries_failed   failed deliveries wait for an operator
 //
 // The source-delivery reference puts failed first, then expired leases,
@@ -110,6 +112,10 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	if h.ContractMismatches, err = o.s.Contracts.mismatched(ctx, o.s.db); err != nil {
 		return Health{}, err
 	}
+	var disabled int // disabled endpoints with deliveries waiting for them
+	if err := o.s.scan(ctx, o.s.db, "endpoint_disabled_waiting", nil, &disabled); err != nil {
+		return Health{}, err
+	}
 	h.Failed = h.Counts[courier.StatusFailed]
 	switch {
 	case h.Counts[courier.StatusQuarantined] > 0:
@@ -118,6 +124,8 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 		h.Status, h.Code = HealthBlocked, courier.CodeLeasesExpired
 	case h.ContractMismatches > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeContractChanged
+	case disabled > 0:
+		h.Status, h.Code = HealthBlocked, courier.CodeEndpointDisabled
 	case h.Failed > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeFailedPresent
 	}

@@ -217,3 +217,30 @@ func testALateAnswerKeepsTheProbeAlone(t *testing.T, open OpenFunc) {
 		t.Fatalf("after the probe was answered 400 the endpoint is %s, want closed", eh.State)
 	}
 }
+
+// testHealthBlocksOnADisabledEndpoint: deliveries waiting for a disabled
+// endpoint need an operator (Enable), as failed ones do: Health is blocked
+// with code endpoint_disabled, not ok with nothing due, until the
+// endpoint is enabled again.
+func testHealthBlocksOnADisabledEndpoint(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if err := b.store.Endpoints.Disable(b.ctx, slowEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(t, b); h.Status != store.HealthOK {
+		t.Fatalf("with no delivery waiting Health = %s/%s, want ok", h.Status, h.Code)
+	}
+	b.enqueue(t, at(slowEndpoint, "held"))
+	if c := b.claim(t, "w", 5, time.Minute); len(c) != 0 { // parks it
+		t.Fatalf("claimed %v of a disabled endpoint", ids(c))
+	}
+	if h := health(t, b); h.Status != store.HealthBlocked || h.Code != courier.CodeEndpointDisabled || h.Due != 0 {
+		t.Fatalf("with a delivery waiting for a disabled endpoint Health = %s/%s (due %d), want blocked endpoint_disabled", h.Status, h.Code, h.Due)
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, slowEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(t, b); h.Status != store.HealthOK {
+		t.Fatalf("after Enable Health = %s/%s, want ok", h.Status, h.Code)
+	}
+}

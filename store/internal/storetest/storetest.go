@@ -80,6 +80,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AnAnswerEndsTheFailureStreak", testAnAnswerEndsTheFailureStreak},
 		{"ASuppressedProbeIsNoProbe", testASuppressedProbeIsNoProbe},
 		{"ALateAnswerKeepsTheProbeAlone", testALateAnswerKeepsTheProbeAlone},
+		{"HealthBlocksOnADisabledEndpoint", testHealthBlocksOnADisabledEndpoint},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

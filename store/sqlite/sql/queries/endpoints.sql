@@ -83,6 +83,14 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
     AND (state = 'half_open' OR open_until <> updated_at
         OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));
 
+-- name: endpoint_disabled_waiting
+-- How many disabled endpoints have deliveries waiting for them (parked:
+-- the claims park a disabled endpoint's deliveries as they reach them),
+-- for Health.
+SELECT COUNT(*) FROM courier_endpoints AS e
+WHERE e.state = 'disabled'
+    AND EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint);
+
 -- name: endpoint_probe_take
 -- The endpoint is half open, its probe held for the lease; nothing is
 -- returned when another claim took the probe first.
