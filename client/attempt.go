@@ -44,6 +44,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	if err != nil {
 		return w.signingFailed(c, err), true
 	}
+	parent := ctx // the worker's: it ends at a hard shutdown
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
@@ -89,7 +90,20 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return oc, true
 	}
 	if err != nil { // the answer was cut short: retried, keeping the status that came
-		oc = w.judge(ctx, c, nil, err)
+		switch {
+		case parent.Err() != nil:
+			// By a shutdown, as deliver settles an attempt cut short
+			// before its answer: due again at once, no failure of the
+			// endpoint's.
+			oc = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}
+		case ctx.Err() != nil:
+			// By the attempt's timeout, whichever side closed the body
+			// first (over HTTP/2 the worker's close above may win over the
+			// transport's): the policy hears the deadline, not the close.
+			oc = w.judge(ctx, c, nil, context.Cause(ctx))
+		default:
+			oc = w.judge(ctx, c, nil, err)
+		}
 		oc.HTTPStatus = resp.StatusCode
 		return oc, true
 	}
