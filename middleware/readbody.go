@@ -82,20 +82,11 @@ func readBody(w http.ResponseWriter, r *http.Request, l BodyLimits) (body []byte
 	}
 	rc := http.NewResponseController(w)
 	setBodyDeadline(rc, r, l.ReadTimeout)
-	buf := make([]byte, size)
-	n, err := fill(r.Body, buf)
-	switch {
-	case err == nil: // buf is full: the body must end here
-		err = expectEOF(r.Body)
-	case errors.Is(err, io.EOF) && r.ContentLength < 0:
-		err = nil
-	case errors.Is(err, io.EOF):
-		err = errBodyTooShort
-	}
+	body, err := readAll(r.Body, size, r.ContentLength >= 0)
 	if err == nil {
 		// Reading to the end lifted the deadline: net/http clears it when
 		// the body hits EOF, before the handler goes on.
-		return buf[:n], size, true
+		return body, size, true
 	}
 	l.Budget.Release(size)
 	_, outer := errors.AsType[*http.MaxBytesError](err)
@@ -122,21 +113,39 @@ func setBodyDeadline(rc *http.ResponseController, r *http.Request, d time.Durati
 	_ = rc.SetReadDeadline(time.Now().Add(d))
 }
 
-// fill reads into buf until it is full (nil) or the body ends first
-// (io.EOF) or fails.
-func fill(body io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := body.Read(buf[n:])
-		n += m
-		if err != nil {
-			if n == len(buf) && errors.Is(err, io.EOF) {
-				return n, nil // the body ended where buf does; expectEOF sees the EOF again
+// preallocMax is the largest reservation read into a buffer of its whole
+// size at once; past it (a large MaxBytes, a large Content-Length) the
+// buffer grows as the bytes come, up to the reservation, so that a
+// client's Content-Length or a large MaxBytes allocates no more than
+// about twice what the client sends, and never more than is reserved.
+const preallocMax = 1 << 20
+
+// readAll reads body to its end: exactly size bytes when exact (its
+// Content-Length), else at most size. A body that goes on past that is
+// errBodyTooLong; one that ends short of its exact size, errBodyTooShort.
+func readAll(body io.Reader, size int64, exact bool) ([]byte, error) {
+	grow := size > preallocMax
+	buf := make([]byte, 0, min(size, preallocMax))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) == size || !grow { // full: the body must end here
+				return buf, expectEOF(body)
 			}
-			return n, err
+			next := make([]byte, len(buf), min(2*int64(cap(buf)), size))
+			copy(next, buf)
+			buf = next
+		}
+		m, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		switch {
+		case errors.Is(err, io.EOF) && exact && int64(len(buf)) < size:
+			return nil, errBodyTooShort
+		case errors.Is(err, io.EOF):
+			return buf, nil
+		case err != nil:
+			return nil, err
 		}
 	}
-	return n, nil
 }
 
 // expectEOF reads one byte more: none (io.EOF) is success, one is

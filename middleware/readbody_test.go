@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -387,5 +388,61 @@ func TestReadBodyOverHTTP2(t *testing.T) {
 	resp, body = do(strings.NewReader(`{"ok":true}`), 11)
 	if resp.StatusCode != http.StatusOK || string(body) != `{"ok":true}` || resp.ProtoMajor != 2 {
 		t.Errorf("%s %d %q, want HTTP/2 200 with the body", resp.Proto, resp.StatusCode, body)
+	}
+}
+
+// TestABodyIsReadIntoWhatArrives: a body of unknown length, or declared
+// larger than a buffer read at once, is read into a buffer that grows as
+// its bytes come: MaxBytes of math.MaxInt64 ("no limit") reads a small
+// chunked body (it allocated MaxBytes up front, and panicked), and the
+// bounds hold past the buffer read at once, chunked or not.
+func TestABodyIsReadIntoWhatArrives(t *testing.T) {
+	t.Parallel()
+	const big = 3 << 20 // past the buffer read at once
+	tests := []struct {
+		name     string
+		max      int64
+		size     int
+		chunked  bool
+		wantCode int
+	}{
+		{"no limit, chunked", math.MaxInt64, 7, true, http.StatusOK},
+		{"no limit, declared", math.MaxInt64, 7, false, http.StatusOK},
+		{"large, chunked, at the bound", big, big, true, http.StatusOK},
+		{"large, declared, at the bound", big, big, false, http.StatusOK},
+		{"large, chunked, past the bound", big, big + 1, true, http.StatusRequestEntityTooLarge},
+		{"large, declared, past the bound", big, big + 1, false, http.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			limits := middleware.BodyLimits{MaxBytes: tt.max, Budget: middleware.NewBudget(math.MaxInt64)}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if body, ok := middleware.ReadBody(w, r, limits); ok {
+					w.Write(body)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			sent := bytes.Repeat([]byte{'x'}, tt.size)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, bytes.NewReader(sent))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.chunked {
+				req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(sent)), -1
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("status = %d, want %d", resp.StatusCode, tt.wantCode)
+			}
+			if tt.wantCode == http.StatusOK && !bytes.Equal(got, sent) {
+				t.Fatalf("read %d bytes back, want the %d sent", len(got), len(sent))
+			}
+		})
 	}
 }
