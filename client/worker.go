@@ -14,6 +14,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
@@ -64,8 +65,8 @@ type Config struct {
 	// full, and claim no faster than one Run. For claims in parallel, run
 	// more Workers, each with its own Owner.
 	Concurrency int
-	// BatchSize is the most deliveries one claim takes. Defaults to
-	// Concurrency.
+	// BatchSize is the most deliveries one claim takes, 1 to 1000.
+	// Defaults to Concurrency, at most 1000.
 	BatchSize int
 	// EndpointConcurrency is the most deliveries to any one endpoint this
 	// worker holds at once (its fair share; held means leased: in flight,
@@ -178,7 +179,7 @@ func (c Config) withDefaults() Config {
 		c.Concurrency = defaultConcurrency
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = c.Concurrency
+		c.BatchSize = min(c.Concurrency, protocol.MaxClaimBatch)
 	}
 	if c.EndpointConcurrency == 0 {
 		c.EndpointConcurrency = (c.Concurrency + 1) / 2
@@ -192,7 +193,7 @@ func (c Config) withDefaults() Config {
 	if c.PollInterval == 0 {
 		c.PollInterval = defaultPollInterval
 	}
-	if c.Transport == nil {
+	if c.Transport == nil { // a typed nil one is refused (validate)
 		c.Transport = Guard{}.Transport()
 	}
 	if c.Classify == nil {
@@ -216,6 +217,10 @@ func (c Config) validate() error {
 		return configError("Config.Store is required")
 	case c.Signer == nil && c.SignerFor == nil:
 		return configError("Config.Signer or Config.SignerFor is required")
+	case c.Signer != nil && nilcheck.Nil(c.Signer):
+		return configError("Config.Signer is a nil pointer")
+	case nilcheck.Nil(c.Transport):
+		return configError("Config.Transport is a nil pointer")
 	case !wire.IsVisible(c.Owner, maxOwner):
 		return configError("Config.Owner must be 1-256 bytes of visible ASCII, without spaces")
 	case c.Concurrency < 1:

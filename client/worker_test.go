@@ -442,6 +442,10 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 		"owner with a NUL":     {ok(func(c *client.Config) { c.Owner = "w1\x00" }), "Config.Owner"}, // PostgreSQL stores no NUL
 		"owner not UTF-8":      {ok(func(c *client.Config) { c.Owner = "w1\xff" }), "Config.Owner"},
 		"owner too long":       {ok(func(c *client.Config) { c.Owner = strings.Repeat("w", 257) }), "Config.Owner"},
+		// A typed nil would panic at every attempt, spending each
+		// delivery's budget.
+		"nil pointer signer":    {ok(func(c *client.Config) { c.Signer = (*pointerSigner)(nil) }), "Config.Signer"},
+		"nil pointer transport": {ok(func(c *client.Config) { c.Transport = (*http.Transport)(nil) }), "Config.Transport"},
 
 		// The store keeps leases in microseconds and the claim takes its
 		// time out of them: a lease barely over the timeout would give
@@ -462,6 +466,8 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 		"owner token":    ok(func(c *client.Config) { c.Owner = "host-1.example:4242/w~1" }),
 		"bounds":         ok(func(c *client.Config) { c.Timeout = 10 * time.Millisecond; c.PollInterval = time.Hour }),
 		"defaults":       ok(func(c *client.Config) {}),
+		// BatchSize defaults to Concurrency, at most a claim's 1000.
+		"concurrency over a claim": ok(func(c *client.Config) { c.Concurrency = 2000 }),
 
 		"lease 100ms over a short timeout": ok(func(c *client.Config) { c.Timeout = 300 * time.Millisecond; c.Lease = 400 * time.Millisecond }),
 		"lease a tenth over the timeout":   ok(func(c *client.Config) { c.Timeout = 10 * time.Second; c.Lease = 11 * time.Second }),

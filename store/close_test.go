@@ -3,8 +3,10 @@ package store_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
@@ -69,4 +71,37 @@ func TestACallOnAClosedStoreFails(t *testing.T) {
 			t.Errorf("%s on a closed Store = %v, want database_unavailable, ErrClosed", name, err)
 		}
 	}
+}
+
+// TestOpenRefusesABreakerThatWouldMisbehave: a negative Threshold opened
+// an endpoint's breaker at its first failure, and a negative DisableAfter
+// disabled the endpoint for good; Open refuses each bound it documents,
+// naming the field.
+func TestOpenRefusesABreakerThatWouldMisbehave(t *testing.T) {
+	ctx := t.Context()
+	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(t.TempDir(), "c.db"), store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]store.BreakerConfig{
+		"Threshold":    {Threshold: -1},
+		"Cooldown":     {Cooldown: -time.Second},
+		"DisableAfter": {DisableAfter: -time.Hour},
+	} {
+		if s, err := store.Open(ctx, db, store.Config{Breaker: b}); err == nil {
+			s.Close()
+			t.Errorf("Open took a negative %s", name)
+		} else if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), "Breaker."+name) {
+			t.Errorf("negative %s: Open = %v, want config_invalid naming it", name, err)
+		}
+	}
+	s, err := store.Open(ctx, db, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Millisecond, DisableAfter: time.Millisecond}})
+	if err != nil {
+		t.Fatalf("Open at the bounds: %v", err)
+	}
+	s.Close()
 }

@@ -33,9 +33,23 @@ const (
 // of the endpoint's health count: 5xx, 408/425, 429, timeouts and network
 // errors.
 type BreakerConfig struct {
-	Threshold    int           // Defaults to 5.
-	Cooldown     time.Duration // Defaults to 30 seconds.
-	DisableAfter time.Duration // Defaults to 72 hours.
+	Threshold    int           // At least 1. Defaults to 5.
+	Cooldown     time.Duration // At least 1ms. Defaults to 30 seconds.
+	DisableAfter time.Duration // At least 1ms. Defaults to 72 hours.
+}
+
+// validate refuses a breaker that would misbehave: a negative Threshold or
+// DisableAfter would open or disable an endpoint at its first failure.
+func (c BreakerConfig) validate() error {
+	switch {
+	case c.Threshold < 1:
+		return configError("Config.Breaker.Threshold must be at least 1")
+	case c.Cooldown < time.Millisecond:
+		return configError("Config.Breaker.Cooldown must be at least 1ms")
+	case c.DisableAfter < time.Millisecond:
+		return configError("Config.Breaker.DisableAfter must be at least 1ms")
+	}
+	return nil
 }
 
 func (c BreakerConfig) withDefaults() BreakerConfig {

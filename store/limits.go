@@ -24,9 +24,9 @@ const (
 type Limits struct {
 	// MaxInFlight is the most deliveries to the endpoint leased at once,
 	// across every worker: each is counted from its claim until it is
-	// settled, released or its lease expires. 0 for no limit (each
-	// worker's own client.Config.EndpointConcurrency still applies).
-	// Defaults to 0.
+	// settled, released or its lease expires, at most 100,000. 0 for no
+	// limit (each worker's own client.Config.EndpointConcurrency still
+	// applies). Defaults to 0.
 	MaxInFlight int
 	// Rate is how many requests per second may start, on average, as a
 	// token bucket: each leased delivery takes a token, and the bucket
@@ -36,7 +36,8 @@ type Limits struct {
 	// Burst is the bucket's size: how many may start at once after a
 	// quiet spell. A worker that finds the bucket empty claims again at
 	// its next poll (client.Config.PollInterval) or wake-up, so a Burst
-	// under Rate × PollInterval holds the rate below Rate. Defaults to
+	// under Rate × PollInterval holds the rate below Rate. At most
+	// 1,000,000. Defaults to
 	// Rate rounded up, at least 1: one second's worth, which the default
 	// one-second poll keeps up with.
 	Burst int

@@ -66,8 +66,8 @@ const (
 
 // Config configures a Store. The zero value is usable.
 type Config struct {
-	// MaxAttempts is the attempt budget of a delivery enqueued without one.
-	// Defaults to 8 (Standard Webhooks' schedule length).
+	// MaxAttempts is the attempt budget of a delivery enqueued without
+	// one, 1 to 1000. Defaults to 8 (Standard Webhooks' schedule length).
 	MaxAttempts int
 	// RetryHorizon is how long after its first attempt is due a delivery
 	// enqueued without a deadline may still be attempted (its deadline);
@@ -188,6 +188,9 @@ func (c Config) validate() error {
 		return configError("Config.Durability is unknown")
 	case c.OrderingOnFailure != HoldKey && c.OrderingOnFailure != SkipFailed:
 		return configError("Config.OrderingOnFailure is unknown")
+	}
+	if err := c.Breaker.validate(); err != nil {
+		return err
 	}
 	return c.Encryption.validate()
 }
