@@ -282,6 +282,19 @@ func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[st
 	}()
 	tc := tracing.Inject(o.s.cfg.Tracer, ctx)
 	args["trace_parent"], args["trace_state"] = nullable(tc.Parent), nullable(tc.State)
+	if args[argLate] == true {
+		// Its deadline has come: it is written by no one now, but the
+		// retry of an enqueue that wrote it in time finds it.
+		r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
+		switch {
+		case errors.Is(err, courier.CodeNotFound):
+			return Enqueued{}, false, errLate
+		case err != nil:
+			return Enqueued{}, false, err
+		}
+		e, err := o.same(r, args)
+		return e, false, err
+	}
 	for range maxRepublishReads {
 		id, err := o.insert(ctx, tx, name, args)
 		switch {
@@ -372,8 +385,6 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		return nil, invalidArgument("Priority must be within -2147483648..2147483647")
 	case next-now > horizon:
 		return nil, invalidArgument("NotBefore must be at most MaxHorizon (30 days) ahead")
-	case deadline <= next:
-		return nil, invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
 	case deadline-next > horizon:
 		return nil, invalidArgument("Deadline must be at most MaxHorizon (30 days) after the first attempt")
 	case p.OrderingKey != "" && !wire.IsVisible(p.OrderingKey, maxOrderingKey):
@@ -403,6 +414,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"payload_key_id":  keyID,
 		"payload_sha256":  cfg.Encryption.digest(p.Payload, keyID, p.NotificationID, p.Endpoint),
 		argPlaintext:      p.Payload, // no statement's: existing compares it with the row
+		argLate:           deadline <= next,
 		"profile":         p.Profile,
 		"key_id":          p.KeyID,
 		"priority":        p.Priority,
@@ -616,6 +628,16 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 func unfinished(st courier.Status) bool {
 	return st == courier.StatusPending || st == courier.StatusRetryWait || st == courier.StatusLeased
 }
+
+// argLate is the entry of an enqueue's arguments that says its deadline
+// has come, at or before its first attempt would be due: no such delivery
+// may be written (errLate), but one written before, when it was still
+// ahead, is found as a retry of the enqueue finds any (see writeFor). No
+// statement binds it.
+const argLate = "late"
+
+// errLate is a delivery that would be written with its deadline come.
+var errLate = invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
 
 // argPlaintext is the entry of an enqueue's arguments that holds the
 // payload as the caller gave it, for existing; no statement binds it.

@@ -703,3 +703,29 @@ func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
 		t.Fatalf("claim = %v, want the delivery, head of its key", ids(c))
 	}
 }
+
+// testEnqueueAgainAfterItsDeadline: the same enqueue made again once its
+// absolute Deadline has passed (an application's transaction retried
+// later) finds the delivery it wrote in time, as any retry does; a new
+// delivery with that deadline is still refused.
+func testEnqueueAgainAfterItsDeadline(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := delivery("d")
+	p.Deadline = b.clock.Now().Add(time.Minute)
+	first := b.enqueue(t, p)
+	c := b.claim(t, "w", 1, 10*time.Second)
+	if err := b.complete(c[0].Lease, "a"); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute)
+	if e, err := b.store.Outbox.Enqueue(b.ctx, b.db, p); err != nil || !e.Existed || e.ID != first.ID {
+		t.Fatalf("the same enqueue after its deadline = %+v, %v; want the delivery written in time, Existed", e, err)
+	}
+	p.NotificationID = "new"
+	if _, err := b.store.Outbox.Enqueue(b.ctx, b.db, p); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Fatalf("a new delivery past its deadline = %v, want invalid_argument", err)
+	}
+	if _, err := b.store.Outbox.Lookup(b.ctx, "new", p.Endpoint); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("the refused delivery: Lookup = %v, want nothing written", err)
+	}
+}

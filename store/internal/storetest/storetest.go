@@ -51,6 +51,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CheckConstraints", testCheckConstraints},
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},
+		{"EnqueueAgainAfterItsDeadline", testEnqueueAgainAfterItsDeadline},
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
