@@ -244,3 +244,32 @@ func testHealthBlocksOnADisabledEndpoint(t *testing.T, open OpenFunc) {
 		t.Fatalf("after Enable Health = %s/%s, want ok", h.Status, h.Code)
 	}
 }
+
+// testARateLimitAfterAClockStepBack: a rate-limited endpoint's bucket,
+// stamped before the store's clock stepped back a day, does not owe the
+// step: it refills (the time since is unknown) and the endpoint is sent
+// to at its rate, not held until the clock catches up.
+func testARateLimitAfterAClockStepBack(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 1, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, at(slowEndpoint, "s-0"))
+	if got := byEndpoint(b.claimCapped(t, "w", 10, 0)); got[slowEndpoint] != 1 {
+		t.Fatalf("first claim %v, want the one delivery", got)
+	}
+	b.clock.Advance(-24 * time.Hour) // the clock steps back a day
+	for i := range 3 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i+1)))
+	}
+	if got := byEndpoint(b.claimCapped(t, "w", 10, 0)); got[slowEndpoint] != 1 {
+		t.Fatalf("right after the step back claimed %v, want one of the endpoint's (Burst 1)", got)
+	}
+	b.clock.Advance(time.Second) // a token's worth at 1/s
+	if got := byEndpoint(b.claimCapped(t, "w", 10, 0)); got[slowEndpoint] != 1 {
+		t.Fatalf("a second later claimed %v, want one more (Rate 1/s)", got)
+	}
+	if got := byEndpoint(b.claimCapped(t, "w", 10, 0)); got[slowEndpoint] != 0 {
+		t.Fatalf("at once again claimed %v, want none: the bucket is empty", got)
+	}
+}

@@ -82,6 +82,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ASuppressedProbeIsNoProbe", testASuppressedProbeIsNoProbe},
 		{"ALateAnswerKeepsTheProbeAlone", testALateAnswerKeepsTheProbeAlone},
 		{"HealthBlocksOnADisabledEndpoint", testHealthBlocksOnADisabledEndpoint},
+		{"ARateLimitAfterAClockStepBack", testARateLimitAfterAClockStepBack},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

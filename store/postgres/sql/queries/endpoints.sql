@@ -58,9 +58,12 @@ DELETE FROM courier_endpoint_limits WHERE endpoint = :endpoint;
 -- name: endpoint_limits_take
 -- A claim leased :batch's n deliveries of each endpoint ({endpoint, n},
 -- JSON): each rate-limited bucket refills for the time since tokens_at, up
--- to burst, and gives n tokens.
+-- to burst, and gives n tokens. A clock that stepped back before tokens_at
+-- (the time since is unknown) refills it whole, here and in the claim's
+-- reckoning of the room: it owed the step, and took nothing until the
+-- clock caught up.
 UPDATE courier_endpoint_limits AS l SET
-    tokens = LEAST(l.burst, l.tokens + (:now - l.tokens_at) * l.rate / 1e6) - v.n,
+    tokens = LEAST(l.burst, CASE WHEN :now < l.tokens_at THEN l.burst ELSE l.tokens + (:now - l.tokens_at) * l.rate / 1e6 END) - v.n,
     tokens_at = :now
 FROM jsonb_to_recordset(:batch::jsonb) AS v(endpoint text, n integer)
 WHERE l.endpoint = v.endpoint AND l.rate > 0;

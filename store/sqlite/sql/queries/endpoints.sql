@@ -53,10 +53,13 @@ DELETE FROM courier_endpoint_limits WHERE endpoint = :endpoint;
 -- name: endpoint_limits_take
 -- A claim leased :batch's n deliveries of each endpoint ({endpoint, n},
 -- JSON): each rate-limited bucket refills for the time since tokens_at, up
--- to burst, and gives n tokens.
+-- to burst, and gives n tokens. A clock that stepped back before tokens_at
+-- (the time since is unknown) refills it whole, here and in the claim's
+-- reckoning of the room: it owed the step, and took nothing until the
+-- clock caught up.
 -- SQLite: MIN with two arguments is the scalar least.
 UPDATE courier_endpoint_limits SET
-    tokens = MIN(burst, tokens + (:now - tokens_at) * rate / 1e6) - v.n,
+    tokens = MIN(burst, CASE WHEN :now < tokens_at THEN burst ELSE tokens + (:now - tokens_at) * rate / 1e6 END) - v.n,
     tokens_at = :now
 FROM (SELECT value ->> 'endpoint' AS endpoint, value ->> 'n' AS n FROM json_each(:batch)) AS v
 WHERE courier_endpoint_limits.endpoint = v.endpoint AND courier_endpoint_limits.rate > 0;
