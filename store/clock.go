@@ -61,16 +61,30 @@ func (c *dbClock) now() time.Time {
 // refresh measures the database's clock again when the latest measurement
 // is clockRefresh old, unless another goroutine is at it. A failure keeps
 // the anchor there is: it errs by the rate drift alone.
+//
+// The age is that of the monotonic clock the anchor is kept on, and of the
+// wall clock too: the monotonic one does not count a host's suspend (or a
+// paused VM), after which it lags the database's by the whole pause, and
+// would take another clockRefresh of its own to notice. So a measurement
+// is also due when the two clocks' ages disagree by more than clockJump (a
+// suspend, or a step of the wall clock), or the age is negative.
 func (c *dbClock) refresh(ctx context.Context) {
 	if !c.mu.TryLock() {
 		return
 	}
 	defer c.mu.Unlock()
-	if c.local().Sub(c.tried) < clockRefresh {
+	now := c.local()
+	age := now.Sub(c.tried)
+	wall := now.Round(0).Sub(c.tried.Round(0))
+	if age >= 0 && age < clockRefresh && wall < clockRefresh && (wall-age).Abs() <= clockJump {
 		return
 	}
 	_ = c.measure(ctx)
 }
+
+// clockJump is how far the monotonic and wall clocks' ages of the latest
+// measurement may disagree before it is made again.
+const clockJump = time.Second
 
 // measure takes clockSamples readings and anchors the one with the
 // shortest round trip. The caller holds mu.

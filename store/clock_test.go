@@ -172,3 +172,32 @@ func TestTheDatabasesClockIsReadAgain(t *testing.T) {
 	}
 	stampedOnTheDatabasesClock(t, claimed[0], before, after, store.ClockBound(s))
 }
+
+// TestAClockThatWentBackIsReadAgain: a process clock that reads less than
+// at the Store's latest reading of the database's clock (the monotonic
+// clock of a host that was suspended lags the wall clock and the server's
+// by the pause) has the Store read the database's clock again at its next
+// claim, rather than stamp leases behind it, which another process would
+// take for expired, for up to a minute.
+func TestAClockThatWentBackIsReadAgain(t *testing.T) {
+	t.Parallel()
+	c := setupClock(t)
+	local := newSkewed(0)
+	resumed := c.open(t, store.Config{}, local.Now)
+	other := c.open(t, store.Config{}, time.Now)
+	c.enqueue(t, other, "n-1")
+
+	local.offset.Store(int64(-time.Hour))
+	before := c.dbNow(t)
+	claimed := c.claim(t, resumed, "resumed")
+	after := c.dbNow(t)
+	if len(claimed) != 1 {
+		t.Fatalf("claimed %d, want the one delivery", len(claimed))
+	}
+	if l := claimed[0].LeasedAt; l.Before(before.Add(-time.Second)) || l.After(after.Add(time.Second)) {
+		t.Fatalf("lease stamped %s, the database's clock read %s..%s: off by %s", l.UTC(), before.UTC(), after.UTC(), l.Sub(before))
+	}
+	if again := c.claim(t, other, "other"); len(again) != 0 {
+		t.Fatalf("another process claimed delivery %d again while its lease holds", again[0].DeliveryID)
+	}
+}
