@@ -90,8 +90,9 @@ type EnqueueParams struct {
 	// Deadline ends the delivery: no attempt starts at or after it. A
 	// delivery still unsent then fails with code expired, at its next
 	// claim or when a retry would be due at or after it. It must come
-	// after the first attempt, by at most MaxHorizon. Defaults to the
-	// first attempt plus the Store's RetryHorizon.
+	// after the first attempt, by at most MaxHorizon (the same enqueue
+	// made again once it has passed finds the delivery written in time).
+	// Defaults to the first attempt plus the Store's RetryHorizon.
 	Deadline time.Time
 	// OrderingKey orders the endpoint's deliveries that share it (an
 	// entity's id, say): within (Endpoint, OrderingKey) a delivery is
