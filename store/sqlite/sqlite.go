@@ -28,7 +28,10 @@ func init() {
 // Open opens (creating if needed) the SQLite database file at path,
 // configured as DSN configures it, migrates courier's tables and returns
 // the Store. The Store's DB() is a pool of its own for the application and
-// for reads; Store.Close closes it.
+// for reads; Store.Close closes it. An in-memory database (":memory:") is
+// refused, config_invalid: each connection of a pool is a database of its
+// own there, and committed rows would be lost; in tests, open a file in
+// t.TempDir().
 func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, error) {
 	db, err := sqlx.Open(DriverName, DSN(path, cfg.Durability))
 	if err != nil {
