@@ -161,6 +161,9 @@ func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 	if err != nil {
 		return zero, s.dialect.interpret("begin", err)
 	}
+	var enqueued []Event // reported once own commits (observeIn)
+	s.uncommitted.Store(DBTX(own), &enqueued)
+	defer s.uncommitted.Delete(DBTX(own))
 	v, err := write(own)
 	if err != nil {
 		_ = own.Rollback()
@@ -168,6 +171,9 @@ func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 	}
 	if err := own.Commit(); err != nil {
 		return zero, s.dialect.interpret("commit", err)
+	}
+	for _, e := range enqueued {
+		s.observe(e)
 	}
 	return v, nil
 }
@@ -300,7 +306,7 @@ func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[st
 		id, err := o.insert(ctx, tx, name, args)
 		switch {
 		case err == nil:
-			o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
+			o.s.observeIn(tx, Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
 			return Enqueued{ID: id}, true, nil
 		case !errors.Is(err, errExists):
 			return Enqueued{}, false, err
@@ -607,7 +613,7 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 		case err != nil:
 			return Enqueued{}, false, err
 		}
-		o.s.observe(Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
+		o.s.observeIn(tx, Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
 		return Enqueued{ID: id}, true, nil
 	case changed && unfinished(r.Status):
 		res, err := o.s.exec(ctx, tx, "outbox_publish_refresh", args)

@@ -34,14 +34,20 @@ func (s *Store) observe(e Event) {
 	}
 }
 
-// emit reports an endpoint's breaker transition, made in tx: once tx
-// commits, if it is a transaction of the Store's own (inTx), so that a
-// move rolled back is never reported, nor one made again after a
-// rollback reported twice.
+// emit reports an endpoint's breaker transition, made in tx (see
+// observeIn).
 func (s *Store) emit(tx DBTX, endpoint string, from, to EndpointState, reason courier.Code) {
-	e := Event{Kind: EventEndpoint, Endpoint: endpoint, From: from, To: to, Code: reason}
-	if moves, ok := s.uncommitted.Load(tx); ok {
-		*moves.(*[]Event) = append(*moves.(*[]Event), e)
+	s.observeIn(tx, Event{Kind: EventEndpoint, Endpoint: endpoint, From: from, To: to, Code: reason})
+}
+
+// observeIn reports e, made in tx: once tx commits, if it is a
+// transaction of the Store's own (inTx, inOneTx), so that what is rolled
+// back is never reported, nor what is made again after a rollback
+// reported twice; at once in the caller's transaction, whose end the
+// Store does not see.
+func (s *Store) observeIn(tx DBTX, e Event) {
+	if queued, ok := s.uncommitted.Load(tx); ok {
+		*queued.(*[]Event) = append(*queued.(*[]Event), e)
 		return
 	}
 	s.observe(e)

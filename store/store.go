@@ -80,10 +80,12 @@ type Config struct {
 	// the defaults of BreakerConfig.
 	Breaker BreakerConfig
 	// Hook receives typed events for metrics and alerts: enqueues
-	// (counted when Enqueue returns, so a caller's rollback still counts),
-	// claims, settles and endpoint breaker transitions (which may be
-	// reported from a transaction that later rolls back). It must be
-	// quick. Defaults to none.
+	// (counted when Enqueue writes them in the caller's transaction, so a
+	// caller's rollback still counts; in a transaction of the Store's own,
+	// once it commits), claims, settles and endpoint breaker transitions
+	// (each once its transaction commits). It must be quick, and must not
+	// panic: it runs in the worker's and the receivers' goroutines.
+	// Defaults to none.
 	Hook func(Event)
 	// OrderingOnFailure is what a delivery that fails for good while it
 	// heads its ordering key (EnqueueParams.OrderingKey) does to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -683,11 +684,9 @@ func testRedriveStopsAtTheAttemptBound(t *testing.T, open OpenFunc) {
 func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
 	reqCtx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	b := setup(t, open, store.Config{Hook: func(e store.Event) {
-		if e.Kind == store.EventEnqueued {
-			cancel() // the request ends right after the row is inserted
-		}
-	}})
+	// The request ends right after the row is inserted: when the insert's
+	// span ends, before the ordering key is joined.
+	b := setup(t, open, store.Config{Tracer: cancelAtSpanEnd{cancel}})
 	p := keyed("n-1", "order-1")
 	if _, err := b.store.Outbox.Enqueue(reqCtx, b.db, p); err == nil {
 		t.Fatal("Enqueue with its context cancelled midway succeeded")
@@ -729,3 +728,53 @@ func testEnqueueAgainAfterItsDeadline(t *testing.T, open OpenFunc) {
 		t.Fatalf("the refused delivery: Lookup = %v, want nothing written", err)
 	}
 }
+
+// testEnqueueInItsOwnTransactionIsCountedOnceCommitted: given a database,
+// EnqueueMany writes in a transaction of its own; when a later delivery is
+// refused it rolls back and returns the error, and the Hook counted
+// nothing (it counted the first delivery as it was inserted). One that
+// commits is counted, once.
+func testEnqueueInItsOwnTransactionIsCountedOnceCommitted(t *testing.T, open OpenFunc) {
+	var mu sync.Mutex
+	enqueued := 0
+	b := setup(t, open, store.Config{Hook: func(e store.Event) {
+		if e.Kind == store.EventEnqueued {
+			mu.Lock()
+			enqueued += e.N
+			mu.Unlock()
+		}
+	}})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return enqueued }
+	bad := delivery("b")
+	bad.Endpoint = "not a url"
+	if _, err := b.store.Outbox.EnqueueMany(b.ctx, b.db, []store.EnqueueParams{delivery("a"), bad}); err == nil {
+		t.Fatal("EnqueueMany with an invalid endpoint succeeded")
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("EnqueueMany wrote nothing, and the Hook counted %d enqueued", n)
+	}
+	if _, err := b.store.Outbox.EnqueueMany(b.ctx, b.db, []store.EnqueueParams{delivery("a"), delivery("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("EnqueueMany committed 2, and the Hook counted %d", n)
+	}
+}
+
+// cancelAtSpanEnd is a Tracer that calls cancel as each span it started
+// ends.
+type cancelAtSpanEnd struct{ cancel context.CancelFunc }
+
+func (c cancelAtSpanEnd) Start(ctx context.Context, _ string, _ courier.SpanKind, _ ...slog.Attr) (context.Context, courier.Span) {
+	return ctx, cancelSpan(c)
+}
+func (cancelAtSpanEnd) Inject(context.Context) courier.TraceContext { return courier.TraceContext{} }
+func (cancelAtSpanEnd) Extract(ctx context.Context, _ courier.TraceContext) context.Context {
+	return ctx
+}
+
+type cancelSpan cancelAtSpanEnd
+
+func (cancelSpan) SetAttributes(...slog.Attr) {}
+func (cancelSpan) Fail(courier.Code)          {}
+func (s cancelSpan) End()                     { s.cancel() }

@@ -52,6 +52,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},
 		{"EnqueueAgainAfterItsDeadline", testEnqueueAgainAfterItsDeadline},
+		{"EnqueueInItsOwnTransactionIsCountedOnceCommitted", testEnqueueInItsOwnTransactionIsCountedOnceCommitted},
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
