@@ -161,12 +161,12 @@ func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 	if err != nil {
 		return zero, s.dialect.interpret("begin", err)
 	}
+	defer own.Rollback() // after a panic (an application's Build) too; none after Commit
 	var enqueued []Event // reported once own commits (observeIn)
 	s.uncommitted.Store(DBTX(own), &enqueued)
 	defer s.uncommitted.Delete(DBTX(own))
 	v, err := write(own)
 	if err != nil {
-		_ = own.Rollback()
 		return zero, err
 	}
 	if err := own.Commit(); err != nil {

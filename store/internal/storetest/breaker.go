@@ -243,6 +243,17 @@ func testHealthBlocksOnADisabledEndpoint(t *testing.T, open OpenFunc) {
 	if h := health(t, b); h.Status != store.HealthOK {
 		t.Fatalf("after Enable Health = %s/%s, want ok", h.Status, h.Code)
 	}
+	// A delivery not due yet (a NotBefore ahead; a retry after its
+	// backoff) waits for a disabled endpoint as much as a parked one.
+	later := at(fastEndpoint, "later")
+	later.NotBefore = b.clock.Now().Add(time.Hour)
+	b.enqueue(t, later)
+	if err := b.store.Endpoints.Disable(b.ctx, fastEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(t, b); h.Status != store.HealthBlocked || h.Code != courier.CodeEndpointDisabled {
+		t.Fatalf("with a delivery not yet due waiting for a disabled endpoint Health = %s/%s, want blocked endpoint_disabled", h.Status, h.Code)
+	}
 }
 
 // testARateLimitAfterAClockStepBack: a rate-limited endpoint's bucket,
@@ -271,5 +282,39 @@ func testARateLimitAfterAClockStepBack(t *testing.T, open OpenFunc) {
 	}
 	if got := byEndpoint(b.claimCapped(t, "w", 10, 0)); got[slowEndpoint] != 0 {
 		t.Fatalf("at once again claimed %v, want none: the bucket is empty", got)
+	}
+}
+
+// testARateLimitHoldsAcrossSkewedClocks: two processes whose clocks differ
+// by a millisecond (on PostgreSQL each keeps its own reading of the
+// server's) share an endpoint's rate: the one behind takes no bucket
+// stamped a little ahead of it for a clock's step back, refilled whole.
+func testARateLimitHoldsAcrossSkewedClocks(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	ahead, err := openStore(t, b.ctx, b.db, store.Config{Now: func() time.Time { return b.clock.Now().Add(time.Millisecond) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 1, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i)))
+	}
+	claim := func(s *store.Store) int {
+		c, err := protocol.For(s).Claim(b.ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(c)
+	}
+	leased := 0
+	for range 10 {
+		b.clock.Advance(time.Second)
+		leased += claim(ahead)
+		leased += claim(b.store)
+	}
+	if leased > 11 {
+		t.Fatalf("Rate 1/s, Burst 1 over 10 s: two processes a millisecond apart leased %d, want at most 11", leased)
 	}
 }

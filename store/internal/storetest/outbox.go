@@ -778,3 +778,27 @@ type cancelSpan cancelAtSpanEnd
 func (cancelSpan) SetAttributes(...slog.Attr) {}
 func (cancelSpan) Fail(courier.Code)          {}
 func (s cancelSpan) End()                     { s.cancel() }
+
+// testAPanickingBuildLeavesNothingHeld: a Publish given a database writes
+// in a transaction of its own and runs the application's Build in it; a
+// Build that panics (a template's bug, recovered by an HTTP server) must
+// not leave that transaction open, holding SQLite's one write lock (and on
+// PostgreSQL a connection idle in a transaction) for good.
+func testAPanickingBuildLeavesNothingHeld(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	if _, err := b.store.Subscriptions.Create(b.ctx, nil, subscription("acme", fastEndpoint, "k", "*")); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Build's panic did not go on up")
+			}
+		}()
+		_, _ = b.store.Outbox.Publish(b.ctx, b.db, store.PublishParams{Tenant: "acme", EventType: "x", EventID: "e1",
+			Build: func(store.Subscription, string) ([]byte, error) { panic("template bug") }})
+	}()
+	if _, err := b.store.Outbox.Enqueue(b.ctx, b.db, delivery("after")); err != nil {
+		t.Fatalf("an enqueue after a Build's recovered panic: %v", err)
+	}
+}

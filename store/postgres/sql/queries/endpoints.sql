@@ -58,13 +58,15 @@ DELETE FROM courier_endpoint_limits WHERE endpoint = :endpoint;
 -- name: endpoint_limits_take
 -- A claim leased :batch's n deliveries of each endpoint ({endpoint, n},
 -- JSON): each rate-limited bucket refills for the time since tokens_at, up
--- to burst, and gives n tokens. A clock that stepped back before tokens_at
--- (the time since is unknown) refills it whole, here and in the claim's
--- reckoning of the room: it owed the step, and took nothing until the
--- clock caught up.
+-- to burst, and gives n tokens. tokens_at never moves back: processes
+-- whose clocks differ by a little (PostgreSQL's: each keeps its own
+-- reading of the server's) refill nothing for a stamp a little ahead. A
+-- stamp more than a minute ahead is a clock that stepped back: the time
+-- since is unknown, and the bucket refills whole, here and in the claim's
+-- reckoning of the room, rather than owe the step.
 UPDATE courier_endpoint_limits AS l SET
-    tokens = LEAST(l.burst, CASE WHEN :now < l.tokens_at THEN l.burst ELSE l.tokens + (:now - l.tokens_at) * l.rate / 1e6 END) - v.n,
-    tokens_at = :now
+    tokens = LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END) - v.n,
+    tokens_at = CASE WHEN l.tokens_at - :now > 60000000 THEN :now ELSE GREATEST(l.tokens_at, :now) END
 FROM jsonb_to_recordset(:batch::jsonb) AS v(endpoint text, n integer)
 WHERE l.endpoint = v.endpoint AND l.rate > 0;
 
@@ -91,12 +93,12 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
         OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));
 
 -- name: endpoint_disabled_waiting
--- How many disabled endpoints have deliveries waiting for them (parked:
--- the claims park a disabled endpoint's deliveries as they reach them),
--- for Health.
+-- How many disabled endpoints have deliveries waiting for them, for
+-- Health: parked (the claims park a disabled endpoint's deliveries as they
+-- reach them) or not yet (a retry not due, a NotBefore ahead).
 SELECT COUNT(*) FROM courier_endpoints AS e
 WHERE e.state = 'disabled'
-    AND EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint);
+    AND EXISTS (SELECT 1 FROM courier_outbox AS o WHERE o.endpoint = e.endpoint AND o.status IN ('pending', 'retry_wait'));
 
 -- name: endpoint_probe_take
 -- The endpoint is half open, its probe held for the lease; nothing is

@@ -150,7 +150,7 @@ room AS MATERIALIZED (
                                                                                   WHERE f.endpoint = d.endpoint AND f.status = 'leased')
                                   ELSE 1000000 END
                       FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-            COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN :now < l.tokens_at THEN l.burst ELSE l.tokens + (:now - l.tokens_at) * l.rate / 1e6 END))::bigint
+            COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
                                   ELSE 1000000 END
                       FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
         END AS room
@@ -200,7 +200,7 @@ SELECT d.endpoint,
                                                                               WHERE f.endpoint = d.endpoint AND f.status = 'leased')
                               ELSE 1000000 END
                   FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-        COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN :now < l.tokens_at THEN l.burst ELSE l.tokens + (:now - l.tokens_at) * l.rate / 1e6 END))::bigint
+        COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
                               ELSE 1000000 END
                   FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
     END AS room,

@@ -53,14 +53,16 @@ DELETE FROM courier_endpoint_limits WHERE endpoint = :endpoint;
 -- name: endpoint_limits_take
 -- A claim leased :batch's n deliveries of each endpoint ({endpoint, n},
 -- JSON): each rate-limited bucket refills for the time since tokens_at, up
--- to burst, and gives n tokens. A clock that stepped back before tokens_at
--- (the time since is unknown) refills it whole, here and in the claim's
--- reckoning of the room: it owed the step, and took nothing until the
--- clock caught up.
+-- to burst, and gives n tokens. tokens_at never moves back: processes
+-- whose clocks differ by a little (PostgreSQL's: each keeps its own
+-- reading of the server's) refill nothing for a stamp a little ahead. A
+-- stamp more than a minute ahead is a clock that stepped back: the time
+-- since is unknown, and the bucket refills whole, here and in the claim's
+-- reckoning of the room, rather than owe the step.
 -- SQLite: MIN with two arguments is the scalar least.
 UPDATE courier_endpoint_limits SET
-    tokens = MIN(burst, CASE WHEN :now < tokens_at THEN burst ELSE tokens + (:now - tokens_at) * rate / 1e6 END) - v.n,
-    tokens_at = :now
+    tokens = MIN(burst, CASE WHEN tokens_at - :now > 60000000 THEN burst ELSE tokens + MAX(0, :now - tokens_at) * rate / 1e6 END) - v.n,
+    tokens_at = CASE WHEN tokens_at - :now > 60000000 THEN :now ELSE MAX(tokens_at, :now) END
 FROM (SELECT value ->> 'endpoint' AS endpoint, value ->> 'n' AS n FROM json_each(:batch)) AS v
 WHERE courier_endpoint_limits.endpoint = v.endpoint AND courier_endpoint_limits.rate > 0;
 
@@ -87,12 +89,12 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
         OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));
 
 -- name: endpoint_disabled_waiting
--- How many disabled endpoints have deliveries waiting for them (parked:
--- the claims park a disabled endpoint's deliveries as they reach them),
--- for Health.
+-- How many disabled endpoints have deliveries waiting for them, for
+-- Health: parked (the claims park a disabled endpoint's deliveries as they
+-- reach them) or not yet (a retry not due, a NotBefore ahead).
 SELECT COUNT(*) FROM courier_endpoints AS e
 WHERE e.state = 'disabled'
-    AND EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint);
+    AND EXISTS (SELECT 1 FROM courier_outbox AS o WHERE o.endpoint = e.endpoint AND o.status IN ('pending', 'retry_wait'));
 
 -- name: endpoint_probe_take
 -- The endpoint is half open, its probe held for the lease; nothing is

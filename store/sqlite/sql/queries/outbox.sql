@@ -145,7 +145,7 @@ room AS MATERIALIZED (
                                                                                   WHERE f.endpoint = d.endpoint AND f.status = 'leased')
                                   ELSE 1000000 END
                       FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-            COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN :now < l.tokens_at THEN l.burst ELSE l.tokens + (:now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
+            COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
                                   ELSE 1000000 END
                       FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
         END AS room
@@ -192,7 +192,7 @@ SELECT d.endpoint,
                                                                               WHERE f.endpoint = d.endpoint AND f.status = 'leased')
                               ELSE 1000000 END
                   FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-        COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN :now < l.tokens_at THEN l.burst ELSE l.tokens + (:now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
+        COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
                               ELSE 1000000 END
                   FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
     END AS room,
