@@ -38,8 +38,8 @@
 // notification ids or any content. The per-endpoint gauges are labelled by
 // endpoint_ref, the 32-hex reference operators' tools name an endpoint by
 // (a digest of its URL, so no credential in it shows), and exist only for
-// the endpoints store.Endpoints.List shows: those with deliveries in
-// flight, limits, blocked keys or a breaker not plainly healthy. Their
+// the endpoints store.Endpoints.List shows with deliveries in flight,
+// limits, blocked keys or a breaker not closed. Their
 // number is bounded by the workers' concurrency plus the endpoints an
 // operator limited or must look at, not by how many endpoints the outbox
 // has ever sent to.
@@ -216,6 +216,9 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 	}
 	blocked := 0
 	for _, e := range eps {
+		if e.State == store.EndpointClosed && e.InFlight == 0 && e.Limits == (store.Limits{}) && e.BlockedKeys == 0 {
+			continue // plainly healthy (a failure counted, perhaps): no series
+		}
 		ref := endpoint.Ref(e.Endpoint)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(e.InFlight), ref)
 		if e.Limits.MaxInFlight > 0 {

@@ -215,3 +215,41 @@ courier_endpoint_transitions_total{to="open"} 2
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNoSeriesForAnEndpointPlainlyHealthy: an endpoint whose last delivery
+// failed once and ended (its breaker closed, a failure counted, nothing in
+// flight, no limits, no blocked keys) has no per-endpoint series: one kept
+// for every endpoint that ever failed would grow with the endpoints the
+// outbox has sent to, as the package doc says they do not.
+func TestNoSeriesForAnEndpointPlainlyHealthy(t *testing.T) {
+	ctx := t.Context()
+	c := promcourier.New()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Hook: c.StoreHook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c.Watch(s)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	const once = "https://once.example/hooks"
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: "n-1", Endpoint: once, Payload: []byte(`{}`), MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("s").Signer,
+		Transport: roundTripper(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody, Header: http.Header{}}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Work(ctx); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v", n, err)
+	}
+	if eh, err := s.Endpoints.Get(ctx, once); err != nil || eh.State != store.EndpointClosed || eh.ConsecutiveFailures != 1 {
+		t.Fatalf("the endpoint is %+v (%v), want closed with one failure counted", eh, err)
+	}
+	if n := testutil.CollectAndCount(c, "courier_endpoint_in_flight"); n != 0 {
+		t.Fatalf("courier_endpoint_in_flight has %d series for an endpoint plainly healthy, want none", n)
+	}
+}
