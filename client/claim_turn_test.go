@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -64,10 +63,10 @@ type claimer func(ctx context.Context, w *client.Worker) error
 // endpoint that answers no attempt, so that every delivery claimed stays
 // leased.
 type claimBundle struct {
-	db     *sqlx.DB
-	store  *store.Store
-	claims *claimWatch
-	srv    *httptest.Server
+	db         *sqlx.DB
+	store      *store.Store
+	claimEnded chan struct{} // a claim's span ended
+	srv        *httptest.Server
 }
 
 func setupClaims(t *testing.T) *claimBundle {
@@ -81,8 +80,12 @@ func setupClaims(t *testing.T) *claimBundle {
 	if err := store.Migrate(t.Context(), db); err != nil {
 		t.Fatal(err)
 	}
-	claims := &claimWatch{ended: make(chan struct{}, 16)}
-	s, err := store.Open(t.Context(), db, store.Config{Tracer: claims})
+	claimEnded := make(chan struct{}, 16)
+	s, err := store.Open(t.Context(), db, store.Config{Tracer: &tracingtest.Recorder{OnEnd: func(s *tracingtest.Span) {
+		if s.Name == tracing.SpanClaim {
+			claimEnded <- struct{}{}
+		}
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func setupClaims(t *testing.T) *claimBundle {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
-	return &claimBundle{db: db, store: s, claims: claims, srv: srv}
+	return &claimBundle{db: db, store: s, claimEnded: claimEnded, srv: srv}
 }
 
 // claimTwiceAtOnce enqueues a backlog of 12 for an endpoint of its own,
@@ -180,7 +183,7 @@ func (b *claimBundle) awaitClaimHeld(t *testing.T) {
 func (b *claimBundle) awaitClaimEnded(t *testing.T) {
 	t.Helper()
 	select {
-	case <-b.claims.ended:
+	case <-b.claimEnded:
 	case <-time.After(guardTimeout):
 		t.Fatal("gave up waiting for a claim to end")
 	}
@@ -193,8 +196,8 @@ func (b *claimBundle) endRound(t *testing.T, stop context.CancelFunc, claimers *
 	t.Helper()
 	stop()
 	claimers.Wait()
-	for range len(b.claims.ended) {
-		<-b.claims.ended
+	for range len(b.claimEnded) {
+		<-b.claimEnded
 	}
 	var left []int64
 	if err := b.db.SelectContext(t.Context(), &left, `SELECT id FROM courier_outbox WHERE status IN ('pending', 'retry_wait')`); err != nil {
@@ -205,34 +208,6 @@ func (b *claimBundle) endRound(t *testing.T, stop context.CancelFunc, claimers *
 			t.Fatal(err)
 		}
 	}
-}
-
-// claimWatch is a courier.Tracer that reports on ended every claim that
-// ended.
-type claimWatch struct {
-	tracingtest.Recorder
-	ended chan struct{}
-}
-
-// Start implements courier.Tracer.
-func (c *claimWatch) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
-	ctx, span := c.Recorder.Start(ctx, name, kind, attrs...)
-	if name == tracing.SpanClaim {
-		return ctx, watchedClaim{Span: span, ended: c.ended}
-	}
-	return ctx, span
-}
-
-// watchedClaim is a claim's span that reports its end.
-type watchedClaim struct {
-	courier.Span
-	ended chan<- struct{}
-}
-
-// End implements courier.Span.
-func (s watchedClaim) End() {
-	s.Span.End()
-	s.ended <- struct{}{}
 }
 
 // TestAClaimCutShortPassesTheWorkersClaimTurnOn: a claim that holds the
@@ -297,8 +272,8 @@ func TestAClaimCutShortPassesTheWorkersClaimTurnOn(t *testing.T) {
 		if err := await(t, ran, "Run"); err != nil {
 			t.Fatalf("Run = %v", err)
 		}
-		for range len(b.claims.ended) {
-			<-b.claims.ended
+		for range len(b.claimEnded) {
+			<-b.claimEnded
 		}
 		letGo()
 		b.awaitClaimEnded(t) // Work's, with the turn Run's claim gave up

@@ -43,14 +43,7 @@ func TestCloseConcurrently(t *testing.T) {
 // included.
 func TestACallOnAClosedStoreFails(t *testing.T) {
 	ctx := t.Context()
-	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(t.TempDir(), "c.db"), store.DurabilityFull))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDB(t)
 	s, err := store.Open(ctx, db, store.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -79,14 +72,7 @@ func TestACallOnAClosedStoreFails(t *testing.T) {
 // naming the field.
 func TestOpenRefusesABreakerThatWouldMisbehave(t *testing.T) {
 	ctx := t.Context()
-	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(t.TempDir(), "c.db"), store.DurabilityFull))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDB(t)
 	for name, b := range map[string]store.BreakerConfig{
 		"Threshold":    {Threshold: -1},
 		"Cooldown":     {Cooldown: -time.Second},
@@ -104,4 +90,19 @@ func TestOpenRefusesABreakerThatWouldMisbehave(t *testing.T) {
 		t.Fatalf("Open at the bounds: %v", err)
 	}
 	s.Close()
+}
+
+// migratedDB is a migrated SQLite database the test opened itself, closed
+// when it ends.
+func migratedDB(t *testing.T) *sqlx.DB {
+	t.Helper()
+	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(t.TempDir(), "c.db"), store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := store.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

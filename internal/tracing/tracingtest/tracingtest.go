@@ -16,6 +16,11 @@ import (
 
 // Recorder is a courier.Tracer that records spans. Its zero value is ready.
 type Recorder struct {
+	// OnEnd, when not nil, is called with each span as it ends, after it
+	// is marked ended: a test acts at that moment (a claim ended; an
+	// enqueue's insert done).
+	OnEnd func(*Span)
+
 	mu    sync.Mutex
 	spans []*Span
 	ids   uint64
@@ -100,8 +105,11 @@ func (s *Span) Fail(code courier.Code) {
 // End implements courier.Span.
 func (s *Span) End() {
 	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
 	s.ended = true
+	s.r.mu.Unlock()
+	if s.r.OnEnd != nil {
+		s.r.OnEnd(s)
+	}
 }
 
 // Ended reports whether End was called.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/tracing"
+	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/store"
 )
 
@@ -686,7 +687,11 @@ func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
 	defer cancel()
 	// The request ends right after the row is inserted: when the insert's
 	// span ends, before the ordering key is joined.
-	b := setup(t, open, store.Config{Tracer: cancelAtSpanEnd{cancel}})
+	b := setup(t, open, store.Config{Tracer: &tracingtest.Recorder{OnEnd: func(s *tracingtest.Span) {
+		if s.Name == tracing.SpanEnqueue {
+			cancel()
+		}
+	}}})
 	p := keyed("n-1", "order-1")
 	if _, err := b.store.Outbox.Enqueue(reqCtx, b.db, p); err == nil {
 		t.Fatal("Enqueue with its context cancelled midway succeeded")
@@ -760,24 +765,6 @@ func testEnqueueInItsOwnTransactionIsCountedOnceCommitted(t *testing.T, open Ope
 		t.Fatalf("EnqueueMany committed 2, and the Hook counted %d", n)
 	}
 }
-
-// cancelAtSpanEnd is a Tracer that calls cancel as each span it started
-// ends.
-type cancelAtSpanEnd struct{ cancel context.CancelFunc }
-
-func (c cancelAtSpanEnd) Start(ctx context.Context, _ string, _ courier.SpanKind, _ ...slog.Attr) (context.Context, courier.Span) {
-	return ctx, cancelSpan(c)
-}
-func (cancelAtSpanEnd) Inject(context.Context) courier.TraceContext { return courier.TraceContext{} }
-func (cancelAtSpanEnd) Extract(ctx context.Context, _ courier.TraceContext) context.Context {
-	return ctx
-}
-
-type cancelSpan cancelAtSpanEnd
-
-func (cancelSpan) SetAttributes(...slog.Attr) {}
-func (cancelSpan) Fail(courier.Code)          {}
-func (s cancelSpan) End()                     { s.cancel() }
 
 // testAPanickingBuildLeavesNothingHeld: a Publish given a database writes
 // in a transaction of its own and runs the application's Build in it; a
