@@ -145,19 +145,21 @@ func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueue
 // be sent, which a retry would find as it was.
 func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T, error)) (T, error) {
 	var zero T
-	var begin func() (*sql.Tx, error)
-	switch db := tx.(type) {
-	case *sqlx.DB:
-		begin = func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }
-	case *sql.DB:
-		begin = func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }
-	case *sql.Conn:
-		begin = func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }
+	var db interface {
+		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
 	}
-	if begin == nil || nilcheck.Nil(tx) || s.closed.Load() {
+	switch x := tx.(type) {
+	case *sqlx.DB:
+		db = x
+	case *sql.DB:
+		db = x
+	case *sql.Conn:
+		db = x
+	}
+	if db == nil || nilcheck.Nil(tx) || s.closed.Load() {
 		return write(tx) // a transaction, or one write refuses
 	}
-	own, err := begin()
+	own, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return zero, s.dialect.interpret("begin", err)
 	}
