@@ -582,8 +582,8 @@ func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) 
 }
 
 // end takes a claimed delivery out of circulation without an attempt,
-// quarantined or suppressed as outcome says, logs why, and returns its
-// new status.
+// quarantined or suppressed as outcome says, logs why, reports it to the
+// Hook once the claim commits, and returns its new status.
 func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, c claimed, code courier.Code, outcome AttemptOutcome) (courier.Status, error) {
 	name, status := "outbox_quarantine", courier.StatusQuarantined
 	if outcome == AttemptSuppressed {
@@ -593,6 +593,7 @@ func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, c claimed, cod
 	if _, err := o.s.exec(ctx, tx, name, map[string]any{"id": l.DeliveryID, "token": l.Token, "code": string(code), "now": now}); err != nil {
 		return "", err
 	}
+	o.s.observeIn(tx, Event{Kind: EventSettled, N: 1, Status: status, Code: code})
 	return status, o.logAttempts(ctx, tx, now, newAttemptArg(protocol.Outcome{Lease: l, Code: code}, outcome))
 }
 

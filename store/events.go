@@ -9,7 +9,7 @@ type EventKind string
 const (
 	EventEnqueued EventKind = "enqueued" // a new delivery was written
 	EventClaimed  EventKind = "claimed"  // a claim leased N deliveries
-	EventSettled  EventKind = "settled"  // N deliveries settled into Status: an attempt's outcome, or a claim ending them expired
+	EventSettled  EventKind = "settled"  // N deliveries settled into Status: an attempt's outcome, or a claim ending them (expired, quarantined, suppressed)
 	EventEndpoint EventKind = "endpoint" // an endpoint's breaker moved From a state To another (opened, probed, closed, disabled, enabled), for the reason in Code
 )
 

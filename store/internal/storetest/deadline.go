@@ -3,7 +3,6 @@ package storetest
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +16,8 @@ import (
 // attempt starts at or after the deadline; one microsecond before it, it
 // does.
 func testClaimNeverSendsPastTheDeadline(t *testing.T, open OpenFunc) {
-	var mu sync.Mutex
-	var events []store.Event
-	b := setup(t, open, store.Config{Hook: func(e store.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
+	heard := hearing()
+	b := setup(t, open, store.Config{Hook: heard.hook})
 	t0 := b.clock.Now()
 	down := 2*time.Hour + 59*time.Minute
 	with := func(id string, deadline time.Time) store.EnqueueParams {
@@ -49,11 +47,10 @@ func testClaimNeverSendsPastTheDeadline(t *testing.T, open OpenFunc) {
 			t.Fatalf("attempts log of %s = %+v, %v; want none: no attempt was made", d.NotificationID, attempts, err)
 		}
 	}
-	mu.Lock()
+	events := heard.take()
 	ended := slices.ContainsFunc(events, func(e store.Event) bool {
 		return e.Kind == store.EventSettled && e.N == 2 && e.Status == courier.StatusFailed && e.Code == courier.CodeExpired
 	})
-	mu.Unlock()
 	if !ended {
 		t.Fatalf("events %+v, want one settled event for the 2 expired deliveries", events)
 	}

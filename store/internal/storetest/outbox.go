@@ -375,7 +375,8 @@ func testParallelClaimers(t *testing.T, open OpenFunc) {
 }
 
 func testQuarantine(t *testing.T, open OpenFunc) {
-	b := setup(t, open, store.Config{})
+	settled := hearing(store.EventSettled)
+	b := setup(t, open, store.Config{Hook: settled.hook})
 	var ids []int64
 	for _, id := range []string{"q-1", "q-2", "q-3"} {
 		ids = append(ids, b.enqueue(t, delivery(id)).ID)
@@ -394,6 +395,10 @@ func testQuarantine(t *testing.T, open OpenFunc) {
 	d := b.get(t, ids[1])
 	if d.Status != courier.StatusQuarantined || d.LastErrorCode != courier.CodeIntegrity {
 		t.Fatalf("tampered row is %s/%s, want quarantined/integrity_mismatch", d.Status, d.LastErrorCode)
+	}
+	heard := settled.take()
+	if want := (store.Event{Kind: store.EventSettled, N: 1, Status: courier.StatusQuarantined, Code: courier.CodeIntegrity}); len(heard) != 1 || heard[0] != want {
+		t.Fatalf("the Hook heard %+v of the claim, want %+v", heard, want)
 	}
 	h := health(t, b)
 	if h.Status != store.HealthBlocked || h.Code != courier.CodeIntegrity || h.Counts[courier.StatusQuarantined] != 1 {

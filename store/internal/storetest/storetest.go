@@ -9,6 +9,8 @@ package storetest
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,6 +165,34 @@ func setup(t *testing.T, open OpenFunc, cfg store.Config) *bundle {
 		t.Fatalf("Open: %v", err)
 	}
 	return &bundle{db: db, store: s, clock: clock, ctx: ctx}
+}
+
+// heard collects the Hook's events of some kinds (all when none are
+// named): hook is the Config.Hook, take returns what it heard since the
+// last take.
+type heard struct {
+	mu     sync.Mutex
+	kinds  []store.EventKind
+	events []store.Event
+}
+
+func hearing(kinds ...store.EventKind) *heard { return &heard{kinds: kinds} }
+
+func (h *heard) hook(e store.Event) {
+	if len(h.kinds) > 0 && !slices.Contains(h.kinds, e.Kind) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+}
+
+func (h *heard) take() []store.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.events
+	h.events = nil
+	return out
 }
 
 // openStore is store.Open with the Store closed when t ends: on SQLite a

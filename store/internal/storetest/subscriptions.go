@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -133,7 +132,8 @@ func keyOf(ps []store.Published, sub int64) string {
 // wanting the event's type (the reporting reference's
 // subscription_changed). Otherwise its claim suppresses it.
 func testSuppression(t *testing.T, open OpenFunc) {
-	b := setup(t, open, store.Config{})
+	settled := hearing(store.EventSettled)
+	b := setup(t, open, store.Config{Hook: settled.hook})
 	subs := b.store.Subscriptions
 	tx := b.begin(t)
 	var ids []int64
@@ -175,6 +175,11 @@ func testSuppression(t *testing.T, open OpenFunc) {
 	if h.Counts[courier.StatusSuppressed] != 4 {
 		t.Fatalf("suppressed %d, want 4", h.Counts[courier.StatusSuppressed])
 	}
+	heard := settled.take()
+	want := store.Event{Kind: store.EventSettled, N: 1, Status: courier.StatusSuppressed, Code: courier.CodeSubscriptionChanged}
+	if len(heard) != 4 || slices.ContainsFunc(heard, func(e store.Event) bool { return e != want }) {
+		t.Fatalf("the Hook heard %+v of the claim, want 4 × %+v", heard, want)
+	}
 	var codes []string
 	if err := b.db.SelectContext(b.ctx, &codes, "SELECT last_error_code FROM courier_outbox WHERE status = 'suppressed'"); err != nil {
 		t.Fatal(err)
@@ -196,17 +201,10 @@ func testSuppression(t *testing.T, open OpenFunc) {
 }
 
 func testBreaker(t *testing.T, open OpenFunc) {
-	var mu sync.Mutex
-	var events []store.Event
+	events := hearing(store.EventEndpoint)
 	b := setup(t, open, store.Config{
 		Breaker: store.BreakerConfig{Threshold: 3, Cooldown: time.Minute, DisableAfter: 24 * time.Hour},
-		Hook: func(e store.Event) {
-			if e.Kind == store.EventEndpoint {
-				mu.Lock()
-				events = append(events, e)
-				mu.Unlock()
-			}
-		},
+		Hook:    events.hook,
 	})
 	const bad, good = "https://bad.example/h", "https://good.example/h"
 	enqueue := func(id, endpoint string) {
@@ -308,10 +306,8 @@ func testBreaker(t *testing.T, open OpenFunc) {
 	if err := b.store.Endpoints.Disable(b.ctx, bad); err != nil { // an operator's
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var path []string
-	for _, e := range events {
+	for _, e := range events.take() {
 		if e.Endpoint == bad {
 			path = append(path, string(e.From)+">"+string(e.To)+" "+string(e.Code))
 		}
@@ -398,25 +394,12 @@ func testBreakerCountsConcurrentFailures(t *testing.T, open OpenFunc) {
 // failed moves nothing; probing again a half-open endpoint whose probe's
 // lease ran out leaves it half open.
 func testEventsReportWhatMoved(t *testing.T, open OpenFunc) {
-	var mu sync.Mutex
-	var events []store.Event
+	events := hearing(store.EventSettled, store.EventEndpoint)
 	b := setup(t, open, store.Config{
 		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute},
-		Hook: func(e store.Event) {
-			if e.Kind == store.EventSettled || e.Kind == store.EventEndpoint {
-				mu.Lock()
-				events = append(events, e)
-				mu.Unlock()
-			}
-		},
+		Hook:    events.hook,
 	})
-	took := func() []store.Event {
-		mu.Lock()
-		defer mu.Unlock()
-		out := events
-		events = nil
-		return out
-	}
+	took := events.take
 	if err := b.store.Endpoints.Enable(b.ctx, "https://never.example/h"); err != nil {
 		t.Fatal(err)
 	}
