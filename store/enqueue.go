@@ -17,7 +17,6 @@ import (
 
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/wire"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -137,26 +136,19 @@ func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueue
 }
 
 // inOneTx runs write in tx when it is a transaction. Given a database or a
-// connection instead (*sql.DB, *sqlx.DB, *sql.Conn: DBTX allows them), it
-// runs write in a transaction of its own there, committed when write
-// succeeds: an enqueue is several statements, and committed one by one a
-// failure between them (a cancelled context, a lost connection) would
-// leave a delivery written and not joined to its ordering key, never to
-// be sent, which a retry would find as it was.
+// connection instead (anything that can begin a transaction: *sql.DB,
+// *sqlx.DB, *sql.Conn, an application's type embedding one), it runs
+// write in a transaction of its own there, committed when write succeeds:
+// an enqueue is several statements, and committed one by one a failure
+// between them (a cancelled context, a lost connection) would leave a
+// delivery written and not joined to its ordering key, never to be sent,
+// which a retry would find as it was.
 func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T, error)) (T, error) {
 	var zero T
-	var db interface {
+	db, ok := tx.(interface {
 		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-	}
-	switch x := tx.(type) {
-	case *sqlx.DB:
-		db = x
-	case *sql.DB:
-		db = x
-	case *sql.Conn:
-		db = x
-	}
-	if db == nil || nilcheck.Nil(tx) || s.closed.Load() {
+	})
+	if !ok || nilcheck.Nil(tx) || s.closed.Load() {
 		return write(tx) // a transaction, or one write refuses
 	}
 	own, err := db.BeginTx(ctx, nil)

@@ -25,9 +25,11 @@ import (
 
 // DBTX is what Enqueue and the Inbox need of the caller's transaction:
 // *sql.Tx, *sqlx.Tx, *sql.DB, *sqlx.DB and *sql.Conn all satisfy it.
-// Given a database or a connection instead of a transaction, Enqueue,
-// EnqueueMany, EnqueueCommand and Publish write in a transaction of their
-// own there, committed before they return: whole or not at all.
+// Given a database or a connection instead of a transaction (any DBTX
+// with a BeginTx method, such as *sql.DB, *sqlx.DB, *sql.Conn or a type
+// of the application's embedding one), Enqueue, EnqueueMany,
+// EnqueueCommand and Publish write in a transaction of their own there,
+// committed before they return: whole or not at all.
 //
 // A method given a nil DBTX, or a nil *sql.Tx or *sqlx.Tx as one, returns
 // CodeInvalidArgument and writes nothing, unless its documentation says

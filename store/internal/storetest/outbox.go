@@ -16,6 +16,7 @@ import (
 	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/store"
+	"github.com/jmoiron/sqlx"
 )
 
 func testSchema(t *testing.T, open OpenFunc) {
@@ -681,35 +682,56 @@ func testRedriveStopsAtTheAttemptBound(t *testing.T, open OpenFunc) {
 	}
 }
 
-// testEnqueueThroughADatabaseIsOneTransaction: given a database rather
-// than a transaction (DBTX allows *sql.DB and *sqlx.DB), Enqueue still
+// testEnqueueThroughADatabaseIsOneTransaction: given a database or a
+// connection rather than a transaction (DBTX allows *sql.DB, *sqlx.DB,
+// *sql.Conn and the application's types that embed one), Enqueue still
 // writes a delivery whole or not at all. The caller's context ending
 // between its statements (the row inserted, not yet joined to its
 // ordering key) left the row behind, waiting for a key it never joined:
 // never sent, and found as it was by the caller's retry.
 func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
-	reqCtx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	var cancel context.CancelFunc
 	// The request ends right after the row is inserted: when the insert's
 	// span ends, before the ordering key is joined.
 	b := setup(t, open, store.Config{Tracer: &tracingtest.Recorder{OnEnd: func(s *tracingtest.Span) {
-		if s.Name == tracing.SpanEnqueue {
+		if s.Name == tracing.SpanEnqueue && cancel != nil {
 			cancel()
 		}
 	}}})
-	p := keyed("n-1", "order-1")
-	if _, err := b.store.Outbox.Enqueue(reqCtx, b.db, p); err == nil {
-		t.Fatal("Enqueue with its context cancelled midway succeeded")
+	conn := func() store.DBTX {
+		// A connection whose transaction a cancelled context ended may be
+		// discarded (database/sql's rule): each attempt takes its own.
+		c, err := b.db.Conn(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
-	if _, err := b.store.Outbox.Lookup(b.ctx, p.NotificationID, p.Endpoint); !errors.Is(err, courier.CodeNotFound) {
-		t.Fatalf("after the failed Enqueue, Lookup = %v: want nothing written", err)
-	}
-	e, err := b.store.Outbox.Enqueue(b.ctx, b.db, p) // the application retries
-	if err != nil || e.Existed {
-		t.Fatalf("retried Enqueue = %+v, %v; want a new delivery", e, err)
-	}
-	if c := b.claim(t, "w", 5, time.Minute); len(c) != 1 || c[0].DeliveryID != e.ID {
-		t.Fatalf("claim = %v, want the delivery, head of its key", ids(c))
+	type appDB struct{ *sqlx.DB } // an application's own handle
+	for i, db := range []func() store.DBTX{
+		func() store.DBTX { return b.db },
+		func() store.DBTX { return b.db.DB },
+		conn,
+		func() store.DBTX { return appDB{b.db} },
+	} {
+		p := keyed(fmt.Sprintf("n-%d", i), fmt.Sprintf("order-%d", i))
+		var reqCtx context.Context
+		reqCtx, cancel = context.WithCancel(t.Context())
+		if _, err := b.store.Outbox.Enqueue(reqCtx, db(), p); err == nil {
+			t.Fatalf("Enqueue through %T with its context cancelled midway succeeded", db())
+		}
+		cancel = nil
+		if _, err := b.store.Outbox.Lookup(b.ctx, p.NotificationID, p.Endpoint); !errors.Is(err, courier.CodeNotFound) {
+			t.Fatalf("after the failed Enqueue through %T, Lookup = %v: want nothing written", db(), err)
+		}
+		e, err := b.store.Outbox.Enqueue(b.ctx, db(), p) // the application retries
+		if err != nil || e.Existed {
+			t.Fatalf("retried Enqueue through %T = %+v, %v; want a new delivery", db(), e, err)
+		}
+		if c := b.claim(t, "w", 5, time.Minute); len(c) != 1 || c[0].DeliveryID != e.ID {
+			t.Fatalf("claim = %v, want the delivery enqueued through %T, head of its key", ids(c), db())
+		}
 	}
 }
 
