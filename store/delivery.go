@@ -235,6 +235,9 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 		n = len(rows)
 		return o.rejoin(ctx, tx, now, rows)
 	})
+	if err == nil && n > 0 {
+		o.s.wake(ctx)
+	}
 	return n, err
 }
 

@@ -171,15 +171,20 @@ func (r endpointRow) health() EndpointHealth {
 // endpoint that is not an absolute http or https URL is
 // CodeInvalidArgument.
 func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
-	return e.operate(ctx, "Enable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
+	held := false
+	err := e.operate(ctx, "Enable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
 			return err
 		}
-		if old.State != EndpointClosed {
+		if held = old.State != EndpointClosed; held {
 			e.s.emit(tx, endpoint, old.State, EndpointClosed, "")
 		}
 		return nil
 	})
+	if err == nil && held {
+		e.s.wake(ctx)
+	}
+	return err
 }
 
 // Disable stops all sending to an endpoint until Enable. It may be given

@@ -583,6 +583,15 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	return nil
 }
 
+// wake tells listening workers that deliveries became due by other means
+// than an insert, which wakes them itself. Best effort: a worker that
+// misses it finds them at its next poll.
+func (s *Store) wake(ctx context.Context) {
+	if s.dialect.Wake != nil {
+		_ = s.dialect.Wake(ctx, s.db)
+	}
+}
+
 // micros converts a time to the stored form; the zero time stays zero.
 func micros(t time.Time) int64 {
 	if t.IsZero() {

@@ -43,7 +43,7 @@
 //	err = tx.Commit(ctx)
 //
 // Workers are woken by pg_notify, sent by the enqueue statement and
-// delivered when the enqueuing transaction commits; they poll as a
-// fallback. Claims take FOR UPDATE SKIP LOCKED, so any number of worker
+// delivered when the enqueuing transaction commits, and sent after a
+// redrive or an Enable has committed; they poll as a fallback. Claims take FOR UPDATE SKIP LOCKED, so any number of worker
 // processes share one outbox.
 package postgres

@@ -30,6 +30,7 @@ var pgEngine = &engine.Engine{
 	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
 	Interpret:   interpret,
 	Listen:      listen,
+	Wake:        wake,
 	Clock:       clock,
 	// The schema guard on claim reads the catalog: at most once per
 	// interval, so an altered schema stops claims within it.
@@ -78,6 +79,12 @@ func clock(ctx context.Context, db *sqlx.DB) (time.Time, error) {
 
 // channel is the channel outbox_enqueue notifies on commit.
 const channel = "courier_outbox"
+
+// wake notifies the channel the workers listen on, in every process.
+func wake(ctx context.Context, db *sqlx.DB) error {
+	_, err := db.ExecContext(ctx, "SELECT pg_notify('"+channel+"', '')")
+	return err
+}
 
 // listen holds one connection in LISTEN and turns its notifications into
 // wake-ups. When the connection fails the channel is closed: the worker

@@ -28,6 +28,7 @@ var sqliteEngine = &engine.Engine{
 	Interpret:    interpret,
 	Writer:       writer,
 	Listen:       listen,
+	Wake:         wake,
 }
 
 func must(f fs.FS, err error) fs.FS {

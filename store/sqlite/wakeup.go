@@ -79,6 +79,15 @@ func notify(file string) {
 	}
 }
 
+// wake wakes the listeners of db's file in this process.
+func wake(ctx context.Context, db *sqlx.DB) error {
+	file, err := mainFile(ctx, db)
+	if err == nil && file != "" {
+		notify(file)
+	}
+	return err
+}
+
 // listen subscribes to the commits of db's file by connections of this
 // process opened with DriverName.
 func listen(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error) {

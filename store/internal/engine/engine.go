@@ -39,8 +39,13 @@ type Engine struct {
 	// itself.
 	Writer func(ctx context.Context, db *sqlx.DB, relaxed bool) (writer *sqlx.DB, owned bool, err error)
 	// Listen returns wake-ups after committed enqueues to db's outbox and
-	// a function that stops them. Nil: the engine has none; workers poll.
+	// after Wake, and a function that stops them. Nil: the engine has
+	// none; workers poll.
 	Listen func(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error)
+	// Wake tells the workers listening on db that deliveries became due
+	// by other means than an insert (a redrive, an Enable),
+	// once that has committed. Nil: the engine has no wake-ups.
+	Wake func(ctx context.Context, db *sqlx.DB) error
 	// Clock reads the database's clock, which a Store whose Config.Now is
 	// unset takes for its own, so that every process sharing the database
 	// stamps leases and due times on one clock. Nil: the database runs on

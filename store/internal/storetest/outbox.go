@@ -645,15 +645,42 @@ func testWakeups(t *testing.T, open OpenFunc) {
 		t.Fatalf("Listen: %v", err)
 	}
 	defer stop()
-	b.enqueue(t, delivery("wake"))
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatal("listener closed")
+	woken := func(after string) {
+		t.Helper()
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Fatal("listener closed")
+			}
+		case <-time.After(10 * time.Second): // a bound on failure, not a wait for success
+			t.Fatalf("no wake-up after %s", after)
 		}
-	case <-time.After(10 * time.Second): // a bound on failure, not a wait for success
-		t.Fatal("no wake-up after a committed enqueue")
 	}
+	b.enqueue(t, delivery("wake"))
+	woken("a committed enqueue")
+	c := b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 {
+		t.Fatalf("woken worker claimed %d rows", len(c))
+	}
+
+	// An operator's action that makes a delivery due without an insert
+	// wakes workers too: they send it now, not at their next poll. (A
+	// release does not: a worker gives back what it cannot send, and
+	// woken by that it would claim it again at once.)
+	if err := b.fail(c[0].Lease, courier.CodeReceiverRejected, 400); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: c[0].DeliveryID}); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	woken("a redrive")
+	if err := b.store.Endpoints.Disable(b.ctx, c[0].Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, c[0].Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	woken("an Enable")
 	if c := b.claim(t, "w", 1, time.Minute); len(c) != 1 {
 		t.Fatalf("woken worker claimed %d rows", len(c))
 	}
