@@ -16,11 +16,14 @@ type Health struct {
 	Code   courier.Code
 	// Counts holds every status, zero or not.
 	Counts map[courier.Status]int
-	// Due counts the pending or retrying rows due now that a claim may
-	// take, and OldestDueAge is how long the oldest of them has waited.
-	// Neither counts the rows held back (Delivery.Held): behind their
-	// ordering key, or parked while their endpoint has no room (open,
-	// disabled, at its limits; Endpoints.List says which).
+	// Due counts the pending or retrying rows due now that are waiting to
+	// be sent, and OldestDueAge is how long the oldest of them has waited:
+	// the backlog, for lag alerts. It counts the rows parked while their
+	// endpoint has no room (at its limits, or at a worker's share of it,
+	// client.Config.EndpointConcurrency). Neither counts the rows held back
+	// for another reason (Delivery.Held): behind their ordering key, or
+	// parked while their endpoint is open or disabled (Endpoints.List says
+	// which).
 	Due           int
 	ExpiredLeases int // leases past expiry, not yet reclaimed
 	Failed        int // failed deliveries

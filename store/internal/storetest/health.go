@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -133,5 +134,42 @@ func testContractsList(t *testing.T, open OpenFunc) {
 	}
 	if k, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); err != nil || k.Mismatched != 2 {
 		t.Fatalf("Get = %+v, %v; want 2 mismatched", k, err)
+	}
+}
+
+// testHealthCountsABacklogWaitingForRoom: the deliveries a claim parks
+// because their endpoint is at a worker's share of it are a backlog
+// waiting to be sent, and Health's Due and OldestDueAge count them, so a
+// lag alert sees a slow endpoint's backlog; those parked behind an open
+// endpoint are held back, and are not counted.
+func testHealthCountsABacklogWaitingForRoom(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Hour}})
+	for i := range 20 {
+		b.enqueue(t, at(fastEndpoint, fmt.Sprintf("f-%d", i)))
+	}
+	for i := range 3 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i)))
+	}
+	b.clock.Advance(time.Hour)
+	if h := health(t, b); h.Due != 23 || h.OldestDueAge != time.Hour {
+		t.Fatalf("before a claim: due %d, oldest %v; want 23, 1h", h.Due, h.OldestDueAge)
+	}
+	c := b.claimCapped(t, "w", 10, 2) // two of each endpoint; the rest parked
+	if len(c) != 4 {
+		t.Fatalf("claim leased %v, want two of each endpoint", ids(c))
+	}
+	if h := health(t, b); h.Due != 19 || h.OldestDueAge != time.Hour || h.Status != store.HealthOK {
+		t.Fatalf("after a claim at the share: due %d, oldest %v, %s; want the 19 parked, 1h, ok", h.Due, h.OldestDueAge, h.Status)
+	}
+	for _, d := range c {
+		if d.Endpoint == slowEndpoint { // the breaker opens: its parked delivery is held back
+			if err := b.retry(d.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if h := health(t, b); h.Due != 18 || h.OldestDueAge != time.Hour {
+		t.Fatalf("after the slow endpoint opened: due %d, oldest %v; want the fast endpoint's 18, 1h", h.Due, h.OldestDueAge)
 	}
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Health", testHealth},
 		{"Check", testCheck},
 		{"HealthPrecedence", testHealthPrecedence},
+		{"HealthCountsABacklogWaitingForRoom", testHealthCountsABacklogWaitingForRoom},
 		{"CheckConstraints", testCheckConstraints},
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},

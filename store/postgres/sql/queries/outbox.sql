@@ -468,9 +468,16 @@ FROM courier_outbox WHERE id = :id;
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
 -- name: outbox_health_due
--- As in SQLite: held deliveries are not counted.
-SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox
-WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now;
+-- As in SQLite: due rows, and parked rows that wait only for room.
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
+    SELECT next_attempt_at FROM courier_outbox
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
+    UNION ALL
+    SELECT p.next_attempt_at FROM courier_outbox AS p
+    WHERE p.hold = 'endpoint' AND p.next_attempt_at <= :now
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                        WHERE e.endpoint = p.endpoint AND e.state IN ('open', 'half_open', 'disabled'))
+) AS due;
 
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;

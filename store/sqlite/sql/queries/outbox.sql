@@ -429,11 +429,20 @@ FROM courier_outbox WHERE id = :id;
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
 -- name: outbox_health_due
--- Reads the due index: the partial index's condition is repeated verbatim.
--- Held deliveries (waiting for their key, or parked by their endpoint's
--- limits) are not counted: Endpoints says what holds them.
-SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM courier_outbox INDEXED BY courier_outbox_due
-WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now;
+-- The due rows a claim may lease, from the due index (its condition is
+-- repeated verbatim), and the parked ones that wait only for room (their
+-- endpoint at its limits, or at a worker's share of it), from the parked
+-- index. Not counted: rows waiting for their key, and rows parked behind
+-- an endpoint that is open or disabled; Endpoints says what holds them.
+SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
+    SELECT next_attempt_at FROM courier_outbox INDEXED BY courier_outbox_due
+    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
+    UNION ALL
+    SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked
+    WHERE p.hold = 'endpoint' AND p.next_attempt_at <= :now
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                        WHERE e.endpoint = p.endpoint AND e.state IN ('open', 'half_open', 'disabled'))
+);
 
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_leases WHERE status = 'leased' AND lease_expires_at <= :now;
