@@ -242,7 +242,22 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 }
 
 // Prune deletes succeeded and suppressed deliveries last updated more than
-// p.OlderThan ago, in bounded batches; see Inbox.Prune.
+// p.OlderThan ago, in bounded batches; see Inbox.Prune. It then deletes
+// the breaker records (Endpoints) as old of the endpoints, closed or
+// open, with no delivery left to send: those of receivers that failed and
+// were never sent to again, which would otherwise stay for good and be
+// read by every claim. A later delivery to one is sent as to a healthy
+// endpoint. A disabled endpoint stays disabled until Enable. It returns
+// the deliveries and records it deleted, which MaxRows bounds together.
 func (o *Outbox) Prune(ctx context.Context, p PruneParams) (int, error) {
-	return o.s.prune(ctx, "outbox_prune", map[string]any{"before": o.s.now() - p.OlderThan.Microseconds()}, p)
+	args := func() map[string]any { return map[string]any{"before": o.s.now() - p.OlderThan.Microseconds()} }
+	n, err := o.s.prune(ctx, "outbox_prune", args(), p)
+	if err != nil || (p.MaxRows > 0 && n >= p.MaxRows) {
+		return n, err
+	}
+	if p.MaxRows > 0 {
+		p.MaxRows -= n
+	}
+	m, err := o.s.prune(ctx, "endpoint_prune", args(), p)
+	return n + m, err
 }

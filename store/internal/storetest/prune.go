@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +87,62 @@ func testPruneTakesTheOldestFirst(t *testing.T, open OpenFunc) {
 	}
 	if !slices.Equal(left, ids[3:]) {
 		t.Fatalf("Prune of 3 left %v; want the 3 updated last, %v", left, ids[3:])
+	}
+}
+
+// testPruneTakesDeadEndpointsRecords: Outbox.Prune deletes the breaker
+// records past their age of endpoints with nothing left to send (one
+// open after its last deliveries failed, one closed with a failure
+// counted), and keeps those of an endpoint with a retry waiting and of a
+// disabled one. A later delivery to a pruned endpoint is sent at once.
+func testPruneTakesDeadEndpointsRecords(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 2, Cooldown: time.Minute}})
+	const dead, streak, busy, disabled = "https://dead.example/h", "https://streak.example/h", "https://busy.example/h", "https://disabled.example/h"
+	enqueue := func(endpoint, id string, maxAttempts int) {
+		p := at(endpoint, id)
+		p.MaxAttempts = maxAttempts
+		b.enqueue(t, p)
+	}
+	enqueue(dead, "d-1", 1)
+	enqueue(dead, "d-2", 1)
+	enqueue(streak, "s-1", 1)
+	enqueue(busy, "b-1", 3)
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if err := b.retry(c.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, disabled); err != nil {
+		t.Fatal(err)
+	}
+	records := func() map[string]store.EndpointState {
+		t.Helper()
+		list, err := b.store.Endpoints.List(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(map[string]store.EndpointState)
+		for _, e := range list {
+			got[e.Endpoint] = e.State
+		}
+		return got
+	}
+	before := records()
+	if want := map[string]store.EndpointState{dead: store.EndpointOpen, streak: store.EndpointClosed, busy: store.EndpointClosed, disabled: store.EndpointDisabled}; !maps.Equal(before, want) {
+		t.Fatalf("breaker records %v, want %v", before, want)
+	}
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 0 {
+		t.Fatalf("Prune of young records = %d, %v; want 0", n, err)
+	}
+	b.clock.Advance(48 * time.Hour)
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v; want the 2 records of endpoints with nothing to send", n, err)
+	}
+	if got, want := records(), map[string]store.EndpointState{busy: store.EndpointClosed, disabled: store.EndpointDisabled}; !maps.Equal(got, want) {
+		t.Fatalf("after Prune breaker records %v, want %v", got, want)
+	}
+	enqueue(dead, "d-3", 1)
+	if c := ids(b.claim(t, "w", 10, time.Minute)); !slices.Contains(c, "d-3") {
+		t.Fatalf("claim = %v, want d-3 sent at once to the pruned endpoint", c)
 	}
 }

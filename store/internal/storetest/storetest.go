@@ -62,6 +62,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"InboxPrune", testInboxPrune},
 		{"PruneRefusesNegativeBounds", testPruneRefusesNegativeBounds},
 		{"PruneTakesTheOldestFirst", testPruneTakesTheOldestFirst},
+		{"PruneTakesDeadEndpointsRecords", testPruneTakesDeadEndpointsRecords},
 		{"ReplayCacheCap", testReplayCacheCap},
 		{"InboxClaim", testInboxClaim},
 		{"ReplayCache", testReplayCache},

@@ -91,10 +91,12 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
 -- name: endpoint_disabled_waiting
 -- How many disabled endpoints have deliveries waiting for them, for
 -- Health: parked (the claims park a disabled endpoint's deliveries as they
--- reach them) or not yet (a retry not due, a NotBefore ahead).
-SELECT COUNT(*) FROM courier_endpoints AS e
-WHERE e.state = 'disabled'
-    AND EXISTS (SELECT 1 FROM courier_outbox AS o WHERE o.endpoint = e.endpoint AND o.status IN ('pending', 'retry_wait'));
+-- reach them) or not yet (a retry not due, a NotBefore ahead). The
+-- waiting rows are read once, from the status index: no index leads with
+-- the endpoint, and a look per disabled endpoint read them all each time.
+SELECT COUNT(*) FROM courier_endpoints
+WHERE state = 'disabled'
+    AND endpoint IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait'));
 
 -- name: endpoint_probe_take
 -- The endpoint is half open, its probe held for the lease; nothing is
@@ -121,3 +123,15 @@ UNION SELECT endpoint FROM courier_contracts;
 -- Every endpoint with deliveries, for a reference the small tables do not
 -- know: a scan of the outbox, run only for an operator's action.
 SELECT DISTINCT endpoint FROM courier_outbox;
+
+-- name: endpoint_prune
+-- Breaker records past their age, closed or open, of endpoints with no
+-- unfinished delivery (the unfinished rows are read once, from the status
+-- index), bounded. Disabled ones stay: an operator's, or a 410's, until
+-- Enable.
+DELETE FROM courier_endpoints WHERE endpoint IN (
+    SELECT endpoint FROM courier_endpoints
+    WHERE state IN ('closed', 'open') AND updated_at < :before
+        AND endpoint NOT IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait', 'leased'))
+    LIMIT :limit
+);
