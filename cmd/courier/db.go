@@ -64,9 +64,9 @@ func openDB(db string) (*sqlx.DB, error) {
 	return sqlx.Open(sqlite.DriverName, sqlite.DSN(db, store.DurabilityFull))
 }
 
-// openStore opens the Store over -db. A SQLite file must exist: the tool
-// does not create databases except through migrate.
-func openStore(ctx context.Context, db string) (*store.Store, func(), error) {
+// openStore opens the Store over -db with cfg. A SQLite file must exist:
+// the tool does not create databases except through migrate.
+func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, func(), error) {
 	if db != "" && !isPostgres(db) {
 		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, errors.New("the -db SQLite file: no such file (courier migrate creates it)")
@@ -82,7 +82,7 @@ func openStore(ctx context.Context, db string) (*store.Store, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := store.Open(ctx, d, store.Config{})
+	s, err := store.Open(ctx, d, cfg)
 	if err != nil {
 		d.Close()
 		return nil, nil, dbError(err)

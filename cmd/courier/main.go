@@ -143,11 +143,18 @@ func parse(fs *flag.FlagSet, args []string) error {
 // left over is a usage error, since the flag package stops at it and
 // would leave every flag after it unread.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	return parseArgs(fs, args, 0, "flags only", stderr)
+}
+
+// parseArgs parses args for a command that takes at most n words after
+// its flags, which takes describes: a word beyond them is a usage error,
+// as a word left over is for parseFlags.
+func parseArgs(fs *flag.FlagSet, args []string, n int, takes string, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, "%s: unexpected argument %q (it takes flags only; the flags after it were not read)", fs.Name(), fs.Arg(0))
+	if fs.NArg() > n {
+		return usageError(stderr, "%s: unexpected argument %q (it takes %s; the flags after it were not read)", fs.Name(), fs.Arg(n), takes)
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
 )
 
 // TestPrune: courier prune deletes, in each table, what is past its age
@@ -73,24 +75,47 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// TestFlagOnlyCommandsRefuseAStrayWord: the flag package stops at the
-// first word that is not a flag, so the flags after it went unread: a
-// prune given "-older-than 720h days -inbox-older-than 2160h" pruned the
-// inbox at its default age and exited 0. A command that takes flags only
-// refuses a word left over, as a usage error.
-func TestFlagOnlyCommandsRefuseAStrayWord(t *testing.T) {
+// TestCommandsRefuseAStrayWord: the flag package stops at the first word
+// that is not a flag, so the flags after it went unread: a prune given
+// "-older-than 720h days -inbox-older-than 2160h" pruned the inbox at its
+// default age and exited 0, and a deliveries list given "stray -status
+// failed" listed every status. A command refuses a word beyond those it
+// takes (none for most, a delivery id or an endpoint for some actions), as
+// a usage error that names it, and does nothing.
+func TestCommandsRefuseAStrayWord(t *testing.T) {
 	t.Parallel()
-	db, _ := migrated(t)
-	for _, args := range [][]string{
-		{"prune", "-db", db, "-older-than", "720h", "days", "-inbox-older-than", "2160h"},
-		{"health", "-db", db, "stray"},
-		{"migrate", "-db", db, "stray"},
-		{"secret", "new", "stray"},
-		{"send", "stray", "-url", "https://r.example/hooks"},
-		{"verify", "stray", "-request", "captured.http"},
+	db, s := migrated(t)
+	url := "https://r.example/hooks"
+	enqueue(t, s, "n-1", url)
+	for _, tc := range []struct {
+		args []string
+		word string
+	}{
+		{[]string{"prune", "-db", db, "-older-than", "720h", "days", "-inbox-older-than", "2160h"}, "days"},
+		{[]string{"health", "-db", db, "stray"}, "stray"},
+		{[]string{"migrate", "-db", db, "stray"}, "stray"},
+		{[]string{"secret", "new", "stray"}, "stray"},
+		{[]string{"send", "stray", "-url", url}, "stray"},
+		{[]string{"verify", "stray", "-request", "captured.http"}, "stray"},
+		{[]string{"deliveries", "list", "-db", db, "stray", "-status", "failed"}, "stray"},
+		{[]string{"deliveries", "show", "-db", db, "1", "stray"}, "stray"},
+		{[]string{"deliveries", "redrive", "-db", db, "1", "stray"}, "stray"},
+		{[]string{"deliveries", "redrive", "-db", db, "1", "-max-attempts", "2"}, "-max-attempts"},
+		{[]string{"deliveries", "cancel", "-db", db, "1", "stray"}, "stray"},
+		{[]string{"endpoints", "list", "-db", db, "stray"}, "stray"},
+		{[]string{"endpoints", "enable", "-db", db, url, "stray"}, "stray"},
+		{[]string{"endpoints", "disable", "-db", db, url, "stray"}, "stray"},
+		{[]string{"endpoints", "limit", "-db", db, url, "-rate", "50"}, "-rate"},
 	} {
-		if code, _, errOut := courierRun(t, args...); code != exitUsage || !strings.Contains(errOut, "unexpected argument") {
-			t.Errorf("courier %v exited %d (%q), want %d naming the stray word", args, code, errOut, exitUsage)
+		code, out, errOut := courierRun(t, tc.args...)
+		if want := "unexpected argument " + strconv.Quote(tc.word); code != exitUsage || out != "" || !strings.Contains(errOut, want) {
+			t.Errorf("courier %v: exit %d, stdout %q, stderr %q; want %d, nothing on stdout, and %s", tc.args, code, out, errOut, exitUsage, want)
 		}
+	}
+	if d, err := s.Outbox.Get(t.Context(), 1); err != nil || d.Status != courier.StatusPending {
+		t.Errorf("the delivery after the refused commands: %s, %v; want it pending still", d.Status, err)
+	}
+	if h, err := s.Endpoints.Get(t.Context(), url); err != nil || h.State != store.EndpointClosed || h.Limits != (store.Limits{}) {
+		t.Errorf("the endpoint after the refused commands: %s, limits %+v, %v; want it closed without limits", h.State, h.Limits, err)
 	}
 }

@@ -95,7 +95,7 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	s, done, err := openStore(ctx, *db)
+	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {
 		return err
 	}
@@ -126,16 +126,18 @@ var deliveriesActions = []string{"list", "show", "redrive", "cancel"}
 const deliveriesUsage = "usage: courier deliveries list|show|redrive|cancel -db … [flags] [id]"
 
 // deliveriesFlags are the flags of a deliveries action; those it does
-// not take are nil.
+// not take are nil. config is the Store's Config, which only redrive's
+// flags set.
 type deliveriesFlags struct {
 	db, status, ref, endpointRef, endpointURL *string
 	limit                                     *int
+	config                                    *store.Config
 }
 
 // deliveriesFlagSet returns the flag set of a deliveries action.
 func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveriesFlags) {
 	fs := flags("deliveries "+action, stderr)
-	f := deliveriesFlags{db: dbFlag(fs)}
+	f := deliveriesFlags{db: dbFlag(fs), config: new(store.Config)}
 	switch action {
 	case "list":
 		f.status = fs.String("status", "", "only deliveries in this status")
@@ -144,6 +146,12 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 	case "redrive":
 		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed delivery of this endpoint (its ref)")
 		f.endpointURL = fs.String("endpoint", "", "redrive every failed delivery of this endpoint (its URL)")
+		// Redrive gives each delivery the budget and horizon of the Store
+		// it runs on, and this Store is the tool's, not the application's.
+		fs.IntVar(&f.config.MaxAttempts, "max-attempts", 0,
+			"how many more attempts each redriven delivery gets, 1..1000; give the application's Store's Config.MaxAttempts (without it: 8, the default)")
+		fs.DurationVar(&f.config.RetryHorizon, "retry-horizon", 0,
+			"how long from now each redriven delivery may be attempted, at most 720h (30 days); give the application's Store's Config.RetryHorizon (without it: 72h, the default)")
 	}
 	return fs, f
 }
@@ -162,7 +170,13 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageError(stderr, "courier deliveries: unknown action %q: list, show, redrive or cancel", args[0])
 	}
 	fs, f := deliveriesFlagSet(args[0], stderr)
-	if err := parse(fs, args[1:]); err != nil {
+	var err error
+	if args[0] == "list" {
+		err = parseFlags(fs, args[1:], stderr)
+	} else {
+		err = parseArgs(fs, args[1:], 1, "flags, then a delivery id", stderr)
+	}
+	if err != nil {
 		return err
 	}
 	if f.status != nil && *f.status != "" && !slices.Contains(courier.Statuses(), courier.Status(*f.status)) {
@@ -171,7 +185,13 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if f.limit != nil && (*f.limit < 1 || *f.limit > 1000) {
 		return usageError(stderr, "courier deliveries list: -limit must be within 1..1000")
 	}
-	s, done, err := openStore(ctx, *f.db)
+	switch c := f.config; { // as store.Config takes them, 0 for the default
+	case c.MaxAttempts < 0 || c.MaxAttempts > 1000:
+		return usageError(stderr, "courier deliveries redrive: -max-attempts must be within 1..1000")
+	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon:
+		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be positive and at most 720h (30 days)")
+	}
+	s, done, err := openStore(ctx, *f.db, *f.config)
 	if err != nil {
 		return err
 	}
@@ -319,10 +339,16 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	action := args[0]
 	fs, db, limits := endpointsFlagSet(action, stderr)
-	if err := parse(fs, args[1:]); err != nil {
+	var err error
+	if action == "list" {
+		err = parseFlags(fs, args[1:], stderr)
+	} else {
+		err = parseArgs(fs, args[1:], 1, "flags, then an endpoint's URL or ref", stderr)
+	}
+	if err != nil {
 		return err
 	}
-	s, done, err := openStore(ctx, *db)
+	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {
 		return err
 	}
@@ -412,7 +438,7 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() != want {
 		return usageError(stderr, "courier contracts %s: want %d arguments", action, want)
 	}
-	s, done, err := openStore(ctx, *db)
+	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {
 		return err
 	}
@@ -480,7 +506,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *maxRows < 0:
 		return usageError(stderr, "courier prune: -max-rows must not be negative")
 	}
-	s, done, err := openStore(ctx, *db)
+	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+)
+
+// TestRedriveBudget: a redrive opens a Store of the tool's own, so a
+// redriven delivery gets the budget and horizon -max-attempts and
+// -retry-horizon give, the application's Store's, and without them
+// store.Config's defaults: 8 more attempts, due within 72 hours.
+func TestRedriveBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		attempts int
+		horizon  time.Duration
+	}{
+		{"the application's", []string{"-max-attempts", "2", "-retry-horizon", "1h"}, 2, time.Hour},
+		{"the defaults", nil, 8, 72 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, s := migrated(t)
+			enqueue(t, s, "n-1", "https://r.example/hooks")
+			failAll(t, s)
+			before := time.Now().Truncate(time.Microsecond) // the store keeps microseconds
+			args := append(append([]string{"deliveries", "redrive", "-db", db}, tc.flags...), "1")
+			if out := mustRun(t, exitOK, args...); out != "redriven: 1\n" {
+				t.Fatalf("redrive printed %q", out)
+			}
+			after := time.Now()
+			d, err := s.Outbox.Get(t.Context(), 1)
+			if err != nil || d.Status != courier.StatusPending {
+				t.Fatalf("the delivery after redrive: %s, %v; want pending", d.Status, err)
+			}
+			if more := d.MaxAttempts - d.Attempts; more != tc.attempts {
+				t.Errorf("the redriven delivery may make %d more attempts (%d of %d made), want %d", more, d.Attempts, d.MaxAttempts, tc.attempts)
+			}
+			if d.Deadline.Before(before.Add(tc.horizon)) || d.Deadline.After(after.Add(tc.horizon)) {
+				t.Errorf("the redriven delivery's deadline is %s after the redrive, want %s", d.Deadline.Sub(before), tc.horizon)
+			}
+		})
+	}
+}
+
+// TestRedriveRefusesABudgetTheStoreWouldNot: -max-attempts and
+// -retry-horizon outside what store.Config takes are usage errors, and
+// nothing is redriven.
+func TestRedriveRefusesABudgetTheStoreWouldNot(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	failAll(t, s)
+	for _, flags := range [][]string{
+		{"-max-attempts", "-1"},
+		{"-max-attempts", "1001"},
+		{"-retry-horizon", "-1h"},
+		{"-retry-horizon", "721h"},
+	} {
+		args := append(append([]string{"deliveries", "redrive", "-db", db}, flags...), "1")
+		code, out, errOut := courierRun(t, args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, flags[0]+" must be") {
+			t.Errorf("redrive %v: exit %d, stdout %q, stderr %q; want %d saying what %s must be", flags, code, out, errOut, exitUsage, flags[0])
+		}
+	}
+	if d, err := s.Outbox.Get(t.Context(), 1); err != nil || d.Status != courier.StatusFailed {
+		t.Fatalf("the delivery after the refused redrives: %s, %v; want it failed still", d.Status, err)
+	}
+}
+
+// TestRedriveHelpSaysTheDefaults: redrive's help names its budget flags
+// and says what a redrive without them gives.
+func TestRedriveHelpSaysTheDefaults(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := courierRun(t, "deliveries", "redrive", "-h")
+	if code != exitOK {
+		t.Fatalf("courier deliveries redrive -h: exit %d", code)
+	}
+	for _, want := range []string{"-max-attempts", "without it: 8", "-retry-horizon", "without it: 72h", "the application's Store's Config"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("courier deliveries redrive -h does not say %q:\n%s", want, errOut)
+		}
+	}
+}
