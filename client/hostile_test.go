@@ -6,8 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/store"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +16,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/store"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
@@ -147,6 +148,39 @@ func gz(b []byte) []byte {
 	zw.Write(b)
 	zw.Close()
 	return buf.Bytes()
+}
+
+// TestAnEndlessRefusalIsReadOnlyInPart: a receiver answers 503 (a
+// problem, and plain text) with an endless body. The worker reads a few
+// KiB of a refusal, for its code, and hangs up: the receiver cannot push
+// more into it than the sockets' buffers hold, where an unbounded read
+// would go on until the attempt's Timeout, hundreds of MiB over loopback.
+func TestAnEndlessRefusalIsReadOnlyInPart(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []string{"application/problem+json", "text/plain"} {
+		t.Run(ct, func(t *testing.T) {
+			var sent atomic.Int64
+			b := rawBundle(t, func(c net.Conn, r *http.Request, body []byte) {
+				io.WriteString(c, "HTTP/1.1 503 Busy\r\nContent-Type: "+ct+"\r\nTransfer-Encoding: chunked\r\n\r\n")
+				chunk := []byte("1000\r\n" + strings.Repeat(" ", 0x1000) + "\r\n")
+				for {
+					n, err := c.Write(chunk)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}, func(c *client.Config) { c.Timeout = 2 * time.Second })
+			id := b.enqueue(t, "n-1", `{"n":1}`)
+			workBounded(t, b, 10*time.Second)
+			if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastStatus != 503 {
+				t.Fatalf("delivery %s, HTTP %d; want retry_wait after a 503", d.Status, d.LastStatus)
+			}
+			if n := sent.Load(); n > 32<<20 {
+				t.Fatalf("the receiver pushed %d MiB of a refusal into the worker: the read is not bounded", n>>20)
+			}
+		})
+	}
 }
 
 // TestHostileReceivers probes the attempt's classification against

@@ -229,6 +229,15 @@ func TestCloseEndsDelay(t *testing.T) {
 		errc <- err
 	}()
 	<-holding
-	srv.Close()
+	closed := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // a guard against hanging, not a synchronization
+		t.Fatal("Close waited for the hour-long Delay")
+	}
 	<-errc // the answer or a closed connection; either way the client is done
 }

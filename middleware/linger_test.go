@@ -122,7 +122,9 @@ func TestOverLimitLingerEndsAtTimeBound(t *testing.T) {
 }
 
 // What is discarded is bounded in bytes too: past LingerBytes the
-// connection closes long before LingerTimeout.
+// connection closes long before LingerTimeout. The client sends 16 times
+// LingerBytes of the 32 MiB it declares and then stalls, so the body
+// never ends by itself: only the byte bound closes the connection.
 func TestOverLimitLingerEndsAtByteBound(t *testing.T) {
 	t.Parallel()
 	srv, results := readBodyServer(t, middleware.BodyLimits{MaxBytes: 1 << 10, LingerBytes: 64 << 10, LingerTimeout: time.Hour}, nil)
@@ -130,12 +132,15 @@ func TestOverLimitLingerEndsAtByteBound(t *testing.T) {
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
-		c.Write(append(head(16<<20), make([]byte, 16<<20)...)) // fails once the server hangs up
+		c.Write(append(head(32<<20), make([]byte, 1<<20)...)) // may fail once the server hangs up
 	}()
-	// The 413 comes first; the close may turn into a reset before it is read.
+	// The 413 comes first; the close may turn into a reset before it is
+	// read. The deadline bounds a failure: a discard past LingerBytes
+	// would wait for the rest for an hour.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, err := io.ReadAll(c.r)
 	if err != nil && !isClosedErr(err) {
-		t.Fatalf("the connection is still open: %v", err)
+		t.Fatalf("the connection is still open after 16 times LingerBytes: %v", err)
 	}
 	if len(got) > 0 && !bytes.HasPrefix(got, []byte("HTTP/1.1 413 ")) {
 		t.Errorf("the server sent %q, want a 413 or nothing", got)

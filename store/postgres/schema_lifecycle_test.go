@@ -147,10 +147,12 @@ func TestConcurrentMigrateWhateverTheDefaultIsolation(t *testing.T) {
 				errB = store.Migrate(context.Background(), b)
 			}()
 			<-started
-			// Wait until B waits on the advisory lock.
+			// Wait until B waits on the advisory lock, in this test's
+			// database: other tests share the server.
 			for {
 				var n int
-				if err := a.GetContext(ctx, &n, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); err != nil {
+				if err := a.GetContext(ctx, &n, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+					AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
 					t.Fatal(err)
 				}
 				if n > 0 {
