@@ -115,8 +115,9 @@ func (s *Server) Close() {
 // Client returns an HTTP client for the server. Nil before Start.
 func (s *Server) Client() *http.Client { return s.ts.Client() }
 
-// Guard returns a client.Guard that lets a worker reach exactly this
-// server: plain http to 127.0.0.1 on its port. Call it after Start.
+// Guard returns a client.Guard that lets a worker reach this server:
+// plain http to 127.0.0.1 on its port (see the package's Guard for what
+// else it lets through). Call it after Start.
 func (s *Server) Guard() client.Guard { return Guard(s.URL) }
 
 // Stats returns a snapshot of the server's counters.
@@ -128,15 +129,19 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// Guard returns a client.Guard that lets a worker reach exactly the
-// server at serverURL, the URL of a plain http test server
-// (httptest.NewServer's, or a Server's): its loopback address and port,
-// over http. It is not for an httptest TLS server: the Guard's
-// transport trusts the system's certificate authorities only, never the
-// test server's. The zero Guard refuses loopback, private addresses,
-// plain http and ports other than 443, as it should in production; tests
-// open it this way, for one server. Guard panics if serverURL is not a
-// URL with an IP host and a port.
+// Guard returns a client.Guard that lets a worker reach the server at
+// serverURL, the URL of a plain http test server (httptest.NewServer's,
+// or a Server's): its loopback address and port, over http. It is not for
+// an httptest TLS server: the Guard's transport trusts the system's
+// certificate authorities only, never the test server's. The zero Guard
+// refuses loopback, private addresses, plain http and ports other than
+// 443, as it should in production; tests open it this way, for one
+// server. The rest of the production policy stands, with what the opening
+// adds to it: the Guard's AllowHTTP and AllowPorts apply to every
+// address, so besides https to public addresses it lets plain http
+// through to a public address on 443 or on the server's port. A test that
+// must reach nothing else gives its deliveries the server's URLs only.
+// Guard panics if serverURL is not a URL with an IP host and a port.
 func Guard(serverURL string) client.Guard {
 	u, err := url.Parse(serverURL)
 	if err != nil {

@@ -273,7 +273,7 @@ func TestOrderReachesShipping(t *testing.T) {
 
 	w, err := client.NewWorker(client.Config{
 		Store: orders, Signer: keys.Signer,
-		Transport: srv.Guard().Transport(),                             // opens exactly this test server's address
+		Transport: srv.Guard().Transport(),                             // opens this test server's address to the worker
 		Backoff:   func(int, time.Duration) time.Duration { return 0 }, // retry at once
 	})
 	if err != nil {
