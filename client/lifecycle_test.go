@@ -11,6 +11,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store/sqlite"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/store"
@@ -84,37 +85,56 @@ func (claimTracer) Extract(ctx context.Context, _ courier.TraceContext) context.
 }
 
 // TestStopCutsAWaitingClaimShort: Stop stops claiming, a claim in
-// progress too. A Run whose claim waits for SQLite's one writer, held by
-// the application's transaction from Store.Begin, returns once Stop is
-// called, not when the application's transaction ends (it ignored Stop
-// before).
+// progress too. A Run whose claim waits for SQLite's write lock, held by
+// the application's transaction, returns once Stop is called, not when
+// the application's transaction ends: one from Store.Begin holds the
+// Store's one writer connection (Run ignored Stop before); one of the
+// pool Store.DB() returns holds the lock on a connection of its own, for
+// which the claim waited inside SQLite, where no context reaches, until
+// the busy timeout (10 s).
 func TestStopCutsAWaitingClaimShort(t *testing.T) {
-	tr := claimTracer{claims: make(chan struct{}, 1)}
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "o.db"), store.Config{Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	key, _ := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
-	signer, _ := signature.NewStandardWebhooksSigner(key)
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: "w", Lease: 2 * time.Second, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := s.Begin(t.Context()) // the application's long business transaction
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Rollback()
-	runDone := make(chan error, 1)
-	go func() { runDone <- w.Run(context.Background()) }()
-	<-tr.claims                                                             // Run's claim has started and waits for the writer
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // more than the whole Lease
-	defer cancel()
-	if err := w.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v; want nil, Run returning once its claim is cut short, with the application's transaction still open", err)
-	}
-	if err := <-runDone; err != nil {
-		t.Fatalf("Run: %v", err)
+	for _, tc := range []struct {
+		name  string
+		begin func(ctx context.Context, s *store.Store) (*sqlx.Tx, error)
+	}{
+		{"Store.Begin", func(ctx context.Context, s *store.Store) (*sqlx.Tx, error) { return s.Begin(ctx) }},
+		{"Store.DB", func(ctx context.Context, s *store.Store) (*sqlx.Tx, error) {
+			tx, err := s.DB().BeginTxx(ctx, nil)
+			if err == nil { // an enqueue: the write lock is held from here
+				_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
+			}
+			return tx, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := claimTracer{claims: make(chan struct{}, 1)}
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "o.db"), store.Config{Tracer: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			key, _ := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+			signer, _ := signature.NewStandardWebhooksSigner(key)
+			w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: "w", Lease: 2 * time.Second, Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			app, err := tc.begin(t.Context(), s) // the application's long business transaction
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer app.Rollback()
+			runDone := make(chan error, 1)
+			go func() { runDone <- w.Run(context.Background()) }()
+			<-tr.claims                                                             // Run's claim has started and waits for the lock
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // more than the whole Lease, less than the busy timeout
+			defer cancel()
+			if err := w.Stop(ctx); err != nil {
+				t.Fatalf("Stop: %v; want nil, Run returning once its claim is cut short, with the application's transaction still open", err)
+			}
+			if err := <-runDone; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
 	}
 }

@@ -54,9 +54,12 @@ func (c *ReplayCache) Remember(ctx context.Context, keyID, nonce string, expires
 		"key_id": keyID, "nonce": nonce, "expires_at": expires.Add(replayMargin).UnixMicro(), "now": now,
 		"live_bucket": liveBucket(now), "cap": maxNoncesPerKey,
 	}
-	var inserted []string
-	if err := c.s.selectRows(ctx, c.s.writer, "replay_remember", args, &inserted); err != nil || len(inserted) > 0 {
+	res, err := c.s.exec(ctx, c.s.writer, "replay_remember", args)
+	if err != nil {
 		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 { // recorded
+		return false, wrapf(err, "replay_remember")
 	}
 	var replayed []int
 	if err := c.s.selectRows(ctx, c.s.writer, "replay_refused", args, &replayed); err != nil {

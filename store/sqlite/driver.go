@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/mattn/go-sqlite3"
 
@@ -54,9 +56,12 @@ func (d *sqliteDriver) connect(dsn string, writer bool) (driver.Conn, error) {
 		return nil, err
 	}
 	sc := dc.(*sqlite3.SQLiteConn)
-	c := &conn{SQLiteConn: sc}
+	c := &conn{SQLiteConn: sc, writer: writer}
 	if writer {
-		if c.wal, err = boundWAL(sc); err != nil {
+		if c.wal, err = boundWAL(sc); err == nil {
+			_, err = sc.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
+		}
+		if err != nil {
 			sc.Close()
 			return nil, err
 		}
@@ -86,6 +91,7 @@ func beginsImmediate(dsn string) bool {
 // conn is a go-sqlite3 connection with courier's checks.
 type conn struct {
 	*sqlite3.SQLiteConn
+	writer    bool        // courier's one writer: waits for the write lock in steps (waitBusy)
 	guard     bool        // refuse writes whose context holds the writer
 	immediate bool        // its transactions take the write lock as they begin
 	readOnly  atomic.Bool // SQLite found the database read-only, or query_only could not be reset: never reuse
@@ -146,7 +152,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.refuse(ctx, query); err != nil {
 		return nil, err
 	}
-	res, err := c.SQLiteConn.ExecContext(ctx, query, args)
+	res, err := waitBusy(ctx, c, func() (driver.Result, error) { return c.SQLiteConn.ExecContext(ctx, query, args) })
 	c.committed(err) //nolint:contextcheck // the -wal file's reset puts the busy timeout back after it: ctx's end must not cut that short
 	return res, c.note(err)
 }
@@ -184,11 +190,47 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if c.guard && c.immediate && writerctx.Held(ctx) {
 		return nil, writerctx.ErrWriteOutside
 	}
-	t, err := c.SQLiteConn.BeginTx(ctx, opts)
+	t, err := waitBusy(ctx, c, func() (driver.Tx, error) { return c.SQLiteConn.BeginTx(ctx, opts) })
 	if err != nil {
 		return nil, c.note(err)
 	}
 	return &tx{Tx: t, c: c}, nil
+}
+
+// waitBusy runs op, a transaction's begin or a statement outside one,
+// again while SQLite answers busy: another connection (the application's
+// pool, another process) holds the write lock. On the writer each try
+// waits up to writerBusyStep inside SQLite, whose wait nothing can cut
+// short, and ctx's end cuts the wait short between tries, so that a
+// Worker's Stop or a request's end is not held up for busyTimeout. It
+// gives up after busyTimeout in all, as another connection would. Other
+// connections wait inside SQLite, as the DSN says.
+func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, error) {
+	outside := c.AutoCommit() // in a transaction the writer holds the lock already
+	v, err := op()
+	if !c.writer || !outside || !isBusy(err) {
+		return v, err
+	}
+	deadline := time.Now().Add(busyTimeout * time.Millisecond)
+	pause := time.NewTimer(time.Millisecond)
+	defer pause.Stop()
+	for isBusy(err) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-pause.C: // a busy answered at once would otherwise spin
+		}
+		v, err = op()
+		pause.Reset(time.Millisecond)
+	}
+	return v, err
+}
+
+// isBusy reports whether err is SQLite's busy: the write lock is held
+// by another connection.
+func isBusy(err error) bool {
+	var e sqlite3.Error
+	return errors.As(err, &e) && e.Code == sqlite3.ErrBusy
 }
 
 func (c *conn) Begin() (driver.Tx, error) {
@@ -261,7 +303,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	if err := s.refuse(ctx); err != nil {
 		return nil, err
 	}
-	res, err := s.SQLiteStmt.ExecContext(ctx, args)
+	res, err := waitBusy(ctx, s.c, func() (driver.Result, error) { return s.SQLiteStmt.ExecContext(ctx, args) })
 	s.c.committed(err) //nolint:contextcheck // as in conn.ExecContext
 	return res, s.c.note(err)
 }

@@ -31,8 +31,16 @@ const walWait = 250 // milliseconds
 // of the -wal file.
 const walCheckEvery = 64
 
-// busyTimeout is DSN's _busy_timeout, restored after a reset.
+// busyTimeout is DSN's _busy_timeout: how long a connection waits for
+// SQLite's write lock, held by another connection, before it answers
+// busy. SQLite's wait does not end with the context: on the writer,
+// courier waits in steps of writerBusyStep instead (see waitBusy),
+// as long in all.
 const busyTimeout = 10000 // milliseconds
+
+// writerBusyStep is the writer's own busy timeout, restored after a
+// reset: the longest wait that cannot be cut short.
+const writerBusyStep = 25 // milliseconds
 
 // walBound keeps the writer's -wal file near walLimit: past it, the
 // writer checkpoints with TRUNCATE, which copies every frame back, waits
@@ -76,6 +84,6 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 		return true
 	}
 	_, _ = sc.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)", nil)
-	_, err := sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout), nil)
+	_, err := sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
 	return err == nil
 }

@@ -15,8 +15,7 @@ INSERT INTO courier_replay (key_id, nonce, expires_at)
 SELECT CAST(:key_id AS text), CAST(:nonce AS text), CAST(:expires_at AS bigint)
 WHERE (SELECT COALESCE(sum(n), 0) FROM courier_replay_counts WHERE key_id = :key_id AND bucket >= :live_bucket) < :cap
 ON CONFLICT (key_id, nonce) DO UPDATE SET expires_at = excluded.expires_at
-WHERE courier_replay.expires_at <= :now
-RETURNING key_id;
+WHERE courier_replay.expires_at <= :now;
 
 -- name: replay_refused
 -- Why replay_remember recorded nothing: 1 if the pair is unexpired (a

@@ -1,0 +1,100 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// lockedStore opens a Store over a fresh file and takes SQLite's write
+// lock on it from a connection of its own, as an application's
+// transaction or another process does; release lets it go.
+func lockedStore(t *testing.T) (s *store.Store, release func()) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "o.db")
+	s, err := sqlite.Open(t.Context(), file, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	other, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(file, store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	tx, err := other.BeginTxx(t.Context(), nil) // the DSN's transactions take the lock as they begin
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("UPDATE courier_schema SET version = version WHERE 0"); err != nil {
+		t.Fatal(err)
+	}
+	return s, func() { tx.Rollback() }
+}
+
+// TestAWaitForTheWriteLockEndsWithItsContext: while another connection
+// holds the write lock, the Store's writes wait for it (as long as the
+// busy timeout, 10 s), and a context's end cuts the wait short: it waited
+// inside SQLite, where no context reaches, so a Worker's Stop or a
+// request that ended was held up for the whole 10 s.
+func TestAWaitForTheWriteLockEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	s, release := lockedStore(t)
+	defer release()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	begun := make(chan error, 1)
+	go func() {
+		tx, err := s.Begin(ctx)
+		if err == nil {
+			tx.Rollback()
+		}
+		begun <- err
+	}()
+	select {
+	case err := <-begun:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Begin with the lock held elsewhere = %v, want the context's end", err)
+		}
+	case <-time.After(5 * time.Second): // a bound on failure: the busy timeout is 10 s
+		t.Fatal("Begin waited on past its context's end")
+	}
+
+	_, err := s.Outbox.Prune(ctx, store.PruneParams{}) // a write outside a transaction: the context has ended
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Prune with the lock held elsewhere and its context ended = %v, want the context's end", err)
+	}
+}
+
+// TestTheWriterWaitsForTheWriteLock: a write waits while another
+// connection holds the lock, longer than one of the writer's short waits
+// inside SQLite, and goes through once it is let go.
+func TestTheWriterWaitsForTheWriteLock(t *testing.T) {
+	t.Parallel()
+	s, release := lockedStore(t)
+	begun := make(chan error, 1)
+	go func() {
+		tx, err := s.Begin(t.Context())
+		if err == nil {
+			err = tx.Commit()
+		}
+		begun <- err
+	}()
+	select {
+	case err := <-begun:
+		t.Fatalf("Begin returned %v while another connection held the lock; want it to wait", err)
+	case <-time.After(200 * time.Millisecond): // eight of the writer's waits inside SQLite
+	}
+	release()
+	if err := <-begun; err != nil {
+		t.Fatalf("Begin once the lock was let go = %v", err)
+	}
+}
