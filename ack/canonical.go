@@ -1,6 +1,7 @@
 package ack
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,7 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf16"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/courier-go/courier/internal/strictjson"
 )
@@ -248,8 +250,40 @@ func appendJCSNumber(dst []byte, lit string) ([]byte, error) {
 	return appendECMAScriptNumber(dst, f), nil
 }
 
+// compareUTF16 orders a and b by their UTF-16 code units, as RFC 8785
+// sorts keys, without encoding them: keys are compared on every step of a
+// sort. Bytes that are not UTF-8 count as U+FFFD, as converting to runes
+// makes them. Runes that differ order as their code units do by
+// utf16Order; equal ASCII bytes are passed over without decoding.
 func compareUTF16(a, b string) int {
-	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if c := a[i]; c < utf8.RuneSelf && c == b[j] {
+			i++
+			j++
+			continue
+		}
+		ra, na := utf8.DecodeRuneInString(a[i:])
+		rb, nb := utf8.DecodeRuneInString(b[j:])
+		if ra != rb {
+			return cmp.Compare(utf16Order(ra), utf16Order(rb))
+		}
+		i += na
+		j += nb
+	}
+	return cmp.Compare(len(a)-i, len(b)-j) // the one with code units left is the greater
+}
+
+// utf16Order maps a rune to a number that orders runes as their first
+// differing UTF-16 code units do. Code point order is UTF-16 order but
+// for one case: a rune from U+10000 on is written as surrogates,
+// U+D800 to U+DFFF, which sort before U+E000 to U+FFFF. Moving those above
+// every other rune restores the order; no rune is a surrogate itself.
+func utf16Order(r rune) rune {
+	if r >= 0xE000 && r <= 0xFFFF {
+		return r + unicode.MaxRune
+	}
+	return r
 }
 
 // appendECMAScriptNumber writes f as ECMAScript's Number::toString does

@@ -43,8 +43,18 @@ type memoryReplayCache struct {
 	MaxPerKey int
 
 	mu    sync.Mutex
-	keys  map[string]map[string]time.Time // key id -> nonce -> expiry
+	keys  map[string]*keyNonces
 	calls int
+}
+
+// keyNonces are the nonces of one key id with their expiries, and a time
+// before which none of them expires. Sweeping a key for expired nonces
+// costs all of them, so it waits for that time: a key at its cap is then
+// refused at once, not after a sweep that finds nothing, and is swept
+// again only once a nonce may have expired.
+type keyNonces struct {
+	expiry   map[string]time.Time // nonce -> expiry
+	earliest time.Time            // no nonce expires before it
 }
 
 // Remember implements ReplayCache.
@@ -61,26 +71,27 @@ func (c *memoryReplayCache) Remember(ctx context.Context, keyID, nonce string, e
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
-		c.keys = make(map[string]map[string]time.Time)
+		c.keys = make(map[string]*keyNonces)
 	}
 	if c.calls++; c.calls%memoryPruneEvery == 0 {
 		c.pruneLocked(now)
 	}
-	nonces := c.keys[keyID]
-	if until, ok := nonces[nonce]; ok && now.Before(until) {
+	k := c.keys[keyID]
+	if k == nil {
+		k = &keyNonces{expiry: make(map[string]time.Time)}
+		c.keys[keyID] = k
+	} else if until, ok := k.expiry[nonce]; ok && now.Before(until) {
 		return true, nil
 	}
-	if limit > 0 && len(nonces) >= limit {
-		pruneNonces(nonces, now)
-		if len(nonces) >= limit {
+	if limit > 0 && len(k.expiry) >= limit {
+		if k.prune(now); len(k.expiry) >= limit {
 			return false, courier.CodeWebhookRateAbuse
 		}
 	}
-	if nonces == nil {
-		nonces = make(map[string]time.Time)
-		c.keys[keyID] = nonces
+	if len(k.expiry) == 0 || expires.Before(k.earliest) {
+		k.earliest = expires
 	}
-	nonces[nonce] = expires
+	k.expiry[nonce] = expires
 	return false, nil
 }
 
@@ -91,24 +102,33 @@ func (c *memoryReplayCache) Len() int {
 	defer c.mu.Unlock()
 	c.pruneLocked(now)
 	n := 0
-	for _, nonces := range c.keys {
-		n += len(nonces)
+	for _, k := range c.keys {
+		n += len(k.expiry)
 	}
 	return n
 }
 
 func (c *memoryReplayCache) pruneLocked(now time.Time) {
-	for k, nonces := range c.keys {
-		if pruneNonces(nonces, now); len(nonces) == 0 {
-			delete(c.keys, k)
+	for id, k := range c.keys {
+		if k.prune(now); len(k.expiry) == 0 {
+			delete(c.keys, id)
 		}
 	}
 }
 
-func pruneNonces(nonces map[string]time.Time, now time.Time) {
-	for n, until := range nonces {
-		if !now.Before(until) {
-			delete(nonces, n)
+// prune drops the nonces expired at now, if any may have, and moves
+// earliest up to the first expiry of those left.
+func (k *keyNonces) prune(now time.Time) {
+	if now.Before(k.earliest) {
+		return // none has expired
+	}
+	first := true
+	for n, until := range k.expiry {
+		switch {
+		case !now.Before(until):
+			delete(k.expiry, n)
+		case first || until.Before(k.earliest):
+			k.earliest, first = until, false
 		}
 	}
 }

@@ -68,9 +68,16 @@ func Malformed(w http.ResponseWriter, err error) {
 }
 
 // Decode checks body strictly (see Check), decodes it into v and validates
-// it (see DecodeChecked), answering 400 itself when it cannot.
+// it (see DecodeChecked), answering 400 itself when it cannot. It parses
+// body once: the name check walks the tree the strict check builds.
 func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
-	return Check(w, body) && DecodeChecked(w, body, v, allowUnknown)
+	doc, err := strictjson.Parse(body)
+	if err != nil {
+		Malformed(w, err)
+		return false
+	}
+	variants, unknown := strictjson.CheckValueNames(doc, v)
+	return decodeNamed(w, body, v, allowUnknown, variants, unknown)
 }
 
 // DecodeChecked is Decode for a body already checked strictly. It refuses
@@ -80,7 +87,14 @@ func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 // and anything ack.Validate refuses: 400 validation_failed naming the
 // fields.
 func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
-	if err := decode(body, v, allowUnknown); err != nil {
+	variants, unknown := strictjson.CheckNames(body, v)
+	return decodeNamed(w, body, v, allowUnknown, variants, unknown)
+}
+
+// decodeNamed decodes body into v and validates it, given what
+// strictjson.CheckNames found in body for v.
+func decodeNamed(w http.ResponseWriter, body []byte, v any, allowUnknown bool, variants, unknown []string) bool {
+	if err := decode(body, v, allowUnknown, variants, unknown); err != nil {
 		Invalid(w, DecodeError(err))
 		return false
 	}
@@ -109,10 +123,9 @@ func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
 // body could carry a value under a name no one checks. Unless
 // allowUnknown, it then refuses the members that match no field, named by
 // their path as validation names fields (items[0].x), where encoding/json
-// would name the first of them by its name alone. strictjson.CheckNames
-// finds both in one walk.
-func decode(body []byte, v any, allowUnknown bool) error {
-	variants, unknown := strictjson.CheckNames(body, v)
+// would name the first of them by its name alone. variants and unknown
+// are those members, as strictjson.CheckNames finds both in one walk.
+func decode(body []byte, v any, allowUnknown bool, variants, unknown []string) error {
 	if len(variants) > 0 {
 		return unknownFields(variants)
 	}

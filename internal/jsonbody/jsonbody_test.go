@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -253,6 +254,57 @@ func TestDecodeNamesUnknownMembersByPath(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.fields) {
 				t.Fatalf("%s: errors %q, want %q", tc.body, got, tc.fields)
+			}
+		})
+	}
+}
+
+// TestDecodeRefusesNamesDeepDown: a case variant or an unknown member as
+// deep as a body may nest is refused as at the top, named by its path, and
+// the same body spelled right is taken.
+func TestDecodeRefusesNamesDeepDown(t *testing.T) {
+	t.Parallel()
+	const levels = 49 // 98 levels of JSON, within strictjson.MaxDepth
+	deep := func(inner string) []byte {
+		return []byte(strings.Repeat(`{"name":"n","children":[`, levels) + inner + strings.Repeat(`]}`, levels))
+	}
+	path := strings.Repeat("children[0].", levels)
+	for _, tc := range []struct {
+		name         string
+		body         []byte
+		allowUnknown bool
+		fields       []string // field (rule); none: accepted
+	}{
+		{"exact names", deep(`{"name":"leaf","children":[]}`), false, nil},
+		{"case variant", deep(`{"NAME":"leaf"}`), true, []string{path + "NAME (unknown)"}},
+		{"unknown member", deep(`{"name":"leaf","x":1}`), false, []string{path + "x (unknown)"}},
+		{"unknown member, allowed", deep(`{"name":"leaf","x":1}`), true, nil},
+		{"case variant and unknown member", deep(`{"Children":[],"x":1}`), false, []string{path + "Children (unknown)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			var v node
+			ok := jsonbody.Decode(rec, tc.body, &v, tc.allowUnknown)
+			if tc.fields == nil {
+				if !ok {
+					t.Fatalf("refused: %s", rec.Body)
+				}
+				return
+			}
+			var p struct {
+				Code   courier.Code `json:"code"`
+				Errors []struct{ Field, Rule string }
+			}
+			if ok || rec.Code != 400 || json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Code != courier.CodeValidation {
+				t.Fatalf("%v %d %s, want 400 validation_failed", ok, rec.Code, rec.Body)
+			}
+			var got []string
+			for _, e := range p.Errors {
+				got = append(got, e.Field+" ("+e.Rule+")")
+			}
+			if !slices.Equal(got, tc.fields) {
+				t.Fatalf("errors %q, want %q", got, tc.fields)
 			}
 		})
 	}

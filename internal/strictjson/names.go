@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"cmp"
 	"encoding"
 	"encoding/json"
@@ -37,28 +38,117 @@ import (
 // decodes into a struct, however nested in pointers, slices, arrays and
 // maps. A doc of another shape than v's type has none here: decoding
 // reports it.
+//
+// doc is parsed once and each of its values visited once, so the cost is
+// linear in its size however deep it nests. A document Parse refuses
+// (a duplicate key, invalid UTF-8, deeper than MaxDepth) but encoding/json
+// reads is read as encoding/json reads it, the last of duplicate members
+// winning, so that the names checked are those decoding would see; one
+// encoding/json refuses has none.
 func CheckNames(doc []byte, v any) (variants, unknown []string) {
+	if reflect.TypeOf(v) == nil {
+		return nil, nil
+	}
+	root, err := Parse(doc)
+	if err != nil {
+		var ok bool
+		if root, ok = parseLikeEncodingJSON(doc); !ok {
+			return nil, nil
+		}
+	}
+	return CheckValueNames(root, v)
+}
+
+// CheckValueNames is CheckNames for a document Parse has already read, so
+// that a caller that has the tree does not parse the bytes again.
+func CheckValueNames(doc Value, v any) (variants, unknown []string) {
 	t := reflect.TypeOf(v)
 	if t == nil {
 		return nil, nil
 	}
 	var w nameWalk
-	w.check(doc, t, "", true)
+	w.check(doc, t, true)
 	slices.Sort(w.variants)
 	slices.Sort(w.unknown)
 	return w.variants, w.unknown
 }
 
+// parseLikeEncodingJSON reads a document Parse refuses into a Value the way
+// json.Unmarshal reads it into maps and slices: invalid UTF-8 and lone
+// surrogates become U+FFFD, the last of duplicate members wins, nesting
+// may go as deep as encoding/json allows. ok is false for a document
+// encoding/json refuses.
+func parseLikeEncodingJSON(doc []byte) (v Value, ok bool) {
+	if !json.Valid(doc) {
+		return Value{}, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // no number can fail to convert
+	var x any
+	if dec.Decode(&x) != nil {
+		return Value{}, false
+	}
+	return valueOf(x), true
+}
+
+// valueOf converts what encoding/json decodes into an interface value.
+func valueOf(x any) Value {
+	switch x := x.(type) {
+	case map[string]any:
+		v := Value{Kind: Object, Members: make([]Member, 0, len(x))}
+		for key, val := range x {
+			v.Members = append(v.Members, Member{Key: key, Val: valueOf(val)})
+		}
+		return v
+	case []any:
+		v := Value{Kind: Array, Items: make([]Value, len(x))}
+		for i, item := range x {
+			v.Items[i] = valueOf(item)
+		}
+		return v
+	case string:
+		return Value{Kind: String, Text: x}
+	case json.Number:
+		return Value{Kind: Number, Text: string(x)}
+	case bool:
+		if x {
+			return Value{Kind: True}
+		}
+		return Value{Kind: False}
+	}
+	return Value{Kind: Null}
+}
+
 // nameWalk follows a document down a type, collecting the paths of the
 // members whose names the type does not take as they are.
 type nameWalk struct {
+	// path leads from the root to the value being checked. It is spelled
+	// out only for a member reported: building every value's path as the
+	// walk goes would cost the depth at every element of a deep array.
+	path              []step
 	variants, unknown []string
 }
 
-// check collects the case variants among the members of doc, at path,
+// step is one step of a path: into an object's member, a map's value or
+// an array's element.
+type step struct {
+	kind  stepKind
+	name  string // the member's name or the map's key
+	index int    // the element's index
+}
+
+type stepKind uint8
+
+const (
+	memberStep stepKind = iota
+	keyStep
+	indexStep
+)
+
+// check collects the case variants among the members of doc, at w.path,
 // and if unknowns the members that match no field of t, and follows the
 // others down t.
-func (w *nameWalk) check(doc []byte, t reflect.Type, path string, unknowns bool) {
+func (w *nameWalk) check(doc Value, t reflect.Type, unknowns bool) {
 	t = indirect(t)
 	unknowns = unknowns && !decodesItself(t)
 	switch t.Kind() {
@@ -67,51 +157,87 @@ func (w *nameWalk) check(doc []byte, t reflect.Type, path string, unknowns bool)
 		if len(fields) == 0 && !unknowns {
 			return
 		}
-		var members map[string]json.RawMessage
-		if json.Unmarshal(doc, &members) != nil {
-			return // not an object: decoding reports it
+		if doc.Kind != Object {
+			return // decoding reports another shape, or takes null
 		}
-	next:
-		for name, val := range members {
-			if ft, ok := fields[name]; ok {
-				w.check(val, ft, memberPath(path, name), unknowns)
+		for _, m := range doc.Members {
+			if ft, ok := fields[m.Key]; ok {
+				w.descend(step{kind: memberStep, name: m.Key}, m.Val, ft, unknowns)
 				continue
 			}
-			for field := range fields {
-				if strings.EqualFold(field, name) { // as encoding/json folds names
-					w.variants = append(w.variants, memberPath(path, name))
-					continue next
-				}
-			}
-			if unknowns {
-				w.unknown = append(w.unknown, memberPath(path, name))
+			switch {
+			case foldsToField(fields, m.Key):
+				w.variants = append(w.variants, w.pathTo(step{kind: memberStep, name: m.Key}))
+			case unknowns:
+				w.unknown = append(w.unknown, w.pathTo(step{kind: memberStep, name: m.Key}))
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		if !holdsStruct(t.Elem()) {
+		if doc.Kind != Array || !holdsStruct(t.Elem()) {
 			return
 		}
-		var items []json.RawMessage
-		if json.Unmarshal(doc, &items) != nil {
-			return
-		}
-		for i, item := range items {
+		for i, item := range doc.Items {
 			if t.Kind() == reflect.Array && i >= t.Len() {
 				break // encoding/json drops what an array has no room for
 			}
-			w.check(item, t.Elem(), path+"["+strconv.Itoa(i)+"]", unknowns)
+			w.descend(step{kind: indexStep, index: i}, item, t.Elem(), unknowns)
 		}
 	case reflect.Map:
-		if !holdsStruct(t.Elem()) {
+		if doc.Kind != Object || !holdsStruct(t.Elem()) {
 			return
 		}
-		var members map[string]json.RawMessage
-		if json.Unmarshal(doc, &members) != nil {
-			return
+		for _, m := range doc.Members {
+			w.descend(step{kind: keyStep, name: m.Key}, m.Val, t.Elem(), unknowns)
 		}
-		for key, val := range members {
-			w.check(val, t.Elem(), path+"["+key+"]", unknowns)
+	}
+}
+
+// descend checks doc, reached from the current value by s, against t.
+func (w *nameWalk) descend(s step, doc Value, t reflect.Type, unknowns bool) {
+	w.path = append(w.path, s)
+	w.check(doc, t, unknowns)
+	w.path = w.path[:len(w.path)-1]
+}
+
+// foldsToField reports whether name matches one of fields as encoding/json
+// matches names, ignoring case.
+func foldsToField(fields map[string]reflect.Type, name string) bool {
+	for field := range fields {
+		if strings.EqualFold(field, name) {
+			return true
 		}
+	}
+	return false
+}
+
+// pathTo spells out the path of the value reached from the current one by
+// last.
+func (w *nameWalk) pathTo(last step) string {
+	var b strings.Builder
+	for _, s := range w.path {
+		s.writeTo(&b)
+	}
+	last.writeTo(&b)
+	return b.String()
+}
+
+// writeTo appends s to the path b spells: a member after a dot (with none
+// where the path is still empty), a map key or an index in brackets.
+func (s step) writeTo(b *strings.Builder) {
+	switch s.kind {
+	case memberStep:
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.name)
+	case keyStep:
+		b.WriteByte('[')
+		b.WriteString(s.name)
+		b.WriteByte(']')
+	case indexStep:
+		b.WriteByte('[')
+		b.WriteString(strconv.Itoa(s.index))
+		b.WriteByte(']')
 	}
 }
 
@@ -125,13 +251,6 @@ var (
 func decodesItself(t reflect.Type) bool {
 	pt := reflect.PointerTo(t)
 	return pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler)
-}
-
-func memberPath(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
 
 // indirect returns the type a pointer type finally points to (t itself

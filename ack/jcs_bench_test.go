@@ -1,0 +1,40 @@
+package ack
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// BenchmarkJCSManyKeys writes the JCS form of one object of many
+// non-ASCII keys, at two sizes, and its Canonical form for scale: the two
+// differ only in how keys compare (UTF-16 units against bytes), once per
+// step of the sort.
+func BenchmarkJCSManyKeys(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		var sb strings.Builder
+		sb.WriteString("{")
+		for i := 0; sb.Len() < size-64; i++ {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			fmt.Fprintf(&sb, `"é%07d":0`, (i*7919)%10_000_000)
+		}
+		sb.WriteString("}")
+		doc := []byte(sb.String())
+		for _, form := range []struct {
+			name string
+			fn   func([]byte) ([]byte, error)
+		}{{"JCS", JCS}, {"Canonical", Canonical}} {
+			b.Run("size="+strconv.Itoa(size>>10)+"KiB/form="+form.name, func(b *testing.B) {
+				b.SetBytes(int64(len(doc)))
+				for b.Loop() {
+					if _, err := form.fn(doc); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
