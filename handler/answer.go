@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"database/sql"
 	"errors"
 	"net/http"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/jmoiron/sqlx"
 )
 
 // Retry-After of the 503 answers.
@@ -69,6 +71,22 @@ func fromStore(err error) error {
 		return err
 	}
 	return storeFailure{err}
+}
+
+// errTxEnded is the function's failure to leave its transaction to the
+// handler: it committed or rolled back tx itself.
+var errTxEnded = errors.New("handler: the function committed or rolled back its transaction; it must leave that to the handler")
+
+// commit commits tx, the transaction the application's function ran in. A
+// transaction the function ended itself is its failure (500
+// handler_failed); any other failure to commit is the store's.
+func commit(tx *sqlx.Tx) error {
+	if err := tx.Commit(); errors.Is(err, sql.ErrTxDone) {
+		return fromApp(errTxEnded)
+	} else if err != nil {
+		return fromStore(err)
+	}
+	return nil
 }
 
 // fromApp wraps err from the application's function as an appFailure.

@@ -43,6 +43,9 @@ type anyOptions struct {
 	// was given, after counting the call; nil: nothing. Publish has no
 	// application function.
 	app func(ctx context.Context) error
+	// appTx, when set, is what it does with its transaction too, in place
+	// of app.
+	appTx func(ctx context.Context, tx *sqlx.Tx) error
 }
 
 // anyEnv is one handler under test.
@@ -81,12 +84,16 @@ func anyStore(t *testing.T) *store.Store {
 	return s
 }
 
-// anyApp is the application's function of a receiver under test.
-func anyApp[T any](calls *atomic.Int32, app func(context.Context) error) handler.Func[T] {
-	return func(ctx context.Context, _ *sqlx.Tx, _ T) error {
+// anyApp is the application's function of a receiver under test, doing
+// what o says.
+func anyApp[T any](calls *atomic.Int32, o anyOptions) handler.Func[T] {
+	return func(ctx context.Context, tx *sqlx.Tx, _ T) error {
 		calls.Add(1)
-		if app != nil {
-			return app(ctx)
+		switch {
+		case o.appTx != nil:
+			return o.appTx(ctx, tx)
+		case o.app != nil:
+			return o.app(ctx)
 		}
 		return nil
 	}
@@ -141,7 +148,7 @@ func anyReceivers() []anyReceiver {
 			s := anyStore(t)
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
-			h, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Terminal](calls, o.app))
+			h, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Terminal](calls, o))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +160,7 @@ func anyReceivers() []anyReceiver {
 			s := anyStore(t)
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
-			h, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Reporting](calls, o.app))
+			h, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Reporting](calls, o))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +174,7 @@ func anyReceivers() []anyReceiver {
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
 			h, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest, Logger: o.logger, Hook: o.hook},
-				anyApp[ack.Command](calls, o.app))
+				anyApp[ack.Command](calls, o))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,7 +54,15 @@
 //
 // The application's function gets a context marked as holding the store's
 // writer (on SQLite the recording transaction holds the one writer until
-// the receiver commits): it must write through the tx it is given.
+// the receiver commits): it must write through the tx it is given, and
+// leave its commit or rollback to the receiver, which commits it with the
+// Inbox record. A function that ends tx itself has failed: the request
+// answers 500 handler_failed, logged as such. What it committed stays,
+// with the Inbox record of a Receiver or a Source, so a redelivery is
+// answered from that record (a Source, which can still store the
+// command's response, answers it at once); a Reporting receiver completes
+// its claim in tx, after the function, so there the sender's retry runs
+// the function again.
 //
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code), traced with the Store's tracer when it has

@@ -24,7 +24,8 @@ import (
 // Reject refuses the notification for good (422), any other error
 // answers 500 handler_failed and the sender retries.
 //
-// The function must write through tx. tx comes from Store.Begin and, on
+// The function must write through tx, and leave its commit or rollback
+// to the receiver (see the package doc). tx comes from Store.Begin and, on
 // SQLite, holds the database's one writer until the receiver commits: a
 // write through the Store's DB(), a second Store.Begin, or a store method
 // that writes cannot proceed meanwhile. ctx is marked as holding the
@@ -186,8 +187,8 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	if err := apply(rc.front.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fromStore(err)
+	if err := commit(tx); err != nil {
+		return nil, false, err
 	}
 	return b, true, nil
 }

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -185,13 +186,15 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {
+	case errors.Is(err, sql.ErrTxDone):
+		return nil, false, fromApp(errTxEnded)
 	case errors.Is(err, courier.CodeLeaseLost):
 		return nil, false, errInProgress // taken over: the other request answers for it
 	case err != nil:
 		return nil, false, fromStore(err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fromStore(err)
+	if err := commit(tx); err != nil {
+		return nil, false, err
 	}
 	completed = true
 	return nil, false, nil

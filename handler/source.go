@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -135,11 +136,36 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, fromApp(err)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
-	if err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); err != nil {
+	switch err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); {
+	case errors.Is(err, sql.ErrTxDone):
+		return b, true, s.completeAlone(ctx, key, b)
+	case err != nil:
 		return nil, false, fromStore(err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fromStore(err)
+	if err := commit(tx); err != nil {
+		return nil, false, err
 	}
 	return b, true, nil
+}
+
+// completeAlone stores a command's response after its function ended the
+// transaction itself. If the function committed, the command is applied
+// and its record, committed still processing, waits for the response,
+// which a redelivery would otherwise never get: it is stored in a
+// transaction of its own. If the function rolled back, there is no
+// record, and the function failed.
+func (s *Source) completeAlone(ctx context.Context, key protocol.InboxKey, b []byte) error {
+	s.front.logger.WarnContext(ctx, errTxEnded.Error())
+	tx, err := s.cfg.Store.Begin(ctx)
+	if err != nil {
+		return fromStore(err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	switch err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); {
+	case courier.CodeOf(err) == courier.CodeInvalidArgument: // no record processing: rolled back
+		return fromApp(errTxEnded)
+	case err != nil:
+		return fromStore(err)
+	}
+	return commit(tx)
 }

@@ -266,7 +266,7 @@ func TestCommandIdentityFitsEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest}, anyApp[ack.Command](calls, nil))
+		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest}, anyApp[ack.Command](calls, anyOptions{}))
 		if err != nil {
 			t.Fatal(err)
 		}

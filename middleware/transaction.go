@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"net/http"
 	"time"
 
@@ -34,8 +36,11 @@ import (
 //
 // A transaction that cannot begin or commit is answered 503 (code
 // internal_error) with Retry-After, as the receivers of package handler
-// answer a store that failed: the sender tries again later. Flushing
-// the held response (http.Flusher or http.ResponseController) is a no-op.
+// answer a store that failed: the sender tries again later. next should
+// leave the commit or rollback to Transaction; if it ends the transaction
+// itself, it has decided what happened, and its response is sent as it
+// wrote it. Flushing the held response (http.Flusher or
+// http.ResponseController) is a no-op.
 //
 // The context next gets is marked as holding the Store's writer, as the
 // one a receiver in package handler gives the application's function. On
@@ -75,7 +80,8 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 				bw.send()
 				return
 			}
-			if err := tx.Commit(); err != nil {
+			// A transaction next ended itself (ErrTxDone) is next's answer.
+			if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not commit", time.Second)
 				return
 			}

@@ -135,6 +135,19 @@ func TestTransaction(t *testing.T) {
 			wantCode: http.StatusOK, wantBody: "ok", wantRows: 1,
 		},
 		{
+			name: "a handler that commits itself has its answer sent",
+			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				tx, _ := middleware.TxFromContext(r.Context())
+				if err := tx.Commit(); err != nil {
+					t.Errorf("commit: %v", err)
+				}
+				w.Header().Set("X-Handler", "set")
+				w.WriteHeader(http.StatusCreated)
+			},
+			wantCode: http.StatusCreated, wantRows: 1,
+		},
+		{
 			name: "201 without a body commits",
 			handle: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
 				insertItem(t, r)
