@@ -6,7 +6,7 @@ package courier
 //	                     |--retryable--> retry_wait --due--> leased
 //	                     |--permanent--> failed
 //	                     |--subscription changed/disabled--> suppressed
-//	                     '--payload digest mismatch--> quarantined
+//	                     '--payload unreadable or digest mismatch--> quarantined
 type Status string
 
 // The delivery statuses.

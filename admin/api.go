@@ -204,8 +204,9 @@ func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 	return url, err
 }
 
-// redrive moves failed deliveries back to pending. For one delivery, a
-// missing one is CodeNotFound; one that is not failed counts 0.
+// redrive moves failed deliveries, and quarantined payload_unreadable
+// ones, back to pending (store.Outbox.Redrive). For one delivery, a
+// missing one is CodeNotFound; one Redrive does not take counts 0.
 func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	ctx := r.Context()
 	n, err := h.cfg.Store.Outbox.Redrive(ctx, p)

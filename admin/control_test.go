@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestAdminShowsLimitsInFlightAndBlockedKeys: the endpoints API and page
@@ -105,5 +108,70 @@ func TestAdminCancelsAHeadThatHoldsItsKey(t *testing.T) {
 	claimed, err := protocol.For(b.store).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
 	if err != nil || len(claimed) != 1 || claimed[0].DeliveryID != ids[1] {
 		t.Fatalf("after cancelling the head claimed %+v, %v; want k-2", claimed, err)
+	}
+}
+
+// TestAdminRedrivesADeliveryItsKeyQuarantined: a delivery quarantined
+// payload_unreadable by a process whose payload key was wrong offers
+// Redrive on its page, and the redrive sends it again once the key is
+// right; one quarantined integrity_mismatch (its row altered) offers
+// Cancel only.
+func TestAdminRedrivesADeliveryItsKeyQuarantined(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	payloadKey := func(fill byte) store.PayloadKey {
+		k, err := store.NewPayloadKey("k1", bytes.Repeat([]byte{fill}, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b := setupAdminConfig(t, Config{Authorize: allowAll, Store: s})
+	wrong, err := store.Open(ctx, s.DB(), store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(9)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wrong.Close() })
+	claimNone := func(s *store.Store) {
+		t.Helper()
+		if c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute}); err != nil || len(c) != 0 {
+			t.Fatalf("Claim = %+v, %v; want none", c, err)
+		}
+	}
+	altered := b.enqueue(t, "n-2", hookA)
+	if _, err := s.DB().ExecContext(ctx, "UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?", strings.Repeat("0", 64), altered); err != nil {
+		t.Fatal(err)
+	}
+	claimNone(s) // quarantined integrity_mismatch
+	unreadable := b.enqueue(t, "n-1", hookA)
+	claimNone(wrong) // quarantined payload_unreadable
+
+	for _, tc := range []struct {
+		id      int64
+		code    courier.Code
+		redrive bool
+	}{{unreadable, courier.CodePayloadUnreadable, true}, {altered, courier.CodeIntegrity, false}} {
+		ref := strconv.FormatInt(tc.id, 10)
+		_, raw := b.do(t, "GET", "/deliveries/"+ref, "", nil)
+		page := string(raw)
+		if !strings.Contains(page, `id="status">quarantined<`) || !strings.Contains(page, string(tc.code)) {
+			t.Fatalf("delivery %s is not quarantined %s: %s", ref, tc.code, page)
+		}
+		if got := strings.Contains(page, `<button id="redrive-`+ref+`">Redrive</button>`); got != tc.redrive {
+			t.Fatalf("delivery %s (%s) offers Redrive: %v, want %v", ref, tc.code, got, tc.redrive)
+		}
+	}
+	resp, _ := b.do(t, "POST", "/ops/redrive", "id="+strconv.FormatInt(unreadable, 10), nil)
+	if page := b.follow(t, resp); !strings.Contains(page, "Moved 1 delivery back to pending.") {
+		t.Fatalf("after redrive: %s", page)
+	}
+	c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(c) != 1 || c[0].DeliveryID != unreadable || string(c[0].Payload) != `{"id":"n-1"}` {
+		t.Fatalf("after the redrive claimed %+v, %v; want n-1 with its payload", c, err)
 	}
 }

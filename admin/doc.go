@@ -1,7 +1,9 @@
 // Package admin is the sender side's operations surface over an outbox: a
 // JSON API for tools and a server-rendered ops page for people. Both read
 // the store's health, deliveries, attempts and endpoint breakers, and
-// act on them: redrive failed deliveries, cancel waiting ones, enable or
+// act on them: redrive failed deliveries (and quarantined ones whose
+// payload could not be opened, payload_unreadable, once the payload key
+// is fixed; see store.Outbox.Redrive), cancel waiting ones, enable or
 // disable an endpoint, and resolve an endpoint held back by a changed
 // contract (pin a digest, or fail the deliveries it holds back).
 //
@@ -34,12 +36,14 @@
 //	                                    (RFC 3339, on the last update), before (next_before of
 //	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
-//	POST /api/deliveries/{id}/redrive   a failed delivery back to pending: {"redriven": n}
+//	POST /api/deliveries/{id}/redrive   a failed delivery, or a quarantined payload_unreadable
+//	                                    one, back to pending: {"redriven": n}
 //	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery, or dismiss a
 //	                                    failed or quarantined one: delivery
 //	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
-//	                                    back to pending; without one ({} or an empty body),
-//	                                    every endpoint's: {"redriven": n}
+//	                                    and quarantined payload_unreadable ones back to
+//	                                    pending; without one ({} or an empty body), every
+//	                                    endpoint's: {"redriven": n}
 //	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
 //	                                    healthy, limits, deliveries in flight, blocked ordering
 //	                                    keys): [endpoint…]
@@ -94,6 +98,7 @@
 //	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
+//	                                    (with the quarantined payload_unreadable ones, as /api/redrive)
 //	POST /ops/cancel                    form: id
 //	POST /ops/endpoints/enable          form: endpoint_ref
 //	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed)

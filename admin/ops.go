@@ -244,7 +244,7 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "delivery", opsDelivery{
 		opsCommon: h.common(r, "Delivery "+strconv.FormatInt(d.ID, 10)),
 		Delivery:  toDelivery(d), Attempts: attempts,
-		CanRedrive: d.Status == courier.StatusFailed,
+		CanRedrive: d.Redrivable(),
 		CanCancel: d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait || d.Status == courier.StatusQuarantined ||
 			d.Status == courier.StatusFailed,
 	})

@@ -78,13 +78,14 @@ type deliveryPageJSON struct {
 	NextBefore int64          `json:"next_before,omitempty"`
 }
 
-// redrivenJSON is how many failed deliveries a redrive moved back to pending.
+// redrivenJSON is how many deliveries a redrive moved back to pending.
 type redrivenJSON struct {
 	Redriven int `json:"redriven"`
 }
 
 // redriveRequestJSON is the body of POST /api/redrive: the ref of the endpoint
-// whose failed deliveries to redrive, or none for every endpoint's.
+// whose failed (and quarantined payload_unreadable) deliveries to redrive,
+// or none for every endpoint's.
 type redriveRequestJSON struct {
 	EndpointRef string `json:"endpoint_ref,omitempty"`
 }

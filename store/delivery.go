@@ -177,11 +177,12 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 }
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
-// code cancelled. So does a quarantined one, whose stored bytes cannot be
-// sent again, and a failed one an operator decides not to send again
-// (Redrive would): Cancel is how an operator settles them (Health stops
-// counting them, Prune may remove them; the attempts log keeps their
-// history) and frees the ordering key one may hold (a failed head under
+// code cancelled. So does a failed or quarantined one an operator decides
+// not to send again (Redrive sends a failed one again, and a quarantined
+// one whose key was missing or wrong, never one that was altered): Cancel
+// is how an operator settles them (Health stops counting them, Prune may
+// remove them; the attempts log keeps their history) and frees the
+// ordering key one may hold (a failed or quarantined head under
 // OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
 // the next delivery of the key go. A delivery in any other state
 // (succeeded, suppressed, leased) is CodeNotFound.
@@ -203,19 +204,39 @@ func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	})
 }
 
-// RedriveParams selects failed deliveries to send again.
+// RedriveParams selects the deliveries to send again: failed ones, and
+// quarantined ones whose payload could not be opened (see Redrive).
 type RedriveParams struct {
 	ID       int64  // one delivery; 0 for all that match Endpoint
 	Endpoint string // "" for every endpoint; otherwise as EnqueueParams.Endpoint
 }
 
+// Redrivable reports whether d is in a state Redrive takes: failed, or
+// quarantined with code payload_unreadable. Redrive still leaves one that
+// has made 1,000 attempts, or a command under another contract than its
+// endpoint's pin.
+func (d Delivery) Redrivable() bool {
+	return d.Status == courier.StatusFailed ||
+		d.Status == courier.StatusQuarantined && d.LastErrorCode == courier.CodePayloadUnreadable
+}
+
 // Redrive moves failed deliveries back to pending, each with a fresh
-// attempt budget and retry horizon, and returns how many it moved. A
-// redriven delivery with an ordering key keeps the key's order: the failed
+// attempt budget and retry horizon, and returns how many it moved.
+//
+// It moves quarantined deliveries with code payload_unreadable too: their
+// stored bytes are intact, but the process that claimed them lacked their
+// payload key, or held other bytes under its id (see Encryption). Once
+// the key is configured again in every process that claims, Redrive
+// sends them as it sends failed ones; one redriven while its key is still
+// missing or wrong is quarantined again at its next claim. A quarantined
+// delivery whose payload does not match its digest (integrity_mismatch:
+// the row was altered) stays quarantined: only Cancel settles it.
+//
+// A redriven delivery with an ordering key keeps the key's order: the
 // head that held its key is sent again first; one that was skipped
 // (SkipFailed) waits for the key's current head and goes next. A delivery
-// that has made 1,000 attempts, the most any delivery may make, stays
-// failed, and so does a command enqueued under another capabilities digest
+// that has made 1,000 attempts, the most any delivery may make, stays as
+// it is, and so does a command enqueued under another capabilities digest
 // than its endpoint's pin (re-issue it under the current one; see
 // Contracts).
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {

@@ -26,7 +26,7 @@
 //	                     |--retry--> retry_wait --due--> leased
 //	                     |--permanent failure, budget or deadline spent--> failed
 //	                     |--subscription changed or disabled--> suppressed
-//	                     |--payload no longer matches its digest--> quarantined
+//	                     |--payload cannot be opened or no longer matches its digest--> quarantined
 //	                     '--lease expired (its worker died)--> retry_wait or failed
 //
 // Which file decides each transition:
@@ -34,10 +34,11 @@
 //	enqueue.go, command.go, publish.go  -> pending (idempotent: same identity and content is a no-op, other content CodeIdempotencyCollision)
 //	claim.go                            pending/retry_wait -> leased, or -> failed (expired) once the deadline
 //	                                    has come; expired leased -> retry_wait/failed;
-//	                                    leased -> quarantined (integrity), suppressed (subscription changed)
+//	                                    leased -> quarantined (integrity, payload unreadable), suppressed (subscription changed)
 //	settle.go                           leased -> succeeded, retry_wait, failed (fenced by the lease's token;
 //	                                    a retry past the budget or the deadline fails); leased -> pending/retry_wait (release)
-//	delivery.go                         pending/retry_wait/failed/quarantined -> suppressed (Cancel); failed -> pending (Redrive)
+//	delivery.go                         pending/retry_wait/failed/quarantined -> suppressed (Cancel);
+//	                                    failed, quarantined payload_unreadable -> pending (Redrive)
 //	endpoints.go                        an endpoint's breaker: closed, open, half_open, disabled
 //	limits.go                           an endpoint's limits: deliveries in flight, rate and burst
 //	ordering.go                         ordering keys: which delivery of a key is claimable next
@@ -101,7 +102,8 @@
 // does what Config.OrderingOnFailure says: HoldKey (the default) keeps
 // the key blocked (Endpoints.BlockedKeys lists it) until an operator
 // redrives the head (sent again, first) or cancels it (the next goes; a
-// quarantined head can only be cancelled);
+// quarantined head is redriven only if its payload could not be opened,
+// payload_unreadable, and an altered one can only be cancelled);
 // SkipFailed promotes the next at once, and a later Redrive of the failed
 // one sends it after the key's current head. A delivery waiting for its
 // key is ended by its deadline only once it heads the key.

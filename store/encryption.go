@@ -123,11 +123,20 @@ func (k PayloadKey) ID() string { return k.id }
 
 // Encryption seals the payloads the outbox stores. New rows are sealed
 // with Current; rows sealed with any key in Keys can be opened, so a
-// rotation adds a key, makes it Current, and drops the old one once no
-// undelivered row needs it. The delivery's identity (notification id and
-// endpoint) is bound as associated data: a sealed payload moved to another
-// row does not open. A row that cannot be opened is quarantined with code
-// payload_unreadable.
+// rotation adds a key and makes it Current. Keep the old one in Keys for
+// as long as any stored delivery sealed under it exists, delivered or
+// not, until Prune deletes them (as for the inbox's records, below): an
+// unfinished row whose key is gone cannot be sent, and a repeated Enqueue
+// or Publish of any row whose key is gone, a succeeded one too, cannot be
+// compared with it and is refused as an idempotency collision (the error
+// names the key). The delivery's identity (notification id and endpoint)
+// is bound as associated data: a sealed payload moved to another row does
+// not open. A row that cannot be opened is quarantined with code
+// payload_unreadable: its key is gone, or Keys holds other bytes under its
+// id. That is a key's fault, not the row's, so once the key is configured
+// again (in every process that claims) Outbox.Redrive sends the row again;
+// a row redriven while its key is still wrong is quarantined again at its
+// next claim.
 //
 // A sealed row's stored digest (Delivery.PayloadSHA256) is keyed too:
 // HMAC-SHA256 under a key derived (HKDF) from the payload key and tagged
@@ -146,8 +155,15 @@ func (k PayloadKey) ID() string { return k.id }
 // retired key in Keys for as long as the inbox keeps records (its Prune
 // window): a redelivery whose record's key is gone is refused with code
 // payload_unreadable (a receiver answers 503) rather than processed again
-// or taken for a collision. Records kept before Encryption was set stay
-// as they were and are read so.
+// or taken for a collision. So is a redelivery to a completed record
+// whose key id Keys holds over other bytes (a key generated again under
+// an id in use): its answer, sealed for the record and not for the body,
+// does not open, which a record of another body under the right key
+// always does. A record still processing (a two-phase Inbox claim not yet
+// completed) stores no answer to tell by: a body whose digest does not
+// match it is taken for a collision, as without encryption, and under a
+// key id over other bytes so is the same body. Records kept before
+// Encryption was set stay as they were and are read so.
 type Encryption struct {
 	Current string
 	Keys    []PayloadKey
@@ -337,8 +353,22 @@ func (e *Encryption) sealRecord(k protocol.InboxKey, answer []byte) (record, err
 var errRecordKeyGone = &courier.Error{Code: courier.CodePayloadUnreadable,
 	Msg: "store: the inbox record is sealed under a payload key Encryption.Keys no longer holds; keep retired keys for as long as inbox records are"}
 
+// errRecordKeyWrong is a completed inbox record whose answer does not
+// open under the key Encryption holds for the record's key id: other
+// bytes under that id than the record was kept with (a key generated
+// again under an id in use), or an altered record. Its digest tells
+// nothing then, so a redelivery is refused as for a key that is gone.
+var errRecordKeyWrong = &courier.Error{Code: courier.CodePayloadUnreadable,
+	Msg: "store: the inbox record's answer does not open under the payload key Encryption.Keys holds for its id: the key's bytes are not those the record was kept with, or the record was altered"}
+
 // openRecord reports, in constant time, whether k is what record r was
-// stored for, and if so returns r's answer as it was given.
+// stored for, and if so returns r's answer as it was given. A sealed
+// record's digest that does not match is a collision only when the
+// record's key is the one it was kept with: a completed record shows
+// whether it is, as its answer is sealed for the record's identity alone,
+// not for the body, and so opens under the right key whatever body comes
+// (errRecordKeyWrong when it does not). A record still processing stores
+// no answer yet, and a mismatch with it is a collision.
 func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answer []byte, err error) {
 	want := k.PayloadSHA256
 	key, ok := e.key(r.keyID)
@@ -351,6 +381,11 @@ func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answe
 		want = hex.EncodeToString(sum[:])
 	}
 	if subtle.ConstantTimeCompare([]byte(want), []byte(r.digest)) != 1 {
+		if r.keyID != "" && r.answer != nil {
+			if _, err := key.open(r.answer, recordAAD(k.Sender, k.Key)); err != nil {
+				return false, nil, errRecordKeyWrong
+			}
+		}
 		return false, nil, nil
 	}
 	if r.keyID == "" || r.answer == nil {

@@ -125,6 +125,9 @@ type Enqueued struct {
 // (NotificationID, Endpoint) again with the same payload and settings is a
 // no-op that returns the existing row; with a different payload or
 // settings it is CodeIdempotencyCollision and the stored row is unchanged.
+// So is enqueueing again a delivery, finished or not, whose payload was
+// sealed under a key Config.Encryption no longer holds: its payload
+// cannot be compared (see Encryption).
 //
 // Terminal notifications (ack.ProfileTerminal) are keyed by their event
 // as well, as the reference keys them: while the outbox holds one for an

@@ -58,6 +58,7 @@ const (
 // first that holds:
 //
 //	integrity_mismatch  rows are quarantined: stored data was altered or cannot be opened
+//	                    (payload_unreadable: fix the payload keys, then Redrive them)
 //	leases_expired      leases ran out unsettled: workers stopped
 //	contract_changed    endpoints are held back by a changed contract
 //	endpoint_disabled   deliveries wait for an endpoint that is disabled (by an

@@ -21,8 +21,9 @@ const (
 	// HoldKey keeps the key blocked: the deliveries behind the failed
 	// head wait until an operator redrives the head (Outbox.Redrive: it
 	// is sent again, still first) or cancels it (Outbox.Cancel: the next
-	// one goes; a quarantined head can only be cancelled). Nothing is
-	// ever delivered out of order. The default.
+	// one goes). A quarantined head is redriven only if its payload could
+	// not be opened (payload_unreadable); an altered one can only be
+	// cancelled. Nothing is ever delivered out of order. The default.
 	HoldKey OrderingOnFailure = iota
 	// SkipFailed lets the next delivery of the key go: the failed one
 	// stays failed, and a later Redrive sends it after the key's current

@@ -73,9 +73,11 @@ type Published struct {
 // that exists is compared with what the caller chose, its payload
 // (Payload, or what Build makes, unless the subscription's Profile
 // changed since), Priority and OrderingKey: another value is
-// CodeIdempotencyCollision, as for Enqueue. What the subscription decides
-// is not compared (its KeyID, AuthMode and Profile, Config.MaxAttempts):
-// a change there never makes a publish fail. By the delivery's state:
+// CodeIdempotencyCollision, as for Enqueue (and so is a delivery, a
+// succeeded one too, sealed under a key Config.Encryption no longer
+// holds). What the subscription decides is not compared (its KeyID,
+// AuthMode and Profile, Config.MaxAttempts): a change there never makes
+// a publish fail. By the delivery's state:
 //
 //   - unfinished (pending, retrying, or leased by a worker) under the
 //     subscription's settings of before (Subscriptions.Update changed

@@ -103,7 +103,8 @@ type Config struct {
 	// copies it: to rotate keys, open the Store again with the new
 	// Encryption (every process's Keys must hold a key before any process
 	// makes it Current, or a process without it quarantines what it
-	// cannot open).
+	// cannot open; Outbox.Redrive sends those again once the key is in
+	// place).
 	Encryption *Encryption
 	// Profiles resolves the Ack profile a delivery names
 	// (EnqueueParams.Profile, SubscriptionParams.Profile) and is the one

@@ -207,6 +207,46 @@ func TestDeliveries(t *testing.T) {
 	mustRun(t, exitUsage, "deliveries", "redrive", "-db", db)
 }
 
+// TestDeliveriesRedriveTakesAnUnreadableQuarantine: the tool, whose
+// Store has no payload keys, redrives a delivery quarantined
+// payload_unreadable by a process that lacked its key, and says why it
+// leaves one quarantined integrity_mismatch (its row altered).
+func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	ctx := t.Context()
+	k1, err := store.NewPayloadKey("k1", bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := store.Open(ctx, s.DB(), store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sealed.Close() })
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	if _, err := s.DB().ExecContext(ctx, "UPDATE courier_outbox SET payload = '{\"altered\":1}' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, sealed, "n-2", "https://r.example/hooks")
+	failAll(t, s) // claims neither: 1 does not match its digest, 2 does not open without k1
+	for id, code := range map[int64]courier.Code{1: courier.CodeIntegrity, 2: courier.CodePayloadUnreadable} {
+		if d, err := s.Outbox.Get(ctx, id); err != nil || d.Status != courier.StatusQuarantined || d.LastErrorCode != code {
+			t.Fatalf("delivery %d: %s/%s, %v; want quarantined/%s", id, d.Status, d.LastErrorCode, err, code)
+		}
+	}
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitOK || out != "redriven: 0\n" ||
+		!strings.Contains(errOut, "delivery 1 is quarantined integrity_mismatch, not failed or payload_unreadable: cancel it") {
+		t.Fatalf("redrive of an altered delivery: %d %q %q", code, out, errOut)
+	}
+	if out := mustRun(t, exitOK, "deliveries", "redrive", "-db", db, "2"); out != "redriven: 1\n" {
+		t.Fatalf("redrive of a delivery quarantined payload_unreadable: %q", out)
+	}
+	if d, err := s.Outbox.Get(ctx, 2); err != nil || d.Status != courier.StatusPending {
+		t.Fatalf("delivery 2 after the redrive: %s, %v; want pending", d.Status, err)
+	}
+}
+
 // TestDeliveriesSaysWhatIsNotThere: redrive or cancel of an id no
 // delivery has is an error that says so, redrive of a delivery that is not
 // failed redrives nothing and says why, and list refuses a status that

@@ -144,8 +144,8 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 		f.ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
 		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
 	case "redrive":
-		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed delivery of this endpoint (its ref)")
-		f.endpointURL = fs.String("endpoint", "", "redrive every failed delivery of this endpoint (its URL)")
+		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its ref)")
+		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL)")
 		// Redrive gives each delivery the budget and horizon of the Store
 		// it runs on, and this Store is the tool's, not the application's.
 		fs.IntVar(&f.config.MaxAttempts, "max-attempts", 0,
@@ -264,7 +264,7 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
-		if n == 0 && p.ID != 0 { // say why: no such delivery is an error, one that is not failed is not
+		if n == 0 && p.ID != 0 { // say why: no such delivery is an error, one Redrive does not take is not
 			d, err := s.Outbox.Get(ctx, p.ID)
 			if errors.Is(err, courier.CodeNotFound) {
 				return fmt.Errorf("delivery %d not found", p.ID)
@@ -272,7 +272,10 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			if err != nil {
 				return err
 			}
-			if d.Status != courier.StatusFailed {
+			switch {
+			case d.Status == courier.StatusQuarantined && !d.Redrivable():
+				fmt.Fprintf(stderr, "courier deliveries redrive: delivery %d is quarantined %s, not failed or payload_unreadable: cancel it\n", p.ID, d.LastErrorCode)
+			case !d.Redrivable():
 				fmt.Fprintf(stderr, "courier deliveries redrive: delivery %d is %s, not failed\n", p.ID, d.Status)
 			}
 		}

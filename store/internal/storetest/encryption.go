@@ -489,3 +489,222 @@ func testInboxUnderEncryption(t *testing.T, open OpenFunc) {
 		t.Fatalf("redelivery of a record kept under a retired key = %v, want payload_unreadable", err)
 	}
 }
+
+// testInboxRecordUnderOtherBytesOfItsKeyIsUnreadable: a receiver whose
+// Keys hold the id its records were kept under over other bytes (a key
+// generated again under an id in use) cannot compare a body with a
+// completed record: a redelivery was taken for a collision, a 409 its
+// sender fails for good. It is refused payload_unreadable (503), as for a
+// key that is gone, by every way a receiver records and whatever body
+// comes, since the record's answer does not open. Under the right key the
+// record still answers its body and takes another for a collision. A
+// record still processing stores no answer to tell by: a body compared
+// with it under the wrong key is a collision, as the Encryption doc says.
+func testInboxRecordUnderOtherBytesOfItsKeyIsUnreadable(t *testing.T, open OpenFunc) {
+	k1, regenerated := payloadKey(t, "k1", 1), payloadKey(t, "k1", 9)
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	right := protocol.InboxFor(b.store)
+	s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{regenerated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := protocol.InboxFor(s)
+	body, other := []byte(`{"id":"n-1"}`), []byte(`{"id":"n-1","other":true}`)
+	key := func(id string, body []byte) protocol.InboxKey {
+		return protocol.InboxKey{Sender: "sender-a", Key: id, PayloadSHA256: ack.Digest(body)}
+	}
+	answer := ack.New("done", body).Marshal()
+
+	tx := b.begin(t)
+	if _, err := right.RecordCompleted(b.ctx, tx, key("done", body), answer); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := right.Claim(b.ctx, key("processing", body), time.Minute); err != nil || !r.Fresh {
+		t.Fatalf("Claim = %+v, %v", r, err)
+	}
+
+	for _, k := range []protocol.InboxKey{key("done", body), key("done", other)} {
+		if _, _, err := wrong.Claim(b.ctx, k, time.Minute); courier.CodeOf(err) != courier.CodePayloadUnreadable {
+			t.Fatalf("Claim of %s under k1 over other bytes = %v (code %s), want payload_unreadable", k.PayloadSHA256, err, courier.CodeOf(err))
+		}
+	}
+	tx = b.begin(t)
+	defer tx.Rollback()
+	for _, k := range []protocol.InboxKey{key("done", body), key("done", other)} {
+		if _, err := wrong.Record(b.ctx, tx, k); courier.CodeOf(err) != courier.CodePayloadUnreadable {
+			t.Fatalf("Record of %s under k1 over other bytes = %v (code %s), want payload_unreadable", k.PayloadSHA256, err, courier.CodeOf(err))
+		}
+		if _, err := wrong.RecordCompleted(b.ctx, tx, k, answer); courier.CodeOf(err) != courier.CodePayloadUnreadable {
+			t.Fatalf("RecordCompleted of %s under k1 over other bytes = %v (code %s), want payload_unreadable", k.PayloadSHA256, err, courier.CodeOf(err))
+		}
+	}
+	if r, err := right.Record(b.ctx, tx, key("done", body)); err != nil || !bytes.Equal(r.Ack, answer) {
+		t.Fatalf("redelivery under the right key = %+v, %v; want its answer", r, err)
+	}
+	if _, err := right.Record(b.ctx, tx, key("done", other)); !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Fatalf("another body under the right key = %v, want a collision", err)
+	}
+	if _, err := wrong.Record(b.ctx, tx, key("processing", body)); !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Fatalf("a body compared with a record still processing under k1 over other bytes = %v, want a collision", err)
+	}
+}
+
+// testUnreadableQuarantineIsRedriven: a process whose Keys hold k1 over
+// other bytes, or lack k1, quarantines every row sealed under k1 it
+// claims payload_unreadable, though the rows are intact, and Redrive did
+// not take them back: only Cancel was left. Once the keys are fixed,
+// Redrive sends them again as it sends failed ones: with a fresh budget,
+// the head that held its ordering key first. A row redriven while its key
+// is still wrong is quarantined again at its next claim; a row whose
+// digest was altered (integrity_mismatch) stays quarantined.
+func testUnreadableQuarantineIsRedriven(t *testing.T, open OpenFunc) {
+	k1 := payloadKey(t, "k1", 1)
+	b := setup(t, open, store.Config{MaxAttempts: 3, Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	reopen := func(keys ...store.PayloadKey) *bundle {
+		t.Helper()
+		s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: &store.Encryption{Current: keys[0].ID(), Keys: keys}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
+	}
+	regenerated, missing := reopen(payloadKey(t, "k1", 9)), reopen(payloadKey(t, "k2", 2))
+	status := func(id int64, st courier.Status, code courier.Code) {
+		t.Helper()
+		if d := b.get(t, id); d.Status != st || d.LastErrorCode != code {
+			t.Fatalf("delivery %s is %s/%s, want %s/%s", d.NotificationID, d.Status, d.LastErrorCode, st, code)
+		}
+	}
+
+	altered := b.enqueue(t, delivery("altered"))
+	sum := sha256.Sum256([]byte("another payload"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?"), hex.EncodeToString(sum[:]), altered.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v, want the altered row quarantined", ids(got))
+	}
+	status(altered.ID, courier.StatusQuarantined, courier.CodeIntegrity)
+
+	head, behind, free := b.enqueue(t, keyed("head", "o")), b.enqueue(t, keyed("behind", "o")), b.enqueue(t, delivery("free"))
+	if got := regenerated.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("under k1 over other bytes claimed %v, want none", ids(got))
+	}
+	status(head.ID, courier.StatusQuarantined, courier.CodePayloadUnreadable)
+	status(free.ID, courier.StatusQuarantined, courier.CodePayloadUnreadable)
+	if blocked, err := b.store.Endpoints.BlockedKeys(b.ctx, "", 10); err != nil || len(blocked) != 1 || blocked[0].Head != head.ID {
+		t.Fatalf("BlockedKeys = %+v, %v; want o held by head", blocked, err)
+	}
+
+	// Redriven while the key is still wrong (here missing): quarantined again.
+	if n, err := missing.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: free.ID}); err != nil || n != 1 {
+		t.Fatalf("Redrive of a row quarantined payload_unreadable = %d, %v; want 1", n, err)
+	}
+	status(free.ID, courier.StatusPending, "")
+	if got := missing.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("without k1 claimed %v, want none", ids(got))
+	}
+	status(free.ID, courier.StatusQuarantined, courier.CodePayloadUnreadable)
+
+	// The keys fixed: Redrive takes both back, never the altered row.
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: altered.ID}); err != nil || n != 0 {
+		t.Fatalf("Redrive of the altered row = %d, %v; want 0", n, err)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{}); err != nil || n != 2 {
+		t.Fatalf("Redrive = %d, %v; want the 2 rows quarantined payload_unreadable", n, err)
+	}
+	status(altered.ID, courier.StatusQuarantined, courier.CodeIntegrity)
+	for _, id := range []int64{head.ID, free.ID} {
+		if d := b.get(t, id); d.Status != courier.StatusPending || d.MaxAttempts != d.Attempts+3 {
+			t.Fatalf("redriven %s is %s with %d of %d attempts made, want pending with 3 more", d.NotificationID, d.Status, d.Attempts, d.MaxAttempts)
+		}
+	}
+	c := b.claim(t, "w", 10, time.Minute)
+	if got := ids(c); !slices.Equal(got, []string{"head", "free"}) {
+		t.Fatalf("after the redrive claimed %v, want head and free (behind waits for head)", got)
+	}
+	for _, d := range c {
+		if !bytes.Equal(d.Payload, delivery(d.NotificationID).Payload) {
+			t.Fatalf("%s claimed with payload %q", d.NotificationID, d.Payload)
+		}
+		if err := b.complete(d.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"behind"}) {
+		t.Fatalf("once head succeeded claimed %v, want behind", got)
+	}
+	status(behind.ID, courier.StatusLeased, "")
+}
+
+// testRepublishAfterItsKeyIsDroppedIsACollision: the Encryption doc says
+// to keep a retired key for as long as any stored delivery sealed under
+// it exists, delivered or not. Publishing an event again whose delivery
+// succeeded under a key since dropped cannot compare its payload: the
+// publish fails as an idempotency collision naming the key, the row as it
+// was. With the key back in Keys (no longer Current) the same publish
+// finds the row, Existed; once Prune has deleted it, a publish without
+// the key writes the delivery anew.
+func testRepublishAfterItsKeyIsDroppedIsACollision(t *testing.T, open OpenFunc) {
+	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	if _, err := b.store.Subscriptions.Create(b.ctx, nil, subscription("acme", "https://a.example/h", "key-1", "*")); err != nil {
+		t.Fatal(err)
+	}
+	event := store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{"order":1}`)}
+	publish := func(keys ...store.PayloadKey) ([]store.Published, error) {
+		t.Helper()
+		s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: &store.Encryption{Current: "k2", Keys: keys}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := b.begin(t)
+		defer tx.Rollback()
+		p, err := s.Outbox.Publish(b.ctx, tx, event)
+		if err == nil {
+			err = tx.Commit()
+		}
+		return p, err
+	}
+	tx := b.begin(t)
+	first, err := b.store.Outbox.Publish(b.ctx, tx, event)
+	if err != nil || len(first) != 1 {
+		tx.Rollback()
+		t.Fatalf("Publish = %+v, %v", first, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if err := b.complete(c.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p, err := publish(k2)
+	if !errors.Is(err, courier.CodeIdempotencyCollision) || !strings.Contains(err.Error(), "k1") {
+		t.Fatalf("publish again of a delivery that succeeded under k1, dropped since = %+v, %v; want a collision naming k1", p, err)
+	}
+	if d := b.get(t, first[0].ID); d.Status != courier.StatusSucceeded || d.PayloadKeyID != "k1" {
+		t.Fatalf("the delivered row is %s under %q, want succeeded under k1", d.Status, d.PayloadKeyID)
+	}
+	if p, err := publish(k1, k2); err != nil || len(p) != 1 || !p[0].Existed || p[0].ID != first[0].ID {
+		t.Fatalf("publish again with k1 back in Keys = %+v, %v; want the delivered row, Existed", p, err)
+	}
+
+	b.clock.Advance(2 * time.Hour)
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the delivered row deleted", n, err)
+	}
+	p, err = publish(k2)
+	if err != nil || len(p) != 1 || p[0].Existed {
+		t.Fatalf("publish again once the row was pruned = %+v, %v; want a new delivery", p, err)
+	}
+	if d := b.get(t, p[0].ID); d.PayloadKeyID != "k2" {
+		t.Fatalf("the new delivery is sealed under %q, want k2", d.PayloadKeyID)
+	}
+}

@@ -456,18 +456,22 @@ UPDATE courier_outbox SET
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
 -- name: outbox_redrive
--- Failed deliveries go back to pending with a fresh budget and horizon;
--- attempt numbers keep counting, so one that made the most attempts any
--- delivery may (1000, max_attempts' bound) stays failed. One with an
--- ordering key waits for its key (hold 'key') until the store has seen
--- whether it heads it.
+-- Failed deliveries go back to pending with a fresh budget and horizon,
+-- and so do quarantined ones whose payload could not be opened
+-- (payload_unreadable: a key missing or wrong, which an operator fixes);
+-- an altered row (integrity_mismatch) stays quarantined. Attempt numbers
+-- keep counting, so one that made the most attempts any delivery may
+-- (1000, max_attempts' bound) stays as it is. One with an ordering key
+-- waits for its key (hold 'key') until the store has seen whether it
+-- heads it.
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE status = 'failed' AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+WHERE status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
     -- A command enqueued under another contract than its endpoint's pin
-    -- stays failed: sent again it would hold the endpoint back, and the
+    -- stays where it is: sent again it would hold the endpoint back, and the
     -- source would refuse it (Contracts: it is re-issued, never redriven).
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
