@@ -17,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/wire"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -139,19 +140,31 @@ func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueue
 }
 
 // inOneTx runs write in tx when it is a transaction. Given a database or a
-// connection instead (anything that can begin a transaction: *sql.DB,
-// *sqlx.DB, *sql.Conn, an application's type embedding one), it runs
-// write in a transaction of its own there, committed when write succeeds:
-// an enqueue is several statements, and committed one by one a failure
-// between them (a cancelled context, a lost connection) would leave a
-// delivery written and not joined to its ordering key, never to be sent,
-// which a retry would find as it was.
+// connection of database/sql or sqlx instead (*sql.DB, *sqlx.DB,
+// *sql.Conn, *sqlx.Conn), it runs write in a transaction of its own
+// there, committed when write succeeds: an enqueue is several statements,
+// and committed one by one a failure between them (a cancelled context, a
+// lost connection) would leave a delivery written and not joined to its
+// ordering key, never to be sent, which a retry would find as it was. Any
+// other DBTX is the caller's to run statements through as it does: an
+// application's handle may send them into the transaction its context
+// carries, which a transaction of courier's own would step out of.
 func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T, error)) (T, error) {
 	var zero T
-	db, ok := tx.(interface {
+	var db interface {
 		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-	})
-	if !ok || nilcheck.Nil(tx) || s.closed.Load() {
+	}
+	switch x := tx.(type) {
+	case *sqlx.DB:
+		db = x
+	case *sql.DB:
+		db = x
+	case *sqlx.Conn:
+		db = x
+	case *sql.Conn:
+		db = x
+	}
+	if db == nil || nilcheck.Nil(tx) || s.closed.Load() {
 		return write(tx) // a transaction, or one write refuses
 	}
 	own, err := db.BeginTx(ctx, nil)

@@ -25,11 +25,13 @@ import (
 
 // DBTX is what Enqueue and the Inbox need of the caller's transaction:
 // *sql.Tx, *sqlx.Tx, *sql.DB, *sqlx.DB and *sql.Conn all satisfy it.
-// Given a database or a connection instead of a transaction (any DBTX
-// with a BeginTx method, such as *sql.DB, *sqlx.DB, *sql.Conn or a type
-// of the application's embedding one), Enqueue, EnqueueMany,
+// Given a database or a connection instead of a transaction (*sql.DB,
+// *sqlx.DB, *sql.Conn or *sqlx.Conn), Enqueue, EnqueueMany,
 // EnqueueCommand and Publish write in a transaction of their own there,
-// committed before they return: whole or not at all.
+// committed before they return: whole or not at all. Any other DBTX, an
+// application's own handle, is used as it is: its statements go where it
+// sends them (into the transaction its context carries, say), so give it
+// one that writes into a transaction.
 //
 // A method given a nil DBTX, or a nil *sql.Tx or *sqlx.Tx as one, returns
 // CodeInvalidArgument and writes nothing, unless its documentation says
@@ -392,13 +394,21 @@ func (s *Store) runsOn(ctx context.Context, x DBTX) error {
 	return nil
 }
 
-// orWriter returns tx, or for a nil one the Store's writer: a method whose
-// transaction is optional writes on its own.
-func (s *Store) orWriter(tx DBTX) DBTX {
-	if nilcheck.Nil(tx) {
-		return s.writer
+// orOwnTx runs write in tx, or for a nil one in a transaction of the
+// Store's own (inTx): a method whose transaction is optional writes on its
+// own, whole or not at all, and on SQLite waits for the writer as every
+// write of courier's does.
+func orOwnTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T, error)) (T, error) {
+	if !nilcheck.Nil(tx) {
+		return write(tx)
 	}
-	return tx
+	var v T
+	err := s.inTx(ctx, func(own *sqlx.Tx) error {
+		var err error
+		v, err = write(own)
+		return err
+	})
+	return v, err
 }
 
 // Close releases what the Store opened itself: the engine's writer

@@ -113,12 +113,13 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
-	tx = sr.s.orWriter(tx)
-	var id int64
-	if err := sr.s.scan(ctx, tx, "subscription_insert", p.args(sr.s.now()), &id); err != nil {
-		return Subscription{}, err
-	}
-	return sr.Get(ctx, tx, id)
+	return orOwnTx(ctx, sr.s, tx, func(tx DBTX) (Subscription, error) {
+		var id int64
+		if err := sr.s.scan(ctx, tx, "subscription_insert", p.args(sr.s.now()), &id); err != nil {
+			return Subscription{}, err
+		}
+		return sr.Get(ctx, tx, id)
+	})
 }
 
 // Update replaces a subscription's settings. Changing the endpoint, auth
@@ -137,20 +138,21 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
-	tx = sr.s.orWriter(tx)
-	args := p.args(sr.s.now())
-	args["id"] = id
-	res, err := sr.s.exec(ctx, tx, "subscription_update", args)
-	if err != nil {
-		return Subscription{}, err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := sr.Get(ctx, tx, id); err != nil {
-			return Subscription{}, err // CodeNotFound: there is none
+	return orOwnTx(ctx, sr.s, tx, func(tx DBTX) (Subscription, error) {
+		args := p.args(sr.s.now())
+		args["id"] = id
+		res, err := sr.s.exec(ctx, tx, "subscription_update", args)
+		if err != nil {
+			return Subscription{}, err
 		}
-		return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
-	}
-	return sr.Get(ctx, tx, id)
+		if n, _ := res.RowsAffected(); n == 0 {
+			if _, err := sr.Get(ctx, tx, id); err != nil {
+				return Subscription{}, err // CodeNotFound: there is none
+			}
+			return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
+		}
+		return sr.Get(ctx, tx, id)
+	})
 }
 
 // Get returns one subscription, or CodeNotFound. It reads inside tx when

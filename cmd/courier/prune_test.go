@@ -59,10 +59,10 @@ func TestPrune(t *testing.T) {
 		}
 	}
 
-	if out := mustRun(t, exitOK, "prune", "-db", db); out != "deliveries: 0\nattempts: 0\ninbox: 0\nreplay: 1\n" {
+	if out := mustRun(t, exitOK, "prune", "-db", db); out != "outbox: 0\nattempts: 0\ninbox: 0\nreplay: 1\n" {
 		t.Fatalf("prune with the default ages printed %q, want only the expired replay pair gone", out)
 	}
-	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "0s", "-inbox-older-than", "0s"); out != "deliveries: 1\nattempts: 2\ninbox: 1\nreplay: 0\n" {
+	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "0s", "-inbox-older-than", "0s"); out != "outbox: 1\nattempts: 2\ninbox: 1\nreplay: 0\n" {
 		t.Fatalf("prune of everything finished printed %q, want the succeeded delivery, both attempts and the inbox record", out)
 	}
 	if d, err := s.Outbox.Get(ctx, failed); err != nil || d.Status != courier.StatusFailed {

@@ -496,7 +496,7 @@ func orDash(s string) string {
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("prune", stderr)
 	db := dbFlag(fs)
-	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, and attempts, last updated longer ago than this")
+	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (outbox), and attempts, last updated longer ago than this")
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this; keep them longer than senders retry (a redelivery after its record is gone is processed again)")
 	maxRows := fs.Int("max-rows", 0, "stop each table after this many rows (0: until all are gone)")
@@ -520,7 +520,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		prune func(context.Context, store.PruneParams) (int, error)
 		p     store.PruneParams
 	}{
-		{"deliveries", s.Outbox.Prune, finished},
+		{"outbox", s.Outbox.Prune, finished}, // deliveries and breaker records
 		{"attempts", s.Outbox.PruneAttempts, finished},
 		{"inbox", s.Inbox.Prune, store.PruneParams{OlderThan: *inboxOlderThan, MaxRows: *maxRows}},
 		{"replay", s.Replay.Prune, store.PruneParams{MaxRows: *maxRows}},

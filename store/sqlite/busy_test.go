@@ -74,27 +74,54 @@ func TestAWaitForTheWriteLockEndsWithItsContext(t *testing.T) {
 	}
 }
 
-// TestTheWriterWaitsForTheWriteLock: a write waits while another
-// connection holds the lock, longer than one of the writer's short waits
-// inside SQLite, and goes through once it is let go.
+// TestTheWriterWaitsForTheWriteLock: each kind of write of the Store's
+// (a transaction, a statement on its own, a write with RETURNING outside
+// a transaction) waits while another connection holds the lock, longer
+// than one of the writer's short waits inside SQLite, and goes through
+// once it is let go. Subscriptions.Create without a transaction was a
+// query on the writer, which no one tried again: it failed busy after
+// 25 ms.
 func TestTheWriterWaitsForTheWriteLock(t *testing.T) {
 	t.Parallel()
-	s, release := lockedStore(t)
-	begun := make(chan error, 1)
-	go func() {
-		tx, err := s.Begin(t.Context())
-		if err == nil {
-			err = tx.Commit()
-		}
-		begun <- err
-	}()
-	select {
-	case err := <-begun:
-		t.Fatalf("Begin returned %v while another connection held the lock; want it to wait", err)
-	case <-time.After(200 * time.Millisecond): // eight of the writer's waits inside SQLite
-	}
-	release()
-	if err := <-begun; err != nil {
-		t.Fatalf("Begin once the lock was let go = %v", err)
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, s *store.Store) error
+	}{
+		{"Begin", func(ctx context.Context, s *store.Store) error {
+			tx, err := s.Begin(ctx)
+			if err == nil {
+				err = tx.Commit()
+			}
+			return err
+		}},
+		{"Outbox.Prune", func(ctx context.Context, s *store.Store) error {
+			_, err := s.Outbox.Prune(ctx, store.PruneParams{})
+			return err
+		}},
+		{"Replay.Remember", func(ctx context.Context, s *store.Store) error {
+			_, err := s.Replay.Remember(ctx, "k1", "n1", time.Now().Add(time.Minute))
+			return err
+		}},
+		{"Subscriptions.Create without a transaction", func(ctx context.Context, s *store.Store) error {
+			_, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r.example/h",
+				EventTypes: []string{"order.created"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, release := lockedStore(t)
+			done := make(chan error, 1)
+			go func() { done <- tc.write(t.Context(), s) }()
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned %v while another connection held the lock; want it to wait", tc.name, err)
+			case <-time.After(200 * time.Millisecond): // eight of the writer's waits inside SQLite
+			}
+			release()
+			if err := <-done; err != nil {
+				t.Fatalf("%s once the lock was let go = %v", tc.name, err)
+			}
+		})
 	}
 }

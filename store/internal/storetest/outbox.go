@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -711,7 +712,7 @@ func testRedriveStopsAtTheAttemptBound(t *testing.T, open OpenFunc) {
 
 // testEnqueueThroughADatabaseIsOneTransaction: given a database or a
 // connection rather than a transaction (DBTX allows *sql.DB, *sqlx.DB,
-// *sql.Conn and the application's types that embed one), Enqueue still
+// *sql.Conn and *sqlx.Conn), Enqueue still
 // writes a delivery whole or not at all. The caller's context ending
 // between its statements (the row inserted, not yet joined to its
 // ordering key) left the row behind, waiting for a key it never joined:
@@ -725,9 +726,9 @@ func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
 			cancel()
 		}
 	}}})
+	// A connection whose transaction a cancelled context ended may be
+	// discarded (database/sql's rule): each attempt takes its own.
 	conn := func() store.DBTX {
-		// A connection whose transaction a cancelled context ended may be
-		// discarded (database/sql's rule): each attempt takes its own.
 		c, err := b.db.Conn(b.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -735,12 +736,19 @@ func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	type appDB struct{ *sqlx.DB } // an application's own handle
+	connx := func() store.DBTX {
+		c, err := b.db.Connx(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
 	for i, db := range []func() store.DBTX{
 		func() store.DBTX { return b.db },
 		func() store.DBTX { return b.db.DB },
 		conn,
-		func() store.DBTX { return appDB{b.db} },
+		connx,
 	} {
 		p := keyed(fmt.Sprintf("n-%d", i), fmt.Sprintf("order-%d", i))
 		var reqCtx context.Context
@@ -759,6 +767,55 @@ func testEnqueueThroughADatabaseIsOneTransaction(t *testing.T, open OpenFunc) {
 		if c := b.claim(t, "w", 5, time.Minute); len(c) != 1 || c[0].DeliveryID != e.ID {
 			t.Fatalf("claim = %v, want the delivery enqueued through %T, head of its key", ids(c), db())
 		}
+	}
+}
+
+// ctxDB is an application's own database handle, of a kind many
+// applications have: its statements go into the transaction their context
+// carries, when it carries one.
+type ctxDB struct{ *sqlx.DB }
+
+type ctxTxKey struct{}
+
+func (d ctxDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if tx, ok := ctx.Value(ctxTxKey{}).(*sqlx.Tx); ok {
+		return tx.ExecContext(ctx, q, args...)
+	}
+	return d.DB.ExecContext(ctx, q, args...)
+}
+
+func (d ctxDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if tx, ok := ctx.Value(ctxTxKey{}).(*sqlx.Tx); ok {
+		return tx.QueryContext(ctx, q, args...)
+	}
+	return d.DB.QueryContext(ctx, q, args...)
+}
+
+func (d ctxDB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if tx, ok := ctx.Value(ctxTxKey{}).(*sqlx.Tx); ok {
+		return tx.QueryRowContext(ctx, q, args...)
+	}
+	return d.DB.QueryRowContext(ctx, q, args...)
+}
+
+// testEnqueueThroughAnApplicationsHandleGoesWhereItSends: an application's
+// own handle is used as it is, though it embeds a *sqlx.DB: its statements
+// go into the transaction its context carries, so a delivery enqueued
+// through it rolls back with the application's transaction. Given a
+// transaction of courier's own, the delivery outlived the rollback.
+func testEnqueueThroughAnApplicationsHandleGoesWhereItSends(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	tx := b.begin(t)
+	ctx := context.WithValue(b.ctx, ctxTxKey{}, tx)
+	p := delivery("rolled-back")
+	if _, err := b.store.Outbox.Enqueue(ctx, ctxDB{b.db}, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil { // the application's transaction fails
+		t.Fatal(err)
+	}
+	if _, err := b.store.Outbox.Lookup(b.ctx, p.NotificationID, p.Endpoint); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("after the application's rollback, Lookup = %v: want nothing written", err)
 	}
 }
 

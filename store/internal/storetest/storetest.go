@@ -54,6 +54,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CheckConstraints", testCheckConstraints},
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},
+		{"EnqueueThroughAnApplicationsHandleGoesWhereItSends", testEnqueueThroughAnApplicationsHandleGoesWhereItSends},
 		{"EnqueueAgainAfterItsDeadline", testEnqueueAgainAfterItsDeadline},
 		{"EnqueueInItsOwnTransactionIsCountedOnceCommitted", testEnqueueInItsOwnTransactionIsCountedOnceCommitted},
 		{"APanickingBuildLeavesNothingHeld", testAPanickingBuildLeavesNothingHeld},

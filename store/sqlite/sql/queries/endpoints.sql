@@ -128,10 +128,12 @@ SELECT DISTINCT endpoint FROM courier_outbox;
 -- Breaker records past their age, closed or open, of endpoints with no
 -- unfinished delivery (the unfinished rows are read once, from the status
 -- index), bounded. Disabled ones stay: an operator's, or a 410's, until
--- Enable.
+-- Enable. The state and age are tested again on the row deleted: a row
+-- another transaction wrote meanwhile (a Disable, a failure) is tested as
+-- it now is, not as the subquery found it.
 DELETE FROM courier_endpoints WHERE endpoint IN (
     SELECT endpoint FROM courier_endpoints
     WHERE state IN ('closed', 'open') AND updated_at < :before
         AND endpoint NOT IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait', 'leased'))
     LIMIT :limit
-);
+) AND state IN ('closed', 'open') AND updated_at < :before;
