@@ -56,7 +56,8 @@ type Config struct {
 	Owner string
 	// Concurrency is how many deliveries are in flight at once, across
 	// every Run and Work of the Worker. Defaults to 16. On PostgreSQL the store's pool should hold at
-	// least this many connections plus two (see store.Open).
+	// least this many connections plus two, and one for each Run, which
+	// holds it for its wake-ups (see store.Open).
 	//
 	// The Worker makes one claim at a time, across all its Runs and
 	// Works: each claim counts the slots taken and the deliveries leased

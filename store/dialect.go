@@ -18,6 +18,7 @@ type dialect struct {
 	*engine.Engine
 	queries    map[string]*query
 	migrations []engine.Migration
+	txOptions  *sql.TxOptions // of Store.Begin: the engine's Isolation, or nil
 }
 
 // dialects caches each engine's loaded dialect.
@@ -37,6 +38,9 @@ func dialectOf(driver string) (*dialect, error) {
 
 func loadDialect(e *engine.Engine) (*dialect, error) {
 	d := &dialect{Engine: e}
+	if e.Isolation != sql.LevelDefault {
+		d.txOptions = &sql.TxOptions{Isolation: e.Isolation}
+	}
 	var err error
 	if d.queries, err = loadQueries(e); err != nil {
 		return nil, err

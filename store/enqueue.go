@@ -167,7 +167,7 @@ func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 	if db == nil || nilcheck.Nil(tx) || s.closed.Load() {
 		return write(tx) // a transaction, or one write refuses
 	}
-	own, err := db.BeginTx(ctx, nil)
+	own, err := db.BeginTx(ctx, s.dialect.txOptions)
 	if err != nil {
 		return zero, s.dialect.interpret("begin", err)
 	}

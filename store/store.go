@@ -249,8 +249,11 @@ type Store struct {
 // the work in flight: database/sql keeps two idle connections by default,
 // so a worker delivering 16 at once, or a receiver serving many requests,
 // would open and close a server connection for most transactions. Give it
-// at least the worker's Concurrency plus two, with as many idle
-// (db.SetMaxOpenConns, db.SetMaxIdleConns).
+// at least the worker's Concurrency plus two, and one more for each Run
+// in progress (each holds a connection in LISTEN for its wake-ups, for as
+// long as it runs), with as many idle (db.SetMaxOpenConns,
+// db.SetMaxIdleConns). A pool with no room left over waits for a
+// connection, every transaction of courier's included.
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	return open(ctx, db, cfg, time.Now)
 }
@@ -341,7 +344,11 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // a single connection, so concurrent writers queue in Go (database/sql
 // hands it to one of them, in no set order) rather than in SQLite's
 // sleeping busy handler, and share one warm page cache;
-// elsewhere it is DB().BeginTxx. Inside the transaction use only the
+// elsewhere it is DB().BeginTxx, at READ COMMITTED on PostgreSQL whatever
+// the database's or role's default (default_transaction_isolation): the
+// claims count what other transactions committed up to each statement,
+// which a snapshot taken at the first (REPEATABLE READ) would not see,
+// and their limits would not hold. Inside the transaction use only the
 // transaction: on SQLite a second Begin, or a Store method that writes,
 // waits until this one ends. Given the context a receiver in package
 // handler passes the application's function, or the one
@@ -355,7 +362,7 @@ func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	if err := s.writerHeld(ctx); err != nil {
 		return nil, err
 	}
-	tx, err := s.writer.BeginTxx(ctx, nil)
+	tx, err := s.writer.BeginTxx(ctx, s.dialect.txOptions)
 	if err != nil {
 		return nil, s.dialect.interpret("begin", err)
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"embed"
 	"errors"
@@ -31,6 +32,7 @@ var pgEngine = &engine.Engine{
 	Interpret:   interpret,
 	Listen:      listen,
 	Wake:        wake,
+	Isolation:   sql.LevelReadCommitted, // see store.Store.Begin
 	Clock:       clock,
 	// The schema guard on claim reads the catalog: at most once per
 	// interval, so an altered schema stops claims within it.

@@ -8,6 +8,7 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -42,6 +43,10 @@ type Engine struct {
 	// after Wake, and a function that stops them. Nil: the engine has
 	// none; workers poll.
 	Listen func(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error)
+	// Isolation is the isolation level of the transactions the Store
+	// begins (Store.Begin): one courier's statements rely on, whatever
+	// the database's default. LevelDefault: the connection's.
+	Isolation sql.IsolationLevel
 	// Wake tells the workers listening on db that deliveries became due
 	// by other means than an insert (a redrive, an Enable),
 	// once that has committed. Nil: the engine has no wake-ups.
