@@ -65,7 +65,7 @@ func TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The newer courier's next migration, once the guard read the columns.
-	cfg.Tracer = &afterQuery{marker: "information_schema.columns", fn: func() {
+	cfg.Tracer = &afterQuery{marker: "AS column_name", fn: func() {
 		if _, err := newer.ExecContext(ctx, `ALTER TABLE courier_outbox ADD COLUMN newer_column TEXT;
 			INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema`); err != nil {
 			t.Errorf("the newer migration: %v", err)

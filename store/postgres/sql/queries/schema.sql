@@ -21,11 +21,18 @@ CREATE TABLE IF NOT EXISTS courier_schema (
 INSERT INTO courier_schema (version, applied_at) VALUES (:version, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
 
 -- name: schema_columns
--- PostgreSQL: information_schema in place of pragma_table_info.
-SELECT table_name::text, column_name::text
-FROM information_schema.columns
-WHERE table_schema = current_schema() AND table_name LIKE 'courier\_%'
-ORDER BY table_name, ordinal_position;
+-- PostgreSQL: the catalog in place of pragma_table_info, as
+-- schema_fingerprint reads it. Not information_schema.columns, which
+-- lists only the columns the role has a privilege on: a role granted only
+-- the tables it uses would find the others missing, and take its grants
+-- for an altered schema.
+SELECT c.relname::text AS table_name, a.attname::text AS column_name
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid
+WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = current_schema())
+    AND c.relkind IN ('r', 'p')
+    AND c.relname LIKE 'courier\_%' AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY c.relname, a.attnum;
 
 -- name: schema_isolation
 -- The first statement of Migrate's own transaction: READ COMMITTED,

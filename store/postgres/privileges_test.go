@@ -1,0 +1,122 @@
+package postgres_test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/store"
+	"github.com/jmoiron/sqlx"
+)
+
+// TestARoleGrantedSomeTablesOpensTheStore: a receiver's role granted only
+// the tables it uses (the inbox, the replay cache, the schema's version)
+// opens a Store over a schema as migrated. The schema guard read the
+// columns from information_schema, which lists only those the role has a
+// privilege on, and Open refused with schema_altered, "table
+// courier_attempts is missing": a grant taken for an altered schema.
+func TestARoleGrantedSomeTablesOpensTheStore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	owner := openURL(t, u)
+	if err := store.Migrate(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	role, password := "courier_receiver_"+rand.Text()[:10], rand.Text()
+	admin := openURL(t, pgtest.Server(t))
+	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, role, password)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Its privileges first, in the test's database, which is dropped later.
+		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, role))
+		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, role))
+	})
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE, DELETE ON courier_inbox, courier_replay, courier_replay_counts TO %[1]q;
+		GRANT SELECT ON courier_schema TO %[1]q`, role)); err != nil {
+		t.Fatal(err)
+	}
+	ru, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru.User = url.UserPassword(role, password)
+	s, err := store.Open(ctx, openURL(t, ru.String()), store.Config{})
+	if err != nil {
+		t.Fatalf("Open as a role granted the inbox's tables only: %v; want the Store (the tables are as migrated)", err)
+	}
+	s.Close()
+}
+
+// TestTheReplayCacheCountsAcrossRoles: the common split of roles. One that
+// owns a schema of its own name migrates (the tables go there, by the
+// default search_path's "$user"), and another uses the tables, its
+// search_path set in its URL. The replay cache's counting trigger kept
+// the search_path as written at migration, "$user", public, which for the
+// second role found no table: every Replay.Remember failed, and an RFC
+// 9421 receiver sharing the cache answered 503 to every request.
+func TestTheReplayCacheCountsAcrossRoles(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	owner := openURL(t, u)
+	admin := openURL(t, pgtest.Server(t))
+	suffix := strings.ToLower(rand.Text()[:10])
+	migrator, app := "courier_mig_"+suffix, "courier_app_"+suffix
+	pw := map[string]string{migrator: rand.Text(), app: rand.Text()}
+	for role, password := range pw {
+		if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, role, password)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for role := range pw { // their objects and privileges first, in the test's database, which is dropped later
+			owner.Exec(fmt.Sprintf(`DROP OWNED BY %q CASCADE`, role))
+		}
+		for role := range pw {
+			admin.Exec(fmt.Sprintf(`DROP ROLE %q`, role))
+		}
+	})
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]q AUTHORIZATION %[1]q`, migrator)); err != nil {
+		t.Fatal(err)
+	}
+	as := func(role string, query url.Values) *sqlx.DB {
+		ru, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ru.User = url.UserPassword(role, pw[role])
+		q := ru.Query()
+		for k, v := range query {
+			q[k] = v
+		}
+		ru.RawQuery = q.Encode()
+		return openURL(t, ru.String())
+	}
+	mig := as(migrator, nil)
+	if err := store.Migrate(ctx, mig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mig.ExecContext(ctx, fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]q TO %[2]q;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]q TO %[2]q;
+		GRANT USAGE ON ALL SEQUENCES IN SCHEMA %[1]q TO %[2]q`, migrator, app)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, as(app, url.Values{"search_path": {migrator}}), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if replayed, err := s.Replay.Remember(ctx, "key-1", "nonce-1", time.Now().Add(time.Minute)); err != nil || replayed {
+		t.Fatalf("Replay.Remember as the application's role = %v, %v; want a new pair recorded", replayed, err)
+	}
+	var n int
+	if err := mig.GetContext(ctx, &n, "SELECT COALESCE(sum(n), 0) FROM courier_replay_counts WHERE key_id = 'key-1'"); err != nil || n != 1 {
+		t.Fatalf("counted %d pairs of key-1, %v; want 1", n, err)
+	}
+}
