@@ -691,9 +691,9 @@ func TestAdminOpsPage(t *testing.T) {
 		"order-42-shipped", shownA, "receiver_unavailable", "deliveries_failed", // health, failure, endpoint
 		`href="./deliveries/` + fid + `"`,
 		`<form class="inline" method="post" action="./ops/redrive"><input type="hidden" name="id" value="` + fid + `"><button id="redrive-` + fid + `">Redrive</button></form>`,
-		`<input type="hidden" name="endpoint_ref" value="` + refA + `"><button>Redrive its failures</button>`,
+		`<input type="hidden" name="endpoint_ref" value="` + refA + `"><button>Redrive its failed and unreadable deliveries</button>`,
 		`action="./ops/endpoints/disable"><input type="hidden" name="endpoint_ref" value="` + refA + `"><button>Disable</button>`,
-		`<button>Redrive every failed delivery</button>`,
+		`<button>Redrive every failed or unreadable delivery</button>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
