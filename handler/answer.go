@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"net/http"
@@ -77,16 +78,25 @@ func fromStore(err error) error {
 // handler: it committed or rolled back tx itself.
 var errTxEnded = errors.New("handler: the function committed or rolled back its transaction; it must leave that to the handler")
 
-// commit commits tx, the transaction the application's function ran in. A
-// transaction the function ended itself is its failure (500
-// handler_failed); any other failure to commit is the store's.
-func commit(tx *sqlx.Tx) error {
-	if err := tx.Commit(); errors.Is(err, sql.ErrTxDone) {
+// commit commits tx, the transaction the application's function ran in
+// with ctx. A transaction the function ended itself is its failure (500
+// handler_failed); any other failure to commit is the store's, a
+// transaction database/sql rolled back as ctx ended too.
+func commit(ctx context.Context, tx *sqlx.Tx) error {
+	if err := tx.Commit(); endedByApp(ctx, err) {
 		return fromApp(errTxEnded)
 	} else if err != nil {
 		return fromStore(err)
 	}
 	return nil
+}
+
+// endedByApp reports whether err, from a statement or the commit of a
+// transaction begun with ctx, says the application's function ended the
+// transaction: it is done, and not because ctx ended (database/sql rolls
+// a transaction back then, with the same error).
+func endedByApp(ctx context.Context, err error) bool {
+	return errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil
 }
 
 // fromApp wraps err from the application's function as an appFailure.

@@ -187,7 +187,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	if err := apply(rc.front.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromApp(err)
 	}
-	if err := commit(tx); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, false, err
 	}
 	return b, true, nil

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -186,14 +185,14 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromApp(err)
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {
-	case errors.Is(err, sql.ErrTxDone):
+	case endedByApp(ctx, err):
 		return nil, false, fromApp(errTxEnded)
 	case errors.Is(err, courier.CodeLeaseLost):
 		return nil, false, errInProgress // taken over: the other request answers for it
 	case err != nil:
 		return nil, false, fromStore(err)
 	}
-	if err := commit(tx); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, false, err
 	}
 	completed = true

@@ -2,7 +2,10 @@ package handler_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -71,6 +74,45 @@ func TestAFunctionThatEndsItsTransactionHasFailed(t *testing.T) {
 					t.Fatalf("%d inbox records (%d not completed) after %d calls; want 1 completed after %d", inbox, processing, e.calls.Load(), calls)
 				}
 			})
+		}
+	})
+}
+
+// TestATransactionEndedWithItsRequestIsNotTheFunctions: the request's
+// context ends after the function returned and before the receiver
+// commits: database/sql rolls the transaction back, and the commit fails
+// as it would for a function that ended it itself. That is not the
+// function's failure: 503 internal_error, as for a store that could not
+// commit, and the redelivery runs the function again.
+func TestATransactionEndedWithItsRequestIsNotTheFunctions(t *testing.T) {
+	t.Parallel()
+	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
+		type cancelKey struct{}
+		var once atomic.Bool
+		e := target.open(t, anyOptions{appTx: func(ctx context.Context, tx *sqlx.Tx) error {
+			if once.CompareAndSwap(false, true) {
+				ctx.Value(cancelKey{}).(context.CancelFunc)() // the request ends
+				for {                                         // until database/sql has rolled tx back
+					if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
+						break
+					}
+					runtime.Gosched()
+				}
+			}
+			return nil
+		}})
+		req := e.request(t)
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		rec := serve(e.handler, req.WithContext(context.WithValue(ctx, cancelKey{}, context.CancelFunc(cancel))))
+		if p := problemOf(t, rec); rec.Code != http.StatusServiceUnavailable || p.Code != courier.CodeInternal {
+			t.Fatalf("the request ended before the commit: answered %d %s, want 503 internal_error", rec.Code, rec.Body)
+		}
+		if rec = serve(e.handler, e.request(t)); rec.Code != e.ok {
+			t.Fatalf("the redelivery: answered %d %s, want %d", rec.Code, rec.Body, e.ok)
+		}
+		if inbox, _ := e.written(t); inbox != 1 || e.calls.Load() != 2 {
+			t.Fatalf("%d inbox records after %d calls; want 1 after 2", inbox, e.calls.Load())
 		}
 	})
 }

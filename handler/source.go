@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -137,12 +136,12 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
 	switch err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); {
-	case errors.Is(err, sql.ErrTxDone):
+	case endedByApp(ctx, err):
 		return b, true, s.completeAlone(ctx, key, b)
 	case err != nil:
 		return nil, false, fromStore(err)
 	}
-	if err := commit(tx); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, false, err
 	}
 	return b, true, nil
@@ -167,5 +166,5 @@ func (s *Source) completeAlone(ctx context.Context, key protocol.InboxKey, b []b
 	case err != nil:
 		return fromStore(err)
 	}
-	return commit(tx)
+	return commit(ctx, tx)
 }

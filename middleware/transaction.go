@@ -80,8 +80,10 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 				bw.send()
 				return
 			}
-			// A transaction next ended itself (ErrTxDone) is next's answer.
-			if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			// A transaction next ended itself is next's answer; one
+			// database/sql rolled back as the request's context ended
+			// (ErrTxDone too) is not.
+			if err := tx.Commit(); err != nil && (!errors.Is(err, sql.ErrTxDone) || r.Context().Err() != nil) {
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not commit", time.Second)
 				return
 			}

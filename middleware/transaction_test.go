@@ -2,11 +2,13 @@ package middleware_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -476,4 +478,43 @@ func TestTransactionBeginFails(t *testing.T) {
 func TestTransactionPanicsOnNilDB(t *testing.T) {
 	t.Parallel()
 	mustPanic(t, func() { middleware.Transaction(nil) })
+}
+
+// TestTransactionRolledBackAsItsContextEndedIsNoSuccess: the request's
+// context ends (a deadline of a middleware in front) after next wrote its
+// success and before Transaction commits: database/sql rolls the
+// transaction back, and its commit fails as one next ended itself would.
+// Transaction sent next's 200 for effects rolled back; it answers 503.
+func TestTransactionRolledBackAsItsContextEndedIsNoSuccess(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	type cancelKey struct{}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		insertItem(t, r)
+		w.WriteHeader(http.StatusOK)
+		r.Context().Value(cancelKey{}).(context.CancelFunc)() // the deadline in front runs out
+		tx, _ := middleware.TxFromContext(r.Context())
+		for { // until database/sql has rolled tx back
+			if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
+				break
+			}
+			runtime.Gosched()
+		}
+	})
+	deadline := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, cancelKey{}, cancel)))
+		})
+	}
+	rec := httptest.NewRecorder()
+	deadline(middleware.Transaction(b.store.Begin)(app)).ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", nil))
+	n, err := countItems(t.Context(), b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusServiceUnavailable || n != 0 {
+		t.Fatalf("answered %d with %d items committed; want 503 and none", rec.Code, n)
+	}
 }
