@@ -22,8 +22,8 @@ type Health struct {
 	// endpoint has no room (at its limits, or at a worker's share of it,
 	// client.Config.EndpointConcurrency). Neither counts the rows held back
 	// for another reason (Delivery.Held): behind their ordering key, or
-	// parked while their endpoint is open or disabled (Endpoints.List says
-	// which).
+	// parked while their endpoint is open, half open or disabled
+	// (Endpoints.List says which).
 	Due           int
 	ExpiredLeases int // leases past expiry, not yet reclaimed
 	Failed        int // failed deliveries

@@ -80,7 +80,8 @@ commands:
   endpoints   list endpoints (breaker, in flight, limits, blocked keys);
               enable, disable or limit one
   contracts   pin an endpoint's capabilities digest; fail mismatched commands
-  prune       delete finished deliveries, old attempts, inbox records and replay pairs
+  prune       delete finished deliveries, dead endpoints' breaker records, old
+              attempts, inbox records and replay pairs
   secret      new: a Standard Webhooks secret or key pair
   send        sign and POST a test notification to a URL
   verify      check a captured HTTP request's signature

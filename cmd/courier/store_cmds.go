@@ -189,7 +189,7 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case c.MaxAttempts < 0 || c.MaxAttempts > 1000:
 		return usageError(stderr, "courier deliveries redrive: -max-attempts must be within 1..1000")
 	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon:
-		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be positive and at most 720h (30 days)")
+		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be at most 720h (30 days), and not negative")
 	}
 	s, done, err := openStore(ctx, *f.db, *f.config)
 	if err != nil {
@@ -490,7 +490,8 @@ func orDash(s string) string {
 }
 
 // pruneCmd deletes what a database no longer needs, each table in short
-// batches: finished deliveries and the attempts log past -older-than,
+// batches: finished deliveries, the breaker records of endpoints with
+// nothing left to send, and the attempts log past -older-than,
 // inbox records past -inbox-older-than, expired replay pairs. It is safe
 // to run while workers and receivers run, and from cron.
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -499,7 +500,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (outbox), and attempts, last updated longer ago than this")
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this; keep them longer than senders retry (a redelivery after its record is gone is processed again)")
-	maxRows := fs.Int("max-rows", 0, "stop each table after this many rows (0: until all are gone)")
+	maxRows := fs.Int("max-rows", 0, "stop each line of the output after this many rows (0: until all are gone)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@
 //
 //	courier_enqueued_total                       deliveries written (counted at enqueue, before the caller's commit)
 //	courier_claimed_total                        deliveries leased by workers
-//	courier_settled_total{status}                attempts settled, by the delivery's resulting status
+//	courier_settled_total{status}                deliveries settled, by an attempt or ended at a claim, by resulting status
 //	courier_attempts_total{outcome,code}         attempts finished by workers
 //	courier_attempt_duration_seconds{outcome}    how long attempts took
 //	courier_receiver_requests_total{outcome,code} requests answered by receivers
@@ -91,7 +91,7 @@ func New() *Collector {
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_claimed_total",
 			Help: "Deliveries leased by workers."}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_settled_total",
-			Help: "Attempts settled, by the delivery's resulting status."}, []string{"status"}),
+			Help: "Deliveries settled, by an attempt or ended at a claim, by resulting status."}, []string{"status"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_attempts_total",
 			Help: "Delivery attempts finished by workers, by outcome and code."}, []string{"outcome", "code"}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "courier_attempt_duration_seconds",

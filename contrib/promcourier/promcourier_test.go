@@ -163,7 +163,7 @@ courier_outbox_expired_leases 0
 # HELP courier_receiver_requests_total Requests answered by receivers, by outcome and code.
 # TYPE courier_receiver_requests_total counter
 courier_receiver_requests_total{code="",outcome="accepted"} 2
-# HELP courier_settled_total Attempts settled, by the delivery's resulting status.
+# HELP courier_settled_total Deliveries settled, by an attempt or ended at a claim, by resulting status.
 # TYPE courier_settled_total counter
 courier_settled_total{status="failed"} 1
 courier_settled_total{status="retry_wait"} 2

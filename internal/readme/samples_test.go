@@ -151,7 +151,7 @@ func postgresSample(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(32) // at least the worker's Concurrency + 2, as many idle
+	db.SetMaxOpenConns(32) // at least the worker's Concurrency + 2, +1 per Run, as many idle
 	db.SetMaxIdleConns(32)
 	if err := store.Migrate(ctx, db); err != nil { // or your own tool: see Migrations below
 		return nil, err

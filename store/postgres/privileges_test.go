@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -118,5 +119,42 @@ func TestTheReplayCacheCountsAcrossRoles(t *testing.T) {
 	var n int
 	if err := mig.GetContext(ctx, &n, "SELECT COALESCE(sum(n), 0) FROM courier_replay_counts WHERE key_id = 'key-1'"); err != nil || n != 1 {
 		t.Fatalf("counted %d pairs of key-1, %v; want 1", n, err)
+	}
+}
+
+// TestMigrateTxLeavesTheCallersSearchPath: the README's layout, courier's
+// tables in schema courier and the application's in public, with
+// search_path=courier,public. An application migrating courier's tables
+// in its own transaction (MigrateTx) writes its own tables after it: the
+// first version of migration 11 set the search_path for the rest of the
+// caller's transaction, and the application's table was no longer found.
+func TestMigrateTxLeavesTheCallersSearchPath(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	base := pgtest.URL(t)
+	if _, err := openURL(t, base).ExecContext(ctx, `CREATE SCHEMA courier; CREATE TABLE public.orders (id int)`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "courier,public")
+	u.RawQuery = q.Encode()
+	tx, err := openURL(t, u.String()).BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := postgres.MigrateTx(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	var sp string
+	if err := tx.QueryRowContext(ctx, `SHOW search_path`).Scan(&sp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES (1)`); err != nil {
+		t.Fatalf("after MigrateTx (search_path %s), the application's own table: %v", sp, err)
 	}
 }
