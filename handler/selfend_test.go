@@ -93,7 +93,7 @@ func TestATransactionEndedWithItsRequestIsNotTheFunctions(t *testing.T) {
 			if once.CompareAndSwap(false, true) {
 				ctx.Value(cancelKey{}).(context.CancelFunc)() // the request ends
 				for {                                         // until database/sql has rolled tx back
-					if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
+					if _, err := tx.ExecContext(context.WithoutCancel(ctx), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
 						break
 					}
 					runtime.Gosched()

@@ -495,7 +495,7 @@ func TestTransactionRolledBackAsItsContextEndedIsNoSuccess(t *testing.T) {
 		r.Context().Value(cancelKey{}).(context.CancelFunc)() // the deadline in front runs out
 		tx, _ := middleware.TxFromContext(r.Context())
 		for { // until database/sql has rolled tx back
-			if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
+			if _, err := tx.ExecContext(context.WithoutCancel(r.Context()), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
 				break
 			}
 			runtime.Gosched()
