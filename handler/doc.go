@@ -60,9 +60,10 @@
 // answers 500 handler_failed, logged as such. What it committed stays,
 // with the Inbox record of a Receiver or a Source, so a redelivery is
 // answered from that record (a Source, which can still store the
-// command's response, answers it at once); a Reporting receiver completes
+// command's response, answers it at once). A Reporting receiver completes
 // its claim in tx, after the function, so there the sender's retry runs
-// the function again.
+// the function again; so does a Source's when its function failed after
+// committing (its record, committed unanswered, is given back).
 //
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code), traced with the Store's tracer when it has

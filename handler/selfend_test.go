@@ -12,6 +12,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
 )
 
 // TestAFunctionThatEndsItsTransactionHasFailed: a function must leave its
@@ -115,4 +117,90 @@ func TestATransactionEndedWithItsRequestIsNotTheFunctions(t *testing.T) {
 			t.Fatalf("%d inbox records after %d calls; want 1 after 2", inbox, e.calls.Load())
 		}
 	})
+}
+
+// TestAFunctionThatCommitsAndThenFailsIsNotStuck: a function that commits
+// its transaction itself and then fails (here: returns an error). A
+// Source's record, committed still processing, answered every redelivery
+// 503 in_progress, for good; it is given back, and the retry runs the
+// function again, as a Reporting receiver's claim is. A Receiver's record
+// was committed completed: the redelivery is answered from it.
+func TestAFunctionThatCommitsAndThenFailsIsNotStuck(t *testing.T) {
+	t.Parallel()
+	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
+		var failed atomic.Bool
+		e := target.open(t, anyOptions{appTx: func(_ context.Context, tx *sqlx.Tx) error {
+			if failed.CompareAndSwap(false, true) {
+				if err := tx.Commit(); err != nil {
+					return err
+				}
+				return errors.New("a step after the commit failed")
+			}
+			return nil
+		}})
+		if rec := serve(e.handler, e.request(t)); rec.Code != http.StatusInternalServerError || problemOf(t, rec).Code != courier.CodeHandlerFailed {
+			t.Fatalf("the function failed: answered %d %s, want 500 handler_failed", rec.Code, rec.Body)
+		}
+		if rec := serve(e.handler, e.request(t)); rec.Code != e.ok {
+			t.Fatalf("the redelivery: answered %d %s, want %d", rec.Code, rec.Body, e.ok)
+		}
+		calls := int32(2)
+		if target.name == "Terminal" {
+			calls = 1 // its record was committed completed
+		}
+		if e.calls.Load() != calls {
+			t.Fatalf("the function ran %d times, want %d", e.calls.Load(), calls)
+		}
+	})
+}
+
+// TestASourceCompletesOnlyItsOwnRecord: request A's function rolls its
+// transaction back itself and returns nil, so A's record is gone; before
+// A stores its response alone, request B of the same command records
+// afresh and its function commits itself. A completed B's record with its
+// own response and answered 200 applied though nothing of A was applied.
+// A's record is fenced by its token: A's function failed.
+func TestASourceCompletesOnlyItsOwnRecord(t *testing.T) {
+	t.Parallel()
+	s := anyStore(t)
+	verifier, signer := anyStandardWebhooks(t)
+	body := func(note string) []byte {
+		return sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"note":"`+note+`"}`)
+	}
+	post := func(b []byte, attempt string) *http.Request {
+		req := anySigned(t, signer, "change:r1", b)
+		req.Header.Set(ack.AttemptHeader, attempt)
+		return req
+	}
+	var h http.Handler
+	var calls atomic.Int32
+	bCommitted, aAnswered, bDone := make(chan struct{}), make(chan struct{}), make(chan int)
+	src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest},
+		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+			switch calls.Add(1) {
+			case 1: // A rolls back itself and says nothing; B comes meanwhile
+				if err := tx.Rollback(); err != nil {
+					return err
+				}
+				go func() { bDone <- serve(h, post(body("B"), "1")).Code }()
+				<-bCommitted
+			case 2: // B commits itself, and waits for A's answer
+				if err := tx.Commit(); err != nil {
+					return err
+				}
+				close(bCommitted)
+				<-aAnswered
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = src
+	recA := serve(h, post(body("A"), "1"))
+	close(aAnswered)
+	codeB := <-bDone
+	if recA.Code != http.StatusInternalServerError || codeB != http.StatusOK {
+		t.Fatalf("A, rolled back, answered %d %s; B, committed, answered %d; want 500 and 200", recA.Code, recA.Body, codeB)
+	}
 }

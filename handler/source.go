@@ -118,10 +118,25 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	if err != nil {
 		return nil, false, fromStore(err)
 	}
-	defer tx.Rollback() // after Commit, a no-op
-	if stored, answered, err := answeredBy(protocol.InboxFor(s.cfg.Store).Record(ctx, tx, key)); answered {
+	inbox := protocol.InboxFor(s.cfg.Store)
+	receipt, err := inbox.Record(ctx, tx, key)
+	if stored, answered, err := answeredBy(receipt, err); answered {
+		tx.Rollback()
 		return stored, false, err
 	}
+	// The record, fresh in tx, is fenced by its token: the function may
+	// end tx itself, and what it committed is this request's record only.
+	mine := protocol.InboxClaim{Key: key, Token: receipt.Token}
+	settled := false
+	defer func() {
+		// A function that committed tx itself and then failed (or
+		// panicked) left the record committed processing: every
+		// redelivery would be answered in_progress, for good. It is
+		// given back, and the sender's retry runs the function again.
+		if !settled && endedByApp(ctx, tx.Rollback()) {
+			releaseClaim(ctx, inbox, mine, s.front.logger)
+		}
+	}()
 	if c.CapabilitiesSHA256 != s.cfg.CapabilitiesSHA256 {
 		return nil, false, errContractChanged
 	}
@@ -135,12 +150,14 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, fromApp(err)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
-	switch err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); {
+	switch err := inbox.Complete(ctx, tx, key, b); {
 	case endedByApp(ctx, err):
-		return b, true, s.completeAlone(ctx, key, b)
+		settled = true
+		return b, true, s.completeAlone(ctx, mine, b)
 	case err != nil:
 		return nil, false, fromStore(err)
 	}
+	settled = true
 	if err := commit(ctx, tx); err != nil {
 		return nil, false, err
 	}
@@ -149,19 +166,20 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 
 // completeAlone stores a command's response after its function ended the
 // transaction itself. If the function committed, the command is applied
-// and its record, committed still processing, waits for the response,
-// which a redelivery would otherwise never get: it is stored in a
-// transaction of its own. If the function rolled back, there is no
-// record, and the function failed.
-func (s *Source) completeAlone(ctx context.Context, key protocol.InboxKey, b []byte) error {
+// and its record (mine), committed still processing, waits for the
+// response, which a redelivery would otherwise never get: it is stored in
+// a transaction of its own. If the function rolled back, this request's
+// record is gone (another request's may stand in its place, which the
+// token tells apart), and the function failed.
+func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b []byte) error {
 	s.front.logger.WarnContext(ctx, errTxEnded.Error())
 	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
 		return fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	switch err := protocol.InboxFor(s.cfg.Store).Complete(ctx, tx, key, b); {
-	case courier.CodeOf(err) == courier.CodeInvalidArgument: // no record processing: rolled back
+	switch err := protocol.InboxFor(s.cfg.Store).CompleteClaim(ctx, tx, mine, b); {
+	case errors.Is(err, courier.CodeLeaseLost): // not this request's record: rolled back
 		return fromApp(errTxEnded)
 	case err != nil:
 		return fromStore(err)

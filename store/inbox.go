@@ -62,7 +62,7 @@ func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now
 		return protocol.Receipt{}, "", err
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 1 {
-		return protocol.Receipt{Fresh: true}, "", nil
+		return protocol.Receipt{Fresh: true, Token: now}, "", nil
 	}
 	row, err := getRow[inboxRow](ctx, in.s, tx, "inbox_get", args)
 	if err != nil {

@@ -66,6 +66,9 @@ type Receipt struct {
 	// Ack is the stored answer of a completed duplicate, to answer byte
 	// for byte.
 	Ack []byte
+	// Token is a fresh record's fencing token, as an InboxClaim's: the
+	// record's updated_at as this call stamped it.
+	Token int64
 }
 
 // InboxClaim is a held two-phase claim: the key and the claim's fencing
