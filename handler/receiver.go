@@ -25,7 +25,8 @@ import (
 // answers 500 handler_failed and the sender retries.
 //
 // The function must write through tx, and leave its commit or rollback
-// to the receiver (see the package doc). tx comes from Store.Begin and, on
+// to the receiver (see the package doc). tx comes from Store.Begin (on
+// PostgreSQL at READ COMMITTED, whatever the database's default) and, on
 // SQLite, holds the database's one writer until the receiver commits: a
 // write through the Store's DB(), a second Store.Begin, or a store method
 // that writes cannot proceed meanwhile. ctx is marked as holding the

@@ -16,7 +16,8 @@ import (
 
 // Transaction runs each request in its own database transaction, begun by
 // begin with the request's context and available to next through
-// [TxFromContext]. Pass a Store's Begin: on SQLite its transactions queue
+// [TxFromContext]. Pass a Store's Begin (on PostgreSQL its transactions
+// are READ COMMITTED, whatever the database's default): on SQLite they queue
 // on the one connection courier writes through, so the application's
 // writes never wait in SQLite's busy handler beside the worker's, nor fail
 // with "database is locked":
