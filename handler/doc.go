@@ -57,13 +57,15 @@
 // the receiver commits): it must write through the tx it is given, and
 // leave its commit or rollback to the receiver, which commits it with the
 // Inbox record. A function that ends tx itself has failed: the request
-// answers 500 handler_failed, logged as such. What it committed stays,
-// with the Inbox record of a Receiver or a Source, so a redelivery is
-// answered from that record (a Source, which can still store the
-// command's response, answers it at once). A Reporting receiver completes
-// its claim in tx, after the function, so there the sender's retry runs
-// the function again; so does a Source's when its function failed after
-// committing (its record, committed unanswered, is given back).
+// answers 500 handler_failed, logged as such, but for a Source whose
+// function committed and returned nil, which stores the command's
+// response in a transaction of its own and answers it (logged at Warn).
+// What it committed stays, with the Inbox record of a Receiver or a
+// Source, so a redelivery is answered from that record. A Reporting
+// receiver completes its claim in tx, after the function, so there the
+// sender's retry runs the function again; so does a Source's when its
+// function failed after committing, or its response could not be stored
+// (its record, committed unanswered, is given back).
 //
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code), traced with the Store's tracer when it has

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/store"
 )
 
 // TestAFunctionThatEndsItsTransactionHasFailed: a function must leave its
@@ -203,4 +205,124 @@ func TestASourceCompletesOnlyItsOwnRecord(t *testing.T) {
 	if recA.Code != http.StatusInternalServerError || codeB != http.StatusOK {
 		t.Fatalf("A, rolled back, answered %d %s; B, committed, answered %d; want 500 and 200", recA.Code, recA.Body, codeB)
 	}
+}
+
+type requestCancelKey struct{}
+
+// sourceNotStuck runs a Source whose first call does first(ctx, tx, cancel),
+// cancelling the first request's context where it says, and then checks
+// that the redelivery is not answered 503 in_progress.
+func sourceNotStuck(t *testing.T, logger func(cancel *atomic.Pointer[context.CancelFunc]) *slog.Logger,
+	first func(ctx context.Context, tx *sqlx.Tx) error) {
+	for _, pg := range []bool{false, true} {
+		name := "sqlite"
+		if pg {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) { sourceNotStuckOn(t, pg, logger, first) })
+	}
+}
+
+func sourceNotStuckOn(t *testing.T, pg bool, logger func(cancel *atomic.Pointer[context.CancelFunc]) *slog.Logger,
+	first func(ctx context.Context, tx *sqlx.Tx) error) {
+	s := anyStore(t)
+	if pg {
+		s = openPostgresStore(t, store.Config{})
+	}
+	verifier, signer := anyStandardWebhooks(t)
+	var cancelp atomic.Pointer[context.CancelFunc]
+	var calls atomic.Int32
+	var lg *slog.Logger
+	if logger != nil {
+		lg = logger(&cancelp)
+	}
+	src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest, Logger: lg},
+		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+			if calls.Add(1) == 1 {
+				return first(ctx, tx)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"note":"x"}`)
+	post := func() *http.Request {
+		req := anySigned(t, signer, "change:r1", body)
+		req.Header.Set(ack.AttemptHeader, "1")
+		return req
+	}
+	req := post()
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	cf := context.CancelFunc(cancel)
+	cancelp.Store(&cf)
+	rec := serve(src, req.WithContext(context.WithValue(ctx, requestCancelKey{}, cf)))
+	firstCode := rec.Code
+	for i := range 3 {
+		rec = serve(src, post())
+		if rec.Code != http.StatusOK {
+			var status string
+			_ = s.DB().Get(&status, "SELECT status FROM courier_inbox")
+			t.Fatalf("first request %d; redelivery %d: answered %d %s (record %q, function ran %d times); want 200: the record is stuck processing for good", firstCode, i+1, rec.Code, rec.Body, status, calls.Load())
+		}
+	}
+}
+
+// TestASourceCommittedByItsFunctionIsNotStuck: a Source function that
+// commits its transaction itself left the command's record committed
+// processing, answered in_progress to every redelivery for good, when
+// the request then ended: a later step of the function failed as it did,
+// or it returned nil but the record could not be completed in the
+// request's transaction, or the request ended while the Source stored
+// the response alone. The record is completed, or given back.
+func TestASourceCommittedByItsFunctionIsNotStuck(t *testing.T) {
+	t.Parallel()
+	t.Run("then fails as the request ends", testSourceCommitThenFailAsRequestEnds)
+	t.Run("then returns as the request ends", testSourceCommitThenRequestEnds)
+	t.Run("and the request ends as the response is stored", testSourceCompleteAloneAsRequestEnds)
+}
+
+func testSourceCommitThenFailAsRequestEnds(t *testing.T) {
+	sourceNotStuck(t, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		ctx.Value(requestCancelKey{}).(context.CancelFunc)() // the client goes away
+		return ctx.Err()                                     // e.g. a call made with ctx
+	})
+}
+
+func testSourceCommitThenRequestEnds(t *testing.T) {
+	sourceNotStuck(t, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		ctx.Value(requestCancelKey{}).(context.CancelFunc)()
+		return nil
+	})
+}
+
+// cancelOnWarn cancels the request as a Source logs that its function
+// ended the transaction: the request ends while the response is stored
+// alone.
+type cancelOnWarn struct {
+	slog.Handler
+	cancel *atomic.Pointer[context.CancelFunc]
+}
+
+func (h cancelOnWarn) Enabled(context.Context, slog.Level) bool { return true }
+func (h cancelOnWarn) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		(*h.cancel.Load())()
+	}
+	return nil
+}
+
+func testSourceCompleteAloneAsRequestEnds(t *testing.T) {
+	sourceNotStuck(t, func(c *atomic.Pointer[context.CancelFunc]) *slog.Logger {
+		return slog.New(cancelOnWarn{Handler: slog.DiscardHandler, cancel: c})
+	}, func(ctx context.Context, tx *sqlx.Tx) error {
+		return tx.Commit()
+	})
 }

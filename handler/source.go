@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -130,10 +131,13 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	settled := false
 	defer func() {
 		// A function that committed tx itself and then failed (or
-		// panicked) left the record committed processing: every
-		// redelivery would be answered in_progress, for good. It is
-		// given back, and the sender's retry runs the function again.
-		if !settled && endedByApp(ctx, tx.Rollback()) {
+		// panicked, or the request ended) left the record committed
+		// processing: every redelivery would be answered in_progress, for
+		// good. It is given back, and the sender's retry runs the
+		// function again. A transaction database/sql rolled back as the
+		// request ended took the record with it: the fenced release then
+		// finds none.
+		if !settled && errors.Is(tx.Rollback(), sql.ErrTxDone) {
 			releaseClaim(ctx, inbox, mine, s.front.logger)
 		}
 	}()
@@ -171,18 +175,33 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 // a transaction of its own. If the function rolled back, this request's
 // record is gone (another request's may stand in its place, which the
 // token tells apart), and the function failed.
+//
+// The response is stored even if the request has ended meanwhile, for the
+// redelivery. If it cannot be, the record is given back instead, so that
+// the redelivery runs the function again rather than find the command in
+// progress for good.
 func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b []byte) error {
 	s.front.logger.WarnContext(ctx, errTxEnded.Error())
-	tx, err := s.cfg.Store.Begin(ctx)
-	if err != nil {
-		return fromStore(err)
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	switch err := protocol.InboxFor(s.cfg.Store).CompleteClaim(ctx, tx, mine, b); {
-	case errors.Is(err, courier.CodeLeaseLost): // not this request's record: rolled back
+	inbox := protocol.InboxFor(s.cfg.Store)
+	stored := func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWindow)
+		defer cancel()
+		tx, err := s.cfg.Store.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // after Commit, a no-op
+		if err := inbox.CompleteClaim(ctx, tx, mine, b); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
+	switch {
+	case errors.Is(stored, courier.CodeLeaseLost): // not this request's record: rolled back
 		return fromApp(errTxEnded)
-	case err != nil:
-		return fromStore(err)
+	case stored != nil:
+		releaseClaim(ctx, inbox, mine, s.front.logger)
+		return fromStore(stored)
 	}
-	return commit(ctx, tx)
+	return nil
 }
