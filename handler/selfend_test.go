@@ -209,22 +209,25 @@ func TestASourceCompletesOnlyItsOwnRecord(t *testing.T) {
 
 type requestCancelKey struct{}
 
-// sourceNotStuck runs a Source whose first call does first(ctx, tx, cancel),
-// cancelling the first request's context where it says, and then checks
-// that the redelivery is not answered 503 in_progress.
+// sourceNotStuck runs a Source whose first call does first(ctx, tx),
+// which may end the first request (its context's requestCancelKey), and
+// then checks that the redeliveries are answered 200, not 503 in_progress
+// for good, and, unless wantCalls is 0, that the function ran wantCalls
+// times. A panic of the first request (a Logger's) is the server's to
+// recover, as net/http does.
 func sourceNotStuck(t *testing.T, logger func(cancel *atomic.Pointer[context.CancelFunc]) *slog.Logger,
-	first func(ctx context.Context, tx *sqlx.Tx) error) {
+	wantCalls int32, first func(ctx context.Context, tx *sqlx.Tx) error) {
 	for _, pg := range []bool{false, true} {
 		name := "sqlite"
 		if pg {
 			name = "postgres"
 		}
-		t.Run(name, func(t *testing.T) { sourceNotStuckOn(t, pg, logger, first) })
+		t.Run(name, func(t *testing.T) { sourceNotStuckOn(t, pg, logger, wantCalls, first) })
 	}
 }
 
 func sourceNotStuckOn(t *testing.T, pg bool, logger func(cancel *atomic.Pointer[context.CancelFunc]) *slog.Logger,
-	first func(ctx context.Context, tx *sqlx.Tx) error) {
+	wantCalls int32, first func(ctx context.Context, tx *sqlx.Tx) error) {
 	s := anyStore(t)
 	if pg {
 		s = openPostgresStore(t, store.Config{})
@@ -257,15 +260,21 @@ func sourceNotStuckOn(t *testing.T, pg bool, logger func(cancel *atomic.Pointer[
 	defer cancel()
 	cf := context.CancelFunc(cancel)
 	cancelp.Store(&cf)
-	rec := serve(src, req.WithContext(context.WithValue(ctx, requestCancelKey{}, cf)))
-	firstCode := rec.Code
+	firstCode := 0
+	func() {
+		defer func() { _ = recover() }()
+		firstCode = serve(src, req.WithContext(context.WithValue(ctx, requestCancelKey{}, cf))).Code
+	}()
 	for i := range 3 {
-		rec = serve(src, post())
+		rec := serve(src, post())
 		if rec.Code != http.StatusOK {
 			var status string
 			_ = s.DB().Get(&status, "SELECT status FROM courier_inbox")
 			t.Fatalf("first request %d; redelivery %d: answered %d %s (record %q, function ran %d times); want 200: the record is stuck processing for good", firstCode, i+1, rec.Code, rec.Body, status, calls.Load())
 		}
+	}
+	if wantCalls != 0 && calls.Load() != wantCalls {
+		t.Fatalf("the function ran %d times, want %d", calls.Load(), wantCalls)
 	}
 }
 
@@ -274,17 +283,20 @@ func sourceNotStuckOn(t *testing.T, pg bool, logger func(cancel *atomic.Pointer[
 // processing, answered in_progress to every redelivery for good, when
 // the request then ended: a later step of the function failed as it did,
 // or it returned nil but the record could not be completed in the
-// request's transaction, or the request ended while the Source stored
-// the response alone. The record is completed, or given back.
+// request's transaction, or the Logger panicked at the Source's warning
+// before the response was stored alone. A function that failed has its
+// record given back (and runs again); one that returned nil has its
+// response stored alone (and runs once), whenever the request ends.
 func TestASourceCommittedByItsFunctionIsNotStuck(t *testing.T) {
 	t.Parallel()
 	t.Run("then fails as the request ends", testSourceCommitThenFailAsRequestEnds)
 	t.Run("then returns as the request ends", testSourceCommitThenRequestEnds)
-	t.Run("and the request ends as the response is stored", testSourceCompleteAloneAsRequestEnds)
+	t.Run("and the request ends as the Source warns", testSourceCompleteAloneAsRequestEnds)
+	t.Run("and the Logger panics at the Source's warning", testSourceLoggerPanicsAtItsWarning)
 }
 
 func testSourceCommitThenFailAsRequestEnds(t *testing.T) {
-	sourceNotStuck(t, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+	sourceNotStuck(t, nil, 2, func(ctx context.Context, tx *sqlx.Tx) error {
 		if err := tx.Commit(); err != nil {
 			return err
 		}
@@ -294,7 +306,7 @@ func testSourceCommitThenFailAsRequestEnds(t *testing.T) {
 }
 
 func testSourceCommitThenRequestEnds(t *testing.T) {
-	sourceNotStuck(t, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+	sourceNotStuck(t, nil, 1, func(ctx context.Context, tx *sqlx.Tx) error {
 		if err := tx.Commit(); err != nil {
 			return err
 		}
@@ -322,7 +334,26 @@ func (h cancelOnWarn) Handle(_ context.Context, r slog.Record) error {
 func testSourceCompleteAloneAsRequestEnds(t *testing.T) {
 	sourceNotStuck(t, func(c *atomic.Pointer[context.CancelFunc]) *slog.Logger {
 		return slog.New(cancelOnWarn{Handler: slog.DiscardHandler, cancel: c})
-	}, func(ctx context.Context, tx *sqlx.Tx) error {
+	}, 1, func(ctx context.Context, tx *sqlx.Tx) error {
+		return tx.Commit()
+	})
+}
+
+// panicOnWarn is a Logger's handler that panics at Warn.
+type panicOnWarn struct{ slog.Handler }
+
+func (panicOnWarn) Enabled(context.Context, slog.Level) bool { return true }
+func (panicOnWarn) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		panic("the Logger broke")
+	}
+	return nil
+}
+
+func testSourceLoggerPanicsAtItsWarning(t *testing.T) {
+	sourceNotStuck(t, func(*atomic.Pointer[context.CancelFunc]) *slog.Logger {
+		return slog.New(panicOnWarn{Handler: slog.DiscardHandler})
+	}, 1, func(ctx context.Context, tx *sqlx.Tx) error {
 		return tx.Commit()
 	})
 }

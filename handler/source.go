@@ -155,9 +155,12 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
 	switch err := inbox.Complete(ctx, tx, key, b); {
-	case endedByApp(ctx, err):
+	case err != nil && errors.Is(tx.Rollback(), sql.ErrTxDone):
+		// The transaction is done: the function ended it, or database/sql
+		// did as the request ended (which took the record with it).
+		err := s.completeAlone(ctx, mine, b)
 		settled = true
-		return b, true, s.completeAlone(ctx, mine, b)
+		return b, true, err
 	case err != nil:
 		return nil, false, fromStore(err)
 	}
@@ -181,7 +184,6 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 // the redelivery runs the function again rather than find the command in
 // progress for good.
 func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b []byte) error {
-	s.front.logger.WarnContext(ctx, errTxEnded.Error())
 	inbox := protocol.InboxFor(s.cfg.Store)
 	stored := func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWindow)
@@ -197,11 +199,14 @@ func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b 
 		return tx.Commit()
 	}()
 	switch {
-	case errors.Is(stored, courier.CodeLeaseLost): // not this request's record: rolled back
+	case errors.Is(stored, courier.CodeLeaseLost) && ctx.Err() != nil: // rolled back as the request ended
+		return fromStore(ctx.Err())
+	case errors.Is(stored, courier.CodeLeaseLost): // not this request's record: the function rolled back
 		return fromApp(errTxEnded)
 	case stored != nil:
 		releaseClaim(ctx, inbox, mine, s.front.logger)
 		return fromStore(stored)
 	}
+	s.front.logger.WarnContext(ctx, errTxEnded.Error()) // stored: the redelivery is answered from it
 	return nil
 }
