@@ -37,8 +37,9 @@ func releaseClaim(ctx context.Context, inbox protocol.Inbox, c protocol.InboxCla
 // back; past it, a claim is left to go stale.
 const maxUnreleased = 10_000
 
-// unreleased are the claims a receiver could not give back, even after
-// retrying (the database was away longer than releaseWindow), by key: the
+// unreleased are the claims a receiver could not give back (a Reporting
+// receiver's claims, a Source's records its function committed), even
+// after retrying (the database was away longer than releaseWindow), by key: the
 // sender's retry of such a key finds it in progress, and would until the
 // claim goes stale. The retry gives it back first (retry), then claims it
 // anew. A claim another request took over since is not given back: the

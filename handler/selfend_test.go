@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,9 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestAFunctionThatEndsItsTransactionHasFailed: a function must leave its
@@ -249,12 +252,7 @@ func sourceNotStuckOn(t *testing.T, pg bool, logger func(cancel *atomic.Pointer[
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"note":"x"}`)
-	post := func() *http.Request {
-		req := anySigned(t, signer, "change:r1", body)
-		req.Header.Set(ack.AttemptHeader, "1")
-		return req
-	}
+	post := oneCommand(t, signer)
 	req := post()
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
@@ -356,4 +354,70 @@ func testSourceLoggerPanicsAtItsWarning(t *testing.T) {
 	}, 1, func(ctx context.Context, tx *sqlx.Tx) error {
 		return tx.Commit()
 	})
+}
+
+// TestASourceRecordNotGivenBackIsGivenBackByTheRedelivery: a Source
+// function committed its transaction itself and returned nil, and the
+// store then stayed away (here: another connection holds SQLite's write
+// lock) longer than the Source tries to store the response and then to
+// give the record back. The record, left committed processing, answered
+// every redelivery in_progress until Prune; the Source remembers it, and
+// the redelivery gives it back first and runs the function.
+func TestASourceRecordNotGivenBackIsGivenBackByTheRedelivery(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "source.db")
+	s, err := sqlite.Open(t.Context(), file, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	other, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(file, store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	verifier, signer := anyStandardWebhooks(t)
+	testCtx := t.Context()
+	var calls atomic.Int32
+	var lock *sqlx.Tx
+	src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest},
+		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+			if calls.Add(1) > 1 {
+				return nil
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			// The store goes away: another connection, not the request's,
+			// takes the write lock.
+			var err error
+			if lock, err = other.BeginTxx(testCtx, nil); err == nil {
+				_, err = lock.Exec("UPDATE courier_schema SET version = version WHERE 0")
+			}
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := oneCommand(t, signer)
+	if rec := serve(src, post()); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("with the store away: answered %d %s, want 503", rec.Code, rec.Body)
+	}
+	if err := lock.Rollback(); err != nil { // the store is back
+		t.Fatal(err)
+	}
+	if rec := serve(src, post()); rec.Code != http.StatusOK || calls.Load() != 2 {
+		t.Fatalf("the redelivery: answered %d %s after %d calls; want 200, the function run again", rec.Code, rec.Body, calls.Load())
+	}
+}
+
+// oneCommand returns a maker of requests of one command, change:r1, at
+// attempt 1, signed afresh each time: a request and its redeliveries.
+func oneCommand(t *testing.T, signer signature.Signer) func() *http.Request {
+	body := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"note":"x"}`)
+	return func() *http.Request {
+		req := anySigned(t, signer, "change:r1", body)
+		req.Header.Set(ack.AttemptHeader, "1")
+		return req
+	}
 }

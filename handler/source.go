@@ -58,6 +58,10 @@ type Source struct {
 	fn    Func[ack.Command]
 	front front
 	h     http.Handler
+	// unreleased are the records of commands whose functions committed
+	// them and that could not be given back (see process): a redelivery
+	// gives its key's back first.
+	unreleased unreleased
 }
 
 // NewSource returns a Source serving the contract cfg.CapabilitiesSHA256
@@ -115,11 +119,12 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, pr
 // upgraded to another contract or at an attempt beyond the command's
 // source_max_attempts.
 func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, bool, error) {
+	inbox := protocol.InboxFor(s.cfg.Store)
+	s.unreleased.retry(ctx, inbox, key) // before Begin, which on SQLite holds the one writer
 	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, fromStore(err)
 	}
-	inbox := protocol.InboxFor(s.cfg.Store)
 	receipt, err := inbox.Record(ctx, tx, key)
 	if stored, answered, err := answeredBy(receipt, err); answered {
 		tx.Rollback()
@@ -138,7 +143,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		// request ended took the record with it: the fenced release then
 		// finds none.
 		if !settled && errors.Is(tx.Rollback(), sql.ErrTxDone) {
-			releaseClaim(ctx, inbox, mine, s.front.logger)
+			s.giveBack(ctx, inbox, mine)
 		}
 	}()
 	if c.CapabilitiesSHA256 != s.cfg.CapabilitiesSHA256 {
@@ -204,9 +209,20 @@ func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b 
 	case errors.Is(stored, courier.CodeLeaseLost): // not this request's record: the function rolled back
 		return fromApp(errTxEnded)
 	case stored != nil:
-		releaseClaim(ctx, inbox, mine, s.front.logger)
+		s.giveBack(ctx, inbox, mine)
 		return fromStore(stored)
 	}
 	s.front.logger.WarnContext(ctx, errTxEnded.Error()) // stored: the redelivery is answered from it
 	return nil
+}
+
+// giveBack gives back a command's record its function committed
+// unanswered, or, when the store stays away longer than releaseWindow,
+// remembers it for the key's redelivery to give back first: a Source's
+// record is never taken over, so one left processing would answer every
+// redelivery in_progress until Prune.
+func (s *Source) giveBack(ctx context.Context, inbox protocol.Inbox, mine protocol.InboxClaim) {
+	if !releaseClaim(ctx, inbox, mine, s.front.logger) {
+		s.unreleased.add(mine)
+	}
 }
