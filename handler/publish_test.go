@@ -28,31 +28,13 @@ const publishToken = "publisher-token-0123456789abcdefghijklmnop"
 
 func setupPublish(t *testing.T) (*store.Store, *httptest.Server) {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	token, err := signature.ParseSecret("orders-service", publishToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "orders-service", Tokens: []signature.Secret{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, srv := setupPublishWith(t, handler.PublishConfig{Authorize: allowPublish})
 	for i, types := range [][]string{{"order.paid"}, {"*"}, {"order.created"}} {
 		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r" + string(rune('a'+i)) + ".example/h",
 			EventTypes: types, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k", Active: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
 	return s, srv
 }
 
@@ -193,6 +175,13 @@ func setupPublishWith(t *testing.T, cfg handler.PublishConfig) (*store.Store, *h
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s, publishServer(t, s, cfg)
+}
+
+// publishServer serves a Publish over s for cfg, whose Store and
+// Verifier it sets: publisher orders-service, with publishToken.
+func publishServer(t *testing.T, s *store.Store, cfg handler.PublishConfig) *httptest.Server {
+	t.Helper()
 	token, err := signature.ParseSecret("orders-service", publishToken)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +197,7 @@ func setupPublishWith(t *testing.T, cfg handler.PublishConfig) (*store.Store, *h
 	}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	return s, srv
+	return srv
 }
 
 // subscribe adds an active subscription of tenant to every event type.

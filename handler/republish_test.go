@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -32,20 +31,7 @@ func TestPublishAgainAfterAKeyRotationReachesEverySubscription(t *testing.T) {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
 			s := e.open(t)
-			token, err := signature.ParseSecret("orders-service", publishToken)
-			if err != nil {
-				t.Fatal(err)
-			}
-			verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "orders-service", Tokens: []signature.Secret{token}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(p)
-			t.Cleanup(srv.Close)
+			srv := publishServer(t, s, handler.PublishConfig{Authorize: allowPublish})
 			params := store.SubscriptionParams{Tenant: "acme", Endpoint: "https://ra.example/h", EventTypes: []string{"*"},
 				AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Active: true}
 			rotated, err := s.Subscriptions.Create(t.Context(), nil, params)

@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/jmoiron/sqlx"
 )
 
 const sourceEndpoint = "https://source.example/commands"
@@ -40,16 +41,7 @@ func command(t *testing.T, op, requestID, capabilities string, sourceMax int, bo
 
 func (b *bundle) enqueueCommand(t *testing.T, p store.CommandParams) (store.Enqueued, error) {
 	t.Helper()
-	tx := b.begin(t)
-	e, err := b.store.Outbox.EnqueueCommand(b.ctx, tx, p)
-	if err != nil {
-		tx.Rollback()
-		return e, err
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
-	return e, nil
+	return inCommitted(t, b, func(tx *sqlx.Tx) (store.Enqueued, error) { return b.store.Outbox.EnqueueCommand(b.ctx, tx, p) })
 }
 
 func (b *bundle) mustEnqueueCommand(t *testing.T, p store.CommandParams) store.Enqueued {

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/jmoiron/sqlx"
 )
 
 // republishing is an event published once to one subscription, for the
@@ -65,16 +66,7 @@ func (r *republishing) publish(t *testing.T) []store.Published {
 // succeeds, rolled back if not.
 func (r *republishing) publishErr(t *testing.T, p store.PublishParams) ([]store.Published, error) {
 	t.Helper()
-	tx := r.begin(t)
-	published, err := r.store.Outbox.Publish(r.ctx, tx, p)
-	if err != nil {
-		tx.Rollback()
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	return published, nil
+	return inCommitted(t, r.bundle, func(tx *sqlx.Tx) ([]store.Published, error) { return r.store.Outbox.Publish(r.ctx, tx, p) })
 }
 
 // update changes the subscription, as its tenant would.

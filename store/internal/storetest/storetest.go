@@ -214,16 +214,28 @@ func openStore(t testing.TB, ctx context.Context, db *sqlx.DB, cfg store.Config)
 // enqueue enqueues p in a committed transaction of its own.
 func (b *bundle) enqueue(t *testing.T, p store.EnqueueParams) store.Enqueued {
 	t.Helper()
+	e, err := inCommitted(t, b, func(tx *sqlx.Tx) (store.Enqueued, error) { return b.store.Outbox.Enqueue(b.ctx, tx, p) })
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	return e
+}
+
+// inCommitted runs write in a transaction of its own, committed when
+// write succeeds and rolled back when it fails, and returns what write
+// returned.
+func inCommitted[T any](t *testing.T, b *bundle, write func(tx *sqlx.Tx) (T, error)) (T, error) {
+	t.Helper()
 	tx := b.begin(t)
-	e, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+	v, err := write(tx)
 	if err != nil {
 		tx.Rollback()
-		t.Fatalf("Enqueue: %v", err)
+		return v, err
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	return e
+	return v, nil
 }
 
 func (b *bundle) begin(t *testing.T) *sqlx.Tx {
