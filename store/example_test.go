@@ -3,11 +3,16 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -242,4 +247,58 @@ func ExampleOutbox_Check() {
 	}
 	fmt.Println(h.Status, h.Checked, len(h.Invalid))
 	// Output: ok 1 0
+}
+
+// An operator sends again what failed, once the cause is fixed (here: a
+// receiver that refused the notification with a 400). Redrive takes failed
+// deliveries, and those quarantined because their payload key was missing
+// or wrong (payload_unreadable); Delivery.Redrivable says whether Redrive
+// would take one, as the ops page and the CLI ask before they offer it.
+func ExampleOutbox_Redrive() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not yet", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	enqueue(ctx, s, store.EnqueueParams{
+		NotificationID: "order-9-paid", Endpoint: refusing.URL + "/hooks", Payload: []byte(`{"order":"order-9"}`),
+	})
+	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	if err != nil {
+		panic(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(key)
+	if err != nil {
+		panic(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: couriertest.Guard(refusing.URL).Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.Work(ctx); err != nil { // the 400 fails the delivery for good
+		panic(err)
+	}
+
+	failed, err := s.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed})
+	if err != nil {
+		panic(err)
+	}
+	for _, d := range failed.Deliveries {
+		fmt.Println(d.NotificationID, d.Status, d.LastErrorCode, d.Redrivable())
+		n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: d.ID})
+		if err != nil {
+			panic(err)
+		}
+		d, err = s.Outbox.Get(ctx, d.ID)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(n, d.Status, d.Redrivable())
+	}
+	// Output:
+	// order-9-paid failed receiver_rejected true
+	// 1 pending false
 }
