@@ -51,6 +51,17 @@ type unreleased struct {
 
 type unreleasedKey struct{ sender, key string }
 
+// giveBack gives claim c back (releaseClaim), or, when the store stays
+// away longer than releaseWindow, remembers it for the key's next request
+// to give back first (retry): a claim left processing answers every
+// retry in_progress, a Reporting receiver's until it goes stale, a
+// Source's record (never taken over) until Prune.
+func (u *unreleased) giveBack(ctx context.Context, inbox protocol.Inbox, c protocol.InboxClaim, logger *slog.Logger) {
+	if !releaseClaim(ctx, inbox, c, logger) {
+		u.add(c)
+	}
+}
+
 func (u *unreleased) add(c protocol.InboxClaim) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -172,9 +172,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		// sender's retry processes the delivery. The claim is fenced:
 		// if another request took it over, this is a no-op. Runs after
 		// the rollback below, which frees SQLite's write lock.
-		if !releaseClaim(ctx, inbox, claim, rp.front.logger) {
-			rp.unreleased.add(claim)
-		}
+		rp.unreleased.giveBack(ctx, inbox, claim, rp.front.logger)
 	}()
 	tx, err := rp.cfg.Store.Begin(ctx)
 	if err != nil {

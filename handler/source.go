@@ -143,7 +143,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		// request ended took the record with it: the fenced release then
 		// finds none.
 		if !settled && errors.Is(tx.Rollback(), sql.ErrTxDone) {
-			s.giveBack(ctx, inbox, mine)
+			s.unreleased.giveBack(ctx, inbox, mine, s.front.logger)
 		}
 	}()
 	if c.CapabilitiesSHA256 != s.cfg.CapabilitiesSHA256 {
@@ -209,20 +209,9 @@ func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b 
 	case errors.Is(stored, courier.CodeLeaseLost): // not this request's record: the function rolled back
 		return fromApp(errTxEnded)
 	case stored != nil:
-		s.giveBack(ctx, inbox, mine)
+		s.unreleased.giveBack(ctx, inbox, mine, s.front.logger)
 		return fromStore(stored)
 	}
 	s.front.logger.WarnContext(ctx, errTxEnded.Error()) // stored: the redelivery is answered from it
 	return nil
-}
-
-// giveBack gives back a command's record its function committed
-// unanswered, or, when the store stays away longer than releaseWindow,
-// remembers it for the key's redelivery to give back first: a Source's
-// record is never taken over, so one left processing would answer every
-// redelivery in_progress until Prune.
-func (s *Source) giveBack(ctx context.Context, inbox protocol.Inbox, mine protocol.InboxClaim) {
-	if !releaseClaim(ctx, inbox, mine, s.front.logger) {
-		s.unreleased.add(mine)
-	}
 }
