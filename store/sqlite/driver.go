@@ -206,9 +206,11 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 // gives up after busyTimeout in all, as another connection would. Other
 // connections wait inside SQLite, as the DSN says.
 func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, error) {
-	outside := c.AutoCommit() // in a transaction the writer holds the lock already
+	if !c.writer || !c.AutoCommit() { // in a transaction the writer holds the lock already
+		return op()
+	}
 	v, err := op()
-	if !c.writer || !outside || !isBusy(err) {
+	if !isBusy(err) {
 		return v, err
 	}
 	deadline := time.Now().Add(busyTimeout * time.Millisecond)
