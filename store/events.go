@@ -1,6 +1,11 @@
 package store
 
-import "github.com/courier-go/courier"
+import (
+	"log/slog"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
+)
 
 // EventKind says what an Event reports.
 type EventKind string
@@ -28,10 +33,22 @@ type Event struct {
 	From, To EndpointState
 }
 
+// observe hands e to Config.Hook. What e reports has happened, committed
+// or not the Store's to undo: a panic in the Hook is dropped, logged once
+// at Error on slog's default logger without its value (which may hold
+// anything), so that it never fails the call that made e nor ends the
+// worker's goroutine and the process with it.
 func (s *Store) observe(e Event) {
-	if s.cfg.Hook != nil {
-		s.cfg.Hook(e)
+	if s.cfg.Hook == nil {
+		return
 	}
+	defer func() {
+		if recover() != nil {
+			slog.Error("store: Hook panicked; the panic was dropped", slog.Bool(logkey.Panic, true),
+				slog.String(logkey.Code, string(e.Code)))
+		}
+	}()
+	s.cfg.Hook(e)
 }
 
 // emit reports an endpoint's breaker transition, made in tx (see

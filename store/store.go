@@ -87,9 +87,9 @@ type Config struct {
 	// (counted when Enqueue writes them in the caller's transaction, so a
 	// caller's rollback still counts; in a transaction of the Store's own,
 	// once it commits), claims, settles and endpoint breaker transitions
-	// (each once its transaction commits). It must be quick, and must not
-	// panic: it runs in the worker's and the receivers' goroutines.
-	// Defaults to none.
+	// (each once its transaction commits). It must be quick: it runs in
+	// the worker's and the receivers' goroutines. A panic in it is dropped
+	// and logged at Error on slog's default logger. Defaults to none.
 	Hook func(Event)
 	// OrderingOnFailure is what a delivery that fails for good while it
 	// heads its ordering key (EnqueueParams.OrderingKey) does to the

@@ -414,6 +414,28 @@ func testQuarantine(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testPanickingHook: a Hook that panics at every event changes nothing
+// the Store does: the enqueue, the claim and the settle it hears all
+// return and hold, and the claim's caller, a worker's goroutine, goes on.
+func testPanickingHook(t *testing.T, open OpenFunc) {
+	heard := 0
+	b := setup(t, open, store.Config{Hook: func(store.Event) { heard++; panic("hook") }})
+	id := b.enqueue(t, delivery("panicking-hook")).ID
+	c := b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 || c[0].DeliveryID != id {
+		t.Fatalf("claimed %+v, want delivery %d", c, id)
+	}
+	if err := b.complete(c[0].Lease, "a"); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusSucceeded {
+		t.Fatalf("delivery is %s, want succeeded", d.Status)
+	}
+	if heard != 3 {
+		t.Fatalf("the Hook was called %d times, want 3 (enqueued, claimed, settled)", heard)
+	}
+}
+
 // testRetryDelay: a retry is due exactly the delay the worker's policy
 // chose after it was settled, and not claimable before.
 func testRetryDelay(t *testing.T, open OpenFunc) {

@@ -41,6 +41,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"StaleLeaseCannotSettle", testStaleLease},
 		{"ParallelClaimers", testParallelClaimers},
 		{"Quarantine", testQuarantine},
+		{"PanickingHook", testPanickingHook},
 		{"RetryDelay", testRetryDelay},
 		{"RetryBudgetAndHorizon", testRetryBudgetAndHorizon},
 		{"RedriveStopsAtTheAttemptBound", testRedriveStopsAtTheAttemptBound},
