@@ -179,6 +179,29 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	if err := f.check(stderr); err != nil {
+		return err
+	}
+	s, done, err := openStore(ctx, *f.db, *f.config)
+	if err != nil {
+		return err
+	}
+	defer done()
+	a := deliveriesAction{name: args[0], s: s, fs: fs, f: f, stdout: stdout, stderr: stderr}
+	switch a.name {
+	case "list":
+		return a.list(ctx)
+	case "show":
+		return a.show(ctx)
+	case "redrive":
+		return a.redrive(ctx)
+	default:
+		return a.cancel(ctx)
+	}
+}
+
+// check refuses the values of the flags that the Store would not take.
+func (f deliveriesFlags) check(stderr io.Writer) error {
 	if f.status != nil && *f.status != "" && !slices.Contains(courier.Statuses(), courier.Status(*f.status)) {
 		return usageError(stderr, "courier deliveries list: -status %q is not a status: %s", *f.status, statusNames())
 	}
@@ -191,119 +214,142 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon:
 		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be at most 720h (30 days), and not negative")
 	}
-	s, done, err := openStore(ctx, *f.db, *f.config)
+	return nil
+}
+
+// deliveriesAction is a deliveries action (name) to run on s, with its
+// parsed flags.
+type deliveriesAction struct {
+	name           string
+	s              *store.Store
+	fs             *flag.FlagSet
+	f              deliveriesFlags
+	stdout, stderr io.Writer
+}
+
+// id returns the delivery id the action was given.
+func (a deliveriesAction) id() (int64, error) {
+	if a.fs.NArg() != 1 {
+		return 0, usageError(a.stderr, "courier deliveries %s: give one delivery id", a.name)
+	}
+	n, err := strconv.ParseInt(a.fs.Arg(0), 10, 64)
+	if err != nil || n < 1 {
+		return 0, usageError(a.stderr, "courier deliveries %s: %q is not a delivery id", a.name, a.fs.Arg(0))
+	}
+	return n, nil
+}
+
+// list prints a page of deliveries, newest first.
+func (a deliveriesAction) list(ctx context.Context) error {
+	p := store.ListParams{Status: courier.Status(*a.f.status), Limit: *a.f.limit}
+	if *a.f.ref != "" {
+		var err error
+		if p.Endpoint, err = a.s.Endpoints.Resolve(ctx, *a.f.ref); err != nil {
+			return err
+		}
+	}
+	page, err := a.s.Outbox.List(ctx, p)
 	if err != nil {
 		return err
 	}
-	defer done()
-	id := func() (int64, error) {
-		if fs.NArg() != 1 {
-			return 0, usageError(stderr, "courier deliveries %s: give one delivery id", args[0])
-		}
-		n, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil || n < 1 {
-			return 0, usageError(stderr, "courier deliveries %s: %q is not a delivery id", args[0], fs.Arg(0))
-		}
-		return n, nil
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tUPDATED")
+	for _, d := range page.Deliveries {
+		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
+			endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), d.UpdatedAt.UTC().Format(time.RFC3339))
 	}
-	switch args[0] {
-	case "list":
-		p := store.ListParams{Status: courier.Status(*f.status), Limit: *f.limit}
-		if *f.ref != "" {
-			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *f.ref); err != nil {
-				return err
-			}
-		}
-		page, err := s.Outbox.List(ctx, p)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tUPDATED")
-		for _, d := range page.Deliveries {
-			fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
-				endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), d.UpdatedAt.UTC().Format(time.RFC3339))
-		}
-		return tw.Flush()
-	case "show":
-		n, err := id()
-		if err != nil {
-			return err
-		}
-		d, err := s.Outbox.Get(ctx, n)
-		if err != nil {
-			return err
-		}
-		attempts, err := s.Outbox.Attempts(ctx, n)
-		if err != nil {
-			return err
-		}
-		d.Payload, d.Endpoint = nil, endpoint.Redact(d.Endpoint) // the payload stays in the database; the URL may carry a credential
-		out, _ := json.MarshalIndent(struct {
-			Delivery store.Delivery
-			Attempts []store.Attempt
-		}{d, attempts}, "", "  ")
-		fmt.Fprintln(stdout, string(out))
-		return nil
-	case "redrive":
-		p := store.RedriveParams{Endpoint: *f.endpointURL}
-		if *f.endpointRef != "" {
-			if p.Endpoint, err = s.Endpoints.Resolve(ctx, *f.endpointRef); err != nil {
-				return err
-			}
-		}
-		if fs.NArg() > 0 {
-			if p.ID, err = id(); err != nil {
-				return err
-			}
-		}
-		if p.ID == 0 && p.Endpoint == "" {
-			return usageError(stderr, "courier deliveries redrive: give a delivery id, -endpoint-ref or -endpoint")
-		}
-		n, err := s.Outbox.Redrive(ctx, p)
-		if err != nil {
-			return err
-		}
-		if n == 0 && p.ID != 0 { // say why: no such delivery is an error, one Redrive does not take is not
-			d, err := s.Outbox.Get(ctx, p.ID)
-			if errors.Is(err, courier.CodeNotFound) {
-				return fmt.Errorf("delivery %d not found", p.ID)
-			}
-			if err != nil {
-				return err
-			}
-			switch {
-			case d.Status == courier.StatusQuarantined && !d.Redrivable():
-				fmt.Fprintf(stderr, "courier deliveries redrive: delivery %d is quarantined %s, not failed or payload_unreadable: cancel it\n", p.ID, d.LastErrorCode)
-			case !d.Redrivable():
-				fmt.Fprintf(stderr, "courier deliveries redrive: delivery %d is %s, not failed\n", p.ID, d.Status)
-			}
-		}
-		fmt.Fprintf(stdout, "redriven: %d\n", n)
-		return nil
-	default: // cancel
-		n, err := id()
-		if err != nil {
-			return err
-		}
-		if err := s.Outbox.Cancel(ctx, n); err != nil {
-			if !errors.Is(err, courier.CodeNotFound) {
-				return err
-			}
-			// Say why: Cancel answers not found for a delivery in a state
-			// it does not take too.
-			d, err := s.Outbox.Get(ctx, n)
-			switch {
-			case errors.Is(err, courier.CodeNotFound):
-				return fmt.Errorf("delivery %d not found", n)
-			case err != nil:
-				return err
-			}
-			return fmt.Errorf("delivery %d is %s: only a pending, retrying, failed or quarantined delivery can be cancelled", n, d.Status)
-		}
-		fmt.Fprintf(stdout, "cancelled: %d\n", n)
-		return nil
+	return tw.Flush()
+}
+
+// show prints a delivery and its attempts as JSON, without its payload.
+func (a deliveriesAction) show(ctx context.Context) error {
+	n, err := a.id()
+	if err != nil {
+		return err
 	}
+	d, err := a.s.Outbox.Get(ctx, n)
+	if err != nil {
+		return err
+	}
+	attempts, err := a.s.Outbox.Attempts(ctx, n)
+	if err != nil {
+		return err
+	}
+	d.Payload, d.Endpoint = nil, endpoint.Redact(d.Endpoint) // the payload stays in the database; the URL may carry a credential
+	out, _ := json.MarshalIndent(struct {
+		Delivery store.Delivery
+		Attempts []store.Attempt
+	}{d, attempts}, "", "  ")
+	fmt.Fprintln(a.stdout, string(out))
+	return nil
+}
+
+// redrive redrives one delivery, or an endpoint's, and says why when the
+// one it was given was not taken.
+func (a deliveriesAction) redrive(ctx context.Context) error {
+	p := store.RedriveParams{Endpoint: *a.f.endpointURL}
+	var err error
+	if *a.f.endpointRef != "" {
+		if p.Endpoint, err = a.s.Endpoints.Resolve(ctx, *a.f.endpointRef); err != nil {
+			return err
+		}
+	}
+	if a.fs.NArg() > 0 {
+		if p.ID, err = a.id(); err != nil {
+			return err
+		}
+	}
+	if p.ID == 0 && p.Endpoint == "" {
+		return usageError(a.stderr, "courier deliveries redrive: give a delivery id, -endpoint-ref or -endpoint")
+	}
+	n, err := a.s.Outbox.Redrive(ctx, p)
+	if err != nil {
+		return err
+	}
+	if n == 0 && p.ID != 0 { // no such delivery is an error, one Redrive does not take is not
+		d, err := a.get(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Status == courier.StatusQuarantined && !d.Redrivable():
+			fmt.Fprintf(a.stderr, "courier deliveries redrive: delivery %d is quarantined %s, not failed or payload_unreadable: cancel it\n", p.ID, d.LastErrorCode)
+		case !d.Redrivable():
+			fmt.Fprintf(a.stderr, "courier deliveries redrive: delivery %d is %s, not failed\n", p.ID, d.Status)
+		}
+	}
+	fmt.Fprintf(a.stdout, "redriven: %d\n", n)
+	return nil
+}
+
+// cancel cancels a delivery, and says why when Cancel did not take it:
+// it answers not found for a delivery in a state it does not take too.
+func (a deliveriesAction) cancel(ctx context.Context) error {
+	n, err := a.id()
+	if err != nil {
+		return err
+	}
+	if err := a.s.Outbox.Cancel(ctx, n); err != nil {
+		if !errors.Is(err, courier.CodeNotFound) {
+			return err
+		}
+		d, err := a.get(ctx, n)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("delivery %d is %s: only a pending, retrying, failed or quarantined delivery can be cancelled", n, d.Status)
+	}
+	fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
+	return nil
+}
+
+// get reads delivery id, to say why an action did not take it.
+func (a deliveriesAction) get(ctx context.Context, id int64) (store.Delivery, error) {
+	d, err := a.s.Outbox.Get(ctx, id)
+	if errors.Is(err, courier.CodeNotFound) {
+		return d, fmt.Errorf("delivery %d not found", id)
+	}
+	return d, err
 }
 
 // endpointsActions are the actions of courier endpoints, in the order its
