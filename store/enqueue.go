@@ -592,7 +592,9 @@ func (o *Outbox) samePayload(r outboxRow, args map[string]any) error {
 //
 // A delivery written under this identity by another than the publish to
 // sub (Enqueue) is compared whole, as Enqueue compares. errMoved says the
-// row changed under it: the caller reads it again.
+// row changed under it: the caller reads it again. A delivery with an
+// ordering key is written only once its key's row is held (see
+// ordering_key_lock_of).
 func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, sub subscriptionRef) (e Enqueued, queued bool, err error) {
 	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
 	switch {
@@ -614,8 +616,21 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 		}
 	}
 	args["id"] = r.ID
+	revive := r.Status == courier.StatusSuppressed && r.LastErrorCode.String == string(courier.CodeSubscriptionChanged) && r.Attempts < maxAttempts
+	if (revive || changed && unfinished(r.Status)) && r.OrderingKey.Valid {
+		// The key's row first, as Cancel takes it: a worker's settle or
+		// claim that holds the key promotes (locks) the delivery waiting
+		// behind its head, and one that finds the key held leaves it for a
+		// later claim (advanceOrLeave); with the delivery's row held
+		// first, the worker would wait for this transaction, or the two
+		// for each other.
+		var head []int64
+		if err := o.s.selectRows(ctx, tx, "ordering_key_lock_of", map[string]any{"id": r.ID}, &head); err != nil {
+			return Enqueued{}, false, err
+		}
+	}
 	switch {
-	case r.Status == courier.StatusSuppressed && r.LastErrorCode.String == string(courier.CodeSubscriptionChanged) && r.Attempts < maxAttempts:
+	case revive:
 		var id int64
 		switch err := o.s.scan(ctx, tx, "outbox_publish_revive", args, &id); {
 		case isNoRows(err):

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/courier-go/courier/internal/wire"
@@ -146,24 +148,31 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		}
 		fan = append(fan, f)
 	}
-	var out []Published
-	var joins []keyed
-	for _, f := range fan {
+	// The deliveries are written in key order (inKeyOrder: by endpoint,
+	// the ordering key being the event's), each joining its key at once: a
+	// delivery published again takes its key's row before its own (see
+	// republished), so a publish takes the keys of its new deliveries and
+	// of those it sends again in one order, as every transaction that
+	// waits for keys does. In subscription order, or with the new ones
+	// joined after the others, two such transactions could each wait for
+	// a key the other holds.
+	order := make([]int, len(fan))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(fan[a].sub.Endpoint, fan[b].sub.Endpoint) })
+	out := make([]Published, len(fan))
+	for _, i := range order {
+		f := fan[i]
 		s := f.sub
-		e, err := o.insertDelivery(ctx, tx, EnqueueParams{
+		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: f.id, Endpoint: s.Endpoint, Payload: f.payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil}, &joins)
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Published{Enqueued: e, NotificationID: f.id, SubscriptionID: s.ID, IdempotencyKey: f.key})
-	}
-	// The ordering key is joined per endpoint once every delivery is
-	// written, in key order, as a settle takes keys: in subscription order
-	// a publish and a settle could each wait for a key the other holds.
-	if err := o.joinAll(ctx, tx, joins); err != nil {
-		return nil, err
+		out[i] = Published{Enqueued: e, NotificationID: f.id, SubscriptionID: s.ID, IdempotencyKey: f.key}
 	}
 	return out, nil
 }

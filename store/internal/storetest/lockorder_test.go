@@ -118,26 +118,7 @@ func TestPublishAndEnqueueTakeKeysInOneOrder(t *testing.T) {
 	}
 	claimAll(t, s, 2) // e1 to a and to b: each heads (endpoint, order-1)
 
-	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE endpoint = $1 FOR UPDATE`, epA)
-	enqueued := inBackground(func() error {
-		return inTx(t, s, func(tx store.DBTX) error {
-			_, err := s.Outbox.EnqueueMany(t.Context(), tx, []store.EnqueueParams{
-				{NotificationID: "xa", Endpoint: epA, Payload: []byte(`{"id":"xa"}`), OrderingKey: "order-1"},
-				{NotificationID: "xb", Endpoint: epB, Payload: []byte(`{"id":"xb"}`), OrderingKey: "order-1"},
-			})
-			return err
-		})
-	})
-	waitLockWaiters(t, s.DB(), 1) // the enqueue waits for (a, order-1)
-	published := inBackground(func() error {
-		return inTx(t, app, func(tx store.DBTX) error { return publish(tx, "e2") })
-	})
-	waitLockWaiters(t, s.DB(), 2) // Publish waits for (a, order-1), the first key in key order
-	blocker.Rollback()
-	errEnqueue, errPublish := <-enqueued, <-published
-	if errEnqueue != nil || errPublish != nil {
-		t.Fatalf("the other transaction's EnqueueMany: %v; the application's Publish: %v", errEnqueue, errPublish)
-	}
+	publishBesideEnqueueMany(t, s, app, epA, epB, func(tx store.DBTX) error { return publish(tx, "e2") })
 }
 
 // TestCancelTakesTheKeyBeforeTheDelivery: a settle of a key's head locks
@@ -333,5 +314,259 @@ func TestSettleNeverWaitsForAnApplicationsKey(t *testing.T) {
 	got, err := protocol.For(later).Claim(ctx, protocol.ClaimParams{Owner: "later", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 || got[0].DeliveryID != next.ID {
 		t.Fatalf("the first claim of a fresh store: %v, %+v; want k2 (%d), the key moved on from k1 (%d)", err, got, next.ID, head)
+	}
+}
+
+// keyRotation is a subscription of endpoint a to which the events e1 and
+// e2 of ordering key order-1 were published under its key key-1: e1 heads
+// the key, e2 waits behind it. Once the key rotates (rotate), a claim
+// suppresses them and a publish again brings them up to date.
+type keyRotation struct {
+	worker, app *store.Store
+	sub         store.Subscription
+}
+
+// newKeyRotation publishes e1 and e2, and enqueues other, a plain
+// delivery to endpoint b, if other.
+func newKeyRotation(t *testing.T, other bool) *keyRotation {
+	t.Helper()
+	stores := couriertest.PostgresStores(t, 2, store.Config{})
+	k := &keyRotation{worker: stores[0], app: stores[1]}
+	var err error
+	k.sub, err = k.app.Subscriptions.Create(t.Context(), nil, store.SubscriptionParams{Tenant: "acme", Endpoint: "https://a.example/h",
+		EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "key-1", Active: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"e1", "e2"} {
+		if err := inTx(t, k.app, func(tx store.DBTX) error { return k.publish(t, tx, id) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if other {
+		enqueue(t, k.app, store.EnqueueParams{NotificationID: "other", Endpoint: "https://b.example/h", Payload: []byte(`{"id":"other"}`)})
+	}
+	return k
+}
+
+// rotate changes the subscription's key to key-2.
+func (k *keyRotation) rotate(t *testing.T) {
+	t.Helper()
+	p := k.sub.SubscriptionParams
+	p.KeyID = "key-2"
+	if _, err := k.app.Subscriptions.Update(t.Context(), nil, k.sub.ID, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publish publishes event id (ordering key order-1) in tx.
+func (k *keyRotation) publish(t *testing.T, tx store.DBTX, id string) error {
+	_, err := k.app.Outbox.Publish(t.Context(), tx, store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: id,
+		Payload: []byte(`{"id":"` + id + `"}`), OrderingKey: "order-1"})
+	return err
+}
+
+// openRepublish publishes id again in a transaction of the application's
+// that the test keeps open (its cleanup rolls it back).
+func (k *keyRotation) openRepublish(t *testing.T, id string) *sqlx.Tx {
+	t.Helper()
+	tx, err := k.app.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if err := k.publish(t, tx, id); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// wantNext claims what is due, which must be event id's delivery alone,
+// sent under the rotated key.
+func (k *keyRotation) wantNext(t *testing.T, id string) protocol.Claimed {
+	t.Helper()
+	got, err := protocol.For(k.worker).Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if want := fmt.Sprintf("%s:%d", id, k.sub.ID); err != nil || len(got) != 1 || got[0].NotificationID != want || got[0].KeyID != "key-2" {
+		t.Fatalf("claim: %v, %+v; want %s alone, under key-2", err, got, want)
+	}
+	return got[0]
+}
+
+// TestClaimNeverWaitsForAnApplicationsRepublish: an application's
+// transaction publishes again an event whose delivery waits behind its
+// ordering key's head (the subscription's key rotated: the delivery is
+// brought up to date in place) and stays open. A worker's claim that ends
+// the key's head (suppressed, as its subscription changed) does not wait
+// for that transaction to promote the delivery: it leases what else is due
+// (the worker's claims of every endpoint would stall otherwise) and leaves
+// the key, which moves on at a claim once the application commits.
+func TestClaimNeverWaitsForAnApplicationsRepublish(t *testing.T) {
+	k := newKeyRotation(t, true)
+	k.rotate(t)
+	tx := k.openRepublish(t, "e2")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a claim that waited would end here
+	defer cancel()
+	got, err := protocol.For(k.worker).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].NotificationID != "other" {
+		t.Fatalf("claim beside the application's open transaction: %v, %+v; want the other endpoint's delivery alone", err, got)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	k.wantNext(t, "e2")
+}
+
+// TestRepublishOfAKeysDeliveriesBesideAClaimNeverDeadlocks: as above, and
+// the application then publishes the key's head e1 again in the same
+// transaction, once the claim suppressed it. The claim never holds e1
+// while it waits for e2, which the application holds while it waits for
+// e1: neither is aborted (SQLSTATE 40P01), possibly the application's
+// own business transaction, and the key keeps its order.
+func TestRepublishOfAKeysDeliveriesBesideAClaimNeverDeadlocks(t *testing.T) {
+	k := newKeyRotation(t, false)
+	k.rotate(t)
+	tx := k.openRepublish(t, "e2")
+	claimed := inBackground(func() error {
+		_, err := protocol.For(k.worker).Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+		return err
+	})
+	// The claim ends, or waits for a lock while it holds e1, which it
+	// suppressed.
+	var claimErr error
+	done := false
+	waitUntil(t, func() bool {
+		select {
+		case claimErr = <-claimed:
+			done = true
+			return true
+		default:
+			return running(t, k.worker.DB(), "courier_outbox", true)
+		}
+	})
+	appErr := k.publish(t, tx, "e1")
+	if !done {
+		claimErr = <-claimed
+	}
+	if appErr != nil || claimErr != nil {
+		t.Fatalf("the application's publish of e1: %v\nthe worker's claim: %v\nwant both to succeed", appErr, claimErr)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	settleAll(t, k.worker, protocol.Succeeded, k.wantNext(t, "e1"))
+	k.wantNext(t, "e2")
+}
+
+// TestSettleNeverWaitsForAnApplicationsRepublish: the key's head e1 is in
+// flight when the subscription's key rotates, and an application's
+// transaction publishes e2, waiting behind it, again and stays open. The
+// worker's settle of e1's success does not wait for that transaction to
+// promote e2 (it would end on the settle's lock timeout, the success not
+// recorded and e1 sent again once its lease ran out): e1 succeeds, and the
+// key moves on at a claim once the application commits.
+func TestSettleNeverWaitsForAnApplicationsRepublish(t *testing.T) {
+	k := newKeyRotation(t, false)
+	head := claimAll(t, k.worker, 1)[0]
+	k.rotate(t)
+	tx := k.openRepublish(t, "e2")
+
+	st, err := protocol.For(k.worker).Settle(t.Context(), protocol.Outcome{Lease: head.Lease, Result: protocol.Succeeded})
+	if err != nil {
+		t.Fatalf("settle of the head's success beside the application's open transaction: %v; want succeeded", err)
+	}
+	if st[0].Err != nil || st[0].Status != courier.StatusSucceeded {
+		t.Fatalf("the head's outcome: %+v; want succeeded", st[0])
+	}
+	if d, err := k.worker.Outbox.Get(t.Context(), head.DeliveryID); err != nil || d.Status != courier.StatusSucceeded {
+		t.Fatalf("the head: %v, %s; want succeeded", err, d.Status)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	k.wantNext(t, "e2")
+}
+
+// waitUntil polls cond until it holds: condition based, not a sleep for
+// synchronization.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the condition waited for never held")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// TestPublishTakesTheKeysOfDeliveriesItSendsAgainInKeyOrder: a publish
+// again of an event takes the key of each delivery it brings up to date
+// before the delivery (see TestClaimNeverWaitsForAnApplicationsRepublish)
+// and joins its new deliveries to theirs: it takes all of them in key
+// order, as an EnqueueMany of the same keys does, not the keys of the
+// deliveries it sends again first. Here the event's delivery to b (its
+// subscription's key rotated since) is brought up to date, and one to a
+// (a subscription created since) is new: beside an EnqueueMany that joins
+// a then b, both succeed.
+func TestPublishTakesTheKeysOfDeliveriesItSendsAgainInKeyOrder(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{})
+	s, app := stores[0], stores[1]
+	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
+	create := func(ep string) store.Subscription {
+		sub, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
+			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	publish := func(tx store.DBTX, id string) error {
+		_, err := s.Outbox.Publish(t.Context(), tx, store.PublishParams{Tenant: "t", EventType: "order.updated", EventID: id, Payload: []byte(`{"x":1}`), OrderingKey: "order-1"})
+		return err
+	}
+	subB := create(epB)
+	if err := publish(s.DB(), "e1"); err != nil { // e1 to b heads (b, order-1)
+		t.Fatal(err)
+	}
+	enqueue(t, s, store.EnqueueParams{NotificationID: "a0", Endpoint: epA, Payload: []byte(`{"id":"a0"}`), OrderingKey: "order-1"}) // heads (a, order-1)
+	p := subB.SubscriptionParams
+	p.KeyID = "k2"
+	if _, err := s.Subscriptions.Update(t.Context(), s.DB(), subB.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	create(epA)
+
+	publishBesideEnqueueMany(t, s, app, epA, epB, func(tx store.DBTX) error { return publish(tx, "e1") })
+}
+
+// publishBesideEnqueueMany runs publish in a transaction of app's beside
+// an EnqueueMany of s's to epA's and epB's key order-1, both let go at
+// once after waiting for epA's key, held by a third transaction: each
+// takes the keys in key order, so both end without error.
+func publishBesideEnqueueMany(t *testing.T, s, app *store.Store, epA, epB string, publish func(store.DBTX) error) {
+	t.Helper()
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE endpoint = $1 FOR UPDATE`, epA)
+	enqueued := inBackground(func() error {
+		return inTx(t, s, func(tx store.DBTX) error {
+			_, err := s.Outbox.EnqueueMany(t.Context(), tx, []store.EnqueueParams{
+				{NotificationID: "xa", Endpoint: epA, Payload: []byte(`{"id":"xa"}`), OrderingKey: "order-1"},
+				{NotificationID: "xb", Endpoint: epB, Payload: []byte(`{"id":"xb"}`), OrderingKey: "order-1"},
+			})
+			return err
+		})
+	})
+	waitLockWaiters(t, s.DB(), 1) // the enqueue waits for (a, order-1)
+	published := inBackground(func() error {
+		return inTx(t, app, publish)
+	})
+	waitLockWaiters(t, s.DB(), 2) // the publish waits for (a, order-1), the first key in key order
+	blocker.Rollback()
+	errEnqueue, errPublish := <-enqueued, <-published
+	if errEnqueue != nil || errPublish != nil {
+		t.Fatalf("the other transaction's EnqueueMany: %v; the application's Publish: %v", errEnqueue, errPublish)
 	}
 }
