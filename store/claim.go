@@ -197,6 +197,10 @@ type claimRun struct {
 	// admitted are the probes, admitted as they were leased (the rest of
 	// got is admitted at the end of the claim).
 	admitted []protocol.Claimed
+	// busy are the limited endpoints whose limits row another claimer
+	// holds (PostgreSQL): the claim leaves their rows due and picks past
+	// them.
+	busy []string
 }
 
 func (r *claimRun) room() int { return r.limit - len(r.got) - len(r.admitted) }
@@ -240,19 +244,28 @@ type picked struct {
 
 // claimNext picks the next due rows of priority p, at most limit, and
 // leases, ends or parks each (outbox_claim). It returns how many it
-// picked.
-func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expired, parked int, err error) {
+// picked, and how many of those it left due because their endpoint was
+// busy (the next pick passes over that endpoint).
+func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, busy, leased, expired, parked int, err error) {
 	var rows []picked
-	args := map[string]any{"now": r.args["now"], "priority": p, "limit": limit}
+	busyArg := "[]"
+	if len(r.busy) > 0 {
+		busyArg = jsonArg(r.busy)
+	}
+	args := map[string]any{"now": r.args["now"], "priority": p, "limit": limit, "busy": busyArg}
 	if err := r.o.s.selectRows(ctx, r.tx, "outbox_claim_pick", args, &rows); err != nil {
-		return 0, 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
 	if len(rows) == 0 {
-		return 0, 0, 0, 0, nil
+		return 0, 0, 0, 0, 0, nil
 	}
 	ids := make([]int64, 0, len(rows))
 	for _, row := range rows {
 		if row.Busy {
+			busy++
+			if !slices.Contains(r.busy, row.Endpoint) {
+				r.busy = append(r.busy, row.Endpoint)
+			}
 			continue
 		}
 		ids = append(ids, row.ID)
@@ -261,12 +274,12 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expi
 		}
 	}
 	if len(ids) == 0 {
-		return len(rows), 0, 0, 0, nil
+		return len(rows), busy, 0, 0, 0, nil
 	}
 	before := len(r.got)
 	leased, expired, parked, err = r.run(ctx, "outbox_claim", map[string]any{"ids": jsonArg(ids)})
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
 	for _, c := range r.got[before:] {
 		if _, ok := r.limited[c.Endpoint]; ok {
@@ -276,16 +289,16 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, leased, expi
 	// The next statement reckons an endpoint's room from its bucket: the
 	// tokens this one spent leave it first.
 	if err := r.take(ctx); err != nil {
-		return 0, 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
 	if parked > 0 {
 		// The endpoints without room have more due, most likely: park
 		// the rest of it at once rather than batch by batch.
 		if err := r.parkDue(ctx, p); err != nil {
-			return 0, 0, 0, 0, err
+			return 0, 0, 0, 0, 0, err
 		}
 	}
-	return len(rows), leased, expired, parked, nil
+	return len(rows), busy, leased, expired, parked, nil
 }
 
 // parkDue parks the due deliveries of priority p of each endpoint the
@@ -397,12 +410,15 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 		swept := false
 		for r.room() > 0 {
 			limit := r.room()
-			n, _, expired, parked, err := r.claimNext(ctx, p, limit)
+			n, busy, _, expired, parked, err := r.claimNext(ctx, p, limit)
 			if err != nil {
 				return err
 			}
 			if n < limit {
 				break // no more due rows of this priority
+			}
+			if busy > 0 {
+				continue // on past the endpoints another claimer holds
 			}
 			if parked > 0 && r.parked < maxParkedPerClaim {
 				continue // on past the endpoints with no room
@@ -470,10 +486,14 @@ func (r *claimRun) sweep(ctx context.Context, p int) error {
 }
 
 // probes claims one delivery for each endpoint whose breaker cool-down
-// ended, or whose probe's lease ran out unsettled: the probe that decides
-// whether it closes again. A probe that finds an expired row ends it and
-// tries the next, up to maxProbePasses. Each move of the breaker's state
-// is reported; probing again a half-open endpoint is not one.
+// ended, or whose probe's lease ran out unsettled (or was given back, or
+// settled without an answer): the probe that decides whether it closes
+// again. A probe is a lease like any other: it is made only when the
+// endpoint has room for it (the worker's share, MaxInFlight, a token,
+// which it takes), and an endpoint without room stays open, probed by a
+// later claim. A probe that finds an expired row ends it and tries the
+// next, up to maxProbePasses. Each move of the breaker's state is
+// reported; probing again a half-open endpoint is not one.
 func (r *claimRun) probes(ctx context.Context) error {
 	var due []struct {
 		Endpoint string        `db:"endpoint"`
@@ -483,18 +503,41 @@ func (r *claimRun) probes(ctx context.Context) error {
 		return err
 	}
 	for _, d := range due {
+		if r.room() <= 0 {
+			return nil // a later claim probes the rest
+		}
 		e := d.Endpoint
-		var took []string
+		// Its limits row first (PostgreSQL), as the claim statements
+		// take it: its room is then reckoned after every other claimer's
+		// leases and tokens.
+		var lock []struct {
+			Limited bool `db:"limited"`
+			Busy    bool `db:"busy"`
+		}
+		if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probe_lock", map[string]any{"endpoint": e}, &lock); err != nil {
+			return err
+		}
+		if len(lock) == 1 && lock[0].Busy {
+			continue // another claimer holds its limits: a later claim probes it
+		}
+		var took []EndpointState
 		if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probe_take", map[string]any{
 			"endpoint": e, "now": r.args["now"], "probe_until": r.args["lease_expires_at"],
+			"owner": r.args["owner"], "cap": r.args["cap"],
 		}, &took); err != nil {
 			return err
 		}
 		if len(took) == 0 {
 			continue // another claim's probe
 		}
+		if took[0] != EndpointHalfOpen { // no room for a probe: open, probed by a later claim
+			if d.State == EndpointHalfOpen { // its last probe's lease ran out unsettled
+				r.o.s.emit(r.tx, e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
+			}
+			continue
+		}
 		leased := 0
-		for pass := 0; pass < maxProbePasses && leased == 0 && r.room() > 0; pass++ {
+		for pass := 0; pass < maxProbePasses && leased == 0; pass++ {
 			ok, ended, err := r.probe(ctx, e)
 			if err != nil {
 				return err
@@ -505,7 +548,7 @@ func (r *claimRun) probes(ctx context.Context) error {
 				break // nothing due
 			}
 		}
-		if leased == 0 { // nothing due, or no room: probe later
+		if leased == 0 { // nothing due: probe later
 			if _, err := r.o.s.exec(ctx, r.tx, "endpoint_probe_idle", map[string]any{"endpoint": e, "now": r.args["now"]}); err != nil {
 				return err
 			}
@@ -513,6 +556,9 @@ func (r *claimRun) probes(ctx context.Context) error {
 				r.o.s.emit(r.tx, e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
 			}
 			continue
+		}
+		if len(lock) == 1 && lock[0].Limited {
+			r.limited[e]++ // its token is taken with the claim's (take)
 		}
 		if d.State != EndpointHalfOpen { // a probe again after one whose lease ran out: still half open
 			r.o.s.emit(r.tx, e, d.State, EndpointHalfOpen, "")

@@ -58,7 +58,8 @@
 //	                             less the leases that worker holds on the endpoint
 //	the endpoint's MaxInFlight:  less every lease on it, by any worker (Endpoints.SetLimits)
 //	the endpoint's Rate:         the whole tokens in its bucket, which refills at Rate up to Burst
-//	its breaker:                 none while it is open, half open or disabled (a probe aside)
+//	its breaker:                 none while it is open, half open or disabled, but for its
+//	                             probe, which takes the room (a slot, a token) of one lease
 //
 // A claim leases an endpoint's due deliveries, in claim order, while it has
 // room and parks the rest: once it finds an endpoint without room it parks
@@ -78,9 +79,12 @@
 // the limits row of each limited endpoint it picked rows of, until it
 // commits, and counts leases and tokens in a statement that starts after
 // those locks: two workers in two processes never both take the last
-// slot or token. A claim never waits for a limits row another claim
-// holds: it leaves that endpoint's rows due, for the claim that holds it
-// or the next. On SQLite the one writer gives the same.
+// slot or token; a breaker's probe is counted the same way, under the
+// same lock. A claim never waits for a limits row another claim holds:
+// it leaves that endpoint's rows due, for the claim that holds it or the
+// next, and picks on past them for the other endpoints' (the rows it
+// picked and left stay locked until it commits). On SQLite the one writer
+// gives the same.
 //
 // Held by its ordering key (HeldByKey): within (endpoint,
 // EnqueueParams.OrderingKey) a delivery is claimable only once every

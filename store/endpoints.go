@@ -23,7 +23,12 @@ const (
 // then one delivery probes it (half-open): success closes it, and so does
 // any other answer that does not speak of its health (a 4xx: it is up);
 // failure pauses it again, and a probe whose lease runs out unsettled is
-// made again. Only the probe's outcome moves a half-open breaker (a
+// made again, as is one given back unsent or settled without an answer
+// (the worker stopping, its signing failing), at the next claim. A probe
+// is a lease like any other: it is made only when the endpoint has room
+// for it (the claiming worker's client.Config.EndpointConcurrency, the
+// endpoint's Limits, whose token it takes), and until it has, the
+// endpoint stays open. Only the probe's outcome moves a half-open breaker (a
 // failure of an attempt sent before the pause counts, its 4xx is not the
 // probe's answer), and no other probe goes out while one is in flight; a
 // success, the probe's or a late one, closes it. An open endpoint whose probe found
@@ -248,11 +253,21 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	// endpoint as failing all along); an open breaker, and a half-open one
 	// answered by another attempt than its probe, wait for the probe. A
 	// success closes any breaker but a disabled one.
-	// An outcome without an answer (never sent, cut short) changes nothing
-	// at all.
+	// An outcome without an answer (never sent, cut short) says nothing of
+	// the endpoint's health; if it was a half-open breaker's probe, the
+	// next claim probes again (endpoint_probe_again).
 	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]
 	answered := other && oc.HTTPStatus != 0
 	switch {
+	case other && !answered && tracked:
+		// Under its lock, as every settle's change of the breaker.
+		if _, err := e.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": endpoint}); err != nil {
+			return false, err
+		}
+		_, err := e.s.exec(ctx, tx, "endpoint_probe_again", map[string]any{
+			"endpoint": endpoint, "probe_until": micros(oc.Lease.ExpiresAt), "now": now,
+		})
+		return false, err
 	case other && !answered:
 		return false, nil // not about the endpoint's health
 	case !tracked && (oc.Result == protocol.Succeeded || answered):

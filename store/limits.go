@@ -29,7 +29,8 @@ type Limits struct {
 	// applies). Defaults to 0.
 	MaxInFlight int
 	// Rate is how many requests per second may start, on average, as a
-	// token bucket: each leased delivery takes a token, and the bucket
+	// token bucket: each leased delivery takes a token (a breaker's
+	// probe too, which waits for one like any delivery), and the bucket
 	// refills at Rate up to Burst, within 0.000001..1000000. 0 for no
 	// limit. Defaults to 0.
 	Rate float64

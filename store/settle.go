@@ -266,10 +266,21 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 	if len(args) == 0 {
 		return 0, nil
 	}
-	res, err := o.s.exec(ctx, o.s.writer, "outbox_release", map[string]any{"batch": jsonArg(args), "now": o.s.now()})
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
+	var n int64
+	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// A probe given back unsent leaves its endpoint half open with
+		// nothing in flight: the next claim probes again, rather than wait
+		// out the lease. First, while the leases are still there to match.
+		batch, now := jsonArg(args), o.s.now()
+		if _, err := o.s.exec(ctx, tx, "endpoint_probe_released", map[string]any{"batch": batch, "now": now}); err != nil {
+			return err
+		}
+		res, err := o.s.exec(ctx, tx, "outbox_release", map[string]any{"batch": batch, "now": now})
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	return int(n), wrapf(err, "release")
 }

@@ -318,3 +318,188 @@ func testARateLimitHoldsAcrossSkewedClocks(t *testing.T, open OpenFunc) {
 		t.Fatalf("Rate 1/s, Burst 1 over 10 s: two processes a millisecond apart leased %d, want at most 11", leased)
 	}
 }
+
+// openWith settles c as a 503 retried in an hour: with Threshold 1 it
+// opens the endpoint's breaker.
+func openWith(t *testing.T, b *bundle, c protocol.Claimed) {
+	t.Helper()
+	if err := b.retry(c.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endpointState returns the endpoint's breaker state.
+func endpointState(t *testing.T, b *bundle, endpoint string) store.EndpointHealth {
+	t.Helper()
+	h, err := b.store.Endpoints.Get(b.ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// testAProbeTakesARateToken: a probe is a leased delivery, and takes a
+// token like any other (Limits.Rate): with the bucket empty the endpoint
+// stays open, its cool-down over, and is probed once a token is back.
+// With Rate 1/min and a 1s cool-down, a failing endpoint is sent one
+// request a minute, not one a second.
+func testAProbeTakesARateToken(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 1.0 / 60, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	first := b.claim(t, "w", 5, time.Minute) // the bucket's one token
+	if len(first) != 1 {
+		t.Fatalf("first claim = %v, want one (Burst 1)", ids(first))
+	}
+	openWith(t, b, first[0])
+	for i := range 4 { // four cool-downs, the bucket still empty
+		b.clock.Advance(time.Second)
+		if c := b.claim(t, "w", 5, time.Minute); len(c) != 0 {
+			t.Fatalf("%ds after the bucket's token was taken: claim leased %v, want nothing (Rate 1/min)", i+1, ids(c))
+		}
+		if h := endpointState(t, b, slowEndpoint); h.State != store.EndpointOpen {
+			t.Fatalf("with no token for a probe the endpoint is %s, want open", h.State)
+		}
+	}
+	b.clock.Advance(56 * time.Second) // a token is back
+	probe := b.claim(t, "w", 5, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("a minute on, with a token: claim leased %v, want the probe", ids(probe))
+	}
+	if h := endpointState(t, b, slowEndpoint); h.State != store.EndpointHalfOpen {
+		t.Fatalf("with its probe leased the endpoint is %s, want half_open", h.State)
+	}
+}
+
+// testAProbeSpendsItsToken: the token a probe took is gone from the
+// bucket: after a probe that succeeds, a claim at the same instant leases
+// nothing with Rate 1/s and Burst 1, and one a second later leases one.
+func testAProbeSpendsItsToken(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute}})
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{Rate: 1, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	openWith(t, b, b.claim(t, "w", 5, time.Minute)[0])
+	b.clock.Advance(time.Minute) // the bucket full again, the cool-down over
+	probe := b.claim(t, "w", 5, time.Minute)
+	if len(probe) != 1 {
+		t.Fatalf("probe claim = %v, want one", ids(probe))
+	}
+	if err := b.complete(probe[0].Lease, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if more := b.claim(t, "w", 5, time.Minute); len(more) != 0 {
+		t.Fatalf("Rate 1/s, Burst 1: after the probe %v, a claim at the same instant leased %v, want nothing", ids(probe), ids(more))
+	}
+	b.clock.Advance(time.Second)
+	if more := b.claim(t, "w", 5, time.Minute); len(more) != 1 {
+		t.Fatalf("a second later: claim leased %v, want one", ids(more))
+	}
+}
+
+// testAProbeWaitsForRoom: a probe is a lease like any other, within the
+// claiming worker's share (ClaimParams.EndpointCap, counting those it
+// holds) and the endpoint's MaxInFlight, counting every worker's: a
+// worker at its share, or an endpoint at its MaxInFlight, gets no probe
+// and the endpoint stays open until there is room.
+func testAProbeWaitsForRoom(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})
+	for i := range 8 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	if held := b.claimCapped(t, "w", 2, 2); len(held) != 2 { // w at its share of 2, in flight
+		t.Fatalf("w's claim = %v", ids(held))
+	}
+	v := b.claimCapped(t, "v", 2, 2)
+	if len(v) != 2 {
+		t.Fatalf("v's claim = %v", ids(v))
+	}
+	openWith(t, b, v[0]) // v's other, v[1], still in flight
+	if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, store.Limits{MaxInFlight: 3}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	if got := b.claimCapped(t, "w", 5, 2); len(got) != 0 {
+		t.Fatalf("w, holding its share of 2, was leased the probe %v", ids(got))
+	}
+	if got := b.claimCapped(t, "v", 5, 2); len(got) != 0 {
+		t.Fatalf("v, with the endpoint at its MaxInFlight of 3, was leased the probe %v", ids(got))
+	}
+	if h := endpointState(t, b, slowEndpoint); h.State != store.EndpointOpen || h.InFlight != 3 {
+		t.Fatalf("with no room for a probe the endpoint is %s with %d in flight, want open with 3", h.State, h.InFlight)
+	}
+	if n, err := b.proto().Release(b.ctx, v[1].Lease); err != nil || n != 1 { // a slot comes back
+		t.Fatalf("Release = %d, %v", n, err)
+	}
+	probe := b.claimCapped(t, "v", 5, 2)
+	if len(probe) != 1 {
+		t.Fatalf("with a slot back: v's claim leased %v, want the probe", ids(probe))
+	}
+	if h := endpointState(t, b, slowEndpoint); h.State != store.EndpointHalfOpen || h.InFlight != 3 {
+		t.Fatalf("with its probe leased the endpoint is %s with %d in flight, want half_open with 3", h.State, h.InFlight)
+	}
+}
+
+// testAProbeGivenBackIsMadeAgain: a probe given back unsent (a worker
+// stopping, or its lease too short to start the attempt) leaves nothing
+// in flight: the next claim probes again, rather than wait out the
+// probe's lease (an hour here).
+func testAProbeGivenBackIsMadeAgain(t *testing.T, open OpenFunc) {
+	b, probe := probeForAnHour(t, open)
+	if n, err := b.proto().Release(b.ctx, probe.Lease); err != nil || n != 1 {
+		t.Fatalf("Release = %d, %v", n, err)
+	}
+	again := b.claim(t, "w2", 5, time.Minute)
+	if h := endpointState(t, b, slowEndpoint); len(again) != 1 || again[0].DeliveryID != probe.DeliveryID || h.State != store.EndpointHalfOpen {
+		t.Fatalf("after its probe %d was given back unsent: claim leased %v, want it again as the probe; endpoint %s, %d in flight, OpenUntil in %v",
+			probe.DeliveryID, ids(again), h.State, h.InFlight, h.OpenUntil.Sub(b.clock.Now()))
+	}
+}
+
+// testAProbeSettledWithoutAnAnswerIsMadeAgain: a probe settled without an
+// answer from the endpoint (cut short by a shutdown, its signing failed)
+// says nothing of the endpoint's health and leaves nothing in flight: the
+// next claim probes again, rather than wait out the probe's lease.
+func testAProbeSettledWithoutAnAnswerIsMadeAgain(t *testing.T, open OpenFunc) {
+	for _, oc := range []protocol.Outcome{
+		{Result: protocol.Retry, Code: courier.CodeWorkerStopped},
+		{Result: protocol.Failed, Code: courier.CodeSigningFailed},
+	} {
+		t.Run(string(oc.Code), func(t *testing.T) {
+			b, probe := probeForAnHour(t, open)
+			oc.Lease = probe.Lease
+			if err := b.settle(oc); err != nil {
+				t.Fatal(err)
+			}
+			again := b.claim(t, "w2", 5, time.Minute)
+			if h := endpointState(t, b, slowEndpoint); len(again) != 1 || h.State != store.EndpointHalfOpen {
+				t.Fatalf("after its probe was settled %s without an answer: claim leased %v, want a probe; endpoint %s, %d in flight, OpenUntil in %v",
+					oc.Code, ids(again), h.State, h.InFlight, h.OpenUntil.Sub(b.clock.Now()))
+			}
+		})
+	}
+}
+
+// probeForAnHour opens slowEndpoint's breaker, with 2 deliveries of it
+// due after the one that failed, and leases its probe for an hour.
+func probeForAnHour(t *testing.T, open OpenFunc) (*bundle, protocol.Claimed) {
+	t.Helper()
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})
+	for i := range 3 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("d%d", i)))
+	}
+	openWith(t, b, b.claim(t, "w", 1, time.Minute)[0])
+	b.clock.Advance(time.Second)
+	probe := b.claim(t, "w1", 5, time.Hour)
+	if len(probe) != 1 {
+		t.Fatalf("probe claim = %v", ids(probe))
+	}
+	return b, probe[0]
+}

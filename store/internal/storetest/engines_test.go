@@ -182,11 +182,13 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 	args := map[string]any{
 		"batch": `[{"id":1,"token":"t","result":"succeeded"}]`, "ids": "[1]", "now": int64(1),
 		"owner": "w", "lease_expires_at": int64(2), "cap": 8, "endpoint": "https://r.example/h", "limit": 100,
+		"priority": 0, "busy": `["https://busy.example/h"]`,
 	}
 	byID := "SEARCH courier_outbox USING INTEGER PRIMARY KEY"
 	for _, c := range []struct {
 		file, name, want string
 	}{
+		{"queries/outbox.sql", "outbox_claim_pick", "SEARCH o USING INDEX courier_outbox_due (priority=? AND next_attempt_at<?)"},
 		{"queries/outbox.sql", "outbox_claim", "SEARCH o USING INTEGER PRIMARY KEY"},
 		{"queries/outbox.sql", "outbox_settle", byID},
 		{"queries/outbox.sql", "outbox_release", byID},

@@ -64,7 +64,7 @@ func TestConcurrentStaleKeyLooksLeaseOneDeliveryOfTheKey(t *testing.T) {
 		// open, until the test lets the breaker's row go.
 		breaker := holdRows(t, db, `SELECT 1 FROM courier_endpoints WHERE endpoint = $1 FOR UPDATE`, other)
 		claimedA := claimInBackground(t, a, "a")
-		waitStatement(t, db, "SET state = 'half_open'", true)
+		waitStatement(t, db, "WITH room AS MATERIALIZED", true) // endpoint_probe_take's opening
 		claimedB := claimInBackground(t, b, "b")
 		waitStatement(t, db, staleLookStatement, false)
 		if err := breaker.Rollback(); err != nil {

@@ -104,18 +104,71 @@ SELECT COUNT(*) FROM courier_endpoints
 WHERE state = 'disabled'
     AND endpoint IN (SELECT DISTINCT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait') OFFSET 0);
 
+-- name: endpoint_probe_lock
+-- First for an endpoint to probe: its limits row, if it has one, is
+-- locked until the claim commits, as outbox_claim_pick locks those of the
+-- rows it picks, so endpoint_probe_take, a statement of its own with a
+-- snapshot taken after the lock, counts every lease and token the other
+-- claimers committed, and the probe's token is taken
+-- (endpoint_limits_take) before another claimer reckons the bucket.
+-- SKIP LOCKED, as there: busy says another claimer holds the row, and the
+-- endpoint is probed by a later claim.
+WITH locked AS MATERIALIZED (
+    SELECT endpoint FROM courier_endpoint_limits WHERE endpoint = :endpoint
+    FOR UPDATE SKIP LOCKED
+)
+SELECT EXISTS (SELECT 1 FROM locked) AS limited,
+    (NOT EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint)) AS busy;
+
 -- name: endpoint_probe_take
--- The endpoint is half open, its probe held for the lease; nothing is
--- returned when another claim took the probe first.
-UPDATE courier_endpoints SET state = 'half_open', open_until = :probe_until, updated_at = :now
-WHERE endpoint = :endpoint AND state IN ('open', 'half_open') AND open_until <= :now
-RETURNING endpoint;
+-- As in SQLite: the endpoint is half open, its probe held for the lease,
+-- when it has room for the probe; without room it is (or stays) open, its
+-- cool-down over, and a later claim tries again. Nothing is returned when
+-- another claim took the probe first. PostgreSQL: LEAST is the scalar
+-- least; floor takes the whole tokens.
+WITH room AS MATERIALIZED (
+    SELECT LEAST(
+        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                        WHERE f.endpoint = :endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+             ELSE 1000000 END,
+        COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                              WHERE f.endpoint = :endpoint AND f.status = 'leased')
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = :endpoint), 1000000),
+        COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = :endpoint), 1000000)) AS room
+)
+UPDATE courier_endpoints AS e SET
+    state = CASE WHEN m.room > 0 THEN 'half_open' ELSE 'open' END,
+    open_until = CASE WHEN m.room > 0 THEN :probe_until ELSE e.open_until END,
+    updated_at = CASE WHEN m.room > 0 OR e.state = 'half_open' THEN :now ELSE e.updated_at END
+FROM room AS m
+WHERE e.endpoint = :endpoint AND e.state IN ('open', 'half_open') AND e.open_until <= :now
+RETURNING e.state;
 
 -- name: endpoint_probe_idle
 -- A probed endpoint had nothing due: it stays open, probed again once a
 -- delivery of its own is parked (see endpoint_probes).
 UPDATE courier_endpoints SET state = 'open', open_until = :now, updated_at = :now
 WHERE endpoint = :endpoint AND state = 'half_open';
+
+-- name: endpoint_probe_again
+-- As in SQLite: a half-open endpoint's probe was settled without an
+-- answer (never sent, or cut short): the next claim probes again.
+UPDATE courier_endpoints SET open_until = :now, updated_at = :now
+WHERE endpoint = :endpoint AND state = 'half_open' AND open_until = :probe_until AND open_until > :now;
+
+-- name: endpoint_probe_released
+-- As in SQLite: of the leases outbox_release is about to give back
+-- (:batch, {id, token}), those that are a half-open endpoint's probe are
+-- probed again at the next claim.
+UPDATE courier_endpoints AS e SET open_until = :now, updated_at = :now
+WHERE e.state = 'half_open' AND e.open_until > :now
+    AND EXISTS (SELECT 1 FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
+                JOIN courier_outbox AS o ON o.id = v.id
+                WHERE o.endpoint = e.endpoint AND o.status = 'leased' AND o.lease_token = v.token
+                    AND o.lease_expires_at = e.open_until);
 
 -- name: endpoint_ref_known
 -- Endpoints named in the small tables, where an operator's endpoint

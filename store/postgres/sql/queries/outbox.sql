@@ -96,12 +96,16 @@ RETURNING id, endpoint, ordering_key, status, last_error_code;
 -- for a limits row while holding another from an earlier pick, two
 -- claims could wait for each other in a circle. A picked row whose
 -- endpoint's limits row another claimer holds is busy: the claim leaves
--- it due, for that claimer or the next claim. The rows are picked once,
--- in a MATERIALIZED CTE: as an IN subquery the planner may rescan the
--- LIMIT.
+-- it due, for that claimer or the next claim, and picks again past that
+-- endpoint (:busy, a JSON array of endpoints the claim found busy: the
+-- next pick leaves their rows out, so they neither fill its :limit nor
+-- are locked again). The rows are picked once, in a MATERIALIZED CTE: as
+-- an IN subquery the planner may rescan the LIMIT. The array is read
+-- once, before the scan.
 WITH picked AS MATERIALIZED (
     SELECT o.id, o.endpoint FROM courier_outbox AS o
     WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = :priority AND o.next_attempt_at <= :now
+        AND NOT (o.endpoint = ANY (ARRAY(SELECT jsonb_array_elements_text(:busy::jsonb))))
         -- Contract pinning (migration 4): an endpoint with an unfinished
         -- delivery enqueued under another digest than its pinned one is
         -- held back whole, until an operator acts (contract_changed).
@@ -289,9 +293,11 @@ WHERE o.id = picked.id
 RETURNING o.id, o.endpoint, o.ordering_key, o.status;
 
 -- name: outbox_claim_probe
--- One due delivery of an endpoint whose cool-down ended: its probe. The
--- store first unparks one of the endpoint's parked deliveries (the claims
--- park an open endpoint's), so there is one to probe with.
+-- One due delivery of an endpoint whose cool-down ended: its probe, once
+-- endpoint_probe_take found the endpoint room for it (the store counts
+-- its token, endpoint_limits_take). The store first unparks one of the
+-- endpoint's parked deliveries (the claims park an open endpoint's), so
+-- there is one to probe with.
 -- PostgreSQL: FOR UPDATE SKIP LOCKED lets many workers claim at once, each
 -- taking rows no other claimer holds; SQLite serializes writers instead.
 -- gen_random_uuid is evaluated per row.

@@ -98,18 +98,74 @@ SELECT COUNT(*) FROM courier_endpoints
 WHERE state = 'disabled'
     AND endpoint IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait'));
 
+-- name: endpoint_probe_lock
+-- First for an endpoint to probe: whether it has limits (its probe then
+-- takes a token, endpoint_limits_take) and whether another claimer holds
+-- them (never, here). SQLite: writers are serialized (BEGIN IMMEDIATE),
+-- so nothing changes the endpoint's leases or tokens before
+-- endpoint_probe_take; PostgreSQL locks its limits row instead.
+SELECT EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint) AS limited, 0 AS busy;
+
 -- name: endpoint_probe_take
--- The endpoint is half open, its probe held for the lease; nothing is
--- returned when another claim took the probe first.
-UPDATE courier_endpoints SET state = 'half_open', open_until = :probe_until, updated_at = :now
+-- The endpoint is half open, its probe held for the lease, when it has
+-- room for the probe: a probe is a lease like any other, within the
+-- claiming worker's share (:cap less the leases :owner holds on it), the
+-- endpoint's max_in_flight and the whole tokens in its bucket, as
+-- outbox_claim reckons them (its breaker aside). Without room it is (or
+-- stays) open, its cool-down over, and a later claim tries again; its
+-- updated_at is left as it was, or it would read as an endpoint whose
+-- probe found nothing to send (see endpoint_probes). Nothing is returned
+-- when another claim took the probe first.
+-- SQLite: MIN with several arguments is the scalar least; CAST truncates
+-- the whole tokens.
+WITH room AS MATERIALIZED (
+    SELECT MIN(
+        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                        WHERE f.endpoint = :endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+             ELSE 1000000 END,
+        COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                              WHERE f.endpoint = :endpoint AND f.status = 'leased')
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = :endpoint), 1000000),
+        COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
+                              ELSE 1000000 END
+                  FROM courier_endpoint_limits AS l WHERE l.endpoint = :endpoint), 1000000)) AS room
+)
+UPDATE courier_endpoints SET
+    state = CASE WHEN m.room > 0 THEN 'half_open' ELSE 'open' END,
+    open_until = CASE WHEN m.room > 0 THEN :probe_until ELSE open_until END,
+    updated_at = CASE WHEN m.room > 0 OR state = 'half_open' THEN :now ELSE updated_at END
+FROM room AS m
 WHERE endpoint = :endpoint AND state IN ('open', 'half_open') AND open_until <= :now
-RETURNING endpoint;
+RETURNING state;
 
 -- name: endpoint_probe_idle
 -- A probed endpoint had nothing due: it stays open, probed again once a
 -- delivery of its own is parked (see endpoint_probes).
 UPDATE courier_endpoints SET state = 'open', open_until = :now, updated_at = :now
 WHERE endpoint = :endpoint AND state = 'half_open';
+
+-- name: endpoint_probe_again
+-- A half-open endpoint's probe (the lease that ends at its open_until,
+-- :probe_until) was settled without an answer: never sent (the worker
+-- stopping, its signing failing, too little of the lease left) or cut
+-- short. Nothing was learnt of the endpoint and nothing of it is in
+-- flight: the next claim probes again, rather than wait out the probe's
+-- lease.
+UPDATE courier_endpoints SET open_until = :now, updated_at = :now
+WHERE endpoint = :endpoint AND state = 'half_open' AND open_until = :probe_until AND open_until > :now;
+
+-- name: endpoint_probe_released
+-- Of the leases outbox_release is about to give back (:batch, a JSON
+-- array of {id, token}, each fenced by its token), those that are a
+-- half-open endpoint's probe (the lease that ends at its open_until): the
+-- next claim probes again, as endpoint_probe_again.
+UPDATE courier_endpoints SET open_until = :now, updated_at = :now
+WHERE state = 'half_open' AND open_until > :now
+    AND EXISTS (SELECT 1 FROM json_each(:batch) AS v
+                JOIN courier_outbox AS o ON o.id = v.value ->> 'id'
+                WHERE o.endpoint = courier_endpoints.endpoint AND o.status = 'leased' AND o.lease_token = v.value ->> 'token'
+                    AND o.lease_expires_at = courier_endpoints.open_until);
 
 -- name: endpoint_ref_known
 -- Endpoints named in the small tables, where an operator's endpoint

@@ -86,7 +86,9 @@ RETURNING id, endpoint, ordering_key, status, last_error_code;
 -- later time are never walked, and held rows (hold, migration 8) are not
 -- in it. outbox_claim then leases, parks or ends each. limited says
 -- whether the endpoint has a courier_endpoint_limits row; busy, that
--- another claimer holds it (never, here).
+-- another claimer holds it (never, here). :busy is a JSON array of the
+-- endpoints a claim found busy, whose rows it leaves out of its next
+-- picks (always empty here).
 -- SQLite: writers are serialized (BEGIN IMMEDIATE), so nothing picked here
 -- can be taken, and no endpoint's leases or tokens change, before
 -- outbox_claim; PostgreSQL locks the rows and the limited endpoints' rows
@@ -94,6 +96,7 @@ RETURNING id, endpoint, ordering_key, status, last_error_code;
 SELECT o.id, o.endpoint, EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = o.endpoint) AS limited, 0 AS busy
 FROM courier_outbox AS o
 WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = :priority AND o.next_attempt_at <= :now
+    AND o.endpoint NOT IN (SELECT value FROM json_each(:busy))
     -- Contract pinning (migration 4): an endpoint with an unfinished
     -- delivery enqueued under another digest than its pinned one is
     -- held back whole, until an operator acts (contract_changed).
@@ -113,7 +116,8 @@ LIMIT :limit;
 --   :cap less the leases :owner holds on it (the worker's fair share; 0 for no cap),
 --   its max_in_flight less every lease on it (Endpoints.SetLimits; 0 for none),
 --   the whole tokens in its bucket (rate; 0 for none),
---   and none while its breaker is not closed (outbox_claim_probe takes its probe).
+--   and none while its breaker is not closed (outbox_claim_probe takes its probe,
+--   once endpoint_probe_take found it room for one).
 -- The leases are counted from courier_outbox_in_flight, so a settle, a
 -- release or an expired lease gives its slot back with the row itself.
 -- No attempt starts at or after a delivery's deadline: a picked row whose
@@ -266,9 +270,11 @@ WHERE id IN (
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_claim_probe
--- One due delivery of an endpoint whose cool-down ended: its probe. The
--- store first unparks one of the endpoint's parked deliveries (the claims
--- park an open endpoint's), so there is one to probe with.
+-- One due delivery of an endpoint whose cool-down ended: its probe, once
+-- endpoint_probe_take found the endpoint room for it (the store counts
+-- its token, endpoint_limits_take). The store first unparks one of the
+-- endpoint's parked deliveries (the claims park an open endpoint's), so
+-- there is one to probe with.
 -- One statement claims the batch. SQLite: writers are serialized (BEGIN
 -- IMMEDIATE), so the subquery's rows cannot be taken by anyone else before
 -- the UPDATE; PostgreSQL needs FOR UPDATE SKIP LOCKED for that. The token is
