@@ -33,7 +33,11 @@ const (
 // delivery that may still be sent (pending, retry_wait, leased, or
 // failed, which Redrive may send again), that its payload opens and
 // matches its digest. A row whose stored values do not have their
-// column's type (SQLite keeps what raw SQL gives it) is invalid too.
+// column's type (SQLite keeps what raw SQL gives it) is invalid too, and
+// so is a delivery waiting for its ordering key that nothing will promote
+// (no key row, or one naming it as its head): an enqueue that failed
+// between writing it and joining its key, in a transaction committed
+// anyway. Enqueueing it again joins it.
 // Each Check continues after the last delivery the
 // previous Check of this Store validated, wrapping around at the end, so
 // repeated calls cover the whole outbox, maxRows at a time; Checked
@@ -226,6 +230,8 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 		r.Hold.String != string(HeldByKey) && r.Hold.String != string(HeldByEndpoint) ||
 		r.Hold.String == string(HeldByKey) && !r.OrderingKey.Valid):
 		return "hold"
+	case r.KeyUnjoined:
+		return "hold (no ordering key's row promotes it)"
 	// updated_at may come before created_at: the store's clock may step
 	// back between the two.
 	case r.CreatedAt <= 0 || r.UpdatedAt <= 0 || r.NextAttemptAt <= 0 || r.Deadline <= 0:

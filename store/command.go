@@ -94,7 +94,7 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	}
 	if pinned.CapabilitiesSHA256 != c.CapabilitiesSHA256 {
 		// The same command enqueued before the pin changed is still a no-op.
-		if e, err := o.existing(ctx, tx, args); err == nil || courier.CodeOf(err) == courier.CodeIdempotencyCollision {
+		if e, _, err := o.existing(ctx, tx, args); err == nil || courier.CodeOf(err) == courier.CodeIdempotencyCollision {
 			return e, err
 		}
 		return Enqueued{}, errContractChanged

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,7 +124,8 @@ type Enqueued struct {
 }
 
 // Enqueue adds a delivery inside the caller's transaction tx, so it exists
-// exactly when the caller's own writes commit. Enqueueing the same
+// exactly when the caller's own writes commit (tx may be a database or a
+// connection instead: see DBTX). Enqueueing the same
 // (NotificationID, Endpoint) again with the same payload and settings is a
 // no-op that returns the existing row; with a different payload or
 // settings it is CodeIdempotencyCollision and the stored row is unchanged.
@@ -145,15 +148,18 @@ func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueue
 // there, committed when write succeeds: an enqueue is several statements,
 // and committed one by one a failure between them (a cancelled context, a
 // lost connection) would leave a delivery written and not joined to its
-// ordering key, never to be sent, which a retry would find as it was. Any
-// other DBTX is the caller's to run statements through as it does: an
-// application's handle may send them into the transaction its context
-// carries, which a transaction of courier's own would step out of.
+// ordering key, never to be sent, which a retry would find as it was. A
+// connection already in a transaction (the application's, begun on it) is
+// refused (errConnInTx). Any other DBTX is the caller's to run statements
+// through as it does: an application's handle may send them into the
+// transaction its context carries, which a transaction of courier's own
+// would step out of.
 func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T, error)) (T, error) {
 	var zero T
 	var db interface {
 		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
 	}
+	var conn *sql.Conn
 	switch x := tx.(type) {
 	case *sqlx.DB:
 		db = x
@@ -161,11 +167,17 @@ func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 		db = x
 	case *sqlx.Conn:
 		db = x
+		if x != nil {
+			conn = x.Conn
+		}
 	case *sql.Conn:
-		db = x
+		db, conn = x, x
 	}
 	if db == nil || nilcheck.Nil(tx) || s.closed.Load() {
 		return write(tx) // a transaction, or one write refuses
+	}
+	if conn != nil && s.connInTx(conn) {
+		return zero, errConnInTx
 	}
 	own, err := db.BeginTx(ctx, s.dialect.txOptions)
 	if err != nil {
@@ -188,12 +200,43 @@ func inOneTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 	return v, nil
 }
 
+// errConnInTx is a connection given as a DBTX while a transaction is open
+// on it. A transaction of courier's own would nest in it: PostgreSQL only
+// warns of the BEGIN and courier's COMMIT would commit the application's
+// writes with the delivery, which its own rollback would then no longer
+// undo; SQLite refuses the BEGIN.
+var errConnInTx = invalidArgument("the connection is in a transaction: pass that transaction (the *sql.Tx), not its connection")
+
+// connInTx reports whether the engine tells that conn is in a
+// transaction. A connection it cannot look at (closed, of another
+// driver) is left to BeginTx.
+func (s *Store) connInTx(conn *sql.Conn) bool {
+	if s.dialect.InTx == nil {
+		return false
+	}
+	in := false
+	_ = conn.Raw(func(dc any) error {
+		in = s.dialect.InTx(dc)
+		return nil
+	})
+	return in
+}
+
 // EnqueueMany enqueues several deliveries in the caller's transaction, with
-// Enqueue's rules for each. It joins their ordering keys after it has
-// written them all, in the order courier's own transactions take keys in,
-// by endpoint and key, which several Enqueue calls in one transaction
-// cannot promise (see EnqueueParams.OrderingKey). On error nothing is known
-// to be written: the caller rolls back.
+// Enqueue's rules for each, and returns their results in the order ps
+// lists them. It writes them in one order whatever the order of ps (see
+// insertOrder): two transactions enqueueing the same deliveries, listed
+// in any order, do not wait for each other in a circle, which PostgreSQL
+// would end by aborting one: the second waits for the first, and finds
+// them Existed once it commits. Deliveries that share an endpoint and an
+// ordering key are written in the order ps lists them, which is their
+// key's order: batches that list them in other orders contradict each
+// other, and may meet in such a circle. It joins
+// their ordering keys after it has written them all, in the order
+// courier's own transactions take keys in, by endpoint and key, which
+// several Enqueue calls in one transaction cannot promise (see
+// EnqueueParams.OrderingKey). On error nothing is known to be written:
+// the caller rolls back.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
 	return inOneTx(ctx, o.s, tx, func(tx DBTX) ([]Enqueued, error) { return o.enqueueMany(ctx, tx, ps) })
 }
@@ -201,8 +244,8 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) (
 func (o *Outbox) enqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
 	out := make([]Enqueued, len(ps))
 	var joins []keyed
-	for i, p := range ps {
-		e, err := o.insertDelivery(ctx, tx, p, subscriptionRef{}, &joins)
+	for _, i := range insertOrder(ps) {
+		e, err := o.insertDelivery(ctx, tx, ps[i], subscriptionRef{}, &joins)
 		if err != nil {
 			return nil, fmt.Errorf("delivery %d: %w", i, err)
 		}
@@ -212,6 +255,31 @@ func (o *Outbox) enqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) (
 		return nil, err
 	}
 	return out, nil
+}
+
+// insertOrder returns the indexes of ps in the order EnqueueMany writes
+// them: by endpoint, ordering key, then notification id, one order for
+// every batch of the same deliveries. An insert waits for another
+// transaction's uncommitted row of the same identity (the unique index),
+// so two batches writing shared deliveries in opposite orders would each
+// wait for the other. Deliveries of one (endpoint, ordering key) keep the
+// order ps lists them in (the sort is stable and does not compare their
+// ids): their ids, hence their key's order, are the order they are
+// written. Deliveries without a key were promised no order: their ids
+// follow this order, not ps's.
+func insertOrder(ps []EnqueueParams) []int {
+	order := make([]int, len(ps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		p, q := &ps[a], &ps[b]
+		if c := cmp.Or(cmp.Compare(p.Endpoint, q.Endpoint), cmp.Compare(p.OrderingKey, q.OrderingKey)); c != 0 || p.OrderingKey != "" {
+			return c
+		}
+		return cmp.Compare(p.NotificationID, q.NotificationID)
+	})
+	return order
 }
 
 // subscriptionRef ties a delivery to the subscription it was published
@@ -240,7 +308,8 @@ func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subs
 
 // insertDelivery writes a delivery. A new one with an ordering key waits
 // for its key, and so does a published one sent again (see republished):
-// it is added to joins, for joinAll.
+// it is added to joins, for joinAll. So is one found still waiting for its
+// key (see writeFor).
 func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef, joins *[]keyed) (Enqueued, error) {
 	if p.Profile == ack.ProfileCommand {
 		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
@@ -252,21 +321,26 @@ func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, s
 	}
 	args["subscription_id"], args["subscription_fingerprint"] = nullable(sub.id), nullable(sub.fingerprint)
 	args["event_type"] = nullable(sub.eventType)
-	e, queued, err := o.writeFor(ctx, tx, "outbox_enqueue", args, sub)
-	if err == nil && queued && p.OrderingKey != "" {
+	e, join, err := o.writeFor(ctx, tx, "outbox_enqueue", args, sub)
+	if err == nil && join && p.OrderingKey != "" {
 		*joins = append(*joins, keyed{ID: e.ID, Endpoint: p.Endpoint, OrderingKey: sql.NullString{String: p.OrderingKey, Valid: true}})
 	}
 	return e, err
 }
 
 // joinAll joins the deliveries just written to their ordering keys (see
-// join), in key order (inKeyOrder).
+// join), in key order (inKeyOrder), each once.
 func (o *Outbox) joinAll(ctx context.Context, tx DBTX, joins []keyed) error {
 	if len(joins) == 0 {
 		return nil
 	}
 	now := o.s.now()
+	var last int64
 	for _, j := range inKeyOrder(joins) {
+		if j.ID == last {
+			continue // listed twice in one EnqueueMany
+		}
+		last = j.ID
 		if _, err := o.join(ctx, tx, now, j.ID, j.Endpoint, j.OrderingKey.String); err != nil {
 			return err
 		}
@@ -283,10 +357,15 @@ func (o *Outbox) write(ctx context.Context, tx DBTX, name string, args map[strin
 
 // writeFor is write for a delivery published to sub (none for a plain
 // enqueue), whose existing row republished resolves. It reports whether
-// the delivery was queued by this call: inserted, or sent again. It runs
-// in a span of the Store's Tracer, whose trace context a delivery it
-// queues keeps.
-func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[string]any, sub subscriptionRef) (e Enqueued, queued bool, err error) {
+// the delivery is to join its ordering key: queued by this call (inserted,
+// or sent again), or found still waiting for its key (hold key). The
+// latter is what an enqueue leaves when it fails between its insert and
+// its join (a context ended) in a transaction the application goes on
+// with, retrying the enqueue there: joining it again is what the first
+// enqueue would have done, and a delivery that had joined is left as it
+// is (join finds the key's row and its head). It runs in a span of the
+// Store's Tracer, whose trace context a delivery it queues keeps.
+func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[string]any, sub subscriptionRef) (e Enqueued, join bool, err error) {
 	ctx, span := tracing.Start(o.s.cfg.Tracer, ctx, tracing.SpanEnqueue, courier.SpanInternal,
 		slog.String(tracing.AttrNotificationID, args["notification_id"].(string)))
 	defer func() {
@@ -310,7 +389,7 @@ func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[st
 			return Enqueued{}, false, err
 		}
 		e, err := o.same(r, args)
-		return e, false, err
+		return e, err == nil && waitsForKey(r), err
 	}
 	for range maxRepublishReads {
 		id, err := o.insert(ctx, tx, name, args)
@@ -321,10 +400,12 @@ func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[st
 		case !errors.Is(err, errExists):
 			return Enqueued{}, false, err
 		case sub.id == 0:
-			e, err := o.existing(ctx, tx, args)
-			return e, false, err
+			return o.existing(ctx, tx, args)
 		}
 		e, queued, err := o.republished(ctx, tx, args, sub)
+		if err == nil && !queued && args["ordering_key"] != nil {
+			queued, err = o.stillWaits(ctx, tx, args, e.ID)
+		}
 		if !errors.Is(err, errMoved) {
 			return e, queued, err
 		}
@@ -532,16 +613,38 @@ func knownProfile(cfg Config, name string) bool {
 // existing resolves an enqueue that inserted nothing: the same delivery is
 // a no-op, anything else a collision. Nothing under the delivery's
 // identity means the insert met its dedupe key: another terminal
-// notification for the same event is enqueued for the endpoint.
-func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, error) {
+// notification for the same event is enqueued for the endpoint. It
+// reports whether the delivery found still waits for its ordering key
+// (see writeFor).
+func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (Enqueued, bool, error) {
 	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
 	if errors.Is(err, courier.CodeNotFound) && args["dedupe_key"] != nil {
-		return Enqueued{}, fmt.Errorf("store: the endpoint has another terminal notification for this event: %w", courier.CodeIdempotencyCollision)
+		return Enqueued{}, false, fmt.Errorf("store: the endpoint has another terminal notification for this event: %w", courier.CodeIdempotencyCollision)
 	}
 	if err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, false, err
 	}
-	return o.same(r, args)
+	e, err := o.same(r, args)
+	return e, err == nil && waitsForKey(r), err
+}
+
+// stillWaits reads again whether the published delivery id, found by
+// republished, waits for its ordering key; errMoved if it is gone.
+func (o *Outbox) stillWaits(ctx context.Context, tx DBTX, args map[string]any, id int64) (bool, error) {
+	r, err := getRow[outboxRow](ctx, o.s, tx, "outbox_enqueue_existing", args)
+	switch {
+	case errors.Is(err, courier.CodeNotFound):
+		return false, errMoved
+	case err != nil:
+		return false, err
+	}
+	return r.ID == id && waitsForKey(r), nil
+}
+
+// waitsForKey reports whether a stored delivery waits for its ordering
+// key: one whose enqueue may not have joined it (see writeFor).
+func waitsForKey(r outboxRow) bool {
+	return r.OrderingKey.Valid && r.Hold.String == string(HeldByKey)
 }
 
 // same reports whether the stored row r is the delivery args describe:

@@ -45,7 +45,8 @@ type outboxRow struct {
 	TraceParent             sql.NullString `db:"trace_parent"` // the enqueue's W3C trace context (migration 7)
 	TraceState              sql.NullString `db:"trace_state"`
 	OrderingKey             sql.NullString `db:"ordering_key"`
-	Hold                    sql.NullString `db:"hold"` // why an unfinished row is out of the due index: key, endpoint
+	Hold                    sql.NullString `db:"hold"`         // why an unfinished row is out of the due index: key, endpoint
+	KeyUnjoined             bool           `db:"key_unjoined"` // outbox_check_rows: held by its key, which no key's row will promote
 }
 
 // delivery converts the row; its payload is as stored (see Outbox.open).

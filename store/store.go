@@ -28,7 +28,13 @@ import (
 // Given a database or a connection instead of a transaction (*sql.DB,
 // *sqlx.DB, *sql.Conn or *sqlx.Conn), Enqueue, EnqueueMany,
 // EnqueueCommand and Publish write in a transaction of their own there,
-// committed before they return: whole or not at all. Any other DBTX, an
+// committed before they return: whole or not at all. A connection must
+// not be in a transaction already (one the application began on it, with
+// its BeginTx or a BEGIN of its own): they refuse it with
+// CodeInvalidArgument and write nothing, since their transaction would
+// nest in the application's (on PostgreSQL their COMMIT would commit the
+// application's writes, which its rollback would then not undo); pass
+// that transaction itself. Any other DBTX, an
 // application's own handle, is used as it is: its statements go where it
 // sends them (into the transaction its context carries, say), so give it
 // one that writes into a transaction.

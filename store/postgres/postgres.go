@@ -34,6 +34,7 @@ var pgEngine = &engine.Engine{
 	Wake:        wake,
 	Isolation:   sql.LevelReadCommitted, // see store.Store.Begin
 	Clock:       clock,
+	InTx:        inTx,
 	// The schema guard on claim reads the catalog: at most once per
 	// interval, so an altered schema stops claims within it.
 	SchemaRecheck: 10 * time.Second,
@@ -69,6 +70,14 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Constraint, Constraint: e.ConstraintName}
 	}
 	return engine.Failure{}
+}
+
+// inTx reports whether a pgx connection is in a transaction: begun with
+// database/sql's BeginTx or a BEGIN of its own, or failed in one ('T',
+// 'E'; 'I' is idle).
+func inTx(dc any) bool {
+	c, ok := dc.(*stdlib.Conn)
+	return ok && c.Conn().PgConn().TxStatus() != 'I'
 }
 
 // clock reads the server's clock: clock_timestamp, the time now, not the

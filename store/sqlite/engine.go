@@ -29,6 +29,14 @@ var sqliteEngine = &engine.Engine{
 	Writer:       writer,
 	Listen:       listen,
 	Wake:         wake,
+	InTx:         inTx,
+}
+
+// inTx reports whether a go-sqlite3 connection (courier's, or the plain
+// driver's) is in a transaction: not in autocommit mode.
+func inTx(dc any) bool {
+	c, ok := dc.(interface{ AutoCommit() bool })
+	return ok && !c.AutoCommit()
 }
 
 func must(f fs.FS, err error) fs.FS {

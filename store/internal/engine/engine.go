@@ -56,6 +56,12 @@ type Engine struct {
 	// stamps leases and due times on one clock. Nil: the database runs on
 	// this host (SQLite) and the process's clock is the database's.
 	Clock func(ctx context.Context, db *sqlx.DB) (time.Time, error)
+	// InTx reports whether a driver connection (as database/sql's
+	// Conn.Raw hands it over) is inside a transaction: one an application
+	// began on a *sql.Conn it gives the store, in which a transaction of
+	// the store's own would nest. False for a connection it does not
+	// know. Nil: the engine cannot tell.
+	InTx func(driverConn any) bool
 	// SchemaRecheck is how long a claim may rely on the schema fingerprint
 	// (query schema_fingerprint) it last read, before reading it again:
 	// zero reads it on every claim, for an engine that keeps a cheap

@@ -23,10 +23,12 @@ INSERT INTO courier_outbox (
 ON CONFLICT DO NOTHING;
 
 -- name: outbox_enqueue_existing
--- The row an enqueue met, for the store to compare; a publish also reads
--- its state and the subscription it was published to (see
--- outbox_publish_refresh, outbox_publish_revive).
-SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key,
+-- The row an enqueue met, for the store to compare, and whether it still
+-- waits for its ordering key (hold), which the enqueue then joins again
+-- (see writeFor in store/enqueue.go); a publish also reads its state and
+-- the subscription it was published to (see outbox_publish_refresh,
+-- outbox_publish_revive).
+SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key, hold,
     status, attempts, last_error_code, subscription_id, subscription_fingerprint
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
@@ -555,12 +557,19 @@ SELECT v FROM p WHERE v IS NOT NULL;
 -- :after, in id order, from the primary key. The payload only of a
 -- delivery that may still be sent: Check holds only those to their digest
 -- (rowProblem in store/check.go), and leaves other payloads unread.
+-- key_unjoined: the delivery waits for its ordering key (hold 'key') but
+-- no key row has another head to be promoted after: no settle ever
+-- promotes it (an enqueue that failed between its insert and its join,
+-- committed anyway). Looked up by the key's primary key, for those rows only.
 SELECT id, notification_id, endpoint,
     CASE WHEN status IN ('pending', 'retry_wait', 'leased', 'failed') THEN payload END AS payload,
     payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at,
-    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold, trace_parent, trace_state
+    subscription_id, subscription_fingerprint, contract_sha256, event_type, dedupe_key, ordering_key, hold, trace_parent, trace_state,
+    COALESCE(hold, '') = 'key' AND NOT EXISTS (
+        SELECT 1 FROM courier_ordering_keys AS k
+        WHERE k.endpoint = courier_outbox.endpoint AND k.ordering_key = courier_outbox.ordering_key AND k.head_id <> courier_outbox.id) AS key_unjoined
 FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: outbox_lookup
