@@ -2,9 +2,14 @@ package signature
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +55,14 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := NewStandardWebhooksSigner(swPrivate, swPublic)
 			return err
 		}, "key 1"},
+		{"sw signer with more keys than a verifier reads", func() error {
+			keys := make([]StandardWebhooksKey, 17)
+			for i := range keys {
+				keys[i] = swSecret
+			}
+			_, err := NewStandardWebhooksSigner(keys...)
+			return err
+		}, "NewStandardWebhooksSigner: 17 keys"},
 		{"sw verifier without sender", func() error {
 			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Keys: []StandardWebhooksKey{swSecret}})
 			return err
@@ -128,10 +141,14 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := ParseJWK([]byte(`{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX[:40] + `"}`))
 			return err
 		}, `jwk "a"`},
-		{"jwk set with a bad key", func() error {
-			_, err := ParseJWKSet([]byte(`{"keys":[{"kid":"a","kty":"RSA"}]}`))
+		{"jwk set with a malformed key", func() error {
+			_, err := ParseJWKSet([]byte(`{"keys":[{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX[:40] + `"}]}`))
 			return err
 		}, `jwk set: keys[0]: jwk "a"`},
+		{"jwk set with no key of a supported type", func() error {
+			_, err := ParseJWKSet([]byte(`{"keys":[{"kid":"a","kty":"RSA"}]}`))
+			return err
+		}, "jwk set: no key"},
 		{"jwk set with a kid twice", func() error {
 			k := `{"kid":"a","kty":"OKP","crv":"Ed25519","x":"` + edX + `"}`
 			_, err := ParseJWKSet([]byte(`{"keys":[` + k + `,` + k + `]}`))
@@ -324,5 +341,115 @@ func TestSignFailuresNoRetryChangesWrapConfigInvalid(t *testing.T) {
 				t.Fatalf("Sign = %v; want signing_failed wrapping config_invalid", err)
 			}
 		})
+	}
+}
+
+// TestSmallOrderEd25519PublicKeysAreRefused: an Ed25519 public key that
+// encodes a point of small order (order dividing 8) is no one's key, and
+// with it anyone forges signatures: R = identity, S = 0 verifies every
+// message whose hash is a multiple of the point's order. Both public key
+// parsers ("whpk_" and a JWK's x) refuse every encoding of those points,
+// canonical or not and with either sign bit, as config_invalid, so a
+// placeholder key such as 32 zero bytes cannot be configured; real keys,
+// generated or from the conformance vectors, parse.
+func TestSmallOrderEd25519PublicKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	// The y coordinates of the 8 points of order dividing 8, computed from
+	// the curve equation (and equal to libsodium's blocklist): 0 (order 4),
+	// 1 (the identity), the two of the points of order 8, p-1 (order 2),
+	// and the non-canonical p and p+1 (0 and 1 again); little-endian, sign
+	// bit clear.
+	smallOrder := []string{
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"0100000000000000000000000000000000000000000000000000000000000000",
+		"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+		"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+		"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+		"edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+		"eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+	}
+	forged := make([]byte, ed25519.SignatureSize)
+	forged[0] = 1 // R = the identity point (y = 1), S = 0
+	for _, h := range smallOrder {
+		positive, err := hex.DecodeString(h)
+		if err != nil || len(positive) != ed25519.PublicKeySize {
+			t.Fatalf("%s: %v", h, err)
+		}
+		negative := slices.Clone(positive)
+		negative[31] |= 0x80 // the other sign of x (for x = 0, a non-canonical -0)
+		for _, pub := range [][]byte{positive, negative} {
+			// Evidence the entry belongs: crypto/ed25519 takes it as a key
+			// and accepts the forgery for some of these messages.
+			forges := false
+			for i := range 64 {
+				if ed25519.Verify(pub, []byte("message "+strconv.Itoa(i)), forged) {
+					forges = true
+					break
+				}
+			}
+			if !forges {
+				t.Errorf("%x: no forgery verifies; is it of small order?", pub)
+			}
+			_, err := ParseStandardWebhooksKey("", "whpk_"+base64.StdEncoding.EncodeToString(pub))
+			if !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Errorf("whpk_ of %x: err = %v, want config_invalid", pub, err)
+			}
+			jwk := `{"kid":"k","kty":"OKP","crv":"Ed25519","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
+			if _, err := ParseJWK([]byte(jwk)); !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Errorf("JWK with x = %x: err = %v, want config_invalid", pub, err)
+			}
+			if _, err := ParseJWKSet([]byte(`{"keys":[` + jwk + `]}`)); !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Errorf("JWK Set with x = %x: err = %v, want config_invalid", pub, err)
+			}
+			// A "whsk_" private key carrying it as its public half does
+			// not match its seed (no seed derives a small-order point).
+			seedAndPublic := append(make([]byte, ed25519.SeedSize), pub...)
+			if _, err := ParseStandardWebhooksKey("", "whsk_"+base64.StdEncoding.EncodeToString(seedAndPublic)); !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Errorf("whsk_ with public half %x: err = %v, want config_invalid", pub, err)
+			}
+		}
+	}
+
+	// Real keys parse.
+	var real []ed25519.PublicKey
+	for range 256 {
+		pub, _, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real = append(real, pub)
+	}
+	for _, vec := range loadSWVectors(t).Sign {
+		if vec.Ed25519Public != "" {
+			raw, err := base64.StdEncoding.DecodeString(vec.Ed25519Public)
+			if err != nil {
+				t.Fatal(err)
+			}
+			real = append(real, raw)
+		}
+	}
+	var rfc9421Vectors struct {
+		Keys struct {
+			Ed25519 struct {
+				PublicPEM string `json:"public_pem"`
+			} `json:"test-key-ed25519"`
+		} `json:"keys"`
+	}
+	loadJSON(t, "testdata/rfc9421/vectors.json", &rfc9421Vectors)
+	real = append(real, parsePEMKey(t, rfc9421Vectors.Keys.Ed25519.PublicPEM, x509.ParsePKIXPublicKey).(ed25519.PublicKey))
+	if len(real) < 256+2 {
+		t.Fatalf("%d keys, want the vectors' too", len(real))
+	}
+	for _, pub := range real {
+		if _, err := ParseStandardWebhooksKey("", "whpk_"+base64.StdEncoding.EncodeToString(pub)); err != nil {
+			t.Errorf("whpk_ of %x: %v", pub, err)
+		}
+		if _, err := ParseJWK([]byte(`{"kid":"k","kty":"OKP","crv":"Ed25519","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`)); err != nil {
+			t.Errorf("JWK with x = %x: %v", pub, err)
+		}
+	}
+	public, _ := webhookKeys(t) // AdCP's keys.json, each parsed by ParseJWK
+	if len(public) == 0 {
+		t.Fatal("no AdCP vector keys")
 	}
 }

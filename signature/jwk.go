@@ -1,7 +1,6 @@
 package signature
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -13,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // The RFC 9421 signature algorithms of the AdCP profile, as the alg
@@ -67,7 +68,7 @@ type jwkMaterial struct {
 	ecPrivate *ecdsa.PrivateKey
 }
 
-// jwkJSON is the wire form. Members this package does not know are ignored.
+// jwkJSON is the wire form: what MarshalJSON writes and jwkMembers reads.
 type jwkJSON struct {
 	Kid     string   `json:"kid"`
 	Kty     string   `json:"kty"`
@@ -83,9 +84,16 @@ type jwkJSON struct {
 
 // ParseJWK parses one JWK. It requires kid; kty "OKP" with crv "Ed25519", or
 // kty "EC" with crv "P-256"; x (and y) as unpadded base64url of the right
-// length describing a valid point; if present, d must match them, alg must
-// fit the key ("EdDSA" or "Ed25519"; "ES256") and use must be "sig".
-// key_ops and adcp_use are kept for the verifier's purpose check.
+// length describing a valid point, for Ed25519 not one of small order; if
+// present, d must match them, alg must fit the key ("EdDSA" or "Ed25519";
+// "ES256") and use must be "sig". key_ops and adcp_use are kept for the
+// verifier's purpose check.
+//
+// The JSON is read as courier reads untrusted JSON: one object, valid
+// UTF-8, no member twice; member names are matched exactly, as RFC 7517
+// names them ("Use" or "KEY_OPS" is not "use" or "key_ops", but an unknown
+// member, ignored like any other). The members read are strings, key_ops
+// an array of strings.
 //
 // Errors are cases of courier.CodeConfigInvalid and never contain key
 // material.
@@ -97,16 +105,24 @@ func ParseJWK(data []byte) (JWK, error) {
 	return k, nil
 }
 
-// parseJWK is ParseJWK with a plain error, for ParseJWKSet to place.
+// parseJWK is ParseJWK with a plain error.
 func parseJWK(data []byte) (JWK, error) {
 	if len(data) > maxJWKBytes {
 		return JWK{}, errors.New("jwk: too large")
 	}
-	var j jwkJSON
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&j); err != nil {
-		return JWK{}, errors.New("jwk: not a JSON object of the expected shape")
+	doc, err := strictjson.Parse(data)
+	if err != nil {
+		return JWK{}, strictJSONError("jwk", err)
 	}
+	j, err := jwkMembers(doc)
+	if err != nil {
+		return JWK{}, fmt.Errorf("jwk: %w", err)
+	}
+	return j.jwk()
+}
+
+// jwk builds the key j describes.
+func (j *jwkJSON) jwk() (JWK, error) {
 	m, err := j.material()
 	if err != nil {
 		return JWK{}, fmt.Errorf("jwk %q: %w", printableID(j.Kid), err)
@@ -114,8 +130,100 @@ func parseJWK(data []byte) (JWK, error) {
 	return JWK{m: seal(m)}, nil
 }
 
-// ParseJWKSet parses a JWK Set ({"keys": [...]}) into its keys. Key ids must
-// be unique.
+// strictJSONError describes a document strictjson refuses, without its
+// content.
+func strictJSONError(what string, err error) error {
+	if errors.Is(err, strictjson.ErrDuplicateKey) {
+		return errors.New(what + ": a member appears twice in one object")
+	}
+	return errors.New(what + ": not one JSON document of valid UTF-8")
+}
+
+// jwkMembers reads the members of a JWK this package knows, by their exact
+// names, from doc.
+func jwkMembers(doc strictjson.Value) (*jwkJSON, error) {
+	if doc.Kind != strictjson.Object {
+		return nil, errors.New("not a JSON object")
+	}
+	j := new(jwkJSON)
+	for _, m := range doc.Members {
+		var dst *string
+		switch m.Key {
+		case "kid":
+			dst = &j.Kid
+		case "kty":
+			dst = &j.Kty
+		case "crv":
+			dst = &j.Crv
+		case "alg":
+			dst = &j.Alg
+		case "use":
+			dst = &j.Use
+		case "adcp_use":
+			dst = &j.AdCPUse
+		case "x":
+			dst = &j.X
+		case "y":
+			dst = &j.Y
+		case "d":
+			dst = &j.D
+		case "key_ops":
+			if m.Val.Kind != strictjson.Array {
+				return nil, errors.New("key_ops is not an array of strings")
+			}
+			j.KeyOps = make([]string, 0, len(m.Val.Items))
+			for _, op := range m.Val.Items {
+				if op.Kind != strictjson.String {
+					return nil, errors.New("key_ops is not an array of strings")
+				}
+				j.KeyOps = append(j.KeyOps, op.Text)
+			}
+			continue
+		default:
+			continue // members this package does not know are ignored
+		}
+		if m.Val.Kind != strictjson.String {
+			return nil, fmt.Errorf("%s is not a string", m.Key)
+		}
+		*dst = m.Val.Text
+	}
+	return j, nil
+}
+
+// jwkSupported reports whether the JWK doc (an object) is of a key type
+// and use this package verifies with: kty "OKP" with crv "Ed25519" or kty
+// "EC" with crv "P-256", and use absent (or empty) or "sig". It reads
+// only those members, so a key of another type is recognized as such
+// whatever its other members hold.
+func jwkSupported(doc strictjson.Value) bool {
+	var kty, crv, use string
+	for _, m := range doc.Members {
+		text := m.Val.Text
+		if m.Val.Kind != strictjson.String {
+			text = "\x00" // no kty, crv or use this package knows
+		}
+		switch m.Key {
+		case "kty":
+			kty = text
+		case "crv":
+			crv = text
+		case "use":
+			use = text
+		}
+	}
+	return (kty == jwkKtyOKP && crv == "Ed25519" || kty == jwkKtyEC && crv == "P-256") &&
+		(use == "" || use == jwkUseSignature) // "" as ParseJWK reads it: absent
+}
+
+// ParseJWKSet parses a JWK Set ({"keys": [...]}, 1 to 256 keys) into the
+// keys courier verifies with. As RFC 7517 §5 asks, keys of another type
+// (kty and crv other than "OKP" "Ed25519" and "EC" "P-256", such as RSA or
+// X25519 keys) or of another use than "sig" (such as encryption keys) are
+// skipped, so a sender's set may publish keys for other purposes beside
+// its signing keys. Each key of a supported type must parse as ParseJWK
+// parses it, and their key ids must be unique (a skipped key may share
+// one). A set left with no key is refused. The JSON is read as ParseJWK
+// reads it: exact member names, no member twice in any object.
 //
 // Errors are cases of courier.CodeConfigInvalid and never contain key
 // material.
@@ -123,19 +231,36 @@ func ParseJWKSet(data []byte) ([]JWK, error) {
 	if len(data) > maxJWKSetBytes {
 		return nil, configError("jwk set: too large")
 	}
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
+	doc, err := strictjson.Parse(data)
+	if err != nil {
+		return nil, configError(strictJSONError("jwk set", err).Error())
 	}
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, configError(`jwk set: not a JSON object with "keys"`)
+	var items []strictjson.Value
+	found := false
+	if doc.Kind == strictjson.Object {
+		for _, m := range doc.Members {
+			if m.Key == "keys" {
+				items, found = m.Val.Items, m.Val.Kind == strictjson.Array
+			}
+		}
 	}
-	if len(set.Keys) == 0 || len(set.Keys) > maxJWKSetKeys {
-		return nil, configError(fmt.Sprintf("jwk set: %d keys, want 1 to %d", len(set.Keys), maxJWKSetKeys))
+	if !found {
+		return nil, configError(`jwk set: not a JSON object with a "keys" array`)
 	}
-	keys := make([]JWK, 0, len(set.Keys))
+	if len(items) == 0 || len(items) > maxJWKSetKeys {
+		return nil, configError(fmt.Sprintf("jwk set: %d keys, want 1 to %d", len(items), maxJWKSetKeys))
+	}
+	keys := make([]JWK, 0, len(items))
 	seen := make(map[string]bool)
-	for i, raw := range set.Keys {
-		k, err := parseJWK(raw)
+	for i, item := range items {
+		if item.Kind == strictjson.Object && !jwkSupported(item) {
+			continue // RFC 7517 §5: ignore keys not understood
+		}
+		j, err := jwkMembers(item)
+		if err != nil {
+			return nil, configError(fmt.Sprintf("jwk set: keys[%d]: jwk: %s", i, err))
+		}
+		k, err := j.jwk()
 		if err != nil {
 			return nil, configError(fmt.Sprintf("jwk set: keys[%d]: %s", i, err))
 		}
@@ -144,6 +269,9 @@ func ParseJWKSet(data []byte) ([]JWK, error) {
 		}
 		seen[k.KeyID()] = true
 		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, configError(`jwk set: no key courier verifies with (kty "OKP" crv "Ed25519" or kty "EC" crv "P-256", use "sig")`)
 	}
 	return keys, nil
 }
@@ -204,6 +332,9 @@ func (j *jwkJSON) material() (*jwkMaterial, error) {
 		}
 		if len(x) != ed25519.PublicKeySize {
 			return nil, errors.New("x is not 32 bytes")
+		}
+		if err := checkEd25519PublicKey(x); err != nil {
+			return nil, fmt.Errorf("x: %w", err)
 		}
 		m.alg, m.edPublic = AlgEd25519, ed25519.PublicKey(x)
 		if d != nil {

@@ -2,6 +2,10 @@ package signature
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"io"
 	"sync"
 	"time"
 
@@ -10,6 +14,19 @@ import (
 
 // ReplayCache remembers (keyID, nonce) pairs; the store implements it in a
 // database table so every process shares it.
+//
+// The keyID an RFC 9421 verifier passes is not the signature's bare keyid
+// but names the signer: "rfc9421:" and 64 hex digits of the SHA-256 of the
+// verifier's Sender and the keyid, each prefixed by its length. Key ids
+// are each sender's own choice, so two senders may both name a key "k1";
+// qualified by Sender, the verifiers of several senders sharing one cache
+// neither take one sender's nonce for a replay of the other's nor count
+// one sender's nonces against the other's cap. (Versions of courier
+// before this one passed the bare keyid, and their pairs are not found
+// under the new key: a request accepted before the upgrade, or by a
+// process of the old version during a rolling upgrade, and replayed to
+// one of the new within its validity window of a few minutes, passes
+// once more. The old pairs expire and are pruned as before.)
 type ReplayCache interface {
 	// Remember records (keyID, nonce) until expires. It returns replayed=true
 	// (and no error) if the pair was already recorded and has not expired.
@@ -17,8 +34,26 @@ type ReplayCache interface {
 	// courier.CodeWebhookRateAbuse, instead of recording a new pair, when
 	// keyID already holds its cap: a signer that mints nonces faster than
 	// they expire is compromised or broken, and the RFC 9421 verifier
-	// rejects its requests with that code.
+	// rejects its requests with that code. keyID is opaque to the cache,
+	// at most 256 bytes; the RFC 9421 verifier passes the 72-byte
+	// qualified key described above.
 	Remember(ctx context.Context, keyID, nonce string, expires time.Time) (replayed bool, err error)
+}
+
+// replayKeyID is the keyID under which the RFC 9421 verifier of sender
+// records the nonces of the signature keyid keyID: "rfc9421:" and the hex
+// SHA-256 of sender and keyID, each prefixed by its length (8 bytes, big
+// endian), so that no two (sender, keyid) pairs share one, and 72 bytes of
+// ASCII however long they are (a store keeps up to 256).
+func replayKeyID(sender, keyID string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range [...]string{sender, keyID} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
+	}
+	return "rfc9421:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // defaultMaxNoncesPerKey is memoryReplayCache's default cap of live nonces
@@ -37,7 +72,8 @@ type memoryReplayCache struct {
 	// Now is the clock entries expire by. Defaults to time.Now. Set it before
 	// the first Remember.
 	Now func() time.Time
-	// MaxPerKey caps the live nonces of one key id: past it Remember returns
+	// MaxPerKey caps the live nonces of one key id (for the RFC 9421
+	// verifier, of one Sender's keyid: see ReplayCache): past it Remember returns
 	// courier.CodeWebhookRateAbuse. Defaults to 1,000,000; negative means
 	// no cap. Set it before the first Remember.
 	MaxPerKey int

@@ -219,11 +219,13 @@ type RFC9421VerifierConfig struct {
 	// infrastructure trouble and is returned as is.
 	// Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
-	// Replay remembers (keyid, nonce) pairs. Defaults to a cache in this
-	// process's memory, of this verifier alone, holding up to 1,000,000
-	// live nonces per key (AdCP's minimum): it only protects one process,
-	// so a receiver with several processes passes the store's shared cache
-	// (store.Store.Replay).
+	// Replay remembers (keyid, nonce) pairs, each keyid qualified by
+	// Sender (see ReplayCache), so the verifiers of several senders may
+	// share one cache even when their key ids coincide. Defaults to a
+	// cache in this process's memory, of this verifier alone, holding up
+	// to 1,000,000 live nonces per key (AdCP's minimum): it only protects
+	// one process, so a receiver with several processes passes the
+	// store's shared cache (store.Store.Replay).
 	Replay ReplayCache
 	// Origin is the scheme and authority senders address this receiver by:
 	// "https://buyer.example.com", or "https://buyer.example.com:8443" (http
@@ -449,7 +451,9 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	// the second after expires+skew begins, since it compares whole
 	// seconds.
 	until := time.Unix(in.expires+skew+1, 0)
-	replayed, err := v.cfg.Replay.Remember(ctx, in.keyID, in.nonce, until)
+	// The pair is recorded under the keyid qualified by Sender: key ids
+	// are each sender's own, and senders may share a cache.
+	replayed, err := v.cfg.Replay.Remember(ctx, replayKeyID(v.cfg.Sender, in.keyID), in.nonce, until)
 	switch {
 	case errors.Is(err, courier.CodeWebhookRateAbuse):
 		return Principal{}, reject(courier.CodeWebhookRateAbuse, "key reached its cap of live nonces")

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -130,15 +131,18 @@ func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK, mode
 	now := clockAt(vec.ReferenceNow)
 	cache := &memoryReplayCache{Now: now}
 	ctx := context.Background()
+	const sender = "seller"
+	// The verifier records the vector's (keyid, nonce) pairs under the
+	// keyid qualified by its Sender.
 	for _, e := range vec.State.ReplayCacheEntries {
-		if _, err := cache.Remember(ctx, e.KeyID, e.Nonce, now().Add(time.Hour)); err != nil {
+		if _, err := cache.Remember(ctx, replayKeyID(sender, e.KeyID), e.Nonce, now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if kid := vec.State.CapFilledFor; kid != "" {
 		cache.MaxPerKey = 8
 		for i := range cache.MaxPerKey {
-			if _, err := cache.Remember(ctx, kid, fmt.Sprintf("fill-%d", i), now().Add(time.Hour)); err != nil {
+			if _, err := cache.Remember(ctx, replayKeyID(sender, kid), fmt.Sprintf("fill-%d", i), now().Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -154,7 +158,7 @@ func vectorVerifier(t *testing.T, vec webhookVector, public map[string]JWK, mode
 			return slicesContains(vec.State.RevokedKids, kid), nil
 		}
 	}
-	cfg := RFC9421VerifierConfig{Sender: "seller", Keys: keys, Now: now, Replay: cache, Revoked: revoked}
+	cfg := RFC9421VerifierConfig{Sender: sender, Keys: keys, Now: now, Replay: cache, Revoked: revoked}
 	if mode == "origin" {
 		scheme, rest, _ := strings.Cut(vec.Request.URL, "://")
 		host, _, _ := strings.Cut(rest, "/")
@@ -1293,6 +1297,193 @@ func TestJWK(t *testing.T) {
 	}
 	if _, err := GenerateJWK("k", "rsa-pss-sha512"); err == nil {
 		t.Error("GenerateJWK accepted an unknown alg")
+	}
+}
+
+// TestRFC9421SharedReplayCacheKeepsSendersApart: two senders, A and B,
+// each with its own verifier (its own Sender and keys) on one receiver
+// whose verifiers share a replay cache, as the store's is shared. Key ids
+// are each sender's choice and both named their key "k1". A nonce A used
+// is not a replay when B's signature carries it, and A's nonces do not
+// count against B's cap of live nonces; each sender's own replays and cap
+// still hold. (Keyed by the bare keyid, B's request with A's nonce was
+// refused as replayed, and once A filled k1's cap B was refused as rate
+// abuse.)
+func TestRFC9421SharedReplayCacheKeepsSendersApart(t *testing.T) {
+	t.Parallel()
+	const origin = "https://buyer.example.com"
+	now := clockAt(1_776_520_800)
+	shared := &memoryReplayCache{Now: now, MaxPerKey: 2}
+	verifier := func(sender string, key JWK) Verifier {
+		v, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: sender, Keys: []JWK{key.Public()}, Origin: origin, Replay: shared, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	keyA, errA := GenerateJWK("k1", AlgEd25519)
+	keyB, errB := GenerateJWK("k1", AlgEd25519)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	vA, vB := verifier("seller-a", keyA), verifier("seller-b", keyB)
+	body := []byte(`{"task_id":"t1","status":"completed"}`)
+	sign := func(key JWK) *http.Request {
+		signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := newRequest(t, http.MethodPost, origin+"/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
+		if err := signer.Sign(req, Message{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	verify := func(v Verifier, req *http.Request) error {
+		_, err := v.Verify(context.Background(), req.Clone(context.Background()), body)
+		return err
+	}
+
+	// A's two requests fill A's k1 to its cap.
+	fromA := sign(keyA)
+	for _, req := range []*http.Request{fromA, sign(keyA)} {
+		if err := verify(vA, req); err != nil {
+			t.Fatalf("A: %v", err)
+		}
+	}
+	// B signs the same signature base, A's nonce and keyid included.
+	sameNonce := fromA.Clone(context.Background())
+	base, err := signatureBase(rfc9421Components, strings.TrimPrefix(fromA.Header.Get(headerSignatureInput), rFC9421Label+"="), baseRequest{
+		method: fromA.Method, target: origin + "/hook", authority: "buyer.example.com", header: fromA.Header,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := keyB.m().sign([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameNonce.Header.Set(headerSignature, rFC9421Label+"=:"+base64.RawURLEncoding.EncodeToString(sig)+":")
+	if err := verify(vB, sameNonce); err != nil {
+		t.Errorf("B's request with the nonce A used: %v; want it verified", err)
+	}
+	if err := verify(vB, sign(keyB)); err != nil {
+		t.Errorf("B's second request, A's k1 at its cap: %v; want it verified", err)
+	}
+	// Each sender's own replays and cap.
+	wantReject(t, verify(vA, fromA), courier.CodeWebhookReplayed)
+	wantReject(t, verify(vB, sameNonce), courier.CodeWebhookReplayed)
+	wantReject(t, verify(vA, sign(keyA)), courier.CodeWebhookRateAbuse)
+	wantReject(t, verify(vB, sign(keyB)), courier.CodeWebhookRateAbuse)
+
+	// The key the pairs are recorded under: fixed length, within a store's
+	// 256 bytes, and unambiguous where a plain concatenation is not.
+	long := strings.Repeat("x", 256)
+	if k := replayKeyID(long, long); len(k) != 72 || !strings.HasPrefix(k, "rfc9421:") {
+		t.Errorf("replayKeyID = %q, want rfc9421: and 64 hex digits", k)
+	}
+	if replayKeyID("ab", "c") == replayKeyID("a", "bc") || replayKeyID("a", "k1") == replayKeyID("b", "k1") {
+		t.Error("replayKeyID gives two (sender, keyid) pairs one key")
+	}
+}
+
+// TestParseJWKSetSkipsKeysOfOtherTypes: a sender's JWK Set may publish,
+// beside its signing keys, keys courier does not verify with (RSA, X25519,
+// Ed448, P-384, encryption keys). RFC 7517 §5 asks implementations to
+// ignore them: the set yields its usable keys. A malformed key of a
+// supported type, or a key id twice among the usable keys, still refuses
+// the set; so does a set left with no usable key.
+func TestParseJWKSetSkipsKeysOfOtherTypes(t *testing.T) {
+	t.Parallel()
+	const edX = "y7tTfeqazsFeTn3ccCzQlcJ4qFWuYsu-JkJAcfc9VoA"
+	ecX, ecY := "0X7G_jryFpiX9XO3CKxIqUQs3DC8OhUkw6Rb5QOZd5M", "MwZN7qQJzLpTD5dyDJAoqOLZJ9r8-GCh4BnOYu6NE0c"
+	ed := `{"kid":"webhook-2026","kty":"OKP","crv":"Ed25519","alg":"EdDSA","use":"sig","key_ops":["verify"],"adcp_use":"request-signing","x":"` + edX + `"}`
+	ec := `{"kid":"es-2026","kty":"EC","crv":"P-256","x":"` + ecX + `","y":"` + ecY + `"}`
+	foreign := []string{
+		`{"kid":"rsa-other","kty":"RSA","alg":"RS256","use":"sig","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}`,
+		`{"kid":"enc-2026","kty":"EC","crv":"P-256","use":"enc","x":"` + ecX + `","y":"` + ecY + `"}`,
+		`{"kid":"ecdh","kty":"OKP","crv":"X25519","x":"` + edX + `"}`,
+		`{"kid":"ed448","kty":"OKP","crv":"Ed448","x":"AAAA"}`,
+		`{"kid":"p384","kty":"EC","crv":"P-384","x":"AAAA","y":"AAAA"}`,
+		`{"kid":"webhook-2026","kty":"oct","k":"AAAA"}`,        // a skipped key may share a usable key's id
+		`{"kid":7,"kty":"RSA","key_ops":"verify","x5c":[1]}`,   // members of other shapes in a key of another type
+		`{"kty":"OKP","crv":"Ed25519","use":"enc","x":"AAAA"}`, // an encryption key, however it is written
+	}
+	set := func(keys ...string) []byte { return []byte(`{"keys":[` + strings.Join(keys, ",") + `]}`) }
+
+	keys, err := ParseJWKSet(set(slices.Concat(foreign[:1], []string{ed}, foreign[1:], []string{ec})...))
+	if err != nil {
+		t.Fatalf("ParseJWKSet: %v", err)
+	}
+	if len(keys) != 2 || keys[0].KeyID() != "webhook-2026" || keys[1].KeyID() != "es-2026" {
+		t.Fatalf("keys = %v, want the Ed25519 and the P-256 signing key", keys)
+	}
+
+	malformed := `{"kid":"bad","kty":"OKP","crv":"Ed25519","x":"` + edX[:40] + `"}`
+	badAlg := `{"kid":"bad","kty":"EC","crv":"P-256","alg":"EdDSA","x":"` + ecX + `","y":"` + ecY + `"}`
+	for name, doc := range map[string][]byte{
+		"only foreign keys":                set(foreign...),
+		"a malformed supported key":        set(ed, malformed),
+		"a supported key of the wrong alg": set(ed, badAlg),
+		"a usable kid twice":               set(ed, foreign[0], ed),
+		"a key that is not an object":      set(ed, `"k"`),
+	} {
+		if _, err := ParseJWKSet(doc); !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("%s: err = %v, want config_invalid", name, err)
+		}
+	}
+}
+
+// TestParseJWKMemberNamesAreExact: JWK member names are case-sensitive
+// (RFC 7517 §4, RFC 8259), so "Use", "KEY_OPS" or "ADCP_USE" are unknown
+// members, ignored, and never stand in for "use", "key_ops" or
+// "adcp_use"; a member twice in one object is refused, as courier refuses
+// it in every JSON it trusts. A key is read as any exact-name JWK library
+// reads it: a key published with use "enc", or key_ops ["sign"], stays so.
+func TestParseJWKMemberNamesAreExact(t *testing.T) {
+	t.Parallel()
+	const edX = "y7tTfeqazsFeTn3ccCzQlcJ4qFWuYsu-JkJAcfc9VoA"
+	const key = `"kid":"k","kty":"OKP","crv":"Ed25519","x":"` + edX + `"`
+
+	k, err := ParseJWK([]byte(`{` + key + `,"key_ops":["sign"],"KEY_OPS":["verify"],"adcp_use":"response-signing","ADCP_USE":"request-signing","Use":"enc"}`))
+	if err != nil {
+		t.Fatalf("ParseJWK: %v", err)
+	}
+	if m := k.m(); !slices.Equal(m.keyOps, []string{"sign"}) || m.adcpUse != "response-signing" || m.use != "" || m.purposeOK() {
+		t.Errorf("read as use=%q key_ops=%v adcp_use=%q (purpose ok: %v); want the exact members: no use, key_ops [sign], adcp_use response-signing",
+			m.use, m.keyOps, m.adcpUse, m.purposeOK())
+	}
+
+	for name, doc := range map[string]string{
+		"use enc beside Use sig":  `{` + key + `,"use":"enc","Use":"sig"}`,
+		"use twice":               `{` + key + `,"use":"sig","use":"enc"}`,
+		"key_ops twice":           `{` + key + `,"key_ops":["verify"],"key_ops":["sign"]}`,
+		"KID without kid":         `{"KID":"k","kty":"OKP","crv":"Ed25519","x":"` + edX + `"}`,
+		"X without x":             `{"kid":"k","kty":"OKP","crv":"Ed25519","X":"` + edX + `"}`,
+		"kid not a string":        `{"kid":7,"kty":"OKP","crv":"Ed25519","x":"` + edX + `"}`,
+		"key_ops of a non-string": `{` + key + `,"key_ops":["verify",1]}`,
+		"a member twice deeper":   `{` + key + `,"ext":{"a":1,"a":2}}`,
+		"data after the object":   `{` + key + `} {}`,
+	} {
+		if _, err := ParseJWK([]byte(doc)); !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("%s: err = %v, want config_invalid", name, err)
+		}
+	}
+	for name, doc := range map[string]string{
+		"Keys without keys": `{"Keys":[{` + key + `}]}`,
+		"keys twice":        `{"keys":[{` + key + `}],"keys":[]}`,
+		"use enc in a set":  `{"keys":[{` + key + `,"use":"sig","Use":"enc"},{"kid":"k","kty":"OKP","crv":"Ed25519","use":"enc","Use":"sig","x":"` + edX + `"}]}`,
+	} {
+		keys, err := ParseJWKSet([]byte(doc))
+		if name == "use enc in a set" {
+			if err != nil || len(keys) != 1 || keys[0].m().use != "sig" {
+				t.Errorf("%s: %v, %v; want the one key of use sig", name, keys, err)
+			}
+			continue
+		}
+		if !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("%s: err = %v, want config_invalid", name, err)
+		}
 	}
 }
 

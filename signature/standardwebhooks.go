@@ -48,7 +48,8 @@ const defaultStandardWebhooksTolerance = 5 * time.Minute
 // 256 bytes).
 const maxWebhookIDBytes = 256
 
-// maxSWSignatures bounds the signatures one webhook-signature header carries.
+// maxSWSignatures bounds the signatures one webhook-signature header
+// carries, and so the keys of one signer.
 const maxSWSignatures = 16
 
 // standardWebhooksSigner is what NewStandardWebhooksSigner returns.
@@ -60,11 +61,16 @@ type standardWebhooksSigner struct {
 // Standard Webhooks headers, with each of keys: "whsec_" secrets (v1) and
 // "whsk_" private keys (v1a). Each key adds one signature to
 // webhook-signature, in order, so during a rotation the request carries the
-// new and the old signature. At least one key is required; a "whpk_" public
-// key cannot sign. The signer is safe for concurrent use.
+// new and the old signature. At least one key is required, and at most 16:
+// the verifier refuses a header with more than 16 signatures, so a signer
+// with more keys would write headers no courier receiver accepts. A
+// "whpk_" public key cannot sign. The signer is safe for concurrent use.
 func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
-	if len(keys) == 0 {
+	switch {
+	case len(keys) == 0:
 		return nil, configError("NewStandardWebhooksSigner: no keys")
+	case len(keys) > maxSWSignatures:
+		return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: %d keys, want at most %d (the signatures a verifier reads)", len(keys), maxSWSignatures))
 	}
 	for i, k := range keys {
 		if k.m == nil {
@@ -155,8 +161,10 @@ type standardWebhooksVerifier struct {
 // uses one brand: one that carries both is refused
 // (courier.CodeSignatureMalformed) unless each header
 // of one brand has exactly the field lines of its twin in the other, in
-// which case both say the same thing and it is verified once. The verifier
-// is safe for concurrent use.
+// which case both say the same thing and it is verified once. A
+// signature header with more than 16 signatures is refused
+// (courier.CodeSignatureMalformed). The verifier is safe for concurrent
+// use.
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, error) {
 	cfg = cfg.withDefaults()
 	if err := checkSender("StandardWebhooksVerifierConfig", cfg.Sender); err != nil {

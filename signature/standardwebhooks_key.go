@@ -57,7 +57,10 @@ type swKeyMaterial struct {
 //   - "whsk_" + standard padded base64 of an Ed25519 private key, either the
 //     32-byte seed or the 64-byte seed||public form (whose public half must
 //     match the seed);
-//   - "whpk_" + standard padded base64 of a 32-byte Ed25519 public key.
+//   - "whpk_" + standard padded base64 of a 32-byte Ed25519 public key,
+//     not one of the points of small order (order dividing 8), in any of
+//     their encodings: no one holds their private half, and with one
+//     anyone forges signatures the verifier accepts.
 //
 // id names the key in Principal.KeyID and in logs. If empty, it is a
 // fingerprint that reveals nothing about the key: "whsec:<16 hex>" for a
@@ -129,6 +132,9 @@ func parseSWKey(encoded string) (*swKeyMaterial, error) {
 	default: // whpk_
 		if len(raw) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("public key is %d bytes, want %d", len(raw), ed25519.PublicKeySize)
+		}
+		if err := checkEd25519PublicKey(raw); err != nil {
+			return nil, err
 		}
 		return &swKeyMaterial{kind: swPublic, public: ed25519.PublicKey(raw)}, nil
 	}

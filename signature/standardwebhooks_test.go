@@ -188,6 +188,37 @@ func TestStandardWebhooksMultipleSignatures(t *testing.T) {
 	}
 }
 
+// TestStandardWebhooksSignerKeysFitTheVerifier: the verifier reads at most
+// 16 signatures from a header, so the signer takes at most 16 keys. With
+// 16 (a long rotation overlap, both kinds), what it signs verifies with
+// its last key alone; a 17th key is refused when the signer is built, as
+// config_invalid, not left to make every request unverifiable.
+func TestStandardWebhooksSignerKeysFitTheVerifier(t *testing.T) {
+	t.Parallel()
+	var signing, verifying []StandardWebhooksKey
+	for i := range maxSWSignatures / 2 {
+		secret, private, public := swTestKeys(t, strconv.Itoa(i))
+		signing = append(signing, secret, private)
+		verifying = append(verifying, secret, public)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	m := Message{ID: "msg_1", Body: []byte(`{"id":"msg_1"}`), Time: now}
+	req := signSW(t, signing, m)
+	if n := len(strings.Fields(req.Header.Get(headerWebhookSignature))); n != maxSWSignatures {
+		t.Fatalf("%d signatures, want %d", n, maxSWSignatures)
+	}
+	for _, last := range verifying[len(verifying)-2:] {
+		if _, err := newSWVerifier(t, func() time.Time { return now }, last).Verify(context.Background(), req, m.Body); err != nil {
+			t.Errorf("verifier holding the signer's last %s: %v", last.kindName(), err)
+		}
+	}
+
+	more, _, _ := swTestKeys(t, "17")
+	if _, err := NewStandardWebhooksSigner(append(signing, more)...); !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Errorf("signer with %d keys: err = %v, want config_invalid", len(signing)+1, err)
+	}
+}
+
 // swTestKeys returns fresh keys: a whsec secret, a whsk private key and its
 // whpk public key.
 func swTestKeys(t *testing.T, id string) (secret, private, public StandardWebhooksKey) {

@@ -9,7 +9,11 @@ import (
 
 // ReplayCache remembers signature (key id, nonce) pairs in the database, so
 // every receiver process sharing it refuses a replayed signature. It
-// implements signature.ReplayCache.
+// implements signature.ReplayCache. The key id is whatever the caller
+// passes: signature's RFC 9421 verifier passes a digest of its Sender and
+// the signature's keyid (see signature.ReplayCache), so the pairs and the
+// cap below are per sender and key, and senders that name their keys
+// alike do not share them.
 //
 // Like the in-memory cache, it caps the live nonces of one key id at
 // 1,000,000 (AdCP's production minimum): past it Remember records
