@@ -137,6 +137,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RepublishSendsASuppressedDeliveryWithAFreshBudgetAndHorizon", testRepublishSendsASuppressedDeliveryWithAFreshBudgetAndHorizon},
 		{"RepublishedDeliveryRejoinsItsOrderingKey", testRepublishedDeliveryRejoinsItsOrderingKey},
 		{"RepublishStillRefusesWhatTheCallerChanged", testRepublishStillRefusesWhatTheCallerChanged},
+		{"ListAndRedriveAbove32BitIDs", testListAndRedriveAbove32BitIDs},
+		{"ClaimWithA64BitEndpointCap", testClaimWithA64BitEndpointCap},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -128,7 +128,7 @@ SELECT EXISTS (SELECT 1 FROM locked) AS limited,
 -- least; floor takes the whole tokens.
 WITH room AS MATERIALIZED (
     SELECT LEAST(
-        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+        CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM courier_outbox AS f
                                         WHERE f.endpoint = :endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
              ELSE 1000000 END,
         COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f

@@ -149,7 +149,7 @@ room AS MATERIALIZED (
     SELECT d.endpoint,
         CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
         ELSE LEAST(
-            CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+            CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM courier_outbox AS f
                                             WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
                  ELSE 1000000 END,
             COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
@@ -199,7 +199,7 @@ WITH RECURSIVE e(endpoint) AS (
 SELECT d.endpoint,
     CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
     ELSE LEAST(
-        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+        CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM courier_outbox AS f
                                         WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
              ELSE 1000000 END,
         COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
@@ -512,7 +512,7 @@ UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline =
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id::bigint = 0 OR id = :id::bigint)
     -- A command enqueued under another contract than its endpoint's pin
     -- stays where it is: sent again it would hold the endpoint back, and the
     -- source would refuse it (Contracts: it is re-issued, never redriven).
@@ -527,7 +527,7 @@ SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, k
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
 WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
-    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id::bigint = 0 OR id < :before_id::bigint)
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -638,7 +638,7 @@ SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, k
 FROM courier_outbox
 WHERE notification_id = :notification_id
     AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
-    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+    AND updated_at >= :since AND updated_at < :until AND (:before_id::bigint = 0 OR id < :before_id::bigint)
 ORDER BY id DESC
 LIMIT :limit;
 
