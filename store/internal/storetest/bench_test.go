@@ -125,7 +125,7 @@ func claimRepeatedly(b *testing.B, s *store.Store, db *sqlx.DB, want int) {
 
 // fill enqueues n due rows named prefix-i, in transactions of 5,000, and
 // runs ANALYZE after when analyze is set.
-func fill(b *testing.B, s *store.Store, db *sqlx.DB, prefix string, n int, analyze bool) {
+func fill(b testing.TB, s *store.Store, db *sqlx.DB, prefix string, n int, analyze bool) {
 	b.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += 5000 {
