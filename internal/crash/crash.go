@@ -105,6 +105,8 @@ const (
 	envIncarnation   = "COURIER_CRASH_INCARNATION"
 	envEnqueueWindow = "COURIER_CRASH_ENQUEUE_WINDOW"
 	envSelfKill      = "COURIER_CRASH_SELF_KILL"
+	envMode          = "COURIER_CRASH_MODE"
+	envFlaky         = "COURIER_CRASH_FLAKY"
 )
 
 // Spec is what a child process is told through its environment.
@@ -125,6 +127,12 @@ type Spec struct {
 	// SelfKill is the probability that the receiver kills itself after
 	// committing a notification, before answering. Zero never.
 	SelfKill float64
+	// Mode is "" for the terminal-only run or ModeControl for the delivery
+	// control run (control.go).
+	Mode string
+	// Flaky is, in ModeControl, the probability that the receiver answers
+	// a request 503 before processing it (besides its outage windows).
+	Flaky float64
 }
 
 // Environ returns s as environment entries.
@@ -140,6 +148,8 @@ func (s Spec) Environ() []string {
 		envIncarnation + "=" + strconv.Itoa(s.Incarnation),
 		envEnqueueWindow + "=" + s.EnqueueWindow.String(),
 		envSelfKill + "=" + strconv.FormatFloat(s.SelfKill, 'g', -1, 64),
+		envMode + "=" + s.Mode,
+		envFlaky + "=" + strconv.FormatFloat(s.Flaky, 'g', -1, 64),
 	}
 }
 
@@ -162,11 +172,15 @@ func SpecFromEnv() (s Spec, ok bool, err error) {
 	num(envIncarnation, func(v string) (err error) { s.Incarnation, err = strconv.Atoi(v); return })
 	num(envEnqueueWindow, func(v string) (err error) { s.EnqueueWindow, err = time.ParseDuration(v); return })
 	num(envSelfKill, func(v string) (err error) { s.SelfKill, err = strconv.ParseFloat(v, 64); return })
+	s.Mode = os.Getenv(envMode)
+	num(envFlaky, func(v string) (err error) { s.Flaky, err = strconv.ParseFloat(v, 64); return })
 	switch {
 	case s.Role != RoleSender && s.Role != RoleReceiver:
 		errs = append(errs, fmt.Errorf("%s: unknown role %q", envRole, s.Role))
 	case s.Engine != EngineSQLite && s.Engine != EnginePostgres:
 		errs = append(errs, fmt.Errorf("%s: unknown engine %q", envEngine, s.Engine))
+	case s.Mode != "" && s.Mode != ModeControl:
+		errs = append(errs, fmt.Errorf("%s: unknown mode %q", envMode, s.Mode))
 	case s.Database == "" || s.Addr == "" || s.Secret == "":
 		errs = append(errs, errors.New("crash: child environment incomplete"))
 	}
@@ -259,7 +273,7 @@ func Open(ctx context.Context, engine, database string, cfg store.Config) (*stor
 // queries and the shared signing key.
 func (s Spec) open(ctx context.Context) (*store.Store, map[string]string, signature.StandardWebhooksKey, error) {
 	var key signature.StandardWebhooksKey
-	st, err := Open(ctx, s.Engine, s.Database, StoreConfig)
+	st, err := Open(ctx, s.Engine, s.Database, s.StoreConfig())
 	if err != nil {
 		return nil, nil, key, err
 	}
@@ -302,12 +316,14 @@ func Prepare(ctx context.Context, engine, database, role string) error {
 	if err != nil {
 		return err
 	}
-	table := "create_effects"
+	tables := []string{"create_effects", "create_control_effects"}
 	if role == RoleSender {
-		table = "create_orders"
+		tables = []string{"create_orders"}
 	}
-	if _, err := db.ExecContext(ctx, q[table]); err != nil {
-		return fmt.Errorf("crash: %s: %w", table, err)
+	for _, table := range tables {
+		if _, err := db.ExecContext(ctx, q[table]); err != nil {
+			return fmt.Errorf("crash: %s: %w", table, err)
+		}
 	}
 	return nil
 }
@@ -320,6 +336,8 @@ var queryNames = []string{
 	"create_orders", "insert_order", "committed_orders", "count_orders",
 	"create_effects", "insert_effect", "count_effects",
 	"outbox_rows", "leases_held", "succeeded_attempts", "attempt_outcomes",
+	"create_control_effects", "insert_control_effect", "control_effects",
+	"outbox_deliveries", "ordering_keys_left",
 }
 
 // Queries returns the harness's statements for engine by name, from

@@ -85,6 +85,13 @@ func TestCrashProcess(t *testing.T) {
 // processed exactly once and its delivery succeeded; none whose
 // transaction rolled back was enqueued or processed.
 func TestCrash(t *testing.T) {
+	onBothEngines(t, run{n: *flagN, kills: *flagKills, selfKill: *flagSelfKill, timeout: *flagTimeout})
+}
+
+// onBothEngines runs r on SQLite and on PostgreSQL at once, from one seed
+// (-crash.seed, or a fresh one it logs): each engine takes its own stream
+// of it, counted from r.stream.
+func onBothEngines(t *testing.T, r run) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -93,10 +100,9 @@ func TestCrash(t *testing.T) {
 	for i, engine := range []string{crash.EngineSQLite, crash.EnginePostgres} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			runCrash(t, run{
-				engine: engine, seed: seed, stream: uint64(i),
-				n: *flagN, kills: *flagKills, selfKill: *flagSelfKill, timeout: *flagTimeout,
-			})
+			e := r
+			e.engine, e.seed, e.stream = engine, seed, r.stream+uint64(i)
+			runCrash(t, e)
 		})
 	}
 }
@@ -110,6 +116,8 @@ type run struct {
 	kills    int
 	selfKill float64
 	timeout  time.Duration
+	mode     string  // "" or crash.ModeControl
+	flaky    float64 // crash.Spec.Flaky
 }
 
 // harness holds one run's processes and what happened to them. All of
@@ -128,6 +136,9 @@ type harness struct {
 	// What happened.
 	senderKills, senderKillsEnqueueing, senderKillsWithLeases, orphanedLeases int
 	receiverKills, selfKills                                                  int
+
+	notes   *notes        // what the children wrote of their watch
+	control *controlStats // ModeControl: what the parent saw while it ran
 }
 
 func runCrash(t *testing.T, r run) {
@@ -152,8 +163,10 @@ func runCrash(t *testing.T, r run) {
 	if err := crash.Prepare(ctx, r.engine, receiverDB, crash.RoleReceiver); err != nil {
 		t.Fatal(err)
 	}
-	sender := openStore(t, r.engine, senderDB)
-	receiver := openStore(t, r.engine, receiverDB)
+	secret := signature.NewStandardWebhooksSecret()
+	cfg := crash.Spec{Mode: r.mode, Secret: secret}.StoreConfig()
+	sender := openStore(t, r.engine, senderDB, cfg)
+	receiver := openStore(t, r.engine, receiverDB, cfg)
 	queries, err := crash.Queries(r.engine)
 	if err != nil {
 		t.Fatal(err)
@@ -162,14 +175,17 @@ func runCrash(t *testing.T, r run) {
 	rng := rand.New(rand.NewPCG(r.seed, r.stream))
 	h := &harness{
 		t: t, ctx: ctx, r: r, sender: sender, queries: queries,
-		procs: make(map[string]*proc), started: make(map[string]int),
+		procs: make(map[string]*proc), started: make(map[string]int), notes: &notes{},
 		base: crash.Spec{
 			Engine: r.engine,
 			Addr:   fixedAddr(t, func(n int) int { return rand.IntN(n) }),
-			Secret: signature.NewStandardWebhooksSecret(),
+			Secret: secret,
 			N:      r.n, Seed: r.seed, SelfKill: r.selfKill,
-			// The enqueues span about as long as the kill points.
-			EnqueueWindow: time.Duration(r.kills) * (minDelay + maxDelay) / 2,
+			Mode: r.mode, Flaky: r.flaky,
+			// The enqueues span about as long as the kill points (in
+			// ModeControl the first third of them, so that the later
+			// ones land on the backlog the endpoints' limits hold).
+			EnqueueWindow: time.Duration(r.kills) * (minDelay + maxDelay) / 2 / windowDivisor(r.mode),
 		},
 	}
 	for i := range r.n {
@@ -178,6 +194,9 @@ func runCrash(t *testing.T, r run) {
 		}
 	}
 	dbs := map[string]string{crash.RoleSender: senderDB, crash.RoleReceiver: receiverDB}
+	if r.mode == crash.ModeControl {
+		h.setUpControl()
+	}
 	t.Cleanup(func() { // kill survivors of a failed run, before their databases go
 		for _, p := range h.procs {
 			if err := p.kill(); err != nil {
@@ -197,6 +216,7 @@ func runCrash(t *testing.T, r run) {
 		}
 		delay := minDelay + time.Duration(rng.Int64N(int64(maxDelay-minDelay)+1))
 		h.await(time.After(delay), dbs)
+		h.observe()
 		h.kill(role, dbs)
 	}
 	killed := time.Now()
@@ -208,6 +228,7 @@ func runCrash(t *testing.T, r run) {
 	defer tick.Stop()
 	for {
 		h.await(tick.C, dbs)
+		h.observe()
 		health, err := sender.Outbox.Health(ctx)
 		if err != nil {
 			h.fatal(err)
@@ -234,6 +255,10 @@ func runCrash(t *testing.T, r run) {
 	delete(h.procs, crash.RoleReceiver)
 	stopped := time.Now()
 
+	if r.mode == crash.ModeControl {
+		h.checkControl(t.Context(), sender, receiver, began, up, killed, drained, stopped)
+		return
+	}
 	c := h.check(t.Context(), sender, receiver)
 	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) "+
 		"attempts=%d (lease_expired=%d network=%d timeout=%d other_retries=%d succeeded=%d) lost=%d duplicates=%d phantom=%d not_succeeded=%d "+
@@ -246,14 +271,22 @@ func runCrash(t *testing.T, r run) {
 		up.Sub(began).Round(time.Millisecond), killed.Sub(up).Round(time.Millisecond), drained.Sub(killed).Round(time.Millisecond), stopped.Sub(drained).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }
 
+// windowDivisor is how much shorter than the kill phase the enqueues are.
+func windowDivisor(mode string) time.Duration {
+	if mode == crash.ModeControl {
+		return 3
+	}
+	return 1
+}
+
 // unfinished counts deliveries not yet in a final state.
 func unfinished(h store.Health) int {
 	return h.Counts[courier.StatusPending] + h.Counts[courier.StatusLeased] + h.Counts[courier.StatusRetryWait]
 }
 
-func openStore(t *testing.T, engine, database string) *store.Store {
+func openStore(t *testing.T, engine, database string, cfg store.Config) *store.Store {
 	t.Helper()
-	st, err := crash.Open(t.Context(), engine, database, crash.StoreConfig)
+	st, err := crash.Open(t.Context(), engine, database, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +305,7 @@ func (h *harness) launch(role string, dbs map[string]string) {
 		spec := h.base
 		spec.Role, spec.Database, spec.Incarnation = role, dbs[role], h.started[role]
 		h.started[role]++
-		p, err := startProc(spec)
+		p, err := startProc(spec, h.notes.writer())
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -321,6 +354,9 @@ func (h *harness) outOfTime() {
 	var orders int
 	_ = h.sender.DB().QueryRowContext(ctx, h.queries["count_orders"]).Scan(&orders)
 	health, _ := h.sender.Outbox.Health(ctx)
+	if h.r.mode == crash.ModeControl {
+		h.t.Errorf("ordering keys left: %s", h.keysLeft(ctx))
+	}
 	h.t.Fatalf("run bound of %v reached: %d of %d orders committed, outbox %v; kills so far: sender %d, receiver %d, receiver after commit %d",
 		h.r.timeout, orders, h.expected, health.Counts, h.senderKills, h.receiverKills, h.selfKills)
 }
@@ -377,8 +413,12 @@ func (h *harness) kill(role string, dbs map[string]string) {
 		}
 		var held int
 		q := h.queries["leases_held"]
-		if err := h.sender.DB().QueryRowContext(h.ctx, q, crash.Owner(h.procs[role].spec.Incarnation)).Scan(&held); err != nil {
-			h.fatal(err)
+		for _, owner := range crash.Owners(h.procs[role].spec) {
+			var n int
+			if err := h.sender.DB().QueryRowContext(h.ctx, q, owner).Scan(&n); err != nil {
+				h.fatal(err)
+			}
+			held += n
 		}
 		if held > 0 {
 			h.senderKillsWithLeases++
@@ -539,23 +579,7 @@ func (h *harness) check(ctx context.Context, sender, receiver *store.Store) chec
 		t.Fatal(err)
 	}
 	c.otherRetries = c.outcomes["retry"] - c.outcomes[retryNetwork] - c.outcomes[retryTimeout]
-	var notOnce []string
-	if err := h.rows(ctx, sender, "succeeded_attempts", func(scan func(...any) error) error {
-		var id string
-		var n int
-		if err := scan(&id, &n); err != nil {
-			return err
-		}
-		if n != 1 {
-			notOnce = append(notOnce, fmt.Sprintf("%s×%d", id, n))
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(notOnce) > 0 {
-		t.Errorf("attempts log: %d deliveries without exactly one succeeded attempt %v", len(notOnce), sample(notOnce))
-	}
+	h.checkOneSuccessEach(ctx, t, sender)
 	health, err := sender.Outbox.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -605,4 +629,27 @@ func sample(ids []string) string {
 		return strings.Join(ids[:5], " ") + " …"
 	}
 	return strings.Join(ids, " ")
+}
+
+// checkOneSuccessEach fails t unless the attempts log holds exactly one
+// succeeded attempt of each delivery.
+func (h *harness) checkOneSuccessEach(ctx context.Context, t *testing.T, sender *store.Store) {
+	t.Helper()
+	var notOnce []string
+	if err := h.rows(ctx, sender, "succeeded_attempts", func(scan func(...any) error) error {
+		var id string
+		var n int
+		if err := scan(&id, &n); err != nil {
+			return err
+		}
+		if n != 1 {
+			notOnce = append(notOnce, fmt.Sprintf("%s×%d", id, n))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(notOnce) > 0 {
+		t.Errorf("attempts log: %d deliveries without exactly one succeeded attempt %v", len(notOnce), sample(notOnce))
+	}
 }

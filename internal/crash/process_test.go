@@ -43,13 +43,13 @@ type proc struct {
 // in its own process group (so a kill reaches everything it runs), killed
 // by the kernel if the parent's thread dies (Pdeathsig), and told to stop
 // by its stdin closing, which also happens if the parent dies.
-func startProc(spec crash.Spec) (*proc, error) {
+func startProc(spec crash.Spec, notes io.Writer) (*proc, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashProcess$", "-test.count=1", "-test.timeout=0")
 	cmd.Env = append(os.Environ(), spec.Environ()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &proc{spec: spec, cmd: cmd, ready: make(chan struct{}), done: make(chan struct{}), tail: &tailBuffer{}}
-	cmd.Stdout = &readyWriter{ready: p.ready}
-	cmd.Stderr = p.tail
+	cmd.Stdout = readyWriter(p.ready)
+	cmd.Stderr = io.MultiWriter(p.tail, notes)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -130,30 +130,38 @@ func diedOfSIGKILL(err error) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
-// readyWriter is a child's stdout: it closes ready at crash.ReadyLine.
-type readyWriter struct {
-	ready chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	line  []byte
+// lineWriter splits what a child writes into lines (each cut at 4 KiB)
+// and hands each to line, under its lock.
+type lineWriter struct {
+	mu       sync.Mutex
+	pending  []byte
+	lineFunc func(string)
 }
 
-func (w *readyWriter) Write(b []byte) (int, error) {
+func (w *lineWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, c := range b {
 		if c != '\n' {
-			if len(w.line) < 4096 {
-				w.line = append(w.line, c)
+			if len(w.pending) < 4096 {
+				w.pending = append(w.pending, c)
 			}
 			continue
 		}
-		if string(w.line) == crash.ReadyLine {
-			w.once.Do(func() { close(w.ready) })
-		}
-		w.line = w.line[:0]
+		w.lineFunc(string(w.pending))
+		w.pending = w.pending[:0]
 	}
 	return len(b), nil
+}
+
+// readyWriter is a child's stdout: it closes ready at crash.ReadyLine.
+func readyWriter(ready chan struct{}) io.Writer {
+	var once sync.Once
+	return &lineWriter{lineFunc: func(line string) {
+		if line == crash.ReadyLine {
+			once.Do(func() { close(ready) })
+		}
+	}}
 }
 
 // tailBuffer keeps the last tailBytes of a child's stderr.

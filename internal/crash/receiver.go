@@ -51,6 +51,12 @@ func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func())
 		return err
 	}
 	dice := newDice(s.Seed, s.Incarnation, s.SelfKill)
+	var root http.Handler
+	if s.Mode == ModeControl {
+		if root, err = controlHandler(s, st, q, verifier, logger, dice); err != nil {
+			return err
+		}
+	}
 	insertEffect := q["insert_effect"]
 	terminal, err := handler.NewReceiver(handler.ReceiverConfig{Store: st, Verifier: verifier, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
@@ -69,7 +75,10 @@ func RunReceiver(ctx context.Context, s Spec, logger *slog.Logger, ready func())
 	if err != nil {
 		return err
 	}
-	srv := serve.Server(killAfterCommit(terminal))
+	if root == nil {
+		root = killAfterCommit(terminal)
+	}
+	srv := serve.Server(root)
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	ready() // the listener is bound: connections queue until Serve
 	return serve.Run(ctx, srv, ln)

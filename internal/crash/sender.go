@@ -2,6 +2,7 @@ package crash
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -34,34 +35,56 @@ func RunSender(ctx context.Context, s Spec, logger *slog.Logger, ready func()) e
 	}
 	transport := guard.Transport()
 	defer (&http.Client{Transport: transport}).CloseIdleConnections()
-	w, err := client.NewWorker(client.Config{
-		Store:        st,
-		Owner:        Owner(s.Incarnation),
-		Concurrency:  WorkerConcurrency,
-		Lease:        WorkerLease,
-		Timeout:      WorkerTimeout,
-		PollInterval: WorkerPoll,
-		Backoff:      WorkerBackoff,
-		Signer:       signer,
-		Transport:    transport,
-		Logger:       logger,
-	})
-	if err != nil {
-		return err
+	var workers []*client.Worker
+	for _, owner := range Owners(s) {
+		w, err := client.NewWorker(client.Config{
+			Store:        st,
+			Owner:        owner,
+			Concurrency:  WorkerConcurrency,
+			Lease:        WorkerLease,
+			Timeout:      WorkerTimeout,
+			PollInterval: WorkerPoll,
+			Backoff:      WorkerBackoff,
+			Signer:       signer,
+			Transport:    transport,
+			Logger:       logger,
+		})
+		if err != nil {
+			return err
+		}
+		workers = append(workers, w)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	worker := make(chan error, 1)
-	go func() { worker <- w.Run(ctx) }()
+	worker := make(chan error, len(workers))
+	for _, w := range workers {
+		go func() { worker <- w.Run(ctx) }()
+	}
+	wait := func() error {
+		var errs []error
+		for range workers {
+			errs = append(errs, <-worker)
+		}
+		return errors.Join(errs...)
+	}
 	ready()
 
 	if err := enqueueAll(ctx, st, q["insert_order"], s); err != nil && ctx.Err() == nil {
 		cancel()
-		<-worker
+		wait()
 		return err
 	}
 	<-ctx.Done()
-	return <-worker
+	return wait()
+}
+
+// Owners names the workers of the sender's incarnation: one, or in
+// ModeControl two (the endpoint limits then bound claims of two owners).
+func Owners(s Spec) []string {
+	if s.Mode == ModeControl {
+		return []string{Owner(s.Incarnation), Owner(s.Incarnation) + "-b"}
+	}
+	return []string{Owner(s.Incarnation)}
 }
 
 // Owner names the worker of the sender's incarnation in leases and the
@@ -104,25 +127,35 @@ func enqueueOne(ctx context.Context, st *store.Store, insertOrder string, s Spec
 	if err != nil {
 		return false, err
 	}
+	orderID, err := OrderID(s.Mode, s.Seed, i)
+	if err != nil {
+		return false, err
+	}
 	tx, err := st.DB().BeginTxx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.ExecContext(ctx, insertOrder, i, n.NotificationID, time.Now().UnixMicro()); err != nil {
+	if _, err := tx.ExecContext(ctx, insertOrder, i, orderID, time.Now().UnixMicro()); err != nil {
 		return false, err
 	}
-	e, err := st.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
-		NotificationID: n.NotificationID,
-		Endpoint:       s.Endpoint(),
-		Payload:        payload,
-		Profile:        ack.ProfileTerminal,
-	})
+	if s.Mode == ModeControl {
+		existed, err = enqueueControl(ctx, st, tx, s, i)
+	} else {
+		var e store.Enqueued
+		e, err = st.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+			NotificationID: n.NotificationID,
+			Endpoint:       s.Endpoint(),
+			Payload:        payload,
+			Profile:        ack.ProfileTerminal,
+		})
+		existed = e.Existed
+	}
 	if err != nil {
 		return false, err
 	}
 	if RolledBack(s.Seed, i) {
 		return false, tx.Rollback()
 	}
-	return e.Existed, tx.Commit()
+	return existed, tx.Commit()
 }

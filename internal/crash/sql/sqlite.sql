@@ -63,3 +63,37 @@ GROUP BY o.notification_id;
 
 -- name: attempt_outcomes
 SELECT outcome, COALESCE(error_code, ''), COUNT(*) FROM courier_attempts GROUP BY outcome, error_code;
+
+-- The delivery control run (TestCrashControl).
+
+-- name: create_control_effects
+-- The receiver's effect in the control run: one row per run of an
+-- application function that committed, with the endpoint it came in on
+-- (terminal, events-a, events-b, source), its ordering key ('' for none)
+-- and its position in the sender's enqueue order. The row id is the order
+-- the effects were applied in: per (endpoint, key) seq must rise with it.
+-- SQLite: INTEGER PRIMARY KEY AUTOINCREMENT for the row id.
+CREATE TABLE IF NOT EXISTS crash_control_effects (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    notification_id TEXT    NOT NULL,
+    endpoint        TEXT    NOT NULL,
+    ordering_key    TEXT    NOT NULL,
+    seq             INTEGER NOT NULL,
+    processed_at    INTEGER NOT NULL
+);
+
+-- name: insert_control_effect
+-- SQLite: ? placeholders.
+INSERT INTO crash_control_effects (notification_id, endpoint, ordering_key, seq, processed_at) VALUES (?, ?, ?, ?, ?);
+
+-- name: control_effects
+SELECT notification_id, endpoint, ordering_key, seq FROM crash_control_effects ORDER BY id;
+
+-- name: outbox_deliveries
+-- Every delivery with its endpoint, status and stored payload (sealed
+-- when the run encrypts).
+SELECT notification_id, endpoint, status, payload FROM courier_outbox;
+
+-- name: ordering_keys_left
+-- Keys that still have a head: none once every delivery finished.
+SELECT endpoint, ordering_key, head_id FROM courier_ordering_keys;
