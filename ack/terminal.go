@@ -21,10 +21,10 @@ const (
 // content (see NewTerminal) and LifecycleSHA256 is null exactly when the
 // status is cancelled or superseded.
 //
-// SourceSequence is any positive integer, as the reference system takes
-// it: a JSON number without fraction or exponent, kept as its decimal
-// digits (json.Number), so a sequence beyond 2^63 round-trips exactly on
-// both ends. Build one from an integer with strconv, e.g.
+// SourceSequence and JobCount are any positive integers, as the reference
+// system takes them: JSON numbers without fraction or exponent, kept as
+// their decimal digits (json.Number), so a value beyond 2^63 round-trips
+// exactly on both ends. Build one from an integer with strconv, e.g.
 // json.Number(strconv.FormatInt(seq, 10)).
 //
 // Its identity is its event: a receiver dedupes terminal notifications by
@@ -40,7 +40,7 @@ type Terminal struct {
 	PlanID                 string      `json:"plan_id" validate:"courier_token"`
 	WebsiteVersion         string      `json:"website_version" validate:"courier_token"`
 	SourceSequence         json.Number `json:"source_sequence" validate:"number,startsnotwith=0"`
-	JobCount               int64       `json:"job_count" validate:"gt=0"`
+	JobCount               json.Number `json:"job_count" validate:"number,startsnotwith=0"`
 	ChangeSHA256           string      `json:"change_sha256" validate:"courier_sha256"`
 	LifecycleBindingSHA256 string      `json:"lifecycle_binding_sha256" validate:"courier_sha256"`
 	TerminalStatus         string      `json:"terminal_status" validate:"oneof=cancelled deleted deletion_failed localization_failed publication_blocked publication_failed published superseded"`
@@ -74,8 +74,15 @@ func NewTerminal(t Terminal) (Terminal, error) {
 // followed by the hex SHA-256 of the canonical JSON of every field but
 // notification_id.
 func (t Terminal) derivedID() (string, error) {
+	var fields []FieldError
 	if !isPositiveInteger(string(t.SourceSequence)) { // json.Marshal writes "" as 0
-		return "", &ValidationError{Fields: []FieldError{{Field: "source_sequence", Rule: "number"}}}
+		fields = append(fields, FieldError{Field: "source_sequence", Rule: "number"})
+	}
+	if !isPositiveInteger(string(t.JobCount)) {
+		fields = append(fields, FieldError{Field: "job_count", Rule: "number"})
+	}
+	if fields != nil {
+		return "", &ValidationError{Fields: fields}
 	}
 	type content struct { // Terminal without notification_id
 		Schema                 string      `json:"schema"`
@@ -84,7 +91,7 @@ func (t Terminal) derivedID() (string, error) {
 		PlanID                 string      `json:"plan_id"`
 		WebsiteVersion         string      `json:"website_version"`
 		SourceSequence         json.Number `json:"source_sequence"`
-		JobCount               int64       `json:"job_count"`
+		JobCount               json.Number `json:"job_count"`
 		ChangeSHA256           string      `json:"change_sha256"`
 		LifecycleBindingSHA256 string      `json:"lifecycle_binding_sha256"`
 		TerminalStatus         string      `json:"terminal_status"`
@@ -134,8 +141,9 @@ func isPositiveInteger(s string) bool {
 
 // UnmarshalJSON decodes a terminal notification strictly: every member must
 // be present (lifecycle_sha256 as null where it has no value) and no other
-// member is allowed. source_sequence must be a JSON integer (no string,
-// fraction or exponent), as the reference system requires; any size.
+// member is allowed. source_sequence and job_count must be JSON integers
+// (no string, fraction or exponent), as the reference system requires; any
+// size.
 func (t *Terminal) UnmarshalJSON(b []byte) error {
 	if err := exactMembers(b, terminalFields, checkTerminalMember); err != nil {
 		return err
@@ -144,11 +152,11 @@ func (t *Terminal) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(t))
 }
 
-// checkTerminalMember refuses a source_sequence that is not a JSON
-// integer literal: encoding/json would read the string "3", or 3.5, into
-// a json.Number.
+// checkTerminalMember refuses a source_sequence or job_count that is not
+// a JSON integer literal: encoding/json would read the string "3", or 3.5,
+// into a json.Number.
 func checkTerminalMember(m strictjson.Member) *FieldError {
-	if m.Key == "source_sequence" && (m.Val.Kind != strictjson.Number || !isInteger(m.Val.Text)) {
+	if (m.Key == "source_sequence" || m.Key == "job_count") && (m.Val.Kind != strictjson.Number || !isInteger(m.Val.Text)) {
 		return &FieldError{Field: m.Key, Rule: "type"}
 	}
 	return nil

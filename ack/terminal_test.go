@@ -252,76 +252,110 @@ func TestTokensAndDigests(t *testing.T) {
 	}
 }
 
-// TestTerminalSequenceBeyondInt64RoundTrips: the reference takes any
-// positive integer as source_sequence; Terminal held it in an int64, so a
-// sender could not build, nor a receiver accept, one beyond 2^63. The
-// outbox side: a Terminal built with NewTerminal with such a sequence
-// marshals it as the same JSON integer (the canonical form is unchanged),
-// decodes back to the same value, and its Ack verifies.
-func TestTerminalSequenceBeyondInt64RoundTrips(t *testing.T) {
+// integerFields are the members of a terminal notification the reference
+// takes as any positive integer (source_sequence, job_count), each with
+// the setter of its Terminal field and its value in the first vector.
+var integerFields = []struct {
+	name  string
+	set   func(*ack.Terminal, json.Number)
+	first string
+}{
+	{"source_sequence", func(t *ack.Terminal, v json.Number) { t.SourceSequence = v }, "7"},
+	{"job_count", func(t *ack.Terminal, v json.Number) { t.JobCount = v }, "3"},
+}
+
+// terminalWith is a terminal notification, before NewTerminal, with
+// field set to v and the other integer 1.
+func terminalWith(field string, v json.Number) ack.Terminal {
+	t := ack.Terminal{
+		EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
+		SourceSequence: "1", JobCount: "1", ChangeSHA256: ack.Digest([]byte("change")),
+		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
+	}
+	for _, f := range integerFields {
+		if f.name == field {
+			f.set(&t, v)
+		}
+	}
+	return t
+}
+
+// TestTerminalIntegersBeyondInt64RoundTrip: the reference takes any
+// positive integer as source_sequence and job_count; Terminal held them in
+// int64s, so a sender could not build, nor a receiver accept, one beyond
+// 2^63. A Terminal built with NewTerminal with such a value marshals it as
+// the same JSON integer (the canonical form is unchanged), decodes back to
+// the same value, and its Ack verifies; the vectors job_count_beyond_uint64
+// and job_count_of_40_digits hold the notification_ids the reference
+// derives for such counts.
+func TestTerminalIntegersBeyondInt64RoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, seq := range []json.Number{"9223372036854775808", "18446744073709551617", json.Number("1" + strings.Repeat("0", 60))} {
-		n, err := ack.NewTerminal(ack.Terminal{
-			EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-			SourceSequence: seq, JobCount: 1, ChangeSHA256: ack.Digest([]byte("change")),
-			LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
-		})
-		if err != nil {
-			t.Fatalf("NewTerminal(%s): %v", seq, err)
+	for _, f := range integerFields {
+		for _, v := range []json.Number{"9223372036854775808", "18446744073709551617", json.Number("1" + strings.Repeat("0", 60))} {
+			n, err := ack.NewTerminal(terminalWith(f.name, v))
+			if err != nil {
+				t.Fatalf("NewTerminal(%s %s): %v", f.name, v, err)
+			}
+			p, err := n.Payload()
+			if err != nil || !strings.Contains(string(p), `,"`+f.name+`":`+string(v)+`,`) {
+				t.Fatalf("Payload %s (%v) does not carry %s %s as a JSON integer", p, err, f.name, v)
+			}
+			if c, err := ack.Canonical(p); err != nil || string(c) != string(p) {
+				t.Fatalf("Payload is not canonical: %s (%v)", c, err)
+			}
+			var back ack.Terminal
+			if err := json.Unmarshal(p, &back); err != nil || back != n {
+				t.Fatalf("round trip: %+v (%v), want %+v", back, err, n)
+			}
+			if err := ack.Validate(back); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			a, err := back.Ack(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			profile, _ := ack.Builtin(ack.ProfileTerminal)
+			if err := profile.Verify(ack.Sent{ID: n.NotificationID, Payload: p, Attempt: 1}, a.Marshal()); err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
 		}
-		p, err := n.Payload()
-		if err != nil || !strings.Contains(string(p), `,"source_sequence":`+string(seq)+`,`) {
-			t.Fatalf("Payload %s (%v) does not carry %s as a JSON integer", p, err, seq)
-		}
-		if c, err := ack.Canonical(p); err != nil || string(c) != string(p) {
-			t.Fatalf("Payload is not canonical: %s (%v)", c, err)
-		}
-		var back ack.Terminal
-		if err := json.Unmarshal(p, &back); err != nil || back != n {
-			t.Fatalf("round trip: %+v (%v), want %+v", back, err, n)
-		}
-		if err := ack.Validate(back); err != nil {
-			t.Fatalf("Validate: %v", err)
-		}
-		a, err := back.Ack(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		profile, _ := ack.Builtin(ack.ProfileTerminal)
-		if err := profile.Verify(ack.Sent{ID: n.NotificationID, Payload: p, Attempt: 1}, a.Marshal()); err != nil {
-			t.Fatalf("Verify: %v", err)
+	}
+	for _, name := range []string{"job_count_beyond_uint64", "job_count_of_40_digits"} {
+		if !slices.ContainsFunc(terminalVectors(t), func(v terminalVector) bool { return v.Name == name }) {
+			t.Errorf("the vectors lack %s (run gen.py)", name)
 		}
 	}
 }
 
-// TestTerminalSequenceMustBeAPositiveInteger: what the reference refuses
-// as source_sequence (not an int, or not > 0) both ends refuse, naming
-// the field: NewTerminal for a sequence built in Go, the strict decoder
-// and Validate for one received.
-func TestTerminalSequenceMustBeAPositiveInteger(t *testing.T) {
+// TestTerminalIntegersMustBePositiveIntegers: what the reference refuses
+// as source_sequence or job_count (not an int, or not > 0) both ends
+// refuse, naming the field: NewTerminal for a value built in Go, the
+// strict decoder and Validate for one received.
+func TestTerminalIntegersMustBePositiveIntegers(t *testing.T) {
 	t.Parallel()
-	for _, seq := range []json.Number{"", "0", "-1", "01", "1.5", "1e3", "1E3", " 1", "abc", "+1"} {
-		_, err := ack.NewTerminal(ack.Terminal{
-			EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-			SourceSequence: seq, JobCount: 1, ChangeSHA256: ack.Digest([]byte("change")),
-			LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
-		})
-		var ve *ack.ValidationError
-		if !errors.As(err, &ve) || !hasField(ve, "source_sequence") {
-			t.Errorf("NewTerminal(source_sequence %q) = %v, want a field error on source_sequence", seq, err)
-		}
-	}
 	payload := terminalVectors(t)[0].Payload
-	for _, raw := range []string{`"7"`, `7.0`, `7e0`, `true`, `null`, `[7]`, `0`, `-7`} {
-		b := strings.Replace(payload, `"source_sequence":7`, `"source_sequence":`+raw, 1)
-		var n ack.Terminal
-		err := json.Unmarshal([]byte(b), &n)
-		if err == nil {
-			err = ack.Validate(n)
+	for _, f := range integerFields {
+		for _, v := range []json.Number{"", "0", "-1", "01", "1.5", "1e3", "1E3", " 1", "abc", "+1"} {
+			_, err := ack.NewTerminal(terminalWith(f.name, v))
+			var ve *ack.ValidationError
+			if !errors.As(err, &ve) || !hasField(ve, f.name) {
+				t.Errorf("NewTerminal(%s %q) = %v, want a field error on %s", f.name, v, err, f.name)
+			}
 		}
-		var ve *ack.ValidationError
-		if !errors.As(err, &ve) || !hasField(ve, "source_sequence") {
-			t.Errorf("source_sequence %s: %v, want a field error on source_sequence", raw, err)
+		for _, raw := range []string{`"7"`, `7.0`, `7e0`, `true`, `null`, `[7]`, `0`, `-7`} {
+			b := strings.Replace(payload, `"`+f.name+`":`+f.first, `"`+f.name+`":`+raw, 1)
+			if b == payload {
+				t.Fatalf("the first vector has no %s of %s", f.name, f.first)
+			}
+			var n ack.Terminal
+			err := json.Unmarshal([]byte(b), &n)
+			if err == nil {
+				err = ack.Validate(n)
+			}
+			var ve *ack.ValidationError
+			if !errors.As(err, &ve) || !hasField(ve, f.name) {
+				t.Errorf("%s %s: %v, want a field error on %s", f.name, raw, err, f.name)
+			}
 		}
 	}
 }

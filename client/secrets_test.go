@@ -169,7 +169,7 @@ func terminalNotification(t *testing.T, i int) (ack.Terminal, []byte) {
 	t.Helper()
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: fmt.Sprintf("evt-%d", i), SiteID: "site", PlanID: "plan", WebsiteVersion: "v1",
-		SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: 1, ChangeSHA256: ack.Digest([]byte("c")),
+		SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: "1", ChangeSHA256: ack.Digest([]byte("c")),
 		LifecycleBindingSHA256: ack.Digest([]byte("b")), TerminalStatus: "superseded",
 	})
 	if err != nil {

@@ -49,7 +49,10 @@
 //	             key event_id; same body: the canonical JSON, so the same
 //	             notification re-serialized is a redelivery, and another
 //	             notification for the event a collision
-//	Reporting    key idempotency_key; same body: the JCS form
+//	Reporting    key idempotency_key; same body: the JCS form; and for a
+//	             terminal status, key notification_id too, where set: a
+//	             re-emission under another idempotency_key is answered as
+//	             a duplicate
 //	Source       key operation:request_id; same body: the exact bytes
 //
 // The application's function gets a context marked as holding the store's
@@ -63,7 +66,9 @@
 // What it committed stays, with the Inbox record of a Receiver or a
 // Source, so a redelivery is answered from that record. A Reporting
 // receiver completes its claim in tx, after the function, so there the
-// sender's retry runs the function again; so does a Source's when its
+// sender's retry runs the function again (but for a terminal
+// notification_id, recorded in tx before the function: the retry is then
+// a re-emission, answered as a duplicate); so does a Source's when its
 // function failed after committing, or its response could not be stored
 // (its record, committed unanswered, is given back).
 //

@@ -92,7 +92,7 @@ func ExampleNewReceiver_terminal() {
 	for _, plan := range []string{"plan-1", "plan-9"} {
 		lifecycle := ack.Digest([]byte(plan))
 		n, err := ack.NewTerminal(ack.Terminal{
-			EventID: "evt-" + plan, SiteID: "site-1", PlanID: plan, WebsiteVersion: "v1", SourceSequence: "1", JobCount: 1,
+			EventID: "evt-" + plan, SiteID: "site-1", PlanID: plan, WebsiteVersion: "v1", SourceSequence: "1", JobCount: "1",
 			ChangeSHA256: ack.Digest([]byte("change")), LifecycleBindingSHA256: ack.Digest([]byte("binding")),
 			TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 		})

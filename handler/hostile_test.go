@@ -443,6 +443,14 @@ func hostileTerminalTarget() hostileTarget {
 				return hostileRequest{id: n.NotificationID, body: body}
 			}, status: 200, stored: 1, effects: 1, wantKey: "evt-1"},
 			{name: "job count zero", build: body(func(v hostileValid) []byte { return v.with("job_count", `0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
+			{name: "job count is a string", build: body(func(v hostileValid) []byte { return v.with("job_count", `"2"`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
+			{name: "job count is a float", build: body(func(v hostileValid) []byte { return v.with("job_count", `2.5`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
+			{name: "job count with an exponent", build: body(func(v hostileValid) []byte { return v.with("job_count", `2e0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
+			{name: "job count negative", build: body(func(v hostileValid) []byte { return v.with("job_count", `-2`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
+			{name: "job count beyond int64", build: func(hostileValid) hostileRequest {
+				n, body := hostileTerminal(func(n *ack.Terminal) { n.JobCount = "99999999999999999999" })
+				return hostileRequest{id: n.NotificationID, body: body}
+			}, status: 200, stored: 1, effects: 1, wantKey: "evt-1"},
 			{name: "site id is null", build: body(func(v hostileValid) []byte { return v.with("site_id", `null`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
 			{name: "site id is an object", build: body(func(v hostileValid) []byte { return v.with("site_id", `{"a":1}`) }), status: 400, code: courier.CodeValidation, field: "site_id"},
 			{name: "missing site id", build: body(func(v hostileValid) []byte { return v.without("site_id") }), status: 400, code: courier.CodeValidation, field: "site_id"},
@@ -475,7 +483,7 @@ func hostileTerminalTarget() hostileTarget {
 			}), status: 200},
 			// It is keyed by its event: another one for the event collides.
 			{name: "another notification for the event", prepare: accepted, build: func(hostileValid) hostileRequest {
-				other, body := hostileTerminal(func(n *ack.Terminal) { n.JobCount = 9 })
+				other, body := hostileTerminal(func(n *ack.Terminal) { n.JobCount = "9" })
 				return hostileRequest{id: other.NotificationID, body: body}
 			}, status: 409, code: courier.CodeIdempotencyCollision},
 		},
@@ -488,7 +496,7 @@ func hostileTerminal(fn func(*ack.Terminal)) (ack.Terminal, []byte) {
 	lifecycle := ack.Digest([]byte("lifecycle"))
 	n := ack.Terminal{
 		EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: "3", JobCount: 2, ChangeSHA256: ack.Digest([]byte("change")),
+		SourceSequence: "3", JobCount: "2", ChangeSHA256: ack.Digest([]byte("change")),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 	}
 	fn(&n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -487,7 +488,7 @@ func TestTerminalSequenceBeyondInt64IsAccepted(t *testing.T) {
 	t.Cleanup(server.Close)
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: "evt-huge", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: huge, JobCount: 1, ChangeSHA256: ack.Digest([]byte("change")),
+		SourceSequence: huge, JobCount: "1", ChangeSHA256: ack.Digest([]byte("change")),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
 	})
 	if err != nil {
@@ -507,5 +508,49 @@ func TestTerminalSequenceBeyondInt64IsAccepted(t *testing.T) {
 	}
 	if seq, _ := got.Load().(json.Number); seq != huge {
 		t.Fatalf("the function saw source_sequence %q, want %s", seq, huge)
+	}
+}
+
+// TestTerminalJobCountBeyondInt64IsAccepted: DESIGN gives job_count the
+// rule of source_sequence (integers > 0, booleans rejected), and the
+// reference takes any positive integer for both, but the receiver refused
+// a job_count past int64, for good (400 validation_failed job_count/type),
+// in a notification the reference renders. The payload and its digest are
+// the reference's (Python: json.dumps with sort_keys, compact separators,
+// ensure_ascii=False): it is accepted, the function sees the exact digits,
+// and the Ack carries the reference's notification_sha256.
+func TestTerminalJobCountBeyondInt64IsAccepted(t *testing.T) {
+	t.Parallel()
+	const (
+		payload = `{"change_sha256":"12ea12eace7d655f471ce55e34f89b1b77a3d9d05a445ca82877dd2235beaa51","event_id":"evt-jobs","job_count":18446744073709551617,"lifecycle_binding_sha256":"80f70afeef3caa57646fd20afb95be9c3f2c03d38e091906de31838813dcc22e","lifecycle_sha256":null,"notification_id":"terminal-d6086fb09d7cf9101ca0ba0c097ae939f9afa4034f7b68bc1b5e0bfc991ff94e","plan_id":"plan-1","schema":"blun.cms-source-terminal-notification.v1","site_id":"site-1","source_sequence":1,"terminal_status":"cancelled","website_version":"v1"}`
+		id      = "terminal-d6086fb09d7cf9101ca0ba0c097ae939f9afa4034f7b68bc1b5e0bfc991ff94e"
+		digest  = "eb8c706fd5942c9c41c4a08c08f9e7e69c840d043102c053a3cbdac7f0bcc7fb"
+		huge    = "18446744073709551617"
+	)
+	s := engines[0].open(t)
+	verifier, signer := standardWebhooksFor(t, "cms-host")
+	var got atomic.Value
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(_ context.Context, _ *sqlx.Tx, n ack.Terminal) error {
+		got.Store(fmt.Sprint(n.JobCount))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewServer(rcv)
+	t.Cleanup(server.Close)
+	resp, out := postSigned(t, server, signer, id, []byte(payload), false)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s, want 200 (the reference accepts job_count 2^64+1)", resp.StatusCode, out)
+	}
+	profile, _ := ack.Builtin(ack.ProfileTerminal)
+	if err := profile.Verify(ack.Sent{ID: id, Payload: []byte(payload), Attempt: 1}, out); err != nil {
+		t.Fatalf("the sender refuses the Ack: %v", err)
+	}
+	if !strings.Contains(string(out), `"notification_sha256":"`+digest+`"`) {
+		t.Fatalf("Ack %s, want the reference's notification_sha256 %s", out, digest)
+	}
+	if jobs, _ := got.Load().(string); jobs != huge {
+		t.Fatalf("the function saw job_count %q, want %s", jobs, huge)
 	}
 }

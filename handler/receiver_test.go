@@ -77,7 +77,7 @@ func terminal(t *testing.T, event string) (ack.Terminal, []byte) {
 	t.Helper()
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: event, SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: "3", JobCount: 2, ChangeSHA256: ack.Digest([]byte("change")),
+		SourceSequence: "3", JobCount: "2", ChangeSHA256: ack.Digest([]byte("change")),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "cancelled",
 	})
 	if err != nil {

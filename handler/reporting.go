@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -30,7 +31,9 @@ const (
 // ReportingConfig configures a Reporting receiver. It has no
 // AllowUnknownFields: an AdCP envelope may always carry members of its
 // own, so unknown members are accepted (case variants of the envelope's
-// own members are not).
+// own members are not). Nor has it a switch for re-emissions: a terminal
+// delivery's notification_id is always deduped too (see Reporting), as
+// AdCP requires.
 type ReportingConfig struct {
 	// Store, Verifier, Body, Logger and Hook are as in ReceiverConfig:
 	// Store (it holds the Inbox) and Verifier are required.
@@ -57,7 +60,7 @@ type ReportingConfig struct {
 // "same body" on the RFC 8785 (JCS) form, so a sender that re-serializes
 // the same JSON is not taken for a collision:
 //
-//	200 (empty)               processed now, or a duplicate of a processed delivery (never 409)
+//	200 (empty)               processed now, a duplicate of a processed delivery (never 409), or a terminal re-emission
 //	409 idempotency_collision the key was received with another body
 //	503 in_progress           another request holds the key (Retry-After)
 //	422 <code>                the application refused it for good (see Reject)
@@ -70,6 +73,26 @@ type ReportingConfig struct {
 // or refused delivery gives the claim back (trying again for a few
 // seconds should the database refuse that too), so nothing stays
 // written.
+//
+// A terminal re-emission is not processed either. AdCP
+// (core/mcp-webhook-payload.json) makes notification_id, where a sender
+// sets it, the identity of one logical event across deliveries: for a task
+// whose status is terminal (completed, failed, canceled, rejected: A2A's
+// terminal TaskStates), "different delivery keys carrying the same value
+// are re-emissions and MUST NOT republish terminal effects". So a delivery
+// with a terminal status and a notification_id also records, in the
+// function's transaction and before the function runs, the pair (verified
+// sender, notification_id) in the Inbox. If an earlier delivery of that
+// sender, under another idempotency_key, committed the same
+// notification_id, the function is not run: the delivery's own key is
+// completed and it is answered 200, marked a duplicate for the Hook. A
+// re-emission that arrives while the first is still being processed waits
+// for the first's transaction (on PostgreSQL, the record's row lock; on
+// SQLite, the one writer) and is then a duplicate, or, if the first rolled
+// back, is processed itself. Re-emissions of other statuses, deliveries
+// without a notification_id and the same notification_id from another
+// sender are processed as any delivery. The record is pruned with the
+// idempotency records (Retention).
 //
 // On SQLite the function's transaction holds the database's one write lock
 // while it runs, so a duplicate in that time waits for it, like every other
@@ -86,7 +109,7 @@ type Reporting struct {
 }
 
 // NewReporting returns a Reporting receiver that runs fn once per
-// delivery.
+// delivery, and once per terminal notification_id (see Reporting).
 func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, error) {
 	f, err := newFront("ReportingConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
 	if err != nil {
@@ -109,7 +132,9 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 }
 
 // Retention is how long dedupe records must be kept: the senders' retry
-// horizon, and at least 24 hours (AdCP's minimum). Prune with it:
+// horizon, and at least 24 hours (AdCP's minimum). It holds for the
+// records of terminal notification_ids too, which the same Prune deletes
+// alike. Prune with it:
 //
 //	store.Inbox.Prune(ctx, store.PruneParams{OlderThan: rp.Retention()})
 func (rp *Reporting) Retention() time.Duration {
@@ -132,7 +157,7 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte
 		return
 	}
 	key := protocol.InboxKey{Sender: principal.Sender, Key: n.IdempotencyKey, PayloadSHA256: ack.Digest(canonical)}
-	stored, duplicate, err := rp.process(ctx, key, n)
+	stored, duplicate, err := rp.process(ctx, key, reemissionKey(principal.Sender, n), n)
 	if err != nil {
 		answer(w, err)
 		return
@@ -152,8 +177,10 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte
 // process claims the key and, if this request holds the claim, runs the
 // application's function and completes the claim in one transaction. It
 // returns the stored answer of a completed duplicate (empty for this
-// profile).
-func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
+// profile). With a re-emission key (reemissionKey), the transaction first
+// records it: if an earlier delivery recorded it, the function is not run
+// and the claim is completed as a duplicate's.
+func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, reemission *protocol.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
 	inbox := protocol.InboxFor(rp.cfg.Store)
 	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
 	if err == nil && receipt.InProgress && rp.unreleased.retry(ctx, inbox, key) {
@@ -179,8 +206,25 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := apply(rp.front.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
-		return nil, false, fromApp(err)
+	reemitted := false
+	if reemission != nil {
+		// Recorded completed, in tx: it commits with the function's
+		// effects, or goes with them. A concurrent re-emission's insert
+		// waits for this transaction and then finds the record (or, after
+		// a rollback, records it itself).
+		receipt, err := inbox.RecordCompleted(ctx, tx, *reemission, nil)
+		switch {
+		case err != nil:
+			return nil, false, fromStore(err)
+		case receipt.InProgress: // such a key is only ever recorded completed; a record in progress is none of ours
+			return nil, false, errInProgress
+		}
+		reemitted = !receipt.Fresh
+	}
+	if !reemitted {
+		if err := apply(rp.front.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+			return nil, false, fromApp(err)
+		}
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {
 	case endedByApp(ctx, err):
@@ -194,5 +238,47 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, n ack.R
 		return nil, false, err
 	}
 	completed = true
-	return nil, false, nil
+	return nil, reemitted, nil
+}
+
+// terminalTaskStatuses are the task statuses (enums/task-status.json)
+// after which a task changes no more: A2A's terminal TaskStates. The others
+// (submitted, working, input-required, auth-required, unknown) may be
+// reported again as the task goes on.
+var terminalTaskStatuses = []string{"completed", "failed", "canceled", "rejected"}
+
+// reemissionPrefix begins the Inbox key of a terminal notification_id
+// (reemissionKey).
+const reemissionPrefix = "courier.reporting.reemission:"
+
+// reemissionDigest is the payload digest every re-emission record stores,
+// so that a re-emission is a duplicate of the first, never a collision.
+// It is the SHA-256 of a string that is not JSON, so no record of a
+// received body can store it: an idempotency_key's stores the digest of
+// its body's JCS form, a terminal notification's of its canonical JSON, a
+// command's or another Receiver's of its bytes, all JSON.
+var reemissionDigest = ack.Digest([]byte(reemissionPrefix + "v1"))
+
+// reemissionKey returns the Inbox key that makes a terminal
+// notification_id one effect per verified sender, or nil when n has none
+// (no notification_id, or a status that is not terminal).
+//
+// The key is reemissionPrefix followed by the hex SHA-256 of the
+// notification_id: a token (wire.IsToken) of 93 characters whatever the
+// id. It lives in the Inbox beside the sender's other keys and cannot be
+// taken for one of them. An idempotency_key is the sender's random value
+// (AdCP: UUID v4 recommended; NewIdempotencyKey: "whk_" and base32), a
+// Source's key is operation:request_id and a terminal notification's its
+// event_id, none of which is this prefix and 64 hex digits unless a
+// sender deliberately builds one from the hash of its own
+// notification_id (a Source's operation would have to be
+// "courier.reporting.reemission"). Even then nothing is skipped in silence: the records'
+// digests differ (reemissionDigest is no JSON body's), so the Inbox
+// answers an idempotency collision (409) to that sender alone, keys being
+// scoped by the verified sender.
+func reemissionKey(sender string, n ack.Reporting) *protocol.InboxKey {
+	if n.NotificationID == "" || !slices.Contains(terminalTaskStatuses, n.Status) {
+		return nil
+	}
+	return &protocol.InboxKey{Sender: sender, Key: reemissionPrefix + ack.Digest([]byte(n.NotificationID)), PayloadSHA256: reemissionDigest}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +64,13 @@ type reportingOptions struct {
 	// postgres runs the inbox on PostgreSQL rather than SQLite.
 	postgres   bool
 	staleAfter time.Duration
+	// store, when set, is the inbox (another bundle's): postgres is then
+	// ignored.
+	store *store.Store
+	// sender is the verified sender; defaults to reportingSender.
+	sender string
+	// hook is the receiver's Hook.
+	hook func(handler.Event)
 }
 
 const reportingSender = "seller.example"
@@ -78,7 +86,9 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 	t.Helper()
 	b := &reportingBundle{clock: &offsetClock{}}
 	cfg := store.Config{Now: b.clock.Now}
-	if opt.postgres {
+	if opt.store != nil {
+		b.store = opt.store
+	} else if opt.postgres {
 		b.store = openPostgresStore(t, cfg)
 	} else {
 		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), cfg)
@@ -88,7 +98,7 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 		t.Cleanup(func() { s.Close() })
 		b.store = s
 	}
-	if _, err := b.store.DB().Exec("CREATE TABLE reporting_effects (idempotency_key TEXT NOT NULL)"); err != nil {
+	if _, err := b.store.DB().Exec("CREATE TABLE IF NOT EXISTS reporting_effects (idempotency_key TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -102,8 +112,12 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 	// it as its origin.
 	b.server = httptest.NewUnstartedServer(nil)
 	t.Cleanup(b.server.Close)
+	sender := opt.sender
+	if sender == "" {
+		sender = reportingSender
+	}
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
-		Sender: reportingSender, Keys: []signature.JWK{b.key.Public()}, Replay: b.store.Replay,
+		Sender: sender, Keys: []signature.JWK{b.key.Public()}, Replay: b.store.Replay,
 		Origin: "http://" + b.server.Listener.Addr().String(),
 	})
 	if err != nil {
@@ -114,7 +128,7 @@ func setupReporting(t *testing.T, opt reportingOptions) *reportingBundle {
 		fn = recordDelivery
 	}
 	b.rcv, err = handler.NewReporting(handler.ReportingConfig{
-		Store: b.store, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 8 << 10}, StaleAfter: opt.staleAfter,
+		Store: b.store, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: 8 << 10}, StaleAfter: opt.staleAfter, Hook: opt.hook,
 	}, func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 		b.calls.Add(1)
 		return fn(ctx, tx, n)
@@ -959,5 +973,236 @@ func TestReportingOtherNotificationFamilies(t *testing.T) {
 	b.postOK(t, body)
 	if b.calls.Load() != 1 {
 		t.Fatalf("%d calls of the application's function, want 1", b.calls.Load())
+	}
+}
+
+// taskWebhook is an AdCP task webhook: a delivery under key of the task's
+// status, carrying notificationID ("" for none).
+func taskWebhook(key, notificationID, status string) []byte {
+	id := ""
+	if notificationID != "" {
+		id = `"notification_id":"` + notificationID + `",`
+	}
+	return []byte(`{"idempotency_key":"` + key + `",` + id + `"operation_id":"op_456","task_id":"task_456","task_type":"create_media_buy","status":"` + status + `","timestamp":"2025-01-22T10:30:00Z"}`)
+}
+
+// reportingEngines are the engines a reporting test runs on.
+var reportingEngines = []struct {
+	name     string
+	postgres bool
+}{{"sqlite", false}, {"postgres", true}}
+
+// TestReportingTerminalReEmissionIsADuplicate: AdCP
+// (core/mcp-webhook-payload.json, notification_id): for a terminal task
+// webhook, "different delivery keys carrying the same value are
+// re-emissions and MUST NOT republish terminal effects". A re-emission of
+// each terminal status under a fresh idempotency_key, and its retry, are
+// answered 200 as duplicates without running the function again. The
+// record that tells re-emissions apart is kept as long as the idempotency
+// records, and pruned with them.
+func TestReportingTerminalReEmissionIsADuplicate(t *testing.T) {
+	t.Parallel()
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var outcomes []string
+			b := setupReporting(t, reportingOptions{postgres: engine.postgres, hook: func(e handler.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				outcomes = append(outcomes, e.Outcome)
+			}})
+			statuses := []string{"completed", "failed", "canceled", "rejected"}
+			for i, status := range statuses {
+				id := "task_" + status + ".terminal"
+				first := taskWebhook(fmt.Sprintf("whk_first_%012d", i), id, status)
+				again := taskWebhook(fmt.Sprintf("whk_again_%012d", i), id, status)
+				b.postOK(t, first)
+				b.postOK(t, again)
+				b.postOK(t, again) // the re-emission's own retry
+				if n := b.calls.Load(); n != int32(i+1) {
+					t.Fatalf("%s: the terminal effect ran %d times for %d notification_ids", status, n, i+1)
+				}
+			}
+			mu.Lock()
+			got := slices.Clone(outcomes)
+			mu.Unlock()
+			want := slices.Repeat([]string{handler.OutcomeAccepted, handler.OutcomeDuplicate, handler.OutcomeDuplicate}, len(statuses))
+			if !slices.Equal(got, want) {
+				t.Fatalf("outcomes %v, want %v", got, want)
+			}
+			// Two idempotency records and one for the notification_id, per status.
+			if inbox, effects := b.written(t); inbox != 3*len(statuses) || effects != len(statuses) {
+				t.Fatalf("%d inbox records, %d effects; want %d and %d", inbox, effects, 3*len(statuses), len(statuses))
+			}
+			b.clock.Advance(b.rcv.Retention() - time.Minute)
+			if n, err := b.store.Inbox.Prune(t.Context(), store.PruneParams{OlderThan: b.rcv.Retention()}); err != nil || n != 0 {
+				t.Fatalf("Prune within Retention deleted %d (%v), want none", n, err)
+			}
+			b.postOK(t, taskWebhook("whk_later_000000000000", "task_completed.terminal", "completed"))
+			if n := b.calls.Load(); n != int32(len(statuses)) {
+				t.Fatalf("a re-emission within Retention ran the function (%d calls)", n)
+			}
+			b.clock.Advance(2 * time.Minute)
+			if n, err := b.store.Inbox.Prune(t.Context(), store.PruneParams{OlderThan: b.rcv.Retention()}); err != nil || n != 3*len(statuses) {
+				t.Fatalf("Prune past Retention deleted %d (%v), want the %d records of the first deliveries", n, err, 3*len(statuses))
+			}
+		})
+	}
+}
+
+// TestReportingReEmissionOfATerminalStatusOnly: only a terminal status
+// makes notification_id an effect's identity. Re-emissions of a status
+// that is not terminal (working, input-required, …: the task goes on, and
+// the same update may matter again) run the function each time, as
+// deliveries without a notification_id do; the terminal re-emission that
+// follows under the same notification_id does not.
+func TestReportingReEmissionOfATerminalStatusOnly(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	const id = "task_456.update"
+	for i, status := range []string{"submitted", "working", "input-required", "auth-required", "unknown"} {
+		b.postOK(t, taskWebhook(fmt.Sprintf("whk_update_a_%010d", i), id, status))
+		b.postOK(t, taskWebhook(fmt.Sprintf("whk_update_b_%010d", i), id, status))
+	}
+	b.postOK(t, taskWebhook("whk_no_id_a_0000000000", "", "completed"))
+	b.postOK(t, taskWebhook("whk_no_id_b_0000000000", "", "completed"))
+	if n := b.calls.Load(); n != 12 {
+		t.Fatalf("%d calls, want 12: every delivery of a status that is not terminal, or without a notification_id, is processed", n)
+	}
+	b.postOK(t, taskWebhook("whk_terminal_a_00000000", id, "completed"))
+	b.postOK(t, taskWebhook("whk_terminal_b_00000000", id, "completed"))
+	if n := b.calls.Load(); n != 13 {
+		t.Fatalf("%d calls, want 13: the terminal re-emission ran the function", n)
+	}
+}
+
+// TestReportingReEmissionIsPerSender: the re-emission identity is scoped
+// by the verified sender, as the idempotency_key is (AdCP: "the
+// authenticated seller plus the bound task_id"): the same terminal
+// notification_id from another seller on the same Inbox is another
+// event, processed, and its own re-emission is not.
+func TestReportingReEmissionIsPerSender(t *testing.T) {
+	t.Parallel()
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			a := setupReporting(t, reportingOptions{postgres: engine.postgres})
+			other := setupReporting(t, reportingOptions{store: a.store, sender: "other-seller.example"})
+			const id = "task_456.terminal"
+			a.postOK(t, taskWebhook("whk_seller_a_000000001", id, "completed"))
+			other.postOK(t, taskWebhook("whk_seller_b_000000001", id, "completed"))
+			if a.calls.Load() != 1 || other.calls.Load() != 1 {
+				t.Fatalf("calls %d and %d, want the other seller's notification processed too", a.calls.Load(), other.calls.Load())
+			}
+			other.postOK(t, taskWebhook("whk_seller_b_000000002", id, "completed"))
+			a.postOK(t, taskWebhook("whk_seller_a_000000002", id, "completed"))
+			if a.calls.Load() != 1 || other.calls.Load() != 1 {
+				t.Fatalf("calls %d and %d, want each seller's re-emission answered as a duplicate", a.calls.Load(), other.calls.Load())
+			}
+			if _, effects := a.written(t); effects != 2 {
+				t.Fatalf("%d effects, want 2", effects)
+			}
+		})
+	}
+}
+
+// TestReportingConcurrentReEmissions: a terminal re-emission arrives,
+// under its own idempotency_key, while the first delivery's function
+// runs. On PostgreSQL its record of the notification_id waits for the
+// first's transaction (the test sees it wait for a lock) and then finds
+// it: the function runs once. If the first rolls back, the waiting one
+// records it and runs the function instead, and the first's retry is
+// then the duplicate. On SQLite the first's transaction holds the one
+// writer, so the re-emission waits for it before its claim.
+func TestReportingConcurrentReEmissions(t *testing.T) {
+	t.Parallel()
+	for _, engine := range reportingEngines {
+		for _, firstFails := range []bool{false, true} {
+			name := engine.name + "/first commits"
+			if firstFails {
+				name = engine.name + "/first rolls back"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				started, held := make(chan struct{}), make(chan struct{})
+				release := sync.OnceFunc(func() { close(held) })
+				var first atomic.Bool
+				b := setupReporting(t, reportingOptions{postgres: engine.postgres, fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+					if err := recordDelivery(ctx, tx, n); err != nil {
+						return err
+					}
+					if first.CompareAndSwap(false, true) {
+						close(started)
+						<-held
+						if firstFails {
+							return errors.New("application trouble")
+						}
+					}
+					return nil
+				}})
+				t.Cleanup(release) // before the server closes, should the test fail first
+				const id = "task_456.terminal"
+				one := taskWebhook("whk_concurrent_0000001", id, "completed")
+				two := taskWebhook("whk_concurrent_0000002", id, "completed")
+				firstDone := make(chan int, 1)
+				go func() {
+					resp, _ := b.post(t, one)
+					firstDone <- resp.StatusCode
+				}()
+				<-started
+				secondDone := make(chan int, 1)
+				go func() {
+					resp, _ := b.post(t, two)
+					secondDone <- resp.StatusCode
+				}()
+				if engine.postgres { // the re-emission's record waits for the first's
+					waitForLockWaiter(t, b.store.DB())
+				}
+				release()
+				wantFirst := http.StatusOK
+				if firstFails {
+					wantFirst = http.StatusInternalServerError
+				}
+				if status := <-firstDone; status != wantFirst {
+					t.Fatalf("first: %d, want %d", status, wantFirst)
+				}
+				if status := <-secondDone; status != http.StatusOK {
+					t.Fatalf("re-emission: %d, want 200", status)
+				}
+				wantCalls := int32(1)
+				if firstFails {
+					wantCalls = 2
+					b.postOK(t, one) // the first's retry: now a re-emission of the second
+				}
+				if inbox, effects := b.written(t); effects != 1 || inbox != 3 || b.calls.Load() != wantCalls {
+					t.Fatalf("%d inbox records, %d effects, %d calls; want 3, 1 and %d", inbox, effects, b.calls.Load(), wantCalls)
+				}
+			})
+		}
+	}
+}
+
+// waitForLockWaiter waits until an insert into the Inbox, in db's
+// database, waits for a lock: condition-based, not a sleep for
+// synchronization.
+func waitForLockWaiter(t *testing.T, db *sqlx.DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+			AND strpos(query, 'INSERT INTO courier_inbox') > 0`); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no backend waits for a lock")
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

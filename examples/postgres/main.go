@@ -245,7 +245,7 @@ func notifications(runID string, n int) ([]note, error) {
 		lifecycle := ack.Digest([]byte("lifecycle-" + event))
 		t, err := ack.NewTerminal(ack.Terminal{
 			EventID: event, SiteID: runID, PlanID: "plan-" + strconv.Itoa(i%10), WebsiteVersion: "v1",
-			SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: 1, ChangeSHA256: ack.Digest([]byte("change-" + event)),
+			SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: "1", ChangeSHA256: ack.Digest([]byte("change-" + event)),
 			LifecycleBindingSHA256: ack.Digest([]byte("binding-" + runID)), TerminalStatus: "published",
 			LifecycleSHA256: &lifecycle,
 		})

@@ -307,7 +307,7 @@ func notification(i int) (ack.Terminal, []byte, error) {
 	}
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: "order-" + strconv.Itoa(i), SiteID: "site-1", PlanID: "plan-" + strconv.Itoa(i%13),
-		WebsiteVersion: "v1", SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: int64(1 + i%4),
+		WebsiteVersion: "v1", SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: json.Number(strconv.Itoa(1 + i%4)),
 		ChangeSHA256: ack.Digest([]byte("change-" + strconv.Itoa(i))), LifecycleBindingSHA256: ack.Digest([]byte("binding")),
 		TerminalStatus: status, LifecycleSHA256: lifecycle,
 	})

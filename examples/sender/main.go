@@ -146,7 +146,7 @@ func publish(s *store.Store, endpoint string) http.Handler {
 		lifecycle := ack.Digest([]byte(plan + "/" + strconv.FormatInt(seq, 10)))
 		n, err := ack.NewTerminal(ack.Terminal{
 			EventID: plan + "-" + strconv.FormatInt(seq, 10), SiteID: "site-1", PlanID: plan, WebsiteVersion: "v1",
-			SourceSequence: json.Number(strconv.FormatInt(seq, 10)), JobCount: 1, ChangeSHA256: ack.Digest([]byte(plan)), LifecycleBindingSHA256: ack.Digest([]byte("binding")),
+			SourceSequence: json.Number(strconv.FormatInt(seq, 10)), JobCount: "1", ChangeSHA256: ack.Digest([]byte(plan)), LifecycleBindingSHA256: ack.Digest([]byte("binding")),
 			TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 		})
 		if err != nil {

@@ -614,7 +614,7 @@ func newTerminal(tb testing.TB, event string) terminalNote {
 	lifecycle := ack.Digest([]byte("lifecycle-" + event))
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: event, SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: "1", JobCount: 1, ChangeSHA256: ack.Digest([]byte("change-" + event)),
+		SourceSequence: "1", JobCount: "1", ChangeSHA256: ack.Digest([]byte("change-" + event)),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 	})
 	if err != nil {

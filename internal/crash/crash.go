@@ -227,7 +227,7 @@ func Notification(seed uint64, i int) (ack.Terminal, []byte, error) {
 		PlanID:                 "plan-" + strconv.Itoa(i),
 		WebsiteVersion:         "v1",
 		SourceSequence:         json.Number(strconv.Itoa(i + 1)),
-		JobCount:               1 + int64(i%3),
+		JobCount:               json.Number(strconv.Itoa(1 + i%3)),
 		ChangeSHA256:           ack.Digest([]byte("change-" + strconv.Itoa(i))),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")),
 		TerminalStatus:         status,

@@ -61,7 +61,7 @@ func ExampleNew() {
 
 	n, err := ack.NewTerminal(ack.Terminal{
 		EventID: "event-1", SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1",
-		SourceSequence: "1", JobCount: 1,
+		SourceSequence: "1", JobCount: "1",
 		ChangeSHA256:           ack.Digest([]byte("change")),
 		LifecycleBindingSHA256: ack.Digest([]byte("binding")),
 		TerminalStatus:         "cancelled",

@@ -94,7 +94,7 @@ func notification(t *testing.T, seq int) (ack.Terminal, []byte) {
 		PlanID:                 "plan-1",
 		WebsiteVersion:         "v1",
 		SourceSequence:         json.Number(strconv.Itoa(seq + 1)),
-		JobCount:               1,
+		JobCount:               "1",
 		ChangeSHA256:           ack.Digest(fmt.Appendf(nil, "change-%d", seq)),
 		LifecycleBindingSHA256: ack.Digest(fmt.Appendf(nil, "binding-%d", seq)),
 		TerminalStatus:         "published",

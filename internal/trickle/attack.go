@@ -130,7 +130,7 @@ func warmUp(addr, secret string, n int) error {
 		lifecycle := ack.Digest([]byte("lifecycle-" + event))
 		t, err := ack.NewTerminal(ack.Terminal{
 			EventID: event, SiteID: "trickle", PlanID: "plan-" + strconv.Itoa(i), WebsiteVersion: "v1",
-			SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: 1, ChangeSHA256: ack.Digest([]byte("change-" + event)),
+			SourceSequence: json.Number(strconv.Itoa(i + 1)), JobCount: "1", ChangeSHA256: ack.Digest([]byte("change-" + event)),
 			LifecycleBindingSHA256: ack.Digest([]byte("binding")), TerminalStatus: "published",
 			LifecycleSHA256: &lifecycle,
 		})

@@ -72,6 +72,9 @@ CASES = [
     # source_sequence is any positive integer: beyond int64 and uint64.
     case("sequence_beyond_int64", "published", hexof("v"), seq=2**63),
     case("sequence_of_40_digits", "cancelled", None, seq=10**39 + 7),
+    # So is job_count.
+    case("job_count_beyond_uint64", "published", hexof("u"), jobs=2**64 + 1),
+    case("job_count_of_40_digits", "superseded", None, seq=2**63, jobs=10**39 + 3),
 ]
 
 if __name__ == "__main__":

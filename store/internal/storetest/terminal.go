@@ -20,7 +20,7 @@ func terminalNote(t *testing.T, event, status string) store.EnqueueParams {
 		lifecycle = ptr(strings.Repeat("c", 64))
 	}
 	n, err := ack.NewTerminal(ack.Terminal{
-		EventID: event, SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1", SourceSequence: "1", JobCount: 1,
+		EventID: event, SiteID: "site-1", PlanID: "plan-1", WebsiteVersion: "v1", SourceSequence: "1", JobCount: "1",
 		ChangeSHA256: strings.Repeat("a", 64), LifecycleBindingSHA256: strings.Repeat("b", 64),
 		TerminalStatus: status, LifecycleSHA256: lifecycle,
 	})
