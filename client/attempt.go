@@ -134,7 +134,11 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 	}
 	v := w.cfg.Classify(resp, err)
 	if !wire.IsCode(v.Code) {
-		v.Code = courier.CodeReceiverRejected
+		// No code, or none that is valid: DefaultClassify's for the same
+		// answer (the Verdict's Retry stands), so a reset stays a
+		// network_error and a 503 a receiver_unavailable, as the breaker
+		// and the attempts log read them.
+		v.Code = DefaultClassify(resp, err).Code
 	}
 	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code, RemoteCode: remote}
 	if resp != nil {

@@ -203,3 +203,56 @@ func TestPanicsInTheConfigurationNeverEndTheProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestAClassifyOfOnesOwnKeepsTheBreakerCounting: a Verdict without a code
+// (or with one that is not valid) takes DefaultClassify's code for the same
+// answer, not receiver_rejected, and an answer that speaks of the
+// endpoint's health (a 503) counts against it whatever code the Verdict
+// gave it: five failures in a row open the breaker. A Classify that retried
+// a 503 or a reset without naming a code ended the streak of failures at
+// each one, as a 4xx does, so the breaker never opened, and logged a reset
+// as receiver_rejected.
+func TestAClassifyOfOnesOwnKeepsTheBreakerCounting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		respond http.HandlerFunc
+		verdict client.Verdict
+		code    courier.Code // the deliveries' code
+	}{
+		{"503 without a code", statusHandler(503, ""), client.Verdict{Retry: true}, courier.CodeReceiverUnavailable},
+		{"503 with an invalid code", statusHandler(503, ""), client.Verdict{Retry: true, Code: "Not A Code"}, courier.CodeReceiverUnavailable},
+		{"503 with a code of its own", statusHandler(503, ""), client.Verdict{Retry: true, Code: "maintenance"}, "maintenance"},
+		{"503 failed with a code of its own", statusHandler(503, ""), client.Verdict{Code: "maintenance"}, "maintenance"},
+		{"429 without a code", statusHandler(429, ""), client.Verdict{Retry: true}, courier.CodeRateLimited},
+		{"a reset without a code", dropHandler, client.Verdict{Retry: true}, courier.CodeNetwork},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupWorker(t, tt.respond, func(c *client.Config) {
+				c.Classify = func(*http.Response, error) client.Verdict { return tt.verdict }
+			})
+			const n = 5 // the breaker's default threshold
+			ids := make([]int64, n)
+			for i := range n {
+				ids[i] = b.enqueue(t, "n-"+strconv.Itoa(i), `{}`)
+			}
+			if got, err := b.worker.Work(t.Context()); got != n || err != nil {
+				t.Fatalf("Work = %d, %v; want %d", got, err, n)
+			}
+			for _, id := range ids {
+				if d := b.get(t, id); d.LastErrorCode != tt.code {
+					t.Fatalf("delivery %d settled with code %q, want %q", id, d.LastErrorCode, tt.code)
+				}
+			}
+			h, err := b.store.Endpoints.Get(t.Context(), b.server.URL+"/hooks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.State != store.EndpointOpen || h.ConsecutiveFailures != n {
+				t.Fatalf("after %d failures in a row the breaker is %s with %d, want open with %d", n, h.State, h.ConsecutiveFailures, n)
+			}
+		})
+	}
+}

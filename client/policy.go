@@ -14,6 +14,20 @@ import (
 
 // Verdict is what becomes of an attempt that did not succeed: retried
 // after a backoff, or failed for good, with a stable code either way.
+//
+// Code may be left empty: a Code that is empty or not a valid
+// courier.Code is replaced by DefaultClassify's code for the same answer
+// or error (Retry stays as given), so Verdict{Retry: true} on a 503 is
+// retried as receiver_unavailable and on a reset as network_error.
+//
+// The endpoint's circuit breaker (store.BreakerConfig) reads the answer
+// and the code: an answer of 5xx, 408, 425 or 429 counts against the
+// endpoint whatever the Code, and any other answer (a 4xx, a 3xx) shows
+// it up. A request that got no answer (resp nil) counts only with one of
+// DefaultClassify's codes for it, timeout or network_error (or another of
+// the codes of an unhealthy answer, such as receiver_unavailable); with a
+// code of one's own, or destination_forbidden, it says nothing of the
+// endpoint's health.
 type Verdict struct {
 	Retry bool
 	Code  courier.Code

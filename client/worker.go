@@ -99,7 +99,11 @@ type Config struct {
 	// answer, 10ms to 1 hour. Defaults to 15 seconds.
 	Timeout time.Duration
 	// PollInterval is how often the worker looks for due deliveries when
-	// no wake-up comes, 10ms to 1 hour. Defaults to 1 second.
+	// no wake-up comes, 10ms to 1 hour. Defaults to 1 second. A Run whose
+	// wake-ups are lost (on PostgreSQL, its LISTEN connection dropped or
+	// could not be opened) logs it at Warn and listens again on a timer
+	// of its own, after 100ms doubling up to 5 seconds (or PollInterval,
+	// if less), claiming once it listens again.
 	PollInterval time.Duration
 	// Signer signs every attempt, unless SignerFor is set. One of the two
 	// is required: courier never sends unsigned notifications.
@@ -119,7 +123,9 @@ type Config struct {
 	// the zero Guard: https on port 443 to public addresses only.
 	Transport http.RoundTripper
 	// Classify decides whether an attempt that got no acknowledgement is
-	// retried or failed, and with which code. Defaults to
+	// retried or failed, and with which code; a Verdict without a valid
+	// code takes DefaultClassify's, and the circuit breaker counts
+	// answers and codes as Verdict says. Defaults to
 	// DefaultClassify; RetryClientErrors retries 4xx answers as well. A
 	// panic in it, as in Backoff, SignerFor, a Signer or a profile's
 	// Verify, is logged at Error and the attempt retried with code
@@ -456,8 +462,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.leave()
 	actx, cancel := w.attemptContext(ctx)
 	defer cancel()
-	wake, stopListening := w.listen(ctx)
-	defer func() { stopListening() }()
+	wake := w.listen(ctx)
+	defer wake.close()
 
 	slots, freed := w.slots, w.freed
 	var inflight sync.WaitGroup
@@ -475,8 +481,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		minClaim = min(minClaim, others)
 	}
 	afterShort := max(1, w.cfg.EndpointConcurrency/2)
-	start := func(c protocol.Claimed, claimedAt time.Time) {
-		slots <- struct{}{}
+	start := func(c protocol.Claimed, claimedAt time.Time) bool {
+		// The slots were free when the claim counted them, but a Work of
+		// the worker's may have taken some since: waiting for one, the
+		// Run still stops at once.
+		if !w.acquire(ctx, slots) {
+			return false
+		}
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
@@ -487,6 +498,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			default:
 			}
 		}()
+		return true
 	}
 	for !w.isStopping(ctx) {
 		want, got, ok := w.claimForRun(ctx, actx, minClaim, start)
@@ -519,7 +531,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				need = min(afterShort, len(slots)+len(freed))
 			}
 		}
-		if !w.await(ctx, room, need, poll.C, &wake, &stopListening) {
+		if !w.await(ctx, room, need, poll.C, wake) {
 			break
 		}
 	}
@@ -530,9 +542,11 @@ func (w *Worker) Run(ctx context.Context) error {
 // Worker.claiming): as many deliveries as there are free slots for, up to
 // BatchSize, if that is at least minClaim. Before the turn passes on, it
 // starts with start, which takes a slot, each delivery whose lease still
-// covers an attempt; it gives back the others. It returns how many it
-// wanted and how many it started, and false once the worker stops.
-func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time)) (want, got int, ok bool) {
+// covers an attempt; it gives back the others, and the rest of the batch
+// when start reports that the worker stopped while it waited for a slot.
+// It returns how many it wanted and how many it started, and false once
+// the worker stops.
+func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, ok bool) {
 	if !w.takeClaimTurn(ctx) {
 		return 0, 0, false
 	}
@@ -556,13 +570,17 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// that start count toward a full batch, or a claim that takes too long
 	// would be made again and again at once.
 	var short []protocol.Lease
-	for _, c := range batch {
+	for i, c := range batch {
 		if !w.leaseCovers(actx, c, claimedAt) {
 			short = append(short, c.Lease)
 			continue
 		}
+		if !start(c, claimedAt) { // stopped while waiting for a slot
+			w.passClaimTurn()
+			w.release(actx, claimedAt, append(short, leasesOf(batch[i:])...)...)
+			return want, got, false
+		}
 		got++
-		start(c, claimedAt)
 	}
 	w.passClaimTurn()
 	w.release(actx, claimedAt, short...)
@@ -581,8 +599,10 @@ func (w *Worker) passClaimTurn() { <-w.claiming }
 
 // await waits until need attempts have ended (room), or a wake-up or the
 // next poll comes, or the worker stops; it reports whether to claim again.
-// After the poll it listens again if the listener had failed.
-func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *<-chan struct{}, stopListening *func()) bool {
+// While the wake-ups are lost (the listener failed) it listens again on a
+// timer of its own, and claims once it listens again: what was enqueued
+// while it did not listen woke nobody.
+func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *wakeups) bool {
 	for ended := 0; ended < need; {
 		select {
 		case <-ctx.Done():
@@ -592,14 +612,17 @@ func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll
 		case <-room:
 			ended++
 		case <-poll:
-			if *wake == nil { // listen again after a failure
-				*wake, *stopListening = w.listen(ctx)
-			}
 			return true
-		case _, ok := <-*wake:
-			if !ok { // the listener failed: poll until the next tick
-				(*stopListening)()
-				*wake, *stopListening = nil, func() {}
+		case <-wake.retryC():
+			if wake.listen() {
+				return true
+			}
+		case _, ok := <-wake.ch:
+			if !ok {
+				if w.isStopping(ctx) { // the listener ended with Run
+					return false
+				}
+				wake.lost()
 			}
 			return true
 		}
@@ -612,14 +635,101 @@ func (w *Worker) claimParams(limit int) protocol.ClaimParams {
 	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency}
 }
 
-// listen subscribes to the store's wake-ups; without them the worker polls.
-func (w *Worker) listen(ctx context.Context) (<-chan struct{}, func()) {
-	ch, stop, err := w.outbox.Listen(ctx)
-	if err != nil {
-		w.cfg.Logger.WarnContext(ctx, "worker: wake-ups unavailable, polling", slog.Any(logkey.Error, err))
-		return nil, func() {}
+// Listening again after the wake-ups are lost: first after minRelisten,
+// the wait doubling up to maxRelisten (or PollInterval, if less).
+const (
+	minRelisten = 100 * time.Millisecond
+	maxRelisten = 5 * time.Second
+)
+
+// wakeups are a Run's wake-ups from the store (see store.Open): ch while
+// it listens; after its listener failed, or could not start, retry fires
+// when to listen again, and the Run polls until then. They listen in a
+// context that Stop ends too, so neither listening nor waiting for a
+// listener delays Stop.
+type wakeups struct {
+	w      *Worker
+	ctx    context.Context
+	cancel context.CancelFunc
+	ch     <-chan struct{} // nil while not listening
+	stop   func()          // ends the listener of ch
+	retry  *time.Timer     // while not listening: when to listen again
+	delay  time.Duration   // retry's last wait
+	down   bool            // not listening, and that was logged
+	failed bool            // a failure to listen was logged since they were last lost or came back
+}
+
+// listen starts a Run's wake-ups; without them the Run polls, and
+// listens again on a timer.
+func (w *Worker) listen(ctx context.Context) *wakeups {
+	lctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(w.stopCtx, cancel)
+	l := &wakeups{w: w, ctx: lctx, cancel: func() { stop(); cancel() }}
+	l.listen()
+	return l
+}
+
+// listen listens for wake-ups, and reports whether it does; if it cannot,
+// it logs it (once until it listens again) and sets the timer to try
+// again.
+func (l *wakeups) listen() bool {
+	ch, stop, err := l.w.outbox.Listen(l.ctx)
+	if err == nil {
+		if l.down {
+			l.w.cfg.Logger.InfoContext(l.ctx, "worker: wake-ups back")
+		}
+		l.ch, l.stop, l.delay, l.down, l.failed = ch, stop, 0, false, false
+		return true
 	}
-	return ch, stop
+	if l.ctx.Err() != nil { // Run ends: no warning, no retry
+		return false
+	}
+	if !l.failed {
+		l.w.cfg.Logger.WarnContext(l.ctx, "worker: wake-ups unavailable, polling", slog.Any(logkey.Error, err))
+		l.down, l.failed = true, true
+	}
+	l.again()
+	return false
+}
+
+// lost ends the listener whose wake-ups ended (the connection it held
+// failed), logs it, and sets the timer to listen again.
+func (l *wakeups) lost() {
+	l.stop()
+	l.ch, l.stop = nil, nil
+	l.w.cfg.Logger.WarnContext(l.ctx, "worker: wake-ups lost, listening again")
+	l.down, l.failed = true, false // the first failure to listen again is logged too
+	l.again()
+}
+
+// again sets the timer to listen again, each wait twice the last.
+func (l *wakeups) again() {
+	limit := min(maxRelisten, l.w.cfg.PollInterval)
+	l.delay = min(max(minRelisten, 2*l.delay), limit)
+	if l.retry == nil {
+		l.retry = time.NewTimer(l.delay)
+	} else {
+		l.retry.Reset(l.delay)
+	}
+}
+
+// retryC is when to listen again: never while listening.
+func (l *wakeups) retryC() <-chan time.Time {
+	if l.ch != nil || l.retry == nil {
+		return nil
+	}
+	return l.retry.C
+}
+
+// close ends the wake-ups.
+func (l *wakeups) close() {
+	if l.stop != nil {
+		l.stop()
+	}
+	if l.retry != nil {
+		l.retry.Stop()
+	}
+	l.cancel()
 }
 
 // Work claims one batch of due deliveries, delivers them and returns when

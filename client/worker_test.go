@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -20,10 +21,13 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/testmain"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
+	"github.com/jmoiron/sqlx"
 )
 
 func TestMain(m *testing.M) { testmain.Main(m) }
@@ -396,6 +400,213 @@ func TestWorkerRunWakesAndShutsDown(t *testing.T) {
 	if len(attempts) == 0 || attempts[0].Outcome != store.AttemptRetry || attempts[0].ErrorCode != courier.CodeWorkerStopped {
 		t.Fatalf("attempts log %+v", attempts)
 	}
+}
+
+// pgWorker is a worker that relies on PostgreSQL's wake-ups alone
+// (PollInterval 1h) to deliver to an acknowledging receiver.
+type pgWorker struct {
+	db        *sqlx.DB
+	store     *store.Store
+	worker    *client.Worker
+	logs      *capture
+	claims    chan struct{} // a claim of the worker's started
+	delivered chan string   // the notification ids delivered
+	dbURL     string
+	endpoint  string
+}
+
+func setupPGWorker(t *testing.T) *pgWorker {
+	t.Helper()
+	b := &pgWorker{dbURL: pgtest.URL(t), logs: newCapture(t), claims: make(chan struct{}, 1), delivered: make(chan string, 10)}
+	db, err := sqlx.Open(postgres.DriverName, b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := store.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(t.Context(), db, store.Config{Tracer: claimTracer{b.claims}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Write(ack.New(r.Header.Get("webhook-id"), body).Marshal())
+	}))
+	t.Cleanup(srv.Close)
+	key, _ := signature.ParseStandardWebhooksKey("k", signature.NewStandardWebhooksSecret())
+	signer, _ := signature.NewStandardWebhooksSigner(key)
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, PollInterval: time.Hour,
+		Transport: loopbackGuard(t, srv.URL).Transport(),
+		Logger:    slog.New(b.logs),
+		Hook: func(e client.Event) {
+			if e.Status == courier.StatusSucceeded {
+				b.delivered <- e.NotificationID
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.db, b.store, b.worker, b.endpoint = db, s, w, srv.URL
+	return b
+}
+
+// run runs the worker until the test ends, and checks that it stops at
+// once when asked to.
+func (b *pgWorker) run(t *testing.T) {
+	done := make(chan error, 1)
+	go func() { done <- b.worker.Run(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.worker.Stop(ctx); err != nil {
+			t.Errorf("Stop = %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
+func (b *pgWorker) enqueue(t *testing.T, id string) {
+	t.Helper()
+	tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: id, Endpoint: b.endpoint, Payload: []byte(`{"a":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitDelivered waits for id's delivery; the bound is far below the
+// poll interval (1h), so only a wake-up, or a claim made on listening
+// again, delivers it in time.
+func (b *pgWorker) awaitDelivered(t *testing.T, id, what string) {
+	t.Helper()
+	select {
+	case got := <-b.delivered:
+		if got != id {
+			t.Fatalf("delivered %s, want %s", got, id)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s was not delivered within 15s (PollInterval 1h)", what)
+	}
+}
+
+// awaitLogged waits for a log line with msg.
+func (b *pgWorker) awaitLogged(t *testing.T, msg string) {
+	t.Helper()
+	select {
+	case <-b.logs.logged(msg):
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%q was not logged within 15s; logged: %+v", msg, b.logs.lines(""))
+	}
+}
+
+// checkLogs checks that msg was logged once, at Warn, and that no line
+// holds the database's URL or its password.
+func (b *pgWorker) checkLogs(t *testing.T, msg string) {
+	t.Helper()
+	if got := b.logs.lines(msg); len(got) != 1 || got[0].Level != slog.LevelWarn {
+		t.Errorf("%q logged %+v, want once at Warn", msg, got)
+	}
+	u, err := url.Parse(b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{b.dbURL}
+	if p, ok := u.User.Password(); ok && p != "" {
+		secrets = append(secrets, p)
+	}
+	for _, r := range b.logs.lines("") {
+		for k, v := range r.Attrs {
+			for _, s := range secrets {
+				if strings.Contains(v, s) {
+					t.Errorf("%q logged the database's URL or password in %s: %s", r.Message, k, v)
+				}
+			}
+		}
+	}
+}
+
+// TestWakeUpsComeBackAfterTheListenerDrops: when the connection a Run
+// holds in LISTEN drops (a PostgreSQL restart, a proxy closing an idle
+// connection), the Run logs it and listens again on a short timer of its
+// own. It listened again only at the next poll tick, silently: with
+// PollInterval 1h, a delivery enqueued after the drop waited up to an
+// hour.
+func TestWakeUpsComeBackAfterTheListenerDrops(t *testing.T) {
+	t.Parallel()
+	b := setupPGWorker(t)
+	b.run(t)
+	<-b.claims // Run's first claim: it listens
+	b.enqueue(t, "before")
+	b.awaitDelivered(t, "before", "a delivery enqueued while listening")
+
+	var pids []int
+	if err := b.db.SelectContext(t.Context(), &pids, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`); err != nil || len(pids) != 1 {
+		t.Fatalf("listener pids = %v, %v", pids, err)
+	}
+	if _, err := b.db.ExecContext(t.Context(), `SELECT pg_terminate_backend($1)`, pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, "after-the-drop") // whether the Run listens again before or after it
+	b.awaitDelivered(t, "after-the-drop", "a delivery enqueued after the listener dropped")
+	b.awaitLogged(t, "worker: wake-ups lost, listening again")
+	b.awaitLogged(t, "worker: wake-ups back")
+	b.enqueue(t, "listening-again")
+	b.awaitDelivered(t, "listening-again", "a delivery enqueued once the Run listens again")
+	b.checkLogs(t, "worker: wake-ups lost, listening again")
+}
+
+// TestWakeUpsComeBackWhenTheFirstListenFails: a Run that cannot listen as
+// it starts (the database refusing connections) logs it once and listens
+// again on its own timer, not only at the next poll tick.
+func TestWakeUpsComeBackWhenTheFirstListenFails(t *testing.T) {
+	t.Parallel()
+	b := setupPGWorker(t)
+	// Every connection the store's pool takes is a new one, and the
+	// database refuses them (as told from the server's maintenance
+	// database).
+	b.db.SetMaxIdleConns(0)
+	var name string
+	if err := b.db.GetContext(t.Context(), &name, `SELECT quote_ident(current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/postgres"
+	admin, err := sqlx.Open(postgres.DriverName, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	allow := func(yes bool) {
+		if _, err := admin.ExecContext(context.Background(), fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, name, yes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allow(false)
+	t.Cleanup(func() { allow(true) })
+
+	b.run(t)
+	b.awaitLogged(t, "worker: wake-ups unavailable, polling")
+	allow(true)
+	b.enqueue(t, "n")
+	b.awaitDelivered(t, "n", "a delivery enqueued once the database took connections again")
+	b.awaitLogged(t, "worker: wake-ups back")
+	b.enqueue(t, "listening")
+	b.awaitDelivered(t, "listening", "a delivery enqueued once the Run listens")
+	b.checkLogs(t, "worker: wake-ups unavailable, polling")
 }
 
 func TestWorkerConfig(t *testing.T) {

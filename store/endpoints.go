@@ -35,8 +35,13 @@ const (
 // nothing to send is probed again once a delivery of its own is due (the
 // claim that meets it first parks it, the next probes with it). An endpoint failing for DisableAfter, or answering 410
 // Gone, is disabled until an operator enables it. Only failures that speak
-// of the endpoint's health count: 5xx, 408/425, 429, timeouts and network
-// errors.
+// of the endpoint's health count: an answer of 5xx, 408/425 or 429,
+// whatever code the worker's policy gave it, and any failure settled with
+// one of client.DefaultClassify's codes for those, for a timeout or for a
+// network error (receiver_unavailable, request_timeout, rate_limited,
+// timeout, network_error). A failure without an answer and with another
+// code is taken as not having reached the endpoint (the worker stopping,
+// a request that could not be signed).
 type BreakerConfig struct {
 	Threshold    int           // At least 1. Defaults to 5.
 	Cooldown     time.Duration // At least 1ms. Defaults to 30 seconds.
@@ -241,6 +246,13 @@ var healthCodes = map[courier.Code]bool{
 	courier.CodeTimeout: true, courier.CodeNetwork: true,
 }
 
+// healthStatus reports whether an answer's status speaks of the
+// endpoint's health (5xx, 408, 425, 429), whatever code the worker's
+// policy gave it: a Classify of one's own may name a 503 "maintenance".
+func healthStatus(status int) bool {
+	return status >= 500 && status < 600 || status == 408 || status == 425 || status == 429
+}
+
 // record applies one settled attempt to its endpoint's breaker; tracked
 // reports whether the endpoint has a row (one without is healthy). wrote
 // reports whether it now has one written in this transaction.
@@ -256,7 +268,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	// An outcome without an answer (never sent, cut short) says nothing of
 	// the endpoint's health; if it was a half-open breaker's probe, the
 	// next claim probes again (endpoint_probe_again).
-	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code]
+	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code] && !healthStatus(oc.HTTPStatus)
 	answered := other && oc.HTTPStatus != 0
 	switch {
 	case other && !answered && tracked:

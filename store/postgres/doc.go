@@ -44,6 +44,8 @@
 //
 // Workers are woken by pg_notify, sent by the enqueue statement and
 // delivered when the enqueuing transaction commits, and sent after a
-// redrive or an Enable has committed; they poll as a fallback. Claims take FOR UPDATE SKIP LOCKED, so any number of worker
+// redrive or an Enable has committed; they poll as a fallback, and a
+// worker whose LISTEN connection drops listens again within seconds
+// (client.Config.PollInterval). Claims take FOR UPDATE SKIP LOCKED, so any number of worker
 // processes share one outbox.
 package postgres

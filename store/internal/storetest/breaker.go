@@ -503,3 +503,33 @@ func probeForAnHour(t *testing.T, open OpenFunc) (*bundle, protocol.Claimed) {
 	}
 	return b, probe[0]
 }
+
+// testBreakerCountsAnUnhealthyAnswerWhateverItsCode: an answer of 5xx,
+// 408, 425 or 429 speaks of the endpoint's health whatever code the
+// worker's policy gave it (a Classify of one's own naming a 503
+// "maintenance", or failing it for good): it counts toward opening the
+// breaker. It was taken as an answer that shows the endpoint up, as a 4xx
+// is, and ended the streak of failures.
+func testBreakerCountsAnUnhealthyAnswerWhateverItsCode(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 4, Cooldown: time.Minute}})
+	for i := range 4 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("n%d", i)))
+	}
+	c := b.claim(t, "w", 4, time.Minute)
+	if len(c) != 4 {
+		t.Fatalf("claimed %v, want 4", ids(c))
+	}
+	for i, status := range []int{503, 429, 408, 425} {
+		oc := protocol.Outcome{Lease: c[i].Lease, Result: protocol.Retry, Code: "maintenance", HTTPStatus: status, RetryDelay: time.Hour}
+		if i == 0 {
+			oc.Result, oc.RetryDelay = protocol.Failed, 0
+		}
+		if err := b.settle(oc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint)
+	if err != nil || eh.State != store.EndpointOpen || eh.ConsecutiveFailures != 4 || eh.Reason != "maintenance" {
+		t.Fatalf("after 503, 429, 408 and 425 answers the endpoint is %+v (%v), want open after 4 failures, for maintenance", eh, err)
+	}
+}

@@ -87,6 +87,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Breaker", testBreaker},
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"BreakerCountsConcurrentFailures", testBreakerCountsConcurrentFailures},
+		{"BreakerCountsAnUnhealthyAnswerWhateverItsCode", testBreakerCountsAnUnhealthyAnswerWhateverItsCode},
 		{"SettlesSharingEndpointsDoNotDeadlock", testSettlesSharingEndpointsDoNotDeadlock},
 		{"EventsReportWhatMoved", testEventsReportWhatMoved},
 		{"BreakerProbeAnsweredWithARefusalCloses", testBreakerProbeAnsweredWithARefusalCloses},
