@@ -663,7 +663,7 @@ type wakeups struct {
 // listens again on a timer.
 func (w *Worker) listen(ctx context.Context) *wakeups {
 	lctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(w.stopCtx, cancel)
+	stop := context.AfterFunc(w.stopCtx, cancel) //nolint:contextcheck // Stop's context cancels lctx; lctx stays the Run's
 	l := &wakeups{w: w, ctx: lctx, cancel: func() { stop(); cancel() }}
 	l.listen()
 	return l
