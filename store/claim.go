@@ -498,6 +498,7 @@ func (r *claimRun) probes(ctx context.Context) error {
 	var due []struct {
 		Endpoint string        `db:"endpoint"`
 		State    EndpointState `db:"state"`
+		Lapsed   bool          `db:"lapsed"` // a half-open endpoint's probe's lease ran out unsettled
 	}
 	if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probes", map[string]any{"now": r.args["now"]}, &due); err != nil {
 		return err
@@ -531,9 +532,7 @@ func (r *claimRun) probes(ctx context.Context) error {
 			continue // another claim's probe
 		}
 		if took[0] != EndpointHalfOpen { // no room for a probe: open, probed by a later claim
-			if d.State == EndpointHalfOpen { // its last probe's lease ran out unsettled
-				r.o.s.emit(r.tx, e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
-			}
+			r.reopened(e, d.State, d.Lapsed)
 			continue
 		}
 		leased := 0
@@ -552,9 +551,7 @@ func (r *claimRun) probes(ctx context.Context) error {
 			if _, err := r.o.s.exec(ctx, r.tx, "endpoint_probe_idle", map[string]any{"endpoint": e, "now": r.args["now"]}); err != nil {
 				return err
 			}
-			if d.State == EndpointHalfOpen { // its last probe's lease ran out unsettled
-				r.o.s.emit(r.tx, e, EndpointHalfOpen, EndpointOpen, courier.CodeLeaseExpired)
-			}
+			r.reopened(e, d.State, d.Lapsed)
 			continue
 		}
 		if len(lock) == 1 && lock[0].Limited {
@@ -565,6 +562,21 @@ func (r *claimRun) probes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reopened reports a half-open endpoint that a claim left open, without a
+// probe: with code lease_expired when its last probe's lease ran out
+// unsettled, without one when that probe was given back or settled without
+// an answer (nothing ran out, and nothing was learnt of the endpoint).
+func (r *claimRun) reopened(endpoint string, was EndpointState, lapsed bool) {
+	if was != EndpointHalfOpen {
+		return
+	}
+	var code courier.Code
+	if lapsed {
+		code = courier.CodeLeaseExpired
+	}
+	r.o.s.emit(r.tx, endpoint, EndpointHalfOpen, EndpointOpen, code)
 }
 
 // probe claims the next due delivery of endpoint e to be its probe and

@@ -270,8 +270,13 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		// A probe given back unsent leaves its endpoint half open with
 		// nothing in flight: the next claim probes again, rather than wait
-		// out the lease. First, while the leases are still there to match.
+		// out the lease. First, while the leases are still there to match,
+		// but after the deliveries' rows (outbox_release_lock).
 		batch, now := jsonArg(args), o.s.now()
+		var locked []int64
+		if err := o.s.selectRows(ctx, tx, "outbox_release_lock", map[string]any{"batch": batch}, &locked); err != nil {
+			return err
+		}
 		if _, err := o.s.exec(ctx, tx, "endpoint_probe_released", map[string]any{"batch": batch, "now": now}); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -482,6 +483,53 @@ func testAProbeSettledWithoutAnAnswerIsMadeAgain(t *testing.T, open OpenFunc) {
 			if h := endpointState(t, b, slowEndpoint); len(again) != 1 || h.State != store.EndpointHalfOpen {
 				t.Fatalf("after its probe was settled %s without an answer: claim leased %v, want a probe; endpoint %s, %d in flight, OpenUntil in %v",
 					oc.Code, ids(again), h.State, h.InFlight, h.OpenUntil.Sub(b.clock.Now()))
+			}
+		})
+	}
+}
+
+// testAProbeLeftWithoutAnAnswerIsNoLeaseExpiry: a half-open endpoint
+// that a claim leaves open (nothing of it due to probe) is reported
+// half_open -> open with code lease_expired only when its probe's lease
+// ran out unsettled; a probe settled without an answer, within its lease,
+// reopens it without a code.
+func testAProbeLeftWithoutAnAnswerIsNoLeaseExpiry(t *testing.T, open OpenFunc) {
+	for _, tc := range []struct {
+		name     string
+		end      func(b *bundle, probe protocol.Claimed) error
+		wantCode courier.Code
+	}{
+		{"settled signing_failed", func(b *bundle, probe protocol.Claimed) error {
+			return b.settle(protocol.Outcome{Lease: probe.Lease, Result: protocol.Failed, Code: courier.CodeSigningFailed})
+		}, ""},
+		{"lease ran out", func(b *bundle, probe protocol.Claimed) error {
+			b.clock.Advance(time.Minute) // d0 waits on for 59 minutes
+			return nil
+		}, courier.CodeLeaseExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := hearing(store.EventEndpoint)
+			b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}, Hook: events.hook})
+			b.enqueue(t, at(slowEndpoint, "d0"))
+			d1 := at(slowEndpoint, "d1")
+			d1.MaxAttempts = 1 // its lease running out fails it: nothing is due after
+			b.enqueue(t, d1)
+			openWith(t, b, b.claim(t, "w", 1, time.Minute)[0]) // d0 waits an hour
+			b.clock.Advance(time.Second)
+			probe := b.claim(t, "w1", 5, time.Minute)
+			if len(probe) != 1 {
+				t.Fatalf("probe claim = %v", ids(probe))
+			}
+			if err := tc.end(b, probe[0]); err != nil {
+				t.Fatal(err)
+			}
+			events.take()
+			if got := b.claim(t, "w2", 5, time.Minute); len(got) != 0 {
+				t.Fatalf("claim leased %v, want nothing due", ids(got))
+			}
+			want := []store.Event{{Kind: store.EventEndpoint, Endpoint: slowEndpoint, From: store.EndpointHalfOpen, To: store.EndpointOpen, Code: tc.wantCode}}
+			if got := events.take(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("events = %+v\nwant %+v", got, want)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -568,5 +569,67 @@ func publishBesideEnqueueMany(t *testing.T, s, app *store.Store, epA, epB string
 	errEnqueue, errPublish := <-enqueued, <-published
 	if errEnqueue != nil || errPublish != nil {
 		t.Fatalf("the other transaction's EnqueueMany: %v; the application's Publish: %v", errEnqueue, errPublish)
+	}
+}
+
+// TestReleaseOfAProbeBesideAClaimNeverDeadlocks: a worker gives back a
+// probe whose lease is about to run out (too little of it left to send)
+// while another worker's claim reclaims that lease as it runs out. The
+// claim takes the delivery's row, then endpoints' rows (endpoint_probe_take);
+// the release must take them in that order too (outbox_release_lock before
+// endpoint_probe_released). The two Stores keep clocks of their own: the
+// claimer's is past the probe's lease, the releaser's is not yet.
+func TestReleaseOfAProbeBesideAClaimNeverDeadlocks(t *testing.T) {
+	claimClock, releaseClock := fakeclock.New(), fakeclock.New()
+	sC := couriertest.PostgresStores(t, 1, store.Config{Now: claimClock.Now,
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})[0]
+	sR, err := store.Open(t.Context(), sC.DB(), store.Config{Now: releaseClock.Now,
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: 30 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sR.Close() })
+	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
+	enqueue(t, sC, store.EnqueueParams{NotificationID: "a0", Endpoint: epA, Payload: []byte(`{"id":"a0"}`)})
+	enqueue(t, sC, store.EnqueueParams{NotificationID: "b0", Endpoint: epB, Payload: []byte(`{"id":"b0"}`)})
+	first := claimAll(t, sC, 2)
+	for _, c := range first {
+		s := sC // b opens for a second
+		if c.Endpoint == epA {
+			s = sR // a opens for 30 s
+		}
+		st, err := protocol.For(s).Settle(t.Context(), protocol.Outcome{Lease: c.Lease, Result: protocol.Retry,
+			Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: time.Hour})
+		if err != nil || st[0].Err != nil {
+			t.Fatalf("settle: %v %+v", err, st)
+		}
+	}
+	enqueue(t, sC, store.EnqueueParams{NotificationID: "b1", Endpoint: epB, Payload: []byte(`{"id":"b1"}`)})
+	claimClock.Advance(time.Second)
+	probe, err := protocol.For(sC).Claim(t.Context(), protocol.ClaimParams{Owner: "w1", Limit: 10, Lease: time.Minute})
+	if err != nil || len(probe) != 1 || probe[0].Endpoint != epB {
+		t.Fatalf("probe claim: %v %+v", err, probe)
+	}
+	claimClock.Advance(61 * time.Second) // past the probe's lease and a's cool-down
+
+	blocker := holdRows(t, sC.DB(), `SELECT 1 FROM courier_endpoints WHERE endpoint = $1 FOR UPDATE`, epA)
+	claimed := inBackground(func() error {
+		_, err := protocol.For(sC).Claim(t.Context(), protocol.ClaimParams{Owner: "w2", Limit: 10, Lease: time.Minute})
+		return err
+	})
+	waitLockWaiters(t, sC.DB(), 1) // the claim reclaimed the probe's row, and waits at a's endpoint row
+	released := inBackground(func() error {
+		_, err := protocol.For(sR).Release(t.Context(), probe[0].Lease)
+		return err
+	})
+	waitLockWaiters(t, sC.DB(), 2) // the release waits too
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-claimed; err != nil {
+		t.Errorf("claim: %v", err)
+	}
+	if err := <-released; err != nil {
+		t.Errorf("release: %v", err)
 	}
 }

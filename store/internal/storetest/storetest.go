@@ -104,6 +104,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AProbeWaitsForRoom", testAProbeWaitsForRoom},
 		{"AProbeGivenBackIsMadeAgain", testAProbeGivenBackIsMadeAgain},
 		{"AProbeSettledWithoutAnAnswerIsMadeAgain", testAProbeSettledWithoutAnAnswerIsMadeAgain},
+		{"AProbeLeftWithoutAnAnswerIsNoLeaseExpiry", testAProbeLeftWithoutAnAnswerIsNoLeaseExpiry},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

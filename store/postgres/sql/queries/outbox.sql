@@ -394,6 +394,16 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: outbox_release_lock
+-- The rows of the leases Release gives back (:batch, {id, token}), in id
+-- order, before endpoint_probe_released takes their endpoints' rows: a
+-- claim (reclaiming an expired lease, then endpoint_probe_take) and a
+-- settle take a delivery's row before its endpoint's, and so must a
+-- release, or a release and a claim could wait for each other in a circle.
+SELECT o.id FROM courier_outbox AS o
+WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
+ORDER BY o.id FOR UPDATE;
+
 -- name: outbox_release
 -- Gives back leases whose attempt was never made (a worker stopping with
 -- deliveries it claimed ahead): the claim's attempt is not counted, and

@@ -82,8 +82,12 @@ DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
 -- whose last probe found nothing to send (endpoint_probe_idle leaves
 -- open_until = updated_at, which a cool-down never does) is left out
 -- until a claim has parked a delivery of its own: each probe walks the due
--- rows for one, and would at every claim, for nothing.
-SELECT endpoint, state FROM courier_endpoints AS e
+-- rows for one, and would at every claim, for nothing. lapsed tells a
+-- half-open endpoint whose probe's lease ran out (endpoint_probe_take set
+-- open_until to the lease's end) from one whose probe was given back or
+-- settled without an answer (endpoint_probe_released, endpoint_probe_again
+-- leave open_until = updated_at).
+SELECT endpoint, state, open_until <> updated_at AS lapsed FROM courier_endpoints AS e
 WHERE state IN ('open', 'half_open') AND open_until <= :now
     AND (state = 'half_open' OR open_until <> updated_at
         OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));

@@ -363,6 +363,15 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: outbox_release_lock
+-- The rows of the leases Release gives back (:batch, a JSON array of {id,
+-- token}), taken before endpoint_probe_released (see the PostgreSQL file).
+-- SQLite: writers are serialized (BEGIN IMMEDIATE): reading the rows is
+-- enough.
+SELECT id FROM courier_outbox
+WHERE id IN (SELECT value ->> 'id' FROM json_each(:batch))
+ORDER BY id;
+
 -- name: outbox_release
 -- Gives back leases whose attempt was never made (a worker stopping with
 -- deliveries it claimed ahead): the claim's attempt is not counted, and
