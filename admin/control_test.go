@@ -166,6 +166,24 @@ func TestAdminRedrivesADeliveryItsKeyQuarantined(t *testing.T) {
 			t.Fatalf("delivery %s (%s) offers Redrive: %v, want %v", ref, tc.code, got, tc.redrive)
 		}
 	}
+	// The ops page offers both redrives of the unreadable one, and of the
+	// altered one neither: with no failed delivery, it is the outbox's only
+	// trouble a redrive mends.
+	_, raw := b.do(t, "GET", "/", "", nil)
+	index := string(raw)
+	for _, tc := range []struct {
+		what string
+		html string
+		want bool
+	}{
+		{"the unreadable one's Redrive", `<button id="redrive-` + strconv.FormatInt(unreadable, 10) + `">Redrive</button>`, true},
+		{"the altered one's Redrive", `<button id="redrive-` + strconv.FormatInt(altered, 10) + `">`, false},
+		{"the bulk Redrive", `>Redrive every failed or unreadable delivery</button>`, true},
+	} {
+		if got := strings.Contains(index, tc.html); got != tc.want {
+			t.Errorf("the ops page shows %s: %v, want %v", tc.what, got, tc.want)
+		}
+	}
 	resp, _ := b.do(t, "POST", "/ops/redrive", "id="+strconv.FormatInt(unreadable, 10), nil)
 	if page := b.follow(t, resp); !strings.Contains(page, "Moved 1 delivery back to pending.") {
 		t.Fatalf("after redrive: %s", page)

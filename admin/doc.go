@@ -94,7 +94,8 @@
 // The ops page (HTML, no scripts, nothing loaded from the network):
 //
 //	GET  /                              health, endpoints (breaker, limits, in flight, blocked
-//	                                    keys), recent failures, a search form
+//	                                    keys), recent failures and payload_unreadable
+//	                                    quarantines (what a redrive takes), a search form
 //	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery

@@ -102,7 +102,10 @@ type opsIndex struct {
 	Endpoints    []endpointJSON
 	Failures     []deliveryJSON
 	MoreFailures bool
-	Latest       []deliveryJSON
+	// Unreadable is the newest quarantines Redrive takes (their payload
+	// key was missing or other when a worker claimed them).
+	Unreadable []deliveryJSON
+	Latest     []deliveryJSON
 }
 
 // opsTable is a table of deliveries, with a redrive button on each row
@@ -117,6 +120,11 @@ type opsTable struct {
 // FailureTable is the recent failures, to redrive.
 func (p opsIndex) FailureTable() opsTable {
 	return opsTable{Root: p.Root, ReadOnly: p.ReadOnly, Rows: p.Failures, Redrive: true}
+}
+
+// UnreadableTable is the recent quarantines a redrive takes, to redrive.
+func (p opsIndex) UnreadableTable() opsTable {
+	return opsTable{Root: p.Root, ReadOnly: p.ReadOnly, Rows: p.Unreadable, Redrive: true}
 }
 
 // LatestTable is the latest deliveries, whatever their status.
@@ -193,6 +201,16 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Failures, data.MoreFailures = each(failures.Deliveries, toDelivery), failures.NextBefore != 0
+	quarantined, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusQuarantined, Limit: opsFailures})
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	for _, d := range quarantined.Deliveries {
+		if d.Redrivable() {
+			data.Unreadable = append(data.Unreadable, toDelivery(d))
+		}
+	}
 	latest, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Limit: opsLatest})
 	if err != nil {
 		h.storeError(w, r, err)
