@@ -30,11 +30,13 @@ type Reporting struct {
 	IdempotencyKey string `json:"idempotency_key" validate:"required,courier_token,min=16,max=255"`
 	// NotificationID identifies the logical event across re-emissions:
 	// deliveries under different idempotency keys that carry the same
-	// value are one event. For a terminal Status (completed, failed,
-	// canceled, rejected) AdCP forbids republishing its effects, so
-	// handler.Reporting runs its function once per (verified sender,
-	// NotificationID) as well as once per IdempotencyKey; for another
-	// status it is the application's to read.
+	// value are one event. For a task webhook of a terminal Status
+	// (completed, failed, canceled, rejected) AdCP forbids republishing
+	// its effects, so handler.Reporting runs its function once per
+	// (verified sender, TaskID, NotificationID) as well as once per
+	// IdempotencyKey; for another status, or a notification of another
+	// family (a Result with a notification_type), it is the application's
+	// to read.
 	NotificationID string `json:"notification_id,omitempty" validate:"omitempty,courier_token,max=255"`
 	// OperationID is the buyer's correlation id, echoed verbatim.
 	OperationID string `json:"operation_id" validate:"required"`

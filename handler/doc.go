@@ -50,9 +50,9 @@
 //	             notification re-serialized is a redelivery, and another
 //	             notification for the event a collision
 //	Reporting    key idempotency_key; same body: the JCS form; and for a
-//	             terminal status, key notification_id too, where set: a
-//	             re-emission under another idempotency_key is answered as
-//	             a duplicate
+//	             task webhook of a terminal status, key task_id and
+//	             notification_id too, where set: a re-emission under another
+//	             idempotency_key is answered as a duplicate
 //	Source       key operation:request_id; same body: the exact bytes
 //
 // The application's function gets a context marked as holding the store's

@@ -2,10 +2,13 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -79,19 +82,22 @@ type ReportingConfig struct {
 // sets it, the identity of one logical event across deliveries: for a task
 // whose status is terminal (completed, failed, canceled, rejected: A2A's
 // terminal TaskStates), "different delivery keys carrying the same value
-// are re-emissions and MUST NOT republish terminal effects". So a delivery
-// with a terminal status and a notification_id also records, in the
-// function's transaction and before the function runs, the pair (verified
-// sender, notification_id) in the Inbox. If an earlier delivery of that
-// sender, under another idempotency_key, committed the same
+// are re-emissions and MUST NOT republish terminal effects". So a task
+// webhook with a terminal status and a notification_id also records, in the
+// function's transaction and before the function runs, (verified sender,
+// task_id, notification_id) in the Inbox. If an earlier delivery of that
+// sender, under another idempotency_key, committed the same task_id and
 // notification_id, the function is not run: the delivery's own key is
 // completed and it is answered 200, marked a duplicate for the Hook. A
 // re-emission that arrives while the first is still being processed waits
 // for the first's transaction (on PostgreSQL, the record's row lock; on
 // SQLite, the one writer) and is then a duplicate, or, if the first rolled
 // back, is processed itself. Re-emissions of other statuses, deliveries
-// without a notification_id and the same notification_id from another
-// sender are processed as any delivery. The record is pruned with the
+// without a notification_id, notifications of other families than a
+// task's (a result with a notification_type: an impairment's
+// notification_id, say, is the same on its opening and closing fires,
+// whatever the envelope's status) and the same notification_id from
+// another sender or of another task are processed as any delivery. The record is pruned with the
 // idempotency records (Retention).
 //
 // On SQLite the function's transaction holds the database's one write lock
@@ -261,24 +267,52 @@ var reemissionDigest = ack.Digest([]byte(reemissionPrefix + "v1"))
 
 // reemissionKey returns the Inbox key that makes a terminal
 // notification_id one effect per verified sender, or nil when n has none
-// (no notification_id, or a status that is not terminal).
+// (no notification_id, a status that is not terminal, or a notification
+// of another family than a task's: see isNotification).
 //
-// The key is reemissionPrefix followed by the hex SHA-256 of the
-// notification_id: a token (wire.IsToken) of 93 characters whatever the
-// id. It lives in the Inbox beside the sender's other keys and cannot be
+// The key binds the task_id with the notification_id: AdCP makes the
+// sender and the bound task_id a terminal event's authoritative identity,
+// so the same notification_id under another task (a sender reusing a
+// constant, say) is another task's terminal effect, not a re-emission.
+// It is reemissionPrefix followed by the hex SHA-256 of the task_id's
+// length, the task_id and the notification_id: a token (wire.IsToken) of
+// 93 characters whatever the ids. It lives in the Inbox beside the sender's other keys and cannot be
 // taken for one of them. An idempotency_key is the sender's random value
 // (AdCP: UUID v4 recommended; NewIdempotencyKey: "whk_" and base32), a
 // Source's key is operation:request_id and a terminal notification's its
 // event_id, none of which is this prefix and 64 hex digits unless a
-// sender deliberately builds one from the hash of its own
+// sender deliberately builds one from the hash of its own task_id and
 // notification_id (a Source's operation would have to be
 // "courier.reporting.reemission"). Even then nothing is skipped in silence: the records'
 // digests differ (reemissionDigest is no JSON body's), so the Inbox
 // answers an idempotency collision (409) to that sender alone, keys being
 // scoped by the verified sender.
 func reemissionKey(sender string, n ack.Reporting) *protocol.InboxKey {
-	if n.NotificationID == "" || !slices.Contains(terminalTaskStatuses, n.Status) {
+	if n.NotificationID == "" || !slices.Contains(terminalTaskStatuses, n.Status) || isNotification(n.Result) {
 		return nil
 	}
-	return &protocol.InboxKey{Sender: sender, Key: reemissionPrefix + ack.Digest([]byte(n.NotificationID)), PayloadSHA256: reemissionDigest}
+	id := strconv.Itoa(len(n.TaskID)) + ":" + n.TaskID + n.NotificationID
+	return &protocol.InboxKey{Sender: sender, Key: reemissionPrefix + ack.Digest([]byte(id)), PayloadSHA256: reemissionDigest}
+}
+
+// isNotification reports whether result is a notification of one of
+// AdCP's families (a delivery report, an impairment, a creative's or an
+// account's change, …) rather than a task's result: an object with a
+// notification_type member, its name spelled in any case, as
+// ack.Reporting.IsDeliveryReport reads it. Such a notification_id is the
+// family's own identity, not one terminal effect, and the envelope's
+// status says nothing of it: an impairment's is its impairment_id, the same
+// on the fires while it is open and on the closing fire that says it is
+// resolved. So only a task webhook's terminal notification_id is deduped.
+func isNotification(result json.RawMessage) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(result, &members) != nil {
+		return false
+	}
+	for name := range members {
+		if strings.EqualFold(name, "notification_type") {
+			return true
+		}
+	}
+	return false
 }

@@ -1206,3 +1206,50 @@ func waitForLockWaiter(t *testing.T, db *sqlx.DB) {
 		}
 	}
 }
+
+// TestReportingNotificationOfAnotherFamilyIsNoReEmission: only a task
+// webhook's terminal notification_id is one effect. A notification of
+// another family (result.notification_type: impairment, creative, …)
+// carries a notification_id of that family's own meaning, and the
+// envelope's status says nothing of it: an impairment's notification_id is
+// its impairment_id, the same on the fires while it is open and on the
+// closing fire that says it is resolved. Each such fire under its own
+// idempotency_key is processed, whatever the envelope's status.
+func TestReportingNotificationOfAnotherFamilyIsNoReEmission(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	fire := func(key, state string) []byte {
+		return []byte(`{"idempotency_key":"` + key + `","notification_id":"imp_123","operation_id":"op_1","task_id":"task_1","task_type":"media_buy_impairment","status":"completed","timestamp":"2026-05-26T09:00:44Z","result":{"notification_type":"impairment","impairment":{"impairment_id":"imp_123","state":"` + state + `"}}}`)
+	}
+	b.postOK(t, fire("whk_impairment_open_0001", "open"))
+	b.postOK(t, fire("whk_impairment_closed_001", "resolved"))
+	if n := b.calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want 2: the impairment's closing fire was taken for a re-emission of its opening one", n)
+	}
+	// A task webhook's terminal re-emission still is one.
+	b.postOK(t, taskWebhook("whk_terminal_a_00000001", "task_456.terminal", "completed"))
+	b.postOK(t, taskWebhook("whk_terminal_b_00000001", "task_456.terminal", "completed"))
+	if n := b.calls.Load(); n != 3 {
+		t.Fatalf("%d calls, want 3", n)
+	}
+}
+
+// TestReportingReEmissionIsPerTask: the same notification_id on the
+// terminal webhooks of two tasks is two terminal effects (AdCP's terminal
+// identity is the sender and the bound task_id), each processed once.
+func TestReportingReEmissionIsPerTask(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	terminal := func(key, task string) []byte {
+		return []byte(`{"idempotency_key":"` + key + `","notification_id":"terminal","operation_id":"op_456","task_id":"` + task + `","task_type":"create_media_buy","status":"completed","timestamp":"2025-01-22T10:30:00Z"}`)
+	}
+	b.postOK(t, terminal("whk_task_a_terminal_0001", "task_a"))
+	b.postOK(t, terminal("whk_task_b_terminal_0001", "task_b"))
+	if n := b.calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want 2: task_b's terminal webhook was taken for a re-emission of task_a's", n)
+	}
+	b.postOK(t, terminal("whk_task_b_terminal_0002", "task_b")) // task_b's re-emission
+	if n := b.calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want 2: task_b's re-emission ran the function again", n)
+	}
+}
