@@ -34,7 +34,10 @@ const maxProblemRead = 4 << 10
 // check of deliver did not see, so the lease is checked again once the
 // request is signed: if it no longer covers a whole Timeout, nothing is
 // sent and try reports the attempt not ready (false), for the caller to
-// give the delivery back.
+// give the delivery back. If the delivery's deadline came meanwhile,
+// nothing is sent either, and the attempt fails with code expired.
+// Signing is bounded by a Timeout of its own, and the request gets a
+// whole Timeout from then on.
 func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
@@ -45,22 +48,31 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return w.signingFailed(c, err), true
 	}
 	parent := ctx // the worker's: it ends at a hard shutdown
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
+	// Signing (a key service may take its time) is bounded by a Timeout
+	// of its own: the attempt's Timeout begins once the request is
+	// signed, as the lease check below counts it.
+	sctx, scancel := context.WithTimeout(parent, w.cfg.Timeout)
+	defer scancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
 	if err != nil {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeDestinationForbidden}, true
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", wire.UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
-	w.traceHeaders(ctx, req, c)
+	w.traceHeaders(parent, req, c)
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
 		return w.signingFailed(c, err), true
 	}
-	if !w.leaseCovers(ctx, c, claimedAt) {
+	if !w.leaseCovers(parent, c, claimedAt) {
 		return protocol.Outcome{}, false
 	}
+	if w.pastDeadline(c, claimedAt) { // it came while the request was made ready
+		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}, true
+	}
+	ctx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
+	defer cancel()
+	req = req.WithContext(ctx)
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return w.judge(ctx, c, nil, err), true

@@ -30,7 +30,8 @@ const (
 // deadline has not come; otherwise the delivery is given back unsent, or
 // (past its deadline) ended as expired. Its request is sent only if the
 // lease still covers a whole Timeout once the request is signed (see
-// try); if not, the delivery is given back unsent as well.
+// try); if not, the delivery is given back unsent as well. Nor is it sent
+// if its deadline came while it was signed: it is ended as expired.
 //
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the
@@ -45,7 +46,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 	case !w.leaseCovers(ctx, c, claimedAt):
 		w.release(ctx, claimedAt, c.Lease)
 		return
-	case !c.Deadline.IsZero() && w.cfg.Now().Sub(claimedAt) >= c.Deadline.Sub(c.LeasedAt):
+	case w.pastDeadline(c, claimedAt):
 		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
 	default:
 		started := time.Now()
@@ -67,6 +68,12 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 	oc.Lease = c.Lease
 	s, err := w.settle(ctx, oc, w.leaseLeft(c.Lease, claimedAt))
 	w.report(ctx, c, oc, s, err)
+}
+
+// pastDeadline reports whether c's deadline has come (see deliver): no
+// request of c may be sent any more.
+func (w *Worker) pastDeadline(c protocol.Claimed, claimedAt time.Time) bool {
+	return !c.Deadline.IsZero() && w.cfg.Now().Sub(claimedAt) >= c.Deadline.Sub(c.LeasedAt)
 }
 
 // leaseCovers reports whether c's lease, claimed at claimedAt, still

@@ -20,7 +20,8 @@
 //     HTTP status). Sign the stored bytes with Config.Signer (fresh per
 //     attempt: timestamps and nonces); if the lease no longer covers a
 //     whole Timeout once they are signed (a slow Config.SignerFor), give
-//     the delivery back unsent as well. POST them within Config.Timeout
+//     the delivery back unsent as well, and if its deadline came
+//     meanwhile, end it expired unsent. POST them within Config.Timeout
 //     through Config.Transport (Content-Type application/json, User-Agent
 //     courier/1, the attempt's number in ack.AttemptHeader), and judge
 //     the answer; at most 16 KiB of it is read. A 2xx is judged by

@@ -176,13 +176,7 @@ func TestSlowSignerForNeverSendsPastTheLease(t *testing.T) {
 	logs := newCapture(t)
 	var slow atomic.Bool
 	slow.Store(true)
-	var sent atomic.Int32
-	var b *workerBundle
-	answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
-	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		answer(w, r)
-	}, func(c *client.Config) {
+	b, sent := setupCountedWorker(t, func(c *client.Config) {
 		signer := c.Signer
 		c.Signer, c.Lease, c.Timeout, c.Now, c.Logger = nil, lease, timeout, clock.Now, slog.New(logs)
 		c.SignerFor = func(string) (signature.Signer, error) {

@@ -96,7 +96,9 @@ type Config struct {
 	// expire while it runs. Defaults to 1 minute.
 	Lease time.Duration
 	// Timeout bounds one attempt: connecting, sending and reading the
-	// answer, 10ms to 1 hour. Defaults to 15 seconds.
+	// answer, 10ms to 1 hour; the signing of its request (Signer.Sign,
+	// under the request's context) is bounded by a Timeout of its own,
+	// before the attempt's begins. Defaults to 15 seconds.
 	Timeout time.Duration
 	// PollInterval is how often the worker looks for due deliveries when
 	// no wake-up comes, 10ms to 1 hour. Defaults to 1 second. A Run whose
@@ -364,6 +366,12 @@ func NewWorker(cfg Config) (*Worker, error) {
 // a process that must leave nothing leased waits for Run's return, not
 // Stop's.
 //
+// Once Stop was called and every Run and Work of w has returned, the
+// idle keep-alive connections of the worker's transport are closed
+// (Config.Transport's, if it has a CloseIdleConnections method, as the
+// Guard's has): a transport shared with others loses only its idle
+// connections, which are dialed again when needed.
+//
 // After Stop, Run returns nil and Work returns courier.CodeWorkerStopped
 // at once; a Worker does not start again. Stop may be called more than
 // once, and from any goroutine but the one Config.Hook runs on: Stop
@@ -378,7 +386,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.stopped = true
 		w.stop()
 		if w.active == 0 {
-			close(w.idle)
+			w.finish()
 		}
 	}
 	w.mu.Unlock()
@@ -422,8 +430,17 @@ func (w *Worker) leave() {
 	defer w.mu.Unlock()
 	w.active--
 	if w.stopped && w.active == 0 {
-		close(w.idle)
+		w.finish()
 	}
+}
+
+// finish ends a stopped worker once no Run or Work is in progress (w.mu
+// held): it sends nothing more, so the keep-alive connections its
+// transport holds idle are closed (each is two goroutines, kept for up
+// to 90 seconds otherwise), and Stop may return.
+func (w *Worker) finish() {
+	w.client.CloseIdleConnections()
+	close(w.idle)
 }
 
 // isStopping reports whether no attempt may start: Stop was called or ctx
