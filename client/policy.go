@@ -18,7 +18,10 @@ import (
 // Code may be left empty: a Code that is empty or not a valid
 // courier.Code is replaced by DefaultClassify's code for the same answer
 // or error (Retry stays as given), so Verdict{Retry: true} on a 503 is
-// retried as receiver_unavailable and on a reset as network_error.
+// retried as receiver_unavailable and on a reset as network_error. A 3xx
+// whose Location the transport's Guard refuses is recorded
+// destination_forbidden whatever the Code (Retry stands): the attempts
+// log and the alerts on it see a receiver pointing the worker inward.
 //
 // The endpoint's circuit breaker (store.BreakerConfig) reads the answer
 // and the code: an answer of 5xx, 408, 425 or 429 counts against the
