@@ -31,11 +31,13 @@
 // Courier's parts log through the *slog.Logger of their configs (quiet by
 // default): the worker (client.Config.Logger), the receivers
 // (handler.ReceiverConfig.Logger and the others), middleware.Recover and
-// the admin surface (admin.Config.Logger). Every line's message starts with
-// its part ("worker: ", "handler: ", "middleware: ", "admin: ") and its
-// attributes use these keys and no others. The keys are stable: each
-// means one thing, with one type of value, and none is renamed or given
-// another meaning in a later version. Values are identities, codes,
+// the admin surface (admin.Config.Logger). The store has no Logger: its
+// one line, for a panic in store.Config.Hook, goes to slog's default
+// logger at Error. Every line's message starts with its part ("worker: ",
+// "handler: ", "middleware: ", "admin: ", "store: ") and its attributes
+// use these keys and no others. The keys are stable: each means one
+// thing, with one type of value, and none is renamed or given another
+// meaning in a later version. Values are identities, codes,
 // counts and durations: never a payload, a header, a key or a secret, and
 // an endpoint only as scheme://host/path or by its opaque reference.
 //
@@ -53,7 +55,7 @@
 //	deliveries    int       how many deliveries a release concerned
 //	owner         string    the worker's name
 //	error         error     the cause of a failure, for operators
-//	panic         any       true when a handler panicked; the recovered value (middleware.Recover)
+//	panic         any       true when a handler or a Hook panicked; the recovered value (middleware.Recover)
 //	stack         string    the stack of a recovered panic
 //	action        string    the operator's action (admin)
 //	count         int       how many rows an operator's action changed (admin)

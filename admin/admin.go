@@ -27,7 +27,7 @@ type Config struct {
 	// Store is the outbox the Handler reports on and acts on. Required.
 	Store *store.Store
 	// Authorize decides whether r may change anything: redrive, cancel,
-	// enable or disable an endpoint, pin a contract or fail the
+	// enable or disable an endpoint, set its limits, pin a contract or fail the
 	// deliveries a changed contract holds back. It returns nil to allow. An error whose code is
 	// courier.CodeForbidden (return courier.CodeForbidden, or wrap it)
 	// answers 403 forbidden: the caller is known but may not act; any

@@ -25,12 +25,13 @@ import (
 //
 // The endpoint's circuit breaker (store.BreakerConfig) reads the answer
 // and the code: an answer of 5xx, 408, 425 or 429 counts against the
-// endpoint whatever the Code, and any other answer (a 4xx, a 3xx) shows
-// it up. A request that got no answer (resp nil) counts only with one of
-// DefaultClassify's codes for it, timeout or network_error (or another of
-// the codes of an unhealthy answer, such as receiver_unavailable); with a
-// code of one's own, or destination_forbidden, it says nothing of the
-// endpoint's health.
+// endpoint whatever the Code, and so does any failure whose Code is one
+// of DefaultClassify's for an unhealthy endpoint (receiver_unavailable,
+// request_timeout, rate_limited, timeout, network_error), a 4xx given one
+// too; code endpoint_gone (a 410's) disables the endpoint. Any other
+// answer (a 4xx, a 3xx) shows it up. A request that got no answer (resp
+// nil) with another code (one of one's own, destination_forbidden) says
+// nothing of the endpoint's health.
 type Verdict struct {
 	Retry bool
 	Code  courier.Code

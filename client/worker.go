@@ -144,7 +144,11 @@ type Config struct {
 	// Warn for every delivery that fails for good and every destination
 	// the guard refuses, Info for a retry from the third attempt on, Warn
 	// for a lease lost or too short to start an attempt, Error for an
-	// outcome the store could not record, Debug for the rest. Defaults to
+	// outcome the store could not record, Debug for the other attempts.
+	// It hears of the worker itself too: Error for a claim or a release
+	// that failed and a panic (in the Hook, or an attempt's), Warn for
+	// wake-ups lost or unavailable (see PollInterval) and a Stop whose
+	// deadline passed, Info for stopping and wake-ups back. Defaults to
 	// discarding.
 	Logger *slog.Logger
 	// Now is the worker's clock: it signs attempts and measures how much

@@ -31,9 +31,13 @@
 //		Backoff: func(int, time.Duration) time.Duration { return 0 }})
 //	couriertest.Drain(ctx, w) // then assert on the receiver's side: applied once, after one 503
 //
-// Faults count toward the endpoint's circuit breaker like any failure: a
-// script that fails the first attempt of five or more notifications to one
-// server opens it (store.BreakerConfig's default Threshold is 5), the
+// Faults count toward the endpoint's circuit breaker as the same failures
+// from a real receiver would: a Status of 5xx, 408, 425 or 429, a Delay
+// past the sender's timeout and a DropAfterCommit count against it, a 410
+// disables it, and another 4xx Status or a WrongAck, being answers, show
+// it up and end the count. A script that fails the first attempt of five
+// or more notifications to one server in a row opens it
+// (store.BreakerConfig's default Threshold is 5), the
 // endpoint pauses for its Cooldown, and Drain returns with the deliveries
 // waiting. Give such tests a Store whose Breaker.Threshold is higher than
 // the faults they inject.

@@ -224,14 +224,16 @@ func (s *Store) connInTx(conn *sql.Conn) bool {
 
 // EnqueueMany enqueues several deliveries in the caller's transaction, with
 // Enqueue's rules for each, and returns their results in the order ps
-// lists them. It writes them in one order whatever the order of ps (see
-// insertOrder): two transactions enqueueing the same deliveries, listed
-// in any order, do not wait for each other in a circle, which PostgreSQL
-// would end by aborting one: the second waits for the first, and finds
-// them Existed once it commits. Deliveries that share an endpoint and an
-// ordering key are written in the order ps lists them, which is their
-// key's order: batches that list them in other orders contradict each
-// other, and may meet in such a circle. It joins
+// lists them. It writes them in one order whatever the order of ps, by
+// endpoint, then ordering key, then notification id: two transactions
+// enqueueing the same deliveries, listed in any order, do not wait for
+// each other in a circle, which PostgreSQL would end by aborting one: the
+// second waits for the first, and finds them Existed once it commits.
+// Deliveries that share an endpoint and an ordering key are written in
+// the order ps lists them, which is their key's order: batches that list
+// them in other orders contradict each other, and may meet in such a
+// circle. Deliveries without an ordering key are promised no order: they
+// get their ids in the written order, not in ps's. It joins
 // their ordering keys after it has written them all, in the order
 // courier's own transactions take keys in, by endpoint and key, which
 // several Enqueue calls in one transaction cannot promise (see

@@ -45,7 +45,8 @@
 // Workers are woken by pg_notify, sent by the enqueue statement and
 // delivered when the enqueuing transaction commits, and sent after a
 // redrive or an Enable has committed; they poll as a fallback, and a
-// worker whose LISTEN connection drops listens again within seconds
-// (client.Config.PollInterval). Claims take FOR UPDATE SKIP LOCKED, so any number of worker
-// processes share one outbox.
+// worker whose LISTEN connection drops polls meanwhile and tries to
+// listen again after 100ms, the wait doubling up to 5 seconds (or its
+// client.Config.PollInterval, if shorter), then claims once it listens. Claims take FOR UPDATE SKIP LOCKED, so any
+// number of worker processes share one outbox.
 package postgres

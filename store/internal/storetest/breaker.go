@@ -581,3 +581,38 @@ func testBreakerCountsAnUnhealthyAnswerWhateverItsCode(t *testing.T, open OpenFu
 		t.Fatalf("after 503, 429, 408 and 425 answers the endpoint is %+v (%v), want open after 4 failures, for maintenance", eh, err)
 	}
 }
+
+// testBreakerCountsAHealthCodeWhateverItsAnswer: a failure settled with
+// one of the codes of an unhealthy endpoint counts against it whatever
+// its answer, a 4xx too (a policy of one's own that takes a 404 for a
+// receiver not deployed yet), while a 4xx with another code shows the
+// endpoint up and ends the streak.
+func testBreakerCountsAHealthCodeWhateverItsAnswer(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 2, Cooldown: time.Minute}})
+	for i := range 3 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("n%d", i)))
+	}
+	c := b.claim(t, "w", 3, time.Minute)
+	if len(c) != 3 {
+		t.Fatalf("claimed %v, want 3", ids(c))
+	}
+	settle := func(i int, code courier.Code) {
+		t.Helper()
+		oc := protocol.Outcome{Lease: c[i].Lease, Result: protocol.Retry, Code: code, HTTPStatus: 404, RetryDelay: time.Hour}
+		if err := b.settle(oc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(0, courier.CodeReceiverUnavailable)
+	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err != nil || eh.ConsecutiveFailures != 1 {
+		t.Fatalf("after a 404 settled receiver_unavailable the endpoint is %+v (%v), want 1 failure", eh, err)
+	}
+	settle(1, courier.CodeReceiverRejected) // an answer: the endpoint is up
+	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err == nil && eh.ConsecutiveFailures != 0 {
+		t.Fatalf("after a 404 settled receiver_rejected the endpoint is %+v, want its streak ended", eh)
+	}
+	settle(2, courier.CodeNetwork)
+	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err != nil || eh.ConsecutiveFailures != 1 || eh.State != store.EndpointClosed {
+		t.Fatalf("after a 404 settled network_error the endpoint is %+v (%v), want closed with 1 failure", eh, err)
+	}
+}

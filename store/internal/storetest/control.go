@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/protocol"
@@ -424,6 +426,39 @@ func testOrderingKeySendsOneAtATimeInOrder(t *testing.T, open OpenFunc) {
 	}
 	if got := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(got, []string{"b2", "a3"}) && !slices.Equal(got, []string{"a3", "b2"}) {
 		t.Fatalf("claimed %v, want a3 and b2", got)
+	}
+}
+
+// testEnqueueManyKeepsAKeysOrderAsListed: EnqueueMany returns its results
+// in the order ps lists them, and the deliveries of one ordering key are
+// sent in that order too, whatever their notification ids, although the
+// batch is written by endpoint, key and notification id.
+func testEnqueueManyKeepsAKeysOrderAsListed(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	ps := []store.EnqueueParams{keyed("k-z", "k"), delivery("free-b"), keyed("k-a", "k"), delivery("free-a"), keyed("k-m", "k")}
+	got, err := inCommitted(t, b, func(tx *sqlx.Tx) ([]store.Enqueued, error) { return b.store.Outbox.EnqueueMany(b.ctx, tx, ps) })
+	if err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	for i, e := range got {
+		if d := b.get(t, e.ID); d.NotificationID != ps[i].NotificationID {
+			t.Fatalf("result %d is %s, want %s: the order ps lists them", i, d.NotificationID, ps[i].NotificationID)
+		}
+	}
+	var sent []string
+	for range len(ps) {
+		c := b.claim(t, "w", 10, time.Minute)
+		for _, d := range c {
+			if strings.HasPrefix(d.NotificationID, "k-") {
+				sent = append(sent, d.NotificationID)
+			}
+			if err := b.complete(d.Lease, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if want := []string{"k-z", "k-a", "k-m"}; !slices.Equal(sent, want) {
+		t.Fatalf("key k sent %v, want %v: the order EnqueueMany listed them in", sent, want)
 	}
 }
 
