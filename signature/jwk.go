@@ -192,15 +192,19 @@ func jwkMembers(doc strictjson.Value) (*jwkJSON, error) {
 
 // jwkSupported reports whether the JWK doc (an object) is of a key type
 // and use this package verifies with: kty "OKP" with crv "Ed25519" or kty
-// "EC" with crv "P-256", and use absent (or empty) or "sig". It reads
-// only those members, so a key of another type is recognized as such
-// whatever its other members hold.
+// "EC" with crv "P-256", and a signing key: use absent (or empty) or
+// "sig", alg not one of JWE's ECDH-ES key agreements, and key_ops, when
+// it is an array of strings, naming "sign" or "verify" (an encryption or
+// key-agreement key may say what it is by any of the three). It reads
+// only those members, so a key of another type or use is recognized as
+// such whatever its other members hold.
 func jwkSupported(doc strictjson.Value) bool {
-	var kty, crv, use string
+	var kty, crv, use, alg string
+	signingOps := true // key_ops absent, or not an array of strings: ParseJWK judges it
 	for _, m := range doc.Members {
 		text := m.Val.Text
 		if m.Val.Kind != strictjson.String {
-			text = "\x00" // no kty, crv or use this package knows
+			text = "\x00" // no kty, crv, use or alg this package knows
 		}
 		switch m.Key {
 		case "kty":
@@ -209,18 +213,39 @@ func jwkSupported(doc strictjson.Value) bool {
 			crv = text
 		case "use":
 			use = text
+		case "alg":
+			alg = text
+		case "key_ops":
+			signingOps = !agreementOps(m.Val)
 		}
 	}
 	return (kty == jwkKtyOKP && crv == "Ed25519" || kty == jwkKtyEC && crv == "P-256") &&
-		(use == "" || use == jwkUseSignature) // "" as ParseJWK reads it: absent
+		(use == "" || use == jwkUseSignature) && // "" as ParseJWK reads it: absent
+		!strings.HasPrefix(alg, "ECDH-ES") && signingOps
+}
+
+// agreementOps reports whether ops, a JWK's key_ops, is an array of
+// strings that names neither "sign" nor "verify": the operations of
+// another use (encrypt, deriveKey, wrapKey, …).
+func agreementOps(ops strictjson.Value) bool {
+	if ops.Kind != strictjson.Array {
+		return false
+	}
+	for _, op := range ops.Items {
+		if op.Kind != strictjson.String || op.Text == jwkKeyOpSign || op.Text == jwkKeyOpVerify {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseJWKSet parses a JWK Set ({"keys": [...]}, 1 to 256 keys) into the
 // keys courier verifies with. As RFC 7517 §5 asks, keys of another type
 // (kty and crv other than "OKP" "Ed25519" and "EC" "P-256", such as RSA or
-// X25519 keys) or of another use than "sig" (such as encryption keys) are
-// skipped, so a sender's set may publish keys for other purposes beside
-// its signing keys. Each key of a supported type must parse as ParseJWK
+// X25519 keys) or of another use than signing (encryption and key
+// agreement keys: use other than "sig", an ECDH-ES alg, or key_ops that
+// name neither "sign" nor "verify") are skipped, so a sender's set may
+// publish keys for other purposes beside its signing keys. Each key of a supported type must parse as ParseJWK
 // parses it, and their key ids must be unique (a skipped key may share
 // one). A set left with no key is refused. The JSON is read as ParseJWK
 // reads it: exact member names, no member twice in any object.

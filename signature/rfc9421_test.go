@@ -1405,9 +1405,11 @@ func TestParseJWKSetSkipsKeysOfOtherTypes(t *testing.T) {
 		`{"kid":"ecdh","kty":"OKP","crv":"X25519","x":"` + edX + `"}`,
 		`{"kid":"ed448","kty":"OKP","crv":"Ed448","x":"AAAA"}`,
 		`{"kid":"p384","kty":"EC","crv":"P-384","x":"AAAA","y":"AAAA"}`,
-		`{"kid":"webhook-2026","kty":"oct","k":"AAAA"}`,        // a skipped key may share a usable key's id
-		`{"kid":7,"kty":"RSA","key_ops":"verify","x5c":[1]}`,   // members of other shapes in a key of another type
-		`{"kty":"OKP","crv":"Ed25519","use":"enc","x":"AAAA"}`, // an encryption key, however it is written
+		`{"kid":"webhook-2026","kty":"oct","k":"AAAA"}`,                                                                      // a skipped key may share a usable key's id
+		`{"kid":7,"kty":"RSA","key_ops":"verify","x5c":[1]}`,                                                                 // members of other shapes in a key of another type
+		`{"kty":"OKP","crv":"Ed25519","use":"enc","x":"AAAA"}`,                                                               // an encryption key, however it is written
+		`{"kid":"ecdh-es","kty":"EC","crv":"P-256","alg":"ECDH-ES+A256KW","x":"` + ecX + `","y":"` + ecY + `"}`,              // a key agreement key, told by its alg alone
+		`{"kid":"derive","kty":"EC","crv":"P-256","key_ops":["deriveKey","deriveBits"],"x":"` + ecX + `","y":"` + ecY + `"}`, // or by its key_ops
 	}
 	set := func(keys ...string) []byte { return []byte(`{"keys":[` + strings.Join(keys, ",") + `]}`) }
 
