@@ -495,14 +495,15 @@ func (r *claimRun) sweep(ctx context.Context, p int) error {
 // next, up to maxProbePasses. Each move of the breaker's state is
 // reported; probing again a half-open endpoint is not one.
 func (r *claimRun) probes(ctx context.Context) error {
-	var due []struct {
-		Endpoint string        `db:"endpoint"`
-		State    EndpointState `db:"state"`
-		Lapsed   bool          `db:"lapsed"` // a half-open endpoint's probe's lease ran out unsettled
-	}
+	var due []dueProbe
 	if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probes", map[string]any{"now": r.args["now"]}, &due); err != nil {
 		return err
 	}
+	// By endpoint: the order in which a settle takes the breaker rows it
+	// writes (see settleBatch). endpoint_probe_take holds each endpoint's
+	// row until the claim commits; taken in another order, a claim and a
+	// settle sharing two endpoints could wait for each other in a circle.
+	slices.SortFunc(due, func(a, b dueProbe) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
 	for _, d := range due {
 		if r.room() <= 0 {
 			return nil // a later claim probes the rest
@@ -562,6 +563,13 @@ func (r *claimRun) probes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// dueProbe is an endpoint endpoint_probes found due for a probe.
+type dueProbe struct {
+	Endpoint string        `db:"endpoint"`
+	State    EndpointState `db:"state"`
+	Lapsed   bool          `db:"lapsed"` // a half-open endpoint's probe's lease ran out unsettled
 }
 
 // reopened reports a half-open endpoint that a claim left open, without a

@@ -246,6 +246,10 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	var n int
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
+		keys, err := o.redriveKeys(ctx, tx, now, p)
+		if err != nil {
+			return err
+		}
 		var rows []keyed
 		if err := o.s.selectRows(ctx, tx, "outbox_redrive", map[string]any{
 			"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
@@ -254,12 +258,47 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 			return err
 		}
 		n = len(rows)
-		return o.rejoin(ctx, tx, now, rows)
+		if err := o.rejoin(ctx, tx, now, rows); err != nil {
+			return err
+		}
+		// A key redriveKeys made for a delivery that another transaction
+		// ended meanwhile (a Cancel), which the redrive then left, has that
+		// delivery as its head: it moves on as for a head just finished.
+		moved := make(map[int64]bool, len(rows))
+		for _, r := range rows {
+			moved[r.ID] = true
+		}
+		var left []keyed
+		for _, k := range keys {
+			if !moved[k.ID] {
+				left = append(left, keyed{ID: k.ID, Endpoint: k.Endpoint, OrderingKey: k.OrderingKey})
+			}
+		}
+		return o.advance(ctx, tx, now, left)
 	})
 	if err == nil && n > 0 {
 		o.s.wake(ctx)
 	}
 	return n, err
+}
+
+// redriveKeys takes the rows of the ordering keys of the deliveries
+// Redrive p is about to move, in key order, before it locks any of them
+// (see outbox_redrive_keys); a key without a row gets one, headed by the
+// first of them. It returns that first delivery of each key.
+func (o *Outbox) redriveKeys(ctx context.Context, tx *sqlx.Tx, now int64, p RedriveParams) ([]keyed, error) {
+	var keys []keyed
+	if err := o.s.selectRows(ctx, tx, "outbox_redrive_keys", map[string]any{"endpoint": p.Endpoint, "id": p.ID}, &keys); err != nil {
+		return nil, err
+	}
+	for _, k := range inKeyOrder(keys) {
+		var head int64
+		args := map[string]any{"endpoint": k.Endpoint, "ordering_key": k.OrderingKey.String, "id": k.ID, "now": now}
+		if err := o.s.scan(ctx, tx, "ordering_key_join", args, &head); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }
 
 // Prune deletes succeeded and suppressed deliveries last updated more than

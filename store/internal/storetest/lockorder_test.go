@@ -3,6 +3,9 @@ package storetest_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,7 +105,6 @@ func TestRedriveAndEnqueueTakeKeysInOneOrder(t *testing.T) {
 func TestPublishAndEnqueueTakeKeysInOneOrder(t *testing.T) {
 	stores := couriertest.PostgresStores(t, 2, store.Config{})
 	s, app := stores[0], stores[1]
-	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
 	for _, ep := range []string{epB, epA} { // subscription 1 on b, 2 on a
 		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
 			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
@@ -515,7 +517,6 @@ func waitUntil(t *testing.T, cond func() bool) {
 func TestPublishTakesTheKeysOfDeliveriesItSendsAgainInKeyOrder(t *testing.T) {
 	stores := couriertest.PostgresStores(t, 2, store.Config{})
 	s, app := stores[0], stores[1]
-	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
 	create := func(ep string) store.Subscription {
 		sub, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
 			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
@@ -589,7 +590,6 @@ func TestReleaseOfAProbeBesideAClaimNeverDeadlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sR.Close() })
-	const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
 	enqueue(t, sC, store.EnqueueParams{NotificationID: "a0", Endpoint: epA, Payload: []byte(`{"id":"a0"}`)})
 	enqueue(t, sC, store.EnqueueParams{NotificationID: "b0", Endpoint: epB, Payload: []byte(`{"id":"b0"}`)})
 	first := claimAll(t, sC, 2)
@@ -631,5 +631,240 @@ func TestReleaseOfAProbeBesideAClaimNeverDeadlocks(t *testing.T) {
 	}
 	if err := <-released; err != nil {
 		t.Errorf("release: %v", err)
+	}
+}
+
+// TestRedriveAndCancelTakeAKeyBeforeItsDeliveries: an operator's Cancel of
+// a failed head that holds its key (HoldKey) takes the key's row, then the
+// delivery's; a Redrive of the endpoint at the same moment must take them
+// in that order too. Had it redriven (locked) the failed deliveries first
+// and then joined their keys, a Cancel holding K while waiting for the
+// head's row, which the Redrive holds while waiting for K, would end in a
+// deadlock (SQLSTATE 40P01), one operator's action aborted. Here the
+// Redrive waits for key A, held by a third transaction, when the Cancel of
+// K's head begins.
+func TestRedriveAndCancelTakeAKeyBeforeItsDeliveries(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{})
+	s, operator := stores[0], stores[1]
+	const ep = "https://receiver.example/hook"
+	headK := enqueue(t, s, store.EnqueueParams{NotificationID: "k1", Endpoint: ep, Payload: []byte(`{"id":"k1"}`), OrderingKey: "K", MaxAttempts: 1})
+	enqueue(t, s, store.EnqueueParams{NotificationID: "a1", Endpoint: ep, Payload: []byte(`{"id":"a1"}`), OrderingKey: "A", MaxAttempts: 1})
+	settleAll(t, s, protocol.Failed, claimAll(t, s, 2)...) // both fail and hold their keys
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'A' FOR UPDATE`)
+	redriven := inBackground(func() error {
+		_, err := operator.Outbox.Redrive(t.Context(), store.RedriveParams{Endpoint: ep})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 1) // the Redrive waits for A
+	cancelled := inBackground(func() error { return s.Outbox.Cancel(t.Context(), headK) })
+	var errCancel error
+	cancelDone := false
+	waitUntil(t, func() bool { // the Cancel ends, or waits for a lock too
+		select {
+		case errCancel = <-cancelled:
+			cancelDone = true
+			return true
+		default:
+			var n int
+			if err := s.DB().Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+				t.Fatal(err)
+			}
+			return n >= 2
+		}
+	})
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	errRedrive := <-redriven
+	if !cancelDone {
+		errCancel = <-cancelled
+	}
+	if errCancel != nil || errRedrive != nil {
+		t.Fatalf("Cancel of K's failed head: %v; Redrive of the endpoint: %v; want both to succeed", errCancel, errRedrive)
+	}
+	if d, err := s.Outbox.Get(t.Context(), headK); err != nil || d.Status != courier.StatusSuppressed {
+		t.Fatalf("K's head: %v, %s; want cancelled", err, d.Status)
+	}
+	if got := claimAll(t, s, 1); got[0].NotificationID != "a1" {
+		t.Fatalf("claimed %s, want the redriven head of A", got[0].NotificationID)
+	}
+	var keys int // K's head was its last delivery: its key is gone
+	if err := s.DB().Get(&keys, `SELECT count(*) FROM courier_ordering_keys WHERE ordering_key = 'K'`); err != nil || keys != 0 {
+		t.Fatalf("K's rows: %v, %d; want none", err, keys)
+	}
+}
+
+// epA and epB are the two endpoints of the tests that line up
+// transactions taking both.
+const epA, epB = "https://receiver.example/a", "https://receiver.example/b"
+
+// abEnqueue enqueues each id to epA or epB, by its first letter.
+func abEnqueue(t *testing.T, s *store.Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		ep := epA
+		if id[0] == 'b' {
+			ep = epB
+		}
+		enqueue(t, s, store.EnqueueParams{NotificationID: id, Endpoint: ep, Payload: fmt.Appendf(nil, `{"id":%q}`, id)})
+	}
+}
+
+// settleUnavailable settles the leases of ids in one batch, each a 503
+// retried an hour on.
+func settleUnavailable(t *testing.T, s *store.Store, leases map[string]protocol.Lease, ids ...string) error {
+	var ocs []protocol.Outcome
+	for _, id := range ids {
+		ocs = append(ocs, protocol.Outcome{Lease: leases[id], Result: protocol.Retry,
+			Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: time.Hour})
+	}
+	st, err := protocol.For(s).Settle(t.Context(), ocs...)
+	if err != nil {
+		return err
+	}
+	for _, x := range st {
+		if x.Err != nil {
+			return x.Err
+		}
+	}
+	return nil
+}
+
+// wantBFirst checks that epB's breaker row comes first in the table, the
+// order the tests line their transactions up against.
+func wantBFirst(t *testing.T, s *store.Store) {
+	t.Helper()
+	var first string
+	if err := s.DB().Get(&first, `SELECT endpoint FROM courier_endpoints ORDER BY ctid LIMIT 1`); err != nil || first != epB {
+		t.Fatalf("the table's first breaker row: %v, %s; want b's", err, first)
+	}
+}
+
+// TestProbesAndSettleTakeEndpointsInOneOrder: a settle records its
+// outcomes' breakers endpoint by endpoint, in endpoint order, each row
+// held until it commits; a claim that probes several endpoints whose
+// cool-down ended takes their rows (endpoint_probe_take) too, and must
+// take them in that order. Here a and b are open, b's row first in the
+// table, and a settle of late failures of both has written a's record
+// and waits for b's lock, held by a third transaction, when the claim
+// begins: a claim taking b's row before a's would wait for the settle
+// while the settle waited for it, one of them aborted (SQLSTATE 40P01),
+// or the settle failing on its lock timeout (55P03).
+func TestProbesAndSettleTakeEndpointsInOneOrder(t *testing.T) {
+	clock := fakeclock.New()
+	s := couriertest.PostgresStores(t, 1, store.Config{Now: clock.Now,
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})[0]
+	abEnqueue(t, s, "a1", "a2", "b1", "b2")
+	leases := map[string]protocol.Lease{}
+	for _, c := range claimAll(t, s, 4) {
+		leases[c.NotificationID] = c.Lease
+	}
+	for _, id := range []string{"b1", "a1"} { // each opens its endpoint: b's row is written first
+		if err := settleUnavailable(t, s, leases, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantBFirst(t, s)
+	clock.Advance(2 * time.Second) // both cool-downs over
+
+	blocker := holdRows(t, s.DB(), `SELECT pg_advisory_xact_lock(721234500, hashtext($1))`, epB)
+	settled := inBackground(func() error { return settleUnavailable(t, s, leases, "a2", "b2") })
+	waitLockWaiters(t, s.DB(), 1) // the settle wrote a's record and waits for b's lock
+	claimed := inBackground(func() error {
+		_, err := protocol.For(s).Claim(t.Context(), protocol.ClaimParams{Owner: "w2", Limit: 10, Lease: time.Minute})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 2) // the claim waits for a's row
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	errSettle, errClaim := <-settled, <-claimed
+	if errSettle != nil || errClaim != nil {
+		t.Fatalf("settle of late failures of a and b: %v; claim probing a and b: %v; want both to succeed", errSettle, errClaim)
+	}
+}
+
+// TestReleaseOfProbesAndSettleTakeEndpointsInOneOrder: a worker gives back
+// the probes of two half-open endpoints, a and b (b's row first in the
+// table), while a settle of late failures of both writes their records,
+// in endpoint order. The release must take the endpoints' rows
+// (endpoint_probe_released) in that order too: taking b's, then waiting
+// for a's, which the settle holds while it waits for b's, one of them
+// would be aborted (SQLSTATE 40P01) or the settle fail on its lock
+// timeout (55P03). The settle waits for b's lock, held by a third
+// transaction, when the release begins.
+func TestReleaseOfProbesAndSettleTakeEndpointsInOneOrder(t *testing.T) {
+	clock := fakeclock.New()
+	s := couriertest.PostgresStores(t, 1, store.Config{Now: clock.Now,
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})[0]
+	abEnqueue(t, s, "a1", "a2", "a3", "b1", "b2", "b3")
+	leases := map[string]protocol.Lease{}
+	for _, c := range claimAll(t, s, 6) {
+		leases[c.NotificationID] = c.Lease
+	}
+	for _, id := range []string{"b1", "a1"} { // each opens its endpoint
+		if err := settleUnavailable(t, s, leases, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Second) // both cool-downs over
+	abEnqueue(t, s, "a4", "b4")
+	probes := claimAll(t, s, 2) // a4 and b4 probe a and b, half open
+	// A late failure of a: a's row is written last.
+	if err := settleUnavailable(t, s, leases, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	wantBFirst(t, s)
+
+	blocker := holdRows(t, s.DB(), `SELECT pg_advisory_xact_lock(721234500, hashtext($1))`, epB)
+	settled := inBackground(func() error { return settleUnavailable(t, s, leases, "a3", "b3") })
+	waitLockWaiters(t, s.DB(), 1) // the settle wrote a's record and waits for b's lock
+	released := inBackground(func() error {
+		_, err := protocol.For(s).Release(t.Context(), probes[0].Lease, probes[1].Lease)
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 2) // the release waits for a's row
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	errSettle, errRelease := <-settled, <-released
+	if errSettle != nil || errRelease != nil {
+		t.Fatalf("settle of late failures of a and b: %v; release of their probes: %v; want both to succeed", errSettle, errRelease)
+	}
+}
+
+// TestRedriveKeysReadTheRowsRedriveMoves: outbox_redrive_keys repeats
+// outbox_redrive's conditions (Redrive takes the keys of the rows it is
+// about to move before it moves them); on each engine the two read the
+// same rows, the keyed ones, so a condition changed in one is changed in
+// the other.
+func TestRedriveKeysReadTheRowsRedriveMoves(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "postgres"} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", engine, "sql", "queries", "outbox.sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		where := func(name, end string) string {
+			t.Helper()
+			_, body, ok := strings.Cut(string(raw), "-- name: "+name+"\n")
+			_, body, ok2 := strings.Cut(body, "\nWHERE ")
+			body, _, ok3 := strings.Cut(body, end)
+			if !ok || !ok2 || !ok3 {
+				t.Fatalf("%s: no query %s with a WHERE ending at %q", engine, name, end)
+			}
+			var conds []string
+			for line := range strings.Lines(body) {
+				if line = strings.TrimSpace(line); !strings.HasPrefix(line, "--") {
+					conds = append(conds, line)
+				}
+			}
+			return strings.Join(conds, " ")
+		}
+		keys, moved := where("outbox_redrive_keys", "\nGROUP BY"), where("outbox_redrive", "\nRETURNING")
+		if keys != "ordering_key IS NOT NULL AND "+moved {
+			t.Errorf("%s: outbox_redrive_keys reads\n  %s\nwant the keyed rows of outbox_redrive's\n  %s", engine, keys, moved)
+		}
 	}
 }

@@ -167,12 +167,23 @@ WHERE endpoint = :endpoint AND state = 'half_open' AND open_until = :probe_until
 -- As in SQLite: of the leases outbox_release is about to give back
 -- (:batch, {id, token}), those that are a half-open endpoint's probe are
 -- probed again at the next claim.
+-- PostgreSQL: the rows are locked first, in endpoint order (byte order,
+-- COLLATE "C"), the order in which a settle writes the breakers of its
+-- batch and a claim takes the endpoints it probes: a release of several
+-- probes taking them in the table's order could wait for a settle that
+-- waits for it.
+WITH probed AS MATERIALIZED (
+    SELECT e.endpoint FROM courier_endpoints AS e
+    WHERE e.state = 'half_open' AND e.open_until > :now
+        AND EXISTS (SELECT 1 FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
+                    JOIN courier_outbox AS o ON o.id = v.id
+                    WHERE o.endpoint = e.endpoint AND o.status = 'leased' AND o.lease_token = v.token
+                        AND o.lease_expires_at = e.open_until)
+    ORDER BY e.endpoint COLLATE "C"
+    FOR UPDATE
+)
 UPDATE courier_endpoints AS e SET open_until = :now, updated_at = :now
-WHERE e.state = 'half_open' AND e.open_until > :now
-    AND EXISTS (SELECT 1 FROM jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
-                JOIN courier_outbox AS o ON o.id = v.id
-                WHERE o.endpoint = e.endpoint AND o.status = 'leased' AND o.lease_token = v.token
-                    AND o.lease_expires_at = e.open_until);
+FROM probed WHERE e.endpoint = probed.endpoint;
 
 -- name: endpoint_ref_known
 -- Endpoints named in the small tables, where an operator's endpoint

@@ -29,9 +29,11 @@ FOR UPDATE;
 -- the delivery: a settle's advance takes a key's row, then promotes (and
 -- so locks) the delivery behind the head; Cancel, which locks the
 -- delivery, must take the key's row first too, or the two would wait for
--- each other in a circle. So must a publish that brings a delivery up to
--- date or sends it again (outbox_publish_refresh, outbox_publish_revive):
--- an application's transaction holds it until it ends, and a worker's
+-- each other in a circle; and so must Redrive, which a Cancel of a failed
+-- head would meet the same way (outbox_redrive_keys). So must a publish
+-- that brings a delivery up to date or sends it again
+-- (outbox_publish_refresh, outbox_publish_revive): an application's
+-- transaction holds it until it ends, and a worker's
 -- settle or claim, which never waits for a key's row
 -- (ordering_key_try_lock), would wait for it in outbox_promote instead.
 SELECT k.head_id FROM courier_ordering_keys AS k

@@ -513,6 +513,21 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: outbox_redrive_keys
+-- The ordering keys of the deliveries outbox_redrive is about to move
+-- (its conditions, repeated), each with the first of them by id: Redrive
+-- takes each key's row (ordering_key_join makes a missing one, headed by
+-- that delivery) in key order before it locks any delivery, as Cancel
+-- does (see ordering_key_lock_of). Locking the deliveries first, it would
+-- hold a failed head that a Cancel holding the head's key waits for,
+-- while it waited for that key.
+SELECT endpoint, ordering_key, MIN(id) AS id FROM courier_outbox
+WHERE ordering_key IS NOT NULL AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id::bigint = 0 OR id = :id::bigint)
+    AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
+        WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
+GROUP BY endpoint, ordering_key;
+
 -- name: outbox_redrive
 -- Failed deliveries go back to pending with a fresh budget and horizon,
 -- and so do quarantined ones whose payload could not be opened
