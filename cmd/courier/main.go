@@ -19,8 +19,10 @@
 // $COURIER_SECRET or -secret-file, never from the command line, where
 // other users of the machine see them.
 //
-// Exit status: 0 on success; 1 when the command failed; 2 for a usage
-// error; 3 when health is blocked or a verification fails.
+// Exit status: 0 on success; 1 when the command failed, as deliveries
+// redrive and cancel do when they leave the delivery id they were given
+// as it was (an endpoint with nothing to redrive is no failure); 2 for a
+// usage error; 3 when health is blocked or a verification fails.
 package main
 
 import (

@@ -209,8 +209,8 @@ func TestDeliveries(t *testing.T) {
 
 // TestDeliveriesRedriveTakesAnUnreadableQuarantine: the tool, whose
 // Store has no payload keys, redrives a delivery quarantined
-// payload_unreadable by a process that lacked its key, and says why it
-// leaves one quarantined integrity_mismatch (its row altered).
+// payload_unreadable by a process that lacked its key, and fails saying
+// why it leaves one quarantined integrity_mismatch (its row altered).
 func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
@@ -235,7 +235,7 @@ func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
 			t.Fatalf("delivery %d: %s/%s, %v; want quarantined/%s", id, d.Status, d.LastErrorCode, err, code)
 		}
 	}
-	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitOK || out != "redriven: 0\n" ||
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitFailed || out != "" ||
 		!strings.Contains(errOut, "delivery 1 is quarantined integrity_mismatch, not failed or payload_unreadable: cancel it") {
 		t.Fatalf("redrive of an altered delivery: %d %q %q", code, out, errOut)
 	}
@@ -249,7 +249,7 @@ func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
 
 // TestDeliveriesSaysWhatIsNotThere: redrive or cancel of an id no
 // delivery has is an error that says so, redrive of a delivery that is not
-// failed redrives nothing and says why, and list refuses a status that
+// failed redrives nothing and fails saying why, and list refuses a status that
 // does not exist, naming those that do.
 func TestDeliveriesSaysWhatIsNotThere(t *testing.T) {
 	t.Parallel()
@@ -261,7 +261,7 @@ func TestDeliveriesSaysWhatIsNotThere(t *testing.T) {
 			t.Fatalf("%s of a missing delivery: %d %q %q", action, code, out, errOut)
 		}
 	}
-	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitOK || out != "redriven: 0\n" || !strings.Contains(errOut, "delivery 1 is pending, not failed") {
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitFailed || out != "" || !strings.Contains(errOut, "delivery 1 is pending, not failed") {
 		t.Fatalf("redrive of a pending delivery: %d %q %q", code, out, errOut)
 	}
 	code, out, errOut := courierRun(t, "deliveries", "list", "-db", db, "-status", "bogus")

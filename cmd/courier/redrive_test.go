@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 )
 
 // TestRedriveBudget: a redrive opens a Store of the tool's own, so a
@@ -85,5 +86,60 @@ func TestRedriveHelpSaysTheDefaults(t *testing.T) {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("courier deliveries redrive -h does not say %q:\n%s", want, errOut)
 		}
+	}
+}
+
+// TestRedriveRefusesTwoEndpoints: -endpoint and -endpoint-ref together
+// name two endpoints; redrive refuses them as a usage error and redrives
+// neither's deliveries, rather than taking one and dropping the other.
+func TestRedriveRefusesTwoEndpoints(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://a.example/hooks")
+	enqueue(t, s, "n-2", "https://b.example/hooks")
+	failAll(t, s)
+	ref := endpoint.Ref("https://b.example/hooks")
+	code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", "https://a.example/hooks", "-endpoint-ref", ref)
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "-endpoint and -endpoint-ref") {
+		t.Errorf("redrive -endpoint A -endpoint-ref B: exit %d, stdout %q, stderr %q; want %d saying to give one of them", code, out, errOut, exitUsage)
+	}
+	for _, id := range []int64{1, 2} {
+		if d, err := s.Outbox.Get(t.Context(), id); err != nil || d.Status != courier.StatusFailed {
+			t.Errorf("delivery %d after the refused redrive: %s, %v; want it failed still", id, d.Status, err)
+		}
+	}
+}
+
+// TestRedriveOfOneItDoesNotTakeFails: redrive of a delivery id that it
+// does not redrive fails (exit 1, saying why, nothing on stdout), as
+// cancel of one it does not cancel does: a script that redrives one
+// delivery learns from the exit status whether it was redriven.
+func TestRedriveOfOneItDoesNotTakeFails(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://a.example/hooks")
+	enqueue(t, s, "n-2", "https://b.example/hooks")
+	failAll(t, s)
+	enqueue(t, s, "n-3", "https://a.example/hooks") // pending
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a pending delivery", []string{"3"}, "delivery 3 is pending, not failed"},
+		{"a failed delivery of another endpoint", []string{"-endpoint", "https://a.example/hooks", "2"}, "delivery 2 is not of the endpoint given"},
+	} {
+		args := append([]string{"deliveries", "redrive", "-db", db}, tc.args...)
+		code, out, errOut := courierRun(t, args...)
+		if code != exitFailed || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("redrive of %s: exit %d, stdout %q, stderr %q; want %d saying %q", tc.name, code, out, errOut, exitFailed, tc.want)
+		}
+	}
+	code, out, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "3")
+	if code != exitOK {
+		t.Fatalf("cancel 3: %d %q %q", code, out, errOut)
+	}
+	if code, _, _ := courierRun(t, "deliveries", "cancel", "-db", db, "3"); code != exitFailed {
+		t.Errorf("cancel of a cancelled delivery: exit %d, want %d", code, exitFailed)
 	}
 }

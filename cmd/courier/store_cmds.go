@@ -32,6 +32,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fl, args, stderr); err != nil {
 		return err
 	}
+	if *engine != "" && !*printSQL {
+		return usageError(stderr, "courier migrate: -engine goes with -print: migrate applies to -db's engine")
+	}
 	if *printSQL {
 		files, err := migrationsOf(*db, *engine, stderr)
 		if err != nil {
@@ -52,17 +55,26 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // migrationsOf returns the migration files of the engine -db or -engine
-// names.
+// names; given both, they must name the same engine.
 func migrationsOf(db, engine string, stderr io.Writer) (fs.FS, error) {
+	dbEngine := "sqlite"
+	if isPostgres(db) {
+		dbEngine = "postgres"
+	}
 	switch {
 	case engine == "" && db == "":
 		return nil, usageError(stderr, "migrate -print needs -db or -engine")
-	case engine == "sqlite" || engine == "" && !isPostgres(db):
-		return sqlite.Migrations(), nil
-	case engine == "postgres" || engine == "" && isPostgres(db):
+	case engine != "" && engine != "sqlite" && engine != "postgres":
+		return nil, usageError(stderr, "-engine must be sqlite or postgres")
+	case engine != "" && db != "" && engine != dbEngine:
+		return nil, usageError(stderr, "courier migrate: -engine %s, but -db names a %s database: give one of them", engine, dbEngine)
+	case engine == "":
+		engine = dbEngine
+	}
+	if engine == "postgres" {
 		return postgres.Migrations(), nil
 	}
-	return nil, usageError(stderr, "-engine must be sqlite or postgres")
+	return sqlite.Migrations(), nil
 }
 
 // printMigrations writes the files of files in order, a blank line
@@ -145,7 +157,7 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
 	case "redrive":
 		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its ref)")
-		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL)")
+		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL; not with -endpoint-ref)")
 		// Redrive gives each delivery the budget and horizon of the Store
 		// it runs on, and this Store is the tool's, not the application's.
 		fs.IntVar(&f.config.MaxAttempts, "max-attempts", 0,
@@ -284,9 +296,12 @@ func (a deliveriesAction) show(ctx context.Context) error {
 	return nil
 }
 
-// redrive redrives one delivery, or an endpoint's, and says why when the
-// one it was given was not taken.
+// redrive redrives one delivery, or an endpoint's. A delivery id it
+// does not redrive is a failure that says why, as it is for cancel.
 func (a deliveriesAction) redrive(ctx context.Context) error {
+	if *a.f.endpointURL != "" && *a.f.endpointRef != "" {
+		return usageError(a.stderr, "courier deliveries redrive: give -endpoint and -endpoint-ref not both: each names an endpoint")
+	}
 	p := store.RedriveParams{Endpoint: *a.f.endpointURL}
 	var err error
 	if *a.f.endpointRef != "" {
@@ -306,16 +321,20 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n == 0 && p.ID != 0 { // no such delivery is an error, one Redrive does not take is not
+	if n == 0 && p.ID != 0 { // an endpoint with nothing to redrive is no failure
 		d, err := a.get(ctx, p.ID)
 		if err != nil {
 			return err
 		}
 		switch {
 		case d.Status == courier.StatusQuarantined && !d.Redrivable():
-			fmt.Fprintf(a.stderr, "courier deliveries redrive: delivery %d is quarantined %s, not failed or payload_unreadable: cancel it\n", p.ID, d.LastErrorCode)
+			return fmt.Errorf("delivery %d is quarantined %s, not failed or payload_unreadable: cancel it", p.ID, d.LastErrorCode)
 		case !d.Redrivable():
-			fmt.Fprintf(a.stderr, "courier deliveries redrive: delivery %d is %s, not failed\n", p.ID, d.Status)
+			return fmt.Errorf("delivery %d is %s, not failed", p.ID, d.Status)
+		case p.Endpoint != "" && d.Endpoint != p.Endpoint:
+			return fmt.Errorf("delivery %d is not of the endpoint given", p.ID)
+		default:
+			return fmt.Errorf("delivery %d was not redriven: it has made 1,000 attempts, or is a command under another contract than its endpoint's pin", p.ID)
 		}
 	}
 	fmt.Fprintf(a.stdout, "redriven: %d\n", n)
