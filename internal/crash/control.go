@@ -110,17 +110,21 @@ func (s Spec) StoreConfig() store.Config {
 	return ControlStoreConfig(s.Secret)
 }
 
+// PayloadKeyID names the control run's payload key: the one every
+// payload and inbox record of the run is sealed under.
+const PayloadKeyID = "crash-k1"
+
 // ControlStoreConfig is the control run's store configuration, with a
 // payload key derived from the run's secret.
 func ControlStoreConfig(secret string) store.Config {
 	cfg := StoreConfig
 	cfg.Breaker.Threshold = 3
 	sum := sha256.Sum256([]byte("payload-key:" + secret))
-	key, err := store.NewPayloadKey("crash-k1", sum[:])
+	key, err := store.NewPayloadKey(PayloadKeyID, sum[:])
 	if err != nil {
 		panic(err) // 32 bytes and a token: cannot fail
 	}
-	cfg.Encryption = &store.Encryption{Current: "crash-k1", Keys: []store.PayloadKey{key}}
+	cfg.Encryption = &store.Encryption{Current: PayloadKeyID, Keys: []store.PayloadKey{key}}
 	return cfg
 }
 

@@ -40,15 +40,23 @@ var (
 //   - no ordering key is left with a head once the outbox drained;
 //   - the receiver never had more requests to an endpoint in flight than
 //     its MaxInFlight, nor the store more leases (polled);
-//   - the stored payloads are sealed.
+//   - the stored payloads and the receiver's inbox records are sealed;
+//   - the attempts log holds every attempt once, those of the leases a
+//     killed sender held included;
+//   - the breakers opened, if the receiver answered 503 often enough.
 //
 // -crash.seed reproduces a run's schedule (the processes' timing is not).
 func TestCrashControl(t *testing.T) {
 	onBothEngines(t, run{
-		stream: 100, n: *flagControlN, kills: *flagControlKills, selfKill: *flagSelfKill, timeout: *flagTimeout,
+		stream: 100, n: *flagControlN, kills: *flagControlKills, freezes: *flagFreezes, selfKill: *flagSelfKill, timeout: *flagTimeout,
 		mode: crash.ModeControl, flaky: *flagControlFlaky,
 	})
 }
+
+// breakerEvidence is how many attempts answered 503 a control run needs
+// before a breaker that no poll found open fails it: a default run has
+// several times as many, and its polls find the breakers open often.
+const breakerEvidence = 30
 
 // controlStats is what the parent saw of the endpoints while the run went.
 type controlStats struct {
@@ -226,6 +234,29 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 		t.Errorf("outbox: %d payloads stored in the clear though the store encrypts %v", len(plain), sample(plain))
 	}
 
+	// The receiver's inbox: every record kept under the run's payload key,
+	// its answer sealed.
+	var plainRecords []string
+	records := 0
+	if err := h.rows(ctx, receiver, "inbox_records", func(scan func(...any) error) error {
+		var sender, key, keyID string
+		var answer []byte
+		if err := scan(&sender, &key, &keyID, &answer); err != nil {
+			return err
+		}
+		records++
+		if keyID != crash.PayloadKeyID || answer != nil && json.Valid(answer) {
+			plainRecords = append(plainRecords, fmt.Sprintf("%s/%s:key_id=%q", sender, key, keyID))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if records < len(wantEffects) || len(plainRecords) > 0 {
+		t.Errorf("inbox: %d records for %d effects; %d not sealed under %s though the store encrypts %v",
+			records, len(wantEffects), len(plainRecords), crash.PayloadKeyID, sample(plainRecords))
+	}
+
 	// The receiver: every expected effect exactly once, nothing else, and
 	// per (endpoint, key) in enqueue order.
 	effects := make(map[delivery]int)
@@ -275,8 +306,9 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 		t.Errorf("ordering keys still headed after the drain: %s", left)
 	}
 
-	// The attempts log: one success per delivery.
+	// The attempts log: one success per delivery, every attempt once.
 	h.checkOneSuccessEach(ctx, t, sender)
+	h.checkAttemptNumbers(ctx, t, sender)
 	outcomes := make(map[string]int)
 	attempts := 0
 	if err := h.rows(ctx, sender, "attempt_outcomes", func(scan func(...any) error) error {
@@ -294,7 +326,7 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 	}); err != nil {
 		t.Fatal(err)
 	}
-	health, err := sender.Outbox.Health(ctx)
+	health, err := sender.Outbox.Check(ctx, 100_000) // Health, and every row's invariants
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,6 +346,19 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 	if len(c.overLimit) > 0 {
 		t.Errorf("store: %d polls found more leases than MaxInFlight: %v", len(c.overLimit), sample(c.overLimit))
 	}
+	// The outage windows answer 503 to every request for a quarter of a
+	// second at a time, more failures in a row than the breaker's
+	// threshold: a run with many such answers in which no poll found a
+	// breaker open has not had the breaker at work. (A short run may see
+	// too few answers, or no poll land on an open breaker.)
+	opened := 0
+	for _, st := range c.states {
+		opened += st[store.EndpointOpen] + st[store.EndpointHalfOpen]
+	}
+	unavailable := outcomes["retry "+string(courier.CodeReceiverUnavailable)]
+	if unavailable >= breakerEvidence && opened == 0 {
+		t.Errorf("breaker: none of %d polls found an endpoint's breaker open or half open, though %d attempts were answered 503", c.polls, unavailable)
+	}
 	var figures []string
 	for _, label := range crash.ControlLabels {
 		st := c.states[label]
@@ -330,12 +375,12 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 	}) {
 		outcomeList = append(outcomeList, fmt.Sprintf("%s=%d", k, outcomes[k]))
 	}
-	t.Logf("%s control: seed=%d n=%d committed=%d (terminal=%d event=%d command=%d) deliveries=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) "+
+	t.Logf("%s control: seed=%d n=%d committed=%d (terminal=%d event=%d command=%d) deliveries=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d) "+
 		"attempts=%d %v lost=%d duplicates=%d phantom=%d out_of_order=%d violations=%d overlaps_with_abandoned=%d polls=%d %s "+
 		"setup=%v kill_phase=%v drain=%v stop=%v total=%v",
 		h.r.engine, h.r.seed, h.r.n, len(committed), kinds[crash.KindTerminal], kinds[crash.KindEvent], kinds[crash.KindCommand], len(wantDeliveries),
 		h.senderKills+h.receiverKills+h.selfKills, h.senderKills, h.senderKillsEnqueueing, h.senderKillsWithLeases, h.orphanedLeases,
-		h.receiverKills, h.selfKills, attempts, outcomeList,
+		h.receiverKills, h.selfKills, h.freezes, h.frozenLeases, h.fenced, attempts, outcomeList,
 		len(lost), len(duplicated), len(phantom)+len(phantomDeliveries), len(outOfOrder), len(violations), len(abandoned), c.polls, strings.Join(figures, " "),
 		up.Sub(began).Round(time.Millisecond), killed.Sub(up).Round(time.Millisecond), drained.Sub(killed).Round(time.Millisecond), stopped.Sub(drained).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }

@@ -337,7 +337,8 @@ var queryNames = []string{
 	"create_effects", "insert_effect", "count_effects",
 	"outbox_rows", "leases_held", "succeeded_attempts", "attempt_outcomes",
 	"create_control_effects", "insert_control_effect", "control_effects",
-	"outbox_deliveries", "ordering_keys_left",
+	"outbox_deliveries", "ordering_keys_left", "attempt_numbers", "count_attempts",
+	"inbox_records", "held_without_key",
 }
 
 // Queries returns the harness's statements for engine by name, from

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -31,6 +32,7 @@ var (
 	flagSeed     = flag.Uint64("crash.seed", 0, "seed of the kill schedule and self-kill draws; 0 picks one (logged)")
 	flagSelfKill = flag.Float64("crash.selfkill", 0.02, "probability that the receiver kills itself after committing a notification, before answering")
 	flagTimeout  = flag.Duration("crash.timeout", 5*time.Minute, "bound on one engine's whole run")
+	flagFreezes  = flag.Int("crash.freezes", 3, "sender kill points on PostgreSQL that freeze the sender (SIGSTOP) instead, start its successor, thaw it (SIGCONT) once its leases expired, and then kill it: its late settles must be fenced off")
 )
 
 // The kill schedule: each kill point comes a random delay within
@@ -42,6 +44,10 @@ const (
 	// drainPoll is how often the parent reads the outbox's health while it
 	// waits for every delivery to finish.
 	drainPoll = 50 * time.Millisecond
+	// drainStall is how long the drain may go without progress: far
+	// longer than any backoff, breaker cool-down or lease of the run, so
+	// a drain that stops this long has deliveries nothing will send.
+	drainStall = 20 * time.Second
 )
 
 func TestMain(m *testing.M) { testmain.Main(m) }
@@ -83,9 +89,13 @@ func TestCrashProcess(t *testing.T) {
 // before answering), restarts each, lets both finish, and checks the
 // databases: every notification whose business transaction committed was
 // processed exactly once and its delivery succeeded; none whose
-// transaction rolled back was enqueued or processed.
+// transaction rolled back was enqueued or processed; the attempts log
+// holds every attempt once. On PostgreSQL up to -crash.freezes of the
+// sender's kill points freeze it first (harness.freeze), so that a sender
+// outlives its leases and settles late. A drain that stops moving for
+// drainStall fails with what holds it up.
 func TestCrash(t *testing.T) {
-	onBothEngines(t, run{n: *flagN, kills: *flagKills, selfKill: *flagSelfKill, timeout: *flagTimeout})
+	onBothEngines(t, run{n: *flagN, kills: *flagKills, freezes: *flagFreezes, selfKill: *flagSelfKill, timeout: *flagTimeout})
 }
 
 // onBothEngines runs r on SQLite and on PostgreSQL at once, from one seed
@@ -114,6 +124,7 @@ type run struct {
 	stream   uint64 // the engine's own stream of the seed's PCG
 	n        int
 	kills    int
+	freezes  int // of the kills of the sender, how many freeze it first (harness.freeze)
 	selfKill float64
 	timeout  time.Duration
 	mode     string  // "" or crash.ModeControl
@@ -136,6 +147,8 @@ type harness struct {
 	// What happened.
 	senderKills, senderKillsEnqueueing, senderKillsWithLeases, orphanedLeases int
 	receiverKills, selfKills                                                  int
+	freezes, frozenLeases, fenced                                             int
+	zombies                                                                   []*proc // frozen senders, killed once thawed
 
 	notes   *notes        // what the children wrote of their watch
 	control *controlStats // ModeControl: what the parent saw while it ran
@@ -198,7 +211,7 @@ func runCrash(t *testing.T, r run) {
 		h.setUpControl()
 	}
 	t.Cleanup(func() { // kill survivors of a failed run, before their databases go
-		for _, p := range h.procs {
+		for _, p := range append(slices.Collect(maps.Values(h.procs)), h.zombies...) {
 			if err := p.kill(); err != nil {
 				t.Error(err)
 			}
@@ -217,6 +230,9 @@ func runCrash(t *testing.T, r run) {
 		delay := minDelay + time.Duration(rng.Int64N(int64(maxDelay-minDelay)+1))
 		h.await(time.After(delay), dbs)
 		h.observe()
+		if role == crash.RoleSender && h.freezes < r.freezes && r.engine == crash.EnginePostgres && h.freeze(dbs) {
+			continue
+		}
 		h.kill(role, dbs)
 	}
 	killed := time.Now()
@@ -224,8 +240,13 @@ func runCrash(t *testing.T, r run) {
 	// Both run to completion: every committed order enqueued and nothing
 	// left pending, leased or waiting for a retry. Leases of killed
 	// workers expire and are retried by the running one.
+	// A drain that stops moving (no order committed, no delivery's status
+	// changed, no attempt logged for drainStall) fails at once rather than
+	// at the run's bound.
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
+	var progress string
+	moved := time.Now()
 	for {
 		h.await(tick.C, dbs)
 		h.observe()
@@ -234,8 +255,15 @@ func runCrash(t *testing.T, r run) {
 			h.fatal(err)
 		}
 		// More orders than expected is a failure check reports.
-		if h.countOrders() >= h.expected && unfinished(health) == 0 {
+		orders := h.countOrders()
+		if orders >= h.expected && unfinished(health) == 0 {
 			break
+		}
+		switch now := fmt.Sprint(orders, health.Counts, h.countAttempts()); {
+		case now != progress:
+			progress, moved = now, time.Now()
+		case time.Since(moved) >= drainStall:
+			h.stalled(health)
 		}
 	}
 	drained := time.Now()
@@ -260,12 +288,12 @@ func runCrash(t *testing.T, r run) {
 		return
 	}
 	c := h.check(t.Context(), sender, receiver)
-	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) "+
+	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d) "+
 		"attempts=%d (lease_expired=%d network=%d timeout=%d other_retries=%d succeeded=%d) lost=%d duplicates=%d phantom=%d not_succeeded=%d "+
 		"setup=%v kill_phase=%v drain=%v stop=%v total=%v",
 		r.engine, r.seed, r.n, c.committed, r.n-h.expected,
 		h.senderKills+h.receiverKills+h.selfKills, h.senderKills, h.senderKillsEnqueueing, h.senderKillsWithLeases, h.orphanedLeases,
-		h.receiverKills, h.selfKills,
+		h.receiverKills, h.selfKills, h.freezes, h.frozenLeases, h.fenced,
 		c.attempts, c.outcomes["lease_expired"], c.outcomes[retryNetwork], c.outcomes[retryTimeout], c.otherRetries, c.outcomes["succeeded"],
 		c.lost, c.duplicates, c.phantom, c.notSucceeded,
 		up.Sub(began).Round(time.Millisecond), killed.Sub(up).Round(time.Millisecond), drained.Sub(killed).Round(time.Millisecond), stopped.Sub(drained).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
@@ -361,6 +389,34 @@ func (h *harness) outOfTime() {
 		h.r.timeout, orders, h.expected, health.Counts, h.senderKills, h.receiverKills, h.selfKills)
 }
 
+// stalled fails a drain that stopped moving, saying what holds it up:
+// the ordering keys still headed, the deliveries waiting for a key that
+// nothing will move on, and what Outbox.Check finds.
+func (h *harness) stalled(health store.Health) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var held []string
+	err := h.rows(ctx, h.sender, "held_without_key", func(scan func(...any) error) error {
+		var id, head int64
+		var notification, endpoint, key string
+		if err := scan(&id, &notification, &endpoint, &key, &head); err != nil {
+			return err
+		}
+		held = append(held, fmt.Sprintf("%s/%s:%d(%s,head=%d)", h.label(endpoint), key, id, notification, head))
+		return nil
+	})
+	if err != nil {
+		h.t.Error(err)
+	}
+	check, err := h.sender.Outbox.Check(ctx, 100_000)
+	if err != nil {
+		h.t.Error(err)
+	}
+	h.t.Fatalf("drain stalled: no progress for %v; outbox %v; ordering keys left: %s; %d deliveries wait for a key nothing moves on %v; Outbox.Check %s (%s) invalid=%v",
+		drainStall, health.Counts, h.keysLeft(ctx), len(held), sample(held), check.Status, check.Code, check.Invalid[:min(len(check.Invalid), 5)])
+}
+
 // fatal fails the run with err, or says it ran out of time.
 func (h *harness) fatal(err error) {
 	h.t.Helper()
@@ -428,6 +484,82 @@ func (h *harness) kill(role string, dbs map[string]string) {
 		h.receiverKills++
 	}
 	h.launch(role, dbs)
+}
+
+// Phases of a freeze (harness.freeze): how long the frozen sender stays
+// stopped after its successor is up, long enough for every lease it held
+// to expire and be claimed again; and how long it then runs before it is
+// killed, long enough to settle what it had in hand.
+const (
+	frozenFor = crash.WorkerLease + 300*time.Millisecond
+	thawedFor = 300 * time.Millisecond
+)
+
+// freeze is a kill point of the sender that stops it (SIGSTOP) instead of
+// killing it, as a paused VM or a long GC pause would: its successor
+// starts, claims the leases it held once they expire and delivers them
+// again; then the frozen sender resumes (SIGCONT) with its attempts still
+// in hand, and settles them late before it is killed. Every such settle
+// must be refused (the lease it was made under has expired or was given
+// to another), or a delivery would be settled twice, moved on by a lease
+// it no longer holds, or its slot given back while its successor holds it.
+// PostgreSQL only: on SQLite a sender frozen inside a write transaction
+// holds the one writer's lock, and its successor can write nothing, not
+// even to start, until it is thawed.
+//
+// A sender found holding no lease once stopped is thawed at once and
+// freeze reports false: the caller kills it instead.
+func (h *harness) freeze(dbs map[string]string) bool {
+	h.t.Helper()
+	role := crash.RoleSender
+	if h.procs[role].exited() {
+		h.exited(role, dbs)
+	}
+	p := h.procs[role]
+	h.zombies = append(h.zombies, p)
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		h.t.Fatalf("freeze %s: %v", p, err)
+	}
+	held := 0
+	for _, owner := range crash.Owners(p.spec) {
+		var n int
+		if err := h.sender.DB().QueryRowContext(h.ctx, h.queries["leases_held"], owner).Scan(&n); err != nil {
+			h.fatal(err)
+		}
+		held += n
+	}
+	if held == 0 {
+		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+			h.t.Fatalf("thaw %s: %v", p, err)
+		}
+		h.zombies = h.zombies[:len(h.zombies)-1]
+		return false
+	}
+	h.freezes++
+	h.frozenLeases += held
+	h.launch(role, dbs)
+	h.await(time.After(frozenFor), dbs)
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		h.t.Fatalf("thaw %s: %v", p, err)
+	}
+	h.await(time.After(thawedFor), dbs)
+	if err := p.kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.vet(p)
+	h.fenced += strings.Count(p.tail.String(), "lease lost before settling")
+	h.zombies = slices.DeleteFunc(h.zombies, func(z *proc) bool { return z == p })
+	return true
+}
+
+// countAttempts returns how many attempts the attempts log holds.
+func (h *harness) countAttempts() int {
+	h.t.Helper()
+	var n int
+	if err := h.sender.DB().QueryRowContext(h.ctx, h.queries["count_attempts"]).Scan(&n); err != nil {
+		h.fatal(err)
+	}
+	return n
 }
 
 // countOrders returns how many business transactions have committed.
@@ -580,7 +712,8 @@ func (h *harness) check(ctx context.Context, sender, receiver *store.Store) chec
 	}
 	c.otherRetries = c.outcomes["retry"] - c.outcomes[retryNetwork] - c.outcomes[retryTimeout]
 	h.checkOneSuccessEach(ctx, t, sender)
-	health, err := sender.Outbox.Health(ctx)
+	h.checkAttemptNumbers(ctx, t, sender)
+	health, err := sender.Outbox.Check(ctx, 100_000) // Health, and every row's invariants
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,6 +762,33 @@ func sample(ids []string) string {
 		return strings.Join(ids[:5], " ") + " …"
 	}
 	return strings.Join(ids, " ")
+}
+
+// checkAttemptNumbers fails t unless the attempts log holds, for each
+// delivery, one row per attempt its counter counts: attempt numbers
+// 1..attempts, each once. A lease a killed worker held must be logged
+// when a claim reclaims it, and a lease that expired under a live worker
+// must be logged once, by the reclaim, not again by the worker's late
+// settle.
+func (h *harness) checkAttemptNumbers(ctx context.Context, t *testing.T, sender *store.Store) {
+	t.Helper()
+	var wrong []string
+	if err := h.rows(ctx, sender, "attempt_numbers", func(scan func(...any) error) error {
+		var id, endpoint string
+		var attempts, logged, distinct, least, greatest int
+		if err := scan(&id, &endpoint, &attempts, &logged, &distinct, &least, &greatest); err != nil {
+			return err
+		}
+		if logged != attempts || distinct != attempts || attempts > 0 && (least != 1 || greatest != attempts) {
+			wrong = append(wrong, fmt.Sprintf("%s/%s:attempts=%d,logged=%d,distinct=%d,numbers=%d..%d", h.label(endpoint), id, attempts, logged, distinct, least, greatest))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(wrong) > 0 {
+		t.Errorf("attempts log: %d deliveries whose attempts are not logged once each %v", len(wrong), sample(wrong))
+	}
 }
 
 // checkOneSuccessEach fails t unless the attempts log holds exactly one

@@ -61,6 +61,22 @@ FROM courier_outbox AS o
 LEFT JOIN courier_attempts AS a ON a.delivery_id = o.id AND a.outcome = 'succeeded'
 GROUP BY o.notification_id;
 
+-- name: attempt_numbers
+-- Per delivery, its attempts counter and what the attempts log holds of
+-- it: how many rows, how many distinct attempt numbers, the least and the
+-- greatest. Every lease a delivery was given ends in exactly one row,
+-- whether its worker settled it or it expired and a claim reclaimed it
+-- (a lease given back unused uncounts its attempt), so the numbers are
+-- 1..attempts, each once.
+SELECT o.notification_id, o.endpoint, o.attempts, COUNT(a.id), COUNT(DISTINCT a.attempt),
+    COALESCE(MIN(a.attempt), 0), COALESCE(MAX(a.attempt), 0)
+FROM courier_outbox AS o
+LEFT JOIN courier_attempts AS a ON a.delivery_id = o.id
+GROUP BY o.id, o.notification_id, o.endpoint, o.attempts;
+
+-- name: count_attempts
+SELECT COUNT(*) FROM courier_attempts;
+
 -- name: attempt_outcomes
 SELECT outcome, COALESCE(error_code, ''), COUNT(*) FROM courier_attempts GROUP BY outcome, error_code;
 
@@ -97,3 +113,22 @@ SELECT notification_id, endpoint, status, payload FROM courier_outbox;
 -- name: ordering_keys_left
 -- Keys that still have a head: none once every delivery finished.
 SELECT endpoint, ordering_key, head_id FROM courier_ordering_keys;
+
+-- name: inbox_records
+-- The receiver's inbox records: the payload key each is kept under ('' for
+-- none) and its stored answer (sealed when the run encrypts; NULL while
+-- processing).
+SELECT sender, dedupe_key, payload_key_id, ack FROM courier_inbox;
+
+-- name: held_without_key
+-- Deliveries waiting for their ordering key that no settle will promote:
+-- the key has no row, or its row names a head that is finished. A drain
+-- that stops moving with such deliveries left is a key that was not moved
+-- on.
+SELECT o.id, o.notification_id, o.endpoint, o.ordering_key, COALESCE(k.head_id, 0)
+FROM courier_outbox AS o
+LEFT JOIN courier_ordering_keys AS k ON k.endpoint = o.endpoint AND k.ordering_key = o.ordering_key
+WHERE o.hold = 'key' AND o.status IN ('pending', 'retry_wait')
+    AND (k.head_id IS NULL OR NOT EXISTS (SELECT 1 FROM courier_outbox AS h
+                                         WHERE h.id = k.head_id AND h.status IN ('pending', 'retry_wait', 'leased')))
+ORDER BY o.id;
