@@ -20,6 +20,18 @@ import (
 // applying the pending numbered migrations in one transaction. Running it
 // again is a no-op; running it against a newer schema is CodeSchemaTooNew.
 //
+// The transaction keeps the locks its migrations take until it commits. On
+// PostgreSQL a migration that alters courier_outbox (adds a column or a
+// constraint) locks the table ACCESS EXCLUSIVE: until Migrate commits,
+// every enqueue (and with it the application's transaction that enqueues),
+// claim, settle and read of the outbox waits, and the migration reads the
+// whole table while it holds the lock (to check its new constraints and
+// build its indexes), so the wait grows with the outbox. Prune before
+// upgrading a large outbox, and migrate at a quiet time; a lock_timeout on
+// the connection bounds how long Migrate queues for the lock behind
+// transactions already running. On SQLite the migration holds the
+// database's write lock, as every write does.
+//
 // Courier's tables go where the connection creates tables: on PostgreSQL,
 // the first schema of its search_path (see package store/postgres).
 // Teams that run their own migration tool apply the engine's files instead

@@ -52,6 +52,16 @@ func (c *connector) Driver() driver.Driver { return c.d }
 
 func (d *sqliteDriver) connect(dsn string, writer bool) (driver.Conn, error) {
 	dc, err := d.base.Open(dsn)
+	// Connections opening a new file at once each turn it to WAL (the
+	// DSN's journal_mode), and SQLite answers one of two doing so busy at
+	// once, without its busy timeout: each holds a lock the other needs.
+	// The one refused opens again, for as long in all as its busy timeout
+	// would have waited; by then the other has made the file WAL.
+	deadline := time.Now().Add(busyTimeout * time.Millisecond)
+	for isBusy(err) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		dc, err = d.base.Open(dsn)
+	}
 	if err != nil {
 		return nil, err
 	}

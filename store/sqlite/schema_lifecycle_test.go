@@ -264,3 +264,34 @@ func openFile(t *testing.T, path string) *sqlx.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestConcurrentOpensOfANewFile: processes started together on a file
+// that does not exist yet (an application's replicas, or its sender and
+// receiver Stores opened side by side) each create, migrate and open it.
+// Each connection turns the new file to WAL as it opens, and SQLite
+// answers one of two connections doing so at once busy at once, without
+// its busy timeout: sqlite.Open failed with database_unavailable where it
+// should have waited for the other.
+func TestConcurrentOpensOfANewFile(t *testing.T) {
+	t.Parallel()
+	for round := range 30 {
+		path := filepath.Join(t.TempDir(), "courier.db")
+		var wg sync.WaitGroup
+		stores := make([]*store.Store, 8)
+		errs := make([]error, len(stores))
+		for i := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stores[i], errs[i] = sqlite.Open(t.Context(), path, store.Config{})
+			}()
+		}
+		wg.Wait()
+		for i, s := range stores {
+			if errs[i] != nil {
+				t.Fatalf("round %d: Open %d of 8 at once: %v", round, i+1, errs[i])
+			}
+			s.Close()
+		}
+	}
+}
