@@ -164,6 +164,13 @@ func (k PayloadKey) ID() string { return k.id }
 // match it is taken for a collision, as without encryption, and under a
 // key id over other bytes so is the same body. Records kept before
 // Encryption was set stay as they were and are read so.
+//
+// Set Encryption, or add a key, in every process that shares the
+// database before any of them seals with it, and only once every process
+// runs a courier that knows payload encryption: a process without the key
+// cannot open what another sealed, and one of a courier before it would
+// compare its plain digest with a sealed record's keyed one and answer a
+// genuine redelivery as an idempotency collision.
 type Encryption struct {
 	Current string
 	Keys    []PayloadKey
