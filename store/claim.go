@@ -522,6 +522,14 @@ func (r *claimRun) probes(ctx context.Context) error {
 		if len(lock) == 1 && lock[0].Busy {
 			continue // another claimer holds its limits: a later claim probes it
 		}
+		// Then its breaker's lock (endpoint_lock), as every settle's
+		// change of the breaker takes it: a settle reads the breaker under
+		// it and writes it back whole, and would write an open endpoint
+		// over a probe taken meanwhile. Taken in endpoint order, as a
+		// settle takes them.
+		if _, err := r.o.s.exec(ctx, r.tx, "endpoint_lock", map[string]any{"endpoint": e}); err != nil {
+			return err
+		}
 		var took []EndpointState
 		if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probe_take", map[string]any{
 			"endpoint": e, "now": r.args["now"], "probe_until": r.args["lease_expires_at"],

@@ -323,7 +323,13 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 			h.State, h.Reason = EndpointDisabled, courier.CodeEndpointDisabled
 		case h.State == EndpointHalfOpen && !probe:
 			// A late failure counts; the probe in flight decides, and no
-			// other goes out before its lease ends.
+			// other goes out before its lease ends. A probe given back or
+			// settled without an answer left OpenUntil at the record's
+			// UpdatedAt, which tells a claim that nothing ran out (see
+			// endpoint_probes): both move to now, so that it still does.
+			if h.OpenUntil.Equal(h.UpdatedAt) {
+				h.OpenUntil = fromMicros(now)
+			}
 		case h.State == EndpointHalfOpen || h.ConsecutiveFailures >= cfg.Threshold:
 			h.State, h.Reason, h.OpenUntil = EndpointOpen, oc.Code, fromMicros(now).Add(cfg.Cooldown)
 		}

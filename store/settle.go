@@ -271,11 +271,27 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 		// A probe given back unsent leaves its endpoint half open with
 		// nothing in flight: the next claim probes again, rather than wait
 		// out the lease. First, while the leases are still there to match,
-		// but after the deliveries' rows (outbox_release_lock).
+		// but after the deliveries' rows (outbox_release_lock) and under
+		// the locks of their endpoints' breakers, taken in endpoint order
+		// as a settle takes them: a settle reads a breaker under its lock
+		// and writes it back whole, and would undo a change made meanwhile.
 		batch, now := jsonArg(args), o.s.now()
-		var locked []int64
+		var locked []struct {
+			ID       int64  `db:"id"`
+			Endpoint string `db:"endpoint"`
+		}
 		if err := o.s.selectRows(ctx, tx, "outbox_release_lock", map[string]any{"batch": batch}, &locked); err != nil {
 			return err
+		}
+		endpoints := make([]string, 0, len(locked))
+		for _, r := range locked {
+			endpoints = append(endpoints, r.Endpoint)
+		}
+		slices.Sort(endpoints)
+		for _, e := range slices.Compact(endpoints) {
+			if _, err := o.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": e}); err != nil {
+				return err
+			}
 		}
 		if _, err := o.s.exec(ctx, tx, "endpoint_probe_released", map[string]any{"batch": batch, "now": now}); err != nil {
 			return err

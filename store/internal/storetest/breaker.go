@@ -616,3 +616,47 @@ func testBreakerCountsAHealthCodeWhateverItsAnswer(t *testing.T, open OpenFunc) 
 		t.Fatalf("after a 404 settled network_error the endpoint is %+v (%v), want closed with 1 failure", eh, err)
 	}
 }
+
+// testALateFailureKeepsAProbeGivenBackNoLeaseExpiry: a failure of an
+// attempt leased before the breaker opened, settled late while the
+// endpoint is half open and its probe was settled without an answer,
+// counts, but does not make the probe's end look like a lease that ran
+// out: the claim that then leaves the endpoint open reports it without a
+// code, as it would without the late failure.
+func testALateFailureKeepsAProbeGivenBackNoLeaseExpiry(t *testing.T, open OpenFunc) {
+	events := hearing(store.EventEndpoint)
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}, Hook: events.hook})
+	b.enqueue(t, at(slowEndpoint, "d0"))
+	b.enqueue(t, at(slowEndpoint, "late"))
+	d1 := at(slowEndpoint, "d1")
+	d1.MaxAttempts = 1
+	b.enqueue(t, d1)
+	c := b.claim(t, "w", 2, time.Minute)
+	if len(c) != 2 || c[0].NotificationID != "d0" || c[1].NotificationID != "late" {
+		t.Fatalf("claim = %v, want d0 and late", ids(c))
+	}
+	openWith(t, b, c[0]) // d0 waits an hour
+	b.clock.Advance(time.Second)
+	probe := b.claim(t, "w1", 5, time.Minute)
+	if len(probe) != 1 || probe[0].NotificationID != "d1" {
+		t.Fatalf("probe claim = %v, want d1", ids(probe))
+	}
+	if err := b.settle(protocol.Outcome{Lease: probe[0].Lease, Result: protocol.Failed, Code: courier.CodeSigningFailed}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Millisecond)
+	if err := b.retry(c[1].Lease, retryParams{Code: courier.CodeNetwork, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if h := endpointState(t, b, slowEndpoint); h.State != store.EndpointHalfOpen || h.ConsecutiveFailures != 2 {
+		t.Fatalf("after the late failure the endpoint is %s with %d failures, want half_open with 2", h.State, h.ConsecutiveFailures)
+	}
+	events.take()
+	if got := b.claim(t, "w2", 5, time.Minute); len(got) != 0 {
+		t.Fatalf("claim leased %v, want nothing due", ids(got))
+	}
+	want := []store.Event{{Kind: store.EventEndpoint, Endpoint: slowEndpoint, From: store.EndpointHalfOpen, To: store.EndpointOpen}}
+	if got := events.take(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("events = %+v\nwant %+v", got, want)
+	}
+}

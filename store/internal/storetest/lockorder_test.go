@@ -868,3 +868,119 @@ func TestRedriveKeysReadTheRowsRedriveMoves(t *testing.T) {
 		}
 	}
 }
+
+// lateFailureAhead opens endpoint a (a1 failed) with a2 still leased, to
+// fail late, and lets a's cool-down end.
+func lateFailureAhead(t *testing.T) (*store.Store, *fakeclock.Clock, map[string]protocol.Lease) {
+	t.Helper()
+	clock := fakeclock.New()
+	s := couriertest.PostgresStores(t, 1, store.Config{Now: clock.Now,
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})[0]
+	abEnqueue(t, s, "a1", "a2")
+	leases := map[string]protocol.Lease{}
+	for _, c := range claimAll(t, s, 2) {
+		leases[c.NotificationID] = c.Lease
+	}
+	if err := settleUnavailable(t, s, leases, "a1"); err != nil { // a opens
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	return s, clock, leases
+}
+
+// settledOrWaiting waits until the settle has ended, or waits for a lock
+// beside the one transaction already waiting.
+func settledOrWaiting(t *testing.T, s *store.Store, settled <-chan error) {
+	t.Helper()
+	waitUntil(t, func() bool {
+		var n int
+		if err := s.DB().Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+			t.Fatal(err)
+		}
+		return n >= 2 || len(settled) > 0
+	})
+}
+
+// TestReleaseOfAProbeIsNotUndoneByALateSettle: a release that gives back
+// a half-open endpoint's probe changes the endpoint's breaker (its probe is
+// due again at once), and so must take the breaker's lock (endpoint_lock)
+// as every settle does: a settle of a late failure of that endpoint reads
+// the breaker under its lock and writes it back whole. Here the release
+// waits for the endpoint's row, held by a third transaction, when the
+// settle begins; had the release not waited for the settle's lock, the
+// settle, having read the breaker before the release committed, would
+// write back the probe's lease as the end of the wait, and the endpoint
+// would not be probed again until the hour-long lease of a probe given
+// back ran out.
+func TestReleaseOfAProbeIsNotUndoneByALateSettle(t *testing.T) {
+	s, clock, leases := lateFailureAhead(t)
+	abEnqueue(t, s, "a3")
+	probe := claimAll(t, s, 1) // a3 probes a, leased for an hour
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_endpoints WHERE endpoint = $1 FOR UPDATE`, epA)
+	released := inBackground(func() error {
+		_, err := protocol.For(s).Release(t.Context(), probe[0].Lease)
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 1) // the release waits for a's row
+	settled := inBackground(func() error { return settleUnavailable(t, s, leases, "a2") })
+	settledOrWaiting(t, s, settled)
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if errRelease, errSettle := <-released, <-settled; errRelease != nil || errSettle != nil {
+		t.Fatalf("release of a's probe: %v; settle of a's late failure: %v", errRelease, errSettle)
+	}
+	h, err := s.Endpoints.Get(t.Context(), epA)
+	if err != nil || h.State != store.EndpointHalfOpen || h.ConsecutiveFailures != 2 || h.OpenUntil.After(clock.Now()) {
+		t.Fatalf("endpoint a: %v, %s, %d failures, its probe due in %v; want half open, 2 failures, its probe due now",
+			err, h.State, h.ConsecutiveFailures, h.OpenUntil.Sub(clock.Now()))
+	}
+	if again := claimAll(t, s, 1); again[0].NotificationID != "a3" {
+		t.Fatalf("claimed %s, want a3 probing a again", again[0].NotificationID)
+	}
+}
+
+// TestAProbeTakenBesideALateSettleIsAlone: a claim that probes an open
+// endpoint whose cool-down ended makes it half open, its probe in flight;
+// a settle of a late failure of that endpoint reads the breaker under its
+// lock (endpoint_lock) and writes it back whole. Whichever commits first,
+// no second delivery of the endpoint goes out while the probe is in
+// flight: settled first, the late failure opens the endpoint for another
+// cool-down and no probe is taken; settled after, it counts, and the
+// probe decides. Here the claim waits for the endpoint's row, held by a
+// third transaction, when the settle begins; had the claim not waited for
+// the settle's lock, the settle would write the endpoint back open over
+// the claim's probe, and the claim after the next cool-down would send a
+// second probe beside the first.
+func TestAProbeTakenBesideALateSettleIsAlone(t *testing.T) {
+	s, clock, leases := lateFailureAhead(t)
+	abEnqueue(t, s, "a3", "a4")
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_endpoints WHERE endpoint = $1 FOR UPDATE`, epA)
+	var probe []protocol.Claimed
+	claimed := inBackground(func() error {
+		var err error
+		probe, err = protocol.For(s).Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Hour})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 1) // the claim waits for a's row
+	settled := inBackground(func() error { return settleUnavailable(t, s, leases, "a2") })
+	settledOrWaiting(t, s, settled)
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if errClaim, errSettle := <-claimed, <-settled; errClaim != nil || errSettle != nil {
+		t.Fatalf("claim probing a: %v; settle of a's late failure: %v", errClaim, errSettle)
+	}
+	clock.Advance(2 * time.Second) // past any cool-down the late failure began
+	again, err := protocol.For(s).Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probe)+len(again) > 1 {
+		h, _ := s.Endpoints.Get(t.Context(), epA)
+		t.Fatalf("leased %d then %d deliveries of a, its breaker now %s with %d in flight; want one probe at most in flight",
+			len(probe), len(again), h.State, h.InFlight)
+	}
+}

@@ -106,6 +106,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AProbeGivenBackIsMadeAgain", testAProbeGivenBackIsMadeAgain},
 		{"AProbeSettledWithoutAnAnswerIsMadeAgain", testAProbeSettledWithoutAnAnswerIsMadeAgain},
 		{"AProbeLeftWithoutAnAnswerIsNoLeaseExpiry", testAProbeLeftWithoutAnAnswerIsNoLeaseExpiry},
+		{"ALateFailureKeepsAProbeGivenBackNoLeaseExpiry", testALateFailureKeepsAProbeGivenBackNoLeaseExpiry},
 		{"SettleBatch", testSettleBatch},
 		{"Release", testRelease},
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},

@@ -400,7 +400,9 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- claim (reclaiming an expired lease, then endpoint_probe_take) and a
 -- settle take a delivery's row before its endpoint's, and so must a
 -- release, or a release and a claim could wait for each other in a circle.
-SELECT o.id FROM courier_outbox AS o
+-- With each, its endpoint: Release then takes the breakers' locks
+-- (endpoint_lock) of those endpoints, in endpoint order, as a settle does.
+SELECT o.id, o.endpoint FROM courier_outbox AS o
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
 ORDER BY o.id FOR UPDATE;
 

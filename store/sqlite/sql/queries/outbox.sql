@@ -368,7 +368,7 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- token}), taken before endpoint_probe_released (see the PostgreSQL file).
 -- SQLite: writers are serialized (BEGIN IMMEDIATE): reading the rows is
 -- enough.
-SELECT id FROM courier_outbox
+SELECT id, endpoint FROM courier_outbox
 WHERE id IN (SELECT value ->> 'id' FROM json_each(:batch))
 ORDER BY id;
 
