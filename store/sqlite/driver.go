@@ -29,7 +29,7 @@ var courierDriver = &sqliteDriver{base: &sqlite3.SQLiteDriver{ConnectHook: hookC
 
 // Open opens a connection of an application's pool.
 func (d *sqliteDriver) Open(dsn string) (driver.Conn, error) {
-	return d.connect(dsn, false)
+	return d.connect(context.Background(), dsn, false)
 }
 
 // OpenConnector returns the connector of an application's pool.
@@ -45,21 +45,28 @@ type connector struct {
 	writer bool
 }
 
-func (c *connector) Connect(context.Context) (driver.Conn, error) {
-	return c.d.connect(c.dsn, c.writer) //nolint:contextcheck // go-sqlite3 opens without a context; the writer's setup is a pragma
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	return c.d.connect(ctx, c.dsn, c.writer)
 }
 func (c *connector) Driver() driver.Driver { return c.d }
 
-func (d *sqliteDriver) connect(dsn string, writer bool) (driver.Conn, error) {
+// connect opens a connection; ctx bounds only its waits for a new file's
+// locks (go-sqlite3 opens without a context).
+func (d *sqliteDriver) connect(ctx context.Context, dsn string, writer bool) (driver.Conn, error) {
 	dc, err := d.base.Open(dsn)
 	// Connections opening a new file at once each turn it to WAL (the
 	// DSN's journal_mode), and SQLite answers one of two doing so busy at
 	// once, without its busy timeout: each holds a lock the other needs.
 	// The one refused opens again, for as long in all as its busy timeout
 	// would have waited; by then the other has made the file WAL.
+	// Its request's context cuts the wait short.
 	deadline := time.Now().Add(busyTimeout * time.Millisecond)
 	for isBusy(err) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Millisecond):
+		}
 		dc, err = d.base.Open(dsn)
 	}
 	if err != nil {
@@ -68,8 +75,8 @@ func (d *sqliteDriver) connect(dsn string, writer bool) (driver.Conn, error) {
 	sc := dc.(*sqlite3.SQLiteConn)
 	c := &conn{SQLiteConn: sc, writer: writer}
 	if writer {
-		if c.wal, err = boundWAL(sc); err == nil {
-			_, err = sc.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
+		if c.wal, err = boundWAL(sc); err == nil { //nolint:contextcheck // a pragma of the writer's setup, run once at open
+			_, err = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
 		}
 		if err != nil {
 			sc.Close()
