@@ -499,11 +499,12 @@ func (r *claimRun) probes(ctx context.Context) error {
 	if err := r.o.s.selectRows(ctx, r.tx, "endpoint_probes", map[string]any{"now": r.args["now"]}, &due); err != nil {
 		return err
 	}
-	// By endpoint: the order in which a settle takes the breaker rows it
-	// writes (see settleBatch). endpoint_probe_take holds each endpoint's
-	// row until the claim commits; taken in another order, a claim and a
-	// settle sharing two endpoints could wait for each other in a circle.
-	slices.SortFunc(due, func(a, b dueProbe) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	// In lock order (lockOrder), as a settle takes the breakers' locks,
+	// and their rows under them (see settleBatch). endpoint_probe_take
+	// holds each endpoint's row, and its lock, until the claim commits;
+	// taken in another order, a claim and a settle sharing two endpoints
+	// could wait for each other in a circle.
+	slices.SortFunc(due, func(a, b dueProbe) int { return lockOrder(a.LockKey, a.Endpoint, b.LockKey, b.Endpoint) })
 	for _, d := range due {
 		if r.room() <= 0 {
 			return nil // a later claim probes the rest
@@ -525,8 +526,8 @@ func (r *claimRun) probes(ctx context.Context) error {
 		// Then its breaker's lock (endpoint_lock), as every settle's
 		// change of the breaker takes it: a settle reads the breaker under
 		// it and writes it back whole, and would write an open endpoint
-		// over a probe taken meanwhile. Taken in endpoint order, as a
-		// settle takes them.
+		// over a probe taken meanwhile. Taken in lock order, as a settle
+		// takes them.
 		if _, err := r.o.s.exec(ctx, r.tx, "endpoint_lock", map[string]any{"endpoint": e}); err != nil {
 			return err
 		}
@@ -577,7 +578,8 @@ func (r *claimRun) probes(ctx context.Context) error {
 type dueProbe struct {
 	Endpoint string        `db:"endpoint"`
 	State    EndpointState `db:"state"`
-	Lapsed   bool          `db:"lapsed"` // a half-open endpoint's probe's lease ran out unsettled
+	Lapsed   bool          `db:"lapsed"`   // a half-open endpoint's probe's lease ran out unsettled
+	LockKey  int64         `db:"lock_key"` // its breaker's lock's (lockOrder)
 }
 
 // reopened reports a half-open endpoint that a claim left open, without a

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -130,6 +131,17 @@ func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, e
 func (l endpointLoad) apply(h *EndpointHealth) {
 	h.Limits = Limits{MaxInFlight: l.MaxInFlight, Rate: l.Rate, Burst: l.Burst}
 	h.InFlight, h.BlockedKeys = l.InFlight, l.BlockedKeys
+}
+
+// lockOrder is the order in which a transaction takes the breakers'
+// locks (endpoint_lock) of several endpoints, and their rows under them:
+// by the lock's key, then by endpoint, given each endpoint's key as the
+// statement that named it returns it (lock_key). Two endpoints may share
+// a key, and so one lock: in endpoint order alone, a transaction needing
+// x and y and another needing y and z, x's key z's, would each take one
+// lock and wait for the other's.
+func lockOrder(aKey int64, a string, bKey int64, b string) int {
+	return cmp.Or(cmp.Compare(aKey, bKey), cmp.Compare(a, b))
 }
 
 // lockAndGet is get for a transaction that writes the breaker record next:

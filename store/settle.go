@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -168,7 +167,8 @@ type settleArg struct {
 type settledRow struct {
 	keyed
 	LastErrorCode sql.NullString `db:"last_error_code"`
-	Tracked       bool           `db:"tracked"` // the endpoint has a breaker row (outbox_settle's)
+	Tracked       bool           `db:"tracked"`  // the endpoint has a breaker row (outbox_settle's)
+	LockKey       int64          `db:"lock_key"` // its endpoint's breaker's lock's (outbox_settle's; lockOrder)
 }
 
 // settleBatch applies outcomes[i] for every i in batch (distinct
@@ -204,13 +204,14 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	for _, r := range rows {
 		changed[r.ID] = r
 	}
-	// Breakers are recorded endpoint by endpoint in one order, each under
-	// its lock (endpoint_lock): two settles whose batches share endpoints
-	// take their locks in the same order, and neither waits for the other
-	// while holding what it waits for.
+	// Breakers are recorded endpoint by endpoint in one order (lockOrder),
+	// each under its lock (endpoint_lock): two settles whose batches share
+	// endpoints take their locks in the same order, and neither waits for
+	// the other while holding what it waits for.
 	batch = slices.Clone(batch)
 	slices.SortStableFunc(batch, func(i, j int) int {
-		return cmp.Compare(changed[outcomes[i].Lease.DeliveryID].Endpoint, changed[outcomes[j].Lease.DeliveryID].Endpoint)
+		a, b := changed[outcomes[i].Lease.DeliveryID], changed[outcomes[j].Lease.DeliveryID]
+		return lockOrder(a.LockKey, a.Endpoint, b.LockKey, b.Endpoint)
 	})
 
 	logged := make([]attemptArg, 0, len(batch))
@@ -248,6 +249,13 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	return o.advanceOrLeave(ctx, tx, now, keys)
 }
 
+// releasedRow is a row outbox_release_lock locked for a release.
+type releasedRow struct {
+	ID       int64  `db:"id"`
+	Endpoint string `db:"endpoint"`
+	LockKey  int64  `db:"lock_key"` // its endpoint's breaker's lock's (lockOrder)
+}
+
 // release implements protocol.Outbox.Release.
 func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, error) {
 	if len(leases) == 0 {
@@ -272,24 +280,21 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 		// nothing in flight: the next claim probes again, rather than wait
 		// out the lease. First, while the leases are still there to match,
 		// but after the deliveries' rows (outbox_release_lock) and under
-		// the locks of their endpoints' breakers, taken in endpoint order
-		// as a settle takes them: a settle reads a breaker under its lock
-		// and writes it back whole, and would undo a change made meanwhile.
+		// the locks of their endpoints' breakers, taken in lock order
+		// (lockOrder) as a settle takes them: a settle reads a breaker
+		// under its lock and writes it back whole, and would undo a change
+		// made meanwhile.
 		batch, now := jsonArg(args), o.s.now()
-		var locked []struct {
-			ID       int64  `db:"id"`
-			Endpoint string `db:"endpoint"`
-		}
+		var locked []releasedRow
 		if err := o.s.selectRows(ctx, tx, "outbox_release_lock", map[string]any{"batch": batch}, &locked); err != nil {
 			return err
 		}
-		endpoints := make([]string, 0, len(locked))
-		for _, r := range locked {
-			endpoints = append(endpoints, r.Endpoint)
-		}
-		slices.Sort(endpoints)
-		for _, e := range slices.Compact(endpoints) {
-			if _, err := o.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": e}); err != nil {
+		slices.SortFunc(locked, func(a, b releasedRow) int { return lockOrder(a.LockKey, a.Endpoint, b.LockKey, b.Endpoint) })
+		for i, r := range locked {
+			if i > 0 && r.Endpoint == locked[i-1].Endpoint {
+				continue
+			}
+			if _, err := o.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": r.Endpoint}); err != nil {
 				return err
 			}
 		}

@@ -984,3 +984,72 @@ func TestAProbeTakenBesideALateSettleIsAlone(t *testing.T) {
 			len(probe), len(again), h.State, h.InFlight)
 	}
 }
+
+// Three endpoints, in byte order, the first and last of which share their
+// breakers' lock key (hashtext(epX) = hashtext(epZ)): endpoint_lock takes
+// one lock for both.
+const (
+	epX = "https://receiver.example/c298372"
+	epY = "https://receiver.example/c3"
+	epZ = "https://receiver.example/c360093"
+)
+
+// TestEndpointsSharingALockKeyNeverDeadlock: two endpoints whose breakers'
+// locks (endpoint_lock) share their key are one lock, and every
+// transaction takes the locks it needs in one order, of their keys: in
+// endpoint order, a settle of late failures of x and y takes x's key
+// then y's, and a claim probing y and z takes y's then z's, x's, and the
+// two wait for each other in a circle, one of them aborted (SQLSTATE
+// 40P01) or the settle failing on its lock timeout (55P03). Here the
+// settle holds x's lock and waits for x's row, held by a third
+// transaction, when the claim begins.
+func TestEndpointsSharingALockKeyNeverDeadlock(t *testing.T) {
+	clock := fakeclock.New()
+	s := couriertest.PostgresStores(t, 1, store.Config{Now: clock.Now,
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Second}})[0]
+	var same bool
+	if err := s.DB().Get(&same, `SELECT hashtext($1) = hashtext($2)`, epX, epZ); err != nil || !same || !(epX < epY && epY < epZ) {
+		t.Fatalf("x and z share a lock key: %v, %v; want them to, y between them", same, err)
+	}
+	add := func(ep string, ids ...string) {
+		for _, id := range ids {
+			enqueue(t, s, store.EnqueueParams{NotificationID: id, Endpoint: ep, Payload: fmt.Appendf(nil, `{"id":%q}`, id)})
+		}
+	}
+	add(epX, "x1", "x2")
+	add(epY, "y1", "y2")
+	add(epZ, "z1")
+	leases := map[string]protocol.Lease{}
+	for _, c := range claimAll(t, s, 5) {
+		leases[c.NotificationID] = c.Lease
+	}
+	if err := settleUnavailable(t, s, leases, "y1", "z1"); err != nil { // y and z open
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)                                // their cool-downs over
+	if err := settleUnavailable(t, s, leases, "x1"); err != nil { // x opens, cooling down
+		t.Fatal(err)
+	}
+	add(epY, "y3")
+	add(epZ, "z2")
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_endpoints WHERE endpoint = $1 FOR UPDATE`, epX)
+	settled := inBackground(func() error { return settleUnavailable(t, s, leases, "x2", "y2") })
+	waitLockWaiters(t, s.DB(), 1) // the settle holds x's lock and waits for x's row
+	var probes []protocol.Claimed
+	claimed := inBackground(func() (err error) {
+		probes, err = protocol.For(s).Claim(t.Context(), protocol.ClaimParams{Owner: "w2", Limit: 10, Lease: time.Minute})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 2) // the claim waits for a lock the settle holds
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	errSettle, errClaim := <-settled, <-claimed
+	if errSettle != nil || errClaim != nil {
+		t.Fatalf("settle of late failures of x and y: %v; claim probing y and z: %v; want both to succeed", errSettle, errClaim)
+	}
+	if len(probes) > 2 {
+		t.Fatalf("the claim leased %d, want a probe of y and z at most", len(probes))
+	}
+}

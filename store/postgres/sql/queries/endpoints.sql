@@ -8,7 +8,11 @@
 -- concurrent workers read, change and write its breaker one after the
 -- other, and none overwrites another's count. An advisory lock, not a row
 -- lock, since the first failure finds no row to lock. The two-key form,
--- whose keys never meet a one-key lock's (schema_lock).
+-- whose keys never meet a one-key lock's (schema_lock). Two endpoints may
+-- share a key, and so one lock: a transaction that takes several takes
+-- them by key, then by endpoint (the lock_key the statements before it
+-- return), or one needing x and y and another needing y and z, x's key
+-- z's, would each hold one while waiting for the other.
 SELECT pg_advisory_xact_lock(721234500, hashtext(:endpoint));
 
 -- name: endpoint_get
@@ -90,8 +94,8 @@ DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
 -- half-open endpoint whose probe's lease ran out (endpoint_probe_take set
 -- open_until to the lease's end) from one whose probe was given back or
 -- settled without an answer (endpoint_probe_released, endpoint_probe_again
--- leave open_until = updated_at).
-SELECT endpoint, state, open_until <> updated_at AS lapsed FROM courier_endpoints AS e
+-- leave open_until = updated_at). lock_key: endpoint_lock's.
+SELECT endpoint, state, open_until <> updated_at AS lapsed, hashtext(endpoint) AS lock_key FROM courier_endpoints AS e
 WHERE state IN ('open', 'half_open') AND open_until <= :now
     AND (state = 'half_open' OR open_until <> updated_at
         OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));
@@ -168,10 +172,9 @@ WHERE endpoint = :endpoint AND state = 'half_open' AND open_until = :probe_until
 -- (:batch, {id, token}), those that are a half-open endpoint's probe are
 -- probed again at the next claim.
 -- PostgreSQL: the rows are locked first, in endpoint order (byte order,
--- COLLATE "C"), the order in which a settle writes the breakers of its
--- batch and a claim takes the endpoints it probes: a release of several
--- probes taking them in the table's order could wait for a settle that
--- waits for it.
+-- COLLATE "C"), under their breakers' locks (endpoint_lock), which the
+-- release took before, in the order a settle and a claim take them: no
+-- other transaction writes one of these rows meanwhile.
 WITH probed AS MATERIALIZED (
     SELECT e.endpoint FROM courier_endpoints AS e
     WHERE e.state = 'half_open' AND e.open_until > :now

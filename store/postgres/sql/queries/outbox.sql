@@ -400,9 +400,10 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- claim (reclaiming an expired lease, then endpoint_probe_take) and a
 -- settle take a delivery's row before its endpoint's, and so must a
 -- release, or a release and a claim could wait for each other in a circle.
--- With each, its endpoint: Release then takes the breakers' locks
--- (endpoint_lock) of those endpoints, in endpoint order, as a settle does.
-SELECT o.id, o.endpoint FROM courier_outbox AS o
+-- With each, its endpoint and its lock_key: Release then takes the
+-- breakers' locks (endpoint_lock) of those endpoints, in their order, as a
+-- settle does.
+SELECT o.id, o.endpoint, hashtext(o.endpoint) AS lock_key FROM courier_outbox AS o
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
 ORDER BY o.id FOR UPDATE;
 
@@ -479,8 +480,9 @@ FROM jsonb_to_recordset(:batch::jsonb)
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
     AND o.id = v.id AND o.lease_token = v.token AND (o.status = 'leased' AND o.lease_expires_at > :now) IS TRUE
 -- Whether the endpoint has a breaker row: most have none (healthy), and
--- then the settle needs no read of courier_endpoints.
-RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key,
+-- then the settle needs no read of courier_endpoints. lock_key: the
+-- endpoint's, as endpoint_lock takes it.
+RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key, hashtext(o.endpoint) AS lock_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint) AS tracked;
 
 -- name: outbox_get

@@ -86,8 +86,9 @@ DELETE FROM courier_endpoints WHERE endpoint = :endpoint;
 -- half-open endpoint whose probe's lease ran out (endpoint_probe_take set
 -- open_until to the lease's end) from one whose probe was given back or
 -- settled without an answer (endpoint_probe_released, endpoint_probe_again
--- leave open_until = updated_at).
-SELECT endpoint, state, open_until <> updated_at AS lapsed FROM courier_endpoints AS e
+-- leave open_until = updated_at). lock_key: 0, endpoint_lock taking no
+-- lock here.
+SELECT endpoint, state, open_until <> updated_at AS lapsed, 0 AS lock_key FROM courier_endpoints AS e
 WHERE state IN ('open', 'half_open') AND open_until <= :now
     AND (state = 'half_open' OR open_until <> updated_at
         OR EXISTS (SELECT 1 FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = e.endpoint));

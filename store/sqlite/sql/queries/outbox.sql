@@ -367,8 +367,8 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- The rows of the leases Release gives back (:batch, a JSON array of {id,
 -- token}), taken before endpoint_probe_released (see the PostgreSQL file).
 -- SQLite: writers are serialized (BEGIN IMMEDIATE): reading the rows is
--- enough.
-SELECT id, endpoint FROM courier_outbox
+-- enough. lock_key: 0 (endpoint_lock takes no lock here).
+SELECT id, endpoint, 0 AS lock_key FROM courier_outbox
 WHERE id IN (SELECT value ->> 'id' FROM json_each(:batch))
 ORDER BY id;
 
@@ -432,8 +432,9 @@ FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result
 WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
     AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
 -- Whether the endpoint has a breaker row: most have none (healthy), and
--- then the settle needs no read of courier_endpoints.
-RETURNING id, status, last_error_code, endpoint, ordering_key,
+-- then the settle needs no read of courier_endpoints. lock_key: 0
+-- (endpoint_lock takes no lock here).
+RETURNING id, status, last_error_code, endpoint, ordering_key, 0 AS lock_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint) AS tracked;
 
 -- name: outbox_get
