@@ -328,7 +328,7 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 		}
 		switch {
 		case d.Status == courier.StatusQuarantined && !d.Redrivable():
-			return fmt.Errorf("delivery %d is quarantined %s, not failed or payload_unreadable: cancel it", p.ID, d.LastErrorCode)
+			return fmt.Errorf("delivery %d is quarantined %s, not failed or payload_unreadable: cancel it", p.ID, string(d.LastErrorCode))
 		case !d.Redrivable():
 			return fmt.Errorf("delivery %d is %s, not failed", p.ID, d.Status)
 		case p.Endpoint != "" && d.Endpoint != p.Endpoint:
