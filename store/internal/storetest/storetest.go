@@ -85,6 +85,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Suppression", testSuppression},
 		{"SubscriptionsAndPublishInvalid", testSubscriptionsAndPublishInvalid},
 		{"Breaker", testBreaker},
+		{"BreakerFollowsItsModel", testBreakerFollowsItsModel},
 		{"BreakerDisablesLongFailures", testBreakerDisablesLongFailures},
 		{"BreakerCountsConcurrentFailures", testBreakerCountsConcurrentFailures},
 		{"BreakerCountsAnUnhealthyAnswerWhateverItsCode", testBreakerCountsAnUnhealthyAnswerWhateverItsCode},
