@@ -234,11 +234,12 @@ func (d Delivery) Redrivable() bool {
 //
 // A redriven delivery with an ordering key keeps the key's order: the
 // head that held its key is sent again first; one that was skipped
-// (SkipFailed) waits for the key's current head and goes next. A delivery
-// that has made 1,000 attempts, the most any delivery may make, stays as
-// it is, and so does a command enqueued under another capabilities digest
-// than its endpoint's pin (re-issue it under the current one; see
-// Contracts).
+// (SkipFailed) waits for the key's current head and goes next; one of a
+// key that fails while Redrive runs may stay failed, for the next
+// Redrive. A delivery that has made 1,000 attempts, the most any delivery
+// may make, stays as it is, and so does a command enqueued under another
+// capabilities digest than its endpoint's pin (re-issue it under the
+// current one; see Contracts).
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
@@ -250,10 +251,18 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 		if err != nil {
 			return err
 		}
+		type keyArg struct {
+			Endpoint    string `json:"endpoint"`
+			OrderingKey string `json:"ordering_key"`
+		}
+		taken := make([]keyArg, 0, len(keys))
+		for _, k := range keys {
+			taken = append(taken, keyArg{k.Endpoint, k.OrderingKey.String})
+		}
 		var rows []keyed
 		if err := o.s.selectRows(ctx, tx, "outbox_redrive", map[string]any{
 			"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
-			"endpoint": p.Endpoint, "id": p.ID,
+			"endpoint": p.Endpoint, "id": p.ID, "keys": jsonArg(taken),
 		}, &rows); err != nil {
 			return err
 		}

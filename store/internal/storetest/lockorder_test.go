@@ -837,7 +837,8 @@ func TestReleaseOfProbesAndSettleTakeEndpointsInOneOrder(t *testing.T) {
 // TestRedriveKeysReadTheRowsRedriveMoves: outbox_redrive_keys repeats
 // outbox_redrive's conditions (Redrive takes the keys of the rows it is
 // about to move before it moves them); on each engine the two read the
-// same rows, the keyed ones, so a condition changed in one is changed in
+// same rows, the keyed ones (outbox_redrive's last condition keeps those
+// whose keys Redrive took), so a condition changed in one is changed in
 // the other.
 func TestRedriveKeysReadTheRowsRedriveMoves(t *testing.T) {
 	t.Parallel()
@@ -862,7 +863,7 @@ func TestRedriveKeysReadTheRowsRedriveMoves(t *testing.T) {
 			}
 			return strings.Join(conds, " ")
 		}
-		keys, moved := where("outbox_redrive_keys", "\nGROUP BY"), where("outbox_redrive", "\nRETURNING")
+		keys, moved := where("outbox_redrive_keys", "\nGROUP BY"), where("outbox_redrive", "\n    AND (ordering_key IS NULL OR EXISTS")
 		if keys != "ordering_key IS NOT NULL AND "+moved {
 			t.Errorf("%s: outbox_redrive_keys reads\n  %s\nwant the keyed rows of outbox_redrive's\n  %s", engine, keys, moved)
 		}
@@ -1051,5 +1052,92 @@ func TestEndpointsSharingALockKeyNeverDeadlock(t *testing.T) {
 	}
 	if len(probes) > 2 {
 		t.Fatalf("the claim leased %d, want a probe of y and z at most", len(probes))
+	}
+}
+
+// TestRedriveTakesTheKeysOfDeliveriesThatFailedSinceItLooked: Redrive
+// takes the keys of the failed deliveries it found before it locks any
+// delivery; deliveries of other keys that fail meanwhile are moved by
+// the same statement, and their keys taken after them. A Cancel of one,
+// which takes its key before its row, then holds the key Redrive waits
+// for while it waits for the row Redrive holds. Here Redrive waits for
+// K1's row (held by a third transaction) while d0 of K0 and d2 of K2
+// fail, which it leaves failed, for the next Redrive; moving them, it
+// would hold d0 and d2 while it waited for K0's row, and Cancel of d2
+// would take K2's and wait for d2.
+func TestRedriveTakesTheKeysOfDeliveriesThatFailedSinceItLooked(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
+	s, operator := stores[0], stores[1]
+	const ep = "https://receiver.example/hook"
+	ids := map[string]int64{}
+	for _, id := range []string{"d0", "d1", "d2", "n0", "n1", "n2"} { // n* wait behind d* in their keys
+		ids[id] = enqueue(t, s, store.EnqueueParams{NotificationID: id, Endpoint: ep, Payload: fmt.Appendf(nil, `{"id":%q}`, id), OrderingKey: "K" + id[1:], MaxAttempts: 1})
+	}
+	leases := map[string]protocol.Claimed{}
+	for _, c := range claimAll(t, s, 3) {
+		leases[c.NotificationID] = c
+	}
+	settleAll(t, s, protocol.Failed, leases["d1"]) // n1 heads K1
+
+	blockK1 := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'K1' FOR UPDATE`)
+	var moved int
+	redriven := inBackground(func() (err error) {
+		moved, err = operator.Outbox.Redrive(t.Context(), store.RedriveParams{Endpoint: ep})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 1)                                // Redrive found d1 alone and waits for K1
+	settleAll(t, s, protocol.Failed, leases["d0"], leases["d2"]) // n0 heads K0, n2 K2
+	blockK0 := holdRows(t, s.DB(), `SELECT 1 FROM courier_ordering_keys WHERE ordering_key = 'K0' FOR UPDATE`)
+	var pid int
+	if err := blockK0.Get(&pid, `SELECT pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	blockK1.Rollback()
+	// Redrive ends, or, having moved d0, d1 and d2, waits for K0.
+	redriven = endedOrHolds(t, s.DB(), redriven, `SELECT count(*) > 0 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid)
+	cancelled := inBackground(func() error { return s.Outbox.Cancel(t.Context(), ids["d2"]) })
+	// Cancel ends, or holds K2 and waits for d2, which Redrive holds.
+	cancelled = endedOrHolds(t, s.DB(), cancelled, `SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	blockK0.Rollback()
+	errRedrive, errCancel := <-redriven, <-cancelled
+	if errRedrive != nil || errCancel != nil {
+		t.Fatalf("Redrive: %v; Cancel: %v", errRedrive, errCancel)
+	}
+	if moved != 1 {
+		t.Fatalf("Redrive moved %d, want d1 alone, the one it found", moved)
+	}
+	for id, want := range map[string]courier.Status{"d0": courier.StatusFailed, "d1": courier.StatusPending, "d2": courier.StatusSuppressed} {
+		if d, err := s.Outbox.Get(t.Context(), ids[id]); err != nil || d.Status != want {
+			t.Fatalf("%s: %v, %s; want %s", id, err, d.Status, want)
+		}
+	}
+}
+
+// endedOrHolds waits until done has ended or the query cond holds, and
+// returns a channel that gives done's error.
+func endedOrHolds(t *testing.T, db *sqlx.DB, done <-chan error, cond string, args ...any) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-done:
+			again := make(chan error, 1)
+			again <- err
+			return again
+		default:
+		}
+		var ok bool
+		if err := db.GetContext(ctx, &ok, cond, args...); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return done
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("neither ended nor %s", cond)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

@@ -552,6 +552,12 @@ WHERE status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_c
     -- source would refuse it (Contracts: it is re-issued, never redriven).
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
+    -- One with an ordering key moves only if outbox_redrive_keys found it,
+    -- so Redrive holds its key: one of another key that failed since waits
+    -- for the next Redrive. Its key taken after its row, Redrive would wait
+    -- for a Cancel of it, which holds the key and waits for the row.
+    AND (ordering_key IS NULL OR EXISTS (SELECT 1 FROM jsonb_to_recordset(:keys::jsonb) AS rk(endpoint text, ordering_key text)
+        WHERE rk.endpoint = courier_outbox.endpoint AND rk.ordering_key = courier_outbox.ordering_key))
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
