@@ -143,7 +143,7 @@ func TestConcurrentOperationsNeverDeadlock(t *testing.T) {
 				switch op := r.IntN(20); {
 				case op < 3:
 					var e store.Enqueued
-					note("enqueue", inTx(t, s, func(tx store.DBTX) (err error) {
+					note("enqueue", inTx(t, s, func(tx store.DBTX) (err error) { //nolint:contextcheck // inTx begins on t.Context(), ctx itself
 						e, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: nid, Endpoint: ep, Payload: []byte(`{}`), OrderingKey: key, Priority: r.IntN(2)})
 						return err
 					}))
@@ -156,7 +156,7 @@ func TestConcurrentOperationsNeverDeadlock(t *testing.T) {
 						ps = append(ps, store.EnqueueParams{NotificationID: fmt.Sprintf("%s.%d", nid, j), Endpoint: endpoints[r.IntN(len(endpoints))], Payload: []byte(`{}`), OrderingKey: keys[r.IntN(len(keys))]})
 					}
 					var es []store.Enqueued
-					note("enqueue many", inTx(t, s, func(tx store.DBTX) (err error) {
+					note("enqueue many", inTx(t, s, func(tx store.DBTX) (err error) { //nolint:contextcheck // inTx begins on t.Context(), ctx itself
 						es, err = s.Outbox.EnqueueMany(ctx, tx, ps)
 						return err
 					}))
@@ -165,7 +165,7 @@ func TestConcurrentOperationsNeverDeadlock(t *testing.T) {
 					}
 				case op < 6:
 					var ps []store.Published
-					note("publish", inTx(t, s, func(tx store.DBTX) (err error) {
+					note("publish", inTx(t, s, func(tx store.DBTX) (err error) { //nolint:contextcheck // inTx begins on t.Context(), ctx itself
 						ps, err = s.Outbox.Publish(ctx, tx, store.PublishParams{Tenant: "t", EventType: "order.updated", EventID: nid, Payload: []byte(`{}`), OrderingKey: key})
 						return err
 					}))
