@@ -23,6 +23,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -250,28 +251,6 @@ func (h *hookEvents) all() []handler.Event {
 	return append([]handler.Event(nil), h.events...)
 }
 
-// logRecords is a slog.Handler that keeps every record.
-type logRecords struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecords) WithGroup(string) slog.Handler            { return l }
-func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.records = append(l.records, r.Clone())
-	return nil
-}
-
-func (l *logRecords) all() []slog.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]slog.Record(nil), l.records...)
-}
-
 // attrs returns a record's attributes as strings.
 func attrs(r slog.Record) map[string]string {
 	m := map[string]string{}
@@ -304,7 +283,7 @@ func TestStoreFailureIsAnswered503InEveryReceiver(t *testing.T) {
 	t.Parallel()
 	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
 		var events hookEvents
-		var logs logRecords
+		var logs logtest.Records
 		e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
 		req := e.request(t)
 		if err := e.store.Close(); err != nil {
@@ -323,7 +302,7 @@ func TestStoreFailureIsAnswered503InEveryReceiver(t *testing.T) {
 		if got := events.all(); len(got) != 1 || got[0] != want {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}
-		recs := logs.all()
+		recs := logs.All()
 		if len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["code"] != string(courier.CodeInternal) ||
 			attrs(recs[0])["http_status"] != "503" || attrs(recs[0])["error"] == "" || len(logkey.Undocumented(recs[0])) != 0 {
 			t.Fatalf("log records %v", recs)
@@ -382,7 +361,7 @@ func TestRefusalsAreLogged(t *testing.T) {
 	t.Parallel()
 	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
 		var events hookEvents
-		var logs logRecords
+		var logs logtest.Records
 		e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs)})
 		type sent struct {
 			status int
@@ -421,7 +400,7 @@ func TestRefusalsAreLogged(t *testing.T) {
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 		}, status, code)
 
-		recs := logs.all()
+		recs := logs.All()
 		var refused []sent
 		for _, r := range recs {
 			a := attrs(r)
@@ -471,7 +450,7 @@ func TestPanicReachesHook(t *testing.T) {
 	t.Parallel()
 	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
 		var events hookEvents
-		var logs logRecords
+		var logs logtest.Records
 		type panicWith struct{ v any }
 		var value atomic.Value
 		e := target.open(t, anyOptions{hook: events.hook, logger: slog.New(&logs), app: func(context.Context) error { panic(value.Load().(panicWith).v) }})
@@ -485,7 +464,7 @@ func TestPanicReachesHook(t *testing.T) {
 		if got := events.all(); len(got) != 1 || got[0] != want {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}
-		if recs := logs.all(); len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["panic"] != "true" {
+		if recs := logs.All(); len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["panic"] != "true" {
 			t.Fatalf("log records %v", recs)
 		}
 
@@ -559,7 +538,7 @@ func TestHookPanicLeavesTheAnswer(t *testing.T) {
 	t.Parallel()
 	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
 		var events hookEvents
-		var logs logRecords
+		var logs logtest.Records
 		e := target.open(t, anyOptions{logger: slog.New(&logs), hook: func(ev handler.Event) {
 			events.hook(ev)
 			panic("metrics bug")
@@ -601,7 +580,7 @@ func TestHookPanicLeavesTheAnswer(t *testing.T) {
 			t.Fatalf("%d inbox rows after %d calls, want the accepted request's one", inbox, e.calls.Load())
 		}
 		var dropped int
-		for _, r := range logs.all() {
+		for _, r := range logs.All() {
 			a := attrs(r)
 			switch {
 			case r.Message == "handler: Hook panicked; the panic was dropped":

@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -234,7 +235,7 @@ func TestPublishIsNotASigningOracle(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		t.Parallel()
 		var events hookEvents
-		var logs logRecords
+		var logs logtest.Records
 		s, srv := setupPublishWith(t, handler.PublishConfig{Hook: events.hook, Logger: slog.New(&logs)})
 		for _, key := range []string{"", "req-0001"} {
 			status, out := publish(t, srv, direct, key, publishToken)
@@ -248,7 +249,7 @@ func TestPublishIsNotASigningOracle(t *testing.T) {
 		if ev := events.all(); len(ev) != 2 || ev[0] != (handler.Event{Outcome: handler.OutcomeRejected, Status: 403, Code: courier.CodeForbidden}) {
 			t.Fatalf("events %+v", ev)
 		}
-		if recs := logs.all(); len(recs) != 2 || recs[0].Level != slog.LevelInfo || attrs(recs[0])["code"] != "forbidden" {
+		if recs := logs.All(); len(recs) != 2 || recs[0].Level != slog.LevelInfo || attrs(recs[0])["code"] != "forbidden" {
 			t.Fatalf("log records %v", recs)
 		}
 	})

@@ -528,7 +528,7 @@ func (r *claimRun) probes(ctx context.Context) error {
 		// it and writes it back whole, and would write an open endpoint
 		// over a probe taken meanwhile. Taken in lock order, as a settle
 		// takes them.
-		if _, err := r.o.s.exec(ctx, r.tx, "endpoint_lock", map[string]any{"endpoint": e}); err != nil {
+		if err := r.o.s.lockBreaker(ctx, r.tx, e); err != nil {
 			return err
 		}
 		var took []EndpointState

@@ -144,10 +144,18 @@ func lockOrder(aKey int64, a string, bKey int64, b string) int {
 	return cmp.Or(cmp.Compare(aKey, bKey), cmp.Compare(a, b))
 }
 
+// lockBreaker takes endpoint's breaker lock (endpoint_lock) until tx
+// ends: every change of a breaker record is made under it. A transaction
+// that takes several takes them in lockOrder.
+func (s *Store) lockBreaker(ctx context.Context, tx DBTX, endpoint string) error {
+	_, err := s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": endpoint})
+	return err
+}
+
 // lockAndGet is get for a transaction that writes the breaker record next:
 // until tx ends, no other transaction does so for the endpoint in between.
 func (e *Endpoints) lockAndGet(ctx context.Context, tx DBTX, endpoint string) (EndpointHealth, error) {
-	if _, err := e.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": endpoint}); err != nil {
+	if err := e.s.lockBreaker(ctx, tx, endpoint); err != nil {
 		return EndpointHealth{}, err
 	}
 	return e.get(ctx, tx, endpoint)
@@ -285,7 +293,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	switch {
 	case other && !answered && tracked:
 		// Under its lock, as every settle's change of the breaker.
-		if _, err := e.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": endpoint}); err != nil {
+		if err := e.s.lockBreaker(ctx, tx, endpoint); err != nil {
 			return false, err
 		}
 		_, err := e.s.exec(ctx, tx, "endpoint_probe_again", map[string]any{

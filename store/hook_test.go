@@ -1,33 +1,16 @@
 package store_test
 
 import (
-	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
-
-// records keeps what a slog.Logger hears.
-type records struct {
-	mu  sync.Mutex
-	got []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.got = append(h.got, r.Clone())
-	return nil
-}
 
 // TestHookPanicIsLoggedOnTheDefaultLogger: Config.Hook says a panic in it
 // is dropped and logged at Error on slog's default logger (the Store has
@@ -35,7 +18,7 @@ func (h *records) Handle(_ context.Context, r slog.Record) error {
 // the parts whose lines use only its documented keys. One panicking event
 // is one such line. Not parallel: it sets slog's default logger.
 func TestHookPanicIsLoggedOnTheDefaultLogger(t *testing.T) {
-	h := &records{}
+	h := &logtest.Records{}
 	prev := slog.Default()
 	slog.SetDefault(slog.New(h))
 	t.Cleanup(func() { slog.SetDefault(prev) })
@@ -60,12 +43,11 @@ func TestHookPanicIsLoggedOnTheDefaultLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.got) != 1 {
-		t.Fatalf("the default logger heard %d lines, want 1 for the one event the Hook panicked at", len(h.got))
+	got := h.All()
+	if len(got) != 1 {
+		t.Fatalf("the default logger heard %d lines, want 1 for the one event the Hook panicked at", len(got))
 	}
-	r := h.got[0]
+	r := got[0]
 	if r.Level != slog.LevelError || !strings.HasPrefix(r.Message, "store: ") {
 		t.Fatalf("logged %s %q, want Error, starting with %q", r.Level, r.Message, "store: ")
 	}

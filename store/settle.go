@@ -294,7 +294,7 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 			if i > 0 && r.Endpoint == locked[i-1].Endpoint {
 				continue
 			}
-			if _, err := o.s.exec(ctx, tx, "endpoint_lock", map[string]any{"endpoint": r.Endpoint}); err != nil {
+			if err := o.s.lockBreaker(ctx, tx, r.Endpoint); err != nil {
 				return err
 			}
 		}

@@ -25,10 +25,7 @@ func TestUpgradeFromMigration8(t *testing.T) {
 	if err := store.Migrate(t.Context(), db); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(t.Context(), db, store.Config{Now: storetest.UpgradeFromMigration8Now.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	storetest.UpgradeFromMigration8(t, s)
+	storetest.UpgradeFromMigration8(t, func(cfg store.Config) (*store.Store, error) {
+		return store.Open(t.Context(), db, cfg)
+	})
 }

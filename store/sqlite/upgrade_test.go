@@ -32,10 +32,7 @@ func TestUpgradeFromMigration8(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.Open(t.Context(), path, store.Config{Now: storetest.UpgradeFromMigration8Now.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	storetest.UpgradeFromMigration8(t, s)
+	storetest.UpgradeFromMigration8(t, func(cfg store.Config) (*store.Store, error) {
+		return sqlite.Open(t.Context(), path, cfg)
+	})
 }

@@ -10,21 +10,23 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// UpgradeFromMigration8Now is the clock of a Store over the engines'
-// testdata/upgrade_v8.sql: past every lease and retry the dump holds.
-var UpgradeFromMigration8Now = time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
-
-// UpgradeFromMigration8 checks s, a Store over a database an earlier
-// courier migrated to version 8 and filled with rows in every state (the
-// engines' testdata/upgrade_v8.sql), since migrated to this version, its
-// clock at UpgradeFromMigration8Now: Check finds every row valid; every
+// UpgradeFromMigration8 checks a database an earlier courier migrated to
+// version 8 and filled with rows in every state (the engines'
+// testdata/upgrade_v8.sql), since migrated to this version, through the
+// Store open returns for it with cfg: Check finds every row valid; every
 // delivery is claimed and settled once, the failed ones after a Redrive
 // (the blocked key's head among them); every delivery's attempts read;
 // the old inbox record still dedupes with its answer, and the old replay
-// record still refuses its nonce.
-func UpgradeFromMigration8(t *testing.T, s *store.Store) {
+// record still refuses its nonce. The Store's clock stands past every
+// lease and retry the dump holds.
+func UpgradeFromMigration8(t *testing.T, open func(cfg store.Config) (*store.Store, error)) {
 	t.Helper()
-	now := UpgradeFromMigration8Now
+	now := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
+	s, err := open(store.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	h, err := s.Outbox.Check(t.Context(), 0)
 	if err != nil {
 		t.Fatal(err)
