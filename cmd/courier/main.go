@@ -21,8 +21,10 @@
 //
 // Exit status: 0 on success; 1 when the command failed, as deliveries
 // redrive and cancel do when they leave the delivery id they were given
-// as it was (an endpoint with nothing to redrive is no failure); 2 for a
-// usage error; 3 when health is blocked or a verification fails.
+// as it was (an endpoint with nothing to redrive is no failure), and send
+// does when the receiver refuses the notification or answers with an Ack
+// that does not verify; 2 for a usage error; 3 when health is blocked or
+// verify refuses the request.
 package main
 
 import (
@@ -54,8 +56,8 @@ const (
 // why on stderr.
 var errUsage = errors.New("usage")
 
-// errBlocked is a health that is blocked or a request that does not
-// verify: the command succeeded and reports a negative answer.
+// errBlocked is a health that is blocked or a request verify refuses:
+// the command succeeded and reports a negative answer.
 var errBlocked = errors.New("blocked")
 
 // command is one subcommand: it parses its own flags from args.
@@ -85,8 +87,8 @@ commands:
   prune       delete finished deliveries, dead endpoints' breaker records, old
               attempts, inbox records and replay pairs
   secret      new: a Standard Webhooks secret or key pair
-  send        sign and POST a test notification to a URL
-  verify      check a captured HTTP request's signature
+  send        sign and POST a test notification to a URL (exit 1 when not accepted)
+  verify      check a captured HTTP request's signature (exit 3 when refused)
 
 Run courier <command> -h for a command's flags.
 `

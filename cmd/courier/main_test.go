@@ -123,7 +123,7 @@ func TestActionsHelp(t *testing.T) {
 			"Usage of courier deliveries redrive:", "-endpoint-ref", "Usage of courier deliveries cancel:"}},
 		{"endpoints", []string{"usage: courier endpoints list|enable|disable|limit",
 			"Usage of courier endpoints list:", "Usage of courier endpoints enable:",
-			"Usage of courier endpoints disable:", "Usage of courier endpoints limit:", "-max-in-flight"}},
+			"Usage of courier endpoints disable:", "Usage of courier endpoints limit:", "-max-in-flight", "-clear"}},
 		{"contracts", []string{"usage: courier contracts pin", "Usage of courier contracts pin:", "Usage of courier contracts fail-mismatched:", "-db"}},
 		{"secret", []string{"usage: courier secret new", "Usage of courier secret new:", "-type"}},
 	} {
@@ -194,7 +194,7 @@ func TestDeliveries(t *testing.T) {
 	if out := mustRun(t, exitOK, "deliveries", "cancel", "-db", db, "2"); !strings.Contains(out, "cancelled: 2") {
 		t.Fatalf("cancel: %s", out)
 	}
-	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "delivery 2 is suppressed: only a pending, retrying, failed or quarantined delivery can be cancelled") {
+	if code, _, errOut := courierRun(t, "deliveries", "cancel", "-db", db, "2"); code != exitFailed || !strings.Contains(errOut, "delivery 2 is suppressed: only a pending, retry_wait, failed or quarantined delivery can be cancelled") {
 		t.Fatalf("cancel twice: %d %s", code, errOut)
 	}
 	for id, want := range map[int64]courier.Status{1: courier.StatusPending, 2: courier.StatusSuppressed} {
@@ -247,15 +247,15 @@ func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
 	}
 }
 
-// TestDeliveriesSaysWhatIsNotThere: redrive or cancel of an id no
-// delivery has is an error that says so, redrive of a delivery that is not
+// TestDeliveriesSaysWhatIsNotThere: show, redrive or cancel of an id no
+// delivery has is an error that says so (show said "not_found: not found"), redrive of a delivery that is not
 // failed redrives nothing and fails saying why, and list refuses a status that
 // does not exist, naming those that do.
 func TestDeliveriesSaysWhatIsNotThere(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
 	enqueue(t, s, "n-1", "https://r.example/hooks")
-	for _, action := range []string{"redrive", "cancel"} {
+	for _, action := range []string{"show", "redrive", "cancel"} {
 		code, out, errOut := courierRun(t, "deliveries", action, "-db", db, "99")
 		if code != exitFailed || errOut != "courier deliveries: delivery 99 not found\n" || out != "" {
 			t.Fatalf("%s of a missing delivery: %d %q %q", action, code, out, errOut)
@@ -295,7 +295,8 @@ func TestEndpoints(t *testing.T) {
 }
 
 // TestEndpointsLimit sets an endpoint's limits by ref, shows them in the
-// list, refuses limits no claim could honour, and removes them.
+// list, refuses limits no claim could honour, and removes them with
+// -clear.
 func TestEndpointsLimit(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
@@ -314,9 +315,36 @@ func TestEndpointsLimit(t *testing.T) {
 	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-burst", "3", url); code != exitFailed || !strings.Contains(errOut, "Burst") {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
-	mustRun(t, exitOK, "endpoints", "limit", "-db", db, url)
+	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/hooks: -") {
+		t.Fatalf("limit -clear: %s", out)
+	}
 	if h, _ := s.Endpoints.Get(t.Context(), url); h.Limits != (store.Limits{}) {
 		t.Fatalf("after removing: %+v", h.Limits)
+	}
+}
+
+// TestEndpointsLimitWithoutFlagsKeepsTheLimits: limit with no limit flag,
+// or with -clear and a limit, is a usage error that leaves the endpoint's
+// limits as they were: with no flag it removed them, so a command line
+// that lost its flags took an endpoint's limits away.
+func TestEndpointsLimitWithoutFlagsKeepsTheLimits(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	url := "https://r.example/hooks"
+	enqueue(t, s, "n-1", url)
+	limits := store.Limits{MaxInFlight: 5, Rate: 50, Burst: 50}
+	if err := s.Endpoints.SetLimits(t.Context(), url, limits); err != nil {
+		t.Fatal(err)
+	}
+	for _, flags := range [][]string{nil, {"-clear", "-rate", "10"}, {"-clear", "-max-in-flight", "0"}} {
+		args := append(append([]string{"endpoints", "limit", "-db", db}, flags...), url)
+		code, out, errOut := courierRun(t, args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "-clear") {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d naming -clear", strings.Join(args, " "), code, out, errOut, exitUsage)
+		}
+		if h, err := s.Endpoints.Get(t.Context(), url); err != nil || h.Limits != limits {
+			t.Fatalf("after courier %s: limits %+v, %v; want %+v", strings.Join(args, " "), h.Limits, err, limits)
+		}
 	}
 }
 

@@ -78,7 +78,9 @@ func secret(file string) (signature.StandardWebhooksKey, error) {
 }
 
 // sendCmd signs and POSTs one test notification with Standard Webhooks,
-// as a worker would, and checks the answer.
+// as a worker would, and checks the answer. A notification the receiver
+// does not accept with a 2xx and, for a profile that has one, a valid
+// Ack is a failure, exit 1: the worker would not count it delivered.
 func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("send", stderr)
 	target := fs.String("url", "", "the receiver's endpoint (required)")
@@ -91,8 +93,11 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if *target == "" {
+	switch {
+	case *target == "":
 		return usageError(stderr, "courier send: -url is required")
+	case *timeout <= 0:
+		return usageError(stderr, "courier send: -timeout must be above zero")
 	}
 	p, ok := ack.Builtin(*profile)
 	if !ok {
@@ -159,12 +164,12 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "notification: %s\nstatus: %d\n", *id, resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		fmt.Fprintf(stdout, "answer: %s\n", bytes.TrimSpace(answer))
-		return errBlocked
+		return fmt.Errorf("the receiver refused the notification: status %d", resp.StatusCode)
 	}
 	if p.Verify != nil {
 		if err := p.Verify(ack.Sent{ID: *id, Payload: []byte(*body), Attempt: 1}, answer); err != nil {
 			fmt.Fprintf(stdout, "ack: invalid (%s)\n", courier.CodeOf(err))
-			return errBlocked
+			return fmt.Errorf("the receiver's Ack does not verify: %s", courier.CodeOf(err))
 		}
 		fmt.Fprintln(stdout, "ack: valid")
 	}
@@ -177,12 +182,15 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	file := fs.String("request", "", "the captured request, as it came over the wire (method line, headers, body); - for stdin")
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whpk_ key (default: $COURIER_SECRET)")
 	sender := fs.String("sender", "sender", "the name the verified sender is reported by")
-	tolerance := fs.Duration("tolerance", 5*time.Minute, "how far the signed timestamp may be from now (raise it for an old capture)")
+	tolerance := fs.Duration("tolerance", 5*time.Minute, "how far the signed timestamp may be from now, at least 1s (raise it for an old capture)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if *file == "" {
+	switch {
+	case *file == "":
 		return usageError(stderr, "courier verify: -request is required")
+	case *tolerance < time.Second: // the verifier takes 0 for its default
+		return usageError(stderr, "courier verify: -tolerance must be at least 1s")
 	}
 	var in io.Reader = os.Stdin
 	if *file != "-" {

@@ -279,7 +279,7 @@ func (a deliveriesAction) show(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.s.Outbox.Get(ctx, n)
+	d, err := a.get(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -288,12 +288,24 @@ func (a deliveriesAction) show(ctx context.Context) error {
 		return err
 	}
 	d.Payload, d.Endpoint = nil, endpoint.Redact(d.Endpoint) // the payload stays in the database; the URL may carry a credential
+	// In UTC, as list prints them: the store reads times in the local zone.
+	inUTC(&d.NextAttemptAt, &d.Deadline, &d.LeasedAt, &d.LeaseExpiresAt, &d.CreatedAt, &d.UpdatedAt)
+	for i := range attempts {
+		inUTC(&attempts[i].LeasedAt, &attempts[i].LeaseExpiresAt, &attempts[i].FinishedAt)
+	}
 	out, _ := json.MarshalIndent(struct {
 		Delivery store.Delivery
 		Attempts []store.Attempt
 	}{d, attempts}, "", "  ")
 	fmt.Fprintln(a.stdout, string(out))
 	return nil
+}
+
+// inUTC sets each of ts to the same instant in UTC.
+func inUTC(ts ...*time.Time) {
+	for _, t := range ts {
+		*t = t.UTC()
+	}
 }
 
 // redrive redrives one delivery, or an endpoint's. A delivery id it
@@ -356,13 +368,15 @@ func (a deliveriesAction) cancel(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("delivery %d is %s: only a pending, retrying, failed or quarantined delivery can be cancelled", n, d.Status)
+		return fmt.Errorf("delivery %d is %s: only a %s, %s, %s or %s delivery can be cancelled", n, d.Status,
+			courier.StatusPending, courier.StatusRetryWait, courier.StatusFailed, courier.StatusQuarantined)
 	}
 	fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
 	return nil
 }
 
-// get reads delivery id, to say why an action did not take it.
+// get reads delivery id, for show or to say why an action did not take
+// it.
 func (a deliveriesAction) get(ctx context.Context, id int64) (store.Delivery, error) {
 	d, err := a.s.Outbox.Get(ctx, id)
 	if errors.Is(err, courier.CodeNotFound) {
@@ -375,20 +389,40 @@ func (a deliveriesAction) get(ctx context.Context, id int64) (store.Delivery, er
 // help lists them.
 var endpointsActions = []string{"list", "enable", "disable", "limit"}
 
-const endpointsUsage = "usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]"
+const endpointsUsage = `usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]
+limit replaces the endpoint's limits with those its flags give (a limit not given is removed); -clear removes them all`
+
+// limitFlags are the flags of endpoints limit that give a limit.
+var limitFlags = []string{"max-in-flight", "rate", "burst"}
 
 // endpointsFlagSet returns the flag set of an endpoints action, with its
-// -db and, for limit, the limits it sets.
-func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, *store.Limits) {
+// -db and, for limit, the limits it sets and its -clear.
+func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, *store.Limits, *bool) {
 	fs := flags("endpoints "+action, stderr)
 	db := dbFlag(fs)
-	limits := new(store.Limits)
+	limits, clearAll := new(store.Limits), new(bool)
 	if action == "limit" {
-		fs.IntVar(&limits.MaxInFlight, "max-in-flight", 0, "the most deliveries to it in flight at once, across every worker (0: no limit)")
-		fs.Float64Var(&limits.Rate, "rate", 0, "requests per second (0: no limit)")
+		fs.IntVar(&limits.MaxInFlight, "max-in-flight", 0, "the most deliveries to it in flight at once, across every worker (0 or not given: no limit)")
+		fs.Float64Var(&limits.Rate, "rate", 0, "requests per second (0 or not given: no limit)")
 		fs.IntVar(&limits.Burst, "burst", 0, "how many may start at once after a quiet spell (default: the rate rounded up)")
+		fs.BoolVar(clearAll, "clear", false, "remove every limit of the endpoint, with no limit flag (limit with neither a limit flag nor -clear is refused)")
 	}
-	return fs, db, limits
+	return fs, db, limits, clearAll
+}
+
+// checkLimitFlags refuses endpoints limit without a limit flag and
+// without -clear, or with both: an endpoint loses its limits only when
+// asked to in so many words.
+func checkLimitFlags(fs *flag.FlagSet, clearAll bool, stderr io.Writer) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || slices.Contains(limitFlags, f.Name) })
+	switch {
+	case !given && !clearAll:
+		return usageError(stderr, "courier endpoints limit: give -max-in-flight, -rate or -burst, or -clear to remove the endpoint's limits")
+	case given && clearAll:
+		return usageError(stderr, "courier endpoints limit: -clear removes every limit: give it without -max-in-flight, -rate or -burst")
+	}
+	return nil
 }
 
 // endpointsCmd lists endpoints with something to show, enables or
@@ -399,14 +433,14 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usageError(stderr, endpointsUsage)
 	case isHelp(args[0]):
 		return actionsHelp(stderr, endpointsUsage, endpointsActions, func(action string) *flag.FlagSet {
-			fs, _, _ := endpointsFlagSet(action, stderr)
+			fs, _, _, _ := endpointsFlagSet(action, stderr)
 			return fs
 		})
 	case !slices.Contains(endpointsActions, args[0]):
 		return usageError(stderr, "courier endpoints: unknown action %q: list, enable, disable or limit", args[0])
 	}
 	action := args[0]
-	fs, db, limits := endpointsFlagSet(action, stderr)
+	fs, db, limits, clearAll := endpointsFlagSet(action, stderr)
 	var err error
 	if action == "list" {
 		err = parseFlags(fs, args[1:], stderr)
@@ -415,6 +449,11 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if err != nil {
 		return err
+	}
+	if action == "limit" {
+		if err := checkLimitFlags(fs, *clearAll, stderr); err != nil {
+			return err
+		}
 	}
 	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/courier-go/courier/signature"
 )
 
 // TestVerifyNeverQuotesTheCapture: verify's error for a capture that does
@@ -47,6 +54,57 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	} {
 		if code, _, errOut := courierRun(t, args...); code != exitUsage || strings.TrimSpace(errOut) == "" {
 			t.Errorf("courier %s: exit %d, stderr %q; want %d with a message", strings.Join(args, " "), code, strings.TrimSpace(errOut), exitUsage)
+		}
+	}
+}
+
+// TestDurationsOutOfRangeAreUsageErrors: verify's -tolerance under a
+// second and send's -timeout not above zero are usage errors, exit 2:
+// -tolerance 0 verified within the default five minutes, as if it were
+// not given, and -timeout 0 sent nothing and failed, exit 1.
+func TestDurationsOutOfRangeAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secret := signature.NewStandardWebhooksSecret()
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := signature.ParseStandardWebhooksKey("k", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"id":"n-1","test":true}`
+	req := httptest.NewRequest(http.MethodPost, "http://r.example/notes", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Length", strconv.Itoa(len(body))) // as it came over the wire
+	if err := signer.Sign(req, signature.Message{ID: "n-1", Body: []byte(body), Time: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	captured, err := httputil.DumpRequest(req, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join(dir, "capture.http")
+	if err := os.WriteFile(capture, captured, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, exitOK, "verify", "-request", capture, "-secret-file", secretFile) // signed a minute ago: within five
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "0"},
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "-1m"},
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "500ms"},
+		{"send", "-url", srv.URL, "-secret-file", secretFile, "-allow-private", "-timeout", "0"},
+		{"send", "-url", srv.URL, "-secret-file", secretFile, "-allow-private", "-timeout", "-1s"},
+	} {
+		if code, out, errOut := courierRun(t, args...); code != exitUsage || out != "" || !strings.Contains(errOut, args[len(args)-2]) {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d naming %s", strings.Join(args, " "), code, out, errOut, exitUsage, args[len(args)-2])
 		}
 	}
 }
