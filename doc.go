@@ -39,12 +39,13 @@
 // thing, with one type of value, and none is renamed or given another
 // meaning in a later version. Values are identities, codes,
 // counts and durations: never a payload, a header, a key or a secret, and
-// an endpoint only as scheme://host/path or by its opaque reference.
+// an endpoint only as scheme://host (a path shown as "/…": it may be a
+// credential) or by its opaque reference.
 //
 //	delivery      int       the outbox delivery's id
 //	attempt       int       the attempt's number, from 1
-//	endpoint      string    the endpoint as scheme://host/path, never its userinfo or query
-//	endpoint_ref  string    the endpoint's opaque reference (admin)
+//	endpoint      string    the endpoint as scheme://host ("/…" for a path), never its userinfo, path or query
+//	endpoint_ref  string    the endpoint's opaque reference, which tells apart endpoints shown alike (worker, admin)
 //	status        string    the delivery's status after the attempt (worker)
 //	http_status   int       an HTTP status: the receiver's (worker), the one answered (handler, admin)
 //	code          string    courier's stable code (a Code)

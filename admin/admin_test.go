@@ -32,7 +32,8 @@ const adminPrefix = "/ops/courier"
 const (
 	hookA         = "https://a.example/hooks?x=1&y=2"
 	hookB         = "https://b.example/hooks"
-	hookARedacted = "https://a.example/hooks"
+	hookARedacted = "https://a.example/…"
+	hookBRedacted = "https://b.example/…"
 )
 
 var (
@@ -479,7 +480,7 @@ func TestAdminEndpoints(t *testing.T) {
 	}
 
 	e := adminOK[endpointJSON](t, b, "POST", "/api/endpoints/"+refB+"/disable", "")
-	if e.Endpoint != hookB || e.Ref != refB || e.State != store.EndpointDisabled || e.Reason != courier.CodeEndpointDisabled {
+	if e.Endpoint != hookBRedacted || e.Ref != refB || e.State != store.EndpointDisabled || e.Reason != courier.CodeEndpointDisabled {
 		t.Fatalf("disabled: %+v", e)
 	}
 	if h, _ := b.store.Endpoints.Get(t.Context(), hookB); h.State != store.EndpointDisabled {
@@ -797,7 +798,7 @@ func TestAdminDeliveryPage(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(`{"id":"n-1"}`))
 	for _, want := range []string{
-		`id="status">failed<`, `<dd class="ep">` + hookARedacted + `</dd>`, hex.EncodeToString(sum[:]), "test-worker", "receiver_unavailable", "<td>503</td>",
+		`id="status">failed<`, `<dd class="ep">` + hookARedacted + ` <code class="ref">` + refA + `</code></dd>`, hex.EncodeToString(sum[:]), "test-worker", "receiver_unavailable", "<td>503</td>",
 		`<form method="post" action="../ops/redrive"><input type="hidden" name="id" value="` + id + `"><button id="redrive-` + id + `">Redrive</button></form>`,
 		`<a href="../">courier ops</a>`,
 	} {
@@ -865,7 +866,7 @@ func TestAdminFindsANotification(t *testing.T) {
 		t.Fatalf("search: %d %s", resp.StatusCode, found)
 	}
 	for _, want := range []string{
-		"<h1>Notification order-7</h1>", hookARedacted, "https://b.example/hooks",
+		"<h1>Notification order-7</h1>", hookARedacted, hookBRedacted,
 		`href="./deliveries/` + strconv.FormatInt(a7, 10) + `"`, `href="./deliveries/` + strconv.FormatInt(b7, 10) + `"`,
 	} {
 		if !strings.Contains(found, want) {

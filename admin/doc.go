@@ -12,8 +12,9 @@
 // Config.Authorize, and is refused when it comes from another site. The
 // Handler never shows what could be a secret: no payload bytes (only
 // their digest), and no endpoint URL in full. An endpoint URL may carry a
-// credential (https://user:pass@host/path?token=…), so it is shown
-// redacted to scheme, host and path, and named in forms, API paths and
+// credential in its userinfo, its query or its path (a chat service's
+// webhook URL is a capability whose path is the secret), so it is shown
+// redacted to scheme and host ("https://hooks.example/…"), and named in forms, API paths and
 // bodies by an opaque reference instead: its ref, the first 32 hex
 // characters of the SHA-256 of the URL.
 // JSON answers carry both: "endpoint" (redacted) and "ref" (or

@@ -24,19 +24,19 @@ import (
 	"github.com/courier-go/courier/store/postgres"
 )
 
-// secretHook is an endpoint whose URL carries credentials in its userinfo
-// and its query.
+// secretHook is an endpoint whose URL carries credentials in its userinfo,
+// its path and its query.
 const (
-	secretHook      = "https://user:pass@h.example/p?token=SECRET"
-	secretRedacted  = "https://h.example/p"
-	secretHookOther = "https://user:pass@h.example/p?token=SECRET2" // same redaction, another endpoint
+	secretHook      = "https://user:pass@h.example/p/PATHSECRET?token=SECRET"
+	secretRedacted  = "https://h.example/…"
+	secretHookOther = "https://user:pass@h.example/p/PATHSECRET?token=SECRET2" // same redaction, another endpoint
 )
 
 // secretForms is every spelling in which the credentials could leak: raw,
 // URL-escaped (query and path), HTML-escaped and JSON-escaped.
 func secretForms() []string {
 	var forms []string
-	for _, s := range []string{"pass", "SECRET", "user:pass", "user:pass@", "token="} {
+	for _, s := range []string{"pass", "SECRET", "PATHSECRET", "user:pass", "user:pass@", "token="} {
 		j, _ := json.Marshal(s)
 		forms = append(forms, s, url.QueryEscape(s), url.PathEscape(s), html.EscapeString(s), string(j[1:len(j)-1]),
 			strings.ReplaceAll(url.QueryEscape(s), "%", "%25")) // escaped twice, as in a Location of an escaped query

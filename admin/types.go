@@ -28,7 +28,7 @@ type healthJSON struct {
 type deliveryJSON struct {
 	ID             int64          `json:"id"`
 	NotificationID string         `json:"notification_id"`
-	Endpoint       string         `json:"endpoint"`     // scheme, host and path only
+	Endpoint       string         `json:"endpoint"`     // scheme and host only ("/…" for a path)
 	EndpointRef    string         `json:"endpoint_ref"` // see the package doc
 	PayloadSHA256  string         `json:"payload_sha256,omitempty"`
 	Profile        string         `json:"profile"`
@@ -94,7 +94,7 @@ type redriveRequestJSON struct {
 // redacted.
 type endpointJSON struct {
 	Ref                 string              `json:"ref"`      // see the package doc
-	Endpoint            string              `json:"endpoint"` // scheme, host and path only
+	Endpoint            string              `json:"endpoint"` // scheme and host only ("/…" for a path)
 	State               store.EndpointState `json:"state"`    // closed, open, half_open or disabled
 	ConsecutiveFailures int                 `json:"consecutive_failures"`
 	FailingSince        time.Time           `json:"failing_since,omitzero"`
@@ -117,7 +117,7 @@ type limitsJSON struct {
 // contractJSON is an endpoint's contract pin, its URL redacted.
 type contractJSON struct {
 	Ref                string    `json:"ref"`      // see the package doc
-	Endpoint           string    `json:"endpoint"` // scheme, host and path only
+	Endpoint           string    `json:"endpoint"` // scheme and host only ("/…" for a path)
 	CapabilitiesSHA256 string    `json:"capabilities_sha256"`
 	PinnedAt           time.Time `json:"pinned_at"`
 	Mismatched         int       `json:"mismatched"` // unfinished deliveries under another digest

@@ -84,10 +84,19 @@ func (w *Worker) leaseCovers(ctx context.Context, c protocol.Claimed, claimedAt 
 	if left >= w.cfg.Timeout {
 		return true
 	}
-	w.cfg.Logger.WarnContext(ctx, "worker: lease too short to start an attempt, released",
-		slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
-		slog.Duration(logkey.LeaseLeft, left), slog.Duration(logkey.Timeout, w.cfg.Timeout))
+	w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "worker: lease too short to start an attempt, released",
+		append(attemptAttrs(c), slog.Duration(logkey.LeaseLeft, left), slog.Duration(logkey.Timeout, w.cfg.Timeout))...)
 	return false
+}
+
+// attemptAttrs names c's attempt in a log line: its delivery, its number
+// and its endpoint, redacted and by its ref (which tells apart endpoints
+// whose redacted forms are alike).
+func attemptAttrs(c protocol.Claimed) []slog.Attr {
+	return []slog.Attr{
+		slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt),
+		slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)), slog.String(logkey.EndpointRef, endpoint.Ref(c.Endpoint)),
+	}
 }
 
 // settle records oc, retrying a write that fails (a busy database, a lost
@@ -144,9 +153,7 @@ func (w *Worker) persist(ctx context.Context, within time.Duration, write func(c
 
 // report logs a settled attempt and hands its Event to the hook.
 func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Outcome, s protocol.Settled, err error) {
-	attrs := []slog.Attr{
-		slog.Int64(logkey.Delivery, c.DeliveryID), slog.Int(logkey.Attempt, c.Attempt), slog.String(logkey.Endpoint, endpoint.Redact(c.Endpoint)),
-	}
+	attrs := attemptAttrs(c)
 	code := s.Code
 	switch {
 	case s.Err != nil:
@@ -201,7 +208,7 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		}
 	}()
 	w.cfg.Hook(Event{
-		DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: endpoint.Redact(c.Endpoint), Attempt: c.Attempt,
+		DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: endpoint.Redact(c.Endpoint), EndpointRef: endpoint.Ref(c.Endpoint), Attempt: c.Attempt,
 		Outcome: outcome, Status: s.Status, Code: s.Code, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
 		Duration: oc.Duration, LeaseLost: s.Err != nil,
 	})

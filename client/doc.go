@@ -99,7 +99,9 @@
 // Config.Logger hears of every delivery that fails for good and every
 // destination the guard refuses (Warn), every retry from the third
 // attempt on (Info), with the codes (code, remote_code, http_status) and
-// the endpoint redacted (scheme, host and path: never userinfo or query).
+// the endpoint redacted (scheme and host, "/…" for a path: never userinfo,
+// path or query, any of which may be a credential) and by its ref
+// (endpoint_ref), which the ops page and the CLI show too.
 //
 // Sending is closed by default: the zero Guard lets requests reach only
 // https on port 443 at public addresses, checked at dial time, and no

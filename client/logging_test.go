@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/store"
 )
 
@@ -17,13 +18,14 @@ import (
 // its promise": every permanent failure is a Warn line, every retry from
 // the third attempt on an Info line, every destination the guard refuses
 // a Warn line, each with its codes (code, remote_code, http_status) and
-// the endpoint redacted; nothing of an endpoint's credentials appears.
+// the endpoint redacted and by its ref; nothing of an endpoint's
+// credentials appears, in its userinfo, query or path.
 func TestWorkerLogsWhatOperatorsMustSee(t *testing.T) {
 	t.Parallel()
 	logs := newCapture(t)
 	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/retry":
+		case "/retry/SECRETPATH":
 			w.WriteHeader(http.StatusServiceUnavailable)
 		case "/reject":
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -33,7 +35,7 @@ func TestWorkerLogsWhatOperatorsMustSee(t *testing.T) {
 	}, func(c *client.Config) { c.Logger = slog.New(logs) })
 	host := strings.TrimPrefix(b.server.URL, "http://")
 	endpoints := map[string]string{
-		"retry":   "http://user:SECRETPW@" + host + "/retry?token=SECRETQ",
+		"retry":   "http://user:SECRETPW@" + host + "/retry/SECRETPATH?token=SECRETQ",
 		"reject":  "http://" + host + "/reject?token=SECRETQ#frag",
 		"refused": "https://user:SECRETPW@10.0.0.1/hooks?token=SECRETQ",
 	}
@@ -59,12 +61,12 @@ func TestWorkerLogsWhatOperatorsMustSee(t *testing.T) {
 	id := func(name string) string { return strconv.FormatInt(ids[name], 10) }
 	checks := map[string][]want{
 		"worker: delivery failed": {{slog.LevelWarn, map[string]string{
-			"delivery": id("reject"), "attempt": "1", "endpoint": "http://" + host + "/reject", "status": "failed",
+			"delivery": id("reject"), "attempt": "1", "endpoint": "http://" + host + "/…", "endpoint_ref": endpoint.Ref(endpoints["reject"]), "status": "failed",
 			"code": "receiver_rejected", "remote_code": "validation_failed", "http_status": "400"}}},
 		"worker: destination refused": {{slog.LevelWarn, map[string]string{
-			"delivery": id("refused"), "attempt": "1", "endpoint": "https://10.0.0.1/hooks", "status": "failed", "code": "destination_forbidden"}}},
+			"delivery": id("refused"), "attempt": "1", "endpoint": "https://10.0.0.1/…", "endpoint_ref": endpoint.Ref(endpoints["refused"]), "status": "failed", "code": "destination_forbidden"}}},
 		"worker: delivery retrying": {
-			{slog.LevelInfo, map[string]string{"delivery": id("retry"), "attempt": "3", "endpoint": "http://" + host + "/retry", "code": "receiver_unavailable", "http_status": "503"}},
+			{slog.LevelInfo, map[string]string{"delivery": id("retry"), "attempt": "3", "endpoint": "http://" + host + "/…", "endpoint_ref": endpoint.Ref(endpoints["retry"]), "code": "receiver_unavailable", "http_status": "503"}},
 			{slog.LevelInfo, map[string]string{"delivery": id("retry"), "attempt": "4", "code": "receiver_unavailable", "http_status": "503"}},
 		},
 	}

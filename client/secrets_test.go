@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
@@ -130,6 +132,13 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	}
 	mu.Lock()
 	reported := fmt.Sprintf("%+v", events)
+	for _, e := range events { // each Event names its endpoint by its ref, which the redacted form cannot
+		if e.Endpoint == "https://10.1.2.3/…" && e.EndpointRef != endpoint.Ref("https://10.1.2.3/terminal?token="+secret) {
+			t.Errorf("the refused endpoint's Event has ref %q", e.EndpointRef)
+		} else if e.Endpoint != "https://10.1.2.3/…" && !slices.Contains([]string{endpoint.Ref(servers[0].URL + "/terminal"), endpoint.Ref(servers[1].URL + "/terminal")}, e.EndpointRef) {
+			t.Errorf("Event %+v: its ref is none of the endpoints'", e)
+		}
+	}
 	mu.Unlock()
 	var spans []string
 	for _, sp := range rec.Spans() {
@@ -138,7 +147,7 @@ func TestNoSecretsInLogsOrAttempts(t *testing.T) {
 	haystacks := map[string]string{"logs": logs.String(), "attempts": strings.Join(attempts, "\n"), "outbox codes": strings.Join(codes, "\n"),
 		"events": reported, "spans": strings.Join(spans, "\n")}
 	if len(attempts) < 20 || !strings.Contains(logs.String(), "worker: attempt settled") || !strings.Contains(haystacks["attempts"], "signature_rejected") || !strings.Contains(haystacks["attempts"], "destination_forbidden") ||
-		!strings.Contains(haystacks["spans"], "https://10.1.2.3/terminal") {
+		!strings.Contains(haystacks["spans"], "https://10.1.2.3/…") {
 		t.Fatalf("the run did not exercise what it should: %d attempts\n%s", len(attempts), haystacks["attempts"])
 	}
 	if bad := logkey.UndocumentedJSON(logs.String()); len(bad) != 0 {

@@ -52,7 +52,8 @@ func settleSpan(t courier.Tracer, settle func(context.Context, ...protocol.Outco
 
 // startAttempt starts the span of c's attempt: an HTTP client span, a
 // child of the trace context c was enqueued in. Its attributes name the
-// endpoint as endpoint.Redact does, never with a credential.
+// endpoint as endpoint.Redact does, and by its ref, never with a
+// credential.
 func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.Context, courier.Span) {
 	if w.tracer == nil {
 		return ctx, nil
@@ -61,6 +62,7 @@ func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.
 	attrs := append(tracing.Server(c.Endpoint),
 		slog.String(tracing.AttrHTTPMethod, http.MethodPost),
 		slog.String(tracing.AttrURLFull, endpoint.Redact(c.Endpoint)),
+		slog.String(tracing.AttrEndpointRef, endpoint.Ref(c.Endpoint)),
 		slog.Int64(tracing.AttrDeliveryID, c.DeliveryID),
 		slog.String(tracing.AttrNotificationID, c.NotificationID),
 		slog.Int(tracing.AttrAttempt, c.Attempt),

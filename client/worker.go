@@ -172,7 +172,8 @@ type Config struct {
 type Event struct {
 	DeliveryID     int64
 	NotificationID string
-	Endpoint       string // scheme, host and path only: no userinfo, no query
+	Endpoint       string // scheme and host only ("/…" for a path): no userinfo, path or query, which may hold credentials
+	EndpointRef    string // the endpoint's opaque ref, as the ops page and the CLI show it: tells apart endpoints whose Endpoint is alike
 	Attempt        int
 	Outcome        store.AttemptOutcome // what the attempt came to
 	Status         courier.Status       // the delivery's status after it ("" if the lease was lost)

@@ -172,7 +172,7 @@ func TestMigrateAndHealth(t *testing.T) {
 func TestDeliveries(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
-	secretURL := "https://user:pass@r.example/hooks?token=SECRET"
+	secretURL := "https://user:pass@r.example/hooks/PATHSECRET?token=SECRET"
 	enqueue(t, s, "n-1", secretURL)
 	failAll(t, s)
 	enqueue(t, s, "n-2", secretURL)
@@ -182,7 +182,11 @@ func TestDeliveries(t *testing.T) {
 		t.Fatalf("list: %s", out)
 	}
 	out += mustRun(t, exitOK, "deliveries", "list", "-db", db, "-status", "failed", "-endpoint-ref", endpoint.Ref(secretURL))
-	out += mustRun(t, exitOK, "deliveries", "show", "-db", db, "1")
+	shown := mustRun(t, exitOK, "deliveries", "show", "-db", db, "1")
+	if !strings.Contains(shown, `"EndpointRef": "`+endpoint.Ref(secretURL)+`"`) {
+		t.Fatalf("show does not name the endpoint by its ref:\n%s", shown)
+	}
+	out += shown
 	for _, secret := range []string{"pass", "SECRET", "token"} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("output shows %q:\n%s", secret, out)
@@ -281,7 +285,7 @@ func TestEndpoints(t *testing.T) {
 	db, s := migrated(t)
 	url := "https://r.example/hooks?token=SECRET"
 	enqueue(t, s, "n-1", url)
-	if out := mustRun(t, exitOK, "endpoints", "disable", "-db", db, url); !strings.Contains(out, "disabled: https://r.example/hooks") {
+	if out := mustRun(t, exitOK, "endpoints", "disable", "-db", db, url); !strings.Contains(out, "disabled: https://r.example/…") {
 		t.Fatalf("disable: %s", out)
 	}
 	out := mustRun(t, exitOK, "endpoints", "list", "-db", db)
@@ -315,7 +319,7 @@ func TestEndpointsLimit(t *testing.T) {
 	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-burst", "3", url); code != exitFailed || !strings.Contains(errOut, "Burst") {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
-	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/hooks: -") {
+	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/…: -") {
 		t.Fatalf("limit -clear: %s", out)
 	}
 	if h, _ := s.Endpoints.Get(t.Context(), url); h.Limits != (store.Limits{}) {
@@ -471,7 +475,7 @@ func TestSendHidesURLCredentials(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close) // after the parallel subtests
 
-	target := strings.Replace(srv.URL, "http://", "http://user:PASSWORD@", 1) + "/notes?token=SECRET"
+	target := strings.Replace(srv.URL, "http://", "http://user:PASSWORD@", 1) + "/notes/PATHSECRET?token=SECRET"
 	for name, args := range map[string][]string{
 		"refused by the guard": {"send", "-url", target, "-secret-file", secretFile},
 		"no answer":            {"send", "-url", target, "-secret-file", secretFile, "-allow-private"},
@@ -484,7 +488,7 @@ func TestSendHidesURLCredentials(t *testing.T) {
 					t.Fatalf("output shows %q", secret) // not the output: it would show it again
 				}
 			}
-			if code != exitFailed || !strings.Contains(errOut, "POST "+srv.URL+"/notes: ") {
+			if code != exitFailed || !strings.Contains(errOut, "POST "+srv.URL+"/…: ") {
 				t.Fatalf("exit %d, stderr %q; want 1 naming the redacted URL", code, errOut)
 			}
 		})

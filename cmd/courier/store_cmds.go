@@ -287,6 +287,7 @@ func (a deliveriesAction) show(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ref := endpoint.Ref(d.Endpoint)
 	d.Payload, d.Endpoint = nil, endpoint.Redact(d.Endpoint) // the payload stays in the database; the URL may carry a credential
 	// In UTC, as list prints them: the store reads times in the local zone.
 	inUTC(&d.NextAttemptAt, &d.Deadline, &d.LeasedAt, &d.LeaseExpiresAt, &d.CreatedAt, &d.UpdatedAt)
@@ -294,9 +295,10 @@ func (a deliveriesAction) show(ctx context.Context) error {
 		inUTC(&attempts[i].LeasedAt, &attempts[i].LeaseExpiresAt, &attempts[i].FinishedAt)
 	}
 	out, _ := json.MarshalIndent(struct {
-		Delivery store.Delivery
-		Attempts []store.Attempt
-	}{d, attempts}, "", "  ")
+		Delivery    store.Delivery
+		EndpointRef string // tells apart endpoints whose redacted forms are alike
+		Attempts    []store.Attempt
+	}{d, ref, attempts}, "", "  ")
 	fmt.Fprintln(a.stdout, string(out))
 	return nil
 }

@@ -30,7 +30,9 @@
 //	http.request.method        POST (the server span: the request's method, or _OTHER)
 //	http.response.status_code  the receiver's status
 //	server.address, server.port  the endpoint's host and port (client span)
-//	url.full                   the endpoint as scheme://host/path: no userinfo, query or fragment
+//	url.full                   the endpoint as scheme://host ("/…" for a path): no userinfo, path,
+//	                           query or fragment, any of which may hold a credential
+//	courier.endpoint.ref       the endpoint's opaque ref (as the ops page shows it)
 //	url.scheme                 http or https (server span)
 //	error.type                 the stable code of a failed span, also its status description
 //	courier.delivery.id        the outbox row

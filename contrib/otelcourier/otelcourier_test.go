@@ -160,10 +160,10 @@ func TestOneTraceFromTheEnqueuingRequestToTheReceiversFunction(t *testing.T) {
 	}
 
 	want := []map[attribute.Key]attribute.Value{
-		{"http.request.method": attribute.StringValue("POST"), "url.full": attribute.StringValue(srv.URL + "/hooks/orders"),
+		{"http.request.method": attribute.StringValue("POST"), "url.full": attribute.StringValue(srv.URL + "/…"),
 			"http.response.status_code": attribute.IntValue(503), "courier.attempt": attribute.IntValue(1),
 			"courier.outcome": attribute.StringValue("retry"), "courier.notification.id": attribute.StringValue("o-1")},
-		{"http.request.method": attribute.StringValue("POST"), "url.full": attribute.StringValue(srv.URL + "/hooks/orders"),
+		{"http.request.method": attribute.StringValue("POST"), "url.full": attribute.StringValue(srv.URL + "/…"),
 			"http.response.status_code": attribute.IntValue(200), "courier.attempt": attribute.IntValue(2),
 			"courier.outcome": attribute.StringValue("succeeded")},
 	}

@@ -1,8 +1,10 @@
 // Package endpoint holds the two ways courier names an endpoint where its
 // URL must not appear: Redact, for people (logs, events, the ops page),
 // and Ref, for machines (forms, API paths). An endpoint URL may carry a
-// credential in its userinfo or query (https://user:pass@h/p?token=…);
-// neither form shows it.
+// credential in its userinfo, its query or its path: chat services' webhook
+// URLs are capabilities whose path is the secret
+// (https://hooks.example/services/T0/B0/secret); neither form shows any of
+// them.
 //
 // The sender's worker and the admin surface both name endpoints this way;
 // keep one home for it so that what a log line says and what the ops page
@@ -20,16 +22,25 @@ import (
 const RefLen = 32
 
 // Redact keeps what identifies an endpoint to a person and drops what may
-// carry a credential: it returns scheme, host (with port) and path only,
-// never userinfo, query or fragment. A URL that does not parse is
-// "invalid-url". Two endpoints that differ only in what Redact drops look
-// the same; tell them apart by Ref.
+// carry a credential: it returns scheme and host (with port), never
+// userinfo, path, query or fragment; a path beyond "/" shows as "/…", so
+// that the reader knows one was there. A URL that does not parse is
+// "invalid-url". Two endpoints that differ only in what Redact drops (two
+// webhooks of one chat service) look the same; tell them apart by Ref,
+// which every place that shows Redact's form shows beside it.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "invalid-url"
 	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+	switch u.Path {
+	case "":
+		return shown
+	case "/":
+		return shown + "/"
+	}
+	return shown + "/…"
 }
 
 // Ref is an opaque, stable reference to the endpoint raw: the first RefLen

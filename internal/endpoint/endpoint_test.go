@@ -10,11 +10,13 @@ import (
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ raw, want string }{
-		{"https://user:pass@h.example/p?token=SECRET#frag", "https://h.example/p"},
-		{"https://h.example:8443/a/b", "https://h.example:8443/a/b"},
+		{"https://user:pass@h.example/p?token=SECRET#frag", "https://h.example/…"},
+		{"https://h.example:8443/a/b", "https://h.example:8443/…"},
+		{"https://hooks.example/services/T0/B0/Zk3Qp9xW2sR7", "https://hooks.example/…"},
 		{"https://user@h.example", "https://h.example"},
-		{"http://[::1]:8080/p?x=1", "http://[::1]:8080/p"},
-		{"https://h.example/a%2Fb?k=v", "https://h.example/a/b"},
+		{"https://h.example/?token=SECRET", "https://h.example/"},
+		{"http://[::1]:8080/p?x=1", "http://[::1]:8080/…"},
+		{"https://h.example/a%2Fb?k=v", "https://h.example/…"},
 		{"://bad", "invalid-url"},
 	} {
 		if got := endpoint.Redact(tc.raw); got != tc.want {

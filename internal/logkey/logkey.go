@@ -18,8 +18,8 @@ import (
 const (
 	Delivery    = "delivery"     // int: the outbox delivery's id
 	Attempt     = "attempt"      // int: the attempt's number, from 1
-	Endpoint    = "endpoint"     // string: the endpoint as scheme://host/path, never userinfo or query
-	EndpointRef = "endpoint_ref" // string: the endpoint's opaque reference (admin)
+	Endpoint    = "endpoint"     // string: the endpoint as scheme://host ("/…" for a path), never userinfo, path or query
+	EndpointRef = "endpoint_ref" // string: the endpoint's opaque reference, as the ops page and the CLI show it
 	Status      = "status"       // string: the delivery's status after the attempt
 	HTTPStatus  = "http_status"  // int: an HTTP status: the receiver's, or the one answered
 	Code        = "code"         // string: courier's stable code

@@ -34,6 +34,7 @@ const (
 	AttrURLFull        = "url.full" // always endpoint.Redact's form
 	AttrURLScheme      = "url.scheme"
 	AttrErrorType      = "error.type"
+	AttrEndpointRef    = "courier.endpoint.ref" // endpoint.Ref's form
 	AttrDeliveryID     = "courier.delivery.id"
 	AttrNotificationID = "courier.notification.id"
 	AttrAttempt        = "courier.attempt"
