@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
@@ -34,8 +36,11 @@ const maxProblemRead = 4 << 10
 // check of deliver did not see, so the lease is checked again once the
 // request is signed: if it no longer covers a whole Timeout, nothing is
 // sent and try reports the attempt not ready (false), for the caller to
-// give the delivery back. If the delivery's deadline came meanwhile,
-// nothing is sent either, and the attempt fails with code expired.
+// give the delivery back, unless the signing alone took more than the
+// lease spares over a Timeout: then the attempt is retried with code
+// signing_failed (see signedTooSlowly). If the delivery's deadline came
+// meanwhile, nothing is sent either, and the attempt fails with code
+// expired.
 // Signing is bounded by a Timeout of its own, and the request gets a
 // whole Timeout from then on.
 func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
@@ -43,6 +48,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	if !ok {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeConfigInvalid}, true
 	}
+	signFrom := w.cfg.Now()
 	signer, err := w.signer(c.KeyID)
 	if err != nil {
 		return w.signingFailed(c, err), true
@@ -64,11 +70,15 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
 		return w.signingFailed(c, err), true
 	}
-	if !w.leaseCovers(parent, c, claimedAt) {
+	tooSlow := w.signedTooSlowly(parent, c, claimedAt, w.cfg.Now().Sub(signFrom))
+	if !tooSlow && !w.leaseCovers(parent, c, claimedAt) {
 		return protocol.Outcome{}, false
 	}
 	if w.pastDeadline(c, claimedAt) { // it came while the request was made ready
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}, true
+	}
+	if tooSlow {
+		return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.backoff(c.Attempt, 0)}, true
 	}
 	ctx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
 	defer cancel()
@@ -125,6 +135,25 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	oc.AckSHA256 = ack.Digest(body)
 	return oc, true
+}
+
+// signedTooSlowly reports whether signing c's request took so long
+// (signing, resolving the signer included) that no lease of c's length
+// would still cover a whole Timeout after it: the lease was spent by the
+// signing itself, not by what came before it. Given back, the delivery
+// would be claimed and signed again at once, as slowly, again and again
+// until its deadline, its attempts never counted: such a signing counts
+// as a signing that failed for a passing reason (a key store too slow for
+// the lease), and is logged.
+func (w *Worker) signedTooSlowly(ctx context.Context, c protocol.Claimed, claimedAt time.Time, signing time.Duration) bool {
+	spare := c.Lease.ExpiresAt.Sub(c.Lease.LeasedAt) - w.cfg.Timeout
+	if signing <= spare {
+		return false
+	}
+	w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "worker: signing took more of the lease than a Timeout leaves, retried later",
+		append(attemptAttrs(c), slog.String(logkey.Code, string(courier.CodeSigningFailed)),
+			slog.Duration(logkey.LeaseLeft, w.leaseLeft(c.Lease, claimedAt)), slog.Duration(logkey.Timeout, w.cfg.Timeout))...)
+	return true
 }
 
 // signingFailed is the outcome of an attempt that could not be signed:

@@ -30,8 +30,10 @@ const (
 // deadline has not come; otherwise the delivery is given back unsent, or
 // (past its deadline) ended as expired. Its request is sent only if the
 // lease still covers a whole Timeout once the request is signed (see
-// try); if not, the delivery is given back unsent as well. Nor is it sent
-// if its deadline came while it was signed: it is ended as expired.
+// try); if not, the delivery is given back unsent as well, or, if the
+// signing alone spent the lease, retried with code signing_failed. Nor
+// is it sent if its deadline came while it was signed: it is ended as
+// expired.
 //
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the

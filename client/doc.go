@@ -21,7 +21,11 @@
 //     attempt: timestamps and nonces); if the lease no longer covers a
 //     whole Timeout once they are signed (a slow Config.SignerFor), give
 //     the delivery back unsent as well, and if its deadline came
-//     meanwhile, end it expired unsent. POST them within Config.Timeout
+//     meanwhile, end it expired unsent. A signing that alone took more
+//     than Lease less Timeout is not given back but retried unsent, its
+//     attempt counted, with code signing_failed after Config.Backoff:
+//     given back, it would be claimed and signed as slowly at once, again
+//     and again, never counted. POST them within Config.Timeout
 //     through Config.Transport (Content-Type application/json, User-Agent
 //     courier/1, the attempt's number in ack.AttemptHeader), and judge
 //     the answer; at most 16 KiB of it is read. A 2xx is judged by

@@ -166,27 +166,27 @@ func TestWorkerNeverStartsAnAttemptAtOrAfterTheDeadline(t *testing.T) {
 // TestSlowSignerForNeverSendsPastTheLease: resolving the signer
 // (Config.SignerFor asking a key store) takes time out of the lease after
 // the check that starts an attempt. A key store that answers with less
-// than a Timeout of the lease left gets no request sent: the delivery is
-// given back, its attempt not counted, with the lease-too-short log line
-// and no Event, and the next claim delivers it as attempt 1.
+// than a Timeout of the lease left gets no request sent. The signing
+// alone took more of the lease than a Timeout leaves, so a delivery given
+// back would be claimed and signed again at once, as slowly: it was, its
+// attempt never counted, each round logged, until its deadline (or for
+// ever, without one). It counts as a signing that failed for a passing
+// reason: retried with code signing_failed after Backoff, counted, with
+// its log line, and failed for good once its attempts run out.
 func TestSlowSignerForNeverSendsPastTheLease(t *testing.T) {
 	t.Parallel()
 	const lease, timeout = time.Minute, 2 * time.Second
 	clock := newWorkerClock()
 	logs := newCapture(t)
-	var slow atomic.Bool
-	slow.Store(true)
 	b, sent := setupCountedWorker(t, func(c *client.Config) {
 		signer := c.Signer
 		c.Signer, c.Lease, c.Timeout, c.Now, c.Logger = nil, lease, timeout, clock.Now, slog.New(logs)
 		c.SignerFor = func(string) (signature.Signer, error) {
-			if slow.Load() { // the key store answers with a Timeout less a millisecond left
-				clock.Advance(lease - timeout + time.Millisecond)
-			}
+			clock.Advance(lease - timeout + time.Millisecond) // the key store answers with a Timeout less a millisecond left
 			return signer, nil
 		}
 	})
-	id := b.enqueue(t, "n-1", `{}`)
+	id := b.enqueueWith(t, "n-1", func(p *store.EnqueueParams) { p.MaxAttempts = 2 })
 
 	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
 		t.Fatalf("Work = %d, %v; want the one delivery claimed", n, err)
@@ -195,14 +195,87 @@ func TestSlowSignerForNeverSendsPastTheLease(t *testing.T) {
 		t.Fatalf("%d requests sent with less than a Timeout of the lease left", n)
 	}
 	d := b.get(t, id)
-	if d.Status != courier.StatusPending || d.Attempts != 0 || d.LeaseOwner != "" {
-		t.Fatalf("delivery is %s after %d attempts, leased by %q; want pending, 0, none", d.Status, d.Attempts, d.LeaseOwner)
+	if d.Status != courier.StatusRetryWait || d.Attempts != 1 || d.LastErrorCode != courier.CodeSigningFailed || d.LeaseOwner != "" ||
+		!d.NextAttemptAt.Equal(b.clock.Now().Add(time.Second)) {
+		t.Fatalf("delivery is %s/%s after %d attempts, leased by %q, due %v from now; want retry_wait/signing_failed after 1, none, in 1s (Backoff)",
+			d.Status, d.LastErrorCode, d.Attempts, d.LeaseOwner, d.NextAttemptAt.Sub(b.clock.Now()))
 	}
-	if attempts, err := b.store.Outbox.Attempts(t.Context(), id); err != nil || len(attempts) != 0 {
+	select { // Work has returned: its Event was sent
+	case e := <-b.events:
+		if e.DeliveryID != id || e.Code != courier.CodeSigningFailed || e.Outcome != store.AttemptRetry || e.HTTPStatus != 0 {
+			t.Fatalf("event %+v; want a retry with code signing_failed, no HTTP status", e)
+		}
+	default:
+		t.Fatal("no event for the attempt")
+	}
+	attempts, err := b.store.Outbox.Attempts(t.Context(), id)
+	if err != nil || len(attempts) != 1 || attempts[0].ErrorCode != courier.CodeSigningFailed || attempts[0].HTTPStatus != 0 {
+		t.Fatalf("attempts log %+v, %v; want one signing_failed attempt without HTTP", attempts, err)
+	}
+	if n := len(logs.lines("worker: signing took more of the lease than a Timeout leaves, retried later")); n != 1 {
+		t.Fatalf("%d too-slow-signing lines, want 1", n)
+	}
+
+	b.clock.Advance(time.Second) // due again: the last attempt of its budget
+	if e := b.work(t); e.Attempt != 2 || e.Status != courier.StatusFailed || e.Code != courier.CodeSigningFailed {
+		t.Fatalf("second round: %+v; want attempt 2 failed with code signing_failed", e)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d requests sent", n)
+	}
+}
+
+// TestLeaseSpentBeforeSigningIsGivenBack: a delivery whose lease a wait
+// in its batch left barely a Timeout, and a quick signing less than one,
+// is given back unsent, its attempt not counted, with the lease-too-short
+// log line and no Event: the signer is not at fault, and the next claim
+// delivers it as attempt 1.
+func TestLeaseSpentBeforeSigningIsGivenBack(t *testing.T) {
+	t.Parallel()
+	const lease, timeout = time.Minute, 2 * time.Second
+	clock := newWorkerClock()
+	logs := newCapture(t)
+	var sent atomic.Int32
+	var b *workerBundle
+	answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
+	b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		if sent.Add(1) == 1 { // the first of the batch leaves the second a Timeout and a millisecond
+			clock.Advance(lease - timeout - time.Millisecond - clock.Since())
+		}
+		answer(w, r)
+	}, func(c *client.Config) {
+		signer := c.Signer
+		c.Signer, c.Lease, c.Timeout, c.Now, c.Logger = nil, lease, timeout, clock.Now, slog.New(logs)
+		c.BatchSize, c.Concurrency, c.EndpointConcurrency = 2, 1, 2
+		c.SignerFor = func(string) (signature.Signer, error) {
+			clock.Advance(2 * time.Millisecond)
+			return signer, nil
+		}
+	})
+	first := b.enqueue(t, "n-1", `{}`)
+	second := b.enqueue(t, "n-2", `{}`)
+
+	if n, err := b.worker.Work(t.Context()); n != 2 || err != nil {
+		t.Fatalf("Work = %d, %v; want a batch of 2", n, err)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d requests sent, want 1 (the second has less than a Timeout of its lease left once signed)", n)
+	}
+	if d := b.get(t, first); d.Status != courier.StatusSucceeded {
+		t.Fatalf("first delivery is %s, want succeeded", d.Status)
+	}
+	d := b.get(t, second)
+	if d.Status != courier.StatusPending || d.Attempts != 0 || d.LeaseOwner != "" {
+		t.Fatalf("second delivery is %s after %d attempts, leased by %q; want pending, 0, none", d.Status, d.Attempts, d.LeaseOwner)
+	}
+	if attempts, err := b.store.Outbox.Attempts(t.Context(), second); err != nil || len(attempts) != 0 {
 		t.Fatalf("attempts log of the released delivery: %+v, %v", attempts, err)
 	}
 	if n := len(logs.lines("worker: lease too short to start an attempt, released")); n != 1 {
 		t.Fatalf("%d lease-too-short lines, want 1", n)
+	}
+	if e := <-b.events; e.DeliveryID != first {
+		t.Fatalf("an event for the released delivery: %+v", e)
 	}
 	select { // Work has returned: an Event would have been sent by now
 	case e := <-b.events:
@@ -210,9 +283,8 @@ func TestSlowSignerForNeverSendsPastTheLease(t *testing.T) {
 	default:
 	}
 
-	slow.Store(false)
-	if e := b.work(t); e.DeliveryID != id || e.Attempt != 1 || e.Status != courier.StatusSucceeded || sent.Load() != 1 {
-		t.Fatalf("next round: %+v with %d requests sent; want attempt 1 succeeded, one request", e, sent.Load())
+	if e := b.work(t); e.DeliveryID != second || e.Attempt != 1 || e.Status != courier.StatusSucceeded || sent.Load() != 2 {
+		t.Fatalf("next round: %+v with %d requests sent; want attempt 1 succeeded, two requests", e, sent.Load())
 	}
 }
 

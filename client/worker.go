@@ -93,7 +93,12 @@ type Config struct {
 	// whose turn comes later (a slow claim, a batch larger than Concurrency
 	// behind slow attempts, a slow signer) is given back unsent, its
 	// attempt not counted, so no request is ever sent on a lease that may
-	// expire while it runs. Defaults to 1 minute.
+	// expire while it runs. A signing (SignerFor and Sign) that alone takes
+	// more than Lease less Timeout could not be followed by a request on
+	// any lease: the attempt is not sent, and is retried with code
+	// signing_failed after Backoff, counted, as for a signer's passing
+	// error, rather than given back to be signed as slowly again at once.
+	// Defaults to 1 minute.
 	Lease time.Duration
 	// Timeout bounds one attempt: connecting, sending and reading the
 	// answer, 10ms to 1 hour; the signing of its request (Signer.Sign,
@@ -143,8 +148,9 @@ type Config struct {
 	// remote_code, http_status), never payload, header or key content:
 	// Warn for every delivery that fails for good and every destination
 	// the guard refuses, Info for a retry from the third attempt on, Warn
-	// for a lease lost or too short to start an attempt, Error for an
-	// outcome the store could not record, Debug for the other attempts.
+	// for a lease lost, too short to start an attempt or spent by the
+	// signing (see Lease), Error for an outcome the store could not
+	// record, Debug for the other attempts.
 	// It hears of the worker itself too: Error for a claim or a release
 	// that failed and a panic (in the Hook, or an attempt's), Warn for
 	// wake-ups lost or unavailable (see PollInterval) and a Stop whose
@@ -304,7 +310,8 @@ type Worker struct {
 
 	// slots holds one token per attempt in flight, across every Run and
 	// Work of the worker: together they keep to Config.Concurrency. freed
-	// is signalled when an attempt of Run's ends.
+	// is signalled when an attempt ends, a Run's or a Work's: either
+	// frees room (a slot, an endpoint's share) a Run may be waiting for.
 	slots, freed chan struct{}
 	// claiming holds a token while a claim of the worker is in progress:
 	// its claims, from every Run and Work, are made one at a time. The
@@ -329,6 +336,10 @@ type Worker struct {
 	// are cut short.
 	halt    context.Context
 	haltNow context.CancelFunc
+
+	// awaiting, when set (by tests, before any Run), is called each time a
+	// Run begins to wait in await.
+	awaiting func()
 }
 
 // NewWorker returns a Worker for cfg.
@@ -514,11 +525,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer inflight.Done()
 			w.deliver(actx, c, claimedAt)
-			<-slots
-			select {
-			case freed <- struct{}{}:
-			default:
-			}
+			w.free()
 		}()
 		return true
 	}
@@ -625,6 +632,9 @@ func (w *Worker) passClaimTurn() { <-w.claiming }
 // timer of its own, and claims once it listens again: what was enqueued
 // while it did not listen woke nobody.
 func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *wakeups) bool {
+	if w.awaiting != nil {
+		w.awaiting()
+	}
 	for ended := 0; ended < need; {
 		select {
 		case <-ctx.Done():
@@ -790,7 +800,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 			break
 		}
 		wg.Go(func() {
-			defer func() { <-w.slots }()
+			defer w.free()
 			w.deliver(actx, c, claimedAt)
 		})
 	}
@@ -812,6 +822,16 @@ func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
 		return false
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// free gives back the slot of an attempt that ended, and tells a Run
+// waiting for room (await) that there is some.
+func (w *Worker) free() {
+	<-w.slots
+	select {
+	case w.freed <- struct{}{}:
+	default: // as many told as there are slots: enough for any wait
 	}
 }
 

@@ -1,0 +1,5 @@
+package client
+
+// SetAwaiting has f called each time a Run of w begins to wait for room,
+// a wake-up or its next poll. Set it before w runs.
+func SetAwaiting(w *Worker, f func()) { w.awaiting = f }
