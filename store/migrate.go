@@ -34,6 +34,10 @@ import (
 //
 // Courier's tables go where the connection creates tables: on PostgreSQL,
 // the first schema of its search_path (see package store/postgres).
+// Migrate refuses with CodeConfigInvalid to create them there while a
+// later schema of the search_path holds them (tables that landed in
+// public before a schema of their own was put first): new, empty tables
+// would hide the old ones, and their pending deliveries, from every query.
 // Teams that run their own migration tool apply the engine's files instead
 // (sqlite.Migrations, postgres.Migrations), or migrate courier's tables in
 // a transaction of their own, with their own tables, by calling the
@@ -59,6 +63,27 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 		return err
 	}
 	return d.interpret("migrate", tx.Commit())
+}
+
+// refuseToHide refuses a migration that would create courier's tables in
+// the first schema of the search_path while a later one holds them: the
+// new, empty tables would hide the old ones, and their pending deliveries,
+// from every query (PostgreSQL; see the engine's schema_elsewhere).
+func refuseToHide(ctx context.Context, tx DBTX, d *dialect) error {
+	q := d.query("schema_elsewhere")
+	if q.text == "" {
+		return nil
+	}
+	var where string
+	switch err := tx.QueryRowContext(ctx, q.text).Scan(&where); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return d.interpret("migrate", err)
+	}
+	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
+		"store: courier's tables are in schema %q, after the first schema of the search_path, which has none: "+
+			"Migrate would create new, empty tables there that hide them; move them, or put %q first", where, where)}
 }
 
 // The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
@@ -90,6 +115,9 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 	// (PostgreSQL's, an advisory lock, names no table.)
 	if err := run("schema_lock", nil); err != nil && d.Interpret(err).Kind != engine.Missing {
 		return d.interpret("migrate", err)
+	}
+	if err := refuseToHide(ctx, tx, d); err != nil {
+		return err
 	}
 	if err := run("schema_create", nil); err != nil {
 		return d.interpret("migrate", err)

@@ -24,7 +24,11 @@
 // find courier's tables there, and the application's own tables stay
 // reachable unqualified. The schema must exist: PostgreSQL skips a
 // search_path entry that does not, and courier's tables would be created in
-// the next. Two couriers in two schemas of one database are independent,
+// the next. Decide before the first Migrate: once courier's tables are
+// in public, putting an empty schema first makes store.Migrate refuse
+// (config_invalid, naming public) rather than create new tables there that
+// would hide the old ones and the deliveries they hold; move the tables
+// (ALTER TABLE … SET SCHEMA) or keep public first. Two couriers in two schemas of one database are independent,
 // but share the database-wide wake-up channel (a worker may wake for the
 // other's enqueue and find nothing due) and migrate one after the other.
 //

@@ -174,3 +174,55 @@ func TestConcurrentMigrateWhateverTheDefaultIsolation(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateNeverHidesTablesOfALaterSchema: courier's tables landed in
+// public, then the operator put a schema of its own first in the
+// search_path. Migrate created new, empty tables there, which hid the old
+// ones and the deliveries they held from every query. It refuses, naming
+// where the tables are, and creates nothing; with tables in the first
+// schema already, a later schema's are no concern of its.
+func TestMigrateNeverHidesTablesOfALaterSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dbURL := pgtest.URL(t)
+	public := sqlx.MustOpen(postgres.DriverName, dbURL)
+	defer public.Close()
+	if err := store.Migrate(ctx, public); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := public.ExecContext(ctx, `CREATE SCHEMA courier; CREATE SCHEMA other`); err != nil {
+		t.Fatal(err)
+	}
+
+	moved := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "courier,public"))
+	defer moved.Close()
+	err := store.Migrate(ctx, moved)
+	if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), `"public"`) {
+		t.Fatalf("Migrate with courier's tables in public, behind an empty first schema: %v; want config_invalid naming public", err)
+	}
+	tx, err := moved.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = postgres.MigrateTx(ctx, tx)
+	_ = tx.Rollback()
+	if !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Fatalf("MigrateTx: %v; want config_invalid", err)
+	}
+	var created bool
+	if err := public.GetContext(ctx, &created, `SELECT to_regclass('courier.courier_schema') IS NOT NULL`); err != nil || created {
+		t.Fatalf("courier.courier_schema created: %v, %v", created, err)
+	}
+
+	// Tables of its own in the first schema: public's hide nothing of it.
+	own := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "other"))
+	defer own.Close()
+	if err := store.Migrate(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	both := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "other,public"))
+	defer both.Close()
+	if err := store.Migrate(ctx, both); err != nil {
+		t.Fatalf("Migrate with tables in the first schema and in a later one: %v", err)
+	}
+}

@@ -46,6 +46,27 @@ SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 -- Two processes migrating at once: the second waits for the first.
 SELECT pg_advisory_xact_lock(7212345001);
 
+-- name: schema_elsewhere
+-- Migrate's check before it creates anything: courier's tables in a schema
+-- of the search_path after the first, while the first, where Migrate would
+-- create them, has none. New, empty tables there would hide the others, and
+-- the deliveries they hold, from every query (unqualified names resolve to
+-- the first schema that has them): an operator who put a new schema first
+-- after courier's tables landed in public. Returns the schema that holds
+-- them, or no row. PostgreSQL only.
+SELECT n.nspname::text
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
+    AND n.nspname = ANY (current_schemas(false)) AND n.nspname <> current_schema()
+    AND NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_class AS f
+        WHERE f.relname = 'courier_schema'
+            AND f.relnamespace = (SELECT o.oid FROM pg_catalog.pg_namespace AS o WHERE o.nspname = current_schema())
+    )
+ORDER BY array_position(current_schemas(false), n.nspname)
+LIMIT 1;
+
 -- name: schema_analyze
 -- Tables the claim filters by are small and rarely written, so autovacuum
 -- may never analyze them; without statistics the planner guesses them large

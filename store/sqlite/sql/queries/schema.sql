@@ -32,6 +32,9 @@ ORDER BY m.name, p.cid;
 -- name: schema_isolation
 -- SQLite: nothing to do; its transactions are serializable.
 
+-- name: schema_elsewhere
+-- SQLite: nothing to look for; a database file has one schema for courier.
+
 -- name: schema_lock
 -- Two processes migrating at once: the second waits for the first.
 -- SQLite: a write that changes nothing, the transaction's first statement,
