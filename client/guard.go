@@ -60,6 +60,7 @@ type Guard struct {
 // Settings of the transport built by [Guard.Transport].
 const (
 	guardDialTimeout           = 10 * time.Second
+	guardFallbackDelay         = 300 * time.Millisecond // as net.Dialer's
 	guardKeepAlive             = 30 * time.Second
 	guardTLSHandshakeTimeout   = 10 * time.Second
 	guardExpectContinueTimeout = 1 * time.Second
@@ -137,6 +138,11 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 //     resolved address is forbidden (so a name with one public and one
 //     private address is refused), then dials the checked IP literals in
 //     resolver order, never re-resolving, so DNS rebinding cannot pass.
+//     A host with addresses of both families is dialed as [net.Dialer]
+//     dials one: the first address's family first, the other racing it
+//     300ms later or as soon as the first fails, and the first connection
+//     made wins (Happy Eyeballs), so an address family that drops packets
+//     does not spend the attempt.
 //   - A [net.Dialer] Control hook re-checks the address and port of every
 //     socket just before it connects.
 //
@@ -211,6 +217,10 @@ type guardDialer struct {
 	// connect dials one IP literal address; it is a [net.Dialer]'s
 	// DialContext, whose Control hook re-checks the address.
 	connect func(ctx context.Context, network, address string) (net.Conn, error)
+	// fallbackDelay is how long the first address family is dialed alone
+	// before the other joins the race (dialParallel); 0 is
+	// guardFallbackDelay.
+	fallbackDelay time.Duration
 }
 
 func (d *guardDialer) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
@@ -229,10 +239,33 @@ func (d *guardDialer) dialContext(ctx context.Context, network, address string) 
 	if err := d.guard.checkAddrs(addrs); err != nil {
 		return nil, err
 	}
+	primaries, fallbacks := byFamily(addrs)
+	if len(fallbacks) == 0 {
+		return d.dialSerial(ctx, network, primaries, uint16(port))
+	}
+	return d.dialParallel(ctx, network, primaries, fallbacks, uint16(port))
+}
+
+// byFamily splits addrs, in resolver order, into those of the first
+// address's family and those of the other.
+func byFamily(addrs []netip.Addr) (primaries, fallbacks []netip.Addr) {
+	v4 := addrs[0].Unmap().Is4()
+	for _, a := range addrs {
+		if a.Unmap().Is4() == v4 {
+			primaries = append(primaries, a)
+		} else {
+			fallbacks = append(fallbacks, a)
+		}
+	}
+	return primaries, fallbacks
+}
+
+// dialSerial dials addrs one after the other, returning the first
+// connection made, or the first error.
+func (d *guardDialer) dialSerial(ctx context.Context, network string, addrs []netip.Addr, port uint16) (net.Conn, error) {
 	var first error
 	for _, a := range addrs {
-		target := netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
-		conn, err := d.connect(ctx, network, target)
+		conn, err := d.connect(ctx, network, netip.AddrPortFrom(a.Unmap(), port).String())
 		if err == nil {
 			return conn, nil
 		}
@@ -244,6 +277,72 @@ func (d *guardDialer) dialContext(ctx context.Context, network, address string) 
 		}
 	}
 	return nil, first
+}
+
+// dialParallel races the two address families, as net.Dialer does for a
+// dual-stack host (Happy Eyeballs): the primaries (the first address's
+// family) are dialed at once, the fallbacks after fallbackDelay or as soon
+// as the primaries fail, whichever comes first. The first connection made
+// wins and the other race is cancelled (a connection it makes late is
+// closed), so an address family that drops packets (an unrouted IPv6
+// address) costs an attempt fallbackDelay, not its dial timeout.
+func (d *guardDialer) dialParallel(ctx context.Context, network string, primaries, fallbacks []netip.Addr, port uint16) (net.Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		conn    net.Conn
+		err     error
+		primary bool
+	}
+	results, returned := make(chan result), make(chan struct{})
+	defer close(returned)
+	race := func(addrs []netip.Addr, primary bool) {
+		go func() {
+			conn, err := d.dialSerial(ctx, network, addrs, port)
+			select {
+			case results <- result{conn, err, primary}:
+			case <-returned:
+				if conn != nil {
+					conn.Close()
+				}
+			}
+		}()
+	}
+	race(primaries, true)
+	delay := d.fallbackDelay
+	if delay == 0 {
+		delay = guardFallbackDelay
+	}
+	fallback := time.NewTimer(delay)
+	defer fallback.Stop()
+	var primaryErr error
+	fallbackStarted, pending := false, 1
+	for {
+		select {
+		case <-fallback.C:
+			if !fallbackStarted {
+				race(fallbacks, false)
+				fallbackStarted, pending = true, pending+1
+			}
+		case r := <-results:
+			if r.err == nil {
+				return r.conn, nil
+			}
+			pending--
+			if r.primary {
+				primaryErr = r.err
+				if !fallbackStarted {
+					race(fallbacks, false)
+					fallbackStarted, pending = true, pending+1
+				}
+			} else if primaryErr == nil {
+				primaryErr = r.err // until the primaries report their own
+			}
+			if pending == 0 {
+				return nil, primaryErr
+			}
+		}
+	}
 }
 
 // control is the [net.Dialer] Control hook: the last check of the remote

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/courier-go/courier"
 )
@@ -456,6 +457,77 @@ func TestGuardTriesEachAddress(t *testing.T) {
 	want := []string{"127.0.0.2:" + port, "127.0.0.1:" + port}
 	if !slices.Equal(tried, want) {
 		t.Errorf("dialed %v, want %v", tried, want)
+	}
+}
+
+// TestGuardRacesAddressFamilies: a host with an IPv6 and an IPv4 address
+// whose IPv6 route drops packets. Dialed one after the other, the first
+// dial held the request until its dial timeout (10s, most of an attempt);
+// the families race as net.Dialer races them, so the IPv4 connection wins
+// after the fallback delay and the IPv6 dial is abandoned. A first family
+// that fails at once hands over at once, whatever the delay; when both
+// fail, the error is the first family's.
+func TestGuardRacesAddressFamilies(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t)
+	errRefused := errors.New("connection refused")
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		v6    func(ctx context.Context) error // the IPv6 dial's fate
+		v4ok  bool
+		want  error
+	}{
+		{"the first family drops packets", 20 * time.Millisecond,
+			func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true, nil},
+		{"the first family refuses", time.Hour,
+			func(context.Context) error { return errRefused }, true, nil},
+		{"both refuse", time.Millisecond,
+			func(context.Context) error { return errRefused }, false, errRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var resolves atomic.Int64
+			g := b.guard(guardResolver(&resolves, "::1", "127.0.0.1"))
+			g.AllowPrefixes = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+			gt := g.Transport().(*guardTransport)
+			gt.dialer.fallbackDelay = tc.delay
+			abandoned := make(chan error, 1)
+			connect := gt.dialer.connect
+			gt.dialer.connect = func(ctx context.Context, network, address string) (net.Conn, error) {
+				if strings.HasPrefix(address, "[::1]") {
+					err := tc.v6(ctx)
+					abandoned <- err
+					return nil, err
+				}
+				if !tc.v4ok {
+					return nil, errors.New("network unreachable")
+				}
+				return connect(ctx, network, address)
+			}
+			client := &http.Client{Transport: gt, CheckRedirect: checkRedirect}
+			t.Cleanup(client.CloseIdleConnections)
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // half the dial timeout
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url("receiver.test", "/"), nil)
+			resp, err := client.Do(req)
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("get: %v, want the first family's %v", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status = %d, want 200", resp.StatusCode)
+			}
+			if err := <-abandoned; err == nil {
+				t.Fatal("the IPv6 dial succeeded")
+			}
+		})
 	}
 }
 
