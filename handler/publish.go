@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -31,29 +32,62 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 
 // publishRequest is the body other services POST to a Publish handler:
 // either an event fanned out to the tenant's matching subscriptions, or
-// one notification to one endpoint.
+// one notification to one endpoint, each with its own members only.
 type publishRequest struct {
-	// Fan-out: Tenant, EventType and EventID.
+	// Fan-out: Tenant, EventType and EventID. Tenant is at most 256 bytes
+	// (see Check).
 	Tenant    string `json:"tenant,omitempty" validate:"required_without=Endpoint,omitempty,max=256"`
-	EventType string `json:"event_type,omitempty" validate:"required_with=Tenant,omitempty,courier_token"`
+	EventType string `json:"event_type,omitempty" validate:"excluded_with=Endpoint,required_with=Tenant,omitempty,courier_token"`
 	// EventID is at most store.MaxEventIDSize (see Check).
-	EventID string `json:"event_id,omitempty" validate:"required_with=Tenant,omitempty,courier_token"`
-	// One delivery: NotificationID and Endpoint.
-	NotificationID string `json:"notification_id,omitempty" validate:"required_with=Endpoint,omitempty,courier_token"`
+	EventID string `json:"event_id,omitempty" validate:"excluded_with=Endpoint,required_with=Tenant,omitempty,courier_token"`
+	// One delivery: NotificationID and Endpoint. Endpoint is an http or
+	// https URL of at most store.MaxEndpointSize bytes (see Check).
+	NotificationID string `json:"notification_id,omitempty" validate:"excluded_with=Tenant,required_with=Endpoint,omitempty,courier_token"`
 	Endpoint       string `json:"endpoint,omitempty" validate:"excluded_with=Tenant,omitempty,url,max=2048"`
 	// Payload is the notification's JSON object; it is stored and sent in
 	// canonical form.
 	Payload json.RawMessage `json:"payload" validate:"required"`
 }
 
-// Check applies the rule a tag cannot name the constant of: event_id
-// leaves room for the ":" and subscription id each delivery's
-// notification id adds (store.MaxEventIDSize).
+// maxTenant bounds a tenant, in bytes, as store.SubscriptionParams.Tenant.
+const maxTenant = 256
+
+// Check applies the rules the tags cannot state, so that what the outbox
+// would refuse is refused here, naming its field, before Authorize sees
+// it: a tenant is at most maxTenant bytes of text without NUL (a tag
+// counts characters); event_id leaves room for the ":" and subscription
+// id each delivery's notification id adds (store.MaxEventIDSize); an
+// endpoint is an absolute http or https URL with a host, at most
+// store.MaxEndpointSize bytes.
 func (r publishRequest) Check() error {
+	var fields []ack.FieldError
+	switch {
+	case len(r.Tenant) > maxTenant:
+		fields = append(fields, ack.FieldError{Field: "tenant", Rule: "max"})
+	case strings.IndexByte(r.Tenant, 0) >= 0:
+		fields = append(fields, ack.FieldError{Field: "tenant", Rule: "text"})
+	}
 	if len(r.EventID) > store.MaxEventIDSize {
-		return &ack.ValidationError{Fields: []ack.FieldError{{Field: "event_id", Rule: "max"}}}
+		fields = append(fields, ack.FieldError{Field: "event_id", Rule: "max"})
+	}
+	if r.Endpoint != "" && !deliverable(r.Endpoint) {
+		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "url"})
+	}
+	if len(fields) > 0 {
+		return &ack.ValidationError{Fields: fields}
 	}
 	return nil
+}
+
+// deliverable reports whether the outbox takes raw as an endpoint: an
+// absolute http or https URL with a host, at most store.MaxEndpointSize
+// bytes.
+func deliverable(raw string) bool {
+	if len(raw) > store.MaxEndpointSize {
+		return false
+	}
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
 }
 
 // publishResponse is the 202 answer.
@@ -64,7 +98,9 @@ type publishResponse struct {
 // PublishTarget is what a publish request asks to have signed and sent:
 // either a fan-out (Tenant and EventType: the tenant's subscriptions to
 // that event type) or one delivery (Endpoint and NotificationID: the
-// caller's own choice of URL). Exactly one of Tenant and Endpoint is set.
+// caller's own choice of URL). Exactly one of Tenant and Endpoint is set,
+// and only the members of its kind: a request that mixes the two is
+// refused before Authorize is asked.
 type PublishTarget struct {
 	Tenant         string
 	EventType      string
@@ -146,7 +182,9 @@ type PublishConfig struct {
 //
 // event_type, event_id and notification_id are tokens (1-256 of
 // A-Z a-z 0-9 _ . : -; event_id at most store.MaxEventIDSize, 236, to
-// leave room for the subscription id); payload is a JSON object, stored
+// leave room for the subscription id); tenant is at most 256 bytes; endpoint
+// is an absolute http or https URL of at most store.MaxEndpointSize bytes;
+// a member of the other shape is refused; payload is a JSON object, stored
 // and sent in its canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
 // one per delivery a fan-out made, or the one delivery's.
 //
@@ -193,7 +231,9 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	}
 	target := PublishTarget{Tenant: req.Tenant, EventType: req.EventType, Endpoint: req.Endpoint, NotificationID: req.NotificationID}
 	if err := p.cfg.Authorize(ctx, principal, target); err != nil {
-		answer(w, fmt.Errorf("%w: %w", errForbidden, err))
+		// A refusal, whatever the error says (a rejection, a code of the
+		// store's): answered 403 forbidden alone, none of it shown.
+		answer(w, errForbidden)
 		return
 	}
 	resp, replayed, err := p.enqueue(ctx, principal.Sender, idemKey, body, req, payload)
@@ -221,11 +261,8 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 	key := protocol.InboxKey{Sender: publishSender(sender), Key: idemKey, PayloadSHA256: ack.Digest(body)}
 	if idemKey != "" {
 		receipt, err := protocol.InboxFor(s).Record(ctx, tx, key)
-		switch {
-		case err != nil:
-			return nil, false, fromStore(err)
-		case !receipt.Fresh:
-			return receipt.Ack, true, nil // the same request again: the same answer
+		if stored, answered, err := answeredBy(receipt, err); answered {
+			return stored, err == nil, err // the same request again: the same answer, or in_progress
 		}
 	}
 	ids, err := p.apply(ctx, tx, req, payload)

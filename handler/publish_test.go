@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -15,11 +16,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/logtest"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -463,4 +468,132 @@ func TestPublishIdempotencyKeyWorksForEverySender(t *testing.T) {
 			t.Fatalf("%d idempotency records, want one per sender (%d)", inbox, len(tests))
 		}
 	})
+}
+
+// TestPublishRefusesWhatItDoesNotDescribe: the publish API checked a
+// tenant's and an endpoint's length in characters and an endpoint's form
+// as a URL of any scheme, while the outbox holds 256 bytes of tenant and
+// 2048 of endpoint and delivers to http and https only: such a request
+// reached Authorize and then the outbox, whose refusal was a 400
+// validation_failed naming no field. And a request that mixed the two
+// shapes (a fan-out with a notification_id, one delivery with an
+// event_type or event_id) was accepted, the stray member shown to
+// Authorize and then ignored: the caller's notification id was not the
+// delivery's. Each is now 400 validation_failed naming the field, before
+// Authorize sees it, and nothing is stored.
+func TestPublishRefusesWhatItDoesNotDescribe(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int32
+	s, srv := setupPublishWith(t, handler.PublishConfig{Authorize: func(context.Context, signature.Principal, handler.PublishTarget) error {
+		asked.Add(1)
+		return nil
+	}})
+	subscribe(t, s, "acme", "https://acme.example/hooks")
+	direct := func(endpoint string) string {
+		b, _ := json.Marshal(map[string]any{"notification_id": "n-1", "endpoint": endpoint, "payload": map[string]int{"a": 1}})
+		return string(b)
+	}
+	for _, tc := range []struct{ name, body, field string }{
+		{"tenant of 129 characters, 258 bytes", `{"tenant":"` + strings.Repeat("é", 129) + `","event_type":"t","event_id":"e","payload":{}}`, "tenant"},
+		{"tenant with NUL", `{"tenant":"acme\u0000","event_type":"t","event_id":"e","payload":{}}`, "tenant"},
+		{"endpoint with NUL", direct("https://x.example/h\x00"), "endpoint"},
+		{"endpoint of 1038 characters, 2058 bytes", direct("https://x.example/" + strings.Repeat("é", 1020)), "endpoint"},
+		{"ftp endpoint", direct("ftp://x.example/h"), "endpoint"},
+		{"file endpoint", direct("file:///etc/passwd"), "endpoint"},
+		{"mailto endpoint", direct("mailto:a@x.example"), "endpoint"},
+		{"opaque endpoint", direct("https:x.example"), "endpoint"},
+		{"one delivery with an event_type", `{"notification_id":"n-1","endpoint":"https://x.example/h","event_type":"t","payload":{}}`, "event_type"},
+		{"one delivery with an event_id", `{"notification_id":"n-1","endpoint":"https://x.example/h","event_id":"e","payload":{}}`, "event_id"},
+		{"a fan-out with a notification_id", `{"tenant":"acme","event_type":"t","event_id":"e","notification_id":"n-1","payload":{}}`, "notification_id"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+publishToken)
+		resp, out := exchange(t, srv, req)
+		var p problemFields
+		if err := json.Unmarshal(out, &p); err != nil || resp.StatusCode != http.StatusBadRequest || p.Code != courier.CodeValidation || !p.lists(tc.field) {
+			t.Errorf("%s: %d %s, want 400 validation_failed naming %s", tc.name, resp.StatusCode, out, tc.field)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("Authorize was asked about %d requests that were refused", n)
+	}
+	if outbox, inbox := stored(t, s); outbox != 0 || inbox != 0 {
+		t.Fatalf("refused publishes stored %d deliveries and %d idempotency records", outbox, inbox)
+	}
+}
+
+// TestPublishAnswersAnIdempotencyKeyInProgress: the publish API took any
+// Idempotency-Key record that was not fresh for a completed one, so a
+// record found still processing (a two-phase claim under the publisher's
+// Inbox sender, committed before its answer) was answered 202 with an
+// empty body, marked a duplicate, and nothing enqueued: the publisher
+// took its event for published. It is now 503 in_progress with
+// Retry-After, as every other handler answers it, and nothing is stored.
+func TestPublishAnswersAnIdempotencyKeyInProgress(t *testing.T) {
+	t.Parallel()
+	s, srv := setupPublish(t)
+	event := `{"tenant":"acme","event_type":"order.paid","event_id":"evt-1","payload":{"a":1}}`
+	key := protocol.InboxKey{Sender: "publish/orders-service", Key: "req-0001", PayloadSHA256: ack.Digest([]byte(event))}
+	if r, _, err := protocol.InboxFor(s).Claim(t.Context(), key, time.Hour); err != nil || !r.Fresh {
+		t.Fatalf("Claim = %+v, %v", r, err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(event))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+publishToken)
+	req.Header.Set(handler.HeaderIdempotencyKey, "req-0001")
+	resp, out := exchange(t, srv, req)
+	wantProblemCode(t, resp, out, http.StatusServiceUnavailable, courier.CodeInProgress, "")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Errorf("503 in_progress without Retry-After")
+	}
+	if outbox, _ := stored(t, s); outbox != 0 {
+		t.Fatalf("a publish whose key is in progress enqueued %d deliveries", outbox)
+	}
+}
+
+// TestPublishRefusalIsForbiddenWhateverTheError: PublishConfig.Authorize
+// refuses with 403 forbidden whatever its error, but the answer was
+// chosen by what the error wrapped: a policy refusing with Reject was
+// answered 422 with the policy's code (a refusal of the notification for
+// good, as a receiver's function makes), and one whose error wrapped an
+// idempotency collision (a lookup in the outbox, say) 409
+// idempotency_collision (published before with another payload). Each is
+// now 403 forbidden, nothing stored.
+func TestPublishRefusalIsForbiddenWhateverTheError(t *testing.T) {
+	t.Parallel()
+	for name, refusal := range map[string]error{
+		"Reject":                  handler.Reject("not_your_tenant", "publish to your own tenant"),
+		"Reject without a code":   handler.Reject("", "no"),
+		"a wrapped collision":     fmt.Errorf("policy lookup: %w", courier.CodeIdempotencyCollision),
+		"an invalid argument":     &courier.Error{Code: courier.CodeInvalidArgument, Msg: "policy: no such tenant"},
+		"a plain error":           errors.New("not this publisher's tenant"),
+		"a validation error":      &ack.ValidationError{Fields: []ack.FieldError{{Field: "tenant", Rule: "policy"}}},
+		"a context deadline":      context.DeadlineExceeded,
+		"a courier.Error of code": &courier.Error{Code: courier.CodeInProgress, Msg: "policy busy"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, srv := setupPublishWith(t, handler.PublishConfig{Authorize: func(context.Context, signature.Principal, handler.PublishTarget) error { return refusal }})
+			subscribe(t, s, "acme", "https://acme.example/hooks")
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL,
+				strings.NewReader(`{"tenant":"acme","event_type":"order.paid","event_id":"evt-1","payload":{"a":1}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+publishToken)
+			resp, out := exchange(t, srv, req)
+			wantProblemCode(t, resp, out, http.StatusForbidden, courier.CodeForbidden, "")
+			if outbox, inbox := stored(t, s); outbox != 0 || inbox != 0 {
+				t.Fatalf("a refused publish stored %d deliveries and %d idempotency records", outbox, inbox)
+			}
+		})
+	}
 }
