@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -39,12 +41,31 @@ func (r receiverSide) Tracer() courier.Tracer { return r.in.s.cfg.Tracer }
 
 func (w workerSide) Profile(name string) (ack.Profile, bool) { return w.o.s.cfg.Profiles(name) }
 
+// Listen never takes the last connection of the Store's pool for
+// wake-ups that hold one for as long as they run (PostgreSQL's LISTEN):
+// a Run listening on a pool with no connection to spare would leave none
+// for its own claims, and deliver nothing. It refuses instead
+// (config_invalid), and the Run polls.
 func (w workerSide) Listen(ctx context.Context) (<-chan struct{}, func(), error) {
-	if w.o.s.dialect.Listen == nil {
+	s := w.o.s
+	if s.dialect.Listen == nil {
 		return make(chan struct{}), func() {}, nil // no wake-ups: polling only
 	}
-	ch, stop, err := w.o.s.dialect.Listen(ctx, w.o.s.db)
-	return ch, stop, wrapf(err, "listen")
+	if !s.dialect.ListenHoldsConn {
+		ch, stop, err := s.dialect.Listen(ctx, s.db)
+		return ch, stop, wrapf(err, "listen")
+	}
+	n := s.listeners.Add(1)
+	if limit := s.db.Stats().MaxOpenConnections; limit > 0 && int(n) >= limit {
+		s.listeners.Add(-1)
+		return nil, nil, configError(fmt.Sprintf("listen: the pool holds at most %d connections (db.SetMaxOpenConns) and wake-ups would take the last one claims need: give it one more for each Run (see Open)", limit))
+	}
+	ch, stop, err := s.dialect.Listen(ctx, s.db)
+	if err != nil {
+		s.listeners.Add(-1)
+		return nil, nil, wrapf(err, "listen")
+	}
+	return ch, sync.OnceFunc(func() { stop(); s.listeners.Add(-1) }), nil
 }
 
 // receiverSide is an Inbox as courier's receivers see it.

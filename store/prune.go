@@ -11,7 +11,10 @@ const defaultPruneBatch = 1000
 // PruneParams bounds a retention pass.
 type PruneParams struct {
 	// OlderThan is the age past which records go: those last updated
-	// before now minus OlderThan. It must not be negative.
+	// before now minus OlderThan. It must not be negative. It has no
+	// default: 0 deletes every record the prune may delete, however new
+	// (the inbox's too, so a redelivery of a notification accepted a
+	// moment ago is processed again).
 	OlderThan time.Duration
 	// BatchSize is the most rows one statement deletes, each statement its
 	// own short transaction. Defaults to 1000 when 0; it must not be

@@ -63,7 +63,10 @@ const (
 	// DurabilityFull makes every commit durable before it returns, so an
 	// Ack a receiver answered, or a delivery a worker recorded as sent,
 	// survives a crash of the machine, not only of the process. The
-	// default.
+	// default. On PostgreSQL courier leaves the server's settings as they
+	// are: commits are durable while synchronous_commit is not off (its
+	// default is on) and fsync is on, wherever they are set (server,
+	// database, role or connection).
 	DurabilityFull Durability = iota
 	// DurabilityRelaxed lets the engine return from a commit before it is
 	// on disk (SQLite: synchronous=NORMAL in WAL mode), which is faster;
@@ -237,7 +240,8 @@ type Store struct {
 	file          databaseFile // the database's file, where it is one (SQLite): see Check
 	closeMu       sync.Mutex
 	closers       []func() error
-	closed        atomic.Bool // Close was called: every call fails with errClosed
+	closed        atomic.Bool  // Close was called: every call fails with errClosed
+	listeners     atomic.Int32 // connections of db held in LISTEN by workers' wake-ups
 	// uncommitted holds, per transaction of inTx's (*sqlx.Tx), the
 	// breaker moves it made (*[]Event), reported once it commits.
 	uncommitted sync.Map
@@ -259,7 +263,9 @@ type Store struct {
 // in progress (each holds a connection in LISTEN for its wake-ups, for as
 // long as it runs), with as many idle (db.SetMaxOpenConns,
 // db.SetMaxIdleConns). A pool with no room left over waits for a
-// connection, every transaction of courier's included.
+// connection, every transaction of courier's included. Wake-ups never
+// take a pool's last connection: a Run that finds no connection to spare
+// for them says so at Warn and polls.
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	return open(ctx, db, cfg, time.Now)
 }

@@ -31,7 +31,12 @@ type SubscriptionParams struct {
 	// command, whose notification ids are derived from their payloads,
 	// never a publish's. Defaults to ack.ProfileCourier.
 	Profile string
-	Active  bool
+	// Active is whether the subscription receives events: Publish fans
+	// out to active subscriptions only, and a delivery whose subscription
+	// is inactive when it is claimed is suppressed (subscription_changed).
+	// Defaults to false: a subscription created or updated without it
+	// set receives nothing, and Publish finds nothing to send it.
+	Active bool
 }
 
 // Subscription is one registry entry. Fingerprint is the SHA-256 of what

@@ -38,6 +38,8 @@ var pgEngine = &engine.Engine{
 	// The schema guard on claim reads the catalog: at most once per
 	// interval, so an altered schema stops claims within it.
 	SchemaRecheck: 10 * time.Second,
+	// listen holds a connection in LISTEN: never the pool's last one.
+	ListenHoldsConn: true,
 }
 
 func init() {

@@ -43,6 +43,9 @@ type Engine struct {
 	// after Wake, and a function that stops them. Nil: the engine has
 	// none; workers poll.
 	Listen func(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error)
+	// ListenHoldsConn is true when Listen holds one of db's connections
+	// until it is stopped.
+	ListenHoldsConn bool
 	// Isolation is the isolation level of the transactions the Store
 	// begins (Store.Begin): one courier's statements rely on, whatever
 	// the database's default. LevelDefault: the connection's.
