@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -187,21 +188,49 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 // the next delivery of the key go. A delivery in any other state
 // (succeeded, suppressed, leased) is CodeNotFound.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
-	return o.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		now := o.s.now()
-		var head []int64 // the key's row first, as advance takes it (see ordering_key_lock_of)
-		if err := o.s.selectRows(ctx, tx, "ordering_key_lock_of", map[string]any{"id": id}, &head); err != nil {
+	for {
+		err := o.s.inTx(ctx, func(tx *sqlx.Tx) error { return o.cancel(ctx, tx, id) })
+		if !errors.Is(err, errKeyMadeSince) {
 			return err
 		}
-		var rows []keyed
-		if err := o.s.selectRows(ctx, tx, "outbox_cancel", map[string]any{"id": id, "now": now}, &rows); err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			return errNotFound
-		}
-		return o.advance(ctx, tx, now, rows)
-	})
+	}
+}
+
+// errKeyMadeSince ends a Cancel's transaction that found its delivery's
+// ordering key held by another transaction, the key having had no row
+// when the Cancel looked: Cancel begins again, and takes the key first.
+var errKeyMadeSince = errors.New("store: the ordering key got a row since Cancel looked")
+
+// cancel is one try of Cancel, in tx.
+func (o *Outbox) cancel(ctx context.Context, tx *sqlx.Tx, id int64) error {
+	now := o.s.now()
+	var head []int64 // the key's row first, as advance takes it (see ordering_key_lock_of)
+	if err := o.s.selectRows(ctx, tx, "ordering_key_lock_of", map[string]any{"id": id}, &head); err != nil {
+		return err
+	}
+	var rows []keyed
+	if err := o.s.selectRows(ctx, tx, "outbox_cancel", map[string]any{"id": id, "now": now}, &rows); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return errNotFound
+	}
+	if len(head) > 0 {
+		return o.advance(ctx, tx, now, rows) // its row is held already
+	}
+	// The key had no row when Cancel looked, and may have one now, made
+	// since (an enqueue, a Redrive of the delivery): the transaction that
+	// holds it may wait for the delivery's row, which Cancel holds now, so
+	// Cancel does not wait for it. It takes the row at once, or begins
+	// again, and then takes it before the delivery's.
+	left, err := o.advanceKeys(ctx, tx, now, rows, false)
+	switch {
+	case err != nil:
+		return err
+	case left:
+		return errKeyMadeSince
+	}
+	return nil
 }
 
 // RedriveParams selects the deliveries to send again: failed ones, and

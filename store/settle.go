@@ -101,12 +101,17 @@ func (o *Outbox) settleIn(ctx context.Context, tx *sqlx.Tx, now int64, outcomes 
 	if _, err := o.s.exec(ctx, tx, "outbox_settle_lock_timeout", nil); err != nil {
 		return err
 	}
+	// Each batch's statement first, then the breakers of all of them, in
+	// one lock order: recorded batch by batch, those of a delivery settled
+	// twice (a lease that ran out, and the one it was claimed again with)
+	// would be taken in a second round, out of order.
+	changed := make(map[int]settledRow, len(idx)) // by outcome
 	for _, batch := range distinctDeliveries(outcomes, idx) {
-		if err := o.settleBatch(ctx, tx, now, outcomes, batch, out); err != nil {
+		if err := o.settleBatch(ctx, tx, now, outcomes, batch, changed); err != nil {
 			return err
 		}
 	}
-	return nil
+	return o.recordSettled(ctx, tx, now, outcomes, idx, changed, out)
 }
 
 func validateOutcome(oc protocol.Outcome) error {
@@ -172,9 +177,8 @@ type settledRow struct {
 }
 
 // settleBatch applies outcomes[i] for every i in batch (distinct
-// deliveries), logs the attempts and updates the endpoints' breakers,
-// filling out.
-func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcomes []protocol.Outcome, batch []int, out []protocol.Settled) error {
+// deliveries) and notes in changed each row it changed, by outcome.
+func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcomes []protocol.Outcome, batch []int, changed map[int]settledRow) error {
 	args := make([]settleArg, len(batch))
 	for j, i := range batch {
 		oc := outcomes[i]
@@ -200,26 +204,38 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	if err := o.s.selectRows(ctx, tx, "outbox_settle", map[string]any{"batch": jsonArg(args), "now": now}, &rows); err != nil {
 		return err
 	}
-	changed := make(map[int64]settledRow, len(rows))
+	byID := make(map[int64]settledRow, len(rows))
 	for _, r := range rows {
-		changed[r.ID] = r
+		byID[r.ID] = r
 	}
+	for _, i := range batch {
+		if r, ok := byID[outcomes[i].Lease.DeliveryID]; ok {
+			changed[i] = r
+		}
+	}
+	return nil
+}
+
+// recordSettled fills out[i] for every i in idx, given the rows the
+// outcomes changed, updates the endpoints' breakers, logs the attempts
+// and moves the ordering keys on.
+func (o *Outbox) recordSettled(ctx context.Context, tx *sqlx.Tx, now int64, outcomes []protocol.Outcome, idx []int, changed map[int]settledRow, out []protocol.Settled) error {
 	// Breakers are recorded endpoint by endpoint in one order (lockOrder),
-	// each under its lock (endpoint_lock): two settles whose batches share
+	// each under its lock (endpoint_lock): two settles whose outcomes share
 	// endpoints take their locks in the same order, and neither waits for
 	// the other while holding what it waits for.
-	batch = slices.Clone(batch)
-	slices.SortStableFunc(batch, func(i, j int) int {
-		a, b := changed[outcomes[i].Lease.DeliveryID], changed[outcomes[j].Lease.DeliveryID]
+	idx = slices.Clone(idx)
+	slices.SortStableFunc(idx, func(i, j int) int {
+		a, b := changed[i], changed[j]
 		return lockOrder(a.LockKey, a.Endpoint, b.LockKey, b.Endpoint)
 	})
 
-	logged := make([]attemptArg, 0, len(batch))
+	logged := make([]attemptArg, 0, len(idx))
 	var keys []keyed                 // settled rows with an ordering key
-	written := make(map[string]bool) // endpoints given a breaker row by this batch
-	for _, i := range batch {
+	written := make(map[string]bool) // endpoints given a breaker row by this settle
+	for _, i := range idx {
 		oc := outcomes[i]
-		r, ok := changed[oc.Lease.DeliveryID]
+		r, ok := changed[i]
 		if !ok {
 			out[i] = protocol.Settled{Err: fmt.Errorf("store: delivery %d attempt %d: %w", oc.Lease.DeliveryID, oc.Lease.Attempt, courier.CodeLeaseLost)}
 			continue
@@ -249,55 +265,99 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	return o.advanceOrLeave(ctx, tx, now, keys)
 }
 
-// releasedRow is a row outbox_release_lock locked for a release.
+// releasedRow is a row whose lease a release gives back
+// (outbox_release_leases).
 type releasedRow struct {
 	ID       int64  `db:"id"`
 	Endpoint string `db:"endpoint"`
 	LockKey  int64  `db:"lock_key"` // its endpoint's breaker's lock's (lockOrder)
 }
 
+// leaseArg is a lease as the release statements read it from their JSON
+// :batch parameter.
+type leaseArg struct {
+	ID    int64  `json:"id"`
+	Token string `json:"token"`
+}
+
 // release implements protocol.Outbox.Release.
 func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, error) {
-	if len(leases) == 0 {
-		return 0, nil
-	}
-	type leaseArg struct {
-		ID    int64  `json:"id"`
-		Token string `json:"token"`
-	}
 	args := make([]leaseArg, 0, len(leases))
 	for _, l := range leases {
 		if wire.IsToken(l.Token) { // another holds no lease: nothing to release
 			args = append(args, leaseArg{ID: l.DeliveryID, Token: l.Token})
 		}
 	}
-	if len(args) == 0 {
-		return 0, nil
+	n := 0
+	for len(args) > 0 {
+		released, held, err := o.releaseFree(ctx, args)
+		n += released
+		if err != nil || len(held) == 0 {
+			return n, wrapf(err, "release")
+		}
+		// Another transaction holds a row: wait for it alone, holding
+		// nothing, then give back the leases of the rows it held.
+		if err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+			_, err := o.s.exec(ctx, tx, "outbox_release_wait", map[string]any{"id": held[0].ID})
+			return err
+		}); err != nil {
+			return n, wrapf(err, "release")
+		}
+		args = held
 	}
+	return n, nil
+}
+
+// releaseFree gives back the leases of args whose rows no other
+// transaction holds, in one transaction, and returns how many it released
+// and the leases whose rows another held.
+func (o *Outbox) releaseFree(ctx context.Context, args []leaseArg) (int, []leaseArg, error) {
 	var n int64
+	var held []leaseArg
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		// A probe given back unsent leaves its endpoint half open with
-		// nothing in flight: the next claim probes again, rather than wait
-		// out the lease. First, while the leases are still there to match,
-		// but after the deliveries' rows (outbox_release_lock) and under
-		// the locks of their endpoints' breakers, taken in lock order
-		// (lockOrder) as a settle takes them: a settle reads a breaker
-		// under its lock and writes it back whole, and would undo a change
-		// made meanwhile.
+		held = nil
 		batch, now := jsonArg(args), o.s.now()
-		var locked []releasedRow
-		if err := o.s.selectRows(ctx, tx, "outbox_release_lock", map[string]any{"batch": batch}, &locked); err != nil {
+		var rows []releasedRow
+		if err := o.s.selectRows(ctx, tx, "outbox_release_leases", map[string]any{"batch": batch}, &rows); err != nil {
 			return err
 		}
-		slices.SortFunc(locked, func(a, b releasedRow) int { return lockOrder(a.LockKey, a.Endpoint, b.LockKey, b.Endpoint) })
-		for i, r := range locked {
-			if i > 0 && r.Endpoint == locked[i-1].Endpoint {
+		if len(rows) == 0 {
+			return nil
+		}
+		// A probe given back unsent leaves its endpoint half open with
+		// nothing in flight: the next claim probes again, rather than wait
+		// out the lease. Under the locks of the endpoints' breakers, taken
+		// in lock order (lockOrder) as a settle takes them: a settle reads a
+		// breaker under its lock and writes it back whole, and would undo a
+		// change made meanwhile. They come first: while the release waits
+		// for one, it holds no delivery's row (see outbox_release_lock).
+		slices.SortFunc(rows, func(a, b releasedRow) int { return lockOrder(a.LockKey, a.Endpoint, b.LockKey, b.Endpoint) })
+		for i, r := range rows {
+			if i > 0 && r.Endpoint == rows[i-1].Endpoint {
 				continue
 			}
 			if err := o.s.lockBreaker(ctx, tx, r.Endpoint); err != nil {
 				return err
 			}
 		}
+		var locked []int64
+		if err := o.s.selectRows(ctx, tx, "outbox_release_lock", map[string]any{"batch": batch}, &locked); err != nil {
+			return err
+		}
+		free := make([]leaseArg, 0, len(args))
+		for _, a := range args {
+			switch {
+			case slices.Contains(locked, a.ID):
+				free = append(free, a)
+			case slices.ContainsFunc(rows, func(r releasedRow) bool { return r.ID == a.ID }):
+				held = append(held, a)
+			}
+		}
+		if len(free) == 0 {
+			return nil
+		}
+		// Then, while the leases are still there to match, the probes.
+		batch = jsonArg(free)
 		if _, err := o.s.exec(ctx, tx, "endpoint_probe_released", map[string]any{"batch": batch, "now": now}); err != nil {
 			return err
 		}
@@ -308,5 +368,8 @@ func (o *Outbox) release(ctx context.Context, leases ...protocol.Lease) (int, er
 		n, err = res.RowsAffected()
 		return err
 	})
-	return int(n), wrapf(err, "release")
+	if err != nil {
+		return 0, nil, err
+	}
+	return int(n), held, nil
 }

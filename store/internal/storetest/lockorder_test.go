@@ -1141,3 +1141,162 @@ func endedOrHolds(t *testing.T, db *sqlx.DB, done <-chan error, cond string, arg
 		}
 	}
 }
+
+// TestCancelNeverWaitsForAKeyMadeAfterItLooked: Cancel takes the row of
+// its delivery's ordering key before the delivery's, when the key has one.
+// When Cancel looked, K had none (d failed and was skipped, SkipFailed,
+// and K had nothing else to send); by the time it holds d, an enqueue made
+// K's row again and a Redrive of d holds it, waiting for d. Had Cancel
+// then waited for K to move it on, the two would wait for each other in a
+// circle, one of them aborted (SQLSTATE 40P01). Here Cancel waits for d's
+// row, held by a third transaction, while the enqueue and the Redrive run.
+func TestCancelNeverWaitsForAKeyMadeAfterItLooked(t *testing.T) {
+	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
+	s, operator := stores[0], stores[1]
+	const ep = "https://receiver.example/hook"
+	d := enqueue(t, s, store.EnqueueParams{NotificationID: "d", Endpoint: ep, Payload: []byte(`{"id":"d"}`), OrderingKey: "K", MaxAttempts: 1})
+	settleAll(t, s, protocol.Failed, claimAll(t, s, 1)...) // d fails, skipped: K has no row left
+
+	blocker := holdRows(t, s.DB(), `SELECT 1 FROM courier_outbox WHERE id = $1 FOR UPDATE`, d)
+	cancelled := inBackground(func() error { return operator.Outbox.Cancel(t.Context(), d) })
+	waitLockWaiters(t, s.DB(), 1) // Cancel found no key row, and waits for d's
+	e := enqueue(t, s, store.EnqueueParams{NotificationID: "e", Endpoint: ep, Payload: []byte(`{"id":"e"}`), OrderingKey: "K"})
+	redriven := inBackground(func() error {
+		_, err := s.Outbox.Redrive(t.Context(), store.RedriveParams{ID: d})
+		return err
+	})
+	waitLockWaiters(t, s.DB(), 2) // Redrive took K's row, and waits for d's
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	errCancel, errRedrive := <-cancelled, <-redriven
+	if errCancel != nil || errRedrive != nil {
+		t.Fatalf("Cancel of d: %v; Redrive of d: %v; want both to succeed", errCancel, errRedrive)
+	}
+	if got, err := s.Outbox.Get(t.Context(), d); err != nil || got.Status != courier.StatusSuppressed {
+		t.Fatalf("d: %v, %s; want cancelled", err, got.Status)
+	}
+	if got := claimAll(t, s, 1); got[0].DeliveryID != e {
+		t.Fatalf("claimed %s, want e, K's head", got[0].NotificationID)
+	}
+}
+
+// TestReleaseHoldsNoDeliveryWhileItWaits: a claim's picks take due rows
+// FOR UPDATE SKIP LOCKED, and yet may wait: a row the pick saw due, which
+// another claim leased and committed just as the pick reached it, is
+// locked in its newest version, and PostgreSQL waits for whatever
+// transaction holds that version (as a release of the lease does), SKIP
+// LOCKED or not. A release that held one of its deliveries' rows while it
+// waited for a lock that claim held (the row of another lease it gives
+// back, which the claim reclaimed as it expired; a breaker's lock, which
+// the claim took to probe the endpoint) would wait for it in a circle,
+// one of them aborted (SQLSTATE 40P01). So a release holds none while it
+// waits: it takes the breakers' locks first, then the rows no other
+// transaction holds, and waits for a held row alone. Here a third
+// transaction stands for the claim: it holds what the release waits for,
+// then waits for the release's first delivery, as the pick would.
+func TestReleaseHoldsNoDeliveryWhileItWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hold string // what the claim holds, given the second lease's row
+	}{
+		{"a lease the claim reclaimed", `SELECT 1 FROM courier_outbox WHERE id = $1 FOR UPDATE`},
+		{"a breaker's lock the claim took", `SELECT pg_advisory_xact_lock(721234500, hashtext(endpoint)) FROM courier_outbox WHERE id = $1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := couriertest.PostgresStores(t, 1, store.Config{})[0]
+			abEnqueue(t, s, "a1", "b1")
+			leases := claimAll(t, s, 2)
+			first, second := leases[0].Lease, leases[1].Lease
+			if first.DeliveryID > second.DeliveryID {
+				first, second = second, first // in id order
+			}
+
+			claim := holdRows(t, s.DB(), tc.hold, second.DeliveryID)
+			var n int
+			released := inBackground(func() (err error) {
+				n, err = protocol.For(s).Release(t.Context(), first, second)
+				return err
+			})
+			waitLockWaiters(t, s.DB(), 1) // the release waits for the claim
+			if _, err := claim.Exec(`SELECT 1 FROM courier_outbox WHERE id = $1 FOR UPDATE`, first.DeliveryID); err != nil {
+				t.Fatalf("the claim's wait for the release's first delivery: %v; want the row free", err)
+			}
+			if err := claim.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-released; err != nil || n != 2 {
+				t.Fatalf("release: %v, %d released; want both", err, n)
+			}
+			claimAll(t, s, 2) // both due again
+		})
+	}
+}
+
+// TestSettleOfTwoLeasesOfADeliveryTakesBreakersInOneOrder: a settle given
+// two outcomes of one delivery (a lease that ran out, and the one the
+// delivery was claimed again with) applies them in two statements, one
+// per lease; it still records the breakers of all its outcomes in one
+// lock order (lockOrder), not each statement's in turn. Here the settle's
+// first statement settles b1 and a1's lost lease, its second a1's current
+// one: taking b's lock for the first, then a's for the second, it would
+// wait for a settle of a2 and b2, which took a's and waits for b's, and
+// the database would end the circle by aborting one (SQLSTATE 40P01),
+// however the settle recovers from it. Here the first settle waits for
+// b's lock, held by a third transaction, when the second begins.
+func TestSettleOfTwoLeasesOfADeliveryTakesBreakersInOneOrder(t *testing.T) {
+	clock := fakeclock.New()
+	stores := couriertest.PostgresStores(t, 1, store.Config{Now: clock.Now, Breaker: store.BreakerConfig{Threshold: 10}})
+	s := stores[0]
+	fastDeadlockDetection(t, stores)
+	watch := watchDeadlocks(t, stores)
+	var aFirst bool
+	if err := s.DB().Get(&aFirst, `SELECT hashtext($1) < hashtext($2)`, epA, epB); err != nil || !aFirst {
+		t.Fatalf("a's lock key before b's: %v, %v; want it", aFirst, err)
+	}
+	abEnqueue(t, s, "a1", "b1")
+	leases := map[string]protocol.Lease{}
+	for _, c := range claimAll(t, s, 2) {
+		leases[c.NotificationID] = c.Lease
+	}
+	stale := leases["a1"]
+	clock.Advance(2 * time.Hour) // both leases run out: a claim takes them again
+	for _, c := range claimAll(t, s, 2) {
+		leases[c.NotificationID] = c.Lease
+	}
+	abEnqueue(t, s, "a2", "b2")
+	for _, c := range claimAll(t, s, 2) {
+		leases[c.NotificationID] = c.Lease
+	}
+	// unavailable settles each lease a 503, and checks that each outcome
+	// was recorded but the lost lease's.
+	unavailable := func(ls ...protocol.Lease) error {
+		var ocs []protocol.Outcome
+		for _, l := range ls {
+			ocs = append(ocs, protocol.Outcome{Lease: l, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: time.Hour})
+		}
+		st, err := protocol.For(s).Settle(t.Context(), ocs...)
+		if err != nil {
+			return err
+		}
+		for i, x := range st {
+			if lost := ls[i] == stale; lost != (courier.CodeOf(x.Err) == courier.CodeLeaseLost) || !lost && x.Status != courier.StatusRetryWait {
+				return fmt.Errorf("outcome %d: %+v", i, x)
+			}
+		}
+		return nil
+	}
+
+	blocker := holdRows(t, s.DB(), `SELECT pg_advisory_xact_lock(721234500, hashtext($1))`, epB)
+	first := inBackground(func() error { return unavailable(leases["b1"], stale, leases["a1"]) })
+	waitLockWaiters(t, s.DB(), 1) // the first settle waits for b's lock
+	second := inBackground(func() error { return unavailable(leases["a2"], leases["b2"]) })
+	waitLockWaiters(t, s.DB(), 2) // the second waits too, for a's lock or b's
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err1, err2 := <-first, <-second; err1 != nil || err2 != nil {
+		t.Fatalf("settles: %v; %v", err1, err2)
+	}
+	watch.wantNone(t, "")
+}

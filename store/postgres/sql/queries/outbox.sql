@@ -394,18 +394,38 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
--- name: outbox_release_lock
--- The rows of the leases Release gives back (:batch, {id, token}), in id
--- order, before endpoint_probe_released takes their endpoints' rows: a
--- claim (reclaiming an expired lease, then endpoint_probe_take) and a
--- settle take a delivery's row before its endpoint's, and so must a
--- release, or a release and a claim could wait for each other in a circle.
--- With each, its endpoint and its lock_key: Release then takes the
--- breakers' locks (endpoint_lock) of those endpoints, in their order, as a
--- settle does.
-SELECT o.id, o.endpoint, hashtext(o.endpoint) AS lock_key FROM courier_outbox AS o
+-- name: outbox_release_leases
+-- The rows of the leases Release gives back (:batch, {id, token}) that
+-- still hold them, read without a lock, each with its endpoint and its
+-- lock_key: Release takes the breakers' locks (endpoint_lock) of those
+-- endpoints first, in their order, as a settle does, before it locks any
+-- of the rows (outbox_release_lock).
+-- = ANY reads the batch's rows by id (see outbox_settle).
+SELECT o.id, o.endpoint, hashtext(o.endpoint) AS lock_key
+FROM courier_outbox AS o, jsonb_to_recordset(:batch::jsonb) AS v(id bigint, token text)
 WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
-ORDER BY o.id FOR UPDATE;
+    AND o.id = v.id AND o.lease_token = v.token AND (o.status = 'leased') IS TRUE;
+
+-- name: outbox_release_lock
+-- The rows of :batch no other transaction holds, locked, before
+-- endpoint_probe_released and outbox_release read and change them: no
+-- other transaction ends a lease meanwhile (a claim reclaiming it). A
+-- release waits for none of them while it holds the others and the
+-- breakers' locks: a claim's pick, FOR UPDATE SKIP LOCKED though it is,
+-- waits for the transaction that holds the newest version of a row the
+-- pick saw due, when the claim that leased it commits as the pick reaches
+-- it (PostgreSQL follows the row's updates under its lock); holding one
+-- while waiting for a lease that claim reclaimed, or a breaker's lock it
+-- took, the release would wait for it in a circle. Release waits for a
+-- held row alone (outbox_release_wait), then gives back its lease.
+SELECT o.id FROM courier_outbox AS o
+WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
+ORDER BY o.id FOR UPDATE SKIP LOCKED;
+
+-- name: outbox_release_wait
+-- Waits, in a transaction of its own that holds nothing else, until no
+-- other transaction holds delivery :id, a row outbox_release_lock passed.
+SELECT 1 FROM courier_outbox WHERE id = :id FOR UPDATE;
 
 -- name: outbox_release
 -- Gives back leases whose attempt was never made (a worker stopping with

@@ -363,14 +363,24 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
--- name: outbox_release_lock
+-- name: outbox_release_leases
 -- The rows of the leases Release gives back (:batch, a JSON array of {id,
--- token}), taken before endpoint_probe_released (see the PostgreSQL file).
--- SQLite: writers are serialized (BEGIN IMMEDIATE): reading the rows is
--- enough. lock_key: 0 (endpoint_lock takes no lock here).
-SELECT id, endpoint, 0 AS lock_key FROM courier_outbox
+-- token}) that still hold them (see the PostgreSQL file). lock_key: 0
+-- (endpoint_lock takes no lock here).
+SELECT o.id, o.endpoint, 0 AS lock_key FROM courier_outbox AS o
+JOIN (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:batch)) AS v ON o.id = v.id
+WHERE o.status = 'leased' AND o.lease_token = v.token;
+
+-- name: outbox_release_lock
+-- The rows of :batch, taken before endpoint_probe_released (see the
+-- PostgreSQL file). SQLite: writers are serialized (BEGIN IMMEDIATE): no
+-- other transaction holds one, and reading the rows is enough.
+SELECT id FROM courier_outbox
 WHERE id IN (SELECT value ->> 'id' FROM json_each(:batch))
 ORDER BY id;
+
+-- name: outbox_release_wait
+-- SQLite: nothing to do; outbox_release_lock passes no row.
 
 -- name: outbox_release
 -- Gives back leases whose attempt was never made (a worker stopping with
