@@ -169,7 +169,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if p.Verify != nil {
 		if err := p.Verify(ack.Sent{ID: *id, Payload: []byte(*body), Attempt: 1}, answer); err != nil {
 			fmt.Fprintf(stdout, "ack: invalid (%s)\n", courier.CodeOf(err))
-			return fmt.Errorf("the receiver's Ack does not verify: %s", courier.CodeOf(err))
+			return fmt.Errorf("the receiver's Ack does not verify: %s", string(courier.CodeOf(err)))
 		}
 		fmt.Fprintln(stdout, "ack: valid")
 	}
