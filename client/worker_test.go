@@ -415,7 +415,7 @@ type pgWorker struct {
 	endpoint  string
 }
 
-func setupPGWorker(t *testing.T) *pgWorker {
+func setupPGWorker(t *testing.T, tune ...func(db *sqlx.DB, cfg *client.Config)) *pgWorker {
 	t.Helper()
 	b := &pgWorker{dbURL: pgtest.URL(t), logs: newCapture(t), claims: make(chan struct{}, 1), delivered: make(chan string, 10)}
 	db, err := sqlx.Open(postgres.DriverName, b.dbURL)
@@ -426,11 +426,6 @@ func setupPGWorker(t *testing.T) *pgWorker {
 	if err := store.Migrate(t.Context(), db); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(t.Context(), db, store.Config{Tracer: claimTracer{b.claims}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Write(ack.New(r.Header.Get("webhook-id"), body).Marshal())
@@ -438,14 +433,24 @@ func setupPGWorker(t *testing.T) *pgWorker {
 	t.Cleanup(srv.Close)
 	key, _ := signature.ParseStandardWebhooksKey("k", signature.NewStandardWebhooksSecret())
 	signer, _ := signature.NewStandardWebhooksSigner(key)
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, PollInterval: time.Hour,
+	cfg := client.Config{Signer: signer, PollInterval: time.Hour,
 		Transport: loopbackGuard(t, srv.URL).Transport(),
 		Logger:    slog.New(b.logs),
 		Hook: func(e client.Event) {
 			if e.Status == courier.StatusSucceeded {
 				b.delivered <- e.NotificationID
 			}
-		}})
+		}}
+	for _, f := range tune { // before the Store opens: a pool's size, say
+		f(db, &cfg)
+	}
+	s, err := store.Open(t.Context(), db, store.Config{Tracer: claimTracer{b.claims}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	cfg.Store = s
+	w, err := client.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

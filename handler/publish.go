@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/jmoiron/sqlx"
@@ -70,24 +70,13 @@ func (r publishRequest) Check() error {
 	if len(r.EventID) > store.MaxEventIDSize {
 		fields = append(fields, ack.FieldError{Field: "event_id", Rule: "max"})
 	}
-	if r.Endpoint != "" && !deliverable(r.Endpoint) {
+	if r.Endpoint != "" && !endpoint.Valid(r.Endpoint) {
 		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "url"})
 	}
 	if len(fields) > 0 {
 		return &ack.ValidationError{Fields: fields}
 	}
 	return nil
-}
-
-// deliverable reports whether the outbox takes raw as an endpoint: an
-// absolute http or https URL with a host, at most store.MaxEndpointSize
-// bytes.
-func deliverable(raw string) bool {
-	if len(raw) > store.MaxEndpointSize {
-		return false
-	}
-	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
 }
 
 // publishResponse is the 202 answer.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/jmoiron/sqlx"
@@ -30,7 +30,7 @@ import (
 // Limits on what Enqueue accepts.
 const (
 	MaxPayloadSize  = 4 << 20
-	MaxEndpointSize = 2048
+	MaxEndpointSize = endpoint.MaxSize
 	// MaxHorizon bounds how far ahead a delivery may be planned: its
 	// NotBefore at most MaxHorizon after now, its Deadline at most
 	// MaxHorizon after its first attempt is due, and Config.RetryHorizon.
@@ -578,17 +578,9 @@ func fieldList(err error) string {
 	return ": " + strings.Join(names, ", ")
 }
 
-// validEndpoint reports whether raw is an endpoint a worker can send to:
-// an absolute http or https URL with a host, at most MaxEndpointSize bytes
-// of UTF-8 (PostgreSQL stores no other text). Whether the destination is
-// allowed is the worker's transport's to say, at dial time.
-func validEndpoint(raw string) bool {
-	if raw == "" || len(raw) > MaxEndpointSize || !utf8.ValidString(raw) {
-		return false
-	}
-	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
-}
+// validEndpoint is endpoint.Valid, under a name that the store's many
+// parameters called endpoint do not shadow.
+var validEndpoint = endpoint.Valid
 
 // maxName bounds the names and ids the store keeps as text: key ids,
 // profiles, tenants, auth modes, senders, replay nonces.

@@ -15,7 +15,24 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/url"
+	"unicode/utf8"
 )
+
+// MaxSize bounds an endpoint URL, in bytes (store.MaxEndpointSize).
+const MaxSize = 2048
+
+// Valid reports whether raw is an endpoint a worker can send to: an
+// absolute http or https URL with a host, at most MaxSize bytes of UTF-8
+// (PostgreSQL stores no other text). Whether the destination is allowed
+// is the worker's transport's to say, at dial time. The outbox refuses
+// any other; the publish API refuses it first, naming its field.
+func Valid(raw string) bool {
+	if raw == "" || len(raw) > MaxSize || !utf8.ValidString(raw) {
+		return false
+	}
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
+}
 
 // RefLen is the length of a Ref: 32 lowercase hex characters (128 bits of
 // SHA-256).
