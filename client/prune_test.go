@@ -68,11 +68,13 @@ func TestPruneDuringDeliveryRun(t *testing.T) {
 		mu.Unlock()
 	}
 	pruneOnce := func() {
-		p := store.PruneParams{OlderThan: 0, BatchSize: batch, OnBatch: onBatch}
+		// The shortest retention: every record finished before this
+		// microsecond goes.
+		p := store.PruneParams{OlderThan: time.Microsecond, BatchSize: batch, OnBatch: onBatch}
 		if _, err := sender.Outbox.Prune(ctx, p); err != nil {
 			t.Error(err)
 		}
-		if _, err := sender.Outbox.PruneAttempts(ctx, store.PruneParams{OlderThan: 0, BatchSize: batch}); err != nil {
+		if _, err := sender.Outbox.PruneAttempts(ctx, store.PruneParams{OlderThan: time.Microsecond, BatchSize: batch}); err != nil {
 			t.Error(err)
 		}
 	}
@@ -117,7 +119,7 @@ func TestPruneDuringDeliveryRun(t *testing.T) {
 		t.Fatalf("pruned %d of %d succeeded deliveries, %d left", pruned, n, h.Counts[courier.StatusSucceeded])
 	}
 	// The receiver's dedupe records go the same way.
-	got, err := receiver.Inbox.Prune(ctx, store.PruneParams{OlderThan: 0, BatchSize: batch})
+	got, err := receiver.Inbox.Prune(ctx, store.PruneParams{OlderThan: time.Microsecond, BatchSize: batch})
 	if err != nil || got != n {
 		t.Fatalf("inbox Prune = %d, %v", got, err)
 	}

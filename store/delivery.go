@@ -348,14 +348,13 @@ func (o *Outbox) redriveKeys(ctx context.Context, tx *sqlx.Tx, now int64, p Redr
 // endpoint. A disabled endpoint stays disabled until Enable. It returns
 // the deliveries and records it deleted, which MaxRows bounds together.
 func (o *Outbox) Prune(ctx context.Context, p PruneParams) (int, error) {
-	args := func() map[string]any { return map[string]any{"before": o.s.now() - p.OlderThan.Microseconds()} }
-	n, err := o.s.prune(ctx, "outbox_prune", args(), p)
+	n, err := o.s.pruneOlder(ctx, "outbox_prune", p)
 	if err != nil || (p.MaxRows > 0 && n >= p.MaxRows) {
 		return n, err
 	}
 	if p.MaxRows > 0 {
 		p.MaxRows -= n
 	}
-	m, err := o.s.prune(ctx, "endpoint_prune", args(), p)
+	m, err := o.s.pruneOlder(ctx, "endpoint_prune", p)
 	return n + m, err
 }

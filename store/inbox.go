@@ -125,14 +125,15 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 	return nil
 }
 
-// Prune deletes records older than p.OlderThan, at most p.BatchSize per
+// Prune deletes records older than p.OlderThan, which must be positive
+// (see PruneParams.OlderThan), at most p.BatchSize per
 // statement (each its own short transaction), and returns how many it
 // deleted: completed ones, and a reporting receiver's claims left
 // processing that long (its process died before it answered, and no
 // retry came to take the claim over). Safe to run from many instances at
 // once.
 func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
-	return in.s.prune(ctx, "inbox_prune", map[string]any{"before": in.s.now() - p.OlderThan.Microseconds()}, p)
+	return in.s.pruneOlder(ctx, "inbox_prune", p)
 }
 
 // Claim is the first phase of a two-phase receipt, for receivers that

@@ -11,10 +11,14 @@ const defaultPruneBatch = 1000
 // PruneParams bounds a retention pass.
 type PruneParams struct {
 	// OlderThan is the age past which records go: those last updated
-	// before now minus OlderThan. It must not be negative. It has no
-	// default: 0 deletes every record the prune may delete, however new
-	// (the inbox's too, so a redelivery of a notification accepted a
-	// moment ago is processed again).
+	// before now minus OlderThan. It is the retention. It must not be
+	// negative, and it has no default: the outbox's, the attempts log's
+	// and the inbox's prunes refuse a zero one (CodeInvalidArgument)
+	// rather than delete records however new. Keep an inbox's records
+	// longer than its senders retry (a redelivery whose record is gone is
+	// processed again), and finished deliveries as long as an enqueue may
+	// be retried (one whose delivery is gone is enqueued anew). The replay
+	// cache's prune deletes pairs past their own expiry and needs none.
 	OlderThan time.Duration
 	// BatchSize is the most rows one statement deletes, each statement its
 	// own short transaction. Defaults to 1000 when 0; it must not be
@@ -26,6 +30,16 @@ type PruneParams struct {
 	// OnBatch, when not nil, is called after each statement with the rows
 	// it deleted, for progress and metrics.
 	OnBatch func(deleted int)
+}
+
+// pruneOlder runs prune for records that go by age: those last updated
+// before now minus p.OlderThan, which must be set (prune refuses a
+// negative one).
+func (s *Store) pruneOlder(ctx context.Context, name string, p PruneParams) (int, error) {
+	if p.OlderThan == 0 {
+		return 0, invalidArgument("PruneParams.OlderThan must be positive: it is how long records are kept")
+	}
+	return s.prune(ctx, name, map[string]any{"before": s.now() - p.OlderThan.Microseconds()}, p)
 }
 
 // prune runs a bounded delete statement until it deletes less than a

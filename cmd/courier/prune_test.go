@@ -62,13 +62,13 @@ func TestPrune(t *testing.T) {
 	if out := mustRun(t, exitOK, "prune", "-db", db); out != "outbox: 0\nattempts: 0\ninbox: 0\nreplay: 1\n" {
 		t.Fatalf("prune with the default ages printed %q, want only the expired replay pair gone", out)
 	}
-	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "0s", "-inbox-older-than", "0s"); out != "outbox: 1\nattempts: 2\ninbox: 1\nreplay: 0\n" {
+	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "1us", "-inbox-older-than", "1us"); out != "outbox: 1\nattempts: 2\ninbox: 1\nreplay: 0\n" {
 		t.Fatalf("prune of everything finished printed %q, want the succeeded delivery, both attempts and the inbox record", out)
 	}
 	if d, err := s.Outbox.Get(ctx, failed); err != nil || d.Status != courier.StatusFailed {
 		t.Fatalf("the failed delivery after prune: %+v, %v; want it kept for an operator", d, err)
 	}
-	for _, args := range [][]string{{"-older-than", "-1h"}, {"-inbox-older-than", "-1s"}, {"-max-rows", "-1"}} {
+	for _, args := range [][]string{{"-older-than", "-1h"}, {"-inbox-older-than", "-1s"}, {"-older-than", "0s"}, {"-inbox-older-than", "0"}, {"-max-rows", "-1"}} {
 		if code, _, _ := courierRun(t, append([]string{"prune", "-db", db}, args...)...); code != exitUsage {
 			t.Errorf("prune %v exited %d, want %d", args, code, exitUsage)
 		}

@@ -611,8 +611,8 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	switch {
-	case *olderThan < 0 || *inboxOlderThan < 0:
-		return usageError(stderr, "courier prune: -older-than and -inbox-older-than must not be negative")
+	case *olderThan <= 0 || *inboxOlderThan <= 0:
+		return usageError(stderr, "courier prune: -older-than and -inbox-older-than must be positive")
 	case *maxRows < 0:
 		return usageError(stderr, "courier prune: -max-rows must not be negative")
 	}

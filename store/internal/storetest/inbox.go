@@ -200,23 +200,26 @@ func testInboxConcurrent(t *testing.T, open OpenFunc) {
 	}
 }
 
+// processed commits an inbox record of sender "s", completed, under key.
+func (b *bundle) processed(t *testing.T, key string) {
+	t.Helper()
+	tx := b.begin(t)
+	k := protocol.InboxKey{Sender: "s", Key: key, PayloadSHA256: digest(key)}
+	if _, err := protocol.InboxFor(b.store).Record(b.ctx, tx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.InboxFor(b.store).Complete(b.ctx, tx, k, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func testInboxPrune(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
-	record := func(key string) {
-		tx := b.begin(t)
-		k := protocol.InboxKey{Sender: "s", Key: key, PayloadSHA256: digest(key)}
-		if _, err := protocol.InboxFor(b.store).Record(b.ctx, tx, k); err != nil {
-			t.Fatal(err)
-		}
-		if err := protocol.InboxFor(b.store).Complete(b.ctx, tx, k, []byte("{}")); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i := range 25 {
-		record(fmt.Sprintf("old-%d", i))
+		b.processed(t, fmt.Sprintf("old-%d", i))
 	}
 	// A two-phase claim its receiver never completed nor released.
 	orphan := protocol.InboxKey{Sender: "s", Key: "orphan", PayloadSHA256: digest("orphan")}
@@ -225,7 +228,7 @@ func testInboxPrune(t *testing.T, open OpenFunc) {
 	}
 	b.clock.Advance(48 * time.Hour)
 	for i := range 5 {
-		record(fmt.Sprintf("new-%d", i))
+		b.processed(t, fmt.Sprintf("new-%d", i))
 	}
 	n, err := b.store.Inbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour, BatchSize: 10, MaxRows: 15})
 	if err != nil || n != 15 {

@@ -13,6 +13,54 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
+// testPruneNeedsARetention: the outbox's, the attempts log's and the
+// inbox's prunes refuse a zero OlderThan (invalid_argument naming it) and
+// delete nothing. It once deleted every record however new: an inbox
+// record of a delivery accepted a moment ago went, so its redelivery
+// ran the application's function again, and a delivered notification's
+// row went, so an enqueue retried after its commit sent it again. The
+// replay cache's prune, whose pairs carry their own expiry, runs.
+func testPruneNeedsARetention(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	b.enqueue(t, delivery("r-1"))
+	for _, c := range b.claim(t, "w", 1, time.Minute) {
+		if err := b.complete(c.Lease, "ack"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.processed(t, "r-1")
+	b.clock.Advance(time.Second)
+	for name, prune := range map[string]func(context.Context, store.PruneParams) (int, error){
+		"Outbox.Prune":         b.store.Outbox.Prune,
+		"Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
+		"Inbox.Prune":          b.store.Inbox.Prune,
+	} {
+		n, err := prune(b.ctx, store.PruneParams{})
+		if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "PruneParams.OlderThan") || n != 0 {
+			t.Errorf("%s with no OlderThan = %d, %v; want invalid_argument naming PruneParams.OlderThan", name, n, err)
+		}
+	}
+	for table, want := range map[string]int{"courier_outbox": 1, "courier_attempts": 1, "courier_inbox": 1} {
+		var got int
+		if err := b.db.GetContext(b.ctx, &got, "SELECT COUNT(*) FROM "+table); err != nil || got != want {
+			t.Errorf("%s holds %d rows (%v), want %d", table, got, err, want)
+		}
+	}
+	if n, err := b.store.Replay.Prune(b.ctx, store.PruneParams{}); err != nil || n != 0 {
+		t.Errorf("Replay.Prune with no OlderThan = %d, %v; want it to run", n, err)
+	}
+	// The shortest retention is explicit: a microsecond takes them all.
+	for name, prune := range map[string]func(context.Context, store.PruneParams) (int, error){
+		"Outbox.Prune":         b.store.Outbox.Prune,
+		"Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
+		"Inbox.Prune":          b.store.Inbox.Prune,
+	} {
+		if n, err := prune(b.ctx, store.PruneParams{OlderThan: time.Microsecond}); err != nil || n != 1 {
+			t.Errorf("%s with OlderThan 1µs = %d, %v; want its one record", name, n, err)
+		}
+	}
+}
+
 // testPruneRefusesNegativeBounds: a negative OlderThan, BatchSize or
 // MaxRows is invalid_argument naming the field, for every retention pass,
 // and deletes nothing; a negative MaxRows once pruned nothing without a

@@ -66,6 +66,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
 		{"PruneRefusesNegativeBounds", testPruneRefusesNegativeBounds},
+		{"PruneNeedsARetention", testPruneNeedsARetention},
 		{"PruneTakesTheOldestFirst", testPruneTakesTheOldestFirst},
 		{"PruneTakesDeadEndpointsRecords", testPruneTakesDeadEndpointsRecords},
 		{"ReplayCacheCap", testReplayCacheCap},

@@ -218,7 +218,7 @@ func TestConcurrentOperationsNeverDeadlock(t *testing.T) {
 				case op < 18:
 					note("set limits", s.Endpoints.SetLimits(ctx, ep, store.Limits{MaxInFlight: r.IntN(3), Rate: float64(r.IntN(2) * 100)}))
 				case op < 19:
-					_, err := s.Outbox.Prune(ctx, store.PruneParams{OlderThan: time.Duration(r.IntN(2)) * time.Millisecond, BatchSize: 1 + r.IntN(5)})
+					_, err := s.Outbox.Prune(ctx, store.PruneParams{OlderThan: time.Duration(1+r.IntN(2)) * time.Millisecond, BatchSize: 1 + r.IntN(5)})
 					note("prune", err)
 				default:
 					note("enable", s.Endpoints.Enable(ctx, ep))
