@@ -29,6 +29,9 @@ const (
 	// minReportingRetention is the least time a reporting receiver keeps
 	// its dedupe records: AdCP's minimum.
 	minReportingRetention = 24 * time.Hour
+	// defaultRetryHorizon is ReportingConfig.RetryHorizon's default: a
+	// courier sender's (store.Config.RetryHorizon's default).
+	defaultRetryHorizon = 72 * time.Hour
 )
 
 // ReportingConfig configures a Reporting receiver. It has no
@@ -46,8 +49,10 @@ type ReportingConfig struct {
 	Logger   *slog.Logger
 	Hook     func(Event)
 	// RetryHorizon is how long the senders may retry one delivery. Dedupe
-	// records must outlive it; see Reporting.Retention. Defaults to zero
-	// (unknown): the retention is then 24 hours, AdCP's minimum.
+	// records must outlive it, or a redelivery after its record is pruned
+	// runs the function again; see Reporting.Retention. Defaults to 72
+	// hours, a courier sender's; set it to the senders' own when they
+	// promise one (AdCP asks at least 24 hours of them).
 	RetryHorizon time.Duration
 	// StaleAfter is how long a request may hold a delivery's claim before
 	// a retry takes it over, as from a receiver that died while
@@ -126,7 +131,11 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 		return nil, configError("ReportingConfig.RetryHorizon must not be negative")
 	case cfg.StaleAfter < 0:
 		return nil, configError("ReportingConfig.StaleAfter must not be negative")
-	case cfg.StaleAfter == 0:
+	}
+	if cfg.RetryHorizon == 0 {
+		cfg.RetryHorizon = defaultRetryHorizon
+	}
+	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = defaultStaleAfter
 	}
 	if fn == nil {
@@ -138,7 +147,8 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 }
 
 // Retention is how long dedupe records must be kept: the senders' retry
-// horizon, and at least 24 hours (AdCP's minimum). It holds for the
+// horizon (72 hours unless ReportingConfig says otherwise), and at least
+// 24 hours (AdCP's minimum). It holds for the
 // records of terminal notification_ids too, which the same Prune deletes
 // alike. Prune with it:
 //

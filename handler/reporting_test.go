@@ -884,7 +884,7 @@ func TestReportingConfig(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ horizon, want time.Duration }{
-		{0, 24 * time.Hour},
+		{0, 72 * time.Hour}, // a courier sender's: records kept 24 hours were gone before its last retries
 		{time.Hour, 24 * time.Hour},
 		{72 * time.Hour, 72 * time.Hour},
 	} {
