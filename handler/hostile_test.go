@@ -711,6 +711,9 @@ func hostilePublishTarget() hostileTarget {
 		},
 		extras: []hostileCase{
 			{name: "bad idempotency key", build: header(handler.HeaderIdempotencyKey, "a b"), status: 400, code: courier.CodeValidation},
+			{name: "idempotency key twice", build: func(v hostileValid) hostileRequest {
+				return hostileRequest{body: v.body, edit: func(r *http.Request) { r.Header.Add(handler.HeaderIdempotencyKey, "req-0002") }}
+			}, status: 400, code: courier.CodeValidation},
 			{name: "idempotency key too long", build: header(handler.HeaderIdempotencyKey, strings.Repeat("k", 257)), status: 400, code: courier.CodeValidation},
 			{name: "missing payload", build: body(func(v hostileValid) []byte { return v.without("payload") }), status: 400, code: courier.CodeValidation, field: "payload"},
 			{name: "null payload", build: body(func(v hostileValid) []byte { return v.with("payload", `null`) }), status: 400, code: courier.CodeValidation, field: "payload"},

@@ -151,9 +151,9 @@ type PublishConfig struct {
 // request (strictly: unknown members are refused), asks
 // PublishConfig.Authorize whether the caller may publish to the target,
 // and enqueues (or fans out) inside one transaction per request. A request
-// carrying an Idempotency-Key is answered once: the same key and body
-// again get the same response, byte for byte, with nothing enqueued twice;
-// the same key with another body is 409.
+// carrying an Idempotency-Key (one: two are 400) is answered once: the
+// same key and body again get the same response, byte for byte, with
+// nothing enqueued twice; the same key with another body is 409.
 //
 // Without a key, the outbox makes a request safe to retry: a delivery it
 // holds already is found, not enqueued twice (store.Outbox.Publish,
@@ -204,8 +204,11 @@ func (p *Publish) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.h.ServeH
 
 func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
+	// One key or none: a request with two means neither for sure, and
+	// answering under one could take the publish for another's duplicate.
+	keys := r.Header.Values(HeaderIdempotencyKey)
 	idemKey := r.Header.Get(HeaderIdempotencyKey)
-	if idemKey != "" && !wire.IsToken(idemKey) {
+	if len(keys) > 1 || idemKey != "" && !wire.IsToken(idemKey) {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})
 		return
 	}
