@@ -125,13 +125,17 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 	return nil
 }
 
-// Prune deletes records older than p.OlderThan, which must be positive
-// (see PruneParams.OlderThan), at most p.BatchSize per
+// Prune deletes records older than p.OlderThan, at most p.BatchSize per
 // statement (each its own short transaction), and returns how many it
 // deleted: completed ones, and a reporting receiver's claims left
 // processing that long (its process died before it answered, and no
 // retry came to take the claim over). Safe to run from many instances at
 // once.
+//
+// p.OlderThan is required: keep records longer than the senders retry,
+// for a redelivery whose record is gone is processed again. A courier
+// sender retries for 72 hours after the first attempt is due, unless its
+// Config.RetryHorizon or the delivery's Deadline says otherwise.
 func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	return in.s.pruneOlder(ctx, "inbox_prune", p)
 }
