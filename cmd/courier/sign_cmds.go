@@ -84,7 +84,7 @@ func secret(file string) (signature.StandardWebhooksKey, error) {
 func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("send", stderr)
 	target := fs.String("url", "", "the receiver's endpoint (required)")
-	id := fs.String("id", "", "the notification id (default: a fresh test-… id)")
+	id := fs.String("id", "", "the notification id, a token of A-Z a-z 0-9 _ . : - (default: a fresh test-… id)")
 	body := fs.String("body", "", `the JSON payload (default: {"id":"<id>","test":true})`)
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whsk_ key (default: $COURIER_SECRET)")
 	profile := fs.String("profile", ack.ProfileCourier, "the Ack the receiver must answer with: courier, terminal, none, reporting or command")
@@ -98,6 +98,8 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError(stderr, "courier send: -url is required")
 	case *timeout <= 0:
 		return usageError(stderr, "courier send: -timeout must be above zero")
+	case *id != "" && !wire.IsToken(*id):
+		return usageError(stderr, "courier send: -id must be 1-256 of A-Z a-z 0-9 _ . : - (a notification id)")
 	}
 	p, ok := ack.Builtin(*profile)
 	if !ok {

@@ -58,6 +58,20 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 }
 
+// TestSendRefusesAnIdNoReceiverAccepts: send's -id is a notification id,
+// a token; another was sent (a space: signed and refused by the receiver,
+// exit 1) or built into a default body that was no JSON (a quote: "-body
+// is not one JSON document", for a -body never given).
+func TestSendRefusesAnIdNoReceiverAccepts(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"n 1", `n"1`, strings.Repeat("n", 257)} {
+		code, _, errOut := courierRun(t, "send", "-url", "http://127.0.0.1:1/notes", "-secret-file", "/nonexistent", "-id", id)
+		if code != exitUsage || !strings.Contains(errOut, "-id must be") {
+			t.Errorf("send -id %.20q: exit %d, stderr %q; want %d naming -id", id, code, strings.TrimSpace(errOut), exitUsage)
+		}
+	}
+}
+
 // TestDurationsOutOfRangeAreUsageErrors: verify's -tolerance under a
 // second and send's -timeout not above zero are usage errors, exit 2:
 // -tolerance 0 verified within the default five minutes, as if it were
