@@ -23,7 +23,8 @@
 // redrive and cancel do when they leave the delivery id they were given
 // as it was (an endpoint with nothing to redrive is no failure), and send
 // does when the receiver refuses the notification or answers with an Ack
-// that does not verify; 2 for a usage error; 3 when health is blocked or
+// that does not verify; 2 for a usage error, the store's refusal of an
+// argument (invalid_argument) included; 3 when health is blocked or
 // verify refuses the request.
 package main
 
@@ -36,6 +37,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/courier-go/courier"
 )
 
 func main() {
@@ -120,6 +123,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case errors.Is(err, errBlocked):
 		return exitBlocked
+	case errors.Is(err, courier.CodeInvalidArgument):
+		// The store refused an argument of the command line's, as a
+		// usage error: the same command would fail again.
+		fmt.Fprintf(stderr, "courier %s: %v\n", args[0], err)
+		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "courier %s: %v\n", args[0], err)
 		return exitFailed

@@ -316,7 +316,7 @@ func TestEndpointsLimit(t *testing.T) {
 	if out := mustRun(t, exitOK, "endpoints", "list", "-db", db); !strings.Contains(out, "max 5 in flight") || !strings.Contains(out, "BLOCKED KEYS") {
 		t.Fatalf("list: %s", out)
 	}
-	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-burst", "3", url); code != exitFailed || !strings.Contains(errOut, "Burst") {
+	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-burst", "3", url); code != exitUsage || !strings.Contains(errOut, "Burst") {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
 	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/…: -") {
@@ -368,7 +368,7 @@ func TestContracts(t *testing.T) {
 	if out := mustRun(t, exitOK, "contracts", "fail-mismatched", "-db", db, url); !strings.Contains(out, "failed: 0") {
 		t.Fatalf("fail-mismatched: %s", out)
 	}
-	mustRun(t, exitFailed, "contracts", "pin", "-db", db, url, "not-a-digest")
+	mustRun(t, exitUsage, "contracts", "pin", "-db", db, url, "not-a-digest")
 }
 
 func TestSecretNew(t *testing.T) {

@@ -38,9 +38,9 @@ func TestVerifyNeverQuotesTheCapture(t *testing.T) {
 	}
 }
 
-// TestUsageErrorsExitTwo: a missing -db and a -limit outside 1..1000 are
-// usage errors, exit 2, as a missing -url is: they exited 1 (and -limit 0
-// listed 100 rows).
+// TestUsageErrorsExitTwo: a missing -db, a -limit outside 1..1000 and an
+// argument the store refuses (invalid_argument) are usage errors, exit 2,
+// as a missing -url is: they exited 1 (and -limit 0 listed 100 rows).
 func TestUsageErrorsExitTwo(t *testing.T) {
 	t.Parallel()
 	db, _ := migrated(t)
@@ -51,6 +51,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"endpoints", "list"},
 		{"deliveries", "list", "-db", db, "-limit", "0"},
 		{"deliveries", "list", "-db", db, "-limit", "5000"},
+		{"endpoints", "limit", "-db", db, "-rate", "5", "not a url"}, // the store's invalid_argument
 	} {
 		if code, _, errOut := courierRun(t, args...); code != exitUsage || strings.TrimSpace(errOut) == "" {
 			t.Errorf("courier %s: exit %d, stderr %q; want %d with a message", strings.Join(args, " "), code, strings.TrimSpace(errOut), exitUsage)
