@@ -27,7 +27,7 @@ const (
 	CodeIntegrity            Code = "integrity_mismatch"    // stored payload no longer matches its digest
 	CodePayloadUnreadable    Code = "payload_unreadable"    // stored payload cannot be decrypted
 	CodeExpired              Code = "expired"               // the retry horizon passed
-	CodeSubscriptionChanged  Code = "subscription_changed"  // the subscription changed or was disabled
+	CodeSubscriptionChanged  Code = "subscription_changed"  // the subscription changed or was paused
 	CodeContractChanged      Code = "contract_changed"      // the endpoint's pinned contract changed
 	CodeEndpointGone         Code = "endpoint_gone"         // the receiver answered 410 Gone
 	CodeEndpointDisabled     Code = "endpoint_disabled"     // the endpoint was disabled by an operator or its health

@@ -5,7 +5,7 @@ package courier
 //	pending --claim--> leased --2xx + valid ack--> succeeded
 //	                     |--retryable--> retry_wait --due--> leased
 //	                     |--permanent--> failed
-//	                     |--subscription changed/disabled--> suppressed
+//	                     |--subscription changed/paused--> suppressed
 //	                     '--payload unreadable or digest mismatch--> quarantined
 type Status string
 

@@ -50,7 +50,7 @@ func TestFanOutSignsPerSubscription(t *testing.T) {
 		t.Cleanup(srv.Close)
 		servers = append(servers, srv)
 		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
-			Tenant: "acme", Endpoint: srv.URL + "/hooks", EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: key.ID(), Active: true,
+			Tenant: "acme", Endpoint: srv.URL + "/hooks", EventTypes: []string{"*"}, KeyID: key.ID(),
 		}); err != nil {
 			t.Fatal(err)
 		}

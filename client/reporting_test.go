@@ -102,7 +102,7 @@ func TestReportingEndToEnd(t *testing.T) {
 	for i := range 2 {
 		if _, err := sender.Subscriptions.Create(ctx, sender.DB(), store.SubscriptionParams{
 			Tenant: "buyer-1", Endpoint: fmt.Sprintf("%s/adcp/%d", srv.URL, i), EventTypes: []string{"delivery_report"},
-			AuthMode: signature.SchemeRFC9421, KeyID: key.KeyID(), Profile: ack.ProfileReporting, Active: true,
+			KeyID: key.KeyID(), Profile: ack.ProfileReporting,
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func ExampleNewPublish() {
 	defer done()
 	if _, err := s.Subscriptions.Create(ctx, s.DB(), store.SubscriptionParams{
 		Tenant: "orders-service", Endpoint: "https://partner.example/hooks", EventTypes: []string{"order.paid"},
-		AuthMode: "standard-webhooks", KeyID: "partner-key", Active: true,
+		KeyID: "partner-key",
 	}); err != nil {
 		panic(err)
 	}

@@ -71,7 +71,7 @@ func TestPublishRefusesTextPostgreSQLCannotStore(t *testing.T) {
 	t.Parallel()
 	onEachEngine(t, func(t *testing.T, s *store.Store) {
 		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r.example/h",
-			EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k", Active: true}); err != nil {
+			EventTypes: []string{"*"}, KeyID: "k"}); err != nil {
 			t.Fatal(err)
 		}
 		p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: bearerVerifier(t, "orders-service"),

@@ -159,7 +159,7 @@ type PublishConfig struct {
 // holds already is found, not enqueued twice (store.Outbox.Publish,
 // store.Outbox.Enqueue). An event published again after the tenant's
 // subscriptions changed reaches them as they are now (new ones, new keys,
-// reactivated ones; see store.Outbox.Publish). An event_id or
+// resumed ones; see store.Outbox.Publish). An event_id or
 // notification_id published before with another payload is 409
 // idempotency_collision, nothing enqueued (a subscription whose profile
 // changed since takes the new one: see store.Outbox.Publish).

@@ -37,7 +37,7 @@ func setupPublish(t *testing.T) (*store.Store, *httptest.Server) {
 	s, srv := setupPublishWith(t, handler.PublishConfig{Authorize: allowPublish})
 	for i, types := range [][]string{{"order.paid"}, {"*"}, {"order.created"}} {
 		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r" + string(rune('a'+i)) + ".example/h",
-			EventTypes: types, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k", Active: true}); err != nil {
+			EventTypes: types, KeyID: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,11 +206,11 @@ func publishServer(t *testing.T, s *store.Store, cfg handler.PublishConfig) *htt
 	return srv
 }
 
-// subscribe adds an active subscription of tenant to every event type.
+// subscribe adds a subscription of tenant to every event type.
 func subscribe(t *testing.T, s *store.Store, tenant, endpoint string) {
 	t.Helper()
 	if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{Tenant: tenant, Endpoint: endpoint,
-		EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k", Active: true}); err != nil {
+		EventTypes: []string{"*"}, KeyID: "k"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -369,7 +369,7 @@ func TestPublishEventIDLeavesRoomForTheSubscriptionID(t *testing.T) {
 			t.Fatal(err)
 		}
 		sub, err := s.Subscriptions.Create(ctx, s.DB(), store.SubscriptionParams{Tenant: "publisher", Endpoint: "https://hooks.example/h",
-			EventTypes: []string{"order.paid"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Active: true})
+			EventTypes: []string{"order.paid"}, KeyID: "k1"})
 		if err != nil || sub.ID != math.MaxInt64 {
 			t.Fatalf("Create = %+v, %v; want the id %d", sub, err, int64(math.MaxInt64))
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/protocol"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -33,7 +32,7 @@ func TestPublishAgainAfterAKeyRotationReachesEverySubscription(t *testing.T) {
 			s := e.open(t)
 			srv := publishServer(t, s, handler.PublishConfig{Authorize: allowPublish})
 			params := store.SubscriptionParams{Tenant: "acme", Endpoint: "https://ra.example/h", EventTypes: []string{"*"},
-				AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Active: true}
+				KeyID: "k1"}
 			rotated, err := s.Subscriptions.Create(t.Context(), nil, params)
 			if err != nil {
 				t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/writerctx"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -64,7 +63,7 @@ func TestStoreWritesInTheFunctionFailAtOnce(t *testing.T) {
 		},
 		"Subscriptions.Create without a transaction": func(ctx context.Context, s *store.Store) error {
 			_, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r.example/h",
-				EventTypes: []string{"order.paid"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Active: true})
+				EventTypes: []string{"order.paid"}, KeyID: "k1"})
 			return err
 		},
 	}

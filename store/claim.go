@@ -628,9 +628,9 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 
 // admit decides whether a claimed delivery may be sent: its payload must
 // open and match its digest (or it is quarantined), and its subscription
-// must still be active, with the fingerprint it had at enqueue and an
-// event filter that still matches the delivery's event type (or it is
-// suppressed, subscription_changed). It opens c's payload in place and
+// must still have the fingerprint it had at enqueue, not be paused, and
+// have an event filter that still matches the delivery's event type (or
+// it is suppressed, subscription_changed). It opens c's payload in place and
 // returns c's status: leased when it may be sent. The caller moves the
 // ordering key of one it ended on.
 func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (courier.Status, error) {

@@ -25,7 +25,7 @@
 //	pending --claim--> leased --2xx + valid Ack--> succeeded
 //	                     |--retry--> retry_wait --due--> leased
 //	                     |--permanent failure, budget or deadline spent--> failed
-//	                     |--subscription changed or disabled--> suppressed
+//	                     |--subscription changed or paused--> suppressed
 //	                     |--payload cannot be opened or no longer matches its digest--> quarantined
 //	                     '--lease expired (its worker died)--> retry_wait or failed
 //

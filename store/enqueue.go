@@ -583,7 +583,7 @@ func fieldList(err error) string {
 var validEndpoint = endpoint.Valid
 
 // maxName bounds the names and ids the store keeps as text: key ids,
-// profiles, tenants, auth modes, senders, replay nonces.
+// profiles, tenants, senders, replay nonces.
 const maxName = 256
 
 // validText reports whether s is 1 to max bytes of text every engine
@@ -675,11 +675,11 @@ func (o *Outbox) samePayload(r outboxRow, args map[string]any) error {
 // exists, as Publish documents: the stored row is compared with what the
 // caller chose (the event's payload, unless Build made it for another
 // profile than the row's; priority; ordering key), never with what the
-// subscription decides, which may have changed since (key, auth mode,
-// profile; the Store's budget). Then, by the row's state:
+// subscription decides, which may have changed since (key, profile; the
+// Store's budget). Then, by the row's state:
 //
 //   - suppressed subscription_changed (the subscription changed, was
-//     inactive or did not want the event when it was claimed): the
+//     paused or did not want the event when it was claimed): the
 //     subscriber never got it, so it is sent again under the subscription
 //     as it is now (outbox_publish_revive); queued reports it.
 //   - unfinished (pending, retrying, leased) under another fingerprint:

@@ -127,7 +127,7 @@ func ExampleOutbox_Enqueue_sqlTx() {
 	// existed: true
 }
 
-// Fan-out: one event, one delivery per matching active subscription,
+// Fan-out: one event, one delivery per matching subscription not paused,
 // written in the caller's transaction.
 func ExampleOutbox_Publish() {
 	ctx := context.Background()
@@ -135,9 +135,9 @@ func ExampleOutbox_Publish() {
 	defer done()
 
 	for _, sub := range []store.SubscriptionParams{
-		{Tenant: "acme", Endpoint: "https://a.example/hooks", EventTypes: []string{"order.paid"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true},
-		{Tenant: "acme", Endpoint: "https://b.example/hooks", EventTypes: []string{"*"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true},
-		{Tenant: "acme", Endpoint: "https://c.example/hooks", EventTypes: []string{"order.refunded"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true},
+		{Tenant: "acme", Endpoint: "https://a.example/hooks", EventTypes: []string{"order.paid"}, KeyID: "k1"},
+		{Tenant: "acme", Endpoint: "https://b.example/hooks", EventTypes: []string{"*"}, KeyID: "k1"},
+		{Tenant: "acme", Endpoint: "https://c.example/hooks", EventTypes: []string{"order.refunded"}, KeyID: "k1"},
 	} {
 		if _, err := s.Subscriptions.Create(ctx, s.DB(), sub); err != nil {
 			panic(err)

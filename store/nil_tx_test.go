@@ -34,7 +34,7 @@ func TestSubscriptionsWithoutATransaction(t *testing.T) {
 	ctx := t.Context()
 	s := openStore(t)
 	p := store.SubscriptionParams{Tenant: "acme", Endpoint: "https://shipping.example/hooks", EventTypes: []string{"order.paid"},
-		AuthMode: "standard-webhooks", KeyID: "k1", Active: true}
+		KeyID: "k1"}
 	created, err := s.Subscriptions.Create(ctx, nil, p)
 	if err != nil {
 		t.Fatalf("Create without a transaction: %v", err)
@@ -67,7 +67,7 @@ func TestMethodsOnTheCallersTransactionRefuseNone(t *testing.T) {
 	ctx := t.Context()
 	s := openStore(t)
 	sub := store.SubscriptionParams{Tenant: "acme", Endpoint: "https://shipping.example/hooks", EventTypes: []string{"*"},
-		AuthMode: "standard-webhooks", KeyID: "k1", Active: true}
+		KeyID: "k1"}
 	if _, err := s.Subscriptions.Create(ctx, s.DB(), sub); err != nil {
 		t.Fatal(err)
 	}

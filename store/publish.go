@@ -63,8 +63,8 @@ type Published struct {
 }
 
 // Publish fans an event out, inside the caller's transaction, to one
-// delivery per active subscription of the tenant that matches its type,
-// as one snapshot of the registry. A rolled-back publish makes none. On
+// delivery per subscription of the tenant that matches its type and is
+// not paused, as one snapshot of the registry. A rolled-back publish makes none. On
 // error nothing is known to be written: the caller rolls back (a Build
 // that fails writes nothing, as every payload is built first).
 //
@@ -77,19 +77,19 @@ type Published struct {
 // changed since), Priority and OrderingKey: another value is
 // CodeIdempotencyCollision, as for Enqueue (and so is a delivery, a
 // succeeded one too, sealed under a key Config.Encryption no longer
-// holds). What the subscription decides is not compared (its KeyID,
-// AuthMode and Profile, Config.MaxAttempts): a change there never makes
-// a publish fail. By the delivery's state:
+// holds). What the subscription decides is not compared (its KeyID and
+// Profile, Config.MaxAttempts): a change there never makes a publish
+// fail. By the delivery's state:
 //
 //   - unfinished (pending, retrying, or leased by a worker) under the
 //     subscription's settings of before (Subscriptions.Update changed
-//     its KeyID, AuthMode or Profile, so its claim would suppress it): it
-//     is brought up to date in place, to be sent under the subscription
-//     as it is now, on its schedule and budget. An attempt in flight is
+//     its KeyID or Profile, so its claim would suppress it): it is
+//     brought up to date in place, to be sent under the subscription as
+//     it is now, on its schedule and budget. An attempt in flight is
 //     not recalled: it finishes under the settings it was claimed with,
 //     and if it does not succeed the next attempt uses the new ones.
 //   - suppressed with code subscription_changed (its subscription had
-//     changed, was inactive or no longer wanted the event's type when it
+//     changed, was paused or no longer wanted the event's type when it
 //     was claimed): the subscriber never got it, so it is sent again under
 //     the subscription as it is now, with a fresh budget (Config.MaxAttempts
 //     more attempts) and horizon (Deadline, or Config.RetryHorizon from

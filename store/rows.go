@@ -108,7 +108,7 @@ type subscriptionRow struct {
 	Tenant      string `db:"tenant"`
 	Endpoint    string `db:"endpoint"`
 	EventTypes  string `db:"event_types"` // space-separated
-	AuthMode    string `db:"auth_mode"`
+	AuthMode    string `db:"auth_mode"`   // part of the fingerprint only (see SubscriptionParams.fingerprint)
 	KeyID       string `db:"key_id"`
 	Profile     string `db:"profile"`
 	Fingerprint string `db:"fingerprint"`

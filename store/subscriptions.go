@@ -20,28 +20,33 @@ type Subscriptions struct{ s *Store }
 
 // SubscriptionParams describes a subscription.
 //
-// Tenant, AuthMode and KeyID are 1-256 bytes of UTF-8 without NUL.
+// Tenant and KeyID are 1-256 bytes of UTF-8 without NUL.
 type SubscriptionParams struct {
 	Tenant     string   // whose events
 	Endpoint   string   // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
 	EventTypes []string // which event types (see PublishParams.EventType); "*" matches all
-	AuthMode   string   // the signing scheme (signature.Scheme* names)
-	KeyID      string   // the signing key's reference, never key material
+	// KeyID names the signing configuration its deliveries are signed
+	// with (see EnqueueParams.KeyID), never key material: the worker
+	// signs each with what it configures for that name.
+	KeyID string
 	// Profile is the Ack profile, one of Config.Profiles; not terminal or
 	// command, whose notification ids are derived from their payloads,
 	// never a publish's. Defaults to ack.ProfileCourier.
 	Profile string
-	// Active is whether the subscription receives events: Publish fans
-	// out to active subscriptions only, and a delivery whose subscription
-	// is inactive when it is claimed is suppressed (subscription_changed).
-	// Defaults to false: a subscription created or updated without it
-	// set receives nothing, and Publish finds nothing to send it.
-	Active bool
+	// Paused stops a subscription receiving events. Its zero value is a
+	// subscription that receives: one created or updated without it gets
+	// every matching event. While it is paused, Publish skips it, and a
+	// delivery already enqueued for it that is claimed is suppressed
+	// (subscription_changed) rather than sent; publishing the event
+	// again once it is resumed sends it (see Outbox.Publish). Update
+	// replaces every setting: to keep a subscription paused, an Update
+	// repeats Paused: true.
+	Paused bool
 }
 
 // Subscription is one registry entry. Fingerprint is the SHA-256 of what
-// its deliveries depend on (endpoint, auth mode, key, profile): a delivery
-// enqueued under one fingerprint is not sent under another.
+// its deliveries depend on (endpoint, key, profile): a delivery enqueued
+// under one fingerprint is not sent under another.
 type Subscription struct {
 	ID int64
 	SubscriptionParams
@@ -62,10 +67,8 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 		return invalidArgument("SubscriptionParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case len(p.EventTypes) == 0:
 		return invalidArgument("SubscriptionParams.EventTypes is empty")
-	case p.AuthMode == "" || p.KeyID == "":
-		return invalidArgument("SubscriptionParams.AuthMode and KeyID are required")
-	case !validText(p.AuthMode, maxName):
-		return invalidArgument("SubscriptionParams.AuthMode must be 1-256 bytes of UTF-8 without NUL")
+	case p.KeyID == "":
+		return invalidArgument("SubscriptionParams.KeyID is required")
 	case !validText(p.KeyID, maxName):
 		return invalidArgument("SubscriptionParams.KeyID must be 1-256 bytes of UTF-8 without NUL")
 	case p.Profile == ack.ProfileTerminal || p.Profile == ack.ProfileCommand:
@@ -95,19 +98,25 @@ func validEventType(t string) bool {
 }
 
 // fingerprint covers everything a delivery's sending depends on.
-func (p SubscriptionParams) fingerprint() string {
+// authMode is the row's auth_mode column: a signing scheme's name that
+// subscriptions once carried, kept in the fingerprint so that those
+// fingerprinted with it keep their fingerprint, and "" for every other.
+func (p SubscriptionParams) fingerprint(authMode string) string {
 	h := sha256.New()
-	for _, part := range []string{p.Endpoint, p.AuthMode, p.KeyID, p.Profile} {
+	for _, part := range []string{p.Endpoint, authMode, p.KeyID, p.Profile} {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (p SubscriptionParams) args(now int64) map[string]any {
+// args binds p for subscription_insert and subscription_update. authMode
+// is the row's auth_mode (see fingerprint): "" for an insert, which
+// writes "", and the stored one for an update, which keeps it.
+func (p SubscriptionParams) args(authMode string, now int64) map[string]any {
 	return map[string]any{
 		"tenant": p.Tenant, "endpoint": p.Endpoint, "event_types": strings.Join(p.EventTypes, " "),
-		"auth_mode": p.AuthMode, "key_id": p.KeyID, "profile": p.Profile, "fingerprint": p.fingerprint(),
-		"active": p.Active, "now": now,
+		"key_id": p.KeyID, "profile": p.Profile, "fingerprint": p.fingerprint(authMode),
+		"active": !p.Paused, "now": now,
 	}
 }
 
@@ -120,41 +129,44 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 	}
 	return orOwnTx(ctx, sr.s, tx, func(tx DBTX) (Subscription, error) {
 		var id int64
-		if err := sr.s.scan(ctx, tx, "subscription_insert", p.args(sr.s.now()), &id); err != nil {
+		if err := sr.s.scan(ctx, tx, "subscription_insert", p.args("", sr.s.now()), &id); err != nil {
 			return Subscription{}, err
 		}
 		return sr.Get(ctx, tx, id)
 	})
 }
 
-// Update replaces a subscription's settings. Changing the endpoint, auth
-// mode, key or profile changes its fingerprint: deliveries already
-// enqueued for it are suppressed rather than sent. So are those whose
-// event type its new EventTypes no longer include, and, while it is
-// inactive, every one its claim finds. Publishing an event again
-// (Outbox.Publish) sends it under the subscription as it is then: its
-// delivery is brought up to date if it is still unsent, sent again if it
-// was suppressed so, and made anew for a new endpoint. Its tenant does not
-// change: p.Tenant must be the one it has (CodeInvalidArgument otherwise);
-// to serve another tenant, create a subscription under it. It runs inside
-// tx when the caller has one; with a nil tx it writes on its own, through
-// the Store's writer (see Store.Begin).
+// Update replaces a subscription's settings. Changing the endpoint, key
+// or profile changes its fingerprint: deliveries already enqueued for it
+// are suppressed rather than sent. So are those whose event type its new
+// EventTypes no longer include, and, while it is paused, every one its
+// claim finds. An Update that changes none of these leaves its
+// deliveries to be sent. Publishing an event again (Outbox.Publish)
+// sends it under the subscription as it is then: its delivery is brought
+// up to date if it is still unsent, sent again if it was suppressed so,
+// and made anew for a new endpoint. Its tenant does not change: p.Tenant
+// must be the one it has (CodeInvalidArgument otherwise); to serve
+// another tenant, create a subscription under it. It runs inside tx when
+// the caller has one; with a nil tx it writes on its own, through the
+// Store's writer (see Store.Begin).
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
 	return orOwnTx(ctx, sr.s, tx, func(tx DBTX) (Subscription, error) {
-		args := p.args(sr.s.now())
-		args["id"] = id
-		res, err := sr.s.exec(ctx, tx, "subscription_update", args)
+		// The row's auth_mode is written once, at its insert, and never
+		// changed: read here, it is the one the update keeps.
+		r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
 		if err != nil {
-			return Subscription{}, err
+			return Subscription{}, err // CodeNotFound: there is none
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			if _, err := sr.Get(ctx, tx, id); err != nil {
-				return Subscription{}, err // CodeNotFound: there is none
-			}
+		if r.Tenant != p.Tenant {
 			return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
+		}
+		args := p.args(r.AuthMode, sr.s.now())
+		args["id"] = id
+		if _, err := sr.s.exec(ctx, tx, "subscription_update", args); err != nil {
+			return Subscription{}, err
 		}
 		return sr.Get(ctx, tx, id)
 	})
@@ -199,8 +211,8 @@ func (r subscriptionRow) subscription() Subscription {
 	return Subscription{
 		ID: r.ID,
 		SubscriptionParams: SubscriptionParams{
-			Tenant: r.Tenant, Endpoint: r.Endpoint, EventTypes: strings.Fields(r.EventTypes), AuthMode: r.AuthMode,
-			KeyID: r.KeyID, Profile: r.Profile, Active: r.Active,
+			Tenant: r.Tenant, Endpoint: r.Endpoint, EventTypes: strings.Fields(r.EventTypes),
+			KeyID: r.KeyID, Profile: r.Profile, Paused: !r.Active,
 		},
 		Fingerprint: r.Fingerprint, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/crash"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -79,7 +78,7 @@ func (h *harness) setUpControl() {
 	for _, label := range []string{crash.LabelEventsA, crash.LabelEventsB} {
 		sub, err := h.sender.Subscriptions.Create(h.ctx, h.sender.DB(), store.SubscriptionParams{
 			Tenant: crash.ControlTenant, Endpoint: h.base.EndpointOf(label), EventTypes: []string{crash.ControlEventType},
-			AuthMode: signature.SchemeStandardWebhooks, KeyID: "crash", Active: true,
+			KeyID: "crash",
 		})
 		if err != nil {
 			h.t.Fatal(err)

@@ -42,7 +42,7 @@ func EnqueueMany(ctx context.Context, s *store.Store, tx pgx.Tx, ps []store.Enqu
 }
 
 // Publish is store's Outbox.Publish inside tx: the event fans out to one
-// delivery per matching active subscription, as one snapshot of the
+// delivery per matching subscription not paused, as one snapshot of the
 // registry read in tx, and a rolled-back tx makes none.
 func Publish(ctx context.Context, s *store.Store, tx pgx.Tx, p store.PublishParams) ([]store.Published, error) {
 	x, err := native(s, tx)

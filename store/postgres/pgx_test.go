@@ -171,7 +171,7 @@ func TestPgxRollbackLeavesNothing(t *testing.T) {
 	ctx := t.Context()
 	app := setupPgx(t, store.Config{})
 	if _, err := app.s.Subscriptions.Create(ctx, app.db, store.SubscriptionParams{
-		Tenant: "acme", Endpoint: "https://hooks.example/a", EventTypes: []string{"order.paid"}, AuthMode: "standard-webhooks", KeyID: "k1", Profile: "none", Active: true,
+		Tenant: "acme", Endpoint: "https://hooks.example/a", EventTypes: []string{"order.paid"}, KeyID: "k1", Profile: "none",
 	}); err != nil {
 		t.Fatal(err)
 	}

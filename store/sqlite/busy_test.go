@@ -104,7 +104,7 @@ func TestTheWriterWaitsForTheWriteLock(t *testing.T) {
 		}},
 		{"Subscriptions.Create without a transaction", func(ctx context.Context, s *store.Store) error {
 			_, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r.example/h",
-				EventTypes: []string{"order.created"}, AuthMode: "standard-webhooks", KeyID: "k1", Active: true})
+				EventTypes: []string{"order.created"}, KeyID: "k1"})
 			return err
 		}},
 	} {

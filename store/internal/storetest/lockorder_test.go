@@ -16,7 +16,6 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/internal/protocol"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -107,7 +106,7 @@ func TestPublishAndEnqueueTakeKeysInOneOrder(t *testing.T) {
 	s, app := stores[0], stores[1]
 	for _, ep := range []string{epB, epA} { // subscription 1 on b, 2 on a
 		if _, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
-			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
+			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, KeyID: "k1", Profile: ack.ProfileNone,
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +336,7 @@ func newKeyRotation(t *testing.T, other bool) *keyRotation {
 	k := &keyRotation{worker: stores[0], app: stores[1]}
 	var err error
 	k.sub, err = k.app.Subscriptions.Create(t.Context(), nil, store.SubscriptionParams{Tenant: "acme", Endpoint: "https://a.example/h",
-		EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "key-1", Active: true})
+		EventTypes: []string{"*"}, KeyID: "key-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +518,7 @@ func TestPublishTakesTheKeysOfDeliveriesItSendsAgainInKeyOrder(t *testing.T) {
 	s, app := stores[0], stores[1]
 	create := func(ep string) store.Subscription {
 		sub, err := s.Subscriptions.Create(t.Context(), s.DB(), store.SubscriptionParams{
-			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
+			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, KeyID: "k1", Profile: ack.ProfileNone,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -125,10 +125,10 @@ func (r *republishing) wantCheckOK(t *testing.T) {
 
 // testRepublishAfterASubscriptionChangeSendsUnderItAsItIsNow: an event's
 // delivery is suppressed at its claim because its subscription changed
-// (key rotated, auth mode or profile changed, deactivated, event type
-// dropped) and, where it was, changed back. Publishing the event again
-// was an idempotency collision for the whole fan-out (or, after a
-// reactivation, found the suppressed delivery and sent nothing). It
+// (key rotated, profile changed, paused, event type dropped) and, where
+// it was, changed back. Publishing the event again was an idempotency
+// collision for the whole fan-out (or, after it was resumed, found the
+// suppressed delivery and sent nothing). It
 // sends the delivery again under the subscription as it is now, with the
 // same notification id and idempotency key, and reaches a subscription
 // created since; publishing it once more writes nothing.
@@ -139,9 +139,8 @@ func testRepublishAfterASubscriptionChangeSendsUnderItAsItIsNow(t *testing.T, op
 		back   func(p *store.SubscriptionParams) // after the suppressing claim; nil: none
 	}{
 		{"key rotated", rotateKey, nil},
-		{"auth mode changed", func(p *store.SubscriptionParams) { p.AuthMode = "adcp-hmac" }, nil},
 		{"profile changed", func(p *store.SubscriptionParams) { p.Profile = ack.ProfileReporting }, nil},
-		{"reactivated", func(p *store.SubscriptionParams) { p.Active = false }, func(p *store.SubscriptionParams) { p.Active = true }},
+		{"resumed", func(p *store.SubscriptionParams) { p.Paused = true }, func(p *store.SubscriptionParams) { p.Paused = false }},
 		{"event type dropped and taken back", func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.created"} },
 			func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.created", "order.paid"} }},
 	}

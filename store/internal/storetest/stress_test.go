@@ -17,7 +17,6 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/protocol"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
 
@@ -62,7 +61,7 @@ func TestConcurrentOperationsNeverDeadlock(t *testing.T) {
 	keys := []string{"", "K1", "K2", "K3"}
 	for _, ep := range endpoints[:2] {
 		if _, err := stores[0].Subscriptions.Create(ctx, stores[0].DB(), store.SubscriptionParams{
-			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, AuthMode: signature.SchemeStandardWebhooks, KeyID: "k1", Profile: ack.ProfileNone, Active: true,
+			Tenant: "t", Endpoint: ep, EventTypes: []string{"*"}, KeyID: "k1", Profile: ack.ProfileNone,
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +16,7 @@ import (
 )
 
 func subscription(tenant, endpoint, key string, types ...string) store.SubscriptionParams {
-	return store.SubscriptionParams{Tenant: tenant, Endpoint: endpoint, EventTypes: types, AuthMode: "standard-webhooks", KeyID: key, Active: true}
+	return store.SubscriptionParams{Tenant: tenant, Endpoint: endpoint, EventTypes: types, KeyID: key}
 }
 
 func testPublish(t *testing.T, open OpenFunc) {
@@ -37,9 +39,9 @@ func testPublish(t *testing.T, open OpenFunc) {
 			matching = append(matching, s.ID)
 		}
 	}
-	inactive := subscription("acme", "https://f.example/h", "key-f", "*")
-	inactive.Active = false
-	if _, err := subs.Create(b.ctx, tx, inactive); err != nil {
+	paused := subscription("acme", "https://f.example/h", "key-f", "*")
+	paused.Paused = true
+	if _, err := subs.Create(b.ctx, tx, paused); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -128,7 +130,7 @@ func keyOf(ps []store.Published, sub int64) string {
 }
 
 // testSuppression: a published delivery is sent only while its
-// subscription is as it was: active, with the same fingerprint, and still
+// subscription is as it was: not paused, with the same fingerprint, and still
 // wanting the event's type (the reporting reference's
 // subscription_changed). Otherwise its claim suppresses it.
 func testSuppression(t *testing.T, open OpenFunc) {
@@ -164,7 +166,7 @@ func testSuppression(t *testing.T, open OpenFunc) {
 	}
 	change(ids[0], func(p *store.SubscriptionParams) { p.KeyID = "key-2" })                   // key rotated
 	change(ids[1], func(p *store.SubscriptionParams) { p.Endpoint = "https://b2.example/h" }) // URL changed
-	change(ids[2], func(p *store.SubscriptionParams) { p.Active = false })                    // disabled
+	change(ids[2], func(p *store.SubscriptionParams) { p.Paused = true })                     // paused
 	change(ids[3], func(p *store.SubscriptionParams) { p.EventTypes = []string{"y"} })        // filter no longer matches
 	change(ids[4], func(p *store.SubscriptionParams) { p.EventTypes = []string{"w", "x"} })   // filter narrowed, still matches: sent
 	claimed := b.claim(t, "w", 10, time.Minute)
@@ -197,6 +199,198 @@ func testSuppression(t *testing.T, open OpenFunc) {
 	}
 	if _, err := subs.Update(b.ctx, b.db, 9999, subscription("acme", "https://x.example", "k", "*")); !errors.Is(err, courier.CodeNotFound) {
 		t.Fatalf("Update of a missing subscription = %v", err)
+	}
+}
+
+// testASubscriptionReceivesUnlessPaused: a subscription receives unless it
+// is paused. One created without saying so gets a publish, and an Update
+// that does not say so (a new endpoint, new event types, written from
+// scratch) leaves the deliveries already enqueued for it to be sent and
+// the next publish reaching it. Before, the zero value was inactive:
+// such a subscription got nothing, and such an Update deactivated it and
+// suppressed its deliveries.
+func testASubscriptionReceivesUnlessPaused(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	subs := b.store.Subscriptions
+	params := func(endpoint string, types ...string) store.SubscriptionParams {
+		return store.SubscriptionParams{Tenant: "acme", Endpoint: endpoint, EventTypes: types, KeyID: "key-1"}
+	}
+	publish := func(eventID string) []store.Published {
+		t.Helper()
+		got, err := publishCommitted(b, store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: eventID, Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	a, err := subs.Create(b.ctx, nil, params("https://a.example/h", "order.paid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := subs.Create(b.ctx, nil, params("https://c.example/h", "order.paid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := publish("evt-1"); len(got) != 2 || got[0].SubscriptionID != a.ID || got[1].SubscriptionID != c.ID {
+		t.Fatalf("a publish to subscriptions created without Paused made %+v, want a delivery for each of %d and %d", got, a.ID, c.ID)
+	}
+	// Updates that do not mention Paused: a's event types widened, c moved
+	// to another endpoint.
+	if _, err := subs.Update(b.ctx, nil, a.ID, params("https://a.example/h", "order.paid", "order.refunded")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subs.Update(b.ctx, nil, c.ID, params("https://c2.example/h", "order.paid")); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []int64{a.ID, c.ID} {
+		if got, err := subs.Get(b.ctx, nil, s); err != nil || got.Paused {
+			t.Fatalf("after an Update without Paused subscription %d is %+v, %v; want it receiving", s, got, err)
+		}
+	}
+	claimed := b.claim(t, "w", 10, time.Minute)
+	if len(claimed) != 1 || claimed[0].SubscriptionID != a.ID {
+		t.Fatalf("after the Updates claimed %+v, want a's delivery (c's, under its old endpoint, is suppressed)", claimed)
+	}
+	// The next publish reaches both, c at its new endpoint.
+	got := publish("evt-2")
+	if len(got) != 2 || got[0].SubscriptionID != a.ID || got[1].SubscriptionID != c.ID {
+		t.Fatalf("a publish after the Updates made %+v, want a delivery for each of %d and %d", got, a.ID, c.ID)
+	}
+	claimed = b.claim(t, "w", 10, time.Minute)
+	endpoints := map[string]bool{}
+	for _, x := range claimed {
+		endpoints[x.Endpoint] = true
+	}
+	if len(claimed) != 2 || !endpoints["https://a.example/h"] || !endpoints["https://c2.example/h"] {
+		t.Fatalf("claimed %+v after the second publish, want one delivery to a and one to c's new endpoint", claimed)
+	}
+}
+
+// testPausedSubscriptionReceivesNothing: a subscription created paused is
+// skipped by Publish; one paused after a publish has its delivery
+// suppressed at claim (subscription_changed); an Update that keeps it
+// paused repeats Paused, and one that does not resumes it.
+func testPausedSubscriptionReceivesNothing(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	subs := b.store.Subscriptions
+	p := subscription("acme", "https://a.example/h", "key-1", "*")
+	p.Paused = true
+	s, err := subs.Create(b.ctx, nil, p)
+	if err != nil || !s.Paused {
+		t.Fatalf("Create paused = %+v, %v", s, err)
+	}
+	event := store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{}`)}
+	if got, err := publishCommitted(b, event); err != nil || len(got) != 0 {
+		t.Fatalf("a publish to a paused subscription = %+v, %v; want nothing", got, err)
+	}
+	p.Paused = false
+	if _, err := subs.Update(b.ctx, nil, s.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := publishCommitted(b, event); err != nil || len(got) != 1 {
+		t.Fatalf("a publish once resumed = %+v, %v; want one delivery", got, err)
+	}
+	p.Paused = true
+	if _, err := subs.Update(b.ctx, nil, s.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	p.EventTypes = []string{"order.paid"} // another Update, still paused
+	if got, err := subs.Update(b.ctx, nil, s.ID, p); err != nil || !got.Paused {
+		t.Fatalf("Update repeating Paused = %+v, %v; want it paused", got, err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %+v while the subscription is paused", c)
+	}
+	var codes []string
+	if err := b.db.SelectContext(b.ctx, &codes, "SELECT last_error_code FROM courier_outbox WHERE status = 'suppressed'"); err != nil {
+		t.Fatal(err)
+	}
+	if len(codes) != 1 || codes[0] != string(courier.CodeSubscriptionChanged) {
+		t.Fatalf("suppressed codes %v, want one subscription_changed", codes)
+	}
+}
+
+// publishCommitted publishes p in a transaction of its own and commits it.
+func publishCommitted(b *bundle, p store.PublishParams) ([]store.Published, error) {
+	tx, err := b.db.BeginTxx(b.ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	got, err := b.store.Outbox.Publish(b.ctx, tx, p)
+	if err != nil {
+		return nil, err
+	}
+	return got, tx.Commit()
+}
+
+// legacyFingerprint is the fingerprint subscriptions had when they carried
+// an auth mode: the SHA-256 of endpoint, auth mode, key and profile, each
+// as its length, a colon, itself and a semicolon.
+func legacyFingerprint(endpoint, authMode, keyID, profile string) string {
+	h := sha256.New()
+	for _, part := range []string{endpoint, authMode, keyID, profile} {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// testUpdateKeepsALegacyAuthModesFingerprint: a subscription written when
+// subscriptions carried an auth mode has it in its auth_mode column and
+// its fingerprint. An Update that changes nothing keeps both, so a
+// delivery enqueued for it before is sent, not suppressed as one whose
+// subscription changed; one that changes its key changes the fingerprint
+// as before. A new subscription's auth_mode is empty.
+func testUpdateKeepsALegacyAuthModesFingerprint(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	subs := b.store.Subscriptions
+	s, err := subs.Create(b.ctx, nil, subscription("acme", "https://a.example/h", "key-1", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	if err := b.db.GetContext(b.ctx, &mode, b.db.Rebind("SELECT auth_mode FROM courier_subscriptions WHERE id = ?"), s.ID); err != nil || mode != "" {
+		t.Fatalf("a new subscription's auth_mode = %q, %v; want empty", mode, err)
+	}
+	if want := legacyFingerprint(s.Endpoint, "", s.KeyID, s.Profile); s.Fingerprint != want {
+		t.Fatalf("a new subscription's fingerprint = %s, want %s", s.Fingerprint, want)
+	}
+	// As a subscription written with auth mode standard-webhooks was.
+	legacy := legacyFingerprint(s.Endpoint, "standard-webhooks", s.KeyID, s.Profile)
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_subscriptions SET auth_mode = ?, fingerprint = ? WHERE id = ?"),
+		"standard-webhooks", legacy, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = subs.Get(b.ctx, nil, s.ID); err != nil || s.Fingerprint != legacy {
+		t.Fatalf("Get = %+v, %v; want fingerprint %s", s, err, legacy)
+	}
+	event := store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{}`)}
+	published, err := publishCommitted(b, event)
+	if err != nil || len(published) != 1 {
+		t.Fatalf("Publish = %+v, %v", published, err)
+	}
+	got, err := subs.Update(b.ctx, nil, s.ID, s.SubscriptionParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Fingerprint != legacy {
+		t.Fatalf("an Update that changed nothing moved the fingerprint from %s to %s", legacy, got.Fingerprint)
+	}
+	if err := b.db.GetContext(b.ctx, &mode, b.db.Rebind("SELECT auth_mode FROM courier_subscriptions WHERE id = ?"), s.ID); err != nil || mode != "standard-webhooks" {
+		t.Fatalf("after the Update auth_mode = %q, %v; want standard-webhooks kept", mode, err)
+	}
+	claimed := b.claim(t, "w", 10, time.Minute)
+	if len(claimed) != 1 || claimed[0].DeliveryID != published[0].ID {
+		t.Fatalf("claimed %+v, want delivery %d sent (suppressed %d)", claimed, published[0].ID, health(t, b).Counts[courier.StatusSuppressed])
+	}
+	// A real change still changes the fingerprint, auth mode kept in it.
+	rotated := got.SubscriptionParams
+	rotated.KeyID = "key-2"
+	if got, err = subs.Update(b.ctx, nil, s.ID, rotated); err != nil {
+		t.Fatal(err)
+	}
+	if want := legacyFingerprint(s.Endpoint, "standard-webhooks", "key-2", s.Profile); got.Fingerprint != want {
+		t.Fatalf("after a key rotation the fingerprint is %s, want %s", got.Fingerprint, want)
 	}
 }
 
@@ -547,8 +741,6 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 		"endpoint not UTF-8":    func(p *store.SubscriptionParams) { p.Endpoint += notUTF8 },
 		"type with NUL":         func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.paid" + nul} },
 		"type not UTF-8":        func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.paid", "order." + notUTF8} },
-		"auth mode with NUL":    func(p *store.SubscriptionParams) { p.AuthMode += nul },
-		"auth mode not UTF-8":   func(p *store.SubscriptionParams) { p.AuthMode += notUTF8 },
 		"key id with NUL":       func(p *store.SubscriptionParams) { p.KeyID += nul },
 		"key id not UTF-8":      func(p *store.SubscriptionParams) { p.KeyID += notUTF8 },
 		"key id over 256 bytes": func(p *store.SubscriptionParams) { p.KeyID = strings.Repeat("k", 257) },

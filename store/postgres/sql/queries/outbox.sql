@@ -33,8 +33,8 @@ FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :end
 
 -- name: outbox_publish_refresh
 -- A publish again of an event whose delivery is unfinished but was
--- published under another fingerprint of its subscription (key, auth mode
--- or profile changed since): the claim would suppress it, so it takes the
+-- published under another fingerprint of its subscription (key or
+-- profile changed since): the claim would suppress it, so it takes the
 -- subscription as it is now (what it is signed with, its Ack profile, its
 -- payload, sealed again) in place. Its schedule, attempts and lease stay:
 -- an attempt in flight finishes under what it was claimed with, and the
@@ -530,7 +530,7 @@ SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
 
 -- name: outbox_suppress
--- A claimed delivery whose subscription changed or was disabled.
+-- A claimed delivery whose subscription changed or was paused.
 UPDATE courier_outbox SET
     status = 'suppressed',
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,

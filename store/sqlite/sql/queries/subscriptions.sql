@@ -4,14 +4,17 @@
 -- by name.
 
 -- name: subscription_insert
+-- auth_mode is a signing scheme's name subscriptions once carried, kept
+-- only for the fingerprints computed with it: a new one has none.
 INSERT INTO courier_subscriptions (tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at)
-VALUES (:tenant, :endpoint, :event_types, :auth_mode, :key_id, :profile, :fingerprint, :active, :now, :now)
+VALUES (:tenant, :endpoint, :event_types, '', :key_id, :profile, :fingerprint, :active, :now, :now)
 RETURNING id;
 
 -- name: subscription_update
 -- The tenant never changes: a subscription of another tenant is not
--- updated (the store tells that apart from a missing one).
-UPDATE courier_subscriptions SET endpoint = :endpoint, event_types = :event_types, auth_mode = :auth_mode,
+-- updated (the store refuses that before). Nor does auth_mode, which the
+-- store read to compute the fingerprint.
+UPDATE courier_subscriptions SET endpoint = :endpoint, event_types = :event_types,
     key_id = :key_id, profile = :profile, fingerprint = :fingerprint, active = :active, updated_at = :now
 WHERE id = :id AND tenant = :tenant;
 
