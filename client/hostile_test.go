@@ -7,9 +7,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,11 +345,19 @@ func TestHostileReceivers(t *testing.T) {
 // TestGuardRefusesLoopbackSpellings sends through the worker to loopback
 // under spellings a resolver may accept (decimal, octal, hex, short
 // forms, localhost, unspecified), with the guard open for http and the
-// port but not for loopback, and HTTP_PROXY pointing at the receiver.
+// port but not for loopback, a receiver listening on every local address,
+// and HTTP_PROXY pointing at the receiver. IP literals are refused without
+// a lookup. Every other name is looked up with a resolver that answers as
+// a hostile DNS server or libc's inet_aton would (loopback, unspecified,
+// IPv4-mapped loopback, or a public address beside a loopback one), so the
+// verdict does not depend on the machine's DNS: the guard must refuse every
+// answer, whatever the name. Last, a guard open for loopback sends one of
+// the names on to the receiver, so that the receiver hearing nothing before
+// comes of the refusals, not of a receiver out of reach.
 func TestGuardRefusesLoopbackSpellings(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,37 +367,111 @@ func TestGuardRefusesLoopbackSpellings(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:"+strconv.Itoa(port))
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:"+strconv.Itoa(port))
-	b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, nil)
-	g := client.Guard{AllowHTTP: true, AllowPorts: []uint16{uint16(port)}}
-	w, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: g.Transport(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := []string{"2130706433", "0177.0.0.1", "0x7f.0.0.1", "0x7f000001", "127.1", "127.0.1", "localhost", "localhost.", "[::]", "0.0.0.0", "0", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "ip6-localhost"}
-	tx, _ := b.store.DB().BeginTxx(t.Context(), nil)
-	ids := map[int64]string{}
-	for i, h := range hosts {
-		e, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-" + strconv.Itoa(i), Endpoint: "http://" + h + ":" + strconv.Itoa(port) + "/x", Payload: []byte(`{}`)})
+	url := func(host string) string { return "http://" + host + ":" + strconv.Itoa(port) + "/x" }
+
+	// refused sends one delivery to each host through a worker whose guard
+	// resolves with resolve, and fails the test unless each is refused with
+	// destination_forbidden.
+	refused := func(t *testing.T, hosts []string, resolve func(context.Context, string) ([]netip.Addr, error)) {
+		b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, nil)
+		g := client.Guard{AllowHTTP: true, AllowPorts: []uint16{uint16(port)}, Resolve: resolve}
+		w, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: g.Transport()})
 		if err != nil {
-			t.Logf("%s: enqueue refused: %v", h, err)
-			continue
+			t.Fatal(err)
 		}
-		ids[e.ID] = h
+		tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[int64]string{}
+		for i, h := range hosts {
+			e, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-" + strconv.Itoa(i), Endpoint: url(h), Payload: []byte(`{}`)})
+			if err != nil {
+				t.Fatalf("%s: enqueue refused, so the guard never sees it: %v", h, err)
+			}
+			ids[e.ID] = h
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Work(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for id, h := range ids {
+			d := b.get(t, id)
+			t.Logf("%-28s %s/%s", h, d.Status, d.LastErrorCode)
+			if d.LastErrorCode != courier.CodeDestinationForbidden {
+				t.Errorf("%s: %s/%s, want destination_forbidden", h, d.Status, d.LastErrorCode)
+			}
+		}
 	}
-	tx.Commit()
-	w.Work(t.Context())
-	for id, h := range ids {
-		d := b.get(t, id)
-		t.Logf("%-28s %s/%s", h, d.Status, d.LastErrorCode)
-		if d.LastErrorCode == courier.CodeNetwork && d.LastStatus == 0 {
-			continue // did not resolve: nothing sent
-		}
-		if d.LastErrorCode != courier.CodeDestinationForbidden {
-			t.Errorf("%s: %s/%s", h, d.Status, d.LastErrorCode)
-		}
+
+	t.Run("literals", func(t *testing.T) {
+		refused(t, []string{"127.0.0.1", "[::1]", "[::]", "0.0.0.0", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]"},
+			func(_ context.Context, host string) ([]netip.Addr, error) {
+				t.Errorf("resolver asked for the IP literal %q", host)
+				return nil, errors.New("no lookups here")
+			})
+	})
+
+	answers := map[string][]string{
+		"2130706433":       {"127.0.0.1"},
+		"0177.0.0.1":       {"127.0.0.1"},
+		"0x7f.0.0.1":       {"127.0.0.1"},
+		"0x7f000001":       {"127.0.0.1"},
+		"127.1":            {"127.0.0.1"},
+		"127.0.1":          {"127.0.0.1"},
+		"0":                {"0.0.0.0"},
+		"localhost":        {"127.0.0.1", "::1"},
+		"localhost.":       {"::1", "127.0.0.1"},
+		"ip6-localhost":    {"::1"},
+		"unspecified.test": {"::"},
+		"mapped.test":      {"::ffff:127.0.0.1"},
+		"rebind.test":      {"93.184.215.14", "127.0.0.1"},
 	}
-	if hits.Load() != 0 {
-		t.Fatalf("receiver on loopback got %d requests", hits.Load())
+	var mu sync.Mutex
+	asked := map[string]int{}
+	hostile := func(_ context.Context, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		asked[host]++
+		mu.Unlock()
+		as, ok := answers[host]
+		if !ok {
+			t.Errorf("resolver asked for %q, which it does not know", host)
+			return nil, errors.New("unknown name")
+		}
+		var out []netip.Addr
+		for _, a := range as {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out, nil
+	}
+	t.Run("names", func(t *testing.T) {
+		refused(t, slices.Sorted(maps.Keys(answers)), hostile)
+		mu.Lock()
+		defer mu.Unlock()
+		for h := range answers {
+			if asked[h] == 0 {
+				t.Errorf("%s: refused without asking the resolver", h)
+			}
+		}
+	})
+
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("receiver on loopback got %d requests", n)
+	}
+
+	open := client.Guard{AllowHTTP: true, AllowPorts: []uint16{uint16(port)}, Resolve: hostile,
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	c := &http.Client{Transport: open.Transport()}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(url("2130706433"))
+	if err != nil {
+		t.Fatalf("a guard open for loopback: %v", err)
+	}
+	resp.Body.Close()
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("a guard open for loopback sent 2130706433 on; the receiver got %d requests, want 1", n)
 	}
 }
 

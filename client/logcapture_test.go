@@ -20,12 +20,15 @@ type logRecord struct {
 // capture is a slog.Handler that keeps every record, at every level, and
 // signals waiters when a line with a given message is logged. The test
 // that made it fails if a line has a key courier's documentation does not
-// list (see internal/logkey).
+// list (see internal/logkey), and if the worker adds attributes or a group
+// with With or WithGroup: capture does not keep those, so a test reading
+// its lines would not see them.
 type capture struct {
 	mu           sync.Mutex
 	records      []logRecord
 	waiters      map[string][]chan struct{}
 	undocumented []string // "message: key"
+	derived      []string // what With or WithGroup added
 }
 
 func newCapture(t testing.TB) *capture {
@@ -35,6 +38,9 @@ func newCapture(t testing.TB) *capture {
 		defer c.mu.Unlock()
 		if len(c.undocumented) > 0 {
 			t.Errorf("the worker logged keys courier's documentation does not list: %v", c.undocumented)
+		}
+		if len(c.derived) > 0 {
+			t.Errorf("the worker added %v with With or WithGroup, which capture does not keep", c.derived)
 		}
 	})
 	return c
@@ -61,8 +67,21 @@ func (c *capture) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c } // the worker adds none
-func (c *capture) WithGroup(string) slog.Handler      { return c }
+func (c *capture) WithAttrs(as []slog.Attr) slog.Handler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range as {
+		c.derived = append(c.derived, "attribute "+a.Key)
+	}
+	return c
+}
+
+func (c *capture) WithGroup(name string) slog.Handler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.derived = append(c.derived, "group "+name)
+	return c
+}
 
 // logged returns a channel closed once a line with msg is logged (at once
 // if one was).
