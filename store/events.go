@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 )
 
@@ -19,18 +20,22 @@ const (
 )
 
 // Event is a store event for metrics and alerts (Config.Hook). It carries
-// counts, statuses, codes and, for EventEndpoint, the endpoint; never
-// content.
+// counts, statuses, codes and, for EventEndpoint, the endpoint without its
+// credentials; never content.
 type Event struct {
 	Kind   EventKind
 	N      int
 	Status courier.Status
 	Code   courier.Code
-	// Endpoint, From and To are an EventEndpoint's: the endpoint (its URL
-	// as enqueued, which may hold credentials: redact it before it leaves
-	// the process) and the breaker states it moved between.
-	Endpoint string
-	From, To EndpointState
+	// Endpoint, EndpointRef, From and To are an EventEndpoint's: the
+	// endpoint, and the breaker states it moved between. Endpoint is its
+	// scheme and host only ("/…" for a path), without userinfo, path or
+	// query, which may hold credentials; EndpointRef is its opaque ref, as
+	// the ops page and the CLI show it, which tells apart endpoints whose
+	// Endpoint is alike (Endpoints.Resolve gives back the URL).
+	Endpoint    string
+	EndpointRef string
+	From, To    EndpointState
 }
 
 // observe hands e to Config.Hook. What e reports has happened, committed
@@ -53,8 +58,8 @@ func (s *Store) observe(e Event) {
 
 // emit reports an endpoint's breaker transition, made in tx (see
 // observeIn).
-func (s *Store) emit(tx DBTX, endpoint string, from, to EndpointState, reason courier.Code) {
-	s.observeIn(tx, Event{Kind: EventEndpoint, Endpoint: endpoint, From: from, To: to, Code: reason})
+func (s *Store) emit(tx DBTX, url string, from, to EndpointState, reason courier.Code) {
+	s.observeIn(tx, Event{Kind: EventEndpoint, Endpoint: endpoint.Redact(url), EndpointRef: endpoint.Ref(url), From: from, To: to, Code: reason})
 }
 
 // observeIn reports e, made in tx: once tx commits, if it is a

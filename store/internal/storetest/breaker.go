@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -527,7 +528,7 @@ func testAProbeLeftWithoutAnAnswerIsNoLeaseExpiry(t *testing.T, open OpenFunc) {
 			if got := b.claim(t, "w2", 5, time.Minute); len(got) != 0 {
 				t.Fatalf("claim leased %v, want nothing due", ids(got))
 			}
-			want := []store.Event{{Kind: store.EventEndpoint, Endpoint: slowEndpoint, From: store.EndpointHalfOpen, To: store.EndpointOpen, Code: tc.wantCode}}
+			want := []store.Event{endpointEvent(slowEndpoint, store.EndpointHalfOpen, store.EndpointOpen, tc.wantCode)}
 			if got := events.take(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("events = %+v\nwant %+v", got, want)
 			}
@@ -655,8 +656,43 @@ func testALateFailureKeepsAProbeGivenBackNoLeaseExpiry(t *testing.T, open OpenFu
 	if got := b.claim(t, "w2", 5, time.Minute); len(got) != 0 {
 		t.Fatalf("claim leased %v, want nothing due", ids(got))
 	}
-	want := []store.Event{{Kind: store.EventEndpoint, Endpoint: slowEndpoint, From: store.EndpointHalfOpen, To: store.EndpointOpen}}
+	want := []store.Event{endpointEvent(slowEndpoint, store.EndpointHalfOpen, store.EndpointOpen, "")}
 	if got := events.take(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events = %+v\nwant %+v", got, want)
+	}
+}
+
+// testEndpointEventsCarryNoCredentials: an EventEndpoint names its
+// endpoint by scheme and host and by its ref, never with the userinfo,
+// path or query a webhook URL may hold its secret in; Resolve gives the
+// URL back from the ref. The Hook once got the URL as enqueued, for each
+// application to redact before it logged or counted it.
+func testEndpointEventsCarryNoCredentials(t *testing.T, open OpenFunc) {
+	const url = "https://user:PASSWORD@hooks.example/services/T0/B0/PATHSECRET?token=QUERYSECRET"
+	events := hearing(store.EventEndpoint)
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1}, Hook: events.hook})
+	b.enqueue(t, at(url, "n-1"))
+	c := b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 {
+		t.Fatalf("claimed %v, want n-1", ids(c))
+	}
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503}); err != nil {
+		t.Fatal(err)
+	}
+	got := events.take()
+	if len(got) != 1 || got[0].To != store.EndpointOpen {
+		t.Fatalf("events %+v, want the breaker opening", got)
+	}
+	e := got[0]
+	if e.Endpoint != "https://hooks.example/…" || len(e.EndpointRef) != 32 {
+		t.Fatalf("the event names its endpoint %q, ref %q; want https://hooks.example/… and a ref", e.Endpoint, e.EndpointRef)
+	}
+	for _, secret := range []string{"PASSWORD", "PATHSECRET", "QUERYSECRET"} {
+		if strings.Contains(fmt.Sprintf("%+v", e), secret) {
+			t.Errorf("the event %+v holds %s", e, secret)
+		}
+	}
+	if back, err := b.store.Endpoints.Resolve(b.ctx, e.EndpointRef); err != nil || back != url {
+		t.Fatalf("Resolve(%s) = %q, %v; want the URL", e.EndpointRef, back, err)
 	}
 }

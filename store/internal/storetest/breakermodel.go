@@ -62,7 +62,7 @@ func (m *breakerModel) ep(e string) *modelEndpoint {
 
 func (m *breakerModel) emit(e string, from, to store.EndpointState, code courier.Code) {
 	if from != to {
-		m.want = append(m.want, store.Event{Kind: store.EventEndpoint, Endpoint: e, From: from, To: to, Code: code})
+		m.want = append(m.want, endpointEvent(e, from, to, code))
 	}
 }
 

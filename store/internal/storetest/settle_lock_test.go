@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
@@ -130,7 +131,7 @@ func TestASplitSettleReportsABreakerMoveOnce(t *testing.T) {
 	var toDisabled int
 	for _, e := range moves {
 		t.Logf("hook: %s %s -> %s (%s)", e.Endpoint, e.From, e.To, e.Code)
-		if e.Endpoint == a && e.To == store.EndpointDisabled {
+		if e.EndpointRef == endpoint.Ref(a) && e.To == store.EndpointDisabled {
 			toDisabled++
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
@@ -96,6 +97,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"BreakerCountsAHealthCodeWhateverItsAnswer", testBreakerCountsAHealthCodeWhateverItsAnswer},
 		{"SettlesSharingEndpointsDoNotDeadlock", testSettlesSharingEndpointsDoNotDeadlock},
 		{"EventsReportWhatMoved", testEventsReportWhatMoved},
+		{"EndpointEventsCarryNoCredentials", testEndpointEventsCarryNoCredentials},
 		{"BreakerProbeAnsweredWithARefusalCloses", testBreakerProbeAnsweredWithARefusalCloses},
 		{"IdleProbeWaitsForADelivery", testIdleProbeWaitsForADelivery},
 		{"LateFailureKeepsTheProbeAlone", testLateFailureKeepsTheProbeAlone},
@@ -204,6 +206,12 @@ type heard struct {
 }
 
 func hearing(kinds ...store.EventKind) *heard { return &heard{kinds: kinds} }
+
+// endpointEvent is the EventEndpoint a breaker of url moving from from to
+// to for code reports: the endpoint without its credentials, and its ref.
+func endpointEvent(url string, from, to store.EndpointState, code courier.Code) store.Event {
+	return store.Event{Kind: store.EventEndpoint, Endpoint: endpoint.Redact(url), EndpointRef: endpoint.Ref(url), From: from, To: to, Code: code}
+}
 
 func (h *heard) hook(e store.Event) {
 	if len(h.kinds) > 0 && !slices.Contains(h.kinds, e.Kind) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
@@ -502,7 +503,7 @@ func testBreaker(t *testing.T, open OpenFunc) {
 	}
 	var path []string
 	for _, e := range events.take() {
-		if e.Endpoint == bad {
+		if e.EndpointRef == endpoint.Ref(bad) {
 			path = append(path, string(e.From)+">"+string(e.To)+" "+string(e.Code))
 		}
 	}
@@ -623,7 +624,7 @@ func testEventsReportWhatMoved(t *testing.T, open OpenFunc) {
 	if c := b.claim(t, "w", 1, 10*time.Second); len(c) != 1 {
 		t.Fatalf("probe claim leased %v", ids(c))
 	}
-	wantProbe := store.Event{Kind: store.EventEndpoint, Endpoint: slowEndpoint, From: store.EndpointOpen, To: store.EndpointHalfOpen}
+	wantProbe := endpointEvent(slowEndpoint, store.EndpointOpen, store.EndpointHalfOpen, "")
 	if got := took(); len(got) != 1 || got[0] != wantProbe {
 		t.Fatalf("the probe reported %+v, want %+v", got, wantProbe)
 	}
