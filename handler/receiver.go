@@ -33,7 +33,12 @@ import (
 // writer, so such a write given ctx fails at once, with code
 // write_outside_transaction, rather than wait; the function's error
 // answers 500. Reads through DB(), in a read-only transaction too, are
-// fine, but do not see tx's writes.
+// fine, but do not see tx's writes. Read through tx where it can: on
+// PostgreSQL, DB() and tx draw on one pool, and a read through DB() needs
+// a second connection while tx holds one; with every connection held by
+// requests in flight (redeliveries of one notification wait for its
+// record's lock holding theirs), it waits until the request's deadline.
+// Give such a pool two connections per request in flight.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
 // ReceiverConfig configures a Receiver (NewReceiver).
