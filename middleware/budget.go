@@ -42,11 +42,18 @@ func (b *Budget) Reserve(n int64) bool {
 	}
 }
 
-// Release gives back n bytes taken by Reserve. It panics if that would give
-// back more than is reserved: a Budget that drifts would bound nothing.
+// Release gives back n bytes taken by Reserve. It panics, giving back
+// nothing, if that would give back more than is reserved: a Budget that
+// drifts would bound nothing.
 func (b *Budget) Release(n int64) {
-	if n < 0 || b.used.Add(-n) < 0 {
-		panic("middleware: Budget.Release of more than was reserved")
+	for {
+		used := b.used.Load()
+		if n < 0 || n > used {
+			panic("middleware: Budget.Release of more than was reserved")
+		}
+		if b.used.CompareAndSwap(used, used-n) {
+			return
+		}
 	}
 }
 

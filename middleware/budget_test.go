@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -202,5 +203,74 @@ func TestBodyLimitsValidate(t *testing.T) {
 		if err := l.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", l, err)
 		}
+	}
+}
+
+// A Release of more than was reserved panicked only after taking the bytes
+// off: a recovered panic left the Budget below zero, and from then on it
+// admitted more than its size. The refused Release now changes nothing.
+func TestBudgetRefusedReleaseLeavesItUnchanged(t *testing.T) {
+	t.Parallel()
+	b := middleware.NewBudget(10)
+	if !b.Reserve(4) {
+		t.Fatal("Reserve(4) of an empty Budget of 10 refused")
+	}
+	mustPanic(t, func() { b.Release(5) })
+	if n := b.InUse(); n != 4 {
+		t.Fatalf("InUse = %d after a refused Release, want the 4 still reserved", n)
+	}
+	if b.Reserve(7) {
+		t.Error("Reserve(7) with 4 of 10 in use succeeded: the Budget holds more than its size")
+	}
+}
+
+// panickingBody panics on its first read, as a broken body reader a
+// middleware in front put in place might.
+type panickingBody struct{}
+
+func (panickingBody) Read([]byte) (int, error) { panic("body reader broke") }
+func (panickingBody) Close() error             { return nil }
+
+// TestBudgetIsGivenBackWhenTheBodyReadPanics: a panic while the body was
+// read, after its bytes were reserved, kept the reservation for good, so
+// under Recover every such request shrank the Budget until the server
+// answered every body 503 server_busy. The reservation is given back on
+// that path too.
+func TestBudgetIsGivenBackWhenTheBodyReadPanics(t *testing.T) {
+	t.Parallel()
+	const maxBytes = 64
+	breakBody := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = panickingBody{}
+			next.ServeHTTP(w, r)
+		})
+	}
+	accept := verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
+		return signature.Principal{}, nil
+	})
+	chains := map[string]func(middleware.BodyLimits) http.Handler{
+		"ReadBody": func(l middleware.BodyLimits) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { middleware.ReadBody(w, r, l) })
+		},
+		"Verify": func(l middleware.BodyLimits) http.Handler {
+			return middleware.Verify(accept, l)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		},
+	}
+	for name, chain := range chains {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			budget := middleware.NewBudget(maxBytes)
+			h := chain(middleware.BodyLimits{MaxBytes: maxBytes, Budget: budget})
+			srv := httptest.NewServer(middleware.Recover(nil)(breakBody(h)))
+			t.Cleanup(srv.Close)
+			resp := post(t, srv.Client(), srv.URL, []byte("{}"), true, nil) // unknown length: reserves MaxBytes
+			readAll(t, resp)
+			if resp.StatusCode != http.StatusInternalServerError {
+				t.Fatalf("status = %d, want Recover's 500", resp.StatusCode)
+			}
+			if n := budget.InUse(); n != 0 {
+				t.Fatalf("InUse = %d after the request, want 0", n)
+			}
+		})
 	}
 }

@@ -1,9 +1,11 @@
 package middleware
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"strconv"
 )
@@ -51,9 +53,23 @@ func (b *bufferedWriter) Flush() {}
 // FlushError is Flush for http.ResponseController.
 func (b *bufferedWriter) FlushError() error { return nil }
 
+// Hijack refuses: a hijacked connection would take next's answer to the
+// client before the transaction ends. http.ResponseController asks it
+// before it unwraps.
+func (b *bufferedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, fmt.Errorf("middleware: Transaction holds the response until its transaction ends: %w", http.ErrNotSupported)
+}
+
 // Unwrap lets http.ResponseController reach the server's writer (deadlines,
 // full duplex).
 func (b *bufferedWriter) Unwrap() http.ResponseWriter { return b.w }
+
+// discard drops the status and body held so far, for Recover to answer
+// in their place.
+func (b *bufferedWriter) discard() {
+	b.status = 0
+	b.body.Reset()
+}
 
 func (b *bufferedWriter) statusCode() int {
 	if b.status == 0 {

@@ -16,15 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/testmain"
 )
 
 // Servers, lingering discards and their shutdown watchers all run
-// goroutines: none may outlive the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// goroutines: none may outlive the tests, and a PostgreSQL server the
+// tests started stops with them.
+func TestMain(m *testing.M) { testmain.Main(m) }
 
 // problemDoc is the problem+json body every refusal carries.
 type problemDoc struct {

@@ -20,9 +20,10 @@ import (
 //   - what the body will take — its Content-Length, or MaxBytes when the
 //     length is unknown — is reserved from the Budget, and the request is
 //     answered 503 server_busy with Retry-After at once if it does not fit;
-//   - the body is read into a buffer of exactly that size, under a read
-//     deadline ReadTimeout from now: a body still incomplete then is
-//     answered 408 request_timeout and its connection is closed;
+//   - the body is read into a buffer of at most that size (past its first
+//     MiB, grown as the bytes arrive), under a read deadline ReadTimeout
+//     from now: a body still incomplete then is answered 408
+//     request_timeout and its connection is closed;
 //   - a body of unknown length that runs past MaxBytes (or past an outer
 //     http.MaxBytesReader) is answered 413 body_too_large;
 //   - a body that cannot be read (the client went away, broken chunked
@@ -80,14 +81,26 @@ func readBody(w http.ResponseWriter, r *http.Request, l BodyLimits) (body []byte
 		refuse(w, r, l, http.StatusServiceUnavailable, false)
 		return nil, 0, false
 	}
+	held := true
+	defer func() {
+		if held && !ok { // a panic reading the body (a reader in front)
+			l.Budget.Release(size)
+		}
+	}()
 	rc := http.NewResponseController(w)
-	setBodyDeadline(rc, r, l.ReadTimeout)
+	set := setBodyDeadline(rc, r, l.ReadTimeout)
 	body, err := readAll(r.Body, size, r.ContentLength >= 0)
 	if err == nil {
-		// Reading to the end lifted the deadline: net/http clears it when
-		// the body hits EOF, before the handler goes on.
+		// net/http lifts the deadline when the connection's body ends, but
+		// a body read in front of this one (by Verify, say) never reaches
+		// it: left on the connection, the deadline would end net/http's
+		// background read and cancel the request's context.
+		if set {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
 		return body, size, true
 	}
+	held = false
 	l.Budget.Release(size)
 	_, outer := errors.AsType[*http.MaxBytesError](err)
 	switch {
@@ -105,12 +118,12 @@ func readBody(w http.ResponseWriter, r *http.Request, l BodyLimits) (body []byte
 
 // setBodyDeadline sets the connection's read deadline d from now, unless
 // the server's own ReadTimeout, counted from the start of the request, is
-// no longer than d and so ends first.
-func setBodyDeadline(rc *http.ResponseController, r *http.Request, d time.Duration) {
+// no longer than d and so ends first. It reports whether it set one.
+func setBodyDeadline(rc *http.ResponseController, r *http.Request, d time.Duration) bool {
 	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 && srv.ReadTimeout <= d {
-		return
+		return false
 	}
-	_ = rc.SetReadDeadline(time.Now().Add(d))
+	return rc.SetReadDeadline(time.Now().Add(d)) == nil
 }
 
 // preallocMax is the largest reservation read into a buffer of its whole

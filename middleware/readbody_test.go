@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"math"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
 )
 
 func TestReadBody(t *testing.T) {
@@ -295,18 +297,7 @@ func TestReadBodyKeepsShorterServerReadTimeout(t *testing.T) {
 func TestReadBodyDeadlineEndsWithTheRead(t *testing.T) {
 	t.Parallel()
 	const timeout = 50 * time.Millisecond
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{ReadTimeout: timeout})
-		if !ok {
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			http.Error(w, "context canceled: "+r.Context().Err().Error(), http.StatusInternalServerError)
-		case <-time.After(5 * timeout): // long past the deadline
-			w.Write(body)
-		}
-	}))
+	srv := httptest.NewServer(echoAfter(timeout, 5*timeout))
 	t.Cleanup(srv.Close)
 
 	var mu sync.Mutex
@@ -445,4 +436,44 @@ func TestABodyIsReadIntoWhatArrives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadBodyOfABodyReadInFrontLeavesNoDeadline: a body a middleware in
+// front had read already (Verify hands next the same bytes again) never
+// reaches the connection's end, so net/http never lifted the read deadline
+// ReadBody set on the connection: when it ran out, net/http's background
+// read failed and canceled the request's context, ending the handler's
+// own work ReadTimeout after a read that had succeeded.
+func TestReadBodyOfABodyReadInFrontLeavesNoDeadline(t *testing.T) {
+	t.Parallel()
+	const timeout = 50 * time.Millisecond
+	accept := verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
+		return signature.Principal{}, nil
+	})
+	srv := httptest.NewServer(middleware.Verify(accept, middleware.BodyLimits{})(echoAfter(timeout, 10*timeout)))
+	t.Cleanup(srv.Close)
+
+	resp := post(t, srv.Client(), srv.URL, []byte(`{"n":1}`), false, nil)
+	got := readAll(t, resp)
+	if resp.StatusCode != http.StatusOK || string(got) != `{"n":1}` {
+		t.Fatalf("%d %q, want 200 and the body", resp.StatusCode, got)
+	}
+}
+
+// echoAfter reads the body with ReadBody under a ReadTimeout of timeout,
+// then echoes it after wait, long past the deadline, unless the request's
+// context ends first: then it answers 500 "context canceled".
+func echoAfter(timeout, wait time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{ReadTimeout: timeout})
+		if !ok {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "context canceled: "+r.Context().Err().Error(), http.StatusInternalServerError)
+		case <-time.After(wait):
+			w.Write(body)
+		}
+	})
 }

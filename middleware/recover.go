@@ -17,9 +17,10 @@ import (
 // Recover turns a panic in next into a 500 problem (code internal_error)
 // and logs it, with the panic value and stack, as "middleware: panic
 // recovered" at error level; a nil logger logs nothing. If next had already
-// started its response, a 500 can no longer be sent: Recover aborts the
-// response with http.ErrAbortHandler instead, so the client sees a broken
-// response rather than a truncated one that looks complete. A panic with
+// started its response (one a [Transaction] around Recover holds back has
+// not started), a 500 can no longer be sent: Recover aborts the response
+// with http.ErrAbortHandler instead, so the client sees a broken response
+// rather than a truncated one that looks complete. A panic with
 // http.ErrAbortHandler itself is re-panicked untouched. Headers next set
 // are dropped from the 500; those set before it (by outer middleware) stay.
 func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
@@ -41,7 +42,9 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 				}
 				logger.ErrorContext(r.Context(), "middleware: panic recovered",
 					slog.Any(logkey.Panic, v), slog.String(logkey.Stack, string(debug.Stack())))
-				if tw.started {
+				if held, ok := w.(*bufferedWriter); ok && tw.started {
+					held.discard() // Transaction's: nothing reached the client
+				} else if tw.started {
 					panic(http.ErrAbortHandler)
 				}
 				h := w.Header()
@@ -77,9 +80,11 @@ func (w *trackingWriter) FlushError() error {
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
+// Hijack counts as a start only if it succeeds: a failed one sent nothing.
 func (w *trackingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	w.started = true
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.started = w.started || err == nil
+	return conn, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.

@@ -188,3 +188,34 @@ func TestRecoverAbortsConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverAfterAFailedHijack: a hijack that failed (HTTP/2 has none)
+// sent nothing, but Recover counted it as a started response and broke
+// the stream on a later panic instead of answering 500.
+func TestRecoverAfterAFailedHijack(t *testing.T) {
+	t.Parallel()
+	var hijackErr error
+	srv := httptest.NewUnstartedServer(middleware.Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _, hijackErr = http.NewResponseController(w).Hijack()
+		panic("boom")
+	})))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("GET: %v, want a 500 (Hijack: %v)", err, hijackErr)
+	}
+	got := readAll(t, resp)
+	if resp.ProtoMajor != 2 || !errors.Is(hijackErr, http.ErrNotSupported) {
+		t.Fatalf("HTTP/%d, Hijack = %v; want HTTP/2, where Hijack fails", resp.ProtoMajor, hijackErr)
+	}
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status = %d, want 500 (body %q)", resp.StatusCode, got)
+	}
+	if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+	}
+}

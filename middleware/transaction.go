@@ -25,9 +25,18 @@ import (
 //	middleware.Transaction(s.Begin)(app)
 //
 // Any other source of transactions fits too, e.g. for a *sqlx.DB:
-// func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) }. next's response (status, headers and body) is held back
-// until the transaction is settled, so the client never sees a success
-// whose effects were rolled back:
+//
+//	func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) }
+//
+// Read the body before the transaction begins: put Transaction inside
+// [Verify] (and call [ReadBody] before it, not in next). Otherwise, with a
+// Store's Begin on SQLite, a client sending its body slowly, signed or
+// not, holds the one writer from every other request and from the worker
+// for as long as the read takes (up to BodyLimits.ReadTimeout).
+//
+// next's response (status, headers and body) is held back until the
+// transaction is settled, so the client never sees a success whose
+// effects were rolled back:
 //
 //   - status 400 or above: rolled back, then the response is sent;
 //   - any other status: committed, and the response is sent only if the
@@ -41,7 +50,8 @@ import (
 // leave the commit or rollback to Transaction; if it ends the transaction
 // itself, it has decided what happened, and its response is sent as it
 // wrote it. Flushing the held response (http.Flusher or
-// http.ResponseController) is a no-op.
+// http.ResponseController) is a no-op, and hijacking the connection fails
+// with http.ErrNotSupported.
 //
 // The context next gets is marked as holding the Store's writer, as the
 // one a receiver in package handler gives the application's function. On

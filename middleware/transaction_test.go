@@ -1,15 +1,19 @@
 package middleware_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,8 +21,10 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -516,5 +522,315 @@ func TestTransactionRolledBackAsItsContextEndedIsNoSuccess(t *testing.T) {
 	}
 	if rec.Code != http.StatusServiceUnavailable || n != 0 {
 		t.Fatalf("answered %d with %d items committed; want 503 and none", rec.Code, n)
+	}
+}
+
+// TestTransactionRefusesHijack: http.ResponseController reached the
+// server's writer through the held writer's Unwrap and hijacked the
+// connection, so next's answer went to the client before the transaction
+// was settled: here a 200 for effects whose commit then failed. The held
+// writer refuses to be hijacked, and the client gets the commit's 503.
+func TestTransactionRefusesHijack(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	var hijackErr error
+	h := middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		insertItem(t, r)
+		tx, _ := middleware.TxFromContext(r.Context())
+		if _, err := tx.ExecContext(r.Context(), `INSERT INTO children (parent_id) VALUES (99)`); err != nil {
+			t.Errorf("insert child: %v", err)
+		}
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		hijackErr = err
+		if err != nil {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		defer conn.Close()
+		io.WriteString(rw, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		rw.Flush()
+	}))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	resp := post(t, srv.Client(), srv.URL, nil, false, nil)
+	got := readAll(t, resp)
+	n, err := countItems(t.Context(), b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || n != 0 {
+		t.Fatalf("client got %d %q with %d items committed; want 503 and none", resp.StatusCode, got, n)
+	}
+	if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+	}
+	if !errors.Is(hijackErr, http.ErrNotSupported) {
+		t.Errorf("Hijack under Transaction = %v, want http.ErrNotSupported", hijackErr)
+	}
+}
+
+// TestReceiverChainUnderConcurrency: the documented chain, under many
+// concurrent requests that end every way it has (committed, rolled back by
+// a 4xx, a panic, a bad signature, a body too large before and after it is
+// reserved, over the Budget), gives back every reserved byte, commits
+// exactly the answers that said so, and never runs next unverified.
+func TestReceiverChainUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	const maxBytes, perKind = 64, 12
+	b := setupTx(t)
+	vb := setupVerify(t)
+	budget := middleware.NewBudget(4 * maxBytes)
+	var unverified atomic.Int32
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := middleware.BodyFromContext(r.Context())
+		if _, ok := middleware.PrincipalFromContext(r.Context()); !ok {
+			unverified.Add(1)
+		}
+		insertItem(t, r)
+		switch string(body) {
+		case "reject":
+			w.WriteHeader(http.StatusUnprocessableEntity)
+		case "panic":
+			panic("boom")
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+	limits := middleware.BodyLimits{MaxBytes: maxBytes, Budget: budget}
+	srv := httptest.NewServer(middleware.Recover(nil)(middleware.Verify(vb.verifier, limits)(middleware.Transaction(b.store.Begin)(app))))
+	t.Cleanup(srv.Close)
+
+	type kind struct {
+		body    []byte
+		chunked bool
+		tamper  bool
+		want    []int // acceptable statuses
+	}
+	busy := http.StatusServiceUnavailable
+	kinds := []kind{
+		{body: []byte("commit"), want: []int{http.StatusOK, busy}},
+		{body: []byte("reject"), want: []int{http.StatusUnprocessableEntity, busy}},
+		{body: []byte("panic"), want: []int{http.StatusInternalServerError, busy}},
+		{body: []byte("commit"), tamper: true, want: []int{http.StatusUnauthorized, busy}},
+		{body: bytes.Repeat([]byte("a"), 2*maxBytes), want: []int{http.StatusRequestEntityTooLarge}},
+		{body: bytes.Repeat([]byte("a"), 2*maxBytes), chunked: true, want: []int{http.StatusRequestEntityTooLarge, busy}},
+	}
+	var committed atomic.Int32
+	errs := make(chan error, len(kinds)*perKind)
+	for range perKind {
+		for _, k := range kinds {
+			go func() {
+				var rd io.Reader = bytes.NewReader(k.body)
+				if k.chunked {
+					rd = struct{ io.Reader }{rd}
+				}
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, rd)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := vb.signer.Sign(req, signature.Message{ID: "n-1", Body: k.body, Time: vb.now}); err != nil {
+					errs <- err
+					return
+				}
+				if k.tamper {
+					req.Body = io.NopCloser(strings.NewReader("COMMIT"))
+				}
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if resp.StatusCode == http.StatusOK {
+					committed.Add(1)
+				}
+				if !slices.Contains(k.want, resp.StatusCode) {
+					err = fmt.Errorf("%q (chunked %v, tampered %v): %d %q, want one of %v", k.body, k.chunked, k.tamper, resp.StatusCode, got, k.want)
+				}
+				errs <- err
+			}()
+		}
+	}
+	for range len(kinds) * perKind {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Errorf("InUse = %d after every request, want 0", n)
+	}
+	if n := unverified.Load(); n != 0 {
+		t.Errorf("next ran %d times without a principal", n)
+	}
+	if n, err := countItems(t.Context(), b.db); err != nil || n != int(committed.Load()) {
+		t.Errorf("committed rows = %d (%v), want one for each of the %d answers 200", n, err, committed.Load())
+	}
+}
+
+// txEngines open a Store on each engine with the items table; PostgreSQL
+// where a server can be had (COURIER_PG_REQUIRE=1 makes it required).
+var txEngines = []struct {
+	name string
+	open func(t *testing.T) txBundle
+}{
+	{"sqlite", setupTx},
+	{"postgres", func(t *testing.T) txBundle {
+		t.Helper()
+		s := couriertest.PostgresStore(t, store.Config{})
+		db := s.DB()
+		db.MustExecContext(t.Context(), `
+			CREATE TABLE items (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+			CREATE TABLE parents (id BIGINT PRIMARY KEY);
+			CREATE TABLE children (
+				id        BIGSERIAL PRIMARY KEY,
+				parent_id BIGINT NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED
+			)`)
+		return txBundle{store: s, db: db}
+	}},
+}
+
+// TestTransactionClientGoneMidHandler: the client goes away while next
+// works in the request's transaction, and next goes on to answer 200.
+// The request's context ending rolls the transaction back, unless the
+// commit gets in first (the transaction's context, derived from the
+// request's, ends a moment after it): either way Transaction's answer says what
+// happened, 503 with nothing committed or 200 with all of it, never a
+// success over a rollback.
+func TestTransactionClientGoneMidHandler(t *testing.T) {
+	t.Parallel()
+	for _, e := range txEngines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			b := e.open(t)
+			inserted, done := make(chan struct{}), make(chan int, 1)
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				insertItem(t, r)
+				close(inserted)
+				<-r.Context().Done() // the client is gone
+				io.WriteString(w, "ok")
+			})
+			h := middleware.Transaction(b.store.Begin)(app)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				sw := &statusWriter{ResponseWriter: w}
+				h.ServeHTTP(sw, r)
+				done <- sw.status
+			}))
+			t.Cleanup(srv.Close)
+
+			ctx, cancel := context.WithCancel(t.Context())
+			go func() { <-inserted; cancel() }()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+			if resp, err := srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatalf("client got %d, want its request canceled", resp.StatusCode)
+			}
+			status := <-done
+			n, err := countItems(t.Context(), b.db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[int]int{http.StatusServiceUnavailable: 0, http.StatusOK: 1}; want[status] != n || (status != http.StatusOK && status != http.StatusServiceUnavailable) {
+				t.Errorf("Transaction answered %d with %d rows committed, want 503 with none or 200 with one", status, n)
+			}
+		})
+	}
+}
+
+// TestTransactionCommitFailsOnEachEngine: next answers 201 for work whose
+// commit fails: a deferred constraint on either engine, or, on
+// PostgreSQL, a statement next saw fail and went on past (PostgreSQL
+// refuses the rest of that transaction and turns its COMMIT into a
+// rollback). The client gets 503 internal_error, and nothing is committed.
+func TestTransactionCommitFailsOnEachEngine(t *testing.T) {
+	t.Parallel()
+	work := []struct {
+		name   string
+		pgOnly bool // SQLite goes on after a failed statement, and commits
+		do     func(t *testing.T, r *http.Request, tx *sqlx.Tx)
+	}{
+		{name: "deferred constraint", do: func(t *testing.T, r *http.Request, tx *sqlx.Tx) {
+			if _, err := tx.ExecContext(r.Context(), `INSERT INTO children (parent_id) VALUES (99)`); err != nil {
+				t.Errorf("insert child: %v", err)
+			}
+		}},
+		{name: "a statement failed", pgOnly: true, do: func(t *testing.T, r *http.Request, tx *sqlx.Tx) {
+			if _, err := tx.ExecContext(r.Context(), `INSERT INTO items (name) VALUES ('a')`); err == nil {
+				t.Error("duplicate insert succeeded")
+			}
+		}},
+	}
+	for _, e := range txEngines {
+		for _, w := range work {
+			if w.pgOnly && e.name != "postgres" {
+				continue
+			}
+			t.Run(e.name+"/"+w.name, func(t *testing.T) {
+				t.Parallel()
+				b := e.open(t)
+				h := middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+					insertItem(t, r)
+					tx, _ := middleware.TxFromContext(r.Context())
+					w.do(t, r, tx)
+					rw.WriteHeader(http.StatusCreated)
+				}))
+				srv := httptest.NewServer(h)
+				t.Cleanup(srv.Close)
+				resp := post(t, srv.Client(), srv.URL, nil, false, nil)
+				got := readAll(t, resp)
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					t.Fatalf("status = %d, want 503 (body %q)", resp.StatusCode, got)
+				}
+				if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+					t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+				}
+				if n, err := countItems(t.Context(), b.db); err != nil || n != 0 {
+					t.Errorf("committed rows = %d (%v), want 0", n, err)
+				}
+			})
+		}
+	}
+}
+
+// TestRecoverInsideTransaction: with Recover inside Transaction, a panic
+// after next wrote part of its response found the response started and
+// aborted the connection, though Transaction had held every byte of it:
+// the client got a broken connection for a 500 that could still be sent.
+func TestRecoverInsideTransaction(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	h := middleware.Transaction(b.store.Begin)(middleware.Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		insertItem(t, r)
+		w.Header().Set("X-Handler", "set")
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush() // held all the same
+		panic("boom")
+	})))
+	srv := httptest.NewServer(observeSend(b.db, h))
+	t.Cleanup(srv.Close)
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v, want a 500", err)
+	}
+	got := readAll(t, resp)
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status = %d, want 500 (body %q)", resp.StatusCode, got)
+	}
+	if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+	}
+	if h := resp.Header; h.Get("X-Handler") != "" || h.Get("X-Outer") != "kept" {
+		t.Errorf("headers %v, want the outer middleware's only", h)
+	}
+	if n, err := countItems(t.Context(), b.db); err != nil || n != 0 {
+		t.Errorf("committed rows = %d (%v), want 0", n, err)
 	}
 }
