@@ -75,9 +75,12 @@ func (w *trackingWriter) Write(b []byte) (int, error) {
 
 func (w *trackingWriter) Flush() { _ = w.FlushError() }
 
+// FlushError counts as a start unless flushing is not supported, which
+// sent nothing.
 func (w *trackingWriter) FlushError() error {
-	w.started = true
-	return http.NewResponseController(w.ResponseWriter).Flush()
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.started = w.started || !errors.Is(err, http.ErrNotSupported)
+	return err
 }
 
 // Hijack counts as a start only if it succeeds: a failed one sent nothing.

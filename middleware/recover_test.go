@@ -219,3 +219,43 @@ func TestRecoverAfterAFailedHijack(t *testing.T) {
 		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
 	}
 }
+
+// plainWriter hides every optional interface of the writer it wraps, as a
+// middleware in front of Recover may: Flush through it is not supported.
+type plainWriter struct{ w http.ResponseWriter }
+
+func (p plainWriter) Header() http.Header         { return p.w.Header() }
+func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p plainWriter) WriteHeader(code int)        { p.w.WriteHeader(code) }
+
+// TestRecoverAfterAFailedFlush: a Flush that is not supported sends
+// nothing, so a panic after it is still answered 500. It counted as a
+// start, and Recover broke the connection.
+func TestRecoverAfterAFailedFlush(t *testing.T) {
+	t.Parallel()
+	var flushErr error
+	recovered := middleware.Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		flushErr = http.NewResponseController(w).Flush()
+		panic("boom")
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		recovered.ServeHTTP(plainWriter{w}, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("GET: %v, want a 500 (Flush: %v)", err, flushErr)
+	}
+	got := readAll(t, resp)
+	if !errors.Is(flushErr, http.ErrNotSupported) {
+		t.Fatalf("Flush = %v, want http.ErrNotSupported", flushErr)
+	}
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status = %d, want 500 (body %q)", resp.StatusCode, got)
+	}
+	if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+	}
+}
