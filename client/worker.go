@@ -25,6 +25,9 @@ import (
 const (
 	defaultConcurrency  = 16
 	defaultLease        = time.Minute
+	// leaseTimeouts is how many Timeouts a default Lease spans when that
+	// is longer than defaultLease: the defaults' ratio.
+	leaseTimeouts = 4
 	defaultTimeout      = 15 * time.Second
 	defaultPollInterval = time.Second
 )
@@ -98,7 +101,7 @@ type Config struct {
 	// any lease: the attempt is not sent, and is retried with code
 	// signing_failed after Backoff, counted, as for a signer's passing
 	// error, rather than given back to be signed as slowly again at once.
-	// Defaults to 1 minute.
+	// Defaults to 1 minute, or to four Timeouts when that is longer.
 	Lease time.Duration
 	// Timeout bounds one attempt: connecting, sending and reading the
 	// answer, 10ms to 1 hour; the signing of its request (Signer.Sign,
@@ -204,11 +207,11 @@ func (c Config) withDefaults() Config {
 	if c.EndpointConcurrency == 0 {
 		c.EndpointConcurrency = (c.Concurrency + 1) / 2
 	}
-	if c.Lease == 0 {
-		c.Lease = defaultLease
-	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
+	}
+	if c.Lease == 0 {
+		c.Lease = max(defaultLease, leaseTimeouts*c.Timeout)
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = defaultPollInterval
@@ -254,7 +257,8 @@ func (c Config) validate() error {
 	case c.PollInterval < minPollInterval || c.PollInterval > maxPollInterval:
 		return configError("Config.PollInterval must be within 10ms..1h")
 	case c.Lease < c.Timeout+leaseMargin(c.Timeout):
-		return configError("Config.Lease must exceed Config.Timeout by at least max(Timeout/10, 100ms)")
+		return configError(fmt.Sprintf("Config.Lease (%v) must exceed Config.Timeout (%v) by at least max(Timeout/10, 100ms): set Lease to %v or more",
+			c.Lease, c.Timeout, c.Timeout+leaseMargin(c.Timeout)))
 	case c.Lease > maxLease:
 		return configError("Config.Lease must be at most 24h")
 	}

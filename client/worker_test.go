@@ -631,6 +631,51 @@ func TestWorkerConfig(t *testing.T) {
 	}
 }
 
+// TestWorkerConfigLeaseErrorSaysWhatToSet: a Lease too short for the
+// Timeout is refused with both values and the least Lease that would do.
+func TestWorkerConfigLeaseErrorSaysWhatToSet(t *testing.T) {
+	t.Parallel()
+	b := setupWorker(t, statusHandler(200, ""), nil)
+	_, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Timeout: 2 * time.Minute, Lease: time.Minute})
+	if !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Fatalf("NewWorker = %v, want CodeConfigInvalid", err)
+	}
+	for _, want := range []string{"Config.Lease (1m0s)", "Config.Timeout (2m0s)", "2m12s"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("NewWorker = %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Timeout: 2 * time.Minute, Lease: 132 * time.Second}); err != nil {
+		t.Errorf("NewWorker with the Lease the error asked for = %v", err)
+	}
+}
+
+// TestDefaultLeaseSpansTheTimeout: a Timeout set alone gets a Lease of
+// four Timeouts when that is longer than the default minute, and its
+// deliveries are leased for it. NewWorker refused a Timeout over about
+// 54 seconds, naming a Lease the caller never set.
+func TestDefaultLeaseSpansTheTimeout(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	}, func(c *client.Config) { c.Timeout, c.Lease = 2*time.Minute, 0 })
+	id := b.enqueue(t, "n-1", `{}`)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.worker.Work(t.Context())
+	}()
+	<-arrived
+	d := b.get(t, id)
+	close(release)
+	<-done
+	if got := d.LeaseExpiresAt.Sub(d.LeasedAt); got != 8*time.Minute {
+		t.Fatalf("the delivery was leased for %v, want 8m0s (four Timeouts of 2m)", got)
+	}
+}
+
 // TestWorkerConfigBoundsNameTheField: a lease over 24 hours, a timeout or
 // poll interval out of its bounds, and an owner that is not a token are
 // refused, each naming its field.
@@ -669,7 +714,7 @@ func TestWorkerConfigBoundsNameTheField(t *testing.T) {
 		"lease a hair over the timeout":   {ok(func(c *client.Config) { c.Timeout = time.Second; c.Lease = time.Second + 500*time.Nanosecond }), "Config.Lease"},
 		"lease 99ms over a short timeout": {ok(func(c *client.Config) { c.Timeout = 300 * time.Millisecond; c.Lease = 399 * time.Millisecond }), "Config.Lease"},
 		"lease under a tenth over":        {ok(func(c *client.Config) { c.Timeout = 10 * time.Second; c.Lease = 11*time.Second - time.Millisecond }), "Config.Lease"},
-		"default lease, timeout near it":  {ok(func(c *client.Config) { c.Timeout = 55 * time.Second }), "Config.Lease"},
+		"default timeout, lease at it":    {ok(func(c *client.Config) { c.Lease = 15 * time.Second }), "Config.Lease"},
 	}
 	for name, tc := range bad {
 		_, err := client.NewWorker(tc.cfg)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -34,6 +36,21 @@ func dialectOf(driver string) (*dialect, error) {
 	}
 	load, _ := dialects.LoadOrStore(e, sync.OnceValues(func() (*dialect, error) { return loadDialect(e) }))
 	return load.(func() (*dialect, error))()
+}
+
+// dialectOfDB returns the dialect of db's engine, refusing a driver
+// registered under one of the engine's names that the engine cannot work
+// through.
+func dialectOfDB(db *sqlx.DB) (*dialect, error) {
+	d, err := dialectOf(db.DriverName())
+	if err != nil {
+		return nil, err
+	}
+	if d.Driver != nil && !d.Driver(db.DriverName(), db.Driver()) {
+		return nil, configError(fmt.Sprintf("database driver %q is a %T, not the driver courier's %s engine works through: open the database with the engine package's DriverName",
+			db.DriverName(), db.Driver(), d.Name))
+	}
+	return d, nil
 }
 
 func loadDialect(e *engine.Engine) (*dialect, error) {

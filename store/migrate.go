@@ -44,7 +44,7 @@ import (
 // engine's MigrateTx (sqlite.MigrateTx, postgres.MigrateTx) from one of
 // its migrations; a *sqlx.Tx passes its *sql.Tx, tx.Tx.
 func Migrate(ctx context.Context, db *sqlx.DB) error {
-	d, err := dialectOf(db.DriverName())
+	d, err := dialectOfDB(db)
 	if err != nil {
 		return err
 	}

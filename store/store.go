@@ -288,7 +288,7 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	d, err := dialectOf(s.db.DriverName())
+	d, err := dialectOfDB(s.db)
 	if err != nil {
 		return err
 	}

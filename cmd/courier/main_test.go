@@ -432,8 +432,8 @@ func TestSendAndVerify(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	// The guard is closed unless -allow-private.
-	if code, _, errOut := courierRun(t, "send", "-url", srv.URL+"/notes", "-id", "n-1"); code != exitFailed || !strings.Contains(errOut, "destination_forbidden") {
+	// The guard is closed unless -allow-private, and its refusal names the flag.
+	if code, _, errOut := courierRun(t, "send", "-url", srv.URL+"/notes", "-id", "n-1"); code != exitFailed || !strings.Contains(errOut, "destination_forbidden") || !strings.Contains(errOut, "-allow-private") {
 		t.Fatalf("send through the closed guard: %d %s", code, errOut)
 	}
 	out := mustRun(t, exitOK, "send", "-url", srv.URL+"/notes", "-id", "n-1", "-allow-private")

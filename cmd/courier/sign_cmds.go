@@ -159,6 +159,9 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if errors.As(err, &urlErr) {
 			err = urlErr.Err
 		}
+		if errors.Is(err, courier.CodeDestinationForbidden) && !*allowPrivate {
+			return fmt.Errorf("POST %s: %w (-allow-private opens loopback and private addresses and plain http, for a receiver in development)", endpoint.Redact(*target), err)
+		}
 		return fmt.Errorf("POST %s: %w", endpoint.Redact(*target), err)
 	}
 	defer resp.Body.Close()

@@ -3,8 +3,12 @@
 // needs no cgo.
 //
 // Importing the package registers the engine for the driver names "pgx",
-// "pgx/v5" and "postgres"; the application opens its database as it
-// always does and hands it to package store:
+// "pgx/v5" and "postgres". The engine works through pgx's driver only
+// (DriverName): "postgres" serves an application that registered pgx's
+// driver under that name too, and store.Migrate and store.Open refuse
+// another driver registered as "postgres", such as lib/pq, with code
+// config_invalid. The application opens its database as it always does
+// and hands it to package store:
 //
 //	import _ "github.com/courier-go/courier/store/postgres"
 //

@@ -27,6 +27,7 @@ const DriverName = "pgx"
 
 var pgEngine = &engine.Engine{
 	Name:        "postgres",
+	Driver:      isPgx,
 	SQL:         must(fs.Sub(sqlFiles, "sql")),
 	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
 	Interpret:   interpret,
@@ -46,6 +47,19 @@ func init() {
 	for _, d := range []string{"pgx", "pgx/v5", "postgres"} {
 		engine.Register(d, pgEngine)
 	}
+}
+
+// isPgx reports whether a pool named name, of driver d, is one of pgx's:
+// under "postgres", lib/pq's name too, d must be pgx's own driver. Under
+// pgx's names any driver is taken for pgx's, so that one wrapped for
+// instrumentation serves (its wake-ups fall back to polling if it hides
+// pgx's connections).
+func isPgx(name string, d driver.Driver) bool {
+	if name != "postgres" {
+		return true
+	}
+	_, ok := d.(*stdlib.Driver)
+	return ok
 }
 
 func must(f fs.FS, err error) fs.FS {

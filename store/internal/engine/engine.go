@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -26,6 +27,11 @@ type Engine struct {
 	// Every engine defines the same query names with the same :name
 	// parameters.
 	SQL fs.FS
+	// Driver reports whether d, the database/sql driver of a pool whose
+	// sqlx driver name is name (one of the engine's), is one the engine
+	// works through (its Listen, InTx and Interpret read that driver's
+	// connections and errors). Nil: any.
+	Driver func(name string, d driver.Driver) bool
 	// Placeholder writes the n-th (1-based) bind parameter.
 	Placeholder func(n int) string
 	// LastInsertID is true when the engine's outbox_enqueue reports the
