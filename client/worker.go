@@ -25,11 +25,11 @@ import (
 const (
 	defaultConcurrency  = 16
 	defaultLease        = time.Minute
+	defaultTimeout      = 15 * time.Second
+	defaultPollInterval = time.Second
 	// leaseTimeouts is how many Timeouts a default Lease spans when that
 	// is longer than defaultLease: the defaults' ratio.
 	leaseTimeouts = 4
-	defaultTimeout      = 15 * time.Second
-	defaultPollInterval = time.Second
 )
 
 // Bounds of Config, checked by NewWorker.
