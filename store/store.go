@@ -361,12 +361,14 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // claims count what other transactions committed up to each statement,
 // which a snapshot taken at the first (REPEATABLE READ) would not see,
 // and their limits would not hold. Inside the transaction use only the
-// transaction: on SQLite a second Begin, or a Store method that writes,
-// waits until this one ends. Given the context a receiver in package
+// transaction. On SQLite a second Begin, or a Store method that writes,
+// waits until this one ends; given the context a receiver in package
 // handler passes the application's function, or the one
 // middleware.Transaction passes the next handler, whose request holds
 // such a transaction, they would wait for the request itself: they fail
-// at once instead, with code write_outside_transaction.
+// at once instead, with code write_outside_transaction. On PostgreSQL
+// they run on another connection, outside the transaction: what they
+// write commits whether the request's transaction does or not.
 func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	if s.closed.Load() {
 		return nil, errClosed
