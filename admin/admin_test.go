@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -340,7 +341,7 @@ func TestAdminGetDelivery(t *testing.T) {
 	if _, ok := members.Delivery["payload"]; ok {
 		t.Fatalf("the delivery carries its payload: %s", raw)
 	}
-	var got deliveryDetailJSON
+	var got opsjson.DeliveryDetail
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +453,7 @@ func TestAdminCancel(t *testing.T) {
 	pending := b.enqueue(t, "n-2", hookA)
 
 	path := "/api/deliveries/" + strconv.FormatInt(pending, 10) + "/cancel"
-	d := adminOK[deliveryJSON](t, b, "POST", path, "")
+	d := adminOK[opsjson.Delivery](t, b, "POST", path, "")
 	if d.ID != pending || d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
 		t.Fatalf("cancelled: %+v", d)
 	}
@@ -461,7 +462,7 @@ func TestAdminCancel(t *testing.T) {
 		refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
 	}
 	// A failed delivery is dismissed: suppressed, cancelled.
-	d = adminOK[deliveryJSON](t, b, "POST", "/api/deliveries/"+strconv.FormatInt(failed, 10)+"/cancel", "")
+	d = adminOK[opsjson.Delivery](t, b, "POST", "/api/deliveries/"+strconv.FormatInt(failed, 10)+"/cancel", "")
 	if d.ID != failed || d.Status != courier.StatusSuppressed || d.LastErrorCode != courier.CodeCancelled {
 		t.Fatalf("cancelled failed delivery: %+v", d)
 	}
@@ -924,7 +925,7 @@ func TestAdminShowsTheReceiversCode(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%d %s", resp.StatusCode, raw)
 	}
-	var got deliveryDetailJSON
+	var got opsjson.DeliveryDetail
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}

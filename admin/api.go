@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/courier-go/courier"
@@ -45,7 +46,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 		url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
 		switch {
 		case errors.Is(err, courier.CodeNotFound): // no delivery goes there
-			writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: []deliveryJSON{}})
+			writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: []opsjson.Delivery{}})
 			return
 		case err != nil:
 			h.storeError(w, r, err)
@@ -58,7 +59,7 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: each(page.Deliveries, toDelivery), NextBefore: page.NextBefore})
+	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: each(page.Deliveries, opsjson.NewDelivery), NextBefore: page.NextBefore})
 }
 
 // listParams reads GET /api/deliveries' query, naming every bad field.
@@ -121,7 +122,7 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, deliveryDetailJSON{Delivery: toDelivery(d), Attempts: each(attempts, toAttempt)})
+	writeJSON(w, http.StatusOK, opsjson.NewDeliveryDetail(d, attempts))
 }
 
 // delivery loads a delivery and its attempts.
@@ -235,7 +236,7 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	respond(h, w, r, toDelivery)(h.cfg.Store.Outbox.Get(r.Context(), id))
+	respond(h, w, r, opsjson.NewDelivery)(h.cfg.Store.Outbox.Get(r.Context(), id))
 }
 
 // cancel withdraws a pending or retrying delivery, or settles a failed or

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/courier-go/courier"
@@ -100,12 +101,12 @@ type opsIndex struct {
 	Operations   []string // command operations, when any command was enqueued
 	Contracts    []contractJSON
 	Endpoints    []endpointJSON
-	Failures     []deliveryJSON
+	Failures     []opsjson.Delivery
 	MoreFailures bool
 	// Unreadable is the newest quarantines Redrive takes (their payload
 	// key was missing or other when a worker claimed them).
-	Unreadable []deliveryJSON
-	Latest     []deliveryJSON
+	Unreadable []opsjson.Delivery
+	Latest     []opsjson.Delivery
 }
 
 // opsTable is a table of deliveries, with a redrive button on each row
@@ -113,7 +114,7 @@ type opsIndex struct {
 type opsTable struct {
 	Root     string
 	ReadOnly bool
-	Rows     []deliveryJSON
+	Rows     []opsjson.Delivery
 	Redrive  bool
 }
 
@@ -136,7 +137,7 @@ func (p opsIndex) LatestTable() opsTable {
 type opsSearch struct {
 	opsCommon
 	NotificationID string
-	Rows           []deliveryJSON
+	Rows           []opsjson.Delivery
 	More           bool // more than a page
 }
 
@@ -147,7 +148,7 @@ func (p opsSearch) Table() opsTable {
 
 type opsDelivery struct {
 	opsCommon
-	Delivery   deliveryJSON
+	Delivery   opsjson.Delivery
 	Attempts   []store.Attempt
 	CanRedrive bool
 	CanCancel  bool
@@ -200,7 +201,7 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Failures, data.MoreFailures = each(failures.Deliveries, toDelivery), failures.NextBefore != 0
+	data.Failures, data.MoreFailures = each(failures.Deliveries, opsjson.NewDelivery), failures.NextBefore != 0
 	quarantined, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusQuarantined, Limit: opsFailures})
 	if err != nil {
 		h.storeError(w, r, err)
@@ -208,7 +209,7 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, d := range quarantined.Deliveries {
 		if d.Redrivable() {
-			data.Unreadable = append(data.Unreadable, toDelivery(d))
+			data.Unreadable = append(data.Unreadable, opsjson.NewDelivery(d))
 		}
 	}
 	latest, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Limit: opsLatest})
@@ -216,7 +217,7 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Latest = each(latest.Deliveries, toDelivery)
+	data.Latest = each(latest.Deliveries, opsjson.NewDelivery)
 	h.render(w, r, "index", data)
 }
 
@@ -261,7 +262,7 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, r, "delivery", opsDelivery{
 		opsCommon: h.common(r, "Delivery "+strconv.FormatInt(d.ID, 10)),
-		Delivery:  toDelivery(d), Attempts: attempts,
+		Delivery:  opsjson.NewDelivery(d), Attempts: attempts,
 		CanRedrive: d.Redrivable(),
 		CanCancel: d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait || d.Status == courier.StatusQuarantined ||
 			d.Status == courier.StatusFailed,
@@ -283,7 +284,7 @@ func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, r, "search", opsSearch{
 		opsCommon:      h.common(r, "Notification "+id),
-		NotificationID: id, Rows: each(page.Deliveries, toDelivery), More: page.NextBefore != 0,
+		NotificationID: id, Rows: each(page.Deliveries, opsjson.NewDelivery), More: page.NextBefore != 0,
 	})
 }
 

@@ -183,7 +183,7 @@ func TestDeliveries(t *testing.T) {
 	}
 	out += mustRun(t, exitOK, "deliveries", "list", "-db", db, "-status", "failed", "-endpoint-ref", endpoint.Ref(secretURL))
 	shown := mustRun(t, exitOK, "deliveries", "show", "-db", db, "1")
-	if !strings.Contains(shown, `"EndpointRef": "`+endpoint.Ref(secretURL)+`"`) {
+	if !strings.Contains(shown, `"endpoint_ref": "`+endpoint.Ref(secretURL)+`"`) {
 		t.Fatalf("show does not name the endpoint by its ref:\n%s", shown)
 	}
 	out += shown

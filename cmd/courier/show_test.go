@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/internal/opsjson"
 )
 
 // Environment of TestDeliveriesShowPrintsUTC's child process.
@@ -19,8 +19,9 @@ const (
 	showOutEnv = "COURIER_TEST_SHOW_OUT"
 )
 
-// TestDeliveriesShowPrintsUTC: show prints every time in UTC, as list
-// does, on a machine whose zone is not UTC: it printed them in the
+// TestDeliveriesShowPrintsUTC: show prints the admin API's JSON form of
+// a delivery (it printed Go's field names, and durations in nanoseconds),
+// and every time in UTC, as list does, on a machine whose zone is not UTC: it printed them in the
 // machine's zone, the zone the store reads its times in. A process takes
 // its zone from TZ once, so show runs in a child process of this test
 // binary under TZ=Asia/Tokyo.
@@ -49,11 +50,9 @@ func TestDeliveriesShowPrintsUTC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var shown struct {
-		Delivery store.Delivery
-		Attempts []store.Attempt
-	}
-	if err := json.Unmarshal(out, &shown); err != nil || shown.Delivery.CreatedAt.IsZero() || len(shown.Attempts) != 1 || shown.Attempts[0].FinishedAt.IsZero() {
+	var shown opsjson.DeliveryDetail // the admin API's form of a delivery
+	if err := json.Unmarshal(out, &shown); err != nil || shown.Delivery.CreatedAt.IsZero() || len(shown.Attempts) != 1 || shown.Attempts[0].FinishedAt.IsZero() ||
+		!strings.Contains(string(out), `"notification_id": "n-1"`) {
 		t.Fatalf("show printed %s (%v); want the delivery and its attempt", out, err)
 	}
 	times := regexp.MustCompile(`"(\d{4}-\d\d-\d\dT[^"]*)"`).FindAllStringSubmatch(string(out), -1)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
@@ -273,7 +274,9 @@ func (a deliveriesAction) list(ctx context.Context) error {
 	return tw.Flush()
 }
 
-// show prints a delivery and its attempts as JSON, without its payload.
+// show prints a delivery and its attempts as JSON, as the admin API's
+// GET /api/deliveries/{id} does: no payload, the endpoint redacted and
+// named by its ref, times in UTC.
 func (a deliveriesAction) show(ctx context.Context) error {
 	n, err := a.id()
 	if err != nil {
@@ -287,27 +290,9 @@ func (a deliveriesAction) show(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ref := endpoint.Ref(d.Endpoint)
-	d.Payload, d.Endpoint = nil, endpoint.Redact(d.Endpoint) // the payload stays in the database; the URL may carry a credential
-	// In UTC, as list prints them: the store reads times in the local zone.
-	inUTC(&d.NextAttemptAt, &d.Deadline, &d.LeasedAt, &d.LeaseExpiresAt, &d.CreatedAt, &d.UpdatedAt)
-	for i := range attempts {
-		inUTC(&attempts[i].LeasedAt, &attempts[i].LeaseExpiresAt, &attempts[i].FinishedAt)
-	}
-	out, _ := json.MarshalIndent(struct {
-		Delivery    store.Delivery
-		EndpointRef string // tells apart endpoints whose redacted forms are alike
-		Attempts    []store.Attempt
-	}{d, ref, attempts}, "", "  ")
+	out, _ := json.MarshalIndent(opsjson.NewDeliveryDetail(d, attempts), "", "  ")
 	fmt.Fprintln(a.stdout, string(out))
 	return nil
-}
-
-// inUTC sets each of ts to the same instant in UTC.
-func inUTC(ts ...*time.Time) {
-	for _, t := range ts {
-		*t = t.UTC()
-	}
 }
 
 // redrive redrives one delivery, or an endpoint's. A delivery id it

@@ -1,0 +1,100 @@
+// Package opsjson is the JSON form in which operators' tools show a
+// delivery and its attempts: the admin API and the courier CLI print the
+// same document. It never holds payload bytes, and an endpoint only
+// redacted (scheme and host), with its ref to name it by; times are in
+// UTC.
+package opsjson
+
+import (
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/store"
+)
+
+// Delivery is one delivery. It never carries payload bytes (a detail
+// has their digest, the admin API's pages not even that), and its
+// endpoint only redacted, with the ref to name it by.
+type Delivery struct {
+	ID             int64          `json:"id"`
+	NotificationID string         `json:"notification_id"`
+	Endpoint       string         `json:"endpoint"`     // scheme and host only ("/…" for a path)
+	EndpointRef    string         `json:"endpoint_ref"` // the first 32 hex characters of the SHA-256 of the URL
+	PayloadSHA256  string         `json:"payload_sha256,omitempty"`
+	Profile        string         `json:"profile"`
+	KeyID          string         `json:"key_id,omitempty"`
+	Status         courier.Status `json:"status"`
+	Priority       int            `json:"priority"`
+	Attempts       int            `json:"attempts"`
+	MaxAttempts    int            `json:"max_attempts"`
+	NextAttemptAt  time.Time      `json:"next_attempt_at,omitzero"`
+	Deadline       time.Time      `json:"deadline,omitzero"`
+	LeaseOwner     string         `json:"lease_owner,omitempty"`
+	LeasedAt       time.Time      `json:"leased_at,omitzero"`
+	LeaseExpiresAt time.Time      `json:"lease_expires_at,omitzero"`
+	LastErrorCode  courier.Code   `json:"last_error_code,omitempty"`
+	LastStatus     int            `json:"last_status,omitempty"`
+	LastRemoteCode courier.Code   `json:"last_remote_code,omitempty"` // the receiver's own code, from its problem+json
+	AckSHA256      string         `json:"ack_sha256,omitempty"`
+	SubscriptionID int64          `json:"subscription_id,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+}
+
+// Attempt is one row of a delivery's attempts log.
+type Attempt struct {
+	Attempt        int                  `json:"attempt"`
+	Owner          string               `json:"owner"`
+	LeasedAt       time.Time            `json:"leased_at"`
+	LeaseExpiresAt time.Time            `json:"lease_expires_at"`
+	FinishedAt     time.Time            `json:"finished_at"`
+	DurationMS     float64              `json:"duration_ms"`
+	Outcome        store.AttemptOutcome `json:"outcome"`
+	HTTPStatus     int                  `json:"http_status,omitempty"`
+	ErrorCode      courier.Code         `json:"error_code,omitempty"`
+	RemoteCode     courier.Code         `json:"remote_code,omitempty"` // the receiver's own code, from its problem+json
+}
+
+// DeliveryDetail is a delivery and its attempts log: the admin API's
+// GET /api/deliveries/{id}, and courier deliveries show.
+type DeliveryDetail struct {
+	Delivery Delivery  `json:"delivery"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+func NewDelivery(d store.Delivery) Delivery {
+	return Delivery{
+		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
+		PayloadSHA256: d.PayloadSHA256, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
+		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: UTC(d.NextAttemptAt), Deadline: UTC(d.Deadline),
+		LeaseOwner: d.LeaseOwner, LeasedAt: UTC(d.LeasedAt), LeaseExpiresAt: UTC(d.LeaseExpiresAt),
+		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
+		SubscriptionID: d.SubscriptionID, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
+	}
+}
+
+func NewAttempt(at store.Attempt) Attempt {
+	return Attempt{
+		Attempt: at.Attempt, Owner: at.Owner, LeasedAt: UTC(at.LeasedAt), LeaseExpiresAt: UTC(at.LeaseExpiresAt),
+		FinishedAt: UTC(at.FinishedAt), DurationMS: float64(at.Duration.Microseconds()) / 1000,
+		Outcome: at.Outcome, HTTPStatus: at.HTTPStatus, ErrorCode: at.ErrorCode, RemoteCode: at.RemoteCode,
+	}
+}
+
+// UTC returns t in UTC; the zero time stays zero.
+func UTC(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+// NewDeliveryDetail is d with its attempts.
+func NewDeliveryDetail(d store.Delivery, attempts []store.Attempt) DeliveryDetail {
+	out := DeliveryDetail{Delivery: NewDelivery(d), Attempts: make([]Attempt, 0, len(attempts))}
+	for _, at := range attempts {
+		out.Attempts = append(out.Attempts, NewAttempt(at))
+	}
+	return out
+}
