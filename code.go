@@ -85,6 +85,10 @@ const (
 	// or full file, a statement timeout. The operation took no effect
 	// (a caller's transaction it ran in must roll back); retry later.
 	CodeDatabaseUnavailable Code = "database_unavailable"
+	// CodeDeliveriesOverdue: health: deliveries wait past their deadline,
+	// never to be sent: no claim reached them to end them (workers stopped
+	// or far behind).
+	CodeDeliveriesOverdue Code = "deliveries_overdue"
 )
 
 // Codes of signature verification. Each failure a verifier reports is a case

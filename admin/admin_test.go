@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
@@ -210,6 +211,30 @@ func TestAdminHealth(t *testing.T) {
 	if h.Status != want.Status || h.Code != want.Code || h.Due != want.Due || h.Failed != want.Failed ||
 		h.Counts[courier.StatusFailed] != 1 || h.Counts[courier.StatusPending] != 1 || h.OldestDueAgeSeconds < 0 {
 		t.Fatalf("health %+v, want %+v with one failed and one pending", h, want)
+	}
+}
+
+// TestAdminHealthCountsOverdue: a delivery waiting past its deadline,
+// which no worker claimed, is counted as overdue, and the health is
+// blocked with deliveries_overdue.
+func TestAdminHealthCountsOverdue(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b := setupAdminConfig(t, Config{Store: s})
+	if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{
+		NotificationID: "n-1", Endpoint: hookA, Payload: []byte(`{}`), Deadline: clock.Now().Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Hour)
+	h := adminOK[healthJSON](t, b, "GET", "/api/health", "")
+	if h.Status != store.HealthBlocked || h.Code != courier.CodeDeliveriesOverdue || h.Overdue != 1 || h.Due != 1 {
+		t.Fatalf("health %+v, want blocked deliveries_overdue with the one due delivery overdue", h)
 	}
 }
 

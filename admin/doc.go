@@ -71,7 +71,7 @@
 // zero included:
 //
 //	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
-//	          expired_leases, failed, oldest_due_age_seconds, contract_mismatches,
+//	          expired_leases, failed, oldest_due_age_seconds, overdue, contract_mismatches,
 //	          operations (command deliveries by operation, then status)
 //	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256,
 //	          profile, key_id, status, priority, attempts,

@@ -18,6 +18,7 @@ type healthJSON struct {
 	ExpiredLeases       int                    `json:"expired_leases"`
 	Failed              int                    `json:"failed"`
 	OldestDueAgeSeconds float64                `json:"oldest_due_age_seconds"`
+	Overdue             int                    `json:"overdue"`
 	ContractMismatches  int                    `json:"contract_mismatches"`
 	// Operations counts command deliveries by operation, then status.
 	Operations map[string]map[courier.Status]int `json:"operations"`
@@ -92,7 +93,7 @@ type failedJSON struct {
 func toHealth(h store.Health) healthJSON {
 	return healthJSON{
 		Status: h.Status, Code: h.Code, Counts: h.Counts, Due: h.Due, ExpiredLeases: h.ExpiredLeases,
-		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(), ContractMismatches: h.ContractMismatches,
+		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(), Overdue: h.Overdue, ContractMismatches: h.ContractMismatches,
 		Operations: h.Operations,
 	}
 }

@@ -28,6 +28,12 @@ type Health struct {
 	ExpiredLeases int // leases past expiry, not yet reclaimed
 	Failed        int // failed deliveries
 	OldestDueAge  time.Duration
+	// Overdue counts the pending or retrying rows waiting past their
+	// deadline, which the first claim to reach them ends (failed, code
+	// expired): due ones, and those parked behind their endpoint, whatever
+	// its state. Not counted: those waiting for their ordering key, ended
+	// only once they head it.
+	Overdue int
 	// ContractMismatches counts unfinished deliveries enqueued under another
 	// capabilities digest than their endpoint's pin; their endpoints are
 	// held back (see Contracts; Contracts.List says which).
@@ -63,6 +69,8 @@ const (
 //	contract_changed    endpoints are held back by a changed contract
 //	endpoint_disabled   deliveries wait for an endpoint that is disabled (by an
 //	                    operator, 410 Gone or DisableAfter): Endpoints.Enable it
+//	deliveries_overdue  deliveries wait past their deadline, never to be sent:
+//	                    no claim reached them, as workers stopped or are far behind
 //	deliveries_failed   failed deliveries wait for an operator
 //
 // The source-delivery reference puts failed first, then expired leases,
@@ -112,6 +120,9 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	if err := o.s.scan(ctx, o.s.db, "outbox_health_expired", args, &h.ExpiredLeases); err != nil {
 		return Health{}, err
 	}
+	if err := o.s.scan(ctx, o.s.db, "outbox_health_overdue", args, &h.Overdue); err != nil {
+		return Health{}, err
+	}
 	var err error
 	if h.ContractMismatches, err = o.s.Contracts.mismatched(ctx, o.s.db); err != nil {
 		return Health{}, err
@@ -130,6 +141,8 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 		h.Status, h.Code = HealthBlocked, courier.CodeContractChanged
 	case disabled > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeEndpointDisabled
+	case h.Overdue > 0:
+		h.Status, h.Code = HealthBlocked, courier.CodeDeliveriesOverdue
 	case h.Failed > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeFailedPresent
 	}

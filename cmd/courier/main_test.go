@@ -167,6 +167,35 @@ func TestMigrateAndHealth(t *testing.T) {
 	}
 }
 
+// TestHealthBlocksOnDeliveriesPastTheirDeadline: a delivery enqueued two
+// hours ago with a deadline an hour ago, that no worker claimed, is
+// overdue: health is blocked (exit 3) with deliveries_overdue and counts
+// it.
+func TestHealthBlocksOnDeliveriesPastTheirDeadline(t *testing.T) {
+	t.Parallel()
+	db, _ := migrated(t)
+	then := time.Now().Add(-2 * time.Hour)
+	s, err := sqlite.Open(t.Context(), db, store.Config{Now: func() time.Time { return then }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tx, err := s.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/hooks", Payload: []byte(`{}`), Deadline: then.Add(time.Hour)}
+	if _, err := s.Outbox.Enqueue(t.Context(), tx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, exitBlocked, "health", "-db", db); !strings.Contains(out, "status: blocked (deliveries_overdue)") || !strings.Contains(out, "overdue: 1") {
+		t.Fatalf("health: %s", out)
+	}
+}
+
 // TestDeliveries lists, shows, redrives and cancels, and never prints an
 // endpoint's credentials.
 func TestDeliveries(t *testing.T) {

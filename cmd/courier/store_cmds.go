@@ -125,7 +125,7 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, st := range courier.Statuses() {
 		fmt.Fprintf(stdout, "%s: %d\n", st, h.Counts[st])
 	}
-	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\n", h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\noverdue: %d\n", h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond), h.Overdue)
 	if h.Status != store.HealthOK {
 		return errBlocked
 	}

@@ -28,6 +28,7 @@
 //	courier_outbox_due                           pending or retrying deliveries due now (gauge)
 //	courier_outbox_oldest_due_age_seconds        how long the oldest due delivery has waited (gauge)
 //	courier_outbox_expired_leases                leases past expiry not yet reclaimed (gauge)
+//	courier_outbox_overdue                       deliveries waiting past their deadline, no claim having ended them (gauge)
 //	courier_endpoints{state}                     endpoints whose breaker is not closed, by state (gauge)
 //	courier_endpoint_in_flight{endpoint_ref}     deliveries leased now to an endpoint, by every worker (gauge)
 //	courier_endpoint_max_in_flight{endpoint_ref} an endpoint's MaxInFlight limit, for limited endpoints (gauge)
@@ -75,11 +76,11 @@ type Collector struct {
 	requests  *prometheus.CounterVec
 	breakers  *prometheus.CounterVec
 
-	deliveries, endpoints            *prometheus.Desc
-	due, oldestDueAge, expiredLeases *prometheus.Desc
-	inFlight, maxInFlight, rate      *prometheus.Desc
-	blockedKeys                      *prometheus.Desc
-	scrapeErrors                     prometheus.Counter
+	deliveries, endpoints                     *prometheus.Desc
+	due, oldestDueAge, expiredLeases, overdue *prometheus.Desc
+	inFlight, maxInFlight, rate               *prometheus.Desc
+	blockedKeys                               *prometheus.Desc
+	scrapeErrors                              prometheus.Counter
 }
 
 // New returns a Collector with its counters and histograms at zero, fed
@@ -106,6 +107,7 @@ func New() *Collector {
 		oldestDueAge: prometheus.NewDesc("courier_outbox_oldest_due_age_seconds",
 			"How long the oldest due delivery has waited.", nil, nil),
 		expiredLeases: prometheus.NewDesc("courier_outbox_expired_leases", "Leases past expiry, not yet reclaimed.", nil, nil),
+		overdue:       prometheus.NewDesc("courier_outbox_overdue", "Deliveries waiting past their deadline, no claim having ended them.", nil, nil),
 		endpoints:     prometheus.NewDesc("courier_endpoints", "Endpoints whose breaker is not closed, by state.", []string{"state"}, nil),
 		inFlight: prometheus.NewDesc("courier_endpoint_in_flight",
 			"Deliveries leased now to an endpoint, by every worker.", []string{"endpoint_ref"}, nil),
@@ -160,7 +162,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		m.Describe(ch)
 	}
 	c.scrapeErrors.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.endpoints,
+	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.overdue, c.endpoints,
 		c.inFlight, c.maxInFlight, c.rate, c.blockedKeys} {
 		ch <- d
 	}
@@ -205,6 +207,7 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 	ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(h.Due))
 	ch <- prometheus.MustNewConstMetric(c.oldestDueAge, prometheus.GaugeValue, h.OldestDueAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.expiredLeases, prometheus.GaugeValue, float64(h.ExpiredLeases))
+	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(h.Overdue))
 	states := map[store.EndpointState]int{store.EndpointOpen: 0, store.EndpointHalfOpen: 0, store.EndpointDisabled: 0}
 	for _, e := range eps {
 		if e.State != store.EndpointClosed {

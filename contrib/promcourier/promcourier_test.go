@@ -160,6 +160,9 @@ courier_outbox_due 0
 # HELP courier_outbox_expired_leases Leases past expiry, not yet reclaimed.
 # TYPE courier_outbox_expired_leases gauge
 courier_outbox_expired_leases 0
+# HELP courier_outbox_overdue Deliveries waiting past their deadline, no claim having ended them.
+# TYPE courier_outbox_overdue gauge
+courier_outbox_overdue 0
 # HELP courier_receiver_requests_total Requests answered by receivers, by outcome and code.
 # TYPE courier_receiver_requests_total counter
 courier_receiver_requests_total{code="",outcome="accepted"} 2
@@ -171,7 +174,7 @@ courier_settled_total{status="succeeded"} 2
 `
 	names := []string{"courier_attempts_total", "courier_claimed_total", "courier_endpoints", "courier_enqueued_total",
 		"courier_endpoint_in_flight", "courier_endpoint_max_in_flight", "courier_endpoint_rate", "courier_ordering_keys_blocked",
-		"courier_outbox_deliveries", "courier_outbox_due", "courier_outbox_expired_leases",
+		"courier_outbox_deliveries", "courier_outbox_due", "courier_outbox_expired_leases", "courier_outbox_overdue",
 		"courier_receiver_requests_total", "courier_settled_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)

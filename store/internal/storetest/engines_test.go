@@ -195,6 +195,11 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_claim_probe", "courier_outbox USING INDEX courier_outbox_due"},
 		{"queries/outbox.sql", "outbox_reclaim_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		{"queries/outbox.sql", "outbox_health_expired", "courier_outbox_leases (lease_expires_at<?)"},
+		// Health's count of deliveries past their deadline: the due
+		// backlog (rows scheduled later too) and the parked rows, never every
+		// delivery.
+		{"queries/outbox.sql", "outbox_health_overdue", "courier_outbox USING INDEX courier_outbox_due"},
+		{"queries/outbox.sql", "outbox_health_overdue", "courier_outbox USING INDEX courier_outbox_parked"},
 		{"queries/outbox.sql", "outbox_expire_parked", "courier_outbox USING INDEX courier_outbox_parked"},
 		{"queries/attempts.sql", "attempts_log_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		// Health's count of deliveries a changed contract holds back: each

@@ -526,6 +526,14 @@ SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
                         WHERE e.endpoint = p.endpoint AND e.state IN ('open', 'half_open', 'disabled'))
 ) AS due;
 
+-- name: outbox_health_overdue
+-- As in SQLite: due and parked rows past their deadline.
+SELECT
+    (SELECT COUNT(*) FROM courier_outbox
+     WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now AND deadline <= :now)
+    + (SELECT COUNT(*) FROM courier_outbox
+       WHERE hold = 'endpoint' AND deadline <= :now);
+
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;
 

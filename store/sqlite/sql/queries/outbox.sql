@@ -472,6 +472,20 @@ SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
                         WHERE e.endpoint = p.endpoint AND e.state IN ('open', 'half_open', 'disabled'))
 );
 
+-- name: outbox_health_overdue
+-- The rows waiting past their deadline that a claim ends as it reaches
+-- them: due ones, from the due index (outbox_claim and outbox_expire_due
+-- end them), and parked ones, from the parked index, whatever their
+-- endpoint's state (outbox_expire_parked ends them). Not counted: rows
+-- waiting for their key, ended only once they head it. No index holds the
+-- deadline: each row is read for it, so the count costs what the backlog
+-- holds, little while workers keep up.
+SELECT
+    (SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_due
+     WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now AND deadline <= :now)
+    + (SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_parked
+       WHERE hold = 'endpoint' AND deadline <= :now);
+
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_leases WHERE status = 'leased' AND lease_expires_at <= :now;
 
