@@ -10,12 +10,13 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// testHealthPrecedence: with every blocking condition present, Health's
+// testHealthPrecedence: with these blocking conditions present, Health's
 // code is the first of integrity_mismatch, leases_expired,
 // contract_changed, deliveries_failed that holds: what stops deliveries
 // now before what already happened (see Outbox.Health for why courier
 // differs from the reference's order); resolving each in turn reveals the
-// next.
+// next. endpoint_disabled and deliveries_overdue, which come between the
+// last two, have tests of their own.
 func testHealthPrecedence(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	// A failed delivery.
