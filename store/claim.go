@@ -68,20 +68,47 @@ const (
 // maxOwner bounds ClaimParams.Owner, as client.Config.Owner.
 const maxOwner = 256
 
-// claim implements protocol.Outbox.Claim.
+// claim implements protocol.Outbox.Claim. A claim may end rows rather
+// than lease them (expired, suppressed, quarantined): when one did and
+// leased fewer than p.Limit, it claims again, in a transaction of its
+// own, for the room left, until a claim ends none or the rows ended come
+// to maxExpiredPerClaim. So a claim that leases nothing found nothing
+// due behind the rows it ended, unless those were that many: a worker
+// does not wait a poll, nor a caller of Work stop, with deliveries due
+// behind a few rows of a paused subscription.
 func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.Claimed, error) {
+	var all []protocol.Claimed
+	for total := 0; ; {
+		out, ended, err := o.claimOnce(ctx, p)
+		if err != nil {
+			if len(all) > 0 {
+				return all, nil // leased before: the next claim meets the failure
+			}
+			return nil, err
+		}
+		all, total = append(all, out...), total+ended
+		if ended == 0 || len(out) >= p.Limit || total >= maxExpiredPerClaim || ctx.Err() != nil {
+			return all, nil
+		}
+		p.Limit -= len(out)
+	}
+}
+
+// claimOnce is one claim transaction. It returns what it leased, and how
+// many rows it ended instead.
+func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]protocol.Claimed, int, error) {
 	switch {
 	case !wire.IsVisible(p.Owner, maxOwner):
-		return nil, invalidArgument("ClaimParams.Owner must be 1-256 bytes of visible ASCII, without spaces")
+		return nil, 0, invalidArgument("ClaimParams.Owner must be 1-256 bytes of visible ASCII, without spaces")
 	case p.Limit < 1 || p.Limit > protocol.MaxClaimBatch:
-		return nil, invalidArgument("ClaimParams.Limit must be within 1..1000")
+		return nil, 0, invalidArgument("ClaimParams.Limit must be within 1..1000")
 	case p.Lease < time.Millisecond:
-		return nil, invalidArgument("ClaimParams.Lease must be at least 1ms")
+		return nil, 0, invalidArgument("ClaimParams.Lease must be at least 1ms")
 	case p.EndpointCap < 0:
-		return nil, invalidArgument("ClaimParams.EndpointCap must not be negative")
+		return nil, 0, invalidArgument("ClaimParams.EndpointCap must not be negative")
 	}
 	var out []protocol.Claimed
-	var expired int
+	var expired, ended int
 	var reclaimed []settledRow
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
@@ -124,7 +151,7 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 		if err := run.take(ctx); err != nil {
 			return err
 		}
-		out, expired = append(out[:0], run.admitted...), run.expired
+		out, expired, ended = append(out[:0], run.admitted...), run.expired, 0
 		for _, c := range run.got {
 			switch status, err := o.admit(ctx, tx, now, &c); {
 			case err != nil:
@@ -132,13 +159,15 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 			case status == courier.StatusLeased:
 				out = append(out, c.Claimed)
 			default:
+				ended++
 				run.ended = append(run.ended, c.keyed(status))
 			}
 		}
+		ended += expired
 		return o.advanceOrLeave(ctx, tx, now, run.ended)
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, r := range reclaimed {
 		o.s.observe(Event{Kind: EventSettled, N: 1, Status: r.Status, Code: courier.Code(r.LastErrorCode.String)})
@@ -149,7 +178,7 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 	if len(out) > 0 {
 		o.s.observe(Event{Kind: EventClaimed, N: len(out), Status: courier.StatusLeased})
 	}
-	return out, nil
+	return out, ended, nil
 }
 
 // reclaim ends the leases that expired: their attempt is logged, and the

@@ -416,7 +416,17 @@ func TestClaimNeverWaitsForAnApplicationsRepublish(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	k.wantNext(t, "e2")
+	// The claim claimed again for its room, and looked at the key while
+	// the application still held it: a claim looks again a moment later
+	// and moves it on.
+	var got2 []protocol.Claimed
+	waitUntil(t, func() bool {
+		got2, err = protocol.For(k.worker).Claim(t.Context(), protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+		return err != nil || len(got2) > 0
+	})
+	if want := fmt.Sprintf("e2:%d", k.sub.ID); err != nil || len(got2) != 1 || got2[0].NotificationID != want || got2[0].KeyID != "key-2" {
+		t.Fatalf("claim once the application committed: %v, %+v; want %s alone, under key-2", err, got2, want)
+	}
 }
 
 // TestRepublishOfAKeysDeliveriesBesideAClaimNeverDeadlocks: as above, and

@@ -90,6 +90,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Suppression", testSuppression},
 		{"ASubscriptionReceivesUnlessPaused", testASubscriptionReceivesUnlessPaused},
 		{"PausedSubscriptionReceivesNothing", testPausedSubscriptionReceivesNothing},
+		{"AClaimSeesPastTheRowsItEnds", testAClaimSeesPastTheRowsItEnds},
 		{"UpdateKeepsALegacyAuthModesFingerprint", testUpdateKeepsALegacyAuthModesFingerprint},
 		{"SubscriptionsAndPublishInvalid", testSubscriptionsAndPublishInvalid},
 		{"Breaker", testBreaker},

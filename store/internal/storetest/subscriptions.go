@@ -833,3 +833,36 @@ func testPublishBuildErrorWritesNothing(t *testing.T, open OpenFunc) {
 		t.Fatalf("a publish whose Build failed, committed anyway, wrote %d deliveries (%v); want none", len(page.Deliveries), err)
 	}
 }
+
+// testAClaimSeesPastTheRowsItEnds: a claim that ends its whole batch
+// (deliveries of a paused subscription, suppressed) claims again for its
+// room, so deliveries due behind them are leased by the same claim. It
+// returned nothing: a worker waited a poll for each batch of them, and a
+// caller of Work or couriertest.Drain stopped with deliveries due.
+func testAClaimSeesPastTheRowsItEnds(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := subscription("acme", "https://a.example/h", "key-1", "*")
+	s, err := b.store.Subscriptions.Create(b.ctx, nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog = 10
+	for i := range backlog {
+		if _, err := publishCommitted(b, store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: fmt.Sprintf("e-%d", i), Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Paused = true
+	if _, err := b.store.Subscriptions.Update(b.ctx, nil, s.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	sendable := b.enqueue(t, delivery("behind"))
+	got := b.claim(t, "w", 3, time.Minute)
+	if len(got) != 1 || got[0].DeliveryID != sendable.ID {
+		t.Fatalf("claim leased %v, want the delivery behind the suppressed ones", ids(got))
+	}
+	if h := health(t, b); h.Counts[courier.StatusSuppressed] != backlog {
+		t.Fatalf("suppressed %d, want all %d of the paused subscription's", h.Counts[courier.StatusSuppressed], backlog)
+	}
+}
