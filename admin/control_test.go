@@ -193,3 +193,53 @@ func TestAdminRedrivesADeliveryItsKeyQuarantined(t *testing.T) {
 		t.Fatalf("after the redrive claimed %+v, %v; want n-1 with its payload", c, err)
 	}
 }
+
+// TestAdminNamesTheKeyAnUnreadableDeliveryNeeds: a delivery quarantined
+// payload_unreadable is sent again once its payload key is back in every
+// worker's Keys, but neither the API nor the page said which key that
+// is: with keys retired over several rotations the operator had to guess
+// or read the table. Both name it (a key's id, never its bytes); a
+// delivery stored as sent names none.
+func TestAdminNamesTheKeyAnUnreadableDeliveryNeeds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	k7, err := store.NewPayloadKey("k-2025-07", bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	sealed, err := store.Open(ctx, plain.DB(), store.Config{Encryption: &store.Encryption{Current: "k-2025-07", Keys: []store.PayloadKey{k7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sealed.Close() })
+	b := setupAdminConfig(t, Config{Authorize: allowAll, Store: plain})
+	stored := b.enqueue(t, "n-plain", hookA)
+	e, err := sealed.Outbox.Enqueue(ctx, sealed.DB(), store.EnqueueParams{NotificationID: "n-sealed", Endpoint: hookA, Payload: []byte(`{"id":"n-sealed"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The admin's Store holds no key: its claim quarantines the sealed one.
+	if c, err := protocol.For(plain).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute}); err != nil || len(c) != 1 || c[0].DeliveryID != stored {
+		t.Fatalf("Claim = %+v, %v; want the plaintext one alone", c, err)
+	}
+	ref := strconv.FormatInt(e.ID, 10)
+	type detail struct {
+		Delivery map[string]any `json:"delivery"`
+	}
+	d := adminOK[detail](t, b, "GET", "/api/deliveries/"+ref, "")
+	if d.Delivery["last_error_code"] != string(courier.CodePayloadUnreadable) || d.Delivery["payload_key_id"] != "k-2025-07" {
+		t.Fatalf("GET /api/deliveries/%s = %v; want payload_unreadable naming payload_key_id k-2025-07", ref, d.Delivery)
+	}
+	d = adminOK[detail](t, b, "GET", "/api/deliveries/"+strconv.FormatInt(stored, 10), "")
+	if _, ok := d.Delivery["payload_key_id"]; ok {
+		t.Fatalf("a delivery stored as sent shows payload_key_id: %v", d.Delivery)
+	}
+	if _, raw := b.do(t, "GET", "/deliveries/"+ref, "", nil); !strings.Contains(string(raw), `<code id="payload-key">k-2025-07</code>`) {
+		t.Fatalf("the delivery page does not name its payload key: %s", raw)
+	}
+}

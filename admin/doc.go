@@ -62,9 +62,9 @@
 //	                                    another digest than its pin: {"failed": n}
 //
 // The objects' members (times are RFC 3339 in UTC). These are left out
-// when zero or empty: health's code; delivery's payload_sha256, key_id,
-// next_attempt_at, deadline, lease_owner, leased_at, lease_expires_at,
-// last_error_code, last_status, last_remote_code, ack_sha256 and
+// when zero or empty: health's code; delivery's payload_sha256,
+// payload_key_id, key_id, next_attempt_at, deadline, lease_owner,
+// leased_at, lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256 and
 // subscription_id; attempt's http_status, error_code and remote_code;
 // endpoint's failing_since, open_until, reason and updated_at; and
 // next_before on the last page. Every other member is always written,
@@ -74,7 +74,8 @@
 //	          expired_leases, failed, oldest_due_age_seconds, overdue, contract_mismatches,
 //	          operations (command deliveries by operation, then status)
 //	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256,
-//	          profile, key_id, status, priority, attempts,
+//	          payload_key_id (the id of the payload key that sealed it: the key a
+//	          payload_unreadable one needs back), profile, key_id, status, priority, attempts,
 //	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
 //	          lease_expires_at, last_error_code, last_status, last_remote_code,
 //	          ack_sha256, subscription_id, created_at, updated_at

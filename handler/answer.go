@@ -37,9 +37,9 @@ var errForbidden = errors.New("handler: not authorized for this target")
 // errPublishedBefore is a publish whose delivery the outbox holds with
 // other content: another payload, other delivery settings (the Store's
 // attempt budget changed since a single delivery was enqueued, say), or
-// a payload sealed under a key the Store no longer holds, which it cannot
-// compare. Not necessarily another request body, as a receiver's
-// collision is.
+// a payload sealed under a key the Store no longer holds (or holds over
+// other bytes), which it cannot compare. Not necessarily another request
+// body, as a receiver's collision is.
 var errPublishedBefore = errors.New("handler: published before with other content")
 
 // errContractChanged is a new command built for another capabilities
@@ -125,7 +125,7 @@ func answer(w http.ResponseWriter, err error) {
 		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")
 	case errors.Is(err, errPublishedBefore):
 		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision,
-			"this identity was published before with another payload or other delivery settings, or under a payload key the store no longer holds")
+			"this identity was published before with another payload or other delivery settings, or under a payload key the store no longer holds as it was")
 	case errors.Is(err, courier.CodeIdempotencyCollision):
 		problem.Error(w, http.StatusConflict, courier.CodeIdempotencyCollision, "this identity was received with another body")
 	case errors.Is(err, errInProgress):

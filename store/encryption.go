@@ -129,14 +129,15 @@ func (k PayloadKey) ID() string { return k.id }
 // unfinished row whose key is gone cannot be sent, and a repeated Enqueue
 // or Publish of any row whose key is gone, a succeeded one too, cannot be
 // compared with it and is refused as an idempotency collision (the error
-// names the key). The delivery's identity (notification id and endpoint)
-// is bound as associated data: a sealed payload moved to another row does
-// not open. A row that cannot be opened is quarantined with code
-// payload_unreadable: its key is gone, or Keys holds other bytes under its
-// id. That is a key's fault, not the row's, so once the key is configured
-// again (in every process that claims) Outbox.Redrive sends the row again;
-// a row redriven while its key is still wrong is quarantined again at its
-// next claim.
+// names the key); so is one of a row that does not open under the key
+// Keys holds for its id. The delivery's identity (notification id and
+// endpoint) is bound as associated data: a sealed payload moved to
+// another row does not open. A row that cannot be opened is quarantined
+// with code payload_unreadable: its key is gone, or Keys holds other
+// bytes under its id. That is a key's fault, not the row's, so once the
+// key is configured again (in every process that claims) Outbox.Redrive
+// sends the row again; a row redriven while its key is still wrong is
+// quarantined again at its next claim.
 //
 // A sealed row's stored digest (Delivery.PayloadSHA256) is keyed too:
 // HMAC-SHA256 under a key derived (HKDF) from the payload key and tagged
@@ -354,19 +355,25 @@ func (e *Encryption) sealRecord(k protocol.InboxKey, answer []byte) (record, err
 	return r, nil
 }
 
-// errRecordKeyGone is an inbox record kept under a key Encryption no
-// longer holds: a redelivery can be neither compared with it nor answered
-// from it until the key is configured again.
-var errRecordKeyGone = &courier.Error{Code: courier.CodePayloadUnreadable,
-	Msg: "store: the inbox record is sealed under a payload key Encryption.Keys no longer holds; keep retired keys for as long as inbox records are"}
+// errRecordKeyGone is an inbox record kept under the key named keyID,
+// which Encryption no longer holds: a redelivery can be neither compared
+// with it nor answered from it until the key is configured again. The
+// error names the key, for the operator to put back.
+func errRecordKeyGone(keyID string) error {
+	return &courier.Error{Code: courier.CodePayloadUnreadable,
+		Msg: "store: the inbox record is sealed under payload key " + keyID + ", which Encryption.Keys no longer holds; keep retired keys for as long as inbox records are"}
+}
 
 // errRecordKeyWrong is a completed inbox record whose answer does not
-// open under the key Encryption holds for the record's key id: other
-// bytes under that id than the record was kept with (a key generated
-// again under an id in use), or an altered record. Its digest tells
-// nothing then, so a redelivery is refused as for a key that is gone.
-var errRecordKeyWrong = &courier.Error{Code: courier.CodePayloadUnreadable,
-	Msg: "store: the inbox record's answer does not open under the payload key Encryption.Keys holds for its id: the key's bytes are not those the record was kept with, or the record was altered"}
+// open under the key Encryption holds for the record's key id, keyID:
+// other bytes under that id than the record was kept with (a key
+// generated again under an id in use), or an altered record. Its digest
+// tells nothing then, so a redelivery is refused as for a key that is
+// gone.
+func errRecordKeyWrong(keyID string) error {
+	return &courier.Error{Code: courier.CodePayloadUnreadable,
+		Msg: "store: the inbox record's answer does not open under payload key " + keyID + " as Encryption.Keys holds it: the key's bytes are not those the record was kept with, or the record was altered"}
+}
 
 // openRecord reports, in constant time, whether k is what record r was
 // stored for, and if so returns r's answer as it was given. A sealed
@@ -382,7 +389,7 @@ func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answe
 	switch {
 	case r.keyID == "":
 	case !ok:
-		return false, nil, errRecordKeyGone
+		return false, nil, errRecordKeyGone(r.keyID)
 	default:
 		sum := key.record(k.Sender, k.Key, k.PayloadSHA256)
 		want = hex.EncodeToString(sum[:])
@@ -390,7 +397,7 @@ func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answe
 	if subtle.ConstantTimeCompare([]byte(want), []byte(r.digest)) != 1 {
 		if r.keyID != "" && r.answer != nil {
 			if _, err := key.open(r.answer, recordAAD(k.Sender, k.Key)); err != nil {
-				return false, nil, errRecordKeyWrong
+				return false, nil, errRecordKeyWrong(r.keyID)
 			}
 		}
 		return false, nil, nil
@@ -400,7 +407,7 @@ func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answe
 	}
 	answer, err = key.open(r.answer, recordAAD(k.Sender, k.Key))
 	if err != nil {
-		return true, nil, &courier.Error{Code: courier.CodePayloadUnreadable, Msg: "store: the inbox record's answer cannot be opened", Err: err}
+		return true, nil, &courier.Error{Code: courier.CodePayloadUnreadable, Msg: "store: the inbox record's answer cannot be opened under payload key " + r.keyID, Err: err}
 	}
 	if answer == nil {
 		answer = []byte{} // an empty answer, as stored

@@ -130,8 +130,9 @@ type Enqueued struct {
 // no-op that returns the existing row; with a different payload or
 // settings it is CodeIdempotencyCollision and the stored row is unchanged.
 // So is enqueueing again a delivery, finished or not, whose payload was
-// sealed under a key Config.Encryption no longer holds: its payload
-// cannot be compared (see Encryption).
+// sealed under a key Config.Encryption no longer holds, or holds over
+// other bytes: its payload cannot be compared, and the error names the
+// key (see Encryption).
 //
 // Terminal notifications (ack.ProfileTerminal) are keyed by their event
 // as well, as the reference keys them: while the outbox holds one for an
@@ -390,7 +391,7 @@ func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[st
 		case err != nil:
 			return Enqueued{}, false, err
 		}
-		e, err := o.same(r, args)
+		e, err := o.same(ctx, tx, r, args)
 		return e, err == nil && waitsForKey(r), err
 	}
 	for range maxRepublishReads {
@@ -618,7 +619,7 @@ func (o *Outbox) existing(ctx context.Context, tx DBTX, args map[string]any) (En
 	if err != nil {
 		return Enqueued{}, false, err
 	}
-	e, err := o.same(r, args)
+	e, err := o.same(ctx, tx, r, args)
 	return e, err == nil && waitsForKey(r), err
 }
 
@@ -643,8 +644,8 @@ func waitsForKey(r outboxRow) bool {
 
 // same reports whether the stored row r is the delivery args describe:
 // Existed if it is, a collision if not.
-func (o *Outbox) same(r outboxRow, args map[string]any) (Enqueued, error) {
-	if err := o.samePayload(r, args); err != nil {
+func (o *Outbox) same(ctx context.Context, tx DBTX, r outboxRow, args map[string]any) (Enqueued, error) {
+	if err := o.samePayload(ctx, tx, r, args); err != nil {
 		return Enqueued{}, err
 	}
 	if r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
@@ -656,8 +657,12 @@ func (o *Outbox) same(r outboxRow, args map[string]any) (Enqueued, error) {
 }
 
 // samePayload reports, as nil or a collision, whether the stored row r
-// holds the payload args has.
-func (o *Outbox) samePayload(r outboxRow, args map[string]any) error {
+// holds the payload args has. A sealed row whose digest does not match
+// is a collision only if its payload opens under the key Keys holds for
+// its id: if it does not, that key is not the one it was sealed with (or
+// the row was altered), the digest tells nothing, and the error names the
+// key, as for a key that is gone.
+func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map[string]any) error {
 	// The row's digest is keyed under the key that sealed it, which may no
 	// longer be Current: the payload is compared under that key.
 	same, err := o.s.cfg.Encryption.matches(args[argPlaintext].([]byte), r.PayloadSHA256, r.PayloadKeyID,
@@ -665,10 +670,22 @@ func (o *Outbox) samePayload(r outboxRow, args map[string]any) error {
 	switch {
 	case err != nil:
 		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
-	case !same:
+	case same:
+		return nil
+	case r.PayloadKeyID == "":
 		return errIdempotencyCollision
 	}
-	return nil
+	stored, err := getRow[outboxRow](ctx, o.s, tx, "outbox_get", map[string]any{"id": r.ID})
+	switch {
+	case errors.Is(err, courier.CodeNotFound): // pruned since: it collided as it was read
+		return errIdempotencyCollision
+	case err != nil:
+		return err
+	}
+	if _, err := o.s.cfg.Encryption.open(stored.Payload, stored.PayloadKeyID, stored.NotificationID, stored.Endpoint); err != nil {
+		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
+	}
+	return errIdempotencyCollision
 }
 
 // republished resolves a publish whose delivery (the event's to sub)
@@ -700,7 +717,7 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 	case err != nil:
 		return Enqueued{}, false, err
 	case !r.SubscriptionID.Valid || r.SubscriptionID.Int64 != sub.id:
-		e, err := o.same(r, args)
+		e, err := o.same(ctx, tx, r, args)
 		return e, false, err
 	}
 	changed := r.SubscriptionFingerprint.String != sub.fingerprint
@@ -708,7 +725,7 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 		return Enqueued{}, false, errIdempotencyCollision
 	}
 	if !sub.built || r.Profile == args["profile"] {
-		if err := o.samePayload(r, args); err != nil {
+		if err := o.samePayload(ctx, tx, r, args); err != nil {
 			return Enqueued{}, false, err
 		}
 	}

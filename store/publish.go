@@ -77,7 +77,7 @@ type Published struct {
 // changed since), Priority and OrderingKey: another value is
 // CodeIdempotencyCollision, as for Enqueue (and so is a delivery, a
 // succeeded one too, sealed under a key Config.Encryption no longer
-// holds). What the subscription decides is not compared (its KeyID and
+// holds, or holds over other bytes). What the subscription decides is not compared (its KeyID and
 // Profile, Config.MaxAttempts): a change there never makes a publish
 // fail. By the delivery's state:
 //

@@ -241,7 +241,8 @@ func TestDeliveries(t *testing.T) {
 }
 
 // TestDeliveriesRedriveTakesAnUnreadableQuarantine: the tool, whose
-// Store has no payload keys, redrives a delivery quarantined
+// Store has no payload keys, shows which key a delivery quarantined
+// payload_unreadable needs, and redrives a delivery quarantined
 // payload_unreadable by a process that lacked its key, and fails saying
 // why it leaves one quarantined integrity_mismatch (its row altered).
 func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
@@ -271,6 +272,10 @@ func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
 	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "1"); code != exitFailed || out != "" ||
 		!strings.Contains(errOut, "delivery 1 is quarantined integrity_mismatch, not failed or payload_unreadable: cancel it") {
 		t.Fatalf("redrive of an altered delivery: %d %q %q", code, out, errOut)
+	}
+	// show names the key the delivery needs back, never its bytes.
+	if out := mustRun(t, exitOK, "deliveries", "show", "-db", db, "2"); !strings.Contains(out, `"payload_key_id": "k1"`) {
+		t.Fatalf("show of a delivery quarantined payload_unreadable does not name its key: %s", out)
 	}
 	if out := mustRun(t, exitOK, "deliveries", "redrive", "-db", db, "2"); out != "redriven: 1\n" {
 		t.Fatalf("redrive of a delivery quarantined payload_unreadable: %q", out)

@@ -22,6 +22,7 @@ type Delivery struct {
 	Endpoint       string         `json:"endpoint"`     // scheme and host only ("/…" for a path)
 	EndpointRef    string         `json:"endpoint_ref"` // the first 32 hex characters of the SHA-256 of the URL
 	PayloadSHA256  string         `json:"payload_sha256,omitempty"`
+	PayloadKeyID   string         `json:"payload_key_id,omitempty"` // the id (never the bytes) of the key that sealed the payload
 	Profile        string         `json:"profile"`
 	KeyID          string         `json:"key_id,omitempty"`
 	Status         courier.Status `json:"status"`
@@ -66,7 +67,7 @@ type DeliveryDetail struct {
 func NewDelivery(d store.Delivery) Delivery {
 	return Delivery{
 		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
-		PayloadSHA256: d.PayloadSHA256, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
+		PayloadSHA256: d.PayloadSHA256, PayloadKeyID: d.PayloadKeyID, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: UTC(d.NextAttemptAt), Deadline: UTC(d.Deadline),
 		LeaseOwner: d.LeaseOwner, LeasedAt: UTC(d.LeasedAt), LeaseExpiresAt: UTC(d.LeaseExpiresAt),
 		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,

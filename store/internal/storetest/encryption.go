@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,8 +105,16 @@ func testEncryption(t *testing.T, open OpenFunc) {
 		}
 	}
 
-	// Keys never print.
-	for _, s := range []string{fmt.Sprint(k1), fmt.Sprintf("%v %+v %#v", k1, k1, k1), fmt.Sprint(store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}})} {
+	// Keys never print, by fmt, JSON or slog.
+	enc := store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}
+	asJSON, err := json.Marshal(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "key", k1, "encryption", enc, "ptr", &enc)
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "key", k1, "encryption", enc, "ptr", &enc)
+	for _, s := range []string{fmt.Sprint(k1), fmt.Sprintf("%v %+v %#v", k1, k1, k1), fmt.Sprint(enc), fmt.Sprintf("%+v %#v", &enc, &enc), string(asJSON), logged.String()} {
 		if bytes.Contains([]byte(s), bytes.Repeat([]byte{1}, 4)) || strings.Contains(s, strings.Repeat("01", 16)) || strings.Contains(s, "AQEBAQEB") {
 			t.Fatalf("key material printed: %q", s)
 		}
@@ -485,8 +495,8 @@ func testInboxUnderEncryption(t *testing.T, open OpenFunc) {
 	replays(retired, "before")
 	tx = plain.begin(t)
 	defer tx.Rollback()
-	if _, err := retired.Record(plain.ctx, tx, key("two-step")); courier.CodeOf(err) != courier.CodePayloadUnreadable {
-		t.Fatalf("redelivery of a record kept under a retired key = %v, want payload_unreadable", err)
+	if _, err := retired.Record(plain.ctx, tx, key("two-step")); courier.CodeOf(err) != courier.CodePayloadUnreadable || !strings.Contains(err.Error(), "payload key k1") {
+		t.Fatalf("redelivery of a record kept under a retired key = %v, want payload_unreadable naming key k1", err)
 	}
 }
 
@@ -535,8 +545,8 @@ func testInboxRecordUnderOtherBytesOfItsKeyIsUnreadable(t *testing.T, open OpenF
 	tx = b.begin(t)
 	defer tx.Rollback()
 	for _, k := range []protocol.InboxKey{key("done", body), key("done", other)} {
-		if _, err := wrong.Record(b.ctx, tx, k); courier.CodeOf(err) != courier.CodePayloadUnreadable {
-			t.Fatalf("Record of %s under k1 over other bytes = %v (code %s), want payload_unreadable", k.PayloadSHA256, err, courier.CodeOf(err))
+		if _, err := wrong.Record(b.ctx, tx, k); courier.CodeOf(err) != courier.CodePayloadUnreadable || !strings.Contains(err.Error(), "payload key k1") {
+			t.Fatalf("Record of %s under k1 over other bytes = %v (code %s), want payload_unreadable naming key k1", k.PayloadSHA256, err, courier.CodeOf(err))
 		}
 		if _, err := wrong.RecordCompleted(b.ctx, tx, k, answer); courier.CodeOf(err) != courier.CodePayloadUnreadable {
 			t.Fatalf("RecordCompleted of %s under k1 over other bytes = %v (code %s), want payload_unreadable", k.PayloadSHA256, err, courier.CodeOf(err))
@@ -706,5 +716,129 @@ func testRepublishAfterItsKeyIsDroppedIsACollision(t *testing.T, open OpenFunc) 
 	}
 	if d := b.get(t, p[0].ID); d.PayloadKeyID != "k2" {
 		t.Fatalf("the new delivery is sealed under %q, want k2", d.PayloadKeyID)
+	}
+}
+
+// testEncryptionLifecycle follows an operator through turning encryption
+// on over plaintext rows, a rotation rolled out to one process before the
+// other, and a retirement.
+func testEncryptionLifecycle(t *testing.T, open OpenFunc) {
+	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
+	plain := setup(t, open, store.Config{})
+	reopen := func(enc *store.Encryption) *bundle {
+		t.Helper()
+		s, err := openStore(t, plain.ctx, plain.db, store.Config{Now: plain.clock.Now, Encryption: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &bundle{db: plain.db, store: s, clock: plain.clock, ctx: plain.ctx}
+	}
+	check := func(b *bundle) store.Health {
+		t.Helper()
+		h, err := b.store.Outbox.Check(b.ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	oldPlain := plain.enqueue(t, delivery("plain-1"))
+	plain.enqueue(t, keyed("plain-k", "o"))
+
+	on := reopen(&store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}})
+	if h := check(on); len(h.Invalid) != 0 {
+		t.Fatalf("Check once encryption is on over plaintext rows: invalid %v", h.Invalid)
+	}
+	if e, err := inCommitted(t, on, func(tx *sqlx.Tx) (store.Enqueued, error) {
+		return on.store.Outbox.Enqueue(on.ctx, tx, delivery("plain-1"))
+	}); err != nil || !e.Existed || e.ID != oldPlain.ID {
+		t.Fatalf("the same enqueue of a plaintext row with encryption on = %+v, %v", e, err)
+	}
+	sealed := on.enqueue(t, delivery("sealed-1"))
+	got := map[string]bool{}
+	for _, c := range on.claim(t, "w", 10, time.Minute) {
+		got[c.NotificationID] = true
+		if !bytes.Equal(c.Payload, delivery(c.NotificationID).Payload) {
+			t.Fatalf("%s: claimed %q", c.NotificationID, c.Payload)
+		}
+		if err := on.complete(c.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("claimed %v, want the two plaintext rows and the sealed one", got)
+	}
+
+	// Rotation rolled out to one process: "ahead" makes k2 Current while
+	// "behind" still knows k1 alone.
+	ahead := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k1, k2}})
+	behind := on
+	r2 := ahead.enqueue(t, delivery("sealed-2"))
+	if c := behind.claim(t, "w", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("behind claimed %v", ids(c))
+	}
+	if d := ahead.get(t, r2.ID); d.Status != courier.StatusQuarantined || d.LastErrorCode != courier.CodePayloadUnreadable || d.PayloadKeyID != "k2" {
+		t.Fatalf("row sealed under k2 claimed by a process without it: %s/%s under %q", d.Status, d.LastErrorCode, d.PayloadKeyID)
+	}
+	if h := health(t, ahead); h.Status != store.HealthBlocked {
+		t.Fatalf("health with an unreadable quarantine: %s", h.Status)
+	}
+	behind = reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k1, k2}})
+	if n, err := behind.store.Outbox.Redrive(behind.ctx, store.RedriveParams{}); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	c := behind.claim(t, "w", 10, time.Minute)
+	if len(c) != 1 || c[0].DeliveryID != r2.ID || !bytes.Equal(c[0].Payload, delivery("sealed-2").Payload) {
+		t.Fatalf("after the redrive claimed %v", ids(c))
+	}
+	if err := behind.complete(c[0].Lease, "a"); err != nil {
+		t.Fatal(err)
+	}
+
+	// k1 retired while a row it sealed is still pending: Check says so
+	// before any claim quarantines it.
+	pending := on.enqueue(t, delivery("sealed-3"))
+	retired := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k2}})
+	if h := check(retired); !slices.Contains(h.Invalid, pending.ID) {
+		t.Fatalf("Check without k1: invalid %v, want %d among them", h.Invalid, pending.ID)
+	}
+	if d := retired.get(t, sealed.ID); d.Payload != nil || d.PayloadKeyID != "k1" {
+		t.Fatalf("Get of a succeeded row under a retired key = %q under %q", d.Payload, d.PayloadKeyID)
+	}
+
+	// Prune takes the finished sealed rows, whatever their keys.
+	plain.clock.Advance(2 * time.Hour)
+	if n, err := retired.store.Outbox.Prune(retired.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil || n != 4 {
+		t.Fatalf("Prune = %d, %v; want the 4 succeeded rows", n, err)
+	}
+}
+
+// testEnqueueAgainUnderOtherBytesOfItsKey: a process whose Keys hold the
+// id a delivery was sealed under over other bytes (a key generated again
+// under an id in use) cannot compare a payload with the row. The same
+// enqueue again was refused as a plain idempotency collision, "same
+// identity, different content", which it is not, and which names no key:
+// the operator looks for a bug in the application rather than in the
+// keys. It is refused as for a key that is gone, naming the key.
+func testEnqueueAgainUnderOtherBytesOfItsKey(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}}})
+	e := b.enqueue(t, delivery("n-1"))
+	s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 9)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := b.begin(t)
+	defer tx.Rollback()
+	_, err = s.Outbox.Enqueue(b.ctx, tx, delivery("n-1"))
+	if !errors.Is(err, courier.CodeIdempotencyCollision) || !strings.Contains(err.Error(), "k1") {
+		t.Fatalf("the same enqueue under k1 over other bytes = %v; want a collision naming key k1", err)
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusPending || !bytes.Equal(d.Payload, delivery("n-1").Payload) {
+		t.Fatalf("the row is %s with %q, want pending as it was", d.Status, d.Payload)
+	}
+	// Under the right key another payload is a collision that names none.
+	other := delivery("n-1")
+	other.Payload = []byte(`{"notification_id":"n-1","other":true}`)
+	if _, err := b.store.Outbox.Enqueue(b.ctx, tx, other); !errors.Is(err, courier.CodeIdempotencyCollision) || strings.Contains(err.Error(), "k1") {
+		t.Fatalf("another payload under the right key = %v; want a plain collision", err)
 	}
 }

@@ -86,6 +86,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"InboxRecordUnderOtherBytesOfItsKeyIsUnreadable", testInboxRecordUnderOtherBytesOfItsKeyIsUnreadable},
 		{"UnreadableQuarantineIsRedriven", testUnreadableQuarantineIsRedriven},
 		{"RepublishAfterItsKeyIsDroppedIsACollision", testRepublishAfterItsKeyIsDroppedIsACollision},
+		{"EncryptionLifecycle", testEncryptionLifecycle},
+		{"EnqueueAgainUnderOtherBytesOfItsKey", testEnqueueAgainUnderOtherBytesOfItsKey},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"ASubscriptionReceivesUnlessPaused", testASubscriptionReceivesUnlessPaused},
