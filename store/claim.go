@@ -80,14 +80,14 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 	var all []protocol.Claimed
 	for total := 0; ; {
 		out, ended, err := o.claimOnce(ctx, p)
-		if err != nil {
-			if len(all) > 0 {
-				return all, nil // leased before: the next claim meets the failure
-			}
+		switch {
+		case err != nil && len(all) > 0:
+			return all, nil //nolint:nilerr // what was leased goes to the caller (a context ended, say); the next claim meets the failure
+		case err != nil:
 			return nil, err
 		}
 		all, total = append(all, out...), total+ended
-		if ended == 0 || len(out) >= p.Limit || total >= maxExpiredPerClaim || ctx.Err() != nil {
+		if ended == 0 || len(out) >= p.Limit || total >= maxExpiredPerClaim {
 			return all, nil
 		}
 		p.Limit -= len(out)
