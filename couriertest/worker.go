@@ -12,7 +12,11 @@ import (
 // not claimed (give the store a settable clock, or the worker a short
 // backoff, to have Drain see retries through), nor is one to an endpoint
 // whose circuit breaker the test's faults opened (see the package
-// documentation). Drain stops early when ctx is done or a claim fails.
+// documentation). A claim goes on past the deliveries it ends rather than
+// sends (past their deadline, of a paused subscription) to lease those
+// behind them, up to about a thousand ended: a test with a larger such
+// backlog calls Drain until it claims nothing twice. Drain stops early
+// when ctx is done or a claim fails.
 func Drain(ctx context.Context, w *client.Worker) (int, error) {
 	total := 0
 	for {

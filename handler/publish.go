@@ -206,9 +206,12 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	ctx := r.Context()
 	// One key or none: a request with two means neither for sure, and
 	// answering under one could take the publish for another's duplicate.
-	keys := r.Header.Values(HeaderIdempotencyKey)
+	if len(r.Header.Values(HeaderIdempotencyKey)) > 1 {
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "single"}}})
+		return
+	}
 	idemKey := r.Header.Get(HeaderIdempotencyKey)
-	if len(keys) > 1 || idemKey != "" && !wire.IsToken(idemKey) {
+	if idemKey != "" && !wire.IsToken(idemKey) {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})
 		return
 	}

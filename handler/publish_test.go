@@ -597,3 +597,32 @@ func TestPublishRefusalIsForbiddenWhateverTheError(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishTwoIdempotencyKeysNameTheRule: a request with two
+// Idempotency-Keys, each a valid token, is refused 400 naming the header
+// with the rule it broke, one key per request. It named courier_token,
+// a rule both keys keep, leaving the client to look for a bad character.
+func TestPublishTwoIdempotencyKeysNameTheRule(t *testing.T) {
+	t.Parallel()
+	s, srv := setupPublish(t)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL,
+		strings.NewReader(`{"tenant":"acme","event_type":"order.paid","event_id":"evt-1","payload":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+publishToken)
+	req.Header.Add(handler.HeaderIdempotencyKey, "req-0001")
+	req.Header.Add(handler.HeaderIdempotencyKey, "req-0002")
+	resp, out := exchange(t, srv, req)
+	wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, handler.HeaderIdempotencyKey)
+	var p struct {
+		Errors []struct{ Field, Rule string }
+	}
+	if err := json.Unmarshal(out, &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Rule != "single" {
+		t.Fatalf("two Idempotency-Keys answered %s (%v), want the one error of rule single", out, err)
+	}
+	if pending(t, s) != 0 {
+		t.Fatalf("a request with two Idempotency-Keys enqueued %d deliveries", pending(t, s))
+	}
+}

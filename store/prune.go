@@ -13,12 +13,13 @@ type PruneParams struct {
 	// OlderThan is the age past which records go: those last updated
 	// before now minus OlderThan. It is the retention. It must not be
 	// negative, and it has no default: the outbox's, the attempts log's
-	// and the inbox's prunes refuse a zero one (CodeInvalidArgument)
-	// rather than delete records however new. Keep an inbox's records
-	// longer than its senders retry (a redelivery whose record is gone is
-	// processed again), and finished deliveries as long as an enqueue may
-	// be retried (one whose delivery is gone is enqueued anew). The replay
-	// cache's prune deletes pairs past their own expiry and needs none.
+	// and the inbox's prunes refuse one under a microsecond, zero
+	// included (CodeInvalidArgument), rather than delete records however
+	// new. Keep an inbox's records longer than its senders retry (a
+	// redelivery whose record is gone is processed again), and finished
+	// deliveries as long as an enqueue may be retried (one whose delivery
+	// is gone is enqueued anew). The replay cache's prune deletes pairs
+	// past their own expiry and needs none.
 	OlderThan time.Duration
 	// BatchSize is the most rows one statement deletes, each statement its
 	// own short transaction. Defaults to 1000 when 0; it must not be
@@ -33,11 +34,10 @@ type PruneParams struct {
 }
 
 // pruneOlder runs prune for records that go by age: those last updated
-// before now minus p.OlderThan, which must be set (prune refuses a
-// negative one).
+// before now minus p.OlderThan, which must be at least a microsecond.
 func (s *Store) pruneOlder(ctx context.Context, name string, p PruneParams) (int, error) {
-	if p.OlderThan == 0 {
-		return 0, invalidArgument("PruneParams.OlderThan must be positive: it is how long records are kept")
+	if p.OlderThan < time.Microsecond { // records are stamped to the microsecond: less is none
+		return 0, invalidArgument("PruneParams.OlderThan must be at least a microsecond: it is how long records are kept")
 	}
 	return s.prune(ctx, name, map[string]any{"before": s.now() - p.OlderThan.Microseconds()}, p)
 }

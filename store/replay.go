@@ -84,8 +84,8 @@ func liveBucket(now int64) int64 {
 
 // Prune deletes expired pairs in batches, and the counts of the minutes
 // whose pairs have all expired; see Inbox.Prune. A pair's age is its
-// own expiry, so it ignores p.OlderThan. It returns how many pairs it
-// deleted.
+// own expiry, so p.OlderThan does not change what it deletes (a negative
+// one is refused all the same). It returns how many pairs it deleted.
 func (c *ReplayCache) Prune(ctx context.Context, p PruneParams) (int, error) {
 	now := c.s.now()
 	n, err := c.s.prune(ctx, "replay_prune", map[string]any{"now": now}, p)

@@ -249,11 +249,14 @@ type Store struct {
 
 // Open returns a Store over db. The engine comes from db's driver name: an
 // engine package (github.com/courier-go/courier/store/sqlite or
-// .../store/postgres) must be imported. Open checks that courier's tables
-// are the ones this courier migrates to and were not altered:
-// CodeSchemaOutdated means Migrate must run first; it does not migrate.
-// Claims keep checking, and stop with schema_altered if the tables are
-// altered later (see Integrity in the package documentation).
+// .../store/postgres) must be imported, and the driver registered under
+// that name must be one the engine works through (another, such as lib/pq
+// under "postgres", is CodeConfigInvalid; Migrate refuses it alike). Open
+// checks that courier's tables are the ones this courier migrates to and
+// were not altered: CodeSchemaOutdated means Migrate must run first; it
+// does not migrate. Claims keep checking, and stop with schema_altered if
+// the tables are altered later (see Integrity in the package
+// documentation).
 //
 // The Store uses db as it is configured. On PostgreSQL size its pool for
 // the work in flight: database/sql keeps two idle connections by default,

@@ -45,8 +45,9 @@ type SubscriptionParams struct {
 }
 
 // Subscription is one registry entry. Fingerprint is the SHA-256 of what
-// its deliveries depend on (endpoint, key, profile): a delivery enqueued
-// under one fingerprint is not sent under another.
+// its deliveries depend on (endpoint, key, profile, and the auth mode a
+// subscription created when subscriptions carried one keeps): a delivery
+// enqueued under one fingerprint is not sent under another.
 type Subscription struct {
 	ID int64
 	SubscriptionParams

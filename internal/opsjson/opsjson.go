@@ -64,6 +64,8 @@ type DeliveryDetail struct {
 	Attempts []Attempt `json:"attempts"`
 }
 
+// NewDelivery is d's JSON form: its endpoint redacted and named by its
+// ref, its payload left out, its times in UTC.
 func NewDelivery(d store.Delivery) Delivery {
 	return Delivery{
 		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
@@ -75,6 +77,8 @@ func NewDelivery(d store.Delivery) Delivery {
 	}
 }
 
+// NewAttempt is at's JSON form, its times in UTC and its duration in
+// milliseconds.
 func NewAttempt(at store.Attempt) Attempt {
 	return Attempt{
 		Attempt: at.Attempt, Owner: at.Owner, LeasedAt: UTC(at.LeasedAt), LeaseExpiresAt: UTC(at.LeaseExpiresAt),

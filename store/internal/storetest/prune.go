@@ -35,9 +35,11 @@ func testPruneNeedsARetention(t *testing.T, open OpenFunc) {
 		"Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
 		"Inbox.Prune":          b.store.Inbox.Prune,
 	} {
-		n, err := prune(b.ctx, store.PruneParams{})
-		if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "PruneParams.OlderThan") || n != 0 {
-			t.Errorf("%s with no OlderThan = %d, %v; want invalid_argument naming PruneParams.OlderThan", name, n, err)
+		for _, p := range []store.PruneParams{{}, {OlderThan: time.Nanosecond}} { // none, or less than the stamps' microsecond
+			n, err := prune(b.ctx, p)
+			if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "PruneParams.OlderThan") || n != 0 {
+				t.Errorf("%s with OlderThan %v = %d, %v; want invalid_argument naming PruneParams.OlderThan", name, p.OlderThan, n, err)
+			}
 		}
 	}
 	for table, want := range map[string]int{"courier_outbox": 1, "courier_attempts": 1, "courier_inbox": 1} {
