@@ -14,8 +14,9 @@ import (
 // whose circuit breaker the test's faults opened (see the package
 // documentation). A claim goes on past the deliveries it ends rather than
 // sends (past their deadline, of a paused subscription) to lease those
-// behind them, up to about a thousand ended: a test with a larger such
-// backlog calls Drain until it claims nothing twice. Drain stops early
+// behind them, up to about a thousand ended: Drain may return before a
+// larger such backlog is through, and a test with one calls it again.
+// Drain stops early
 // when ctx is done or a claim fails.
 func Drain(ctx context.Context, w *client.Worker) (int, error) {
 	total := 0
