@@ -566,41 +566,23 @@ func effectsCount(t *testing.T, e *couriertest.Effects, key string) func() int {
 // redeliveries processes it instead).
 func TestExactlyOnceReceiverConcurrentRedeliveries(t *testing.T) {
 	t.Parallel()
-	const n = 20
-	for _, engine := range reportingEngines {
-		t.Run(engine.name, func(t *testing.T) {
-			t.Parallel()
-			s := openEngine(t, engine.postgres)
-			effects, err := couriertest.NewEffects(t.Context(), s)
-			if err != nil {
-				t.Fatal(err)
+	runRedeliveryCases(t, 20, func(t *testing.T, s *store.Store, effects *couriertest.Effects, st *steps, i int) (http.Handler, string, func(*httptest.Server) answered) {
+		keys := couriertest.StandardWebhooksKeys("cms-host")
+		rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+			if err := effects.Record(ctx, tx, n.EventID); err != nil {
+				return err
 			}
-			for i, c := range redeliveryCases {
-				t.Run(c.name, func(t *testing.T) {
-					st := &steps{all: []*step{c.firstStep()}}
-					keys := couriertest.StandardWebhooksKeys("cms-host")
-					rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
-						if err := effects.Record(ctx, tx, n.EventID); err != nil {
-							return err
-						}
-						return st.next(ctx)
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					srv := httptest.NewServer(rcv)
-					t.Cleanup(srv.Close)
-					t.Cleanup(st.resumeAll) // before the server's Close, which waits for the held run
-					event := "evt-concurrent-" + strconv.Itoa(i)
-					note, payload := terminal(t, event)
-					send := func() answered {
-						return doRequest(t, srv, couriertest.NewRequest(srv.URL, note.NotificationID, payload, keys.Signer))
-					}
-					concurrentRedeliveries(t, c, s, engine.postgres, st.all[0], n, event, send, effectsCount(t, effects, event))
-				})
-			}
+			return st.next(ctx)
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		event := "evt-concurrent-" + strconv.Itoa(i)
+		note, payload := terminal(t, event)
+		return rcv, event, func(srv *httptest.Server) answered {
+			return doRequest(t, srv, couriertest.NewRequest(srv.URL, note.NotificationID, payload, keys.Signer))
+		}
+	})
 }
 
 // TestExactlyOnceSourceConcurrentRedeliveries: the same for a Source's
@@ -609,7 +591,37 @@ func TestExactlyOnceReceiverConcurrentRedeliveries(t *testing.T) {
 // though the redeliveries are the sender's next attempt.
 func TestExactlyOnceSourceConcurrentRedeliveries(t *testing.T) {
 	t.Parallel()
-	const n = 20
+	runRedeliveryCases(t, 20, func(t *testing.T, s *store.Store, effects *couriertest.Effects, st *steps, i int) (http.Handler, string, func(*httptest.Server) answered) {
+		keys := couriertest.StandardWebhooksKeys("host")
+		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: keys.Verifier, CapabilitiesSHA256: sourceDigest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+			if err := effects.Record(ctx, tx, c.DedupeKey()); err != nil {
+				return err
+			}
+			return st.next(ctx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "r" + strconv.Itoa(i)
+		key := ack.OperationChange + ":" + id
+		body := sourceCommand(t, ack.OperationChange, id, sourceDigest, `{"a":1}`)
+		var sent atomic.Int32
+		return src, key, func(srv *httptest.Server) answered { // the first as attempt 1, the redeliveries as 2
+			req := couriertest.NewRequest(srv.URL, key, body, keys.Signer)
+			req.Header.Set(ack.AttemptHeader, strconv.Itoa(min(2, int(sent.Add(1)))))
+			return doRequest(t, srv, req)
+		}
+	})
+}
+
+// redeliveryTarget makes the receiver under test for case i on s: its
+// function records the delivery into effects, under the key it returns,
+// and then takes st's next step. send sends one delivery to srv.
+type redeliveryTarget func(t *testing.T, s *store.Store, effects *couriertest.Effects, st *steps, i int) (h http.Handler, key string, send func(srv *httptest.Server) answered)
+
+// runRedeliveryCases runs every redelivery case, n deliveries each, on
+// each engine, against the receiver target makes.
+func runRedeliveryCases(t *testing.T, n int, target redeliveryTarget) {
 	for _, engine := range reportingEngines {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
@@ -621,29 +633,11 @@ func TestExactlyOnceSourceConcurrentRedeliveries(t *testing.T) {
 			for i, c := range redeliveryCases {
 				t.Run(c.name, func(t *testing.T) {
 					st := &steps{all: []*step{c.firstStep()}}
-					keys := couriertest.StandardWebhooksKeys("host")
-					src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: keys.Verifier, CapabilitiesSHA256: sourceDigest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
-						if err := effects.Record(ctx, tx, c.DedupeKey()); err != nil {
-							return err
-						}
-						return st.next(ctx)
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					srv := httptest.NewServer(src)
+					h, key, send := target(t, s, effects, st, i)
+					srv := httptest.NewServer(h)
 					t.Cleanup(srv.Close)
 					t.Cleanup(st.resumeAll) // before the server's Close, which waits for the held run
-					id := "r" + strconv.Itoa(i)
-					key := ack.OperationChange + ":" + id
-					body := sourceCommand(t, ack.OperationChange, id, sourceDigest, `{"a":1}`)
-					var sent atomic.Int32
-					send := func() answered { // the first as attempt 1, the redeliveries as 2
-						req := couriertest.NewRequest(srv.URL, key, body, keys.Signer)
-						req.Header.Set(ack.AttemptHeader, strconv.Itoa(min(2, int(sent.Add(1)))))
-						return doRequest(t, srv, req)
-					}
-					concurrentRedeliveries(t, c, s, engine.postgres, st.all[0], n, key, send, effectsCount(t, effects, key))
+					concurrentRedeliveries(t, c, s, engine.postgres, st.all[0], n, key, func() answered { return send(srv) }, effectsCount(t, effects, key))
 				})
 			}
 		})
