@@ -59,6 +59,9 @@ func (s *Store) observe(e Event) {
 // emit reports an endpoint's breaker transition, made in tx (see
 // observeIn).
 func (s *Store) emit(tx DBTX, url string, from, to EndpointState, reason courier.Code) {
+	if s.cfg.Hook == nil {
+		return // no one hears it: the URL is neither redacted nor digested
+	}
 	s.observeIn(tx, Event{Kind: EventEndpoint, Endpoint: endpoint.Redact(url), EndpointRef: endpoint.Ref(url), From: from, To: to, Code: reason})
 }
 
