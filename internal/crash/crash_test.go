@@ -79,6 +79,9 @@ func TestCrashProcess(t *testing.T) {
 		run = crash.RunSender
 	}
 	if err := run(ctx, spec, logger, ready); err != nil {
+		// On stderr, which the harness keeps and shows: a test's own
+		// output goes to stdout, which it reads for the ready line only.
+		fmt.Fprintf(os.Stderr, "%s failed: %v\n", spec.Role, err)
 		t.Fatal(err)
 	}
 }

@@ -16,9 +16,12 @@ CREATE TABLE IF NOT EXISTS crash_orders (
 
 -- name: insert_order
 -- Idempotent: a restarted sender writes the same orders again as no-ops.
+-- On any conflict, not seq's alone: the killed sender's transaction may
+-- still be alive on the server with the same row, and once it commits,
+-- a conflict on notification_id would otherwise be an error.
 -- SQLite: ? placeholders.
 INSERT INTO crash_orders (seq, notification_id, created_at) VALUES (?, ?, ?)
-ON CONFLICT (seq) DO NOTHING;
+ON CONFLICT DO NOTHING;
 
 -- name: committed_orders
 SELECT notification_id FROM crash_orders;
