@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/signature"
@@ -301,4 +303,49 @@ func ExampleOutbox_Redrive() {
 	// Output:
 	// order-9-paid failed receiver_rejected true
 	// 1 pending false
+}
+
+// A command is enqueued like a notification, in the caller's transaction,
+// under its identity (operation ":" request_id): the same command again is
+// a no-op. The first command for an endpoint pins the capabilities digest
+// it was built for; a new command built for another contract is refused
+// with contract_changed until an operator moves the pin (see Contracts).
+func ExampleOutbox_EnqueueCommand() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+
+	v1, v2 := ack.Digest([]byte("contract v1")), ack.Digest([]byte("contract v2"))
+	for _, c := range []ack.Command{
+		{Operation: ack.OperationChange, RequestID: "req-1", SourceMaxAttempts: 5, CapabilitiesSHA256: v1, Body: json.RawMessage(`{"title":"Spring sale"}`)},
+		{Operation: ack.OperationChange, RequestID: "req-1", SourceMaxAttempts: 5, CapabilitiesSHA256: v1, Body: json.RawMessage(`{"title":"Spring sale"}`)},
+		{Operation: ack.OperationTombstone, RequestID: "req-2", SourceMaxAttempts: 5, CapabilitiesSHA256: v2, Body: json.RawMessage(`null`)},
+	} {
+		cmd, err := ack.NewCommand(c)
+		if err != nil {
+			panic(err)
+		}
+		payload, err := cmd.Payload()
+		if err != nil {
+			panic(err)
+		}
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			panic(err)
+		}
+		e, err := s.Outbox.EnqueueCommand(ctx, tx, store.CommandParams{Endpoint: "https://source.example/commands", Payload: payload})
+		if err != nil {
+			tx.Rollback()
+			fmt.Println(cmd.DedupeKey(), "refused:", courier.CodeOf(err))
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			panic(err)
+		}
+		fmt.Println(cmd.DedupeKey(), "existed:", e.Existed)
+	}
+	// Output:
+	// change:req-1 existed: false
+	// change:req-1 existed: true
+	// tombstone:req-2 refused: contract_changed
 }

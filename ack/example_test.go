@@ -1,0 +1,32 @@
+package ack_test
+
+import (
+	"fmt"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+)
+
+// A receiver of one's own answers each notification it accepted with the
+// Ack of the exact bytes it received; the sender checks the answer with
+// the delivery's profile. An Ack of other bytes proves nothing: the
+// delivery fails with ack_invalid.
+func ExampleNew() {
+	body := []byte(`{"order":"order-1","event":"paid"}`)
+
+	// The receiver's side: what it writes with its 200.
+	answer := ack.New("order-1-paid", body).Marshal()
+	fmt.Println(string(answer))
+
+	// The sender's side: the courier profile verifies it.
+	profile, _ := ack.Builtin(ack.ProfileCourier)
+	sent := ack.Sent{ID: "order-1-paid", Payload: body, Attempt: 1}
+	fmt.Println("verified:", profile.Verify(sent, answer) == nil)
+
+	other := ack.New("order-1-paid", []byte(`{"order":"order-1","event":"refunded"}`)).Marshal()
+	fmt.Println("other bytes:", courier.CodeOf(profile.Verify(sent, other)))
+	// Output:
+	// {"notification_id":"order-1-paid","notification_sha256":"3a9e83d21b032c9d1fa80014c2eaac9fb12c82f9f7ada17403d43cf62193e189","schema":"courier.ack.v1","status":"accepted"}
+	// verified: true
+	// other bytes: ack_invalid
+}
