@@ -20,7 +20,11 @@ import (
 
 // ErrAlreadyApplied is returned by a Source's Func when the command's
 // effect was already present: the Source then commits and answers with
-// status already_applied instead of applied.
+// status already_applied instead of applied. A function may find the
+// effect present by a write that fails (an insert of a row that exists):
+// on PostgreSQL that failed statement leaves the transaction unable to
+// commit, and the Source then records the command, with its response, in
+// a transaction of its own, without the function's writes.
 var ErrAlreadyApplied = errors.New("handler: command already applied")
 
 // SourceConfig configures a Source. It has no AllowUnknownFields: a
@@ -166,12 +170,43 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		err := s.completeAlone(ctx, mine, b)
 		settled = true
 		return b, true, err
+	case err != nil && status == ack.CommandAlreadyApplied:
+		// Rolled back just above. On PostgreSQL a statement of the
+		// function that failed (finding the effect there) leaves the
+		// transaction unable to go on: the command is recorded anew. A
+		// store that failed fails that too.
+		settled = true
+		return s.recordAlone(ctx, key, b)
 	case err != nil:
 		return nil, false, fromStore(err)
 	}
 	settled = true
 	if err := commit(ctx, tx); err != nil {
 		return nil, false, err
+	}
+	return b, true, nil
+}
+
+// recordAlone records a command already applied, with its response b, in
+// a transaction of its own, after the function's transaction could not
+// store it: the function found the command's effect present by a write
+// that failed, and on PostgreSQL a failed statement leaves its
+// transaction unable to commit anything. The function's writes are not
+// kept (that transaction could commit none of them); the function is not
+// run again. A request that recorded the key meanwhile answers as a
+// redelivery would be.
+func (s *Source) recordAlone(ctx context.Context, key protocol.InboxKey, b []byte) ([]byte, bool, error) {
+	inbox := protocol.InboxFor(s.cfg.Store)
+	tx, err := s.cfg.Store.Begin(ctx)
+	if err != nil {
+		return nil, false, fromStore(err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if stored, answered, err := answeredBy(inbox.RecordCompleted(ctx, tx, key, b)); answered {
+		return stored, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, fromStore(err)
 	}
 	return b, true, nil
 }

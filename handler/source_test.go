@@ -333,3 +333,68 @@ func TestCommandIdentityFitsEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestSourceAlreadyAppliedAfterAFailedStatement: a function that finds a
+// command's effect present by the failure of its write (an insert of a
+// row that exists) returns ErrAlreadyApplied. On SQLite the transaction
+// survives the failed statement and the Source answers already_applied;
+// on PostgreSQL the failed statement aborts the transaction, so storing
+// the response in it failed, and every delivery of the command was
+// answered 503 internal_error, as if the store were down, until the
+// sender's budget ran out. Both engines now answer already_applied and
+// replay it to the redelivery without running the function again.
+func TestSourceAlreadyAppliedAfterAFailedStatement(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		if _, err := s.DB().ExecContext(t.Context(), `CREATE TABLE source_pages (id TEXT PRIMARY KEY)`); err != nil {
+			t.Fatal(err)
+		}
+		verifier, signer := standardWebhooksFor(t, "host")
+		var calls atomic.Int32
+		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest},
+			func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+				calls.Add(1)
+				if _, err := tx.ExecContext(ctx, `INSERT INTO source_pages (id) VALUES ('home')`); err != nil {
+					return handler.ErrAlreadyApplied // the page is there
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := httptest.NewServer(src)
+		t.Cleanup(server.Close)
+		send := func(id string, body []byte) (*http.Response, []byte) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, server.URL, bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(ack.AttemptHeader, "1")
+			if err := signer.Sign(req, signature.Message{ID: id, Body: body, Time: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			return exchange(t, server, req)
+		}
+		first := sourceCommand(t, ack.OperationChange, "r1", sourceDigest, `{"page":"home"}`)
+		if resp, out := send("change:r1", first); resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"status":"applied"`) {
+			t.Fatalf("first command: %d %s, want 200 applied", resp.StatusCode, out)
+		}
+		again := sourceCommand(t, ack.OperationChange, "r2", sourceDigest, `{"page":"home"}`)
+		resp, out := send("change:r2", again)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"status":"already_applied"`) {
+			t.Fatalf("a command whose effect is present: %d %s, want 200 already_applied", resp.StatusCode, out)
+		}
+		if err := verifyCommand(again, 1, out); err != nil {
+			t.Fatalf("the response does not verify: %v", err)
+		}
+		resp, replay := send("change:r2", again)
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(replay, out) || calls.Load() != 2 {
+			t.Fatalf("redelivery: %d %s after %d calls, want the stored response and 2 calls", resp.StatusCode, replay, calls.Load())
+		}
+		var pages int
+		if err := s.DB().GetContext(t.Context(), &pages, `SELECT COUNT(*) FROM source_pages`); err != nil || pages != 1 {
+			t.Fatalf("%d pages (%v), want 1", pages, err)
+		}
+	})
+}
