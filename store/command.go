@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -27,8 +28,9 @@ type CommandParams struct {
 	// Command.Payload writes them: a valid ack.Command (see
 	// EnqueueCommand).
 	Payload []byte
-	// MaxAttempts is courier's delivery budget. Defaults to the command's
-	// source_max_attempts, since the source refuses later attempts.
+	// MaxAttempts is courier's delivery budget, at most the command's
+	// source_max_attempts, since the source refuses every later attempt
+	// (a larger one is invalid_argument). Defaults to source_max_attempts.
 	MaxAttempts int
 	// KeyID, NotBefore and Deadline are as in EnqueueParams.
 	KeyID     string
@@ -70,8 +72,11 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	if err := checkContract(p.Endpoint, c.CapabilitiesSHA256); err != nil {
 		return Enqueued{}, err
 	}
-	if p.MaxAttempts == 0 {
+	switch {
+	case p.MaxAttempts == 0:
 		p.MaxAttempts = c.SourceMaxAttempts
+	case p.MaxAttempts > c.SourceMaxAttempts:
+		return Enqueued{}, invalidArgument(fmt.Sprintf("MaxAttempts %d is more than the command's source_max_attempts %d: the source refuses every attempt past it", p.MaxAttempts, c.SourceMaxAttempts))
 	}
 	now := o.s.now()
 	args, err := o.enqueueArgs(EnqueueParams{

@@ -268,7 +268,10 @@ func (d Delivery) Redrivable() bool {
 // Redrive. A delivery that has made 1,000 attempts, the most any delivery
 // may make, stays as it is, and so does a command enqueued under another
 // capabilities digest than its endpoint's pin (re-issue it under the
-// current one; see Contracts).
+// current one; see Contracts). Attempt numbers keep counting: a command
+// redriven once it has made its source_max_attempts is refused by its
+// source at the next attempt (source_attempts_exhausted), and fails
+// again; re-issue it under a new request id.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")

@@ -320,7 +320,7 @@ func testCommands(t *testing.T, open OpenFunc) {
 	for name, fn := range map[string]func(*testing.T, OpenFunc){
 		"Priority": testCommandPriority, "Idempotent": testCommandIdempotent, "ContractPinning": testContractPinning,
 		"ValidatedWhole": testCommandValidatedWhole, "HealthCountsOperations": testHealthCountsOperations,
-		"ContractsList": testContractsList,
+		"ContractsList": testContractsList, "BudgetWithinTheSources": testCommandBudgetWithinTheSources,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -348,5 +348,29 @@ func testFailMismatchedEndsParkedCommands(t *testing.T, open OpenFunc) {
 	}
 	if n, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint); err != nil || n != 2 {
 		t.Fatalf("FailMismatched = %d, %v; want the 2 parked", n, err)
+	}
+}
+
+// testCommandBudgetWithinTheSources: a command's delivery budget is at
+// most its source_max_attempts, since the source refuses every later
+// attempt (source_attempts_exhausted): a larger MaxAttempts is refused
+// with invalid_argument naming both, and nothing is written, not even the
+// endpoint's pin.
+func testCommandBudgetWithinTheSources(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	payload := command(t, "change", "r1", digestA, 3, `{"title":"x"}`)
+	_, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: payload, MaxAttempts: 4})
+	if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "MaxAttempts 4") || !strings.Contains(err.Error(), "source_max_attempts 3") {
+		t.Fatalf("MaxAttempts past the source's budget: EnqueueCommand = %v, want invalid_argument naming both", err)
+	}
+	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
+		t.Fatalf("the refused command wrote %d deliveries", h.Counts[courier.StatusPending])
+	}
+	if _, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("the refused command pinned the endpoint's contract: %v", err)
+	}
+	e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: payload, MaxAttempts: 3})
+	if d := b.get(t, e.ID); d.MaxAttempts != 3 {
+		t.Fatalf("MaxAttempts equal to the source's budget: delivery budget %d, want 3", d.MaxAttempts)
 	}
 }
