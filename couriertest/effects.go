@@ -20,17 +20,38 @@ type Effects struct {
 }
 
 // NewEffects creates the table couriertest_effects in s's database if it
-// is not there yet.
+// is not there yet. Stores sharing one database may call it at once.
 func NewEffects(ctx context.Context, s *store.Store) (*Effects, error) {
-	create, insert := `CREATE TABLE IF NOT EXISTS couriertest_effects (
-		effect_key TEXT NOT NULL, recorded_at BIGINT NOT NULL)`, "INSERT INTO couriertest_effects (effect_key, recorded_at) VALUES (?, ?)"
+	insert := "INSERT INTO couriertest_effects (effect_key, recorded_at) VALUES (?, ?)"
 	if s.Engine() == "postgres" {
 		insert = "INSERT INTO couriertest_effects (effect_key, recorded_at) VALUES ($1, $2)"
 	}
-	if _, err := s.DB().ExecContext(ctx, create); err != nil {
+	if err := createEffects(ctx, s); err != nil {
 		return nil, fmt.Errorf("couriertest: create couriertest_effects: %w", err)
 	}
 	return &Effects{s: s, insert: insert}, nil
+}
+
+// createEffects creates couriertest_effects if it is missing. On
+// PostgreSQL, CREATE TABLE IF NOT EXISTS racing another fails on the
+// catalog's unique index, so the creations of one database take turns
+// under an advisory lock; SQLite's writes take turns already.
+func createEffects(ctx context.Context, s *store.Store) error {
+	tx, err := s.DB().BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if s.Engine() == "postgres" {
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext('couriertest_effects'))"); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS couriertest_effects (
+		effect_key TEXT NOT NULL, recorded_at BIGINT NOT NULL)`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Record records one effect for key inside tx, the transaction of the

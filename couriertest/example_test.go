@@ -113,13 +113,18 @@ func ExamplePostgresStore() {
 }
 
 // Several worker processes competing for one PostgreSQL outbox: each its
-// own Store, with a pool of its own, over the same fresh database.
+// own Store, with a pool of its own, over the same fresh database. Each
+// Run ends with the test (t.Context ends before its cleanups run), and a
+// cleanup registered after the Stores' waits for it: cleanups run last
+// registered first, so no worker outlives the Stores it claims from.
 func ExamplePostgresStores() {
 	var t *testing.T // a test's own
 	signer := couriertest.StandardWebhooksKeys("orders").Signer
 	for i, s := range couriertest.PostgresStores(t, 3, store.Config{}) {
 		w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: fmt.Sprint("process-", i)})
-		go w.Run(t.Context())
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Run(t.Context()) }()
+		t.Cleanup(func() { <-stopped })
 	}
 }
 

@@ -29,8 +29,9 @@ type Fault struct {
 	// connection without answering.
 	DropAfterCommit bool
 	// WrongAck runs the receiver (it commits), then answers its 200 with
-	// the Ack altered: one hex digit of notification_sha256 changed, so the
-	// Ack parses but does not verify. Answers other than 200 pass unaltered.
+	// the Ack altered: one hex digit of notification_sha256 changed (of
+	// payload_sha256 in a Source's command response), so the Ack parses
+	// but does not verify. Answers other than 200 pass unaltered.
 	WrongAck bool
 }
 

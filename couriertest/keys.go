@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -73,9 +75,11 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// NewRequest returns a POST of body to url as a courier worker sends it:
-// Content-Type application/json, signed now by signer for the
-// notification id. Use it to test one's own receiver with httptest.
+// NewRequest returns a POST of body to url as a courier worker sends its
+// first attempt: Content-Type application/json, courier's User-Agent,
+// ack.AttemptHeader 1, signed now by signer for the notification id. Use
+// it to test one's own receiver or source with httptest; set the attempt
+// header to another number to play a redelivery.
 // NewRequest panics if url is not a valid URL or signer fails.
 func NewRequest(url, id string, body []byte, signer signature.Signer) *http.Request {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
@@ -83,6 +87,8 @@ func NewRequest(url, id string, body []byte, signer signature.Signer) *http.Requ
 		panic("couriertest: NewRequest: " + err.Error())
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", wire.UserAgent)
+	req.Header.Set(ack.AttemptHeader, "1")
 	if err := signer.Sign(req, signature.Message{ID: id, Body: body, Time: time.Now()}); err != nil {
 		panic("couriertest: NewRequest: " + err.Error())
 	}

@@ -3,6 +3,7 @@ package couriertest_test
 import (
 	"errors"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -64,6 +65,35 @@ func TestPostgresStoreIsFreshAndMigrated(t *testing.T) {
 		}
 		if h.Counts[courier.StatusPending] != want {
 			t.Fatalf("%d pending, want %d", h.Counts[courier.StatusPending], want)
+		}
+	}
+}
+
+// TestNewEffectsOnSharedDatabase: receivers of several Stores over one
+// PostgreSQL database, as PostgresStores gives them, each make their
+// Effects at once. CREATE TABLE IF NOT EXISTS racing itself on
+// PostgreSQL fails one of them with a unique violation on the catalog.
+func TestNewEffectsOnSharedDatabase(t *testing.T) {
+	t.Parallel()
+	for round := range 3 {
+		stores := couriertest.PostgresStores(t, 6, store.Config{})
+		errs := make(chan error, len(stores))
+		var wg sync.WaitGroup
+		for _, s := range stores {
+			wg.Go(func() {
+				e, err := couriertest.NewEffects(t.Context(), s)
+				if err == nil {
+					_, err = e.Counts(t.Context())
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
 		}
 	}
 }

@@ -17,6 +17,10 @@ import (
 // Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { couriertest.Main(m) }
+//
+// Without it the server still stops when the test binary exits, but its
+// data directory (tens of MiB under the system's temporary directory)
+// stays behind.
 func Main(m interface{ Run() int }) { os.Exit(pgtest.Run(m)) }
 
 // PostgresURL returns the URL (postgres://…, for the driver named

@@ -117,8 +117,13 @@ func (s *Server) Client() *http.Client { return s.ts.Client() }
 
 // Guard returns a client.Guard that lets a worker reach this server:
 // plain http to 127.0.0.1 on its port (see the package's Guard for what
-// else it lets through). Call it after Start.
-func (s *Server) Guard() client.Guard { return Guard(s.URL) }
+// else it lets through). Call it after Start: before, it panics.
+func (s *Server) Guard() client.Guard {
+	if s.URL == "" {
+		panic("couriertest: Server.Guard called before Start: the server has no address yet")
+	}
+	return Guard(s.URL)
+}
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats {
@@ -299,22 +304,27 @@ func drop(w http.ResponseWriter) {
 	conn.Close()
 }
 
-// ackDigestMember precedes the digest an Ack binds.
-var ackDigestMember = []byte(`"notification_sha256":"`)
+// ackDigestMembers precede the digest an answer binds the request by: an
+// Ack's, and a Source's command response's.
+var ackDigestMembers = [][]byte{[]byte(`"notification_sha256":"`), []byte(`"payload_sha256":"`)}
 
-// alterAck returns a copy of the Ack b with the first hex digit of its
-// notification_sha256 changed, and whether it found one to change.
+// alterAck returns a copy of the answer b with the first hex digit of its
+// digest (an Ack's notification_sha256, a command response's
+// payload_sha256) changed, and whether it found one to change.
 func alterAck(b []byte) ([]byte, bool) {
-	i := bytes.Index(b, ackDigestMember)
-	if i < 0 || i+len(ackDigestMember) >= len(b) {
-		return b, false
+	for _, m := range ackDigestMembers {
+		i := bytes.Index(b, m)
+		if i < 0 || i+len(m) >= len(b) {
+			continue
+		}
+		out := bytes.Clone(b)
+		j := i + len(m)
+		if out[j] == '0' {
+			out[j] = '1'
+		} else {
+			out[j] = '0'
+		}
+		return out, true
 	}
-	out := bytes.Clone(b)
-	j := i + len(ackDigestMember)
-	if out[j] == '0' {
-		out[j] = '1'
-	} else {
-		out[j] = '0'
-	}
-	return out, true
+	return b, false
 }
