@@ -566,6 +566,7 @@ func mutations(failed, pending int64) []struct{ method, path, body string } {
 		{"POST", "/api/redrive", `{}`},
 		{"POST", "/api/endpoints/" + refA + "/enable", ""},
 		{"POST", "/api/endpoints/" + refA + "/disable", ""},
+		{"POST", "/api/endpoints/" + refA + "/limits", `{"max_in_flight":1}`},
 		{"POST", "/ops/redrive", "id=" + f},
 		{"POST", "/ops/cancel", "id=" + p},
 		{"POST", "/ops/endpoints/enable", "endpoint_ref=" + refA},
@@ -608,7 +609,7 @@ func TestAdminRefusesMutations(t *testing.T) {
 			if f, p := b.status(t, failed), b.status(t, pending); f != courier.StatusFailed || p != courier.StatusPending {
 				t.Fatalf("a refused mutation acted: failed is %s, pending is %s", f, p)
 			}
-			if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed || h.ConsecutiveFailures != 1 {
+			if h, _ := b.store.Endpoints.Get(t.Context(), hookA); h.State != store.EndpointClosed || h.ConsecutiveFailures != 1 || h.Limits != (store.Limits{}) {
 				t.Fatalf("a refused mutation acted on the endpoint: %+v", h)
 			}
 			if k, err := b.store.Contracts.Get(t.Context(), hookA); !errors.Is(err, courier.CodeNotFound) {

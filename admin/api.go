@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -165,17 +166,23 @@ func (h *Handler) apiRedrive(w http.ResponseWriter, r *http.Request) {
 	if !decodeOptionalJSON(w, r, &req) {
 		return
 	}
-	if n, ok := h.redriveRef(w, r, store.RedriveParams{}, req.EndpointRef, "the request is not valid"); ok {
+	var ref string
+	if req.EndpointRef != nil && json.Unmarshal(req.EndpointRef, &ref) != nil {
+		invalid(w, "the request is not valid", "endpoint_ref", "type")
+		return
+	}
+	if n, ok := h.redriveRef(w, r, store.RedriveParams{}, ref, req.EndpointRef != nil, "the request is not valid"); ok {
 		writeJSON(w, http.StatusOK, redrivenJSON{Redriven: n})
 	}
 }
 
-// redriveRef redrives p, narrowed to the endpoint ref names if ref is
-// not empty, and reports how many deliveries it redrove; a bad ref or a
-// failed store call is answered (detail says what was invalid) and
-// reported as !ok.
-func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.RedriveParams, ref, detail string) (int, bool) {
-	if ref != "" {
+// redriveRef redrives p, narrowed to the endpoint ref names if the
+// request named one, and reports how many deliveries it redrove; a bad
+// ref (an empty one included: only a request that names no endpoint
+// redrives every endpoint's) or a failed store call is answered (detail
+// says what was invalid) and reported as !ok.
+func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.RedriveParams, ref string, named bool, detail string) (int, bool) {
+	if named {
 		if !endpoint.IsRef(ref) {
 			invalid(w, detail, "endpoint_ref", "ref")
 			return 0, false

@@ -110,7 +110,7 @@ func (h *Handler) formContract(w http.ResponseWriter, r *http.Request, form url.
 }
 
 func (h *Handler) opsPin(w http.ResponseWriter, r *http.Request) {
-	form, ok := opsForm(w, r)
+	form, ok := opsForm(w, r, "endpoint_ref", "capabilities_sha256")
 	if !ok {
 		return
 	}
@@ -131,7 +131,7 @@ func (h *Handler) opsPin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) opsFailMismatched(w http.ResponseWriter, r *http.Request) {
-	form, ok := opsForm(w, r)
+	form, ok := opsForm(w, r, "endpoint_ref")
 	if !ok {
 		return
 	}

@@ -44,7 +44,8 @@
 //	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
 //	                                    and quarantined payload_unreadable ones back to
 //	                                    pending; without one ({} or an empty body), every
-//	                                    endpoint's: {"redriven": n}
+//	                                    endpoint's (an endpoint_ref that is "" or null is
+//	                                    400 validation_failed): {"redriven": n}
 //	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
 //	                                    healthy, limits, deliveries in flight, blocked ordering
 //	                                    keys): [endpoint…]
@@ -101,14 +102,17 @@
 //	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
-//	                                    (with the quarantined payload_unreadable ones, as /api/redrive)
+//	                                    (with the quarantined payload_unreadable ones, as /api/redrive;
+//	                                    an empty id or endpoint_ref is refused)
 //	POST /ops/cancel                    form: id
 //	POST /ops/endpoints/enable          form: endpoint_ref
 //	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed)
 //	POST /ops/contracts/pin             form: endpoint_ref, capabilities_sha256
 //	POST /ops/contracts/fail-mismatched form: endpoint_ref
 //
-// The form posts answer 303 See Other back to the page. JSON bodies are
-// read like a receiver's (bounded, one strict JSON document, no unknown
-// members).
+// The form posts answer 303 See Other back to the page. Forms are read
+// as strictly as JSON: a field the action does not read, or one given
+// twice, is 400 validation_failed (rule unknown or single). JSON bodies
+// are read like a receiver's (bounded, one strict JSON document, no
+// unknown members).
 package admin

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -309,9 +311,14 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, da
 	_, _ = w.Write(buf.Bytes())
 }
 
-// opsForm reads a bounded urlencoded form post, answering the refusal
-// itself when it cannot.
-func opsForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+// opsForm reads a bounded urlencoded form post that names only fields,
+// each at most once, answering the refusal itself when it cannot. A field
+// the action does not read (a misspelt name would leave the action at its
+// broadest: a redrive without id or endpoint_ref takes every failed
+// delivery) is 400 validation_failed with rule unknown, and a field given
+// twice (which value counts would depend on who reads the form) with rule
+// single, as a JSON body's unknown or repeated member is refused.
+func opsForm(w http.ResponseWriter, r *http.Request, fields ...string) (url.Values, bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
 		problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/x-www-form-urlencoded")
 		return nil, false
@@ -325,6 +332,21 @@ func opsForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 		problem.Error(w, http.StatusBadRequest, courier.CodeValidation, "the form could not be read")
 		return nil, false
 	}
+	var bad []ack.FieldError
+	for _, name := range slices.Sorted(maps.Keys(form)) {
+		switch {
+		case !slices.Contains(fields, name):
+			bad = append(bad, ack.FieldError{Field: name, Rule: "unknown"})
+		case len(form[name]) > 1:
+			bad = append(bad, ack.FieldError{Field: name, Rule: "single"})
+		}
+	}
+	if len(bad) > 0 {
+		p := problem.New(http.StatusBadRequest, courier.CodeValidation, "the form is not valid")
+		p.Errors = bad
+		problem.Write(w, p)
+		return nil, false
+	}
 	return form, true
 }
 
@@ -336,26 +358,26 @@ func seeOther(w http.ResponseWriter, r *http.Request, done url.Values) {
 }
 
 func (h *Handler) opsRedrive(w http.ResponseWriter, r *http.Request) {
-	form, ok := opsForm(w, r)
+	form, ok := opsForm(w, r, "id", "endpoint_ref")
 	if !ok {
 		return
 	}
 	var p store.RedriveParams
-	if v := form.Get("id"); v != "" {
-		id, err := strconv.ParseInt(v, 10, 64)
+	if form.Has("id") { // an empty id is refused, not taken for every delivery
+		id, err := strconv.ParseInt(form.Get("id"), 10, 64)
 		if err != nil || id < 1 {
 			invalid(w, "the form is not valid", "id", "min")
 			return
 		}
 		p.ID = id
 	}
-	if n, ok := h.redriveRef(w, r, p, form.Get("endpoint_ref"), "the form is not valid"); ok {
+	if n, ok := h.redriveRef(w, r, p, form.Get("endpoint_ref"), form.Has("endpoint_ref"), "the form is not valid"); ok {
 		seeOther(w, r, url.Values{"done": {"redrive"}, "n": {strconv.Itoa(n)}})
 	}
 }
 
 func (h *Handler) opsCancel(w http.ResponseWriter, r *http.Request) {
-	form, ok := opsForm(w, r)
+	form, ok := opsForm(w, r, "id")
 	if !ok {
 		return
 	}
@@ -376,7 +398,7 @@ func (h *Handler) opsCancel(w http.ResponseWriter, r *http.Request) {
 // an operator typed, never one the page wrote).
 func (h *Handler) opsEndpoint(action string, act endpointAction) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		form, ok := opsForm(w, r)
+		form, ok := opsForm(w, r, "endpoint_ref", "endpoint")
 		if !ok {
 			return
 		}

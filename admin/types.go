@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -38,9 +39,12 @@ type redrivenJSON struct {
 
 // redriveRequestJSON is the body of POST /api/redrive: the ref of the endpoint
 // whose failed (and quarantined payload_unreadable) deliveries to redrive,
-// or none for every endpoint's.
+// or none for every endpoint's. EndpointRef is kept raw so that a member
+// left out (every endpoint's) is told from one that is present but null
+// or "", which is refused: an unset variable in a caller's script must
+// not widen a redrive to the whole outbox.
 type redriveRequestJSON struct {
-	EndpointRef string `json:"endpoint_ref,omitempty"`
+	EndpointRef json.RawMessage `json:"endpoint_ref,omitempty"`
 }
 
 // endpointJSON is an endpoint's breaker state, limits and load, its URL
