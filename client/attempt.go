@@ -11,11 +11,13 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
@@ -85,6 +87,13 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	req = req.WithContext(ctx)
 	resp, err := w.client.Do(req)
 	if err != nil {
+		// The error names the request's URL, which may hold a
+		// credential (userinfo, path, query): Classify hears it named
+		// as the logs name it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = endpoint.Redact(ue.URL)
+		}
 		return w.judge(ctx, c, nil, err), true
 	}
 	defer resp.Body.Close()

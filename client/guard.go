@@ -61,6 +61,7 @@ type Guard struct {
 const (
 	guardDialTimeout           = 10 * time.Second
 	guardFallbackDelay         = 300 * time.Millisecond // as net.Dialer's
+	guardMinAddressDial        = 2 * time.Second        // as net.Dialer's
 	guardKeepAlive             = 30 * time.Second
 	guardTLSHandshakeTimeout   = 10 * time.Second
 	guardExpectContinueTimeout = 1 * time.Second
@@ -150,9 +151,12 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // Worker's client follows none: a 3xx fails the attempt with
 // redirect_refused). The transport allows HTTP/2 over https, requires TLS 1.2
 // or later, bounds dialing, the TLS handshake and the size of response
-// headers, and keeps up to 64 idle connections per host. Each address gets
-// its own dial timeout. The wait for the answer is the request context's
-// to bound (the Worker bounds each attempt by Config.Timeout, however long).
+// headers, and keeps up to 64 idle connections per host. A dial, lookup
+// included, ends within its own timeout (10s), shared among a family's
+// addresses as net.Dialer shares its Timeout, even when the request that
+// began it has ended (the transport dials on, for a later request). The
+// wait for the answer is the request context's to bound (the Worker
+// bounds each attempt by Config.Timeout, however long).
 // The guard is copied when the transport is built, so later changes to g's
 // slices do not change the policy. The returned RoundTripper also has
 // CloseIdleConnections, so [http.Client.CloseIdleConnections] works.
@@ -224,6 +228,13 @@ type guardDialer struct {
 }
 
 func (d *guardDialer) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	// The transport dials on a context that the request's end does not
+	// cancel (the connection may serve a later request), so the dial
+	// bounds itself, lookup included, as a net.Dialer's Timeout bounds
+	// its own: a name server that never answers, or a name with many
+	// addresses that drop packets, holds a dial no longer than this.
+	ctx, cancel := context.WithTimeout(ctx, guardDialTimeout)
+	defer cancel()
 	host, portText, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, destinationForbidden("address malformed")
@@ -261,11 +272,20 @@ func byFamily(addrs []netip.Addr) (primaries, fallbacks []netip.Addr) {
 }
 
 // dialSerial dials addrs one after the other, returning the first
-// connection made, or the first error.
+// connection made, or the first error. As net.Dialer does, it shares
+// what is left of ctx's time among the addresses left, giving each at
+// least guardMinAddressDial (or all that is left), so that one address
+// that drops packets does not spend the whole dial.
 func (d *guardDialer) dialSerial(ctx context.Context, network string, addrs []netip.Addr, port uint16) (net.Conn, error) {
 	var first error
-	for _, a := range addrs {
-		conn, err := d.connect(ctx, network, netip.AddrPortFrom(a.Unmap(), port).String())
+	for i, a := range addrs {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			left := time.Until(deadline)
+			actx, cancel = context.WithTimeout(ctx, min(left, max(left/time.Duration(len(addrs)-i), guardMinAddressDial)))
+		}
+		conn, err := d.connect(actx, network, netip.AddrPortFrom(a.Unmap(), port).String())
+		cancel()
 		if err == nil {
 			return conn, nil
 		}

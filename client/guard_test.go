@@ -795,3 +795,108 @@ func TestGuardTransportSettings(t *testing.T) {
 		t.Errorf("ResponseHeaderTimeout = %v: it would cut short a Worker's longer Config.Timeout", base.ResponseHeaderTimeout)
 	}
 }
+
+// TestGuardDialEndsWithinTheDialTimeout: the transport dials on a context
+// that the request's end does not cancel (the connection could serve a
+// later request), so a dial the receiver's DNS holds up outlives its
+// attempt unless the dial bounds itself. A name server that never answers
+// (a resolver that waits as long as its context lets it), or a name that
+// resolves to a hundred addresses that drop packets (each connect held for
+// the dial timeout, as net.Dialer holds one), must not keep a dial, its
+// goroutine and its socket, for longer than the dial timeout after the
+// attempt has ended: every attempt to such an endpoint would leave one
+// behind.
+func TestGuardDialEndsWithinTheDialTimeout(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t)
+	many := make([]netip.Addr, 100)
+	for i := range many {
+		many[i] = netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)})
+	}
+	for _, tc := range []struct {
+		name    string
+		resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+		connect func(ctx context.Context) error
+	}{
+		{"the name server never answers", func(ctx context.Context, _ string) ([]netip.Addr, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, nil},
+		{"every address drops packets", func(context.Context, string) ([]netip.Addr, error) {
+			return slices.Clone(many), nil
+		}, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, guardDialTimeout)
+			defer cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := b.guard(tc.resolve)
+			g.AllowPrefixes = []netip.Prefix{netip.MustParsePrefix("127.0.1.0/24")}
+			gt := g.Transport().(*guardTransport)
+			dialed := make(chan struct{})
+			dial := gt.dialer.dialContext
+			gt.base.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+				defer close(dialed)
+				return dial(ctx, network, address)
+			}
+			if tc.connect != nil {
+				gt.dialer.connect = func(ctx context.Context, network, address string) (net.Conn, error) {
+					return nil, tc.connect(ctx)
+				}
+			}
+			client := &http.Client{Transport: gt, CheckRedirect: checkRedirect}
+			t.Cleanup(client.CloseIdleConnections)
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond) // the attempt's Timeout
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url("hostile.test", "/"), nil)
+			began := time.Now()
+			if _, err := client.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("get: %v, want the attempt's deadline", err)
+			}
+			limit := guardDialTimeout + 5*time.Second
+			select {
+			case <-dialed:
+			case <-time.After(limit - time.Since(began)):
+				t.Fatalf("the dial is still running %v after it began, past the dial timeout (%v); its attempt ended long ago", limit, guardDialTimeout)
+			}
+		})
+	}
+}
+
+// TestGuardDialSharesItsTimeout: a name whose first address drops packets
+// and whose second answers. The dial timeout bounds the whole dial, but,
+// shared among the addresses as net.Dialer shares it, the first address
+// does not spend it: the second is dialed in time for a request that waits
+// less than the dial timeout.
+func TestGuardDialSharesItsTimeout(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t)
+	var resolves atomic.Int64
+	g := b.guard(guardResolver(&resolves, "127.0.0.2", "127.0.0.1"))
+	g.AllowPrefixes = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	gt := g.Transport().(*guardTransport)
+	connect := gt.dialer.connect
+	gt.dialer.connect = func(ctx context.Context, network, address string) (net.Conn, error) {
+		if strings.HasPrefix(address, "127.0.0.2:") {
+			<-ctx.Done() // drops packets
+			return nil, ctx.Err()
+		}
+		return connect(ctx, network, address)
+	}
+	client := &http.Client{Transport: gt, CheckRedirect: checkRedirect}
+	t.Cleanup(client.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(t.Context(), guardDialTimeout-time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url("receiver.test", "/"), nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("get: %v; the first address spent the dial", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d, want 200", resp.StatusCode)
+	}
+}

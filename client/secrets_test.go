@@ -5,16 +5,22 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
@@ -189,4 +195,62 @@ func terminalNotification(t *testing.T, i int) (ack.Terminal, []byte) {
 		t.Fatal(err)
 	}
 	return n, p
+}
+
+// TestClassifyHearsNoEndpointSecret: the error Config.Classify hears for a
+// request that got no answer names the endpoint as the logs do, without
+// its userinfo, path or query: a chat service's webhook URL is a
+// credential, and a Classify that logs its error (as one would) must not
+// write it out. What the error says of the failure stays.
+func TestClassifyHearsNoEndpointSecret(t *testing.T) {
+	t.Parallel()
+	const secret = "Zk3Qp9xW2sR7"
+	for _, tc := range []struct {
+		name, endpoint string // "" is the receiver's, under a secret path and query
+		cause          error  // what the error must still wrap
+	}{
+		{"the receiver resets the connection", "", syscall.ECONNRESET},
+		{"the guard refuses the destination", "https://alice:" + secret + "@10.1.2.3/services/" + secret + "?token=" + secret, courier.CodeDestinationForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			heard := make(chan error, 1)
+			b := rawBundle(t, func(c net.Conn, r *http.Request, body []byte) {
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}, func(c *client.Config) {
+				c.Classify = func(resp *http.Response, err error) client.Verdict {
+					heard <- err
+					return client.DefaultClassify(resp, err)
+				}
+			})
+			target := tc.endpoint
+			if target == "" {
+				target = strings.Replace(b.server.URL, "http://", "http://alice:"+secret+"@", 1) + "/services/" + secret + "?token=" + secret
+			}
+			tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := b.store.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: target, Payload: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.work(t)
+			err = <-heard
+			if err == nil {
+				t.Fatal("Classify heard no error")
+			}
+			if msg := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(msg, secret) || strings.Contains(msg, "alice") {
+				t.Errorf("Classify heard %q: it holds the endpoint's credentials", err)
+			}
+			var ue *url.Error
+			if !errors.Is(err, tc.cause) || !errors.As(err, &ue) || ue.Op != "Post" || !strings.Contains(ue.URL, "10.1.2.3") && !strings.Contains(ue.URL, "127.0.0.1") {
+				t.Errorf("Classify heard %q (%T), which no longer says what failed where (%v)", err, err, tc.cause)
+			}
+		})
+	}
 }

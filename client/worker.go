@@ -140,6 +140,8 @@ type Config struct {
 	// panic in it, as in Backoff, SignerFor, a Signer or a profile's
 	// Verify, is logged at Error and the attempt retried with code
 	// internal_error after DefaultBackoff: it never ends the process.
+	// The *url.Error it hears for a request that got no answer names the
+	// endpoint as the Logger does, without userinfo, path or query.
 	Classify func(resp *http.Response, err error) Verdict
 	// Backoff returns how long a delivery waits after its attempt-th
 	// attempt (1-based) failed and is retried; retryAfter is the
