@@ -37,7 +37,8 @@ type TraceContext struct {
 // claim and settle batches; "POST" (client, HTTP semantic conventions)
 // around each attempt, a child of the delivery's trace context; "POST"
 // (server) around each request a receiver answers, continuing the
-// request's traceparent; and "courier.handle" (internal) around the
+// request's traceparent (a request of another method, refused, is named
+// by it, or "HTTP" for one HTTP does not define); and "courier.handle" (internal) around the
 // application's function. Attributes are identities, counts, codes and
 // redacted URLs (see contrib/otelcourier for the list), never a payload,
 // a header or a secret.

@@ -22,9 +22,9 @@ func tracerOf(s *store.Store) courier.Tracer {
 }
 
 // startServer starts the server span of a request when the handler
-// traces: a child of the span ctx already carries (a tracing middleware in
-// front), or else of the request's own traceparent, so the receiver
-// continues the sender's trace. Only the method and scheme are recorded
+// traces, named by its method (see serverSpanName): a child of the span
+// ctx already carries (a tracing middleware in front), or else of the
+// request's own traceparent, so the receiver continues the sender's trace. Only the method and scheme are recorded
 // of the request: its path may carry a credential, its headers and body
 // are the sender's.
 func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
@@ -41,9 +41,20 @@ func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	ctx, span := f.tracer.Start(ctx, tracing.SpanHTTP, courier.SpanServer,
-		slog.String(tracing.AttrHTTPMethod, knownMethod(r.Method)), slog.String(tracing.AttrURLScheme, scheme))
+	method := knownMethod(r.Method)
+	ctx, span := f.tracer.Start(ctx, serverSpanName(method), courier.SpanServer,
+		slog.String(tracing.AttrHTTPMethod, method), slog.String(tracing.AttrURLScheme, scheme))
 	return r.WithContext(ctx), span
+}
+
+// serverSpanName names a request's span as the HTTP conventions name a
+// span without a route: by its method (POST for a sender's), or HTTP for
+// a method HTTP does not define.
+func serverSpanName(method string) string {
+	if method == methodOther {
+		return tracing.SpanHTTPOther
+	}
+	return method
 }
 
 // endServer records the answer on the request's span and ends it; a 5xx
@@ -71,8 +82,11 @@ func knownMethod(m string) string {
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
 		return m
 	}
-	return "_OTHER"
+	return methodOther
 }
+
+// methodOther is the method recorded for one HTTP does not define.
+const methodOther = "_OTHER"
 
 // apply runs the application's function fn in a courier.handle span when
 // t is set. The span fails with the refusal's code for a rejection (Reject),

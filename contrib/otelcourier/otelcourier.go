@@ -22,7 +22,9 @@
 //	courier.claim    internal  each claim of a worker (a trace of its own)
 //	POST             client    each attempt, a child of the delivery's courier.enqueue span
 //	courier.settle   internal  each batch of settled attempts (a trace of its own)
-//	POST             server    each request a receiver answers, continuing its traceparent
+//	POST             server    each request a receiver answers, continuing its traceparent (a refused
+//	                           request of another method is named by it, or HTTP for one HTTP
+//	                           does not define)
 //	courier.handle   internal  the application's function, a child of the receiver's span
 //
 // Attributes (the HTTP semantic conventions' where they apply):
@@ -38,8 +40,9 @@
 //	courier.delivery.id        the outbox row
 //	courier.notification.id    the notification's identity
 //	courier.attempt            the attempt's number, from 1
-//	courier.outcome            an attempt's result (succeeded, retry, failed, suppressed) or a
-//	                           receiver's (accepted, duplicate, rejected, failed)
+//	courier.outcome            an attempt's result (succeeded, retry, failed, or released: not sent,
+//	                           its lease given back) or a receiver's (accepted, duplicate,
+//	                           rejected, failed)
 //	courier.code               courier's stable code for the outcome
 //	courier.remote_code        the code of the receiver's problem+json refusal
 //	courier.enqueue.existed    the enqueue found the same delivery already written

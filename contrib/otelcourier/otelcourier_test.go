@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -217,6 +218,56 @@ func TestGlobalPropagatorWithoutTraceContextStillPropagatesW3C(t *testing.T) {
 	back := trace.SpanContextFromContext(tr.Extract(context.Background(), tc))
 	if !back.IsRemote() || back.TraceID() != sc.TraceID() || back.SpanID() != sc.SpanID() {
 		t.Fatalf("Extract = %v, want the remote %v", back, sc)
+	}
+}
+
+// TestReceiverSpanIsNamedByTheRequestsMethod: a receiver's server span is
+// named as the HTTP conventions name a span without a route, by the
+// request's method, or HTTP for a method HTTP does not define: a GET a
+// scanner sends is refused in a span named GET, not POST, its method
+// recorded as it came (or _OTHER).
+func TestReceiverSpanIsNamedByTheRequestsMethod(t *testing.T) {
+	t.Parallel()
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: couriertest.StandardWebhooksKeys("shop").Verifier},
+		func(context.Context, *sqlx.Tx, order) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	for _, c := range []struct{ method, name, attr string }{
+		{http.MethodGet, "GET", "GET"},
+		{http.MethodPut, "PUT", "PUT"},
+		{"PROPFIND", "HTTP", "_OTHER"},
+		{http.MethodPost, "POST", "POST"}, // unsigned: refused 401
+	} {
+		exporter.Reset()
+		req, err := http.NewRequestWithContext(t.Context(), c.method, srv.URL+"/hooks", strings.NewReader(`{"id":"o-1"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		spans := exporter.GetSpans()
+		if len(spans) != 1 || spans[0].SpanKind != trace.SpanKindServer {
+			t.Fatalf("%s: spans %v, want one server span", c.method, names(spans))
+		}
+		if got := attrs(&spans[0])["http.request.method"].AsString(); spans[0].Name != c.name || got != c.attr {
+			t.Errorf("%s answered %d: span %q with http.request.method %q, want %q with %q", c.method, resp.StatusCode, spans[0].Name, got, c.name, c.attr)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@
 //	courier_endpoint_max_in_flight{endpoint_ref} an endpoint's MaxInFlight limit, for limited endpoints (gauge)
 //	courier_endpoint_rate{endpoint_ref}          an endpoint's Rate limit in requests per second, for limited endpoints (gauge)
 //	courier_ordering_keys_blocked                ordering keys a failed delivery holds, waiting for an operator (gauge)
+//	courier_scrape_errors_total                  scrapes whose store reads failed (their gauges are left out)
 //
 // Labels carry statuses, outcomes and stable codes, never endpoint URLs,
 // notification ids or any content. The per-endpoint gauges are labelled by
@@ -172,7 +173,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // the outbox's depth by status, due deliveries and the oldest one's age,
 // expired leases, and endpoints by breaker state. Without it the
 // Collector reports counters and histograms only (for a process that
-// only receives, say). Watching another store replaces the first.
+// only receives, say). Watching another store replaces the first: to
+// watch two, give each its Collector and register each through
+// prometheus.WrapRegistererWith with a label that tells them apart.
 func (c *Collector) Watch(s *store.Store) { c.store.Store(s) }
 
 // Collect implements prometheus.Collector: the counters and histograms as

@@ -18,10 +18,13 @@ const (
 	SpanClaim   = "courier.claim"
 	SpanSettle  = "courier.settle"
 	SpanHandle  = "courier.handle"
-	// SpanHTTP names the spans of an attempt and of a receiver's answer:
-	// the HTTP semantic conventions name a span without a route by its
-	// method, and courier sends and accepts POST only.
-	SpanHTTP = "POST"
+	// SpanHTTP names the spans of an attempt and of a receiver's answer
+	// to a sender: the HTTP semantic conventions name a span without a
+	// route by its method, and courier sends and accepts POST only. A
+	// receiver's answer to another method (a refusal) is named by that
+	// method, or SpanHTTPOther for one HTTP does not define.
+	SpanHTTP      = "POST"
+	SpanHTTPOther = "HTTP"
 )
 
 // Attribute keys: the HTTP semantic conventions' where they apply,
