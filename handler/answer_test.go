@@ -264,13 +264,7 @@ func attrs(r slog.Record) map[string]string {
 // written counts the store's Inbox and Outbox rows.
 func (e *anyEnv) written(t *testing.T) (inbox, outbox int) {
 	t.Helper()
-	if err := e.store.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.DB().Get(&outbox, "SELECT COUNT(*) FROM courier_outbox"); err != nil {
-		t.Fatal(err)
-	}
-	return inbox, outbox
+	return rows(t, e.store, "courier_inbox"), rows(t, e.store, "courier_outbox")
 }
 
 // TestStoreFailureIsAnswered503InEveryReceiver: a store that cannot

@@ -194,13 +194,7 @@ func svixBrand(r *http.Request) {
 // counts returns the Inbox records and the effects written on s.
 func counts(t *testing.T, s *store.Store, effects string) (inbox, applied int) {
 	t.Helper()
-	if err := s.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DB().Get(&applied, "SELECT COUNT(*) FROM "+effects); err != nil {
-		t.Fatal(err)
-	}
-	return inbox, applied
+	return rows(t, s, "courier_inbox"), rows(t, s, effects)
 }
 
 // wantProblemCode fails t unless the answer is a problem with status and

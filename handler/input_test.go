@@ -54,10 +54,13 @@ func bearerVerifier(t *testing.T, sender string) signature.Verifier {
 }
 
 // inboxRows counts the Inbox records on s.
-func inboxRows(t *testing.T, s *store.Store) int {
+func inboxRows(t *testing.T, s *store.Store) int { t.Helper(); return rows(t, s, "courier_inbox") }
+
+// rows counts the rows of table on s.
+func rows(t *testing.T, s *store.Store, table string) int {
 	t.Helper()
 	var n int
-	if err := s.DB().Get(&n, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
+	if err := s.DB().Get(&n, "SELECT COUNT(*) FROM "+table); err != nil {
 		t.Fatal(err)
 	}
 	return n

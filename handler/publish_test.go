@@ -218,13 +218,7 @@ func subscribe(t *testing.T, s *store.Store, tenant, endpoint string) {
 // stored counts the outbox's deliveries and the idempotency records.
 func stored(t *testing.T, s *store.Store) (outbox, inbox int) {
 	t.Helper()
-	if err := s.DB().Get(&outbox, "SELECT COUNT(*) FROM courier_outbox"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
-		t.Fatal(err)
-	}
-	return outbox, inbox
+	return rows(t, s, "courier_outbox"), rows(t, s, "courier_inbox")
 }
 
 // TestPublishIsNotASigningOracle: any authenticated publisher could choose

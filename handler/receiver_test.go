@@ -116,13 +116,7 @@ func (b *receiverBundle) post(t *testing.T, id string, body []byte, at time.Time
 // written counts what the receiver stored: inbox records and effects.
 func (b *receiverBundle) written(t *testing.T) (inbox, effects int) {
 	t.Helper()
-	if err := b.store.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.store.DB().Get(&effects, "SELECT COUNT(*) FROM effects"); err != nil {
-		t.Fatal(err)
-	}
-	return inbox, effects
+	return rows(t, b.store, "courier_inbox"), rows(t, b.store, "effects")
 }
 
 type problemBody struct {

@@ -160,6 +160,14 @@ func openPostgresStore(t *testing.T, cfg store.Config) *store.Store {
 		t.Cleanup(stop)
 		adminURL = url
 	}
+	return openPostgresStoreOn(t, adminURL, cfg)
+}
+
+// openPostgresStoreOn opens a Store on a fresh database of the PostgreSQL
+// server at adminURL, dropped when t ends.
+func openPostgresStoreOn(t *testing.T, adminURL string, cfg store.Config) *store.Store {
+	t.Helper()
+	ctx := t.Context()
 	dbURL, drop, err := pgtest.NewDatabase(ctx, adminURL)
 	if err != nil {
 		t.Fatal(err)
@@ -223,13 +231,7 @@ func (b *reportingBundle) post(t *testing.T, body []byte) (*http.Response, []byt
 // written counts what the receiver stored: inbox records and effects.
 func (b *reportingBundle) written(t *testing.T) (inbox, effects int) {
 	t.Helper()
-	if err := b.store.DB().Get(&inbox, "SELECT COUNT(*) FROM courier_inbox"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.store.DB().Get(&effects, "SELECT COUNT(*) FROM reporting_effects"); err != nil {
-		t.Fatal(err)
-	}
-	return inbox, effects
+	return rows(t, b.store, "courier_inbox"), rows(t, b.store, "reporting_effects")
 }
 
 // inboxKey is the Inbox's key for body, as the receiver derives it.
@@ -477,28 +479,94 @@ func TestReportingRefusals(t *testing.T) {
 		{name: "case variant in result", body: bytes.Replace(report, []byte(`"currency"`), []byte(`"Currency": "usd", "currency"`), 1),
 			status: 400, code: courier.CodeValidation, field: "result.Currency"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
-			b := setupReporting(t, reportingOptions{})
-			req := b.request(t, tt.body)
-			if tt.edit != nil {
-				tt.edit(req, tt.body)
+			pgAdmin := ""
+			if engine.postgres {
+				pgAdmin = postgresServer(t)
 			}
-			send := tt.body
-			if tt.send != nil {
-				send = tt.send
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					opt := reportingOptions{}
+					if pgAdmin != "" {
+						opt.store = openPostgresStoreOn(t, pgAdmin, store.Config{})
+					}
+					b := setupReporting(t, opt)
+					req := b.request(t, tt.body)
+					if tt.edit != nil {
+						tt.edit(req, tt.body)
+					}
+					send := tt.body
+					if tt.send != nil {
+						send = tt.send
+					}
+					resp, out := b.do(t, req, send)
+					p := wantProblem(t, resp, out, tt.status, tt.code)
+					if tt.status == 401 && resp.Header.Get("WWW-Authenticate") != `Signature error="`+string(tt.code)+`"` {
+						t.Fatalf("WWW-Authenticate %q", resp.Header.Get("WWW-Authenticate"))
+					}
+					if tt.field != "" && !strings.Contains(string(out), `"field":"`+tt.field+`"`) {
+						t.Fatalf("problem does not list %s: %+v", tt.field, p)
+					}
+					if inbox, effects := b.written(t); inbox != 0 || effects != 0 || b.calls.Load() != 0 {
+						t.Fatalf("refused request wrote %d inbox records, %d effects, %d calls", inbox, effects, b.calls.Load())
+					}
+					// A request refused before its signature passed leaves no
+					// nonce either; one refused after it leaves its own.
+					wantNonces := 1
+					if tt.status != http.StatusBadRequest {
+						wantNonces = 0
+					}
+					var nonces int
+					if err := b.store.DB().Get(&nonces, "SELECT COUNT(*) FROM courier_replay"); err != nil || nonces != wantNonces {
+						t.Fatalf("%d nonces remembered (%v), want %d", nonces, err, wantNonces)
+					}
+				})
 			}
-			resp, out := b.do(t, req, send)
-			p := wantProblem(t, resp, out, tt.status, tt.code)
-			if tt.status == 401 && resp.Header.Get("WWW-Authenticate") != `Signature error="`+string(tt.code)+`"` {
-				t.Fatalf("WWW-Authenticate %q", resp.Header.Get("WWW-Authenticate"))
-			}
-			if tt.field != "" && !strings.Contains(string(out), `"field":"`+tt.field+`"`) {
-				t.Fatalf("problem does not list %s: %+v", tt.field, p)
-			}
-			if inbox, effects := b.written(t); inbox != 0 || effects != 0 || b.calls.Load() != 0 {
-				t.Fatalf("refused request wrote %d inbox records, %d effects, %d calls", inbox, effects, b.calls.Load())
+		})
+	}
+}
+
+// TestReportingBodyLimit: a body of exactly Body.MaxBytes is received,
+// with its length told or not (chunked); one byte more is refused 413
+// before its signature is checked, with nothing written.
+func TestReportingBodyLimit(t *testing.T) {
+	t.Parallel()
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupReporting(t, reportingOptions{postgres: engine.postgres})
+			report := deliveryReport(t)
+			const limit = 8 << 10 // setupReporting's
+			padded := func(n int) []byte { return append(slices.Clone(report), bytes.Repeat([]byte(" "), n-len(report))...) }
+			for _, chunked := range []bool{false, true} {
+				send := func(body []byte) (*http.Response, []byte) {
+					req := b.request(t, body)
+					if !chunked {
+						return b.do(t, req, body)
+					}
+					req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), -1
+					resp, err := b.server.Client().Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer resp.Body.Close()
+					out, _ := io.ReadAll(resp.Body)
+					return resp, out
+				}
+				before, _ := b.written(t) // the chunked round sends what the first received
+				resp, out := send(padded(limit + 1))
+				wantProblem(t, resp, out, http.StatusRequestEntityTooLarge, courier.CodeBodyTooLarge)
+				if inbox, effects := b.written(t); inbox != before || effects != before || b.calls.Load() != int32(before) {
+					t.Fatalf("chunked %v: a body over the limit wrote %d inbox records, %d effects, %d calls", chunked, inbox-before, effects-before, b.calls.Load()-int32(before))
+				}
+				resp, out = send(padded(limit)) // the same delivery both rounds: processed once
+				wantOK(t, resp, out)
+				if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
+					t.Fatalf("chunked %v: %d inbox records, %d effects, %d calls; want one of each", chunked, inbox, effects, b.calls.Load())
+				}
 			}
 		})
 	}
@@ -531,37 +599,42 @@ func TestReportingReplayedSignature(t *testing.T) {
 // is 409.
 func TestReportingDedupe(t *testing.T) {
 	t.Parallel()
-	b := setupReporting(t, reportingOptions{})
-	report := deliveryReport(t)
-	var m map[string]any
-	if err := json.Unmarshal(report, &m); err != nil {
-		t.Fatal(err)
-	}
-	// Keys sorted, indented, 5625.0 written 5625, "/" escaped: other bytes,
-	// the same JCS document.
-	reserialized, err := json.MarshalIndent(m, "", "\t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reserialized = bytes.Replace(reserialized, []byte(`"mb_001"`), []byte(`"mb\u005f001"`), 1)
-	if bytes.Equal(reserialized, report) {
-		t.Fatal("the re-serialization changed nothing")
-	}
-	m["message"] = "Adjusted"
-	changed, _ := json.Marshal(m)
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupReporting(t, reportingOptions{postgres: engine.postgres})
+			report := deliveryReport(t)
+			var m map[string]any
+			if err := json.Unmarshal(report, &m); err != nil {
+				t.Fatal(err)
+			}
+			// Keys sorted, indented, 5625.0 written 5625, "/" escaped: other bytes,
+			// the same JCS document.
+			reserialized, err := json.MarshalIndent(m, "", "\t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			reserialized = bytes.Replace(reserialized, []byte(`"mb_001"`), []byte(`"mb\u005f001"`), 1)
+			if bytes.Equal(reserialized, report) {
+				t.Fatal("the re-serialization changed nothing")
+			}
+			m["message"] = "Adjusted"
+			changed, _ := json.Marshal(m)
 
-	b.postOK(t, report)
-	for i := range 2 {
-		resp, out := b.post(t, report)
-		if resp.StatusCode != http.StatusOK || len(out) != 0 {
-			t.Fatalf("retry %d: %d %q, want an empty 200", i, resp.StatusCode, out)
-		}
-	}
-	b.postOK(t, reserialized)
-	resp, out := b.post(t, changed)
-	wantProblem(t, resp, out, http.StatusConflict, courier.CodeIdempotencyCollision)
-	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
-		t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
+			b.postOK(t, report)
+			for i := range 2 {
+				resp, out := b.post(t, report)
+				if resp.StatusCode != http.StatusOK || len(out) != 0 {
+					t.Fatalf("retry %d: %d %q, want an empty 200", i, resp.StatusCode, out)
+				}
+			}
+			b.postOK(t, reserialized)
+			resp, out := b.post(t, changed)
+			wantProblem(t, resp, out, http.StatusConflict, courier.CodeIdempotencyCollision)
+			if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
+				t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
+			}
+		})
 	}
 }
 
@@ -660,31 +733,36 @@ func TestReportingClaimedElsewhere(t *testing.T) {
 // claim can no longer complete.
 func TestReportingStaleClaim(t *testing.T) {
 	t.Parallel()
-	const stale = time.Minute
-	b := setupReporting(t, reportingOptions{staleAfter: stale})
-	report := deliveryReport(t)
-	_, dead, err := protocol.InboxFor(b.store).Claim(t.Context(), inboxKey(t, report), stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, out := b.post(t, report)
-	wantInProgress(t, resp, out)
-	b.clock.Advance(stale / 2)
-	resp, out = b.post(t, report)
-	wantInProgress(t, resp, out)
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			const stale = time.Minute
+			b := setupReporting(t, reportingOptions{staleAfter: stale, postgres: engine.postgres})
+			report := deliveryReport(t)
+			_, dead, err := protocol.InboxFor(b.store).Claim(t.Context(), inboxKey(t, report), stale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, out := b.post(t, report)
+			wantInProgress(t, resp, out)
+			b.clock.Advance(stale / 2)
+			resp, out = b.post(t, report)
+			wantInProgress(t, resp, out)
 
-	b.clock.Advance(stale)
-	b.postOK(t, report)
-	if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
-		t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
-	}
-	tx, err := b.store.DB().BeginTxx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if err := protocol.InboxFor(b.store).CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.CodeLeaseLost) {
-		t.Fatalf("the dead claim completed: %v", err)
+			b.clock.Advance(stale)
+			b.postOK(t, report)
+			if inbox, effects := b.written(t); inbox != 1 || effects != 1 || b.calls.Load() != 1 {
+				t.Fatalf("%d inbox records, %d effects, %d calls; want one of each", inbox, effects, b.calls.Load())
+			}
+			tx, err := b.store.DB().BeginTxx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if err := protocol.InboxFor(b.store).CompleteClaim(t.Context(), tx, dead, nil); !errors.Is(err, courier.CodeLeaseLost) {
+				t.Fatalf("the dead claim completed: %v", err)
+			}
+		})
 	}
 }
 

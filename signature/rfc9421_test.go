@@ -19,60 +19,22 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/adcpvectors"
 )
 
 const webhookSigningDir = "testdata/adcp/webhook-signing"
 
-type webhookVector struct {
-	file         string
-	Name         string `json:"name"`
-	ReferenceNow int64  `json:"reference_now"`
-	Request      struct {
-		Method  string            `json:"method"`
-		URL     string            `json:"url"`
-		Headers map[string]string `json:"headers"`
-		Body    string            `json:"body"`
-	} `json:"request"`
-	JWKSRef               []string                   `json:"jwks_ref"`
-	JWKSOverride          map[string]json.RawMessage `json:"jwks_override"`
-	ExpectedSignatureBase string                     `json:"expected_signature_base"`
-	ExpectedOutcome       struct {
-		Success   bool         `json:"success"`
-		ErrorCode courier.Code `json:"error_code"`
-	} `json:"expected_outcome"`
-	State struct {
-		ReplayCacheEntries []struct {
-			KeyID string `json:"keyid"`
-			Nonce string `json:"nonce"`
-		} `json:"replay_cache_entries"`
-		RevokedKids       []string `json:"revoked_kids"`
-		CapFilledFor      string   `json:"per_keyid_cap_filled_for"`
-		RevocationStaleBy int64    `json:"revocation_list_stale_seconds"`
-	} `json:"test_harness_state"`
-}
+// webhookVector is one of the vectors of webhookSigningDir.
+type webhookVector = adcpvectors.Vector
 
 func loadWebhookVectors(t *testing.T, kind string, want int) []webhookVector {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(webhookSigningDir, kind, "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) != want {
-		t.Fatalf("%s/%s: %d vectors, want %d", webhookSigningDir, kind, len(paths), want)
-	}
-	sort.Strings(paths)
-	vecs := make([]webhookVector, len(paths))
-	for i, p := range paths {
-		loadJSON(t, p, &vecs[i])
-		vecs[i].file = strings.TrimSuffix(filepath.Base(p), ".json")
-	}
-	return vecs
+	return adcpvectors.Load(t, webhookSigningDir, kind, want)
 }
 
 // webhookKeys returns keys.json's entries by kid: the public JWK as
@@ -215,7 +177,7 @@ func TestRFC9421PositiveVectors(t *testing.T) {
 	t.Parallel()
 	public, private := webhookKeys(t)
 	for _, vec := range loadWebhookVectors(t, "positive", 8) {
-		t.Run(vec.file, func(t *testing.T) {
+		t.Run(vec.File, func(t *testing.T) {
 			t.Parallel()
 			if !vec.ExpectedOutcome.Success {
 				t.Fatal("positive vector does not expect success")
@@ -278,7 +240,7 @@ func TestRFC9421NegativeVectors(t *testing.T) {
 	t.Parallel()
 	public, _ := webhookKeys(t)
 	for _, vec := range loadWebhookVectors(t, "negative", 21) {
-		t.Run(vec.file, func(t *testing.T) {
+		t.Run(vec.File, func(t *testing.T) {
 			t.Parallel()
 			if vec.ExpectedOutcome.Success || !strings.HasPrefix(string(vec.ExpectedOutcome.ErrorCode), "webhook_signature_") {
 				t.Fatalf("negative vector expects %+v", vec.ExpectedOutcome)
@@ -692,7 +654,7 @@ func TestRFC9421SignatureBase64Forms(t *testing.T) {
 	url64 := base64.RawURLEncoding.EncodeToString(in.signature)
 	std64 := base64.StdEncoding.EncodeToString(in.signature)
 	if strings.Count(url64, "-")+strings.Count(url64, "_") < 2 || !strings.ContainsAny(std64, "+/") || !strings.HasSuffix(std64, "==") {
-		t.Fatalf("%s: the signature's encodings %q and %q do not exercise both alphabets and padding", vec.file, url64, std64)
+		t.Fatalf("%s: the signature's encodings %q and %q do not exercise both alphabets and padding", vec.File, url64, std64)
 	}
 	// The base64url text with its first "-" or "_" in the standard alphabet:
 	// the others stay, so both alphabets are present.
