@@ -239,6 +239,54 @@ func TestValidatorRules(t *testing.T) {
 	}
 }
 
+// Embedded types for TestValidateNamesPromotedFields: encoding/json
+// promotes the fields of an untagged embedded struct (or pointer to one),
+// and takes a tagged one, or an embedded non-struct, as a member of its
+// own.
+type (
+	PromotedMeta struct {
+		Region string `json:"region" validate:"len=2"`
+	}
+	PromotedRef struct {
+		Ref string `json:"ref" validate:"required"`
+	}
+	NestedMeta struct {
+		Zone string `json:"zone" validate:"required"`
+	}
+	PromotedLabel string
+)
+
+// TestValidateNamesPromotedFields: a field of an embedded struct is named
+// as the body names it: at the level encoding/json promotes it to, not
+// under the embedded type's Go name, which is no member of the body.
+func TestValidateNamesPromotedFields(t *testing.T) {
+	t.Parallel()
+	type payload struct {
+		PromotedMeta
+		*PromotedRef
+		NestedMeta    `json:"nested"`
+		PromotedLabel `validate:"required"`
+		Items         []struct{ PromotedMeta } `json:"items" validate:"dive"`
+	}
+	err := ack.Validate(payload{PromotedMeta: PromotedMeta{Region: "europe"}, PromotedRef: &PromotedRef{},
+		Items: []struct{ PromotedMeta }{{PromotedMeta{Region: "x"}}}})
+	var ve *ack.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v", err)
+	}
+	want := []ack.FieldError{{Field: "region", Rule: "len"}, {Field: "ref", Rule: "required"}, {Field: "nested.zone", Rule: "required"},
+		{Field: "PromotedLabel", Rule: "required"}, {Field: "items[0].region", Rule: "len"}}
+	if !slices.Equal(ve.Fields, want) {
+		t.Fatalf("fields = %v, want %v", ve.Fields, want)
+	}
+	type required struct {
+		*PromotedRef `validate:"required"`
+	}
+	if err := ack.Validate(required{}); !errors.As(err, &ve) || !slices.Equal(ve.Fields, []ack.FieldError{{Field: "PromotedRef", Rule: "required"}}) {
+		t.Fatalf("Validate of a missing embedded struct = %v", err)
+	}
+}
+
 func TestTokensAndDigests(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{"a": true, "A-z_0.9:": true, "": false, "a b": false, "é": false, strings.Repeat("x", 256): true, strings.Repeat("x", 257): false} {

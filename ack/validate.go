@@ -2,11 +2,13 @@ package ack
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier/internal/rules"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/go-playground/validator/v10"
@@ -57,7 +59,7 @@ var (
 // Field errors are named by their JSON names.
 func validatorOf() *validator.Validate {
 	validateOnce.Do(func() {
-		v := validator.New(validator.WithRequiredStructEnabled())
+		v := validator.New(validator.WithRequiredStructEnabled(), validator.WithTagNameFuncBlankOmit())
 		v.RegisterTagNameFunc(jsonName)
 		must(v.RegisterValidation("courier_token", func(fl validator.FieldLevel) bool { return wire.IsToken(fl.Field().String()) }))
 		must(v.RegisterValidation("courier_sha256", func(fl validator.FieldLevel) bool { return wire.IsDigest(fl.Field().String()) }))
@@ -148,21 +150,125 @@ func matches(b, c byte) bool {
 	return b == c
 }
 
+func init() { rules.Register(checkRules) }
+
+// checkRules returns why Validate cannot validate values of the struct
+// type t: a validate tag, on t or on a struct type its fields hold
+// (through pointers, slices, arrays and maps), that names a rule the
+// validator does not have, or that the validator cannot apply to its
+// field (dive on a field that is neither slice nor map, a bound that is
+// no number). validator/v10 panics on those, so each of those struct
+// types is validated here once, as its zero value, to find them, and each
+// field's dives are checked against its type (see divesInto). Fields
+// validator does not visit (unexported ones, and those tagged
+// validate:"-") are not followed.
+func checkRules(t reflect.Type) error {
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type) error
+	walk = func(t reflect.Type) error {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return nil
+		}
+		seen[t] = true
+		var fields []reflect.Type
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("validate")
+			if (!f.IsExported() && !f.Anonymous) || tag == "-" {
+				continue
+			}
+			if !divesInto(tag, f.Type) {
+				return fmt.Errorf("ack: the validate tag of %s.%s dives where its type, %s, holds no slice, array or map", t, f.Name, f.Type)
+			}
+			fields = append(fields, f.Type)
+		}
+		if err := runRules(t); err != nil {
+			return err
+		}
+		for _, f := range fields {
+			if err := walk(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(t)
+}
+
+// divesInto reports whether each dive of tag, a validate tag of a field of
+// type t, has a slice, an array or a map to dive into, where the type
+// tells: validator/v10 panics on one that has not, but only for a value
+// that is set, which a zero value does not show. The rules between keys
+// and endkeys, which apply to a map's keys, are not followed.
+func divesInto(tag string, t reflect.Type) bool {
+	keys := false
+	for rule := range strings.SplitSeq(tag, ",") {
+		switch {
+		case keys:
+			keys = rule != "endkeys"
+		case rule == "keys":
+			keys = true
+		case rule == "dive":
+			for t.Kind() == reflect.Pointer {
+				t = t.Elem()
+			}
+			switch t.Kind() {
+			case reflect.Interface:
+				return true // the value's own type decides
+			case reflect.Slice, reflect.Array, reflect.Map:
+				t = t.Elem()
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// runRules validates the zero value of the struct type t, reporting a
+// panic of the validator's as an error. Whether the value is valid does
+// not matter, nor is its Check run.
+func runRules(t reflect.Type) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("ack: the validate tags of %s cannot be run: %v", t, v)
+		}
+	}()
+	_ = validatorOf().Struct(reflect.New(t).Interface())
+	return nil
+}
+
 func must(err error) {
 	if err != nil {
 		panic(err) // a misspelt rule name: a programming error caught by any test
 	}
 }
 
+// jsonName names field f as encoding/json does: by its json tag, or its
+// Go name where the tag gives none (and where the tag is "-": such a
+// field is no member of a body, but a rule it fails still needs a name).
+// An untagged embedded struct, or pointer to one, has no name: encoding/json
+// promotes its fields, so they are named at the level of f's struct.
 func jsonName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-	switch name {
-	case "-":
+	switch {
+	case name == "" && f.Anonymous && indirect(f.Type).Kind() == reflect.Struct:
 		return ""
-	case "":
+	case name == "" || name == "-":
 		return f.Name
 	}
 	return name
+}
+
+// indirect returns the type t points to, or t.
+func indirect(t reflect.Type) reflect.Type {
+	if t.Kind() == reflect.Pointer {
+		return t.Elem()
+	}
+	return t
 }
 
 // Validate checks v against its `validate` struct tags and, if v is a
@@ -179,7 +285,7 @@ func Validate(v any) error {
 	case errors.As(err, &verrs):
 		fields := make([]FieldError, len(verrs))
 		for i, fe := range verrs {
-			fields[i] = FieldError{Field: fieldPath(fe.Namespace()), Rule: fe.Tag()}
+			fields[i] = FieldError{Field: fieldPath(fe), Rule: fe.Tag()}
 		}
 		return &ValidationError{Fields: fields}
 	case err != nil:
@@ -191,10 +297,13 @@ func Validate(v any) error {
 	return nil
 }
 
-// fieldPath drops the struct type name validator puts first: "Terminal.site_id" -> "site_id".
-func fieldPath(ns string) string {
-	if _, rest, ok := strings.Cut(ns, "."); ok {
+// fieldPath drops the struct type name validator puts first:
+// "Terminal.site_id" -> "site_id". An embedded struct's own failure at
+// the top (required, on a nil pointer to one) has no JSON name: it is
+// named by its Go name.
+func fieldPath(fe validator.FieldError) string {
+	if _, rest, ok := strings.Cut(fe.Namespace(), "."); ok {
 		return rest
 	}
-	return ns
+	return fe.StructField()
 }

@@ -76,10 +76,12 @@
 // status, outcome and code), traced with the Store's tracer when it has
 // one (store.Config.Tracer) and, when refused or failed, logged to its
 // Logger: 4xx at Info, 5xx at Error, with the status and code and never
-// any of the request's content. A panic in the application's function is
-// reported as 500 internal_error, what middleware.Recover answers for it,
-// and then re-raised for the server or an outer middleware.Recover. A
-// panic in the Hook or the Logger is not: the answer is written by then,
+// any of the request's content. A panic in the application's function,
+// or in a method of its notification type the receiver calls (DedupeKey,
+// Check, UnmarshalJSON, Ack, PayloadSHA256), is reported as 500
+// internal_error (what middleware.Recover answers for it) with nothing
+// recorded, and then re-raised for the server or an outer
+// middleware.Recover. A panic in the Hook or the Logger is not: the answer is written by then,
 // so the panic is dropped, with one line at Error, and the answer stands.
 // Both run before net/http sends the answer, when the handler returns:
 // keep them quick, or the sender waits for them.

@@ -11,6 +11,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/rules"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -102,7 +103,13 @@ type Receiver[T ack.Notification] struct {
 // NewReceiver returns a Receiver that runs fn for each new notification.
 // T must be a struct type, whose fields the body is decoded into and
 // validated by: a T of any other kind (a pointer to a struct, a map, an
-// interface) is refused with CodeConfigInvalid.
+// interface) is refused with CodeConfigInvalid. So is a T whose validate
+// tags, or those of a struct type its fields hold, name a rule the
+// validator does not have (validator/v10's built-in rules and courier's
+// own are all there is: see ack.Validate) or one it cannot apply to its
+// field (dive on a field that is neither slice nor map), and a T with Ack
+// or PayloadSHA256 on its pointer receiver only (T is then no ack.Acker
+// or ack.Digester, and the method would go unused).
 func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[T], error) {
 	f, err := newFront("ReceiverConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
 	if err != nil {
@@ -111,12 +118,36 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 	if fn == nil {
 		return nil, configError("NewReceiver: the Func is required")
 	}
-	if t := reflect.TypeFor[T](); t.Kind() != reflect.Struct {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Struct {
 		return nil, configError("NewReceiver: the notification type " + t.String() + " is not a struct (its kind is " + t.Kind().String() + "): a body is decoded into a struct's fields and validated by them")
+	}
+	if err := rules.Check(t); err != nil {
+		return nil, configError("NewReceiver: " + err.Error())
+	}
+	if err := pointerMethods(t); err != nil {
+		return nil, err
 	}
 	r := &Receiver[T]{cfg: cfg, fn: fn, front: f}
 	r.h = f.handler(r.receive)
 	return r, nil
+}
+
+// pointerMethods refuses a notification type t whose pointer is an
+// ack.Acker or ack.Digester that t is not: the receiver holds a t, so it
+// would answer with courier's own Ack, or judge redeliveries by the exact
+// bytes, instead of by the method t's author declared.
+func pointerMethods(t reflect.Type) error {
+	for _, m := range []struct {
+		iface reflect.Type
+		name  string
+	}{{reflect.TypeFor[ack.Acker](), "Ack"}, {reflect.TypeFor[ack.Digester](), "PayloadSHA256"}} {
+		if !t.Implements(m.iface) && reflect.PointerTo(t).Implements(m.iface) {
+			return configError("NewReceiver: the notification type " + t.String() + " has " + m.name +
+				" on its pointer receiver only, which a receiver of " + t.String() + " does not call: declare it on the value receiver")
+		}
+	}
+	return nil
 }
 
 // ServeHTTP implements http.Handler.

@@ -1,0 +1,295 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// typedReceiver is a Receiver[T] on a real SQLite file behind httptest,
+// with the keys its sender signs with.
+type typedReceiver struct {
+	store *store.Store
+	url   string
+	keys  couriertest.Keys
+	calls int
+}
+
+func newTypedReceiver[T ack.Notification](t *testing.T, keys couriertest.Keys, allowUnknown bool) (*typedReceiver, error) {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tr := &typedReceiver{store: s, keys: keys}
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier, AllowUnknownFields: allowUnknown},
+		func(ctx context.Context, tx *sqlx.Tx, n T) error { tr.calls++; return nil })
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	tr.url = srv.URL
+	return tr, nil
+}
+
+type typedAnswer struct {
+	status int
+	code   courier.Code
+	body   string
+}
+
+func (tr *typedReceiver) post(t *testing.T, id, body string) typedAnswer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(couriertest.NewRequest(tr.url, id, []byte(body), tr.keys.Signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := typedAnswer{status: resp.StatusCode, body: string(b)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		var p struct{ Code courier.Code }
+		_ = json.Unmarshal(b, &p)
+		a.code = p.Code
+	}
+	return a
+}
+
+func (tr *typedReceiver) records(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := tr.store.DB().Get(&n, "SELECT count(*) FROM courier_inbox"); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Payload types whose validate tags validator/v10 cannot run: it panics
+// validating any value of them, so no request to a Receiver of one could
+// be answered.
+type (
+	unknownRulePayload struct {
+		ID string `json:"id" validate:"required,is_cool"`
+	}
+	diveOnStringPayload struct {
+		ID   string `json:"id"`
+		Name string `json:"name" validate:"dive"`
+	}
+	nestedBadRulePayload struct {
+		ID    string           `json:"id"`
+		Items []badRuleElement `json:"items" validate:"dive"`
+	}
+	badRuleElement struct {
+		Qty int `json:"qty" validate:"min=many"`
+	}
+	// validator panics on these only for a value that is set, which
+	// validating the zero value does not show.
+	diveOnOptionalStringPayload struct {
+		ID   string `json:"id"`
+		Name string `json:"name" validate:"omitempty,dive"`
+	}
+	diveOnStringPointerPayload struct {
+		ID   string  `json:"id"`
+		Name *string `json:"name" validate:"dive"`
+	}
+	diveTooDeepPayload struct {
+		ID   string   `json:"id"`
+		Tags []string `json:"tags" validate:"omitempty,dive,dive"`
+	}
+)
+
+func (p unknownRulePayload) DedupeKey() string          { return p.ID }
+func (p diveOnStringPayload) DedupeKey() string         { return p.ID }
+func (p nestedBadRulePayload) DedupeKey() string        { return p.ID }
+func (p diveOnOptionalStringPayload) DedupeKey() string { return p.ID }
+func (p diveOnStringPointerPayload) DedupeKey() string  { return p.ID }
+func (p diveTooDeepPayload) DedupeKey() string          { return p.ID }
+
+// TestReceiverRefusesTypeWithUnrunnableRules: a T whose validate tags
+// name a rule courier's validator does not have (a custom validator), or
+// one it cannot apply (dive on a string, a bound that is no number), even
+// on an element type behind a slice, is refused by NewReceiver with
+// config_invalid naming the type and, where it can, the field, rather
+// than served with a panic for every request (or every request that sets
+// the field).
+func TestReceiverRefusesTypeWithUnrunnableRules(t *testing.T) {
+	keys := couriertest.StandardWebhooksKeys("s")
+	for _, tc := range []struct {
+		construct func() error
+		names     string
+	}{
+		{func() error { _, err := newTypedReceiver[unknownRulePayload](t, keys, false); return err }, "unknownRulePayload"},
+		{func() error { _, err := newTypedReceiver[diveOnStringPayload](t, keys, false); return err }, "diveOnStringPayload.Name"},
+		{func() error { _, err := newTypedReceiver[nestedBadRulePayload](t, keys, false); return err }, "badRuleElement"},
+		{func() error { _, err := newTypedReceiver[diveOnOptionalStringPayload](t, keys, false); return err }, "diveOnOptionalStringPayload.Name"},
+		{func() error { _, err := newTypedReceiver[diveOnStringPointerPayload](t, keys, false); return err }, "diveOnStringPointerPayload.Name"},
+		{func() error { _, err := newTypedReceiver[diveTooDeepPayload](t, keys, false); return err }, "diveTooDeepPayload.Tags"},
+	} {
+		err := tc.construct()
+		if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("NewReceiver = %v, want %s naming %s", err, courier.CodeConfigInvalid, tc.names)
+		}
+	}
+}
+
+// orderPayload is a payload type as applications write them: an
+// embedded struct, pointer fields, raw and numeric JSON kept as sent, a
+// time, a type that decodes itself, validated elements (dive), a
+// conditional rule (required_if), and fields no body can set (json:"-",
+// unexported).
+type orderPayload struct {
+	ID string `json:"id" validate:"required,courier_token"`
+	orderMeta
+	Note     *string           `json:"note"`
+	Customer *orderCustomer    `json:"customer"`
+	Extra    json.RawMessage   `json:"extra"`
+	Total    json.Number       `json:"total"`
+	At       time.Time         `json:"at"`
+	Color    orderColor        `json:"color"`
+	Items    []orderItem       `json:"items" validate:"dive"`
+	Labels   map[string]string `json:"labels" validate:"dive,keys,min=2,endkeys,required"`
+	Matrix   [][]int           `json:"matrix" validate:"dive,dive,min=0"`
+	Status   string            `json:"status" validate:"omitempty,oneof=open cancelled"`
+	Reason   string            `json:"reason" validate:"required_if=Status cancelled"`
+	Secret   string            `json:"-"`
+	internal string
+}
+
+type orderMeta struct {
+	Region string `json:"region" validate:"omitempty,len=2"`
+}
+
+type orderCustomer struct {
+	Email string `json:"email" validate:"required,email"`
+}
+
+type orderItem struct {
+	SKU string `json:"sku" validate:"required"`
+	Qty int    `json:"qty" validate:"min=1"`
+}
+
+// orderColor decodes itself, from one of two names.
+type orderColor struct{ name string }
+
+func (c *orderColor) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"red"`, `"blue"`:
+		c.name = string(b)
+		return nil
+	}
+	return errors.New("not a color")
+}
+
+func (p orderPayload) DedupeKey() string { return p.ID }
+
+// TestReceiverOrderPayload: a Receiver of a payload type with the shapes
+// applications use answers each body with its documented status and code,
+// the same bytes again for a redelivery, and records only what it accepts,
+// whether unknown members are allowed or not.
+func TestReceiverOrderPayload(t *testing.T) {
+	const full = `{"id":"o-%d","region":"eu","note":"n","customer":{"email":"a@example.com"},` +
+		`"extra":{"Anything":[1,{"x":null}]},"total":12.50,"at":"2026-01-02T03:04:05Z","color":"red",` +
+		`"items":[{"sku":"a","qty":1}],"labels":{"kk":"v"},"matrix":[[1,2],[]],"status":"cancelled","reason":"r"}`
+	for _, allow := range []bool{false, true} {
+		tr, err := newTypedReceiver[orderPayload](t, couriertest.StandardWebhooksKeys("shop"), allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := 0
+		for i, tc := range []struct {
+			body   string
+			status int
+			code   courier.Code
+			field  string // the one field named, if any
+		}{
+			{fmt.Sprintf(full, 0), 200, "", ""},
+			{`{"id":"o-%d","customer":null,"note":null}`, 200, "", ""},
+			{`{"id":"o-%d","items":[{"sku":"a","qty":0}]}`, 400, courier.CodeValidation, "items[0].qty"},
+			{`{"id":"o-%d","customer":{}}`, 400, courier.CodeValidation, "customer.email"},
+			{`{"id":"o-%d","labels":{"k":"v"}}`, 400, courier.CodeValidation, "labels[k]"},
+			{`{"id":"o-%d","labels":{"kk":""}}`, 400, courier.CodeValidation, "labels[kk]"},
+			{`{"id":"o-%d","matrix":[[0],[-1]]}`, 400, courier.CodeValidation, "matrix[1][0]"},
+			{`{"id":"o-%d","status":"cancelled"}`, 400, courier.CodeValidation, "reason"},
+			{`{"id":"o-%d","region":"europe"}`, 400, courier.CodeValidation, "region"},
+			{`{"id":"o-%d","color":"green"}`, 400, courier.CodeValidation, ""},
+			{`{"id":"o-%d","at":"yesterday"}`, 400, courier.CodeValidation, ""},
+			{`{"id":"o-%d","total":"many"}`, 400, courier.CodeValidation, ""},
+			{`{"id":"o-%d","items":[{"sku":"a","qty":1,"SKU":"b"}]}`, 400, courier.CodeValidation, "items[0].SKU"},
+			{`{"id":"o-%d","Region":"eu"}`, 400, courier.CodeValidation, "Region"},
+			{`{"id":"o-%d","extra":{"a":1,"a":2}}`, 400, courier.CodeDuplicateKey, ""},
+			{`{"id":"o-%d","Secret":"s"}`, map[bool]int{false: 400, true: 200}[allow], map[bool]courier.Code{false: courier.CodeValidation}[allow], map[bool]string{false: "Secret"}[allow]},
+			{`{"id":"o-%d","internal":"s"}`, map[bool]int{false: 400, true: 200}[allow], map[bool]courier.Code{false: courier.CodeValidation}[allow], map[bool]string{false: "internal"}[allow]},
+			{`{"id":"o-%d","customer":{"email":"a@example.com","vip":true}}`, map[bool]int{false: 400, true: 200}[allow], map[bool]courier.Code{false: courier.CodeValidation}[allow], map[bool]string{false: "customer.vip"}[allow]},
+		} {
+			id := fmt.Sprintf("o-%d", i)
+			body := strings.Replace(tc.body, "%d", fmt.Sprint(i), 1)
+			first := tr.post(t, id, body)
+			again := tr.post(t, id, body)
+			if first.status != tc.status || first.code != tc.code {
+				t.Errorf("allow=%v %s: %d %s (%s), want %d %s", allow, body, first.status, first.code, first.body, tc.status, tc.code)
+				continue
+			}
+			if again != first {
+				t.Errorf("allow=%v %s: redelivery answered %+v, first %+v", allow, body, again, first)
+			}
+			if tc.status == 200 {
+				accepted++
+			}
+			if tc.field != "" && !strings.Contains(first.body, `"field":"`+tc.field+`"`) {
+				t.Errorf("allow=%v %s: %s does not name field %s", allow, body, first.body, tc.field)
+			}
+			if got := tr.records(t); got != accepted || tr.calls != accepted {
+				t.Errorf("allow=%v %s: %d records, %d calls; want %d", allow, body, got, tr.calls, accepted)
+			}
+		}
+	}
+}
+
+// Payload types that declare Ack or PayloadSHA256 on the pointer
+// receiver: T itself is then no ack.Acker or ack.Digester, and a Receiver
+// of T would answer courier's own Ack, or judge redeliveries by the exact
+// bytes, silently.
+type (
+	ackerOnPointer    struct{ ID string }
+	digesterOnPointer struct{ ID string }
+)
+
+func (p ackerOnPointer) DedupeKey() string                 { return p.ID }
+func (p *ackerOnPointer) Ack(body []byte) (ack.Ack, error) { return ack.New("own:"+p.ID, body), nil }
+func (p digesterOnPointer) DedupeKey() string              { return p.ID }
+func (p *digesterOnPointer) PayloadSHA256(body []byte) (string, error) {
+	return ack.Digest([]byte(p.ID)), nil
+}
+
+// TestReceiverRefusesProfileMethodsOnPointer: NewReceiver refuses, with
+// config_invalid, a T whose pointer has the Ack or PayloadSHA256 method
+// that T lacks, rather than answer with an Ack or a digest other than the
+// one the type declares.
+func TestReceiverRefusesProfileMethodsOnPointer(t *testing.T) {
+	keys := couriertest.StandardWebhooksKeys("s")
+	if _, err := newTypedReceiver[ackerOnPointer](t, keys, false); !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Errorf("Ack on *T: NewReceiver = %v, want %s", err, courier.CodeConfigInvalid)
+	}
+	if _, err := newTypedReceiver[digesterOnPointer](t, keys, false); !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Errorf("PayloadSHA256 on *T: NewReceiver = %v, want %s", err, courier.CodeConfigInvalid)
+	}
+}
