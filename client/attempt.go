@@ -42,7 +42,10 @@ const maxProblemRead = 4 << 10
 // lease spares over a Timeout: then the attempt is retried with code
 // signing_failed (see signedTooSlowly). If the delivery's deadline came
 // meanwhile, nothing is sent either, and the attempt fails with code
-// expired.
+// expired. Nor is anything sent when ctx ends (a hard shutdown) while the
+// signer is resolved or signs: the attempt is not ready either, whatever
+// the signing came to, and the delivery is given back uncounted, as one
+// never started, for no request of it can have reached the receiver.
 // Signing is bounded by a Timeout of its own, and the request gets a
 // whole Timeout from then on.
 func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
@@ -51,11 +54,14 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeConfigInvalid}, true
 	}
 	signFrom := w.cfg.Now()
+	parent := ctx // the worker's: it ends at a hard shutdown
 	signer, err := w.signer(c.KeyID)
+	if parent.Err() != nil {
+		return protocol.Outcome{}, false // shut down while it was made ready: nothing sent
+	}
 	if err != nil {
 		return w.signingFailed(c, err), true
 	}
-	parent := ctx // the worker's: it ends at a hard shutdown
 	// Signing (a key service may take its time) is bounded by a Timeout
 	// of its own: the attempt's Timeout begins once the request is
 	// signed, as the lease check below counts it.
@@ -69,7 +75,11 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	req.Header.Set("User-Agent", wire.UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
 	w.traceHeaders(parent, req, c)
-	if err := signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()}); err != nil {
+	err = signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()})
+	if parent.Err() != nil {
+		return protocol.Outcome{}, false // shut down while it was signed: nothing sent
+	}
+	if err != nil {
 		return w.signingFailed(c, err), true
 	}
 	tooSlow := w.signedTooSlowly(parent, c, claimedAt, w.cfg.Now().Sub(signFrom))
@@ -85,6 +95,11 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	ctx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
 	defer cancel()
 	req = req.WithContext(ctx)
+	// The payload is sent byte for byte, whatever the Signer did with the
+	// body: one that read it to sign it would leave none to send, and the
+	// transport's failure would count against the endpoint.
+	req.Body, req.ContentLength = payloadBody(c.Payload), int64(len(c.Payload))
+	req.GetBody = func() (io.ReadCloser, error) { return payloadBody(c.Payload), nil }
 	resp, err := w.client.Do(req)
 	if err != nil {
 		// The error names the request's URL, which may hold a
@@ -284,6 +299,9 @@ func undecodable(err error) bool {
 	var corrupt flate.CorruptInputError
 	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
+
+// payloadBody is a request body of payload.
+func payloadBody(payload []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(payload)) }
 
 // drain reads a little of a body so the connection can be reused.
 func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10)) }

@@ -47,7 +47,11 @@ const (
 	minLeaseMargin = 100 * time.Millisecond
 )
 
-// Config configures a Worker.
+// Config configures a Worker. The functions it holds (Signer and
+// SignerFor, Classify, Backoff, Now, Hook, and the Transport) are called
+// from the worker's attempts at once, up to Concurrency of them: each
+// must be safe for concurrent use, as store.Config's Hook and Profiles
+// must be.
 type Config struct {
 	// Store is the outbox to deliver. Required.
 	Store *store.Store
@@ -116,7 +120,10 @@ type Config struct {
 	// if less), claiming once it listens again.
 	PollInterval time.Duration
 	// Signer signs every attempt, unless SignerFor is set. One of the two
-	// is required: courier never sends unsigned notifications.
+	// is required: courier never sends unsigned notifications. It may read
+	// the request's body (the payload, as Message.Body holds it): the
+	// request sends the payload as enqueued, whatever the Signer left in
+	// the body.
 	Signer signature.Signer
 	// SignerFor returns the signer for a delivery's KeyID (see
 	// store.EnqueueParams), for senders with a key per endpoint. Its error
@@ -530,8 +537,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
+			defer w.free() // even if a callback ends the goroutine (runtime.Goexit)
 			w.deliver(actx, c, claimedAt)
-			w.free()
 		}()
 		return true
 	}

@@ -1,0 +1,126 @@
+package client_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
+)
+
+// bodySigner is an application's signer that reads the request's body to
+// sign it, as signers of other libraries do, and then leaves it as it is:
+// read to its end, or replaced with other bytes.
+type bodySigner struct {
+	signature.Signer
+	replace bool
+}
+
+func (s bodySigner) Sign(r *http.Request, m signature.Message) error {
+	if _, err := io.ReadAll(r.Body); err != nil {
+		return err
+	}
+	if s.replace {
+		r.Body = io.NopCloser(strings.NewReader(`{"re":"serialized"}`))
+	}
+	return s.Signer.Sign(r, m)
+}
+
+// TestASignerThatReadsTheBodySendsThePayload: whatever a Signer does with
+// the request's body, the request sends the delivery's payload, byte for
+// byte, and the receiver's Ack of it settles the delivery. A signer that
+// read the body left the request with none: every attempt failed in the
+// transport as a network_error, counted against a healthy endpoint until
+// its breaker opened; one that replaced it sent other bytes than the
+// payload.
+func TestASignerThatReadsTheBodySendsThePayload(t *testing.T) {
+	t.Parallel()
+	for _, replace := range []bool{false, true} {
+		t.Run("replace="+strconv.FormatBool(replace), func(t *testing.T) {
+			t.Parallel()
+			b, sent := setupCountedWorker(t, func(c *client.Config) { c.Signer = bodySigner{c.Signer, replace} })
+			const n = 5 // the breaker's default threshold
+			ids := make([]int64, n)
+			for i := range n {
+				ids[i] = b.enqueue(t, "n-"+strconv.Itoa(i), `{"i":`+strconv.Itoa(i)+`}`)
+			}
+			if got, err := b.worker.Work(t.Context()); got != n || err != nil {
+				t.Fatalf("Work = %d, %v; want %d", got, err, n)
+			}
+			if s := sent.Load(); s != n {
+				t.Errorf("the receiver got %d requests, want %d", s, n)
+			}
+			for _, id := range ids {
+				if d := b.get(t, id); d.Status != courier.StatusSucceeded {
+					t.Errorf("delivery %d %s/%s after %d attempts, want succeeded", id, d.Status, d.LastErrorCode, d.Attempts)
+				}
+			}
+			h, err := b.store.Endpoints.Get(t.Context(), b.server.URL+"/hooks")
+			if err != nil && courier.CodeOf(err) != courier.CodeNotFound {
+				t.Fatal(err)
+			}
+			if h.State == store.EndpointOpen {
+				t.Errorf("the endpoint's breaker opened after %d failures of the signer's making", h.ConsecutiveFailures)
+			}
+		})
+	}
+}
+
+// signalSigner tells signing when it begins to sign, and signs only as
+// the context of the request it signs ends: a key service that answers
+// late, or not at all, as the worker shuts down.
+type signalSigner struct {
+	signature.Signer
+	signing chan struct{}
+	fail    bool // answer the context's error, as a key service does
+}
+
+func (s signalSigner) Sign(r *http.Request, m signature.Message) error {
+	s.signing <- struct{}{}
+	<-r.Context().Done()
+	if s.fail {
+		return r.Context().Err()
+	}
+	return s.Signer.Sign(r, m)
+}
+
+// TestAShutdownDuringSigningGivesTheDeliveryBack: Work's context ends
+// while its attempt is being signed. No request is sent, so none can have
+// reached the receiver: the delivery is given back as a delivery never
+// started, pending, its attempt not counted, rather than settled as an
+// attempt cut short (retry_wait/worker_stopped, counted against its
+// budget).
+func TestAShutdownDuringSigningGivesTheDeliveryBack(t *testing.T) {
+	t.Parallel()
+	for _, fail := range []bool{false, true} {
+		t.Run("fail="+strconv.FormatBool(fail), func(t *testing.T) {
+			t.Parallel()
+			signing := make(chan struct{}, 1)
+			h := setupHold(t, func(c *client.Config) { c.Signer = signalSigner{c.Signer, signing, fail} })
+			ids := h.enqueueN(t, 1)
+			ctx, cancel := context.WithCancel(t.Context())
+			workDone := make(chan error, 1)
+			go func() {
+				_, err := h.worker.Work(ctx)
+				workDone <- err
+			}()
+			<-signing
+			cancel()
+			if err := <-workDone; err != nil {
+				t.Fatalf("Work = %v", err)
+			}
+			select {
+			case id := <-h.arrived:
+				t.Fatalf("%s was sent after the shutdown", id)
+			default:
+			}
+			h.check(t, ids, nil, "", "")
+		})
+	}
+}
