@@ -5,9 +5,10 @@
 // of -batch together with the business rows they belong to, waits until
 // every one succeeded and prints a summary:
 //
-//	go run ./examples/postgres -url 'postgres://user@localhost:5432/scratch?sslmode=disable' [-addr 127.0.0.1:0] [-n 1000] [-batch 100]
+//	go run ./examples/postgres -url 'postgres://user@localhost:5432/scratch?sslmode=disable' [-addr 127.0.0.1:0] [-n 1000] [-batch 100] [-timeout 2m]
 //
-// The URL may come from $COURIER_PG_URL instead of -url. Use a scratch
+// The URL may come from $COURIER_PG_URL instead of -url, and must if it
+// holds a password: ps shows a command line to every user. Use a scratch
 // database: the program adds courier's tables and two of its own there.
 // Each run tags its notifications with a run id of its own, so it can run
 // again on the same database, one run at a time: a run's worker claims
@@ -29,9 +30,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -51,14 +54,15 @@ import (
 
 func main() {
 	var o options
-	flag.StringVar(&o.url, "url", os.Getenv("COURIER_PG_URL"), "PostgreSQL URL (postgres://…); defaults to $COURIER_PG_URL")
+	flag.StringVar(&o.url, "url", "", "PostgreSQL URL (postgres://…), without a password; defaults to $COURIER_PG_URL, which may hold one")
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:0", "address the receiver listens on (port 0: any free port)")
 	flag.IntVar(&o.n, "n", 1000, "notifications to enqueue")
 	flag.IntVar(&o.batch, "batch", 100, "notifications per enqueue transaction")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	flag.Parse()
-	if o.url == "" {
-		fmt.Fprintln(os.Stderr, "postgres: no database: pass -url or set COURIER_PG_URL")
+	var err error
+	if o.url, err = databaseURL(o.url, os.Getenv("COURIER_PG_URL")); err != nil {
+		fmt.Fprintln(os.Stderr, "postgres:", err)
 		os.Exit(2)
 	}
 
@@ -72,6 +76,34 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
+}
+
+// databaseURL returns the database to use: the -url flag's, else the
+// environment's. The flag's may not hold a password, since a command
+// line is visible to every user of the machine (ps); the environment's
+// may.
+func databaseURL(flagURL, envURL string) (string, error) {
+	switch {
+	case flagURL == "" && envURL == "":
+		return "", errors.New("no database: pass -url or set COURIER_PG_URL")
+	case flagURL == "":
+		return envURL, nil
+	case hasPassword(flagURL):
+		return "", errors.New("-url holds a password, which ps shows to every user: set COURIER_PG_URL instead")
+	}
+	return flagURL, nil
+}
+
+// hasPassword reports whether a PostgreSQL connection string carries a
+// password: a URL's in its user information or query, a key=value
+// string's as a parameter.
+func hasPassword(conn string) bool {
+	u, err := url.Parse(conn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return strings.Contains(conn, "password")
+	}
+	_, set := u.User.Password()
+	return set || u.Query().Has("password")
 }
 
 type options struct {

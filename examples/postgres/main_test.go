@@ -29,3 +29,25 @@ func TestRun(t *testing.T) {
 		t.Logf("run %d:\n%s", i, out.String())
 	}
 }
+
+// TestURLPasswordNotFromFlag: -url was the way to pass the database, with
+// its password on the command line, where ps shows it to every user of the
+// machine. A password is taken from $COURIER_PG_URL only.
+func TestURLPasswordNotFromFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flag, env, want string
+		refused         bool
+	}{
+		{flag: "postgres://app:s3cret@db:5432/scratch", refused: true},
+		{flag: "postgresql://app@db/scratch?sslmode=disable&password=s3cret", refused: true},
+		{flag: "host=db user=app password=s3cret dbname=scratch", refused: true},
+		{flag: "postgres://app@db/scratch", env: "postgres://app:s3cret@db/other", want: "postgres://app@db/scratch"},
+		{env: "postgres://app:s3cret@db/scratch", want: "postgres://app:s3cret@db/scratch"},
+		{refused: true},
+	} {
+		got, err := databaseURL(tc.flag, tc.env)
+		if refused := err != nil; refused != tc.refused || got != tc.want {
+			t.Errorf("databaseURL(%q, %q) = %q, %v; want %q, refused %v", tc.flag, tc.env, got, err, tc.want, tc.refused)
+		}
+	}
+}

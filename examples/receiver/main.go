@@ -63,26 +63,45 @@ func run(addr, path, secret, sender string, logger *slog.Logger) error {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS plan_states (
-		plan_id TEXT PRIMARY KEY, terminal_status TEXT NOT NULL, notification_id TEXT NOT NULL)`); err != nil {
-		return err
-	}
-	terminal, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: logger},
-		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO plan_states (plan_id, terminal_status, notification_id) VALUES (?, ?, ?)
-				ON CONFLICT (plan_id) DO UPDATE SET terminal_status = excluded.terminal_status, notification_id = excluded.notification_id`,
-				n.PlanID, n.TerminalStatus, n.NotificationID)
-			return err
-		})
+	mux, err := newHandler(ctx, s, verifier, logger)
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/terminal", middleware.Recover(logger)(terminal))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "receiver: listening on %s, terminal notifications at /terminal\n", ln.Addr())
 	return serve.Run(ctx, serve.Server(mux), ln)
+}
+
+// newHandler creates the application's table in s and returns its routes:
+// the terminal receiver at /terminal.
+func newHandler(ctx context.Context, s *store.Store, verifier signature.Verifier, logger *slog.Logger) (http.Handler, error) {
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS plan_states (
+		plan_id TEXT PRIMARY KEY, source_sequence TEXT NOT NULL, terminal_status TEXT NOT NULL, notification_id TEXT NOT NULL)`); err != nil {
+		return nil, err
+	}
+	// Deliveries arrive in any order (the worker sends several at once
+	// and retries), so a plan's state moves forward only: an older
+	// notification is recorded in the Inbox and acknowledged, and leaves
+	// a newer state as it is. A source_sequence is any positive integer,
+	// beyond 64 bits too, in digits without leading zeros: the longer is
+	// the greater, and of two as long the one that sorts after.
+	terminal, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: logger},
+		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO plan_states (plan_id, source_sequence, terminal_status, notification_id) VALUES (?, ?, ?, ?)
+				ON CONFLICT (plan_id) DO UPDATE SET source_sequence = excluded.source_sequence,
+					terminal_status = excluded.terminal_status, notification_id = excluded.notification_id
+				WHERE length(excluded.source_sequence) > length(plan_states.source_sequence)
+					OR (length(excluded.source_sequence) = length(plan_states.source_sequence) AND excluded.source_sequence > plan_states.source_sequence)`,
+				n.PlanID, n.SourceSequence.String(), n.TerminalStatus, n.NotificationID)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/terminal", middleware.Recover(logger)(terminal))
+	return mux, nil
 }

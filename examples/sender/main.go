@@ -61,6 +61,9 @@ func parseFlags(args []string) (options, error) {
 func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the usage was asked for, and printed
+	}
 	if err != nil {
 		os.Exit(2)
 	}
@@ -103,6 +106,12 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
+	// The address is taken before the worker starts: a program that
+	// cannot serve stops with no delivery claimed.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
 	// The worker runs on its own context: at SIGTERM it is stopped
 	// softly (below), finishing the attempts in flight, not cut short.
 	workerDone := make(chan error, 1)
@@ -114,10 +123,6 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	// Store.Begin: on SQLite the transaction queues with courier's own
 	// writes on one connection instead of contending for the lock.
 	mux.Handle("POST /plans/{plan}/publish", middleware.Transaction(s.Begin)(publish(s, endpoint)))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(os.Stderr, "sender: listening on %s, delivering to %s\n", ln.Addr(), endpoint)
 	served := serve.Run(ctx, serve.Server(middleware.Recover(logger)(mux)), ln)
 	// Stop claims no more, gives back what it has not started and waits

@@ -2,10 +2,17 @@ package main
 
 import (
 	"errors"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/serve"
@@ -59,5 +66,53 @@ func TestSenderTakesNoSecretFromArgs(t *testing.T) {
 	o, _ := parseFlags(nil)
 	if _, err := serve.Secret(o.secretFile); err == nil {
 		t.Fatal("no secret in the environment or a file, yet one was found")
+	}
+}
+
+// TestSenderStopsWorkerWhenListenFails: the worker was started before the
+// application's listener; when the address was taken, run returned its
+// error with the worker still running on a closed store, its claimed
+// deliveries cut short when the process exited. Now a listener that
+// cannot be opened stops run before any worker starts.
+func TestSenderStopsWorkerWhenListenFails(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	logger := slog.New(slog.DiscardHandler)
+	err = run(taken.Addr().String(), filepath.Join(t.TempDir(), "sender.db"), "http://127.0.0.1:1/terminal",
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true, logger)
+	if err == nil {
+		t.Fatal("run listened on a taken address")
+	}
+	if leak := goleak.Find(ignore); leak != nil {
+		t.Fatalf("run returned %q and left goroutines running: %v", err, leak)
+	}
+}
+
+// TestSenderHelpExitsZero: -h printed the usage and exited 2, as for a
+// wrong flag, so a script asking for help saw a failure. It exits 0 now;
+// a flag that does not exist still exits 2.
+func TestSenderHelpExitsZero(t *testing.T) {
+	if args := os.Getenv("COURIER_SENDER_ARGS"); args != "" {
+		os.Args = append([]string{"sender"}, strings.Fields(args)...)
+		main()
+		return
+	}
+	for args, want := range map[string]int{"-h": 0, "-help": 0, "-no-such-flag": 2} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSenderHelpExitsZero$")
+		cmd.Env = append(os.Environ(), "COURIER_SENDER_ARGS="+args)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != want || !strings.Contains(string(out), "Usage of sender") {
+			t.Errorf("sender %s: exit %d, want %d, output:\n%s", args, code, want, out)
+		}
 	}
 }
