@@ -211,10 +211,15 @@ func FuzzCanonicalTarget(f *testing.F) {
 		f.Add(c.InputURL, false)
 	}
 	f.Add("https://buyer.example.com/adcp/webhook/op_%e2%98%83?b=2&a=1", true)
+	f.Add("https://buyer.example.com/hooks/a?x=1#&x=2", true)
 	f.Fuzz(func(t *testing.T, raw string, asReceived bool) {
 		target, authority, err := canonicalTarget(raw, asReceived)
 		if err != nil {
 			return
+		}
+		// A received target never had a fragment to drop.
+		if asReceived && strings.Contains(raw, "#") {
+			t.Fatalf("received %q -> %q", raw, target)
 		}
 		// Canonical output is ASCII and a fixed point, for sender and receiver.
 		if !isASCII(target) || !strings.Contains(target, "://"+authority+"/") {

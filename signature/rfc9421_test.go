@@ -1491,3 +1491,62 @@ func TestMemoryReplayCache(t *testing.T) {
 		t.Errorf("cancelled context: %v", err)
 	}
 }
+
+// TestRFC9421RefusesAFragmentInTheRequestTarget: a request target carries
+// no fragment, yet net/http serves one that has "#": the handler's path
+// or query then holds what follows it, which @target-uri, with the
+// fragment dropped, does not. A request signed for one target, delivered
+// with "#..." added, is refused, with either origin mode.
+func TestRFC9421RefusesAFragmentInTheRequestTarget(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"status":"completed"}`)
+	tests := []struct {
+		url, target string // signed for url, delivered with target
+		check       func(r *http.Request) bool
+	}{
+		{"https://buyer.example.com/hooks/a?x=1", "/hooks/a?x=1#&x=2", func(r *http.Request) bool {
+			return slices.Equal(r.URL.Query()["x"], []string{"1#", "2"})
+		}},
+		{"https://buyer.example.com/hooks/a", "/hooks/a#b", func(r *http.Request) bool {
+			return r.URL.Path == "/hooks/a#b"
+		}},
+		{"https://buyer.example.com/hooks/a", "/hooks/a#", func(r *http.Request) bool {
+			return r.URL.Path == "/hooks/a#"
+		}},
+	}
+	for _, tt := range tests {
+		for _, mode := range originModes {
+			t.Run(tt.target+" "+mode, func(t *testing.T) {
+				t.Parallel()
+				var edits []func(*RFC9421VerifierConfig)
+				if mode == "request host" {
+					edits = append(edits, trustingHost)
+				}
+				s := newRFC9421Setup(t, AlgEd25519, edits...)
+				req := withRequestTarget(t, overTheWire(t, s.sign(t, tt.url, body)), tt.target)
+				if !tt.check(req) {
+					t.Fatalf("the server read %q as path %q, query %q; the test no longer shows what a handler sees", req.RequestURI, req.URL.Path, req.URL.RawQuery)
+				}
+				_, err := s.verifier.Verify(context.Background(), req, body)
+				wantReject(t, err, courier.CodeWebhookTargetURIMalformed)
+			})
+		}
+	}
+}
+
+// withRequestTarget returns req, as a server reads it, sent with target
+// on its request line instead of its own.
+func withRequestTarget(t *testing.T, req *http.Request, target string) *http.Request {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := req.Write(&buf); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	_, rest, _ := strings.Cut(buf.String(), "\r\n")
+	got, err := http.ReadRequest(bufio.NewReader(strings.NewReader(req.Method + " " + target + " HTTP/1.1\r\n" + rest)))
+	if err != nil {
+		t.Fatalf("ReadRequest: %v", err)
+	}
+	got.TLS = req.TLS
+	return got
+}

@@ -17,8 +17,9 @@ import (
 //     host becomes its Punycode A-label; one trailing root dot is dropped; an
 //     empty DNS label, a bare or zoned IPv6 literal, or an empty host is
 //     malformed;
-//   - userinfo and the fragment are dropped; the scheme's default port is
-//     dropped, any other port is kept;
+//   - userinfo and the fragment of a sender's URL are dropped; a received
+//     target with "#" is malformed; the scheme's default port is dropped,
+//     any other port is kept;
 //   - in the path, percent-encodings of unreserved characters are decoded,
 //     the others upper-cased, dot segments removed (consecutive slashes
 //     stay), and an empty path becomes "/";
@@ -33,10 +34,13 @@ const maxTargetURIBytes = 8 << 10
 // canonicalTarget returns the canonical @target-uri and @authority of the
 // absolute URI raw. With asReceived, raw is what a receiver reconstructed
 // from the wire and a non-ASCII host is malformed (a Host header carries
-// A-labels; receivers never re-normalize); otherwise raw is a sender's URL
-// and its U-labels are converted.
+// A-labels; receivers never re-normalize), as is a "#": a request target
+// carries no fragment, and net/http serves one that has "#" with what
+// follows it in the path or query the handler reads, which dropping it
+// here would leave unsigned. Otherwise raw is a sender's URL, its U-labels
+// are converted and its fragment dropped.
 func canonicalTarget(raw string, asReceived bool) (target, authority string, err error) {
-	if len(raw) > maxTargetURIBytes {
+	if len(raw) > maxTargetURIBytes || asReceived && strings.Contains(raw, "#") {
 		return "", "", errTargetURI
 	}
 	raw, _, _ = strings.Cut(raw, "#")
