@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
@@ -166,6 +167,9 @@ func (k PayloadKey) ID() string { return k.id }
 // key id over other bytes so is the same body. Records kept before
 // Encryption was set stay as they were and are read so.
 //
+// Store.KeysInUse says which key ids stored rows are still kept under: a
+// retired key may leave Keys once it counts none.
+//
 // Set Encryption, or add a key, in every process that shares the
 // database before any of them seals with it, and only once every process
 // runs a courier that knows payload encryption: a process without the key
@@ -175,6 +179,30 @@ func (k PayloadKey) ID() string { return k.id }
 type Encryption struct {
 	Current string
 	Keys    []PayloadKey
+}
+
+// KeysInUse counts, by payload key id, the rows kept under each key (see
+// Encryption): the deliveries whose payload it seals, whatever their
+// status, and the inbox records (the receivers' and the publish API's
+// idempotency records) it keys and seals. Rows kept as sent or received,
+// without a key, are not counted. A key retired from Current may leave
+// Encryption.Keys, in every process, once it counts none here; until
+// then, rows under it cannot be opened without it. Prune (Outbox.Prune,
+// Inbox.Prune) deletes the finished ones in time. It reads the outbox and
+// the inbox whole: an operator's tool, not a probe.
+func (s *Store) KeysInUse(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		KeyID string `db:"key_id"`
+		N     int    `db:"n"`
+	}
+	if err := s.selectRows(ctx, s.db, "payload_keys_in_use", nil, &rows); err != nil {
+		return nil, err
+	}
+	inUse := make(map[string]int, len(rows))
+	for _, r := range rows {
+		inUse[r.KeyID] = r.N
+	}
+	return inUse, nil
 }
 
 func (e *Encryption) validate() error {

@@ -73,6 +73,7 @@ var commands = map[string]command{
 	"endpoints":  endpointsCmd,
 	"contracts":  contractsCmd,
 	"prune":      pruneCmd,
+	"keys":       keysCmd,
 	"secret":     secretCmd,
 	"send":       sendCmd,
 	"verify":     verifyCmd,
@@ -89,6 +90,8 @@ commands:
   contracts   pin an endpoint's capabilities digest; fail mismatched commands
   prune       delete finished deliveries, dead endpoints' breaker records, old
               attempts, inbox records and replay pairs
+  keys        the payload keys stored rows are kept under (a retired key may go
+              once it keeps none)
   secret      new: a Standard Webhooks secret or key pair
   send        sign and POST a test notification to a URL (exit 1 when not accepted)
   verify      check a captured HTTP request's signature (exit 3 when refused)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -684,5 +685,33 @@ func TestMigratePrint(t *testing.T) {
 	}
 	if code, _, errOut := courierRun(t, "migrate", "-print"); code != exitUsage || !strings.Contains(errOut, "-db or -engine") {
 		t.Fatalf("-print alone: %d %q", code, errOut)
+	}
+}
+
+// TestKeysListsThePayloadKeysInUse: keys prints each payload key id with
+// the rows kept under it, and says when none is.
+func TestKeysListsThePayloadKeysInUse(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	if out := mustRun(t, exitOK, "keys", "-db", db); out != "no rows are kept under a payload key\n" {
+		t.Fatalf("keys before encryption: %q", out)
+	}
+	enqueue(t, s, "plain", "https://r.example/hooks")
+	for i, id := range []string{"k-old", "k-new"} {
+		key, err := store.NewPayloadKey(id, bytes.Repeat([]byte{byte(i + 1)}, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed, err := sqlite.Open(t.Context(), db, store.Config{Encryption: &store.Encryption{Current: id, Keys: []store.PayloadKey{key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range i + 1 {
+			enqueue(t, sealed, fmt.Sprintf("%s-%d", id, j), "https://r.example/hooks")
+		}
+		sealed.Close()
+	}
+	if out := mustRun(t, exitOK, "keys", "-db", db); out != "k-new: 2\nk-old: 1\n" {
+		t.Fatalf("keys: %q, want k-new: 2 and k-old: 1", out)
 	}
 }

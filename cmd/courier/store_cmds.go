@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,12 +104,7 @@ func printMigrations(files fs.FS, w io.Writer) error {
 
 // healthCmd prints the outbox's health; blocked exits 3.
 func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flags("health", stderr)
-	db := dbFlag(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
-	}
-	s, done, err := openStore(ctx, *db, store.Config{})
+	s, done, err := openWithDBFlag(ctx, "health", args, stderr)
 	if err != nil {
 		return err
 	}
@@ -128,6 +124,41 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\noverdue: %d\n", h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond), h.Overdue)
 	if h.Status != store.HealthOK {
 		return errBlocked
+	}
+	return nil
+}
+
+// openWithDBFlag parses the args of a command whose one flag is -db and
+// opens its store.
+func openWithDBFlag(ctx context.Context, name string, args []string, stderr io.Writer) (*store.Store, func(), error) {
+	fs := flags(name, stderr)
+	db := dbFlag(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return nil, nil, err
+	}
+	return openStore(ctx, *db, store.Config{})
+}
+
+// keysCmd prints, by payload key id, how many deliveries and inbox
+// records are kept under each key (store.Store.KeysInUse), one
+// "id: rows" line each, by id: a key retired from Current may leave every
+// process's Encryption.Keys once it is not listed.
+func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s, done, err := openWithDBFlag(ctx, "keys", args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	inUse, err := s.KeysInUse(ctx)
+	if err != nil {
+		return err
+	}
+	if len(inUse) == 0 {
+		fmt.Fprintln(stdout, "no rows are kept under a payload key")
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(inUse)) {
+		fmt.Fprintf(stdout, "%s: %d\n", id, inUse[id])
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,13 +36,7 @@ func payloadKey(t *testing.T, id string, fill byte) store.PayloadKey {
 func testEncryption(t *testing.T, open OpenFunc) {
 	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
 	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
-	reopen := func(enc *store.Encryption) *bundle {
-		s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
-	}
+	reopen := func(enc *store.Encryption) *bundle { t.Helper(); return b.reopened(t, enc) }
 	storedPayload := func(id int64) (payload []byte, keyID string) {
 		t.Helper()
 		row := b.db.QueryRowxContext(b.ctx, b.db.Rebind("SELECT payload, payload_key_id FROM courier_outbox WHERE id = ?"), id)
@@ -134,14 +129,7 @@ func testEncryption(t *testing.T, open OpenFunc) {
 func testEncryptedDigestIsNotGuessable(t *testing.T, open OpenFunc) {
 	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
 	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
-	reopen := func(enc *store.Encryption) *bundle {
-		t.Helper()
-		s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
-	}
+	reopen := func(enc *store.Encryption) *bundle { t.Helper(); return b.reopened(t, enc) }
 	storedDigest := func(id int64) string {
 		t.Helper()
 		var digest string
@@ -725,14 +713,7 @@ func testRepublishAfterItsKeyIsDroppedIsACollision(t *testing.T, open OpenFunc) 
 func testEncryptionLifecycle(t *testing.T, open OpenFunc) {
 	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
 	plain := setup(t, open, store.Config{})
-	reopen := func(enc *store.Encryption) *bundle {
-		t.Helper()
-		s, err := openStore(t, plain.ctx, plain.db, store.Config{Now: plain.clock.Now, Encryption: enc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &bundle{db: plain.db, store: s, clock: plain.clock, ctx: plain.ctx}
-	}
+	reopen := func(enc *store.Encryption) *bundle { t.Helper(); return plain.reopened(t, enc) }
 	check := func(b *bundle) store.Health {
 		t.Helper()
 		h, err := b.store.Outbox.Check(b.ctx, 0)
@@ -841,4 +822,64 @@ func testEnqueueAgainUnderOtherBytesOfItsKey(t *testing.T, open OpenFunc) {
 	if _, err := b.store.Outbox.Enqueue(b.ctx, tx, other); !errors.Is(err, courier.CodeIdempotencyCollision) || strings.Contains(err.Error(), "k1") {
 		t.Fatalf("another payload under the right key = %v; want a plain collision", err)
 	}
+}
+
+// testKeysInUse: KeysInUse counts, by key id, the deliveries and the inbox
+// records kept under each payload key, whatever their status, and none
+// kept as sent; a retired key counts rows until Prune deletes them.
+func testKeysInUse(t *testing.T, open OpenFunc) {
+	k1, k2 := payloadKey(t, "k1", 1), payloadKey(t, "k2", 2)
+	plain := setup(t, open, store.Config{})
+	reopen := func(enc *store.Encryption) *bundle { t.Helper(); return plain.reopened(t, enc) }
+	inUse := func(b *bundle, want map[string]int) {
+		t.Helper()
+		got, err := b.store.KeysInUse(b.ctx)
+		if err != nil || !maps.Equal(got, want) {
+			t.Fatalf("KeysInUse = %v, %v; want %v", got, err, want)
+		}
+	}
+	plain.enqueue(t, delivery("plain"))
+	plain.processed(t, "plain")
+	inUse(plain, map[string]int{})
+
+	under1 := reopen(&store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}})
+	done := under1.enqueue(t, delivery("k1-done"))
+	under1.enqueue(t, delivery("k1-pending"))
+	under1.processed(t, "k1-record")
+	for _, c := range under1.claim(t, "w", 10, time.Minute) {
+		if c.DeliveryID != done.ID {
+			if _, err := under1.proto().Release(under1.ctx, c.Lease); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := under1.complete(c.Lease, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	under2 := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k1, k2}})
+	under2.enqueue(t, delivery("k2-pending"))
+	inUse(under2, map[string]int{"k1": 3, "k2": 1})
+
+	// Prune deletes the finished delivery and the record kept under k1:
+	// only its pending delivery still needs it.
+	under2.clock.Advance(48 * time.Hour)
+	if _, err := under2.store.Outbox.Prune(under2.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := under2.store.Inbox.Prune(under2.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	inUse(under2, map[string]int{"k1": 1, "k2": 1})
+}
+
+// reopened returns another Store over b's database and clock, with
+// encryption enc: another process sharing the database.
+func (b *bundle) reopened(t *testing.T, enc *store.Encryption) *bundle {
+	t.Helper()
+	s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
 }

@@ -66,7 +66,7 @@ func TestQueriesAgree(t *testing.T) {
 	files := map[string]string{ // name prefix -> file
 		"schema": "schema.sql", "outbox": "outbox.sql", "attempts": "attempts.sql", "inbox": "inbox.sql",
 		"replay": "replay.sql", "subscription": "subscriptions.sql", "endpoint": "endpoints.sql", "contract": "contracts.sql",
-		"ordering": "ordering_keys.sql",
+		"ordering": "ordering_keys.sql", "payload": "payload_keys.sql",
 	}
 	params := make(map[string]map[string][]string) // engine -> query -> sorted parameter names
 	empty := make(map[string]bool)                 // queries an engine has nothing to do for

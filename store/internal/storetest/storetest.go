@@ -87,6 +87,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"UnreadableQuarantineIsRedriven", testUnreadableQuarantineIsRedriven},
 		{"RepublishAfterItsKeyIsDroppedIsACollision", testRepublishAfterItsKeyIsDroppedIsACollision},
 		{"EncryptionLifecycle", testEncryptionLifecycle},
+		{"KeysInUse", testKeysInUse},
 		{"EnqueueAgainUnderOtherBytesOfItsKey", testEnqueueAgainUnderOtherBytesOfItsKey},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
