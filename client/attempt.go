@@ -51,7 +51,11 @@ const maxProblemRead = 4 << 10
 func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
-		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeConfigInvalid}, true
+		// The Store that enqueued it knew the profile (Enqueue refuses
+		// one it does not): this worker's lags behind, as in a rolling
+		// deploy. Nothing is sent, and the delivery is retried, for a
+		// worker that knows it, until its budget or deadline runs out.
+		return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeConfigInvalid, RetryDelay: w.backoff(c.Attempt, 0)}, true
 	}
 	signFrom := w.cfg.Now()
 	parent := ctx // the worker's: it ends at a hard shutdown

@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -50,14 +50,7 @@ func TestWorkerVerifiesWithTheStoresProfiles(t *testing.T) {
 		io.WriteString(w, "got "+id)
 	}))
 	t.Cleanup(srv.Close)
-	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := signature.NewStandardWebhooksSigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := newSigner(t)
 	w, err := client.NewWorker(client.Config{
 		Store: s, Signer: signer, Transport: loopbackGuard(t, srv.URL).Transport(),
 		Timeout: 2 * time.Second, Lease: time.Minute,
@@ -95,5 +88,75 @@ func TestWorkerVerifiesWithTheStoresProfiles(t *testing.T) {
 		if got.Status != d.Status || got.LastErrorCode != d.LastErrorCode {
 			t.Errorf("%s: %s/%q, want %s/%q", id, got.Status, got.LastErrorCode, d.Status, d.LastErrorCode)
 		}
+	}
+}
+
+// TestAWorkerWithoutTheProfileRetries: a worker whose Store does not know
+// a delivery's profile (a process not yet given it, in a rolling deploy:
+// the one that enqueued did) sends nothing and retries the delivery,
+// without counting the endpoint against its breaker, rather than fail
+// it for good; a worker that knows the profile then delivers it.
+func TestAWorkerWithoutTheProfileRetries(t *testing.T) {
+	t.Parallel()
+	echo := ack.Profile{Name: "echo.v1", Verify: func(ack.Sent, []byte) error { return nil }}
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	withEcho := store.Config{Profiles: func(name string) (ack.Profile, bool) {
+		if name == echo.Name {
+			return echo, true
+		}
+		return ack.Builtin(name)
+	}}
+	updated, err := sqlite.Open(t.Context(), path, withEcho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { updated.Close() })
+	behind, err := sqlite.Open(t.Context(), path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { behind.Close() })
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(srv.Close)
+	signer := newSigner(t)
+	tx, err := updated.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := updated.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`), Profile: echo.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	work := func(s *store.Store) store.Delivery {
+		t.Helper()
+		w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: loopbackGuard(t, srv.URL).Transport(),
+			Backoff: func(int, time.Duration) time.Duration { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := w.Work(t.Context()); n != 1 || err != nil {
+			t.Fatalf("Work = %d, %v; want the delivery claimed", n, err)
+		}
+		d, err := s.Outbox.Get(t.Context(), e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := work(behind); d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeConfigInvalid || requests.Load() != 0 {
+		t.Fatalf("a worker without the profile: %s/%s after %d requests, want retry_wait/config_invalid and none sent", d.Status, d.LastErrorCode, requests.Load())
+	}
+	if eps, err := behind.Endpoints.List(t.Context()); err != nil || len(eps) != 0 && eps[0].ConsecutiveFailures != 0 {
+		t.Fatalf("endpoints after the unsent attempt: %+v, %v; want no failure counted", eps, err)
+	}
+	if d := work(updated); d.Status != courier.StatusSucceeded || requests.Load() != 1 {
+		t.Fatalf("a worker with the profile: %s after %d requests, want succeeded after 1", d.Status, requests.Load())
 	}
 }
