@@ -123,6 +123,9 @@ type Config struct {
 	// yours. Enqueue and Subscriptions refuse a name it does not know, so
 	// a misspelt profile fails where it is written, not at every attempt;
 	// the Store's workers verify each answer with the profile it resolves.
+	// A worker whose Profiles do not know a delivery's profile (one not
+	// yet given it, as in a rolling deploy) sends nothing and retries it
+	// with code config_invalid, for a worker that knows it.
 	// Defaults to ack.Builtin.
 	Profiles func(name string) (ack.Profile, bool)
 	// Tracer traces everything built on this Store: its enqueues, the
