@@ -38,10 +38,10 @@ type TraceContext struct {
 // around each attempt, a child of the delivery's trace context; "POST"
 // (server) around each request a receiver answers, continuing the
 // request's traceparent (a request of another method, refused, is named
-// by it, or "HTTP" for one HTTP does not define); and "courier.handle" (internal) around the
-// application's function. Attributes are identities, counts, codes and
-// redacted URLs (see contrib/otelcourier for the list), never a payload,
-// a header or a secret.
+// by it, or "HTTP" for one HTTP does not define); and "courier.handle"
+// (internal) around the application's function. Attributes are
+// identities, counts, codes and redacted URLs (see contrib/otelcourier for
+// the list), never a payload, a header or a secret.
 type Tracer interface {
 	// Start starts a span named name, of kind kind, as a child of the span
 	// or remote trace context ctx carries, and returns ctx carrying the new

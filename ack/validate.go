@@ -158,10 +158,10 @@ func init() { rules.Register(checkRules) }
 // validator does not have, or that the validator cannot apply to its
 // field (dive on a field that is neither slice nor map, a bound that is
 // no number). validator/v10 panics on those, so each of those struct
-// types is validated here once, as its zero value, to find them, and each
-// field's dives are checked against its type (see divesInto). Fields
-// validator does not visit (unexported ones, and those tagged
-// validate:"-") are not followed.
+// types is validated here, as its zero value and as a value whose fields
+// are all set (see runRules), to find them, and each field's dives are
+// checked against its type (see divesInto). Fields validator does not
+// visit (unexported ones, and those tagged validate:"-") are not followed.
 func checkRules(t reflect.Type) error {
 	seen := map[reflect.Type]bool{}
 	var walk func(t reflect.Type) error
@@ -185,15 +185,12 @@ func checkRules(t reflect.Type) error {
 			}
 			fields = append(fields, f.Type)
 		}
-		if err := runRules(t); err != nil {
-			return err
-		}
 		for _, f := range fields {
 			if err := walk(f); err != nil {
 				return err
 			}
 		}
-		return nil
+		return runRules(t) // after its fields' types, so a failure names the type that holds the tag
 	}
 	return walk(t)
 }
@@ -228,9 +225,12 @@ func divesInto(tag string, t reflect.Type) bool {
 	return true
 }
 
-// runRules validates the zero value of the struct type t, reporting a
-// panic of the validator's as an error. Whether the value is valid does
-// not matter, nor is its Check run.
+// runRules validates two values of the struct type t, its zero value and
+// one whose fields are all set (see fill), reporting a panic of the
+// validator's as an error: validator/v10 skips what follows omitempty on
+// an empty field, and a nil pointer's rules, so a rule it cannot apply
+// there shows only on a value that is set. Whether the values are valid
+// does not matter, nor is their Check run.
 func runRules(t reflect.Type) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -238,7 +238,62 @@ func runRules(t reflect.Type) (err error) {
 		}
 	}()
 	_ = validatorOf().Struct(reflect.New(t).Interface())
+	set := reflect.New(t)
+	fill(set.Elem(), map[reflect.Type]bool{})
+	_ = validatorOf().Struct(set.Interface())
 	return nil
+}
+
+// fill sets v, a settable value, to one that is not empty: a number 1, a
+// string "x", true, a pointer to a filled value, a slice or map of one
+// filled element, and a struct's settable fields filled. Interfaces,
+// channels and functions stay nil, and a struct type already being filled
+// (seen) stays zero, so a type that holds itself ends.
+func fill(v reflect.Value, seen map[reflect.Type]bool) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Complex64, reflect.Complex128:
+		v.SetComplex(1)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(p.Elem(), seen)
+		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(s.Index(0), seen)
+		v.Set(s)
+	case reflect.Array:
+		for i := range v.Len() {
+			fill(v.Index(i), seen)
+		}
+	case reflect.Map:
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k, seen)
+		fill(e, seen)
+		m := reflect.MakeMapWithSize(v.Type(), 1)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		if seen[v.Type()] {
+			return
+		}
+		seen[v.Type()] = true
+		defer delete(seen, v.Type())
+		for i := range v.NumField() {
+			if f := v.Field(i); f.CanSet() {
+				fill(f, seen)
+			}
+		}
+	}
 }
 
 func must(err error) {

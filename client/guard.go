@@ -53,7 +53,10 @@ type Guard struct {
 	AllowHTTP bool
 
 	// Resolve looks up a host's addresses. It is not called for IP literals.
-	// Defaults to net.DefaultResolver.LookupNetIP(ctx, "ip", host).
+	// Its ctx ends at the latest with the dial's timeout (see Transport),
+	// even after the request that began the dial has ended: a Resolve
+	// should return once ctx has ended, or it holds the dial on. Defaults
+	// to net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 

@@ -101,8 +101,9 @@ type (
 	badRuleElement struct {
 		Qty int `json:"qty" validate:"min=many"`
 	}
-	// validator panics on these only for a value that is set, which
-	// validating the zero value does not show.
+	// validator panics on these only for a value that is set (behind
+	// omitempty, a pointer, a slice), which validating the zero value
+	// does not show.
 	diveOnOptionalStringPayload struct {
 		ID   string `json:"id"`
 		Name string `json:"name" validate:"omitempty,dive"`
@@ -115,22 +116,41 @@ type (
 		ID   string   `json:"id"`
 		Tags []string `json:"tags" validate:"omitempty,dive,dive"`
 	}
+	boundBehindOmitemptyPayload struct {
+		ID  string `json:"id"`
+		Qty int    `json:"qty" validate:"omitempty,min=many"`
+	}
+	boundOnPointerPayload struct {
+		ID  string `json:"id"`
+		Qty *int   `json:"qty" validate:"max=lots"`
+	}
+	boundOnOptionalElementPayload struct {
+		ID    string        `json:"id"`
+		Lines []orderedLine `json:"lines" validate:"dive"`
+	}
+	orderedLine struct {
+		Qty int `json:"qty" validate:"omitempty,gt=some"`
+	}
 )
 
-func (p unknownRulePayload) DedupeKey() string          { return p.ID }
-func (p diveOnStringPayload) DedupeKey() string         { return p.ID }
-func (p nestedBadRulePayload) DedupeKey() string        { return p.ID }
-func (p diveOnOptionalStringPayload) DedupeKey() string { return p.ID }
-func (p diveOnStringPointerPayload) DedupeKey() string  { return p.ID }
-func (p diveTooDeepPayload) DedupeKey() string          { return p.ID }
+func (p unknownRulePayload) DedupeKey() string            { return p.ID }
+func (p diveOnStringPayload) DedupeKey() string           { return p.ID }
+func (p nestedBadRulePayload) DedupeKey() string          { return p.ID }
+func (p diveOnOptionalStringPayload) DedupeKey() string   { return p.ID }
+func (p diveOnStringPointerPayload) DedupeKey() string    { return p.ID }
+func (p diveTooDeepPayload) DedupeKey() string            { return p.ID }
+func (p boundBehindOmitemptyPayload) DedupeKey() string   { return p.ID }
+func (p boundOnPointerPayload) DedupeKey() string         { return p.ID }
+func (p boundOnOptionalElementPayload) DedupeKey() string { return p.ID }
 
 // TestReceiverRefusesTypeWithUnrunnableRules: a T whose validate tags
 // name a rule courier's validator does not have (a custom validator), or
 // one it cannot apply (dive on a string, a bound that is no number), even
-// on an element type behind a slice, is refused by NewReceiver with
-// config_invalid naming the type and, where it can, the field, rather
-// than served with a panic for every request (or every request that sets
-// the field).
+// on an element type behind a slice, or behind omitempty or a pointer
+// where only a body that sets the field would reach it, is refused by
+// NewReceiver with config_invalid naming the type and, where it can, the
+// field, rather than served with a panic for every request (or every
+// request that sets the field).
 func TestReceiverRefusesTypeWithUnrunnableRules(t *testing.T) {
 	keys := couriertest.StandardWebhooksKeys("s")
 	for _, tc := range []struct {
@@ -143,6 +163,9 @@ func TestReceiverRefusesTypeWithUnrunnableRules(t *testing.T) {
 		{func() error { _, err := newTypedReceiver[diveOnOptionalStringPayload](t, keys, false); return err }, "diveOnOptionalStringPayload.Name"},
 		{func() error { _, err := newTypedReceiver[diveOnStringPointerPayload](t, keys, false); return err }, "diveOnStringPointerPayload.Name"},
 		{func() error { _, err := newTypedReceiver[diveTooDeepPayload](t, keys, false); return err }, "diveTooDeepPayload.Tags"},
+		{func() error { _, err := newTypedReceiver[boundBehindOmitemptyPayload](t, keys, false); return err }, "boundBehindOmitemptyPayload"},
+		{func() error { _, err := newTypedReceiver[boundOnPointerPayload](t, keys, false); return err }, "boundOnPointerPayload"},
+		{func() error { _, err := newTypedReceiver[boundOnOptionalElementPayload](t, keys, false); return err }, "orderedLine"},
 	} {
 		err := tc.construct()
 		if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), tc.names) {
@@ -200,6 +223,15 @@ func (c *orderColor) UnmarshalJSON(b []byte) error {
 }
 
 func (p orderPayload) DedupeKey() string { return p.ID }
+
+// Check refuses an orderPayload whose unexported field a body set: none
+// may, whether unknown members are allowed or not.
+func (p orderPayload) Check() error {
+	if p.internal != "" {
+		return errors.New("the unexported field internal was set from the body")
+	}
+	return nil
+}
 
 // TestReceiverOrderPayload: a Receiver of a payload type with the shapes
 // applications use answers each body with its documented status and code,

@@ -24,9 +24,9 @@ func tracerOf(s *store.Store) courier.Tracer {
 // startServer starts the server span of a request when the handler
 // traces, named by its method (see serverSpanName): a child of the span
 // ctx already carries (a tracing middleware in front), or else of the
-// request's own traceparent, so the receiver continues the sender's trace. Only the method and scheme are recorded
-// of the request: its path may carry a credential, its headers and body
-// are the sender's.
+// request's own traceparent, so the receiver continues the sender's
+// trace. Only the method and scheme are recorded of the request: its path
+// may carry a credential, its headers and body are the sender's.
 func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
 	if f.tracer == nil {
 		return r, nil

@@ -1,7 +1,8 @@
 // Command courier is courier's operator tool: it migrates a database,
 // reports the outbox's health, inspects and acts on deliveries, endpoints
-// and contract pins, prunes what the tables no longer need, makes signing
-// secrets, and sends or verifies a signed test notification.
+// and contract pins, prunes what the tables no longer need, counts the
+// rows kept under each payload key, makes signing secrets, and sends or
+// verifies a signed test notification.
 //
 //	courier migrate   -db app.db            (or -print -db … / -print -engine sqlite|postgres: write the SQL)
 //	courier health    -db app.db
@@ -9,6 +10,7 @@
 //	courier endpoints list|enable|disable|limit -db app.db …
 //	courier contracts pin|fail-mismatched -db app.db …
 //	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h]
+//	courier keys   -db app.db
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
 //	courier verify -request captured.http [-sender name]
