@@ -117,7 +117,10 @@ type Config struct {
 	// wake-ups are lost (on PostgreSQL, its LISTEN connection dropped or
 	// could not be opened) logs it at Warn and listens again on a timer
 	// of its own, after 100ms doubling up to 5 seconds (or PollInterval,
-	// if less), claiming once it listens again.
+	// if less), claiming once it listens again. A Run whose claim fails
+	// (the database unreachable, the claim's connection ended) logs it at
+	// Error and claims again on such a timer too, or at the next wake-up
+	// or poll if sooner: the wake-up that called for the claim is spent.
 	PollInterval time.Duration
 	// Signer signs every attempt, unless SignerFor is set. One of the two
 	// is required: courier never sends unsigned notifications. It may read
@@ -499,8 +502,9 @@ func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.C
 // flight are cut short at once and settled as retries with code
 // worker_stopped, and what Run claimed and had not started is given back
 // (see Worker); for a soft shutdown call Stop instead. Run returns an error
-// only for a configuration it cannot run with; a store that fails is
-// logged and retried at the next poll.
+// only for a configuration it cannot run with; a claim that fails is
+// logged and made again on a timer of its own (see PollInterval), or at
+// the next wake-up or poll if sooner.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.enter() {
 		return nil
@@ -516,6 +520,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer inflight.Wait()
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
+	// A claim that failed spent the wake-up that called for it: the Run
+	// claims again on a timer, as it listens again (see wakeups.again).
+	var again backoff
+	defer again.stop()
 
 	// Claims wait until at least half a batch fits: a claim is a write
 	// transaction, and taking rows one at a time as slots free up would
@@ -543,9 +551,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		return true
 	}
 	for !w.isStopping(ctx) {
-		want, got, ok := w.claimForRun(ctx, actx, minClaim, start)
+		want, got, failed, ok := w.claimForRun(ctx, actx, minClaim, start)
 		if !ok {
 			break
+		}
+		var retry <-chan time.Time
+		if failed {
+			retry = again.next(w.cfg.PollInterval)
+		} else {
+			again.delay = 0
 		}
 		// A full batch started means more may be due: claim again as soon
 		// as there is room for another. So may a part of one: the claim
@@ -573,7 +587,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				need = min(afterShort, len(slots)+len(freed))
 			}
 		}
-		if !w.await(ctx, room, need, poll.C, wake) {
+		if !w.await(ctx, room, need, poll.C, wake, retry) {
 			break
 		}
 	}
@@ -586,16 +600,16 @@ func (w *Worker) Run(ctx context.Context) error {
 // starts with start, which takes a slot, each delivery whose lease still
 // covers an attempt; it gives back the others, and the rest of the batch
 // when start reports that the worker stopped while it waited for a slot.
-// It returns how many it wanted and how many it started, and false once
-// the worker stops.
-func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, ok bool) {
+// It returns how many it wanted and how many it started, whether the claim
+// failed, and false once the worker stops.
+func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, failed, ok bool) {
 	if !w.takeClaimTurn(ctx) {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
 	if want < minClaim {
 		w.passClaimTurn()
-		return want, 0, true
+		return want, 0, false, true
 	}
 	claimedAt := w.cfg.Now()
 	batch, err := w.claim(ctx, want)
@@ -605,7 +619,7 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	if w.isStopping(actx) { // stopped during the claim: none of it starts
 		w.passClaimTurn()
 		w.release(actx, claimedAt, leasesOf(batch)...)
-		return want, 0, false
+		return want, 0, false, false
 	}
 	// What the claim itself took out of the leases may leave them too
 	// short for an attempt: those are given back, and only the deliveries
@@ -620,13 +634,13 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		if !start(c, claimedAt) { // stopped while waiting for a slot
 			w.passClaimTurn()
 			w.release(actx, claimedAt, append(short, leasesOf(batch[i:])...)...)
-			return want, got, false
+			return want, got, false, false
 		}
 		got++
 	}
 	w.passClaimTurn()
 	w.release(actx, claimedAt, short...)
-	return want, got, true
+	return want, got, err != nil, true
 }
 
 // takeClaimTurn waits until no other claim of the worker is in progress
@@ -639,12 +653,13 @@ func (w *Worker) takeClaimTurn(ctx context.Context) bool { return w.acquire(ctx,
 // passClaimTurn ends the turn takeClaimTurn took.
 func (w *Worker) passClaimTurn() { <-w.claiming }
 
-// await waits until need attempts have ended (room), or a wake-up or the
-// next poll comes, or the worker stops; it reports whether to claim again.
+// await waits until need attempts have ended (room), or a wake-up, the
+// next poll or retry (the time to make a failed claim again) comes, or the
+// worker stops; it reports whether to claim again.
 // While the wake-ups are lost (the listener failed) it listens again on a
 // timer of its own, and claims once it listens again: what was enqueued
 // while it did not listen woke nobody.
-func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *wakeups) bool {
+func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *wakeups, retry <-chan time.Time) bool {
 	if w.awaiting != nil {
 		w.awaiting()
 	}
@@ -657,6 +672,8 @@ func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll
 		case <-room:
 			ended++
 		case <-poll:
+			return true
+		case <-retry:
 			return true
 		case <-wake.retryC():
 			if wake.listen() {
@@ -680,12 +697,37 @@ func (w *Worker) claimParams(limit int) protocol.ClaimParams {
 	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency}
 }
 
-// Listening again after the wake-ups are lost: first after minRelisten,
-// the wait doubling up to maxRelisten (or PollInterval, if less).
+// Listening again after the wake-ups are lost, and claiming again after a
+// claim failed: first after minRelisten, the wait doubling up to
+// maxRelisten (or PollInterval, if less).
 const (
 	minRelisten = 100 * time.Millisecond
 	maxRelisten = 5 * time.Second
 )
+
+// backoff is a Run's timer for claiming again after a claim failed.
+type backoff struct {
+	timer *time.Timer
+	delay time.Duration // the last wait; 0 after a claim that did not fail
+}
+
+// next sets the timer, each wait twice the last, and returns its channel.
+func (b *backoff) next(pollInterval time.Duration) <-chan time.Time {
+	b.delay = min(max(minRelisten, 2*b.delay), min(maxRelisten, pollInterval))
+	if b.timer == nil {
+		b.timer = time.NewTimer(b.delay)
+	} else {
+		b.timer.Reset(b.delay)
+	}
+	return b.timer.C
+}
+
+// stop stops the timer.
+func (b *backoff) stop() {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
 
 // wakeups are a Run's wake-ups from the store (see store.Open): ch while
 // it listens; after its listener failed, or could not start, retry fires

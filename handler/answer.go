@@ -99,6 +99,21 @@ func endedByApp(ctx context.Context, err error) bool {
 	return errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil
 }
 
+// fromFunc wraps err, the failure of the application's function, as an
+// appFailure, unless its transaction (begun with ctx) could not be rolled
+// back (rollback is what rolling it back returned): then the database
+// failed under the function (the server ended the connection, or went
+// away) and failed its statement with it, a storeFailure.
+func fromFunc(ctx context.Context, err, rollback error) error {
+	if err == nil {
+		return nil
+	}
+	if rollback != nil && !errors.Is(rollback, sql.ErrTxDone) && ctx.Err() == nil {
+		return storeFailure{errors.Join(err, rollback)}
+	}
+	return fromApp(err)
+}
+
 // fromApp wraps err from the application's function as an appFailure.
 func fromApp(err error) error {
 	if err == nil {

@@ -47,6 +47,9 @@ type anyOptions struct {
 	// appTx, when set, is what it does with its transaction too, in place
 	// of app.
 	appTx func(ctx context.Context, tx *sqlx.Tx) error
+	// store, when set, holds the handler's records in place of a fresh
+	// SQLite file.
+	store *store.Store
 }
 
 // anyEnv is one handler under test.
@@ -83,6 +86,14 @@ func anyStore(t *testing.T) *store.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// storeOr returns o.store, or a fresh SQLite store when it is nil.
+func (o anyOptions) storeOr(t *testing.T) *store.Store {
+	if o.store != nil {
+		return o.store
+	}
+	return anyStore(t)
 }
 
 // anyApp is the application's function of a receiver under test, doing
@@ -146,7 +157,7 @@ func eachReceiver(t *testing.T, app bool, test func(t *testing.T, target anyRece
 func anyReceivers() []anyReceiver {
 	return []anyReceiver{
 		{name: "Terminal", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
-			s := anyStore(t)
+			s := o.storeOr(t)
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
 			h, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Terminal](calls, o))
@@ -158,7 +169,7 @@ func anyReceivers() []anyReceiver {
 				request: func(t *testing.T) *http.Request { return anySigned(t, signer, n.NotificationID, body) }}
 		}},
 		{name: "Reporting", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
-			s := anyStore(t)
+			s := o.storeOr(t)
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
 			h, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Logger: o.logger, Hook: o.hook}, anyApp[ack.Reporting](calls, o))
@@ -171,7 +182,7 @@ func anyReceivers() []anyReceiver {
 				request: func(t *testing.T) *http.Request { return anySigned(t, signer, "delivery-1", body) }}
 		}},
 		{name: "Source", app: true, open: func(t *testing.T, o anyOptions) *anyEnv {
-			s := anyStore(t)
+			s := o.storeOr(t)
 			verifier, signer := anyStandardWebhooks(t)
 			calls := new(atomic.Int32)
 			h, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: sourceDigest, Logger: o.logger, Hook: o.hook},
@@ -188,7 +199,7 @@ func anyReceivers() []anyReceiver {
 				}}
 		}},
 		{name: "Publish", open: func(t *testing.T, o anyOptions) *anyEnv {
-			s := anyStore(t)
+			s := o.storeOr(t)
 			token, err := signature.ParseSecret("publisher", publishToken)
 			if err != nil {
 				t.Fatal(err)

@@ -23,7 +23,9 @@ import (
 // using tx, the transaction the Inbox record is written in, so its effects
 // in that database happen exactly once. An error rolls everything back: a
 // Reject refuses the notification for good (422), any other error
-// answers 500 handler_failed and the sender retries.
+// answers 500 handler_failed and the sender retries (503 with Retry-After
+// when tx cannot be rolled back: the database failed under the function,
+// ending tx's connection, and failed its statement).
 //
 // The function must write through tx, and leave its commit or rollback
 // to the receiver (see the package doc). tx comes from Store.Begin (on
@@ -222,7 +224,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 		return stored, false, err
 	}
 	if err := apply(rc.front.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
-		return nil, false, fromApp(err)
+		return nil, false, fromFunc(ctx, err, tx.Rollback())
 	}
 	if err := commit(ctx, tx); err != nil {
 		return nil, false, err

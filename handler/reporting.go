@@ -73,7 +73,7 @@ type ReportingConfig struct {
 //	503 in_progress           another request holds the key (Retry-After)
 //	422 <code>                the application refused it for good (see Reject)
 //	500 handler_failed        the application's function failed; the sender retries
-//	503 internal_error        the store could not answer (Retry-After)
+//	503 internal_error        the store could not answer, under the function too (Retry-After)
 //
 // Receipt is two-phase: the claim is committed on its own, so that a
 // concurrent duplicate sees it in progress at once; then the function runs
@@ -239,7 +239,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, reemiss
 	}
 	if !reemitted {
 		if err := apply(rp.front.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
-			return nil, false, fromApp(err)
+			return nil, false, fromFunc(ctx, err, tx.Rollback())
 		}
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {

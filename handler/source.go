@@ -160,7 +160,13 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	if err := apply(s.front.tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
-		return nil, false, fromApp(err)
+		// Rolled back now, the record goes with it; a transaction that
+		// cannot be rolled back ended with its connection, uncommitted:
+		// neither leaves a record to give back. One already done (the
+		// function committed it) is left to the deferred give-back.
+		rollback := tx.Rollback()
+		settled = !errors.Is(rollback, sql.ErrTxDone)
+		return nil, false, fromFunc(ctx, err, rollback)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
 	switch err := inbox.Complete(ctx, tx, key, b); {

@@ -150,14 +150,19 @@ type server struct {
 	dir       string // temporary directory holding data, socket and log
 	url       string // admin URL, over TCP
 	socketURL string // admin URL over the Unix socket in dir
+	port      int
+	postgres  string              // the server program
+	cred      *syscall.Credential // whom it runs as, nil for the test process's user
+	extra     []string            // settings beyond serverSettings
 	cmd       *exec.Cmd
 	exited    chan struct{} // closed when cmd.Wait has returned
 	waitErr   error         // cmd.Wait's error, valid once exited is closed
 }
 
 // startServer initialises a cluster in a new temporary directory and starts
-// a server on it, listening on a free port of 127.0.0.1.
-func startServer(ctx context.Context, bins binaries) (_ *server, err error) {
+// a server on it, listening on a free port of 127.0.0.1, with serverSettings
+// and then extra, which may override them.
+func startServer(ctx context.Context, bins binaries, extra ...string) (_ *server, err error) {
 	cred, err := serverCredential()
 	if err != nil {
 		return nil, err
@@ -193,20 +198,20 @@ func startServer(ctx context.Context, bins binaries) (_ *server, err error) {
 	}
 
 	for attempt := 1; ; attempt++ {
-		srv, err := launch(ctx, bins.postgres, dir, cred)
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		srv, err := launch(ctx, bins.postgres, dir, cred, port, extra)
 		if err == nil || !errors.Is(err, errPortInUse) || attempt == portAttempts {
 			return srv, err
 		}
 	}
 }
 
-// launch starts postgres on the cluster initialised in dir and waits until
-// it accepts connections.
-func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential) (*server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// launch starts postgres on port with the cluster initialised in dir, with
+// serverSettings and then extra, and waits until it accepts connections.
+func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential, port int, extra []string) (*server, error) {
 	logPath := filepath.Join(dir, "postgres.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -215,7 +220,7 @@ func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential)
 	defer logFile.Close() // the server writes to its own copy of the descriptor
 
 	args := []string{"-D", filepath.Join(dir, "data"), "-p", strconv.Itoa(port), "-k", dir}
-	for _, s := range serverSettings {
+	for _, s := range slices.Concat(serverSettings, extra) {
 		args = append(args, "-c", s)
 	}
 	cmd := exec.Command(postgres, args...)
@@ -234,6 +239,10 @@ func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential)
 	}
 	srv := &server{
 		dir:       dir,
+		port:      port,
+		postgres:  postgres,
+		cred:      cred,
+		extra:     extra,
 		url:       fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", superuser, port),
 		socketURL: socketURL(dir, port),
 		cmd:       cmd,
