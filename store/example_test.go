@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,6 +141,7 @@ func ExampleOutbox_Publish() {
 		{Tenant: "acme", Endpoint: "https://a.example/hooks", EventTypes: []string{"order.paid"}, KeyID: "k1"},
 		{Tenant: "acme", Endpoint: "https://b.example/hooks", EventTypes: []string{"*"}, KeyID: "k1"},
 		{Tenant: "acme", Endpoint: "https://c.example/hooks", EventTypes: []string{"order.refunded"}, KeyID: "k1"},
+		{Tenant: "acme", Endpoint: "https://d.example/hooks", EventTypes: []string{"*"}, KeyID: "k1", Paused: true},
 	} {
 		if _, err := s.Subscriptions.Create(ctx, s.DB(), sub); err != nil {
 			panic(err)
@@ -348,4 +350,41 @@ func ExampleOutbox_EnqueueCommand() {
 	// change:req-1 existed: false
 	// change:req-1 existed: true
 	// tombstone:req-2 refused: contract_changed
+}
+
+// A key rotation: k2 seals new rows, k1 still opens the rows it sealed.
+// KeysInUse says when k1 may leave Keys: once it counts no row (Prune
+// deletes the finished ones in time).
+func ExampleStore_KeysInUse() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	k1, _ := store.NewPayloadKey("k1", bytes.Repeat([]byte{1}, 32))
+	k2, _ := store.NewPayloadKey("k2", bytes.Repeat([]byte{2}, 32))
+
+	var s *store.Store
+	for i, enc := range []*store.Encryption{
+		{Current: "k1", Keys: []store.PayloadKey{k1}},
+		{Current: "k2", Keys: []store.PayloadKey{k1, k2}}, // every process holds k2 before any seals with it
+	} {
+		if s != nil {
+			s.Close()
+		}
+		if s, err = sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{Encryption: enc}); err != nil {
+			panic(err)
+		}
+		enqueue(ctx, s, store.EnqueueParams{
+			NotificationID: fmt.Sprint("order-", i, "-paid"), Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`),
+		})
+	}
+	defer s.Close()
+	inUse, err := s.KeysInUse(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("k1:", inUse["k1"], "k2:", inUse["k2"])
+	// Output: k1: 1 k2: 1
 }
