@@ -276,17 +276,16 @@ func byFamily(addrs []netip.Addr) (primaries, fallbacks []netip.Addr) {
 
 // dialSerial dials addrs one after the other, returning the first
 // connection made, or the first error. As net.Dialer does, it shares
-// what is left of ctx's time among the addresses left, giving each at
+// what is left of ctx's time (dialContext gives it a deadline) among the
+// addresses left, giving each at
 // least guardMinAddressDial (or all that is left), so that one address
 // that drops packets does not spend the whole dial.
 func (d *guardDialer) dialSerial(ctx context.Context, network string, addrs []netip.Addr, port uint16) (net.Conn, error) {
 	var first error
+	deadline, _ := ctx.Deadline() // dialContext bounds every dial
 	for i, a := range addrs {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if deadline, ok := ctx.Deadline(); ok {
-			left := time.Until(deadline)
-			actx, cancel = context.WithTimeout(ctx, min(left, max(left/time.Duration(len(addrs)-i), guardMinAddressDial)))
-		}
+		left := time.Until(deadline)
+		actx, cancel := context.WithTimeout(ctx, min(left, max(left/time.Duration(len(addrs)-i), guardMinAddressDial)))
 		conn, err := d.connect(actx, network, netip.AddrPortFrom(a.Unmap(), port).String())
 		cancel()
 		if err == nil {

@@ -521,7 +521,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	// A claim that failed spent the wake-up that called for it: the Run
-	// claims again on a timer, as it listens again (see wakeups.again).
+	// claims again on a timer, as it listens again (see wakeups.retry).
 	var again backoff
 	defer again.stop()
 
@@ -705,7 +705,8 @@ const (
 	maxRelisten = 5 * time.Second
 )
 
-// backoff is a Run's timer for claiming again after a claim failed.
+// backoff is a timer whose waits double: a Run's for claiming again
+// after a claim failed, its wake-ups' for listening again.
 type backoff struct {
 	timer *time.Timer
 	delay time.Duration // the last wait; 0 after a claim that did not fail
@@ -740,8 +741,7 @@ type wakeups struct {
 	cancel context.CancelFunc
 	ch     <-chan struct{} // nil while not listening
 	stop   func()          // ends the listener of ch
-	retry  *time.Timer     // while not listening: when to listen again
-	delay  time.Duration   // retry's last wait
+	retry  backoff         // while not listening: when to listen again
 	down   bool            // not listening, and that was logged
 	failed bool            // a failure to listen was logged since they were last lost or came back
 }
@@ -765,7 +765,7 @@ func (l *wakeups) listen() bool {
 		if l.down {
 			l.w.cfg.Logger.InfoContext(l.ctx, "worker: wake-ups back")
 		}
-		l.ch, l.stop, l.delay, l.down, l.failed = ch, stop, 0, false, false
+		l.ch, l.stop, l.retry.delay, l.down, l.failed = ch, stop, 0, false, false
 		return true
 	}
 	if l.ctx.Err() != nil { // Run ends: no warning, no retry
@@ -775,7 +775,7 @@ func (l *wakeups) listen() bool {
 		l.w.cfg.Logger.WarnContext(l.ctx, "worker: wake-ups unavailable, polling", slog.Any(logkey.Error, err))
 		l.down, l.failed = true, true
 	}
-	l.again()
+	l.retry.next(l.w.cfg.PollInterval)
 	return false
 }
 
@@ -786,26 +786,15 @@ func (l *wakeups) lost() {
 	l.ch, l.stop = nil, nil
 	l.w.cfg.Logger.WarnContext(l.ctx, "worker: wake-ups lost, listening again")
 	l.down, l.failed = true, false // the first failure to listen again is logged too
-	l.again()
-}
-
-// again sets the timer to listen again, each wait twice the last.
-func (l *wakeups) again() {
-	limit := min(maxRelisten, l.w.cfg.PollInterval)
-	l.delay = min(max(minRelisten, 2*l.delay), limit)
-	if l.retry == nil {
-		l.retry = time.NewTimer(l.delay)
-	} else {
-		l.retry.Reset(l.delay)
-	}
+	l.retry.next(l.w.cfg.PollInterval)
 }
 
 // retryC is when to listen again: never while listening.
 func (l *wakeups) retryC() <-chan time.Time {
-	if l.ch != nil || l.retry == nil {
+	if l.ch != nil || l.retry.timer == nil {
 		return nil
 	}
-	return l.retry.C
+	return l.retry.timer.C
 }
 
 // close ends the wake-ups.
@@ -813,9 +802,7 @@ func (l *wakeups) close() {
 	if l.stop != nil {
 		l.stop()
 	}
-	if l.retry != nil {
-		l.retry.Stop()
-	}
+	l.retry.stop()
 	l.cancel()
 }
 
