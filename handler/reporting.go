@@ -15,6 +15,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -31,7 +32,7 @@ const (
 	minReportingRetention = 24 * time.Hour
 	// defaultRetryHorizon is ReportingConfig.RetryHorizon's default: a
 	// courier sender's (store.Config.RetryHorizon's default).
-	defaultRetryHorizon = 72 * time.Hour
+	defaultRetryHorizon = wire.RetryHorizon
 )
 
 // ReportingConfig configures a Reporting receiver. It has no

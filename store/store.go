@@ -19,6 +19,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -51,7 +52,7 @@ type DBTX interface {
 // Defaults of Config.
 const (
 	defaultMaxAttempts  = 8
-	defaultRetryHorizon = 72 * time.Hour
+	defaultRetryHorizon = wire.RetryHorizon
 )
 
 // Durability says when a commit courier makes, or the application makes

@@ -1,11 +1,13 @@
 // Package wire holds the lexical checks of courier's wire formats that
-// several packages apply: tokens, digests, codes and the attempt header. Package
-// ack documents the formats; this package only recognizes them.
+// several packages apply: tokens, digests, codes and the attempt header,
+// and the few values both ends of the contract share. Package ack
+// documents the formats; this package only recognizes them.
 package wire
 
 import (
 	"encoding/base32"
 	"strconv"
+	"time"
 )
 
 // What a courier sender puts on and reads off the wire besides the body.
@@ -15,6 +17,11 @@ const (
 	// MaxAckSize bounds the answer a sender reads and judges: an Ack, or
 	// a command response.
 	MaxAckSize = 16 << 10
+	// RetryHorizon is how long a courier sender retries one delivery
+	// unless told otherwise (store.Config.RetryHorizon's default), and so
+	// how long a receiver's dedupe must last by default
+	// (handler.ReportingConfig.RetryHorizon's).
+	RetryHorizon = 72 * time.Hour
 )
 
 // IsDigest reports whether s is a digest as ack.Digest writes it: 64
