@@ -242,15 +242,35 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 	if optional && r.ContentLength == 0 { // on a server, a Content-Length of 0 or no body at all
 		return true
 	}
-	if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
+	// A chunked body that may be left out is read first: empty, it is
+	// none, whatever its Content-Type.
+	unsized := optional && r.ContentLength < 0
+	if !unsized && !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
 		jsonbody.Unsupported(w)
 		return false
 	}
 	body, ok := middleware.ReadBody(w, r, middleware.BodyLimits{MaxBytes: maxBody})
-	if optional && ok && len(body) == 0 { // an empty chunked body
+	switch {
+	case !ok:
+		return false
+	case unsized && len(body) == 0:
 		return true
+	case unsized && !jsonbody.IsJSON(r.Header.Get("Content-Type")):
+		jsonbody.Unsupported(w)
+		return false
 	}
-	return ok && jsonbody.Decode(w, body, v, false)
+	return jsonbody.Decode(w, body, v, false)
+}
+
+// noBody reads the body of an action that reads none: the path names all
+// it acts on. An empty body, or a JSON object without members, is taken;
+// any member is refused as decodeJSON refuses a member the action does
+// not read, 400 validation_failed with rule unknown (and a body that is
+// not JSON, 415): a caller that sends {"endpoint_ref": …} to narrow the
+// action must not have it taken as the path alone names it. It answers
+// the refusal itself.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	return decodeOptionalJSON(w, r, &struct{}{})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -342,7 +342,7 @@ func TestAdminListRefusals(t *testing.T) {
 		{"notification_id=" + strings.Repeat("n", 257), "notification_id"},
 	} {
 		resp, body := b.do(t, "GET", "/api/deliveries?"+tc.query, "", nil)
-		p := refused(t, resp, body, http.StatusBadRequest, courier.CodeInvalidArgument)
+		p := refused(t, resp, body, http.StatusBadRequest, courier.CodeValidation)
 		if len(p.Errors) != 1 || p.Errors[0]["field"] != tc.field {
 			t.Errorf("?%s: errors %v, want field %s", tc.query, p.Errors, tc.field)
 		}
@@ -566,7 +566,7 @@ func mutations(failed, pending int64) []struct{ method, path, body string } {
 		{"POST", "/api/redrive", `{}`},
 		{"POST", "/api/endpoints/" + refA + "/enable", ""},
 		{"POST", "/api/endpoints/" + refA + "/disable", ""},
-		{"POST", "/api/endpoints/" + refA + "/limits", `{"max_in_flight":1}`},
+		{"POST", "/api/endpoints/" + refA + "/limits", `{"max_in_flight":1,"rate":0}`},
 		{"POST", "/ops/redrive", "id=" + f},
 		{"POST", "/ops/cancel", "id=" + p},
 		{"POST", "/ops/endpoints/enable", "endpoint_ref=" + refA},
@@ -796,9 +796,9 @@ func TestAdminOpsPage(t *testing.T) {
 		{"/ops/cancel", "", 400, courier.CodeValidation},
 		{"/ops/cancel", "id=999", 404, courier.CodeNotFound},
 		{"/ops/endpoints/disable", "endpoint=", 400, courier.CodeValidation},
-		{"/ops/endpoints/disable", "endpoint=not+a+url", 400, courier.CodeInvalidArgument},
-		{"/ops/endpoints/disable", "endpoint=https%3A%2F%2Fh.example%2Fp%00", 400, courier.CodeInvalidArgument},
-		{"/ops/endpoints/disable", "endpoint=https%3A%2F%2Fh.example%2Fp%FF", 400, courier.CodeInvalidArgument},
+		{"/ops/endpoints/disable", "endpoint=not+a+url", 400, courier.CodeValidation},
+		{"/ops/endpoints/disable", "endpoint=https%3A%2F%2Fh.example%2Fp%00", 400, courier.CodeValidation},
+		{"/ops/endpoints/disable", "endpoint=https%3A%2F%2Fh.example%2Fp%FF", 400, courier.CodeValidation},
 		{"/ops/endpoints/disable", "endpoint_ref=x", 400, courier.CodeValidation},
 		{"/ops/endpoints/enable", "endpoint_ref=" + endpoint.Ref("https://c.example/"), 404, courier.CodeNotFound},
 		{"/ops/redrive", "endpoint_ref=" + endpoint.Ref("https://c.example/"), 404, courier.CodeNotFound},

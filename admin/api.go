@@ -38,7 +38,7 @@ func (h *Handler) apiHealth(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 	p, ref, fields := listParams(r.URL.Query())
 	if len(fields) > 0 {
-		pr := problem.New(http.StatusBadRequest, courier.CodeInvalidArgument, "the query is not valid")
+		pr := problem.New(http.StatusBadRequest, courier.CodeValidation, "the query is not valid")
 		pr.Errors = fields
 		problem.Write(w, pr)
 		return
@@ -63,10 +63,20 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: each(page.Deliveries, opsjson.NewDelivery), NextBefore: page.NextBefore})
 }
 
-// listParams reads GET /api/deliveries' query, naming every bad field.
-// The endpoint comes back as its ref, to be resolved.
+// listParams reads GET /api/deliveries' query, naming every bad field. A
+// parameter it reads given twice is refused (rule single), as a form's
+// field is: which value counts would depend on who reads the query. The
+// endpoint comes back as its ref, to be resolved.
 func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.FieldError) {
 	bad := func(field, rule string) { fields = append(fields, ack.FieldError{Field: field, Rule: rule}) }
+	for _, name := range listQuery {
+		if len(q[name]) > 1 {
+			bad(name, "single")
+		}
+	}
+	if len(fields) > 0 {
+		return p, "", fields
+	}
 	if v := q.Get("status"); v != "" {
 		if p.Status = courier.Status(v); !slices.Contains(courier.Statuses(), p.Status) {
 			bad("status", "oneof")
@@ -106,6 +116,9 @@ func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.Fiel
 	}
 	return p, ref, fields
 }
+
+// listQuery is the parameters listParams reads.
+var listQuery = []string{"status", "endpoint_ref", "notification_id", "since", "until", "before", "limit"}
 
 // deliveryID reads the {id} path segment, answering 404 itself when it is
 // not a delivery id.
@@ -149,6 +162,9 @@ func (h *Handler) delivery(w http.ResponseWriter, r *http.Request) (store.Delive
 }
 
 func (h *Handler) apiRedriveOne(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	id, ok := deliveryID(w, r)
 	if !ok {
 		return
@@ -235,6 +251,9 @@ func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 }
 
 func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	id, ok := deliveryID(w, r)
 	if !ok {
 		return
@@ -268,27 +287,25 @@ func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
 // answering the endpoint's state afterwards.
 func (h *Handler) apiEndpoint(action string, act endpointAction) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ref := r.PathValue("ref")
-		if !endpoint.IsRef(ref) {
-			problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no endpoint with this ref")
+		if !noBody(w, r) {
 			return
 		}
-		url, err := h.resolve(r, ref)
-		if err == nil {
-			err = h.endpointAct(r, action, act, url)
+		target, ok := h.pathEndpoint(w, r)
+		if !ok {
+			return
 		}
-		if err != nil {
+		if err := h.endpointAct(r, action, act, target); err != nil {
 			h.storeError(w, r, err)
 			return
 		}
-		respond(h, w, r, toEndpoint)(h.cfg.Store.Endpoints.Get(r.Context(), url))
+		respond(h, w, r, toEndpoint)(h.cfg.Store.Endpoints.Get(r.Context(), target))
 	}
 }
 
 // apiLimits sets the limits of the endpoint the path's {ref} names,
 // answering the endpoint afterwards.
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
-	var req limitsJSON
+	var req limitsRequestJSON
 	if !decodeJSON(w, r, &req) {
 		return
 	}
@@ -296,7 +313,7 @@ func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	l := store.Limits{MaxInFlight: req.MaxInFlight, Rate: req.Rate, Burst: req.Burst}
+	l := req.limits()
 	if err := h.cfg.Store.Endpoints.SetLimits(r.Context(), target, l); err != nil {
 		h.storeError(w, r, err)
 		return

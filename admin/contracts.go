@@ -60,6 +60,9 @@ func (h *Handler) apiPin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) apiFailMismatched(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	target, ok := h.pathEndpoint(w, r)
 	if !ok {
 		return

@@ -67,14 +67,14 @@ func TestAdminShowsLimitsInFlightAndBlockedKeys(t *testing.T) {
 		}
 	}
 
-	for _, body := range []string{`{"max_in_flight":-1}`, `{"burst":4}`, `{"rate":-2}`} {
+	for _, body := range []string{`{"max_in_flight":-1,"rate":0}`, `{"max_in_flight":0,"rate":0,"burst":4}`, `{"max_in_flight":0,"rate":-2}`} {
 		resp, raw := b.do(t, "POST", "/api/endpoints/"+refB+"/limits", body, nil)
 		var p problemBody
-		if err := json.Unmarshal(raw, &p); err != nil || resp.StatusCode != http.StatusBadRequest || p.Code != courier.CodeInvalidArgument {
+		if err := json.Unmarshal(raw, &p); err != nil || resp.StatusCode != http.StatusBadRequest || p.Code != courier.CodeValidation {
 			t.Errorf("limits %s: %d %s", body, resp.StatusCode, raw)
 		}
 	}
-	if e := adminOK[endpointJSON](t, b, "POST", "/api/endpoints/"+refB+"/limits", `{}`); e.Limits != (limitsJSON{}) {
+	if e := adminOK[endpointJSON](t, b, "POST", "/api/endpoints/"+refB+"/limits", `{"max_in_flight":0,"rate":0}`); e.Limits != (limitsJSON{}) {
 		t.Fatalf("after removing the limits: %+v", e.Limits)
 	}
 }

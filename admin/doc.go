@@ -51,9 +51,12 @@
 //	                                    keys): [endpoint…]
 //	POST /api/endpoints/{ref}/enable    close the endpoint's breaker: endpoint
 //	POST /api/endpoints/{ref}/disable   stop sending to it: endpoint
-//	POST /api/endpoints/{ref}/limits    {"max_in_flight": n, "rate": r, "burst": b}: set the
-//	                                    endpoint's limits (store.Limits; all zero removes
-//	                                    them): endpoint
+//	POST /api/endpoints/{ref}/limits    {"max_in_flight": n, "rate": r, "burst": b}: replace the
+//	                                    endpoint's limits (store.Limits, 0 for no limit; all
+//	                                    zero removes them). max_in_flight and rate are
+//	                                    required, so that a body meant to change one cannot
+//	                                    remove the other; burst left out or 0 is rate rounded
+//	                                    up, and needs a rate: endpoint
 //	GET  /api/contracts                 contract pins of the source-delivery profile: [contract…]
 //	POST /api/contracts/{ref}/pin       {"capabilities_sha256": "…"}: pin the endpoint's
 //	                                    contract digest (pinning the digest its waiting
@@ -114,5 +117,10 @@
 // as strictly as JSON: a field the action does not read, or one given
 // twice, is 400 validation_failed (rule unknown or single). JSON bodies
 // are read like a receiver's (bounded, one strict JSON document, no
-// unknown members).
+// unknown members); an action above that takes no body (the path names
+// all it acts on) takes none, or {}, and refuses a member as any body
+// does. A query parameter the Admin reads, given twice, is refused too
+// (rule single); one it does not read is ignored. A query, form or body
+// with a bad field is 400 validation_failed listing each
+// ({"errors": [{"field", "rule"}…]}).
 package admin

@@ -13,7 +13,7 @@ import (
 // segment is answered 4xx with a problem, the same on both engines, and
 // changes nothing; never the 500 PostgreSQL's refusal of such text would
 // make of it. Each is refused where the Admin reads it (a ref, a token, a
-// status, a digest) or by the store's own validation, mapped to 400.
+// status, a digest, a URL).
 //
 // Query parameters the API does not read (?endpoint=) are ignored, as any
 // unknown parameter is: they never reach the store.
@@ -31,14 +31,14 @@ func refusesTextPostgreSQLCannotStore(t *testing.T, s *store.Store) {
 		status             int
 		code               courier.Code
 	}{
-		{"GET", "/api/deliveries?notification_id=n%00", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?notification_id=n%FF", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?status=failed%00", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?status=failed%FF", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?endpoint_ref=" + refA[:31] + "%00", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?endpoint_ref=" + refA[:31] + "%FF", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?since=%00", "", 400, courier.CodeInvalidArgument},
-		{"GET", "/api/deliveries?before=%FF", "", 400, courier.CodeInvalidArgument},
+		{"GET", "/api/deliveries?notification_id=n%00", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?notification_id=n%FF", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?status=failed%00", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?status=failed%FF", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?endpoint_ref=" + refA[:31] + "%00", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?endpoint_ref=" + refA[:31] + "%FF", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?since=%00", "", 400, courier.CodeValidation},
+		{"GET", "/api/deliveries?before=%FF", "", 400, courier.CodeValidation},
 		{"GET", "/deliveries?notification_id=n%00", "", 400, courier.CodeValidation},
 		{"GET", "/deliveries?notification_id=n%FF", "", 400, courier.CodeValidation},
 		{"GET", "/api/deliveries/%00", "", 404, courier.CodeNotFound},
@@ -50,8 +50,8 @@ func refusesTextPostgreSQLCannotStore(t *testing.T, s *store.Store) {
 		{"POST", "/api/redrive", `{"endpoint_ref":"\u0000"}`, 400, courier.CodeValidation},
 		{"POST", "/api/redrive", "{\"endpoint_ref\":\"" + refA[:31] + "\xff\"}", 400, courier.CodeMalformedJSON},
 		{"POST", "/api/contracts/" + refA + "/pin", `{"capabilities_sha256":"\u0000"}`, 400, courier.CodeValidation},
-		{"POST", "/ops/endpoints/disable", "endpoint=https%3A%2F%2Fh.example%2Fp%00", 400, courier.CodeInvalidArgument},
-		{"POST", "/ops/endpoints/enable", "endpoint=https%3A%2F%2Fh.example%2Fp%FF", 400, courier.CodeInvalidArgument},
+		{"POST", "/ops/endpoints/disable", "endpoint=https%3A%2F%2Fh.example%2Fp%00", 400, courier.CodeValidation},
+		{"POST", "/ops/endpoints/enable", "endpoint=https%3A%2F%2Fh.example%2Fp%FF", 400, courier.CodeValidation},
 		{"POST", "/ops/endpoints/disable", "endpoint_ref=%00", 400, courier.CodeValidation},
 		{"POST", "/ops/redrive", "id=%00", 400, courier.CodeValidation},
 		{"POST", "/ops/redrive", "endpoint_ref=" + refA[:31] + "%FF", 400, courier.CodeValidation},

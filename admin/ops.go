@@ -274,7 +274,12 @@ func (h *Handler) pageDelivery(w http.ResponseWriter, r *http.Request) {
 // pageSearch lists one notification's deliveries: the search form's
 // answer.
 func (h *Handler) pageSearch(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("notification_id")
+	q := r.URL.Query()
+	if len(q["notification_id"]) > 1 { // which one counts would depend on who reads it
+		invalid(w, "the search is not valid", "notification_id", "single")
+		return
+	}
+	id := q.Get("notification_id")
 	if !wire.IsToken(id) {
 		invalid(w, "the search is not valid", "notification_id", "courier_token")
 		return
@@ -434,6 +439,9 @@ func (h *Handler) formEndpoint(w http.ResponseWriter, r *http.Request, form url.
 		return "", nil
 	case len(typed) > store.MaxEndpointSize:
 		invalid(w, "the form is not valid", "endpoint", "max")
+		return "", nil
+	case !endpoint.Valid(typed): // as the store would refuse it, but naming the field
+		invalid(w, "the form is not valid", "endpoint", "url")
 		return "", nil
 	}
 	return typed, nil

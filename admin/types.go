@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/store"
@@ -63,12 +64,55 @@ type endpointJSON struct {
 	BlockedKeys         int                 `json:"blocked_keys"`
 }
 
-// limitsJSON is an endpoint's limits (store.Limits), and the body of POST
-// /api/endpoints/{ref}/limits; zero members are no limit.
+// limitsJSON is an endpoint's limits (store.Limits); zero members are no
+// limit.
 type limitsJSON struct {
 	MaxInFlight int     `json:"max_in_flight"`
 	Rate        float64 `json:"rate"`
 	Burst       int     `json:"burst"`
+}
+
+// limitsRequestJSON is the body of POST /api/endpoints/{ref}/limits: the
+// endpoint's limits, within store.Limits' bounds. It replaces them all,
+// so max_in_flight and rate are required, 0 for no limit: a body that
+// left one out, meant to change the other alone, would remove it. Burst
+// may be left out (or 0) for its default, Rate rounded up, and needs a
+// Rate.
+type limitsRequestJSON struct {
+	MaxInFlight *int     `json:"max_in_flight" validate:"required"`
+	Rate        *float64 `json:"rate" validate:"required"`
+	Burst       int      `json:"burst"`
+}
+
+// Check refuses, naming the field, what store.Limits refuses: a value
+// outside its bounds (rule min or max), and a Burst without a Rate (rule
+// excluded_without).
+func (l limitsRequestJSON) Check() error {
+	var fields []ack.FieldError
+	bound := func(field string, low, high bool) {
+		switch {
+		case low:
+			fields = append(fields, ack.FieldError{Field: field, Rule: "min"})
+		case high:
+			fields = append(fields, ack.FieldError{Field: field, Rule: "max"})
+		}
+	}
+	n, rate := *l.MaxInFlight, *l.Rate
+	bound("max_in_flight", n < 0, n > endpoint.MaxLimitInFlight)
+	bound("rate", rate < 0 || rate > 0 && rate < endpoint.MinLimitRate, rate > endpoint.MaxLimitRate)
+	bound("burst", l.Burst < 0, l.Burst > endpoint.MaxLimitBurst)
+	if rate == 0 && l.Burst != 0 {
+		fields = append(fields, ack.FieldError{Field: "burst", Rule: "excluded_without"})
+	}
+	if fields != nil {
+		return &ack.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// limits is the store.Limits l asks for.
+func (l limitsRequestJSON) limits() store.Limits {
+	return store.Limits{MaxInFlight: *l.MaxInFlight, Rate: *l.Rate, Burst: l.Burst}
 }
 
 // contractJSON is an endpoint's contract pin, its URL redacted.

@@ -3,14 +3,8 @@ package store
 import (
 	"context"
 	"math"
-)
 
-// Bounds of Limits.
-const (
-	maxLimitInFlight = 100_000
-	maxLimitRate     = 1_000_000 // requests per second
-	minLimitRate     = 1e-6      // one a fortnight, about: slower still, the bucket's arithmetic underflows on PostgreSQL
-	maxLimitBurst    = 1_000_000
+	"github.com/courier-go/courier/internal/endpoint"
 )
 
 // Limits bound how hard courier's workers, all of them together, send to
@@ -58,11 +52,11 @@ func (l Limits) withDefaults() Limits {
 
 func (l Limits) validate() error {
 	switch {
-	case l.MaxInFlight < 0 || l.MaxInFlight > maxLimitInFlight:
+	case l.MaxInFlight < 0 || l.MaxInFlight > endpoint.MaxLimitInFlight:
 		return invalidArgument("Limits.MaxInFlight must be within 0..100000")
-	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > maxLimitRate || l.Rate > 0 && l.Rate < minLimitRate:
+	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > endpoint.MaxLimitRate || l.Rate > 0 && l.Rate < endpoint.MinLimitRate:
 		return invalidArgument("Limits.Rate must be 0 or within 0.000001..1000000 requests per second")
-	case l.Burst < 0 || l.Burst > maxLimitBurst:
+	case l.Burst < 0 || l.Burst > endpoint.MaxLimitBurst:
 		return invalidArgument("Limits.Burst must be within 0..1000000")
 	case l.Rate == 0 && l.Burst != 0:
 		return invalidArgument("Limits.Burst needs a Rate")

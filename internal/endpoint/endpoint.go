@@ -21,6 +21,15 @@ import (
 // MaxSize bounds an endpoint URL, in bytes (store.MaxEndpointSize).
 const MaxSize = 2048
 
+// Bounds of an endpoint's limits (store.Limits), which the store enforces
+// and the admin checks field by field.
+const (
+	MaxLimitInFlight = 100_000
+	MaxLimitRate     = 1_000_000 // requests per second
+	MinLimitRate     = 1e-6      // one a fortnight, about: slower still, the bucket's arithmetic underflows on PostgreSQL
+	MaxLimitBurst    = 1_000_000
+)
+
 // Valid reports whether raw is an endpoint a worker can send to: an
 // absolute http or https URL with a host, at most MaxSize bytes of UTF-8
 // (PostgreSQL stores no other text). Whether the destination is allowed
