@@ -153,7 +153,8 @@ func (w *Worker) persist(ctx context.Context, within time.Duration, write func(c
 	})
 }
 
-// report logs a settled attempt and hands its Event to the hook.
+// report logs a settled attempt, or one whose settle failed (err), and
+// hands its Event to the hook.
 func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Outcome, s protocol.Settled, err error) {
 	attrs := attemptAttrs(c)
 	code := s.Code
@@ -182,7 +183,6 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	switch {
 	case err != nil:
 		log(slog.LevelError, "worker: settle failed", slog.Any(logkey.Error, err))
-		return
 	case s.Err != nil:
 		log(slog.LevelWarn, "worker: lease lost before settling")
 	case oc.Code == courier.CodeDestinationForbidden:
@@ -197,7 +197,10 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	if w.cfg.Hook == nil {
 		return
 	}
-	outcome := store.AttemptOutcome(oc.Result)
+	outcome, eventCode := store.AttemptOutcome(oc.Result), s.Code
+	if err != nil {
+		eventCode = oc.Code // not recorded: the attempt's own
+	}
 	switch s.Status {
 	case courier.StatusRetryWait:
 		outcome = store.AttemptRetry
@@ -211,8 +214,8 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	}()
 	w.cfg.Hook(Event{
 		DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: endpoint.Redact(c.Endpoint), EndpointRef: endpoint.Ref(c.Endpoint), Attempt: c.Attempt,
-		Outcome: outcome, Status: s.Status, Code: s.Code, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
-		Duration: oc.Duration, LeaseLost: s.Err != nil,
+		Outcome: outcome, Status: s.Status, Code: eventCode, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
+		Duration: oc.Duration, LeaseLost: s.Err != nil, Unrecorded: err != nil,
 	})
 }
 

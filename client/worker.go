@@ -179,17 +179,18 @@ type Config struct {
 	// time elapsed, and on the wall clock alone a step backward would
 	// stretch what is left of them by the size of the step.
 	Now func() time.Time
-	// Hook receives an Event after each attempt is settled, for metrics
-	// and tests. It runs on the attempt's goroutine and must be quick. It
-	// must not call Stop, which waits for that goroutine (call Stop from
-	// another goroutine): if it does, Stop returns ctx's error once its
-	// ctx ends, and the worker finishes stopping when the Hook returns.
-	// A panic in it is dropped and logged at Error. Defaults to none.
+	// Hook receives an Event after each attempt is settled, or its
+	// settle failed (Event.Unrecorded), for metrics and tests. It runs
+	// on the attempt's goroutine and must be quick. It must not call
+	// Stop, which waits for that goroutine (call Stop from another
+	// goroutine): if it does, Stop returns ctx's error once its ctx ends,
+	// and the worker finishes stopping when the Hook returns. A panic in
+	// it is dropped and logged at Error. Defaults to none.
 	Hook func(Event)
 }
 
-// Event reports one settled attempt. It carries identities and codes,
-// never payload, header or key content.
+// Event reports one attempt, settled or not (Unrecorded). It carries
+// identities and codes, never payload, header or key content.
 type Event struct {
 	DeliveryID     int64
 	NotificationID string
@@ -197,12 +198,18 @@ type Event struct {
 	EndpointRef    string // the endpoint's opaque ref, as the ops page and the CLI show it: tells apart endpoints whose Endpoint is alike
 	Attempt        int
 	Outcome        store.AttemptOutcome // what the attempt came to
-	Status         courier.Status       // the delivery's status after it ("" if the lease was lost)
+	Status         courier.Status       // the delivery's status after it ("" if the lease was lost or the outcome unrecorded)
 	Code           courier.Code         // the delivery's error code after it
 	RemoteCode     courier.Code         // the receiver's own code from its problem+json refusal, "" if none
 	HTTPStatus     int                  // the receiver's status, 0 if none
-	Duration       time.Duration        // the attempt, from request to classification
+	Duration       time.Duration        // the attempt, from request to classification; 0 if it never started (its deadline came while it waited in its batch)
 	LeaseLost      bool                 // the outcome was not applied: another worker holds the row
+	// Unrecorded: the store failed every write of the outcome while the
+	// lease lasted (the worker logs "settle failed" at Error): as far as
+	// the worker knows, the delivery is left as the claim leased it, and
+	// once the lease expires a claim takes it back and it is sent again.
+	// Status is "", and Code the attempt's own.
+	Unrecorded bool
 }
 
 // withDefaults returns a copy of c with every unset field at its default.

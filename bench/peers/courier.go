@@ -98,9 +98,9 @@ func (c *courierSide) deliver(ctx context.Context, n int) (time.Duration, error)
 		Signer:      c.cfg.signer,
 		Transport:   c.cfg.guard.Transport(),
 		Hook: func(ev client.Event) {
-			if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost {
-				finish(fmt.Errorf("courier: delivery %s: attempt %d came to %s (%s, HTTP %d, lease lost %t)",
-					ev.NotificationID, ev.Attempt, ev.Outcome, string(ev.Code), ev.HTTPStatus, ev.LeaseLost))
+			if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost || ev.Unrecorded {
+				finish(fmt.Errorf("courier: delivery %s: attempt %d came to %s (%s, HTTP %d, lease lost %t, unrecorded %t)",
+					ev.NotificationID, ev.Attempt, ev.Outcome, string(ev.Code), ev.HTTPStatus, ev.LeaseLost, ev.Unrecorded))
 				return
 			}
 			if settled.Add(1) == int64(n) {

@@ -20,8 +20,12 @@
 //	courier_enqueued_total                       deliveries written (counted at enqueue, before the caller's commit)
 //	courier_claimed_total                        deliveries leased by workers
 //	courier_settled_total{status}                deliveries settled, by an attempt or ended at a claim, by resulting status
-//	courier_attempts_total{outcome,code}         attempts finished by workers
-//	courier_attempt_duration_seconds{outcome}    how long attempts took
+//	courier_attempts_total{outcome,code}         attempts finished by workers; outcome lease_lost for one
+//	                                             another worker's lease overtook, unrecorded (with the
+//	                                             attempt's own code) for one whose outcome the store
+//	                                             failed to record: it is sent again once its lease expires
+//	courier_attempt_duration_seconds{outcome}    how long attempts took (none for a delivery ended before
+//	                                             its attempt started)
 //	courier_receiver_requests_total{outcome,code} requests answered by receivers
 //	courier_endpoint_transitions_total{to}       endpoint breaker transitions, by the state entered
 //	courier_outbox_deliveries{status}            deliveries in the outbox, by status (gauge)
@@ -140,11 +144,16 @@ func (c *Collector) StoreHook(e store.Event) {
 // WorkerHook is a client.Config.Hook.
 func (c *Collector) WorkerHook(e client.Event) {
 	outcome, code := string(e.Outcome), string(e.Code)
-	if e.LeaseLost {
+	switch {
+	case e.LeaseLost:
 		outcome, code = "lease_lost", string(courier.CodeLeaseLost)
+	case e.Unrecorded: // the attempt's own code: what the store was not told
+		outcome = "unrecorded"
 	}
 	c.attempts.WithLabelValues(outcome, code).Inc()
-	c.durations.WithLabelValues(outcome).Observe(e.Duration.Seconds())
+	if e.Duration > 0 { // 0: ended without starting (expired in its batch), so it took no time
+		c.durations.WithLabelValues(outcome).Observe(e.Duration.Seconds())
+	}
 }
 
 // ReceiverHook is the Hook of a handler config.
