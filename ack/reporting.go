@@ -35,8 +35,8 @@ type Reporting struct {
 	// its effects, so handler.Reporting runs its function once per
 	// (verified sender, TaskID, NotificationID) as well as once per
 	// IdempotencyKey; for another status, or a notification of another
-	// family (a Result with a notification_type), it is the application's
-	// to read.
+	// family (a Result whose notification_type names one), it is the
+	// application's to read.
 	NotificationID string `json:"notification_id,omitempty" validate:"omitempty,courier_token,max=255"`
 	// OperationID is the buyer's correlation id, echoed verbatim.
 	OperationID string `json:"operation_id" validate:"required"`

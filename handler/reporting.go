@@ -100,7 +100,7 @@ type ReportingConfig struct {
 // SQLite, the one writer) and is then a duplicate, or, if the first rolled
 // back, is processed itself. Re-emissions of other statuses, deliveries
 // without a notification_id, notifications of other families than a
-// task's (a result with a notification_type: an impairment's
+// task's (a result whose notification_type names one: an impairment's
 // notification_id, say, is the same on its opening and closing fires,
 // whatever the envelope's status) and the same notification_id from
 // another sender or of another task are processed as any delivery. The record is pruned with the
@@ -308,20 +308,25 @@ func reemissionKey(sender string, n ack.Reporting) *protocol.InboxKey {
 
 // isNotification reports whether result is a notification of one of
 // AdCP's families (a delivery report, an impairment, a creative's or an
-// account's change, …) rather than a task's result: an object with a
-// notification_type member, its name spelled in any case, as
-// ack.Reporting.IsDeliveryReport reads it. Such a notification_id is the
-// family's own identity, not one terminal effect, and the envelope's
-// status says nothing of it: an impairment's is its impairment_id, the same
-// on the fires while it is open and on the closing fire that says it is
-// resolved. So only a task webhook's terminal notification_id is deduped.
+// account's change, …) rather than a task's result: an object whose
+// notification_type member, its name spelled in any case as
+// ack.Reporting.IsDeliveryReport reads it, names a family, a string that
+// is not empty. A member that names none (null, "", a number, an object)
+// is a task result's own, and the webhook a task's: taken for another
+// family's, its terminal re-emissions would run the function again. A
+// family's notification_id is the family's own identity, not one terminal
+// effect, and the envelope's status says nothing of it: an impairment's is
+// its impairment_id, the same on the fires while it is open and on the
+// closing fire that says it is resolved. So only a task webhook's terminal
+// notification_id is deduped.
 func isNotification(result json.RawMessage) bool {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(result, &members) != nil {
 		return false
 	}
-	for name := range members {
-		if strings.EqualFold(name, "notification_type") {
+	for name, v := range members {
+		var family string
+		if strings.EqualFold(name, "notification_type") && json.Unmarshal(v, &family) == nil && family != "" {
 			return true
 		}
 	}

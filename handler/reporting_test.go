@@ -1331,3 +1331,27 @@ func TestReportingReEmissionIsPerTask(t *testing.T) {
 		t.Fatalf("%d calls, want 2: task_b's re-emission ran the function again", n)
 	}
 }
+
+// TestReportingTerminalResultNamingNoFamilyIsATask: a notification of
+// another family names it in result.notification_type, a string (AdCP's
+// notification-type enum). A terminal task webhook whose result merely has
+// a member by that name, null, empty or not a string (a task result
+// serialized from a type with an optional field, say), names no family:
+// it is a task's terminal effect, and its re-emission under a fresh key
+// must not run the function again. It was taken for another family's
+// notification and republished.
+func TestReportingTerminalResultNamingNoFamilyIsATask(t *testing.T) {
+	t.Parallel()
+	b := setupReporting(t, reportingOptions{})
+	values := []string{`null`, `""`, `7`, `false`, `{}`, `["impairment"]`}
+	for i, v := range values {
+		terminal := func(key string) []byte {
+			return fmt.Appendf(nil, `{"idempotency_key":"%s","notification_id":"task_%d.terminal","operation_id":"op_456","task_id":"task_%d","task_type":"create_media_buy","status":"completed","timestamp":"2025-01-22T10:30:00Z","result":{"media_buy_id":"mb_1","notification_type":%s}}`, key, i, i, v)
+		}
+		b.postOK(t, terminal(fmt.Sprintf("whk_first_%012d", i)))
+		b.postOK(t, terminal(fmt.Sprintf("whk_again_%012d", i))) // the re-emission
+		if n := b.calls.Load(); n != int32(i+1) {
+			t.Fatalf("notification_type %s: the terminal effect ran %d times for %d tasks: its re-emission was republished", v, n, i+1)
+		}
+	}
+}

@@ -32,7 +32,10 @@ var ErrAlreadyApplied = errors.New("handler: command already applied")
 // refused.
 type SourceConfig struct {
 	// Store, Verifier, Body, Logger and Hook are as in ReceiverConfig:
-	// Store (it holds the Inbox) and Verifier are required.
+	// Store (it holds the Inbox) and Verifier are required. The outbox
+	// enqueues commands of at most 1 MiB, Body.MaxBytes' default (see
+	// store.Outbox.EnqueueCommand): a Source that reads less refuses the
+	// larger ones 413, and their deliveries fail.
 	Store    *store.Store
 	Verifier signature.Verifier
 	Body     middleware.BodyLimits
@@ -57,6 +60,18 @@ type SourceConfig struct {
 //	400 validation_failed           Courier-Attempt missing or not 1..1000
 //	409 contract_changed            a new command built for another capabilities digest
 //	422 source_attempts_exhausted   a new command at an attempt beyond source_max_attempts
+//
+// Courier-Attempt is not signed, so the budget it is judged by is
+// advisory. Whoever holds a copy of a signed command can send it again
+// with another attempt, for as long as the Verifier accepts its signature
+// (the Standard Webhooks and HMAC windows, a Bearer token's lifetime; an
+// RFC 9421 signature is accepted once). A copy with the attempt raised is
+// refused and records nothing, so the sender's own request is applied
+// after it; once a command is applied, every copy gets its stored
+// response. A copy with the attempt
+// lowered of a request refused for the budget (a command redriven past
+// it) is applied: source_attempts_exhausted says the command was not
+// applied by that request, not that no copy of it will be.
 type Source struct {
 	cfg   SourceConfig
 	fn    Func[ack.Command]

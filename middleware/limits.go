@@ -4,13 +4,15 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // Defaults of [BodyLimits].
 const (
 	// defaultMaxBytes is the largest body read unless BodyLimits says
-	// otherwise: 1 MiB, courier's request body bound.
-	defaultMaxBytes = 1 << 20
+	// otherwise: 1 MiB, courier's request body bound, which the outbox
+	// also holds commands to.
+	defaultMaxBytes = wire.MaxBody
 	// defaultReadTimeout is how long a body may take to arrive: under the
 	// worker's 15 s attempt timeout, so a sender that is merely slow is
 	// answered 408 rather than left to time out itself.

@@ -63,6 +63,13 @@ type bearerVerifier struct {
 // "Authorization: Bearer <token>" against its tokens in constant time: it
 // compares SHA-256 digests, so neither the content nor the length of a token
 // leaks through timing. The verifier is safe for concurrent use.
+//
+// A token signs nothing and has no time window: whoever has seen one
+// request (a proxy's log, say) can send that request again, or any other,
+// as its sender, until the token is rotated out. A receiver answers a
+// request sent again from its dedupe record while it keeps the record;
+// pruned, the request is processed anew. Prefer a signing scheme where the
+// sender has one.
 func NewBearerVerifier(cfg BearerVerifierConfig) (Verifier, error) {
 	if err := checkSecrets("BearerVerifierConfig", cfg.Sender, "Tokens", cfg.Tokens); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // Command priorities: removals (cancellation, tombstone) are claimed before
@@ -26,7 +27,8 @@ type CommandParams struct {
 	Endpoint string
 	// Payload is the command's exact bytes, as package ack's
 	// Command.Payload writes them: a valid ack.Command (see
-	// EnqueueCommand).
+	// EnqueueCommand) of at most 1 MiB, the body a Source reads unless its
+	// Body.MaxBytes says otherwise.
 	Payload []byte
 	// MaxAttempts is courier's delivery budget, at most the command's
 	// source_max_attempts, since the source refuses every later attempt
@@ -44,11 +46,12 @@ type CommandParams struct {
 // claimed before changes.
 //
 // The payload is validated whole before anything is written, as the
-// source will read it: one strict JSON document (no duplicate keys),
-// exactly the members of ack.Command, each valid (a change carries a
-// body). A payload that is not is refused with code request_invalid; the
-// error names the fields (errors.As gives the *ack.ValidationError), never
-// their content.
+// source will read it: at most 1 MiB (a Source with its default body limit
+// refuses a larger one at every attempt, 413), one strict JSON document
+// (no duplicate keys), exactly the members of ack.Command, each valid (a
+// change carries a body). A payload that is not is refused with code
+// request_invalid; the error names the fields (errors.As gives the
+// *ack.ValidationError, rule "size" for the size), never their content.
 //
 // The delivery records the command's capabilities digest; the first
 // command for an endpoint pins it (see Contracts), and a command under
@@ -107,13 +110,13 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	return o.write(ctx, tx, "outbox_enqueue_command", args)
 }
 
-// parseCommand reads a command payload whole, as the source will: strict
-// JSON first, then ack.Command's own decoding (exact members, integer
-// budget) and validation. Every refusal is request_invalid and names
-// fields only.
+// parseCommand reads a command payload whole, as the source will: its
+// size against what a Source reads by default (wire.MaxBody), strict JSON,
+// then ack.Command's own decoding (exact members, integer budget) and
+// validation. Every refusal is request_invalid and names fields only.
 func parseCommand(payload []byte) (ack.Command, error) {
 	var c ack.Command
-	if len(payload) == 0 || len(payload) > MaxPayloadSize {
+	if len(payload) == 0 || len(payload) > wire.MaxBody {
 		return c, requestInvalid(ack.FieldError{Field: "", Rule: "size"})
 	}
 	if err := strictjson.Check(payload); err != nil {

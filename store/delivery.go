@@ -271,7 +271,11 @@ func (d Delivery) Redrivable() bool {
 // current one; see Contracts). Attempt numbers keep counting: a command
 // redriven once it has made its source_max_attempts is refused by its
 // source at the next attempt (source_attempts_exhausted), and fails
-// again; re-issue it under a new request id.
+// again; re-issue it under a new request id. (The attempt number a
+// source judges is not signed: a copy of that refused request sent again
+// with a lower one, while its signature is accepted, is applied. Re-issue
+// a command whose effect must not happen twice once that window has
+// passed.)
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")

@@ -70,7 +70,11 @@ type EnqueueParams struct {
 	// Payload is the exact bytes every attempt sends, 1 byte to
 	// MaxPayloadSize. Every built-in profile's payload is JSON: for one of
 	// them it must be one strict JSON document (no duplicate keys), as
-	// courier's receivers read it.
+	// courier's receivers read it. A courier receiver reads 1 MiB unless
+	// its Body.MaxBytes says otherwise and answers a larger body 413, which
+	// fails the delivery at its first attempt: a payload over 1 MiB is for
+	// a receiver configured to read it. (Commands, whose receiver courier
+	// makes, are held to 1 MiB: see EnqueueCommand.)
 	Payload []byte
 	// Profile names the Ack the receiver must answer with: one of
 	// Config.Profiles, by default package ack's Profile* names. Commands

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// What a courier sender puts on and reads off the wire besides the body.
+// What the two ends of the contract agree on besides the formats.
 const (
 	// UserAgent is the User-Agent of every attempt.
 	UserAgent = "courier/1"
@@ -22,6 +22,10 @@ const (
 	// how long a receiver's dedupe must last by default
 	// (handler.ReportingConfig.RetryHorizon's).
 	RetryHorizon = 72 * time.Hour
+	// MaxBody is the largest request body a courier receiver reads unless
+	// it is configured to read more (middleware.BodyLimits.MaxBytes), and
+	// so the largest command a sender enqueues: 1 MiB.
+	MaxBody = 1 << 20
 )
 
 // IsDigest reports whether s is a digest as ack.Digest writes it: 64
