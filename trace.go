@@ -34,7 +34,8 @@ type TraceContext struct {
 // Courier starts these spans: "courier.enqueue" (internal) around each
 // delivery an Outbox writes, whose trace context the delivery keeps;
 // "courier.claim" and "courier.settle" (internal) around a worker's
-// claim and settle batches; "POST" (client, HTTP semantic conventions)
+// claim and settle batches (an idle worker traces the first of its claims
+// that find nothing, not every poll); "POST" (client, HTTP semantic conventions)
 // around each attempt, a child of the delivery's trace context; "POST"
 // (server) around each request a receiver answers, continuing the
 // request's traceparent (a request of another method, refused, is named

@@ -79,18 +79,21 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	req.Header.Set("User-Agent", wire.UserAgent)
 	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
 	w.traceHeaders(parent, req, c)
-	err = signer.Sign(req, signature.Message{ID: c.NotificationID, Body: c.Payload, Time: w.cfg.Now()})
+	// The Signer gets a copy of the payload: what it writes into
+	// Message.Body is neither sent nor the Ack checked against.
+	err = signer.Sign(req, signature.Message{ID: c.NotificationID, Body: bytes.Clone(c.Payload), Time: w.cfg.Now()})
 	if parent.Err() != nil {
 		return protocol.Outcome{}, false // shut down while it was signed: nothing sent
 	}
 	if err != nil {
 		return w.signingFailed(c, err), true
 	}
-	tooSlow := w.signedTooSlowly(parent, c, claimedAt, w.cfg.Now().Sub(signFrom))
-	if !tooSlow && !w.leaseCovers(parent, c, claimedAt) {
+	now := w.cfg.Now()
+	tooSlow := w.signedTooSlowly(parent, c, claimedAt, now, now.Sub(signFrom))
+	if !tooSlow && !w.leaseCovers(parent, c, claimedAt, now) {
 		return protocol.Outcome{}, false
 	}
-	if w.pastDeadline(c, claimedAt) { // it came while the request was made ready
+	if pastDeadline(c, claimedAt, now) { // it came while the request was made ready
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}, true
 	}
 	if tooSlow {
@@ -173,14 +176,14 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 // until its deadline, its attempts never counted: such a signing counts
 // as a signing that failed for a passing reason (a key store too slow for
 // the lease), and is logged.
-func (w *Worker) signedTooSlowly(ctx context.Context, c protocol.Claimed, claimedAt time.Time, signing time.Duration) bool {
+func (w *Worker) signedTooSlowly(ctx context.Context, c protocol.Claimed, claimedAt, now time.Time, signing time.Duration) bool {
 	spare := c.Lease.ExpiresAt.Sub(c.Lease.LeasedAt) - w.cfg.Timeout
 	if signing <= spare {
 		return false
 	}
 	w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "worker: signing took more of the lease than a Timeout leaves, retried later",
 		append(attemptAttrs(c), slog.String(logkey.Code, string(courier.CodeSigningFailed)),
-			slog.Duration(logkey.LeaseLeft, w.leaseLeft(c.Lease, claimedAt)), slog.Duration(logkey.Timeout, w.cfg.Timeout))...)
+			slog.Duration(logkey.LeaseLeft, leaseLeftAt(c.Lease, claimedAt, now)), slog.Duration(logkey.Timeout, w.cfg.Timeout))...)
 	return true
 }
 

@@ -38,17 +38,19 @@ const (
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the
 // worker's clock since before the claim, so the two clocks need not
-// agree, and the worker errs on the side of not sending.
+// agree, and the worker errs on the side of not sending. A clock that
+// tells no time (see now) measures nothing: the delivery is given back.
 func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time.Time) {
 	var oc protocol.Outcome
+	now, told := w.now(ctx)
 	switch {
-	case w.isStopping(ctx):
+	case w.isStopping(ctx), !told:
 		w.release(ctx, claimedAt, c.Lease)
 		return
-	case !w.leaseCovers(ctx, c, claimedAt):
+	case !w.leaseCovers(ctx, c, claimedAt, now):
 		w.release(ctx, claimedAt, c.Lease)
 		return
-	case w.pastDeadline(c, claimedAt):
+	case pastDeadline(c, claimedAt, now):
 		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
 	default:
 		started := time.Now()
@@ -68,21 +70,21 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		endAttempt(span, oc)
 	}
 	oc.Lease = c.Lease
-	s, err := w.settle(ctx, oc, w.leaseLeft(c.Lease, claimedAt))
+	s, err := w.settle(ctx, oc, w.leaseLeft(ctx, c.Lease, claimedAt))
 	w.report(ctx, c, oc, s, err)
 }
 
-// pastDeadline reports whether c's deadline has come (see deliver): no
-// request of c may be sent any more.
-func (w *Worker) pastDeadline(c protocol.Claimed, claimedAt time.Time) bool {
-	return !c.Deadline.IsZero() && w.cfg.Now().Sub(claimedAt) >= c.Deadline.Sub(c.LeasedAt)
+// pastDeadline reports whether c's deadline had come at now (see
+// deliver): no request of c may be sent any more.
+func pastDeadline(c protocol.Claimed, claimedAt, now time.Time) bool {
+	return !c.Deadline.IsZero() && now.Sub(claimedAt) >= c.Deadline.Sub(c.LeasedAt)
 }
 
 // leaseCovers reports whether c's lease, claimed at claimedAt, still
-// covers a whole Timeout (see deliver). When it does not, it logs that c
-// is given back: the caller releases it.
-func (w *Worker) leaseCovers(ctx context.Context, c protocol.Claimed, claimedAt time.Time) bool {
-	left := w.leaseLeft(c.Lease, claimedAt)
+// covered a whole Timeout at now (see deliver). When it did not, it logs
+// that c is given back: the caller releases it.
+func (w *Worker) leaseCovers(ctx context.Context, c protocol.Claimed, claimedAt, now time.Time) bool {
+	left := leaseLeftAt(c.Lease, claimedAt, now)
 	if left >= w.cfg.Timeout {
 		return true
 	}
@@ -125,7 +127,7 @@ func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...pro
 		return
 	}
 	var n int
-	err := w.persist(ctx, w.leaseLeft(leases[0], claimedAt), func(ctx context.Context) error {
+	err := w.persist(ctx, w.leaseLeft(ctx, leases[0], claimedAt), func(ctx context.Context) error {
 		var err error
 		n, err = w.outbox.Release(ctx, leases...)
 		return err
@@ -137,12 +139,40 @@ func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...pro
 	w.cfg.Logger.DebugContext(ctx, "worker: released unstarted deliveries", slog.Int(logkey.Deliveries, n))
 }
 
-// leaseLeft is how much of l is left now: its length on the store's clock
-// less the time elapsed on the worker's since before the claim (see
-// deliver).
-func (w *Worker) leaseLeft(l protocol.Lease, claimedAt time.Time) time.Duration {
-	return l.ExpiresAt.Sub(l.LeasedAt) - w.cfg.Now().Sub(claimedAt)
+// leaseLeft is how much of l is left now, none if the clock tells no
+// time (see now).
+func (w *Worker) leaseLeft(ctx context.Context, l protocol.Lease, claimedAt time.Time) time.Duration {
+	now, told := w.now(ctx)
+	if !told {
+		return 0
+	}
+	return leaseLeftAt(l, claimedAt, now)
 }
+
+// leaseLeftAt is how much of l was left at now: its length on the store's
+// clock less the time elapsed on the worker's since before the claim (see
+// deliver).
+func leaseLeftAt(l protocol.Lease, claimedAt, now time.Time) time.Duration {
+	return l.ExpiresAt.Sub(l.LeasedAt) - now.Sub(claimedAt)
+}
+
+// now reads the worker's clock, Config.Now. A clock that panics tells no
+// time: told is false, and the panic is logged at Error, without its
+// value, which may hold content. What the reading was for does not go
+// ahead (see Config.Now), and the process goes on.
+func (w *Worker) now(ctx context.Context) (t time.Time, told bool) {
+	defer func() {
+		if recover() != nil {
+			w.cfg.Logger.ErrorContext(ctx, "worker: Now panicked", slog.Bool(logkey.Panic, true), slog.String(logkey.Code, string(courier.CodeInternal)))
+			t, told = time.Time{}, false
+		}
+	}()
+	return w.cfg.Now(), true
+}
+
+// errClock is the error of a claim not made because the worker's clock
+// panicked (see now).
+var errClock = &courier.Error{Code: courier.CodeInternal, Msg: "client: Config.Now panicked; no claim made"}
 
 // persist runs write, a write to the store, until it succeeds, fails for
 // good (invalid input), or within has passed. ctx's values are kept, its
@@ -220,11 +250,11 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 }
 
 // tryUnpanicked is try, with a panic in what it calls of the
-// configuration's (SignerFor, a Signer, Classify, Backoff, a profile's
-// Verify) taken as a failed attempt to retry with code internal_error
-// after DefaultBackoff: one delivery's poison is not the process's end,
-// nor, after a restart, every worker's that claims it. The panic is
-// logged without its value, which may hold content.
+// configuration's (SignerFor, a Signer, Classify, Backoff, Now, a
+// profile's Verify) taken as a failed attempt to retry with code
+// internal_error after DefaultBackoff: one delivery's poison is not the
+// process's end, nor, after a restart, every worker's that claims it. The
+// panic is logged without its value, which may hold content.
 func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (oc protocol.Outcome, ready bool) {
 	defer func() {
 		if recover() == nil {

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -121,6 +123,66 @@ func TestAShutdownDuringSigningGivesTheDeliveryBack(t *testing.T) {
 			default:
 			}
 			h.check(t, ids, nil, "", "")
+		})
+	}
+}
+
+// scratchSigner is an application's signer that writes into the
+// Message.Body it is given: before signing, using it as scratch space
+// (here, to upper-case it), or after, wiping it once signed.
+type scratchSigner struct {
+	signature.Signer
+	after bool
+}
+
+func (s scratchSigner) Sign(r *http.Request, m signature.Message) error {
+	if s.after {
+		err := s.Signer.Sign(r, m)
+		clear(m.Body)
+		return err
+	}
+	copy(m.Body, bytes.ToUpper(m.Body))
+	return s.Signer.Sign(r, m)
+}
+
+// TestASignerThatWritesIntoTheBodySendsThePayload: whatever a Signer
+// writes into Message.Body, the request sends the delivery's payload,
+// byte for byte, and its Ack is checked against the payload. The Signer
+// was handed the very bytes the request sends and the Ack is checked
+// against: one that wiped them once signed sent zeros, refused by the
+// receiver (signature_rejected, failed for good); one that rewrote them
+// before signing sent other bytes than the payload, validly signed, and
+// the receiver's Ack of those bytes passed as an Ack of the payload: the
+// delivery succeeded with a notification never enqueued. Now the first
+// succeeds, and the second's signature, over bytes it does not send, is
+// refused.
+func TestASignerThatWritesIntoTheBodySendsThePayload(t *testing.T) {
+	t.Parallel()
+	for _, after := range []bool{false, true} {
+		t.Run("after="+strconv.FormatBool(after), func(t *testing.T) {
+			t.Parallel()
+			bodies := make(chan string, 10)
+			var b *workerBundle
+			answer := ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() })
+			b = setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				bodies <- string(body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				answer(w, r)
+			}, func(c *client.Config) { c.Signer = scratchSigner{c.Signer, after} })
+			const payload = `{"order":"o-1"}`
+			id := b.enqueue(t, "n-1", payload)
+			b.work(t)
+			if got := <-bodies; got != payload {
+				t.Errorf("the receiver got %q, want the payload %q", got, payload)
+			}
+			want, code := courier.StatusSucceeded, courier.Code("")
+			if !after {
+				want, code = courier.StatusFailed, courier.CodeSignatureRejected
+			}
+			if d := b.get(t, id); d.Status != want || d.LastErrorCode != code {
+				t.Errorf("delivery %s/%s after %d attempts, want %s/%s", d.Status, d.LastErrorCode, d.Attempts, want, code)
+			}
 		})
 	}
 }

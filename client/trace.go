@@ -12,7 +12,12 @@ import (
 )
 
 // claim claims a batch of at most limit deliveries, in a courier.claim
-// span when the worker traces.
+// span when the worker traces. An idle worker claims at every poll and
+// finds nothing: after a claim that found nothing, the next claims are
+// not traced until one leases something or fails, whose span is started
+// once it returned (the claim's own time is not in it). Each idle stretch
+// is one span, not one per poll, and no claim that leased or failed goes
+// untraced. It is called in the worker's claim turn.
 func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
 	// Stop cuts a claim short, one waiting for the database too (SQLite's
 	// writer held by an application's transaction, a pool at its limit):
@@ -23,9 +28,19 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, erro
 	if w.tracer == nil {
 		return w.outbox.Claim(ctx, w.claimParams(limit))
 	}
-	ctx, span := w.tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
-	defer span.End()
+	var span courier.Span
+	if !w.claimsIdle {
+		ctx, span = w.tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
+	}
 	batch, err := w.outbox.Claim(ctx, w.claimParams(limit))
+	w.claimsIdle = len(batch) == 0 && err == nil
+	if span == nil {
+		if w.claimsIdle {
+			return batch, err
+		}
+		_, span = w.tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
+	}
+	defer span.End()
 	if err != nil {
 		span.Fail(tracing.Code(err))
 	}

@@ -232,3 +232,69 @@ func TestTraceHeadersLeaveEverySignatureValid(t *testing.T) {
 		})
 	}
 }
+
+// TestAnIdleWorkerDoesNotTraceEveryPoll: a worker with nothing to deliver
+// claims at every poll; each claim was a trace of its own, so an idle
+// worker sent one empty trace per PollInterval, forever. It traces the
+// first claim that finds nothing and then none until one leases something
+// or fails: those are traced still.
+func TestAnIdleWorkerDoesNotTraceEveryPoll(t *testing.T) {
+	t.Parallel()
+	b, k := setupTrace(t, func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") }, false)
+	w, err := client.NewWorker(client.Config{Store: b.sender, Signer: k.Signer, PollInterval: 10 * time.Millisecond,
+		Transport: couriertest.Guard(b.srv.URL).Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := make(chan struct{}, 100)
+	client.SetAwaiting(w, func() { waits <- struct{}{} })
+	awaitPolls := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-waits:
+			case <-time.After(guardTimeout):
+				t.Fatalf("gave up waiting for %d polls", n)
+			}
+		}
+	}
+	claims := func() (empty, leased, failed int) {
+		for _, s := range b.rec.Named(tracing.SpanClaim) {
+			switch {
+			case s.Failed != "":
+				failed++
+			case s.Attrs()[tracing.AttrBatchSize].Int64() > 0:
+				leased++
+			default:
+				empty++
+			}
+		}
+		return empty, leased, failed
+	}
+	stop := runWorker(t, w)
+	awaitPolls(20)
+	if empty, _, _ := claims(); empty > 1 {
+		t.Errorf("an idle worker traced %d claims that found nothing, want at most one", empty)
+	}
+
+	b.enqueue(t, b.srv.URL+"/hooks")
+	<-b.applied
+	awaitPolls(20)
+	stop()
+	if _, leased, _ := claims(); leased != 1 {
+		t.Errorf("%d traced claims leased the delivery, want 1", leased)
+	}
+
+	if err := b.sender.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Work(t.Context()); err == nil {
+		t.Fatal("Work on a closed Store succeeded")
+	}
+	if _, _, failed := claims(); failed != 1 {
+		t.Errorf("%d traced claims failed, want the one on the closed Store", failed)
+	}
+	if empty, _, _ := claims(); empty > 2 {
+		t.Errorf("%d traced claims found nothing, want at most one per idle stretch (two)", empty)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -126,7 +127,8 @@ type Config struct {
 	// is required: courier never sends unsigned notifications. It may read
 	// the request's body (the payload, as Message.Body holds it): the
 	// request sends the payload as enqueued, whatever the Signer left in
-	// the body.
+	// the body. Message.Body is the Signer's own copy of the payload: what
+	// it writes there is not sent, nor is the Ack checked against it.
 	Signer signature.Signer
 	// SignerFor returns the signer for a delivery's KeyID (see
 	// store.EnqueueParams), for senders with a key per endpoint. Its error
@@ -167,8 +169,8 @@ type Config struct {
 	// signing (see Lease), Error for an outcome the store could not
 	// record, Debug for the other attempts.
 	// It hears of the worker itself too: Error for a claim or a release
-	// that failed and a panic (in the Hook, or an attempt's), Warn for
-	// wake-ups lost or unavailable (see PollInterval) and a Stop whose
+	// that failed and a panic (in the Hook, in Now, or an attempt's), Warn
+	// for wake-ups lost or unavailable (see PollInterval) and a Stop whose
 	// deadline passed, Info for stopping and wake-ups back. Defaults to
 	// discarding.
 	Logger *slog.Logger
@@ -177,7 +179,13 @@ type Config struct {
 	// to time.Now. A clock of your own should keep time.Now's monotonic
 	// reading (t.UTC() and t.Round(0) drop it): leases are measured as
 	// time elapsed, and on the wall clock alone a step backward would
-	// stretch what is left of them by the size of the step.
+	// stretch what is left of them by the size of the step. A panic in it
+	// never ends the process either: it is logged at Error, and what the
+	// reading was for does not go ahead. A claim about to be made is not
+	// (Work returns an error with code internal_error; Run claims again on
+	// its timer, as after a claim that failed); a claimed delivery about to
+	// start is given back unsent, its attempt not counted; a reading while
+	// an attempt is made ready is the attempt's panic (see Classify).
 	Now func() time.Time
 	// Hook receives an Event after each attempt is settled, or its
 	// settle failed (Event.Unrecorded), for metrics and tests. It runs
@@ -313,7 +321,11 @@ func defaultOwner() string {
 // and sends each attempt, verifies the receiver's Ack and settles the
 // outcome. Run it in as many processes as you like; leases keep them from
 // sending the same delivery at once. It traces with its Store's tracer
-// (store.Config.Tracer), if the Store has one.
+// (store.Config.Tracer), if the Store has one: each attempt and each
+// settle, and each claim that leases something or fails. Of the claims
+// that find nothing, made at every poll while there is nothing to deliver,
+// it traces the first of each idle stretch; a claim that leases or fails
+// after one is traced from its return, without the claim's own time.
 //
 // A Worker stops in one of two ways. Stop is the soft way: no more claims,
 // the deliveries claimed and not started given back, the attempts in
@@ -345,6 +357,9 @@ type Worker struct {
 	// the slots of what it starts in one turn, so two Runs do not each
 	// claim for the same free slots.
 	claiming chan struct{}
+	// claimsIdle is set, in the claim turn, when the last claim found
+	// nothing: the next are traced only if they lease or fail (see claim).
+	claimsIdle bool
 
 	mu      sync.Mutex
 	stopped bool          // Stop was called: no Run or Work begins
@@ -509,9 +524,13 @@ func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.C
 // flight are cut short at once and settled as retries with code
 // worker_stopped, and what Run claimed and had not started is given back
 // (see Worker); for a soft shutdown call Stop instead. Run returns an error
-// only for a configuration it cannot run with; a claim that fails is
-// logged and made again on a timer of its own (see PollInterval), or at
-// the next wake-up or poll if sooner.
+// only for a configuration it cannot run with, and for a Store that was
+// closed (store.Store.Close), on which no claim can succeed: it returns
+// the Store's error, code database_unavailable, at its first claim after
+// the Close, once the attempts in flight are settled (as far as the closed
+// Store lets them be). Any other claim that fails is logged and made again
+// on a timer of its own (see PollInterval), or at the next wake-up or poll
+// if sooner.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.enter() {
 		return nil
@@ -558,12 +577,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		return true
 	}
 	for !w.isStopping(ctx) {
-		want, got, failed, ok := w.claimForRun(ctx, actx, minClaim, start)
+		want, got, ok, err := w.claimForRun(ctx, actx, minClaim, start)
 		if !ok {
 			break
 		}
+		if errors.Is(err, protocol.ErrClosed) {
+			return err
+		}
 		var retry <-chan time.Time
-		if failed {
+		if err != nil {
 			retry = again.next(w.cfg.PollInterval)
 		} else {
 			again.delay = 0
@@ -607,26 +629,31 @@ func (w *Worker) Run(ctx context.Context) error {
 // starts with start, which takes a slot, each delivery whose lease still
 // covers an attempt; it gives back the others, and the rest of the batch
 // when start reports that the worker stopped while it waited for a slot.
-// It returns how many it wanted and how many it started, whether the claim
-// failed, and false once the worker stops.
-func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, failed, ok bool) {
+// It returns how many it wanted and how many it started, false once the
+// worker stops, and the claim's error; the error of a closed Store is not
+// logged, as Run returns it.
+func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, ok bool, err error) {
 	if !w.takeClaimTurn(ctx) {
-		return 0, 0, false, false
+		return 0, 0, false, nil
 	}
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
 	if want < minClaim {
 		w.passClaimTurn()
-		return want, 0, false, true
+		return want, 0, true, nil
 	}
-	claimedAt := w.cfg.Now()
+	claimedAt, told := w.now(ctx)
+	if !told {
+		w.passClaimTurn()
+		return want, 0, true, errClock
+	}
 	batch, err := w.claim(ctx, want)
-	if err != nil && !w.isStopping(ctx) {
+	if err != nil && !w.isStopping(ctx) && !errors.Is(err, protocol.ErrClosed) {
 		w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 	}
 	if w.isStopping(actx) { // stopped during the claim: none of it starts
 		w.passClaimTurn()
 		w.release(actx, claimedAt, leasesOf(batch)...)
-		return want, 0, false, false
+		return want, 0, false, nil
 	}
 	// What the claim itself took out of the leases may leave them too
 	// short for an attempt: those are given back, and only the deliveries
@@ -634,20 +661,20 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// would be made again and again at once.
 	var short []protocol.Lease
 	for i, c := range batch {
-		if !w.leaseCovers(actx, c, claimedAt) {
+		if now, told := w.now(actx); !told || !w.leaseCovers(actx, c, claimedAt, now) {
 			short = append(short, c.Lease)
 			continue
 		}
 		if !start(c, claimedAt) { // stopped while waiting for a slot
 			w.passClaimTurn()
 			w.release(actx, claimedAt, append(short, leasesOf(batch[i:])...)...)
-			return want, got, false, false
+			return want, got, false, nil
 		}
 		got++
 	}
 	w.passClaimTurn()
 	w.release(actx, claimedAt, short...)
-	return want, got, err != nil, true
+	return want, got, true, err
 }
 
 // takeClaimTurn waits until no other claim of the worker is in progress
@@ -831,7 +858,11 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		}
 		return 0, courier.CodeWorkerStopped // Stop came while another claim was in progress
 	}
-	claimedAt := w.cfg.Now()
+	claimedAt, told := w.now(ctx)
+	if !told {
+		w.passClaimTurn()
+		return 0, errClock
+	}
 	batch, err := w.claim(ctx, w.cfg.BatchSize)
 	w.passClaimTurn()
 	if err != nil {

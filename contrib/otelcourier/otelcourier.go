@@ -19,7 +19,8 @@
 // Spans:
 //
 //	courier.enqueue  internal  each delivery an Outbox writes, a child of the caller's span
-//	courier.claim    internal  each claim of a worker (a trace of its own)
+//	courier.claim    internal  each claim of a worker that leases or fails, and the first of an idle
+//	                           stretch that finds nothing (a trace of its own; see client.Worker)
 //	POST             client    each attempt, a child of the delivery's courier.enqueue span
 //	courier.settle   internal  each batch of settled attempts (a trace of its own)
 //	POST             server    each request a receiver answers, continuing its traceparent (a refused
