@@ -115,9 +115,8 @@ func (r Reporting) Check() error {
 		SequenceNumber json.RawMessage `json:"sequence_number"`
 	}
 	if err := json.Unmarshal(r.Result, &raw); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) && ute.Field != "" { // named through the embedded struct
-			return &ValidationError{Fields: []FieldError{{Field: "result." + strings.TrimPrefix(ute.Field, "deliveryReport."), Rule: "type"}}}
+		if path, ok := strictjson.PathOf(r.Result, &raw, err); ok { // with its indexes, as validation names it
+			return &ValidationError{Fields: []FieldError{{Field: "result." + path, Rule: "type"}}}
 		}
 		return &ValidationError{Fields: []FieldError{{Field: "result", Rule: "type"}}}
 	}

@@ -3,6 +3,7 @@ package ack_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -235,6 +236,11 @@ func TestReportingValidation(t *testing.T) {
 		{"no deliveries", func(m map[string]any) { delete(result(m), "media_buy_deliveries") }, []ack.FieldError{{Field: "result.media_buy_deliveries", Rule: "required"}}},
 		{"delivery status", func(m map[string]any) { deliveries(m)["status"] = "live" }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].status", Rule: "oneof"}}},
 		{"delivery without media buy", func(m map[string]any) { delete(deliveries(m), "media_buy_id") }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].media_buy_id", Rule: "required"}}},
+		{"spend in the second delivery a string", func(m map[string]any) {
+			second := maps.Clone(deliveries(m))
+			second["totals"] = map[string]any{"spend": "12"}
+			result(m)["media_buy_deliveries"] = append(result(m)["media_buy_deliveries"].([]any), second)
+		}, []ack.FieldError{{Field: "result.media_buy_deliveries[1].totals.spend", Rule: "type"}}},
 		{"negative spend", func(m map[string]any) { deliveries(m)["totals"].(map[string]any)["spend"] = -1 }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].totals.spend", Rule: "min"}}},
 		{"package without spend", func(m map[string]any) { deliveries(m)["by_package"] = []any{map[string]any{"package_id": "p1"}} }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].by_package[0].spend", Rule: "required"}}},
 		{"no by_package", func(m map[string]any) { delete(deliveries(m), "by_package") }, []ack.FieldError{{Field: "result.media_buy_deliveries[0].by_package", Rule: "required"}}},

@@ -333,10 +333,22 @@ func indirect(t reflect.Type) reflect.Type {
 //
 //	courier_token   1–256 of A-Z a-z 0-9 _ . : -
 //	courier_sha256  64 lowercase hex characters
+//
+// v must be a struct or a non-nil pointer to one: anything else is
+// refused with courier.CodeInvalidArgument. Tags the validator cannot run
+// on v (a rule it does not have, a bound that is no number, a dive on a
+// field that is neither slice nor map, or on one of interface type that
+// holds neither) are refused with courier.CodeConfigInvalid, where the
+// validator would panic.
 func Validate(v any) error {
-	err := validatorOf().Struct(v)
-	var verrs validator.ValidationErrors
+	err := validateStruct(v)
+	var (
+		verrs   validator.ValidationErrors
+		invalid *validator.InvalidValidationError
+	)
 	switch {
+	case errors.As(err, &invalid):
+		return &courier.Error{Code: courier.CodeInvalidArgument, Msg: fmt.Sprintf("ack: Validate: %T is not a struct or a non-nil pointer to one", v)}
 	case errors.As(err, &verrs):
 		fields := make([]FieldError, len(verrs))
 		for i, fe := range verrs {
@@ -350,6 +362,17 @@ func Validate(v any) error {
 		return c.Check()
 	}
 	return nil
+}
+
+// validateStruct runs the validator over v, reporting a panic of the
+// validator's, on tags it cannot run (see checkRules), as an error.
+func validateStruct(v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf("ack: the validate tags of %T cannot be run: %v", v, p)}
+		}
+	}()
+	return validatorOf().Struct(v)
 }
 
 // fieldPath drops the struct type name validator puts first:

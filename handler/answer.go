@@ -100,16 +100,19 @@ func endedByApp(ctx context.Context, err error) bool {
 }
 
 // fromFunc wraps err, the failure of the application's function, as an
-// appFailure, unless its transaction (begun with ctx) could not be rolled
-// back (rollback is what rolling it back returned): then the database
-// failed under the function (the server ended the connection, or went
-// away) and failed its statement with it, a storeFailure.
-func fromFunc(ctx context.Context, err, rollback error) error {
-	if err == nil {
+// appFailure, unless the database failed under the function and failed
+// its statement with it, a storeFailure: its transaction (begun with ctx)
+// could not be rolled back (rollback is what rolling it back returned:
+// the server ended the connection, or went away), or in says err is the
+// database's (full, read-only, an I/O error, a lock conflict).
+func fromFunc(ctx context.Context, in protocol.Inbox, err, rollback error) error {
+	switch {
+	case err == nil:
 		return nil
-	}
-	if rollback != nil && !errors.Is(rollback, sql.ErrTxDone) && ctx.Err() == nil {
+	case rollback != nil && !errors.Is(rollback, sql.ErrTxDone) && ctx.Err() == nil:
 		return storeFailure{errors.Join(err, rollback)}
+	case in.Unavailable(err):
+		return storeFailure{err}
 	}
 	return fromApp(err)
 }

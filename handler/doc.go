@@ -33,9 +33,10 @@
 //	503 in_progress             another request is processing it (Retry-After)
 //	422 <its code>              the application refused it for good (see Reject)
 //	500 handler_failed          the application's function failed; the sender retries
-//	503 internal_error          the store could not answer (begin, inbox, commit; or the
-//	                            function's transaction, which then cannot be rolled back,
-//	                            as when the database ended its connection); Retry-After
+//	503 internal_error          the store could not answer (begin, inbox, commit; or under
+//	                            the function: its transaction cannot be rolled back, as when
+//	                            the database ended its connection, or the database failed
+//	                            its statement: full, read-only, an I/O error); Retry-After
 //	403 forbidden               Publish only: the caller may not publish to that target
 //
 // An accepted notification is recorded in the Inbox, processed by the

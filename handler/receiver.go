@@ -23,9 +23,12 @@ import (
 // using tx, the transaction the Inbox record is written in, so its effects
 // in that database happen exactly once. An error rolls everything back: a
 // Reject refuses the notification for good (422), any other error
-// answers 500 handler_failed and the sender retries (503 with Retry-After
-// when tx cannot be rolled back: the database failed under the function,
-// ending tx's connection, and failed its statement).
+// answers 500 handler_failed and the sender retries (503 internal_error
+// with Retry-After when the database failed, not the function: tx cannot
+// be rolled back, as when the server ended its connection, or the error
+// is one the store reads as the database's, a full or read-only database,
+// an I/O error, a lock conflict, from a statement through tx or from a
+// store method, code database_unavailable).
 //
 // The function must write through tx, and leave its commit or rollback
 // to the receiver (see the package doc). tx comes from Store.Begin (on
@@ -224,7 +227,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 		return stored, false, err
 	}
 	if err := apply(rc.front.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
-		return nil, false, fromFunc(ctx, err, tx.Rollback())
+		return nil, false, fromFunc(ctx, protocol.InboxFor(rc.cfg.Store), err, tx.Rollback())
 	}
 	if err := commit(ctx, tx); err != nil {
 		return nil, false, err

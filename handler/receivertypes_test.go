@@ -262,9 +262,16 @@ func TestReceiverOrderPayload(t *testing.T) {
 			{`{"id":"o-%d","matrix":[[0],[-1]]}`, 400, courier.CodeValidation, "matrix[1][0]"},
 			{`{"id":"o-%d","status":"cancelled"}`, 400, courier.CodeValidation, "reason"},
 			{`{"id":"o-%d","region":"europe"}`, 400, courier.CodeValidation, "region"},
-			{`{"id":"o-%d","color":"green"}`, 400, courier.CodeValidation, ""},
-			{`{"id":"o-%d","at":"yesterday"}`, 400, courier.CodeValidation, ""},
-			{`{"id":"o-%d","total":"many"}`, 400, courier.CodeValidation, ""},
+			{`{"id":"o-%d","color":"green"}`, 400, courier.CodeValidation, "color"},
+			{`{"id":"o-%d","at":"yesterday"}`, 400, courier.CodeValidation, "at"},
+			{`{"id":"o-%d","total":"many"}`, 400, courier.CodeValidation, "total"},
+			// A value of the wrong type is named as the body names it: with
+			// the index or key on the way, where a promoted field is.
+			{`{"id":"o-%d","items":[{"sku":"a","qty":1},{"sku":"b","qty":"2"}]}`, 400, courier.CodeValidation, "items[1].qty"},
+			{`{"id":"o-%d","items":[{"sku":"a","qty":1},{"sku":"b","qty":99999999999999999999}]}`, 400, courier.CodeValidation, "items[1].qty"},
+			{`{"id":"o-%d","labels":{"kk":"v","ll":5}}`, 400, courier.CodeValidation, "labels[ll]"},
+			{`{"id":"o-%d","matrix":[[1],[2,"3"]]}`, 400, courier.CodeValidation, "matrix[1][1]"},
+			{`{"id":"o-%d","region":5}`, 400, courier.CodeValidation, "region"},
 			{`{"id":"o-%d","items":[{"sku":"a","qty":1,"SKU":"b"}]}`, 400, courier.CodeValidation, "items[0].SKU"},
 			{`{"id":"o-%d","Region":"eu"}`, 400, courier.CodeValidation, "Region"},
 			{`{"id":"o-%d","extra":{"a":1,"a":2}}`, 400, courier.CodeDuplicateKey, ""},
@@ -323,5 +330,48 @@ func TestReceiverRefusesProfileMethodsOnPointer(t *testing.T) {
 	}
 	if _, err := newTypedReceiver[digesterOnPointer](t, keys, false); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Errorf("PayloadSHA256 on *T: NewReceiver = %v, want %s", err, courier.CodeConfigInvalid)
+	}
+}
+
+// diveIntoAnyPayload dives into a field of interface type, which
+// NewReceiver accepts: what the field holds decides whether the dive
+// applies, a list or an object, or not.
+type diveIntoAnyPayload struct {
+	ID   string `json:"id" validate:"required,courier_token"`
+	Tags any    `json:"tags" validate:"omitempty,dive,required"`
+}
+
+func (p diveIntoAnyPayload) DedupeKey() string { return p.ID }
+
+// TestReceiverDiveIntoAnInterfaceNeverPanics: a body whose member, under
+// a field of interface type its rules dive into, is neither list nor
+// object made the validator panic inside the receiver: net/http dropped
+// the connection, and the sender got no answer at all. It is refused now
+// with 400 validation_failed, and a list or an object is accepted as
+// before.
+func TestReceiverDiveIntoAnInterfaceNeverPanics(t *testing.T) {
+	t.Parallel()
+	tr, err := newTypedReceiver[diveIntoAnyPayload](t, couriertest.StandardWebhooksKeys("shop"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		body   string
+		status int
+		code   courier.Code
+	}{
+		{`{"id":"t-%d","tags":["a"]}`, 200, ""},
+		{`{"id":"t-%d","tags":{"k":"v"}}`, 200, ""},
+		{`{"id":"t-%d","tags":"a"}`, 400, courier.CodeValidation},
+		{`{"id":"t-%d","tags":5}`, 400, courier.CodeValidation},
+	} {
+		id := fmt.Sprintf("t-%d", i)
+		body := strings.Replace(tc.body, "%d", fmt.Sprint(i), 1)
+		if a := tr.post(t, id, body); a.status != tc.status || a.code != tc.code {
+			t.Errorf("%s: %d %s (%s), want %d %s", body, a.status, a.code, a.body, tc.status, tc.code)
+		}
+	}
+	if got := tr.records(t); got != 2 || tr.calls != 2 {
+		t.Fatalf("%d records, %d calls; want the 2 accepted", got, tr.calls)
 	}
 }

@@ -240,7 +240,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, reemiss
 	}
 	if !reemitted {
 		if err := apply(rp.front.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
-			return nil, false, fromFunc(ctx, err, tx.Rollback())
+			return nil, false, fromFunc(ctx, inbox, err, tx.Rollback())
 		}
 	}
 	switch err := inbox.CompleteClaim(ctx, tx, claim, nil); {

@@ -181,7 +181,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		// function committed it) is left to the deferred give-back.
 		rollback := tx.Rollback()
 		settled = !errors.Is(rollback, sql.ErrTxDone)
-		return nil, false, fromFunc(ctx, err, rollback)
+		return nil, false, fromFunc(ctx, inbox, err, rollback)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
 	switch err := inbox.Complete(ctx, tx, key, b); {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/courier-go/courier/ack"
 
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // The worker protocol (package internal/protocol) is implemented here and
@@ -93,4 +95,15 @@ func (r receiverSide) CompleteClaim(ctx context.Context, tx protocol.DBTX, c pro
 
 func (r receiverSide) ReleaseClaim(ctx context.Context, c protocol.InboxClaim) error {
 	return r.in.releaseClaim(ctx, c)
+}
+
+func (r receiverSide) Unavailable(err error) bool {
+	if errors.Is(err, courier.CodeDatabaseUnavailable) {
+		return true
+	}
+	switch r.in.s.dialect.Interpret(err).Kind {
+	case engine.Busy, engine.ReadOnly, engine.Unavailable:
+		return true
+	}
+	return false
 }

@@ -95,7 +95,7 @@ func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool)
 // strictjson.CheckNames found in body for v.
 func decodeNamed(w http.ResponseWriter, body []byte, v any, allowUnknown bool, variants, unknown []string) bool {
 	if err := decode(body, v, allowUnknown, variants, unknown); err != nil {
-		Invalid(w, DecodeError(err))
+		Invalid(w, decodeError(body, v, err))
 		return false
 	}
 	if err := ack.Validate(v); err != nil {
@@ -145,6 +145,24 @@ func unknownFields(paths []string) *ack.ValidationError {
 	ve := &ack.ValidationError{}
 	for _, p := range paths {
 		ve.Fields = append(ve.Fields, ack.FieldError{Field: p, Rule: "unknown"})
+	}
+	return ve
+}
+
+// decodeError is DecodeError for err, from decoding body into v, naming
+// the value it is about by its path in body, as validation names fields,
+// where encoding/json names it otherwise (a wrong type in an array's
+// element or a map's value, or in a promoted field of an embedded
+// struct) or not at all (a value that decodes itself, a time, a
+// json.Number): see strictjson.PathOf.
+func decodeError(body []byte, v any, err error) *ack.ValidationError {
+	ve := DecodeError(err)
+	var te *json.UnmarshalTypeError
+	if ve != nil && !errors.As(err, &te) {
+		return ve // a refusal that names its fields already
+	}
+	if path, ok := strictjson.PathOf(body, v, err); ok {
+		return &ack.ValidationError{Fields: []ack.FieldError{{Field: path, Rule: "type"}}}
 	}
 	return ve
 }

@@ -46,6 +46,13 @@ type Inbox interface {
 	// ReleaseClaim gives a claim back after processing failed, so the
 	// sender's retry processes the notification again.
 	ReleaseClaim(ctx context.Context, c InboxClaim) error
+	// Unavailable reports whether err, returned by the application's
+	// function for a statement in a receiver's transaction, is the
+	// database failing rather than the function: a store method's
+	// courier.CodeDatabaseUnavailable, or a driver error the engine reads
+	// as a lock conflict, a read-only or full database, an I/O error or
+	// the server shutting down.
+	Unavailable(err error) bool
 }
 
 // InboxKey identifies one received notification.

@@ -84,11 +84,12 @@ type Kind int
 
 // Kinds of failure.
 const (
-	Other      Kind = iota // anything else
-	Busy                   // a lock or serialization conflict: try again
-	Constraint             // a constraint refused a row
-	ReadOnly               // the database cannot be written now
-	Missing                // a table or relation does not exist
+	Other       Kind = iota // anything else
+	Busy                    // a lock or serialization conflict: try again
+	Constraint              // a constraint refused a row
+	ReadOnly                // the database cannot be written now
+	Missing                 // a table or relation does not exist
+	Unavailable             // the database failed, not the statement: full, out of memory, an I/O error, shutting down
 )
 
 // Failure is an interpreted driver error. Constraint names the constraint
