@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -47,7 +49,9 @@ const maxProblemRead = 4 << 10
 // the signing came to, and the delivery is given back uncounted, as one
 // never started, for no request of it can have reached the receiver.
 // Signing is bounded by a Timeout of its own, and the request gets a
-// whole Timeout from then on.
+// whole Timeout from then on; a request that the transport comes to write
+// only after that Timeout (the worker was held up meanwhile) is not
+// written, and the attempt is not ready either (see timelyBody).
 func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
@@ -101,13 +105,28 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	ctx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
 	defer cancel()
-	req = req.WithContext(ctx)
 	// The payload is sent byte for byte, whatever the Signer did with the
 	// body: one that read it to sign it would leave none to send, and the
-	// transport's failure would count against the endpoint.
-	req.Body, req.ContentLength = payloadBody(c.Payload), int64(len(c.Payload))
-	req.GetBody = func() (io.ReadCloser, error) { return payloadBody(c.Payload), nil }
+	// transport's failure would count against the endpoint. It is read
+	// only while the attempt's Timeout lasts (see timelyBody).
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	timely := &timelyBody{payload: c.Payload, now: w.cfg.Now, by: w.sendBy(c, claimedAt, now), stop: stop}
+	req = req.WithContext(httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{WroteHeaders: timely.wroteHeaders}))
+	req.Body, _ = timely.open()
+	req.ContentLength, req.GetBody = int64(len(c.Payload)), timely.open
 	resp, err := w.client.Do(req)
+	if timely.late.Load() {
+		// Held up between the lease check and the write (a paused
+		// process): the request never went out whole, so no receiver
+		// acted on it, and the lease may be another worker's by now.
+		if err == nil {
+			_ = resp.Body.Close() // an answer to a request cut short
+		}
+		w.cfg.Logger.LogAttrs(parent, slog.LevelWarn, "worker: request not written within its Timeout, released",
+			append(attemptAttrs(c), slog.Duration(logkey.LeaseLeft, w.leaseLeft(parent, c.Lease, claimedAt)), slog.Duration(logkey.Timeout, w.cfg.Timeout))...)
+		return protocol.Outcome{}, false
+	}
 	if err != nil {
 		// The error names the request's URL, which may hold a
 		// credential (userinfo, path, query): Classify hears it named
@@ -307,8 +326,85 @@ func undecodable(err error) bool {
 	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
-// payloadBody is a request body of payload.
-func payloadBody(payload []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(payload)) }
+// sendBy is the time, on the worker's clock, from which no byte of c's
+// request may be written any more: a Timeout after now, when the lease
+// was last found to cover one, and never later than the lease's end or
+// the delivery's deadline.
+func (w *Worker) sendBy(c protocol.Claimed, claimedAt, now time.Time) time.Time {
+	by := now.Add(w.cfg.Timeout)
+	if end := claimedAt.Add(c.Lease.ExpiresAt.Sub(c.Lease.LeasedAt)); end.Before(by) {
+		by = end
+	}
+	if !c.Deadline.IsZero() {
+		if end := claimedAt.Add(c.Deadline.Sub(c.LeasedAt)); end.Before(by) {
+			by = end
+		}
+	}
+	return by
+}
+
+// errWrittenLate is what a timelyBody gives for a request written too
+// late to be sent again.
+var errWrittenLate = errors.New("client: the request's Timeout ran out before it was written")
+
+// timelyBody makes the request bodies of one attempt and sees that none
+// is written from by on, on the worker's clock. The lease is checked
+// before the request is handed to the transport, but a worker held up
+// after that check (a stopped VM, a long pause) would otherwise write the
+// request when it resumes, its Timeout and lease perhaps long over and
+// the delivery claimed again by another worker: the receiver would have
+// two requests of it at once. Once the transport has a connection and has
+// made the request's headers ready (wroteHeaders, before any byte of an
+// HTTP/1 request is written: an in-memory body's headers go out with it),
+// a request found late gets an empty body, which the transport, expecting
+// the payload's length, fails, and its context is cancelled (over HTTP/2,
+// whose headers are already out, that resets the stream); late is set.
+// This is the latest check the worker can make; a pause between it and
+// the write itself is not seen. An empty payload's request is all
+// headers, written by then: it is not held back.
+type timelyBody struct {
+	payload []byte
+	now     func() time.Time
+	by      time.Time
+	stop    context.CancelCauseFunc      // the request's
+	cur     atomic.Pointer[bytes.Reader] // the body being written
+	late    atomic.Bool
+}
+
+// open returns a body that reads the payload from its start.
+func (b *timelyBody) open() (io.ReadCloser, error) {
+	if b.late.Load() {
+		return nil, errWrittenLate // not to be tried again
+	}
+	r := bytes.NewReader(b.payload)
+	b.cur.Store(r)
+	return io.NopCloser(r), nil
+}
+
+// wroteHeaders is the request's httptrace WroteHeaders, called as the
+// transport writes it, before its body, on a goroutine of the
+// transport's: a Config.Now that panics there is taken as on time, the
+// request written as it would be without the check.
+func (b *timelyBody) wroteHeaders() {
+	if len(b.payload) == 0 || !b.lateNow() {
+		return
+	}
+	b.late.Store(true)
+	if r := b.cur.Load(); r != nil {
+		r.Reset(nil)
+	}
+	b.stop(errWrittenLate)
+}
+
+// lateNow reports whether the clock has reached by; false if it panics.
+func (b *timelyBody) lateNow() (late bool) {
+	defer func() {
+		if recover() != nil {
+			late = false
+		}
+	}()
+	return !b.now().Before(b.by)
+}
 
 // drain reads a little of a body so the connection can be reused.
 func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10)) }

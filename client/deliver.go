@@ -33,7 +33,9 @@ const (
 // try); if not, the delivery is given back unsent as well, or, if the
 // signing alone spent the lease, retried with code signing_failed. Nor
 // is it sent if its deadline came while it was signed: it is ended as
-// expired.
+// expired. A request the transport comes to write only after its Timeout
+// (the worker held up meanwhile) is not written, and the delivery is
+// given back too.
 //
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the

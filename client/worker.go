@@ -101,7 +101,10 @@ type Config struct {
 	// whose turn comes later (a slow claim, a batch larger than Concurrency
 	// behind slow attempts, a slow signer) is given back unsent, its
 	// attempt not counted, so no request is ever sent on a lease that may
-	// expire while it runs. A signing (SignerFor and Sign) that alone takes
+	// expire while it runs. Nor is a request written once its Timeout is
+	// over, as net/http's transport comes to write it: a worker held up
+	// after the check (a paused process) gives the delivery back
+	// unwritten. A signing (SignerFor and Sign) that alone takes
 	// more than Lease less Timeout could not be followed by a request on
 	// any lease: the attempt is not sent, and is retried with code
 	// signing_failed after Backoff, counted, as for a signer's passing

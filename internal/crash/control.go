@@ -31,16 +31,18 @@ import (
 // ordering keys; endpoints have limits (set by the parent); the breaker
 // opens on the receiver's outage windows and flaky answers; payloads and
 // inbox records are encrypted. The receiver counts the requests in flight
-// per endpoint and per ordering key and reports on stderr, as a
-// ViolationLine, every request that exceeds a limit.
+// per endpoint and per ordering key and reports on stderr, as an
+// OverlapLine, every request that exceeds a limit, for the parent to
+// judge (Overlap.Judge).
 const ModeControl = "control"
 
-// Lines a control receiver writes to stderr: a ViolationLine for a broken
-// invariant, a PeakLine each time an endpoint's requests in flight reach a
-// new high in this incarnation.
+// Lines a control receiver writes to stderr: an OverlapLine, followed by
+// an Overlap as JSON, for a request that arrived while others were in
+// flight beyond a limit; a PeakLine each time an endpoint's requests in
+// flight reach a new high in this incarnation.
 const (
-	ViolationLine = "courier-crash violation:"
-	PeakLine      = "courier-crash peak:"
+	OverlapLine = "courier-crash overlap:"
+	PeakLine    = "courier-crash peak:"
 )
 
 // Control endpoints, by the label the receiver records (the URL path).
@@ -359,17 +361,110 @@ func requestKey(label string, body []byte) string {
 
 // entry is one request in flight.
 type entry struct {
-	desc      string
-	key       string
+	req       Request
 	abandoned atomic.Int64 // unix nanos when its client went away before it was answered; 0 if not
 }
 
-// AbandonedLine is what a control receiver writes instead of a
-// ViolationLine when every request it overlapped had lost its client by
-// the time it was answered: the sender's worker gave up on those (its
-// attempt timed out, so it settled or lost the lease), and the store no
-// longer counted them, as MaxInFlight says.
-const AbandonedLine = "courier-crash overlap with abandoned requests:"
+// request returns e as it stands now.
+func (e *entry) request() Request {
+	r := e.req
+	if at := e.abandoned.Load(); at != 0 {
+		r.Abandoned = time.Unix(0, at)
+	}
+	return r
+}
+
+// Request is one request a control receiver had in flight.
+type Request struct {
+	ID      string    `json:"id"`      // the webhook-id: the delivery's notification id
+	Attempt int       `json:"attempt"` // the attempt number it carried
+	Key     string    `json:"key,omitempty"`
+	Since   time.Time `json:"since"` // when its body had arrived
+	// Abandoned is when its client went away before it was answered
+	// (zero if it did not): the sender's worker gave up on it, its
+	// attempt timed out, so it settled or lost the lease, and the store
+	// no longer counted it, as MaxInFlight says.
+	Abandoned time.Time `json:"abandoned,omitzero"`
+}
+
+func (r Request) String() string {
+	s := fmt.Sprintf("[%s key=%s attempt=%d since=%s", r.ID, r.Key, r.Attempt, r.Since.Format("15:04:05.000000"))
+	if !r.Abandoned.IsZero() {
+		return s + " abandoned_at=" + r.Abandoned.Format("15:04:05.000000") + "]"
+	}
+	return s + " live]"
+}
+
+// Overlap is a request that arrived while others were in flight beyond
+// a limit: more than its endpoint's MaxInFlight, or another of its
+// ordering key. It is written once the request is answered, so Others
+// say which of them had lost their client by then.
+type Overlap struct {
+	Endpoint string    `json:"endpoint"` // the endpoint's label
+	What     string    `json:"what"`     // "same_key_in_flight", or "in_flight=n max_in_flight=m"
+	Limit    int       `json:"limit"`    // how many may be in flight at once: 1 of a key, MaxInFlight of the endpoint
+	Request  Request   `json:"request"`
+	Others   []Request `json:"others"`
+}
+
+func (o Overlap) String() string {
+	return fmt.Sprintf("endpoint=%s %s %s others=%v", o.Endpoint, o.What, o.Request, o.Others)
+}
+
+// Verdicts of Overlap.Judge.
+const (
+	// Breach: more requests in flight at once than the limit, sent under
+	// leases that covered them; the store and the worker let it happen.
+	Breach = "breach"
+	// Abandoned: but for requests that had lost their client (see
+	// Request.Abandoned), the limit held. A sender whose attempt ended
+	// (its Timeout, its process killed) no longer counts it in flight,
+	// while the receiver may still be answering it, and notices the
+	// client gone only a moment later.
+	Abandoned = "abandoned"
+	// LeaseExpired: without the requests whose lease had expired by then
+	// while the process holding it was frozen (the request itself, or
+	// those it overlapped), and but for abandoned ones, the limit held.
+	// A frozen process can neither give up on a request it had written
+	// (live, to the receiver) nor stop one it had made ready from being
+	// written when it resumes, so a lease bounds what the store counts
+	// and hands out again, not what such a process sends. The receiver's
+	// dedupe makes such a request a duplicate, answered without running
+	// the application's function again.
+	LeaseExpired = "lease_expired"
+)
+
+// Judge judges o. pastLease reports whether r, a request to o's endpoint,
+// was sent on a lease that had expired by at while its holder was frozen:
+// such requests do not count against the limit, nor do those that had
+// lost their client. An overlap is a breach when the requests left are
+// more than the limit.
+func (o Overlap) Judge(pastLease func(endpoint string, r Request, at time.Time) bool) string {
+	at := o.Request.Since
+	if pastLease(o.Endpoint, o.Request, at) {
+		return LeaseExpired
+	}
+	expired, abandoned := false, false
+	counted := 1 // the request itself
+	for _, other := range o.Others {
+		switch {
+		case pastLease(o.Endpoint, other, at):
+			expired = true
+		case !other.Abandoned.IsZero():
+			abandoned = true
+		default:
+			counted++
+		}
+	}
+	switch {
+	case counted > o.Limit:
+	case expired:
+		return LeaseExpired
+	case abandoned:
+		return Abandoned
+	}
+	return Breach
+}
 
 func (w *watch) wrap(label string, next http.Handler) http.Handler {
 	limit := ControlLimits[label].MaxInFlight
@@ -381,9 +476,8 @@ func (w *watch) wrap(label string, next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		key := requestKey(label, body)
-		id := r.Header.Get("webhook-id")
-		arrived := time.Now()
-		me := &entry{key: key, desc: fmt.Sprintf("[%s key=%s attempt=%s since=%s]", id, key, r.Header.Get(ack.AttemptHeader), arrived.Format("15:04:05.000000"))}
+		attempt, _ := strconv.Atoi(r.Header.Get(ack.AttemptHeader))
+		me := &entry{req: Request{ID: r.Header.Get("webhook-id"), Attempt: attempt, Key: key, Since: time.Now()}}
 
 		w.mu.Lock()
 		if w.live[label] == nil {
@@ -392,7 +486,7 @@ func (w *watch) wrap(label string, next http.Handler) http.Handler {
 		var overEndpoint, overKey []*entry
 		for other := range w.live[label] {
 			overEndpoint = append(overEndpoint, other)
-			if key != "" && other.key == key {
+			if key != "" && other.req.Key == key {
 				overKey = append(overKey, other)
 			}
 		}
@@ -427,30 +521,24 @@ func (w *watch) wrap(label string, next http.Handler) http.Handler {
 		defer func() {
 			close(done)
 			leave()
-			// Judged once answered: an overlap with requests whose
-			// clients had all gone by now is not a breach.
-			judge := func(what string, others []*entry) {
+			// Written once answered, when the others' clients have
+			// gone or not, for the parent to judge.
+			report := func(what string, limit int, others []*entry) {
 				if len(others) == 0 {
 					return
 				}
-				line, all := ViolationLine, true
-				descs := make([]string, 0, len(others))
-				for _, o := range others {
-					at := o.abandoned.Load()
-					all = all && at != 0
-					state := "live"
-					if at != 0 {
-						state = "abandoned_at=" + time.Unix(0, at).Format("15:04:05.000000")
-					}
-					descs = append(descs, o.desc+","+state)
+				o := Overlap{Endpoint: label, What: what, Limit: limit, Request: me.request()}
+				for _, other := range others {
+					o.Others = append(o.Others, other.request())
 				}
-				if all {
-					line = AbandonedLine
+				line, err := json.Marshal(o)
+				if err != nil {
+					panic(err) // strings, ints and times
 				}
-				fmt.Fprintf(os.Stderr, "%s endpoint=%s %s id=%s key=%s at=%s others=%v\n", line, label, what, id, key, arrived.Format("15:04:05.000000"), descs)
+				fmt.Fprintf(os.Stderr, "%s %s\n", OverlapLine, line)
 			}
-			judge(fmt.Sprintf("in_flight=%d max_in_flight=%d", n, limit), overEndpoint)
-			judge("same_key_in_flight", overKey)
+			report(fmt.Sprintf("in_flight=%d max_in_flight=%d", n, limit), limit, overEndpoint)
+			report("same_key_in_flight", 1, overKey)
 		}()
 		if w.down(label) {
 			rw.Header().Set("Retry-After", "0")

@@ -150,8 +150,10 @@ type harness struct {
 	// What happened.
 	senderKills, senderKillsEnqueueing, senderKillsWithLeases, orphanedLeases int
 	receiverKills, selfKills                                                  int
-	freezes, frozenLeases, fenced                                             int
+	freezes, frozenLeases, fenced, withheld                                   int
 	zombies                                                                   []*proc // frozen senders, killed once thawed
+	// The leases frozen senders held, and when each expired.
+	frozen map[frozenLease]time.Time
 
 	notes   *notes        // what the children wrote of their watch
 	control *controlStats // ModeControl: what the parent saw while it ran
@@ -291,12 +293,12 @@ func runCrash(t *testing.T, r run) {
 		return
 	}
 	c := h.check(t.Context(), sender, receiver)
-	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d) "+
+	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d, writes_withheld=%d) "+
 		"attempts=%d (lease_expired=%d network=%d timeout=%d other_retries=%d succeeded=%d) lost=%d duplicates=%d phantom=%d not_succeeded=%d "+
 		"setup=%v kill_phase=%v drain=%v stop=%v total=%v",
 		r.engine, r.seed, r.n, c.committed, r.n-h.expected,
 		h.senderKills+h.receiverKills+h.selfKills, h.senderKills, h.senderKillsEnqueueing, h.senderKillsWithLeases, h.orphanedLeases,
-		h.receiverKills, h.selfKills, h.freezes, h.frozenLeases, h.fenced,
+		h.receiverKills, h.selfKills, h.freezes, h.frozenLeases, h.fenced, h.withheld,
 		c.attempts, c.outcomes["lease_expired"], c.outcomes[retryNetwork], c.outcomes[retryTimeout], c.otherRetries, c.outcomes["succeeded"],
 		c.lost, c.duplicates, c.phantom, c.notSucceeded,
 		up.Sub(began).Round(time.Millisecond), killed.Sub(up).Round(time.Millisecond), drained.Sub(killed).Round(time.Millisecond), stopped.Sub(drained).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
@@ -506,6 +508,10 @@ const (
 // must be refused (the lease it was made under has expired or was given
 // to another), or a delivery would be settled twice, moved on by a lease
 // it no longer holds, or its slot given back while its successor holds it.
+// The leases it held are recorded (harness.frozen): a request of one may
+// be in flight at the receiver after the lease expired, left open by the
+// frozen sender or written when it resumed, and an overlap with it is
+// judged crash.LeaseExpired, not a breach.
 // PostgreSQL only: on SQLite a sender frozen inside a write transaction
 // holds the one writer's lock, and its successor can write nothing, not
 // even to start, until it is thawed.
@@ -525,11 +531,23 @@ func (h *harness) freeze(dbs map[string]string) bool {
 	}
 	held := 0
 	for _, owner := range crash.Owners(p.spec) {
-		var n int
-		if err := h.sender.DB().QueryRowContext(h.ctx, h.queries["leases_held"], owner).Scan(&n); err != nil {
+		err := h.rows(h.ctx, h.sender, "leases_frozen", func(scan func(...any) error) error {
+			var l frozenLease
+			var expires int64
+			if err := scan(&l.id, &l.label, &l.attempt, &expires); err != nil {
+				return err
+			}
+			l.label = h.label(l.label)
+			if h.frozen == nil {
+				h.frozen = make(map[frozenLease]time.Time)
+			}
+			h.frozen[l] = time.UnixMicro(expires)
+			held++
+			return nil
+		}, owner)
+		if err != nil {
 			h.fatal(err)
 		}
-		held += n
 	}
 	if held == 0 {
 		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
@@ -551,6 +569,7 @@ func (h *harness) freeze(dbs map[string]string) bool {
 	}
 	h.vet(p)
 	h.fenced += strings.Count(p.tail.String(), "lease lost before settling")
+	h.withheld += strings.Count(p.tail.String(), "request not written within its Timeout")
 	h.zombies = slices.DeleteFunc(h.zombies, func(z *proc) bool { return z == p })
 	return true
 }
@@ -741,8 +760,8 @@ func (h *harness) column(ctx context.Context, st *store.Store, name string) ([]s
 }
 
 // rows runs the query name on st and calls each for every row.
-func (h *harness) rows(ctx context.Context, st *store.Store, name string, each func(scan func(...any) error) error) error {
-	rows, err := st.DB().QueryContext(ctx, h.queries[name])
+func (h *harness) rows(ctx context.Context, st *store.Store, name string, each func(scan func(...any) error) error, args ...any) error {
+	rows, err := st.DB().QueryContext(ctx, h.queries[name], args...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -56,6 +56,12 @@ SELECT notification_id, status FROM courier_outbox;
 -- SQLite: ? placeholders.
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_owner = ?;
 
+-- name: leases_frozen
+-- The leases a frozen worker holds, read right after it was stopped: its
+-- requests of them may reach the receiver after they expired.
+-- SQLite: ? placeholders.
+SELECT notification_id, endpoint, attempts, lease_expires_at FROM courier_outbox WHERE status = 'leased' AND lease_owner = ?;
+
 -- name: succeeded_attempts
 -- Per delivery, how many attempts the attempts log records as succeeded:
 -- a settle is fenced by its lease, so exactly one each.
