@@ -30,10 +30,10 @@ func (c *brokenClock) Now() time.Time {
 }
 
 // workUnpanicked is Work, with a panic it lets through reported.
-func workUnpanicked(ctx context.Context, w *client.Worker) (n int, err error, panicked any) {
+func workUnpanicked(ctx context.Context, w *client.Worker) (n int, panicked any, err error) {
 	defer func() { panicked = recover() }()
 	n, err = w.Work(ctx)
-	return n, err, nil
+	return n, nil, err
 }
 
 // TestAClockThatPanicsNeverEndsTheProcess: a Config.Now that panics, as a
@@ -69,7 +69,7 @@ func TestAClockThatPanicsNeverEndsTheProcess(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(t.Context(), guardTimeout)
 			defer cancel()
-			n, err, panicked := workUnpanicked(ctx, b.worker)
+			n, panicked, err := workUnpanicked(ctx, b.worker)
 			if panicked != nil {
 				t.Errorf("Work panicked: %v", panicked)
 			}
