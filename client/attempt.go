@@ -47,7 +47,10 @@ const maxProblemRead = 4 << 10
 // expired. Nor is anything sent when ctx ends (a hard shutdown) while the
 // signer is resolved or signs: the attempt is not ready either, whatever
 // the signing came to, and the delivery is given back uncounted, as one
-// never started, for no request of it can have reached the receiver.
+// never started, for no request of it can have reached the receiver. Nor
+// is anything sent once the Store is closed (store.Store.Close): its
+// outcome could never be recorded, and the request would be sent again
+// once the lease expired; try reports the attempt not ready.
 // Signing is bounded by a Timeout of its own, and the request gets a
 // whole Timeout from then on; a request that the transport comes to write
 // only after that Timeout (the worker was held up meanwhile) is not
@@ -102,6 +105,9 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	if tooSlow {
 		return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.backoff(c.Attempt, 0)}, true
+	}
+	if w.storeClosed() { // closed while it was signed: its outcome could never be recorded
+		return protocol.Outcome{}, false
 	}
 	ctx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
 	defer cancel()

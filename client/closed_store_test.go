@@ -5,14 +5,22 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+	"go.uber.org/goleak"
 )
 
 // TestASettleOnAClosedStoreIsNotTriedAgain: the Store is closed while an
@@ -122,5 +130,151 @@ func TestRunEndsOnAClosedPostgresStore(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, courier.CodeDatabaseUnavailable) {
 		t.Errorf("Run = %v, want the closed Store's database_unavailable", err)
+	}
+}
+
+// TestAClaimCutShortByCloseSendsNothing: a claim that ends rows (here one
+// past its deadline) claims again for the room left, in a transaction of
+// its own; the Store closed in between, the second fails. What the first
+// leased was handed to the worker as a claim that succeeded: its attempt
+// was sent, its outcome could never be recorded, and once its lease
+// expired it was sent again. A claim cut short by Close returns the
+// closed Store's error instead, and nothing of it is sent.
+func TestAClaimCutShortByCloseSendsNothing(t *testing.T) {
+	t.Parallel()
+	for _, run := range []bool{false, true} {
+		t.Run("run="+strconv.FormatBool(run), func(t *testing.T) {
+			t.Parallel()
+			clock := fakeclock.New() // the store's
+			var s *store.Store
+			var closeOnce sync.Once
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{Now: clock.Now, Hook: func(e store.Event) {
+				if e.Kind == store.EventClaimed { // the first claim transaction committed
+					closeOnce.Do(func() { _ = s.Close() })
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+			t.Cleanup(srv.Close)
+			w, err := client.NewWorker(client.Config{Store: s, Signer: newSigner(t), Transport: loopbackGuard(t, srv.URL).Transport(),
+				Concurrency: 2, BatchSize: 2, EndpointConcurrency: 2, Timeout: 2 * time.Second, Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []store.EnqueueParams{
+				{NotificationID: "n-expiring", Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`), Deadline: clock.Now().Add(time.Second)},
+				{NotificationID: "n-due", Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`)},
+			} {
+				if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Advance(2 * time.Second) // the first is past its deadline: the claim ends it, leases the second, and claims again
+			if run {
+				ctx, cancel := context.WithTimeout(t.Context(), guardTimeout)
+				defer cancel()
+				err = w.Run(ctx)
+			} else {
+				_, err = w.Work(t.Context())
+			}
+			if !errors.Is(err, courier.CodeDatabaseUnavailable) {
+				t.Errorf("err = %v, want the closed Store's database_unavailable", err)
+			}
+			if n := hits.Load(); n != 0 {
+				t.Fatalf("%d requests sent from a claim the closed Store cut short: their outcome can never be recorded", n)
+			}
+		})
+	}
+}
+
+// TestAnIdleRunEndsWhenItsStoreCloses: a Run waiting for a wake-up or
+// its next poll learns of the Store's Close at once, and returns the
+// closed Store's error leaving no goroutine of its own (its wake-ups'
+// listener included). It slept on until its next poll, up to
+// PollInterval (an hour here), its listener held all that time: on
+// SQLite no wake-up ever comes from a closed Store, and on PostgreSQL a
+// database passed to Open stays open, its LISTEN connection with it.
+func TestAnIdleRunEndsWhenItsStoreCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) *store.Store
+	}{
+		{"sqlite", func(t *testing.T) *store.Store {
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"postgres", func(t *testing.T) *store.Store { return couriertest.PostgresStore(t, store.Config{}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.open(t)
+			t.Cleanup(func() { s.Close() })
+			ignore := goleak.IgnoreCurrent()
+			w, err := client.NewWorker(client.Config{Store: s, Signer: newSigner(t), PollInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting := make(chan struct{}, 1)
+			client.SetAwaiting(w, func() {
+				select {
+				case waiting <- struct{}{}:
+				default:
+				}
+			})
+			done := make(chan error, 1)
+			go func() { done <- w.Run(t.Context()) }()
+			<-waiting // it claimed, found nothing, and waits for a wake-up or its poll
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, courier.CodeDatabaseUnavailable) {
+					t.Errorf("Run = %v, want the closed Store's database_unavailable", err)
+				}
+			case <-time.After(10 * time.Second): // a bound on the failure, not a wait for success
+				t.Fatal("Run still waits 10s after its Store closed: it sleeps until its next poll (an hour)")
+			}
+			if err := goleak.Find(ignore); err != nil {
+				t.Errorf("goroutines left once Run returned on a closed Store: %v", err)
+			}
+		})
+	}
+}
+
+// closingSigner closes its Store as it signs: the Store closed while an
+// attempt is made ready.
+type closingSigner struct {
+	signature.Signer
+	store *store.Store
+}
+
+func (s closingSigner) Sign(r *http.Request, m signature.Message) error {
+	_ = s.store.Close()
+	return s.Signer.Sign(r, m)
+}
+
+// TestAStoreClosedBeforeTheSendSendsNothing: a Store closed after the
+// claim, before the request goes out (while it is signed, here): the
+// request is not sent, for its outcome could never be recorded and,
+// once its lease expired, it would be sent again. It was sent.
+func TestAStoreClosedBeforeTheSendSendsNothing(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	b := setupWorker(t, func(http.ResponseWriter, *http.Request) { hits.Add(1) }, func(c *client.Config) {
+		c.Signer = closingSigner{Signer: c.Signer, store: c.Store}
+	})
+	b.enqueue(t, "n-1", `{}`)
+	if _, err := b.worker.Work(t.Context()); err != nil {
+		t.Fatalf("Work = %v", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d requests sent after the Store closed: their outcome can never be recorded", n)
 	}
 }

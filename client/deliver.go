@@ -26,9 +26,10 @@ const (
 // deliver makes one attempt of c, claimed at claimedAt (the worker's clock,
 // just before the claim), and settles it together with the attempts that
 // finish meanwhile (see settler). An attempt starts only while the worker
-// is not stopping, the lease covers a whole Timeout and the delivery's
-// deadline has not come; otherwise the delivery is given back unsent, or
-// (past its deadline) ended as expired. Its request is sent only if the
+// is not stopping, the Store is not closed, the lease covers a whole
+// Timeout and the delivery's deadline has not come; otherwise the delivery
+// is given back unsent (a closed Store takes nothing back: the lease
+// expires), or (past its deadline) ended as expired. Its request is sent only if the
 // lease still covers a whole Timeout once the request is signed (see
 // try); if not, the delivery is given back unsent as well, or, if the
 // signing alone spent the lease, retried with code signing_failed. Nor
@@ -46,7 +47,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 	var oc protocol.Outcome
 	now, told := w.now(ctx)
 	switch {
-	case w.isStopping(ctx), !told:
+	case w.isStopping(ctx), !told, w.storeClosed():
 		w.release(ctx, claimedAt, c.Lease)
 		return
 	case !w.leaseCovers(ctx, c, claimedAt, now):

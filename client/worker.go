@@ -53,6 +53,18 @@ const (
 // from the worker's attempts at once, up to Concurrency of them: each
 // must be safe for concurrent use, as store.Config's Hook and Profiles
 // must be.
+//
+// Each should also return promptly, or once the context it is given ends
+// (the request's, for a Signer's Sign and in the answer Classify judges):
+// an attempt holds its slot until what it called returns, and no
+// goroutine can be ended from outside. One that blocks past the attempt's
+// Timeout, or for good, holds its slot that long, past the lease too;
+// Run and Work return only once it returns, and Stop, whose ctx ended,
+// returns ctx's error without waiting for it. It costs the worker slots,
+// never a duplicate: no request is sent once the lease no longer covers a
+// whole Timeout (see Lease), so none overlaps another worker's claim of the
+// delivery after the lease expired, and an outcome is recorded only under
+// its own lease, which the other worker's claim ended.
 type Config struct {
 	// Store is the outbox to deliver. Required.
 	Store *store.Store
@@ -345,6 +357,9 @@ type Worker struct {
 	tracer  courier.Tracer // the Store's
 	client  *http.Client
 	settler *settler
+	// closed is closed once the Store is: no claim can succeed, and no
+	// outcome be recorded, so no request is sent any more.
+	closed <-chan struct{}
 
 	// slots holds one token per attempt in flight, across every Run and
 	// Work of the worker: together they keep to Config.Concurrency. freed
@@ -399,6 +414,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		tracer:   tracer,
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
 		settler:  &settler{apply: settleSpan(tracer, outbox.Settle)},
+		closed:   outbox.Closed(),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		freed:    make(chan struct{}, cfg.Concurrency),
 		claiming: make(chan struct{}, 1),
@@ -419,9 +435,10 @@ func NewWorker(cfg Config) (*Worker, error) {
 // w has returned. If ctx ends first, the attempts still in flight are cut
 // short and settled as retries with code worker_stopped, and Stop returns
 // ctx's error at once, without waiting for those settles: Run and Work
-// return when they are done (bounded by what is left of their leases), so
-// a process that must leave nothing leased waits for Run's return, not
-// Stop's.
+// return when they are done (bounded by what is left of their leases, and
+// by the configuration's functions an attempt is in, which nothing can cut
+// short: see Config), so a process that must leave nothing leased waits
+// for Run's return, not Stop's.
 //
 // Once Stop was called and every Run and Work of w has returned, the
 // idle keep-alive connections of the worker's transport are closed
@@ -500,6 +517,17 @@ func (w *Worker) finish() {
 	close(w.idle)
 }
 
+// storeClosed reports whether the Store was closed: no outcome can be
+// recorded any more, nor a lease given back, so no request is sent.
+func (w *Worker) storeClosed() bool {
+	select {
+	case <-w.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // isStopping reports whether no attempt may start: Stop was called or ctx
 // (a Run's or Work's) is done.
 func (w *Worker) isStopping(ctx context.Context) bool {
@@ -528,12 +556,16 @@ func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.C
 // worker_stopped, and what Run claimed and had not started is given back
 // (see Worker); for a soft shutdown call Stop instead. Run returns an error
 // only for a configuration it cannot run with, and for a Store that was
-// closed (store.Store.Close), on which no claim can succeed: it returns
-// the Store's error, code database_unavailable, at its first claim after
-// the Close, once the attempts in flight are settled (as far as the closed
-// Store lets them be). Any other claim that fails is logged and made again
-// on a timer of its own (see PollInterval), or at the next wake-up or poll
-// if sooner.
+// closed (store.Store.Close), on which no claim can succeed: it hears of
+// the Close at once, not at its next poll, and returns the Store's error,
+// code database_unavailable, once the attempts in flight are settled (as
+// far as the closed Store lets them be). Nothing more is sent once the
+// Store is closed: no outcome could be recorded, and a request sent would
+// be sent again once its lease expired. What was claimed and not yet sent
+// is not given back either, for the closed Store cannot: its leases
+// expire (logged as a release that failed). Any other claim that fails is
+// logged and made again on a timer of its own (see PollInterval), or at
+// the next wake-up or poll if sooner.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.enter() {
 		return nil
@@ -640,7 +672,7 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		return 0, 0, false, nil
 	}
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
-	if want < minClaim {
+	if want < minClaim && !w.storeClosed() {
 		w.passClaimTurn()
 		return want, 0, true, nil
 	}
@@ -649,7 +681,9 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		w.passClaimTurn()
 		return want, 0, true, errClock
 	}
-	batch, err := w.claim(ctx, want)
+	// On a closed Store the claim is made even without room: it fails at
+	// once, and its error is what Run returns.
+	batch, err := w.claim(ctx, max(want, 1))
 	if err != nil && !w.isStopping(ctx) && !errors.Is(err, protocol.ErrClosed) {
 		w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 	}
@@ -711,6 +745,8 @@ func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll
 		case <-poll:
 			return true
 		case <-retry:
+			return true
+		case <-w.closed: // the claim fails at once: Run returns its error
 			return true
 		case <-wake.retryC():
 			if wake.listen() {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -75,12 +76,19 @@ const maxOwner = 256
 // to maxExpiredPerClaim. So a claim that leases nothing found nothing
 // due behind the rows it ended, unless those were that many: a worker
 // does not wait a poll, nor a caller of Work stop, with deliveries due
-// behind a few rows of a paused subscription.
+// behind a few rows of a paused subscription. When a later transaction
+// fails, what the earlier ones leased is returned without the error,
+// unless the Store was closed meanwhile: then the claim returns the
+// closed Store's error and nothing, for no outcome of what it leased
+// could be recorded, nor could it be given back (its leases expire), and
+// an attempt sent on it would be sent again.
 func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.Claimed, error) {
 	var all []protocol.Claimed
 	for total := 0; ; {
 		out, ended, err := o.claimOnce(ctx, p)
 		switch {
+		case errors.Is(err, protocol.ErrClosed):
+			return nil, err
 		case err != nil && len(all) > 0:
 			return all, nil //nolint:nilerr // what was leased goes to the caller (a context ended, say); the next claim meets the failure
 		case err != nil:

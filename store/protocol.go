@@ -39,6 +39,8 @@ func (w workerSide) Release(ctx context.Context, leases ...protocol.Lease) (int,
 
 func (w workerSide) Tracer() courier.Tracer { return w.o.s.cfg.Tracer }
 
+func (w workerSide) Closed() <-chan struct{} { return w.o.s.done }
+
 func (r receiverSide) Tracer() courier.Tracer { return r.in.s.cfg.Tracer }
 
 func (w workerSide) Profile(name string) (ack.Profile, bool) { return w.o.s.cfg.Profiles(name) }

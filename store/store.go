@@ -244,8 +244,9 @@ type Store struct {
 	file          databaseFile // the database's file, where it is one (SQLite): see Check
 	closeMu       sync.Mutex
 	closers       []func() error
-	closed        atomic.Bool  // Close was called: every call fails with errClosed
-	listeners     atomic.Int32 // connections of db held in LISTEN by workers' wake-ups
+	closed        atomic.Bool   // Close was called: every call fails with errClosed
+	done          chan struct{} // closed by Close, once closed is set
+	listeners     atomic.Int32  // connections of db held in LISTEN by workers' wake-ups
 	// uncommitted holds, per transaction of inTx's (*sqlx.Tx), the
 	// breaker moves it made (*[]Event), reported once it commits.
 	uncommitted sync.Map
@@ -279,7 +280,7 @@ func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 
 // open is Open with the process's clock, which tests skew.
 func open(ctx context.Context, db *sqlx.DB, cfg Config, local func() time.Time) (*Store, error) {
-	s := &Store{db: db, writer: db, local: local}
+	s := &Store{db: db, writer: db, local: local, done: make(chan struct{})}
 	if engine.Adopted(db) {
 		s.closers = append(s.closers, db.Close)
 	}
@@ -443,9 +444,12 @@ func orOwnTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 // connection, and the database when an engine package's Open made it. A
 // database passed to Open stays open. Every later call on the Store fails
 // at once, with code database_unavailable: stop the workers and receivers
-// using it first.
+// using it first. A worker's Run still going hears of the Close at once,
+// sends nothing more, and returns that error (see client.Worker.Run).
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if !s.closed.Swap(true) && s.done != nil {
+		close(s.done) // the workers waiting for a wake-up or a poll hear of it at once
+	}
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	var errs []error
