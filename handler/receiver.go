@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/rules"
+	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -64,7 +65,10 @@ type ReceiverConfig struct {
 	// AllowUnknownFields accepts JSON members the payload type does not
 	// declare. Defaults to false: they are refused with validation_failed.
 	// Members whose names differ from a declared one only in case are
-	// refused either way.
+	// refused either way. A payload type, or a type of its fields, that
+	// decodes itself (with an UnmarshalJSON of its own, as ack.Terminal
+	// does) is handed its JSON whole: the members it does not declare are
+	// its method's to refuse, and this field does not reach them.
 	AllowUnknownFields bool
 	// Logger receives one line per refused request (Info) and per failed
 	// one (Error), with its status and code, never its content. Defaults
@@ -114,7 +118,18 @@ type Receiver[T ack.Notification] struct {
 // own are all there is: see ack.Validate) or one it cannot apply to its
 // field (dive on a field that is neither slice nor map), and a T with Ack
 // or PayloadSHA256 on its pointer receiver only (T is then no ack.Acker
-// or ack.Digester, and the method would go unused).
+// or ack.Digester, and the method would go unused). So is a T that
+// encoding/json cannot decode a body into as its fields declare, in T or
+// in a struct type its fields hold: an embedded pointer to an unexported
+// struct type with fields a body sets (encoding/json cannot allocate it:
+// every body setting them would fail, or panic where a json tag names
+// it), a JSON name several fields share at one depth (encoding/json
+// decodes none of them), an UnmarshalJSON or UnmarshalText promoted from
+// an embedded field into a struct type with fields of its own (as
+// embedding a time.Time does: the method gets the whole value, the other
+// fields are never set), and a T that decodes itself from a JSON string
+// only (UnmarshalText without UnmarshalJSON). Each refusal names the type
+// and the field.
 func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[T], error) {
 	f, err := newFront("ReceiverConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
 	if err != nil {
@@ -129,6 +144,9 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 	}
 	if err := rules.Check(t); err != nil {
 		return nil, configError("NewReceiver: " + err.Error())
+	}
+	if err := strictjson.CheckType(t); err != nil {
+		return nil, configError("NewReceiver: the notification type cannot be decoded from a body: " + err.Error())
 	}
 	if err := pointerMethods(t); err != nil {
 		return nil, err

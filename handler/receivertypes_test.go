@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -373,5 +374,215 @@ func TestReceiverDiveIntoAnInterfaceNeverPanics(t *testing.T) {
 	}
 	if got := tr.records(t); got != 2 || tr.calls != 2 {
 		t.Fatalf("%d records, %d calls; want the 2 accepted", got, tr.calls)
+	}
+}
+
+// Payload types encoding/json cannot decode a body into as their fields
+// declare: a Receiver of one fails every request that carries some of its
+// fields, or drops them silently.
+type (
+	// encoding/json cannot allocate an embedded pointer to an unexported
+	// struct type: a body setting its promoted region fails to decode,
+	// 400 naming no field.
+	embedsUnexportedPointer struct {
+		ID string `json:"id"`
+		*regionMeta
+	}
+	regionMeta struct {
+		Region string `json:"region"`
+	}
+	// Given a JSON name, it is a member of its own, and decoding into it
+	// panics (reflect: Set using value obtained using unexported field):
+	// the connection is dropped with no answer.
+	namesUnexportedPointer struct {
+		ID          string `json:"id"`
+		*regionMeta `json:"meta"`
+	}
+	// The same, in the element type of a slice.
+	linesWithUnexportedPointer struct {
+		ID    string            `json:"id"`
+		Lines []lineWithPointer `json:"lines"`
+	}
+	lineWithPointer struct {
+		SKU string `json:"sku"`
+		*regionMeta
+	}
+	// Two fields with one JSON name at one depth (vet's structtag check
+	// sees only tagged ones): encoding/json decodes neither, so a body's
+	// Address is unknown (or dropped, when unknown members are allowed)
+	// and required fails every request.
+	twoEmbeddedNames struct {
+		ID string `json:"id"`
+		billing
+		shipping
+	}
+	billing struct {
+		Address string `validate:"required"`
+	}
+	shipping struct{ Address string }
+	// Embedding time.Time promotes its UnmarshalJSON: encoding/json hands
+	// the whole body to it, so a JSON object never decodes and id is never
+	// set.
+	embedsTime struct {
+		ID string `json:"id"`
+		time.Time
+	}
+	// netip.Addr's UnmarshalText, promoted, makes the struct decode from a
+	// JSON string only: a customer object never decodes.
+	customerWithAddr struct {
+		ID       string            `json:"id"`
+		Customer addressedCustomer `json:"customer"`
+	}
+	addressedCustomer struct {
+		Name string `json:"name"`
+		netip.Addr
+	}
+	// A type that decodes itself from text only: encoding/json refuses any
+	// JSON object for it.
+	textOnlyPayload struct{ ID string }
+)
+
+func (p *textOnlyPayload) UnmarshalText(b []byte) error { p.ID = string(b); return nil }
+
+func (p embedsUnexportedPointer) DedupeKey() string    { return p.ID }
+func (p namesUnexportedPointer) DedupeKey() string     { return p.ID }
+func (p linesWithUnexportedPointer) DedupeKey() string { return p.ID }
+func (p twoEmbeddedNames) DedupeKey() string           { return p.ID }
+func (p embedsTime) DedupeKey() string                 { return p.ID }
+func (p customerWithAddr) DedupeKey() string           { return p.ID }
+func (p textOnlyPayload) DedupeKey() string            { return p.ID }
+
+// TestReceiverRefusesTypesJSONCannotDecode: NewReceiver accepted payload
+// types encoding/json cannot decode a body into as declared, and served
+// them: every body carrying an embedded unexported pointer's field was
+// refused 400 naming no field, or dropped the connection; a JSON name
+// two fields share was refused as unknown, or dropped, and its required
+// rule failed every request; a promoted UnmarshalJSON or UnmarshalText
+// refused every object, as did a type that decodes itself from text
+// only. Each is refused now when built, with
+// config_invalid naming the type and the field.
+func TestReceiverRefusesTypesJSONCannotDecode(t *testing.T) {
+	keys := couriertest.StandardWebhooksKeys("s")
+	for _, tc := range []struct {
+		construct func() error
+		names     []string
+	}{
+		{func() error { _, err := newTypedReceiver[embedsUnexportedPointer](t, keys, false); return err },
+			[]string{"embedsUnexportedPointer.regionMeta"}},
+		{func() error { _, err := newTypedReceiver[namesUnexportedPointer](t, keys, false); return err },
+			[]string{"namesUnexportedPointer.regionMeta"}},
+		{func() error { _, err := newTypedReceiver[linesWithUnexportedPointer](t, keys, false); return err },
+			[]string{"lineWithPointer.regionMeta"}},
+		{func() error { _, err := newTypedReceiver[twoEmbeddedNames](t, keys, true); return err },
+			[]string{"twoEmbeddedNames", "billing.Address", "shipping.Address", `"Address"`}},
+		{func() error { _, err := newTypedReceiver[twoEmbeddedNames](t, keys, false); return err },
+			[]string{"billing.Address", "shipping.Address", `"Address"`}},
+		{func() error { _, err := newTypedReceiver[embedsTime](t, keys, false); return err },
+			[]string{"embedsTime.Time", "UnmarshalJSON"}},
+		{func() error { _, err := newTypedReceiver[customerWithAddr](t, keys, false); return err },
+			[]string{"addressedCustomer.Addr", "UnmarshalText"}},
+		{func() error { _, err := newTypedReceiver[textOnlyPayload](t, keys, false); return err },
+			[]string{"textOnlyPayload", "UnmarshalText"}},
+	} {
+		err := tc.construct()
+		if !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("NewReceiver = %v, want %s naming %s", err, courier.CodeConfigInvalid, tc.names)
+			continue
+		}
+		for _, name := range tc.names {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("NewReceiver = %v, want it to name %s", err, name)
+			}
+		}
+	}
+}
+
+// Payload types that look like those refused above but decode as
+// declared.
+type (
+	// A field of the struct itself shadows an embedded one's of the same
+	// JSON name, and a tagged field an untagged one at its depth.
+	shadowedNames struct {
+		ID     string `json:"id"`
+		Region string `json:"region" validate:"required"`
+		regionMeta
+		tagged
+		untagged
+	}
+	tagged struct {
+		Code string `json:"Code"`
+	}
+	untagged struct{ Code int }
+	// A type that only wraps another, embedding it for its methods, decodes
+	// as that one does; an embedded pointer to an exported struct is
+	// allocated by encoding/json.
+	wrappersPayload struct {
+		ID   string    `json:"id"`
+		At   stampedAt `json:"at" validate:"required"`
+		From netAddr   `json:"from"`
+		*Audit
+	}
+	stampedAt struct{ time.Time }
+	netAddr   struct{ netip.Addr }
+	// Audit is exported, so encoding/json can allocate it.
+	Audit struct {
+		By string `json:"by" validate:"required"`
+	}
+	// A type that declares its own UnmarshalJSON over an embedded one's
+	// decodes as it says.
+	ownDecoder struct {
+		ID string `json:"id"`
+		time.Time
+	}
+)
+
+func (p *ownDecoder) UnmarshalJSON(b []byte) error {
+	var v struct {
+		ID string    `json:"id"`
+		At time.Time `json:"at"`
+	}
+	err := json.Unmarshal(b, &v)
+	p.ID, p.Time = v.ID, v.At
+	return err
+}
+
+func (p shadowedNames) DedupeKey() string   { return p.ID }
+func (p wrappersPayload) DedupeKey() string { return p.ID }
+func (p ownDecoder) DedupeKey() string      { return p.ID }
+
+// TestReceiverServesTypesJSONDecodes: the refusals above do not reach
+// types encoding/json decodes as declared: a shadowed name, a type that
+// wraps a time or an address, an embedded pointer to an exported struct,
+// an UnmarshalJSON the type declares itself.
+func TestReceiverServesTypesJSONDecodes(t *testing.T) {
+	keys := couriertest.StandardWebhooksKeys("s")
+	tr1, err := newTypedReceiver[shadowedNames](t, keys, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr2, err := newTypedReceiver[wrappersPayload](t, keys, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr3, err := newTypedReceiver[ownDecoder](t, keys, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tr     *typedReceiver
+		body   string
+		status int
+	}{
+		{tr1, `{"id":"a","region":"eu","Code":"c"}`, 200},
+		{tr1, `{"id":"b","Code":"c"}`, 400},
+		{tr2, `{"id":"c","at":"2026-01-02T03:04:05Z","from":"192.0.2.1","by":"ops"}`, 200},
+		{tr2, `{"id":"d","at":"2026-01-02T03:04:05Z","by":""}`, 400},
+		{tr3, `{"id":"e","at":"2026-01-02T03:04:05Z"}`, 200},
+	} {
+		var id struct{ ID string }
+		_ = json.Unmarshal([]byte(tc.body), &id)
+		if a := tc.tr.post(t, id.ID, tc.body); a.status != tc.status {
+			t.Errorf("%s: %d %s (%s), want %d", tc.body, a.status, a.code, a.body, tc.status)
+		}
 	}
 }

@@ -282,8 +282,27 @@ func holdsStruct(t reflect.Type) bool {
 	return false
 }
 
-// fieldCache holds jsonFields' answer per struct type.
-var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+// fieldCache holds typeFields' answer per struct type.
+var fieldCache sync.Map // reflect.Type -> *fieldSet
+
+// fieldSet is what encoding/json makes of a struct type's fields: those a
+// JSON object's members decode into, and the names no field takes because
+// several share them.
+type fieldSet struct {
+	types   map[string]reflect.Type
+	clashes [][]jsonField // per name lost, the fields that share it
+}
+
+// jsonField is one field encoding/json sees in a struct type, with where
+// it is declared.
+type jsonField struct {
+	name   string
+	typ    reflect.Type
+	depth  int
+	tagged bool
+	owner  reflect.Type // the struct type that declares it
+	goName string
+}
 
 // jsonFields returns the fields encoding/json decodes a JSON object into
 // for struct type t, by JSON name, with the type of each. It follows
@@ -291,17 +310,14 @@ var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
 // fields of embedded structs without a tag name, promoted breadth first;
 // where several fields at the shallowest depth share a name, the one
 // tagged wins, and with no single one the name decodes into none.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
+func jsonFields(t reflect.Type) map[string]reflect.Type { return typeFields(t).types }
+
+// typeFields is jsonFields, with the names it leaves out for their clash.
+func typeFields(t reflect.Type) *fieldSet {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.(map[string]reflect.Type)
+		return f.(*fieldSet)
 	}
-	type field struct {
-		name   string
-		typ    reflect.Type
-		depth  int
-		tagged bool
-	}
-	var all []field
+	var all []jsonField
 	visited := map[reflect.Type]bool{}
 	next := map[reflect.Type]int{t: 1} // struct types at the next depth, and how often each is embedded there
 	for depth := 0; len(next) > 0; depth++ {
@@ -336,7 +352,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 					next[ft]++
 					continue
 				}
-				f := field{name: name, typ: sf.Type, depth: depth, tagged: name != ""}
+				f := jsonField{name: name, typ: sf.Type, depth: depth, tagged: name != "", owner: st, goName: sf.Name}
 				if f.name == "" {
 					f.name = sf.Name
 				}
@@ -351,7 +367,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 
 	// Keep, per name, the dominant field: the only one at the shallowest
 	// depth, or the only tagged one there.
-	slices.SortFunc(all, func(a, b field) int {
+	slices.SortFunc(all, func(a, b jsonField) int {
 		if c := cmp.Compare(a.name, b.name); c != 0 {
 			return c
 		}
@@ -366,19 +382,25 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		return 0
 	})
-	fields := map[string]reflect.Type{}
+	set := &fieldSet{types: map[string]reflect.Type{}}
 	for i := 0; i < len(all); {
 		j := i + 1
 		for j < len(all) && all[j].name == all[i].name {
 			j++
 		}
 		if j == i+1 || all[i].depth != all[i+1].depth || all[i].tagged != all[i+1].tagged {
-			fields[all[i].name] = all[i].typ
+			set.types[all[i].name] = all[i].typ
+		} else {
+			k := i + 1
+			for k < j && all[k].depth == all[i].depth && all[k].tagged == all[i].tagged {
+				k++
+			}
+			set.clashes = append(set.clashes, all[i:k])
 		}
 		i = j
 	}
-	fieldCache.Store(t, fields)
-	return fields
+	f, _ := fieldCache.LoadOrStore(t, set)
+	return f.(*fieldSet)
 }
 
 // isValidTag is encoding/json's: a tag name it does not accept leaves
