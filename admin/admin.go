@@ -245,7 +245,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 	// A chunked body that may be left out is read first: empty, it is
 	// none, whatever its Content-Type.
 	unsized := optional && r.ContentLength < 0
-	if !unsized && !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
+	if !unsized && !jsonbody.IsJSONRequest(r) {
 		jsonbody.Unsupported(w)
 		return false
 	}
@@ -255,7 +255,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 		return false
 	case unsized && len(body) == 0:
 		return true
-	case unsized && !jsonbody.IsJSON(r.Header.Get("Content-Type")):
+	case unsized && !jsonbody.IsJSONRequest(r):
 		jsonbody.Unsupported(w)
 		return false
 	}

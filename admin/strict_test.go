@@ -204,3 +204,36 @@ func TestAdminTakesAnEmptyChunkedBodyAsNone(t *testing.T) {
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// TestAdminRefusesContentTypeOnTwoLines: Content-Type holds one media
+// type, so two field lines are refused 415, as the receivers refuse them,
+// and nothing is acted on, whether the body's length is known or it comes
+// chunked. Before, the first line was read and the second ignored: a body
+// sent as application/json and text/plain at once was acted on.
+func TestAdminRefusesContentTypeOnTwoLines(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-f", hookA)
+	body := `{"endpoint_ref":"` + refA + `"}`
+	for _, tc := range []struct {
+		name string
+		edit func(r *http.Request)
+	}{
+		{"sized", func(r *http.Request) { r.Header.Add("Content-Type", "text/plain") }},
+		{"sized, the same type twice", func(r *http.Request) { r.Header.Add("Content-Type", "application/json") }},
+		{"chunked", func(r *http.Request) {
+			r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
+			r.Header.Add("Content-Type", "text/plain")
+		}},
+	} {
+		resp, out := b.do(t, "POST", "/api/redrive", body, tc.edit)
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("%s: %d %s, want 415", tc.name, resp.StatusCode, out)
+			continue
+		}
+		refused(t, resp, out, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType)
+	}
+	if st := b.status(t, failed); st != courier.StatusFailed {
+		t.Fatalf("a refused redrive acted: %s", st)
+	}
+}

@@ -13,7 +13,8 @@
 // code; nothing is written for a refused request:
 //
 //	405 method_not_allowed      not POST
-//	415 unsupported_media_type  not application/json (a charset, in any case, must be UTF-8)
+//	415 unsupported_media_type  not application/json (a charset, in any case, must be UTF-8),
+//	                            or Content-Type sent on more than one line
 //	413 body_too_large          over Body.MaxBytes (the rest of the upload is read and
 //	                            discarded, bounded, so the client gets this answer)
 //	503 server_busy             the bodies in flight would exceed Body.Budget (Retry-After)

@@ -70,7 +70,7 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
 		return false
 	}
-	if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
+	if !jsonbody.IsJSONRequest(r) {
 		jsonbody.Unsupported(w)
 		return false
 	}

@@ -628,6 +628,14 @@ func hostileSourceTarget() hostileTarget {
 			{name: "attempt not a number", build: header(ack.AttemptHeader, "1e3"), status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
 			{name: "attempt over 1000", build: header(ack.AttemptHeader, "1001"), status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
 			{name: "attempt beyond the budget", build: header(ack.AttemptHeader, "3"), status: 422, code: courier.CodeSourceAttemptsExhausted},
+			// Two attempt lines name no one attempt: read as the first, a
+			// request passed or failed the budget by which line came first.
+			{name: "attempt header twice", build: func(v hostileValid) hostileRequest {
+				return hostileRequest{body: v.body, edit: func(r *http.Request) { r.Header.Add(ack.AttemptHeader, "3") }}
+			}, status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
+			{name: "attempt header twice, the same", build: func(v hostileValid) hostileRequest {
+				return hostileRequest{body: v.body, edit: func(r *http.Request) { r.Header.Add(ack.AttemptHeader, r.Header.Get(ack.AttemptHeader)) }}
+			}, status: 400, code: courier.CodeValidation, field: ack.AttemptHeader},
 			{name: "wrong schema", build: body(func(v hostileValid) []byte { return v.with("schema", `"courier.source-command.v2"`) }), status: 400, code: courier.CodeValidation, field: "schema"},
 			{name: "unknown operation", build: body(func(v hostileValid) []byte { return v.with("operation", `"explode"`) }), status: 400, code: courier.CodeValidation, field: "operation"},
 			{name: "budget is a float", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `1.5`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
@@ -804,6 +812,15 @@ func hostileCommonCases(target hostileTarget) []hostileCase {
 	} {
 		cases = append(cases, hostileCase{name: "content type " + ct.name, build: header("Content-Type", ct.value),
 			status: 415, code: courier.CodeUnsupportedMediaType})
+	}
+	// Content-Type is a singleton: two field lines are one list of media
+	// types, as "two media types" above sends on one line. The second line
+	// is added after signing, so that a signature covering the field is
+	// not what refuses the request.
+	for _, second := range []string{"text/plain", "application/json", ""} {
+		cases = append(cases, hostileCase{name: "content type twice, then " + cmp(second, "empty"), build: func(v hostileValid) hostileRequest {
+			return hostileRequest{body: v.body, edit: func(r *http.Request) { r.Header.Add("Content-Type", second) }}
+		}, status: 415, code: courier.CodeUnsupportedMediaType})
 	}
 	padded := func(b []byte, n int) []byte { return append(bytes.Clone(b), bytes.Repeat([]byte(" "), n-len(b))...) }
 	over := func(v hostileValid) []byte { return padded(v.body, hostileMaxBody+1) }

@@ -57,7 +57,7 @@ type SourceConfig struct {
 // redelivery, even once the source serves another contract. Beyond the
 // answers every handler gives, it refuses:
 //
-//	400 validation_failed           Courier-Attempt missing or not 1..1000
+//	400 validation_failed           Courier-Attempt missing, sent twice, or not 1..1000
 //	409 contract_changed            a new command built for another capabilities digest
 //	422 source_attempts_exhausted   a new command at an attempt beyond source_max_attempts
 //
@@ -106,6 +106,12 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHT
 
 func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
+	// One attempt line: with two, whether the budget passes would depend
+	// on which of them were read.
+	if len(r.Header.Values(ack.AttemptHeader)) > 1 {
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: ack.AttemptHeader, Rule: "single"}}})
+		return
+	}
 	attempt, ok := wire.ParseAttempt(r.Header.Get(ack.AttemptHeader))
 	if !ok {
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: ack.AttemptHeader, Rule: "attempt"}}})

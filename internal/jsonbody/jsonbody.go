@@ -41,8 +41,19 @@ func IsJSON(contentType string) bool {
 	return !ok || strings.EqualFold(cs, "utf-8")
 }
 
-// Unsupported answers 415 unsupported_media_type, for a body IsJSON
-// refuses.
+// IsJSONRequest reports whether r declares its body JSON that IsJSON
+// accepts, on exactly one Content-Type field line. The field holds one
+// media type, and its lines are one comma-separated list (RFC 9110 5.3):
+// two lines, even two saying application/json, are refused as
+// "application/json, text/plain" on one line is, rather than read as
+// whichever comes first.
+func IsJSONRequest(r *http.Request) bool {
+	v := r.Header.Values("Content-Type")
+	return len(v) == 1 && IsJSON(v[0])
+}
+
+// Unsupported answers 415 unsupported_media_type, for a body IsJSON or
+// IsJSONRequest refuses.
 func Unsupported(w http.ResponseWriter) {
 	problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/json")
 }

@@ -2,6 +2,7 @@ package jsonbody_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -32,6 +33,35 @@ func TestIsJSON(t *testing.T) {
 	} {
 		if got := jsonbody.IsJSON(tc.contentType); got != tc.want {
 			t.Errorf("IsJSON(%q) = %v, want %v", tc.contentType, got, tc.want)
+		}
+	}
+}
+
+// TestIsJSONRequest: a request is JSON when Content-Type comes on exactly
+// one field line that IsJSON accepts; two lines, whatever they say, are a
+// list of types, not JSON.
+func TestIsJSONRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lines []string
+		want  bool
+	}{
+		{[]string{"application/json"}, true},
+		{[]string{"application/json; charset=UTF-8"}, true},
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"text/plain"}, false},
+		{[]string{"application/json", "text/plain"}, false},
+		{[]string{"text/plain", "application/json"}, false},
+		{[]string{"application/json", "application/json"}, false},
+		{[]string{"application/json", ""}, false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		if tc.lines != nil {
+			r.Header["Content-Type"] = tc.lines
+		}
+		if got := jsonbody.IsJSONRequest(r); got != tc.want {
+			t.Errorf("IsJSONRequest(Content-Type %q) = %v, want %v", tc.lines, got, tc.want)
 		}
 	}
 }
