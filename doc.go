@@ -56,7 +56,7 @@
 //	deliveries    int       how many deliveries a release concerned
 //	owner         string    the worker's name
 //	error         error     the cause of a failure, for operators
-//	panic         any       true when a handler or a Hook panicked; the recovered value (middleware.Recover)
+//	panic         any       true when a handler, a Hook or a worker's Config function panicked; the recovered value (middleware.Recover)
 //	stack         string    the stack of a recovered panic
 //	action        string    the operator's action (admin)
 //	count         int       how many rows an operator's action changed (admin)

@@ -119,8 +119,10 @@
 // are read like a receiver's (bounded, one strict JSON document, no
 // unknown members); an action above that takes no body (the path names
 // all it acts on) takes none, or {}, and refuses a member as any body
-// does. A query parameter the Admin reads, given twice, is refused too
-// (rule single); one it does not read is ignored. A query, form or body
+// does. A body's Content-Type is sent on one line, naming a form or JSON
+// as the action reads: otherwise 415 unsupported_media_type. A query
+// parameter that selects what the Admin lists or finds, given twice, is
+// refused too (rule single); another is ignored. A query, form or body
 // with a bad field is 400 validation_failed listing each
 // ({"errors": [{"field", "rule"}…]}).
 package admin

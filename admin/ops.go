@@ -322,9 +322,11 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, da
 // broadest: a redrive without id or endpoint_ref takes every failed
 // delivery) is 400 validation_failed with rule unknown, and a field given
 // twice (which value counts would depend on who reads the form) with rule
-// single, as a JSON body's unknown or repeated member is refused.
+// single, as a JSON body's unknown or repeated member is refused. Its
+// Content-Type is one line, as a JSON body's is (jsonbody.IsJSONRequest):
+// two would be read as whichever comes first.
 func opsForm(w http.ResponseWriter, r *http.Request, fields ...string) (url.Values, bool) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
+	if !isForm(r.Header.Values("Content-Type")) {
 		problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/x-www-form-urlencoded")
 		return nil, false
 	}
@@ -445,4 +447,14 @@ func (h *Handler) formEndpoint(w http.ResponseWriter, r *http.Request, form url.
 		return "", nil
 	}
 	return typed, nil
+}
+
+// isForm reports whether a request's Content-Type lines are one, naming
+// an urlencoded form.
+func isForm(contentType []string) bool {
+	if len(contentType) != 1 {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType[0])
+	return err == nil && mt == "application/x-www-form-urlencoded"
 }

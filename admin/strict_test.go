@@ -237,3 +237,27 @@ func TestAdminRefusesContentTypeOnTwoLines(t *testing.T) {
 		t.Fatalf("a refused redrive acted: %s", st)
 	}
 }
+
+// TestAdminFormRefusesContentTypeOnTwoLines: the ops page's forms hold to
+// the rule the JSON actions do: Content-Type holds one media type, so a
+// form post with two Content-Type lines is refused 415 and nothing is
+// acted on. Before, the first line was read and the second ignored: a
+// body sent as a form and as JSON at once was acted on as a form.
+func TestAdminFormRefusesContentTypeOnTwoLines(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-f", hookA)
+	for _, second := range []string{"application/json", "application/x-www-form-urlencoded"} {
+		resp, out := b.do(t, "POST", "/ops/redrive", "id="+strconv.FormatInt(failed, 10), func(r *http.Request) {
+			r.Header.Add("Content-Type", second)
+		})
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("then %s: %d %s, want 415", second, resp.StatusCode, out)
+			continue
+		}
+		refused(t, resp, out, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType)
+	}
+	if st := b.status(t, failed); st != courier.StatusFailed {
+		t.Fatalf("a refused redrive acted: %s", st)
+	}
+}

@@ -278,3 +278,46 @@ func TestAStoreClosedBeforeTheSendSendsNothing(t *testing.T) {
 		t.Fatalf("%d requests sent after the Store closed: their outcome can never be recorded", n)
 	}
 }
+
+// countingHandler counts the lines with message msg and calls at once
+// they come to n.
+type countingHandler struct {
+	slog.Handler
+	msg string
+	n   int64
+	at  func()
+	got atomic.Int64
+}
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg && h.got.Add(1) == h.n {
+		h.at()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// TestRunEndsOnAClosedStoreWhateverItsClock: a Run whose Config.Now
+// panics learns of its Store's Close as one whose clock tells time does,
+// and returns the closed Store's error. Its claim was not made for want
+// of a reading, and a Run hears of the Close at once, not at its next
+// poll: it went round again at once, logging the clock's panic at Error
+// each time, for as long as its context lasted.
+func TestRunEndsOnAClosedStoreWhateverItsClock(t *testing.T) {
+	t.Parallel()
+	clock := &brokenClock{}
+	ctx, cancel := context.WithTimeout(t.Context(), guardTimeout)
+	defer cancel()
+	// A hundred panics in a row are a Run going round without waiting:
+	// it is ended there, and returns nil.
+	logs := &countingHandler{Handler: newCapture(t), msg: "worker: Now panicked", n: 100, at: cancel}
+	b := setupWorker(t, statusHandler(200, ""), func(c *client.Config) {
+		c.Now, c.Logger, c.PollInterval = clock.Now, slog.New(logs), time.Hour
+	})
+	clock.broken.Store(true)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.worker.Run(ctx); !errors.Is(err, courier.CodeDatabaseUnavailable) {
+		t.Errorf("Run = %v after %d panics of its clock, want the closed Store's database_unavailable", err, logs.got.Load())
+	}
+}

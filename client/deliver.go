@@ -240,7 +240,7 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	case courier.StatusFailed:
 		outcome = store.AttemptFailed
 	}
-	defer func() { // the Hook's panic is dropped: the attempt is settled, and the process goes on
+	defer func() { // the Hook's panic is dropped: the attempt is over, and the process goes on
 		if recover() != nil {
 			log(slog.LevelError, "worker: Hook panicked; the panic was dropped", slog.Bool(logkey.Panic, true))
 		}

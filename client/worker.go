@@ -677,12 +677,13 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		return want, 0, true, nil
 	}
 	claimedAt, told := w.now(ctx)
-	if !told {
+	if !told && !w.storeClosed() {
 		w.passClaimTurn()
 		return want, 0, true, errClock
 	}
-	// On a closed Store the claim is made even without room: it fails at
-	// once, and its error is what Run returns.
+	// On a closed Store the claim is made even without room, or a
+	// reading of the clock: it fails at once, leasing nothing, and its
+	// error is what Run returns.
 	batch, err := w.claim(ctx, max(want, 1))
 	if err != nil && !w.isStopping(ctx) && !errors.Is(err, protocol.ErrClosed) {
 		w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))

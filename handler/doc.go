@@ -37,7 +37,8 @@
 //	503 internal_error          the store could not answer (begin, inbox, commit; or under
 //	                            the function: its transaction cannot be rolled back, as when
 //	                            the database ended its connection, or the database failed
-//	                            its statement: full, read-only, an I/O error); Retry-After
+//	                            its statement: full, read-only, an I/O error, a lock
+//	                            conflict); Retry-After
 //	403 forbidden               Publish only: the caller may not publish to that target
 //
 // An accepted notification is recorded in the Inbox, processed by the

@@ -194,8 +194,8 @@ func benchFairShare(ctx context.Context, e *engine, o options, signer signature.
 
 // runUntil runs a worker with cfg until n settled attempts for which
 // counts says yes succeeded, and returns how long that took from Run's
-// start. Any of them that did not succeed (or lost its lease) fails the
-// run.
+// start. Any of them that did not succeed (or lost its lease, or was not
+// recorded) fails the run.
 func runUntil(ctx context.Context, cfg client.Config, n int, counts func(client.Event) bool) (time.Duration, error) {
 	var done atomic.Int64
 	reached := make(chan struct{})
@@ -204,7 +204,7 @@ func runUntil(ctx context.Context, cfg client.Config, n int, counts func(client.
 		if !counts(ev) {
 			return
 		}
-		if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost {
+		if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost || ev.Unrecorded {
 			failed.CompareAndSwap(nil, fmt.Sprintf("%s %s", ev.Outcome, ev.Code))
 			return
 		}

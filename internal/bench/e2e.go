@@ -182,7 +182,7 @@ func e2eLatency(ctx context.Context, d *database, srv *httptest.Server, app *e2e
 		}
 		select {
 		case ev := <-settled:
-			if ev.Outcome != store.AttemptSucceeded {
+			if ev.Outcome != store.AttemptSucceeded || ev.Unrecorded {
 				return nil, fmt.Errorf("latency sample %d: %s %s", i, ev.Outcome, string(ev.Code))
 			}
 		case <-timeout:
