@@ -89,20 +89,8 @@ type limitsRequestJSON struct {
 // excluded_without).
 func (l limitsRequestJSON) Check() error {
 	var fields []ack.FieldError
-	bound := func(field string, low, high bool) {
-		switch {
-		case low:
-			fields = append(fields, ack.FieldError{Field: field, Rule: "min"})
-		case high:
-			fields = append(fields, ack.FieldError{Field: field, Rule: "max"})
-		}
-	}
-	n, rate := *l.MaxInFlight, *l.Rate
-	bound("max_in_flight", n < 0, n > endpoint.MaxLimitInFlight)
-	bound("rate", rate < 0 || rate > 0 && rate < endpoint.MinLimitRate, rate > endpoint.MaxLimitRate)
-	bound("burst", l.Burst < 0, l.Burst > endpoint.MaxLimitBurst)
-	if rate == 0 && l.Burst != 0 {
-		fields = append(fields, ack.FieldError{Field: "burst", Rule: "excluded_without"})
+	for _, f := range endpoint.LimitFaults(*l.MaxInFlight, *l.Rate, l.Burst) {
+		fields = append(fields, ack.FieldError{Field: f.Field, Rule: f.Rule})
 	}
 	if fields != nil {
 		return &ack.ValidationError{Fields: fields}

@@ -51,17 +51,20 @@ func (l Limits) withDefaults() Limits {
 }
 
 func (l Limits) validate() error {
-	switch {
-	case l.MaxInFlight < 0 || l.MaxInFlight > endpoint.MaxLimitInFlight:
-		return invalidArgument("Limits.MaxInFlight must be within 0..100000")
-	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > endpoint.MaxLimitRate || l.Rate > 0 && l.Rate < endpoint.MinLimitRate:
-		return invalidArgument("Limits.Rate must be 0 or within 0.000001..1000000 requests per second")
-	case l.Burst < 0 || l.Burst > endpoint.MaxLimitBurst:
-		return invalidArgument("Limits.Burst must be within 0..1000000")
-	case l.Rate == 0 && l.Burst != 0:
-		return invalidArgument("Limits.Burst needs a Rate")
+	faults := endpoint.LimitFaults(l.MaxInFlight, l.Rate, l.Burst)
+	if len(faults) == 0 {
+		return nil
 	}
-	return nil
+	switch f := faults[0]; {
+	case f.Field == "max_in_flight":
+		return invalidArgument("Limits.MaxInFlight must be within 0..100000")
+	case f.Field == "rate":
+		return invalidArgument("Limits.Rate must be 0 or within 0.000001..1000000 requests per second")
+	case f.Rule == "excluded_without":
+		return invalidArgument("Limits.Burst needs a Rate")
+	default:
+		return invalidArgument("Limits.Burst must be within 0..1000000")
+	}
 }
 
 // SetLimits sets an endpoint's limits, taking effect at the next claim

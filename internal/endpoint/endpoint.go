@@ -14,6 +14,7 @@ package endpoint
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"net/url"
 	"unicode/utf8"
 )
@@ -29,6 +30,33 @@ const (
 	MinLimitRate     = 1e-6      // one a fortnight, about: slower still, the bucket's arithmetic underflows on PostgreSQL
 	MaxLimitBurst    = 1_000_000
 )
+
+// LimitFault is a field of an endpoint's limits outside its bounds: its
+// JSON name (max_in_flight, rate, burst) and the rule it breaks (min,
+// max, or excluded_without for a burst without a rate).
+type LimitFault struct{ Field, Rule string }
+
+// LimitFaults returns the faults of an endpoint's limits, in field order;
+// none if they are within their bounds. Rate is 0 for no limit, or within
+// MinLimitRate..MaxLimitRate.
+func LimitFaults(maxInFlight int, rate float64, burst int) []LimitFault {
+	var faults []LimitFault
+	bound := func(field string, low, high bool) {
+		switch {
+		case low:
+			faults = append(faults, LimitFault{field, "min"})
+		case high:
+			faults = append(faults, LimitFault{field, "max"})
+		}
+	}
+	bound("max_in_flight", maxInFlight < 0, maxInFlight > MaxLimitInFlight)
+	bound("rate", rate < 0 || rate > 0 && rate < MinLimitRate || math.IsNaN(rate), rate > MaxLimitRate)
+	bound("burst", burst < 0, burst > MaxLimitBurst)
+	if rate == 0 && burst != 0 {
+		faults = append(faults, LimitFault{"burst", "excluded_without"})
+	}
+	return faults
+}
 
 // Valid reports whether raw is an endpoint a worker can send to: an
 // absolute http or https URL with a host, at most MaxSize bytes of UTF-8
