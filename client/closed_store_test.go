@@ -321,3 +321,50 @@ func TestRunEndsOnAClosedStoreWhateverItsClock(t *testing.T) {
 		t.Errorf("Run = %v after %d panics of its clock, want the closed Store's database_unavailable", err, logs.got.Load())
 	}
 }
+
+// TestClaimsLeftOnAClosedStoreAreLoggedOnce: a Store closed while a
+// batch is made ready takes none of it back (its leases expire). That is
+// said once, at Warn, with how many deliveries were left, when the Run or
+// Work ends: each delivery logged "release failed" at Error, as if the
+// database had failed, burying a release that really did.
+func TestClaimsLeftOnAClosedStoreAreLoggedOnce(t *testing.T) {
+	t.Parallel()
+	const left = 3
+	for _, run := range []bool{false, true} {
+		t.Run("run="+strconv.FormatBool(run), func(t *testing.T) {
+			t.Parallel()
+			logs := newCapture(t)
+			var hits atomic.Int32
+			b := setupWorker(t, func(http.ResponseWriter, *http.Request) { hits.Add(1) }, func(c *client.Config) {
+				c.Signer = closingSigner{Signer: c.Signer, store: c.Store}
+				c.Logger = slog.New(logs)
+				c.Concurrency, c.BatchSize, c.EndpointConcurrency = left, left, left
+			})
+			for i := range left {
+				b.enqueue(t, "n-"+strconv.Itoa(i), `{}`)
+			}
+			if run {
+				ctx, cancel := context.WithTimeout(t.Context(), guardTimeout)
+				defer cancel()
+				if err := b.worker.Run(ctx); !errors.Is(err, courier.CodeDatabaseUnavailable) {
+					t.Fatalf("Run = %v, want the closed Store's database_unavailable", err)
+				}
+			} else if n, err := b.worker.Work(t.Context()); n != left || err != nil {
+				t.Fatalf("Work = %d, %v; want %d", n, err, left)
+			}
+			if n := hits.Load(); n != 0 {
+				t.Fatalf("%d requests sent after the Store closed", n)
+			}
+			if n := len(logs.lines("worker: release failed")); n != 0 {
+				t.Errorf("%d releases logged as failed on a closed Store, which takes none back", n)
+			}
+			lines := logs.lines("worker: Store closed; claimed deliveries left to their leases")
+			if len(lines) != 1 {
+				t.Fatalf("%d lines say the closed Store left the claimed deliveries to their leases, want 1", len(lines))
+			}
+			if l := lines[0]; l.Level != slog.LevelWarn || l.Attrs["deliveries"] != strconv.Itoa(left) {
+				t.Errorf("logged at %v with deliveries=%s, want WARN with %d", l.Level, l.Attrs["deliveries"], left)
+			}
+		})
+	}
+}

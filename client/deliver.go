@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -59,7 +60,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		started := time.Now()
 		actx, span := w.startAttempt(ctx, c)
 		var ready bool
-		if oc, ready = w.tryUnpanicked(actx, c, claimedAt); !ready {
+		if oc, ready = w.tryUnpanicked(actx, c, claimedAt, now); !ready {
 			abandonAttempt(span)
 			w.release(ctx, claimedAt, c.Lease)
 			return
@@ -124,7 +125,9 @@ func (w *Worker) settle(ctx context.Context, oc protocol.Outcome, within time.Du
 
 // release gives back leases whose attempt never started, retrying as
 // settle does; a release that cannot be written leaves the lease to
-// expire.
+// expire. A closed Store takes nothing back: what it leaves to expire is
+// counted, and logged once by the Run or Work that ends (see
+// reportLeftToLeases), not as a release that failed.
 func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...protocol.Lease) {
 	if len(leases) == 0 {
 		return
@@ -135,11 +138,25 @@ func (w *Worker) release(ctx context.Context, claimedAt time.Time, leases ...pro
 		n, err = w.outbox.Release(ctx, leases...)
 		return err
 	})
+	if errors.Is(err, protocol.ErrClosed) {
+		w.leftToLeases.Add(int64(len(leases)))
+		return
+	}
 	if err != nil {
 		w.cfg.Logger.ErrorContext(ctx, "worker: release failed", slog.Int(logkey.Deliveries, len(leases)), slog.Any(logkey.Error, err))
 		return
 	}
 	w.cfg.Logger.DebugContext(ctx, "worker: released unstarted deliveries", slog.Int(logkey.Deliveries, n))
+}
+
+// reportLeftToLeases logs, at Warn, how many claimed deliveries the
+// closed Store kept (see release) since the last report, if any: once per
+// Run or Work that ends on a closed Store.
+func (w *Worker) reportLeftToLeases(ctx context.Context) {
+	if n := w.leftToLeases.Swap(0); n > 0 {
+		w.cfg.Logger.WarnContext(ctx, "worker: Store closed; claimed deliveries left to their leases",
+			slog.Int64(logkey.Deliveries, n), slog.String(logkey.Code, string(courier.CodeDatabaseUnavailable)))
+	}
 }
 
 // leaseLeft is how much of l is left now, none if the clock tells no
@@ -257,9 +274,13 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 // profile's Verify) taken as a failed attempt to retry with code
 // internal_error after DefaultBackoff: one delivery's poison is not the
 // process's end, nor, after a restart, every worker's that claims it. The
-// panic is logged without its value, which may hold content.
-func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (oc protocol.Outcome, ready bool) {
+// panic is logged without its value, which may hold content. An attempt
+// still running once its lease has run out, as measured from now (deliver's
+// reading, as it started), is logged at Warn (see watchLease).
+func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedAt, now time.Time) (oc protocol.Outcome, ready bool) {
+	overdue := w.watchLease(ctx, c, leaseLeftAt(c.Lease, claimedAt, now))
 	defer func() {
+		overdue.Stop() // however the attempt ended: returned, panicked, or its goroutine ended (runtime.Goexit)
 		if recover() == nil {
 			return
 		}
@@ -268,4 +289,18 @@ func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedA
 		oc, ready = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeInternal, RetryDelay: DefaultBackoff(c.Attempt, 0)}, true
 	}()
 	return w.try(ctx, c, claimedAt)
+}
+
+// watchLease logs, at Warn, that c's attempt outlived its lease, once left
+// has passed, unless the Timer it returns is stopped first, as the attempt
+// ends. Only a callback that ignores its context (see Config) holds an
+// attempt that long: its slot stays taken, and the delivery is another
+// worker's to claim. The watch costs one timer, as a context deadline
+// does; an attempt that ends in time only stops it.
+func (w *Worker) watchLease(ctx context.Context, c protocol.Claimed, left time.Duration) *time.Timer {
+	id, attempt, ep := c.DeliveryID, c.Attempt, c.Endpoint // what attemptAttrs reads: the timer holds no more
+	return time.AfterFunc(left, func() {
+		named := protocol.Claimed{Lease: protocol.Lease{DeliveryID: id, Attempt: attempt}, Endpoint: ep}
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "worker: attempt outlived its lease", attemptAttrs(named)...)
+	})
 }

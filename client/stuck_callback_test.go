@@ -3,7 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
+	"github.com/courier-go/courier/store"
 )
 
 // stuckSignerFor is a SignerFor whose key store ignores every context:
@@ -125,5 +128,59 @@ func TestStopReturnsPastAStuckSigner(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("%d requests sent by an attempt a shutdown cut short", n)
+	}
+}
+
+// TestAnAttemptThatOutlivesItsLeaseIsLogged: a SignerFor that ignores
+// every context holds its attempt past its lease, and its slot with it.
+// That is logged once, at Warn, naming the attempt, as soon as the lease
+// runs out while it is still running: the slot was held with no sign of
+// it. An attempt that ended in time logs nothing of the kind, even once
+// its lease would have run out.
+func TestAnAttemptThatOutlivesItsLeaseIsLogged(t *testing.T) {
+	t.Parallel()
+	logs := newCapture(t)
+	signer := newSigner(t)
+	stuck := newStuckSignerFor(signer)
+	t.Cleanup(stuck.let)
+	b := setupWorker(t, statusHandler(http.StatusNoContent, ""), func(c *client.Config) {
+		c.Signer, c.SignerFor = nil, func(keyID string) (signature.Signer, error) {
+			if keyID == "stuck" {
+				return stuck.SignerFor(keyID)
+			}
+			return signer, nil
+		}
+		c.Logger = slog.New(logs)
+		c.Timeout, c.Lease = 200*time.Millisecond, 500*time.Millisecond // the worker's own clock: real time
+	})
+	const msg = "worker: attempt outlived its lease"
+	b.enqueueWith(t, "n-in-time", nil)
+	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the delivery that ends in time", n, err)
+	}
+	id := b.enqueueWith(t, "n-stuck", func(p *store.EnqueueParams) { p.KeyID = "stuck" })
+	done := make(chan error, 1)
+	go func() { _, err := b.worker.Work(t.Context()); done <- err }()
+	<-stuck.asked
+	select {
+	case <-logs.logged(msg):
+	case <-time.After(10 * time.Second): // a bound on the failure, not a wait for success
+		t.Fatalf("no %q 10s into an attempt held past its %v lease", msg, 500*time.Millisecond)
+	}
+	stuck.let()
+	if err := <-done; err != nil {
+		t.Fatalf("Work = %v", err)
+	}
+	// The first delivery's lease, claimed before, ran out before the
+	// stuck one's: had its attempt been taken as outliving it, it would
+	// be logged by now.
+	lines := logs.lines(msg)
+	if len(lines) != 1 {
+		t.Fatalf("%d lines %q, want one, for the stuck attempt", len(lines), msg)
+	}
+	l := lines[0]
+	if l.Level != slog.LevelWarn || l.Attrs["delivery"] != strconv.FormatInt(id, 10) || l.Attrs["attempt"] != "1" ||
+		l.Attrs["endpoint"] == "" || l.Attrs["endpoint_ref"] == "" {
+		t.Errorf("logged %v %v, want WARN naming delivery %d, attempt 1, its endpoint and ref", l.Level, l.Attrs, id)
 	}
 }

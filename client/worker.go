@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -58,7 +59,9 @@ const (
 // (the request's, for a Signer's Sign and in the answer Classify judges):
 // an attempt holds its slot until what it called returns, and no
 // goroutine can be ended from outside. One that blocks past the attempt's
-// Timeout, or for good, holds its slot that long, past the lease too;
+// Timeout, or for good, holds its slot that long, past the lease too
+// (logged at Warn once the lease has run out, as "worker: attempt
+// outlived its lease");
 // Run and Work return only once it returns, and Stop, whose ctx ended,
 // returns ctx's error without waiting for it. It costs the worker slots,
 // never a duplicate: no request is sent once the lease no longer covers a
@@ -181,12 +184,14 @@ type Config struct {
 	// Warn for every delivery that fails for good and every destination
 	// the guard refuses, Info for a retry from the third attempt on, Warn
 	// for a lease lost, too short to start an attempt or spent by the
-	// signing (see Lease), Error for an outcome the store could not
-	// record, Debug for the other attempts.
+	// signing (see Lease) and for an attempt still running once its lease
+	// has run out, Error for an outcome the store could not record, Debug
+	// for the other attempts.
 	// It hears of the worker itself too: Error for a claim or a release
 	// that failed and a panic (in the Hook, in Now, or an attempt's), Warn
-	// for wake-ups lost or unavailable (see PollInterval) and a Stop whose
-	// deadline passed, Info for stopping and wake-ups back. Defaults to
+	// for wake-ups lost or unavailable (see PollInterval), a Stop whose
+	// deadline passed and, once per Run or Work that ends on a closed
+	// Store, the claimed deliveries it could not give back, Info for stopping and wake-ups back. Defaults to
 	// discarding.
 	Logger *slog.Logger
 	// Now is the worker's clock: it signs attempts and measures how much
@@ -360,6 +365,9 @@ type Worker struct {
 	// closed is closed once the Store is: no claim can succeed, and no
 	// outcome be recorded, so no request is sent any more.
 	closed <-chan struct{}
+	// leftToLeases counts the claimed deliveries a closed Store could not
+	// take back, until a Run or Work that ends reports them.
+	leftToLeases atomic.Int64
 
 	// slots holds one token per attempt in flight, across every Run and
 	// Work of the worker: together they keep to Config.Concurrency. freed
@@ -563,7 +571,7 @@ func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.C
 // Store is closed: no outcome could be recorded, and a request sent would
 // be sent again once its lease expired. What was claimed and not yet sent
 // is not given back either, for the closed Store cannot: its leases
-// expire (logged as a release that failed). Any other claim that fails is
+// expire, as Run logs once, at Warn, with how many it left. Any other claim that fails is
 // logged and made again on a timer of its own (see PollInterval), or at
 // the next wake-up or poll if sooner.
 func (w *Worker) Run(ctx context.Context) error {
@@ -571,6 +579,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	defer w.leave()
+	defer w.reportLeftToLeases(ctx) // once every attempt of the Run has ended
 	actx, cancel := w.attemptContext(ctx)
 	defer cancel()
 	wake := w.listen(ctx)
@@ -892,6 +901,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		return 0, courier.CodeWorkerStopped
 	}
 	defer w.leave()
+	defer w.reportLeftToLeases(ctx) // once every attempt of the Work has ended
 	if !w.takeClaimTurn(ctx) {
 		if err := ctx.Err(); err != nil {
 			return 0, err

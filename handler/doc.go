@@ -20,7 +20,8 @@
 //	503 server_busy             the bodies in flight would exceed Body.Budget (Retry-After)
 //	408 request_timeout         the body did not arrive within Body.ReadTimeout
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
-//	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields)
+//	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields;
+//	                            a number no float64 holds, in a valid document: rule finite)
 //	400 validation_failed       notification_id (rule webhook_id): the signed message id
 //	                            (webhook-id, or Svix's svix-id) names another notification
 //	400 message_id_missing      Receiver only: a payload without an id of its own, under a

@@ -221,7 +221,11 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	}
 	payload, err := ack.Canonical(req.Payload)
 	if err != nil || len(payload) == 0 || payload[0] != '{' {
-		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "object"}}})
+		rule := "object"
+		if errors.Is(err, ack.ErrNotFinite) { // an object, with a number no float64 holds
+			rule = "finite"
+		}
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: rule}}})
 		return
 	}
 	target := PublishTarget{Tenant: req.Tenant, EventType: req.EventType, Endpoint: req.Endpoint, NotificationID: req.NotificationID}

@@ -143,6 +143,20 @@ func TestPublishRefusals(t *testing.T) {
 	}
 }
 
+// TestPublishNamesANumberNoFloatHolds: a payload with a number no float64
+// holds is a valid JSON document that cannot be enqueued: refused with
+// validation_failed, its rule finite, as the Reporting and Source
+// receivers name it, not object, which says the payload is something
+// else than an object.
+func TestPublishNamesANumberNoFloatHolds(t *testing.T) {
+	t.Parallel()
+	_, srv := setupPublish(t)
+	status, out := publish(t, srv, `{"notification_id":"n","endpoint":"https://x.example","payload":{"a":1e400}}`, "", publishToken)
+	if status != 400 || !strings.Contains(string(out), `"code":"validation_failed"`) || !strings.Contains(string(out), `{"field":"payload","rule":"finite"}`) {
+		t.Errorf("%d %s, want 400 validation_failed naming payload, rule finite", status, out)
+	}
+}
+
 // TestPublishRollsBack: a request that fails midway (an idempotency
 // collision on its second notification) enqueues nothing at all.
 func TestPublishRollsBack(t *testing.T) {

@@ -166,7 +166,7 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte
 	ctx := r.Context()
 	canonical, err := ack.JCS(body)
 	if err != nil {
-		jsonbody.Malformed(w, err)
+		jsonbody.NotCanonical(w, body, err)
 		return
 	}
 	var n ack.Reporting

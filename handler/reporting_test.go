@@ -467,7 +467,10 @@ func TestReportingRefusals(t *testing.T) {
 			}
 		}, status: 401, code: courier.CodeWebhookInvalid},
 		{name: "malformed JSON", body: []byte(`{"idempotency_key":`), status: 400, code: courier.CodeMalformedJSON},
-		{name: "number out of range", body: with("result", map[string]any{"x": json.Number("1e400")}), status: 400, code: courier.CodeMalformedJSON},
+		// A valid JSON document with a number no float64 holds is invalid
+		// input, not malformed JSON, as Publish and Receiver answer it.
+		{name: "number out of range", body: with("result", map[string]any{"x": json.Number("1e400")}), status: 400, code: courier.CodeValidation, field: "result.x"},
+		{name: "number out of range in an array", body: with("extra", []any{1, json.Number("-1e400")}), status: 400, code: courier.CodeValidation, field: "extra[1]"},
 		{name: "duplicate keys", body: append([]byte(`{"status":"working",`), report[1:]...), status: 400, code: courier.CodeDuplicateKey},
 		{name: "duplicate keys in result", body: bytes.Replace(report, []byte(`"currency"`), []byte(`"currency": "EUR", "currency"`), 1), status: 400, code: courier.CodeDuplicateKey},
 		{name: "not an object", body: []byte(`[]`), status: 400, code: courier.CodeValidation},

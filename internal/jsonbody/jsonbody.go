@@ -68,14 +68,34 @@ func Check(w http.ResponseWriter, body []byte) bool {
 	return true
 }
 
-// Malformed answers 400 for err, an ack.Check or ack.JCS failure:
-// duplicate_json_key for a duplicate key, malformed_json otherwise.
+// Malformed answers 400 for err, a failure of the strict parse (see
+// strictjson.Parse): duplicate_json_key for a duplicate key,
+// malformed_json otherwise. A canonical form's failure is NotCanonical's.
 func Malformed(w http.ResponseWriter, err error) {
 	code := courier.CodeMalformedJSON
 	if errors.Is(err, strictjson.ErrDuplicateKey) {
 		code = courier.CodeDuplicateKey
 	}
 	problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
+}
+
+// NotCanonical answers 400 for body, which ack.JCS or ack.Canonical
+// refused with err. A number no float64 holds (ack.ErrNotFinite) leaves
+// body a valid JSON document, which is not malformed: validation_failed,
+// naming the first such number by its path, rule finite, as a wrong value
+// is named. Any other error is Malformed's.
+func NotCanonical(w http.ResponseWriter, body []byte, err error) {
+	if errors.Is(err, ack.ErrNotFinite) {
+		if doc, perr := strictjson.Parse(body); perr == nil {
+			ve := &ack.ValidationError{}
+			if path, ok := strictjson.NotFinite(doc); ok && path != "" {
+				ve.Fields = []ack.FieldError{{Field: path, Rule: "finite"}}
+			}
+			Invalid(w, ve)
+			return
+		}
+	}
+	Malformed(w, err)
 }
 
 // Decode checks body strictly (see Check), decodes it into v and validates

@@ -3,7 +3,9 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -220,4 +222,43 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// NotFinite returns the path, as CheckNames spells it ("items[1].count"),
+// of the first number of doc, in document order, that has no finite
+// float64 value (it overflows to ±Inf), which canonical JSON cannot
+// write; the path is "" when doc itself is that number. ok is false when
+// doc has none.
+func NotFinite(doc Value) (path string, ok bool) {
+	var steps []step
+	var walk func(v Value) bool
+	walk = func(v Value) bool {
+		switch v.Kind {
+		case Number:
+			f, err := strconv.ParseFloat(v.Text, 64)
+			return err != nil || math.IsInf(f, 0)
+		case Array:
+			for i, item := range v.Items {
+				steps = append(steps, step{kind: indexStep, index: i})
+				if walk(item) {
+					return true
+				}
+				steps = steps[:len(steps)-1]
+			}
+		case Object:
+			for _, m := range v.Members {
+				steps = append(steps, step{kind: memberStep, name: m.Key})
+				if walk(m.Val) {
+					return true
+				}
+				steps = steps[:len(steps)-1]
+			}
+		}
+		return false
+	}
+	if !walk(doc) {
+		return "", false
+	}
+	path, _ = spell(steps)
+	return path, true
 }

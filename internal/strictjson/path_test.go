@@ -93,3 +93,26 @@ func FuzzPathOf(f *testing.F) {
 		}
 	})
 }
+
+// TestNotFinite: the first number that overflows a float64 is named by
+// its path, as CheckNames names members and indexes; huge but finite
+// numbers and tiny ones (which round to zero) are not it.
+func TestNotFinite(t *testing.T) {
+	for _, tc := range []struct {
+		doc, path string
+		ok        bool
+	}{
+		{`{"a":1,"b":[2,{"c":1e400}],"d":-1e400}`, "b[1].c", true},
+		{`[1.7976931348623157e308,-1e999]`, "[1]", true},
+		{`1e400`, "", true},
+		{`{"a":1e308,"b":1e-400,"c":"1e400"}`, "", false},
+	} {
+		doc, err := Parse([]byte(tc.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path, ok := NotFinite(doc); path != tc.path || ok != tc.ok {
+			t.Errorf("NotFinite(%s) = %q, %v; want %q, %v", tc.doc, path, ok, tc.path, tc.ok)
+		}
+	}
+}
