@@ -99,15 +99,15 @@ func NotCanonical(w http.ResponseWriter, body []byte, err error) {
 }
 
 // Decode checks body strictly (see Check), decodes it into v and validates
-// it (see DecodeChecked), answering 400 itself when it cannot. It parses
-// body once: the name check walks the tree the strict check builds.
+// it (see DecodeChecked), answering 400 itself when it cannot. Neither
+// check builds a tree of body: what they keep is bounded by its depth and
+// its largest object, not by how many values it holds, so a body costs
+// little more than its own bytes and what v decodes it into.
 func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
-	doc, err := strictjson.Parse(body)
-	if err != nil {
-		Malformed(w, err)
+	if !Check(w, body) {
 		return false
 	}
-	variants, unknown := strictjson.CheckValueNames(doc, v)
+	variants, unknown := strictjson.CheckStrictNames(body, v)
 	return decodeNamed(w, body, v, allowUnknown, variants, unknown)
 }
 

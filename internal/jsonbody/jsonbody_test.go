@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -337,5 +338,30 @@ func TestDecodeRefusesNamesDeepDown(t *testing.T) {
 				t.Fatalf("errors %q, want %q", got, tc.fields)
 			}
 		})
+	}
+}
+
+// TestDecodeMemory: decoding a 1 MiB body whose bulk is many small
+// values costs about what encoding/json takes to decode it, not a node of
+// a parsed tree per value (tens of megabytes for a body of [0,0,...]).
+func TestDecodeMemory(t *testing.T) {
+	const item = `{"name":"n","children":[]}`
+	for _, body := range [][]byte{
+		[]byte(`{"items":[0` + strings.Repeat(",0", 1<<19) + `]}`),
+		[]byte(`{"items":[` + item + strings.Repeat(","+item, (1<<20)/(len(item)+1)) + `]}`),
+	} {
+		var v struct {
+			Items json.RawMessage `json:"items"`
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		ok := jsonbody.Decode(httptest.NewRecorder(), body, &v, false)
+		runtime.ReadMemStats(&after)
+		if !ok {
+			t.Fatal("refused")
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > uint64(8*len(body)) {
+			t.Errorf("Decode allocated %d bytes for a %d-byte body", n, len(body))
+		}
 	}
 }

@@ -39,24 +39,43 @@ import (
 // maps. A doc of another shape than v's type has none here: decoding
 // reports it.
 //
-// doc is parsed once and each of its values visited once, so the cost is
-// linear in its size however deep it nests. A document Parse refuses
+// doc is checked (see Check), then read once more, guided by the type,
+// each of its values visited once, so the cost is linear in its size
+// however deep it nests; no tree of it is built, so what the walk keeps is
+// bounded by its depth and the paths it reports. A document Parse refuses
 // (a duplicate key, invalid UTF-8, deeper than MaxDepth) but encoding/json
 // reads is read as encoding/json reads it, the last of duplicate members
 // winning, so that the names checked are those decoding would see; one
 // encoding/json refuses has none.
 func CheckNames(doc []byte, v any) (variants, unknown []string) {
-	if reflect.TypeOf(v) == nil {
+	t := reflect.TypeOf(v)
+	if t == nil {
 		return nil, nil
 	}
-	root, err := Parse(doc)
-	if err != nil {
-		var ok bool
-		if root, ok = parseLikeEncodingJSON(doc); !ok {
+	if Check(doc) != nil {
+		root, ok := parseLikeEncodingJSON(doc)
+		if !ok {
 			return nil, nil
 		}
+		return CheckValueNames(root, v)
 	}
-	return CheckValueNames(root, v)
+	return CheckStrictNames(doc, v)
+}
+
+// CheckStrictNames is CheckNames for a document Check has accepted, which
+// it does not check again. doc must be one: another may make it panic.
+func CheckStrictNames(doc []byte, v any) (variants, unknown []string) {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return nil, nil
+	}
+	var w nameWalk
+	p := parser{b: doc}
+	p.space()
+	w.scan(&p, t, true, 0)
+	slices.Sort(w.variants)
+	slices.Sort(w.unknown)
+	return w.variants, w.unknown
 }
 
 // CheckValueNames is CheckNames for a document Parse has already read, so
@@ -134,6 +153,7 @@ type nameWalk struct {
 type step struct {
 	kind  stepKind
 	name  string // the member's name or the map's key
+	raw   []byte // or these, decoded, where the name is not yet a string
 	index int    // the element's index
 }
 
@@ -192,6 +212,87 @@ func (w *nameWalk) check(doc Value, t reflect.Type, unknowns bool) {
 	}
 }
 
+// scan is check for the value of a strict document at p, which it reads
+// past: it follows the members, elements and map values that t may take
+// a struct in, and reads past the others without keeping them.
+func (w *nameWalk) scan(p *parser, t reflect.Type, unknowns bool, depth int) {
+	t = indirect(t)
+	unknowns = unknowns && !decodesItself(t)
+	switch c := p.b[p.i]; {
+	case c == '{' && t.Kind() == reflect.Struct:
+		fields := jsonFields(t)
+		if len(fields) == 0 && !unknowns {
+			break
+		}
+		w.members(p, depth, func(key []byte) {
+			s := step{kind: memberStep, raw: key}
+			if ft, ok := fields[string(key)]; ok {
+				w.scanDescend(p, s, ft, unknowns, depth+1)
+				return
+			}
+			switch {
+			case foldsToField(fields, string(key)):
+				w.variants = append(w.variants, w.pathTo(s))
+			case unknowns:
+				w.unknown = append(w.unknown, w.pathTo(s))
+			}
+			_, _ = p.value(depth + 1)
+		})
+		return
+	case c == '{' && t.Kind() == reflect.Map && holdsStruct(t.Elem()):
+		w.members(p, depth, func(key []byte) {
+			w.scanDescend(p, step{kind: keyStep, raw: key}, t.Elem(), unknowns, depth+1)
+		})
+		return
+	case c == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && holdsStruct(t.Elem()):
+		p.i++ // [
+		p.space()
+		for i := 0; p.b[p.i] != ']'; i++ {
+			if t.Kind() == reflect.Array && i >= t.Len() {
+				_, _ = p.value(depth + 1) // encoding/json drops what an array has no room for
+			} else {
+				w.scanDescend(p, step{kind: indexStep, index: i}, t.Elem(), unknowns, depth+1)
+			}
+			p.space()
+			if p.b[p.i] == ',' {
+				p.i++
+				p.space()
+			}
+		}
+		p.i++ // ]
+		return
+	}
+	_, _ = p.value(depth) // decoding reports another shape, or takes null
+}
+
+// members reads the object of a strict document at p, calling member with
+// each key, and p at its value, to be read past.
+func (w *nameWalk) members(p *parser, depth int, member func(key []byte)) {
+	p.i++ // {
+	p.space()
+	for p.b[p.i] != '}' {
+		key, _ := p.stringBytes()
+		p.space()
+		p.i++ // :
+		p.space()
+		member(key)
+		p.space()
+		if p.b[p.i] == ',' {
+			p.i++
+			p.space()
+		}
+	}
+	p.i++ // }
+}
+
+// scanDescend scans the value at p, reached from the current value by s,
+// against t.
+func (w *nameWalk) scanDescend(p *parser, s step, t reflect.Type, unknowns bool, depth int) {
+	w.path = append(w.path, s)
+	w.scan(p, t, unknowns, depth)
+	w.path = w.path[:len(w.path)-1]
+}
+
 // descend checks doc, reached from the current value by s, against t.
 func (w *nameWalk) descend(s step, doc Value, t reflect.Type, unknowns bool) {
 	w.path = append(w.path, s)
@@ -230,9 +331,11 @@ func (s step) writeTo(b *strings.Builder) {
 			b.WriteByte('.')
 		}
 		b.WriteString(s.name)
+		b.Write(s.raw)
 	case keyStep:
 		b.WriteByte('[')
 		b.WriteString(s.name)
+		b.Write(s.raw)
 		b.WriteByte(']')
 	case indexStep:
 		b.WriteByte('[')

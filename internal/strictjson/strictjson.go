@@ -8,6 +8,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -60,31 +61,81 @@ type Member struct {
 // UTF-8, no duplicate keys in any object, at most MaxDepth levels, nothing
 // but whitespace after the value. Errors wrap ErrMalformed or
 // ErrDuplicateKey and name an offset, never content.
+//
+// b is read twice: first as Check reads it, counting the items and members
+// of each array and object, then to build the tree, each array and object
+// in one allocation of its size. A document Parse refuses costs no tree,
+// and one it takes costs its tree and no more.
 func Parse(b []byte) (Value, error) {
-	p := parser{b: b}
-	p.space()
-	v, err := p.value(0)
-	if err != nil {
+	p := parser{b: b, counting: true}
+	if err := p.document(); err != nil {
 		return Value{}, err
 	}
+	p.i, p.counting, p.build = 0, false, true
 	p.space()
-	if p.i != len(p.b) {
-		return Value{}, p.fail("data after the document")
-	}
-	return v, nil
+	return p.value(0) // read once already: it fails no more
 }
 
 // Check reports whether b is one strict JSON document: valid UTF-8, no
 // duplicate object keys, at most MaxDepth levels of nesting. The error wraps
-// ErrMalformed or ErrDuplicateKey.
+// ErrMalformed or ErrDuplicateKey, as Parse's does for the same b. It reads
+// b as Parse does without building the tree, so what it keeps is bounded by
+// the depth of b and the members of its largest object, not by how many
+// values b holds.
 func Check(b []byte) error {
-	_, err := Parse(b)
-	return err
+	p := parser{b: b}
+	return p.document()
 }
 
+// parser reads one document. Without build, it reports only whether the
+// document is strict, and its Values are empty; with build, it returns the
+// tree of Values of a document it has read so before, counting.
 type parser struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	build bool
+	open  []openObject // per depth, the object being read there
+	// sizes holds the number of items or members of each array and
+	// object, in the order they open: counted when counting, then read
+	// back from next when building.
+	sizes    []int32
+	next     int
+	counting bool
+}
+
+// document reads b whole: one value, and nothing after it but whitespace.
+func (p *parser) document() error {
+	p.space()
+	if _, err := p.value(0); err != nil {
+		return err
+	}
+	p.space()
+	if p.i != len(p.b) {
+		return p.fail("data after the document")
+	}
+	return nil
+}
+
+// size returns where the count of the array or object opening is kept
+// when counting, and, when building, the room to make for its items or
+// members.
+func (p *parser) size() (slot, room int) {
+	switch {
+	case p.counting:
+		p.sizes = append(p.sizes, 0)
+		return len(p.sizes) - 1, 0
+	case p.build:
+		p.next++
+		return -1, int(p.sizes[p.next-1])
+	}
+	return -1, 0
+}
+
+// openObject holds the keys an object has had so far, for the duplicate
+// check. Only one object is open at each depth, so each depth's is reused.
+type openObject struct {
+	keys [][]byte            // decoded; where no escape, slices of the document
+	seen map[string]struct{} // built once the object outgrows a linear scan
 }
 
 func (p *parser) fail(what string) error {
@@ -112,8 +163,11 @@ func (p *parser) value(depth int) (Value, error) {
 	case c == '[':
 		return p.array(depth + 1)
 	case c == '"':
-		s, err := p.string()
-		return Value{Kind: String, Text: s}, err
+		s, err := p.stringBytes()
+		if err != nil || !p.build {
+			return Value{}, err
+		}
+		return Value{Kind: String, Text: string(s)}, nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	case c == 't':
@@ -140,7 +194,16 @@ func (p *parser) object(depth int) (Value, error) {
 	}
 	p.i++ // {
 	v := Value{Kind: Object}
-	var seen map[string]struct{} // built once an object outgrows a linear scan
+	slot, room := p.size()
+	if room > 0 {
+		v.Members = make([]Member, 0, room)
+	}
+	if !p.build { // a document is built once it has been read whole
+		for len(p.open) <= depth {
+			p.open = append(p.open, openObject{})
+		}
+		p.open[depth] = openObject{keys: p.open[depth].keys[:0]}
+	}
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
@@ -151,11 +214,11 @@ func (p *parser) object(depth int) (Value, error) {
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
 			return Value{}, p.fail("expected object key")
 		}
-		key, err := p.string()
+		key, err := p.stringBytes()
 		if err != nil {
 			return Value{}, err
 		}
-		if p.duplicate(&seen, v.Members, key) {
+		if !p.build && p.open[depth].duplicate(key) {
 			return Value{}, fmt.Errorf("%w at offset %d", ErrDuplicateKey, p.i)
 		}
 		p.space()
@@ -168,36 +231,43 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.Members = append(v.Members, Member{Key: key, Val: val})
+		if p.build {
+			v.Members = append(v.Members, Member{Key: string(key), Val: val})
+		}
+		if slot >= 0 {
+			p.sizes[slot]++
+		}
 		if done, err := p.separator('}'); done || err != nil {
 			return v, err
 		}
 	}
 }
 
-// duplicate reports whether key is already among members. Small objects are
-// scanned; from linearScanLimit members on, a set keeps the check linear in
-// the size of the document so that hostile input cannot make it quadratic.
-func (p *parser) duplicate(seen *map[string]struct{}, members []Member, key string) bool {
+// duplicate reports whether key is already among o's keys, and adds it.
+// Small objects are scanned; from linearScanLimit members on, a set keeps
+// the check linear in the size of the document so that hostile input
+// cannot make it quadratic.
+func (o *openObject) duplicate(key []byte) bool {
 	const linearScanLimit = 16
-	if len(members) < linearScanLimit {
-		for _, m := range members {
-			if m.Key == key {
+	if o.seen == nil {
+		for _, k := range o.keys {
+			if bytes.Equal(k, key) {
 				return true
 			}
 		}
-		return false
-	}
-	if *seen == nil {
-		*seen = make(map[string]struct{}, 2*len(members))
-		for _, m := range members {
-			(*seen)[m.Key] = struct{}{}
+		if len(o.keys) < linearScanLimit {
+			o.keys = append(o.keys, key)
+			return false
+		}
+		o.seen = make(map[string]struct{}, 2*len(o.keys))
+		for _, k := range o.keys {
+			o.seen[string(k)] = struct{}{}
 		}
 	}
-	if _, ok := (*seen)[key]; ok {
+	if _, ok := o.seen[string(key)]; ok {
 		return true
 	}
-	(*seen)[key] = struct{}{}
+	o.seen[string(key)] = struct{}{}
 	return false
 }
 
@@ -207,6 +277,10 @@ func (p *parser) array(depth int) (Value, error) {
 	}
 	p.i++ // [
 	v := Value{Kind: Array}
+	slot, room := p.size()
+	if room > 0 {
+		v.Items = make([]Value, 0, room)
+	}
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
@@ -218,7 +292,12 @@ func (p *parser) array(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.Items = append(v.Items, item)
+		if p.build {
+			v.Items = append(v.Items, item)
+		}
+		if slot >= 0 {
+			p.sizes[slot]++
+		}
 		if done, err := p.separator(']'); done || err != nil {
 			return v, err
 		}
@@ -272,6 +351,9 @@ func (p *parser) number() (Value, error) {
 			return Value{}, p.fail("invalid number")
 		}
 	}
+	if !p.build {
+		return Value{}, nil
+	}
 	return Value{Kind: Number, Text: string(p.b[start:p.i])}, nil
 }
 
@@ -284,8 +366,10 @@ func (p *parser) digits() int {
 	return n
 }
 
-// string decodes a JSON string starting at the opening quote.
-func (p *parser) string() (string, error) {
+// stringBytes decodes a JSON string starting at the opening quote. Without
+// an escape, the bytes are the document's own, to be copied before they
+// are kept.
+func (p *parser) stringBytes() ([]byte, error) {
 	p.i++ // "
 	start := p.i
 	// Fast path: no escapes, all ASCII printable or valid UTF-8.
@@ -294,7 +378,7 @@ func (p *parser) string() (string, error) {
 		if c == '"' {
 			s := p.b[start:p.i]
 			p.i++
-			return string(s), nil
+			return s, nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
@@ -305,7 +389,7 @@ func (p *parser) string() (string, error) {
 		}
 		r, size := utf8.DecodeRune(p.b[p.i:])
 		if r == utf8.RuneError && size == 1 {
-			return "", p.fail("invalid UTF-8")
+			return nil, p.fail("invalid UTF-8")
 		}
 		p.i += size
 	}
@@ -315,13 +399,13 @@ func (p *parser) string() (string, error) {
 		switch {
 		case c == '"':
 			p.i++
-			return string(buf), nil
+			return buf, nil
 		case c < 0x20:
-			return "", p.fail("control character in string")
+			return nil, p.fail("control character in string")
 		case c == '\\':
 			r, err := p.escape()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			buf = utf8.AppendRune(buf, r)
 		case c < utf8.RuneSelf:
@@ -330,13 +414,13 @@ func (p *parser) string() (string, error) {
 		default:
 			r, size := utf8.DecodeRune(p.b[p.i:])
 			if r == utf8.RuneError && size == 1 {
-				return "", p.fail("invalid UTF-8")
+				return nil, p.fail("invalid UTF-8")
 			}
 			buf = append(buf, p.b[p.i:p.i+size]...)
 			p.i += size
 		}
 	}
-	return "", p.fail("unterminated string")
+	return nil, p.fail("unterminated string")
 }
 
 // escape decodes one backslash escape, joining UTF-16 surrogate pairs. A lone
