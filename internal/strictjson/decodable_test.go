@@ -34,9 +34,10 @@ type (
 	// no field a body sets: nothing to allocate.
 	ctOnlyUnexported struct {
 		Name string
+		//lint:ignore U1000 the embedding is what CheckType reads
 		*ctEmpty
 	}
-	ctEmpty struct{ n int }
+	ctEmpty struct{ _ int }
 	// ctSkipped hides its embedded pointer from encoding/json.
 	ctSkipped struct {
 		Name      string
@@ -78,6 +79,7 @@ func TestCheckType(t *testing.T) {
 		{reflect.TypeFor[ctShadowed](), ""},
 		{reflect.TypeFor[ctNode](), ""},
 		{reflect.TypeFor[ctOnlyUnexported](), ""},
+		{reflect.TypeFor[ctEmpty](), ""},
 		{reflect.TypeFor[ctSkipped](), ""},
 		{reflect.TypeFor[ctInMap](), "strictjson.ctWithHidden.ctHidden"},
 		{reflect.TypeFor[ctSelf](), ""},
