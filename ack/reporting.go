@@ -78,17 +78,7 @@ var deliveryReportTypes = []string{"scheduled", "final", "delayed", "adjusted", 
 // families (impairment, creative, account, …) are not: their results are
 // the application's to read.
 func (r Reporting) IsDeliveryReport() bool {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(r.Result, &members) != nil {
-		return false
-	}
-	for name, v := range members {
-		var t string
-		if strings.EqualFold(name, "notification_type") && json.Unmarshal(v, &t) == nil && slices.Contains(deliveryReportTypes, t) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(wire.NotificationTypes(r.Result), func(t string) bool { return slices.Contains(deliveryReportTypes, t) })
 }
 
 // Check validates r.Result when it is a delivery report; field errors are

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -319,16 +318,4 @@ func reemissionKey(sender string, n ack.Reporting) *protocol.InboxKey {
 // its impairment_id, the same on the fires while it is open and on the
 // closing fire that says it is resolved. So only a task webhook's terminal
 // notification_id is deduped.
-func isNotification(result json.RawMessage) bool {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(result, &members) != nil {
-		return false
-	}
-	for name, v := range members {
-		var family string
-		if strings.EqualFold(name, "notification_type") && json.Unmarshal(v, &family) == nil && family != "" {
-			return true
-		}
-	}
-	return false
-}
+func isNotification(result json.RawMessage) bool { return len(wire.NotificationTypes(result)) > 0 }

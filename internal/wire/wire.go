@@ -6,7 +6,9 @@ package wire
 
 import (
 	"encoding/base32"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -109,4 +111,23 @@ var idempotencyKeyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 // 32 base32 characters, as ack.NewIdempotencyKey documents it.
 func IdempotencyKey(bits [20]byte) string {
 	return "whk_" + idempotencyKeyEncoding.EncodeToString(bits[:])
+}
+
+// NotificationTypes are the notification_type values an AdCP reporting
+// result names: the non-empty strings of its members of that name,
+// spelled in any case (encoding/json would decode "NOTIFICATION_TYPE"
+// into such a field); none if result is no object.
+func NotificationTypes(result []byte) []string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(result, &members) != nil {
+		return nil
+	}
+	var types []string
+	for name, v := range members {
+		var t string
+		if strings.EqualFold(name, "notification_type") && json.Unmarshal(v, &t) == nil && t != "" {
+			types = append(types, t)
+		}
+	}
+	return types
 }
