@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/internal/rules"
+	"github.com/courier-go/courier/internal/typewalk"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/go-playground/validator/v10"
@@ -163,16 +164,7 @@ func init() { rules.Register(checkRules) }
 // checked against its type (see divesInto). Fields validator does not
 // visit (unexported ones, and those tagged validate:"-") are not followed.
 func checkRules(t reflect.Type) error {
-	seen := map[reflect.Type]bool{}
-	var walk func(t reflect.Type) error
-	walk = func(t reflect.Type) error {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || seen[t] {
-			return nil
-		}
-		seen[t] = true
+	return typewalk.Structs(t, func(t reflect.Type) ([]reflect.Type, error) {
 		var fields []reflect.Type
 		for i := range t.NumField() {
 			f := t.Field(i)
@@ -181,18 +173,12 @@ func checkRules(t reflect.Type) error {
 				continue
 			}
 			if !divesInto(tag, f.Type) {
-				return fmt.Errorf("ack: the validate tag of %s.%s dives where its type, %s, holds no slice, array or map", t, f.Name, f.Type)
+				return nil, fmt.Errorf("ack: the validate tag of %s.%s dives where its type, %s, holds no slice, array or map", t, f.Name, f.Type)
 			}
 			fields = append(fields, f.Type)
 		}
-		for _, f := range fields {
-			if err := walk(f); err != nil {
-				return err
-			}
-		}
-		return runRules(t) // after its fields' types, so a failure names the type that holds the tag
-	}
-	return walk(t)
+		return fields, nil
+	}, runRules) // after its fields' types, so a failure names the type that holds the tag
 }
 
 // divesInto reports whether each dive of tag, a validate tag of a field of

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/courier-go/courier/internal/typewalk"
 )
 
 // CheckType returns why encoding/json cannot decode a JSON object into a
@@ -27,26 +29,17 @@ import (
 //   - a t that decodes itself from a JSON string only (UnmarshalText
 //     without UnmarshalJSON): no object decodes into it.
 func CheckType(t reflect.Type) error {
-	seen := map[reflect.Type]bool{}
-	var walk func(t reflect.Type) error
-	walk = func(t reflect.Type) error {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || seen[t] {
-			return nil
-		}
-		seen[t] = true
+	visit := func(t reflect.Type) ([]reflect.Type, error) {
 		iface, method := jsonUnmarshaler, "UnmarshalJSON" // encoding/json's choice, before UnmarshalText
 		if !reflect.PointerTo(t).Implements(iface) {
 			iface, method = textUnmarshaler, "UnmarshalText"
 		}
 		if f, ok := promoted(t, iface, method); ok && hasOwnFields(t, f) {
-			return fmt.Errorf("%s.%s gives %s its %s: encoding/json hands that the whole value, and never sets %s's other fields (declare %s on %s, or name the embedded field)",
+			return nil, fmt.Errorf("%s.%s gives %s its %s: encoding/json hands that the whole value, and never sets %s's other fields (declare %s on %s, or name the embedded field)",
 				t, f.Name, t, method, t, method, t)
 		}
 		if decodesItself(t) {
-			return nil // its fields are its own method's affair
+			return nil, nil // its fields are its own method's affair
 		}
 		var next []reflect.Type
 		for i := range t.NumField() {
@@ -58,7 +51,7 @@ func CheckType(t reflect.Type) error {
 			if sf.Anonymous && !sf.IsExported() && sf.Type.Kind() == reflect.Pointer && sf.Type.Elem().Kind() == reflect.Struct {
 				name, _, _ := strings.Cut(tag, ",")
 				if isValidTag(name) || len(jsonFields(sf.Type.Elem())) > 0 {
-					return fmt.Errorf("%s.%s is an embedded pointer to an unexported struct type, which encoding/json cannot allocate to set its fields (embed the struct itself, or export its type)", t, sf.Name)
+					return nil, fmt.Errorf("%s.%s is an embedded pointer to an unexported struct type, which encoding/json cannot allocate to set its fields (embed the struct itself, or export its type)", t, sf.Name)
 				}
 			}
 			next = append(next, sf.Type)
@@ -70,16 +63,11 @@ func CheckType(t reflect.Type) error {
 					names = append(names, name)
 				}
 			}
-			return fmt.Errorf("%s has several fields named %q in JSON (%s), which encoding/json decodes none of: give them distinct json tags", t, c[0][0].name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("%s has several fields named %q in JSON (%s), which encoding/json decodes none of: give them distinct json tags", t, c[0][0].name, strings.Join(names, ", "))
 		}
-		for _, ft := range next {
-			if err := walk(ft); err != nil {
-				return err
-			}
-		}
-		return nil
+		return next, nil
 	}
-	if err := walk(t); err != nil {
+	if err := typewalk.Structs(t, visit, nil); err != nil {
 		return err
 	}
 	if pt := reflect.PointerTo(t); pt.Implements(textUnmarshaler) && !pt.Implements(jsonUnmarshaler) {

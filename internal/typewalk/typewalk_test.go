@@ -1,0 +1,57 @@
+package typewalk_test
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/courier-go/courier/internal/typewalk"
+)
+
+type (
+	node struct {
+		Kids  []node
+		Up    *node
+		Leaf  map[string][2]leaf
+		Count int
+	}
+	leaf struct{ Name string }
+)
+
+// TestStructsVisitsEachOnceAndAfterItsFields: a recursive type is visited
+// once, the struct types behind pointers, slices, arrays and maps are
+// reached, after runs once a type's fields are done, and an error ends
+// the walk.
+func TestStructsVisitsEachOnceAndAfterItsFields(t *testing.T) {
+	var order []string
+	fields := func(t reflect.Type) ([]reflect.Type, error) {
+		order = append(order, "visit "+t.Name())
+		var follow []reflect.Type
+		for i := range t.NumField() {
+			follow = append(follow, t.Field(i).Type)
+		}
+		return follow, nil
+	}
+	after := func(t reflect.Type) error { order = append(order, "after "+t.Name()); return nil }
+	if err := typewalk.Structs(reflect.TypeFor[*[]node](), fields, after); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"visit node", "visit leaf", "after leaf", "after node"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("walked %q, want %q", order, want)
+	}
+	stop := errors.New("stop")
+	err := typewalk.Structs(reflect.TypeFor[node](), func(t reflect.Type) ([]reflect.Type, error) {
+		if t.Name() == "leaf" {
+			return nil, stop
+		}
+		return fields(t)
+	}, nil)
+	if !errors.Is(err, stop) {
+		t.Fatalf("Structs = %v, want the visit's error", err)
+	}
+	if err := typewalk.Structs(reflect.TypeFor[map[string]int](), fields, after); err != nil {
+		t.Fatal(err)
+	}
+}
