@@ -68,10 +68,10 @@ type SourceConfig struct {
 // RFC 9421 signature is accepted once). A copy with the attempt raised is
 // refused and records nothing, so the sender's own request is applied
 // after it; once a command is applied, every copy gets its stored
-// response. A copy with the attempt
-// lowered of a request refused for the budget (a command redriven past
-// it) is applied: source_attempts_exhausted says the command was not
-// applied by that request, not that no copy of it will be.
+// response. A copy with the attempt lowered of a request refused for the
+// budget (a command redriven past it) is applied:
+// source_attempts_exhausted says the command was not applied by that
+// request, not that no copy of it will be.
 type Source struct {
 	cfg   SourceConfig
 	fn    Func[ack.Command]
