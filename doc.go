@@ -51,9 +51,9 @@
 //	code          string    courier's stable code (a Code)
 //	remote_code   string    the code of the receiver's problem+json refusal
 //	duration      duration  how long the attempt took
-//	lease_left    duration  what was left of the lease when an attempt could not start
+//	lease_left    duration  what was left of the lease when an attempt could not start, or its request was not sent
 //	timeout       duration  the worker's attempt timeout
-//	deliveries    int       how many deliveries a release concerned
+//	deliveries    int       how many deliveries a release concerned, or a closed Store left to their leases
 //	owner         string    the worker's name
 //	error         error     the cause of a failure, for operators
 //	panic         any       true when a handler, a Hook or a worker's Config function panicked; the recovered value (middleware.Recover)
@@ -61,4 +61,7 @@
 //	action        string    the operator's action (admin)
 //	count         int       how many rows an operator's action changed (admin)
 //	id            int       the delivery or subscription an operator acted on (admin)
+//	max_in_flight int       the limit of an endpoint's deliveries in flight an operator set, 0 for none (admin)
+//	rate          float     the limit of an endpoint's requests per second an operator set, 0 for none (admin)
+//	burst         int       the burst of that rate (admin)
 package courier

@@ -318,8 +318,8 @@ func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String("action", "limits"), slog.String("endpoint_ref", endpoint.Ref(target)),
-		slog.Int("max_in_flight", l.MaxInFlight), slog.Float64("rate", l.Rate), slog.Int("burst", l.Burst))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: endpoint", slog.String(logkey.Action, "limits"), slog.String(logkey.EndpointRef, endpoint.Ref(target)),
+		slog.Int(logkey.MaxInFlight, l.MaxInFlight), slog.Float64(logkey.Rate, l.Rate), slog.Int(logkey.Burst, l.Burst))
 	respond(h, w, r, toEndpoint)(h.cfg.Store.Endpoints.Get(r.Context(), target))
 }
 

@@ -177,6 +177,8 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 	if h, _ := b.store.Endpoints.Get(t.Context(), secretHook); h.State != store.EndpointClosed {
 		t.Fatalf("enable by ref: %+v", h)
 	}
+	post("/api/endpoints/"+ref+"/limits", `{"max_in_flight":2,"rate":4}`, http.StatusOK)
+	post("/api/endpoints/"+ref+"/limits", `{"max_in_flight":0,"rate":0}`, http.StatusOK)
 	post("/api/redrive", `{"endpoint_ref":"`+ref+`"}`, http.StatusOK)
 	if st, ost := b.status(t, failed), b.status(t, other); st != courier.StatusPending || ost != courier.StatusFailed {
 		t.Fatalf("redrive by ref: %s, and the other endpoint's %s", st, ost)

@@ -51,7 +51,7 @@ type Verdict struct {
 //	401 (the receiver refused the signature)        fail   signature_rejected
 //	410                                             fail   endpoint_gone
 //	any other 4xx                                   fail   receiver_rejected
-//	below 100 or 600 and above (not HTTP)           fail   receiver_rejected
+//	below 100, a final 1xx (101), 600 and above     fail   receiver_rejected
 //
 // A 2xx is never classified: the receiver's Ack decides it (an Ack that
 // does not prove receipt fails with ack_invalid).

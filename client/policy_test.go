@@ -73,6 +73,7 @@ func TestDefaultClassify(t *testing.T) {
 		{status: 599, want: client.Verdict{Retry: true, Code: courier.CodeReceiverUnavailable}},
 		{status: 600, want: client.Verdict{Code: courier.CodeReceiverRejected}},
 		{status: 999, want: client.Verdict{Code: courier.CodeReceiverRejected}},
+		{status: 101, want: client.Verdict{Code: courier.CodeReceiverRejected}}, // a final 1xx: no answer to judge
 		{status: 302, want: client.Verdict{Code: courier.CodeRedirect}},
 		{status: 401, want: client.Verdict{Code: courier.CodeSignatureRejected}},
 		{status: 410, want: client.Verdict{Code: courier.CodeEndpointGone}},

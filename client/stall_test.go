@@ -75,8 +75,9 @@ func TestAStalledWorkerDoesNotWriteARequestPastItsTimeout(t *testing.T) {
 				if d.Status != courier.StatusPending || d.Attempts != 0 || d.LeaseOwner != "" {
 					t.Fatalf("delivery is %s after %d attempts, leased by %q; want pending, 0, none (given back)", d.Status, d.Attempts, d.LeaseOwner)
 				}
-				if n := len(logs.lines("worker: request not written within its Timeout, released")); n != 1 {
-					t.Fatalf("%d lines saying the request was not written, want 1", n)
+				lines := logs.lines("worker: request not written within its Timeout, released")
+				if len(lines) != 1 || lines[0].Level != slog.LevelWarn || lines[0].Attrs["delivery"] == "" {
+					t.Fatalf("lines saying the request was not written: %+v, want one at Warn naming the delivery (Config.Logger)", lines)
 				}
 				select {
 				case e := <-b.events:

@@ -184,9 +184,10 @@ type Config struct {
 	// Warn for every delivery that fails for good and every destination
 	// the guard refuses, Info for a retry from the third attempt on, Warn
 	// for a lease lost, too short to start an attempt or spent by the
-	// signing (see Lease) and for an attempt still running once its lease
-	// has run out, Error for an outcome the store could not record, Debug
-	// for the other attempts.
+	// signing (see Lease), for a request given back unwritten because its
+	// Timeout was over when the transport came to write it (see Lease) and
+	// for an attempt still running once its lease has run out, Error for
+	// an outcome the store could not record, Debug for the other attempts.
 	// It hears of the worker itself too: Error for a claim or a release
 	// that failed and a panic (in the Hook, in Now, or an attempt's), Warn
 	// for wake-ups lost or unavailable (see PollInterval), a Stop whose

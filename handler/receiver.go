@@ -59,8 +59,8 @@ type ReceiverConfig struct {
 	// long it may take to arrive (408), and how many bytes all requests
 	// may hold in buffers at once (503 over that Budget, at once, never a
 	// queue). Zero fields take middleware's defaults: 1 MiB, 10 s, and a
-	// Budget of 64 MiB of this handler's own; share one Budget between
-	// handlers to bound them together.
+	// Budget of 64 MiB (or of MaxBytes, if larger) of this handler's own;
+	// share one Budget between handlers to bound them together.
 	Body middleware.BodyLimits
 	// AllowUnknownFields accepts JSON members the payload type does not
 	// declare. Defaults to false: they are refused with validation_failed.

@@ -39,8 +39,10 @@ import (
 // until its next handler returns, as long as the body is in use. Zero
 // fields of limits take their defaults; with a nil Budget, ReadBody
 // reserves from one Budget of 64 MiB shared by every call that
-// leaves it nil (so a MaxBytes over that needs a Budget of its own).
-// ReadBody panics on limits [BodyLimits.Validate] refuses.
+// leaves it nil. ReadBody panics on limits [BodyLimits.Validate]
+// refuses, and on a MaxBytes over 64 MiB with a nil Budget, which the
+// shared Budget could never hold: such a MaxBytes needs a Budget of its
+// own.
 //
 // The deadlines need w to reach the server's writer through
 // http.ResponseController (wrappers with Unwrap); where it cannot, the body

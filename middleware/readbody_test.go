@@ -158,6 +158,30 @@ func TestReadBodyPanicsOnInvalidLimits(t *testing.T) {
 	}
 }
 
+// TestReadBodyNeedsABudgetOverTheSharedOne: with a nil Budget, ReadBody
+// reserves from one shared Budget of 64 MiB, which no MaxBytes over that
+// fits: ReadBody panics on such limits, though Validate, which cannot know
+// the Budget they will get, accepts them; a Budget of their own is read.
+func TestReadBodyNeedsABudgetOverTheSharedOne(t *testing.T) {
+	t.Parallel()
+	over := middleware.BodyLimits{MaxBytes: 64<<20 + 1}
+	if err := over.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v; a nil Budget is each caller's to give", over, err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+	mustPanic(t, func() { middleware.ReadBody(httptest.NewRecorder(), r, over) })
+	over.Budget = middleware.NewBudget(over.MaxBytes)
+	r = httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+	if body, ok := middleware.ReadBody(httptest.NewRecorder(), r, over); !ok || string(body) != "{}" {
+		t.Fatalf("ReadBody with a Budget of its own = %q, %v", body, ok)
+	}
+	at := middleware.BodyLimits{MaxBytes: 64 << 20}
+	r = httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+	if body, ok := middleware.ReadBody(httptest.NewRecorder(), r, at); !ok || string(body) != "{}" {
+		t.Fatalf("ReadBody with MaxBytes at the shared Budget = %q, %v", body, ok)
+	}
+}
+
 // invalidLimits are limits no body could be read with.
 func invalidLimits() []middleware.BodyLimits {
 	return []middleware.BodyLimits{

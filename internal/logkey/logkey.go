@@ -16,31 +16,34 @@ import (
 
 // The keys. Each means one thing, with one type of value.
 const (
-	Delivery    = "delivery"     // int: the outbox delivery's id
-	Attempt     = "attempt"      // int: the attempt's number, from 1
-	Endpoint    = "endpoint"     // string: the endpoint as scheme://host ("/…" for a path), never userinfo, path or query
-	EndpointRef = "endpoint_ref" // string: the endpoint's opaque reference, as the ops page and the CLI show it
-	Status      = "status"       // string: the delivery's status after the attempt
-	HTTPStatus  = "http_status"  // int: an HTTP status: the receiver's, or the one answered
-	Code        = "code"         // string: courier's stable code
-	RemoteCode  = "remote_code"  // string: the code of the receiver's problem+json refusal
-	Duration    = "duration"     // duration: how long the attempt took
-	LeaseLeft   = "lease_left"   // duration: what was left of a lease
-	Timeout     = "timeout"      // duration: the worker's attempt timeout
-	Deliveries  = "deliveries"   // int: how many deliveries an operation concerned
-	Owner       = "owner"        // string: the worker's name
-	Error       = "error"        // error: the cause of a failure, for operators
-	Panic       = "panic"        // bool, or the recovered value (middleware.Recover)
-	Stack       = "stack"        // string: the stack of a recovered panic
-	Action      = "action"       // string: the operator's action (admin)
-	Count       = "count"        // int: how many rows an operator's action changed (admin)
-	ID          = "id"           // int: the delivery or subscription an operator acted on (admin)
+	Delivery    = "delivery"      // int: the outbox delivery's id
+	Attempt     = "attempt"       // int: the attempt's number, from 1
+	Endpoint    = "endpoint"      // string: the endpoint as scheme://host ("/…" for a path), never userinfo, path or query
+	EndpointRef = "endpoint_ref"  // string: the endpoint's opaque reference, as the ops page and the CLI show it
+	Status      = "status"        // string: the delivery's status after the attempt
+	HTTPStatus  = "http_status"   // int: an HTTP status: the receiver's, or the one answered
+	Code        = "code"          // string: courier's stable code
+	RemoteCode  = "remote_code"   // string: the code of the receiver's problem+json refusal
+	Duration    = "duration"      // duration: how long the attempt took
+	LeaseLeft   = "lease_left"    // duration: what was left of a lease
+	Timeout     = "timeout"       // duration: the worker's attempt timeout
+	Deliveries  = "deliveries"    // int: how many deliveries an operation concerned
+	Owner       = "owner"         // string: the worker's name
+	Error       = "error"         // error: the cause of a failure, for operators
+	Panic       = "panic"         // bool, or the recovered value (middleware.Recover)
+	Stack       = "stack"         // string: the stack of a recovered panic
+	Action      = "action"        // string: the operator's action (admin)
+	Count       = "count"         // int: how many rows an operator's action changed (admin)
+	ID          = "id"            // int: the delivery or subscription an operator acted on (admin)
+	MaxInFlight = "max_in_flight" // int: an endpoint's limit of deliveries in flight, 0 for none (admin)
+	Rate        = "rate"          // float: an endpoint's limit of requests per second, 0 for none (admin)
+	Burst       = "burst"         // int: an endpoint's rate limit's burst (admin)
 )
 
 // All returns every key, in the order of the constants.
 func All() []string {
 	return []string{Delivery, Attempt, Endpoint, EndpointRef, Status, HTTPStatus, Code, RemoteCode, Duration,
-		LeaseLeft, Timeout, Deliveries, Owner, Error, Panic, Stack, Action, Count, ID}
+		LeaseLeft, Timeout, Deliveries, Owner, Error, Panic, Stack, Action, Count, ID, MaxInFlight, Rate, Burst}
 }
 
 // Undocumented returns the keys of r's attributes that are not courier's
