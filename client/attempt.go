@@ -67,7 +67,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	signFrom := w.cfg.Now()
 	parent := ctx // the worker's: it ends at a hard shutdown
 	signer, err := w.signer(c.KeyID)
-	if parent.Err() != nil {
+	if w.cutShort(parent) {
 		return protocol.Outcome{}, false // shut down while it was made ready: nothing sent
 	}
 	if err != nil {
@@ -89,7 +89,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	// The Signer gets a copy of the payload: what it writes into
 	// Message.Body is neither sent nor the Ack checked against.
 	err = signer.Sign(req, signature.Message{ID: c.NotificationID, Body: bytes.Clone(c.Payload), Time: w.cfg.Now()})
-	if parent.Err() != nil {
+	if w.cutShort(parent) {
 		return protocol.Outcome{}, false // shut down while it was signed: nothing sent
 	}
 	if err != nil {

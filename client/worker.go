@@ -548,6 +548,12 @@ func (w *Worker) isStopping(ctx context.Context) bool {
 	}
 }
 
+// cutShort reports whether an attempt running in ctx, an attemptContext,
+// was cut short: ctx is done, or Stop's context ended, which ctx hears of
+// a moment later (its cancel runs on a goroutine of its own), while Stop
+// has returned already.
+func (w *Worker) cutShort(ctx context.Context) bool { return ctx.Err() != nil || w.halt.Err() != nil }
+
 // attemptContext returns the context attempts run in: ctx, also cancelled
 // when Stop's context ends.
 func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
