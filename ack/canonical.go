@@ -1,6 +1,7 @@
 package ack
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/courier-go/courier/internal/strictjson"
@@ -31,11 +33,7 @@ var ErrNotFinite = errors.New("ack: number is not finite")
 // doc is read strictly: duplicate keys, invalid UTF-8, lone
 // surrogates and excessive nesting are errors.
 func Canonical(doc []byte) ([]byte, error) {
-	v, err := strictjson.Parse(doc)
-	if err != nil {
-		return nil, err
-	}
-	return appendCanonical(make([]byte, 0, len(doc)), v)
+	return pythonForm.write(doc)
 }
 
 // Marshal encodes v with encoding/json and returns its canonical form.
@@ -47,72 +45,277 @@ func Marshal(v any) ([]byte, error) {
 	return Canonical(doc)
 }
 
-// encoder writes a parsed document in one canonical form. The two forms
-// courier uses differ only in how numbers are written and how object keys
-// are ordered.
+// encoder writes a document in one canonical form. The two forms courier
+// uses differ only in how numbers are written and how object keys are
+// ordered.
 type encoder struct {
-	number  func(dst []byte, lit string) ([]byte, error)
-	compare func(a, b string) int
+	number  func(dst, lit []byte) ([]byte, error)
+	compare func(a, b []byte) int
 }
 
 var (
-	// pythonForm matches Python's json.dumps(sort_keys=True, ...). Go
-	// compares strings by their UTF-8 bytes, which orders them by code
-	// point, as Python's str ordering does.
-	pythonForm = encoder{number: appendPythonNumber, compare: strings.Compare}
+	// pythonForm matches Python's json.dumps(sort_keys=True, ...).
+	// Comparing keys by their UTF-8 bytes orders them by code point, as
+	// Python's str ordering does.
+	pythonForm = encoder{number: appendPythonNumber, compare: bytes.Compare}
 	// jcsForm is RFC 8785: ECMAScript numbers, keys ordered by UTF-16 units.
 	jcsForm = encoder{number: appendJCSNumber, compare: compareUTF16}
 )
 
-func appendCanonical(dst []byte, v strictjson.Value) ([]byte, error) {
-	return pythonForm.append(dst, v)
+// write returns the canonical form of doc, which it first reads as
+// strictjson.Check does, refusing what Check refuses. It then writes the
+// form from doc's bytes, without a tree of its values: arrays and scalars
+// as they are read; each object's members one after another, then put in
+// key order by their spans in the output. What it keeps besides the
+// output is an entry per member of the objects open at a point and one
+// copy of the largest object's output.
+func (e encoder) write(doc []byte) ([]byte, error) {
+	if err := strictjson.Check(doc); err != nil {
+		return nil, err
+	}
+	w := writer{encoder: e, doc: doc, dst: make([]byte, 0, len(doc))}
+	w.space()
+	if err := w.value(); err != nil {
+		return nil, err
+	}
+	return w.dst, nil
 }
 
-func (e encoder) append(dst []byte, v strictjson.Value) ([]byte, error) {
+// writer writes the canonical form of a document Check has accepted, so
+// it reads the document's bytes without checking them again.
+type writer struct {
+	encoder
+	doc []byte
+	i   int
+	dst []byte
+	// members holds the members written so far of each object open, the
+	// innermost last, and keys the keys among them that had escapes,
+	// decoded.
+	members []memberSpan
+	keys    []byte
+	// scratch holds an object's members while they are written back in
+	// key order; text holds a string's decoded text.
+	scratch, text []byte
+}
+
+// memberSpan is one member of an object: where its decoded key is, in
+// the document from keyStart or, where keyStart is negative, in keys from
+// -keyStart-1, up to keyEnd; and where `"key":value` is in the output.
+type memberSpan struct {
+	keyStart, keyEnd int
+	start, end       int
+}
+
+func (w *writer) key(m memberSpan) []byte {
+	if m.keyStart < 0 {
+		return w.keys[-m.keyStart-1 : m.keyEnd]
+	}
+	return w.doc[m.keyStart:m.keyEnd]
+}
+
+func (w *writer) space() {
+	for w.i < len(w.doc) {
+		switch w.doc[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+// next returns the byte after any whitespace, and consumes it.
+func (w *writer) next() byte {
+	w.space()
+	w.i++
+	return w.doc[w.i-1]
+}
+
+func (w *writer) value() error {
+	switch w.doc[w.i] {
+	case '{':
+		return w.object()
+	case '[':
+		return w.array()
+	case '"':
+		text, _ := w.string()
+		w.dst = appendString(w.dst, text)
+		return nil
+	case 't':
+		w.i += len("true")
+		w.dst = append(w.dst, "true"...)
+		return nil
+	case 'f':
+		w.i += len("false")
+		w.dst = append(w.dst, "false"...)
+		return nil
+	case 'n':
+		w.i += len("null")
+		w.dst = append(w.dst, "null"...)
+		return nil
+	}
+	start := w.i
+	for w.i < len(w.doc) && strings.IndexByte("+-.0123456789eE", w.doc[w.i]) >= 0 {
+		w.i++
+	}
 	var err error
-	switch v.Kind {
-	case strictjson.Null:
-		return append(dst, "null"...), nil
-	case strictjson.True:
-		return append(dst, "true"...), nil
-	case strictjson.False:
-		return append(dst, "false"...), nil
-	case strictjson.String:
-		return appendString(dst, v.Text), nil
-	case strictjson.Number:
-		return e.number(dst, v.Text)
-	case strictjson.Array:
-		dst = append(dst, '[')
-		for i, item := range v.Items {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if dst, err = e.append(dst, item); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
+	w.dst, err = w.number(w.dst, w.doc[start:w.i])
+	return err
+}
+
+func (w *writer) array() error {
+	w.i++ // [
+	w.dst = append(w.dst, '[')
+	if w.space(); w.doc[w.i] == ']' {
+		w.i++
+		w.dst = append(w.dst, ']')
+		return nil
 	}
-	members := slices.Clone(v.Members)
-	slices.SortFunc(members, func(a, b strictjson.Member) int { return e.compare(a.Key, b.Key) })
-	dst = append(dst, '{')
-	for i, m := range members {
+	for {
+		w.space()
+		if err := w.value(); err != nil {
+			return err
+		}
+		if w.next() == ']' {
+			w.dst = append(w.dst, ']')
+			return nil
+		}
+		w.dst = append(w.dst, ',')
+	}
+}
+
+func (w *writer) object() error {
+	w.i++ // {
+	w.dst = append(w.dst, '{')
+	if w.space(); w.doc[w.i] == '}' {
+		w.i++
+		w.dst = append(w.dst, '}')
+		return nil
+	}
+	start, base, keysBase := len(w.dst), len(w.members), len(w.keys)
+	for {
+		w.space()
+		m := memberSpan{keyStart: w.i + 1, start: len(w.dst)}
+		key, decoded := w.string()
+		m.keyEnd = m.keyStart + len(key)
+		if decoded { // in text, which the next string reuses
+			m.keyStart = -len(w.keys) - 1
+			w.keys = append(w.keys, key...)
+			m.keyEnd = len(w.keys)
+		}
+		w.dst = appendString(w.dst, key)
+		w.dst = append(w.dst, ':')
+		w.next() // :
+		w.space()
+		if err := w.value(); err != nil {
+			return err
+		}
+		m.end = len(w.dst)
+		w.members = append(w.members, m)
+		if w.next() == '}' {
+			break
+		}
+		w.dst = append(w.dst, ',')
+	}
+	w.sortMembers(start, w.members[base:])
+	w.members, w.keys = w.members[:base], w.keys[:keysBase]
+	w.dst = append(w.dst, '}')
+	return nil
+}
+
+// sortMembers puts the members of the object whose output starts at
+// start, which are ms, in key order.
+func (w *writer) sortMembers(start int, ms []memberSpan) {
+	byKey := func(a, b memberSpan) int { return w.compare(w.key(a), w.key(b)) }
+	if slices.IsSortedFunc(ms, byKey) {
+		return
+	}
+	slices.SortFunc(ms, byKey)
+	w.scratch = append(w.scratch[:0], w.dst[start:]...)
+	w.dst = w.dst[:start]
+	for i, m := range ms {
 		if i > 0 {
-			dst = append(dst, ',')
+			w.dst = append(w.dst, ',')
 		}
-		dst = appendString(dst, m.Key)
-		dst = append(dst, ':')
-		if dst, err = e.append(dst, m.Val); err != nil {
-			return nil, err
+		w.dst = append(w.dst, w.scratch[m.start-start:m.end-start]...)
+	}
+}
+
+// string reads the string at w.i and returns its decoded text: the
+// document's own bytes when it has no escape, else (decoded) w.text,
+// which the next string read overwrites.
+func (w *writer) string() (text []byte, decoded bool) {
+	w.i++ // "
+	start := w.i
+	for w.doc[w.i] != '"' && w.doc[w.i] != '\\' {
+		w.i++
+	}
+	if w.doc[w.i] == '"' {
+		w.i++
+		return w.doc[start : w.i-1], false
+	}
+	w.text = append(w.text[:0], w.doc[start:w.i]...)
+	for {
+		switch c := w.doc[w.i]; c {
+		case '"':
+			w.i++
+			return w.text, true
+		case '\\':
+			w.text = utf8.AppendRune(w.text, w.escape())
+		default:
+			w.text = append(w.text, c)
+			w.i++
 		}
 	}
-	return append(dst, '}'), nil
+}
+
+// escape decodes the escape at w.i, a surrogate pair as one rune.
+func (w *writer) escape() rune {
+	c := w.doc[w.i+1]
+	w.i += 2
+	switch c {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'u':
+		r := w.hex4()
+		if utf16.IsSurrogate(r) { // Check took it: a high surrogate, then \u and a low one
+			w.i += 2
+			r = utf16.DecodeRune(r, w.hex4())
+		}
+		return r
+	}
+	return rune(c) // " \ /
+}
+
+func (w *writer) hex4() rune {
+	var r rune
+	for _, c := range w.doc[w.i : w.i+4] {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	w.i += 4
+	return r
 }
 
 // appendString writes s as a JSON string the way Python's encoder does with
 // ensure_ascii=False: only '"', '\\' and control characters are escaped,
 // with the short forms for \b \f \n \r \t and lowercase \u00XX otherwise.
-func appendString(dst []byte, s string) []byte {
+func appendString[S string | []byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -146,21 +349,26 @@ func appendString(dst []byte, s string) []byte {
 
 // isInteger reports whether a JSON number literal has neither fraction nor
 // exponent, which is what makes Python read it as an int.
-func isInteger(lit string) bool {
-	return !strings.ContainsAny(lit, ".eE")
+func isInteger[S string | []byte](lit S) bool {
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
 }
 
 // appendPythonNumber writes a number literal as Python re-encodes it: an
 // integer literal exactly (Python ints are unbounded; "-0" becomes "0"),
 // anything else as repr(float(lit)).
-func appendPythonNumber(dst []byte, lit string) ([]byte, error) {
+func appendPythonNumber(dst, lit []byte) ([]byte, error) {
 	if isInteger(lit) {
-		if lit == "-0" {
+		if string(lit) == "-0" {
 			return append(dst, '0'), nil
 		}
 		return append(dst, lit...), nil
 	}
-	f, err := strconv.ParseFloat(lit, 64)
+	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFinite, "float out of range")
 	}
@@ -235,15 +443,11 @@ func appendPositional(dst []byte, digits string, point int, dotZero bool) []byte
 // reporting profile judges "same body" on this form, so a sender that
 // re-serializes the same JSON is not taken for a collision.
 func JCS(doc []byte) ([]byte, error) {
-	v, err := strictjson.Parse(doc)
-	if err != nil {
-		return nil, err
-	}
-	return jcsForm.append(make([]byte, 0, len(doc)), v)
+	return jcsForm.write(doc)
 }
 
-func appendJCSNumber(dst []byte, lit string) ([]byte, error) {
-	f, err := strconv.ParseFloat(lit, 64)
+func appendJCSNumber(dst, lit []byte) ([]byte, error) {
+	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFinite, "float out of range")
 	}
@@ -255,7 +459,7 @@ func appendJCSNumber(dst []byte, lit string) ([]byte, error) {
 // sort. Bytes that are not UTF-8 count as U+FFFD, as converting to runes
 // makes them. Runes that differ order as their code units do by
 // utf16Order; equal ASCII bytes are passed over without decoding.
-func compareUTF16(a, b string) int {
+func compareUTF16(a, b []byte) int {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		if c := a[i]; c < utf8.RuneSelf && c == b[j] {
@@ -263,8 +467,8 @@ func compareUTF16(a, b string) int {
 			j++
 			continue
 		}
-		ra, na := utf8.DecodeRuneInString(a[i:])
-		rb, nb := utf8.DecodeRuneInString(b[j:])
+		ra, na := utf8.DecodeRune(a[i:])
+		rb, nb := utf8.DecodeRune(b[j:])
 		if ra != rb {
 			return cmp.Compare(utf16Order(ra), utf16Order(rb))
 		}

@@ -33,7 +33,7 @@ func TestCompareUTF16MatchesEncoding(t *testing.T) {
 	}
 	check := func(a, b string) {
 		t.Helper()
-		if got, want := compareUTF16(a, b), compareUTF16Encoded(a, b); got != want {
+		if got, want := compareUTF16([]byte(a), []byte(b)), compareUTF16Encoded(a, b); got != want {
 			t.Fatalf("compareUTF16(%+q, %+q) = %d, want %d", a, b, got, want)
 		}
 	}

@@ -60,3 +60,18 @@ func BenchmarkJCSMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJCSSmall writes the JCS form of a delivery report of the size
+// the reporting receiver is mostly sent, a few hundred bytes.
+func BenchmarkJCSSmall(b *testing.B) {
+	doc := []byte(`{"idempotency_key":"4f0c3a9e-7b1d-4c2e-9a8f-1d2e3f4a5b6c","media_buy_id":"mb_123",` +
+		`"notification_type":"scheduled","sequence_number":7,"reporting_period":{"start":"2026-12-04T00:00:00Z","end":"2026-12-04T01:00:00Z"},` +
+		`"media_buy_deliveries":[{"media_buy_id":"mb_123","status":"active","totals":{"impressions":125000,"spend":1830.5,"clicks":412},` +
+		`"by_package":[{"package_id":"p1","impressions":80000,"spend":1200.25},{"package_id":"p2","impressions":45000,"spend":630.25}]}]}`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if _, err := JCS(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

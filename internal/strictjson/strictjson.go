@@ -1,7 +1,8 @@
 // Package strictjson reads JSON the way courier trusts it: exactly one
 // document, valid UTF-8, no object with a key twice at any depth, at most
 // MaxDepth levels, nothing after the value. Numbers keep their literal text
-// and members their order, for the canonical forms package ack writes.
+// and members their order, for readers that judge a number by how it is
+// written.
 // Every reader of untrusted JSON in courier (receivers, the Ack parser,
 // the AdCP HMAC signer's duplicate-key check) goes through it, so they all
 // refuse the same documents.
