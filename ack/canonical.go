@@ -113,16 +113,7 @@ func (w *writer) key(m memberSpan) []byte {
 	return w.doc[m.keyStart:m.keyEnd]
 }
 
-func (w *writer) space() {
-	for w.i < len(w.doc) {
-		switch w.doc[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
+func (w *writer) space() { w.i = strictjson.SkipSpace(w.doc, w.i) }
 
 // next returns the byte after any whitespace, and consumes it.
 func (w *writer) next() byte {

@@ -143,15 +143,21 @@ func (p *parser) fail(what string) error {
 	return fmt.Errorf("%w: %s at offset %d", ErrMalformed, what, p.i)
 }
 
-func (p *parser) space() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
+func (p *parser) space() { p.i = SkipSpace(p.b, p.i) }
+
+// SkipSpace returns the offset of the first byte of b from i on that is
+// not JSON whitespace (space, tab, line feed, carriage return), len(b) if
+// none is.
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			p.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 func (p *parser) value(depth int) (Value, error) {
