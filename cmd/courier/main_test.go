@@ -351,7 +351,7 @@ func TestEndpointsLimit(t *testing.T) {
 	if out := mustRun(t, exitOK, "endpoints", "list", "-db", db); !strings.Contains(out, "max 5 in flight") || !strings.Contains(out, "BLOCKED KEYS") {
 		t.Fatalf("list: %s", out)
 	}
-	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-burst", "3", url); code != exitUsage || !strings.Contains(errOut, "Burst") {
+	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-max-in-flight", "0", "-rate", "0", "-burst", "3", url); code != exitUsage || !strings.Contains(errOut, "Burst") {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
 	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/…: -") {
@@ -363,9 +363,10 @@ func TestEndpointsLimit(t *testing.T) {
 }
 
 // TestEndpointsLimitWithoutFlagsKeepsTheLimits: limit with no limit flag,
-// or with -clear and a limit, is a usage error that leaves the endpoint's
-// limits as they were: with no flag it removed them, so a command line
-// that lost its flags took an endpoint's limits away.
+// with -clear and a limit, or with one of -max-in-flight and -rate left
+// out, is a usage error that leaves the endpoint's limits as they were:
+// limit replaces them, so a command line that lost its flags, or meant to
+// change one limit, took an endpoint's other limits away.
 func TestEndpointsLimitWithoutFlagsKeepsTheLimits(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
@@ -375,11 +376,20 @@ func TestEndpointsLimitWithoutFlagsKeepsTheLimits(t *testing.T) {
 	if err := s.Endpoints.SetLimits(t.Context(), url, limits); err != nil {
 		t.Fatal(err)
 	}
-	for _, flags := range [][]string{nil, {"-clear", "-rate", "10"}, {"-clear", "-max-in-flight", "0"}} {
-		args := append(append([]string{"endpoints", "limit", "-db", db}, flags...), url)
+	for _, tc := range []struct {
+		flags []string
+		names string
+	}{
+		{nil, "-clear"},
+		{[]string{"-clear", "-rate", "10"}, "-clear"},
+		{[]string{"-clear", "-max-in-flight", "0"}, "-clear"},
+		{[]string{"-rate", "10"}, "-max-in-flight"}, // meant to change the rate alone: it removed the in-flight limit
+		{[]string{"-max-in-flight", "2", "-burst", "5"}, "-rate"},
+	} {
+		args := append(append([]string{"endpoints", "limit", "-db", db}, tc.flags...), url)
 		code, out, errOut := courierRun(t, args...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, "-clear") {
-			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d naming -clear", strings.Join(args, " "), code, out, errOut, exitUsage)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.names) {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d naming %s", strings.Join(args, " "), code, out, errOut, exitUsage, tc.names)
 		}
 		if h, err := s.Endpoints.Get(t.Context(), url); err != nil || h.Limits != limits {
 			t.Fatalf("after courier %s: limits %+v, %v; want %+v", strings.Join(args, " "), h.Limits, err, limits)

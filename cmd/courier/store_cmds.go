@@ -408,7 +408,7 @@ func (a deliveriesAction) get(ctx context.Context, id int64) (store.Delivery, er
 var endpointsActions = []string{"list", "enable", "disable", "limit"}
 
 const endpointsUsage = `usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]
-limit replaces the endpoint's limits with those its flags give (a limit not given is removed); -clear removes them all`
+limit replaces the endpoint's limits: -max-in-flight and -rate are both required (0 for no limit), -burst optional; -clear removes them all`
 
 // limitFlags are the flags of endpoints limit that give a limit.
 var limitFlags = []string{"max-in-flight", "rate", "burst"}
@@ -420,8 +420,8 @@ func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, 
 	db := dbFlag(fs)
 	limits, clearAll := new(store.Limits), new(bool)
 	if action == "limit" {
-		fs.IntVar(&limits.MaxInFlight, "max-in-flight", 0, "the most deliveries to it in flight at once, across every worker (0 or not given: no limit)")
-		fs.Float64Var(&limits.Rate, "rate", 0, "requests per second (0 or not given: no limit)")
+		fs.IntVar(&limits.MaxInFlight, "max-in-flight", 0, "the most deliveries to it in flight at once, across every worker (required; 0: no limit)")
+		fs.Float64Var(&limits.Rate, "rate", 0, "requests per second (required; 0: no limit)")
 		fs.IntVar(&limits.Burst, "burst", 0, "how many may start at once after a quiet spell (default: the rate rounded up)")
 		fs.BoolVar(clearAll, "clear", false, "remove every limit of the endpoint, with no limit flag (limit with neither a limit flag nor -clear is refused)")
 	}
@@ -430,15 +430,24 @@ func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, 
 
 // checkLimitFlags refuses endpoints limit without a limit flag and
 // without -clear, or with both: an endpoint loses its limits only when
-// asked to in so many words.
+// asked to in so many words. Without -clear, -max-in-flight and -rate are
+// both required: limit replaces the endpoint's limits, so a command line
+// meant to change one would remove the other (as the admin API's limits
+// body requires both).
 func checkLimitFlags(fs *flag.FlagSet, clearAll bool, stderr io.Writer) error {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || slices.Contains(limitFlags, f.Name) })
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(limitFlags, f.Name) {
+			given = append(given, f.Name)
+		}
+	})
 	switch {
-	case !given && !clearAll:
-		return usageError(stderr, "courier endpoints limit: give -max-in-flight, -rate or -burst, or -clear to remove the endpoint's limits")
-	case given && clearAll:
+	case len(given) == 0 && !clearAll:
+		return usageError(stderr, "courier endpoints limit: give -max-in-flight and -rate (0 for no limit), or -clear to remove the endpoint's limits")
+	case len(given) > 0 && clearAll:
 		return usageError(stderr, "courier endpoints limit: -clear removes every limit: give it without -max-in-flight, -rate or -burst")
+	case !clearAll && (!slices.Contains(given, "max-in-flight") || !slices.Contains(given, "rate")):
+		return usageError(stderr, "courier endpoints limit: give both -max-in-flight and -rate (0 for no limit): limit replaces the endpoint's limits, and one left out would be removed")
 	}
 	return nil
 }
