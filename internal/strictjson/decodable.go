@@ -112,7 +112,7 @@ func hasOwnFields(t reflect.Type, embedded reflect.StructField) bool {
 		if sf.Name == embedded.Name || sf.Tag.Get("json") == "-" {
 			continue
 		}
-		if sf.IsExported() || sf.Anonymous && indirect(sf.Type).Kind() == reflect.Struct {
+		if sf.IsExported() || sf.Anonymous && typewalk.Deref(sf.Type).Kind() == reflect.Struct {
 			return true
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+
+	"github.com/courier-go/courier/internal/typewalk"
 )
 
 // CheckNames walks the JSON document doc against v's type once and
@@ -169,7 +171,7 @@ const (
 // and if unknowns the members that match no field of t, and follows the
 // others down t.
 func (w *nameWalk) check(doc Value, t reflect.Type, unknowns bool) {
-	t = indirect(t)
+	t = typewalk.Deref(t)
 	unknowns = unknowns && !decodesItself(t)
 	switch t.Kind() {
 	case reflect.Struct:
@@ -216,7 +218,7 @@ func (w *nameWalk) check(doc Value, t reflect.Type, unknowns bool) {
 // past: it follows the members, elements and map values that t may take
 // a struct in, and reads past the others without keeping them.
 func (w *nameWalk) scan(p *parser, t reflect.Type, unknowns bool, depth int) {
-	t = indirect(t)
+	t = typewalk.Deref(t)
 	unknowns = unknowns && !decodesItself(t)
 	switch c := p.b[p.i]; {
 	case c == '{' && t.Kind() == reflect.Struct:
@@ -356,33 +358,11 @@ func decodesItself(t reflect.Type) bool {
 	return pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler)
 }
 
-// indirect returns the type a pointer type finally points to (t itself
-// for another kind). A type that points to itself ends the walk.
-func indirect(t reflect.Type) reflect.Type {
-	seen := map[reflect.Type]bool{}
-	for t.Kind() == reflect.Pointer && !seen[t] {
-		seen[t] = true
-		t = t.Elem()
-	}
-	return t
-}
-
 // holdsStruct reports whether a value of type t may hold a struct, through
 // pointers, slices, arrays and maps.
 func holdsStruct(t reflect.Type) bool {
-	seen := map[reflect.Type]bool{}
-	for !seen[t] {
-		seen[t] = true
-		switch t.Kind() {
-		case reflect.Struct:
-			return true
-		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
-			t = t.Elem()
-		default:
-			return false
-		}
-	}
-	return false
+	_, ok := typewalk.Held(t)
+	return ok
 }
 
 // fieldCache holds typeFields' answer per struct type.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/courier-go/courier/internal/typewalk"
 )
 
 // The types the name check is tried against: every kind of field the walk
@@ -80,7 +82,7 @@ func referenceCheckNames(doc []byte, v any) (variants, unknown []string) {
 type reference struct{ variants, unknown []string }
 
 func (r *reference) check(doc []byte, t reflect.Type, path string, unknowns bool) {
-	t = indirect(t)
+	t = typewalk.Deref(t)
 	unknowns = unknowns && !decodesItself(t)
 	member := func(name string) string {
 		if path == "" {

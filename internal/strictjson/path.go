@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/courier-go/courier/internal/typewalk"
 )
 
 // PathOf returns the path, as CheckNames spells it ("items[1].count",
@@ -42,7 +44,7 @@ func PathOf(doc []byte, v any, err error) (path string, ok bool) {
 	} else {
 		s.failure = err.Error()
 	}
-	s.value(skipSpace(doc, 0), t)
+	s.value(SkipSpace(doc, 0), t)
 	if !s.ok || s.path == "" || (te != nil && !sameField(s.members, te.Field)) {
 		return "", false
 	}
@@ -86,7 +88,7 @@ var numberType = reflect.TypeFor[json.Number]()
 func (s *pathScan) value(i int, t reflect.Type) int {
 	field := t
 	if t != nil {
-		t = indirect(t)
+		t = typewalk.Deref(t)
 	}
 	var end int
 	switch {
@@ -125,7 +127,7 @@ func (s *pathScan) object(i int, t reflect.Type) int {
 	if t.Kind() == reflect.Struct {
 		fields = jsonFields(t)
 	}
-	i = skipSpace(s.b, i+1)
+	i = SkipSpace(s.b, i+1)
 	if s.b[i] == '}' {
 		return i + 1
 	}
@@ -133,18 +135,18 @@ func (s *pathScan) object(i int, t reflect.Type) int {
 		keyEnd := valueEnd(s.b, i)
 		var key string
 		_ = json.Unmarshal(s.b[i:keyEnd], &key)      // a strict document's key decodes
-		i = skipSpace(s.b, skipSpace(s.b, keyEnd)+1) // past ':'
+		i = SkipSpace(s.b, SkipSpace(s.b, keyEnd)+1) // past ':'
 		st, elem := step{kind: memberStep, name: key}, fields[key]
 		if t.Kind() == reflect.Map {
 			st.kind, elem = keyStep, t.Elem()
 		}
 		s.steps = append(s.steps, st)
-		i = skipSpace(s.b, s.value(i, elem))
+		i = SkipSpace(s.b, s.value(i, elem))
 		s.steps = s.steps[:len(s.steps)-1]
 		if s.b[i] == '}' {
 			return i + 1
 		}
-		i = skipSpace(s.b, i+1) // past ','
+		i = SkipSpace(s.b, i+1) // past ','
 	}
 }
 
@@ -155,18 +157,18 @@ func (s *pathScan) array(i int, t reflect.Type) int {
 	if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 		elem = t.Elem()
 	}
-	i = skipSpace(s.b, i+1)
+	i = SkipSpace(s.b, i+1)
 	if s.b[i] == ']' {
 		return i + 1
 	}
 	for n := 0; ; n++ {
 		s.steps = append(s.steps, step{kind: indexStep, index: n})
-		i = skipSpace(s.b, s.value(i, elem))
+		i = SkipSpace(s.b, s.value(i, elem))
 		s.steps = s.steps[:len(s.steps)-1]
 		if s.b[i] == ']' {
 			return i + 1
 		}
-		i = skipSpace(s.b, i+1) // past ','
+		i = SkipSpace(s.b, i+1) // past ','
 	}
 }
 
@@ -210,15 +212,6 @@ func valueEnd(b []byte, i int) int {
 		}
 	}
 	for i < len(b) && !strings.ContainsRune(" \t\r\n,]}", rune(b[i])) {
-		i++
-	}
-	return i
-}
-
-// skipSpace returns the index of the first byte from i on that is no
-// JSON whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
 		i++
 	}
 	return i

@@ -55,3 +55,36 @@ func TestStructsVisitsEachOnceAndAfterItsFields(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type (
+	selfSlice   []selfSlice
+	selfPointer *selfPointer
+	holdsSelf   struct {
+		Kids selfSlice
+		Up   selfPointer
+	}
+)
+
+// TestTypesThatHoldOnlyThemselves: a slice of itself, or a pointer to
+// itself, holds no struct, and the walk ends; it looked through them
+// without end, so NewReceiver of a payload with such a field never
+// returned.
+func TestTypesThatHoldOnlyThemselves(t *testing.T) {
+	if s, ok := typewalk.Held(reflect.TypeFor[selfSlice]()); ok {
+		t.Fatalf("Held(selfSlice) = %v, want none", s)
+	}
+	if d := typewalk.Deref(reflect.TypeFor[selfPointer]()); d.Kind() != reflect.Pointer {
+		t.Fatalf("Deref(selfPointer) = %v, want a pointer type", d)
+	}
+	var visited []string
+	err := typewalk.Structs(reflect.TypeFor[holdsSelf](), func(t reflect.Type) ([]reflect.Type, error) {
+		visited = append(visited, t.Name())
+		return []reflect.Type{t.Field(0).Type, t.Field(1).Type}, nil
+	}, nil)
+	if err != nil || !slices.Equal(visited, []string{"holdsSelf"}) {
+		t.Fatalf("Structs visited %q, %v; want holdsSelf alone", visited, err)
+	}
+	if s, ok := typewalk.Held(reflect.TypeFor[map[string][]*holdsSelf]()); !ok || s != reflect.TypeFor[holdsSelf]() {
+		t.Fatalf("Held(map of slices of pointers) = %v, %t; want holdsSelf", s, ok)
+	}
+}
