@@ -688,18 +688,19 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		return 0, 0, false, nil
 	}
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
-	if want < minClaim && !w.storeClosed() {
+	// On a closed Store the claim is made even without room, or a reading
+	// of the clock: it fails at once, leasing nothing, and its error is
+	// what Run returns.
+	closed := w.storeClosed()
+	if want < minClaim && !closed {
 		w.passClaimTurn()
 		return want, 0, true, nil
 	}
 	claimedAt, told := w.now(ctx)
-	if !told && !w.storeClosed() {
+	if !told && !closed {
 		w.passClaimTurn()
 		return want, 0, true, errClock
 	}
-	// On a closed Store the claim is made even without room, or a
-	// reading of the clock: it fails at once, leasing nothing, and its
-	// error is what Run returns.
 	batch, err := w.claim(ctx, max(want, 1))
 	if err != nil && !w.isStopping(ctx) && !errors.Is(err, protocol.ErrClosed) {
 		w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
