@@ -152,8 +152,13 @@ type PublishConfig struct {
 // PublishConfig.Authorize whether the caller may publish to the target,
 // and enqueues (or fans out) inside one transaction per request. A request
 // carrying an Idempotency-Key (one: two are 400) is answered once: the
-// same key and body again get the same response, byte for byte, with
-// nothing enqueued twice; the same key with another body is 409.
+// same key and request again get the same response, byte for byte, with
+// nothing enqueued twice; the same key with another request is 409. A
+// request is judged on what it asks, its payload in the canonical form it
+// is stored in: serialized again with other white space, key order,
+// escapes or spellings of one float (1.5, 1.50, 15e-1) it is the same
+// request, while one that would store another payload (another value, an
+// integer where a float was) is another.
 //
 // Without a key, the outbox makes a request safe to retry: a delivery it
 // holds already is found, not enqueued twice (store.Outbox.Publish,
@@ -228,6 +233,13 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: rule}}})
 		return
 	}
+	key := protocol.InboxKey{Sender: publishSender(principal.Sender), Key: idemKey}
+	if idemKey != "" {
+		if key.PayloadSHA256, err = requestDigest(req, payload); err != nil {
+			answer(w, err)
+			return
+		}
+	}
 	target := PublishTarget{Tenant: req.Tenant, EventType: req.EventType, Endpoint: req.Endpoint, NotificationID: req.NotificationID}
 	if err := p.cfg.Authorize(ctx, principal, target); err != nil {
 		// A refusal, whatever the error says (a rejection, a code of the
@@ -235,7 +247,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		answer(w, errForbidden)
 		return
 	}
-	resp, replayed, err := p.enqueue(ctx, principal.Sender, idemKey, body, req, payload)
+	resp, replayed, err := p.enqueue(ctx, key, body, req, payload)
 	if err != nil {
 		answer(w, err)
 		return
@@ -250,16 +262,17 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 
 // enqueue does the request's work in one transaction and returns the
 // response body, and whether it is the stored answer to the same request.
-func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []byte, req publishRequest, payload []byte) ([]byte, bool, error) {
+// key is the request's Idempotency-Key record, whose Key is empty for a
+// request without one.
+func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, body []byte, req publishRequest, payload []byte) ([]byte, bool, error) {
 	s := p.cfg.Store
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return nil, false, fromStore(err)
 	}
 	defer tx.Rollback()
-	key := protocol.InboxKey{Sender: publishSender(sender), Key: idemKey, PayloadSHA256: ack.Digest(body)}
-	if idemKey != "" {
-		receipt, err := protocol.InboxFor(s).Record(ctx, tx, key)
+	if key.Key != "" {
+		receipt, err := recordPublish(ctx, protocol.InboxFor(s), tx, key, body)
 		if stored, answered, err := answeredBy(receipt, err); answered {
 			return stored, err == nil, err // the same request again: the same answer, or in_progress
 		}
@@ -277,7 +290,7 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 	if err != nil {
 		return nil, false, err
 	}
-	if idemKey != "" {
+	if key.Key != "" {
 		if err := protocol.InboxFor(s).Complete(ctx, tx, key, resp); err != nil {
 			return nil, false, fromStore(err)
 		}
@@ -286,6 +299,38 @@ func (p *Publish) enqueue(ctx context.Context, sender, idemKey string, body []by
 		return nil, false, fromStore(err)
 	}
 	return resp, false, nil
+}
+
+// requestDigest is the digest a request's Idempotency-Key is recorded
+// with: of what the request asks, its members as decoded and its payload
+// in canonical form, the form it is stored in. A request serialized again
+// another way (white space, key order, escapes, a member sent empty or
+// null rather than left out, a float spelled otherwise) has the same one;
+// a request that would store another payload, or target another event or
+// endpoint, has another.
+func requestDigest(req publishRequest, payload []byte) (string, error) {
+	req.Payload = payload
+	b, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	return ack.Digest(b), nil
+}
+
+// recordPublish records key, an Idempotency-Key with its request's
+// requestDigest, in tx. A key whose record holds the digest of the
+// request's bytes instead, as courier recorded publishes before it judged
+// them by requestDigest, is found by those bytes: the same bytes again are
+// the same request.
+func recordPublish(ctx context.Context, inbox protocol.Inbox, tx protocol.DBTX, key protocol.InboxKey, body []byte) (protocol.Receipt, error) {
+	receipt, err := inbox.Record(ctx, tx, key)
+	if errors.Is(err, courier.CodeIdempotencyCollision) {
+		if raw := ack.Digest(body); raw != key.PayloadSHA256 {
+			key.PayloadSHA256 = raw
+			return inbox.Record(ctx, tx, key)
+		}
+	}
+	return receipt, err
 }
 
 // maxInboxSender is the longest sender the store's Inbox records: 256

@@ -634,3 +634,142 @@ func TestPublishTwoIdempotencyKeysNameTheRule(t *testing.T) {
 		t.Fatalf("a request with two Idempotency-Keys enqueued %d deliveries", pending(t, s))
 	}
 }
+
+// TestPublishRetrySerializedAnotherWayIsTheSameRequest: the publish API
+// recorded an Idempotency-Key with the digest of the request's bytes, so a
+// publisher that retried after a timeout and serialized the same request
+// again another way (another key order, white space, escapes, a float
+// spelled otherwise, a member sent empty rather than left out) was
+// answered 409 idempotency_collision, and took its event for one that
+// conflicts. A request is now judged on what it asks, its payload in the
+// canonical form it is stored in: every such retry is answered the first
+// answer, byte for byte, nothing enqueued again. A
+// request that would store another payload under the key stays 409,
+// nothing written: another value, an integer no float64 tells apart from
+// the first, and an integer where a float was (stored and sent as other
+// bytes, as a publish without a key tells apart).
+func TestPublishRetrySerializedAnotherWayIsTheSameRequest(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		subscribe(t, s, "orders-service", "https://orders.example/hooks")
+		srv := publisherFor(t, s, "orders-service")
+		first := `{"tenant":"orders-service","event_type":"order.paid","event_id":"evt-1",` +
+			`"payload":{"order":9007199254740993,"total":1.5,"note":"café","lines":[{"sku":"a","qty":2}]}}`
+		status, answer := publish(t, srv, first, "req-0001", publishToken)
+		if status != http.StatusAccepted {
+			t.Fatalf("first publish: %d %s", status, answer)
+		}
+		for _, retry := range []string{
+			`{"payload":{"lines":[{"qty":2,"sku":"a"}],"note":"café","total":1.5,"order":9007199254740993},` +
+				`"event_id":"evt-1","event_type":"order.paid","tenant":"orders-service"}`,
+			"{\n  \"tenant\": \"orders-service\",\n  \"event_type\": \"order.paid\",\n  \"event_id\": \"evt-1\",\n" +
+				"  \"payload\": {\"order\": 9007199254740993, \"total\": 1.5, \"note\": \"café\", \"lines\": [{\"sku\": \"a\", \"qty\": 2}]}\n}\n",
+			`{"tenant":"orders-service","event_type":"order.paid","event_id":"evt-1",` +
+				`"payload":{"order":9007199254740993,"total":1.50,"note":"caf\u00e9","lines":[{"sku":"\u0061","qty":2}]}}`,
+			`{"tenant":"orders\u002dservice","event_type":"order.paid","event_id":"evt-1",` +
+				`"payload":{"order":9007199254740993,"total":15e-1,"note":"café","lines":[{"sku":"a","qty":2}]}}`,
+			`{"tenant":"orders-service","event_type":"order.paid","event_id":"evt-1","notification_id":"","endpoint":null,` +
+				`"payload":{"order":9007199254740993,"total":1.5,"note":"café","lines":[{"sku":"a","qty":2}]}}`,
+		} {
+			if status, again := publish(t, srv, retry, "req-0001", publishToken); status != http.StatusAccepted || !bytes.Equal(again, answer) {
+				t.Errorf("retry serialized as %q: %d %s, want 202 and the first answer %s", retry, status, again, answer)
+			}
+		}
+		for _, other := range []string{
+			strings.Replace(first, `"total":1.5`, `"total":2.5`, 1),
+			strings.Replace(first, `9007199254740993`, `9007199254740992`, 1),
+			strings.Replace(first, `"qty":2`, `"qty":2.0`, 1),
+			strings.Replace(first, `"event_id":"evt-1"`, `"event_id":"evt-2"`, 1),
+		} {
+			if status, out := publish(t, srv, other, "req-0001", publishToken); status != http.StatusConflict || !strings.Contains(string(out), "idempotency_collision") {
+				t.Errorf("another request %s under the key: %d %s, want 409 idempotency_collision", other, status, out)
+			}
+		}
+		if outbox, inbox := stored(t, s); outbox != 1 || inbox != 1 {
+			t.Fatalf("%d deliveries and %d idempotency records, want the first publish's 1 and 1", outbox, inbox)
+		}
+	})
+}
+
+// TestPublishKeyRecordedByItsBytesIsStillFound: an Idempotency-Key
+// recorded with the digest of its request's bytes, as the publish API
+// recorded every key before it judged requests on their canonical form, is
+// still answered: the same bytes again get the stored answer, nothing
+// enqueued, and another request under the key is 409.
+func TestPublishKeyRecordedByItsBytesIsStillFound(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		subscribe(t, s, "orders-service", "https://orders.example/hooks")
+		srv := publisherFor(t, s, "orders-service")
+		event := `{"tenant":"orders-service", "event_type":"order.paid", "event_id":"evt-1", "payload":{"b":1, "a":2}}`
+		answer := []byte(`{"notification_ids":["evt-1:1"]}`)
+		key := protocol.InboxKey{Sender: "publish/orders-service", Key: "req-0001", PayloadSHA256: ack.Digest([]byte(event))}
+		if r, err := protocol.InboxFor(s).RecordCompleted(t.Context(), s.DB(), key, answer); err != nil || !r.Fresh {
+			t.Fatalf("RecordCompleted = %+v, %v", r, err)
+		}
+		if status, out := publish(t, srv, event, "req-0001", publishToken); status != http.StatusAccepted || !bytes.Equal(out, answer) {
+			t.Fatalf("the recorded bytes again: %d %s, want 202 %s", status, out, answer)
+		}
+		if status, out := publish(t, srv, strings.Replace(event, `"a":2`, `"a":3`, 1), "req-0001", publishToken); status != http.StatusConflict {
+			t.Fatalf("another request under the key: %d %s, want 409", status, out)
+		}
+		if outbox, inbox := stored(t, s); outbox != 0 || inbox != 1 {
+			t.Fatalf("%d deliveries and %d idempotency records, want 0 and the 1 recorded", outbox, inbox)
+		}
+	})
+}
+
+// TestPublishConcurrentRetriesOfOneKeyGetOneAnswer: retries of one
+// request under one Idempotency-Key, serialized two ways, arrive at once:
+// each waits for the one that records the key and is answered its answer,
+// byte for byte, and the event is enqueued once.
+func TestPublishConcurrentRetriesOfOneKeyGetOneAnswer(t *testing.T) {
+	t.Parallel()
+	onEachEngine(t, func(t *testing.T, s *store.Store) {
+		subscribe(t, s, "orders-service", "https://orders.example/hooks")
+		srv := publisherFor(t, s, "orders-service")
+		bodies := []string{
+			`{"tenant":"orders-service","event_type":"order.paid","event_id":"evt-1","payload":{"a":1,"b":[1.5]}}`,
+			`{"payload": {"b": [1.50], "a": 1}, "event_id": "evt-1", "event_type": "order.paid", "tenant": "orders-service"}`,
+		}
+		type result struct {
+			status int
+			body   []byte
+			err    error
+		}
+		results := make([]result, 8)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() {
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(bodies[i%2]))
+				if err != nil {
+					results[i].err = err
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+publishToken)
+				req.Header.Set(handler.HeaderIdempotencyKey, "req-0001")
+				<-start
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					results[i].err = err
+					return
+				}
+				defer resp.Body.Close()
+				results[i].status = resp.StatusCode
+				results[i].body, results[i].err = io.ReadAll(resp.Body)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, r := range results {
+			if r.err != nil || r.status != http.StatusAccepted || !bytes.Equal(r.body, results[0].body) {
+				t.Errorf("retry %d: %d %s %v, want 202 and one answer for all (%s)", i, r.status, r.body, r.err, results[0].body)
+			}
+		}
+		if outbox, inbox := stored(t, s); outbox != 1 || inbox != 1 {
+			t.Fatalf("%d deliveries and %d idempotency records, want 1 and 1", outbox, inbox)
+		}
+	})
+}
