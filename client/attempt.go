@@ -50,7 +50,9 @@ const maxProblemRead = 4 << 10
 // never started, for no request of it can have reached the receiver. Nor
 // is anything sent once the Store is closed (store.Store.Close): its
 // outcome could never be recorded, and the request would be sent again
-// once the lease expired; try reports the attempt not ready.
+// once the lease expired; try reports the attempt not ready. That is
+// looked at once more as the transport comes to write the request, for a
+// Close may land while it connects (see timelyBody).
 // Signing is bounded by a Timeout of its own, and the request gets a
 // whole Timeout from then on; a request that the transport comes to write
 // only after that Timeout (the worker was held up meanwhile) is not
@@ -117,11 +119,20 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	// only while the attempt's Timeout lasts (see timelyBody).
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	timely := &timelyBody{payload: c.Payload, now: w.cfg.Now, by: w.sendBy(c, claimedAt, now), stop: stop}
+	timely := &timelyBody{payload: c.Payload, now: w.cfg.Now, by: w.sendBy(c, claimedAt, now), store: w.closed, stop: stop}
 	req = req.WithContext(httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{WroteHeaders: timely.wroteHeaders}))
 	req.Body, _ = timely.open()
 	req.ContentLength, req.GetBody = int64(len(c.Payload)), timely.open
 	resp, err := w.client.Do(req)
+	if timely.closed.Load() {
+		// The Store closed while the request was on its way to the
+		// transport: it was not written, and the delivery is left to its
+		// lease (see release).
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return protocol.Outcome{}, false
+	}
 	if timely.late.Load() {
 		// Held up between the lease check and the write (a paused
 		// process): the request never went out whole, so no receiver
@@ -353,32 +364,46 @@ func (w *Worker) sendBy(c protocol.Claimed, claimedAt, now time.Time) time.Time 
 // late to be sent again.
 var errWrittenLate = errors.New("client: the request's Timeout ran out before it was written")
 
+// errClosedUnwritten is what a timelyBody gives for a request whose Store
+// closed before it was written.
+var errClosedUnwritten = errors.New("client: the Store closed before the request was written")
+
 // timelyBody makes the request bodies of one attempt and sees that none
-// is written from by on, on the worker's clock. The lease is checked
-// before the request is handed to the transport, but a worker held up
-// after that check (a stopped VM, a long pause) would otherwise write the
-// request when it resumes, its Timeout and lease perhaps long over and
-// the delivery claimed again by another worker: the receiver would have
-// two requests of it at once. Once the transport has a connection and has
-// made the request's headers ready (wroteHeaders, before any byte of an
-// HTTP/1 request is written: an in-memory body's headers go out with it),
-// a request found late gets an empty body, which the transport, expecting
-// the payload's length, fails, and its context is cancelled (over HTTP/2,
-// whose headers are already out, that resets the stream); late is set.
-// This is the latest check the worker can make; a pause between it and
-// the write itself is not seen. An empty payload's request is all
-// headers, written by then: it is not held back.
+// is written from by on, on the worker's clock, nor once the Store is
+// closed. The lease is checked before the request is handed to the
+// transport, but a worker held up after that check (a stopped VM, a long
+// pause) would otherwise write the request when it resumes, its Timeout
+// and lease perhaps long over and the delivery claimed again by another
+// worker: the receiver would have two requests of it at once. Once the
+// transport has a connection and has made the request's headers ready
+// (wroteHeaders, before any byte of an HTTP/1 request is written: an
+// in-memory body's headers go out with it), a request found late gets an
+// empty body, which the transport, expecting the payload's length, fails,
+// and its context is cancelled (over HTTP/2, whose headers are already
+// out, that resets the stream); late is set. A request whose Store was
+// closed by then is held back in the same way, and closed is set instead:
+// a Close that lands after the worker's last look before the send (while
+// the transport connects, say) would otherwise let out a request whose
+// outcome can never be recorded. This is the latest check the worker can
+// make; a pause, or a Close, between it and the write itself is not seen.
+// An empty payload's request is all headers, written by then: it is not
+// held back.
 type timelyBody struct {
 	payload []byte
 	now     func() time.Time
 	by      time.Time
+	store   <-chan struct{}              // closed once the Store is
 	stop    context.CancelCauseFunc      // the request's
 	cur     atomic.Pointer[bytes.Reader] // the body being written
 	late    atomic.Bool
+	closed  atomic.Bool
 }
 
 // open returns a body that reads the payload from its start.
 func (b *timelyBody) open() (io.ReadCloser, error) {
+	if b.closed.Load() {
+		return nil, errClosedUnwritten // not to be tried again
+	}
 	if b.late.Load() {
 		return nil, errWrittenLate // not to be tried again
 	}
@@ -392,14 +417,24 @@ func (b *timelyBody) open() (io.ReadCloser, error) {
 // transport's: a Config.Now that panics there is taken as on time, the
 // request written as it would be without the check.
 func (b *timelyBody) wroteHeaders() {
-	if len(b.payload) == 0 || !b.lateNow() {
+	if len(b.payload) == 0 {
 		return
 	}
-	b.late.Store(true)
+	cause := errClosedUnwritten
+	select {
+	case <-b.store:
+		b.closed.Store(true)
+	default:
+		if !b.lateNow() {
+			return
+		}
+		b.late.Store(true)
+		cause = errWrittenLate
+	}
 	if r := b.cur.Load(); r != nil {
 		r.Reset(nil)
 	}
-	b.stop(errWrittenLate)
+	b.stop(cause)
 }
 
 // lateNow reports whether the clock has reached by; false if it panics.

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -322,6 +323,27 @@ func TestRunEndsOnAClosedStoreWhateverItsClock(t *testing.T) {
 	}
 }
 
+// TestWorkEndsOnAClosedStoreWhateverItsClock: as
+// TestRunEndsOnAClosedStoreWhateverItsClock, for Work: on a closed Store
+// it returns the Store's error (database_unavailable), as it does with a
+// clock that tells time, and as Run does with one that panics. It
+// returned internal_error for the clock, and a caller of Work that stops
+// on its Store's Close went round for as long as it was called.
+func TestWorkEndsOnAClosedStoreWhateverItsClock(t *testing.T) {
+	t.Parallel()
+	clock := &brokenClock{}
+	b := setupWorker(t, statusHandler(200, ""), func(c *client.Config) {
+		c.Now, c.Logger = clock.Now, slog.New(newCapture(t))
+	})
+	clock.broken.Store(true)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.worker.Work(t.Context()); n != 0 || !errors.Is(err, courier.CodeDatabaseUnavailable) {
+		t.Errorf("Work = %d, %v; want 0 and the closed Store's database_unavailable", n, err)
+	}
+}
+
 // TestClaimsLeftOnAClosedStoreAreLoggedOnce: a Store closed while a
 // batch is made ready takes none of it back (its leases expire). That is
 // said once, at Warn, with how many deliveries were left, when the Run or
@@ -366,5 +388,134 @@ func TestClaimsLeftOnAClosedStoreAreLoggedOnce(t *testing.T) {
 				t.Errorf("logged at %v with deliveries=%s, want WARN with %d", l.Level, l.Attrs["deliveries"], left)
 			}
 		})
+	}
+}
+
+// closingTransport closes its Store as the request reaches it: the Store
+// closed after the worker's last look at it before the send, as another
+// goroutine's Close may land there.
+type closingTransport struct {
+	next  http.RoundTripper
+	store *store.Store
+}
+
+func (c closingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	_ = c.store.Close()
+	return c.next.RoundTrip(r)
+}
+
+// TestAStoreClosedAsTheRequestGoesOutSendsNothing: a Store closed after
+// the worker's check that it is open, as the transport comes to write the
+// request: the request is not written (over HTTP/2, whose headers go out
+// first, no body reaches the receiver whole), for its outcome could never
+// be recorded and, once its lease expired, it would be sent again. The
+// delivery is left to its lease, as one claimed and not sent is. The
+// request went out: the check was made only before the request was handed
+// to the transport.
+func TestAStoreClosedAsTheRequestGoesOutSendsNothing(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		t.Run("http2="+strconv.FormatBool(h2), func(t *testing.T) {
+			t.Parallel()
+			var arrived, whole atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived.Add(1)
+				body, err := io.ReadAll(r.Body)
+				if err != nil || int64(len(body)) != r.ContentLength {
+					http.Error(w, "cut short", http.StatusBadRequest)
+					return
+				}
+				whole.Add(1)
+			}))
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			t.Cleanup(srv.Close)
+			logs := newCapture(t)
+			b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, func(c *client.Config) {
+				next := loopbackGuard(t, srv.URL).Transport()
+				if h2 {
+					next = srv.Client().Transport
+				}
+				c.Transport = closingTransport{next: next, store: c.Store}
+				c.Logger = slog.New(logs)
+			})
+			b.server.URL = srv.URL
+			b.enqueue(t, "n-1", `{"n":1}`)
+			if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
+				t.Fatalf("Work = %d, %v; want one delivery", n, err)
+			}
+			if n := whole.Load(); n != 0 {
+				t.Fatalf("%d requests reached the receiver whole after the Store closed: their outcome can never be recorded", n)
+			}
+			if !h2 {
+				if n := arrived.Load(); n != 0 {
+					t.Fatalf("%d requests reached the receiver after the Store closed", n)
+				}
+			}
+			if n := len(logs.lines("worker: request not written within its Timeout, released")); n != 0 {
+				t.Errorf("%d lines say the request was late: it was held back for the Store's Close", n)
+			}
+			if n := len(logs.lines("worker: Store closed; claimed deliveries left to their leases")); n != 1 {
+				t.Errorf("%d lines say the closed Store left the delivery to its lease, want 1", n)
+			}
+			select {
+			case e := <-b.events:
+				t.Errorf("an event for a delivery never sent: %+v", e)
+			default:
+			}
+		})
+	}
+}
+
+// TestARunInItsClaimEndsWhenItsStoreCloses: a Run whose claim waits in
+// the database (here at a lock another transaction holds on the outbox,
+// as a busy database, or a pool at its limit, keeps it) as its Store
+// closes hears of the Close at once: the claim is cut short, leasing
+// nothing, and Run returns the closed Store's error without logging it as
+// a claim that failed. It waited in its claim for as long as the lock was
+// held, the Close unheard of.
+func TestARunInItsClaimEndsWhenItsStoreCloses(t *testing.T) {
+	t.Parallel()
+	b := setupClaims(t)
+	logs := newCapture(t)
+	enqueueAll(t, b.store, plain(b.srv.URL+"/hooks", "n-1"))
+	w, err := client.NewWorker(client.Config{
+		Store: b.store, Signer: couriertest.StandardWebhooksKeys("sender").Signer,
+		Transport: couriertest.Guard(b.srv.URL).Transport(), PollInterval: time.Hour, Logger: slog.New(logs),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	letGo := b.holdClaims(t)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(t.Context()) }()
+	b.awaitClaimHeld(t)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, courier.CodeDatabaseUnavailable) {
+			t.Errorf("Run = %v, want the closed Store's database_unavailable", err)
+		}
+	case <-time.After(10 * time.Second): // a bound on the failure, not a wait for success
+		letGo()
+		<-done
+		t.Fatal("Run still in its claim 10s after its Store closed: it waits for the lock")
+	}
+	if n := len(logs.lines("worker: claim failed")); n != 0 {
+		t.Errorf("%d claims logged as failed: the closed Store's error is Run's to return", n)
+	}
+	letGo()
+	var leased int
+	if err := b.db.GetContext(t.Context(), &leased, `SELECT count(*) FROM courier_outbox WHERE status = 'leased'`); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 0 {
+		t.Errorf("%d deliveries leased by a claim the Store's Close cut short", leased)
 	}
 }

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -18,13 +20,39 @@ import (
 // once it returned (the claim's own time is not in it). Each idle stretch
 // is one span, not one per poll, and no claim that leased or failed goes
 // untraced. It is called in the worker's claim turn.
+//
+// Stop cuts a claim short, one waiting for the database too (SQLite's
+// writer held by an application's transaction, a pool at its limit, a
+// lock): its transaction rolls back, and nothing is leased. So does the
+// Store's Close: a claim waiting in the database would otherwise wait on,
+// unaware of it. A claim that fails once the Store is closed, cut short
+// or not, fails with the closed Store's error (errClosedClaim), as one
+// made after the Close does.
 func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
-	// Stop cuts a claim short, one waiting for the database too (SQLite's
-	// writer held by an application's transaction, a pool at its limit):
-	// its transaction rolls back, and nothing is leased.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // Stop's context cancels ctx; ctx stays the caller's
+	// The Store's Close cancels ctx too; the watch ends with the claim.
+	go func() {
+		select {
+		case <-w.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	batch, err := w.tracedClaim(ctx, limit)
+	if err != nil && w.storeClosed() && !errors.Is(err, protocol.ErrClosed) {
+		return nil, fmt.Errorf("%w: %w", errClosedClaim, err)
+	}
+	return batch, err
+}
+
+// errClosedClaim is the error of a claim that failed once the Store was
+// closed: code database_unavailable, with protocol.ErrClosed in its chain.
+var errClosedClaim = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "client: claim"}, protocol.ErrClosed)
+
+// tracedClaim is claim's call of the store.
+func (w *Worker) tracedClaim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
 	if w.tracer == nil {
 		return w.outbox.Claim(ctx, w.claimParams(limit))
 	}

@@ -572,15 +572,20 @@ func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.C
 // (see Worker); for a soft shutdown call Stop instead. Run returns an error
 // only for a configuration it cannot run with, and for a Store that was
 // closed (store.Store.Close), on which no claim can succeed: it hears of
-// the Close at once, not at its next poll, and returns the Store's error,
+// the Close at once, not at its next poll (a claim waiting in the
+// database is cut short, leasing nothing), and returns the Store's error,
 // code database_unavailable, once the attempts in flight are settled (as
 // far as the closed Store lets them be). Nothing more is sent once the
 // Store is closed: no outcome could be recorded, and a request sent would
-// be sent again once its lease expired. What was claimed and not yet sent
-// is not given back either, for the closed Store cannot: its leases
-// expire, as Run logs once, at Warn, with how many it left. Any other claim that fails is
-// logged and made again on a timer of its own (see PollInterval), or at
-// the next wake-up or poll if sooner.
+// be sent again once its lease expired. The Store is looked at last as the
+// transport comes to write a request, once it has a connection for it; a
+// request being written or answered as the Close lands was sent, and its
+// outcome goes unrecorded: it is sent again once its lease expires, for
+// the receiver to dedupe. What was claimed and not yet sent is not given
+// back either, for the closed Store cannot: its leases expire, as Run
+// logs once, at Warn, with how many it left. Any other claim that fails
+// is logged and made again on a timer of its own (see PollInterval), or
+// at the next wake-up or poll if sooner.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.enter() {
 		return nil
@@ -903,7 +908,11 @@ func (l *wakeups) close() {
 // stops as Run does (see Worker): when ctx is done or Stop is called, the
 // deliveries of the batch not yet started are given back, and when ctx is
 // done the attempts in flight are cut short. After Stop it returns
-// courier.CodeWorkerStopped.
+// courier.CodeWorkerStopped. On a closed Store (store.Store.Close) its
+// claim fails at once, and Work returns the Store's error, code
+// database_unavailable; a Store closed once the batch was claimed sends
+// no more of it than Run would (see Run), and Work returns how many it
+// claimed, and nil.
 func (w *Worker) Work(ctx context.Context) (int, error) {
 	if !w.enter() {
 		return 0, courier.CodeWorkerStopped
@@ -916,8 +925,11 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		}
 		return 0, courier.CodeWorkerStopped // Stop came while another claim was in progress
 	}
+	// On a closed Store the claim is made even without a reading of the
+	// clock: it fails at once, leasing nothing, and its error is what Work
+	// returns.
 	claimedAt, told := w.now(ctx)
-	if !told {
+	if !told && !w.storeClosed() {
 		w.passClaimTurn()
 		return 0, errClock
 	}
