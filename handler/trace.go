@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
@@ -24,9 +25,10 @@ func tracerOf(s *store.Store) courier.Tracer {
 // startServer starts the server span of a request when the handler
 // traces, named by its method (see serverSpanName): a child of the span
 // ctx already carries (a tracing middleware in front), or else of the
-// request's own traceparent, so the receiver continues the sender's
-// trace. Only the method and scheme are recorded of the request: its path
-// may carry a credential, its headers and body are the sender's.
+// request's own trace headers, so the receiver continues the sender's
+// trace. Of the request, only the method, the scheme and the path as
+// shownPath has it are recorded: its path may carry a credential, its
+// headers and body are the sender's.
 func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
 	if f.tracer == nil {
 		return r, nil
@@ -34,7 +36,7 @@ func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
 	ctx := r.Context()
 	if tracing.Inject(f.tracer, ctx).Parent == "" {
 		ctx = tracing.Extract(f.tracer, ctx, courier.TraceContext{
-			Parent: r.Header.Get(tracing.HeaderParent), State: r.Header.Get(tracing.HeaderState),
+			Parent: headerField(r.Header, tracing.HeaderParent), State: headerField(r.Header, tracing.HeaderState),
 		})
 	}
 	scheme := "http"
@@ -43,8 +45,27 @@ func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
 	}
 	method := knownMethod(r.Method)
 	ctx, span := f.tracer.Start(ctx, serverSpanName(method), courier.SpanServer,
-		slog.String(tracing.AttrHTTPMethod, method), slog.String(tracing.AttrURLScheme, scheme))
+		slog.String(tracing.AttrHTTPMethod, method), slog.String(tracing.AttrURLScheme, scheme),
+		slog.String(tracing.AttrURLPath, shownPath(r.URL.Path)))
 	return r.WithContext(ctx), span
+}
+
+// headerField is the header name as one field: its lines' values joined
+// by commas, as HTTP reads a header sent in several lines. A tracestate
+// sent in two lines is one list; a traceparent sent twice is none, as two
+// traceparents do not make one.
+func headerField(h http.Header, name string) string {
+	return strings.Join(h.Values(name), ",")
+}
+
+// shownPath is a request's path as its span records it: "/" as it is,
+// any other "/…", since a receiver's path may hold a credential (a token
+// a sender was given in its endpoint URL).
+func shownPath(p string) string {
+	if p == "" || p == "/" {
+		return "/"
+	}
+	return "/…"
 }
 
 // serverSpanName names a request's span as the HTTP conventions name a

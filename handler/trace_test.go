@@ -89,7 +89,7 @@ func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 		t.Fatalf("accepted: %d, server span parent %v failed %q", code, server.Parent, server.Failed)
 	}
 	if a := server.Attrs(); a[tracing.AttrHTTPStatus].Int64() != 200 || a[tracing.AttrOutcome].String() != handler.OutcomeAccepted ||
-		a[tracing.AttrHTTPMethod].String() != "POST" || a[tracing.AttrURLScheme].String() != "http" {
+		a[tracing.AttrHTTPMethod].String() != "POST" || a[tracing.AttrURLScheme].String() != "http" || a["url.path"].String() != "/…" {
 		t.Fatalf("accepted: server span attributes %v", a)
 	}
 	if h := handles(); len(h) != 1 || h[0].Parent != server.Context || h[0].Failed != "" || !h[0].Ended() || inFunc[0] != h[0].Context {
@@ -130,6 +130,79 @@ func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 	for _, sp := range rec.Spans() {
 		if text := fmt.Sprint(sp.Attrs()); strings.Contains(text, "verb") || strings.Contains(text, "webhook") || strings.Contains(text, "/hooks") {
 			t.Errorf("span %s records request content: %s", sp.Name, text)
+		}
+	}
+}
+
+// TestReceiverReadsEachTraceHeaderAsOneField: a receiver reads traceparent
+// and tracestate as HTTP reads a header sent in several lines, one field
+// of their values joined by commas. A tracestate sent in two lines is one
+// list, all of which the server span's parent keeps; two traceparents are
+// no traceparent, and the span starts a trace. A later version's
+// traceparent is continued; version ff, upper case hex and zero ids are
+// not.
+func TestReceiverReadsEachTraceHeaderAsOneField(t *testing.T) {
+	t.Parallel()
+	rec := &tracingtest.Recorder{}
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	keys := couriertest.StandardWebhooksKeys("sender")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
+		func(context.Context, *sqlx.Tx, tracedNote) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		other  = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		later  = "cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-what-the-future-will-be-like"
+	)
+	tests := []struct {
+		name   string
+		parent []string
+		state  []string
+		want   courier.TraceContext
+	}{
+		{"one line each", []string{parent}, []string{"rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"},
+			courier.TraceContext{Parent: parent, State: "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"}},
+		{"tracestate in two lines", []string{parent}, []string{"rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE"},
+			courier.TraceContext{Parent: parent, State: "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"}},
+		{"tracestate with tabs", []string{parent}, []string{"rojo=00f067aa0ba902b7 \t ,\tcongo=t61rcWkgMzE"},
+			courier.TraceContext{Parent: parent, State: "rojo=00f067aa0ba902b7 \t ,\tcongo=t61rcWkgMzE"}},
+		{"two traceparents", []string{parent, other}, []string{"rojo=00f067aa0ba902b7"}, courier.TraceContext{}},
+		{"the same traceparent twice", []string{parent, parent}, nil, courier.TraceContext{}},
+		{"a later version", []string{later}, nil, courier.TraceContext{Parent: later}},
+		{"version ff", []string{"ff" + parent[2:]}, nil, courier.TraceContext{}},
+		{"upper case", []string{strings.ToUpper(parent)}, nil, courier.TraceContext{}},
+		{"zero trace id", []string{"00-00000000000000000000000000000000-b7ad6b7169203331-01"}, nil, courier.TraceContext{}},
+		{"zero parent id", []string{"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01"}, nil, courier.TraceContext{}},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprintf("h-%d", i)
+		req := couriertest.NewRequest("https://receiver.example/hooks", id, []byte(`{"id":"`+id+`"}`), keys.Signer)
+		for _, v := range tt.parent {
+			req.Header.Add("Traceparent", v)
+		}
+		for _, v := range tt.state {
+			req.Header.Add("Tracestate", v)
+		}
+		before := len(rec.Spans())
+		w := httptest.NewRecorder()
+		rcv.ServeHTTP(w, req)
+		var server *tracingtest.Span
+		for _, sp := range rec.Spans()[before:] {
+			if sp.Kind == courier.SpanServer {
+				server = sp
+			}
+		}
+		if w.Code != http.StatusOK || server == nil {
+			t.Fatalf("%s: answered %d, server span %v", tt.name, w.Code, server)
+		}
+		if server.Parent != tt.want {
+			t.Errorf("%s: server span parent %q, want %q", tt.name, server.Parent, tt.want)
 		}
 	}
 }

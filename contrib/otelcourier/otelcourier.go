@@ -37,6 +37,7 @@
 //	                           query or fragment, any of which may hold a credential
 //	courier.endpoint.ref       the endpoint's opaque ref (as the ops page shows it)
 //	url.scheme                 http or https (server span)
+//	url.path                   "/", or "/…" for any other path, which may hold a credential (server span)
 //	error.type                 the stable code of a failed span, also its status description
 //	courier.delivery.id        the outbox row
 //	courier.notification.id    the notification's identity
@@ -54,7 +55,9 @@
 //
 // The receiver's server span is a child of the span the request's context
 // already carries when a tracing middleware (otelhttp) wraps the handler,
-// and continues the traceparent header itself otherwise.
+// and continues the request's traceparent and tracestate headers itself
+// otherwise, each header's lines read as one field: a tracestate sent in
+// several lines is one list, and a traceparent sent twice is ignored.
 package otelcourier
 
 import (

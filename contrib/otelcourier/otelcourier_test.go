@@ -296,3 +296,83 @@ func names(spans tracetest.SpanStubs) []string {
 	}
 	return out
 }
+
+// TestReceiverSpanContinuesTheRequestsTraceContext: a receiver's server
+// span, over a real connection, has the attributes the HTTP conventions
+// require of a server span (http.request.method, url.scheme, url.path,
+// http.response.status_code), its path shown as "/…" since it may hold a
+// credential, and continues the request's trace context: the tracestate
+// of all its header lines, whitespace around its members as it may be.
+func TestReceiverSpanContinuesTheRequestsTraceContext(t *testing.T) {
+	t.Parallel()
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	keys := couriertest.StandardWebhooksKeys("shop")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
+		func(context.Context, *sqlx.Tx, order) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+
+	for i, c := range []struct {
+		name  string
+		state []string
+		want  string
+	}{
+		{"tracestate in two lines", []string{"rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE"}, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"},
+		{"tracestate with tabs", []string{"foo=1 \t , \t bar=2, \t baz=3"}, "foo=1,bar=2,baz=3"},
+	} {
+		exporter.Reset()
+		id := fmt.Sprintf("o-%d", i)
+		req := couriertest.NewRequest(srv.URL+"/hooks/SECRET-TOKEN-42?key=SECRET-KEY-9", id, []byte(`{"id":"`+id+`"}`), keys.Signer)
+		req.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+		for _, v := range c.state {
+			req.Header.Add("tracestate", v)
+		}
+		resp, err := srv.Client().Do(req.WithContext(t.Context()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		spans := exporter.GetSpans()
+		var server *tracetest.SpanStub
+		for i := range spans {
+			if spans[i].SpanKind == trace.SpanKindServer {
+				server = &spans[i]
+			}
+		}
+		if resp.StatusCode != http.StatusOK || server == nil {
+			t.Fatalf("%s: answered %d, spans %v; want 200 in a server span", c.name, resp.StatusCode, names(spans))
+		}
+		got := attrs(server)
+		for k, v := range map[attribute.Key]attribute.Value{
+			"http.request.method": attribute.StringValue("POST"), "url.scheme": attribute.StringValue("http"),
+			"url.path": attribute.StringValue("/…"), "http.response.status_code": attribute.IntValue(200),
+		} {
+			if got[k] != v {
+				t.Errorf("%s: server span %s = %q, want %q", c.name, k, got[k].Emit(), v.Emit())
+			}
+		}
+		for _, kv := range server.Attributes {
+			if v := kv.Value.Emit(); strings.Contains(v, "SECRET") || strings.Contains(v, "hooks") {
+				t.Errorf("%s: server span %s = %q holds the request's path or query", c.name, kv.Key, v)
+			}
+		}
+		p := server.Parent
+		if !p.IsRemote() || p.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || p.SpanID().String() != "b7ad6b7169203331" {
+			t.Errorf("%s: server span parent %v, want the request's traceparent", c.name, p)
+		}
+		if ts := p.TraceState().String(); ts != c.want {
+			t.Errorf("%s: server span parent's tracestate %q, want %q", c.name, ts, c.want)
+		}
+	}
+}

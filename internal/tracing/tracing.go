@@ -36,6 +36,7 @@ const (
 	AttrServerPort     = "server.port"
 	AttrURLFull        = "url.full" // always endpoint.Redact's form
 	AttrURLScheme      = "url.scheme"
+	AttrURLPath        = "url.path" // "/" or "/…": a path may hold a credential
 	AttrErrorType      = "error.type"
 	AttrEndpointRef    = "courier.endpoint.ref" // endpoint.Ref's form
 	AttrDeliveryID     = "courier.delivery.id"
@@ -86,14 +87,15 @@ func Extract(t courier.Tracer, ctx context.Context, tc courier.TraceContext) con
 }
 
 // Check returns tc if its traceparent is well formed, with its tracestate
-// when that is printable ASCII within maxState bytes; the zero
-// TraceContext otherwise. What courier stores and sends passes it, so a
-// tracer, a header or a stored row cannot put anything else in a header.
+// when that is printable ASCII and tabs (the whitespace a list may have
+// around its members) within maxState bytes; the zero TraceContext
+// otherwise. What courier stores and sends passes it, so a tracer, a
+// header or a stored row cannot put anything else in a header.
 func Check(tc courier.TraceContext) courier.TraceContext {
 	if !validParent(tc.Parent) {
 		return courier.TraceContext{}
 	}
-	if len(tc.State) > maxState || !printable(tc.State) {
+	if len(tc.State) > maxState || !stateChars(tc.State) {
 		tc.State = ""
 	}
 	return tc
@@ -122,6 +124,17 @@ func validParent(p string) bool {
 func isHex(s string) bool {
 	for i := range len(s) {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// stateChars reports whether s is printable ASCII and tabs, what a
+// tracestate may hold.
+func stateChars(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
 			return false
 		}
 	}

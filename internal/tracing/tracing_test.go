@@ -27,6 +27,7 @@ func TestCheckKeepsOnlyWellFormedTraceContexts(t *testing.T) {
 		{"zero parent id", courier.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"}, courier.TraceContext{}},
 		{"header injection", courier.TraceContext{Parent: good[:54] + "\r\nX: 1"}, courier.TraceContext{}},
 		{"empty", courier.TraceContext{}, courier.TraceContext{}},
+		{"state with spaces and tabs around its members", courier.TraceContext{Parent: good, State: "foo=1 \t , \t bar=2"}, courier.TraceContext{Parent: good, State: "foo=1 \t , \t bar=2"}},
 		{"state with a newline", courier.TraceContext{Parent: good, State: "a=b\nX: 1"}, courier.TraceContext{Parent: good}},
 		{"state too long", courier.TraceContext{Parent: good, State: strings.Repeat("a", 513)}, courier.TraceContext{Parent: good}},
 	}
