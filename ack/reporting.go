@@ -52,9 +52,10 @@ type Reporting struct {
 	Message   string `json:"message,omitempty"`
 	ContextID string `json:"context_id,omitempty"`
 	// Token is echoed from the push notification config. courier does not
-	// check it: if the application's AdCP setup uses one, the application
-	// compares it with its own, in constant time (crypto/subtle).
-	Token string `json:"token,omitempty" validate:"omitempty,min=16,max=4096"`
+	// check it, nor its length, as it holds no token to check it against:
+	// if the application's AdCP setup uses one, the application compares
+	// it with its own, in constant time (crypto/subtle).
+	Token string `json:"token,omitempty"`
 	// Result is the task's payload. A delivery report's
 	// (media-buy/media-buy-delivery-webhook-result.json; see
 	// IsDeliveryReport) fields Check validates; another's are the

@@ -323,9 +323,11 @@ func indirect(t reflect.Type) reflect.Type {
 // v must be a struct or a non-nil pointer to one: anything else is
 // refused with courier.CodeInvalidArgument. Tags the validator cannot run
 // on v (a rule it does not have, a bound that is no number, a dive on a
-// field that is neither slice nor map, or on one of interface type that
-// holds neither) are refused with courier.CodeConfigInvalid, where the
-// validator would panic.
+// field that is neither slice nor map) are refused with
+// courier.CodeConfigInvalid, where the validator would panic. A field of
+// interface type that a tag dives into is the value's to fit: one that
+// holds neither slice, array nor map (a string, a number, a bool) fails
+// with rule dive, as one that holds nothing does.
 func Validate(v any) error {
 	err := validateStruct(v)
 	var (
@@ -333,6 +335,16 @@ func Validate(v any) error {
 		invalid *validator.InvalidValidationError
 	)
 	switch {
+	case courier.CodeOf(err) == courier.CodeConfigInvalid:
+		// The tags may be the value's to fit rather than at fault: v's
+		// type passes its check (see checkRules) and the validator
+		// panicked on a value of interface type it dove into.
+		if checkRules(reflect.TypeOf(v)) == nil {
+			if fields := diveMisfits(reflect.ValueOf(v)); len(fields) > 0 {
+				return &ValidationError{Fields: fields}
+			}
+		}
+		return err
 	case errors.As(err, &invalid):
 		return &courier.Error{Code: courier.CodeInvalidArgument, Msg: fmt.Sprintf("ack: Validate: %T is not a struct or a non-nil pointer to one", v)}
 	case errors.As(err, &verrs):
@@ -348,6 +360,115 @@ func Validate(v any) error {
 		return c.Check()
 	}
 	return nil
+}
+
+// maxDiveDepth bounds how deep diveMisfits looks into a value: deeper
+// than any body's nesting, which strictjson bounds.
+const maxDiveDepth = 256
+
+// diveMisfits returns the values of v, a struct or a pointer to one, of
+// interface type that a validate tag dives into and that hold one the
+// dive cannot go into (see misfitDives), at any depth, named as Validate
+// names fields, rule dive: the values on which the validator panics.
+func diveMisfits(v reflect.Value) []FieldError {
+	var out []FieldError
+	var walk func(v reflect.Value, path string, depth int)
+	walk = func(v reflect.Value, path string, depth int) {
+		v = elem(v)
+		if !v.IsValid() || depth > maxDiveDepth {
+			return
+		}
+		switch v.Kind() {
+		case reflect.Struct:
+			t := v.Type()
+			for i := range t.NumField() {
+				f := t.Field(i)
+				tag := f.Tag.Get("validate")
+				if (!f.IsExported() && !f.Anonymous) || tag == "-" {
+					continue
+				}
+				name := jsonName(f)
+				fpath := path
+				if name != "" {
+					fpath = joinPath(path, name)
+				}
+				out = append(out, misfitDives(v.Field(i), tag, fpath)...)
+				walk(v.Field(i), fpath, depth+1)
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
+			}
+		case reflect.Map:
+			iter := v.MapRange()
+			for iter.Next() {
+				walk(iter.Value(), fmt.Sprintf("%s[%v]", path, iter.Key()), depth+1)
+			}
+		}
+	}
+	walk(v, "", 0)
+	return out
+}
+
+// misfitDives returns v, at path, if a dive of tag (a field's validate
+// tag) meets a value of interface type it cannot go into, v or one of its
+// elements there: one that holds neither slice, array nor map, nor is
+// nil (which the validator names itself), empty or not. A dive on a type
+// that holds neither is the type's, not the value's: it is not returned.
+func misfitDives(v reflect.Value, tag, path string) []FieldError {
+	rules := strings.Split(tag, ",")
+	for i, keys := 0, false; i < len(rules); i++ {
+		switch {
+		case keys:
+			keys = rules[i] != "endkeys"
+		case rules[i] == "keys":
+			keys = true
+		case rules[i] == "dive":
+			static := typewalk.Deref(v.Type()).Kind() == reflect.Interface
+			if v = elem(v); !v.IsValid() {
+				return nil
+			}
+			rest := strings.Join(rules[i+1:], ",")
+			var out []FieldError
+			switch v.Kind() {
+			case reflect.Slice, reflect.Array:
+				for j := range v.Len() {
+					out = append(out, misfitDives(v.Index(j), rest, fmt.Sprintf("%s[%d]", path, j))...)
+				}
+			case reflect.Map:
+				iter := v.MapRange()
+				for iter.Next() {
+					out = append(out, misfitDives(iter.Value(), rest, fmt.Sprintf("%s[%v]", path, iter.Key()))...)
+				}
+			default:
+				if static {
+					out = []FieldError{{Field: path, Rule: "dive"}}
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// elem returns what v holds through pointers and interfaces: the zero
+// Value where one is nil.
+func elem(v reflect.Value) reflect.Value {
+	for n := 0; n < maxDiveDepth && v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface); n++ {
+		if v.IsNil() {
+			return reflect.Value{}
+		}
+		v = v.Elem()
+	}
+	return v
+}
+
+// joinPath names field name within the value at path.
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }
 
 // validateStruct runs the validator over v, reporting a panic of the

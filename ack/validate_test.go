@@ -2,6 +2,7 @@ package ack_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -58,6 +59,62 @@ func TestValidateNeverPanics(t *testing.T) {
 			}()
 			if courier.CodeOf(err) != tc.code || errors.Is(err, courier.CodePayloadInvalid) {
 				t.Fatalf("Validate = %v (code %q), want code %s, no payload_invalid", err, courier.CodeOf(err), tc.code)
+			}
+		})
+	}
+}
+
+// TestValidateNamesAnInterfaceItCannotDiveInto: a field of interface type
+// that a tag dives into holds what a body put there. One that holds
+// neither slice, array nor map (a string, a number) was refused with code
+// config_invalid, naming no field, as if its type were at fault, where one
+// that holds nothing fails with rule dive. It fails with rule dive too,
+// named at any depth, under omitempty too, where only nothing passes; a
+// dive on a type that holds no list stays the type's fault.
+func TestValidateNamesAnInterfaceItCannotDiveInto(t *testing.T) {
+	t.Parallel()
+	type line struct {
+		Tags any `json:"tags" validate:"dive,required"`
+	}
+	type payload struct {
+		Tags  any    `json:"tags" validate:"dive,required"`
+		Lists []any  `json:"lists" validate:"dive,dive"`
+		Opt   *any   `json:"opt" validate:"omitempty,dive"`
+		Lines []line `json:"lines" validate:"dive"`
+	}
+	type diveOnString struct {
+		A   string `validate:"dive"`
+		Any any    `validate:"dive"`
+	}
+	str, empty := any("x"), any("")
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string // the fields, or the code when no field is named
+	}{
+		{"a list", payload{Tags: []any{1}}, "<nil>"},
+		{"nothing", payload{}, "[{tags dive}]"},
+		{"a string", payload{Tags: "x"}, "[{tags dive}]"},
+		{"a number in a list of lists", payload{Tags: []any{1}, Lists: []any{[]any{1}, 2.0}}, "[{lists[1] dive}]"},
+		{"a string behind a pointer", &payload{Tags: []any{1}, Opt: &str}, "[{opt dive}]"},
+		{"an empty string under omitempty", payload{Tags: []any{1}, Opt: &empty}, "[{opt dive}]"},
+		{"nothing under omitempty", payload{Tags: []any{1}}, "<nil>"},
+		{"a bool in a line", payload{Tags: map[string]any{"k": 1}, Lines: []line{{Tags: []any{1}}, {Tags: true}}}, "[{lines[1].tags dive}]"},
+		{"a dive on a string type", diveOnString{A: "x", Any: "y"}, string(courier.CodeConfigInvalid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := ack.Validate(tc.v)
+			var ve *ack.ValidationError
+			got := fmt.Sprint(err)
+			switch {
+			case errors.As(err, &ve):
+				got = fmt.Sprint(ve.Fields)
+			case err != nil:
+				got = string(courier.CodeOf(err))
+			}
+			if got != tc.want {
+				t.Fatalf("Validate = %v, want %s", err, tc.want)
 			}
 		})
 	}

@@ -100,18 +100,21 @@ func endedByApp(ctx context.Context, err error) bool {
 }
 
 // fromFunc wraps err, the failure of the application's function, as an
-// appFailure, unless the database failed under the function and failed
-// its statement with it, a storeFailure: its transaction (begun with ctx)
-// could not be rolled back (rollback is what rolling it back returned:
-// the server ended the connection, or went away), or in says err is the
-// database's (full, read-only, an I/O error, a lock conflict).
+// appFailure, unless the database failed under the function, a
+// storeFailure: its transaction (begun with ctx) could not be rolled back
+// (rollback is what rolling it back returned: the server ended the
+// connection, or went away), whatever err is, a rejection too; or err is
+// no rejection and in says it is the database's (full, read-only, an I/O
+// error, a lock conflict). A rejection's code is the application's to
+// choose, a store's code too.
 func fromFunc(ctx context.Context, in protocol.Inbox, err, rollback error) error {
+	var rej *rejection
 	switch {
 	case err == nil:
 		return nil
 	case rollback != nil && !errors.Is(rollback, sql.ErrTxDone) && ctx.Err() == nil:
 		return storeFailure{errors.Join(err, rollback)}
-	case in.Unavailable(err):
+	case !errors.As(err, &rej) && in.Unavailable(err):
 		return storeFailure{err}
 	}
 	return fromApp(err)
@@ -136,6 +139,9 @@ func answer(w http.ResponseWriter, err error) {
 		ve  *ack.ValidationError
 	)
 	switch {
+	case errors.As(err, &sf): // first: a store that failed under the function answers for it, whatever the function returned
+		noteCause(w, err)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)
 	case errors.As(err, &rej):
 		problem.Error(w, http.StatusUnprocessableEntity, rej.err.Code, rej.err.Msg)
 	case errors.As(err, &app):
@@ -154,9 +160,6 @@ func answer(w http.ResponseWriter, err error) {
 		problem.Error(w, http.StatusForbidden, courier.CodeForbidden, "not allowed to publish to this target")
 	case errors.Is(err, errContractChanged):
 		problem.Error(w, http.StatusConflict, courier.CodeContractChanged, "the command was built for another contract")
-	case errors.As(err, &sf):
-		noteCause(w, err)
-		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)
 	case errors.As(err, &ve):
 		jsonbody.Invalid(w, ve)
 	case courier.CodeOf(err) == courier.CodeInvalidArgument:

@@ -1,6 +1,7 @@
 package handler_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -337,6 +339,11 @@ func TestOneAnswerPerOutcomeInEveryReceiver(t *testing.T) {
 			}, 500, courier.CodeHandlerFailed},
 			{"rejection", func(context.Context) error { return handler.Reject("not_for_us", "not for this site") }, 422, "not_for_us"},
 			{"rejection without a code", func(context.Context) error { return handler.Reject("", "") }, 422, courier.CodeRejected},
+			// The application's refusal, whatever its code: a store's code
+			// does not make the store the one that failed.
+			{"rejection with a store's code", func(context.Context) error {
+				return handler.Reject(courier.CodeDatabaseUnavailable, "")
+			}, 422, courier.CodeDatabaseUnavailable},
 		} {
 			t.Run(target.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -605,6 +612,109 @@ func TestHookPanicLeavesTheAnswer(t *testing.T) {
 		}
 		if dropped != 2 {
 			t.Fatalf("%d lines for the Hook's panics, want one per request", dropped)
+		}
+	})
+}
+
+// TestAClientGoneIsNoFailure: the client goes away once it has sent the
+// whole body (net/http ends the request's context when the connection
+// closes, or when the client half-closes it), before the store is reached
+// or while the application's function runs with the request's context.
+// Nothing is recorded and the sender retries, as for any 5xx. But neither
+// the store nor the application failed: the answer was logged at Error as
+// theirs ("store: begin: context canceled"), an alert for every client
+// that hangs up. It is logged at Info, as a refusal is, with the status
+// and code it was answered.
+func TestAClientGoneIsNoFailure(t *testing.T) {
+	t.Parallel()
+	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
+		for _, when := range []string{"before the store", "in the function"} {
+			if when == "in the function" && !target.app {
+				continue
+			}
+			t.Run(when, func(t *testing.T) {
+				var logs logtest.Records
+				e := target.open(t, anyOptions{logger: slog.New(&logs), app: func(ctx context.Context) error {
+					ctx.Value(requestCancelKey{}).(context.CancelFunc)() // the client goes away
+					return fmt.Errorf("calling a service: %w", ctx.Err())
+				}})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				req := e.request(t)
+				req = req.WithContext(context.WithValue(ctx, requestCancelKey{}, cancel))
+				if when == "before the store" {
+					cancel()
+				}
+				rec := serve(e.handler, req)
+				if rec.Code < 500 {
+					t.Fatalf("answered %d %s, want a 5xx: nothing was processed", rec.Code, rec.Body)
+				}
+				if inbox, outbox := e.written(t); inbox != 0 || outbox != 0 {
+					t.Fatalf("%d inbox and %d outbox records, want none", inbox, outbox)
+				}
+				recs := logs.All()
+				if len(recs) != 1 || recs[0].Level != slog.LevelInfo || attrs(recs[0])["http_status"] != fmt.Sprint(rec.Code) ||
+					attrs(recs[0])["code"] != string(problemOf(t, rec).Code) || len(logkey.Undocumented(recs[0])) != 0 {
+					for _, r := range recs {
+						t.Logf("%s %s %v", r.Level, r.Message, attrs(r))
+					}
+					t.Fatalf("%d log records; want one at Info with the answer's status and code", len(recs))
+				}
+			})
+		}
+	})
+}
+
+// TestABodyCutShortIsRefused: a client that sends less of the body than
+// its Content-Length says and then half-closes its connection (or closes
+// it) is refused 400 invalid_argument, logged at Info, with nothing
+// recorded: the request never arrived, and no store or application
+// failed.
+func TestABodyCutShortIsRefused(t *testing.T) {
+	t.Parallel()
+	eachReceiver(t, false, func(t *testing.T, target anyReceiver) {
+		var logs logtest.Records
+		e := target.open(t, anyOptions{logger: slog.New(&logs)})
+		srv := httptest.NewServer(e.handler)
+		defer srv.Close()
+		req := e.request(t)
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var head bytes.Buffer
+		fmt.Fprintf(&head, "POST /hooks HTTP/1.1\r\nHost: receiver.example\r\nContent-Length: %d\r\n", len(body)+100)
+		if err := req.Header.Write(&head); err != nil {
+			t.Fatal(err)
+		}
+		head.WriteString("\r\n")
+		head.Write(body[:len(body)/2])
+		if _, err := conn.Write(head.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p problemBody
+		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusBadRequest || p.Code != courier.CodeInvalidArgument {
+			t.Fatalf("answered %d %+v (%v), want 400 invalid_argument", resp.StatusCode, p, err)
+		}
+		if inbox, outbox := e.written(t); inbox != 0 || outbox != 0 || e.calls.Load() != 0 {
+			t.Fatalf("%d inbox and %d outbox records after %d calls, want none", inbox, outbox, e.calls.Load())
+		}
+		recs := logs.All()
+		if len(recs) != 1 || recs[0].Level != slog.LevelInfo || attrs(recs[0])["code"] != string(courier.CodeInvalidArgument) {
+			t.Fatalf("log records %v, want one at Info", recs)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/store"
 )
 
@@ -172,6 +173,47 @@ func TestALockTimeoutUnderTheFunctionIsTheStores(t *testing.T) {
 		}
 		if err := holder.Rollback(); err != nil {
 			t.Fatal(err)
+		}
+		if rec = serve(e.handler, e.request(t)); rec.Code != e.ok {
+			t.Fatalf("the redelivery: answered %d %s, want %d", rec.Code, rec.Body, e.ok)
+		}
+		if inbox, _ := e.written(t); inbox != 1 || e.calls.Load() != 2 {
+			t.Fatalf("%d inbox records after %d calls; want 1 after 2", inbox, e.calls.Load())
+		}
+	})
+}
+
+// TestARejectionWhoseRollbackFailsIsTheStores: the application's function
+// refuses a notification (Reject) after PostgreSQL ended the connection of
+// its transaction, so the receiver cannot roll the transaction back. The
+// store failed under the function: its refusal may rest on what it could
+// not read, and nothing says the store can answer. A 422 would tell the
+// sender never to deliver again; the answer is the store's, 503
+// internal_error with Retry-After, and the redelivery runs the function
+// again and is accepted.
+func TestARejectionWhoseRollbackFailsIsTheStores(t *testing.T) {
+	t.Parallel()
+	pgAdmin := postgresServer(t)
+	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
+		s := openPostgresStoreOn(t, pgAdmin, store.Config{})
+		var once atomic.Bool
+		e := target.open(t, anyOptions{store: s, appTx: func(ctx context.Context, tx *sqlx.Tx) error {
+			if !once.CompareAndSwap(false, true) {
+				return nil
+			}
+			var pid int
+			if err := tx.GetContext(ctx, &pid, "SELECT pg_backend_pid()"); err != nil {
+				return err
+			}
+			if _, err := s.DB().ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+				t.Error(err)
+			}
+			return handler.Reject("", "refused")
+		}})
+		rec := serve(e.handler, e.request(t))
+		if p := problemOf(t, rec); rec.Code != http.StatusServiceUnavailable || p.Code != courier.CodeInternal || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("the function refused after its connection ended: answered %d %s (Retry-After %q), want 503 internal_error with Retry-After",
+				rec.Code, rec.Body, rec.Header().Get("Retry-After"))
 		}
 		if rec = serve(e.handler, e.request(t)); rec.Code != e.ok {
 			t.Fatalf("the redelivery: answered %d %s, want %d", rec.Code, rec.Body, e.ok)

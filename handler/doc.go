@@ -19,6 +19,9 @@
 //	                            discarded, bounded, so the client gets this answer)
 //	503 server_busy             the bodies in flight would exceed Body.Budget (Retry-After)
 //	408 request_timeout         the body did not arrive within Body.ReadTimeout
+//	400 invalid_argument        the body could not be read: it ended short of its
+//	                            Content-Length (the client went away mid-body), or
+//	                            its chunked encoding is broken
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields;
 //	                            a number no float64 holds, in a valid document: rule finite)
@@ -81,8 +84,10 @@
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code), traced with the Store's tracer when it has
 // one (store.Config.Tracer) and, when refused or failed, logged to its
-// Logger: 4xx at Info, 5xx at Error, with the status and code and never
-// any of the request's content. A panic in the application's function,
+// Logger: 4xx at Info, 5xx at Error (at Info when it failed because its
+// client went away, which ends the request's context: neither the store
+// nor the application failed), with the status and code and never any of
+// the request's content. A panic in the application's function,
 // or in a method of its notification type the receiver calls (DedupeKey,
 // Check, UnmarshalJSON, Ack, PayloadSHA256), is reported as 500
 // internal_error (what middleware.Recover answers for it) with nothing

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -135,9 +136,12 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 	fn()
 }
 
-// log logs a refused answer at Info and a failed one at Error.
+// log logs a refused answer at Info and a failed one at Error, but for
+// one that failed because its client went away (clientGone): at Info.
 func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	switch {
+	case e.Status >= 500 && !ow.panicked && clientGone(r, ow.cause):
+		f.logger.InfoContext(r.Context(), "handler: request ended by its client", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
 	case e.Status >= 500:
 		attrs := []any{slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code))}
 		if ow.cause != nil {
@@ -150,6 +154,14 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	case e.Status >= 400:
 		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
 	}
+}
+
+// clientGone reports whether cause, why r failed, is r's context ending
+// because its client went away (net/http cancels it when the connection
+// closes, or the client half-closes it): neither the store nor the
+// application failed. A deadline is no client's doing.
+func clientGone(r *http.Request, cause error) bool {
+	return errors.Is(cause, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // outcomeWriter watches a handler's answer: its status, the problem code

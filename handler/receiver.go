@@ -26,10 +26,11 @@ import (
 // Reject refuses the notification for good (422), any other error
 // answers 500 handler_failed and the sender retries (503 internal_error
 // with Retry-After when the database failed, not the function: tx cannot
-// be rolled back, as when the server ended its connection, or the error
-// is one the store reads as the database's, a full or read-only database,
-// an I/O error, a lock conflict, from a statement through tx or from a
-// store method, code database_unavailable).
+// be rolled back, as when the server ended its connection, which a
+// Reject does not outweigh, or the error is one the store reads as the
+// database's, a full or read-only database, an I/O error, a lock
+// conflict, from a statement through tx or from a store method, code
+// database_unavailable).
 //
 // The function must write through tx, and leave its commit or rollback
 // to the receiver (see the package doc). tx comes from Store.Begin (on
@@ -71,8 +72,8 @@ type ReceiverConfig struct {
 	// its method's to refuse, and this field does not reach them.
 	AllowUnknownFields bool
 	// Logger receives one line per refused request (Info) and per failed
-	// one (Error), with its status and code, never its content. Defaults
-	// to discarding.
+	// one (Error; Info when its client went away), with its status and
+	// code, never its content. Defaults to discarding.
 	Logger *slog.Logger
 	// Hook receives an Event per answered request, for metrics, once the
 	// answer is written, before net/http sends it (when the handler

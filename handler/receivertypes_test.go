@@ -377,6 +377,64 @@ func TestReceiverDiveIntoAnInterfaceNeverPanics(t *testing.T) {
 	}
 }
 
+// diveIntoAnyLines holds, in the elements of a list, fields of interface
+// type their rules dive into, without omitempty.
+type diveIntoAnyLines struct {
+	ID    string        `json:"id" validate:"required,courier_token"`
+	Tags  any           `json:"tags" validate:"dive,required"`
+	Lines []diveAnyLine `json:"lines" validate:"dive"`
+}
+
+type diveAnyLine struct {
+	Tags any `json:"tags" validate:"dive,required"`
+}
+
+func (p diveIntoAnyLines) DedupeKey() string { return p.ID }
+
+// TestReceiverDiveIntoAnInterfaceNamesTheField: a member under a field of
+// interface type its rules dive into that is neither list nor object was
+// refused 400 validation_failed naming no field, where the same member
+// null, which the dive cannot go into either, names it (rule dive), as
+// every other validation failure does. Each is named now, at any depth.
+func TestReceiverDiveIntoAnInterfaceNamesTheField(t *testing.T) {
+	t.Parallel()
+	tr, err := newTypedReceiver[diveIntoAnyLines](t, couriertest.StandardWebhooksKeys("shop"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		body   string
+		fields []ack.FieldError
+	}{
+		{`{"id":"t-%d","tags":null,"lines":[]}`, []ack.FieldError{{Field: "tags", Rule: "dive"}}},
+		{`{"id":"t-%d","tags":"a","lines":[]}`, []ack.FieldError{{Field: "tags", Rule: "dive"}}},
+		{`{"id":"t-%d","tags":5,"lines":[]}`, []ack.FieldError{{Field: "tags", Rule: "dive"}}},
+		{`{"id":"t-%d","tags":["a"],"lines":[{"tags":["b"]},{"tags":true}]}`, []ack.FieldError{{Field: "lines[1].tags", Rule: "dive"}}},
+		{`{"id":"t-%d","tags":[["a"]],"lines":[]}`, nil},
+	} {
+		id := fmt.Sprintf("t-%d", i)
+		body := strings.Replace(tc.body, "%d", fmt.Sprint(i), 1)
+		a := tr.post(t, id, body)
+		var p struct {
+			Code   courier.Code     `json:"code"`
+			Errors []ack.FieldError `json:"errors"`
+		}
+		if tc.fields == nil {
+			if a.status != http.StatusOK {
+				t.Errorf("%s: %d %s, want 200", body, a.status, a.body)
+			}
+			continue
+		}
+		if err := json.Unmarshal([]byte(a.body), &p); err != nil || a.status != http.StatusBadRequest || p.Code != courier.CodeValidation ||
+			fmt.Sprint(p.Errors) != fmt.Sprint(tc.fields) {
+			t.Errorf("%s: %d %s, want 400 validation_failed naming %v", body, a.status, a.body, tc.fields)
+		}
+	}
+	if got := tr.records(t); got != 1 || tr.calls != 1 {
+		t.Fatalf("%d records, %d calls; want the 1 accepted", got, tr.calls)
+	}
+}
+
 // Payload types encoding/json cannot decode a body into as their fields
 // declare: a Receiver of one fails every request that carries some of its
 // fields, or drops them silently.

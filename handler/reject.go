@@ -19,6 +19,11 @@ func (r *rejection) Unwrap() error { return &r.err }
 // good: the receiver answers 422 with code (rejected when empty) and the
 // content-free detail, writes nothing, and the sender does not retry.
 // courier.CodeOf reports the code of the returned error.
+//
+// But a function whose transaction cannot be rolled back (the database
+// ended its connection) failed with the store, whatever it returned: the
+// receiver answers 503 internal_error, and the sender's retry runs the
+// function again.
 func Reject(code courier.Code, detail string) error {
 	if code == "" {
 		code = courier.CodeRejected

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1357,4 +1358,46 @@ func TestReportingTerminalResultNamingNoFamilyIsATask(t *testing.T) {
 			t.Fatalf("notification_type %s: the terminal effect ran %d times for %d tasks: its re-emission was republished", v, n, i+1)
 		}
 	}
+}
+
+// TestReportingTokenIsTheApplications: the envelope's token echoes the
+// one the receiver configured for the subscription, which courier does
+// not hold: the application compares it with its own. AdCP lets a
+// receiver refuse a token whose length is out of bounds only once it knows
+// the subscription configured one; courier refused one shorter than 16
+// characters, or longer than 4096, for good (400 validation_failed), with
+// no token configured at all, and the application never saw the
+// delivery. It is delivered now, token and all, whatever its length.
+func TestReportingTokenIsTheApplications(t *testing.T) {
+	t.Parallel()
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	b := setupReporting(t, reportingOptions{fn: func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, n.Token)
+		return recordDelivery(ctx, tx, n)
+	}})
+	tokens := []string{"short", strings.Repeat("t", 4097)}
+	for i, token := range tokens {
+		body := []byte(`{"idempotency_key":"whk_token_0123456789_` + strconv.Itoa(i) + `","operation_id":"op_1","task_id":"task_1","task_type":"create_media_buy",` +
+			`"status":"working","timestamp":"2026-05-26T09:00:44Z","token":"` + token + `"}`)
+		b.postOK(t, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, tokens) {
+		t.Fatalf("the application got tokens of lengths %d, want each of %d and %d", lens(got), len(tokens[0]), len(tokens[1]))
+	}
+}
+
+// lens returns the lengths of ss.
+func lens(ss []string) []int {
+	n := make([]int, len(ss))
+	for i, s := range ss {
+		n[i] = len(s)
+	}
+	return n
 }
