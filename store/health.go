@@ -58,10 +58,15 @@ const (
 )
 
 // Health reads the outbox's health from counts (see Check for a deep
-// look). The counts of the statuses read the whole outbox: keep it
-// pruned (Prune), as a million rows cost Health tens of milliseconds on
-// SQLite and a few hundred on PostgreSQL. Blocked, with the code of the
-// first that holds:
+// look). Counts and Operations count every row the outbox keeps, finished
+// ones too, and so read them all: keep it pruned (Prune), as a million
+// rows cost Health tens of milliseconds on SQLite and a few hundred on
+// PostgreSQL. The other figures read the backlog at most, never a
+// finished row: Due, OldestDueAge and Overdue the due and parked rows
+// (not those waiting for a later time), ExpiredLeases the expired leases,
+// ContractMismatches the unfinished commands (with a pinned digest),
+// and endpoint_disabled every waiting row, only while an endpoint is
+// disabled. Blocked, with the code of the first that holds:
 //
 //	integrity_mismatch  rows are quarantined: stored data was altered or cannot be opened
 //	                    (payload_unreadable: fix the payload keys, then Redrive them)
@@ -111,16 +116,13 @@ func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	}
 	args := map[string]any{"now": now}
 	var oldest int64
-	if err := o.s.scan(ctx, o.s.db, "outbox_health_due", args, &h.Due, &oldest); err != nil {
+	if err := o.s.scan(ctx, o.s.db, "outbox_health_due", args, &h.Due, &oldest, &h.Overdue); err != nil {
 		return Health{}, err
 	}
 	if h.Due > 0 {
 		h.OldestDueAge = time.Duration(now-oldest) * time.Microsecond
 	}
 	if err := o.s.scan(ctx, o.s.db, "outbox_health_expired", args, &h.ExpiredLeases); err != nil {
-		return Health{}, err
-	}
-	if err := o.s.scan(ctx, o.s.db, "outbox_health_overdue", args, &h.Overdue); err != nil {
 		return Health{}, err
 	}
 	var err error

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -195,11 +196,12 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_claim_probe", "courier_outbox USING INDEX courier_outbox_due"},
 		{"queries/outbox.sql", "outbox_reclaim_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		{"queries/outbox.sql", "outbox_health_expired", "courier_outbox_leases (lease_expires_at<?)"},
-		// Health's count of deliveries past their deadline: the due
-		// backlog (rows scheduled later too) and the parked rows, never every
-		// delivery.
-		{"queries/outbox.sql", "outbox_health_overdue", "courier_outbox USING INDEX courier_outbox_due"},
-		{"queries/outbox.sql", "outbox_health_overdue", "courier_outbox USING INDEX courier_outbox_parked"},
+		// Health's backlog (due, oldest, overdue): the due rows, read as a
+		// range per priority (never the rows scheduled later), and the
+		// parked rows, never every delivery.
+		{"queries/outbox.sql", "outbox_health_due", "SEARCH o USING INDEX courier_outbox_due (priority=? AND next_attempt_at<?)"},
+		{"queries/outbox.sql", "outbox_health_due", "courier_outbox_due (priority>?)"},
+		{"queries/outbox.sql", "outbox_health_due", "SCAN q USING INDEX courier_outbox_parked"},
 		{"queries/outbox.sql", "outbox_expire_parked", "courier_outbox USING INDEX courier_outbox_parked"},
 		{"queries/attempts.sql", "attempts_log_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		// Health's count of deliveries a changed contract holds back: each
@@ -214,6 +216,63 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		if !strings.Contains(plan, c.want) || strings.Contains(plan, "courier_outbox_status") {
 			t.Errorf("%s is not planned on %q:\n%s", c.name, c.want, plan)
 		}
+	}
+}
+
+// TestHealthPlansWithStatistics: on SQLite, with statistics (ANALYZE, as
+// an application may run), Health's count of disabled endpoints with
+// deliveries waiting reads the waiting rows from the status index, never
+// the whole outbox: the planner read every row, finished ones too, on
+// every Health, an endpoint disabled or not. Its backlog stays a range
+// per priority of the due index.
+func TestHealthPlansWithStatistics(t *testing.T) {
+	t.Parallel()
+	_, db := migratedStore(t, openSQLite)
+	fillRows(t, db, "finished", 2_000)
+	fillRows(t, db, "scheduled", 500)
+	fillRows(t, db, "due", 10)
+	if _, err := db.ExecContext(t.Context(), "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"now": time.Now().UnixMicro()}
+	for _, c := range []struct {
+		file, name, want string
+	}{
+		{"queries/endpoints.sql", "endpoint_disabled_waiting", "SEARCH courier_outbox USING INDEX courier_outbox_status (status=?)"},
+		{"queries/outbox.sql", "outbox_health_due", "courier_outbox_due (priority=? AND next_attempt_at<?)"},
+	} {
+		text, vals := boundQuery(t, sqlite.DriverName, c.file, c.name, args)
+		plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, vals...))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !strings.Contains(plan, c.want) || strings.Contains(plan, "SCAN courier_outbox") {
+			t.Errorf("%s is not planned on %q:\n%s", c.name, c.want, plan)
+		}
+	}
+}
+
+// TestHealthReadsItsBacklogByRangeOnPostgres: on PostgreSQL, with
+// statistics, Health's backlog reads the due index as a range per
+// priority, (priority, next_attempt_at <= now): the rows waiting for a
+// later time (a retry backlog) are never walked. Planned as a join, it
+// read every row of the due index for next_attempt_at.
+func TestHealthReadsItsBacklogByRangeOnPostgres(t *testing.T) {
+	t.Parallel()
+	_, db := migratedStore(t, openPostgres)
+	fillRows(t, db, "scheduled", 5_000)
+	fillRows(t, db, "due", 10)
+	if _, err := db.ExecContext(t.Context(), "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	text, vals := boundQuery(t, postgres.DriverName, "queries/outbox.sql", "outbox_health_due", map[string]any{"now": time.Now().UnixMicro()})
+	plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN "+text, vals...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranged := regexp.MustCompile(`Index Cond: \(\(priority = \S+\) AND \(next_attempt_at <= `)
+	if !ranged.MatchString(plan) || strings.Contains(plan, "Seq Scan on courier_outbox") {
+		t.Errorf("outbox_health_due does not read the due index by priority and time:\n%s", plan)
 	}
 }
 

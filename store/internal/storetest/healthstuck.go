@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -129,5 +130,33 @@ func testHealthBlocksOnAKeyHeldByItsFailedHead(t *testing.T, open OpenFunc) {
 	}
 	if h := health(t, b); h.Status != store.HealthOK || h.Due != 1 {
 		t.Fatalf("after cancelling the head Health = %s/%s (due %d), want ok with the next due", h.Status, h.Code, h.Due)
+	}
+}
+
+// testHealthCountsTheBacklogOfEveryPriority: Due, OldestDueAge and
+// Overdue count the due rows of every priority, the oldest of them
+// whatever its priority, and none of the rows waiting for a later time,
+// however many.
+func testHealthCountsTheBacklogOfEveryPriority(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	t0 := b.clock.Now()
+	enqueue := func(id string, priority int, notBefore, deadline time.Time) {
+		p := delivery(id)
+		p.Priority, p.NotBefore, p.Deadline = priority, notBefore, deadline
+		b.enqueue(t, p)
+	}
+	enqueue("low-old", 7, t0, t0.Add(2*time.Minute))
+	enqueue("high", -3, t0.Add(time.Minute), t0.Add(time.Hour))
+	enqueue("mid", 0, t0.Add(time.Minute), t0.Add(2*time.Minute))
+	for i := range 5 {
+		enqueue(fmt.Sprintf("later-%d", i), i-2, t0.Add(time.Hour), t0.Add(2*time.Hour))
+	}
+	b.clock.Advance(90 * time.Second)
+	if h := health(t, b); h.Due != 3 || h.OldestDueAge != 90*time.Second || h.Overdue != 0 || h.Counts[courier.StatusPending] != 8 {
+		t.Fatalf("Health = due %d, oldest %v, overdue %d, pending %d; want 3, 1m30s, 0, 8", h.Due, h.OldestDueAge, h.Overdue, h.Counts[courier.StatusPending])
+	}
+	b.clock.Advance(time.Minute)
+	if h := health(t, b); h.Due != 3 || h.OldestDueAge != 150*time.Second || h.Overdue != 2 || h.Code != courier.CodeDeliveriesOverdue {
+		t.Fatalf("Health = due %d, oldest %v, overdue %d, %s; want 3, 2m30s, 2, deliveries_overdue", h.Due, h.OldestDueAge, h.Overdue, h.Code)
 	}
 }

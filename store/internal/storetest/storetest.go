@@ -56,6 +56,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"HealthBlocksOnDeliveriesPastTheirDeadline", testHealthBlocksOnDeliveriesPastTheirDeadline},
 		{"HealthCountsOverdueParkedAndNotKeyed", testHealthCountsOverdueParkedAndNotKeyed},
 		{"HealthBlocksOnAKeyHeldByItsFailedHead", testHealthBlocksOnAKeyHeldByItsFailedHead},
+		{"HealthCountsTheBacklogOfEveryPriority", testHealthCountsTheBacklogOfEveryPriority},
 		{"CheckConstraints", testCheckConstraints},
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},

@@ -515,24 +515,33 @@ FROM courier_outbox WHERE id = :id;
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
 -- name: outbox_health_due
--- As in SQLite: due rows, and parked rows that wait only for room.
-SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
-    SELECT next_attempt_at FROM courier_outbox
-    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
+-- As in SQLite: the due rows and the parked rows, each read once, the due
+-- index as a range per priority.
+-- PostgreSQL: LATERAL, and OFFSET 0 to keep the planner from merging it
+-- into the join, make each priority's range a read of its own: joined,
+-- the planner read every row of the due index for next_attempt_at and
+-- matched the priorities after, the rows waiting for a later time too.
+WITH RECURSIVE p(v) AS (
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
     UNION ALL
-    SELECT p.next_attempt_at FROM courier_outbox AS p
-    WHERE p.hold = 'endpoint' AND p.next_attempt_at <= :now
-        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                        WHERE e.endpoint = p.endpoint AND e.state IN ('open', 'half_open', 'disabled'))
-) AS due;
-
--- name: outbox_health_overdue
--- As in SQLite: due and parked rows past their deadline.
-SELECT
-    (SELECT COUNT(*) FROM courier_outbox
-     WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now AND deadline <= :now)
-    + (SELECT COUNT(*) FROM courier_outbox
-       WHERE hold = 'endpoint' AND deadline <= :now);
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
+    FROM p WHERE p.v IS NOT NULL
+),
+w(due, next_attempt_at, deadline) AS (
+    SELECT TRUE, o.next_attempt_at, o.deadline FROM p CROSS JOIN LATERAL (
+        SELECT next_attempt_at, deadline FROM courier_outbox
+        WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = p.v AND next_attempt_at <= :now
+        OFFSET 0) AS o
+    UNION ALL
+    SELECT q.next_attempt_at <= :now
+            AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                            WHERE e.endpoint = q.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+        q.next_attempt_at, q.deadline
+    FROM courier_outbox AS q WHERE q.hold = 'endpoint'
+)
+SELECT COUNT(CASE WHEN due THEN 1 END), COALESCE(MIN(CASE WHEN due THEN next_attempt_at END), 0),
+    COUNT(CASE WHEN deadline <= :now THEN 1 END)
+FROM w;
 
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now;

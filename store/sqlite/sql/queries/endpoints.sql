@@ -99,9 +99,17 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
 -- reach them) or not yet (a retry not due, a NotBefore ahead). The
 -- waiting rows are read once, from the status index: no index leads with
 -- the endpoint, and a look per disabled endpoint read them all each time.
-SELECT COUNT(*) FROM courier_endpoints
-WHERE state = 'disabled'
-    AND endpoint IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait'));
+-- They are read only when an endpoint is disabled.
+-- SQLite: the CASE keeps the waiting rows unread while no endpoint is
+-- disabled, which the IN alone did not: its list was built before the
+-- endpoints were looked at. INDEXED BY holds the list to the status
+-- index: with statistics the planner read the whole outbox for it,
+-- finished rows too.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints WHERE state = 'disabled') THEN (
+    SELECT COUNT(*) FROM courier_endpoints
+    WHERE state = 'disabled'
+        AND endpoint IN (SELECT endpoint FROM courier_outbox INDEXED BY courier_outbox_status WHERE status IN ('pending', 'retry_wait'))
+) ELSE 0 END;
 
 -- name: endpoint_probe_lock
 -- First for an endpoint to probe: whether it has limits (its probe then

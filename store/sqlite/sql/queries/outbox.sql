@@ -457,34 +457,43 @@ FROM courier_outbox WHERE id = :id;
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
 -- name: outbox_health_due
--- The due rows a claim may lease, from the due index (its condition is
--- repeated verbatim), and the parked ones that wait only for room (their
--- endpoint at its limits, or at a worker's share of it), from the parked
--- index. Not counted: rows waiting for their key, and rows parked behind
--- an endpoint that is open or disabled; Endpoints says what holds them.
-SELECT COUNT(*), COALESCE(MIN(next_attempt_at), 0) FROM (
-    SELECT next_attempt_at FROM courier_outbox INDEXED BY courier_outbox_due
-    WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now
+-- Health's backlog, read once: how many rows are due, the oldest of their
+-- times, and how many rows wait past their deadline. Due: the rows a
+-- claim may lease, from the due index, and the parked ones that wait only
+-- for room (their endpoint at its limits, or at a worker's share of it),
+-- from the parked index. Overdue: the rows a claim ends as it reaches
+-- them: due ones (outbox_claim and outbox_expire_due end them), and
+-- parked ones whatever their endpoint's state (outbox_expire_parked ends
+-- them). Not counted: rows waiting for their key, ended only once they
+-- head it, nor, as due, rows parked behind an endpoint that is open, half
+-- open or disabled; Endpoints says what holds them. The due index is
+-- read as a range per priority, (priority = p, next_attempt_at <= now),
+-- the priorities found as in outbox_due_priorities: rows waiting for a
+-- later time (a retry backlog, a NotBefore ahead) are never walked. No
+-- index holds the deadline: each due and parked row is read for it, so
+-- the read costs what the backlog holds, little while workers keep up.
+-- SQLite: INDEXED BY, as in outbox_due_priorities; the due index's
+-- condition is repeated verbatim. CROSS JOIN keeps the priorities
+-- outside, each a range of the due index.
+WITH RECURSIVE p(v) AS (
+    SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
     UNION ALL
-    SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked
-    WHERE p.hold = 'endpoint' AND p.next_attempt_at <= :now
-        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                        WHERE e.endpoint = p.endpoint AND e.state IN ('open', 'half_open', 'disabled'))
-);
-
--- name: outbox_health_overdue
--- The rows waiting past their deadline that a claim ends as it reaches
--- them: due ones, from the due index (outbox_claim and outbox_expire_due
--- end them), and parked ones, from the parked index, whatever their
--- endpoint's state (outbox_expire_parked ends them). Not counted: rows
--- waiting for their key, ended only once they head it. No index holds the
--- deadline: each row is read for it, so the count costs what the backlog
--- holds, little while workers keep up.
-SELECT
-    (SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_due
-     WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND next_attempt_at <= :now AND deadline <= :now)
-    + (SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_parked
-       WHERE hold = 'endpoint' AND deadline <= :now);
+    SELECT (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
+    FROM p WHERE p.v IS NOT NULL
+),
+w(due, next_attempt_at, deadline) AS (
+    SELECT TRUE, o.next_attempt_at, o.deadline FROM p CROSS JOIN courier_outbox AS o INDEXED BY courier_outbox_due
+    WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = p.v AND o.next_attempt_at <= :now
+    UNION ALL
+    SELECT q.next_attempt_at <= :now
+            AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                            WHERE e.endpoint = q.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+        q.next_attempt_at, q.deadline
+    FROM courier_outbox AS q INDEXED BY courier_outbox_parked WHERE q.hold = 'endpoint'
+)
+SELECT COUNT(CASE WHEN due THEN 1 END), COALESCE(MIN(CASE WHEN due THEN next_attempt_at END), 0),
+    COUNT(CASE WHEN deadline <= :now THEN 1 END)
+FROM w;
 
 -- name: outbox_health_expired
 SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_leases WHERE status = 'leased' AND lease_expires_at <= :now;

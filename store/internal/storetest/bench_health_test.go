@@ -1,0 +1,138 @@
+package storetest_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/store"
+)
+
+// BenchmarkHealth measures Outbox.Health beside 10,000 and 200,000 rows
+// that none of its figures but the counts by status need to read:
+// finished rows (what the outbox keeps until Prune), and rows scheduled
+// for later (a retry backlog, or NotBefore ahead). The backlog Health
+// reports is the same throughout: 100 due rows, 10 of them past their
+// deadline. The counts by status read every row whatever the query:
+// status-counts times that floor alone. The target: Health costs the
+// floor and a little more, the little more flat as the rows grow. SQLite
+// runs on a database with statistics (ANALYZE) and on one without, as
+// for BenchmarkClaim; PostgreSQL with statistics, as autovacuum keeps.
+func BenchmarkHealth(b *testing.B) {
+	for _, e := range engines {
+		for _, analyze := range []bool{true, false} {
+			if !analyze && e.name == "postgres" {
+				continue
+			}
+			for _, kind := range []string{"finished", "scheduled"} {
+				for _, rows := range []int{10_000, 200_000} {
+					b.Run(fmt.Sprintf("%s/stats=%t/%s=%d", e.name, analyze, kind, rows), func(b *testing.B) {
+						benchHealth(b, e.open, analyze, kind, rows)
+					})
+				}
+			}
+		}
+	}
+}
+
+// benchHealth is BenchmarkHealth on one engine, statistics or none, and
+// rows of one kind.
+func benchHealth(b *testing.B, open func(tb testing.TB) *sqlx.DB, analyze bool, kind string, rows int) {
+	s, db := migratedStore(b, open)
+	ctx := context.Background()
+	fillRows(b, db, kind, rows)
+	fillRows(b, db, "due", 100)
+	if analyze {
+		if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("health", func(b *testing.B) {
+		for range b.N {
+			h, err := s.Outbox.Health(ctx)
+			if err != nil || h.Due != 100 || h.Overdue != 10 {
+				b.Fatalf("Health = due %d, overdue %d, %v; want 100, 10", h.Due, h.Overdue, err)
+			}
+		}
+	})
+	b.Run("status-counts", func(b *testing.B) {
+		for range b.N {
+			var n []struct {
+				Status string `db:"status"`
+				N      int    `db:"n"`
+			}
+			if err := db.SelectContext(ctx, &n, "SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// fillRows inserts n rows of a kind in one statement, for endpoint
+// https://r.example/h: finished (succeeded), scheduled (pending, due in an
+// hour) or due (pending, due a minute ago, one in ten past its deadline).
+func fillRows(tb testing.TB, db *sqlx.DB, kind string, n int) {
+	tb.Helper()
+	now := time.Now().UnixMicro()
+	sum := sha256.Sum256(benchPayload)
+	digest := hex.EncodeToString(sum[:])
+	status, ack, deadline := "'pending'", "NULL", "?"
+	args := []any{n, benchPayload, digest}
+	switch kind {
+	case "finished":
+		status, ack = "'succeeded'", "'"+digest+"'"
+		args = append(args, now-time.Minute.Microseconds(), now+time.Hour.Microseconds())
+	case "scheduled":
+		args = append(args, now+time.Hour.Microseconds(), now+2*time.Hour.Microseconds())
+	case "due":
+		deadline = "CASE WHEN i % 10 = 0 THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END"
+		args = append(args, now-time.Minute.Microseconds(), now-time.Second.Microseconds(), now+time.Hour.Microseconds())
+	default:
+		tb.Fatalf("fillRows: no kind %q", kind)
+	}
+	args = append(args, now, now)
+	q := db.Rebind(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+		INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+			priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at, ack_sha256)
+		SELECT '` + kind + `-' || i, 'https://r.example/h', ?, ?, 'courier', '', ` + status + `,
+			0, 0, 8, ?, ` + deadline + `, ?, ?, ` + ack + ` FROM s`)
+	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkSubscriptionUpdate measures Subscriptions.Update of one
+// subscription among 10,000 and 200,000, on its own (a nil tx). Every read and write it makes finds the row by
+// its id. The target: flat as the subscriptions grow.
+func BenchmarkSubscriptionUpdate(b *testing.B) {
+	for _, e := range engines {
+		for _, rows := range []int{10_000, 200_000} {
+			b.Run(fmt.Sprintf("%s/subscriptions=%d", e.name, rows), func(b *testing.B) {
+				s, db := migratedStore(b, e.open)
+				ctx := context.Background()
+				q := db.Rebind(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+					INSERT INTO courier_subscriptions (tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at)
+					SELECT 'tenant-' || (i % 100), 'https://r.example/h', '*', '', 'k1', 'courier', ?, TRUE, 1, 1 FROM s`)
+				if _, err := db.ExecContext(ctx, q, rows, fmt.Sprintf("%064d", 0)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+					b.Fatal(err)
+				}
+				p := store.SubscriptionParams{Tenant: "tenant-7", Endpoint: "https://r.example/h", EventTypes: []string{"order.paid"}, KeyID: "k1"}
+				b.ResetTimer()
+				for i := range b.N {
+					p.Paused = i%2 == 0
+					if _, err := s.Subscriptions.Update(ctx, nil, int64(rows/2+7), p); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
