@@ -592,6 +592,27 @@ func TestAdminRefusesMutations(t *testing.T) {
 		{"forbidden", func(*http.Request) error { return &courier.Error{Code: courier.CodeForbidden, Msg: "viewer role"} }, nil, http.StatusForbidden, courier.CodeForbidden},
 		{"cross-site", allowAll, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden, courier.CodeForbidden},
 		{"foreign origin", allowAll, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden, courier.CodeForbidden},
+		// As a browser sends them: a form of another site posting as
+		// text/plain, a fetch without body or Content-Type (a JSON action
+		// takes an empty body whatever its type), a sibling subdomain, and
+		// an opaque origin (a sandboxed frame) from a browser that sends no
+		// Sec-Fetch-Site.
+		{"cross-site text/plain", allowAll, func(r *http.Request) {
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+			r.Header.Set("Origin", "https://evil.example")
+			r.Header.Set("Content-Type", "text/plain")
+		}, http.StatusForbidden, courier.CodeForbidden},
+		{"cross-site without a body", allowAll, func(r *http.Request) {
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+			r.Header.Set("Origin", "https://evil.example")
+			r.Header.Del("Content-Type")
+			r.Body, r.ContentLength = http.NoBody, 0
+		}, http.StatusForbidden, courier.CodeForbidden},
+		{"same-site", allowAll, func(r *http.Request) {
+			r.Header.Set("Sec-Fetch-Site", "same-site")
+			r.Header.Set("Origin", "https://other.example.com")
+		}, http.StatusForbidden, courier.CodeForbidden},
+		{"opaque origin", allowAll, func(r *http.Request) { r.Header.Set("Origin", "null") }, http.StatusForbidden, courier.CodeForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

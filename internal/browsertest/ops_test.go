@@ -106,6 +106,18 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // sets the session cookie Authorize checks.
 func setup(t *testing.T) (*store.Store, *httptest.Server, int64) {
 	t.Helper()
+	return setupAuthorized(t, func(r *http.Request) error {
+		c, err := r.Cookie("session")
+		if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(session)) != 1 {
+			return errors.New("no operator session")
+		}
+		return nil
+	})
+}
+
+// setupAuthorized is setup with authorize as the Admin's Authorize.
+func setupAuthorized(t *testing.T, authorize func(*http.Request) error) (*store.Store, *httptest.Server, int64) {
+	t.Helper()
 	ctx := t.Context()
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
 	if err != nil {
@@ -126,13 +138,7 @@ func setup(t *testing.T) (*store.Store, *httptest.Server, int64) {
 		t.Fatal(err)
 	}
 
-	h, err := admin.NewHandler(admin.Config{Store: s, Authorize: func(r *http.Request) error {
-		c, err := r.Cookie("session")
-		if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(session)) != 1 {
-			return errors.New("no operator session")
-		}
-		return nil
-	}})
+	h, err := admin.NewHandler(admin.Config{Store: s, Authorize: authorize})
 	if err != nil {
 		t.Fatal(err)
 	}
