@@ -89,7 +89,10 @@ type publishResponse struct {
 // that event type) or one delivery (Endpoint and NotificationID: the
 // caller's own choice of URL). Exactly one of Tenant and Endpoint is set,
 // and only the members of its kind: a request that mixes the two is
-// refused before Authorize is asked.
+// refused before Authorize is asked. Endpoint is the URL the delivery is
+// stored under and sent to: the one requested, with its scheme and host
+// in lower case and without the scheme's default port (see
+// store.Endpoints), so that a policy compares one spelling of it.
 type PublishTarget struct {
 	Tenant         string
 	EventType      string
@@ -233,6 +236,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: rule}}})
 		return
 	}
+	req.Endpoint = endpoint.Normalize(req.Endpoint) // what the outbox stores and sends to, and Authorize judges
 	key := protocol.InboxKey{Sender: publishSender(principal.Sender), Key: idemKey}
 	if idemKey != "" {
 		if key.PayloadSHA256, err = requestDigest(req, payload); err != nil {

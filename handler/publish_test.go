@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,42 @@ func TestPublishIsNotASigningOracle(t *testing.T) {
 			t.Fatalf("the hook saw %+v as %+v", seen, principals)
 		}
 	})
+}
+
+// TestPublishAuthorizesTheEndpointItStores: Authorize was given the
+// endpoint as the caller spelled it, and the outbox stores and sends to
+// its normalized form: a policy refusing https://attacker.example/capture
+// let https://ATTACKER.example:443/capture through, one receiver under
+// another spelling. It is given the endpoint the delivery is stored under.
+func TestPublishAuthorizesTheEndpointItStores(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	s, srv := setupPublishWith(t, handler.PublishConfig{Authorize: func(_ context.Context, _ signature.Principal, target handler.PublishTarget) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, target.Endpoint)
+		if target.Endpoint == "https://attacker.example/capture" {
+			return errors.New("not this one")
+		}
+		return nil
+	}})
+	spelled := `{"notification_id":"n-1","endpoint":"https://ATTACKER.example:443/capture","payload":{"grant":"admin"}}`
+	if status, out := publish(t, srv, spelled, "", publishToken); status != http.StatusForbidden {
+		t.Fatalf("the refused endpoint spelled another way: %d %s, want 403", status, out)
+	}
+	allowed := `{"notification_id":"n-2","endpoint":"HTTPS://Orders.example:443/Hooks?K=V","payload":{"a":1}}`
+	if status, out := publish(t, srv, allowed, "", publishToken); status != http.StatusAccepted {
+		t.Fatalf("allowed: %d %s", status, out)
+	}
+	if _, err := s.Outbox.Lookup(t.Context(), "n-2", "https://orders.example/Hooks?K=V"); err != nil {
+		t.Fatalf("the allowed delivery: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"https://attacker.example/capture", "https://orders.example/Hooks?K=V"}; !slices.Equal(seen, want) {
+		t.Fatalf("Authorize saw %q, want %q", seen, want)
+	}
 }
 
 // TestPublishCannotFanOutToAnotherTenant: any publisher could fan out to

@@ -72,6 +72,7 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	if c.IsRemoval() {
 		priority = priorityRemoval
 	}
+	p.Endpoint = normalEndpoint(p.Endpoint)
 	if err := checkContract(p.Endpoint, c.CapabilitiesSHA256); err != nil {
 		return Enqueued{}, err
 	}

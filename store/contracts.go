@@ -40,6 +40,7 @@ type Contract struct {
 // while commands enqueued under it are unfinished holds the endpoint
 // back; pinning it again resumes.
 func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string) error {
+	endpoint = normalEndpoint(endpoint)
 	if err := checkContract(endpoint, capabilitiesSHA256); err != nil {
 		return err
 	}
@@ -53,6 +54,7 @@ func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string
 // an absolute http or https URL is CodeInvalidArgument ("" is
 // CodeNotFound).
 func (c *Contracts) Get(ctx context.Context, endpoint string) (Contract, error) {
+	endpoint = normalEndpoint(endpoint)
 	switch {
 	case endpoint == "":
 		return Contract{}, errNotFound
@@ -112,6 +114,7 @@ type contractRow struct {
 // An endpoint that is not an absolute http or https URL is
 // CodeInvalidArgument.
 func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, error) {
+	endpoint = normalEndpoint(endpoint)
 	if !validEndpoint(endpoint) {
 		return 0, invalidArgument("FailMismatched endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}

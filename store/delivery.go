@@ -93,7 +93,13 @@ func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (D
 	case !validEndpoint(endpoint):
 		return Delivery{}, invalidArgument("Lookup endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
-	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_lookup", map[string]any{"notification_id": notificationID, "endpoint": endpoint})
+	// By the endpoint's normalized form, then by the spelling given: a
+	// database written before endpoints were normalized may hold the
+	// delivery under it.
+	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_lookup", map[string]any{"notification_id": notificationID, "endpoint": normalEndpoint(endpoint)})
+	if courier.CodeOf(err) == courier.CodeNotFound && normalEndpoint(endpoint) != endpoint {
+		r, err = getRow[outboxRow](ctx, o.s, o.s.db, "outbox_lookup", map[string]any{"notification_id": notificationID, "endpoint": endpoint})
+	}
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -139,6 +145,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	if p.Limit == 0 {
 		p.Limit = 100
 	}
+	p.Endpoint = normalEndpoint(p.Endpoint)
 	switch {
 	case p.Limit < 1 || p.Limit > 1000:
 		return Page{}, invalidArgument("ListParams.Limit must be within 1..1000")
@@ -277,6 +284,7 @@ func (d Delivery) Redrivable() bool {
 // a command whose effect must not happen twice once that window has
 // passed.)
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
+	p.Endpoint = normalEndpoint(p.Endpoint)
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}

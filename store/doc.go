@@ -17,8 +17,11 @@
 // # Mental model
 //
 // A delivery is one notification to one endpoint: its identity is
-// (notification id, endpoint), its payload bytes are fixed at enqueue and
-// sent byte for byte on every attempt. Enqueue writes it in the caller's
+// (notification id, endpoint), the endpoint being its URL with scheme and
+// host in lower case and without the scheme's default port (every
+// spelling of one receiver's URL is one endpoint; see Endpoints). Its
+// payload bytes are fixed at enqueue and sent byte for byte on every
+// attempt. Enqueue writes it in the caller's
 // transaction, so it exists exactly when the caller's business rows do.
 // A client.Worker then moves it through its states:
 //

@@ -7,8 +7,9 @@ import (
 )
 
 // Resolve returns the endpoint URL whose reference is ref (the first 32
-// hex characters of the SHA-256 of the URL, how operators' tools name an
-// endpoint without its credentials), among the
+// hex characters of the SHA-256 of the URL as the store keeps it, its
+// normalized form (see Endpoints); how operators' tools name an endpoint
+// without its credentials), among the
 // endpoints the store knows: those with a health record, a subscription or
 // a pinned contract, then those of any delivery. It is CodeNotFound when no
 // known endpoint has that reference, and invalid_argument when ref is not

@@ -107,6 +107,17 @@ type EndpointHealth struct {
 
 // Endpoints is the registry of endpoints: their health (the circuit
 // breaker), their limits and their load.
+//
+// An endpoint is its URL with the scheme and host in lower case and
+// without the scheme's default port (https://example.com/hook, not
+// https://Example.com:443/hook); its userinfo, path and query are its own
+// bytes, compared as they are. Every method given an endpoint, here and
+// in the Outbox, Subscriptions and Contracts, takes any spelling of it and
+// stores and reports that form. A database written before endpoints were
+// normalized may hold deliveries, a breaker record or limits under another
+// spelling: Get, Enable, Disable and SetLimits given that spelling act on
+// what is stored under it too (Get shows it), and List shows it apart
+// until its deliveries are done.
 type Endpoints struct{ s *Store }
 
 // Get returns an endpoint's health, limits and load; an endpoint never
@@ -116,6 +127,11 @@ func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, e
 	if !validEndpoint(endpoint) {
 		return EndpointHealth{}, invalidArgument("Get endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
+	names, err := e.s.spellings(ctx, endpoint)
+	if err != nil {
+		return EndpointHealth{}, err
+	}
+	endpoint = names[len(names)-1] // the spelling given, when something is stored under it
 	h, err := e.get(ctx, e.s.db, endpoint)
 	if err != nil {
 		return EndpointHealth{}, err
@@ -203,11 +219,12 @@ func (r endpointRow) health() EndpointHealth {
 func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 	held := false
 	err := e.operate(ctx, "Enable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
-		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
+		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": old.Endpoint}); err != nil {
 			return err
 		}
-		if held = old.State != EndpointClosed; held {
-			e.s.emit(tx, endpoint, old.State, EndpointClosed, "")
+		if old.State != EndpointClosed {
+			held = true
+			e.s.emit(tx, old.Endpoint, old.State, EndpointClosed, "")
 		}
 		return nil
 	})
@@ -232,18 +249,31 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 
 // operate runs an operator's change (the method named verb) of endpoint's
 // breaker record in one transaction: change is given the record, locked
-// until the transaction ends.
+// until the transaction ends. It does so for each of the endpoint's
+// spellings (see spellings), in a transaction each, so that deliveries
+// stored under the one the operator named before endpoints were
+// normalized are held or released with the others.
 func (e *Endpoints) operate(ctx context.Context, verb, endpoint string, change func(tx *sqlx.Tx, old EndpointHealth) error) error {
 	if !validEndpoint(endpoint) {
 		return invalidArgument(verb + " endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
-	return e.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		old, err := e.lockAndGet(ctx, tx, endpoint)
+	names, err := e.s.spellings(ctx, endpoint)
+	if err != nil {
+		return err
+	}
+	for _, spelled := range names {
+		err := e.s.inTx(ctx, func(tx *sqlx.Tx) error {
+			old, err := e.lockAndGet(ctx, tx, spelled)
+			if err != nil {
+				return err
+			}
+			return change(tx, old)
+		})
 		if err != nil {
 			return err
 		}
-		return change(tx, old)
-	})
+	}
+	return nil
 }
 
 // put writes h, an endpoint's breaker record, and reports its move from

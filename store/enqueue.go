@@ -65,7 +65,11 @@ type EnqueueParams struct {
 	// key: 1–256 of A-Z a-z 0-9 _ . : -.
 	NotificationID string
 	// Endpoint is the URL the notification is delivered to: an absolute
-	// http or https URL with a host, at most MaxEndpointSize bytes.
+	// http or https URL with a host, at most MaxEndpointSize bytes. It is
+	// stored, and sent to, with its scheme and host in lower case and
+	// without the scheme's default port, and its other bytes as given:
+	// https://Example.com:443/hook is the endpoint https://example.com/hook
+	// (see Endpoints).
 	Endpoint string
 	// Payload is the exact bytes every attempt sends, 1 byte to
 	// MaxPayloadSize. Every built-in profile's payload is JSON: for one of
@@ -281,7 +285,7 @@ func insertOrder(ps []EnqueueParams) []int {
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		p, q := &ps[a], &ps[b]
-		if c := cmp.Or(cmp.Compare(p.Endpoint, q.Endpoint), cmp.Compare(p.OrderingKey, q.OrderingKey)); c != 0 || p.OrderingKey != "" {
+		if c := cmp.Or(cmp.Compare(normalEndpoint(p.Endpoint), normalEndpoint(q.Endpoint)), cmp.Compare(p.OrderingKey, q.OrderingKey)); c != 0 || p.OrderingKey != "" {
 			return c
 		}
 		return cmp.Compare(p.NotificationID, q.NotificationID)
@@ -321,6 +325,7 @@ func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, s
 	if p.Profile == ack.ProfileCommand {
 		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
 	}
+	p.Endpoint = normalEndpoint(p.Endpoint)
 	now := o.s.now()
 	args, err := o.enqueueArgs(p, now)
 	if err != nil {
@@ -583,9 +588,37 @@ func fieldList(err error) string {
 	return ": " + strings.Join(names, ", ")
 }
 
-// validEndpoint is endpoint.Valid, under a name that the store's many
-// parameters called endpoint do not shadow.
-var validEndpoint = endpoint.Valid
+// validEndpoint and normalEndpoint are endpoint.Valid and
+// endpoint.Normalize, under names that the store's many parameters called
+// endpoint do not shadow. Every method given an endpoint normalizes it
+// first: the store keeps an endpoint under its normalized form, so that
+// each spelling of one receiver's URL (https://Example.com:443/hook,
+// https://example.com/hook) is one endpoint, with one breaker, one set of
+// limits, one ordering of its keys and one share of the worker.
+var (
+	validEndpoint  = endpoint.Valid
+	normalEndpoint = endpoint.Normalize
+)
+
+// spellings returns the forms of the endpoint an operator named raw that
+// the store acts on: its normalized form and, when raw differs from it
+// and something is stored under raw (a database written before endpoints
+// were normalized may hold its deliveries, breaker record or limits),
+// raw itself.
+func (s *Store) spellings(ctx context.Context, raw string) ([]string, error) {
+	n := normalEndpoint(raw)
+	if n == raw {
+		return []string{n}, nil
+	}
+	var stored bool
+	if err := s.scan(ctx, s.db, "endpoint_spelled", map[string]any{"endpoint": raw}, &stored); err != nil {
+		return nil, err
+	}
+	if stored {
+		return []string{n, raw}, nil
+	}
+	return []string{n}, nil
+}
 
 // maxName bounds the names and ids the store keeps as text: key ids,
 // profiles, tenants, senders, replay nonces.

@@ -78,13 +78,24 @@ func (e *Endpoints) SetLimits(ctx context.Context, endpoint string, l Limits) er
 	if err := l.validate(); err != nil {
 		return err
 	}
-	if l.isZero() {
-		_, err := e.s.exec(ctx, e.s.writer, "endpoint_limits_delete", map[string]any{"endpoint": endpoint})
+	// Each of the endpoint's spellings (see operate).
+	names, err := e.s.spellings(ctx, endpoint)
+	if err != nil {
 		return err
 	}
-	_, err := e.s.exec(ctx, e.s.writer, "endpoint_limits_put", map[string]any{
-		"endpoint": endpoint, "max_in_flight": l.MaxInFlight, "rate": l.Rate, "burst": l.Burst,
-		"tokens": float64(l.Burst), "now": e.s.now(),
-	})
-	return err
+	for _, spelled := range names {
+		var err error
+		if l.isZero() {
+			_, err = e.s.exec(ctx, e.s.writer, "endpoint_limits_delete", map[string]any{"endpoint": spelled})
+		} else {
+			_, err = e.s.exec(ctx, e.s.writer, "endpoint_limits_put", map[string]any{
+				"endpoint": spelled, "max_in_flight": l.MaxInFlight, "rate": l.Rate, "burst": l.Burst,
+				"tokens": float64(l.Burst), "now": e.s.now(),
+			})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -289,6 +289,7 @@ type BlockedKey struct {
 // ("" for every endpoint; otherwise an absolute http or https URL), at
 // most limit (1..1000), by endpoint and key.
 func (e *Endpoints) BlockedKeys(ctx context.Context, endpoint string, limit int) ([]BlockedKey, error) {
+	endpoint = normalEndpoint(endpoint)
 	switch {
 	case limit < 1 || limit > 1000:
 		return nil, invalidArgument("BlockedKeys limit must be within 1..1000")

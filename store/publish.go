@@ -139,6 +139,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		if !s.matches(p.EventType) {
 			continue
 		}
+		s.Endpoint = normalEndpoint(s.Endpoint) // as enqueue stores it, and orders its key by it
 		f := fanned{sub: s, id: fmt.Sprintf("%s:%d", p.EventID, s.ID), payload: p.Payload}
 		f.key = publishKey(f.id, s.Endpoint)
 		if p.Build != nil {

@@ -61,6 +61,7 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 	if p.Profile == "" {
 		p.Profile = ack.ProfileCourier
 	}
+	p.Endpoint = normalEndpoint(p.Endpoint)
 	switch {
 	case !validTenant(p.Tenant):
 		return invalidArgument("SubscriptionParams.Tenant must be 1-256 bytes of UTF-8 without NUL")

@@ -8,7 +8,8 @@
 //
 // The sender's worker and the admin surface both name endpoints this way;
 // keep one home for it so that what a log line says and what the ops page
-// shows agree.
+// shows agree. Normalize is the one form of an endpoint the store keeps,
+// whatever spelling of it it was given.
 package endpoint
 
 import (
@@ -16,6 +17,7 @@ import (
 	"encoding/hex"
 	"math"
 	"net/url"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -69,6 +71,57 @@ func Valid(raw string) bool {
 	}
 	u, err := url.Parse(raw)
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
+}
+
+// Normalize returns the form of the valid endpoint raw (see Valid) that
+// courier keeps and names it by: its scheme and host in ASCII lower case
+// and without the scheme's default port (443 for https, 80 for http), or
+// an empty one, so that https://Example.com:443/hook and
+// https://example.com/hook are one endpoint, as they are one receiver. It
+// changes nothing else: userinfo, path, query and fragment keep their
+// bytes, because the request sent, and what is signed of it, are made from
+// them (an RFC 9421 signature normalizes scheme, host and port itself).
+// An endpoint that is not valid is returned as it is.
+func Normalize(raw string) string {
+	if !Valid(raw) {
+		return raw
+	}
+	colon := strings.IndexByte(raw, ':') // Valid: raw is scheme "://" authority …
+	scheme := strings.ToLower(raw[:colon])
+	rest := raw[colon+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, tail := rest[:end], rest[end:]
+	userinfo, host := "", authority
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		userinfo, host = authority[:at+1], authority[at+1:]
+	}
+	port := ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && i > strings.LastIndexByte(host, ']') {
+		host, port = host[:i], host[i+1:]
+	}
+	if zone := strings.Index(host, "%25"); zone >= 0 {
+		host = lowerASCII(host[:zone]) + host[zone:] // an IPv6 zone is the host's own name for an interface
+	} else {
+		host = lowerASCII(host)
+	}
+	if port == "" || scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		return scheme + "://" + userinfo + host + tail
+	}
+	return scheme + "://" + userinfo + host + ":" + port + tail
+}
+
+// lowerASCII maps A-Z to a-z and keeps every other byte.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // RefLen is the length of a Ref: 32 lowercase hex characters (128 bits of

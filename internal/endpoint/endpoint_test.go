@@ -1,6 +1,7 @@
 package endpoint_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
@@ -40,4 +41,76 @@ func TestRef(t *testing.T) {
 			t.Errorf("IsRef(%q)", s)
 		}
 	}
+}
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ raw, want string }{
+		{"https://example.com/hook", "https://example.com/hook"},
+		{"https://Example.COM/hook", "https://example.com/hook"},
+		{"HTTPS://example.com:443/hook", "https://example.com/hook"},
+		{"http://example.com:80/hook", "http://example.com/hook"},
+		{"http://example.com:443/hook", "http://example.com:443/hook"},
+		{"https://example.com:80/hook", "https://example.com:80/hook"},
+		{"https://example.com:8443", "https://example.com:8443"},
+		{"https://example.com:/hook", "https://example.com/hook"},
+		{"https://Example.com:443", "https://example.com"},
+		{"https://Example.com?Token=A", "https://example.com?Token=A"},
+		{"https://Example.com#Frag", "https://example.com#Frag"},
+		// userinfo, path and query keep their bytes: they are what is sent
+		{"https://User:Pa%41ss@Example.com:443/Hook/%7E?Token=SeCReT", "https://User:Pa%41ss@example.com/Hook/%7E?Token=SeCReT"},
+		{"https://a@b@Example.com/X", "https://a@b@example.com/X"},
+		{"https://[2001:DB8::1]:443/P", "https://[2001:db8::1]/P"},
+		{"https://[2001:DB8::1]:8443/P", "https://[2001:db8::1]:8443/P"},
+		{"http://[FE80::1%25En0]:80/P", "http://[fe80::1%25En0]/P"},
+		{"not a url", "not a url"},
+		{"ftp://Example.com/", "ftp://Example.com/"},
+	} {
+		got := endpoint.Normalize(tc.raw)
+		if got != tc.want {
+			t.Errorf("Normalize(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+		if endpoint.Normalize(got) != got {
+			t.Errorf("Normalize(%q) = %q is not its own form", tc.raw, got)
+		}
+		if endpoint.Valid(tc.raw) && !endpoint.Valid(got) {
+			t.Errorf("Normalize(%q) = %q is not valid", tc.raw, got)
+		}
+	}
+}
+
+// FuzzNormalize: Normalize keeps a valid endpoint valid, is its own
+// normal form, and changes only the case of scheme and host and a default
+// or empty port: userinfo, path, query and fragment keep their bytes.
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{
+		"https://Example.com:443/hook", "http://u:p@H.example:80/a%2Fb?q=1#F", "https://[2001:DB8::1]:443/",
+		"https://h.example:/p", "https://a@b@H.example/X?Y", "http://[FE80::1%25En0]:8080/P",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := endpoint.Normalize(raw)
+		if !endpoint.Valid(raw) {
+			if got != raw {
+				t.Fatalf("Normalize(%q) = %q, want an invalid endpoint as it is", raw, got)
+			}
+			return
+		}
+		if !endpoint.Valid(got) || endpoint.Normalize(got) != got {
+			t.Fatalf("Normalize(%q) = %q: not valid, or not its own normal form", raw, got)
+		}
+		u, _ := url.Parse(raw)
+		v, _ := url.Parse(got)
+		if u.User.String() != v.User.String() || u.EscapedPath() != v.EscapedPath() || u.RawQuery != v.RawQuery ||
+			u.ForceQuery != v.ForceQuery || u.EscapedFragment() != v.EscapedFragment() {
+			t.Fatalf("Normalize(%q) = %q changed userinfo, path, query or fragment", raw, got)
+		}
+		if !strings.EqualFold(u.Scheme, v.Scheme) || !strings.EqualFold(u.Hostname(), v.Hostname()) {
+			t.Fatalf("Normalize(%q) = %q changed the scheme or host beyond their case", raw, got)
+		}
+		if port := u.Port(); port != v.Port() && !(v.Port() == "" && (port == "" || port == map[string]string{"https": "443", "http": "80"}[v.Scheme])) {
+			t.Fatalf("Normalize(%q) = %q changed port %q to %q", raw, got, port, v.Port())
+		}
+	})
 }

@@ -159,6 +159,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RepublishStillRefusesWhatTheCallerChanged", testRepublishStillRefusesWhatTheCallerChanged},
 		{"ListAndRedriveAbove32BitIDs", testListAndRedriveAbove32BitIDs},
 		{"ClaimWithA64BitEndpointCap", testClaimWithA64BitEndpointCap},
+		{"OneEndpointUnderEverySpelling", testOneEndpointUnderEverySpelling},
+		{"AnEndpointStoredUnderAnotherSpellingIsStillNamedByIt", testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -214,3 +214,13 @@ DELETE FROM courier_endpoints WHERE endpoint IN (
         AND endpoint NOT IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait', 'leased'))
     LIMIT :limit
 ) AND state IN ('closed', 'open') AND updated_at < :before;
+
+-- name: endpoint_spelled
+-- Whether a breaker record, limits or an unfinished delivery is stored
+-- under exactly :endpoint, a spelling other than its normalized form that
+-- an operator named (a database written before endpoints were normalized
+-- may hold one). No index leads with the endpoint: this reads the
+-- unfinished deliveries, and runs only for an operator's action.
+SELECT EXISTS (SELECT 1 FROM courier_endpoints WHERE endpoint = :endpoint)
+    OR EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint)
+    OR EXISTS (SELECT 1 FROM courier_outbox WHERE endpoint = :endpoint AND status IN ('pending', 'retry_wait', 'leased'));

@@ -1,0 +1,177 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/store"
+)
+
+// One receiver's URL spelled three ways: its host in another case, its
+// scheme's default port written out, and its normalized form.
+const (
+	spelledUpper   = "HTTPS://Example.COM/hook?Token=AbC"
+	spelledPort    = "https://example.com:443/hook?Token=AbC"
+	spelledNormal  = "https://example.com/hook?Token=AbC"
+	spelledOtherQ  = "https://example.com/hook?token=AbC" // another query: another endpoint
+	spelledAltPath = "https://example.com/Hook?Token=AbC" // another path: another endpoint
+)
+
+// testOneEndpointUnderEverySpelling: an endpoint is its URL with scheme
+// and host in lower case and without the scheme's default port; every
+// method names it by any spelling of those, and path and query keep their
+// bytes. A delivery enqueued under one spelling is the one enqueued under
+// another, and an operator's limits or Disable given under a third hold it
+// back.
+func testOneEndpointUnderEverySpelling(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	first := b.enqueue(t, at(spelledUpper, "n-1"))
+	again := b.enqueue(t, at(spelledPort, "n-1"))
+	if again.ID != first.ID || !again.Existed {
+		t.Fatalf("n-1 enqueued under %q then %q: %+v then %+v, want the one delivery", spelledUpper, spelledPort, first, again)
+	}
+	if d := b.get(t, first.ID); d.Endpoint != spelledNormal {
+		t.Fatalf("stored endpoint = %q, want %q", d.Endpoint, spelledNormal)
+	}
+	for _, spelled := range []string{spelledUpper, spelledPort, spelledNormal} {
+		if d, err := b.store.Outbox.Lookup(b.ctx, "n-1", spelled); err != nil || d.ID != first.ID {
+			t.Fatalf("Lookup(n-1, %q) = %d, %v; want %d", spelled, d.ID, err, first.ID)
+		}
+	}
+	// Path and query are the endpoint's own bytes.
+	for _, other := range []string{spelledOtherQ, spelledAltPath} {
+		if e := b.enqueue(t, at(other, "n-1")); e.Existed || b.get(t, e.ID).Endpoint != other {
+			t.Fatalf("n-1 under %q: %+v stored as %q, want a delivery of its own under that URL", other, e, b.get(t, e.ID).Endpoint)
+		}
+	}
+
+	// A subscription's and a contract pin's endpoint too.
+	sub, err := inCommitted(t, b, func(tx *sqlx.Tx) (store.Subscription, error) {
+		return b.store.Subscriptions.Create(b.ctx, tx, subscription("acme", spelledUpper, "key-a", "*"))
+	})
+	if err != nil || sub.Endpoint != spelledNormal {
+		t.Fatalf("Create(%q) = %+v, %v; want its endpoint %q", spelledUpper, sub, err, spelledNormal)
+	}
+	published, err := inCommitted(t, b, func(tx *sqlx.Tx) ([]store.Published, error) {
+		return b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "e", EventID: "evt-1", Payload: []byte(`{}`)})
+	})
+	if err != nil || len(published) != 1 {
+		t.Fatalf("Publish = %+v, %v", published, err)
+	}
+	if d, err := b.store.Outbox.Lookup(b.ctx, published[0].NotificationID, spelledPort); err != nil || d.Endpoint != spelledNormal {
+		t.Fatalf("published delivery: %+v, %v; want it under %q", d, err, spelledNormal)
+	}
+	digest := strings.Repeat("ab", 32)
+	if err := b.store.Contracts.Pin(b.ctx, spelledPort, digest); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := b.store.Contracts.Get(b.ctx, spelledUpper); err != nil || c.Endpoint != spelledNormal || c.CapabilitiesSHA256 != digest {
+		t.Fatalf("Contracts.Get(%q) = %+v, %v; want the pin made under %q", spelledUpper, c, err, spelledPort)
+	}
+
+	if err := b.store.Endpoints.SetLimits(b.ctx, spelledPort, store.Limits{MaxInFlight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.store.Endpoints.Get(b.ctx, spelledUpper); err != nil || h.Endpoint != spelledNormal || h.Limits.MaxInFlight != 1 {
+		t.Fatalf("Get(%q) = %+v, %v; want the limits set under %q", spelledUpper, h, err, spelledPort)
+	}
+	b.enqueue(t, at(spelledUpper, "n-2"))
+	if c := b.claim(t, "w", 10, time.Minute); len(byEndpoint(c)) != 3 || byEndpoint(c)[spelledNormal] != 1 {
+		t.Fatalf("claimed %v by endpoint, want one of %q (MaxInFlight 1) and one of each other", byEndpoint(c), spelledNormal)
+	}
+
+	if err := b.store.Endpoints.Disable(b.ctx, spelledUpper); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.store.Endpoints.Get(b.ctx, spelledPort); err != nil || h.State != store.EndpointDisabled {
+		t.Fatalf("Get(%q) after Disable(%q) = %+v, %v; want disabled", spelledPort, spelledUpper, h, err)
+	}
+	list, err := b.store.Endpoints.List(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, h := range list {
+		names = append(names, h.Endpoint)
+	}
+	if len(names) != 3 || names[0] != spelledAltPath || names[1] != spelledNormal || names[2] != spelledOtherQ {
+		t.Fatalf("List names %q, want each endpoint once, by its normalized URL", names)
+	}
+	b.clock.Advance(2 * time.Minute) // every lease expires
+	b.enqueue(t, at(spelledPort, "n-3"))
+	if c := b.claim(t, "w", 10, time.Minute); byEndpoint(c)[spelledNormal] != 0 {
+		t.Fatalf("claimed %v by endpoint with %q disabled", byEndpoint(c), spelledNormal)
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, spelledNormal); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); byEndpoint(c)[spelledNormal] != 1 {
+		t.Fatalf("claimed %v by endpoint once enabled, want one of %q (MaxInFlight 1)", byEndpoint(c), spelledNormal)
+	}
+}
+
+// testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt: a database
+// written before endpoints were normalized may hold deliveries under a
+// spelling that is not normalized. Named by it, they are still found, held
+// back by Disable, released by Enable and limited by SetLimits; naming
+// the endpoint so creates nothing under that spelling where nothing was.
+func testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	e := b.enqueue(t, at(spelledNormal, "old"))
+	// As an older courier stored it: under the spelling it was given.
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET endpoint = ? WHERE id = ?"), spelledUpper, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.store.Outbox.Lookup(b.ctx, "old", spelledUpper); err != nil || d.ID != e.ID {
+		t.Fatalf("Lookup(old, %q) = %d, %v; want %d", spelledUpper, d.ID, err, e.ID)
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, spelledUpper); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %v with %q disabled", ids(c), spelledUpper)
+	}
+	if err := b.store.Endpoints.SetLimits(b.ctx, spelledUpper, store.Limits{MaxInFlight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, spelledUpper); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 1 || c[0].NotificationID != "old" {
+		t.Fatalf("claimed %v once enabled, want old", ids(c))
+	}
+	if h, err := b.store.Endpoints.Get(b.ctx, spelledUpper); err != nil || h.Endpoint != spelledUpper || h.InFlight != 1 || h.Limits.MaxInFlight != 1 {
+		t.Fatalf("Get(%q) = %+v, %v; want what is stored under it: its limits, its delivery in flight", spelledUpper, h, err)
+	}
+	if h, err := b.store.Endpoints.Get(b.ctx, spelledNormal); err != nil || h.Limits.MaxInFlight != 1 {
+		t.Fatalf("Get(%q) = %+v, %v; want the limits", spelledNormal, h, err)
+	}
+	list, err := b.store.Endpoints.List(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Endpoint != spelledUpper || list[0].Limits.MaxInFlight != 1 || list[0].InFlight != 1 || list[1].Endpoint != spelledNormal {
+		t.Fatalf("List = %+v, want %q (limited, its delivery in flight) and %q", list, spelledUpper, spelledNormal)
+	}
+
+	// A spelling with nothing stored under it is only its normalized form.
+	if err := b.store.Endpoints.Disable(b.ctx, spelledPort); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, "https://Fresh.example:443/x"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err = b.store.Endpoints.List(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range list {
+		names = append(names, h.Endpoint)
+	}
+	if len(names) != 3 || names[0] != spelledUpper || names[1] != spelledNormal || names[2] != "https://fresh.example/x" {
+		t.Fatalf("List names %q, want %q, %q and https://fresh.example/x", names, spelledUpper, spelledNormal)
+	}
+}
