@@ -38,7 +38,7 @@ const (
 const (
 	maxLease        = 24 * time.Hour // the longest a delivery may be held
 	minTimeout      = 10 * time.Millisecond
-	maxTimeout      = time.Hour
+	maxTimeout      = wire.MaxAttemptTimeout
 	minPollInterval = 10 * time.Millisecond // below it, polling is a busy loop on the claim
 	maxPollInterval = time.Hour
 	maxOwner        = 256 // bytes, as the store records it

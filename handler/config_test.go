@@ -37,7 +37,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := rp.front; f.logger == nil || rp.cfg.StaleAfter != 5*time.Minute || rp.Retention() != 72*time.Hour {
+	if f := rp.front; f.logger == nil || rp.cfg.StaleAfter != 5*time.Minute || rp.Retention() != 73*time.Hour {
 		t.Fatalf("NewReporting with a zero config: front %+v, StaleAfter %v, Retention %v", f, rp.cfg.StaleAfter, rp.Retention())
 	}
 	p, err := NewPublish(PublishConfig{Store: s, Verifier: v})

@@ -81,6 +81,24 @@
 // function failed after committing, or its response could not be stored
 // (its record, committed unanswered, is given back).
 //
+// # Retention
+//
+// A redelivery is known only while its Inbox record lasts: nothing prunes
+// records but store.Inbox.Prune, and a delivery that arrives after its
+// record was pruned runs the function again. Prune with an OlderThan
+// longer than the senders may send a delivery again after first
+// processing it: a courier sender's retry horizon (store.Config.RetryHorizon,
+// 72 hours, or the delivery's own Deadline, up to store.MaxHorizon)
+// counted from when its first attempt was due, and an hour more for its
+// last attempt's Timeout. A Reporting receiver's Retention is that rule
+// for its senders. An operator's store.Outbox.Redrive sends a failed
+// delivery again, under the same identity, with a horizon counted anew:
+// a notification that was processed although its delivery failed (its
+// answer lost, say) runs again when it is redriven after its record was
+// pruned. Prune deletes the old records of every receiver sharing the
+// Store's Inbox, whatever their sender: prune with the longest retention
+// any of them needs.
+//
 // Each answered request is reported to the config's Hook as an Event (its
 // status, outcome and code), traced with the Store's tracer when it has
 // one (store.Config.Tracer) and, when refused or failed, logged to its

@@ -103,6 +103,12 @@ type ReceiverConfig struct {
 // notification's identity. A T that carries no id of its own (DedupeKey
 // returns "") is deduped by that signed message id instead, and refused
 // with 400 message_id_missing when the scheme signs none.
+//
+// Once is for as long as the notification's Inbox record is kept: prune
+// the Store's Inbox with an OlderThan longer than the senders retry (a
+// courier sender's store.Config.RetryHorizon, 72 hours by default, and an
+// hour more) and, where failed deliveries may be redriven, longer than
+// that may come; see the package documentation (Retention).
 type Receiver[T ack.Notification] struct {
 	cfg   ReceiverConfig
 	fn    Func[T]

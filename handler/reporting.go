@@ -147,14 +147,28 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 }
 
 // Retention is how long dedupe records must be kept: the senders' retry
-// horizon (72 hours unless ReportingConfig says otherwise), and at least
-// 24 hours (AdCP's minimum). It holds for the
-// records of terminal notification_ids too, which the same Prune deletes
-// alike. Prune with it:
+// horizon (72 hours unless ReportingConfig says otherwise) and an hour
+// more, and at least 24 hours (AdCP's minimum). The hour is for the
+// last attempt: a sender may start one just before its horizon ends, and
+// it arrives as much later as the sender waits for an answer (a courier
+// worker waits at most an hour). Prune with it:
 //
 //	store.Inbox.Prune(ctx, store.PruneParams{OlderThan: rp.Retention()})
+//
+// Prune deletes the old records of every receiver and sender sharing the
+// Store: where several receivers do, prune with the longest Retention any
+// of them needs.
+//
+// A record pruned is forgotten: a delivery received again after that
+// runs the function again. That happens to a delivery its sender sends
+// again past the horizon, as a courier sender does when an operator
+// redrives a failed delivery (store.Outbox.Redrive: every attempt carries
+// the same idempotency_key). It happens too to a terminal re-emission
+// (see Reporting) that arrives more than Retention after the first
+// delivery of its notification_id was processed: that delivery's record
+// of the notification_id is pruned with the others.
 func (rp *Reporting) Retention() time.Duration {
-	return max(minReportingRetention, rp.cfg.RetryHorizon)
+	return max(minReportingRetention, rp.cfg.RetryHorizon+wire.MaxAttemptTimeout)
 }
 
 // ServeHTTP implements http.Handler.

@@ -966,9 +966,11 @@ func TestReportingConfig(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ horizon, want time.Duration }{
-		{0, 72 * time.Hour}, // a courier sender's: records kept 24 hours were gone before its last retries
+		{0, 73 * time.Hour}, // a courier sender's, and its last attempt's Timeout: records kept 24 hours were gone before its last retries
 		{time.Hour, 24 * time.Hour},
-		{72 * time.Hour, 72 * time.Hour},
+		{23 * time.Hour, 24 * time.Hour},
+		{24 * time.Hour, 25 * time.Hour},
+		{72 * time.Hour, 73 * time.Hour},
 	} {
 		c := valid
 		c.RetryHorizon = tt.horizon
@@ -1041,7 +1043,7 @@ func ExampleNewReporting() {
 	// processing create_media_buy completed
 	// 200
 	// 200
-	// prune records older than 72h0m0s
+	// prune records older than 73h0m0s
 }
 
 // TestReportingOtherNotificationFamilies: AdCP's notifications of other
@@ -1128,6 +1130,35 @@ func TestReportingTerminalReEmissionIsADuplicate(t *testing.T) {
 			b.clock.Advance(2 * time.Minute)
 			if n, err := b.store.Inbox.Prune(t.Context(), store.PruneParams{OlderThan: b.rcv.Retention()}); err != nil || n != 3*len(statuses) {
 				t.Fatalf("Prune past Retention deleted %d (%v), want the %d records of the first deliveries", n, err, 3*len(statuses))
+			}
+		})
+	}
+}
+
+// TestReportingRetentionOutlastsTheLastAttempt: a courier sender may start
+// an attempt until its retry horizon (72 hours after the first attempt
+// was due) ends, and that attempt reaches the receiver as much later as
+// the sender waits for an answer (a courier worker's Timeout, 15 seconds
+// by default). A delivery processed as soon as it was due, whose answer
+// the sender did not get, keeps its record through a Prune with
+// Retention run before that last attempt arrives: the function runs once.
+func TestReportingRetentionOutlastsTheLastAttempt(t *testing.T) {
+	t.Parallel()
+	for _, engine := range reportingEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupReporting(t, reportingOptions{postgres: engine.postgres})
+			body := taskWebhook("whk_last_attempt_000000", "", "working")
+			b.postOK(t, body) // the first attempt, as it falls due
+			// The last attempt starts a second before the horizon ends and
+			// arrives 14 seconds later, within its Timeout.
+			b.clock.Advance(72*time.Hour - time.Second + 14*time.Second)
+			if _, err := b.store.Inbox.Prune(t.Context(), store.PruneParams{OlderThan: b.rcv.Retention()}); err != nil {
+				t.Fatal(err)
+			}
+			b.postOK(t, body)
+			if n := b.calls.Load(); n != 1 {
+				t.Fatalf("the function ran %d times for one delivery: Prune with Retention %s deleted its record before the sender's last attempt arrived", n, b.rcv.Retention())
 			}
 		})
 	}

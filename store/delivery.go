@@ -259,6 +259,13 @@ func (d Delivery) Redrivable() bool {
 // Redrive moves failed deliveries back to pending, each with a fresh
 // attempt budget and retry horizon, and returns how many it moved.
 //
+// A redriven delivery is sent under its notification id, as every
+// attempt was, and a receiver tells it from a new notification only
+// while it keeps that id's dedupe record. A failed delivery may have been
+// processed (its answer lost, or refused as ack_invalid): redriven after
+// its receiver pruned the record (see Inbox.Prune), it is processed
+// again.
+//
 // It moves quarantined deliveries with code payload_unreadable too: their
 // stored bytes are intact, but the process that claimed them lacked their
 // payload key, or held other bytes under its id (see Encryption). Once

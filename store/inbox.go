@@ -134,8 +134,23 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 //
 // p.OlderThan is required: keep records longer than the senders retry,
 // for a redelivery whose record is gone is processed again. A courier
-// sender retries for 72 hours after the first attempt is due, unless its
-// Config.RetryHorizon or the delivery's Deadline says otherwise.
+// sender starts attempts until 72 hours after the first attempt is due,
+// unless its Config.RetryHorizon or the delivery's Deadline (at most
+// MaxHorizon) says otherwise, and the last one may arrive as much later
+// as its worker's Timeout (at most an hour): keep records for the horizon
+// and an hour more. Outbox.Redrive sends a failed delivery again, under the
+// same notification id, with its horizon counted anew, however long
+// after: a receiver that processed it once (a failed delivery may have
+// been, its answer lost) and has pruned its record since processes it
+// again.
+//
+// Records are pruned by age alone, whoever their sender and whichever
+// receiver recorded them: where several receivers share the Store, prune
+// with the longest retention any of them needs. A record left processing
+// is pruned by the same age (its receiver died, or its claim was never
+// given back); a claim pruned while its receiver still holds it cannot be
+// completed (the receiver rolls its effects back), and the sender's next
+// attempt processes the notification anew.
 func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	return in.s.pruneOlder(ctx, "inbox_prune", p)
 }

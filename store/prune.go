@@ -16,7 +16,8 @@ type PruneParams struct {
 	// and the inbox's prunes refuse one under a microsecond, zero
 	// included (CodeInvalidArgument), rather than delete records however
 	// new. Keep an inbox's records longer than its senders retry (a
-	// redelivery whose record is gone is processed again), and finished
+	// redelivery whose record is gone is processed again; see
+	// Inbox.Prune for how long that is), and finished
 	// deliveries as long as an enqueue may be retried (one whose delivery
 	// is gone is enqueued anew). The replay cache's prune deletes pairs
 	// past their own expiry and needs none.

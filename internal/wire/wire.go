@@ -24,6 +24,11 @@ const (
 	// how long a receiver's dedupe must last by default
 	// (handler.ReportingConfig.RetryHorizon's).
 	RetryHorizon = 72 * time.Hour
+	// MaxAttemptTimeout is the longest a courier sender waits for one
+	// attempt's answer (client.Config.Timeout's bound): an attempt started
+	// just before its delivery's horizon ends may reach the receiver that
+	// much later, so a receiver's dedupe must outlast the horizon by it.
+	MaxAttemptTimeout = time.Hour
 	// MaxBody is the largest request body a courier receiver reads unless
 	// it is configured to read more (middleware.BodyLimits.MaxBytes), and
 	// so the largest command a sender enqueues: 1 MiB.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -393,5 +394,48 @@ func testInboxClaim(t *testing.T, open OpenFunc) {
 	}
 	if r, _, err := in.Claim(b.ctx, k2, time.Minute); err != nil || !r.Fresh {
 		t.Fatalf("Claim after release = %+v, %v", r, err)
+	}
+}
+
+// testInboxPruneOfAHeldClaim: Prune deletes a claim left processing past
+// its age, even one its receiver still holds; that receiver can then not
+// complete it (its effects roll back), and the next request claims the
+// key anew and completes it, so the notification is processed once.
+// Every statement deletes at most BatchSize records.
+func testInboxPruneOfAHeldClaim(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	in := protocol.InboxFor(b.store)
+	k := protocol.InboxKey{Sender: "s", Key: "report-0000000000001", PayloadSHA256: digest("r")}
+	r, held, err := in.Claim(b.ctx, k, 72*time.Hour)
+	if err != nil || !r.Fresh {
+		t.Fatalf("Claim = %+v, %v", r, err)
+	}
+	for i := range 5 {
+		b.processed(t, fmt.Sprintf("other-%d", i))
+	}
+	b.clock.Advance(48 * time.Hour)
+	var batches []int
+	n, err := b.store.Inbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour, BatchSize: 2, OnBatch: func(d int) { batches = append(batches, d) }})
+	if err != nil || n != 6 || !slices.Equal(batches, []int{2, 2, 2, 0}) {
+		t.Fatalf("Prune = %d, %v in batches %v, want the held claim and the 5 other records, 2 a statement", n, err, batches)
+	}
+	r, again, err := in.Claim(b.ctx, k, 72*time.Hour)
+	if err != nil || !r.Fresh {
+		t.Fatalf("Claim after Prune = %+v, %v, want a fresh claim", r, err)
+	}
+	tx := b.begin(t)
+	if err := in.CompleteClaim(b.ctx, tx, held, []byte("late")); !errors.Is(err, courier.CodeLeaseLost) {
+		t.Fatalf("completing a pruned claim = %v, want CodeLeaseLost", err)
+	}
+	tx.Rollback()
+	tx = b.begin(t)
+	if err := in.CompleteClaim(b.ctx, tx, again, []byte("ack")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := in.Claim(b.ctx, k, time.Minute); err != nil || string(r.Ack) != "ack" {
+		t.Fatalf("Claim after completion = %+v, %v, want the stored Ack", r, err)
 	}
 }

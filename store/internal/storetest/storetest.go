@@ -70,6 +70,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Inbox", testInbox},
 		{"InboxConcurrentDuplicates", testInboxConcurrent},
 		{"InboxPrune", testInboxPrune},
+		{"InboxPruneOfAHeldClaim", testInboxPruneOfAHeldClaim},
 		{"PruneRefusesNegativeBounds", testPruneRefusesNegativeBounds},
 		{"PruneNeedsARetention", testPruneNeedsARetention},
 		{"PruneTakesTheOldestFirst", testPruneTakesTheOldestFirst},
