@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -251,7 +252,13 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		answer(w, errForbidden)
 		return
 	}
-	resp, replayed, err := p.enqueue(ctx, key, body, req, payload)
+	// A fan-out's payload is read for its reporting subscriptions here,
+	// before the transaction: each of them then costs a copy.
+	var reporting keyedPayload
+	if req.Tenant != "" {
+		reporting = newKeyedPayload(payload)
+	}
+	resp, replayed, err := p.enqueue(ctx, key, body, req, payload, reporting)
 	if err != nil {
 		answer(w, err)
 		return
@@ -267,8 +274,9 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 // enqueue does the request's work in one transaction and returns the
 // response body, and whether it is the stored answer to the same request.
 // key is the request's Idempotency-Key record, whose Key is empty for a
-// request without one.
-func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, body []byte, req publishRequest, payload []byte) ([]byte, bool, error) {
+// request without one; reporting is payload read for a fan-out's
+// reporting subscriptions.
+func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, body []byte, req publishRequest, payload []byte, reporting keyedPayload) ([]byte, bool, error) {
 	s := p.cfg.Store
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -281,7 +289,7 @@ func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, body []byt
 			return stored, err == nil, err // the same request again: the same answer, or in_progress
 		}
 	}
-	ids, err := p.apply(ctx, tx, req, payload)
+	ids, err := p.apply(ctx, tx, req, payload, reporting)
 	if errors.Is(err, courier.CodeIdempotencyCollision) {
 		// The outbox's collision: not the Idempotency-Key's, whose body is
 		// the request's; the outbox compares a delivery's content.
@@ -357,7 +365,7 @@ func publishSender(sender string) string {
 	return "publish-sha256/" + hex.EncodeToString(sum[:])
 }
 
-func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte) ([]string, error) {
+func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte, reporting keyedPayload) ([]string, error) {
 	outbox := p.cfg.Store.Outbox
 	if req.Endpoint != "" {
 		if _, err := outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: req.NotificationID, Endpoint: req.Endpoint, Payload: payload}); err != nil {
@@ -373,12 +381,7 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 			}
 			// Receivers that dedupe by idempotency_key get a fresh one
 			// per delivery, in the bytes every retry sends.
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(payload, &m); err != nil {
-				return nil, err
-			}
-			m["idempotency_key"], _ = json.Marshal(idempotencyKey)
-			return ack.Marshal(m)
+			return reporting.with(idempotencyKey)
 		},
 	})
 	if err != nil {
@@ -389,4 +392,111 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 		ids = append(ids, d.NotificationID)
 	}
 	return ids, nil
+}
+
+// keyedPayload is a canonical JSON object read for the one member a
+// reporting subscription's payload sets: idempotency_key. with returns the
+// canonical form of the object with that member set to a delivery's key,
+// replacing one the object has, without reading the object again: the
+// member is written where key order puts it, between the members read
+// before it and those after.
+type keyedPayload struct {
+	canonical []byte
+	// at and end are where the member goes in canonical: the span of the
+	// object's own idempotency_key member, or an empty one where it sorts.
+	at, end int
+	// before and after are the commas around the member: one before it
+	// when it comes after the object's last member, one after it when a
+	// member follows that it is put before.
+	before, after string
+}
+
+// idempotencyKeyMember is the member keyedPayload sets.
+const idempotencyKeyMember = "idempotency_key"
+
+// newKeyedPayload reads canonical, the canonical form of a JSON object
+// (ack.Canonical's), for keyedPayload.with.
+func newKeyedPayload(canonical []byte) keyedPayload {
+	k := keyedPayload{canonical: canonical, at: len(canonical) - 1, end: len(canonical) - 1}
+	if len(canonical) > len("{}") {
+		k.before = "," // after the last member, unless one sorts after it
+	}
+	for i := 1; i < len(canonical)-1; {
+		start := i
+		keyEnd := skipString(canonical, i)
+		i = skipValue(canonical, keyEnd+1) // past the ':'
+		switch c := bytes.Compare(memberKey(canonical[start:keyEnd]), []byte(idempotencyKeyMember)); {
+		case c == 0:
+			k.at, k.end, k.before = start, i, "" // in its place, between its commas
+			return k
+		case c > 0:
+			k.at, k.end, k.before, k.after = start, start, "", ","
+			return k
+		}
+		i++ // ',' or the closing '}'
+	}
+	return k
+}
+
+// with returns the canonical object with member idempotency_key set to
+// key, a new slice.
+func (k keyedPayload) with(key string) ([]byte, error) {
+	value, err := ack.Marshal(key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(k.canonical)-(k.end-k.at)+len(idempotencyKeyMember)+len(value)+4)
+	out = append(out, k.canonical[:k.at]...)
+	out = append(out, k.before+`"`+idempotencyKeyMember+`":`...)
+	out = append(out, value...)
+	out = append(out, k.after...)
+	return append(out, k.canonical[k.end:]...), nil
+}
+
+// memberKey returns the text of quoted, a key as canonical JSON writes
+// it: its own bytes, unless it has an escape (canonical JSON escapes only
+// quotes, backslashes and control characters).
+func memberKey(quoted []byte) []byte {
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		return quoted[1 : len(quoted)-1]
+	}
+	var text string
+	_ = json.Unmarshal(quoted, &text) // canonical: it reads
+	return []byte(text)
+}
+
+// skipString returns the index after the string that starts at i.
+func skipString(doc []byte, i int) int {
+	for i++; doc[i] != '"'; i++ {
+		if doc[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// skipValue returns the index after the value that starts at i in a
+// document without insignificant white space.
+func skipValue(doc []byte, i int) int {
+	switch doc[i] {
+	case '"':
+		return skipString(doc, i)
+	case '{', '[':
+		for depth := 0; ; i++ {
+			switch doc[i] {
+			case '"':
+				i = skipString(doc, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(doc) && doc[i] != ',' && doc[i] != '}' && doc[i] != ']' {
+		i++ // a number, true, false or null
+	}
+	return i
 }

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -135,8 +136,14 @@ func (p *parser) size() (slot, room int) {
 // openObject holds the keys an object has had so far, for the duplicate
 // check. Only one object is open at each depth, so each depth's is reused.
 type openObject struct {
-	keys [][]byte            // decoded; where no escape, slices of the document
-	seen map[string]struct{} // built once the object outgrows a linear scan
+	keys [][]byte // decoded; where no escape, slices of the document
+	// sorted is whether keys are in increasing order, so far.
+	sorted bool
+	// table indexes keys once the object outgrows a linear scan: open
+	// addressing by a hash under seed, each slot a position in keys plus
+	// one, 0 for none. It costs no allocation per key, only as it grows.
+	table []int32
+	seed  maphash.Seed
 }
 
 func (p *parser) fail(what string) error {
@@ -209,7 +216,8 @@ func (p *parser) object(depth int) (Value, error) {
 		for len(p.open) <= depth {
 			p.open = append(p.open, openObject{})
 		}
-		p.open[depth] = openObject{keys: p.open[depth].keys[:0]}
+		o := &p.open[depth]
+		o.keys, o.table = o.keys[:0], o.table[:0]
 	}
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
@@ -251,31 +259,71 @@ func (p *parser) object(depth int) (Value, error) {
 }
 
 // duplicate reports whether key is already among o's keys, and adds it.
-// Small objects are scanned; from linearScanLimit members on, a set keeps
-// the check linear in the size of the document so that hostile input
-// cannot make it quadratic.
+// Keys in increasing order, as a canonical form or a sorting encoder
+// writes them, are each compared with the one before only. Otherwise
+// small objects are scanned; from linearScanLimit members on, a hash
+// table keeps the check linear in the size of the document so that
+// hostile input cannot make it quadratic, its seed random so that no
+// document can make the keys collide.
 func (o *openObject) duplicate(key []byte) bool {
 	const linearScanLimit = 16
-	if o.seen == nil {
-		for _, k := range o.keys {
-			if bytes.Equal(k, key) {
-				return true
-			}
-		}
-		if len(o.keys) < linearScanLimit {
+	if n := len(o.keys); len(o.table) == 0 {
+		if n == 0 || o.sorted && bytes.Compare(o.keys[n-1], key) < 0 {
+			o.sorted = true // after every key before it, so none of them
 			o.keys = append(o.keys, key)
 			return false
 		}
-		o.seen = make(map[string]struct{}, 2*len(o.keys))
-		for _, k := range o.keys {
-			o.seen[string(k)] = struct{}{}
+		o.sorted = false
+		if n < linearScanLimit {
+			for _, k := range o.keys {
+				if bytes.Equal(k, key) {
+					return true
+				}
+			}
+			o.keys = append(o.keys, key)
+			return false
+		}
+		o.index()
+	}
+	mask := uint64(len(o.table) - 1)
+	i := maphash.Bytes(o.seed, key) & mask
+	for ; o.table[i] != 0; i = (i + 1) & mask {
+		if bytes.Equal(o.keys[o.table[i]-1], key) {
+			return true
 		}
 	}
-	if _, ok := o.seen[string(key)]; ok {
-		return true
+	o.keys = append(o.keys, key)
+	if 2*len(o.keys) > len(o.table) {
+		o.index()
+	} else {
+		o.table[i] = int32(len(o.keys))
 	}
-	o.seen[string(key)] = struct{}{}
 	return false
+}
+
+// index makes o.table a table of all o.keys at most half full.
+func (o *openObject) index() {
+	if o.table == nil {
+		o.seed = maphash.MakeSeed()
+	}
+	n := 64
+	for n < 2*len(o.keys) {
+		n *= 2
+	}
+	if cap(o.table) >= n {
+		o.table = o.table[:n]
+		clear(o.table)
+	} else {
+		o.table = make([]int32, n)
+	}
+	mask := uint64(n - 1)
+	for j, k := range o.keys {
+		i := maphash.Bytes(o.seed, k) & mask
+		for o.table[i] != 0 {
+			i = (i + 1) & mask
+		}
+		o.table[i] = int32(j + 1)
+	}
 }
 
 func (p *parser) array(depth int) (Value, error) {
