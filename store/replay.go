@@ -82,16 +82,20 @@ func liveBucket(now int64) int64 {
 	return (now + replayMargin.Microseconds()) / replayBucket.Microseconds()
 }
 
-// Prune deletes expired pairs in batches, and the counts of the minutes
-// whose pairs have all expired; see Inbox.Prune. A pair's age is its
-// own expiry, so p.OlderThan does not change what it deletes (a negative
-// one is refused all the same). It returns how many pairs it deleted.
+// Prune deletes expired pairs, then the counts of the minutes whose pairs
+// have all expired, each in bounded batches; see Inbox.Prune. A pair's
+// age is its own expiry, so p.OlderThan does not change what it deletes
+// (a negative one is refused all the same). It returns the pairs and
+// counts it deleted, which MaxRows bounds together.
 func (c *ReplayCache) Prune(ctx context.Context, p PruneParams) (int, error) {
 	now := c.s.now()
 	n, err := c.s.prune(ctx, "replay_prune", map[string]any{"now": now}, p)
-	if err != nil {
+	if err != nil || (p.MaxRows > 0 && n >= p.MaxRows) {
 		return n, err
 	}
-	_, err = c.s.exec(ctx, c.s.writer, "replay_prune_counts", map[string]any{"live_bucket": liveBucket(now)})
-	return n, err
+	if p.MaxRows > 0 {
+		p.MaxRows -= n
+	}
+	m, err := c.s.prune(ctx, "replay_prune_counts", map[string]any{"live_bucket": liveBucket(now)}, p)
+	return n + m, err
 }

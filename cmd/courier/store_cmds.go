@@ -623,8 +623,9 @@ func orDash(s string) string {
 // pruneCmd deletes what a database no longer needs, each table in short
 // batches: finished deliveries, the breaker records of endpoints with
 // nothing left to send, and the attempts log past -older-than,
-// inbox records past -inbox-older-than, expired replay pairs. It is safe
-// to run while workers and receivers run, and from cron.
+// inbox records past -inbox-older-than, expired replay pairs and their
+// counts. It is safe to run while workers and receivers run, and from
+// cron.
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("prune", stderr)
 	db := dbFlag(fs)

@@ -264,8 +264,12 @@ func testReplayCache(t *testing.T, open OpenFunc) {
 	if replayed, err := rc.Remember(b.ctx, "k1", "nonce-1", b.clock.Now().Add(time.Minute)); err != nil || !replayed {
 		t.Fatalf("a minute after expiry = %v, %v, want replayed", replayed, err)
 	}
-	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 0 {
-		t.Fatalf("Prune a minute after expiry = %d, %v, want none", n, err)
+	var pairs int
+	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 2 {
+		t.Fatalf("Prune a minute after expiry = %d, %v, want the counts of k1's and k2's expired minute and no pair", n, err)
+	}
+	if err := b.db.GetContext(b.ctx, &pairs, "SELECT COUNT(*) FROM courier_replay"); err != nil || pairs != 2 {
+		t.Fatalf("Prune a minute after expiry left %d pairs (%v), want both", pairs, err)
 	}
 	b.clock.Advance(5 * time.Minute)
 	if replayed, err := rc.Remember(b.ctx, "k1", "nonce-1", b.clock.Now().Add(time.Minute)); err != nil || replayed {
@@ -286,8 +290,8 @@ func testReplayCache(t *testing.T, open OpenFunc) {
 		}
 	}
 	b.clock.Advance(7 * time.Minute)
-	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 1 {
-		t.Fatalf("Prune = %d, %v, want the one pair remembered after the first prune", n, err)
+	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v, want the one pair remembered after the first prune and its count", n, err)
 	}
 }
 
@@ -337,8 +341,11 @@ func testReplayCacheCap(t *testing.T, open OpenFunc) {
 	b.clock.Advance(7 * time.Minute)
 	remember("busy", "n-1", false, "") // an expired pair, taken over
 	remember("busy", "n-3", false, "")
-	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 2 {
-		t.Fatalf("Prune = %d, %v, want the 2 expired pairs", n, err)
+	if n, err := rc.Prune(b.ctx, store.PruneParams{}); err != nil || n != 4 {
+		t.Fatalf("Prune = %d, %v, want the 2 expired pairs and the counts of busy's and other's expired minute", n, err)
+	}
+	if n := scalar("SELECT COUNT(*) FROM courier_replay"); n != 2 {
+		t.Fatalf("after Prune %d pairs are left, want busy's 2 live ones", n)
 	}
 	if busy, other := counted("busy"), counted("other"); busy != 2 || other != 0 {
 		t.Fatalf("after Prune the counts are %d and %d, want the 2 live pairs of busy and none of other", busy, other)
@@ -437,5 +444,52 @@ func testInboxPruneOfAHeldClaim(t *testing.T, open OpenFunc) {
 	}
 	if r, _, err := in.Claim(b.ctx, k, time.Minute); err != nil || string(r.Ack) != "ack" {
 		t.Fatalf("Claim after completion = %+v, %v, want the stored Ack", r, err)
+	}
+}
+
+// testReplayPruneIsBounded: Replay.Prune deletes the counts of the
+// minutes that have expired in bounded statements too, as it does the
+// pairs: no statement deletes more than BatchSize rows, and MaxRows bounds
+// the pairs and counts a pass deletes together.
+func testReplayPruneIsBounded(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	rc := b.store.Replay
+	for i := range 5 { // 5 keys: 5 pairs, and a count of each
+		if _, err := rc.Remember(b.ctx, fmt.Sprintf("k-%d", i), "n", b.clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(table string) (n int) {
+		t.Helper()
+		if err := b.db.GetContext(b.ctx, &n, "SELECT COUNT(*) FROM "+table); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Past expiry, the 5 minutes' margin and the minute counted.
+	b.clock.Advance(10 * time.Minute)
+	var batches []int
+	onBatch := func(d int) { batches = append(batches, d) }
+	n, err := rc.Prune(b.ctx, store.PruneParams{BatchSize: 2, MaxRows: 3, OnBatch: onBatch})
+	if err != nil || n != 3 || !slices.Equal(batches, []int{2, 1}) {
+		t.Fatalf("Prune with MaxRows 3 = %d, %v in batches %v, want 3 pairs, 2 a statement", n, err, batches)
+	}
+	if pairs, counts := left("courier_replay"), left("courier_replay_counts"); pairs != 2 || counts != 5 {
+		t.Fatalf("Prune with MaxRows 3 left %d pairs and %d counts, want 2 and 5: it deleted past MaxRows", pairs, counts)
+	}
+	batches = nil
+	n, err = rc.Prune(b.ctx, store.PruneParams{BatchSize: 2, OnBatch: onBatch})
+	sum := 0
+	for _, d := range batches {
+		sum += d
+		if d > 2 {
+			t.Errorf("a statement deleted %d rows, want at most BatchSize 2 (batches %v)", d, batches)
+		}
+	}
+	if err != nil || n != 7 || sum != n {
+		t.Fatalf("Prune = %d, %v in batches %v, want the other 2 pairs and the 5 counts", n, err, batches)
+	}
+	if pairs, counts := left("courier_replay"), left("courier_replay_counts"); pairs != 0 || counts != 0 {
+		t.Fatalf("Prune left %d pairs and %d counts, want none", pairs, counts)
 	}
 }

@@ -139,3 +139,49 @@ func pgSortsTheOutbox(t *testing.T, db *sqlx.DB, text string, vals []any) string
 	draw(plans[0].Plan, 0)
 	return b.String()
 }
+
+// TestPruneStatementsReadAnIndex: every bounded prune statement picks its
+// batch from an index on the time it prunes by, on both engines, never by
+// reading its whole table: each statement holds SQLite's write lock (or
+// PostgreSQL's row locks) only for the rows of its batch. PostgreSQL is
+// told to avoid sequential scans, so its plan names the index only where
+// one serves the query.
+func TestPruneStatementsReadAnIndex(t *testing.T) {
+	t.Parallel()
+	args := map[string]any{"before": int64(1 << 50), "now": int64(1 << 50), "live_bucket": int64(1 << 30), "limit": 100}
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			_, db := migratedStore(t, e.open)
+			ctx := t.Context()
+			for _, c := range []struct{ file, name, table, index string }{
+				{"queries/outbox.sql", "outbox_prune", "courier_outbox", "courier_outbox_status"},
+				{"queries/attempts.sql", "attempts_prune", "courier_attempts", "courier_attempts_finished"},
+				{"queries/inbox.sql", "inbox_prune", "courier_inbox", "courier_inbox_updated"},
+				{"queries/replay.sql", "replay_prune", "courier_replay", "courier_replay_expires"},
+				{"queries/replay.sql", "replay_prune_counts", "courier_replay_counts", "courier_replay_counts_bucket"},
+			} {
+				text, vals := boundQuery(t, e.driver, c.file, c.name, args)
+				tx, err := db.BeginTxx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				explain, scan := "EXPLAIN QUERY PLAN ", "SCAN "+c.table
+				if e.name == "postgres" {
+					if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+						t.Fatal(err)
+					}
+					explain, scan = "EXPLAIN ", "Seq Scan on "+c.table
+				}
+				plan, err := planText(tx.QueryContext(ctx, explain+text, vals...))
+				tx.Rollback()
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				if strings.Contains(plan, scan) || !strings.Contains(plan, c.index) {
+					t.Errorf("%s does not pick its batch from %s:\n%s", c.name, c.index, plan)
+				}
+			}
+		})
+	}
+}

@@ -78,6 +78,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ReplayCacheCap", testReplayCacheCap},
 		{"InboxClaim", testInboxClaim},
 		{"ReplayCache", testReplayCache},
+		{"ReplayPruneIsBounded", testReplayPruneIsBounded},
 		{"Wakeups", testWakeups},
 		{"Encryption", testEncryption},
 		{"EncryptedDigestIsNotGuessable", testEncryptedDigestIsNotGuessable},

@@ -32,5 +32,11 @@ WITH picked AS MATERIALIZED (
 DELETE FROM courier_replay AS r USING picked WHERE r.ctid = picked.row_ctid;
 
 -- name: replay_prune_counts
--- The counts of minutes whose pairs have all expired.
-DELETE FROM courier_replay_counts WHERE bucket < :live_bucket;
+-- The counts of minutes whose pairs have all expired, oldest first,
+-- bounded, read from courier_replay_counts_bucket; picked once, as
+-- replay_prune's rows are, skipping those another instance is pruning.
+WITH picked AS MATERIALIZED (
+    SELECT ctid AS row_ctid FROM courier_replay_counts WHERE bucket < :live_bucket
+    ORDER BY bucket LIMIT :limit FOR UPDATE SKIP LOCKED
+)
+DELETE FROM courier_replay_counts AS c USING picked WHERE c.ctid = picked.row_ctid;

@@ -27,5 +27,8 @@ DELETE FROM courier_replay WHERE rowid IN (
 );
 
 -- name: replay_prune_counts
--- The counts of minutes whose pairs have all expired.
-DELETE FROM courier_replay_counts WHERE bucket < :live_bucket;
+-- The counts of minutes whose pairs have all expired, oldest first,
+-- bounded, read from courier_replay_counts_bucket.
+DELETE FROM courier_replay_counts WHERE rowid IN (
+    SELECT rowid FROM courier_replay_counts WHERE bucket < :live_bucket ORDER BY bucket LIMIT :limit
+);
