@@ -50,6 +50,13 @@ type publishRequest struct {
 	Payload json.RawMessage `json:"payload" validate:"required"`
 }
 
+// payloadTooLarge refuses a payload over store.MaxPayloadSize in the
+// form it would be stored in: canonical, and for a reporting
+// subscription with its idempotency_key.
+func payloadTooLarge() *ack.ValidationError {
+	return &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "max"}}}
+}
+
 // maxTenant bounds a tenant, in bytes, as store.SubscriptionParams.Tenant.
 const maxTenant = 256
 
@@ -186,6 +193,17 @@ type PublishConfig struct {
 // and sent in its canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
 // one per delivery a fan-out made, or the one delivery's.
 //
+// The payload stored is the canonical form, which can be longer than the
+// payload sent (a number with an exponent is written out: 1e15 is
+// 1000000000000000.0), and for a subscription of the reporting profile
+// that form with its idempotency_key. Over store.MaxPayloadSize it is
+// refused, 400 validation_failed naming payload (rule max), nothing
+// stored. Below that it is enqueued as store.Outbox.Enqueue takes it,
+// over 1 MiB too: a courier receiver reads 1 MiB unless its
+// Body.MaxBytes says otherwise and answers a larger body 413, which fails
+// the delivery at its first attempt, so such a payload is for receivers
+// configured to read it.
+//
 // Publishing is having payloads signed: the right to publish to an
 // endpoint is the right to have a payload signed for it. See
 // PublishConfig.Authorize.
@@ -235,6 +253,10 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 			rule = "finite"
 		}
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: rule}}})
+		return
+	}
+	if len(payload) > store.MaxPayloadSize { // the canonical form can be longer than the request's
+		jsonbody.Invalid(w, payloadTooLarge())
 		return
 	}
 	req.Endpoint = endpoint.Normalize(req.Endpoint) // what the outbox stores and sends to, and Authorize judges
@@ -381,7 +403,11 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 			}
 			// Receivers that dedupe by idempotency_key get a fresh one
 			// per delivery, in the bytes every retry sends.
-			return reporting.with(idempotencyKey)
+			b, err := reporting.with(idempotencyKey)
+			if err == nil && len(b) > store.MaxPayloadSize {
+				return nil, payloadTooLarge()
+			}
+			return b, err
 		},
 	})
 	if err != nil {

@@ -32,7 +32,10 @@ type PublishParams struct {
 	// MaxEventIDSize (236) of A-Z a-z 0-9 _ . : -, so that the
 	// notification id is one too.
 	EventID string
-	// Payload is what each subscription receives, unless Build is set.
+	// Payload is what each subscription receives, unless Build is set:
+	// as EnqueueParams.Payload, 1 byte to MaxPayloadSize (refused whether
+	// or not a subscription matches), and over 1 MiB only for receivers
+	// configured to read it.
 	Payload []byte
 	// Build makes a subscription's payload. idempotencyKey is the
 	// delivery's own, in ack.NewIdempotencyKey's form, derived from its
@@ -43,7 +46,10 @@ type PublishParams struct {
 	// given each subscription as it is now: what it builds must be the
 	// same bytes again, unless the subscription's Profile changed since,
 	// when a delivery brought up to date or sent again (see Publish)
-	// takes the bytes built for the new profile.
+	// takes the bytes built for the new profile. What it builds is held
+	// to EnqueueParams.Payload's rules, its size too: a payload over
+	// MaxPayloadSize is refused (invalid_argument), and one over 1 MiB is
+	// for receivers configured to read it.
 	Build func(s Subscription, idempotencyKey string) ([]byte, error)
 	// Priority, Deadline and OrderingKey apply to every delivery (see
 	// EnqueueParams): with an OrderingKey (the entity the event is
@@ -112,6 +118,8 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 	switch {
 	case p.Build == nil && len(p.Payload) == 0:
 		return nil, invalidArgument("PublishParams needs a Payload or a Build")
+	case p.Build == nil && len(p.Payload) > MaxPayloadSize:
+		return nil, invalidArgument("PublishParams.Payload must be at most 4 MiB")
 	case !validTenant(p.Tenant):
 		return nil, invalidArgument("PublishParams.Tenant must be 1-256 bytes of UTF-8 without NUL")
 	case !validEventType(p.EventType):
