@@ -51,7 +51,9 @@
 //	courier.batch.size, courier.batch.limit  a claim's or settle's batch
 //
 // No attribute holds a payload, a header, a key or a secret; an error's text
-// is never recorded, only its code.
+// is never recorded, only its code. Every string is UTF-8, as OTLP requires:
+// a byte that is not (in a code an application made up) is recorded as
+// U+FFFD.
 //
 // The receiver's server span is a child of the span the request's context
 // already carries when a tracing middleware (otelhttp) wraps the handler,
@@ -64,6 +66,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -152,9 +155,16 @@ func (s otelSpan) SetAttributes(attrs ...slog.Attr) { s.span.SetAttributes(keyVa
 // Fail implements courier.Span: the span's status is Error, described by
 // code, which is also its error.type.
 func (s otelSpan) Fail(code courier.Code) {
-	s.span.SetStatus(codes.Error, string(code))
-	s.span.SetAttributes(attribute.String("error.type", string(code)))
+	c := utf8String(string(code))
+	s.span.SetStatus(codes.Error, c)
+	s.span.SetAttributes(attribute.String("error.type", c))
 }
+
+// utf8String is s with each run of bytes that is not UTF-8 replaced by
+// U+FFFD: OTLP's encoding refuses a string that is not UTF-8, and its
+// exporter drops the whole batch of spans that holds one. A code an
+// application made up (handler.Reject's, say) may be anything.
+func utf8String(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // End implements courier.Span.
 func (s otelSpan) End() { s.span.End() }
@@ -184,7 +194,7 @@ func appendKeyValue(out []attribute.KeyValue, prefix string, a slog.Attr) []attr
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		return append(out, attribute.String(key, v.String()))
+		return append(out, attribute.String(key, utf8String(v.String())))
 	case slog.KindInt64:
 		return append(out, attribute.Int64(key, v.Int64()))
 	case slog.KindUint64:
@@ -201,5 +211,5 @@ func appendKeyValue(out []attribute.KeyValue, prefix string, a slog.Attr) []attr
 		}
 		return out
 	}
-	return append(out, attribute.String(key, v.String()))
+	return append(out, attribute.String(key, utf8String(v.String())))
 }

@@ -41,9 +41,16 @@
 //	courier_scrape_errors_total                  scrapes whose store reads failed (their gauges are left out)
 //
 // Labels carry statuses, outcomes and stable codes, never endpoint URLs,
-// notification ids or any content. The per-endpoint gauges are labelled by
-// endpoint_ref, the 32-hex reference operators' tools name an endpoint by
-// (a digest of its URL, so no credential in it shows), and exist only for
+// notification ids or any content. A code label is one of courier's own
+// codes, or "other" for any other: a code a Classify, a Verifier or a
+// handler.Reject made up, which may come from what the other side sent
+// (a receiver's problem code, a sender's payload), counts as "other", so
+// that neither side can grow the other's series; the log lines and the
+// attempts log keep the code itself. The receiver's own code in a
+// refusal (client.Event.RemoteCode) labels nothing. The per-endpoint
+// gauges are labelled by endpoint_ref, the 32-hex reference operators'
+// tools name an endpoint by (a digest of its URL, so no credential in it
+// shows), and exist only for
 // the endpoints store.Endpoints.List shows with deliveries in flight,
 // limits, blocked keys or a breaker not closed. Their
 // number is bounded by the workers' concurrency plus the endpoints an
@@ -67,6 +74,53 @@ import (
 
 // scrapeTimeout bounds the store reads of one scrape.
 const scrapeTimeout = 5 * time.Second
+
+// otherCode is the code label of a code that is not courier's own.
+const otherCode = "other"
+
+// couriers are courier's own codes, the code label's values but for
+// otherCode.
+var couriers = func() map[courier.Code]bool {
+	m := make(map[courier.Code]bool)
+	for _, c := range []courier.Code{
+		courier.CodeAckInvalid, courier.CodeLeaseExpired, courier.CodeLeaseLost, courier.CodeIdempotencyCollision,
+		courier.CodeDestinationForbidden, courier.CodeIntegrity, courier.CodePayloadUnreadable, courier.CodeExpired,
+		courier.CodeSubscriptionChanged, courier.CodeContractChanged, courier.CodeEndpointGone,
+		courier.CodeEndpointDisabled, courier.CodeReceiverUnavailable, courier.CodeRateLimited,
+		courier.CodeRequestTimeout, courier.CodeReceiverRejected, courier.CodeSignatureRejected,
+		courier.CodeRedirect, courier.CodeNetwork, courier.CodeTimeout, courier.CodeSigningFailed,
+		courier.CodeCancelled, courier.CodeWorkerStopped, courier.CodeMethodNotAllowed,
+		courier.CodeUnsupportedMediaType, courier.CodeBodyTooLarge, courier.CodeMalformedJSON,
+		courier.CodeDuplicateKey, courier.CodeValidation, courier.CodeSignatureInvalid, courier.CodeInProgress,
+		courier.CodeMessageIDMissing, courier.CodeHandlerFailed, courier.CodeRejected, courier.CodeUnauthorized,
+		courier.CodeForbidden, courier.CodeNotFound, courier.CodeInternal, courier.CodeServerBusy,
+		courier.CodeSourceAttemptsExhausted, courier.CodePayloadInvalid, courier.CodeSchemaOutdated,
+		courier.CodeSchemaAltered, courier.CodeSchemaTooNew, courier.CodeDatabaseCorrupt, courier.CodeFailedPresent,
+		courier.CodeLeasesExpired, courier.CodeConfigInvalid, courier.CodeInvalidArgument,
+		courier.CodeWriteOutsideTransaction, courier.CodeRequestInvalid, courier.CodeDatabaseUnavailable,
+		courier.CodeDeliveriesOverdue, courier.CodeSignatureMissing, courier.CodeSignatureMalformed,
+		courier.CodeSignatureTimestamp, courier.CodeSignatureMismatch, courier.CodeWebhookHeaderMalformed,
+		courier.CodeWebhookParamsIncomplete, courier.CodeWebhookTagInvalid, courier.CodeWebhookAlgNotAllowed,
+		courier.CodeWebhookWindowInvalid, courier.CodeWebhookComponentsIncomplete, courier.CodeWebhookKeyUnknown,
+		courier.CodeWebhookKeyPurposeInvalid, courier.CodeWebhookKeyRevoked, courier.CodeWebhookRevocationStale,
+		courier.CodeWebhookRateAbuse, courier.CodeWebhookInvalid, courier.CodeWebhookDigestMismatch,
+		courier.CodeWebhookReplayed, courier.CodeWebhookTargetURIMalformed, courier.CodeDuplicateKeyInput,
+	} {
+		m[c] = true
+	}
+	return m
+}()
+
+// codeLabel is code as a code label: itself when courier's own (or
+// none), otherCode for any other, so that no code a Classify, a Verifier
+// or a handler.Reject chose, from what a receiver or a sender sent, makes
+// a series of its own.
+func codeLabel(code courier.Code) string {
+	if code == "" || couriers[code] {
+		return string(code)
+	}
+	return otherCode
+}
 
 // Collector is a prometheus.Collector of courier's metrics. It is safe for
 // concurrent use.
@@ -102,7 +156,7 @@ func New() *Collector {
 			Help: "Delivery attempts finished by workers, by outcome and code."}, []string{"outcome", "code"}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "courier_attempt_duration_seconds",
 			Help:    "Duration of delivery attempts, by outcome.",
-			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}, []string{"outcome"}),
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60}}, []string{"outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_receiver_requests_total",
 			Help: "Requests answered by receivers, by outcome and code."}, []string{"outcome", "code"}),
 		breakers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_endpoint_transitions_total",
@@ -143,7 +197,7 @@ func (c *Collector) StoreHook(e store.Event) {
 
 // WorkerHook is a client.Config.Hook.
 func (c *Collector) WorkerHook(e client.Event) {
-	outcome, code := string(e.Outcome), string(e.Code)
+	outcome, code := string(e.Outcome), codeLabel(e.Code)
 	switch {
 	case e.LeaseLost:
 		outcome, code = "lease_lost", string(courier.CodeLeaseLost)
@@ -158,7 +212,7 @@ func (c *Collector) WorkerHook(e client.Event) {
 
 // ReceiverHook is the Hook of a handler config.
 func (c *Collector) ReceiverHook(e handler.Event) {
-	c.requests.WithLabelValues(e.Outcome, string(e.Code)).Inc()
+	c.requests.WithLabelValues(e.Outcome, codeLabel(e.Code)).Inc()
 }
 
 // hooked are the metrics the hooks feed.
