@@ -741,6 +741,10 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 //     (outbox_publish_refresh); an attempt in flight is not recalled.
 //   - anything else: found, Existed.
 //
+// Neither is written when the subscription no longer has the fingerprint
+// sub was read with: the delivery is found as it is, Existed, and left
+// to a publish that reads the subscription as it is now.
+//
 // A delivery written under this identity by another than the publish to
 // sub (Enqueue) is compared whole, as Enqueue compares. errMoved says the
 // row changed under it: the caller reads it again. A delivery with an
@@ -768,6 +772,19 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 	}
 	args["id"] = r.ID
 	revive := r.Status == courier.StatusSuppressed && r.LastErrorCode.String == string(courier.CodeSubscriptionChanged) && r.Attempts < maxAttempts
+	if revive || changed && unfinished(r.Status) {
+		// The subscription was read before this: an Update committed
+		// since (on PostgreSQL, while this transaction ran) makes what
+		// was read stale, and the row may be a later publish's, under
+		// the subscription as it is now. Written back under what was
+		// read, its claim would suppress it.
+		switch current, err := o.s.Subscriptions.fingerprint(ctx, tx, sub.id); {
+		case err != nil:
+			return Enqueued{}, false, err
+		case current != sub.fingerprint:
+			return Enqueued{ID: r.ID, Existed: true}, false, nil
+		}
+	}
 	if (revive || changed && unfinished(r.Status)) && r.OrderingKey.Valid {
 		// The key's row first, as Cancel takes it: a worker's settle or
 		// claim that holds the key promotes (locks) the delivery waiting

@@ -110,6 +110,10 @@ type Published struct {
 // while a publish's transaction runs may leave the publish's delivery
 // under the settings it read; its claim suppresses it, as if the Update
 // had come after the publish, and publishing the event again sends it.
+// Such a publish never brings back what it read: a delivery it would
+// bring up to date or send again, under a subscription whose settings
+// changed since it read them, it finds as it is (Existed), as another
+// publish, after the Update, may have written it under the new ones.
 func (o *Outbox) Publish(ctx context.Context, tx DBTX, p PublishParams) ([]Published, error) {
 	return inOneTx(ctx, o.s, tx, func(tx DBTX) ([]Published, error) { return o.publish(ctx, tx, p) })
 }

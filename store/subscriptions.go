@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/nilcheck"
 )
@@ -186,6 +187,16 @@ func (sr *Subscriptions) Get(ctx context.Context, tx DBTX, id int64) (Subscripti
 		return Subscription{}, err
 	}
 	return r.subscription(), nil
+}
+
+// fingerprint returns subscription id's fingerprint as tx reads it now,
+// or "" when there is none.
+func (sr *Subscriptions) fingerprint(ctx context.Context, tx DBTX, id int64) (string, error) {
+	st, err := getRow[subscriptionState](ctx, sr.s, tx, "subscription_state", map[string]any{"id": id})
+	if courier.CodeOf(err) == courier.CodeNotFound {
+		return "", nil
+	}
+	return st.Fingerprint, err
 }
 
 // List returns a tenant's subscriptions. A tenant no subscription could
