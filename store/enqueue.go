@@ -114,13 +114,19 @@ type EnqueueParams struct {
 	// one key take turns (each waits on the key until the one before it
 	// commits or rolls back), which is what gives them an order; on
 	// PostgreSQL use it in READ COMMITTED transactions, the default.
-	// A transaction holds each key it joined until it ends: the
-	// worker's settle of that key's head waits for it, so keep keyed
-	// enqueues in short transactions. One that joins several keys should
+	// A transaction holds each key it joined until it ends. The worker
+	// never waits for it: a head of that key it finishes meanwhile stays
+	// the key's head, and the next delivery waits, until a claim moves
+	// the key on once the transaction has ended (soon, in the process
+	// that finished the head; within 30 seconds in any other); an
+	// operator's Cancel or Redrive of one of the key's deliveries waits
+	// for it. So keep keyed enqueues in short transactions. One that
+	// joins several keys should
 	// join them by endpoint, then key (EnqueueMany and Publish do), the
 	// order courier's own transactions take them in; in another order it
-	// may meet a settle in a deadlock, which PostgreSQL ends by aborting
-	// one transaction (the application retries its own).
+	// may meet another enqueue, a Publish or a Redrive in a deadlock,
+	// which PostgreSQL ends by aborting one transaction (the application
+	// retries its own).
 	// 1-256 bytes of visible ASCII, no spaces. Defaults to none.
 	OrderingKey string
 }
