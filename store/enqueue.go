@@ -331,7 +331,10 @@ func (o *Outbox) insertDelivery(ctx context.Context, tx DBTX, p EnqueueParams, s
 	if p.Profile == ack.ProfileCommand {
 		return Enqueued{}, invalidArgument("Profile command is enqueued with EnqueueCommand, which validates the command")
 	}
-	p.Endpoint = normalEndpoint(p.Endpoint)
+	var err error
+	if p.Endpoint, err = o.s.storedAs(ctx, tx, p.Endpoint, p.NotificationID, p.OrderingKey); err != nil {
+		return Enqueued{}, err
+	}
 	now := o.s.now()
 	args, err := o.enqueueArgs(p, now)
 	if err != nil {
@@ -624,6 +627,31 @@ func (s *Store) spellings(ctx context.Context, raw string) ([]string, error) {
 		return []string{n, raw}, nil
 	}
 	return []string{n}, nil
+}
+
+// storedAs returns the endpoint a delivery to raw, enqueued as
+// notification id with ordering key key ("" for none), is stored under:
+// raw's normalized form, or raw itself when a database written before
+// endpoints were normalized holds, under raw, this delivery, the key's
+// row, a breaker record or limits (endpoint_spelled_enqueue). So a
+// delivery enqueued under the spelling it was enqueued under before
+// finds its own earlier enqueue, waits for its key behind the deliveries
+// before it, and keeps to the breaker and limits an operator set for that
+// spelling, until those are done (see Endpoints).
+func (s *Store) storedAs(ctx context.Context, tx DBTX, raw, id, key string) (string, error) {
+	n := normalEndpoint(raw)
+	if n == raw {
+		return n, nil
+	}
+	var stored bool
+	err := s.scan(ctx, tx, "endpoint_spelled_enqueue", map[string]any{"endpoint": raw, "notification_id": id, "ordering_key": key}, &stored)
+	if err != nil {
+		return "", err
+	}
+	if stored {
+		return raw, nil
+	}
+	return n, nil
 }
 
 // maxName bounds the names and ids the store keeps as text: key ids,

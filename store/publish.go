@@ -151,8 +151,12 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		if !s.matches(p.EventType) {
 			continue
 		}
-		s.Endpoint = normalEndpoint(s.Endpoint) // as enqueue stores it, and orders its key by it
-		f := fanned{sub: s, id: fmt.Sprintf("%s:%d", p.EventID, s.ID), payload: p.Payload}
+		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
+		// As enqueue stores it, and orders its key by it.
+		if s.Endpoint, err = o.s.storedAs(ctx, tx, s.Endpoint, id, p.OrderingKey); err != nil {
+			return nil, err
+		}
+		f := fanned{sub: s, id: id, payload: p.Payload}
 		f.key = publishKey(f.id, s.Endpoint)
 		if p.Build != nil {
 			if f.payload, err = p.Build(s, f.key); err != nil {

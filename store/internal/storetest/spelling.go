@@ -175,3 +175,46 @@ func testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt(t *testing.T, open
 		t.Fatalf("List names %q, want %q, %q and https://fresh.example/x", names, spelledUpper, spelledNormal)
 	}
 }
+
+// testAKeyStoredUnderAnotherSpellingKeepsItsOrder: a database written
+// before endpoints were normalized holds a keyed delivery, and its key,
+// under a spelling other than the normalized form. A delivery the
+// application enqueues under that spelling, as it did before, is stored
+// under it too: it waits for its key behind the one before it, and
+// enqueued again it is found, not written twice. Once nothing is stored
+// under the spelling, it is normalized.
+func testAKeyStoredUnderAnotherSpellingKeepsItsOrder(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := at(spelledNormal, "old")
+	p.OrderingKey = "K"
+	old := b.enqueue(t, p)
+	for _, q := range []string{"UPDATE courier_outbox SET endpoint = ? WHERE id = ?", "UPDATE courier_ordering_keys SET endpoint = ? WHERE head_id = ?"} {
+		if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(q), spelledUpper, old.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := at(spelledUpper, "new")
+	n.OrderingKey = "K"
+	next := b.enqueue(t, n)
+	p.Endpoint = spelledUpper
+	if again := b.enqueue(t, p); again.ID != old.ID || !again.Existed {
+		t.Fatalf("old enqueued again under %q: %+v, want delivery %d found", spelledUpper, again, old.ID)
+	}
+	c := b.claim(t, "w", 10, time.Minute)
+	if len(c) != 1 || c[0].DeliveryID != old.ID {
+		t.Fatalf("claimed %v, want only delivery %d: %d waits behind it for key K", c, old.ID, next.ID)
+	}
+	if err := b.complete(c[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 1 || c[0].DeliveryID != next.ID {
+		t.Fatalf("claimed %v after the first was sent, want delivery %d", c, next.ID)
+	} else if err := b.complete(c[0].Lease, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing of the key, nor of this notification, is left under the
+	// old spelling: a new delivery is normalized.
+	if e := b.enqueue(t, at(spelledUpper, "later")); b.get(t, e.ID).Endpoint != spelledNormal {
+		t.Fatalf("later stored under %q, want %q", b.get(t, e.ID).Endpoint, spelledNormal)
+	}
+}

@@ -172,6 +172,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ClaimWithA64BitEndpointCap", testClaimWithA64BitEndpointCap},
 		{"OneEndpointUnderEverySpelling", testOneEndpointUnderEverySpelling},
 		{"AnEndpointStoredUnderAnotherSpellingIsStillNamedByIt", testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt},
+		{"AKeyStoredUnderAnotherSpellingKeepsItsOrder", testAKeyStoredUnderAnotherSpellingKeepsItsOrder},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

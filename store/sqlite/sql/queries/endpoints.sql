@@ -216,3 +216,15 @@ DELETE FROM courier_endpoints WHERE endpoint IN (
 SELECT EXISTS (SELECT 1 FROM courier_endpoints WHERE endpoint = :endpoint)
     OR EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint)
     OR EXISTS (SELECT 1 FROM courier_outbox WHERE endpoint = :endpoint AND status IN ('pending', 'retry_wait', 'leased'));
+
+-- name: endpoint_spelled_enqueue
+-- Whether a delivery enqueued to :endpoint, a spelling other than its
+-- normalized form, is stored under it (see storedAs): a database written
+-- before endpoints were normalized holds, under exactly :endpoint, this
+-- delivery (:notification_id), its ordering key's row, a breaker record
+-- or limits. Each is a lookup by a key that leads with the endpoint or
+-- the notification id.
+SELECT EXISTS (SELECT 1 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint)
+    OR EXISTS (SELECT 1 FROM courier_ordering_keys WHERE endpoint = :endpoint AND ordering_key = :ordering_key)
+    OR EXISTS (SELECT 1 FROM courier_endpoints WHERE endpoint = :endpoint)
+    OR EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint);
