@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/jmoiron/sqlx"
@@ -449,8 +450,8 @@ func newKeyedPayload(canonical []byte) keyedPayload {
 	}
 	for i := 1; i < len(canonical)-1; {
 		start := i
-		keyEnd := skipString(canonical, i)
-		i = skipValue(canonical, keyEnd+1) // past the ':'
+		keyEnd := strictjson.ValueEnd(canonical, i)
+		i = strictjson.ValueEnd(canonical, keyEnd+1) // past the ':'
 		switch c := bytes.Compare(memberKey(canonical[start:keyEnd]), []byte(idempotencyKeyMember)); {
 		case c == 0:
 			k.at, k.end, k.before = start, i, "" // in its place, between its commas
@@ -489,40 +490,4 @@ func memberKey(quoted []byte) []byte {
 	var text string
 	_ = json.Unmarshal(quoted, &text) // canonical: it reads
 	return []byte(text)
-}
-
-// skipString returns the index after the string that starts at i.
-func skipString(doc []byte, i int) int {
-	for i++; doc[i] != '"'; i++ {
-		if doc[i] == '\\' {
-			i++
-		}
-	}
-	return i + 1
-}
-
-// skipValue returns the index after the value that starts at i in a
-// document without insignificant white space.
-func skipValue(doc []byte, i int) int {
-	switch doc[i] {
-	case '"':
-		return skipString(doc, i)
-	case '{', '[':
-		for depth := 0; ; i++ {
-			switch doc[i] {
-			case '"':
-				i = skipString(doc, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(doc) && doc[i] != ',' && doc[i] != '}' && doc[i] != ']' {
-		i++ // a number, true, false or null
-	}
-	return i
 }

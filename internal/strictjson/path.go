@@ -93,9 +93,9 @@ func (s *pathScan) value(i int, t reflect.Type) int {
 	var end int
 	switch {
 	case t == nil || t.Kind() == reflect.Interface:
-		end = valueEnd(s.b, i)
+		end = ValueEnd(s.b, i)
 	case decodesItself(t) || t == numberType:
-		end = valueEnd(s.b, i)
+		end = ValueEnd(s.b, i)
 		if s.failure != "" && !s.ok {
 			err := json.Unmarshal(s.b[i:end], reflect.New(field).Interface())
 			s.claim(err != nil && err.Error() == s.failure)
@@ -105,7 +105,7 @@ func (s *pathScan) value(i int, t reflect.Type) int {
 	case s.b[i] == '[':
 		end = s.array(i, t)
 	default:
-		end = valueEnd(s.b, i)
+		end = ValueEnd(s.b, i)
 	}
 	s.claim(int64(i) < s.offset && s.offset <= int64(end))
 	return end
@@ -132,7 +132,7 @@ func (s *pathScan) object(i int, t reflect.Type) int {
 		return i + 1
 	}
 	for {
-		keyEnd := valueEnd(s.b, i)
+		keyEnd := ValueEnd(s.b, i)
 		var key string
 		_ = json.Unmarshal(s.b[i:keyEnd], &key)      // a strict document's key decodes
 		i = SkipSpace(s.b, SkipSpace(s.b, keyEnd)+1) // past ':'
@@ -185,9 +185,9 @@ func spell(steps []step) (path string, members []string) {
 	return p.String(), members
 }
 
-// valueEnd returns the index just past the value of a strict document
+// ValueEnd returns the index just past the value of a strict document
 // that starts at i.
-func valueEnd(b []byte, i int) int {
+func ValueEnd(b []byte, i int) int {
 	switch b[i] {
 	case '"':
 		for i++; b[i] != '"'; i++ {
@@ -201,7 +201,7 @@ func valueEnd(b []byte, i int) int {
 		for ; ; i++ {
 			switch b[i] {
 			case '"':
-				i = valueEnd(b, i) - 1
+				i = ValueEnd(b, i) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
