@@ -129,7 +129,7 @@ type ListParams struct {
 	Endpoint       string         // "" for any
 	Since          time.Time      // updated at or after; zero for no bound
 	Until          time.Time      // updated before; zero for no bound
-	Before         int64          // ids below this one; 0 for the first page
+	Before         int64          // ids below this one; 0 for the first page, never negative
 	Limit          int            // 1..1000; defaults to 100
 }
 
@@ -149,6 +149,8 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	switch {
 	case p.Limit < 1 || p.Limit > 1000:
 		return Page{}, invalidArgument("ListParams.Limit must be within 1..1000")
+	case p.Before < 0:
+		return Page{}, invalidArgument("ListParams.Before must be a delivery id, or 0 for the first page")
 	case p.NotificationID != "" && !wire.IsToken(p.NotificationID):
 		return Page{}, invalidArgument("ListParams.NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	case p.Endpoint != "" && !validEndpoint(p.Endpoint):

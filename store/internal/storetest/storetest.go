@@ -169,6 +169,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RepublishedDeliveryRejoinsItsOrderingKey", testRepublishedDeliveryRejoinsItsOrderingKey},
 		{"RepublishStillRefusesWhatTheCallerChanged", testRepublishStillRefusesWhatTheCallerChanged},
 		{"ListAndRedriveAbove32BitIDs", testListAndRedriveAbove32BitIDs},
+		{"ListPagesThroughChanges", testListPagesThroughChanges},
+		{"ListRefusesBadPaging", testListRefusesBadPaging},
 		{"ClaimWithA64BitEndpointCap", testClaimWithA64BitEndpointCap},
 		{"OneEndpointUnderEverySpelling", testOneEndpointUnderEverySpelling},
 		{"AnEndpointStoredUnderAnotherSpellingIsStillNamedByIt", testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt},
