@@ -253,7 +253,7 @@ func (c Config) withDefaults() Config {
 		c.BatchSize = min(c.Concurrency, protocol.MaxClaimBatch)
 	}
 	if c.EndpointConcurrency == 0 {
-		c.EndpointConcurrency = (c.Concurrency + 1) / 2
+		c.EndpointConcurrency = c.Concurrency - c.Concurrency/2 // half, rounded up, without overflow
 	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -168,6 +169,9 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 // delivery of its notification_id was processed: that delivery's record
 // of the notification_id is pruned with the others.
 func (rp *Reporting) Retention() time.Duration {
+	if rp.cfg.RetryHorizon > math.MaxInt64-wire.MaxAttemptTimeout { // the sum would overflow
+		return math.MaxInt64
+	}
 	return max(minReportingRetention, rp.cfg.RetryHorizon+wire.MaxAttemptTimeout)
 }
 

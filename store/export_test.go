@@ -21,3 +21,6 @@ func ClockBound(s *Store) time.Duration {
 	}
 	return s.clock.anchor.Load().rtt / 2
 }
+
+// ConfigOf is the Config s was opened with, its defaults applied.
+func ConfigOf(s *Store) Config { return s.cfg }
