@@ -93,7 +93,11 @@ func (d *dialect) interpret(name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	switch f := d.Interpret(err); f.Kind {
+	f := d.Interpret(err)
+	if f.Err != nil {
+		err = f.Err
+	}
+	switch f.Kind {
 	case engine.Busy:
 		return fmt.Errorf("store: %s: %w: %w", name, errBusy, err)
 	case engine.ReadOnly:

@@ -725,3 +725,27 @@ func TestKeysListsThePayloadKeysInUse(t *testing.T) {
 		t.Fatalf("keys: %q, want k-new: 2 and k-old: 1", out)
 	}
 }
+
+// TestSendURLThatDoesNotParseIsNotQuoted: a -url that does not parse is
+// refused as a usage error without any of it: a password holding a / or a
+// ? (not escaped) ends the URL's authority early, and the parser's error
+// would quote part of it as the port.
+func TestSendURLThatDoesNotParseIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(signature.NewStandardWebhooksSecret()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{
+		"https://user:SECRET/x@r.example/hooks",
+		"https://user:SECRET?x@r.example/hooks",
+		"https://user:SECRET#x@r.example/hooks",
+	} {
+		code, out, errOut := courierRun(t, "send", "-url", target, "-secret-file", secretFile)
+		if strings.Contains(out+errOut, "SECRET") {
+			t.Errorf("send -url %q shows the password", strings.ReplaceAll(target, "SECRET", "[SECRET]")) // not the output: it would show it again
+		} else if code != exitUsage || !strings.Contains(errOut, "-url is not a URL") {
+			t.Errorf("send -url %q: exit %d, stderr %q; want %d, -url is not a URL", strings.ReplaceAll(target, "SECRET", "[SECRET]"), code, errOut, exitUsage)
+		}
+	}
+}

@@ -69,8 +69,18 @@ func must(f fs.FS, err error) fs.FS {
 	return f
 }
 
-// interpret reads PostgreSQL's SQLSTATE codes.
+// errConnString stands for pgx's error about a connection string it
+// cannot parse: pgx quotes the string, hiding its password only as far as
+// it can tell where the password ends (not when it holds an @, say).
+var errConnString = errors.New("postgres: the pool's connection string cannot be parsed (not shown: it may hold a password)")
+
+// interpret reads PostgreSQL's SQLSTATE codes, and keeps a connection
+// string out of the store's errors.
 func interpret(err error) engine.Failure {
+	var parseErr *pgconn.ParseConfigError
+	if errors.As(err, &parseErr) {
+		return engine.Failure{Kind: engine.Unavailable, Err: errConnString}
+	}
 	var e *pgconn.PgError
 	if !errors.As(err, &e) {
 		return engine.Failure{}

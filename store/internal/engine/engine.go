@@ -93,10 +93,13 @@ const (
 )
 
 // Failure is an interpreted driver error. Constraint names the constraint
-// for Kind Constraint, never a value.
+// for Kind Constraint, never a value. Err, when set, stands in the
+// store's error for the driver's, which must not be shown: it quotes the
+// connection string, say, and with it a password.
 type Failure struct {
 	Kind       Kind
 	Constraint string
+	Err        error
 }
 
 var registry = struct {
