@@ -32,14 +32,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // Stop's context cancels ctx; ctx stays the caller's
-	// The Store's Close cancels ctx too; the watch ends with the claim.
-	go func() {
-		select {
-		case <-w.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer context.AfterFunc(w.life, cancel)()    //nolint:contextcheck // so does the Store's Close
 	batch, err := w.tracedClaim(ctx, limit)
 	if err != nil && w.storeClosed() && !errors.Is(err, protocol.ErrClosed) {
 		return nil, fmt.Errorf("%w: %w", errClosedClaim, err)

@@ -366,6 +366,7 @@ type Worker struct {
 	// closed is closed once the Store is: no claim can succeed, and no
 	// outcome be recorded, so no request is sent any more.
 	closed <-chan struct{}
+	life   context.Context // done once the Store is closed: it cuts a claim short (see claim)
 	// leftToLeases counts the claimed deliveries a closed Store could not
 	// take back, until a Run or Work that ends reports them.
 	leftToLeases atomic.Int64
@@ -423,7 +424,8 @@ func NewWorker(cfg Config) (*Worker, error) {
 		tracer:   tracer,
 		client:   &http.Client{Transport: cfg.Transport, CheckRedirect: checkRedirect},
 		settler:  &settler{apply: settleSpan(tracer, outbox.Settle)},
-		closed:   outbox.Closed(),
+		closed:   outbox.Closed().Done(),
+		life:     outbox.Closed(),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		freed:    make(chan struct{}, cfg.Concurrency),
 		claiming: make(chan struct{}, 1),

@@ -39,7 +39,7 @@ func (w workerSide) Release(ctx context.Context, leases ...protocol.Lease) (int,
 
 func (w workerSide) Tracer() courier.Tracer { return w.o.s.cfg.Tracer }
 
-func (w workerSide) Closed() <-chan struct{} { return w.o.s.done }
+func (w workerSide) Closed() context.Context { return w.o.s.life }
 
 func (r receiverSide) Tracer() courier.Tracer { return r.in.s.cfg.Tracer }
 

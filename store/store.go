@@ -244,9 +244,10 @@ type Store struct {
 	file          databaseFile // the database's file, where it is one (SQLite): see Check
 	closeMu       sync.Mutex
 	closers       []func() error
-	closed        atomic.Bool   // Close was called: every call fails with errClosed
-	done          chan struct{} // closed by Close, once closed is set
-	listeners     atomic.Int32  // connections of db held in LISTEN by workers' wake-ups
+	closed        atomic.Bool     // Close was called: every call fails with errClosed
+	life          context.Context // done once Close is called, once closed is set
+	end           context.CancelFunc
+	listeners     atomic.Int32 // connections of db held in LISTEN by workers' wake-ups
 	// uncommitted holds, per transaction of inTx's (*sqlx.Tx), the
 	// breaker moves it made (*[]Event), reported once it commits.
 	uncommitted sync.Map
@@ -280,7 +281,8 @@ func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 
 // open is Open with the process's clock, which tests skew.
 func open(ctx context.Context, db *sqlx.DB, cfg Config, local func() time.Time) (*Store, error) {
-	s := &Store{db: db, writer: db, local: local, done: make(chan struct{})}
+	s := &Store{db: db, writer: db, local: local}
+	s.life, s.end = context.WithCancel(context.Background())
 	if engine.Adopted(db) {
 		s.closers = append(s.closers, db.Close)
 	}
@@ -447,8 +449,8 @@ func orOwnTx[T any](ctx context.Context, s *Store, tx DBTX, write func(DBTX) (T,
 // using it first. A worker's Run still going hears of the Close at once,
 // sends nothing more, and returns that error (see client.Worker.Run).
 func (s *Store) Close() error {
-	if !s.closed.Swap(true) && s.done != nil {
-		close(s.done) // the workers waiting for a wake-up or a poll hear of it at once
+	if !s.closed.Swap(true) && s.end != nil {
+		s.end() // the workers waiting for a wake-up, a poll or the database hear of it at once
 	}
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()

@@ -56,10 +56,10 @@ type Outbox interface {
 	// listening. Wake-ups are hints: a worker still polls. The channel is
 	// closed when the engine's listener fails.
 	Listen(ctx context.Context) (<-chan struct{}, func(), error)
-	// Closed is closed once the Store is (store.Store.Close): from then
-	// on every call fails with an error that wraps ErrClosed, and no
+	// Closed is done once the Store is closed (store.Store.Close): from
+	// then on every call fails with an error that wraps ErrClosed, and no
 	// outcome can be recorded, nor a lease given back.
-	Closed() <-chan struct{}
+	Closed() context.Context
 	// Profile resolves a delivery's Ack profile by the name it was
 	// enqueued with, through the store's Config.Profiles: the one place
 	// profiles are registered, for enqueue and workers alike.
