@@ -120,7 +120,9 @@ func (o *Outbox) opened(r outboxRow) Delivery {
 // ListParams filters and pages deliveries for operators. Pages run newest
 // first; pass the last page's NextBefore as Before for the next. A filter
 // no delivery could match (a notification id or endpoint Enqueue would
-// refuse, an unknown status) is CodeInvalidArgument.
+// refuse, an unknown status, a Since not before Until) is
+// CodeInvalidArgument. Times are stored to the microsecond: Since and Until
+// compare with them as they are, a part below the microsecond included.
 type ListParams struct {
 	// NotificationID selects one notification's deliveries, one per
 	// endpoint, read from the identity's index; "" for any.
@@ -158,12 +160,15 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	case p.Status != "" && !slices.Contains(courier.Statuses(), p.Status):
 		return Page{}, invalidArgument("ListParams.Status must be one of courier.Statuses()")
 	}
-	until := int64(math.MaxInt64)
+	since, until := ceilMicros(p.Since), int64(math.MaxInt64)
 	if !p.Until.IsZero() {
-		until = p.Until.UnixMicro()
+		until = ceilMicros(p.Until)
+		if !p.Since.IsZero() && since >= until {
+			return Page{}, invalidArgument("ListParams.Since must be before Until")
+		}
 	}
 	args := map[string]any{
-		"status": string(p.Status), "endpoint": p.Endpoint, "since": micros(p.Since), "until": until,
+		"status": string(p.Status), "endpoint": p.Endpoint, "since": since, "until": until,
 		"before_id": p.Before, "limit": p.Limit + 1,
 	}
 	name := "outbox_list"

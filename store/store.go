@@ -645,6 +645,16 @@ func micros(t time.Time) int64 {
 	return t.UnixMicro()
 }
 
+// ceilMicros is micros rounded up to the next microsecond when t has a
+// part below one: the least stored time not before t.
+func ceilMicros(t time.Time) int64 {
+	us := micros(t)
+	if !t.IsZero() && t.Nanosecond()%1000 != 0 {
+		us++ // micros rounds down: a time's nanoseconds are never negative
+	}
+	return us
+}
+
 // fromMicros converts a stored time back; zero stays the zero time.
 func fromMicros(us int64) time.Time {
 	if us == 0 {

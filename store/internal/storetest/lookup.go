@@ -148,3 +148,37 @@ func testListShowsWhatGetShows(t *testing.T, open OpenFunc) {
 		t.Fatalf("k2 is held %q with key %q (%v), want held by key k", k2.Held, k2.OrderingKey, err)
 	}
 }
+
+// testListTimeBoundsAreExact: Since and Until compare with the stored
+// microseconds as they are, a part below the microsecond included, and a
+// window no time is in is refused rather than answered with an empty page.
+func testListTimeBoundsAreExact(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	id := b.enqueue(t, delivery("n-1")).ID
+	at := b.get(t, id).UpdatedAt
+	for _, c := range []struct {
+		name  string
+		p     store.ListParams
+		found bool
+	}{
+		{"Since at its time", store.ListParams{Since: at}, true},
+		{"Since half a microsecond after", store.ListParams{Since: at.Add(500 * time.Nanosecond)}, false},
+		{"Until at its time", store.ListParams{Until: at}, false},
+		{"Until half a microsecond after", store.ListParams{Until: at.Add(500 * time.Nanosecond)}, true},
+		{"Since and Until around it", store.ListParams{Since: at, Until: at.Add(time.Nanosecond)}, true},
+	} {
+		page, err := b.store.Outbox.List(b.ctx, c.p)
+		if err != nil || (len(page.Deliveries) == 1) != c.found {
+			t.Errorf("%s: List = %d deliveries, %v; want found %v", c.name, len(page.Deliveries), err, c.found)
+		}
+	}
+	for _, p := range []store.ListParams{
+		{Since: at, Until: at},
+		{Since: at.Add(time.Second), Until: at},
+		{Since: at.Add(time.Nanosecond), Until: at.Add(999 * time.Nanosecond)}, // no microsecond between them
+	} {
+		if _, err := b.store.Outbox.List(b.ctx, p); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("List(Since %v, Until %v) = %v, want invalid_argument", p.Since, p.Until, err)
+		}
+	}
+}

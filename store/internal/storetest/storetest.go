@@ -133,6 +133,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},
 		{"ListShowsWhatGetShows", testListShowsWhatGetShows},
+		{"ListTimeBoundsAreExact", testListTimeBoundsAreExact},
 		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
 		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
 		{"ClaimRefusesAnOwnerOutsideTheFormat", testClaimRefusesAnOwnerOutsideTheFormat},
