@@ -251,7 +251,7 @@ func (o *Outbox) cancel(ctx context.Context, tx *sqlx.Tx, id int64) error {
 // quarantined ones whose payload could not be opened (see Redrive).
 type RedriveParams struct {
 	ID       int64  // one delivery; 0 for all that match Endpoint
-	Endpoint string // "" for every endpoint; otherwise as EnqueueParams.Endpoint
+	Endpoint string // "" for every endpoint; otherwise as EnqueueParams.Endpoint (see Endpoints for other spellings)
 }
 
 // Redrivable reports whether d is in a state Redrive takes: failed, or
@@ -298,10 +298,31 @@ func (d Delivery) Redrivable() bool {
 // a command whose effect must not happen twice once that window has
 // passed.)
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
-	p.Endpoint = normalEndpoint(p.Endpoint)
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
+	// The endpoint's normalized form, then the spelling given: a database
+	// written before endpoints were normalized may hold failed deliveries
+	// under it, and operators' tools name the endpoint by what is stored.
+	spelled := []string{normalEndpoint(p.Endpoint)}
+	if p.Endpoint != spelled[0] {
+		spelled = append(spelled, p.Endpoint)
+	}
+	total := 0
+	for _, endpoint := range spelled {
+		p.Endpoint = endpoint
+		n, err := o.redrive(ctx, p)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// redrive is Redrive of the deliveries stored under p.Endpoint as it is
+// spelled, in a transaction.
+func (o *Outbox) redrive(ctx context.Context, p RedriveParams) (int, error) {
 	var n int
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
@@ -343,10 +364,13 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 		}
 		return o.advance(ctx, tx, now, left)
 	})
-	if err == nil && n > 0 {
+	if err != nil {
+		return 0, err // rolled back: nothing moved
+	}
+	if n > 0 {
 		o.s.wake(ctx)
 	}
-	return n, err
+	return n, nil
 }
 
 // redriveKeys takes the rows of the ordering keys of the deliveries

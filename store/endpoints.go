@@ -116,8 +116,9 @@ type EndpointHealth struct {
 // stores and reports that form. A database written before endpoints were
 // normalized may hold deliveries, a breaker record or limits under another
 // spelling: Get, Enable, Disable and SetLimits given that spelling act on
-// what is stored under it too (Get shows it), List shows it apart until
-// its deliveries are done, and a delivery enqueued or published under it
+// what is stored under it too (Get shows it), and so does Outbox.Redrive
+// (it moves the failed deliveries stored under it), List shows it apart
+// until its deliveries are done, and a delivery enqueued or published under it
 // is stored under it while that delivery's earlier enqueue, its ordering
 // key's row, a breaker record or limits are, so that it is found rather
 // than written twice, waits behind its key's earlier deliveries and keeps

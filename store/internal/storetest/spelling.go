@@ -1,12 +1,14 @@
 package storetest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store"
 )
 
@@ -216,5 +218,43 @@ func testAKeyStoredUnderAnotherSpellingKeepsItsOrder(t *testing.T, open OpenFunc
 	// old spelling: a new delivery is normalized.
 	if e := b.enqueue(t, at(spelledUpper, "later")); b.get(t, e.ID).Endpoint != spelledNormal {
 		t.Fatalf("later stored under %q, want %q", b.get(t, e.ID).Endpoint, spelledNormal)
+	}
+}
+
+// testARedriveOfAnEndpointTakesItsStoredSpelling: a database written
+// before endpoints were normalized holds failed deliveries under a
+// spelling that is not normalized, which operators' tools name it by (its
+// ref is that spelling's). Redrive given that spelling moves them, with
+// those under the normalized form, and counts each once; given the
+// normalized form it moves only those stored under it. It moved none of
+// the first: it looked under the normalized form alone, and reported 0.
+func testARedriveOfAnEndpointTakesItsStoredSpelling(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	old := b.enqueue(t, at(spelledNormal, "old"))
+	fresh := b.enqueue(t, at(spelledNormal, "fresh"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(`UPDATE courier_outbox SET status = 'failed', last_error_code = 'receiver_unavailable', attempts = 1`)); err != nil {
+		t.Fatal(err)
+	}
+	// As an older courier stored it: under the spelling it was given.
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET endpoint = ? WHERE id = ?"), spelledUpper, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{Endpoint: spelledNormal}); err != nil || n != 1 {
+		t.Fatalf("Redrive(%q) = %d, %v; want 1: the delivery stored under it", spelledNormal, n, err)
+	}
+	if d := b.get(t, old.ID); d.Status != courier.StatusFailed {
+		t.Fatalf("the delivery under %q is %s after a Redrive of %q, want failed", spelledUpper, d.Status, spelledNormal)
+	}
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(`UPDATE courier_outbox SET status = 'failed', last_error_code = 'receiver_unavailable' WHERE id = ?`), fresh.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{Endpoint: spelledUpper}); err != nil || n != 2 {
+		t.Fatalf("Redrive(%q) = %d, %v; want 2: the delivery stored under it and the one under %q", spelledUpper, n, err, spelledNormal)
+	}
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: old.ID, Endpoint: spelledUpper}); err != nil || n != 0 {
+		t.Fatalf("Redrive of %d again = %d, %v; want 0", old.ID, n, err)
+	}
+	if got := slices.Sorted(slices.Values(ids(b.claim(t, "w", 10, time.Minute)))); !slices.Equal(got, []string{"fresh", "old"}) {
+		t.Fatalf("claimed %v, want old and fresh", got)
 	}
 }

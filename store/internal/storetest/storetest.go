@@ -176,6 +176,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"OneEndpointUnderEverySpelling", testOneEndpointUnderEverySpelling},
 		{"AnEndpointStoredUnderAnotherSpellingIsStillNamedByIt", testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt},
 		{"AKeyStoredUnderAnotherSpellingKeepsItsOrder", testAKeyStoredUnderAnotherSpellingKeepsItsOrder},
+		{"ARedriveOfAnEndpointTakesItsStoredSpelling", testARedriveOfAnEndpointTakesItsStoredSpelling},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -542,8 +542,10 @@ WHERE status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_c
     -- so Redrive holds its key: one of another key that failed since waits
     -- for the next Redrive. Its key taken after its row, Redrive would wait
     -- for a Cancel of it, which holds the key and waits for the row.
-    AND (ordering_key IS NULL OR EXISTS (SELECT 1 FROM (SELECT value ->> 'endpoint' AS endpoint, value ->> 'ordering_key' AS ordering_key FROM json_each(:keys)) AS rk
-        WHERE rk.endpoint = courier_outbox.endpoint AND rk.ordering_key = courier_outbox.ordering_key))
+    -- SQLite: an IN of row values, not a correlated EXISTS: the list is
+    -- read once, into an index, rather than again for every row, which
+    -- made a redrive quadratic in the deliveries it moves.
+    AND (ordering_key IS NULL OR (endpoint, ordering_key) IN (SELECT value ->> 'endpoint', value ->> 'ordering_key' FROM json_each(:keys)))
 RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
