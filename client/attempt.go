@@ -234,10 +234,15 @@ func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
 }
 
 // judge turns the policy's verdict on an unacknowledged attempt into its
-// outcome: a retry waits as Backoff says, honouring Retry-After.
+// outcome: a retry waits as Backoff says, honouring Retry-After. A
+// redirect's Location is judged before any of the answer's body is read:
+// a body the receiver holds back would otherwise spend the time its
+// lookup needs.
 func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Response, err error) protocol.Outcome {
 	var remote courier.Code
+	var forbidden bool
 	if resp != nil {
+		forbidden = resp.StatusCode >= 300 && resp.StatusCode < 400 && w.redirectForbidden(ctx, resp)
 		remote = remoteCode(resp)
 	}
 	v := w.cfg.Classify(resp, err)
@@ -251,7 +256,7 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code, RemoteCode: remote}
 	if resp != nil {
 		oc.HTTPStatus = resp.StatusCode
-		if resp.StatusCode >= 300 && resp.StatusCode < 400 && w.redirectForbidden(ctx, resp) {
+		if forbidden {
 			oc.Code = courier.CodeDestinationForbidden
 		}
 	}

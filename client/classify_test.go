@@ -141,6 +141,44 @@ func TestRedirectLookupEndsWithinTheAttempt(t *testing.T) {
 	}
 }
 
+// TestAHeldRefusalBodyDoesNotHideAnInwardRedirect: a receiver answers 302
+// to a name that resolves inward, with a problem+json body it never
+// finishes. The worker read that body for its code until the attempt's
+// Timeout ran out, and only then looked the Location up, with no time
+// left: the lookup failed and the redirect was recorded a plain
+// redirect_refused, the guard's refusal unseen. The Location is judged
+// first, while the attempt has time for its lookup.
+func TestAHeldRefusalBodyDoesNotHideAnInwardRedirect(t *testing.T) {
+	t.Parallel()
+	var target string
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", target)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusFound)
+		w.Write([]byte(`{"code":`))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the rest never comes: held until the worker hangs up
+	}, nil)
+	guard := loopbackGuard(t, b.server.URL)
+	guard.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err // as a resolver does once its context has ended
+		}
+		return []netip.Addr{netip.MustParseAddr("10.0.0.1")}, nil
+	}
+	target = "http://inward.example:" + strconv.Itoa(int(guard.AllowPorts[0])) + "/metadata"
+	b.worker, _ = client.NewWorker(client.Config{Store: b.store, Signer: signerFor(t, b), Transport: guard.Transport(),
+		Timeout: 200 * time.Millisecond, Hook: func(e client.Event) { b.events <- e }})
+	id := b.enqueue(t, "n-1", `{}`)
+	if e := b.work(t); e.Code != courier.CodeDestinationForbidden || e.HTTPStatus != http.StatusFound {
+		t.Errorf("event %s (HTTP %d), want destination_forbidden (HTTP 302)", e.Code, e.HTTPStatus)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeDestinationForbidden || d.LastStatus != http.StatusFound {
+		t.Fatalf("%s/%s (HTTP %d), want failed/destination_forbidden after a 302 inward", d.Status, d.LastErrorCode, d.LastStatus)
+	}
+}
+
 // TestSignerRefusingTheURLFailsAtOnce: a worker whose Guard allows plain
 // http to a private network (AllowHTTP) and whose Signer is RFC 9421,
 // which signs no non-loopback http URL: no retry changes that, so the

@@ -72,6 +72,11 @@ const (
 	guardMaxIdleConns          = 256
 	guardMaxIdleConnsPerHost   = 64
 	guardMaxResponseHeaderSize = 64 << 10
+	// An HTTP/2 connection that has read nothing for guardHTTP2PingIdle
+	// is pinged, and closed unless the ping is answered within
+	// guardHTTP2PingTimeout.
+	guardHTTP2PingIdle    = 10 * time.Second
+	guardHTTP2PingTimeout = 5 * time.Second
 )
 
 // destinationForbidden returns the refusal error. msg is one of this file's
@@ -154,7 +159,14 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // Worker's client follows none: a 3xx fails the attempt with
 // redirect_refused). The transport allows HTTP/2 over https, requires TLS 1.2
 // or later, bounds dialing, the TLS handshake and the size of response
-// headers, and keeps up to 64 idle connections per host. A dial, lookup
+// headers, and keeps up to 64 idle connections per host. An HTTP/2
+// connection that has read nothing for 10s is pinged, and closed if the
+// ping is not answered within 5s: over HTTP/2 every request to a host
+// shares one connection, and a request cut short by its timeout resets
+// its stream, not the connection, so a receiver gone silent on it (a hung
+// process whose kernel still acknowledges, or the one backend of many a
+// load balancer pinned it to) would otherwise take every later attempt to
+// that host, where a new connection would be answered. A dial, lookup
 // included, ends within its own timeout (10s), shared among a family's
 // addresses as net.Dialer shares its Timeout, even when the request that
 // began it has ended (the transport dials on, for a later request). The
@@ -186,6 +198,7 @@ func (g Guard) Transport() http.RoundTripper {
 			MaxIdleConns:           guardMaxIdleConns,
 			MaxIdleConnsPerHost:    guardMaxIdleConnsPerHost,
 			MaxResponseHeaderBytes: guardMaxResponseHeaderSize,
+			HTTP2:                  &http.HTTP2Config{SendPingTimeout: guardHTTP2PingIdle, PingTimeout: guardHTTP2PingTimeout},
 		},
 	}
 }

@@ -126,9 +126,12 @@ func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt 
 		}
 		d := base
 		for i := 1; i < attempt && d < limit; i++ {
+			if d > limit/2 { // doubled, it would pass limit, or wrap negative
+				d = limit
+				break
+			}
 			d *= 2
 		}
-		d = min(d, limit)
 		if jitter > 0 {
 			d -= time.Duration(rand.Float64() * jitter * float64(d))
 		}

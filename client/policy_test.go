@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -35,6 +36,28 @@ func TestExponentialBackoff(t *testing.T) {
 	for range 200 {
 		if d := j(3, 0); d > 4*time.Second || d < 2*time.Second {
 			t.Fatalf("jittered delay %v outside [2s, 4s]", d)
+		}
+	}
+}
+
+// TestExponentialBackoffNeverWrapsToNone: a limit beyond half the largest
+// duration (math.MaxInt64, for "no cap") is reached, not overflowed: the
+// delay doubled past it wrapped negative and was taken as none, a retry at
+// once, from the 35th attempt of a one-second base on.
+func TestExponentialBackoffNeverWrapsToNone(t *testing.T) {
+	t.Parallel()
+	for _, base := range []time.Duration{time.Nanosecond, time.Second, 3 * time.Second} {
+		b := client.ExponentialBackoff(base, math.MaxInt64, 0)
+		prev := time.Duration(0)
+		for attempt := 1; attempt <= 1000; attempt++ {
+			d := b(attempt, 0)
+			if d < prev {
+				t.Fatalf("base %v: attempt %d waits %v, less than attempt %d's %v", base, attempt, d, attempt-1, prev)
+			}
+			prev = d
+		}
+		if prev != math.MaxInt64 {
+			t.Errorf("base %v: attempt 1000 waits %v, want the limit %v", base, prev, time.Duration(math.MaxInt64))
 		}
 	}
 }
