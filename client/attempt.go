@@ -263,7 +263,7 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 	if v.Retry {
 		var after time.Duration
 		if resp != nil {
-			after = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+			after = retryAfter(resp.Header.Get("Retry-After"), w.cfg.Now)
 		}
 		oc.Result, oc.RetryDelay = protocol.Retry, w.backoff(c.Attempt, after)
 	}

@@ -145,8 +145,8 @@ const maxRetryAfter = 1 << 30
 
 // retryAfter parses a Retry-After header: delay-seconds (digits only, RFC
 // 9110: no sign; a number too large for int64 is taken as the largest) or
-// an HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
+// an HTTP date, read on clock (the worker's Config.Now).
+func retryAfter(v string, clock func() time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
@@ -157,8 +157,10 @@ func retryAfter(v string, now time.Time) time.Duration {
 		}
 		return time.Duration(min(s, maxRetryAfter)) * time.Second
 	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+	if t, err := http.ParseTime(v); err == nil {
+		if now := clock(); t.After(now) {
+			return t.Sub(now)
+		}
 	}
 	return 0
 }

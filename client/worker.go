@@ -195,8 +195,9 @@ type Config struct {
 	// Store, the claimed deliveries it could not give back, Info for stopping and wake-ups back. Defaults to
 	// discarding.
 	Logger *slog.Logger
-	// Now is the worker's clock: it signs attempts and measures how much
-	// of each lease and of each delivery's retry horizon is left. Defaults
+	// Now is the worker's clock: it signs attempts, measures how much of
+	// each lease and of each delivery's retry horizon is left, and reads a
+	// receiver's Retry-After given as a date. Defaults
 	// to time.Now. A clock of your own should keep time.Now's monotonic
 	// reading (t.UTC() and t.Round(0) drop it): leases are measured as
 	// time elapsed, and on the wall clock alone a step backward would

@@ -242,6 +242,22 @@ func TestWorkerClassifiesResponses(t *testing.T) {
 	}
 }
 
+// TestRetryAfterDateIsReadOnTheWorkersClock: a Retry-After date is read
+// on the worker's clock (Config.Now), here one standing days before the
+// machine's, on which the date is long past.
+func TestRetryAfterDateIsReadOnTheWorkersClock(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New()
+	b := setupWorker(t, statusHandler(429, clock.Now().Add(20*time.Second).Format(http.TimeFormat)),
+		func(c *client.Config) { c.Now = clock.Now })
+	id := b.enqueue(t, "n-1", `{"n":1}`)
+	b.work(t)
+	d := b.get(t, id)
+	if got := d.NextAttemptAt.Sub(b.clock.Now()); d.Status != courier.StatusRetryWait || got != 20*time.Second {
+		t.Fatalf("got %s/%s, retry in %v; want retry_wait in 20s", d.Status, d.LastErrorCode, got)
+	}
+}
+
 func statusHandler(status int, retryAfter string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if retryAfter != "" {
