@@ -147,6 +147,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	if p.Limit == 0 {
 		p.Limit = 100
 	}
+	spelled := p.Endpoint // what is stored under it too, see Endpoints
 	p.Endpoint = normalEndpoint(p.Endpoint)
 	switch {
 	case p.Limit < 1 || p.Limit > 1000:
@@ -168,7 +169,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		}
 	}
 	args := map[string]any{
-		"status": string(p.Status), "endpoint": p.Endpoint, "since": since, "until": until,
+		"status": string(p.Status), "endpoint": p.Endpoint, "endpoint_spelled": spelled, "since": since, "until": until,
 		"before_id": p.Before, "limit": p.Limit + 1,
 	}
 	name := "outbox_list"

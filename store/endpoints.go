@@ -115,14 +115,15 @@ type EndpointHealth struct {
 // in the Outbox, Subscriptions and Contracts, takes any spelling of it and
 // stores and reports that form. A database written before endpoints were
 // normalized may hold deliveries, a breaker record or limits under another
-// spelling: Get, Enable, Disable and SetLimits given that spelling act on
-// what is stored under it too (Get shows it), and so does Outbox.Redrive
-// (it moves the failed deliveries stored under it), List shows it apart
-// until its deliveries are done, and a delivery enqueued or published under it
-// is stored under it while that delivery's earlier enqueue, its ordering
-// key's row, a breaker record or limits are, so that it is found rather
-// than written twice, waits behind its key's earlier deliveries and keeps
-// to the limits set for that spelling.
+// spelling. Given that spelling, Get, Enable, Disable, SetLimits and
+// BlockedKeys act on what is stored under it too (Get shows it), as do
+// Outbox.List (it lists the deliveries stored under it) and Outbox.Redrive
+// (it moves them); List shows it apart until its deliveries are done; and a
+// delivery enqueued or published under it is stored under it while that
+// delivery's earlier enqueue, its ordering key's row, a breaker record or
+// limits are, so that it is found rather than written twice, waits behind
+// its key's earlier deliveries and keeps to the limits set for that
+// spelling.
 type Endpoints struct{ s *Store }
 
 // Get returns an endpoint's health, limits and load; an endpoint never

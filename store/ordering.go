@@ -289,6 +289,7 @@ type BlockedKey struct {
 // ("" for every endpoint; otherwise an absolute http or https URL), at
 // most limit (1..1000), by endpoint and key.
 func (e *Endpoints) BlockedKeys(ctx context.Context, endpoint string, limit int) ([]BlockedKey, error) {
+	spelled := endpoint // what is stored under it too, see Endpoints
 	endpoint = normalEndpoint(endpoint)
 	switch {
 	case limit < 1 || limit > 1000:
@@ -302,7 +303,7 @@ func (e *Endpoints) BlockedKeys(ctx context.Context, endpoint string, limit int)
 		HeadID      int64  `db:"head_id"`
 		BlockedAt   int64  `db:"blocked_at"`
 	}
-	if err := e.s.selectRows(ctx, e.s.db, "ordering_key_blocked", map[string]any{"endpoint": endpoint, "limit": limit}, &rows); err != nil {
+	if err := e.s.selectRows(ctx, e.s.db, "ordering_key_blocked", map[string]any{"endpoint": endpoint, "endpoint_spelled": spelled, "limit": limit}, &rows); err != nil {
 		return nil, err
 	}
 	out := make([]BlockedKey, len(rows))

@@ -258,3 +258,56 @@ func testARedriveOfAnEndpointTakesItsStoredSpelling(t *testing.T, open OpenFunc)
 		t.Fatalf("claimed %v, want old and fresh", got)
 	}
 }
+
+// testListAndBlockedKeysTakeAStoredSpelling: Outbox.List and
+// Endpoints.BlockedKeys given an endpoint's spelling show what is stored
+// under it, beside what is under its normalized form, as operators' tools
+// name an endpoint by what is stored. Before, both looked under the
+// normalized form alone: the admin page's link to an endpoint stored
+// under an older spelling listed nothing.
+func testListAndBlockedKeysTakeAStoredSpelling(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	oldParams := at(spelledNormal, "old")
+	oldParams.OrderingKey = "k"
+	old := b.enqueue(t, oldParams)
+	b.enqueue(t, at(spelledNormal, "fresh"))
+	// As an older courier stored them: under the spelling it was given,
+	// the key's head failed and holding it.
+	for _, q := range []string{
+		"UPDATE courier_outbox SET endpoint = ?, status = 'failed', last_error_code = 'receiver_rejected' WHERE id = ?",
+		"UPDATE courier_ordering_keys SET endpoint = ?, blocked_at = 1 WHERE head_id = ?",
+	} {
+		if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(q), spelledUpper, old.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := func(p store.ListParams) []string {
+		t.Helper()
+		page, err := b.store.Outbox.List(b.ctx, p)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", p, err)
+		}
+		var got []string
+		for _, d := range page.Deliveries {
+			got = append(got, d.NotificationID)
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := listed(store.ListParams{Endpoint: spelledUpper}); !slices.Equal(got, []string{"fresh", "old"}) {
+		t.Errorf("List of %q = %v, want old (stored under it) and fresh", spelledUpper, got)
+	}
+	if got := listed(store.ListParams{Endpoint: spelledNormal}); !slices.Equal(got, []string{"fresh"}) {
+		t.Errorf("List of %q = %v, want fresh alone", spelledNormal, got)
+	}
+	if got := listed(store.ListParams{Endpoint: spelledUpper, NotificationID: "old"}); !slices.Equal(got, []string{"old"}) {
+		t.Errorf("List of old under %q = %v, want old", spelledUpper, got)
+	}
+	keys, err := b.store.Endpoints.BlockedKeys(b.ctx, spelledUpper, 10)
+	if err != nil || len(keys) != 1 || keys[0].Head != old.ID || keys[0].Endpoint != spelledUpper {
+		t.Errorf("BlockedKeys(%q) = %+v, %v; want the key old heads, under its spelling", spelledUpper, keys, err)
+	}
+	if keys, err := b.store.Endpoints.BlockedKeys(b.ctx, spelledNormal, 10); err != nil || len(keys) != 0 {
+		t.Errorf("BlockedKeys(%q) = %+v, %v; want none", spelledNormal, keys, err)
+	}
+}

@@ -177,6 +177,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AnEndpointStoredUnderAnotherSpellingIsStillNamedByIt", testAnEndpointStoredUnderAnotherSpellingIsStillNamedByIt},
 		{"AKeyStoredUnderAnotherSpellingKeepsItsOrder", testAKeyStoredUnderAnotherSpellingKeepsItsOrder},
 		{"ARedriveOfAnEndpointTakesItsStoredSpelling", testARedriveOfAnEndpointTakesItsStoredSpelling},
+		{"ListAndBlockedKeysTakeAStoredSpelling", testListAndBlockedKeysTakeAStoredSpelling},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -112,7 +112,7 @@ DELETE FROM courier_ordering_keys WHERE endpoint = :endpoint AND ordering_key = 
 -- The keys a failed head holds, by endpoint, from their partial index.
 SELECT k.endpoint, k.ordering_key, k.head_id, k.blocked_at
 FROM courier_ordering_keys AS k
-WHERE k.blocked_at IS NOT NULL AND (:endpoint = '' OR k.endpoint = :endpoint)
+WHERE k.blocked_at IS NOT NULL AND (:endpoint = '' OR k.endpoint IN (:endpoint, :endpoint_spelled))
 -- COLLATE "C": byte order, as on SQLite, whatever the database's collation.
 ORDER BY k.endpoint COLLATE "C", k.ordering_key COLLATE "C"
 LIMIT :limit;

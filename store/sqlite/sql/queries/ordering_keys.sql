@@ -82,6 +82,6 @@ DELETE FROM courier_ordering_keys WHERE endpoint = :endpoint AND ordering_key = 
 -- The keys a failed head holds, by endpoint, from their partial index.
 SELECT k.endpoint, k.ordering_key, k.head_id, k.blocked_at
 FROM courier_ordering_keys AS k
-WHERE k.blocked_at IS NOT NULL AND (:endpoint = '' OR k.endpoint = :endpoint)
+WHERE k.blocked_at IS NOT NULL AND (:endpoint = '' OR k.endpoint IN (:endpoint, :endpoint_spelled))
 ORDER BY k.endpoint, k.ordering_key
 LIMIT :limit;

@@ -554,7 +554,7 @@ SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, k
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
-WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
     AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
 ORDER BY id DESC
 LIMIT :limit;
@@ -651,7 +651,7 @@ SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, k
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
 WHERE notification_id = :notification_id
-    AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint = :endpoint)
+    AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
     AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
 ORDER BY id DESC
 LIMIT :limit;
