@@ -387,10 +387,12 @@ func (r *claimRun) take(ctx context.Context) error {
 
 // parkedEndpoint is an endpoint with parked deliveries, and its room.
 type parkedEndpoint struct {
-	Endpoint string `db:"endpoint"`
-	Room     int    `db:"room"`
-	Limited  bool   `db:"limited"`   // it has limits (courier_endpoint_limits)
-	FirstDue int64  `db:"first_due"` // its first parked delivery's due time
+	Endpoint      string        `db:"endpoint"`
+	Room          int           `db:"room"`
+	Limited       bool          `db:"limited"`        // it has limits (courier_endpoint_limits)
+	FirstDue      int64         `db:"first_due"`      // its first parked delivery's due time
+	FirstPriority int64         `db:"first_priority"` // its first parked delivery's priority
+	LowestDue     sql.NullInt64 `db:"lowest_due"`     // the lowest priority waiting in the due index, any endpoint's
 }
 
 // parkedArgs are outbox_parked's arguments.
@@ -400,10 +402,14 @@ func (r *claimRun) parkedArgs() map[string]any {
 
 // unpark gives the endpoints with parked deliveries the room each has
 // now, the one parked longest first: being the oldest due, they come
-// before the due index's. An endpoint without limits is leased its parked
-// deliveries at once (outbox_claim_parked); one with limits has them put back in
-// the due index for the claim statements, which take its limits row
-// (PostgreSQL) and its tokens. It reports whether it put any back.
+// before the due index's of their priority. An endpoint without limits is
+// leased its parked deliveries at once (outbox_claim_parked), unless a
+// delivery of a lower priority than its first parked one waits in the due
+// index (a removal enqueued behind parked changes): that one comes first
+// in claim order, so the endpoint's parked deliveries are put back in the
+// due index, as those of an endpoint with limits are, for the claim
+// statements, which lease in claim order (and take its limits row on
+// PostgreSQL, and its tokens). It reports whether it put any back.
 func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 	var eps []parkedEndpoint
 	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", r.parkedArgs(), &eps); err != nil {
@@ -411,6 +417,10 @@ func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 	}
 	slices.SortFunc(eps, func(a, b parkedEndpoint) int { return cmp.Compare(a.FirstDue, b.FirstDue) })
 	back := false
+	var lowest sql.NullInt64 // in the due index, as the endpoints' own unparked join it
+	if len(eps) > 0 {
+		lowest = eps[0].LowestDue
+	}
 	for _, e := range eps {
 		n := min(e.Room, r.room())
 		switch {
@@ -418,15 +428,19 @@ func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 			continue
 		case n <= 0:
 			return back, nil
-		case e.Limited:
-			if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-				return false, err
-			}
-			back = true
-		default:
+		}
+		if overtaken := lowest.Valid && lowest.Int64 < e.FirstPriority; !e.Limited && !overtaken {
 			if _, _, _, err := r.run(ctx, "outbox_claim_parked", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
 				return false, err
 			}
+			continue
+		}
+		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
+			return false, err
+		}
+		back = true
+		if !lowest.Valid || e.FirstPriority < lowest.Int64 {
+			lowest = sql.NullInt64{Int64: e.FirstPriority, Valid: true}
 		}
 	}
 	return back, nil

@@ -321,6 +321,7 @@ func testCommands(t *testing.T, open OpenFunc) {
 		"Priority": testCommandPriority, "Idempotent": testCommandIdempotent, "ContractPinning": testContractPinning,
 		"ValidatedWhole": testCommandValidatedWhole, "HealthCountsOperations": testHealthCountsOperations,
 		"ContractsList": testContractsList, "BudgetWithinTheSources": testCommandBudgetWithinTheSources,
+		"RemovalGoesBeforeParkedChanges": testRemovalGoesBeforeParkedChanges,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -372,5 +373,58 @@ func testCommandBudgetWithinTheSources(t *testing.T, open OpenFunc) {
 	e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: payload, MaxAttempts: 3})
 	if d := b.get(t, e.ID); d.MaxAttempts != 3 {
 		t.Fatalf("MaxAttempts equal to the source's budget: delivery budget %d, want 3", d.MaxAttempts)
+	}
+}
+
+// testRemovalGoesBeforeParkedChanges: a removal enqueued while changes of
+// its endpoint wait parked (the endpoint at its limits, or the worker at
+// its share of it) is claimed before them, as it is before due ones.
+// A claim leases an endpoint's parked deliveries before its due ones, so
+// a removal left in the due index waited behind every parked change.
+func testRemovalGoesBeforeParkedChanges(t *testing.T, open OpenFunc) {
+	for _, tt := range []struct {
+		name   string
+		limits store.Limits
+		cap    int
+	}{
+		{"worker share", store.Limits{}, 1},
+		{"endpoint limit", store.Limits{MaxInFlight: 1}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t, open, store.Config{})
+			if tt.limits != (store.Limits{}) {
+				if err := b.store.Endpoints.SetLimits(b.ctx, sourceEndpoint, tt.limits); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range []string{"c1", "c2", "c3"} {
+				b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", id, digestA, 5, `{}`)})
+				b.clock.Advance(time.Second)
+			}
+			got := b.claimCapped(t, "w", 10, tt.cap)
+			if len(got) != 1 {
+				t.Fatalf("claimed %v, want one (the others parked)", ids(got))
+			}
+			b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "tombstone", "t1", digestA, 5, `null`)})
+			var order []string
+			for lease := got[0].Lease; ; {
+				if err := b.complete(lease, "ack"); err != nil {
+					t.Fatal(err)
+				}
+				next := b.claimCapped(t, "w", 10, tt.cap)
+				if len(next) == 0 {
+					break
+				}
+				if len(next) != 1 {
+					t.Fatalf("claimed %v, want one", ids(next))
+				}
+				order = append(order, next[0].NotificationID)
+				lease = next[0].Lease
+			}
+			want := "tombstone:t1 change:c2 change:c3"
+			if got := strings.Join(order, " "); got != want {
+				t.Fatalf("claim order after the first change = %s, want %s", got, want)
+			}
+		})
 	}
 }
