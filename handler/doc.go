@@ -34,7 +34,7 @@
 // for every handler, so the same failure gets the same answer everywhere:
 //
 //	409 idempotency_collision   its identity was received before with another body; Publish:
-//	                            an event published before with another payload (see Publish)
+//	                            an event published before with another payload or type (see Publish)
 //	503 in_progress             another request is processing it (Retry-After)
 //	422 <its code>              the application refused it for good (see Reject)
 //	500 handler_failed          the application's function failed; the sender retries

@@ -177,9 +177,10 @@ type PublishConfig struct {
 // store.Outbox.Enqueue). An event published again after the tenant's
 // subscriptions changed reaches them as they are now (new ones, new keys,
 // resumed ones; see store.Outbox.Publish). An event_id or
-// notification_id published before with another payload is 409
-// idempotency_collision, nothing enqueued (a subscription whose profile
-// changed since takes the new one: see store.Outbox.Publish).
+// notification_id published before with another payload, or an event_id
+// published before as another event_type, is 409 idempotency_collision,
+// nothing enqueued (a subscription whose profile changed since takes the
+// new payload: see store.Outbox.Publish).
 //
 // The request body is a JSON object, either a fan-out or one delivery:
 //

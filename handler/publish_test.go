@@ -810,3 +810,25 @@ func TestPublishConcurrentRetriesOfOneKeyGetOneAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishAnEventIDAsAnotherTypeIsACollision: an event_id published
+// again as another event_type is another event under a taken identity, 409
+// idempotency_collision with nothing enqueued, as another payload is. It
+// was 202: the subscription to every type had its delivery found as the
+// first type's, and the one to the second type got the event under the
+// first's id.
+func TestPublishAnEventIDAsAnotherTypeIsACollision(t *testing.T) {
+	t.Parallel()
+	s, srv := setupPublish(t)
+	paid := `{"tenant":"acme","event_type":"order.paid","event_id":"evt-1","payload":{"a":1}}`
+	if status, out := publish(t, srv, paid, "", publishToken); status != http.StatusAccepted {
+		t.Fatalf("first publish: %d %s", status, out)
+	}
+	created := `{"tenant":"acme","event_type":"order.created","event_id":"evt-1","payload":{"a":1}}`
+	if status, out := publish(t, srv, created, "", publishToken); status != http.StatusConflict || !strings.Contains(string(out), `"code":"idempotency_collision"`) {
+		t.Fatalf("evt-1 again as order.created: %d %s, want 409 idempotency_collision", status, out)
+	}
+	if outbox, _ := stored(t, s); outbox != 2 {
+		t.Fatalf("the outbox holds %d deliveries, want the first publish's 2", outbox)
+	}
+}

@@ -409,6 +409,14 @@ func (o *Outbox) writeFor(ctx context.Context, tx DBTX, name string, args map[st
 		case err != nil:
 			return Enqueued{}, false, err
 		}
+		if publishedTo(r, sub) {
+			// Found as a publish again finds it (see republished): what
+			// its subscription decided since is not compared.
+			if err := o.samePublished(ctx, tx, r, args, sub); err != nil {
+				return Enqueued{}, false, err
+			}
+			return Enqueued{ID: r.ID, Existed: true}, waitsForKey(r), nil
+		}
 		e, err := o.same(ctx, tx, r, args)
 		return e, err == nil && waitsForKey(r), err
 	}
@@ -791,19 +799,14 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 		return Enqueued{}, false, errMoved // pruned since the insert met it
 	case err != nil:
 		return Enqueued{}, false, err
-	case !r.SubscriptionID.Valid || r.SubscriptionID.Int64 != sub.id:
+	case !publishedTo(r, sub):
 		e, err := o.same(ctx, tx, r, args)
 		return e, false, err
 	}
+	if err := o.samePublished(ctx, tx, r, args, sub); err != nil {
+		return Enqueued{}, false, err
+	}
 	changed := r.SubscriptionFingerprint.String != sub.fingerprint
-	if r.Priority != args["priority"] || nullable(r.OrderingKey.String) != args["ordering_key"] {
-		return Enqueued{}, false, errIdempotencyCollision
-	}
-	if !sub.built || r.Profile == args["profile"] {
-		if err := o.samePayload(ctx, tx, r, args); err != nil {
-			return Enqueued{}, false, err
-		}
-	}
 	args["id"] = r.ID
 	revive := r.Status == courier.StatusSuppressed && r.LastErrorCode.String == string(courier.CodeSubscriptionChanged) && r.Attempts < maxAttempts
 	if revive || changed && unfinished(r.Status) {
@@ -856,6 +859,31 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 		return Enqueued{ID: r.ID}, false, nil
 	}
 	return Enqueued{ID: r.ID, Existed: true}, false, nil
+}
+
+// publishedTo reports whether the stored row r is a delivery published to
+// sub, rather than written by another (Enqueue) or for no subscription.
+func publishedTo(r outboxRow, sub subscriptionRef) bool {
+	return sub.id != 0 && r.SubscriptionID.Valid && r.SubscriptionID.Int64 == sub.id
+}
+
+// samePublished reports, as nil or a collision, whether the stored row r,
+// published to sub, holds what the publish args describes chose: its
+// event type (one published before the outbox recorded event types has
+// none to compare), its priority, its ordering key and its payload, unless
+// Build made the payload for another profile than the row's. What the
+// subscription decides (key, profile) and the Store's budget are not
+// compared: they may have changed since, and a delivery sent again has a
+// budget of its own.
+func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args map[string]any, sub subscriptionRef) error {
+	if r.EventType.Valid && r.EventType.String != sub.eventType ||
+		r.Priority != args["priority"] || nullable(r.OrderingKey.String) != args["ordering_key"] {
+		return errIdempotencyCollision
+	}
+	if !sub.built || r.Profile == args["profile"] {
+		return o.samePayload(ctx, tx, r, args)
+	}
+	return nil
 }
 
 // unfinished reports whether a delivery of status st may still be sent.

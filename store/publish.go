@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -25,7 +26,9 @@ type PublishParams struct {
 	// EventType selects the subscriptions (SubscriptionParams.EventTypes)
 	// and is recorded with each delivery: a subscription whose types no
 	// longer include it by the time the delivery is claimed is not sent
-	// it. 1-256 bytes of UTF-8 without NUL, no white space, not "*".
+	// it. An EventID published again as another type is
+	// CodeIdempotencyCollision. 1-256 bytes of UTF-8 without NUL, no
+	// white space, not "*".
 	EventType string
 	// EventID identifies the event; each delivery's notification id is
 	// EventID + ":" + the subscription id. A token of 1 to
@@ -52,9 +55,10 @@ type PublishParams struct {
 	// for receivers configured to read it.
 	Build func(s Subscription, idempotencyKey string) ([]byte, error)
 	// Priority, Deadline and OrderingKey apply to every delivery (see
-	// EnqueueParams): with an OrderingKey (the entity the event is
-	// about), each subscription's endpoint receives the key's events in
-	// publish order.
+	// EnqueueParams), and are refused outside their bounds whether or
+	// not a subscription matches: with an OrderingKey (the entity the
+	// event is about), each subscription's endpoint receives the key's
+	// events in publish order.
 	Priority    int
 	Deadline    time.Time
 	OrderingKey string
@@ -78,14 +82,15 @@ type Published struct {
 // changed) delivers it to each matching subscription as it is now: one
 // created since gets a new delivery, and so does one whose Endpoint
 // changed (the endpoint is part of a delivery's identity). A delivery
-// that exists is compared with what the caller chose, its payload
-// (Payload, or what Build makes, unless the subscription's Profile
-// changed since), Priority and OrderingKey: another value is
-// CodeIdempotencyCollision, as for Enqueue (and so is a delivery, a
-// succeeded one too, sealed under a key Config.Encryption no longer
-// holds, or holds over other bytes). What the subscription decides is not compared (its KeyID and
-// Profile, Config.MaxAttempts): a change there never makes a publish
-// fail. By the delivery's state:
+// that exists is compared with what the caller chose, its EventType (an
+// event is of one type), its payload (Payload, or what Build makes, unless
+// the subscription's Profile changed since), Priority and OrderingKey:
+// another value is CodeIdempotencyCollision, as for Enqueue (and so is a
+// delivery, a succeeded one too, sealed under a key Config.Encryption no
+// longer holds, or holds over other bytes). What the subscription decides
+// is not compared (its KeyID and Profile, Config.MaxAttempts): a change
+// there never makes a publish fail, after the Deadline too. By the
+// delivery's state:
 //
 //   - unfinished (pending, retrying, or leased by a worker) under the
 //     subscription's settings of before (Subscriptions.Update changed
@@ -133,6 +138,12 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 	case p.OrderingKey != "" && !wire.IsVisible(p.OrderingKey, maxOrderingKey):
 		// refused whether or not a subscription matches, as the others are
 		return nil, invalidArgument("PublishParams.OrderingKey must be 1-256 bytes of visible ASCII, without spaces")
+	case p.Priority < math.MinInt32 || p.Priority > math.MaxInt32:
+		return nil, invalidArgument("PublishParams.Priority must be within -2147483648..2147483647")
+	case !p.Deadline.IsZero() && p.Deadline.UnixMicro()-o.s.now() > MaxHorizon.Microseconds():
+		// One that has passed is judged per delivery: a publish again
+		// finds those written in time (see EnqueueParams.Deadline).
+		return nil, invalidArgument("PublishParams.Deadline must be at most MaxHorizon (30 days) ahead")
 	}
 	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)
 	if err != nil {

@@ -144,7 +144,10 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 // are suppressed rather than sent. So are those whose event type its new
 // EventTypes no longer include, and, while it is paused, every one its
 // claim finds. An Update that changes none of these leaves its
-// deliveries to be sent. Publishing an event again (Outbox.Publish)
+// deliveries to be sent; an endpoint given as another spelling of the
+// same URL (see EnqueueParams.Endpoint) is no change, and one stored
+// under its spelling by a courier that did not normalize endpoints keeps
+// it. Publishing an event again (Outbox.Publish)
 // sends it under the subscription as it is then: its delivery is brought
 // up to date if it is still unsent, sent again if it was suppressed so,
 // and made anew for a new endpoint. Its tenant does not change: p.Tenant
@@ -165,6 +168,13 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 		}
 		if r.Tenant != p.Tenant {
 			return Subscription{}, invalidArgument("Update cannot move a subscription to another Tenant")
+		}
+		if normalEndpoint(r.Endpoint) == p.Endpoint {
+			// The same endpoint, stored under the spelling it was given
+			// before endpoints were normalized, and fingerprinted with
+			// it: kept, as auth_mode is, so that an Update that does not
+			// change the endpoint does not change the fingerprint.
+			p.Endpoint = r.Endpoint
 		}
 		args := p.args(r.AuthMode, sr.s.now())
 		args["id"] = id

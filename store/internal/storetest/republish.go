@@ -437,3 +437,84 @@ func testRepublishStillRefusesWhatTheCallerChanged(t *testing.T, open OpenFunc) 
 		t.Fatalf("Enqueue of the published identity under the new key = %v, want CodeIdempotencyCollision", err)
 	}
 }
+
+// testRepublishAfterItsDeadlineFindsItsDelivery: an event published with
+// an absolute Deadline, published again once it has passed (a
+// publisher's retry, late), finds the delivery it wrote in time, as
+// Enqueue does (Existed), whatever its subscription decided since: its
+// key rotated, its profile changed (Build then makes other bytes), or the
+// delivery was sent again with a fresh budget. Those were compared as an
+// Enqueue compares them, an idempotency collision, though a publish before
+// the deadline finds such a delivery.
+func testRepublishAfterItsDeadlineFindsItsDelivery(t *testing.T, open OpenFunc) {
+	tests := []struct {
+		name string
+		// since runs after the first publish, before the deadline passes.
+		since func(t *testing.T, r *republishing)
+	}{
+		{"key rotated", func(t *testing.T, r *republishing) { r.update(t, rotateKey) }},
+		{"profile changed", func(t *testing.T, r *republishing) {
+			r.update(t, func(p *store.SubscriptionParams) { p.Profile = ack.ProfileReporting })
+		}},
+		{"sent again", func(t *testing.T, r *republishing) {
+			r.update(t, rotateKey)
+			r.claimSuppressed(t)
+			if again := r.publish(t); len(again) != 1 || again[0].Existed {
+				t.Fatalf("published again: %+v, want the delivery sent again", again)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &republishing{bundle: setup(t, open, store.Config{})}
+			sub, err := r.store.Subscriptions.Create(r.ctx, nil, subscription("acme", "https://a.example/h", "key-1", "*"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.sub = sub
+			r.event = store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Deadline: r.clock.Now().Add(time.Hour),
+				Build: func(s store.Subscription, key string) ([]byte, error) { return builtFor(s, key), nil }}
+			r.first = r.publish(t)[0]
+			tt.since(t, r)
+			before := r.get(t, r.first.ID)
+			r.clock.Advance(2 * time.Hour)
+
+			again, err := r.publishErr(t, r.event)
+			if err != nil || len(again) != 1 || again[0].ID != r.first.ID || !again[0].Existed {
+				t.Fatalf("published again after its deadline: %+v, %v; want delivery %d found, Existed", again, err, r.first.ID)
+			}
+			if d := r.get(t, r.first.ID); d.Status != before.Status || d.KeyID != before.KeyID || d.Profile != before.Profile || !d.UpdatedAt.Equal(before.UpdatedAt) {
+				t.Fatalf("after the publish again: %+v, want it as it was: %+v", d, before)
+			}
+		})
+	}
+}
+
+// testRepublishUnderAnotherEventTypeIsACollision: an event id published
+// again as another event type is another event under a taken identity, an
+// idempotency collision, as another payload is. It was found (Existed)
+// while its delivery kept the first type: a subscription that had since
+// dropped that type, and wanted the second, had its delivery suppressed
+// at the claim, though the publish reported it found.
+func testRepublishUnderAnotherEventTypeIsACollision(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	r := &republishing{bundle: b}
+	sub, err := b.store.Subscriptions.Create(b.ctx, nil, subscription("acme", "https://a.example/h", "key-1", "order.paid", "order.refunded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sub = sub
+	r.event = store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{"order":1}`)}
+	r.first = r.publish(t)[0]
+	r.update(t, func(p *store.SubscriptionParams) { p.EventTypes = []string{"order.refunded"} })
+
+	other := r.event
+	other.EventType = "order.refunded"
+	if got, err := r.publishErr(t, other); !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Fatalf("event evt-1 published again as order.refunded: %+v, %v; want CodeIdempotencyCollision", got, err)
+	}
+	if d := r.get(t, r.first.ID); d.Status != courier.StatusPending {
+		t.Fatalf("the refused publish changed the delivery: %+v", d)
+	}
+}

@@ -311,3 +311,49 @@ func testListAndBlockedKeysTakeAStoredSpelling(t *testing.T, open OpenFunc) {
 		t.Errorf("BlockedKeys(%q) = %+v, %v; want none", spelledNormal, keys, err)
 	}
 }
+
+// testUpdateKeepsALegacySpellingsFingerprint: a database written before
+// endpoints were normalized holds a subscription under the spelling it was
+// given, fingerprinted with it. An Update that names its endpoint as Get
+// returns it, changing something no delivery depends on (its event
+// types), changed its fingerprint, normalizing the spelling: its
+// deliveries were suppressed as if its endpoint had changed. It keeps the
+// spelling and the fingerprint, and the delivery is sent.
+func testUpdateKeepsALegacySpellingsFingerprint(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	subs := b.store.Subscriptions
+	s, err := subs.Create(b.ctx, nil, subscription("acme", spelledNormal, "key-a", "order.paid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an older courier stored it: under the spelling it was given.
+	legacy := legacyFingerprint(spelledUpper, "", s.KeyID, s.Profile)
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_subscriptions SET endpoint = ?, fingerprint = ? WHERE id = ?"),
+		spelledUpper, legacy, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	published, err := publishCommitted(b, store.PublishParams{Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{}`)})
+	if err != nil || len(published) != 1 {
+		t.Fatalf("Publish = %+v, %v", published, err)
+	}
+	if s, err = subs.Get(b.ctx, nil, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	p := s.SubscriptionParams
+	p.EventTypes = append(p.EventTypes, "order.refunded")
+	got, err := subs.Update(b.ctx, nil, s.ID, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := b.claim(t, "w", 10, time.Minute); len(c) != 1 || c[0].DeliveryID != published[0].ID {
+		t.Fatalf("claimed %v, want delivery %d sent, not suppressed", ids(c), published[0].ID)
+	}
+	if got.Fingerprint != legacy || got.Endpoint != spelledUpper {
+		t.Fatalf("an Update of its event types moved the subscription to %q, fingerprint %s; want %q, %s kept", got.Endpoint, got.Fingerprint, spelledUpper, legacy)
+	}
+	// A real change of its endpoint still changes the fingerprint.
+	p.Endpoint = spelledOtherQ
+	if got, err = subs.Update(b.ctx, nil, s.ID, p); err != nil || got.Endpoint != spelledOtherQ || got.Fingerprint == legacy {
+		t.Fatalf("Update to %q = %+v, %v; want the new endpoint and another fingerprint", spelledOtherQ, got, err)
+	}
+}

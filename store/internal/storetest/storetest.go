@@ -169,6 +169,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RepublishSendsASuppressedDeliveryWithAFreshBudgetAndHorizon", testRepublishSendsASuppressedDeliveryWithAFreshBudgetAndHorizon},
 		{"RepublishedDeliveryRejoinsItsOrderingKey", testRepublishedDeliveryRejoinsItsOrderingKey},
 		{"RepublishStillRefusesWhatTheCallerChanged", testRepublishStillRefusesWhatTheCallerChanged},
+		{"RepublishAfterItsDeadlineFindsItsDelivery", testRepublishAfterItsDeadlineFindsItsDelivery},
+		{"RepublishUnderAnotherEventTypeIsACollision", testRepublishUnderAnotherEventTypeIsACollision},
 		{"ListAndRedriveAbove32BitIDs", testListAndRedriveAbove32BitIDs},
 		{"ListPagesThroughChanges", testListPagesThroughChanges},
 		{"ListRefusesBadPaging", testListRefusesBadPaging},
@@ -178,6 +180,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AKeyStoredUnderAnotherSpellingKeepsItsOrder", testAKeyStoredUnderAnotherSpellingKeepsItsOrder},
 		{"ARedriveOfAnEndpointTakesItsStoredSpelling", testARedriveOfAnEndpointTakesItsStoredSpelling},
 		{"ListAndBlockedKeysTakeAStoredSpelling", testListAndBlockedKeysTakeAStoredSpelling},
+		{"UpdateKeepsALegacySpellingsFingerprint", testUpdateKeepsALegacySpellingsFingerprint},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

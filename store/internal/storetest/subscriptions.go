@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -724,7 +725,9 @@ func testBreakerDisablesLongFailures(t *testing.T, open OpenFunc) {
 // refused with code invalid_argument where they are written; so is every
 // string PostgreSQL's text would refuse (a NUL, invalid UTF-8), on both
 // engines, whether a subscription matches or not, and a List by a tenant
-// no subscription could have.
+// no subscription could have. A publish's Priority beyond 32 bits, or its
+// Deadline beyond MaxHorizon, was refused only when a subscription
+// matched: the same publish succeeded, writing nothing, until one did.
 func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	for name, edit := range map[string]func(p *store.SubscriptionParams){
@@ -790,6 +793,9 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 		// refused whether a subscription matches or not
 		"ordering key with NUL":  {Tenant: "acme", EventType: "a", EventID: "e", Payload: []byte(`{}`), OrderingKey: "k" + nul},
 		"ordering key not UTF-8": {Tenant: "nobody", EventType: "a", EventID: "e", Payload: []byte(`{}`), OrderingKey: "k" + notUTF8},
+		"priority over 32 bits":  {Tenant: "nobody", EventType: "a", EventID: "e", Payload: []byte(`{}`), Priority: math.MaxInt32 + 1},
+		"deadline too far, no subscription": {Tenant: "nobody", EventType: "a", EventID: "e", Payload: []byte(`{}`),
+			Deadline: b.clock.Now().Add(store.MaxHorizon + time.Hour)},
 	} {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Publish(b.ctx, tx, p)

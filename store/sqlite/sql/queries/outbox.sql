@@ -25,11 +25,11 @@ ON CONFLICT DO NOTHING;
 -- name: outbox_enqueue_existing
 -- The row an enqueue met, for the store to compare, and whether it still
 -- waits for its ordering key (hold), which the enqueue then joins again
--- (see writeFor in store/enqueue.go); a publish also reads its state and
--- the subscription it was published to (see outbox_publish_refresh,
--- outbox_publish_revive).
+-- (see writeFor in store/enqueue.go); a publish also reads its state, the
+-- subscription it was published to (see outbox_publish_refresh,
+-- outbox_publish_revive) and the type of the event it carries.
 SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key, hold,
-    status, attempts, last_error_code, subscription_id, subscription_fingerprint
+    status, attempts, last_error_code, subscription_id, subscription_fingerprint, event_type
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
 -- name: outbox_publish_refresh
