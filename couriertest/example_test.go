@@ -3,6 +3,7 @@ package couriertest_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
@@ -157,8 +159,11 @@ func ExampleDrain() {
 
 	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
 	n, err := couriertest.Drain(ctx, w)
-	fmt.Println("claimed:", n, err, "received:", srv.Stats().Requests)
-	// Output: claimed: 3 <nil> received: 3
+	// How the deliveries ended is the outbox's to say: with the default
+	// profile, the same 204s would have failed them (ack_invalid).
+	h, _ := outbox.Outbox.Health(ctx)
+	fmt.Println("claimed:", n, err, "received:", srv.Stats().Requests, "succeeded:", h.Counts[courier.StatusSucceeded])
+	// Output: claimed: 3 <nil> received: 3 succeeded: 3
 }
 
 // Effects counts what the application's function did, in the function's
@@ -220,4 +225,34 @@ func ExampleKeys() {
 	// rfc 9421 true
 	// adcp hmac true
 	// bearer true
+}
+
+// A receiver verifying RFC 9421 signatures names its own origin: the
+// listener comes first, so its address is known when the keys are made.
+func ExampleRFC9421Keys() {
+	ctx := context.Background()
+	outbox, inbox, done := openStores(ctx)
+	defer done()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	keys := couriertest.RFC9421Keys("orders", "http://"+l.Addr().String())
+	effects, _ := couriertest.NewEffects(ctx, inbox)
+	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
+		func(ctx context.Context, tx *sqlx.Tx, o order) error { return effects.Record(ctx, tx, o.ID) })
+	srv := couriertest.NewUnstartedServer(rcv, nil)
+	srv.Listener = l
+	srv.Start()
+	defer srv.Close()
+
+	tx, _ := outbox.Begin(ctx)
+	outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL + "/orders", Payload: []byte(`{"id":"o-1","status":"paid"}`)})
+	tx.Commit()
+	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	couriertest.Drain(ctx, w)
+	applied, _ := effects.Count(ctx, "o-1")
+	fmt.Println("applied:", applied)
+	// Output: applied: 1
 }

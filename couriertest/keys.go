@@ -33,6 +33,11 @@ func StandardWebhooksKeys(sender string) Keys {
 // Ed25519 JWK), the verifier naming the sender sender and serving origin
 // (the receiver's scheme and authority, e.g. a test server's URL), with a
 // replay cache of its own.
+//
+// A Server's URL is known only once it listens, and its receiver, which
+// needs the verifier, is given before: listen first, make the keys and
+// the receiver for that address, then serve on the listener
+// (NewUnstartedServer, Server.Listener, Start), as ExampleRFC9421Keys does.
 func RFC9421Keys(sender, origin string) Keys {
 	key := must(signature.GenerateJWK("test-key", signature.AlgEd25519))
 	return Keys{

@@ -18,9 +18,29 @@ import (
 //
 //	func TestMain(m *testing.M) { couriertest.Main(m) }
 //
-// Without it the server still stops when the test binary exits, but its
-// data directory (tens of MiB under the system's temporary directory)
-// stays behind.
+// Without it the server's data directory (tens of MiB under the system's
+// temporary directory) stays behind, and on systems other than Linux and
+// FreeBSD, which cannot have the server stopped when the test binary
+// exits, the server keeps running.
+//
+// The server is a process of its own, not a goroutine of the test binary:
+// a goroutine leak check (goleak) runs inside the m given to Main, after
+// the tests, and finds none of the kit's.
+//
+//	type leakChecked struct{ *testing.M }
+//
+//	func (m leakChecked) Run() int {
+//		if code := m.M.Run(); code != 0 {
+//			return code
+//		}
+//		if err := goleak.Find(); err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			return 1
+//		}
+//		return 0
+//	}
+//
+//	func TestMain(m *testing.M) { couriertest.Main(leakChecked{m}) }
 func Main(m interface{ Run() int }) { os.Exit(pgtest.Run(m)) }
 
 // PostgresURL returns the URL (postgres://…, for the driver named
@@ -29,8 +49,9 @@ func Main(m interface{ Run() int }) { os.Exit(pgtest.Run(m)) }
 // set; otherwise the first call starts a throwaway server from the
 // PostgreSQL programs (initdb, postgres) on PATH or in
 // /usr/lib/postgresql/*/bin, shared by the process's tests (as the
-// postgres OS user when run as root). Without a server t is skipped, or
-// fails when COURIER_PG_REQUIRE is 1.
+// postgres OS user when run as root), on Unix systems: on Windows the
+// server is COURIER_PG_URL's only. Without a server t is skipped, or fails
+// when COURIER_PG_REQUIRE is 1.
 func PostgresURL(t testing.TB) string { return pgtest.URL(t) }
 
 // PostgresStore returns a Store over a fresh PostgreSQL database

@@ -38,8 +38,9 @@ type Stats struct {
 	// the webhook-id header (or svix-id), else the body's idempotency_key
 	// or notification_id, else the body's SHA-256 in hex.
 	ByID map[string]int
-	// ByStatus counts the answers sent, by status; a dropped request
-	// counts under 0.
+	// ByStatus counts the answers sent, by status; a dropped request,
+	// and one whose client hung up before its answer (a Delay past the
+	// sender's timeout), count under 0.
 	ByStatus map[int]int
 }
 
@@ -193,10 +194,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.WrongAck && res.StatusCode == http.StatusOK {
 		body, wrong = alterAck(body)
 	}
+	if f.Delay > 0 {
+		s.hold(r.Context(), f.Delay)
+	}
+	// A client that hung up (its timeout ran out during the Delay, or
+	// during the handler) is shown no answer, whatever is written below.
+	gone := r.Context().Err() != nil
 	s.mu.Lock()
 	switch {
 	case f.DropAfterCommit:
 		s.stats.Dropped++
+		s.stats.ByStatus[0]++
+	case gone:
 		s.stats.ByStatus[0]++
 	case wrong:
 		s.stats.WrongAcks++
@@ -209,9 +218,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
-	if f.Delay > 0 {
-		s.hold(r.Context(), f.Delay)
-	}
 	if f.DropAfterCommit {
 		drop(w)
 		return

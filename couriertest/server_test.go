@@ -211,6 +211,46 @@ func TestDelayEndsWhenClientHangsUp(t *testing.T) {
 	}
 }
 
+// TestStatsCountNoAnswerTheClientHungUpOn: a Delay past the sender's
+// timeout shows the sender no answer, but Stats counted the receiver's
+// 200 as sent before the hold began, so a test reading ByStatus took a
+// timeout for a success.
+func TestStatsCountNoAnswerTheClientHungUpOn(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := couriertest.NewUnstartedServer(ackHandler(&calls), couriertest.Sequence(couriertest.Fault{Delay: time.Hour}))
+	holding, released := make(chan struct{}), make(chan struct{})
+	couriertest.SetOnHold(srv, func(ended bool) {
+		if ended {
+			close(released)
+		} else {
+			close(holding)
+		}
+	})
+	srv.Start()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := post(ctx, srv, "n-1", []byte("{}"))
+		errc <- err
+	}()
+	<-holding
+	cancel() // the sender's timeout
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client error = %v, want context.Canceled", err)
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second): // a guard against hanging, not a synchronization
+		t.Fatal("the hold did not end when the client hung up")
+	}
+	srv.Close() // waits for the request to finish
+	st := srv.Stats()
+	if st.ByStatus[200] != 0 || st.ByStatus[0] != 1 || st.Delayed != 1 || calls.Load() != 1 {
+		t.Fatalf("stats %+v, %d calls; want the answer counted under 0, as the client never saw it", st, calls.Load())
+	}
+}
+
 // TestCloseEndsDelay: Close does not wait out a pending Delay.
 func TestCloseEndsDelay(t *testing.T) {
 	t.Parallel()

@@ -16,8 +16,14 @@ import (
 // sends (past their deadline, of a paused subscription) to lease those
 // behind them, up to about a thousand ended: Drain may return before a
 // larger such backlog is through, and a test with one calls it again.
-// Drain stops early
-// when ctx is done or a claim fails.
+// Drain stops early when ctx is done or a claim fails.
+//
+// Neither the count nor a nil error says how the deliveries ended: one
+// failed for good (a 4xx, an answer that does not verify against its
+// profile, such as a 204 to the default profile) is not due either.
+// A test asserts the outcome on the receiver's side (Effects), or on the
+// sender's: the Store's Outbox.Health counts deliveries by status
+// (courier.StatusSucceeded, courier.StatusFailed).
 func Drain(ctx context.Context, w *client.Worker) (int, error) {
 	total := 0
 	for {

@@ -20,7 +20,8 @@
 //     initdb and postgres programs found in COURIER_PG_BIN, on PATH or in
 //     /usr/lib/postgresql/*/bin, in that order. All tests of the process
 //     share it and Main stops it. Running as root, the server runs as the
-//     "postgres" OS user, since PostgreSQL refuses to run as root.
+//     "postgres" OS user, since PostgreSQL refuses to run as root. Only
+//     Unix systems start one: on Windows, COURIER_PG_URL is needed.
 //
 // When no server can be had, tests asking for one are skipped with the
 // reason, or fail with it when COURIER_PG_REQUIRE is 1 or true (as in CI).
@@ -69,8 +70,9 @@ var harness struct {
 
 // Run runs the package's tests and stops the throwaway server afterwards,
 // returning the exit code, for a TestMain (internal/testmain.Main,
-// couriertest.Main). Without it the server is still killed when the test
-// process exits, but its temporary directory is left behind.
+// couriertest.Main). Without it the server's temporary directory is left
+// behind, and the server is killed when the test process exits only on
+// Linux and FreeBSD: elsewhere it keeps running.
 func Run(m interface{ Run() int }) int {
 	code := m.Run()
 	if err := stop(); err != nil {

@@ -109,12 +109,11 @@ func (r *Restartable) Stop(how Stop) error {
 	if err := r.srv.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("pgtest: stopping the server: %w", err)
 	}
-	deadline := time.After(stopTimeout)
-	select {
-	case <-r.srv.exited:
-	case <-deadline:
+	signalled := time.Now()
+	if !r.srv.awaitExit(stopTimeout) {
 		return fmt.Errorf("pgtest: the server did not exit within %v of %v", stopTimeout, sig)
 	}
+	deadline := time.After(stopTimeout - time.Since(signalled))
 	r.up = false
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()

@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -123,40 +121,18 @@ func versionOf(dir string) []int {
 	return v
 }
 
-// serverCredential returns the credential to run the server programs with:
-// nil, meaning that of the test process, unless the process runs as root,
-// which PostgreSQL refuses; then that of the "postgres" OS user.
-func serverCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup(osUser)
-	if err != nil {
-		return nil, fmt.Errorf("running as root, which PostgreSQL refuses, and no %q OS user to run it as: %w", osUser, err)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("OS user %s: uid %q: %w", osUser, u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("OS user %s: gid %q: %w", osUser, u.Gid, err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}, nil
-}
-
 // server is a throwaway PostgreSQL server running as a child process.
 type server struct {
 	dir       string // temporary directory holding data, socket and log
 	url       string // admin URL, over TCP
 	socketURL string // admin URL over the Unix socket in dir
 	port      int
-	postgres  string              // the server program
-	cred      *syscall.Credential // whom it runs as, nil for the test process's user
-	extra     []string            // settings beyond serverSettings
+	postgres  string      // the server program
+	cred      *credential // whom it runs as, nil for the test process's user
+	extra     []string    // settings beyond serverSettings
 	cmd       *exec.Cmd
-	exited    chan struct{} // closed when cmd.Wait has returned
-	waitErr   error         // cmd.Wait's error, valid once exited is closed
+	ended     bool  // whether exited has found cmd's process ended, and reaped it
+	waitErr   error // how it ended, valid once ended
 }
 
 // startServer initialises a cluster in a new temporary directory and starts
@@ -180,10 +156,7 @@ func startServer(ctx context.Context, bins binaries, extra ...string) (_ *server
 		return nil, fmt.Errorf("temporary directory %s is not absolute; set TMPDIR to an absolute path", dir)
 	}
 	if cred != nil {
-		if err := checkSearchable(filepath.Dir(dir), cred); err != nil {
-			return nil, err
-		}
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		if err := giveDir(dir, cred); err != nil {
 			return nil, err
 		}
 	}
@@ -192,7 +165,7 @@ func startServer(ctx context.Context, bins binaries, extra ...string) (_ *server
 	initdb := exec.CommandContext(ctx, bins.initdb,
 		"-D", data, "-U", superuser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.Dir = dir // the test's directory may be out of the OS user's reach
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	initdb.SysProcAttr = procAttr(cred, false, syscall.SIGKILL)
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s: %w\n%s", bins.initdb, err, tail(out))
 	}
@@ -211,7 +184,7 @@ func startServer(ctx context.Context, bins binaries, extra ...string) (_ *server
 
 // launch starts postgres on port with the cluster initialised in dir, with
 // serverSettings and then extra, and waits until it accepts connections.
-func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential, port int, extra []string) (*server, error) {
+func launch(ctx context.Context, postgres, dir string, cred *credential, port int, extra []string) (*server, error) {
 	logPath := filepath.Join(dir, "postgres.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -226,14 +199,11 @@ func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential,
 	cmd := exec.Command(postgres, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: cred,
-		// The server gets its own process group so that a Ctrl-C to the
-		// tests does not reach it; if the test process dies, the kernel
-		// sends it SIGQUIT, an immediate shutdown.
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGQUIT,
-	}
+	// The server gets its own process group so that a Ctrl-C to the tests
+	// does not reach it; if the test process dies, the kernel sends it
+	// SIGQUIT, an immediate shutdown, where the system can (Linux,
+	// FreeBSD).
+	cmd.SysProcAttr = procAttr(cred, true, syscall.SIGQUIT)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -246,12 +216,7 @@ func launch(ctx context.Context, postgres, dir string, cred *syscall.Credential,
 		url:       fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", superuser, port),
 		socketURL: socketURL(dir, port),
 		cmd:       cmd,
-		exited:    make(chan struct{}),
 	}
-	go func() {
-		srv.waitErr = cmd.Wait()
-		close(srv.exited)
-	}()
 
 	if err := srv.waitReady(ctx); err != nil {
 		stopErr := srv.shutdown()
@@ -287,9 +252,10 @@ func (s *server) waitReady(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-s.exited:
+		if s.exited() {
 			return fmt.Errorf("server exited while starting: %w", s.waitErr)
+		}
+		select {
 		case <-ctx.Done():
 			return fmt.Errorf("server not ready: %w (last attempt: %w)", ctx.Err(), err)
 		case <-ticker.C:
@@ -310,19 +276,55 @@ func (s *server) shutdown() error {
 	steps := []func() error{
 		func() error { return s.cmd.Process.Signal(syscall.SIGINT) },
 		func() error { return s.cmd.Process.Signal(syscall.SIGQUIT) },
-		func() error { return syscall.Kill(-pid, syscall.SIGKILL) },
+		func() error { return killGroup(pid) },
 	}
 	for _, signal := range steps {
+		if s.exited() {
+			return nil
+		}
 		if err := signal(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			return fmt.Errorf("stopping postgres (pid %d): %w", pid, err)
 		}
-		select {
-		case <-s.exited:
+		if s.awaitExit(stopTimeout) {
 			return nil
-		case <-time.After(stopTimeout):
 		}
 	}
 	return fmt.Errorf("postgres (pid %d) did not exit after SIGKILL", pid)
+}
+
+// exited reports whether the server's process has ended, without waiting
+// for it: the first time it finds so, it reaps the process and records in
+// waitErr how it ended. No goroutine waits on a running server: the
+// server outlives tests, and a goroutine of its own would be what a
+// goroutine leak check (goleak) run after them reports.
+func (s *server) exited() bool {
+	if s.ended {
+		return true
+	}
+	ended, how := reap(s.cmd.Process.Pid)
+	if !ended {
+		return false
+	}
+	s.ended, s.waitErr = true, how
+	_ = s.cmd.Process.Release() // reaped: nothing is left to wait for or signal
+	return true
+}
+
+// awaitExit polls exited until it reports the server's process ended, or
+// d has passed; it reports whether the process ended.
+func (s *server) awaitExit(d time.Duration) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	ticker := time.NewTicker(readyPoll)
+	defer ticker.Stop()
+	for !s.exited() {
+		select {
+		case <-ticker.C:
+		case <-deadline.C:
+			return s.exited()
+		}
+	}
+	return true
 }
 
 // freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
@@ -333,35 +335,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// checkSearchable reports an error naming the first of dir and its parents
-// that the user of cred may not search, as the server, running as that user,
-// could not reach a data directory below it.
-func checkSearchable(dir string, cred *syscall.Credential) error {
-	for {
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			var search fs.FileMode = 0o001
-			switch {
-			case st.Uid == cred.Uid:
-				search = 0o100
-			case slices.Contains(cred.Groups, st.Gid) || st.Gid == cred.Gid:
-				search = 0o010
-			}
-			if fi.Mode().Perm()&search == 0 {
-				return fmt.Errorf("OS user %s, which runs the server, may not search %s; set TMPDIR to a directory it can reach", osUser, dir)
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return nil
-		}
-		dir = parent
-	}
 }
 
 // tail returns the last lines of out, at most logTailBytes of them.
