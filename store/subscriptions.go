@@ -17,11 +17,20 @@ import (
 
 // Subscriptions is the sender side's registry of who receives which
 // events, where and how.
+//
+// A subscription's id is the registry's, not its tenant's: Get returns the
+// subscription of any tenant, and Update refuses one whose Tenant is not
+// the one given (CodeInvalidArgument) where a missing id is CodeNotFound.
+// An application that lets tenants manage their own subscriptions checks
+// that the one it was asked for is the caller's (Subscription.Tenant)
+// before it shows or changes it, and answers alike for another tenant's
+// and a missing one; List is by tenant.
 type Subscriptions struct{ s *Store }
 
 // SubscriptionParams describes a subscription.
 //
-// Tenant and KeyID are 1-256 bytes of UTF-8 without NUL.
+// Tenant and KeyID are 1-256 bytes of UTF-8 without NUL; EventTypes holds
+// 1 to 256 types.
 type SubscriptionParams struct {
 	Tenant     string   // whose events
 	Endpoint   string   // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
@@ -70,6 +79,8 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 		return invalidArgument("SubscriptionParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	case len(p.EventTypes) == 0:
 		return invalidArgument("SubscriptionParams.EventTypes is empty")
+	case len(p.EventTypes) > maxEventTypes:
+		return invalidArgument("SubscriptionParams.EventTypes holds more than 256 types")
 	case p.KeyID == "":
 		return invalidArgument("SubscriptionParams.KeyID is required")
 	case !validText(p.KeyID, maxName):
@@ -87,6 +98,10 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 	}
 	return nil
 }
+
+// maxEventTypes bounds a subscription's EventTypes: the claim of each
+// delivery published to it reads them.
+const maxEventTypes = 256
 
 // validTenant reports whether t can name a tenant: 1-256 bytes of text
 // (see validText).

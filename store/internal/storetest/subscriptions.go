@@ -750,6 +750,15 @@ func testSubscriptionsAndPublishInvalid(t *testing.T, open OpenFunc) {
 		"key id over 256 bytes": func(p *store.SubscriptionParams) { p.KeyID = strings.Repeat("k", 257) },
 		"profile with NUL":      func(p *store.SubscriptionParams) { p.Profile = "courier" + nul },
 		"profile not UTF-8":     func(p *store.SubscriptionParams) { p.Profile = "courier" + notUTF8 },
+		// Every claim of a published delivery reads its subscription's
+		// types: a list without bound made one tenant's subscription a
+		// cost on every other's sends.
+		"over 256 types": func(p *store.SubscriptionParams) {
+			p.EventTypes = nil
+			for i := range 257 {
+				p.EventTypes = append(p.EventTypes, fmt.Sprintf("order.t%d", i))
+			}
+		},
 	} {
 		p := subscription("acme", "https://a.example/h", "key-a", "order.paid")
 		edit(&p)
