@@ -2,7 +2,10 @@ package couriertest_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,6 +97,37 @@ func TestNewEffectsOnSharedDatabase(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
+		}
+	}
+}
+
+// fatalTB records a Fatalf and ends the goroutine that called it, as
+// testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestPostgresStoresRefusesNoStores: a count below one fails the test
+// with the reason (it panicked making a slice of negative length).
+func TestPostgresStoresRefusesNoStores(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		tb := &fatalTB{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			couriertest.PostgresStores(tb, n, store.Config{})
+		}()
+		<-done
+		if !strings.Contains(tb.msg, "want 1 or more") {
+			t.Errorf("PostgresStores(%d) failed the test with %q, want the reason", n, tb.msg)
 		}
 	}
 }

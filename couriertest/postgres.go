@@ -66,8 +66,12 @@ func PostgresStore(t testing.TB, cfg store.Config) *store.Store {
 // n processes sharing it have: each with a pool of its own, sized as
 // PostgresStore's. The tables are migrated once; the Stores are closed
 // when t ends. Tests of several workers competing for one outbox use it.
+// An n below 1 fails t.
 func PostgresStores(t testing.TB, n int, cfg store.Config) []*store.Store {
 	t.Helper()
+	if n < 1 {
+		t.Fatalf("couriertest: PostgresStores of %d Stores; want 1 or more", n)
+	}
 	url := PostgresURL(t)
 	out := make([]*store.Store, n)
 	for i := range out {
