@@ -901,6 +901,13 @@ const argLate = "late"
 // errLate is a delivery that would be written with its deadline come.
 var errLate = invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
 
+// isLate reports whether err is errLate itself, not another error of its
+// code (errors.Is matches any of one code).
+func isLate(err error) bool {
+	var e *courier.Error
+	return errors.As(err, &e) && error(e) == errLate
+}
+
 // argPlaintext is the entry of an enqueue's arguments that holds the
 // payload as the caller gave it, for existing; no statement binds it.
 const argPlaintext = "plaintext"

@@ -58,7 +58,10 @@ type PublishParams struct {
 	// EnqueueParams), and are refused outside their bounds whether or
 	// not a subscription matches: with an OrderingKey (the entity the
 	// event is about), each subscription's endpoint receives the key's
-	// events in publish order.
+	// events in publish order. Published again once its Deadline has
+	// passed, an event finds the deliveries written in time and leaves
+	// out a subscription that matches since (its delivery would start
+	// after the Deadline); one that finds none is CodeInvalidArgument.
 	Priority    int
 	Deadline    time.Time
 	OrderingKey string
@@ -190,6 +193,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(fan[a].sub.Endpoint, fan[b].sub.Endpoint) })
 	out := make([]Published, len(fan))
+	late := make([]bool, len(fan))
 	for _, i := range order {
 		f := fan[i]
 		s := f.sub
@@ -197,12 +201,31 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 			NotificationID: f.id, Endpoint: s.Endpoint, Payload: f.payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
 		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil})
+		if isLate(err) {
+			late[i] = true // a subscription made since the publish in time, or none was
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		out[i] = Published{Enqueued: e, NotificationID: f.id, SubscriptionID: s.ID, IdempotencyKey: f.key}
 	}
-	return out, nil
+	if !slices.Contains(late, true) {
+		return out, nil
+	}
+	if !slices.Contains(late, false) {
+		return nil, errLate // no delivery was written in time: no publish was
+	}
+	// A publish again after the Deadline found what it wrote in time; a
+	// subscription that matches since would get a delivery that starts
+	// after it, and is left out.
+	kept := out[:0]
+	for i, pub := range out {
+		if !late[i] {
+			kept = append(kept, pub)
+		}
+	}
+	return kept, nil
 }
 
 // publishKey is the idempotency key of the delivery (notificationID,

@@ -463,6 +463,14 @@ func testRepublishAfterItsDeadlineFindsItsDelivery(t *testing.T, open OpenFunc) 
 				t.Fatalf("published again: %+v, want the delivery sent again", again)
 			}
 		}},
+		// A subscription made since would get a delivery that starts after
+		// its deadline: it is left out, and the publish still finds what
+		// it wrote in time (the whole publish was refused, for good).
+		{"subscribed since", func(t *testing.T, r *republishing) {
+			if _, err := r.store.Subscriptions.Create(r.ctx, nil, subscription("acme", "https://b.example/h", "key-1", "*")); err != nil {
+				t.Fatal(err)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
