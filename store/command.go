@@ -56,9 +56,10 @@ type CommandParams struct {
 // The delivery records the command's capabilities digest; the first
 // command for an endpoint pins it (see Contracts), and a command under
 // another digest than the pinned one is courier.CodeContractChanged. Enqueueing the
-// same command again is a no-op; the same identity with another payload
-// (which includes source_max_attempts and the digest) or another delivery
-// budget is CodeIdempotencyCollision.
+// same command again is a no-op, after a Redrive too; the same identity
+// with another payload (which includes source_max_attempts and the digest)
+// or another delivery budget than it was enqueued with (not the one a
+// Redrive gave it since) is CodeIdempotencyCollision.
 func (o *Outbox) EnqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (Enqueued, error) {
 	return inOneTx(ctx, o.s, tx, func(tx DBTX) (Enqueued, error) { return o.enqueueCommand(ctx, tx, p) })
 }

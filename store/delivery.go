@@ -265,7 +265,12 @@ func (d Delivery) Redrivable() bool {
 }
 
 // Redrive moves failed deliveries back to pending, each with a fresh
-// attempt budget and retry horizon, and returns how many it moved.
+// attempt budget and retry horizon, and returns how many it moved. The
+// application's enqueue made again still finds a redriven delivery
+// (Existed): it is compared with the budget it was enqueued with, not
+// with the one Redrive gave it (one redriven by an earlier courier, which
+// did not keep the budget asked for, is compared with the budget that
+// redrive gave it).
 //
 // A redriven delivery is sent under its notification id, as every
 // attempt was, and a receiver tells it from a new notification only

@@ -93,6 +93,8 @@ type EnqueueParams struct {
 	// (a 32-bit integer on every engine). Defaults to 0.
 	Priority int
 	// MaxAttempts is the attempt budget, 1..1000. Defaults to the Store's.
+	// The delivery keeps it as asked: the same enqueue made again is
+	// compared with it, not with the larger budget a Redrive gives.
 	MaxAttempts int
 	// NotBefore delays the first attempt, by at most MaxHorizon; a time in
 	// the past means now. Defaults to now.
@@ -141,7 +143,8 @@ type Enqueued struct {
 // exactly when the caller's own writes commit (tx may be a database or a
 // connection instead: see DBTX). Enqueueing the same
 // (NotificationID, Endpoint) again with the same payload and settings is a
-// no-op that returns the existing row; with a different payload or
+// no-op that returns the existing row, whatever happened to it since (a
+// Redrive that gave it a fresh budget too); with a different payload or
 // settings it is CodeIdempotencyCollision and the stored row is unchanged.
 // So is enqueueing again a delivery, finished or not, whose payload was
 // sealed under a key Config.Encryption no longer holds, or holds over
@@ -728,11 +731,26 @@ func (o *Outbox) same(ctx context.Context, tx DBTX, r outboxRow, args map[string
 		return Enqueued{}, err
 	}
 	if r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
-		r.MaxAttempts != args["max_attempts"] || r.Priority != args["priority"] ||
+		askedAttempts(r) != args["max_attempts"] || r.Priority != args["priority"] ||
 		nullable(r.OrderingKey.String) != args["ordering_key"] {
 		return Enqueued{}, errIdempotencyCollision
 	}
 	return Enqueued{ID: r.ID, Existed: true}, nil
+}
+
+// askedAttempts is the attempt budget the stored row r was enqueued
+// with, which an enqueue made again compares with its own, rather than
+// its max_attempts, which Redrive (and a publish that sends a suppressed
+// delivery again) raises past it. A row enqueued before the outbox kept
+// that budget (migration 12 on SQLite, 13 on PostgreSQL) has none: its
+// max_attempts stands for it, as it did before, and its first redrive or
+// revival keeps that before raising it. So only a row redriven before
+// that migration is compared with the budget a redrive gave it.
+func askedAttempts(r outboxRow) int {
+	if r.EnqueuedMaxAttempts.Valid {
+		return int(r.EnqueuedMaxAttempts.Int64)
+	}
+	return r.MaxAttempts
 }
 
 // samePayload reports, as nil or a collision, whether the stored row r

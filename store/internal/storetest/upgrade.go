@@ -15,10 +15,11 @@ import (
 // testdata/upgrade_v8.sql), since migrated to this version, through the
 // Store open returns for it with cfg: Check finds every row valid; every
 // delivery is claimed and settled once, the failed ones after a Redrive
-// (the blocked key's head among them); every delivery's attempts read;
-// the old inbox record still dedupes with its answer, and the old replay
-// record still refuses its nonce. The Store's clock stands past every
-// lease and retry the dump holds.
+// (the blocked key's head among them); a failed delivery's enqueue made
+// again finds it before the Redrive and after it; every delivery's
+// attempts read; the old inbox record still dedupes with its answer, and
+// the old replay record still refuses its nonce. The Store's clock stands
+// past every lease and retry the dump holds.
 func UpgradeFromMigration8(t *testing.T, open func(cfg store.Config) (*store.Store, error)) {
 	t.Helper()
 	now := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
@@ -54,11 +55,32 @@ func UpgradeFromMigration8(t *testing.T, open func(cfg store.Config) (*store.Sto
 			}
 		}
 	}
+	// The failed delivery's enqueue made again, as it was first made (the
+	// Store's budget, 8): found before the Redrive, and after it, which
+	// raised the old row's budget to 9 and kept the 8 it was enqueued with.
+	again := func(when string) {
+		t.Helper()
+		tx, err := s.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		e, err := s.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "n-failed", Endpoint: "https://a.example/hook", Payload: []byte(`{"id":"n-failed"}`)})
+		if err != nil || !e.Existed || e.ID != 2 {
+			t.Errorf("n-failed enqueued again %s = %+v, %v; want delivery 2, Existed", when, e, err)
+		}
+	}
 	drain()
+	again("before its Redrive")
 	if _, err := s.Outbox.Redrive(t.Context(), store.RedriveParams{}); err != nil {
 		t.Fatal(err)
 	}
+	if d, err := s.Outbox.Get(t.Context(), 2); err != nil || d.MaxAttempts != 9 {
+		t.Fatalf("n-failed redriven: budget %d, %v; want 9", d.MaxAttempts, err)
+	}
+	again("after its Redrive")
 	drain()
+	again("once sent")
 	for _, id := range []string{"n-failed", "n-retry", "k1-1", "k1-2", "k2-1", "k2-2", "d-1", "d-2", "e-1", "e-2", "n-pending", "k3-1", "k3-2", "ev1:1"} {
 		if seen[id] != 1 {
 			t.Errorf("%s claimed %d times, want once", id, seen[id])

@@ -11,10 +11,10 @@
 WITH inserted AS (
     INSERT INTO courier_outbox (
         notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, ordering_key, hold, status,
-        priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+        priority, attempts, max_attempts, enqueued_max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
         :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, :ordering_key, :hold, 'pending',
-        :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+        :priority, 0, :max_attempts, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT DO NOTHING
     RETURNING id
@@ -26,8 +26,11 @@ SELECT id FROM inserted, pg_notify('courier_outbox', '');
 -- waits for its ordering key (hold), which the enqueue then joins again
 -- (see writeFor in store/enqueue.go); a publish also reads its state, the
 -- subscription it was published to (see outbox_publish_refresh,
--- outbox_publish_revive) and the type of the event it carries.
-SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, priority, ordering_key, hold,
+-- outbox_publish_revive) and the type of the event it carries. The
+-- budget compared is the one the enqueue asked for (enqueued_max_attempts,
+-- migration 13), which a redrive or a revival does not raise; NULL for a
+-- row enqueued before it, whose max_attempts the store compares instead.
+SELECT id, payload_sha256, payload_key_id, profile, key_id, max_attempts, enqueued_max_attempts, priority, ordering_key, hold,
     status, attempts, last_error_code, subscription_id, subscription_fingerprint, event_type
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;
 
@@ -47,13 +50,15 @@ WHERE id = :id AND status IN ('pending', 'retry_wait', 'leased');
 
 -- name: outbox_publish_revive
 -- As in SQLite (a delivery suppressed subscription_changed is sent again
--- under the subscription as it is now, with a fresh budget and horizon),
+-- under the subscription as it is now, with a fresh budget and horizon,
+-- keeping the budget asked for in enqueued_max_attempts),
 -- plus pg_notify, as outbox_enqueue: listening workers hear of it when
 -- the caller commits.
 WITH revived AS (
     UPDATE courier_outbox SET status = 'pending', payload = :payload, payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
         profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
         trace_parent = :trace_parent, trace_state = :trace_state,
+        enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
         max_attempts = CASE WHEN attempts + :max_attempts > 1000 THEN 1000 ELSE attempts + :max_attempts END,
         next_attempt_at = :next_attempt_at, deadline = :deadline,
         hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
@@ -583,8 +588,11 @@ GROUP BY endpoint, ordering_key;
 -- keep counting, so one that made the most attempts any delivery may
 -- (1000, max_attempts' bound) stays as it is. One with an ordering key
 -- waits for its key (hold 'key') until the store has seen whether it
--- heads it.
+-- heads it. The budget its enqueue asked for stays in
+-- enqueued_max_attempts, for an enqueue made again to compare (a row
+-- enqueued before migration 13 keeps there its max_attempts before this).
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
+    enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
@@ -663,10 +671,10 @@ DELETE FROM courier_outbox AS o USING picked WHERE o.id = picked.id;
 WITH inserted AS (
     INSERT INTO courier_outbox (
         notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, trace_parent, trace_state, status,
-        priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at
+        priority, attempts, max_attempts, enqueued_max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
         :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, :trace_parent, :trace_state, 'pending',
-        :priority, 0, :max_attempts, :next_attempt_at, :deadline, :now, :now
+        :priority, 0, :max_attempts, :max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING
     RETURNING id

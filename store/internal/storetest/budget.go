@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+// spending is a Config whose endpoints' breakers never open, so exhaust
+// spends every budget: cfg with a Breaker.Threshold above any budget.
+func spending(cfg store.Config) store.Config {
+	cfg.Breaker.Threshold = 10000
+	return cfg
+}
+
+// exhaust claims and retries every due delivery, a minute apart, until
+// none is left to claim: each has spent its budget and failed (the
+// Store's breaker must not open: see spending).
+func (b *bundle) exhaust(t *testing.T) {
+	t.Helper()
+	for range 50 {
+		c := b.claim(t, "w", 10, time.Minute)
+		if len(c) == 0 {
+			return
+		}
+		for _, cl := range c {
+			if err := b.retry(cl.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.clock.Advance(time.Minute)
+	}
+	t.Fatal("deliveries still claimed after 50 rounds")
+}
+
+// redriveAll redrives every failed delivery and checks it moved want.
+func (b *bundle) redriveAll(t *testing.T, want int) {
+	t.Helper()
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{}); err != nil || n != want {
+		t.Fatalf("Redrive = %d, %v; want %d moved", n, err, want)
+	}
+}
+
+// testEnqueueAgainAfterARedrive: a delivery that spent its budget and was
+// redriven has a larger one, which Redrive granted; the application's
+// enqueue made again as it was first made (its transaction retried, say)
+// still finds it, Existed, for a budget it named and for the Store's
+// default, redriven once or twice. Another budget than the one asked,
+// that granted among them, is still a collision.
+func testEnqueueAgainAfterARedrive(t *testing.T, open OpenFunc) {
+	b := setup(t, open, spending(store.Config{MaxAttempts: 6}))
+	named := delivery("named")
+	named.MaxAttempts = 3
+	dflt := delivery("default")
+	first := map[string]store.Enqueued{"named": b.enqueue(t, named), "default": b.enqueue(t, dflt)}
+	b.exhaust(t)
+	for round := 1; round <= 2; round++ {
+		for name, e := range first {
+			if d := b.get(t, e.ID); d.Status != courier.StatusFailed || d.Attempts != d.MaxAttempts {
+				t.Fatalf("round %d: %s is %s after %d of %d attempts, want failed with its budget spent", round, name, d.Status, d.Attempts, d.MaxAttempts)
+			}
+		}
+		b.redriveAll(t, 2)
+		if d := b.get(t, first["named"].ID); d.MaxAttempts <= 3 {
+			t.Fatalf("round %d: the redriven delivery's budget is %d, want more than the 3 asked", round, d.MaxAttempts)
+		}
+		for name, p := range map[string]store.EnqueueParams{"named": named, "default": dflt} {
+			tx := b.begin(t)
+			e, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+			tx.Rollback()
+			if err != nil || !e.Existed || e.ID != first[name].ID {
+				t.Fatalf("round %d: %s enqueued again after a redrive = %+v, %v; want the existing delivery %d", round, name, e, err, first[name].ID)
+			}
+		}
+		granted := named
+		granted.MaxAttempts = b.get(t, first["named"].ID).MaxAttempts
+		other := named
+		other.MaxAttempts = 4
+		for what, p := range map[string]store.EnqueueParams{"the granted budget": granted, "another budget": other} {
+			tx := b.begin(t)
+			_, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+			tx.Rollback()
+			if !errors.Is(err, courier.CodeIdempotencyCollision) {
+				t.Fatalf("round %d: enqueued again with %s = %v, want CodeIdempotencyCollision", round, what, err)
+			}
+		}
+		b.exhaust(t)
+	}
+}
+
+// testEnqueueCommandAgainAfterARedrive: testEnqueueAgainAfterARedrive for
+// commands, whose budget defaults to the command's source_max_attempts.
+func testEnqueueCommandAgainAfterARedrive(t *testing.T, open OpenFunc) {
+	b := setup(t, open, spending(store.Config{}))
+	named := store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 3, `{"title":"x"}`), MaxAttempts: 3}
+	source := store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestA, 3, `{"title":"y"}`)}
+	first := map[string]store.Enqueued{"named": b.mustEnqueueCommand(t, named), "source": b.mustEnqueueCommand(t, source)}
+	b.exhaust(t)
+	b.redriveAll(t, 2)
+	for name, e := range first {
+		if d := b.get(t, e.ID); d.MaxAttempts <= 3 {
+			t.Fatalf("the redriven %s command's budget is %d, want more than 3", name, d.MaxAttempts)
+		}
+	}
+	for name, p := range map[string]store.CommandParams{"named": named, "source": source} {
+		if e, err := b.enqueueCommand(t, p); err != nil || !e.Existed || e.ID != first[name].ID {
+			t.Fatalf("%s command enqueued again after a redrive = %+v, %v; want the existing delivery %d", name, e, err, first[name].ID)
+		}
+	}
+	other := named
+	other.MaxAttempts = 2
+	if _, err := b.enqueueCommand(t, other); !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Fatalf("command enqueued again with another budget = %v, want CodeIdempotencyCollision", err)
+	}
+}
+
+// testRepublishAfterARedrive: an event published again once its delivery
+// was redriven finds that delivery, Existed, on the fan-out's path too,
+// whose comparison leaves the budget out.
+func testRepublishAfterARedrive(t *testing.T, open OpenFunc) {
+	r := setupRepublish(t, open, spending(store.Config{MaxAttempts: 2}), false)
+	r.exhaust(t)
+	r.redriveAll(t, 1)
+	if got := r.publish(t); len(got) != 1 || !got[0].Existed || got[0].ID != r.first.ID {
+		t.Fatalf("published again after a redrive = %+v, want the existing delivery %d", got, r.first.ID)
+	}
+}
