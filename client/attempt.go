@@ -29,9 +29,23 @@ import (
 	"github.com/courier-go/courier/signature"
 )
 
-// maxProblemRead bounds what is read of a refusal's problem+json body to
-// learn its code.
-const maxProblemRead = 4 << 10
+// Bounds of the reads of a refusal's body. Its status is the answer, and
+// the verdict waits for none of the body but its code: a receiver that
+// sends the headers and holds the rest back holds the attempt's slot no
+// longer than these, not for the attempt's whole Timeout.
+const (
+	// maxProblemRead bounds what is read of a refusal's problem+json
+	// body to learn its code, and maxProblemWait how long that read may
+	// take: a body not over by then is read no further, and has no code.
+	maxProblemRead = 4 << 10
+	maxProblemWait = time.Second
+	// maxDrain bounds what is read of what is left of a judged refusal's
+	// body so that its connection can be used again, and maxDrainWait
+	// how long that read may take: a body not over by then is closed,
+	// and its connection with it.
+	maxDrain     = 4 << 10
+	maxDrainWait = 50 * time.Millisecond
+)
 
 // try makes the attempt of c, claimed at claimedAt: it signs and sends
 // the request, then judges the answer: a 2xx by the delivery's profile,
@@ -57,7 +71,14 @@ const maxProblemRead = 4 << 10
 // whole Timeout from then on; a request that the transport comes to write
 // only after that Timeout (the worker was held up meanwhile) is not
 // written, and the attempt is not ready either (see timelyBody).
-func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time) (protocol.Outcome, bool) {
+// The receiver's status is put in *status as soon as its answer comes,
+// before anything of the configuration's judges it.
+// A request that fails once the attempt is cut short by a shutdown is
+// retried with code worker_stopped, due again at once: it may have
+// reached the receiver. A destination the guard refused was not dialed:
+// it fails as such, shutdown or not, as does any outcome reached before
+// the request was handed to the transport.
+func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time, status *int) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
 		// The Store that enqueued it knew the profile (Enqueue refuses
@@ -145,6 +166,13 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return protocol.Outcome{}, false
 	}
 	if err != nil {
+		if w.cutShort(parent) && !errors.Is(err, courier.CodeDestinationForbidden) {
+			// Cut short by shutdown: it may have reached the receiver, so
+			// it counts; it is due again at once, for any worker. A
+			// destination the guard refused was never dialed: that is
+			// its outcome, whenever the shutdown came.
+			return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}, true
+		}
 		// The error names the request's URL, which may hold a
 		// credential (userinfo, path, query): Classify hears it named
 		// as the logs name it.
@@ -155,6 +183,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return w.judge(ctx, c, nil, err), true
 	}
 	defer resp.Body.Close()
+	*status = resp.StatusCode
 	// Every read of the answer ends with the attempt: the body is closed
 	// when ctx ends, which also reaches a read no deadline bounds.
 	raw := resp.Body // remoteCode puts what it read back in front of resp.Body
@@ -308,14 +337,18 @@ func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) boo
 // application/problem+json: its top-level "code" string, kept only when it
 // is a valid courier.Code. It reads at most maxProblemRead bytes, strictly
 // parsed, and keeps nothing else of them; what it read is put back in
-// front of resp.Body, so Classify sees the whole body.
+// front of resp.Body, so Classify sees the whole body. A body not over
+// within maxProblemWait is closed, and has no code.
 func remoteCode(resp *http.Response) courier.Code {
 	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || mt != problem.ContentType {
 		return ""
 	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemRead+1))
-	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	body := resp.Body
+	late := time.AfterFunc(maxProblemWait, func() { _ = body.Close() })
+	head, err := io.ReadAll(io.LimitReader(body, maxProblemRead+1))
+	late.Stop()
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), body), body}
 	if err != nil || len(head) > maxProblemRead {
 		return ""
 	}
@@ -452,5 +485,12 @@ func (b *timelyBody) lateNow() (late bool) {
 	return !b.now().Before(b.by)
 }
 
-// drain reads a little of a body so the connection can be reused.
-func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10)) }
+// drain reads what is left of a judged refusal's body, up to maxDrain,
+// so that its connection can be used again, for no longer than
+// maxDrainWait: a body not over by then is closed, and its connection
+// with it.
+func drain(body io.ReadCloser) {
+	late := time.AfterFunc(maxDrainWait, func() { _ = body.Close() })
+	defer late.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
+}

@@ -65,11 +65,6 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 			w.release(ctx, claimedAt, c.Lease)
 			return
 		}
-		if ctx.Err() != nil && oc.HTTPStatus == 0 {
-			// Cut short by shutdown: it may have reached the receiver, so
-			// it counts; it is due again at once, for any worker.
-			oc = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}
-		}
 		oc.Duration = time.Since(started)
 		endAttempt(span, oc)
 	}
@@ -273,12 +268,15 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 // configuration's (SignerFor, a Signer, Classify, Backoff, Now, a
 // profile's Verify) taken as a failed attempt to retry with code
 // internal_error after DefaultBackoff: one delivery's poison is not the
-// process's end, nor, after a restart, every worker's that claims it. The
+// process's end, nor, after a restart, every worker's that claims it. A
+// receiver that answered before the panic did answer: its status is kept
+// on the outcome, for the attempts log and the endpoint's breaker. The
 // panic is logged without its value, which may hold content. An attempt
 // still running once its lease has run out, as measured from now (deliver's
 // reading, as it started), is logged at Warn (see watchLease).
 func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedAt, now time.Time) (oc protocol.Outcome, ready bool) {
 	overdue := w.watchLease(ctx, c, leaseLeftAt(c.Lease, claimedAt, now))
+	var status int // the receiver's, once it answered (see try)
 	defer func() {
 		overdue.Stop() // however the attempt ended: returned, panicked, or its goroutine ended (runtime.Goexit)
 		if recover() == nil {
@@ -286,9 +284,9 @@ func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedA
 		}
 		w.cfg.Logger.ErrorContext(ctx, "worker: attempt panicked; retried later", slog.Bool(logkey.Panic, true),
 			slog.Int64(logkey.Delivery, c.DeliveryID), slog.String(logkey.Code, string(courier.CodeInternal)))
-		oc, ready = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeInternal, RetryDelay: DefaultBackoff(c.Attempt, 0)}, true
+		oc, ready = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeInternal, HTTPStatus: status, RetryDelay: DefaultBackoff(c.Attempt, 0)}, true
 	}()
-	return w.try(ctx, c, claimedAt)
+	return w.try(ctx, c, claimedAt, &status)
 }
 
 // watchLease logs, at Warn, that c's attempt outlived its lease, once left
