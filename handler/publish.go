@@ -198,7 +198,10 @@ type PublishConfig struct {
 // The payload stored is the canonical form, which can be longer than the
 // payload sent (a number with an exponent is written out: 1e15 is
 // 1000000000000000.0), and for a subscription of the reporting profile
-// that form with its idempotency_key. Over store.MaxPayloadSize it is
+// that form with the delivery's idempotency_key (store.Published's), in
+// place of any idempotency_key the payload carries: a reporting receiver
+// dedupes by it, so each delivery has its own, the same on every publish
+// of the event. Over store.MaxPayloadSize it is
 // refused, 400 validation_failed naming payload (rule max), nothing
 // stored. Below that it is enqueued as store.Outbox.Enqueue takes it,
 // over 1 MiB too: a courier receiver reads 1 MiB unless its
