@@ -239,7 +239,7 @@ func (o *Outbox) rowProblem(r outboxRow) string {
 	}
 	switch r.Status { // outbox_check_rows reads the payload of these only
 	case courier.StatusPending, courier.StatusRetryWait, courier.StatusLeased, courier.StatusFailed:
-		plain, err := o.s.cfg.Encryption.open(r.Payload, r.PayloadKeyID, r.NotificationID, r.Endpoint)
+		plain, err := o.s.cfg.Encryption.open(r.Payload, r.PayloadKeyID, r.NotificationID, r.Endpoint, r.KeyID)
 		if err != nil {
 			return fmt.Sprintf("payload (%s)", courier.CodePayloadUnreadable)
 		}

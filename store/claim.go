@@ -685,7 +685,7 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 // returns c's status: leased when it may be sent. The caller moves the
 // ordering key of one it ended on.
 func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (courier.Status, error) {
-	plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint)
+	plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint, c.KeyID)
 	if err != nil {
 		return o.end(ctx, tx, now, *c, courier.CodePayloadUnreadable, AttemptQuarantined)
 	}

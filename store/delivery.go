@@ -45,7 +45,9 @@ type Delivery struct {
 	// payload's digest (an HMAC under a key derived from the payload key,
 	// over the delivery's id and the Ack's digest), since courier's Ack is
 	// computed from the payload's plain digest: the deliveries of one
-	// notification with one payload store different Ack digests.
+	// notification with one payload store different Ack digests. It is ""
+	// too when a publish again sealed the payload under another key (or
+	// none) while the attempt that succeeded was in flight.
 	AckSHA256      string
 	SubscriptionID int64 // the subscription it was published to, 0 if none
 	CreatedAt      time.Time
@@ -109,7 +111,7 @@ func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (D
 // opened converts a row with its payload opened, or nil when it cannot be.
 func (o *Outbox) opened(r outboxRow) Delivery {
 	d := r.delivery()
-	if plain, err := o.s.cfg.Encryption.open(d.Payload, d.PayloadKeyID, d.NotificationID, d.Endpoint); err == nil {
+	if plain, err := o.s.cfg.Encryption.open(d.Payload, d.PayloadKeyID, d.NotificationID, d.Endpoint, d.KeyID); err == nil {
 		d.Payload = plain
 	} else {
 		d.Payload = nil

@@ -132,12 +132,16 @@ func (k PayloadKey) ID() string { return k.id }
 // compared with it and is refused as an idempotency collision (the error
 // names the key); so is one of a row that does not open under the key
 // Keys holds for its id. The delivery's identity (notification id and
-// endpoint) is bound as associated data: a sealed payload moved to
-// another row does not open. A row that cannot be opened is quarantined
-// with code payload_unreadable: its key is gone, or Keys holds other
-// bytes under its id. That is a key's fault, not the row's, so once the
-// key is configured again (in every process that claims) Outbox.Redrive
-// sends the row again; a row redriven while its key is still wrong is
+// endpoint) and the signing key id it is sent with (EnqueueParams.KeyID)
+// are bound as associated data: a sealed payload moved to another row,
+// or whose row is changed to be signed with another key, does not open
+// (rows sealed before the signing key id was bound open as they were
+// sealed, bound to the identity alone). A row that cannot be opened is
+// quarantined with code payload_unreadable: its key is gone, or Keys
+// holds other bytes under its id. That is a key's fault, not the row's,
+// so once the key is configured again (in every process that claims)
+// Outbox.Redrive sends the row again; a row redriven while its key is
+// still wrong, or whose sealed bytes or bound columns were altered, is
 // quarantined again at its next claim.
 //
 // A sealed row's stored digest (Delivery.PayloadSHA256) is keyed too:
@@ -188,7 +192,10 @@ type Encryption struct {
 // without a key, are not counted. A key retired from Current may leave
 // Encryption.Keys, in every process, once it counts none here; until
 // then, rows under it cannot be opened without it. Prune (Outbox.Prune,
-// Inbox.Prune) deletes the finished ones in time. It reads the outbox and
+// Inbox.Prune) deletes the finished ones in time; a failed or quarantined
+// delivery is not finished until an operator redrives or cancels it
+// (Outbox.Redrive, Outbox.Cancel), so it keeps its key in use till then.
+// It reads the outbox and
 // the inbox whole: an operator's tool, not a probe.
 func (s *Store) KeysInUse(ctx context.Context) (map[string]int, error) {
 	var rows []struct {
@@ -237,19 +244,32 @@ func (e *Encryption) key(id string) (PayloadKey, bool) {
 	return PayloadKey{}, false
 }
 
-// payloadAAD binds a sealed payload to its delivery.
-func payloadAAD(notificationID, endpoint string) []byte {
+// payloadAAD binds a sealed payload to its delivery and to the signing
+// configuration it is sent with (EnqueueParams.KeyID): the notification
+// id, the endpoint and the signing key id. The key signs for an account
+// of the receiver, which one URL may serve for several: a payload whose
+// row is changed to be signed with another key does not open. None of
+// the three holds a NUL byte: no two triples make the same bytes.
+func payloadAAD(notificationID, endpoint, signingKeyID string) []byte {
+	return []byte("courier.outbox.payload.v2\x00" + notificationID + "\x00" + endpoint + "\x00" + signingKeyID)
+}
+
+// payloadAADv1 is the associated data payloads were sealed with before
+// the signing key id was bound: the notification id and the endpoint.
+// Rows sealed so still open under it.
+func payloadAADv1(notificationID, endpoint string) []byte {
 	return []byte("courier.outbox.payload.v1\x00" + notificationID + "\x00" + endpoint)
 }
 
-// seal returns the stored form of payload and the id of the key that
-// sealed it ("" without encryption).
-func (e *Encryption) seal(payload []byte, notificationID, endpoint string) ([]byte, string, error) {
+// seal returns the stored form of payload, for the delivery
+// (notificationID, endpoint) signed with signingKeyID, and the id of the
+// key that sealed it ("" without encryption).
+func (e *Encryption) seal(payload []byte, notificationID, endpoint, signingKeyID string) ([]byte, string, error) {
 	if e == nil {
 		return payload, "", nil
 	}
 	k, _ := e.key(e.Current)
-	sealed, err := k.seal(payload, payloadAAD(notificationID, endpoint))
+	sealed, err := k.seal(payload, payloadAAD(notificationID, endpoint, signingKeyID))
 	return sealed, k.id, err
 }
 
@@ -267,8 +287,11 @@ func (k PayloadKey) seal(plain, aad []byte) ([]byte, error) {
 // errUnreadable is a stored payload that cannot be opened.
 var errUnreadable = errors.New("store: payload cannot be opened")
 
-// open returns a stored payload's plaintext.
-func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint string) ([]byte, error) {
+// open returns the plaintext of a payload stored under the key named
+// keyID ("": as sent) for the delivery (notificationID, endpoint) signed
+// with signingKeyID. A payload sealed before the signing key id was bound
+// opens under the associated data it was sealed with.
+func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint, signingKeyID string) ([]byte, error) {
 	if keyID == "" {
 		return stored, nil
 	}
@@ -276,7 +299,11 @@ func (e *Encryption) open(stored []byte, keyID, notificationID, endpoint string)
 	if !ok {
 		return nil, errUnreadable
 	}
-	return k.open(stored, payloadAAD(notificationID, endpoint))
+	plain, err := k.open(stored, payloadAAD(notificationID, endpoint, signingKeyID))
+	if err != nil {
+		plain, err = k.open(stored, payloadAADv1(notificationID, endpoint))
+	}
+	return plain, err
 }
 
 // open returns what k sealed for aad, or errUnreadable.

@@ -533,7 +533,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	if err != nil {
 		return nil, err
 	}
-	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint)
+	stored, keyID, err := cfg.Encryption.seal(p.Payload, p.NotificationID, p.Endpoint, p.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -779,7 +779,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 	case err != nil:
 		return err
 	}
-	if _, err := o.s.cfg.Encryption.open(stored.Payload, stored.PayloadKeyID, stored.NotificationID, stored.Endpoint); err != nil {
+	if _, err := o.s.cfg.Encryption.open(stored.Payload, stored.PayloadKeyID, stored.NotificationID, stored.Endpoint, stored.KeyID); err != nil {
 		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
 	}
 	return errIdempotencyCollision

@@ -165,6 +165,9 @@ type settleArg struct {
 	HTTP   *int    `json:"http"`
 	Ack    *string `json:"ack"`
 	Remote *string `json:"remote"`
+	// Sealed is the payload key the attempt was claimed under: an Ack
+	// is kept only while the row is still sealed under it.
+	Sealed string `json:"sealed"`
 }
 
 // settledRow is a row outbox_settle (or the reclaim of expired leases)
@@ -182,7 +185,7 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 	args := make([]settleArg, len(batch))
 	for j, i := range batch {
 		oc := outcomes[i]
-		a := settleArg{ID: oc.Lease.DeliveryID, Token: oc.Lease.Token, Result: string(oc.Result)}
+		a := settleArg{ID: oc.Lease.DeliveryID, Token: oc.Lease.Token, Result: string(oc.Result), Sealed: oc.Lease.Sealed}
 		if oc.Code != "" {
 			a.Code = ptr(string(oc.Code))
 		}

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -882,4 +884,117 @@ func (b *bundle) reopened(t *testing.T, enc *store.Encryption) *bundle {
 		t.Fatal(err)
 	}
 	return &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
+}
+
+// testSealedPayloadIsBoundToItsSigningKey: the worker signs a delivery
+// with the signing configuration its row names (key_id), and a receiver
+// shared by several senders' subscriptions (one URL, an account per
+// key) files what it receives under the key that signed it. With write
+// access to the database but no payload key, changing a sealed row's
+// key_id to another subscriber's sent its payload, opened, to that
+// subscriber: the associated data bound the notification id and the
+// endpoint only. A row so changed does not open: it is quarantined
+// payload_unreadable, never sent, and Get and Check show it unreadable.
+// A row sealed before the key id was bound still opens as it was sealed.
+func testSealedPayloadIsBoundToItsSigningKey(t *testing.T, open OpenFunc) {
+	secret := bytes.Repeat([]byte{1}, 32)
+	k1, err := store.NewPayloadKey("k1", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	signedBy := func(id, keyID string) store.EnqueueParams {
+		p := delivery(id)
+		p.KeyID = keyID
+		return p
+	}
+	acme := b.enqueue(t, signedBy("acme-1", "acme"))
+	b.enqueue(t, signedBy("globex-1", "globex"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET key_id = ? WHERE id = ?"), "globex", acme.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Sealed as courier sealed before it bound the key id: the
+	// notification id and the endpoint alone.
+	legacy := b.enqueue(t, signedBy("legacy-1", "acme"))
+	block, err := aes.NewCipher(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := bytes.Repeat([]byte{7}, aead.NonceSize())
+	v1 := aead.Seal(bytes.Clone(nonce), nonce, delivery("legacy-1").Payload,
+		[]byte("courier.outbox.payload.v1\x00legacy-1\x00"+delivery("legacy-1").Endpoint))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), v1, legacy.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	if d := b.get(t, acme.ID); d.Payload != nil {
+		t.Errorf("Get of the row whose key_id was changed opens it: %q", d.Payload)
+	}
+	if h, err := b.store.Outbox.Check(b.ctx, 0); err != nil || !slices.Equal(h.Invalid, []int64{acme.ID}) {
+		t.Errorf("Check = invalid %v, %v; want only the row whose key_id was changed, %d", h.Invalid, err, acme.ID)
+	}
+	claimed := map[string]protocol.Claimed{}
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		claimed[c.NotificationID] = c
+	}
+	if c, ok := claimed["acme-1"]; ok {
+		t.Fatalf("acme's sealed payload was claimed to be signed with key %q: %q", c.KeyID, c.Payload)
+	}
+	if d := b.get(t, acme.ID); d.Status != courier.StatusQuarantined || d.LastErrorCode != courier.CodePayloadUnreadable {
+		t.Fatalf("the row whose key_id was changed is %s/%s, want quarantined/payload_unreadable", d.Status, d.LastErrorCode)
+	}
+	for _, id := range []string{"globex-1", "legacy-1"} {
+		if c, ok := claimed[id]; !ok || !bytes.Equal(c.Payload, delivery(id).Payload) {
+			t.Fatalf("%s claimed %v with %q, want its payload", id, ok, c.Payload)
+		}
+	}
+
+	// A delivery brought up to date with its subscription's new signing
+	// key (a publish again) is sealed again for that key, and opens.
+	r := setupRepublish(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}}, false)
+	r.update(t, rotateKey)
+	r.publish(t)
+	if c := r.claim(t, "w", 10, time.Minute); len(c) != 1 || c[0].KeyID != "key-2" || !bytes.Equal(c[0].Payload, r.event.Payload) {
+		t.Fatalf("after the subscription's key rotated claimed %v, want its delivery under key-2 with its payload", ids(c))
+	}
+}
+
+// testAnAttemptSettledAfterItsRowWasSealedAgainKeepsNoPlainAck: a publish
+// again brings a leased delivery up to date in place (its subscription's
+// key changed), its payload sealed again under the Current key, while the
+// attempt in flight settles under what it was claimed with. Claimed while
+// the row was stored as sent (encryption being rolled out), that
+// attempt's success stored the Ack's plain digest beside the now sealed
+// payload: courier's Ack is computed from the notification id and the
+// payload's digest, so a dictionary of payloads recovers the payload from
+// it. The Ack of an attempt claimed under another payload key than the
+// row holds now is kept as "", as for a sealed row whose key is gone.
+func testAnAttemptSettledAfterItsRowWasSealedAgainKeepsNoPlainAck(t *testing.T, open OpenFunc) {
+	r := setupRepublish(t, open, store.Config{}, false)
+	c := r.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 || c[0].Sealed != "" {
+		t.Fatalf("claimed %v, want the delivery stored as sent", ids(c))
+	}
+	sealed := r.reopened(t, &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}})
+	r.update(t, rotateKey)
+	if p, err := inCommitted(t, sealed, func(tx *sqlx.Tx) ([]store.Published, error) {
+		return sealed.store.Outbox.Publish(sealed.ctx, tx, r.event)
+	}); err != nil || len(p) != 1 || p[0].Existed {
+		t.Fatalf("publish again under encryption = %+v, %v; want the delivery brought up to date", p, err)
+	}
+	if d := sealed.get(t, r.first.ID); d.Status != courier.StatusLeased || d.PayloadKeyID != "k1" {
+		t.Fatalf("after the publish again the delivery is %s under %q, want leased and sealed under k1", d.Status, d.PayloadKeyID)
+	}
+	plain := ack.Digest(ack.New(c[0].NotificationID, c[0].Payload).Marshal())
+	if err := r.complete(c[0].Lease, plain); err != nil {
+		t.Fatal(err)
+	}
+	if d := sealed.get(t, r.first.ID); d.Status != courier.StatusSucceeded || d.AckSHA256 != "" {
+		t.Fatalf("the sealed delivery succeeded as %s with Ack digest %q (the Ack's own: %v), want succeeded with none kept",
+			d.Status, d.AckSHA256, d.AckSHA256 == plain)
+	}
 }

@@ -95,6 +95,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EncryptionLifecycle", testEncryptionLifecycle},
 		{"KeysInUse", testKeysInUse},
 		{"EnqueueAgainUnderOtherBytesOfItsKey", testEnqueueAgainUnderOtherBytesOfItsKey},
+		{"SealedPayloadIsBoundToItsSigningKey", testSealedPayloadIsBoundToItsSigningKey},
+		{"AnAttemptSettledAfterItsRowWasSealedAgainKeepsNoPlainAck", testAnAttemptSettledAfterItsRowWasSealedAgainKeepsNoPlainAck},
 		{"Publish", testPublish},
 		{"Suppression", testSuppression},
 		{"ASubscriptionReceivesUnlessPaused", testASubscriptionReceivesUnlessPaused},

@@ -479,12 +479,15 @@ SET LOCAL lock_timeout = '1s';
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
--- {id, token, result, code, next_at, http, ack, remote}, one per delivery. Every
+-- {id, token, result, code, next_at, http, ack, remote, sealed}, one per delivery. Every
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
 -- deadline: a retry past the budget, or due at or after the deadline (when
--- no attempt may start), ends the delivery.
+-- no attempt may start), ends the delivery. An Ack's digest is kept as
+-- the store keyed it for the payload key the attempt was claimed under
+-- (sealed); a publish again may have sealed the row under another since
+-- (outbox_publish_refresh), and then '' is kept, as for a key that is gone.
 UPDATE courier_outbox AS o SET
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
@@ -496,11 +499,11 @@ UPDATE courier_outbox AS o SET
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,
     last_remote_code = v.remote,
-    ack_sha256 = v.ack,
+    ack_sha256 = CASE WHEN v.ack IS NOT NULL AND o.payload_key_id <> v.sealed THEN '' ELSE v.ack END,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb)
-    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text)
+    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text, sealed text)
 -- The ids again as an array, for the primary key: joined to the recordset
 -- alone, the planner reads every lease (or the whole table) and hashes it,
 -- a settle costing what all workers hold in flight; = ANY reads the

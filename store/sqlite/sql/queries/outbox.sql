@@ -420,12 +420,15 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
--- {id, token, result, code, next_at, http, ack, remote}, one per delivery. Every
+-- {id, token, result, code, next_at, http, ack, remote, sealed}, one per delivery. Every
 -- outcome is fenced: it applies only while the caller's lease is the row's
 -- lease and has not expired; the caller reads the rows returned to know
 -- which did. The status is decided here, against the row's own budget and
 -- deadline: a retry past the budget, or due at or after the deadline (when
--- no attempt may start), ends the delivery.
+-- no attempt may start), ends the delivery. An Ack's digest is kept as
+-- the store keyed it for the payload key the attempt was claimed under
+-- (sealed); a publish again may have sealed the row under another since
+-- (outbox_publish_refresh), and then '' is kept, as for a key that is gone.
 -- SQLite: RETURNING may not name the FROM table, so the row's id says which
 -- outcome it was.
 -- SQLite: NOT INDEXED, so :batch drives and each row is found by its id.
@@ -443,12 +446,12 @@ UPDATE courier_outbox NOT INDEXED SET
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
     last_remote_code = v.remote,
-    ack_sha256 = v.ack,
+    ack_sha256 = CASE WHEN v.ack IS NOT NULL AND payload_key_id <> v.sealed THEN '' ELSE v.ack END,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result' AS result,
              value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
-             value ->> 'ack' AS ack, value ->> 'remote' AS remote
+             value ->> 'ack' AS ack, value ->> 'remote' AS remote, value ->> 'sealed' AS sealed
       FROM json_each(:batch)) AS v
 WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
     AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
