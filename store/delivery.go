@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math"
 	"slices"
@@ -274,6 +275,16 @@ func (d Delivery) Redrivable() bool {
 // did not keep the budget asked for, is compared with the budget that
 // redrive gave it).
 //
+// It moves them in batches, each in a transaction of its own, so that
+// other writers wait for a batch at most, never for the whole of a large
+// redrive: on SQLite every claim, settle and enqueue, which wait for its
+// one writer, and on PostgreSQL the enqueues to the ordering keys a batch
+// takes. It moves the deliveries that were failed when it began, and may
+// move others that fail while it runs; one it moved that fails again
+// before it ends stays failed, for the next Redrive. An error, a cancelled
+// ctx's included, ends it between batches or rolls the batch under way
+// back: it returns how many the batches before moved, with the error.
+//
 // A redriven delivery is sent under its notification id, as every
 // attempt was, and a receiver tells it from a new notification only
 // while it keeps that id's dedupe record. A failed delivery may have been
@@ -328,13 +339,103 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	return total, nil
 }
 
+// maxRedriveBatch is the most deliveries one transaction of Redrive
+// moves.
+const maxRedriveBatch = 200
+
+// redriveMark is a delivery's place in courier_outbox_status, within its
+// status: where a batch of Redrive's ends.
+type redriveMark struct {
+	UpdatedAt int64 `db:"updated_at"`
+	ID        int64 `db:"id"`
+}
+
 // redrive is Redrive of the deliveries stored under p.Endpoint as it is
-// spelled, in a transaction.
+// spelled, in batches of at most maxRedriveBatch deliveries, each moved in a
+// transaction of its own: on SQLite every other writer waits for the one
+// writer while a transaction holds it, and on PostgreSQL enqueues to the
+// ordering keys it took wait for them, for a batch at most, never for the
+// whole of a redrive however many deliveries it moves. The batches go, in
+// each status, up to the delivery that was last when Redrive began: one
+// that fails again meanwhile, stamped later, waits for the next Redrive.
+// It returns how many the committed batches moved, and the error that
+// ended the others (a cancelled ctx ends Redrive between two batches, or
+// rolls the batch under way back).
 func (o *Outbox) redrive(ctx context.Context, p RedriveParams) (int, error) {
+	if p.ID != 0 {
+		return o.redriveBatch(ctx, p.Endpoint, []int64{p.ID})
+	}
+	statuses := []courier.Status{courier.StatusFailed, courier.StatusQuarantined}
+	last := make([]redriveMark, len(statuses))
+	for i, status := range statuses {
+		err := o.s.scan(ctx, o.s.db, "outbox_redrive_last", map[string]any{"status": string(status)}, &last[i].UpdatedAt, &last[i].ID)
+		switch {
+		case isNoRows(err):
+			last[i] = redriveMark{} // none: no batch reaches a delivery
+		case err != nil:
+			return 0, err
+		}
+	}
+	total := 0
+	for i, status := range statuses {
+		after := redriveMark{UpdatedAt: math.MinInt64}
+		for last[i].ID != 0 {
+			batch, err := o.redriveNext(ctx, map[string]any{
+				"status": string(status), "endpoint": p.Endpoint, "limit": maxRedriveBatch,
+				"after_updated_at": after.UpdatedAt, "after_id": after.ID,
+				"last_updated_at": last[i].UpdatedAt, "last_id": last[i].ID,
+			})
+			if err != nil {
+				return total, err
+			}
+			if len(batch) == 0 {
+				break
+			}
+			ids := make([]int64, len(batch))
+			for j, m := range batch {
+				ids[j] = m.ID
+			}
+			n, err := o.redriveBatch(ctx, p.Endpoint, ids)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			if len(batch) < maxRedriveBatch {
+				break
+			}
+			after = batch[len(batch)-1]
+		}
+	}
+	return total, nil
+}
+
+// redriveNext reads the next batch of a Redrive's (outbox_redrive_batch),
+// in a read-only transaction of its own on DB(), which holds no writer
+// and locks nothing.
+func (o *Outbox) redriveNext(ctx context.Context, args map[string]any) ([]redriveMark, error) {
+	tx, err := o.s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, o.s.dialect.interpret("outbox_redrive_batch", err)
+	}
+	defer tx.Rollback()
+	if _, err := o.s.exec(ctx, tx, "outbox_redrive_in_order", nil); err != nil {
+		return nil, err
+	}
+	var batch []redriveMark
+	if err := o.s.selectRows(ctx, tx, "outbox_redrive_batch", args, &batch); err != nil {
+		return nil, err
+	}
+	return batch, nil
+}
+
+// redriveBatch moves the deliveries ids, those of them still to be moved
+// (stored under endpoint, "" for any), in a transaction, and wakes the
+// workers when it moved any. It returns how many it moved.
+func (o *Outbox) redriveBatch(ctx context.Context, endpoint string, ids []int64) (int, error) {
 	var n int
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
-		keys, err := o.redriveKeys(ctx, tx, now, p)
+		keys, err := o.redriveKeys(ctx, tx, now, endpoint, ids)
 		if err != nil {
 			return err
 		}
@@ -349,7 +450,7 @@ func (o *Outbox) redrive(ctx context.Context, p RedriveParams) (int, error) {
 		var rows []keyed
 		if err := o.s.selectRows(ctx, tx, "outbox_redrive", map[string]any{
 			"now": now, "deadline": now + o.s.cfg.RetryHorizon.Microseconds(), "budget": o.s.cfg.MaxAttempts,
-			"endpoint": p.Endpoint, "id": p.ID, "keys": jsonArg(taken),
+			"endpoint": endpoint, "ids": jsonArg(ids), "keys": jsonArg(taken),
 		}, &rows); err != nil {
 			return err
 		}
@@ -381,13 +482,14 @@ func (o *Outbox) redrive(ctx context.Context, p RedriveParams) (int, error) {
 	return n, nil
 }
 
-// redriveKeys takes the rows of the ordering keys of the deliveries
-// Redrive p is about to move, in key order, before it locks any of them
-// (see outbox_redrive_keys); a key without a row gets one, headed by the
-// first of them. It returns that first delivery of each key.
-func (o *Outbox) redriveKeys(ctx context.Context, tx *sqlx.Tx, now int64, p RedriveParams) ([]keyed, error) {
+// redriveKeys takes the rows of the ordering keys of the deliveries a
+// batch of Redrive's (ids, stored under endpoint) is about to move, in key
+// order, before it locks any of them (see outbox_redrive_keys); a key
+// without a row gets one, headed by the first of them. It returns that
+// first delivery of each key.
+func (o *Outbox) redriveKeys(ctx context.Context, tx *sqlx.Tx, now int64, endpoint string, ids []int64) ([]keyed, error) {
 	var keys []keyed
-	if err := o.s.selectRows(ctx, tx, "outbox_redrive_keys", map[string]any{"endpoint": p.Endpoint, "id": p.ID}, &keys); err != nil {
+	if err := o.s.selectRows(ctx, tx, "outbox_redrive_keys", map[string]any{"endpoint": endpoint, "ids": jsonArg(ids)}, &keys); err != nil {
 		return nil, err
 	}
 	for _, k := range inKeyOrder(keys) {

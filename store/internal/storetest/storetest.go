@@ -49,6 +49,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EnqueueAgainAfterARedrive", testEnqueueAgainAfterARedrive},
 		{"EnqueueCommandAgainAfterARedrive", testEnqueueCommandAgainAfterARedrive},
 		{"RepublishAfterARedrive", testRepublishAfterARedrive},
+		{"RedriveCommitsInBatches", testRedriveCommitsInBatches},
+		{"RedriveStopsWhenItsContextEnds", testRedriveStopsWhenItsContextEnds},
 		{"Deadline", testDeadline},
 		{"ClaimOrder", testClaimOrder},
 		{"AttemptsLog", testAttemptsLog},

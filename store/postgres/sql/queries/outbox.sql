@@ -568,6 +568,38 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: outbox_redrive_last
+-- The last delivery of a status Redrive takes (:status, failed or
+-- quarantined) in courier_outbox_status's order when Redrive begins: its
+-- batches go no further (see outbox_redrive_batch).
+SELECT updated_at, id FROM courier_outbox
+WHERE status = :status
+ORDER BY updated_at DESC, id DESC LIMIT 1;
+
+-- name: outbox_redrive_in_order
+-- First in the read-only transaction of outbox_redrive_batch: the batch is
+-- read in order from courier_outbox_status, never sorted. The statistics
+-- of a table whose deliveries failed since it was last analyzed count few
+-- failed ones, and the planner then reads and sorts every one of them for
+-- each batch, which makes a large Redrive quadratic.
+SET LOCAL enable_sort = off;
+
+-- name: outbox_redrive_batch
+-- The next deliveries Redrive moves, at most :limit, of one status, read
+-- in courier_outbox_status's order after the last batch's last one and
+-- up to the status's last one when Redrive began (outbox_redrive_last),
+-- each batch from where the last one stopped: a delivery it redrove that
+-- fails again, stamped later, is after the bound, and waits for the next
+-- Redrive. Read outside the batch's transaction, which moves what of it
+-- is still to be moved (outbox_redrive's conditions), and locks nothing.
+SELECT updated_at, id FROM courier_outbox
+WHERE status = :status AND (updated_at, id) > (:after_updated_at::bigint, :after_id::bigint)
+    AND (updated_at, id) <= (:last_updated_at::bigint, :last_id::bigint)
+    AND (status = 'failed' OR last_error_code = 'payload_unreadable') AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
+        WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
+ORDER BY updated_at, id LIMIT :limit;
+
 -- name: outbox_redrive_keys
 -- The ordering keys of the deliveries outbox_redrive is about to move
 -- (its conditions, repeated), each with the first of them by id: Redrive
@@ -575,10 +607,16 @@ WHERE id = :id AND status = 'leased' AND lease_token = :token;
 -- that delivery) in key order before it locks any delivery, as Cancel
 -- does (see ordering_key_lock_of). Locking the deliveries first, it would
 -- hold a failed head that a Cancel holding the head's key waits for,
--- while it waited for that key.
+-- while it waited for that key. The batch's ids are an array, not IN
+-- (subquery): the planner reads them by the primary key. The status is
+-- compared as (status || ''), which no index holds: the statistics of a
+-- table whose deliveries failed since it was last analyzed count few
+-- failed ones, and the planner then read every failed delivery from
+-- courier_outbox_status for each batch, in its transaction.
 SELECT endpoint, ordering_key, MIN(id) AS id FROM courier_outbox
-WHERE ordering_key IS NOT NULL AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id::bigint = 0 OR id = :id::bigint)
+WHERE ordering_key IS NOT NULL AND id = ANY (ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb)))
+    AND (status || '') IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 GROUP BY endpoint, ordering_key;
@@ -594,13 +632,16 @@ GROUP BY endpoint, ordering_key;
 -- heads it. The budget its enqueue asked for stays in
 -- enqueued_max_attempts, for an enqueue made again to compare (a row
 -- enqueued before migration 13 keeps there its max_attempts before this).
+-- It moves a batch's deliveries (:ids, a JSON array; see
+-- outbox_redrive_batch), read by the primary key (see outbox_redrive_keys).
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id::bigint = 0 OR id = :id::bigint)
+WHERE id = ANY (ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb)))
+    AND (status || '') IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
     -- A command enqueued under another contract than its endpoint's pin
     -- stays where it is: sent again it would hold the endpoint back, and the
     -- source would refuse it (Contracts: it is re-issued, never redriven).

@@ -520,14 +520,43 @@ UPDATE courier_outbox SET
     last_error_code = :code, updated_at = :now
 WHERE id = :id AND status = 'leased' AND lease_token = :token;
 
+-- name: outbox_redrive_last
+-- The last delivery of a status Redrive takes (:status, failed or
+-- quarantined) in courier_outbox_status's order when Redrive begins: its
+-- batches go no further (see outbox_redrive_batch).
+SELECT updated_at, id FROM courier_outbox INDEXED BY courier_outbox_status
+WHERE status = :status
+ORDER BY updated_at DESC, id DESC LIMIT 1;
+
+-- name: outbox_redrive_in_order
+-- SQLite: nothing to do; outbox_redrive_batch names its index (INDEXED BY).
+
+-- name: outbox_redrive_batch
+-- The next deliveries Redrive moves, at most :limit, of one status, read
+-- in courier_outbox_status's order after the last batch's last one and
+-- up to the status's last one when Redrive began (outbox_redrive_last),
+-- each batch from where the last one stopped: a delivery it redrove that
+-- fails again, stamped later, is after the bound, and waits for the next
+-- Redrive. Read outside the batch's transaction, which moves what of it
+-- is still to be moved (outbox_redrive's conditions).
+SELECT updated_at, id FROM courier_outbox INDEXED BY courier_outbox_status
+WHERE status = :status AND (updated_at, id) > (:after_updated_at, :after_id) AND (updated_at, id) <= (:last_updated_at, :last_id)
+    AND (status = 'failed' OR last_error_code = 'payload_unreadable') AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
+        WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
+ORDER BY updated_at, id LIMIT :limit;
+
 -- name: outbox_redrive_keys
 -- The ordering keys of the deliveries outbox_redrive is about to move
 -- (its conditions, repeated), each with the first of them by id, whose
 -- rows Redrive takes before it moves any (see the PostgreSQL file).
--- SQLite: writers are serialized: the order changes nothing here.
-SELECT endpoint, ordering_key, MIN(id) AS id FROM courier_outbox
-WHERE ordering_key IS NOT NULL AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+-- SQLite: writers are serialized: the order changes nothing here. The
+-- batch's ids are read by the primary key (NOT INDEXED), never through
+-- courier_outbox_status, which holds every failed delivery.
+SELECT endpoint, ordering_key, MIN(id) AS id FROM courier_outbox NOT INDEXED
+WHERE ordering_key IS NOT NULL AND id IN (SELECT value FROM json_each(:ids))
+    AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 GROUP BY endpoint, ordering_key;
@@ -543,13 +572,16 @@ GROUP BY endpoint, ordering_key;
 -- heads it. The budget its enqueue asked for stays in
 -- enqueued_max_attempts, for an enqueue made again to compare (a row
 -- enqueued before migration 12 keeps there its max_attempts before this).
-UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
+-- It moves a batch's deliveries (:ids, a JSON array; see
+-- outbox_redrive_batch), read by the primary key (see outbox_redrive_keys).
+UPDATE courier_outbox NOT INDEXED SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
     max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint) AND (:id = 0 OR id = :id)
+WHERE id IN (SELECT value FROM json_each(:ids))
+    AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
+    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
     -- A command enqueued under another contract than its endpoint's pin
     -- stays where it is: sent again it would hold the endpoint back, and the
     -- source would refuse it (Contracts: it is re-issued, never redriven).
