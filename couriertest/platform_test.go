@@ -3,8 +3,6 @@ package couriertest_test
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -18,8 +16,8 @@ func TestBuildsOnOtherSystems(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the package for other systems")
 	}
-	gotool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gotool); err != nil {
+	gotool, err := exec.LookPath("go")
+	if err != nil {
 		t.Skipf("no go tool to build with: %v", err)
 	}
 	for _, goos := range []string{"darwin", "windows", "freebsd", "openbsd"} {
