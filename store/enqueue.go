@@ -917,13 +917,13 @@ func unfinished(st courier.Status) bool {
 const argLate = "late"
 
 // errLate is a delivery that would be written with its deadline come.
-var errLate = invalidArgument("Deadline must be after the first attempt: no attempt starts at or after it")
+var errLate = &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: Deadline must be after the first attempt: no attempt starts at or after it"}
 
 // isLate reports whether err is errLate itself, not another error of its
 // code (errors.Is matches any of one code).
 func isLate(err error) bool {
 	var e *courier.Error
-	return errors.As(err, &e) && error(e) == errLate
+	return errors.As(err, &e) && e == errLate
 }
 
 // argPlaintext is the entry of an enqueue's arguments that holds the
