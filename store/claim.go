@@ -392,6 +392,7 @@ type parkedEndpoint struct {
 	Limited       bool          `db:"limited"`        // it has limits (courier_endpoint_limits)
 	FirstDue      int64         `db:"first_due"`      // its first parked delivery's due time
 	FirstPriority int64         `db:"first_priority"` // its first parked delivery's priority
+	LastPriority  int64         `db:"last_priority"`  // its last parked delivery's priority (the highest)
 	LowestDue     sql.NullInt64 `db:"lowest_due"`     // the lowest priority waiting in the due index, any endpoint's
 }
 
@@ -403,13 +404,15 @@ func (r *claimRun) parkedArgs() map[string]any {
 // unpark gives the endpoints with parked deliveries the room each has
 // now, the one parked longest first: being the oldest due, they come
 // before the due index's of their priority. An endpoint without limits is
-// leased its parked deliveries at once (outbox_claim_parked), unless a
-// delivery of a lower priority than its first parked one waits in the due
-// index (a removal enqueued behind parked changes): that one comes first
-// in claim order, so the endpoint's parked deliveries are put back in the
-// due index, as those of an endpoint with limits are, for the claim
-// statements, which lease in claim order (and take its limits row on
-// PostgreSQL, and its tokens). It reports whether it put any back.
+// leased its parked deliveries at once (outbox_claim_parked) when all are
+// of the lowest priority waiting, in the due index or parked at an
+// endpoint with room. Otherwise one of a lower priority than some of them
+// (a removal enqueued behind parked changes, another endpoint's parked
+// later) comes first in claim order, so the endpoint's parked deliveries
+// are put back in the due index, as those of an endpoint with limits are,
+// for the claim statements, which lease in claim order (and take its
+// limits row on PostgreSQL, and its tokens). It reports whether it put
+// any back.
 func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 	var eps []parkedEndpoint
 	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", r.parkedArgs(), &eps); err != nil {
@@ -417,9 +420,14 @@ func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 	}
 	slices.SortFunc(eps, func(a, b parkedEndpoint) int { return cmp.Compare(a.FirstDue, b.FirstDue) })
 	back := false
-	var lowest sql.NullInt64 // in the due index, as the endpoints' own unparked join it
+	var lowest sql.NullInt64 // waiting, in the due index or parked at an endpoint with room
 	if len(eps) > 0 {
 		lowest = eps[0].LowestDue
+	}
+	for _, e := range eps {
+		if e.Room > 0 && (!lowest.Valid || e.FirstPriority < lowest.Int64) {
+			lowest = sql.NullInt64{Int64: e.FirstPriority, Valid: true}
+		}
 	}
 	for _, e := range eps {
 		n := min(e.Room, r.room())
@@ -429,7 +437,7 @@ func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 		case n <= 0:
 			return back, nil
 		}
-		if overtaken := lowest.Valid && lowest.Int64 < e.FirstPriority; !e.Limited && !overtaken {
+		if !e.Limited && e.LastPriority <= lowest.Int64 {
 			if _, _, _, err := r.run(ctx, "outbox_claim_parked", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
 				return false, err
 			}
@@ -439,9 +447,6 @@ func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		back = true
-		if !lowest.Valid || e.FirstPriority < lowest.Int64 {
-			lowest = sql.NullInt64{Int64: e.FirstPriority, Valid: true}
-		}
 	}
 	return back, nil
 }

@@ -72,11 +72,12 @@
 // each, however many are parked), the one parked longest first, and gives
 // each as many as it has room for: being the oldest due, they are the next
 // it leases, but for deliveries of a lower priority waiting in the due
-// index (a removal enqueued behind parked changes), which come first. An
-// endpoint without limits has them leased straight from its parked rows
-// while none of a lower priority waits; otherwise, and for one with limits,
-// they are put back in the due index, for the statements that lease in
-// claim order and lock its limits row. A delivery given back (a release)
+// index or parked at another endpoint (a removal enqueued behind parked
+// changes), which come first. An endpoint without limits has them leased
+// straight from its parked rows when all are of the lowest priority
+// waiting; otherwise, and for one with limits, they are put back in the
+// due index, for the statements that lease in claim order and lock its
+// limits row. A delivery given back (a release)
 // behind parked ones of its endpoint is parked too, keeping its place.
 // Leases are counted
 // from the leased rows themselves, so a settle, a release, a reclaimed

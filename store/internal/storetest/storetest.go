@@ -143,6 +143,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ListTimeBoundsAreExact", testListTimeBoundsAreExact},
 		{"TraceContextTravelsWithTheDelivery", testTraceContextTravelsWithTheDelivery},
 		{"ClaimKeepsEachEndpointToItsCap", testClaimKeepsEachEndpointToItsCap},
+		{"ClaimFollowsItsModel", testClaimFollowsItsModel},
+		{"ParkedDeliveriesGoInPriorityOrder", testParkedDeliveriesGoInPriorityOrder},
 		{"ClaimRefusesAnOwnerOutsideTheFormat", testClaimRefusesAnOwnerOutsideTheFormat},
 		{"SettleRefusesCodesOutsideTheFormat", testSettleRefusesCodesOutsideTheFormat},
 		{"ParkedDeliveriesEndAtTheirDeadline", testParkedDeliveriesEndAtTheirDeadline},

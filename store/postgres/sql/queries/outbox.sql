@@ -223,11 +223,13 @@ SELECT d.endpoint,
     EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
     (SELECT p.next_attempt_at FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
      ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
-    -- As in SQLite: the first parked delivery's priority, and the lowest
-    -- waiting in the due index (an InitPlan, read once; ORDER BY … LIMIT 1,
-    -- as in the loose index scan above).
+    -- As in SQLite: the first and last parked deliveries' priorities, and
+    -- the lowest waiting in the due index (an InitPlan, read once;
+    -- ORDER BY … LIMIT 1, as in the loose index scan above).
     (SELECT p.priority FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
      ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_priority,
+    (SELECT p.priority FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+     ORDER BY p.priority DESC LIMIT 1) AS last_priority,
     (SELECT priority FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL ORDER BY priority LIMIT 1) AS lowest_due
 FROM e AS d WHERE d.endpoint IS NOT NULL
     -- A disabled endpoint has no room until Enable: its deliveries wait

@@ -210,11 +210,13 @@ SELECT d.endpoint,
     EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
     (SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
      ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
-    -- The first parked delivery's priority, and the lowest waiting in the
-    -- due index (read once): a waiting delivery of a lower one comes
-    -- before the endpoint's parked ones in claim order.
+    -- The first and last parked deliveries' priorities, and the lowest
+    -- waiting in the due index (read once): a waiting delivery of a lower
+    -- one comes before those of the endpoint's parked ones in claim order.
     (SELECT p.priority FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
      ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_priority,
+    (SELECT p.priority FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+     ORDER BY p.priority DESC LIMIT 1) AS last_priority,
     (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL) AS lowest_due
 FROM e AS d WHERE d.endpoint IS NOT NULL
     -- A disabled endpoint has no room until Enable: its deliveries wait
