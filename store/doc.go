@@ -77,9 +77,10 @@
 // straight from its parked rows when all are of the lowest priority
 // waiting; otherwise, and for one with limits, they are put back in the
 // due index, for the statements that lease in claim order and lock its
-// limits row. A delivery given back (a release)
-// behind parked ones of its endpoint is parked too, keeping its place.
-// Leases are counted
+// limits row. A breaker's probe goes before all of them, whatever its
+// priority, so that a recovering endpoint is never starved by the others'
+// backlog. A delivery given back (a release) behind parked ones of its
+// endpoint is parked too, keeping its place. Leases are counted
 // from the leased rows themselves, so a settle, a release, a reclaimed
 // lease each give their slot back with no counter to keep; the token
 // buckets live in courier_endpoint_limits. On PostgreSQL a claim locks
