@@ -94,7 +94,9 @@ type EnqueueParams struct {
 	Priority int
 	// MaxAttempts is the attempt budget, 1..1000. Defaults to the Store's.
 	// The delivery keeps it as asked: the same enqueue made again is
-	// compared with it, not with the larger budget a Redrive gives.
+	// compared with it, not with the larger budget a Redrive gives, and
+	// one that left it to the default is the same whatever the Store's
+	// Config.MaxAttempts is by then.
 	MaxAttempts int
 	// NotBefore delays the first attempt, by at most MaxHorizon; a time in
 	// the past means now. Defaults to now.
@@ -490,6 +492,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	if p.Profile == "" {
 		p.Profile = ack.ProfileCourier
 	}
+	asked := p.MaxAttempts // 0: the Store's, whatever it is when compared
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = cfg.MaxAttempts
 	}
@@ -549,6 +552,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 		"key_id":          p.KeyID,
 		"priority":        p.Priority,
 		"max_attempts":    p.MaxAttempts,
+		argAskedAttempts:  asked,
 		"next_attempt_at": next,
 		"deadline":        deadline,
 		"event_type":      nil,
@@ -731,26 +735,40 @@ func (o *Outbox) same(ctx context.Context, tx DBTX, r outboxRow, args map[string
 		return Enqueued{}, err
 	}
 	if r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
-		askedAttempts(r) != args["max_attempts"] || r.Priority != args["priority"] ||
+		!sameBudget(r, args, o.s.cfg.MaxAttempts) || r.Priority != args["priority"] ||
 		nullable(r.OrderingKey.String) != args["ordering_key"] {
 		return Enqueued{}, errIdempotencyCollision
 	}
 	return Enqueued{ID: r.ID, Existed: true}, nil
 }
 
-// askedAttempts is the attempt budget the stored row r was enqueued
-// with, which an enqueue made again compares with its own, rather than
-// its max_attempts, which Redrive (and a publish that sends a suppressed
-// delivery again) raises past it. A row enqueued before the outbox kept
-// that budget (migration 12 on SQLite, 13 on PostgreSQL) has none: its
-// max_attempts stands for it, as it did before, and its first redrive or
-// revival keeps that before raising it. So only a row redriven before
-// that migration is compared with the budget a redrive gave it.
-func askedAttempts(r outboxRow) int {
-	if r.EnqueuedMaxAttempts.Valid {
-		return int(r.EnqueuedMaxAttempts.Int64)
+// sameBudget reports whether the stored row r was enqueued with the
+// attempt budget the enqueue args asks for. Each is the one it named, or
+// 0 for the Store's default (def, Config.MaxAttempts): two defaults are
+// the same whatever Config.MaxAttempts was then or is now (an
+// application's enqueue made again across a change of it is the same),
+// and a default is the same as the budget it stands for now. Not the
+// row's max_attempts, which Redrive (and a publish that sends a
+// suppressed delivery again) raises past it. A row enqueued before the
+// outbox kept the budget asked for (migration 12 on SQLite, 13 on
+// PostgreSQL) has none: its max_attempts is compared with the budget in
+// effect, as before, and its first redrive or revival keeps that before
+// raising it. So only a row redriven before that migration is compared
+// with the budget a redrive gave it.
+func sameBudget(r outboxRow, args map[string]any, def int) bool {
+	if !r.EnqueuedMaxAttempts.Valid {
+		return r.MaxAttempts == args["max_attempts"]
 	}
-	return r.MaxAttempts
+	stored, asked := int(r.EnqueuedMaxAttempts.Int64), args[argAskedAttempts].(int)
+	switch {
+	case stored == asked:
+		return true
+	case asked == 0:
+		return stored == def
+	case stored == 0:
+		return asked == def
+	}
+	return false
 }
 
 // samePayload reports, as nil or a collision, whether the stored row r
@@ -908,6 +926,11 @@ func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args m
 func unfinished(st courier.Status) bool {
 	return st == courier.StatusPending || st == courier.StatusRetryWait || st == courier.StatusLeased
 }
+
+// argAskedAttempts is the entry of an enqueue's arguments that holds the
+// attempt budget it named, 0 for the Store's default (enqueued_max_attempts;
+// see sameBudget).
+const argAskedAttempts = "enqueued_max_attempts"
 
 // argLate is the entry of an enqueue's arguments that says its deadline
 // has come, at or before its first attempt would be due: no such delivery

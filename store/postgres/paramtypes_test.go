@@ -15,13 +15,14 @@ import (
 // (compared with or written to an integer column), each held by the Go
 // side to 32 bits.
 var bounded32 = map[string]string{
-	"priority":             "EnqueueParams.Priority: within int32",
-	"max_attempts":         "at most 1000",
-	"budget":               "an attempt budget: at most 1000",
-	"max_in_flight":        "Limits.MaxInFlight: bounded by validate",
-	"burst":                "Limits.Burst: bounded by validate",
-	"consecutive_failures": "one a failed attempt while the breaker is closed or probing",
-	"version":              "a migration's number",
+	"priority":              "EnqueueParams.Priority: within int32",
+	"max_attempts":          "at most 1000",
+	"enqueued_max_attempts": "0, or at most 1000 as max_attempts",
+	"budget":                "an attempt budget: at most 1000",
+	"max_in_flight":         "Limits.MaxInFlight: bounded by validate",
+	"burst":                 "Limits.Burst: bounded by validate",
+	"consecutive_failures":  "one a failed attempt while the breaker is closed or probing",
+	"version":               "a migration's number",
 }
 
 // TestNoUnboundedParameterIsTyped32Bit prepares every named query and

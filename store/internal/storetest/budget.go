@@ -128,3 +128,47 @@ func testRepublishAfterARedrive(t *testing.T, open OpenFunc) {
 		t.Fatalf("published again after a redrive = %+v, want the existing delivery %d", got, r.first.ID)
 	}
 }
+
+// testEnqueueAgainAcrossADefaultBudgetChange: an enqueue that leaves
+// MaxAttempts to the Store's default, made again by a process whose
+// Config.MaxAttempts changed since (a deploy), is the same enqueue: it
+// finds its delivery. It was idempotency_collision, the defaults in
+// effect compared. A budget it names is still compared with the one named
+// first, and a default stands for the budget it is now.
+func testEnqueueAgainAcrossADefaultBudgetChange(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{MaxAttempts: 8})
+	dflt := delivery("default")
+	named := delivery("named")
+	named.MaxAttempts = 8
+	first := map[string]store.Enqueued{"default": b.enqueue(t, dflt), "named": b.enqueue(t, named)}
+	deployed, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, MaxAttempts: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := func(p store.EnqueueParams) (store.Enqueued, error) {
+		tx := b.begin(t)
+		defer tx.Rollback()
+		return deployed.Outbox.Enqueue(b.ctx, tx, p)
+	}
+	if e, err := again(dflt); err != nil || !e.Existed || e.ID != first["default"].ID {
+		t.Errorf("the default budget's enqueue again under MaxAttempts 10 = %+v, %v; want delivery %d found", e, err, first["default"].ID)
+	}
+	if e, err := again(named); err != nil || !e.Existed || e.ID != first["named"].ID {
+		t.Errorf("the named budget's enqueue again under MaxAttempts 10 = %+v, %v; want delivery %d found", e, err, first["named"].ID)
+	}
+	for name, edit := range map[string]func(*store.EnqueueParams){
+		"named 8, then the default of 10": func(p *store.EnqueueParams) { *p = named; p.MaxAttempts = 0 },
+		"the default of 8, then 9 named":  func(p *store.EnqueueParams) { *p = dflt; p.MaxAttempts = 9 },
+	} {
+		var p store.EnqueueParams
+		edit(&p)
+		if _, err := again(p); !errors.Is(err, courier.CodeIdempotencyCollision) {
+			t.Errorf("%s: %v, want idempotency_collision", name, err)
+		}
+	}
+	tenNamed := dflt
+	tenNamed.MaxAttempts = 10 // what the default stands for now
+	if e, err := again(tenNamed); err != nil || !e.Existed || e.ID != first["default"].ID {
+		t.Errorf("the default of 8, then 10 named under MaxAttempts 10 = %+v, %v; want delivery %d found", e, err, first["default"].ID)
+	}
+}

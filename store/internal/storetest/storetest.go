@@ -47,6 +47,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RetryBudgetAndHorizon", testRetryBudgetAndHorizon},
 		{"RedriveStopsAtTheAttemptBound", testRedriveStopsAtTheAttemptBound},
 		{"EnqueueAgainAfterARedrive", testEnqueueAgainAfterARedrive},
+		{"EnqueueAgainAcrossADefaultBudgetChange", testEnqueueAgainAcrossADefaultBudgetChange},
 		{"EnqueueCommandAgainAfterARedrive", testEnqueueCommandAgainAfterARedrive},
 		{"RepublishAfterARedrive", testRepublishAfterARedrive},
 		{"RedriveCommitsInBatches", testRedriveCommitsInBatches},

@@ -1,4 +1,5 @@
--- Migration 13: the attempt budget a delivery was enqueued with. Redrive,
+-- Migration 13: the attempt budget a delivery was enqueued with, 0 for the
+-- Store's default (Config.MaxAttempts, whatever it is then). Redrive,
 -- and a publish that sends a suppressed delivery again, raise max_attempts
 -- past what the enqueue asked for; an enqueue made again compares its own
 -- budget with this one, so it still finds its delivery once an operator
@@ -8,4 +9,4 @@
 -- migration keeps the budget that redrive gave). It adds a column only,
 -- without a default, so no row is rewritten (its check reads the table
 -- once), and it applies after whatever migration 12 did.
-ALTER TABLE courier_outbox ADD COLUMN enqueued_max_attempts INTEGER CHECK (enqueued_max_attempts IS NULL OR enqueued_max_attempts BETWEEN 1 AND 1000);
+ALTER TABLE courier_outbox ADD COLUMN enqueued_max_attempts INTEGER CHECK (enqueued_max_attempts IS NULL OR enqueued_max_attempts BETWEEN 0 AND 1000);

@@ -14,7 +14,7 @@ WITH inserted AS (
         priority, attempts, max_attempts, enqueued_max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
         :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, :ordering_key, :hold, 'pending',
-        :priority, 0, :max_attempts, :max_attempts, :next_attempt_at, :deadline, :now, :now
+        :priority, 0, :max_attempts, :enqueued_max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT DO NOTHING
     RETURNING id
@@ -720,7 +720,7 @@ WITH inserted AS (
         priority, attempts, max_attempts, enqueued_max_attempts, next_attempt_at, deadline, created_at, updated_at
     ) VALUES (
         :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, :trace_parent, :trace_state, 'pending',
-        :priority, 0, :max_attempts, :max_attempts, :next_attempt_at, :deadline, :now, :now
+        :priority, 0, :max_attempts, :enqueued_max_attempts, :next_attempt_at, :deadline, :now, :now
     )
     ON CONFLICT (notification_id, endpoint) DO NOTHING
     RETURNING id
