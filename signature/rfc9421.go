@@ -285,7 +285,9 @@ type rfc9421Verifier struct {
 // the validity window, the covered components, the target URI, the key (by
 // kid, its purpose, its revocation), the signature, the Content-Digest
 // against the body, and finally the (keyid, nonce) replay check, so that
-// only fully valid requests consume replay-cache entries. Failures carry
+// only fully valid requests consume replay-cache entries, and the window
+// once more: a request whose window ended while it was verified is
+// refused with webhook_signature_window_invalid. Failures carry
 // AdCP's webhook_signature_* codes. The target URI is this receiver's
 // configured Origin and the request's path and query. The signature may be
 // unpadded base64url, as AdCP and the signer write it, or padded standard
@@ -461,6 +463,15 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 		return Principal{}, fmt.Errorf("signature: rfc9421: replay cache: %w", err)
 	case replayed:
 		return Principal{}, reject(courier.CodeWebhookReplayed, "nonce was already used with this key")
+	}
+	// The window once more, now that the pair is recorded: the steps
+	// between may take long (LookupKey, Revoked), and the cache judges
+	// expiry by a clock read after them. Two deliveries of one request
+	// that passed step 5 inside the window but reach the cache after it
+	// has ended each find the other's pair expired; refused here, neither
+	// is accepted.
+	if nowFunc(v.cfg.Now)().Unix() > in.expires+skew {
+		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "signature expired while it was verified")
 	}
 	return Principal{Sender: v.cfg.Sender, KeyID: in.keyID, Scheme: SchemeRFC9421}, nil
 }
