@@ -8,20 +8,32 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // bufferedWriter holds a handler's whole response until send. Its header
 // map starts as a copy of the real one, so headers set by outer middleware
-// stay and headers set by the handler reach the client only with send.
+// stay and headers set by the handler reach the client only with send. As
+// from a server's writer, the headers sent are those set before the status
+// (WriteHeader or the first Write); those set after it are sent only as
+// the trailers the response declares.
 type bufferedWriter struct {
 	w      http.ResponseWriter
+	head   bool // a response to HEAD
 	header http.Header
-	status int // 0 until WriteHeader or Write
+	status int         // 0 until WriteHeader or Write
+	sent   http.Header // header as it stood when status was set
 	body   bytes.Buffer
 }
 
-func newBufferedWriter(w http.ResponseWriter) *bufferedWriter {
-	return &bufferedWriter{w: w, header: w.Header().Clone()}
+func newBufferedWriter(w http.ResponseWriter, r *http.Request) *bufferedWriter {
+	return &bufferedWriter{w: w, head: r.Method == http.MethodHead, header: w.Header().Clone()}
+}
+
+// setStatus records the response's status and the header it goes with.
+func (b *bufferedWriter) setStatus(code int) {
+	b.status = code
+	b.sent = b.header.Clone()
 }
 
 func (b *bufferedWriter) Header() http.Header { return b.header }
@@ -33,13 +45,13 @@ func (b *bufferedWriter) WriteHeader(code int) {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http does
 	}
 	if b.status == 0 && code >= 200 {
-		b.status = code
+		b.setStatus(code)
 	}
 }
 
 func (b *bufferedWriter) Write(p []byte) (int, error) {
 	if b.status == 0 {
-		b.status = http.StatusOK
+		b.setStatus(http.StatusOK)
 	}
 	if !bodyAllowed(b.status) {
 		return 0, http.ErrBodyNotAllowed
@@ -68,6 +80,7 @@ func (b *bufferedWriter) Unwrap() http.ResponseWriter { return b.w }
 // in their place.
 func (b *bufferedWriter) discard() {
 	b.status = 0
+	b.sent = nil
 	b.body.Reset()
 }
 
@@ -78,19 +91,44 @@ func (b *bufferedWriter) statusCode() int {
 	return b.status
 }
 
-// send writes the held response to the real writer.
+// send writes the held response to the real writer: the header as it
+// stood at the status, the body, then the header as the handler left it,
+// from which the server takes the declared trailers. A body of known
+// length is sent with its Content-Length, unless it has trailers or
+// answers a HEAD without a byte (whose length is the GET's, not known).
 func (b *bufferedWriter) send() {
+	sent := b.sent
+	if sent == nil { // nothing written: 200 now
+		sent = b.header
+	}
 	h := b.w.Header()
 	clear(h)
-	maps.Copy(h, b.header)
+	maps.Copy(h, sent)
 	status := b.statusCode()
-	if bodyAllowed(status) && h.Get("Content-Length") == "" && h.Get("Transfer-Encoding") == "" {
+	if bodyAllowed(status) && h.Get("Content-Length") == "" && h.Get("Transfer-Encoding") == "" &&
+		!hasTrailers(h) && (!b.head || b.body.Len() > 0) {
 		h.Set("Content-Length", strconv.Itoa(b.body.Len()))
 	}
 	b.w.WriteHeader(status)
 	if b.body.Len() > 0 {
 		_, _ = b.w.Write(b.body.Bytes())
 	}
+	clear(h)
+	maps.Copy(h, b.header)
+}
+
+// hasTrailers reports whether h declares trailers, in a Trailer header or
+// with a key of http.TrailerPrefix.
+func hasTrailers(h http.Header) bool {
+	if _, ok := h["Trailer"]; ok {
+		return true
+	}
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // bodyAllowed reports whether a response with status may have a body.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/courier-go/courier"
@@ -14,9 +15,10 @@ import (
 	"github.com/courier-go/courier/internal/problem"
 )
 
-// Recover turns a panic in next into a 500 problem (code internal_error)
-// and logs it, with the panic value and stack, as "middleware: panic
-// recovered" at error level; a nil logger logs nothing. If next had already
+// Recover turns a panic in next (panic(nil) too, whatever GODEBUG's
+// panicnil says) into a 500 problem (code internal_error) and logs it, with
+// the panic value and stack, as "middleware: panic recovered" at error
+// level; a nil logger logs nothing. If next had already
 // started its response (one a [Transaction] around Recover holds back has
 // not started), a 500 can no longer be sent: Recover aborts the response
 // with http.ErrAbortHandler instead, so the client sees a broken response
@@ -31,11 +33,15 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tw := &trackingWriter{ResponseWriter: w}
 			outer := w.Header().Clone() // what next found, restored for the 500
+			returned := false
 			//nolint:contextcheck // it logs with r.Context(); the answer needs none
 			defer func() {
-				v := recover()
-				if v == nil {
+				if returned {
 					return
+				}
+				v := recover()
+				if v == nil { // panic(nil) with GODEBUG panicnil=1 (or runtime.Goexit)
+					v = new(runtime.PanicNilError)
 				}
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
@@ -53,6 +59,7 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 				problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "")
 			}()
 			next.ServeHTTP(tw, r)
+			returned = true
 		})
 	}
 }
@@ -63,9 +70,12 @@ type trackingWriter struct {
 	started bool
 }
 
+// WriteHeader counts a final status, or 101, as a start once it is
+// written: a code the writer refuses with a panic (net/http's, over 999)
+// sent nothing.
 func (w *trackingWriter) WriteHeader(code int) {
-	w.started = w.started || code >= 200 || code == http.StatusSwitchingProtocols
 	w.ResponseWriter.WriteHeader(code)
+	w.started = w.started || code >= 200 || code == http.StatusSwitchingProtocols
 }
 
 func (w *trackingWriter) Write(b []byte) (int, error) {

@@ -259,3 +259,39 @@ func TestRecoverAfterAFailedFlush(t *testing.T) {
 		t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
 	}
 }
+
+// TestRecoverAfterAnInvalidStatus: WriteHeader with a code net/http
+// refuses panics before anything is sent, so the panic is answered 500.
+// Recover counted the code as a started response and broke the
+// connection.
+func TestRecoverAfterAnInvalidStatus(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewUnstartedServer(middleware.Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(1000)
+			})))
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			t.Cleanup(srv.Close)
+
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatalf("GET: %v, want a 500", err)
+			}
+			got := readAll(t, resp)
+			if resp.StatusCode != http.StatusInternalServerError {
+				t.Fatalf("status = %d, want 500 (body %q)", resp.StatusCode, got)
+			}
+			if p := readProblem(t, resp.StatusCode, resp.Header, got); p.Code != courier.CodeInternal {
+				t.Errorf("code = %q, want %q", p.Code, courier.CodeInternal)
+			}
+		})
+	}
+}

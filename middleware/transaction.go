@@ -34,9 +34,9 @@ import (
 // not, holds the one writer from every other request and from the worker
 // for as long as the read takes (up to BodyLimits.ReadTimeout).
 //
-// next's response (status, headers and body) is held back until the
-// transaction is settled, so the client never sees a success whose
-// effects were rolled back:
+// next's response (status, headers, body and trailers) is held back until
+// the transaction is settled, then sent as the server would have sent it,
+// so the client never sees a success whose effects were rolled back:
 //
 //   - status 400 or above: rolled back, then the response is sent;
 //   - any other status: committed, and the response is sent only if the
@@ -82,7 +82,7 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 					_ = tx.Rollback()
 				}
 			}()
-			bw := newBufferedWriter(w)
+			bw := newBufferedWriter(w, r)
 			ctx := writerctx.WithHeld(context.WithValue(r.Context(), txKey, tx))
 			next.ServeHTTP(bw, r.WithContext(ctx))
 			settled = true
