@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -115,14 +114,7 @@ func TestBudgetIsGivenBackHoweverTheRequestEnds(t *testing.T) {
 							}
 							h.ServeHTTP(w, r)
 						})
-						srv := httptest.NewUnstartedServer(watch)
-						if h2 {
-							srv.EnableHTTP2 = true
-							srv.StartTLS()
-						} else {
-							srv.Start()
-						}
-						defer srv.Close()
+						srv := serve(t, watch, h2)
 						sends := map[string]func(*testing.T, *http.Client, string){
 							"small":    full(10, false),
 							"chunked":  full(10, true),

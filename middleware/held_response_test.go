@@ -19,14 +19,7 @@ func heldServers(t *testing.T, h http.Handler) map[string]func() (*http.Client, 
 	held := middleware.Transaction(b.store.Begin)(h)
 	start := func(h http.Handler, h2 bool) func() (*http.Client, string) {
 		return func() (*http.Client, string) {
-			srv := httptest.NewUnstartedServer(h)
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			t.Cleanup(srv.Close)
+			srv := serve(t, h, h2)
 			return srv.Client(), srv.URL
 		}
 	}
@@ -131,4 +124,19 @@ func TestTransactionIgnoresHeadersSetAfterTheStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serve starts a test server of h over HTTP/1.1, or over HTTP/2 (TLS) when
+// h2, closed when t ends.
+func serve(t *testing.T, h http.Handler, h2 bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv
 }

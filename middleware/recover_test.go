@@ -269,16 +269,9 @@ func TestRecoverAfterAnInvalidStatus(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewUnstartedServer(middleware.Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			srv := serve(t, middleware.Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.WriteHeader(1000)
-			})))
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			t.Cleanup(srv.Close)
+			})), h2)
 
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 			resp, err := srv.Client().Do(req)
