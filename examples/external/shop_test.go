@@ -2,7 +2,10 @@ package shop_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +113,43 @@ func shipments(ctx context.Context, t *testing.T, s *store.Store) map[string]int
 		out[r.OrderID] = r.Total
 	}
 	return out
+}
+
+// TestPayOverHTTP: the orders API takes the total in a JSON body (its
+// documentation said a query parameter, which it answers 400), and pays
+// an order once.
+func TestPayOverHTTP(t *testing.T) {
+	sender, _ := engines["sqlite"](t)
+	if _, err := sender.DB().ExecContext(t.Context(), orders.Schema); err != nil {
+		t.Fatal(err)
+	}
+	const shipping = "https://shipping.example/notifications"
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders/{id}/pay", &orders.Service{Store: sender, Shipping: shipping})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, tc := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/orders/o-1/pay?total=250", "", http.StatusBadRequest},
+		{"/orders/o-1/pay", `{"total":250}`, http.StatusAccepted},
+		{"/orders/o-1/pay", `{"total":250}`, http.StatusInternalServerError}, // paid already: nothing more is enqueued
+	} {
+		resp, err := srv.Client().Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Fatalf("POST %s %s: %d, want %d", tc.path, tc.body, resp.StatusCode, tc.want)
+		}
+	}
+	d, err := sender.Outbox.Lookup(t.Context(), "order-o-1-paid", shipping)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Attempts != 0 || string(d.Payload) != `{"notification_id":"order-o-1-paid","order_id":"o-1","total":250}` {
+		t.Fatalf("o-1's notification: %+v", d)
+	}
 }

@@ -5,7 +5,7 @@
 // summary. It exits 0 only if every committed notification was processed
 // exactly once and no rolled-back one arrived.
 //
-//	go run ./examples/quickstart [-n 1000] [-faults=true] [-dir path] [-seed 1]
+//	go run ./examples/quickstart [-n 1000] [-faults=true] [-dir path] [-seed 1] [-timeout 2m]
 //
 // With -dir the databases are kept there, so a run that was killed can be
 // started again with the same -dir: it finishes the same notifications and

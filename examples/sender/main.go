@@ -9,8 +9,9 @@
 // By default the worker's SSRF guard sends only https to public
 // addresses; -allow-private opens it for loopback and private addresses
 // (and plain http) on the endpoint's port, for trying both ends on one
-// machine. The secret comes from $COURIER_SECRET or -secret-file, never
-// from the command line, where ps would show it.
+// machine. Without it a plain http -to is refused at start, as the guard
+// would refuse every delivery. The secret comes from $COURIER_SECRET or
+// -secret-file, never from the command line, where ps would show it.
 package main
 
 import (
@@ -78,6 +79,15 @@ func main() {
 }
 
 func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Logger) error {
+	// Enqueue refuses any other endpoint, and the closed guard sends https
+	// only: every publication, or every delivery, would fail.
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
+		return errors.New("-to must be an absolute http or https URL with a host")
+	case u.Scheme == "http" && !allowPrivate:
+		return errors.New("-to is plain http, which the worker's guard refuses: use https, or pass -allow-private for a receiver on this machine or a private network")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	key, err := signature.ParseStandardWebhooksKey("k1", secret)
@@ -180,8 +190,13 @@ func guardFor(endpoint string, allowPrivate bool) (client.Guard, error) {
 	if err != nil {
 		return client.Guard{}, err
 	}
-	port, _ := strconv.ParseUint(u.Port(), 10, 16)
-	return client.Guard{AllowHTTP: true, AllowPorts: []uint16{80, uint16(port)}, AllowPrefixes: []netip.Prefix{
+	var ports []uint16 // https's default port, 443, the guard allows already
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		ports = append(ports, uint16(p))
+	} else if u.Port() == "" && u.Scheme == "http" {
+		ports = append(ports, 80)
+	}
+	return client.Guard{AllowHTTP: true, AllowPorts: ports, AllowPrefixes: []netip.Prefix{
 		netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
 		netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
 	}}, nil

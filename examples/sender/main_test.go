@@ -116,3 +116,85 @@ func TestSenderHelpExitsZero(t *testing.T) {
 		}
 	}
 }
+
+// TestSenderRefusesUnusableEndpoint: a -to that is not an absolute http or
+// https URL started the program anyway, and every publication was then
+// answered 500 "enqueue failed", with nothing logged to say why. Now the
+// program stops at once, naming -to.
+func TestSenderRefusesUnusableEndpoint(t *testing.T) {
+	// A taken address: a run that got past the endpoint's check stops
+	// there rather than serving.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, to := range []string{"ftp://127.0.0.1:8080/terminal", "127.0.0.1:8080/terminal", "/terminal", "http:///terminal"} {
+		err := run(taken.Addr().String(), filepath.Join(t.TempDir(), "sender.db"), to,
+			"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", false, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), "-to") {
+			t.Errorf("-to %q: run returned %v, want a refusal of -to", to, err)
+		}
+	}
+}
+
+// TestSenderAllowPrivateOpensOnlyTheEndpointsPort: -allow-private opened
+// port 80 of every private address as well as the endpoint's port. It
+// opens the endpoint's port alone (80 or 443 when the URL names none).
+func TestSenderAllowPrivateOpensOnlyTheEndpointsPort(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		endpoint, dial string
+		open           bool
+	}{
+		{"http://127.0.0.1:8080/terminal", "http://127.0.0.1:8080/", true},
+		{"http://127.0.0.1:8080/terminal", "http://127.0.0.1:80/", false},
+		{"http://127.0.0.1:8080/terminal", "http://127.0.0.1:8081/", false},
+		{"http://127.0.0.1/terminal", "http://127.0.0.1:80/", true},
+		{"http://127.0.0.1/terminal", "http://127.0.0.1:8080/", false},
+		{"https://127.0.0.1/terminal", "https://127.0.0.1:443/", true},
+		{"https://127.0.0.1/terminal", "http://127.0.0.1:80/", false},
+	} {
+		guard, err := guardFor(tc.endpoint, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Nothing need listen: the guard refuses before it dials, and an
+		// address it admits fails to connect, or connects, instead.
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, tc.dial, strings.NewReader("{}"))
+		resp, err := guard.Transport().RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if open := !errors.Is(err, courier.CodeDestinationForbidden); open != tc.open {
+			t.Errorf("-to %s: %s open=%v (%v), want %v", tc.endpoint, tc.dial, open, err, tc.open)
+		}
+	}
+}
+
+// TestSenderRefusesHTTPWithGuardClosed: with its defaults (-to on plain
+// http, the guard closed) the program started, answered each publication
+// 202, and every delivery then failed for good with destination_forbidden.
+// Now it stops at once and says to use https or -allow-private.
+func TestSenderRefusesHTTPWithGuardClosed(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(taken.Addr().String(), filepath.Join(t.TempDir(), "sender.db"), o.to,
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", o.allowPrivate, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "-allow-private") {
+		t.Fatalf("-to %s with the guard closed: run returned %v, want a refusal naming -allow-private", o.to, err)
+	}
+	// Opened, the same -to gets as far as the listener.
+	err = run(taken.Addr().String(), filepath.Join(t.TempDir(), "sender.db"), o.to,
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true, slog.New(slog.DiscardHandler))
+	if err == nil || strings.Contains(err.Error(), "-to") {
+		t.Fatalf("-to %s with -allow-private: run returned %v, want the taken address's error", o.to, err)
+	}
+}

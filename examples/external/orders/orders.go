@@ -42,7 +42,8 @@ func (s *Service) Pay(ctx context.Context, id string, total int) error {
 	return tx.Commit()
 }
 
-// ServeHTTP handles POST /orders/{id}/pay?total=N.
+// ServeHTTP handles POST /orders/{id}/pay, its body {"total": N}; mount it
+// on a pattern that names {id}.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Total int `json:"total"`

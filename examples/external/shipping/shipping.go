@@ -31,13 +31,9 @@ const Schema = `CREATE TABLE IF NOT EXISTS shipments (order_id TEXT PRIMARY KEY,
 // whose function writes the shipment in the transaction that records the
 // notification.
 func Handler(s *store.Store, v signature.Verifier) (http.Handler, error) {
-	insert := "INSERT INTO shipments (order_id, total) VALUES (?, ?)"
-	if s.Engine() == "postgres" {
-		insert = "INSERT INTO shipments (order_id, total) VALUES ($1, $2)"
-	}
 	return handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: v},
 		func(ctx context.Context, tx *sqlx.Tx, n OrderPaid) error {
-			_, err := tx.ExecContext(ctx, insert, n.OrderID, n.Total)
+			_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO shipments (order_id, total) VALUES (?, ?)"), n.OrderID, n.Total)
 			return err
 		})
 }
