@@ -64,7 +64,8 @@ import (
 // a begin on another SQLite database the Store's own writes would be
 // refused. Elsewhere the mark changes nothing.
 //
-// Transaction panics if begin is nil.
+// A begin that returns no transaction and no error is answered as one
+// that could not begin. Transaction panics if begin is nil.
 func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Handler) http.Handler {
 	if begin == nil {
 		panic("middleware: Transaction begin is nil")
@@ -72,7 +73,7 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tx, err := begin(r.Context())
-			if err != nil {
+			if err != nil || tx == nil { // a begin of one's own may return neither
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not begin", time.Second)
 				return
 			}

@@ -453,6 +453,9 @@ func TestTransactionMarksTheWriterHeld(t *testing.T) {
 	}
 }
 
+// TestTransactionBeginFails: a begin that fails, or returns neither a
+// transaction nor an error (it panicked at the commit), is answered 503
+// before next runs.
 func TestTransactionBeginFails(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
@@ -461,8 +464,16 @@ func TestTransactionBeginFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
+	for name, begin := range map[string]func(ctx context.Context) (*sqlx.Tx, error){
+		"failing":  func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) },
+		"nil, nil": func(context.Context) (*sqlx.Tx, error) { return nil, nil },
+	} {
+		t.Run(name, func(t *testing.T) { beginFails(t, begin) })
+	}
+}
+
+func beginFails(t *testing.T, begin func(ctx context.Context) (*sqlx.Tx, error)) {
 	var called atomic.Bool
-	begin := func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) }
 	h := middleware.Transaction(begin)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called.Store(true) }))
 
 	rec := httptest.NewRecorder()
