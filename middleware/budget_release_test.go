@@ -39,11 +39,6 @@ func TestBudgetIsGivenBackHoweverTheRequestEnds(t *testing.T) {
 			}
 		},
 	}
-	type body struct {
-		name    string
-		send    func(t *testing.T, c *http.Client, url string)
-		h2, any bool
-	}
 	full := func(n int, chunked bool) func(t *testing.T, c *http.Client, url string) {
 		return func(t *testing.T, c *http.Client, url string) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(strings.Repeat("x", n)))
