@@ -35,7 +35,9 @@
 //
 //	409 idempotency_collision   its identity was received before with another body; Publish:
 //	                            an event published before with another payload or type (see Publish)
-//	503 in_progress             another request is processing it (Retry-After)
+//	503 in_progress             another request is processing it, or Reporting's claim on it
+//	                            was lost while it ran (taken over, or pruned): the retry is
+//	                            answered (Retry-After)
 //	422 <its code>              the application refused it for good (see Reject)
 //	500 handler_failed          the application's function failed; the sender retries
 //	503 internal_error          the store could not answer (begin, inbox, commit; or under
