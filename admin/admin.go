@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -206,21 +207,38 @@ func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to fu
 // database_unavailable with Retry-After when the database failed, 500
 // internal_error otherwise.
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	h.storeErrorAfter(w, r, err, 0)
+}
+
+// storeErrorAfter is storeError for a redrive that err ended after it had
+// moved moved deliveries back to pending: those stay moved, and the
+// problem's detail says how many, so that the operator knows a redrive
+// again takes the rest.
+func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err error, moved int) {
 	detail := "not found"
 	if ce := (*courier.Error)(nil); errors.As(err, &ce) {
 		detail = ce.Msg
 	}
+	said := func(detail string) string {
+		switch {
+		case moved == 1:
+			detail += "; 1 delivery was moved back to pending before it, and stays moved"
+		case moved > 1:
+			detail += fmt.Sprintf("; %d deliveries were moved back to pending before it, and stay moved", moved)
+		}
+		return detail
+	}
 	switch code := courier.CodeOf(err); code {
 	case courier.CodeNotFound:
-		problem.Error(w, http.StatusNotFound, code, detail)
+		problem.Error(w, http.StatusNotFound, code, said(detail))
 	case courier.CodeInvalidArgument:
-		problem.Error(w, http.StatusBadRequest, code, detail)
+		problem.Error(w, http.StatusBadRequest, code, said(detail))
 	case courier.CodeDatabaseUnavailable:
 		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))
-		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later", time.Second)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, code, said("the database is unavailable; retry later"), time.Second)
 	default:
 		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
-		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed")
+		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, said("the store failed"))
 	}
 }
 

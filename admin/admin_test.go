@@ -342,6 +342,9 @@ func TestAdminListRefusals(t *testing.T) {
 		{"limit=99999999999999999999", "limit"},
 		{"since=yesterday", "since"},
 		{"until=2026-01-02", "until"},
+		{"since=2026-01-02T00:00:00Z&until=2026-01-02T00:00:00Z", "until"},
+		{"since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "until"},
+		{"since=2026-01-02T00:00:00.0000001Z&until=2026-01-02T00:00:00.0000009Z", "until"}, // the same microsecond
 		{"endpoint_ref=" + url.QueryEscape(hookA), "endpoint_ref"},
 		{"notification_id=" + url.QueryEscape("order 7"), "notification_id"},
 		{"notification_id=" + strings.Repeat("n", 257), "notification_id"},

@@ -100,6 +100,9 @@ func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.Fiel
 			*f.dst = t
 		}
 	}
+	if !p.Since.IsZero() && !p.Until.IsZero() && !ceilMicros(p.Since).Before(ceilMicros(p.Until)) {
+		bad("until", "gtfield") // the store would refuse it, naming its own field
+	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
@@ -115,6 +118,15 @@ func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.Fiel
 		p.Limit = n
 	}
 	return p, ref, fields
+}
+
+// ceilMicros is t rounded up to the microsecond, as the store compares
+// since and until: two within one microsecond are the same time.
+func ceilMicros(t time.Time) time.Time {
+	if c := t.Truncate(time.Microsecond); c.Before(t) {
+		return c.Add(time.Microsecond)
+	}
+	return t
 }
 
 // listQuery is the parameters listParams reads.
@@ -212,7 +224,7 @@ func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.Red
 	}
 	n, err := h.redrive(r, p)
 	if err != nil {
-		h.storeError(w, r, err)
+		h.storeErrorAfter(w, r, err, n)
 		return 0, false
 	}
 	return n, true
@@ -230,24 +242,26 @@ func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 
 // redrive moves failed deliveries, and quarantined payload_unreadable
 // ones, back to pending (store.Outbox.Redrive). For one delivery, a
-// missing one is CodeNotFound; one Redrive does not take counts 0.
+// missing one is CodeNotFound; one Redrive does not take counts 0. A
+// redrive an error ended returns how many it moved before, with the
+// error: they stay moved.
 func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	ctx := r.Context()
 	n, err := h.cfg.Store.Outbox.Redrive(ctx, p)
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 && p.ID != 0 {
+	if err == nil && n == 0 && p.ID != 0 {
 		if _, err := h.cfg.Store.Outbox.Get(ctx, p.ID); err != nil {
 			return 0, err
 		}
+	}
+	if err != nil && n == 0 {
+		return 0, err
 	}
 	attrs := []any{slog.Int64(logkey.ID, p.ID), slog.Int(logkey.Count, n)}
 	if p.Endpoint != "" {
 		attrs = append(attrs, slog.String(logkey.EndpointRef, endpoint.Ref(p.Endpoint)))
 	}
 	h.cfg.Logger.InfoContext(ctx, "admin: redrive", attrs...)
-	return n, nil
+	return n, err
 }
 
 func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {

@@ -34,7 +34,8 @@
 //	GET  /api/deliveries                {"deliveries": [delivery…], "next_before": id} newest first;
 //	                                    query: notification_id (one notification's deliveries,
 //	                                    one per endpoint), status, endpoint_ref, since, until
-//	                                    (RFC 3339, on the last update), before (next_before of
+//	                                    (RFC 3339, on the last update; until after since,
+//	                                    to the microsecond), before (next_before of
 //	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
 //	POST /api/deliveries/{id}/redrive   a failed delivery, or a quarantined payload_unreadable
@@ -125,4 +126,9 @@
 // refused too (rule single); another is ignored. A query, form or body
 // with a bad field is 400 validation_failed listing each
 // ({"errors": [{"field", "rule"}…]}).
+//
+// A redrive moves deliveries in batches, each committed on its own: one
+// that fails part-way (/api/redrive or the form) has moved the batches
+// before for good, and its problem's detail says how many; redriving
+// again takes the rest.
 package admin

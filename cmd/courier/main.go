@@ -23,7 +23,9 @@
 //
 // Exit status: 0 on success; 1 when the command failed, as deliveries
 // redrive and cancel do when they leave the delivery id they were given
-// as it was (an endpoint with nothing to redrive is no failure), and send
+// as it was (an endpoint with nothing to redrive is no failure; a redrive
+// that fails part-way prints "redriven: n" for those it moved, which stay
+// moved, before its error), and send
 // does when the receiver refuses the notification or answers with an Ack
 // that does not verify; 2 for a usage error, the store's refusal of an
 // argument (invalid_argument) included; 3 when health is blocked or

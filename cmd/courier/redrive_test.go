@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,39 @@ func TestRedriveOfOneItDoesNotTakeFails(t *testing.T) {
 	}
 	if code, _, _ := courierRun(t, "deliveries", "cancel", "-db", db, "3"); code != exitFailed {
 		t.Errorf("cancel of a cancelled delivery: exit %d, want %d", code, exitFailed)
+	}
+}
+
+// TestRedriveSaysWhatMovedBeforeAFailure: a redrive of an endpoint moves
+// its deliveries in batches, each committed on its own; one that fails
+// after a batch was committed exits non-zero, saying how many it moved
+// (a trigger refuses to move the 201st, in the second batch), so the
+// operator knows the rest is to redrive again.
+func TestRedriveSaysWhatMovedBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	const url = "https://r.example/hooks"
+	for i := range 201 {
+		enqueue(t, s, "n-"+strconv.Itoa(i), url)
+	}
+	for range 3 { // each claims 100; Enable closes the circuit the failures opened
+		failAll(t, s)
+		if err := s.Endpoints.Enable(t.Context(), url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := s.Outbox.Health(t.Context()); err != nil || h.Failed != 201 {
+		t.Fatalf("failed deliveries: %+v, %v; want 201", h, err)
+	}
+	if _, err := s.DB().ExecContext(t.Context(), `CREATE TRIGGER refuse_redrive BEFORE UPDATE ON courier_outbox
+		WHEN OLD.id = 201 AND NEW.status = 'pending' BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", url)
+	if code == exitOK || out != "redriven: 200\n" || !strings.Contains(errOut, "outbox_redrive") {
+		t.Fatalf("redrive: exit %d, stdout %q, stderr %q; want a failure, \"redriven: 200\" and the error", code, out, errOut)
+	}
+	if h, err := s.Outbox.Health(t.Context()); err != nil || h.Failed != 1 {
+		t.Fatalf("failed deliveries after the redrive: %+v, %v; want 1", h, err)
 	}
 }

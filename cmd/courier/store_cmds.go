@@ -327,7 +327,9 @@ func (a deliveriesAction) show(ctx context.Context) error {
 }
 
 // redrive redrives one delivery, or an endpoint's. A delivery id it
-// does not redrive is a failure that says why, as it is for cancel.
+// does not redrive is a failure that says why, as it is for cancel. A
+// redrive that fails after moving some prints how many before failing:
+// those stay moved, and redriving again takes the rest.
 func (a deliveriesAction) redrive(ctx context.Context) error {
 	if *a.f.endpointURL != "" && *a.f.endpointRef != "" {
 		return usageError(a.stderr, "courier deliveries redrive: give -endpoint and -endpoint-ref not both: each names an endpoint")
@@ -349,6 +351,9 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 	}
 	n, err := a.s.Outbox.Redrive(ctx, p)
 	if err != nil {
+		if n > 0 { // batches committed before the error stay moved
+			fmt.Fprintf(a.stdout, "redriven: %d\n", n)
+		}
 		return err
 	}
 	if n == 0 && p.ID != 0 { // an endpoint with nothing to redrive is no failure

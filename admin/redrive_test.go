@@ -1,0 +1,52 @@
+package admin
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/problem"
+)
+
+// TestAdminRedriveSaysWhatMovedBeforeAFailure: Redrive moves an
+// endpoint's deliveries in batches, each committed on its own, so one
+// that fails part-way (a trigger refuses to move the 201st, in the second
+// batch) has moved the first batch for good. The refusal, from the API
+// and from the page's form alike, says how many were moved: otherwise the
+// operator cannot tell that the rest is to redrive again, not all of it.
+func TestAdminRedriveSaysWhatMovedBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, path, body string }{
+		{"api", "/api/redrive", `{"endpoint_ref":"` + refA + `"}`},
+		{"page", "/ops/redrive", "endpoint_ref=" + refA},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAdmin(t, allowAll)
+			for i := range 201 {
+				b.enqueue(t, "n-"+strconv.Itoa(i), hookA)
+			}
+			b.failDue(t)
+			if h, err := b.store.Outbox.Health(t.Context()); err != nil || h.Failed != 201 {
+				t.Fatalf("failed deliveries: %d, %v; want 201", h.Failed, err)
+			}
+			if _, err := b.store.DB().ExecContext(t.Context(), `CREATE TRIGGER refuse_redrive BEFORE UPDATE ON courier_outbox
+				WHEN OLD.id = 201 AND NEW.status = 'pending' BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
+				t.Fatal(err)
+			}
+			resp, body := b.do(t, "POST", tc.path, tc.body, nil)
+			var p problem.Problem
+			if err := json.Unmarshal(body, &p); err != nil || resp.StatusCode < 400 || resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("the failed redrive answered %d %s (%v), want a problem", resp.StatusCode, body, err)
+			}
+			if !strings.Contains(p.Detail, "200 deliveries") {
+				t.Errorf("the problem's detail %q does not say that 200 deliveries were moved", p.Detail)
+			}
+			if h, err := b.store.Outbox.Health(t.Context()); err != nil || h.Failed != 1 || h.Counts[courier.StatusPending] != 200 {
+				t.Fatalf("after the failed redrive: %d failed, %d pending (%v); want 1 and 200", h.Failed, h.Counts[courier.StatusPending], err)
+			}
+		})
+	}
+}
