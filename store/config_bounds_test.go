@@ -63,3 +63,18 @@ func TestConfigDefaultsApplied(t *testing.T) {
 	open(store.Config{MaxAttempts: 1000, RetryHorizon: store.MaxHorizon,
 		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Millisecond, DisableAfter: time.Millisecond}})
 }
+
+// TestNewPayloadKeyRefusesAZeroSecret: 32 zero bytes, a secret buffer
+// that was never filled, are refused with config_invalid, as a secret of
+// the wrong size is; a secret with one byte set is a key.
+func TestNewPayloadKeyRefusesAZeroSecret(t *testing.T) {
+	t.Parallel()
+	secret := make([]byte, 32)
+	if _, err := store.NewPayloadKey("k1", secret); courier.CodeOf(err) != courier.CodeConfigInvalid {
+		t.Errorf("NewPayloadKey over 32 zero bytes = %v, want config_invalid", err)
+	}
+	secret[31] = 1
+	if _, err := store.NewPayloadKey("k1", secret); err != nil {
+		t.Errorf("NewPayloadKey over a secret with one byte set: %v", err)
+	}
+}

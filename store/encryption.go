@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
+	"slices"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
@@ -32,13 +33,18 @@ type PayloadKey struct {
 }
 
 // NewPayloadKey returns the key named id (a token, stored with every row it
-// seals) over 32 secret bytes.
+// seals) over 32 secret bytes. 32 zero bytes are refused: that is a secret
+// that failed to load (a buffer never filled), and a key anyone could open
+// the payloads with.
 func NewPayloadKey(id string, secret []byte) (PayloadKey, error) {
 	if !wire.IsToken(id) || len(id) > 64 {
 		return PayloadKey{}, configError("payload key id must be 1-64 of A-Z a-z 0-9 _ . : -")
 	}
 	if len(secret) != 32 {
 		return PayloadKey{}, configError("payload key must be 32 bytes (AES-256)")
+	}
+	if !slices.ContainsFunc(secret, func(b byte) bool { return b != 0 }) {
+		return PayloadKey{}, configError("payload key is 32 zero bytes: a secret that was never loaded")
 	}
 	block, err := aes.NewCipher(secret)
 	if err != nil {
