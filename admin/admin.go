@@ -219,26 +219,24 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 	if ce := (*courier.Error)(nil); errors.As(err, &ce) {
 		detail = ce.Msg
 	}
-	said := func(detail string) string {
-		switch {
-		case moved == 1:
-			detail += "; 1 delivery was moved back to pending before it, and stays moved"
-		case moved > 1:
-			detail += fmt.Sprintf("; %d deliveries were moved back to pending before it, and stay moved", moved)
-		}
-		return detail
+	var before string // what a redrive moved before err, which stays moved
+	switch {
+	case moved == 1:
+		before = "; 1 delivery was moved back to pending before it, and stays moved"
+	case moved > 1:
+		before = fmt.Sprintf("; %d deliveries were moved back to pending before it, and stay moved", moved)
 	}
 	switch code := courier.CodeOf(err); code {
 	case courier.CodeNotFound:
-		problem.Error(w, http.StatusNotFound, code, said(detail))
+		problem.Error(w, http.StatusNotFound, code, detail+before)
 	case courier.CodeInvalidArgument:
-		problem.Error(w, http.StatusBadRequest, code, said(detail))
+		problem.Error(w, http.StatusBadRequest, code, detail+before)
 	case courier.CodeDatabaseUnavailable:
 		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))
-		problem.RetryAfter(w, http.StatusServiceUnavailable, code, said("the database is unavailable; retry later"), time.Second)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later"+before, time.Second)
 	default:
 		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
-		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, said("the store failed"))
+		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed"+before)
 	}
 }
 

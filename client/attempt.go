@@ -345,9 +345,8 @@ func remoteCode(resp *http.Response) courier.Code {
 		return ""
 	}
 	body := resp.Body
-	late := time.AfterFunc(maxProblemWait, func() { _ = body.Close() })
-	head, err := io.ReadAll(io.LimitReader(body, maxProblemRead+1))
-	late.Stop()
+	var head []byte
+	readWithin(body, maxProblemWait, func() { head, err = io.ReadAll(io.LimitReader(body, maxProblemRead+1)) })
 	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), body), body}
 	if err != nil || len(head) > maxProblemRead {
 		return ""
@@ -490,7 +489,13 @@ func (b *timelyBody) lateNow() (late bool) {
 // maxDrainWait: a body not over by then is closed, and its connection
 // with it.
 func drain(body io.ReadCloser) {
-	late := time.AfterFunc(maxDrainWait, func() { _ = body.Close() })
+	readWithin(body, maxDrainWait, func() { _, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain)) })
+}
+
+// readWithin runs read, a read of body, and closes body if read has not
+// returned within d, which ends it.
+func readWithin(body io.Closer, d time.Duration, read func()) {
+	late := time.AfterFunc(d, func() { _ = body.Close() })
 	defer late.Stop()
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
+	read()
 }

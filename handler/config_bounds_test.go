@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +12,6 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/middleware"
-	"github.com/courier-go/courier/signature"
-	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/sqlite"
 )
 
 type boundsPayload struct {
@@ -28,19 +24,7 @@ func (p boundsPayload) DedupeKey() string { return p.ID }
 // documented bounds with config_invalid naming the field, negative
 // durations and sizes included.
 func TestConfigBounds(t *testing.T) {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	token, err := signature.ParseSecret("t", "0123456789abcdefghijklmnopqrstuvwxyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "s", Tokens: []signature.Secret{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, v := configFixture(t)
 	digest := strings.Repeat("a", 64)
 	receiver := func(b middleware.BodyLimits) error {
 		_, err := NewReceiver(ReceiverConfig{Store: s, Verifier: v, Body: b}, func(context.Context, *sqlx.Tx, boundsPayload) error { return nil })
@@ -100,19 +84,7 @@ func TestConfigBounds(t *testing.T) {
 // TestReportingRetentionOfALongHorizon: a RetryHorizon has no upper bound,
 // and the Retention it calls for is never shorter than it, however long.
 func TestReportingRetentionOfALongHorizon(t *testing.T) {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	token, err := signature.ParseSecret("t", "0123456789abcdefghijklmnopqrstuvwxyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "s", Tokens: []signature.Secret{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, v := configFixture(t)
 	for _, h := range []time.Duration{time.Hour, 72 * time.Hour, 400 * 24 * time.Hour, math.MaxInt64 - time.Minute, math.MaxInt64} {
 		rp, err := NewReporting(ReportingConfig{Store: s, Verifier: v, RetryHorizon: h}, func(context.Context, *sqlx.Tx, ack.Reporting) error { return nil })
 		if err != nil {

@@ -19,19 +19,7 @@ import (
 // TestConfigDefaults: a constructor fills what its config leaves zero with
 // the documented defaults.
 func TestConfigDefaults(t *testing.T) {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	token, err := signature.ParseSecret("t", "0123456789abcdefghijklmnopqrstuvwxyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "s", Tokens: []signature.Secret{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, v := configFixture(t)
 	fn := func(context.Context, *sqlx.Tx, ack.Reporting) error { return nil }
 	rp, err := NewReporting(ReportingConfig{Store: s, Verifier: v}, fn)
 	if err != nil {
@@ -70,19 +58,7 @@ func (s stringPayload) DedupeKey() string   { return string(s) }
 // naming the type.
 func TestNewReceiverRefusesANonStructPayload(t *testing.T) {
 	t.Parallel()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	token, err := signature.ParseSecret("t", "0123456789abcdefghijklmnopqrstuvwxyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "s", Tokens: []signature.Secret{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, v := configFixture(t)
 	cfg := ReceiverConfig{Store: s, Verifier: v}
 	tests := []struct {
 		name string
@@ -121,4 +97,24 @@ func TestNewReceiverRefusesANonStructPayload(t *testing.T) {
 	if _, err := NewReceiver(cfg, func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil }); err != nil {
 		t.Fatalf("NewReceiver[ack.Terminal], a struct: %v", err)
 	}
+}
+
+// configFixture is what the config tests build handlers over: a Store on
+// a SQLite file, closed when t ends, and a bearer verifier.
+func configFixture(t *testing.T) (*store.Store, signature.Verifier) {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	token, err := signature.ParseSecret("t", "0123456789abcdefghijklmnopqrstuvwxyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: "s", Tokens: []signature.Secret{token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, v
 }
