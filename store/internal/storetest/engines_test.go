@@ -194,6 +194,7 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_settle", byID},
 		{"queries/outbox.sql", "outbox_release", byID},
 		{"queries/outbox.sql", "outbox_claim_probe", "courier_outbox USING INDEX courier_outbox_due"},
+		{"queries/outbox.sql", "outbox_claim_parked", "courier_outbox USING INDEX courier_outbox_parked (endpoint=?"},
 		{"queries/outbox.sql", "outbox_reclaim_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
 		{"queries/outbox.sql", "outbox_health_expired", "courier_outbox_leases (lease_expires_at<?)"},
 		// Health's backlog (due, oldest, overdue): the due rows, read as a
