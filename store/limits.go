@@ -68,8 +68,11 @@ func (l Limits) validate() error {
 }
 
 // SetLimits sets an endpoint's limits, taking effect at the next claim
-// of every worker; the zero Limits removes them. Setting a rate fills
-// the endpoint's bucket.
+// of every worker; the zero Limits removes them. A rate set where none
+// was starts with a full bucket; set again, the bucket keeps the tokens
+// it holds (up to the new Burst), so limits applied again, as each
+// instance of an application may as it starts, never grant a second
+// burst.
 func (e *Endpoints) SetLimits(ctx context.Context, endpoint string, l Limits) error {
 	if !validEndpoint(endpoint) {
 		return invalidArgument("SetLimits endpoint must be an absolute http or https URL with a host, at most 2048 bytes")

@@ -54,11 +54,11 @@ type claimModel struct {
 
 // testClaimFollowsItsModel: the claim's rules under random operations:
 // enqueues to several endpoints with priorities, ordering keys, NotBefore
-// and deadlines; claims by two workers with random batches and shares; settles of every
-// kind, releases, leases left to expire; endpoint limits changed on the
-// way; breakers that trip on the failures. After every claim the test
-// checks what a user relies on, against the deliveries as they were just
-// before it and just after it:
+// and deadlines; claims by two workers with random batches and shares;
+// settles of every kind, releases, leases left to expire; endpoint limits
+// changed, or set again as they were, on the way; breakers that trip on
+// the failures. After every claim the test checks what a user relies on,
+// against the deliveries as they were just before it and just after it:
 //
 //   - nothing is leased twice at once;
 //   - within an ordering key at most one is in flight, claimed only once
@@ -94,7 +94,11 @@ func testClaimFollowsItsModel(t *testing.T, open OpenFunc) {
 				case op < 18:
 					m.settleOne()
 				case op < 19:
-					m.setLimits(claimModelEndpoints[1], store.Limits{MaxInFlight: 1 + m.rnd.IntN(3)})
+					if m.rnd.IntN(2) == 0 {
+						m.setLimits(claimModelEndpoints[1], store.Limits{MaxInFlight: 1 + m.rnd.IntN(3)})
+					} else { // set again, as an application starting: the rate holds from the first fill
+						m.setLimits(claimModelEndpoints[2], store.Limits{Rate: claimModelRate, Burst: claimModelBurst})
+					}
 				default:
 					d := time.Duration(1+m.rnd.IntN(20)) * time.Second
 					if m.rnd.IntN(5) == 0 {

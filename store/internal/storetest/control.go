@@ -248,6 +248,19 @@ func testEndpointMaxInFlightHoldsAcrossWorkers(t *testing.T, open OpenFunc) {
 	}
 }
 
+// claimedOf claims a batch of 20 (no share) and counts the deliveries to
+// endpoint it leased.
+func (b *bundle) claimedOf(t *testing.T, endpoint string) int {
+	t.Helper()
+	n := 0
+	for _, c := range b.claimCapped(t, "w", 20, 0) {
+		if c.Endpoint == endpoint {
+			n++
+		}
+	}
+	return n
+}
+
 // testEndpointRateIsATokenBucket: an endpoint's Rate and Burst let Burst
 // deliveries go at once, then Rate per second, the bucket refilling with
 // the store's clock up to Burst.
@@ -260,16 +273,6 @@ func testEndpointRateIsATokenBucket(t *testing.T, open OpenFunc) {
 		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%02d", i)))
 	}
 	b.enqueue(t, at(fastEndpoint, "f"))
-	claimed := func() int {
-		t.Helper()
-		n := 0
-		for _, c := range b.claimCapped(t, "w", 20, 0) {
-			if c.Endpoint == slowEndpoint {
-				n++
-			}
-		}
-		return n
-	}
 	steps := []struct {
 		wait time.Duration
 		want int
@@ -285,9 +288,56 @@ func testEndpointRateIsATokenBucket(t *testing.T, open OpenFunc) {
 	}
 	for i, s := range steps {
 		b.clock.Advance(s.wait)
-		if got := claimed(); got != s.want {
+		if got := b.claimedOf(t, slowEndpoint); got != s.want {
 			t.Fatalf("step %d (after %s): claimed %d, want %d", i, s.wait, got, s.want)
 		}
+	}
+}
+
+// testSetLimitsAgainKeepsTheBucket: setting an endpoint's limits again
+// (each instance of an application applying its configuration as it
+// starts) keeps the tokens its bucket holds, refilled at the rate set
+// before, up to the new Burst: the rate holds however often the limits
+// are set. A bucket gets its first fill only when a rate is set where
+// none was.
+func testSetLimitsAgainKeepsTheBucket(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for i := range 20 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%02d", i)))
+	}
+	set := func(l store.Limits) {
+		t.Helper()
+		if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(store.Limits{MaxInFlight: 100})
+	set(store.Limits{MaxInFlight: 100, Rate: 2, Burst: 3}) // a rate where none was: a full bucket
+	if got := b.claimedOf(t, slowEndpoint); got != 3 {
+		t.Fatalf("first claim under Rate 2, Burst 3 leased %d, want the full bucket's 3", got)
+	}
+	steps := []struct {
+		name   string
+		wait   time.Duration
+		limits store.Limits
+		want   int
+	}{
+		{"set again at once", 0, store.Limits{MaxInFlight: 100, Rate: 2, Burst: 3}, 0},
+		{"set again half a second later", 500 * time.Millisecond, store.Limits{MaxInFlight: 100, Rate: 2, Burst: 3}, 1},
+		{"Burst raised", 0, store.Limits{Rate: 2, Burst: 10}, 0},
+		{"a second later, Burst lowered to 1", time.Second, store.Limits{Rate: 2, Burst: 1}, 1},
+	}
+	for _, s := range steps {
+		b.clock.Advance(s.wait)
+		set(s.limits)
+		if got := b.claimedOf(t, slowEndpoint); got != s.want {
+			t.Fatalf("%s: claimed %d, want %d", s.name, got, s.want)
+		}
+	}
+	set(store.Limits{}) // removed: the next rate starts full
+	set(store.Limits{Rate: 2, Burst: 3})
+	if got := b.claimedOf(t, slowEndpoint); got != 3 {
+		t.Fatalf("a rate set after the limits were removed: claimed %d, want a full bucket's 3", got)
 	}
 }
 

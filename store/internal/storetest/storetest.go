@@ -152,6 +152,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ParkedDeliveriesWaitOutOfTheDueIndex", testParkedDeliveriesWaitOutOfTheDueIndex},
 		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
 		{"EndpointRateIsATokenBucket", testEndpointRateIsATokenBucket},
+		{"SetLimitsAgainKeepsTheBucket", testSetLimitsAgainKeepsTheBucket},
 		{"EndpointRateHoldsAcrossPriorities", testEndpointRateHoldsAcrossPriorities},
 		{"LimitsInvalid", testLimitsInvalid},
 		{"OrderingKeySendsOneAtATimeInOrder", testOrderingKeySendsOneAtATimeInOrder},

@@ -50,11 +50,22 @@ SELECT COALESCE((SELECT max_in_flight FROM courier_endpoint_limits WHERE endpoin
     (SELECT COUNT(*) FROM courier_ordering_keys WHERE endpoint = :endpoint AND blocked_at IS NOT NULL) AS blocked_keys;
 
 -- name: endpoint_limits_put
--- An endpoint's limits, its bucket full.
+-- An endpoint's limits. A bucket is filled when a rate is set where none
+-- was; set again, it keeps its tokens, refilled for the time since
+-- tokens_at at the rate it had (as endpoint_limits_take reckons it), up to
+-- the new burst, so that limits applied again (each instance of an
+-- application setting them as it starts) never give a second burst.
 INSERT INTO courier_endpoint_limits (endpoint, max_in_flight, rate, burst, tokens, tokens_at, updated_at)
 VALUES (:endpoint, :max_in_flight, :rate, :burst, :tokens, :now, :now)
 ON CONFLICT (endpoint) DO UPDATE SET max_in_flight = excluded.max_in_flight, rate = excluded.rate,
-    burst = excluded.burst, tokens = excluded.tokens, tokens_at = excluded.tokens_at, updated_at = excluded.updated_at;
+    burst = excluded.burst,
+    tokens = CASE WHEN courier_endpoint_limits.rate > 0 AND excluded.rate > 0
+        THEN LEAST(excluded.burst, CASE WHEN courier_endpoint_limits.tokens_at - :now > 60000000 THEN courier_endpoint_limits.burst
+            ELSE courier_endpoint_limits.tokens + GREATEST(0, :now - courier_endpoint_limits.tokens_at) * courier_endpoint_limits.rate / 1e6 END)
+        ELSE excluded.tokens END,
+    tokens_at = CASE WHEN courier_endpoint_limits.rate > 0 AND excluded.rate > 0 AND courier_endpoint_limits.tokens_at - :now <= 60000000
+        THEN GREATEST(courier_endpoint_limits.tokens_at, :now) ELSE excluded.tokens_at END,
+    updated_at = excluded.updated_at;
 
 -- name: endpoint_limits_delete
 DELETE FROM courier_endpoint_limits WHERE endpoint = :endpoint;
