@@ -115,14 +115,21 @@ var defaultBackoff = ExponentialBackoff(defaultRetryBase, defaultRetryCap, defau
 // base with each attempt, up to limit, and takes up to jitter (a fraction,
 // 0..1) of it off at random, so that deliveries failed together do not
 // retry together. A receiver's Retry-After is honoured, clamped to
-// [base, limit]. It panics unless 0 < base <= limit and 0 <= jitter <= 1.
+// [base, limit], and up to jitter of it is added rather than taken off, so
+// that deliveries asked to wait together come back spread out, none
+// before the time asked (within limit). It panics unless
+// 0 < base <= limit and 0 <= jitter <= 1.
 func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt int, retryAfter time.Duration) time.Duration {
 	if base <= 0 || limit < base || jitter < 0 || jitter > 1 {
 		panic("client: ExponentialBackoff needs 0 < base <= limit and 0 <= jitter <= 1")
 	}
 	return func(attempt int, retryAfter time.Duration) time.Duration {
 		if retryAfter > 0 {
-			return min(max(retryAfter, base), limit)
+			d := min(max(retryAfter, base), limit)
+			if more := time.Duration(rand.Float64() * jitter * float64(d)); more > 0 {
+				d += min(more, limit-d) // never past limit, nor wrapped
+			}
+			return d
 		}
 		d := base
 		for i := 1; i < attempt && d < limit; i++ {

@@ -40,6 +40,29 @@ func TestExponentialBackoff(t *testing.T) {
 	}
 }
 
+// TestRetryAfterIsJitteredLater: deliveries a receiver asked to come
+// back after the same Retry-After (a 503 or 429 to a burst of them) do not
+// come back together: each waits at least what was asked, and up to
+// jitter of it more, never past the limit.
+func TestRetryAfterIsJitteredLater(t *testing.T) {
+	t.Parallel()
+	j := client.ExponentialBackoff(time.Second, time.Minute, 0.2)
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		d := j(1, 10*time.Second)
+		if d < 10*time.Second || d > 12*time.Second {
+			t.Fatalf("Retry-After 10s with jitter 0.2: %v, want within [10s, 12s]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("200 retries after the same Retry-After all wait %v: they retry together", j(1, 10*time.Second))
+	}
+	if d := j(1, 55*time.Second); d < 55*time.Second || d > time.Minute {
+		t.Fatalf("Retry-After 55s, limit 1m: %v, want within [55s, 1m]", d)
+	}
+}
+
 // TestExponentialBackoffNeverWrapsToNone: a limit beyond half the largest
 // duration (math.MaxInt64, for "no cap") is reached, not overflowed: the
 // delay doubled past it wrapped negative and was taken as none, a retry at
