@@ -1,7 +1,10 @@
 package shop_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -53,7 +56,7 @@ func TestPaidOrdersShipOnce(t *testing.T) {
 				}
 			}
 			keys := couriertest.StandardWebhooksKeys("orders")
-			h, err := shipping.Handler(receiver, keys.Verifier)
+			h, err := shipping.Handler(receiver, keys.Verifier, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,39 +120,116 @@ func shipments(ctx context.Context, t *testing.T, s *store.Store) map[string]int
 
 // TestPayOverHTTP: the orders API takes the total in a JSON body (its
 // documentation said a query parameter, which it answers 400), and pays
-// an order once.
+// an order once. A second payment for an order was answered 500, as a
+// failure of the service, and the body was read without a bound: every
+// refusal is now a problem+json with a stable code, a second payment 409
+// order_already_paid, a body over 4 KiB 413 body_too_large.
 func TestPayOverHTTP(t *testing.T) {
+	for name, open := range engines {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sender, _ := open(t)
+			if _, err := sender.DB().ExecContext(t.Context(), orders.Schema); err != nil {
+				t.Fatal(err)
+			}
+			const shipping = "https://shipping.example/notifications"
+			mux := http.NewServeMux()
+			mux.Handle("POST /orders/{id}/pay", &orders.Service{Store: sender, Shipping: shipping})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			for _, tc := range []struct {
+				path, body string
+				want       int
+				code       string
+			}{
+				{"/orders/o-1/pay?total=250", "", http.StatusBadRequest, "malformed_json"},
+				{"/orders/o-1/pay", `{"total":0}`, http.StatusBadRequest, "validation_failed"},
+				{"/orders/o-1/pay", `{"total":250}`, http.StatusAccepted, ""},
+				{"/orders/o-1/pay", `{"total":250}`, http.StatusConflict, "order_already_paid"}, // nothing more is enqueued
+				{"/orders/o-1/pay", `{"total":300}`, http.StatusConflict, "order_already_paid"},
+				{"/orders/o-2/pay", `{"total":250,"note":"` + strings.Repeat("x", 1<<20) + `"}`, http.StatusRequestEntityTooLarge, "body_too_large"},
+				{"/orders/o%202/pay", `{"total":250}`, http.StatusBadRequest, "validation_failed"}, // not an id shipping accepts
+			} {
+				resp, err := srv.Client().Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var p struct {
+					Status int    `json:"status"`
+					Code   string `json:"code"`
+				}
+				ct := resp.Header.Get("Content-Type")
+				if tc.code != "" && ct == "application/problem+json" {
+					err = json.NewDecoder(resp.Body).Decode(&p)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.want || p.Code != tc.code || (tc.code != "" && (ct != "application/problem+json" || err != nil || p.Status != tc.want)) {
+					t.Errorf("POST %s: %d %s code %q (%v), want %d code %q", tc.path, resp.StatusCode, ct, p.Code, err, tc.want, tc.code)
+				}
+			}
+			d, err := sender.Outbox.Lookup(t.Context(), "order-o-1-paid", shipping)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Attempts != 0 || string(d.Payload) != `{"notification_id":"order-o-1-paid","order_id":"o-1","total":250}` {
+				t.Fatalf("o-1's notification: %+v", d)
+			}
+			page, err := sender.Outbox.List(t.Context(), store.ListParams{})
+			if err != nil || len(page.Deliveries) != 1 {
+				t.Fatalf("%d deliveries enqueued (%v), want o-1's alone", len(page.Deliveries), err)
+			}
+		})
+	}
+}
+
+// TestShippingLogsFailures: the shipping receiver had no Logger, and
+// courier's receivers are quiet without one: a shipment that could not be
+// written was answered 500 handler_failed (the sender retries) with
+// nothing logged. Its failures are logged at Error now.
+func TestShippingLogsFailures(t *testing.T) {
+	t.Parallel()
+	_, receiver := engines["sqlite"](t) // without shipping's table: every shipment fails
+	keys := couriertest.StandardWebhooksKeys("orders")
+	var logs bytes.Buffer
+	h, err := shipping.Handler(receiver, keys.Verifier, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, couriertest.NewRequest("https://shipping.example/notifications", "order-o-1-paid",
+		[]byte(`{"notification_id":"order-o-1-paid","order_id":"o-1","total":100}`), keys.Signer))
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("a shipment that could not be written answered %d %s, want 500", rec.Code, rec.Body)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "code=handler_failed") {
+		t.Fatalf("a 500 logged %q, want an Error with its code", logs.String())
+	}
+}
+
+// TestPayLogsFailures: a payment that failed was answered 500 "could not
+// pay" with nothing logged. It is answered 500 internal_error as
+// problem+json now, and logged at Error with its code.
+func TestPayLogsFailures(t *testing.T) {
+	t.Parallel()
 	sender, _ := engines["sqlite"](t)
 	if _, err := sender.DB().ExecContext(t.Context(), orders.Schema); err != nil {
 		t.Fatal(err)
 	}
-	const shipping = "https://shipping.example/notifications"
+	var logs bytes.Buffer
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{id}/pay", &orders.Service{Store: sender, Shipping: shipping})
+	mux.Handle("POST /orders/{id}/pay", &orders.Service{Store: sender, Shipping: "ftp://shipping.example/notifications", // Enqueue refuses it
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	for _, tc := range []struct {
-		path, body string
-		want       int
-	}{
-		{"/orders/o-1/pay?total=250", "", http.StatusBadRequest},
-		{"/orders/o-1/pay", `{"total":250}`, http.StatusAccepted},
-		{"/orders/o-1/pay", `{"total":250}`, http.StatusInternalServerError}, // paid already: nothing more is enqueued
-	} {
-		resp, err := srv.Client().Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Fatalf("POST %s %s: %d, want %d", tc.path, tc.body, resp.StatusCode, tc.want)
-		}
-	}
-	d, err := sender.Outbox.Lookup(t.Context(), "order-o-1-paid", shipping)
+	resp, err := srv.Client().Post(srv.URL+"/orders/o-1/pay", "application/json", strings.NewReader(`{"total":250}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Attempts != 0 || string(d.Payload) != `{"notification_id":"order-o-1-paid","order_id":"o-1","total":250}` {
-		t.Fatalf("o-1's notification: %+v", d)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("a failed payment answered %d %s, want 500 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "code=invalid_argument") {
+		t.Fatalf("a failed payment logged %q, want an Error with its code", logs.String())
 	}
 }

@@ -3,7 +3,8 @@
 // signatures, its Inbox in the same database) on -addr, starts a worker
 // that delivers to it, enqueues -n terminal notifications in transactions
 // of -batch together with the business rows they belong to, waits until
-// every one succeeded and prints a summary:
+// every one was settled (succeeded, or failed for good) and prints a
+// summary:
 //
 //	go run ./examples/postgres -url 'postgres://user@localhost:5432/scratch?sslmode=disable' [-addr 127.0.0.1:0] [-n 1000] [-batch 100] [-timeout 2m]
 //
@@ -14,8 +15,12 @@
 // again on the same database, one run at a time: a run's worker claims
 // every due delivery of the database, and its guard admits only its own
 // receiver, so two runs at once fail each other's deliveries with
-// destination_forbidden. It exits 0 when every notification was
-// delivered and applied exactly once, 1 when not, 2 on an error.
+// destination_forbidden (logged on stderr, with the worker's and the
+// receiver's other warnings and errors). Ctrl-C (or SIGTERM) stops a run
+// softly: the worker claims nothing more and the attempts in flight
+// finish, for up to 10 s; a second Ctrl-C ends the process at once. It
+// exits 0 when every notification was delivered and applied exactly
+// once, 1 when not, 2 on an error.
 package main
 
 import (
@@ -27,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -66,8 +72,15 @@ func main() {
 		os.Exit(2)
 	}
 
+	// The worker's and the receiver's warnings and errors (a delivery
+	// refused or failed, a store failure) go to stderr.
+	o.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// The first Ctrl-C (or SIGTERM) stops the run softly: the attempts in
+	// flight finish, for up to 10 s. A second one ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 	ok, err := run(ctx, o, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "postgres:", err)
@@ -112,6 +125,11 @@ type options struct {
 	n       int
 	batch   int
 	timeout time.Duration
+	logger  *slog.Logger // the worker's and the receiver's
+	// onReceive, when set, runs in the receiving function before it
+	// writes, and its error fails the notification: tests hold an
+	// attempt in flight with it.
+	onReceive func(ctx context.Context) error
 }
 
 // The example's own tables: the sender's business rows, written in the
@@ -132,34 +150,25 @@ CREATE TABLE IF NOT EXISTS example_received (
 );
 CREATE INDEX IF NOT EXISTS example_received_run ON example_received (run, notification_id);`
 
-func run(ctx context.Context, o options, out io.Writer) (bool, error) {
+func run(ctx context.Context, o options, out io.Writer) (ok bool, err error) {
 	if o.n < 1 || o.batch < 1 {
 		return false, errors.New("-n and -batch must be at least 1")
+	}
+	if o.timeout <= 0 {
+		return false, errors.New("-timeout must be positive")
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, errors.New("the time ran out (-timeout)"))
 	defer cancel()
 
-	db, err := sqlx.Open(postgres.DriverName, o.url) // package store registers the pgx driver
+	s, closeStore, err := openStore(ctx, o.url)
 	if err != nil {
 		return false, err
 	}
-	defer db.Close()
-	// Enough connections for the worker's attempts settling at once, the
-	// receiver's transactions and the enqueuer, kept open between uses.
-	db.SetMaxOpenConns(48)
-	db.SetMaxIdleConns(48)
-	if err := store.Migrate(ctx, db); err != nil {
-		return false, err
-	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		return false, fmt.Errorf("creating the example's tables: %w", err)
-	}
-	// One Store serves both ends here: the sender's Outbox and the
-	// receiver's Inbox. In a real deployment each side has its own.
-	s, err := store.Open(ctx, db, store.Config{})
-	if err != nil {
-		return false, err
-	}
+	defer func() { err = errors.Join(err, closeStore()) }()
+	db := s.DB()
 
 	// Both ends share a fresh Standard Webhooks secret. A real deployment
 	// keeps it in its secret store.
@@ -186,7 +195,12 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 
 	// The receiving application: one row per notification, in the
 	// transaction that records it in the Inbox.
-	receiver, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+	receiver, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: o.logger}, func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+		if o.onReceive != nil {
+			if err := o.onReceive(ctx); err != nil {
+				return err
+			}
+		}
 		_, err := tx.ExecContext(ctx, "INSERT INTO example_received (run, notification_id, received_at) VALUES ($1, $2, $3)",
 			n.SiteID, n.NotificationID, time.Now().UnixMicro())
 		return err
@@ -206,8 +220,10 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-		<-served
+		err = errors.Join(err, srv.Shutdown(shutdownCtx))
+		if served := <-served; !errors.Is(served, http.ErrServerClosed) {
+			err = errors.Join(err, served)
+		}
 	}()
 	endpoint, guard, err := endpointOf(ln.Addr())
 	if err != nil {
@@ -223,14 +239,26 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 		Signer:    signer,
 		Transport: guard.Transport(),
 		Hook:      tr.observe,
+		Logger:    o.logger,
 	})
 	if err != nil {
 		return false, err
 	}
-	workCtx, stopWorker := context.WithCancel(ctx)
+	// The worker runs on a context of its own and is stopped softly when
+	// run returns, at the end, on a signal or when the time runs out:
+	// it claims nothing more and gives back what it has not started, and
+	// the attempts in flight finish and are settled, for up to 10 s
+	// (cut short then, and due again at once). Cancelling its context
+	// instead would cut them short at once, each counted as an attempt.
+	// The receiver's server is shut down after it (deferred before), so
+	// those attempts are answered.
 	worked := make(chan error, 1)
-	go func() { worked <- worker.Run(workCtx) }()
-	defer func() { stopWorker(); <-worked }()
+	go func() { worked <- worker.Run(context.WithoutCancel(ctx)) }()
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, worker.Stop(stopCtx), <-worked)
+	}()
 
 	started := time.Now()
 	if err := enqueue(ctx, s, endpoint, runID, notes, o.batch); err != nil {
@@ -253,6 +281,42 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	}
 	sum.print(out)
 	return sum.ok(), nil
+}
+
+// openStore migrates the database at url, creates the example's own
+// tables there and opens courier's Store on it. One Store serves both
+// ends here: the sender's Outbox and the receiver's Inbox. In a real
+// deployment each side has its own.
+//
+// The function it returns closes the Store, then the database, which
+// store.Open leaves to its caller. Close the Store, not only the
+// database: Store.Close is what makes every later call on it fail at
+// once, and tells a worker's Run still going that it must stop (closing
+// the database alone leaves such a Run claiming, and failing, for ever).
+// Stop the workers and receivers using the Store first.
+func openStore(ctx context.Context, url string) (*store.Store, func() error, error) {
+	db, err := sqlx.Open(postgres.DriverName, url) // importing store/postgres registers pgx's driver
+	if err != nil {
+		return nil, nil, err
+	}
+	// Enough connections for the worker's attempts settling at once, the
+	// receiver's transactions and the enqueuer, kept open between uses.
+	db.SetMaxOpenConns(48)
+	db.SetMaxIdleConns(48)
+	if err := store.Migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("creating the example's tables: %w", err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return s, func() error { return errors.Join(s.Close(), db.Close()) }, nil
 }
 
 // newRunID names one run of the program: its notifications' site_id.

@@ -8,8 +8,10 @@
 //	go run ./examples/quickstart [-n 1000] [-faults=true] [-dir path] [-seed 1] [-timeout 2m]
 //
 // With -dir the databases are kept there, so a run that was killed can be
-// started again with the same -dir: it finishes the same notifications and
-// reaches the same verdict.
+// started again with the same -dir (and -n and -seed): it finishes the same
+// notifications and reaches the same verdict. Ctrl-C (or SIGTERM) stops a
+// run softly: the attempts in flight finish first; a second Ctrl-C ends
+// it at once.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -32,6 +35,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -47,13 +52,14 @@ func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 1000, "notifications to attempt (a fifth of the business transactions roll back)")
 	flag.BoolVar(&o.faults, "faults", true, "inject receiver faults (503s, 429s, drops after commit, slow answers)")
-	flag.StringVar(&o.dir, "dir", "", "keep the databases in this folder (resume a killed run with the same -dir)")
+	flag.StringVar(&o.dir, "dir", "", "keep the databases in this folder (resume a killed run with the same -dir, -n and -seed)")
 	flag.Int64Var(&o.seed, "seed", 1, "seed of the rollbacks and the fault script")
 	flag.DurationVar(&o.limit, "timeout", 2*time.Minute, "give up after this long")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop) // a second signal ends the process at once
 	s, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
@@ -71,12 +77,22 @@ type options struct {
 	dir    string
 	seed   int64
 	limit  time.Duration
+	logger *slog.Logger // the worker's; defaults to discarding
+	// process, when set, is extra work of the receiving application,
+	// run in its transaction: tests hold an attempt in flight with it.
+	process func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error
 }
 
 // The secret both ends share. A real deployment keeps it out of the code.
 const secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 func run(ctx context.Context, o options) (summary, error) {
+	if o.n < 1 {
+		return summary{}, errors.New("-n must be at least 1")
+	}
+	if o.limit <= 0 {
+		return summary{}, errors.New("-timeout must be positive")
+	}
 	dir := o.dir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "courier-quickstart-")
@@ -88,11 +104,14 @@ func run(ctx context.Context, o options) (summary, error) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return summary{}, err
 	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.limit, errors.New("the time ran out (-timeout)"))
 	defer cancel()
 
-	// Both stores on one clock: the receiver's recorded_at and the
-	// sender's enqueue time are comparable.
+	// Both stores run in this process, on its clock: the receiver's
+	// recorded_at and the sender's enqueue time are comparable.
 	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{
 		// The fault script fails every first attempt on purpose; a breaker
 		// would rightly pause this endpoint. Here it stays out of the way.
@@ -128,7 +147,7 @@ func run(ctx context.Context, o options) (summary, error) {
 			FirstAttempt503: true, RateLimited: 0.1, DropAfterCommit: 0.1, Delay: 0.05, DelayBy: 400 * time.Millisecond,
 		})
 	}
-	srv, err := startReceiver(dir, testserver.Config{Store: receiverStore, Verifier: verifier, Script: script}) //nolint:contextcheck // the test server, like httptest, takes no context
+	srv, err := startReceiver(dir, testserver.Config{Store: receiverStore, Verifier: verifier, Script: script, Process: o.process}) //nolint:contextcheck // the test server, like httptest, takes no context
 	if err != nil {
 		return summary{}, err
 	}
@@ -154,17 +173,22 @@ func run(ctx context.Context, o options) (summary, error) {
 		Lease:        2 * time.Second,
 		PollInterval: 50 * time.Millisecond,
 		Backoff:      client.ExponentialBackoff(20*time.Millisecond, 500*time.Millisecond, 0.2),
-		Logger:       slog.New(slog.DiscardHandler),
+		Logger:       o.logger,
 	})
 	if err != nil {
 		return summary{}, err
 	}
-	workCtx, stopWorker := context.WithCancel(ctx)
+	// The worker runs on a context of its own and is stopped softly, once
+	// every delivery is settled, or on a signal or the time limit: it
+	// claims nothing more, and the attempts in flight finish (cut short
+	// after 10 s). Cancelling its context instead would cut them short at
+	// once, each counted against its delivery's attempts.
 	done := make(chan error, 1)
-	go func() { done <- worker.Run(workCtx) }()
+	go func() { done <- worker.Run(context.WithoutCancel(ctx)) }()
 	waitErr := waitSettled(ctx, sender)
-	stopWorker()
-	if err := <-done; err != nil {
+	stopCtx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelStop()
+	if err := errors.Join(worker.Stop(stopCtx), <-done); err != nil {
 		return summary{}, err
 	}
 	if waitErr != nil {
@@ -183,13 +207,18 @@ func startReceiver(dir string, cfg testserver.Config) (*testserver.Server, error
 		return nil, err
 	}
 	addrFile := filepath.Join(dir, "receiver.addr")
-	if addr, err := os.ReadFile(addrFile); err == nil {
+	switch addr, err := os.ReadFile(addrFile); {
+	case err == nil:
 		l, err := net.Listen("tcp", string(addr))
 		if err != nil {
+			srv.Listener.Close()
 			return nil, fmt.Errorf("the earlier run's receiver address %s is taken: %w", addr, err)
 		}
 		srv.Listener.Close()
 		srv.Listener = l
+	case !errors.Is(err, fs.ErrNotExist):
+		srv.Listener.Close()
+		return nil, err // a new address would not be the one the outbox holds
 	}
 	srv.Start()
 	if err := os.WriteFile(addrFile, []byte(srv.Listener.Addr().String()), 0o644); err != nil {
@@ -279,7 +308,9 @@ func (a *application) placeOrder(ctx context.Context, i int, id string, payload 
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
 		return nil // placed by an earlier run
 	}
 	if _, err := a.outbox.Enqueue(ctx, tx, store.EnqueueParams{
@@ -382,7 +413,12 @@ func latency(ctx context.Context, sender, receiver *store.Store) (p50, p99 time.
 		}
 		enqueued[id] = at
 	}
-	rows.Close()
+	if err := rows.Close(); err != nil {
+		return 0, 0, err
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, err
+	}
 	rows, err = receiver.DB().QueryContext(ctx, "SELECT effect_key, MIN(recorded_at) FROM couriertest_effects GROUP BY effect_key")
 	if err != nil {
 		return 0, 0, err

@@ -50,6 +50,9 @@ func main() {
 func run(addr, path, secret, sender string, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, a second ends the process at once.
+	unhook := context.AfterFunc(ctx, stop)
+	defer unhook()
 	key, err := signature.ParseStandardWebhooksKey("k1", secret)
 	if err != nil {
 		return err

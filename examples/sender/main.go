@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/serve"
@@ -90,6 +91,9 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, a second ends the process at once.
+	unhook := context.AfterFunc(ctx, stop)
+	defer unhook()
 	key, err := signature.ParseStandardWebhooksKey("k1", secret)
 	if err != nil {
 		return err
@@ -103,8 +107,7 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 		return err
 	}
 	defer s.Close()
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS publications (
-		plan_id TEXT NOT NULL, sequence INTEGER NOT NULL, published_at INTEGER NOT NULL, PRIMARY KEY (plan_id, sequence))`); err != nil {
+	if _, err := s.DB().ExecContext(ctx, schema); err != nil {
 		return err
 	}
 
@@ -127,14 +130,9 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- worker.Run(context.WithoutCancel(ctx)) }()
 
-	mux := http.NewServeMux()
-	// The business write and the enqueue share the request's transaction:
-	// middleware.Transaction commits both, or neither.
-	// Store.Begin: on SQLite the transaction queues with courier's own
-	// writes on one connection instead of contending for the lock.
-	mux.Handle("POST /plans/{plan}/publish", middleware.Transaction(s.Begin)(publish(s, endpoint)))
-	fmt.Fprintf(os.Stderr, "sender: listening on %s, delivering to %s\n", ln.Addr(), endpoint)
-	served := serve.Run(ctx, serve.Server(middleware.Recover(logger)(mux)), ln)
+	mux := routes(s, endpoint, logger)
+	fmt.Fprintf(os.Stderr, "sender: listening on %s, delivering to %s\n", ln.Addr(), redact(u))
+	served := serve.Run(ctx, serve.Server(mux), ln)
 	// Stop claims no more, gives back what it has not started and waits
 	// up to 10 s for attempts in flight; those still running then are cut
 	// short and due again at once.
@@ -143,19 +141,46 @@ func run(addr, path, endpoint, secret string, allowPrivate bool, logger *slog.Lo
 	return errors.Join(served, worker.Stop(stopCtx), <-workerDone)
 }
 
+// schema is the application's own table, beside courier's.
+const schema = `CREATE TABLE IF NOT EXISTS publications (
+	plan_id TEXT NOT NULL, sequence INTEGER NOT NULL, published_at INTEGER NOT NULL, PRIMARY KEY (plan_id, sequence))`
+
+// routes returns the application's API: POST /plans/{plan}/publish.
+func routes(s *store.Store, endpoint string, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	// The business write and the enqueue share the request's transaction:
+	// middleware.Transaction commits both, or neither.
+	// Store.Begin: on SQLite the transaction queues with courier's own
+	// writes on one connection instead of contending for the lock.
+	mux.Handle("POST /plans/{plan}/publish", middleware.Transaction(s.Begin)(publish(s, endpoint, logger)))
+	return middleware.Recover(logger)(mux)
+}
+
 // publish records a publication and enqueues its terminal notification.
-func publish(s *store.Store, endpoint string) http.Handler {
+// A failure is logged, with its code and error (courier's errors carry
+// no payload, header or secret), and answered 500: Transaction rolls
+// the publication back with it.
+func publish(s *store.Store, endpoint string, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		tx, _ := middleware.TxFromContext(ctx)
 		plan := r.PathValue("plan")
+		fail := func(msg string, err error) {
+			logger.ErrorContext(ctx, "sender: "+msg, slog.String("plan", plan),
+				slog.String("code", string(courier.CodeOf(err))), slog.Any("error", err))
+			http.Error(w, msg, http.StatusInternalServerError)
+		}
+		tx, ok := middleware.TxFromContext(ctx)
+		if !ok {
+			fail("publish failed", errors.New("no transaction: serve publish inside middleware.Transaction"))
+			return
+		}
 		var seq int64
 		if err := tx.GetContext(ctx, &seq, "SELECT COALESCE(MAX(sequence), 0) + 1 FROM publications WHERE plan_id = ?", plan); err != nil {
-			http.Error(w, "database error", http.StatusInternalServerError)
+			fail("database error", err)
 			return
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO publications (plan_id, sequence, published_at) VALUES (?, ?, ?)", plan, seq, time.Now().UnixMicro()); err != nil {
-			http.Error(w, "database error", http.StatusInternalServerError)
+			fail("database error", err)
 			return
 		}
 		lifecycle := ack.Digest([]byte(plan + "/" + strconv.FormatInt(seq, 10)))
@@ -165,18 +190,34 @@ func publish(s *store.Store, endpoint string) http.Handler {
 			TerminalStatus: "published", LifecycleSHA256: &lifecycle,
 		})
 		if err != nil {
+			// The plan id is not a token (1 to 256 of A-Z a-z 0-9 _ . : -),
+			// or too long to make an event id with its sequence.
 			http.Error(w, "invalid plan id", http.StatusBadRequest)
 			return
 		}
-		payload, _ := n.Payload()
+		payload, err := n.Payload()
+		if err != nil {
+			fail("enqueue failed", err)
+			return
+		}
 		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: n.NotificationID, Endpoint: endpoint, Payload: payload, Profile: ack.ProfileTerminal}); err != nil {
-			http.Error(w, "enqueue failed", http.StatusInternalServerError)
+			fail("enqueue failed", err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
-		json.NewEncoder(w).Encode(map[string]any{"plan_id": plan, "sequence": seq, "notification_id": n.NotificationID})
+		_ = json.NewEncoder(w).Encode(map[string]any{"plan_id": plan, "sequence": seq, "notification_id": n.NotificationID})
 	})
+}
+
+// redact shows an endpoint as courier's logs do, scheme and host only
+// ("/…" for the rest): a webhook URL's path or query may be its secret.
+func redact(u *url.URL) string {
+	s := u.Scheme + "://" + u.Host
+	if u.Path != "" || u.RawQuery != "" {
+		s += "/…"
+	}
+	return s
 }
 
 // guardFor returns the worker's SSRF guard: closed (https to public

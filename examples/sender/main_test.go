@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"log/slog"
 	"net"
@@ -10,12 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/serve"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestSenderGuardClosedByDefault: the example's worker opened its SSRF
@@ -196,5 +201,88 @@ func TestSenderRefusesHTTPWithGuardClosed(t *testing.T) {
 		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true, slog.New(slog.DiscardHandler))
 	if err == nil || strings.Contains(err.Error(), "-to") {
 		t.Fatalf("-to %s with -allow-private: run returned %v, want the taken address's error", o.to, err)
+	}
+}
+
+// TestSenderLogsFailedPublish: a publication whose enqueue failed was
+// answered 500 and nothing was logged, so an operator saw nothing of it.
+// The failure is logged at Error now, with its code; the business write
+// is rolled back with it.
+func TestSenderLogsFailedPublish(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	// An endpoint Enqueue refuses (invalid_argument): every enqueue fails.
+	srv := httptest.NewServer(routes(s, "ftp://receiver.example/terminal", logger))
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/plans/plan-1/publish", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("a failed enqueue answered %d, want 500", resp.StatusCode)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "code=invalid_argument") {
+		t.Fatalf("a publish answered 500 and logged %q, want an Error with its code", logs.String())
+	}
+	var n int
+	if err := s.DB().GetContext(ctx, &n, "SELECT COUNT(*) FROM publications"); err != nil || n != 0 {
+		t.Fatalf("%d publications kept (%v) for a publish that failed, want none", n, err)
+	}
+}
+
+// TestSenderDoesNotPrintTheEndpointsPath: the sender printed its -to in
+// full as it started, and an endpoint's path or query may be its secret
+// (chat services' webhook URLs are). It prints scheme and host now, as
+// courier's own logs show an endpoint.
+func TestSenderDoesNotPrintTheEndpointsPath(t *testing.T) {
+	if args := os.Getenv("COURIER_SENDER_SERVE"); args != "" {
+		os.Args = append([]string{"sender"}, strings.Fields(args)...)
+		main()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSenderDoesNotPrintTheEndpointsPath$")
+	cmd.Env = append(os.Environ(), "COURIER_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"COURIER_SENDER_SERVE=-addr 127.0.0.1:0 -allow-private -db "+filepath.Join(t.TempDir(), "sender.db")+
+			" -to http://127.0.0.1:9/hooks/T0KEN-in-the-path?key=T0KEN-in-the-query")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var printed strings.Builder
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() {
+		printed.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), "listening") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+		printed.WriteString(lines.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the sender stopped with %v at SIGTERM, want exit 0:\n%s", err, printed.String())
+	}
+	if !strings.Contains(printed.String(), "listening") || !strings.Contains(printed.String(), "http://127.0.0.1:9/…") {
+		t.Fatalf("the sender printed no start line naming its endpoint as scheme://host/…:\n%s", printed.String())
+	}
+	if strings.Contains(printed.String(), "T0KEN") {
+		t.Fatalf("the sender printed its endpoint's path or query:\n%s", printed.String())
 	}
 }

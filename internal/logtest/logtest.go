@@ -104,3 +104,24 @@ func (h scoped) Handle(_ context.Context, r slog.Record) error {
 	h.root.keep(out)
 	return nil
 }
+
+// OnMessage is a slog.Handler that calls Do for each record whose message
+// is Msg, and drops every record: a test waits with it for a part to
+// reach a point it logs.
+type OnMessage struct {
+	Msg string
+	Do  func()
+}
+
+func (h OnMessage) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h OnMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.Msg {
+		h.Do()
+	}
+	return nil
+}
+
+func (h OnMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h OnMessage) WithGroup(string) slog.Handler { return h }

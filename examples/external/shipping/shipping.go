@@ -4,6 +4,7 @@ package shipping
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 
 	"github.com/jmoiron/sqlx"
@@ -29,9 +30,11 @@ const Schema = `CREATE TABLE IF NOT EXISTS shipments (order_id TEXT PRIMARY KEY,
 
 // Handler returns the service's notification endpoint: courier's receiver,
 // whose function writes the shipment in the transaction that records the
-// notification.
-func Handler(s *store.Store, v signature.Verifier) (http.Handler, error) {
-	return handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: v},
+// notification. The receiver logs to logger what it refuses (at Info)
+// and what fails (at Error), never a notification's content; courier's
+// receivers log nothing without one.
+func Handler(s *store.Store, v signature.Verifier, logger *slog.Logger) (http.Handler, error) {
+	return handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: v, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n OrderPaid) error {
 			_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO shipments (order_id, total) VALUES (?, ?)"), n.OrderID, n.Total)
 			return err
