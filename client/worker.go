@@ -197,17 +197,28 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the worker's clock: it signs attempts, measures how much of
 	// each lease and of each delivery's retry horizon is left, and reads a
-	// receiver's Retry-After given as a date. Defaults
-	// to time.Now. A clock of your own should keep time.Now's monotonic
-	// reading (t.UTC() and t.Round(0) drop it): leases are measured as
-	// time elapsed, and on the wall clock alone a step backward would
-	// stretch what is left of them by the size of the step. A panic in it
-	// never ends the process either: it is logged at Error, and what the
-	// reading was for does not go ahead. A claim about to be made is not
-	// (Work returns an error with code internal_error; Run claims again on
-	// its timer, as after a claim that failed); a claimed delivery about to
-	// start is given back unsent, its attempt not counted; a reading while
-	// an attempt is made ready is the attempt's panic (see Classify).
+	// receiver's Retry-After given as a date. Defaults to time.Now: the
+	// host's clock, not the Store's. Leases and horizons are measured as
+	// spans (see Lease) and need no agreement with the Store's clock, but
+	// the time an attempt is signed at is checked by the receiver against
+	// its own clock: keep every worker host's clock within the receivers'
+	// tolerance (package signature: a Standard Webhooks verifier's
+	// Tolerance, 5 minutes either way by default; an RFC 9421 verifier's
+	// ClockSkew, 60 seconds by default, ahead, or that and the signer's
+	// Window behind; AdCP HMAC's Tolerance, 300 seconds). A worker further
+	// off has its signatures refused (401) and fails the deliveries it
+	// claims, signature_rejected by DefaultClassify, that a worker on a
+	// right clock would have sent. A clock of your own should keep
+	// time.Now's monotonic reading (t.UTC() and t.Round(0) drop it):
+	// leases are measured as time elapsed, and on the wall clock alone a
+	// step backward would stretch what is left of them by the size of the
+	// step. A panic in it never ends the process either: it is logged at
+	// Error, and what the reading was for does not go ahead. A claim about
+	// to be made is not (Work returns an error with code internal_error;
+	// Run claims again on its timer, as after a claim that failed); a
+	// claimed delivery about to start is given back unsent, its attempt not
+	// counted; a reading while an attempt is made ready is the attempt's
+	// panic (see Classify).
 	Now func() time.Time
 	// Hook receives an Event after each attempt is settled, or its
 	// settle failed (Event.Unrecorded), for metrics and tests. It runs

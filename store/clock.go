@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +27,12 @@ type dbClock struct {
 	local  func() time.Time // this process's clock
 	anchor atomic.Pointer[clockAnchor]
 
-	mu    sync.Mutex // one measurement at a time
-	tried time.Time  // local time of the latest measurement, under mu
+	// turn is held by the one measurement at a time: a channel rather
+	// than a mutex, so that a wait for it ends with the waiter's context.
+	turn  chan struct{}
+	tried time.Time // local time of the latest measurement, holding turn
+
+	waiting func() // tests: called by a refresh about to wait for turn
 }
 
 // clockAnchor pairs a reading of the database's clock with the local time
@@ -43,9 +46,7 @@ type clockAnchor struct {
 // newDBClock measures the database's clock once: a store whose clock
 // cannot be read does not open.
 func newDBClock(ctx context.Context, db *sqlx.DB, read func(context.Context, *sqlx.DB) (time.Time, error), local func() time.Time) (*dbClock, error) {
-	c := &dbClock{read: read, db: db, local: local}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c := &dbClock{read: read, db: db, local: local, turn: make(chan struct{}, 1)}
 	if err := c.measure(ctx); err != nil {
 		return nil, err
 	}
@@ -65,29 +66,54 @@ func (c *dbClock) now() time.Time {
 // The age is that of the monotonic clock the anchor is kept on, and of the
 // wall clock too: the monotonic one does not count a host's suspend (or a
 // paused VM), after which it lags the database's by the whole pause, and
-// would take another clockRefresh of its own to notice. So a measurement
-// is also due when the two clocks' ages disagree by more than clockJump (a
-// suspend, or a step of the wall clock), or the age is negative.
+// would take another clockRefresh of its own to notice. So the anchor is
+// off (jumped) when the two clocks' ages of it disagree by more than
+// clockJump (a suspend, or a step of the wall clock), or the age is
+// negative. An anchor that is off is measured again at every refresh
+// until a measurement succeeds, and a refresh that finds another
+// goroutine at it waits for that measurement (or for ctx to end): the
+// anchor it would go ahead with is off by the whole pause, not by a
+// drift.
 func (c *dbClock) refresh(ctx context.Context) {
-	if !c.mu.TryLock() {
-		return
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		if !c.jumped(c.anchor.Load(), c.local()) {
+			return
+		}
+		if c.waiting != nil {
+			c.waiting()
+		}
+		select {
+		case c.turn <- struct{}{}:
+		case <-ctx.Done():
+			return // the caller's transaction ends with ctx
+		}
 	}
-	defer c.mu.Unlock()
+	defer func() { <-c.turn }()
 	now := c.local()
-	age := now.Sub(c.tried)
-	wall := now.Round(0).Sub(c.tried.Round(0))
-	if age >= 0 && age < clockRefresh && wall < clockRefresh && (wall-age).Abs() <= clockJump {
+	if age := now.Sub(c.tried); age >= 0 && age < clockRefresh && !c.jumped(c.anchor.Load(), now) {
 		return
 	}
 	_ = c.measure(ctx)
 }
 
-// clockJump is how far the monotonic and wall clocks' ages of the latest
-// measurement may disagree before it is made again.
+// jumped reports whether a, read at now, is off by more than the rates'
+// drift: this process's monotonic and wall clocks disagree by more than
+// clockJump on how long ago it was taken, or say it was taken later than
+// now.
+func (c *dbClock) jumped(a *clockAnchor, now time.Time) bool {
+	age := now.Sub(a.local)
+	wall := now.Round(0).Sub(a.local.Round(0))
+	return age < 0 || wall < 0 || (wall-age).Abs() > clockJump
+}
+
+// clockJump is how far the monotonic and wall clocks' ages of the anchor
+// may disagree before it is measured again.
 const clockJump = time.Second
 
 // measure takes clockSamples readings and anchors the one with the
-// shortest round trip. The caller holds mu.
+// shortest round trip. The caller holds turn, or is newDBClock.
 func (c *dbClock) measure(ctx context.Context) error {
 	c.tried = c.local()
 	var best *clockAnchor

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,4 +201,156 @@ func TestAClockThatWentBackIsReadAgain(t *testing.T) {
 	if again := c.claim(t, other, "other"); len(again) != 0 {
 		t.Fatalf("another process claimed delivery %d again while its lease holds", again[0].DeliveryID)
 	}
+}
+
+// TestTransactionsBegunOnTheStoreReadTheClockAgain: a process that makes
+// no claim and no settle (a receiver, a web tier that only enqueues) still
+// begins its transactions on the Store (Begin: the receivers, the
+// middleware, the README's enqueue), and they read the database's clock
+// again once its reading is old or the process's clock went back (a
+// suspended host, whose monotonic clock lags by the pause), as a claim
+// does. Before, only the worker's transactions did: such a process
+// stamped its records an hour behind for as long as it ran, and the
+// cron's Inbox.Prune, keeping records half an hour, deleted a record
+// made a moment ago, so that a redelivery would run the handler again.
+func TestTransactionsBegunOnTheStoreReadTheClockAgain(t *testing.T) {
+	t.Parallel()
+	c := setupClock(t)
+	local := newSkewed(0)
+	receiver := c.open(t, store.Config{}, local.Now)
+	cron := c.open(t, store.Config{}, time.Now)
+	local.offset.Store(int64(-time.Hour)) // the host was suspended for an hour
+
+	inbox := protocol.InboxFor(receiver)
+	key := protocol.InboxKey{Sender: "orders", Key: "n-1", PayloadSHA256: strings.Repeat("ab", 32)}
+	record := func() protocol.Receipt {
+		t.Helper()
+		tx, err := receiver.Begin(c.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		r, err := inbox.RecordCompleted(c.ctx, tx, key, []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := record(); !r.Fresh {
+		t.Fatalf("first receipt %+v, want fresh", r)
+	}
+	before := c.dbNow(t)
+	c.enqueue(t, receiver, "n-1")
+	after := c.dbNow(t)
+
+	if n, err := cron.Inbox.Prune(c.ctx, store.PruneParams{OlderThan: 30 * time.Minute}); err != nil || n != 0 {
+		t.Fatalf("Inbox.Prune keeping half an hour deleted %d records made a moment ago (%v)", n, err)
+	}
+	if r := record(); r.Fresh {
+		t.Fatal("the redelivery was recorded fresh: the handler would run again")
+	}
+	d, err := receiver.Outbox.Lookup(c.ctx, "n-1", "https://receiver.example/hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slack := store.ClockBound(receiver) + time.Microsecond
+	if d.CreatedAt.Before(before.Add(-slack)) || d.CreatedAt.After(after.Add(slack)) {
+		t.Fatalf("delivery stamped %s, the database's clock read %s..%s: off by %s", d.CreatedAt.UTC(), before.UTC(), after.UTC(), d.CreatedAt.Sub(before))
+	}
+}
+
+// TestAClockThatWentBackIsReadAgainAfterAFailedReading: the first
+// transaction after a suspended host resumes may fail to read the
+// database's clock (its request was cancelled, its connection did not
+// survive the pause). The next one reads it again. Before, the failed
+// reading counted as the minute's: for a minute every claim stamped its
+// leases an hour behind, which every other process took for expired and
+// claimed again at once, sending the delivery twice.
+func TestAClockThatWentBackIsReadAgainAfterAFailedReading(t *testing.T) {
+	t.Parallel()
+	c := setupClock(t)
+	local := newSkewed(0)
+	resumed := c.open(t, store.Config{}, local.Now)
+	other := c.open(t, store.Config{}, time.Now)
+	c.enqueueOverdue(t, "n-1")
+
+	local.offset.Store(int64(-time.Hour))
+	cancelled, cancel := context.WithCancel(c.ctx)
+	cancel()
+	if _, err := protocol.For(resumed).Claim(cancelled, protocol.ClaimParams{Owner: "resumed", Limit: 10, Lease: time.Minute}); err == nil {
+		t.Fatal("a claim with a cancelled context succeeded")
+	}
+	c.claimedOnceOnTheDatabasesClock(t, resumed, other)
+}
+
+// TestAClockThatWentBackIsNotUsedWhileReadAgain: after a suspended host
+// resumes, the transactions that begin while one of them reads the
+// database's clock again wait for that reading rather than stamp with the
+// one an hour behind. Before, they went ahead: a claim beside a settle
+// stamped leases that another process claimed again at once.
+func TestAClockThatWentBackIsNotUsedWhileReadAgain(t *testing.T) {
+	t.Parallel()
+	c := setupClock(t)
+	local := newSkewed(0)
+	resumed := c.open(t, store.Config{}, local.Now)
+	other := c.open(t, store.Config{}, time.Now)
+	c.enqueueOverdue(t, "n-1")
+
+	local.offset.Store(int64(-time.Hour))
+	waiting := make(chan struct{}, 1)
+	release := store.HoldClock(resumed, func() { // a settle's reading under way
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.claimedOnceOnTheDatabasesClock(t, resumed, other)
+	}()
+	select {
+	case <-done: // it did not wait
+	case <-waiting:
+	}
+	release()
+	<-done
+}
+
+// claimedOnceOnTheDatabasesClock fails t unless a claim by s leases the
+// one delivery on the database's clock, and other then claims nothing.
+func (c clockSetup) claimedOnceOnTheDatabasesClock(t *testing.T, s, other *store.Store) {
+	t.Helper()
+	before := c.dbNow(t)
+	claimed, err := protocol.For(s).Claim(c.ctx, protocol.ClaimParams{Owner: "resumed", Limit: 10, Lease: time.Minute})
+	after := c.dbNow(t)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if len(claimed) != 1 {
+		t.Errorf("claimed %d, want the one delivery", len(claimed))
+		return
+	}
+	if l := claimed[0].LeasedAt; l.Before(before.Add(-time.Second)) || l.After(after.Add(time.Second)) {
+		t.Errorf("lease stamped %s, the database's clock read %s..%s: off by %s", l.UTC(), before.UTC(), after.UTC(), l.Sub(before))
+	}
+	again, err := protocol.For(other).Claim(c.ctx, protocol.ClaimParams{Owner: "other", Limit: 10, Lease: time.Minute})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if len(again) != 0 {
+		t.Errorf("another process claimed delivery %d again while its lease holds", again[0].DeliveryID)
+	}
+}
+
+// enqueueOverdue enqueues a delivery due two hours ago: one a backlog
+// held, due for processes whose clocks are up to that much behind.
+func (c clockSetup) enqueueOverdue(t *testing.T, id string) {
+	t.Helper()
+	c.enqueue(t, c.open(t, store.Config{Now: newSkewed(-2 * time.Hour).Now}, time.Now), id)
 }

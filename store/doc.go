@@ -161,6 +161,42 @@
 // key), written in the transaction of the application's own effects, so a
 // redelivery is answered with the stored Ack and never processed twice.
 //
+// # Clocks
+//
+// Every time the store writes or compares (leases, due times, deadlines,
+// breakers, rate buckets, records, prunes) is read from Config.Now, which
+// on PostgreSQL defaults to the database server's clock, as each process
+// keeps it (see Config.Now): the processes sharing the database need not
+// agree with each other, only the server's clock must be right. A step of
+// it reaches each process at its next reading (within a minute, in a
+// process that keeps beginning transactions); until then, a process that
+// has not read it again takes the leases the others stamped for as much
+// shorter (or longer) as the step. What the stamps are compared with is
+// that clock too, not the host's: EnqueueParams.NotBefore and Deadline
+// are instants on it, so a time computed from a host's time.Now carries
+// that host's skew (a Deadline 5 minutes ahead on a host 6 minutes behind
+// the server is refused as already come; a NotBefore on a host ahead
+// waits that much longer).
+//
+// The other ends read their hosts' own clocks, and there skew matters: a
+// worker signs each attempt at its client.Config.Now, which the receiver
+// checks against its own clock (see client.Config.Now), and a receiver's
+// verifier checks a signature's window on its host's clock, which may run
+// at most 5 minutes behind the Store's for the replay cache to refuse
+// every replay (ReplayCache.Remember).
+//
+// A Config.Now set by hand is taken as it is, on every engine: processes
+// sharing PostgreSQL then each stamp with their own, and must agree. One
+// whose clock is d ahead of another's ends that one's leases d early (it
+// sends a delivery again while the lease's holder may still be sending
+// it, whose outcome is then refused, and counts the lease out of the
+// endpoint's MaxInFlight; keep d well below a worker's Lease less its
+// Timeout), judges breakers, due times and deadlines d early, and prunes
+// records d early. An endpoint's Rate holds while their clocks agree
+// within a minute; further apart, a claim takes a stamp more than a
+// minute ahead of its own clock for a step back and refills the bucket
+// whole, each time the two alternate.
+//
 // All times are stored as unix microseconds. Every method takes a context
 // and is safe for concurrent use.
 package store

@@ -99,7 +99,10 @@ type EnqueueParams struct {
 	// Config.MaxAttempts is by then.
 	MaxAttempts int
 	// NotBefore delays the first attempt, by at most MaxHorizon; a time in
-	// the past means now. Defaults to now.
+	// the past means now. Defaults to now. Now, here and for Deadline, is
+	// the Store's clock (Config.Now: on PostgreSQL the database server's),
+	// not the host's: a time computed from time.Now carries the host's
+	// skew from it (see the package doc's Clocks).
 	NotBefore time.Time
 	// Deadline ends the delivery: no attempt starts at or after it. A
 	// delivery still unsent then fails with code expired, at its next

@@ -24,3 +24,12 @@ func ClockBound(s *Store) time.Duration {
 
 // ConfigOf is the Config s was opened with, its defaults applied.
 func ConfigOf(s *Store) Config { return s.cfg }
+
+// HoldClock holds s's reading of the database's clock as a measurement
+// under way in another goroutine would, and has waiting called by each
+// transaction that then waits for it, until release.
+func HoldClock(s *Store, waiting func()) (release func()) {
+	s.clock.turn <- struct{}{}
+	s.clock.waiting = waiting
+	return func() { <-s.clock.turn }
+}

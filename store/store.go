@@ -154,19 +154,24 @@ type Config struct {
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
 	// on another host than its processes (PostgreSQL): the Store reads the
-	// server's time at Open, and again at most every minute as its own
-	// transactions begin (claims, settles, two-phase inbox claims,
-	// operations), and keeps it on this process's monotonic clock in
-	// between, so every process sharing the database stamps leases on one
-	// clock whatever its own says, to within half a round trip to the
-	// server. On SQLite the database and every process writing it share
-	// one host and one clock, and the default is time.Now: a step of that
-	// host's wall clock moves it. A forward step longer than what is left
-	// of a lease makes the lease expire in the store while its attempt
-	// still runs: another worker may claim the delivery and send it again
-	// at once (the receiver's inbox answers the second as a duplicate), and
-	// the first attempt's outcome is refused, its lease lost. Tests inject
-	// their own; withDefaults leaves it unset, as the engine decides.
+	// server's time at Open, and again as transactions begin on it (Begin:
+	// the application's and the receivers', claims, settles, two-phase
+	// inbox claims, operations) once its reading is a minute old or this
+	// process's clock jumped (a suspended host), and keeps it on this
+	// process's monotonic clock in between, so every process sharing the
+	// database stamps leases on one clock whatever its own says, to within
+	// half a round trip to the server. An enqueue in a transaction begun
+	// elsewhere (DB().BeginTxx, pgx's) stamps with the reading as it
+	// stands. See the package doc's Clocks for what must be kept in sync,
+	// and what a Now set here does on PostgreSQL. On SQLite the database
+	// and every process writing it share one host and one clock, and the
+	// default is time.Now: a step of that host's wall clock moves it. A
+	// forward step longer than what is left of a lease makes the lease
+	// expire in the store while its attempt still runs: another worker may
+	// claim the delivery and send it again at once (the receiver's inbox
+	// answers the second as a duplicate), and the first attempt's outcome
+	// is refused, its lease lost. Tests inject their own; withDefaults
+	// leaves it unset, as the engine decides.
 	Now func() time.Time
 }
 
@@ -386,6 +391,11 @@ func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	if err := s.writerHeld(ctx); err != nil {
 		return nil, err
 	}
+	if s.clock != nil {
+		// Before the transaction takes a connection: a reading takes one
+		// of its own, for a moment, when it is due.
+		s.clock.refresh(ctx)
+	}
 	tx, err := s.writer.BeginTxx(ctx, s.dialect.txOptions)
 	if err != nil {
 		return nil, s.dialect.interpret("begin", err)
@@ -603,11 +613,8 @@ func scanOne(rows engine.Rows, dest []any) error {
 
 // inTx runs fn in a transaction of its own on the writer, committed when
 // fn returns nil. Claims and settles run here: the database's clock, when
-// it is the store's, is read again first once its reading is old.
+// it is the store's, is read again first once its reading is old (Begin).
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	if s.clock != nil {
-		s.clock.refresh(ctx)
-	}
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return err

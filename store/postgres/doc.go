@@ -38,7 +38,8 @@
 //
 // The Store takes the database server's clock for its own (see
 // store.Config.Now), so processes on hosts whose clocks disagree still
-// stamp leases on one clock.
+// stamp leases on one clock; the package doc of store says, under Clocks,
+// what still reads a host's own clock.
 //
 // An application that holds its transactions through pgx itself (pgxpool,
 // without database/sql) enqueues in them with Enqueue, EnqueueMany and
