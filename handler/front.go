@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
@@ -84,26 +85,45 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 // http.ErrAbortHandler must reach the server as it was. Only a panic in
 // next is: the report comes after next returned, outside the recover, so
 // a Logger or Hook that panics cannot turn an answered request into a
-// failed one (see report).
+// failed one (see report). A next that ends its goroutine
+// (runtime.Goexit) answered nothing and is not reported.
 func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	ow := &outcomeWriter{ResponseWriter: w}
 	r, span := f.startServer(r)
-	returned := false
-	defer func() {
-		if returned {
-			return // a panic in report is report's own to handle
-		}
-		v := recover()
-		if v == nil {
-			return // runtime.Goexit: no panic to report
-		}
+	if v, panicked := panicOf(func() { next(ow, r) }); panicked {
 		ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
 		f.report(r, ow, span)
 		panic(v)
-	}()
-	next(ow, r)
-	returned = true
+	}
 	f.report(r, ow, span)
+}
+
+// panicOf runs fn and returns what it panicked with, if it panicked; if
+// fn ends its goroutine (runtime.Goexit), so does panicOf. A nil from
+// recover is a panic too: panic(nil) where GODEBUG's panicnil=1 lets
+// recover return nil. It is given back as a *runtime.PanicNilError, what
+// Go raises for panic(nil) by default, so that whoever recovers it next
+// takes it for the panic it is. Goexit is told apart by what follows the
+// recover: after a panic, recovered, fn's caller runs on; after Goexit,
+// nothing of it does.
+func panicOf(fn func()) (v any, panicked bool) {
+	returned := false
+	func() {
+		defer func() {
+			if !returned {
+				v = recover()
+			}
+		}()
+		fn()
+		returned = true
+	}()
+	if returned {
+		return nil, false
+	}
+	if v == nil {
+		v = new(runtime.PanicNilError)
+	}
+	return v, true
 }
 
 // report logs a refused or failed answer, hands its Event to the hook and

@@ -16,13 +16,15 @@ import (
 )
 
 // Recover turns a panic in next (panic(nil) too, whatever GODEBUG's
-// panicnil says) into a 500 problem (code internal_error) and logs it, with
+// panicnil says; not runtime.Goexit, which ends the goroutine and answers
+// nothing) into a 500 problem (code internal_error) and logs it, with
 // the panic value and stack, as "middleware: panic recovered" at error
-// level; a nil logger logs nothing. If next had already
-// started its response (one a [Transaction] around Recover holds back has
-// not started), a 500 can no longer be sent: Recover aborts the response
-// with http.ErrAbortHandler instead, so the client sees a broken response
-// rather than a truncated one that looks complete. A panic with
+// level; a nil logger logs nothing. If next had already started its
+// response (one a [Transaction] around Recover holds back has not
+// started, also behind middleware between them whose ResponseWriter has
+// an Unwrap method), a 500 can no longer be sent: Recover aborts the
+// response with http.ErrAbortHandler instead, so the client sees a broken
+// response rather than a truncated one that looks complete. A panic with
 // http.ErrAbortHandler itself is re-panicked untouched. Headers next set
 // are dropped from the 500; those set before it (by outer middleware) stay.
 func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
@@ -34,33 +36,60 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 			tw := &trackingWriter{ResponseWriter: w}
 			outer := w.Header().Clone() // what next found, restored for the 500
 			returned := false
-			//nolint:contextcheck // it logs with r.Context(); the answer needs none
-			defer func() {
-				if returned {
-					return
-				}
-				v := recover()
-				if v == nil { // panic(nil) with GODEBUG panicnil=1 (or runtime.Goexit)
-					v = new(runtime.PanicNilError)
-				}
-				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-					panic(v)
-				}
-				logger.ErrorContext(r.Context(), "middleware: panic recovered",
-					slog.Any(logkey.Panic, v), slog.String(logkey.Stack, string(debug.Stack())))
-				if held, ok := w.(*bufferedWriter); ok && tw.started {
-					held.discard() // Transaction's: nothing reached the client
-				} else if tw.started {
-					panic(http.ErrAbortHandler)
-				}
-				h := w.Header()
-				clear(h)
-				maps.Copy(h, outer)
-				problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "")
+			var v any
+			var stack []byte
+			func() {
+				defer func() {
+					if !returned {
+						v, stack = recover(), debug.Stack() // the stack of the panic, not yet unwound
+					}
+				}()
+				next.ServeHTTP(tw, r)
+				returned = true
 			}()
-			next.ServeHTTP(tw, r)
-			returned = true
+			// After runtime.Goexit in next (t.FailNow, say) nothing here
+			// runs: only a panic, recovered, gets this far without next
+			// returning, panic(nil) too, which GODEBUG panicnil=1 lets
+			// recover return as nil.
+			if returned {
+				return
+			}
+			if v == nil {
+				v = new(runtime.PanicNilError)
+			}
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v)
+			}
+			//nolint:contextcheck // it logs with r.Context(); the answer needs none
+			logger.ErrorContext(r.Context(), "middleware: panic recovered",
+				slog.Any(logkey.Panic, v), slog.String(logkey.Stack, string(stack)))
+			if held, ok := heldWriter(w); ok && tw.started {
+				held.discard() // Transaction's: nothing reached the client
+			} else if tw.started {
+				panic(http.ErrAbortHandler)
+			}
+			h := w.Header()
+			clear(h)
+			maps.Copy(h, outer)
+			problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "")
 		})
+	}
+}
+
+// heldWriter returns Transaction's held writer when w is one, or wraps
+// one (through Unwrap, as http.ResponseController reaches the writer
+// beneath): a middleware between Transaction and Recover that wraps the
+// writer sends nothing past it either.
+func heldWriter(w http.ResponseWriter) (*bufferedWriter, bool) {
+	for {
+		switch t := w.(type) {
+		case *bufferedWriter:
+			return t, true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil, false
+		}
 	}
 }
 
