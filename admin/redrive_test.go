@@ -50,3 +50,33 @@ func TestAdminRedriveSaysWhatMovedBeforeAFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminRedriveRefusedByTheDatabaseIsAStoreFailure: a rule of the
+// database's (here a trigger) that refuses a redrive's or a cancel's
+// write is no fault of the operator's request: it is answered 500
+// internal_error, as the store failing, not 400 invalid_argument, which
+// told the operator to fix input that was fine.
+func TestAdminRedriveRefusedByTheDatabaseIsAStoreFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, path, body string }{
+		{"one delivery", "/api/deliveries/1/redrive", ""},
+		{"an endpoint's", "/api/redrive", `{"endpoint_ref":"` + refA + `"}`},
+		{"a cancel", "/api/deliveries/1/cancel", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAdmin(t, allowAll)
+			b.enqueue(t, "n-1", hookA)
+			b.failDue(t)
+			if _, err := b.store.DB().ExecContext(t.Context(), `CREATE TRIGGER refuse_redrive BEFORE UPDATE ON courier_outbox
+				WHEN OLD.status = 'failed' BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
+				t.Fatal(err)
+			}
+			resp, body := b.do(t, "POST", tc.path, tc.body, nil)
+			var p problem.Problem
+			if err := json.Unmarshal(body, &p); err != nil || resp.StatusCode != 500 || p.Code != courier.CodeInternal {
+				t.Errorf("%s the database refused answered %d %s (%v), want 500 internal_error", tc.name, resp.StatusCode, body, err)
+			}
+		})
+	}
+}

@@ -204,12 +204,14 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 // ordering key one may hold (a failed or quarantined head under
 // OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
 // the next delivery of the key go. A delivery in any other state
-// (succeeded, suppressed, leased) is CodeNotFound.
+// (succeeded, suppressed, leased) is CodeNotFound. A write the database
+// refuses by a rule of its own (a trigger, a CHECK courier did not make)
+// is CodeInternal: the id was not at fault.
 func (o *Outbox) Cancel(ctx context.Context, id int64) error {
 	for {
 		err := o.s.inTx(ctx, func(tx *sqlx.Tx) error { return o.cancel(ctx, tx, id) })
 		if !errors.Is(err, errKeyMadeSince) {
-			return err
+			return refusedByTheDatabase(err)
 		}
 	}
 }
@@ -316,6 +318,11 @@ func (d Delivery) Redrivable() bool {
 // with a lower one, while its signature is accepted, is applied. Re-issue
 // a command whose effect must not happen twice once that window has
 // passed.)
+//
+// A write the database refuses by a rule of its own (a trigger, a CHECK
+// courier did not make) is CodeInternal, not CodeInvalidArgument: the
+// parameters were not at fault, and the same Redrive fails again until
+// the rule changes.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
 		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
@@ -333,7 +340,7 @@ func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 		n, err := o.redrive(ctx, p)
 		total += n
 		if err != nil {
-			return total, err
+			return total, refusedByTheDatabase(err)
 		}
 	}
 	return total, nil

@@ -83,10 +83,30 @@ var (
 	errUnavailable = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database failed"}
 )
 
+// errConstraint is what a violated constraint is a case of, in the
+// error interpret makes of it: the rows written were refused
+// (courier.CodePayloadInvalid).
+var errConstraint = fmt.Errorf("constraint violated: %w", courier.CodePayloadInvalid)
+
+// refusedByTheDatabase returns err, from an operation whose writes the
+// caller's input does not shape (Redrive and Cancel move stored rows by
+// id), with a violated constraint made CodeInternal rather than
+// CodeInvalidArgument: a rule of the database's (a trigger, a CHECK of
+// someone else's) refused the write, and no other input would pass it.
+func refusedByTheDatabase(err error) error {
+	var ce *courier.Error
+	if errors.As(err, &ce) && ce.Code == courier.CodeInvalidArgument && errors.Is(ce.Err, errConstraint) {
+		where := strings.TrimSuffix(err.Error(), ce.Error()) // "store: <query>: ", as interpret wrote it
+		return fmt.Errorf("%s%w", where, &courier.Error{Code: courier.CodeInternal, Msg: "the database refused the write: " + ce.Msg, Err: errConstraint})
+	}
+	return err
+}
+
 // interpret translates driver errors at the store boundary, so no caller
 // imports a driver to inspect one: a driver's failure is
 // courier.CodeDatabaseUnavailable (the driver's error stays in the chain,
-// for the log), a violated constraint CodeInvalidArgument. An error that
+// for the log), a violated constraint CodeInvalidArgument (the rows an
+// enqueue writes are its caller's; see refusedByTheDatabase). An error that
 // has a code already, a context's end and sql.ErrNoRows pass through,
 // wrapped with the query name.
 func (d *dialect) interpret(name string, err error) error {
@@ -103,7 +123,7 @@ func (d *dialect) interpret(name string, err error) error {
 	case engine.ReadOnly:
 		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
 	case engine.Constraint:
-		return fmt.Errorf("store: %s: %w", name, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: courier.CodePayloadInvalid})
+		return fmt.Errorf("store: %s: %w", name, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint})
 	}
 	if courier.CodeOf(err) != "" || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: %s: %w", name, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/protocol"
 )
 
 // TestRedriveBudget: a redrive opens a Store of the tool's own, so a
@@ -176,5 +177,34 @@ func TestRedriveSaysWhatMovedBeforeAFailure(t *testing.T) {
 	}
 	if h, err := s.Outbox.Health(t.Context()); err != nil || h.Failed != 1 {
 		t.Fatalf("failed deliveries after the redrive: %+v, %v; want 1", h, err)
+	}
+}
+
+// TestRedriveRefusedByTheDatabaseIsNoUsageError: a rule of the database's
+// (here a trigger) that refuses a redrive's write is no fault of the
+// command line: it exits 1, as a failure, not 2, which told the operator
+// to fix arguments that were fine.
+func TestRedriveRefusedByTheDatabaseIsNoUsageError(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	ctx := t.Context()
+	enqueue(t, s, "broken", "https://r.example/hooks")
+	p := protocol.For(s)
+	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	if _, err := p.Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `CREATE TRIGGER refuse_redrive BEFORE UPDATE ON courier_outbox
+		WHEN NEW.status = 'pending' BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
+		t.Fatal(err)
+	}
+	id := strconv.FormatInt(claimed[0].DeliveryID, 10)
+	for _, args := range [][]string{{"deliveries", "redrive", "-db", db, id}, {"deliveries", "redrive", "-db", db, "-endpoint", "https://r.example/hooks"}} {
+		if code, _, stderr := courierRun(t, args...); code != exitFailed || !strings.Contains(stderr, string(courier.CodeInternal)) {
+			t.Errorf("%v exited %d (%s), want %d with internal_error", args, code, stderr, exitFailed)
+		}
 	}
 }

@@ -1,0 +1,69 @@
+package postgres_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+)
+
+// TestRedriveRefusedByTheDatabaseIsInternal: a CHECK of the database's
+// own that refuses a Redrive's or a Cancel's write (SQLSTATE 23514) is
+// internal_error: the parameters were fine. It was invalid_argument, and
+// the admin API answered 400 and the CLI exited 2, telling the operator
+// to fix input that was not at fault.
+func TestRedriveRefusedByTheDatabaseIsInternal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openPostgres(t)
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	p := protocol.For(s)
+	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	if _, err := p.Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE courier_outbox ADD CONSTRAINT refuse_retries
+		CHECK (status IN ('failed', 'succeeded') OR attempts = 0) NOT VALID`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: claimed[0].DeliveryID})
+	if courier.CodeOf(err) != courier.CodeInternal || n != 0 {
+		t.Errorf("Redrive refused by a CHECK = %d, %v; want internal_error", n, err)
+	}
+	if err := s.Outbox.Cancel(ctx, claimed[0].DeliveryID); courier.CodeOf(err) != courier.CodeInternal {
+		t.Errorf("Cancel refused by a CHECK = %v; want internal_error", err)
+	}
+	// An enqueue's own row is its caller's: refused, it stays invalid_argument.
+	if _, err := db.ExecContext(ctx, `ALTER TABLE courier_outbox ADD CONSTRAINT refuse_enqueues CHECK (notification_id <> 'n-2') NOT VALID`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-2", Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Errorf("Enqueue refused by a CHECK = %v; want invalid_argument", err)
+	}
+}
