@@ -118,8 +118,15 @@ func TestPruneDuringDeliveryRun(t *testing.T) {
 	if pruned != n || h.Counts[courier.StatusSucceeded] != 0 {
 		t.Fatalf("pruned %d of %d succeeded deliveries, %d left", pruned, n, h.Counts[courier.StatusSucceeded])
 	}
-	// The receiver's dedupe records go the same way.
-	got, err := receiver.Inbox.Prune(ctx, store.PruneParams{OlderThan: time.Microsecond, BatchSize: batch})
+	// The receiver's dedupe records go the same way, a day later (the
+	// inbox keeps records at least a day): another process's Store, its
+	// clock a day ahead, prunes them.
+	later, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{Now: func() time.Time { return time.Now().Add(24 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { later.Close() })
+	got, err := later.Inbox.Prune(ctx, store.PruneParams{OlderThan: 24 * time.Hour, BatchSize: batch})
 	if err != nil || got != n {
 		t.Fatalf("inbox Prune = %d, %v", got, err)
 	}

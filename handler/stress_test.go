@@ -359,14 +359,22 @@ func stressStorm(t *testing.T, s *store.Store, target stressTarget, retention ti
 		r.servers[sender] = srv
 	}
 
-	// Prune beside the storm, until it ends.
+	// Prune beside the storm, until it ends. The inbox keeps records at
+	// least a day, so the pruner is another Store on the database whose
+	// clock is that day, less the retention, ahead: it deletes the records
+	// older than retention.
+	pruner, err := store.Open(t.Context(), s.DB(), store.Config{Now: func() time.Time { return time.Now().Add(24*time.Hour - retention) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pruner.Close() })
 	ctx, stopPrune := context.WithCancel(t.Context())
 	pruned := make(chan int, 1)
 	go func() {
 		total := 0
 		defer func() { pruned <- total }()
 		for ctx.Err() == nil {
-			n, err := s.Inbox.Prune(ctx, store.PruneParams{OlderThan: retention, BatchSize: 2})
+			n, err := pruner.Inbox.Prune(ctx, store.PruneParams{OlderThan: 24 * time.Hour, BatchSize: 2})
 			total += n
 			if err != nil && ctx.Err() == nil {
 				t.Errorf("prune: %v", err)

@@ -83,7 +83,10 @@ type AdCPHMACVerifierConfig struct {
 	// the new one. Required.
 	Secrets []Secret
 	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way.
-	// Defaults to 300 seconds.
+	// Defaults to 300 seconds. A request replayed within it is refused as
+	// a duplicate by the receiver's inbox record alone, which must then
+	// outlive twice the tolerance: store.Inbox.Prune keeps records at
+	// least 24 hours, so keep Tolerance well under 12 hours.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time

@@ -133,7 +133,10 @@ type StandardWebhooksVerifierConfig struct {
 	// of its signatures matches any key of the same version. Required.
 	Keys []StandardWebhooksKey
 	// Tolerance is how far webhook-timestamp may be from Now, either way.
-	// Defaults to 5 minutes.
+	// Defaults to 5 minutes. A request replayed within it is refused as
+	// a duplicate by the receiver's inbox record alone, which must then
+	// outlive twice the tolerance: store.Inbox.Prune keeps records at
+	// least 24 hours, so keep Tolerance well under 12 hours.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time

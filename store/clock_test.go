@@ -210,16 +210,17 @@ func TestAClockThatWentBackIsReadAgain(t *testing.T) {
 // again once its reading is old or the process's clock went back (a
 // suspended host, whose monotonic clock lags by the pause), as a claim
 // does. Before, only the worker's transactions did: such a process
-// stamped its records an hour behind for as long as it ran, and the
-// cron's Inbox.Prune, keeping records half an hour, deleted a record
-// made a moment ago, so that a redelivery would run the handler again.
+// stamped its records as far behind as the host's pause for as long as
+// it ran, and the cron's Inbox.Prune, keeping records a day, deleted a
+// record made a moment ago after a pause of two, so that a redelivery
+// would run the handler again.
 func TestTransactionsBegunOnTheStoreReadTheClockAgain(t *testing.T) {
 	t.Parallel()
 	c := setupClock(t)
 	local := newSkewed(0)
 	receiver := c.open(t, store.Config{}, local.Now)
 	cron := c.open(t, store.Config{}, time.Now)
-	local.offset.Store(int64(-time.Hour)) // the host was suspended for an hour
+	local.offset.Store(int64(-48 * time.Hour)) // the host was suspended for two days
 
 	inbox := protocol.InboxFor(receiver)
 	key := protocol.InboxKey{Sender: "orders", Key: "n-1", PayloadSHA256: strings.Repeat("ab", 32)}
@@ -246,8 +247,8 @@ func TestTransactionsBegunOnTheStoreReadTheClockAgain(t *testing.T) {
 	c.enqueue(t, receiver, "n-1")
 	after := c.dbNow(t)
 
-	if n, err := cron.Inbox.Prune(c.ctx, store.PruneParams{OlderThan: 30 * time.Minute}); err != nil || n != 0 {
-		t.Fatalf("Inbox.Prune keeping half an hour deleted %d records made a moment ago (%v)", n, err)
+	if n, err := cron.Inbox.Prune(c.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 0 {
+		t.Fatalf("Inbox.Prune keeping a day deleted %d records made a moment ago (%v)", n, err)
 	}
 	if r := record(); r.Fresh {
 		t.Fatal("the redelivery was recorded fresh: the handler would run again")

@@ -132,7 +132,12 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 // retry came to take the claim over). Safe to run from many instances at
 // once.
 //
-// p.OlderThan is required: keep records longer than the senders retry,
+// p.OlderThan is required, and at least 24 hours (CodeInvalidArgument
+// under that, nothing deleted): a Standard Webhooks or AdCP HMAC request
+// replayed while its timestamp is inside the verifier's tolerance is
+// refused as a duplicate by its record alone, so a record must outlive
+// twice the tolerance (keep a verifier's Tolerance well under 12
+// hours). Keep records longer than the senders retry too,
 // for a redelivery whose record is gone is processed again. A courier
 // sender starts attempts until 72 hours after the first attempt is due,
 // unless its Config.RetryHorizon or the delivery's Deadline (at most
@@ -152,6 +157,9 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 // completed (the receiver rolls its effects back), and the sender's next
 // attempt processes the notification anew.
 func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
+	if p.OlderThan < minInboxRetention {
+		return 0, invalidArgument("PruneParams.OlderThan must be at least 24h for the inbox: a record must outlive a replay of its request within the signature's tolerance")
+	}
 	return in.s.pruneOlder(ctx, "inbox_prune", p)
 }
 

@@ -8,15 +8,24 @@ import (
 // defaultPruneBatch is PruneParams.BatchSize's default.
 const defaultPruneBatch = 1000
 
+// minInboxRetention is the least OlderThan Inbox.Prune takes. A Standard
+// Webhooks or AdCP HMAC request carries no nonce: replayed while its
+// timestamp is inside the verifier's tolerance (5 minutes either way by
+// default), it is refused as a duplicate by its Inbox record alone, so the
+// record must outlive twice the tolerance, and the difference between the
+// store's clock and the verifier's. A day covers that for a tolerance
+// well under 12 hours, and is AdCP's least retention of dedupe records.
+const minInboxRetention = 24 * time.Hour
+
 // PruneParams bounds a retention pass.
 type PruneParams struct {
 	// OlderThan is the age past which records go: those last updated
 	// before now minus OlderThan. It is the retention. It must not be
-	// negative, and it has no default: the outbox's, the attempts log's
-	// and the inbox's prunes refuse one under a microsecond, zero
-	// included (CodeInvalidArgument), rather than delete records however
-	// new. Keep an inbox's records longer than its senders retry (a
-	// redelivery whose record is gone is processed again; see
+	// negative, and it has no default: the outbox's and the attempts
+	// log's prunes refuse one under a microsecond, zero included, and the
+	// inbox's one under 24 hours (CodeInvalidArgument), rather than delete
+	// records however new. Keep an inbox's records longer than its senders
+	// retry (a redelivery whose record is gone is processed again; see
 	// Inbox.Prune for how long that is), and finished
 	// deliveries as long as an enqueue may be retried (one whose delivery
 	// is gone is enqueued anew). The replay cache's prune deletes pairs

@@ -9,6 +9,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestPrune: courier prune deletes, in each table, what is past its age
@@ -38,12 +39,19 @@ func TestPrune(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tx, err := s.Begin(ctx)
+	// The inbox record is a day and a minute old: the inbox keeps records
+	// at least a day.
+	aged, err := sqlite.Open(ctx, db, store.Config{Now: func() time.Time { return time.Now().Add(-24*time.Hour - time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aged.Close()
+	tx, err := aged.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := protocol.InboxKey{Sender: "sender", Key: "n-1", PayloadSHA256: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}
-	if _, err := protocol.InboxFor(s).RecordCompleted(ctx, tx, key, []byte(`{}`)); err != nil {
+	if _, err := protocol.InboxFor(aged).RecordCompleted(ctx, tx, key, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -62,13 +70,13 @@ func TestPrune(t *testing.T) {
 	if out := mustRun(t, exitOK, "prune", "-db", db); out != "outbox: 0\nattempts: 0\ninbox: 0\nreplay: 2\n" {
 		t.Fatalf("prune with the default ages printed %q, want only the expired replay pair and its minute's count gone", out)
 	}
-	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "1us", "-inbox-older-than", "1us"); out != "outbox: 1\nattempts: 2\ninbox: 1\nreplay: 0\n" {
+	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "1us", "-inbox-older-than", "24h"); out != "outbox: 1\nattempts: 2\ninbox: 1\nreplay: 0\n" {
 		t.Fatalf("prune of everything finished printed %q, want the succeeded delivery, both attempts and the inbox record", out)
 	}
 	if d, err := s.Outbox.Get(ctx, failed); err != nil || d.Status != courier.StatusFailed {
 		t.Fatalf("the failed delivery after prune: %+v, %v; want it kept for an operator", d, err)
 	}
-	for _, args := range [][]string{{"-older-than", "-1h"}, {"-inbox-older-than", "-1s"}, {"-older-than", "0s"}, {"-inbox-older-than", "0"}, {"-max-rows", "-1"}} {
+	for _, args := range [][]string{{"-older-than", "-1h"}, {"-inbox-older-than", "-1s"}, {"-older-than", "0s"}, {"-inbox-older-than", "0"}, {"-inbox-older-than", "23h59m"}, {"-max-rows", "-1"}} {
 		if code, _, _ := courierRun(t, append([]string{"prune", "-db", db}, args...)...); code != exitUsage {
 			t.Errorf("prune %v exited %d, want %d", args, code, exitUsage)
 		}

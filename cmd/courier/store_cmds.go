@@ -636,7 +636,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	db := dbFlag(fs)
 	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (outbox), and attempts, last updated longer ago than this")
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
-		"delete inbox records older than this, of every receiver and sender; keep them longer than senders retry and an hour more, and than a failed delivery may be redriven after (a redelivery after its record is gone is processed again)")
+		"delete inbox records older than this, of every receiver and sender, at least 24h (a signed request replayed within its tolerance is refused by its record alone); keep them longer than senders retry and an hour more, and than a failed delivery may be redriven after (a redelivery after its record is gone is processed again)")
 	maxRows := fs.Int("max-rows", 0, "stop each line of the output after this many rows (0: until all are gone)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -644,6 +644,8 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case *olderThan <= 0 || *inboxOlderThan <= 0:
 		return usageError(stderr, "courier prune: -older-than and -inbox-older-than must be positive")
+	case *inboxOlderThan < 24*time.Hour: // Inbox.Prune's floor, refused before any table is pruned
+		return usageError(stderr, "courier prune: -inbox-older-than must be at least 24h")
 	case *maxRows < 0:
 		return usageError(stderr, "courier prune: -max-rows must not be negative")
 	}

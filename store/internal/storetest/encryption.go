@@ -869,7 +869,7 @@ func testKeysInUse(t *testing.T, open OpenFunc) {
 	if _, err := under2.store.Outbox.Prune(under2.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := under2.store.Inbox.Prune(under2.ctx, store.PruneParams{OlderThan: time.Hour}); err != nil {
+	if _, err := under2.store.Inbox.Prune(under2.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	inUse(under2, map[string]int{"k1": 1, "k2": 1})

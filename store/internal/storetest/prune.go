@@ -19,7 +19,11 @@ import (
 // record of a delivery accepted a moment ago went, so its redelivery
 // ran the application's function again, and a delivered notification's
 // row went, so an enqueue retried after its commit sent it again. The
-// replay cache's prune, whose pairs carry their own expiry, runs.
+// replay cache's prune, whose pairs carry their own expiry, runs. The
+// inbox's prune refuses any retention under a day: a Standard Webhooks or
+// AdCP HMAC request replayed inside its signature's tolerance is refused
+// by its record alone, and a prune minutes after it let the replay run
+// the application's function again.
 func testPruneNeedsARetention(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	b.enqueue(t, delivery("r-1"))
@@ -51,15 +55,31 @@ func testPruneNeedsARetention(t *testing.T, open OpenFunc) {
 	if n, err := b.store.Replay.Prune(b.ctx, store.PruneParams{}); err != nil || n != 0 {
 		t.Errorf("Replay.Prune with no OlderThan = %d, %v; want it to run", n, err)
 	}
-	// The shortest retention is explicit: a microsecond takes them all.
+	// The inbox keeps a record a day, however short the retention asked.
+	b.clock.Advance(10 * time.Minute)
+	for _, older := range []time.Duration{time.Microsecond, 10 * time.Minute, 24*time.Hour - time.Microsecond} {
+		n, err := b.store.Inbox.Prune(b.ctx, store.PruneParams{OlderThan: older})
+		if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "PruneParams.OlderThan") || n != 0 {
+			t.Errorf("Inbox.Prune with OlderThan %v = %d, %v; want invalid_argument naming PruneParams.OlderThan", older, n, err)
+		}
+	}
+	var kept int
+	if err := b.db.GetContext(b.ctx, &kept, "SELECT COUNT(*) FROM courier_inbox"); err != nil || kept != 1 {
+		t.Errorf("courier_inbox holds %d rows (%v) after refused prunes, want 1", kept, err)
+	}
+	// The shortest retention is explicit: a microsecond takes the outbox's
+	// and the attempts log's records, a day the inbox's.
+	b.clock.Advance(24 * time.Hour)
 	for name, prune := range map[string]func(context.Context, store.PruneParams) (int, error){
 		"Outbox.Prune":         b.store.Outbox.Prune,
 		"Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
-		"Inbox.Prune":          b.store.Inbox.Prune,
 	} {
 		if n, err := prune(b.ctx, store.PruneParams{OlderThan: time.Microsecond}); err != nil || n != 1 {
 			t.Errorf("%s with OlderThan 1µs = %d, %v; want its one record", name, n, err)
 		}
+	}
+	if n, err := b.store.Inbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 1 {
+		t.Errorf("Inbox.Prune with OlderThan 24h = %d, %v; want its one record", n, err)
 	}
 }
 
@@ -86,8 +106,8 @@ func testPruneRefusesNegativeBounds(t *testing.T, open OpenFunc) {
 	}
 	for field, p := range map[string]store.PruneParams{
 		"OlderThan": {OlderThan: -time.Hour},
-		"BatchSize": {OlderThan: time.Hour, BatchSize: -1},
-		"MaxRows":   {OlderThan: time.Hour, MaxRows: -1},
+		"BatchSize": {OlderThan: 24 * time.Hour, BatchSize: -1},
+		"MaxRows":   {OlderThan: 24 * time.Hour, MaxRows: -1},
 	} {
 		batches := 0
 		p.OnBatch = func(int) { batches++ }
