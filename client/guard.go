@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -159,7 +161,15 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // Worker's client follows none: a 3xx fails the attempt with
 // redirect_refused). The transport allows HTTP/2 over https, requires TLS 1.2
 // or later, bounds dialing, the TLS handshake and the size of response
-// headers, and keeps up to 64 idle connections per host. An HTTP/2
+// headers, and keeps up to 64 idle connections per host and 256 in all,
+// each for up to 90s. Over HTTP/2 (one connection per host) the bound in
+// all holds too: a request that needs a new connection while more than
+// 256 are idle has the idle ones closed first, to be dialed again when
+// next needed, so a worker sending to thousands of hosts does not hold a
+// connection to each of them for 90s. (A request counts as in flight
+// until its answer's body is closed: answers left open keep this from
+// closing idle connections, as they keep their own from being reused.)
+// An HTTP/2
 // connection that has read nothing for 10s is pinged, and closed if the
 // ping is not answered within 5s: over HTTP/2 every request to a host
 // shares one connection, and a request cut short by its timeout resets
@@ -184,12 +194,11 @@ func (g Guard) Transport() http.RoundTripper {
 		Control:   g.control,
 	}
 	d := &guardDialer{guard: g, connect: nd.DialContext}
-	return &guardTransport{
+	t := &guardTransport{
 		guard:  g,
 		dialer: d,
 		base: &http.Transport{
 			Proxy:                  nil,
-			DialContext:            d.dialContext,
 			ForceAttemptHTTP2:      true,
 			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout:    guardTLSHandshakeTimeout,
@@ -201,6 +210,8 @@ func (g Guard) Transport() http.RoundTripper {
 			HTTP2:                  &http.HTTP2Config{SendPingTimeout: guardHTTP2PingIdle, PingTimeout: guardHTTP2PingTimeout},
 		},
 	}
+	t.base.DialContext = t.dial
+	return t
 }
 
 // checkRedirect is an [http.Client] checkRedirect that never follows
@@ -212,10 +223,25 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 
 // guardTransport checks each request's URL before handing it to base, whose
 // dialer checks every address.
+//
+// It also bounds the connections base holds idle across hosts, HTTP/2's
+// too. base's MaxIdleConns bounds only its HTTP/1 connections: an HTTP/2
+// connection is held by its host's pool until it has been idle for
+// IdleConnTimeout, so a worker sending to many hosts (a connection each)
+// would hold as many connections as hosts it sent to in that time. So it
+// counts the connections open (conns) and the requests in flight
+// (inflight, until the answer's body is closed): each connection in use
+// serves at least one request in flight, so when the connections open
+// exceed the requests in flight by more than MaxIdleConns, more than
+// that many are idle, and a new connection first has base close the idle
+// ones. Those are dialed again when next needed; over HTTP/1 base keeps
+// no more than MaxIdleConns idle anyway, and this never comes to pass.
 type guardTransport struct {
-	guard  Guard
-	dialer *guardDialer
-	base   *http.Transport
+	guard    Guard
+	dialer   *guardDialer
+	base     *http.Transport
+	conns    atomic.Int64 // connections open, dialed by dial
+	inflight atomic.Int64 // requests in RoundTrip or whose answer's body is open
 }
 
 func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -225,7 +251,68 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	return t.base.RoundTrip(req)
+	t.inflight.Add(1)
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		// No answer, or none whose connection goes back to the pool (a
+		// protocol switch's body is the connection, and must stay
+		// writable).
+		t.inflight.Add(-1)
+		return resp, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, count: counted{n: &t.inflight}}
+	return resp, nil
+}
+
+// dial is base's DialContext: the guard's dial, counted in conns, after
+// base has closed its idle connections if more than guardMaxIdleConns of
+// them may be HTTP/2's (see guardTransport).
+func (t *guardTransport) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := t.dialer.dialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	if t.conns.Add(1)-t.inflight.Load() > guardMaxIdleConns {
+		t.base.CloseIdleConnections()
+	}
+	return &countedConn{Conn: conn, count: counted{n: &t.conns}}, nil
+}
+
+// countedConn is a connection counted in a guardTransport's conns until
+// it is closed.
+type countedConn struct {
+	net.Conn
+	count counted
+}
+
+func (c *countedConn) Close() error {
+	c.count.done()
+	return c.Conn.Close()
+}
+
+// countedBody is an answer's body, its request counted in a
+// guardTransport's inflight until it is closed.
+type countedBody struct {
+	io.ReadCloser
+	count counted
+}
+
+func (b *countedBody) Close() error {
+	b.count.done()
+	return b.ReadCloser.Close()
+}
+
+// counted is one of the things n counts, taken off it once, however
+// many times done is called.
+type counted struct {
+	n    *atomic.Int64
+	gone atomic.Bool
+}
+
+func (c *counted) done() {
+	if c.gone.CompareAndSwap(false, true) {
+		c.n.Add(-1)
+	}
 }
 
 // CloseIdleConnections closes the idle connections of the wrapped transport.
