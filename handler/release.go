@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"container/list"
 	"context"
 	"log/slog"
 	"sync"
@@ -34,7 +35,7 @@ func releaseClaim(ctx context.Context, inbox protocol.Inbox, c protocol.InboxCla
 }
 
 // maxUnreleased bounds the claims a receiver remembers it could not give
-// back; past it, a claim is left to go stale.
+// back; past it, the oldest is forgotten, and left to go stale.
 const maxUnreleased = 10_000
 
 // unreleased are the claims a receiver could not give back (a Reporting
@@ -44,12 +45,26 @@ const maxUnreleased = 10_000
 // claim goes stale. The retry gives it back first (retry), then claims it
 // anew. A claim another request took over since is not given back: the
 // release is fenced.
+//
+// Most keys remembered never come back to this receiver: their retries
+// reach another process of it, or come after StaleAfter and take the
+// claim over. Such a claim is of no use any more, and nothing says so but
+// its age, so when maxUnreleased are remembered the oldest makes room for
+// the newest, whose retry is the likeliest still to come: a receiver that
+// runs for months, the database going away now and then, keeps
+// remembering what it could not give back.
 type unreleased struct {
 	mu     sync.Mutex
-	claims map[unreleasedKey]protocol.InboxClaim
+	claims map[unreleasedKey]*list.Element // of order
+	order  list.List                       // of unreleasedClaim, oldest first
 }
 
 type unreleasedKey struct{ sender, key string }
+
+type unreleasedClaim struct {
+	key   unreleasedKey
+	claim protocol.InboxClaim
+}
 
 // giveBack gives claim c back (releaseClaim), or, when the store stays
 // away longer than releaseWindow, remembers it for the key's next request
@@ -62,15 +77,25 @@ func (u *unreleased) giveBack(ctx context.Context, inbox protocol.Inbox, c proto
 	}
 }
 
+// add remembers c, the newest claim of its key, forgetting the oldest
+// claim remembered if maxUnreleased are.
 func (u *unreleased) add(c protocol.InboxClaim) {
+	k := unreleasedKey{c.Key.Sender, c.Key.Key}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.claims == nil {
-		u.claims = make(map[unreleasedKey]protocol.InboxClaim)
+		u.claims = make(map[unreleasedKey]*list.Element)
 	}
-	if len(u.claims) < maxUnreleased {
-		u.claims[unreleasedKey{c.Key.Sender, c.Key.Key}] = c
+	if e, ok := u.claims[k]; ok {
+		e.Value = unreleasedClaim{k, c}
+		u.order.MoveToBack(e)
+		return
 	}
+	if len(u.claims) >= maxUnreleased {
+		oldest := u.order.Remove(u.order.Front()).(unreleasedClaim)
+		delete(u.claims, oldest.key)
+	}
+	u.claims[k] = u.order.PushBack(unreleasedClaim{k, c})
 }
 
 // retry gives back the claim this receiver could not give back on key, if
@@ -78,13 +103,20 @@ func (u *unreleased) add(c protocol.InboxClaim) {
 func (u *unreleased) retry(ctx context.Context, inbox protocol.Inbox, key protocol.InboxKey) bool {
 	k := unreleasedKey{key.Sender, key.Key}
 	u.mu.Lock()
-	c, ok := u.claims[k]
+	e, ok := u.claims[k]
+	var c protocol.InboxClaim
+	if ok {
+		c = e.Value.(unreleasedClaim).claim
+	}
 	u.mu.Unlock()
 	if !ok || inbox.ReleaseClaim(ctx, c) != nil {
 		return false
 	}
 	u.mu.Lock()
-	if u.claims[k] == c {
+	// Forgotten only if it is still the one given back: a newer claim of
+	// the key, remembered meanwhile, is kept.
+	if e, ok := u.claims[k]; ok && e.Value.(unreleasedClaim).claim == c {
+		u.order.Remove(e)
 		delete(u.claims, k)
 	}
 	u.mu.Unlock()
