@@ -52,10 +52,13 @@
 // tools name an endpoint by (a digest of its URL, so no credential in it
 // shows), and exist only for
 // the endpoints store.Endpoints.List shows with deliveries in flight,
-// limits, blocked keys or a breaker not closed. Their
-// number is bounded by the workers' concurrency plus the endpoints an
-// operator limited or must look at, not by how many endpoints the outbox
-// has ever sent to.
+// limits, blocked keys or a breaker open or half open. Their
+// number is bounded by the workers' concurrency, the endpoints an
+// operator limited or must look at and those failing now (for at most
+// store.BreakerConfig.DisableAfter), not by how many endpoints the
+// outbox has ever sent to. A disabled endpoint with none of these, as
+// one that answered 410 Gone stays until an operator enables it, has no
+// series of its own: courier_endpoints{state="disabled"} counts it.
 package promcourier
 
 import (
@@ -285,8 +288,13 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 	}
 	blocked := 0
 	for _, e := range eps {
-		if e.State == store.EndpointClosed && e.InFlight == 0 && e.Limits == (store.Limits{}) && e.BlockedKeys == 0 {
-			continue // plainly healthy (a failure counted, perhaps): no series
+		if e.State != store.EndpointOpen && e.State != store.EndpointHalfOpen && e.InFlight == 0 && e.Limits == (store.Limits{}) && e.BlockedKeys == 0 {
+			// Plainly healthy (a failure counted, perhaps), or disabled
+			// with nothing of its own to show: no series. Disabled
+			// endpoints stay so until an operator enables them, and pile
+			// up as subscribers' endpoints go away: courier_endpoints
+			// counts them.
+			continue
 		}
 		ref := endpoint.Ref(e.Endpoint)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(e.InFlight), ref)

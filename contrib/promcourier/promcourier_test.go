@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +135,6 @@ courier_enqueued_total 5
 # HELP courier_endpoint_in_flight Deliveries leased now to an endpoint, by every worker.
 # TYPE courier_endpoint_in_flight gauge
 courier_endpoint_in_flight{endpoint_ref="` + endpoint.Ref("https://busy.example/hooks") + `"} 1
-courier_endpoint_in_flight{endpoint_ref="` + endpoint.Ref("https://gone.example/hooks") + `"} 0
 courier_endpoint_in_flight{endpoint_ref="` + endpoint.Ref("https://keyed.example/hooks") + `"} 0
 # HELP courier_endpoint_max_in_flight An endpoint's limit on deliveries in flight, for endpoints that have one.
 # TYPE courier_endpoint_max_in_flight gauge
@@ -254,5 +254,62 @@ func TestNoSeriesForAnEndpointPlainlyHealthy(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(c, "courier_endpoint_in_flight"); n != 0 {
 		t.Fatalf("courier_endpoint_in_flight has %d series for an endpoint plainly healthy, want none", n)
+	}
+}
+
+// TestNoSeriesForEndpointsGoneLongAgo: over months of subscribers coming
+// and going, endpoints that answered 410 Gone (or failed for
+// DisableAfter) pile up disabled: nothing brings them back but an
+// operator's Enable, which nobody calls for an endpoint its owner
+// deleted. Each kept a courier_endpoint_in_flight series of its own,
+// always 0, so the series grew with every endpoint that ever went away.
+// A disabled endpoint with nothing in flight, no limits and no blocked
+// keys is counted in courier_endpoints{state="disabled"} alone.
+func TestNoSeriesForEndpointsGoneLongAgo(t *testing.T) {
+	ctx := t.Context()
+	c := promcourier.New()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Hook: c.StoreHook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c.Watch(s)
+	const gone = 200
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range gone {
+		p := store.EnqueueParams{NotificationID: "n-" + strconv.Itoa(i), Endpoint: "https://gone-" + strconv.Itoa(i) + ".example/hooks", Payload: []byte(`{}`)}
+		if _, err := s.Outbox.Enqueue(ctx, tx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("s").Signer, BatchSize: 1000, Concurrency: 64,
+		Transport: roundTripper(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusGone, Body: http.NoBody, Header: http.Header{}}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP courier_endpoints Endpoints whose breaker is not closed, by state.
+# TYPE courier_endpoints gauge
+courier_endpoints{state="disabled"} `+strconv.Itoa(gone)+`
+courier_endpoints{state="half_open"} 0
+courier_endpoints{state="open"} 0
+`), "courier_endpoints"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c, "courier_endpoint_in_flight"); n != 0 {
+		t.Fatalf("courier_endpoint_in_flight has %d series for %d endpoints gone and disabled, want none", n, gone)
 	}
 }
