@@ -99,3 +99,33 @@ func BenchmarkMemoryReplayAtCap(b *testing.B) {
 		})
 	}
 }
+
+// TestMemoryReplayCacheForgetsKeysWhoseNoncesExpired: a receiver that
+// runs for months sees ever more key ids (keys rotated, senders come and
+// gone), each with nonces of its own. A key's entry goes once its nonces
+// have expired, swept as Remember goes on, without a call to Len: the
+// cache holds the keys of the last few minutes, not of all time.
+func TestMemoryReplayCacheForgetsKeysWhoseNoncesExpired(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	c := &memoryReplayCache{Now: func() time.Time { return now }}
+	ctx := context.Background()
+	const keys = 10_000
+	for i := range keys {
+		if _, err := c.Remember(ctx, "key-"+strconv.Itoa(i), "n", now.Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(10 * time.Minute)
+	for i := range memoryPruneEvery {
+		if _, err := c.Remember(ctx, "live", strconv.Itoa(i), now.Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	held := len(c.keys)
+	c.mu.Unlock()
+	if held != 1 {
+		t.Errorf("%d keys held after %d expired, want the live one alone", held, keys)
+	}
+}
