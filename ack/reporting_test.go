@@ -147,6 +147,13 @@ func TestReportingValidation(t *testing.T) {
 		want []ack.FieldError // nil: valid
 	}{
 		{"vector as is", func(map[string]any) {}, nil},
+		// idempotency_key is 16 to 255 characters, the bounds included.
+		{"key of 16", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 16) }, nil},
+		{"key of 15", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 15) }, []ack.FieldError{{Field: "idempotency_key", Rule: "min"}}},
+		{"key of 255", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 255) }, nil},
+		{"key of 256", func(m map[string]any) { m["idempotency_key"] = strings.Repeat("k", 256) }, []ack.FieldError{{Field: "idempotency_key", Rule: "max"}}},
+		{"sequence number 1", func(m map[string]any) { result(m)["sequence_number"] = 1 }, nil},
+		{"sequence number 0", func(m map[string]any) { result(m)["sequence_number"] = 0 }, []ack.FieldError{{Field: "result.sequence_number", Rule: "min"}}},
 		{"other members allowed", func(m map[string]any) { m["ext"] = map[string]any{"x": 1}; m["protocol"] = "media-buy" }, nil},
 		{"optional members", func(m map[string]any) {
 			m["notification_id"] = "task_456.terminal"

@@ -107,3 +107,38 @@ func TestConfigDefaultsApplied(t *testing.T) {
 		t.Fatalf("Timeout 1h: Lease %v; want 4h", w.cfg.Lease)
 	}
 }
+
+// TestConfigBoundsAreInclusive: each documented bound is itself accepted:
+// the limits of BatchSize, Timeout and PollInterval, an Owner of 256
+// bytes, an EndpointConcurrency of max(Concurrency, BatchSize), and a
+// Lease exactly Timeout plus max(Timeout/10, 100ms), or 24 hours.
+func TestConfigBoundsAreInclusive(t *testing.T) {
+	base := boundsConfig(t)
+	for name, set := range map[string]func(*Config){
+		"Owner of 256 bytes":          func(c *Config) { c.Owner = strings.Repeat("a", 256) },
+		"Owner of 1 byte":             func(c *Config) { c.Owner = "a" },
+		"BatchSize 1":                 func(c *Config) { c.BatchSize = 1 },
+		"BatchSize 1000":              func(c *Config) { c.BatchSize = 1000 },
+		"EndpointConcurrency 1":       func(c *Config) { c.EndpointConcurrency = 1 },
+		"EndpointConcurrency = Conc":  func(c *Config) { c.Concurrency, c.BatchSize, c.EndpointConcurrency = 8, 4, 8 },
+		"EndpointConcurrency = Batch": func(c *Config) { c.Concurrency, c.BatchSize, c.EndpointConcurrency = 4, 8, 8 },
+		"Timeout 10ms":                func(c *Config) { c.Timeout = 10 * time.Millisecond },
+		"Timeout 1h":                  func(c *Config) { c.Timeout = time.Hour },
+		"PollInterval 10ms":           func(c *Config) { c.PollInterval = 10 * time.Millisecond },
+		"PollInterval 1h":             func(c *Config) { c.PollInterval = time.Hour },
+		"Lease Timeout+Timeout/10":    func(c *Config) { c.Timeout, c.Lease = 10*time.Second, 11*time.Second },
+		"Lease Timeout+100ms":         func(c *Config) { c.Timeout, c.Lease = 500*time.Millisecond, 600*time.Millisecond },
+		"Lease 24h":                   func(c *Config) { c.Timeout, c.Lease = time.Hour, 24*time.Hour },
+	} {
+		cfg := base
+		set(&cfg)
+		if _, err := NewWorker(cfg); err != nil {
+			t.Errorf("NewWorker with %s: %v", name, err)
+		}
+	}
+	cfg := base
+	cfg.Timeout, cfg.Lease = 500*time.Millisecond, 600*time.Millisecond-1
+	if _, err := NewWorker(cfg); courier.CodeOf(err) != courier.CodeConfigInvalid {
+		t.Errorf("NewWorker with Lease 1ns short of Timeout+100ms: %v, want config_invalid", err)
+	}
+}

@@ -120,7 +120,7 @@ var defaultBackoff = ExponentialBackoff(defaultRetryBase, defaultRetryCap, defau
 // before the time asked (within limit). It panics unless
 // 0 < base <= limit and 0 <= jitter <= 1.
 func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt int, retryAfter time.Duration) time.Duration {
-	if base <= 0 || limit < base || jitter < 0 || jitter > 1 {
+	if base <= 0 || limit < base || !(jitter >= 0 && jitter <= 1) { // NaN too
 		panic("client: ExponentialBackoff needs 0 < base <= limit and 0 <= jitter <= 1")
 	}
 	return func(attempt int, retryAfter time.Duration) time.Duration {

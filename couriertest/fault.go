@@ -74,6 +74,12 @@ type ScriptSpec struct {
 	WrongAck float64
 }
 
+// sumSlack is how far over 1 the float64 sum of ScriptSpec's fractions may
+// come and still add up to 1: decimal fractions that do as written may not
+// in binary (0.2 + 0.4 + 0.3 + 0.1 is 1.0000000000000002), and the few
+// ulps four additions can gain are far below any fraction a test means.
+const sumSlack = 1e-9
+
 func (sp ScriptSpec) validate() error {
 	sum := 0.0
 	for _, f := range []struct {
@@ -91,7 +97,7 @@ func (sp ScriptSpec) validate() error {
 		sum += f.v
 	}
 	switch {
-	case sum > 1:
+	case sum > 1+sumSlack:
 		return fmt.Errorf("ScriptSpec fractions add up to more than 1")
 	case sp.Delay > 0 && sp.DelayBy <= 0:
 		return fmt.Errorf("ScriptSpec.DelayBy must be positive when Delay is set")

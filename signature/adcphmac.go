@@ -82,7 +82,9 @@ type AdCPHMACVerifierConfig struct {
 	// Secrets are the accepted secrets; during a rotation hold the old and
 	// the new one. Required.
 	Secrets []Secret
-	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way.
+	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way:
+	// at least one second, counted in whole seconds (a fraction is
+	// dropped); less, or a negative one, is a configuration error.
 	// Defaults to 300 seconds. A request replayed within it is refused as
 	// a duplicate by the receiver's inbox record alone, which must then
 	// outlive twice the tolerance: store.Inbox.Prune keeps records at

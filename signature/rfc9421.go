@@ -59,7 +59,8 @@ type RFC9421SignerConfig struct {
 	// parameter and its algorithm the alg parameter. Required.
 	Key JWK
 	// Window is expires − created: 1 to 300 seconds, the most AdCP
-	// allows. Defaults to 300 seconds.
+	// allows, counted in whole seconds (a fraction is dropped). Defaults
+	// to 300 seconds.
 	Window time.Duration
 	// Now gives created when Message.Time is zero. Defaults to time.Now.
 	Now func() time.Time

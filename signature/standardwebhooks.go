@@ -132,7 +132,9 @@ type StandardWebhooksVerifierConfig struct {
 	// During a rotation hold the old and the new key; a request passes if any
 	// of its signatures matches any key of the same version. Required.
 	Keys []StandardWebhooksKey
-	// Tolerance is how far webhook-timestamp may be from Now, either way.
+	// Tolerance is how far webhook-timestamp may be from Now, either way:
+	// at least one second, counted in whole seconds (a fraction is
+	// dropped); less, or a negative one, is a configuration error.
 	// Defaults to 5 minutes. A request replayed within it is refused as
 	// a duplicate by the receiver's inbox record alone, which must then
 	// outlive twice the tolerance: store.Inbox.Prune keeps records at

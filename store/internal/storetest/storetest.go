@@ -155,6 +155,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SetLimitsAgainKeepsTheBucket", testSetLimitsAgainKeepsTheBucket},
 		{"EndpointRateHoldsAcrossPriorities", testEndpointRateHoldsAcrossPriorities},
 		{"LimitsInvalid", testLimitsInvalid},
+		{"LimitsAtTheirBounds", testLimitsAtTheirBounds},
+		{"ListPagesAtTheirBounds", testListPagesAtTheirBounds},
 		{"OrderingKeySendsOneAtATimeInOrder", testOrderingKeySendsOneAtATimeInOrder},
 		{"EnqueueManyKeepsAKeysOrderAsListed", testEnqueueManyKeepsAKeysOrderAsListed},
 		{"OrderingFailedHeadHoldsKey", testOrderingFailedHeadHoldsKey},
