@@ -44,7 +44,9 @@
 //	                            the function: its transaction cannot be rolled back, as when
 //	                            the database ended its connection, or the database failed
 //	                            its statement: full, read-only, an I/O error, a lock
-//	                            conflict); Retry-After
+//	                            conflict); Retry-After. Also, before any check, a request
+//	                            served inside middleware.Transaction (each handler
+//	                            begins its own: serve it beside Transaction)
 //	403 forbidden               Publish only: the caller may not publish to that target
 //
 // An accepted notification is recorded in the Inbox, processed by the

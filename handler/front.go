@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -56,12 +57,26 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serve(w, r, func(w http.ResponseWriter, r *http.Request) {
+			if writerctx.Held(r.Context()) {
+				answer(w, storeFailure{errNested})
+				return
+			}
 			if postJSON(w, r) {
 				verified.ServeHTTP(w, r)
 			}
 		})
 	})
 }
+
+// errNested is a handler served where its request already holds a
+// transaction of the Store's: inside middleware.Transaction, or from an
+// application's function. The handler begins a transaction of its own
+// (and its verifier may write to the replay cache): on SQLite it would
+// wait for the one writer its own request holds; on PostgreSQL it would
+// need a second connection of the pool, which with as many such requests
+// in flight as connections none of them gets. It is answered as a store
+// that could not answer (503), at once, and logged with this cause.
+var errNested = fmt.Errorf("handler: served inside a request that holds a transaction (middleware.Transaction): a receiver begins its own, which would wait for a second connection, or for the writer its request holds; serve it outside middleware.Transaction: %w", writerctx.ErrWriteOutside)
 
 // postJSON answers 405 to anything but POST and 415 to anything but
 // JSON, the first two checks of every handler here, and reports whether

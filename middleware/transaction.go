@@ -64,6 +64,13 @@ import (
 // a begin on another SQLite database the Store's own writes would be
 // refused. Elsewhere the mark changes nothing.
 //
+// Serve courier's own handlers (package handler) beside Transaction, not
+// inside it: each begins a transaction of its own, which inside one would
+// wait for the writer the request holds (SQLite) or for a second
+// connection of the pool (PostgreSQL), never free with as many such
+// requests in flight as connections. They answer such a request 503 at
+// once instead.
+//
 // A begin that returns no transaction and no error is answered as one
 // that could not begin. Transaction panics if begin is nil.
 func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Handler) http.Handler {
