@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -105,4 +106,50 @@ func migratedDB(t *testing.T) *sqlx.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// TestCloseWithTheWriterHeldReturnsAndFreesItsWaiters: on SQLite a
+// Store's writes go through one connection. Close, called while a
+// request's transaction holds it and another Begin waits for it, returns
+// at once rather than wait for the connection, and the waiting Begin
+// fails then rather than wait for ever.
+func TestCloseWithTheWriterHeldReturnsAndFreesItsWaiters(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "c.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	held, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	waiting := make(chan error, 1)
+	go func() {
+		tx, err := s.Begin(ctx)
+		if err == nil {
+			tx.Rollback()
+		}
+		waiting <- err
+	}()
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close with the writer held did not return")
+	}
+	select {
+	case err := <-waiting:
+		if err == nil || ctx.Err() != nil {
+			t.Errorf("a Begin waiting for the writer through Close = %v (context: %v); want a failure before its deadline", err, ctx.Err())
+		}
+	case <-ctx.Done():
+		t.Fatal("a Begin waiting for the writer through Close still waits")
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -49,7 +50,9 @@ func (w workerSide) Profile(name string) (ack.Profile, bool) { return w.o.s.cfg.
 // wake-ups that hold one for as long as they run (PostgreSQL's LISTEN):
 // a Run listening on a pool with no connection to spare would leave none
 // for its own claims, and deliver nothing. It refuses instead
-// (config_invalid), and the Run polls.
+// (config_invalid), and the Run polls. The connections held are counted
+// per pool, not per Store: the Runs of every Store opened over one pool
+// leave it a connection between them.
 func (w workerSide) Listen(ctx context.Context) (<-chan struct{}, func(), error) {
 	s := w.o.s
 	if s.dialect.Listen == nil {
@@ -59,17 +62,48 @@ func (w workerSide) Listen(ctx context.Context) (<-chan struct{}, func(), error)
 		ch, stop, err := s.dialect.Listen(ctx, s.db)
 		return ch, stop, wrapf(err, "listen")
 	}
-	n := s.listeners.Add(1)
-	if limit := s.db.Stats().MaxOpenConnections; limit > 0 && int(n) >= limit {
-		s.listeners.Add(-1)
+	pool := s.db.DB
+	if limit, ok := listening.take(pool); !ok {
 		return nil, nil, configError(fmt.Sprintf("listen: the pool holds at most %d connections (db.SetMaxOpenConns) and wake-ups would take the last one claims need: give it one more for each Run (see Open)", limit))
 	}
 	ch, stop, err := s.dialect.Listen(ctx, s.db)
 	if err != nil {
-		s.listeners.Add(-1)
+		listening.give(pool)
 		return nil, nil, wrapf(err, "listen")
 	}
-	return ch, sync.OnceFunc(func() { stop(); s.listeners.Add(-1) }), nil
+	return ch, sync.OnceFunc(func() { stop(); listening.give(pool) }), nil
+}
+
+// listening counts, per pool, the connections wake-ups hold in LISTEN.
+var listening = listeners{held: make(map[*sql.DB]int)}
+
+// listeners are the connections of each pool held by wake-ups.
+type listeners struct {
+	mu   sync.Mutex
+	held map[*sql.DB]int
+}
+
+// take counts one more connection of pool held by wake-ups, unless that
+// would leave the pool none (its limit, db.SetMaxOpenConns, then comes
+// back with false).
+func (l *listeners) take(pool *sql.DB) (limit int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	limit = pool.Stats().MaxOpenConnections
+	if limit > 0 && l.held[pool]+1 >= limit {
+		return limit, false
+	}
+	l.held[pool]++
+	return limit, true
+}
+
+// give counts one connection of pool fewer held by wake-ups.
+func (l *listeners) give(pool *sql.DB) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[pool]--; l.held[pool] <= 0 {
+		delete(l.held, pool)
+	}
 }
 
 // receiverSide is an Inbox as courier's receivers see it.

@@ -98,8 +98,12 @@ type Config struct {
 	// caller's rollback still counts; in a transaction of the Store's own,
 	// once it commits), claims, settles and endpoint breaker transitions
 	// (each once its transaction commits). It must be quick: it runs in
-	// the worker's and the receivers' goroutines. A panic in it is dropped
-	// and logged at Error on slog's default logger. Defaults to none.
+	// the worker's and the receivers' goroutines. It must not wait on the
+	// database (a Health for a gauge, say): an enqueue's event is reported
+	// while the caller's transaction holds a connection of the pool, and
+	// on a pool with none to spare it would wait for its own caller. A
+	// panic in it is dropped and logged at Error on slog's default logger.
+	// Defaults to none.
 	Hook func(Event)
 	// OrderingOnFailure is what a delivery that fails for good while it
 	// heads its ordering key (EnqueueParams.OrderingKey) does to the
@@ -150,6 +154,8 @@ type Config struct {
 	// already started), with the status, outcome and code as attributes,
 	// and a courier.handle span around the application's function, failed
 	// with the refusal's code or handler_failed when it returns an error.
+	// Like the Hook, it must not wait on the database: enqueue spans and
+	// courier.handle spans start and end inside transactions.
 	Tracer courier.Tracer
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
@@ -252,7 +258,6 @@ type Store struct {
 	closed        atomic.Bool     // Close was called: every call fails with errClosed
 	life          context.Context // done once Close is called, once closed is set
 	end           context.CancelFunc
-	listeners     atomic.Int32 // connections of db held in LISTEN by workers' wake-ups
 	// uncommitted holds, per transaction of inTx's (*sqlx.Tx), the
 	// breaker moves it made (*[]Event), reported once it commits.
 	uncommitted sync.Map
@@ -278,8 +283,9 @@ type Store struct {
 // long as it runs), with as many idle (db.SetMaxOpenConns,
 // db.SetMaxIdleConns). A pool with no room left over waits for a
 // connection, every transaction of courier's included. Wake-ups never
-// take a pool's last connection: a Run that finds no connection to spare
-// for them says so at Warn and polls.
+// take a pool's last connection, counting the Runs of every Store opened
+// over it: a Run that finds no connection to spare for them says so at
+// Warn and polls.
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	return open(ctx, db, cfg, time.Now)
 }
@@ -383,7 +389,10 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // such a transaction, they would wait for the request itself: they fail
 // at once instead, with code write_outside_transaction. On PostgreSQL
 // they run on another connection, outside the transaction: what they
-// write commits whether the request's transaction does or not.
+// write commits whether the request's transaction does or not, and each
+// such request in flight needs a second connection of the pool, which a
+// pool held whole by such requests never frees (until their contexts
+// end).
 func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	if s.closed.Load() {
 		return nil, errClosed
