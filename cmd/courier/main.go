@@ -21,6 +21,12 @@
 // $COURIER_SECRET or -secret-file, never from the command line, where
 // other users of the machine see them.
 //
+// On SQLite the tool runs beside the application on its file, a process
+// of its own sharing SQLite's one write lock (see package store/sqlite):
+// run it as a user who may write the file, its -wal and -shm files and its
+// directory, for health and list too. The application's workers claim
+// what it redrives or enables at their next poll, not at once.
+//
 // Exit status: 0 on success; 1 when the command failed, as deliveries
 // redrive and cancel do when they leave the delivery id they were given
 // as it was (an endpoint with nothing to redrive is no failure; a redrive

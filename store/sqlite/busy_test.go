@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -123,5 +124,40 @@ func TestTheWriterWaitsForTheWriteLock(t *testing.T) {
 				t.Fatalf("%s once the lock was let go = %v", tc.name, err)
 			}
 		})
+	}
+}
+
+// TestWritesQueuedBehindABusyWaitShareItsTimeout: while another process
+// holds the write lock past the busy timeout, the Store's writes, which
+// queue for its one writer in Go, each waited the whole busy timeout in
+// turn once they had the writer: the third of three concurrent writes
+// failed after 30 s, the n-th of a receiver's n requests after n times
+// 10 s. The writer now waits for the lock 10 s on end, whoever asks: a
+// write that finds it waited for that long already fails at once.
+func TestWritesQueuedBehindABusyWaitShareItsTimeout(t *testing.T) {
+	t.Parallel()
+	s, release := lockedStore(t)
+	defer release()
+	const writes = 3
+	start := time.Now()
+	done := make(chan error, writes)
+	for range writes {
+		go func() {
+			tx, err := s.Begin(t.Context())
+			if err == nil {
+				tx.Rollback()
+			}
+			done <- err
+		}()
+	}
+	for range writes {
+		select {
+		case err := <-done:
+			if courier.CodeOf(err) != courier.CodeDatabaseUnavailable {
+				t.Fatalf("Begin with the lock held elsewhere = %v, want code database_unavailable", err)
+			}
+		case <-time.After(15*time.Second - time.Since(start)): // a bound on failure: the busy timeout is 10 s
+			t.Fatalf("a Begin queued behind another's wait for the lock was still waiting %v after it began", time.Since(start))
+		}
 	}
 }

@@ -12,7 +12,12 @@
 // *sqlx.DB the application opened itself with the driver named DriverName
 // (the same go-sqlite3 driver with commit hooks that wake workers in this
 // process) or with go-sqlite3's own "sqlite3" driver (workers then find new
-// rows by polling).
+// rows by polling). Give such a pool DSN's settings (DSN(path,
+// durability)): with go-sqlite3's default, a transaction begins deferred
+// and reads from a snapshot until its first write, which SQLite refuses at
+// once, whatever the busy timeout, if another connection or process has
+// committed since; an Enqueue after a read in such a transaction fails
+// with code database_unavailable.
 //
 // SQLite has one writer at a time. The Store writes through a connection
 // of its own (see store.Store.Begin), so the application's business
@@ -28,6 +33,26 @@
 // without waiting for the writer, from a receiver's function too; SQLite
 // refuses a write in it (query_only) with its read-only error.
 //
+// Several processes on the file's host may use it at once: the
+// application's, a second instance of it, the courier tool from a shell or
+// cron, a backup, a sqlite3 shell. SQLite's locks keep their writes one at
+// a time, each process's Store writing through a connection of its own. A
+// write waits for another process's write transaction to end, up to 10 s
+// (the busy timeout), and then fails with code database_unavailable: a
+// receiver answers 503 with Retry-After, a worker logs its failed claim
+// and claims again. The Store's writes share that wait rather than each
+// wait 10 s in turn: once the lock has been held elsewhere 10 s on end,
+// the writes that follow fail at once, until it is let go.
+// Keep other processes' write transactions short, as the tool's are (it
+// prunes and redrives in batches, each a short transaction of its own;
+// migrate with nothing pending holds the lock for a moment). A commit
+// wakes the workers of its own process only: a delivery another process
+// enqueues, or the tool redrives, is claimed at the next poll
+// (client.Config.PollInterval, 1 s by default). Every connection courier
+// opens, in every process, the tool's included, is configured as DSN
+// says; none is read-only, so every process, the tool's included (health
+// and list too), must be able to write the file.
+//
 // Open refuses a database file this process cannot write (SQLite would
 // open it read-only without a word). A connection that finds its database
 // read-only later is dropped, so once the permissions are mended the next
@@ -40,7 +65,15 @@
 // keeps it near 64 MiB: past that, it waits up to 250 ms for the reads in
 // progress to end (writes queue meanwhile) and empties it, and SQLite
 // truncates it back to 64 MiB whenever it starts over by itself. A read
-// transaction held open for long still holds the file's growth with it.
+// transaction held open for long, in any process (a backup, a sqlite3
+// shell left in a BEGIN), still holds the file's growth with it: the file
+// grows by every commit for as long as the read lasts (the disk must hold
+// that much), and the writer, after a wait that found it still reading,
+// waits again only each time the file has doubled, rather than hold up
+// the application's writes 250 ms in every 64 commits for as long as the
+// read lasts; in between it tries without waiting, every 64 commits, and
+// the first try after the read ends that finds no other read in progress
+// brings the file back to 64 MiB.
 //
 // Commits are durable by default (synchronous=FULL; see
 // store.Config.Durability). The database and every process writing it

@@ -114,6 +114,9 @@ type conn struct {
 	readOnly  atomic.Bool // SQLite found the database read-only, or query_only could not be reset: never reuse
 	queryOnly bool        // a read-only transaction set query_only, to be reset as it ends
 	wal       *walBound   // the writer's: keeps the -wal file bounded
+	// The writer's wait for the write lock (waitBusy): when it began, for
+	// the writes waiting in turn, and when the last one ended.
+	busySince, busyLast time.Time
 }
 
 var (
@@ -220,7 +223,10 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 // waits up to writerBusyStep inside SQLite, whose wait nothing can cut
 // short, and ctx's end cuts the wait short between tries, so that a
 // Worker's Stop or a request's end is not held up for busyTimeout. It
-// gives up after busyTimeout in all, as another connection would. Other
+// gives up once the writer has found the lock held for busyTimeout on
+// end, as another connection would: the writes queued in Go for the
+// writer behind one that waited share its wait, rather than each wait
+// busyTimeout in turn (the n-th of n requests n times as long). Other
 // connections wait inside SQLite, as the DSN says.
 func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, error) {
 	if !c.writer || !c.AutoCommit() { // in a transaction the writer holds the lock already
@@ -228,11 +234,17 @@ func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, err
 	}
 	v, err := op()
 	if !isBusy(err) {
+		c.busySince = time.Time{}
 		return v, err
 	}
-	deadline := time.Now().Add(busyTimeout * time.Millisecond)
+	now := time.Now()
+	if c.busySince.IsZero() || now.Sub(c.busyLast) > busyGap { // not the wait of a write just before, which gave up
+		c.busySince = now
+	}
+	deadline := c.busySince.Add(busyTimeout * time.Millisecond)
 	pause := time.NewTimer(time.Millisecond)
 	defer pause.Stop()
+	defer func() { c.busyLast = time.Now() }()
 	for isBusy(err) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
@@ -242,8 +254,16 @@ func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, err
 		v, err = op()
 		pause.Reset(time.Millisecond)
 	}
+	if !isBusy(err) {
+		c.busySince = time.Time{}
+	}
 	return v, err
 }
+
+// busyGap is how soon after a write's wait for the lock ended the next
+// write's wait counts as the same: the writes queued for the writer
+// take it in turn at once.
+const busyGap = time.Second
 
 // isBusy reports whether err is SQLite's busy: the write lock is held
 // by another connection.

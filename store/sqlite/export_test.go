@@ -6,3 +6,7 @@ func SetWALLimit(n int64) (restore func()) {
 	old := walLimit.Swap(n)
 	return func() { walLimit.Store(old) }
 }
+
+// WALWaits returns how many times writers have waited for the reads in
+// progress to reset the -wal file.
+func WALWaits() int64 { return walWaits.Load() }

@@ -45,13 +45,28 @@ const writerBusyStep = 25 // milliseconds
 // walBound keeps the writer's -wal file near walLimit: past it, the
 // writer checkpoints with TRUNCATE, which copies every frame back, waits
 // up to walWait for the reads in progress, and empties the file. A reset
-// that could not wait long enough is tried again at the next look.
+// that could not complete is tried again at the next look. A read held
+// for long (a backup, a sqlite3 shell left in a transaction, in any
+// process) keeps every reset from completing while it lasts: waiting for
+// it at every look would hold up every writer walWait in each
+// walCheckEvery commits, for as long as it reads. So once a reset that
+// waited has failed, the next looks try without waiting (one succeeds as
+// soon as no read is in progress at that moment), and wait again only once
+// the file has doubled since: a few waits in all, however long the read.
 // journal_size_limit truncates the file to walLimit at the resets SQLite
 // makes by itself, so a peak (one large transaction) does not stay.
 type walBound struct {
 	path    string // the -wal file
 	commits int    // since the last look
+	// failedAt is the file's size when a reset that waited last failed,
+	// 0 once a reset completes: until the file is twice that, resets do
+	// not wait.
+	failedAt int64
 }
+
+// walWaits counts the resets that waited for reads, in every writer of
+// the process; tests read it.
+var walWaits atomic.Int64
 
 // boundWAL sets up the bound on the writer connection sc, nil for a
 // database in memory.
@@ -76,14 +91,27 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 		return true
 	}
 	w.commits = 0
-	if fi, err := os.Stat(w.path); err != nil || fi.Size() <= walLimit.Load() {
+	fi, err := os.Stat(w.path)
+	if err != nil || fi.Size() <= walLimit.Load() {
 		return true
 	}
+	wait := w.failedAt == 0 || fi.Size() >= 2*w.failedAt
+	busy := 0
+	if wait {
+		busy = walWait
+		walWaits.Add(1)
+	}
 	ctx := context.Background()
-	if _, err := sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", walWait), nil); err != nil {
+	if _, err := sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busy), nil); err != nil {
 		return true
 	}
 	_, _ = sc.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)", nil)
-	_, err := sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
+	_, err = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
+	switch after, statErr := os.Stat(w.path); {
+	case statErr == nil && after.Size() > walLimit.Load() && wait:
+		w.failedAt = after.Size()
+	case statErr == nil && after.Size() <= walLimit.Load():
+		w.failedAt = 0
+	}
 	return err == nil
 }

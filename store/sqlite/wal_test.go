@@ -23,21 +23,8 @@ import (
 func TestTheWALStaysBounded(t *testing.T) {
 	const limit = 1 << 20
 	defer sqlite.SetWALLimit(limit)()
-	path := filepath.Join(t.TempDir(), "courier.db")
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	walSize := func() int64 {
-		t.Helper()
-		fi, err := os.Stat(path + "-wal")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
+	s, path, walSize := walStore(t)
 	enqueue := func(n int, payload []byte) {
 		t.Helper()
 		for range n {
@@ -81,5 +68,25 @@ func TestTheWALStaysBounded(t *testing.T) {
 	enqueue(64, []byte(`{}`))
 	if size := walSize(); size > limit {
 		t.Fatalf("the -wal file is %d bytes after the read ended (peak %d), want at most %d", size, peak, limit)
+	}
+}
+
+// walStore opens a Store on a file of its own, closed when t ends, and
+// returns it, the file's path and a reader of its -wal file's size.
+func walStore(t *testing.T) (*store.Store, string, func() int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := sqlite.Open(t.Context(), path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path, func() int64 {
+		t.Helper()
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
 	}
 }
