@@ -163,12 +163,16 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // or later, bounds dialing, the TLS handshake and the size of response
 // headers, and keeps up to 64 idle connections per host and 256 in all,
 // each for up to 90s. Over HTTP/2 (one connection per host) the bound in
-// all holds too: a request that needs a new connection while more than
-// 256 are idle has the idle ones closed first, to be dialed again when
-// next needed, so a worker sending to thousands of hosts does not hold a
-// connection to each of them for 90s. (A request counts as in flight
-// until its answer's body is closed: answers left open keep this from
-// closing idle connections, as they keep their own from being reused.)
+// all holds too, give or take the requests in flight: a request that
+// needs a new connection while the connections open outnumber the
+// requests in flight by more than 256 has the idle ones closed first, to
+// be dialed again when next needed, so a worker sending to thousands of
+// hosts does not hold a connection to each of them for 90s. (Requests to
+// one host share its connection, so up to as many more connections as
+// there are such requests in flight may stay idle. A request counts as in
+// flight until its answer's body is closed: answers left open keep this
+// from closing idle connections, as they keep their own from being
+// reused.)
 // An HTTP/2
 // connection that has read nothing for 10s is pinged, and closed if the
 // ping is not answered within 5s: over HTTP/2 every request to a host
@@ -230,12 +234,16 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // IdleConnTimeout, so a worker sending to many hosts (a connection each)
 // would hold as many connections as hosts it sent to in that time. So it
 // counts the connections open (conns) and the requests in flight
-// (inflight, until the answer's body is closed): each connection in use
-// serves at least one request in flight, so when the connections open
-// exceed the requests in flight by more than MaxIdleConns, more than
-// that many are idle, and a new connection first has base close the idle
-// ones. Those are dialed again when next needed; over HTTP/1 base keeps
-// no more than MaxIdleConns idle anyway, and this never comes to pass.
+// (inflight, until the answer's body is closed, a protocol switch's
+// too): each connection in use serves at least one request in flight, so
+// when the connections open exceed the requests in flight by more than
+// MaxIdleConns, more than that many are idle, and a new connection first
+// has base close the idle ones. The converse does not hold: over HTTP/2 several requests in
+// flight may share one connection, and as many more connections as they
+// share may be idle unnoticed. Those closed are dialed again when next
+// needed; over HTTP/1 base keeps no more than MaxIdleConns idle anyway,
+// and this comes to pass only for a connection dialed for a request that
+// another served meanwhile.
 type guardTransport struct {
 	guard    Guard
 	dialer   *guardDialer
@@ -253,12 +261,15 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.inflight.Add(1)
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		// No answer, or none whose connection goes back to the pool (a
-		// protocol switch's body is the connection, and must stay
-		// writable).
-		t.inflight.Add(-1)
+	if err != nil || resp.Body == nil {
+		t.inflight.Add(-1) // no answer
 		return resp, err
+	}
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		// The body of a protocol switch is the connection, in use until
+		// it is closed, and must stay writable.
+		resp.Body = &countedSwitch{ReadWriteCloser: rwc, count: counted{n: &t.inflight}}
+		return resp, nil
 	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, count: counted{n: &t.inflight}}
 	return resp, nil
@@ -300,6 +311,19 @@ type countedBody struct {
 func (b *countedBody) Close() error {
 	b.count.done()
 	return b.ReadCloser.Close()
+}
+
+// countedSwitch is the body of a protocol switch (101), the connection
+// itself, its request counted in a guardTransport's inflight until it is
+// closed.
+type countedSwitch struct {
+	io.ReadWriteCloser
+	count counted
+}
+
+func (b *countedSwitch) Close() error {
+	b.count.done()
+	return b.ReadWriteCloser.Close()
 }
 
 // counted is one of the things n counts, taken off it once, however
