@@ -94,6 +94,8 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Missing}
 	case strings.HasPrefix(e.Code, "23"): // integrity constraint violation
 		return engine.Failure{Kind: engine.Constraint, Constraint: e.ConstraintName}
+	case e.Code == "P0001": // raise_exception: a trigger refused the row (on SQLite its RAISE(ABORT) is a constraint too); its message may hold values
+		return engine.Failure{Kind: engine.Constraint, Constraint: "raise_exception"}
 	case strings.HasPrefix(e.Code, "08"), strings.HasPrefix(e.Code, "53"), strings.HasPrefix(e.Code, "58"), // connection, insufficient resources (disk full, out of memory), system (I/O)
 		e.Code == "57P01" || e.Code == "57P02" || e.Code == "57P03": // admin shutdown, crash shutdown, cannot connect now
 		return engine.Failure{Kind: engine.Unavailable}

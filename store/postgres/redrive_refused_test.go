@@ -67,3 +67,58 @@ func TestRedriveRefusedByTheDatabaseIsInternal(t *testing.T) {
 		t.Errorf("Enqueue refused by a CHECK = %v; want invalid_argument", err)
 	}
 }
+
+// TestRedriveRefusedByATriggerIsInternal: a trigger of the database's own
+// that refuses a Redrive's or a Cancel's write (RAISE EXCEPTION, SQLSTATE
+// P0001) is internal_error, as a CHECK's refusal is, and as a trigger's
+// RAISE(ABORT) is on SQLite. It was database_unavailable: the admin API
+// answered 503 and the operator was told the database failed, when it
+// answered, by a rule of its own, what it will answer again.
+func TestRedriveRefusedByATriggerIsInternal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openPostgres(t)
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"n-1", "n-2"} {
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	p := protocol.For(s)
+	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	if _, err := p.Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE FUNCTION refuse_write() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'the database refuses the write'; END $$;
+		CREATE TRIGGER refuse_write BEFORE UPDATE OR DELETE ON courier_outbox FOR EACH ROW EXECUTE FUNCTION refuse_write()`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: claimed[0].DeliveryID})
+	if courier.CodeOf(err) != courier.CodeInternal || n != 0 {
+		t.Errorf("Redrive refused by a trigger = %d, %v; want internal_error", n, err)
+	}
+	pending, err := s.Outbox.Lookup(ctx, "n-2", "https://r.example/hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Outbox.Cancel(ctx, pending.ID); courier.CodeOf(err) != courier.CodeInternal {
+		t.Errorf("Cancel refused by a trigger = %v; want internal_error", err)
+	}
+}
