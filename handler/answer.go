@@ -139,7 +139,11 @@ func answer(w http.ResponseWriter, err error) {
 		ve  *ack.ValidationError
 	)
 	switch {
-	case errors.As(err, &sf): // first: a store that failed under the function answers for it, whatever the function returned
+	case errors.Is(err, errNested): // a setup to mend, said in the answer as well as the log: a nil Logger logs nothing
+		noteCause(w, err)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal,
+			"served inside a request's transaction (middleware.Transaction): serve courier's handlers beside it", retryStore)
+	case errors.As(err, &sf): // first of the rest: a store that failed under the function answers for it, whatever the function returned
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)
 	case errors.As(err, &rej):

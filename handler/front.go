@@ -58,7 +58,7 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serve(w, r, func(w http.ResponseWriter, r *http.Request) {
 			if writerctx.Held(r.Context()) {
-				answer(w, storeFailure{errNested})
+				answer(w, errNested)
 				return
 			}
 			if postJSON(w, r) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,10 +74,16 @@ func TestAReceiverInsideARequestsTransactionAnswersAtOnce(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			out, _ := io.ReadAll(resp.Body)
-			var p struct{ Code courier.Code }
+			var p struct {
+				Code   courier.Code
+				Detail string
+			}
 			_ = json.Unmarshal(out, &p)
 			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || p.Code != courier.CodeInternal {
 				t.Fatalf("answered %d (Retry-After %q) %s; want 503 internal_error with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), out)
+			}
+			if !strings.Contains(p.Detail, "middleware.Transaction") {
+				t.Fatalf("the answer's detail %q does not say what to mend (a Logger may be nil): want it to name middleware.Transaction", p.Detail)
 			}
 			if calls != 0 {
 				t.Fatalf("the function ran %d times; want none", calls)
@@ -192,7 +199,7 @@ func TestReportingOnAPoolOfOneAnswersEveryRequest(t *testing.T) {
 	defer cancel()
 	const keys, copies = 8, 3
 	send := func(body []byte) (int, string, []byte, error) {
-		req := b.request(t, body).WithContext(ctx)
+		req := b.request(t, body).WithContext(ctx) //nolint:contextcheck // the request is built, then given ctx
 		resp, err := b.server.Client().Do(req)
 		if err != nil {
 			return 0, "", nil, err
