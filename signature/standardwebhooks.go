@@ -134,11 +134,12 @@ type StandardWebhooksVerifierConfig struct {
 	Keys []StandardWebhooksKey
 	// Tolerance is how far webhook-timestamp may be from Now, either way:
 	// at least one second, counted in whole seconds (a fraction is
-	// dropped); less, or a negative one, is a configuration error.
-	// Defaults to 5 minutes. A request replayed within it is refused as
-	// a duplicate by the receiver's inbox record alone, which must then
-	// outlive twice the tolerance: store.Inbox.Prune keeps records at
-	// least 24 hours, so keep Tolerance well under 12 hours.
+	// dropped); a negative one, or a positive one under a second, is a
+	// configuration error. Defaults to 5 minutes (when zero). A request
+	// replayed within it is refused as a duplicate by the receiver's inbox
+	// record alone, which must then outlive twice the tolerance:
+	// store.Inbox.Prune keeps records at least 24 hours, so keep Tolerance
+	// well under 12 hours.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -354,4 +355,40 @@ func (c clockSetup) claimedOnceOnTheDatabasesClock(t *testing.T, s, other *store
 func (c clockSetup) enqueueOverdue(t *testing.T, id string) {
 	t.Helper()
 	c.enqueue(t, c.open(t, store.Config{Now: newSkewed(-2 * time.Hour).Now}, time.Now), id)
+}
+
+// TestABeginWaitingForTheClockEndsWithItsContext: a transaction that
+// waits for another's reading of the database's clock (the process's
+// clock went back) stops waiting when its context ends, with the
+// context's error and no transaction, and leaves the reading's turn as it
+// found it: once that reading ends, the next transaction reads the clock
+// itself and begins.
+func TestABeginWaitingForTheClockEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	c := setupClock(t)
+	local := newSkewed(0)
+	s := c.open(t, store.Config{}, local.Now)
+	local.offset.Store(int64(-time.Hour))
+
+	ctx, cancel := context.WithCancel(c.ctx)
+	release := store.HoldClock(s, cancel) // the Begin below waits: its context ends
+	tx, err := s.Begin(ctx)
+	if err == nil {
+		tx.Rollback()
+		t.Fatal("Begin waiting for the clock's reading began a transaction once its context ended")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Begin waiting for the clock's reading, its context cancelled: %v; want context.Canceled", err)
+	}
+	release()
+
+	before := c.dbNow(t)
+	tx, err = s.Begin(c.ctx)
+	if err != nil {
+		t.Fatalf("Begin after the wait ended: %v", err)
+	}
+	defer tx.Rollback()
+	if now := store.NowOf(s); now.Before(before.Add(-time.Second)) {
+		t.Fatalf("the Store's clock reads %s after the wait, the database's %s: its reading was not taken again", now.UTC(), before.UTC())
+	}
 }

@@ -33,3 +33,6 @@ func HoldClock(s *Store, waiting func()) (release func()) {
 	s.clock.waiting = waiting
 	return func() { <-s.clock.turn }
 }
+
+// NowOf reads s's clock (Config.Now, or its reading of the database's).
+func NowOf(s *Store) time.Time { return time.UnixMicro(s.now()) }

@@ -144,6 +144,8 @@ func TestPayOverHTTP(t *testing.T) {
 			}{
 				{"/orders/o-1/pay?total=250", "", http.StatusBadRequest, "malformed_json"},
 				{"/orders/o-1/pay", `{"total":0}`, http.StatusBadRequest, "validation_failed"},
+				{"/orders/o-1/pay", `[250]`, http.StatusBadRequest, "malformed_json"}, // not an object
+				{"/orders/o-1/pay", `{"total":"250"}`, http.StatusBadRequest, "validation_failed"},
 				{"/orders/o-1/pay", `{"total":250}`, http.StatusAccepted, ""},
 				{"/orders/o-1/pay", `{"total":250}`, http.StatusConflict, "order_already_paid"}, // nothing more is enqueued
 				{"/orders/o-1/pay", `{"total":300}`, http.StatusConflict, "order_already_paid"},

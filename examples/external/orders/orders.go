@@ -103,7 +103,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Total int `json:"total"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		if typeErr := (*json.UnmarshalTypeError)(nil); errors.As(err, &typeErr) {
+		if typeErr := (*json.UnmarshalTypeError)(nil); errors.As(err, &typeErr) && typeErr.Field == "total" {
 			problem(w, http.StatusBadRequest, courier.CodeValidation, "total must be a positive integer")
 			return
 		}

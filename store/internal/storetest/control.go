@@ -341,6 +341,49 @@ func testSetLimitsAgainKeepsTheBucket(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testSetLimitsAgainAfterAClockStepBack: limits set again after the
+// store's clock stepped back reckon the bucket as a claim does. A step
+// of less than a minute (processes whose readings of the clock differ a
+// little) refills nothing until the clock is past the bucket's stamp
+// again; a step of more is a clock that went back, the time since
+// unknown, and the bucket is refilled whole rather than owe the step.
+func testSetLimitsAgainAfterAClockStepBack(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for i := range 5 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i)))
+	}
+	limits := store.Limits{Rate: 2, Burst: 3}
+	set := func() {
+		t.Helper()
+		if err := b.store.Endpoints.SetLimits(b.ctx, slowEndpoint, limits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set()
+	if got := b.claimedOf(t, slowEndpoint); got != 3 {
+		t.Fatalf("first claim leased %d, want the full bucket's 3", got)
+	}
+	steps := []struct {
+		name string
+		wait time.Duration
+		want int
+	}{
+		{"30 s back", -30 * time.Second, 0},
+		{"back where the bucket was stamped, and half a second on", 30*time.Second + 500*time.Millisecond, 1},
+		{"a day back", -24 * time.Hour, 3},
+	}
+	for i, s := range steps {
+		b.clock.Advance(s.wait)
+		for j := range 5 { // due on the clock as it now reads
+			b.enqueue(t, at(slowEndpoint, fmt.Sprintf("step-%d-%d", i, j)))
+		}
+		set()
+		if got := b.claimedOf(t, slowEndpoint); got != s.want {
+			t.Fatalf("%s, limits set again: claimed %d, want %d", s.name, got, s.want)
+		}
+	}
+}
+
 // testEndpointRateHoldsAcrossPriorities: one claim that reads several
 // priorities (a statement each) leases no more of a rate-limited
 // endpoint than its bucket holds, and leaves the bucket empty, not owing.

@@ -153,6 +153,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
 		{"EndpointRateIsATokenBucket", testEndpointRateIsATokenBucket},
 		{"SetLimitsAgainKeepsTheBucket", testSetLimitsAgainKeepsTheBucket},
+		{"SetLimitsAgainAfterAClockStepBack", testSetLimitsAgainAfterAClockStepBack},
 		{"EndpointRateHoldsAcrossPriorities", testEndpointRateHoldsAcrossPriorities},
 		{"LimitsInvalid", testLimitsInvalid},
 		{"LimitsAtTheirBounds", testLimitsAtTheirBounds},
