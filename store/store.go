@@ -405,7 +405,7 @@ func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 		// of its own, for a moment, when it is due.
 		s.clock.refresh(ctx)
 	}
-	tx, err := s.writer.BeginTxx(ctx, s.dialect.txOptions)
+	tx, err := s.writer.BeginTxx(writerctx.WithAsked(ctx, time.Now()), s.dialect.txOptions)
 	if err != nil {
 		return nil, s.dialect.interpret("begin", err)
 	}
@@ -495,6 +495,15 @@ func (s *Store) now() int64 {
 // q returns the named query of the store's dialect.
 func (s *Store) q(name string) *query { return s.dialect.query(name) }
 
+// asking returns ctx marked, for a statement on the Store's writer, with
+// the moment it asks for the writer (see writerctx.WithAsked).
+func (s *Store) asking(ctx context.Context, x DBTX) context.Context {
+	if x == DBTX(s.writer) {
+		return writerctx.WithAsked(ctx, time.Now())
+	}
+	return ctx
+}
+
 // exec runs a named query on x. x is a DBTX, or also an engine.Tx (an
 // engine's own client's transaction; see engine.Tx), which then runs it:
 // exec, query and scan are the one way every statement of the store is
@@ -503,6 +512,7 @@ func (s *Store) exec(ctx context.Context, x DBTX, name string, args map[string]a
 	if err := s.runsOn(ctx, x); err != nil {
 		return nil, err
 	}
+	ctx = s.asking(ctx, x)
 	q := s.q(name)
 	if q.text == "" {
 		return nativeResult(0), nil // nothing to do on this engine
@@ -529,6 +539,7 @@ func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]
 	if err := s.runsOn(ctx, x); err != nil {
 		return nil, err
 	}
+	ctx = s.asking(ctx, x)
 	q := s.q(name)
 	if n, ok := x.(engine.Tx); ok {
 		rows, err := n.Query(ctx, q.text, q.args(args))
@@ -593,6 +604,7 @@ func (s *Store) scan(ctx context.Context, x DBTX, name string, args map[string]a
 	if err := s.runsOn(ctx, x); err != nil {
 		return err
 	}
+	ctx = s.asking(ctx, x)
 	if _, ok := x.(engine.Tx); ok {
 		rows, err := s.query(ctx, x, name, args)
 		if err != nil {

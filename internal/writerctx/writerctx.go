@@ -14,10 +14,17 @@
 // says only that the writer is held, not by which transaction: statements
 // run on that transaction itself carry the same context and must not be
 // refused.
+//
+// WithAsked marks a context with the moment its statement or transaction
+// asked for the store's writer: on SQLite the writer's wait for SQLite's
+// write lock, held by another process, ends as long after that moment as
+// the busy timeout, its time queued for the writer behind the store's
+// other writes included.
 package writerctx
 
 import (
 	"context"
+	"time"
 
 	"github.com/courier-go/courier"
 )
@@ -39,4 +46,20 @@ func WithHeld(ctx context.Context) context.Context {
 func Held(ctx context.Context) bool {
 	held, _ := ctx.Value(heldKey{}).(bool)
 	return held
+}
+
+// askedKey is the context key of the moment a write asked for the writer.
+type askedKey struct{}
+
+// WithAsked returns ctx marked with at, the moment its write asked for
+// the store's writer.
+func WithAsked(ctx context.Context, at time.Time) context.Context {
+	return context.WithValue(ctx, askedKey{}, at)
+}
+
+// Asked returns the moment WithAsked marked ctx, or a context it derives
+// from, with; ok is false for a context not marked.
+func Asked(ctx context.Context) (at time.Time, ok bool) {
+	at, ok = ctx.Value(askedKey{}).(time.Time)
+	return at, ok
 }

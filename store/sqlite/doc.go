@@ -40,9 +40,10 @@
 // write waits for another process's write transaction to end, up to 10 s
 // (the busy timeout), and then fails with code database_unavailable: a
 // receiver answers 503 with Retry-After, a worker logs its failed claim
-// and claims again. The Store's writes share that wait rather than each
-// wait 10 s in turn: once the lock has been held elsewhere 10 s on end,
-// the writes that follow fail at once, until it is let go.
+// and claims again. Each of the Store's writes waits 10 s at most from
+// when it asks, its time queued behind the Store's other writes (which
+// take its one writer in turn) included, rather than 10 s more once its
+// turn comes.
 // Keep other processes' write transactions short, as the tool's are (it
 // prunes and redrives in batches, each a short transaction of its own;
 // migrate with nothing pending holds the lock for a moment). A commit

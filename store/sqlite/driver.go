@@ -114,9 +114,10 @@ type conn struct {
 	readOnly  atomic.Bool // SQLite found the database read-only, or query_only could not be reset: never reuse
 	queryOnly bool        // a read-only transaction set query_only, to be reset as it ends
 	wal       *walBound   // the writer's: keeps the -wal file bounded
-	// The writer's wait for the write lock (waitBusy): when it began, for
-	// the writes waiting in turn, and when the last one ended.
-	busySince, busyLast time.Time
+	// busySince is when the writer began to wait for the write lock held
+	// elsewhere (waitBusy), zero once a write got it: the writes queued
+	// meanwhile have waited for it since.
+	busySince time.Time
 }
 
 var (
@@ -223,28 +224,39 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 // waits up to writerBusyStep inside SQLite, whose wait nothing can cut
 // short, and ctx's end cuts the wait short between tries, so that a
 // Worker's Stop or a request's end is not held up for busyTimeout. It
-// gives up once the writer has found the lock held for busyTimeout on
-// end, as another connection would: the writes queued in Go for the
-// writer behind one that waited share its wait, rather than each wait
-// busyTimeout in turn (the n-th of n requests n times as long). Other
-// connections wait inside SQLite, as the DSN says.
+// gives up once the write has waited busyTimeout for the lock, as
+// another connection would: counted from when it asked for the writer
+// (the moment ctx is marked with, writerctx.WithAsked; else its first
+// try) or, if later, when the writer began to wait for the lock. A write
+// queued in Go for the writer behind others that waited has waited with
+// them, rather than wait busyTimeout once its turn comes (the n-th of n
+// requests n times as long); one queued behind the Store's own
+// transaction, or that asks after another gave up, waits its whole
+// busyTimeout. Other connections wait inside SQLite, as the DSN says.
 func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, error) {
 	if !c.writer || !c.AutoCommit() { // in a transaction the writer holds the lock already
 		return op()
 	}
+	asked, marked := writerctx.Asked(ctx)
 	v, err := op()
 	if !isBusy(err) {
 		c.busySince = time.Time{}
 		return v, err
 	}
 	now := time.Now()
-	if c.busySince.IsZero() || now.Sub(c.busyLast) > busyGap { // not the wait of a write just before, which gave up
+	if c.busySince.IsZero() {
 		c.busySince = now
 	}
-	deadline := c.busySince.Add(busyTimeout * time.Millisecond)
+	if !marked {
+		asked = now
+	}
+	deadline := c.busySince
+	if asked.After(deadline) {
+		deadline = asked
+	}
+	deadline = deadline.Add(busyTimeout * time.Millisecond)
 	pause := time.NewTimer(time.Millisecond)
 	defer pause.Stop()
-	defer func() { c.busyLast = time.Now() }()
 	for isBusy(err) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
@@ -259,11 +271,6 @@ func waitBusy[T any](ctx context.Context, c *conn, op func() (T, error)) (T, err
 	}
 	return v, err
 }
-
-// busyGap is how soon after a write's wait for the lock ended the next
-// write's wait counts as the same: the writes queued for the writer
-// take it in turn at once.
-const busyGap = time.Second
 
 // isBusy reports whether err is SQLite's busy: the write lock is held
 // by another connection.

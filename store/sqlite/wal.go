@@ -59,9 +59,10 @@ type walBound struct {
 	path    string // the -wal file
 	commits int    // since the last look
 	// failedAt is the file's size when a reset that waited last failed,
-	// 0 once a reset completes: until the file is twice that, resets do
-	// not wait.
+	// 0 once the file is found reset (whoever reset it): until the file
+	// is twice that, resets do not wait.
 	failedAt int64
+	seen     int64 // the file's size at the last look
 }
 
 // walWaits counts the resets that waited for reads, in every writer of
@@ -92,7 +93,17 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 	}
 	w.commits = 0
 	fi, err := os.Stat(w.path)
-	if err != nil || fi.Size() <= walLimit.Load() {
+	if err != nil {
+		return true
+	}
+	// The file only grows until it is reset: back within walLimit, or
+	// smaller than at the last look, it was reset since (by another
+	// process's writer, or by SQLite starting it over).
+	if fi.Size() <= walLimit.Load() || fi.Size() < w.seen {
+		w.failedAt = 0
+	}
+	w.seen = fi.Size()
+	if fi.Size() <= walLimit.Load() {
 		return true
 	}
 	wait := w.failedAt == 0 || fi.Size() >= 2*w.failedAt
@@ -107,11 +118,14 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 	}
 	_, _ = sc.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)", nil)
 	_, err = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
-	switch after, statErr := os.Stat(w.path); {
-	case statErr == nil && after.Size() > walLimit.Load() && wait:
-		w.failedAt = after.Size()
-	case statErr == nil && after.Size() <= walLimit.Load():
-		w.failedAt = 0
+	if after, statErr := os.Stat(w.path); statErr == nil {
+		switch {
+		case after.Size() <= walLimit.Load():
+			w.failedAt = 0
+		case wait:
+			w.failedAt = after.Size()
+		}
+		w.seen = after.Size()
 	}
 	return err == nil
 }
