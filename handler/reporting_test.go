@@ -815,9 +815,10 @@ func failsFirstTime() handler.Func[ack.Reporting] {
 // TestReportingReleaseIsRetried: the database goes away for a moment after
 // the claim committed (a restart, a dropped connection), so processing
 // fails, and so do the first tries to give the claim back (a trigger
-// fails the inbox's first two deletes). The release is tried again before
-// the answer, so the sender's retry is processed, not answered 503
-// in_progress until the claim goes stale.
+// fails the inbox's first two deletes as a dropped connection would,
+// SQLSTATE 08006: a trigger's own refusal, P0001, is a refused write).
+// The release is tried again before the answer, so the sender's retry is
+// processed, not answered 503 in_progress until the claim goes stale.
 func TestReportingReleaseIsRetried(t *testing.T) {
 	t.Parallel()
 	b := setupReporting(t, reportingOptions{postgres: true, fn: failsFirstTime()})
@@ -828,7 +829,7 @@ func TestReportingReleaseIsRetried(t *testing.T) {
 		CREATE FUNCTION fail_release() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF nextval('release_tries') <= 2 THEN
-				RAISE EXCEPTION 'the database went away';
+				RAISE EXCEPTION 'the database went away' USING ERRCODE = '08006'; -- connection_failure
 			END IF;
 			RETURN OLD;
 		END $$;
@@ -866,7 +867,7 @@ func TestReportingReleaseRemembered(t *testing.T) {
 		CREATE FUNCTION fail_release() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF EXISTS (SELECT 1 FROM release_blocked) THEN
-				RAISE EXCEPTION 'the database went away';
+				RAISE EXCEPTION 'the database went away' USING ERRCODE = '08006'; -- connection_failure
 			END IF;
 			RETURN OLD;
 		END $$;
