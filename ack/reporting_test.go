@@ -394,3 +394,129 @@ func TestReportingProfile(t *testing.T) {
 		t.Fatalf("profile = %+v, want reporting without an expected Ack", p)
 	}
 }
+
+// adcpSchema is the part of an AdCP JSON schema TestReportingMatchesSchemas
+// reads.
+type adcpSchema struct {
+	Required             []string `json:"required"`
+	AdditionalProperties bool     `json:"additionalProperties"`
+	Properties           map[string]struct {
+		Enum    []string `json:"enum"`
+		Minimum *int     `json:"minimum"`
+		Pattern string   `json:"pattern"`
+	} `json:"properties"`
+}
+
+func loadSchema(t *testing.T, path string) adcpSchema {
+	t.Helper()
+	b, err := os.ReadFile("testdata/adcp/schemas/source/" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s adcpSchema
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Required) == 0 || len(s.Properties) == 0 {
+		t.Fatalf("%s: no required members or properties", path)
+	}
+	return s
+}
+
+// TestReportingMatchesSchemas checks the envelope validation against the
+// schemas the storyboard names, starting from the first positive vector:
+// each member the envelope schema and the delivery-report schema require
+// is refused when absent (notification_type aside: without it the result
+// is no delivery report), each member they list but do not require may
+// be left out, other members are allowed, each notification_type of the
+// schema's enum makes a delivery report that is checked (another names
+// another notification family, the application's to read), and
+// sequence_number and currency keep their bounds.
+func TestReportingMatchesSchemas(t *testing.T) {
+	t.Parallel()
+	envelope := loadSchema(t, "core/mcp-webhook-payload.json")
+	report := loadSchema(t, "media-buy/media-buy-delivery-webhook-result.json")
+	vector := loadEnvelopeVectors(t).Positive[0].Payload
+	edited := func(t *testing.T, inResult bool, edit func(m map[string]any)) []byte {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal(vector, &m); err != nil {
+			t.Fatal(err)
+		}
+		if inResult {
+			edit(m["result"].(map[string]any))
+		} else {
+			edit(m)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	check := func(t *testing.T, body []byte, want []ack.FieldError) {
+		t.Helper()
+		_, ve := decodeReporting(t, body)
+		var got []ack.FieldError
+		if ve != nil {
+			got = ve.Fields
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("field errors %v, want %v", got, want)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		schema   adcpSchema
+		inResult bool
+		prefix   string
+	}{{"envelope", envelope, false, ""}, {"delivery report", report, true, "result."}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if !tc.schema.AdditionalProperties {
+				t.Fatal("the schema allows no other members")
+			}
+			for name := range tc.schema.Properties {
+				if name == "notification_type" {
+					continue // the delivery report's discriminator: checked by its enum below
+				}
+				var want []ack.FieldError
+				if slices.Contains(tc.schema.Required, name) {
+					want = []ack.FieldError{{Field: tc.prefix + name, Rule: "required"}}
+				}
+				t.Run("without "+name, func(t *testing.T) {
+					check(t, edited(t, tc.inResult, func(m map[string]any) { delete(m, name) }), want)
+				})
+			}
+			check(t, edited(t, tc.inResult, func(m map[string]any) { m["x_other_member"] = map[string]any{"a": 1} }), nil)
+		})
+	}
+	notificationTypes := report.Properties["notification_type"].Enum
+	if len(notificationTypes) == 0 {
+		t.Fatal("no notification_type enum")
+	}
+	for _, v := range notificationTypes {
+		body := edited(t, true, func(m map[string]any) { m["notification_type"] = v })
+		check(t, body, nil)
+		if r, _ := decodeReporting(t, body); !r.IsDeliveryReport() {
+			t.Errorf("notification_type %q is not taken for a delivery report", v)
+		}
+		// Every member the report requires is checked under each type.
+		check(t, edited(t, true, func(m map[string]any) { m["notification_type"] = v; delete(m, "currency") }),
+			[]ack.FieldError{{Field: "result.currency", Rule: "required"}})
+	}
+	if minimum := report.Properties["sequence_number"].Minimum; minimum == nil || *minimum != 1 {
+		t.Fatalf("sequence_number minimum %v, want 1", minimum)
+	}
+	check(t, edited(t, true, func(m map[string]any) { m["sequence_number"] = 1 }), nil)
+	check(t, edited(t, true, func(m map[string]any) { m["sequence_number"] = 0 }),
+		[]ack.FieldError{{Field: "result.sequence_number", Rule: "min"}})
+	currency := regexp.MustCompile(report.Properties["currency"].Pattern)
+	for _, c := range []string{"EUR", "usd", "Eur", "EU", "EURO", "E1R", "ÉUR"} {
+		refused := !currency.MatchString(c)
+		_, ve := decodeReporting(t, edited(t, true, func(m map[string]any) { m["currency"] = c }))
+		if (ve != nil) != refused || (ve != nil && (len(ve.Fields) != 1 || ve.Fields[0].Field != "result.currency")) {
+			t.Errorf("currency %q: field errors %v, want refused = %v", c, ve, refused)
+		}
+	}
+}

@@ -300,9 +300,19 @@ func wantInProgress(t *testing.T, resp *http.Response, out []byte) {
 
 // envelopeVector is one vector of webhook-receiver-envelope.json.
 type envelopeVector struct {
-	ID          string          `json:"id"`
-	SameEventAs string          `json:"same_event_as"`
-	Payload     json.RawMessage `json:"payload"`
+	ID            string          `json:"id"`
+	SameEventAs   string          `json:"same_event_as"`
+	ExpectedError string          `json:"expected_error"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// envelopeErrorFields is what each expected_error of the negative vectors
+// means as the fields the refusal must name, as the storyboard words it.
+// A vector with an expected_error not listed here fails the test.
+var envelopeErrorFields = map[string][]string{
+	"missing_envelope_fields": {"idempotency_key", "operation_id", "task_id", "task_type", "status", "timestamp"},
+	"missing_idempotency_key": {"idempotency_key"},
+	"invalid_envelope_status": {"status"},
 }
 
 func loadReportingVectors(t *testing.T) (positive, negative map[string]envelopeVector) {
@@ -402,8 +412,18 @@ func TestReportingStoryboard(t *testing.T) {
 		resp, out := b.post(t, v.Payload)
 		if s.expectError {
 			p := wantProblem(t, resp, out, http.StatusBadRequest, courier.CodeValidation)
-			if len(p.Errors) == 0 {
-				t.Fatalf("step %s: the refusal names no field: %s", s.id, out)
+			fields, ok := envelopeErrorFields[v.ExpectedError]
+			if !ok {
+				t.Fatalf("step %s: expected_error %q has no meaning in this test yet", s.id, v.ExpectedError)
+			}
+			named := map[string]bool{}
+			for _, e := range p.Errors {
+				named[e.Field] = true
+			}
+			for _, f := range fields {
+				if !named[f] {
+					t.Fatalf("step %s: the refusal does not name %s: %s", s.id, f, out)
+				}
 			}
 		} else {
 			wantOK(t, resp, out)

@@ -195,9 +195,9 @@ func (vr *vectorReceiver) stored(t *testing.T) (inbox, nonces int) {
 // an envelope next: the vectors' bodies lack members the envelope
 // requires (task_type, timestamp, and in 007 idempotency_key), so it is
 // refused 400 validation_failed, which is no signature error, with its
-// nonce remembered: the same signed request again is a replay. Vector 018
-// (a key holding its cap of live nonces: a million in the store) is the
-// replay cache's, checked by package store and signature.
+// nonce remembered: the same signed request again is a replay. For vector
+// 018 the key's count of live nonces in the store is raised to its cap
+// (1,000,000) first.
 func TestReportingSigningVectors(t *testing.T) {
 	t.Parallel()
 	keys := signingKeys(t)
@@ -241,11 +241,20 @@ func TestReportingSigningVectors(t *testing.T) {
 					if vec.ExpectedOutcome.Success || !strings.HasPrefix(string(code), "webhook_signature_") {
 						t.Fatalf("a negative vector that expects %+v", vec.ExpectedOutcome)
 					}
-					if vec.State.CapFilledFor != "" {
-						t.Skip("a key holding its cap of live nonces is the replay cache's to check")
-					}
 					vr := newVectorReceiver(t, vec, keys, pgAdmin)
 					wantNonces := 0
+					if kid := vec.State.CapFilledFor; kid != "" {
+						// The harness state: the key holds its cap of live
+						// nonces in the store. One request of its own, with a
+						// fresh nonce, records the first; the count is raised
+						// to the cap (1,000,000) as if the rest had come too.
+						resp, out := vr.send(t, freshlySigned(t, vec, kid))
+						wantProblem(t, resp, out, http.StatusBadRequest, courier.CodeValidation)
+						if _, err := vr.store.DB().ExecContext(t.Context(), "UPDATE courier_replay_counts SET n = n + 999999"); err != nil {
+							t.Fatal(err)
+						}
+						wantNonces = 1
+					}
 					if len(vec.State.ReplayCacheEntries) > 0 {
 						// The harness state: the pair was seen. The signature is
 						// otherwise valid, so the request itself records it.
@@ -265,4 +274,49 @@ func TestReportingSigningVectors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freshlySigned returns vec with its request signed anew, a fresh nonce
+// and all, by keys.json's private key kid at the vector's reference time.
+func freshlySigned(t *testing.T, vec signingVector, kid string) signingVector {
+	t.Helper()
+	b, err := os.ReadFile(signingTestdata + "keys.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct{ Keys []map[string]any }
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	var key signature.JWK
+	for _, k := range file.Keys {
+		if k["kid"] == kid {
+			k["d"] = k["_private_d_for_test_only"]
+			raw, _ := json.Marshal(k)
+			if key, err = signature.ParseJWK(raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	signer, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})
+	if err != nil {
+		t.Fatalf("key %q: %v", kid, err)
+	}
+	req, err := http.NewRequest(vec.Request.Method, vec.Request.URL, strings.NewReader(vec.Request.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", vec.Request.Headers["Content-Type"])
+	if err := signer.Sign(req, signature.Message{Body: []byte(vec.Request.Body), Time: time.Unix(vec.ReferenceNow, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	signed := vec
+	signed.Request.Headers = map[string]string{}
+	for k := range req.Header {
+		signed.Request.Headers[k] = req.Header.Get(k)
+	}
+	if signed.Request.Headers["Signature-Input"] == vec.Request.Headers["Signature-Input"] {
+		t.Fatal("signed anew with the vector's own nonce")
+	}
+	return signed
 }

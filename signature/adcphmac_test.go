@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier/internal/adcpvectors"
+
 	"github.com/courier-go/courier"
 )
 
@@ -146,18 +148,7 @@ func TestAdCPHMACRejectionVectors(t *testing.T) {
 	t.Parallel()
 	vecs := loadAdCPHMACVectors(t)
 	secret := adcpTestSecret(t, vecs.Secret)
-	want := map[string]courier.Code{
-		"truncated-signature":        courier.CodeSignatureMalformed,
-		"wrong-algorithm-prefix":     courier.CodeSignatureMalformed,
-		"empty-signature":            courier.CodeSignatureMissing,
-		"missing-signature":          courier.CodeSignatureMissing,
-		"timestamp-too-old":          courier.CodeSignatureTimestamp,
-		"timestamp-too-future":       courier.CodeSignatureTimestamp,
-		"non-numeric-timestamp":      courier.CodeSignatureMalformed,
-		"body-tampered":              courier.CodeSignatureMismatch,
-		"double-prefix":              courier.CodeSignatureMalformed,
-		"signer-spaced-wire-compact": courier.CodeSignatureMismatch,
-	}
+	want := adcpvectors.HMACRejectionCodes
 	for _, vec := range vecs.RejectionVectors {
 		t.Run(vec.ID, func(t *testing.T) {
 			t.Parallel()

@@ -245,9 +245,15 @@ func TestRFC9421NegativeVectors(t *testing.T) {
 			if vec.ExpectedOutcome.Success || !strings.HasPrefix(string(vec.ExpectedOutcome.ErrorCode), "webhook_signature_") {
 				t.Fatalf("negative vector expects %+v", vec.ExpectedOutcome)
 			}
+			checkedBase := false
 			for form, req := range vectorRequests(t, vec) {
 				for _, mode := range originModes {
 					v := vectorVerifier(t, vec, public, mode)
+					// A vector refused for a missing parameter carries the
+					// base signed before the parameter was dropped.
+					if vec.ExpectedOutcome.ErrorCode != courier.CodeWebhookParamsIncomplete {
+						checkedBase = checkNegativeVectorBase(t, form+", "+mode, vec, v, req) || checkedBase
+					}
 					_, err := v.Verify(context.Background(), req, []byte(vec.Request.Body))
 					if courier.CodeOf(err) != vec.ExpectedOutcome.ErrorCode {
 						t.Errorf("%s, %s: Verify = %v, want %s", form, mode, err, vec.ExpectedOutcome.ErrorCode)
@@ -257,8 +263,50 @@ func TestRFC9421NegativeVectors(t *testing.T) {
 					}
 				}
 			}
+			// A vector refused at step 1 (Signature-Input missing, or no
+			// structured field) gives no base a verifier can build; one
+			// refused at step 2 is skipped above. Every other is checked.
+			if !checkedBase && vec.ExpectedOutcome.ErrorCode != courier.CodeWebhookHeaderMalformed &&
+				vec.ExpectedOutcome.ErrorCode != courier.CodeWebhookParamsIncomplete {
+				t.Errorf("no signature base built for a vector refused at step %s", vec.ExpectedOutcome.ErrorCode)
+			}
 		})
 	}
+}
+
+// checkNegativeVectorBase builds the signature base of a negative vector's
+// request from its Signature-Input, as a verifier would before refusing
+// it, and compares it with the vector's expected_signature_base: the
+// refusal must come from the fault the vector plants, not from a base that
+// differs. It reports whether the Signature-Input was readable at all.
+func checkNegativeVectorBase(t *testing.T, name string, vec webhookVector, verifier Verifier, req *http.Request) bool {
+	t.Helper()
+	inputs, err := parseSFDictionary(strings.Join(req.Header.Values(headerSignatureInput), ", "))
+	if err != nil {
+		return false
+	}
+	input, ok := sfLookup(inputs, rFC9421Label)
+	if !ok || !input.isList {
+		return false
+	}
+	var components []string
+	for _, it := range input.list {
+		components = append(components, it.str)
+	}
+	var sp strings.Builder
+	serializeInnerList(&sp, input.list, input.params)
+	target, authority, err := verifier.(*rfc9421Verifier).receivedTarget(req)
+	if err != nil {
+		t.Fatalf("%s: target: %v", name, err)
+	}
+	base, err := signatureBase(components, sp.String(), baseRequest{method: req.Method, target: target, authority: authority, header: req.Header})
+	if err != nil {
+		t.Fatalf("%s: base: %v", name, err)
+	}
+	if base != vec.ExpectedSignatureBase {
+		t.Errorf("%s: signature base\n%s\nwant\n%s", name, base, vec.ExpectedSignatureBase)
+	}
+	return true
 }
 
 func TestRFC9421AppendixB(t *testing.T) {

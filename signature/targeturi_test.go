@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -29,6 +30,12 @@ func TestCanonicalTargetVectors(t *testing.T) {
 			if c.Reject {
 				if err == nil {
 					t.Fatalf("canonicalized to %q; want rejection (%s)", target, c.ExpectedErrorCode)
+				}
+				// The vectors' code is the request-signing profile's; a
+				// webhook verifier answers the same refusal with
+				// webhook_target_uri_malformed, which errTargetURI becomes.
+				if c.ExpectedErrorCode != "request_target_uri_malformed" || !errors.Is(err, errTargetURI) {
+					t.Fatalf("refused with %v; the vector expects %s", err, c.ExpectedErrorCode)
 				}
 				return
 			}

@@ -1,6 +1,7 @@
 // Package adcpvectors reads AdCP's RFC 9421 webhook-signing test vectors
 // (package signature's testdata/adcp/webhook-signing), for the tests of
-// the verifier and of the receivers that use it.
+// the verifier and of the receivers that use it, and names the codes
+// AdCP's legacy HMAC rejection vectors are refused with.
 package adcpvectors
 
 import (
@@ -64,4 +65,20 @@ func Load(t testing.TB, dir, kind string, want int) []Vector {
 		vecs[i].File = strings.TrimSuffix(filepath.Base(p), ".json")
 	}
 	return vecs
+}
+
+// HMACRejectionCodes is the code each rejection vector of AdCP's
+// webhook-hmac-sha256.json is refused with, by its id: the verifier's
+// and a Reporting receiver's (in its problem and WWW-Authenticate).
+var HMACRejectionCodes = map[string]courier.Code{
+	"truncated-signature":        courier.CodeSignatureMalformed,
+	"wrong-algorithm-prefix":     courier.CodeSignatureMalformed,
+	"empty-signature":            courier.CodeSignatureMissing,
+	"missing-signature":          courier.CodeSignatureMissing,
+	"timestamp-too-old":          courier.CodeSignatureTimestamp,
+	"timestamp-too-future":       courier.CodeSignatureTimestamp,
+	"non-numeric-timestamp":      courier.CodeSignatureMalformed,
+	"body-tampered":              courier.CodeSignatureMismatch,
+	"double-prefix":              courier.CodeSignatureMalformed,
+	"signer-spaced-wire-compact": courier.CodeSignatureMismatch,
 }
