@@ -80,3 +80,35 @@ func TestAdminRedriveRefusedByTheDatabaseIsAStoreFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminEndpointWriteRefusedByTheDatabaseIsAStoreFailure: a rule of
+// the database's (here a trigger) that refuses an endpoint's disable or
+// enable is no fault of the operator's request either: it is answered
+// 500 internal_error, as a refused redrive is, not 400.
+func TestAdminEndpointWriteRefusedByTheDatabaseIsAStoreFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, path string }{
+		{"a disable", "/api/endpoints/" + refA + "/disable"},
+		{"an enable", "/api/endpoints/" + refA + "/enable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAdmin(t, allowAll)
+			b.enqueue(t, "n-1", hookA)
+			if err := b.store.Endpoints.Disable(t.Context(), hookA); err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range []string{"INSERT", "UPDATE", "DELETE"} {
+				if _, err := b.store.DB().ExecContext(t.Context(), `CREATE TRIGGER refuse_`+strings.ToLower(op)+` BEFORE `+op+` ON courier_endpoints
+					BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp, body := b.do(t, "POST", tc.path, "", nil)
+			var p problem.Problem
+			if err := json.Unmarshal(body, &p); err != nil || resp.StatusCode != 500 || p.Code != courier.CodeInternal {
+				t.Errorf("%s the database refused answered %d %s (%v), want 500 internal_error", tc.name, resp.StatusCode, body, err)
+			}
+		})
+	}
+}

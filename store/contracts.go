@@ -38,7 +38,10 @@ type Contract struct {
 // endpoint is an absolute http or https URL, as commands are enqueued to
 // (CommandParams.Endpoint). Pinning another digest than the current one
 // while commands enqueued under it are unfinished holds the endpoint
-// back; pinning it again resumes.
+// back; pinning it again resumes. A write the database refuses by a rule
+// of its own (a trigger, a CHECK courier did not make) is
+// CodeInvalidArgument: the row holds the digest given, and another digest
+// may pass the rule.
 func (c *Contracts) Pin(ctx context.Context, endpoint, capabilitiesSHA256 string) error {
 	endpoint = normalEndpoint(endpoint)
 	if err := checkContract(endpoint, capabilitiesSHA256); err != nil {
@@ -112,7 +115,9 @@ type contractRow struct {
 // code contract_changed, and returns how many. Leased ones are in flight
 // and settle as usual. Claiming for the endpoint resumes once none is left.
 // An endpoint that is not an absolute http or https URL is
-// CodeInvalidArgument.
+// CodeInvalidArgument. A write the database refuses by a rule of its own
+// (a trigger, a CHECK courier did not make) is CodeInternal: the
+// endpoint was not at fault.
 func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, error) {
 	endpoint = normalEndpoint(endpoint)
 	if !validEndpoint(endpoint) {
@@ -120,7 +125,7 @@ func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, e
 	}
 	res, err := c.s.exec(ctx, c.s.writer, "contract_fail_mismatched", map[string]any{"endpoint": endpoint, "now": c.s.now()})
 	if err != nil {
-		return 0, wrapf(err, "fail mismatched")
+		return 0, wrapf(refusedByTheDatabase(err), "fail mismatched")
 	}
 	n, err := res.RowsAffected()
 	return int(n), wrapf(err, "fail mismatched")

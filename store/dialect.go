@@ -90,17 +90,31 @@ var errConstraint = fmt.Errorf("constraint violated: %w", courier.CodePayloadInv
 
 // refusedByTheDatabase returns err, from an operation whose writes the
 // caller's input does not shape (Redrive and Cancel move stored rows by
-// id), with a violated constraint made CodeInternal rather than
-// CodeInvalidArgument: a rule of the database's (a trigger, a CHECK of
-// someone else's) refused the write, and no other input would pass it.
+// id; Endpoints.Enable, Endpoints.Disable and Contracts.FailMismatched
+// write what courier decides for the endpoint named), with a violated
+// constraint made CodeInternal rather than CodeInvalidArgument: a rule of
+// the database's (a trigger, a CHECK of someone else's) refused the
+// write, and no other input would pass it. It is given the error before
+// the operation wraps it in words of its own: what it returns keeps the
+// query's name, not what err's chain held around it.
 func refusedByTheDatabase(err error) error {
-	var ce *courier.Error
-	if errors.As(err, &ce) && ce.Code == courier.CodeInvalidArgument && errors.Is(ce.Err, errConstraint) {
-		where := strings.TrimSuffix(err.Error(), ce.Error()) // "store: <query>: ", as interpret wrote it
-		return fmt.Errorf("%s%w", where, &courier.Error{Code: courier.CodeInternal, Msg: "the database refused the write: " + ce.Msg, Err: errConstraint})
+	var qe *queryError
+	if errors.As(err, &qe) && qe.err.Code == courier.CodeInvalidArgument {
+		return &queryError{query: qe.query, err: &courier.Error{Code: courier.CodeInternal, Msg: "the database refused the write: " + qe.err.Msg, Err: errConstraint}}
 	}
 	return err
 }
+
+// queryError is a violated constraint of the named query, as interpret
+// reports it: the query's name kept apart from the error, so that
+// refusedByTheDatabase can give the same query another code.
+type queryError struct {
+	query string
+	err   *courier.Error // its Err is errConstraint
+}
+
+func (e *queryError) Error() string { return "store: " + e.query + ": " + e.err.Error() }
+func (e *queryError) Unwrap() error { return e.err }
 
 // interpret translates driver errors at the store boundary, so no caller
 // imports a driver to inspect one: a driver's failure is
@@ -123,7 +137,7 @@ func (d *dialect) interpret(name string, err error) error {
 	case engine.ReadOnly:
 		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
 	case engine.Constraint:
-		return fmt.Errorf("store: %s: %w", name, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint})
+		return &queryError{query: name, err: &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint}}
 	}
 	if courier.CodeOf(err) != "" || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: %s: %w", name, err)

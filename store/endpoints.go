@@ -221,7 +221,9 @@ func (r endpointRow) health() EndpointHealth {
 // Enable closes an endpoint's breaker (an operator re-enabling it): its
 // pending deliveries flow again. Failed ones stay failed; see Redrive. An
 // endpoint that is not an absolute http or https URL is
-// CodeInvalidArgument.
+// CodeInvalidArgument. A write the database refuses by a rule of its own
+// (a trigger, a CHECK courier did not make) is CodeInternal: the
+// endpoint was not at fault.
 func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 	held := false
 	err := e.operate(ctx, "Enable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
@@ -244,7 +246,9 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 // an endpoint with no deliveries yet, to hold back those to come; one that
 // is not an absolute http or https URL is CodeInvalidArgument. Its
 // deliveries wait, and still end at their deadline (failed, expired) as
-// every delivery does.
+// every delivery does. A write the database refuses by a rule of its own
+// (a trigger, a CHECK courier did not make) is CodeInternal: the
+// endpoint was not at fault.
 func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 	return e.operate(ctx, "Disable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
 		from := old.State
@@ -258,7 +262,8 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 // until the transaction ends. It does so for each of the endpoint's
 // spellings (see spellings), in a transaction each, so that deliveries
 // stored under the one the operator named before endpoints were
-// normalized are held or released with the others.
+// normalized are held or released with the others. A write the database
+// refuses is CodeInternal (see refusedByTheDatabase).
 func (e *Endpoints) operate(ctx context.Context, verb, endpoint string, change func(tx *sqlx.Tx, old EndpointHealth) error) error {
 	if !validEndpoint(endpoint) {
 		return invalidArgument(verb + " endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
@@ -276,7 +281,7 @@ func (e *Endpoints) operate(ctx context.Context, verb, endpoint string, change f
 			return change(tx, old)
 		})
 		if err != nil {
-			return err
+			return refusedByTheDatabase(err)
 		}
 	}
 	return nil

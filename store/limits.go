@@ -72,7 +72,9 @@ func (l Limits) validate() error {
 // was starts with a full bucket; set again, the bucket keeps the tokens
 // it holds (up to the new Burst), so limits applied again, as each
 // instance of an application may as it starts, never grant a second
-// burst.
+// burst. A write the database refuses by a rule of its own (a trigger, a
+// CHECK courier did not make) is CodeInvalidArgument: the row holds the
+// limits given, and other limits may pass the rule.
 func (e *Endpoints) SetLimits(ctx context.Context, endpoint string, l Limits) error {
 	if !validEndpoint(endpoint) {
 		return invalidArgument("SetLimits endpoint must be an absolute http or https URL with a host, at most 2048 bytes")

@@ -167,7 +167,10 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 // up to date if it is still unsent, sent again if it was suppressed so,
 // and made anew for a new endpoint. Its tenant does not change: p.Tenant
 // must be the one it has (CodeInvalidArgument otherwise); to serve
-// another tenant, create a subscription under it. It runs inside tx when
+// another tenant, create a subscription under it. A write the database
+// refuses by a rule of its own (a trigger, a CHECK courier did not make)
+// is CodeInvalidArgument, as for Create: the row holds the settings given,
+// Paused among them, and others may pass the rule. It runs inside tx when
 // the caller has one; with a nil tx it writes on its own, through the
 // Store's writer (see Store.Begin).
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {

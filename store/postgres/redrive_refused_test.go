@@ -4,9 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/internal/storetest"
 )
 
 // TestRedriveRefusedByTheDatabaseIsInternal: a CHECK of the database's
@@ -121,4 +124,20 @@ func TestRedriveRefusedByATriggerIsInternal(t *testing.T) {
 	if err := s.Outbox.Cancel(ctx, pending.ID); courier.CodeOf(err) != courier.CodeInternal {
 		t.Errorf("Cancel refused by a trigger = %v; want internal_error", err)
 	}
+}
+
+// TestOperatorWritesRefusedByTheDatabase: a trigger's RAISE EXCEPTION
+// that refuses an operator's write is internal_error where the
+// operator's input did not shape the rows, as it is for Redrive and
+// Cancel (see storetest.RefusedWrites).
+func TestOperatorWritesRefusedByTheDatabase(t *testing.T) {
+	t.Parallel()
+	storetest.RefusedWrites(t, openPostgres, func(t *testing.T, db *sqlx.DB, table string) {
+		t.Helper()
+		if _, err := db.ExecContext(t.Context(), `CREATE FUNCTION refuse_write() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'the database refuses the write'; END $$;
+			CREATE TRIGGER refuse_write BEFORE INSERT OR UPDATE OR DELETE ON `+table+` FOR EACH ROW EXECUTE FUNCTION refuse_write()`); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -527,3 +527,19 @@ func TestAnInMemoryDatabaseIsRefused(t *testing.T) {
 		db.Close()
 	}
 }
+
+// TestOperatorWritesRefusedByTheDatabase: a trigger's RAISE(ABORT) that
+// refuses an operator's write is internal_error where the operator's
+// input did not shape the rows (see storetest.RefusedWrites).
+func TestOperatorWritesRefusedByTheDatabase(t *testing.T) {
+	t.Parallel()
+	storetest.RefusedWrites(t, func(t *testing.T) *sqlx.DB { return openSQLite(t) }, func(t *testing.T, db *sqlx.DB, table string) {
+		t.Helper()
+		for _, op := range []string{"INSERT", "UPDATE", "DELETE"} {
+			if _, err := db.ExecContext(t.Context(), `CREATE TRIGGER refuse_`+strings.ToLower(op)+` BEFORE `+op+` ON `+table+`
+				BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
