@@ -120,17 +120,33 @@ type keyedEvent struct {
 
 func (e keyedEvent) DedupeKey() string { return e.ID }
 
+// renamedVerifier is a Verifier of an application's own: v's, with the
+// Principal's Sender replaced by sender, which courier's verifiers refuse
+// to be configured with.
+type renamedVerifier struct {
+	v      signature.Verifier
+	sender string
+}
+
+func (r renamedVerifier) Verify(ctx context.Context, req *http.Request, body []byte) (signature.Principal, error) {
+	p, err := r.v.Verify(ctx, req, body)
+	p.Sender = r.sender
+	return p, err
+}
+
 // TestReceiverRefusesTextPostgreSQLCannotStore: a dedupe key the payload
 // carries is a token, checked before anything is written, so a NUL in it
-// is a 400 on both engines; a sender name the verifier is configured with
-// that PostgreSQL cannot store (a NUL) is refused the same on both
-// engines, where SQLite recorded it and PostgreSQL failed with a 503.
+// is a 400 on both engines; a sender name that PostgreSQL cannot store (a
+// NUL), which courier's verifiers refuse to be configured with but a
+// Verifier of the application's own may give, is refused the same on
+// both engines, where SQLite recorded it and PostgreSQL failed with a
+// 503.
 func TestReceiverRefusesTextPostgreSQLCannotStore(t *testing.T) {
 	t.Parallel()
 	onEachEngine(t, func(t *testing.T, s *store.Store) {
 		var calls atomic.Int32
 		serve := func(sender string) *httptest.Server {
-			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: bearerVerifier(t, sender)},
+			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: renamedVerifier{bearerVerifier(t, "partner"), sender}},
 				func(context.Context, *sqlx.Tx, keyedEvent) error { calls.Add(1); return nil })
 			if err != nil {
 				t.Fatal(err)

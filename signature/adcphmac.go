@@ -75,9 +75,9 @@ func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 // AdCPHMACVerifierConfig configures NewAdCPHMACVerifier.
 type AdCPHMACVerifierConfig struct {
 	// Sender names who holds these secrets; it is Principal.Sender, the
-	// name receivers record its requests under: 1-256 bytes (longer is a
-	// configuration error) of UTF-8 without NUL (receivers refuse other
-	// text). Required.
+	// name receivers record its requests under: 1-256 bytes of UTF-8
+	// without control characters (NUL, newline, tab, DEL or any other).
+	// A Sender that is not such text is a configuration error. Required.
 	Sender string
 	// Secrets are the accepted secrets; during a rotation hold the old and
 	// the new one. Required.

@@ -44,9 +44,9 @@ func (s *bearerSigner) Sign(req *http.Request, _ Message) error {
 // BearerVerifierConfig configures NewBearerVerifier.
 type BearerVerifierConfig struct {
 	// Sender names who holds these tokens; it is Principal.Sender, the
-	// name receivers record its requests under: 1-256 bytes (longer is a
-	// configuration error) of UTF-8 without NUL (receivers refuse other
-	// text). Required.
+	// name receivers record its requests under: 1-256 bytes of UTF-8
+	// without control characters (NUL, newline, tab, DEL or any other).
+	// A Sender that is not such text is a configuration error. Required.
 	Sender string
 	// Tokens are the accepted tokens; during a rotation hold the old and the
 	// new one. Required.

@@ -241,33 +241,7 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 // config_invalid naming the field, and takes one of 256 bytes.
 func TestVerifierSenderIsWhatAReceiverRecords(t *testing.T) {
 	t.Parallel()
-	swSecret, _, _ := swTestKeys(t, "k")
-	priv, err := GenerateJWK("k1", AlgEd25519)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := ParseSecret("s1", "0123456789abcdefghijklmnopqrstuvwxyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	constructors := map[string]func(sender string) error{
-		"StandardWebhooksVerifierConfig": func(sender string) error {
-			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: sender, Keys: []StandardWebhooksKey{swSecret}})
-			return err
-		},
-		"RFC9421VerifierConfig": func(sender string) error {
-			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: sender, Keys: []JWK{priv.Public()}, Origin: "https://buyer.example.com"})
-			return err
-		},
-		"AdCPHMACVerifierConfig": func(sender string) error {
-			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: sender, Secrets: []Secret{shared}})
-			return err
-		},
-		"BearerVerifierConfig": func(sender string) error {
-			_, err := NewBearerVerifier(BearerVerifierConfig{Sender: sender, Tokens: []Secret{shared}})
-			return err
-		},
-	}
+	constructors := senderConstructors(t)
 	refused := map[string]string{
 		"257 bytes":       strings.Repeat("s", 257),
 		"255 bytes and é": strings.Repeat("s", 255) + "é",
@@ -288,6 +262,76 @@ func TestVerifierSenderIsWhatAReceiverRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVerifierSenderIsText: a verifier took a Sender with a NUL byte,
+// another control character or bytes that are not UTF-8, and the
+// receivers refused every request from it (the Inbox records no NUL and
+// no invalid UTF-8). Every verifier constructor refuses such a Sender
+// with config_invalid naming the field, as it refuses an overlong one,
+// and takes text with spaces and letters of any script.
+func TestVerifierSenderIsText(t *testing.T) {
+	t.Parallel()
+	refused := map[string]string{
+		"NUL":          "acme\x00corp",
+		"newline":      "acme\ncorp",
+		"tab":          "acme\tcorp",
+		"DEL":          "acme\x7fcorp",
+		"C1 control":   "acme\u0085corp",
+		"not UTF-8":    "acme\xffcorp",
+		"cut rune":     "acme\xc3",
+		"only a NUL":   "\x00",
+		"escape first": "\x1b[31macme",
+	}
+	for cfg, build := range senderConstructors(t) {
+		t.Run(cfg, func(t *testing.T) {
+			t.Parallel()
+			for _, sender := range []string{"Acme Corp", "Åcme café", "アクメ", "acme/eu-1:prod"} {
+				if err := build(sender); err != nil {
+					t.Errorf("the Sender %q: %v", sender, err)
+				}
+			}
+			for name, sender := range refused {
+				err := build(sender)
+				if courier.CodeOf(err) != courier.CodeConfigInvalid || !strings.Contains(err.Error(), cfg+".Sender") {
+					t.Errorf("a Sender with %s: %v, want config_invalid naming %s.Sender", name, err, cfg)
+				}
+			}
+		})
+	}
+}
+
+// senderConstructors builds, for each verifier config by its name, a
+// verifier of that Sender, and returns the constructor's error.
+func senderConstructors(t *testing.T) map[string]func(sender string) error {
+	t.Helper()
+	swSecret, _, _ := swTestKeys(t, "k")
+	priv, err := GenerateJWK("k1", AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := ParseSecret("s1", "0123456789abcdefghijklmnopqrstuvwxyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]func(sender string) error{
+		"StandardWebhooksVerifierConfig": func(sender string) error {
+			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: sender, Keys: []StandardWebhooksKey{swSecret}})
+			return err
+		},
+		"RFC9421VerifierConfig": func(sender string) error {
+			_, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: sender, Keys: []JWK{priv.Public()}, Origin: "https://buyer.example.com"})
+			return err
+		},
+		"AdCPHMACVerifierConfig": func(sender string) error {
+			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: sender, Secrets: []Secret{shared}})
+			return err
+		},
+		"BearerVerifierConfig": func(sender string) error {
+			_, err := NewBearerVerifier(BearerVerifierConfig{Sender: sender, Tokens: []Secret{shared}})
+			return err
+		},
 	}
 }
 

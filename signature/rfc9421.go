@@ -200,9 +200,9 @@ func (m *jwkMaterial) verify(base, sig []byte) bool {
 // RFC9421VerifierConfig configures NewRFC9421Verifier.
 type RFC9421VerifierConfig struct {
 	// Sender names who signs with these keys; it is Principal.Sender, the
-	// name receivers record its requests under: 1-256 bytes (longer is a
-	// configuration error) of UTF-8 without NUL (receivers refuse other
-	// text). Required.
+	// name receivers record its requests under: 1-256 bytes of UTF-8
+	// without control characters (NUL, newline, tab, DEL or any other).
+	// A Sender that is not such text is a configuration error. Required.
 	Sender string
 	// Keys are the sender's published keys (its JWK Set), found by kid.
 	// Required unless LookupKey is set.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/courier-go/courier"
 )
@@ -101,15 +104,22 @@ func checkSecrets(cfg, sender, field string, secrets []Secret) error {
 // which holds at most 256 bytes.
 const maxSender = 256
 
-// checkSender refuses a verifier's Sender that is empty or longer than
-// maxSender bytes: no receiver could record it, so every request from it
-// would be refused.
+// checkSender refuses a verifier's Sender that is empty, longer than
+// maxSender bytes, not UTF-8 or holding a NUL: no receiver could record
+// it, so every request from it would be refused. It refuses the other
+// control characters too (C0, DEL and C1): a Sender names who signs, in
+// receivers' records and logs, where one would read as the end of a line
+// or a terminal's escape.
 func checkSender(cfg, sender string) error {
 	switch {
 	case sender == "":
 		return configError(cfg + ".Sender is empty")
 	case len(sender) > maxSender:
 		return configError(fmt.Sprintf("%s.Sender is longer than %d bytes", cfg, maxSender))
+	case !utf8.ValidString(sender):
+		return configError(cfg + ".Sender is not UTF-8")
+	case strings.ContainsFunc(sender, unicode.IsControl):
+		return configError(cfg + ".Sender holds a control character")
 	}
 	return nil
 }

@@ -123,9 +123,9 @@ func (s *standardWebhooksSigner) Sign(req *http.Request, m Message) error {
 // StandardWebhooksVerifierConfig configures NewStandardWebhooksVerifier.
 type StandardWebhooksVerifierConfig struct {
 	// Sender names who signs with these keys; it is Principal.Sender, the
-	// name receivers record its requests under: 1-256 bytes (longer is a
-	// configuration error) of UTF-8 without NUL (receivers refuse other
-	// text). Required.
+	// name receivers record its requests under: 1-256 bytes of UTF-8
+	// without control characters (NUL, newline, tab, DEL or any other).
+	// A Sender that is not such text is a configuration error. Required.
 	Sender string
 	// Keys are the accepted keys: "whsec_" secrets and "whpk_" public keys (a
 	// "whsk_" private key is accepted and only its public half is kept).
