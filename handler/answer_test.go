@@ -634,7 +634,8 @@ func TestAClientGoneIsNoFailure(t *testing.T) {
 			}
 			t.Run(when, func(t *testing.T) {
 				var logs logtest.Records
-				e := target.open(t, anyOptions{logger: slog.New(&logs), app: func(ctx context.Context) error {
+				var events []handler.Event
+				e := target.open(t, anyOptions{logger: slog.New(&logs), hook: func(e handler.Event) { events = append(events, e) }, app: func(ctx context.Context) error {
 					ctx.Value(requestCancelKey{}).(context.CancelFunc)() // the client goes away
 					return fmt.Errorf("calling a service: %w", ctx.Err())
 				}})
@@ -659,6 +660,12 @@ func TestAClientGoneIsNoFailure(t *testing.T) {
 						t.Logf("%s %s %v", r.Level, r.Message, attrs(r))
 					}
 					t.Fatalf("%d log records; want one at Info with the answer's status and code", len(recs))
+				}
+				// The Event says what was answered, as Event's doc says:
+				// failed, with the answer's status and code.
+				want := handler.Event{Outcome: handler.OutcomeFailed, Status: rec.Code, Code: problemOf(t, rec).Code}
+				if len(events) != 1 || events[0] != want {
+					t.Fatalf("events %+v; want one, %+v", events, want)
 				}
 			})
 		}

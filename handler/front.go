@@ -29,6 +29,18 @@ const (
 
 // Event reports one answered request, for metrics: its status, what
 // became of it and the problem's code (empty for a success). No content.
+//
+// It reports the answer, not whose fault it was. A request whose client
+// went away once its body had arrived (net/http ends the request's
+// context when the connection closes) and that ended with it is reported
+// as it was answered: Outcome failed, Status 503 with Code
+// internal_error when a store call ended with the context, or 500 with
+// handler_failed when the application's function returned the context's
+// error, although neither the store nor the application failed. So a
+// count of failed Events counts clients' timeouts and hang-ups too; the
+// Logger's line tells them apart (at Info, not Error; see the package
+// doc). One whose client went away mid-body is rejected, 400
+// invalid_argument.
 type Event struct {
 	Outcome string
 	Status  int
