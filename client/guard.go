@@ -268,7 +268,7 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		// The body of a protocol switch is the connection, in use until
 		// it is closed, and must stay writable.
-		resp.Body = &countedSwitch{ReadWriteCloser: rwc, count: counted{n: &t.inflight}}
+		resp.Body = countedSwitch{&countedBody{ReadCloser: rwc, count: counted{n: &t.inflight}}, rwc}
 		return resp, nil
 	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, count: counted{n: &t.inflight}}
@@ -314,16 +314,10 @@ func (b *countedBody) Close() error {
 }
 
 // countedSwitch is the body of a protocol switch (101), the connection
-// itself, its request counted in a guardTransport's inflight until it is
-// closed.
+// itself: a countedBody that can be written to.
 type countedSwitch struct {
-	io.ReadWriteCloser
-	count counted
-}
-
-func (b *countedSwitch) Close() error {
-	b.count.done()
-	return b.ReadWriteCloser.Close()
+	*countedBody
+	io.Writer
 }
 
 // counted is one of the things n counts, taken off it once, however
