@@ -91,10 +91,11 @@ var errConstraint = fmt.Errorf("constraint violated: %w", courier.CodePayloadInv
 // refusedByTheDatabase returns err, from an operation whose writes the
 // caller's input does not shape (Redrive and Cancel move stored rows by
 // id; Endpoints.Enable, Endpoints.Disable and Contracts.FailMismatched
-// write what courier decides for the endpoint named), with a violated
-// constraint made CodeInternal rather than CodeInvalidArgument: a rule of
-// the database's (a trigger, a CHECK of someone else's) refused the
-// write, and no other input would pass it. It is given the error before
+// write what courier decides for the endpoint named; the Inbox records a
+// key checkKey let through), with a violated constraint made CodeInternal
+// rather than CodeInvalidArgument: a rule of the database's (a trigger, a
+// CHECK of someone else's) refused the write, and no other input would
+// pass it. It is given the error before
 // the operation wraps it in words of its own: what it returns keeps the
 // query's name, not what err's chain held around it.
 func refusedByTheDatabase(err error) error {

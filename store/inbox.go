@@ -13,7 +13,11 @@ import (
 )
 
 // Inbox is the receiver side's dedupe table: one record per (sender,
-// dedupe key), holding the payload digest and the Ack answered.
+// dedupe key), holding the payload digest and the Ack answered. Its
+// writes are courier's, of a key checkKey let through: one the database
+// refuses by a rule of its own (an application's trigger on the table) is
+// CodeInternal (refusedByTheDatabase), a store failure a receiver answers
+// 503 for, never the CodeInvalidArgument of a caller's input.
 type Inbox struct{ s *Store }
 
 // Record records k inside the caller's transaction tx, or reports what is
@@ -59,7 +63,7 @@ func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now
 	args["status"], args["now"] = status, now
 	res, err := in.s.exec(ctx, tx, "inbox_insert", args)
 	if err != nil {
-		return protocol.Receipt{}, "", err
+		return protocol.Receipt{}, "", refusedByTheDatabase(err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 1 {
 		return protocol.Receipt{Fresh: true, Token: now}, "", nil
@@ -117,7 +121,7 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 	args["now"] = in.s.now()
 	res, err := in.s.exec(ctx, tx, "inbox_complete", args)
 	if err != nil {
-		return err
+		return refusedByTheDatabase(err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n != 1 {
 		return &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: inbox key is not being processed"}
@@ -198,7 +202,7 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 			"now": now, "stale_before": now - stale.Microseconds(),
 		}, &tokens)
 		if err != nil || len(tokens) == 0 {
-			return err
+			return refusedByTheDatabase(err)
 		}
 		c, r = protocol.InboxClaim{Key: k, Token: tokens[0]}, protocol.Receipt{Fresh: true}
 		return nil
@@ -220,7 +224,7 @@ func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxCla
 	args["now"], args["token"] = in.s.now(), c.Token
 	res, err := in.s.exec(ctx, tx, "inbox_complete_claimed", args)
 	if err != nil {
-		return err
+		return refusedByTheDatabase(err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n != 1 {
 		return errLeaseLost
@@ -232,5 +236,5 @@ func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxCla
 // sender's retry processes the notification again.
 func (in *Inbox) releaseClaim(ctx context.Context, c protocol.InboxClaim) error {
 	_, err := in.s.exec(ctx, in.s.writer, "inbox_release_claimed", map[string]any{"sender": c.Key.Sender, "dedupe_key": c.Key.Key, "token": c.Token})
-	return err
+	return refusedByTheDatabase(err)
 }
