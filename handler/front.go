@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime"
+
+	"github.com/courier-go/courier/internal/recovered"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
@@ -117,40 +118,12 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	ow := &outcomeWriter{ResponseWriter: w}
 	r, span := f.startServer(r)
-	if v, panicked := panicOf(func() { next(ow, r) }); panicked {
+	if v, _, panicked := recovered.Run(func() { next(ow, r) }); panicked {
 		ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
 		f.report(r, ow, span)
 		panic(v)
 	}
 	f.report(r, ow, span)
-}
-
-// panicOf runs fn and returns what it panicked with, if it panicked; if
-// fn ends its goroutine (runtime.Goexit), so does panicOf. A nil from
-// recover is a panic too: panic(nil) where GODEBUG's panicnil=1 lets
-// recover return nil. It is given back as a *runtime.PanicNilError, what
-// Go raises for panic(nil) by default, so that whoever recovers it next
-// takes it for the panic it is. Goexit is told apart by what follows the
-// recover: after a panic, recovered, fn's caller runs on; after Goexit,
-// nothing of it does.
-func panicOf(fn func()) (v any, panicked bool) {
-	returned := false
-	func() {
-		defer func() {
-			if !returned {
-				v = recover()
-			}
-		}()
-		fn()
-		returned = true
-	}()
-	if returned {
-		return nil, false
-	}
-	if v == nil {
-		v = new(runtime.PanicNilError)
-	}
-	return v, true
 }
 
 // report logs a refused or failed answer, hands its Event to the hook and

@@ -7,8 +7,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"runtime"
-	"runtime/debug"
+
+	"github.com/courier-go/courier/internal/recovered"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/logkey"
@@ -35,27 +35,12 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tw := &trackingWriter{ResponseWriter: w}
 			outer := w.Header().Clone() // what next found, restored for the 500
-			returned := false
-			var v any
-			var stack []byte
-			func() {
-				defer func() {
-					if !returned {
-						v, stack = recover(), debug.Stack() // the stack of the panic, not yet unwound
-					}
-				}()
-				next.ServeHTTP(tw, r)
-				returned = true
-			}()
-			// After runtime.Goexit in next (t.FailNow, say) nothing here
-			// runs: only a panic, recovered, gets this far without next
-			// returning, panic(nil) too, which GODEBUG panicnil=1 lets
-			// recover return as nil.
-			if returned {
+			// After runtime.Goexit in next (t.FailNow, say) Run does not
+			// return: only a panic, recovered, gets past it without next
+			// returning, panic(nil) too (see recovered.Run).
+			v, stack, panicked := recovered.Run(func() { next.ServeHTTP(tw, r) })
+			if !panicked {
 				return
-			}
-			if v == nil {
-				v = new(runtime.PanicNilError)
 			}
 			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(v)
