@@ -274,12 +274,7 @@ func TestTransactionsBegunOnTheStoreReadTheClockAgain(t *testing.T) {
 func TestAClockThatWentBackIsReadAgainAfterAFailedReading(t *testing.T) {
 	t.Parallel()
 	c := setupClock(t)
-	local := newSkewed(0)
-	resumed := c.open(t, store.Config{}, local.Now)
-	other := c.open(t, store.Config{}, time.Now)
-	c.enqueueOverdue(t, "n-1")
-
-	local.offset.Store(int64(-time.Hour))
+	resumed, other := c.resumedAnHourBehind(t)
 	cancelled, cancel := context.WithCancel(c.ctx)
 	cancel()
 	if _, err := protocol.For(resumed).Claim(cancelled, protocol.ClaimParams{Owner: "resumed", Limit: 10, Lease: time.Minute}); err == nil {
@@ -296,12 +291,7 @@ func TestAClockThatWentBackIsReadAgainAfterAFailedReading(t *testing.T) {
 func TestAClockThatWentBackIsNotUsedWhileReadAgain(t *testing.T) {
 	t.Parallel()
 	c := setupClock(t)
-	local := newSkewed(0)
-	resumed := c.open(t, store.Config{}, local.Now)
-	other := c.open(t, store.Config{}, time.Now)
-	c.enqueueOverdue(t, "n-1")
-
-	local.offset.Store(int64(-time.Hour))
+	resumed, other := c.resumedAnHourBehind(t)
 	waiting := make(chan struct{}, 1)
 	release := store.HoldClock(resumed, func() { // a settle's reading under way
 		select {
@@ -320,6 +310,20 @@ func TestAClockThatWentBackIsNotUsedWhileReadAgain(t *testing.T) {
 	}
 	release()
 	<-done
+}
+
+// resumedAnHourBehind opens two Stores on the database, one of them on a
+// host whose clock then goes an hour back (a suspended host resuming, its
+// monotonic clock behind by the pause), after one overdue delivery, n-1,
+// is enqueued: it returns that one and the other.
+func (c clockSetup) resumedAnHourBehind(t *testing.T) (resumed, other *store.Store) {
+	t.Helper()
+	local := newSkewed(0)
+	resumed = c.open(t, store.Config{}, local.Now)
+	other = c.open(t, store.Config{}, time.Now)
+	c.enqueueOverdue(t, "n-1")
+	local.offset.Store(int64(-time.Hour))
+	return resumed, other
 }
 
 // claimedOnceOnTheDatabasesClock fails t unless a claim by s leases the

@@ -90,14 +90,7 @@ func TestTheToolBesideARunningApplication(t *testing.T) {
 	defer cancel()
 	db, s := migrated(t)
 
-	keys := couriertest.StandardWebhooksKeys("app")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, procNote) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := couriertest.NewServer(rcv, nil)
-	defer srv.Close()
+	keys, srv := appReceiver(t, s)
 	var logged bytes.Buffer
 	var logMu sync.Mutex
 	w, err := client.NewWorker(client.Config{Store: s, Signer: keys.Signer, Transport: srv.Guard().Transport(),
@@ -223,14 +216,7 @@ func TestWorkFromAnotherProcessIsDeliveredAtThePoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang fails, it does not block
 	defer cancel()
 	db, s := migrated(t)
-	keys := couriertest.StandardWebhooksKeys("app")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, procNote) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := couriertest.NewServer(rcv, nil)
-	defer srv.Close()
+	keys, srv := appReceiver(t, s)
 	enqueueTo(t, s, "failed-1", srv.URL)
 	failAll(t, s)
 
@@ -310,14 +296,7 @@ func TestAWriteLockHeldByAnotherProcessPastTheBusyTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang fails, it does not block
 	defer cancel()
 	db, s := migrated(t)
-	keys := couriertest.StandardWebhooksKeys("app")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, procNote) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := couriertest.NewServer(rcv, nil)
-	defer srv.Close()
+	keys, srv := appReceiver(t, s)
 
 	locker := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
 	locker.Env = append(os.Environ(), procRoleEnv+"=locker", procDBEnv+"="+db)
@@ -418,4 +397,20 @@ func TestTheToolConfiguresItsConnectionsAsTheApplication(t *testing.T) {
 	if want := (settings{"wal", 1, 2, 0}); writer != want {
 		t.Errorf("the tool's writer: %+v, want %+v", writer, want)
 	}
+}
+
+// appReceiver serves the application's receiver of notes on s over
+// loopback, closed when t ends, and returns the keys its sender signs
+// with and its server.
+func appReceiver(t *testing.T, s *store.Store) (couriertest.Keys, *couriertest.Server) {
+	t.Helper()
+	keys := couriertest.StandardWebhooksKeys("app")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
+		func(context.Context, *sqlx.Tx, procNote) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := couriertest.NewServer(rcv, nil)
+	t.Cleanup(srv.Close)
+	return keys, srv
 }

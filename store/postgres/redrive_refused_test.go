@@ -20,48 +20,23 @@ import (
 func TestRedriveRefusedByTheDatabaseIsInternal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := openPostgres(t)
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, db, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	p := protocol.For(s)
-	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claimed %d, %v", len(claimed), err)
-	}
-	if _, err := p.Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400}); err != nil {
-		t.Fatal(err)
-	}
+	db, s, failed := oneFailedDelivery(t, "n-1")
 	if _, err := db.ExecContext(ctx, `ALTER TABLE courier_outbox ADD CONSTRAINT refuse_retries
 		CHECK (status IN ('failed', 'succeeded') OR attempts = 0) NOT VALID`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: claimed[0].DeliveryID})
+	n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: failed})
 	if courier.CodeOf(err) != courier.CodeInternal || n != 0 {
 		t.Errorf("Redrive refused by a CHECK = %d, %v; want internal_error", n, err)
 	}
-	if err := s.Outbox.Cancel(ctx, claimed[0].DeliveryID); courier.CodeOf(err) != courier.CodeInternal {
+	if err := s.Outbox.Cancel(ctx, failed); courier.CodeOf(err) != courier.CodeInternal {
 		t.Errorf("Cancel refused by a CHECK = %v; want internal_error", err)
 	}
 	// An enqueue's own row is its caller's: refused, it stays invalid_argument.
 	if _, err := db.ExecContext(ctx, `ALTER TABLE courier_outbox ADD CONSTRAINT refuse_enqueues CHECK (notification_id <> 'n-2') NOT VALID`); err != nil {
 		t.Fatal(err)
 	}
-	tx, err = s.Begin(ctx)
+	tx, err := s.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,40 +55,13 @@ func TestRedriveRefusedByTheDatabaseIsInternal(t *testing.T) {
 func TestRedriveRefusedByATriggerIsInternal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := openPostgres(t)
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, db, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"n-1", "n-2"} {
-		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	p := protocol.For(s)
-	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claimed %d, %v", len(claimed), err)
-	}
-	if _, err := p.Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400}); err != nil {
-		t.Fatal(err)
-	}
+	db, s, failed := oneFailedDelivery(t, "n-1", "n-2")
 	if _, err := db.ExecContext(ctx, `CREATE FUNCTION refuse_write() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'the database refuses the write'; END $$;
 		CREATE TRIGGER refuse_write BEFORE UPDATE OR DELETE ON courier_outbox FOR EACH ROW EXECUTE FUNCTION refuse_write()`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: claimed[0].DeliveryID})
+	n, err := s.Outbox.Redrive(ctx, store.RedriveParams{ID: failed})
 	if courier.CodeOf(err) != courier.CodeInternal || n != 0 {
 		t.Errorf("Redrive refused by a trigger = %d, %v; want internal_error", n, err)
 	}
@@ -140,4 +88,41 @@ func TestOperatorWritesRefusedByTheDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// oneFailedDelivery migrates a fresh database, opens a Store on it,
+// enqueues a delivery for each id, and claims and fails the first: it
+// returns the database, the Store and the failed delivery's id.
+func oneFailedDelivery(t *testing.T, ids ...string) (*sqlx.DB, *store.Store, int64) {
+	t.Helper()
+	ctx := t.Context()
+	db := openPostgres(t)
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	p := protocol.For(s)
+	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	if _, err := p.Settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 400}); err != nil {
+		t.Fatal(err)
+	}
+	return db, s, claimed[0].DeliveryID
 }
