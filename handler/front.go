@@ -7,13 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/courier-go/courier/internal/recovered"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"

@@ -6,20 +6,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/adcpvectors"
-
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/adcpvectors"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -29,17 +27,6 @@ import (
 // with their LICENSE), which package signature's tests check the verifier
 // and the signer against.
 const hmacVectorsPath = "../signature/testdata/adcp/webhook-hmac-sha256.json"
-
-// hmacVector is one vector, or rejection vector, of hmacVectorsPath.
-type hmacVector struct {
-	ID                string          `json:"id"`
-	Timestamp         json.RawMessage `json:"timestamp"` // a number, or a string in a rejection vector
-	RawBody           string          `json:"raw_body"`
-	ExpectedSignature string          `json:"expected_signature"`
-	ExpectedAction    string          `json:"expected_verifier_action"`
-	Signature         *string         `json:"signature"` // null means absent
-	CurrentTime       *int64          `json:"current_time"`
-}
 
 // postHMACVector posts body with the legacy headers to a Reporting
 // receiver whose AdCP HMAC verifier holds the vectors' secret and reads
@@ -101,36 +88,11 @@ func postHMACVector(t *testing.T, secret string, now int64, timestamp string, si
 // the problem and in WWW-Authenticate.
 func TestReportingAdCPHMACVectors(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(hmacVectorsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Secret           string       `json:"secret"`
-		Vectors          []hmacVector `json:"vectors"`
-		RejectionVectors []hmacVector `json:"rejection_vectors"`
-	}
-	if err := json.Unmarshal(b, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Vectors) != 15 || len(file.RejectionVectors) != 10 {
-		t.Fatalf("%d vectors and %d rejection vectors, want 15 and 10", len(file.Vectors), len(file.RejectionVectors))
-	}
-	timestamp := func(t *testing.T, v hmacVector) string {
-		var n int64
-		if err := json.Unmarshal(v.Timestamp, &n); err == nil {
-			return strconv.FormatInt(n, 10)
-		}
-		var s string
-		if err := json.Unmarshal(v.Timestamp, &s); err != nil {
-			t.Fatalf("timestamp %s", v.Timestamp)
-		}
-		return s
-	}
+	file := adcpvectors.LoadHMAC(t, hmacVectorsPath)
 	for _, vec := range file.Vectors {
 		t.Run(vec.ID, func(t *testing.T) {
 			t.Parallel()
-			ts := timestamp(t, vec)
+			ts := vec.TimestampText(t)
 			now, err := strconv.ParseInt(ts, 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +127,7 @@ func TestReportingAdCPHMACVectors(t *testing.T) {
 			if vec.CurrentTime != nil {
 				now = *vec.CurrentTime
 			}
-			resp, out, calls := postHMACVector(t, file.Secret, now, timestamp(t, vec), vec.Signature, []byte(vec.RawBody))
+			resp, out, calls := postHMACVector(t, file.Secret, now, vec.TimestampText(t), vec.Signature, []byte(vec.RawBody))
 			wantProblem(t, resp, out, http.StatusUnauthorized, code)
 			if got := resp.Header.Get("WWW-Authenticate"); got != `Signature error="`+string(code)+`"` {
 				t.Fatalf("WWW-Authenticate %q", got)

@@ -8,11 +8,10 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/courier-go/courier/internal/recovered"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/recovered"
 )
 
 // Recover turns a panic in next (panic(nil) too, whatever GODEBUG's

@@ -2,75 +2,21 @@ package signature
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/adcpvectors"
-
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/adcpvectors"
 )
 
 const adcpHMACVectorsPath = "testdata/adcp/webhook-hmac-sha256.json"
 
-type adcpHMACVector struct {
-	ID                string          `json:"id"`
-	Timestamp         json.RawMessage `json:"timestamp"` // a number, or a string in a rejection vector
-	RawBody           string          `json:"raw_body"`
-	ExpectedSignature string          `json:"expected_signature"`
-	ExpectedAction    string          `json:"expected_verifier_action"`
-	Signature         *string         `json:"signature"` // rejection vectors; null means absent
-	CurrentTime       *int64          `json:"current_time"`
-}
-
-type adcpHMACVectors struct {
-	Secret           string           `json:"secret"`
-	Vectors          []adcpHMACVector `json:"vectors"`
-	RejectionVectors []adcpHMACVector `json:"rejection_vectors"`
-	SecretRejections []struct {
-		Description string `json:"description"`
-		Secret      string `json:"secret"`
-	} `json:"secret_rejection_vectors"`
-	SignerSide struct {
-		RejectionVectors []struct {
-			ID   string `json:"id"`
-			Body string `json:"signer_input_body"`
-		} `json:"rejection_vectors"`
-		PositiveVectors []struct {
-			ID   string `json:"id"`
-			Body string `json:"signer_input_body"`
-		} `json:"positive_vectors"`
-	} `json:"signer_side"`
-}
-
-func loadAdCPHMACVectors(t *testing.T) adcpHMACVectors {
+func loadAdCPHMACVectors(t *testing.T) adcpvectors.HMACVectors {
 	t.Helper()
-	var v adcpHMACVectors
-	loadJSON(t, adcpHMACVectorsPath, &v)
-	if len(v.Vectors) != 15 || len(v.RejectionVectors) != 10 || len(v.SecretRejections) != 4 ||
-		len(v.SignerSide.RejectionVectors) != 4 || len(v.SignerSide.PositiveVectors) != 1 {
-		t.Fatalf("%s: got %d vectors, %d rejection, %d secret rejection, %d/%d signer-side; want 15, 10, 4, 4/1",
-			adcpHMACVectorsPath, len(v.Vectors), len(v.RejectionVectors), len(v.SecretRejections),
-			len(v.SignerSide.RejectionVectors), len(v.SignerSide.PositiveVectors))
-	}
-	return v
-}
-
-// timestampText returns the vector's timestamp as the header carries it.
-func (v adcpHMACVector) timestampText(t *testing.T) string {
-	t.Helper()
-	var n int64
-	if err := json.Unmarshal(v.Timestamp, &n); err == nil {
-		return strconv.FormatInt(n, 10)
-	}
-	var s string
-	if err := json.Unmarshal(v.Timestamp, &s); err != nil {
-		t.Fatalf("%s: timestamp %s", v.ID, v.Timestamp)
-	}
-	return s
+	return adcpvectors.LoadHMAC(t, adcpHMACVectorsPath)
 }
 
 func adcpTestSecret(t *testing.T, value string) Secret {
@@ -102,7 +48,7 @@ func TestAdCPHMACVectors(t *testing.T) {
 	for _, vec := range vecs.Vectors {
 		t.Run(vec.ID, func(t *testing.T) {
 			t.Parallel()
-			ts, err := strconv.ParseInt(vec.timestampText(t), 10, 64)
+			ts, err := strconv.ParseInt(vec.TimestampText(t), 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +106,7 @@ func TestAdCPHMACRejectionVectors(t *testing.T) {
 			if vec.CurrentTime != nil {
 				now = *vec.CurrentTime
 			}
-			h := map[string][]string{headerAdCPTimestamp: {vec.timestampText(t)}}
+			h := map[string][]string{headerAdCPTimestamp: {vec.TimestampText(t)}}
 			if vec.Signature != nil {
 				h[headerAdCPSignature] = []string{*vec.Signature}
 			}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/courier-go/courier/internal/adcpvectors"
 )
 
 // Fuzz targets for every header parser. Seeds come from the conformance
@@ -179,7 +181,7 @@ func FuzzContentDigest(f *testing.F) {
 }
 
 func FuzzAdCPSignature(f *testing.F) {
-	var vecs adcpHMACVectors
+	var vecs adcpvectors.HMACVectors
 	loadJSON(f, adcpHMACVectorsPath, &vecs)
 	for _, v := range vecs.Vectors {
 		f.Add(v.ExpectedSignature)

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/testmain"
-
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/testmain"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
 )

@@ -4,12 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/courier-go/courier/internal/wire"
-
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/wire"
 )
 
 // Inbox is the receiver side's dedupe table: one record per (sender,

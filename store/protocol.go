@@ -10,7 +10,6 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
-
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store/internal/engine"
 )

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/logtest"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/testmain"
 	"github.com/courier-go/courier/signature"

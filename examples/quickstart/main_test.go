@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/logtest"
-
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )

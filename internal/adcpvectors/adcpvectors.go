@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,4 +82,73 @@ var HMACRejectionCodes = map[string]courier.Code{
 	"body-tampered":              courier.CodeSignatureMismatch,
 	"double-prefix":              courier.CodeSignatureMalformed,
 	"signer-spaced-wire-compact": courier.CodeSignatureMismatch,
+}
+
+// HMACVector is one vector, or rejection vector, of AdCP's
+// webhook-hmac-sha256.json.
+type HMACVector struct {
+	ID                string          `json:"id"`
+	Timestamp         json.RawMessage `json:"timestamp"` // a number, or a string in a rejection vector
+	RawBody           string          `json:"raw_body"`
+	ExpectedSignature string          `json:"expected_signature"`
+	ExpectedAction    string          `json:"expected_verifier_action"`
+	Signature         *string         `json:"signature"` // rejection vectors; null means absent
+	CurrentTime       *int64          `json:"current_time"`
+}
+
+// TimestampText returns the vector's timestamp as the header carries it.
+func (v HMACVector) TimestampText(t testing.TB) string {
+	t.Helper()
+	var n int64
+	if err := json.Unmarshal(v.Timestamp, &n); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	var s string
+	if err := json.Unmarshal(v.Timestamp, &s); err != nil {
+		t.Fatalf("%s: timestamp %s", v.ID, v.Timestamp)
+	}
+	return s
+}
+
+// HMACVectors is AdCP's webhook-hmac-sha256.json.
+type HMACVectors struct {
+	Secret           string       `json:"secret"`
+	Vectors          []HMACVector `json:"vectors"`
+	RejectionVectors []HMACVector `json:"rejection_vectors"`
+	SecretRejections []struct {
+		Description string `json:"description"`
+		Secret      string `json:"secret"`
+	} `json:"secret_rejection_vectors"`
+	SignerSide struct {
+		RejectionVectors []struct {
+			ID   string `json:"id"`
+			Body string `json:"signer_input_body"`
+		} `json:"rejection_vectors"`
+		PositiveVectors []struct {
+			ID   string `json:"id"`
+			Body string `json:"signer_input_body"`
+		} `json:"positive_vectors"`
+	} `json:"signer_side"`
+}
+
+// LoadHMAC reads the vectors at path, failing t unless the file holds
+// every vector it is known to: 15 vectors, 10 rejection vectors, 4
+// secret rejections, 4 and 1 of the signer's side.
+func LoadHMAC(t testing.TB, path string) HMACVectors {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v HMACVectors
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(v.Vectors) != 15 || len(v.RejectionVectors) != 10 || len(v.SecretRejections) != 4 ||
+		len(v.SignerSide.RejectionVectors) != 4 || len(v.SignerSide.PositiveVectors) != 1 {
+		t.Fatalf("%s: got %d vectors, %d rejection, %d secret rejection, %d/%d signer-side; want 15, 10, 4, 4/1",
+			path, len(v.Vectors), len(v.RejectionVectors), len(v.SecretRejections),
+			len(v.SignerSide.RejectionVectors), len(v.SignerSide.PositiveVectors))
+	}
+	return v
 }
