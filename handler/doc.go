@@ -92,8 +92,8 @@
 // record was pruned runs the function again. So does a replay of a
 // request signed with Standard Webhooks or AdCP HMAC, which carry no
 // nonce, while its timestamp is inside the verifier's tolerance: Prune
-// refuses a retention under 24 hours, which outlives a tolerance well
-// under 12 hours either way. Prune with an OlderThan
+// refuses a retention under 24 hours, which outlives the longest
+// tolerance a verifier takes, an hour, either way. Prune with an OlderThan
 // longer than the senders may send a delivery again after first
 // processing it: a courier sender's retry horizon (store.Config.RetryHorizon,
 // 72 hours, or the delivery's own Deadline, up to store.MaxHorizon)

@@ -83,13 +83,12 @@ type AdCPHMACVerifierConfig struct {
 	// the new one. Required.
 	Secrets []Secret
 	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way:
-	// at least one second, counted in whole seconds (a fraction is
-	// dropped); a negative one, or a positive one under a second, is a
+	// from one second to one hour, counted in whole seconds (a fraction is
+	// dropped); a negative one, one under a second or one over an hour is a
 	// configuration error. Defaults to 300 seconds (when zero). A request
 	// replayed within it is refused as a duplicate by the receiver's inbox
 	// record alone, which must then outlive twice the tolerance:
-	// store.Inbox.Prune keeps records at least 24 hours, so keep Tolerance
-	// well under 12 hours.
+	// store.Inbox.Prune keeps records at least 24 hours, hence the hour.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
@@ -122,8 +121,8 @@ func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (Verifier, error) {
 	if err := checkSecrets("AdCPHMACVerifierConfig", cfg.Sender, "Secrets", cfg.Secrets); err != nil {
 		return nil, err
 	}
-	if cfg.Tolerance < time.Second {
-		return nil, configError("AdCPHMACVerifierConfig.Tolerance is below one second")
+	if err := checkTolerance("AdCPHMACVerifierConfig", cfg.Tolerance); err != nil {
+		return nil, err
 	}
 	return &adcpHMACVerifier{
 		sender:    cfg.Sender,

@@ -12,9 +12,11 @@ import (
 )
 
 // TestToleranceBoundsAsDocumented: a Standard Webhooks or AdCP HMAC
-// verifier's Tolerance is zero for the default, or at least one second:
-// one second is taken, one nanosecond less is refused with config_invalid
-// naming the field, as is a negative one.
+// verifier's Tolerance is zero for the default, or from one second to one
+// hour: both ends are taken, one nanosecond less or one second more is
+// refused with config_invalid naming the field, as is a negative one and
+// one of 12 hours, which would let a request replayed after the inbox's
+// shortest retention run the application's function again.
 func TestToleranceBoundsAsDocumented(t *testing.T) {
 	t.Parallel()
 	swSecret, _, _ := swTestKeys(t, "k")
@@ -33,7 +35,7 @@ func TestToleranceBoundsAsDocumented(t *testing.T) {
 		for _, tc := range []struct {
 			tol time.Duration
 			ok  bool
-		}{{0, true}, {time.Second, true}, {12 * time.Hour, true}, {time.Second - 1, false}, {-time.Second, false}} {
+		}{{0, true}, {time.Second, true}, {time.Hour, true}, {time.Second - 1, false}, {time.Hour + time.Second, false}, {12 * time.Hour, false}, {-time.Second, false}} {
 			err := b(tc.tol)
 			switch {
 			case tc.ok && err != nil:

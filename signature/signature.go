@@ -124,6 +124,26 @@ func checkSender(cfg, sender string) error {
 	return nil
 }
 
+// maxTolerance is the most a Standard Webhooks or AdCP HMAC verifier's
+// Tolerance may be. Those requests carry no nonce: one replayed inside the
+// tolerance is refused by the receiver's inbox record alone, which must
+// outlive twice the tolerance, and store.Inbox.Prune keeps records at least
+// 24 hours. An hour keeps that margin wide for any sender whose clock is
+// merely wrong.
+const maxTolerance = time.Hour
+
+// checkTolerance refuses a verifier's Tolerance below one second or above
+// maxTolerance.
+func checkTolerance(cfg string, tolerance time.Duration) error {
+	switch {
+	case tolerance < time.Second:
+		return configError(cfg + ".Tolerance is below one second")
+	case tolerance > maxTolerance:
+		return configError(cfg + ".Tolerance is above one hour")
+	}
+	return nil
+}
+
 // configError returns the error of a constructor or parser refusing its
 // configuration: a case of courier.CodeConfigInvalid whose message names the
 // field. msg never carries key or secret bytes.

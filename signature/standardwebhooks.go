@@ -133,13 +133,12 @@ type StandardWebhooksVerifierConfig struct {
 	// of its signatures matches any key of the same version. Required.
 	Keys []StandardWebhooksKey
 	// Tolerance is how far webhook-timestamp may be from Now, either way:
-	// at least one second, counted in whole seconds (a fraction is
-	// dropped); a negative one, or a positive one under a second, is a
+	// from one second to one hour, counted in whole seconds (a fraction is
+	// dropped); a negative one, one under a second or one over an hour is a
 	// configuration error. Defaults to 5 minutes (when zero). A request
 	// replayed within it is refused as a duplicate by the receiver's inbox
 	// record alone, which must then outlive twice the tolerance:
-	// store.Inbox.Prune keeps records at least 24 hours, so keep Tolerance
-	// well under 12 hours.
+	// store.Inbox.Prune keeps records at least 24 hours, hence the hour.
 	Tolerance time.Duration
 	// Now is the verifier's clock. Defaults to time.Now.
 	Now func() time.Time
@@ -179,8 +178,8 @@ func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, 
 	if len(cfg.Keys) == 0 {
 		return nil, configError("StandardWebhooksVerifierConfig.Keys is empty")
 	}
-	if cfg.Tolerance < time.Second {
-		return nil, configError("StandardWebhooksVerifierConfig.Tolerance is below one second")
+	if err := checkTolerance("StandardWebhooksVerifierConfig", cfg.Tolerance); err != nil {
+		return nil, err
 	}
 	v := &standardWebhooksVerifier{cfg: cfg}
 	for i, k := range cfg.Keys {

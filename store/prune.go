@@ -13,8 +13,9 @@ const defaultPruneBatch = 1000
 // timestamp is inside the verifier's tolerance (5 minutes either way by
 // default), it is refused as a duplicate by its Inbox record alone, so the
 // record must outlive twice the tolerance, and the difference between the
-// store's clock and the verifier's. A day covers that for a tolerance
-// well under 12 hours, and is AdCP's least retention of dedupe records.
+// store's clock and the verifier's. A day covers that for the longest
+// tolerance a verifier takes (an hour), and is AdCP's least retention of
+// dedupe records.
 const minInboxRetention = 24 * time.Hour
 
 // PruneParams bounds a retention pass.

@@ -13,7 +13,7 @@
 //	courier keys   -db app.db
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
-//	courier verify -request captured.http [-sender name]
+//	courier verify -request captured.http [-sender name] [-tolerance 5m] [-at time]
 //
 // -db is a SQLite file path, or a PostgreSQL URL (postgres://…, the
 // scheme in any case) or keyword/value string (host=… dbname=…); no output

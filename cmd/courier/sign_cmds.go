@@ -186,15 +186,23 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	file := fs.String("request", "", "the captured request, as it came over the wire (method line, headers, body); - for stdin")
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whpk_ key (default: $COURIER_SECRET)")
 	sender := fs.String("sender", "sender", "the name the verified sender is reported by")
-	tolerance := fs.Duration("tolerance", 5*time.Minute, "how far the signed timestamp may be from now, at least 1s (raise it for an old capture)")
+	tolerance := fs.Duration("tolerance", 5*time.Minute, "how far the signed timestamp may be from -at, 1s to 1h")
+	at := fs.String("at", "", "the instant to verify as of, RFC 3339 (default: now); for an old capture, a moment after it was sent")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
+	now := time.Now
 	switch {
 	case *file == "":
 		return usageError(stderr, "courier verify: -request is required")
-	case *tolerance < time.Second: // the verifier takes 0 for its default
-		return usageError(stderr, "courier verify: -tolerance must be at least 1s")
+	case *tolerance < time.Second || *tolerance > time.Hour: // the verifier takes 0 for its default
+		return usageError(stderr, "courier verify: -tolerance must be from 1s to 1h")
+	case *at != "":
+		t, err := time.Parse(time.RFC3339, *at)
+		if err != nil {
+			return usageError(stderr, "courier verify: -at must be an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+		}
+		now = func() time.Time { return t }
 	}
 	var in io.Reader = os.Stdin
 	if *file != "-" {
@@ -220,7 +228,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	v, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{
-		Sender: *sender, Keys: []signature.StandardWebhooksKey{key.Public()}, Tolerance: *tolerance,
+		Sender: *sender, Keys: []signature.StandardWebhooksKey{key.Public()}, Tolerance: *tolerance, Now: now,
 	})
 	if err != nil {
 		return err

@@ -74,14 +74,55 @@ func TestSendRefusesAnIdNoReceiverAccepts(t *testing.T) {
 }
 
 // TestDurationsOutOfRangeAreUsageErrors: verify's -tolerance under a
-// second and send's -timeout not above zero are usage errors, exit 2:
-// -tolerance 0 verified within the default five minutes, as if it were
-// not given, and -timeout 0 sent nothing and failed, exit 1.
+// second or over an hour (the most a verifier takes), a malformed -at and
+// send's -timeout not above zero are usage errors, exit 2: -tolerance 0
+// verified within the default five minutes, as if it were not given, and
+// -timeout 0 sent nothing and failed, exit 1.
 func TestDurationsOutOfRangeAreUsageErrors(t *testing.T) {
 	t.Parallel()
+	capture, secretFile := signedCapture(t, time.Now().Add(-time.Minute))
+	mustRun(t, exitOK, "verify", "-request", capture, "-secret-file", secretFile) // signed a minute ago: within five
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "0"},
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "-1m"},
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "500ms"},
+		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "61m"},
+		{"verify", "-request", capture, "-secret-file", secretFile, "-at", "yesterday"},
+		{"send", "-url", srv.URL, "-secret-file", secretFile, "-allow-private", "-timeout", "0"},
+		{"send", "-url", srv.URL, "-secret-file", secretFile, "-allow-private", "-timeout", "-1s"},
+	} {
+		if code, out, errOut := courierRun(t, args...); code != exitUsage || out != "" || !strings.Contains(errOut, args[len(args)-2]) {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d naming %s", strings.Join(args, " "), code, out, errOut, exitUsage, args[len(args)-2])
+		}
+	}
+}
+
+// TestVerifyAnOldCaptureAsOfItsTime: a capture signed three days ago is
+// refused for its timestamp now, since no tolerance reaches that far, and
+// verified as of a minute after it was signed (-at).
+func TestVerifyAnOldCaptureAsOfItsTime(t *testing.T) {
+	t.Parallel()
+	signed := time.Now().Add(-72 * time.Hour).Truncate(time.Second)
+	capture, secretFile := signedCapture(t, signed)
+	if out := mustRun(t, exitBlocked, "verify", "-request", capture, "-secret-file", secretFile); !strings.Contains(out, "refused: signature_timestamp") {
+		t.Errorf("verify a capture three days old: %q, want refused: signature_timestamp", out)
+	}
+	at := signed.Add(time.Minute).UTC().Format(time.RFC3339)
+	if out := mustRun(t, exitOK, "verify", "-request", capture, "-secret-file", secretFile, "-at", at); !strings.Contains(out, "verified: sender sender") {
+		t.Errorf("verify -at %s: %q, want verified", at, out)
+	}
+}
+
+// signedCapture writes a notification request signed with Standard
+// Webhooks at the instant at, as it came over the wire, and its secret,
+// to files of their own; it returns their paths.
+func signedCapture(t *testing.T, at time.Time) (capture, secretFile string) {
+	t.Helper()
 	dir := t.TempDir()
 	secret := signature.NewStandardWebhooksSecret()
-	secretFile := filepath.Join(dir, "secret")
+	secretFile = filepath.Join(dir, "secret")
 	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -97,29 +138,16 @@ func TestDurationsOutOfRangeAreUsageErrors(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "http://r.example/notes", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Content-Length", strconv.Itoa(len(body))) // as it came over the wire
-	if err := signer.Sign(req, signature.Message{ID: "n-1", Body: []byte(body), Time: time.Now().Add(-time.Minute)}); err != nil {
+	if err := signer.Sign(req, signature.Message{ID: "n-1", Body: []byte(body), Time: at}); err != nil {
 		t.Fatal(err)
 	}
 	captured, err := httputil.DumpRequest(req, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	capture := filepath.Join(dir, "capture.http")
+	capture = filepath.Join(dir, "capture.http")
 	if err := os.WriteFile(capture, captured, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, exitOK, "verify", "-request", capture, "-secret-file", secretFile) // signed a minute ago: within five
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	defer srv.Close()
-	for _, args := range [][]string{
-		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "0"},
-		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "-1m"},
-		{"verify", "-request", capture, "-secret-file", secretFile, "-tolerance", "500ms"},
-		{"send", "-url", srv.URL, "-secret-file", secretFile, "-allow-private", "-timeout", "0"},
-		{"send", "-url", srv.URL, "-secret-file", secretFile, "-allow-private", "-timeout", "-1s"},
-	} {
-		if code, out, errOut := courierRun(t, args...); code != exitUsage || out != "" || !strings.Contains(errOut, args[len(args)-2]) {
-			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d naming %s", strings.Join(args, " "), code, out, errOut, exitUsage, args[len(args)-2])
-		}
-	}
+	return capture, secretFile
 }
