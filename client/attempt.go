@@ -47,6 +47,14 @@ const (
 	maxDrainWait = 50 * time.Millisecond
 )
 
+// maxStatus is the largest status an answer can carry: HTTP/1's status
+// line holds three digits (see try).
+const maxStatus = 999
+
+// errMalformedStatus is the error an answer whose status is not three
+// digits is judged with.
+var errMalformedStatus = errors.New("client: malformed answer: its status is not three digits")
+
 // try makes the attempt of c, claimed at claimedAt: it signs and sends
 // the request, then judges the answer: a 2xx by the delivery's profile,
 // anything else by the configured policy. Resolving the signer
@@ -183,6 +191,14 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return w.judge(ctx, c, nil, err), true
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode < 0 || resp.StatusCode > maxStatus {
+		// Over HTTP/2 the status is whatever digits the receiver wrote;
+		// HTTP/1's transport refuses a status line without three, as a
+		// malformed answer. Judged alike, it is a network error, and no
+		// status is recorded: one of any size, or a negative one, is no
+		// answer's, and does not fit the database's columns.
+		return w.judge(ctx, c, nil, &url.Error{Op: "Post", URL: endpoint.Redact(c.Endpoint), Err: errMalformedStatus}), true
+	}
 	*status = resp.StatusCode
 	// Every read of the answer ends with the attempt: the body is closed
 	// when ctx ends, which also reaches a read no deadline bounds.

@@ -200,22 +200,9 @@ func TestAClaimCutShortByCloseSendsNothing(t *testing.T) {
 // SQLite no wake-up ever comes from a closed Store, and on PostgreSQL a
 // database passed to Open stays open, its LISTEN connection with it.
 func TestAnIdleRunEndsWhenItsStoreCloses(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T) *store.Store
-	}{
-		{"sqlite", func(t *testing.T) *store.Store {
-			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}},
-		{"postgres", func(t *testing.T) *store.Store { return couriertest.PostgresStore(t, store.Config{}) }},
-	} {
+	for _, tc := range engines {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.open(t)
-			t.Cleanup(func() { s.Close() })
 			ignore := goleak.IgnoreCurrent()
 			w, err := client.NewWorker(client.Config{Store: s, Signer: newSigner(t), PollInterval: time.Hour})
 			if err != nil {

@@ -43,7 +43,8 @@ type Verdict struct {
 //
 //	no response: destination refused by the guard  fail   destination_forbidden
 //	             the attempt's timeout              retry  timeout
-//	             anything else (refused, reset)     retry  network_error
+//	             anything else (refused, reset,     retry  network_error
+//	             a status not of three digits)
 //	408, 425                                        retry  request_timeout
 //	429                                             retry  rate_limited
 //	500..599                                        retry  receiver_unavailable

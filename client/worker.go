@@ -171,7 +171,10 @@ type Config struct {
 	// Verify, is logged at Error and the attempt retried with code
 	// internal_error after DefaultBackoff: it never ends the process.
 	// The *url.Error it hears for a request that got no answer names the
-	// endpoint as the Logger does, without userinfo, path or query.
+	// endpoint as the Logger does, without userinfo, path or query. An
+	// answer whose status is not three digits (HTTP/2 lets a receiver
+	// write any) is heard as such an error too, as HTTP/1's transport
+	// gives it: no status outside 0..999 reaches Classify.
 	Classify func(resp *http.Response, err error) Verdict
 	// Backoff returns how long a delivery waits after its attempt-th
 	// attempt (1-based) failed and is retried; retryAfter is the

@@ -120,6 +120,11 @@ func validateOutcome(oc protocol.Outcome) error {
 		return invalidArgument("Outcome.Lease.Token must be a lease token")
 	case oc.RemoteCode != "" && !wire.IsCode(oc.RemoteCode):
 		return invalidArgument("Outcome.RemoteCode must be a code or empty")
+	case oc.HTTPStatus < 0 || oc.HTTPStatus > 999:
+		// An HTTP/1 status line holds three digits; a larger number does
+		// not fit PostgreSQL's integer columns (SQLite would keep it),
+		// and would fail the settle of every outcome batched with it.
+		return invalidArgument("Outcome.HTTPStatus must be 0 (none) or of three digits")
 	}
 	switch oc.Result {
 	case protocol.Succeeded:

@@ -130,7 +130,7 @@ type Outcome struct {
 	Lease      Lease
 	Result     Result
 	Code       courier.Code  // why, for every result but Succeeded
-	HTTPStatus int           // the receiver's status, 0 when none
+	HTTPStatus int           // the receiver's status, 0 when none: three digits at most, as HTTP/1 carries it (Settle refuses another)
 	RemoteCode courier.Code  // the receiver's own code from its problem+json refusal, "" when none
 	RetryDelay time.Duration // for Retry: how long until the next attempt
 	AckSHA256  string        // for Succeeded: digest of the verified Ack ("" without one)

@@ -846,6 +846,41 @@ func testClaimRefusesAnOwnerOutsideTheFormat(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testSettleRefusesAStatusNoAnswerCarries: an outcome's HTTP status is
+// 0 (none) or what an HTTP/1 status line holds, three digits; another
+// (one past 2^31 does not fit PostgreSQL's integer columns, and SQLite
+// kept it) is refused alone, on every engine, and the outcomes settled with it
+// are applied. On PostgreSQL it failed the whole settle, so that every
+// delivery in the batch stayed leased until its lease ran out.
+func testSettleRefusesAStatusNoAnswerCarries(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	b.enqueue(t, delivery("n-1"))
+	b.enqueue(t, delivery("n-2"))
+	c := b.claimCapped(t, "w", 2, 0)
+	if len(c) != 2 {
+		t.Fatalf("claimed %v, want n-1 and n-2", ids(c))
+	}
+	for _, status := range []int{-1, 1000, math.MaxInt} {
+		st, err := b.proto().Settle(b.ctx,
+			protocol.Outcome{Lease: c[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: status})
+		if err != nil || courier.CodeOf(st[0].Err) != courier.CodeInvalidArgument {
+			t.Errorf("settle with HTTP status %d = %+v, %v; want invalid_argument", status, st, err)
+		}
+	}
+	st, err := b.proto().Settle(b.ctx,
+		protocol.Outcome{Lease: c[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: math.MaxInt},
+		protocol.Outcome{Lease: c[1].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected, HTTPStatus: 999})
+	if err != nil || courier.CodeOf(st[0].Err) != courier.CodeInvalidArgument || st[1].Err != nil || st[1].Status != courier.StatusFailed {
+		t.Fatalf("settle of an outcome with HTTP status MaxInt and a valid one = %+v, %v; want the first refused, the second failed", st, err)
+	}
+	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased || d.LastStatus != 0 {
+		t.Fatalf("the refused outcome's delivery is %s (HTTP %d), want still leased", d.Status, d.LastStatus)
+	}
+	if d := b.get(t, c[1].DeliveryID); d.LastStatus != 999 {
+		t.Fatalf("the applied outcome's delivery has HTTP %d, want 999", d.LastStatus)
+	}
+}
+
 // testSettleRefusesCodesOutsideTheFormat: a retry or failure whose code is
 // not a code (^[a-z][a-z0-9_.-]{0,127}$), or an outcome whose lease token
 // is none a claim hands out (on PostgreSQL a NUL would fail the whole

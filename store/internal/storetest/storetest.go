@@ -148,6 +148,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ParkedDeliveriesGoInPriorityOrder", testParkedDeliveriesGoInPriorityOrder},
 		{"ClaimRefusesAnOwnerOutsideTheFormat", testClaimRefusesAnOwnerOutsideTheFormat},
 		{"SettleRefusesCodesOutsideTheFormat", testSettleRefusesCodesOutsideTheFormat},
+		{"SettleRefusesAStatusNoAnswerCarries", testSettleRefusesAStatusNoAnswerCarries},
 		{"ParkedDeliveriesEndAtTheirDeadline", testParkedDeliveriesEndAtTheirDeadline},
 		{"ParkedDeliveriesWaitOutOfTheDueIndex", testParkedDeliveriesWaitOutOfTheDueIndex},
 		{"EndpointMaxInFlightHoldsAcrossWorkers", testEndpointMaxInFlightHoldsAcrossWorkers},
