@@ -32,6 +32,21 @@ import (
 // returns the server's URL. Connections are closed at cleanup.
 func rawServer(t *testing.T, script func(c net.Conn, r *http.Request, body []byte)) string {
 	t.Helper()
+	return rawListener(t, func(c net.Conn) {
+		r, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		script(c, r, body)
+	})
+}
+
+// rawListener accepts connections on loopback and serves each on a
+// goroutine of its own. It returns the server's URL; at cleanup the
+// listener and every connection are closed and serve has returned.
+func rawListener(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,9 +54,7 @@ func rawServer(t *testing.T, script func(c net.Conn, r *http.Request, body []byt
 	var mu sync.Mutex
 	var conns []net.Conn
 	var wg sync.WaitGroup
-	done := make(chan struct{})
 	t.Cleanup(func() {
-		close(done)
 		ln.Close()
 		mu.Lock()
 		for _, c := range conns {
@@ -64,13 +77,7 @@ func rawServer(t *testing.T, script func(c net.Conn, r *http.Request, body []byt
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				br := bufio.NewReader(c)
-				r, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				body, _ := io.ReadAll(r.Body)
-				script(c, r, body)
+				serve(c)
 			}()
 		}
 	}()

@@ -33,22 +33,6 @@ import (
 // server's URL; connections are closed at cleanup.
 func rawH2Server(t *testing.T, status string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
 	frame := func(typ, flags byte, stream uint32, payload []byte) []byte {
 		h := []byte{byte(len(payload) >> 16), byte(len(payload) >> 8), byte(len(payload)), typ, flags, 0, 0, 0, 0}
 		binary.BigEndian.PutUint32(h[5:], stream)
@@ -57,46 +41,30 @@ func rawH2Server(t *testing.T, status string) string {
 	// HPACK: a literal field without indexing whose name is the static
 	// table's entry 8 (:status), its value a plain string.
 	block := append([]byte{0x08, byte(len(status))}, status...)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	return rawListener(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		if _, err := io.ReadFull(r, make([]byte, len("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))); err != nil {
+			return
+		}
+		c.Write(frame(0x4, 0, 0, nil)) // SETTINGS: the server's preface
+		head := make([]byte, 9)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := io.ReadFull(r, head); err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := bufio.NewReader(c)
-				if _, err := io.ReadFull(r, make([]byte, len("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))); err != nil {
-					return
-				}
-				c.Write(frame(0x4, 0, 0, nil)) // SETTINGS: the server's preface
-				head := make([]byte, 9)
-				for {
-					if _, err := io.ReadFull(r, head); err != nil {
-						return
-					}
-					n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
-					typ, flags, stream := head[3], head[4], binary.BigEndian.Uint32(head[5:])&0x7fffffff
-					if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
-						return
-					}
-					switch {
-					case typ == 0x4 && flags&0x1 == 0: // SETTINGS, not an ACK
-						c.Write(frame(0x4, 0x1, 0, nil))
-					case (typ == 0x0 || typ == 0x1) && flags&0x1 != 0 && stream != 0: // the request's END_STREAM
-						c.Write(frame(0x1, 0x4|0x1, stream, block)) // END_HEADERS, END_STREAM
-					}
-				}
-			}()
+			n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+			typ, flags, stream := head[3], head[4], binary.BigEndian.Uint32(head[5:])&0x7fffffff
+			if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+				return
+			}
+			switch {
+			case typ == 0x4 && flags&0x1 == 0: // SETTINGS, not an ACK
+				c.Write(frame(0x4, 0x1, 0, nil))
+			case (typ == 0x0 || typ == 0x1) && flags&0x1 != 0 && stream != 0: // the request's END_STREAM
+				c.Write(frame(0x1, 0x4|0x1, stream, block)) // END_HEADERS, END_STREAM
+			}
 		}
-	}()
-	return "http://" + ln.Addr().String()
+	})
 }
 
 // h2cTransport sends over HTTP/2 without TLS, as to rawH2Server.
@@ -122,6 +90,20 @@ var engines = []struct {
 		return s
 	}},
 	{"postgres", func(t *testing.T) *store.Store { return couriertest.PostgresStore(t, store.Config{}) }},
+}
+
+// recorded returns delivery id as s holds it, and its attempt log.
+func recorded(t *testing.T, s *store.Store, id int64) (store.Delivery, []store.Attempt) {
+	t.Helper()
+	d, err := s.Outbox.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atts, err := s.Outbox.Attempts(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, atts
 }
 
 // TestAnHTTP2StatusOfOtherThanThreeDigitsIsSettled: over HTTP/2 a
@@ -153,14 +135,7 @@ func TestAnHTTP2StatusOfOtherThanThreeDigitsIsSettled(t *testing.T) {
 					t.Fatalf("Work = %d, %v; want one delivery", n, err)
 				}
 				ev := <-events
-				d, err := s.Outbox.Get(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				atts, err := s.Outbox.Attempts(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
+				d, atts := recorded(t, s, id)
 				if ev.Unrecorded || d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeNetwork || d.LastStatus != 0 ||
 					len(atts) != 1 || atts[0].ErrorCode != courier.CodeNetwork || atts[0].HTTPStatus != 0 {
 					t.Fatalf(":status %s: event %s/%s (unrecorded %v), delivery %s/%s http %d, attempts %+v; want a recorded retry, network_error, no status",
@@ -343,14 +318,7 @@ func TestWhatAHostileReceiverSendsStaysOutOfTheRecord(t *testing.T) {
 			}
 			var views []string
 			for id, ep := range endpoints {
-				d, err := s.Outbox.Get(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				atts, err := s.Outbox.Attempts(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
+				d, atts := recorded(t, s, id)
 				wt := want{courier.StatusRetryWait, courier.CodeNetwork, 0, ""}
 				if ep != reset {
 					wt = paths[ep[strings.LastIndex(ep, "/"):]]
