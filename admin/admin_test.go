@@ -64,7 +64,7 @@ func setupAdmin(t *testing.T, authorize func(*http.Request) error) *adminBundle 
 
 // setupAdminConfig is setupAdmin with cfg, on a fresh SQLite store unless
 // cfg has one.
-func setupAdminConfig(t *testing.T, cfg Config) *adminBundle {
+func setupAdminConfig(t testing.TB, cfg Config) *adminBundle {
 	t.Helper()
 	if cfg.Store == nil {
 		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
@@ -507,7 +507,7 @@ func TestAdminEndpoints(t *testing.T) {
 	failed := b.failed(t, "n-1", hookA)
 	b.enqueue(t, "n-2", hookB) // the store knows hookB by its delivery
 
-	list := adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", "")
+	list := adminOK[endpointPageJSON](t, b, "GET", "/api/endpoints", "").Endpoints
 	if len(list) != 1 || list[0].Endpoint != hookARedacted || list[0].Ref != refA || list[0].State != store.EndpointClosed ||
 		list[0].ConsecutiveFailures != 1 || list[0].Reason != courier.CodeReceiverUnavailable || list[0].FailingSince.IsZero() {
 		t.Fatalf("endpoints %+v", list)
@@ -520,7 +520,7 @@ func TestAdminEndpoints(t *testing.T) {
 	if h, _ := b.store.Endpoints.Get(t.Context(), hookB); h.State != store.EndpointDisabled {
 		t.Fatalf("store: %+v", h)
 	}
-	if list = adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", ""); len(list) != 2 {
+	if list = adminOK[endpointPageJSON](t, b, "GET", "/api/endpoints", "").Endpoints; len(list) != 2 {
 		t.Fatalf("endpoints %+v", list)
 	}
 	for _, ref := range []string{refA, refB} {
@@ -529,7 +529,7 @@ func TestAdminEndpoints(t *testing.T) {
 			t.Fatalf("enabled %s: %+v", ref, e)
 		}
 	}
-	if list = adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+	if list = adminOK[endpointPageJSON](t, b, "GET", "/api/endpoints", "").Endpoints; len(list) != 0 {
 		t.Fatalf("endpoints after enabling: %+v", list)
 	}
 
@@ -556,7 +556,7 @@ func TestAdminEndpoints(t *testing.T) {
 			refused(t, resp, body, tc.status, tc.code)
 		})
 	}
-	if list = adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", ""); len(list) != 0 {
+	if list = adminOK[endpointPageJSON](t, b, "GET", "/api/endpoints", "").Endpoints; len(list) != 0 {
 		t.Fatalf("a refused request changed endpoints: %+v", list)
 	}
 	if st := b.status(t, failed); st != courier.StatusFailed {

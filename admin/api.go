@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/courier-go/courier/ack"
@@ -293,8 +294,85 @@ func (h *Handler) cancel(r *http.Request, id int64) error {
 	return nil
 }
 
+// The pages of GET /api/endpoints and GET /api/contracts.
+const (
+	refPage    = 100  // entries in a page by default
+	maxRefPage = 1000 // and at most
+)
+
 func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
-	respond(h, w, r, eachOf(toEndpoint))(h.cfg.Store.Endpoints.List(r.Context()))
+	after, limit, ok := refPageParams(w, r)
+	if !ok {
+		return
+	}
+	all, err := h.cfg.Store.Endpoints.List(r.Context())
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	page, next := byRef(all, func(e store.EndpointHealth) string { return e.Endpoint }, toEndpoint, after, limit)
+	writeJSON(w, http.StatusOK, endpointPageJSON{Endpoints: page, NextAfter: next})
+}
+
+// byRef returns a page of what an answer lists, one entry per endpoint
+// (url says whose), converted by to: the limit first in ref order after
+// the ref after ("" for the first page), and the last one's ref when more
+// follow. An outbox may keep tens of thousands of endpoints (disabled ones
+// stay until an operator acts, contract pins for good), too many for one
+// answer. The order is the refs', not the URLs', so that the cursor says
+// nothing of a URL, and holds when its endpoint leaves the list.
+func byRef[T, J any](all []T, url func(T) string, to func(T) J, after string, limit int) (page []J, next string) {
+	refs := make([]string, len(all))
+	rest := make([]int, 0, len(all)) // those after the cursor, by index
+	for i, v := range all {
+		if refs[i] = endpoint.Ref(url(v)); refs[i] > after {
+			rest = append(rest, i)
+		}
+	}
+	slices.SortFunc(rest, func(a, b int) int { return strings.Compare(refs[a], refs[b]) })
+	page = make([]J, 0, min(limit, len(rest)))
+	for _, i := range rest[:min(limit, len(rest))] {
+		page = append(page, to(all[i]))
+	}
+	if len(rest) > limit {
+		next = refs[rest[limit-1]]
+	}
+	return page, next
+}
+
+// refPageParams reads the query of a list paged by byRef: after (the
+// next_after of the previous page) and limit, given at most once each
+// (rule single, as listParams refuses it). It answers a bad query itself,
+// naming every bad field.
+func refPageParams(w http.ResponseWriter, r *http.Request) (after string, limit int, ok bool) {
+	q := r.URL.Query()
+	var fields []ack.FieldError
+	bad := func(field, rule string) { fields = append(fields, ack.FieldError{Field: field, Rule: rule}) }
+	for _, name := range []string{"after", "limit"} {
+		if len(q[name]) > 1 {
+			bad(name, "single")
+		}
+	}
+	if len(fields) == 0 {
+		if after = q.Get("after"); after != "" && !endpoint.IsRef(after) {
+			bad("after", "ref")
+		}
+		limit = refPage
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxRefPage {
+				bad("limit", "range")
+			}
+			limit = n
+		}
+	}
+	if len(fields) > 0 {
+		pr := problem.New(http.StatusBadRequest, courier.CodeValidation, "the query is not valid")
+		pr.Errors = fields
+		problem.Write(w, pr)
+		return "", 0, false
+	}
+	return after, limit, true
 }
 
 // apiEndpoint serves an action on the endpoint the path's {ref} names,

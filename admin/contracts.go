@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/store"
 )
 
 // The contract actions: an operator resolving an endpoint held back by a
@@ -19,7 +20,17 @@ import (
 // waiting commands were built for again, or fails those commands.
 
 func (h *Handler) apiContracts(w http.ResponseWriter, r *http.Request) {
-	respond(h, w, r, eachOf(toContract))(h.cfg.Store.Contracts.List(r.Context()))
+	after, limit, ok := refPageParams(w, r)
+	if !ok {
+		return
+	}
+	all, err := h.cfg.Store.Contracts.List(r.Context())
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	page, next := byRef(all, func(k store.Contract) string { return k.Endpoint }, toContract, after, limit)
+	writeJSON(w, http.StatusOK, contractPageJSON{Contracts: page, NextAfter: next})
 }
 
 // pathEndpoint resolves the endpoint the path's {ref} names, answering

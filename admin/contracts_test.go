@@ -74,11 +74,11 @@ func TestAdminResolvesAChangedContract(t *testing.T) {
 	}
 	_, raw = b.do(t, "GET", "/api/contracts", "", nil)
 	noSecrets(t, "the contracts", raw)
-	var list []contractJSON
-	if err := json.Unmarshal(raw, &list); err != nil || len(list) != 1 {
+	var list contractPageJSON
+	if err := json.Unmarshal(raw, &list); err != nil || len(list.Contracts) != 1 {
 		t.Fatalf("contracts: %s", raw)
 	}
-	if k := list[0]; k.Ref != refS || k.Endpoint != "https://source.example/…" || k.CapabilitiesSHA256 != digestB || k.Mismatched != 1 {
+	if k := list.Contracts[0]; k.Ref != refS || k.Endpoint != "https://source.example/…" || k.CapabilitiesSHA256 != digestB || k.Mismatched != 1 {
 		t.Fatalf("contract = %+v", k)
 	}
 	_, raw = b.do(t, "GET", "/", "", nil)

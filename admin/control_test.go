@@ -50,7 +50,7 @@ func TestAdminShowsLimitsInFlightAndBlockedKeys(t *testing.T) {
 		t.Fatalf("after setting limits: %+v", e)
 	}
 	byRef := map[string]endpointJSON{}
-	for _, e := range adminOK[[]endpointJSON](t, b, "GET", "/api/endpoints", "") {
+	for _, e := range adminOK[endpointPageJSON](t, b, "GET", "/api/endpoints", "").Endpoints {
 		byRef[e.Ref] = e
 	}
 	if a := byRef[refA]; a.BlockedKeys != 1 || a.InFlight != 0 {

@@ -49,7 +49,9 @@
 //	                                    400 validation_failed): {"redriven": n}
 //	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
 //	                                    healthy, limits, deliveries in flight, blocked ordering
-//	                                    keys): [endpoint…]
+//	                                    keys): {"endpoints": [endpoint…], "next_after": ref}, a
+//	                                    page in ref order; query: after (next_after of the
+//	                                    previous page), limit (1..1000, default 100)
 //	POST /api/endpoints/{ref}/enable    close the endpoint's breaker: endpoint
 //	POST /api/endpoints/{ref}/disable   stop sending to it: endpoint
 //	POST /api/endpoints/{ref}/limits    {"max_in_flight": n, "rate": r, "burst": b}: replace the
@@ -58,7 +60,9 @@
 //	                                    required, so that a body meant to change one cannot
 //	                                    remove the other; burst left out or 0 is rate rounded
 //	                                    up, and needs a rate: endpoint
-//	GET  /api/contracts                 contract pins of the source-delivery profile: [contract…]
+//	GET  /api/contracts                 contract pins of the source-delivery profile:
+//	                                    {"contracts": [contract…], "next_after": ref}, paged
+//	                                    as /api/endpoints is
 //	POST /api/contracts/{ref}/pin       {"capabilities_sha256": "…"}: pin the endpoint's
 //	                                    contract digest (pinning the digest its waiting
 //	                                    commands were built for resumes it): contract
@@ -72,8 +76,8 @@
 // leased_at, lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256 and
 // subscription_id; attempt's http_status, error_code and remote_code;
 // endpoint's failing_since, open_until, reason and updated_at; and
-// next_before on the last page. Every other member is always written,
-// zero included:
+// next_before and next_after on the last page. Every other member is
+// always written, zero included:
 //
 //	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
 //	          expired_leases, failed, oldest_due_age_seconds, overdue, contract_mismatches,
@@ -100,9 +104,11 @@
 //
 // The ops page (HTML, no scripts, nothing loaded from the network):
 //
-//	GET  /                              health, endpoints (breaker, limits, in flight, blocked
-//	                                    keys), recent failures and payload_unreadable
-//	                                    quarantines (what a redrive takes), a search form
+//	GET  /                              health, contract pins and endpoints (breaker, limits, in
+//	                                    flight, blocked keys), each the 100 that most need an
+//	                                    operator after a count of all, recent failures and
+//	                                    payload_unreadable quarantines (what a redrive takes),
+//	                                    a search form
 //	GET  /deliveries?notification_id=…  the search: one notification's deliveries
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
@@ -126,6 +132,27 @@
 // refused too (rule single); another is ignored. A query, form or body
 // with a bad field is 400 validation_failed listing each
 // ({"errors": [{"field", "rule"}…]}).
+//
+// Every answer is bounded, however many endpoints the outbox knows. A
+// large outbox keeps tens of thousands of endpoints with something to
+// show (a disabled one stays until an operator enables it, and every
+// subscriber that went away with a 410 Gone leaves one) and a contract pin
+// for every endpoint a command was ever enqueued for. The page shows the
+// 100 of each that most need an operator, after a line counting them all:
+// endpoints failing now (open, half open) first, then those holding
+// ordering keys, disabled ones, those failing but closed, and those only
+// limited or busy, the latest change first within each; pins holding the
+// most deliveries back first, then the latest. The JSON API pages through
+// every one in ref order, not URL order, so that its cursor (next_after,
+// a ref) says nothing of a URL and holds when its endpoint leaves the
+// list. Each such answer still reads the store's whole list
+// (store.Endpoints.List, store.Contracts.List), whose cost grows with it:
+// at 50,000 disabled endpoints on SQLite, a quarter to half a second and
+// 60 to 75 MB of allocation per answer (BenchmarkAdminManyEndpoints), for
+// a page of 75 KB or a JSON page of 28 KB (100 endpoints), where all of
+// them in one answer would be 35 MB of HTML and 14 MB of JSON. Walking
+// the whole list through the JSON API reads it once per page: use
+// limit=1000.
 //
 // A redrive moves deliveries in batches, each committed on its own: one
 // that fails part-way (/api/redrive or the form) has moved the batches

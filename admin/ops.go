@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
@@ -31,8 +32,10 @@ import (
 
 // The ops page's limits.
 const (
-	opsFailures = 50 // recent failures shown
-	opsLatest   = 20 // latest deliveries shown
+	opsFailures  = 50  // recent failures shown
+	opsLatest    = 20  // latest deliveries shown
+	opsEndpoints = 100 // endpoints shown, those that most need an operator
+	opsContracts = 100 // contract pins shown, those that most need an operator
 )
 
 //go:embed templates/*.html
@@ -97,14 +100,24 @@ type opsCommon struct {
 
 type opsIndex struct {
 	opsCommon
-	Flash        string
-	Health       store.Health
-	Statuses     []courier.Status
-	Operations   []string // command operations, when any command was enqueued
-	Contracts    []contractJSON
-	Endpoints    []endpointJSON
-	Failures     []opsjson.Delivery
-	MoreFailures bool
+	Flash      string
+	Health     store.Health
+	Statuses   []courier.Status
+	Operations []string // command operations, when any command was enqueued
+	// Contracts is the opsContracts of the ContractCount pins that most
+	// need an operator: those holding the most deliveries back, then the
+	// latest; ContractsHolding counts the pins holding any back.
+	Contracts        []contractJSON
+	ContractCount    int
+	ContractsHolding int
+	// Endpoints is the opsEndpoints of the EndpointCount endpoints with
+	// something to show that most need an operator (mostPressing), and
+	// EndpointStates counts those whose breaker is not closed among all.
+	Endpoints      []endpointJSON
+	EndpointCount  int
+	EndpointStates struct{ Open, HalfOpen, Disabled int }
+	Failures       []opsjson.Delivery
+	MoreFailures   bool
 	// Unreadable is the newest quarantines Redrive takes (their payload
 	// key was missing or other when a worker claimed them).
 	Unreadable []opsjson.Delivery
@@ -191,13 +204,34 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Contracts = each(contracts, toContract)
+	data.ContractCount = len(contracts)
+	for _, k := range contracts {
+		if k.Mismatched > 0 {
+			data.ContractsHolding++
+		}
+	}
+	slices.SortFunc(contracts, func(a, b store.Contract) int { // those holding the most back, then the latest pins
+		return cmp.Or(cmp.Compare(b.Mismatched, a.Mismatched), b.PinnedAt.Compare(a.PinnedAt), strings.Compare(a.Endpoint, b.Endpoint))
+	})
+	data.Contracts = each(contracts[:min(opsContracts, len(contracts))], toContract)
 	endpoints, err := h.cfg.Store.Endpoints.List(ctx)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	data.Endpoints = each(endpoints, toEndpoint)
+	data.EndpointCount = len(endpoints)
+	for _, e := range endpoints {
+		switch e.State {
+		case store.EndpointOpen:
+			data.EndpointStates.Open++
+		case store.EndpointHalfOpen:
+			data.EndpointStates.HalfOpen++
+		case store.EndpointDisabled:
+			data.EndpointStates.Disabled++
+		}
+	}
+	slices.SortFunc(endpoints, mostPressing)
+	data.Endpoints = each(endpoints[:min(opsEndpoints, len(endpoints))], toEndpoint)
 	failures, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed, Limit: opsFailures})
 	if err != nil {
 		h.storeError(w, r, err)
@@ -221,6 +255,35 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Latest = each(latest.Deliveries, opsjson.NewDelivery)
 	h.render(w, r, "index", data)
+}
+
+// mostPressing orders endpoints by how much they need an operator, the
+// ops page's order: failing now (open or half open), then holding
+// ordering keys (a failed delivery blocks each), then disabled (nothing is
+// sent until an operator enables it), then failing but still closed, then
+// those only limited or busy; within each, the breaker's latest change
+// first, then the busiest, then by URL. An outbox may keep tens of
+// thousands of disabled endpoints, most long gone: an endpoint failing now
+// comes before all of them.
+func mostPressing(a, b store.EndpointHealth) int {
+	return cmp.Or(cmp.Compare(pressing(a), pressing(b)), b.UpdatedAt.Compare(a.UpdatedAt),
+		cmp.Compare(b.InFlight, a.InFlight), strings.Compare(a.Endpoint, b.Endpoint))
+}
+
+// pressing ranks an endpoint for mostPressing: lower needs an operator
+// more.
+func pressing(e store.EndpointHealth) int {
+	switch {
+	case e.State == store.EndpointOpen || e.State == store.EndpointHalfOpen:
+		return 0
+	case e.BlockedKeys > 0:
+		return 1
+	case e.State == store.EndpointDisabled:
+		return 2
+	case e.ConsecutiveFailures > 0:
+		return 3
+	}
+	return 4
 }
 
 // opsFlash is the message for the ?done= a form post redirected with.

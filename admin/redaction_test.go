@@ -156,8 +156,8 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 		t.Fatalf("deliveries by ref: %+v %v", page, err)
 	}
 	get("/api/deliveries/" + fid)
-	var endpoints []endpointJSON
-	if err := json.Unmarshal(get("/api/endpoints"), &endpoints); err != nil || len(endpoints) != 2 {
+	var endpoints endpointPageJSON
+	if err := json.Unmarshal(get("/api/endpoints"), &endpoints); err != nil || len(endpoints.Endpoints) != 2 {
 		t.Fatalf("endpoints: %+v %v", endpoints, err)
 	}
 

@@ -33,6 +33,19 @@ type deliveryPageJSON struct {
 	NextBefore int64              `json:"next_before,omitempty"`
 }
 
+// endpointPageJSON is GET /api/endpoints, a page in ref order: pass
+// NextAfter as after for the next page; it is absent on the last.
+type endpointPageJSON struct {
+	Endpoints []endpointJSON `json:"endpoints"`
+	NextAfter string         `json:"next_after,omitempty"`
+}
+
+// contractPageJSON is GET /api/contracts, paged as endpointPageJSON.
+type contractPageJSON struct {
+	Contracts []contractJSON `json:"contracts"`
+	NextAfter string         `json:"next_after,omitempty"`
+}
+
 // redrivenJSON is how many deliveries a redrive moved back to pending.
 type redrivenJSON struct {
 	Redriven int `json:"redriven"`
@@ -159,9 +172,4 @@ func each[T, J any](xs []T, f func(T) J) []J {
 		out = append(out, f(x))
 	}
 	return out
-}
-
-// eachOf is each with f fixed, for respond.
-func eachOf[T, J any](f func(T) J) func([]T) []J {
-	return func(xs []T) []J { return each(xs, f) }
 }

@@ -245,9 +245,14 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Watch(s *store.Store) { c.store.Store(s) }
 
 // Collect implements prometheus.Collector: the counters and histograms as
-// the hooks counted them, and the gauges as the store says now. The
-// store's reads are given 5 seconds; a scrape whose reads fail or run out
-// reports no gauges and counts in courier_scrape_errors_total.
+// the hooks counted them, and the gauges as the store says now: the
+// outbox's from one store.Outbox.Health, one snapshot of the outbox, so
+// that they agree with each other (courier_outbox_due never exceeds the
+// pending and retrying deliveries). The store's reads are given 5
+// seconds; a scrape whose reads fail or run out reports no gauges and
+// counts in courier_scrape_errors_total. The endpoints' gauges read
+// store.Endpoints.List whole, disabled endpoints included: at 50,000
+// endpoints it takes about half a second of those 5 seconds.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.hooked() {
 		m.Collect(ch)

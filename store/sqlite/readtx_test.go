@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -111,5 +112,48 @@ func TestReadOnlyTransactionThroughDBRefusesWrites(t *testing.T) {
 	var n int
 	if err := db.GetContext(ctx, &n, "SELECT count(*) FROM orders"); err != nil || n != 2 {
 		t.Fatalf("%d rows (%v), want the 2 written after the read-only transactions", n, err)
+	}
+}
+
+// TestHealthDoesNotWaitForTheWriter: Health reads its one snapshot in a
+// read-only transaction, which neither takes nor waits for the writer:
+// while a transaction from Begin holds it with an enqueue not yet
+// committed, Health answers at once, from a context marked as holding the
+// writer (a receiver's function) too, with the last committed state.
+func TestHealthDoesNotWaitForTheWriter(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	committed := store.EnqueueParams{NotificationID: "committed", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`)}
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), committed); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Begin(ctx) // holds the writer until the end of the test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Rollback()
+	uncommitted := committed
+	uncommitted.NotificationID = "uncommitted"
+	if _, err := s.Outbox.Enqueue(ctx, w, uncommitted); err != nil {
+		t.Fatal(err)
+	}
+	for name, ctx := range map[string]context.Context{"unmarked": ctx, "marked as holding the writer": writerctx.WithHeld(ctx)} {
+		t.Run(name, func(t *testing.T) {
+			// Bounds the wait for the writer, should there be one.
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			h, err := s.Outbox.Health(ctx)
+			if err != nil {
+				t.Fatalf("Health while the writer is held: %v", err)
+			}
+			if h.Counts[courier.StatusPending] != 1 || h.Due != 1 {
+				t.Fatalf("Health counts %d pending, %d due, want the committed one only", h.Counts[courier.StatusPending], h.Due)
+			}
+		})
 	}
 }

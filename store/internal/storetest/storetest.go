@@ -63,6 +63,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"HealthCountsOverdueParkedAndNotKeyed", testHealthCountsOverdueParkedAndNotKeyed},
 		{"HealthBlocksOnAKeyHeldByItsFailedHead", testHealthBlocksOnAKeyHeldByItsFailedHead},
 		{"HealthCountsTheBacklogOfEveryPriority", testHealthCountsTheBacklogOfEveryPriority},
+		{"HealthIsOneSnapshot", testHealthIsOneSnapshot},
 		{"CheckConstraints", testCheckConstraints},
 		{"CheckAfterAClockStepBack", testCheckAfterAClockStepBack},
 		{"EnqueueThroughADatabaseIsOneTransaction", testEnqueueThroughADatabaseIsOneTransaction},
