@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 
@@ -20,7 +21,7 @@ import (
 
 // dbFlag adds -db to fs.
 func dbFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "the database: a SQLite file path, or a PostgreSQL URL (postgres://…) or keyword/value string (host=… dbname=…)")
+	return fs.String("db", "", "the database: a SQLite file path, or a PostgreSQL URL (postgres://…) or keyword/value string (host=… dbname=…), its password best left to $PGPASSWORD or ~/.pgpass")
 }
 
 // postgresSchemes are the URL schemes of a PostgreSQL connection string, as
@@ -51,14 +52,64 @@ func isPostgres(db string) bool {
 	return ok
 }
 
+// sqliteURI reports whether -db, naming no PostgreSQL database, reads as a
+// SQLite URI or a go-sqlite3 DSN (file:app.db, app.db?_auth_pass=…) rather
+// than a file path. The tool takes a path and sets the connection's
+// parameters itself (sqlite.DSN escapes the path), so such a -db would name
+// a file of that whole string, its parameters, a password among them, in
+// the name: migrate would create it, empty, beside the application's.
+func sqliteURI(db string) bool {
+	return (len(db) >= len("file:") && strings.EqualFold(db[:len("file:")], "file:")) || strings.Contains(db, "?")
+}
+
+// checkDB refuses a -db that names no database the tool opens: none, or
+// a SQLite URI or DSN (sqliteURI).
+func checkDB(db string) error {
+	switch {
+	case db == "":
+		return usageFailure("-db is required")
+	case !isPostgres(db) && sqliteURI(db):
+		return usageFailure("-db is a SQLite file path, not a file: URI or a DSN with ?parameters (not shown: it may hold a password); courier sets the connection's parameters itself")
+	case isPostgres(db) && cutPassword(db):
+		return usageFailure("-db is a PostgreSQL URL with an @ after its host, as when its password holds a /, ? or # (not shown): percent-encode them in the password (%2F, %3F, %23, and an @ as %40)")
+	}
+	return nil
+}
+
+// cutPassword reports whether the PostgreSQL URL db holds an @ in its
+// path, after its host: a password holding a / not percent-encoded ends
+// the host there, and the rest of it becomes the database name, which
+// pgx's connection errors quote.
+func cutPassword(db string) bool {
+	_, rest, ok := strings.Cut(db, "://")
+	if !ok {
+		return false // a keyword/value string
+	}
+	end := strings.IndexAny(rest, "/?#") // of the host
+	if end < 0 || rest[end] != '/' {
+		return false
+	}
+	path := rest[end:]
+	if q := strings.IndexAny(path, "?#"); q >= 0 {
+		path = path[:q]
+	}
+	return strings.Contains(path, "@")
+}
+
 // openDB opens the database -db names, without checking courier's tables.
 // No error of its, openStore's or dbError's quotes -db, which may hold a
 // password.
 func openDB(db string) (*sqlx.DB, error) {
-	if db == "" {
-		return nil, usageFailure("-db is required")
+	if err := checkDB(db); err != nil {
+		return nil, err
 	}
 	if dsn, ok := postgresDSN(db); ok {
+		// pgx parses the string at each connection, and the store says
+		// only that it did not parse, whatever the reason: parsed here
+		// first, a file it names that cannot be read is named.
+		if _, err := pgx.ParseConfig(dsn); err != nil {
+			return nil, dbError(err)
+		}
 		return sqlx.Open(postgres.DriverName, dsn)
 	}
 	return sqlx.Open(sqlite.DriverName, sqlite.DSN(db, store.DurabilityFull))
@@ -67,7 +118,10 @@ func openDB(db string) (*sqlx.DB, error) {
 // openStore opens the Store over -db with cfg. A SQLite file must exist:
 // the tool does not create databases except through migrate.
 func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, func(), error) {
-	if db != "" && !isPostgres(db) {
+	if err := checkDB(db); err != nil {
+		return nil, nil, err
+	}
+	if !isPostgres(db) {
 		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, errors.New("the -db SQLite file: no such file (courier migrate creates it)")
 		} else if err != nil {
@@ -93,11 +147,16 @@ func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, 
 // dbError returns err, from the first use of the -db database, without
 // -db in its message: pgx quotes a connection string it cannot parse,
 // redacting a password only as best it can, so that error becomes one
-// that does not quote it.
+// that does not quote it, and names no more than a file the string names
+// that could not be read (a certificate or key, a service file), by its
+// path.
 func dbError(err error) error {
 	var parseErr *pgconn.ParseConfigError
-	if errors.As(err, &parseErr) {
-		return errors.New("the -db database: not a PostgreSQL connection string pgx can parse (not shown: it may hold a password)")
+	if !errors.As(err, &parseErr) {
+		return err
 	}
-	return err
+	if pathErr := (*fs.PathError)(nil); errors.As(parseErr.Unwrap(), &pathErr) {
+		return fmt.Errorf("the -db database: a file its connection string names: %w", pathErr)
+	}
+	return errors.New("the -db database: not a PostgreSQL connection string pgx can parse (not shown: it may hold a password)")
 }

@@ -15,11 +15,15 @@
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
 //	courier verify -request captured.http [-sender name] [-tolerance 5m] [-at time]
 //
-// -db is a SQLite file path, or a PostgreSQL URL (postgres://…, the
-// scheme in any case) or keyword/value string (host=… dbname=…); no output
-// quotes it, since it may hold a password. Secrets come from
-// $COURIER_SECRET or -secret-file, never from the command line, where
-// other users of the machine see them.
+// -db is a SQLite file path (not a file: URI, and without ?parameters:
+// the tool sets the connection's own), or a PostgreSQL URL (postgres://…,
+// the scheme in any case) or keyword/value string (host=… dbname=…); no
+// output quotes it, since it may hold a password, nor a word of the
+// command line that may be one out of place. Better, leave the password
+// out of -db, which other users of the machine see, for $PGPASSWORD or a
+// ~/.pgpass file: pgx reads libpq's environment variables and password
+// file. Signing secrets come from $COURIER_SECRET or -secret-file, never
+// from the command line.
 //
 // On SQLite the tool runs beside the application on its file, a process
 // of its own sharing SQLite's one write lock (see package store/sqlite):
@@ -36,6 +40,13 @@
 // that does not verify; 2 for a usage error, the store's refusal of an
 // argument (invalid_argument) included; 3 when health is blocked or
 // verify refuses the request.
+//
+// An interrupt (Ctrl-C) or SIGTERM cancels the command, which exits 1:
+// migrate applies all its migrations in one transaction or none, and
+// prune and redrive keep the batches they committed, each a short
+// transaction of its own (prune has printed the count of every table it
+// finished, and says how far it got in the one it was on). A second
+// interrupt ends the tool at once.
 package main
 
 import (
@@ -46,6 +57,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/courier-go/courier"
@@ -54,6 +67,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first interrupt cancels the command; a second ends the process
+	// at once, as by default: a wait inside SQLite for its write lock
+	// does not heed ctx until its busy timeout.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -120,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "courier: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "courier: unknown command %s\n\n%s", quoteArg(args[0]), usage)
 		return exitUsage
 	}
 	switch err := cmd(ctx, args[1:], stdout, stderr); {
@@ -180,9 +200,20 @@ func parseArgs(fs *flag.FlagSet, args []string, n int, takes string, stderr io.W
 		return err
 	}
 	if fs.NArg() > n {
-		return usageError(stderr, "%s: unexpected argument %q (it takes %s; the flags after it were not read)", fs.Name(), fs.Arg(n), takes)
+		return usageError(stderr, "%s: unexpected argument %s (it takes %s; the flags after it were not read)", fs.Name(), quoteArg(fs.Arg(n)), takes)
 	}
 	return nil
+}
+
+// quoteArg quotes a word of the command line for a usage message, unless
+// it may hold a password: a PostgreSQL connection string, given without
+// its -db or as the words of a keyword/value string left unquoted, or a
+// URL with credentials.
+func quoteArg(arg string) string {
+	if isPostgres(arg) || (strings.Contains(arg, "://") && strings.Contains(arg, "@")) {
+		return "[not shown: it may hold a password]"
+	}
+	return strconv.Quote(arg)
 }
 
 // isHelp reports whether arg asks for help, as the flag package takes it:

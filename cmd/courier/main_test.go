@@ -354,7 +354,7 @@ func TestEndpointsLimit(t *testing.T) {
 	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-max-in-flight", "0", "-rate", "0", "-burst", "3", url); code != exitUsage || !strings.Contains(errOut, "Burst") {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
-	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/…: -") {
+	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/… (ref "+endpoint.Ref(url)+"): -") {
 		t.Fatalf("limit -clear: %s", out)
 	}
 	if h, _ := s.Endpoints.Get(t.Context(), url); h.Limits != (store.Limits{}) {

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
@@ -125,5 +128,68 @@ func TestCommandsRefuseAStrayWord(t *testing.T) {
 	}
 	if h, err := s.Endpoints.Get(t.Context(), url); err != nil || h.State != store.EndpointClosed || h.Limits != (store.Limits{}) {
 		t.Errorf("the endpoint after the refused commands: %s, limits %+v, %v; want it closed without limits", h.State, h.Limits, err)
+	}
+}
+
+// TestPruneInterruptedKeepsWhatItSaid: a prune interrupted (Ctrl-C
+// cancels the command's context) while it waits for a table another
+// transaction holds exits 1 naming that table, having printed the counts
+// of the tables it finished, whose deletions stay, and deleted nothing of
+// the table it was on; run again, it finishes the rest.
+func TestPruneInterruptedKeepsWhatItSaid(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := couriertest.PostgresURL(t)
+	mustRun(t, exitOK, "migrate", "-db", db)
+	conn := testConn(t, postgres.DriverName, db)
+	s, err := store.Open(ctx, conn, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 3
+	for i := range n {
+		enqueue(t, s, "n-"+strconv.Itoa(i), "https://r.example/hooks")
+	}
+	p := protocol.For(s)
+	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: n, Lease: time.Minute})
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	for _, c := range claimed {
+		if _, err := p.Settle(ctx, protocol.Outcome{Lease: c.Lease, Result: protocol.Succeeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another transaction holds the attempts log, as a long report might.
+	holder, err := conn.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, "LOCK TABLE courier_attempts IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	pruneCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	done := runInBackground(pruneCtx, "prune", "-db", db, "-older-than", "1us")
+	awaitLockWait(t, conn, done) // the prune waits for the attempts log
+	interrupt()
+	r := <-done
+	if r.code != exitFailed || r.out != "outbox: "+strconv.Itoa(n)+"\n" || !strings.Contains(r.errOut, "pruning attempts after 0 rows") || !strings.Contains(r.errOut, "context canceled") {
+		t.Fatalf("the interrupted prune: exit %d, stdout %q, stderr %q; want %d, the outbox's count, and attempts interrupted", r.code, r.out, r.errOut, exitFailed)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	var deliveries, attempts int
+	if err := conn.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM courier_outbox), (SELECT COUNT(*) FROM courier_attempts)").Scan(&deliveries, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if deliveries != 0 || attempts != n {
+		t.Fatalf("after the interrupted prune: %d deliveries, %d attempts; want 0 and %d", deliveries, attempts, n)
+	}
+	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "1us"); out != "outbox: 0\nattempts: "+strconv.Itoa(n)+"\ninbox: 0\nreplay: 0\n" {
+		t.Fatalf("prune again: %q", out)
 	}
 }

@@ -175,6 +175,7 @@ const deliveriesUsage = "usage: courier deliveries list|show|redrive|cancel -db 
 type deliveriesFlags struct {
 	db, status, ref, endpointRef, endpointURL *string
 	limit                                     *int
+	before                                    *int64
 	config                                    *store.Config
 }
 
@@ -187,6 +188,7 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 		f.status = fs.String("status", "", "only deliveries in this status")
 		f.ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
 		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
+		f.before = fs.Int64("before", 0, "only deliveries whose id is below this one: the next page, which list names when more match")
 	case "redrive":
 		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its ref)")
 		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL; not with -endpoint-ref)")
@@ -211,7 +213,7 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fs
 		})
 	case !slices.Contains(deliveriesActions, args[0]):
-		return usageError(stderr, "courier deliveries: unknown action %q: list, show, redrive or cancel", args[0])
+		return usageError(stderr, "courier deliveries: unknown action %s: list, show, redrive or cancel", quoteArg(args[0]))
 	}
 	fs, f := deliveriesFlagSet(args[0], stderr)
 	var err error
@@ -252,6 +254,9 @@ func (f deliveriesFlags) check(stderr io.Writer) error {
 	if f.limit != nil && (*f.limit < 1 || *f.limit > 1000) {
 		return usageError(stderr, "courier deliveries list: -limit must be within 1..1000")
 	}
+	if f.before != nil && *f.before < 0 {
+		return usageError(stderr, "courier deliveries list: -before must not be negative")
+	}
 	switch c := f.config; { // as store.Config takes them, 0 for the default
 	case c.MaxAttempts < 0 || c.MaxAttempts > 1000:
 		return usageError(stderr, "courier deliveries redrive: -max-attempts must be within 1..1000")
@@ -278,17 +283,19 @@ func (a deliveriesAction) id() (int64, error) {
 	}
 	n, err := strconv.ParseInt(a.fs.Arg(0), 10, 64)
 	if err != nil || n < 1 {
-		return 0, usageError(a.stderr, "courier deliveries %s: %q is not a delivery id", a.name, a.fs.Arg(0))
+		return 0, usageError(a.stderr, "courier deliveries %s: %s is not a delivery id", a.name, quoteArg(a.fs.Arg(0)))
 	}
 	return n, nil
 }
 
-// list prints a page of deliveries, newest first.
+// list prints a page of deliveries, newest first, and when more match
+// names the next page's -before on stderr, so that the table stays the
+// whole of stdout.
 func (a deliveriesAction) list(ctx context.Context) error {
-	p := store.ListParams{Status: courier.Status(*a.f.status), Limit: *a.f.limit}
+	p := store.ListParams{Status: courier.Status(*a.f.status), Limit: *a.f.limit, Before: *a.f.before}
 	if *a.f.ref != "" {
 		var err error
-		if p.Endpoint, err = a.s.Endpoints.Resolve(ctx, *a.f.ref); err != nil {
+		if p.Endpoint, err = resolveRef(ctx, a.s, *a.f.ref); err != nil {
 			return err
 		}
 	}
@@ -302,7 +309,13 @@ func (a deliveriesAction) list(ctx context.Context) error {
 		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
 			endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), d.UpdatedAt.UTC().Format(time.RFC3339))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextBefore != 0 {
+		fmt.Fprintf(a.stderr, "courier deliveries list: more deliveries match: list the next page with -before %d\n", page.NextBefore)
+	}
+	return nil
 }
 
 // show prints a delivery and its attempts as JSON, as the admin API's
@@ -337,7 +350,7 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 	p := store.RedriveParams{Endpoint: *a.f.endpointURL}
 	var err error
 	if *a.f.endpointRef != "" {
-		if p.Endpoint, err = a.s.Endpoints.Resolve(ctx, *a.f.endpointRef); err != nil {
+		if p.Endpoint, err = resolveRef(ctx, a.s, *a.f.endpointRef); err != nil {
 			return err
 		}
 	}
@@ -469,7 +482,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fs
 		})
 	case !slices.Contains(endpointsActions, args[0]):
-		return usageError(stderr, "courier endpoints: unknown action %q: list, enable, disable or limit", args[0])
+		return usageError(stderr, "courier endpoints: unknown action %s: list, enable, disable or limit", quoteArg(args[0]))
 	}
 	action := args[0]
 	fs, db, limits, clearAll := endpointsFlagSet(action, stderr)
@@ -512,8 +525,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	switch action {
-	case "limit":
+	if action == "limit" {
 		if err := s.Endpoints.SetLimits(ctx, url, *limits); err != nil {
 			return err
 		}
@@ -521,18 +533,42 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "limits of %s: %s\n", endpoint.Redact(url), limitsText(h.Limits))
+		fmt.Fprintf(stdout, "limits of %s: %s\n", endpointText(h.Endpoint), limitsText(h.Limits))
 		return nil
-	case "enable":
+	}
+	// The state before says whether the action changed anything: an enable
+	// of a URL with a typo in its path finds a breaker that was never
+	// disabled, and says so.
+	before, err := s.Endpoints.Get(ctx, url)
+	if err != nil {
+		return err
+	}
+	if action == "enable" {
 		err = s.Endpoints.Enable(ctx, url)
-	default:
+	} else {
 		err = s.Endpoints.Disable(ctx, url)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%sd: %s\n", action, endpoint.Redact(url))
+	switch {
+	case action == "enable" && before.State == store.EndpointClosed:
+		fmt.Fprintf(stdout, "already enabled: %s: it was not disabled or paused\n", endpointText(before.Endpoint))
+	case action == "enable":
+		fmt.Fprintf(stdout, "enabled: %s, which was %s\n", endpointText(before.Endpoint), before.State)
+	case before.State == store.EndpointDisabled:
+		fmt.Fprintf(stdout, "already disabled: %s\n", endpointText(before.Endpoint))
+	default:
+		fmt.Fprintf(stdout, "disabled: %s\n", endpointText(before.Endpoint))
+	}
 	return nil
+}
+
+// endpointText names an endpoint in a line of output: redacted, and by
+// its ref, as list shows it, which tells apart two endpoints that redact
+// alike (two webhooks of one service; see endpoint.Redact).
+func endpointText(url string) string {
+	return fmt.Sprintf("%s (ref %s)", endpoint.Redact(url), endpoint.Ref(url))
 }
 
 // limitsText says an endpoint's limits in a few words.
@@ -590,7 +626,7 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err := s.Contracts.Pin(ctx, url, fs.Arg(1)); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "pinned: %s %s\n", endpoint.Redact(url), fs.Arg(1))
+		fmt.Fprintf(stdout, "pinned: %s %s\n", endpointText(endpoint.Normalize(url)), fs.Arg(1))
 		return nil
 	}
 	n, err := s.Contracts.FailMismatched(ctx, url)
@@ -604,9 +640,19 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // resolve takes an endpoint named by its ref, or by its URL as it is.
 func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, error) {
 	if endpoint.IsRef(urlOrRef) {
-		return s.Endpoints.Resolve(ctx, urlOrRef)
+		return resolveRef(ctx, s, urlOrRef)
 	}
 	return urlOrRef, nil
+}
+
+// resolveRef returns the URL of the endpoint whose ref is ref, and says
+// which ref named none (the store's not_found does not).
+func resolveRef(ctx context.Context, s *store.Store, ref string) (string, error) {
+	url, err := s.Endpoints.Resolve(ctx, ref)
+	if errors.Is(err, courier.CodeNotFound) {
+		return "", fmt.Errorf("no endpoint the database knows has ref %s", ref)
+	}
+	return url, err
 }
 
 // statusNames lists the delivery statuses, for a usage message.

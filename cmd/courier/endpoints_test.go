@@ -1,0 +1,88 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/store"
+)
+
+// TestEndpointsActionsNameTheEndpointTheyActedOn: enable, disable, limit
+// and pin said "enabled: https://hooks.chat.example/…", the redacted URL
+// alone, which two webhooks of one service share: an enable of a URL with
+// a typo in its path answered just as the enable of the disabled one did,
+// exit 0, and that one stayed disabled. Each names the endpoint by its ref
+// too, as list does, and enable and disable say when there was nothing
+// to change.
+func TestEndpointsActionsNameTheEndpointTheyActedOn(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	ctx := t.Context()
+	const (
+		hook  = "https://hooks.chat.example/services/T1/AAAA"
+		other = "https://hooks.chat.example/services/T1/BBBB"
+		typo  = "https://hooks.chat.example/services/T1/AAAB"
+	)
+	enqueue(t, s, "n-1", hook)
+	enqueue(t, s, "n-2", other)
+	state := func(url string) store.EndpointState {
+		t.Helper()
+		h, err := s.Endpoints.Get(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.State
+	}
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"disable", hook}, "disabled: https://hooks.chat.example/… (ref " + endpoint.Ref(hook) + ")\n"},
+		{[]string{"disable", endpoint.Ref(hook)}, "already disabled: https://hooks.chat.example/… (ref " + endpoint.Ref(hook) + ")\n"},
+		{[]string{"enable", typo}, "already enabled: https://hooks.chat.example/… (ref " + endpoint.Ref(typo) + "): it was not disabled or paused\n"},
+		{[]string{"limit", "-max-in-flight", "2", "-rate", "0", other}, "limits of https://hooks.chat.example/… (ref " + endpoint.Ref(other) + "): max 2 in flight\n"},
+	} {
+		args := append([]string{"endpoints", step.args[0], "-db", db}, step.args[1:]...)
+		if out := mustRun(t, exitOK, args...); out != step.want {
+			t.Errorf("courier %s: %q, want %q", strings.Join(args, " "), out, step.want)
+		}
+	}
+	if st := state(hook); st != store.EndpointDisabled {
+		t.Fatalf("%s after an enable of another URL: %s, want disabled still", hook, st)
+	}
+	if out, want := mustRun(t, exitOK, "endpoints", "enable", "-db", db, hook), "enabled: https://hooks.chat.example/… (ref "+endpoint.Ref(hook)+"), which was disabled\n"; out != want {
+		t.Errorf("enable: %q, want %q", out, want)
+	}
+	if st := state(hook); st != store.EndpointClosed {
+		t.Fatalf("%s after its enable: %s, want closed", hook, st)
+	}
+	digest := strings.Repeat("a", 64)
+	if out, want := mustRun(t, exitOK, "contracts", "pin", "-db", db, other, digest), "pinned: https://hooks.chat.example/… (ref "+endpoint.Ref(other)+") "+digest+"\n"; out != want {
+		t.Errorf("pin: %q, want %q", out, want)
+	}
+}
+
+// TestAnEndpointRefNoEndpointHasIsSaid: a ref that names no endpoint the
+// store knows (mistyped, or from another database) failed with
+// "not_found: not found", which did not say what was not found. It says
+// that no endpoint has that ref, exit 1, in every command that takes one.
+func TestAnEndpointRefNoEndpointHasIsSaid(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	ref := endpoint.Ref("https://r.example/other")
+	for _, args := range [][]string{
+		{"deliveries", "list", "-db", db, "-endpoint-ref", ref},
+		{"deliveries", "redrive", "-db", db, "-endpoint-ref", ref},
+		{"endpoints", "enable", "-db", db, ref},
+		{"endpoints", "disable", "-db", db, ref},
+		{"endpoints", "limit", "-db", db, "-clear", ref},
+		{"contracts", "fail-mismatched", "-db", db, ref},
+	} {
+		code, out, errOut := courierRun(t, args...)
+		if want := "no endpoint the database knows has ref " + ref; code != exitFailed || out != "" || !strings.Contains(errOut, want) {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d saying %q", strings.Join(args, " "), code, out, errOut, exitFailed, want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// interruptDBEnv names the SQLite file TestASecondInterruptEndsTheTool's
+// child process migrates.
+const interruptDBEnv = "COURIER_TEST_INTERRUPT_DB"
+
+// TestASecondInterruptEndsTheTool: Ctrl-C cancels the command, but a
+// migrate waiting for SQLite's write lock, held by another process, waits
+// inside SQLite, which does not heed it, for the busy timeout (10 s); and
+// every Ctrl-C after the first was caught as well, so the operator could
+// not end the tool before then. A second interrupt ends it at once, as
+// its default does.
+func TestASecondInterruptEndsTheTool(t *testing.T) {
+	if db := os.Getenv(interruptDBEnv); db != "" {
+		os.Args = []string{"courier", "migrate", "-db", db}
+		main() // exits
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("sees the child open the file in /proc")
+	}
+	t.Parallel()
+	db, _ := migrated(t)
+	holder := sqlx.MustOpen(sqlite.DriverName, sqlite.DSN(db, store.DurabilityFull))
+	defer holder.Close()
+	tx, err := holder.BeginTxx(t.Context(), nil) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("UPDATE courier_schema SET version = version WHERE 0"); err != nil {
+		t.Fatal(err)
+	}
+
+	child := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
+	child.Env = append(os.Environ(), interruptDBEnv+"="+db)
+	var stderr bytes.Buffer
+	child.Stderr = &stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := filepath.EvalSymlinks(db) // as /proc shows it
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- child.Wait() }()
+	opened := func() bool { // the tool has the file open, its signal handling set up before
+		fds, _ := filepath.Glob("/proc/" + strconv.Itoa(child.Process.Pid) + "/fd/*")
+		for _, fd := range fds {
+			if target, err := os.Readlink(fd); err == nil && target == file {
+				return true
+			}
+		}
+		return false
+	}
+	for ended := false; !ended; {
+		if opened() {
+			_ = child.Process.Signal(os.Interrupt) // again and again, as an operator would
+		}
+		select {
+		case err = <-done:
+			ended = true
+		case <-time.After(10 * time.Millisecond): // a poll of the child, not a synchronization
+		}
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the interrupted migrate exited 0 (%v), holding no write lock", err)
+	}
+	ws, _ := exit.Sys().(syscall.WaitStatus)
+	if strings.Contains(stderr.String(), "locked") || (!ws.Signaled() && !strings.Contains(stderr.String(), "context canceled")) {
+		t.Fatalf("the interrupted migrate: %v, stderr %q; want it ended by the interrupt, not after the busy timeout", err, stderr.String())
+	}
+}
