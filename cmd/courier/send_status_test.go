@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/courier-go/courier/signature"
 )
@@ -42,5 +43,28 @@ func TestSendThatIsNotAcceptedFails(t *testing.T) {
 				t.Fatalf("send: exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFailed, out, errOut)
 			}
 		})
+	}
+}
+
+// TestSendShowsAHostileAnswerInert: a refusal's answer is shown with its
+// control characters and bytes that are not UTF-8 escaped: a receiver's
+// body printed as it came could drive the operator's terminal (clear the
+// screen, set the clipboard, rewrite a line that came before).
+func TestSendShowsAHostileAnswerInert(t *testing.T) {
+	t.Parallel()
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(signature.NewStandardWebhooksSecret()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	answer := "{\"code\":\"bad\"}\r\x1b[2J\x1b]52;c;cHduZWQ=\x07\xff\u202etxt.exe"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	code, out, _ := courierRun(t, "send", "-url", srv.URL+"/notes", "-secret-file", secretFile, "-allow-private")
+	if code != exitFailed || strings.ContainsAny(out, "\r\x1b\x07\u202e") || !utf8.ValidString(out) ||
+		!strings.Contains(out, `answer: {"code":"bad"}\r\x1b[2J\x1b]52;c;cHduZWQ=\a\xff\u202etxt.exe`) {
+		t.Fatalf("send to a receiver answering with terminal controls: exit %d, stdout %q; want them escaped", code, out)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -167,7 +169,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	fmt.Fprintf(stdout, "notification: %s\nstatus: %d\n", *id, resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		fmt.Fprintf(stdout, "answer: %s\n", bytes.TrimSpace(answer))
+		fmt.Fprintf(stdout, "answer: %s\n", inert(bytes.TrimSpace(answer)))
 		return fmt.Errorf("the receiver refused the notification: status %d", resp.StatusCode)
 	}
 	if p.Verify != nil {
@@ -240,4 +242,26 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "verified: sender %s, key %s, message %s\n", principal.Sender, principal.KeyID, principal.MessageID)
 	return nil
+}
+
+// inert returns what a receiver answered, for a terminal: its control and
+// format characters (new lines and tabs aside) and its bytes that are not
+// UTF-8 escaped as Go writes them, so that a receiver's answer cannot drive
+// the terminal (clear it, set its clipboard, reorder what it shows).
+func inert(b []byte) string {
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&sb, `\x%02x`, b[0])
+		case r != '\n' && r != '\t' && unicode.In(r, unicode.Cc, unicode.Cf):
+			q := strconv.QuoteRune(r)
+			sb.WriteString(q[1 : len(q)-1])
+		default:
+			sb.Write(b[:n])
+		}
+		b = b[n:]
+	}
+	return sb.String()
 }
