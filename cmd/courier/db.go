@@ -107,12 +107,38 @@ func openDB(db string) (*sqlx.DB, error) {
 		// pgx parses the string at each connection, and the store says
 		// only that it did not parse, whatever the reason: parsed here
 		// first, a file it names that cannot be read is named.
-		if _, err := pgx.ParseConfig(dsn); err != nil {
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
 			return nil, dbError(err)
+		}
+		if cfg.ConnectTimeout == 0 {
+			dsn = withConnectTimeout(dsn)
 		}
 		return sqlx.Open(postgres.DriverName, dsn)
 	}
 	return sqlx.Open(sqlite.DriverName, sqlite.DSN(db, store.DurabilityFull))
+}
+
+// connectTimeout is how long, in seconds, the tool waits for a PostgreSQL
+// server to take a connection when neither -db nor $PGCONNECT_TIMEOUT says
+// (database/sql tries twice, so a command gives up after 10 seconds): pgx
+// waits for ever by default, and a server that takes the TCP connection and never
+// answers (stopped mid-failover, behind a firewall that swallows packets)
+// would hold health, run from cron or a monitor, until it was killed.
+const connectTimeout = "5"
+
+// withConnectTimeout returns the PostgreSQL connection string dsn with
+// connect_timeout set to connectTimeout seconds, as a URL's query
+// parameter or a keyword/value pair.
+func withConnectTimeout(dsn string) string {
+	if !keywordValue.MatchString(dsn) {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + "connect_timeout=" + connectTimeout
+	}
+	return dsn + " connect_timeout=" + connectTimeout
 }
 
 // openStore opens the Store over -db with cfg. A SQLite file must exist:

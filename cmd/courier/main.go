@@ -22,8 +22,10 @@
 // command line that may be one out of place. Better, leave the password
 // out of -db, which other users of the machine see, for $PGPASSWORD or a
 // ~/.pgpass file: pgx reads libpq's environment variables and password
-// file. Signing secrets come from $COURIER_SECRET or -secret-file, never
-// from the command line.
+// file. A PostgreSQL server that does not take the connection is given up
+// on after 10 seconds (connect_timeout=5, tried twice), unless -db or
+// $PGCONNECT_TIMEOUT says otherwise. Signing secrets come from
+// $COURIER_SECRET or -secret-file, never from the command line.
 //
 // On SQLite the tool runs beside the application on its file, a process
 // of its own sharing SQLite's one write lock (see package store/sqlite):
