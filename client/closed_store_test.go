@@ -99,6 +99,9 @@ func TestRunEndsOnAClosedStore(t *testing.T) {
 			if n := len(logs.lines("worker: claim failed")); n > 1 {
 				t.Errorf("the claim on the closed Store failed %d times", n)
 			}
+			if n := len(logs.lines("worker: wake-ups unavailable, polling")); n != 0 {
+				t.Errorf("a Run on the closed Store warned %d times that its wake-ups were unavailable", n)
+			}
 		})
 	}
 }

@@ -84,6 +84,23 @@ func (claimTracer) Extract(ctx context.Context, _ courier.TraceContext) context.
 	return ctx
 }
 
+// writerHolders are the two ways an application holds SQLite's write
+// lock in a transaction: one begun on the Store (its one writer
+// connection), and one of the pool Store.DB() returns, after a write.
+var writerHolders = []struct {
+	name  string
+	begin func(ctx context.Context, s *store.Store) (*sqlx.Tx, error)
+}{
+	{"Store.Begin", func(ctx context.Context, s *store.Store) (*sqlx.Tx, error) { return s.Begin(ctx) }},
+	{"Store.DB", func(ctx context.Context, s *store.Store) (*sqlx.Tx, error) {
+		tx, err := s.DB().BeginTxx(ctx, nil)
+		if err == nil { // an enqueue: the write lock is held from here
+			_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
+		}
+		return tx, err
+	}},
+}
+
 // TestStopCutsAWaitingClaimShort: Stop stops claiming, a claim in
 // progress too. A Run whose claim waits for SQLite's write lock, held by
 // the application's transaction, returns once Stop is called, not when
@@ -93,19 +110,7 @@ func (claimTracer) Extract(ctx context.Context, _ courier.TraceContext) context.
 // which the claim waited inside SQLite, where no context reaches, until
 // the busy timeout (10 s).
 func TestStopCutsAWaitingClaimShort(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		begin func(ctx context.Context, s *store.Store) (*sqlx.Tx, error)
-	}{
-		{"Store.Begin", func(ctx context.Context, s *store.Store) (*sqlx.Tx, error) { return s.Begin(ctx) }},
-		{"Store.DB", func(ctx context.Context, s *store.Store) (*sqlx.Tx, error) {
-			tx, err := s.DB().BeginTxx(ctx, nil)
-			if err == nil { // an enqueue: the write lock is held from here
-				_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
-			}
-			return tx, err
-		}},
-	} {
+	for _, tc := range writerHolders {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := claimTracer{claims: make(chan struct{}, 1)}
 			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "o.db"), store.Config{Tracer: tr})

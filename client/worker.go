@@ -881,7 +881,7 @@ func (l *wakeups) listen() bool {
 		l.ch, l.stop, l.retry.delay, l.down, l.failed = ch, stop, 0, false, false
 		return true
 	}
-	if l.ctx.Err() != nil { // Run ends: no warning, no retry
+	if l.ctx.Err() != nil || errors.Is(err, protocol.ErrClosed) { // Run ends, or its next claim fails on the closed Store: no warning, no retry
 		return false
 	}
 	if !l.failed {

@@ -845,3 +845,15 @@ func TestRecoverInsideTransaction(t *testing.T) {
 		t.Errorf("committed rows = %d (%v), want 0", n, err)
 	}
 }
+
+// TestTransactionOverAClosedStoreIs503: Transaction over the Begin of a
+// Store that was closed (a shutdown that closed it before the server was
+// done) answers 503 internal_error with Retry-After, and next never runs.
+func TestTransactionOverAClosedStoreIs503(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	beginFails(t, b.store.Begin)
+}

@@ -54,6 +54,9 @@ func (w workerSide) Profile(name string) (ack.Profile, bool) { return w.o.s.cfg.
 // leave it a connection between them.
 func (w workerSide) Listen(ctx context.Context) (<-chan struct{}, func(), error) {
 	s := w.o.s
+	if s.closed.Load() { // as every call after Close: no connection is taken for it
+		return nil, nil, errClosed
+	}
 	if s.dialect.Listen == nil {
 		return make(chan struct{}), func() {}, nil // no wake-ups: polling only
 	}

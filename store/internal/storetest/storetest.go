@@ -87,6 +87,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ReplayCache", testReplayCache},
 		{"ReplayPruneIsBounded", testReplayPruneIsBounded},
 		{"Wakeups", testWakeups},
+		{"EveryCallOnAClosedStoreFails", testEveryCallOnAClosedStoreFails},
 		{"Encryption", testEncryption},
 		{"EncryptedDigestIsNotGuessable", testEncryptedDigestIsNotGuessable},
 		{"QuarantinedIsCancelled", testQuarantinedIsCancelled},
