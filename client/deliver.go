@@ -59,6 +59,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 	default:
 		started := time.Now()
 		actx, span := w.startAttempt(ctx, c)
+		defer span.EndUnended() // a callback may end the goroutine (runtime.Goexit) before the attempt does
 		var ready bool
 		if oc, ready = w.tryUnpanicked(actx, c, claimedAt, now); !ready {
 			abandonAttempt(span)

@@ -63,10 +63,26 @@ func (w *Worker) tracedClaim(ctx context.Context, limit int) ([]protocol.Claimed
 	}
 	defer span.End()
 	if err != nil {
-		span.Fail(tracing.Code(err))
+		span.Fail(w.claimCode(ctx, err))
 	}
 	span.SetAttributes(slog.Int(tracing.AttrBatchSize, len(batch)))
 	return batch, err
+}
+
+// claimCode is the code the span of a claim that failed with err, made in
+// ctx, fails with: database_unavailable once the Store is closed (see
+// claim), worker_stopped for a claim cut short by Stop or by the end of
+// its Run's or Work's context (as Work says), err's own otherwise. A claim
+// cut short ends with its context's error, which has no code of its own,
+// and is no failure of courier's (internal_error).
+func (w *Worker) claimCode(ctx context.Context, err error) courier.Code {
+	switch {
+	case w.storeClosed():
+		return courier.CodeDatabaseUnavailable
+	case ctx.Err() != nil && courier.CodeOf(err) == "":
+		return courier.CodeWorkerStopped
+	}
+	return tracing.Code(err)
 }
 
 // settleSpan wraps a store's Settle in a courier.settle span per batch,
@@ -90,7 +106,7 @@ func settleSpan(t courier.Tracer, settle func(context.Context, ...protocol.Outco
 // child of the trace context c was enqueued in. Its attributes name the
 // endpoint as endpoint.Redact does, and by its ref, never with a
 // credential.
-func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.Context, courier.Span) {
+func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.Context, *tracing.Once) {
 	if w.tracer == nil {
 		return ctx, nil
 	}
@@ -103,12 +119,13 @@ func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.
 		slog.String(tracing.AttrNotificationID, c.NotificationID),
 		slog.Int(tracing.AttrAttempt, c.Attempt),
 	)
-	return w.tracer.Start(ctx, tracing.SpanHTTP, courier.SpanClient, attrs...)
+	ctx, span := w.tracer.Start(ctx, tracing.SpanHTTP, courier.SpanClient, attrs...)
+	return ctx, &tracing.Once{Span: span}
 }
 
 // endAttempt records the attempt's outcome on its span and ends it: the
 // receiver's status, the result, courier's code and the receiver's own.
-func endAttempt(span courier.Span, oc protocol.Outcome) {
+func endAttempt(span *tracing.Once, oc protocol.Outcome) {
 	if span == nil {
 		return
 	}
@@ -132,7 +149,7 @@ func endAttempt(span courier.Span, oc protocol.Outcome) {
 // abandonAttempt ends the span of an attempt whose request was never sent
 // (its lease ran short while the request was made ready): not a failure,
 // as the delivery is given back uncounted.
-func abandonAttempt(span courier.Span) {
+func abandonAttempt(span *tracing.Once) {
 	if span == nil {
 		return
 	}

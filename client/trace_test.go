@@ -3,9 +3,11 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -296,5 +299,114 @@ func TestAnIdleWorkerDoesNotTraceEveryPoll(t *testing.T) {
 	}
 	if empty, _, _ := claims(); empty > 2 {
 		t.Errorf("%d traced claims found nothing, want at most one per idle stretch (two)", empty)
+	}
+}
+
+// goexitSigner ends the goroutine that signs with it (runtime.Goexit, as
+// t.FailNow does).
+type goexitSigner struct{}
+
+func (goexitSigner) Sign(*http.Request, signature.Message) error {
+	runtime.Goexit()
+	return nil
+}
+
+// TestAnAttemptSpanEndsWhenItsGoroutineEnds: a callback of the worker's
+// configuration (here the Signer) that ends the attempt's goroutine
+// (runtime.Goexit) ends the attempt's span too, failed with
+// internal_error: a span never ended is never exported, and the trace
+// loses the attempt.
+func TestAnAttemptSpanEndsWhenItsGoroutineEnds(t *testing.T) {
+	t.Parallel()
+	b, _ := setupTrace(t, func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") }, false)
+	b.enqueue(t, b.srv.URL+"/hooks")
+	w, err := client.NewWorker(client.Config{Store: b.sender, Signer: goexitSigner{}, Transport: couriertest.Guard(b.srv.URL).Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the one attempt", n, err)
+	}
+	attempts := b.rec.Named(tracing.SpanHTTP)
+	if len(attempts) != 1 || !attempts[0].Ended() || attempts[0].Failed != courier.CodeInternal {
+		for _, s := range attempts {
+			t.Logf("attempt span: ended %v, failed %q", s.Ended(), s.Failed)
+		}
+		t.Fatalf("%d attempt spans; want one, ended and failed with internal_error", len(attempts))
+	}
+}
+
+// claimStarts is a Recorder that tells of each claim span as it starts.
+type claimStarts struct {
+	*tracingtest.Recorder
+	started chan struct{}
+}
+
+func (c claimStarts) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
+	if name == tracing.SpanClaim {
+		select {
+		case c.started <- struct{}{}:
+		default:
+		}
+	}
+	return c.Recorder.Start(ctx, name, kind, attrs...)
+}
+
+// TestAClaimCutShortIsTracedAsWhatCutItShort: a claim waiting for the
+// database (here for SQLite's writer, which an application's transaction
+// holds) when the worker is stopped, or its Store closed, ends its span
+// failed with worker_stopped, or with the closed Store's
+// database_unavailable, as Work and Run say; not internal_error, which
+// tells an operator that courier itself went wrong, at every deploy.
+func TestAClaimCutShortIsTracedAsWhatCutItShort(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		cut  func(*client.Worker, *store.Store) error
+		want courier.Code
+	}{
+		{"Stop", func(w *client.Worker, _ *store.Store) error { return w.Stop(context.Background()) }, courier.CodeWorkerStopped},
+		{"Close", func(_ *client.Worker, s *store.Store) error { return s.Close() }, courier.CodeDatabaseUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := claimStarts{&tracingtest.Recorder{}, make(chan struct{}, 1)}
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			tx, err := s.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{"id":"o-1"}`)}); err != nil {
+				t.Fatal(err)
+			}
+			// tx holds the writer until the end: the claim waits for it.
+			w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("s").Signer, PollInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(t.Context()) }()
+			waitFor(t, rec.started, "the claim")
+			if err := tt.cut(w, s); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(guardTimeout):
+				t.Fatal("gave up waiting for Run to end")
+			}
+			_ = tx.Rollback()
+			claims := rec.Named(tracing.SpanClaim)
+			if len(claims) != 1 || !claims[0].Ended() || claims[0].Failed != tt.want {
+				for _, c := range claims {
+					t.Logf("claim span: ended %v, failed %q", c.Ended(), c.Failed)
+				}
+				t.Fatalf("%d claim spans; want one, failed with %s", len(claims), tt.want)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/recovered"
+	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -113,10 +114,12 @@ func postJSON(w http.ResponseWriter, r *http.Request) bool {
 // next is: the report comes after next returned, outside the recover, so
 // a Logger or Hook that panics cannot turn an answered request into a
 // failed one (see report). A next that ends its goroutine
-// (runtime.Goexit) answered nothing and is not reported.
+// (runtime.Goexit) answered nothing and is not reported; its span, when
+// the handler traces, still ends (failed with internal_error).
 func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	ow := &outcomeWriter{ResponseWriter: w}
 	r, span := f.startServer(r)
+	defer span.EndUnended()
 	if v, _, panicked := recovered.Run(func() { next(ow, r) }); panicked {
 		ow.status, ow.code, ow.panicked = http.StatusInternalServerError, courier.CodeInternal, true
 		f.report(r, ow, span)
@@ -130,7 +133,7 @@ func (f front) serve(w http.ResponseWriter, r *http.Request, next http.HandlerFu
 // then, and the work behind it maybe committed: a panic in the Logger or
 // the Hook is dropped, logged once at Error (see unpanicked), so that it
 // neither changes the answer nor reports the request again.
-func (f front) report(r *http.Request, ow *outcomeWriter, span courier.Span) {
+func (f front) report(r *http.Request, ow *outcomeWriter, span *tracing.Once) {
 	e := ow.event()
 	defer endServer(span, e)
 	f.unpanicked(r.Context(), e, "Logger", func() { f.log(r, ow, e) })

@@ -29,7 +29,7 @@ func tracerOf(s *store.Store) courier.Tracer {
 // trace. Of the request, only the method, the scheme and the path as
 // shownPath has it are recorded: its path may carry a credential, its
 // headers and body are the sender's.
-func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
+func (f front) startServer(r *http.Request) (*http.Request, *tracing.Once) {
 	if f.tracer == nil {
 		return r, nil
 	}
@@ -47,7 +47,7 @@ func (f front) startServer(r *http.Request) (*http.Request, courier.Span) {
 	ctx, span := f.tracer.Start(ctx, serverSpanName(method), courier.SpanServer,
 		slog.String(tracing.AttrHTTPMethod, method), slog.String(tracing.AttrURLScheme, scheme),
 		slog.String(tracing.AttrURLPath, shownPath(r.URL.Path)))
-	return r.WithContext(ctx), span
+	return r.WithContext(ctx), &tracing.Once{Span: span}
 }
 
 // headerField is the header name as one field: its lines' values joined
@@ -80,7 +80,7 @@ func serverSpanName(method string) string {
 
 // endServer records the answer on the request's span and ends it; a 5xx
 // fails it, as the HTTP conventions have servers do.
-func endServer(span courier.Span, e Event) {
+func endServer(span *tracing.Once, e Event) {
 	if span == nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -203,6 +204,44 @@ func TestReceiverReadsEachTraceHeaderAsOneField(t *testing.T) {
 		}
 		if server.Parent != tt.want {
 			t.Errorf("%s: server span parent %q, want %q", tt.name, server.Parent, tt.want)
+		}
+	}
+}
+
+// TestReceiverSpanEndsWhenTheFunctionEndsItsGoroutine: a function that
+// ends its goroutine (runtime.Goexit, as t.FailNow does) answers nothing,
+// and the receiver reports nothing for it; its server span ends anyway,
+// failed with internal_error like the courier.handle span under it: a span
+// never ended is never exported, and the handle span would be left
+// without its parent.
+func TestReceiverSpanEndsWhenTheFunctionEndsItsGoroutine(t *testing.T) {
+	t.Parallel()
+	rec := &tracingtest.Recorder{}
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	keys := couriertest.StandardWebhooksKeys("sender")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
+		func(context.Context, *sqlx.Tx, tracedNote) error { runtime.Goexit(); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := couriertest.NewRequest("https://receiver.example/hooks", "n-1", []byte(`{"id":"n-1"}`), keys.Signer)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rcv.ServeHTTP(httptest.NewRecorder(), req)
+	}()
+	<-done
+	for _, name := range []string{tracing.SpanHTTP, tracing.SpanHandle} {
+		spans := rec.Named(name)
+		if len(spans) != 1 || !spans[0].Ended() || spans[0].Failed != courier.CodeInternal {
+			for _, sp := range spans {
+				t.Logf("%s span: ended %v, failed %q", name, sp.Ended(), sp.Failed)
+			}
+			t.Errorf("%d %s spans; want one, ended and failed with internal_error", len(spans), name)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package store_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,5 +135,37 @@ func TestMigrateTxRefusesNone(t *testing.T) {
 	t.Parallel()
 	if err := sqlite.MigrateTx(t.Context(), nil); courier.CodeOf(err) != courier.CodeInvalidArgument {
 		t.Fatalf("sqlite.MigrateTx(nil) = %v, want invalid_argument", err)
+	}
+}
+
+// nilTracer is a courier.Tracer whose methods need their receiver.
+type nilTracer struct{ name string }
+
+func (t *nilTracer) Start(ctx context.Context, name string, _ courier.SpanKind, _ ...slog.Attr) (context.Context, courier.Span) {
+	panic("Start on " + t.name)
+}
+func (t *nilTracer) Inject(context.Context) courier.TraceContext { panic("Inject on " + t.name) }
+func (t *nilTracer) Extract(ctx context.Context, _ courier.TraceContext) context.Context {
+	panic("Extract on " + t.name)
+}
+
+// TestANilPointerTracerTracesNothing: a Config.Tracer that is a nil
+// pointer (declared, and set only when tracing is on) is no Tracer, as a
+// nil one: an enqueue traces nothing and keeps no trace context. It was
+// called, and the application's enqueue panicked in its transaction.
+func TestANilPointerTracerTracesNothing(t *testing.T) {
+	t.Parallel()
+	var tracer *nilTracer
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "courier.db"), store.Config{Tracer: tracer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/hooks", Payload: []byte(`{}`)}); err != nil {
+		t.Fatalf("Enqueue with a nil pointer Tracer: %v", err)
+	}
+	var parent sql.NullString
+	if err := s.DB().Get(&parent, "SELECT trace_parent FROM courier_outbox"); err != nil || parent.Valid {
+		t.Fatalf("trace_parent = %v, %v; want none kept", parent, err)
 	}
 }

@@ -136,8 +136,8 @@ type Config struct {
 	// Tracer traces everything built on this Store: its enqueues, the
 	// workers that deliver its outbox (client.NewWorker) and the receivers
 	// that record into its inbox (package handler). contrib/otelcourier
-	// provides one for OpenTelemetry. Defaults to none: no spans, no trace
-	// context kept.
+	// provides one for OpenTelemetry. Defaults to none (nil, or a nil
+	// pointer): no spans, no trace context kept.
 	//
 	// Each delivery an Outbox writes gets a span (courier.enqueue) in the
 	// caller's trace and keeps that span's W3C trace context; only trace
@@ -201,6 +201,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Profiles == nil {
 		c.Profiles = ack.Builtin
+	}
+	if nilcheck.Nil(c.Tracer) { // a nil pointer, declared and set only when tracing is on: none
+		c.Tracer = nil
 	}
 	c.Breaker = c.Breaker.withDefaults()
 	if c.Encryption != nil { // the Store's own copy: a later change of the caller's is not seen

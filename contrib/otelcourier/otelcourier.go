@@ -96,7 +96,9 @@ type Config struct {
 }
 
 // Tracer is a courier.Tracer over OpenTelemetry. It is safe for concurrent
-// use.
+// use. The zero Tracer traces as New(Config{}) does, with OpenTelemetry's
+// globals; a nil *Tracer traces nothing (a Store given one keeps no trace
+// context), as a nil courier.Tracer does.
 type Tracer struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -117,12 +119,18 @@ func New(cfg Config) *Tracer {
 
 // Start implements courier.Tracer.
 func (t *Tracer) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
-	ctx, s := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(keyValues(attrs)...))
+	if t == nil {
+		return ctx, otelSpan{trace.SpanFromContext(context.Background())} // records nothing
+	}
+	ctx, s := t.otelTracer().Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(keyValues(attrs)...))
 	return ctx, otelSpan{s}
 }
 
 // Inject implements courier.Tracer.
 func (t *Tracer) Inject(ctx context.Context) courier.TraceContext {
+	if t == nil {
+		return courier.TraceContext{}
+	}
 	c := propagation.MapCarrier{}
 	t.w3c().Inject(ctx, c)
 	return courier.TraceContext{Parent: c.Get("traceparent"), State: c.Get("tracestate")}
@@ -130,6 +138,9 @@ func (t *Tracer) Inject(ctx context.Context) courier.TraceContext {
 
 // Extract implements courier.Tracer.
 func (t *Tracer) Extract(ctx context.Context, tc courier.TraceContext) context.Context {
+	if t == nil {
+		return ctx
+	}
 	c := propagation.MapCarrier{"traceparent": tc.Parent}
 	if tc.State != "" {
 		c["tracestate"] = tc.State
@@ -137,11 +148,24 @@ func (t *Tracer) Extract(ctx context.Context, tc courier.TraceContext) context.C
 	return t.w3c().Extract(ctx, c)
 }
 
-// w3c returns the propagator, or W3C trace context when it writes no
-// traceparent.
+// otelTracer is the tracer t starts spans with: the global provider's for
+// the zero Tracer.
+func (t *Tracer) otelTracer() trace.Tracer {
+	if t.tracer == nil {
+		return otel.GetTracerProvider().Tracer(ScopeName)
+	}
+	return t.tracer
+}
+
+// w3c returns the propagator (the global one for the zero Tracer), or W3C
+// trace context when it writes no traceparent.
 func (t *Tracer) w3c() propagation.TextMapPropagator {
-	if slices.Contains(t.propagator.Fields(), "traceparent") {
-		return t.propagator
+	p := t.propagator
+	if p == nil {
+		p = otel.GetTextMapPropagator()
+	}
+	if slices.Contains(p.Fields(), "traceparent") {
+		return p
 	}
 	return propagation.TraceContext{}
 }

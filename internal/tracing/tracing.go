@@ -168,6 +168,31 @@ func Server(raw string) []slog.Attr {
 	return []slog.Attr{slog.String(AttrServerAddress, u.Hostname()), slog.Int(AttrServerPort, port)}
 }
 
+// Once is a span ended once: by End, or, when the goroutine that owns it
+// ended (runtime.Goexit in a callback of the application's) before End, by
+// a deferred EndUnended. A span never ended is never exported, and the
+// spans under it are left without their parent. A nil *Once is no span:
+// its owner does not trace.
+type Once struct {
+	courier.Span
+	ended bool
+}
+
+// End ends the span.
+func (o *Once) End() {
+	o.ended = true
+	o.Span.End()
+}
+
+// EndUnended ends the span, failed with internal_error, unless End did.
+func (o *Once) EndUnended() {
+	if o == nil || o.ended {
+		return
+	}
+	o.Fail(courier.CodeInternal)
+	o.End()
+}
+
 // noSpan is the span of a nil Tracer.
 type noSpan struct{}
 

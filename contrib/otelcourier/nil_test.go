@@ -1,0 +1,74 @@
+package otelcourier_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/contrib/otelcourier"
+	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// TestNilAndZeroTracersDeliver: a *Tracer left nil (an application that
+// declares one and sets it only when tracing is on) traces nothing, and a
+// zero Tracer (new(otelcourier.Tracer)) traces as New(Config{}) does, with
+// OpenTelemetry's globals; with either, a Store's enqueue, its worker and
+// a receiver work. Both panicked: in the application's Enqueue, inside its
+// transaction, in every attempt, and in every request a receiver was
+// sent, before it could answer.
+func TestNilAndZeroTracersDeliver(t *testing.T) {
+	t.Parallel()
+	for name, tr := range map[string]*otelcourier.Tracer{"nil": nil, "zero": new(otelcourier.Tracer)} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			sender, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sender.Close() })
+			inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { inbox.Close() })
+			keys := couriertest.StandardWebhooksKeys("shop")
+			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
+				func(context.Context, *sqlx.Tx, order) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := couriertest.NewServer(rcv, nil)
+			t.Cleanup(srv.Close)
+			tx, err := sender.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sender.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{"id":"o-1"}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			w, err := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+				Backoff: func(int, time.Duration) time.Duration { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := couriertest.Drain(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := sender.Outbox.Lookup(ctx, "o-1", srv.URL+"/hooks"); err != nil || d.Status != courier.StatusSucceeded || d.Attempts != 1 {
+				t.Fatalf("delivery = %+v, %v; want succeeded at its first attempt", d, err)
+			}
+		})
+	}
+}
