@@ -72,7 +72,7 @@ const (
 	CodePayloadInvalid          Code = "payload_invalid"
 	CodeSchemaOutdated          Code = "schema_outdated"   // migrations are pending
 	CodeSchemaAltered           Code = "schema_altered"    // the tables are not what courier created
-	CodeSchemaTooNew            Code = "schema_too_new"    // a newer courier migrated this database
+	CodeSchemaTooNew            Code = "schema_too_new"    // a newer courier migrated this database to a schema this one must not run on
 	CodeDatabaseCorrupt         Code = "database_corrupt"  // health: the engine's own integrity check found damage, or the database file was removed or replaced
 	CodeFailedPresent           Code = "deliveries_failed" // health: failed deliveries need an operator
 	CodeLeasesExpired           Code = "leases_expired"    // health: workers stopped without settling

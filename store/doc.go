@@ -147,7 +147,8 @@
 // # Integrity
 //
 // Open runs the schema guard: courier's tables must be at this courier's
-// version with exactly the columns its migrations made. Claims keep
+// version with exactly the columns its migrations made, or at a newer
+// courier's that this one may run on (see Upgrades). Claims keep
 // checking, cheaply: a schema altered after Open stops them with code
 // schema_altered, leasing nothing (SQLite notices at the next claim, from
 // its schema cookie; PostgreSQL within seconds, from its catalog). A
@@ -160,6 +161,59 @@
 // The Inbox is the receiver's: one record per (verified sender, dedupe
 // key), written in the transaction of the application's own effects, so a
 // redelivery is answered with the stored Ack and never processed twice.
+//
+// # Upgrades
+//
+// A rolling deploy runs two releases on one database for a while: the new
+// release migrates (Migrate, or its files with your own tool) while the
+// processes of the one it replaces keep enqueueing, claiming, settling
+// and receiving, and one of them may restart, and migrate on start,
+// before the rollout ends. Courier's migrations are made for it:
+//
+//   - They only add: tables, indexes, and columns that are NULL (or take a
+//     default) for the rows and the inserts of a release that does not
+//     know them, with constraints its writes meet. Courier's SQL names
+//     every column it reads or writes, so a release runs on the schema of
+//     the releases after it. A migration that would remove, rename or
+//     change the meaning of something an earlier release uses is made in
+//     two releases: the first stops using it, the next changes it.
+//   - An earlier courier serves on that newer schema: Open and the claims
+//     of a running Store accept a newer version as long as courier's
+//     tables still have every column the earlier courier knows, in its
+//     order (a newer courier's columns come after), and Migrate finds
+//     nothing to apply. So the processes being replaced keep delivering
+//     while the new release rolls out, one that restarts starts again,
+//     and rolling back to the earlier release needs no migration down.
+//   - A newer migration an earlier courier must not run on (one courier
+//     never made without the two steps above, or a change it could not
+//     make in two) says so in courier_schema, and the earlier courier's
+//     Open, Migrate and claims refuse the schema with schema_too_new:
+//     its processes stop claiming (their enqueues, settles and receivers
+//     go on; the deliveries wait for the new release's workers) and one
+//     that restarts does not start. That release's notes say so; deploy
+//     it with every process of the earlier one stopped, or expect this.
+//
+// Couriers from before these upgrades refuse every newer version, as that
+// last case: their processes stop claiming once the new release's
+// migration commits, and one that restarts fails with schema_too_new, so
+// replace them promptly and do not roll back to them once it has run.
+//
+// A migration locks what it alters until Migrate commits. On PostgreSQL,
+// adding a column takes courier_outbox ACCESS EXCLUSIVE, and every
+// enqueue, claim and settle of every process waits for it; Migrate waits
+// for that lock at most a second at a time (unless the connection sets a
+// lock_timeout of its own), stepping aside between tries so that a long
+// application transaction that enqueued does not stop the outbox behind
+// it, and gives up after 30 tries. No migration rewrites a table (a
+// column added with no default, or a constant one, changes the catalog
+// only); a column's CHECK constraint, or an index built, costs one read of
+// the table (the latest migration held courier_outbox about 100 ms for
+// 200,000 deliveries on the 2-core reference machine). On
+// SQLite the migration holds the write lock, and a column's CHECK has
+// SQLite check the whole table with its indexes (PRAGMA quick_check)
+// before it commits: about 0.8 s for 200,000 deliveries, during which
+// other writers wait (up to the busy timeout, 10 s, then fail busy).
+// Prune before upgrading a large outbox either way.
 //
 // # Clocks
 //

@@ -8,17 +8,21 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/nilcheck"
+	"github.com/courier-go/courier/internal/retry"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
 // Migrate brings db's courier tables to the version this courier knows,
 // applying the pending numbered migrations in one transaction. Running it
-// again is a no-op; running it against a newer schema is CodeSchemaTooNew.
+// again is a no-op, and so is running it on a newer courier's schema that
+// this one may run on; on one it must not run on it is CodeSchemaTooNew
+// (see Upgrades in the package documentation).
 //
 // The transaction keeps the locks its migrations take until it commits. On
 // PostgreSQL a migration that alters courier_outbox (adds a column or a
@@ -27,10 +31,13 @@ import (
 // claim, settle and read of the outbox waits, and the migration reads the
 // whole table while it holds the lock (to check its new constraints and
 // build its indexes), so the wait grows with the outbox. Prune before
-// upgrading a large outbox, and migrate at a quiet time; a lock_timeout on
-// the connection bounds how long Migrate queues for the lock behind
-// transactions already running. On SQLite the migration holds the
-// database's write lock, as every write does.
+// upgrading a large outbox. Migrate queues for such a lock, behind the
+// transactions already running, at most a second at a time (or the
+// connection's own lock_timeout, where it sets one): then it rolls back,
+// so the transactions queued behind it go on, and tries again after a
+// pause, up to 30 times, before it fails with CodeDatabaseUnavailable.
+// On SQLite the migration holds the database's write lock, as every write
+// does, and other writers wait for it up to their busy timeout.
 //
 // Courier's tables go where the connection creates tables: on PostgreSQL,
 // the first schema of its search_path (see package store/postgres).
@@ -48,14 +55,48 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 	if err != nil {
 		return err
 	}
+	// An engine that bounds Migrate's lock waits (schema_lock_wait) has it
+	// try again; elsewhere the connection's own wait (SQLite's busy
+	// timeout) is the bound.
+	tries := 1
+	if d.query("schema_lock_wait").text != "" {
+		tries = migrateTries
+	}
+	pause := migratePause
+	for try := 1; ; try++ {
+		err := migrateOnce(ctx, db, d)
+		if err == nil || !isBusy(err) || try >= tries || ctx.Err() != nil {
+			return err
+		}
+		if !retry.Sleep(ctx, pause) {
+			return err
+		}
+		pause = min(2*pause, maxMigratePause)
+	}
+}
+
+// How Migrate tries again when a lock it needs is held past the engine's
+// bound (schema_lock_wait): up to migrateTries times, pausing first
+// migratePause, doubling up to maxMigratePause, each jittered between half
+// and all of it, so that the transactions it stepped aside for end.
+const (
+	migrateTries    = 30
+	migratePause    = 100 * time.Millisecond
+	maxMigratePause = 5 * time.Second
+)
+
+// migrateOnce is one try of Migrate, in a transaction of its own.
+func migrateOnce(ctx context.Context, db *sqlx.DB, d *dialect) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return d.interpret("migrate", err)
 	}
-	if q := d.query("schema_isolation"); q.text != "" {
-		if _, err := tx.ExecContext(ctx, q.text); err != nil {
-			_ = tx.Rollback()
-			return d.interpret("migrate", err)
+	for _, name := range []string{"schema_isolation", "schema_lock_wait"} {
+		if q := d.query(name); q.text != "" {
+			if _, err := tx.ExecContext(ctx, q.text); err != nil {
+				_ = tx.Rollback()
+				return d.interpret("migrate", err)
+			}
 		}
 	}
 	if err := migrateTx(ctx, tx, db.DriverName()); err != nil {
@@ -127,7 +168,9 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 		return d.interpret("migrate", err)
 	}
 	if have > len(d.migrations) {
-		return errSchemaTooNew
+		// A newer courier migrated: nothing to apply, if this courier
+		// may run on what it made (see checkSchema).
+		return runsOnNewer(d, tx.QueryRowContext(ctx, d.query("schema_required").text))
 	}
 	for _, m := range d.migrations[have:] {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
@@ -150,6 +193,13 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 // courier's, and courier's tables must have exactly the columns its
 // migrations create. Tables of the application are not courier's business,
 // whatever their names.
+//
+// A newer courier's schema passes too, unless it says this courier must
+// not run on it (runsOnNewer), as long as courier's tables still have the
+// columns this courier knows, in its order, before any a newer courier
+// added: a rolling deploy runs the release being replaced on the schema of
+// the one replacing it, and a rollback runs it there for good (see
+// "Upgrades" in the package documentation).
 func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error {
 	var have int
 	if err := sqlx.GetContext(ctx, db, &have, d.query("schema_version").text); err != nil {
@@ -158,11 +208,14 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 		}
 		return d.interpret("schema version", err)
 	}
+	newer := have > len(d.migrations)
 	switch {
 	case have < len(d.migrations):
 		return errSchemaOutdated
-	case have > len(d.migrations):
-		return errSchemaTooNew
+	case newer:
+		if err := runsOnNewer(d, db.QueryRowxContext(ctx, d.query("schema_required").text)); err != nil {
+			return err
+		}
 	}
 	var cols []struct {
 		Table  string `db:"table_name"`
@@ -176,9 +229,25 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 		got[c.Table] = append(got[c.Table], c.Column)
 	}
 	for _, t := range courierTables {
-		if err := t.check(got[t.name]); err != nil {
+		if err := t.check(got[t.name], newer); err != nil {
 			return fmt.Errorf("store: %w", &courier.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
 		}
+	}
+	return nil
+}
+
+// runsOnNewer returns errSchemaTooNew when a newer courier's migration
+// says this courier must not run on the schema: a row of courier_schema
+// whose version is the negated count of migrations a courier must know
+// (engine query schema_required). A newer migration that only adds
+// records none. row is schema_required's answer.
+func runsOnNewer(d *dialect, row interface{ Scan(...any) error }) error {
+	var required int
+	if err := row.Scan(&required); err != nil {
+		return d.interpret("schema version", err)
+	}
+	if required > len(d.migrations) {
+		return errSchemaTooNew
 	}
 	return nil
 }
@@ -250,8 +319,10 @@ type table struct {
 
 // check compares a table's columns as the database lists them with what
 // courier created, and names the first difference: a column missing, one
-// that is not courier's, or one out of place.
-func (t table) check(got []string) error {
+// that is not courier's, or one out of place. On a newer courier's schema
+// (newer), columns after courier's are that courier's: adding a column
+// puts it last.
+func (t table) check(got []string, newer bool) error {
 	if len(got) == 0 {
 		return fmt.Errorf("table %s is missing", t.name)
 	}
@@ -260,8 +331,8 @@ func (t table) check(got []string) error {
 			return fmt.Errorf("table %s: column %s is missing", t.name, want)
 		}
 	}
-	for _, have := range got {
-		if !slices.Contains(t.columns, have) {
+	for i, have := range got {
+		if !slices.Contains(t.columns, have) && (!newer || i < len(t.columns)) {
 			return fmt.Errorf("table %s: column %s is not courier's", t.name, have)
 		}
 	}

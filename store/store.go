@@ -188,7 +188,7 @@ var (
 	errLeaseLost            = &courier.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
 	errContractChanged      = &courier.Error{Code: courier.CodeContractChanged, Msg: "store: the endpoint's pinned contract differs"}
 	errSchemaOutdated       = &courier.Error{Code: courier.CodeSchemaOutdated, Msg: "store: database schema needs migrating"}
-	errSchemaTooNew         = &courier.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is newer than this courier"}
+	errSchemaTooNew         = &courier.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is a newer courier's, which this one must not run on"}
 )
 
 // withDefaults returns a copy of c with every unset field at its default.
@@ -273,9 +273,11 @@ type Store struct {
 // under "postgres", is CodeConfigInvalid; Migrate refuses it alike). Open
 // checks that courier's tables are the ones this courier migrates to and
 // were not altered: CodeSchemaOutdated means Migrate must run first; it
-// does not migrate. Claims keep checking, and stop with schema_altered if
-// the tables are altered later (see Integrity in the package
-// documentation).
+// does not migrate. A newer courier's schema is served too, unless that
+// courier says this one must not run on it (CodeSchemaTooNew; see
+// Upgrades in the package documentation). Claims keep checking, and stop
+// with schema_altered if the tables are altered later (see Integrity in
+// the package documentation).
 //
 // The Store uses db as it is configured. On PostgreSQL size its pool for
 // the work in flight: database/sql keeps two idle connections by default,

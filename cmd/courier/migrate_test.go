@@ -146,9 +146,10 @@ func TestMigrateManyAtOnce(t *testing.T) {
 	}
 }
 
-// TestMigrateRefusesASchemaTooNew: a database a newer courier migrated is
-// refused, by migrate and by every command that reads it, as
-// schema_too_new (exit 1), and migrate leaves it as it was.
+// TestMigrateRefusesASchemaTooNew: a database a newer courier migrated,
+// whose migration says older couriers must not run on it (see Upgrades in
+// package store), is refused, by migrate and by every command that reads
+// it, as schema_too_new (exit 1), and migrate leaves it as it was.
 func TestMigrateRefusesASchemaTooNew(t *testing.T) {
 	t.Parallel()
 	for _, e := range bothEngines {
@@ -156,7 +157,8 @@ func TestMigrateRefusesASchemaTooNew(t *testing.T) {
 			t.Parallel()
 			db, conn := e.db(t)
 			mustRun(t, exitOK, "migrate", "-db", db)
-			if _, err := conn.ExecContext(t.Context(), "INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM courier_schema"); err != nil {
+			if _, err := conn.ExecContext(t.Context(), `INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM courier_schema;
+				INSERT INTO courier_schema (version, applied_at) SELECT -MAX(version), 1 FROM courier_schema`); err != nil {
 				t.Fatal(err)
 			}
 			var before int

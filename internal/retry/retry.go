@@ -1,6 +1,7 @@
 // Package retry tries a store write again while the store may come back:
 // the worker's settles and releases, and a receiver's give-back of a
-// claim, whose loss would cost a redelivery or a key left in progress.
+// claim, whose loss would cost a redelivery or a key left in progress;
+// Sleep is its jittered pause, for other loops that try again.
 package retry
 
 import (
@@ -37,13 +38,23 @@ func Write(ctx context.Context, window time.Duration, write func(context.Context
 		if failed != nil {
 			failed(ctx, err)
 		}
-		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !Sleep(ctx, pause) {
 			return err
 		}
 		pause = min(2*pause, maxPause)
+	}
+}
+
+// Sleep waits out pause, jittered between half and all of it, so that
+// writers that failed together do not try again together; it reports
+// false, at once, when ctx ends first.
+func Sleep(ctx context.Context, pause time.Duration) bool {
+	t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

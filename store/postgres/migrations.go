@@ -42,7 +42,10 @@ func Migrations() fs.FS { return pgEngine.MustMigrationFiles() }
 // and a *sqlx.Tx passes its *sql.Tx: postgres.MigrateTx(ctx, tx.Tx). Running it
 // again is a no-op. tx must be READ COMMITTED (PostgreSQL's default): a
 // second process migrating at once waits for the first, then must see
-// what it committed.
+// what it committed. Unlike store.Migrate, it neither bounds its waits for
+// locks nor tries again: while it queues for courier_outbox, every
+// process's enqueues and claims queue behind it, so give tx a lock_timeout
+// (SET LOCAL lock_timeout = '1s') and run it again when it fails.
 func MigrateTx(ctx context.Context, tx *sql.Tx) error {
 	return engine.MigrateTx(ctx, tx, DriverName)
 }

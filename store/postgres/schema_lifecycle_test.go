@@ -64,10 +64,11 @@ func TestSchemaWhoseNameNeedsQuotes(t *testing.T) {
 }
 
 // TestClaimsStopAfterANewerMigrationWithoutColumns: a newer courier's
-// migration that adds no column (an index, a constraint) and records
-// version 9. Open refused it (schema_too_new), but a running Store's
-// claims went on: the fingerprint they watch was the column list alone. It
-// holds the version too, so they stop, as on SQLite.
+// migration that adds no column (an index, a constraint), records its
+// version and says older couriers must not run on its schema. Open refused
+// it (schema_too_new), but a running Store's claims went on: the
+// fingerprint they watch was the column list alone. It holds the version
+// too, so they stop, as on SQLite.
 func TestClaimsStopAfterANewerMigrationWithoutColumns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -88,9 +89,10 @@ func TestClaimsStopAfterANewerMigrationWithoutColumns(t *testing.T) {
 	if _, err := claim(); err != nil {
 		t.Fatal(err)
 	}
-	// The newer courier's next migration.
+	// The newer courier's next migration, which this courier must not run on.
 	if _, err := db.ExecContext(ctx, `CREATE INDEX courier_outbox_next ON courier_outbox (endpoint, status);
-		INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema`); err != nil {
+		INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema;
+			INSERT INTO courier_schema (version, applied_at) SELECT -max(version), 1 FROM courier_schema`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaTooNew) {

@@ -44,7 +44,9 @@ func (a *afterQuery) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Trace
 
 // TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims: a rolling
 // upgrade. An older process opens its Store while a newer courier's
-// migration commits, after Open's guard read the version and the columns.
+// migration commits, after Open's guard read the version and the columns;
+// the migration says older couriers must not run on its schema (one that
+// only adds lets them: testRollingDeployOnAnAdditiveNewerSchema).
 // Open read the fingerprint claims compare with after the guard, took the
 // newer schema's for the one it had checked, and its claims went on for
 // good, where a Store opened a moment earlier stops them
@@ -64,10 +66,12 @@ func TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The newer courier's next migration, once the guard read the columns.
+	// The newer courier's next migration, once the guard read the columns,
+	// which this courier must not run on.
 	cfg.Tracer = &afterQuery{marker: "AS column_name", fn: func() {
 		if _, err := newer.ExecContext(ctx, `ALTER TABLE courier_outbox ADD COLUMN newer_column TEXT;
-			INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema`); err != nil {
+			INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema;
+			INSERT INTO courier_schema (version, applied_at) SELECT -max(version), 1 FROM courier_schema`); err != nil {
 			t.Errorf("the newer migration: %v", err)
 		}
 	}}

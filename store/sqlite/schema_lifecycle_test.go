@@ -121,7 +121,9 @@ func migrationCount(t *testing.T) int {
 
 // TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims: a rolling
 // upgrade. An older process opens its Store while a newer courier's
-// migration commits, after Open's guard read the version and the columns.
+// migration commits, after Open's guard read the version and the columns;
+// the migration says older couriers must not run on its schema (one that
+// only adds lets them: testRollingDeployOnAnAdditiveNewerSchema).
 // Open read the fingerprint claims compare with after the guard, took the
 // newer schema's for the one it had checked, and its claims went on for
 // good, where a Store opened a moment earlier stops them. The fingerprint
@@ -135,10 +137,12 @@ func TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims(t *testing.T) {
 	if err := store.Migrate(ctx, newer); err != nil {
 		t.Fatal(err)
 	}
-	// The newer courier's next migration, once the guard read the columns.
+	// The newer courier's next migration, once the guard read the columns,
+	// which this courier must not run on.
 	db := between(t, "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL", "pragma_table_info", func() {
 		if _, err := newer.ExecContext(ctx, `ALTER TABLE courier_outbox ADD COLUMN newer_column TEXT;
-			INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema`); err != nil {
+			INSERT INTO courier_schema (version, applied_at) SELECT max(version) + 1, 1 FROM courier_schema;
+			INSERT INTO courier_schema (version, applied_at) SELECT -max(version), 1 FROM courier_schema`); err != nil {
 			t.Errorf("the newer migration: %v", err)
 		}
 	})

@@ -35,6 +35,8 @@ func Run(t *testing.T, open OpenFunc) {
 	}{
 		{"Schema", testSchema},
 		{"SchemaAlteredNamesTableAndColumn", testSchemaAlteredNamesTableAndColumn},
+		{"RollingDeployOnAnAdditiveNewerSchema", testRollingDeployOnAnAdditiveNewerSchema},
+		{"NewerSchemaAnOlderCourierMustNotRun", testNewerSchemaAnOlderCourierMustNotRun},
 		{"EnqueueCommitAndRollback", testEnqueueCommitAndRollback},
 		{"EnqueueIdempotent", testEnqueueIdempotent},
 		{"EnqueueInvalid", testEnqueueInvalid},

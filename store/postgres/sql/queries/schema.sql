@@ -6,6 +6,14 @@
 -- name: schema_version
 SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 
+-- name: schema_required
+-- How many migrations a courier must know to run on this schema: a newer
+-- courier's migration that an older one must not run on (it changes what
+-- a column the older one uses means, or removes one) records, besides its
+-- version, a row whose version is the negated count. Migrations that only
+-- add record none: every courier since the first one runs on them.
+SELECT COALESCE(MAX(-version), 0) FROM courier_schema WHERE version < 0;
+
 -- name: schema_create
 -- Exported at the head of Migrations' first file: never change it.
 CREATE TABLE IF NOT EXISTS courier_schema (
@@ -41,6 +49,18 @@ ORDER BY c.relname, a.attnum;
 -- committed (under REPEATABLE READ its snapshot predates the wait, and it
 -- would apply the first's migrations again).
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
+-- name: schema_lock_wait
+-- Migrate's own transaction, before its first lock: how long each
+-- statement may wait for one. An ALTER TABLE waits for ACCESS EXCLUSIVE
+-- behind every transaction that touched the table (an application's that
+-- enqueued and goes on with its own work), and every enqueue, claim and
+-- settle after it waits behind the ALTER: without a bound the outbox stops
+-- for as long as the longest of them runs. Migrate gives up at the bound,
+-- rolls back so the others go on, and tries again (store.Migrate). A
+-- lock_timeout the connection already has (set for the role, the
+-- database, or in the URL) is kept.
+SELECT set_config('lock_timeout', '1s', true) WHERE current_setting('lock_timeout') IN ('0', '0ms');
 
 -- name: schema_lock
 -- Two processes migrating at once: the second waits for the first.

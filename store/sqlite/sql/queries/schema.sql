@@ -6,6 +6,14 @@
 -- name: schema_version
 SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 
+-- name: schema_required
+-- How many migrations a courier must know to run on this schema: a newer
+-- courier's migration that an older one must not run on (it changes what
+-- a column the older one uses means, or removes one) records, besides its
+-- version, a row whose version is the negated count. Migrations that only
+-- add record none: every courier since the first one runs on them.
+SELECT COALESCE(MAX(-version), 0) FROM courier_schema WHERE version < 0;
+
 -- name: schema_create
 -- The version table itself; every migration records its number here.
 -- Exported at the head of Migrations' first file: never change it.
@@ -31,6 +39,10 @@ ORDER BY m.name, p.cid;
 
 -- name: schema_isolation
 -- SQLite: nothing to do; its transactions are serializable.
+
+-- name: schema_lock_wait
+-- SQLite: nothing to do; a writer waits for the one before it (the busy
+-- timeout), and readers never wait for a writer (WAL).
 
 -- name: schema_elsewhere
 -- SQLite: nothing to look for; a database file has one schema for courier.
