@@ -19,6 +19,15 @@ const (
 // Webhooks' webhook-id, Svix's svix-id), and refuses it when the
 // signature scheme signs none. Receivers answer with courier's own Ack
 // ([New]) unless the payload is an Acker.
+//
+// A key is a token, as a notification_id is: 1-256 of A-Z a-z 0-9 _ . : -
+// (validate the fields it is made of with courier_token, or build it from
+// fields that are tokens). A receiver refuses a payload whose key is
+// anything else, 400 validation_failed naming notification_id, and
+// records nothing. The key must depend on the payload alone, the same for
+// the same payload whenever and wherever it is received: a key that
+// changes with the time, a counter or the instance makes every redelivery
+// a new notification, processed again.
 type Notification interface {
 	DedupeKey() string
 }

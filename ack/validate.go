@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -175,6 +176,9 @@ func checkRules(t reflect.Type) error {
 			if !divesInto(tag, f.Type) {
 				return nil, fmt.Errorf("ack: the validate tag of %s.%s dives where its type, %s, holds no slice, array or map", t, f.Name, f.Type)
 			}
+			if name, ok := namesFields(tag, t); !ok {
+				return nil, fmt.Errorf("ack: the validate tag of %s.%s names %q, which is no field of %s (a rule names other fields by their Go names)", t, f.Name, name, t)
+			}
 			fields = append(fields, f.Type)
 		}
 		return fields, nil
@@ -207,6 +211,82 @@ func divesInto(tag string, t reflect.Type) bool {
 				return false
 			}
 		}
+	}
+	return true
+}
+
+// fieldRules are validator/v10's rules whose parameter names fields of
+// the struct that holds the tag (by Go name, a dotted path into nested
+// structs): the whole parameter (false), or its words (true), every
+// other word of them for the rules that pair a field with a value.
+var fieldRules = map[string]struct{ words, pairs bool }{
+	"eqfield": {}, "nefield": {}, "gtfield": {}, "gtefield": {}, "ltfield": {}, "ltefield": {},
+	"fieldcontains": {}, "fieldexcludes": {},
+	"required_with": {words: true}, "required_with_all": {words: true},
+	"required_without": {words: true}, "required_without_all": {words: true},
+	"excluded_with": {words: true}, "excluded_with_all": {words: true},
+	"excluded_without": {words: true}, "excluded_without_all": {words: true},
+	"required_if": {words: true, pairs: true}, "required_unless": {words: true, pairs: true},
+	"excluded_if": {words: true, pairs: true}, "excluded_unless": {words: true, pairs: true},
+	"skip_unless": {words: true, pairs: true},
+}
+
+// paramWords splits a rule's parameter into words as validator/v10 does:
+// a word in single quotes may hold spaces.
+var paramWords = regexp.MustCompile(`'[^']*'|\S+`)
+
+// namesFields reports whether every field that tag, a validate tag of a
+// field of struct type t, names in a cross-field rule (see fieldRules) is
+// a field of t, and returns the first that is not. validator/v10 takes a
+// name t does not have for a field that is never set, so such a rule
+// never holds (eqfield) or never applies (required_if): a json name where
+// the Go name belongs, or a typo, would refuse every payload or let every
+// one through, unseen.
+func namesFields(tag string, t reflect.Type) (string, bool) {
+	for rule := range strings.SplitSeq(tag, ",") {
+		for rule := range strings.SplitSeq(rule, "|") {
+			name, param, _ := strings.Cut(rule, "=")
+			kind, ok := fieldRules[name]
+			if !ok {
+				continue
+			}
+			names := []string{param}
+			if kind.words {
+				names = paramWords.FindAllString(param, -1)
+			}
+			for i, field := range names {
+				if kind.pairs && i%2 == 1 {
+					continue
+				}
+				if !hasField(t, field) {
+					return field, false
+				}
+			}
+		}
+	}
+	return "", true
+}
+
+// hasField reports whether path, a field's Go name or a dotted path of
+// them, names a field of struct type t, promoted ones too, as validator/v10
+// looks fields up. Past a map's key or a slice's index, or into a type
+// that is no struct, the type does not tell: it is taken.
+func hasField(t reflect.Type, path string) bool {
+	for path != "" {
+		t = typewalk.Deref(t)
+		if t.Kind() != reflect.Struct || t.ConvertibleTo(reflect.TypeFor[time.Time]()) {
+			return true
+		}
+		name, rest, _ := strings.Cut(path, ".")
+		name, _, indexed := strings.Cut(name, "[")
+		f, ok := t.FieldByName(name)
+		if !ok {
+			return false
+		}
+		if indexed {
+			return true
+		}
+		t, path = f.Type, rest
 	}
 	return true
 }
@@ -327,7 +407,9 @@ func indirect(t reflect.Type) reflect.Type {
 // courier.CodeConfigInvalid, where the validator would panic. A field of
 // interface type that a tag dives into is the value's to fit: one that
 // holds neither slice, array nor map (a string, a number, a bool) fails
-// with rule dive, as one that holds nothing does.
+// with rule dive, as one that holds nothing does. A Check that v has from
+// an embedded pointer (or interface) that is nil is not called, as it
+// would dereference it: that field fails instead, with rule required.
 func Validate(v any) error {
 	err := validateStruct(v)
 	var (
@@ -357,6 +439,9 @@ func Validate(v any) error {
 		return err
 	}
 	if c, ok := v.(Checker); ok {
+		if field, unset := typewalk.NilEmbedded(reflect.ValueOf(v), "Check"); unset {
+			return &ValidationError{Fields: []FieldError{{Field: field, Rule: "required"}}}
+		}
 		return c.Check()
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/rules"
 	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/typewalk"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
@@ -102,7 +103,15 @@ type ReceiverConfig struct {
 // names, or the request is refused: a signed request cannot carry another
 // notification's identity. A T that carries no id of its own (DedupeKey
 // returns "") is deduped by that signed message id instead, and refused
-// with 400 message_id_missing when the scheme signs none.
+// with 400 message_id_missing when the scheme signs none. A DedupeKey
+// that is no token (see ack.Notification) is refused with 400
+// validation_failed naming notification_id (rule courier_token).
+//
+// T may have DedupeKey (or Check, Ack, PayloadSHA256) from a struct it
+// embeds by pointer: a body that does not set that struct's members
+// leaves the pointer nil, and is refused with 400 validation_failed
+// naming the embedded field (rule required), as the method cannot be
+// called on it.
 //
 // Once is for as long as the notification's Inbox record is kept: prune
 // the Store's Inbox with an OlderThan longer than the senders retry (a
@@ -123,9 +132,13 @@ type Receiver[T ack.Notification] struct {
 // tags, or those of a struct type its fields hold, name a rule the
 // validator does not have (validator/v10's built-in rules and courier's
 // own are all there is: see ack.Validate) or one it cannot apply to its
-// field (dive on a field that is neither slice nor map), and a T with Ack
-// or PayloadSHA256 on its pointer receiver only (T is then no ack.Acker
-// or ack.Digester, and the method would go unused). So is a T that
+// field (dive on a field that is neither slice nor map), or a cross-field
+// rule (required_if, eqfield, required_with, ...) naming a field its
+// struct does not have (those rules name fields by their Go names, not
+// their json names: validator/v10 takes any other name for a field never
+// set, so the rule would never apply, or refuse every body), and a T
+// with Ack or PayloadSHA256 on its pointer receiver only (T is then no
+// ack.Acker or ack.Digester, and the method would go unused). So is a T that
 // encoding/json cannot decode a body into as its fields declare, in T or
 // in a struct type its fields hold: an embedded pointer to an unexported
 // struct type with fields a body sets (encoding/json cannot allocate it:
@@ -134,9 +147,14 @@ type Receiver[T ack.Notification] struct {
 // decodes none of them), an UnmarshalJSON or UnmarshalText promoted from
 // an embedded field into a struct type with fields of its own (as
 // embedding a time.Time does: the method gets the whole value, the other
-// fields are never set), and a T that decodes itself from a JSON string
-// only (UnmarshalText without UnmarshalJSON). Each refusal names the type
-// and the field.
+// fields are never set), a member no body can set (a field holding a
+// channel, a function, a complex number, an interface with methods, or a
+// map keyed by anything but strings, integers or text: encoding/json
+// decodes only null into it; tag such a field json:"-"), a field tagged
+// json:",inline" (an option encoding/json does not have: embed the struct
+// instead), and a T that decodes itself from a JSON string only
+// (UnmarshalText without UnmarshalJSON). Each refusal names the type and
+// the field.
 func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[T], error) {
 	f, err := newFront("ReceiverConfig", cfg.Store, cfg.Verifier, cfg.Body, cfg.Logger, cfg.Hook)
 	if err != nil {
@@ -146,6 +164,10 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 		return nil, configError("NewReceiver: the Func is required")
 	}
 	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
+		return nil, configError("NewReceiver: the notification type " + t.String() + " is a pointer: name the struct type " + t.Elem().String() +
+			", declaring DedupeKey (and Ack, PayloadSHA256, where it has them) on its value receiver; the receiver decodes each body into a new " + t.Elem().String())
+	}
 	if t.Kind() != reflect.Struct {
 		return nil, configError("NewReceiver: the notification type " + t.String() + " is not a struct (its kind is " + t.Kind().String() + "): a body is decoded into a struct's fields and validated by them")
 	}
@@ -190,6 +212,10 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
 	}
+	if field, unset := unreachable(n); unset {
+		answer(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: field, Rule: "required"}}})
+		return
+	}
 	key, a, err := identify(n, body, principal)
 	if err != nil {
 		answer(w, err)
@@ -206,11 +232,36 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 	writeAck(w, b)
 }
 
+// unreachable returns the embedded field of n, by its name in a body,
+// that is nil and through which n has a method the receiver calls
+// (DedupeKey, and Ack or PayloadSHA256 where n has them): a body that
+// does not set the embedded struct's members leaves it nil, and calling
+// the method would dereference it. Such a body is refused as one missing
+// a required member.
+func unreachable(n ack.Notification) (field string, unset bool) {
+	methods := []string{"DedupeKey"}
+	if _, ok := n.(ack.Acker); ok {
+		methods = append(methods, "Ack")
+	}
+	if _, ok := n.(ack.Digester); ok {
+		methods = append(methods, "PayloadSHA256")
+	}
+	for _, m := range methods {
+		if field, unset := typewalk.NilEmbedded(reflect.ValueOf(n), m); unset {
+			return field, true
+		}
+	}
+	return "", false
+}
+
 // identify returns the Inbox key n, received as body from p, is recorded
 // under and the Ack that answers it, or why the request is refused: no id
 // to dedupe by, or a signed message id naming another notification.
 func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.InboxKey, ack.Ack, error) {
 	id := n.DedupeKey()
+	if id != "" && !wire.IsToken(id) { // no key the Inbox can hold
+		return protocol.InboxKey{}, ack.Ack{}, errKeyNoToken
+	}
 	if id == "" { // no id of its own: the signed message id is its identity
 		switch {
 		case p.MessageID == "":
@@ -280,6 +331,11 @@ func writeAck(w http.ResponseWriter, b []byte) {
 // another notification than the body does: the identity a receiver
 // dedupes by must be the one signed.
 var errSignedIdentity = &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "webhook_id"}}}
+
+// errKeyNoToken refuses a notification whose DedupeKey is no token (see
+// ack.Notification), which no Inbox record can be keyed by: the identity
+// is named as the Ack would name it.
+var errKeyNoToken = &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "courier_token"}}}
 
 // signedIdentity answers errSignedIdentity when p's signed message id,
 // if the scheme signs one, is not id, and reports whether it is.

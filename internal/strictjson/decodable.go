@@ -26,6 +26,14 @@ import (
 //     into a struct type with fields of its own: encoding/json hands the
 //     embedded field's method the whole value, and the other fields are
 //     never set (a type that only wraps the embedded one is fine);
+//   - a member no body can set: a field that holds (through pointers,
+//     slices, arrays and maps) a channel, a function, a complex number,
+//     an unsafe.Pointer, an interface with methods, or a map whose keys
+//     are neither strings, integers nor text (encoding.TextUnmarshaler),
+//     into which encoding/json decodes nothing but null;
+//   - a field tagged inline (json:",inline"), an option of other
+//     encoders that encoding/json ignores, decoding the field as a member
+//     of its own rather than its fields as members of t;
 //   - a t that decodes itself from a JSON string only (UnmarshalText
 //     without UnmarshalJSON): no object decodes into it.
 func CheckType(t reflect.Type) error {
@@ -53,6 +61,12 @@ func CheckType(t reflect.Type) error {
 				if isValidTag(name) || len(jsonFields(sf.Type.Elem())) > 0 {
 					return nil, fmt.Errorf("%s.%s is an embedded pointer to an unexported struct type, which encoding/json cannot allocate to set its fields (embed the struct itself, or export its type)", t, sf.Name)
 				}
+			}
+			if _, opts, _ := strings.Cut(tag, ","); slices.Contains(strings.Split(opts, ","), "inline") {
+				return nil, fmt.Errorf("%s.%s is tagged inline, an option encoding/json does not have: it decodes the field as a member of its own (embed the struct without a json name to have its fields promoted)", t, sf.Name)
+			}
+			if bad, ok := undecodable(sf.Type); ok {
+				return nil, fmt.Errorf("%s.%s is a member no JSON body can set: encoding/json decodes nothing but null into %s (tag it json:\"-\", or give it a type JSON holds)", t, sf.Name, bad)
 			}
 			next = append(next, sf.Type)
 		}
@@ -117,4 +131,39 @@ func hasOwnFields(t reflect.Type, embedded reflect.StructField) bool {
 		}
 	}
 	return false
+}
+
+// undecodable returns the type, held by t (itself, or through pointers,
+// slices, arrays and maps), that encoding/json decodes nothing but null
+// into, where there is one: a channel, a function, a complex number, an
+// unsafe.Pointer, an interface with methods, a map whose key type is
+// neither a string, an integer nor text. A type that decodes itself
+// decodes what it will.
+func undecodable(t reflect.Type) (reflect.Type, bool) {
+	for range 64 { // as deep as typewalk looks
+		if decodesItself(typewalk.Deref(t)) {
+			return nil, false
+		}
+		switch t.Kind() {
+		case reflect.Chan, reflect.Func, reflect.Complex64, reflect.Complex128, reflect.UnsafePointer:
+			return t, true
+		case reflect.Interface:
+			return t, t.NumMethod() > 0
+		case reflect.Map:
+			switch k := t.Key(); k.Kind() {
+			case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			default:
+				if !reflect.PointerTo(k).Implements(textUnmarshaler) {
+					return t, true
+				}
+			}
+			t = t.Elem()
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			t = t.Elem()
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }

@@ -24,8 +24,9 @@ import (
 //     at or after it: encoding/json reports just past a literal, just
 //     inside an object or array), and must be the field the error names.
 //   - a value that decodes itself (a json.Unmarshaler or
-//     encoding.TextUnmarshaler, a time.Time) or is a json.Number fails
-//     with its own error, which names no field: it is the first such
+//     encoding.TextUnmarshaler, a time.Time), is a json.Number, or is a
+//     string decoded as base64 into a []byte fails with its own error,
+//     which names no field: it is the first such
 //     value, in document order, that fails alone with an error that reads
 //     as err does.
 //
@@ -94,7 +95,7 @@ func (s *pathScan) value(i int, t reflect.Type) int {
 	switch {
 	case t == nil || t.Kind() == reflect.Interface:
 		end = ValueEnd(s.b, i)
-	case decodesItself(t) || t == numberType:
+	case decodesItself(t) || t == numberType || isBytes(t) && s.b[i] == '"':
 		end = ValueEnd(s.b, i)
 		if s.failure != "" && !s.ok {
 			err := json.Unmarshal(s.b[i:end], reflect.New(field).Interface())
@@ -109,6 +110,12 @@ func (s *pathScan) value(i int, t reflect.Type) int {
 	}
 	s.claim(int64(i) < s.offset && s.offset <= int64(end))
 	return end
+}
+
+// isBytes reports whether encoding/json decodes a JSON string into t as
+// base64 (a slice of bytes), failing with an error that names no field.
+func isBytes(t reflect.Type) bool {
+	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
 }
 
 // claim makes the value being scanned the one found, when it is and none

@@ -88,3 +88,49 @@ func TestTypesThatHoldOnlyThemselves(t *testing.T) {
 		t.Fatalf("Held(map of slices of pointers) = %v, %t; want holdsSelf", s, ok)
 	}
 }
+
+type (
+	keyed struct{ ID string }
+	// keyedOwn declares Key itself, shadowing its embedded field's.
+	keyedOwn struct {
+		*keyed
+	}
+	keyedPromoted struct {
+		*keyed
+	}
+	keyedDeep struct {
+		keyedTwice `json:"twice"`
+	}
+	keyedTwice struct {
+		*keyed
+	}
+	keyer          interface{ Key() string }
+	keyedInterface struct{ keyer }
+)
+
+func (k *keyed) Key() string   { return k.ID }
+func (k keyedOwn) Key() string { return "own" }
+
+// TestNilEmbedded: a method promoted through an embedded pointer or
+// interface that is nil is found, named by the json names on its way; one
+// the type declares itself, or reached through set fields, is not.
+func TestNilEmbedded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v     any
+		field string
+	}{
+		{"promoted through a nil pointer", keyedPromoted{}, "keyed"},
+		{"a pointer to it", &keyedPromoted{}, "keyed"},
+		{"set", keyedPromoted{keyed: &keyed{}}, ""},
+		{"declared on the type", keyedOwn{}, ""},
+		{"two deep, after a tagged field", keyedDeep{}, "twice.keyed"},
+		{"through an interface", keyedInterface{}, "keyer"},
+		{"no such method", keyed{}, ""},
+	} {
+		field, ok := typewalk.NilEmbedded(reflect.ValueOf(tc.v), "Key")
+		if field != tc.field || ok != (tc.field != "") {
+			t.Errorf("%s: NilEmbedded = %q, %v, want %q", tc.name, field, ok, tc.field)
+		}
+	}
+}
