@@ -58,4 +58,40 @@
 // listen again after 100ms, the wait doubling up to 5 seconds (or its
 // client.Config.PollInterval, if shorter), then claims once it listens. Claims take FOR UPDATE SKIP LOCKED, so any
 // number of worker processes share one outbox.
+//
+// # Behind a transaction-mode pooler
+//
+// Behind PgBouncer, RDS Proxy or Supavisor in transaction mode, each
+// transaction may run on another server connection. The engine keeps
+// nothing in a session from one transaction to the next: its settings
+// are SET LOCAL, its advisory locks end with their transaction, and it
+// creates no temporary table, prepares no statement by name and leaves no
+// cursor open. pgx's default query exec mode, cache_statement, does
+// prepare statements by name on each connection, which a pooler that does
+// not track them answers with "prepared statement ... already exists" or
+// "does not exist" (database_unavailable), as PgBouncer 1.18 does. Choose
+// a mode that prepares none in the URL:
+//
+//	db, err := sqlx.Open("pgx", "postgres://app@pgbouncer.internal/app?default_query_exec_mode=simple_protocol")
+//
+// The store conformance suite passes in simple_protocol (pgx writes the
+// parameters into the statement) and exec, and all of it but wake-ups
+// through PgBouncer 1.18 in transaction mode; Enqueue, EnqueueMany and
+// Publish in a pgx.Tx, and payloads of the largest size sealed or not,
+// work in those two modes and in describe_exec and cache_describe. Two
+// things still differ:
+//
+//   - Wake-ups need a session. A worker's LISTEN is accepted, but no
+//     notification reaches it: it finds new deliveries at its next poll
+//     (client.Config.PollInterval, 1 second by default) rather than in
+//     milliseconds, and logs nothing of it. A worker whose Store is opened
+//     on a direct connection (or a session-mode pool) keeps its wake-ups,
+//     however the application enqueues: the notification is sent on
+//     commit to every listener of the database.
+//   - The URL's search_path does not reach the server: PgBouncer refuses
+//     the startup parameter, or drops it when told to ignore it, and
+//     courier's tables are then looked for, and migrated, in the schemas
+//     of the server's default search_path. Set it on the role, which
+//     every server connection starts with:
+//     ALTER ROLE app IN DATABASE app SET search_path = courier, public.
 package postgres
