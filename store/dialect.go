@@ -81,6 +81,14 @@ var (
 	errBusy        = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"} // a lock or serialization conflict: try again
 	errReadOnly    = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database is read-only"}
 	errUnavailable = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database failed"}
+	// errAborted is a statement run in a transaction that failed before
+	// it (PostgreSQL's 25P02): the caller's, which went on after a
+	// failure. The database is fine; the transaction is lost, and is to
+	// be rolled back (and run again whole, if what failed in it can pass
+	// another time). Its code is the one of every failure that ends the
+	// caller's transaction, so that a receiver answers it 503 and its
+	// sender tries again, rather than give the notification up.
+	errAborted = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "the transaction is aborted by an earlier failure in it: roll it back"}
 )
 
 // errConstraint is what a violated constraint is a case of, in the
@@ -137,6 +145,8 @@ func (d *dialect) interpret(name string, err error) error {
 		return fmt.Errorf("store: %s: %w: %w", name, errBusy, err)
 	case engine.ReadOnly:
 		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
+	case engine.Aborted:
+		return fmt.Errorf("store: %s: %w: %w", name, errAborted, err)
 	case engine.Constraint:
 		return &queryError{query: name, err: &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint}}
 	}

@@ -47,6 +47,63 @@
 //	ordering.go                         ordering keys: which delivery of a key is claimable next
 //	contracts.go                        an endpoint held back while a changed contract is unresolved
 //
+// # In the application's transaction
+//
+// Enqueue, EnqueueMany, EnqueueCommand and Publish (and package postgres's
+// Enqueue, EnqueueMany and Publish, on a pgx.Tx) write in the transaction
+// they are given, as the application set it up, and their errors say what
+// became of it:
+//
+//   - CodeDatabaseUnavailable: the database ended the statement, and with
+//     it (on PostgreSQL) the transaction. Roll it back and run it again
+//     whole, business writes included: a serialization failure (40001) or
+//     deadlock (40P01), a lock_timeout or statement_timeout of the
+//     transaction's, a lost connection, or a transaction a failure before
+//     the enqueue had aborted already (25P02; the error says so). An
+//     enqueue the retry makes again finds what an earlier try committed
+//     (Existed), so a retried transaction ends with one delivery. A few
+//     causes of this code do not pass by themselves, and the error carries
+//     the database's words for them: a read-only transaction or database,
+//     a role without courier's privileges, a search_path that does not
+//     lead to courier's tables. Bound the retries.
+//   - CodeInvalidArgument (a violated constraint too, which is also
+//     CodePayloadInvalid) and CodeIdempotencyCollision: the enqueue itself
+//     is refused, and would be again; no retry helps. A refusal before any
+//     statement ran (invalid input, a collision) leaves the transaction as
+//     it was. A statement that failed (a violated constraint) leaves a
+//     PostgreSQL transaction aborted, to go on only from a savepoint taken
+//     before the enqueue; and EnqueueMany's refusal of one delivery may
+//     leave others of its batch written: roll back, to such a savepoint at
+//     least.
+//
+// The application's own Commit may fail with a serialization failure as
+// well, in its driver's words: that too is a transaction to run again.
+//
+// Any isolation level serves. At READ COMMITTED (PostgreSQL's default) a
+// second transaction enqueueing a delivery, publishing an event or
+// joining an ordering key that a first one holds uncommitted waits for
+// it, then finds the delivery Existed (or takes its turn behind the
+// first's on the key). At REPEATABLE READ or SERIALIZABLE, PostgreSQL
+// cannot show it a row its snapshot predates, and ends it with a
+// serialization failure instead, as above; keep transactions that
+// enqueue with ordering keys at READ COMMITTED, where they take turns
+// rather than fail. On PostgreSQL Store.Begin begins at
+// READ COMMITTED whatever the default; begin on DB() with sql.TxOptions
+// for another level.
+//
+// A savepoint the application rolls back to undoes the enqueues made
+// after it entirely: their rows, their ordering keys' turns and, on
+// PostgreSQL, their wake-ups (a transaction left with none wakes no
+// worker); what survives commits with the transaction. A read-only
+// transaction refuses the enqueue, CodeDatabaseUnavailable as above.
+// Courier's statements run under the transaction's settings: a SET
+// LOCAL statement_timeout or lock_timeout bounds them too, a role must
+// hold courier's privileges, and the search_path must lead to courier's
+// tables, which are named without a schema: one that leads to another
+// courier's tables first (another tenant's schema) writes there. On SQLite,
+// the transaction may belong to another pool on the same file; see
+// package sqlite for transactions that begin deferred.
+//
 // # Delivery control
 //
 // A pending or retrying delivery may be due and still not claimable: it is

@@ -90,6 +90,8 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Busy}
 	case e.Code == "25006": // read_only_sql_transaction
 		return engine.Failure{Kind: engine.ReadOnly}
+	case e.Code == "25P02": // in_failed_sql_transaction: a statement before this one failed
+		return engine.Failure{Kind: engine.Aborted}
 	case e.Code == "42P01": // undefined_table
 		return engine.Failure{Kind: engine.Missing}
 	case strings.HasPrefix(e.Code, "23"): // integrity constraint violation

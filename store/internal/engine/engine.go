@@ -90,6 +90,7 @@ const (
 	ReadOnly                // the database cannot be written now
 	Missing                 // a table or relation does not exist
 	Unavailable             // the database failed, not the statement: full, out of memory, an I/O error, shutting down
+	Aborted                 // the transaction failed before, and runs no statement until it is rolled back
 )
 
 // Failure is an interpreted driver error. Constraint names the constraint
