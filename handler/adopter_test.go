@@ -337,6 +337,37 @@ func TestReceiverRefusesMembersNoBodyCanSet(t *testing.T) {
 	}
 }
 
+// embedsHidden embeds unexported types that are no structs, which
+// encoding/json ignores: they are no member of the body.
+type (
+	auditor      interface{ Audit(string) }
+	onReceive    func()
+	embedsHidden struct {
+		//lint:ignore U1000 the embedding is what NewReceiver reads
+		auditor
+		//lint:ignore U1000 the embedding is what NewReceiver reads
+		onReceive
+		ID string `json:"id"`
+	}
+)
+
+func (p embedsHidden) DedupeKey() string { return p.ID }
+
+// TestReceiverServesTypeEmbeddingWhatJSONIgnores: a payload type that
+// embeds an unexported interface with methods or func type, which
+// encoding/json ignores (it promotes the fields of embedded structs
+// alone), was refused by NewReceiver as holding a member no body can set,
+// though every body decodes into it.
+func TestReceiverServesTypeEmbeddingWhatJSONIgnores(t *testing.T) {
+	tr, err := newTypedReceiver[embedsHidden](t, couriertest.StandardWebhooksKeys("s"), false)
+	if err != nil {
+		t.Fatalf("NewReceiver = %v, want it to serve", err)
+	}
+	if a := tr.post(t, "a", `{"id":"a"}`); a.status != 200 {
+		t.Fatalf("%d %s, want 200", a.status, a.body)
+	}
+}
+
 // bytesMembers holds []byte members, which encoding/json takes as base64
 // strings.
 type (

@@ -255,10 +255,11 @@ func runsOnNewer(d *dialect, row interface{ Scan(...any) error }) error {
 // schemaWatch is the schema guard's cheap form, run by every claim, so a
 // schema altered after Open stops claims (code schema_altered) rather
 // than leasing rows whose meaning changed. It reads the engine's schema
-// fingerprint (SQLite: PRAGMA schema_version, from the file header;
-// PostgreSQL: the catalog's column list, at most once per
-// engine.SchemaRecheck) and runs the full guard again only when the
-// fingerprint changed, keeping its verdict for that fingerprint.
+// fingerprint (SQLite: PRAGMA schema_version, from the file header, and
+// courier_schema's latest version; PostgreSQL: the catalog's column list,
+// at most once per engine.SchemaRecheck) and runs the full guard again
+// only when the fingerprint changed, keeping its verdict for that
+// fingerprint.
 type schemaWatch struct {
 	mu          sync.Mutex
 	fingerprint string

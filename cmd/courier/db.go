@@ -121,8 +121,9 @@ func openDB(db string) (*sqlx.DB, error) {
 
 // connectTimeout is how long, in seconds, the tool waits for a PostgreSQL
 // server to take a connection when neither -db nor $PGCONNECT_TIMEOUT says
-// (database/sql tries twice, so a command gives up after 10 seconds): pgx
-// waits for ever by default, and a server that takes the TCP connection and never
+// (the connection is tried twice: a command gives up after 10 seconds, as
+// TestAServerThatNeverAnswersIsGivenUpOn measures): pgx waits for ever by
+// default, and a server that takes the TCP connection and never
 // answers (stopped mid-failover, behind a firewall that swallows packets)
 // would hold health, run from cron or a monitor, until it was killed.
 const connectTimeout = "5"

@@ -53,7 +53,9 @@ func CheckType(t reflect.Type) error {
 		for i := range t.NumField() {
 			sf := t.Field(i)
 			tag := sf.Tag.Get("json")
-			if tag == "-" || (!sf.IsExported() && !sf.Anonymous) {
+			// encoding/json ignores unexported fields but embedded structs,
+			// whose exported fields it promotes.
+			if tag == "-" || (!sf.IsExported() && (!sf.Anonymous || typewalk.Deref(sf.Type).Kind() != reflect.Struct)) {
 				continue
 			}
 			if sf.Anonymous && !sf.IsExported() && sf.Type.Kind() == reflect.Pointer && sf.Type.Elem().Kind() == reflect.Struct {

@@ -99,3 +99,32 @@ func TestCheckType(t *testing.T) {
 		t.Errorf("encoding/json decoded ctBoth's clashing ID: %v, %+v", err, both)
 	}
 }
+
+type (
+	ctLogger interface{ Log(string) }
+	ctHook   func()
+	// ctIgnored embeds unexported types that are no structs, which
+	// encoding/json ignores: its other fields decode as ever.
+	ctIgnored struct {
+		//lint:ignore U1000 the embedding is what CheckType reads
+		ctLogger
+		//lint:ignore U1000 the embedding is what CheckType reads
+		*ctHook
+		Name string `json:"name"`
+	}
+)
+
+// TestCheckTypePassesEmbeddedFieldsJSONIgnores: an embedded field of an
+// unexported type that is no struct (an interface with methods, a func)
+// is no member of the body for encoding/json, which ignores it and decodes
+// the rest; CheckType took it for a member no body can set and refused
+// the type, and NewReceiver with it.
+func TestCheckTypePassesEmbeddedFieldsJSONIgnores(t *testing.T) {
+	var v ctIgnored
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &v); err != nil || v.Name != "x" {
+		t.Fatalf("encoding/json decoding ctIgnored: %v, %+v", err, v)
+	}
+	if err := CheckType(reflect.TypeFor[ctIgnored]()); err != nil {
+		t.Errorf("CheckType(ctIgnored) = %v, want nil", err)
+	}
+}

@@ -106,6 +106,28 @@ func testNewerSchemaAnOlderCourierMustNotRun(t *testing.T, open OpenFunc) {
 			t.Fatalf("Open = %v, want schema_too_new", err)
 		}
 	})
+	t.Run("DeclaredWithoutDDL", func(t *testing.T) {
+		// A newer migration that changes what rows mean with a data
+		// change alone (no table, column or index) and says so: claims
+		// of a Store that has claimed on this schema already stop too.
+		t.Parallel()
+		b := setup(t, open, store.Config{})
+		b.enqueue(t, delivery("n1"))
+		b.enqueue(t, delivery("n2"))
+		if c := b.claim(t, "old", 1, time.Hour); len(c) != 1 {
+			t.Fatalf("claimed %d before the newer migration, want 1", len(c))
+		}
+		if _, err := b.db.ExecContext(b.ctx, `UPDATE courier_outbox SET priority = priority;
+			INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM courier_schema;
+			INSERT INTO courier_schema (version, applied_at) SELECT -MAX(version), 1 FROM courier_schema`); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute)
+		c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: "old", Limit: 10, Lease: time.Minute})
+		if !errors.Is(err, courier.CodeSchemaTooNew) || len(c) != 0 {
+			t.Fatalf("claim on a newer schema this courier must not run on = %d leased, %v; want none, schema_too_new", len(c), err)
+		}
+	})
 	t.Run("ColumnGone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open, store.Config{})

@@ -67,8 +67,12 @@ UPDATE courier_schema SET version = version WHERE 0;
 -- What changes whenever any table or index does: SQLite's schema cookie,
 -- read from the file header without a table read. Each claim compares it
 -- with the last one seen and runs the full guard (schema_columns) only
--- when it changed.
-PRAGMA schema_version;
+-- when it changed. The schema's version is part of it, one lookup at the
+-- end of courier_schema's key: a newer courier's migration that changes
+-- data alone, and records that this courier must not run on it, leaves
+-- the cookie as it was.
+SELECT (SELECT schema_version FROM pragma_schema_version())
+    || ' v' || (SELECT COALESCE(MAX(version), 0) FROM courier_schema);
 
 -- name: schema_database_file
 -- The file of the main database ('' in memory), whose identity Open
