@@ -39,9 +39,7 @@ func (h *Handler) apiHealth(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 	p, ref, fields := listParams(r.URL.Query())
 	if len(fields) > 0 {
-		pr := problem.New(http.StatusBadRequest, courier.CodeValidation, "the query is not valid")
-		pr.Errors = fields
-		problem.Write(w, pr)
+		invalidQuery(w, fields)
 		return
 	}
 	if ref != "" {
@@ -69,14 +67,10 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 // field is: which value counts would depend on who reads the query. The
 // endpoint comes back as its ref, to be resolved.
 func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.FieldError) {
-	bad := func(field, rule string) { fields = append(fields, ack.FieldError{Field: field, Rule: rule}) }
-	for _, name := range listQuery {
-		if len(q[name]) > 1 {
-			bad(name, "single")
-		}
-	}
-	if len(fields) > 0 {
-		return p, "", fields
+	qr := &queryReader{q: q}
+	bad := qr.bad
+	if !qr.single(listQuery...) {
+		return p, "", qr.fields
 	}
 	if v := q.Get("status"); v != "" {
 		if p.Status = courier.Status(v); !slices.Contains(courier.Statuses(), p.Status) {
@@ -111,14 +105,8 @@ func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.Fiel
 		}
 		p.Before = n
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			bad("limit", "range")
-		}
-		p.Limit = n
-	}
-	return p, ref, fields
+	p.Limit = qr.limit(0) // the store's default
+	return p, ref, qr.fields
 }
 
 // ceilMicros is t rounded up to the microsecond, as the store compares
@@ -294,10 +282,11 @@ func (h *Handler) cancel(r *http.Request, id int64) error {
 	return nil
 }
 
-// The pages of GET /api/endpoints and GET /api/contracts.
+// The pages of GET /api/endpoints and GET /api/contracts, and of
+// GET /api/deliveries (whose default is the store's).
 const (
 	refPage    = 100  // entries in a page by default
-	maxRefPage = 1000 // and at most
+	maxPage = 1000 // and at most
 )
 
 func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
@@ -345,34 +334,64 @@ func byRef[T, J any](all []T, url func(T) string, to func(T) J, after string, li
 // (rule single, as listParams refuses it). It answers a bad query itself,
 // naming every bad field.
 func refPageParams(w http.ResponseWriter, r *http.Request) (after string, limit int, ok bool) {
-	q := r.URL.Query()
-	var fields []ack.FieldError
-	bad := func(field, rule string) { fields = append(fields, ack.FieldError{Field: field, Rule: rule}) }
-	for _, name := range []string{"after", "limit"} {
-		if len(q[name]) > 1 {
-			bad(name, "single")
+	qr := &queryReader{q: r.URL.Query()}
+	if qr.single("after", "limit") {
+		if after = qr.q.Get("after"); after != "" && !endpoint.IsRef(after) {
+			qr.bad("after", "ref")
 		}
+		limit = qr.limit(refPage)
 	}
-	if len(fields) == 0 {
-		if after = q.Get("after"); after != "" && !endpoint.IsRef(after) {
-			bad("after", "ref")
-		}
-		limit = refPage
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxRefPage {
-				bad("limit", "range")
-			}
-			limit = n
-		}
-	}
-	if len(fields) > 0 {
-		pr := problem.New(http.StatusBadRequest, courier.CodeValidation, "the query is not valid")
-		pr.Errors = fields
-		problem.Write(w, pr)
+	if len(qr.fields) > 0 {
+		invalidQuery(w, qr.fields)
 		return "", 0, false
 	}
 	return after, limit, true
+}
+
+// queryReader reads a list's query, gathering every bad field.
+type queryReader struct {
+	q      url.Values
+	fields []ack.FieldError
+}
+
+func (r *queryReader) bad(field, rule string) {
+	r.fields = append(r.fields, ack.FieldError{Field: field, Rule: rule})
+}
+
+// single reports whether each of names is given at most once, refusing
+// every one given more (rule single), as a form's field is: which value
+// counts would depend on who reads the query.
+func (r *queryReader) single(names ...string) bool {
+	ok := true
+	for _, name := range names {
+		if len(r.q[name]) > 1 {
+			r.bad(name, "single")
+			ok = false
+		}
+	}
+	return ok
+}
+
+// limit reads limit, 1 to maxPage (rule range), or returns def when
+// the query has none.
+func (r *queryReader) limit(def int) int {
+	v := r.q.Get("limit")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxPage {
+		r.bad("limit", "range")
+	}
+	return n
+}
+
+// invalidQuery answers 400 validation_failed naming every bad field of
+// the query.
+func invalidQuery(w http.ResponseWriter, fields []ack.FieldError) {
+	p := problem.New(http.StatusBadRequest, courier.CodeValidation, "the query is not valid")
+	p.Errors = fields
+	problem.Write(w, p)
 }
 
 // apiEndpoint serves an action on the endpoint the path's {ref} names,
