@@ -5,6 +5,13 @@ package courier
 // operators' alerts, so they never change meaning and never carry payload,
 // header or secret content.
 //
+// A code has one form: a lowercase letter followed by at most 127
+// lowercase letters, digits, '_', '.' or '-' (courier's own are all so).
+// Courier keeps a code from outside it only in that form: a receiver's
+// problem+json code in another is not kept as the sender's remote code,
+// and a client.Verdict's is replaced by client.DefaultClassify's.
+// contrib/promcourier counts any code not courier's own as "other".
+//
 // A Code is also an error, and the target every courier error is tested
 // against: errors.Is(err, courier.CodeNotFound) holds for any error whose
 // code, or whose class, is not_found (see Error), and CodeOf reads the

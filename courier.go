@@ -4,9 +4,14 @@ package courier
 //
 //	pending --claim--> leased --2xx + valid ack--> succeeded
 //	                     |--retryable--> retry_wait --due--> leased
-//	                     |--permanent--> failed
+//	                     |--permanent, budget or deadline spent--> failed
 //	                     |--subscription changed/paused--> suppressed
-//	                     '--payload unreadable or digest mismatch--> quarantined
+//	                     |--payload unreadable or digest mismatch--> quarantined
+//	                     '--lease expired (its worker died)--> retry_wait or failed
+//
+// An operator's Cancel (package store) ends a waiting, failed or
+// quarantined delivery suppressed, and Redrive moves a failed one, or one
+// quarantined payload_unreadable, back to pending.
 type Status string
 
 // The delivery statuses.
@@ -29,7 +34,10 @@ func Statuses() []Status {
 	}
 }
 
-// Final reports whether no further attempt will be made in status s.
+// Final reports whether no further attempt will be made in status s:
+// succeeded, failed, suppressed or quarantined. Only an operator's
+// Redrive (package store) takes a failed delivery, or one quarantined
+// payload_unreadable, out of it.
 func (s Status) Final() bool {
 	switch s {
 	case StatusSucceeded, StatusFailed, StatusSuppressed, StatusQuarantined:

@@ -14,6 +14,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
@@ -31,7 +32,10 @@ var ErrNotFinite = errors.New("ack: number is not finite")
 //	json.dumps(json.loads(doc), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 //
 // doc is read strictly: duplicate keys, invalid UTF-8, lone
-// surrogates and excessive nesting are errors.
+// surrogates and excessive nesting are errors. Each matches its code
+// (courier.CodeOf): duplicate_json_key for a key twice, payload_invalid
+// for a number no float64 holds (ErrNotFinite), malformed_json for the
+// others.
 func Canonical(doc []byte) ([]byte, error) {
 	return pythonForm.write(doc)
 }
@@ -40,7 +44,7 @@ func Canonical(doc []byte) ([]byte, error) {
 func Marshal(v any) ([]byte, error) {
 	doc, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", courier.CodeInvalidArgument, err)
 	}
 	return Canonical(doc)
 }
@@ -71,14 +75,30 @@ var (
 // copy of the largest object's output.
 func (e encoder) write(doc []byte) ([]byte, error) {
 	if err := strictjson.Check(doc); err != nil {
-		return nil, err
+		return nil, jsonError(err)
 	}
 	w := writer{encoder: e, doc: doc, dst: make([]byte, 0, len(doc))}
 	w.space()
 	if err := w.value(); err != nil {
-		return nil, err
+		return nil, jsonError(err)
 	}
 	return w.dst, nil
+}
+
+// jsonError gives err, a document refused as strictjson refuses it or
+// for a number that is not finite, the code a receiver answers such a
+// body with: duplicate_json_key, payload_invalid (a valid document,
+// whose number is a wrong value: a receiver's validation_failed) or
+// malformed_json. errors.Is still finds err's own cause.
+func jsonError(err error) error {
+	code := courier.CodeMalformedJSON
+	switch {
+	case errors.Is(err, strictjson.ErrDuplicateKey):
+		code = courier.CodeDuplicateKey
+	case errors.Is(err, ErrNotFinite):
+		code = courier.CodePayloadInvalid
+	}
+	return fmt.Errorf("%w: %w", code, err)
 }
 
 // writer writes the canonical form of a document Check has accepted, so
@@ -432,7 +452,8 @@ func appendPositional(dst []byte, digits string, point int, dotZero bool) []byte
 // JCS returns the RFC 8785 (JSON Canonicalization Scheme) form of doc: keys
 // sorted by UTF-16 code units, numbers serialized as ECMAScript does. The
 // reporting profile judges "same body" on this form, so a sender that
-// re-serializes the same JSON is not taken for a collision.
+// re-serializes the same JSON is not taken for a collision. doc is read,
+// and refused with the same codes, as Canonical reads it.
 func JCS(doc []byte) ([]byte, error) {
 	return jcsForm.write(doc)
 }

@@ -30,3 +30,27 @@ func ExampleNew() {
 	// verified: true
 	// other bytes: ack_invalid
 }
+
+// Canonical JSON is how courier derives an identity or a digest from
+// content: the same document, however it was serialized, has one canonical
+// form, byte for byte the one Python's json.dumps writes with sort_keys,
+// compact separators, ensure_ascii=False and allow_nan=False. A document
+// that is ambiguous (a key twice) has none.
+func ExampleCanonical() {
+	sent := []byte(`{"b": [1, 2.50, 1e3], "a": "caf\u00e9 <&>", "\u00e9": null}`)
+	canonical, err := ack.Canonical(sent)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(canonical))
+
+	again, _ := ack.Canonical([]byte(`{"é":null,"a":"café <&>","b":[1,2.5,1000.0]}`))
+	fmt.Println("same digest:", ack.Digest(again) == ack.Digest(canonical))
+
+	_, err = ack.Canonical([]byte(`{"a":1,"a":2}`))
+	fmt.Println("duplicate key refused:", err != nil)
+	// Output:
+	// {"a":"café <&>","b":[1,2.5,1000.0],"é":null}
+	// same digest: true
+	// duplicate key refused: true
+}

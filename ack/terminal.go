@@ -167,7 +167,7 @@ func checkTerminalMember(m strictjson.Member) *FieldError {
 func exactMembers(b []byte, fields []string, check func(strictjson.Member) *FieldError) error {
 	v, err := strictjson.Parse(b)
 	if err != nil {
-		return err
+		return jsonError(err)
 	}
 	if v.Kind != strictjson.Object {
 		return &ValidationError{Fields: []FieldError{{Field: "", Rule: "object"}}}

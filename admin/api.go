@@ -285,7 +285,7 @@ func (h *Handler) cancel(r *http.Request, id int64) error {
 // The pages of GET /api/endpoints and GET /api/contracts, and of
 // GET /api/deliveries (whose default is the store's).
 const (
-	refPage    = 100  // entries in a page by default
+	refPage = 100  // entries in a page by default
 	maxPage = 1000 // and at most
 )
 

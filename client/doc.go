@@ -35,7 +35,9 @@
 //     retry waits as Config.Backoff says, honouring Retry-After. A refusal
 //     with an application/problem+json body keeps the receiver's own code
 //     (validation_failed, plan_unknown, ...) beside courier's: on the
-//     delivery, in the attempts log, the Event and the log line.
+//     delivery, in the attempts log, the Event and the log line. It is
+//     the body's top-level "code", kept when it has courier.Code's form
+//     and the body, at most 4 KiB, arrives within a second.
 //  3. Settle: record the outcome, fenced by the lease, together with the
 //     outcomes of attempts that finished meanwhile (one transaction for
 //     many deliveries under load). A settle the database refuses for a

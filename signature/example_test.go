@@ -107,7 +107,7 @@ func ExampleNewRFC9421Signer() {
 		Keys:   []signature.JWK{key.Public()}, // from the agent's jwks_uri
 		Origin: "https://buyer.example.com",   // this receiver, as senders address it
 		// Replay: nil remembers nonces in this process; a receiver with
-		// several processes passes its Store's shared cache (store.Replay).
+		// several processes passes its Store's shared cache (s.Replay).
 	})
 	if err != nil {
 		panic(err)

@@ -435,8 +435,10 @@ func (k JWK) withoutPrivate() JWK {
 	return JWK{m: seal(&m)}
 }
 
-// MarshalJSON writes the public part of k as a JWK; the private part is
-// never marshaled.
+// MarshalJSON writes k as a JWK without its private part, which is never
+// marshaled; its other members are k's own. A private key's key_ops stay
+// ["sign"], which a verifier's purpose check refuses: to publish a key
+// (a JWK Set for its receivers), marshal its Public half.
 func (k JWK) MarshalJSON() ([]byte, error) {
 	if k.m == nil {
 		return nil, errors.New("signature: jwk: zero key")

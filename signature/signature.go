@@ -14,9 +14,13 @@ import (
 
 // Message is what a Signer signs for one delivery attempt.
 type Message struct {
-	ID   string    // the notification id (Standard Webhooks webhook-id)
-	Body []byte    // the exact bytes sent
-	Time time.Time // the time of this attempt
+	ID   string // the notification id (Standard Webhooks webhook-id)
+	Body []byte // the exact bytes sent
+	// Time is the time of this attempt, which the signature carries.
+	// The Standard Webhooks and AdCP HMAC signers refuse a zero Time
+	// (signing_failed); the RFC 9421 signer takes its config's Now
+	// instead. A courier worker always sets it.
+	Time time.Time
 }
 
 // Signer adds a scheme's headers to an outgoing request for one attempt.

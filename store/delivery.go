@@ -22,19 +22,19 @@ type Delivery struct {
 	Payload        []byte // nil when not loaded or when it cannot be opened (see PayloadKeyID)
 	PayloadKeyID   string // the key that sealed the stored payload, "" if none
 	PayloadSHA256  string // the payload's SHA-256; keyed under PayloadKeyID when sealed (see Encryption)
-	Profile        string
-	KeyID          string
+	Profile        string // the Ack profile it is judged by (EnqueueParams.Profile)
+	KeyID          string // the signing configuration it names (EnqueueParams.KeyID), "" if none
 	Status         courier.Status
 	Priority       int
-	Attempts       int
-	MaxAttempts    int
-	NextAttemptAt  time.Time
+	Attempts       int       // attempts made (one given back unsent does not count)
+	MaxAttempts    int       // its attempt budget
+	NextAttemptAt  time.Time // when it is next due, while pending or retrying
 	Deadline       time.Time
 	LeaseOwner     string
 	LeasedAt       time.Time
 	LeaseExpiresAt time.Time
-	LastErrorCode  courier.Code
-	LastStatus     int
+	LastErrorCode  courier.Code // courier's code of its latest outcome, "" if none
+	LastStatus     int          // the receiver's HTTP status at its latest attempt, 0 if it had none
 	// LastRemoteCode is the receiver's own code from the problem+json body
 	// of its latest refusal (validation_failed, plan_unknown, ...), beside
 	// courier's LastErrorCode; "" when the latest attempt's answer carried

@@ -42,6 +42,9 @@ func dialectOf(driver string) (*dialect, error) {
 // registered under one of the engine's names that the engine cannot work
 // through.
 func dialectOfDB(db *sqlx.DB) (*dialect, error) {
+	if db == nil {
+		return nil, configError("the database is nil: open it first (see the engine packages)")
+	}
 	d, err := dialectOf(db.DriverName())
 	if err != nil {
 		return nil, err

@@ -32,20 +32,25 @@
 //	                     |--payload cannot be opened or no longer matches its digest--> quarantined
 //	                     '--lease expired (its worker died)--> retry_wait or failed
 //
-// Which file decides each transition:
+// What moves each transition:
 //
-//	enqueue.go, command.go, publish.go  -> pending (idempotent: same identity and content is a no-op, other content CodeIdempotencyCollision)
-//	claim.go                            pending/retry_wait -> leased, or -> failed (expired) once the deadline
-//	                                    has come; expired leased -> retry_wait/failed;
-//	                                    leased -> quarantined (integrity, payload unreadable), suppressed (subscription changed)
-//	settle.go                           leased -> succeeded, retry_wait, failed (fenced by the lease's token;
-//	                                    a retry past the budget or the deadline fails); leased -> pending/retry_wait (release)
-//	delivery.go                         pending/retry_wait/failed/quarantined -> suppressed (Cancel);
-//	                                    failed, quarantined payload_unreadable -> pending (Redrive)
-//	endpoints.go                        an endpoint's breaker: closed, open, half_open, disabled
-//	limits.go                           an endpoint's limits: deliveries in flight, rate and burst
-//	ordering.go                         ordering keys: which delivery of a key is claimable next
-//	contracts.go                        an endpoint held back while a changed contract is unresolved
+//	Outbox.Enqueue, EnqueueMany,     -> pending (idempotent: same identity and content is a no-op, other content CodeIdempotencyCollision)
+//	EnqueueCommand, Publish
+//	a worker's claim                 pending/retry_wait -> leased, or -> failed (expired) once the deadline
+//	                                 has come; expired leased -> retry_wait/failed;
+//	                                 leased -> quarantined (integrity, payload unreadable), suppressed (subscription changed)
+//	a worker's settle                leased -> succeeded, retry_wait, failed (fenced by the lease's token;
+//	                                 a retry past the budget or the deadline fails); leased -> pending/retry_wait (release)
+//	Outbox.Cancel                    pending/retry_wait/failed/quarantined -> suppressed
+//	Outbox.Redrive                   failed, quarantined payload_unreadable -> pending
+//	Endpoints                        an endpoint's breaker (closed, open, half_open, disabled) and its limits
+//	                                 (deliveries in flight, rate and burst)
+//	EnqueueParams.OrderingKey        which delivery of a key is claimable next
+//	Contracts                        an endpoint held back while a changed contract is unresolved
+//
+// (In the source, by row: enqueue.go, command.go and publish.go; claim.go;
+// settle.go; delivery.go, for Cancel and Redrive; endpoints.go and
+// limits.go; ordering.go; contracts.go.)
 //
 // # In the application's transaction
 //
@@ -114,7 +119,7 @@
 // the endpoint without room. An endpoint's room, reckoned by each claim
 // in its own transaction, is the least of
 //
-//	the claiming worker's share: ClaimParams.EndpointCap (client.Config.EndpointConcurrency)
+//	the claiming worker's share: its client.Config.EndpointConcurrency
 //	                             less the leases that worker holds on the endpoint
 //	the endpoint's MaxInFlight:  less every lease on it, by any worker (Endpoints.SetLimits)
 //	the endpoint's Rate:         the whole tokens in its bucket, which refills at Rate up to Burst
@@ -308,6 +313,6 @@
 // minute ahead of its own clock for a step back and refills the bucket
 // whole, each time the two alternate.
 //
-// All times are stored as unix microseconds. Every method takes a context
-// and is safe for concurrent use.
+// All times are stored as unix microseconds. Every method that reaches the
+// database takes a context, and every method is safe for concurrent use.
 package store

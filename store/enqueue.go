@@ -29,7 +29,11 @@ import (
 
 // Limits on what Enqueue accepts.
 const (
-	MaxPayloadSize  = 4 << 20
+	// MaxPayloadSize bounds a payload's bytes: 4 MiB. A receiver reads 1
+	// MiB unless configured otherwise (middleware.BodyLimits.MaxBytes),
+	// so a larger payload is for receivers configured to read it.
+	MaxPayloadSize = 4 << 20
+	// MaxEndpointSize bounds an endpoint URL's bytes: 2048.
 	MaxEndpointSize = endpoint.MaxSize
 	// MaxHorizon bounds how far ahead a delivery may be planned: its
 	// NotBefore at most MaxHorizon after now, its Deadline at most

@@ -23,10 +23,10 @@ const (
 // counts, statuses, codes and, for EventEndpoint, the endpoint without its
 // credentials; never content.
 type Event struct {
-	Kind   EventKind
-	N      int
-	Status courier.Status
-	Code   courier.Code
+	Kind   EventKind      // what happened
+	N      int            // how many deliveries it concerns (an enqueue, one; a claim, those it leased); 0 for EventEndpoint
+	Status courier.Status // the deliveries' status after it: pending, leased, or the one they settled into
+	Code   courier.Code   // the settle's code (expired, quarantined's, ...), or the breaker's reason; "" if none
 	// Endpoint, EndpointRef, From and To are an EventEndpoint's: the
 	// endpoint, and the breaker states it moved between. Endpoint is its
 	// scheme and host only ("/…" for a path), without userinfo, path or

@@ -388,3 +388,57 @@ func ExampleStore_KeysInUse() {
 	fmt.Println("k1:", inUse["k1"], "k2:", inUse["k2"])
 	// Output: k1: 1 k2: 1
 }
+
+// A profile of one's own says which answer proves that a receiver got a
+// delivery. It is registered in one place, Config.Profiles, wrapping
+// ack.Builtin: Enqueue refuses a profile name it does not know, where the
+// mistake is written, and the Store's workers judge every 2xx answer with
+// the profile's Verify (an error fails the delivery with ack_invalid).
+func ExampleConfig_profiles() {
+	// This receiver answers {"received":"<notification id>"}.
+	echo := ack.Profile{Name: "echo", Verify: func(sent ack.Sent, answer []byte) error {
+		var a struct{ Received string }
+		if err := json.Unmarshal(answer, &a); err != nil || a.Received != sent.ID {
+			return fmt.Errorf("echo: the answer does not name the notification")
+		}
+		return nil
+	}}
+	profiles := func(name string) (ack.Profile, bool) {
+		if name == echo.Name {
+			return echo, true
+		}
+		return ack.Builtin(name)
+	}
+
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{Profiles: profiles})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	for _, profile := range []string{"echo", "ecoh"} {
+		_, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
+			NotificationID: "order-1-paid-" + profile,
+			Endpoint:       "https://shipping.example/hooks/orders",
+			Payload:        []byte(`{"order":"1"}`),
+			Profile:        profile,
+		})
+		if err != nil {
+			fmt.Printf("%s: refused, %s\n", profile, courier.CodeOf(err))
+			continue
+		}
+		fmt.Printf("%s: enqueued\n", profile)
+	}
+	sent := ack.Sent{ID: "order-1-paid-echo", Payload: []byte(`{"order":"1"}`), Attempt: 1}
+	fmt.Println(echo.Verify(sent, []byte(`{"received":"order-1-paid-echo"}`)) == nil)
+	// Output:
+	// echo: enqueued
+	// ecoh: refused, invalid_argument
+	// true
+}

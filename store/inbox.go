@@ -11,12 +11,14 @@ import (
 	"github.com/courier-go/courier/internal/wire"
 )
 
-// Inbox is the receiver side's dedupe table: one record per (sender,
-// dedupe key), holding the payload digest and the Ack answered. Its
-// writes are courier's, of a key checkKey let through: one the database
-// refuses by a rule of its own (an application's trigger on the table) is
-// CodeInternal (refusedByTheDatabase), a store failure a receiver answers
-// 503 for, never the CodeInvalidArgument of a caller's input.
+// Inbox is the receiver side's dedupe table: one record per (verified
+// sender, dedupe key), holding the payload digest and the Ack answered.
+// The receivers of package handler write it (their docs say when); an
+// application only prunes it (Prune).
+// Its writes are courier's own, of keys courier has validated: one the
+// database refuses by a rule of its own (an application's trigger on the
+// table) is CodeInternal, a store failure a receiver answers 503 for,
+// never the CodeInvalidArgument of a caller's input.
 type Inbox struct{ s *Store }
 
 // Record records k inside the caller's transaction tx, or reports what is

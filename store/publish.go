@@ -70,9 +70,9 @@ type PublishParams struct {
 // Published is one delivery a publish made.
 type Published struct {
 	Enqueued
-	NotificationID string
-	SubscriptionID int64
-	IdempotencyKey string
+	NotificationID string // EventID ":" SubscriptionID
+	SubscriptionID int64  // the subscription the delivery is for
+	IdempotencyKey string // the delivery's own, as Build was given it (ack.NewIdempotencyKey's form)
 }
 
 // Publish fans an event out, inside the caller's transaction, to one

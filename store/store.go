@@ -176,8 +176,8 @@ type Config struct {
 	// expire in the store while its attempt still runs: another worker may
 	// claim the delivery and send it again at once (the receiver's inbox
 	// answers the second as a duplicate), and the first attempt's outcome
-	// is refused, its lease lost. Tests inject their own; withDefaults
-	// leaves it unset, as the engine decides.
+	// is refused, its lease lost. Tests inject their own; left nil, the
+	// engine decides, as above.
 	Now func() time.Time
 }
 
