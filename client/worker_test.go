@@ -92,7 +92,7 @@ func setupWorker(t *testing.T, receiver http.HandlerFunc, edit func(*client.Conf
 }
 
 // loopbackGuard opens the guard for exactly the test server's address.
-func loopbackGuard(t *testing.T, rawURL string) client.Guard {
+func loopbackGuard(t testing.TB, rawURL string) client.Guard {
 	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {

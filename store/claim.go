@@ -160,7 +160,11 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 			return err
 		}
 		out, expired, ended = append(out[:0], run.admitted...), run.expired, 0
-		for _, c := range run.got {
+		for i := range run.got {
+			// The stored bytes leave the batch as each is opened: a
+			// sealed batch is held once, not sealed and opened.
+			c := run.got[i]
+			run.got[i] = claimed{}
 			switch status, err := o.admit(ctx, tx, now, &c); {
 			case err != nil:
 				return err
@@ -669,6 +673,7 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 		return false, expired > 0, err
 	}
 	c := r.got[before]
+	r.got[before] = claimed{} // its stored bytes go as it is opened (see claimOnce)
 	r.got = r.got[:before]
 	status, err := r.o.admit(ctx, r.tx, r.args["now"].(int64), &c)
 	switch {
