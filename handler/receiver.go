@@ -278,13 +278,24 @@ func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.
 	if p.MessageID != "" && p.MessageID != a.NotificationID {
 		return protocol.InboxKey{}, ack.Ack{}, errSignedIdentity
 	}
-	digest := ack.Digest(body)
-	if d, ok := n.(ack.Digester); ok {
-		if digest, err = d.PayloadSHA256(body); err != nil {
-			return protocol.InboxKey{}, ack.Ack{}, err
-		}
+	digest, err := payloadDigest(n, body, a)
+	if err != nil {
+		return protocol.InboxKey{}, ack.Ack{}, err
 	}
 	return protocol.InboxKey{Sender: p.Sender, Key: id, PayloadSHA256: digest}, a, nil
+}
+
+// payloadDigest is the digest n's Inbox record keeps of body, a its Ack:
+// n's own (ack.Digester), else the body's SHA-256, which the default Ack
+// (ack.New, for a notification with no Ack of its own) already holds.
+func payloadDigest(n ack.Notification, body []byte, a ack.Ack) (string, error) {
+	switch d := n.(type) {
+	case ack.Digester:
+		return d.PayloadSHA256(body)
+	case ack.Acker:
+		return ack.Digest(body), nil
+	}
+	return a.NotificationSHA256, nil
 }
 
 // process records the notification and runs the application's function

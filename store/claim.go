@@ -703,8 +703,12 @@ func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) 
 	if ok, _ := o.s.cfg.Encryption.matches(plain, c.PayloadSHA256, c.payloadKeyID, c.NotificationID, c.Endpoint); !ok {
 		return o.end(ctx, tx, now, *c, courier.CodeIntegrity, AttemptQuarantined)
 	}
-	sum := sha256.Sum256(plain) // a sealed row stores a keyed digest; the worker gets the payload's own
-	c.PayloadSHA256 = hex.EncodeToString(sum[:])
+	if c.payloadKeyID != "" { // a sealed row stores a keyed digest; the worker gets the payload's own
+		sum := sha256.Sum256(plain)
+		c.PayloadSHA256 = hex.EncodeToString(sum[:])
+	} else { // the payload's own, just matched: in the form enqueue writes it
+		c.PayloadSHA256 = strings.ToLower(c.PayloadSHA256)
+	}
 	if c.SubscriptionID == 0 {
 		return courier.StatusLeased, nil
 	}
