@@ -290,17 +290,28 @@ const (
 )
 
 func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
+	list := h.cfg.Store.Endpoints.List
+	if page, next, ok := pageByRef(h, w, r, list, func(e store.EndpointHealth) string { return e.Endpoint }, toEndpoint); ok {
+		writeJSON(w, http.StatusOK, endpointPageJSON{Endpoints: page, NextAfter: next})
+	}
+}
+
+// pageByRef answers the query of r, a list paged by byRef, from what list
+// returns: the page and the next one's cursor, or false when it answered
+// a bad query or the store's failure itself.
+func pageByRef[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, list func(context.Context) ([]T, error),
+	url func(T) string, to func(T) J) (page []J, next string, ok bool) {
 	after, limit, ok := refPageParams(w, r)
 	if !ok {
-		return
+		return nil, "", false
 	}
-	all, err := h.cfg.Store.Endpoints.List(r.Context())
+	all, err := list(r.Context())
 	if err != nil {
 		h.storeError(w, r, err)
-		return
+		return nil, "", false
 	}
-	page, next := byRef(all, func(e store.EndpointHealth) string { return e.Endpoint }, toEndpoint, after, limit)
-	writeJSON(w, http.StatusOK, endpointPageJSON{Endpoints: page, NextAfter: next})
+	page, next = byRef(all, url, to, after, limit)
+	return page, next, true
 }
 
 // byRef returns a page of what an answer lists, one entry per endpoint

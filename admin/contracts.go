@@ -20,17 +20,10 @@ import (
 // waiting commands were built for again, or fails those commands.
 
 func (h *Handler) apiContracts(w http.ResponseWriter, r *http.Request) {
-	after, limit, ok := refPageParams(w, r)
-	if !ok {
-		return
+	list := h.cfg.Store.Contracts.List
+	if page, next, ok := pageByRef(h, w, r, list, func(k store.Contract) string { return k.Endpoint }, toContract); ok {
+		writeJSON(w, http.StatusOK, contractPageJSON{Contracts: page, NextAfter: next})
 	}
-	all, err := h.cfg.Store.Contracts.List(r.Context())
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	page, next := byRef(all, func(k store.Contract) string { return k.Endpoint }, toContract, after, limit)
-	writeJSON(w, http.StatusOK, contractPageJSON{Contracts: page, NextAfter: next})
 }
 
 // pathEndpoint resolves the endpoint the path's {ref} names, answering
