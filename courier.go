@@ -11,7 +11,9 @@ package courier
 //
 // An operator's Cancel (package store) ends a waiting, failed or
 // quarantined delivery suppressed, and Redrive moves a failed one, or one
-// quarantined payload_unreadable, back to pending.
+// quarantined payload_unreadable, back to pending. The application's
+// Publish of an event again moves its delivery suppressed
+// subscription_changed back to pending.
 type Status string
 
 // The delivery statuses.
@@ -37,7 +39,8 @@ func Statuses() []Status {
 // Final reports whether no further attempt will be made in status s:
 // succeeded, failed, suppressed or quarantined. Only an operator's
 // Redrive (package store) takes a failed delivery, or one quarantined
-// payload_unreadable, out of it.
+// payload_unreadable, out of it, and only a Publish of its event again
+// one suppressed subscription_changed.
 func (s Status) Final() bool {
 	switch s {
 	case StatusSucceeded, StatusFailed, StatusSuppressed, StatusQuarantined:

@@ -644,3 +644,67 @@ func TestReceiverServesTypesJSONDecodes(t *testing.T) {
 		}
 	}
 }
+
+// ownAcker answers an Ack of its own whose notification_sha256 is no
+// digest of the body, and judges redeliveries by nothing of its own (no
+// PayloadSHA256).
+type ownAcker struct {
+	ID string `json:"id"`
+	N  int    `json:"n"`
+}
+
+func (p ownAcker) DedupeKey() string { return p.ID }
+func (p ownAcker) Ack(body []byte) (ack.Ack, error) {
+	a := ack.New(p.ID, body)
+	a.NotificationSHA256 = ack.Digest([]byte(p.ID))
+	return a, nil
+}
+
+// plainNote has neither Ack nor PayloadSHA256: courier's own Ack.
+type plainNote struct {
+	ID string `json:"id"`
+	N  int    `json:"n"`
+}
+
+func (p plainNote) DedupeKey() string { return p.ID }
+
+// TestReceiverRecordsTheBodysDigest: the Inbox keeps the SHA-256 of the
+// exact body for a notification without PayloadSHA256, whether it answers
+// courier's own Ack (whose notification_sha256 is that digest) or one of
+// its own (whose notification_sha256 may be anything): the same id with
+// another body is a collision, the same body a duplicate.
+func TestReceiverRecordsTheBodysDigest(t *testing.T) {
+	keys := couriertest.StandardWebhooksKeys("s")
+	for name, open := range map[string]func(*testing.T) (*typedReceiver, error){
+		"own Ack":     func(t *testing.T) (*typedReceiver, error) { return newTypedReceiver[ownAcker](t, keys, false) },
+		"courier Ack": func(t *testing.T) (*typedReceiver, error) { return newTypedReceiver[plainNote](t, keys, false) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, err := open(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := `{"id":"a","n":1}`
+			first := tr.post(t, "a", body)
+			if first.status != 200 {
+				t.Fatalf("first: %d %s, want 200", first.status, first.body)
+			}
+			var stored string
+			if err := tr.store.DB().Get(&stored, "SELECT payload_sha256 FROM courier_inbox WHERE dedupe_key = 'a'"); err != nil {
+				t.Fatal(err)
+			}
+			if want := ack.Digest([]byte(body)); stored != want {
+				t.Errorf("recorded digest %s, want the body's %s", stored, want)
+			}
+			if a := tr.post(t, "a", body); a.status != 200 || a.body != first.body {
+				t.Errorf("same body again: %d %s, want the first Ack %s", a.status, a.body, first.body)
+			}
+			if a := tr.post(t, "a", `{"id":"a","n":2}`); a.status != 409 || a.code != courier.CodeIdempotencyCollision {
+				t.Errorf("another body: %d %s, want 409 %s", a.status, a.body, courier.CodeIdempotencyCollision)
+			}
+			if tr.calls != 1 {
+				t.Errorf("%d calls, want 1", tr.calls)
+			}
+		})
+	}
+}

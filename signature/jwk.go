@@ -436,9 +436,10 @@ func (k JWK) withoutPrivate() JWK {
 }
 
 // MarshalJSON writes k as a JWK without its private part, which is never
-// marshaled; its other members are k's own. A private key's key_ops stay
-// ["sign"], which a verifier's purpose check refuses: to publish a key
-// (a JWK Set for its receivers), marshal its Public half.
+// marshaled; its other members are k's own, key_ops too: GenerateJWK's
+// ["sign"], which a verifier's purpose check refuses, or a parsed key's
+// as it was parsed. To publish a key (a JWK Set for its receivers),
+// marshal its Public half, whose key_ops are ["verify"].
 func (k JWK) MarshalJSON() ([]byte, error) {
 	if k.m == nil {
 		return nil, errors.New("signature: jwk: zero key")

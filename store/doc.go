@@ -35,7 +35,7 @@
 // What moves each transition:
 //
 //	Outbox.Enqueue, EnqueueMany,     -> pending (idempotent: same identity and content is a no-op, other content CodeIdempotencyCollision)
-//	EnqueueCommand, Publish
+//	EnqueueCommand, Publish          (Publish again: suppressed subscription_changed -> pending)
 //	a worker's claim                 pending/retry_wait -> leased, or -> failed (expired) once the deadline
 //	                                 has come; expired leased -> retry_wait/failed;
 //	                                 leased -> quarantined (integrity, payload unreadable), suppressed (subscription changed)

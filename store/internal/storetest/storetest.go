@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"StaleLeaseCannotSettle", testStaleLease},
 		{"ParallelClaimers", testParallelClaimers},
 		{"Quarantine", testQuarantine},
+		{"ClaimGivesThePayloadsDigest", testClaimGivesThePayloadsDigest},
 		{"PanickingHook", testPanickingHook},
 		{"RetryDelay", testRetryDelay},
 		{"RetryBudgetAndHorizon", testRetryBudgetAndHorizon},
