@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/rules"
 	"github.com/courier-go/courier/internal/typewalk"
 	"github.com/courier-go/courier/internal/wire"
@@ -408,8 +409,10 @@ func indirect(t reflect.Type) reflect.Type {
 // interface type that a tag dives into is the value's to fit: one that
 // holds neither slice, array nor map (a string, a number, a bool) fails
 // with rule dive, as one that holds nothing does. A Check that v has from
-// an embedded pointer (or interface) that is nil is not called, as it
-// would dereference it: that field fails instead, with rule required.
+// an embedded pointer (or interface) that is nil is called as Go calls it,
+// and one that cannot take nil (it panics: a method of the struct's value,
+// or one that dereferences its receiver) fails that field instead, with
+// rule required.
 func Validate(v any) error {
 	err := validateStruct(v)
 	var (
@@ -439,10 +442,15 @@ func Validate(v any) error {
 		return err
 	}
 	if c, ok := v.(Checker); ok {
-		if field, unset := typewalk.NilEmbedded(reflect.ValueOf(v), "Check"); unset {
+		field, unset := typewalk.NilEmbedded(reflect.ValueOf(v), "Check")
+		if !unset {
+			return c.Check()
+		}
+		var err error
+		if _, _, panicked := recovered.Run(func() { err = c.Check() }); panicked {
 			return &ValidationError{Fields: []FieldError{{Field: field, Rule: "required"}}}
 		}
-		return c.Check()
+		return err
 	}
 	return nil
 }

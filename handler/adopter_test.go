@@ -112,6 +112,57 @@ func TestReceiverRefusesBodyLeavingItsIdentityUnreachable(t *testing.T) {
 	}
 }
 
+// Payload types that embed, by pointer, an optional struct whose methods
+// take a nil receiver for "absent".
+type (
+	// OptionalNote's Check and DedupeKey are nil-safe: no note, nothing
+	// to check, no key of its own.
+	OptionalNote struct {
+		Text string `json:"text"`
+		ID   string `json:"note_id"`
+	}
+	embedsOptionalNote struct {
+		*OptionalNote
+		Total int `json:"total"`
+	}
+)
+
+func (n *OptionalNote) Check() error {
+	if n == nil || n.Text != "" {
+		return nil
+	}
+	return &ack.ValidationError{Fields: []ack.FieldError{{Field: "text", Rule: "required"}}}
+}
+
+func (n *OptionalNote) DedupeKey() string {
+	if n == nil {
+		return "" // the signed message id is the identity
+	}
+	return n.ID
+}
+
+// TestReceiverCallsNilSafeMethodsOfAnAbsentEmbeddedStruct: a method with
+// a pointer receiver that takes nil for "absent", promoted through an
+// embedded pointer the body left nil, is called as Go calls it: the body
+// is served (its identity the signed message id), not refused as a body
+// missing the struct's members, which only a method that cannot take nil
+// (it panics on it) is.
+func TestReceiverCallsNilSafeMethodsOfAnAbsentEmbeddedStruct(t *testing.T) {
+	tr, err := newTypedReceiver[embedsOptionalNote](t, couriertest.StandardWebhooksKeys("s"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := tr.post(t, "m-1", `{"total":1}`); a.status != 200 || !strings.Contains(a.body, `"notification_id":"m-1"`) {
+		t.Fatalf(`{"total":1}: %d %s, want 200 for m-1`, a.status, a.body)
+	}
+	if a := tr.post(t, "n-2", `{"note_id":"n-2","total":1}`); a.status != 400 || a.code != courier.CodeValidation {
+		t.Fatalf("a note without text: %d %s, want 400 validation_failed", a.status, a.body)
+	}
+	if tr.calls != 1 {
+		t.Fatalf("the function ran %d times, want once", tr.calls)
+	}
+}
+
 // Payload types whose cross-field rules name a field by its json name,
 // where validator/v10 looks fields up by their Go names.
 type (

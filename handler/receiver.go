@@ -11,6 +11,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/rules"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/typewalk"
@@ -109,9 +110,10 @@ type ReceiverConfig struct {
 //
 // T may have DedupeKey (or Check, Ack, PayloadSHA256) from a struct it
 // embeds by pointer: a body that does not set that struct's members
-// leaves the pointer nil, and is refused with 400 validation_failed
-// naming the embedded field (rule required), as the method cannot be
-// called on it.
+// leaves the pointer nil, and the method is called on nil as Go calls it.
+// One that cannot take nil (it panics: a method of the struct's value, or
+// one that dereferences its receiver) has the body refused with 400
+// validation_failed naming the embedded field (rule required).
 //
 // Once is for as long as the notification's Inbox record is kept: prune
 // the Store's Inbox with an OlderThan longer than the senders retry (a
@@ -212,7 +214,7 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
 	}
-	if field, unset := unreachable(n); unset {
+	if field, unset := unreachable(n, body); unset {
 		answer(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: field, Rule: "required"}}})
 		return
 	}
@@ -234,21 +236,29 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 
 // unreachable returns the embedded field of n, by its name in a body,
 // that is nil and through which n has a method the receiver calls
-// (DedupeKey, and Ack or PayloadSHA256 where n has them): a body that
-// does not set the embedded struct's members leaves it nil, and calling
-// the method would dereference it. Such a body is refused as one missing
-// a required member.
-func unreachable(n ack.Notification) (field string, unset bool) {
-	methods := []string{"DedupeKey"}
-	if _, ok := n.(ack.Acker); ok {
-		methods = append(methods, "Ack")
+// (DedupeKey, and Ack or PayloadSHA256 where n has them), when that
+// method cannot be called on it: a body that does not set the embedded
+// struct's members leaves it nil, and a method that does not take a nil
+// receiver (one on the struct's value, or one that dereferences it)
+// panics. Such a body is refused as one missing a required member. A
+// method that takes nil for "absent" is called as Go calls it.
+func unreachable(n ack.Notification, body []byte) (field string, unset bool) {
+	type method struct {
+		name string
+		call func()
 	}
-	if _, ok := n.(ack.Digester); ok {
-		methods = append(methods, "PayloadSHA256")
+	methods := []method{{"DedupeKey", func() { n.DedupeKey() }}}
+	if a, ok := n.(ack.Acker); ok {
+		methods = append(methods, method{"Ack", func() { _, _ = a.Ack(body) }})
+	}
+	if d, ok := n.(ack.Digester); ok {
+		methods = append(methods, method{"PayloadSHA256", func() { _, _ = d.PayloadSHA256(body) }})
 	}
 	for _, m := range methods {
-		if field, unset := typewalk.NilEmbedded(reflect.ValueOf(n), m); unset {
-			return field, true
+		if field, unset := typewalk.NilEmbedded(reflect.ValueOf(n), m.name); unset {
+			if _, _, panicked := recovered.Run(m.call); panicked {
+				return field, true
+			}
 		}
 	}
 	return "", false
