@@ -125,6 +125,9 @@ type Receiver[T ack.Notification] struct {
 	fn    Func[T]
 	front front
 	h     http.Handler
+	// promoted: T has DedupeKey, Ack or PayloadSHA256 through an embedded
+	// pointer or interface, which a body can leave nil (see unreachable).
+	promoted bool
 }
 
 // NewReceiver returns a Receiver that runs fn for each new notification.
@@ -183,6 +186,12 @@ func NewReceiver[T ack.Notification](cfg ReceiverConfig, fn Func[T]) (*Receiver[
 		return nil, err
 	}
 	r := &Receiver[T]{cfg: cfg, fn: fn, front: f}
+	zero := reflect.New(t).Elem() // every embedded pointer nil
+	for _, m := range []string{"DedupeKey", "Ack", "PayloadSHA256"} {
+		if _, through := typewalk.NilEmbedded(zero, m); through {
+			r.promoted = true
+		}
+	}
 	r.h = f.handler(r.receive)
 	return r, nil
 }
@@ -214,9 +223,11 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 	if !jsonbody.Decode(w, body, &n, rc.cfg.AllowUnknownFields) {
 		return
 	}
-	if field, unset := unreachable(n, body); unset {
-		answer(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: field, Rule: "required"}}})
-		return
+	if rc.promoted {
+		if field, unset := unreachable(n, body); unset {
+			answer(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: field, Rule: "required"}}})
+			return
+		}
 	}
 	key, a, err := identify(n, body, principal)
 	if err != nil {
