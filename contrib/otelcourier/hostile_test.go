@@ -127,16 +127,8 @@ func TestBaggageNeverLeavesTheProcess(t *testing.T) {
 	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp,
 		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})})
 	senderPath := filepath.Join(t.TempDir(), "sender.db")
-	sender, err := sqlite.Open(ctx, senderPath, store.Config{Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
-	inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
+	sender := openTraced(t, senderPath, tr)
+	inbox := openTraced(t, filepath.Join(t.TempDir(), "receiver.db"), tr)
 	keys := couriertest.StandardWebhooksKeys("shop")
 	var mu sync.Mutex
 	var headers []http.Header

@@ -30,16 +30,8 @@ func TestNilAndZeroTracersDeliver(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			sender, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: tr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sender.Close() })
-			inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { inbox.Close() })
+			sender := openTraced(t, filepath.Join(t.TempDir(), "sender.db"), tr)
+			inbox := openTraced(t, filepath.Join(t.TempDir(), "receiver.db"), tr)
 			keys := couriertest.StandardWebhooksKeys("shop")
 			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
 				func(context.Context, *sqlx.Tx, order) error { return nil })
@@ -71,4 +63,15 @@ func TestNilAndZeroTracersDeliver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openTraced opens a SQLite store at path traced by tr, closed at cleanup.
+func openTraced(t *testing.T, path string, tr courier.Tracer) *store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path, store.Config{Tracer: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -53,16 +53,8 @@ func TestOneTraceFromTheEnqueuingRequestToTheReceiversFunction(t *testing.T) {
 	}
 
 	senderPath := filepath.Join(t.TempDir(), "sender.db")
-	sender, err := sqlite.Open(ctx, senderPath, store.Config{Tracer: tracer()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
-	inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tracer()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
+	sender := openTraced(t, senderPath, tracer())
+	inbox := openTraced(t, filepath.Join(t.TempDir(), "receiver.db"), tracer())
 	keys := couriertest.StandardWebhooksKeys("shop")
 	var inFunc trace.SpanContext
 	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
