@@ -43,6 +43,12 @@
 // argument (invalid_argument) included; 3 when health is blocked or
 // verify refuses the request.
 //
+// migrate says what it found: the migrations it applied ("migrated:
+// schema version 12 (was 9)"), none to apply ("up to date: schema version
+// 12"), or the schema of a newer courier, which this one runs on and adds
+// nothing to (exit 0; see Upgrades in package store), unless that courier
+// recorded that older ones must not run on it: schema_too_new, exit 1.
+//
 // An interrupt (Ctrl-C) or SIGTERM cancels the command, which exits 1:
 // migrate applies all its migrations in one transaction or none, and
 // prune and redrive keep the batches they committed, each a short

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/opsjson"
@@ -44,16 +46,46 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return printMigrations(files, stdout)
 	}
+	files, err := migrationsOf(*db, "", stderr)
+	if err != nil {
+		return err
+	}
+	known, err := fs.Glob(files, "*.sql")
+	if err != nil {
+		return err
+	}
 	d, err := openDB(*db)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	was, _ := schemaVersion(ctx, d) // 0 with no courier_schema yet; Migrate meets any other failure
 	if err := store.Migrate(ctx, d); err != nil {
 		return dbError(err)
 	}
-	fmt.Fprintln(stdout, "migrated")
+	now, err := schemaVersion(ctx, d)
+	if err != nil {
+		return dbError(err)
+	}
+	switch {
+	case now > len(known):
+		fmt.Fprintf(stdout, "schema version %d, newer than this courier's %d: nothing to apply "+
+			"(a newer courier migrated; this one runs on its schema, see Upgrades in go doc store)\n", now, len(known))
+	case now == was:
+		fmt.Fprintf(stdout, "up to date: schema version %d\n", now)
+	default:
+		fmt.Fprintf(stdout, "migrated: schema version %d (was %d)\n", now, was)
+	}
 	return nil
+}
+
+// schemaVersion is the latest migration recorded in db's courier_schema.
+// Both engines keep it alike: a row per migration applied, and negative
+// rows that are not versions (see Upgrades in package store).
+func schemaVersion(ctx context.Context, db *sqlx.DB) (int, error) {
+	var v int
+	err := db.GetContext(ctx, &v, "SELECT COALESCE(MAX(version), 0) FROM courier_schema")
+	return v, err
 }
 
 // migrationsOf returns the migration files of the engine -db or -engine
