@@ -9,7 +9,11 @@
 //
 // The mental model: reads are the application's to guard (mount the
 // Handler behind its own authentication); every change goes through
-// Config.Authorize, and is refused when it comes from another site. The
+// Config.Authorize, and is refused (403 forbidden) when it comes from
+// another site, as net/http's CrossOriginProtection judges it: by the
+// browser's Sec-Fetch-Site header, or else its Origin against the request's
+// Host (a proxy in front must pass Host through). A tool that sends neither
+// header, such as curl, is not refused for it: Authorize is its guard. The
 // Handler never shows what could be a secret: no payload bytes (only
 // their digest), and no endpoint URL in full. An endpoint URL may carry a
 // credential in its userinfo, its query or its path (a chat service's

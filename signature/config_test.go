@@ -87,6 +87,18 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := ParseStandardWebhooksKey("", prefixStandardWebhooksSecret+base64.StdEncoding.EncodeToString(make([]byte, 8)))
 			return err
 		}, "standard webhooks key"},
+		{"sw key left unset", func() error {
+			_, err := ParseStandardWebhooksKey("", "")
+			return err
+		}, "standard webhooks key: key is empty"},
+		{"sw key read with its file's newline", func() error {
+			_, err := ParseStandardWebhooksKey("", NewStandardWebhooksSecret()+"\n")
+			return err
+		}, "white space around it"},
+		{"sw key pasted with a space before it", func() error {
+			_, err := ParseStandardWebhooksKey("", " "+NewStandardWebhooksSecret())
+			return err
+		}, "white space around it"},
 
 		// RFC 9421.
 		{"rfc9421 signer with a public key", func() error {

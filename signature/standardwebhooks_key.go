@@ -101,6 +101,14 @@ func NewStandardWebhooksSecret() string {
 }
 
 func parseSWKey(encoded string) (*swKeyMaterial, error) {
+	switch {
+	case encoded == "":
+		return nil, errors.New(`key is empty: want a "whsec_", "whsk_" or "whpk_" key (is the variable or file that holds it set?)`)
+	case strings.TrimSpace(encoded) != encoded:
+		// A key read from a file keeps the file's last newline, and one
+		// pasted may keep a space: say so rather than blame its encoding.
+		return nil, errors.New("key has white space around it (a file's last newline?): trim it")
+	}
 	prefix, body, ok := cutSWPrefix(encoded)
 	if !ok {
 		return nil, errors.New(`want a "whsec_", "whsk_" or "whpk_" prefix`)

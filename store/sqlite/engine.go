@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -147,6 +149,31 @@ func isReadOnlyFile(err error) bool {
 // what to do about it.
 func readOnlyFile(file string, err error) error {
 	return fmt.Errorf("sqlite: %s cannot be written (SQLite opened it read-only): let this process write the file, its -wal and -shm files and its directory: %w", file, err)
+}
+
+// cannotCreate is SQLite's error err for a database file at path it could
+// not open, saying why when the cause is the path's rather than the
+// database's: SQLite creates the file but not its directory, and cannot
+// open a directory as a database. It keeps err's code, as readOnlyFile
+// does: the directory may yet appear (a volume mounted late). It returns
+// nil for any other error.
+func cannotCreate(path string, err error) error {
+	var e sqlite3.Error
+	if !errors.As(err, &e) || e.Code != sqlite3.ErrCantOpen {
+		return nil
+	}
+	var why string
+	dir := filepath.Dir(path)
+	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+		why = path + " is a directory: name a file in it"
+	} else if fi, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+		why = "its directory " + dir + " does not exist: create it first (SQLite creates the file, not its directory)"
+	} else if serr == nil && !fi.IsDir() {
+		why = dir + " is not a directory"
+	} else {
+		return nil
+	}
+	return fmt.Errorf("sqlite: cannot open %s: %s: %w", path, why, err)
 }
 
 // mainFile returns the path of db's main database file, "" in memory.

@@ -31,7 +31,10 @@ func init() {
 // for reads; Store.Close closes it. An in-memory database (":memory:") is
 // refused, config_invalid: each connection of a pool is a database of its
 // own there, and committed rows would be lost; in tests, open a file in
-// t.TempDir().
+// t.TempDir(). The path is a file's name, never a URI:
+// "file::memory:?cache=shared" names a file of that name in the working
+// directory. The file's directory must exist: Open's error names it
+// otherwise.
 func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, error) {
 	db, err := sqlx.Open(DriverName, DSN(path, cfg.Durability))
 	if err != nil {
@@ -41,6 +44,9 @@ func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, err
 		db.Close()
 		if isReadOnlyFile(err) { // Migrate writes first, to take the lock
 			return nil, readOnlyFile(path, err)
+		}
+		if cerr := cannotCreate(path, err); cerr != nil {
+			return nil, cerr
 		}
 		return nil, err
 	}

@@ -528,6 +528,34 @@ func TestAnInMemoryDatabaseIsRefused(t *testing.T) {
 	}
 }
 
+// TestOpenSaysWhyItCannotCreateTheFile: SQLite creates the database file,
+// not its directory, and cannot open a directory as one. Open's error for
+// either was go-sqlite3's "unable to open database file" under "store:
+// migrate", which left the reader to guess at the path: it now names the
+// path and what to do, still with code database_unavailable (see
+// TestMigrateAndOpenOnAFailedFileAreDatabaseUnavailable).
+func TestOpenSaysWhyItCannotCreateTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"a missing directory", filepath.Join(dir, "missing", "app.db"), "directory " + filepath.Join(dir, "missing") + " does not exist"},
+		{"a directory", dir, dir + " is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sqlite.Open(t.Context(), tc.path, store.Config{})
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%q) opened a Store", tc.path)
+			}
+			if !errors.Is(err, courier.CodeDatabaseUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open(%q) = %v, want database_unavailable saying %q", tc.path, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestOperatorWritesRefusedByTheDatabase: a trigger's RAISE(ABORT) that
 // refuses an operator's write is internal_error where the operator's
 // input did not shape the rows (see storetest.RefusedWrites).
