@@ -58,10 +58,11 @@ func TestExponentialBackoffBoundsAsDocumented(t *testing.T) {
 	}
 }
 
-// TestDefaultBackoffIsAsDocumented: DefaultBackoff is
-// ExponentialBackoff(5s, 1h, 0.2): the first retry waits 4 to 5 seconds,
-// the delay doubles up to an hour, less up to a fifth, and a Retry-After
-// is held within [5s, 1h] with up to a fifth more.
+// TestDefaultBackoffIsAsDocumented: DefaultBackoff is Standard Webhooks'
+// schedule, less up to a fifth: 5 seconds after the first attempt, then 5
+// minutes, 30 minutes, 2 hours, 5 hours, and 10 hours after each attempt
+// from the sixth on; a Retry-After is held within [5s, 10h] with up to a
+// fifth more.
 func TestDefaultBackoffIsAsDocumented(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -69,19 +70,48 @@ func TestDefaultBackoffIsAsDocumented(t *testing.T) {
 		retryAfter  time.Duration
 		least, most time.Duration
 	}{
+		{0, 0, 4 * time.Second, 5 * time.Second}, // no attempt yet: as after the first
 		{1, 0, 4 * time.Second, 5 * time.Second},
-		{2, 0, 8 * time.Second, 10 * time.Second},
-		{11, 0, 48 * time.Minute, time.Hour}, // 5s × 2^10 is past the hour
-		{1000, 0, 48 * time.Minute, time.Hour},
+		{2, 0, 4 * time.Minute, 5 * time.Minute},
+		{3, 0, 24 * time.Minute, 30 * time.Minute},
+		{4, 0, 96 * time.Minute, 2 * time.Hour},
+		{5, 0, 4 * time.Hour, 5 * time.Hour},
+		{6, 0, 8 * time.Hour, 10 * time.Hour},
+		{7, 0, 8 * time.Hour, 10 * time.Hour},
+		{1000, 0, 8 * time.Hour, 10 * time.Hour},
 		{1, time.Millisecond, 5 * time.Second, 6 * time.Second},
 		{1, 5 * time.Second, 5 * time.Second, 6 * time.Second},
-		{1, time.Hour, time.Hour, time.Hour},
-		{1, 2 * time.Hour, time.Hour, time.Hour},
+		{3, 10 * time.Second, 10 * time.Second, 12 * time.Second}, // the receiver's wait, not the schedule's
+		{1, 10 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+		{1, 48 * time.Hour, 10 * time.Hour, 10 * time.Hour},
 	} {
 		for range 50 {
 			if d := client.DefaultBackoff(tc.attempt, tc.retryAfter); d < tc.least || d > tc.most {
 				t.Fatalf("DefaultBackoff(%d, %v) = %v, want within [%v, %v]", tc.attempt, tc.retryAfter, d, tc.least, tc.most)
 			}
+		}
+	}
+}
+
+// TestDefaultScheduleSpansAsDocumented: a delivery whose receiver stays
+// down is tried, under DefaultBackoff and the default budget of 8
+// attempts, for about 27 hours (Standard Webhooks' 27h35m5s, less up to a
+// fifth): an outage of a few hours costs it nothing, and its last attempt
+// comes well inside the default 72-hour retry horizon. (The budget of an
+// earlier default, ExponentialBackoff(5s, 1h, 0.2), was spent about 10
+// minutes after the first attempt.)
+func TestDefaultScheduleSpansAsDocumented(t *testing.T) {
+	t.Parallel()
+	const attempts = 8 // store.Config.MaxAttempts' default
+	most := 27*time.Hour + 35*time.Minute + 5*time.Second
+	least := most * 4 / 5
+	for range 50 {
+		var span time.Duration
+		for attempt := 1; attempt < attempts; attempt++ {
+			span += client.DefaultBackoff(attempt, 0)
+		}
+		if span < least || span > most || span >= 72*time.Hour {
+			t.Fatalf("%d attempts span %v, want within [%v, %v], inside the 72-hour horizon", attempts, span, least, most)
 		}
 	}
 }

@@ -82,6 +82,15 @@ const (
 type Config struct {
 	// MaxAttempts is the attempt budget of a delivery enqueued without
 	// one, 1 to 1000. Defaults to 8 (Standard Webhooks' schedule length).
+	//
+	// The budget and the worker's Backoff together say how long a
+	// delivery whose receiver stays down is tried before it fails for
+	// good, for an operator to redrive: spaced by client.DefaultBackoff
+	// (Standard Webhooks' schedule), 8 attempts last about 27 hours, inside
+	// the default RetryHorizon. A faster Backoff spends the budget sooner
+	// (client.ExponentialBackoff(5*time.Second, time.Hour, 0.2) spends 8
+	// attempts in about 10 minutes): give it a budget that outlasts the
+	// receivers' outages it should ride out.
 	MaxAttempts int
 	// RetryHorizon is how long after its first attempt is due a delivery
 	// enqueued without a deadline may still be attempted (its deadline);
