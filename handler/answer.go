@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -81,15 +82,35 @@ var errTxEnded = errors.New("handler: the function committed or rolled back its 
 // commit commits tx, the transaction the application's function ran in
 // with ctx. A transaction the function ended itself is its failure (500
 // handler_failed); any other failure to commit is the store's, a
-// transaction database/sql rolled back as ctx ended too.
+// transaction database/sql rolled back as ctx ended too, whose failure
+// wraps ctx's error. A commit that fails while ctx goes on says why it
+// may have (errCommit): the driver's error alone may not (pgx's "commit
+// unexpectedly resulted in rollback").
 func commit(ctx context.Context, tx *sqlx.Tx) error {
-	if err := tx.Commit(); endedByApp(ctx, err) {
+	switch err := tx.Commit(); {
+	case endedByApp(ctx, err):
 		return fromApp(errTxEnded)
-	} else if err != nil {
+	case err != nil && ctx.Err() == nil:
+		return fromStore(fmt.Errorf("%w: %w", errCommit, err))
+	case err != nil && !errors.Is(err, ctx.Err()):
+		// sql.ErrTxDone alone: the cause is ctx's (a client gone is
+		// logged as such, not as the store failing).
+		return fromStore(fmt.Errorf("%w: rolled back as the request ended: %w", err, ctx.Err()))
+	case err != nil:
 		return fromStore(err)
 	}
 	return nil
 }
+
+// errCommit is a commit that failed, for the log line of its 503: the
+// database failed, the function's writes broke a deferred constraint, or,
+// on PostgreSQL, a statement in the transaction failed before it, which
+// aborts the transaction (SQLSTATE 25P02 for every statement after, and
+// COMMIT rolls back): a function that goes on past a failed statement
+// must return its error instead.
+var errCommit = errors.New("the transaction could not commit and was rolled back " +
+	"(the database failed, a deferred constraint was broken, or, on PostgreSQL, a statement in it failed and left it aborted: " +
+	"the function went on past a failed statement, whose error it should return)")
 
 // endedByApp reports whether err, from a statement or the commit of a
 // transaction begun with ctx, says the application's function ended the
@@ -143,6 +164,14 @@ func answer(w http.ResponseWriter, err error) {
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal,
 			"served inside a request's transaction (middleware.Transaction): serve courier's handlers beside it", retryStore)
+	case errors.As(err, &sf) && courier.CodeOf(sf.err) == courier.CodePayloadUnreadable:
+		// A record kept under a payload key the store no longer holds (or
+		// holds over other bytes): every redelivery fails so until an
+		// operator puts the key back, which its own code tells them, in
+		// the log line and the Event, apart from a database that is down.
+		noteCause(w, err)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodePayloadUnreadable,
+			"the record of this notification cannot be read under the receiver's payload keys; retry later", retryStore)
 	case errors.As(err, &sf): // first of the rest: a store that failed under the function answers for it, whatever the function returned
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)

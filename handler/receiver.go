@@ -35,9 +35,18 @@ import (
 // database_unavailable).
 //
 // The function must write through tx, and leave its commit or rollback
-// to the receiver (see the package doc). tx comes from Store.Begin (on
-// PostgreSQL at READ COMMITTED, whatever the database's default) and, on
-// SQLite, holds the database's one writer until the receiver commits: a
+// to the receiver (see the package doc). It must return the error of a
+// statement that failed in tx rather than go on past it: on PostgreSQL
+// the failure aborts tx, which then commits nothing (the request is
+// answered 503 internal_error, the sender retries). And tx is not the
+// function's once it has returned: a statement through it from a
+// goroutine the function started is committed with the Inbox record if
+// it comes before the receiver's commit, and fails with sql.ErrTxDone
+// after.
+//
+// tx comes from Store.Begin (on PostgreSQL at READ COMMITTED, whatever
+// the database's default) and, on SQLite, holds the database's one
+// writer until the receiver commits: a
 // write through the Store's DB(), a second Store.Begin, or a store method
 // that writes cannot proceed meanwhile. ctx is marked as holding the
 // writer, so such a write given ctx fails at once, with code

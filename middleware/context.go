@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/jmoiron/sqlx"
 
@@ -15,6 +16,7 @@ const (
 	bodyKey contextKey = iota
 	principalKey
 	txKey
+	loggerKey
 )
 
 // BodyFromContext returns the raw request body Verify read and verified.
@@ -35,4 +37,14 @@ func PrincipalFromContext(ctx context.Context) (signature.Principal, bool) {
 func TxFromContext(ctx context.Context) (*sqlx.Tx, bool) {
 	tx, ok := ctx.Value(txKey).(*sqlx.Tx)
 	return tx, ok && tx != nil
+}
+
+// loggerFrom returns the logger of the Recover serving ctx's request, for
+// the middleware inside it (Transaction) to log what it answered for:
+// discarding when no Recover with a logger is around it.
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
 }

@@ -12,12 +12,13 @@
 //		middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(
 //			middleware.Transaction(s.Begin)(app)))
 //
-// Recover turns a panic anywhere below it into a 500. Verify reads the body
-// once, within [BodyLimits], checks its signature and hands app the same
-// bytes, with [BodyFromContext] and [PrincipalFromContext]. Transaction
-// runs app inside one transaction ([TxFromContext]) and holds app's
-// response back until the transaction has committed, so a client never
-// sees a success that was rolled back.
+// Recover turns a panic anywhere below it into a 500, and lends its
+// logger to Transaction, which logs with it a transaction it could not
+// begin or commit. Verify reads the body once, within [BodyLimits], checks
+// its signature and hands app the same bytes, with [BodyFromContext] and
+// [PrincipalFromContext]. Transaction runs app inside one transaction
+// ([TxFromContext]) and holds app's response back until the transaction
+// has committed, so a client never sees a success that was rolled back.
 //
 // Reading a body is where an unauthenticated client can cost a server the
 // most, so every read is bounded before the signature is checked: in size

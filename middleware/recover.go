@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"log/slog"
 	"maps"
@@ -26,12 +27,19 @@ import (
 // response rather than a truncated one that looks complete. A panic with
 // http.ErrAbortHandler itself is re-panicked untouched. Headers next set
 // are dropped from the 500; those set before it (by outer middleware) stay.
+//
+// A [Transaction] inside Recover logs through Recover's logger the
+// transactions it could not begin or commit, which it answers 503.
 func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
+	lend := logger != nil // to a Transaction inside
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if lend {
+				r = r.WithContext(context.WithValue(r.Context(), loggerKey, logger))
+			}
 			tw := &trackingWriter{ResponseWriter: w}
 			outer := w.Header().Clone() // what next found, restored for the 500
 			// After runtime.Goexit in next (t.FailNow, say) Run does not

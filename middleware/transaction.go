@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/writerctx"
 )
@@ -46,10 +49,15 @@ import (
 //
 // A transaction that cannot begin or commit is answered 503 (code
 // internal_error) with Retry-After, as the receivers of package handler
-// answer a store that failed: the sender tries again later. next should
-// leave the commit or rollback to Transaction; if it ends the transaction
-// itself, it has decided what happened, and its response is sent as it
-// wrote it. Flushing the held response (http.Flusher or
+// answer a store that failed: the sender tries again later. It is logged
+// through the logger of the [Recover] around Transaction (nothing is,
+// without one): at Error, "middleware: transaction could not commit" (or
+// begin), with the status, the code and the database's error, never the
+// request's content; at Info, without the error, when the client went
+// away, which ended the request's context and rolled the transaction
+// back. next should leave the commit or rollback to Transaction; if it
+// ends the transaction itself, it has decided what happened, and its
+// response is sent as it wrote it. Flushing the held response (http.Flusher or
 // http.ResponseController) is a no-op, and hijacking the connection fails
 // with http.ErrNotSupported.
 //
@@ -81,7 +89,10 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tx, err := begin(r.Context())
 			if err != nil || tx == nil { // a begin of one's own may return neither
-				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not begin", time.Second)
+				if err == nil {
+					err = errNoTx
+				}
+				unsettled(w, r, "begin", err)
 				return
 			}
 			settled := false
@@ -103,10 +114,50 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 			// database/sql rolled back as the request's context ended
 			// (ErrTxDone too) is not.
 			if err := tx.Commit(); err != nil && (!errors.Is(err, sql.ErrTxDone) || r.Context().Err() != nil) {
-				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not commit", time.Second)
+				unsettled(w, r, "commit", commitFailure(r.Context(), err))
 				return
 			}
 			bw.send()
 		})
 	}
+}
+
+// errCommit says, in the log line of a commit that failed, why it may
+// have: the driver's error alone may not (pgx's "commit unexpectedly
+// resulted in rollback" for a transaction a failed statement aborted).
+var errCommit = errors.New("the database failed, a deferred constraint was broken, or, on PostgreSQL, " +
+	"a statement in the transaction failed and left it aborted: next went on past a failed statement")
+
+// commitFailure is err, the failure to commit a transaction begun with
+// ctx, with what caused it when ctx ended (database/sql rolled the
+// transaction back, and Commit may say no more than sql.ErrTxDone), or
+// else what may have (errCommit).
+func commitFailure(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() == nil:
+		return fmt.Errorf("%w: %w", errCommit, err)
+	case !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("%w: rolled back as the request ended: %w", err, ctx.Err())
+	}
+	return err
+}
+
+// errNoTx is a begin that returned neither a transaction nor an error.
+var errNoTx = errors.New("middleware: begin returned no transaction and no error")
+
+// unsettled answers r, whose transaction could not begin or commit (what)
+// with err, 503 with Retry-After, and logs it through the logger of the
+// Recover around Transaction, if any: at Error with err, which is the
+// driver's or the store's and holds none of the request's content; at
+// Info without it when r's client went away, which ended r's context and
+// rolled the transaction back (no database failed).
+func unsettled(w http.ResponseWriter, r *http.Request, what string, err error) {
+	problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not "+what, time.Second)
+	ctx := r.Context()
+	attrs := []any{slog.Int(logkey.HTTPStatus, http.StatusServiceUnavailable), slog.String(logkey.Code, string(courier.CodeInternal))}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		loggerFrom(ctx).InfoContext(ctx, "middleware: transaction ended by its client", attrs...)
+		return
+	}
+	loggerFrom(ctx).ErrorContext(ctx, "middleware: transaction could not "+what, append(attrs, slog.Any(logkey.Error, err))...)
 }
