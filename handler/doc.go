@@ -47,6 +47,10 @@
 //	                            conflict); Retry-After. Also, before any check, a request
 //	                            served inside middleware.Transaction (each handler
 //	                            begins its own: serve it beside Transaction)
+//	503 payload_unreadable      its record was kept under a payload key the store no longer
+//	                            holds, or holds over other bytes (see store.Encryption):
+//	                            neither processed again nor answered until the key is
+//	                            configured again; Retry-After
 //	403 forbidden               Publish only: the caller may not publish to that target
 //
 // An accepted notification is recorded in the Inbox, processed by the

@@ -50,6 +50,42 @@
 // They print and log redacted with every fmt verb and through slog, however
 // deeply they are nested, and no error message carries their bytes.
 //
+// # Rotating keys
+//
+// Every scheme rotates the same way, receivers first, so that no request
+// is refused on the way:
+//
+//  1. Give every receiver the new key beside the old one: both in
+//     [StandardWebhooksVerifierConfig].Keys (the new "whpk_" public key,
+//     or the new "whsec_" secret), [AdCPHMACVerifierConfig].Secrets or
+//     [BearerVerifierConfig].Tokens. For RFC 9421 the sender publishes its
+//     new JWK in its set beside the old one, under a new kid: a verifier
+//     built with [RFC9421VerifierConfig].Keys sees it once it is built
+//     again with both, one with LookupKey as soon as the lookup finds it.
+//  2. Switch every sender process to sign with the new key. A Standard
+//     Webhooks signer may sign with both meanwhile
+//     (NewStandardWebhooksSigner(next, old)), so that a receiver not yet
+//     given the new key still verifies the old signature. A courier
+//     worker signs each attempt afresh, with the key it holds at that
+//     moment (a new timestamp, and for RFC 9421 a new nonce): a delivery
+//     first attempted under the old key goes under the new one at its
+//     next attempt.
+//  3. Drop the old key from every receiver (retire it from the JWK set)
+//     once no sender process signs with it alone. A request signed with
+//     it alone is then refused, 401 with the scheme's code
+//     ([courier.CodeSignatureMismatch];
+//     [courier.CodeWebhookKeyUnknown] for RFC 9421), which a courier
+//     worker does not retry: the delivery fails with
+//     [courier.CodeSignatureRejected]. Redrive it (store.Outbox.Redrive,
+//     or courier deliveries redrive) once its sender signs with the new
+//     key.
+//
+// Keep the verifier's Sender through a rotation. Receivers dedupe by
+// (Sender, dedupe key), not by key: a redelivery of a notification
+// accepted under the old key (its answer lost on the way) is answered
+// from its record when it comes signed with the new one, where under
+// another Sender it would be processed again.
+//
 // Verifiers never parse the body: a body that passes verification still
 // goes through the receiver's strict JSON decoding (which refuses duplicate
 // keys) before anything acts on it.

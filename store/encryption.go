@@ -166,15 +166,16 @@ func (k PayloadKey) ID() string { return k.id }
 // compared and answered under the key its record was kept with, so keep a
 // retired key in Keys for as long as the inbox keeps records (its Prune
 // window): a redelivery whose record's key is gone is refused with code
-// payload_unreadable (a receiver answers 503) rather than processed again
-// or taken for a collision. So is a redelivery to a completed record
-// whose key id Keys holds over other bytes (a key generated again under
-// an id in use): its answer, sealed for the record and not for the body,
-// does not open, which a record of another body under the right key
-// always does. A record still processing (a two-phase Inbox claim not yet
-// completed) stores no answer to tell by: a body whose digest does not
-// match it is taken for a collision, as without encryption, and under a
-// key id over other bytes so is the same body. Records kept before
+// payload_unreadable (a receiver answers 503 with that code, and logs
+// the key's id) rather than processed again or taken for a collision.
+// So is a redelivery to a completed record whose key id Keys holds over
+// other bytes (a key generated again under an id in use): its answer,
+// sealed for the record and not for the body, does not open, which a
+// record of another body under the right key always does. A record
+// still processing (a two-phase Inbox claim not yet completed) stores no
+// answer to tell by: a body whose digest does not match it is taken for
+// a collision, as without encryption, and under a key id over other
+// bytes so is the same body. Records kept before
 // Encryption was set stay as they were and are read so.
 //
 // Store.KeysInUse says which key ids stored rows are still kept under: a
