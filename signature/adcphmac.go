@@ -80,7 +80,9 @@ type AdCPHMACVerifierConfig struct {
 	// A Sender that is not such text is a configuration error. Required.
 	Sender string
 	// Secrets are the accepted secrets; during a rotation hold the old and
-	// the new one. Required.
+	// the new one, under ids of their own (ParseSecret): one id over two
+	// secrets is a configuration error, since Principal.KeyID names the one that
+	// verified. Required.
 	Secrets []Secret
 	// Tolerance is how far X-ADCP-Timestamp may be from Now, either way:
 	// from one second to one hour, counted in whole seconds (a fraction is

@@ -49,7 +49,9 @@ type BearerVerifierConfig struct {
 	// A Sender that is not such text is a configuration error. Required.
 	Sender string
 	// Tokens are the accepted tokens; during a rotation hold the old and the
-	// new one. Required.
+	// new one, under ids of their own (ParseSecret): one id over two
+	// secrets is a configuration error, since Principal.KeyID names the one that
+	// matched. Required.
 	Tokens []Secret
 }
 

@@ -75,6 +75,14 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{swSecret, {}}})
 			return err
 		}, "StandardWebhooksVerifierConfig.Keys[1]"},
+		{"sw verifier with a key id twice", func() error {
+			other, err := ParseStandardWebhooksKey(swSecret.ID(), NewStandardWebhooksSecret())
+			if err != nil {
+				return err
+			}
+			_, err = NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{swSecret, other}})
+			return err
+		}, `StandardWebhooksVerifierConfig.Keys[1]: key id "k-hmac" appears twice`},
 		{"sw verifier with a sub-second tolerance", func() error {
 			_, err := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: []StandardWebhooksKey{swSecret}, Tolerance: time.Millisecond})
 			return err
@@ -196,6 +204,14 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared, {}}})
 			return err
 		}, "AdCPHMACVerifierConfig.Secrets[1]"},
+		{"adcp hmac verifier with a secret id twice", func() error {
+			other, err := ParseSecret("s1", "abcdefghijklmnopqrstuvwxyz0123456789")
+			if err != nil {
+				return err
+			}
+			_, err = NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared, other}})
+			return err
+		}, `AdCPHMACVerifierConfig.Secrets[1]: secret id "s1" appears twice`},
 		{"adcp hmac verifier with a sub-second tolerance", func() error {
 			_, err := NewAdCPHMACVerifier(AdCPHMACVerifierConfig{Sender: "s", Secrets: []Secret{shared}, Tolerance: time.Millisecond})
 			return err
@@ -216,6 +232,14 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := NewBearerVerifier(BearerVerifierConfig{Sender: "s", Tokens: []Secret{{}}})
 			return err
 		}, "BearerVerifierConfig.Tokens[0]"},
+		{"bearer verifier with a token id twice", func() error {
+			other, err := ParseSecret("s1", "abcdefghijklmnopqrstuvwxyz0123456789")
+			if err != nil {
+				return err
+			}
+			_, err = NewBearerVerifier(BearerVerifierConfig{Sender: "s", Tokens: []Secret{shared, other}})
+			return err
+		}, `BearerVerifierConfig.Tokens[1]: secret id "s1" appears twice`},
 		{"secret too short", func() error {
 			_, err := ParseSecret("", "short")
 			return err

@@ -2,6 +2,7 @@ package signature
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strings"
@@ -95,10 +96,17 @@ func checkSecrets(cfg, sender, field string, secrets []Secret) error {
 	if len(secrets) == 0 {
 		return configError(cfg + "." + field + " is empty")
 	}
+	held := make(map[string][sha256.Size]byte, len(secrets)) // id: the digest of the secret under it
 	for i, s := range secrets {
 		if s.m == nil {
 			return configError(fmt.Sprintf("%s.%s[%d] is not a parsed secret", cfg, field, i))
 		}
+		// Two secrets under one id would leave the Principal's KeyID
+		// unable to say which verified.
+		if was, ok := held[s.ID()]; ok && was != s.m().digest {
+			return configError(fmt.Sprintf("%s.%s[%d]: secret id %q appears twice, over other secrets", cfg, field, i, printableID(s.ID())))
+		}
+		held[s.ID()] = s.m().digest
 	}
 	return nil
 }

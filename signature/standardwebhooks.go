@@ -129,8 +129,10 @@ type StandardWebhooksVerifierConfig struct {
 	Sender string
 	// Keys are the accepted keys: "whsec_" secrets and "whpk_" public keys (a
 	// "whsk_" private key is accepted and only its public half is kept).
-	// During a rotation hold the old and the new key; a request passes if any
-	// of its signatures matches any key of the same version. Required.
+	// During a rotation hold the old and the new key, under ids of their own
+	// (one id over two keys is a configuration error: Principal.KeyID names the
+	// one that verified); a request passes if any of its signatures matches
+	// any key of the same version. Required.
 	Keys []StandardWebhooksKey
 	// Tolerance is how far webhook-timestamp may be from Now, either way:
 	// from one second to one hour, counted in whole seconds (a fraction is
@@ -182,10 +184,19 @@ func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, 
 		return nil, err
 	}
 	v := &standardWebhooksVerifier{cfg: cfg}
+	held := make(map[string]string, len(cfg.Keys)) // id: the fingerprint of the key a verifier holds under it
 	for i, k := range cfg.Keys {
 		if k.m == nil {
 			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i))
 		}
+		// Two keys under one id would leave the Principal's KeyID unable
+		// to say which verified; a private key beside its own public key
+		// is one key.
+		fp := k.Public().m().fingerprint()
+		if was, ok := held[k.ID()]; ok && was != fp {
+			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d]: key id %q appears twice, over other keys", i, printableID(k.ID())))
+		}
+		held[k.ID()] = fp
 		if k.m().kind == swSecret {
 			v.secrets = append(v.secrets, k)
 		} else {
