@@ -30,7 +30,8 @@
 //
 // Courier's parts log through the *slog.Logger of their configs (quiet by
 // default): the worker (client.Config.Logger), the receivers
-// (handler.ReceiverConfig.Logger and the others), middleware.Recover and
+// (handler.ReceiverConfig.Logger and the others), middleware.Recover
+// (whose logger middleware.Transaction inside it logs through too) and
 // the admin surface (admin.Config.Logger). The store has no Logger: its
 // one line, for a panic in store.Config.Hook, goes to slog's default
 // logger at Error. Every line's message starts with its part ("worker: ",
