@@ -191,7 +191,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, cod
 // respond returns what answers a store read: its value as JSON (converted
 // by to), or the store's error. It is called with the read's results:
 //
-//	respond(h, w, r, opsjson.NewDelivery)(h.cfg.Store.Outbox.Get(ctx, id))
+//	respond(h, w, r, opsjson.NewDelivery)(h.get(ctx, id))
 func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to func(T) J) func(T, error) {
 	return func(v T, err error) {
 		if err != nil {

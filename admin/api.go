@@ -140,7 +140,6 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, opsjson.NewDeliveryDetail(d, attempts))
 }
 
-// delivery loads a delivery and its attempts.
 // delivery loads the delivery the request's path names, with its
 // attempts; a bad id or a failed store call is answered and reported as
 // !ok.
@@ -149,7 +148,7 @@ func (h *Handler) delivery(w http.ResponseWriter, r *http.Request) (store.Delive
 	if !ok {
 		return store.Delivery{}, nil, false
 	}
-	d, err := h.cfg.Store.Outbox.Get(r.Context(), id)
+	d, err := h.get(r.Context(), id)
 	if err != nil {
 		h.storeError(w, r, err)
 		return d, nil, false
@@ -238,7 +237,7 @@ func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	ctx := r.Context()
 	n, err := h.cfg.Store.Outbox.Redrive(ctx, p)
 	if err == nil && n == 0 && p.ID != 0 {
-		if _, err := h.cfg.Store.Outbox.Get(ctx, p.ID); err != nil {
+		if _, err := h.get(ctx, p.ID); err != nil {
 			return 0, err
 		}
 	}
@@ -265,7 +264,22 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	respond(h, w, r, opsjson.NewDelivery)(h.cfg.Store.Outbox.Get(r.Context(), id))
+	respond(h, w, r, opsjson.NewDelivery)(h.get(r.Context(), id))
+}
+
+// get reads delivery id without its payload (a page of it, by
+// store.ListParams.ID): no answer shows a payload, which may be 4 MiB,
+// and a sealed one would be opened too. An id List does not find is
+// answered as Get answers it (not found).
+func (h *Handler) get(ctx context.Context, id int64) (store.Delivery, error) {
+	page, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{ID: id, Limit: 1})
+	switch {
+	case err != nil:
+		return store.Delivery{}, err
+	case len(page.Deliveries) == 0:
+		return h.cfg.Store.Outbox.Get(ctx, id) // not found, as Get says it
+	}
+	return page.Deliveries[0], nil
 }
 
 // cancel withdraws a pending or retrying delivery, or settles a failed or

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -41,6 +42,39 @@ func BenchmarkAdminManyEndpoints(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n), "bytes/answer")
+		})
+	}
+}
+
+// BenchmarkAdminDelivery is what the answers about one delivery cost, by
+// the size of its payload (which none of them shows): per answer, the
+// time and the allocations.
+func BenchmarkAdminDelivery(b *testing.B) {
+	for _, size := range []int{64 << 10, store.MaxPayloadSize} {
+		b.Run(fmt.Sprintf("payload=%dKiB", size>>10), func(b *testing.B) {
+			ab := setupAdminConfig(b, Config{})
+			payload := append(append([]byte(`{"blob":"`), bytes.Repeat([]byte("x"), size-16)...), `"}`...)
+			e, err := ab.store.Outbox.Enqueue(b.Context(), ab.store.DB(), store.EnqueueParams{
+				NotificationID: "big", Endpoint: "https://receiver.example/hooks", Payload: payload})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, p := range []string{"/api/deliveries/", "/deliveries/"} {
+				b.Run(p, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						resp, err := ab.client.Get(ab.server.URL + adminPrefix + p + fmt.Sprint(e.ID))
+						if err != nil {
+							b.Fatal(err)
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 {
+							b.Fatalf("GET %s: %d", p, resp.StatusCode)
+						}
+					}
+				})
+			}
 		})
 	}
 }

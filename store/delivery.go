@@ -75,7 +75,7 @@ const (
 )
 
 // Get returns the delivery with the given id, its payload opened, or
-// CodeNotFound.
+// CodeNotFound. List with ListParams.ID reads it without the payload.
 func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 	r, err := getRow[outboxRow](ctx, o.s, o.s.db, "outbox_get", map[string]any{"id": id})
 	if err != nil {
@@ -127,6 +127,11 @@ func (o *Outbox) opened(r outboxRow) Delivery {
 // CodeInvalidArgument. Times are stored to the microsecond: Since and Until
 // compare with them as they are, a part below the microsecond included.
 type ListParams struct {
+	// ID selects the one delivery with this id, read by its primary key,
+	// never negative; 0 for any. A page of it is Get without the payload:
+	// what a view of one delivery reads when it shows no payload, which
+	// may be megabytes.
+	ID int64
 	// NotificationID selects one notification's deliveries, one per
 	// endpoint, read from the identity's index; "" for any.
 	NotificationID string
@@ -157,6 +162,8 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		return Page{}, invalidArgument("ListParams.Limit must be within 1..1000")
 	case p.Before < 0:
 		return Page{}, invalidArgument("ListParams.Before must be a delivery id, or 0 for the first page")
+	case p.ID < 0:
+		return Page{}, invalidArgument("ListParams.ID must be a delivery id, or 0 for any")
 	case p.NotificationID != "" && !wire.IsToken(p.NotificationID):
 		return Page{}, invalidArgument("ListParams.NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	case p.Endpoint != "" && !validEndpoint(p.Endpoint):
@@ -176,7 +183,10 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		"before_id": p.Before, "limit": p.Limit + 1,
 	}
 	name := "outbox_list"
-	if p.NotificationID != "" {
+	switch {
+	case p.ID != 0:
+		name, args["id"], args["notification_id"] = "outbox_list_by_id", p.ID, p.NotificationID
+	case p.NotificationID != "":
 		name, args["notification_id"] = "outbox_list_by_notification", p.NotificationID
 	}
 	var rows []outboxRow

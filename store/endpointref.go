@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 
 	"github.com/courier-go/courier/internal/endpoint"
 )
@@ -17,31 +18,79 @@ import (
 //
 // The small tables are searched first; only a reference they do not know
 // reads the distinct endpoints of the outbox, which is a scan of it: this
-// is for operators' actions, not for a hot path.
+// is for operators' actions, not for a hot path. Each search stops at the
+// endpoint found. The Store remembers the last references it resolved
+// (up to 1,024), so that a tool naming one endpoint again and again (a
+// page of its deliveries after another) reads nothing more: a reference
+// is a digest of its URL and names no other. So a reference resolved once
+// still resolves, in this Store, once the store has forgotten its
+// endpoint (its deliveries pruned, its records removed).
 func (e *Endpoints) Resolve(ctx context.Context, ref string) (string, error) {
 	if !endpoint.IsRef(ref) {
 		return "", invalidArgument("an endpoint reference is 32 lowercase hex characters")
 	}
+	if e.s.closed.Load() { // as every call after Close, remembered or not
+		return "", errClosed
+	}
+	if url, ok := e.resolved.get(ref); ok {
+		return url, nil
+	}
 	for _, name := range []string{"endpoint_ref_known", "endpoint_ref_deliveries"} {
 		url, err := e.resolveIn(ctx, name, ref)
-		if err != nil || url != "" {
-			return url, err
+		if err != nil {
+			return "", err
+		}
+		if url != "" {
+			e.resolved.put(ref, url)
+			return url, nil
 		}
 	}
 	return "", errNotFound
 }
 
-// resolveIn reads the endpoints query name lists and returns the one whose
-// reference is ref, "" if none is.
+// resolveIn reads the endpoints query name lists until one has reference
+// ref, and returns it, "" if none has.
 func (e *Endpoints) resolveIn(ctx context.Context, name, ref string) (string, error) {
-	var urls []string
-	if err := e.s.selectRows(ctx, e.s.db, name, nil, &urls); err != nil {
+	rows, err := e.s.query(ctx, e.s.db, name, nil)
+	if err != nil {
 		return "", err
 	}
-	for _, url := range urls {
+	defer rows.Close()
+	for rows.Next() {
+		var url string
+		if err := rows.Scan(&url); err != nil {
+			return "", e.s.dialect.interpret(name, err)
+		}
 		if endpoint.Ref(url) == ref {
 			return url, nil
 		}
 	}
-	return "", nil
+	return "", e.s.dialect.interpret(name, rows.Err())
+}
+
+// maxResolved is how many references a Store remembers (resolvedRefs).
+const maxResolved = 1024
+
+// resolvedRefs are the endpoints Resolve found, by reference. Full, it
+// starts again empty: it stays bounded, and an operator's tool names a
+// few endpoints at a time.
+type resolvedRefs struct {
+	mu   sync.Mutex
+	urls map[string]string
+}
+
+func (r *resolvedRefs) get(ref string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	url, ok := r.urls[ref]
+	return url, ok
+}
+
+func (r *resolvedRefs) put(ref, url string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.urls == nil || len(r.urls) >= maxResolved {
+		r.urls = make(map[string]string)
+	}
+	r.urls[ref] = url
 }

@@ -3,12 +3,14 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/scrape"
 )
 
 // Defaults of BreakerConfig.
@@ -124,7 +126,10 @@ type EndpointHealth struct {
 // limits are, so that it is found rather than written twice, waits behind
 // its key's earlier deliveries and keeps to the limits set for that
 // spelling.
-type Endpoints struct{ s *Store }
+type Endpoints struct {
+	s        *Store
+	resolved resolvedRefs // see Resolve
+}
 
 // Get returns an endpoint's health, limits and load; an endpoint never
 // failing is closed. One that is not an absolute http or https URL is
@@ -206,6 +211,52 @@ func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
 	for i, r := range rows {
 		out[i] = r.health()
 		r.endpointLoad.apply(&out[i])
+	}
+	return out, nil
+}
+
+// A metrics scrape's read of the endpoints (package internal/scrape) is
+// implemented here and handed to contrib/promcourier.
+func init() {
+	scrape.Register(func(s any) scrape.Reader { return s.(*Store).Endpoints.scrape })
+}
+
+// scrape reads what a metrics scrape shows of the endpoints, listing at
+// most limit of those with series of their own: the states and blocked
+// keys are counted in the database, and only the endpoints listed are
+// read, so that an outbox keeping tens of thousands of disabled endpoints
+// costs a scrape little more than one keeping none. The figures are read
+// from one snapshot, as Health's.
+func (e *Endpoints) scrape(ctx context.Context, limit int) (scrape.Endpoints, error) {
+	if e.s.closed.Load() {
+		return scrape.Endpoints{}, errClosed
+	}
+	tx, err := e.s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return scrape.Endpoints{}, e.s.dialect.interpret("endpoint_series", err)
+	}
+	defer tx.Rollback()
+	out := scrape.Endpoints{States: make(map[string]int)}
+	var states []struct {
+		State string `db:"state"`
+		N     int    `db:"n"`
+	}
+	if err := e.s.selectRows(ctx, tx, "endpoint_states", nil, &states); err != nil {
+		return scrape.Endpoints{}, err
+	}
+	for _, st := range states {
+		out.States[st.State] = st.N
+	}
+	if err := e.s.scan(ctx, tx, "endpoint_blocked_keys", nil, &out.BlockedKeys); err != nil {
+		return scrape.Endpoints{}, err
+	}
+	var rows []endpointRow
+	if err := e.s.selectRows(ctx, tx, "endpoint_series", map[string]any{"limit": limit}, &rows); err != nil {
+		return scrape.Endpoints{}, err
+	}
+	for _, r := range rows {
+		out.Listed = append(out.Listed, scrape.Endpoint{URL: r.Endpoint, State: r.State, InFlight: r.InFlight,
+			MaxInFlight: r.MaxInFlight, Rate: r.Rate, BlockedKeys: r.BlockedKeys})
 	}
 	return out, nil
 }

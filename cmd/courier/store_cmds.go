@@ -444,13 +444,17 @@ func (a deliveriesAction) cancel(ctx context.Context) error {
 }
 
 // get reads delivery id, for show or to say why an action did not take
-// it.
+// it, without its payload (a page of it, by store.ListParams.ID): none of
+// them prints one, and it may be 4 MiB.
 func (a deliveriesAction) get(ctx context.Context, id int64) (store.Delivery, error) {
-	d, err := a.s.Outbox.Get(ctx, id)
-	if errors.Is(err, courier.CodeNotFound) {
-		return d, fmt.Errorf("delivery %d not found", id)
+	page, err := a.s.Outbox.List(ctx, store.ListParams{ID: id, Limit: 1})
+	switch {
+	case err != nil:
+		return store.Delivery{}, err
+	case len(page.Deliveries) == 0:
+		return store.Delivery{}, fmt.Errorf("delivery %d not found", id)
 	}
-	return d, err
+	return page.Deliveries[0], nil
 }
 
 // endpointsActions are the actions of courier endpoints, in the order its

@@ -182,3 +182,47 @@ func testListTimeBoundsAreExact(t *testing.T, open OpenFunc) {
 		}
 	}
 }
+
+// testListByIDIsGetWithoutItsPayload: List of one delivery id
+// (ListParams.ID) shows what Get shows but the payload, which it does not
+// read (a view of one delivery shows none, and it may be 4 MiB, sealed);
+// the other filters still apply, an id no delivery has is an empty page,
+// and a negative one is invalid_argument.
+func testListByIDIsGetWithoutItsPayload(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{payloadKey(t, "k1", 1)}}})
+	first := b.enqueue(t, delivery("first"))
+	b.enqueue(t, delivery("second"))
+	want := b.get(t, first.ID)
+	if want.Payload == nil {
+		t.Fatal("Get opened no payload")
+	}
+	want.Payload = nil
+	list := func(p store.ListParams) []store.Delivery {
+		t.Helper()
+		page, err := b.store.Outbox.List(b.ctx, p)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", p, err)
+		}
+		return page.Deliveries
+	}
+	if got := list(store.ListParams{ID: first.ID}); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Errorf("List by id shows %+v,\nGet shows %+v", got, want)
+	}
+	for name, p := range map[string]store.ListParams{
+		"another status":          {ID: first.ID, Status: courier.StatusFailed},
+		"another notification id": {ID: first.ID, NotificationID: "second"},
+		"another endpoint":        {ID: first.ID, Endpoint: "https://other.example/hooks"},
+		"ids below it":            {ID: first.ID, Before: first.ID},
+		"an id no delivery has":   {ID: first.ID + 100},
+	} {
+		if got := list(p); len(got) != 0 {
+			t.Errorf("List of %s = %+v, want none", name, got)
+		}
+	}
+	if got := list(store.ListParams{ID: first.ID, NotificationID: "first", Status: courier.StatusPending}); len(got) != 1 || got[0].ID != first.ID {
+		t.Errorf("List by id and its own filters = %+v, want the delivery", got)
+	}
+	if _, err := b.store.Outbox.List(b.ctx, store.ListParams{ID: -1}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+		t.Errorf("List of id -1 = %v, want invalid_argument", err)
+	}
+}

@@ -200,6 +200,9 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AKeyStoredUnderAnotherSpellingKeepsItsOrder", testAKeyStoredUnderAnotherSpellingKeepsItsOrder},
 		{"ARedriveOfAnEndpointTakesItsStoredSpelling", testARedriveOfAnEndpointTakesItsStoredSpelling},
 		{"ListAndBlockedKeysTakeAStoredSpelling", testListAndBlockedKeysTakeAStoredSpelling},
+		{"AScrapeShowsWhatEndpointsListShows", testAScrapeShowsWhatEndpointsListShows},
+		{"ListByIDIsGetWithoutItsPayload", testListByIDIsGetWithoutItsPayload},
+		{"ResolveRemembersWhatItFound", testResolveRemembersWhatItFound},
 		{"UpdateKeepsALegacySpellingsFingerprint", testUpdateKeepsALegacySpellingsFingerprint},
 	}
 	for _, tt := range tests {

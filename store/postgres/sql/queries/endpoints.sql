@@ -41,6 +41,44 @@ LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
 -- COLLATE "C": byte order, as on SQLite, whatever the database's collation.
 ORDER BY n.endpoint COLLATE "C";
 
+-- name: endpoint_series
+-- The endpoints a metrics scrape gives series of their own, at most
+-- :limit, by URL: a breaker open or half open, limits, a delivery in
+-- flight or a blocked ordering key (endpoint_list's, less the endpoints
+-- that are disabled or failing below the threshold with none of these).
+-- Each set is read from a small table or a partial index, and the loads
+-- are counted for the :limit endpoints kept only: an outbox keeping tens
+-- of thousands of disabled endpoints costs a scrape nothing per endpoint
+-- (endpoint_states counts them). COLLATE "C": byte order, as on SQLite,
+-- so that both keep the same endpoints.
+WITH named AS (
+    SELECT endpoint FROM courier_endpoints WHERE state IN ('open', 'half_open')
+    UNION SELECT endpoint FROM courier_endpoint_limits
+    UNION SELECT endpoint FROM courier_outbox WHERE status = 'leased'
+    UNION SELECT endpoint FROM courier_ordering_keys WHERE blocked_at IS NOT NULL
+),
+kept AS (
+    SELECT endpoint FROM named ORDER BY endpoint COLLATE "C" LIMIT :limit
+)
+SELECT n.endpoint, COALESCE(e.state, 'closed') AS state, COALESCE(e.consecutive_failures, 0) AS consecutive_failures,
+    e.failing_since, e.open_until, e.reason, COALESCE(e.updated_at, 0) AS updated_at,
+    COALESCE(l.max_in_flight, 0) AS max_in_flight, COALESCE(l.rate, 0) AS rate, COALESCE(l.burst, 0) AS burst,
+    (SELECT COUNT(*) FROM courier_outbox AS f WHERE f.endpoint = n.endpoint AND f.status = 'leased') AS in_flight,
+    (SELECT COUNT(*) FROM courier_ordering_keys AS k WHERE k.endpoint = n.endpoint AND k.blocked_at IS NOT NULL) AS blocked_keys
+FROM kept AS n
+LEFT JOIN courier_endpoints AS e ON e.endpoint = n.endpoint
+LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
+ORDER BY n.endpoint COLLATE "C";
+
+-- name: endpoint_states
+-- How many endpoints are in each breaker state but closed, counted in the
+-- database: one pass over courier_endpoints, no row of it sent.
+SELECT state, COUNT(*) AS n FROM courier_endpoints WHERE state <> 'closed' GROUP BY state;
+
+-- name: endpoint_blocked_keys
+-- How many ordering keys a failed head holds, from their partial index.
+SELECT COUNT(*) FROM courier_ordering_keys WHERE blocked_at IS NOT NULL;
+
 -- name: endpoint_load
 -- One endpoint's limits, deliveries in flight and blocked ordering keys.
 SELECT COALESCE((SELECT max_in_flight FROM courier_endpoint_limits WHERE endpoint = :endpoint), 0) AS max_in_flight,

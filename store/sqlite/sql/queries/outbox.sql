@@ -707,6 +707,21 @@ WHERE notification_id = :notification_id
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: outbox_list_by_id
+-- outbox_list for one delivery id, read by the primary key; the other
+-- filters apply to that row. What an operator's view of one delivery
+-- reads: every column but the payload (up to its size limit, opened only
+-- by outbox_get).
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+FROM courier_outbox
+WHERE id = :id
+    AND (:notification_id = '' OR notification_id = :notification_id)
+    AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
+    AND updated_at >= :since AND updated_at < :until AND (:before_id = 0 OR id < :before_id)
+LIMIT :limit;
+
 -- name: outbox_health_operations
 -- Command deliveries by operation (event_type, migration 5) and status,
 -- from their partial index: the index's condition is repeated verbatim.
