@@ -76,6 +76,17 @@
 // the first try after the read ends that finds no other read in progress
 // brings the file back to 64 MiB.
 //
+// The -wal file holds commits not yet copied into the database file: one
+// removed (or replaced) while the database is open leaves SQLite
+// committing into the unlinked file without an error, where a crash
+// loses them, and connections opened afterwards fail with an I/O error.
+// Every 64 commits the Store's writer looks: once it finds its -wal file
+// gone, it copies what the file holds into the database file and
+// refuses every write from then on, with code database_unavailable (an
+// enqueue fails, a receiver answers 503 with Retry-After, a worker logs
+// its failed claims and settles), until the Store is closed and opened
+// again, in a new process if need be.
+//
 // Commits are durable by default (synchronous=FULL; see
 // store.Config.Durability). The database and every process writing it
 // share one host, so the store's clock is the process's (time.Now): a

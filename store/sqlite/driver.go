@@ -113,7 +113,7 @@ type conn struct {
 	immediate bool        // its transactions take the write lock as they begin
 	readOnly  atomic.Bool // SQLite found the database read-only, or query_only could not be reset: never reuse
 	queryOnly bool        // a read-only transaction set query_only, to be reset as it ends
-	wal       *walBound   // the writer's: keeps the -wal file bounded
+	wal       *walBound   // the writer's: keeps the -wal file bounded, and refuses writes once it is removed
 	// busySince is when the writer began to wait for the write lock held
 	// elsewhere (waitBusy), zero once a write got it: the writes queued
 	// meanwhile have waited for it since.
@@ -173,6 +173,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.refuse(ctx, query); err != nil {
 		return nil, err
 	}
+	if err := c.wal.removal(c.SQLiteConn); err != nil {
+		return nil, err
+	}
 	res, err := waitBusy(ctx, c, func() (driver.Result, error) { return c.SQLiteConn.ExecContext(ctx, query, args) })
 	c.committed(err) //nolint:contextcheck // the -wal file's reset puts the busy timeout back after it: ctx's end must not cut that short
 	return res, c.note(err)
@@ -180,6 +183,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if err := c.refuse(ctx, query); err != nil {
+		return nil, err
+	}
+	if err := c.wal.removal(c.SQLiteConn); err != nil {
 		return nil, err
 	}
 	r, err := c.SQLiteConn.QueryContext(ctx, query, args)
@@ -210,6 +216,9 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	}
 	if c.guard && c.immediate && writerctx.Held(ctx) {
 		return nil, writerctx.ErrWriteOutside
+	}
+	if err := c.wal.removal(c.SQLiteConn); err != nil {
+		return nil, err
 	}
 	t, err := waitBusy(ctx, c, func() (driver.Tx, error) { return c.SQLiteConn.BeginTx(ctx, opts) })
 	if err != nil {
@@ -349,6 +358,9 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	if err := s.refuse(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil {
+		return nil, err
+	}
 	res, err := waitBusy(ctx, s.c, func() (driver.Result, error) { return s.SQLiteStmt.ExecContext(ctx, args) })
 	s.c.committed(err) //nolint:contextcheck // as in conn.ExecContext
 	return res, s.c.note(err)
@@ -356,6 +368,9 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	if err := s.refuse(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil {
 		return nil, err
 	}
 	r, err := s.SQLiteStmt.QueryContext(ctx, args)

@@ -2,9 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/mattn/go-sqlite3"
 )
@@ -63,6 +67,11 @@ type walBound struct {
 	// is twice that, resets do not wait.
 	failedAt int64
 	seen     int64 // the file's size at the last look
+	// file is the -wal file the writer commits into, as first seen; once
+	// another is found at path, or none, removed is set (see removal).
+	file    os.FileInfo
+	removed bool
+	secured bool // since removed, what the unlinked file holds is in the database file
 }
 
 // walWaits counts the resets that waited for reads, in every writer of
@@ -79,7 +88,9 @@ func boundWAL(sc *sqlite3.SQLiteConn) (*walBound, error) {
 	if _, err := sc.ExecContext(context.Background(), fmt.Sprintf("PRAGMA journal_size_limit = %d", walLimit.Load()), nil); err != nil {
 		return nil, err
 	}
-	return &walBound{path: file + "-wal"}, nil
+	w := &walBound{path: file + "-wal"}
+	w.file, _ = os.Stat(w.path) // else at the first look
+	return w, nil
 }
 
 // committed counts a commit and, every walCheckEvery, resets the -wal
@@ -93,6 +104,11 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 	}
 	w.commits = 0
 	fi, err := os.Stat(w.path)
+	if w.gone(fi, err) {
+		w.removed = true
+		w.secure(sc)
+		return true // kept: another connection would find the frames of the unlinked file missing
+	}
 	if err != nil {
 		return true
 	}
@@ -128,4 +144,74 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 		w.seen = after.Size()
 	}
 	return err == nil
+}
+
+// gone reports whether the -wal file at the look that found fi (or err)
+// is no longer the one the writer commits into: removed, or replaced. A
+// writer that has committed has a -wal file for as long as it is open:
+// SQLite removes it only as the last connection to the database closes.
+func (w *walBound) gone(fi os.FileInfo, err error) bool {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true
+	case err != nil:
+		return false
+	case w.file == nil:
+		w.file = fi
+		return false
+	}
+	return !os.SameFile(w.file, fi)
+}
+
+// secure copies every frame of the -wal file the writer still commits
+// into, removed from the directory, into the database file (a FULL
+// checkpoint, which syncs the database file; it waits up to walWait for
+// the reads in progress), so that a crash loses none of them. It leaves
+// the -wal file's index as it is: a new connection to the database finds
+// the frames it counts missing and fails, rather than start a -wal file
+// of its own beside the one the Store's connections write. A checkpoint
+// that could not copy every frame is made again at the next write
+// refused (see removal).
+func (w *walBound) secure(sc *sqlite3.SQLiteConn) {
+	ctx := context.Background()
+	if _, err := sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", walWait), nil); err != nil {
+		return
+	}
+	rows, err := sc.QueryContext(ctx, "PRAGMA wal_checkpoint(FULL)", nil)
+	if err == nil {
+		vals := make([]driver.Value, 3) // busy, frames in the file, frames copied
+		if rows.Next(vals) == nil {
+			busy, _ := vals[0].(int64)
+			frames, _ := vals[1].(int64)
+			copied, _ := vals[2].(int64)
+			w.secured = busy == 0 && frames == copied
+		}
+		rows.Close()
+	}
+	// Its error is dropped: the connection writes nothing more, and a
+	// longer wait would cost only a refusal's time.
+	_, _ = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
+}
+
+// errWALRemoved is the error of every write on a writer whose -wal file
+// was removed (see removal): SQLite's I/O error, code
+// database_unavailable at the store.
+var errWALRemoved = sqlite3.Error{Code: sqlite3.ErrIoErr, SystemErrno: syscall.ENOENT}
+
+// removal returns the error of a write on the writer once its -wal file
+// was found removed or replaced, nil before. What the writer would commit
+// from then on would be in no file on disk but the unlinked one, lost at
+// a crash (and a receiver's Ack for it a lie), so it writes nothing more
+// until the database is opened again: once every connection to it has
+// closed, SQLite copies the unlinked file into the database file, and the
+// next opening starts a -wal file afresh. Until what the unlinked file
+// holds is secured in the database file, each refusal tries again.
+func (w *walBound) removal(sc *sqlite3.SQLiteConn) error {
+	if w == nil || !w.removed {
+		return nil
+	}
+	if !w.secured {
+		w.secure(sc)
+	}
+	return fmt.Errorf("sqlite: %s was removed or replaced under the open database, whose commits would be lost at a crash: close the Store (or restart the process) and open it again: %w", w.path, errWALRemoved)
 }

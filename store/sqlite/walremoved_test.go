@@ -1,0 +1,94 @@
+package sqlite_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// TestAWALRemovedUnderTheStoreStopsItsWrites: the -wal file removed under
+// an open Store (by hand, by a cleanup job) leaves SQLite committing into
+// the unlinked file, without an error: what it held and what commits after
+// it, enqueues and a receiver's Acks, is in no file on disk, and a crash
+// loses it. The writer notices within a few commits, copies what the
+// unlinked file holds into the database file, and refuses every write
+// from then on, database_unavailable, until the Store is opened again:
+// each enqueue that succeeded is in the database file alone, none is
+// lost, and the Store opened again writes as before.
+func TestAWALRemovedUnderTheStoreStopsItsWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	enqueue := func(id string) error {
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	if err := enqueue("before"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	committed := 1
+	var refused error
+	for i := range 200 {
+		if refused = enqueue(fmt.Sprintf("after-%d", i)); refused != nil {
+			break
+		}
+		committed++
+	}
+	if courier.CodeOf(refused) != courier.CodeDatabaseUnavailable {
+		t.Errorf("with the -wal file removed, %d enqueues committed and then %v; want them refused, database_unavailable", committed, refused)
+	}
+
+	// What a crash would leave: the database file alone.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(t.TempDir(), "crashed.db")
+	if err := os.WriteFile(crashed, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlx.Open("sqlite3", crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.GetContext(ctx, &n, "SELECT count(*) FROM courier_outbox"); err != nil || n != committed {
+		t.Errorf("the database file alone holds %d deliveries (%v), want the %d enqueues that committed", n, err, committed)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = sqlite.Open(ctx, path, store.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enqueue("reopened"); err != nil {
+		t.Fatalf("an enqueue once the Store is opened again: %v", err)
+	}
+	if err := s.DB().GetContext(ctx, &n, "SELECT count(*) FROM courier_outbox"); err != nil || n != committed+1 {
+		t.Errorf("the Store opened again holds %d deliveries (%v), want %d", n, err, committed+1)
+	}
+}
