@@ -242,19 +242,7 @@ func (f *fullDisks) await(t *testing.T, what string, ok func(client.Event) bool)
 
 // applied returns how many times the receiver applied each notification.
 func (f *fullDisks) applied(t *testing.T) map[string]int {
-	t.Helper()
-	var rows []struct {
-		ID string `db:"id"`
-		N  int    `db:"n"`
-	}
-	if err := f.inbox.DB().SelectContext(t.Context(), &rows, `SELECT id, count(*) AS n FROM applied GROUP BY id`); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, r := range rows {
-		out[r.ID] = r.N
-	}
-	return out
+	return appliedCounts(t, f.inbox.DB())
 }
 
 // TestAFullInboxIsAnsweredRetryLaterAndRecovers: the receiver's database

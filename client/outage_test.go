@@ -216,19 +216,7 @@ func (o *outage) post(t *testing.T, id string) *http.Response {
 
 // applied returns how many times the receiver applied each notification.
 func (o *outage) applied(t *testing.T) map[string]int {
-	t.Helper()
-	var rows []struct {
-		ID string `db:"id"`
-		N  int    `db:"n"`
-	}
-	if err := o.db.SelectContext(t.Context(), &rows, `SELECT id, count(*) AS n FROM applied GROUP BY id`); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, r := range rows {
-		out[r.ID] = r.N
-	}
-	return out
+	return appliedCounts(t, o.db)
 }
 
 // TestWorkerAndReceiverOutliveARestart: the database server goes away
@@ -434,4 +422,22 @@ func TestASettleCutByTheDatabaseIsMadeAgain(t *testing.T) {
 	if got := o.logs.lines("worker: settle failed"); len(got) != 0 {
 		t.Errorf("settle failed: %+v", got)
 	}
+}
+
+// appliedCounts returns how many times a test receiver applied each
+// notification, from the applied table its function writes in db.
+func appliedCounts(t *testing.T, db sqlx.QueryerContext) map[string]int {
+	t.Helper()
+	var rows []struct {
+		ID string `db:"id"`
+		N  int    `db:"n"`
+	}
+	if err := sqlx.SelectContext(t.Context(), db, &rows, `SELECT id, count(*) AS n FROM applied GROUP BY id`); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range rows {
+		out[r.ID] = r.N
+	}
+	return out
 }

@@ -178,19 +178,7 @@ func (b *busyRestart) awaitSucceeded(t *testing.T, what string, within time.Dura
 
 // applied returns how many times the receiver applied each notification.
 func (b *busyRestart) applied(t *testing.T) map[string]int {
-	t.Helper()
-	var rows []struct {
-		ID string `db:"id"`
-		N  int    `db:"n"`
-	}
-	if err := b.db.SelectContext(t.Context(), &rows, `SELECT id, count(*) AS n FROM applied GROUP BY id`); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, r := range rows {
-		out[r.ID] = r.N
-	}
-	return out
+	return appliedCounts(t, b.db)
 }
 
 // TestABusyWorkerAndReceiverOutliveARestart: the database server is
