@@ -178,9 +178,15 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 			return Page{}, invalidArgument("ListParams.Since must be before Until")
 		}
 	}
+	// The cursor bounds the ids read, from the first page on: a page
+	// after it seeks it by the primary key, never walking from the newest.
+	before := int64(math.MaxInt64)
+	if p.Before != 0 {
+		before = p.Before
+	}
 	args := map[string]any{
 		"status": string(p.Status), "endpoint": p.Endpoint, "endpoint_spelled": spelled, "since": since, "until": until,
-		"before_id": p.Before, "limit": p.Limit + 1,
+		"before_id": before, "limit": p.Limit + 1,
 	}
 	name := "outbox_list"
 	switch {

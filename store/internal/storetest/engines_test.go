@@ -219,6 +219,33 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 	}
 }
 
+// TestListPagesSeekTheirCursor: on SQLite, a page of Outbox.List after
+// the first (ListParams.Before) reads the outbox from its cursor down, by
+// the primary key, never from the newest delivery: written as "no cursor
+// or below it", the condition gave SQLite no range, and each page read
+// every delivery newer than the cursor before the first it showed.
+func TestListPagesSeekTheirCursor(t *testing.T) {
+	t.Parallel()
+	db := openSQLite(t)
+	if err := store.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{
+		"status": "", "endpoint": "", "endpoint_spelled": "", "notification_id": "", "id": int64(0),
+		"since": int64(0), "until": int64(1 << 62), "before_id": int64(1000), "limit": 101,
+	}
+	for _, name := range []string{"outbox_list"} {
+		text, vals := boundQuery(t, sqlite.DriverName, "queries/outbox.sql", name, args)
+		plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, vals...))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.Contains(plan, "USING INTEGER PRIMARY KEY (rowid<?)") {
+			t.Errorf("%s does not seek its cursor:\n%s", name, plan)
+		}
+	}
+}
+
 // TestHealthPlansWithStatistics: on SQLite, with statistics (ANALYZE, as
 // an application may run), Health's count of disabled endpoints with
 // deliveries waiting reads the waiting rows from the status index, never
