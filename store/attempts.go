@@ -63,7 +63,7 @@ func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, err
 // PruneAttempts deletes attempts log rows older than p.OlderThan, in
 // bounded batches; see Inbox.Prune.
 func (o *Outbox) PruneAttempts(ctx context.Context, p PruneParams) (int, error) {
-	return o.s.pruneOlder(ctx, "attempts_prune", p)
+	return o.s.pruneOlder(ctx, "attempts_prune", nil, p)
 }
 
 // attemptArg is one row of the attempts log as attempts_log reads it from

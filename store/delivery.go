@@ -527,20 +527,31 @@ func (o *Outbox) redriveKeys(ctx context.Context, tx *sqlx.Tx, now int64, endpoi
 
 // Prune deletes succeeded and suppressed deliveries last updated more than
 // p.OlderThan ago, in bounded batches; see Inbox.Prune. It then deletes
-// the breaker records (Endpoints) as old of the endpoints, closed or
-// open, with no delivery left to send: those of receivers that failed and
-// were never sent to again, which would otherwise stay for good and be
-// read by every claim. A later delivery to one is sent as to a healthy
-// endpoint. A disabled endpoint stays disabled until Enable. It returns
-// the deliveries and records it deleted, which MaxRows bounds together.
+// the breaker records (Endpoints) as old of the endpoints with no delivery
+// left to send: closed or open ones, and those the breaker disabled (a
+// 410 Gone, or failing for Config.Breaker.DisableAfter): receivers that
+// failed or went away and were never sent to again, whose records would
+// otherwise stay for good and be read by every claim. A later delivery to
+// one is sent as to a healthy endpoint (a receiver still gone disables it
+// again). An endpoint an operator disabled (Endpoints.Disable) stays
+// disabled until Enable, however long nothing is sent to it, unless it
+// had been failing for DisableAfter by then, as the breaker would have
+// disabled it. Failed and quarantined deliveries, the blocked ordering
+// keys they hold, contract pins and limits are an operator's to settle
+// and stay (see the package documentation, Retention). It returns the
+// deliveries and records it deleted, which MaxRows bounds together.
 func (o *Outbox) Prune(ctx context.Context, p PruneParams) (int, error) {
-	n, err := o.s.pruneOlder(ctx, "outbox_prune", p)
+	n, err := o.s.pruneOlder(ctx, "outbox_prune", nil, p)
 	if err != nil || (p.MaxRows > 0 && n >= p.MaxRows) {
 		return n, err
 	}
 	if p.MaxRows > 0 {
 		p.MaxRows -= n
 	}
-	m, err := o.s.pruneOlder(ctx, "endpoint_prune", p)
+	// The breaker disabled a record it stamped when the endpoint had been
+	// failing for DisableAfter (see Endpoints.record), to the microsecond,
+	// rounded up as the breaker's comparison of durations does.
+	disableAfter := (o.s.cfg.Breaker.DisableAfter + time.Microsecond - 1) / time.Microsecond
+	m, err := o.s.pruneOlder(ctx, "endpoint_prune", map[string]any{"disable_after": int64(disableAfter)}, p)
 	return n + m, err
 }

@@ -224,6 +224,39 @@
 // key), written in the transaction of the application's own effects, so a
 // redelivery is answered with the stored Ack and never processed twice.
 //
+// # Retention
+//
+// What courier's tables record for the past stays until a retention pass
+// deletes it: run them from a periodic job (or the courier prune
+// command), each in short bounded statements (PruneParams). What each
+// table keeps:
+//
+//	courier_outbox           succeeded and suppressed deliveries go after OlderThan (Outbox.Prune);
+//	                         unfinished ones, and failed or quarantined ones, stay until an
+//	                         operator settles them (Outbox.Cancel, Outbox.Redrive)
+//	courier_attempts         rows go after OlderThan (Outbox.PruneAttempts)
+//	courier_endpoints        the breaker records of endpoints with nothing left to send go after
+//	                         OlderThan (Outbox.Prune): failing, open, and those the breaker disabled
+//	                         (410 Gone, or failing for Config.Breaker.DisableAfter); one an operator
+//	                         disabled (Endpoints.Disable) stays until Endpoints.Enable
+//	courier_ordering_keys    a key's row goes with its last unfinished delivery; a key blocked by a
+//	                         failed head (HoldKey) stays until that head is cancelled or redriven
+//	courier_inbox            records go after OlderThan, at least 24 hours (Inbox.Prune)
+//	courier_replay, _counts  pairs go once expired, their counts with them (ReplayCache.Prune)
+//	courier_endpoint_limits  an operator's or application's setting: stays until the zero Limits
+//	                         (Endpoints.SetLimits)
+//	courier_contracts        a pin, set by the first command to an endpoint or by Contracts.Pin,
+//	                         stays: it is what holds back a later command built for another
+//	                         contract, however long the endpoint was idle
+//	courier_subscriptions    the application's (Subscriptions): paused by Update, never deleted
+//
+// So the tables an operator does not tend grow with the traffic of the
+// retention window, and the others with what operators and the
+// application set or leave unsettled: failed deliveries, blocked keys,
+// disabled endpoints, limits, pins and subscriptions, one row each,
+// which Outbox.Health, Endpoints.List, Contracts.List and
+// Subscriptions.List show.
+//
 // # Upgrades
 //
 // A rolling deploy runs two releases on one database for a while: the new

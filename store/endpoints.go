@@ -37,7 +37,8 @@ const (
 // success, the probe's or a late one, closes it. An open endpoint whose probe found
 // nothing to send is probed again once a delivery of its own is due (the
 // claim that meets it first parks it, the next probes with it). An endpoint failing for DisableAfter, or answering 410
-// Gone, is disabled until an operator enables it. Only failures that speak
+// Gone, is disabled until an operator enables it (or, once nothing is
+// left to send to it, Outbox.Prune deletes its record). Only failures that speak
 // of the endpoint's health count: an answer of 5xx, 408/425 or 429,
 // whatever code the worker's policy gave it, and any failure settled with
 // one of client.DefaultClassify's codes for those, for a timeout or for a

@@ -165,7 +165,7 @@ func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	if p.OlderThan < minInboxRetention {
 		return 0, invalidArgument("PruneParams.OlderThan must be at least 24h for the inbox: a record must outlive a replay of its request within the signature's tolerance")
 	}
-	return in.s.pruneOlder(ctx, "inbox_prune", p)
+	return in.s.pruneOlder(ctx, "inbox_prune", nil, p)
 }
 
 // Claim is the first phase of a two-phase receipt, for receivers that

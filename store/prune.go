@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"maps"
 	"time"
 )
 
@@ -46,11 +47,14 @@ type PruneParams struct {
 
 // pruneOlder runs prune for records that go by age: those last updated
 // before now minus p.OlderThan, which must be at least a microsecond.
-func (s *Store) pruneOlder(ctx context.Context, name string, p PruneParams) (int, error) {
+// args are the statement's other parameters, if any.
+func (s *Store) pruneOlder(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
 	if p.OlderThan < time.Microsecond { // records are stamped to the microsecond: less is none
 		return 0, invalidArgument("PruneParams.OlderThan must be at least a microsecond: it is how long records are kept")
 	}
-	return s.prune(ctx, name, map[string]any{"before": s.now() - p.OlderThan.Microseconds()}, p)
+	all := map[string]any{"before": s.now() - p.OlderThan.Microseconds()}
+	maps.Copy(all, args)
+	return s.prune(ctx, name, all, p)
 }
 
 // prune runs a bounded delete statement until it deletes less than a

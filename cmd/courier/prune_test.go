@@ -193,3 +193,93 @@ func TestPruneInterruptedKeepsWhatItSaid(t *testing.T) {
 		t.Fatalf("prune again: %q", out)
 	}
 }
+
+// TestPruneTakesTheRecordsOfEndpointsTheBreakerDisabled: courier prune
+// deletes the record of an endpoint its breaker disabled, once nothing is
+// left to send to it, and keeps one an operator disabled. The breaker's
+// DisableAfter is the workers', which -disable-after names: a record
+// disabled after failing for less than it, as an operator's Disable of a
+// failing endpoint is, stays.
+func TestPruneTakesTheRecordsOfEndpointsTheBreakerDisabled(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	ctx := t.Context()
+	const gone, failing, held = "https://gone.example/h", "https://failing.example/h", "https://held.example/h"
+	now := time.Now().Add(-3 * time.Hour)
+	w, err := sqlite.Open(ctx, db, store.Config{
+		Now:     func() time.Time { return now },
+		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	tx, err := w.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, url := range map[string]string{"g-1": gone, "f-1": failing} {
+		if _, err := w.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: url, Payload: []byte(`{}`), MaxAttempts: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	p := protocol.For(w)
+	settle := func(want int, failed protocol.Result) {
+		t.Helper()
+		claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute})
+		if err != nil || len(claimed) != want {
+			t.Fatalf("claimed %d, %v; want %d", len(claimed), err, want)
+		}
+		for _, c := range claimed {
+			oc := protocol.Outcome{Lease: c.Lease, Result: failed, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: time.Minute}
+			if c.Endpoint == gone {
+				oc.Result = protocol.Failed
+				oc.Code, oc.HTTPStatus = courier.CodeEndpointGone, 410
+			}
+			if _, err := p.Settle(ctx, oc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle(2, protocol.Retry) // gone answers 410; failing fails once, to retry, and opens
+	if err := w.Endpoints.Disable(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	settle(1, protocol.Failed) // failing's probe fails too, two hours after its first failure: disabled
+	state := func(url string) store.EndpointState {
+		t.Helper()
+		h, err := s.Endpoints.Get(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.State
+	}
+	for _, url := range []string{gone, failing, held} {
+		if got := state(url); got != store.EndpointDisabled {
+			t.Fatalf("%s is %s, want disabled", url, got)
+		}
+	}
+	// The default -disable-after, 72h, takes only the 410's record.
+	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "30m"); out != "outbox: 1\nattempts: 3\ninbox: 0\nreplay: 0\n" {
+		t.Fatalf("prune printed %q, want the gone endpoint's record and the 3 attempts deleted", out)
+	}
+	if got := state(gone); got != store.EndpointClosed {
+		t.Fatalf("after prune the gone endpoint is %s, want closed (no record)", got)
+	}
+	if got := state(failing); got != store.EndpointDisabled {
+		t.Fatalf("after prune with the default -disable-after the failing endpoint is %s, want disabled: it failed for 2h, less than 72h", got)
+	}
+	if out := mustRun(t, exitOK, "prune", "-db", db, "-older-than", "30m", "-disable-after", "1h"); out != "outbox: 1\nattempts: 0\ninbox: 0\nreplay: 0\n" {
+		t.Fatalf("prune -disable-after 1h printed %q, want the failing endpoint's record deleted", out)
+	}
+	if got, want := []store.EndpointState{state(failing), state(held)}, []store.EndpointState{store.EndpointClosed, store.EndpointDisabled}; got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("after prune -disable-after 1h failing and held are %v, want %v", got, want)
+	}
+	if code, _, _ := courierRun(t, "prune", "-db", db, "-disable-after", "0s"); code != exitUsage {
+		t.Errorf("prune -disable-after 0s exited %d, want %d", code, exitUsage)
+	}
+}

@@ -709,14 +709,17 @@ func orDash(s string) string {
 
 // pruneCmd deletes what a database no longer needs, each table in short
 // batches: finished deliveries, the breaker records of endpoints with
-// nothing left to send, and the attempts log past -older-than,
-// inbox records past -inbox-older-than, expired replay pairs and their
-// counts. It is safe to run while workers and receivers run, and from
-// cron.
+// nothing left to send (their breaker's, not an operator's Disable), and
+// the attempts log past -older-than, inbox records past
+// -inbox-older-than, expired replay pairs and their counts. It is safe to
+// run while workers and receivers run, and from cron. What waits for an
+// operator stays (see package store, Retention).
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("prune", stderr)
 	db := dbFlag(fs)
-	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (outbox), and attempts, last updated longer ago than this")
+	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (failing, open, or disabled by their breaker: a 410 Gone, or failing for -disable-after) (outbox), and attempts, last updated longer ago than this. Kept: failed and quarantined deliveries and the ordering keys they block until cancelled or redriven, endpoints an operator disabled until enabled, limits until cleared (endpoints limit -clear), and contract pins")
+	disableAfter := fs.Duration("disable-after", 72*time.Hour, // store.BreakerConfig's default
+		"the workers' breaker DisableAfter (store.Config.Breaker): a disabled endpoint that had been failing this long when it was disabled was disabled by its breaker, and its record goes; one an operator disabled sooner stays until enabled")
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this, of every receiver and sender, at least 24h (a signed request replayed within its tolerance is refused by its record alone); keep them longer than senders retry and an hour more, and than a failed delivery may be redriven after (a redelivery after its record is gone is processed again)")
 	maxRows := fs.Int("max-rows", 0, "stop each line of the output after this many rows (0: until all are gone)")
@@ -730,8 +733,10 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError(stderr, "courier prune: -inbox-older-than must be at least 24h")
 	case *maxRows < 0:
 		return usageError(stderr, "courier prune: -max-rows must not be negative")
+	case *disableAfter < time.Millisecond: // the breaker's floor (Config.Breaker)
+		return usageError(stderr, "courier prune: -disable-after must be at least 1ms")
 	}
-	s, done, err := openStore(ctx, *db, store.Config{})
+	s, done, err := openStore(ctx, *db, store.Config{Breaker: store.BreakerConfig{DisableAfter: *disableAfter}})
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@
 // breakers at once), the others have none, and courier_endpoints and
 // courier_ordering_keys_blocked still count them all. A disabled
 // endpoint with none of these, as one that answered 410 Gone stays until
-// an operator enables it, has no series of its own:
+// an operator enables it or a prune deletes it, has no series of its own:
 // courier_endpoints{state="disabled"} counts it.
 package promcourier
 
@@ -298,7 +298,8 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 		ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(eps.States[string(st)]), string(st))
 	}
 	// Disabled endpoints with nothing of their own to show are not
-	// listed: they stay so until an operator enables them, and pile up
+	// listed: they stay so until an operator enables them (or a prune deletes
+	// those their breaker disabled), and pile up
 	// as subscribers' endpoints go away; courier_endpoints counts them.
 	for _, e := range eps.Listed {
 		ref := endpoint.Ref(e.URL)

@@ -216,3 +216,212 @@ func testPruneTakesDeadEndpointsRecords(t *testing.T, open OpenFunc) {
 		t.Fatalf("claim = %v, want d-3 sent at once to the pruned endpoint", c)
 	}
 }
+
+// testPruneTakesGoneEndpointsRecords: Outbox.Prune deletes the records,
+// past their age, of endpoints the breaker disabled (one that answered
+// 410 Gone, one failing for DisableAfter) once nothing is left to send to
+// them; it keeps those an operator disabled (Disable, of an endpoint with
+// no deliveries or of one failing for less than DisableAfter), which hold
+// back deliveries to come until Enable, and that of a gone endpoint with
+// a delivery waiting. They once stayed for good: every endpoint that ever
+// went away kept a row, read by every claim's look for endpoints to
+// probe. A later delivery to a pruned endpoint is sent at once.
+func testPruneTakesGoneEndpointsRecords(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour}})
+	const (
+		gone    = "https://gone.example/h"    // 410 Gone, nothing left to send
+		failing = "https://failing.example/h" // disabled by the breaker after DisableAfter
+		waiting = "https://waiting.example/h" // 410 Gone, a delivery waiting
+		held    = "https://held.example/h"    // an operator's Disable, no deliveries
+		paused  = "https://paused.example/h"  // an operator's Disable of a failing endpoint
+	)
+	enqueue := func(endpoint, id string, maxAttempts int) {
+		p := at(endpoint, id)
+		p.MaxAttempts = maxAttempts
+		b.enqueue(t, p)
+	}
+	enqueue(gone, "g-1", 1)
+	enqueue(failing, "f-1", 2)
+	enqueue(waiting, "w-1", 1)
+	enqueue(paused, "p-1", 3)
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		var err error
+		switch c.Endpoint {
+		case gone, waiting:
+			err = b.fail(c.Lease, courier.CodeEndpointGone, 410)
+		default:
+			err = b.retry(c.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Minute})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []string{held, paused} {
+		if err := b.store.Endpoints.Disable(b.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The failing endpoint's probe, two hours on, fails again: it has
+	// failed for longer than DisableAfter, and is disabled.
+	b.clock.Advance(2 * time.Hour)
+	probed := false
+	for range 3 {
+		for _, c := range b.claim(t, "w", 10, time.Minute) {
+			if c.Endpoint != failing {
+				t.Fatalf("claimed %s of %s; want only the failing endpoint's probe", c.NotificationID, c.Endpoint)
+			}
+			if err := b.fail(c.Lease, courier.CodeReceiverUnavailable, 503); err != nil {
+				t.Fatal(err)
+			}
+			probed = true
+		}
+		if probed {
+			break
+		}
+	}
+	state := func(endpoint string) store.EndpointState {
+		t.Helper()
+		h, err := b.store.Endpoints.Get(b.ctx, endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.State
+	}
+	for _, e := range []string{gone, failing, waiting, held, paused} {
+		if got := state(e); got != store.EndpointDisabled {
+			t.Fatalf("%s is %s, want disabled", e, got)
+		}
+	}
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 0 {
+		t.Fatalf("Prune of young records = %d, %v; want 0", n, err)
+	}
+	b.clock.Advance(48 * time.Hour)
+	enqueue(waiting, "w-2", 1)
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v; want the 2 records of endpoints the breaker disabled with nothing to send", n, err)
+	}
+	for e, want := range map[string]store.EndpointState{
+		gone: store.EndpointClosed, failing: store.EndpointClosed,
+		waiting: store.EndpointDisabled, held: store.EndpointDisabled, paused: store.EndpointDisabled,
+	} {
+		if got := state(e); got != want {
+			t.Errorf("after Prune %s is %s, want %s", e, got, want)
+		}
+	}
+	enqueue(gone, "g-2", 1)
+	if c := ids(b.claim(t, "w", 10, time.Minute)); !slices.Equal(c, []string{"g-2"}) {
+		t.Fatalf("claim = %v, want g-2 sent at once to the pruned endpoint, and nothing to the disabled ones", c)
+	}
+}
+
+// testPruneLeavesOnlyWhatAnOperatorSettles: a year of traffic, pruned by
+// every retention pass, leaves in courier's tables only what an operator
+// must act on or set: the deliveries that failed for good, the ordering
+// key one of them blocks, the endpoint an operator disabled, its limits
+// and its contract pin. Once the operator settles them (Cancel, Enable,
+// the zero Limits), the next pass leaves only the pin, which guards the
+// commands to come (see Contracts).
+func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{
+		Breaker:           store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour},
+		OrderingOnFailure: store.HoldKey,
+	})
+	const (
+		live    = "https://receiver.example/hooks"
+		gone    = "https://gone.example/h"
+		refused = "https://refused.example/h"
+		idle    = "https://idle.example/h"
+		held    = "https://held.example/h"
+	)
+	var failed []int64
+	for i := range 3 { // one key's deliveries, sent one after the other
+		b.enqueue(t, keyed(fmt.Sprintf("k-%d", i), "k"))
+	}
+	blocked := at(refused, "b-1")
+	blocked.OrderingKey, blocked.MaxAttempts = "kb", 1
+	failed = append(failed, b.enqueue(t, blocked).ID)
+	g := at(gone, "g-1")
+	g.MaxAttempts = 1
+	failed = append(failed, b.enqueue(t, g).ID)
+	i := at(idle, "i-1")
+	i.MaxAttempts = 1
+	failed = append(failed, b.enqueue(t, i).ID)
+	if err := b.store.Outbox.Cancel(b.ctx, b.enqueue(t, delivery("c-1")).ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		for _, c := range b.claim(t, "w", 10, time.Minute) {
+			var err error
+			switch c.Endpoint {
+			case live:
+				err = b.complete(c.Lease, "ack")
+			case refused:
+				err = b.fail(c.Lease, courier.CodeReceiverRejected, 400)
+			case gone:
+				err = b.fail(c.Lease, courier.CodeEndpointGone, 410)
+			case idle:
+				err = b.fail(c.Lease, courier.CodeReceiverUnavailable, 503)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Endpoints.SetLimits(b.ctx, held, store.Limits{MaxInFlight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Contracts.Pin(b.ctx, held, strings.Repeat("a", 64)); err != nil {
+		t.Fatal(err)
+	}
+	b.processed(t, "r-1")
+	if _, err := b.store.Replay.Remember(b.ctx, "key", "nonce", b.clock.Now().Add(5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	prune := func() {
+		t.Helper()
+		week := store.PruneParams{OlderThan: 7 * 24 * time.Hour}
+		for name, pass := range map[string]func(context.Context, store.PruneParams) (int, error){
+			"Outbox.Prune": b.store.Outbox.Prune, "Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
+			"Inbox.Prune": b.store.Inbox.Prune, "Replay.Prune": b.store.Replay.Prune,
+		} {
+			if _, err := pass(b.ctx, week); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	rows := func(want map[string]int) {
+		t.Helper()
+		for table, n := range want {
+			var got int
+			if err := b.db.GetContext(b.ctx, &got, "SELECT COUNT(*) FROM "+table); err != nil || got != n {
+				t.Errorf("%s holds %d rows (%v), want %d", table, got, err, n)
+			}
+		}
+	}
+	b.clock.Advance(365 * 24 * time.Hour)
+	prune()
+	rows(map[string]int{
+		"courier_outbox": 3, "courier_attempts": 0, "courier_inbox": 0, "courier_replay": 0, "courier_replay_counts": 0,
+		"courier_ordering_keys": 1, "courier_endpoints": 1, "courier_endpoint_limits": 1, "courier_contracts": 1,
+		"courier_subscriptions": 0,
+	})
+	for _, id := range failed {
+		if err := b.store.Outbox.Cancel(b.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Endpoints.SetLimits(b.ctx, held, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(8 * 24 * time.Hour)
+	prune()
+	rows(map[string]int{
+		"courier_outbox": 0, "courier_ordering_keys": 0, "courier_endpoints": 0, "courier_endpoint_limits": 0, "courier_contracts": 1,
+	})
+}

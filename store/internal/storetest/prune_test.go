@@ -1,10 +1,14 @@
 package storetest_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -181,6 +185,67 @@ func TestPruneStatementsReadAnIndex(t *testing.T) {
 				if strings.Contains(plan, scan) || !strings.Contains(plan, c.index) {
 					t.Errorf("%s does not pick its batch from %s:\n%s", c.name, c.index, plan)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkPruneDeadEndpoints times one Outbox.Prune of 100,000 breaker
+// records two days old of endpoints with nothing left to send, half open
+// and half disabled by a 410 Gone, beside 100,000 deliveries waiting for
+// a live endpoint (which each statement reads to keep that endpoint's
+// record). deleted is the records the prune deleted; max-batch-ms the
+// longest one statement took, about the longest the prune held SQLite's
+// one writer at a time. Run it with -benchtime=1x: each iteration fills
+// the tables again, untimed.
+func BenchmarkPruneDeadEndpoints(b *testing.B) {
+	const dead, waiting = 100_000, 100_000
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s, db := migratedStore(b, e.open)
+			ctx := context.Background()
+			sum := sha256.Sum256(benchPayload)
+			digest := hex.EncodeToString(sum[:])
+			fillEndpoints := db.Rebind(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+				INSERT INTO courier_endpoints (endpoint, state, consecutive_failures, failing_since, open_until, reason, updated_at)
+				SELECT 'https://gone-' || i || '.example/h', CASE WHEN i % 2 = 0 THEN 'disabled' ELSE 'open' END, 1, ?, ?,
+					CASE WHEN i % 2 = 0 THEN 'endpoint_gone' ELSE 'receiver_unavailable' END, ?
+				FROM n`)
+			fillWaiting := db.Rebind(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+				INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
+					priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
+				SELECT 'n-' || i, 'https://live.example/h', ?, ?, 'courier', '', 'pending', 0, 0, 8, ?, ?, ?, ?
+				FROM n`)
+			for b.Loop() {
+				b.StopTimer()
+				for _, table := range []string{"courier_endpoints", "courier_outbox"} {
+					if _, err := db.ExecContext(ctx, "DELETE FROM "+table); err != nil {
+						b.Fatal(err)
+					}
+				}
+				now := time.Now()
+				then := now.Add(-48 * time.Hour).UnixMicro()
+				if _, err := db.ExecContext(ctx, fillEndpoints, dead, then, then, then); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.ExecContext(ctx, fillWaiting, waiting, benchPayload, digest, now.UnixMicro(), now.Add(time.Hour).UnixMicro(), now.UnixMicro(), now.UnixMicro()); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+					b.Fatal(err)
+				}
+				var longest time.Duration
+				last := time.Now()
+				b.StartTimer()
+				n, err := s.Outbox.Prune(ctx, store.PruneParams{OlderThan: 24 * time.Hour, OnBatch: func(int) {
+					longest = max(longest, time.Since(last))
+					last = time.Now()
+				}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(n), "deleted")
+				b.ReportMetric(float64(longest.Microseconds())/1000, "max-batch-ms")
 			}
 		})
 	}

@@ -85,6 +85,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"PruneNeedsARetention", testPruneNeedsARetention},
 		{"PruneTakesTheOldestFirst", testPruneTakesTheOldestFirst},
 		{"PruneTakesDeadEndpointsRecords", testPruneTakesDeadEndpointsRecords},
+		{"PruneTakesGoneEndpointsRecords", testPruneTakesGoneEndpointsRecords},
+		{"PruneLeavesOnlyWhatAnOperatorSettles", testPruneLeavesOnlyWhatAnOperatorSettles},
 		{"ReplayCacheCap", testReplayCacheCap},
 		{"InboxClaim", testInboxClaim},
 		{"ReplayCache", testReplayCache},

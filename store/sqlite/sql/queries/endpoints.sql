@@ -242,18 +242,27 @@ UNION SELECT endpoint FROM courier_contracts;
 SELECT DISTINCT endpoint FROM courier_outbox;
 
 -- name: endpoint_prune
--- Breaker records past their age, closed or open, of endpoints with no
--- unfinished delivery (the unfinished rows are read once, from the status
--- index), bounded. Disabled ones stay: an operator's, or a 410's, until
--- Enable. The state and age are tested again on the row deleted: a row
--- another transaction wrote meanwhile (a Disable, a failure) is tested as
--- it now is, not as the subquery found it.
+-- Breaker records past their age of endpoints with no unfinished delivery
+-- (the unfinished rows are read once, from the status index), bounded:
+-- closed or open ones, and disabled ones the breaker disabled, a 410
+-- Gone's (endpoint_gone) or one failing for :disable_after when it was
+-- disabled (at updated_at: a disabled record is not written again until
+-- Enable). An operator's Disable of an endpoint failing for less, or not
+-- at all, stays until Enable: it holds back deliveries to come. A
+-- half-open one has a probe in flight or due. The state and age are
+-- tested again on the row deleted: a row another transaction wrote
+-- meanwhile (a Disable, a failure) is tested as it now is, not as the
+-- subquery found it.
 DELETE FROM courier_endpoints WHERE endpoint IN (
     SELECT endpoint FROM courier_endpoints
-    WHERE state IN ('closed', 'open') AND updated_at < :before
+    WHERE updated_at < :before
+        AND (state IN ('closed', 'open')
+            OR state = 'disabled' AND (reason = 'endpoint_gone' OR updated_at - failing_since >= :disable_after))
         AND endpoint NOT IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait', 'leased'))
     LIMIT :limit
-) AND state IN ('closed', 'open') AND updated_at < :before;
+) AND updated_at < :before
+    AND (state IN ('closed', 'open')
+        OR state = 'disabled' AND (reason = 'endpoint_gone' OR updated_at - failing_since >= :disable_after));
 
 -- name: endpoint_spelled
 -- Whether a breaker record, limits or an unfinished delivery is stored
