@@ -173,7 +173,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.refuse(ctx, query); err != nil {
 		return nil, err
 	}
-	if err := c.wal.removal(c.SQLiteConn); err != nil {
+	if err := c.wal.removal(c.SQLiteConn); err != nil { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
 		return nil, err
 	}
 	res, err := waitBusy(ctx, c, func() (driver.Result, error) { return c.SQLiteConn.ExecContext(ctx, query, args) })
@@ -185,7 +185,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if err := c.refuse(ctx, query); err != nil {
 		return nil, err
 	}
-	if err := c.wal.removal(c.SQLiteConn); err != nil {
+	if err := c.wal.removal(c.SQLiteConn); err != nil { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
 		return nil, err
 	}
 	r, err := c.SQLiteConn.QueryContext(ctx, query, args)
@@ -217,7 +217,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if c.guard && c.immediate && writerctx.Held(ctx) {
 		return nil, writerctx.ErrWriteOutside
 	}
-	if err := c.wal.removal(c.SQLiteConn); err != nil {
+	if err := c.wal.removal(c.SQLiteConn); err != nil { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
 		return nil, err
 	}
 	t, err := waitBusy(ctx, c, func() (driver.Tx, error) { return c.SQLiteConn.BeginTx(ctx, opts) })
@@ -358,7 +358,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	if err := s.refuse(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil {
+	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil { //nolint:contextcheck // as in conn.ExecContext
 		return nil, err
 	}
 	res, err := waitBusy(ctx, s.c, func() (driver.Result, error) { return s.SQLiteStmt.ExecContext(ctx, args) })
@@ -370,7 +370,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 	if err := s.refuse(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil {
+	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil { //nolint:contextcheck // as in conn.ExecContext
 		return nil, err
 	}
 	r, err := s.SQLiteStmt.QueryContext(ctx, args)
