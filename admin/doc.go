@@ -139,8 +139,8 @@
 //
 // Every answer is bounded, however many endpoints the outbox knows. A
 // large outbox keeps tens of thousands of endpoints with something to
-// show (a disabled one stays until an operator enables it, and every
-// subscriber gone with a 410 leaves one until a prune) and a contract pin
+// show (one an operator disabled stays until enabled, and one its breaker
+// disabled, as every subscriber gone with a 410, until a prune) and a contract pin
 // for every endpoint a command was ever enqueued for. The page shows the
 // 100 of each that most need an operator, after a line counting them all:
 // endpoints failing now (open, half open) first, then those holding

@@ -180,13 +180,14 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	}
 	// The cursor bounds the ids read, from the first page on: a page
 	// after it seeks it by the primary key, never walking from the newest.
-	before := int64(math.MaxInt64)
+	// The first reads up to the largest id, which a delivery may have.
+	maxID := int64(math.MaxInt64)
 	if p.Before != 0 {
-		before = p.Before
+		maxID = p.Before - 1
 	}
 	args := map[string]any{
 		"status": string(p.Status), "endpoint": p.Endpoint, "endpoint_spelled": spelled, "since": since, "until": until,
-		"before_id": before, "limit": p.Limit + 1,
+		"max_id": maxID, "limit": p.Limit + 1,
 	}
 	name := "outbox_list"
 	switch {

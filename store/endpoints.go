@@ -298,14 +298,25 @@ func (e *Endpoints) Enable(ctx context.Context, endpoint string) error {
 // an endpoint with no deliveries yet, to hold back those to come; one that
 // is not an absolute http or https URL is CodeInvalidArgument. Its
 // deliveries wait, and still end at their deadline (failed, expired) as
-// every delivery does. A write the database refuses by a rule of its own
-// (a trigger, a CHECK courier did not make) is CodeInternal: the
-// endpoint was not at fault.
+// every delivery does. Outbox.Prune keeps its record until Enable,
+// unless the endpoint had been failing for Config.Breaker.DisableAfter
+// when it was first disabled, as the breaker would have disabled it: a
+// Disable of an endpoint already disabled keeps the time it was
+// disabled. A write the database refuses by a rule of its own (a
+// trigger, a CHECK courier did not make) is CodeInternal: the endpoint
+// was not at fault.
 func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 	return e.operate(ctx, "Disable", endpoint, func(tx *sqlx.Tx, old EndpointHealth) error {
-		from := old.State
+		from, now := old.State, e.s.now()
+		if from == EndpointDisabled {
+			// Stamped now, the record of an endpoint failing since it
+			// was first disabled would read as disabled after failing
+			// for DisableAfter, as the breaker disables, and
+			// Outbox.Prune would delete it.
+			now = micros(old.UpdatedAt)
+		}
 		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
-		return e.put(ctx, tx, old, e.s.now(), from)
+		return e.put(ctx, tx, old, now, from)
 	})
 }
 

@@ -252,3 +252,14 @@ func TestMigrateSaysWhatItFound(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateWithoutADBSaysSo: migrate without -db is a usage error that
+// names -db, as every command's; it once blamed -print, which was not
+// given, and asked for -engine, which migrate refuses without -print.
+func TestMigrateWithoutADBSaysSo(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := courierRun(t, "migrate")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "-db is required") || strings.Contains(errOut, "-print") {
+		t.Errorf("migrate = %d, %q, %q; want a usage error saying -db is required", code, out, errOut)
+	}
+}

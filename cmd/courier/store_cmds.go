@@ -46,6 +46,11 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return printMigrations(files, stdout)
 	}
+	d, err := openDB(*db) // first: it says a missing -db is required
+	if err != nil {
+		return err
+	}
+	defer d.Close()
 	files, err := migrationsOf(*db, "", stderr)
 	if err != nil {
 		return err
@@ -54,11 +59,6 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	d, err := openDB(*db)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
 	was, _ := schemaVersion(ctx, d) // 0 with no courier_schema yet; Migrate meets any other failure
 	if err := store.Migrate(ctx, d); err != nil {
 		return dbError(err)

@@ -150,10 +150,12 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 // is no longer the one the writer commits into: removed, or replaced. A
 // writer that has committed has a -wal file for as long as it is open:
 // SQLite removes it only as the last connection to the database closes.
+// One never seen is no removal: a database SQLite keeps out of WAL mode
+// (the DSN only asks for it) has none.
 func (w *walBound) gone(fi os.FileInfo, err error) bool {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return true
+		return w.file != nil
 	case err != nil:
 		return false
 	case w.file == nil:

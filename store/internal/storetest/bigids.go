@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,31 @@ func testClaimWithA64BitEndpointCap(t *testing.T, open OpenFunc) {
 	c, err := b.proto().Claim(b.ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, EndpointCap: 1 << 31})
 	if err != nil || len(c) != 1 {
 		t.Errorf("Claim with EndpointCap 2^31 = %d claimed, %v; want 1, nil", len(c), err)
+	}
+}
+
+// testListShowsTheLargestID: a delivery may have the largest id either
+// engine gives (2^63-1: the last of a BIGINT identity, the last rowid
+// AUTOINCREMENT hands out). List's first page shows it, ListParams.ID
+// finds it, and a page before it reads below it.
+func testListShowsTheLargestID(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	below := b.enqueue(t, delivery("below"))
+	bumpOutboxIDs(t, b, math.MaxInt64)
+	last := b.enqueue(t, delivery("last"))
+	if last.ID != math.MaxInt64 {
+		t.Fatalf("id %d: want 2^63-1", last.ID)
+	}
+	page, err := b.store.Outbox.List(b.ctx, store.ListParams{Limit: 1})
+	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].ID != last.ID {
+		t.Errorf("List first page = %+v, %v; want delivery %d", page, err, last.ID)
+	}
+	page, err = b.store.Outbox.List(b.ctx, store.ListParams{ID: last.ID})
+	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].ID != last.ID {
+		t.Errorf("List(ID %d) = %+v, %v; want the delivery", last.ID, page, err)
+	}
+	page, err = b.store.Outbox.List(b.ctx, store.ListParams{Before: last.ID})
+	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].ID != below.ID {
+		t.Errorf("List(Before %d) = %+v, %v; want delivery %d only", last.ID, page, err, below.ID)
 	}
 }

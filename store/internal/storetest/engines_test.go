@@ -130,7 +130,7 @@ func TestLookupsReadAnIndex(t *testing.T) {
 	t.Parallel()
 	args := map[string]any{
 		"notification_id": "order-7", "endpoint": "", "status": "", "since": int64(0), "until": int64(1 << 62),
-		"before_id": int64(0), "limit": 101,
+		"max_id": int64(1<<63 - 1), "limit": 101,
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
@@ -232,7 +232,7 @@ func TestListPagesSeekTheirCursor(t *testing.T) {
 	}
 	args := map[string]any{
 		"status": "", "endpoint": "", "endpoint_spelled": "", "notification_id": "", "id": int64(0),
-		"since": int64(0), "until": int64(1 << 62), "before_id": int64(1000), "limit": 101,
+		"since": int64(0), "until": int64(1 << 62), "max_id": int64(999), "limit": 101,
 	}
 	for _, name := range []string{"outbox_list"} {
 		text, vals := boundQuery(t, sqlite.DriverName, "queries/outbox.sql", name, args)

@@ -425,3 +425,42 @@ func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 		"courier_outbox": 0, "courier_ordering_keys": 0, "courier_endpoints": 0, "courier_endpoint_limits": 0, "courier_contracts": 1,
 	})
 }
+
+// testPruneKeepsAnEndpointDisabledAgain: an operator's Disable of a
+// failing endpoint, given again later (a script that applies what it
+// wants each run, or a second operator), is still an operator's Disable:
+// Outbox.Prune keeps its record until Enable, however long ago the
+// endpoint began to fail. The second Disable once stamped the record
+// anew, so that it read as failing for DisableAfter when disabled, which
+// is how the prune knows the breaker's; the record went, and deliveries
+// to come went out to the endpoint the operator held back.
+func testPruneKeepsAnEndpointDisabledAgain(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour}})
+	const paused = "https://paused.example/h"
+	p := at(paused, "p-1")
+	p.MaxAttempts = 1
+	b.enqueue(t, p)
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if err := b.fail(c.Lease, courier.CodeReceiverUnavailable, 503); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Hour)
+	if err := b.store.Endpoints.Disable(b.ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(48 * time.Hour)
+	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 0 {
+		t.Fatalf("Prune = %d, %v; want nothing pruned (a failed delivery, an operator's Disable)", n, err)
+	}
+	if h, err := b.store.Endpoints.Get(b.ctx, paused); err != nil || h.State != store.EndpointDisabled {
+		t.Fatalf("after Prune the endpoint disabled twice is %s (%v), want disabled", h.State, err)
+	}
+	b.enqueue(t, at(paused, "p-2"))
+	if c := ids(b.claim(t, "w", 10, time.Minute)); len(c) != 0 {
+		t.Fatalf("claim = %v, want nothing sent to the disabled endpoint", c)
+	}
+}

@@ -659,14 +659,15 @@ RETURNING id, endpoint, ordering_key, status;
 
 -- name: outbox_list
 -- Keyset pagination on id, newest first; empty filters match everything.
--- :before_id is the cursor, the largest id for the first page: every page
--- seeks it by the primary key rather than walk down from the newest.
+-- :max_id is the id just below the cursor, the largest id there is for the
+-- first page (which shows a delivery of that id too): every page seeks it
+-- by the primary key rather than walk down from the newest.
 SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
 WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
-    AND updated_at >= :since AND updated_at < :until AND id < :before_id::bigint
+    AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -777,7 +778,7 @@ SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, k
 FROM courier_outbox
 WHERE notification_id = :notification_id
     AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
-    AND updated_at >= :since AND updated_at < :until AND id < :before_id::bigint
+    AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -793,7 +794,7 @@ FROM courier_outbox
 WHERE id = :id
     AND (:notification_id = '' OR notification_id = :notification_id)
     AND (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
-    AND updated_at >= :since AND updated_at < :until AND id < :before_id::bigint
+    AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
 LIMIT :limit;
 
 -- name: outbox_health_operations
