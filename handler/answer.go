@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -82,35 +82,18 @@ var errTxEnded = errors.New("handler: the function committed or rolled back its 
 // commit commits tx, the transaction the application's function ran in
 // with ctx. A transaction the function ended itself is its failure (500
 // handler_failed); any other failure to commit is the store's, a
-// transaction database/sql rolled back as ctx ended too, whose failure
-// wraps ctx's error. A commit that fails while ctx goes on says why it
-// may have (errCommit): the driver's error alone may not (pgx's "commit
-// unexpectedly resulted in rollback").
+// transaction database/sql rolled back as ctx ended too, with its likely
+// cause (writerctx.CommitFailure: ctx's error, which a client gone is
+// logged by, or what may fail a commit).
 func commit(ctx context.Context, tx *sqlx.Tx) error {
 	switch err := tx.Commit(); {
 	case endedByApp(ctx, err):
 		return fromApp(errTxEnded)
-	case err != nil && ctx.Err() == nil:
-		return fromStore(fmt.Errorf("%w: %w", errCommit, err))
-	case err != nil && !errors.Is(err, ctx.Err()):
-		// sql.ErrTxDone alone: the cause is ctx's (a client gone is
-		// logged as such, not as the store failing).
-		return fromStore(fmt.Errorf("%w: rolled back as the request ended: %w", err, ctx.Err()))
 	case err != nil:
-		return fromStore(err)
+		return fromStore(writerctx.CommitFailure(ctx, err))
 	}
 	return nil
 }
-
-// errCommit is a commit that failed, for the log line of its 503: the
-// database failed, the function's writes broke a deferred constraint, or,
-// on PostgreSQL, a statement in the transaction failed before it, which
-// aborts the transaction (SQLSTATE 25P02 for every statement after, and
-// COMMIT rolls back): a function that goes on past a failed statement
-// must return its error instead.
-var errCommit = errors.New("the transaction could not commit and was rolled back " +
-	"(the database failed, a deferred constraint was broken, or, on PostgreSQL, a statement in it failed and left it aborted: " +
-	"the function went on past a failed statement, whose error it should return)")
 
 // endedByApp reports whether err, from a statement or the commit of a
 // transaction begun with ctx, says the application's function ended the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -114,32 +113,12 @@ func Transaction(begin func(ctx context.Context) (*sqlx.Tx, error)) func(http.Ha
 			// database/sql rolled back as the request's context ended
 			// (ErrTxDone too) is not.
 			if err := tx.Commit(); err != nil && (!errors.Is(err, sql.ErrTxDone) || r.Context().Err() != nil) {
-				unsettled(w, r, "commit", commitFailure(r.Context(), err))
+				unsettled(w, r, "commit", writerctx.CommitFailure(r.Context(), err))
 				return
 			}
 			bw.send()
 		})
 	}
-}
-
-// errCommit says, in the log line of a commit that failed, why it may
-// have: the driver's error alone may not (pgx's "commit unexpectedly
-// resulted in rollback" for a transaction a failed statement aborted).
-var errCommit = errors.New("the database failed, a deferred constraint was broken, or, on PostgreSQL, " +
-	"a statement in the transaction failed and left it aborted: next went on past a failed statement")
-
-// commitFailure is err, the failure to commit a transaction begun with
-// ctx, with what caused it when ctx ended (database/sql rolled the
-// transaction back, and Commit may say no more than sql.ErrTxDone), or
-// else what may have (errCommit).
-func commitFailure(ctx context.Context, err error) error {
-	switch {
-	case ctx.Err() == nil:
-		return fmt.Errorf("%w: %w", errCommit, err)
-	case !errors.Is(err, ctx.Err()):
-		return fmt.Errorf("%w: rolled back as the request ended: %w", err, ctx.Err())
-	}
-	return err
 }
 
 // errNoTx is a begin that returned neither a transaction nor an error.
