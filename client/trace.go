@@ -47,13 +47,13 @@ var errClosedClaim = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatab
 // tracedClaim is claim's call of the store.
 func (w *Worker) tracedClaim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
 	if w.tracer == nil {
-		return w.outbox.Claim(ctx, w.claimParams(limit))
+		return w.outbox.Claim(ctx, w.claimParams(ctx, limit))
 	}
 	var span courier.Span
 	if !w.claimsIdle {
 		ctx, span = w.tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
 	}
-	batch, err := w.outbox.Claim(ctx, w.claimParams(limit))
+	batch, err := w.outbox.Claim(ctx, w.claimParams(ctx, limit))
 	w.claimsIdle = len(batch) == 0 && err == nil
 	if span == nil {
 		if w.claimsIdle {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
@@ -208,7 +209,10 @@ type Config struct {
 	// signing (see Lease), for a request given back unwritten because its
 	// Timeout was over when the transport came to write it (see Lease) and
 	// for an attempt still running once its lease has run out, Error for
-	// an outcome the store could not record, Debug for the other attempts.
+	// an outcome the store could not record and for a delivery a claim
+	// quarantined instead of sending it (its stored bytes altered, or
+	// unreadable under the Store's keys), Info for one a claim suppressed
+	// (its subscription changed), Debug for the other attempts.
 	// It hears of the worker itself too: Error for a claim or a release
 	// that failed and a panic (in the Hook, in Now, or an attempt's), Warn
 	// for wake-ups lost or unavailable (see PollInterval), a Stop whose
@@ -823,9 +827,26 @@ func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll
 	return true
 }
 
-// claimParams is a claim of up to limit deliveries.
-func (w *Worker) claimParams(limit int) protocol.ClaimParams {
-	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency}
+// claimParams is a claim of up to limit deliveries, made with ctx.
+func (w *Worker) claimParams(ctx context.Context, limit int) protocol.ClaimParams {
+	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency,
+		Ended: func(e protocol.Ended) { w.withheld(ctx, e) }}
+}
+
+// withheld logs a delivery a claim ended rather than lease, made with
+// ctx: at Error one quarantined (its stored bytes were altered, or do not
+// open under the Store's keys: an operator's to look into, then redrive
+// or cancel), at Info one suppressed (its subscription changed, as its
+// owner asked). Nothing was sent; the Store's Hook and Health count it
+// too.
+func (w *Worker) withheld(ctx context.Context, e protocol.Ended) {
+	level, msg := slog.LevelInfo, "worker: delivery suppressed at claim, not sent"
+	if e.Status == courier.StatusQuarantined {
+		level, msg = slog.LevelError, "worker: delivery quarantined at claim, not sent"
+	}
+	w.cfg.Logger.LogAttrs(ctx, level, msg,
+		slog.Int64(logkey.Delivery, e.DeliveryID), slog.String(logkey.Endpoint, endpoint.Redact(e.Endpoint)),
+		slog.String(logkey.EndpointRef, endpoint.Ref(e.Endpoint)), slog.String(logkey.Code, string(e.Code)))
 }
 
 // Listening again after the wake-ups are lost, and claiming again after a

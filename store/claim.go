@@ -27,6 +27,7 @@ type claimed struct {
 	fingerprint  string // the subscription's fingerprint at enqueue
 	eventType    string // the published event's type; "" if none recorded
 	orderingKey  sql.NullString
+	endedWith    courier.Code // why admit ended it, if it did
 }
 
 func claimedOf(r outboxRow) claimed {
@@ -118,6 +119,7 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 	var out []protocol.Claimed
 	var expired, ended int
 	var reclaimed []settledRow
+	var withheld []protocol.Ended
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := o.s.now()
 		if err := o.s.schema.check(ctx, tx, o.s.dialect, now); err != nil {
@@ -172,14 +174,20 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 				out = append(out, c.Claimed)
 			default:
 				ended++
-				run.ended = append(run.ended, c.keyed(status))
+				run.withhold(c, status)
 			}
 		}
 		ended += expired
+		withheld = run.withheld
 		return o.advanceOrLeave(ctx, tx, now, run.ended)
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if p.Ended != nil {
+		for _, e := range withheld {
+			p.Ended(e)
+		}
 	}
 	for _, r := range reclaimed {
 		o.s.observe(Event{Kind: EventSettled, N: 1, Status: r.Status, Code: courier.Code(r.LastErrorCode.String)})
@@ -230,8 +238,11 @@ type claimRun struct {
 	got     []claimed
 	expired int
 	parked  int
-	ended   []keyed        // rows ended (expired, quarantined, suppressed) that may head an ordering key
-	limited map[string]int // endpoints with limits -> deliveries leased
+	ended   []keyed // rows ended (expired, quarantined, suppressed) that may head an ordering key
+	// withheld are the deliveries admit ended (quarantined, suppressed),
+	// for ClaimParams.Ended once the claim commits.
+	withheld []protocol.Ended
+	limited  map[string]int // endpoints with limits -> deliveries leased
 	// justParked are the endpoints the last claim statement parked
 	// deliveries of.
 	justParked []string
@@ -680,11 +691,18 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 	case err != nil:
 		return false, false, err
 	case status != courier.StatusLeased:
-		r.ended = append(r.ended, c.keyed(status))
+		r.withhold(c, status)
 		return false, true, nil
 	}
 	r.admitted = append(r.admitted, c.Claimed)
 	return true, false, nil
+}
+
+// withhold notes c, which admit ended with status rather than lease: its
+// ordering key moves on, and the claim reports it (ClaimParams.Ended).
+func (r *claimRun) withhold(c claimed, status courier.Status) {
+	r.ended = append(r.ended, c.keyed(status))
+	r.withheld = append(r.withheld, protocol.Ended{DeliveryID: c.DeliveryID, Endpoint: c.Endpoint, Status: status, Code: c.endedWith})
 }
 
 // admit decides whether a claimed delivery may be sent: its payload must
@@ -697,11 +715,11 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) (courier.Status, error) {
 	plain, err := o.s.cfg.Encryption.open(c.Payload, c.payloadKeyID, c.NotificationID, c.Endpoint, c.KeyID)
 	if err != nil {
-		return o.end(ctx, tx, now, *c, courier.CodePayloadUnreadable, AttemptQuarantined)
+		return o.end(ctx, tx, now, c, courier.CodePayloadUnreadable, AttemptQuarantined)
 	}
 	c.Payload = plain
 	if ok, _ := o.s.cfg.Encryption.matches(plain, c.PayloadSHA256, c.payloadKeyID, c.NotificationID, c.Endpoint); !ok {
-		return o.end(ctx, tx, now, *c, courier.CodeIntegrity, AttemptQuarantined)
+		return o.end(ctx, tx, now, c, courier.CodeIntegrity, AttemptQuarantined)
 	}
 	if c.payloadKeyID != "" { // a sealed row stores a keyed digest; the worker gets the payload's own
 		sum := sha256.Sum256(plain)
@@ -717,15 +735,17 @@ func (o *Outbox) admit(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed) 
 	case err != nil && courier.CodeOf(err) != courier.CodeNotFound:
 		return "", err
 	case err != nil || !state.Active || state.Fingerprint != c.fingerprint || !state.wants(c.eventType):
-		return o.end(ctx, tx, now, *c, courier.CodeSubscriptionChanged, AttemptSuppressed)
+		return o.end(ctx, tx, now, c, courier.CodeSubscriptionChanged, AttemptSuppressed)
 	}
 	return courier.StatusLeased, nil
 }
 
 // end takes a claimed delivery out of circulation without an attempt,
-// quarantined or suppressed as outcome says, logs why, reports it to the
-// Hook once the claim commits, and returns its new status.
-func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, c claimed, code courier.Code, outcome AttemptOutcome) (courier.Status, error) {
+// quarantined or suppressed as outcome says, logs why in the attempts log
+// (and on c, for ClaimParams.Ended), reports it to the Hook once the claim
+// commits, and returns its new status.
+func (o *Outbox) end(ctx context.Context, tx *sqlx.Tx, now int64, c *claimed, code courier.Code, outcome AttemptOutcome) (courier.Status, error) {
+	c.endedWith = code
 	name, status := "outbox_quarantine", courier.StatusQuarantined
 	if outcome == AttemptSuppressed {
 		name, status = "outbox_suppress", courier.StatusSuppressed

@@ -77,6 +77,20 @@ type ClaimParams struct {
 	// run at once (client.Worker makes its claims one at a time), or on
 	// PostgreSQL each may lease the whole cap.
 	EndpointCap int
+	// Ended, when set, hears of each delivery the claim took out of
+	// circulation rather than lease it because it may not be sent
+	// (quarantined: its stored bytes do not open or match their digest;
+	// suppressed: its subscription changed), once the claim committed.
+	Ended func(Ended)
+}
+
+// Ended is a delivery a claim ended without an attempt (see
+// ClaimParams.Ended).
+type Ended struct {
+	DeliveryID int64
+	Endpoint   string
+	Status     courier.Status // quarantined or suppressed
+	Code       courier.Code   // why
 }
 
 // Lease is a worker's hold on one claimed delivery. Every settle presents
