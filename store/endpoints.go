@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"math"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -205,7 +206,7 @@ func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointH
 // deliveries in flight or blocked ordering keys.
 func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
 	var rows []endpointRow
-	if err := e.s.selectRows(ctx, e.s.db, "endpoint_list", nil, &rows); err != nil {
+	if err := e.s.selectRows(ctx, e.s.db, "endpoint_list", map[string]any{"every": true, "limit": int64(math.MaxInt64)}, &rows); err != nil {
 		return nil, err
 	}
 	out := make([]EndpointHealth, len(rows))
@@ -234,7 +235,7 @@ func (e *Endpoints) scrape(ctx context.Context, limit int) (scrape.Endpoints, er
 	}
 	tx, err := e.s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return scrape.Endpoints{}, e.s.dialect.interpret("endpoint_series", err)
+		return scrape.Endpoints{}, e.s.dialect.interpret("endpoint_list", err)
 	}
 	defer tx.Rollback()
 	out := scrape.Endpoints{States: make(map[string]int)}
@@ -252,7 +253,7 @@ func (e *Endpoints) scrape(ctx context.Context, limit int) (scrape.Endpoints, er
 		return scrape.Endpoints{}, err
 	}
 	var rows []endpointRow
-	if err := e.s.selectRows(ctx, tx, "endpoint_series", map[string]any{"limit": limit}, &rows); err != nil {
+	if err := e.s.selectRows(ctx, tx, "endpoint_list", map[string]any{"every": false, "limit": limit}, &rows); err != nil {
 		return scrape.Endpoints{}, err
 	}
 	for _, r := range rows {

@@ -20,39 +20,18 @@ SELECT endpoint, state, consecutive_failures, failing_since, open_until, reason,
 FROM courier_endpoints WHERE endpoint = :endpoint;
 
 -- name: endpoint_list
--- Every endpoint with something to show: a breaker record, limits, a
--- delivery in flight or a blocked ordering key; each from a small table or
--- a partial index (in flight: courier_outbox_in_flight, read as a loose
--- scan would be, distinct endpoints of the leased rows only).
+-- The endpoints with something to show, at most :limit, by URL: a breaker
+-- record, limits, a delivery in flight or a blocked ordering key; with
+-- :every false (a metrics scrape's), of the breaker records only those
+-- open or half open, not the disabled endpoints or those failing below the
+-- threshold with none of the rest (endpoint_states counts them). Each set
+-- is read from a small table or a partial index (in flight:
+-- courier_outbox_in_flight, read as a loose scan would be, distinct
+-- endpoints of the leased rows only), and the loads are counted for the
+-- endpoints kept only.  COLLATE "C"ATE "C": byte order, as on SQLite, whatever
+-- the database's collation, so that both keep the same endpoints.
 WITH named AS (
-    SELECT endpoint FROM courier_endpoints
-    UNION SELECT endpoint FROM courier_endpoint_limits
-    UNION SELECT endpoint FROM courier_outbox WHERE status = 'leased'
-    UNION SELECT endpoint FROM courier_ordering_keys WHERE blocked_at IS NOT NULL
-)
-SELECT n.endpoint, COALESCE(e.state, 'closed') AS state, COALESCE(e.consecutive_failures, 0) AS consecutive_failures,
-    e.failing_since, e.open_until, e.reason, COALESCE(e.updated_at, 0) AS updated_at,
-    COALESCE(l.max_in_flight, 0) AS max_in_flight, COALESCE(l.rate, 0) AS rate, COALESCE(l.burst, 0) AS burst,
-    (SELECT COUNT(*) FROM courier_outbox AS f WHERE f.endpoint = n.endpoint AND f.status = 'leased') AS in_flight,
-    (SELECT COUNT(*) FROM courier_ordering_keys AS k WHERE k.endpoint = n.endpoint AND k.blocked_at IS NOT NULL) AS blocked_keys
-FROM named AS n
-LEFT JOIN courier_endpoints AS e ON e.endpoint = n.endpoint
-LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
--- COLLATE "C": byte order, as on SQLite, whatever the database's collation.
-ORDER BY n.endpoint COLLATE "C";
-
--- name: endpoint_series
--- The endpoints a metrics scrape gives series of their own, at most
--- :limit, by URL: a breaker open or half open, limits, a delivery in
--- flight or a blocked ordering key (endpoint_list's, less the endpoints
--- that are disabled or failing below the threshold with none of these).
--- Each set is read from a small table or a partial index, and the loads
--- are counted for the :limit endpoints kept only: an outbox keeping tens
--- of thousands of disabled endpoints costs a scrape nothing per endpoint
--- (endpoint_states counts them). COLLATE "C": byte order, as on SQLite,
--- so that both keep the same endpoints.
-WITH named AS (
-    SELECT endpoint FROM courier_endpoints WHERE state IN ('open', 'half_open')
+    SELECT endpoint FROM courier_endpoints WHERE :every::boolean OR state IN ('open', 'half_open')
     UNION SELECT endpoint FROM courier_endpoint_limits
     UNION SELECT endpoint FROM courier_outbox WHERE status = 'leased'
     UNION SELECT endpoint FROM courier_ordering_keys WHERE blocked_at IS NOT NULL
