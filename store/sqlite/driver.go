@@ -152,9 +152,14 @@ func (c *conn) ResetSession(context.Context) error {
 	return nil
 }
 
-// refuse returns writerctx.ErrWriteOutside for a statement that writes,
-// run from a context whose request holds the writer.
+// refuse returns the error of every statement on a writer whose -wal file
+// was removed (walBound.removal), and writerctx.ErrWriteOutside for a
+// statement that writes, run from a context whose request holds the
+// writer.
 func (c *conn) refuse(ctx context.Context, query string) error {
+	if err := c.wal.removal(c.SQLiteConn); err != nil { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
+		return err
+	}
 	if !c.guard || !writerctx.Held(ctx) {
 		return nil
 	}
@@ -173,9 +178,6 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.refuse(ctx, query); err != nil {
 		return nil, err
 	}
-	if err := c.wal.removal(c.SQLiteConn); err != nil { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
-		return nil, err
-	}
 	res, err := waitBusy(ctx, c, func() (driver.Result, error) { return c.SQLiteConn.ExecContext(ctx, query, args) })
 	c.committed(err) //nolint:contextcheck // the -wal file's reset puts the busy timeout back after it: ctx's end must not cut that short
 	return res, c.note(err)
@@ -183,9 +185,6 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if err := c.refuse(ctx, query); err != nil {
-		return nil, err
-	}
-	if err := c.wal.removal(c.SQLiteConn); err != nil { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
 		return nil, err
 	}
 	r, err := c.SQLiteConn.QueryContext(ctx, query, args)
@@ -347,7 +346,11 @@ var (
 	_ driver.StmtQueryContext = (*stmt)(nil)
 )
 
+// refuse is conn.refuse for a prepared statement.
 func (s *stmt) refuse(ctx context.Context) error {
+	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil { //nolint:contextcheck // as in conn.refuse
+		return err
+	}
 	if s.c.guard && writerctx.Held(ctx) && !s.Readonly() {
 		return writerctx.ErrWriteOutside
 	}
@@ -358,9 +361,6 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	if err := s.refuse(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil { //nolint:contextcheck // as in conn.ExecContext
-		return nil, err
-	}
 	res, err := waitBusy(ctx, s.c, func() (driver.Result, error) { return s.SQLiteStmt.ExecContext(ctx, args) })
 	s.c.committed(err) //nolint:contextcheck // as in conn.ExecContext
 	return res, s.c.note(err)
@@ -368,9 +368,6 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	if err := s.refuse(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.c.wal.removal(s.c.SQLiteConn); err != nil { //nolint:contextcheck // as in conn.ExecContext
 		return nil, err
 	}
 	r, err := s.SQLiteStmt.QueryContext(ctx, args)
