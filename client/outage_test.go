@@ -219,6 +219,13 @@ func (o *outage) applied(t *testing.T) map[string]int {
 	return appliedCounts(t, o.db)
 }
 
+// serverStops are the ways a test stops the PostgreSQL server before it
+// starts it again on the same data directory and port.
+var serverStops = []struct {
+	name string
+	how  pgtest.Stop
+}{{"fast", pgtest.Fast}, {"immediate", pgtest.Immediate}, {"kill", pgtest.Kill}}
+
 // TestWorkerAndReceiverOutliveARestart: the database server goes away
 // (a fast or an immediate shutdown, or its main process killed) and comes
 // back on the same data directory and port. Meanwhile the receiver answers
@@ -228,10 +235,7 @@ func (o *outage) applied(t *testing.T) map[string]int {
 // to wake it (PollInterval is an hour), and the receiver has applied each
 // notification once.
 func TestWorkerAndReceiverOutliveARestart(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		how  pgtest.Stop
-	}{{"fast", pgtest.Fast}, {"immediate", pgtest.Immediate}, {"kill", pgtest.Kill}} {
+	for _, tc := range serverStops {
 		t.Run(tc.name, func(t *testing.T) {
 			o := setupOutage(t, nil)
 			o.run(t)

@@ -192,10 +192,7 @@ func (b *busyRestart) applied(t *testing.T) map[string]int {
 // serves again: concurrent requests right after the restart are answered
 // 200 or, for a connection the restart ended, 503.
 func TestABusyWorkerAndReceiverOutliveARestart(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		how  pgtest.Stop
-	}{{"fast", pgtest.Fast}, {"immediate", pgtest.Immediate}, {"kill", pgtest.Kill}} {
+	for _, tc := range serverStops {
 		t.Run(tc.name, func(t *testing.T) {
 			b := setupBusyRestart(t)
 			var before []string
