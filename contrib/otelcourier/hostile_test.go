@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,23 +33,7 @@ import (
 // traceparent is continued without it.
 func TestHostileTraceHeadersAreIgnored(t *testing.T) {
 	t.Parallel()
-	exporter := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
-	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
-	keys := couriertest.StandardWebhooksKeys("shop")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, order) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(rcv)
-	t.Cleanup(srv.Close)
+	srv, exporter, keys := tracedReceiver(t, func(context.Context, *sqlx.Tx, order) error { return nil })
 
 	const (
 		traceID = "0af7651916cd43dd8448eb211c80319c"

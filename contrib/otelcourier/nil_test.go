@@ -2,11 +2,15 @@ package otelcourier_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
@@ -74,4 +78,25 @@ func openTraced(t *testing.T, path string, tr courier.Tracer) *store.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// tracedReceiver serves fn with a receiver for the "shop" sender's
+// Standard Webhooks keys, on a SQLite inbox traced by an otelcourier
+// Tracer that records its spans in the exporter it returns: the server,
+// the exporter and the keys a sender signs with.
+func tracedReceiver(t *testing.T, fn func(context.Context, *sqlx.Tx, order) error) (*httptest.Server, *tracetest.InMemoryExporter, couriertest.Keys) {
+	t.Helper()
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
+	inbox := openTraced(t, filepath.Join(t.TempDir(), "receiver.db"), tr)
+	keys := couriertest.StandardWebhooksKeys("shop")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier}, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	return srv, exporter, keys
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -220,22 +219,7 @@ func TestGlobalPropagatorWithoutTraceContextStillPropagatesW3C(t *testing.T) {
 // recorded as it came (or _OTHER).
 func TestReceiverSpanIsNamedByTheRequestsMethod(t *testing.T) {
 	t.Parallel()
-	exporter := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
-	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: couriertest.StandardWebhooksKeys("shop").Verifier},
-		func(context.Context, *sqlx.Tx, order) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(rcv)
-	t.Cleanup(srv.Close)
+	srv, exporter, _ := tracedReceiver(t, func(context.Context, *sqlx.Tx, order) error { return nil })
 	for _, c := range []struct{ method, name, attr string }{
 		{http.MethodGet, "GET", "GET"},
 		{http.MethodPut, "PUT", "PUT"},
@@ -297,23 +281,7 @@ func names(spans tracetest.SpanStubs) []string {
 // of all its header lines, whitespace around its members as it may be.
 func TestReceiverSpanContinuesTheRequestsTraceContext(t *testing.T) {
 	t.Parallel()
-	exporter := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tr := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
-	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
-	keys := couriertest.StandardWebhooksKeys("shop")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, order) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(rcv)
-	t.Cleanup(srv.Close)
+	srv, exporter, keys := tracedReceiver(t, func(context.Context, *sqlx.Tx, order) error { return nil })
 
 	for i, c := range []struct {
 		name  string
