@@ -442,3 +442,24 @@ func ExampleConfig_profiles() {
 	// ecoh: refused, invalid_argument
 	// true
 }
+
+// An operator's view of one delivery reads it without its payload, which
+// may be megabytes (sealed, it would be opened too): a page of List for
+// its ID. Get reads the payload as well, for a tool that shows it.
+func ExampleListParams_id() {
+	ctx := context.Background()
+	s, done := openOrders(ctx)
+	defer done()
+	ids := enqueue(ctx, s, store.EnqueueParams{
+		NotificationID: "order-1-paid", Endpoint: "https://shipping.example/hooks", Payload: []byte(`{"order":"order-1"}`),
+	})
+
+	page, err := s.Outbox.List(ctx, store.ListParams{ID: ids[0], Limit: 1})
+	if err != nil {
+		panic(err)
+	}
+	d := page.Deliveries[0]
+	fmt.Println(d.NotificationID, d.Status, len(d.Payload), d.PayloadSHA256 != "")
+	// Output:
+	// order-1-paid pending 0 true
+}
