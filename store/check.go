@@ -47,7 +47,9 @@ const (
 //
 // Its findings come before Health's own: blocked with database_corrupt
 // (the engine's integrity check found damage, or the database file is no
-// longer the one the Store opened: removed or replaced under it), then
+// longer the one the Store opened: removed or replaced under it, or, on
+// SQLite, so is its -wal file, which the Store's writer then stops
+// writing to at once), then
 // schema_altered (schema_outdated, schema_too_new), then
 // integrity_mismatch for invalid rows, then as Health. A damaged database
 // or an altered schema ends the check there, with the counts Health could
@@ -96,6 +98,17 @@ func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
 func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
 	if s.file.info != nil && !s.file.same() {
 		return true, nil // removed or replaced under the Store: its writes go nowhere lasting
+	}
+	// The writer's files are looked at through the writer, unless ctx's
+	// request holds it (a receiver's function): that look would wait for
+	// itself.
+	if s.dialect.Lost != nil && s.writerHeld(ctx) == nil {
+		if s.closed.Load() {
+			return false, errClosed
+		}
+		if lost, err := s.dialect.Lost(ctx, s.writer); err != nil || lost {
+			return lost, s.dialect.interpret("database files", err)
+		}
 	}
 	const name = "schema_integrity_check"
 	if s.q(name).text == "" {

@@ -31,6 +31,7 @@ var sqliteEngine = &engine.Engine{
 	Writer:       writer,
 	Listen:       listen,
 	Wake:         wake,
+	Lost:         walLost,
 	InTx:         inTx,
 }
 

@@ -364,15 +364,7 @@ func TestWriteThroughDBWhileTheWriterIsHeldFailsFast(t *testing.T) {
 func TestSchemaAlteredStopsTheNextClaim(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := sqlite.Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: "n", Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
+	s, path := storeWithOne(t, "n")
 	other, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull))
 	if err != nil {
 		t.Fatal(err)
@@ -570,4 +562,20 @@ func TestOperatorWritesRefusedByTheDatabase(t *testing.T) {
 			}
 		}
 	})
+}
+
+// storeWithOne opens a Store on a new file, closed as the test ends, with
+// one delivery enqueued, id, and returns it and the file's path.
+func storeWithOne(t *testing.T, id string) (*store.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := sqlite.Open(t.Context(), path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
 
@@ -193,6 +194,35 @@ func (w *walBound) secure(sc *sqlite3.SQLiteConn) {
 	// Its error is dropped: the connection writes nothing more, and a
 	// longer wait would cost only a refusal's time.
 	_, _ = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
+}
+
+// walLost is the engine's Lost: it looks at the -wal file the writer of
+// db commits into at once, rather than at its next look (see committed),
+// and reports whether it was removed or replaced, secured as committed
+// does when it finds it so.
+func walLost(ctx context.Context, db *sqlx.DB) (bool, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	var lost bool
+	err = c.Raw(func(dc any) error {
+		w, ok := dc.(*conn)
+		if !ok || w.wal == nil {
+			return nil
+		}
+		if !w.wal.removed {
+			fi, err := os.Stat(w.wal.path)
+			if w.wal.gone(fi, err) {
+				w.wal.removed = true
+				w.wal.secure(w.SQLiteConn)
+			}
+		}
+		lost = w.wal.removed
+		return nil
+	})
+	return lost, err
 }
 
 // errWALRemoved is the error of every write on a writer whose -wal file

@@ -92,3 +92,29 @@ func TestAWALRemovedUnderTheStoreStopsItsWrites(t *testing.T) {
 		t.Errorf("the Store opened again holds %d deliveries (%v), want %d", n, err, committed+1)
 	}
 }
+
+// TestCheckSaysTheWALWasRemoved: an operator's Check, run right after the
+// -wal file was removed under the open Store, says the database is lost
+// (blocked, database_corrupt, as for the database file itself), before
+// the writer has come to notice it at its own look, some commits later;
+// the writer refuses writes from then on.
+func TestCheckSaysTheWALWasRemoved(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, path := storeWithOne(t, "n-1")
+	if err := os.Remove(path + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Outbox.Check(ctx, 0)
+	if err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeDatabaseCorrupt {
+		t.Errorf("Check with the -wal file removed = %s %s, %v; want blocked, database_corrupt", h.Status, h.Code, err)
+	}
+	tx, err := s.Begin(ctx)
+	if err == nil {
+		defer tx.Rollback()
+		_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-2", Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
+	}
+	if courier.CodeOf(err) != courier.CodeDatabaseUnavailable {
+		t.Errorf("an enqueue after Check found the -wal file removed = %v, want refused, database_unavailable", err)
+	}
+}

@@ -60,6 +60,12 @@ type Engine struct {
 	// by other means than an insert (a redrive, an Enable),
 	// once that has committed. Nil: the engine has no wake-ups.
 	Wake func(ctx context.Context, db *sqlx.DB) error
+	// Lost reports whether a file of the database was found removed or
+	// replaced under writer (the pool Writer returned), so that its
+	// commits go to no file on disk (SQLite: the -wal file); the writer
+	// then refuses every write. It waits for the writer. Nil: the engine
+	// has no such file.
+	Lost func(ctx context.Context, writer *sqlx.DB) (bool, error)
 	// Clock reads the database's clock, which a Store whose Config.Now is
 	// unset takes for its own, so that every process sharing the database
 	// stamps leases and due times on one clock. Nil: the database runs on
