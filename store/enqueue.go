@@ -150,9 +150,10 @@ type Enqueued struct {
 
 // Enqueue adds a delivery inside the caller's transaction tx, so it exists
 // exactly when the caller's own writes commit (tx may be a database or a
-// connection instead: see DBTX). Enqueueing the same
-// (NotificationID, Endpoint) again with the same payload and settings is a
-// no-op that returns the existing row, whatever happened to it since (a
+// connection instead: see DBTX). A tx already committed or rolled back
+// is CodeInvalidArgument, saying so: enqueue before the Commit.
+// Enqueueing the same (NotificationID, Endpoint) again with the same
+// payload and settings is a no-op that returns the existing row, whatever happened to it since (a
 // Redrive that gave it a fresh budget too); with a different payload or
 // settings it is CodeIdempotencyCollision and the stored row is unchanged.
 // So is enqueueing again a delivery, finished or not, whose payload was

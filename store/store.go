@@ -533,11 +533,26 @@ func (s *Store) exec(ctx context.Context, x DBTX, name string, args map[string]a
 	}
 	if n, ok := x.(engine.Tx); ok {
 		affected, err := n.Exec(ctx, q.text, q.args(args))
-		return nativeResult(affected), s.dialect.interpret(name, err)
+		return nativeResult(affected), s.interpret(ctx, name, err)
 	}
 	res, err := x.ExecContext(ctx, q.text, q.args(args)...)
-	return res, s.dialect.interpret(name, err)
+	return res, s.interpret(ctx, name, err)
 }
+
+// interpret is the dialect's interpret for a statement run with ctx. A
+// transaction that ended while ctx had not is the caller's, used after
+// its Commit or Rollback: its mistake (errTxEnded), not a database that is
+// down. (database/sql ends a transaction whose context ended too, with
+// the same error: that one is the context's end, as before.)
+func (s *Store) interpret(ctx context.Context, name string, err error) error {
+	if err != nil && ctx.Err() == nil && (errors.Is(err, sql.ErrTxDone) || s.dialect.Interpret(err).Kind == engine.Ended) {
+		return fmt.Errorf("store: %s: %w: %w", name, errTxEnded, err)
+	}
+	return s.dialect.interpret(name, err)
+}
+
+// errTxEnded is a statement run in a transaction that has ended.
+var errTxEnded = invalidArgument("the transaction has ended (committed or rolled back): make courier's calls in it before its Commit")
 
 // nativeResult is an engine.Tx's result: rows affected only, as every
 // engine whose statements return ids by RETURNING reports.
@@ -557,11 +572,11 @@ func (s *Store) query(ctx context.Context, x DBTX, name string, args map[string]
 	q := s.q(name)
 	if n, ok := x.(engine.Tx); ok {
 		rows, err := n.Query(ctx, q.text, q.args(args))
-		return rows, s.dialect.interpret(name, err)
+		return rows, s.interpret(ctx, name, err)
 	}
 	rows, err := x.QueryContext(ctx, q.text, q.args(args)...) //nolint:rowserrcheck // the caller's scan checks Err (scanAll, scanOne)
 	if err != nil {
-		return nil, s.dialect.interpret(name, err)
+		return nil, s.interpret(ctx, name, err)
 	}
 	return rows, nil
 }
@@ -574,7 +589,7 @@ func (s *Store) selectRows(ctx context.Context, x DBTX, name string, args map[st
 	if err != nil {
 		return err
 	}
-	return s.dialect.interpret(name, scanAll(rows, dest))
+	return s.interpret(ctx, name, scanAll(rows, dest))
 }
 
 // scanAll scans rows into dest (see selectRows) and closes them.
@@ -624,10 +639,10 @@ func (s *Store) scan(ctx context.Context, x DBTX, name string, args map[string]a
 		if err != nil {
 			return err
 		}
-		return s.dialect.interpret(name, scanOne(rows, dest))
+		return s.interpret(ctx, name, scanOne(rows, dest))
 	}
 	q := s.q(name)
-	return s.dialect.interpret(name, x.QueryRowContext(ctx, q.text, q.args(args)...).Scan(dest...))
+	return s.interpret(ctx, name, x.QueryRowContext(ctx, q.text, q.args(args)...).Scan(dest...))
 }
 
 // scanOne scans the first of rows into dest, as sql.Row does, and closes

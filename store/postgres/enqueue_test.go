@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,5 +160,26 @@ func TestPgxEnqueueRetriedInItsTransactionJoinsItsOrderingKey(t *testing.T) {
 	}
 	if len(c) != 1 || c[0].NotificationID != "o-1" {
 		t.Fatalf("claimed %d deliveries; want o-1, its key's head", len(c))
+	}
+}
+
+// TestPgxEnqueueInAnEndedTransactionIsRefused: an Enqueue in the
+// application's pgx transaction after its Commit is the application's
+// mistake, invalid_argument, as in a database/sql one (see the
+// conformance test ACallInAnEndedTransactionIsRefused), not a database
+// that is down.
+func TestPgxEnqueueInAnEndedTransactionIsRefused(t *testing.T) {
+	t.Parallel()
+	app := setupPgx(t, store.Config{})
+	tx, err := app.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.Enqueue(t.Context(), app.s, tx, store.EnqueueParams{NotificationID: "late", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`)})
+	if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "transaction has ended") {
+		t.Errorf("Enqueue in a committed pgx transaction = %v; want invalid_argument saying the transaction has ended", err)
 	}
 }

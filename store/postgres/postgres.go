@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
@@ -80,6 +81,9 @@ func interpret(err error) engine.Failure {
 	var parseErr *pgconn.ParseConfigError
 	if errors.As(err, &parseErr) {
 		return engine.Failure{Kind: engine.Unavailable, Err: errConnString}
+	}
+	if errors.Is(err, pgx.ErrTxClosed) { // an application's pgx.Tx (see Enqueue), used after its Commit or Rollback
+		return engine.Failure{Kind: engine.Ended}
 	}
 	var e *pgconn.PgError
 	if !errors.As(err, &e) {

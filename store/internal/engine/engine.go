@@ -97,6 +97,7 @@ const (
 	Missing                 // a table or relation does not exist
 	Unavailable             // the database failed, not the statement: full, out of memory, an I/O error, shutting down
 	Aborted                 // the transaction failed before, and runs no statement until it is rolled back
+	Ended                   // the transaction was committed or rolled back already (as database/sql's sql.ErrTxDone)
 )
 
 // Failure is an interpreted driver error. Constraint names the constraint

@@ -925,3 +925,41 @@ func testAPanickingBuildLeavesNothingHeld(t *testing.T, open OpenFunc) {
 		t.Fatalf("an enqueue after a Build's recovered panic: %v", err)
 	}
 }
+
+// testACallInAnEndedTransactionIsRefused: an enqueue (or publish, or
+// command) made in the application's transaction after it was committed
+// or rolled back is the application's mistake, said as such
+// (invalid_argument, naming the ended transaction), not a database that
+// is down (database_unavailable), which would have it retried for ever;
+// nothing is written.
+func testACallInAnEndedTransactionIsRefused(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, end := range []string{"committed", "rolled-back"} {
+		tx := b.begin(t)
+		var err error
+		if end == "committed" {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := map[string]func() error{
+			"Enqueue": func() error { _, err := b.store.Outbox.Enqueue(b.ctx, tx, delivery("late-"+end)); return err },
+			"Publish": func() error {
+				_, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "t", EventType: "e", EventID: "late-" + end, Payload: []byte(`{}`)})
+				return err
+			},
+		}
+		for name, call := range calls {
+			err := call()
+			if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "transaction has ended") {
+				t.Errorf("%s in a transaction %s = %v; want invalid_argument saying the transaction has ended", name, end, err)
+			}
+		}
+	}
+	if c := b.claim(t, "w1", 10, time.Minute); len(c) != 0 {
+		t.Fatalf("claimed %d deliveries enqueued in ended transactions", len(c))
+	}
+}

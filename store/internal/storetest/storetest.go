@@ -38,6 +38,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RollingDeployOnAnAdditiveNewerSchema", testRollingDeployOnAnAdditiveNewerSchema},
 		{"NewerSchemaAnOlderCourierMustNotRun", testNewerSchemaAnOlderCourierMustNotRun},
 		{"EnqueueCommitAndRollback", testEnqueueCommitAndRollback},
+		{"ACallInAnEndedTransactionIsRefused", testACallInAnEndedTransactionIsRefused},
 		{"EnqueueIdempotent", testEnqueueIdempotent},
 		{"EnqueueInvalid", testEnqueueInvalid},
 		{"CustomProfiles", testCustomProfiles},
