@@ -241,8 +241,9 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 }
 
 // decodeJSON reads a mutation's JSON body the way the receivers read
-// theirs: application/json (415), bounded (413), one strict JSON
-// document without unknown members (400). It answers the refusal itself.
+// theirs: application/json without a content coding (415), bounded
+// (413), one strict JSON document without unknown members (400). It
+// answers the refusal itself.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	return decodeBody(w, r, v, false)
 }
@@ -257,6 +258,13 @@ func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	if optional && r.ContentLength == 0 { // on a server, a Content-Length of 0 or no body at all
 		return true
+	}
+	// A body under a content coding (gzip, say) is not the JSON it
+	// carries, and courier decodes none: refused before it is read, as
+	// the receivers refuse it.
+	if jsonbody.HasContentCoding(r) {
+		jsonbody.UnsupportedCoding(w)
+		return false
 	}
 	// A chunked body that may be left out is read first: empty, it is
 	// none, whatever its Content-Type.

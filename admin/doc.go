@@ -131,7 +131,8 @@
 // unknown members); an action above that takes no body (the path names
 // all it acts on) takes none, or {}, and refuses a member as any body
 // does. A body's Content-Type is sent on one line, naming a form or JSON
-// as the action reads: otherwise 415 unsupported_media_type. A query
+// as the action reads: otherwise 415 unsupported_media_type, as for a JSON
+// body under a content coding (Content-Encoding: gzip, say). A query
 // parameter that selects what the Admin lists or finds, given twice, is
 // refused too (rule single); another is ignored. A query, form or body
 // with a bad field is 400 validation_failed listing each

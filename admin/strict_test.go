@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"strconv"
@@ -259,5 +261,55 @@ func TestAdminFormRefusesContentTypeOnTwoLines(t *testing.T) {
 	}
 	if st := b.status(t, failed); st != courier.StatusFailed {
 		t.Fatalf("a refused redrive acted: %s", st)
+	}
+}
+
+// TestAdminRefusesAContentCodedBody: a JSON body sent compressed
+// (Content-Encoding: gzip) is refused 415 with Accept-Encoding: identity,
+// as the receivers refuse it, and nothing is acted on, whether its length
+// is known or it comes chunked; Content-Encoding: identity is no coding.
+// Before, the compressed bytes were parsed as JSON and refused 400
+// malformed_json, which a receiver of package handler did not answer.
+func TestAdminRefusesAContentCodedBody(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-f", hookA)
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	if _, err := zw.Write([]byte(`{"endpoint_ref":"` + refA + `"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(r *http.Request)
+	}{
+		{"sized", func(r *http.Request) { r.Header.Set("Content-Encoding", "gzip") }},
+		{"chunked", func(r *http.Request) {
+			r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
+			r.Header.Set("Content-Encoding", "identity, gzip")
+		}},
+	} {
+		resp, out := b.do(t, "POST", "/api/redrive", zipped.String(), func(r *http.Request) {
+			r.Header.Set("Content-Type", "application/json")
+			tc.edit(r)
+		})
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("%s: %d %s, want 415", tc.name, resp.StatusCode, out)
+			continue
+		}
+		refused(t, resp, out, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType)
+		if got := resp.Header.Get("Accept-Encoding"); got != "identity" {
+			t.Errorf("%s: Accept-Encoding %q, want identity", tc.name, got)
+		}
+	}
+	if st := b.status(t, failed); st != courier.StatusFailed {
+		t.Fatalf("a refused redrive acted: %s", st)
+	}
+	resp, out := b.do(t, "POST", "/api/redrive", `{"endpoint_ref":"`+refA+`"}`, func(r *http.Request) { r.Header.Set("Content-Encoding", "identity") })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("Content-Encoding identity: %d %s, want 200", resp.StatusCode, out)
 	}
 }

@@ -14,7 +14,9 @@
 //
 //	405 method_not_allowed      not POST
 //	415 unsupported_media_type  not application/json (a charset, in any case, must be UTF-8),
-//	                            or Content-Type sent on more than one line
+//	                            or Content-Type sent on more than one line; or a body under a
+//	                            content coding (Content-Encoding other than identity: the
+//	                            receivers decode none), answered with Accept-Encoding: identity
 //	413 body_too_large          over Body.MaxBytes (the rest of the upload is read and
 //	                            discarded, bounded, so the client gets this answer)
 //	503 server_busy             the bodies in flight would exceed Body.Budget (Retry-After)
@@ -126,4 +128,32 @@
 // so the panic is dropped, with one line at Error, and the answer stands.
 // Both run before net/http sends the answer, when the handler returns:
 // keep them quick, or the sender waits for them.
+//
+// # Behind a proxy
+//
+// A handler reads nothing of where it is mounted: serve it under any path,
+// with http.StripPrefix or a ServeMux pattern ("POST /hooks/{tenant}"),
+// behind any reverse proxy, over HTTP/1.1 or HTTP/2, its body sent with a
+// length or chunked. What a proxy in front must leave alone:
+//
+//   - the body, byte for byte, and the headers the scheme signs (the
+//     signature's own, and for RFC 9421 Content-Type, Content-Digest and
+//     the path and query: see the signature package, Behind a proxy, for
+//     the verifier's Origin, the proxy's public origin);
+//   - the content coding: a body compressed on the way (Content-Encoding
+//     other than identity) is refused 415, since a handler decodes none;
+//   - the size: a proxy's own limit on request bodies (nginx's
+//     client_max_body_size is 1 MiB by default) must be at least
+//     Body.MaxBytes, or its own 413, without a problem body, answers first.
+//     A body whose length is known (a proxy that buffers whole bodies
+//     sends it) and over MaxBytes is refused 413 before a byte of it is
+//     read, so a sender waiting on Expect: 100-continue sends none; one of
+//     unknown length (chunked) is refused 413 once MaxBytes is passed.
+//
+// Nothing a handler answers depends on X-Forwarded-For, -Host, -Proto or
+// Forwarded. Several receiver processes behind one load balancer dedupe
+// together only on one shared database (PostgreSQL): give each a Store on
+// it, and an RFC 9421 verifier the Store's replay cache
+// (store.Store.Replay), so that a request replayed to another process is
+// refused there too.
 package handler

@@ -92,19 +92,21 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 var errNested = fmt.Errorf("handler: served inside a request that holds a transaction (middleware.Transaction): a receiver begins its own, which would wait for a second connection, or for the writer its request holds; serve it outside middleware.Transaction: %w", writerctx.ErrWriteOutside)
 
 // postJSON answers 405 to anything but POST and 415 to anything but
-// JSON, the first two checks of every handler here, and reports whether
-// the request passed them.
+// JSON sent as it is, without a content coding: the first two checks of
+// every handler here. It reports whether the request passed them.
 func postJSON(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodPost {
+	switch {
+	case r.Method != http.MethodPost:
 		w.Header().Set("Allow", http.MethodPost)
 		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
-		return false
-	}
-	if !jsonbody.IsJSONRequest(r) {
+	case !jsonbody.IsJSONRequest(r):
 		jsonbody.Unsupported(w)
-		return false
+	case jsonbody.HasContentCoding(r):
+		jsonbody.UnsupportedCoding(w)
+	default:
+		return true
 	}
-	return true
+	return false
 }
 
 // serve serves r through next, then logs and reports the answer. A panic

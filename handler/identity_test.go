@@ -72,15 +72,7 @@ var engines = []struct {
 	name string
 	open func(t *testing.T) *store.Store
 }{
-	{"sqlite", func(t *testing.T) *store.Store {
-		t.Helper()
-		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
+	{"sqlite", openSQLiteStore},
 	{"postgres", func(t *testing.T) *store.Store {
 		t.Helper()
 		return openPostgresStore(t, store.Config{})
@@ -170,7 +162,13 @@ func onEachEngine(t *testing.T, test func(t *testing.T, s *store.Store)) {
 // exchange sends req to server and returns the answer, its body read.
 func exchange(t *testing.T, server *httptest.Server, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := server.Client().Do(req)
+	return exchangeWith(t, server.Client(), req)
+}
+
+// exchangeWith sends req with c and returns the answer, its body read.
+func exchangeWith(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,4 +545,15 @@ func TestTerminalJobCountBeyondInt64IsAccepted(t *testing.T) {
 	if jobs, _ := got.Load().(string); jobs != huge {
 		t.Fatalf("the function saw job_count %q, want %s", jobs, huge)
 	}
+}
+
+// openSQLiteStore opens a fresh SQLite store, closed as the test ends.
+func openSQLiteStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -30,6 +30,11 @@ import (
 // Body reads the same bytes again, with [BodyFromContext] and
 // [PrincipalFromContext] set.
 //
+// The bytes are the body as it arrived: a body under a content coding
+// (Content-Encoding: gzip) is verified and handed on coded, never decoded.
+// The receivers of package handler refuse such a body, 415; a handler of
+// your own that reads JSON should refuse it too, before Verify.
+//
 // Zero fields of limits take their defaults (see [BodyLimits]): with a nil
 // Budget, each call of Verify makes a Budget of its own.
 // Verify panics if v is nil or limits are invalid ([BodyLimits.Validate]).

@@ -32,7 +32,8 @@
 // named opt-out [RFC9421VerifierConfig].TrustRequestHost takes the origin
 // from each request's Host instead; it is safe only behind a proxy that sets
 // Host itself, or in tests, since otherwise whoever sends the request
-// chooses the origin it is checked against.
+// chooses the origin it is checked against. What to configure behind a
+// reverse proxy is below (Behind a proxy).
 //
 // Every verification failure is a *[courier.Error] that is a case of
 // [courier.CodeSignatureInvalid]: errors.Is(err, courier.CodeSignatureInvalid)
@@ -89,4 +90,44 @@
 // Verifiers never parse the body: a body that passes verification still
 // goes through the receiver's strict JSON decoding (which refuses duplicate
 // keys) before anything acts on it.
+//
+// # Behind a proxy
+//
+// Standard Webhooks, AdCP HMAC and Bearer sign no URL: a receiver verifies
+// them wherever it is mounted and whatever proxy stands in front, as long
+// as the signature's headers and the body reach it unchanged. An RFC 9421
+// signature covers the method, the target URI (scheme, authority, path,
+// query), Content-Type and Content-Digest, so behind a reverse proxy:
+//
+//   - Origin is the public origin the senders sign for, the proxy's
+//     ("https://buyer.example.com"), not the address the proxy forwards to
+//     ("http://10.0.0.5:8080"). A proxy that terminates TLS changes nothing
+//     else: the verifier rebuilds the target from Origin, not from the
+//     scheme or Host it receives.
+//   - The path and query are the request's as it arrives (its RequestURI):
+//     the proxy must forward them as the sender sent them. Mounting the
+//     receiver under a prefix in the process (http.StripPrefix, a
+//     "POST /hooks/{tenant}" pattern, a router's sub-tree) is fine, since
+//     none of them changes RequestURI; a proxy that strips or adds a prefix,
+//     or re-encodes the query, is not.
+//   - X-Forwarded-Host, X-Forwarded-Proto and Forwarded are never read, with
+//     Origin or with TrustRequestHost: a client can send them through many
+//     proxies, so trusting them would let it choose the origin a signature
+//     is checked against. A receiver serving several public hosts builds one
+//     verifier per host, each with its Origin, and routes to it by Host
+//     (a ServeMux pattern "hooks.a.example/"), the proxy forwarding Host:
+//     a Host a client forges only reaches a verifier that checks the
+//     signature against that verifier's own origin.
+//   - TrustRequestHost behind a proxy that terminates TLS derives http,
+//     which no https signature matches: every request is refused 401
+//     webhook_target_uri_malformed (a loopback upstream, where http is
+//     allowed: webhook_signature_invalid). Set Origin.
+//   - With Origin wrong, or a proxy that rewrites the path, query or a
+//     covered header, every request is refused 401 with
+//     webhook_signature_invalid in the problem and in WWW-Authenticate, as
+//     a wrong key is: the signature covers what the receiver rebuilt, not
+//     what it was told.
+//   - Several processes behind one load balancer share one replay cache
+//     ([RFC9421VerifierConfig].Replay: the store's), or a request replayed
+//     to another process is accepted there once more.
 package signature

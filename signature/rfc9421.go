@@ -236,7 +236,11 @@ type RFC9421VerifierConfig struct {
 	// a request signed for another receiver does not verify here even when
 	// both receivers trust the same sender key. Behind a proxy that
 	// terminates TLS or rewrites Host it is still the origin the sender
-	// used. Only scheme, host and port: no path (not even "/"), query,
+	// used, the proxy's public one; X-Forwarded-Host, X-Forwarded-Proto and
+	// Forwarded are never read. The path and query are the request's
+	// RequestURI, which http.StripPrefix and ServeMux patterns leave whole:
+	// a proxy must forward them unchanged (see the package doc, Behind a
+	// proxy). Only scheme, host and port: no path (not even "/"), query,
 	// fragment or userinfo. Required unless TrustRequestHost is set; there
 	// is no default, since only the receiver knows its name.
 	Origin string
@@ -248,8 +252,10 @@ type RFC9421VerifierConfig struct {
 	// receiver's Host. Set it only behind a proxy that sets Host itself from
 	// its own configuration, or in tests. A proxy that terminates TLS and
 	// forwards plain http makes the derived scheme http, which no https
-	// signature matches: there, set Origin. Set Origin or
-	// TrustRequestHost, not both. Defaults to false.
+	// signature matches (401 webhook_target_uri_malformed): there, set
+	// Origin. Forwarding headers (X-Forwarded-Proto, -Host, Forwarded) are
+	// not read here either. Set Origin or TrustRequestHost, not both.
+	// Defaults to false.
 	TrustRequestHost bool
 	// ClockSkew is how far created may be in the future and expires in the
 	// past: at most 300 seconds, counted in whole seconds (a fraction is

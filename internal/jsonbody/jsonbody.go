@@ -58,6 +58,31 @@ func Unsupported(w http.ResponseWriter) {
 	problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "use application/json")
 }
 
+// HasContentCoding reports whether r's body comes under a content coding
+// (Content-Encoding: gzip, say): any coding but identity, on any of the
+// field's lines. Courier reads, verifies and acknowledges the bytes it
+// receives and decodes none: a compressed body is not the JSON it carries,
+// and a signature may cover either form.
+func HasContentCoding(r *http.Request) bool {
+	for _, line := range r.Header.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(line, ",") {
+			if c := strings.Trim(coding, " \t"); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// UnsupportedCoding answers 415 unsupported_media_type, for a body
+// HasContentCoding finds coded, with Accept-Encoding: identity, which tells
+// the sender it is the coding that is refused, not the media type (RFC
+// 9110 12.5.3): send the body as it is.
+func UnsupportedCoding(w http.ResponseWriter) {
+	w.Header().Set("Accept-Encoding", "identity")
+	problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "send the body without a content coding (Content-Encoding)")
+}
+
 // Check answers 400 for a body that is not one strict JSON document
 // (malformed_json, or duplicate_json_key) and reports whether it is one.
 func Check(w http.ResponseWriter, body []byte) bool {

@@ -67,6 +67,37 @@ func TestIsJSONRequest(t *testing.T) {
 	}
 }
 
+// TestHasContentCoding: a body is coded when Content-Encoding names any
+// coding but identity, on any of its lines, in any case; identity, an
+// empty field or none at all is the body as it is.
+func TestHasContentCoding(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lines []string
+		want  bool
+	}{
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"identity"}, false},
+		{[]string{"Identity"}, false},
+		{[]string{"identity, identity"}, false},
+		{[]string{"gzip"}, true},
+		{[]string{"GZIP"}, true},
+		{[]string{"br"}, true},
+		{[]string{"identity, gzip"}, true},
+		{[]string{"identity", "deflate"}, true},
+		{[]string{" , gzip"}, true},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		if tc.lines != nil {
+			r.Header["Content-Encoding"] = tc.lines
+		}
+		if got := jsonbody.HasContentCoding(r); got != tc.want {
+			t.Errorf("HasContentCoding(Content-Encoding %q) = %v, want %v", tc.lines, got, tc.want)
+		}
+	}
+}
+
 func TestDecode(t *testing.T) {
 	t.Parallel()
 	type request struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/admin"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
@@ -91,6 +92,33 @@ type OrderPaid struct {
 func (o OrderPaid) DedupeKey() string { return o.NotificationID }
 
 // readme:end
+
+func proxySample(s *store.Store, jwks []byte, apply handler.Func[ack.Reporting]) (http.Handler, error) {
+	// readme:proxy
+	keys, err := signature.ParseJWKSet(jwks) // the sender's published JWK Set
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+		Sender: "seller.example",
+		Keys:   keys,
+		Replay: s.Replay, // one replay cache for every process behind the balancer
+		// What senders sign for: the proxy's public origin, not this process's
+		// address. X-Forwarded-Host, -Proto and Forwarded are never read.
+		Origin: "https://buyer.example.com",
+	})
+	if err != nil {
+		return nil, err
+	}
+	reports, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier}, apply)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhooks/adcp", reports) // the path the sender signs, as the proxy forwards it
+	return mux, nil
+	// readme:end
+}
 
 func receivingSample(ctx context.Context) error {
 	// readme:receiving
@@ -290,4 +318,4 @@ func TestOrderReachesShipping(t *testing.T) {
 // readme:end
 
 // The samples are compiled, not called (but for the test above).
-var _ = []any{sendingSample, workerSample, receivingSample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample}
+var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample}
