@@ -1,18 +1,23 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
@@ -35,8 +40,17 @@ type Config struct {
 	// other error answers 401 unauthorized. Defaults to nil: the Handler
 	// is read-only and every mutation answers 403 forbidden.
 	//
+	// It may read r's body to decide (r.FormValue, a JSON decoder): the
+	// action reads the body whole after it, whatever it read.
+	//
 	// Reads are not authorized here: mount the Handler behind the
-	// application's own authentication.
+	// application's own authentication. The Handler knows no tenants:
+	// every reader sees, and every change Authorize allows may act on, the
+	// deliveries and endpoints of every tenant of the Store (a redrive
+	// without an id or endpoint_ref takes every endpoint's). A view or a
+	// control for one tenant is the application's to build (store.Outbox.List
+	// by endpoint, store.Subscriptions.List), or its Authorize's to narrow
+	// by what the request names.
 	Authorize func(r *http.Request) error
 	// Logger receives one line per mutation, refusal of a mutation and
 	// store failure; never payloads, endpoint URLs or credentials.
@@ -155,7 +169,8 @@ func (h *Handler) read(next http.HandlerFunc) http.Handler {
 	})
 }
 
-// mutate admits a POST from the same site that Authorize allows.
+// mutate admits a POST from the same site, without a query, that
+// Authorize allows.
 func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -167,11 +182,23 @@ func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 			h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "cross-origin request refused")
 			return
 		}
+		if q := r.URL.Query(); len(q) > 0 {
+			// A mutation reads its path and body only: a query would be
+			// read by an Authorize that reads the form (r.FormValue), and
+			// not by the action, which would act on what the body names,
+			// or on every endpoint where the body names none.
+			p := problem.New(http.StatusBadRequest, courier.CodeValidation, "a change takes no query")
+			for _, name := range slices.Sorted(maps.Keys(q)) {
+				p.Errors = append(p.Errors, ack.FieldError{Field: name, Rule: "query"})
+			}
+			problem.Write(w, p)
+			return
+		}
 		if h.cfg.Authorize == nil {
 			h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "this admin is read-only")
 			return
 		}
-		if err := h.cfg.Authorize(r); err != nil {
+		if err := h.authorize(r); err != nil {
 			if courier.CodeOf(err) == courier.CodeForbidden {
 				h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "not allowed")
 			} else {
@@ -182,6 +209,42 @@ func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 		next(w, r)
 	})
 }
+
+// authorize asks Config.Authorize about r, and gives the action r's body
+// whole, whatever Authorize read of it: an Authorize that reads the body
+// to decide (r.FormValue, a JSON decoder) drains it, and the action would
+// read what is left, an empty body without a Content-Length to tell it
+// short, which is a redrive of every endpoint's deliveries. What
+// Authorize reads is kept, up to one byte over maxBody (where the
+// action's read refuses the body as too large anyway), and read again
+// before the rest.
+func (h *Handler) authorize(r *http.Request) error {
+	body := &keptBody{src: r.Body}
+	r.Body = body
+	err := h.cfg.Authorize(r)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body.kept), body.src), body.src}
+	return err
+}
+
+// keptBody is a request body that keeps the first maxBody+1 bytes read
+// from it. Closing it leaves the body open, for the action to read.
+type keptBody struct {
+	src  io.ReadCloser
+	kept []byte
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	n, err := b.src.Read(p)
+	if room := maxBody + 1 - len(b.kept); room > 0 {
+		b.kept = append(b.kept, p[:min(n, room)]...)
+	}
+	return n, err
+}
+
+func (b *keptBody) Close() error { return nil }
 
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code courier.Code, detail string) {
 	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", slog.Int(logkey.HTTPStatus, status), slog.String(logkey.Code, string(code)))

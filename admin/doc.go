@@ -120,7 +120,7 @@
 //	                                    an empty id or endpoint_ref is refused)
 //	POST /ops/cancel                    form: id
 //	POST /ops/endpoints/enable          form: endpoint_ref
-//	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed)
+//	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed), not both
 //	POST /ops/contracts/pin             form: endpoint_ref, capabilities_sha256
 //	POST /ops/contracts/fail-mismatched form: endpoint_ref
 //
@@ -134,9 +134,12 @@
 // as the action reads: otherwise 415 unsupported_media_type, as for a JSON
 // body under a content coding (Content-Encoding: gzip, say). A query
 // parameter that selects what the Admin lists or finds, given twice, is
-// refused too (rule single); another is ignored. A query, form or body
-// with a bad field is 400 validation_failed listing each
-// ({"errors": [{"field", "rule"}…]}).
+// refused too (rule single); another is ignored. A change reads its path
+// and body only, and takes no query: a POST with one is refused, naming
+// each parameter (rule query), so that an Authorize that reads the form
+// (r.FormValue, which reads the query too) judges what the action reads.
+// A query, form or body with a bad field is 400 validation_failed listing
+// each ({"errors": [{"field", "rule"}…]}).
 //
 // Every answer is bounded, however many endpoints the outbox knows. A
 // large outbox keeps tens of thousands of endpoints with something to

@@ -487,9 +487,15 @@ func (h *Handler) opsEndpoint(action string, act endpointAction) http.HandlerFun
 	}
 }
 
-// formEndpoint reads the endpoint a form names. It returns "" when it
+// formEndpoint reads the endpoint a form names, by one field: a form with
+// both names two endpoints, of which one would be acted on and the other
+// left unread, and is refused (rule excluded_with). It returns "" when it
 // answered the refusal itself, or with the store's error to answer.
 func (h *Handler) formEndpoint(w http.ResponseWriter, r *http.Request, form url.Values) (string, error) {
+	if form.Has("endpoint_ref") && form.Has("endpoint") {
+		invalid(w, "the form is not valid", "endpoint", "excluded_with")
+		return "", nil
+	}
 	if ref := form.Get("endpoint_ref"); ref != "" {
 		if !endpoint.IsRef(ref) {
 			invalid(w, "the form is not valid", "endpoint_ref", "ref")
