@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -144,7 +145,13 @@ type PublishConfig struct {
 	// capture the signed request at an endpoint it controls and replay it
 	// to any receiver that trusts the key. Allow caller-chosen endpoints
 	// (t.Endpoint) only to callers trusted with the key itself, and
-	// fan-out only to the tenants the caller speaks for.
+	// fan-out only to the tenants the caller speaks for. A caller-chosen
+	// notification id is also of the same kind as a fan-out's delivery's
+	// (event_id ":" subscription id): a caller that may publish to the
+	// endpoint of another tenant's subscription can take the identity of
+	// that tenant's delivery first, so that its publish of the event is
+	// 409 idempotency_collision, and so learn whether the event was
+	// published.
 	//
 	// Defaults to AuthorizeOwnTenant: no caller-chosen endpoint, fan-out
 	// to the tenant named as the principal's sender only. That is safe as
@@ -170,7 +177,15 @@ type PublishConfig struct {
 // is stored in: serialized again with other white space, key order,
 // escapes or spellings of one float (1.5, 1.50, 15e-1) it is the same
 // request, while one that would store another payload (another value, an
-// integer where a float was) is another.
+// integer where a float was) is another. A key names a request within a
+// space of its own: a fan-out's key, within its tenant (for the verified
+// sender: another sender's are another's); one delivery's, within the
+// verified sender. So tenants whose publishers are one sender to the
+// verifier (the tokens of one Bearer verifier, each authorized for its own
+// tenant) never meet in one space: one tenant's key never answers, nor
+// refuses, another's request. The publishers one sender names share its
+// keys for one delivery: give callers that must not meet there verifiers
+// of their own senders.
 //
 // Without a key, the outbox makes a request safe to retry: a delivery it
 // holds already is found, not enqueued twice (store.Outbox.Publish,
@@ -265,7 +280,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		return
 	}
 	req.Endpoint = endpoint.Normalize(req.Endpoint) // what the outbox stores and sends to, and Authorize judges
-	key := protocol.InboxKey{Sender: publishSender(principal.Sender), Key: idemKey}
+	key := protocol.InboxKey{Sender: publishSender(principal.Sender, req.Tenant), Key: idemKey}
 	if idemKey != "" {
 		if key.PayloadSHA256, err = requestDigest(req, payload); err != nil {
 			answer(w, err)
@@ -285,7 +300,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	if req.Tenant != "" {
 		reporting = newKeyedPayload(payload)
 	}
-	resp, replayed, err := p.enqueue(ctx, key, body, req, payload, reporting)
+	resp, replayed, err := p.enqueue(ctx, key, publishSender(principal.Sender, ""), body, req, payload, reporting)
 	if err != nil {
 		answer(w, err)
 		return
@@ -301,9 +316,10 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 // enqueue does the request's work in one transaction and returns the
 // response body, and whether it is the stored answer to the same request.
 // key is the request's Idempotency-Key record, whose Key is empty for a
-// request without one; reporting is payload read for a fan-out's
+// request without one, and own the verified sender's own space of keys
+// (see recordPublish); reporting is payload read for a fan-out's
 // reporting subscriptions.
-func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, body []byte, req publishRequest, payload []byte, reporting keyedPayload) ([]byte, bool, error) {
+func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, own string, body []byte, req publishRequest, payload []byte, reporting keyedPayload) ([]byte, bool, error) {
 	s := p.cfg.Store
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -311,7 +327,7 @@ func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, body []byt
 	}
 	defer tx.Rollback()
 	if key.Key != "" {
-		receipt, err := recordPublish(ctx, protocol.InboxFor(s), tx, key, body)
+		receipt, err := recordPublish(ctx, protocol.InboxFor(s), tx, key, own, body)
 		if stored, answered, err := answeredBy(receipt, err); answered {
 			return stored, err == nil, err // the same request again: the same answer, or in_progress
 		}
@@ -357,17 +373,31 @@ func requestDigest(req publishRequest, payload []byte) (string, error) {
 }
 
 // recordPublish records key, an Idempotency-Key with its request's
-// requestDigest, in tx. A key whose record holds the digest of the
-// request's bytes instead, as courier recorded publishes before it judged
-// them by requestDigest, is found by those bytes: the same bytes again are
-// the same request.
-func recordPublish(ctx context.Context, inbox protocol.Inbox, tx protocol.DBTX, key protocol.InboxKey, body []byte) (protocol.Receipt, error) {
-	receipt, err := inbox.Record(ctx, tx, key)
-	if errors.Is(err, courier.CodeIdempotencyCollision) {
-		if raw := ack.Digest(body); raw != key.PayloadSHA256 {
-			key.PayloadSHA256 = raw
-			return inbox.Record(ctx, tx, key)
+// requestDigest, in tx, under its space (publishSender); own is the
+// verified sender's own space, where every key was recorded before a
+// fan-out's were its tenant's. A key whose record there holds the digest
+// of the request's bytes instead, as courier recorded publishes before it
+// judged them by requestDigest, is found by those bytes: the same bytes
+// again are the same request. A fan-out's key recorded in own for the
+// same request (its digest names the tenant) is found there, answered as
+// it was; one recorded there for another request is not the fan-out's
+// concern (it may be another tenant's), and the key is recorded in the
+// tenant's space.
+func recordPublish(ctx context.Context, inbox protocol.Inbox, tx protocol.DBTX, key protocol.InboxKey, own string, body []byte) (protocol.Receipt, error) {
+	raw := ack.Digest(body)
+	if key.Sender != own {
+		for _, digest := range []string{key.PayloadSHA256, raw} {
+			receipt, found, err := inbox.Find(ctx, tx, protocol.InboxKey{Sender: own, Key: key.Key, PayloadSHA256: digest})
+			if err != nil || found {
+				return receipt, err
+			}
 		}
+		return inbox.Record(ctx, tx, key)
+	}
+	receipt, err := inbox.Record(ctx, tx, key)
+	if errors.Is(err, courier.CodeIdempotencyCollision) && raw != key.PayloadSHA256 {
+		key.PayloadSHA256 = raw
+		return inbox.Record(ctx, tx, key)
 	}
 	return receipt, err
 }
@@ -377,19 +407,53 @@ func recordPublish(ctx context.Context, inbox protocol.Inbox, tx protocol.DBTX, 
 const maxInboxSender = 256
 
 // publishSender is the Inbox sender a publish's Idempotency-Key is
-// recorded under. It is "publish/" and the verified sender, readable in
+// recorded under: the space of keys it is one of. A fan-out's is its
+// tenant's, as the verified sender speaks for it (publishTenantSender);
+// one delivery's is the verified sender's. Tenants whose publishers one
+// verifier names alike (the tokens of one Bearer verifier, each
+// authorized for its own tenant) so never meet in one space: none is
+// answered 409 for a key another used, which would tell it the other's
+// key, nor has its publish refused for a key another took first.
+//
+// A sender's own space is "publish/" and the verified sender, readable in
 // courier_inbox, whenever the Inbox can record that: a sender of at most
 // 248 bytes of text. A longer sender (a verifier allows 256 bytes), or one
 // a custom Verifier made that is not text, gets "publish-sha256/" and the
 // hex SHA-256 of its name instead, a form the first never takes. So every
 // sender can use a key, and the keys recorded before stay where they were:
 // the senders that get the digest could record none.
-func publishSender(sender string) string {
-	if s := "publish/" + sender; len(s) <= maxInboxSender && utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+func publishSender(sender, tenant string) string {
+	if tenant != "" {
+		return publishTenantSender(sender, tenant)
+	}
+	if s := "publish/" + sender; inboxSender(s) {
 		return s
 	}
 	sum := sha256.Sum256([]byte(sender))
 	return "publish-sha256/" + hex.EncodeToString(sum[:])
+}
+
+// publishTenantSender is the space of a fan-out's keys: "publish-tenant/",
+// the sender's length in bytes, ":", the sender, "/" and the tenant, where
+// the Inbox can record that, or else "publish-tenant-sha256/" and the hex
+// SHA-256 of the same. The length keeps every (sender, tenant) apart, a
+// "/" in either included, and neither form is one a sender's own space
+// takes ("publish/", "publish-sha256/"). A key recorded for a fan-out
+// before keys were their tenant's stays in the sender's space, where the
+// same request again still finds it (see recordPublish).
+func publishTenantSender(sender, tenant string) string {
+	named := strconv.Itoa(len(sender)) + ":" + sender + "/" + tenant
+	if s := "publish-tenant/" + named; inboxSender(s) {
+		return s
+	}
+	sum := sha256.Sum256([]byte(named))
+	return "publish-tenant-sha256/" + hex.EncodeToString(sum[:])
+}
+
+// inboxSender reports whether the Inbox records s as a sender: at most
+// maxInboxSender bytes of UTF-8 without NUL.
+func inboxSender(s string) bool {
+	return len(s) <= maxInboxSender && utf8.ValidString(s) && !strings.Contains(s, "\x00")
 }
 
 func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte, reporting keyedPayload) ([]string, error) {

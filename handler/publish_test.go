@@ -378,11 +378,18 @@ func publisherFor(t *testing.T, s *store.Store, sender string) *httptest.Server 
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: sender, Tokens: []signature.Secret{token}})
+	return bearerPublisher(t, s, sender, []signature.Secret{token}, nil)
+}
+
+// bearerPublisher serves a Publish handler on s for a Bearer verifier of
+// sender over tokens, authorized by authorize (nil: the default).
+func bearerPublisher(t *testing.T, s *store.Store, sender string, tokens []signature.Secret, authorize func(context.Context, signature.Principal, handler.PublishTarget) error) *httptest.Server {
+	t.Helper()
+	verifier, err := signature.NewBearerVerifier(signature.BearerVerifierConfig{Sender: sender, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier})
+	p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: authorize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,19 +478,26 @@ func TestPublishEventIDLeavesRoomForTheSubscriptionID(t *testing.T) {
 // refused 400 validation_failed, naming nothing, on every request with
 // one. Such a sender's keys are now recorded under "publish-sha256/" and
 // the digest of its name; a shorter sender's stay where they always were,
-// under "publish/" and its name.
+// under "publish/" and its name. A fan-out's key is its tenant's (see
+// TestPublishIdempotencyKeysAreEachTenants), recorded under
+// "publish-tenant/", the sender's length, its name and the tenant's, or,
+// where that is longer than a sender the Inbox records, under
+// "publish-tenant-sha256/" and the digest of the same.
 func TestPublishIdempotencyKeyWorksForEverySender(t *testing.T) {
 	t.Parallel()
 	onEachEngine(t, func(t *testing.T, s *store.Store) {
 		digest := func(sender string) string {
-			sum := sha256.Sum256([]byte(sender))
-			return "publish-sha256/" + hex.EncodeToString(sum[:])
+			named := fmt.Sprintf("%d:%s/%s", len(sender), sender, sender) // each publishes to the tenant named as it is
+			sum := sha256.Sum256([]byte(named))
+			return "publish-tenant-sha256/" + hex.EncodeToString(sum[:])
 		}
 		tests := []struct {
 			sender, recorded string
 		}{
-			{"orders-service", "publish/orders-service"},
-			{strings.Repeat("s", 248), "publish/" + strings.Repeat("s", 248)},
+			{"orders-service", "publish-tenant/14:orders-service/orders-service"},
+			{strings.Repeat("s", 118), "publish-tenant/118:" + strings.Repeat("s", 118) + "/" + strings.Repeat("s", 118)},
+			{strings.Repeat("s", 119), digest(strings.Repeat("s", 119))},
+			{strings.Repeat("s", 248), digest(strings.Repeat("s", 248))},
 			{strings.Repeat("s", 249), digest(strings.Repeat("s", 249))},
 			// Two senders alike in the first 255 bytes are kept apart.
 			{strings.Repeat("s", 255) + "a", digest(strings.Repeat("s", 255) + "a")},
@@ -730,9 +744,12 @@ func TestPublishRetrySerializedAnotherWayIsTheSameRequest(t *testing.T) {
 
 // TestPublishKeyRecordedByItsBytesIsStillFound: an Idempotency-Key
 // recorded with the digest of its request's bytes, as the publish API
-// recorded every key before it judged requests on their canonical form, is
-// still answered: the same bytes again get the stored answer, nothing
-// enqueued, and another request under the key is 409.
+// recorded every key before it judged requests on their canonical form,
+// under the sender, as it recorded every key before a fan-out's were its
+// tenant's, is still answered: the same bytes again get the stored
+// answer, nothing enqueued. Another fan-out under the key is not judged by
+// that record, which another tenant's publisher may have made: it is
+// recorded in its tenant's space, where a request again is judged.
 func TestPublishKeyRecordedByItsBytesIsStillFound(t *testing.T) {
 	t.Parallel()
 	onEachEngine(t, func(t *testing.T, s *store.Store) {
@@ -747,11 +764,22 @@ func TestPublishKeyRecordedByItsBytesIsStillFound(t *testing.T) {
 		if status, out := publish(t, srv, event, "req-0001", publishToken); status != http.StatusAccepted || !bytes.Equal(out, answer) {
 			t.Fatalf("the recorded bytes again: %d %s, want 202 %s", status, out, answer)
 		}
-		if status, out := publish(t, srv, strings.Replace(event, `"a":2`, `"a":3`, 1), "req-0001", publishToken); status != http.StatusConflict {
-			t.Fatalf("another request under the key: %d %s, want 409", status, out)
-		}
 		if outbox, inbox := stored(t, s); outbox != 0 || inbox != 1 {
 			t.Fatalf("%d deliveries and %d idempotency records, want 0 and the 1 recorded", outbox, inbox)
+		}
+		other := strings.Replace(event, `"a":2`, `"a":3`, 1)
+		status, first := publish(t, srv, other, "req-0001", publishToken)
+		if status != http.StatusAccepted {
+			t.Fatalf("another fan-out under the key: %d %s, want 202", status, first)
+		}
+		if status, out := publish(t, srv, other, "req-0001", publishToken); status != http.StatusAccepted || !bytes.Equal(out, first) {
+			t.Fatalf("that fan-out again: %d %s, want its answer %s", status, out, first)
+		}
+		if status, out := publish(t, srv, strings.Replace(event, `"a":2`, `"a":4`, 1), "req-0001", publishToken); status != http.StatusConflict {
+			t.Fatalf("a third request under the key: %d %s, want 409", status, out)
+		}
+		if outbox, inbox := stored(t, s); outbox != 1 || inbox != 2 {
+			t.Fatalf("%d deliveries and %d idempotency records, want 1 and 2", outbox, inbox)
 		}
 	})
 }

@@ -88,6 +88,32 @@ func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now
 	return protocol.Receipt{Ack: stored}, "", nil
 }
 
+// find reports what is recorded for k inside tx, writing nothing: a
+// receipt as recordAt's for a record of k's digest, and found false for
+// one of another digest or none.
+func (in *Inbox) find(ctx context.Context, tx DBTX, k protocol.InboxKey) (_ protocol.Receipt, found bool, _ error) {
+	if err := checkKey(k); err != nil {
+		return protocol.Receipt{}, false, err
+	}
+	row, err := getRow[inboxRow](ctx, in.s, tx, "inbox_get", map[string]any{"sender": k.Sender, "dedupe_key": k.Key})
+	switch {
+	case courier.CodeOf(err) == courier.CodeNotFound:
+		return protocol.Receipt{}, false, nil
+	case err != nil:
+		return protocol.Receipt{}, false, err
+	}
+	same, stored, err := in.s.cfg.Encryption.openRecord(k, record{digest: row.PayloadSHA256, keyID: row.PayloadKeyID, answer: row.Ack})
+	switch {
+	case err != nil:
+		return protocol.Receipt{}, false, err
+	case !same:
+		return protocol.Receipt{}, false, nil
+	case row.Status != "completed":
+		return protocol.Receipt{InProgress: true}, true, nil
+	}
+	return protocol.Receipt{Ack: stored}, true, nil
+}
+
 // recordArgs returns the parameters that identify k's record and say what
 // it stores (Encryption.sealRecord): sender, dedupe_key, payload_sha256,
 // payload_key_id and ack, the answer (nil for none yet).

@@ -115,6 +115,10 @@ func (r receiverSide) Record(ctx context.Context, tx protocol.DBTX, k protocol.I
 	return r.in.record(ctx, tx, k)
 }
 
+func (r receiverSide) Find(ctx context.Context, tx protocol.DBTX, k protocol.InboxKey) (protocol.Receipt, bool, error) {
+	return r.in.find(ctx, tx, k)
+}
+
 func (r receiverSide) RecordCompleted(ctx context.Context, tx protocol.DBTX, k protocol.InboxKey, answer []byte) (protocol.Receipt, error) {
 	return r.in.recordCompleted(ctx, tx, k, answer)
 }

@@ -64,7 +64,12 @@ type PublishParams struct {
 	// EnqueueParams), and are refused outside their bounds whether or
 	// not a subscription matches: with an OrderingKey (the entity the
 	// event is about), each subscription's endpoint receives the key's
-	// events in publish order. Published again once its Deadline has
+	// events in publish order. The key is the endpoint's, not the
+	// tenant's: another tenant's subscription to the same endpoint whose
+	// events carry the same key waits on it too (behind a failed delivery
+	// of the key, as Config.OrderingOnFailure says), so qualify a key by
+	// its tenant ("acme:order-42") where tenants may share an endpoint.
+	// Published again once its Deadline has
 	// passed, an event finds the deliveries written in time and leaves
 	// out a subscription that matches since (its delivery would start
 	// after the Deadline); one that finds none is CodeInvalidArgument.

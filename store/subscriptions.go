@@ -25,6 +25,14 @@ import (
 // that the one it was asked for is the caller's (Subscription.Tenant)
 // before it shows or changes it, and answers alike for another tenant's
 // and a missing one; List is by tenant.
+//
+// Tenants share what is the endpoint's, not the subscription's: the
+// subscriptions of several tenants to one endpoint URL (in its normalized
+// form, see Endpoints) are one endpoint to the outbox, with one breaker,
+// one set of limits, one share of a worker and one set of ordering keys
+// (see PublishParams.OrderingKey), so that one tenant's failing deliveries
+// there open the breaker the other's wait behind. Give tenants endpoints
+// of their own where that matters.
 type Subscriptions struct{ s *Store }
 
 // SubscriptionParams describes a subscription.
@@ -32,9 +40,13 @@ type Subscriptions struct{ s *Store }
 // Tenant and KeyID are 1-256 bytes of UTF-8 without NUL; EventTypes holds
 // 1 to 256 types.
 type SubscriptionParams struct {
-	Tenant     string   // whose events
-	Endpoint   string   // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
-	EventTypes []string // which event types (see PublishParams.EventType); "*" matches all
+	Tenant   string // whose events
+	Endpoint string // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
+	// EventTypes are the event types it receives (see
+	// PublishParams.EventType), each matched exactly, byte for byte: "*"
+	// alone matches every type, while a type with a "*" in it
+	// ("order.*") is no pattern but the type named so.
+	EventTypes []string
 	// KeyID names the signing configuration its deliveries are signed
 	// with (see EnqueueParams.KeyID), never key material: the worker
 	// signs each with what it configures for that name.

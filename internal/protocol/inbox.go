@@ -30,6 +30,11 @@ type Inbox interface {
 	// duplicate waits for the first transaction and then sees it
 	// completed.
 	Record(ctx context.Context, tx DBTX, k InboxKey) (Receipt, error)
+	// Find reports what is recorded for k, inside tx, writing nothing: a
+	// Receipt as Record's for a key recorded with k's payload digest
+	// (completed or in progress), and found false for a key recorded with
+	// no such digest or not at all.
+	Find(ctx context.Context, tx DBTX, k InboxKey) (r Receipt, found bool, err error)
 	// RecordCompleted is Record and Complete in one statement, for a
 	// receiver whose answer does not depend on what processing does.
 	RecordCompleted(ctx context.Context, tx DBTX, k InboxKey, answer []byte) (Receipt, error)
