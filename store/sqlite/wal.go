@@ -207,7 +207,7 @@ func walLost(ctx context.Context, db *sqlx.DB) (bool, error) {
 	}
 	defer c.Close()
 	var lost bool
-	err = c.Raw(func(dc any) error {
+	err = c.Raw(func(dc any) error { //nolint:contextcheck // the checkpoint that secures the removed -wal file's commits must not be cut short by ctx's end
 		w, ok := dc.(*conn)
 		if !ok || w.wal == nil {
 			return nil
