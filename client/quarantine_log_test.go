@@ -28,7 +28,7 @@ func TestAQuarantineAtClaimIsLogged(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}, func(c *client.Config) { c.Logger = slog.New(logs) })
 	id := b.enqueue(t, "n-1", `{"secret-marker":1}`)
-	if _, err := b.store.DB().ExecContext(t.Context(), `UPDATE courier_outbox SET payload = CAST('{"secret-marker":2}' AS BLOB) WHERE id = ?`, id); err != nil {
+	if _, err := b.store.DB().ExecContext(t.Context(), `UPDATE courier_outbox_payload SET payload = CAST('{"secret-marker":2}' AS BLOB) WHERE id = ?`, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.worker.Work(t.Context()); err != nil {

@@ -84,7 +84,7 @@ func TestPublishReportingFanOutCopiesThePayload(t *testing.T) {
 
 	// Each reporting delivery holds what decoding the payload and encoding
 	// it again with the delivery's key makes.
-	rs, err := s.DB().QueryContext(t.Context(), `SELECT o.payload FROM courier_outbox o JOIN courier_subscriptions s ON o.endpoint = s.endpoint WHERE o.profile = 'reporting' AND o.notification_id LIKE 'ev1:%'`)
+	rs, err := s.DB().QueryContext(t.Context(), `SELECT p.payload FROM courier_outbox o JOIN courier_outbox_payload p ON p.id = o.id JOIN courier_subscriptions s ON o.endpoint = s.endpoint WHERE o.profile = 'reporting' AND o.notification_id LIKE 'ev1:%'`)
 	if err != nil {
 		t.Fatal(err)
 	}

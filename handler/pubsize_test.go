@@ -81,8 +81,11 @@ func TestPublishStoresItsCanonicalForm(t *testing.T) {
 		if status != 202 {
 			t.Fatalf("publish: %d %.300s, want 202", status, out)
 		}
-		var sizes []int
-		if err := s.DB().Select(&sizes, "SELECT LENGTH(payload) FROM courier_outbox ORDER BY endpoint"); err != nil {
+		sizes, query := []int{}, "SELECT LENGTH(payload) FROM courier_outbox ORDER BY endpoint"
+		if s.Engine() == "sqlite" { // the payload in a table of its own (migration 13)
+			query = "SELECT LENGTH(p.payload) FROM courier_outbox o JOIN courier_outbox_payload p ON p.id = o.id ORDER BY o.endpoint"
+		}
+		if err := s.DB().Select(&sizes, query); err != nil {
 			t.Fatal(err)
 		}
 		if len(sizes) != 2 || sizes[0] != len(canonical) || sizes[1] <= len(canonical) {

@@ -20,6 +20,7 @@ type dialect struct {
 	*engine.Engine
 	queries    map[string]*query
 	migrations []engine.Migration
+	tables     []table        // courier's tables on this engine, by name (see checkSchema)
 	txOptions  *sql.TxOptions // of Store.Begin: the engine's Isolation, or nil
 }
 
@@ -68,6 +69,7 @@ func loadDialect(e *engine.Engine) (*dialect, error) {
 	if d.migrations, err = e.Migrations(); err != nil {
 		return nil, err
 	}
+	d.tables = tablesOf(e)
 	return d, nil
 }
 

@@ -471,8 +471,18 @@ var errMoved = errors.New("store: delivery moved")
 const maxRepublishReads = 8
 
 // insert runs an outbox INSERT … ON CONFLICT DO NOTHING and returns the
-// new row's id, or errExists when it inserted nothing.
+// new row's id, or errExists when it inserted nothing. The payload goes
+// where the engine keeps it (see writePayload).
 func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[string]any) (int64, error) {
+	id, err := o.insertRow(ctx, tx, name, args)
+	if err != nil {
+		return 0, err
+	}
+	return id, o.writePayload(ctx, tx, id, args)
+}
+
+// insertRow runs the INSERT of insert.
+func (o *Outbox) insertRow(ctx context.Context, tx DBTX, name string, args map[string]any) (int64, error) {
 	if o.s.dialect.LastInsertID {
 		res, err := o.s.exec(ctx, tx, name, args)
 		if err != nil {
@@ -493,6 +503,18 @@ func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[stri
 		return 0, errExists
 	}
 	return id, err
+}
+
+// writePayload writes the payload of the delivery id (args' "payload")
+// where its engine keeps it apart from the delivery's row
+// (outbox_payload_write: SQLite, whose UPDATEs write a row whole, payload
+// and all, when they change its size, as every claim and settle does).
+// It follows the statement that wrote the row, in its transaction: an
+// insert, or a publish that sealed the payload again. An engine that keeps
+// the payload in the row has written it there already, and does nothing.
+func (o *Outbox) writePayload(ctx context.Context, tx DBTX, id int64, args map[string]any) error {
+	_, err := o.s.exec(ctx, tx, "outbox_payload_write", map[string]any{"id": id, "payload": args["payload"]})
+	return err
 }
 
 func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error) {
@@ -887,6 +909,9 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 		case err != nil:
 			return Enqueued{}, false, err
 		}
+		if err := o.writePayload(ctx, tx, id, args); err != nil {
+			return Enqueued{}, false, err
+		}
 		o.s.observeIn(tx, Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
 		return Enqueued{ID: id}, true, nil
 	case changed && unfinished(r.Status):
@@ -899,6 +924,9 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 			return Enqueued{}, false, wrapf(err, "outbox_publish_refresh")
 		case n == 0:
 			return Enqueued{}, false, errMoved
+		}
+		if err := o.writePayload(ctx, tx, r.ID, args); err != nil {
+			return Enqueued{}, false, err
 		}
 		return Enqueued{ID: r.ID}, false, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -228,7 +229,7 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 	for _, c := range cols {
 		got[c.Table] = append(got[c.Table], c.Column)
 	}
-	for _, t := range courierTables {
+	for _, t := range d.tables {
 		if err := t.check(got[t.name], newer); err != nil {
 			return fmt.Errorf("store: %w", &courier.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
 		}
@@ -312,7 +313,7 @@ func isSchemaVerdict(err error) bool {
 }
 
 // table is one of courier's tables and its columns, in order, after the
-// latest migration. Both engines must agree.
+// latest migration.
 type table struct {
 	name    string
 	columns []string
@@ -345,6 +346,10 @@ func (t table) check(got []string, newer bool) error {
 	return nil
 }
 
+// courierTables are courier's tables and their columns, in order, after
+// the latest migration, on every engine. Where an engine's migrations
+// make them otherwise, the engine says how (engine.Engine.Tables; SQLite
+// keeps a delivery's payload in a table of its own): tablesOf.
 var courierTables = func() []table {
 	tables := []struct{ name, columns string }{
 		{"courier_attempts", "id delivery_id attempt owner leased_at lease_expires_at finished_at duration_us outcome http_status error_code remote_code"},
@@ -365,3 +370,21 @@ var courierTables = func() []table {
 	}
 	return out
 }()
+
+// tablesOf returns courier's tables on engine e, by name: courierTables
+// as e amends them.
+func tablesOf(e *engine.Engine) []table {
+	if e.Tables == nil {
+		return courierTables
+	}
+	columns := make(map[string][]string, len(courierTables))
+	for _, t := range courierTables {
+		columns[t.name] = slices.Clone(t.columns)
+	}
+	e.Tables(columns)
+	out := make([]table, 0, len(columns))
+	for _, name := range slices.Sorted(maps.Keys(columns)) {
+		out = append(out, table{name: name, columns: columns[name]})
+	}
+	return out
+}

@@ -260,7 +260,7 @@ func TestDeliveriesRedriveTakesAnUnreadableQuarantine(t *testing.T) {
 	}
 	t.Cleanup(func() { sealed.Close() })
 	enqueue(t, s, "n-1", "https://r.example/hooks")
-	if _, err := s.DB().ExecContext(ctx, "UPDATE courier_outbox SET payload = '{\"altered\":1}' WHERE id = 1"); err != nil {
+	if _, err := s.DB().ExecContext(ctx, "UPDATE courier_outbox_payload SET payload = '{\"altered\":1}' WHERE id = 1"); err != nil {
 		t.Fatal(err)
 	}
 	enqueue(t, sealed, "n-2", "https://r.example/hooks")

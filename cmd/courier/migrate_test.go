@@ -134,7 +134,7 @@ func TestMigrateManyAtOnce(t *testing.T) {
 				}
 			}
 			var versions, distinct int
-			if err := conn.QueryRowContext(t.Context(), "SELECT COUNT(*), COUNT(DISTINCT version) FROM courier_schema").Scan(&versions, &distinct); err != nil {
+			if err := conn.QueryRowContext(t.Context(), "SELECT COUNT(*), COUNT(DISTINCT version) FROM courier_schema WHERE version > 0").Scan(&versions, &distinct); err != nil {
 				t.Fatal(err)
 			}
 			if names, _ := fs.Glob(e.migrations(), "*.sql"); versions != len(names) || distinct != versions {

@@ -39,12 +39,12 @@ const (
 // fillKeyedSQL inserts n due rows over orderingKeys keys (row x has key
 // x mod orderingKeys): the first row of each key heads it, the others
 // wait for it (hold 'key'), as Enqueue with an ordering key leaves them.
-// Parameters as fillSQL's.
+// Parameters as fillSQL's; SQLite's payloads as fillSQL's.
 var fillKeyedSQL = map[string]string{
 	"sqlite": `WITH RECURSIVE seq(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM seq WHERE x < ?1)
-INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+INSERT INTO courier_outbox (notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at, ordering_key, hold)
-SELECT ?2 || x, ?3, ?4, '', ?5, 'courier', '', 'pending', 0, 0, 8, ?6, ?7, ?8 + x, ?9,
+SELECT ?2 || x, ?3, '', ?5, 'courier', '', 'pending', 0, 0, 8, ?6, ?7, ?8 + x, ?9,
     'key-' || (x % 10000), CASE WHEN x <= 10000 THEN NULL ELSE 'key' END FROM seq`,
 	"postgres": `INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at, ordering_key, hold)
@@ -66,6 +66,9 @@ func (d *database) fillKeyed(ctx context.Context, prefix string, n int, endpoint
 	if _, err := d.bulk.ExecContext(ctx, fillKeyedSQL[d.engine], n, prefix, endpoint, benchPayload, hex.EncodeToString(sum[:]),
 		now-time.Second.Microseconds(), now+retryHorizon.Microseconds(), now-int64(n), now); err != nil {
 		return 0, fmt.Errorf("fill %s with %d keyed rows: %w", d.label, n, err)
+	}
+	if err := d.fillPayloads(ctx, benchPayload); err != nil {
+		return 0, err
 	}
 	if _, err := d.bulk.ExecContext(ctx, fillKeysSQL); err != nil {
 		return 0, fmt.Errorf("fill %s keys: %w", d.label, err)

@@ -146,12 +146,13 @@ func (e *engine) largeOutbox(ctx context.Context, n int, endpoint string) (*data
 // the columns Enqueue would write. The payload is the same for every row;
 // its digest is computed in Go. Parameters: n, id prefix, endpoint,
 // payload, payload digest, next_attempt_at, deadline, created_at base,
-// updated_at.
+// updated_at. SQLite keeps payloads in a table of their own (migration
+// 13): fillPayloadSQL writes them there after.
 var fillSQL = map[string]string{
 	"sqlite": `WITH RECURSIVE seq(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM seq WHERE x < ?1)
-INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
+INSERT INTO courier_outbox (notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
-SELECT ?2 || x, ?3, ?4, '', ?5, 'courier', '', 'pending', 0, 0, 8, ?6, ?7, ?8 + x, ?9 FROM seq`,
+SELECT ?2 || x, ?3, '', ?5, 'courier', '', 'pending', 0, 0, 8, ?6, ?7, ?8 + x, ?9 FROM seq`,
 	"postgres": `INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
 SELECT $2::text || g, $3, $4, '', $5, 'courier', '', 'pending', 0, 0, 8, $6, $7, $8::bigint + g, $9
@@ -171,10 +172,33 @@ func (d *database) fill(ctx context.Context, prefix string, n int, endpoint stri
 		due, deadline, now-int64(n), now); err != nil {
 		return 0, fmt.Errorf("fill %s with %d rows: %w", d.label, n, err)
 	}
+	if err := d.fillPayloads(ctx, payload); err != nil {
+		return 0, err
+	}
 	if err := d.analyze(ctx); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil
+}
+
+// fillPayloadSQL gives every delivery without a payload the payload ?1,
+// where the engine keeps payloads apart from their rows (SQLite,
+// migration 13); elsewhere the fill wrote them in the rows.
+var fillPayloadSQL = map[string]string{
+	"sqlite": `INSERT INTO courier_outbox_payload (id, payload)
+SELECT o.id, ?1 FROM courier_outbox AS o WHERE NOT EXISTS (SELECT 1 FROM courier_outbox_payload AS p WHERE p.id = o.id)`,
+}
+
+// fillPayloads runs fillPayloadSQL, if the engine has one.
+func (d *database) fillPayloads(ctx context.Context, payload []byte) error {
+	q, ok := fillPayloadSQL[d.engine]
+	if !ok {
+		return nil
+	}
+	if _, err := d.bulk.ExecContext(ctx, q, payload); err != nil {
+		return fmt.Errorf("fill %s payloads: %w", d.label, err)
+	}
+	return nil
 }
 
 // analyze refreshes the planner's statistics (and, on PostgreSQL, clears

@@ -34,9 +34,9 @@ func TestCheckReportsARowItCannotReadAndWalksOn(t *testing.T) {
 		sql string
 		id  int64
 	}{
-		{"UPDATE courier_outbox SET priority = 'high' WHERE id = ?", ids[1]},  // unreadable
-		{"UPDATE courier_outbox SET payload = X'00' WHERE id = ?", ids[4]},    // its digest no longer matches
-		{"UPDATE courier_outbox SET deadline = 'later' WHERE id = ?", ids[5]}, // unreadable, the last row
+		{"UPDATE courier_outbox SET priority = 'high' WHERE id = ?", ids[1]},       // unreadable
+		{"UPDATE courier_outbox_payload SET payload = X'00' WHERE id = ?", ids[4]}, // its digest no longer matches
+		{"UPDATE courier_outbox SET deadline = 'later' WHERE id = ?", ids[5]},      // unreadable, the last row
 	} {
 		if _, err := s.DB().ExecContext(ctx, edit.sql, edit.id); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -27,12 +28,21 @@ var sqliteEngine = &engine.Engine{
 	SQL:          must(fs.Sub(sqlFiles, "sql")),
 	Placeholder:  func(int) string { return "?" },
 	LastInsertID: true, // RETURNING costs a third more than last_insert_rowid here
+	Tables:       tables,
 	Interpret:    interpret,
 	Writer:       writer,
 	Listen:       listen,
 	Wake:         wake,
 	Lost:         walLost,
 	InTx:         inTx,
+}
+
+// tables amends the columns of courier's tables to SQLite's: a delivery's
+// payload is in a table of its own, keyed by the delivery's id (migration
+// 13), rather than a column of courier_outbox.
+func tables(columns map[string][]string) {
+	columns["courier_outbox"] = slices.DeleteFunc(columns["courier_outbox"], func(c string) bool { return c == "payload" })
+	columns["courier_outbox_payload"] = []string{"id", "payload"}
 }
 
 // inTx reports whether a go-sqlite3 connection (courier's, or the plain

@@ -21,8 +21,10 @@ import (
 //
 //	INSERT INTO courier_schema (version, applied_at) VALUES (3, CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
 //
-// Applied so, they leave the database exactly as store.Migrate does, and
-// store.Migrate finds nothing left to do. A file's text never changes
+// A migration earlier couriers must not run on records, before that, its
+// number negated (13, which moves the payloads out of courier_outbox; see
+// Upgrades in package store). Applied so, they leave the database exactly
+// as store.Migrate does, and store.Migrate finds nothing left to do. A file's text never changes
 // once released, so tools that checksum applied migrations accept it
 // from every later courier; a new courier adds files.
 func Migrations() fs.FS { return sqliteEngine.MustMigrationFiles() }

@@ -392,9 +392,20 @@ func TestSchemaAlteredStopsTheNextClaim(t *testing.T) {
 
 // TestCheckFindsADamagedFile: Check runs SQLite's quick_check, which reads
 // the whole file: a damaged b-tree page makes it report blocked with code
-// database_corrupt, not fail.
+// database_corrupt, not fail. It failed (database_unavailable: database
+// disk image is malformed) when SQLite listed fewer problems than its
+// limit, 100: it went on to read the damaged table for its constraints.
 func TestCheckFindsADamagedFile(t *testing.T) {
 	t.Parallel()
+	for _, pad := range []int{10, 2000} {
+		t.Run(fmt.Sprintf("payloads of %d bytes", pad), func(t *testing.T) {
+			t.Parallel()
+			checkFindsADamagedFile(t, pad)
+		})
+	}
+}
+
+func checkFindsADamagedFile(t *testing.T, pad int) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	s, err := sqlite.Open(ctx, path, store.Config{})
@@ -405,7 +416,7 @@ func TestCheckFindsADamagedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := []byte(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)
+	payload := []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}`)
 	for i := range 200 {
 		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: payload}); err != nil {
 			t.Fatal(err)

@@ -38,6 +38,12 @@ type Engine struct {
 	// new row's id through sql.Result.LastInsertId rather than a
 	// RETURNING row.
 	LastInsertID bool
+	// Tables amends the columns the schema guard expects of courier's
+	// tables, package store's list of them, the same on every engine,
+	// where the engine's migrations make them otherwise: it is given that
+	// list, table name to columns in order, to change in place. Nil: the
+	// list as it is.
+	Tables func(columns map[string][]string)
 	// Interpret says what kind of failure a driver error is.
 	Interpret func(err error) Failure
 	// Writer returns the pool courier's own writes go through for db, and

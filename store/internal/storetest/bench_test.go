@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func migratedStore(tb testing.TB, open func(tb testing.TB) *sqlx.DB) (*store.Sto
 var benchPayload = []byte(`{"schema":"courier.example.v1","notification_id":"n","event":"order.paid","amount":1250,"currency":"EUR"}`)
 
 // BenchmarkEnqueue compares Enqueue with a plain INSERT of the same row, each
-// in a transaction of its own as an application's request would make.
+// in a transaction of its own as an application's request would make
+// (on SQLite, which keeps the payload in a table of its own, two INSERTs).
 // The target: Enqueue costs at most 1.3x the plain INSERT.
 func BenchmarkEnqueue(b *testing.B) {
 	for _, e := range engines {
@@ -43,6 +45,12 @@ func BenchmarkEnqueue(b *testing.B) {
 			insert := db.Rebind(`INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, key_id, status,
 				priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
 				VALUES (?, ?, ?, ?, 'courier', '', 'pending', 0, 0, 8, ?, ?, ?, ?)`)
+			apart := payloadsApart(db)
+			if apart {
+				insert = `INSERT INTO courier_outbox (notification_id, endpoint, payload_sha256, profile, key_id, status,
+				priority, attempts, max_attempts, next_attempt_at, deadline, created_at, updated_at)
+				VALUES (?, ?, ?, 'courier', '', 'pending', 0, 0, 8, ?, ?, ?, ?)`
+			}
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := range b.N {
@@ -52,8 +60,19 @@ func BenchmarkEnqueue(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := tx.ExecContext(ctx, insert, fmt.Sprintf("n-%d", i), "https://r.example/h", benchPayload, hex.EncodeToString(sum[:]), now, now+int64(time.Hour/time.Microsecond), now, now); err != nil {
+				args := []any{fmt.Sprintf("n-%d", i), "https://r.example/h", benchPayload, hex.EncodeToString(sum[:]), now, now + int64(time.Hour/time.Microsecond), now, now}
+				if apart {
+					args = slices.Delete(args, 2, 3)
+				}
+				res, err := tx.ExecContext(ctx, insert, args...)
+				if err != nil {
 					b.Fatal(err)
+				}
+				if apart {
+					id, _ := res.LastInsertId()
+					if _, err := tx.ExecContext(ctx, "INSERT INTO courier_outbox_payload (id, payload) VALUES (?, ?)", id, benchPayload); err != nil {
+						b.Fatal(err)
+					}
 				}
 				if err := tx.Commit(); err != nil {
 					b.Fatal(err)

@@ -42,9 +42,7 @@ func testCheckFindsWhatClaimsHaveNotTouched(t *testing.T, open OpenFunc) {
 		t.Fatal(err)
 	}
 	for _, id := range []int64{ids[0], ids[3]} {
-		if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{"altered":true}`), id); err != nil {
-			t.Fatal(err)
-		}
+		b.alterPayload(t, id, []byte(`{"altered":true}`))
 	}
 	if h := health(t, b); h.Status != store.HealthOK {
 		t.Fatalf("Health = %s/%s: it was not meant to read payloads", h.Status, h.Code)

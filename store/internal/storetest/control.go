@@ -566,9 +566,7 @@ func testOrderingQuarantinedHeadIsCancelled(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	k1 := b.enqueue(t, keyed("k1", "k"))
 	b.enqueue(t, keyed("k2", "k"))
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{"altered":true}`), k1.ID); err != nil {
-		t.Fatal(err)
-	}
+	b.alterPayload(t, k1.ID, []byte(`{"altered":true}`))
 	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
 		t.Fatalf("claimed %v, want none: k1 quarantined, k2 behind it", ids(got))
 	}

@@ -41,7 +41,7 @@ func testEncryption(t *testing.T, open OpenFunc) {
 	reopen := func(enc *store.Encryption) *bundle { t.Helper(); return b.reopened(t, enc) }
 	storedPayload := func(id int64) (payload []byte, keyID string) {
 		t.Helper()
-		row := b.db.QueryRowxContext(b.ctx, b.db.Rebind("SELECT payload, payload_key_id FROM courier_outbox WHERE id = ?"), id)
+		row := b.db.QueryRowxContext(b.ctx, b.db.Rebind("SELECT p.payload, o.payload_key_id FROM courier_outbox AS o JOIN "+payloadTable(b.store)+" AS p ON p.id = o.id WHERE o.id = ?"), id)
 		if err := row.Scan(&payload, &keyID); err != nil {
 			t.Fatal(err)
 		}
@@ -84,9 +84,7 @@ func testEncryption(t *testing.T, open OpenFunc) {
 		ids = append(ids, rotated.enqueue(t, delivery(fmt.Sprintf("e-%d", 4+i))).ID)
 	}
 	moved, _ := storedPayload(ids[0])
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), moved, ids[1]); err != nil {
-		t.Fatal(err)
-	}
+	b.alterPayload(t, ids[1], moved)
 	retired := reopen(&store.Encryption{Current: "k2", Keys: []store.PayloadKey{k2}})
 	claimed = retired.claim(t, "w", 10, time.Minute)
 	var got []int64
@@ -927,9 +925,7 @@ func testSealedPayloadIsBoundToItsSigningKey(t *testing.T, open OpenFunc) {
 	nonce := bytes.Repeat([]byte{7}, aead.NonceSize())
 	v1 := aead.Seal(bytes.Clone(nonce), nonce, delivery("legacy-1").Payload,
 		[]byte("courier.outbox.payload.v1\x00legacy-1\x00"+delivery("legacy-1").Endpoint))
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), v1, legacy.ID); err != nil {
-		t.Fatal(err)
-	}
+	b.alterPayload(t, legacy.ID, v1)
 
 	if d := b.get(t, acme.ID); d.Payload != nil {
 		t.Errorf("Get of the row whose key_id was changed opens it: %q", d.Payload)

@@ -61,6 +61,9 @@ func openPostgres(tb testing.TB) *sqlx.DB {
 // with the same parameters, in the file of the table its name begins
 // with, so package store runs unchanged on either. A statement an engine
 // has nothing to do for is empty there, and has no parameters to agree.
+// A value one engine keeps apart from the delivery's row is written there
+// by a statement of its own, which the other has nothing to do for: the
+// statements that write the row take it on the other engine only (apart).
 func TestQueriesAgree(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{ // name prefix -> file
@@ -105,9 +108,26 @@ func TestQueriesAgree(t *testing.T) {
 	if a, b := slices.Sorted(maps.Keys(sq)), slices.Sorted(maps.Keys(pg)); !slices.Equal(a, b) {
 		t.Fatalf("query names differ\nsqlite:   %v\npostgres: %v", a, b)
 	}
+	// SQLite keeps a delivery's payload in a table of its own (migration
+	// 13), which outbox_payload_write writes: an UPDATE writes a row
+	// whole there when it changes its size, payload and all.
+	apart := map[string]string{"payload": "outbox_payload_write"} // parameter -> SQLite's statement
+	for param, stmt := range apart {
+		if !slices.Contains(sq[stmt], param) || len(pg[stmt]) != 0 {
+			t.Errorf("%s: sqlite takes %v, postgres %v; want :%s on sqlite, and nothing to do on postgres", stmt, sq[stmt], pg[stmt], param)
+		}
+	}
 	for name, want := range sq {
-		if got := pg[name]; !empty[name] && !slices.Equal(got, want) {
-			t.Errorf("%s: parameters differ: sqlite %v, postgres %v", name, want, got)
+		got := pg[name]
+		if empty[name] {
+			continue
+		}
+		got = slices.DeleteFunc(slices.Clone(got), func(p string) bool {
+			_, ok := apart[p]
+			return ok && !slices.Contains(want, p)
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: parameters differ: sqlite %v, postgres %v", name, want, pg[name])
 		}
 	}
 }
@@ -190,6 +210,9 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 	}{
 		{"queries/outbox.sql", "outbox_claim_pick", "SEARCH o USING INDEX courier_outbox_due (priority=? AND next_attempt_at<?)"},
 		{"queries/outbox.sql", "outbox_claim", "SEARCH o USING INTEGER PRIMARY KEY"},
+		// The leased rows' payloads, from their table (migration 13), by its key.
+		{"queries/outbox.sql", "outbox_claim", "SEARCH p USING INTEGER PRIMARY KEY (rowid=?)"},
+		{"queries/outbox.sql", "outbox_claim_parked", "SEARCH p USING INTEGER PRIMARY KEY (rowid=?)"},
 		{"queries/outbox.sql", "outbox_settle", byID},
 		{"queries/outbox.sql", "outbox_release", byID},
 		{"queries/outbox.sql", "outbox_claim_probe", "courier_outbox USING INDEX courier_outbox_due"},

@@ -32,9 +32,7 @@ func testHealthPrecedence(t *testing.T, open OpenFunc) {
 	}
 	// A quarantined delivery.
 	q := b.enqueue(t, delivery("tampered"))
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{}`), q.ID); err != nil {
-		t.Fatal(err)
-	}
+	b.alterPayload(t, q.ID, []byte(`{}`))
 	// A lease that runs out unsettled.
 	b.enqueue(t, delivery("stalled"))
 	if c := b.claim(t, "w", 10, 10*time.Second); len(c) != 1 || c[0].NotificationID != "stalled" {

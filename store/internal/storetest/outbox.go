@@ -386,9 +386,7 @@ func testQuarantine(t *testing.T, open OpenFunc) {
 	for _, id := range []string{"q-1", "q-2", "q-3"} {
 		ids = append(ids, b.enqueue(t, delivery(id)).ID)
 	}
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload = ? WHERE id = ?"), []byte(`{"tampered":true}`), ids[1]); err != nil {
-		t.Fatal(err)
-	}
+	b.alterPayload(t, ids[1], []byte(`{"tampered":true}`))
 	c := b.claim(t, "w", 10, time.Minute)
 	got := []int64{}
 	for _, d := range c {

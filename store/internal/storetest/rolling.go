@@ -73,8 +73,8 @@ func testRollingDeployOnAnAdditiveNewerSchema(t *testing.T, open OpenFunc) {
 		t.Fatal(err)
 	}
 	var rows int
-	if err := b.db.GetContext(b.ctx, &rows, "SELECT COUNT(*) FROM courier_schema"); err != nil || rows != version {
-		t.Fatalf("courier_schema holds %d rows up to version %d (%v): the older Migrate recorded something", rows, version, err)
+	if err := b.db.GetContext(b.ctx, &rows, "SELECT COUNT(*) FROM courier_schema WHERE version > 0"); err != nil || rows != version {
+		t.Fatalf("courier_schema holds %d versions up to %d (%v): the older Migrate recorded something", rows, version, err)
 	}
 }
 
@@ -157,7 +157,7 @@ func testNewerSchemaAnOlderCourierMustNotRun(t *testing.T, open OpenFunc) {
 
 // TakesOverThePreviousRelease fails t unless s, the new release's Store on
 // a database the previous release's processes enqueued into with its own
-// columns (deliveries "in-flight" and "after", both pending), finds
+// columns (deliveries "in-flight" and one more, both pending), finds
 // "in-flight" when it is enqueued again with the same settings, and
 // claims and settles both.
 func TakesOverThePreviousRelease(t *testing.T, s *store.Store) {

@@ -254,6 +254,28 @@ func setup(t *testing.T, open OpenFunc, cfg store.Config) *bundle {
 	return &bundle{db: db, store: s, clock: clock, ctx: ctx}
 }
 
+// payloadTable is the table where an engine keeps a delivery's stored
+// payload, in its column payload, keyed by the delivery's id: a column of
+// the delivery's row, or on SQLite a table of its own (migration 13).
+// What tests outside package store read or alter, as someone other than
+// courier would, to see what courier stored or what it makes of a
+// payload altered behind its back.
+func payloadTable(s *store.Store) string {
+	if s.Engine() == "sqlite" {
+		return "courier_outbox_payload"
+	}
+	return "courier_outbox"
+}
+
+// alterPayload writes p over the stored payload of delivery id, as someone
+// other than courier would.
+func (b *bundle) alterPayload(t *testing.T, id int64, p []byte) {
+	t.Helper()
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE "+payloadTable(b.store)+" SET payload = ? WHERE id = ?"), p, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // heard collects the Hook's events of some kinds (all when none are
 // named): hook is the Config.Hook, take returns what it heard since the
 // last take.

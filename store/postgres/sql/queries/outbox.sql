@@ -68,6 +68,13 @@ WITH revived AS (
 )
 SELECT id FROM revived, pg_notify('courier_outbox', '');
 
+-- name: outbox_payload_write
+-- PostgreSQL: nothing to do; the payload is a column of the delivery's
+-- row, written by the statement that writes the row. TOAST keeps a large
+-- one out of line, and an UPDATE that leaves it as it is (a claim, a
+-- settle) does not copy it. SQLite keeps it in a table of its own, which
+-- this statement writes there.
+
 -- name: outbox_reclaim_expired_leases
 -- PostgreSQL: only the rows the statement above logged. A row it skipped
 -- (locked by another transaction then) may be free by now; it waits for the

@@ -13,11 +13,13 @@
 -- A delivery with an ordering key (migration 8) is inserted waiting for its
 -- key (:hold 'key'); the store then makes it its key's head when the key
 -- has no other unfinished delivery (see ordering_key_join).
+-- SQLite: the payload goes to a table of its own (migration 13), by
+-- outbox_payload_write, which the store runs next with the new id.
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, ordering_key, hold, status,
+    notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, event_type, dedupe_key, trace_parent, trace_state, ordering_key, hold, status,
     priority, attempts, max_attempts, enqueued_max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, :ordering_key, :hold, 'pending',
+    :notification_id, :endpoint, :payload_key_id, :payload_sha256, :profile, :key_id, :subscription_id, :subscription_fingerprint, :event_type, :dedupe_key, :trace_parent, :trace_state, :ordering_key, :hold, 'pending',
     :priority, 0, :max_attempts, :enqueued_max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT DO NOTHING;
@@ -44,7 +46,9 @@ FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :end
 -- an attempt in flight finishes under what it was claimed with, and the
 -- next one, if any, is made under this. Conditional on the state the
 -- store read: a row a claim or settle moved since is read again.
-UPDATE courier_outbox SET payload = :payload, payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
+-- SQLite: the payload is written by outbox_payload_write, which the store
+-- runs next (migration 13).
+UPDATE courier_outbox SET payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
     profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
     trace_parent = :trace_parent, trace_state = :trace_state, updated_at = :now
 WHERE id = :id AND status IN ('pending', 'retry_wait', 'leased');
@@ -60,8 +64,9 @@ WHERE id = :id AND status IN ('pending', 'retry_wait', 'leased');
 -- earlier attempt dedupes it. One with an ordering key waits for its key
 -- (hold 'key') until the store has joined it.
 -- SQLite: no wake-up; the commit hook sees inserts only, so a worker
--- finds it at its next poll.
-UPDATE courier_outbox SET status = 'pending', payload = :payload, payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
+-- finds it at its next poll. The payload is written by
+-- outbox_payload_write, which the store runs next (migration 13).
+UPDATE courier_outbox SET status = 'pending', payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
     profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
     trace_parent = :trace_parent, trace_state = :trace_state,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
@@ -71,6 +76,17 @@ UPDATE courier_outbox SET status = 'pending', payload = :payload, payload_key_id
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE id = :id AND status = 'suppressed' AND last_error_code = 'subscription_changed' AND attempts < 1000
 RETURNING id;
+
+-- name: outbox_payload_write
+-- A delivery's payload, in a table of its own (migration 13), keyed by
+-- the delivery's id: written after the statement that wrote the
+-- delivery, its insert (outbox_enqueue, outbox_enqueue_command) or a
+-- publish that sealed it again (outbox_publish_refresh,
+-- outbox_publish_revive). SQLite writes a row whole when an UPDATE changes
+-- its size, and every claim and settle changes a delivery's: kept in the
+-- delivery's row, its payload, up to 4 MiB, was written again by each.
+INSERT INTO courier_outbox_payload (id, payload) VALUES (:id, :payload)
+ON CONFLICT (id) DO UPDATE SET payload = excluded.payload;
 
 -- name: outbox_reclaim_expired_leases
 -- SQLite: INDEXED BY, so only the expired leases are read, not every
@@ -178,7 +194,10 @@ UPDATE courier_outbox SET
     updated_at = CASE act.act WHEN 'park' THEN updated_at ELSE :now END
 FROM act
 WHERE courier_outbox.id = act.id
-RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint,
+    -- SQLite: the payload from its table (migration 13), of a leased row only.
+    CASE WHEN status = 'leased' THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
+    payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
@@ -327,7 +346,10 @@ WHERE id IN (
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT 1
 )
-RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint,
+    -- SQLite: the payload from its table (migration 13), of a leased row only.
+    CASE WHEN status = 'leased' THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
+    payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
@@ -363,7 +385,10 @@ WHERE id IN (
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT :limit
 )
-RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
+RETURNING id, status, notification_id, endpoint,
+    -- SQLite: the payload from its table (migration 13), of a leased row only.
+    CASE WHEN status = 'leased' THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
+    payload_key_id, payload_sha256, profile, key_id,
     priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
@@ -464,7 +489,9 @@ RETURNING id, status, last_error_code, endpoint, ordering_key, 0 AS lock_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint) AS tracked;
 
 -- name: outbox_get
-SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+-- SQLite: the payload from its table (migration 13).
+SELECT id, notification_id, endpoint,
+    (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) AS payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE id = :id;
@@ -645,12 +672,13 @@ DELETE FROM courier_outbox WHERE id IN (
 -- name: outbox_enqueue_command
 -- outbox_enqueue for the source-delivery profile: the row also records the
 -- capabilities digest it was enqueued under (contract_sha256) and the
--- command's operation (event_type).
+-- command's operation (event_type). SQLite: its payload is written by
+-- outbox_payload_write, as outbox_enqueue's.
 INSERT INTO courier_outbox (
-    notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, trace_parent, trace_state, status,
+    notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, contract_sha256, event_type, trace_parent, trace_state, status,
     priority, attempts, max_attempts, enqueued_max_attempts, next_attempt_at, deadline, created_at, updated_at
 ) VALUES (
-    :notification_id, :endpoint, :payload, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, :trace_parent, :trace_state, 'pending',
+    :notification_id, :endpoint, :payload_key_id, :payload_sha256, :profile, :key_id, :contract_sha256, :event_type, :trace_parent, :trace_state, 'pending',
     :priority, 0, :max_attempts, :enqueued_max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT (notification_id, endpoint) DO NOTHING;
@@ -678,8 +706,11 @@ SELECT v FROM p WHERE v IS NOT NULL;
 -- no key row has another head to be promoted after: no settle ever
 -- promotes it (an enqueue that failed between its insert and its join,
 -- committed anyway). Looked up by the key's primary key, for those rows only.
+-- SQLite: the payload from its table (migration 13); a delivery without
+-- one there reads NULL, which no digest matches.
 SELECT id, notification_id, endpoint,
-    CASE WHEN status IN ('pending', 'retry_wait', 'leased', 'failed') THEN payload END AS payload,
+    CASE WHEN status IN ('pending', 'retry_wait', 'leased', 'failed')
+        THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
     payload_key_id, payload_sha256, profile, key_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at,
@@ -691,7 +722,9 @@ FROM courier_outbox WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: outbox_lookup
 -- One delivery by its identity, from the identity's unique index.
-SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
+-- SQLite: the payload from its table (migration 13).
+SELECT id, notification_id, endpoint,
+    (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) AS payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox WHERE notification_id = :notification_id AND endpoint = :endpoint;

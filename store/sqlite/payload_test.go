@@ -1,0 +1,145 @@
+package sqlite_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
+)
+
+// TestClaimsAndSettlesLeaveTheirPayloadUnwritten: SQLite writes a row
+// whole when an UPDATE changes its size, overflow pages too, and every
+// claim and settle changes a delivery's size (its status, lease token and
+// times). With the payload in the delivery's row, each claim and each
+// settle of a 1 MiB delivery appended the whole payload to the -wal file
+// again, holding the one writer (every enqueue and receiver) while it
+// did. Kept in a table of its own, it is written once, by the enqueue.
+func TestClaimsAndSettlesLeaveTheirPayloadUnwritten(t *testing.T) {
+	const size = 1 << 20
+	ctx := t.Context()
+	s, path, walSize := walStore(t)
+	payload := `{"pad":"` + strings.Repeat("x", size) + `"}`
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: "big", Endpoint: "https://r.example/h", Payload: []byte(payload)}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// written runs op on a -wal file emptied first, and returns how much
+	// op appended to it.
+	written := func(op func()) int64 {
+		t.Helper()
+		if _, err := other.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			t.Fatal(err)
+		}
+		if n := walSize(); n != 0 {
+			t.Fatalf("the -wal file holds %d bytes after a TRUNCATE checkpoint, want 0", n)
+		}
+		op()
+		return walSize()
+	}
+	out := protocol.For(s)
+	for round := 1; round <= 3; round++ {
+		var got []protocol.Claimed
+		claimed := written(func() {
+			got, err = out.Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute})
+			if err != nil || len(got) != 1 || string(got[0].Payload) != payload {
+				t.Fatalf("round %d: claimed %d (%v), want the delivery, its payload whole", round, len(got), err)
+			}
+		})
+		settled := written(func() {
+			r, err := out.Settle(ctx, protocol.Outcome{Lease: got[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503})
+			if err != nil || r[0].Err != nil {
+				t.Fatalf("round %d: settle = %v, %v", round, r, err)
+			}
+		})
+		t.Logf("round %d: the claim appended %d bytes to the -wal file, the settle %d", round, claimed, settled)
+		if claimed > size/4 || settled > size/4 {
+			t.Fatalf("round %d: a claim appended %d bytes to the -wal file and a settle %d, for a payload of %d: they wrote it again", round, claimed, settled, size)
+		}
+	}
+}
+
+// TestAPrunedDeliveryTakesItsPayload: a delivery's payload, in a table of
+// its own, goes with the delivery when a prune deletes it; the payloads
+// of the deliveries left stay.
+func TestAPrunedDeliveryTakesItsPayload(t *testing.T) {
+	ctx := t.Context()
+	clock := fakeclock.New()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), store.Config{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id, due := range map[string]time.Time{"sent": clock.Now(), "waiting": clock.Now().Add(3 * time.Hour)} {
+		if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/h", Payload: []byte(`{}`), NotBefore: due}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := protocol.For(s)
+	c, err := out.Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(c) != 1 || c[0].NotificationID != "sent" {
+		t.Fatalf("claimed %v, %v; want the delivery sent", c, err)
+	}
+	if r, err := out.Settle(ctx, protocol.Outcome{Lease: c[0].Lease, Result: protocol.Succeeded, AckSHA256: c[0].PayloadSHA256}); err != nil || r[0].Err != nil {
+		t.Fatalf("settle = %v, %v", r, err)
+	}
+	clock.Advance(time.Hour)
+	if n, err := s.Outbox.Prune(ctx, store.PruneParams{OlderThan: time.Minute}); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the delivery sent", n, err)
+	}
+	var payloads []int64
+	if err := s.DB().SelectContext(ctx, &payloads, "SELECT p.id FROM courier_outbox_payload AS p LEFT JOIN courier_outbox AS o ON o.id = p.id WHERE o.id IS NULL OR o.notification_id <> 'waiting'"); err != nil {
+		t.Fatal(err)
+	}
+	if len(payloads) != 0 {
+		t.Fatalf("payloads %v are left without their delivery, or the one waiting lost its payload", payloads)
+	}
+	if d, err := s.Outbox.Lookup(ctx, "waiting", "https://r.example/h"); err != nil || string(d.Payload) != `{}` {
+		t.Fatalf("the delivery left = %+v, %v; want its payload", d, err)
+	}
+}
+
+// TestTheSchemaGuardKnowsWhereSQLiteKeepsThePayload: on SQLite, courier's
+// tables are courier_outbox without a payload and courier_outbox_payload
+// beside it (migration 13); Open refuses either altered.
+func TestTheSchemaGuardKnowsWhereSQLiteKeepsThePayload(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		alter, want string
+	}{
+		{"ALTER TABLE courier_outbox ADD COLUMN payload BLOB", "table courier_outbox: column payload is not courier's"},
+		{"DROP TABLE courier_outbox_payload", "table courier_outbox_payload is missing"},
+		{"ALTER TABLE courier_outbox_payload ADD COLUMN size INTEGER", "table courier_outbox_payload: column size is not courier's"},
+	} {
+		t.Run(tt.alter, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := openFile(t, filepath.Join(t.TempDir(), "courier.db"))
+			if err := store.Migrate(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, tt.alter); err != nil {
+				t.Fatal(err)
+			}
+			s, err := store.Open(ctx, db, store.Config{})
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, courier.CodeSchemaAltered) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open = %v, want schema_altered: %s", err, tt.want)
+			}
+		})
+	}
+}
