@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx/reflectx"
 
@@ -93,6 +94,9 @@ func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
 	return h, nil
 }
 
+// lostWait bounds Check's wait for the writer, to look at its files.
+const lostWait = 250 * time.Millisecond
+
 // integrityCheck runs the engine's own integrity check and reports
 // whether it found damage.
 func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
@@ -100,13 +104,19 @@ func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
 		return true, nil // removed or replaced under the Store: its writes go nowhere lasting
 	}
 	// The writer's files are looked at through the writer, unless ctx's
-	// request holds it (a receiver's function): that look would wait for
-	// itself.
+	// request holds it (a receiver's function), and for lostWait at most:
+	// a writer held longer (by a long transaction, the caller's own among
+	// them) looks at them itself, within a few commits.
 	if s.dialect.Lost != nil && s.writerHeld(ctx) == nil {
 		if s.closed.Load() {
 			return false, errClosed
 		}
-		if lost, err := s.dialect.Lost(ctx, s.writer); err != nil || lost {
+		lctx, cancel := context.WithTimeout(ctx, lostWait)
+		lost, err := s.dialect.Lost(lctx, s.writer)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && lctx.Err() != nil: // the writer is busy: not looked at
+		case err != nil || lost:
 			return lost, s.dialect.interpret("database files", err)
 		}
 	}

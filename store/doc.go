@@ -292,7 +292,9 @@
 //     courier_outbox into a table of its own, so that a claim or settle,
 //     which changes the size of the delivery's row, no longer writes the
 //     payload again (SQLite writes such a row whole); the earlier
-//     courier's enqueues, which write the column, fail.
+//     courier's enqueues, which write the column, fail, and so does
+//     every read of a delivery's payload it makes (Get, its admin's
+//     delivery page, Check).
 //
 // Couriers from before these upgrades refuse every newer version, as that
 // last case: their processes stop claiming once the new release's
@@ -316,7 +318,10 @@
 // other writers wait (up to the busy timeout, 10 s, then fail busy).
 // SQLite's migration 13 copies every payload and rewrites every row of
 // courier_outbox without it: about 2.5 s for 200,000 deliveries of a few
-// bytes there, more with larger payloads.
+// bytes there, more with larger payloads; it needs free disk space for
+// about twice the outbox's payloads (the copy, and the rewritten table in
+// the -wal file; a migration that runs out rolls back whole), and the
+// file keeps the pages it frees until a VACUUM.
 // Prune before upgrading a large outbox either way.
 //
 // # Clocks

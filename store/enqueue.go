@@ -150,8 +150,9 @@ type Enqueued struct {
 
 // Enqueue adds a delivery inside the caller's transaction tx, so it exists
 // exactly when the caller's own writes commit (tx may be a database or a
-// connection instead: see DBTX). A tx already committed or rolled back
-// is CodeInvalidArgument, saying so: enqueue before the Commit.
+// connection instead: see DBTX). A tx already ended (committed, rolled
+// back, or ended with the context it began with) is CodeInvalidArgument,
+// saying so: enqueue in it before its Commit.
 // Enqueueing the same (NotificationID, Endpoint) again with the same
 // payload and settings is a no-op that returns the existing row, whatever happened to it since (a
 // Redrive that gave it a fresh budget too); with a different payload or
@@ -473,12 +474,36 @@ const maxRepublishReads = 8
 // insert runs an outbox INSERT … ON CONFLICT DO NOTHING and returns the
 // new row's id, or errExists when it inserted nothing. The payload goes
 // where the engine keeps it (see writePayload).
-func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[string]any) (int64, error) {
-	id, err := o.insertRow(ctx, tx, name, args)
-	if err != nil {
-		return 0, err
+func (o *Outbox) insert(ctx context.Context, tx DBTX, name string, args map[string]any) (id int64, err error) {
+	err = o.whole(ctx, tx, func() error {
+		if id, err = o.insertRow(ctx, tx, name, args); err != nil {
+			return err
+		}
+		return o.writePayload(ctx, tx, id, args)
+	})
+	return id, err
+}
+
+// whole runs write, the statements that write one delivery and its
+// payload in tx, as one: where a failed statement leaves the transaction
+// going (SQLite), under a savepoint (outbox_write_begin), undone when one
+// of them fails, so that tx holds the delivery whole or not at all. An
+// engine whose failed statement aborts the transaction needs none.
+func (o *Outbox) whole(ctx context.Context, tx DBTX, write func() error) error {
+	if o.s.q("outbox_write_begin").text == "" {
+		return write()
 	}
-	return id, o.writePayload(ctx, tx, id, args)
+	if _, err := o.s.exec(ctx, tx, "outbox_write_begin", nil); err != nil {
+		return err
+	}
+	if err := write(); err != nil {
+		undo := context.WithoutCancel(ctx) // a write cut short by ctx is undone all the same
+		_, _ = o.s.exec(undo, tx, "outbox_write_undo", nil)
+		_, _ = o.s.exec(undo, tx, "outbox_write_end", nil)
+		return err
+	}
+	_, err := o.s.exec(ctx, tx, "outbox_write_end", nil)
+	return err
 }
 
 // insertRow runs the INSERT of insert.
@@ -903,29 +928,35 @@ func (o *Outbox) republished(ctx context.Context, tx DBTX, args map[string]any, 
 	switch {
 	case revive:
 		var id int64
-		switch err := o.s.scan(ctx, tx, "outbox_publish_revive", args, &id); {
-		case isNoRows(err):
-			return Enqueued{}, false, errMoved
-		case err != nil:
-			return Enqueued{}, false, err
-		}
-		if err := o.writePayload(ctx, tx, id, args); err != nil {
+		err := o.whole(ctx, tx, func() error {
+			switch err := o.s.scan(ctx, tx, "outbox_publish_revive", args, &id); {
+			case isNoRows(err):
+				return errMoved
+			case err != nil:
+				return err
+			}
+			return o.writePayload(ctx, tx, id, args)
+		})
+		if err != nil {
 			return Enqueued{}, false, err
 		}
 		o.s.observeIn(tx, Event{Kind: EventEnqueued, N: 1, Status: courier.StatusPending})
 		return Enqueued{ID: id}, true, nil
 	case changed && unfinished(r.Status):
-		res, err := o.s.exec(ctx, tx, "outbox_publish_refresh", args)
+		err := o.whole(ctx, tx, func() error {
+			res, err := o.s.exec(ctx, tx, "outbox_publish_refresh", args)
+			if err != nil {
+				return err
+			}
+			switch n, err := res.RowsAffected(); {
+			case err != nil:
+				return wrapf(err, "outbox_publish_refresh")
+			case n == 0:
+				return errMoved
+			}
+			return o.writePayload(ctx, tx, r.ID, args)
+		})
 		if err != nil {
-			return Enqueued{}, false, err
-		}
-		switch n, err := res.RowsAffected(); {
-		case err != nil:
-			return Enqueued{}, false, wrapf(err, "outbox_publish_refresh")
-		case n == 0:
-			return Enqueued{}, false, errMoved
-		}
-		if err := o.writePayload(ctx, tx, r.ID, args); err != nil {
 			return Enqueued{}, false, err
 		}
 		return Enqueued{ID: r.ID}, false, nil

@@ -76,16 +76,30 @@ func (in *Inbox) recordAt(ctx context.Context, tx DBTX, k protocol.InboxKey, now
 		}
 		return protocol.Receipt{}, "", err
 	}
-	same, stored, err := in.s.cfg.Encryption.openRecord(k, record{digest: row.PayloadSHA256, keyID: row.PayloadKeyID, answer: row.Ack})
+	receipt, same, err := in.receiptOf(k, row)
 	switch {
 	case err != nil:
 		return protocol.Receipt{}, "", err
 	case !same:
 		return protocol.Receipt{}, "", errIdempotencyCollision
-	case row.Status != "completed":
-		return protocol.Receipt{InProgress: true}, row.PayloadSHA256, nil
+	case receipt.InProgress:
+		return receipt, row.PayloadSHA256, nil
 	}
-	return protocol.Receipt{Ack: stored}, "", nil
+	return receipt, "", nil
+}
+
+// receiptOf is what row, the record of k's sender and key, answers for
+// k: whether it was recorded with k's payload digest (same), and if so
+// its receipt, the stored answer opened, or in progress.
+func (in *Inbox) receiptOf(k protocol.InboxKey, row inboxRow) (r protocol.Receipt, same bool, err error) {
+	same, stored, err := in.s.cfg.Encryption.openRecord(k, record{digest: row.PayloadSHA256, keyID: row.PayloadKeyID, answer: row.Ack})
+	switch {
+	case err != nil || !same:
+		return protocol.Receipt{}, same, err
+	case row.Status != "completed":
+		return protocol.Receipt{InProgress: true}, true, nil
+	}
+	return protocol.Receipt{Ack: stored}, true, nil
 }
 
 // find reports what is recorded for k inside tx, writing nothing: a
@@ -102,16 +116,7 @@ func (in *Inbox) find(ctx context.Context, tx DBTX, k protocol.InboxKey) (_ prot
 	case err != nil:
 		return protocol.Receipt{}, false, err
 	}
-	same, stored, err := in.s.cfg.Encryption.openRecord(k, record{digest: row.PayloadSHA256, keyID: row.PayloadKeyID, answer: row.Ack})
-	switch {
-	case err != nil:
-		return protocol.Receipt{}, false, err
-	case !same:
-		return protocol.Receipt{}, false, nil
-	case row.Status != "completed":
-		return protocol.Receipt{InProgress: true}, true, nil
-	}
-	return protocol.Receipt{Ack: stored}, true, nil
+	return in.receiptOf(k, row)
 }
 
 // recordArgs returns the parameters that identify k's record and say what

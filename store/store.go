@@ -541,9 +541,10 @@ func (s *Store) exec(ctx context.Context, x DBTX, name string, args map[string]a
 
 // interpret is the dialect's interpret for a statement run with ctx. A
 // transaction that ended while ctx had not is the caller's, used after
-// its Commit or Rollback: its mistake (errTxEnded), not a database that is
-// down. (database/sql ends a transaction whose context ended too, with
-// the same error: that one is the context's end, as before.)
+// its Commit or Rollback, or after the context it began with ended (a
+// request's, say, with the statement made under another): not a database
+// that is down (errTxEnded). A transaction database/sql ended because
+// ctx itself ended is the context's end, as before.
 func (s *Store) interpret(ctx context.Context, name string, err error) error {
 	if err != nil && ctx.Err() == nil && (errors.Is(err, sql.ErrTxDone) || s.dialect.Interpret(err).Kind == engine.Ended) {
 		return fmt.Errorf("store: %s: %w: %w", name, errTxEnded, err)
@@ -552,7 +553,7 @@ func (s *Store) interpret(ctx context.Context, name string, err error) error {
 }
 
 // errTxEnded is a statement run in a transaction that has ended.
-var errTxEnded = invalidArgument("the transaction has ended (committed or rolled back): make courier's calls in it before its Commit")
+var errTxEnded = invalidArgument("the transaction has ended (committed, rolled back, or ended with the context it began with): make courier's calls in it before its Commit")
 
 // nativeResult is an engine.Tx's result: rows affected only, as every
 // engine whose statements return ids by RETURNING reports.

@@ -143,3 +143,53 @@ func TestTheSchemaGuardKnowsWhereSQLiteKeepsThePayload(t *testing.T) {
 		})
 	}
 }
+
+// TestAnEnqueueWhosePayloadFailsLeavesNothing: a delivery and its payload
+// are two statements on SQLite, and a failed statement leaves SQLite's
+// transaction going. An enqueue whose payload could not be written left
+// the delivery's row in the caller's transaction, so an enqueue made again
+// there found it (Existed) with no payload, and the delivery, committed,
+// was quarantined at its claim, never sent. The two are written under a
+// savepoint: the failure undoes both, and the enqueue made again writes
+// the delivery whole.
+func TestAnEnqueueWhosePayloadFailsLeavesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _ := storeAt(t)
+	// A payload write refused while refuse_payloads holds a row.
+	for _, stmt := range []string{
+		"CREATE TABLE refuse_payloads (x INTEGER)",
+		`CREATE TRIGGER refuse_payload BEFORE INSERT ON courier_outbox_payload
+		 WHEN EXISTS (SELECT 1 FROM refuse_payloads) BEGIN SELECT RAISE(ABORT, 'payload refused'); END`,
+	} {
+		if _, err := s.DB().ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	p := store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://r.example/h", Payload: []byte(`{"id":"n-1"}`)}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO refuse_payloads VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Outbox.Enqueue(ctx, tx, p); err == nil {
+		t.Fatal("Enqueue with its payload refused succeeded")
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM refuse_payloads"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Outbox.Enqueue(ctx, tx, p)
+	if err != nil || e.Existed {
+		t.Fatalf("Enqueue made again = %+v, %v; want the delivery written anew, not Existed (the failed one left nothing)", e, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(c) != 1 || string(c[0].Payload) != string(p.Payload) {
+		t.Fatalf("claim = %d deliveries, %v; want n-1 with its payload", len(c), err)
+	}
+}

@@ -579,14 +579,22 @@ func TestOperatorWritesRefusedByTheDatabase(t *testing.T) {
 // one delivery enqueued, id, and returns it and the file's path.
 func storeWithOne(t *testing.T, id string) (*store.Store, string) {
 	t.Helper()
+	s, path := storeAt(t)
+	if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// storeAt opens a Store on a new file, closed as the test ends, and
+// returns it and the file's path.
+func storeAt(t *testing.T) (*store.Store, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	s, err := sqlite.Open(t.Context(), path, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
 	return s, path
 }

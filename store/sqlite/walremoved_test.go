@@ -1,10 +1,12 @@
 package sqlite_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -116,5 +118,30 @@ func TestCheckSaysTheWALWasRemoved(t *testing.T) {
 	}
 	if courier.CodeOf(err) != courier.CodeDatabaseUnavailable {
 		t.Errorf("an enqueue after Check found the -wal file removed = %v, want refused, database_unavailable", err)
+	}
+}
+
+// TestCheckInItsOwnTransactionDoesNotWaitForItself: Check looks at the
+// -wal file through the writer; called by a goroutine whose own
+// transaction holds the writer (an application's Store.Begin with a write
+// pending), it waited for itself until its context ended. It waits a
+// moment only, and reports the rest.
+func TestCheckInItsOwnTransactionDoesNotWaitForItself(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _ := storeWithOne(t, "n-1")
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-2", Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	h, err := s.Outbox.Check(cctx, 0)
+	if err != nil || h.Status != store.HealthOK {
+		t.Fatalf("Check inside the caller's own write transaction = %s %s, %v; want ok, without waiting for the writer it holds", h.Status, h.Code, err)
 	}
 }

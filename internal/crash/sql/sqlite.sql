@@ -117,7 +117,9 @@ SELECT notification_id, endpoint, ordering_key, seq FROM crash_control_effects O
 -- name: outbox_deliveries
 -- Every delivery with its endpoint, status and stored payload (sealed
 -- when the run encrypts).
-SELECT notification_id, endpoint, status, payload FROM courier_outbox;
+-- SQLite keeps payloads in a table of their own (migration 13).
+SELECT o.notification_id, o.endpoint, o.status, p.payload
+FROM courier_outbox AS o LEFT JOIN courier_outbox_payload AS p ON p.id = o.id;
 
 -- name: ordering_keys_left
 -- Keys that still have a head: none once every delivery finished.

@@ -75,6 +75,17 @@ SELECT id FROM revived, pg_notify('courier_outbox', '');
 -- settle) does not copy it. SQLite keeps it in a table of its own, which
 -- this statement writes there.
 
+-- name: outbox_write_begin
+-- PostgreSQL: nothing to do; one statement writes a delivery with its
+-- payload, and a statement that fails aborts the transaction. SQLite's
+-- are two, under a savepoint.
+
+-- name: outbox_write_undo
+-- PostgreSQL: nothing to do (see outbox_write_begin).
+
+-- name: outbox_write_end
+-- PostgreSQL: nothing to do (see outbox_write_begin).
+
 -- name: outbox_reclaim_expired_leases
 -- PostgreSQL: only the rows the statement above logged. A row it skipped
 -- (locked by another transaction then) may be free by now; it waits for the

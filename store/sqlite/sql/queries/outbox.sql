@@ -88,6 +88,22 @@ RETURNING id;
 INSERT INTO courier_outbox_payload (id, payload) VALUES (:id, :payload)
 ON CONFLICT (id) DO UPDATE SET payload = excluded.payload;
 
+-- name: outbox_write_begin
+-- A delivery and its payload are two statements (outbox_payload_write),
+-- and a statement that fails leaves SQLite's transaction going: without
+-- a savepoint around both, a payload that could not be written would
+-- leave the delivery's row in the caller's transaction, and an enqueue
+-- made again there would find it, its payload missing. The store undoes
+-- both (outbox_write_undo) when one fails, and ends the savepoint
+-- (outbox_write_end) either way.
+SAVEPOINT courier_write;
+
+-- name: outbox_write_undo
+ROLLBACK TO courier_write;
+
+-- name: outbox_write_end
+RELEASE courier_write;
+
 -- name: outbox_reclaim_expired_leases
 -- SQLite: INDEXED BY, so only the expired leases are read, not every
 -- lease (by courier_outbox_status, the planner's pick without statistics).
