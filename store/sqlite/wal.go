@@ -105,9 +105,7 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 	}
 	w.commits = 0
 	fi, err := os.Stat(w.path)
-	if w.gone(fi, err) {
-		w.removed = true
-		w.secure(sc)
+	if w.foundGone(sc, fi, err) {
 		return true // kept: another connection would find the frames of the unlinked file missing
 	}
 	if err != nil {
@@ -145,6 +143,19 @@ func (w *walBound) committed(sc *sqlite3.SQLiteConn) bool {
 		w.seen = after.Size()
 	}
 	return err == nil
+}
+
+// foundGone reports whether the look that found fi (or err) found the
+// -wal file removed or replaced (see gone); if so, from then on the
+// writer refuses writes (see removal), what the unlinked file holds
+// secured first.
+func (w *walBound) foundGone(sc *sqlite3.SQLiteConn, fi os.FileInfo, err error) bool {
+	if !w.gone(fi, err) {
+		return false
+	}
+	w.removed = true
+	w.secure(sc)
+	return true
 }
 
 // gone reports whether the -wal file at the look that found fi (or err)
@@ -214,10 +225,7 @@ func walLost(ctx context.Context, db *sqlx.DB) (bool, error) {
 		}
 		if !w.wal.removed {
 			fi, err := os.Stat(w.wal.path)
-			if w.wal.gone(fi, err) {
-				w.wal.removed = true
-				w.wal.secure(w.SQLiteConn)
-			}
+			w.wal.foundGone(w.SQLiteConn, fi, err)
 		}
 		lost = w.wal.removed
 		return nil

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,12 +74,7 @@ func TestTheWALStaysBounded(t *testing.T) {
 // returns it, the file's path and a reader of its -wal file's size.
 func walStore(t *testing.T) (*store.Store, string, func() int64) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := sqlite.Open(t.Context(), path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, path := storeAt(t)
 	return s, path, func() int64 {
 		t.Helper()
 		fi, err := os.Stat(path + "-wal")
