@@ -305,7 +305,7 @@ func TestStoreFailureIsAnswered503InEveryReceiver(t *testing.T) {
 		if e.calls.Load() != 0 {
 			t.Fatalf("the application's function ran %d times", e.calls.Load())
 		}
-		want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusServiceUnavailable, Code: courier.CodeInternal}
+		want := handler.Event{Outcome: handler.OutcomeFailed, HTTPStatus: http.StatusServiceUnavailable, Code: courier.CodeInternal}
 		if got := events.all(); len(got) != 1 || got[0] != want {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}
@@ -353,7 +353,7 @@ func TestOneAnswerPerOutcomeInEveryReceiver(t *testing.T) {
 				if p := problemOf(t, rec); rec.Code != tc.status || p.Code != tc.code {
 					t.Fatalf("got %d %s, want %d %s: %s", rec.Code, p.Code, tc.status, tc.code, rec.Body)
 				}
-				if got := events.all(); len(got) != 1 || got[0].Status != tc.status || got[0].Code != tc.code {
+				if got := events.all(); len(got) != 1 || got[0].HTTPStatus != tc.status || got[0].Code != tc.code {
 					t.Fatalf("events %+v", got)
 				}
 				if inbox, _ := e.written(t); inbox != 0 || e.calls.Load() != 1 {
@@ -439,7 +439,7 @@ func TestRefusalsAreLogged(t *testing.T) {
 		}
 		var hooked []sent
 		for _, ev := range events.all() {
-			hooked = append(hooked, sent{ev.Status, ev.Code})
+			hooked = append(hooked, sent{ev.HTTPStatus, ev.Code})
 		}
 		if fmt.Sprint(hooked) != fmt.Sprint(want) {
 			t.Fatalf("events %v, want %v", hooked, want)
@@ -472,7 +472,7 @@ func TestPanicReachesHook(t *testing.T) {
 		if p := problemOf(t, rec); rec.Code != http.StatusInternalServerError || p.Code != courier.CodeInternal {
 			t.Fatalf("behind Recover: %d %s", rec.Code, p.Code)
 		}
-		want := handler.Event{Outcome: handler.OutcomeFailed, Status: http.StatusInternalServerError, Code: courier.CodeInternal}
+		want := handler.Event{Outcome: handler.OutcomeFailed, HTTPStatus: http.StatusInternalServerError, Code: courier.CodeInternal}
 		if got := events.all(); len(got) != 1 || got[0] != want {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}
@@ -582,8 +582,8 @@ func TestHookPanicLeavesTheAnswer(t *testing.T) {
 		}
 
 		want := []handler.Event{
-			{Outcome: handler.OutcomeAccepted, Status: e.ok},
-			{Outcome: handler.OutcomeRejected, Status: http.StatusMethodNotAllowed, Code: courier.CodeMethodNotAllowed},
+			{Outcome: handler.OutcomeAccepted, HTTPStatus: e.ok},
+			{Outcome: handler.OutcomeRejected, HTTPStatus: http.StatusMethodNotAllowed, Code: courier.CodeMethodNotAllowed},
 		}
 		if got := events.all(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("events %+v, want %+v (one per request)", got, want)
@@ -663,7 +663,7 @@ func TestAClientGoneIsNoFailure(t *testing.T) {
 				}
 				// The Event says what was answered, as Event's doc says:
 				// failed, with the answer's status and code.
-				want := handler.Event{Outcome: handler.OutcomeFailed, Status: rec.Code, Code: problemOf(t, rec).Code}
+				want := handler.Event{Outcome: handler.OutcomeFailed, HTTPStatus: rec.Code, Code: problemOf(t, rec).Code}
 				if len(events) != 1 || events[0] != want {
 					t.Fatalf("events %+v; want one, %+v", events, want)
 				}

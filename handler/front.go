@@ -28,13 +28,15 @@ const (
 	OutcomeFailed    = "failed"    // 5xx: the sender retries
 )
 
-// Event reports one answered request, for metrics: its status, what
+// Event reports one answered request, for metrics: its HTTP status, what
 // became of it and the problem's code (empty for a success). No content.
+// The names are client.Event's: HTTPStatus is the status on the wire, Code
+// the problem's code.
 //
 // It reports the answer, not whose fault it was. A request whose client
 // went away once its body had arrived (net/http ends the request's
 // context when the connection closes) and that ended with it is reported
-// as it was answered: Outcome failed, Status 503 with Code
+// as it was answered: Outcome failed, HTTPStatus 503 with Code
 // internal_error when a store call ended with the context, or 500 with
 // handler_failed when the application's function returned the context's
 // error, although neither the store nor the application failed. So a
@@ -43,9 +45,9 @@ const (
 // doc). One whose client went away mid-body is rejected, 400
 // invalid_argument.
 type Event struct {
-	Outcome string
-	Status  int
-	Code    courier.Code
+	Outcome    string       // OutcomeAccepted, OutcomeDuplicate, OutcomeRejected or OutcomeFailed
+	HTTPStatus int          // the status answered
+	Code       courier.Code // the problem's code, "" for a success
 }
 
 // front is what every handler here shares: how a request gets in, and how
@@ -155,7 +157,7 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 		}
 		defer func() { _ = recover() }()
 		f.logger.ErrorContext(ctx, "handler: "+what+" panicked; the panic was dropped",
-			slog.Bool(logkey.Panic, true), slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
+			slog.Bool(logkey.Panic, true), slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code)))
 	}()
 	fn()
 }
@@ -164,10 +166,10 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 // one that failed because its client went away (clientGone): at Info.
 func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	switch {
-	case e.Status >= 500 && !ow.panicked && clientGone(r, ow.cause):
-		f.logger.InfoContext(r.Context(), "handler: request ended by its client", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
-	case e.Status >= 500:
-		attrs := []any{slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code))}
+	case e.HTTPStatus >= 500 && !ow.panicked && clientGone(r, ow.cause):
+		f.logger.InfoContext(r.Context(), "handler: request ended by its client", slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code)))
+	case e.HTTPStatus >= 500:
+		attrs := []any{slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code))}
 		if ow.cause != nil {
 			attrs = append(attrs, slog.Any(logkey.Error, ow.cause))
 		}
@@ -175,8 +177,8 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 			attrs = append(attrs, slog.Bool(logkey.Panic, true))
 		}
 		f.logger.ErrorContext(r.Context(), "handler: request failed", attrs...)
-	case e.Status >= 400:
-		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.Status), slog.String(logkey.Code, string(e.Code)))
+	case e.HTTPStatus >= 400:
+		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code)))
 	}
 }
 
@@ -224,14 +226,14 @@ func (w *outcomeWriter) RecordProblemCode(code courier.Code) {
 func (w *outcomeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *outcomeWriter) event() Event {
-	e := Event{Status: w.status, Code: w.code}
-	if e.Status == 0 { // nothing written: net/http answers 200
-		e.Status = http.StatusOK
+	e := Event{HTTPStatus: w.status, Code: w.code}
+	if e.HTTPStatus == 0 { // nothing written: net/http answers 200
+		e.HTTPStatus = http.StatusOK
 	}
 	switch {
-	case e.Status >= 500:
+	case e.HTTPStatus >= 500:
 		e.Outcome = OutcomeFailed
-	case e.Status >= 300:
+	case e.HTTPStatus >= 300:
 		e.Outcome = OutcomeRejected
 	case w.duplicate:
 		e.Outcome = OutcomeDuplicate

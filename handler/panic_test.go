@@ -163,7 +163,7 @@ func TestPanicNilInTheFunctionIsA500(t *testing.T) {
 			if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != "application/problem+json" || problem.Code != courier.CodeInternal {
 				t.Errorf("a function that panicked with nil: %d %s %q, want 500 problem+json internal_error", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 			}
-			if got := p.reported(); len(got) != 1 || got[0].Status != http.StatusInternalServerError || got[0].Code != courier.CodeInternal {
+			if got := p.reported(); len(got) != 1 || got[0].HTTPStatus != http.StatusInternalServerError || got[0].Code != courier.CodeInternal {
 				t.Errorf("reported %+v, want one Event: 500 internal_error", got)
 			}
 			// Nothing was recorded: the next attempt processes it.

@@ -260,7 +260,7 @@ func TestPublishIsNotASigningOracle(t *testing.T) {
 				t.Fatalf("a refused publish stored %d deliveries and %d idempotency records", outbox, inbox)
 			}
 		}
-		if ev := events.all(); len(ev) != 2 || ev[0] != (handler.Event{Outcome: handler.OutcomeRejected, Status: 403, Code: courier.CodeForbidden}) {
+		if ev := events.all(); len(ev) != 2 || ev[0] != (handler.Event{Outcome: handler.OutcomeRejected, HTTPStatus: 403, Code: courier.CodeForbidden}) {
 			t.Fatalf("events %+v", ev)
 		}
 		if recs := logs.All(); len(recs) != 2 || recs[0].Level != slog.LevelInfo || attrs(recs[0])["code"] != "forbidden" {

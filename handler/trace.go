@@ -84,12 +84,12 @@ func endServer(span *tracing.Once, e Event) {
 	if span == nil {
 		return
 	}
-	attrs := []slog.Attr{slog.Int(tracing.AttrHTTPStatus, e.Status), slog.String(tracing.AttrOutcome, e.Outcome)}
+	attrs := []slog.Attr{slog.Int(tracing.AttrHTTPStatus, e.HTTPStatus), slog.String(tracing.AttrOutcome, e.Outcome)}
 	if e.Code != "" {
 		attrs = append(attrs, slog.String(tracing.AttrCode, string(e.Code)))
 	}
 	span.SetAttributes(attrs...)
-	if e.Status >= 500 {
+	if e.HTTPStatus >= 500 {
 		span.Fail(e.Code)
 	}
 	span.End()

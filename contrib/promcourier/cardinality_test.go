@@ -136,7 +136,7 @@ func TestEveryCourierCodeIsItsOwn(t *testing.T) {
 	}
 	c := promcourier.New()
 	for _, code := range codes {
-		c.ReceiverHook(handler.Event{Outcome: handler.OutcomeRejected, Status: 400, Code: code})
+		c.ReceiverHook(handler.Event{Outcome: handler.OutcomeRejected, HTTPStatus: 400, Code: code})
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
