@@ -34,14 +34,21 @@ type Config struct {
 	Store *store.Store
 	// Authorize decides whether r may change anything: redrive, cancel,
 	// enable or disable an endpoint, set its limits, pin a contract or fail the
-	// deliveries a changed contract holds back. It returns nil to allow. An error whose code is
-	// courier.CodeForbidden (return courier.CodeForbidden, or wrap it)
-	// answers 403 forbidden: the caller is known but may not act; any
-	// other error answers 401 unauthorized. Defaults to nil: the Handler
-	// is read-only and every mutation answers 403 forbidden.
+	// deliveries a changed contract holds back. It returns nil to allow.
+	// Any error answers 403: one whose code is courier.CodeForbidden
+	// (return courier.CodeForbidden, or wrap it) with code forbidden, the
+	// caller is known but may not act; any other with code unauthorized,
+	// the caller is not known (no session, say). Never 401: a 401 carries
+	// a WWW-Authenticate challenge, and the Handler knows no scheme to
+	// offer; the application's authentication in front of it does, and
+	// answers its own 401 with its challenge before the Handler is
+	// reached. Defaults to nil: the Handler is read-only and every
+	// mutation answers 403 forbidden.
 	//
 	// It may read r's body to decide (r.FormValue, a JSON decoder): the
-	// action reads the body whole after it, whatever it read.
+	// action reads the body whole after it, whatever it read. It reads at
+	// most the first 16 KiB and one byte, then the body's end: no change
+	// takes a longer body, and the action refuses one (413).
 	//
 	// Reads are not authorized here: mount the Handler behind the
 	// application's own authentication. The Handler knows no tenants:
@@ -169,8 +176,8 @@ func (h *Handler) read(next http.HandlerFunc) http.Handler {
 	})
 }
 
-// mutate admits a POST from the same site, without a query, that
-// Authorize allows.
+// mutate admits a POST from the same site, without a query and without a
+// content coding, that Authorize allows.
 func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -194,15 +201,26 @@ func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 			problem.Write(w, p)
 			return
 		}
+		if jsonbody.HasContentCoding(r) {
+			// Courier decodes no content coding (gzip, say): what a coded
+			// body carries is not what its bytes read as, a form's
+			// fields or JSON's members, and an empty one reads as none,
+			// which is every failed delivery to a redrive. Refused before
+			// Authorize reads the body, for every change alike.
+			jsonbody.UnsupportedCoding(w)
+			return
+		}
 		if h.cfg.Authorize == nil {
 			h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "this admin is read-only")
 			return
 		}
 		if err := h.authorize(r); err != nil {
+			// 403 either way, never 401 (see Config.Authorize): the code
+			// says which refusal it is.
 			if courier.CodeOf(err) == courier.CodeForbidden {
 				h.refuse(w, r, http.StatusForbidden, courier.CodeForbidden, "not allowed")
 			} else {
-				h.refuse(w, r, http.StatusUnauthorized, courier.CodeUnauthorized, "authorization required")
+				h.refuse(w, r, http.StatusForbidden, courier.CodeUnauthorized, "authorization required")
 			}
 			return
 		}
@@ -215,9 +233,12 @@ func (h *Handler) mutate(next http.HandlerFunc) http.Handler {
 // to decide (r.FormValue, a JSON decoder) drains it, and the action would
 // read what is left, an empty body without a Content-Length to tell it
 // short, which is a redrive of every endpoint's deliveries. What
-// Authorize reads is kept, up to one byte over maxBody (where the
-// action's read refuses the body as too large anyway), and read again
-// before the rest.
+// Authorize reads is kept, and read again before the rest. Authorize
+// reads at most one byte over maxBody, then the body's end: it is asked
+// before the caller is known, and r.FormValue would otherwise hold
+// whatever anyone sends (a multipart body: 32 MiB in memory, the rest in
+// temporary files), where the action refuses a body over maxBody as too
+// large anyway.
 func (h *Handler) authorize(r *http.Request) error {
 	body := &keptBody{src: r.Body}
 	r.Body = body
@@ -229,18 +250,20 @@ func (h *Handler) authorize(r *http.Request) error {
 	return err
 }
 
-// keptBody is a request body that keeps the first maxBody+1 bytes read
-// from it. Closing it leaves the body open, for the action to read.
+// keptBody is a request body that ends after maxBody+1 bytes, and keeps
+// them. Closing it leaves the body open, for the action to read.
 type keptBody struct {
 	src  io.ReadCloser
 	kept []byte
 }
 
 func (b *keptBody) Read(p []byte) (int, error) {
-	n, err := b.src.Read(p)
-	if room := maxBody + 1 - len(b.kept); room > 0 {
-		b.kept = append(b.kept, p[:min(n, room)]...)
+	room := maxBody + 1 - len(b.kept)
+	if room <= 0 {
+		return 0, io.EOF
 	}
+	n, err := b.src.Read(p[:min(len(p), room)])
+	b.kept = append(b.kept, p[:n]...)
 	return n, err
 }
 
@@ -304,7 +327,7 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 }
 
 // decodeJSON reads a mutation's JSON body the way the receivers read
-// theirs: application/json without a content coding (415), bounded
+// theirs: application/json (415; mutate refused a content coding), bounded
 // (413), one strict JSON document without unknown members (400). It
 // answers the refusal itself.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -319,15 +342,11 @@ func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	// A body under a content coding (gzip, say) is not the JSON it
+	// carries, and courier decodes none: mutate refused it before it
+	// came here, empty or not, as the receivers refuse it.
 	if optional && r.ContentLength == 0 { // on a server, a Content-Length of 0 or no body at all
 		return true
-	}
-	// A body under a content coding (gzip, say) is not the JSON it
-	// carries, and courier decodes none: refused before it is read, as
-	// the receivers refuse it.
-	if jsonbody.HasContentCoding(r) {
-		jsonbody.UnsupportedCoding(w)
-		return false
 	}
 	// A chunked body that may be left out is read first: empty, it is
 	// none, whatever its Content-Type.

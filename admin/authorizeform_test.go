@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -114,5 +116,43 @@ func TestAdminMutationReadsNoQuery(t *testing.T) {
 		if st, other := b.status(t, mine), b.status(t, theirs); st != courier.StatusFailed || other != courier.StatusFailed {
 			t.Fatalf("POST %s changed something: the deliveries are %s and %s", m.path, st, other)
 		}
+	}
+}
+
+// TestAdminAuthorizeReadsABoundedBody: an Authorize may read the body to
+// decide, and it is asked before anyone is known, so what it can read is
+// what anyone can send: before, the whole body, however large (r.FormValue
+// on a multipart body holds 32 MiB in memory and writes the rest to
+// temporary files), although no change takes a body over maxBody. It now
+// reads at most maxBody+1 bytes, then the end of the body, and the action
+// refuses the body as too large (413), sized or chunked; nothing changes.
+func TestAdminAuthorizeReadsABoundedBody(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		edit func(*http.Request)
+	}{
+		{"sized", nil},
+		{"chunked", func(r *http.Request) { r.ContentLength = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var read atomic.Int64
+			b := setupAdmin(t, func(r *http.Request) error {
+				n, err := io.Copy(io.Discard, r.Body)
+				read.Store(n)
+				return err
+			})
+			failed := b.failed(t, "n-1", hookA)
+			body := "id=" + strconv.FormatInt(failed, 10) + "&pad=" + strings.Repeat("x", 1<<20)
+			resp, out := b.do(t, http.MethodPost, "/ops/redrive", body, tc.edit)
+			if n := read.Load(); n > maxBody+1 {
+				t.Errorf("Authorize read %d bytes of the body, want at most %d", n, maxBody+1)
+			}
+			refused(t, resp, out, http.StatusRequestEntityTooLarge, courier.CodeBodyTooLarge)
+			if st := b.status(t, failed); st != courier.StatusFailed {
+				t.Fatalf("a refused redrive acted: %s", st)
+			}
+		})
 	}
 }

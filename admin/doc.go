@@ -13,8 +13,15 @@
 // another site, as net/http's CrossOriginProtection judges it: by the
 // browser's Sec-Fetch-Site header, or else its Origin against the request's
 // Host (a proxy in front must pass Host through). A tool that sends neither
-// header, such as curl, is not refused for it: Authorize is its guard. The
-// Handler never shows what could be a secret: no payload bytes (only
+// header, such as curl, is not refused for it: Authorize is its guard. No
+// form carries a token and the Handler sets no cookie: a session cookie
+// is the application's, and SameSite=Lax or Strict on it keeps another
+// site's form post without it in a browser too old to send either header.
+// Origin is compared with Host, which names no scheme: serve the Handler
+// over https only (HSTS), or a page of the same host over plain http
+// passes as the same origin.
+//
+// The Handler never shows what could be a secret: no payload bytes (only
 // their digest), and no endpoint URL in full. An endpoint URL may carry a
 // credential in its userinfo, its query or its path (a chat service's
 // webhook URL is a capability whose path is the secret), so it is shown
@@ -119,7 +126,7 @@
 //	                                    (with the quarantined payload_unreadable ones, as /api/redrive;
 //	                                    an empty id or endpoint_ref is refused)
 //	POST /ops/cancel                    form: id
-//	POST /ops/endpoints/enable          form: endpoint_ref
+//	POST /ops/endpoints/enable          form: endpoint_ref, or endpoint (a URL an operator typed), not both
 //	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed), not both
 //	POST /ops/contracts/pin             form: endpoint_ref, capabilities_sha256
 //	POST /ops/contracts/fail-mismatched form: endpoint_ref
@@ -131,8 +138,10 @@
 // unknown members); an action above that takes no body (the path names
 // all it acts on) takes none, or {}, and refuses a member as any body
 // does. A body's Content-Type is sent on one line, naming a form or JSON
-// as the action reads: otherwise 415 unsupported_media_type, as for a JSON
-// body under a content coding (Content-Encoding: gzip, say). A query
+// as the action reads: otherwise 415 unsupported_media_type, as for a
+// change whose body, a form or JSON, empty or not, is under a content
+// coding (Content-Encoding: gzip, say; answered with Accept-Encoding:
+// identity, and before Authorize is asked). A query
 // parameter that selects what the Admin lists or finds, given twice, is
 // refused too (rule single); another is ignored. A change reads its path
 // and body only, and takes no query: a POST with one is refused, naming
@@ -154,13 +163,15 @@
 // every one in ref order, not URL order, so that its cursor (next_after,
 // a ref) says nothing of a URL and holds when its endpoint leaves the
 // list. Each such answer still reads the store's whole list
-// (store.Endpoints.List, store.Contracts.List), whose cost grows with it:
-// at 50,000 disabled endpoints on SQLite, a quarter to half a second and
-// 60 to 75 MB of allocation per answer (BenchmarkAdminManyEndpoints), for
-// a page of 75 KB or a JSON page of 28 KB (100 endpoints), where all of
-// them in one answer would be 35 MB of HTML and 14 MB of JSON. Walking
-// the whole list through the JSON API reads it once per page: use
-// limit=1000.
+// (store.Endpoints.List, store.Contracts.List), whose cost grows with it,
+// in step: at 50,000 disabled endpoints, each with a pin, on SQLite, a
+// quarter to half a second and 40 to 95 MB of allocation per answer (the
+// page reads both lists), about 12 MB of it held at once for the
+// endpoints' list, where 1,000 cost 4 to 16 ms and 1 to 2.5 MB
+// (BenchmarkAdminManyEndpoints); the answer stays a page of 130 KB or a
+// JSON page of 24 to 29 KB (100 entries), where all of them in one answer
+// would be 35 MB of HTML and 14 MB of JSON. Walking the whole list through
+// the JSON API reads it once per page: use limit=1000.
 //
 // A redrive moves deliveries in batches, each committed on its own: one
 // that fails part-way (/api/redrive or the form) has moved the batches

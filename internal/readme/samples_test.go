@@ -201,7 +201,7 @@ func adminSample(s *store.Store, mux *http.ServeMux, requireLogin func(http.Hand
 		Store: s,
 		Authorize: func(r *http.Request) error { // who may redrive, cancel, enable, pin
 			if r.Header.Get("X-Role") != "operator" {
-				return courier.CodeForbidden // 403; any other error is 401
+				return courier.CodeForbidden // 403 forbidden; any other error, 403 unauthorized
 			}
 			return nil
 		},
