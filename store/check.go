@@ -94,6 +94,16 @@ func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
 	return h, nil
 }
 
+// filesGone reports, at a glance, whether the database's files are no
+// longer the ones the Store opened: Check's first look (integrityCheck),
+// without the writer's.
+func (s *Store) filesGone() bool {
+	if s.file.info != nil && !s.file.same() {
+		return true
+	}
+	return s.dialect.Gone != nil && s.dialect.Gone(s.writer)
+}
+
 // lostWait bounds Check's wait for the writer, to look at its files.
 const lostWait = 250 * time.Millisecond
 

@@ -195,6 +195,8 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		name, args["id"], args["notification_id"] = "outbox_list_by_id", p.ID, p.NotificationID
 	case p.NotificationID != "":
 		name, args["notification_id"] = "outbox_list_by_notification", p.NotificationID
+	case p.Status != "":
+		name = "outbox_list_by_status" // from the status's index, in id order
 	}
 	var rows []outboxRow
 	err := o.s.selectRows(ctx, o.s.db, name, args, &rows)

@@ -209,16 +209,20 @@
 // # Integrity
 //
 // Open runs the schema guard: courier's tables must be at this courier's
-// version with exactly the columns its migrations made, or at a newer
-// courier's that this one may run on (see Upgrades). Claims keep
+// version with exactly the columns its migrations made, and the indexes
+// and triggers its queries rely on (by name: an index a claim reads, the
+// trigger that deletes a delivery's payload with it on SQLite), or at a
+// newer courier's that this one may run on (see Upgrades). Claims keep
 // checking, cheaply: a schema altered after Open stops them with code
 // schema_altered, leasing nothing (SQLite notices at the next claim, from
-// its schema cookie; PostgreSQL within seconds, from its catalog). A
+// its schema cookie; PostgreSQL within seconds, from its catalog's
+// columns, and an index or trigger dropped at the next Open or Check). A
 // claim verifies what it touches: each claimed payload against its
-// digest (or the delivery is quarantined). Outbox.Health reads counts
-// only; Outbox.Check, for a periodic job, adds the engine's own integrity
-// check, the schema guard and a bounded, rotating validation of stored
-// rows.
+// digest (or the delivery is quarantined). Outbox.Health reads counts,
+// and looks whether the database's files are still the ones the Store
+// opened; Outbox.Check, for a periodic job, adds the engine's own
+// integrity check, the schema guard and a bounded, rotating validation of
+// stored rows.
 //
 // The Inbox is the receiver's: one record per (verified sender, dedupe
 // key), written in the transaction of the application's own effects, so a
@@ -275,7 +279,8 @@
 //   - An earlier courier serves on that newer schema: Open and the claims
 //     of a running Store accept a newer version as long as courier's
 //     tables still have every column the earlier courier knows, in its
-//     order (a newer courier's columns come after), and Migrate finds
+//     order (a newer courier's columns come after; its indexes and
+//     triggers are its own to keep or replace), and Migrate finds
 //     nothing to apply. So the processes being replaced keep delivering
 //     while the new release rolls out, one that restarts starts again,
 //     and rolling back to the earlier release needs no migration down.

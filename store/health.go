@@ -76,6 +76,11 @@ const (
 // and endpoint_disabled every waiting row, only while an endpoint is
 // disabled. Blocked, with the code of the first that holds:
 //
+//	database_corrupt    the database file is no longer the one the Store opened (removed
+//	                    or replaced under it), or, on SQLite, its -wal file, as Check says:
+//	                    what commits goes to no file on disk; close the Store and open it
+//	                    again. Health looks at the files only (a stat or two), never
+//	                    through the writer; the counts are what the database still answers
 //	integrity_mismatch  rows are quarantined: stored data was altered or cannot be opened
 //	                    (payload_unreadable: fix the payload keys, then Redrive them)
 //	leases_expired      leases ran out unsettled: workers stopped
@@ -94,15 +99,25 @@ const (
 // worker outage or a stalled endpoint that began later. The code is for
 // alerts; the counts say everything that holds.
 func (o *Outbox) Health(ctx context.Context) (Health, error) {
+	if o.s.closed.Load() {
+		return Health{}, errClosed
+	}
+	if o.s.filesGone() {
+		h, _ := o.health(ctx) // what the lost database still answers, if anything
+		h.Status, h.Code = HealthBlocked, courier.CodeDatabaseCorrupt
+		return h, nil
+	}
+	return o.health(ctx)
+}
+
+// health reads Health's figures from counts.
+func (o *Outbox) health(ctx context.Context) (Health, error) {
 	// One snapshot: figures read each at its own moment, with claims and
 	// enqueues committing in between, would disagree (more due than
 	// pending). SQLite's read-only transaction (see package sqlite) is a
 	// deferred BEGIN, one snapshot from its first read, whatever the
 	// level; PostgreSQL's REPEATABLE READ is one from its first statement,
 	// whatever the database's default isolation.
-	if o.s.closed.Load() {
-		return Health{}, errClosed
-	}
 	tx, err := o.s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return Health{}, o.s.dialect.interpret("outbox_health", err)

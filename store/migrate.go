@@ -191,9 +191,13 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 }
 
 // checkSchema is the guard Open applies: the version must be this
-// courier's, and courier's tables must have exactly the columns its
-// migrations create. Tables of the application are not courier's business,
-// whatever their names.
+// courier's, courier's tables must have exactly the columns its
+// migrations create, and the indexes and triggers its queries rely on
+// (an index a query names, a trigger that deletes a delivery's payload
+// with it) must be there. Tables of the application are not courier's
+// business, whatever their names, nor are indexes and triggers an
+// application adds to courier's tables; only their names are compared, as
+// a column's are.
 //
 // A newer courier's schema passes too, unless it says this courier must
 // not run on it (runsOnNewer), as long as courier's tables still have the
@@ -218,23 +222,51 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 			return err
 		}
 	}
-	var cols []struct {
-		Table  string `db:"table_name"`
-		Column string `db:"column_name"`
+	altered := func(err error) error {
+		return fmt.Errorf("store: %w", &courier.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
 	}
-	if err := sqlx.SelectContext(ctx, db, &cols, d.query("schema_columns").text); err != nil {
-		return d.interpret("schema columns", err)
-	}
-	got := make(map[string][]string)
-	for _, c := range cols {
-		got[c.Table] = append(got[c.Table], c.Column)
+	columns, err := byTable(ctx, db, d, "schema_columns", "schema columns")
+	if err != nil {
+		return err
 	}
 	for _, t := range d.tables {
-		if err := t.check(got[t.name], newer); err != nil {
-			return fmt.Errorf("store: %w", &courier.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
+		if err := t.check(columns[t.name], newer); err != nil {
+			return altered(err)
+		}
+	}
+	if newer {
+		return nil // its indexes and triggers are the newer courier's to keep, or replace
+	}
+	objects, err := byTable(ctx, db, d, "schema_objects", "schema objects")
+	if err != nil {
+		return err
+	}
+	for _, t := range d.tables {
+		if err := t.checkObjects(objects[t.name]); err != nil {
+			return altered(err)
 		}
 	}
 	return nil
+}
+
+// byTable reads the rows of the guard's query name, each a table and one
+// of its names (a column; an index or a trigger, its kind first), into
+// lists by table, in the order read.
+func byTable(ctx context.Context, db sqlx.QueryerContext, d *dialect, name, what string) (map[string][]string, error) {
+	rows, err := db.QueryxContext(ctx, d.query(name).text)
+	if err != nil {
+		return nil, d.interpret(what, err)
+	}
+	defer rows.Close()
+	out := make(map[string][]string)
+	for rows.Next() {
+		var table, item string
+		if err := rows.Scan(&table, &item); err != nil {
+			return nil, d.interpret(what, err)
+		}
+		out[table] = append(out[table], item)
+	}
+	return out, d.interpret(what, rows.Err())
 }
 
 // runsOnNewer returns errSchemaTooNew when a newer courier's migration
@@ -317,6 +349,20 @@ func isSchemaVerdict(err error) bool {
 type table struct {
 	name    string
 	columns []string
+	// objects are the indexes and triggers on the table courier relies
+	// on, each its kind and name ("index courier_outbox_due").
+	objects []string
+}
+
+// checkObjects names the first of t's indexes and triggers missing from
+// got, those the database lists on the table (kind and name).
+func (t table) checkObjects(got []string) error {
+	for _, want := range t.objects {
+		if !slices.Contains(got, want) {
+			return fmt.Errorf("table %s: %s is missing", t.name, want)
+		}
+	}
+	return nil
 }
 
 // check compares a table's columns as the database lists them with what
@@ -346,27 +392,36 @@ func (t table) check(got []string, newer bool) error {
 	return nil
 }
 
-// courierTables are courier's tables and their columns, in order, after
-// the latest migration, on every engine. Where an engine's migrations
-// make them otherwise, the engine says how (engine.Engine.Tables; SQLite
-// keeps a delivery's payload in a table of its own): tablesOf.
+// courierTables are courier's tables, their columns, in order, and the
+// indexes and triggers on them courier relies on, after the latest
+// migration, on every engine. Where an engine's migrations make them
+// otherwise, the engine says how (engine.Engine.Tables and Objects;
+// SQLite keeps a delivery's payload in a table of its own, deleted with
+// it by a trigger): tablesOf.
 var courierTables = func() []table {
-	tables := []struct{ name, columns string }{
-		{"courier_attempts", "id delivery_id attempt owner leased_at lease_expires_at finished_at duration_us outcome http_status error_code remote_code"},
-		{"courier_contracts", "endpoint capabilities_sha256 pinned_at"},
-		{"courier_endpoint_limits", "endpoint max_in_flight rate burst tokens tokens_at updated_at"},
-		{"courier_endpoints", "endpoint state consecutive_failures failing_since open_until reason updated_at"},
-		{"courier_inbox", "sender dedupe_key payload_sha256 status ack created_at updated_at payload_key_id"},
-		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id subscription_id subscription_fingerprint contract_sha256 event_type dedupe_key last_remote_code trace_parent trace_state ordering_key hold enqueued_max_attempts"},
-		{"courier_ordering_keys", "endpoint ordering_key head_id blocked_at updated_at"},
-		{"courier_replay", "key_id nonce expires_at"},
-		{"courier_replay_counts", "key_id bucket n"},
-		{"courier_schema", "version applied_at"},
-		{"courier_subscriptions", "id tenant endpoint event_types auth_mode key_id profile fingerprint active created_at updated_at"},
+	tables := []struct{ name, columns, indexes, triggers string }{
+		{"courier_attempts", "id delivery_id attempt owner leased_at lease_expires_at finished_at duration_us outcome http_status error_code remote_code", "courier_attempts_delivery courier_attempts_finished", ""},
+		{"courier_contracts", "endpoint capabilities_sha256 pinned_at", "", ""},
+		{"courier_endpoint_limits", "endpoint max_in_flight rate burst tokens tokens_at updated_at", "", ""},
+		{"courier_endpoints", "endpoint state consecutive_failures failing_since open_until reason updated_at", "", ""},
+		{"courier_inbox", "sender dedupe_key payload_sha256 status ack created_at updated_at payload_key_id", "courier_inbox_updated", ""},
+		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id subscription_id subscription_fingerprint contract_sha256 event_type dedupe_key last_remote_code trace_parent trace_state ordering_key hold enqueued_max_attempts",
+			"courier_outbox_due courier_outbox_leases courier_outbox_status courier_outbox_listed courier_outbox_contract courier_outbox_dedupe courier_outbox_operations courier_outbox_parked courier_outbox_waiting courier_outbox_in_flight", ""},
+		{"courier_ordering_keys", "endpoint ordering_key head_id blocked_at updated_at", "courier_ordering_keys_blocked", ""},
+		{"courier_replay", "key_id nonce expires_at", "courier_replay_expires", "courier_replay_counted"},
+		{"courier_replay_counts", "key_id bucket n", "courier_replay_counts_bucket", ""},
+		{"courier_schema", "version applied_at", "", ""},
+		{"courier_subscriptions", "id tenant endpoint event_types auth_mode key_id profile fingerprint active created_at updated_at", "courier_subscriptions_tenant", ""},
 	}
 	out := make([]table, len(tables))
 	for i, t := range tables {
 		out[i] = table{name: t.name, columns: strings.Fields(t.columns)}
+		for _, name := range strings.Fields(t.indexes) {
+			out[i].objects = append(out[i].objects, "index "+name)
+		}
+		for _, name := range strings.Fields(t.triggers) {
+			out[i].objects = append(out[i].objects, "trigger "+name)
+		}
 	}
 	return out
 }()
@@ -374,17 +429,24 @@ var courierTables = func() []table {
 // tablesOf returns courier's tables on engine e, by name: courierTables
 // as e amends them.
 func tablesOf(e *engine.Engine) []table {
-	if e.Tables == nil {
+	if e.Tables == nil && e.Objects == nil {
 		return courierTables
 	}
 	columns := make(map[string][]string, len(courierTables))
+	objects := make(map[string][]string, len(courierTables))
 	for _, t := range courierTables {
 		columns[t.name] = slices.Clone(t.columns)
+		objects[t.name] = slices.Clone(t.objects)
 	}
-	e.Tables(columns)
+	if e.Tables != nil {
+		e.Tables(columns)
+	}
+	if e.Objects != nil {
+		e.Objects(objects)
+	}
 	out := make([]table, 0, len(columns))
 	for _, name := range slices.Sorted(maps.Keys(columns)) {
-		out = append(out, table{name: name, columns: columns[name]})
+		out = append(out, table{name: name, columns: columns[name], objects: objects[name]})
 	}
 	return out
 }

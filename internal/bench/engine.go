@@ -181,13 +181,11 @@ func (d *database) fill(ctx context.Context, prefix string, n int, endpoint stri
 	return time.Since(start), nil
 }
 
-// fillPayloadSQL gives every delivery without a payload the payload ?1,
+// fillPayloadSQL gives every delivery without a payload the payload its
+// one parameter binds,
 // where the engine keeps payloads apart from their rows (SQLite,
 // migration 13); elsewhere the fill wrote them in the rows.
-var fillPayloadSQL = map[string]string{
-	"sqlite": `INSERT INTO courier_outbox_payload (id, payload)
-SELECT o.id, ?1 FROM courier_outbox AS o WHERE NOT EXISTS (SELECT 1 FROM courier_outbox_payload AS p WHERE p.id = o.id)`,
-}
+var fillPayloadSQL = map[string]string{"sqlite": benchkit.FillPayloadsSQL}
 
 // fillPayloads runs fillPayloadSQL, if the engine has one.
 func (d *database) fillPayloads(ctx context.Context, payload []byte) error {

@@ -59,3 +59,11 @@ func OpenEngines[E any](ctx context.Context, names []string, wrap func(Engine) E
 	}
 	return engines, notes, stop, nil
 }
+
+// FillPayloadsSQL gives every delivery of a SQLite outbox that has no
+// payload the payload its one parameter binds. SQLite keeps a delivery's
+// payload in a table of its own (migration 13), which a fill of
+// courier_outbox in one statement leaves empty; PostgreSQL keeps it in
+// the delivery's row, which the fill writes.
+const FillPayloadsSQL = `INSERT INTO courier_outbox_payload (id, payload)
+SELECT o.id, ? FROM courier_outbox AS o WHERE NOT EXISTS (SELECT 1 FROM courier_outbox_payload AS p WHERE p.id = o.id)`

@@ -228,3 +228,42 @@ func TestMigrateNeverHidesTablesOfALaterSchema(t *testing.T) {
 		t.Fatalf("Migrate with tables in the first schema and in a later one: %v", err)
 	}
 }
+
+// TestTheSchemaGuardFindsATriggerOrIndexMissing: the guard compared
+// courier's columns alone; without the trigger that counts replay
+// nonces the replay cache's cap went uncounted, and without an index a
+// claim or an idempotent enqueue scanned the outbox, or
+// (courier_outbox_dedupe) two deliveries took one dedupe key. Open
+// refuses the schema (schema_altered, naming what is missing), as SQLite's.
+func TestTheSchemaGuardFindsATriggerOrIndexMissing(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		alter, want string
+	}{
+		{"DROP TRIGGER courier_replay_counted ON courier_replay", "table courier_replay: trigger courier_replay_counted is missing"},
+		{"DROP INDEX courier_outbox_dedupe", "table courier_outbox: index courier_outbox_dedupe is missing"},
+	} {
+		t.Run(tt.alter, func(t *testing.T) {
+			ctx := t.Context()
+			db := openPostgres(t)
+			if err := store.Migrate(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			if s, err := store.Open(ctx, db, store.Config{}); err != nil {
+				t.Fatalf("Open of the schema Migrate made = %v", err)
+			} else {
+				s.Close()
+			}
+			if _, err := db.ExecContext(ctx, tt.alter); err != nil {
+				t.Fatal(err)
+			}
+			s, err := store.Open(ctx, db, store.Config{})
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, courier.CodeSchemaAltered) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open = %v, want schema_altered: %s", err, tt.want)
+			}
+		})
+	}
+}

@@ -29,7 +29,7 @@ var courierDriver = &sqliteDriver{base: &sqlite3.SQLiteDriver{ConnectHook: hookC
 
 // Open opens a connection of an application's pool.
 func (d *sqliteDriver) Open(dsn string) (driver.Conn, error) {
-	return d.connect(context.Background(), dsn, false)
+	return d.connect(context.Background(), dsn, nil)
 }
 
 // OpenConnector returns the connector of an application's pool.
@@ -42,17 +42,42 @@ func (d *sqliteDriver) OpenConnector(dsn string) (driver.Connector, error) {
 type connector struct {
 	d      *sqliteDriver
 	dsn    string
-	writer bool
+	writer *writerDriver
+}
+
+// writerDriver is the driver of the writer's pool (its sql.DB's Driver):
+// it shows what the writer's looks found of its -wal file (walGone).
+type writerDriver struct {
+	*sqliteDriver
+	shown *walSeen
+}
+
+// writerConnector returns the connector of the writer's pool for dsn,
+// whose database file is file.
+func writerConnector(dsn, file string) *connector {
+	return &connector{d: courierDriver, dsn: dsn, writer: &writerDriver{sqliteDriver: courierDriver, shown: &walSeen{path: file + "-wal"}}}
 }
 
 func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
-	return c.d.connect(ctx, c.dsn, c.writer)
+	var shown *walSeen
+	if c.writer != nil {
+		shown = c.writer.shown
+	}
+	return c.d.connect(ctx, c.dsn, shown)
 }
-func (c *connector) Driver() driver.Driver { return c.d }
 
-// connect opens a connection; ctx bounds only its waits for a new file's
-// locks (go-sqlite3 opens without a context).
-func (d *sqliteDriver) connect(ctx context.Context, dsn string, writer bool) (driver.Conn, error) {
+func (c *connector) Driver() driver.Driver {
+	if c.writer != nil {
+		return c.writer
+	}
+	return c.d
+}
+
+// connect opens a connection, the writer's when shown is set (where its
+// looks at the -wal file are shown); ctx bounds only its waits for a new
+// file's locks (go-sqlite3 opens without a context).
+func (d *sqliteDriver) connect(ctx context.Context, dsn string, shown *walSeen) (driver.Conn, error) {
+	writer := shown != nil
 	dc, err := d.base.Open(dsn)
 	// Connections opening a new file at once each turn it to WAL (the
 	// DSN's journal_mode), and SQLite answers one of two doing so busy at
@@ -75,7 +100,7 @@ func (d *sqliteDriver) connect(ctx context.Context, dsn string, writer bool) (dr
 	sc := dc.(*sqlite3.SQLiteConn)
 	c := &conn{SQLiteConn: sc, writer: writer}
 	if writer {
-		if c.wal, err = boundWAL(sc); err == nil { //nolint:contextcheck // a pragma of the writer's setup, run once at open
+		if c.wal, err = boundWAL(sc, shown); err == nil { //nolint:contextcheck // a pragma of the writer's setup, run once at open
 			_, err = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
 		}
 		if err != nil {

@@ -29,11 +29,13 @@ var sqliteEngine = &engine.Engine{
 	Placeholder:  func(int) string { return "?" },
 	LastInsertID: true, // RETURNING costs a third more than last_insert_rowid here
 	Tables:       tables,
+	Objects:      objects,
 	Interpret:    interpret,
 	Writer:       writer,
 	Listen:       listen,
 	Wake:         wake,
 	Lost:         walLost,
+	Gone:         walGone,
 	InTx:         inTx,
 }
 
@@ -43,6 +45,15 @@ var sqliteEngine = &engine.Engine{
 func tables(columns map[string][]string) {
 	columns["courier_outbox"] = slices.DeleteFunc(columns["courier_outbox"], func(c string) bool { return c == "payload" })
 	columns["courier_outbox_payload"] = []string{"id", "payload"}
+}
+
+// objects amends the indexes and triggers on courier's tables to
+// SQLite's: a trigger deletes a delivery's payload with it (migration 13),
+// and the replay cache's count takes two triggers (an insert, an update
+// of expires_at) where PostgreSQL's one trigger fires for both.
+func objects(objects map[string][]string) {
+	objects["courier_outbox"] = append(objects["courier_outbox"], "trigger courier_outbox_payload_deleted")
+	objects["courier_replay"] = append(objects["courier_replay"], "trigger courier_replay_recounted")
 }
 
 // inTx reports whether a go-sqlite3 connection (courier's, or the plain
@@ -128,7 +139,7 @@ func writer(ctx context.Context, db *sqlx.DB, relaxed bool) (*sqlx.DB, bool, err
 // openWriter returns the pool of the one connection courier writes file
 // through.
 func openWriter(file string, durability store.Durability) *sqlx.DB {
-	w := sqlx.NewDb(sql.OpenDB(&connector{d: courierDriver, dsn: DSN(file, durability), writer: true}), DriverName)
+	w := sqlx.NewDb(sql.OpenDB(writerConnector(DSN(file, durability), file)), DriverName)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)

@@ -15,10 +15,16 @@ var wakeups = struct {
 	subs map[string]map[chan struct{}]struct{}
 }{subs: make(map[string]map[chan struct{}]struct{})}
 
-// hookCommits watches a connection: an insert into courier_outbox marks
-// the transaction, and its commit wakes the database's listeners. The
-// commit hook runs just before the commit completes; a woken worker's
-// claim begins IMMEDIATE, so it waits for the commit and then sees the row.
+// hookCommits watches a connection: a write that may make a delivery due
+// marks the transaction, and its commit wakes the database's listeners.
+// Such a write is an insert into courier_outbox (an enqueue), or a write
+// of a payload (courier_outbox_payload, migration 13), which goes with
+// every insert and with a publish that sends a delivery again in place
+// (outbox_publish_revive, an UPDATE, as claims and settles are, which
+// must not wake: a settle would wake the workers for nothing, and each
+// would claim again). The commit hook runs just before the commit
+// completes; a woken worker's claim begins IMMEDIATE, so it waits for
+// the commit and then sees the row.
 func hookCommits(conn *sqlite3.SQLiteConn) error {
 	file, err := connFile(conn)
 	if err != nil || file == "" { // in-memory databases are not shared
@@ -27,7 +33,7 @@ func hookCommits(conn *sqlite3.SQLiteConn) error {
 	var mu sync.Mutex
 	dirty := false
 	conn.RegisterUpdateHook(func(op int, _ string, table string, _ int64) {
-		if op == sqlite3.SQLITE_INSERT && table == "courier_outbox" {
+		if op == sqlite3.SQLITE_INSERT && table == "courier_outbox" || op != sqlite3.SQLITE_DELETE && table == "courier_outbox_payload" {
 			mu.Lock()
 			dirty = true
 			mu.Unlock()

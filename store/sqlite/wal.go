@@ -73,6 +73,19 @@ type walBound struct {
 	file    os.FileInfo
 	removed bool
 	secured bool // since removed, what the unlinked file holds is in the database file
+	// shown is what the looks found, for Health (walGone); nil: for no one.
+	shown *walSeen
+}
+
+// walSeen is what the writer's looks at its -wal file found, shown to
+// Health, which reads it without waiting for the writer (walGone): the
+// file as the writer first saw it, and whether a look found it gone. The
+// writer's connections share it, so one opened again keeps what an
+// earlier one found.
+type walSeen struct {
+	path    string
+	file    atomic.Pointer[os.FileInfo]
+	removed atomic.Bool
 }
 
 // walWaits counts the resets that waited for reads, in every writer of
@@ -80,8 +93,8 @@ type walBound struct {
 var walWaits atomic.Int64
 
 // boundWAL sets up the bound on the writer connection sc, nil for a
-// database in memory.
-func boundWAL(sc *sqlite3.SQLiteConn) (*walBound, error) {
+// database in memory; its looks are shown to Health through shown.
+func boundWAL(sc *sqlite3.SQLiteConn, shown *walSeen) (*walBound, error) {
 	file, err := connFile(sc)
 	if err != nil || file == "" {
 		return nil, err
@@ -89,8 +102,19 @@ func boundWAL(sc *sqlite3.SQLiteConn) (*walBound, error) {
 	if _, err := sc.ExecContext(context.Background(), fmt.Sprintf("PRAGMA journal_size_limit = %d", walLimit.Load()), nil); err != nil {
 		return nil, err
 	}
-	w := &walBound{path: file + "-wal"}
-	w.file, _ = os.Stat(w.path) // else at the first look
+	w := &walBound{path: file + "-wal", shown: shown}
+	switch {
+	case shown == nil:
+	case shown.removed.Load():
+		w.removed = true // found so through an earlier connection: refused still
+	default:
+		// A connection opened again (the earlier one dropped) may find
+		// another -wal file, SQLite's own: it removes the file as the
+		// last connection to the database closes.
+		shown.file.Store(nil)
+	}
+	fi, err := os.Stat(w.path) // else at the first look
+	w.gone(fi, err)
 	return w, nil
 }
 
@@ -154,6 +178,9 @@ func (w *walBound) foundGone(sc *sqlite3.SQLiteConn, fi os.FileInfo, err error) 
 		return false
 	}
 	w.removed = true
+	if w.shown != nil {
+		w.shown.removed.Store(true)
+	}
 	w.secure(sc)
 	return true
 }
@@ -165,16 +192,28 @@ func (w *walBound) foundGone(sc *sqlite3.SQLiteConn, fi os.FileInfo, err error) 
 // One never seen is no removal: a database SQLite keeps out of WAL mode
 // (the DSN only asks for it) has none.
 func (w *walBound) gone(fi os.FileInfo, err error) bool {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return w.file != nil
-	case err != nil:
-		return false
-	case w.file == nil:
+	if err == nil && w.file == nil {
 		w.file = fi
+		if w.shown != nil {
+			w.shown.file.Store(&fi)
+		}
 		return false
 	}
-	return !os.SameFile(w.file, fi)
+	return walReplaced(w.file, fi, err)
+}
+
+// walReplaced reports whether the -wal file a look found (fi, or err)
+// is no longer first, the one seen before (nil: none seen).
+func walReplaced(first, fi os.FileInfo, err error) bool {
+	switch {
+	case first == nil:
+		return false
+	case errors.Is(err, fs.ErrNotExist):
+		return true
+	case err != nil:
+		return false
+	}
+	return !os.SameFile(first, fi)
 }
 
 // secure copies every frame of the -wal file the writer still commits
@@ -231,6 +270,26 @@ func walLost(ctx context.Context, db *sqlx.DB) (bool, error) {
 		return nil
 	})
 	return lost, err
+}
+
+// walGone is the engine's Gone: whether the writer of db found its -wal
+// file removed or replaced, or a look now finds it so. It neither takes
+// nor waits for the writer, and stops no write: Lost does, or the
+// writer's own next look.
+func walGone(db *sqlx.DB) bool {
+	d, ok := db.Driver().(*writerDriver)
+	if !ok {
+		return false
+	}
+	if d.shown.removed.Load() {
+		return true
+	}
+	first := d.shown.file.Load()
+	if first == nil {
+		return false
+	}
+	fi, err := os.Stat(d.shown.path)
+	return walReplaced(*first, fi, err)
 }
 
 // errWALRemoved is the error of every write on a writer whose -wal file

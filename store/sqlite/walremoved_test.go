@@ -145,3 +145,65 @@ func TestCheckInItsOwnTransactionDoesNotWaitForItself(t *testing.T) {
 		t.Fatalf("Check inside the caller's own write transaction = %s %s, %v; want ok, without waiting for the writer it holds", h.Status, h.Code, err)
 	}
 }
+
+// TestHealthSaysTheDatabaseIsLostAsCheckDoes: Health, which an operator's
+// probe polls (admin, promcourier), read only counts and said ok while
+// the database file, or its -wal file, was removed or replaced under the
+// open Store, whose commits then go to no file on disk and whose writer
+// refuses every write once it notices: only Check said so. Health says it
+// too, blocked database_corrupt, from a look at the files that neither
+// takes nor waits for the writer.
+func TestHealthSaysTheDatabaseIsLostAsCheckDoes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, path string)
+	}{
+		{"the -wal file removed", func(t *testing.T, path string) {
+			if err := os.Remove(path + "-wal"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the -wal file replaced", func(t *testing.T, path string) {
+			if err := os.Remove(path + "-wal"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path+"-wal", nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the database file removed", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the database file replaced", func(t *testing.T, path string) {
+			if err := os.Rename(path, path+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s, path := storeWithOne(t, "n-1")
+			if h, err := s.Outbox.Health(ctx); err != nil || h.Status != store.HealthOK {
+				t.Fatalf("Health of the file the Store opened = %s %s, %v", h.Status, h.Code, err)
+			}
+			tc.lose(t, path)
+			h, err := s.Outbox.Health(ctx)
+			if err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeDatabaseCorrupt {
+				t.Errorf("Health with %s = %s %s, %v; want blocked, database_corrupt, as Check says", tc.name, h.Status, h.Code, err)
+			}
+			if c, err := s.Outbox.Check(ctx, 0); err != nil || c.Code != h.Code {
+				t.Errorf("Check with %s = %s %s, %v; Health said %s", tc.name, c.Status, c.Code, err, h.Code)
+			}
+			if h, err := s.Outbox.Health(ctx); err != nil || h.Code != courier.CodeDatabaseCorrupt {
+				t.Errorf("Health after Check with %s = %s %s, %v; want database_corrupt still", tc.name, h.Status, h.Code, err)
+			}
+		})
+	}
+}

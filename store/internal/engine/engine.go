@@ -44,6 +44,11 @@ type Engine struct {
 	// list, table name to columns in order, to change in place. Nil: the
 	// list as it is.
 	Tables func(columns map[string][]string)
+	// Objects amends, as Tables does the columns, the indexes and triggers
+	// the schema guard expects on courier's tables: table name to each
+	// object's kind and name ("trigger courier_replay_counted"), as the
+	// engine's query schema_objects lists them. Nil: the list as it is.
+	Objects func(objects map[string][]string)
 	// Interpret says what kind of failure a driver error is.
 	Interpret func(err error) Failure
 	// Writer returns the pool courier's own writes go through for db, and
@@ -72,6 +77,11 @@ type Engine struct {
 	// then refuses every write. It waits for the writer. Nil: the engine
 	// has no such file.
 	Lost func(ctx context.Context, writer *sqlx.DB) (bool, error)
+	// Gone is Lost at a glance, for Health, which is polled: whether the
+	// writer found such a file removed or replaced, or a look at it now
+	// finds it so. It neither takes nor waits for the writer, and stops
+	// no write. Nil: the engine has no such file.
+	Gone func(writer *sqlx.DB) bool
 	// Clock reads the database's clock, which a Store whose Config.Now is
 	// unset takes for its own, so that every process sharing the database
 	// stamps leases and due times on one clock. Nil: the database runs on

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -125,8 +127,7 @@ func fillPayloads(tb testing.TB, db *sqlx.DB, p []byte) {
 	if !payloadsApart(db) {
 		return
 	}
-	if _, err := db.ExecContext(context.Background(), `INSERT INTO courier_outbox_payload (id, payload)
-		SELECT o.id, ? FROM courier_outbox AS o WHERE NOT EXISTS (SELECT 1 FROM courier_outbox_payload AS p WHERE p.id = o.id)`, p); err != nil {
+	if _, err := db.ExecContext(context.Background(), benchkit.FillPayloadsSQL, p); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -158,6 +159,50 @@ func BenchmarkSubscriptionUpdate(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkListByStatus measures a first page of Outbox.List filtered by
+// status beside 1,000 and 100,000 finished (succeeded) rows: the page of
+// a rare status (pending: 10 rows, the oldest) and a first page of the
+// common one (succeeded: 100 of them). The target: each page costs what
+// it shows, flat as the rows grow: read from an index on the status in
+// id order, never by walking every delivery for the few of a status, nor
+// by reading and sorting every row of it. SQLite runs with statistics and
+// without, as for BenchmarkHealth; PostgreSQL with statistics.
+func BenchmarkListByStatus(b *testing.B) {
+	for _, e := range engines {
+		for _, analyze := range []bool{true, false} {
+			if !analyze && e.name == "postgres" {
+				continue
+			}
+			for _, rows := range []int{1_000, 100_000} {
+				b.Run(fmt.Sprintf("%s/stats=%t/rows=%d", e.name, analyze, rows), func(b *testing.B) {
+					s, db := migratedStore(b, e.open)
+					ctx := context.Background()
+					fillRows(b, db, "due", 10)
+					fillRows(b, db, "finished", rows)
+					if analyze {
+						if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for _, c := range []struct {
+						status courier.Status
+						want   int
+					}{{courier.StatusPending, 10}, {courier.StatusSucceeded, 100}} {
+						b.Run(string(c.status), func(b *testing.B) {
+							for range b.N {
+								p, err := s.Outbox.List(ctx, store.ListParams{Status: c.status, Limit: 100})
+								if err != nil || len(p.Deliveries) != c.want {
+									b.Fatalf("List(%s) = %d deliveries, %v; want %d", c.status, len(p.Deliveries), err, c.want)
+								}
+							}
+						})
+					}
+				})
+			}
 		}
 	}
 }

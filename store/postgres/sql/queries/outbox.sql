@@ -689,6 +689,19 @@ WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:en
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: outbox_list_by_status
+-- outbox_list for one status, read from courier_outbox_listed (status,
+-- id) in id order from the cursor down (migration 14): a page reads the
+-- rows it shows, and those of its status the other filters leave out.
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+FROM courier_outbox
+WHERE status = :status AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
+    AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: outbox_cancel
 -- An operator withdraws a delivery that has not been sent successfully:
 -- a pending or retrying one (held or not), or settles one that will not be

@@ -42,6 +42,24 @@ WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.n
     AND c.relname LIKE 'courier\_%' AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY c.relname, a.attnum;
 
+-- name: schema_objects
+-- The indexes and triggers on courier's tables, each its kind and name,
+-- which the schema guard looks for by name. PostgreSQL: the catalog, as
+-- schema_columns reads it, in place of sqlite_master; the triggers a
+-- constraint makes for itself (tgisinternal) are left out.
+SELECT c.relname::text AS table_name, 'index ' || i.relname AS object
+FROM pg_catalog.pg_index AS x
+JOIN pg_catalog.pg_class AS c ON c.oid = x.indrelid
+JOIN pg_catalog.pg_class AS i ON i.oid = x.indexrelid
+WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = current_schema())
+    AND c.relname LIKE 'courier\_%'
+UNION ALL
+SELECT c.relname::text, 'trigger ' || g.tgname
+FROM pg_catalog.pg_trigger AS g
+JOIN pg_catalog.pg_class AS c ON c.oid = g.tgrelid
+WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = current_schema())
+    AND c.relname LIKE 'courier\_%' AND NOT g.tgisinternal;
+
 -- name: schema_isolation
 -- The first statement of Migrate's own transaction: READ COMMITTED,
 -- whatever the role's or database's default, so that a second migrating

@@ -63,9 +63,10 @@ WHERE id = :id AND status IN ('pending', 'retry_wait', 'leased');
 -- (notification id, endpoint) is unchanged, so a receiver that got an
 -- earlier attempt dedupes it. One with an ordering key waits for its key
 -- (hold 'key') until the store has joined it.
--- SQLite: no wake-up; the commit hook sees inserts only, so a worker
--- finds it at its next poll. The payload is written by
--- outbox_payload_write, which the store runs next (migration 13).
+-- SQLite: the payload is written by outbox_payload_write, which the store
+-- runs next (migration 13); that write is what wakes the workers of the
+-- process as the transaction commits (see package sqlite's hookCommits),
+-- as PostgreSQL's pg_notify does.
 UPDATE courier_outbox SET status = 'pending', payload_key_id = :payload_key_id, payload_sha256 = :payload_sha256,
     profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
     trace_parent = :trace_parent, trace_state = :trace_state,
@@ -652,6 +653,22 @@ SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, k
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
 FROM courier_outbox
 WHERE (:status = '' OR status = :status) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
+    AND updated_at >= :since AND updated_at < :until AND id <= :max_id
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: outbox_list_by_status
+-- outbox_list for one status, read from courier_outbox_listed (status,
+-- id) in id order from the cursor down (migration 14): a page reads the
+-- rows it shows, and those of its status the other filters leave out.
+-- SQLite: INDEXED BY, which the planner would otherwise leave, with
+-- statistics, for courier_outbox_status and a sort of every row of the
+-- status.
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+FROM courier_outbox INDEXED BY courier_outbox_listed
+WHERE status = :status AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
     AND updated_at >= :since AND updated_at < :until AND id <= :max_id
 ORDER BY id DESC
 LIMIT :limit;

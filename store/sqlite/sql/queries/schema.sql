@@ -37,6 +37,16 @@ FROM sqlite_master AS m, pragma_table_info(m.name) AS p
 WHERE m.type = 'table' AND m.name LIKE 'courier\_%' ESCAPE '\'
 ORDER BY m.name, p.cid;
 
+-- name: schema_objects
+-- The indexes and triggers on courier's tables, each its kind and name,
+-- which the schema guard looks for by name. SQLite: sqlite_master in place
+-- of the catalog; it lists the indexes SQLite makes for a UNIQUE or
+-- PRIMARY KEY constraint too (sqlite_autoindex_...), which the guard does
+-- not look for.
+SELECT tbl_name AS table_name, type || ' ' || name AS object
+FROM sqlite_master
+WHERE type IN ('index', 'trigger') AND tbl_name LIKE 'courier\_%' ESCAPE '\';
+
 -- name: schema_isolation
 -- SQLite: nothing to do; its transactions are serializable.
 

@@ -1,0 +1,11 @@
+-- Migration 14: an operator's listing by status (Outbox.List with a
+-- Status, outbox_list_by_status), newest first, reads the deliveries of
+-- that status from an index in id order: a page costs what it shows. By
+-- the primary key it walked every delivery newer than the page's last
+-- for the few of a rare status (a failed one among a million succeeded),
+-- and by courier_outbox_status (status, updated_at, id) it read and
+-- sorted every delivery of a common one for each page.
+-- SQLite: every index ends with the rowid, which is the id, so (status)
+-- is (status, id). It adds an index only, so it applies after whatever
+-- migration 13 did, and earlier couriers run on it.
+CREATE INDEX courier_outbox_listed ON courier_outbox (status);
