@@ -14,6 +14,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -143,23 +144,45 @@ func NewHandler(cfg Config) (*Handler, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "" {
+	switch {
+	case r.URL.Path == "" && !strings.HasSuffix(requestPath(r), "/"):
 		h.mountPoint(w, r)
-		return
+	case !strings.HasPrefix(r.URL.Path, "/"):
+		// http.StripPrefix was given the prefix with its trailing slash
+		// ("/ops/courier/"), and took the path's leading one with it: the
+		// path is the same page's, relative to the same mount point.
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.URL = new(url.URL)
+		*r2.URL = *r.URL
+		r2.URL.Path = "/" + r.URL.Path
+		if r.URL.RawPath != "" {
+			r2.URL.RawPath = "/" + r.URL.RawPath
+		}
+		h.mux.ServeHTTP(w, r2)
+	default:
+		h.mux.ServeHTTP(w, r)
 	}
-	h.mux.ServeHTTP(w, r)
+}
+
+// requestPath is the path the client asked for, before any prefix was
+// stripped, "" if the request does not say.
+func requestPath(r *http.Request) string {
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		return ""
+	}
+	return u.EscapedPath()
 }
 
 // mountPoint answers a request for the mount point without its slash
 // (http.StripPrefix leaves the path ""): it sends the browser to the
 // slashed form, so that relative links resolve under it.
 func (h *Handler) mountPoint(w http.ResponseWriter, r *http.Request) {
-	if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
-		if base := path.Base(u.EscapedPath()); base != "/" && base != "." {
-			w.Header().Set("Location", "./"+base+"/")
-			w.WriteHeader(http.StatusMovedPermanently)
-			return
-		}
+	if base := path.Base(requestPath(r)); base != "/" && base != "." {
+		w.Header().Set("Location", "./"+base+"/")
+		w.WriteHeader(http.StatusMovedPermanently)
+		return
 	}
 	problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
 }

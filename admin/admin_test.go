@@ -710,6 +710,47 @@ func TestAdminRouting(t *testing.T) {
 	}
 }
 
+// TestAdminMountedWithItsSlashStripped: http.StripPrefix given the prefix
+// with its trailing slash ("/ops/courier/") hands the Admin paths without
+// their leading one ("", "api/health"); the Admin serves them as it does
+// under the prefix without the slash, every redirect staying under it.
+func TestAdminMountedWithItsSlashStripped(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	failed := b.failed(t, "n-1", hookA)
+	h, err := NewHandler(Config{Store: b.store, Authorize: allowAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(adminPrefix+"/", http.StripPrefix(adminPrefix+"/", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	client := *srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	b.server, b.client = srv, &client
+
+	for _, tc := range []struct{ path, want string }{
+		{"/", "<!doctype html>"},
+		{"/api/health", `"status":"blocked"`},
+		{"/api/deliveries/" + strconv.FormatInt(failed, 10), `"notification_id":"n-1"`},
+		{"/deliveries/" + strconv.FormatInt(failed, 10), "n-1"},
+	} {
+		resp, body := b.do(t, "GET", tc.path, "", nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.want) {
+			t.Errorf("GET %s%s: %d %.120q, want 200 with %q", adminPrefix, tc.path, resp.StatusCode, body, tc.want)
+		}
+	}
+	resp, body := b.do(t, "POST", "/ops/redrive", "id="+strconv.FormatInt(failed, 10), nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST %s/ops/redrive: %d %s", adminPrefix, resp.StatusCode, body)
+	}
+	b.follow(t, resp)
+	if st := b.status(t, failed); st != courier.StatusPending {
+		t.Fatalf("status %s after the redrive, want pending", st)
+	}
+}
+
 // follow resolves a redirect's relative Location against the request the
 // way a browser does, and fetches it.
 func (b *adminBundle) follow(t *testing.T, resp *http.Response) string {

@@ -37,6 +37,10 @@
 //
 //	mux.Handle("/ops/courier/", http.StripPrefix("/ops/courier", h))
 //
+// (The prefix stripped with its trailing slash, "/ops/courier/", serves the
+// same: the Handler reads a path left without its leading slash as the
+// same page's.)
+//
 // The JSON API (errors are application/problem+json with a stable code; a
 // database that fails a call is 503 database_unavailable with Retry-After,
 // on the page too):

@@ -285,9 +285,11 @@ func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
 // lookup needs.
 func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Response, err error) protocol.Outcome {
 	var remote courier.Code
-	var forbidden bool
+	var forbidden error
 	if resp != nil {
-		forbidden = resp.StatusCode >= 300 && resp.StatusCode < 400 && w.redirectForbidden(ctx, resp)
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			forbidden = w.redirectForbidden(ctx, resp)
+		}
 		remote = remoteCode(resp)
 	}
 	v := w.cfg.Classify(resp, err)
@@ -301,9 +303,14 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code, RemoteCode: remote}
 	if resp != nil {
 		oc.HTTPStatus = resp.StatusCode
-		if forbidden {
+		if forbidden != nil {
 			oc.Code = courier.CodeDestinationForbidden
 		}
+	} else {
+		forbidden = guardRefusal(err)
+	}
+	if oc.Code == courier.CodeDestinationForbidden {
+		oc.Refusal = forbidden
 	}
 	if v.Retry {
 		var after time.Duration
@@ -332,21 +339,32 @@ func (w *Worker) signer(keyID string) (signature.Signer, error) {
 	return s, err
 }
 
-// redirectForbidden reports whether a redirect's target is one the
-// transport's guard refuses (when the transport is a guard). The target's
+// redirectForbidden returns the guard's refusal of a redirect's target,
+// nil when the transport is no guard or the guard allows it. The target's
 // host is the receiver's choice, so it is looked up within the attempt's
 // context: its timeout bounds the lookup, and a lookup that does not end
 // in time leaves the answer a plain redirect_refused.
-func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) bool {
+func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) error {
 	g, ok := w.cfg.Transport.(*guardTransport)
 	if !ok {
-		return false
+		return nil
 	}
 	loc, err := resp.Location()
 	if err != nil {
-		return false
+		return nil
 	}
-	return errors.Is(g.guard.check(ctx, loc), courier.CodeDestinationForbidden)
+	return guardRefusal(g.guard.check(ctx, loc))
+}
+
+// guardRefusal returns the guard's refusal in err's chain, nil if there
+// is none: the error itself, without the *url.Error around it, whose URL
+// the log names otherwise.
+func guardRefusal(err error) error {
+	var refusal *courier.Error
+	if errors.As(err, &refusal) && refusal.Code == courier.CodeDestinationForbidden {
+		return refusal
+	}
+	return nil
 }
 
 // remoteCode returns the receiver's own code from a refusal whose body is

@@ -232,7 +232,11 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	case s.Err != nil:
 		log(slog.LevelWarn, "worker: lease lost before settling")
 	case oc.Code == courier.CodeDestinationForbidden:
-		log(slog.LevelWarn, "worker: destination refused")
+		var why []slog.Attr // the guard's reason: what a Guard would have to open
+		if oc.Refusal != nil {
+			why = append(why, slog.Any(logkey.Error, oc.Refusal))
+		}
+		log(slog.LevelWarn, "worker: destination refused", why...)
 	case s.Status == courier.StatusFailed:
 		log(slog.LevelWarn, "worker: delivery failed")
 	case s.Status == courier.StatusRetryWait && c.Attempt >= logRetriesFrom:

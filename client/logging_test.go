@@ -108,3 +108,44 @@ func TestWorkerLogsWhatOperatorsMustSee(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerLogsWhyTheGuardRefused: a destination the guard refuses is
+// logged with the guard's reason (scheme, port, or the class of the
+// address, its own or a redirect's), which says what to open in the
+// Guard, and never the endpoint's credentials.
+func TestWorkerLogsWhyTheGuardRefused(t *testing.T) {
+	t.Parallel()
+	logs := newCapture(t)
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://10.0.0.1/elsewhere", http.StatusTemporaryRedirect)
+	}, func(c *client.Config) { c.Logger = slog.New(logs) })
+	port := b.server.URL[strings.LastIndex(b.server.URL, ":")+1:]
+	endpoints := map[string]struct{ url, reason string }{
+		"private":  {"https://user:SECRETPW@10.0.0.1/hooks?token=SECRETQ", "destination_forbidden: address is private"},
+		"port":     {"http://127.0.0.1:1/hooks/SECRETPATH", "destination_forbidden: port not allowed"},
+		"ipv6":     {"http://[::1]:" + port + "/hooks", "destination_forbidden: address is loopback"},
+		"redirect": {b.server.URL + "/hooks", "destination_forbidden: address is private"},
+	}
+	ids := map[string]string{}
+	for name, e := range endpoints {
+		ids[strconv.FormatInt(b.enqueueWith(t, name, func(p *store.EnqueueParams) { p.Endpoint = e.url }), 10)] = name
+	}
+	if _, err := b.worker.Work(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := logs.lines("worker: destination refused")
+	if len(got) != len(endpoints) {
+		t.Fatalf("%d lines %q, want %d: %+v", len(got), "worker: destination refused", len(endpoints), got)
+	}
+	for _, r := range got {
+		name := ids[r.Attrs["delivery"]]
+		if want := endpoints[name].reason; r.Attrs["error"] != want {
+			t.Errorf("%s: error=%q, want %q (line %+v)", name, r.Attrs["error"], want, r.Attrs)
+		}
+		for k, v := range r.Attrs {
+			if strings.Contains(v, "SECRET") || strings.Contains(v, "user") {
+				t.Errorf("%s: %s=%q shows an endpoint credential", name, k, v)
+			}
+		}
+	}
+}

@@ -200,25 +200,26 @@ type Config struct {
 	// receiver's Retry-After, zero when it sent none. A negative delay is
 	// taken as none. Defaults to DefaultBackoff.
 	Backoff func(attempt int, retryAfter time.Duration) time.Duration
-	// Logger receives the worker's account of its deliveries, each line
-	// with the delivery, attempt, redacted endpoint and codes (code,
-	// remote_code, http_status), never payload, header or key content:
-	// Warn for every delivery that fails for good and every destination
-	// the guard refuses, Info for a retry from the third attempt on, Warn
-	// for a lease lost, too short to start an attempt or spent by the
-	// signing (see Lease), for a request given back unwritten because its
-	// Timeout was over when the transport came to write it (see Lease) and
-	// for an attempt still running once its lease has run out, Error for
-	// an outcome the store could not record and for a delivery a claim
-	// quarantined instead of sending it (its stored bytes altered, or
+	// Logger receives the worker's account of its deliveries, each line with
+	// the delivery, attempt, redacted endpoint and codes (code, remote_code,
+	// http_status), never payload, header or key content: Warn for every
+	// delivery that fails for good and every destination the guard refuses
+	// (its error the guard's reason: the scheme, the port, or the kind of
+	// address, as "address is loopback"), Info for a retry from the third
+	// attempt on, Warn for a lease lost, too short to start an attempt or
+	// spent by the signing (see Lease), for a request given back unwritten
+	// because its Timeout was over when the transport came to write it (see
+	// Lease) and for an attempt still running once its lease has run out,
+	// Error for an outcome the store could not record and for a delivery a
+	// claim quarantined instead of sending it (its stored bytes altered, or
 	// unreadable under the Store's keys), Info for one a claim suppressed
-	// (its subscription changed), Debug for the other attempts.
-	// It hears of the worker itself too: Error for a claim or a release
-	// that failed and a panic (in the Hook, in Now, or an attempt's), Warn
-	// for wake-ups lost or unavailable (see PollInterval), a Stop whose
-	// deadline passed and, once per Run or Work that ends on a closed
-	// Store, the claimed deliveries it could not give back, Info for stopping and wake-ups back. Defaults to
-	// discarding.
+	// (its subscription changed), Debug for the other attempts. It hears of
+	// the worker itself too: Error for a claim or a release that failed and
+	// a panic (in the Hook, in Now, or an attempt's), Warn for wake-ups lost
+	// or unavailable (see PollInterval), a Stop whose deadline passed and,
+	// once per Run or Work that ends on a closed Store, the claimed
+	// deliveries it could not give back, Info for stopping and wake-ups
+	// back. Defaults to discarding.
 	Logger *slog.Logger
 	// Now is the worker's clock: it signs attempts, measures how much of
 	// each lease and of each delivery's retry horizon is left, and reads a

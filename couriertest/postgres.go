@@ -52,6 +52,11 @@ func Main(m interface{ Run() int }) { os.Exit(pgtest.Run(m)) }
 // postgres OS user when run as root), on Unix systems: on Windows the
 // server is COURIER_PG_URL's only. Without a server t is skipped, or fails
 // when COURIER_PG_REQUIRE is 1.
+//
+// A test whose application holds a connection of its own to the database
+// (a pgxpool, whose pgx.Tx package postgres enqueues in) opens it and the
+// Store on this URL, sqlx.Open(postgres.DriverName, url), store.Migrate and
+// store.Open: PostgresStore's database has no URL to give it.
 func PostgresURL(t testing.TB) string { return pgtest.URL(t) }
 
 // PostgresStore returns a Store over a fresh PostgreSQL database

@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 )
 
@@ -73,15 +74,20 @@ type Server struct {
 }
 
 // NewServer returns a started Server that serves h behind script (nil:
-// no faults).
+// no faults). It panics if h is nil (a nil *handler.Receiver too, as a
+// NewReceiver that failed returns).
 func NewServer(h http.Handler, script Script) *Server {
 	s := NewUnstartedServer(h, script)
 	s.Start()
 	return s
 }
 
-// NewUnstartedServer returns a Server that is not yet listening.
+// NewUnstartedServer returns a Server that is not yet listening. It
+// panics if h is nil, as NewServer does.
 func NewUnstartedServer(h http.Handler, script Script) *Server {
+	if nilcheck.Nil(h) {
+		panic("couriertest: NewServer: the handler is nil (did the receiver's constructor return an error?)")
+	}
 	s := &Server{
 		handler: h,
 		script:  script,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,4 +243,23 @@ func TestCloseEndsDelay(t *testing.T) {
 		t.Fatal("Close waited for the hour-long Delay")
 	}
 	<-errc // the answer or a closed connection; either way the client is done
+}
+
+// TestNewServerRefusesANilHandler: a Server over no receiver (nil, or the
+// nil *Receiver of a NewReceiver whose error went unchecked) is refused
+// where it is made, saying so, rather than panicking in every request it
+// serves.
+func TestNewServerRefusesANilHandler(t *testing.T) {
+	for name, h := range map[string]http.Handler{"nil": nil, "typed nil": (*http.ServeMux)(nil)} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "couriertest: NewServer: the handler is nil") {
+					t.Fatalf("NewUnstartedServer(%s) panicked with %q, want one naming the nil handler", name, msg)
+				}
+			}()
+			srv := couriertest.NewUnstartedServer(h, nil)
+			srv.Close()
+		})
+	}
 }

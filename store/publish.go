@@ -39,6 +39,15 @@ type PublishParams struct {
 	// as EnqueueParams.Payload, 1 byte to MaxPayloadSize (refused whether
 	// or not a subscription matches), and over 1 MiB only for receivers
 	// configured to read it.
+	//
+	// The same bytes go to every subscription, under a notification id
+	// of each one's own, which a scheme that signs a message id
+	// (Standard Webhooks' webhook-id) signs: a courier receiver whose
+	// payload type takes its DedupeKey from the payload refuses a payload
+	// that names another id, 400 validation_failed (rule webhook_id), and
+	// the delivery fails. One Payload suits a type whose DedupeKey is ""
+	// (deduped by the signed id); for one that carries its id, Build
+	// writes each subscription's, EventID + ":" + s.ID.
 	Payload []byte
 	// Build makes a subscription's payload. idempotencyKey is the
 	// delivery's own, in ack.NewIdempotencyKey's form, derived from its

@@ -49,7 +49,10 @@ type SubscriptionParams struct {
 	EventTypes []string
 	// KeyID names the signing configuration its deliveries are signed
 	// with (see EnqueueParams.KeyID), never key material: the worker
-	// signs each with what it configures for that name.
+	// signs each with what it configures for that name (the signer
+	// client.Config.SignerFor returns for it; a worker with one
+	// client.Config.Signer signs every delivery with that, whatever the
+	// name, so name that key: "k1"). Required.
 	KeyID string
 	// Profile is the Ack profile, one of Config.Profiles; not terminal or
 	// command, whose notification ids are derived from their payloads,

@@ -149,6 +149,10 @@ type Outcome struct {
 	RetryDelay time.Duration // for Retry: how long until the next attempt
 	AckSHA256  string        // for Succeeded: digest of the verified Ack ("" without one)
 	Duration   time.Duration // how long the attempt took
+	// Refusal is the guard's error when Code is destination_forbidden:
+	// its message names the reason class only (scheme, port, the kind of
+	// address), for the worker's log line; it is never stored.
+	Refusal error
 }
 
 // Settled is what became of one Outcome.

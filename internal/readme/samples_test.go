@@ -2,6 +2,8 @@ package readme_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -255,6 +257,94 @@ func controlSample(ctx context.Context, s *store.Store, tx *sqlx.Tx, id string, 
 	// readme:end
 }
 
+func publishSample(ctx context.Context, s *store.Store, endpoint, id string, total int) error {
+	// readme:publish
+	// Once, when a tenant subscribes: which events it receives, and where.
+	if _, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{
+		Tenant:     "acme",
+		Endpoint:   endpoint, // the subscriber's URL
+		EventTypes: []string{"order.paid"},
+		KeyID:      "k1", // required: SignerFor's key id; a worker's one Signer signs whatever it is
+	}); err != nil {
+		return err
+	}
+
+	// In your transaction: one delivery per matching subscription.
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := s.Outbox.Publish(ctx, tx, store.PublishParams{
+		Tenant:    "acme",
+		EventType: "order.paid",
+		EventID:   "order-" + id + "-paid",
+		// Each delivery's notification id is EventID:subscription id, and a
+		// receiver refuses a payload that names another: OrderPaid names its
+		// own, so each subscription gets its own bytes.
+		Build: func(sub store.Subscription, _ string) ([]byte, error) {
+			return json.Marshal(OrderPaid{
+				NotificationID: fmt.Sprintf("order-%s-paid:%d", id, sub.ID),
+				OrderID:        id,
+				Total:          total,
+			})
+		},
+	}); err != nil {
+		return err
+	}
+	return tx.Commit()
+	// readme:end
+}
+
+// TestPublishSampleReachesTheReceiver: the README's publish, to a receiver
+// of the README's OrderPaid, is processed once under the notification id
+// Publish gave it.
+func TestPublishSampleReachesTheReceiver(t *testing.T) {
+	ctx := t.Context()
+	orders, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "orders.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orders.Close()
+	shipping, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "shipping.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shipping.Close()
+	effects, err := couriertest.NewEffects(ctx, shipping)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := couriertest.StandardWebhooksKeys("orders")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: shipping, Verifier: keys.Verifier},
+		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error {
+			return effects.Record(ctx, tx, o.NotificationID)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := couriertest.NewServer(rcv, nil)
+	defer srv.Close()
+
+	if err := publishSample(ctx, orders, srv.URL+"/hooks/orders", "1", 4200); err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: orders, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	got, err := effects.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["order-1-paid:1"] != 1 {
+		t.Fatalf("the receiver applied %v, want order-1-paid:1 once", got)
+	}
+}
+
 // readme:test
 func TestOrderReachesShipping(t *testing.T) {
 	ctx := t.Context()
@@ -318,4 +408,4 @@ func TestOrderReachesShipping(t *testing.T) {
 // readme:end
 
 // The samples are compiled, not called (but for the test above).
-var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample}
+var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample, publishSample}

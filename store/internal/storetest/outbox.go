@@ -23,8 +23,14 @@ import (
 func testSchema(t *testing.T, open OpenFunc) {
 	db := open(t)
 	ctx := t.Context()
-	if _, err := openStore(t, ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaOutdated) {
+	_, err := openStore(t, ctx, db, store.Config{})
+	if !errors.Is(err, courier.CodeSchemaOutdated) {
 		t.Fatalf("Open before Migrate = %v, want CodeSchemaOutdated", err)
+	}
+	// The error says what to run: an application that opens its database
+	// and forgets Migrate learns it from the error alone.
+	if !strings.Contains(err.Error(), "store.Migrate") || !strings.Contains(err.Error(), "courier migrate") {
+		t.Errorf("Open before Migrate = %q, want it to name store.Migrate and courier migrate", err)
 	}
 	for range 2 { // the second run is a no-op
 		if err := store.Migrate(ctx, db); err != nil {
