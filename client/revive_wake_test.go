@@ -87,8 +87,13 @@ func TestAPublishThatSendsADeliveryAgainWakesTheWorker(t *testing.T) {
 	// attempt held by the receiver, waits for a wake-up, the attempt's
 	// end or its poll.
 	b.enqueue(t, "plain", `{}`)
-	if got := <-arrived; got != "plain" {
-		t.Fatalf("arrived %s, want plain", got)
+	select {
+	case got := <-arrived:
+		if got != "plain" {
+			t.Fatalf("arrived %s, want plain", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the plain enqueue did not arrive within 20s: an insert no longer wakes the worker")
 	}
 
 	sub.Paused = false

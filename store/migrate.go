@@ -202,9 +202,10 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 // A newer courier's schema passes too, unless it says this courier must
 // not run on it (runsOnNewer), as long as courier's tables still have the
 // columns this courier knows, in its order, before any a newer courier
-// added: a rolling deploy runs the release being replaced on the schema of
-// the one replacing it, and a rollback runs it there for good (see
-// "Upgrades" in the package documentation).
+// added, and the indexes and triggers this courier relies on: a rolling
+// deploy runs the release being replaced on the schema of the one
+// replacing it, and a rollback runs it there for good (see "Upgrades" in
+// the package documentation).
 func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error {
 	var have int
 	if err := sqlx.GetContext(ctx, db, &have, d.query("schema_version").text); err != nil {
@@ -234,9 +235,9 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 			return altered(err)
 		}
 	}
-	if newer {
-		return nil // its indexes and triggers are the newer courier's to keep, or replace
-	}
+	// On a newer courier's schema too: it keeps the indexes and triggers
+	// this courier relies on, as it keeps its columns (SQLite's queries
+	// name some, INDEXED BY, and fail to prepare without them).
 	objects, err := byTable(ctx, db, d, "schema_objects", "schema objects")
 	if err != nil {
 		return err

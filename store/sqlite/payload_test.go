@@ -239,3 +239,40 @@ func TestAnEnqueueWhosePayloadFailsLeavesNothing(t *testing.T) {
 		t.Fatalf("claim = %d deliveries, %v; want n-1 with its payload", len(c), err)
 	}
 }
+
+// TestANewerSchemaWithoutAnIndexThisCourierNamesIsRefused: on a newer
+// courier's schema the guard compared the columns alone, leaving the
+// indexes and triggers to the newer courier "to keep or replace". But
+// SQLite's queries name indexes (INDEXED BY: a claim's
+// courier_outbox_leases, a listing's courier_outbox_listed), and a
+// statement naming one that is gone fails to prepare: this courier opened
+// on such a schema and then failed the calls that name it, with no word
+// of the schema. A newer courier keeps what an earlier one relies on, as
+// it keeps its columns; one that did not is refused at Open
+// (schema_altered, naming what is missing), as on this courier's own
+// schema.
+func TestANewerSchemaWithoutAnIndexThisCourierNamesIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := openFile(t, path)
+	if _, err := db.ExecContext(ctx, `DROP INDEX courier_outbox_listed;
+		CREATE INDEX courier_outbox_listed_newer ON courier_outbox (status, priority);
+		INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM courier_schema`); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.Open(ctx, db, store.Config{})
+	if err == nil {
+		_, listErr := s.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed})
+		s.Close()
+		t.Fatalf("Open on a newer schema without courier_outbox_listed = nil, and a listing by status then = %v; want Open to refuse it, schema_altered", listErr)
+	}
+	if want := "table courier_outbox: index courier_outbox_listed is missing"; !errors.Is(err, courier.CodeSchemaAltered) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open = %v, want schema_altered: %s", err, want)
+	}
+}
