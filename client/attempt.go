@@ -349,11 +349,10 @@ func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) err
 	if !ok {
 		return nil
 	}
-	loc, err := resp.Location()
-	if err != nil {
-		return nil
+	if loc, err := resp.Location(); err == nil { // else no target to judge: a plain redirect_refused
+		return guardRefusal(g.guard.check(ctx, loc))
 	}
-	return guardRefusal(g.guard.check(ctx, loc))
+	return nil
 }
 
 // guardRefusal returns the guard's refusal in err's chain, nil if there
