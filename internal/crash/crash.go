@@ -83,8 +83,21 @@ var StoreConfig = store.Config{
 	Breaker:     store.BreakerConfig{Cooldown: 100 * time.Millisecond},
 }
 
-// WorkerBackoff retries quickly.
-var WorkerBackoff = client.ExponentialBackoff(20*time.Millisecond, 250*time.Millisecond, 0.2)
+// WorkerBackoff retries quickly, and from the tenth attempt of a delivery
+// on no sooner than a second: a command's budget is its
+// source_max_attempts, at most 20, and a receiver down for seconds on a
+// loaded machine, probed through its breaker every cool-down, spent a
+// command's whole budget on probes (a command failed for good, once, in
+// CI's run of TestCrashControl under -race).
+func WorkerBackoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := quickBackoff(attempt, retryAfter)
+	if attempt >= 10 {
+		d += time.Second
+	}
+	return d
+}
+
+var quickBackoff = client.ExponentialBackoff(20*time.Millisecond, 250*time.Millisecond, 0.2)
 
 // SenderName is the verified sender the receiver dedupes under.
 const SenderName = "crash-sender"
