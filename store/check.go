@@ -98,10 +98,7 @@ func (o *Outbox) Check(ctx context.Context, maxRows int) (Health, error) {
 // longer the ones the Store opened: Check's first look (integrityCheck),
 // without the writer's.
 func (s *Store) filesGone() bool {
-	if s.file.info != nil && !s.file.same() {
-		return true
-	}
-	return s.dialect.Gone != nil && s.dialect.Gone(s.writer)
+	return s.file.gone() || s.dialect.Gone != nil && s.dialect.Gone(s.writer)
 }
 
 // lostWait bounds Check's wait for the writer, to look at its files.
@@ -110,7 +107,7 @@ const lostWait = 250 * time.Millisecond
 // integrityCheck runs the engine's own integrity check and reports
 // whether it found damage.
 func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
-	if s.file.info != nil && !s.file.same() {
+	if s.file.gone() {
 		return true, nil // removed or replaced under the Store: its writes go nowhere lasting
 	}
 	// The writer's files are looked at through the writer, unless ctx's

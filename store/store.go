@@ -770,11 +770,14 @@ type databaseFile struct {
 	info os.FileInfo // nil: not a file (PostgreSQL, SQLite in memory)
 }
 
-// same reports whether the file at f's path is still the one the Store
-// opened: not removed, not replaced.
-func (f databaseFile) same() bool {
+// gone reports whether the file the Store opened is no longer at f's
+// path: removed, or replaced. Never for a database that is not a file.
+func (f databaseFile) gone() bool {
+	if f.info == nil {
+		return false
+	}
 	now, err := os.Stat(f.path)
-	return err == nil && os.SameFile(f.info, now)
+	return err != nil || !os.SameFile(f.info, now)
 }
 
 // databaseFile records the database's file, on an engine that has one.
