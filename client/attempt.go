@@ -285,12 +285,14 @@ func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
 // lookup needs.
 func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Response, err error) protocol.Outcome {
 	var remote courier.Code
-	var forbidden error
+	var refusal error // the guard's: of the destination, or of a redirect's target
 	if resp != nil {
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-			forbidden = w.redirectForbidden(ctx, resp)
+			refusal = w.redirectForbidden(ctx, resp)
 		}
 		remote = remoteCode(resp)
+	} else {
+		refusal = guardRefusal(err)
 	}
 	v := w.cfg.Classify(resp, err)
 	if !wire.IsCode(v.Code) {
@@ -303,14 +305,12 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 	oc := protocol.Outcome{Result: protocol.Failed, Code: v.Code, RemoteCode: remote}
 	if resp != nil {
 		oc.HTTPStatus = resp.StatusCode
-		if forbidden != nil {
+		if refusal != nil {
 			oc.Code = courier.CodeDestinationForbidden
 		}
-	} else {
-		forbidden = guardRefusal(err)
 	}
 	if oc.Code == courier.CodeDestinationForbidden {
-		oc.Refusal = forbidden
+		oc.Refusal = refusal
 	}
 	if v.Retry {
 		var after time.Duration
