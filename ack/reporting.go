@@ -59,7 +59,21 @@ type Reporting struct {
 	// Result is the task's payload. A delivery report's
 	// (media-buy/media-buy-delivery-webhook-result.json; see
 	// IsDeliveryReport) fields Check validates; another's are the
-	// application's to read.
+	// application's to read. A delivery report must carry
+	//
+	//	notification_type     scheduled, final, delayed, adjusted or window_update
+	//	reporting_period      {"start", "end"}, each RFC 3339
+	//	currency              3 upper-case letters (ISO 4217)
+	//	media_buy_deliveries  an array, each with media_buy_id, status (pending_creatives,
+	//	                      pending_start, pending, active, paused, completed, rejected,
+	//	                      canceled, failed or reporting_delayed), totals {"spend" >= 0}
+	//	                      and by_package, an array of {"spend" >= 0}
+	//
+	// and may carry sequence_number (an integer >= 1); every other member
+	// (impressions, package_id, …) is the application's. The outbox does
+	// not check an envelope it enqueues (store.EnqueueParams.Payload):
+	// Validate one before enqueueing it, or a reporting receiver refuses it
+	// 400 validation_failed at every attempt.
 	Result json.RawMessage `json:"result,omitempty"`
 }
 

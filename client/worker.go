@@ -168,7 +168,12 @@ type Config struct {
 	// it writes there is not sent, nor is the Ack checked against it.
 	Signer signature.Signer
 	// SignerFor returns the signer for a delivery's KeyID (see
-	// store.EnqueueParams), for senders with a key per endpoint. Its error
+	// store.EnqueueParams; "" for a delivery enqueued without one), for
+	// senders with a key per endpoint. It is asked afresh for every
+	// attempt, so a SignerFor that returns the key the sender holds now
+	// rotates a running worker's key: each attempt after the switch,
+	// retries of deliveries already in flight included, is signed with
+	// the new one (see the signature package, Rotating keys). Its error
 	// says whether the key may come back: one that wraps
 	// courier.CodeConfigInvalid (errors.Is; e.g. fmt.Errorf("no key %s:
 	// %w", keyID, courier.CodeConfigInvalid))

@@ -25,6 +25,13 @@ import (
 // on PostgreSQL that failed statement leaves the transaction unable to
 // commit, and the Source then records the command, with its response, in
 // a transaction of its own, without the function's writes.
+//
+// A redelivery of a command the Source recorded never reaches the
+// function, and is not answered already_applied: it gets the stored
+// response byte for byte, applied (or already_applied) as it was first
+// answered. ErrAlreadyApplied is for a command the Source has no record
+// of (another request_id, or one whose record was pruned) whose effect
+// the application finds in place.
 var ErrAlreadyApplied = errors.New("handler: command already applied")
 
 // SourceConfig configures a Source. It has no AllowUnknownFields: a

@@ -59,16 +59,26 @@
 //  1. Give every receiver the new key beside the old one: both in
 //     [StandardWebhooksVerifierConfig].Keys (the new "whpk_" public key,
 //     or the new "whsec_" secret), [AdCPHMACVerifierConfig].Secrets or
-//     [BearerVerifierConfig].Tokens. For RFC 9421 the sender publishes its
-//     new JWK in its set beside the old one, under a new kid: a verifier
-//     built with [RFC9421VerifierConfig].Keys sees it once it is built
-//     again with both, one with LookupKey as soon as the lookup finds it.
+//     [BearerVerifierConfig].Tokens. A verifier keeps the keys it was
+//     built with: a running receiver takes the new one when it is built
+//     again, with a new verifier, and put in the old one's place (the
+//     http.Handler its mux serves; a redelivery is answered from the
+//     Store's records whichever receiver value recorded it), or when its
+//     process restarts. For RFC 9421 the sender publishes its new JWK in
+//     its set beside the old one, under a new kid: a verifier built with
+//     [RFC9421VerifierConfig].Keys sees it once it is built again with
+//     both, one with LookupKey as soon as the lookup finds it.
 //  2. Switch every sender process to sign with the new key. A Standard
 //     Webhooks signer may sign with both meanwhile
 //     (NewStandardWebhooksSigner(next, old)), so that a receiver not yet
 //     given the new key still verifies the old signature. A courier
-//     worker signs each attempt afresh, with the key it holds at that
-//     moment (a new timestamp, and for RFC 9421 a new nonce): a delivery
+//     worker signs each attempt afresh (a new timestamp, and for RFC 9421
+//     a new nonce) with the signer it has at that moment: its
+//     client.Config.Signer, fixed when the worker is made, so a worker
+//     made with the new one (after Stop of the old) switches; or what its
+//     client.Config.SignerFor returns, asked for every attempt, so a
+//     SignerFor that returns the key the process holds now switches a
+//     running worker as soon as the key is swapped. Either way a delivery
 //     first attempted under the old key goes under the new one at its
 //     next attempt.
 //  3. Drop the old key from every receiver (retire it from the JWK set)

@@ -82,7 +82,14 @@ type EnqueueParams struct {
 	// its Body.MaxBytes says otherwise and answers a larger body 413, which
 	// fails the delivery at its first attempt: a payload over 1 MiB is for
 	// a receiver configured to read it. (Commands, whose receiver courier
-	// makes, are held to 1 MiB: see EnqueueCommand.)
+	// makes, are held to 1 MiB: see EnqueueCommand.) A terminal
+	// notification is validated whole (see Enqueue), and a command by
+	// EnqueueCommand; an AdCP reporting envelope (ack.ProfileReporting)
+	// is not, as the publish API (handler.NewPublish) sends any JSON
+	// object to a reporting subscription, with an idempotency_key of the
+	// delivery's own: ack.Validate an ack.Reporting before
+	// enqueueing it, or a reporting receiver refuses it 400 at every
+	// attempt and the delivery fails at its first.
 	Payload []byte
 	// Profile names the Ack the receiver must answer with: one of
 	// Config.Profiles, by default package ack's Profile* names. Commands

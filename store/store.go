@@ -195,7 +195,7 @@ var (
 	errNotFound             = &courier.Error{Code: courier.CodeNotFound, Msg: "not found"}
 	errIdempotencyCollision = &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: same identity, different content"}
 	errLeaseLost            = &courier.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
-	errContractChanged      = &courier.Error{Code: courier.CodeContractChanged, Msg: "store: the endpoint's pinned contract differs"}
+	errContractChanged      = &courier.Error{Code: courier.CodeContractChanged, Msg: "store: the command was built for another contract than the endpoint's pin: build it for the pinned capabilities digest or, once the source serves the new contract, pin its digest (Contracts.Pin, courier contracts pin)"}
 	errSchemaOutdated       = &courier.Error{Code: courier.CodeSchemaOutdated, Msg: "store: database schema needs migrating: run store.Migrate, courier migrate, or the engine's Migrations with your own tool"}
 	errSchemaTooNew         = &courier.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is a newer courier's, which this one must not run on"}
 )

@@ -139,7 +139,7 @@ Run courier <command> -h for a command's flags.
 
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
 			return exitUsage

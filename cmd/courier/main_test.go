@@ -110,6 +110,19 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestHelpAsksForTheUsage: every spelling of help the flag package takes
+// after a command (-h, -help, with one dash or two), and help, asks for the
+// list of commands in place of one, on stderr, exiting 0.
+func TestHelpAsksForTheUsage(t *testing.T) {
+	t.Parallel()
+	for _, help := range []string{"-h", "-help", "--h", "--help", "help"} {
+		code, out, errOut := courierRun(t, help)
+		if code != exitOK || out != "" || !strings.Contains(errOut, "commands:") || strings.Contains(errOut, "unknown command") {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want 0 and the usage alone on stderr", help, code, out, errOut)
+		}
+	}
+}
+
 // TestActionsHelp: -h in place of the action of a command that has
 // actions prints the command's usage and every action's flags, and exits
 // 0, as -h after a command without actions does.

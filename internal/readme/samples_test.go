@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,34 @@ type OrderPaid struct {
 func (o OrderPaid) DedupeKey() string { return o.NotificationID }
 
 // readme:end
+
+func reportingSample(ctx context.Context, s *store.Store, tx *sqlx.Tx, mediaBuy string, result json.RawMessage) error {
+	// readme:reporting
+	report := ack.Reporting{
+		IdempotencyKey: ack.NewIdempotencyKey(), // the buyer's dedupe key: fresh per report, the same on its retries
+		OperationID:    "op-" + mediaBuy,
+		TaskID:         "task-" + mediaBuy,
+		TaskType:       "media_buy_delivery",
+		Status:         "working",
+		Timestamp:      time.Now().UTC().Format(time.RFC3339),
+		Result:         result, // the delivery report: its members are listed under ack.Reporting's Result
+	}
+	if err := ack.Validate(report); err != nil { // the outbox does not check an envelope; the buyer does
+		return err
+	}
+	payload, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		NotificationID: report.IdempotencyKey,
+		Endpoint:       "https://buyer.example/webhooks/adcp",
+		Payload:        payload,
+		Profile:        ack.ProfileReporting, // any 2xx; AdCP receivers answer no Ack
+	})
+	return err
+	// readme:end
+}
 
 func proxySample(s *store.Store, jwks []byte, apply handler.Func[ack.Reporting]) (http.Handler, error) {
 	// readme:proxy
@@ -409,3 +438,41 @@ func TestOrderReachesShipping(t *testing.T) {
 
 // The samples are compiled, not called (but for the test above).
 var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample, publishSample}
+
+// TestReportingSampleRefusesAnInvalidReport: the reporting sample enqueues
+// a valid delivery report and refuses, before the outbox, one its buyer
+// would refuse at every attempt.
+func TestReportingSampleRefusesAnInvalidReport(t *testing.T) {
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "seller.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const valid = `{"notification_type":"scheduled","sequence_number":1,"currency":"USD",` +
+		`"reporting_period":{"start":"2026-01-02T14:00:00Z","end":"2026-01-02T15:00:00Z"},` +
+		`"media_buy_deliveries":[{"media_buy_id":"mb-1","status":"active","totals":{"spend":1,"impressions":10},"by_package":[{"package_id":"p1","spend":1}]}]}`
+	for _, tc := range []struct {
+		name, result string
+		enqueued     int
+	}{
+		{"valid", valid, 1},
+		{"without by_package", strings.Replace(valid, `,"by_package":[{"package_id":"p1","spend":1}]`, "", 1), 0},
+	} {
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = reportingSample(ctx, s, tx, "mb-1", json.RawMessage(tc.result))
+		if (err == nil) != (tc.enqueued == 1) {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := s.Outbox.List(ctx, store.ListParams{})
+	if err != nil || len(page.Deliveries) != 1 {
+		t.Fatalf("%d deliveries (%v), want the valid report's alone", len(page.Deliveries), err)
+	}
+}

@@ -237,9 +237,12 @@ func testContractPinning(t *testing.T, open OpenFunc) {
 	if h.Status != store.HealthBlocked || h.Code != courier.CodeContractChanged || h.ContractMismatches != 1 {
 		t.Fatalf("Health = %s/%s mismatches %d, want blocked/contract_changed 1", h.Status, h.Code, h.ContractMismatches)
 	}
-	// A new command under the old digest is refused; the same one again is a no-op.
+	// A new command under the old digest is refused, saying what resolves
+	// it; the same one again is a no-op.
 	if _, err := b.enqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestA, 5, `{}`)}); !errors.Is(err, courier.CodeContractChanged) {
 		t.Fatalf("command under the old digest = %v, want CodeContractChanged", err)
+	} else if !strings.Contains(err.Error(), "Contracts.Pin") || !strings.Contains(err.Error(), "courier contracts pin") {
+		t.Errorf("command under the old digest = %q: the error does not say what to do", err)
 	}
 	if e := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{}`)}); !e.Existed {
 		t.Fatal("re-enqueue of a held-back command was not a no-op")
