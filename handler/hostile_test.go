@@ -74,8 +74,10 @@ type hostileSigCodes struct {
 
 // hostileTarget is one receiver under test.
 type hostileTarget struct {
-	name   string
-	open   func(t *testing.T) *hostileEnv
+	name string
+	// open serves the receiver, its body read within limits, on a fresh
+	// store.
+	open   func(t *testing.T, limits middleware.BodyLimits) *hostileEnv
 	valid  func(t *testing.T) hostileValid
 	ok     int // status of an accepted request
 	sig    hostileSigCodes
@@ -165,7 +167,7 @@ func TestHostileInput(t *testing.T) {
 }
 
 func runHostileCase(t *testing.T, target hostileTarget, tc hostileCase) {
-	e := target.open(t)
+	e := target.open(t, middleware.BodyLimits{MaxBytes: hostileMaxBody})
 	v := target.valid(t)
 	if tc.prepare != nil {
 		tc.prepare(t, e, v)
@@ -416,10 +418,10 @@ func hostileTargets() []hostileTarget {
 func hostileTerminalTarget() hostileTarget {
 	return hostileTarget{
 		name: "Terminal",
-		open: func(t *testing.T) *hostileEnv {
+		open: func(t *testing.T, limits middleware.BodyLimits) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "cms-host")
-			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Terminal])
+			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: limits}, hostileEffect[ack.Terminal])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -442,6 +444,8 @@ func hostileTerminalTarget() hostileTarget {
 				n, body := hostileTerminal(func(n *ack.Terminal) { n.SourceSequence = "99999999999999999999" })
 				return hostileRequest{id: n.NotificationID, body: body}
 			}, status: 200, stored: 1, effects: 1, wantKey: "evt-1"},
+			{name: "job count minus zero", build: body(func(v hostileValid) []byte { return v.with("job_count", `-0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
+			{name: "job count 1e400", build: body(func(v hostileValid) []byte { return v.with("job_count", `1e400`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
 			{name: "job count zero", build: body(func(v hostileValid) []byte { return v.with("job_count", `0`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
 			{name: "job count is a string", build: body(func(v hostileValid) []byte { return v.with("job_count", `"2"`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
 			{name: "job count is a float", build: body(func(v hostileValid) []byte { return v.with("job_count", `2.5`) }), status: 400, code: courier.CodeValidation, field: "job_count"},
@@ -518,7 +522,7 @@ const hostileIdempotencyKey = "whk_ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 func hostileReportingTarget() hostileTarget {
 	return hostileTarget{
 		name: "Reporting",
-		open: func(t *testing.T) *hostileEnv {
+		open: func(t *testing.T, limits middleware.BodyLimits) *hostileEnv {
 			s := hostileStore(t)
 			key, err := signature.GenerateJWK("seller-key-1", signature.AlgEd25519)
 			if err != nil {
@@ -533,7 +537,7 @@ func hostileReportingTarget() hostileTarget {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Reporting])
+				rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, Body: limits}, hostileEffect[ack.Reporting])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -589,6 +593,12 @@ func hostileReportingTarget() hostileTarget {
 			{name: "delivery report with a bad currency", build: body(func(v hostileValid) []byte {
 				return v.with("result", `{"notification_type":"final","reporting_period":{"start":"2026-01-01T00:00:00Z","end":"2026-01-02T00:00:00Z"},"currency":"usd","media_buy_deliveries":[]}`)
 			}), status: 400, code: courier.CodeValidation, field: "result.currency"},
+			{name: "delivery report with a sequence of 1e400", build: body(func(v hostileValid) []byte {
+				return v.with("result", `{"notification_type":"final","sequence_number":1e400,"reporting_period":{"start":"2026-01-01T00:00:00Z","end":"2026-01-02T00:00:00Z"},"currency":"USD","media_buy_deliveries":[]}`)
+			}), status: 400, code: courier.CodeValidation, field: "result.sequence_number"},
+			{name: "delivery report with a sequence of minus zero", build: body(func(v hostileValid) []byte {
+				return v.with("result", `{"notification_type":"final","sequence_number":-0,"reporting_period":{"start":"2026-01-01T00:00:00Z","end":"2026-01-02T00:00:00Z"},"currency":"USD","media_buy_deliveries":[]}`)
+			}), status: 400, code: courier.CodeValidation, field: "result.sequence_number"},
 			{name: "delivery report with a string sequence", build: body(func(v hostileValid) []byte {
 				return v.with("result", `{"notification_type":"final","sequence_number":"1","reporting_period":{"start":"2026-01-01T00:00:00Z","end":"2026-01-02T00:00:00Z"},"currency":"USD","media_buy_deliveries":[]}`)
 			}), status: 400, code: courier.CodeValidation, field: "result.sequence_number"},
@@ -607,10 +617,10 @@ var hostileCapabilities = strings.Repeat("c", 64)
 func hostileSourceTarget() hostileTarget {
 	return hostileTarget{
 		name: "Source",
-		open: func(t *testing.T) *hostileEnv {
+		open: func(t *testing.T, limits middleware.BodyLimits) *hostileEnv {
 			s := hostileStore(t)
 			verifier, sign := hostileStandardWebhooks(t, "host")
-			src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: hostileCapabilities, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}}, hostileEffect[ack.Command])
+			src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: hostileCapabilities, Body: limits}, hostileEffect[ack.Command])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -643,6 +653,8 @@ func hostileSourceTarget() hostileTarget {
 			{name: "budget is a float", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `1.5`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
 			{name: "budget is a string", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `"2"`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
 			{name: "budget over the maximum", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `21`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
+			{name: "budget minus zero", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `-0`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
+			{name: "budget 1e400", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `1e400`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
 			{name: "budget 1e0", build: body(func(v hostileValid) []byte { return v.with("source_max_attempts", `1e0`) }), status: 400, code: courier.CodeValidation, field: "source_max_attempts"},
 			{name: "change with a null body", build: body(func(v hostileValid) []byte { return v.with("body", `null`) }), status: 400, code: courier.CodeValidation, field: "body"},
 			{name: "missing body", build: body(func(v hostileValid) []byte { return v.without("body") }), status: 400, code: courier.CodeValidation, field: "body"},
@@ -679,7 +691,7 @@ const hostilePublishToken = "publisher-token-0123456789abcdefghijklmnop"
 func hostilePublishTarget() hostileTarget {
 	return hostileTarget{
 		name: "Publish",
-		open: func(t *testing.T) *hostileEnv {
+		open: func(t *testing.T, limits middleware.BodyLimits) *hostileEnv {
 			s := hostileStore(t)
 			token, err := signature.ParseSecret("orders-service", hostilePublishToken)
 			if err != nil {
@@ -689,7 +701,7 @@ func hostilePublishTarget() hostileTarget {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish, Body: middleware.BodyLimits{MaxBytes: hostileMaxBody}})
+			p, err := handler.NewPublish(handler.PublishConfig{Store: s, Verifier: verifier, Authorize: allowPublish, Body: limits})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -930,6 +942,10 @@ func hostileCommonCases(target hostileTarget) []hostileCase {
 		return v.prepend(first + `:"x"`)
 	}))
 	dup("duplicate nested key", body(func(v hostileValid) []byte { return v.prepend(`"nested":{"a":1,"b":[{"c":1,"c":2}]}`) }))
+	dup("duplicate key at the deepest level", body(func(v hostileValid) []byte {
+		wrap := strictjson.MaxDepth - 2 // the body, then the wrappers, then the object with the duplicate
+		return v.prepend(`"deep":` + strings.Repeat(`{"a":`, wrap) + `{"k":1,"k":2}` + strings.Repeat("}", wrap))
+	}))
 	dup("duplicate key by escape", body(func(v hostileValid) []byte { return v.prepend(`"nested":{"a":1,"\u0061":2}`) }))
 	dup("duplicate key in a large object", body(func(v hostileValid) []byte {
 		var b strings.Builder
