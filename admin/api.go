@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/courier-go/courier/ack"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/listing"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/store"
@@ -304,57 +304,59 @@ const (
 )
 
 func (h *Handler) apiEndpoints(w http.ResponseWriter, r *http.Request) {
-	list := h.cfg.Store.Endpoints.List
-	if page, next, ok := pageByRef(h, w, r, list, func(e store.EndpointHealth) string { return e.Endpoint }, toEndpoint); ok {
+	list := h.lists().EndpointPage
+	if page, next, ok := pageByURL(h, w, r, list, toEndpoint, func(e endpointJSON) string { return e.Ref }); ok {
 		writeJSON(w, http.StatusOK, endpointPageJSON{Endpoints: page, NextAfter: next})
 	}
 }
 
-// pageByRef answers the query of r, a list paged by byRef, from what list
-// returns: the page and the next one's cursor, or false when it answered
-// a bad query or the store's failure itself.
-func pageByRef[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, list func(context.Context) ([]T, error),
-	url func(T) string, to func(T) J) (page []J, next string, ok bool) {
+// lists are the store's reads of its endpoints and pins a page at a time
+// (package internal/listing).
+func (h *Handler) lists() listing.Lists[store.EndpointHealth, store.Contract] {
+	return listing.For[store.EndpointHealth, store.Contract](h.cfg.Store)
+}
+
+// pageByURL answers the query of r, a list one entry per endpoint that
+// page reads from the store by URL, converted by to: the page and the
+// next one's cursor, the ref (ref says which) of the last entry when more
+// follow, or false when it answered a bad query or the store's failure
+// itself. An outbox may keep tens of thousands of endpoints (disabled ones
+// stay until an operator acts, contract pins for good), too many for one
+// answer, or for one read: the store reads the page from its indexes from
+// the cursor's endpoint on. The cursor is a ref, not a URL, so that it
+// says nothing of one (it travels in a query, which logs keep); the Store
+// remembers the URL of each it hands out (see store.Endpoints.Resolve), so
+// that it holds when its endpoint leaves the list. Another process, or
+// one that has forgotten it, searches the endpoints the store knows for
+// it; one the store no longer knows at all is 404 not_found: start again
+// from the first page.
+func pageByURL[T, J any](h *Handler, w http.ResponseWriter, r *http.Request,
+	page func(ctx context.Context, after string, limit int) ([]T, bool, error), to func(T) J, ref func(J) string) ([]J, string, bool) {
 	after, limit, ok := refPageParams(w, r)
 	if !ok {
 		return nil, "", false
 	}
-	all, err := list(r.Context())
+	if after != "" {
+		url, err := h.resolve(r, after)
+		if err != nil {
+			h.storeError(w, r, err)
+			return nil, "", false
+		}
+		after = url
+	}
+	rows, more, err := page(r.Context(), after, limit)
 	if err != nil {
 		h.storeError(w, r, err)
 		return nil, "", false
 	}
-	page, next = byRef(all, url, to, after, limit)
-	return page, next, true
+	out, next := each(rows, to), ""
+	if more && len(out) > 0 {
+		next = ref(out[len(out)-1])
+	}
+	return out, next, true
 }
 
-// byRef returns a page of what an answer lists, one entry per endpoint
-// (url says whose), converted by to: the limit first in ref order after
-// the ref after ("" for the first page), and the last one's ref when more
-// follow. An outbox may keep tens of thousands of endpoints (disabled ones
-// stay until an operator acts, contract pins for good), too many for one
-// answer. The order is the refs', not the URLs', so that the cursor says
-// nothing of a URL, and holds when its endpoint leaves the list.
-func byRef[T, J any](all []T, url func(T) string, to func(T) J, after string, limit int) (page []J, next string) {
-	refs := make([]string, len(all))
-	rest := make([]int, 0, len(all)) // those after the cursor, by index
-	for i, v := range all {
-		if refs[i] = endpoint.Ref(url(v)); refs[i] > after {
-			rest = append(rest, i)
-		}
-	}
-	slices.SortFunc(rest, func(a, b int) int { return strings.Compare(refs[a], refs[b]) })
-	page = make([]J, 0, min(limit, len(rest)))
-	for _, i := range rest[:min(limit, len(rest))] {
-		page = append(page, to(all[i]))
-	}
-	if len(rest) > limit {
-		next = refs[rest[limit-1]]
-	}
-	return page, next
-}
-
-// refPageParams reads the query of a list paged by byRef: after (the
+// refPageParams reads the query of a list paged by pageByURL: after (the
 // next_after of the previous page) and limit, given at most once each
 // (rule single, as listParams refuses it). It answers a bad query itself,
 // naming every bad field.

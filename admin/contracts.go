@@ -12,7 +12,6 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
-	"github.com/courier-go/courier/store"
 )
 
 // The contract actions: an operator resolving an endpoint held back by a
@@ -20,8 +19,8 @@ import (
 // waiting commands were built for again, or fails those commands.
 
 func (h *Handler) apiContracts(w http.ResponseWriter, r *http.Request) {
-	list := h.cfg.Store.Contracts.List
-	if page, next, ok := pageByRef(h, w, r, list, func(k store.Contract) string { return k.Endpoint }, toContract); ok {
+	list := h.lists().ContractPage
+	if page, next, ok := pageByURL(h, w, r, list, toContract, func(k contractJSON) string { return k.Ref }); ok {
 		writeJSON(w, http.StatusOK, contractPageJSON{Contracts: page, NextAfter: next})
 	}
 }

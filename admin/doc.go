@@ -65,8 +65,9 @@
 //	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
 //	                                    healthy, limits, deliveries in flight, blocked ordering
 //	                                    keys): {"endpoints": [endpoint…], "next_after": ref}, a
-//	                                    page in ref order; query: after (next_after of the
-//	                                    previous page), limit (1..1000, default 100)
+//	                                    page by URL (next_after is the last one's ref); query:
+//	                                    after (next_after of the previous page), limit
+//	                                    (1..1000, default 100)
 //	POST /api/endpoints/{ref}/enable    close the endpoint's breaker: endpoint
 //	POST /api/endpoints/{ref}/disable   stop sending to it: endpoint
 //	POST /api/endpoints/{ref}/limits    {"max_in_flight": n, "rate": r, "burst": b}: replace the
@@ -163,19 +164,27 @@
 // endpoints failing now (open, half open) first, then those holding
 // ordering keys, disabled ones, those failing but closed, and those only
 // limited or busy, the latest change first within each; pins holding the
-// most deliveries back first, then the latest. The JSON API pages through
-// every one in ref order, not URL order, so that its cursor (next_after,
-// a ref) says nothing of a URL and holds when its endpoint leaves the
-// list. Each such answer still reads the store's whole list
-// (store.Endpoints.List, store.Contracts.List), whose cost grows with it,
-// in step: at 50,000 disabled endpoints, each with a pin, on SQLite, a
-// quarter to half a second and 40 to 95 MB of allocation per answer (the
-// page reads both lists), about 12 MB of it held at once for the
-// endpoints' list, where 1,000 cost 4 to 16 ms and 1 to 2.5 MB
-// (BenchmarkAdminManyEndpoints); the answer stays a page of 130 KB or a
-// JSON page of 24 to 29 KB (100 entries), where all of them in one answer
-// would be 35 MB of HTML and 14 MB of JSON. Walking the whole list through
-// the JSON API reads it once per page: use limit=1000.
+// most deliveries back first, then the latest. The store ranks them and
+// counts them all in the database and sends the 100; with no index in
+// that order, it reads every endpoint's row and every pin to rank them,
+// though none of them is sent (at 50,000 disabled endpoints, each with a
+// pin, on SQLite, about an eighth of a second for the page, with the
+// allocation of one with 1,000: 1.2 MB). The JSON API pages through every one by
+// URL (in the database's order of text: bytes on SQLite, its collation on
+// PostgreSQL), each page read from the store's indexes from its cursor on,
+// so that a page costs what it shows: at 50,000 disabled endpoints, each
+// with a pin, on SQLite, a page of 100 costs about what it does at 1,000
+// (BenchmarkAdminManyEndpoints). Its cursor (next_after) is the last
+// entry's ref, not its URL, so that it says nothing of a URL (a query
+// travels into logs); the Admin's Store remembers the URL of each cursor
+// it hands out, so that a cursor holds when its endpoint leaves the list.
+// A cursor another process handed out, or one the Store has forgotten (it
+// remembers up to 1,024 refs it resolved), is looked up among the
+// endpoints the store knows, as a ref in a path is, which reads them; one
+// whose endpoint the store no longer knows at all is 404 not_found: start
+// again from the first page. Every endpoint listed throughout a walk comes
+// once; one added after the cursor comes in its place, one added before it
+// does not.
 //
 // A redrive moves deliveries in batches, each committed on its own: one
 // that fails part-way (/api/redrive or the form) has moved the batches

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
@@ -106,13 +105,22 @@ type opsIndex struct {
 	Operations []string // command operations, when any command was enqueued
 	// Contracts is the opsContracts of the ContractCount pins that most
 	// need an operator: those holding the most deliveries back, then the
-	// latest; ContractsHolding counts the pins holding any back.
+	// latest (the query contract_top); ContractsHolding counts the pins
+	// holding any back.
 	Contracts        []contractJSON
 	ContractCount    int
 	ContractsHolding int
 	// Endpoints is the opsEndpoints of the EndpointCount endpoints with
-	// something to show that most need an operator (mostPressing), and
-	// EndpointStates counts those whose breaker is not closed among all.
+	// something to show that most need an operator: failing now (open or
+	// half open), then holding ordering keys (a failed delivery blocks
+	// each), then disabled (nothing is sent until an operator enables
+	// it), then failing but still closed, then those only limited or
+	// busy; within each, the breaker's latest change first, then the
+	// busiest, then by URL. An outbox may keep tens of thousands of
+	// disabled endpoints, most long gone: an endpoint failing now comes
+	// before all of them. The store ranks them and counts them all (the
+	// query endpoint_top); EndpointStates counts those whose breaker is
+	// not closed among all.
 	Endpoints      []endpointJSON
 	EndpointCount  int
 	EndpointStates struct{ Open, HalfOpen, Disabled int }
@@ -199,39 +207,24 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	contracts, err := h.cfg.Store.Contracts.List(ctx)
+	lists := h.lists()
+	contracts, count, holding, err := lists.ContractTop(ctx, opsContracts)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	data.ContractCount = len(contracts)
-	for _, k := range contracts {
-		if k.Mismatched > 0 {
-			data.ContractsHolding++
-		}
-	}
-	slices.SortFunc(contracts, func(a, b store.Contract) int { // those holding the most back, then the latest pins
-		return cmp.Or(cmp.Compare(b.Mismatched, a.Mismatched), b.PinnedAt.Compare(a.PinnedAt), strings.Compare(a.Endpoint, b.Endpoint))
-	})
-	data.Contracts = each(contracts[:min(opsContracts, len(contracts))], toContract)
-	endpoints, err := h.cfg.Store.Endpoints.List(ctx)
+	data.ContractCount, data.ContractsHolding = count, holding
+	data.Contracts = each(contracts, toContract)
+	endpoints, count, states, err := lists.EndpointTop(ctx, opsEndpoints)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	data.EndpointCount = len(endpoints)
-	for _, e := range endpoints {
-		switch e.State {
-		case store.EndpointOpen:
-			data.EndpointStates.Open++
-		case store.EndpointHalfOpen:
-			data.EndpointStates.HalfOpen++
-		case store.EndpointDisabled:
-			data.EndpointStates.Disabled++
-		}
-	}
-	slices.SortFunc(endpoints, mostPressing)
-	data.Endpoints = each(endpoints[:min(opsEndpoints, len(endpoints))], toEndpoint)
+	data.EndpointCount = count
+	data.EndpointStates.Open = states[string(store.EndpointOpen)]
+	data.EndpointStates.HalfOpen = states[string(store.EndpointHalfOpen)]
+	data.EndpointStates.Disabled = states[string(store.EndpointDisabled)]
+	data.Endpoints = each(endpoints, toEndpoint)
 	failures, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed, Limit: opsFailures})
 	if err != nil {
 		h.storeError(w, r, err)
@@ -255,35 +248,6 @@ func (h *Handler) pageIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Latest = each(latest.Deliveries, opsjson.NewDelivery)
 	h.render(w, r, "index", data)
-}
-
-// mostPressing orders endpoints by how much they need an operator, the
-// ops page's order: failing now (open or half open), then holding
-// ordering keys (a failed delivery blocks each), then disabled (nothing is
-// sent until an operator enables it), then failing but still closed, then
-// those only limited or busy; within each, the breaker's latest change
-// first, then the busiest, then by URL. An outbox may keep tens of
-// thousands of disabled endpoints, most long gone: an endpoint failing now
-// comes before all of them.
-func mostPressing(a, b store.EndpointHealth) int {
-	return cmp.Or(cmp.Compare(pressing(a), pressing(b)), b.UpdatedAt.Compare(a.UpdatedAt),
-		cmp.Compare(b.InFlight, a.InFlight), strings.Compare(a.Endpoint, b.Endpoint))
-}
-
-// pressing ranks an endpoint for mostPressing: lower needs an operator
-// more.
-func pressing(e store.EndpointHealth) int {
-	switch {
-	case e.State == store.EndpointOpen || e.State == store.EndpointHalfOpen:
-		return 0
-	case e.BlockedKeys > 0:
-		return 1
-	case e.State == store.EndpointDisabled:
-		return 2
-	case e.ConsecutiveFailures > 0:
-		return 3
-	}
-	return 4
 }
 
 // opsFlash is the message for the ?done= a form post redirected with.

@@ -33,8 +33,9 @@ type deliveryPageJSON struct {
 	NextBefore int64              `json:"next_before,omitempty"`
 }
 
-// endpointPageJSON is GET /api/endpoints, a page in ref order: pass
-// NextAfter as after for the next page; it is absent on the last.
+// endpointPageJSON is GET /api/endpoints, a page by URL: pass NextAfter,
+// the last one's ref, as after for the next page; it is absent on the
+// last.
 type endpointPageJSON struct {
 	Endpoints []endpointJSON `json:"endpoints"`
 	NextAfter string         `json:"next_after,omitempty"`

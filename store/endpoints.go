@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"math"
 	"time"
 
@@ -203,7 +202,11 @@ func (e *Endpoints) get(ctx context.Context, x DBTX, endpoint string) (EndpointH
 
 // List returns every endpoint with something to show, by URL: a breaker
 // not plainly healthy (failing, open, half open or disabled), limits,
-// deliveries in flight or blocked ordering keys.
+// deliveries in flight or blocked ordering keys. It reads and returns
+// them all at once, and costs in step with them: an outbox may keep tens
+// of thousands (a disabled endpoint stays until an operator enables it or
+// a prune removes it), some tens of megabytes of allocation at 50,000.
+// The Admin reads a page at a time instead.
 func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
 	var rows []endpointRow
 	if err := e.s.selectRows(ctx, e.s.db, "endpoint_list", map[string]any{"every": true, "limit": int64(math.MaxInt64)}, &rows); err != nil {
@@ -230,35 +233,28 @@ func init() {
 // costs a scrape little more than one keeping none. The figures are read
 // from one snapshot, as Health's.
 func (e *Endpoints) scrape(ctx context.Context, limit int) (scrape.Endpoints, error) {
-	if e.s.closed.Load() {
-		return scrape.Endpoints{}, errClosed
-	}
-	tx, err := e.s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	var out scrape.Endpoints
+	err := e.s.inSnapshot(ctx, "endpoint_list", func(tx DBTX) error {
+		states, err := e.states(ctx, tx)
+		if err != nil {
+			return err
+		}
+		out.States = states
+		if err := e.s.scan(ctx, tx, "endpoint_blocked_keys", nil, &out.BlockedKeys); err != nil {
+			return err
+		}
+		var rows []endpointRow
+		if err := e.s.selectRows(ctx, tx, "endpoint_list", map[string]any{"every": false, "limit": limit}, &rows); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			out.Listed = append(out.Listed, scrape.Endpoint{URL: r.Endpoint, State: r.State, InFlight: r.InFlight,
+				MaxInFlight: r.MaxInFlight, Rate: r.Rate, BlockedKeys: r.BlockedKeys})
+		}
+		return nil
+	})
 	if err != nil {
-		return scrape.Endpoints{}, e.s.dialect.interpret("endpoint_list", err)
-	}
-	defer tx.Rollback()
-	out := scrape.Endpoints{States: make(map[string]int)}
-	var states []struct {
-		State string `db:"state"`
-		N     int    `db:"n"`
-	}
-	if err := e.s.selectRows(ctx, tx, "endpoint_states", nil, &states); err != nil {
 		return scrape.Endpoints{}, err
-	}
-	for _, st := range states {
-		out.States[st.State] = st.N
-	}
-	if err := e.s.scan(ctx, tx, "endpoint_blocked_keys", nil, &out.BlockedKeys); err != nil {
-		return scrape.Endpoints{}, err
-	}
-	var rows []endpointRow
-	if err := e.s.selectRows(ctx, tx, "endpoint_list", map[string]any{"every": false, "limit": limit}, &rows); err != nil {
-		return scrape.Endpoints{}, err
-	}
-	for _, r := range rows {
-		out.Listed = append(out.Listed, scrape.Endpoint{URL: r.Endpoint, State: r.State, InFlight: r.InFlight,
-			MaxInFlight: r.MaxInFlight, Rate: r.Rate, BlockedKeys: r.BlockedKeys})
 	}
 	return out, nil
 }

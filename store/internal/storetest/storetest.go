@@ -206,6 +206,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ARedriveOfAnEndpointTakesItsStoredSpelling", testARedriveOfAnEndpointTakesItsStoredSpelling},
 		{"ListAndBlockedKeysTakeAStoredSpelling", testListAndBlockedKeysTakeAStoredSpelling},
 		{"AScrapeShowsWhatEndpointsListShows", testAScrapeShowsWhatEndpointsListShows},
+		{"TheAdminsPagesAreWhatListShows", testTheAdminsPagesAreWhatListShows},
+		{"TheAdminsPagesHoldThroughChanges", testTheAdminsPagesHoldThroughChanges},
 		{"ListByIDIsGetWithoutItsPayload", testListByIDIsGetWithoutItsPayload},
 		{"ResolveRemembersWhatItFound", testResolveRemembersWhatItFound},
 		{"UpdateKeepsALegacySpellingsFingerprint", testUpdateKeepsALegacySpellingsFingerprint},

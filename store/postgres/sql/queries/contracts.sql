@@ -42,3 +42,52 @@ FROM courier_contracts AS k
 WHERE :endpoint = '' OR k.endpoint = :endpoint
 -- COLLATE "C": byte order, as on SQLite, whatever the database's collation.
 ORDER BY k.endpoint COLLATE "C";
+
+-- name: contract_page
+-- A page of the pins: at most :limit after :after ("" for the first
+-- page), by endpoint, read from the primary key from :after on, each with
+-- its count as contract_list's.
+-- PostgreSQL: by the database's collation, not byte order as SQLite's
+-- (contract_list's COLLATE "C"): the primary key is in it, and in another
+-- order each page would read and sort every pin. A page is read after one
+-- of the same database, in the same order.
+SELECT k.endpoint, k.capabilities_sha256, k.pinned_at,
+    (SELECT COUNT(*) FROM courier_outbox AS m
+     WHERE m.endpoint = k.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+         AND m.contract_sha256 <> k.capabilities_sha256) AS mismatched
+FROM courier_contracts AS k
+WHERE k.endpoint > :after
+ORDER BY k.endpoint
+LIMIT :limit;
+
+-- name: contract_top
+-- The :limit pins that most need an operator, the ops page's order: those
+-- holding the most deliveries back first, then the latest pins, then by
+-- endpoint. The deliveries held back are counted once for all, from the
+-- unfinished deliveries of the contract index (held), not once per pin;
+-- no index holds the order, so the database ranks every pin by a narrow
+-- key (kept) and sends the page. COLLATE "C": byte order, as on SQLite, whatever the
+-- database's collation.
+WITH held AS MATERIALIZED (
+    SELECT m.endpoint, COUNT(*) AS n FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
+    WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+        AND m.contract_sha256 <> k.capabilities_sha256
+    GROUP BY m.endpoint
+),
+kept AS (
+    SELECT k.endpoint, k.pinned_at, COALESCE((SELECT h.n FROM held AS h WHERE h.endpoint = k.endpoint), 0) AS mismatched
+    FROM courier_contracts AS k
+    ORDER BY mismatched DESC, k.pinned_at DESC, k.endpoint COLLATE "C"
+    LIMIT :limit
+)
+SELECT t.endpoint, k.capabilities_sha256, t.pinned_at, t.mismatched
+FROM kept AS t JOIN courier_contracts AS k ON k.endpoint = t.endpoint
+ORDER BY t.mismatched DESC, t.pinned_at DESC, t.endpoint COLLATE "C";
+
+-- name: contract_count
+-- How many pins there are, and how many hold deliveries back (see
+-- contract_top's held), counted in the database.
+SELECT (SELECT COUNT(*) FROM courier_contracts) AS pinned,
+    (SELECT COUNT(DISTINCT m.endpoint) FROM courier_outbox AS m JOIN courier_contracts AS k ON k.endpoint = m.endpoint
+     WHERE m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+         AND m.contract_sha256 <> k.capabilities_sha256) AS holding;

@@ -45,3 +45,52 @@ SELECT k.endpoint, k.capabilities_sha256, k.pinned_at,
 FROM courier_contracts AS k
 WHERE :endpoint = '' OR k.endpoint = :endpoint
 ORDER BY k.endpoint;
+
+-- name: contract_page
+-- A page of the pins: at most :limit after :after ("" for the first
+-- page), by endpoint, read from the primary key from :after on, each with
+-- its count as contract_list's.
+SELECT k.endpoint, k.capabilities_sha256, k.pinned_at,
+    (SELECT COUNT(*) FROM courier_outbox AS m
+     WHERE m.endpoint = k.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+         AND m.contract_sha256 <> k.capabilities_sha256) AS mismatched
+FROM courier_contracts AS k
+WHERE k.endpoint > :after
+ORDER BY k.endpoint
+LIMIT :limit;
+
+-- name: contract_top
+-- The :limit pins that most need an operator, the ops page's order: those
+-- holding the most deliveries back first, then the latest pins, then by
+-- endpoint. The deliveries held back are counted once for all, from the
+-- unfinished deliveries of the contract index (held), not once per pin;
+-- no index holds the order, so the database ranks every pin by a narrow
+-- key (kept) and sends the page.
+-- SQLite: CROSS JOIN and INDEXED BY keep the unfinished deliveries outside,
+-- read from the contract index (its condition repeated verbatim), each
+-- looking its pin up by the primary key: driven from the pins, the
+-- planner probes the outbox once per pin.
+WITH held AS MATERIALIZED (
+    SELECT m.endpoint, COUNT(*) AS n FROM courier_outbox AS m INDEXED BY courier_outbox_contract CROSS JOIN courier_contracts AS k
+    WHERE k.endpoint = m.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+        AND m.contract_sha256 <> k.capabilities_sha256
+    GROUP BY m.endpoint
+),
+kept AS (
+    SELECT k.endpoint, k.pinned_at, COALESCE((SELECT h.n FROM held AS h WHERE h.endpoint = k.endpoint), 0) AS mismatched
+    FROM courier_contracts AS k
+    ORDER BY mismatched DESC, k.pinned_at DESC, k.endpoint
+    LIMIT :limit
+)
+SELECT t.endpoint, k.capabilities_sha256, t.pinned_at, t.mismatched
+FROM kept AS t JOIN courier_contracts AS k ON k.endpoint = t.endpoint
+ORDER BY t.mismatched DESC, t.pinned_at DESC, t.endpoint;
+
+-- name: contract_count
+-- How many pins there are, and how many hold deliveries back (see
+-- contract_top's held), counted in the database.
+-- SQLite: CROSS JOIN and INDEXED BY as in contract_top.
+SELECT (SELECT COUNT(*) FROM courier_contracts) AS pinned,
+    (SELECT COUNT(DISTINCT m.endpoint) FROM courier_outbox AS m INDEXED BY courier_outbox_contract CROSS JOIN courier_contracts AS k
+     WHERE k.endpoint = m.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+         AND m.contract_sha256 <> k.capabilities_sha256) AS holding;

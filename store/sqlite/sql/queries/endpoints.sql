@@ -40,6 +40,87 @@ LEFT JOIN courier_endpoints AS e ON e.endpoint = n.endpoint
 LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
 ORDER BY n.endpoint;
 
+-- name: endpoint_page
+-- A page of what endpoint_list lists with :every true: at most :limit
+-- endpoints after :after ("" for the first page), by URL. Each set is
+-- read from its own index from :after on, at most :limit of each (the
+-- primary keys of courier_endpoints and courier_endpoint_limits, the
+-- partial indexes of the leased deliveries, courier_outbox_in_flight, and
+-- of the blocked keys), and the loads are counted for the endpoints kept
+-- only: a page reads what it shows, however many endpoints the store
+-- keeps.
+WITH named AS (
+    SELECT endpoint FROM (SELECT endpoint FROM courier_endpoints WHERE endpoint > :after ORDER BY endpoint LIMIT :limit)
+    UNION SELECT endpoint FROM (SELECT endpoint FROM courier_endpoint_limits WHERE endpoint > :after ORDER BY endpoint LIMIT :limit)
+    UNION SELECT endpoint FROM (SELECT DISTINCT endpoint FROM courier_outbox WHERE status = 'leased' AND endpoint > :after ORDER BY endpoint LIMIT :limit)
+    UNION SELECT endpoint FROM (SELECT DISTINCT endpoint FROM courier_ordering_keys WHERE blocked_at IS NOT NULL AND endpoint > :after ORDER BY endpoint LIMIT :limit)
+),
+kept AS (
+    SELECT endpoint FROM named ORDER BY endpoint LIMIT :limit
+)
+SELECT n.endpoint, COALESCE(e.state, 'closed') AS state, COALESCE(e.consecutive_failures, 0) AS consecutive_failures,
+    e.failing_since, e.open_until, e.reason, COALESCE(e.updated_at, 0) AS updated_at,
+    COALESCE(l.max_in_flight, 0) AS max_in_flight, COALESCE(l.rate, 0) AS rate, COALESCE(l.burst, 0) AS burst,
+    (SELECT COUNT(*) FROM courier_outbox AS f WHERE f.endpoint = n.endpoint AND f.status = 'leased') AS in_flight,
+    (SELECT COUNT(*) FROM courier_ordering_keys AS k WHERE k.endpoint = n.endpoint AND k.blocked_at IS NOT NULL) AS blocked_keys
+FROM kept AS n
+LEFT JOIN courier_endpoints AS e ON e.endpoint = n.endpoint
+LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = n.endpoint
+ORDER BY n.endpoint;
+
+-- name: endpoint_count
+-- How many endpoints endpoint_list lists with :every true, counted in the
+-- database: the breaker records, then those of the small sets (limits,
+-- deliveries in flight, blocked keys) without one, each looked up by the
+-- primary key.
+SELECT (SELECT COUNT(*) FROM courier_endpoints) + (SELECT COUNT(*) FROM (
+    SELECT endpoint FROM courier_endpoint_limits
+    UNION SELECT endpoint FROM courier_outbox WHERE status = 'leased'
+    UNION SELECT endpoint FROM courier_ordering_keys WHERE blocked_at IS NOT NULL
+) AS o WHERE NOT EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint));
+
+-- name: endpoint_top
+-- The :limit endpoints of endpoint_list (:every true) that most need an
+-- operator, the ops page's order: failing now (open or half open), then
+-- holding ordering keys, then disabled, then failing but still closed,
+-- then those only limited or busy; within each, the breaker's latest
+-- change first, then the busiest, then by URL. No index holds that order:
+-- the database ranks every endpoint by a narrow key (ranked, kept) and
+-- sends the page, read whole for the kept only. The loads are counted
+-- once for all from the leased deliveries and the blocked keys (few,
+-- from their partial indexes), not once per endpoint.
+WITH in_flight AS MATERIALIZED (
+    SELECT endpoint, COUNT(*) AS n FROM courier_outbox WHERE status = 'leased' GROUP BY endpoint
+),
+blocked AS MATERIALIZED (
+    SELECT endpoint, COUNT(*) AS n FROM courier_ordering_keys WHERE blocked_at IS NOT NULL GROUP BY endpoint
+),
+ranked AS (
+    SELECT e.endpoint, e.updated_at,
+        CASE WHEN e.state IN ('open', 'half_open') THEN 0 WHEN e.endpoint IN (SELECT endpoint FROM blocked) THEN 1
+            WHEN e.state = 'disabled' THEN 2 WHEN e.consecutive_failures > 0 THEN 3 ELSE 4 END AS pressing
+    FROM courier_endpoints AS e
+    UNION ALL
+    SELECT o.endpoint, 0, CASE WHEN o.endpoint IN (SELECT endpoint FROM blocked) THEN 1 ELSE 4 END FROM (
+        SELECT endpoint FROM courier_endpoint_limits UNION SELECT endpoint FROM in_flight UNION SELECT endpoint FROM blocked
+    ) AS o WHERE NOT EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint)
+),
+kept AS (
+    SELECT r.endpoint, r.updated_at, r.pressing, COALESCE((SELECT f.n FROM in_flight AS f WHERE f.endpoint = r.endpoint), 0) AS in_flight
+    FROM ranked AS r
+    ORDER BY r.pressing, r.updated_at DESC, in_flight DESC, r.endpoint
+    LIMIT :limit
+)
+SELECT k.endpoint, COALESCE(e.state, 'closed') AS state, COALESCE(e.consecutive_failures, 0) AS consecutive_failures,
+    e.failing_since, e.open_until, e.reason, k.updated_at,
+    COALESCE(l.max_in_flight, 0) AS max_in_flight, COALESCE(l.rate, 0) AS rate, COALESCE(l.burst, 0) AS burst,
+    k.in_flight, COALESCE(b.n, 0) AS blocked_keys
+FROM kept AS k
+LEFT JOIN courier_endpoints AS e ON e.endpoint = k.endpoint
+LEFT JOIN courier_endpoint_limits AS l ON l.endpoint = k.endpoint
+LEFT JOIN blocked AS b ON b.endpoint = k.endpoint
+ORDER BY k.pressing, k.updated_at DESC, k.in_flight DESC, k.endpoint;
+
 -- name: endpoint_states
 -- How many endpoints are in each breaker state but closed, counted in the
 -- database: one pass over courier_endpoints, no row of it sent.

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/listing"
+)
+
+// The Admin's reads of the endpoints and the contract pins (package
+// internal/listing) are implemented here and handed to package admin: a
+// page read from the database's indexes from a cursor on, and the few
+// that most need an operator beside counts made in the database, so that
+// an outbox keeping tens of thousands of disabled endpoints, each with a
+// pin, costs an answer little more than one keeping none. Endpoints.List
+// and Contracts.List stay every one, read whole.
+func init() {
+	listing.Register(func(s any) listing.Lists[EndpointHealth, Contract] {
+		st := s.(*Store)
+		return listing.Lists[EndpointHealth, Contract]{
+			EndpointPage: st.Endpoints.page, EndpointTop: st.Endpoints.top,
+			ContractPage: st.Contracts.page, ContractTop: st.Contracts.top,
+		}
+	})
+}
+
+// page lists at most limit of the endpoints List lists, those after the
+// URL after ("" for the first page), by URL (in the database's order of
+// text: bytes on SQLite, its collation on PostgreSQL, whose indexes are
+// in it); more reports whether others follow. When they do, the Store
+// remembers the reference of the last one listed (see Resolve): the
+// cursor a caller names the next page by resolves without a search, in
+// this Store, even once its endpoint has left the list.
+func (e *Endpoints) page(ctx context.Context, after string, limit int) ([]EndpointHealth, bool, error) {
+	var rows []endpointRow
+	if err := e.s.selectRows(ctx, e.s.db, "endpoint_page", map[string]any{"after": after, "limit": limit + 1}, &rows); err != nil {
+		return nil, false, err
+	}
+	more := len(rows) > limit
+	rows = rows[:min(limit, len(rows))]
+	out := make([]EndpointHealth, len(rows))
+	for i, r := range rows {
+		out[i] = r.health()
+		r.endpointLoad.apply(&out[i])
+	}
+	if more {
+		last := rows[len(rows)-1].Endpoint
+		e.resolved.put(endpoint.Ref(last), last)
+	}
+	return out, more, nil
+}
+
+// top lists the limit endpoints of List that most need an operator (see
+// endpoint_top for the order), and counts every one List lists, and those
+// in each breaker state but closed, in the database, all from one
+// snapshot, as Health's.
+func (e *Endpoints) top(ctx context.Context, limit int) (top []EndpointHealth, count int, states map[string]int, err error) {
+	err = e.s.inSnapshot(ctx, "endpoint_top", func(tx DBTX) error {
+		var rows []endpointRow
+		if err := e.s.selectRows(ctx, tx, "endpoint_top", map[string]any{"limit": limit}, &rows); err != nil {
+			return err
+		}
+		top = make([]EndpointHealth, len(rows))
+		for i, r := range rows {
+			top[i] = r.health()
+			r.endpointLoad.apply(&top[i])
+		}
+		if err := e.s.scan(ctx, tx, "endpoint_count", nil, &count); err != nil {
+			return err
+		}
+		states, err = e.states(ctx, tx)
+		return err
+	})
+	return top, count, states, err
+}
+
+// states counts the endpoints in each breaker state but closed, in the
+// database.
+func (e *Endpoints) states(ctx context.Context, x DBTX) (map[string]int, error) {
+	var rows []struct {
+		State string `db:"state"`
+		N     int    `db:"n"`
+	}
+	if err := e.s.selectRows(ctx, x, "endpoint_states", nil, &rows); err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(rows))
+	for _, st := range rows {
+		out[st.State] = st.N
+	}
+	return out, nil
+}
+
+// page lists at most limit pins after the endpoint after ("" for the
+// first page), as Endpoints.page lists endpoints, remembering the
+// cursor's reference as it does.
+func (c *Contracts) page(ctx context.Context, after string, limit int) ([]Contract, bool, error) {
+	var rows []contractRow
+	if err := c.s.selectRows(ctx, c.s.db, "contract_page", map[string]any{"after": after, "limit": limit + 1}, &rows); err != nil {
+		return nil, false, err
+	}
+	more := len(rows) > limit
+	rows = rows[:min(limit, len(rows))]
+	out := make([]Contract, len(rows))
+	for i, r := range rows {
+		out[i] = r.contract()
+	}
+	if more {
+		last := rows[len(rows)-1].Endpoint
+		c.s.Endpoints.resolved.put(endpoint.Ref(last), last)
+	}
+	return out, more, nil
+}
+
+// top lists the limit pins that most need an operator (see contract_top
+// for the order), and counts every pin, and those holding deliveries
+// back, in the database, all from one snapshot.
+func (c *Contracts) top(ctx context.Context, limit int) (top []Contract, count, holding int, err error) {
+	err = c.s.inSnapshot(ctx, "contract_top", func(tx DBTX) error {
+		var rows []contractRow
+		if err := c.s.selectRows(ctx, tx, "contract_top", map[string]any{"limit": limit}, &rows); err != nil {
+			return err
+		}
+		top = make([]Contract, len(rows))
+		for i, r := range rows {
+			top[i] = r.contract()
+		}
+		return c.s.scan(ctx, tx, "contract_count", nil, &count, &holding)
+	})
+	return top, count, holding, err
+}
+
+// inSnapshot runs read, the reads of the query name, in a read-only
+// transaction that sees one snapshot, as Health's.
+func (s *Store) inSnapshot(ctx context.Context, name string, read func(tx DBTX) error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return s.dialect.interpret(name, err)
+	}
+	defer tx.Rollback()
+	return read(tx)
+}
