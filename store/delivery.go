@@ -195,6 +195,18 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		name, args["id"], args["notification_id"] = "outbox_list_by_id", p.ID, p.NotificationID
 	case p.NotificationID != "":
 		name, args["notification_id"] = "outbox_list_by_notification", p.NotificationID
+	case p.Endpoint != "" && (p.Status == "" || p.Status == courier.StatusSucceeded || p.Status == courier.StatusSuppressed):
+		// From the endpoint's index, in id order. With a finished status
+		// too (what Prune removes): its deliveries grow with every
+		// endpoint's traffic, and the status's index would walk all of
+		// them for the few of a quiet endpoint, where the endpoint's walks
+		// only the endpoint's own of other statuses: its backlog, what
+		// operators have not settled, and the other finished status's.
+		// With any other status the status's index does better: its rows
+		// are every endpoint's backlog and what operators have not
+		// settled, where an endpoint may have a million succeeded
+		// deliveries to walk for its few failed ones.
+		name = "outbox_list_by_endpoint"
 	case p.Status != "":
 		name = "outbox_list_by_status" // from the status's index, in id order
 	}

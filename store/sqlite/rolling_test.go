@@ -36,7 +36,7 @@ func TestTheLatestMigrationBesideThePreviousReleasesWorkload(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	db := openFile(t, path)
-	applyFirst(t, db, migrationCount(t)-2) // the release's: 13, and 14, which adds an index
+	applyFirst(t, db, migrationCount(t)-3) // the release's: 13, and 14 and 15, which add an index each
 	if _, err := db.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < 200000)
 		INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, status,
 			max_attempts, attempts, next_attempt_at, deadline, created_at, updated_at, ack_sha256)
@@ -75,9 +75,11 @@ func TestTheLatestMigrationBesideThePreviousReleasesWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The payloads' table is 2 bytes of payload and a few of record a row
-	// here, a twentieth of the outbox; a rebuild of the outbox (a copy,
-	// then a drop) doubles the file.
-	if after > pages+pages/10 {
+	// here, a twentieth of the outbox, and the indexes 14 and 15 build
+	// (the status, the endpoint, with the id) about a twentieth and a
+	// tenth; a rebuild of the outbox (a copy, then a drop) doubles the
+	// file.
+	if after > pages+pages/4 {
 		t.Fatalf("the migration grew the file from %d pages to %d: it rewrote the outbox into new pages inside the write lock", pages, after)
 	}
 	if _, err := db.ExecContext(ctx, oldEnqueue, "after"); err == nil || !strings.Contains(err.Error(), "payload") {

@@ -206,3 +206,55 @@ func BenchmarkListByStatus(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListByEndpoint measures a first page of Outbox.List filtered
+// by endpoint beside 1,000 and 100,000 finished (succeeded) rows of
+// another: the page of a rare endpoint (10 rows, the oldest, under two
+// spellings: see fillRare), the same filtered by a finished status its
+// rows do not have (none to show), and a first page of the common
+// endpoint (100 of its rows). The target: each page costs what it shows,
+// flat as the rows grow: read from an index on the endpoint in id order,
+// never by walking every delivery of the outbox (or of a status) for the
+// few of an endpoint. SQLite runs with statistics and without, as for
+// BenchmarkHealth; PostgreSQL with statistics.
+func BenchmarkListByEndpoint(b *testing.B) {
+	for _, e := range engines {
+		for _, analyze := range []bool{true, false} {
+			if !analyze && e.name == "postgres" {
+				continue
+			}
+			for _, rows := range []int{1_000, 100_000} {
+				b.Run(fmt.Sprintf("%s/stats=%t/rows=%d", e.name, analyze, rows), func(b *testing.B) {
+					s, db := migratedStore(b, e.open)
+					ctx := context.Background()
+					fillRare(b, db, 10)
+					fillRows(b, db, "finished", rows)
+					if analyze {
+						if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for _, c := range []struct {
+						name     string
+						endpoint string
+						status   courier.Status
+						want     int
+					}{
+						{"rare", rareEndpointSpelled, "", 10},
+						{"rare-succeeded", rareEndpointSpelled, courier.StatusSucceeded, 0},
+						{"common", commonEndpoint, "", 100},
+					} {
+						b.Run(c.name, func(b *testing.B) {
+							for range b.N {
+								p, err := s.Outbox.List(ctx, store.ListParams{Endpoint: c.endpoint, Status: c.status, Limit: 100})
+								if err != nil || len(p.Deliveries) != c.want {
+									b.Fatalf("List(%s, %q) = %d deliveries, %v; want %d", c.endpoint, c.status, len(p.Deliveries), err, c.want)
+								}
+							}
+						})
+					}
+				})
+			}
+		}
+	}
+}

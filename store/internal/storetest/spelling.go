@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -309,6 +310,74 @@ func testListAndBlockedKeysTakeAStoredSpelling(t *testing.T, open OpenFunc) {
 	}
 	if keys, err := b.store.Endpoints.BlockedKeys(b.ctx, spelledNormal, 10); err != nil || len(keys) != 0 {
 		t.Errorf("BlockedKeys(%q) = %+v, %v; want none", spelledNormal, keys, err)
+	}
+}
+
+// testListPagesAnEndpointsSpellingsInIDOrder: a listing of an endpoint
+// reads each form it may be stored under (its normalized form, and the
+// spelling it was named by) in id order and merges the two: its pages,
+// newest first, show every delivery of either once, in id order, across
+// page boundaries that fall between the two, with no other endpoint's,
+// by itself and with a finished status (which reads the endpoint's
+// index too) or another (which reads the status's).
+func testListPagesAnEndpointsSpellingsInIDOrder(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var all []string // newest first
+	for i := range 9 {
+		id := fmt.Sprintf("d%d", i)
+		e := b.enqueue(t, at(spelledNormal, id))
+		b.enqueue(t, at(spelledOtherQ, "other-"+id))
+		if i%3 != 0 { // as an older courier stored it: under the spelling it was given
+			if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET endpoint = ? WHERE id = ?"), spelledUpper, e.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%4 == 1 {
+			if err := b.store.Outbox.Cancel(b.ctx, e.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append([]string{id}, all...)
+	}
+	pages := func(p store.ListParams) []string {
+		t.Helper()
+		var got []string
+		var last int64
+		for {
+			page, err := b.store.Outbox.List(b.ctx, p)
+			if err != nil {
+				t.Fatalf("List(%+v): %v", p, err)
+			}
+			for _, d := range page.Deliveries {
+				if last != 0 && d.ID >= last {
+					t.Fatalf("List(%+v): delivery %d after %d, not newest first", p, d.ID, last)
+				}
+				last = d.ID
+				got = append(got, d.NotificationID)
+			}
+			if page.NextBefore == 0 {
+				return got
+			}
+			p.Before = page.NextBefore
+		}
+	}
+	for _, tt := range []struct {
+		p    store.ListParams
+		want []string
+	}{
+		{store.ListParams{Endpoint: spelledUpper, Limit: 2}, all},
+		{store.ListParams{Endpoint: spelledUpper, Limit: 1000}, all},
+		{store.ListParams{Endpoint: spelledNormal, Limit: 2}, []string{"d6", "d3", "d0"}},
+		{store.ListParams{Endpoint: spelledUpper, Status: courier.StatusSuppressed, Limit: 1}, []string{"d5", "d1"}},
+		{store.ListParams{Endpoint: spelledUpper, Status: courier.StatusPending, Limit: 2}, []string{"d8", "d7", "d6", "d4", "d3", "d2", "d0"}},
+		{store.ListParams{Endpoint: spelledUpper, Status: courier.StatusSucceeded}, nil},
+	} {
+		if got := pages(tt.p); !slices.Equal(got, tt.want) {
+			t.Errorf("pages of List(%+v) = %v, want %v", tt.p, got, tt.want)
+		}
+	}
+	if got := pages(store.ListParams{Endpoint: spelledUpper, Since: time.Now().Add(time.Hour)}); len(got) != 0 {
+		t.Errorf("pages of List of %q since an hour ahead = %v, want none", spelledUpper, got)
 	}
 }
 

@@ -205,6 +205,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AKeyStoredUnderAnotherSpellingKeepsItsOrder", testAKeyStoredUnderAnotherSpellingKeepsItsOrder},
 		{"ARedriveOfAnEndpointTakesItsStoredSpelling", testARedriveOfAnEndpointTakesItsStoredSpelling},
 		{"ListAndBlockedKeysTakeAStoredSpelling", testListAndBlockedKeysTakeAStoredSpelling},
+		{"ListPagesAnEndpointsSpellingsInIDOrder", testListPagesAnEndpointsSpellingsInIDOrder},
 		{"AScrapeShowsWhatEndpointsListShows", testAScrapeShowsWhatEndpointsListShows},
 		{"TheAdminsPagesAreWhatListShows", testTheAdminsPagesAreWhatListShows},
 		{"TheAdminsPagesHoldThroughChanges", testTheAdminsPagesHoldThroughChanges},

@@ -702,6 +702,42 @@ WHERE status = :status AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: outbox_list_by_endpoint
+-- outbox_list for one endpoint, with no status or a finished one
+-- (succeeded, suppressed: see Outbox.List), read from
+-- courier_outbox_endpoint (endpoint, id) in id order from the cursor down
+-- (migration 15): a page reads the rows it shows, and those of its
+-- endpoint the other filters leave out. The endpoint may be stored under
+-- two forms (:endpoint, :endpoint_spelled: see Endpoints), each a range
+-- of the index of its own: the two are read in id order and merged; one
+-- range under both filters (endpoint IN (...)) would be read whole and
+-- sorted. The second is read only when the spelling differs, or a
+-- delivery under the normalized form would be listed twice.
+-- PostgreSQL: each read has an ORDER BY and LIMIT of its own, and the
+-- UNION ALL is a subquery, so the planner merges the two in order (Merge
+-- Append) and stops at the page's end; a read without them is planned
+-- apart from the order the page asks for (as is a UNION ALL at the top
+-- of a query), read whole and sorted.
+SELECT * FROM ((
+    SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+        priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+        lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+    FROM courier_outbox
+    WHERE endpoint = :endpoint AND (:status = '' OR status = :status)
+        AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
+    ORDER BY id DESC LIMIT :limit
+    ) UNION ALL (
+    SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+        priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+        lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+    FROM courier_outbox
+    WHERE endpoint = :endpoint_spelled AND :endpoint_spelled <> :endpoint AND (:status = '' OR status = :status)
+        AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
+    ORDER BY id DESC LIMIT :limit
+)) AS d
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: outbox_cancel
 -- An operator withdraws a delivery that has not been sent successfully:
 -- a pending or retrying one (held or not), or settles one that will not be

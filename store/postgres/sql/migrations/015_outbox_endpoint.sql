@@ -1,0 +1,12 @@
+-- Migration 15: an operator's listing by endpoint (Outbox.List with an
+-- Endpoint, outbox_list_by_endpoint), newest first, reads the deliveries
+-- of that endpoint from an index in id order: a page costs what it shows.
+-- No index had the endpoint first and the id next (those that start with
+-- it are partial, or order by something else first): each page read every
+-- delivery of the outbox and sorted those of the endpoint. An enqueue
+-- writes one more index entry; so do a claim and a settle, which were
+-- never HOT updates (they change the status and updated_at, which other
+-- indexes hold), though they leave the endpoint and id as they are. It
+-- adds an index only, so it applies after whatever migration 14 did, and
+-- earlier couriers run on it.
+CREATE INDEX courier_outbox_endpoint ON courier_outbox (endpoint, id);

@@ -1,0 +1,14 @@
+-- Migration 15: an operator's listing by endpoint (Outbox.List with an
+-- Endpoint, outbox_list_by_endpoint), newest first, reads the deliveries
+-- of that endpoint from an index in id order: a page costs what it shows.
+-- No index had the endpoint first and the id next (those that start with
+-- it are partial, or order by something else first): each page walked the
+-- primary key from the cursor down, every delivery of the outbox for the
+-- few of a rare endpoint, or, with statistics, read every delivery from
+-- courier_outbox_status and sorted them.
+-- SQLite: every index ends with the rowid, which is the id, so (endpoint)
+-- is (endpoint, id). No UPDATE courier makes changes a delivery's
+-- endpoint, so a claim or settle leaves this index as it is: an enqueue
+-- writes one more entry. It adds an index only, so it applies after
+-- whatever migration 14 did, and earlier couriers run on it.
+CREATE INDEX courier_outbox_endpoint ON courier_outbox (endpoint);
