@@ -144,52 +144,6 @@ func TestTheSchemaGuardKnowsWhereSQLiteKeepsThePayload(t *testing.T) {
 	}
 }
 
-// TestTheSchemaGuardFindsATriggerOrIndexMissing: the guard compared
-// courier's columns alone. Without the trigger that deletes a delivery's
-// payload with it (migration 13), every prune left the payloads behind and
-// the file grew for good; without the trigger that counts replay nonces,
-// the replay cache's cap went uncounted; without an index, a claim or an
-// idempotent enqueue scanned the outbox, or (courier_outbox_dedupe) two
-// deliveries took one dedupe key. Open refuses the schema
-// (schema_altered, naming what is missing), and so does a running
-// Store's Check, as for a column.
-func TestTheSchemaGuardFindsATriggerOrIndexMissing(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		alter, want string
-	}{
-		{"DROP TRIGGER courier_outbox_payload_deleted", "table courier_outbox: trigger courier_outbox_payload_deleted is missing"},
-		{"DROP TRIGGER courier_replay_recounted", "table courier_replay: trigger courier_replay_recounted is missing"},
-		{"DROP INDEX courier_outbox_dedupe", "table courier_outbox: index courier_outbox_dedupe is missing"},
-		{"DROP INDEX courier_outbox_due", "table courier_outbox: index courier_outbox_due is missing"},
-	} {
-		t.Run(tt.alter, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			path := filepath.Join(t.TempDir(), "courier.db")
-			running, err := sqlite.Open(ctx, path, store.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer running.Close()
-			db := openFile(t, path)
-			if _, err := db.ExecContext(ctx, tt.alter); err != nil {
-				t.Fatal(err)
-			}
-			s, err := store.Open(ctx, db, store.Config{})
-			if err == nil {
-				s.Close()
-			}
-			if !errors.Is(err, courier.CodeSchemaAltered) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Open = %v, want schema_altered: %s", err, tt.want)
-			}
-			if h, err := running.Outbox.Check(ctx, 0); err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeSchemaAltered {
-				t.Errorf("Check of the running Store = %s %s, %v; want blocked, schema_altered", h.Status, h.Code, err)
-			}
-		})
-	}
-}
-
 // TestAnEnqueueWhosePayloadFailsLeavesNothing: a delivery and its payload
 // are two statements on SQLite, and a failed statement leaves SQLite's
 // transaction going. An enqueue whose payload could not be written left

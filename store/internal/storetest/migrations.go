@@ -18,39 +18,61 @@ import (
 )
 
 // testSchemaAlteredNamesTableAndColumn: Open refuses courier's tables
-// altered, and its error names the table and the column it found wrong;
-// an application's own table whose name begins with courier_ is none of
-// courier's business.
+// altered, and its error names the table and the column, index or
+// trigger it found wrong, and a running Store's Check reports the schema
+// blocked; an application's own table whose name begins with courier_ is
+// none of courier's business. Indexes and triggers count as columns do:
+// without the trigger that counts replay nonces the replay cache's cap
+// went uncounted, without SQLite's payload trigger payloads leaked for
+// good, and without an index a claim or an idempotent enqueue scanned
+// the outbox, or (courier_outbox_dedupe) two deliveries took one dedupe
+// key.
 func testSchemaAlteredNamesTableAndColumn(t *testing.T, open OpenFunc) {
-	migrated := func(t *testing.T) (*sqlx.DB, context.Context) {
-		t.Helper()
-		db, ctx := open(t), t.Context()
-		if err := store.Migrate(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		return db, ctx
-	}
 	for _, tt := range []struct {
-		name  string
-		alter string
-		want  []string // in the error; none: Open succeeds
+		name           string
+		alter          string // or, for a trigger, trigger and table
+		trigger, table string
+		sqlite         bool     // SQLite's alone: its payloads are apart
+		want           []string // in the error; none: Open succeeds
 	}{
-		{"ExtraColumn", "ALTER TABLE courier_outbox ADD COLUMN surprise INTEGER", []string{"table courier_outbox", "column surprise is not courier's"}},
-		{"MissingColumn", "ALTER TABLE courier_attempts DROP COLUMN http_status", []string{"table courier_attempts", "column http_status is missing"}},
-		{"ApplicationTableNamedLikeCouriers", "CREATE TABLE courier_routes (id INTEGER PRIMARY KEY, path TEXT NOT NULL)", nil},
+		{name: "ExtraColumn", alter: "ALTER TABLE courier_outbox ADD COLUMN surprise INTEGER", want: []string{"table courier_outbox", "column surprise is not courier's"}},
+		{name: "MissingColumn", alter: "ALTER TABLE courier_attempts DROP COLUMN http_status", want: []string{"table courier_attempts", "column http_status is missing"}},
+		{name: "MissingTrigger", trigger: "courier_replay_counted", table: "courier_replay", want: []string{"table courier_replay", "trigger courier_replay_counted is missing"}},
+		{name: "MissingRecountTrigger", trigger: "courier_replay_recounted", table: "courier_replay", sqlite: true, want: []string{"table courier_replay", "trigger courier_replay_recounted is missing"}},
+		{name: "MissingPayloadTrigger", trigger: "courier_outbox_payload_deleted", table: "courier_outbox", sqlite: true, want: []string{"table courier_outbox", "trigger courier_outbox_payload_deleted is missing"}},
+		{name: "MissingIndex", alter: "DROP INDEX courier_outbox_dedupe", want: []string{"table courier_outbox", "index courier_outbox_dedupe is missing"}},
+		{name: "MissingClaimIndex", alter: "DROP INDEX courier_outbox_due", want: []string{"table courier_outbox", "index courier_outbox_due is missing"}},
+		{name: "ApplicationTableNamedLikeCouriers", alter: "CREATE TABLE courier_routes (id INTEGER PRIMARY KEY, path TEXT NOT NULL)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db, ctx := migrated(t)
-			if _, err := db.ExecContext(ctx, tt.alter); err != nil {
+			db, ctx := open(t), t.Context()
+			onSQLite := strings.Contains(db.DriverName(), "sqlite")
+			if tt.sqlite && !onSQLite {
+				t.Skip("a trigger of SQLite's alone")
+			}
+			if err := store.Migrate(ctx, db); err != nil {
 				t.Fatal(err)
 			}
-			s, err := openStore(t, ctx, db, store.Config{})
+			running, err := openStore(t, ctx, db, store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			alter := tt.alter
+			if tt.trigger != "" {
+				alter = "DROP TRIGGER " + tt.trigger
+				if !onSQLite {
+					alter += " ON " + tt.table
+				}
+			}
+			if _, err := db.ExecContext(ctx, alter); err != nil {
+				t.Fatal(err)
+			}
+			_, err = openStore(t, ctx, db, store.Config{})
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("Open = %v, want it to serve", err)
 				}
-				s.Close()
 				return
 			}
 			if !errors.Is(err, courier.CodeSchemaAltered) || courier.CodeOf(err) != courier.CodeSchemaAltered {
@@ -60,6 +82,9 @@ func testSchemaAlteredNamesTableAndColumn(t *testing.T, open OpenFunc) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("Open = %q, want it to say %q", err, w)
 				}
+			}
+			if h, err := running.Outbox.Check(ctx, 0); err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeSchemaAltered {
+				t.Errorf("Check of the running Store = %s %s, %v; want blocked, schema_altered", h.Status, h.Code, err)
 			}
 		})
 	}
