@@ -90,11 +90,7 @@ func (c *Contracts) list(ctx context.Context, endpoint string) ([]Contract, erro
 	if err := c.s.selectRows(ctx, c.s.db, "contract_list", map[string]any{"endpoint": endpoint}, &rows); err != nil {
 		return nil, err
 	}
-	out := make([]Contract, len(rows))
-	for i, r := range rows {
-		out[i] = r.contract()
-	}
-	return out, nil
+	return each(rows, contractRow.contract), nil
 }
 
 func (c *Contracts) get(ctx context.Context, x DBTX, endpoint string) (Contract, error) {

@@ -212,12 +212,7 @@ func (e *Endpoints) List(ctx context.Context) ([]EndpointHealth, error) {
 	if err := e.s.selectRows(ctx, e.s.db, "endpoint_list", map[string]any{"every": true, "limit": int64(math.MaxInt64)}, &rows); err != nil {
 		return nil, err
 	}
-	out := make([]EndpointHealth, len(rows))
-	for i, r := range rows {
-		out[i] = r.health()
-		r.endpointLoad.apply(&out[i])
-	}
-	return out, nil
+	return each(rows, endpointRow.listed), nil
 }
 
 // A metrics scrape's read of the endpoints (package internal/scrape) is
@@ -265,6 +260,13 @@ func (r endpointRow) health() EndpointHealth {
 		FailingSince: nullMicros(r.FailingSince), OpenUntil: nullMicros(r.OpenUntil),
 		Reason: courier.Code(r.Reason.String), UpdatedAt: fromMicros(r.UpdatedAt),
 	}
+}
+
+// listed is the endpoint of a row that a listing read with its load.
+func (r endpointRow) listed() EndpointHealth {
+	h := r.health()
+	r.endpointLoad.apply(&h)
+	return h
 }
 
 // Enable closes an endpoint's breaker (an operator re-enabling it): its

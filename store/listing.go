@@ -33,22 +33,7 @@ func init() {
 // cursor a caller names the next page by resolves without a search, in
 // this Store, even once its endpoint has left the list.
 func (e *Endpoints) page(ctx context.Context, after string, limit int) ([]EndpointHealth, bool, error) {
-	var rows []endpointRow
-	if err := e.s.selectRows(ctx, e.s.db, "endpoint_page", map[string]any{"after": after, "limit": limit + 1}, &rows); err != nil {
-		return nil, false, err
-	}
-	more := len(rows) > limit
-	rows = rows[:min(limit, len(rows))]
-	out := make([]EndpointHealth, len(rows))
-	for i, r := range rows {
-		out[i] = r.health()
-		r.endpointLoad.apply(&out[i])
-	}
-	if more {
-		last := rows[len(rows)-1].Endpoint
-		e.resolved.put(endpoint.Ref(last), last)
-	}
-	return out, more, nil
+	return readPage(ctx, e.s, "endpoint_page", after, limit, func(r endpointRow) string { return r.Endpoint }, endpointRow.listed)
 }
 
 // top lists the limit endpoints of List that most need an operator (see
@@ -61,11 +46,7 @@ func (e *Endpoints) top(ctx context.Context, limit int) (top []EndpointHealth, c
 		if err := e.s.selectRows(ctx, tx, "endpoint_top", map[string]any{"limit": limit}, &rows); err != nil {
 			return err
 		}
-		top = make([]EndpointHealth, len(rows))
-		for i, r := range rows {
-			top[i] = r.health()
-			r.endpointLoad.apply(&top[i])
-		}
+		top = each(rows, endpointRow.listed)
 		if err := e.s.scan(ctx, tx, "endpoint_count", nil, &count); err != nil {
 			return err
 		}
@@ -96,21 +77,7 @@ func (e *Endpoints) states(ctx context.Context, x DBTX) (map[string]int, error) 
 // first page), as Endpoints.page lists endpoints, remembering the
 // cursor's reference as it does.
 func (c *Contracts) page(ctx context.Context, after string, limit int) ([]Contract, bool, error) {
-	var rows []contractRow
-	if err := c.s.selectRows(ctx, c.s.db, "contract_page", map[string]any{"after": after, "limit": limit + 1}, &rows); err != nil {
-		return nil, false, err
-	}
-	more := len(rows) > limit
-	rows = rows[:min(limit, len(rows))]
-	out := make([]Contract, len(rows))
-	for i, r := range rows {
-		out[i] = r.contract()
-	}
-	if more {
-		last := rows[len(rows)-1].Endpoint
-		c.s.Endpoints.resolved.put(endpoint.Ref(last), last)
-	}
-	return out, more, nil
+	return readPage(ctx, c.s, "contract_page", after, limit, func(r contractRow) string { return r.Endpoint }, contractRow.contract)
 }
 
 // top lists the limit pins that most need an operator (see contract_top
@@ -122,13 +89,38 @@ func (c *Contracts) top(ctx context.Context, limit int) (top []Contract, count, 
 		if err := c.s.selectRows(ctx, tx, "contract_top", map[string]any{"limit": limit}, &rows); err != nil {
 			return err
 		}
-		top = make([]Contract, len(rows))
-		for i, r := range rows {
-			top[i] = r.contract()
-		}
+		top = each(rows, contractRow.contract)
 		return c.s.scan(ctx, tx, "contract_count", nil, &count, &holding)
 	})
 	return top, count, holding, err
+}
+
+// readPage reads a page of the query name: at most limit rows after the
+// endpoint after (one more is asked for, to learn whether others follow),
+// each converted by to. When others follow, the Store remembers the
+// reference of the last one's endpoint (url says which; see Resolve): the
+// cursor a caller names the next page by.
+func readPage[R, T any](ctx context.Context, s *Store, name, after string, limit int, url func(R) string, to func(R) T) ([]T, bool, error) {
+	var rows []R
+	if err := s.selectRows(ctx, s.db, name, map[string]any{"after": after, "limit": limit + 1}, &rows); err != nil {
+		return nil, false, err
+	}
+	more := len(rows) > limit
+	rows = rows[:min(limit, len(rows))]
+	if more && len(rows) > 0 {
+		last := url(rows[len(rows)-1])
+		s.Endpoints.resolved.put(endpoint.Ref(last), last)
+	}
+	return each(rows, to), more, nil
+}
+
+// each returns f of every one of xs, in order.
+func each[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }
 
 // inSnapshot runs read, the reads of the query name, in a read-only

@@ -219,7 +219,9 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
 -- Health: parked (the claims park a disabled endpoint's deliveries as they
 -- reach them) or not yet (a retry not due, a NotBefore ahead). The
 -- waiting rows are read once, from the status index: no index leads with
--- the endpoint, and a look per disabled endpoint read them all each time.
+-- the endpoint and holds only those (courier_outbox_endpoint, migration
+-- 15, holds every delivery, finished ones too), and a look per disabled
+-- endpoint read them all each time.
 -- OFFSET 0 keeps the planner from making it a join that looks again for
 -- each endpoint; the set is built only when an endpoint is disabled.
 SELECT COUNT(*) FROM courier_endpoints
@@ -342,8 +344,11 @@ DELETE FROM courier_endpoints WHERE endpoint IN (
 -- Whether a breaker record, limits or an unfinished delivery is stored
 -- under exactly :endpoint, a spelling other than its normalized form that
 -- an operator named (a database written before endpoints were normalized
--- may hold one). No index leads with the endpoint: this reads the
--- unfinished deliveries, and runs only for an operator's action.
+-- may hold one). courier_outbox_endpoint (migration 15) leads with the
+-- endpoint: the deliveries stored under the spelling can be read from it
+-- until an unfinished one, none for a spelling nothing is stored under;
+-- the planner weighs it against the unfinished deliveries of every
+-- endpoint (courier_outbox_listed). It runs only for an operator's action.
 SELECT EXISTS (SELECT 1 FROM courier_endpoints WHERE endpoint = :endpoint)
     OR EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint)
     OR EXISTS (SELECT 1 FROM courier_outbox WHERE endpoint = :endpoint AND status IN ('pending', 'retry_wait', 'leased'));

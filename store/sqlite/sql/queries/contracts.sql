@@ -19,8 +19,16 @@ ON CONFLICT (endpoint) DO NOTHING;
 -- The operator gives up the waiting deliveries enqueued under another digest
 -- than the endpoint's pin, parked ones too (a finished row holds nothing);
 -- leased ones are in flight and settle as usual.
-UPDATE courier_outbox SET status = 'failed', last_error_code = 'contract_changed', hold = NULL, updated_at = :now
-WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait')
+-- SQLite: read from the contract index, the endpoint's unfinished
+-- commands only (its condition repeated verbatim, which INDEXED BY
+-- names): left to itself, the planner read every waiting delivery of the
+-- outbox by courier_outbox_listed, then every delivery of the endpoint by
+-- courier_outbox_endpoint (migration 15), or, with statistics, the whole
+-- outbox.
+UPDATE courier_outbox INDEXED BY courier_outbox_contract
+SET status = 'failed', last_error_code = 'contract_changed', hold = NULL, updated_at = :now
+WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait', 'leased')
+    AND status IN ('pending', 'retry_wait')
     AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint);
 
 -- name: contract_mismatched

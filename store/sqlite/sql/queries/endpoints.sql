@@ -207,7 +207,9 @@ WHERE state IN ('open', 'half_open') AND open_until <= :now
 -- Health: parked (the claims park a disabled endpoint's deliveries as they
 -- reach them) or not yet (a retry not due, a NotBefore ahead). The
 -- waiting rows are read once, from the status index: no index leads with
--- the endpoint, and a look per disabled endpoint read them all each time.
+-- the endpoint and holds only those (courier_outbox_endpoint, migration
+-- 15, holds every delivery, finished ones too), and a look per disabled
+-- endpoint read them all each time.
 -- They are read only when an endpoint is disabled.
 -- SQLite: the CASE keeps the waiting rows unread while no endpoint is
 -- disabled, which the IN alone did not: its list was built before the
@@ -329,11 +331,16 @@ DELETE FROM courier_endpoints WHERE endpoint IN (
 -- Whether a breaker record, limits or an unfinished delivery is stored
 -- under exactly :endpoint, a spelling other than its normalized form that
 -- an operator named (a database written before endpoints were normalized
--- may hold one). No index leads with the endpoint: this reads the
--- unfinished deliveries, and runs only for an operator's action.
+-- may hold one). The deliveries are read from courier_outbox_endpoint
+-- (migration 15), those stored under the spelling until an unfinished
+-- one: none for a spelling nothing is stored under, the usual case, and
+-- at most the spelling's own history, not every endpoint's.
+-- SQLite: INDEXED BY, which the planner would otherwise leave, with
+-- statistics of an outbox of few endpoints, for a scan of the table.
 SELECT EXISTS (SELECT 1 FROM courier_endpoints WHERE endpoint = :endpoint)
     OR EXISTS (SELECT 1 FROM courier_endpoint_limits WHERE endpoint = :endpoint)
-    OR EXISTS (SELECT 1 FROM courier_outbox WHERE endpoint = :endpoint AND status IN ('pending', 'retry_wait', 'leased'));
+    OR EXISTS (SELECT 1 FROM courier_outbox INDEXED BY courier_outbox_endpoint
+        WHERE endpoint = :endpoint AND status IN ('pending', 'retry_wait', 'leased'));
 
 -- name: endpoint_spelled_enqueue
 -- Whether a delivery enqueued to :endpoint, a spelling other than its
