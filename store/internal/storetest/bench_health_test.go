@@ -172,39 +172,10 @@ func BenchmarkSubscriptionUpdate(b *testing.B) {
 // by reading and sorting every row of it. SQLite runs with statistics and
 // without, as for BenchmarkHealth; PostgreSQL with statistics.
 func BenchmarkListByStatus(b *testing.B) {
-	for _, e := range engines {
-		for _, analyze := range []bool{true, false} {
-			if !analyze && e.name == "postgres" {
-				continue
-			}
-			for _, rows := range []int{1_000, 100_000} {
-				b.Run(fmt.Sprintf("%s/stats=%t/rows=%d", e.name, analyze, rows), func(b *testing.B) {
-					s, db := migratedStore(b, e.open)
-					ctx := context.Background()
-					fillRows(b, db, "due", 10)
-					fillRows(b, db, "finished", rows)
-					if analyze {
-						if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
-							b.Fatal(err)
-						}
-					}
-					for _, c := range []struct {
-						status courier.Status
-						want   int
-					}{{courier.StatusPending, 10}, {courier.StatusSucceeded, 100}} {
-						b.Run(string(c.status), func(b *testing.B) {
-							for range b.N {
-								p, err := s.Outbox.List(ctx, store.ListParams{Status: c.status, Limit: 100})
-								if err != nil || len(p.Deliveries) != c.want {
-									b.Fatalf("List(%s) = %d deliveries, %v; want %d", c.status, len(p.Deliveries), err, c.want)
-								}
-							}
-						})
-					}
-				})
-			}
-		}
-	}
+	benchmarkListPages(b, func(tb testing.TB, db *sqlx.DB) { fillRows(tb, db, "due", 10) }, []listPage{
+		{"pending", store.ListParams{Status: courier.StatusPending, Limit: 100}, 10},
+		{"succeeded", store.ListParams{Status: courier.StatusSucceeded, Limit: 100}, 100},
+	})
 }
 
 // BenchmarkListByEndpoint measures a first page of Outbox.List filtered
@@ -218,6 +189,25 @@ func BenchmarkListByStatus(b *testing.B) {
 // few of an endpoint. SQLite runs with statistics and without, as for
 // BenchmarkHealth; PostgreSQL with statistics.
 func BenchmarkListByEndpoint(b *testing.B) {
+	benchmarkListPages(b, func(tb testing.TB, db *sqlx.DB) { fillRare(tb, db, 10) }, []listPage{
+		{"rare", store.ListParams{Endpoint: rareEndpointSpelled, Limit: 100}, 10},
+		{"rare-succeeded", store.ListParams{Endpoint: rareEndpointSpelled, Status: courier.StatusSucceeded, Limit: 100}, 0},
+		{"common", store.ListParams{Endpoint: commonEndpoint, Limit: 100}, 100},
+	})
+}
+
+// listPage is a first page benchmarkListPages lists, and how many
+// deliveries it shows.
+type listPage struct {
+	name string
+	p    store.ListParams
+	want int
+}
+
+// benchmarkListPages measures each page of Outbox.List on a database of
+// each engine that fill filled, beside 1,000 and 100,000 finished rows,
+// with statistics and, on SQLite, without.
+func benchmarkListPages(b *testing.B, fill func(testing.TB, *sqlx.DB), pages []listPage) {
 	for _, e := range engines {
 		for _, analyze := range []bool{true, false} {
 			if !analyze && e.name == "postgres" {
@@ -227,28 +217,19 @@ func BenchmarkListByEndpoint(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/stats=%t/rows=%d", e.name, analyze, rows), func(b *testing.B) {
 					s, db := migratedStore(b, e.open)
 					ctx := context.Background()
-					fillRare(b, db, 10)
+					fill(b, db)
 					fillRows(b, db, "finished", rows)
 					if analyze {
 						if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
 							b.Fatal(err)
 						}
 					}
-					for _, c := range []struct {
-						name     string
-						endpoint string
-						status   courier.Status
-						want     int
-					}{
-						{"rare", rareEndpointSpelled, "", 10},
-						{"rare-succeeded", rareEndpointSpelled, courier.StatusSucceeded, 0},
-						{"common", commonEndpoint, "", 100},
-					} {
+					for _, c := range pages {
 						b.Run(c.name, func(b *testing.B) {
 							for range b.N {
-								p, err := s.Outbox.List(ctx, store.ListParams{Endpoint: c.endpoint, Status: c.status, Limit: 100})
+								p, err := s.Outbox.List(ctx, c.p)
 								if err != nil || len(p.Deliveries) != c.want {
-									b.Fatalf("List(%s, %q) = %d deliveries, %v; want %d", c.endpoint, c.status, len(p.Deliveries), err, c.want)
+									b.Fatalf("List(%+v) = %d deliveries, %v; want %d", c.p, len(p.Deliveries), err, c.want)
 								}
 							}
 						})
