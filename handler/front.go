@@ -20,12 +20,16 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
+// Outcome is what became of one request a handler answered, as its Event
+// reports it: one of the four below, whatever the receiver.
+type Outcome string
+
 // Outcomes a handler reports in Events.
 const (
-	OutcomeAccepted  = "accepted"  // processed now
-	OutcomeDuplicate = "duplicate" // answered from the Inbox
-	OutcomeRejected  = "rejected"  // refused: 4xx
-	OutcomeFailed    = "failed"    // 5xx: the sender retries
+	OutcomeAccepted  Outcome = "accepted"  // processed now
+	OutcomeDuplicate Outcome = "duplicate" // answered from the Inbox
+	OutcomeRejected  Outcome = "rejected"  // refused: 4xx
+	OutcomeFailed    Outcome = "failed"    // 5xx: the sender retries
 )
 
 // Event reports one answered request, for metrics: its HTTP status, what
@@ -45,7 +49,7 @@ const (
 // doc). One whose client went away mid-body is rejected, 400
 // invalid_argument.
 type Event struct {
-	Outcome    string       // OutcomeAccepted, OutcomeDuplicate, OutcomeRejected or OutcomeFailed
+	Outcome    Outcome      // OutcomeAccepted, OutcomeDuplicate, OutcomeRejected or OutcomeFailed
 	HTTPStatus int          // the status answered
 	Code       courier.Code // the problem's code, "" for a success
 }

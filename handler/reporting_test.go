@@ -1111,7 +1111,7 @@ func TestReportingTerminalReEmissionIsADuplicate(t *testing.T) {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
-			var outcomes []string
+			var outcomes []handler.Outcome
 			b := setupReporting(t, reportingOptions{postgres: engine.postgres, hook: func(e handler.Event) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -1132,7 +1132,7 @@ func TestReportingTerminalReEmissionIsADuplicate(t *testing.T) {
 			mu.Lock()
 			got := slices.Clone(outcomes)
 			mu.Unlock()
-			want := slices.Repeat([]string{handler.OutcomeAccepted, handler.OutcomeDuplicate, handler.OutcomeDuplicate}, len(statuses))
+			want := slices.Repeat([]handler.Outcome{handler.OutcomeAccepted, handler.OutcomeDuplicate, handler.OutcomeDuplicate}, len(statuses))
 			if !slices.Equal(got, want) {
 				t.Fatalf("outcomes %v, want %v", got, want)
 			}

@@ -84,7 +84,7 @@ func endServer(span *tracing.Once, e Event) {
 	if span == nil {
 		return
 	}
-	attrs := []slog.Attr{slog.Int(tracing.AttrHTTPStatus, e.HTTPStatus), slog.String(tracing.AttrOutcome, e.Outcome)}
+	attrs := []slog.Attr{slog.Int(tracing.AttrHTTPStatus, e.HTTPStatus), slog.String(tracing.AttrOutcome, string(e.Outcome))}
 	if e.Code != "" {
 		attrs = append(attrs, slog.String(tracing.AttrCode, string(e.Code)))
 	}

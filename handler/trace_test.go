@@ -89,7 +89,7 @@ func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 	if code != 200 || server.Parent != (courier.TraceContext{Parent: parent, State: "vendor=v1"}) || server.Failed != "" {
 		t.Fatalf("accepted: %d, server span parent %v failed %q", code, server.Parent, server.Failed)
 	}
-	if a := server.Attrs(); a[tracing.AttrHTTPStatus].Int64() != 200 || a[tracing.AttrOutcome].String() != handler.OutcomeAccepted ||
+	if a := server.Attrs(); a[tracing.AttrHTTPStatus].Int64() != 200 || a[tracing.AttrOutcome].String() != string(handler.OutcomeAccepted) ||
 		a[tracing.AttrHTTPMethod].String() != "POST" || a[tracing.AttrURLScheme].String() != "http" || a["url.path"].String() != "/…" {
 		t.Fatalf("accepted: server span attributes %v", a)
 	}
@@ -97,7 +97,7 @@ func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 		t.Fatalf("accepted: handle spans %v, the function saw %v", h, inFunc)
 	}
 	// A duplicate is answered without the function: no handle span.
-	if code, server := serve("n-1", "ok", parent, t.Context()); code != 200 || server.Attrs()[tracing.AttrOutcome].String() != handler.OutcomeDuplicate || len(handles()) != 1 {
+	if code, server := serve("n-1", "ok", parent, t.Context()); code != 200 || server.Attrs()[tracing.AttrOutcome].String() != string(handler.OutcomeDuplicate) || len(handles()) != 1 {
 		t.Fatalf("duplicate: %d, outcome %v, %d handle spans", code, server.Attrs()[tracing.AttrOutcome], len(handles()))
 	}
 	// The function fails: both spans fail.

@@ -225,7 +225,7 @@ func (c *Collector) WorkerHook(e client.Event) {
 
 // ReceiverHook is the Hook of a handler config.
 func (c *Collector) ReceiverHook(e handler.Event) {
-	c.requests.WithLabelValues(e.Outcome, codeLabel(e.Code)).Inc()
+	c.requests.WithLabelValues(string(e.Outcome), codeLabel(e.Code)).Inc()
 }
 
 // hooked are the metrics the hooks feed.
