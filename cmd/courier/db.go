@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -116,7 +118,29 @@ func openDB(db string) (*sqlx.DB, error) {
 		}
 		return sqlx.Open(postgres.DriverName, dsn)
 	}
+	if err := checkSQLitePath(db); err != nil {
+		return nil, err
+	}
 	return sqlx.Open(sqlite.DriverName, sqlite.DSN(db, store.DurabilityFull))
+}
+
+// checkSQLitePath refuses a -db SQLite path that cannot name a database
+// file, saying what is wrong and what to do: SQLite creates the file but
+// not its directory, and opens no directory as a database, and its own
+// error for each is "unable to open database file". (store/sqlite's
+// driver says as much, naming the path; the tool says it first, without
+// the path, as it quotes no -db.)
+func checkSQLitePath(db string) error {
+	if fi, err := os.Stat(db); err == nil && fi.IsDir() {
+		return errors.New("-db is a directory, not a SQLite file: name a file in it")
+	}
+	switch fi, err := os.Stat(filepath.Dir(db)); {
+	case errors.Is(err, fs.ErrNotExist):
+		return errors.New("the -db SQLite file's directory does not exist: create it first (SQLite, and so courier migrate, creates the file, not its directory)")
+	case errors.Is(err, syscall.ENOTDIR) || (err == nil && !fi.IsDir()):
+		return errors.New("the -db SQLite file's directory is not a directory: a file stands in its path")
+	}
+	return nil
 }
 
 // connectTimeout is how long, in seconds, the tool waits for a PostgreSQL
@@ -149,6 +173,9 @@ func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, 
 		return nil, nil, err
 	}
 	if !isPostgres(db) {
+		if err := checkSQLitePath(db); err != nil {
+			return nil, nil, err
+		}
 		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, errors.New("the -db SQLite file: no such file (courier migrate creates it)")
 		} else if err != nil {

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 )
 
 // TestDeliveriesListSaysWhenThereAreMore: list prints a page, the newest
@@ -38,5 +44,45 @@ func TestDeliveriesListSaysWhenThereAreMore(t *testing.T) {
 	}
 	if code, _, errOut := courierRun(t, "deliveries", "list", "-db", db, "-before", "-1"); code != exitUsage || !strings.Contains(errOut, "-before") {
 		t.Fatalf("list -before -1: exit %d, stderr %q; want %d naming -before", code, errOut, exitUsage)
+	}
+}
+
+// TestDeliveriesListShowsTheReceiversCode: a delivery the receiver
+// refused with a problem+json code of its own (handler.Reject's
+// plan_unknown) listed courier's code alone (receiver_rejected), where
+// show and the admin page have the receiver's too. list has a REMOTE CODE
+// column beside LAST ERROR, "-" when the receiver sent none.
+func TestDeliveriesListShowsTheReceiversCode(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	p := protocol.For(s)
+	claimed, err := p.Claim(t.Context(), protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %d, %v", len(claimed), err)
+	}
+	settled, err := p.Settle(t.Context(), protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Failed, Code: courier.CodeReceiverRejected,
+		HTTPStatus: 422, RemoteCode: "plan_unknown"})
+	if err != nil || settled[0].Err != nil {
+		t.Fatalf("settle: %v, %v", err, settled)
+	}
+	enqueue(t, s, "n-2", "https://r.example/hooks")
+
+	out := mustRun(t, exitOK, "deliveries", "list", "-db", db)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	header := regexp.MustCompile(`\s{2,}`).Split(lines[0], -1) // the column names, which hold single spaces
+	if want := []string{"ID", "STATUS", "ATTEMPTS", "NOTIFICATION", "ENDPOINT", "ENDPOINT REF", "LAST ERROR", "REMOTE CODE", "UPDATED"}; !slices.Equal(header, want) {
+		t.Fatalf("list's columns: %q, want %q", header, want)
+	}
+	rows := map[string][]string{}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		rows[f[3]] = f
+	}
+	if got := rows["n-1"]; len(got) != 9 || got[6] != "receiver_rejected" || got[7] != "plan_unknown" {
+		t.Errorf("list's row of the refused delivery: %q, want LAST ERROR receiver_rejected and REMOTE CODE plan_unknown", got)
+	}
+	if got := rows["n-2"]; len(got) != 9 || got[6] != "-" || got[7] != "-" {
+		t.Errorf("list's row of the pending delivery: %q, want - and -", got)
 	}
 }

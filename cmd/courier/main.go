@@ -16,7 +16,8 @@
 //	courier verify -request captured.http [-sender name] [-tolerance 5m] [-at time]
 //
 // -db is a SQLite file path (not a file: URI, and without ?parameters:
-// the tool sets the connection's own), or a PostgreSQL URL (postgres://…,
+// the tool sets the connection's own; in a directory that exists, for
+// migrate creates the file, not its directory), or a PostgreSQL URL (postgres://…,
 // the scheme in any case) or keyword/value string (host=… dbname=…); no
 // output quotes it, since it may hold a password, nor a word of the
 // command line that may be one out of place. Better, leave the password
@@ -175,10 +176,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// flags returns a flag set for a command that reports to stderr.
-func flags(name string, stderr io.Writer) *flag.FlagSet {
+// flags returns a flag set for a command that reports to stderr. Its
+// help (-h, or a flag it does not take) says how to call the command,
+// each of synopses a way ("usage: courier <name> <synopsis>": the flags
+// it needs and the arguments it takes after them), then its flags.
+func flags(name string, stderr io.Writer, synopses ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet("courier "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		for i, synopsis := range synopses {
+			lead := "usage:"
+			if i > 0 {
+				lead = "      " // under the first
+			}
+			fmt.Fprintf(stderr, "%s %s %s\n", lead, fs.Name(), synopsis)
+		}
+		fs.PrintDefaults()
+	}
 	return fs
 }
 

@@ -124,8 +124,8 @@ func TestHelpAsksForTheUsage(t *testing.T) {
 }
 
 // TestActionsHelp: -h in place of the action of a command that has
-// actions prints the command's usage and every action's flags, and exits
-// 0, as -h after a command without actions does.
+// actions prints the command's usage and every action's synopsis and
+// flags, and exits 0, as -h after a command without actions does.
 func TestActionsHelp(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -133,13 +133,13 @@ func TestActionsHelp(t *testing.T) {
 		want    []string // the usage line, each action's heading, a flag of some
 	}{
 		{"deliveries", []string{"usage: courier deliveries list|show|redrive|cancel",
-			"Usage of courier deliveries list:", "-status", "Usage of courier deliveries show:",
-			"Usage of courier deliveries redrive:", "-endpoint-ref", "Usage of courier deliveries cancel:"}},
+			"usage: courier deliveries list ", "-status", "usage: courier deliveries show ",
+			"usage: courier deliveries redrive ", "-endpoint-ref", "usage: courier deliveries cancel "}},
 		{"endpoints", []string{"usage: courier endpoints list|enable|disable|limit",
-			"Usage of courier endpoints list:", "Usage of courier endpoints enable:",
-			"Usage of courier endpoints disable:", "Usage of courier endpoints limit:", "-max-in-flight", "-clear"}},
-		{"contracts", []string{"usage: courier contracts pin", "Usage of courier contracts pin:", "Usage of courier contracts fail-mismatched:", "-db"}},
-		{"secret", []string{"usage: courier secret new", "Usage of courier secret new:", "-type"}},
+			"usage: courier endpoints list ", "usage: courier endpoints enable ",
+			"usage: courier endpoints disable ", "usage: courier endpoints limit ", "-max-in-flight", "-clear"}},
+		{"contracts", []string{"usage: courier contracts pin", "usage: courier contracts pin ", "usage: courier contracts fail-mismatched ", "-db"}},
+		{"secret", []string{"usage: courier secret new", "usage: courier secret new ", "-type"}},
 	} {
 		for _, help := range []string{"-h", "--help"} {
 			t.Run(tc.command+help, func(t *testing.T) {
@@ -156,7 +156,7 @@ func TestActionsHelp(t *testing.T) {
 			})
 		}
 	}
-	if code, _, errOut := courierRun(t, "migrate", "-h"); code != exitOK || !strings.Contains(errOut, "Usage of courier migrate:") {
+	if code, _, errOut := courierRun(t, "migrate", "-h"); code != exitOK || !strings.Contains(errOut, "usage: courier migrate ") {
 		t.Fatalf("courier migrate -h: %d %q", code, errOut)
 	}
 	if code, _, errOut := courierRun(t, "deliveries", "-nope"); code != exitUsage || !strings.Contains(errOut, `unknown action "-nope"`) {

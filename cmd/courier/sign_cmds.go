@@ -34,7 +34,7 @@ import (
 func secretCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "usage: courier secret new [-type whsec|whsk]"
 	flagSet := func() (*flag.FlagSet, *string) {
-		fs := flags("secret new", stderr)
+		fs := flags("secret new", stderr, "[-type whsec|whsk]")
 		return fs, fs.String("type", "whsec", "whsec: an HMAC secret both ends share (v1); whsk: an Ed25519 pair, the private key for the sender, the public one for receivers (v1a)")
 	}
 	switch {
@@ -84,7 +84,7 @@ func secret(file string) (signature.StandardWebhooksKey, error) {
 // does not accept with a 2xx and, for a profile that has one, a valid
 // Ack is a failure, exit 1: the worker would not count it delivered.
 func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flags("send", stderr)
+	fs := flags("send", stderr, "-url <url> [flags]")
 	target := fs.String("url", "", "the receiver's endpoint (required)")
 	id := fs.String("id", "", "the notification id, a token of A-Z a-z 0-9 _ . : - (default: a fresh test-… id)")
 	body := fs.String("body", "", `the JSON payload (default: {"id":"<id>","test":true})`)
@@ -184,7 +184,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // verifyCmd checks a captured HTTP request's Standard Webhooks signature.
 func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flags("verify", stderr)
+	fs := flags("verify", stderr, "-request <file> [flags]")
 	file := fs.String("request", "", "the captured request, as it came over the wire (method line, headers, body); - for stdin")
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whpk_ key (default: $COURIER_SECRET)")
 	sender := fs.String("sender", "sender", "the name the verified sender is reported by")

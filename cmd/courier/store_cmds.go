@@ -29,7 +29,7 @@ import (
 // migrateCmd applies courier's migrations, or with -print writes their
 // SQL for a team's own migration tool.
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fl := flags("migrate", stderr)
+	fl := flags("migrate", stderr, "-db …", "-print -db …|-engine sqlite|postgres")
 	db := dbFlag(fl)
 	printSQL := fl.Bool("print", false, "write every migration's SQL, in order, instead of applying them")
 	engine := fl.String("engine", "", "with -print and no -db: the engine, sqlite or postgres")
@@ -163,7 +163,7 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // openWithDBFlag parses the args of a command whose one flag is -db and
 // opens its store.
 func openWithDBFlag(ctx context.Context, name string, args []string, stderr io.Writer) (*store.Store, func(), error) {
-	fs := flags(name, stderr)
+	fs := flags(name, stderr, "-db …")
 	db := dbFlag(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, nil, err
@@ -201,6 +201,14 @@ var deliveriesActions = []string{"list", "show", "redrive", "cancel"}
 
 const deliveriesUsage = "usage: courier deliveries list|show|redrive|cancel -db … [flags] [id]"
 
+// deliveriesSynopses say how to call each deliveries action.
+var deliveriesSynopses = map[string][]string{
+	"list":    {"-db … [flags]"},
+	"show":    {"-db … <id>"},
+	"redrive": {"-db … [flags] <id>", "-db … [flags] -endpoint-ref <ref>|-endpoint <url>"},
+	"cancel":  {"-db … <id>"},
+}
+
 // deliveriesFlags are the flags of a deliveries action; those it does
 // not take are nil. config is the Store's Config, which only redrive's
 // flags set.
@@ -213,11 +221,11 @@ type deliveriesFlags struct {
 
 // deliveriesFlagSet returns the flag set of a deliveries action.
 func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveriesFlags) {
-	fs := flags("deliveries "+action, stderr)
+	fs := flags("deliveries "+action, stderr, deliveriesSynopses[action]...)
 	f := deliveriesFlags{db: dbFlag(fs), config: new(store.Config)}
 	switch action {
 	case "list":
-		f.status = fs.String("status", "", "only deliveries in this status")
+		f.status = fs.String("status", "", "only deliveries in this status: "+statusNames())
 		f.ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
 		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
 		f.before = fs.Int64("before", 0, "only deliveries whose id is below this one: the next page, which list names when more match")
@@ -322,7 +330,10 @@ func (a deliveriesAction) id() (int64, error) {
 
 // list prints a page of deliveries, newest first, and when more match
 // names the next page's -before on stderr, so that the table stays the
-// whole of stdout.
+// whole of stdout. Each row's LAST ERROR is courier's code, and REMOTE
+// CODE the receiver's own from its problem+json refusal (both "-" when
+// there is none), as show has them: a code has no spaces, so each cell
+// is one word.
 func (a deliveriesAction) list(ctx context.Context) error {
 	p := store.ListParams{Status: courier.Status(*a.f.status), Limit: *a.f.limit, Before: *a.f.before}
 	if *a.f.ref != "" {
@@ -336,10 +347,11 @@ func (a deliveriesAction) list(ctx context.Context) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tUPDATED")
+	fmt.Fprintln(tw, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tREMOTE CODE\tUPDATED")
 	for _, d := range page.Deliveries {
-		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
-			endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), d.UpdatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
+			endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), orDash(string(d.LastRemoteCode)),
+			d.UpdatedAt.UTC().Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -464,13 +476,21 @@ var endpointsActions = []string{"list", "enable", "disable", "limit"}
 const endpointsUsage = `usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]
 limit replaces the endpoint's limits: -max-in-flight and -rate are both required (0 for no limit), -burst optional; -clear removes them all`
 
+// endpointsSynopses say how to call each endpoints action.
+var endpointsSynopses = map[string][]string{
+	"list":    {"-db …"},
+	"enable":  {"-db … <url-or-ref>"},
+	"disable": {"-db … <url-or-ref>"},
+	"limit":   {"-db … -max-in-flight <n> -rate <per-second> [-burst <n>] <url-or-ref>", "-db … -clear <url-or-ref>"},
+}
+
 // limitFlags are the flags of endpoints limit that give a limit.
 var limitFlags = []string{"max-in-flight", "rate", "burst"}
 
 // endpointsFlagSet returns the flag set of an endpoints action, with its
 // -db and, for limit, the limits it sets and its -clear.
 func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, *store.Limits, *bool) {
-	fs := flags("endpoints "+action, stderr)
+	fs := flags("endpoints "+action, stderr, endpointsSynopses[action]...)
 	db := dbFlag(fs)
 	limits, clearAll := new(store.Limits), new(bool)
 	if action == "limit" {
@@ -625,10 +645,11 @@ func limitsText(l store.Limits) string {
 // contractsCmd pins an endpoint's capabilities digest or fails the
 // commands enqueued under another.
 func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: courier contracts pin -db … url-or-ref digest | courier contracts fail-mismatched -db … url-or-ref"
+	const usage = "usage: courier contracts pin -db … <url-or-ref> <capabilities-sha256> | courier contracts fail-mismatched -db … <url-or-ref>"
 	actions := []string{"pin", "fail-mismatched"}
+	synopses := map[string]string{"pin": "-db … <url-or-ref> <capabilities-sha256>", "fail-mismatched": "-db … <url-or-ref>"}
 	flagSet := func(action string) (*flag.FlagSet, *string) {
-		fs := flags("contracts "+action, stderr)
+		fs := flags("contracts "+action, stderr, synopses[action])
 		return fs, dbFlag(fs)
 	}
 	switch {
@@ -645,9 +666,9 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	want := map[string]int{"pin": 2, "fail-mismatched": 1}[action]
-	if fs.NArg() != want {
-		return usageError(stderr, "courier contracts %s: want %d arguments", action, want)
+	if want := map[string]int{"pin": 2, "fail-mismatched": 1}[action]; fs.NArg() != want {
+		what := map[string]string{"pin": "the endpoint's URL or ref, then its capabilities digest", "fail-mismatched": "the endpoint's URL or ref"}[action]
+		return usageError(stderr, "courier contracts %s: give %s, after the flags", action, what)
 	}
 	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {
@@ -715,7 +736,7 @@ func orDash(s string) string {
 // run while workers and receivers run, and from cron. What waits for an
 // operator stays (see package store, Retention).
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flags("prune", stderr)
+	fs := flags("prune", stderr, "-db … [flags]")
 	db := dbFlag(fs)
 	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (failing, open, or disabled by their breaker: a 410 Gone, or failing for -disable-after) (outbox), and attempts, last updated longer ago than this. Kept: failed and quarantined deliveries and the ordering keys they block until cancelled or redriven, endpoints an operator disabled until enabled, limits until cleared (endpoints limit -clear), and contract pins")
 	disableAfter := fs.Duration("disable-after", 72*time.Hour, // store.BreakerConfig's default

@@ -65,6 +65,26 @@ func TestREADMESamplesCompile(t *testing.T) {
 	}
 }
 
+// TestREADMESamplesReturnTheirErrors: a sample hands an error back, as an
+// application does, rather than panicking on it: the promcourier sample
+// alone wrote panic(err) and registry.MustRegister, which a reader copies
+// into a server. A Must on a literal (netip.MustParsePrefix("…")) stays:
+// it cannot fail at run time.
+func TestREADMESamplesReturnTheirErrors(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	panics := regexp.MustCompile(`\bpanic\(|\blog\.Fatal|\.Must[A-Za-z]*\([^"]`)
+	for _, b := range readmeBlocks(t, string(readme)) {
+		for i, line := range strings.Split(b.text, "\n") {
+			if panics.MatchString(line) {
+				t.Errorf("README.md line %d, in sample %q: %s: return the error", b.line+1+i, b.name, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 var regionLine = regexp.MustCompile(`^\s*// readme:([a-z0-9-]+)$`)
 
 // readRegions returns the regions of file by name, each unindented by

@@ -22,7 +22,9 @@ import (
 // ReadOnly) deferred and query_only, so it never waits for the writer;
 // and, in the pools applications use, refuse a write from a request whose
 // transaction holds the writer, which would otherwise wait for that very
-// transaction until the busy timeout.
+// transaction until the busy timeout. A connection that does not open
+// because of its path (a directory missing, a directory given as the
+// file) says so (openFailure).
 type sqliteDriver struct{ base *sqlite3.SQLiteDriver }
 
 var courierDriver = &sqliteDriver{base: &sqlite3.SQLiteDriver{ConnectHook: hookCommits}}
@@ -95,7 +97,7 @@ func (d *sqliteDriver) connect(ctx context.Context, dsn string, shown *walSeen) 
 		dc, err = d.base.Open(dsn)
 	}
 	if err != nil {
-		return nil, err
+		return nil, openFailure(dsn, err)
 	}
 	sc := dc.(*sqlite3.SQLiteConn)
 	c := &conn{SQLiteConn: sc, writer: writer}
@@ -119,6 +121,48 @@ func (d *sqliteDriver) connect(ctx context.Context, dsn string, shown *walSeen) 
 		c.immediate = beginsImmediate(dsn)
 	}
 	return c, nil
+}
+
+// openFailure is go-sqlite3's error err for a connection to dsn that did
+// not open, saying why when the cause is the path's (cannotCreate): so
+// that every pool of DriverName says it, the application's own as well as
+// sqlite.Open's, under store.Migrate's and store.Open's errors.
+func openFailure(dsn string, err error) error {
+	if file := dsnFile(dsn); file != "" {
+		if cerr := cannotCreate(file, err); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
+// dsnFile returns the path of the file a go-sqlite3 DSN names, as SQLite
+// reads it: a file: URI's path, percent-decoded (with an authority, only
+// an empty one or localhost), or the DSN before its ?parameters, which
+// go-sqlite3 takes off. It returns "" for a URI it cannot read.
+func dsnFile(dsn string) string {
+	rest, uri := strings.CutPrefix(dsn, "file:") // go-sqlite3's test, case and all
+	if !uri {
+		if pos := strings.IndexByte(dsn, '?'); pos >= 1 {
+			dsn = dsn[:pos]
+		}
+		return dsn
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if after, ok := strings.CutPrefix(rest, "//"); ok {
+		authority, path, _ := strings.Cut(after, "/")
+		if authority != "" && authority != "localhost" {
+			return ""
+		}
+		rest = "/" + path
+	}
+	file, err := url.PathUnescape(rest)
+	if err != nil {
+		return ""
+	}
+	return file
 }
 
 // beginsImmediate reports whether a DSN's transactions take the write

@@ -178,7 +178,8 @@ func readOnlyFile(file string, err error) error {
 // database's: SQLite creates the file but not its directory, and cannot
 // open a directory as a database. It keeps err's code, as readOnlyFile
 // does: the directory may yet appear (a volume mounted late). It returns
-// nil for any other error.
+// nil for any other error. The driver wraps a connection's error in it
+// (openFailure), for every pool of DriverName.
 func cannotCreate(path string, err error) error {
 	var e sqlite3.Error
 	if !errors.As(err, &e) || e.Code != sqlite3.ErrCantOpen {

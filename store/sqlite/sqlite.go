@@ -45,10 +45,7 @@ func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, err
 		if isReadOnlyFile(err) { // Migrate writes first, to take the lock
 			return nil, readOnlyFile(path, err)
 		}
-		if cerr := cannotCreate(path, err); cerr != nil {
-			return nil, cerr
-		}
-		return nil, err
+		return nil, err // a path that cannot be a file is said by the driver (cannotCreate)
 	}
 	engine.Adopt(db)
 	s, err := store.Open(ctx, db, cfg)

@@ -559,6 +559,53 @@ func TestOpenSaysWhyItCannotCreateTheFile(t *testing.T) {
 	}
 }
 
+// TestAPoolOfDriverNameSaysWhyItCannotCreateTheFile: a pool the
+// application opened itself with DriverName (see the package doc), given
+// to store.Migrate or store.Open, failed on a missing directory or a
+// directory with go-sqlite3's bare "unable to open database file", which
+// only sqlite.Open explained: the driver names the path and what to do,
+// for whichever DSN form names the file, still with code
+// database_unavailable.
+func TestAPoolOfDriverNameSaysWhyItCannotCreateTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no such dir%", "app.db") // a space and a % for the URI forms
+	for _, tc := range []struct {
+		name, dsn, want string
+	}{
+		{"sqlite.DSN of a file in a missing directory", sqlite.DSN(missing, store.DurabilityFull), "directory " + filepath.Dir(missing) + " does not exist"},
+		{"a file: URI", "file:" + strings.NewReplacer("%", "%25", " ", "%20").Replace(missing) + "?_busy_timeout=100", "directory " + filepath.Dir(missing) + " does not exist"},
+		{"a path with parameters", missing + "?_busy_timeout=100", "directory " + filepath.Dir(missing) + " does not exist"},
+		{"a bare path", missing, "directory " + filepath.Dir(missing) + " does not exist"},
+		{"sqlite.DSN of a directory", sqlite.DSN(dir, store.DurabilityFull), dir + " is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, err := sqlx.Open(sqlite.DriverName, tc.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for what, err := range map[string]error{"store.Migrate": store.Migrate(t.Context(), db), "store.Open": openErr(t, db)} {
+				if !errors.Is(err, courier.CodeDatabaseUnavailable) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s = %v, want database_unavailable saying %q", what, err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// openErr returns store.Open's error on db, closing a Store it opened.
+func openErr(t *testing.T, db *sqlx.DB) error {
+	t.Helper()
+	s, err := store.Open(t.Context(), db, store.Config{})
+	if err == nil {
+		s.Close()
+		return errors.New("store.Open opened a Store")
+	}
+	return err
+}
+
 // TestOperatorWritesRefusedByTheDatabase: a trigger's RAISE(ABORT) that
 // refuses an operator's write is internal_error where the operator's
 // input did not shape the rows (see storetest.RefusedWrites).

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier"
+)
+
+// TestEachCommandsHelpSaysHowToCallIt: -h after a command, or after an
+// action, prints its synopsis, the arguments it takes after its flags
+// among it, then its flags, on stderr, exiting 0. The actions that take
+// an argument printed their flags alone under "Usage of courier
+// deliveries show:", so that their help never said they take a delivery
+// id (nor an endpoint's URL or ref, nor a digest), which only their
+// error and the command's usage did.
+func TestEachCommandsHelpSaysHowToCallIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args     []string
+		synopsis string // the help's first line
+		flag     string // one of its flags
+	}{
+		{[]string{"deliveries", "show"}, "usage: courier deliveries show -db … <id>", "-db"},
+		{[]string{"deliveries", "cancel"}, "usage: courier deliveries cancel -db … <id>", "-db"},
+		{[]string{"deliveries", "redrive"}, "usage: courier deliveries redrive -db … [flags] <id>", "-max-attempts"},
+		{[]string{"deliveries", "list"}, "usage: courier deliveries list -db … [flags]", "-status"},
+		{[]string{"endpoints", "enable"}, "usage: courier endpoints enable -db … <url-or-ref>", "-db"},
+		{[]string{"endpoints", "disable"}, "usage: courier endpoints disable -db … <url-or-ref>", "-db"},
+		{[]string{"endpoints", "limit"}, "usage: courier endpoints limit -db … -max-in-flight <n> -rate <per-second> [-burst <n>] <url-or-ref>", "-clear"},
+		{[]string{"endpoints", "list"}, "usage: courier endpoints list -db …", "-db"},
+		{[]string{"contracts", "pin"}, "usage: courier contracts pin -db … <url-or-ref> <capabilities-sha256>", "-db"},
+		{[]string{"contracts", "fail-mismatched"}, "usage: courier contracts fail-mismatched -db … <url-or-ref>", "-db"},
+		{[]string{"secret", "new"}, "usage: courier secret new [-type whsec|whsk]", "-type"},
+		{[]string{"migrate"}, "usage: courier migrate -db …", "-print"},
+		{[]string{"health"}, "usage: courier health -db …", "-db"},
+		{[]string{"keys"}, "usage: courier keys -db …", "-db"},
+		{[]string{"prune"}, "usage: courier prune -db … [flags]", "-older-than"},
+		{[]string{"send"}, "usage: courier send -url <url> [flags]", "-secret-file"},
+		{[]string{"verify"}, "usage: courier verify -request <file> [flags]", "-tolerance"},
+	} {
+		for _, help := range []string{"-h", "--help"} {
+			args := append(tc.args[:len(tc.args):len(tc.args)], help)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				t.Parallel()
+				code, out, errOut := courierRun(t, args...)
+				first, _, _ := strings.Cut(errOut, "\n")
+				if code != exitOK || out != "" || first != tc.synopsis || !strings.Contains(errOut, "\n  "+tc.flag) {
+					t.Errorf("courier %s: exit %d, stdout %q, help:\n%s\nwant exit 0 and the help on stderr, its first line %q, then the flags (%s)",
+						strings.Join(args, " "), code, out, errOut, tc.synopsis, tc.flag)
+				}
+			})
+		}
+	}
+}
+
+// TestDeliveriesListHelpNamesTheStatuses: list's -status help said "only
+// deliveries in this status" and named none, so that a first -status was
+// a guess the usage error corrected.
+func TestDeliveriesListHelpNamesTheStatuses(t *testing.T) {
+	t.Parallel()
+	_, _, errOut := courierRun(t, "deliveries", "list", "-h")
+	for _, st := range courier.Statuses() {
+		if !strings.Contains(errOut, string(st)) {
+			t.Errorf("courier deliveries list -h does not name the status %s:\n%s", st, errOut)
+		}
+	}
+}
+
+// TestContractsSaysWhichArgumentsItTakes: contracts given too few or too
+// many arguments said "want 1 arguments", naming none of them. It says
+// which it takes, a usage error that opens no database.
+func TestContractsSaysWhichArgumentsItTakes(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "app.db") // not there: the arguments are refused first
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"contracts", "fail-mismatched", "-db", db}, "give the endpoint's URL or ref"},
+		{[]string{"contracts", "fail-mismatched", "-db", db, "https://r.example/hooks", "x"}, "give the endpoint's URL or ref"},
+		{[]string{"contracts", "pin", "-db", db, "https://r.example/hooks"}, "give the endpoint's URL or ref, then its capabilities digest"},
+	} {
+		code, out, errOut := courierRun(t, tc.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.says) {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d saying %q", strings.Join(tc.args, " "), code, out, errOut, exitUsage, tc.says)
+		}
+	}
+}
