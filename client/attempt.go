@@ -5,11 +5,13 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -311,6 +313,8 @@ func (w *Worker) judge(ctx context.Context, c protocol.Claimed, resp *http.Respo
 	}
 	if oc.Code == courier.CodeDestinationForbidden {
 		oc.Refusal = refusal
+	} else if resp == nil {
+		oc.Cause = networkCause(err)
 	}
 	if v.Retry {
 		var after time.Duration
@@ -362,6 +366,36 @@ func guardRefusal(err error) error {
 	var refusal *courier.Error
 	if errors.As(err, &refusal) && refusal.Code == courier.CodeDestinationForbidden {
 		return refusal
+	}
+	return nil
+}
+
+// networkCause returns the cause in err's chain of an attempt that got no
+// answer, for the log line that says why: a certificate, TLS, DNS or socket
+// error, whose message names addresses and host names. Nil when the chain
+// holds none of those: net/http's own errors of a malformed answer quote
+// the bytes the other side sent, and are not logged; nor is the *url.Error
+// around the cause, whose URL the log names otherwise.
+func networkCause(err error) error {
+	var cert *tls.CertificateVerificationError
+	if errors.As(err, &cert) {
+		return cert
+	}
+	var record tls.RecordHeaderError // its message leaves out the bytes it read
+	if errors.As(err, &record) {
+		return record
+	}
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return alert
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op
 	}
 	return nil
 }

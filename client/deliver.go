@@ -223,6 +223,10 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		attrs = append(attrs, slog.Int(logkey.HTTPStatus, oc.HTTPStatus))
 	}
 	attrs = append(attrs, slog.Duration(logkey.Duration, oc.Duration))
+	var cause []slog.Attr // why an attempt got no answer: a refused connection, a certificate
+	if oc.Cause != nil {
+		cause = append(cause, slog.Any(logkey.Error, oc.Cause))
+	}
 	log := func(level slog.Level, msg string, extra ...slog.Attr) {
 		w.cfg.Logger.LogAttrs(ctx, level, msg, append(attrs, extra...)...)
 	}
@@ -238,11 +242,11 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		}
 		log(slog.LevelWarn, "worker: destination refused", why...)
 	case s.Status == courier.StatusFailed:
-		log(slog.LevelWarn, "worker: delivery failed")
+		log(slog.LevelWarn, "worker: delivery failed", cause...)
 	case s.Status == courier.StatusRetryWait && c.Attempt >= logRetriesFrom:
-		log(slog.LevelInfo, "worker: delivery retrying")
+		log(slog.LevelInfo, "worker: delivery retrying", cause...)
 	default:
-		log(slog.LevelDebug, "worker: attempt settled")
+		log(slog.LevelDebug, "worker: attempt settled", cause...)
 	}
 	if w.cfg.Hook == nil {
 		return

@@ -1,8 +1,13 @@
 package client_test
 
 import (
+	"io"
+	"log"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,4 +153,98 @@ func TestWorkerLogsWhyTheGuardRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWorkerLogsWhyTheNetworkFailed: an attempt that got no answer is
+// logged with the transport's cause (the connection refused, the
+// certificate not trusted, the name not found), which says where to look;
+// never with what the other side sent, nor the endpoint's credentials.
+func TestWorkerLogsWhyTheNetworkFailed(t *testing.T) {
+	t.Parallel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close() // nothing listens there now: connection refused
+	garbage, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { garbage.Close() })
+	go func() { // answers every request with bytes that are no HTTP response
+		for {
+			c, err := garbage.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Read(make([]byte, 4096))
+				c.Write([]byte("SECRETBODY from the receiver\r\n\r\n"))
+			}()
+		}
+	}()
+
+	untrusted := httptest.NewUnstartedServer(http.NotFoundHandler()) // its certificate is signed by no authority the worker trusts
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0)           // the handshakes it refuses
+	untrusted.StartTLS()
+	t.Cleanup(untrusted.Close)
+	host := strings.TrimPrefix(untrusted.URL, "https://")
+
+	logs := newCapture(t)
+	b := setupWorker(t, nil, func(c *client.Config) {
+		c.Logger = slog.New(logs)
+		c.Transport = client.Guard{
+			AllowHTTP:     true,
+			AllowPorts:    portsOf(t, closedAddr, garbage.Addr().String(), host),
+			AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		}.Transport()
+	})
+	endpoints := map[string]struct{ url, cause string }{
+		"refused": {"http://user:SECRETPW@" + closedAddr + "/hooks/SECRETPATH?token=SECRETQ", "connection refused"},
+		"tls":     {"https://" + host + "/hooks/SECRETPATH", "x509: certificate signed by unknown authority"},
+		"garbage": {"http://" + garbage.Addr().String() + "/hooks", ""}, // the receiver's bytes are not logged
+	}
+	ids := map[string]string{}
+	for name, e := range endpoints {
+		id := b.enqueueWith(t, name, func(p *store.EnqueueParams) { p.Endpoint = e.url; p.MaxAttempts = 1 })
+		ids[strconv.FormatInt(id, 10)] = name
+	}
+	if _, err := b.worker.Work(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := logs.lines("worker: delivery failed")
+	if len(got) != len(endpoints) {
+		t.Fatalf("%d lines %q, want %d: %+v", len(got), "worker: delivery failed", len(endpoints), got)
+	}
+	for _, r := range got {
+		name := ids[r.Attrs["delivery"]]
+		cause := endpoints[name].cause
+		if r.Attrs["code"] != string(courier.CodeNetwork) {
+			t.Errorf("%s: code=%q, want network_error (line %+v)", name, r.Attrs["code"], r.Attrs)
+		}
+		if cause != "" && !strings.Contains(r.Attrs["error"], cause) {
+			t.Errorf("%s: error=%q, want the cause (%q) (line %+v)", name, r.Attrs["error"], cause, r.Attrs)
+		}
+		for k, v := range r.Attrs {
+			if strings.Contains(v, "SECRET") || strings.Contains(v, "user") {
+				t.Errorf("%s: %s=%q shows the endpoint's credentials or the receiver's bytes", name, k, v)
+			}
+		}
+	}
+}
+
+// portsOf returns the ports of addrs ("host:port"), for a Guard to open.
+func portsOf(t *testing.T, addrs ...string) []uint16 {
+	t.Helper()
+	var ports []uint16
+	for _, a := range addrs {
+		p, err := netip.ParseAddrPort(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, p.Port())
+	}
+	return ports
 }

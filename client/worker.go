@@ -207,11 +207,14 @@ type Config struct {
 	Backoff func(attempt int, retryAfter time.Duration) time.Duration
 	// Logger receives the worker's account of its deliveries, each line with
 	// the delivery, attempt, redacted endpoint and codes (code, remote_code,
-	// http_status), never payload, header or key content: Warn for every
-	// delivery that fails for good and every destination the guard refuses
-	// (its error the guard's reason: the scheme, the port, or the kind of
-	// address, as "address is loopback"), Info for a retry from the third
-	// attempt on, Warn for a lease lost, too short to start an attempt or
+	// http_status), never payload, header or key content, and for an attempt
+	// that got no answer the transport's cause as error (a connection
+	// refused or reset, a certificate not trusted, a name not found: it
+	// names addresses and host names, never what the other side sent):
+	// Warn for every delivery that fails for good and every destination
+	// the guard refuses (its error the guard's reason: the scheme, the
+	// port, or the kind of address, as "address is loopback"), Info for a
+	// retry from the third attempt on, Warn for a lease lost, too short to start an attempt or
 	// spent by the signing (see Lease), for a request given back unwritten
 	// because its Timeout was over when the transport came to write it (see
 	// Lease) and for an attempt still running once its lease has run out,

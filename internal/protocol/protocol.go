@@ -153,6 +153,12 @@ type Outcome struct {
 	// its message names the reason class only (scheme, port, the kind of
 	// address), for the worker's log line; it is never stored.
 	Refusal error
+	// Cause is what the transport said of an attempt that got no answer,
+	// for the worker's log line: a socket, DNS, TLS or certificate error,
+	// which names addresses and host names, never what the other side sent
+	// nor the endpoint's path or credentials; nil when it said none of
+	// those. It is never stored.
+	Cause error
 }
 
 // Settled is what became of one Outcome.
