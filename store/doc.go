@@ -232,12 +232,31 @@
 //
 // What courier's tables record for the past stays until a retention pass
 // deletes it: run them from a periodic job (or the courier prune
-// command), each in short bounded statements (PruneParams). What each
-// table keeps:
+// command), each in short bounded statements (PruneParams). A pass is four
+// calls, and the courier prune command makes the same four:
+//
+//	Outbox.Prune          finished deliveries, and dead endpoints' breaker records, after OlderThan
+//	Outbox.PruneAttempts  the attempts log, after OlderThan
+//	Inbox.Prune           the receivers' records, after OlderThan (at least 24 hours)
+//	ReplayCache.Prune     the RFC 9421 nonces, once each has expired (OlderThan changes nothing)
+//
+// Seven days for each OlderThan (the command's default) is a safe start:
+// longer than a sender's 72-hour retry horizon and its last hour, so a
+// redelivery still finds its inbox record and an application's enqueue
+// retried within the window still finds its delivery; longer if failed
+// deliveries may be redriven later than that (see Inbox.Prune). Run the pass
+// every hour or so, from one process or many (each call is safe beside
+// another): each run deletes what aged past the window since the last, so the
+// tables hold the window's traffic and an hour more, and no run deletes much
+// at once. ExampleOutbox_Prune is such a pass. A Store opened for the
+// pass alone takes the workers' Config.Breaker: its DisableAfter tells
+// the endpoints their breaker disabled, whose records go, from those an
+// operator disabled, which stay. What each table keeps:
 //
 //	courier_outbox           succeeded and suppressed deliveries go after OlderThan (Outbox.Prune);
 //	                         unfinished ones, and failed or quarantined ones, stay until an
 //	                         operator settles them (Outbox.Cancel, Outbox.Redrive)
+//	courier_outbox_payload   (SQLite) a delivery's payload, deleted with its delivery
 //	courier_attempts         rows go after OlderThan (Outbox.PruneAttempts)
 //	courier_endpoints        the breaker records of endpoints with nothing left to send go after
 //	                         OlderThan (Outbox.Prune): failing, open, and those the breaker disabled
@@ -259,7 +278,11 @@
 // application set or leave unsettled: failed deliveries, blocked keys,
 // disabled endpoints, limits, pins and subscriptions, one row each,
 // which Outbox.Health, Endpoints.List, Contracts.List and
-// Subscriptions.List show.
+// Subscriptions.List show. A payload key retired from Config.Encryption
+// keeps rows until the pass deletes them: Store.KeysInUse says when it
+// keeps none. The space deleted rows held is reused for new ones
+// (PostgreSQL's autovacuum makes it reusable); a SQLite file does not
+// shrink without a VACUUM.
 //
 // # Upgrades
 //

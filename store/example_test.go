@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
@@ -462,4 +464,123 @@ func ExampleListParams_id() {
 	fmt.Println(d.NotificationID, d.Status, len(d.Payload), d.PayloadSHA256 != "")
 	// Output:
 	// order-1-paid pending 0 true
+}
+
+// A retention pass, for a periodic job (every hour or so): four calls keep
+// every table courier grows bounded, each deleting in short batches what
+// aged past its window (see Retention in the package documentation; the
+// courier prune command makes the same pass). Here a cancelled delivery
+// and a replay cache nonce are eight days old when the pass runs.
+func ExampleOutbox_Prune() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	now := time.Now()
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{
+		Now: func() time.Time { return now }, // the example's clock, to age the rows
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	ids := enqueue(ctx, s, store.EnqueueParams{
+		NotificationID: "order-10-paid", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{"order":"order-10"}`),
+	})
+	if err := s.Outbox.Cancel(ctx, ids[0]); err != nil { // finished: suppressed
+		panic(err)
+	}
+	if _, err := s.Replay.Remember(ctx, "key-1", "nonce-1", now.Add(5*time.Minute)); err != nil {
+		panic(err)
+	}
+	now = now.Add(8 * 24 * time.Hour)
+
+	// The pass. Seven days outlasts a sender's 72-hour retry horizon, so a
+	// redelivery still finds its inbox record.
+	p := store.PruneParams{OlderThan: 7 * 24 * time.Hour}
+	deliveries, err := s.Outbox.Prune(ctx, p) // succeeded and suppressed deliveries, dead endpoints' records
+	if err != nil {
+		panic(err)
+	}
+	attempts, err := s.Outbox.PruneAttempts(ctx, p)
+	if err != nil {
+		panic(err)
+	}
+	records, err := s.Inbox.Prune(ctx, p) // every receiver's records in this database
+	if err != nil {
+		panic(err)
+	}
+	nonces, err := s.Replay.Prune(ctx, p) // expired pairs and their counts
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(deliveries, attempts, records, nonces)
+	// Output: 1 0 0 2
+}
+
+// An alert for a receiver that is down: the worker's log does not say
+// that an endpoint's breaker opened (its deliveries wait parked, and
+// Health stays ok, as nothing needs an operator yet), but the Store's Hook
+// hears every move of a breaker, once it is committed. Here a receiver
+// answers 503 and the breaker, with a threshold of one, opens at the first.
+func ExampleConfig_hook() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { // no time, for the example's output
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{
+		Breaker: store.BreakerConfig{Threshold: 1},
+		Hook: func(e store.Event) { // quick, and never waits on the database
+			if e.Kind == store.EventEndpoint && e.To != store.EndpointClosed {
+				logger.Warn("endpoint breaker", "from", e.From, "to", e.To, "code", e.Code) // and e.EndpointRef: which one
+			}
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	enqueue(ctx, s, store.EnqueueParams{
+		NotificationID: "order-11-paid", Endpoint: down.URL + "/hooks", Payload: []byte(`{"order":"order-11"}`),
+	})
+	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	if err != nil {
+		panic(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(key)
+	if err != nil {
+		panic(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: couriertest.Guard(down.URL).Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.Work(ctx); err != nil {
+		panic(err)
+	}
+	h, err := s.Outbox.Health(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(h.Status, h.Counts[courier.StatusRetryWait])
+	// Output:
+	// level=WARN msg="endpoint breaker" from=closed to=open code=receiver_unavailable
+	// ok 1
 }

@@ -98,6 +98,23 @@ const (
 // deliveries_failed for as long as any old failure is kept and hide a
 // worker outage or a stalled endpoint that began later. The code is for
 // alerts; the counts say everything that holds.
+//
+// A receiver that is down blocks nothing, as no operator is needed: its
+// breaker opens, its backlog is parked (counted in Counts, not in Due or
+// OldestDueAge) and goes out, with no one's help, once a probe gets through.
+// Its breaker says so: Endpoints.List (or the courier endpoints list command),
+// and Config.Hook's EventEndpoint as it opens, closes or disables. Watch those
+// for a receiver down too long, OldestDueAge for workers falling behind, and
+// Status for what needs an operator.
+//
+// A readiness or liveness probe asks less than Health: Health counts the
+// outbox, and blocked is an operator's work, not the state of the process
+// that answers (a probe failing on it would take every instance out of rotation
+// for one failed delivery). Ask DB().PingContext whether the database
+// answers, and, in a process that runs a client.Worker, whether its Run
+// has returned (it returns only once stopped or on a closed Store).
+// database_corrupt is the code a restart cures: close the Store, open it
+// again.
 func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	if o.s.closed.Load() {
 		return Health{}, errClosed

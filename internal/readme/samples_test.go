@@ -3,12 +3,15 @@ package readme_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,6 +248,58 @@ func adminSample(s *store.Store, mux *http.ServeMux, requireLogin func(http.Hand
 	return nil
 }
 
+func serviceSample(s *store.Store, w *client.Worker, mux *http.ServeMux) error {
+	// readme:service
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(context.WithoutCancel(ctx)) }() // stopped by Stop below, not by the signal
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if err := s.DB().PingContext(r.Context()); err != nil { // not Health: see below
+			http.Error(rw, "database unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		rw.WriteHeader(http.StatusNoContent)
+	})
+	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.ListenAndServe()
+
+	select {
+	case <-ctx.Done(): // SIGTERM
+	case err := <-ran: // Run returns on its own only on a closed Store or a bad Config
+		return err
+	}
+	// Inside the orchestrator's grace period (Kubernetes gives 30 s):
+	drain, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv.Shutdown(drain) // receivers answer the requests they are serving
+	w.Stop(drain)       // no more claims; attempts in flight finish, or are cut short when drain ends
+	return <-ran        // every attempt settled, nothing left leased: now close the Store
+	// readme:end
+}
+
+func retentionSample(ctx context.Context, s *store.Store) error {
+	// readme:retention
+	p := store.PruneParams{OlderThan: 7 * 24 * time.Hour} // past the senders' 72 h of retries
+	_, errOutbox := s.Outbox.Prune(ctx, p)                // finished deliveries, dead endpoints' records
+	_, errAttempts := s.Outbox.PruneAttempts(ctx, p)      // the attempts log
+	_, errInbox := s.Inbox.Prune(ctx, p)                  // every receiver's records in this database
+	_, errReplay := s.Replay.Prune(ctx, p)                // RFC 9421 nonces past their expiry
+	return errors.Join(errOutbox, errAttempts, errInbox, errReplay)
+	// readme:end
+}
+
+func TestRetentionSampleRuns(t *testing.T) {
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "app.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := retentionSample(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func pgxSample(ctx context.Context, pool *pgxpool.Pool, s *store.Store, id string, payload []byte) error {
 	// readme:pgx
 	tx, err := pool.Begin(ctx) // your pgxpool; s is a Store opened on the same database
@@ -437,7 +492,7 @@ func TestOrderReachesShipping(t *testing.T) {
 // readme:end
 
 // The samples are compiled, not called (but for the test above).
-var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, pgxSample, controlSample, publishSample}
+var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, serviceSample, pgxSample, controlSample, publishSample}
 
 // TestReportingSampleRefusesAnInvalidReport: the reporting sample enqueues
 // a valid delivery report and refuses, before the outbox, one its buyer
