@@ -59,6 +59,26 @@ func enqueue(ctx context.Context, s *store.Store, ps ...store.EnqueueParams) []i
 	return ids
 }
 
+// work runs one Work of a worker of s that may send to the test server
+// at url, signed with a fresh Standard Webhooks key.
+func work(ctx context.Context, s *store.Store, url string) {
+	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
+	if err != nil {
+		panic(err)
+	}
+	signer, err := signature.NewStandardWebhooksSigner(key)
+	if err != nil {
+		panic(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: couriertest.Guard(url).Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.Work(ctx); err != nil {
+		panic(err)
+	}
+}
+
 func pending(ctx context.Context, s *store.Store) int {
 	h, err := s.Outbox.Health(ctx)
 	if err != nil {
@@ -272,21 +292,7 @@ func ExampleOutbox_Redrive() {
 	enqueue(ctx, s, store.EnqueueParams{
 		NotificationID: "order-9-paid", Endpoint: refusing.URL + "/hooks", Payload: []byte(`{"order":"order-9"}`),
 	})
-	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
-	if err != nil {
-		panic(err)
-	}
-	signer, err := signature.NewStandardWebhooksSigner(key)
-	if err != nil {
-		panic(err)
-	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: couriertest.Guard(refusing.URL).Transport()})
-	if err != nil {
-		panic(err)
-	}
-	if _, err := w.Work(ctx); err != nil { // the 400 fails the delivery for good
-		panic(err)
-	}
+	work(ctx, s, refusing.URL) // the 400 fails the delivery for good
 
 	failed, err := s.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed})
 	if err != nil {
@@ -560,21 +566,7 @@ func ExampleConfig_hook() {
 	enqueue(ctx, s, store.EnqueueParams{
 		NotificationID: "order-11-paid", Endpoint: down.URL + "/hooks", Payload: []byte(`{"order":"order-11"}`),
 	})
-	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
-	if err != nil {
-		panic(err)
-	}
-	signer, err := signature.NewStandardWebhooksSigner(key)
-	if err != nil {
-		panic(err)
-	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: couriertest.Guard(down.URL).Transport()})
-	if err != nil {
-		panic(err)
-	}
-	if _, err := w.Work(ctx); err != nil {
-		panic(err)
-	}
+	work(ctx, s, down.URL)
 	h, err := s.Outbox.Health(ctx)
 	if err != nil {
 		panic(err)
