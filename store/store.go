@@ -90,7 +90,10 @@ type Config struct {
 	// the default RetryHorizon. A faster Backoff spends the budget sooner
 	// (client.ExponentialBackoff(5*time.Second, time.Hour, 0.2) spends 8
 	// attempts in about 10 minutes): give it a budget that outlasts the
-	// receivers' outages it should ride out.
+	// receivers' outages it should ride out. While an endpoint's breaker
+	// is open (see BreakerConfig), only its probes are attempted, one per
+	// Cooldown: in a long outage with a larger backlog than the probes
+	// reach, deliveries end expired at their deadline with attempts left.
 	MaxAttempts int
 	// RetryHorizon is how long after its first attempt is due a delivery
 	// enqueued without a deadline may still be attempted (its deadline);
