@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -207,13 +208,26 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		// settled, where an endpoint may have a million succeeded
 		// deliveries to walk for its few failed ones.
 		name = "outbox_list_by_endpoint"
-	case p.Status != "":
+	case p.Status != "" && p.Since.IsZero() && p.Until.IsZero():
 		name = "outbox_list_by_status" // from the status's index, in id order
+	case p.Status != "":
+		name = "outbox_list_by_status_window" // see listWindow
 	}
 	var rows []outboxRow
-	err := o.s.selectRows(ctx, o.s.db, name, args, &rows)
+	var err error
+	if name == "outbox_list_by_status_window" {
+		rows, err = o.listWindow(ctx, args)
+	} else {
+		err = o.s.selectRows(ctx, o.s.db, name, args, &rows)
+	}
 	if err != nil {
 		return Page{}, err
+	}
+	if name == "outbox_list_by_endpoint" {
+		// The endpoint's two forms are read apart, each up to a page: the
+		// page is the newest of both (see outbox_list_by_endpoint).
+		slices.SortFunc(rows, func(a, b outboxRow) int { return cmp.Compare(b.ID, a.ID) })
+		rows = rows[:min(len(rows), p.Limit+1)]
 	}
 	var page Page
 	for _, r := range rows {
@@ -224,6 +238,28 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		page.NextBefore = page.Deliveries[p.Limit-1].ID
 	}
 	return page, nil
+}
+
+// listWindow reads a page of one status within a window of time
+// (outbox_list_by_status_window) in a read-only transaction of its own on
+// DB(), in which the statement is planned with the window's values
+// (outbox_list_window_plan): no one plan serves a narrow window and a wide
+// one, and PostgreSQL may keep one made without them for a statement the
+// driver has prepared (plan_cache_mode), for good.
+func (o *Outbox) listWindow(ctx context.Context, args map[string]any) ([]outboxRow, error) {
+	tx, err := o.s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, o.s.dialect.interpret("outbox_list_by_status_window", err)
+	}
+	defer tx.Rollback()
+	if _, err := o.s.exec(ctx, tx, "outbox_list_window_plan", nil); err != nil {
+		return nil, err
+	}
+	var rows []outboxRow
+	if err := o.s.selectRows(ctx, tx, "outbox_list_by_status_window", args, &rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/benchkit"
+	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
@@ -169,12 +173,15 @@ func BenchmarkSubscriptionUpdate(b *testing.B) {
 // common one (succeeded: 100 of them). The target: each page costs what
 // it shows, flat as the rows grow: read from an index on the status in
 // id order, never by walking every delivery for the few of a status, nor
-// by reading and sorting every row of it. SQLite runs with statistics and
-// without, as for BenchmarkHealth; PostgreSQL with statistics.
+// by reading and sorting every row of it. A page within a window of time
+// (the last hour: every row) reads the same. SQLite runs with statistics
+// and without, as for BenchmarkHealth; PostgreSQL with statistics.
 func BenchmarkListByStatus(b *testing.B) {
+	hour := time.Now().Add(-time.Hour)
 	benchmarkListPages(b, func(tb testing.TB, db *sqlx.DB) { fillRows(tb, db, "due", 10) }, []listPage{
 		{"pending", store.ListParams{Status: courier.StatusPending, Limit: 100}, 10},
 		{"succeeded", store.ListParams{Status: courier.StatusSucceeded, Limit: 100}, 100},
+		{"succeeded-last-hour", store.ListParams{Status: courier.StatusSucceeded, Since: hour, Limit: 100}, 100},
 	})
 }
 
@@ -206,11 +213,16 @@ type listPage struct {
 
 // benchmarkListPages measures each page of Outbox.List on a database of
 // each engine that fill filled, beside 1,000 and 100,000 finished rows,
-// with statistics and, on SQLite, without.
+// with statistics and, on SQLite, without; and on PostgreSQL again with
+// plan_cache_mode force_generic_plan, as a DBA or a pooler may set it for
+// the connections the store is given: every statement planned without
+// its values.
 func benchmarkListPages(b *testing.B, fill func(testing.TB, *sqlx.DB), pages []listPage) {
-	for _, e := range engines {
+	generic := engines[1]
+	generic.name, generic.open = "postgres/plan_cache_mode=force_generic_plan", openPostgresGeneric
+	for _, e := range append(slices.Clone(engines), generic) {
 		for _, analyze := range []bool{true, false} {
-			if !analyze && e.name == "postgres" {
+			if !analyze && e.driver == postgres.DriverName {
 				continue
 			}
 			for _, rows := range []int{1_000, 100_000} {
@@ -238,4 +250,24 @@ func benchmarkListPages(b *testing.B, fill func(testing.TB, *sqlx.DB), pages []l
 			}
 		}
 	}
+}
+
+// openPostgresGeneric opens a PostgreSQL database whose connections plan
+// every statement generically (plan_cache_mode force_generic_plan, a
+// setting each connection starts with).
+func openPostgresGeneric(tb testing.TB) *sqlx.DB {
+	tb.Helper()
+	u, err := url.Parse(pgtest.URL(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("plan_cache_mode", "force_generic_plan")
+	u.RawQuery = q.Encode()
+	db, err := sqlx.Open(postgres.DriverName, u.String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }

@@ -150,8 +150,9 @@ func testListShowsWhatGetShows(t *testing.T, open OpenFunc) {
 }
 
 // testListTimeBoundsAreExact: Since and Until compare with the stored
-// microseconds as they are, a part below the microsecond included, and a
-// window no time is in is refused rather than answered with an empty page.
+// microseconds as they are, a part below the microsecond included, with a
+// status or without, and a window no time is in is refused rather than
+// answered with an empty page.
 func testListTimeBoundsAreExact(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	id := b.enqueue(t, delivery("n-1")).ID
@@ -166,6 +167,13 @@ func testListTimeBoundsAreExact(t *testing.T, open OpenFunc) {
 		{"Until at its time", store.ListParams{Until: at}, false},
 		{"Until half a microsecond after", store.ListParams{Until: at.Add(500 * time.Nanosecond)}, true},
 		{"Since and Until around it", store.ListParams{Since: at, Until: at.Add(time.Nanosecond)}, true},
+		// A page of one status within a window is a statement of its own
+		// (see Outbox.List); its bounds are the same.
+		{"its status, Since at its time", store.ListParams{Status: courier.StatusPending, Since: at}, true},
+		{"its status, Since half a microsecond after", store.ListParams{Status: courier.StatusPending, Since: at.Add(500 * time.Nanosecond)}, false},
+		{"its status, Until at its time", store.ListParams{Status: courier.StatusPending, Until: at}, false},
+		{"its status, Since and Until around it", store.ListParams{Status: courier.StatusPending, Since: at, Until: at.Add(time.Nanosecond)}, true},
+		{"another status, Since and Until around it", store.ListParams{Status: courier.StatusFailed, Since: at, Until: at.Add(time.Nanosecond)}, false},
 	} {
 		page, err := b.store.Outbox.List(b.ctx, c.p)
 		if err != nil || (len(page.Deliveries) == 1) != c.found {

@@ -29,9 +29,12 @@ FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
 -- name: attempts_prune
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
--- planner may rescan the LIMIT, deleting past it.
+-- planner may rescan the LIMIT, deleting past it. The batch is deleted by
+-- its ids as an array, read by the primary key: joined to the CTE, a
+-- generic plan (plan_cache_mode), which takes a LIMIT it cannot see for a
+-- tenth of the table, hashed the whole attempts log to delete a batch.
 WITH picked AS MATERIALIZED (
     SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM courier_attempts AS a USING picked WHERE a.id = picked.id;
+DELETE FROM courier_attempts WHERE id = ANY (ARRAY(SELECT id FROM picked));

@@ -28,12 +28,15 @@ WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 -- once take different rows.
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
 -- planner may rescan the LIMIT, deleting past it. As on SQLite, a two-phase
--- claim left processing that long goes too.
+-- claim left processing that long goes too. The batch is deleted by its
+-- ctids as an array, read by a TID scan: joined to the CTE, a generic
+-- plan (plan_cache_mode), which takes a LIMIT it cannot see for a tenth
+-- of the table, hashed the whole inbox to delete a batch.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid FROM courier_inbox WHERE updated_at < :before
     ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
 )
-DELETE FROM courier_inbox AS i USING picked WHERE i.ctid = picked.row_ctid;
+DELETE FROM courier_inbox WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked));
 
 -- name: inbox_take_over
 -- A two-phase record left processing longer than the staleness window (its

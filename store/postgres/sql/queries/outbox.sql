@@ -690,9 +690,45 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: outbox_list_by_status
--- outbox_list for one status, read from courier_outbox_listed (status,
+-- outbox_list for one status, with no window of time (Since, Until: see
+-- outbox_list_by_status_window), read from courier_outbox_listed (status,
 -- id) in id order from the cursor down (migration 14): a page reads the
 -- rows it shows, and those of its status the other filters leave out.
+-- PostgreSQL: the status is compared as = ANY (ARRAY[...]), which makes
+-- no equivalence of it, and the rows are ordered by (status, id): so only
+-- courier_outbox_listed reads them in that order. Compared with =, the
+-- status is a constant of the order, the primary key gives the id order
+-- as well, and a generic plan (plan_cache_mode), which cannot see the
+-- status and takes it to hold as many rows as any other, walked the
+-- primary key through the whole outbox for the few of a rare one.
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+FROM courier_outbox
+WHERE status = ANY (ARRAY[:status]) AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
+    AND id <= :max_id::bigint
+ORDER BY status DESC, id DESC
+LIMIT :limit;
+
+-- name: outbox_list_window_plan
+-- First in the read-only transaction of outbox_list_by_status_window:
+-- that statement is planned with its values, whatever plan_cache_mode the
+-- connection has (LOCAL: for this transaction only). No one plan serves
+-- every window: a narrow one is read from courier_outbox_status and
+-- sorted, a wide one walked in id order from courier_outbox_listed, and a
+-- plan made without the window (generic) read and sorted every delivery
+-- of the status for a wide one.
+SET LOCAL plan_cache_mode = force_custom_plan;
+
+-- name: outbox_list_by_status_window
+-- outbox_list_by_status within a window of time (updated_at in [:since,
+-- :until)), planned with its values (outbox_list_window_plan): a page
+-- reads, of a narrow window, the status's deliveries updated in it, from
+-- courier_outbox_status, and sorts them; of a wide one, the rows it
+-- shows and those of its status the window leaves out, from
+-- courier_outbox_listed. A statement of its own: a generic plan, which
+-- cannot see whether a page has a window, planned every page of
+-- outbox_list_by_status as one of a narrow window.
 SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
@@ -709,34 +745,40 @@ LIMIT :limit;
 -- (migration 15): a page reads the rows it shows, and those of its
 -- endpoint the other filters leave out. The endpoint may be stored under
 -- two forms (:endpoint, :endpoint_spelled: see Endpoints), each a range
--- of the index of its own: the two are read in id order and merged; one
--- range under both filters (endpoint IN (...)) would be read whole and
--- sorted. The second is read only when the spelling differs, or a
--- delivery under the normalized form would be listed twice.
--- PostgreSQL: each read has an ORDER BY and LIMIT of its own, and the
--- UNION ALL is a subquery, so the planner merges the two in order (Merge
--- Append) and stops at the page's end; a read without them is planned
--- apart from the order the page asks for (as is a UNION ALL at the top
--- of a query), read whole and sorted.
+-- of the index of its own: the two are read in id order, each up to a
+-- page, and merged; one range under both filters (endpoint IN (...))
+-- would be read whole and sorted. The second is read only when the
+-- spelling differs, or a delivery under the normalized form would be
+-- listed twice.
+-- PostgreSQL: each read has an ORDER BY and LIMIT of its own: a read
+-- without them is planned apart from the order the page asks for (as is
+-- a UNION ALL at the top of a query), read whole and sorted. Each
+-- compares the endpoint as = ANY (ARRAY[...]), which makes no
+-- equivalence of it, and orders its rows by (endpoint, id): so only
+-- courier_outbox_endpoint reads them in that order. Compared with =, the
+-- endpoint is a constant of the order, the primary key gives the id
+-- order as well, and a generic plan (plan_cache_mode), which cannot see
+-- the endpoint and takes it to hold as many rows as any other, walked the
+-- primary key through the whole outbox for the few of a rare one. The two
+-- reads, ordered by their endpoints, are merged in id order by the store
+-- (Outbox.List), not here: ordered by id, they would be sorted.
 SELECT * FROM ((
     SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
         lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
     FROM courier_outbox
-    WHERE endpoint = :endpoint AND (:status = '' OR status = :status)
+    WHERE endpoint = ANY (ARRAY[:endpoint]) AND (:status = '' OR status = :status)
         AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
-    ORDER BY id DESC LIMIT :limit
+    ORDER BY endpoint DESC, id DESC LIMIT :limit
     ) UNION ALL (
     SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
         priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
         lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
     FROM courier_outbox
-    WHERE endpoint = :endpoint_spelled AND :endpoint_spelled <> :endpoint AND (:status = '' OR status = :status)
+    WHERE endpoint = ANY (ARRAY[:endpoint_spelled]) AND :endpoint_spelled <> :endpoint AND (:status = '' OR status = :status)
         AND updated_at >= :since AND updated_at < :until AND id <= :max_id::bigint
-    ORDER BY id DESC LIMIT :limit
-)) AS d
-ORDER BY id DESC
-LIMIT :limit;
+    ORDER BY endpoint DESC, id DESC LIMIT :limit
+)) AS d;
 
 -- name: outbox_cancel
 -- An operator withdraws a delivery that has not been sent successfully:

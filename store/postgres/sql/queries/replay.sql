@@ -24,19 +24,23 @@ SELECT COUNT(*) FROM courier_replay WHERE key_id = :key_id AND nonce = :nonce AN
 
 -- name: replay_prune
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
--- planner may rescan the LIMIT, deleting past it.
+-- planner may rescan the LIMIT, deleting past it. The batch is deleted by
+-- its ctids as an array, read by a TID scan: joined to the CTE, a generic
+-- plan (plan_cache_mode), which takes a LIMIT it cannot see for a tenth of
+-- the table, hashed the whole replay cache to delete a batch.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid FROM courier_replay WHERE expires_at <= :now
     ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 )
-DELETE FROM courier_replay AS r USING picked WHERE r.ctid = picked.row_ctid;
+DELETE FROM courier_replay WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked));
 
 -- name: replay_prune_counts
 -- The counts of minutes whose pairs have all expired, oldest first,
 -- bounded, read from courier_replay_counts_bucket; picked once, as
--- replay_prune's rows are, skipping those another instance is pruning.
+-- replay_prune's rows are, skipping those another instance is pruning,
+-- and deleted as they are, by their ctids as an array.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid FROM courier_replay_counts WHERE bucket < :live_bucket
     ORDER BY bucket LIMIT :limit FOR UPDATE SKIP LOCKED
 )
-DELETE FROM courier_replay_counts AS c USING picked WHERE c.ctid = picked.row_ctid;
+DELETE FROM courier_replay_counts WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked));

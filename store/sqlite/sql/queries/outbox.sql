@@ -658,12 +658,31 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: outbox_list_by_status
--- outbox_list for one status, read from courier_outbox_listed (status,
+-- outbox_list for one status, with no window of time (Since, Until: see
+-- outbox_list_by_status_window), read from courier_outbox_listed (status,
 -- id) in id order from the cursor down (migration 14): a page reads the
 -- rows it shows, and those of its status the other filters leave out.
 -- SQLite: INDEXED BY, which the planner would otherwise leave, with
 -- statistics, for courier_outbox_status and a sort of every row of the
 -- status.
+SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
+    priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
+    lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
+FROM courier_outbox INDEXED BY courier_outbox_listed
+WHERE status = :status AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_spelled))
+    AND id <= :max_id
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: outbox_list_window_plan
+-- SQLite: nothing to do; it plans each statement with its values.
+
+-- name: outbox_list_by_status_window
+-- outbox_list_by_status within a window of time (updated_at in [:since,
+-- :until)): a statement of its own, which PostgreSQL plans with its
+-- values (see the PostgreSQL file). SQLite reads it as
+-- outbox_list_by_status reads a page, from courier_outbox_listed, the
+-- rows outside the window left out on the way (INDEXED BY, as there).
 SELECT id, notification_id, endpoint, payload_key_id, payload_sha256, profile, key_id, subscription_id, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
     lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256, created_at, updated_at, ordering_key, hold
