@@ -122,7 +122,8 @@ const usage = `usage: courier <command> [flags]
 
 commands:
   migrate     apply courier's migrations (-print: write their SQL instead, for -db or -engine)
-  health      the outbox's health (exit 3 when blocked)
+  health      the outbox's health and the endpoints whose breaker is not closed
+              (exit 3 when blocked)
   deliveries  list, show, redrive or cancel deliveries
   endpoints   list endpoints (breaker, in flight, limits, blocked keys);
               enable, disable or limit one

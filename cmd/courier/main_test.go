@@ -558,7 +558,7 @@ func TestPostgres(t *testing.T) {
 	t.Parallel()
 	url := couriertest.PostgresURL(t)
 	mustRun(t, exitOK, "migrate", "-db", url)
-	if out := mustRun(t, exitOK, "health", "-db", url); !strings.Contains(out, "status: ok") {
+	if out := mustRun(t, exitOK, "health", "-db", url); !strings.Contains(out, "status: ok") || !strings.Contains(out, "endpoints open: 0\n") {
 		t.Fatalf("health: %s", out)
 	}
 	mustRun(t, exitOK, "deliveries", "list", "-db", url)
@@ -759,6 +759,43 @@ func TestSendURLThatDoesNotParseIsNotQuoted(t *testing.T) {
 			t.Errorf("send -url %q shows the password", strings.ReplaceAll(target, "SECRET", "[SECRET]")) // not the output: it would show it again
 		} else if code != exitUsage || !strings.Contains(errOut, "-url is not a URL") {
 			t.Errorf("send -url %q: exit %d, stderr %q; want %d, -url is not a URL", strings.ReplaceAll(target, "SECRET", "[SECRET]"), code, errOut, exitUsage)
+		}
+	}
+}
+
+// TestHealthCountsTheEndpointsWhoseBreakerIsNotClosed: during a
+// receiver's outage nothing is blocked and nothing is due (its backlog
+// waits parked behind its open breaker), so health's status and counts
+// alone read as all is well: it also counts the endpoints whose breaker is
+// open, half open or disabled, which courier endpoints list names.
+func TestHealthCountsTheEndpointsWhoseBreakerIsNotClosed(t *testing.T) {
+	t.Parallel()
+	db, _ := migrated(t)
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, db, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const down = "https://down.example/h"
+	enqueue(t, s, "n-1", down)
+	enqueue(t, s, "n-2", down)
+	p := protocol.For(s)
+	claimed, err := p.Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v; want 1", len(claimed), err)
+	}
+	oc := protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Retry, Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, RetryDelay: time.Minute}
+	if _, err := p.Settle(ctx, oc); err != nil { // one failure opens it
+		t.Fatal(err)
+	}
+	if err := s.Endpoints.Disable(ctx, "https://retired.example/h"); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, exitOK, "health", "-db", db)
+	for _, want := range []string{"status: ok", "endpoints open: 1", "endpoints half_open: 0", "endpoints disabled: 1"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("health does not say %q:\n%s", want, out)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/listing"
 	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -134,7 +135,8 @@ func printMigrations(files fs.FS, w io.Writer) error {
 	return nil
 }
 
-// healthCmd prints the outbox's health; blocked exits 3.
+// healthCmd prints the outbox's health, and how many endpoints' breakers
+// are open, half open or disabled; blocked exits 3.
 func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s, done, err := openWithDBFlag(ctx, "health", args, stderr)
 	if err != nil {
@@ -154,6 +156,16 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "%s: %d\n", st, h.Counts[st])
 	}
 	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\noverdue: %d\n", h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond), h.Overdue)
+	// A receiver that is down blocks nothing, and its backlog waits
+	// parked, not due: its breaker says so (courier endpoints list names
+	// it). Counted in the database, as the ops page counts them.
+	_, _, states, err := listing.For[store.EndpointHealth, store.Contract](s).EndpointTop(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, st := range []store.EndpointState{store.EndpointOpen, store.EndpointHalfOpen, store.EndpointDisabled} {
+		fmt.Fprintf(stdout, "endpoints %s: %d\n", st, states[string(st)])
+	}
 	if h.Status != store.HealthOK {
 		return errBlocked
 	}
