@@ -60,7 +60,22 @@ func TestACallOnAClosedStoreFails(t *testing.T) {
 	_, enqueueErr := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n", Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
 	_, beginErr := s.Begin(ctx)
 	_, healthErr := s.Outbox.Health(ctx)
-	for name, err := range map[string]error{"Enqueue": enqueueErr, "Begin": beginErr, "Health": healthErr} {
+	_, listErr := s.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed})
+	window := store.ListParams{Status: courier.StatusFailed, Since: time.Now().Add(-time.Hour)}
+	_, windowErr := s.Outbox.List(ctx, window)
+	// A Store sqlite.Open opened closes its database too.
+	own, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "own.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, ownWindowErr := own.Outbox.List(ctx, window)
+	for name, err := range map[string]error{
+		"Enqueue": enqueueErr, "Begin": beginErr, "Health": healthErr, "List": listErr, "List in a window": windowErr,
+		"List in a window, sqlite.Open's": ownWindowErr,
+	} {
 		if !errors.Is(err, courier.CodeDatabaseUnavailable) || !errors.Is(err, protocol.ErrClosed) {
 			t.Errorf("%s on a closed Store = %v, want database_unavailable, ErrClosed", name, err)
 		}

@@ -241,25 +241,20 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 }
 
 // listWindow reads a page of one status within a window of time
-// (outbox_list_by_status_window) in a read-only transaction of its own on
-// DB(), in which the statement is planned with the window's values
+// (outbox_list_by_status_window) in a read-only transaction of its own
+// (inSnapshot), in which the statement is planned with the window's values
 // (outbox_list_window_plan): no one plan serves a narrow window and a wide
 // one, and PostgreSQL may keep one made without them for a statement the
 // driver has prepared (plan_cache_mode), for good.
 func (o *Outbox) listWindow(ctx context.Context, args map[string]any) ([]outboxRow, error) {
-	tx, err := o.s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, o.s.dialect.interpret("outbox_list_by_status_window", err)
-	}
-	defer tx.Rollback()
-	if _, err := o.s.exec(ctx, tx, "outbox_list_window_plan", nil); err != nil {
-		return nil, err
-	}
 	var rows []outboxRow
-	if err := o.s.selectRows(ctx, tx, "outbox_list_by_status_window", args, &rows); err != nil {
-		return nil, err
-	}
-	return rows, nil
+	err := o.s.inSnapshot(ctx, "outbox_list_by_status_window", func(tx DBTX) error {
+		if _, err := o.s.exec(ctx, tx, "outbox_list_window_plan", nil); err != nil {
+			return err
+		}
+		return o.s.selectRows(ctx, tx, "outbox_list_by_status_window", args, &rows)
+	})
+	return rows, err
 }
 
 // Cancel withdraws a pending or retrying delivery: it ends suppressed with
