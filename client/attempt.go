@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -379,7 +380,7 @@ func guardRefusal(err error) error {
 func networkCause(err error) error {
 	var cert *tls.CertificateVerificationError
 	if errors.As(err, &cert) {
-		return cert
+		return untrusted(cert)
 	}
 	var record tls.RecordHeaderError // its message leaves out the bytes it read
 	if errors.As(err, &record) {
@@ -398,6 +399,26 @@ func networkCause(err error) error {
 		return op
 	}
 	return nil
+}
+
+// untrusted says why the receiver's certificate was not trusted in words
+// of its own: x509's messages quote the certificate's names (up to 99 of
+// them, any text the receiver chose), which are the other side's bytes.
+// The host it names is the endpoint's, as the worker dialled it.
+func untrusted(err *tls.CertificateVerificationError) error {
+	why := "x509: certificate not trusted"
+	var name x509.HostnameError
+	var authority x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err.Err, &name):
+		why = "x509: certificate is not valid for " + name.Host
+	case errors.As(err.Err, &authority):
+		why = "x509: certificate signed by unknown authority"
+	case errors.As(err.Err, &invalid) && invalid.Reason == x509.Expired:
+		why = "x509: certificate has expired or is not yet valid"
+	}
+	return errors.New("tls: failed to verify certificate: " + why)
 }
 
 // remoteCode returns the receiver's own code from a refusal whose body is

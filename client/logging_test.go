@@ -1,9 +1,15 @@
 package client_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -131,19 +137,11 @@ func TestWorkerLogsWhyTheGuardRefused(t *testing.T) {
 		"ipv6":     {"http://[::1]:" + port + "/hooks", "destination_forbidden: address is loopback"},
 		"redirect": {b.server.URL + "/hooks", "destination_forbidden: address is private"},
 	}
-	ids := map[string]string{}
+	urls := map[string]string{}
 	for name, e := range endpoints {
-		ids[strconv.FormatInt(b.enqueueWith(t, name, func(p *store.EnqueueParams) { p.Endpoint = e.url }), 10)] = name
+		urls[name] = e.url
 	}
-	if _, err := b.worker.Work(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got := logs.lines("worker: destination refused")
-	if len(got) != len(endpoints) {
-		t.Fatalf("%d lines %q, want %d: %+v", len(got), "worker: destination refused", len(endpoints), got)
-	}
-	for _, r := range got {
-		name := ids[r.Attrs["delivery"]]
+	for name, r := range deliverEach(t, b, logs, "worker: destination refused", urls, nil) {
 		if want := endpoints[name].reason; r.Attrs["error"] != want {
 			t.Errorf("%s: error=%q, want %q (line %+v)", name, r.Attrs["error"], want, r.Attrs)
 		}
@@ -158,7 +156,8 @@ func TestWorkerLogsWhyTheGuardRefused(t *testing.T) {
 // TestWorkerLogsWhyTheNetworkFailed: an attempt that got no answer is
 // logged with the transport's cause (the connection refused, the
 // certificate not trusted, the name not found), which says where to look;
-// never with what the other side sent, nor the endpoint's credentials.
+// never with what the other side sent, nor the endpoint's credentials:
+// not even the names in its certificate, which x509's messages quote.
 func TestWorkerLogsWhyTheNetworkFailed(t *testing.T) {
 	t.Parallel()
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
@@ -191,35 +190,33 @@ func TestWorkerLogsWhyTheNetworkFailed(t *testing.T) {
 	untrusted.StartTLS()
 	t.Cleanup(untrusted.Close)
 	host := strings.TrimPrefix(untrusted.URL, "https://")
+	named := httptest.NewUnstartedServer(http.NotFoundHandler()) // its certificate names anything but localhost, in words the receiver chose
+	named.TLS = &tls.Config{Certificates: []tls.Certificate{certificateFor(t, "SECRET-chosen-by-the-receiver.example")}}
+	named.Config.ErrorLog = log.New(io.Discard, "", 0)
+	named.StartTLS()
+	t.Cleanup(named.Close)
+	namedPort := named.Listener.Addr().(*net.TCPAddr).Port
 
 	logs := newCapture(t)
 	b := setupWorker(t, nil, func(c *client.Config) {
 		c.Logger = slog.New(logs)
 		c.Transport = client.Guard{
 			AllowHTTP:     true,
-			AllowPorts:    portsOf(t, closedAddr, garbage.Addr().String(), host),
-			AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+			AllowPorts:    append(portsOf(t, closedAddr, garbage.Addr().String(), host), uint16(namedPort)),
+			AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
 		}.Transport()
 	})
 	endpoints := map[string]struct{ url, cause string }{
 		"refused": {"http://user:SECRETPW@" + closedAddr + "/hooks/SECRETPATH?token=SECRETQ", "connection refused"},
 		"tls":     {"https://" + host + "/hooks/SECRETPATH", "x509: certificate signed by unknown authority"},
 		"garbage": {"http://" + garbage.Addr().String() + "/hooks", ""}, // the receiver's bytes are not logged
+		"name":    {"https://localhost:" + strconv.Itoa(namedPort) + "/hooks", "x509: certificate is not valid for localhost"},
 	}
-	ids := map[string]string{}
+	urls := map[string]string{}
 	for name, e := range endpoints {
-		id := b.enqueueWith(t, name, func(p *store.EnqueueParams) { p.Endpoint = e.url; p.MaxAttempts = 1 })
-		ids[strconv.FormatInt(id, 10)] = name
+		urls[name] = e.url
 	}
-	if _, err := b.worker.Work(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got := logs.lines("worker: delivery failed")
-	if len(got) != len(endpoints) {
-		t.Fatalf("%d lines %q, want %d: %+v", len(got), "worker: delivery failed", len(endpoints), got)
-	}
-	for _, r := range got {
-		name := ids[r.Attrs["delivery"]]
+	for name, r := range deliverEach(t, b, logs, "worker: delivery failed", urls, func(p *store.EnqueueParams) { p.MaxAttempts = 1 }) {
 		cause := endpoints[name].cause
 		if r.Attrs["code"] != string(courier.CodeNetwork) {
 			t.Errorf("%s: code=%q, want network_error (line %+v)", name, r.Attrs["code"], r.Attrs)
@@ -235,6 +232,35 @@ func TestWorkerLogsWhyTheNetworkFailed(t *testing.T) {
 	}
 }
 
+// deliverEach enqueues a delivery to each of urls (by name), edited by
+// edit when it is not nil, runs one Work, and returns the line logged as
+// msg for each, by name: it fails the test unless there is one for each.
+func deliverEach(t *testing.T, b *workerBundle, logs *capture, msg string, urls map[string]string, edit func(*store.EnqueueParams)) map[string]logRecord {
+	t.Helper()
+	names := map[string]string{} // by delivery id
+	for name, url := range urls {
+		id := b.enqueueWith(t, name, func(p *store.EnqueueParams) {
+			p.Endpoint = url
+			if edit != nil {
+				edit(p)
+			}
+		})
+		names[strconv.FormatInt(id, 10)] = name
+	}
+	if _, err := b.worker.Work(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.lines(msg)
+	got := map[string]logRecord{}
+	for _, r := range lines {
+		got[names[r.Attrs["delivery"]]] = r
+	}
+	if len(lines) != len(urls) || len(got) != len(urls) {
+		t.Fatalf("%d lines %q, want one for each of %d endpoints: %+v", len(lines), msg, len(urls), lines)
+	}
+	return got
+}
+
 // portsOf returns the ports of addrs ("host:port"), for a Guard to open.
 func portsOf(t *testing.T, addrs ...string) []uint16 {
 	t.Helper()
@@ -247,4 +273,19 @@ func portsOf(t *testing.T, addrs ...string) []uint16 {
 		ports = append(ports, p.Port())
 	}
 	return ports
+}
+
+// certificateFor returns a self-signed certificate for the DNS names.
+func certificateFor(t *testing.T, names ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: names, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
