@@ -99,13 +99,16 @@ const (
 // worker outage or a stalled endpoint that began later. The code is for
 // alerts; the counts say everything that holds.
 //
-// A receiver that is down blocks nothing, as no operator is needed: its
-// breaker opens, its backlog is parked (counted in Counts, not in Due or
-// OldestDueAge) and goes out, with no one's help, once a probe gets through.
-// Its breaker says so: Endpoints.List (or the courier endpoints list command),
-// and Config.Hook's EventEndpoint as it opens, closes or disables. Watch those
+// A receiver that is down blocks nothing while its deliveries have
+// attempts and time left, as no operator is needed: its breaker opens, its
+// backlog is parked (counted in Counts, not in Due or OldestDueAge) and
+// goes out, with no one's help, once a probe gets through. Its breaker
+// says so: Endpoints.List (or the courier endpoints list command), and
+// Config.Hook's EventEndpoint as it opens, closes or disables. Watch those
 // for a receiver down too long, OldestDueAge for workers falling behind, and
-// Status for what needs an operator.
+// Status for what needs an operator: a delivery that runs out of attempts
+// (Config.MaxAttempts) or reaches its deadline while its receiver is down
+// ends failed, and blocks as deliveries_failed until an operator settles it.
 //
 // A readiness or liveness probe asks less than Health: Health counts the
 // outbox, and blocked is an operator's work, not the state of the process
@@ -113,8 +116,9 @@ const (
 // for one failed delivery). Ask DB().PingContext whether the database
 // answers, and, in a process that runs a client.Worker, whether its Run
 // has returned (it returns only once stopped or on a closed Store).
-// database_corrupt is the code a restart cures: close the Store, open it
-// again.
+// Of Health's codes, database_corrupt alone is the process's own (the
+// file removed or replaced under the Store; Check's damage is not): close
+// the Store and open it again.
 func (o *Outbox) Health(ctx context.Context) (Health, error) {
 	if o.s.closed.Load() {
 		return Health{}, errClosed

@@ -289,14 +289,47 @@ func retentionSample(ctx context.Context, s *store.Store) error {
 	// readme:end
 }
 
-func TestRetentionSampleRuns(t *testing.T) {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "app.db"), store.Config{})
+// TestRetentionSampleDeletesWhatAgedPastItsWindow: the README's pass
+// deletes a finished delivery eight days old and keeps one a day old.
+func TestRetentionSampleDeletesWhatAgedPastItsWindow(t *testing.T) {
+	now := time.Now()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "app.db"), store.Config{
+		Now: func() time.Time { return now },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	finished := func(id string) int64 { // a delivery suppressed now
+		tx, err := s.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		e, err := s.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: id, Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Outbox.Cancel(t.Context(), e.ID); err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	old := finished("old")
+	now = now.Add(7 * 24 * time.Hour)
+	recent := finished("recent")
+	now = now.Add(24 * time.Hour)
 	if err := retentionSample(t.Context(), s); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.Outbox.Get(t.Context(), old); !errors.Is(err, courier.CodeNotFound) {
+		t.Errorf("the delivery 8 days old: Get = %v, want not_found: the pass deletes it", err)
+	}
+	if _, err := s.Outbox.Get(t.Context(), recent); err != nil {
+		t.Errorf("the delivery a day old: Get = %v, want it kept", err)
 	}
 }
 
