@@ -1,31 +1,23 @@
 package handler_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io"
-	"log"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/codetest"
+	"github.com/courier-go/courier/internal/rawhttp"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -90,6 +82,7 @@ const (
 // sign for it and judge its answers.
 type fuzzRig struct {
 	store *store.Store
+	srv   *rawhttp.Server
 	addr  string // host:port of the server
 	codes map[courier.Code]bool
 
@@ -97,8 +90,6 @@ type fuzzRig struct {
 	// handler returns, which for a refusal that lingers over the rest of
 	// the body is after the answer went out: it is waited for.
 	events chan handler.Event
-	mu     sync.Mutex
-	panics []string // what the handler panicked with, and where
 
 	// effects counts the application's effects; keyEffects those of one key.
 	effects, keyEffects string
@@ -140,18 +131,11 @@ func (rg *fuzzRig) hook(e handler.Event) {
 // effects as effects counts them, and keyEffects those of one key.
 func newFuzzRig(f *testing.F, effects, keyEffects string) *fuzzRig {
 	f.Helper()
-	return &fuzzRig{store: fuzzStore(f), codes: fuzzCodes(f), effects: effects, keyEffects: keyEffects, events: make(chan handler.Event, 8)}
+	return &fuzzRig{store: fuzzStore(f), codes: codetest.Set(f), effects: effects, keyEffects: keyEffects, events: make(chan handler.Event, 8)}
 }
 
 // noPanic fails t if the handler panicked.
-func (rg *fuzzRig) noPanic(t *testing.T) {
-	t.Helper()
-	rg.mu.Lock()
-	defer rg.mu.Unlock()
-	if len(rg.panics) > 0 {
-		t.Fatalf("the handler panicked: %s", rg.panics[0])
-	}
-}
+func (rg *fuzzRig) noPanic(t *testing.T) { rg.srv.NoPanic(t) }
 
 // lastEvent returns the Event of the request just answered.
 func (rg *fuzzRig) lastEvent(t *testing.T) handler.Event {
@@ -176,29 +160,6 @@ func (rg *fuzzRig) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
-// fuzzCodes reads every code courier declares from code.go.
-func fuzzCodes(f *testing.F) map[courier.Code]bool {
-	f.Helper()
-	file, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "code.go"), nil, 0)
-	if err != nil {
-		f.Fatal(err)
-	}
-	codes := map[courier.Code]bool{}
-	ast.Inspect(file, func(node ast.Node) bool {
-		if vs, ok := node.(*ast.ValueSpec); ok && len(vs.Values) == 1 {
-			if lit, ok := vs.Values[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				c, _ := strconv.Unquote(lit.Value)
-				codes[courier.Code(c)] = true
-			}
-		}
-		return true
-	})
-	if len(codes) < 60 {
-		f.Fatalf("read %d codes from code.go", len(codes))
-	}
-	return codes
-}
-
 // fuzzStore opens the fuzz process's store, with an effect table.
 func fuzzStore(f *testing.F) *store.Store {
 	f.Helper()
@@ -216,32 +177,8 @@ func fuzzStore(f *testing.F) *store.Store {
 // serve starts the server for the handler build makes, given its origin.
 func (rg *fuzzRig) serve(f *testing.F, build func(origin string) http.Handler) {
 	f.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	rg.addr = ln.Addr().String()
-	h := build("http://" + rg.addr)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				rg.mu.Lock()
-				rg.panics = append(rg.panics, fmt.Sprintf("%v\n%s", v, debug.Stack()))
-				rg.mu.Unlock()
-				panic(v)
-			}
-		}()
-		h.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	f.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-	})
+	rg.srv = rawhttp.Serve(f, build)
+	rg.addr = rg.srv.Addr
 }
 
 // standardWebhooksRig fills in what signing with Standard Webhooks needs.
@@ -538,7 +475,7 @@ type fuzzRequest struct {
 	method string
 	header http.Header // every field but Host, Connection and the framing's
 	body   []byte
-	// length is the Content-Length sent, -1 for chunked, -2 for none.
+	// length is the Content-Length sent, or rawhttp.Chunked or Unframed.
 	length int
 }
 
@@ -707,7 +644,7 @@ func (rg *fuzzRig) build(t *testing.T, in fuzzInput) (req fuzzRequest, valid *bo
 	case fuzzFramingLength:
 		req.length = len(in.body)
 	case fuzzFramingChunked:
-		req.length = -1
+		req.length = rawhttp.Chunked
 	case fuzzFramingShort:
 		if len(in.body) == 0 {
 			return req, nil, false
@@ -719,7 +656,7 @@ func (rg *fuzzRig) build(t *testing.T, in fuzzInput) (req fuzzRequest, valid *bo
 		delivered = nil
 		intact = false
 	case fuzzFramingNone:
-		req.length = -2
+		req.length = rawhttp.Unframed
 		delivered = nil
 	}
 	if !bytes.Equal(delivered, in.body) && !rg.bearer {
@@ -784,48 +721,5 @@ func fuzzCoded(h http.Header) bool {
 // the answer.
 func (rg *fuzzRig) roundTrip(t *testing.T, req fuzzRequest) (int, http.Header, []byte) {
 	t.Helper()
-	conn, err := net.Dial("tcp", rg.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s /hooks HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", req.method, rg.addr)
-	for name, vs := range req.header {
-		for _, v := range vs {
-			fmt.Fprintf(&b, "%s: %s\r\n", name, v)
-		}
-	}
-	switch req.length {
-	case -1:
-		b.WriteString("Transfer-Encoding: chunked\r\n\r\n")
-		if len(req.body) > 0 {
-			fmt.Fprintf(&b, "%x\r\n%s\r\n", len(req.body), req.body)
-		}
-		b.WriteString("0\r\n\r\n")
-	case -2:
-		b.WriteString("\r\n")
-		b.Write(req.body)
-	default:
-		fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", req.length)
-		b.Write(req.body)
-	}
-	// The write may fail once the server has answered and closed: the
-	// answer is still there to read.
-	_, _ = conn.Write(b.Bytes())
-	if req.length > len(req.body) {
-		_ = conn.(*net.TCPConn).CloseWrite()
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: req.method})
-	if err != nil {
-		rg.noPanic(t)
-		t.Fatalf("no answer to %s %q: %v", req.method, req.body, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	return resp.StatusCode, resp.Header, out
+	return rg.srv.RoundTrip(t, rawhttp.Request{Method: req.method, Target: "/hooks", Header: req.header, Body: req.body, Length: req.length}, 30*time.Second)
 }

@@ -3,9 +3,6 @@ package promcourier_test
 import (
 	"context"
 	"encoding/json"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -21,6 +18,7 @@ import (
 	"github.com/courier-go/courier/contrib/promcourier"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/codetest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -110,30 +108,7 @@ courier_attempts_total{code="receiver_rejected",outcome="failed"} 1
 // not as "other".
 func TestEveryCourierCodeIsItsOwn(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "..", "code.go"), nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var codes []courier.Code
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok || vs.Type == nil || len(vs.Values) != 1 {
-			return true
-		}
-		if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
-			return true
-		}
-		lit, ok := vs.Values[0].(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			t.Fatalf("%s is not a literal", vs.Names[0].Name)
-		}
-		s, _ := strconv.Unquote(lit.Value)
-		codes = append(codes, courier.Code(s))
-		return true
-	})
-	if len(codes) < 70 {
-		t.Fatalf("found %d codes in code.go", len(codes))
-	}
+	_, codes := codetest.Declared(t)
 	c := promcourier.New()
 	for _, code := range codes {
 		c.ReceiverHook(handler.Event{Outcome: handler.OutcomeRejected, HTTPStatus: 400, Code: code})
