@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/codetest"
@@ -89,33 +91,39 @@ func (rg *fuzzAdminRig) snapshot(tb testing.TB) map[string]fuzzRow {
 	tb.Helper()
 	rows := map[string]fuzzRow{}
 	for _, table := range rg.tables {
-		rs, err := rg.store.DB().Queryx("SELECT * FROM " + table)
+		rg.snapshotTable(tb, table, rows)
+	}
+	return rows
+}
+
+// snapshotTable adds the rows of table to rows.
+func (rg *fuzzAdminRig) snapshotTable(tb testing.TB, table string, rows map[string]fuzzRow) {
+	tb.Helper()
+	rs, err := rg.store.DB().Query("SELECT * FROM " + table)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		cols := map[string]any{}
+		if err := sqlx.MapScan(rs, cols); err != nil {
+			tb.Fatal(err)
+		}
+		for k, v := range cols {
+			if b, ok := v.([]byte); ok {
+				cols[k] = string(b)
+			}
+		}
+		text, err := json.Marshal(cols)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		for rs.Next() {
-			cols := map[string]any{}
-			if err := rs.MapScan(cols); err != nil {
-				tb.Fatal(err)
-			}
-			for k, v := range cols {
-				if b, ok := v.([]byte); ok {
-					cols[k] = string(b)
-				}
-			}
-			text, err := json.Marshal(cols)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			key := table + " " + string(text)
-			rows[key] = fuzzRow{table: table, cols: cols, text: key}
-		}
-		if err := rs.Err(); err != nil {
-			tb.Fatal(err)
-		}
-		rs.Close()
+		key := table + " " + string(text)
+		rows[key] = fuzzRow{table: table, cols: cols, text: key}
 	}
-	return rows
+	if err := rs.Err(); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // changed returns the rows in one snapshot and not the other.
