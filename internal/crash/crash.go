@@ -84,15 +84,17 @@ var StoreConfig = store.Config{
 }
 
 // WorkerBackoff retries quickly, and from the tenth attempt of a delivery
-// on no sooner than a second: a command's budget is its
-// source_max_attempts, at most 20, and a receiver down for seconds on a
-// loaded machine, probed through its breaker every cool-down, spent a
-// command's whole budget on probes (a command failed for good, once, in
-// CI's run of TestCrashControl under -race).
+// on a second later for each attempt more, up to ten: a command's budget
+// is its source_max_attempts, at most 20, and a receiver down again and
+// again on a loaded machine, probed through its breaker every cool-down,
+// spent a command's whole budget (a command failed for good in CI's runs
+// of TestCrashControl under -race, with a flat second from the tenth
+// attempt too). Its last ten attempts now span about a minute, longer
+// than any kill phase, and no wait comes near the drain's stall bound.
 func WorkerBackoff(attempt int, retryAfter time.Duration) time.Duration {
 	d := quickBackoff(attempt, retryAfter)
 	if attempt >= 10 {
-		d += time.Second
+		d += time.Duration(min(attempt-9, 10)) * time.Second
 	}
 	return d
 }
