@@ -70,6 +70,38 @@ func ExampleNewReceiver() {
 	// 200
 }
 
+// A receiver's Hook learns what became of each request it answered: an
+// Outcome, the status and, for a refusal, its code. Counted by Outcome, it
+// is a receiver's metrics (contrib/promcourier does so): a redelivery is a
+// duplicate, a request signed with another key rejected.
+func ExampleEvent() {
+	ctx := context.Background()
+	s, done := openInbox(ctx)
+	defer done()
+	keys, stranger := couriertest.StandardWebhooksKeys("billing"), couriertest.StandardWebhooksKeys("stranger")
+
+	counts := map[handler.Outcome]int{}
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier,
+		Hook: func(e handler.Event) { // quick, and never waits on the database
+			counts[e.Outcome]++
+			if e.Outcome == handler.OutcomeRejected {
+				fmt.Println("rejected:", e.HTTPStatus, e.Code)
+			}
+		}},
+		func(ctx context.Context, tx *sqlx.Tx, inv invoice) error { return nil })
+	if err != nil {
+		panic(err)
+	}
+	body := []byte(`{"id":"inv-8","amount":100}`)
+	for _, signer := range []couriertest.Keys{keys, keys, stranger} {
+		rcv.ServeHTTP(httptest.NewRecorder(), couriertest.NewRequest("https://billing.example/invoices", "inv-8", body, signer.Signer))
+	}
+	fmt.Println(counts[handler.OutcomeAccepted], counts[handler.OutcomeDuplicate], counts[handler.OutcomeRejected])
+	// Output:
+	// rejected: 401 signature_mismatch
+	// 1 1 1
+}
+
 // The terminal receiver refuses what it must not apply with a stable
 // code, and an application refusal (Reject) is answered 422 so the sender
 // stops retrying.
