@@ -20,7 +20,8 @@ func init() {
 		st := s.(*Store)
 		return listing.Lists[EndpointHealth, Contract]{
 			EndpointPage: st.Endpoints.page, EndpointTop: st.Endpoints.top,
-			ContractPage: st.Contracts.page, ContractTop: st.Contracts.top,
+			EndpointStates: func(ctx context.Context) (map[string]int, error) { return st.Endpoints.states(ctx, st.db) },
+			ContractPage:   st.Contracts.page, ContractTop: st.Contracts.top,
 		}
 	})
 }

@@ -159,7 +159,7 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// A receiver that is down blocks nothing, and its backlog waits
 	// parked, not due: its breaker says so (courier endpoints list names
 	// it). Counted in the database, as the ops page counts them.
-	_, _, states, err := listing.For[store.EndpointHealth, store.Contract](s).EndpointTop(ctx, 0)
+	states, err := listing.For[store.EndpointHealth, store.Contract](s).EndpointStates(ctx)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ type Lists[E, C any] struct {
 	// most first, and counts them all: every one, and those in each
 	// breaker state but closed.
 	EndpointTop func(ctx context.Context, limit int) (top []E, count int, states map[string]int, err error)
+	// EndpointStates counts, in the database, the endpoints in each
+	// breaker state but closed, as EndpointTop does, without ranking any.
+	EndpointStates func(ctx context.Context) (map[string]int, error)
 	// ContractPage lists at most limit pins as EndpointPage lists
 	// endpoints.
 	ContractPage func(ctx context.Context, after string, limit int) (page []C, more bool, err error)

@@ -145,6 +145,9 @@ func testTheAdminsPagesAreWhatListShows(t *testing.T, open OpenFunc) {
 			t.Errorf("top %d = %+v, %d, %v\nwant %+v, %d, %v", limit, top, count, gotStates, want, len(all), states)
 		}
 	}
+	if got, err := lists.EndpointStates(b.ctx); err != nil || !reflect.DeepEqual(got, states) {
+		t.Errorf("states = %v, %v; want %v", got, err, states)
+	}
 	if top := ranked[:2]; top[0].Endpoint != "https://e-06.example/h" || top[1].Endpoint != "https://e-22.example/h" {
 		t.Errorf("the ops page's order puts %s and %s first, want the open endpoint, then the one holding a key", top[0].Endpoint, top[1].Endpoint)
 	}
