@@ -2,13 +2,11 @@ package admin
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"html"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,34 +221,13 @@ func neverShowsEndpointSecrets(t *testing.T, s *store.Store) {
 	}
 }
 
-// openPostgresStore opens a Store on a fresh PostgreSQL database: on the
-// server COURIER_PG_URL names, or on a throwaway one this test starts and
-// stops. Without either the test is skipped, or fails if
-// COURIER_PG_REQUIRE is set.
+// openPostgresStore opens a Store on a fresh PostgreSQL database of the
+// server the package's tests share (pgtest.URL). Without one the test is
+// skipped, or fails if COURIER_PG_REQUIRE is set.
 func openPostgresStore(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := t.Context()
-	adminURL := os.Getenv("COURIER_PG_URL")
-	if adminURL == "" {
-		url, stop, err := pgtest.Start(ctx)
-		if err != nil {
-			if req := os.Getenv("COURIER_PG_REQUIRE"); req == "1" || req == "true" {
-				t.Fatalf("PostgreSQL required: %v", err)
-			}
-			t.Skipf("no PostgreSQL: %v", err)
-		}
-		t.Cleanup(stop)
-		adminURL = url
-	}
-	dbURL, drop, err := pgtest.NewDatabase(ctx, adminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := drop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	dbURL := pgtest.URL(t)
 	db, err := sqlx.Open(postgres.DriverName, dbURL)
 	if err != nil {
 		t.Fatal(err)

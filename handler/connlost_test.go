@@ -23,9 +23,8 @@ import (
 // redelivery runs the function again and is accepted.
 func TestAConnectionEndedUnderTheFunctionIsTheStores(t *testing.T) {
 	t.Parallel()
-	pgAdmin := postgresServer(t)
 	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
-		s := openPostgresStoreOn(t, pgAdmin, store.Config{})
+		s := openPostgresStore(t, store.Config{})
 		var once atomic.Bool
 		e := target.open(t, anyOptions{store: s, appTx: func(ctx context.Context, tx *sqlx.Tx) error {
 			if !once.CompareAndSwap(false, true) {
@@ -144,9 +143,8 @@ func TestADatabaseFullUnderTheFunctionIsTheStores(t *testing.T) {
 // handler_failed. Once the row is free the redelivery is accepted.
 func TestALockTimeoutUnderTheFunctionIsTheStores(t *testing.T) {
 	t.Parallel()
-	pgAdmin := postgresServer(t)
 	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
-		s := openPostgresStoreOn(t, pgAdmin, store.Config{})
+		s := openPostgresStore(t, store.Config{})
 		ctx := t.Context()
 		if _, err := s.DB().ExecContext(ctx, "CREATE TABLE app_rows (id int PRIMARY KEY); INSERT INTO app_rows VALUES (1)"); err != nil {
 			t.Fatal(err)
@@ -193,9 +191,8 @@ func TestALockTimeoutUnderTheFunctionIsTheStores(t *testing.T) {
 // again and is accepted.
 func TestARejectionWhoseRollbackFailsIsTheStores(t *testing.T) {
 	t.Parallel()
-	pgAdmin := postgresServer(t)
 	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
-		s := openPostgresStoreOn(t, pgAdmin, store.Config{})
+		s := openPostgresStore(t, store.Config{})
 		var once atomic.Bool
 		e := target.open(t, anyOptions{store: s, appTx: func(ctx context.Context, tx *sqlx.Tx) error {
 			if !once.CompareAndSwap(false, true) {

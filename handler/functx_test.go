@@ -40,9 +40,8 @@ import (
 // redelivery runs the function again and is accepted once.
 func TestAFunctionThatGoesOnPastAFailedStatement(t *testing.T) {
 	t.Parallel()
-	pgAdmin := postgresServer(t)
 	eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
-		s := openPostgresStoreOn(t, pgAdmin, store.Config{})
+		s := openPostgresStore(t, store.Config{})
 		if _, err := s.DB().Exec("CREATE TABLE app_effects (k TEXT PRIMARY KEY)"); err != nil {
 			t.Fatal(err)
 		}

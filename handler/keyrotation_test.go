@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,7 +26,6 @@ import (
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
-	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -113,19 +111,7 @@ func openRotationStores(t *testing.T, postgres bool, outboxCfg, inboxCfg store.C
 		t.Cleanup(func() { inbox.Close() })
 		return outbox, inbox
 	}
-	adminURL := os.Getenv("COURIER_PG_URL")
-	if adminURL == "" {
-		url, stop, err := pgtest.Start(t.Context())
-		if err != nil {
-			if req := os.Getenv("COURIER_PG_REQUIRE"); req == "1" || req == "true" {
-				t.Fatalf("PostgreSQL required: %v", err)
-			}
-			t.Skipf("no PostgreSQL: %v", err)
-		}
-		t.Cleanup(stop)
-		adminURL = url
-	}
-	return openPostgresStoreOn(t, adminURL, outboxCfg), openPostgresStoreOn(t, adminURL, inboxCfg)
+	return openPostgresStore(t, outboxCfg), openPostgresStore(t, inboxCfg)
 }
 
 // newRotationRig returns a rig whose receiver verifies with v (set later

@@ -3,8 +3,9 @@ package handler_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/courier-go/courier/internal/testmain"
 )
 
-// TestMain fails the run if a test leaves a goroutine running.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain stops the PostgreSQL server the tests share, and fails the
+// run if a test leaves a goroutine running.
+func TestMain(m *testing.M) { testmain.Main(m) }

@@ -72,23 +72,13 @@ type vectorReceiver struct {
 }
 
 // postgresServer returns the admin URL of the PostgreSQL server a test's
-// databases are made on: COURIER_PG_URL's, or a throwaway one started for
-// t and stopped when it ends. Without either t is skipped, or fails if
+// databases are made on: COURIER_PG_URL's, or the throwaway one the
+// package's tests share (pgtest.Server), started by the first to ask and
+// stopped by TestMain. Without either t is skipped, or fails if
 // COURIER_PG_REQUIRE is set.
 func postgresServer(t *testing.T) string {
 	t.Helper()
-	if url := os.Getenv("COURIER_PG_URL"); url != "" {
-		return url
-	}
-	url, stop, err := pgtest.Start(t.Context())
-	if err != nil {
-		if req := os.Getenv("COURIER_PG_REQUIRE"); req == "1" || req == "true" {
-			t.Fatalf("PostgreSQL required: %v", err)
-		}
-		t.Skipf("no PostgreSQL: %v", err)
-	}
-	t.Cleanup(stop)
-	return url
+	return pgtest.Server(t)
 }
 
 // newVectorReceiver sets up the receiver vec asks for, on SQLite, or on a
@@ -99,7 +89,7 @@ func newVectorReceiver(t *testing.T, vec signingVector, keys map[string]signatur
 	vr := &vectorReceiver{}
 	cfg := store.Config{Now: now}
 	if pgAdmin != "" {
-		vr.store = openPostgresStoreOn(t, pgAdmin, cfg)
+		vr.store = openPostgresStore(t, cfg)
 	} else {
 		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), cfg)
 		if err != nil {

@@ -47,7 +47,7 @@ const databasePrefix = "courier_"
 // createDatabase creates an empty database with a unique name on the server
 // at adminURL and returns its name and URL.
 func createDatabase(ctx context.Context, adminURL string) (name, dbURL string, err error) {
-	name = databasePrefix + strings.ToLower(rand.Text())
+	name = newDatabaseName()
 	dbURL, err = databaseURL(adminURL, name)
 	if err != nil {
 		return "", "", err
@@ -66,6 +66,11 @@ func createDatabase(ctx context.Context, adminURL string) (name, dbURL string, e
 		return "", "", fmt.Errorf("creating database %s: %w", name, err)
 	}
 	return name, dbURL, nil
+}
+
+// newDatabaseName returns a unique name for a database pgtest creates.
+func newDatabaseName() string {
+	return databasePrefix + strings.ToLower(rand.Text())
 }
 
 // dropDatabase drops the database name, and any connections to it, from the

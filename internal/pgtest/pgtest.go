@@ -66,7 +66,12 @@ var harness struct {
 	adminURL string  // valid when err is nil
 	server   *server // nil when COURIER_PG_URL names the server
 	err      error   // why there is no server
+	// templates are the Templates' databases, dropped by stop.
+	templates []template
 }
+
+// template names a Template's database on a server.
+type template struct{ adminURL, name string }
 
 // Run runs the package's tests and stops the throwaway server afterwards,
 // returning the exit code, for a TestMain (internal/testmain.Main,
@@ -100,6 +105,13 @@ func URL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	dropWithCleanup(t, adminURL, name)
+	return dbURL
+}
+
+// dropWithCleanup drops the database name, with any connections left to
+// it, from the server at adminURL when t's cleanup runs.
+func dropWithCleanup(t testing.TB, adminURL, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
@@ -107,7 +119,6 @@ func URL(t testing.TB) string {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
-	return dbURL
 }
 
 // Server returns the admin URL of the server, for tests that create
@@ -195,12 +206,19 @@ func preflight() error {
 func stop() error {
 	harness.mu.Lock()
 	defer harness.mu.Unlock()
-	srv := harness.server
+	srv, templates := harness.server, harness.templates
 	harness.acquired, harness.adminURL, harness.server, harness.err = true, "", nil, errStopped
-	if srv == nil {
-		return nil
+	harness.templates = nil
+	if srv != nil {
+		return srv.close() // and its databases with it
 	}
-	return srv.close()
+	var errs []error
+	for _, tp := range templates { // on the server at COURIER_PG_URL, shared
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		errs = append(errs, dropDatabase(ctx, tp.adminURL, tp.name))
+		cancel()
+	}
+	return errors.Join(errs...)
 }
 
 // unavailable skips t because there is no server, or fails it when

@@ -1,10 +1,12 @@
 package pgtest_test
 
 import (
+	"context"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/courier-go/courier/internal/testmain"
@@ -180,5 +182,74 @@ func TestUnavailable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTemplate: each URL of a Template is a fresh database of its own,
+// holding what the template's prepare left there (made once, for all of
+// them), changed apart from the others, and dropped by the test's
+// cleanup; nobody may connect to the template itself.
+func TestTemplate(t *testing.T) {
+	t.Parallel()
+	admin := open(t, pgtest.Server(t))
+	var prepared atomic.Int32
+	var template string
+	tp := pgtest.NewTemplate(func(ctx context.Context, dbURL string) error {
+		prepared.Add(1)
+		template = databaseName(t, dbURL)
+		db, err := sqlx.Open("pgx", dbURL)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		_, err = db.ExecContext(ctx, `CREATE TABLE widgets (id int PRIMARY KEY); INSERT INTO widgets VALUES (1)`)
+		return err
+	})
+
+	var names []string
+	t.Run("copies", func(t *testing.T) {
+		a, b := open(t, tp.URL(t)), open(t, tp.URL(t))
+		names = []string{databaseName(t, tp.URL(t))}
+		a.MustExec(`INSERT INTO widgets VALUES (2)`)
+		for _, tc := range []struct {
+			name string
+			db   *sqlx.DB
+			want int
+		}{{"first", a, 2}, {"second", b, 1}} {
+			var n int
+			if err := tc.db.Get(&n, `SELECT count(*) FROM widgets`); err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Errorf("%s copy: %d widgets, want %d", tc.name, n, tc.want)
+			}
+			var name string
+			if err := tc.db.Get(&name, `SELECT current_database()`); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+		}
+		if names[1] == names[2] || names[1] == template {
+			t.Errorf("databases %v from the template %s, want each its own", names, template)
+		}
+	})
+	if n := prepared.Load(); n != 1 {
+		t.Errorf("the template was prepared %d times, want once", n)
+	}
+	for _, name := range names {
+		var n int
+		if err := admin.Get(&n, `SELECT count(*) FROM pg_database WHERE datname = $1`, name); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("database %s still exists after cleanup", name)
+		}
+	}
+	var allowed bool
+	if err := admin.Get(&allowed, `SELECT datallowconn FROM pg_database WHERE datname = $1`, template); err != nil {
+		t.Fatalf("the template %s: %v", template, err)
+	}
+	if allowed {
+		t.Errorf("the template %s allows connections", template)
 	}
 }

@@ -38,14 +38,14 @@ const sessionStateSQL = `SELECT
 	(SELECT COALESCE(string_agg(name, ',' ORDER BY name), '') FROM pg_settings WHERE source = 'session'
 		AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable')) AS settings`
 
-// modeURL returns the URL of a fresh database whose connections run
+// modeURL returns dbURL, a fresh database's, for connections that run
 // pgx's default_query_exec_mode mode, as an application behind a
 // transaction-mode pooler configures pgx. Their sessions' TimeZone is
 // 5:45 ahead of UTC: text results (simple_protocol and exec read every
 // column as text) are read in it.
-func modeURL(t *testing.T, mode string) string {
+func modeURL(t *testing.T, dbURL, mode string) string {
 	t.Helper()
-	u, err := url.Parse(pgtest.URL(t))
+	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +57,9 @@ func modeURL(t *testing.T, mode string) string {
 }
 
 // openInMode opens a pool on modeURL.
-func openInMode(t *testing.T, mode string) *sqlx.DB {
+func openInMode(t *testing.T, dbURL, mode string) *sqlx.DB {
 	t.Helper()
-	db, err := sqlx.Open(postgres.DriverName, modeURL(t, mode))
+	db, err := sqlx.Open(postgres.DriverName, modeURL(t, dbURL, mode))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +70,9 @@ func openInMode(t *testing.T, mode string) *sqlx.DB {
 // openPooled is openInMode, and fails t if a connection goes back to the
 // pool holding session state (sessionStateSQL). The check costs a round
 // trip each time a connection is taken from the pool.
-func openPooled(t *testing.T, mode string) *sqlx.DB {
+func openPooled(t *testing.T, dbURL, mode string) *sqlx.DB {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(modeURL(t, mode))
+	cfg, err := pgx.ParseConfig(modeURL(t, dbURL, mode))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,18 +105,24 @@ func openPooled(t *testing.T, mode string) *sqlx.DB {
 // results). Under simple_protocol every connection going back to the pool
 // must hold no session state: behind a transaction-mode pooler the next
 // transaction may run on another server connection. (The modes do not
-// change which statements the store runs: one check is enough.)
+// change which statements the store runs: one check is enough.) Migrate
+// runs in each mode in the suite's Schema test; the suite's other tests
+// start from a copy of a migrated database (see migrated).
 // describe_exec and cache_describe, which type parameters as the default
 // mode does, are run by the tests of payloads and of a pgx.Tx below.
 func TestConformanceBehindATransactionPooler(t *testing.T) {
 	t.Parallel()
 	t.Run("simple_protocol", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, func(t *testing.T) *sqlx.DB { return openPooled(t, "simple_protocol") })
+		storetest.Run(t,
+			func(t *testing.T) *sqlx.DB { return openPooled(t, pgtest.URL(t), "simple_protocol") },
+			func(t *testing.T) *sqlx.DB { return openPooled(t, migrated.URL(t), "simple_protocol") })
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, func(t *testing.T) *sqlx.DB { return openInMode(t, "exec") })
+		storetest.Run(t,
+			func(t *testing.T) *sqlx.DB { return openInMode(t, pgtest.URL(t), "exec") },
+			func(t *testing.T) *sqlx.DB { return openInMode(t, migrated.URL(t), "exec") })
 	})
 }
 
@@ -146,7 +152,7 @@ func TestLargePayloadsInEachQueryExecMode(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/sealed=%t", mode, enc != nil), func(t *testing.T) {
 				t.Parallel()
 				ctx := t.Context()
-				db := openPooled(t, mode)
+				db := openPooled(t, pgtest.URL(t), mode)
 				if err := store.Migrate(ctx, db); err != nil {
 					t.Fatal(err)
 				}
@@ -188,7 +194,7 @@ func TestPgxTxInEachQueryExecMode(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			dbURL := modeURL(t, mode)
+			dbURL := modeURL(t, pgtest.URL(t), mode)
 			db, err := sqlx.Open(postgres.DriverName, dbURL)
 			if err != nil {
 				t.Fatal(err)

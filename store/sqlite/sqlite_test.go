@@ -39,7 +39,7 @@ func openSQLite(t testing.TB) *sqlx.DB {
 // TestConformance runs the store conformance suite on SQLite.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) *sqlx.DB { return openSQLite(t) })
+	storetest.Run(t, func(t *testing.T) *sqlx.DB { return openSQLite(t) }, nil)
 }
 
 // TestOpenWriter: a Store from Open writes through one

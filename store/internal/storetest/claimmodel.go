@@ -76,6 +76,7 @@ type claimModel struct {
 func testClaimFollowsItsModel(t *testing.T, open OpenFunc) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
 			b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed, Breaker: store.BreakerConfig{Threshold: 2, Cooldown: 20 * time.Second}})
 			m := &claimModel{
 				t: t, b: b, rnd: rand.New(rand.NewPCG(seed, 36)),
