@@ -36,7 +36,10 @@ type Reporting struct {
 	// (verified sender, TaskID, NotificationID) as well as once per
 	// IdempotencyKey; for another status, or a notification of another
 	// family (a Result whose notification_type names one), it is the
-	// application's to read.
+	// application's to read. A delivery report is such a notification,
+	// whatever its notification_type (final too): AdCP has it leave
+	// NotificationID out, and handler.Reporting dedupes it by
+	// IdempotencyKey alone.
 	NotificationID string `json:"notification_id,omitempty" validate:"omitempty,courier_token,max=255"`
 	// OperationID is the buyer's correlation id, echoed verbatim.
 	OperationID string `json:"operation_id" validate:"required"`

@@ -9,31 +9,18 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/benchkit"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-// largeObject returns a JSON object of n members, about 15 bytes each.
-func largeObject(n int) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"k%06d":%d`, (i*7919)%n, i) // out of key order
-	}
-	b.WriteByte('}')
-	return b.String()
-}
-
 // BenchmarkPublishReportingFanOut publishes a payload of about 1 MiB
 // and 70,000 members to 1 and to 8 subscriptions of the reporting
 // profile on a SQLite file, over the handler.
 func BenchmarkPublishReportingFanOut(b *testing.B) {
-	payload := largeObject(70_000)
+	payload := benchkit.Object(70_000)
 	for _, subs := range []int{1, 8} {
 		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
 			s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "outbox.db"), store.Config{})

@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-go/courier/internal/endpoint"
-	"github.com/courier-go/courier/internal/strictjson"
+	"github.com/courier-go/courier/internal/reportkey"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/jmoiron/sqlx"
@@ -296,9 +295,9 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	}
 	// A fan-out's payload is read for its reporting subscriptions here,
 	// before the transaction: each of them then costs a copy.
-	var reporting keyedPayload
+	var reporting reportkey.Payload
 	if req.Tenant != "" {
-		reporting = newKeyedPayload(payload)
+		reporting = reportkey.Read(payload)
 	}
 	resp, replayed, err := p.enqueue(ctx, key, publishSender(principal.Sender, ""), body, req, payload, reporting)
 	if err != nil {
@@ -319,7 +318,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 // request without one, and own the verified sender's own space of keys
 // (see recordPublish); reporting is payload read for a fan-out's
 // reporting subscriptions.
-func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, own string, body []byte, req publishRequest, payload []byte, reporting keyedPayload) ([]byte, bool, error) {
+func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, own string, body []byte, req publishRequest, payload []byte, reporting reportkey.Payload) ([]byte, bool, error) {
 	s := p.cfg.Store
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -456,7 +455,7 @@ func inboxSender(s string) bool {
 	return len(s) <= maxInboxSender && utf8.ValidString(s) && !strings.Contains(s, "\x00")
 }
 
-func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte, reporting keyedPayload) ([]string, error) {
+func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, payload []byte, reporting reportkey.Payload) ([]string, error) {
 	outbox := p.cfg.Store.Outbox
 	if req.Endpoint != "" {
 		if _, err := outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: req.NotificationID, Endpoint: req.Endpoint, Payload: payload}); err != nil {
@@ -472,7 +471,7 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 			}
 			// Receivers that dedupe by idempotency_key get a fresh one
 			// per delivery, in the bytes every retry sends.
-			b, err := reporting.with(idempotencyKey)
+			b, err := reporting.With(idempotencyKey)
 			if err == nil && len(b) > store.MaxPayloadSize {
 				return nil, payloadTooLarge()
 			}
@@ -487,75 +486,4 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 		ids = append(ids, d.NotificationID)
 	}
 	return ids, nil
-}
-
-// keyedPayload is a canonical JSON object read for the one member a
-// reporting subscription's payload sets: idempotency_key. with returns the
-// canonical form of the object with that member set to a delivery's key,
-// replacing one the object has, without reading the object again: the
-// member is written where key order puts it, between the members read
-// before it and those after.
-type keyedPayload struct {
-	canonical []byte
-	// at and end are where the member goes in canonical: the span of the
-	// object's own idempotency_key member, or an empty one where it sorts.
-	at, end int
-	// before and after are the commas around the member: one before it
-	// when it comes after the object's last member, one after it when a
-	// member follows that it is put before.
-	before, after string
-}
-
-// idempotencyKeyMember is the member keyedPayload sets.
-const idempotencyKeyMember = "idempotency_key"
-
-// newKeyedPayload reads canonical, the canonical form of a JSON object
-// (ack.Canonical's), for keyedPayload.with.
-func newKeyedPayload(canonical []byte) keyedPayload {
-	k := keyedPayload{canonical: canonical, at: len(canonical) - 1, end: len(canonical) - 1}
-	if len(canonical) > len("{}") {
-		k.before = "," // after the last member, unless one sorts after it
-	}
-	for i := 1; i < len(canonical)-1; {
-		start := i
-		keyEnd := strictjson.ValueEnd(canonical, i)
-		i = strictjson.ValueEnd(canonical, keyEnd+1) // past the ':'
-		switch c := bytes.Compare(memberKey(canonical[start:keyEnd]), []byte(idempotencyKeyMember)); {
-		case c == 0:
-			k.at, k.end, k.before = start, i, "" // in its place, between its commas
-			return k
-		case c > 0:
-			k.at, k.end, k.before, k.after = start, start, "", ","
-			return k
-		}
-		i++ // ',' or the closing '}'
-	}
-	return k
-}
-
-// with returns the canonical object with member idempotency_key set to
-// key, a new slice.
-func (k keyedPayload) with(key string) ([]byte, error) {
-	value, err := ack.Marshal(key)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(k.canonical)-(k.end-k.at)+len(idempotencyKeyMember)+len(value)+4)
-	out = append(out, k.canonical[:k.at]...)
-	out = append(out, k.before+`"`+idempotencyKeyMember+`":`...)
-	out = append(out, value...)
-	out = append(out, k.after...)
-	return append(out, k.canonical[k.end:]...), nil
-}
-
-// memberKey returns the text of quoted, a key as canonical JSON writes
-// it: its own bytes, unless it has an escape (canonical JSON escapes only
-// quotes, backslashes and control characters).
-func memberKey(quoted []byte) []byte {
-	if bytes.IndexByte(quoted, '\\') < 0 {
-		return quoted[1 : len(quoted)-1]
-	}
-	var text string
-	_ = json.Unmarshal(quoted, &text) // canonical: it reads
-	return []byte(text)
 }

@@ -100,9 +100,10 @@ type ReportingConfig struct {
 // SQLite, the one writer) and is then a duplicate, or, if the first rolled
 // back, is processed itself. Re-emissions of other statuses, deliveries
 // without a notification_id, notifications of other families than a
-// task's (a result whose notification_type names one: an impairment's
-// notification_id, say, is the same on its opening and closing fires,
-// whatever the envelope's status) and the same notification_id from
+// task's (a result whose notification_type names one: a delivery report,
+// final too, whose notification_id AdCP leaves out; an impairment, whose
+// notification_id is the same on its opening and closing fires, whatever
+// the envelope's status) and the same notification_id from
 // another sender or of another task are processed as any delivery. The record is pruned with the
 // idempotency records (Retention).
 //

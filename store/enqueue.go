@@ -326,9 +326,10 @@ type subscriptionRef struct {
 	id          int64
 	fingerprint string
 	eventType   string
-	// built says the payload was built for the subscription
-	// (PublishParams.Build): built for its profile as it is now, it may
-	// differ from the one built under another profile.
+	// built says the payload was made for the subscription: by
+	// PublishParams.Build, or the Payload with the idempotency_key of a
+	// subscription of the reporting profile. Made for its profile as it
+	// is now, it may differ from the one made under another profile.
 	built bool
 }
 
@@ -981,7 +982,8 @@ func publishedTo(r outboxRow, sub subscriptionRef) bool {
 // published to sub, holds what the publish args describes chose: its
 // event type (one published before the outbox recorded event types has
 // none to compare), its priority, its ordering key and its payload, unless
-// Build made the payload for another profile than the row's. What the
+// the payload was made for another profile than the row's (see
+// subscriptionRef.built). What the
 // subscription decides (key, profile) and the Store's budget are not
 // compared: they may have changed since, and a delivery sent again has a
 // budget of its own.
@@ -990,7 +992,9 @@ func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args m
 		r.Priority != args["priority"] || nullable(r.OrderingKey.String) != args["ordering_key"] {
 		return errIdempotencyCollision
 	}
-	if !sub.built || r.Profile == args["profile"] {
+	// A payload made for the row's profile (a reporting one's has its
+	// key) is another under another profile.
+	if !sub.built && r.Profile != ack.ProfileReporting || r.Profile == args["profile"] {
 		return o.samePayload(ctx, tx, r, args)
 	}
 	return nil

@@ -4,11 +4,15 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/reportkey"
 	"github.com/courier-go/courier/internal/wire"
 )
 
@@ -40,14 +44,25 @@ type PublishParams struct {
 	// or not a subscription matches), and over 1 MiB only for receivers
 	// configured to read it.
 	//
-	// The same bytes go to every subscription, under a notification id
-	// of each one's own, which a scheme that signs a message id
+	// The same bytes go to every subscription (but those of the
+	// reporting profile, below), under a notification id of each one's
+	// own, which a scheme that signs a message id
 	// (Standard Webhooks' webhook-id) signs: a courier receiver whose
 	// payload type takes its DedupeKey from the payload refuses a payload
 	// that names another id, 400 validation_failed (rule webhook_id), and
 	// the delivery fails. One Payload suits a type whose DedupeKey is ""
 	// (deduped by the signed id); for one that carries its id, Build
 	// writes each subscription's, EventID + ":" + s.ID.
+	//
+	// A subscription of the reporting profile (ack.ProfileReporting) is
+	// sent the Payload with its idempotency_key set to the delivery's own
+	// (Published.IdempotencyKey; one the Payload has is replaced), in
+	// canonical JSON (ack.Canonical): an AdCP receiver (handler.Reporting)
+	// checks no signed id and dedupes by that key alone, so one key for
+	// every subscription would be one notification to a buyer whose
+	// endpoints share an Inbox, its function run for the first to arrive
+	// only. Its Payload must be a JSON object, or the publish is refused
+	// (invalid_argument). Each such subscription holds a copy.
 	Payload []byte
 	// Build makes a subscription's payload. idempotencyKey is the
 	// delivery's own, in ack.NewIdempotencyKey's form, derived from its
@@ -92,7 +107,7 @@ type Published struct {
 	Enqueued
 	NotificationID string // EventID ":" SubscriptionID
 	SubscriptionID int64  // the subscription the delivery is for
-	IdempotencyKey string // the delivery's own, as Build was given it (ack.NewIdempotencyKey's form)
+	IdempotencyKey string // the delivery's own, as Build was given it, or a reporting subscription's Payload carries it (ack.NewIdempotencyKey's form)
 }
 
 // Publish fans an event out, inside the caller's transaction, to one
@@ -181,6 +196,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		payload []byte
 	}
 	var fan []fanned
+	reporting := reportingPayload{payload: p.Payload}
 	for _, s := range subs {
 		if !s.matches(p.EventType) {
 			continue
@@ -192,9 +208,14 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		}
 		f := fanned{sub: s, id: id, payload: p.Payload}
 		f.key = publishKey(f.id, s.Endpoint)
-		if p.Build != nil {
+		switch {
+		case p.Build != nil:
 			if f.payload, err = p.Build(s, f.key); err != nil {
 				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
+			}
+		case s.Profile == ack.ProfileReporting:
+			if f.payload, err = reporting.with(f.key); err != nil {
+				return nil, fmt.Errorf("store: publish to subscription %d, of the reporting profile: %w", s.ID, err)
 			}
 		}
 		fan = append(fan, f)
@@ -220,10 +241,20 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: f.id, Endpoint: s.Endpoint, Payload: f.payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil})
+		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil || s.Profile == ack.ProfileReporting})
 		if isLate(err) {
 			late[i] = true // a subscription made since the publish in time, or none was
 			continue
+		}
+		if courier.CodeOf(err) == courier.CodeInvalidArgument {
+			// What the enqueue refuses here is the subscription's: the
+			// payload its profile cannot carry (what Build made for it,
+			// which the caller never saw), or a profile the Store no
+			// longer knows. The caller's own fields were checked above.
+			if p.Build != nil {
+				return nil, fmt.Errorf("store: publish to subscription %d, whose payload Build made: %w", s.ID, err)
+			}
+			return nil, fmt.Errorf("store: publish to subscription %d: %w", s.ID, err)
 		}
 		if err != nil {
 			return nil, err
@@ -261,4 +292,37 @@ func publishKey(notificationID, endpoint string) string {
 	var bits [20]byte
 	copy(bits[:], h.Sum(nil))
 	return wire.IdempotencyKey(bits)
+}
+
+// reportingPayload is a publish's Payload as its subscriptions of the
+// reporting profile are sent it: read once, at the first of them, and
+// then copied for each with its idempotency_key set (see
+// PublishParams.Payload).
+type reportingPayload struct {
+	payload []byte
+	read    bool
+	keyed   reportkey.Payload
+	err     error
+}
+
+// with returns the Payload, in canonical JSON, with its idempotency_key
+// set to key; an error of code invalid_argument if it is not a JSON
+// object.
+func (r *reportingPayload) with(key string) ([]byte, error) {
+	if !r.read {
+		r.read = true
+		canonical, err := ack.Canonical(r.payload)
+		if err == nil && canonical[0] != '{' {
+			err = errors.New("not an object")
+		}
+		if err != nil {
+			r.err = invalidArgument(fmt.Sprintf("PublishParams.Payload must be a JSON object, an AdCP envelope: %v", err))
+		} else {
+			r.keyed = reportkey.Read(canonical)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.keyed.With(key)
 }

@@ -9,9 +9,26 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/courier-go/courier/ack"
 )
+
+// Object returns a JSON object of n members, about 15 bytes each, their
+// keys out of order: a large payload for a bench, or for a test of what
+// is done with one.
+func Object(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%06d":%d`, (i*7919)%n, i)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
 
 // Payload is the body of the notification with the given id: a small
 // event of about 110 bytes.

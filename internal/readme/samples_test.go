@@ -127,6 +127,52 @@ func reportingSample(ctx context.Context, s *store.Store, tx *sqlx.Tx, mediaBuy 
 	// readme:end
 }
 
+func reportingPublishSample(ctx context.Context, s *store.Store, endpoint, mediaBuy string, seq int, generated string, result json.RawMessage) error {
+	// readme:reporting-publish
+	// Once per buyer endpoint: AdCP receivers answer no Ack, which the
+	// default profile (courier) would fail as ack_invalid.
+	if _, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{
+		Tenant:     "acme",
+		Endpoint:   endpoint, // the buyer's push_notification_config URL
+		EventTypes: []string{"media_buy.delivery"},
+		KeyID:      "k1",
+		Profile:    ack.ProfileReporting,
+	}); err != nil {
+		return err
+	}
+
+	// In your transaction: each subscription's envelope under its own key.
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := s.Outbox.Publish(ctx, tx, store.PublishParams{
+		Tenant:    "acme",
+		EventType: "media_buy.delivery",
+		EventID:   fmt.Sprintf("report-%s-%d", mediaBuy, seq),
+		Build: func(_ store.Subscription, idempotencyKey string) ([]byte, error) {
+			report := ack.Reporting{
+				IdempotencyKey: idempotencyKey, // the delivery's own, the same on every publish of the event
+				OperationID:    "op-" + mediaBuy,
+				TaskID:         "task-" + mediaBuy,
+				TaskType:       "media_buy_delivery",
+				Status:         "working",
+				Timestamp:      generated, // the report's, not time.Now(): a publish again builds the same bytes
+				Result:         result,
+			}
+			if err := ack.Validate(report); err != nil {
+				return nil, err
+			}
+			return json.Marshal(report)
+		},
+	}); err != nil {
+		return err
+	}
+	return tx.Commit()
+	// readme:end
+}
+
 func proxySample(s *store.Store, jwks []byte, apply handler.Func[ack.Reporting]) (http.Handler, error) {
 	// readme:proxy
 	keys, err := signature.ParseJWKSet(jwks) // the sender's published JWK Set
@@ -418,20 +464,7 @@ func publishSample(ctx context.Context, s *store.Store, endpoint, id string, tot
 // Publish gave it.
 func TestPublishSampleReachesTheReceiver(t *testing.T) {
 	ctx := t.Context()
-	orders, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "orders.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orders.Close()
-	shipping, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "shipping.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shipping.Close()
-	effects, err := couriertest.NewEffects(ctx, shipping)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orders, shipping, effects := senderAndReceiver(t)
 	keys := couriertest.StandardWebhooksKeys("orders")
 	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: shipping, Verifier: keys.Verifier},
 		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error {
@@ -563,4 +596,117 @@ func TestReportingSampleRefusesAnInvalidReport(t *testing.T) {
 	if err != nil || len(page.Deliveries) != 1 {
 		t.Fatalf("%d deliveries (%v), want the valid report's alone", len(page.Deliveries), err)
 	}
+}
+
+// TestReportingPublishSampleGivesEachSubscriptionItsReport: the README's
+// fan-out of a delivery report, to two endpoints of one buyer (one Inbox,
+// one verified sender), runs the buyer's function once per subscription:
+// each envelope carries its delivery's own idempotency_key. The second
+// call, for the second endpoint, publishes the same event again: the
+// first subscription's delivery is found, not sent twice. One Payload for
+// both is sent each under its delivery's own key too, so the buyer runs
+// its function for each.
+func TestReportingPublishSampleGivesEachSubscriptionItsReport(t *testing.T) {
+	ctx := t.Context()
+	seller, buyer, effects := senderAndReceiver(t)
+	keys := couriertest.StandardWebhooksKeys("seller")
+	rcv, err := handler.NewReporting(handler.ReportingConfig{Store: buyer, Verifier: keys.Verifier},
+		func(ctx context.Context, tx *sqlx.Tx, r ack.Reporting) error {
+			return effects.Record(ctx, tx, r.IdempotencyKey)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := couriertest.NewServer(rcv, nil)
+	defer srv.Close()
+
+	const result = `{"notification_type":"scheduled","sequence_number":1,"currency":"USD",` +
+		`"reporting_period":{"start":"2026-01-02T14:00:00Z","end":"2026-01-02T15:00:00Z"},` +
+		`"media_buy_deliveries":[{"media_buy_id":"mb-1","status":"active","totals":{"spend":1},"by_package":[{"package_id":"p1","spend":1}]}]}`
+	for _, path := range []string{"/adcp/reports", "/adcp/finance"} {
+		if err := reportingPublishSample(ctx, seller, srv.URL+path, "mb-1", 1, "2026-01-02T15:05:00Z", json.RawMessage(result)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Retried at once: the two deliveries of one key may reach the buyer
+	// together, and the second is answered 503 in_progress until the first
+	// commits.
+	w, err := client.NewWorker(client.Config{Store: seller, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+		Backoff: func(int, time.Duration) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	page, err := seller.Outbox.List(ctx, store.ListParams{Status: courier.StatusSucceeded})
+	if err != nil || len(page.Deliveries) != 2 {
+		t.Fatalf("%d deliveries succeeded (%v), want the two subscriptions'", len(page.Deliveries), err)
+	}
+	got, err := effects.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("the buyer applied %v, want two reports, one per subscription", got)
+	}
+	for key, n := range got {
+		if n != 1 {
+			t.Errorf("report %s applied %d times, want once", key, n)
+		}
+	}
+
+	// One Payload, with a key of its own: the publish sets each
+	// subscription's, and the buyer runs its function for both.
+	report, err := json.Marshal(ack.Reporting{IdempotencyKey: ack.NewIdempotencyKey(), OperationID: "op-mb-1", TaskID: "task-mb-1",
+		TaskType: "media_buy_delivery", Status: "working", Timestamp: "2026-01-02T16:05:00Z", Result: json.RawMessage(result)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := seller.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := seller.Outbox.Publish(ctx, tx, store.PublishParams{Tenant: "acme", EventType: "media_buy.delivery", EventID: "report-mb-1-2", Payload: report}); err != nil || len(ps) != 2 {
+		t.Fatalf("Publish = %d deliveries, %v; want 2", len(ps), err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := seller.Outbox.List(ctx, store.ListParams{Status: courier.StatusSucceeded}); err != nil || len(page.Deliveries) != 4 {
+		t.Fatalf("%d deliveries succeeded (%v), want 4", len(page.Deliveries), err)
+	}
+	got, err = effects.Counts(ctx)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("the buyer applied %v (%v), want the one Payload's report once per subscription beside the two built ones", got, err)
+	}
+	for key, n := range got {
+		if n != 1 {
+			t.Errorf("report %s applied %d times, want once", key, n)
+		}
+	}
+}
+
+// senderAndReceiver opens a sender's and a receiver's SQLite stores, and
+// the Effects of the receiver's function in its own database, closed as t
+// ends.
+func senderAndReceiver(t *testing.T) (sender, receiver *store.Store, effects *couriertest.Effects) {
+	t.Helper()
+	var err error
+	for _, s := range []struct {
+		name string
+		to   **store.Store
+	}{{"sender.db", &sender}, {"receiver.db", &receiver}} {
+		if *s.to, err = sqlite.Open(t.Context(), filepath.Join(t.TempDir(), s.name), store.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { (*s.to).Close() })
+	}
+	if effects, err = couriertest.NewEffects(t.Context(), receiver); err != nil {
+		t.Fatal(err)
+	}
+	return sender, receiver, effects
 }

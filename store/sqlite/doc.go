@@ -40,10 +40,18 @@
 // write waits for another process's write transaction to end, up to 10 s
 // (the busy timeout), and then fails with code database_unavailable: a
 // receiver answers 503 with Retry-After, a worker logs its failed claim
-// and claims again. Each of the Store's writes waits 10 s at most from
-// when it asks, its time queued behind the Store's other writes (which
-// take its one writer in turn) included, rather than 10 s more once its
-// turn comes.
+// and claims again. Each of the Store's writes waits for that lock 10 s at
+// most from when it asks, its time queued behind the Store's other writes
+// that waited for it too (which take its one writer in turn) included,
+// rather than 10 s more once its turn comes. The queue itself has no
+// bound: behind a transaction of this process that holds the writer
+// (Store.Begin's: the application's, or a receiver's while its function
+// runs) a write waits until that transaction ends, or its own context
+// does, and then has its 10 s. So a Store method that writes, given a nil
+// transaction while the same goroutine holds one of Store.Begin open,
+// waits until its context ends: pass it that transaction. (A write given
+// the context of a receiver's function fails at once instead: see
+// store.Store.Begin.)
 // Keep other processes' write transactions short, as the tool's are (it
 // prunes and redrives in batches, each a short transaction of its own;
 // migrate with nothing pending holds the lock for a moment). A commit

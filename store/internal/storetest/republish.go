@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,8 +102,15 @@ func (r *republishing) claimSuppressed(t *testing.T) {
 func (r *republishing) wantSentAsNow(t *testing.T, c protocol.Claimed) {
 	t.Helper()
 	payload := string(r.event.Payload)
-	if r.event.Build != nil {
+	switch {
+	case r.event.Build != nil:
 		payload = string(builtFor(r.sub, r.first.IdempotencyKey))
+	case r.sub.Profile == ack.ProfileReporting: // the Payload under the delivery's own key, which sorts first in it
+		canonical, err := ack.Canonical(r.event.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload = strings.Replace(string(canonical), "{", `{"idempotency_key":"`+r.first.IdempotencyKey+`",`, 1)
 	}
 	switch {
 	case c.DeliveryID != r.first.ID || c.NotificationID != r.first.NotificationID || c.Endpoint != r.sub.Endpoint:

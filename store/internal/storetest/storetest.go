@@ -198,6 +198,8 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"OrderingKeyOfADisabledEndpointEndsAtItsDeadlines", testOrderingKeyOfADisabledEndpointEndsAtItsDeadlines},
 		{"OrderingKeysUnderOperatorsAtRandom", testOrderingKeysUnderOperatorsAtRandom},
 		{"PublishBuildErrorWritesNothing", testPublishBuildErrorWritesNothing},
+		{"PublishNamesTheBuildOfARefusedPayload", testPublishNamesTheBuildOfARefusedPayload},
+		{"PublishSetsEachReportingDeliverysKey", testPublishSetsEachReportingDeliverysKey},
 		{"RepublishAfterASubscriptionChangeSendsUnderItAsItIsNow", testRepublishAfterASubscriptionChangeSendsUnderItAsItIsNow},
 		{"RepublishBringsAnUnsentDeliveryUpToDate", testRepublishBringsAnUnsentDeliveryUpToDate},
 		{"RepublishFindsAFinishedDeliveryAsItIs", testRepublishFindsAFinishedDeliveryAsItIs},

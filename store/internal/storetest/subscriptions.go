@@ -3,6 +3,7 @@ package storetest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
@@ -846,6 +848,132 @@ func testPublishBuildErrorWritesNothing(t *testing.T, open OpenFunc) {
 	}
 	if page, err := b.store.Outbox.List(b.ctx, store.ListParams{}); err != nil || len(page.Deliveries) != 0 {
 		t.Fatalf("a publish whose Build failed, committed anyway, wrote %d deliveries (%v); want none", len(page.Deliveries), err)
+	}
+}
+
+// testPublishNamesTheBuildOfARefusedPayload: a payload Build made that
+// its subscription's profile refuses (not JSON, a duplicate key, empty,
+// too large) was refused as "Payload must be one JSON document for the
+// profile": a field the caller had not set, and no word of which of the
+// tenant's subscriptions Build wrote it for. The refusal names Build and
+// the subscription, and keeps its code; one of a Payload names the
+// subscription too.
+func testPublishNamesTheBuildOfARefusedPayload(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	var bad int64
+	for _, e := range []string{"https://a.example/h", "https://b.example/h"} {
+		s, err := b.store.Subscriptions.Create(b.ctx, nil, subscription("acme", e, "k", "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = s.ID
+	}
+	for name, payload := range map[string][]byte{
+		"not JSON":      []byte("report"),
+		"duplicate key": []byte(`{"a":1,"a":2}`),
+		"empty":         {},
+	} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "x", EventID: "e1",
+			Build: func(s store.Subscription, _ string) ([]byte, error) {
+				if s.ID == bad {
+					return payload, nil
+				}
+				return []byte(`{"a":1}`), nil
+			}})
+		tx.Rollback()
+		want := fmt.Sprintf("subscription %d, whose payload Build made", bad)
+		if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("%s: Publish = %v, want invalid_argument saying %q", name, err, want)
+		}
+	}
+	// One Payload is refused at the first subscription it is written for.
+	tx := b.begin(t)
+	_, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "x", EventID: "e1", Payload: []byte("report")})
+	tx.Rollback()
+	if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(fmt.Sprint(err), "publish to subscription ") {
+		t.Errorf("a Payload not JSON: Publish = %v, want invalid_argument naming the subscription", err)
+	}
+}
+
+// testPublishSetsEachReportingDeliverysKey: one Payload published to
+// subscriptions of the reporting profile went to each with the same
+// idempotency_key, the one key an AdCP receiver dedupes by, so a buyer
+// whose two endpoints share an Inbox ran its function for one of them.
+// Each is sent the Payload, canonical, with its key set to the
+// delivery's own (Published.IdempotencyKey), the same bytes again on a
+// publish again; another profile's subscription gets the Payload as it
+// is, and a Payload that is no JSON object is refused for a reporting
+// one.
+func testPublishSetsEachReportingDeliverysKey(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	profiles := map[string]string{}
+	for i, profile := range []string{ack.ProfileReporting, ack.ProfileReporting, ack.ProfileCourier} {
+		p := subscription("acme", fmt.Sprintf("https://buyer.example/h%d", i), "k", "*")
+		p.Profile = profile
+		if _, err := b.store.Subscriptions.Create(b.ctx, nil, p); err != nil {
+			t.Fatal(err)
+		}
+		profiles[p.Endpoint] = profile
+	}
+	payload := []byte(`{ "task_id": "t1", "idempotency_key": "whk_theirs", "operation_id": "op" }`)
+	canonical, err := ack.Canonical(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(p []byte) ([]store.Published, error) {
+		tx := b.begin(t)
+		defer tx.Rollback()
+		ps, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "report", EventID: "e1", Payload: p})
+		if err == nil {
+			err = tx.Commit()
+		}
+		return ps, err
+	}
+	ps, err := publish(payload)
+	if err != nil || len(ps) != 3 {
+		t.Fatalf("Publish = %d deliveries, %v; want 3", len(ps), err)
+	}
+	keys := map[string]bool{}
+	sent := map[int64][]byte{}
+	for _, p := range ps {
+		d, err := b.store.Outbox.Get(b.ctx, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[p.ID] = d.Payload
+		if profiles[d.Endpoint] != ack.ProfileReporting {
+			if string(d.Payload) != string(payload) {
+				t.Errorf("a courier subscription was sent %s, want the Payload as it is", d.Payload)
+			}
+			continue
+		}
+		var env struct {
+			IdempotencyKey string `json:"idempotency_key"`
+		}
+		if err := json.Unmarshal(d.Payload, &env); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Replace(string(canonical), "whk_theirs", p.IdempotencyKey, 1)
+		if env.IdempotencyKey != p.IdempotencyKey || string(d.Payload) != want || keys[p.IdempotencyKey] {
+			t.Errorf("reporting delivery %d was sent %s, want %s: the Payload, canonical, under its own key %s", p.ID, d.Payload, want, p.IdempotencyKey)
+		}
+		keys[p.IdempotencyKey] = true
+	}
+	// Published again: the same deliveries, found, their bytes the same.
+	again, err := publish(payload)
+	if err != nil || len(again) != 3 {
+		t.Fatalf("Publish again = %d deliveries, %v; want 3", len(again), err)
+	}
+	for _, p := range again {
+		if d, err := b.store.Outbox.Get(b.ctx, p.ID); err != nil || !p.Existed || string(d.Payload) != string(sent[p.ID]) {
+			t.Errorf("published again: delivery %d existed %v, payload %s (%v); want it found as it was, %s", p.ID, p.Existed, d.Payload, err, sent[p.ID])
+		}
+	}
+	for _, bad := range []string{`["an array"]`, `"a string"`, `{"a":1,"a":2}`, `not JSON`} {
+		if _, err := publish([]byte(bad)); courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(fmt.Sprint(err), "of the reporting profile") {
+			t.Errorf("Payload %s: Publish = %v, want invalid_argument naming the reporting subscription", bad, err)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package handler
+package reportkey
 
 import (
 	"bytes"
@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/benchkit"
 )
 
 // reportingPayloadByMap is how a reporting subscription's payload was
-// built before keyedPayload: the whole object decoded, its
+// built before Payload: the whole object decoded, its
 // idempotency_key set, and the object encoded again.
 func reportingPayloadByMap(payload []byte, idempotencyKey string) ([]byte, error) {
 	var m map[string]json.RawMessage
@@ -20,9 +21,9 @@ func reportingPayloadByMap(payload []byte, idempotencyKey string) ([]byte, error
 	return ack.Marshal(m)
 }
 
-// keyedPayloadDocs are objects whose members sit around idempotency_key
+// payloadDocs are objects whose members sit around idempotency_key
 // every way canonical key order can put them.
-var keyedPayloadDocs = []string{
+var payloadDocs = []string{
 	`{}`,
 	`{"a":1}`,
 	`{"z":1}`,
@@ -48,27 +49,27 @@ var keyedPayloadDocs = []string{
 	`"idempotency_key"`,
 }
 
-// TestKeyedPayloadAsBefore: the payload a reporting subscription is sent,
+// TestPayloadAsBefore: the payload a reporting subscription is sent,
 // its idempotency_key spliced into the canonical object, is byte for byte
 // the one decoding the object and encoding it again made.
-func TestKeyedPayloadAsBefore(t *testing.T) {
-	docs := append([]string(nil), keyedPayloadDocs...)
-	docs = append(docs, largeObject(5000), `{"m":`+largeObject(300)+`,"n":[`+largeObject(10)+`]}`)
+func TestPayloadAsBefore(t *testing.T) {
+	docs := append([]string(nil), payloadDocs...)
+	docs = append(docs, benchkit.Object(5000), `{"m":`+benchkit.Object(300)+`,"n":[`+benchkit.Object(10)+`]}`)
 	keys := []string{"whk_abcdefghijklmnopqrstuvwxyz234567", "", `a"b\c`, "é\u2028😀", "\x00<>&", "\xff"}
 	checked := 0
 	for _, doc := range docs {
 		canonical, err := ack.Canonical([]byte(doc))
 		if err != nil || canonical[0] != '{' {
-			continue // the handler refuses it: no subscription is sent it
+			continue // refused before: no subscription is sent it
 		}
 		checked++
-		k := newKeyedPayload(canonical)
+		k := Read(canonical)
 		for _, key := range keys {
 			want, err := reportingPayloadByMap(canonical, key)
 			if err != nil {
 				t.Fatalf("%s: %v", doc, err)
 			}
-			got, err := k.with(key)
+			got, err := k.With(key)
 			if err != nil {
 				t.Fatalf("%s with %q: %v", doc, key, err)
 			}
@@ -85,10 +86,10 @@ func TestKeyedPayloadAsBefore(t *testing.T) {
 	}
 }
 
-// FuzzKeyedPayload: for any object the handler accepts, the spliced
+// FuzzPayload: for any object a publish accepts, the spliced
 // payload is the one decoding and encoding again made.
-func FuzzKeyedPayload(f *testing.F) {
-	for _, doc := range keyedPayloadDocs {
+func FuzzPayload(f *testing.F) {
+	for _, doc := range payloadDocs {
 		f.Add([]byte(doc), "whk_abcdefghijklmnopqrstuvwxyz234567")
 	}
 	f.Add([]byte(`{"idempotency_key":1}`), `"\`)
@@ -101,7 +102,7 @@ func FuzzKeyedPayload(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := newKeyedPayload(canonical).with(key)
+		got, err := Read(canonical).With(key)
 		if err != nil {
 			t.Fatal(err)
 		}
