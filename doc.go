@@ -39,7 +39,7 @@
 // use these keys and no others. The keys are stable: each means one
 // thing, with one type of value, and none is renamed or given another
 // meaning in a later version. Values are identities, codes,
-// counts and durations: never a payload, a header, a key or a secret, and
+// counts, durations and times: never a payload, a header, a key or a secret, and
 // an endpoint only as scheme://host (a path shown as "/…": it may be a
 // credential) or by its opaque reference.
 //
@@ -54,6 +54,7 @@
 //	duration      duration  how long the attempt took
 //	lease_left    duration  what was left of the lease when an attempt could not start, or its request was not sent
 //	timeout       duration  the worker's attempt timeout
+//	open_until    time      until when an endpoint's breaker, as it opened, holds its deliveries back (worker)
 //	deliveries    int       how many deliveries a release concerned, or a closed Store left to their leases
 //	owner         string    the worker's name
 //	error         error     the cause of a failure, for operators

@@ -248,6 +248,7 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	default:
 		log(slog.LevelDebug, "worker: attempt settled", cause...)
 	}
+	w.reportBreaker(ctx, c.Endpoint, s.Breaker)
 	if w.cfg.Hook == nil {
 		return
 	}
@@ -271,6 +272,35 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		Outcome: outcome, Status: s.Status, Code: eventCode, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
 		Duration: oc.Duration, LeaseLost: s.Err != nil, Unrecorded: err != nil,
 	})
+}
+
+// reportBreaker logs the move of ep's circuit breaker an attempt's settle
+// made, if it made one: Warn as it opens (its reason, and until when) or
+// disables the endpoint, Info as it closes again, Debug as its probe
+// fails and it opens again (once a cool-down, for as long as the
+// endpoint is down). The settle that made a move reports it, and no
+// other, so each is logged once, by one worker, whether or not the
+// Store's Hook hears of it too (store.EventEndpoint).
+func (w *Worker) reportBreaker(ctx context.Context, ep string, m protocol.BreakerMove) {
+	if m.To == "" {
+		return // no move: almost every settle
+	}
+	attrs := []slog.Attr{slog.String(logkey.Endpoint, endpoint.Redact(ep)), slog.String(logkey.EndpointRef, endpoint.Ref(ep))}
+	if m.Code != "" {
+		attrs = append(attrs, slog.String(logkey.Code, string(m.Code)))
+	}
+	switch store.EndpointState(m.To) {
+	case store.EndpointOpen:
+		level, msg := slog.LevelWarn, "worker: endpoint's breaker opened, its deliveries paused"
+		if store.EndpointState(m.From) == store.EndpointHalfOpen {
+			level, msg = slog.LevelDebug, "worker: endpoint's probe failed, its breaker open again"
+		}
+		w.cfg.Logger.LogAttrs(ctx, level, msg, append(attrs, slog.Time(logkey.OpenUntil, m.Until))...)
+	case store.EndpointDisabled:
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "worker: endpoint disabled by its breaker, until an operator enables it", attrs...)
+	case store.EndpointClosed:
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "worker: endpoint's breaker closed, its deliveries resumed", attrs...)
+	}
 }
 
 // tryUnpanicked is try, with a panic in what it calls of the

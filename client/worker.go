@@ -221,8 +221,13 @@ type Config struct {
 	// Error for an outcome the store could not record and for a delivery a
 	// claim quarantined instead of sending it (its stored bytes altered, or
 	// unreadable under the Store's keys), Info for one a claim suppressed
-	// (its subscription changed), Debug for the other attempts. It hears of
-	// the worker itself too: Error for a claim or a release that failed and
+	// (its subscription changed), Debug for the other attempts. It hears
+	// of the endpoints' circuit breakers (store.Config.Breaker) from the
+	// worker whose settle moved one, once a move, with or without the
+	// Store's Hook: Warn for a breaker that opens (the reason as code, and
+	// open_until) or disables its endpoint, Info for one that closes
+	// again, Debug for a probe that failed (open again). It hears of the
+	// worker itself too: Error for a claim or a release that failed and
 	// a panic (in the Hook, in Now, or an attempt's), Warn for wake-ups lost
 	// or unavailable (see PollInterval), a Stop whose deadline passed and,
 	// once per Run or Work that ends on a closed Store, the claimed

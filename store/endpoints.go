@@ -378,8 +378,9 @@ func healthStatus(status int) bool {
 
 // record applies one settled attempt to its endpoint's breaker; tracked
 // reports whether the endpoint has a row (one without is healthy). wrote
-// reports whether it now has one written in this transaction.
-func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc protocol.Outcome) (wrote bool, err error) {
+// reports whether it now has one written in this transaction, and moved
+// the breaker's move the attempt made, if it made one.
+func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc protocol.Outcome) (wrote bool, moved protocol.BreakerMove, err error) {
 	gone := oc.Code == courier.CodeEndpointGone
 	// An HTTP answer that is neither a success nor about the endpoint's
 	// health (a 4xx) still shows it is up: it closes a half-open breaker,
@@ -397,20 +398,20 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	case other && !answered && tracked:
 		// Under its lock, as every settle's change of the breaker.
 		if err := e.s.lockBreaker(ctx, tx, endpoint); err != nil {
-			return false, err
+			return false, moved, err
 		}
 		_, err := e.s.exec(ctx, tx, "endpoint_probe_again", map[string]any{
 			"endpoint": endpoint, "probe_until": micros(oc.Lease.ExpiresAt), "now": now,
 		})
-		return false, err
+		return false, moved, err
 	case other && !answered:
-		return false, nil // not about the endpoint's health
+		return false, moved, nil // not about the endpoint's health
 	case !tracked && (oc.Result == protocol.Succeeded || answered):
-		return false, nil // the common case: healthy stays healthy, nothing stored
+		return false, moved, nil // the common case: healthy stays healthy, nothing stored
 	}
 	h, err := e.lockAndGet(ctx, tx, endpoint)
 	if err != nil {
-		return false, err
+		return false, moved, err
 	}
 	from := h.State
 	cfg := e.s.cfg.Breaker
@@ -420,20 +421,21 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	probe := h.State == EndpointHalfOpen && oc.Lease.ExpiresAt.Equal(h.OpenUntil)
 	switch {
 	case h.State == EndpointDisabled:
-		return false, nil // only an operator brings it back
+		return false, moved, nil // only an operator brings it back
 	case answered && (h.State == EndpointOpen || h.State == EndpointHalfOpen && !probe):
-		return false, nil // the probe decides
+		return false, moved, nil // the probe decides
 	case oc.Result == protocol.Succeeded || answered:
 		if from == EndpointClosed && h.ConsecutiveFailures == 0 {
-			return false, nil // healthy stays healthy
+			return false, moved, nil // healthy stays healthy
 		}
 		if _, err := e.s.exec(ctx, tx, "endpoint_delete", map[string]any{"endpoint": endpoint}); err != nil {
-			return false, err
+			return false, moved, err
 		}
 		if from != EndpointClosed {
 			e.s.emit(tx, endpoint, from, EndpointClosed, "")
+			moved = protocol.BreakerMove{From: string(from), To: string(EndpointClosed)}
 		}
-		return false, nil
+		return false, moved, nil
 	case gone:
 		h.State, h.Reason = EndpointDisabled, courier.CodeEndpointGone
 	default:
@@ -460,5 +462,11 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	if h.State == EndpointClosed {
 		h.Reason = oc.Code // counting failures below the threshold
 	}
-	return true, e.put(ctx, tx, h, now, from)
+	if from != h.State {
+		moved = protocol.BreakerMove{From: string(from), To: string(h.State), Code: h.Reason}
+		if h.State == EndpointOpen {
+			moved.Until = h.OpenUntil
+		}
+	}
+	return true, moved, e.put(ctx, tx, h, now, from)
 }

@@ -526,11 +526,12 @@ func ExampleOutbox_Prune() {
 	// Output: 1 0 0 2
 }
 
-// An alert for a receiver that is down: the worker's log does not say
-// that an endpoint's breaker opened (its deliveries wait parked, and
-// Health stays ok, as nothing needs an operator yet), but the Store's Hook
-// hears every move of a breaker, once it is committed. Here a receiver
-// answers 503 and the breaker, with a threshold of one, opens at the first.
+// An alert for a receiver that is down: an endpoint's breaker opened, its
+// deliveries wait parked, and Health stays ok, as nothing needs an
+// operator yet. The worker's log says so at Warn, in its own words; the
+// Store's Hook hears every move of a breaker, once it is committed, for
+// an alert of one's own. Here a receiver answers 503 and the breaker,
+// with a threshold of one, opens at the first.
 func ExampleConfig_hook() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "courier-example")

@@ -103,9 +103,11 @@ const (
 // attempts and time left, as no operator is needed: its breaker opens, its
 // backlog is parked (counted in Counts, not in Due or OldestDueAge) and
 // goes out, with no one's help, once a probe gets through. Its breaker
-// says so: Endpoints.List (or the courier endpoints list command), and
-// Config.Hook's EventEndpoint as it opens, closes or disables. Watch those
-// for a receiver down too long, OldestDueAge for workers falling behind, and
+// says so: Endpoints.List (or the courier endpoints list command),
+// Config.Hook's EventEndpoint as it opens, closes or disables, and the
+// Logger of the worker whose attempt moved it (client.Config.Logger: Warn
+// as it opens or disables, Info as it closes). Watch those for a
+// receiver down too long, OldestDueAge for workers falling behind, and
 // Status for what needs an operator: a delivery that runs out of attempts
 // (Config.MaxAttempts) or reaches its deadline while its receiver is down
 // ends failed, and blocks as deliveries_failed until an operator settles it.

@@ -252,10 +252,11 @@ func (o *Outbox) recordSettled(ctx context.Context, tx *sqlx.Tx, now int64, outc
 		if r.OrderingKey.Valid {
 			keys = append(keys, r.keyed)
 		}
-		wrote, err := o.s.Endpoints.record(ctx, tx, now, r.Endpoint, r.Tracked || written[r.Endpoint], oc)
+		wrote, moved, err := o.s.Endpoints.record(ctx, tx, now, r.Endpoint, r.Tracked || written[r.Endpoint], oc)
 		if err != nil {
 			return err
 		}
+		out[i].Breaker = moved
 		written[r.Endpoint] = written[r.Endpoint] || wrote
 		outcome := AttemptOutcome(oc.Result)
 		switch r.Status {

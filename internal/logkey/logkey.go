@@ -27,6 +27,7 @@ const (
 	Duration    = "duration"      // duration: how long the attempt took
 	LeaseLeft   = "lease_left"    // duration: what was left of a lease
 	Timeout     = "timeout"       // duration: the worker's attempt timeout
+	OpenUntil   = "open_until"    // time: until when an endpoint's open breaker holds its deliveries back
 	Deliveries  = "deliveries"    // int: how many deliveries an operation concerned
 	Owner       = "owner"         // string: the worker's name
 	Error       = "error"         // error: the cause of a failure, for operators
@@ -43,7 +44,7 @@ const (
 // All returns every key, in the order of the constants.
 func All() []string {
 	return []string{Delivery, Attempt, Endpoint, EndpointRef, Status, HTTPStatus, Code, RemoteCode, Duration,
-		LeaseLeft, Timeout, Deliveries, Owner, Error, Panic, Stack, Action, Count, ID, MaxInFlight, Rate, Burst}
+		LeaseLeft, Timeout, OpenUntil, Deliveries, Owner, Error, Panic, Stack, Action, Count, ID, MaxInFlight, Rate, Burst}
 }
 
 // Undocumented returns the keys of r's attributes that are not courier's

@@ -166,6 +166,19 @@ type Settled struct {
 	Status courier.Status // the delivery's new status
 	Code   courier.Code   // its error code: the outcome's, or expired
 	Err    error          // courier.CodeLeaseLost when the lease was void, courier.CodeInvalidArgument for an invalid outcome, else a database failure (not applied; try again)
+	// Breaker is the move of the delivery's endpoint's circuit breaker
+	// that this outcome made, the zero BreakerMove if it made none: one
+	// outcome makes each move, so the worker that settled it logs it once.
+	Breaker BreakerMove
+}
+
+// BreakerMove is an endpoint's circuit breaker moving From a state To
+// another (store.EndpointState's), for the reason in Code; Until is when
+// an open breaker lets its probe through.
+type BreakerMove struct {
+	From, To string
+	Code     courier.Code
+	Until    time.Time
 }
 
 // ErrClosed is in the chain of the error of every call on a Store that

@@ -88,8 +88,9 @@ func (me *modelEndpoint) closeUp() {
 }
 
 // record applies a settled outcome to the model's breaker, from the docs
-// of BreakerConfig.
-func (m *breakerModel) record(d *modelDelivery, oc protocol.Outcome) {
+// of BreakerConfig, and returns the move it made, as the settle reports it
+// (protocol.Settled.Breaker).
+func (m *breakerModel) record(d *modelDelivery, oc protocol.Outcome) protocol.BreakerMove {
 	me := m.ep(d.endpoint)
 	now := m.now()
 	gone := oc.Code == courier.CodeEndpointGone
@@ -135,6 +136,14 @@ func (m *breakerModel) record(d *modelDelivery, oc protocol.Outcome) {
 		me.probe, me.again = 0, false
 	}
 	m.emit(d.endpoint, from, me.state, me.reason)
+	var moved protocol.BreakerMove
+	if from != me.state {
+		moved = protocol.BreakerMove{From: string(from), To: string(me.state), Code: me.reason}
+		if me.state == store.EndpointOpen {
+			moved.Until = me.openUntil
+		}
+	}
+	return moved
 }
 
 // claim claims with the model's expectations of each endpoint.
@@ -419,12 +428,19 @@ func runBreakerModel(t *testing.T, open OpenFunc, seed uint64) {
 				oc.AckSHA256 = "a"
 			}
 			m.log = append(m.log, fmt.Sprintf("settle %d (%s) %s %s %d", d.id, d.endpoint, o.result, o.code, o.status))
-			if err := m.b.settle(oc); err != nil {
+			settled, err := m.b.proto().Settle(m.b.ctx, oc)
+			if err == nil {
+				err = settled[0].Err
+			}
+			if err != nil {
 				m.fatalf("settle: %v", err)
 			}
 			d.lease = nil
 			d.done = o.result == protocol.Failed || o.result == protocol.Succeeded || d.attempts >= d.maxAttempts
-			m.record(d, oc)
+			want, got := m.record(d, oc), settled[0].Breaker
+			if got.From != want.From || got.To != want.To || got.Code != want.Code || !got.Until.Equal(want.Until) {
+				m.fatalf("the settle reported the breaker's move %+v, want %+v", got, want)
+			}
 		case k < 16+settles: // release
 			l := live()
 			if len(l) == 0 {
