@@ -190,12 +190,17 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		"status": string(p.Status), "endpoint": p.Endpoint, "endpoint_spelled": spelled, "since": since, "until": until,
 		"max_id": maxID, "limit": p.Limit + 1,
 	}
-	name := "outbox_list"
+	// One query reads the page, chosen by what p narrows it by.
+	var rows []outboxRow
+	list := func(name string) error { return o.s.selectRows(ctx, o.s.db, name, args, &rows) }
+	var err error
 	switch {
 	case p.ID != 0:
-		name, args["id"], args["notification_id"] = "outbox_list_by_id", p.ID, p.NotificationID
+		args["id"], args["notification_id"] = p.ID, p.NotificationID
+		err = list("outbox_list_by_id")
 	case p.NotificationID != "":
-		name, args["notification_id"] = "outbox_list_by_notification", p.NotificationID
+		args["notification_id"] = p.NotificationID
+		err = list("outbox_list_by_notification")
 	case p.Endpoint != "" && (p.Status == "" || p.Status == courier.StatusSucceeded || p.Status == courier.StatusSuppressed):
 		// From the endpoint's index, in id order. With a finished status
 		// too (what Prune removes): its deliveries grow with every
@@ -207,27 +212,21 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 		// are every endpoint's backlog and what operators have not
 		// settled, where an endpoint may have a million succeeded
 		// deliveries to walk for its few failed ones.
-		name = "outbox_list_by_endpoint"
+		if err = list("outbox_list_by_endpoint"); err == nil {
+			// The endpoint's two forms are read apart, each up to a page:
+			// the page is the newest of both (see outbox_list_by_endpoint).
+			slices.SortFunc(rows, func(a, b outboxRow) int { return cmp.Compare(b.ID, a.ID) })
+			rows = rows[:min(len(rows), p.Limit+1)]
+		}
 	case p.Status != "" && p.Since.IsZero() && p.Until.IsZero():
-		name = "outbox_list_by_status" // from the status's index, in id order
+		err = list("outbox_list_by_status") // from the status's index, in id order
 	case p.Status != "":
-		name = "outbox_list_by_status_window" // see listWindow
-	}
-	var rows []outboxRow
-	var err error
-	if name == "outbox_list_by_status_window" {
-		rows, err = o.listWindow(ctx, args)
-	} else {
-		err = o.s.selectRows(ctx, o.s.db, name, args, &rows)
+		rows, err = o.listWindow(ctx, args) // outbox_list_by_status_window
+	default:
+		err = list("outbox_list")
 	}
 	if err != nil {
 		return Page{}, err
-	}
-	if name == "outbox_list_by_endpoint" {
-		// The endpoint's two forms are read apart, each up to a page: the
-		// page is the newest of both (see outbox_list_by_endpoint).
-		slices.SortFunc(rows, func(a, b outboxRow) int { return cmp.Compare(b.ID, a.ID) })
-		rows = rows[:min(len(rows), p.Limit+1)]
 	}
 	var page Page
 	for _, r := range rows {

@@ -169,25 +169,12 @@ func withConnectTimeout(dsn string) string {
 // openStore opens the Store over -db with cfg. A SQLite file must exist:
 // the tool does not create databases except through migrate.
 func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, func(), error) {
-	if err := checkDB(db); err != nil {
+	d, err := openDB(db) // -db checked; no connection made yet, so no file created
+	if err != nil {
 		return nil, nil, err
 	}
-	if !isPostgres(db) {
-		if err := checkSQLitePath(db); err != nil {
-			return nil, nil, err
-		}
-		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, errors.New("the -db SQLite file: no such file (courier migrate creates it)")
-		} else if err != nil {
-			var pathErr *fs.PathError
-			if errors.As(err, &pathErr) {
-				err = pathErr.Err // without the path
-			}
-			return nil, nil, fmt.Errorf("the -db SQLite file: %w", err)
-		}
-	}
-	d, err := openDB(db)
-	if err != nil {
+	if err := sqliteFileExists(db); err != nil {
+		d.Close()
 		return nil, nil, err
 	}
 	s, err := store.Open(ctx, d, cfg)
@@ -196,6 +183,25 @@ func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, 
 		return nil, nil, dbError(err)
 	}
 	return s, func() { s.Close(); d.Close() }, nil
+}
+
+// sqliteFileExists refuses a -db SQLite file that is not there (or
+// cannot be looked at), before its first connection would create it
+// empty; a PostgreSQL -db passes.
+func sqliteFileExists(db string) error {
+	if isPostgres(db) {
+		return nil
+	}
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		return errors.New("the -db SQLite file: no such file (courier migrate creates it)")
+	} else if err != nil {
+		var pathErr *fs.PathError
+		if errors.As(err, &pathErr) {
+			err = pathErr.Err // without the path
+		}
+		return fmt.Errorf("the -db SQLite file: %w", err)
+	}
+	return nil
 }
 
 // dbError returns err, from the first use of the -db database, without

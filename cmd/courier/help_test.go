@@ -1,7 +1,10 @@
 package main
 
 import (
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,5 +89,52 @@ func TestContractsSaysWhichArgumentsItTakes(t *testing.T) {
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.says) {
 			t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d saying %q", strings.Join(tc.args, " "), code, out, errOut, exitUsage, tc.says)
 		}
+	}
+}
+
+// TestHelpACommandIsItsHelp: courier help <command> printed the list of
+// commands, whatever the command, so that courier help deliveries never
+// named deliveries' actions. It prints what -h after the command prints
+// (a noun's, every action's synopsis and flags; help deliveries list,
+// list's), exiting 0; help for a command there is not is a usage error.
+func TestHelpACommandIsItsHelp(t *testing.T) {
+	t.Parallel()
+	names := [][]string{{"deliveries", "list"}, {"endpoints", "limit"}}
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		names = append(names, []string{name})
+	}
+	for _, name := range names {
+		t.Run(strings.Join(name, " "), func(t *testing.T) {
+			t.Parallel()
+			_, _, want := courierRun(t, append(name[:len(name):len(name)], "-h")...)
+			code, out, errOut := courierRun(t, append([]string{"help"}, name...)...)
+			if code != exitOK || out != "" || errOut != want {
+				t.Errorf("courier help %s: exit %d, stdout %q, stderr:\n%s\nwant exit 0 and what -h prints:\n%s", strings.Join(name, " "), code, out, errOut, want)
+			}
+		})
+	}
+	code, _, errOut := courierRun(t, "help", "nope")
+	if code != exitUsage || !strings.Contains(errOut, `unknown command "nope"`) {
+		t.Errorf("courier help nope: exit %d, stderr %q; want %d, unknown command", code, errOut, exitUsage)
+	}
+}
+
+// TestPruneHelpSaysHowOftenToRunIt: prune's help listed its flags and
+// said nothing of when to run it. It says: every hour or so, from cron,
+// as the README's Retention says for Prune and courier prune alike.
+func TestPruneHelpSaysHowOftenToRunIt(t *testing.T) {
+	t.Parallel()
+	_, _, help := courierRun(t, "prune", "-h")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, says := range []string{"every hour or so", "cron"} {
+		if !strings.Contains(help, says) {
+			t.Errorf("courier prune -h does not say %q:\n%s", says, help)
+		}
+	}
+	if !strings.Contains(string(readme), "**Retention.** Every hour or so") {
+		t.Errorf("the README's Retention no longer says every hour or so: say in courier prune -h what it says")
 	}
 }

@@ -14,6 +14,7 @@
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
 //	courier verify -request captured.http [-sender name] [-tolerance 5m] [-at time]
+//	courier help   [command [action]]   (what -h after it prints)
 //
 // -db is a SQLite file path (not a file: URI, and without ?parameters:
 // the tool sets the connection's own; in a directory that exists, for
@@ -66,6 +67,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,17 +138,23 @@ commands:
   send        sign and POST a test notification to a URL (exit 1 when not accepted)
   verify      check a captured HTTP request's signature (exit 3 when refused)
 
-Run courier <command> -h for a command's flags.
+Run courier <command> -h, or courier help <command>, for a command's flags
+(a command's actions and theirs).
 `
 
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" && len(args) == 1 {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if args[0] == "help" {
+		// help deliveries [list] is deliveries [list] -h: a noun's actions
+		// and their flags, or a command's.
+		args = append(slices.Clone(args[1:]), "-h")
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {

@@ -740,6 +740,14 @@ func orDash(s string) string {
 	return s
 }
 
+// pruneSchedule ends prune's help: how often to run it.
+const pruneSchedule = `
+Run it every hour or so, from cron (17 * * * * courier prune -db …), on one
+host or several: it deletes in short batches, each a transaction of its own, so
+it never holds the database for long, and a run that finds little is quick. The
+defaults keep a week, past the senders' 72h of retries and their last hour.
+`
+
 // pruneCmd deletes what a database no longer needs, each table in short
 // batches: finished deliveries, the breaker records of endpoints with
 // nothing left to send (their breaker's, not an operator's Disable), and
@@ -756,6 +764,11 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this, of every receiver and sender, at least 24h (a signed request replayed within its tolerance is refused by its record alone); keep them longer than senders retry and an hour more, and than a failed delivery may be redriven after (a redelivery after its record is gone is processed again)")
 	maxRows := fs.Int("max-rows", 0, "stop each line of the output after this many rows (0: until all are gone)")
+	printFlags := fs.Usage
+	fs.Usage = func() {
+		printFlags()
+		fmt.Fprint(stderr, pruneSchedule)
+	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
