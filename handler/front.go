@@ -167,13 +167,22 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 }
 
 // log logs a refused answer at Info and a failed one at Error, but for
-// one that failed because its client went away (clientGone): at Info.
+// one that failed because its client went away (clientGone): at Info;
+// and for the answers that tell the sender to come back later without
+// anything having failed: in_progress (another request is processing the
+// notification, as concurrent redeliveries do) at Info, server_busy (the
+// bodies in flight at their budget: load shed) at Warn.
 func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
+	status, code := slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code))
 	switch {
 	case e.HTTPStatus >= 500 && !ow.panicked && clientGone(r, ow.cause):
-		f.logger.InfoContext(r.Context(), "handler: request ended by its client", slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code)))
+		f.logger.InfoContext(r.Context(), "handler: request ended by its client", status, code)
+	case e.Code == courier.CodeInProgress && !ow.panicked:
+		f.logger.InfoContext(r.Context(), "handler: request answered later, its notification in progress", status, code)
+	case e.Code == courier.CodeServerBusy:
+		f.logger.WarnContext(r.Context(), "handler: request answered later, the server busy", status, code)
 	case e.HTTPStatus >= 500:
-		attrs := []any{slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code))}
+		attrs := []any{status, code}
 		if ow.cause != nil {
 			attrs = append(attrs, slog.Any(logkey.Error, ow.cause))
 		}
@@ -182,7 +191,7 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 		}
 		f.logger.ErrorContext(r.Context(), "handler: request failed", attrs...)
 	case e.HTTPStatus >= 400:
-		f.logger.InfoContext(r.Context(), "handler: request refused", slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code)))
+		f.logger.InfoContext(r.Context(), "handler: request refused", status, code)
 	}
 }
 

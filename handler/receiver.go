@@ -84,7 +84,9 @@ type ReceiverConfig struct {
 	AllowUnknownFields bool
 	// Logger receives one line per refused request (Info) and per failed
 	// one (Error; Info when its client went away), with its status and
-	// code, never its content. Defaults to discarding.
+	// code, never its content; a 503 in_progress (another request is
+	// processing the notification) at Info, server_busy at Warn. Defaults
+	// to discarding.
 	Logger *slog.Logger
 	// Hook receives an Event per answered request, for metrics, once the
 	// answer is written, before net/http sends it (when the handler
