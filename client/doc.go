@@ -109,8 +109,8 @@
 // path or query, any of which may be a credential) and by its ref
 // (endpoint_ref), which the ops page and the CLI show too; and of every
 // endpoint whose circuit breaker opens (Warn, with the reason and until
-// when) or closes again (Info), once each time, by the worker whose
-// attempt moved it.
+// when), disables it (Warn) or closes again (Info), once each time, by
+// the worker whose attempt moved it.
 //
 // Sending is closed by default: the zero Guard lets requests reach only
 // https on port 443 at public addresses, checked at dial time, and no

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -331,6 +332,9 @@ type subscriptionRef struct {
 	// subscription of the reporting profile. Made for its profile as it
 	// is now, it may differ from the one made under another profile.
 	built bool
+	// given is the Payload a reporting subscription's was made from: a
+	// delivery published before Publish set its key holds it as it was.
+	given []byte
 }
 
 func (o *Outbox) enqueue(ctx context.Context, tx DBTX, p EnqueueParams, sub subscriptionRef) (Enqueued, error) {
@@ -995,7 +999,13 @@ func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args m
 	// A payload made for the row's profile (a reporting one's has its
 	// key) is another under another profile.
 	if !sub.built && r.Profile != ack.ProfileReporting || r.Profile == args["profile"] {
-		return o.samePayload(ctx, tx, r, args)
+		err := o.samePayload(ctx, tx, r, args)
+		if err == errIdempotencyCollision && sub.given != nil { // published before its key was set?
+			given := maps.Clone(args)
+			given[argPlaintext] = sub.given
+			err = o.samePayload(ctx, tx, r, given)
+		}
+		return err
 	}
 	return nil
 }

@@ -61,8 +61,9 @@ type PublishParams struct {
 	// checks no signed id and dedupes by that key alone, so one key for
 	// every subscription would be one notification to a buyer whose
 	// endpoints share an Inbox, its function run for the first to arrive
-	// only. Its Payload must be a JSON object, or the publish is refused
-	// (invalid_argument). Each such subscription holds a copy.
+	// only. Its Payload must be a JSON object, at most MaxPayloadSize
+	// with that key set, or the publish is refused (invalid_argument)
+	// before anything is written. Each such subscription holds a copy.
 	Payload []byte
 	// Build makes a subscription's payload. idempotencyKey is the
 	// delivery's own, in ack.NewIdempotencyKey's form, derived from its
@@ -194,6 +195,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		sub     Subscription
 		id, key string
 		payload []byte
+		ref     subscriptionRef
 	}
 	var fan []fanned
 	reporting := reportingPayload{payload: p.Payload}
@@ -206,7 +208,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		if s.Endpoint, err = o.s.storedAs(ctx, tx, s.Endpoint, id, p.OrderingKey); err != nil {
 			return nil, err
 		}
-		f := fanned{sub: s, id: id, payload: p.Payload}
+		f := fanned{sub: s, id: id, payload: p.Payload, ref: subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil}}
 		f.key = publishKey(f.id, s.Endpoint)
 		switch {
 		case p.Build != nil:
@@ -217,6 +219,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 			if f.payload, err = reporting.with(f.key); err != nil {
 				return nil, fmt.Errorf("store: publish to subscription %d, of the reporting profile: %w", s.ID, err)
 			}
+			f.ref.built, f.ref.given = true, p.Payload
 		}
 		fan = append(fan, f)
 	}
@@ -241,7 +244,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		e, err := o.enqueue(ctx, tx, EnqueueParams{
 			NotificationID: f.id, Endpoint: s.Endpoint, Payload: f.payload,
 			Profile: s.Profile, KeyID: s.KeyID, Priority: p.Priority, Deadline: p.Deadline, OrderingKey: p.OrderingKey,
-		}, subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil || s.Profile == ack.ProfileReporting})
+		}, f.ref)
 		if isLate(err) {
 			late[i] = true // a subscription made since the publish in time, or none was
 			continue
@@ -307,7 +310,8 @@ type reportingPayload struct {
 
 // with returns the Payload, in canonical JSON, with its idempotency_key
 // set to key; an error of code invalid_argument if it is not a JSON
-// object.
+// object, or if the key takes it past MaxPayloadSize (refused here, with
+// every other payload made, before anything is written).
 func (r *reportingPayload) with(key string) ([]byte, error) {
 	if !r.read {
 		r.read = true
@@ -324,5 +328,9 @@ func (r *reportingPayload) with(key string) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return r.keyed.With(key)
+	b, err := r.keyed.With(key)
+	if err == nil && len(b) > MaxPayloadSize {
+		return nil, invalidArgument("PublishParams.Payload, canonical with its idempotency_key set, must be at most 4 MiB")
+	}
+	return b, err
 }

@@ -113,6 +113,13 @@ func TestHelpACommandIsItsHelp(t *testing.T) {
 			}
 		})
 	}
+	// help on help, or asked for its -h, is the list of commands.
+	_, _, usage := courierRun(t, "-h")
+	for _, args := range [][]string{{"help", "help"}, {"help", "-h"}, {"help", "--help"}} {
+		if code, out, errOut := courierRun(t, args...); code != exitOK || out != "" || errOut != usage {
+			t.Errorf("courier %s: exit %d, stdout %q, stderr:\n%s\nwant exit 0 and the list of commands", strings.Join(args, " "), code, out, errOut)
+		}
+	}
 	code, _, errOut := courierRun(t, "help", "nope")
 	if code != exitUsage || !strings.Contains(errOut, `unknown command "nope"`) {
 		t.Errorf("courier help nope: exit %d, stderr %q; want %d, unknown command", code, errOut, exitUsage)

@@ -144,7 +144,7 @@ Run courier <command> -h, or courier help <command>, for a command's flags
 
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" && len(args) == 1 {
+	if len(args) == 0 || isHelp(args[0]) || isHelpOnHelp(args) {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
 			return exitUsage
@@ -245,6 +245,12 @@ func quoteArg(arg string) string {
 		return "[not shown: it may hold a password]"
 	}
 	return strconv.Quote(arg)
+}
+
+// isHelpOnHelp reports whether args ask help for the list of commands:
+// help alone, help help, or help -h.
+func isHelpOnHelp(args []string) bool {
+	return args[0] == "help" && (len(args) == 1 || args[1] == "help" || isHelp(args[1]))
 }
 
 // isHelp reports whether arg asks for help, as the flag package takes it:

@@ -628,9 +628,10 @@ func TestReportingPublishSampleGivesEachSubscriptionItsReport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Retried at once: the two deliveries of one key may reach the buyer
-	// together, and the second is answered 503 in_progress until the first
-	// commits.
+	// Retried at once, so that Drain's one pass sees every delivery end:
+	// were two to share a key, as one Payload's did before each got its
+	// own, the second would be answered 503 in_progress while the first
+	// ran.
 	w, err := client.NewWorker(client.Config{Store: seller, Signer: keys.Signer, Transport: srv.Guard().Transport(),
 		Backoff: func(int, time.Duration) time.Duration { return 0 }})
 	if err != nil {

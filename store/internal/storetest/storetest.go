@@ -200,6 +200,8 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"PublishBuildErrorWritesNothing", testPublishBuildErrorWritesNothing},
 		{"PublishNamesTheBuildOfARefusedPayload", testPublishNamesTheBuildOfARefusedPayload},
 		{"PublishSetsEachReportingDeliverysKey", testPublishSetsEachReportingDeliverysKey},
+		{"PublishRefusesAReportingPayloadTooLargeWithItsKey", testPublishRefusesAReportingPayloadTooLargeWithItsKey},
+		{"RepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet", testRepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet},
 		{"RepublishAfterASubscriptionChangeSendsUnderItAsItIsNow", testRepublishAfterASubscriptionChangeSendsUnderItAsItIsNow},
 		{"RepublishBringsAnUnsentDeliveryUpToDate", testRepublishBringsAnUnsentDeliveryUpToDate},
 		{"RepublishFindsAFinishedDeliveryAsItIs", testRepublishFindsAFinishedDeliveryAsItIs},

@@ -970,10 +970,88 @@ func testPublishSetsEachReportingDeliverysKey(t *testing.T, open OpenFunc) {
 			t.Errorf("published again: delivery %d existed %v, payload %s (%v); want it found as it was, %s", p.ID, p.Existed, d.Payload, err, sent[p.ID])
 		}
 	}
+	// Published again with another Payload, nothing else changed: a
+	// collision, as for any subscription, though the bytes compared are
+	// the ones made for the reporting profile.
+	if _, err := publish([]byte(`{"task_id":"t2","operation_id":"op"}`)); !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Errorf("published again with another Payload: %v, want CodeIdempotencyCollision", err)
+	}
 	for _, bad := range []string{`["an array"]`, `"a string"`, `{"a":1,"a":2}`, `not JSON`} {
 		if _, err := publish([]byte(bad)); courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(fmt.Sprint(err), "of the reporting profile") {
 			t.Errorf("Payload %s: Publish = %v, want invalid_argument naming the reporting subscription", bad, err)
 		}
+	}
+}
+
+// testPublishRefusesAReportingPayloadTooLargeWithItsKey: a Payload of
+// up to MaxPayloadSize that its idempotency_key takes past it, for a
+// subscription of the reporting profile, was refused as "Payload must be
+// 1 byte to 4 MiB" as its delivery was written, after the deliveries
+// written before it: a caller that committed anyway kept those, held
+// for an ordering key never joined. It is refused before anything is
+// written, naming the reporting subscription.
+func testPublishRefusesAReportingPayloadTooLargeWithItsKey(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, profile := range []string{ack.ProfileCourier, ack.ProfileReporting} {
+		p := subscription("acme", "https://"+profile+".example/h", "k", "*")
+		p.Profile = profile
+		if _, err := b.store.Subscriptions.Create(b.ctx, nil, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := []byte(`{"report":"` + strings.Repeat("x", store.MaxPayloadSize-len(`{"report":""}`)) + `"}`)
+	tx := b.begin(t)
+	_, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme", EventType: "x", EventID: "e1", OrderingKey: "order-1", Payload: payload})
+	if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(fmt.Sprint(err), "of the reporting profile") {
+		t.Errorf("Publish = %v, want invalid_argument naming the reporting subscription", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := b.store.Outbox.List(b.ctx, store.ListParams{}); err != nil || len(page.Deliveries) != 0 {
+		t.Fatalf("a refused publish, committed anyway, wrote %d deliveries (%v); want none", len(page.Deliveries), err)
+	}
+}
+
+// testRepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet: a
+// delivery published to a subscription of the reporting profile before
+// Publish set each one's idempotency_key holds the Payload as it was
+// given; published again with that Payload (a publisher's retry across
+// a rolling deploy) it was an idempotency collision, since the payload
+// compared was the one made with the key. It is found; another Payload
+// is still a collision.
+func testRepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	p := subscription("acme", "https://buyer.example/h", "k", "*")
+	p.Profile = ack.ProfileReporting
+	if _, err := b.store.Subscriptions.Create(b.ctx, nil, p); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{ "task_id": "t1", "operation_id": "op" }`)
+	publish := func(p store.PublishParams) ([]store.Published, error) {
+		tx := b.begin(t)
+		defer tx.Rollback()
+		p.Tenant, p.EventType, p.EventID = "acme", "report", "e1"
+		ps, err := b.store.Outbox.Publish(b.ctx, tx, p)
+		if err == nil {
+			err = tx.Commit()
+		}
+		return ps, err
+	}
+	// As an earlier Publish wrote it: the Payload's own bytes.
+	first, err := publish(store.PublishParams{Build: func(store.Subscription, string) ([]byte, error) { return payload, nil }})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Publish = %d deliveries, %v; want 1", len(first), err)
+	}
+	again, err := publish(store.PublishParams{Payload: payload})
+	if err != nil || len(again) != 1 || !again[0].Existed || again[0].ID != first[0].ID {
+		t.Fatalf("published again with its Payload: %+v, %v; want delivery %d found", again, err, first[0].ID)
+	}
+	if d, err := b.store.Outbox.Get(b.ctx, first[0].ID); err != nil || string(d.Payload) != string(payload) {
+		t.Fatalf("published again, the delivery holds %s (%v), want it as it was", d.Payload, err)
+	}
+	if _, err := publish(store.PublishParams{Payload: []byte(`{"task_id":"t2","operation_id":"op"}`)}); !errors.Is(err, courier.CodeIdempotencyCollision) {
+		t.Errorf("published again with another Payload: %v, want CodeIdempotencyCollision", err)
 	}
 }
 
