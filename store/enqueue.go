@@ -1000,7 +1000,7 @@ func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args m
 	// key) is another under another profile.
 	if !sub.built && r.Profile != ack.ProfileReporting || r.Profile == args["profile"] {
 		err := o.samePayload(ctx, tx, r, args)
-		if err == errIdempotencyCollision && sub.given != nil { // published before its key was set?
+		if errors.Is(err, errIdempotencyCollision) && sub.given != nil { // published before its key was set?
 			given := maps.Clone(args)
 			given[argPlaintext] = sub.given
 			err = o.samePayload(ctx, tx, r, given)
