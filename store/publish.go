@@ -83,7 +83,8 @@ type PublishParams struct {
 	// the payload's size, 32 MiB for 32 subscriptions of 1 MiB payloads
 	// (BenchmarkPublishBuiltPayloads), 4 GiB for 1000 subscriptions of
 	// MaxPayloadSize payloads. One payload for all (Payload) is held
-	// once, however many match.
+	// once, however many match, and a copy more for each subscription of
+	// the reporting profile.
 	Build func(s Subscription, idempotencyKey string) ([]byte, error)
 	// Priority, Deadline and OrderingKey apply to every delivery (see
 	// EnqueueParams), and are refused outside their bounds whether or
