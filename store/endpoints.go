@@ -315,7 +315,8 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 			now = micros(old.UpdatedAt)
 		}
 		old.State, old.Reason = EndpointDisabled, courier.CodeEndpointDisabled
-		return e.put(ctx, tx, old, now, from)
+		_, err := e.put(ctx, tx, old, now, from)
+		return err
 	})
 }
 
@@ -351,16 +352,28 @@ func (e *Endpoints) operate(ctx context.Context, verb, endpoint string, change f
 
 // put writes h, an endpoint's breaker record, and reports its move from
 // the state from to h.State, for h.Reason, if it moved (EventEndpoint).
-func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, from EndpointState) error {
+func (e *Endpoints) put(ctx context.Context, tx DBTX, h EndpointHealth, now int64, from EndpointState) (protocol.BreakerMove, error) {
 	_, err := e.s.exec(ctx, tx, "endpoint_put", map[string]any{
 		"endpoint": h.Endpoint, "state": string(h.State), "consecutive_failures": h.ConsecutiveFailures,
 		"failing_since": nullable(micros(h.FailingSince)), "open_until": nullable(micros(h.OpenUntil)),
 		"reason": nullable(string(h.Reason)), "now": now,
 	})
-	if err == nil && from != h.State {
-		e.s.emit(tx, h.Endpoint, from, h.State, h.Reason)
+	if err != nil || from == h.State {
+		return protocol.BreakerMove{}, err
 	}
-	return err
+	return e.s.moved(tx, h.Endpoint, from, h), nil
+}
+
+// moved reports the breaker of url moving from a state to h's, made in
+// tx: to the Hook (emit), and as the move returned, which the settle that
+// made it gives its worker to log.
+func (s *Store) moved(tx DBTX, url string, from EndpointState, h EndpointHealth) protocol.BreakerMove {
+	s.emit(tx, url, from, h.State, h.Reason)
+	m := protocol.BreakerMove{From: string(from), To: string(h.State), Code: h.Reason}
+	if h.State == EndpointOpen {
+		m.Until = h.OpenUntil
+	}
+	return m
 }
 
 // healthCodes are the failures that count against an endpoint's health.
@@ -432,8 +445,7 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 			return false, moved, err
 		}
 		if from != EndpointClosed {
-			e.s.emit(tx, endpoint, from, EndpointClosed, "")
-			moved = protocol.BreakerMove{From: string(from), To: string(EndpointClosed)}
+			moved = e.s.moved(tx, endpoint, from, EndpointHealth{State: EndpointClosed})
 		}
 		return false, moved, nil
 	case gone:
@@ -462,11 +474,6 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	if h.State == EndpointClosed {
 		h.Reason = oc.Code // counting failures below the threshold
 	}
-	if from != h.State {
-		moved = protocol.BreakerMove{From: string(from), To: string(h.State), Code: h.Reason}
-		if h.State == EndpointOpen {
-			moved.Until = h.OpenUntil
-		}
-	}
-	return true, moved, e.put(ctx, tx, h, now, from)
+	moved, err = e.put(ctx, tx, h, now, from)
+	return true, moved, err
 }
