@@ -11,13 +11,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/ctxtest"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/store"
@@ -159,9 +159,7 @@ func TestARequestEndedUnderTheFunctionIsLoggedAsSuch(t *testing.T) {
 						if !once.CompareAndSwap(false, true) {
 							return nil
 						}
-						if cancel, ok := ctx.Value(requestCancelKey{}).(context.CancelFunc); ok {
-							cancel() // the client goes away
-						}
+						ctx.Value(requestCancelKey{}).(func())() // the client goes away, or the deadline passes
 						<-ctx.Done()
 						for { // until database/sql has rolled tx back
 							if _, err := tx.ExecContext(context.WithoutCancel(ctx), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
@@ -172,15 +170,16 @@ func TestARequestEndedUnderTheFunctionIsLoggedAsSuch(t *testing.T) {
 					}})
 					req := e.request(t)
 					var ctx context.Context
-					var cancel context.CancelFunc
+					var end func()
 					if ends == "deadline" {
-						ctx, cancel = context.WithTimeout(req.Context(), 5*time.Second) // past the begin and the record, on a loaded machine too
+						ctx, end = ctxtest.WithDeadline(req.Context())
 					} else {
+						var cancel context.CancelFunc
 						ctx, cancel = context.WithCancel(req.Context())
-						ctx = context.WithValue(ctx, requestCancelKey{}, cancel)
+						end = func() { cancel() }
+						defer cancel()
 					}
-					defer cancel()
-					rec := serve(e.handler, req.WithContext(ctx))
+					rec := serve(e.handler, req.WithContext(context.WithValue(ctx, requestCancelKey{}, end)))
 					if p := problemOf(t, rec); rec.Code != http.StatusServiceUnavailable || p.Code != courier.CodeInternal {
 						t.Fatalf("answered %d %s, want 503 internal_error", rec.Code, rec.Body)
 					}

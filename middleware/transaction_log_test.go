@@ -11,11 +11,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/ctxtest"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/middleware"
@@ -123,9 +123,7 @@ func TestTransactionEndedByItsClientIsLoggedAtInfo(t *testing.T) {
 			var logs logtest.Records
 			h := middleware.Recover(slog.New(&logs))(middleware.Transaction(b.store.Begin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				insertItem(t, r)
-				if cancel, ok := r.Context().Value(cancelKey{}).(context.CancelFunc); ok {
-					cancel() // the client goes away
-				}
+				r.Context().Value(cancelKey{}).(func())() // the client goes away, or the deadline passes
 				<-r.Context().Done()
 				tx, _ := middleware.TxFromContext(r.Context())
 				for { // until database/sql has rolled tx back
@@ -137,16 +135,17 @@ func TestTransactionEndedByItsClientIsLoggedAtInfo(t *testing.T) {
 				w.WriteHeader(http.StatusOK)
 			})))
 			var ctx context.Context
-			var cancel context.CancelFunc
+			var end func()
 			if ends == "deadline" {
-				ctx, cancel = context.WithTimeout(t.Context(), 3*time.Second) // past the begin and the insert, on a loaded machine too
+				ctx, end = ctxtest.WithDeadline(t.Context())
 			} else {
+				var cancel context.CancelFunc
 				ctx, cancel = context.WithCancel(t.Context())
-				ctx = context.WithValue(ctx, cancelKey{}, cancel)
+				end = func() { cancel() }
+				defer cancel()
 			}
-			defer cancel()
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil))
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(context.WithValue(ctx, cancelKey{}, end), http.MethodPost, "/", nil))
 			if rec.Code != http.StatusServiceUnavailable {
 				t.Fatalf("answered %d %s, want 503", rec.Code, rec.Body)
 			}
