@@ -67,7 +67,12 @@ type Outbox struct {
 // could only fail later at every attempt.
 type EnqueueParams struct {
 	// NotificationID is the notification's identity, the receiver's dedupe
-	// key: 1–256 of A-Z a-z 0-9 _ . : -.
+	// key: 1–256 of A-Z a-z 0-9 _ . : -. A receiver dedupes per verified
+	// sender, not per Store: every Store that signs as one sender (one per
+	// region, or a database rebuilt from scratch) must give each
+	// notification an id of its own, or the receiver answers the second
+	// as the first's duplicate, or as idempotency_collision when its
+	// payload differs.
 	NotificationID string
 	// Endpoint is the URL the notification is delivered to: an absolute
 	// http or https URL with a host, at most MaxEndpointSize bytes. It is

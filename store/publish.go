@@ -37,7 +37,10 @@ type PublishParams struct {
 	// EventID identifies the event; each delivery's notification id is
 	// EventID + ":" + the subscription id. A token of 1 to
 	// MaxEventIDSize (236) of A-Z a-z 0-9 _ . : -, so that the
-	// notification id is one too.
+	// notification id is one too. Subscription ids are the Store's own,
+	// counted from 1: Stores that sign as one sender to one receiver
+	// need EventIDs no two of them share (EnqueueParams.NotificationID
+	// says why).
 	EventID string
 	// Payload is what each subscription receives, unless Build is set:
 	// as EnqueueParams.Payload, 1 byte to MaxPayloadSize (refused whether
