@@ -153,6 +153,16 @@
 //     read, so a sender waiting on Expect: 100-continue sends none; one of
 //     unknown length (chunked) is refused 413 once MaxBytes is passed.
 //
+// The application's own middleware may wrap a handler (logging, metrics,
+// authentication, a recoverer), and wrap its ResponseWriter, as long as
+// the wrapper has an Unwrap() http.ResponseWriter method, as
+// http.ResponseController expects: Body.ReadTimeout and the discarding of
+// a refused body are deadlines set on the connection through it. Through a
+// wrapper without Unwrap neither can be set: a body that trickles in is
+// read for as long as the server's own ReadTimeout allows (for ever
+// without one), and answered 408 only then. A handler served so logs it
+// once, at Warn, on its Logger.
+//
 // Nothing a handler answers depends on X-Forwarded-For, -Host, -Proto or
 // Forwarded. Several receiver processes behind one load balancer dedupe
 // together only on one shared database (PostgreSQL): give each a Store on

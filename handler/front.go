@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
@@ -62,6 +64,9 @@ type front struct {
 	logger   *slog.Logger
 	hook     func(Event)
 	tracer   courier.Tracer
+	// hidden is set once a request's ResponseWriter was found not to
+	// reach the server's connection, so that it is logged once.
+	hidden *atomic.Bool
 }
 
 // handler returns the way in of a handler: the answer is watched, to be
@@ -80,6 +85,9 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 				answer(w, errNested)
 				return
 			}
+			if hidesConn(w, r) && f.hidden.CompareAndSwap(false, true) {
+				f.warnHidden(r.Context())
+			}
 			if postJSON(w, r) {
 				verified.ServeHTTP(w, r)
 			}
@@ -96,6 +104,41 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 // in flight as connections none of them gets. It is answered as a store
 // that could not answer (503), at once, and logged with this cause.
 var errNested = fmt.Errorf("handler: served inside a request that holds a transaction (middleware.Transaction): a receiver begins its own, which would wait for a second connection, or for the writer its request holds; serve it outside middleware.Transaction: %w", writerctx.ErrWriteOutside)
+
+// hiddenConnWarning is the warning for a handler served through a ResponseWriter
+// that does not reach the server's connection: an application's wrapper
+// without Unwrap, which http.ResponseController cannot see through.
+const hiddenConnWarning = "handler: the ResponseWriter does not reach the server's connection (a wrapper without Unwrap() http.ResponseWriter): Body.ReadTimeout cannot apply, so a slow body is bounded by the server's ReadTimeout alone, and the rest of a refused body is not discarded; give the wrapper Unwrap"
+
+// warnHidden logs hiddenConnWarning. Nothing is answered yet: a Logger that
+// panics here is dropped, so that the request is answered as it would be
+// without the warning.
+func (f front) warnHidden(ctx context.Context) {
+	defer func() { _ = recover() }()
+	f.logger.WarnContext(ctx, hiddenConnWarning)
+}
+
+// hidesConn reports whether r came through an http.Server whose
+// connection http.ResponseController cannot reach through w: whether
+// neither w nor a writer its Unwrap chain leads to has SetReadDeadline.
+// It asks as ResponseController does, without setting a deadline. A
+// request served with no server (an httptest.ResponseRecorder's) has no
+// connection to bound.
+func hidesConn(w http.ResponseWriter, r *http.Request) bool {
+	if r.Context().Value(http.ServerContextKey) == nil {
+		return false
+	}
+	for {
+		switch t := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return false
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return true
+		}
+	}
+}
 
 // postJSON answers 405 to anything but POST and 415 to anything but
 // JSON sent as it is, without a content coding: the first two checks of
@@ -286,7 +329,7 @@ func newFront(name string, s *store.Store, v signature.Verifier, body middleware
 	if logger == nil {
 		logger = discard()
 	}
-	return front{verifier: v, body: body, logger: logger, hook: hook, tracer: tracerOf(s)}, nil
+	return front{verifier: v, body: body, logger: logger, hook: hook, tracer: tracerOf(s), hidden: new(atomic.Bool)}, nil
 }
 
 // discard is the quiet default logger.

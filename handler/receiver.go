@@ -58,6 +58,14 @@ import (
 // requests in flight (redeliveries of one notification wait for its
 // record's lock holding theirs), it waits until the request's deadline.
 // Give such a pool two connections per request in flight.
+//
+// ctx is the request's context, with what the application's own middleware
+// and router put in it (a tenant from the route, say), ended when the
+// client goes away. It carries the verified sender:
+// middleware.PrincipalFromContext(ctx) gives its Principal, whose
+// MessageID is the signed id (webhook-id) a payload without an id of its
+// own (DedupeKey "") is recorded under, for the function to keep beside
+// its effects.
 type Func[T any] func(ctx context.Context, tx *sqlx.Tx, n T) error
 
 // ReceiverConfig configures a Receiver (NewReceiver).

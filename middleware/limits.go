@@ -47,7 +47,11 @@ type BodyLimits struct {
 	// whole body has arrived; a body still incomplete then is answered 408
 	// request_timeout and its connection is closed. A server's own
 	// http.Server.ReadTimeout stays in force when it is shorter. Defaults
-	// to 10 seconds.
+	// to 10 seconds. It is a deadline on the connection, set through
+	// http.ResponseController: served through a ResponseWriter wrapper
+	// that has no Unwrap (an application's logging or metrics middleware,
+	// say), it cannot be set, and only the server's ReadTimeout bounds the
+	// body (courier's handlers log that once, at Warn).
 	ReadTimeout time.Duration
 	// Budget is what bodies are buffered against: each request reserves its
 	// Content-Length (MaxBytes when the length is unknown) before reading,
