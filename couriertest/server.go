@@ -1,11 +1,13 @@
 package couriertest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -51,7 +53,10 @@ type Stats struct {
 // sender's timeout, connections dropped after the receiver committed, and
 // altered Acks. Like httptest.Server it listens on 127.0.0.1 on a port the
 // system picks; NewServer starts it, NewUnstartedServer lets fields be set
-// first.
+// first. The receiver reaches the connection through it (with
+// http.ResponseController), so its body deadlines (Body.ReadTimeout, 408)
+// apply as when it is served alone; its answer is held back for the
+// faults, and it cannot hijack the connection.
 type Server struct {
 	// URL is the server's base URL, http://127.0.0.1:port, set by Start.
 	URL string
@@ -192,7 +197,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rec := httptest.NewRecorder()
+	rec := &recorder{ResponseRecorder: httptest.NewRecorder(), conn: w}
 	s.handler.ServeHTTP(rec, r)
 	res := rec.Result()
 	body := rec.Body.Bytes()
@@ -231,6 +236,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	maps.Copy(w.Header(), res.Header)
 	w.WriteHeader(res.StatusCode)
 	_, _ = w.Write(body)
+}
+
+// recorder holds the handler's answer back, for the fault layer to alter,
+// delay or drop, while the handler reaches the connection for what it sets
+// on the request (the read deadlines a receiver bounds its body with, and
+// with which it discards the rest of a refused one), as it does served by
+// itself.
+type recorder struct {
+	*httptest.ResponseRecorder
+	conn http.ResponseWriter
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer: its
+// read and write deadlines. Flush is the recorder's own.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.conn }
+
+// Hijack refuses: the fault layer writes the answer on the connection.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, fmt.Errorf("couriertest: the fault layer writes the answer: %w", http.ErrNotSupported)
 }
 
 // notificationID returns the id r's attempts are counted under. Standard
