@@ -477,6 +477,11 @@ type fuzzRequest struct {
 	body   []byte
 	// length is the Content-Length sent, or rawhttp.Chunked or Unframed.
 	length int
+	// unedited says which of the id, timestamp and signature fields (bits
+	// 0, 1, 2) an edit was asked of and left as signed: the character cut
+	// was the one put back. A field signed anew (a nonce, a randomized
+	// signature) may differ there, so a request sent again drops those.
+	unedited uint8
 }
 
 // check sends in and holds the receiver's answer to the properties above.
@@ -527,6 +532,14 @@ func (rg *fuzzRig) check(t *testing.T, in fuzzInput) {
 	// Again: the same answer, byte for byte, nothing run or written.
 	if rg.resign {
 		in.skew = 0
+		for field, edit := range []struct {
+			cut *uint8
+			ins *string
+		}{{&in.idCut, &in.idIns}, {&in.tsCut, &in.tsIns}, {&in.sigCut, &in.sigIns}} {
+			if req.unedited&(1<<field) != 0 {
+				*edit.cut, *edit.ins = 0, "" // as accepted: no edit
+			}
+		}
 		if req, _, ok = rg.build(t, in); !ok {
 			t.Fatal("the request could not be signed again")
 		}
@@ -600,7 +613,8 @@ func (rg *fuzzRig) build(t *testing.T, in fuzzInput) (req fuzzRequest, valid *bo
 		h.Del("Content-Type")
 	}
 	intact := true
-	splice := func(name string, pos uint16, cut uint8, ins string) {
+	var unedited uint8
+	splice := func(field uint8, name string, pos uint16, cut uint8, ins string) {
 		if name == "" || (cut == 0 && ins == "") {
 			return
 		}
@@ -611,6 +625,9 @@ func (rg *fuzzRig) build(t *testing.T, in fuzzInput) (req fuzzRequest, valid *bo
 		}
 		end := min(len(v), p+int(cut))
 		nv := v[:p] + ins + v[end:]
+		if nv == v {
+			unedited |= 1 << field
+		}
 		h.Set(name, nv)
 		if name == rg.sigHeader {
 			intact = intact && strings.Contains(nv, rg.sigCore(v))
@@ -618,9 +635,9 @@ func (rg *fuzzRig) build(t *testing.T, in fuzzInput) (req fuzzRequest, valid *bo
 			intact = intact && fuzzTrim(nv) == v
 		}
 	}
-	splice(rg.idHeader, in.idPos, in.idCut, in.idIns)
-	splice(rg.tsHeader, in.tsPos, in.tsCut, in.tsIns)
-	splice(rg.sigHeader, in.sigPos, in.sigCut, in.sigIns)
+	splice(0, rg.idHeader, in.idPos, in.idCut, in.idIns)
+	splice(1, rg.tsHeader, in.tsPos, in.tsCut, in.tsIns)
+	splice(2, rg.sigHeader, in.sigPos, in.sigCut, in.sigIns)
 	for i, name := range []string{rg.sigHeader, rg.idHeader, rg.tsHeader, "Content-Type"} {
 		if in.twice&(1<<i) != 0 && name != "" {
 			h.Add(name, h.Get(name))
@@ -638,7 +655,7 @@ func (rg *fuzzRig) build(t *testing.T, in fuzzInput) (req fuzzRequest, valid *bo
 		}
 	}
 
-	req = fuzzRequest{method: method, header: h, body: in.body}
+	req = fuzzRequest{method: method, header: h, body: in.body, unedited: unedited}
 	delivered := in.body
 	switch int(in.framing) % fuzzFramings {
 	case fuzzFramingLength:
