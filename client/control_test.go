@@ -89,6 +89,18 @@ func runWorker(t *testing.T, w *client.Worker) (stop func()) {
 }
 
 // waitFor waits until ch is closed, failing the test after guardTimeout.
+// openOutbox opens a Store on a SQLite file of the test's own, closed as
+// the test ends.
+func openOutbox(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
@@ -151,11 +163,7 @@ func TestSlowEndpointCannotTakeEverySlot(t *testing.T) {
 		c.hit()
 	}))
 	t.Cleanup(srv.Close)
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openOutbox(t)
 	keys := couriertest.StandardWebhooksKeys("sender")
 	w, err := client.NewWorker(client.Config{
 		Store: s, Signer: keys.Signer, Transport: couriertest.Guard(srv.URL).Transport(),
@@ -199,6 +207,84 @@ func TestSlowEndpointCannotTakeEverySlot(t *testing.T) {
 		fastN, alone.Round(time.Millisecond), slow.now.Load(), withSlow.Round(time.Millisecond), float64(withSlow)/float64(alone))
 	close(release)
 	stop()
+}
+
+// TestEndpointsThatStallLeaveTheSlotsLeftToTheRest: three endpoints that
+// do not answer, their backlogs first in claim order, hold what each may
+// (its share, or its limits) and no more, and a fourth endpoint's
+// deliveries all go through the slots left while they stall. The Run
+// claims for those two slots because the attempts holding the others have
+// run for a PollInterval, rather than wait for half a batch (four) to
+// come back, which would be at the stalled attempts' Timeout. The worker
+// knows nothing of why they stall:
+//   - a quarter share: the share is each endpoint's, not one for the slow
+//     ones together, so a sender to many receivers sets it below the
+//     default half, and three stalled endpoints hold three quarters;
+//   - limits: a sender that gives each customer's endpoint a MaxInFlight
+//     of two, at the default share: three stalled hold six of eight.
+func TestEndpointsThatStallLeaveTheSlotsLeftToTheRest(t *testing.T) {
+	t.Parallel()
+	const concurrency, each, stalled, slowN, fastN = 8, 2, 3, 20, 50
+	for _, limits := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a quarter share", true: "limits"}[limits], func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			var slow gauge
+			fast := newCountdown(fastN)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if r.URL.Path == "/fast" {
+					fast.hit()
+					return
+				}
+				slow.enter()
+				defer slow.leave()
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}))
+			t.Cleanup(srv.Close)
+			s := openOutbox(t)
+			var ps []store.EnqueueParams
+			for e := range stalled {
+				endpoint := fmt.Sprintf("%s/slow%d", srv.URL, e)
+				if limits {
+					if err := s.Endpoints.SetLimits(t.Context(), endpoint, store.Limits{MaxInFlight: each}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := range slowN {
+					ps = append(ps, plain(endpoint, fmt.Sprintf("s%d-%03d", e, i)))
+				}
+			}
+			for i := range fastN {
+				ps = append(ps, plain(srv.URL+"/fast", fmt.Sprintf("f%03d", i)))
+			}
+			enqueueAll(t, s, ps...)
+			cfg := client.Config{
+				Store: s, Signer: couriertest.StandardWebhooksKeys("sender").Signer, Transport: couriertest.Guard(srv.URL).Transport(),
+				Concurrency: concurrency, PollInterval: 10 * time.Millisecond, Timeout: time.Minute, Lease: 2 * time.Minute,
+			}
+			if !limits {
+				cfg.EndpointConcurrency = each
+			}
+			w, err := client.NewWorker(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := runWorker(t, w)
+			waitFor(t, fast.done, "the fast endpoint's deliveries")
+			if peak, most := slow.peak.Load(), int64(stalled*each); peak > most {
+				t.Fatalf("%d stalled endpoints held %d slots at once, over the %d they may hold together", stalled, peak, most)
+			}
+			if slow.now.Load() == 0 {
+				t.Fatal("the stalled endpoints held no slot while the fast deliveries went: the test shows nothing")
+			}
+			close(release)
+			stop()
+		})
+	}
 }
 
 // TestMaxInFlightHoldsAcrossThreeWorkerProcesses: three workers, each on a
@@ -402,11 +488,7 @@ func TestAWorkerAtItsShareClaimsAgainAsAttemptsEnd(t *testing.T) {
 		done.hit()
 	}))
 	t.Cleanup(srv.Close)
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openOutbox(t)
 	var ps []store.EnqueueParams
 	for i := range n {
 		ps = append(ps, plain(srv.URL+"/hooks", fmt.Sprintf("n%02d", i)))

@@ -63,6 +63,9 @@
 //     that share and no more; the other endpoints' deliveries go through
 //     the rest of the slots meanwhile. The slots come back as the
 //     endpoint's attempts are settled, given back, or their leases expire.
+//     The share is each endpoint's, so at the default two stalled
+//     endpoints hold every slot: a worker sending to many receivers, a
+//     few of which may stall at once, sets a smaller share.
 //   - Endpoint limits. store.Endpoints.SetLimits gives an endpoint a
 //     maximum of deliveries in flight and a rate (requests per second,
 //     with a burst), held across every worker of every process sharing

@@ -25,11 +25,7 @@ import (
 // subscription's key: every delivery verifies where it lands.
 func TestFanOutSignsPerSubscription(t *testing.T) {
 	t.Parallel()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openOutbox(t)
 	signers := map[string]signature.Signer{}
 	var servers []*httptest.Server
 	var verified atomic.Int32

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestManyEndpointsHoldBoundedConnections: a worker that runs for months
@@ -49,11 +47,7 @@ func TestManyEndpointsHoldBoundedConnections(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openOutbox(t)
 	guard := loopbackGuard(t, srv.URL)
 	loopback := netip.MustParseAddr("127.0.0.1")
 	guard.Resolve = func(context.Context, string) ([]netip.Addr, error) { return []netip.Addr{loopback}, nil }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/sqlite"
 )
 
 // rawH2Server is a receiver speaking HTTP/2 without TLS (prior knowledge)
@@ -81,14 +79,7 @@ var engines = []struct {
 	name string
 	open func(t *testing.T) *store.Store
 }{
-	{"sqlite", func(t *testing.T) *store.Store {
-		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
+	{"sqlite", openOutbox},
 	{"postgres", func(t *testing.T) *store.Store { return couriertest.PostgresStore(t, store.Config{}) }},
 }
 

@@ -121,8 +121,14 @@ type Config struct {
 	// (store.Endpoints.SetLimits) bound it further, across every worker.
 	// 1..max(Concurrency, BatchSize). Defaults to (Concurrency+1)/2: half
 	// the slots, rounded up, for the slowest endpoint, the rest for the
-	// others. A worker that delivers to a single endpoint and wants every
-	// slot for it sets it to Concurrency.
+	// others. The share is each endpoint's: at the default, a second slow
+	// endpoint takes the other half, and the others wait, round after
+	// round, for the slow answers or their Timeout while both have a
+	// backlog (until their breakers open, if they time out). A worker that
+	// sends to many endpoints, a few of which may stall at once, sets it
+	// lower (a quarter of Concurrency leaves a quarter of the slots free
+	// with three stalled). A worker that delivers to a single endpoint and
+	// wants every slot for it sets it to Concurrency.
 	EndpointConcurrency int
 	// Lease is how long a claimed delivery is held: at most 24 hours, and
 	// longer than Timeout by at least Timeout/10 or 100ms, whichever is
@@ -436,6 +442,13 @@ type Worker struct {
 	// the slots of what it starts in one turn, so two Runs do not each
 	// claim for the same free slots.
 	claiming chan struct{}
+	// running guards started: when each attempt in flight, a Run's or a
+	// Work's, began, by a number of its own (next). A Run reckons from it
+	// the slots held by attempts that have run for a PollInterval or more,
+	// which may not come back before their Timeout (see claimForRun).
+	running sync.Mutex
+	started map[uint64]time.Time
+	next    uint64
 	// claimsIdle is set, in the claim turn, when the last claim found
 	// nothing: the next are traced only if they lease or fail (see claim).
 	claimsIdle bool
@@ -480,6 +493,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		slots:    make(chan struct{}, cfg.Concurrency),
 		freed:    make(chan struct{}, cfg.Concurrency),
 		claiming: make(chan struct{}, 1),
+		started:  make(map[uint64]time.Time),
 		idle:     make(chan struct{}),
 		stopCtx:  stopCtx,
 		stop:     stop,
@@ -664,7 +678,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// transaction, and taking rows one at a time as slots free up would
 	// cost one per delivery. With an endpoint holding its whole share the
 	// others' share must still be claimed as it frees up: the wait is for
-	// no more than that share.
+	// no more than that share, and, with attempts that stall holding
+	// more, for no more than the slots they leave (see claimForRun).
 	minClaim := max(1, min(w.cfg.BatchSize, w.cfg.Concurrency)/2)
 	if others := w.cfg.Concurrency - w.cfg.EndpointConcurrency; others > 0 {
 		minClaim = min(minClaim, others)
@@ -678,9 +693,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			return false
 		}
 		inflight.Add(1)
+		n := w.begin()
 		go func() {
 			defer inflight.Done()
 			defer w.free() // even if a callback ends the goroutine (runtime.Goexit)
+			defer w.end(n)
 			w.deliver(actx, c, claimedAt)
 		}()
 		return true
@@ -746,6 +763,16 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		return 0, 0, false, nil
 	}
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
+	// Slots held by attempts that have run for a PollInterval already may
+	// not come back before their Timeout: endpoints that stall, each
+	// holding its share or all its limits allow. When those leave fewer
+	// than minClaim for the others, waiting for half a batch would starve
+	// every other endpoint meanwhile, so the claim is for the slots left,
+	// however few. Attempts that long come at most Concurrency a
+	// PollInterval, and so do such claims.
+	if others := w.cfg.Concurrency - w.lingering(w.cfg.PollInterval); others < minClaim {
+		minClaim = max(1, others)
+	}
 	// On a closed Store the claim is made even without room, or a reading
 	// of the clock: it fails at once, leasing nothing, and its error is
 	// what Run returns.
@@ -1019,8 +1046,10 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 			w.release(actx, claimedAt, leasesOf(batch[i:])...)
 			break
 		}
+		n := w.begin()
 		wg.Go(func() {
 			defer w.free()
+			defer w.end(n)
 			w.deliver(actx, c, claimedAt)
 		})
 	}
@@ -1043,6 +1072,36 @@ func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// begin records that an attempt starts now and returns its number, for
+// end.
+func (w *Worker) begin() uint64 {
+	w.running.Lock()
+	defer w.running.Unlock()
+	w.next++
+	w.started[w.next] = time.Now()
+	return w.next
+}
+
+// end records that attempt n ended.
+func (w *Worker) end(n uint64) {
+	w.running.Lock()
+	defer w.running.Unlock()
+	delete(w.started, n)
+}
+
+// lingering returns how many attempts in flight began d or more ago.
+func (w *Worker) lingering(d time.Duration) int {
+	w.running.Lock()
+	defer w.running.Unlock()
+	n := 0
+	for _, t := range w.started {
+		if time.Since(t) >= d {
+			n++
+		}
+	}
+	return n
 }
 
 // free gives back the slot of an attempt that ended, and tells a Run
