@@ -25,6 +25,11 @@
 //
 // When no server can be had, tests asking for one are skipped with the
 // reason, or fail with it when COURIER_PG_REQUIRE is 1 or true (as in CI).
+//
+// PgBouncer puts a PgBouncer of a test's own, in transaction mode, in front
+// of its database; without the program (COURIER_PGBOUNCER, PATH or
+// /usr/sbin) the test is skipped, or fails when COURIER_PGBOUNCER_REQUIRE
+// is set.
 package pgtest
 
 import (
@@ -225,16 +230,23 @@ func stop() error {
 // COURIER_PG_REQUIRE asks for one.
 func unavailable(t testing.TB, err error) {
 	t.Helper()
-	v := os.Getenv(envRequire)
+	missing(t, "PostgreSQL", envRequire, err)
+}
+
+// missing skips t because what it needs (what) cannot be had, err says
+// why, or fails it when the environment variable require is 1 or true.
+func missing(t testing.TB, what, require string, err error) {
+	t.Helper()
+	v := os.Getenv(require)
 	if v == "" {
-		t.Skipf("pgtest: no PostgreSQL available, skipping: %v (set %s=1 to fail instead)", err, envRequire)
+		t.Skipf("pgtest: no %s available, skipping: %v (set %s=1 to fail instead)", what, err, require)
 	}
 	required, perr := strconv.ParseBool(v)
 	if perr != nil {
-		t.Fatalf("pgtest: %s=%q is not a boolean; and no PostgreSQL available: %v", envRequire, v, err)
+		t.Fatalf("pgtest: %s=%q is not a boolean; and no %s available: %v", require, v, what, err)
 	}
 	if !required {
-		t.Skipf("pgtest: no PostgreSQL available, skipping: %v", err)
+		t.Skipf("pgtest: no %s available, skipping: %v", what, err)
 	}
-	t.Fatalf("pgtest: no PostgreSQL available and %s=%s: %v", envRequire, v, err)
+	t.Fatalf("pgtest: no %s available and %s=%s: %v", what, require, v, err)
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -146,43 +147,9 @@ func TestUnavailable(t *testing.T) {
 	}
 
 	t.Parallel()
-	for _, tc := range []struct {
-		name    string
-		require string
-		wantErr bool
-		want    string
-	}{
-		{"skip", "", false, "--- SKIP: TestUnavailable"},
-		{"not required", "false", false, "--- SKIP: TestUnavailable"},
-		{"required", "1", true, "--- FAIL: TestUnavailable"},
-		{"required true", "true", true, "--- FAIL: TestUnavailable"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestUnavailable$", "-test.v")
-			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "COURIER_PG_") && !strings.HasPrefix(kv, "GORACE=") {
-					cmd.Env = append(cmd.Env, kv)
-				}
-			}
-			cmd.Env = append(cmd.Env,
-				// A race-enabled child would wait a second before exiting.
-				"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0",
-				"PGTEST_CHILD=1",
-				"COURIER_PG_BIN="+t.TempDir(), // empty: no initdb there
-				"COURIER_PG_REQUIRE="+tc.require,
-			)
-			out, err := cmd.CombinedOutput()
-			if gotErr := err != nil; gotErr != tc.wantErr {
-				t.Errorf("child failed = %v (%v), want %v", gotErr, err, tc.wantErr)
-			}
-			for _, want := range []string{tc.want, "no PostgreSQL available", "COURIER_PG_BIN=", "no initdb program"} {
-				if !strings.Contains(string(out), want) {
-					t.Errorf("child output lacks %q:\n%s", want, out)
-				}
-			}
-		})
-	}
+	checkUnavailable(t, "TestUnavailable", "COURIER_PG_", "COURIER_PG_REQUIRE",
+		[]string{"COURIER_PG_BIN=" + t.TempDir()}, // empty: no initdb there
+		"no PostgreSQL available", "COURIER_PG_BIN=", "no initdb program")
 }
 
 // TestTemplate: each URL of a Template is a fresh database of its own,
@@ -251,5 +218,67 @@ func TestTemplate(t *testing.T) {
 	}
 	if allowed {
 		t.Errorf("the template %s allows connections", template)
+	}
+}
+
+// TestPgBouncerUnavailable runs this test binary again without the
+// pgbouncer program and checks that a test asking for one is skipped, or
+// fails when COURIER_PGBOUNCER_REQUIRE is set. In that child process, it
+// is the test asking.
+func TestPgBouncerUnavailable(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD") == "1" {
+		pgtest.PgBouncer(t, "postgres://postgres@127.0.0.1:1/db", 1)
+		t.Error("PgBouncer returned without the program")
+		return
+	}
+
+	t.Parallel()
+	checkUnavailable(t, "TestPgBouncerUnavailable", "COURIER_PGBOUNCER", "COURIER_PGBOUNCER_REQUIRE",
+		[]string{"COURIER_PGBOUNCER=" + filepath.Join(t.TempDir(), "pgbouncer")}, // no such program
+		"no PgBouncer available", "COURIER_PGBOUNCER=")
+}
+
+// checkUnavailable runs this test binary again, as the test named test
+// alone (which, with PGTEST_CHILD set, asks for what is missing), with
+// the environment variables that start with prefix replaced by env, and
+// the variable require unset, false, 1 or true: the child test is
+// skipped, or fails when required, and its output says each of says.
+func checkUnavailable(t *testing.T, test, prefix, require string, env []string, says ...string) {
+	for _, tc := range []struct {
+		name    string
+		require string
+		wantErr bool
+		want    string
+	}{
+		{"skip", "", false, "--- SKIP: " + test},
+		{"not required", "false", false, "--- SKIP: " + test},
+		{"required", "1", true, "--- FAIL: " + test},
+		{"required true", "true", true, "--- FAIL: " + test},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, prefix) && !strings.HasPrefix(kv, "GORACE=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env,
+				// A race-enabled child would wait a second before exiting.
+				"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0",
+				"PGTEST_CHILD=1",
+				require+"="+tc.require,
+			)
+			cmd.Env = append(cmd.Env, env...)
+			out, err := cmd.CombinedOutput()
+			if gotErr := err != nil; gotErr != tc.wantErr {
+				t.Errorf("child failed = %v (%v), want %v", gotErr, err, tc.wantErr)
+			}
+			for _, want := range append([]string{tc.want}, says...) {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("child output lacks %q:\n%s", want, out)
+				}
+			}
+		})
 	}
 }
