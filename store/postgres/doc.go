@@ -62,36 +62,55 @@
 // # Behind a transaction-mode pooler
 //
 // Behind PgBouncer, RDS Proxy or Supavisor in transaction mode, each
-// transaction may run on another server connection. The engine keeps
-// nothing in a session from one transaction to the next: its settings
-// are SET LOCAL, its advisory locks end with their transaction, and it
-// creates no temporary table, prepares no statement by name and leaves no
-// cursor open. pgx's default query exec mode, cache_statement, does
-// prepare statements by name on each connection, which a pooler that does
-// not track them answers with "prepared statement ... already exists" or
-// "does not exist" (database_unavailable), as PgBouncer 1.18 does. Choose
-// a mode that prepares none in the URL:
+// transaction may run on another server connection. The Store's queries
+// keep nothing in a session from one transaction to the next: their
+// settings are SET LOCAL, their advisory locks end with their
+// transaction, and they create no temporary table, prepare no statement
+// by name and leave no cursor open. pgx's default query exec mode,
+// cache_statement, does prepare statements by name on each connection,
+// which a pooler that does not track them answers with "prepared
+// statement ... already exists" or "does not exist" (database_unavailable,
+// naming the setting below), as PgBouncer 1.18 does, from the second
+// process or pool on. Choose a mode that prepares none in the URL; nothing
+// else of the Store's setup changes:
 //
 //	db, err := sqlx.Open("pgx", "postgres://app@pgbouncer.internal/app?default_query_exec_mode=simple_protocol")
 //
-// The store conformance suite passes in simple_protocol (pgx writes the
-// parameters into the statement) and exec, and all of it but wake-ups
-// through PgBouncer 1.18 in transaction mode; Enqueue, EnqueueMany and
-// Publish in a pgx.Tx, and payloads of the largest size sealed or not,
-// work in those two modes and in describe_exec and cache_describe. Two
-// things still differ:
+// store.Migrate (one transaction, its lock a transaction's), the courier
+// CLI given that URL, receivers' inbox transactions, the admin and any
+// number of worker processes work through the pooler, and a pool of fewer
+// server connections (default_pool_size) than a worker's Concurrency
+// only makes them wait their turn: a test runs a sender, two workers and
+// a receiver through PgBouncer 1.18 with 2 server connections and a
+// Concurrency of 8. The store conformance suite passes in simple_protocol
+// (pgx writes the parameters into the statement) and exec, and all of it
+// but wake-ups through PgBouncer 1.18 in transaction mode; Enqueue,
+// EnqueueMany and Publish in a pgx.Tx, and payloads of the largest size
+// sealed or not, work in those two modes and in describe_exec and
+// cache_describe. Two things still differ:
 //
-//   - Wake-ups need a session. A worker's LISTEN is accepted, but no
-//     notification reaches it: it finds new deliveries at its next poll
-//     (client.Config.PollInterval, 1 second by default) rather than in
-//     milliseconds, and logs nothing of it. A worker whose Store is opened
-//     on a direct connection (or a session-mode pool) keeps its wake-ups,
-//     however the application enqueues: the notification is sent on
-//     commit to every listener of the database.
-//   - The URL's search_path does not reach the server: PgBouncer refuses
-//     the startup parameter, or drops it when told to ignore it, and
-//     courier's tables are then looked for, and migrated, in the schemas
-//     of the server's default search_path. Set it on the role, which
-//     every server connection starts with:
+//   - Wake-ups need a session. Open the Store of each process that runs a
+//     worker on a direct connection (or a session-mode pool): it keeps its
+//     wake-ups however the application enqueues, as the notification is
+//     sent on commit to every listener of the database. Through the pooler a
+//     worker's LISTEN is accepted, but no notification reaches the worker:
+//     it finds new deliveries at its next poll (client.Config.PollInterval,
+//     1 second by default) rather than in milliseconds, and logs nothing
+//     of it. Worse, the LISTEN stays on the server connection it ran on,
+//     which the pooler hands to other clients: the notification each
+//     enqueue sends reaches whichever client runs a transaction there at
+//     the time, and pgx keeps it in that connection, unread, for as long
+//     as the connection lives (through a PgBouncer of one server
+//     connection, 100 enqueues left 100 in the application's connection).
+//     No setting of the worker's turns its LISTEN off.
+//   - Settings in the URL do not reach the server: PgBouncer refuses a
+//     startup parameter it does not track ("unsupported startup parameter:
+//     search_path", database_unavailable), or drops it when told to ignore
+//     it (ignore_startup_parameters). It tracks client_encoding, DateStyle,
+//     TimeZone, standard_conforming_strings and application_name; not
+//     search_path, statement_timeout or lock_timeout. Set those on the role,
+//     which every server connection starts with, or with SET LOCAL in the
+//     application's own transactions; without search_path courier's tables
+//     are looked for, and migrated, in the schemas of the server's default:
 //     ALTER ROLE app IN DATABASE app SET search_path = courier, public.
 package postgres

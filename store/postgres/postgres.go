@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"embed"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -75,6 +76,13 @@ func must(f fs.FS, err error) fs.FS {
 // it can tell where the password ends (not when it holds an @, say).
 var errConnString = errors.New("postgres: the pool's connection string cannot be parsed (not shown: it may hold a password)")
 
+// errPreparedBehindPooler explains a statement prepared by name that
+// the server has already, or has not: pgx's default query exec mode
+// (cache_statement) prepares each statement once per connection, and a
+// transaction-mode pooler runs the connection's next transaction on a
+// server connection where another client prepared it, or none did.
+var errPreparedBehindPooler = errors.New("a statement pgx prepared on one server connection met another: behind a transaction-mode pooler (PgBouncer, RDS Proxy, Supavisor), set default_query_exec_mode=simple_protocol in the connection URL, which prepares none")
+
 // interpret reads PostgreSQL's SQLSTATE codes, and keeps a connection
 // string out of the store's errors.
 func interpret(err error) engine.Failure {
@@ -102,6 +110,8 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Constraint, Constraint: e.ConstraintName}
 	case e.Code == "P0001": // raise_exception: a trigger refused the row (on SQLite its RAISE(ABORT) is a constraint too); its message may hold values
 		return engine.Failure{Kind: engine.Constraint, Constraint: "raise_exception"}
+	case e.Code == "42P05" || e.Code == "26000": // duplicate_prepared_statement, invalid_sql_statement_name: the engine prepares none by name; pgx's statement cache does
+		return engine.Failure{Kind: engine.Unavailable, Err: fmt.Errorf("%w: %w", e, errPreparedBehindPooler)}
 	case strings.HasPrefix(e.Code, "08"), strings.HasPrefix(e.Code, "53"), strings.HasPrefix(e.Code, "58"), // connection, insufficient resources (disk full, out of memory), system (I/O)
 		e.Code == "57P01" || e.Code == "57P02" || e.Code == "57P03": // admin shutdown, crash shutdown, cannot connect now
 		return engine.Failure{Kind: engine.Unavailable}
