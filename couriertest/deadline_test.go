@@ -32,46 +32,59 @@ func (note) DedupeKey() string { return "" }
 // the receiver's Body.ReadTimeout could not be set: a body that stopped
 // arriving held the request until the client gave up, where the receiver
 // alone answers 408. Behind the fault layer the receiver now answers as
-// it does in production.
+// it does in production, whatever the scheme: one that sends no id header
+// (AdCP HMAC, Bearer) had its body read whole by the fault layer, for the
+// id to count attempts under, before the receiver could bound it.
 func TestServerKeepsTheReceiversBodyDeadline(t *testing.T) {
 	t.Parallel()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	keys := couriertest.StandardWebhooksKeys("billing")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier,
-		Body: middleware.BodyLimits{ReadTimeout: 200 * time.Millisecond}},
-		func(context.Context, *sqlx.Tx, note) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := couriertest.NewServer(rcv, nil)
-	defer srv.Close()
+	for _, tt := range []struct {
+		name string
+		keys couriertest.Keys
+	}{
+		{"Standard Webhooks", couriertest.StandardWebhooksKeys("billing")},
+		{"AdCP HMAC", couriertest.AdCPHMACKeys("billing")},
+		{"Bearer", couriertest.BearerKeys("billing")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: tt.keys.Verifier,
+				Body: middleware.BodyLimits{ReadTimeout: 200 * time.Millisecond}},
+				func(context.Context, *sqlx.Tx, note) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := couriertest.NewServer(rcv, nil)
+			defer srv.Close()
 
-	body := []byte(`{"type":"invoice.paid"}`)
-	req := couriertest.NewRequest(srv.URL, "msg-1", body, keys.Signer)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// The headers and the first bytes of the body, and then nothing.
-	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", req.Host, len(body))
-	for name, values := range req.Header {
-		fmt.Fprintf(conn, "%s: %s\r\n", name, values[0])
-	}
-	fmt.Fprintf(conn, "\r\n%s", body[:5])
-	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a body that stopped arriving: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout {
-		t.Fatalf("a body that stopped arriving: %d, want 408", resp.StatusCode)
+			body := []byte(`{"type":"invoice.paid"}`)
+			req := couriertest.NewRequest(srv.URL, "msg-1", body, tt.keys.Signer)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The headers and the first bytes of the body, and then nothing.
+			fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", req.Host, len(body))
+			for name, values := range req.Header {
+				fmt.Fprintf(conn, "%s: %s\r\n", name, values[0])
+			}
+			fmt.Fprintf(conn, "\r\n%s", body[:5])
+			if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer to a body that stopped arriving: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestTimeout {
+				t.Fatalf("a body that stopped arriving: %d, want 408", resp.StatusCode)
+			}
+		})
 	}
 }

@@ -39,7 +39,9 @@ type Stats struct {
 	WrongAcks int // 200 answers sent with an altered Ack
 	// ByID counts requests per notification id, the id a Script is given:
 	// the webhook-id header (or svix-id), else the body's idempotency_key
-	// or notification_id, else the body's SHA-256 in hex.
+	// or notification_id, else the body's SHA-256 in hex. Without a
+	// Script, a request whose id is in its body is counted here once the
+	// handler is done with it.
 	ByID map[string]int
 	// ByStatus counts the answers sent, by status; a dropped request,
 	// and one whose client hung up before its answer (a Delay past the
@@ -56,7 +58,10 @@ type Stats struct {
 // first. The receiver reaches the connection through it (with
 // http.ResponseController), so its body deadlines (Body.ReadTimeout, 408)
 // apply as when it is served alone; its answer is held back for the
-// faults, and it cannot hijack the connection.
+// faults, and it cannot hijack the connection. One exception: with a
+// Script, a request that sends no id header (RFC 9421, AdCP HMAC, Bearer)
+// has its body read whole first, for the id the Script is given, and no
+// deadline of the receiver's bounds that read.
 type Server struct {
 	// URL is the server's base URL, http://127.0.0.1:port, set by Start.
 	URL string
@@ -181,11 +186,27 @@ func Guard(serverURL string) client.Guard {
 
 // serve is the fault layer in front of the handler.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	id := notificationID(r)
+	// Without a Script, an id in the body is read as the handler reads the
+	// body, under its deadlines, and counted once it has.
+	id, known := headerID(r)
+	var tee *teeBody
+	switch {
+	case known:
+	case s.script != nil:
+		id, known = bodyID(r), true
+	case r.Body == nil || r.Body == http.NoBody:
+		id, known = idOf(nil), true
+	default:
+		tee = &teeBody{ReadCloser: r.Body}
+		r.Body = tee
+	}
 	s.mu.Lock()
 	s.stats.Requests++
-	s.stats.ByID[id]++
-	attempt := s.stats.ByID[id]
+	attempt := 0
+	if known {
+		s.stats.ByID[id]++
+		attempt = s.stats.ByID[id]
+	}
 	s.mu.Unlock()
 
 	var f Fault
@@ -199,6 +220,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	rec := &recorder{ResponseRecorder: httptest.NewRecorder(), conn: w}
 	s.handler.ServeHTTP(rec, r)
+	if tee != nil {
+		id = tee.id()
+		s.mu.Lock()
+		s.stats.ByID[id]++
+		s.mu.Unlock()
+	}
 	res := rec.Result()
 	body := rec.Body.Bytes()
 	wrong := false
@@ -257,22 +284,32 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return nil, nil, fmt.Errorf("couriertest: the fault layer writes the answer: %w", http.ErrNotSupported)
 }
 
-// notificationID returns the id r's attempts are counted under. Standard
-// Webhooks sends it as webhook-id (Svix as svix-id); the other schemes
-// (RFC 9421, AdCP HMAC, Bearer) send no id header, so it is the body's
-// idempotency_key (AdCP) or notification_id, and for a body with neither
-// its SHA-256 in hex: a redelivery sends the same bytes. Reading the body
-// for it, notificationID leaves r.Body reading the same bytes for the
-// handler.
-func notificationID(r *http.Request) string {
+// headerID returns the id r's attempts are counted under when r names
+// it in a header: Standard Webhooks sends it as webhook-id, Svix as
+// svix-id. The other schemes (RFC 9421, AdCP HMAC, Bearer) send none, and
+// it is the body's (see bodyID).
+func headerID(r *http.Request) (string, bool) {
 	if id := r.Header.Get("webhook-id"); id != "" {
-		return id
+		return id, true
 	}
 	if id := r.Header.Get("svix-id"); id != "" {
-		return id
+		return id, true
 	}
+	return "", false
+}
+
+// bodyID reads r's body for the id its attempts are counted under, and
+// leaves r.Body reading the same bytes for the handler.
+func bodyID(r *http.Request) string {
 	body, _ := io.ReadAll(r.Body) // a read error is the handler's to meet: it reads on from r.Body after body
 	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	return idOf(body)
+}
+
+// idOf returns the id of a body: its idempotency_key (AdCP) or
+// notification_id, and for a body with neither its SHA-256 in hex: a
+// redelivery sends the same bytes.
+func idOf(body []byte) string {
 	var ids struct {
 		IdempotencyKey string `json:"idempotency_key"`
 		NotificationID string `json:"notification_id"`
@@ -286,6 +323,27 @@ func notificationID(r *http.Request) string {
 	}
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:])
+}
+
+// teeBody keeps what the handler reads of a request's body, for its id.
+type teeBody struct {
+	io.ReadCloser
+	read bytes.Buffer
+}
+
+func (b *teeBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read.Write(p[:n])
+	return n, err
+}
+
+// id returns the body's id (idOf) once the handler is done with it,
+// reading what the handler left: a body refused before it was read, as
+// one the fault layer reads first. A body cut short by the handler's
+// deadline, or closed, ends at once, with what had arrived.
+func (b *teeBody) id() string {
+	_, _ = io.Copy(&b.read, b.ReadCloser)
+	return idOf(b.read.Bytes())
 }
 
 // readCloser reads from one reader and closes another.
