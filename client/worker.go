@@ -768,8 +768,10 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// holding its share or all its limits allow. When those leave fewer
 	// than minClaim for the others, waiting for half a batch would starve
 	// every other endpoint meanwhile, so the claim is for the slots left,
-	// however few. Attempts that long come at most Concurrency a
-	// PollInterval, and so do such claims.
+	// however few, once all of them are free. Such a claim comes when an
+	// attempt that long ends (at most Concurrency of them a PollInterval)
+	// or when the attempts the last one started have all ended: one claim
+	// per round of the slots left, as often as the other endpoints answer.
 	if others := w.cfg.Concurrency - w.lingering(w.cfg.PollInterval); others < minClaim {
 		minClaim = max(1, others)
 	}
