@@ -47,14 +47,17 @@ type tenantKey struct{}
 func TestReceiverWarnsOnceWhenItsWriterHidesTheConnection(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		name string
-		wrap func(http.ResponseWriter) http.ResponseWriter
-		warn bool
+		name  string
+		wrap  func(http.ResponseWriter) http.ResponseWriter
+		http2 bool
+		warn  bool
 	}{
-		{"wrapper without Unwrap", func(w http.ResponseWriter) http.ResponseWriter { return &statusLogger{ResponseWriter: w} }, true},
+		// Served alone, over HTTP/2: its writer sets read deadlines too.
+		{"HTTP/2, no wrapper", func(w http.ResponseWriter) http.ResponseWriter { return w }, true, false},
+		{"wrapper without Unwrap", func(w http.ResponseWriter) http.ResponseWriter { return &statusLogger{ResponseWriter: w} }, false, true},
 		{"wrapper with Unwrap", func(w http.ResponseWriter) http.ResponseWriter {
 			return &unwrappingLogger{statusLogger{ResponseWriter: w}}
-		}, false},
+		}, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -66,14 +69,23 @@ func TestReceiverWarnsOnceWhenItsWriterHidesTheConnection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				rcv.ServeHTTP(tt.wrap(w), r)
 			}))
+			if tt.http2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
 			t.Cleanup(srv.Close)
 			for _, id := range []string{"msg-1", "msg-2"} {
 				resp, out := postSigned(t, srv, signer, id, []byte(`{"type":"invoice.paid","data":{}}`), false)
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("%s: %d %s", id, resp.StatusCode, out)
+				}
+				if tt.http2 && resp.ProtoMajor != 2 {
+					t.Fatalf("%s: served over %s, want HTTP/2", id, resp.Proto)
 				}
 			}
 			warned := strings.Count(logs.String(), "level=WARN")
