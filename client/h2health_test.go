@@ -130,8 +130,11 @@ func TestGuardDropsASilentHTTP2Connection(t *testing.T) {
 	gt.base.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone() // trusts the test server
 	c := &http.Client{Transport: gt}
 	t.Cleanup(c.CloseIdleConnections)
-	post := func() (string, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// post sends one request, given timeout: a short one where no answer
+	// is the point (the silent connection), a long one where an answer is
+	// (a TLS handshake under -race on a loaded machine may take seconds).
+	post := func(timeout time.Duration) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://127.0.0.1:"+strconv.Itoa(port)+"/hook", strings.NewReader(`{}`))
 		if err != nil {
@@ -145,11 +148,11 @@ func TestGuardDropsASilentHTTP2Connection(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		return string(b), err
 	}
-	if proto, err := post(); err != nil || proto != "HTTP/2.0" {
+	if proto, err := post(time.Minute); err != nil || proto != "HTTP/2.0" {
 		t.Fatalf("first request: %q, %v; want an answer over HTTP/2", proto, err)
 	}
 	p.silence()
-	if _, err := post(); err == nil {
+	if _, err := post(300 * time.Millisecond); err == nil {
 		t.Fatal("a request on the silent connection was answered")
 	}
 	limit := guardHTTP2PingIdle + guardHTTP2PingTimeout + 10*time.Second
@@ -158,7 +161,7 @@ func TestGuardDropsASilentHTTP2Connection(t *testing.T) {
 	case <-time.After(limit):
 		t.Fatalf("the silent HTTP/2 connection still held %v after its last answer: every attempt to its host is sent into it", limit)
 	}
-	if proto, err := post(); err != nil || proto != "HTTP/2.0" {
+	if proto, err := post(time.Minute); err != nil || proto != "HTTP/2.0" {
 		t.Fatalf("once the silent connection was dropped: %q, %v; want an answer on a new connection", proto, err)
 	}
 }
