@@ -696,8 +696,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		n := w.begin()
 		go func() {
 			defer inflight.Done()
-			defer w.free() // even if a callback ends the goroutine (runtime.Goexit)
-			defer w.end(n)
+			defer w.end(n) // even if a callback ends the goroutine (runtime.Goexit)
 			w.deliver(actx, c, claimedAt)
 		}()
 		return true
@@ -1050,7 +1049,6 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		}
 		n := w.begin()
 		wg.Go(func() {
-			defer w.free()
 			defer w.end(n)
 			w.deliver(actx, c, claimedAt)
 		})
@@ -1076,8 +1074,8 @@ func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
 	}
 }
 
-// begin records that an attempt starts now and returns its number, for
-// end.
+// begin records that an attempt, holding a slot, starts now and returns
+// its number, for end.
 func (w *Worker) begin() uint64 {
 	w.running.Lock()
 	defer w.running.Unlock()
@@ -1086,11 +1084,17 @@ func (w *Worker) begin() uint64 {
 	return w.next
 }
 
-// end records that attempt n ended.
+// end records that attempt n ended and gives back its slot, telling a
+// Run waiting for room (await) that there is some.
 func (w *Worker) end(n uint64) {
 	w.running.Lock()
-	defer w.running.Unlock()
 	delete(w.started, n)
+	w.running.Unlock()
+	<-w.slots
+	select {
+	case w.freed <- struct{}{}:
+	default: // as many told as there are slots: enough for any wait
+	}
 }
 
 // lingering returns how many attempts in flight began d or more ago.
@@ -1104,16 +1108,6 @@ func (w *Worker) lingering(d time.Duration) int {
 		}
 	}
 	return n
-}
-
-// free gives back the slot of an attempt that ended, and tells a Run
-// waiting for room (await) that there is some.
-func (w *Worker) free() {
-	<-w.slots
-	select {
-	case w.freed <- struct{}{}:
-	default: // as many told as there are slots: enough for any wait
-	}
 }
 
 func leasesOf(batch []protocol.Claimed) []protocol.Lease {

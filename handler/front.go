@@ -85,7 +85,7 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 				answer(w, errNested)
 				return
 			}
-			if hidesConn(w, r) && f.hidden.CompareAndSwap(false, true) {
+			if !f.hidden.Load() && hidesConn(w, r) && f.hidden.CompareAndSwap(false, true) {
 				f.warnHidden(r.Context())
 			}
 			if postJSON(w, r) {

@@ -74,7 +74,9 @@ func PgBouncer(t testing.TB, dbURL string, poolSize int) string {
 		b, err := launchPgBouncer(ctx, bin, dir, cred, u, port, poolSize)
 		if err == nil {
 			t.Cleanup(func() {
-				if err := stopPgBouncer(b); err != nil {
+				// SIGTERM is PgBouncer's immediate shutdown: it closes
+				// every connection.
+				if err := b.stop("pgbouncer", syscall.SIGTERM); err != nil {
 					t.Errorf("pgtest: %v", err)
 				}
 			})
@@ -160,7 +162,7 @@ func launchPgBouncer(ctx context.Context, bin, dir string, cred *credential, u *
 	su := url.URL{Scheme: "postgres", User: u.User, Path: u.Path, RawQuery: q.Encode()}
 	b.socketURL = su.String()
 	if err := b.waitReady(ctx); err != nil {
-		stopErr := stopPgBouncer(b)
+		stopErr := b.stop("pgbouncer", syscall.SIGTERM)
 		log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
 		if strings.Contains(string(log), "Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
@@ -168,27 +170,4 @@ func launchPgBouncer(ctx context.Context, bin, dir string, cred *credential, u *
 		return nil, fmt.Errorf("%s: %w\n--- pgbouncer log (tail) ---\n%s", bin, errors.Join(err, stopErr), tail(log))
 	}
 	return b, nil
-}
-
-// stopPgBouncer stops b, a pgbouncer process: SIGTERM, its immediate
-// shutdown, which closes every connection, escalating to SIGKILL for its
-// process group when that takes longer than stopTimeout.
-func stopPgBouncer(b *server) error {
-	pid := b.cmd.Process.Pid
-	if b.exited() {
-		return nil
-	}
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stopping pgbouncer (pid %d): %w", pid, err)
-	}
-	if b.awaitExit(stopTimeout) {
-		return nil
-	}
-	if err := killGroup(pid); err != nil {
-		return fmt.Errorf("stopping pgbouncer (pid %d): %w", pid, err)
-	}
-	if !b.awaitExit(stopTimeout) {
-		return fmt.Errorf("pgbouncer (pid %d) did not exit after SIGKILL", pid)
-	}
-	return nil
 }

@@ -271,25 +271,30 @@ func (s *server) close() error {
 // shutdown stops the server with a fast shutdown (SIGINT), escalating to an
 // immediate shutdown (SIGQUIT) and then to SIGKILL for its whole process
 // group when the previous step takes longer than stopTimeout.
-func (s *server) shutdown() error {
+func (s *server) shutdown() error { return s.stop("postgres", syscall.SIGINT, syscall.SIGQUIT) }
+
+// stop stops s's process, the program name: it sends each of signals in
+// turn, then SIGKILL to its whole process group, going to the next step
+// when the process has not exited stopTimeout after the last.
+func (s *server) stop(name string, signals ...syscall.Signal) error {
 	pid := s.cmd.Process.Pid
-	steps := []func() error{
-		func() error { return s.cmd.Process.Signal(syscall.SIGINT) },
-		func() error { return s.cmd.Process.Signal(syscall.SIGQUIT) },
-		func() error { return killGroup(pid) },
+	var steps []func() error
+	for _, sig := range signals {
+		steps = append(steps, func() error { return s.cmd.Process.Signal(sig) })
 	}
+	steps = append(steps, func() error { return killGroup(pid) })
 	for _, signal := range steps {
 		if s.exited() {
 			return nil
 		}
 		if err := signal(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			return fmt.Errorf("stopping postgres (pid %d): %w", pid, err)
+			return fmt.Errorf("stopping %s (pid %d): %w", name, pid, err)
 		}
 		if s.awaitExit(stopTimeout) {
 			return nil
 		}
 	}
-	return fmt.Errorf("postgres (pid %d) did not exit after SIGKILL", pid)
+	return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", name, pid)
 }
 
 // exited reports whether the server's process has ended, without waiting
