@@ -89,20 +89,22 @@
 // sealed or not, work in those two modes and in describe_exec and
 // cache_describe. Two things still differ:
 //
-//   - Wake-ups need a session. Open the Store of each process that runs a
-//     worker on a direct connection (or a session-mode pool): it keeps its
-//     wake-ups however the application enqueues, as the notification is
-//     sent on commit to every listener of the database. Through the pooler a
-//     worker's LISTEN is accepted, but no notification reaches the worker:
-//     it finds new deliveries at its next poll (client.Config.PollInterval,
-//     1 second by default) rather than in milliseconds, and logs nothing
-//     of it. Worse, the LISTEN stays on the server connection it ran on,
-//     which the pooler hands to other clients: the notification each
-//     enqueue sends reaches whichever client runs a transaction there at
-//     the time, and pgx keeps it in that connection, unread, for as long
-//     as the connection lives (through a PgBouncer of one server
-//     connection, 100 enqueues left 100 in the application's connection).
-//     No setting of the worker's turns its LISTEN off.
+//   - Wake-ups need a session. Through the pooler a worker's LISTEN would
+//     be accepted, but no notification would reach the worker, and the
+//     LISTEN would stay on the server connection it ran on, which the
+//     pooler hands to other clients: the notification each enqueue sends
+//     would reach whichever client runs a transaction there at the time,
+//     and pgx would keep it in that connection, unread, for as long as the
+//     connection lives. So a worker listens only on a direct connection:
+//     before its LISTEN it asks the server for its process id, which a
+//     pooler (PgBouncer, in any pool mode) does not give its clients, and
+//     behind one it logs a warning once (client.Config.Logger, "worker:
+//     wake-ups unavailable, polling", config_invalid) and finds new
+//     deliveries at its next poll (client.Config.PollInterval, 1 second
+//     by default). Open the Store of each process that runs a worker on a
+//     direct connection for wake-ups: it keeps them however the
+//     application enqueues, as the notification is sent on commit to every
+//     listener of the database.
 //   - Settings in the URL do not reach the server: PgBouncer refuses a
 //     startup parameter it does not track ("unsupported startup parameter:
 //     search_path", database_unavailable), or drops it when told to ignore

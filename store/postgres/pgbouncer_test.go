@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
@@ -118,10 +120,14 @@ func TestSenderAndReceiverThroughPgBouncer(t *testing.T) {
 	defer srv.Close()
 
 	// Two worker processes at once, each with its own Store and pool.
+	// Through the pooler they poll: each says so once.
 	workers := make([]*client.Worker, len(senders))
+	logs := make([]*logtest.Records, len(senders))
 	ran := make(chan error, len(senders))
 	for i, s := range senders {
-		w, err := client.NewWorker(client.Config{Store: s, Signer: keys.Signer, Transport: srv.Guard().Transport(), Concurrency: concurrency})
+		logs[i] = &logtest.Records{}
+		w, err := client.NewWorker(client.Config{Store: s, Signer: keys.Signer, Transport: srv.Guard().Transport(), Concurrency: concurrency,
+			Logger: slog.New(logs[i])})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,6 +187,17 @@ func TestSenderAndReceiverThroughPgBouncer(t *testing.T) {
 	for range workers {
 		if err := <-ran; err != nil {
 			t.Fatalf("Run: %v", err)
+		}
+	}
+	for i, l := range logs {
+		var polling []string
+		for _, r := range l.All() {
+			if r.Level == slog.LevelWarn && strings.Contains(r.Message, "wake-ups") {
+				r.Attrs(func(a slog.Attr) bool { polling = append(polling, r.Message+": "+a.Value.String()); return true })
+			}
+		}
+		if len(polling) != 1 || !strings.Contains(polling[0], "connection pooler") {
+			t.Errorf("worker %d logged %q about its wake-ups, want one warning that it polls behind the pooler", i, polling)
 		}
 	}
 
@@ -288,5 +305,35 @@ func TestAWorkerOnADirectConnectionIsWokenByEnqueuesThroughPgBouncer(t *testing.
 	case <-wake:
 	case <-ctx.Done():
 		t.Fatal("the worker on a direct connection was not woken by an enqueue committed through PgBouncer")
+	}
+}
+
+// TestAWorkerBehindPgBouncerPollsAndLeavesNoListen: a worker whose Store
+// goes through a transaction-mode pooler cannot be woken (its LISTEN runs
+// on whichever server connection the pooler lends, and its client waits on
+// none), and the LISTEN it left on the server connection made every
+// enqueue's notification land in the connections of other clients, where
+// pgx keeps it unread for as long as the connection lives. Listen refuses
+// through a pooler, saying so and what to do (config_invalid, which a Run
+// logs once before it polls), and leaves no LISTEN behind on the one
+// server connection the pooler holds.
+func TestAWorkerBehindPgBouncerPollsAndLeavesNoListen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openBounced(t, withExecMode(t, pgtest.PgBouncer(t, migrated.URL(t), 1), "simple_protocol"), 1)
+
+	_, stop, err := protocol.For(s).Listen(ctx)
+	if err == nil {
+		defer stop()
+	}
+	if courier.CodeOf(err) != courier.CodeConfigInvalid || !strings.Contains(err.Error(), "pooler") {
+		t.Errorf("Listen through PgBouncer: %v, want config_invalid naming the pooler", err)
+	}
+	var channels []string
+	if err := s.DB().SelectContext(ctx, &channels, "SELECT pg_listening_channels()"); err != nil {
+		t.Fatal(err)
+	}
+	if len(channels) != 0 {
+		t.Fatalf("the pooler's one server connection listens on %q after a worker's Listen through it, want nothing", channels)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
@@ -144,12 +145,51 @@ func wake(ctx context.Context, db *sqlx.DB) error {
 	return err
 }
 
+// direct refuses a connection that goes through a pooler (PgBouncer, and
+// the like, in any pool mode), before it LISTENs: the server process its
+// statements run on is not the one it was given when it connected, whose
+// process id a pooler makes up, as it answers cancel requests itself. In
+// transaction mode a LISTEN runs on whichever server connection the
+// pooler lends for it, and stays there once the pooler hands that
+// connection to other clients: no notification reaches the worker, whose
+// client waits on no server connection, and each one lands in a
+// connection of another client, where pgx keeps it unread for as long as
+// the connection lives. A session-mode pooler would keep the LISTEN, but
+// no client can tell the two modes apart: the worker polls behind either.
+func direct(ctx context.Context, conn *sql.Conn) error {
+	var server int64
+	if err := conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&server); err != nil {
+		return err
+	}
+	var given uint32
+	if err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errors.New("store: not a pgx connection")
+		}
+		given = c.Conn().PgConn().PID()
+		return nil
+	}); err != nil {
+		return err
+	}
+	if int64(given) != server {
+		return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "postgres: no wake-ups through a connection pooler " +
+			"(the server process differs from the one the connection was given): the worker polls; " +
+			"open the Store of a process that runs a worker on a direct connection to the server for wake-ups"}
+	}
+	return nil
+}
+
 // listen holds one connection in LISTEN and turns its notifications into
 // wake-ups. When the connection fails the channel is closed: the worker
 // falls back to polling and listens again later.
 func listen(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := direct(ctx, conn); err != nil {
+		conn.Close()
 		return nil, nil, err
 	}
 	if _, err := conn.ExecContext(ctx, "LISTEN "+channel); err != nil {
