@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +24,10 @@ import (
 // applying the pending numbered migrations in one transaction. Running it
 // again is a no-op, and so is running it on a newer courier's schema that
 // this one may run on; on one it must not run on it is CodeSchemaTooNew
-// (see Upgrades in the package documentation).
+// (see Upgrades in the package documentation). A no-op creates nothing, so
+// an application's role granted courier's tables but not the right to
+// change their schema may call it at start, while a deploy step of its own
+// migrates (see package store/postgres, under Roles and privileges).
 //
 // The transaction keeps the locks its migrations take until it commits. On
 // PostgreSQL a migration that alters courier_outbox (adds a column or a
@@ -128,6 +132,39 @@ func refuseToHide(ctx context.Context, tx DBTX, d *dialect) error {
 			"Migrate would create new, empty tables there that hide them; move them, or put %q first", where, where)}
 }
 
+// unreached is Open's schema_outdated for a database that has courier's
+// tables in a schema the connection's search_path does not lead to
+// (PostgreSQL; see the engine's schema_unreached): the error names the
+// schema, for the migration it would otherwise ask for creates new, empty
+// tables in the first schema of the search_path, and the deliveries
+// waiting in the other are never seen again. Any other verdict, or a
+// look that finds nothing or fails, is returned as it is.
+func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict error) error {
+	q := d.query("schema_unreached")
+	if q.text == "" || !errors.Is(verdict, courier.CodeSchemaOutdated) {
+		return verdict
+	}
+	var found []struct {
+		Schema     string `db:"schema_name"`
+		SearchPath string `db:"search_path"`
+	}
+	if err := sqlx.SelectContext(ctx, db, &found, q.text); err != nil || len(found) == 0 {
+		return verdict
+	}
+	names := make([]string, len(found))
+	for i, f := range found {
+		names[i] = strconv.Quote(f.Schema)
+	}
+	where := "schema " + names[0]
+	if len(names) > 1 {
+		where = "schemas " + strings.Join(names, ", ")
+	}
+	return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
+		"store: no schema of the search_path (%s) has courier's tables, and this database has them in %s: "+
+			"if they are this application's, name the schema in the search_path (the URL's search_path, or ALTER ROLE … IN DATABASE … SET search_path) "+
+			"rather than migrate, which would create new, empty tables in the first schema of the search_path", found[0].SearchPath, where)}
+}
+
 // The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
 func init() {
 	engine.MigrateTx = func(ctx context.Context, tx *sql.Tx, driver string) error { return migrateTx(ctx, tx, driver) }
@@ -161,8 +198,19 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 	if err := refuseToHide(ctx, tx, d); err != nil {
 		return err
 	}
-	if err := run("schema_create", nil); err != nil {
-		return d.interpret("migrate", err)
+	// The version table is created only where it is missing: an
+	// application's role granted courier's tables, without the right to
+	// create in their schema, finds a current schema with nothing to do.
+	present := false
+	if q := d.query("schema_present"); q.text != "" {
+		if err := tx.QueryRowContext(ctx, q.text).Scan(&present); err != nil {
+			return d.interpret("migrate", err)
+		}
+	}
+	if !present {
+		if err := run("schema_create", nil); err != nil {
+			return d.interpret("migrate", err)
+		}
 	}
 	var have int
 	if err := tx.QueryRowContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {

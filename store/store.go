@@ -284,8 +284,10 @@ type Store struct {
 // that name must be one the engine works through (another, such as lib/pq
 // under "postgres", is CodeConfigInvalid; Migrate refuses it alike). Open
 // checks that courier's tables are the ones this courier migrates to and
-// were not altered: CodeSchemaOutdated means Migrate must run first; it
-// does not migrate. A newer courier's schema is served too, unless that
+// were not altered: CodeSchemaOutdated means Migrate must run first (or,
+// on PostgreSQL, when its error names a schema that has courier's tables,
+// that the connection's search_path must name it); it does not migrate.
+// A newer courier's schema is served too, unless that
 // courier says this one must not run on it (CodeSchemaTooNew; see
 // Upgrades in the package documentation). Claims keep checking, and stop
 // with schema_altered if the tables are altered later (see Integrity in
@@ -339,7 +341,7 @@ func (s *Store) open(ctx context.Context, cfg Config) error {
 	// never migrated (schema_outdated) from a failed one.
 	fp, fpErr := fingerprint(ctx, s.db, d)
 	if err := checkSchema(ctx, s.db, d); err != nil {
-		return err
+		return unreached(ctx, s.db, d, err)
 	}
 	if fpErr != nil {
 		return fpErr

@@ -158,3 +158,72 @@ func TestMigrateTxLeavesTheCallersSearchPath(t *testing.T) {
 		t.Fatalf("after MigrateTx (search_path %s), the application's own table: %v", sp, err)
 	}
 }
+
+// TestMigrateAsARoleWithoutDDLFindsNothingToDo: a team's pipeline
+// migrates courier's schema as one role and the application runs as
+// another, granted courier's tables but not the right to create in their
+// schema, and calls store.Migrate at start as the README's sample does.
+// On a schema already current that is a no-op, as documented; it failed
+// with "permission denied for schema", database_unavailable, because it
+// ran CREATE TABLE IF NOT EXISTS courier_schema, which PostgreSQL checks
+// for the right to create before it looks for the table.
+func TestMigrateAsARoleWithoutDDLFindsNothingToDo(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	owner := openURL(t, u)
+	admin := openURL(t, pgtest.Server(t))
+	suffix := strings.ToLower(rand.Text()[:10])
+	schema, app, password := "courier_"+suffix, "courier_app_"+suffix, rand.Text()
+	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, app, password)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, app))
+		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, app))
+	})
+	with := func(user *url.Userinfo) string {
+		ru, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user != nil {
+			ru.User = user
+		}
+		q := ru.Query()
+		q.Set("search_path", schema)
+		ru.RawQuery = q.Encode()
+		return ru.String()
+	}
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
+		t.Fatal(err)
+	}
+	mig := openURL(t, with(nil))
+	if err := store.Migrate(ctx, mig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mig.ExecContext(ctx, fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]q TO %[2]q;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]q TO %[2]q`, schema, app)); err != nil {
+		t.Fatal(err)
+	}
+	db := openURL(t, with(url.UserPassword(app, password)))
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatalf("store.Migrate as a role without the right to create, on a current schema: %v; want nothing to do", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := postgres.MigrateTx(ctx, tx); err != nil {
+		t.Fatalf("postgres.MigrateTx as a role without the right to create, on a current schema: %v; want nothing to do", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}

@@ -63,6 +63,36 @@ func TestSchemaWhoseNameNeedsQuotes(t *testing.T) {
 	}
 }
 
+// TestOpenNamesTheSchemaItsSearchPathMisses: courier's tables in a schema
+// of their own, and a connection whose search_path does not name it: a
+// database restored from pg_dump into a new one, which brings no ALTER
+// ROLE … IN DATABASE … SET search_path, or a URL without its search_path.
+// Open said only that the schema needs migrating, and the migration it
+// asked for creates new, empty tables in public, where the deliveries
+// waiting in the other schema are never seen again. The code is still
+// schema_outdated, and the error names the schema that holds the tables.
+func TestOpenNamesTheSchemaItsSearchPathMisses(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dbURL := pgtest.URL(t)
+	admin := sqlx.MustOpen(postgres.DriverName, dbURL)
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA courier`); err != nil {
+		t.Fatal(err)
+	}
+	mig := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "courier,public"))
+	defer mig.Close()
+	if err := store.Migrate(ctx, mig); err != nil {
+		t.Fatal(err)
+	}
+	db := sqlx.MustOpen(postgres.DriverName, dbURL) // the server's default search_path: "$user", public
+	defer db.Close()
+	_, err := store.Open(ctx, db, store.Config{})
+	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), `schema "courier"`) || !strings.Contains(err.Error(), "search_path") {
+		t.Fatalf("Open on a search_path without courier's schema = %v; want schema_outdated naming schema \"courier\" and the search_path", err)
+	}
+}
+
 // TestClaimsStopAfterANewerMigrationWithoutColumns: a newer courier's
 // migration that adds no column (an index, a constraint), records its
 // version and says older couriers must not run on its schema. Open refused

@@ -14,6 +14,20 @@ SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 -- add record none: every courier since the first one runs on them.
 SELECT COALESCE(MAX(-version), 0) FROM courier_schema WHERE version < 0;
 
+-- name: schema_present
+-- Whether courier's version table is in the schema Migrate creates
+-- courier's tables in, the first of the search_path, looked up in the
+-- catalog as schema_columns does. Migrate runs schema_create only when it
+-- is not: PostgreSQL checks CREATE TABLE IF NOT EXISTS for the right to
+-- create in the schema before it looks for the table, and an application's
+-- role granted courier's tables but not that right would fail a Migrate
+-- with nothing to do.
+SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_class AS c
+    WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
+        AND c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = current_schema())
+);
+
 -- name: schema_create
 -- Exported at the head of Migrations' first file: never change it.
 CREATE TABLE IF NOT EXISTS courier_schema (
@@ -104,6 +118,30 @@ WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
     )
 ORDER BY array_position(current_schemas(false), n.nspname)
 LIMIT 1;
+
+-- name: schema_unreached
+-- Open's look, once it found no courier tables, for the schemas of this
+-- database that hold them where the search_path does not lead: a database
+-- restored from pg_dump into a new one (which brings no ALTER ROLE … IN
+-- DATABASE … SET search_path), or a URL that lost its search_path. The
+-- migration schema_outdated asks for would create new, empty tables in
+-- the first schema of the search_path instead, and the deliveries waiting
+-- in the others would never be seen. Returns each such schema and the
+-- search_path, or no row when a schema of the search_path holds courier's
+-- tables or none does. PostgreSQL only.
+SELECT n.nspname::text AS schema_name, current_setting('search_path') AS search_path
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
+    AND n.nspname <> ALL (current_schemas(false))
+    AND NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_class AS f
+        JOIN pg_catalog.pg_namespace AS o ON o.oid = f.relnamespace
+        WHERE f.relname = 'courier_schema' AND f.relkind IN ('r', 'p')
+            AND o.nspname = ANY (current_schemas(false))
+    )
+ORDER BY n.nspname
+LIMIT 10;
 
 -- name: schema_analyze
 -- Tables the claim filters by are small and rarely written, so autovacuum

@@ -14,6 +14,13 @@ SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 -- add record none: every courier since the first one runs on them.
 SELECT COALESCE(MAX(-version), 0) FROM courier_schema WHERE version < 0;
 
+-- name: schema_present
+-- SQLite: nothing to look for; Migrate always runs schema_create, which
+-- SQLite answers without a right to check. A read here would begin a
+-- deferred transaction's snapshot before its first write (see schema_lock),
+-- which SQLite refuses at once, busy, once another process's migration
+-- has committed.
+
 -- name: schema_create
 -- The version table itself; every migration records its number here.
 -- Exported at the head of Migrations' first file: never change it.
@@ -68,6 +75,9 @@ WHERE type IN ('index', 'trigger') AND tbl_name LIKE 'courier\_%' ESCAPE '\';
 -- Before the first migration there is no courier_schema: Migrate goes on,
 -- and schema_create's CREATE TABLE is the first write.
 UPDATE courier_schema SET version = version WHERE 0;
+
+-- name: schema_unreached
+-- SQLite: nothing to look for; a database file has one schema for courier.
 
 -- name: schema_analyze
 -- SQLite: nothing to do; its planner reads the partial indexes without
