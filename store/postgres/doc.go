@@ -115,4 +115,66 @@
 //     application's own transactions; without search_path courier's tables
 //     are looked for, and migrated, in the schemas of the server's default:
 //     ALTER ROLE app IN DATABASE app SET search_path = courier, public.
+//
+// # Roles and privileges
+//
+// A team whose deploy pipeline migrates as one role (the owner of
+// courier's schema) and whose application runs as another, without the
+// right to change the schema, grants the application's role, here app,
+// what every part of courier uses: enqueues, workers, receivers, retention,
+// the admin and every command of the courier CLI but migrate.
+//
+//	GRANT USAGE ON SCHEMA courier TO app;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA courier TO app;
+//	ALTER DEFAULT PRIVILEGES FOR ROLE migrator IN SCHEMA courier
+//	    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO app;
+//	ALTER ROLE app IN DATABASE app SET search_path = courier, public; -- or the URL's search_path
+//
+// Nothing else: no sequence (courier's ids are identity columns), no
+// TRUNCATE, no function (the replay cache's trigger runs as part of the
+// insert). The default privileges grant the tables a later courier's
+// migration creates as the migrating role creates them; without them, the
+// release that uses a new table finds it refused ("permission denied for
+// table …", database_unavailable) until someone grants it. A role that
+// only receives needs the four on courier_inbox, courier_replay and
+// courier_replay_counts, and SELECT on courier_schema.
+//
+// The application's role calls store.Open, which checks the schema and
+// never migrates: schema_outdated while the pipeline has not yet applied
+// the release's files (a process of the new release started before the
+// migration step), and, on a newer release's schema, what package store
+// says under Upgrades (it serves, or refuses with schema_too_new).
+// store.Migrate run as that role, as a service that migrates at start
+// does, creates nothing: on a current or newer schema it has nothing to
+// do and returns nil; on one behind, it fails at the first pending
+// migration, naming it with the database's refusal ("permission denied
+// for schema courier", "must be owner of table courier_outbox";
+// database_unavailable), and leaves the schema as it was. After the pipeline applies new files, it runs ANALYZE as the
+// owner (see Migrations): the application's role may not.
+//
+// # Backups and restores
+//
+// A pg_dump holds courier's tables at the same instant as the
+// application's, so a delivery is in it exactly when its business rows
+// are. Restored, the copy's deliveries go on from where they were: pending
+// and retrying ones are sent when due, and those leased at the dump are
+// sent again once their lease (client.Config.Lease, on the server's clock)
+// runs out. Deliveries that succeeded after the dump are sent once more: a
+// receiver that still keeps their records (see store.Inbox.Prune) answers
+// each as the duplicate it is, with the Ack it stored, and does not run
+// its function again. A receiver's database restored from an older copy
+// has forgotten what it processed after the dump, records and effects
+// together: a redelivery of one of those is processed again, and one whose
+// sender already recorded it succeeded is not sent again by courier.
+//
+// A dump does not hold the roles, nor their settings in the database
+// (ALTER ROLE … IN DATABASE … SET search_path) unless pg_dump is given
+// --create. Restored into a new database without that setting, the
+// application's role no longer finds courier's schema: store.Open answers
+// schema_outdated, naming the schema that holds courier's tables. Set the
+// search_path again; a migration would create new, empty tables in the
+// first schema of the search_path, beside the restored ones. A copy
+// restored beside the original (staging, an investigation) holds the
+// original's pending deliveries, addressed to the original's receivers:
+// run no worker on it unless they are to be sent from there.
 package postgres

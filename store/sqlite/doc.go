@@ -95,6 +95,23 @@
 // its failed claims and settles), until the Store is closed and opened
 // again, in a new process if need be.
 //
+// Back up through SQLite, never by copying the files while any process has
+// the database open: the latest commits are in the -wal file, and a
+// checkpoint that writes them into the database file while cp (or a
+// snapshot that is not atomic) reads it leaves a copy that SQLite finds
+// corrupt, the database file alone or with its -wal copied after it
+// (Outbox.Check on such a copy reports database_corrupt). VACUUM INTO
+// 'backup.db' (through the Store's DB(), or a sqlite3 shell), sqlite3's
+// .backup and the online backup API each copy one transaction's snapshot,
+// while the application runs: every delivery is in the copy exactly when
+// its business rows are. To restore, stop every process that has the file
+// open, put the copy in its place and remove the -wal and -shm files
+// beside it: SQLite replays a -wal left there (by a process that crashed)
+// into the copy, and corrupts it. The copy's deliveries then go on as
+// package postgres says under Backups and restores: those leased when it
+// was made are sent again once their leases run out, and a receiver answers
+// what it already processed as a duplicate.
+//
 // Commits are durable by default (synchronous=FULL; see
 // store.Config.Durability). The database and every process writing it
 // share one host, so the store's clock is the process's (time.Now): a
