@@ -60,6 +60,20 @@ type Guard struct {
 	// should return once ctx has ended, or it holds the dial on. Defaults
 	// to net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+
+	// TLSClientConfig is the TLS of https requests, for receivers the
+	// system's certificate authorities do not vouch for, as on private
+	// networks: RootCAs trusts a private CA, Certificates (or
+	// GetClientCertificate) answers a receiver that asks for a client
+	// certificate (mutual TLS). A certificate in Certificates goes to every
+	// receiver that asks for one, public ones too (its private key never
+	// leaves): GetClientCertificate, or a worker of its own for the private
+	// receivers, narrows that. It changes nothing the guard checks: the
+	// scheme, the port and every address are checked as without it. It is
+	// cloned when the transport is built, and held to TLS 1.2 or later
+	// whatever its MinVersion. Defaults to the system's certificate
+	// authorities and no client certificate.
+	TLSClientConfig *tls.Config
 }
 
 // Settings of the transport built by [Guard.Transport].
@@ -157,21 +171,24 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 //   - A [net.Dialer] Control hook re-checks the address and port of every
 //     socket just before it connects.
 //
-// Proxies are disabled; redirects are the http.Client's business (the
-// Worker's client follows none: a 3xx fails the attempt with
-// redirect_refused). The transport allows HTTP/2 over https, requires TLS 1.2
-// or later, bounds dialing, the TLS handshake and the size of response
-// headers, and keeps up to 64 idle connections per host and 256 in all,
-// each for up to 90s. Over HTTP/2 (one connection per host) the bound in
-// all holds too, give or take the requests in flight: a request that
-// needs a new connection while the connections open outnumber the
-// requests in flight by more than 256 has the idle ones closed first, to
-// be dialed again when next needed, so a worker sending to thousands of
-// hosts does not hold a connection to each of them for 90s. (Requests to
-// one host share its connection, so up to as many more connections as
-// there are such requests in flight may stay idle. A request counts as in
-// flight until its answer's body is closed: answers left open keep this
-// from closing idle connections, as they keep their own from being
+// No proxy is used, whatever HTTPS_PROXY, HTTP_PROXY or NO_PROXY say: the
+// addresses checked are the ones connected to, and through a proxy those
+// would be the proxy's alone, the receiver's resolved and reached by the
+// proxy unchecked. Redirects are the http.Client's business (the Worker's
+// client follows none: a 3xx fails the attempt with redirect_refused). The
+// transport allows HTTP/2 over https, requires TLS 1.2 or later (see
+// TLSClientConfig for the rest of its TLS), bounds dialing, the TLS
+// handshake and the size of response headers, and keeps up to 64 idle
+// connections per host and 256 in all, each for up to 90s. Over HTTP/2 (one
+// connection per host) the bound in all holds too, give or take the requests
+// in flight: a request that needs a new connection while the connections
+// open outnumber the requests in flight by more than 256 has the idle ones
+// closed first, to be dialed again when next needed, so a worker sending to
+// thousands of hosts does not hold a connection to each of them for 90s.
+// (Requests to one host share its connection, so up to as many more
+// connections as there are such requests in flight may stay idle. A request
+// counts as in flight until its answer's body is closed: answers left open
+// keep this from closing idle connections, as they keep their own from being
 // reused.)
 // An HTTP/2
 // connection that has read nothing for 10s is pinged, and closed if the
@@ -187,11 +204,18 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // wait for the answer is the request context's to bound (the Worker
 // bounds each attempt by Config.Timeout, however long).
 // The guard is copied when the transport is built, so later changes to g's
-// slices do not change the policy. The returned RoundTripper also has
-// CloseIdleConnections, so [http.Client.CloseIdleConnections] works.
+// slices, or to its TLSClientConfig, do not change the policy. The returned
+// RoundTripper also has CloseIdleConnections, so
+// [http.Client.CloseIdleConnections] works.
 func (g Guard) Transport() http.RoundTripper {
 	g.AllowPrefixes = slices.Clone(g.AllowPrefixes)
 	g.AllowPorts = slices.Clone(g.AllowPorts)
+	tc := &tls.Config{}
+	if g.TLSClientConfig != nil {
+		tc = g.TLSClientConfig.Clone()
+	}
+	tc.MinVersion = max(tc.MinVersion, tls.VersionTLS12)
+	g.TLSClientConfig = tc // the copy's, not the caller's
 	nd := &net.Dialer{
 		Timeout:   guardDialTimeout,
 		KeepAlive: guardKeepAlive,
@@ -204,7 +228,7 @@ func (g Guard) Transport() http.RoundTripper {
 		base: &http.Transport{
 			Proxy:                  nil,
 			ForceAttemptHTTP2:      true,
-			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+			TLSClientConfig:        tc,
 			TLSHandshakeTimeout:    guardTLSHandshakeTimeout,
 			ExpectContinueTimeout:  guardExpectContinueTimeout,
 			IdleConnTimeout:        guardIdleConnTimeout,

@@ -190,7 +190,15 @@ type Config struct {
 	// holds for an error of Signer.Sign. Defaults to none.
 	SignerFor func(keyID string) (signature.Signer, error)
 	// Transport sends the requests. Defaults to the SSRF-safe transport of
-	// the zero Guard: https on port 443 to public addresses only.
+	// the zero Guard: https on port 443 to public addresses only. Give a
+	// Guard's Transport to open private ranges, ports or plain http, or to
+	// set the TLS (Guard.TLSClientConfig): its checks stand. A RoundTripper
+	// of your own checks what it checks itself and no more (an
+	// *http.Transport with a Proxy, for an egress proxy, sends wherever the
+	// endpoint says, checked by the proxy if at all). No redirect is
+	// followed either way; one to a target the Guard forbids is recorded
+	// destination_forbidden only when Transport is a Guard's itself, not
+	// wrapped in another: otherwise redirect_refused.
 	Transport http.RoundTripper
 	// Classify decides whether an attempt that got no acknowledgement is
 	// retried or failed, and with which code; a Verdict without a valid

@@ -152,13 +152,18 @@ func (s *Server) Stats() Stats {
 }
 
 // Guard returns a client.Guard that lets a worker reach the server at
-// serverURL, the URL of a plain http test server (httptest.NewServer's,
-// or a Server's): its loopback address and port, over http. It is not for
-// an httptest TLS server: the Guard's transport trusts the system's
-// certificate authorities only, never the test server's. The zero Guard
-// refuses loopback, private addresses, plain http and ports other than
-// 443, as it should in production; tests open it this way, for one
-// server. The rest of the production policy stands, with what the opening
+// serverURL, the URL of a test server (httptest.NewServer's, or a
+// Server's): its loopback address and port, over http, or over https for
+// an httptest TLS server, whose certificate the Guard's transport trusts
+// only once given the server's TLS configuration, as the system's
+// certificate authorities do not vouch for it:
+//
+//	g := couriertest.Guard(srv.URL) // srv started with httptest.NewTLSServer
+//	g.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+//
+// The zero Guard refuses loopback, private addresses, plain http and
+// ports other than 443, as it should in production; tests open it this
+// way, for one server. The rest of the production policy stands, with what the opening
 // adds to it: the Guard's AllowHTTP and AllowPorts apply to every
 // address, so besides https to public addresses it lets plain http
 // through to a public address on 443 or on the server's port. A test that

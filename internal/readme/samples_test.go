@@ -2,6 +2,8 @@ package readme_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -250,6 +252,24 @@ func guardSample(s *store.Store, signer signature.Signer) (*client.Worker, error
 		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}
 	return client.NewWorker(client.Config{Store: s, Signer: signer, Transport: dev.Transport()})
+	// readme:end
+}
+
+func privateSample(s *store.Store, signer signature.Signer, caPEM []byte) (*client.Worker, error) {
+	// readme:private
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) { // the private CA that signed the receivers' certificates
+		return nil, errors.New("no CA certificate in caPEM")
+	}
+	cert, err := tls.LoadX509KeyPair("sender.crt", "sender.key") // for receivers that ask for one (mutual TLS)
+	if err != nil {
+		return nil, err
+	}
+	internal := client.Guard{ // https on 443 to 10.20.0.0/16, and to public addresses, as ever
+		AllowPrefixes:   []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")},
+		TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}},
+	}
+	return client.NewWorker(client.Config{Store: s, Signer: signer, Transport: internal.Transport()})
 	// readme:end
 }
 
@@ -558,7 +578,7 @@ func TestOrderReachesShipping(t *testing.T) {
 // readme:end
 
 // The samples are compiled, not called (but for the test above).
-var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, postgresSample, placeholdersSample, adminSample, serviceSample, pgxSample, controlSample, publishSample}
+var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSample, privateSample, postgresSample, placeholdersSample, adminSample, serviceSample, pgxSample, controlSample, publishSample}
 
 // TestReportingSampleRefusesAnInvalidReport: the reporting sample enqueues
 // a valid delivery report and refuses, before the outbox, one its buyer
