@@ -12,7 +12,7 @@
 //	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h]
 //	courier keys   -db app.db
 //	courier secret new [-type whsec|whsk]
-//	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private]
+//	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private] [-cacert ca.pem] [-cert c.pem -key k.pem]
 //	courier verify -request captured.http [-sender name] [-tolerance 5m] [-at time]
 //	courier help   [command [action]]   (what -h after it prints)
 //

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -91,6 +93,9 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	secretFile := fs.String("secret-file", "", "file holding the whsec_ secret or whsk_ key (default: $COURIER_SECRET)")
 	profile := fs.String("profile", ack.ProfileCourier, "the Ack the receiver must answer with: courier, terminal, none, reporting or command")
 	allowPrivate := fs.Bool("allow-private", false, "allow loopback and private addresses and plain http on the URL's port (the default is https on 443 to public addresses only)")
+	caFile := fs.String("cacert", "", "file of PEM certificates: the certificate authorities to trust instead of the system's, for a receiver a private CA vouches for")
+	certFile := fs.String("cert", "", "file of the PEM client certificate to present, for a receiver that asks for one (mutual TLS); with -key")
+	keyFile := fs.String("key", "", "file of the -cert's PEM private key")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -100,6 +105,8 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError(stderr, "courier send: -url is required")
 	case *timeout <= 0:
 		return usageError(stderr, "courier send: -timeout must be above zero")
+	case (*certFile == "") != (*keyFile == ""):
+		return usageError(stderr, "courier send: -cert and -key go together")
 	case *id != "" && !wire.IsToken(*id):
 		return usageError(stderr, "courier send: -id must be 1-256 of A-Z a-z 0-9 _ . : - (a notification id)")
 	}
@@ -141,6 +148,9 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fc00::/7"),
 		}}
 	}
+	if guard.TLSClientConfig, err = sendTLS(*caFile, *certFile, *keyFile); err != nil {
+		return usageError(stderr, "courier send: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *target, strings.NewReader(*body))
@@ -163,7 +173,9 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if errors.Is(err, courier.CodeDestinationForbidden) && !*allowPrivate {
 			return fmt.Errorf("POST %s: %w (-allow-private opens loopback and private addresses and plain http, for a receiver in development)", endpoint.Redact(*target), err)
 		}
-		return fmt.Errorf("POST %s: %w", endpoint.Redact(*target), err)
+		// A certificate's error quotes the names it holds, the receiver's
+		// text, as its answer is.
+		return fmt.Errorf("POST %s: %w", endpoint.Redact(*target), inertError{err})
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
@@ -243,6 +255,40 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "verified: sender %s, key %s, message %s\n", principal.Sender, principal.KeyID, principal.MessageID)
 	return nil
 }
+
+// sendTLS returns send's TLS for the guard: nil (the system's certificate
+// authorities, no client certificate) unless -cacert or -cert is given.
+// Its errors name the flag, never what the file holds.
+func sendTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{}
+	if caFile != "" {
+		pemCerts, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-cacert: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pemCerts) {
+			return nil, errors.New("-cacert holds no PEM certificate")
+		}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-cert and -key: %w", err) // paths and parse failures, never the key
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// inertError is an error whose message is shown inert (see inert).
+type inertError struct{ err error }
+
+func (e inertError) Error() string { return inert([]byte(e.err.Error())) }
+func (e inertError) Unwrap() error { return e.err }
 
 // inert returns what a receiver answered, for a terminal: its control and
 // format characters (new lines and tabs aside) and its bytes that are not
