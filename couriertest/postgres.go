@@ -57,7 +57,10 @@ func Main(m interface{ Run() int }) { os.Exit(pgtest.Run(m)) }
 // (a pgxpool, whose pgx.Tx package postgres enqueues in) opens it and the
 // Store on this URL, sqlx.Open(postgres.DriverName, url), store.Migrate and
 // store.Open: PostgresStore's database has no URL to give it.
-func PostgresURL(t testing.TB) string { return pgtest.URL(t) }
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	return pgtest.URL(t)
+}
 
 // PostgresStore returns a Store over a fresh PostgreSQL database
 // (PostgresURL) with courier's tables migrated and a pool sized for a
