@@ -41,4 +41,15 @@
 // endpoint pauses for its Cooldown, and Drain returns with the deliveries
 // waiting. Give such tests a Store whose Breaker.Threshold is higher than
 // the faults they inject.
+//
+// No test needs to sleep for courier's waits. A retry's backoff and
+// Retry-After, a breaker's Cooldown and a delivery's deadline are all
+// stamped and compared on the outbox Store's clock (store.Config.Now): a
+// test that gives it a settable clock moves it past the wait and drains
+// again (ExampleDrain_clock). Only an attempt's Timeout, against a Delay
+// fault, runs on real time: give the worker a short one. The fake time of
+// testing/synctest does not serve instead: a bubble's clock moves only
+// while every goroutine in it is durably blocked, and one waiting on a
+// network connection (a Server's, a worker's request) never is, so with a
+// Server started in the bubble a sleep never returns.
 package couriertest

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,6 +165,44 @@ func ExampleDrain() {
 	h, _ := outbox.Outbox.Health(ctx)
 	fmt.Println("claimed:", n, err, "received:", srv.Stats().Requests, "succeeded:", h.Counts[courier.StatusSucceeded])
 	// Output: claimed: 3 <nil> received: 3 succeeded: 3
+}
+
+// A retry on the worker's default backoff is due seconds later, and an
+// open breaker pauses for its Cooldown: a test moves the outbox Store's
+// clock past the wait and drains again, without sleeping.
+func ExampleDrain_clock() {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	dir, _ := os.MkdirTemp("", "couriertest")
+	defer os.RemoveAll(dir)
+	outbox, _ := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Now: clock})
+	defer outbox.Close()
+
+	keys := couriertest.StandardWebhooksKeys("orders")
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), couriertest.Sequence(couriertest.Fault{Status: http.StatusServiceUnavailable}))
+	defer srv.Close()
+	tx, _ := outbox.Begin(ctx)
+	outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL, Payload: []byte(`{}`), Profile: ack.ProfileNone})
+	tx.Commit()
+
+	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	couriertest.Drain(ctx, w)
+	d, _ := outbox.Outbox.Lookup(ctx, "o-1", srv.URL)
+	fmt.Println("after the 503:", d.Status, d.NextAttemptAt.After(clock()))
+
+	mu.Lock()
+	now = d.NextAttemptAt // the retry is due now
+	mu.Unlock()
+	couriertest.Drain(ctx, w)
+	d, _ = outbox.Outbox.Lookup(ctx, "o-1", srv.URL)
+	fmt.Println("once the clock moved:", d.Status, d.Attempts)
+	// Output:
+	// after the 503: retry_wait true
+	// once the clock moved: succeeded 2
 }
 
 // Effects counts what the application's function did, in the function's

@@ -14,9 +14,11 @@ import (
 // after-commit faults combine: Delay first, then DropAfterCommit or
 // WrongAck.
 type Fault struct {
-	// Status answers this status (200 to 599) without running the
-	// receiver, e.g. 503 or 429. 0 means none; the other fields but
-	// RetryAfter are then ignored.
+	// Status answers this status (200 to 599; one outside them is
+	// answered 500) without running the receiver, e.g. 503 or 429, with
+	// a problem body of code CodeFault; the fields after RetryAfter are
+	// then ignored. 0 means none: the receiver runs, and RetryAfter is
+	// ignored.
 	Status int
 	// RetryAfter is the Retry-After header sent with Status, if not empty.
 	RetryAfter string
