@@ -18,7 +18,9 @@ import (
 // TestWorkersOnSkewedHostsKeepLeasesLimitsAndOrder: three workers in three
 // processes on one PostgreSQL database, their hosts' clocks three minutes
 // behind, right and three minutes ahead (within the receiver's five
-// minutes of signature tolerance), on short leases, deliver 30
+// minutes of signature tolerance), on leases far shorter than the skew
+// (30 s, long enough that a loaded machine's attempt and settle fit in
+// one: a lease that runs out sends its delivery again), deliver 30
 // deliveries over three ordering keys, a first attempt of every fifth
 // refused 503, to an endpoint allowed 2 in flight. The Stores stamp on
 // the database's clock and the workers measure their leases as spans, so
@@ -93,7 +95,7 @@ func TestWorkersOnSkewedHostsKeepLeasesLimitsAndOrder(t *testing.T) {
 		w, err := client.NewWorker(client.Config{
 			Store: stores[i], Owner: fmt.Sprintf("worker-%d", i), Signer: keys.Signer, Transport: couriertest.Guard(srv.URL).Transport(),
 			Concurrency: 4, EndpointConcurrency: 4, PollInterval: 10 * time.Millisecond,
-			Lease: 1500 * time.Millisecond, Timeout: time.Second,
+			Lease: 30 * time.Second, Timeout: 10 * time.Second,
 			Backoff: func(int, time.Duration) time.Duration { return 0 },
 			Now:     func() time.Time { return time.Now().Add(skew) },
 			Hook: func(e client.Event) {
