@@ -86,3 +86,23 @@ func TestAnEndpointRefNoEndpointHasIsSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestAnEndpointArgumentThatIsNoURLIsSaid: an argument that is neither an
+// endpoint's URL nor a ref was refused with the store's words for the call
+// the command made first ("store: Get endpoint must be …"), which named
+// no command of the CLI's. It says what the commands take, exit 2, and
+// changes nothing.
+func TestAnEndpointArgumentThatIsNoURLIsSaid(t *testing.T) {
+	db, _ := migrated(t)
+	for _, args := range [][]string{
+		{"endpoints", "disable", "-db", db, "ftp://hooks.example/a"},
+		{"endpoints", "enable", "-db", db, "hooks.example/a"},
+		{"endpoints", "limit", "-db", db, "-max-in-flight", "2", "-rate", "0", "https://"},
+		{"contracts", "fail-mismatched", "-db", db, "not a url"},
+	} {
+		code, _, errOut := courierRun(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, "an endpoint's URL") || strings.Contains(errOut, "Get") {
+			t.Errorf("courier %s: exit %d, %q; want exit %d saying what an endpoint argument is", strings.Join(args, " "), code, errOut, exitUsage)
+		}
+	}
+}

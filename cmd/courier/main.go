@@ -276,7 +276,6 @@ func actionsHelp(stderr io.Writer, usage string, actions []string, flagSet func(
 	return flag.ErrHelp
 }
 
-// usageError reports a usage mistake on stderr and returns errUsage.
 // usageFailure is a usage error found past the flags' parsing, whose
 // message main prints: the exit is exitUsage.
 type usageFailure string
@@ -284,6 +283,7 @@ type usageFailure string
 func (u usageFailure) Error() string        { return string(u) }
 func (u usageFailure) Is(target error) bool { return target == errUsage }
 
+// usageError reports a usage mistake on stderr and returns errUsage.
 func usageError(stderr io.Writer, format string, a ...any) error {
 	fmt.Fprintf(stderr, format+"\n", a...)
 	return errUsage

@@ -706,10 +706,14 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-// resolve takes an endpoint named by its ref, or by its URL as it is.
+// resolve takes an endpoint named by its ref, or by its URL as it is;
+// anything else is a usage failure saying what the commands take.
 func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, error) {
-	if endpoint.IsRef(urlOrRef) {
+	switch {
+	case endpoint.IsRef(urlOrRef):
 		return resolveRef(ctx, s, urlOrRef)
+	case !endpoint.Valid(urlOrRef):
+		return "", usageFailure("give an endpoint's URL (absolute http or https, with a host, at most 2048 bytes) or its ref, as courier endpoints list shows them")
 	}
 	return urlOrRef, nil
 }
