@@ -174,18 +174,19 @@ func (g Guard) allowed(a netip.Addr) bool { return g.checkAddr(a) == nil }
 // No proxy is used, whatever HTTPS_PROXY, HTTP_PROXY or NO_PROXY say: the
 // addresses checked are the ones connected to, and through a proxy those
 // would be the proxy's alone, the receiver's resolved and reached by the
-// proxy unchecked. Redirects are the http.Client's business (the Worker's
-// client follows none: a 3xx fails the attempt with redirect_refused). The
-// transport allows HTTP/2 over https, requires TLS 1.2 or later (see
-// TLSClientConfig for the rest of its TLS), bounds dialing, the TLS
-// handshake and the size of response headers, and keeps up to 64 idle
-// connections per host and 256 in all, each for up to 90s. Over HTTP/2 (one
-// connection per host) the bound in all holds too, give or take the requests
-// in flight: a request that needs a new connection while the connections
-// open outnumber the requests in flight by more than 256 has the idle ones
-// closed first, to be dialed again when next needed, so a worker sending to
-// thousands of hosts does not hold a connection to each of them for 90s.
-// (Requests to one host share its connection, so up to as many more
+// proxy unchecked; a Worker on this transport warns once (Config.Logger)
+// when the environment sets one. Redirects are the http.Client's business
+// (the Worker's client follows none: a 3xx fails the attempt with
+// redirect_refused). The transport allows HTTP/2 over https, requires TLS
+// 1.2 or later (see TLSClientConfig for the rest of its TLS), bounds
+// dialing, the TLS handshake and the size of response headers, and keeps up
+// to 64 idle connections per host and 256 in all, each for up to 90s. Over
+// HTTP/2 (one connection per host) the bound in all holds too, give or take
+// the requests in flight: a request that needs a new connection while the
+// connections open outnumber the requests in flight by more than 256 has the
+// idle ones closed first, to be dialed again when next needed, so a worker
+// sending to thousands of hosts does not hold a connection to each of them
+// for 90s. (Requests to one host share its connection, so up to as many more
 // connections as there are such requests in flight may stay idle. A request
 // counts as in flight until its answer's body is closed: answers left open
 // keep this from closing idle connections, as they keep their own from being

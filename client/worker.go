@@ -478,6 +478,8 @@ type Worker struct {
 	// awaiting, when set (by tests, before any Run), is called each time a
 	// Run begins to wait in await.
 	awaiting func()
+
+	proxyOnce sync.Once // warnIgnoredProxy's
 }
 
 // NewWorker returns a Worker for cfg.
@@ -582,6 +584,30 @@ func (w *Worker) enter() bool {
 	return true
 }
 
+// proxyVariables are the environment's proxy settings, which a Guard's
+// transport never reads (see Guard.Transport).
+var proxyVariables = []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"}
+
+// warnIgnoredProxy logs once per worker, at Warn, that the environment
+// names a proxy its Guard's transport does not use: where egress must go
+// through one, every attempt would otherwise fail network_error (dial
+// timeouts), with nothing saying why. The variable is named, never its
+// value, which may hold the proxy's credentials.
+func (w *Worker) warnIgnoredProxy(ctx context.Context) {
+	if _, guarded := w.cfg.Transport.(*guardTransport); !guarded {
+		return
+	}
+	w.proxyOnce.Do(func() {
+		for _, v := range proxyVariables {
+			if os.Getenv(v) != "" {
+				w.cfg.Logger.WarnContext(ctx, "worker: "+v+" is set and not used: the guard's transport connects to receivers itself, "+
+					"so that the addresses it checks are the ones it reaches (see client.Guard.Transport)")
+				return
+			}
+		}
+	})
+}
+
 // leave ends a Run or Work call registered by enter.
 func (w *Worker) leave() {
 	w.mu.Lock()
@@ -666,6 +692,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	defer w.leave()
+	w.warnIgnoredProxy(ctx)
 	defer w.reportLeftToLeases(ctx) // once every attempt of the Run has ended
 	actx, cancel := w.attemptContext(ctx)
 	defer cancel()
@@ -1024,6 +1051,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		return 0, courier.CodeWorkerStopped
 	}
 	defer w.leave()
+	w.warnIgnoredProxy(ctx)
 	defer w.reportLeftToLeases(ctx) // once every attempt of the Work has ended
 	if !w.takeClaimTurn(ctx) {
 		if err := ctx.Err(); err != nil {
