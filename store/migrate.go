@@ -132,28 +132,96 @@ func refuseToHide(ctx context.Context, tx DBTX, d *dialect) error {
 			"Migrate would create new, empty tables there that hide them; move them, or put %q first", where, where)}
 }
 
+// refuseUnusable refuses a migration whose search_path names a schema
+// that holds courier's tables but that the role may not use (no USAGE):
+// PostgreSQL skips it, and the new, empty tables Migrate would create in
+// the first schema the role may use would take the enqueues until the
+// role is granted the schema, which then hides them (PostgreSQL; see the
+// engine's schema_unreached).
+func refuseUnusable(ctx context.Context, tx DBTX, d *dialect) error {
+	found, err := unreachedSchemas(ctx, tx, d)
+	if err != nil {
+		return d.interpret("migrate", err)
+	}
+	for _, f := range found {
+		if f.inPath && !f.usable {
+			return &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
+				"store: the search_path (%s) names schema %q, which holds courier's tables, but this role may not use it "+
+					"(no USAGE on the schema), so PostgreSQL skips it: Migrate would create new, empty tables in the first "+
+					"schema of the search_path that the role may use; grant the role USAGE on it, or migrate as its owner",
+				f.searchPath, f.schema)}
+		}
+	}
+	return nil
+}
+
+// unreachedSchema is a row of the engine's schema_unreached: a schema
+// that holds courier's tables where the search_path does not lead.
+type unreachedSchema struct {
+	schema, searchPath string
+	inPath, usable     bool // the search_path names it; the role may use it
+}
+
+// unreachedSchemas runs the engine's schema_unreached, where it has one.
+func unreachedSchemas(ctx context.Context, db interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, d *dialect) ([]unreachedSchema, error) {
+	q := d.query("schema_unreached")
+	if q.text == "" {
+		return nil, nil
+	}
+	rows, err := db.QueryContext(ctx, q.text)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []unreachedSchema
+	for rows.Next() {
+		var f unreachedSchema
+		if err := rows.Scan(&f.schema, &f.searchPath, &f.inPath, &f.usable); err != nil {
+			return nil, err
+		}
+		found = append(found, f)
+	}
+	return found, rows.Err()
+}
+
 // unreached is Open's schema_outdated for a database that has courier's
 // tables in a schema the connection's search_path does not lead to
 // (PostgreSQL; see the engine's schema_unreached): the error names the
 // schema, for the migration it would otherwise ask for creates new, empty
 // tables in the first schema of the search_path, and the deliveries
-// waiting in the other are never seen again. Any other verdict, or a
-// look that finds nothing or fails, is returned as it is.
+// waiting in the other are never seen again. A schema the search_path
+// names but the role may not use is one PostgreSQL skipped: the error asks
+// for USAGE on it, not for a search_path that already names it. Tables in
+// a schema the search_path does not name may be another application's,
+// whose courier is its own (two in two schemas of one database): the error
+// says that migrating is then right. Any other verdict, or a look that
+// finds nothing or fails, is returned as it is.
 func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict error) error {
-	q := d.query("schema_unreached")
-	if q.text == "" || !errors.Is(verdict, courier.CodeSchemaOutdated) {
+	if !errors.Is(verdict, courier.CodeSchemaOutdated) {
 		return verdict
 	}
-	var found []struct {
-		Schema     string `db:"schema_name"`
-		SearchPath string `db:"search_path"`
-	}
-	if err := sqlx.SelectContext(ctx, db, &found, q.text); err != nil || len(found) == 0 {
+	found, err := unreachedSchemas(ctx, db, d)
+	if err != nil || len(found) == 0 {
 		return verdict
+	}
+	for _, f := range found {
+		if f.inPath && !f.usable {
+			return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
+				"store: the search_path (%s) names schema %q, which holds courier's tables, but this role may not use it "+
+					"(no USAGE on the schema), so PostgreSQL skips it: grant the role USAGE on it (see package store/postgres, "+
+					"under Roles and privileges) rather than migrate, which would create new, empty tables in the first schema "+
+					"of the search_path that the role may use", f.searchPath, f.schema)}
+		}
 	}
 	names := make([]string, len(found))
+	grant := ""
 	for i, f := range found {
-		names[i] = strconv.Quote(f.Schema)
+		names[i] = strconv.Quote(f.schema)
+		if !f.usable {
+			grant = ", and grant the role USAGE on it"
+		}
 	}
 	where := "schema " + names[0]
 	if len(names) > 1 {
@@ -161,8 +229,9 @@ func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict 
 	}
 	return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
 		"store: no schema of the search_path (%s) has courier's tables, and this database has them in %s: "+
-			"if they are this application's, name the schema in the search_path (the URL's search_path, or ALTER ROLE … IN DATABASE … SET search_path) "+
-			"rather than migrate, which would create new, empty tables in the first schema of the search_path", found[0].SearchPath, where)}
+			"if they are this application's, name the schema in the search_path (the URL's search_path, or ALTER ROLE … IN DATABASE … SET search_path)%s, "+
+			"rather than migrate, which would create new, empty tables in the first schema of the search_path; "+
+			"if they are another application's, migrate", found[0].searchPath, where, grant)}
 }
 
 // The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
@@ -196,6 +265,9 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 		return d.interpret("migrate", err)
 	}
 	if err := refuseToHide(ctx, tx, d); err != nil {
+		return err
+	}
+	if err := refuseUnusable(ctx, tx, d); err != nil {
 		return err
 	}
 	// The version table is created only where it is missing: an

@@ -286,7 +286,8 @@ type Store struct {
 // checks that courier's tables are the ones this courier migrates to and
 // were not altered: CodeSchemaOutdated means Migrate must run first (or,
 // on PostgreSQL, when its error names a schema that has courier's tables,
-// that the connection's search_path must name it); it does not migrate.
+// that the connection's search_path must name it, or its role be granted
+// USAGE on it); it does not migrate.
 // A newer courier's schema is served too, unless that
 // courier says this one must not run on it (CodeSchemaTooNew; see
 // Upgrades in the package documentation). Claims keep checking, and stop

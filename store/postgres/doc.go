@@ -137,7 +137,12 @@
 // release that uses a new table finds it refused ("permission denied for
 // table …", database_unavailable) until someone grants it. A role that
 // only receives needs the four on courier_inbox, courier_replay and
-// courier_replay_counts, and SELECT on courier_schema.
+// courier_replay_counts, and SELECT on courier_schema. Without USAGE on
+// the schema, PostgreSQL leaves it out of the role's search_path without
+// a word, and courier's tables are looked for in the next schema:
+// store.Open answers schema_outdated, and store.Migrate config_invalid
+// rather than create new, empty tables there, each naming the schema the
+// role may not use.
 //
 // The application's role calls store.Open, which checks the schema and
 // never migrates: schema_outdated while the pipeline has not yet applied

@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -226,4 +228,90 @@ func TestMigrateAsARoleWithoutDDLFindsNothingToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+}
+
+// TestOpenSaysTheRoleMayNotUseCouriersSchema: the application's role has
+// courier's schema in its search_path and the grants on its tables, but
+// not USAGE on the schema (the first line of Roles and privileges,
+// forgotten). PostgreSQL skips a schema of the search_path the role may
+// not use, so Open finds no tables; its schema_outdated said that no
+// schema of the search_path has them and asked to name the schema in the
+// search_path, which already names it. It says the role may not use it.
+func TestOpenSaysTheRoleMayNotUseCouriersSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	owner := openURL(t, u)
+	admin := openURL(t, pgtest.Server(t))
+	suffix := strings.ToLower(rand.Text()[:10])
+	schema, app, password := "courier_"+suffix, "courier_app_"+suffix, rand.Text()
+	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, app, password)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, app))
+		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, app))
+	})
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
+		t.Fatal(err)
+	}
+	mig := openURL(t, withParam(t, u, "search_path", schema))
+	if err := store.Migrate(ctx, mig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mig.ExecContext(ctx, fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %q TO %q`, schema, app)); err != nil {
+		t.Fatal(err)
+	}
+	ru, err := url.Parse(withParam(t, u, "search_path", schema+",public"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru.User = url.UserPassword(app, password)
+	_, err = store.Open(ctx, openURL(t, ru.String()), store.Config{})
+	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), "USAGE") || strings.Contains(err.Error(), "no schema of the search_path") {
+		t.Fatalf("Open as a role without USAGE on courier's schema, which its search_path names = %v; want schema_outdated saying the role may not use schema %q", err, schema)
+	}
+}
+
+// TestMigrateRefusesWhereTheRoleMayNotUseCouriersSchema: as above, the
+// role's search_path names courier's schema, which it may not use, and it
+// may create in the next schema, public (every role could, before
+// PostgreSQL 15). store.Migrate, as a service that migrates at start
+// calls it, created new, empty tables in public: once the grant is
+// made, the enqueues made meanwhile wait there, hidden by courier's
+// schema, first in the search_path. It refuses, naming the schema.
+func TestMigrateRefusesWhereTheRoleMayNotUseCouriersSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	owner := openURL(t, u)
+	admin := openURL(t, pgtest.Server(t))
+	suffix := strings.ToLower(rand.Text()[:10])
+	schema, app, password := "courier_"+suffix, "courier_app_"+suffix, rand.Text()
+	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, app, password)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, app))
+		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, app))
+	})
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q; GRANT CREATE ON SCHEMA public TO %q`, schema, app)); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, openURL(t, withParam(t, u, "search_path", schema))); err != nil {
+		t.Fatal(err)
+	}
+	ru, err := url.Parse(withParam(t, u, "search_path", schema+",public"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru.User = url.UserPassword(app, password)
+	err = store.Migrate(ctx, openURL(t, ru.String()))
+	var created bool
+	if err := owner.GetContext(ctx, &created, `SELECT to_regclass('public.courier_schema') IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), schema) || created {
+		t.Fatalf("Migrate as a role without USAGE on courier's schema, which its search_path names = %v (tables created in public: %v); want config_invalid naming schema %q, nothing created", err, created, schema)
+	}
 }

@@ -93,6 +93,43 @@ func TestOpenNamesTheSchemaItsSearchPathMisses(t *testing.T) {
 	}
 }
 
+// TestOpenOfANewApplicationBesideAnotherSaysToMigrate: two applications
+// in two schemas of one database, each with a courier of its own, as
+// package postgres documents. The second, never migrated, opens its Store
+// first: Open named the first's schema and said to name it in the
+// search_path "rather than migrate", which for this application is the
+// one step to take. It names the schema, and says to migrate when the
+// tables are another application's.
+func TestOpenOfANewApplicationBesideAnotherSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dbURL := pgtest.URL(t)
+	admin := sqlx.MustOpen(postgres.DriverName, dbURL)
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA orders; CREATE SCHEMA billing`); err != nil {
+		t.Fatal(err)
+	}
+	orders := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "orders"))
+	defer orders.Close()
+	if err := store.Migrate(ctx, orders); err != nil {
+		t.Fatal(err)
+	}
+	billing := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "billing"))
+	defer billing.Close()
+	_, err := store.Open(ctx, billing, store.Config{})
+	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), `schema "orders"`) || !strings.Contains(err.Error(), "another application's, migrate") {
+		t.Fatalf("Open of a never-migrated application beside another's courier = %v; want schema_outdated naming schema \"orders\" and saying to migrate if the tables are another application's", err)
+	}
+	if err := store.Migrate(ctx, billing); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, billing, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
 // TestClaimsStopAfterANewerMigrationWithoutColumns: a newer courier's
 // migration that adds no column (an index, a constraint), records its
 // version and says older couriers must not run on its schema. Open refused

@@ -123,13 +123,25 @@ LIMIT 1;
 -- Open's look, once it found no courier tables, for the schemas of this
 -- database that hold them where the search_path does not lead: a database
 -- restored from pg_dump into a new one (which brings no ALTER ROLE … IN
--- DATABASE … SET search_path), or a URL that lost its search_path. The
--- migration schema_outdated asks for would create new, empty tables in
--- the first schema of the search_path instead, and the deliveries waiting
--- in the others would never be seen. Returns each such schema and the
--- search_path, or no row when a schema of the search_path holds courier's
--- tables or none does. PostgreSQL only.
-SELECT n.nspname::text AS schema_name, current_setting('search_path') AS search_path
+-- DATABASE … SET search_path), a URL that lost its search_path, or a
+-- schema the search_path names but the role may not use (no USAGE), which
+-- PostgreSQL leaves out of the search_path without a word. The migration
+-- schema_outdated asks for would create new, empty tables in the first
+-- schema of the search_path instead, and the deliveries waiting in the
+-- others would never be seen. Returns each such schema, whether the
+-- search_path names it (in_path, read from the setting as PostgreSQL
+-- splits it: commas outside double quotes, "$user" the role's own name)
+-- and whether the role may use it, with the search_path; or no row when a
+-- schema of the search_path holds courier's tables or none does.
+-- PostgreSQL only.
+SELECT n.nspname::text AS schema_name, current_setting('search_path') AS search_path,
+    COALESCE(n.nspname IN (
+        SELECT CASE WHEN btrim(e) IN ('', '""') THEN NULL
+            WHEN btrim(e) IN ('$user', '"$user"') THEN current_user::text
+            ELSE (parse_ident(btrim(e)))[1] END
+        FROM regexp_split_to_table(current_setting('search_path'), ',(?=(?:[^"]*"[^"]*")*[^"]*$)') AS e
+    ), false) AS in_path, -- an empty element is NULL: not found, rather than unknown
+    has_schema_privilege(n.oid, 'USAGE') AS usable
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
