@@ -96,11 +96,13 @@
 // again, in a new process if need be.
 //
 // Back up through SQLite, never by copying the files while any process has
-// the database open: the latest commits are in the -wal file, and a
-// checkpoint that writes them into the database file while cp (or a
-// snapshot that is not atomic) reads it leaves a copy that SQLite finds
-// corrupt, the database file alone or with its -wal copied after it
-// (Outbox.Check on such a copy reports database_corrupt). VACUUM INTO
+// the database open: the latest commits are in the -wal file, so the
+// database file alone lacks them, and a checkpoint that writes them into
+// the database file while cp (or a snapshot that is not atomic) reads it
+// leaves a copy, the database file alone or with its -wal copied after
+// it, that holds parts of commits: SQLite may find it corrupt (Outbox.Check
+// on it reports database_corrupt), or find nothing while a delivery's
+// rows and its business rows are from different instants. VACUUM INTO
 // 'backup.db' (through the Store's DB(), or a sqlite3 shell), sqlite3's
 // .backup and the online backup API each copy one transaction's snapshot,
 // while the application runs: every delivery is in the copy exactly when
