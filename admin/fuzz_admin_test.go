@@ -540,7 +540,9 @@ func (rg *fuzzAdminRig) judgeWrite(t *testing.T, what string, in fuzzAdminInput,
 		if r := form.Get("endpoint_ref"); r != "" {
 			named = refURL(r)
 		} else {
-			named = form.Get("endpoint")
+			// The store keeps an endpoint as Normalize writes it (scheme
+			// and host in lower case): a URL of another case names it.
+			named = endpoint.Normalize(form.Get("endpoint"))
 		}
 		tables = []string{"courier_endpoints"}
 		if path == "/ops/contracts/pin" {
