@@ -101,8 +101,10 @@
 //     behind one it logs a warning once (client.Config.Logger, "worker:
 //     wake-ups unavailable, polling", config_invalid) and finds new
 //     deliveries at its next poll (client.Config.PollInterval, 1 second
-//     by default). Open the Store of each process that runs a worker on a
-//     direct connection for wake-ups: it keeps them however the
+//     by default). A pooler that passes the server's process id on to
+//     its clients is not seen, and its LISTEN leaks as above. Open the
+//     Store of each process that runs a worker on a direct connection, for
+//     wake-ups and behind any pooler: it keeps them however the
 //     application enqueues, as the notification is sent on commit to every
 //     listener of the database.
 //   - Settings in the URL do not reach the server: PgBouncer refuses a
