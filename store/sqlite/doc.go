@@ -33,6 +33,17 @@
 // without waiting for the writer, from a receiver's function too; SQLite
 // refuses a write in it (query_only) with its read-only error.
 //
+// The writer keeps its temporary storage in memory (temp_store=MEMORY),
+// the statement journal above all: a statement that changes several rows
+// keeps the pages it changes there until it ends, which SQLite's default
+// buffers in 64 KiB of its own for each statement, at a cost to every
+// claim and settle. Courier's statements each change a bounded batch. A
+// statement of the application's in a transaction of Store.Begin (a
+// receiver's function, an enqueue's business transaction) that rewrites
+// many existing rows at once holds a copy of each page it changes in
+// memory until it ends: write such bulk changes in batches. The pools
+// of DriverName, the Store's DB() among them, keep SQLite's default.
+//
 // Several processes on the file's host may use it at once: the
 // application's, a second instance of it, the courier tool from a shell or
 // cron, a backup, a sqlite3 shell. SQLite's locks keep their writes one at

@@ -105,6 +105,18 @@ func (d *sqliteDriver) connect(ctx context.Context, dsn string, shown *walSeen) 
 		if c.wal, err = boundWAL(sc, shown); err == nil { //nolint:contextcheck // a pragma of the writer's setup, run once at open
 			_, err = sc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerBusyStep), nil)
 		}
+		if err == nil {
+			// The writer's statement journals grow in memory by small
+			// chunks. Every claim and settle keeps one (a statement with
+			// RETURNING does), and with temp_store's default SQLite
+			// buffers it in 64 KiB of its own for each statement, which
+			// cost a claim of eight rows in a large outbox three times
+			// the UPDATE itself (BenchmarkClaim, BenchmarkSettle).
+			// Courier's statements each change a bounded batch; the
+			// package doc tells applications writing in Store.Begin's
+			// transactions to do the same.
+			_, err = sc.ExecContext(ctx, "PRAGMA temp_store = MEMORY", nil)
+		}
 		if err != nil {
 			sc.Close()
 			return nil, err
