@@ -157,6 +157,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},
 		{"Commands", testCommands},
 		{"FailMismatchedEndsParkedCommands", testFailMismatchedEndsParkedCommands},
+		{"FailMismatchedFailsThemAll", testFailMismatchedFailsThemAll},
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},
