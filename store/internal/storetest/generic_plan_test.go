@@ -328,12 +328,17 @@ var walkCond = regexp.MustCompile(`^\((\w+\.)?id [<>]=? [^()]*\)$`)
 // readsBeyond returns the whole reads of a table that grows with the
 // traffic that plan makes and than does not: a sequential scan of it, a
 // walk of one of its indexes (no condition, or only a bound on the id),
-// or a sort of what it read.
+// or a sort of what it read. A walk of an index reads no more than a
+// sequential scan of its table does: a statement that reads a whole
+// table by design (endpoint_ref_deliveries) may do either, as the
+// table's visibility map makes one or the other the cheaper.
 func readsBeyond(plan, than string) []string {
 	mine, theirs := wholeReads(plan), wholeReads(than)
 	var extra []string
-	for r := range mine {
-		if !theirs[r] {
+	for r, table := range mine {
+		_, same := theirs[r]
+		_, scanned := theirs["Seq Scan on "+table]
+		if !same && !(strings.HasPrefix(r, "walk of ") && scanned) {
 			extra = append(extra, r)
 		}
 	}
@@ -342,9 +347,9 @@ func readsBeyond(plan, than string) []string {
 }
 
 // wholeReads returns the whole reads of a table that grows with the
-// traffic that plan makes (see readsBeyond).
-func wholeReads(plan string) map[string]bool {
-	out := make(map[string]bool)
+// traffic that plan makes (see readsBeyond), each with its table.
+func wholeReads(plan string) map[string]string {
+	out := make(map[string]string)
 	lines := strings.Split(plan, "\n")
 	for i, l := range lines {
 		m := growingScan.FindStringSubmatch(l)
@@ -353,9 +358,9 @@ func wholeReads(plan string) map[string]bool {
 		}
 		if m[1] == "Seq Scan" {
 			if sortedAbove(lines, i) {
-				out["Sort of "+m[3]] = true
+				out["Sort of "+m[3]] = m[3]
 			}
-			out["Seq Scan on "+m[3]] = true
+			out["Seq Scan on "+m[3]] = m[3]
 			continue
 		}
 		cond := ""
@@ -368,10 +373,10 @@ func wholeReads(plan string) map[string]bool {
 			}
 		}
 		if sortedAbove(lines, i) && !identityCond.MatchString(cond) {
-			out["Sort of "+m[3]] = true
+			out["Sort of "+m[3]] = m[3]
 		}
 		if cond == "" || walkCond.MatchString(cond) {
-			out["walk of "+m[2]] = true
+			out["walk of "+m[2]] = m[3]
 		}
 	}
 	return out
