@@ -88,3 +88,52 @@ func TestServerKeepsTheReceiversBodyDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountTheReceiversTimeoutAnswer: a receiver's 408 to a body that
+// stopped arriving is an answer sent, and the sender reads it, but Stats
+// counted it under 0, as if the client had hung up: the body's read
+// deadline ends the request's context as a client gone does.
+func TestStatsCountTheReceiversTimeoutAnswer(t *testing.T) {
+	t.Parallel()
+	keys := couriertest.StandardWebhooksKeys("billing")
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier,
+		Body: middleware.BodyLimits{ReadTimeout: 200 * time.Millisecond}},
+		func(context.Context, *sqlx.Tx, note) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := couriertest.NewServer(rcv, nil)
+	defer srv.Close()
+
+	body := []byte(`{"type":"invoice.paid"}`)
+	req := couriertest.NewRequest(srv.URL, "msg-1", body, keys.Signer)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", req.Host, len(body))
+	for name, values := range req.Header {
+		fmt.Fprintf(conn, "%s: %s\r\n", name, values[0])
+	}
+	fmt.Fprintf(conn, "\r\n%s", body[:5])
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that stopped arriving: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("a body that stopped arriving: %d, want 408", resp.StatusCode)
+	}
+	if st := srv.Stats(); st.ByStatus[http.StatusRequestTimeout] != 1 || st.ByStatus[0] != 0 {
+		t.Fatalf("Stats.ByStatus = %v after the receiver answered 408, want 408: 1 and nothing under 0", st.ByStatus)
+	}
+}

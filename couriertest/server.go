@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,8 +16,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -43,9 +46,10 @@ type Stats struct {
 	// Script, a request whose id is in its body is counted here once the
 	// handler is done with it.
 	ByID map[string]int
-	// ByStatus counts the answers sent, by status; a dropped request,
-	// and one whose client hung up before its answer (a Delay past the
-	// sender's timeout), count under 0.
+	// ByStatus counts the answers sent, by status, the receiver's 408 to
+	// a body that stopped arriving (its Body.ReadTimeout) included; a
+	// dropped request, and one whose client hung up before its answer (a
+	// Delay past the sender's timeout), count under 0.
 	ByStatus map[int]int
 }
 
@@ -193,6 +197,10 @@ func Guard(serverURL string) client.Guard {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// Without a Script, an id in the body is read as the handler reads the
 	// body, under its deadlines, and counted once it has.
+	body := &deadlineBody{ReadCloser: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
+	}
 	id, known := headerID(r)
 	var tee *teeBody
 	switch {
@@ -232,17 +240,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}
 	res := rec.Result()
-	body := rec.Body.Bytes()
+	answer := rec.Body.Bytes()
 	wrong := false
 	if f.WrongAck && res.StatusCode == http.StatusOK {
-		body, wrong = alterAck(body)
+		answer, wrong = alterAck(answer)
 	}
 	if f.Delay > 0 {
 		s.hold(r.Context(), f.Delay)
 	}
 	// A client that hung up (its timeout ran out during the Delay, or
 	// during the handler) is shown no answer, whatever is written below.
-	gone := r.Context().Err() != nil
+	// The request's context ends too when a read of the body runs past
+	// the receiver's deadline; that client is still there, and is shown
+	// the receiver's answer (408).
+	gone := r.Context().Err() != nil && !body.timedOut.Load()
 	s.mu.Lock()
 	switch {
 	case f.DropAfterCommit:
@@ -267,7 +278,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	maps.Copy(w.Header(), res.Header)
 	w.WriteHeader(res.StatusCode)
-	_, _ = w.Write(body)
+	_, _ = w.Write(answer)
+}
+
+// deadlineBody is a request's body that notes whether a read of it ran
+// past the connection's read deadline (the receiver's body deadline).
+type deadlineBody struct {
+	io.ReadCloser
+	timedOut atomic.Bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		b.timedOut.Store(true)
+	}
+	return n, err
 }
 
 // recorder holds the handler's answer back, for the fault layer to alter,
