@@ -14,7 +14,10 @@ import (
 // a typo in its path answered just as the enable of the disabled one did,
 // exit 0, and that one stayed disabled. Each names the endpoint by its ref
 // too, as list does, and enable and disable say when there was nothing
-// to change.
+// to change. An enable of a URL the database does not know (the typo)
+// then said "already enabled", exit 0, as if all were well: it fails,
+// exit 1, saying no endpoint the database knows is that one, as for a
+// ref that names none.
 func TestEndpointsActionsNameTheEndpointTheyActedOn(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
@@ -40,13 +43,17 @@ func TestEndpointsActionsNameTheEndpointTheyActedOn(t *testing.T) {
 	}{
 		{[]string{"disable", hook}, "disabled: https://hooks.chat.example/… (ref " + endpoint.Ref(hook) + ")\n"},
 		{[]string{"disable", endpoint.Ref(hook)}, "already disabled: https://hooks.chat.example/… (ref " + endpoint.Ref(hook) + ")\n"},
-		{[]string{"enable", typo}, "already enabled: https://hooks.chat.example/… (ref " + endpoint.Ref(typo) + "): it was not disabled or paused\n"},
+		{[]string{"enable", other}, "already enabled: https://hooks.chat.example/… (ref " + endpoint.Ref(other) + "): it was not disabled or paused\n"},
 		{[]string{"limit", "-max-in-flight", "2", "-rate", "0", other}, "limits of https://hooks.chat.example/… (ref " + endpoint.Ref(other) + "): max 2 in flight\n"},
 	} {
 		args := append([]string{"endpoints", step.args[0], "-db", db}, step.args[1:]...)
 		if out := mustRun(t, exitOK, args...); out != step.want {
 			t.Errorf("courier %s: %q, want %q", strings.Join(args, " "), out, step.want)
 		}
+	}
+	code, out, errOut := courierRun(t, "endpoints", "enable", "-db", db, typo)
+	if want := "no endpoint the database knows is https://hooks.chat.example/… (ref " + endpoint.Ref(typo) + ")"; code != exitFailed || out != "" || !strings.Contains(errOut, want) {
+		t.Errorf("courier endpoints enable %s: exit %d, stdout %q, stderr %q; want %d saying %q", typo, code, out, errOut, exitFailed, want)
 	}
 	if st := state(hook); st != store.EndpointDisabled {
 		t.Fatalf("%s after an enable of another URL: %s, want disabled still", hook, st)

@@ -39,7 +39,9 @@
 // redrive and cancel do when they leave the delivery id they were given
 // as it was (an endpoint with nothing to redrive is no failure; a redrive
 // that fails part-way prints "redriven: n" for those it moved, which stay
-// moved, before its error), and send
+// moved, before its error), as endpoints enable does for an endpoint the
+// database does not know (no deliveries, breaker, limits, subscription or
+// contract pin: a mistyped URL, or one of another database), and send
 // does when the receiver refuses the notification or answers with an Ack
 // that does not verify; 2 for a usage error, the store's refusal of an
 // argument (invalid_argument) included; 3 when health is blocked or

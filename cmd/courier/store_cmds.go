@@ -611,12 +611,24 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "limits of %s: %s\n", endpointText(h.Endpoint), limitsText(h.Limits))
 		return nil
 	}
-	// The state before says whether the action changed anything: an enable
+	// The state before says whether the action changed anything. An enable
 	// of a URL with a typo in its path finds a breaker that was never
-	// disabled, and says so.
+	// disabled, of an endpoint the store does not know: a failure, as for
+	// a ref that names none, so that the operator, or a script, does not
+	// take the endpoint meant for enabled. A disable of an endpoint not
+	// known yet holds back the deliveries to come (store.Endpoints.Disable).
 	before, err := s.Endpoints.Get(ctx, url)
 	if err != nil {
 		return err
+	}
+	if action == "enable" && before.State == store.EndpointClosed {
+		known, err := knownEndpoint(ctx, s, url, before.Endpoint)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return fmt.Errorf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin; nothing to enable", endpointText(before.Endpoint))
+		}
 	}
 	if action == "enable" {
 		err = s.Endpoints.Enable(ctx, url)
@@ -723,6 +735,22 @@ func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, erro
 		return "", usageFailure("give an endpoint's URL (absolute http or https, with a host, at most 2048 bytes) or its ref, as courier endpoints list shows them")
 	}
 	return urlOrRef, nil
+}
+
+// knownEndpoint reports whether the store knows the endpoint named by any
+// of urls (as given, and as the store keeps it): its deliveries, breaker
+// record, limits, subscriptions or contract pins (store.Endpoints.Resolve).
+func knownEndpoint(ctx context.Context, s *store.Store, urls ...string) (bool, error) {
+	for _, url := range urls {
+		_, err := s.Endpoints.Resolve(ctx, endpoint.Ref(url))
+		switch {
+		case err == nil:
+			return true, nil
+		case !errors.Is(err, courier.CodeNotFound):
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // resolveRef returns the URL of the endpoint whose ref is ref, and says
