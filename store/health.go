@@ -22,9 +22,10 @@ type Health struct {
 	// the backlog, for lag alerts. It counts the rows parked while their
 	// endpoint has no room (at its limits, or at a worker's share of it,
 	// client.Config.EndpointConcurrency). Neither counts the rows held back
-	// for another reason (Delivery.Held): behind their ordering key, or
-	// parked while their endpoint is open, half open or disabled
-	// (Endpoints.List says which).
+	// for another reason: behind their ordering key (Delivery.Held), or of
+	// an endpoint that is open, half open or disabled (Endpoints.List says
+	// which), from the moment it is, whether a claim has parked them yet
+	// or not.
 	Due           int
 	ExpiredLeases int // leases past expiry, not yet reclaimed
 	Failed        int // failed deliveries

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
 
@@ -170,5 +171,82 @@ func testHealthCountsABacklogWaitingForRoom(t *testing.T, open OpenFunc) {
 	}
 	if h := health(t, b); h.Due != 18 || h.OldestDueAge != time.Hour {
 		t.Fatalf("after the slow endpoint opened: due %d, oldest %v; want the fast endpoint's 18, 1h", h.Due, h.OldestDueAge)
+	}
+}
+
+// testHealthCountsNoBacklogOfAHeldEndpointBeforeAClaim: Due and
+// OldestDueAge leave out the deliveries of an endpoint that is disabled
+// or open, as none is sent until it is enabled or a probe gets through.
+// They did so only once a claim had parked them: right after a Disable
+// (or a breaker opening) its deliveries still in the due index were
+// counted as due, a backlog for lag alerts that no worker would send, and
+// the figures changed at the next claim with nothing sent. Overdue counts
+// them, parked or not: the first claim to reach them ends them.
+func testHealthCountsNoBacklogOfAHeldEndpointBeforeAClaim(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Hour}})
+	for i := range 3 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i)))
+	}
+	b.clock.Advance(time.Hour)
+	for i := range 2 {
+		b.enqueue(t, at(fastEndpoint, fmt.Sprintf("f-%d", i)))
+	}
+	b.clock.Advance(time.Minute)
+	if h := health(t, b); h.Due != 5 || h.OldestDueAge != time.Hour+time.Minute {
+		t.Fatalf("before the disable: due %d, oldest %v; want 5, 1h1m", h.Due, h.OldestDueAge)
+	}
+	if err := b.store.Endpoints.Disable(b.ctx, slowEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(t, b); h.Due != 2 || h.OldestDueAge != time.Minute || h.Code != courier.CodeEndpointDisabled {
+		t.Fatalf("right after the disable: due %d, oldest %v, %s; want the fast endpoint's 2, 1m, endpoint_disabled", h.Due, h.OldestDueAge, h.Code)
+	}
+	if err := b.store.Endpoints.Enable(b.ctx, slowEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(t, b); h.Due != 5 || h.Status != store.HealthOK {
+		t.Fatalf("after the enable: due %d, %s; want 5, ok", h.Due, h.Status)
+	}
+	// The slow endpoint's breaker opens on a 503 to one of its
+	// deliveries; the other two stay in the due index, no claim having
+	// reached them since.
+	var slow []protocol.Claimed
+	for _, c := range b.claim(t, "w", 10, time.Minute) {
+		if c.Endpoint == slowEndpoint {
+			slow = append(slow, c)
+			continue
+		}
+		if err := b.complete(c.Lease, "ack"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(slow) != 3 {
+		t.Fatalf("claimed %d of the slow endpoint's deliveries, want 3", len(slow))
+	}
+	for i, c := range slow {
+		if i == 0 {
+			if err := b.retry(c.Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := b.retry(c.Lease, retryParams{Code: courier.CodeWorkerStopped, Delay: time.Second}); err != nil { // given back
+			t.Fatal(err)
+		}
+	}
+	b.clock.Advance(time.Second)
+	if eh, _ := b.store.Endpoints.Get(b.ctx, slowEndpoint); eh.State != store.EndpointOpen {
+		t.Fatalf("the slow endpoint is %s after a 503, want open", eh.State)
+	}
+	if h := health(t, b); h.Due != 0 || h.OldestDueAge != 0 || h.Counts[courier.StatusRetryWait] != 3 {
+		t.Fatalf("with the slow endpoint open: due %d, oldest %v, retrying %d; want 0, 0, 3", h.Due, h.OldestDueAge, h.Counts[courier.StatusRetryWait])
+	}
+	// Past their deadline they are overdue, parked or not.
+	if err := b.store.Endpoints.Disable(b.ctx, slowEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(100 * 24 * time.Hour)
+	if h := health(t, b); h.Due != 0 || h.Overdue != 3 {
+		t.Fatalf("past their deadline: due %d, overdue %d; want 0, 3", h.Due, h.Overdue)
 	}
 }

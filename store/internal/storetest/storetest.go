@@ -74,6 +74,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"Check", testCheck},
 		{"HealthPrecedence", testHealthPrecedence},
 		{"HealthCountsABacklogWaitingForRoom", testHealthCountsABacklogWaitingForRoom},
+		{"HealthCountsNoBacklogOfAHeldEndpointBeforeAClaim", testHealthCountsNoBacklogOfAHeldEndpointBeforeAClaim},
 		{"HealthBlocksOnDeliveriesPastTheirDeadline", testHealthBlocksOnDeliveriesPastTheirDeadline},
 		{"HealthCountsOverdueParkedAndNotKeyed", testHealthCountsOverdueParkedAndNotKeyed},
 		{"HealthBlocksOnAKeyHeldByItsFailedHead", testHealthBlocksOnAKeyHeldByItsFailedHead},

@@ -562,8 +562,11 @@ WITH RECURSIVE p(v) AS (
     FROM p WHERE p.v IS NOT NULL
 ),
 w(due, next_attempt_at, deadline) AS (
-    SELECT TRUE, o.next_attempt_at, o.deadline FROM p CROSS JOIN LATERAL (
-        SELECT next_attempt_at, deadline FROM courier_outbox
+    SELECT NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
+                       WHERE e.endpoint = o.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+        o.next_attempt_at, o.deadline
+    FROM p CROSS JOIN LATERAL (
+        SELECT endpoint, next_attempt_at, deadline FROM courier_outbox
         WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = p.v AND next_attempt_at <= :now
         OFFSET 0) AS o
     UNION ALL
