@@ -630,10 +630,10 @@ func TestPayloadKeyRotationWithDeliveriesInFlight(t *testing.T) {
 		if n := r.applied(t, "n-late"); n != 0 {
 			t.Fatalf("n-late applied %d times with its key gone, want never", n)
 		}
-		// Health says rows are quarantined (integrity_mismatch, for every
-		// quarantine); the delivery's own code says why.
-		if h, err := r.outbox.Outbox.Health(r.ctx); err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodeIntegrity {
-			t.Fatalf("Health with its key gone = %s/%s, %v; want blocked/%s", h.Status, h.Code, err, courier.CodeIntegrity)
+		// Health says why rows are quarantined: their key, not an
+		// alteration.
+		if h, err := r.outbox.Outbox.Health(r.ctx); err != nil || h.Status != store.HealthBlocked || h.Code != courier.CodePayloadUnreadable {
+			t.Fatalf("Health with its key gone = %s/%s, %v; want blocked/%s", h.Status, h.Code, err, courier.CodePayloadUnreadable)
 		}
 		// i1 retired too early: a redelivery to the record kept under it
 		// is neither processed again nor taken for a collision.

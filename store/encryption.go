@@ -143,8 +143,9 @@ func (k PayloadKey) ID() string { return k.id }
 // or whose row is changed to be signed with another key, does not open
 // (rows sealed before the signing key id was bound open as they were
 // sealed, bound to the identity alone). A row that cannot be opened is
-// quarantined with code payload_unreadable: its key is gone, or Keys
-// holds other bytes under its id. That is a key's fault, not the row's,
+// quarantined with code payload_unreadable (Outbox.Health says so: blocked,
+// payload_unreadable): its key is gone, or Keys holds other bytes under
+// its id. That is a key's fault, not the row's,
 // so once the key is configured again (in every process that claims)
 // Outbox.Redrive sends the row again; a row redriven while its key is
 // still wrong, or whose sealed bytes or bound columns were altered, is

@@ -74,16 +74,23 @@ const (
 // finished row: Due, OldestDueAge and Overdue the due and parked rows
 // (not those waiting for a later time), ExpiredLeases the expired leases,
 // ContractMismatches the unfinished commands (with a pinned digest),
-// and endpoint_disabled every waiting row, only while an endpoint is
-// disabled. Blocked, with the code of the first that holds:
+// payload_unreadable the quarantined rows, only while some row is
+// quarantined, and endpoint_disabled every waiting row, only while an
+// endpoint is disabled. Blocked, with the code of the first that holds:
 //
 //	database_corrupt    the database file is no longer the one the Store opened (removed
 //	                    or replaced under it), or, on SQLite, its -wal file, as Check says:
 //	                    what commits goes to no file on disk; close the Store and open it
 //	                    again. Health looks at the files only (a stat or two), never
 //	                    through the writer; the counts are what the database still answers
-//	integrity_mismatch  rows are quarantined: stored data was altered or cannot be opened
-//	                    (payload_unreadable: fix the payload keys, then Redrive them)
+//	integrity_mismatch  rows are quarantined, some as altered: their stored data no longer
+//	                    matches its digest (the delivery's code, integrity_mismatch); Redrive
+//	                    leaves them, Cancel dismisses them
+//	payload_unreadable  rows are quarantined, each because its payload cannot be opened (the
+//	                    delivery's code, payload_unreadable): a payload key is missing or
+//	                    holds other bytes under its id (Config.Encryption), or the sealed
+//	                    bytes were altered; fix the keys, then Redrive them (a row that
+//	                    still does not open is quarantined again)
 //	leases_expired      leases ran out unsettled: workers stopped
 //	contract_changed    endpoints are held back by a changed contract
 //	endpoint_disabled   deliveries wait for an endpoint that is disabled (by an
@@ -193,10 +200,18 @@ func (o *Outbox) health(ctx context.Context) (Health, error) {
 	if err := o.s.scan(ctx, tx, "endpoint_disabled_waiting", nil, &disabled); err != nil {
 		return Health{}, err
 	}
+	var unreadable int // quarantined rows whose payload could not be opened
+	if h.Counts[courier.StatusQuarantined] > 0 {
+		if err := o.s.scan(ctx, tx, "outbox_health_unreadable", nil, &unreadable); err != nil {
+			return Health{}, err
+		}
+	}
 	h.Failed = h.Counts[courier.StatusFailed]
 	switch {
-	case h.Counts[courier.StatusQuarantined] > 0:
+	case h.Counts[courier.StatusQuarantined] > unreadable:
 		h.Status, h.Code = HealthBlocked, courier.CodeIntegrity
+	case unreadable > 0:
+		h.Status, h.Code = HealthBlocked, courier.CodePayloadUnreadable
 	case h.ExpiredLeases > 0:
 		h.Status, h.Code = HealthBlocked, courier.CodeLeasesExpired
 	case h.ContractMismatches > 0:

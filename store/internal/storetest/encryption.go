@@ -996,3 +996,56 @@ func testAnAttemptSettledAfterItsRowWasSealedAgainKeepsNoPlainAck(t *testing.T, 
 			d.Status, d.AckSHA256, d.AckSHA256 == plain)
 	}
 }
+
+// testHealthSaysPayloadUnreadable: deliveries quarantined because their
+// payload cannot be opened (a payload key missing or wrong) made Health
+// blocked with integrity_mismatch, the code of a row whose digest no
+// longer matches, which Redrive leaves; the operator who reads it, in
+// courier health or an alert, was sent after tampering while the rows
+// wait, intact, for their key and a Redrive. Health says
+// payload_unreadable while those are all that is quarantined, and
+// integrity_mismatch once a row was altered.
+func testHealthSaysPayloadUnreadable(t *testing.T, open OpenFunc) {
+	k1 := payloadKey(t, "k1", 1)
+	b := setup(t, open, store.Config{Encryption: &store.Encryption{Current: "k1", Keys: []store.PayloadKey{k1}}})
+	s, err := openStore(t, b.ctx, b.db, store.Config{Now: b.clock.Now, Encryption: &store.Encryption{Current: "k2", Keys: []store.PayloadKey{payloadKey(t, "k2", 2)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := &bundle{db: b.db, store: s, clock: b.clock, ctx: b.ctx}
+	b.enqueue(t, delivery("sealed-1"))
+	b.enqueue(t, delivery("sealed-2"))
+	if got := missing.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("without k1 claimed %v, want none", ids(got))
+	}
+	want := func(code courier.Code, quarantined int) {
+		t.Helper()
+		if h := health(t, b); h.Status != store.HealthBlocked || h.Code != code || h.Counts[courier.StatusQuarantined] != quarantined {
+			t.Fatalf("Health = %s/%s with %d quarantined, want blocked/%s with %d", h.Status, h.Code, h.Counts[courier.StatusQuarantined], code, quarantined)
+		}
+	}
+	want(courier.CodePayloadUnreadable, 2)
+
+	altered := b.enqueue(t, delivery("altered"))
+	sum := sha256.Sum256([]byte("another payload"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?"), hex.EncodeToString(sum[:]), altered.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v, want the altered row quarantined", ids(got))
+	}
+	want(courier.CodeIntegrity, 3)
+
+	// The altered row cancelled and the key back: the unreadable rows are
+	// what Health says, then nothing once they are redriven.
+	if err := b.store.Outbox.Cancel(b.ctx, altered.ID); err != nil {
+		t.Fatal(err)
+	}
+	want(courier.CodePayloadUnreadable, 2)
+	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{}); err != nil || n != 2 {
+		t.Fatalf("Redrive = %d, %v; want the 2 rows quarantined payload_unreadable", n, err)
+	}
+	if h := health(t, b); h.Status != store.HealthOK {
+		t.Fatalf("after the redrive Health = %s/%s, want ok", h.Status, h.Code)
+	}
+}

@@ -75,6 +75,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"HealthPrecedence", testHealthPrecedence},
 		{"HealthCountsABacklogWaitingForRoom", testHealthCountsABacklogWaitingForRoom},
 		{"HealthCountsNoBacklogOfAHeldEndpointBeforeAClaim", testHealthCountsNoBacklogOfAHeldEndpointBeforeAClaim},
+		{"HealthSaysPayloadUnreadable", testHealthSaysPayloadUnreadable},
 		{"HealthBlocksOnDeliveriesPastTheirDeadline", testHealthBlocksOnDeliveriesPastTheirDeadline},
 		{"HealthCountsOverdueParkedAndNotKeyed", testHealthCountsOverdueParkedAndNotKeyed},
 		{"HealthBlocksOnAKeyHeldByItsFailedHead", testHealthBlocksOnAKeyHeldByItsFailedHead},

@@ -548,6 +548,12 @@ FROM courier_outbox WHERE id = :id;
 -- name: outbox_health_counts
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
+-- name: outbox_health_unreadable
+-- As in SQLite: the quarantined rows that could not be opened, from the
+-- status index.
+SELECT COUNT(*) FROM courier_outbox
+WHERE status = 'quarantined' AND last_error_code = 'payload_unreadable';
+
 -- name: outbox_health_due
 -- As in SQLite: the due rows and the parked rows, each read once, the due
 -- index as a range per priority.

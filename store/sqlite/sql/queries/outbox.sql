@@ -516,6 +516,14 @@ FROM courier_outbox WHERE id = :id;
 -- name: outbox_health_counts
 SELECT status, COUNT(*) AS n FROM courier_outbox GROUP BY status;
 
+-- name: outbox_health_unreadable
+-- How many quarantined rows could not be opened (payload_unreadable), for
+-- Health's code: read only while some row is quarantined, those rows
+-- alone, from the status index (SQLite: INDEXED BY, which the planner
+-- may not take for so few rows without statistics).
+SELECT COUNT(*) FROM courier_outbox INDEXED BY courier_outbox_status
+WHERE status = 'quarantined' AND last_error_code = 'payload_unreadable';
+
 -- name: outbox_health_due
 -- Health's backlog, read once: how many rows are due, the oldest of their
 -- times, and how many rows wait past their deadline. Due: the rows a
