@@ -51,6 +51,7 @@ type options struct {
 	run         []string
 	concurrency int
 	pgPool      int
+	workerDue   int
 }
 
 // sizes are the amounts of work of one run.
@@ -94,6 +95,7 @@ func main() {
 	flag.StringVar(&run, "run", strings.Join(figures, ","), "figures to measure, comma-separated: "+strings.Join(figures, ",")+
 		"; and, only when named, "+strings.Join(controlFigures, ","))
 	flag.IntVar(&o.concurrency, "concurrency", workerConcurrency, "worker concurrency, and that of the bare POST loop it is compared with")
+	flag.IntVar(&o.workerDue, "workerdue", 0, "deliveries due in each round of figure 2 (0 keeps the run's size: 5000, or 2000 with -quick); the outbox keeps every round's, so a larger one measures the worker on a larger table")
 	flag.IntVar(&o.pgPool, "pgpool", 32, "PostgreSQL connection pool: SetMaxOpenConns and SetMaxIdleConns (0 keeps database/sql's defaults: unlimited open, 2 idle)")
 	flag.Parse()
 	o.engines = strings.Split(engines, ",")
@@ -106,6 +108,10 @@ func main() {
 	}
 	if o.concurrency < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -concurrency must be at least 1")
+		os.Exit(2)
+	}
+	if o.workerDue < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -workerdue must not be negative")
 		os.Exit(2)
 	}
 
@@ -121,6 +127,9 @@ func benchmark(ctx context.Context, o options) error {
 	z := fullSizes
 	if o.quick {
 		z = quickSizes
+	}
+	if o.workerDue > 0 {
+		z.workerM = o.workerDue
 	}
 	engines, notes, stopServers, err := openEngines(ctx, o.engines, o.pgPool)
 	if err != nil {
