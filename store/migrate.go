@@ -43,6 +43,13 @@ import (
 // pause, up to 30 times, before it fails with CodeDatabaseUnavailable.
 // On SQLite the migration holds the database's write lock, as every write
 // does, and other writers wait for it up to their busy timeout.
+// Migrate reads the version first, in a read-only transaction: with
+// nothing to apply it takes no lock, so on SQLite (through a pool of
+// sqlite.DriverName) it returns at once while another process holds the
+// write lock (a long transaction, a bulk load), rather than wait for it
+// the busy timeout and fail. Only with something to apply does it take
+// the lock, and look again under it: another process may have migrated
+// meanwhile.
 //
 // Courier's tables go where the connection creates tables: on PostgreSQL,
 // the first schema of its search_path (see package store/postgres).
@@ -90,25 +97,88 @@ const (
 	maxMigratePause = 5 * time.Second
 )
 
-// migrateOnce is one try of Migrate, in a transaction of its own.
+// migrateOnce is one try of Migrate: a look at the schema that takes no
+// write lock (pending) and, only when there is something to do, a
+// transaction of its own, which looks again under the lock: another
+// process may have migrated meanwhile.
 func migrateOnce(ctx context.Context, db *sqlx.DB, d *dialect) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return d.interpret("migrate", err)
+	if todo, err := pending(ctx, db, d); err != nil || !todo {
+		return err
 	}
-	for _, name := range []string{"schema_isolation", "schema_lock_wait"} {
-		if q := d.query(name); q.text != "" {
-			if _, err := tx.ExecContext(ctx, q.text); err != nil {
-				_ = tx.Rollback()
-				return d.interpret("migrate", err)
-			}
-		}
+	tx, err := beginMigrate(ctx, db, d, nil)
+	if err != nil {
+		return err
 	}
 	if err := migrateTx(ctx, tx, db.DriverName()); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return d.interpret("migrate", tx.Commit())
+}
+
+// beginMigrate begins a transaction of Migrate's, with opts, set as the
+// engine says (schema_isolation, schema_lock_wait).
+func beginMigrate(ctx context.Context, db *sqlx.DB, d *dialect, opts *sql.TxOptions) (*sqlx.Tx, error) {
+	tx, err := db.BeginTxx(ctx, opts)
+	if err != nil {
+		return nil, d.interpret("migrate", err)
+	}
+	for _, name := range []string{"schema_isolation", "schema_lock_wait"} {
+		if q := d.query(name); q.text != "" {
+			if _, err := tx.ExecContext(ctx, q.text); err != nil {
+				_ = tx.Rollback()
+				return nil, d.interpret("migrate", err)
+			}
+		}
+	}
+	return tx, nil
+}
+
+// pending reports whether Migrate has anything to do on db, looking in a
+// read-only transaction: on SQLite every other transaction begins
+// IMMEDIATE, taking the one writer, which another process may hold (a
+// running application's long transaction, a bulk load) past the busy
+// timeout, while a read-only one through a pool of the engine's driver
+// begins deferred and waits for no writer. (go-sqlite3's own driver
+// begins every transaction as its DSN's _txlock says.) A current schema,
+// or a newer courier's this one may run on, has nothing to do; a newer
+// one it must not run on is CodeSchemaTooNew, as under the lock. Whatever
+// else the look finds (no version table, tables where Migrate would not
+// create them, a version behind) is left to the transaction that takes
+// the lock, which looks again and answers.
+func pending(ctx context.Context, db *sqlx.DB, d *dialect) (bool, error) {
+	tx, err := beginMigrate(ctx, db, d, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	// On PostgreSQL the version read below is the first courier_schema
+	// of the search_path, which may be a later schema's: only with the
+	// table in the first schema, where Migrate creates it, is the
+	// version its own.
+	if q := d.query("schema_present"); q.text != "" {
+		present := false
+		if err := tx.QueryRowContext(ctx, q.text).Scan(&present); err != nil {
+			return false, d.interpret("migrate", err)
+		}
+		if !present {
+			return true, nil
+		}
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {
+		if d.Interpret(err).Kind == engine.Missing {
+			return true, nil
+		}
+		return false, d.interpret("migrate", err)
+	}
+	switch {
+	case have < len(d.migrations):
+		return true, nil
+	case have > len(d.migrations):
+		return false, runsOnNewer(d, tx.QueryRowContext(ctx, d.query("schema_required").text))
+	}
+	return false, nil
 }
 
 // refuseToHide refuses a migration that would create courier's tables in

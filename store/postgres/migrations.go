@@ -24,10 +24,10 @@ import (
 //
 // Applied so, they leave the tables exactly as store.Migrate does, and
 // store.Migrate finds nothing left to do. store.Migrate also runs
-// ANALYZE courier_endpoints, courier_contracts afterwards: those tables
-// are small and rarely written, so autovacuum may never analyze them, and
-// without statistics the planner may pass over the claim's index; run it
-// after your tool applies new files. A file's text never changes once
+// ANALYZE courier_endpoints, courier_contracts after it applies any:
+// those tables are small and rarely written, so autovacuum may never
+// analyze them, and without statistics the planner may pass over the
+// claim's index; run it after your tool applies new files. A file's text never changes once
 // released, so tools that checksum applied migrations accept it from
 // every later courier; a new courier adds files.
 func Migrations() fs.FS { return pgEngine.MustMigrationFiles() }

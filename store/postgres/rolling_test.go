@@ -192,40 +192,59 @@ INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM
 // TestMigrateBesideANewerCouriersMigrate: during a rolling deploy, a
 // process of the release being replaced restarts and migrates on start
 // while the next release's Migrate holds the schema lock with its
-// migration applied, not yet committed. The older Migrate waits for it,
-// then finds nothing it can apply and returns, and the older Open serves
-// on the newer schema; they failed with schema_too_new, and the restarted
-// process with them.
+// migration applied, not yet committed. On the schema the older release
+// migrated, the older Migrate has nothing to do and returns at once: it
+// waited for the lock, up to a second at a time, as long as the other
+// held it. On the schema before it, the older Migrate waits for the lock,
+// then finds the newer schema, nothing it can apply, and returns; it
+// failed with schema_too_new. Either way the older Open serves on the
+// newer schema.
 func TestMigrateBesideANewerCouriersMigrate(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	db := openPostgres(t)
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		behind int // migrations of the older release not yet applied
+	}{
+		{"on the older release's schema", 0},
+		{"on the schema before it", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang fails, it does not block
+			defer cancel()
+			db := openPostgres(t)
+			applyAllBut(t, db, tc.behind)
+			newer, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer newer.Rollback()
+			if err := postgres.MigrateTx(ctx, newer); err != nil { // takes the schema lock, as the newer Migrate does
+				t.Fatal(err)
+			}
+			if _, err := newer.ExecContext(ctx, newerMigration); err != nil {
+				t.Fatal(err)
+			}
+			older := make(chan error, 1)
+			go func() { older <- store.Migrate(ctx, db) }()
+			if tc.behind > 0 {
+				waitForLockWait(t, ctx, db, "pg_advisory_xact_lock")
+			} else if err := <-older; err != nil { // while the newer holds the lock
+				t.Fatalf("the older Migrate beside the newer one, on the older release's schema = %v, want nothing to do", err)
+			}
+			if err := newer.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.behind > 0 {
+				if err := <-older; err != nil {
+					t.Fatalf("the older Migrate beside the newer one, on the schema before it = %v, want nothing to do", err)
+				}
+			}
+			s, err := store.Open(ctx, db, store.Config{})
+			if err != nil {
+				t.Fatalf("the older Open after both = %v, want it to serve", err)
+			}
+			s.Close()
+		})
 	}
-	newer, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer newer.Rollback()
-	if err := postgres.MigrateTx(ctx, newer); err != nil { // takes the schema lock, as the newer Migrate does
-		t.Fatal(err)
-	}
-	if _, err := newer.ExecContext(ctx, newerMigration); err != nil {
-		t.Fatal(err)
-	}
-	older := make(chan error, 1)
-	go func() { older <- store.Migrate(ctx, db) }()
-	waitForLockWait(t, ctx, db, "pg_advisory_xact_lock")
-	if err := newer.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-older; err != nil {
-		t.Fatalf("the older Migrate beside the newer one = %v, want nothing to do", err)
-	}
-	s, err := store.Open(ctx, db, store.Config{})
-	if err != nil {
-		t.Fatalf("the older Open after both = %v, want it to serve", err)
-	}
-	s.Close()
 }

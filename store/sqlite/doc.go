@@ -65,7 +65,8 @@
 // store.Store.Begin.)
 // Keep other processes' write transactions short, as the tool's are (it
 // prunes and redrives in batches, each a short transaction of its own;
-// migrate with nothing pending holds the lock for a moment). A commit
+// migrate with nothing pending takes no lock). Open, and migrate with
+// nothing pending, go on while another process holds the lock. A commit
 // wakes the workers of its own process only: a delivery another process
 // enqueues, or the tool redrives, is claimed at the next poll
 // (client.Config.PollInterval, 1 s by default). Every connection courier

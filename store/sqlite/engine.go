@@ -148,12 +148,27 @@ func openWriter(file string, durability store.Durability) *sqlx.DB {
 
 // checkWritable writes nothing, in a statement that needs the database
 // writable: BEGIN IMMEDIATE succeeds on a file SQLite opened read-only,
-// an UPDATE does not.
+// an UPDATE does not. SQLite refuses it on such a file before it asks
+// for the write lock, so busy, the lock held by another connection (a
+// process's long transaction, a bulk load), says the file can be
+// written: the statement is tried once, on the writer's own short busy
+// timeout (writerBusyStep), never waited for as a write is (waitBusy),
+// so that an Open beside that process does not wait for the lock it has
+// no use for yet, the busy timeout, and fail.
 func checkWritable(ctx context.Context, w *sqlx.DB, file string) error {
-	_, err := w.ExecContext(ctx, "UPDATE courier_schema SET version = version WHERE 0")
+	c, err := w.Conn(ctx)
+	if err == nil {
+		err = c.Raw(func(dc any) error {
+			_, err := dc.(*conn).SQLiteConn.ExecContext(ctx, "UPDATE courier_schema SET version = version WHERE 0", nil)
+			return err
+		})
+		c.Close()
+	}
 	switch {
 	case isReadOnlyFile(err):
 		return readOnlyFile(file, err)
+	case isBusy(err):
+		return nil
 	case err != nil:
 		return fmt.Errorf("sqlite: check that %s can be written: %w", file, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/courier-go/courier/store"
@@ -209,5 +210,40 @@ func TestReadOnlyConnectionsAreDroppedAndWritesRecover(t *testing.T) {
 	var n int
 	if err := db.GetContext(ctx, &n, "SELECT count(*) FROM app"); err != nil || n != 2 {
 		t.Fatalf("%d rows (%v), want the 2 written after the mend", n, err)
+	}
+}
+
+// TestOpenRefusesAReadOnlyFileWhileAnotherProcessWrites: Open's check
+// that the file can be written takes the write lock held elsewhere (a
+// process that could write the file when it opened it, in a long
+// transaction) for a writable file, as SQLite refuses a write to a file
+// it opened read-only before it asks for the lock: with the lock held, a
+// read-only file is still refused, saying so.
+func TestOpenRefusesAReadOnlyFileWhileAnotherProcessWrites(t *testing.T) {
+	t.Parallel()
+	if asUnprivileged(t) {
+		return
+	}
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	holder := sqlx.MustOpen("sqlite3", "file:"+path+"?_txlock=immediate&_journal_mode=WAL")
+	defer holder.Close()
+	tx, err := holder.BeginTxx(ctx, nil) // BEGIN IMMEDIATE: the write lock, held until Open returned
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+
+	chmodDB(t, path, 0o444)
+	if s, err := Open(ctx, path, store.Config{}); err == nil {
+		s.Close()
+		t.Fatal("Open served a read-only database file")
+	} else if !isReadOnly(err) || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Open = %v, want an error that says %s is read-only", err, path)
 	}
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"errors"
+	"io/fs"
 	"path/filepath"
 	"testing"
 
@@ -14,21 +15,43 @@ import (
 // TestMigrateAndOpenOnAReadOnlyFileAreDatabaseUnavailable: Migrate,
 // store.Open and Open on a database file this process may not write fail
 // with code database_unavailable, as a write to it later would; Open's
-// refusal had no code, and Migrate, which takes the write lock before it
-// reads the version, is refused too.
+// refusal had no code. Migrate is refused where it has something to
+// apply, an older courier's file; on a current one it has nothing to do,
+// writes nothing and returns nil, as it does for a PostgreSQL role that
+// may not change the schema.
 func TestMigrateAndOpenOnAReadOnlyFileAreDatabaseUnavailable(t *testing.T) {
 	t.Parallel()
 	if asUnprivileged(t) {
 		return
 	}
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "courier.db")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "courier.db")
 	s, err := Open(ctx, path, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
+	older := filepath.Join(dir, "older.db")
+	func() {
+		db := sqlx.MustOpen(DriverName, DSN(older, store.DurabilityFull))
+		defer db.Close()
+		names, err := fs.Glob(Migrations(), "*.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names[:len(names)-1] { // all but the last
+			text, err := fs.ReadFile(Migrations(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, string(text)); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}()
 	chmodDB(t, path, 0o444)
+	chmodDB(t, older, 0o444)
 
 	want := func(what string, err error) {
 		t.Helper()
@@ -47,11 +70,25 @@ func TestMigrateAndOpenOnAReadOnlyFileAreDatabaseUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	want("Migrate", store.Migrate(ctx, db))
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Errorf("Migrate on a current read-only file = %v, want nil: nothing to do", err)
+	}
 	if s, err := store.Open(ctx, db, store.Config{}); err == nil {
 		s.Close()
 		t.Fatal("store.Open served a read-only database file")
 	} else {
 		want("store.Open", err)
+	}
+	olderDB, err := sqlx.Open(DriverName, DSN(older, store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer olderDB.Close()
+	want("Migrate of an older courier's file", store.Migrate(ctx, olderDB))
+	if s, err := Open(ctx, older, store.Config{}); err == nil {
+		s.Close()
+		t.Fatal("Open served an older courier's read-only database file")
+	} else {
+		want("Open of an older courier's file", err)
 	}
 }

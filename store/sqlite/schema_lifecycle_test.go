@@ -299,3 +299,71 @@ func TestConcurrentOpensOfANewFile(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateAndOpenOfACurrentFileWhileAnotherProcessWrites: an
+// application process starts (sqlite.Open, or store.Migrate at start)
+// while another process holds the write lock: a running application's
+// long transaction, a bulk load, a sqlite3 shell left in BEGIN IMMEDIATE.
+// The schema is current, so there is nothing to migrate; Migrate took the
+// writer all the same, waited for it the whole busy timeout and failed,
+// database is locked. Both go on without it, while the lock is held, and
+// so on a newer courier's schema this one runs on; on one it must not run
+// on they say so (schema_too_new) rather than wait.
+func TestMigrateAndOpenOfACurrentFileWhileAnotherProcessWrites(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		newer string // what a newer courier's migration recorded
+		want  courier.Code
+	}{
+		{"current", "", ""},
+		{"a newer courier's this one runs on", "INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM courier_schema", ""},
+		{"a newer courier's this one must not run on", `INSERT INTO courier_schema (version, applied_at) SELECT MAX(version) + 1, 1 FROM courier_schema;
+			INSERT INTO courier_schema (version, applied_at) SELECT -MAX(version), 1 FROM courier_schema`, courier.CodeSchemaTooNew},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "courier.db")
+			s, err := sqlite.Open(t.Context(), path, store.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+
+			holder := sqlx.MustOpen("sqlite3", "file:"+path+"?_txlock=immediate&_journal_mode=WAL")
+			defer holder.Close()
+			if tc.newer != "" {
+				if _, err := holder.ExecContext(t.Context(), tc.newer); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx, err := holder.BeginTxx(t.Context(), nil) // BEGIN IMMEDIATE: the write lock, held until both returned
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+
+			// Well short of the 10 s busy timeout sqlite.Open's connections
+			// wait for the lock; store.Migrate's pool waits 100 ms.
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			db := sqlx.MustOpen(sqlite.DriverName, strings.Replace(sqlite.DSN(path, store.DurabilityFull), "_busy_timeout=10000", "_busy_timeout=100", 1))
+			defer db.Close()
+			check := func(what string, err error) {
+				t.Helper()
+				if tc.want == "" && err != nil {
+					t.Errorf("%s while another process holds the write lock: %v; want nothing to do", what, err)
+				}
+				if tc.want != "" && !errors.Is(err, tc.want) {
+					t.Errorf("%s while another process holds the write lock: %v; want %s", what, err, tc.want)
+				}
+			}
+			check("store.Migrate", store.Migrate(ctx, db))
+			s, err = sqlite.Open(ctx, path, store.Config{})
+			if err == nil {
+				s.Close()
+			}
+			check("sqlite.Open", err)
+		})
+	}
+}

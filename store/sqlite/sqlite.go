@@ -42,7 +42,7 @@ func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, err
 	}
 	if err := store.Migrate(ctx, db); err != nil {
 		db.Close()
-		if isReadOnlyFile(err) { // Migrate writes first, to take the lock
+		if isReadOnlyFile(err) { // Migrate, with something to apply, writes first, to take the lock
 			return nil, readOnlyFile(path, err)
 		}
 		return nil, err // a path that cannot be a file is said by the driver (cannotCreate)
