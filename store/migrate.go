@@ -156,14 +156,12 @@ func pending(ctx context.Context, db *sqlx.DB, d *dialect) (bool, error) {
 	// of the search_path, which may be a later schema's: only with the
 	// table in the first schema, where Migrate creates it, is the
 	// version its own.
-	if q := d.query("schema_present"); q.text != "" {
-		present := false
-		if err := tx.QueryRowContext(ctx, q.text).Scan(&present); err != nil {
-			return false, d.interpret("migrate", err)
-		}
-		if !present {
-			return true, nil
-		}
+	found, err := searchSchemas(ctx, tx, d)
+	if err != nil {
+		return false, d.interpret("migrate", err)
+	}
+	if found.searched && !found.present {
+		return true, nil
 	}
 	var have int
 	if err := tx.QueryRowContext(ctx, d.query("schema_version").text).Scan(&have); err != nil {
@@ -184,22 +182,14 @@ func pending(ctx context.Context, db *sqlx.DB, d *dialect) (bool, error) {
 // refuseToHide refuses a migration that would create courier's tables in
 // the first schema of the search_path while a later one holds them: the
 // new, empty tables would hide the old ones, and their pending deliveries,
-// from every query (PostgreSQL; see the engine's schema_elsewhere).
-func refuseToHide(ctx context.Context, tx DBTX, d *dialect) error {
-	q := d.query("schema_elsewhere")
-	if q.text == "" {
+// from every query (PostgreSQL; see the engine's schema_search).
+func refuseToHide(found schemaSearch) error {
+	if found.elsewhere == "" {
 		return nil
-	}
-	var where string
-	switch err := tx.QueryRowContext(ctx, q.text).Scan(&where); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
-		return d.interpret("migrate", err)
 	}
 	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
 		"store: courier's tables are in schema %q, after the first schema of the search_path, which has none: "+
-			"Migrate would create new, empty tables there that hide them; move them, or put %q first", where, where)}
+			"Migrate would create new, empty tables there that hide them; move them, or put %q first", found.elsewhere, found.elsewhere)}
 }
 
 // refuseUnusable refuses a migration whose search_path names a schema
@@ -207,13 +197,9 @@ func refuseToHide(ctx context.Context, tx DBTX, d *dialect) error {
 // PostgreSQL skips it, and the new, empty tables Migrate would create in
 // the first schema the role may use would take the enqueues until the
 // role is granted the schema, which then hides them (PostgreSQL; see the
-// engine's schema_unreached).
-func refuseUnusable(ctx context.Context, tx DBTX, d *dialect) error {
-	found, err := unreachedSchemas(ctx, tx, d)
-	if err != nil {
-		return d.interpret("migrate", err)
-	}
-	for _, f := range found {
+// engine's schema_search).
+func refuseUnusable(found schemaSearch) error {
+	for _, f := range found.unreached {
 		if f.inPath && !f.usable {
 			return &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
 				"store: the search_path (%s) names schema %q, which holds courier's tables, but this role may not use it "+
@@ -225,40 +211,71 @@ func refuseUnusable(ctx context.Context, tx DBTX, d *dialect) error {
 	return nil
 }
 
-// unreachedSchema is a row of the engine's schema_unreached: a schema
-// that holds courier's tables where the search_path does not lead.
+// schemaSearch is what the engine's schema_search found of courier's
+// version table, from where the search_path leads and beyond.
+type schemaSearch struct {
+	searched bool // the engine looks (PostgreSQL); elsewhere nothing is known
+	// present: the first schema of the search_path, where Migrate
+	// creates courier's tables, has it.
+	present bool
+	// elsewhere is a later schema of the search_path that has it, while
+	// the first has no relation of its name; the first such, if any.
+	elsewhere string
+	// unreached are schemas that have it where the search_path does not
+	// lead, when no schema of the search_path has it.
+	unreached []unreachedSchema
+}
+
+// unreachedSchema is a schema that holds courier's tables where the
+// search_path does not lead.
 type unreachedSchema struct {
 	schema, searchPath string
 	inPath, usable     bool // the search_path names it; the role may use it
 }
 
-// unreachedSchemas runs the engine's schema_unreached, where it has one.
-func unreachedSchemas(ctx context.Context, db interface {
+// searchSchemas runs the engine's schema_search, where it has one.
+func searchSchemas(ctx context.Context, db interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}, d *dialect) ([]unreachedSchema, error) {
-	q := d.query("schema_unreached")
+}, d *dialect) (schemaSearch, error) {
+	q := d.query("schema_search")
 	if q.text == "" {
-		return nil, nil
+		return schemaSearch{}, nil
 	}
 	rows, err := db.QueryContext(ctx, q.text)
 	if err != nil {
-		return nil, err
+		return schemaSearch{}, err
 	}
 	defer rows.Close()
-	var found []unreachedSchema
-	for rows.Next() {
+	found := schemaSearch{searched: true}
+	var firstHas bool // a relation of the name, a table or not
+	var later string
+	for rows.Next() { // the search_path's schemas in its order, then the others
 		var f unreachedSchema
-		if err := rows.Scan(&f.schema, &f.searchPath, &f.inPath, &f.usable); err != nil {
-			return nil, err
+		var reached, first, table bool
+		if err := rows.Scan(&f.schema, &f.searchPath, &reached, &first, &table, &f.inPath, &f.usable); err != nil {
+			return schemaSearch{}, err
 		}
-		found = append(found, f)
+		switch {
+		case !reached:
+			found.unreached = append(found.unreached, f)
+		case first:
+			firstHas, found.present = true, table
+		case table && later == "":
+			later = f.schema
+		}
 	}
-	return found, rows.Err()
+	if err := rows.Err(); err != nil {
+		return schemaSearch{}, err
+	}
+	if !firstHas {
+		found.elsewhere = later
+	}
+	return found, nil
 }
 
 // unreached is Open's schema_outdated for a database that has courier's
 // tables in a schema the connection's search_path does not lead to
-// (PostgreSQL; see the engine's schema_unreached): the error names the
+// (PostgreSQL; see the engine's schema_search): the error names the
 // schema, for the migration it would otherwise ask for creates new, empty
 // tables in the first schema of the search_path, and the deliveries
 // waiting in the other are never seen again. A schema the search_path
@@ -272,7 +289,8 @@ func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict 
 	if !errors.Is(verdict, courier.CodeSchemaOutdated) {
 		return verdict
 	}
-	found, err := unreachedSchemas(ctx, db, d)
+	search, err := searchSchemas(ctx, db, d)
+	found := search.unreached
 	if err != nil || len(found) == 0 {
 		return verdict
 	}
@@ -334,22 +352,21 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 	if err := run("schema_lock", nil); err != nil && d.Interpret(err).Kind != engine.Missing {
 		return d.interpret("migrate", err)
 	}
-	if err := refuseToHide(ctx, tx, d); err != nil {
+	found, err := searchSchemas(ctx, tx, d)
+	if err != nil {
+		return d.interpret("migrate", err)
+	}
+	if err := refuseToHide(found); err != nil {
 		return err
 	}
-	if err := refuseUnusable(ctx, tx, d); err != nil {
+	if err := refuseUnusable(found); err != nil {
 		return err
 	}
 	// The version table is created only where it is missing: an
 	// application's role granted courier's tables, without the right to
 	// create in their schema, finds a current schema with nothing to do.
-	present := false
-	if q := d.query("schema_present"); q.text != "" {
-		if err := tx.QueryRowContext(ctx, q.text).Scan(&present); err != nil {
-			return d.interpret("migrate", err)
-		}
-	}
-	if !present {
+	// (SQLite looks for nothing, and always runs schema_create.)
+	if !found.present {
 		if err := run("schema_create", nil); err != nil {
 			return d.interpret("migrate", err)
 		}

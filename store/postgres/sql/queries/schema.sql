@@ -14,20 +14,6 @@ SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 -- add record none: every courier since the first one runs on them.
 SELECT COALESCE(MAX(-version), 0) FROM courier_schema WHERE version < 0;
 
--- name: schema_present
--- Whether courier's version table is in the schema Migrate creates
--- courier's tables in, the first of the search_path, looked up in the
--- catalog as schema_columns does. Migrate runs schema_create only when it
--- is not: PostgreSQL checks CREATE TABLE IF NOT EXISTS for the right to
--- create in the schema before it looks for the table, and an application's
--- role granted courier's tables but not that right would fail a Migrate
--- with nothing to do.
-SELECT EXISTS (
-    SELECT 1 FROM pg_catalog.pg_class AS c
-    WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
-        AND c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = current_schema())
-);
-
 -- name: schema_create
 -- Exported at the head of Migrations' first file: never change it.
 CREATE TABLE IF NOT EXISTS courier_schema (
@@ -98,62 +84,65 @@ SELECT set_config('lock_timeout', '1s', true) WHERE current_setting('lock_timeou
 -- Two processes migrating at once: the second waits for the first.
 SELECT pg_advisory_xact_lock(7212345001);
 
--- name: schema_elsewhere
--- Migrate's check before it creates anything: courier's tables in a schema
--- of the search_path after the first, while the first, where Migrate would
--- create them, has none. New, empty tables there would hide the others, and
--- the deliveries they hold, from every query (unqualified names resolve to
--- the first schema that has them): an operator who put a new schema first
--- after courier's tables landed in public. Returns the schema that holds
--- them, or no row. PostgreSQL only.
-SELECT n.nspname::text
-FROM pg_catalog.pg_class AS c
-JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
-    AND n.nspname = ANY (current_schemas(false)) AND n.nspname <> current_schema()
-    AND NOT EXISTS (
-        SELECT 1 FROM pg_catalog.pg_class AS f
-        WHERE f.relname = 'courier_schema'
-            AND f.relnamespace = (SELECT o.oid FROM pg_catalog.pg_namespace AS o WHERE o.nspname = current_schema())
-    )
-ORDER BY array_position(current_schemas(false), n.nspname)
-LIMIT 1;
-
--- name: schema_unreached
--- Open's look, once it found no courier tables, for the schemas of this
--- database that hold them where the search_path does not lead: a database
--- restored from pg_dump into a new one (which brings no ALTER ROLE … IN
--- DATABASE … SET search_path), a URL that lost its search_path, or a
--- schema the search_path names but the role may not use (no USAGE), which
--- PostgreSQL leaves out of the search_path without a word. The migration
--- schema_outdated asks for would create new, empty tables in the first
--- schema of the search_path instead, and the deliveries waiting in the
--- others would never be seen. Returns each such schema, whether the
--- search_path names it (in_path, read from the setting as PostgreSQL
--- splits it: commas outside double quotes, "$user" the role's own name)
--- and whether the role may use it, with the search_path; or no row when a
--- schema of the search_path holds courier's tables or none does.
--- PostgreSQL only.
-SELECT n.nspname::text AS schema_name, current_setting('search_path') AS search_path,
-    COALESCE(n.nspname IN (
+-- name: schema_search
+-- Where courier's version table is, as the connection's search_path finds
+-- it: Migrate's look before it creates anything, and Open's once it found
+-- no courier tables, in one query. A row for each relation of that name in
+-- a schema of the search_path (current_schemas: those that exist and the
+-- role may use), in its order: reached, is_first when the schema is the
+-- first (current_schema(), where Migrate creates courier's tables and
+-- unqualified names look first), is_table unless the relation is another
+-- kind (a view). The store reads from them:
+--   - present: the first schema has the table. Migrate runs schema_create
+--     only when it has not: PostgreSQL checks CREATE TABLE IF NOT EXISTS
+--     for the right to create in the schema before it looks for the table,
+--     and an application's role granted courier's tables but not that
+--     right would fail a Migrate with nothing to do.
+--   - elsewhere: a later schema has the table while the first has no
+--     relation of its name. New, empty tables created in the first would
+--     hide the others, and the deliveries they hold, from every query: an
+--     operator who put a new schema first after courier's tables landed
+--     in public. Migrate refuses.
+-- Then, only when no schema of the search_path has the table, a row for
+-- each of up to ten other schemas that have it, by name (not reached):
+-- a database restored from pg_dump into a new one (which brings no ALTER
+-- ROLE … IN DATABASE … SET search_path), a URL that lost its search_path,
+-- or a schema the search_path names but the role may not use (no USAGE),
+-- which PostgreSQL leaves out of the search_path without a word. The
+-- migration Open's schema_outdated asks for would create new, empty tables
+-- in the first schema of the search_path instead, and the deliveries
+-- waiting in the others would never be seen. in_path says whether the
+-- search_path names the schema, read from the setting as PostgreSQL splits
+-- it (commas outside double quotes, "$user" the role's own name); usable,
+-- whether the role may use it. PostgreSQL only.
+WITH found AS (
+    SELECT n.oid, n.nspname, c.relkind IN ('r', 'p') AS is_table,
+        array_position(current_schemas(false), n.nspname) AS path_position
+    FROM pg_catalog.pg_class AS c
+    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE c.relname = 'courier_schema'
+)
+SELECT f.nspname::text AS schema_name, current_setting('search_path') AS search_path,
+    f.path_position IS NOT NULL AS reached,
+    COALESCE(f.nspname = current_schema(), false) AS is_first,
+    f.is_table,
+    COALESCE(f.nspname IN (
         SELECT CASE WHEN btrim(e) IN ('', '""') THEN NULL
             WHEN btrim(e) IN ('$user', '"$user"') THEN current_user::text
             ELSE (parse_ident(btrim(e)))[1] END
         FROM regexp_split_to_table(current_setting('search_path'), ',(?=(?:[^"]*"[^"]*")*[^"]*$)') AS e
     ), false) AS in_path, -- an empty element is NULL: not found, rather than unknown
-    has_schema_privilege(n.oid, 'USAGE') AS usable
-FROM pg_catalog.pg_class AS c
-JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-WHERE c.relname = 'courier_schema' AND c.relkind IN ('r', 'p')
-    AND n.nspname <> ALL (current_schemas(false))
-    AND NOT EXISTS (
-        SELECT 1 FROM pg_catalog.pg_class AS f
-        JOIN pg_catalog.pg_namespace AS o ON o.oid = f.relnamespace
-        WHERE f.relname = 'courier_schema' AND f.relkind IN ('r', 'p')
-            AND o.nspname = ANY (current_schemas(false))
-    )
-ORDER BY n.nspname
-LIMIT 10;
+    has_schema_privilege(f.oid, 'USAGE') AS usable
+FROM (
+    SELECT * FROM found WHERE path_position IS NOT NULL
+    UNION ALL
+    (SELECT * FROM found
+    WHERE path_position IS NULL AND is_table
+        AND NOT EXISTS (SELECT 1 FROM found AS r WHERE r.path_position IS NOT NULL AND r.is_table)
+    ORDER BY nspname
+    LIMIT 10)
+) AS f
+ORDER BY f.path_position, f.nspname;
 
 -- name: schema_analyze
 -- Tables the claim filters by are small and rarely written, so autovacuum

@@ -14,13 +14,6 @@ SELECT COALESCE(MAX(version), 0) FROM courier_schema;
 -- add record none: every courier since the first one runs on them.
 SELECT COALESCE(MAX(-version), 0) FROM courier_schema WHERE version < 0;
 
--- name: schema_present
--- SQLite: nothing to look for; Migrate always runs schema_create, which
--- SQLite answers without a right to check. A read here would begin a
--- deferred transaction's snapshot before its first write (see schema_lock),
--- which SQLite refuses at once, busy, once another process's migration
--- has committed.
-
 -- name: schema_create
 -- The version table itself; every migration records its number here.
 -- Exported at the head of Migrations' first file: never change it.
@@ -61,9 +54,6 @@ WHERE type IN ('index', 'trigger') AND tbl_name LIKE 'courier\_%' ESCAPE '\';
 -- SQLite: nothing to do; a writer waits for the one before it (the busy
 -- timeout), and readers never wait for a writer (WAL).
 
--- name: schema_elsewhere
--- SQLite: nothing to look for; a database file has one schema for courier.
-
 -- name: schema_lock
 -- Two processes migrating at once: the second waits for the first.
 -- SQLite: a write that changes nothing, the transaction's first statement,
@@ -76,8 +66,12 @@ WHERE type IN ('index', 'trigger') AND tbl_name LIKE 'courier\_%' ESCAPE '\';
 -- and schema_create's CREATE TABLE is the first write.
 UPDATE courier_schema SET version = version WHERE 0;
 
--- name: schema_unreached
--- SQLite: nothing to look for; a database file has one schema for courier.
+-- name: schema_search
+-- SQLite: nothing to look for; a database file has one schema for courier,
+-- and Migrate always runs schema_create, which SQLite answers without a
+-- right to check. A read here would begin a deferred transaction's
+-- snapshot before its first write (see schema_lock), which SQLite refuses
+-- at once, busy, once another process's migration has committed.
 
 -- name: schema_analyze
 -- SQLite: nothing to do; its planner reads the partial indexes without
