@@ -199,13 +199,22 @@ func refuseToHide(found schemaSearch) error {
 // role is granted the schema, which then hides them (PostgreSQL; see the
 // engine's schema_search).
 func refuseUnusable(found schemaSearch) error {
-	for _, f := range found.unreached {
+	return unusable(found.unreached, courier.CodeConfigInvalid,
+		"Migrate would create new, empty tables in the first schema of the search_path that the role may use; "+
+			"grant the role USAGE on it, or migrate as its owner")
+}
+
+// unusable returns an error of code, ending with what to do, for the first
+// schema of found that the search_path names but the role may not use (no
+// USAGE), so that PostgreSQL skips it; nil when there is none. Migrate
+// refuses such a search_path (refuseUnusable) and Open names the schema in
+// its schema_outdated (unreached).
+func unusable(found []unreachedSchema, code courier.Code, todo string) error {
+	for _, f := range found {
 		if f.inPath && !f.usable {
-			return &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
+			return &courier.Error{Code: code, Msg: fmt.Sprintf(
 				"store: the search_path (%s) names schema %q, which holds courier's tables, but this role may not use it "+
-					"(no USAGE on the schema), so PostgreSQL skips it: Migrate would create new, empty tables in the first "+
-					"schema of the search_path that the role may use; grant the role USAGE on it, or migrate as its owner",
-				f.searchPath, f.schema)}
+					"(no USAGE on the schema), so PostgreSQL skips it: %s", f.searchPath, f.schema, todo)}
 		}
 	}
 	return nil
@@ -294,14 +303,10 @@ func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict 
 	if err != nil || len(found) == 0 {
 		return verdict
 	}
-	for _, f := range found {
-		if f.inPath && !f.usable {
-			return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
-				"store: the search_path (%s) names schema %q, which holds courier's tables, but this role may not use it "+
-					"(no USAGE on the schema), so PostgreSQL skips it: grant the role USAGE on it (see package store/postgres, "+
-					"under Roles and privileges) rather than migrate, which would create new, empty tables in the first schema "+
-					"of the search_path that the role may use", f.searchPath, f.schema)}
-		}
+	if err := unusable(found, courier.CodeSchemaOutdated,
+		"grant the role USAGE on it (see package store/postgres, under Roles and privileges) rather than migrate, "+
+			"which would create new, empty tables in the first schema of the search_path that the role may use"); err != nil {
+		return err
 	}
 	names := make([]string, len(found))
 	grant := ""
