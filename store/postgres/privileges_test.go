@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,26 +31,9 @@ func TestARoleGrantedSomeTablesOpensTheStore(t *testing.T) {
 	if err := store.Migrate(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
-	role, password := "courier_receiver_"+rand.Text()[:10], rand.Text()
-	admin := openURL(t, pgtest.Server(t))
-	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, role, password)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Its privileges first, in the test's database, which is dropped later.
-		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, role))
-		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, role))
-	})
-	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE, DELETE ON courier_inbox, courier_replay, courier_replay_counts TO %[1]q;
-		GRANT SELECT ON courier_schema TO %[1]q`, role)); err != nil {
-		t.Fatal(err)
-	}
-	ru, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ru.User = url.UserPassword(role, password)
-	s, err := store.Open(ctx, openURL(t, ru.String()), store.Config{})
+	role := newRole(t, u, owner, "courier_receiver_", `GRANT SELECT, INSERT, UPDATE, DELETE ON courier_inbox, courier_replay, courier_replay_counts TO %s;
+		GRANT SELECT ON courier_schema TO %s`)
+	s, err := store.Open(ctx, openURL(t, role.url(t, "")), store.Config{})
 	if err != nil {
 		t.Fatalf("Open as a role granted the inbox's tables only: %v; want the Store (the tables are as migrated)", err)
 	}
@@ -68,49 +52,19 @@ func TestTheReplayCacheCountsAcrossRoles(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	admin := openURL(t, pgtest.Server(t))
-	suffix := strings.ToLower(rand.Text()[:10])
-	migrator, app := "courier_mig_"+suffix, "courier_app_"+suffix
-	pw := map[string]string{migrator: rand.Text(), app: rand.Text()}
-	for role, password := range pw {
-		if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, role, password)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for role := range pw { // their objects and privileges first, in the test's database, which is dropped later
-			owner.Exec(fmt.Sprintf(`DROP OWNED BY %q CASCADE`, role))
-		}
-		for role := range pw {
-			admin.Exec(fmt.Sprintf(`DROP ROLE %q`, role))
-		}
-	})
-	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]q AUTHORIZATION %[1]q`, migrator)); err != nil {
+	migrator := newRole(t, u, nil, "courier_mig_", "")
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]q AUTHORIZATION %[1]q`, migrator.name)); err != nil {
 		t.Fatal(err)
 	}
-	as := func(role string, query url.Values) *sqlx.DB {
-		ru, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ru.User = url.UserPassword(role, pw[role])
-		q := ru.Query()
-		for k, v := range query {
-			q[k] = v
-		}
-		ru.RawQuery = q.Encode()
-		return openURL(t, ru.String())
-	}
-	mig := as(migrator, nil)
+	mig := openURL(t, migrator.url(t, ""))
 	if err := store.Migrate(ctx, mig); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mig.ExecContext(ctx, fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]q TO %[2]q;
-		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]q TO %[2]q;
-		GRANT USAGE ON ALL SEQUENCES IN SCHEMA %[1]q TO %[2]q`, migrator, app)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, as(app, url.Values{"search_path": {migrator}}), store.Config{})
+	schema := strconv.Quote(migrator.name)
+	app := newRole(t, u, mig, "courier_app_", `GRANT USAGE ON SCHEMA `+schema+` TO %s;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO %s;
+		GRANT USAGE ON ALL SEQUENCES IN SCHEMA `+schema+` TO %s`)
+	s, err := store.Open(ctx, openURL(t, app.url(t, migrator.name)), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,41 +128,17 @@ func TestMigrateAsARoleWithoutDDLFindsNothingToDo(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	admin := openURL(t, pgtest.Server(t))
-	suffix := strings.ToLower(rand.Text()[:10])
-	schema, app, password := "courier_"+suffix, "courier_app_"+suffix, rand.Text()
-	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, app, password)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, app))
-		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, app))
-	})
-	with := func(user *url.Userinfo) string {
-		ru, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if user != nil {
-			ru.User = user
-		}
-		q := ru.Query()
-		q.Set("search_path", schema)
-		ru.RawQuery = q.Encode()
-		return ru.String()
-	}
+	schema := "courier_" + strings.ToLower(rand.Text()[:10])
 	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
 		t.Fatal(err)
 	}
-	mig := openURL(t, with(nil))
+	mig := openURL(t, withParam(t, u, "search_path", schema))
 	if err := store.Migrate(ctx, mig); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mig.ExecContext(ctx, fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]q TO %[2]q;
-		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]q TO %[2]q`, schema, app)); err != nil {
-		t.Fatal(err)
-	}
-	db := openURL(t, with(url.UserPassword(app, password)))
+	app := newRole(t, u, mig, "courier_app_", fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]q TO %%s;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]q TO %%s`, schema))
+	db := openURL(t, app.url(t, schema))
 	if err := store.Migrate(ctx, db); err != nil {
 		t.Fatalf("store.Migrate as a role without the right to create, on a current schema: %v; want nothing to do", err)
 	}
@@ -242,16 +172,7 @@ func TestOpenSaysTheRoleMayNotUseCouriersSchema(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	admin := openURL(t, pgtest.Server(t))
-	suffix := strings.ToLower(rand.Text()[:10])
-	schema, app, password := "courier_"+suffix, "courier_app_"+suffix, rand.Text()
-	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, app, password)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, app))
-		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, app))
-	})
+	schema := "courier_" + strings.ToLower(rand.Text()[:10])
 	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
 		t.Fatal(err)
 	}
@@ -259,15 +180,8 @@ func TestOpenSaysTheRoleMayNotUseCouriersSchema(t *testing.T) {
 	if err := store.Migrate(ctx, mig); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mig.ExecContext(ctx, fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %q TO %q`, schema, app)); err != nil {
-		t.Fatal(err)
-	}
-	ru, err := url.Parse(withParam(t, u, "search_path", schema+",public"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ru.User = url.UserPassword(app, password)
-	_, err = store.Open(ctx, openURL(t, ru.String()), store.Config{})
+	app := newRole(t, u, mig, "courier_app_", fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %q TO %%s`, schema))
+	_, err := store.Open(ctx, openURL(t, app.url(t, schema+",public")), store.Config{})
 	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), "USAGE") || strings.Contains(err.Error(), "no schema of the search_path") {
 		t.Fatalf("Open as a role without USAGE on courier's schema, which its search_path names = %v; want schema_outdated saying the role may not use schema %q", err, schema)
 	}
@@ -285,28 +199,15 @@ func TestMigrateRefusesWhereTheRoleMayNotUseCouriersSchema(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	admin := openURL(t, pgtest.Server(t))
-	suffix := strings.ToLower(rand.Text()[:10])
-	schema, app, password := "courier_"+suffix, "courier_app_"+suffix, rand.Text()
-	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, app, password)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q`, app))
-		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, app))
-	})
-	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q; GRANT CREATE ON SCHEMA public TO %q`, schema, app)); err != nil {
+	schema := "courier_" + strings.ToLower(rand.Text()[:10])
+	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Migrate(ctx, openURL(t, withParam(t, u, "search_path", schema))); err != nil {
 		t.Fatal(err)
 	}
-	ru, err := url.Parse(withParam(t, u, "search_path", schema+",public"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ru.User = url.UserPassword(app, password)
-	err = store.Migrate(ctx, openURL(t, ru.String()))
+	app := newRole(t, u, owner, "courier_app_", `GRANT CREATE ON SCHEMA public TO %s`)
+	err := store.Migrate(ctx, openURL(t, app.url(t, schema+",public")))
 	var created bool
 	if err := owner.GetContext(ctx, &created, `SELECT to_regclass('public.courier_schema') IS NOT NULL`); err != nil {
 		t.Fatal(err)
@@ -314,4 +215,54 @@ func TestMigrateRefusesWhereTheRoleMayNotUseCouriersSchema(t *testing.T) {
 	if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), schema) || created {
 		t.Fatalf("Migrate as a role without USAGE on courier's schema, which its search_path names = %v (tables created in public: %v); want config_invalid naming schema %q, nothing created", err, created, schema)
 	}
+}
+
+// loginRole is a role of the test server's that logs in with a password,
+// for the tests of what a role other than the owner of the test's
+// database may do there.
+type loginRole struct {
+	name, password string
+	dbURL          string // the test's database
+}
+
+// newRole creates a login role on the server of the test's database dbURL,
+// named prefix and a random suffix, and runs grants there as db, each %s
+// in it the role's quoted name (none: no grants). When the test ends it
+// drops what the role owns in that database and its privileges there
+// (the database itself is dropped later), and then the role.
+func newRole(t *testing.T, dbURL string, db *sqlx.DB, prefix, grants string) loginRole {
+	t.Helper()
+	ctx := t.Context()
+	r := loginRole{name: prefix + strings.ToLower(rand.Text()[:10]), password: rand.Text(), dbURL: dbURL}
+	admin := openURL(t, pgtest.Server(t))
+	if _, err := admin.ExecContext(ctx, fmt.Sprintf(`CREATE ROLE %q LOGIN PASSWORD '%s'`, r.name, r.password)); err != nil {
+		t.Fatal(err)
+	}
+	owner := openURL(t, dbURL)
+	t.Cleanup(func() {
+		owner.Exec(fmt.Sprintf(`DROP OWNED BY %q CASCADE`, r.name))
+		admin.Exec(fmt.Sprintf(`DROP ROLE %q`, r.name))
+	})
+	if grants != "" {
+		if _, err := db.ExecContext(ctx, strings.ReplaceAll(grants, "%s", strconv.Quote(r.name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// url is the test's database's URL as the role, with its search_path set
+// to searchPath unless that is empty.
+func (r loginRole) url(t *testing.T, searchPath string) string {
+	t.Helper()
+	u := r.dbURL
+	if searchPath != "" {
+		u = withParam(t, u, "search_path", searchPath)
+	}
+	ru, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru.User = url.UserPassword(r.name, r.password)
+	return ru.String()
 }
