@@ -23,9 +23,11 @@ type Health struct {
 	// endpoint has no room (at its limits, or at a worker's share of it,
 	// client.Config.EndpointConcurrency). Neither counts the rows held back
 	// for another reason: behind their ordering key (Delivery.Held), or of
-	// an endpoint that is open, half open or disabled (Endpoints.List says
-	// which), from the moment it is, whether a claim has parked them yet
-	// or not.
+	// an endpoint that is disabled, open while its cool-down runs or half
+	// open while its probe is in flight (Endpoints.List says which), from
+	// the moment it is, whether a claim has parked them yet or not. Past
+	// its cool-down an open endpoint's are counted: the next claims probe
+	// it.
 	Due           int
 	ExpiredLeases int // leases past expiry, not yet reclaimed
 	Failed        int // failed deliveries

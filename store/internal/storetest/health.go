@@ -250,3 +250,61 @@ func testHealthCountsNoBacklogOfAHeldEndpointBeforeAClaim(t *testing.T, open Ope
 		t.Fatalf("past their deadline: due %d, overdue %d; want 0, 3", h.Due, h.Overdue)
 	}
 }
+
+// testHealthCountsTheBacklogOfAnEndpointPastItsCoolDown: an open
+// endpoint holds its deliveries back while its cool-down runs, and a
+// half-open one while its probe is in flight; past that the next claims
+// probe it, and its due deliveries are a backlog waiting for a worker
+// like any other. Health left them out of Due and OldestDueAge for as
+// long as the endpoint's record said open: after a probe that found
+// nothing to send, which leaves the endpoint open until a probe gets
+// through, a backlog of it hours old read as none, Health ok, while no
+// worker ran.
+func testHealthCountsTheBacklogOfAnEndpointPastItsCoolDown(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Minute}})
+	first := b.enqueue(t, at(slowEndpoint, "s-0"))
+	got := b.claim(t, "w", 10, time.Minute)
+	if len(got) != 1 {
+		t.Fatalf("claimed %v, want the one delivery", ids(got))
+	}
+	if err := b.retry(got[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	if h := health(t, b); h.Due != 0 {
+		t.Fatalf("during the cool-down: due %d, want 0", h.Due)
+	}
+	b.clock.Advance(time.Minute)
+	if h := health(t, b); h.Due != 1 || h.OldestDueAge != time.Minute {
+		t.Fatalf("past the cool-down: due %d, oldest %v; want 1, 1m", h.Due, h.OldestDueAge)
+	}
+	// A probe that finds nothing to send leaves the endpoint open.
+	if err := b.store.Outbox.Cancel(b.ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v, want none", ids(got))
+	}
+	if eh, err := b.store.Endpoints.Get(b.ctx, slowEndpoint); err != nil || eh.State != store.EndpointOpen {
+		t.Fatalf("after a probe that found nothing the endpoint is %s (%v), want open", eh.State, err)
+	}
+	for i := range 5 {
+		b.enqueue(t, at(slowEndpoint, fmt.Sprintf("s-%d", i+1)))
+	}
+	b.clock.Advance(6 * time.Hour)
+	if h := health(t, b); h.Due != 5 || h.OldestDueAge != 6*time.Hour {
+		t.Fatalf("6h with no worker: due %d, oldest %v; want 5, 6h", h.Due, h.OldestDueAge)
+	}
+	// The claims park them and probe the endpoint: while the probe is in
+	// flight the others are held back.
+	var probes []protocol.Claimed
+	for range 2 {
+		probes = append(probes, b.claim(t, "w", 10, time.Minute)...)
+	}
+	if len(probes) != 1 {
+		t.Fatalf("two claims leased %v, want one probe", ids(probes))
+	}
+	if h := health(t, b); h.Due != 0 {
+		t.Fatalf("with the probe in flight: due %d, want 0", h.Due)
+	}
+}

@@ -75,6 +75,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"HealthPrecedence", testHealthPrecedence},
 		{"HealthCountsABacklogWaitingForRoom", testHealthCountsABacklogWaitingForRoom},
 		{"HealthCountsNoBacklogOfAHeldEndpointBeforeAClaim", testHealthCountsNoBacklogOfAHeldEndpointBeforeAClaim},
+		{"HealthCountsTheBacklogOfAnEndpointPastItsCoolDown", testHealthCountsTheBacklogOfAnEndpointPastItsCoolDown},
 		{"HealthSaysPayloadUnreadable", testHealthSaysPayloadUnreadable},
 		{"HealthBlocksOnDeliveriesPastTheirDeadline", testHealthBlocksOnDeliveriesPastTheirDeadline},
 		{"HealthCountsOverdueParkedAndNotKeyed", testHealthCountsOverdueParkedAndNotKeyed},

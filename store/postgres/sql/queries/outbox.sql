@@ -569,7 +569,8 @@ WITH RECURSIVE p(v) AS (
 ),
 w(due, next_attempt_at, deadline) AS (
     SELECT NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                       WHERE e.endpoint = o.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+                       WHERE e.endpoint = o.endpoint AND (e.state = 'disabled'
+                           OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
         o.next_attempt_at, o.deadline
     FROM p CROSS JOIN LATERAL (
         SELECT endpoint, next_attempt_at, deadline FROM courier_outbox
@@ -578,7 +579,8 @@ w(due, next_attempt_at, deadline) AS (
     UNION ALL
     SELECT q.next_attempt_at <= :now
             AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                            WHERE e.endpoint = q.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+                            WHERE e.endpoint = q.endpoint AND (e.state = 'disabled'
+                                OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
         q.next_attempt_at, q.deadline
     FROM courier_outbox AS q WHERE q.hold = 'endpoint'
 )

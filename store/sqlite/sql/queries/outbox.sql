@@ -533,11 +533,15 @@ WHERE status = 'quarantined' AND last_error_code = 'payload_unreadable';
 -- them: due ones (outbox_claim and outbox_expire_due end them), and
 -- parked ones whatever their endpoint's state (outbox_expire_parked ends
 -- them). Not counted: rows waiting for their key, ended only once they
--- head it, nor, as due, rows of an endpoint that is open, half open or
--- disabled, parked or still in the due index (a Disable, or a breaker
--- opening, parks none: the claims park them as they reach them, and the
--- figures do not wait for that); Endpoints says what holds them. The
--- endpoint of each row of the due index is looked up by its key. The due index is
+-- head it, nor, as due, rows of an endpoint that is disabled, open while
+-- its cool-down runs, or half open while its probe is in flight, parked
+-- or still in the due index (a Disable, or a breaker opening, parks none:
+-- the claims park them as they reach them, and the figures do not wait
+-- for that); Endpoints says what holds them. Past its open_until an open
+-- or half-open endpoint holds nothing back: the next claims probe it (one
+-- that found nothing to send stays open until a probe gets through), and
+-- its rows are a backlog waiting for a worker. The endpoint of each row
+-- of the due index is looked up by its key. The due index is
 -- read as a range per priority, (priority = p, next_attempt_at <= now),
 -- the priorities found as in outbox_due_priorities: rows waiting for a
 -- later time (a retry backlog, a NotBefore ahead) are never walked. No
@@ -554,14 +558,16 @@ WITH RECURSIVE p(v) AS (
 ),
 w(due, next_attempt_at, deadline) AS (
     SELECT NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                       WHERE e.endpoint = o.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+                       WHERE e.endpoint = o.endpoint AND (e.state = 'disabled'
+                           OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
         o.next_attempt_at, o.deadline
     FROM p CROSS JOIN courier_outbox AS o INDEXED BY courier_outbox_due
     WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = p.v AND o.next_attempt_at <= :now
     UNION ALL
     SELECT q.next_attempt_at <= :now
             AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
-                            WHERE e.endpoint = q.endpoint AND e.state IN ('open', 'half_open', 'disabled')),
+                            WHERE e.endpoint = q.endpoint AND (e.state = 'disabled'
+                                OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
         q.next_attempt_at, q.deadline
     FROM courier_outbox AS q INDEXED BY courier_outbox_parked WHERE q.hold = 'endpoint'
 )
