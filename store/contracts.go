@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/courier-go/courier/internal/wire"
 )
 
@@ -128,32 +126,13 @@ func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, e
 	if !validEndpoint(endpoint) {
 		return 0, invalidArgument("FailMismatched endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
 	}
-	args := map[string]any{"endpoint": endpoint, "now": c.s.now(), "limit": failMismatchedBatch}
-	total := 0
-	err := c.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		for {
-			res, err := c.s.exec(ctx, tx, "contract_fail_mismatched", args)
-			if err != nil {
-				return refusedByTheDatabase(err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil || n == 0 {
-				return err
-			}
-			total += int(n)
-		}
-	})
+	res, err := c.s.exec(ctx, c.s.writer, "contract_fail_mismatched", map[string]any{"endpoint": endpoint, "now": c.s.now()})
 	if err != nil {
-		return 0, wrapf(err, "fail mismatched")
+		return 0, wrapf(refusedByTheDatabase(err), "fail mismatched")
 	}
-	return total, nil
+	n, err := res.RowsAffected()
+	return int(n), wrapf(err, "fail mismatched")
 }
-
-// failMismatchedBatch is how many deliveries each statement of
-// FailMismatched fails, in its one transaction: no statement of the
-// writer changes an unbounded number of rows (on SQLite the writer keeps
-// a statement's journal, a copy of every page it changes, in memory).
-const failMismatchedBatch = 1000
 
 // mismatched counts the unfinished deliveries enqueued under another digest
 // than their endpoint's pin.

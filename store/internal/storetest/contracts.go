@@ -3,7 +3,6 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -353,34 +352,6 @@ func testFailMismatchedEndsParkedCommands(t *testing.T, open OpenFunc) {
 	}
 	if n, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint); err != nil || n != 2 {
 		t.Fatalf("FailMismatched = %d, %v; want the 2 parked", n, err)
-	}
-}
-
-// testFailMismatchedFailsThemAll: FailMismatched fails an endpoint's
-// mismatched deliveries a bounded batch per statement, all of them
-// however many wait, in one transaction, and says how many; a command
-// enqueued under the new pin stays.
-func testFailMismatchedFailsThemAll(t *testing.T, open OpenFunc) {
-	b := setup(t, open, store.Config{})
-	const n = 1_001 // more than one statement's batch
-	for i := range n {
-		b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", fmt.Sprint("old-", i), digestA, 5, `{}`)})
-	}
-	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
-		t.Fatal(err)
-	}
-	fresh := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "new", digestB, 5, `{}`)})
-	if got, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint); err != nil || got != n {
-		t.Fatalf("FailMismatched = %d, %v; want %d", got, err, n)
-	}
-	if h, err := b.store.Outbox.Health(b.ctx); err != nil || h.ContractMismatches != 0 {
-		t.Fatalf("after FailMismatched Health = %+v, %v; want no mismatches", h, err)
-	}
-	if d := b.get(t, fresh.ID); d.Status != courier.StatusPending {
-		t.Fatalf("the command under the new pin is %s, want pending", d.Status)
-	}
-	if got, err := b.store.Contracts.FailMismatched(b.ctx, sourceEndpoint); err != nil || got != 0 {
-		t.Fatalf("FailMismatched again = %d, %v; want 0", got, err)
 	}
 }
 

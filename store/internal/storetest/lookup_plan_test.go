@@ -45,7 +45,7 @@ func TestAnOperatorsLookupsByEndpointReadTheEndpointsRows(t *testing.T) {
 				file, name, index string
 				args              map[string]any
 			}{
-				{"queries/contracts.sql", "contract_fail_mismatched", "courier_outbox_contract", map[string]any{"endpoint": commonEndpoint, "now": int64(1), "limit": 1000}},
+				{"queries/contracts.sql", "contract_fail_mismatched", "courier_outbox_contract", map[string]any{"endpoint": commonEndpoint, "now": int64(1)}},
 				{"queries/endpoints.sql", "endpoint_spelled", "courier_outbox_endpoint", map[string]any{"endpoint": commonEndpoint}},
 			} {
 				text, vals := boundQuery(t, e.driver, q.file, q.name, q.args)

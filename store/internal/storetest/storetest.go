@@ -160,7 +160,6 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"RemoteCodeIsKept", testRemoteCodeIsKept},
 		{"Commands", testCommands},
 		{"FailMismatchedEndsParkedCommands", testFailMismatchedEndsParkedCommands},
-		{"FailMismatchedFailsThemAll", testFailMismatchedFailsThemAll},
 		{"Terminal", testTerminal},
 		{"Admin", testAdmin},
 		{"LookupByIdentity", testLookupByIdentity},

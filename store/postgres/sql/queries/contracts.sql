@@ -18,15 +18,10 @@ ON CONFLICT (endpoint) DO NOTHING;
 -- name: contract_fail_mismatched
 -- The operator gives up the waiting deliveries enqueued under another digest
 -- than the endpoint's pin, parked ones too (a finished row holds nothing);
--- leased ones are in flight and settle as usual. At most :limit a
--- statement: the store repeats it in one transaction until fewer are left.
+-- leased ones are in flight and settle as usual.
 UPDATE courier_outbox SET status = 'failed', last_error_code = 'contract_changed', hold = NULL, updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox
-    WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait')
-        AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint)
-    LIMIT :limit
-) AND status IN ('pending', 'retry_wait');
+WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait')
+    AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint);
 
 -- name: contract_mismatched
 -- Unfinished deliveries enqueued under another digest than their endpoint's

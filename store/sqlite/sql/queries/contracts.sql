@@ -18,25 +18,18 @@ ON CONFLICT (endpoint) DO NOTHING;
 -- name: contract_fail_mismatched
 -- The operator gives up the waiting deliveries enqueued under another digest
 -- than the endpoint's pin, parked ones too (a finished row holds nothing);
--- leased ones are in flight and settle as usual. At most :limit a
--- statement: the store repeats it in one transaction until fewer are left,
--- so that no statement of the writer changes an unbounded number of rows
--- (the writer keeps its statement journals in memory).
+-- leased ones are in flight and settle as usual.
 -- SQLite: read from the contract index, the endpoint's unfinished
 -- commands only (its condition repeated verbatim, which INDEXED BY
 -- names): left to itself, the planner read every waiting delivery of the
 -- outbox by courier_outbox_listed, then every delivery of the endpoint by
 -- courier_outbox_endpoint (migration 15), or, with statistics, the whole
 -- outbox.
-UPDATE courier_outbox
+UPDATE courier_outbox INDEXED BY courier_outbox_contract
 SET status = 'failed', last_error_code = 'contract_changed', hold = NULL, updated_at = :now
-WHERE id IN (
-    SELECT id FROM courier_outbox INDEXED BY courier_outbox_contract
-    WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait', 'leased')
-        AND status IN ('pending', 'retry_wait')
-        AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint)
-    LIMIT :limit
-);
+WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait', 'leased')
+    AND status IN ('pending', 'retry_wait')
+    AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint);
 
 -- name: contract_mismatched
 -- Unfinished deliveries enqueued under another digest than their endpoint's
