@@ -412,8 +412,9 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // write commits whether the request's transaction does or not, and each
 // such request in flight needs a second connection of the pool, which a
 // pool held whole by such requests never frees (until their contexts
-// end). On SQLite the connection keeps its statement journals in memory:
-// write bulk changes in it in batches (see package sqlite).
+// end). On SQLite the connection keeps its temporary storage (statement
+// journals, sorts) in memory: write bulk changes in it in batches (see
+// package sqlite).
 func (s *Store) Begin(ctx context.Context) (*sqlx.Tx, error) {
 	if s.closed.Load() {
 		return nil, errClosed

@@ -33,16 +33,21 @@
 // without waiting for the writer, from a receiver's function too; SQLite
 // refuses a write in it (query_only) with its read-only error.
 //
-// The writer keeps its temporary storage in memory (temp_store=MEMORY),
-// the statement journal above all: a statement that changes several rows
-// keeps the pages it changes there until it ends, which SQLite's default
-// buffers in 64 KiB of its own for each statement, at a cost to every
-// claim and settle. Courier's statements each change a bounded batch. A
+// The writer keeps its temporary storage in memory (temp_store=MEMORY).
+// A statement inside a transaction that changes several rows, or has
+// RETURNING, keeps a statement journal, a copy of each page it changes,
+// until it ends; SQLite's default buffers it in 64 KiB of its own for
+// each statement, at a cost to every claim and settle, and moves a larger
+// one to a temporary file. Courier's statements on the writer each change
+// a batch bounded by its limit or by the leases its workers hold. A
 // statement of the application's in a transaction of Store.Begin (a
-// receiver's function, an enqueue's business transaction) that rewrites
-// many existing rows at once holds a copy of each page it changes in
-// memory until it ends: write such bulk changes in batches. The pools
-// of DriverName, the Store's DB() among them, keep SQLite's default.
+// receiver's function, an enqueue's business transaction) keeps in memory
+// what SQLite's default would have moved to temporary files: the journal
+// of a statement that rewrites many existing rows, and the sorts,
+// temporary tables and indexes of a large unindexed ORDER BY, GROUP BY or
+// DISTINCT. Write such bulk changes in batches, and read large results
+// through the Store's DB(), whose pool, like every pool of DriverName,
+// keeps SQLite's default.
 //
 // Several processes on the file's host may use it at once: the
 // application's, a second instance of it, the courier tool from a shell or

@@ -112,9 +112,10 @@ func (d *sqliteDriver) connect(ctx context.Context, dsn string, shown *walSeen) 
 			// buffers it in 64 KiB of its own for each statement, which
 			// cost a claim of eight rows in a large outbox three times
 			// the UPDATE itself (BenchmarkClaim, BenchmarkSettle).
-			// Courier's statements each change a bounded batch; the
-			// package doc tells applications writing in Store.Begin's
-			// transactions to do the same.
+			// Courier's statements each change a batch bounded by its
+			// limit or by the leases its workers hold; the package doc
+			// says what applications writing in Store.Begin's
+			// transactions should do.
 			_, err = sc.ExecContext(ctx, "PRAGMA temp_store = MEMORY", nil)
 		}
 		if err != nil {
