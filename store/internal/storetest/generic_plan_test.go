@@ -328,17 +328,18 @@ var walkCond = regexp.MustCompile(`^\((\w+\.)?id [<>]=? [^()]*\)$`)
 // readsBeyond returns the whole reads of a table that grows with the
 // traffic that plan makes and than does not: a sequential scan of it, a
 // walk of one of its indexes (no condition, or only a bound on the id),
-// or a sort of what it read. A walk of an index reads no more than a
-// sequential scan of its table does: a statement that reads a whole
-// table by design (endpoint_ref_deliveries) may do either, as the
-// table's visibility map makes one or the other the cheaper.
+// or a sort of what it read. A walk of an index that reads the index
+// alone (Index Only Scan) reads no more than a sequential scan of its
+// table does: a statement that reads a whole table by design
+// (endpoint_ref_deliveries) may do either, as the table's visibility map
+// makes one or the other the cheaper.
 func readsBeyond(plan, than string) []string {
 	mine, theirs := wholeReads(plan), wholeReads(than)
 	var extra []string
-	for r, table := range mine {
+	for r, read := range mine {
 		_, same := theirs[r]
-		_, scanned := theirs["Seq Scan on "+table]
-		if !same && !(strings.HasPrefix(r, "walk of ") && scanned) {
+		_, scanned := theirs["Seq Scan on "+read.table]
+		if !same && !(read.indexOnly && scanned) {
 			extra = append(extra, r)
 		}
 	}
@@ -346,10 +347,17 @@ func readsBeyond(plan, than string) []string {
 	return extra
 }
 
+// wholeRead is a whole read of a table (see readsBeyond): which, and
+// whether it is a walk of an index that reads the index alone.
+type wholeRead struct {
+	table     string
+	indexOnly bool
+}
+
 // wholeReads returns the whole reads of a table that grows with the
 // traffic that plan makes (see readsBeyond), each with its table.
-func wholeReads(plan string) map[string]string {
-	out := make(map[string]string)
+func wholeReads(plan string) map[string]wholeRead {
+	out := make(map[string]wholeRead)
 	lines := strings.Split(plan, "\n")
 	for i, l := range lines {
 		m := growingScan.FindStringSubmatch(l)
@@ -358,9 +366,9 @@ func wholeReads(plan string) map[string]string {
 		}
 		if m[1] == "Seq Scan" {
 			if sortedAbove(lines, i) {
-				out["Sort of "+m[3]] = m[3]
+				out["Sort of "+m[3]] = wholeRead{table: m[3]}
 			}
-			out["Seq Scan on "+m[3]] = m[3]
+			out["Seq Scan on "+m[3]] = wholeRead{table: m[3]}
 			continue
 		}
 		cond := ""
@@ -373,10 +381,10 @@ func wholeReads(plan string) map[string]string {
 			}
 		}
 		if sortedAbove(lines, i) && !identityCond.MatchString(cond) {
-			out["Sort of "+m[3]] = m[3]
+			out["Sort of "+m[3]] = wholeRead{table: m[3]}
 		}
 		if cond == "" || walkCond.MatchString(cond) {
-			out["walk of "+m[2]] = m[3]
+			out["walk of "+m[2]] = wholeRead{table: m[3], indexOnly: m[1] == "Index Only Scan"}
 		}
 	}
 	return out
