@@ -44,7 +44,7 @@ func Example() {
 # HELP courier_enqueued_total Deliveries written to the outbox (counted at enqueue, before the caller's commit).
 # TYPE courier_enqueued_total counter
 courier_enqueued_total 1
-# HELP courier_outbox_due Pending or retrying deliveries due now.
+# HELP courier_outbox_due Pending or retrying deliveries due now, those of a disabled endpoint or one cooling down aside (store.Health's Due).
 # TYPE courier_outbox_due gauge
 courier_outbox_due 1
 `), "courier_enqueued_total", "courier_outbox_due")

@@ -29,7 +29,7 @@
 //	courier_receiver_requests_total{outcome,code} requests answered by receivers
 //	courier_endpoint_transitions_total{to}       endpoint breaker transitions, by the state entered
 //	courier_outbox_deliveries{status}            deliveries in the outbox, by status (gauge)
-//	courier_outbox_due                           pending or retrying deliveries due now (gauge)
+//	courier_outbox_due                           pending or retrying deliveries due now, those of an endpoint held back aside (gauge)
 //	courier_outbox_oldest_due_age_seconds        how long the oldest due delivery has waited (gauge)
 //	courier_outbox_expired_leases                leases past expiry not yet reclaimed (gauge)
 //	courier_outbox_overdue                       deliveries waiting past their deadline, no claim having ended them (gauge)
@@ -175,7 +175,7 @@ func New() *Collector {
 		breakers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_endpoint_transitions_total",
 			Help: "Endpoint breaker transitions, by the state entered."}, []string{"to"}),
 		deliveries: prometheus.NewDesc("courier_outbox_deliveries", "Deliveries in the outbox, by status.", []string{"status"}, nil),
-		due:        prometheus.NewDesc("courier_outbox_due", "Pending or retrying deliveries due now.", nil, nil),
+		due:        prometheus.NewDesc("courier_outbox_due", "Pending or retrying deliveries due now, those of a disabled endpoint or one cooling down aside (store.Health's Due).", nil, nil),
 		oldestDueAge: prometheus.NewDesc("courier_outbox_oldest_due_age_seconds",
 			"How long the oldest due delivery has waited.", nil, nil),
 		expiredLeases: prometheus.NewDesc("courier_outbox_expired_leases", "Leases past expiry, not yet reclaimed.", nil, nil),

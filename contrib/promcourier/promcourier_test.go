@@ -154,7 +154,7 @@ courier_outbox_deliveries{status="quarantined"} 0
 courier_outbox_deliveries{status="retry_wait"} 0
 courier_outbox_deliveries{status="succeeded"} 2
 courier_outbox_deliveries{status="suppressed"} 0
-# HELP courier_outbox_due Pending or retrying deliveries due now.
+# HELP courier_outbox_due Pending or retrying deliveries due now, those of a disabled endpoint or one cooling down aside (store.Health's Due).
 # TYPE courier_outbox_due gauge
 courier_outbox_due 0
 # HELP courier_outbox_expired_leases Leases past expiry, not yet reclaimed.
