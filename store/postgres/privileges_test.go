@@ -128,14 +128,7 @@ func TestMigrateAsARoleWithoutDDLFindsNothingToDo(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	schema := "courier_" + strings.ToLower(rand.Text()[:10])
-	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
-		t.Fatal(err)
-	}
-	mig := openURL(t, withParam(t, u, "search_path", schema))
-	if err := store.Migrate(ctx, mig); err != nil {
-		t.Fatal(err)
-	}
+	schema, mig := migratedSchema(t, u, owner)
 	app := newRole(t, u, mig, "courier_app_", fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]q TO %%s;
 		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]q TO %%s`, schema))
 	db := openURL(t, app.url(t, schema))
@@ -172,14 +165,7 @@ func TestOpenSaysTheRoleMayNotUseCouriersSchema(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	schema := "courier_" + strings.ToLower(rand.Text()[:10])
-	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
-		t.Fatal(err)
-	}
-	mig := openURL(t, withParam(t, u, "search_path", schema))
-	if err := store.Migrate(ctx, mig); err != nil {
-		t.Fatal(err)
-	}
+	schema, mig := migratedSchema(t, u, owner)
 	app := newRole(t, u, mig, "courier_app_", fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %q TO %%s`, schema))
 	_, err := store.Open(ctx, openURL(t, app.url(t, schema+",public")), store.Config{})
 	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), "USAGE") || strings.Contains(err.Error(), "no schema of the search_path") {
@@ -199,13 +185,7 @@ func TestMigrateRefusesWhereTheRoleMayNotUseCouriersSchema(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	owner := openURL(t, u)
-	schema := "courier_" + strings.ToLower(rand.Text()[:10])
-	if _, err := owner.ExecContext(ctx, fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx, openURL(t, withParam(t, u, "search_path", schema))); err != nil {
-		t.Fatal(err)
-	}
+	schema, _ := migratedSchema(t, u, owner)
 	app := newRole(t, u, owner, "courier_app_", `GRANT CREATE ON SCHEMA public TO %s`)
 	err := store.Migrate(ctx, openURL(t, app.url(t, schema+",public")))
 	var created bool
@@ -265,4 +245,20 @@ func (r loginRole) url(t *testing.T, searchPath string) string {
 	}
 	ru.User = url.UserPassword(r.name, r.password)
 	return ru.String()
+}
+
+// migratedSchema creates a schema of a random name as owner, migrates
+// courier's tables into it as owner, and returns its name and a pool of
+// the test's database (at u) whose search_path is that schema.
+func migratedSchema(t *testing.T, u string, owner *sqlx.DB) (string, *sqlx.DB) {
+	t.Helper()
+	schema := "courier_" + strings.ToLower(rand.Text()[:10])
+	if _, err := owner.ExecContext(t.Context(), fmt.Sprintf(`CREATE SCHEMA %q`, schema)); err != nil {
+		t.Fatal(err)
+	}
+	mig := openURL(t, withParam(t, u, "search_path", schema))
+	if err := store.Migrate(t.Context(), mig); err != nil {
+		t.Fatal(err)
+	}
+	return schema, mig
 }

@@ -137,23 +137,13 @@ func TestOpenRefusesAReadOnlyFile(t *testing.T) {
 		return
 	}
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	path := createdFile(t)
 
 	chmodDB(t, path, 0o444)
-	if s, err := Open(ctx, path, store.Config{}); err == nil {
-		s.Close()
-		t.Fatal("Open served a read-only database file")
-	} else if !isReadOnly(err) || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Open = %v, want an error that says %s is read-only", err, path)
-	}
+	openRefusesReadOnly(t, path)
 
 	chmodDB(t, path, 0o644)
-	s, err = Open(ctx, path, store.Config{})
+	s, err := Open(ctx, path, store.Config{})
 	if err != nil {
 		t.Fatalf("Open after the permissions are mended: %v", err)
 	}
@@ -225,12 +215,7 @@ func TestOpenRefusesAReadOnlyFileWhileAnotherProcessWrites(t *testing.T) {
 		return
 	}
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	path := createdFile(t)
 	holder := sqlx.MustOpen("sqlite3", "file:"+path+"?_txlock=immediate&_journal_mode=WAL")
 	defer holder.Close()
 	tx, err := holder.BeginTxx(ctx, nil) // BEGIN IMMEDIATE: the write lock, held until Open returned
@@ -240,7 +225,28 @@ func TestOpenRefusesAReadOnlyFileWhileAnotherProcessWrites(t *testing.T) {
 	defer tx.Rollback()
 
 	chmodDB(t, path, 0o444)
-	if s, err := Open(ctx, path, store.Config{}); err == nil {
+	openRefusesReadOnly(t, path)
+}
+
+// createdFile returns the path of a database file Open created and
+// migrated, closed again.
+func createdFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := Open(t.Context(), path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return path
+}
+
+// openRefusesReadOnly fails t unless Open refuses the file at path with
+// SQLite's read-only error, saying that the file, by its name, is
+// read-only.
+func openRefusesReadOnly(t *testing.T, path string) {
+	t.Helper()
+	if s, err := Open(t.Context(), path, store.Config{}); err == nil {
 		s.Close()
 		t.Fatal("Open served a read-only database file")
 	} else if !isReadOnly(err) || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), path) {

@@ -581,13 +581,7 @@ func testUnreadableQuarantineIsRedriven(t *testing.T, open OpenFunc) {
 	}
 
 	altered := b.enqueue(t, delivery("altered"))
-	sum := sha256.Sum256([]byte("another payload"))
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?"), hex.EncodeToString(sum[:]), altered.ID); err != nil {
-		t.Fatal(err)
-	}
-	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
-		t.Fatalf("claimed %v, want the altered row quarantined", ids(got))
-	}
+	b.quarantineAltered(t, altered.ID)
 	status(altered.ID, courier.StatusQuarantined, courier.CodeIntegrity)
 
 	head, behind, free := b.enqueue(t, keyed("head", "o")), b.enqueue(t, keyed("behind", "o")), b.enqueue(t, delivery("free"))
@@ -1027,13 +1021,7 @@ func testHealthSaysPayloadUnreadable(t *testing.T, open OpenFunc) {
 	want(courier.CodePayloadUnreadable, 2)
 
 	altered := b.enqueue(t, delivery("altered"))
-	sum := sha256.Sum256([]byte("another payload"))
-	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?"), hex.EncodeToString(sum[:]), altered.ID); err != nil {
-		t.Fatal(err)
-	}
-	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
-		t.Fatalf("claimed %v, want the altered row quarantined", ids(got))
-	}
+	b.quarantineAltered(t, altered.ID)
 	want(courier.CodeIntegrity, 3)
 
 	// The altered row cancelled and the key back: the unreadable rows are
@@ -1047,5 +1035,19 @@ func testHealthSaysPayloadUnreadable(t *testing.T, open OpenFunc) {
 	}
 	if h := health(t, b); h.Status != store.HealthOK {
 		t.Fatalf("after the redrive Health = %s/%s, want ok", h.Status, h.Code)
+	}
+}
+
+// quarantineAltered alters the stored digest of delivery id, as tampering
+// with its row would, and has a claim find it: the row is quarantined
+// (integrity_mismatch) and nothing is claimed.
+func (b *bundle) quarantineAltered(t *testing.T, id int64) {
+	t.Helper()
+	sum := sha256.Sum256([]byte("another payload"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET payload_sha256 = ? WHERE id = ?"), hex.EncodeToString(sum[:]), id); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v, want the altered row quarantined", ids(got))
 	}
 }
