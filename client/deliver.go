@@ -24,9 +24,9 @@ const (
 	logRetriesFrom = 3
 )
 
-// deliver makes one attempt of c, claimed at claimedAt (the worker's clock,
-// just before the claim), and settles it together with the attempts that
-// finish meanwhile (see settler). An attempt starts only while the worker
+// deliver makes attempt n (see Worker.begin) of c, claimed at claimedAt
+// (the worker's clock, just before the claim), and settles it together
+// with the attempts that finish meanwhile (see settler). An attempt starts only while the worker
 // is not stopping, the Store is not closed, the lease covers a whole
 // Timeout and the delivery's deadline has not come; otherwise the delivery
 // is given back unsent (a closed Store takes nothing back: the lease
@@ -44,7 +44,7 @@ const (
 // worker's clock since before the claim, so the two clocks need not
 // agree, and the worker errs on the side of not sending. A clock that
 // tells no time (see now) measures nothing: the delivery is given back.
-func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time.Time) {
+func (w *Worker) deliver(ctx context.Context, n uint64, c protocol.Claimed, claimedAt time.Time) {
 	var oc protocol.Outcome
 	now, told := w.now(ctx)
 	switch {
@@ -70,7 +70,7 @@ func (w *Worker) deliver(ctx context.Context, c protocol.Claimed, claimedAt time
 		endAttempt(span, oc)
 	}
 	oc.Lease = c.Lease
-	s, err := w.settle(ctx, oc, w.leaseLeft(ctx, c.Lease, claimedAt))
+	s, err := w.settle(ctx, oc, w.leaseLeft(ctx, c.Lease, claimedAt), func() { w.giveBack(n) })
 	w.report(ctx, c, oc, s, err)
 }
 
@@ -107,11 +107,13 @@ func attemptAttrs(c protocol.Claimed) []slog.Attr {
 // connection) until it lands or the lease it was made under has run out
 // (within, at least minPersistWindow): an attempt that was sent and is
 // not recorded would be sent again. Shutdown does not cut it short.
-func (w *Worker) settle(ctx context.Context, oc protocol.Outcome, within time.Duration) (protocol.Settled, error) {
+// recorded, if not nil, is called once the transaction that recorded oc
+// committed (see settler.settle).
+func (w *Worker) settle(ctx context.Context, oc protocol.Outcome, within time.Duration, recorded func()) (protocol.Settled, error) {
 	var s protocol.Settled
 	err := w.persist(ctx, within, func(ctx context.Context) error {
 		var err error
-		if s, err = w.settler.settle(ctx, oc); err == nil && courier.CodeOf(s.Err) == courier.CodeInvalidArgument {
+		if s, err = w.settler.settle(ctx, oc, recorded); err == nil && courier.CodeOf(s.Err) == courier.CodeInvalidArgument {
 			err = s.Err // refused, not lost: no write will take it
 		}
 		return err

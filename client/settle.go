@@ -26,9 +26,10 @@ type settler struct {
 }
 
 type settleReq struct {
-	ctx  context.Context // the caller's: its deadline bounds the batch it is in
-	oc   protocol.Outcome
-	done chan settleResult // buffered: one result, or lead
+	ctx      context.Context // the caller's: its deadline bounds the batch it is in
+	oc       protocol.Outcome
+	recorded func()            // nil, or called once a batch recorded oc
+	done     chan settleResult // buffered: one result, or lead
 }
 
 type settleResult struct {
@@ -45,8 +46,13 @@ type settleResult struct {
 // the outcomes of the others, and its own is recorded if the store still
 // takes it (the lease fences it). An outcome of the batch the store could
 // not write alone (notWritten) fails its own call, not the others'.
-func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Settled, error) {
-	r := &settleReq{ctx: ctx, oc: oc, done: make(chan settleResult, 1)}
+//
+// recorded, if not nil, is called once the transaction recorded oc, as
+// soon as it committed: by the call that ran it, for every outcome of the
+// batch before their calls hear of it, so that what waits on the leases
+// they gave up hears of them all at once.
+func (s *settler) settle(ctx context.Context, oc protocol.Outcome, recorded func()) (protocol.Settled, error) {
+	r := &settleReq{ctx: ctx, oc: oc, recorded: recorded, done: make(chan settleResult, 1)}
 	s.mu.Lock()
 	s.queue = append(s.queue, r)
 	lead := !s.running
@@ -71,6 +77,11 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome) (protocol.Set
 	bctx, cancel := batchContext(ctx, batch)
 	settled, err := s.apply(bctx, outcomes...)
 	cancel()
+	for i, q := range batch {
+		if err == nil && q.recorded != nil && !notWritten(settled[i].Err) {
+			q.recorded()
+		}
+	}
 	var mine settleResult
 	for i, q := range batch {
 		res := settleResult{err: err}

@@ -20,6 +20,8 @@ import (
 // TestSettlerGroupsOutcomes: outcomes that arrive while a settle
 // transaction waits are settled together in the next one, each caller gets
 // its own result, and a lost lease in the batch fails only its own outcome.
+// Each call's recorded is called once, before the call returns: the lease
+// is the worker's no more, lost or settled.
 func TestSettlerGroupsOutcomes(t *testing.T) {
 	ctx := t.Context()
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
@@ -67,12 +69,18 @@ func TestSettlerGroupsOutcomes(t *testing.T) {
 		err error
 	}
 	results := make(chan result, n)
+	var recorded [n]int
 	settle := func(i int) {
 		oc := protocol.Outcome{Lease: claimed[i].Lease, Result: protocol.Succeeded}
 		if i == n-1 {
 			oc.Lease.Token = "not-the-token"
 		}
-		got, err := st.settle(ctx, oc)
+		got, err := st.settle(ctx, oc, func() { mu.Lock(); recorded[i]++; mu.Unlock() })
+		mu.Lock()
+		if recorded[i] != 1 {
+			t.Errorf("outcome %d: recorded called %d times before settle returned, want 1", i, recorded[i])
+		}
+		mu.Unlock()
 		results <- result{i, got, err}
 	}
 	go settle(0)
@@ -151,7 +159,7 @@ func TestSettlerBatchOutlivesOneCallersContext(t *testing.T) {
 	settle := func(ctx context.Context, id int64) <-chan result {
 		ch := make(chan result, 1)
 		go func() {
-			s, err := st.settle(ctx, protocol.Outcome{Lease: protocol.Lease{DeliveryID: id}, Result: protocol.Succeeded})
+			s, err := st.settle(ctx, protocol.Outcome{Lease: protocol.Lease{DeliveryID: id}, Result: protocol.Succeeded}, nil)
 			ch <- result{s, err}
 		}()
 		return ch
@@ -186,6 +194,35 @@ func TestSettlerBatchOutlivesOneCallersContext(t *testing.T) {
 	for id, ch := range map[int]<-chan result{1: first, 2: second, 3: third} {
 		if r := <-ch; r.err != nil || r.st.Status != courier.StatusSucceeded {
 			t.Errorf("outcome %d: %+v, %v; want succeeded", id, r.st, r.err)
+		}
+	}
+}
+
+// TestSettlerTellsOnlyOfOutcomesItRecorded: recorded is called for an
+// outcome the store recorded, or found its lease lost (the lease is the
+// worker's no more either way), and not for one it could not write, alone
+// or in a transaction that failed: that lease is held still, and a Run
+// told of it would claim for room that is not there.
+func TestSettlerTellsOnlyOfOutcomesItRecorded(t *testing.T) {
+	t.Parallel()
+	errHeld := errors.New("the row is held by another transaction")
+	st := &settler{apply: func(_ context.Context, ocs ...protocol.Outcome) ([]protocol.Settled, error) {
+		switch ocs[0].Lease.DeliveryID {
+		case 1:
+			return []protocol.Settled{{Status: courier.StatusSucceeded}}, nil
+		case 2:
+			return []protocol.Settled{{Err: courier.CodeLeaseLost}}, nil
+		case 3:
+			return []protocol.Settled{{Err: errHeld}}, nil
+		default:
+			return nil, errHeld
+		}
+	}}
+	for id, want := range map[int64]bool{1: true, 2: true, 3: false, 4: false} {
+		told := false
+		_, _ = st.settle(t.Context(), protocol.Outcome{Lease: protocol.Lease{DeliveryID: id}, Result: protocol.Succeeded}, func() { told = true })
+		if told != want {
+			t.Errorf("outcome %d: recorded called = %t, want %t", id, told, want)
 		}
 	}
 }
@@ -242,7 +279,7 @@ func TestSettleRetriesTransientFailuresWithinTheLease(t *testing.T) {
 	}
 
 	w.settler = &settler{apply: failFirst(3)}
-	got, err := w.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Succeeded}, time.Minute)
+	got, err := w.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Succeeded}, time.Minute, nil)
 	if err != nil || got.Err != nil || got.Status != courier.StatusSucceeded || calls != 4 {
 		t.Fatalf("settle after 3 busy failures = %+v, %v in %d calls; want succeeded in 4", got, err, calls)
 	}
@@ -250,7 +287,7 @@ func TestSettleRetriesTransientFailuresWithinTheLease(t *testing.T) {
 	calls = 0
 	w.settler = &settler{apply: failFirst(1 << 30)}
 	started := time.Now()
-	if _, err := w.settle(ctx, protocol.Outcome{Lease: claimed[1].Lease, Result: protocol.Succeeded}, 0); !errors.Is(err, busy) {
+	if _, err := w.settle(ctx, protocol.Outcome{Lease: claimed[1].Lease, Result: protocol.Succeeded}, 0, nil); !errors.Is(err, busy) {
 		t.Fatalf("settle that keeps failing = %v, want the store's error", err)
 	}
 	if waited := time.Since(started); waited < minPersistWindow || calls < 2 {
@@ -262,7 +299,7 @@ func TestSettleRetriesTransientFailuresWithinTheLease(t *testing.T) {
 		calls++
 		return protocol.For(s).Settle(ctx, ocs...)
 	}}
-	if _, err := w.settle(ctx, protocol.Outcome{Lease: claimed[1].Lease, Result: "unknown"}, time.Minute); courier.CodeOf(err) != courier.CodeInvalidArgument || calls != 1 {
+	if _, err := w.settle(ctx, protocol.Outcome{Lease: claimed[1].Lease, Result: "unknown"}, time.Minute, nil); courier.CodeOf(err) != courier.CodeInvalidArgument || calls != 1 {
 		t.Fatalf("invalid outcome: %v after %d calls, want invalid_argument at once", err, calls)
 	}
 }

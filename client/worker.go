@@ -437,10 +437,17 @@ type Worker struct {
 	leftToLeases atomic.Int64
 
 	// slots holds one token per attempt in flight, across every Run and
-	// Work of the worker: together they keep to Config.Concurrency. freed
-	// is signalled when an attempt ends, a Run's or a Work's: either
-	// frees room (a slot, an endpoint's share) a Run may be waiting for.
-	slots, freed chan struct{}
+	// Work of the worker: together they keep to Config.Concurrency.
+	slots chan struct{}
+	// ended and given count, from the worker's start, the room its
+	// attempts gave back, a Run's or a Work's: ended the attempts that
+	// ended, each a slot; given those whose lease was given up, settled or
+	// given back (or, at the latest, at the attempt's end: each counts
+	// once), each room in an endpoint's share. A Run compares them with
+	// what they were when it last claimed (see mark). changed is
+	// signalled at each.
+	ended, given atomic.Int64
+	changed      signal
 	// claiming holds a token while a claim of the worker is in progress:
 	// its claims, from every Run and Work, are made one at a time. The
 	// store reckons an endpoint's share (Config.EndpointConcurrency) from
@@ -450,12 +457,13 @@ type Worker struct {
 	// the slots of what it starts in one turn, so two Runs do not each
 	// claim for the same free slots.
 	claiming chan struct{}
-	// running guards started: when each attempt in flight, a Run's or a
-	// Work's, began, by a number of its own (next). A Run reckons from it
-	// the slots held by attempts that have run for a PollInterval or more,
-	// which may not come back before their Timeout (see claimForRun).
+	// running guards started: each attempt in flight, a Run's or a
+	// Work's, by a number of its own (next). A Run reckons from it the
+	// slots held by attempts that have run for a PollInterval or more,
+	// which may not come back before their Timeout (see claimForRun), and
+	// the room its attempts have yet to give back (see roomToCome).
 	running sync.Mutex
-	started map[uint64]time.Time
+	started map[uint64]inFlight
 	next    uint64
 	// claimsIdle is set, in the claim turn, when the last claim found
 	// nothing: the next are traced only if they lease or fail (see claim).
@@ -476,8 +484,10 @@ type Worker struct {
 	haltNow context.CancelFunc
 
 	// awaiting, when set (by tests, before any Run), is called each time a
-	// Run begins to wait in await.
+	// Run begins to wait in await; claimed after each claim of a Run's,
+	// with how many deliveries it leased.
 	awaiting func()
+	claimed  func(leased int)
 
 	proxyOnce sync.Once // warnIgnoredProxy's
 }
@@ -501,9 +511,8 @@ func NewWorker(cfg Config) (*Worker, error) {
 		closed:   outbox.Closed().Done(),
 		life:     outbox.Closed(),
 		slots:    make(chan struct{}, cfg.Concurrency),
-		freed:    make(chan struct{}, cfg.Concurrency),
 		claiming: make(chan struct{}, 1),
-		started:  make(map[uint64]time.Time),
+		started:  make(map[uint64]inFlight),
 		idle:     make(chan struct{}),
 		stopCtx:  stopCtx,
 		stop:     stop,
@@ -699,7 +708,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	wake := w.listen(ctx)
 	defer wake.close()
 
-	slots, freed := w.slots, w.freed
+	slots := w.slots
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	poll := time.NewTicker(w.cfg.PollInterval)
@@ -732,12 +741,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer inflight.Done()
 			defer w.end(n) // even if a callback ends the goroutine (runtime.Goexit)
-			w.deliver(actx, c, claimedAt)
+			w.deliver(actx, n, c, claimedAt)
 		}()
 		return true
 	}
 	for !w.isStopping(ctx) {
-		want, got, ok, err := w.claimForRun(ctx, actx, minClaim, start)
+		want, got, seen, ok, err := w.claimForRun(ctx, actx, minClaim, start)
 		if !ok {
 			break
 		}
@@ -753,30 +762,27 @@ func (w *Worker) Run(ctx context.Context) error {
 		// A full batch started means more may be due: claim again as soon
 		// as there is room for another. So may a part of one: the claim
 		// leases no more of an endpoint than its room (EndpointConcurrency,
-		// its limits), which an attempt that ends frees. Otherwise wait
-		// for a wake-up or the next poll, or for room when there was none.
-		var room <-chan struct{}
-		need := 1 // attempts to end before the next claim
+		// its limits), which an attempt gives back as its lease is settled.
+		// Otherwise wait for a wake-up or the next poll, or for room when
+		// there was none.
+		var ready func() bool // the room to wait for; nil for none
 		switch {
-		case want >= minClaim && got == want:
-			if w.cfg.Concurrency-len(slots) >= minClaim {
-				continue
-			}
-			room = freed
-		case want < minClaim, got > 0, len(slots) > 0, len(freed) > 0:
-			// Nothing claimable with attempts in flight, or ended during
-			// the claim, may be endpoints at their limits, which an
-			// attempt that ends gives room.
-			room = freed
-			if want >= minClaim {
-				// The claim came back short with slots free: the endpoints
-				// in flight were at their room, and one attempt that ends
-				// gives it one delivery. Let half a share come back first,
-				// or a claim is made per delivery.
-				need = min(afterShort, len(slots)+len(freed))
+		case want < minClaim, want == got && w.cfg.Concurrency-len(slots) < minClaim:
+			ready = w.slotFreed(seen) // too few slots
+		case want == got:
+			continue
+		default:
+			// The claim came back short with slots free: the endpoints in
+			// flight were at their room. Each of their attempts gives one
+			// delivery back as its lease is settled; let half a share come
+			// back first, or a claim is made per delivery. Room given
+			// back before the claim was the claim's: only what came since
+			// counts (a claim for it would lease nothing).
+			if need := min(afterShort, w.roomToCome(seen)); need > 0 {
+				ready = w.givenBack(seen, need)
 			}
 		}
-		if !w.await(ctx, room, need, poll.C, wake, retry) {
+		if !w.await(ctx, ready, poll.C, wake, retry) {
 			break
 		}
 	}
@@ -789,13 +795,15 @@ func (w *Worker) Run(ctx context.Context) error {
 // starts with start, which takes a slot, each delivery whose lease still
 // covers an attempt; it gives back the others, and the rest of the batch
 // when start reports that the worker stopped while it waited for a slot.
-// It returns how many it wanted and how many it started, false once the
-// worker stops, and the claim's error; the error of a closed Store is not
-// logged, as Run returns it.
-func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, ok bool, err error) {
+// It returns how many it wanted and how many it started, the room
+// counters as the claim saw them, false once the worker stops, and the
+// claim's error; the error of a closed Store is not logged, as Run
+// returns it.
+func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, seen mark, ok bool, err error) {
 	if !w.takeClaimTurn(ctx) {
-		return 0, 0, false, nil
+		return 0, 0, seen, false, nil
 	}
+	seen = w.roomNow() // before the slots are counted: a slot freed after it is one more
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
 	// Slots held by attempts that have run for a PollInterval already may
 	// not come back before their Timeout: endpoints that stall, each
@@ -815,21 +823,27 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	closed := w.storeClosed()
 	if want < minClaim && !closed {
 		w.passClaimTurn()
-		return want, 0, true, nil
+		return want, 0, seen, true, nil
 	}
 	claimedAt, told := w.now(ctx)
 	if !told && !closed {
 		w.passClaimTurn()
-		return want, 0, true, errClock
+		return want, 0, seen, true, errClock
 	}
+	// Room given back from here on may come too late for the claim to see
+	// it: it counts as the next claim's, at worst one that leases nothing.
+	seen.given = w.given.Load()
 	batch, err := w.claim(ctx, max(want, 1))
+	if w.claimed != nil {
+		w.claimed(len(batch))
+	}
 	if err != nil && !w.isStopping(ctx) && !errors.Is(err, protocol.ErrClosed) {
 		w.cfg.Logger.ErrorContext(ctx, "worker: claim failed", slog.Any(logkey.Error, err))
 	}
 	if w.isStopping(actx) { // stopped during the claim: none of it starts
 		w.passClaimTurn()
 		w.release(actx, claimedAt, leasesOf(batch)...)
-		return want, 0, false, nil
+		return want, 0, seen, false, nil
 	}
 	// What the claim itself took out of the leases may leave them too
 	// short for an attempt: those are given back, and only the deliveries
@@ -844,13 +858,13 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		if !start(c, claimedAt) { // stopped while waiting for a slot
 			w.passClaimTurn()
 			w.release(actx, claimedAt, append(short, leasesOf(batch[i:])...)...)
-			return want, got, false, nil
+			return want, got, seen, false, nil
 		}
 		got++
 	}
 	w.passClaimTurn()
 	w.release(actx, claimedAt, short...)
-	return want, got, true, err
+	return want, got, seen, true, err
 }
 
 // takeClaimTurn waits until no other claim of the worker is in progress
@@ -863,24 +877,30 @@ func (w *Worker) takeClaimTurn(ctx context.Context) bool { return w.acquire(ctx,
 // passClaimTurn ends the turn takeClaimTurn took.
 func (w *Worker) passClaimTurn() { <-w.claiming }
 
-// await waits until need attempts have ended (room), or a wake-up, the
-// next poll or retry (the time to make a failed claim again) comes, or the
-// worker stops; it reports whether to claim again.
-// While the wake-ups are lost (the listener failed) it listens again on a
-// timer of its own, and claims once it listens again: what was enqueued
-// while it did not listen woke nobody.
-func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll <-chan time.Time, wake *wakeups, retry <-chan time.Time) bool {
+// await waits until ready reports the room it waits for (a nil ready
+// waits for none), or a wake-up, the next poll or retry (the time to make
+// a failed claim again) comes, or the worker stops; it reports whether to
+// claim again. While the wake-ups are lost (the listener failed) it
+// listens again on a timer of its own, and claims once it listens again:
+// what was enqueued while it did not listen woke nobody.
+func (w *Worker) await(ctx context.Context, ready func() bool, poll <-chan time.Time, wake *wakeups, retry <-chan time.Time) bool {
 	if w.awaiting != nil {
 		w.awaiting()
 	}
-	for ended := 0; ended < need; {
+	for {
+		var changed <-chan struct{}
+		if ready != nil {
+			changed = w.changed.wait() // before ready looks: a change after it is heard
+			if ready() {
+				return true
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return false
 		case <-w.stopping:
 			return false
-		case <-room:
-			ended++
+		case <-changed:
 		case <-poll:
 			return true
 		case <-retry:
@@ -901,7 +921,6 @@ func (w *Worker) await(ctx context.Context, room <-chan struct{}, need int, poll
 			return true
 		}
 	}
-	return true
 }
 
 // claimParams is a claim of up to limit deliveries, made with ctx.
@@ -1086,7 +1105,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		n := w.begin()
 		wg.Go(func() {
 			defer w.end(n)
-			w.deliver(actx, c, claimedAt)
+			w.deliver(actx, n, c, claimedAt)
 		})
 	}
 	wg.Wait()
@@ -1110,27 +1129,53 @@ func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
 	}
 }
 
+// inFlight is an attempt in flight, as begin recorded it.
+type inFlight struct {
+	began time.Time
+	given bool // its lease given up, and counted in Worker.given
+}
+
 // begin records that an attempt, holding a slot, starts now and returns
-// its number, for end.
+// its number, for giveBack and end.
 func (w *Worker) begin() uint64 {
 	w.running.Lock()
 	defer w.running.Unlock()
 	w.next++
-	w.started[w.next] = time.Now()
+	w.started[w.next] = inFlight{began: time.Now()}
 	return w.next
 }
 
-// end records that attempt n ended and gives back its slot, telling a
-// Run waiting for room (await) that there is some.
+// giveBack records that attempt n's lease was given up, settled or
+// given back, telling a Run waiting for room in its endpoint's share
+// (await), unless that was counted already.
+func (w *Worker) giveBack(n uint64) {
+	w.running.Lock()
+	a, ok := w.started[n]
+	counted := ok && !a.given
+	if counted {
+		a.given = true
+		w.started[n] = a
+		w.given.Add(1)
+	}
+	w.running.Unlock()
+	if counted {
+		w.changed.notify()
+	}
+}
+
+// end records that attempt n ended and gives back its slot, and its lease
+// if giveBack did not (as far as the worker goes: a settle that failed
+// leaves it to expire), telling a Run waiting for room (await).
 func (w *Worker) end(n uint64) {
 	w.running.Lock()
+	if !w.started[n].given {
+		w.given.Add(1)
+	}
 	delete(w.started, n)
 	w.running.Unlock()
 	<-w.slots
-	select {
-	case w.freed <- struct{}{}:
-	default: // as many told as there are slots: enough for any wait
-	}
+	w.ended.Add(1)
+	w.changed.notify()
 }
 
 // lingering returns how many attempts in flight began d or more ago.
@@ -1138,12 +1183,71 @@ func (w *Worker) lingering(d time.Duration) int {
 	w.running.Lock()
 	defer w.running.Unlock()
 	n := 0
-	for _, t := range w.started {
-		if time.Since(t) >= d {
+	for _, a := range w.started {
+		if time.Since(a.began) >= d {
 			n++
 		}
 	}
 	return n
+}
+
+// mark is the room counters as a Run's claim saw them: ended as it
+// counted the free slots, given as it asked the store, which counted the
+// leases given up before then.
+type mark struct{ ended, given int64 }
+
+// roomNow returns the room counters now.
+func (w *Worker) roomNow() mark { return mark{ended: w.ended.Load(), given: w.given.Load()} }
+
+// roomToCome returns how many leases have been given up since m, and are
+// yet to be by the attempts in flight: the most a Run that claimed at m
+// can wait for.
+func (w *Worker) roomToCome(m mark) int {
+	w.running.Lock()
+	defer w.running.Unlock()
+	n := int(w.given.Load() - m.given)
+	for _, a := range w.started {
+		if !a.given {
+			n++
+		}
+	}
+	return n
+}
+
+// slotFreed reports, once asked, whether an attempt ended since m.
+func (w *Worker) slotFreed(m mark) func() bool {
+	return func() bool { return w.ended.Load() > m.ended }
+}
+
+// givenBack reports, once asked, whether need leases were given up since m.
+func (w *Worker) givenBack(m mark, need int) func() bool {
+	return func() bool { return w.given.Load()-m.given >= int64(need) }
+}
+
+// signal tells every goroutine waiting for a change that one came: each
+// takes wait's channel before it looks at what it waits for, and notify
+// closes that channel.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
 }
 
 func leasesOf(batch []protocol.Claimed) []protocol.Lease {
