@@ -60,7 +60,12 @@ func (c claimed) keyed(status courier.Status) keyed {
 // bounded slice at a time, claim by claim.
 const (
 	maxExpiredPerClaim = protocol.MaxClaimBatch // rows, by the sweep of each priority
-	maxProbePasses     = 8                      // statements per probed endpoint
+	// maxReclaimedPerClaim bounds the expired leases one claim takes back
+	// (reclaim): when a fleet of workers stops at once, their leases
+	// expire together, and the claims after it take them back a batch at
+	// a time, the first to expire first.
+	maxReclaimedPerClaim = protocol.MaxClaimBatch
+	maxProbePasses       = 8 // statements per probed endpoint
 	// maxParkedPerClaim bounds the deliveries one claim parks: behind a
 	// backlog of an endpoint with no room, the claim parks that many and
 	// leaves the rest to the next claims, each parked once.
@@ -201,11 +206,12 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 	return out, ended, nil
 }
 
-// reclaim ends the leases that expired: their attempt is logged, and the
+// reclaim ends the leases that expired, up to maxReclaimedPerClaim of
+// them, the first to expire first: their attempt is logged, and the
 // row waits for a retry (or fails, its budget or horizon spent). It
 // returns the rows it ended, whose ordering keys the claim moves on.
 func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) ([]settledRow, error) {
-	args := map[string]any{"now": now}
+	args := map[string]any{"now": now, "limit": maxReclaimedPerClaim}
 	res, err := o.s.exec(ctx, tx, "attempts_log_expired_leases", args)
 	if err != nil {
 		return nil, err

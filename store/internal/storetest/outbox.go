@@ -517,6 +517,76 @@ func testRetryBudgetAndHorizon(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testReclaimIsBounded: a claim takes back at most a batch's worth of
+// expired leases (protocol.MaxClaimBatch), the first to expire first, and
+// leaves the rest to the claims after it, each lease's attempt logged
+// once. Every lease a crashed fleet of workers held expires at about the
+// same time; the first claim after it took them all back in one
+// transaction, as long as the whole fleet's batches, holding the one
+// writer on SQLite meanwhile.
+func testReclaimIsBounded(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	const n = 2*protocol.MaxClaimBatch + 500
+	if _, err := inCommitted(t, b, func(tx *sqlx.Tx) (int, error) {
+		for i := range n {
+			if _, err := b.store.Outbox.Enqueue(b.ctx, tx, delivery(fmt.Sprintf("n-%d", i))); err != nil {
+				return i, err
+			}
+		}
+		return n, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var first []protocol.Claimed // the leases that expire first
+	for leased := 0; leased < n; {
+		c := b.claim(t, "crashed", protocol.MaxClaimBatch, time.Second)
+		if len(c) == 0 {
+			t.Fatalf("leased %d of %d", leased, n)
+		}
+		if first == nil {
+			first = c
+		}
+		leased += len(c)
+		b.clock.Advance(time.Millisecond)
+	}
+	b.clock.Advance(time.Minute)
+
+	leasedNow := func() (count int) {
+		t.Helper()
+		if err := b.db.GetContext(b.ctx, &count, "SELECT COUNT(*) FROM courier_outbox WHERE status = 'leased'"); err != nil {
+			t.Fatal(err)
+		}
+		return count
+	}
+	c := b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 {
+		t.Fatalf("the first claim after the expiry leased %d, want 1", len(c))
+	}
+	if got, want := leasedNow(), n-protocol.MaxClaimBatch+1; got != want {
+		t.Fatalf("after the first claim, %d deliveries leased, want %d: the %d expired leases left but a batch's worth, and the one it leased",
+			got, want, n)
+	}
+	if d := b.get(t, first[0].DeliveryID); d.Status == courier.StatusLeased && d.LeaseOwner == "crashed" {
+		t.Errorf("the lease to expire first was not taken back first")
+	}
+	for range 3 {
+		b.claim(t, "w", 1, time.Minute)
+	}
+	if got := leasedNow(); got != 4 {
+		t.Errorf("after four claims, %d deliveries leased, want the 4 they leased", got)
+	}
+	var logged, twice int
+	if err := b.db.GetContext(b.ctx, &logged, "SELECT COUNT(*) FROM courier_attempts WHERE outcome = 'lease_expired'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.GetContext(b.ctx, &twice, "SELECT COUNT(*) FROM (SELECT delivery_id FROM courier_attempts WHERE outcome = 'lease_expired' GROUP BY delivery_id HAVING COUNT(*) > 1) AS d"); err != nil {
+		t.Fatal(err)
+	}
+	if logged != n || twice != 0 {
+		t.Errorf("%d expired leases logged, %d deliveries twice; want %d, each once", logged, twice, n)
+	}
+}
+
 func testClaimOrder(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	var want []string

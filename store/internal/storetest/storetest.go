@@ -60,6 +60,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"PanickingHook", testPanickingHook},
 		{"RetryDelay", testRetryDelay},
 		{"RetryBudgetAndHorizon", testRetryBudgetAndHorizon},
+		{"ReclaimIsBounded", testReclaimIsBounded},
 		{"RedriveStopsAtTheAttemptBound", testRedriveStopsAtTheAttemptBound},
 		{"EnqueueAgainAfterARedrive", testEnqueueAgainAfterARedrive},
 		{"EnqueueAgainAcrossADefaultBudgetChange", testEnqueueAgainAcrossADefaultBudgetChange},

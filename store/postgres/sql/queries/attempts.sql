@@ -4,14 +4,17 @@
 -- by name.
 
 -- name: attempts_log_expired_leases
--- PostgreSQL: FOR UPDATE SKIP LOCKED so that two claimers do not both log
--- and reclaim the same expired lease; the reclaim below takes the same rows
--- (the locks are held to the end of the transaction).
+-- As in SQLite, up to :limit of the expired leases, the first to expire
+-- first. PostgreSQL: FOR UPDATE SKIP LOCKED so that two claimers do not
+-- both log and reclaim the same expired lease; the reclaim below takes the
+-- same rows (the locks are held to the end of the transaction).
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
 SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
 FROM (
     SELECT * FROM courier_outbox
     WHERE status = 'leased' AND lease_expires_at <= :now
+    ORDER BY lease_expires_at, id
+    LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ) AS expired;
 

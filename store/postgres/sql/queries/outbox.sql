@@ -87,9 +87,12 @@ SELECT id FROM revived, pg_notify('courier_outbox', '');
 -- PostgreSQL: nothing to do (see outbox_write_begin).
 
 -- name: outbox_reclaim_expired_leases
--- PostgreSQL: only the rows the statement above logged. A row it skipped
--- (locked by another transaction then) may be free by now; it waits for the
--- next claim rather than being reclaimed without its attempt logged.
+-- PostgreSQL: only the rows the statement above logged, which it locked:
+-- those whose lease_expired attempt it wrote at :now (no other row passes,
+-- nor is locked; the LIMIT ends the walk once they are all found). A row
+-- it skipped (locked by another transaction then) may be free by now; it
+-- waits for the next claim rather than being reclaimed without its
+-- attempt logged.
 UPDATE courier_outbox SET
     status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
     next_attempt_at = :now,
@@ -97,13 +100,16 @@ UPDATE courier_outbox SET
     last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
     updated_at = :now
 WHERE id IN (
-    SELECT id FROM courier_outbox
-    WHERE status = 'leased' AND lease_expires_at <= :now
+    SELECT o.id FROM courier_outbox AS o
+    WHERE o.status = 'leased' AND o.lease_expires_at <= :now
+        AND EXISTS (
+            SELECT 1 FROM courier_attempts AS a
+            WHERE a.delivery_id = o.id AND a.attempt = o.attempts
+                AND a.outcome = 'lease_expired' AND a.finished_at = :now
+        )
+    ORDER BY o.lease_expires_at, o.id
+    LIMIT :limit
     FOR UPDATE SKIP LOCKED
-) AND EXISTS (
-    SELECT 1 FROM courier_attempts AS a
-    WHERE a.delivery_id = courier_outbox.id AND a.attempt = courier_outbox.attempts
-        AND a.outcome = 'lease_expired' AND a.finished_at = :now
 )
 -- The rows that failed may have headed their ordering key; each row's
 -- status and code are reported (EventSettled).

@@ -4,13 +4,18 @@
 -- by name.
 
 -- name: attempts_log_expired_leases
--- Before a lease is reclaimed, the attempt it stood for is logged.
+-- Before a lease is reclaimed, the attempt it stood for is logged: up to
+-- :limit of the expired leases, the first to expire first, as the reclaim
+-- below takes them; the claims after it take the rest.
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
 SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
 -- SQLite: INDEXED BY, so a claim reads only the expired leases, not every
--- lease (by courier_outbox_status, the planner's pick without statistics).
+-- lease (by courier_outbox_status, the planner's pick without statistics),
+-- in the index's order.
 FROM courier_outbox INDEXED BY courier_outbox_leases
-WHERE status = 'leased' AND lease_expires_at <= :now;
+WHERE status = 'leased' AND lease_expires_at <= :now
+ORDER BY lease_expires_at, id
+LIMIT :limit;
 
 -- name: attempts_log
 -- Appends a batch of attempts: :batch is a JSON array of rows.
