@@ -28,7 +28,7 @@ type settler struct {
 type settleReq struct {
 	ctx      context.Context // the caller's: its deadline bounds the batch it is in
 	oc       protocol.Outcome
-	recorded func()            // nil, or called once a batch recorded oc
+	recorded func()            // nil, or called once a batch gave up oc's lease (see leaseGone)
 	done     chan settleResult // buffered: one result, or lead
 }
 
@@ -47,10 +47,11 @@ type settleResult struct {
 // takes it (the lease fences it). An outcome of the batch the store could
 // not write alone (notWritten) fails its own call, not the others'.
 //
-// recorded, if not nil, is called once the transaction recorded oc, as
-// soon as it committed: by the call that ran it, for every outcome of the
-// batch before their calls hear of it, so that what waits on the leases
-// they gave up hears of them all at once.
+// recorded, if not nil, is called once the transaction recorded oc, or
+// found its lease lost (see leaseGone), as soon as it committed: by the
+// call that ran it, for every outcome of the batch before their calls
+// hear of it, so that what waits on the leases they gave up hears of them
+// all at once.
 func (s *settler) settle(ctx context.Context, oc protocol.Outcome, recorded func()) (protocol.Settled, error) {
 	r := &settleReq{ctx: ctx, oc: oc, recorded: recorded, done: make(chan settleResult, 1)}
 	s.mu.Lock()
@@ -78,7 +79,7 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome, recorded func
 	settled, err := s.apply(bctx, outcomes...)
 	cancel()
 	for i, q := range batch {
-		if err == nil && q.recorded != nil && !notWritten(settled[i].Err) {
+		if err == nil && q.recorded != nil && leaseGone(settled[i].Err) {
 			q.recorded()
 		}
 	}
@@ -118,6 +119,12 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome, recorded func
 func notWritten(err error) bool {
 	return err != nil && !errors.Is(err, courier.CodeLeaseLost) && !errors.Is(err, courier.CodeInvalidArgument)
 }
+
+// leaseGone reports whether an outcome's Settled.Err says its lease is
+// the worker's no more: the outcome was recorded (nil), or the lease was
+// lost. An outcome refused as invalid is not applied, and one not written
+// (notWritten) not yet: their leases are held still.
+func leaseGone(err error) bool { return err == nil || errors.Is(err, courier.CodeLeaseLost) }
 
 // batchContext is the context a batch is settled in: ctx's values, no
 // cancellation, and the latest deadline of the batch's callers (none if

@@ -227,6 +227,41 @@ func TestSettlerTellsOnlyOfOutcomesItRecorded(t *testing.T) {
 	}
 }
 
+// TestSettlerDoesNotTellOfAnOutcomeTheStoreRefused: an invalid outcome is
+// not applied, and its lease is held still, as one the store could not
+// write: recorded is not called for it, or a Run told of it would claim for
+// room that is not there. The outcome refused, the lease settles still.
+func TestSettlerDoesNotTellOfAnOutcomeTheStoreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
+		NotificationID: "n", Endpoint: "https://example.com/hook", Payload: []byte(`{}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	st := &settler{apply: protocol.For(s).Settle}
+	told := false
+	got, err := st.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: "unknown"}, func() { told = true })
+	if err != nil || courier.CodeOf(got.Err) != courier.CodeInvalidArgument {
+		t.Fatalf("invalid outcome = %+v, %v; want its Settled.Err invalid_argument", got, err)
+	}
+	if told {
+		t.Error("recorded called for an outcome the store refused, its lease held still")
+	}
+	if got, err := st.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Succeeded}, nil); err != nil || got.Err != nil {
+		t.Fatalf("settle under the lease the refused outcome left = %+v, %v; want it settled", got, err)
+	}
+}
+
 // waitFor polls cond until it holds, yielding between tries.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
