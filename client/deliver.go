@@ -26,11 +26,12 @@ const (
 
 // deliver makes attempt n (see Worker.begin) of c, claimed at claimedAt
 // (the worker's clock, just before the claim), and settles it together
-// with the attempts that finish meanwhile (see settler). An attempt starts only while the worker
-// is not stopping, the Store is not closed, the lease covers a whole
-// Timeout and the delivery's deadline has not come; otherwise the delivery
-// is given back unsent (a closed Store takes nothing back: the lease
-// expires), or (past its deadline) ended as expired. Its request is sent only if the
+// with the attempts that finish meanwhile (see settler). An attempt
+// starts only while the worker is not stopping, the Store is not closed,
+// the lease covers a whole Timeout and the delivery's deadline has not
+// come; otherwise the delivery is given back unsent (a closed Store takes
+// nothing back: the lease expires), or (past its deadline) ended as
+// expired. Its request is sent only if the
 // lease still covers a whole Timeout once the request is signed (see
 // try); if not, the delivery is given back unsent as well, or, if the
 // signing alone spent the lease, retried with code signing_failed. Nor
@@ -107,8 +108,8 @@ func attemptAttrs(c protocol.Claimed) []slog.Attr {
 // connection) until it lands or the lease it was made under has run out
 // (within, at least minPersistWindow): an attempt that was sent and is
 // not recorded would be sent again. Shutdown does not cut it short.
-// recorded, if not nil, is called once the transaction that recorded oc
-// committed (see settler.settle).
+// recorded, if not nil, is called once a transaction that recorded oc,
+// or found its lease lost, committed (see settler.settle).
 func (w *Worker) settle(ctx context.Context, oc protocol.Outcome, within time.Duration, recorded func()) (protocol.Settled, error) {
 	var s protocol.Settled
 	err := w.persist(ctx, within, func(ctx context.Context) error {

@@ -803,7 +803,9 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	if !w.takeClaimTurn(ctx) {
 		return 0, 0, seen, false, nil
 	}
-	seen = w.roomNow() // before the slots are counted: a slot freed after it is one more
+	// ended before the slots are counted: a slot freed after it is one
+	// more; given is read again as the claim is made, if it is.
+	seen = w.roomNow()
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
 	// Slots held by attempts that have run for a PollInterval already may
 	// not come back before their Timeout: endpoints that stall, each
@@ -1145,9 +1147,10 @@ func (w *Worker) begin() uint64 {
 	return w.next
 }
 
-// giveBack records that attempt n's lease was given up, settled or
-// given back, telling a Run waiting for room in its endpoint's share
-// (await), unless that was counted already.
+// giveBack records that attempt n's lease is the worker's no more (its
+// outcome recorded, or the lease found lost: see settler.settle), telling
+// a Run waiting for room in an endpoint's share (await), unless that was
+// counted already. A lease given back unsent is counted by end.
 func (w *Worker) giveBack(n uint64) {
 	w.running.Lock()
 	a, ok := w.started[n]
@@ -1214,12 +1217,13 @@ func (w *Worker) roomToCome(m mark) int {
 	return n
 }
 
-// slotFreed reports, once asked, whether an attempt ended since m.
+// slotFreed returns a report of whether an attempt has ended since m.
 func (w *Worker) slotFreed(m mark) func() bool {
 	return func() bool { return w.ended.Load() > m.ended }
 }
 
-// givenBack reports, once asked, whether need leases were given up since m.
+// givenBack returns a report of whether need leases have been given up
+// since m.
 func (w *Worker) givenBack(m mark, need int) func() bool {
 	return func() bool { return w.given.Load()-m.given >= int64(need) }
 }
