@@ -65,10 +65,10 @@ func TestRunClaimsForRoomGivenBackSinceItsLastClaim(t *testing.T) {
 	}
 	// A settle that commits while a claim begins may or may not be seen by
 	// it, and is counted as room the next claim has, so a claim that
-	// leases nothing still comes now and then: up to about a tenth of them
-	// on a loaded machine, against well over a third when the Run counted
-	// attempts that ended.
-	if c, e := claims.Load(), empty.Load(); e > c/5 {
-		t.Errorf("%d of the Run's %d claims leased nothing, with %d deliveries due to one endpoint; want at most a fifth", e, c, n)
+	// leases nothing still comes now and then: up to about one for every
+	// twenty deliveries with -race on a loaded machine, against one for
+	// every four to six when the Run counted attempts that ended.
+	if c, e := claims.Load(), empty.Load(); e > n/10 {
+		t.Errorf("%d of the Run's %d claims leased nothing, for %d deliveries due to one endpoint; want at most %d", e, c, n, n/10)
 	}
 }

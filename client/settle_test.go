@@ -201,8 +201,9 @@ func TestSettlerBatchOutlivesOneCallersContext(t *testing.T) {
 // TestSettlerTellsOnlyOfOutcomesItRecorded: recorded is called for an
 // outcome the store recorded, or found its lease lost (the lease is the
 // worker's no more either way), and not for one it could not write, alone
-// or in a transaction that failed: that lease is held still, and a Run
-// told of it would claim for room that is not there.
+// or in a transaction that failed, nor for one it refused as invalid (the
+// store applies none of it): that lease is held still, and a Run told of
+// it would claim for room that is not there.
 func TestSettlerTellsOnlyOfOutcomesItRecorded(t *testing.T) {
 	t.Parallel()
 	errHeld := errors.New("the row is held by another transaction")
@@ -214,51 +215,18 @@ func TestSettlerTellsOnlyOfOutcomesItRecorded(t *testing.T) {
 			return []protocol.Settled{{Err: courier.CodeLeaseLost}}, nil
 		case 3:
 			return []protocol.Settled{{Err: errHeld}}, nil
+		case 4:
+			return []protocol.Settled{{Err: courier.CodeInvalidArgument}}, nil
 		default:
 			return nil, errHeld
 		}
 	}}
-	for id, want := range map[int64]bool{1: true, 2: true, 3: false, 4: false} {
+	for id, want := range map[int64]bool{1: true, 2: true, 3: false, 4: false, 5: false} {
 		told := false
 		_, _ = st.settle(t.Context(), protocol.Outcome{Lease: protocol.Lease{DeliveryID: id}, Result: protocol.Succeeded}, func() { told = true })
 		if told != want {
 			t.Errorf("outcome %d: recorded called = %t, want %t", id, told, want)
 		}
-	}
-}
-
-// TestSettlerDoesNotTellOfAnOutcomeTheStoreRefused: an invalid outcome is
-// not applied, and its lease is held still, as one the store could not
-// write: recorded is not called for it, or a Run told of it would claim for
-// room that is not there. The outcome refused, the lease settles still.
-func TestSettlerDoesNotTellOfAnOutcomeTheStoreRefused(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
-		NotificationID: "n", Endpoint: "https://example.com/hook", Payload: []byte(`{}`),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claimed %d, %v", len(claimed), err)
-	}
-	st := &settler{apply: protocol.For(s).Settle}
-	told := false
-	got, err := st.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: "unknown"}, func() { told = true })
-	if err != nil || courier.CodeOf(got.Err) != courier.CodeInvalidArgument {
-		t.Fatalf("invalid outcome = %+v, %v; want its Settled.Err invalid_argument", got, err)
-	}
-	if told {
-		t.Error("recorded called for an outcome the store refused, its lease held still")
-	}
-	if got, err := st.settle(ctx, protocol.Outcome{Lease: claimed[0].Lease, Result: protocol.Succeeded}, nil); err != nil || got.Err != nil {
-		t.Fatalf("settle under the lease the refused outcome left = %+v, %v; want it settled", got, err)
 	}
 }
 
