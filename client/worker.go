@@ -1115,12 +1115,18 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 }
 
 // acquire takes a slot of sem (for an attempt, or the claim turn),
-// unless the worker stops first.
+// unless the worker stops first. An attempt's slot it takes and gives
+// back at once, the worker stopping, counts as freed (see freeSlot): a Run
+// may have counted it as taken.
 func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
 	select {
 	case sem <- struct{}{}:
 		if w.isStopping(ctx) {
-			<-sem
+			if sem == w.slots {
+				w.freeSlot()
+			} else {
+				<-sem
+			}
 			return false
 		}
 		return true
@@ -1176,6 +1182,12 @@ func (w *Worker) end(n uint64) {
 	}
 	delete(w.started, n)
 	w.running.Unlock()
+	w.freeSlot()
+}
+
+// freeSlot gives back an attempt's slot, telling a Run waiting for one
+// (await).
+func (w *Worker) freeSlot() {
 	<-w.slots
 	w.ended.Add(1)
 	w.changed.notify()
