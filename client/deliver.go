@@ -31,14 +31,13 @@ const (
 // the lease covers a whole Timeout and the delivery's deadline has not
 // come; otherwise the delivery is given back unsent (a closed Store takes
 // nothing back: the lease expires), or (past its deadline) ended as
-// expired. Its request is sent only if the
-// lease still covers a whole Timeout once the request is signed (see
-// try); if not, the delivery is given back unsent as well, or, if the
-// signing alone spent the lease, retried with code signing_failed. Nor
-// is it sent if its deadline came while it was signed: it is ended as
-// expired. A request the transport comes to write only after its Timeout
-// (the worker held up meanwhile) is not written, and the delivery is
-// given back too.
+// expired. Its request is sent only if the lease still covers a whole
+// Timeout once the request is signed (see try); if not, the delivery is
+// given back unsent as well, or, if the signing alone spent the lease,
+// retried with code signing_failed. Nor is it sent if its deadline came
+// while it was signed: it is ended as expired. A request the transport
+// comes to write only after its Timeout (the worker held up meanwhile) is
+// not written, and the delivery is given back too.
 //
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the

@@ -441,11 +441,11 @@ type Worker struct {
 	slots chan struct{}
 	// ended and given count, from the worker's start, the room its
 	// attempts gave back, a Run's or a Work's: ended the attempts that
-	// ended, each a slot; given those whose lease was given up, settled or
-	// given back (or, at the latest, at the attempt's end: each counts
-	// once), each room in an endpoint's share. A Run compares them with
-	// what they were when it last claimed (see mark). changed is
-	// signalled at each.
+	// ended, each a slot; given those whose lease is the worker's no more,
+	// each room in an endpoint's share, counted once each: as the settle
+	// that recorded its outcome commits (see giveBack), or else at the
+	// attempt's end. A Run compares them with what they were when it last
+	// claimed (see mark). changed is signalled at each.
 	ended, given atomic.Int64
 	changed      signal
 	// claiming holds a token while a claim of the worker is in progress:
