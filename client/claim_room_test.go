@@ -63,11 +63,12 @@ func TestRunClaimsForRoomGivenBackSinceItsLastClaim(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	// A settle that commits while a claim begins may or may not be seen by
-	// it, and is counted as room the next claim has, so a claim that
-	// leases nothing still comes now and then: up to about one for every
-	// twenty deliveries with -race on a loaded machine, against one for
-	// every four to six when the Run counted attempts that ended.
+	// A settle that committed just before a claim's transaction began, and
+	// was counted just after, is counted as room the next claim has, so a
+	// claim that leases nothing still comes now and then, and one at the
+	// end, when nothing is left: up to about one for every twenty-five
+	// deliveries with -race on a loaded machine, against one for every
+	// four to six when the Run counted attempts that ended.
 	if c, e := claims.Load(), empty.Load(); e > n/10 {
 		t.Errorf("%d of the Run's %d claims leased nothing, for %d deliveries due to one endpoint; want at most %d", e, c, n, n/10)
 	}

@@ -468,6 +468,9 @@ type Worker struct {
 	// claimsIdle is set, in the claim turn, when the last claim found
 	// nothing: the next are traced only if they lease or fail (see claim).
 	claimsIdle bool
+	// claimSaw is given as the last claim's transaction began, set in
+	// the claim turn (see claimParams): the room that transaction saw.
+	claimSaw int64
 
 	mu      sync.Mutex
 	stopped bool          // Stop was called: no Run or Work begins
@@ -804,7 +807,8 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		return 0, 0, seen, false, nil
 	}
 	// ended before the slots are counted: a slot freed after it is one
-	// more; given is read again as the claim is made, if it is.
+	// more; given is read again as the claim's transaction begins, if a
+	// claim is made.
 	seen = w.roomNow()
 	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
 	// Slots held by attempts that have run for a PollInterval already may
@@ -832,10 +836,12 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		w.passClaimTurn()
 		return want, 0, seen, true, errClock
 	}
-	// Room given back from here on may come too late for the claim to see
-	// it: it counts as the next claim's, at worst one that leases nothing.
-	seen.given = w.given.Load()
+	// The room given back before the claim's transaction began is the
+	// claim's (claimSaw); what comes after counts as the next claim's.
+	// Should the claim fail before it begins, all of it does.
+	w.claimSaw = w.given.Load()
 	batch, err := w.claim(ctx, max(want, 1))
+	seen.given = w.claimSaw
 	if w.claimed != nil {
 		w.claimed(len(batch))
 	}
@@ -928,7 +934,8 @@ func (w *Worker) await(ctx context.Context, ready func() bool, poll <-chan time.
 // claimParams is a claim of up to limit deliveries, made with ctx.
 func (w *Worker) claimParams(ctx context.Context, limit int) protocol.ClaimParams {
 	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency,
-		Ended: func(e protocol.Ended) { w.withheld(ctx, e) }}
+		Ended: func(e protocol.Ended) { w.withheld(ctx, e) },
+		Began: func() { w.claimSaw = w.given.Load() }}
 }
 
 // withheld logs a delivery a claim ended rather than lease, made with

@@ -126,6 +126,9 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 	var reclaimed []settledRow
 	var withheld []protocol.Ended
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if p.Began != nil {
+			p.Began()
+		}
 		now := o.s.now()
 		if err := o.s.schema.check(ctx, tx, o.s.dialect, now); err != nil {
 			return err // an altered schema: nothing is leased

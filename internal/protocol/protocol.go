@@ -82,6 +82,11 @@ type ClaimParams struct {
 	// (quarantined: its stored bytes do not open or match their digest;
 	// suppressed: its subscription changed), once the claim committed.
 	Ended func(Ended)
+	// Began, when set, is called on the claim's goroutine as each of its
+	// transactions begins, before it reads anything (on SQLite, once it
+	// holds the writer): what committed before the call, the transaction
+	// sees.
+	Began func()
 }
 
 // Ended is a delivery a claim ended without an attempt (see
