@@ -211,19 +211,19 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 
 // reclaim ends the leases that expired, up to maxReclaimedPerClaim of
 // them, the first to expire first: their attempt is logged, and the
-// row waits for a retry (or fails, its budget or horizon spent). It
-// returns the rows it ended, whose ordering keys the claim moves on.
+// row waits for a retry (or fails, its budget or horizon spent). The
+// rows it ends are those it logged, named by their ids. It returns
+// them, and the claim moves their ordering keys on.
 func (o *Outbox) reclaim(ctx context.Context, tx *sqlx.Tx, now int64) ([]settledRow, error) {
-	args := map[string]any{"now": now, "limit": maxReclaimedPerClaim}
-	res, err := o.s.exec(ctx, tx, "attempts_log_expired_leases", args)
-	if err != nil {
+	var logged []int64
+	if err := o.s.selectRows(ctx, tx, "attempts_log_expired_leases", map[string]any{"now": now, "limit": maxReclaimedPerClaim}, &logged); err != nil {
 		return nil, err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if len(logged) == 0 {
 		return nil, nil
 	}
 	var rows []settledRow
-	err = o.s.selectRows(ctx, tx, "outbox_reclaim_expired_leases", args, &rows)
+	err := o.s.selectRows(ctx, tx, "outbox_reclaim_expired_leases", map[string]any{"now": now, "ids": jsonArg(logged)}, &rows)
 	return rows, err
 }
 

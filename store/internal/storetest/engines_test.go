@@ -217,7 +217,8 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_release", byID},
 		{"queries/outbox.sql", "outbox_claim_probe", "courier_outbox USING INDEX courier_outbox_due"},
 		{"queries/outbox.sql", "outbox_claim_parked", "courier_outbox USING INDEX courier_outbox_parked (endpoint=?"},
-		{"queries/outbox.sql", "outbox_reclaim_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
+		// The leases attempts_log_expired_leases logged, by their ids.
+		{"queries/outbox.sql", "outbox_reclaim_expired_leases", byID},
 		{"queries/outbox.sql", "outbox_health_expired", "courier_outbox_leases (lease_expires_at<?)"},
 		// Health's backlog (due, oldest, overdue): the due rows, read as a
 		// range per priority (never the rows scheduled later), and the

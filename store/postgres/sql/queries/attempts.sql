@@ -5,18 +5,27 @@
 
 -- name: attempts_log_expired_leases
 -- As in SQLite, up to :limit of the expired leases, the first to expire
--- first. PostgreSQL: FOR UPDATE SKIP LOCKED so that two claimers do not
--- both log and reclaim the same expired lease; the reclaim below takes the
--- same rows (the locks are held to the end of the transaction).
+-- first; it returns the deliveries it logged, which the reclaim takes
+-- back (outbox_reclaim_expired_leases). PostgreSQL: FOR UPDATE SKIP
+-- LOCKED so that two claimers do not both log and reclaim the same
+-- expired lease (the locks are held to the end of the transaction, so
+-- the rows it returns are still the leases it logged when the reclaim
+-- takes them back). In the order of courier_outbox_leases alone
+-- (lease_expires_at; ties in any order), which the index gives as it is
+-- walked: so the walk ends at the LIMIT whatever the statistics say.
+-- Ordered by (lease_expires_at, id) too, which the index gives only in
+-- part, a plan made with statistics from before a fleet of workers
+-- leased its rows read every expired lease and sorted them all.
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
 SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
 FROM (
     SELECT * FROM courier_outbox
     WHERE status = 'leased' AND lease_expires_at <= :now
-    ORDER BY lease_expires_at, id
+    ORDER BY lease_expires_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
-) AS expired;
+) AS expired
+RETURNING delivery_id;
 
 -- name: attempts_log
 -- Appends a batch of attempts: :batch is a JSON array of rows.

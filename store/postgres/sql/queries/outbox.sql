@@ -87,30 +87,24 @@ SELECT id FROM revived, pg_notify('courier_outbox', '');
 -- PostgreSQL: nothing to do (see outbox_write_begin).
 
 -- name: outbox_reclaim_expired_leases
--- PostgreSQL: only the rows the statement above logged, which it locked:
--- those whose lease_expired attempt it wrote at :now (no other row passes,
--- nor is locked; the LIMIT ends the walk once they are all found). A row
--- it skipped (locked by another transaction then) may be free by now; it
--- waits for the next claim rather than being reclaimed without its
--- attempt logged.
+-- As in SQLite: the leases attempts_log_expired_leases logged (:ids, a
+-- JSON array of their deliveries), each read by its id. PostgreSQL: the
+-- log statement locked them, so they are still the leases it logged; no
+-- other row is read or locked. A lease it skipped (locked by another
+-- transaction then) may be free by now; it waits for the next claim
+-- rather than being reclaimed without its attempt logged. Named by their
+-- ids, the rows are read by the primary key whatever the plan; found
+-- again from the attempts the log wrote at :now (EXISTS on
+-- courier_attempts), they were joined, under statistics from before a
+-- fleet of workers leased its rows, every expired lease with every
+-- attempt the log wrote.
 UPDATE courier_outbox SET
     status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
     next_attempt_at = :now,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
     updated_at = :now
-WHERE id IN (
-    SELECT o.id FROM courier_outbox AS o
-    WHERE o.status = 'leased' AND o.lease_expires_at <= :now
-        AND EXISTS (
-            SELECT 1 FROM courier_attempts AS a
-            WHERE a.delivery_id = o.id AND a.attempt = o.attempts
-                AND a.outcome = 'lease_expired' AND a.finished_at = :now
-        )
-    ORDER BY o.lease_expires_at, o.id
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
+WHERE id = ANY (ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb)))
 -- The rows that failed may have headed their ordering key; each row's
 -- status and code are reported (EventSettled).
 RETURNING id, endpoint, ordering_key, status, last_error_code;

@@ -5,17 +5,20 @@
 
 -- name: attempts_log_expired_leases
 -- Before a lease is reclaimed, the attempt it stood for is logged: up to
--- :limit of the expired leases, the first to expire first, as the reclaim
--- below takes them; the claims after it take the rest.
+-- :limit of the expired leases, the first to expire first; the claims
+-- after it take the rest. It returns the deliveries it logged, which the
+-- reclaim takes back (outbox_reclaim_expired_leases).
 INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, error_code)
 SELECT id, attempts, lease_owner, leased_at, lease_expires_at, :now, lease_expires_at - leased_at, 'lease_expired', 'lease_expired'
 -- SQLite: INDEXED BY, so a claim reads only the expired leases, not every
 -- lease (by courier_outbox_status, the planner's pick without statistics),
--- in the index's order.
+-- in the index's order (lease_expires_at, then the rowid, id), which the
+-- ORDER BY asks for: the walk ends at the LIMIT.
 FROM courier_outbox INDEXED BY courier_outbox_leases
 WHERE status = 'leased' AND lease_expires_at <= :now
 ORDER BY lease_expires_at, id
-LIMIT :limit;
+LIMIT :limit
+RETURNING delivery_id;
 
 -- name: attempts_log
 -- Appends a batch of attempts: :batch is a JSON array of rows.

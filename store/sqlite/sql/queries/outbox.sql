@@ -106,23 +106,16 @@ ROLLBACK TO courier_write;
 RELEASE courier_write;
 
 -- name: outbox_reclaim_expired_leases
--- The leases the statement above logged: the same :limit, in the same
--- order, in the same transaction of the one writer.
+-- The leases attempts_log_expired_leases logged (:ids, a JSON array of
+-- their deliveries), each read by its id: the same rows, in the same
+-- transaction of the one writer.
 UPDATE courier_outbox SET
     status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
     next_attempt_at = :now,
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     last_error_code = CASE WHEN attempts < max_attempts AND :now >= deadline THEN 'expired' ELSE 'lease_expired' END,
     updated_at = :now
-WHERE id IN (
-    -- SQLite: INDEXED BY, so only the expired leases are read, not every
-    -- lease (by courier_outbox_status, the planner's pick without
-    -- statistics).
-    SELECT id FROM courier_outbox INDEXED BY courier_outbox_leases
-    WHERE status = 'leased' AND lease_expires_at <= :now
-    ORDER BY lease_expires_at, id
-    LIMIT :limit
-)
+WHERE id IN (SELECT value FROM json_each(:ids))
 -- The rows that failed may have headed their ordering key; each row's
 -- status and code are reported (EventSettled).
 RETURNING id, endpoint, ordering_key, status, last_error_code;
