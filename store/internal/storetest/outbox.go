@@ -537,16 +537,17 @@ func testReclaimIsBounded(t *testing.T, open OpenFunc) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The batches expire in another order than they were leased (and
+	// than their ids): the second first, then the third, then the first.
 	var first []protocol.Claimed // the leases that expire first
-	for leased := 0; leased < n; {
-		c := b.claim(t, "crashed", protocol.MaxClaimBatch, time.Second)
-		if len(c) == 0 {
-			t.Fatalf("leased %d of %d", leased, n)
+	for i, lease := range []time.Duration{3 * time.Second, time.Second, 2 * time.Second} {
+		c := b.claim(t, "crashed", protocol.MaxClaimBatch, lease)
+		if want := min(protocol.MaxClaimBatch, n-i*protocol.MaxClaimBatch); len(c) != want {
+			t.Fatalf("the crashed worker's batch %d: %d leased, want %d", i, len(c), want)
 		}
-		if first == nil {
+		if i == 1 {
 			first = c
 		}
-		leased += len(c)
 		b.clock.Advance(time.Millisecond)
 	}
 	b.clock.Advance(time.Minute)
@@ -566,8 +567,10 @@ func testReclaimIsBounded(t *testing.T, open OpenFunc) {
 		t.Fatalf("after the first claim, %d deliveries leased, want %d: the %d expired leases left but a batch's worth, and the one it leased",
 			got, want, n)
 	}
-	if d := b.get(t, first[0].DeliveryID); d.Status == courier.StatusLeased && d.LeaseOwner == "crashed" {
-		t.Errorf("the lease to expire first was not taken back first")
+	for _, c := range first {
+		if d := b.get(t, c.DeliveryID); d.Status == courier.StatusLeased && d.LeaseOwner == "crashed" {
+			t.Fatalf("delivery %d, of the batch whose leases expired first, was not taken back first", c.DeliveryID)
+		}
 	}
 	for range 3 {
 		b.claim(t, "w", 1, time.Minute)
