@@ -88,16 +88,12 @@ SELECT id FROM revived, pg_notify('courier_outbox', '');
 
 -- name: outbox_reclaim_expired_leases
 -- As in SQLite: the leases attempts_log_expired_leases logged (:ids, a
--- JSON array of their deliveries), each read by its id. PostgreSQL: the
--- log statement locked them, so they are still the leases it logged; no
--- other row is read or locked. A lease it skipped (locked by another
--- transaction then) may be free by now; it waits for the next claim
--- rather than being reclaimed without its attempt logged. Named by their
--- ids, the rows are read by the primary key whatever the plan; found
--- again from the attempts the log wrote at :now (EXISTS on
--- courier_attempts), they were joined, under statistics from before a
--- fleet of workers leased its rows, every expired lease with every
--- attempt the log wrote.
+-- JSON array of their deliveries), each read by its id, by the primary
+-- key whatever the plan. PostgreSQL: the log statement locked them, so
+-- they are still the leases it logged; no other row is read or locked. A
+-- lease it skipped (locked by another transaction then) may be free by
+-- now; it waits for the next claim rather than being reclaimed without
+-- its attempt logged.
 UPDATE courier_outbox SET
     status = CASE WHEN attempts >= max_attempts OR :now >= deadline THEN 'failed' ELSE 'retry_wait' END,
     next_attempt_at = :now,
