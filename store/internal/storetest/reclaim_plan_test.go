@@ -78,7 +78,7 @@ func TestReclaimReadsABatchWhateverTheStatistics(t *testing.T) {
 					t.Errorf("%s read %d rows to take back a batch of %d:\n%s", f[1], read, batch, plan)
 				}
 				if ids == nil {
-					ids = loggedAt(t, conn, now)
+					ids = loggedAt(ctx, t, conn, now)
 				}
 			}
 		})
@@ -112,12 +112,12 @@ func rowsRead(plan string) int {
 }
 
 // loggedAt returns the deliveries whose lease_expired attempt the
-// transaction on conn logged at now.
-func loggedAt(t *testing.T, conn interface {
+// transaction on conn logged at now, asked with ctx.
+func loggedAt(ctx context.Context, t *testing.T, conn interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, now int64) []int64 {
 	t.Helper()
-	rows, err := conn.QueryContext(t.Context(), `SELECT delivery_id FROM courier_attempts WHERE outcome = 'lease_expired' AND finished_at = $1::bigint ORDER BY delivery_id`, now)
+	rows, err := conn.QueryContext(ctx, `SELECT delivery_id FROM courier_attempts WHERE outcome = 'lease_expired' AND finished_at = $1::bigint ORDER BY delivery_id`, now)
 	if err != nil {
 		t.Fatal(err)
 	}
