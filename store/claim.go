@@ -60,10 +60,10 @@ func (c claimed) keyed(status courier.Status) keyed {
 // bounded slice at a time, claim by claim.
 const (
 	maxExpiredPerClaim = protocol.MaxClaimBatch // rows, by the sweep of each priority
-	// maxReclaimedPerClaim bounds the expired leases one claim takes back
-	// (reclaim): when a fleet of workers stops at once, their leases
-	// expire together, and the claims after it take them back a batch at
-	// a time, the first to expire first.
+	// maxReclaimedPerClaim bounds the expired leases one claim
+	// transaction takes back (reclaim): when a fleet of workers stops at
+	// once, their leases expire together, and the claims after it take
+	// them back a batch at a time, the first to expire first.
 	maxReclaimedPerClaim = protocol.MaxClaimBatch
 	maxProbePasses       = 8 // statements per probed endpoint
 	// maxParkedPerClaim bounds the deliveries one claim parks: behind a
