@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store/postgres"
 )
 
@@ -16,11 +17,10 @@ import (
 // methods report a failure with t.Error (they run on goroutines too) and
 // return false.
 type reclaimer struct {
-	t      *testing.T
-	tx     *sqlx.Tx
-	now    int64
-	logged int64
-	ids    []int64 // the deliveries it logged
+	t   *testing.T
+	tx  *sqlx.Tx
+	now int64
+	ids []int64 // the deliveries it logged
 }
 
 func beginReclaim(t *testing.T, db *sqlx.DB, now int64) (*reclaimer, bool) {
@@ -36,7 +36,7 @@ func beginReclaim(t *testing.T, db *sqlx.DB, now int64) (*reclaimer, bool) {
 
 func (r *reclaimer) log() bool {
 	r.t.Helper()
-	q, v := boundQuery(r.t, postgres.DriverName, "queries/attempts.sql", "attempts_log_expired_leases", map[string]any{"now": r.now, "limit": 1000})
+	q, v := boundQuery(r.t, postgres.DriverName, "queries/attempts.sql", "attempts_log_expired_leases", map[string]any{"now": r.now, "limit": protocol.MaxClaimBatch})
 	rows, err := r.tx.QueryContext(r.t.Context(), q, v...)
 	if err != nil {
 		r.t.Error(err)
@@ -50,7 +50,6 @@ func (r *reclaimer) log() bool {
 			return false
 		}
 		r.ids = append(r.ids, id)
-		r.logged++
 	}
 	if err := rows.Err(); err != nil {
 		r.t.Error(err)
@@ -76,8 +75,8 @@ func (r *reclaimer) reclaim() bool {
 		r.t.Error(err)
 		return false
 	}
-	if int64(n) != r.logged {
-		r.t.Errorf("a reclaim at %d logged %d expired leases and reclaimed %d", r.now, r.logged, n)
+	if n != len(r.ids) {
+		r.t.Errorf("a reclaim at %d logged %d expired leases and reclaimed %d", r.now, len(r.ids), n)
 		return false
 	}
 	return true
@@ -186,7 +185,7 @@ func drainReclaims(t *testing.T, db *sqlx.DB, now int64) {
 		if !ok || !r.log() {
 			t.FailNow()
 		}
-		if r.logged == 0 {
+		if len(r.ids) == 0 {
 			r.end(false)
 			return
 		}
@@ -197,6 +196,9 @@ func drainReclaims(t *testing.T, db *sqlx.DB, now int64) {
 	t.Fatal("expired leases still left after 20 claims")
 }
 
+// checkReclaimedOnce checks that no lease expired at now is left leased,
+// and that each of the expired ones was logged once and none reclaimed
+// unlogged.
 func checkReclaimedOnce(t *testing.T, db *sqlx.DB, now int64, expired int) {
 	t.Helper()
 	ctx := context.Background()
