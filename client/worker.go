@@ -711,7 +711,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	wake := w.listen(ctx)
 	defer wake.close()
 
-	slots := w.slots
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	poll := time.NewTicker(w.cfg.PollInterval)
@@ -736,7 +735,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// The slots were free when the claim counted them, but a Work of
 		// the worker's may have taken some since: waiting for one, the
 		// Run still stops at once.
-		if !w.acquire(ctx, slots) {
+		if !w.takeSlot(ctx) {
 			return false
 		}
 		inflight.Add(1)
@@ -770,7 +769,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// there was none.
 		var ready func() bool // the room to wait for; nil for none
 		switch {
-		case want < minClaim, want == got && w.cfg.Concurrency-len(slots) < minClaim:
+		case want < minClaim, want == got && w.cfg.Concurrency-len(w.slots) < minClaim:
 			ready = w.slotFreed(seen) // too few slots
 		case want == got:
 			continue
@@ -880,7 +879,14 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 // progress holds the turn no longer than its claim, which its own context
 // or Stop cuts short (see claim), and, in Run, the taking of slots for
 // what it starts, which attempts that end give back.
-func (w *Worker) takeClaimTurn(ctx context.Context) bool { return w.acquire(ctx, w.claiming) }
+func (w *Worker) takeClaimTurn(ctx context.Context) bool {
+	return w.acquire(ctx, w.claiming, w.passClaimTurn)
+}
+
+// takeSlot takes a slot for an attempt, unless the worker stops first
+// (see acquire). One it gives back at once counts as freed (freeSlot): a
+// Run may have counted it as taken.
+func (w *Worker) takeSlot(ctx context.Context) bool { return w.acquire(ctx, w.slots, w.freeSlot) }
 
 // passClaimTurn ends the turn takeClaimTurn took.
 func (w *Worker) passClaimTurn() { <-w.claiming }
@@ -1107,7 +1113,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, c := range batch {
-		if !w.acquire(actx, w.slots) {
+		if !w.takeSlot(actx) {
 			w.release(actx, claimedAt, leasesOf(batch[i:])...)
 			break
 		}
@@ -1121,19 +1127,14 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 	return len(batch), nil
 }
 
-// acquire takes a slot of sem (for an attempt, or the claim turn),
-// unless the worker stops first. An attempt's slot it takes and gives
-// back at once, the worker stopping, counts as freed (see freeSlot): a Run
-// may have counted it as taken.
-func (w *Worker) acquire(ctx context.Context, sem chan struct{}) bool {
+// acquire takes a token of sem (an attempt's slot, or the claim turn),
+// unless the worker stops first; one it took as the worker stopped it
+// gives back with put.
+func (w *Worker) acquire(ctx context.Context, sem chan struct{}, put func()) bool {
 	select {
 	case sem <- struct{}{}:
 		if w.isStopping(ctx) {
-			if sem == w.slots {
-				w.freeSlot()
-			} else {
-				<-sem
-			}
+			put()
 			return false
 		}
 		return true
