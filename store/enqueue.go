@@ -806,12 +806,31 @@ func (o *Outbox) same(ctx context.Context, tx DBTX, r outboxRow, args map[string
 	if err := o.samePayload(ctx, tx, r, args); err != nil {
 		return Enqueued{}, err
 	}
-	if r.Profile != args["profile"] || r.KeyID != args["key_id"] ||
-		!sameBudget(r, args, o.s.cfg.MaxAttempts) || r.Priority != args["priority"] ||
-		nullable(r.OrderingKey.String) != args["ordering_key"] {
-		return Enqueued{}, errIdempotencyCollision
+	var field string
+	switch {
+	case r.Profile != args["profile"]:
+		field = "Profile"
+	case r.KeyID != args["key_id"]:
+		field = "KeyID"
+	case !sameBudget(r, args, o.s.cfg.MaxAttempts):
+		field = "MaxAttempts"
+	case r.Priority != args["priority"]:
+		field = "Priority"
+	case nullable(r.OrderingKey.String) != args["ordering_key"]:
+		field = "OrderingKey"
+	default:
+		return Enqueued{ID: r.ID, Existed: true}, nil
 	}
-	return Enqueued{ID: r.ID, Existed: true}, nil
+	return Enqueued{}, collisionWith(field)
+}
+
+// collisionWith is the collision of an enqueue made again with another
+// value of field (an EnqueueParams field) than the stored delivery's,
+// naming it: an application that changed only its Priority, say, is told
+// which, and that the stored row stands.
+func collisionWith(field string) error {
+	return &courier.Error{Code: courier.CodeIdempotencyCollision,
+		Msg: "store: same identity, different content: the delivery exists with another " + field + " (it stands unchanged: enqueue it as it was, or under a new NotificationID)"}
 }
 
 // sameBudget reports whether the stored row r was enqueued with the
@@ -860,7 +879,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 	case same:
 		return nil
 	case r.PayloadKeyID == "":
-		return errIdempotencyCollision
+		return collisionWith("Payload")
 	}
 	stored, err := getRow[outboxRow](ctx, o.s, tx, "outbox_get", map[string]any{"id": r.ID})
 	switch {
@@ -872,7 +891,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 	if _, err := o.s.cfg.Encryption.open(stored.Payload, stored.PayloadKeyID, stored.NotificationID, stored.Endpoint, stored.KeyID); err != nil {
 		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
 	}
-	return errIdempotencyCollision
+	return collisionWith("Payload")
 }
 
 // republished resolves a publish whose delivery (the event's to sub)

@@ -128,12 +128,24 @@ func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
 	settings.MaxAttempts = 3
 	profile := p
 	profile.Profile = "none"
-	for name, q := range map[string]store.EnqueueParams{"payload": other, "max attempts": settings, "profile": profile} {
+	priority := p
+	priority.Priority = 5
+	keyID := p
+	keyID.KeyID = "k2"
+	orderingKey := p
+	orderingKey.OrderingKey = "order-1"
+	// The error names the field that differs: an application that changed
+	// only its Priority (say) is told which, not "different content".
+	for field, q := range map[string]store.EnqueueParams{"Payload": other, "MaxAttempts": settings, "Profile": profile,
+		"Priority": priority, "KeyID": keyID, "OrderingKey": orderingKey} {
 		tx := b.begin(t)
 		_, err := b.store.Outbox.Enqueue(b.ctx, tx, q)
 		tx.Rollback()
 		if !errors.Is(err, courier.CodeIdempotencyCollision) {
-			t.Fatalf("different %s: Enqueue = %v, want CodeIdempotencyCollision", name, err)
+			t.Fatalf("different %s: Enqueue = %v, want CodeIdempotencyCollision", field, err)
+		}
+		if !strings.Contains(err.Error(), "another "+field) {
+			t.Errorf("different %s: Enqueue = %q, want it to name %s", field, err, field)
 		}
 	}
 	if after := b.get(t, first.ID); string(after.Payload) != string(before.Payload) || after.PayloadSHA256 != before.PayloadSHA256 || after.MaxAttempts != before.MaxAttempts || !after.UpdatedAt.Equal(before.UpdatedAt) {
