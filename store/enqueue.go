@@ -824,13 +824,14 @@ func (o *Outbox) same(ctx context.Context, tx DBTX, r outboxRow, args map[string
 	return Enqueued{}, collisionWith(field)
 }
 
-// collisionWith is the collision of an enqueue made again with another
-// value of field (an EnqueueParams field) than the stored delivery's,
-// naming it: an application that changed only its Priority, say, is told
-// which, and that the stored row stands.
+// collisionWith is the collision of an enqueue or publish made again with
+// another value of field (an EnqueueParams or PublishParams field) than
+// the stored delivery's. It names the field, so that an application that
+// changed only its Priority, say, is told which, and that the stored
+// delivery stands.
 func collisionWith(field string) error {
 	return &courier.Error{Code: courier.CodeIdempotencyCollision,
-		Msg: "store: same identity, different content: the delivery exists with another " + field + " (it stands unchanged: enqueue it as it was, or under a new NotificationID)"}
+		Msg: "store: same identity, different content: the delivery exists with another " + field + ", and stands unchanged"}
 }
 
 // sameBudget reports whether the stored row r was enqueued with the
@@ -1016,9 +1017,13 @@ func publishedTo(r outboxRow, sub subscriptionRef) bool {
 // compared: they may have changed since, and a delivery sent again has a
 // budget of its own.
 func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args map[string]any, sub subscriptionRef) error {
-	if r.EventType.Valid && r.EventType.String != sub.eventType ||
-		r.Priority != args["priority"] || nullable(r.OrderingKey.String) != args["ordering_key"] {
-		return errIdempotencyCollision
+	switch {
+	case r.EventType.Valid && r.EventType.String != sub.eventType:
+		return collisionWith("EventType")
+	case r.Priority != args["priority"]:
+		return collisionWith("Priority")
+	case nullable(r.OrderingKey.String) != args["ordering_key"]:
+		return collisionWith("OrderingKey")
 	}
 	// A payload made for the row's profile (a reporting one's has its
 	// key) is another under another profile.

@@ -99,6 +99,18 @@ func testPublish(t *testing.T, open OpenFunc) {
 			t.Fatalf("published again: %+v, want delivery %d found with key %s", p, published[i].ID, published[i].IdempotencyKey)
 		}
 	}
+	// Published again with another setting: a collision naming the field.
+	priority, orderingKey := event, event
+	priority.Priority = event.Priority + 1
+	orderingKey.OrderingKey = "order-1"
+	for field, q := range map[string]store.PublishParams{"Priority": priority, "OrderingKey": orderingKey} {
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Publish(b.ctx, tx, q)
+		tx.Rollback()
+		if !errors.Is(err, courier.CodeIdempotencyCollision) || !strings.Contains(err.Error(), "another "+field) {
+			t.Errorf("published again with another %s: %v, want CodeIdempotencyCollision naming %s", field, err, field)
+		}
+	}
 	claimed := b.claim(t, "w", 10, time.Minute)
 	if len(claimed) != 3 {
 		t.Fatalf("claimed %d", len(claimed))
