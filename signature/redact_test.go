@@ -162,9 +162,13 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		verifier, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{k}, Origin: "https://buyer.example.com"})
+		verifier, err := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{k.Public()}, Origin: "https://buyer.example.com"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		_, privateRefused := NewRFC9421Verifier(RFC9421VerifierConfig{Sender: "s", Keys: []JWK{k}, Origin: "https://buyer.example.com"})
+		if privateRefused == nil {
+			t.Fatalf("%s: a verifier of the private key was made", kid)
 		}
 		badJWK, _ := k.MarshalJSON()
 		badJWK = append(badJWK[:len(badJWK)-1], []byte(`,"d":"`+base64.RawURLEncoding.EncodeToString(append(d[1:], d[0]))+`"}`)...)
@@ -176,6 +180,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			redactItem{kid + " signer", signer},
 			redactItem{kid + " signer value", *signer.(*rfc9421Signer)},
 			redactItem{kid + " verifier", verifier},
+			redactItem{kid + " verifier's refusal of it", privateRefused},
 			redactItem{kid + " parse error", func() error { _, err := ParseJWK(badJWK); return err }()},
 		)
 	}

@@ -204,7 +204,8 @@ type RFC9421VerifierConfig struct {
 	// without control characters (NUL, newline, tab, DEL or any other).
 	// A Sender that is not such text is a configuration error. Required.
 	Sender string
-	// Keys are the sender's published keys (its JWK Set), found by kid.
+	// Keys are the sender's published keys (its JWK Set), found by kid:
+	// public keys (JWK.Public); a private key is a configuration error.
 	// Required unless LookupKey is set.
 	Keys []JWK
 	// LookupKey finds a key by kid, for a JWK Set that changes while the
@@ -319,10 +320,15 @@ func NewRFC9421Verifier(cfg RFC9421VerifierConfig) (Verifier, error) {
 			if k.m == nil {
 				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d] is not a parsed JWK", i))
 			}
+			if k.isPrivate() {
+				// A verifier needs none, and a signing key's key_ops
+				// (GenerateJWK's ["sign"]) would refuse every request.
+				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d] (key id %q) is a private key; give the verifier its Public half", i, printableID(k.KeyID())))
+			}
 			if _, dup := v.keys[k.KeyID()]; dup {
 				return nil, configError(fmt.Sprintf("RFC9421VerifierConfig.Keys[%d]: key id %q appears twice", i, printableID(k.KeyID())))
 			}
-			v.keys[k.KeyID()] = k.withoutPrivate()
+			v.keys[k.KeyID()] = k
 		}
 		v.cfg.Keys = nil // held above
 	}

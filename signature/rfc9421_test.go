@@ -938,7 +938,6 @@ func TestRFC9421Infrastructure(t *testing.T) {
 		{"revoked", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Revoked: func(context.Context, string) (bool, error) { return true, nil }}, courier.CodeWebhookKeyRevoked, false},
 		{"replay cache fails", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{down}}, "", false},
 		{"nonce cap", RFC9421VerifierConfig{Keys: []JWK{key.Public()}, Replay: failingCache{courier.CodeWebhookRateAbuse}}, courier.CodeWebhookRateAbuse, false},
-		{"private key given to the verifier", RFC9421VerifierConfig{Keys: []JWK{key}}, courier.CodeWebhookKeyPurposeInvalid, false},
 		{"key of another alg under the kid", RFC9421VerifierConfig{LookupKey: func(context.Context, string) (JWK, bool, error) {
 			other, _ := GenerateJWK("k1", AlgECDSAP256SHA256)
 			return other.Public(), true, nil
@@ -1171,6 +1170,7 @@ func TestRFC9421Config(t *testing.T) {
 		{"keys and lookup", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, LookupKey: lookup}, false},
 		{"zero key", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{{}}}, false},
 		{"duplicate kid", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub, pub}}, false},
+		{"private key", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{priv}}, false}, // its key_ops would refuse every request
 		{"negative skew", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, ClockSkew: -time.Second}, false},
 		{"skew over the window", RFC9421VerifierConfig{Sender: "s", Keys: []JWK{pub}, ClockSkew: maxRFC9421Window + time.Second}, false},
 	}
