@@ -2,7 +2,9 @@
 // at-least-once notification contract: delivery statuses and stable error
 // codes. A Code is itself an error: every error courier returns matches its
 // code with errors.Is (errors.Is(err, courier.CodeNotFound)), and CodeOf
-// reads the precise code.
+// reads the precise code. The one exception is the caller's own context:
+// a call cut short by its ctx returns ctx's error wrapped, with no code
+// (errors.Is(err, context.Canceled) or context.DeadlineExceeded).
 //
 // The sender side lives in [github.com/courier-go/courier/store] (the outbox,
 // written inside the application's own transaction) and

@@ -26,7 +26,9 @@
 //	                            its chunked encoding is broken
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields;
-//	                            a number no float64 holds, in a valid document: rule finite)
+//	                            a number no float64 holds, in a valid document: rule finite
+//	                            where the body is canonicalized (ack.Terminal, Reporting,
+//	                            Source, Publish), rule type in a field of your own type)
 //	400 validation_failed       notification_id (rule webhook_id): the signed message id
 //	                            (webhook-id, or Svix's svix-id) names another notification
 //	400 message_id_missing      Receiver only: a payload without an id of its own, under a

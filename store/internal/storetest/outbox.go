@@ -109,6 +109,42 @@ func testEnqueueCommitAndRollback(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testAnEndedContextIsItsOwnError: a call made under a context that has
+// ended returns that context's error, with no code of courier's (package
+// courier's doc says so): the caller cut it short, nothing failed.
+func testAnEndedContextIsItsOwnError(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	id := b.enqueue(t, delivery("n-1")).ID
+	ended, cancel := context.WithCancel(b.ctx)
+	cancel()
+	tx := b.begin(t)
+	defer tx.Rollback()
+	calls := map[string]func() error{
+		"Enqueue on the database": func() error {
+			_, err := b.store.Outbox.Enqueue(ended, b.store.DB(), delivery("n-2"))
+			return err
+		},
+		"Enqueue in a transaction": func() error {
+			_, err := b.store.Outbox.Enqueue(ended, tx, delivery("n-3"))
+			return err
+		},
+		"Begin":   func() error { _, err := b.store.Begin(ended); return err },
+		"Health":  func() error { _, err := b.store.Outbox.Health(ended); return err },
+		"List":    func() error { _, err := b.store.Outbox.List(ended, store.ListParams{}); return err },
+		"Get":     func() error { _, err := b.store.Outbox.Get(ended, id); return err },
+		"Cancel":  func() error { return b.store.Outbox.Cancel(ended, id) },
+		"Redrive": func() error { _, err := b.store.Outbox.Redrive(ended, store.RedriveParams{ID: id}); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, context.Canceled) || courier.CodeOf(err) != "" {
+			t.Errorf("%s under an ended context: %v (code %q), want context.Canceled with no code", name, err, courier.CodeOf(err))
+		}
+	}
+	if d := b.get(t, id); d.Status != courier.StatusPending {
+		t.Errorf("delivery %d is %s after the calls, want pending", id, d.Status)
+	}
+}
+
 func testEnqueueIdempotent(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	p := delivery("n-1")

@@ -51,6 +51,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"EnqueueCommitAndRollback", testEnqueueCommitAndRollback},
 		{"ACallInAnEndedTransactionIsRefused", testACallInAnEndedTransactionIsRefused},
 		{"EnqueueIdempotent", testEnqueueIdempotent},
+		{"AnEndedContextIsItsOwnError", testAnEndedContextIsItsOwnError},
 		{"EnqueueInvalid", testEnqueueInvalid},
 		{"CustomProfiles", testCustomProfiles},
 		{"StaleLeaseCannotSettle", testStaleLease},
