@@ -76,6 +76,17 @@
 //	             idempotency_key is answered as a duplicate
 //	Source       key operation:request_id; same body: the exact bytes
 //
+// The verified sender is the verifier's Sender, a name you choose: it is
+// the dedupe namespace, and receivers that share a Store's Inbox and a
+// Sender share it. A notification one of them recorded is, to the other,
+// a redelivery, answered from that record without running its function.
+// A sender that delivers the same notification (the same id: a courier
+// sender's Enqueue of one NotificationID to two endpoints, Svix's one
+// message id to every endpoint) to two of your endpoints, each of which
+// must process it, needs a Sender per endpoint: give each endpoint's
+// receiver a verifier of its own, named for the sender and the endpoint
+// ("orders", "orders/audit").
+//
 // The application's function gets a context marked as holding the store's
 // writer (on SQLite the recording transaction holds the one writer until
 // the receiver commits): it must write through the tx it is given, and

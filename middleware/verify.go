@@ -35,6 +35,12 @@ import (
 // The receivers of package handler refuse such a body, 415; a handler of
 // your own that reads JSON should refuse it too, before Verify.
 //
+// Verify is for handlers of your own: keep it away from package handler's,
+// which verify each request themselves. Around one of those, a request is
+// verified twice, and under RFC 9421 the second check finds the nonce the
+// first one recorded and refuses the request as a replay (401
+// webhook_signature_replayed, which a courier sender does not retry).
+//
 // Zero fields of limits take their defaults (see [BodyLimits]): with a nil
 // Budget, each call of Verify makes a Budget of its own.
 // Verify panics if v is nil or limits are invalid ([BodyLimits.Validate]).

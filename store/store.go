@@ -25,7 +25,10 @@ import (
 )
 
 // DBTX is what Enqueue and the Inbox need of the caller's transaction:
-// *sql.Tx, *sqlx.Tx, *sql.DB, *sqlx.DB and *sql.Conn all satisfy it.
+// *sql.Tx, *sqlx.Tx, *sql.DB, *sqlx.DB and *sql.Conn all satisfy it. It
+// must be on the Store's own database: the Store cannot tell a handle of
+// another database, and writes where the handle goes (a delivery enqueued
+// in another Store's transaction is that Store's, sent by its workers).
 // Given a database or a connection instead of a transaction (*sql.DB,
 // *sqlx.DB, *sql.Conn or *sqlx.Conn), Enqueue, EnqueueMany,
 // EnqueueCommand and Publish write in a transaction of their own there,

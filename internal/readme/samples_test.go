@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -74,7 +76,7 @@ func workerSample(ctx context.Context, s *store.Store) error {
 	if err != nil {
 		return err
 	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer})
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: slog.Default()}) // without a Logger it is quiet
 	if err != nil {
 		return err
 	}
@@ -220,7 +222,7 @@ func receivingSample(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	paid, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier},
+	paid, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: slog.Default()},
 		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error {
 			// Runs once per notification, in the transaction that records it: write through tx.
 			_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", o.OrderID)
@@ -233,7 +235,7 @@ func receivingSample(ctx context.Context) error {
 	mux.Handle("/hooks/orders", paid) // every method: the receiver answers 405 itself
 	srv := &http.Server{
 		Addr:              ":8080",
-		Handler:           mux,
+		Handler:           middleware.Recover(slog.Default())(mux), // a panic answers 500, not a dropped connection
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
