@@ -62,7 +62,7 @@ func (c *Contracts) Get(ctx context.Context, endpoint string) (Contract, error) 
 	case endpoint == "":
 		return Contract{}, errNotFound
 	case !validEndpoint(endpoint):
-		return Contract{}, invalidArgument("Contracts.Get endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return Contract{}, invalidEndpoint("Contracts.Get endpoint")
 	}
 	pins, err := c.list(ctx, endpoint)
 	if err != nil {
@@ -124,7 +124,7 @@ func (r contractRow) contract() Contract {
 func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, error) {
 	endpoint = normalEndpoint(endpoint)
 	if !validEndpoint(endpoint) {
-		return 0, invalidArgument("FailMismatched endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return 0, invalidEndpoint("FailMismatched endpoint")
 	}
 	res, err := c.s.exec(ctx, c.s.writer, "contract_fail_mismatched", map[string]any{"endpoint": endpoint, "now": c.s.now()})
 	if err != nil {
@@ -145,7 +145,7 @@ func (c *Contracts) mismatched(ctx context.Context, x DBTX) (int, error) {
 func checkContract(endpoint, digest string) error {
 	switch {
 	case !validEndpoint(endpoint):
-		return invalidArgument("endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return invalidEndpoint("endpoint")
 	case !wire.IsDigest(digest):
 		return invalidArgument("capabilities digest must be 64 lowercase hex")
 	}

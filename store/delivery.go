@@ -95,7 +95,7 @@ func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (D
 	case !wire.IsToken(notificationID):
 		return Delivery{}, invalidArgument("Lookup notificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	case !validEndpoint(endpoint):
-		return Delivery{}, invalidArgument("Lookup endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return Delivery{}, invalidEndpoint("Lookup endpoint")
 	}
 	// By the endpoint's normalized form, then by the spelling given: a
 	// database written before endpoints were normalized may hold the
@@ -168,7 +168,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	case p.NotificationID != "" && !wire.IsToken(p.NotificationID):
 		return Page{}, invalidArgument("ListParams.NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	case p.Endpoint != "" && !validEndpoint(p.Endpoint):
-		return Page{}, invalidArgument("ListParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return Page{}, invalidEndpoint("ListParams.Endpoint")
 	case p.Status != "" && !slices.Contains(courier.Statuses(), p.Status):
 		return Page{}, invalidArgument("ListParams.Status must be one of courier.Statuses()")
 	}
@@ -386,7 +386,7 @@ func (d Delivery) Redrivable() bool {
 // the rule changes.
 func (o *Outbox) Redrive(ctx context.Context, p RedriveParams) (int, error) {
 	if p.Endpoint != "" && !validEndpoint(p.Endpoint) {
-		return 0, invalidArgument("RedriveParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return 0, invalidEndpoint("RedriveParams.Endpoint")
 	}
 	// The endpoint's normalized form, then the spelling given: a database
 	// written before endpoints were normalized may hold failed deliveries

@@ -94,3 +94,9 @@ func (r *resolvedRefs) put(ref, url string) {
 	}
 	r.urls[ref] = url
 }
+
+// invalidEndpoint refuses an endpoint that is not one a worker can send
+// to (endpoint.Valid), naming what held it.
+func invalidEndpoint(what string) error {
+	return invalidArgument(what + " must be " + endpoint.Rule)
+}

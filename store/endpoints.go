@@ -137,7 +137,7 @@ type Endpoints struct {
 // CodeInvalidArgument.
 func (e *Endpoints) Get(ctx context.Context, endpoint string) (EndpointHealth, error) {
 	if !validEndpoint(endpoint) {
-		return EndpointHealth{}, invalidArgument("Get endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return EndpointHealth{}, invalidEndpoint("Get endpoint")
 	}
 	names, err := e.s.spellings(ctx, endpoint)
 	if err != nil {
@@ -329,7 +329,7 @@ func (e *Endpoints) Disable(ctx context.Context, endpoint string) error {
 // refuses is CodeInternal (see refusedByTheDatabase).
 func (e *Endpoints) operate(ctx context.Context, verb, endpoint string, change func(tx *sqlx.Tx, old EndpointHealth) error) error {
 	if !validEndpoint(endpoint) {
-		return invalidArgument(verb + " endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return invalidEndpoint(verb + " endpoint")
 	}
 	names, err := e.s.spellings(ctx, endpoint)
 	if err != nil {

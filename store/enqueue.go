@@ -581,7 +581,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	case !wire.IsToken(p.NotificationID):
 		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
 	case !validEndpoint(p.Endpoint):
-		return nil, invalidArgument("Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return nil, invalidEndpoint("Endpoint")
 	case len(p.Payload) == 0 || len(p.Payload) > MaxPayloadSize:
 		return nil, invalidArgument("Payload must be 1 byte to 4 MiB")
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:

@@ -77,7 +77,7 @@ func (l Limits) validate() error {
 // limits given, and other limits may pass the rule.
 func (e *Endpoints) SetLimits(ctx context.Context, endpoint string, l Limits) error {
 	if !validEndpoint(endpoint) {
-		return invalidArgument("SetLimits endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return invalidEndpoint("SetLimits endpoint")
 	}
 	l = l.withDefaults()
 	if err := l.validate(); err != nil {

@@ -295,7 +295,7 @@ func (e *Endpoints) BlockedKeys(ctx context.Context, endpoint string, limit int)
 	case limit < 1 || limit > 1000:
 		return nil, invalidArgument("BlockedKeys limit must be within 1..1000")
 	case endpoint != "" && !validEndpoint(endpoint):
-		return nil, invalidArgument("BlockedKeys endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return nil, invalidEndpoint("BlockedKeys endpoint")
 	}
 	var rows []struct {
 		Endpoint    string `db:"endpoint"`

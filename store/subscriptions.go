@@ -91,7 +91,7 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 	case !validTenant(p.Tenant):
 		return invalidArgument("SubscriptionParams.Tenant must be 1-256 bytes of UTF-8 without NUL")
 	case !validEndpoint(p.Endpoint):
-		return invalidArgument("SubscriptionParams.Endpoint must be an absolute http or https URL with a host, at most 2048 bytes")
+		return invalidEndpoint("SubscriptionParams.Endpoint")
 	case len(p.EventTypes) == 0:
 		return invalidArgument("SubscriptionParams.EventTypes is empty")
 	case len(p.EventTypes) > maxEventTypes:
