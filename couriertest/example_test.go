@@ -3,7 +3,6 @@ package couriertest_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,90 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
-	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
-
-// order is an application's notification type: a receiver dedupes by its
-// DedupeKey.
-type order struct {
-	ID     string `json:"id" validate:"required,courier_token"`
-	Status string `json:"status" validate:"required"`
-}
-
-func (o order) DedupeKey() string { return o.ID }
-
-// openStores opens a sender's and a receiver's SQLite stores in a
-// temporary folder; done closes them and removes it.
-func openStores(ctx context.Context) (outbox, inbox *store.Store, done func()) {
-	dir, err := os.MkdirTemp("", "couriertest")
-	if err != nil {
-		panic(err)
-	}
-	if outbox, err = sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{}); err != nil {
-		panic(err)
-	}
-	if inbox, err = sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{}); err != nil {
-		panic(err)
-	}
-	return outbox, inbox, func() { outbox.Close(); inbox.Close(); os.RemoveAll(dir) }
-}
-
-// A receiver that fails every first attempt with 503: the worker retries,
-// the notification is applied once.
-func ExampleNewServer() {
-	ctx := context.Background()
-	outbox, inbox, done := openStores(ctx)
-	defer done()
-
-	keys := couriertest.StandardWebhooksKeys("orders")
-	effects, _ := couriertest.NewEffects(ctx, inbox)
-	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(ctx context.Context, tx *sqlx.Tx, o order) error { return effects.Record(ctx, tx, o.ID) })
-	srv := couriertest.NewServer(rcv, couriertest.Sequence(couriertest.Fault{Status: http.StatusServiceUnavailable}))
-	defer srv.Close()
-
-	tx, _ := outbox.Begin(ctx)
-	outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL, Payload: []byte(`{"id":"o-1","status":"paid"}`)})
-	tx.Commit()
-
-	// Retries are due at once, so one Drain sees the delivery through.
-	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport(),
-		Backoff: func(int, time.Duration) time.Duration { return 0 }})
-	couriertest.Drain(ctx, w)
-	applied, _ := effects.Count(ctx, "o-1")
-	st := srv.Stats()
-	fmt.Println("requests:", st.Requests, "answered 503:", st.ByStatus[503], "applied:", applied)
-	// Output: requests: 2 answered 503: 1 applied: 1
-}
-
-// Testing one's own receiver with a request signed the way a worker signs
-// it.
-func ExampleNewRequest() {
-	ctx := context.Background()
-	_, inbox, done := openStores(ctx)
-	defer done()
-
-	keys := couriertest.StandardWebhooksKeys("orders")
-	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, order) error { return nil })
-	body := []byte(`{"id":"o-1","status":"paid"}`)
-	for range 2 {
-		rec := httptest.NewRecorder()
-		rcv.ServeHTTP(rec, couriertest.NewRequest("https://receiver.example/orders", "o-1", body, keys.Signer))
-		fmt.Println(rec.Code, ack.New("o-1", body).Verify(rec.Body.Bytes()) == nil)
-	}
-	// Output:
-	// 200 true
-	// 200 true
-}
 
 // A worker reaches an httptest server only through a Guard opened for it.
 func ExampleGuard() {
@@ -111,8 +33,13 @@ func ExampleGuard() {
 func ExamplePostgresStore() {
 	var t *testing.T // a test's own
 	s := couriertest.PostgresStore(t, store.Config{})
-	w, _ := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("orders").Signer})
-	couriertest.Drain(t.Context(), w)
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("orders").Signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Several worker processes competing for one PostgreSQL outbox: each its
@@ -124,7 +51,10 @@ func ExamplePostgresStores() {
 	var t *testing.T // a test's own
 	signer := couriertest.StandardWebhooksKeys("orders").Signer
 	for i, s := range couriertest.PostgresStores(t, 3, store.Config{}) {
-		w, _ := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: fmt.Sprint("process-", i)})
+		w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Owner: fmt.Sprint("process-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
 		stopped := make(chan error, 1)
 		go func() { stopped <- w.Run(t.Context()) }()
 		t.Cleanup(func() { <-stopped })
@@ -144,25 +74,41 @@ func ExampleMain() {
 // many deliveries it claimed; a test then asserts on the receiver's side.
 func ExampleDrain() {
 	ctx := context.Background()
-	outbox, _, done := openStores(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "couriertest")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
 
 	keys := couriertest.StandardWebhooksKeys("orders")
 	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	}), nil)
 	defer srv.Close()
-	tx, _ := outbox.Begin(ctx)
 	for _, id := range []string{"o-1", "o-2", "o-3"} {
-		outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: id, Endpoint: srv.URL, Payload: []byte(`{}`), Profile: ack.ProfileNone})
+		if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+			NotificationID: id, Endpoint: srv.URL, Payload: []byte(`{}`), Profile: ack.ProfileNone,
+		}); err != nil {
+			panic(err)
+		}
 	}
-	tx.Commit()
 
-	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	if err != nil {
+		panic(err)
+	}
 	n, err := couriertest.Drain(ctx, w)
 	// How the deliveries ended is the outbox's to say: with the default
 	// profile, the same 204s would have failed them (ack_invalid).
-	h, _ := outbox.Outbox.Health(ctx)
+	h, herr := outbox.Outbox.Health(ctx)
+	if herr != nil {
+		panic(herr)
+	}
 	fmt.Println("claimed:", n, err, "received:", srv.Stats().Requests, "succeeded:", h.Counts[courier.StatusSucceeded])
 	// Output: claimed: 3 <nil> received: 3 succeeded: 3
 }
@@ -175,9 +121,15 @@ func ExampleDrain_clock() {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	dir, _ := os.MkdirTemp("", "couriertest")
+	dir, err := os.MkdirTemp("", "couriertest")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
-	outbox, _ := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Now: clock})
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Now: clock})
+	if err != nil {
+		panic(err)
+	}
 	defer outbox.Close()
 
 	keys := couriertest.StandardWebhooksKeys("orders")
@@ -185,44 +137,38 @@ func ExampleDrain_clock() {
 		w.WriteHeader(http.StatusNoContent)
 	}), couriertest.Sequence(couriertest.Fault{Status: http.StatusServiceUnavailable}))
 	defer srv.Close()
-	tx, _ := outbox.Begin(ctx)
-	outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL, Payload: []byte(`{}`), Profile: ack.ProfileNone})
-	tx.Commit()
+	if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+		NotificationID: "o-1", Endpoint: srv.URL, Payload: []byte(`{}`), Profile: ack.ProfileNone,
+	}); err != nil {
+		panic(err)
+	}
 
-	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
-	couriertest.Drain(ctx, w)
-	d, _ := outbox.Outbox.Lookup(ctx, "o-1", srv.URL)
+	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		panic(err)
+	}
+	d, err := outbox.Outbox.Lookup(ctx, "o-1", srv.URL)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("after the 503:", d.Status, d.NextAttemptAt.After(clock()))
 
 	mu.Lock()
 	now = d.NextAttemptAt // the retry is due now
 	mu.Unlock()
-	couriertest.Drain(ctx, w)
-	d, _ = outbox.Outbox.Lookup(ctx, "o-1", srv.URL)
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		panic(err)
+	}
+	if d, err = outbox.Outbox.Lookup(ctx, "o-1", srv.URL); err != nil {
+		panic(err)
+	}
 	fmt.Println("once the clock moved:", d.Status, d.Attempts)
 	// Output:
 	// after the 503: retry_wait true
 	// once the clock moved: succeeded 2
-}
-
-// Effects counts what the application's function did, in the function's
-// own transaction: a redelivery must leave every count at one.
-func ExampleEffects() {
-	ctx := context.Background()
-	_, inbox, done := openStores(ctx)
-	defer done()
-
-	keys := couriertest.StandardWebhooksKeys("orders")
-	effects, _ := couriertest.NewEffects(ctx, inbox)
-	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(ctx context.Context, tx *sqlx.Tx, o order) error { return effects.Record(ctx, tx, o.ID) })
-	body := []byte(`{"id":"o-1","status":"paid"}`)
-	for range 3 { // the same notification, delivered three times
-		rcv.ServeHTTP(httptest.NewRecorder(), couriertest.NewRequest("https://receiver.example/orders", "o-1", body, keys.Signer))
-	}
-	counts, _ := effects.Counts(ctx)
-	fmt.Println(counts)
-	// Output: map[o-1:1]
 }
 
 // SeededScript injects faults at the rates given, the same ones for the
@@ -264,34 +210,4 @@ func ExampleKeys() {
 	// rfc 9421 true
 	// adcp hmac true
 	// bearer true
-}
-
-// A receiver verifying RFC 9421 signatures names its own origin: the
-// listener comes first, so its address is known when the keys are made.
-func ExampleRFC9421Keys() {
-	ctx := context.Background()
-	outbox, inbox, done := openStores(ctx)
-	defer done()
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	keys := couriertest.RFC9421Keys("orders", "http://"+l.Addr().String())
-	effects, _ := couriertest.NewEffects(ctx, inbox)
-	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(ctx context.Context, tx *sqlx.Tx, o order) error { return effects.Record(ctx, tx, o.ID) })
-	srv := couriertest.NewUnstartedServer(rcv, nil)
-	srv.Listener = l
-	srv.Start()
-	defer srv.Close()
-
-	tx, _ := outbox.Begin(ctx)
-	outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL + "/orders", Payload: []byte(`{"id":"o-1","status":"paid"}`)})
-	tx.Commit()
-	w, _ := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
-	couriertest.Drain(ctx, w)
-	applied, _ := effects.Count(ctx, "o-1")
-	fmt.Println("applied:", applied)
-	// Output: applied: 1
 }

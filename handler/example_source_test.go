@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -14,6 +16,7 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // Commands, end to end: a website host enqueues each command in its own
@@ -24,10 +27,21 @@ import (
 // response, and the command is not applied twice.
 func ExampleNewSource() {
 	ctx := context.Background()
-	host, doneHost := openInbox(ctx) // the host's outbox
-	defer doneHost()
-	source, doneSource := openInbox(ctx) // the source's inbox
-	defer doneSource()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	host, err := sqlite.Open(ctx, filepath.Join(dir, "host.db"), store.Config{}) // the host's outbox
+	if err != nil {
+		panic(err)
+	}
+	defer host.Close()
+	source, err := sqlite.Open(ctx, filepath.Join(dir, "source.db"), store.Config{}) // the source's inbox
+	if err != nil {
+		panic(err)
+	}
+	defer source.Close()
 	keys := couriertest.StandardWebhooksKeys("cms-host")
 	contract := ack.Digest([]byte("the source contract v1"))
 

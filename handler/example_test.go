@@ -19,96 +19,21 @@ import (
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-// openInbox opens a receiver's SQLite store in a temporary directory.
-func openInbox(ctx context.Context) (*store.Store, func()) {
-	dir, err := os.MkdirTemp("", "courier-example")
-	if err != nil {
-		panic(err)
-	}
-	s, err := sqlite.Open(ctx, filepath.Join(dir, "inbox.db"), store.Config{})
-	if err != nil {
-		panic(err)
-	}
-	return s, func() { s.Close(); os.RemoveAll(dir) }
-}
-
-// invoice is an application's own notification type: validated with
-// validate tags, deduped by its DedupeKey.
-type invoice struct {
-	ID     string `json:"id" validate:"required,courier_token"`
-	Amount int    `json:"amount" validate:"min=1"`
-}
-
-func (i invoice) DedupeKey() string { return i.ID }
-
-// A receiver for one's own payload type: the function runs once per
-// invoice, in the transaction that records it; a redelivery gets the same
-// Ack without running it again.
-func ExampleNewReceiver() {
-	ctx := context.Background()
-	s, done := openInbox(ctx)
-	defer done()
-	keys := couriertest.StandardWebhooksKeys("billing")
-
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(ctx context.Context, tx *sqlx.Tx, inv invoice) error {
-			fmt.Println("booking", inv.ID, inv.Amount)
-			return nil // write the booking with tx, never through s.DB()
-		})
-	if err != nil {
-		panic(err)
-	}
-	body := []byte(`{"id":"inv-7","amount":4200}`)
-	for range 2 {
-		rec := httptest.NewRecorder()
-		rcv.ServeHTTP(rec, couriertest.NewRequest("https://billing.example/invoices", "inv-7", body, keys.Signer))
-		fmt.Println(rec.Code)
-	}
-	// Output:
-	// booking inv-7 4200
-	// 200
-	// 200
-}
-
-// A receiver's Hook learns what became of each request it answered: an
-// Outcome, the status and, for a refusal, its code. Counted by Outcome, it
-// is a receiver's metrics (contrib/promcourier does so): a redelivery is a
-// duplicate, a request signed with another key rejected.
-func ExampleEvent() {
-	ctx := context.Background()
-	s, done := openInbox(ctx)
-	defer done()
-	keys, stranger := couriertest.StandardWebhooksKeys("billing"), couriertest.StandardWebhooksKeys("stranger")
-
-	counts := map[handler.Outcome]int{}
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier,
-		Hook: func(e handler.Event) { // quick, and never waits on the database
-			counts[e.Outcome]++
-			if e.Outcome == handler.OutcomeRejected {
-				fmt.Println("rejected:", e.HTTPStatus, e.Code)
-			}
-		}},
-		func(ctx context.Context, tx *sqlx.Tx, inv invoice) error { return nil })
-	if err != nil {
-		panic(err)
-	}
-	body := []byte(`{"id":"inv-8","amount":100}`)
-	for _, signer := range []couriertest.Keys{keys, keys, stranger} {
-		rcv.ServeHTTP(httptest.NewRecorder(), couriertest.NewRequest("https://billing.example/invoices", "inv-8", body, signer.Signer))
-	}
-	fmt.Println(counts[handler.OutcomeAccepted], counts[handler.OutcomeDuplicate], counts[handler.OutcomeRejected])
-	// Output:
-	// rejected: 401 signature_mismatch
-	// 1 1 1
-}
-
 // The terminal receiver refuses what it must not apply with a stable
 // code, and an application refusal (Reject) is answered 422 so the sender
 // stops retrying.
 func ExampleNewReceiver_terminal() {
 	ctx := context.Background()
-	s, done := openInbox(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "inbox.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 	keys := couriertest.StandardWebhooksKeys("cms-host")
 
 	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
@@ -131,7 +56,10 @@ func ExampleNewReceiver_terminal() {
 		if err != nil {
 			panic(err)
 		}
-		body, _ := n.Payload()
+		body, err := n.Payload()
+		if err != nil {
+			panic(err)
+		}
 		rec := httptest.NewRecorder()
 		rcv.ServeHTTP(rec, couriertest.NewRequest("https://cms.example/terminal", n.NotificationID, body, keys.Signer))
 		fmt.Println(plan, rec.Code, rec.Header().Get("Content-Type"))
@@ -145,9 +73,17 @@ func ExampleNewReceiver_terminal() {
 // to their own tenant's subscriptions (the default authorization).
 func ExampleNewPublish() {
 	ctx := context.Background()
-	s, done := openInbox(ctx)
-	defer done()
-	if _, err := s.Subscriptions.Create(ctx, s.DB(), store.SubscriptionParams{
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "inbox.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	if _, err = s.Subscriptions.Create(ctx, s.DB(), store.SubscriptionParams{
 		Tenant: "orders-service", Endpoint: "https://partner.example/hooks", EventTypes: []string{"order.paid"},
 		KeyID: "partner-key",
 	}); err != nil {
@@ -168,7 +104,9 @@ func ExampleNewPublish() {
 			NotificationIDs []string `json:"notification_ids"`
 			Code            string   `json:"code"`
 		}
-		json.Unmarshal(rec.Body.Bytes(), &answer)
+		if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil {
+			panic(err)
+		}
 		fmt.Printf("%d %v %q\n", rec.Code, answer.NotificationIDs, answer.Code)
 	}
 	// Output:

@@ -1002,11 +1002,17 @@ func ExampleNewReporting() {
 	srv := httptest.NewUnstartedServer(nil)
 	defer srv.Close()
 
-	sellerKey, _ := signature.GenerateJWK("seller-key-1", signature.AlgEd25519)
-	verifier, _ := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+	sellerKey, err := signature.GenerateJWK("seller-key-1", signature.AlgEd25519)
+	if err != nil {
+		panic(err)
+	}
+	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: "seller.example", Keys: []signature.JWK{sellerKey.Public()}, Replay: s.Replay,
 		Origin: "http://" + srv.Listener.Addr().String(), // this receiver as senders address it: "https://buyer.example" in production
 	})
+	if err != nil {
+		panic(err)
+	}
 	rcv, err := handler.NewReporting(handler.ReportingConfig{Store: s, Verifier: verifier, RetryHorizon: 72 * time.Hour},
 		func(ctx context.Context, tx *sqlx.Tx, n ack.Reporting) error {
 			fmt.Println("processing", n.TaskType, n.Status)
@@ -1019,13 +1025,22 @@ func ExampleNewReporting() {
 	srv.Start()
 
 	// The seller's side: one delivery, sent twice.
-	signer, _ := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: sellerKey})
-	body, _ := json.Marshal(ack.Reporting{
+	signer, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: sellerKey})
+	if err != nil {
+		panic(err)
+	}
+	body, err := json.Marshal(ack.Reporting{
 		IdempotencyKey: ack.NewIdempotencyKey(), OperationID: "op_456", TaskID: "task_456",
 		TaskType: "create_media_buy", Status: "completed", Timestamp: "2026-05-26T09:00:44Z",
 	})
+	if err != nil {
+		panic(err)
+	}
 	for range 2 {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/adcp/webhooks", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/adcp/webhooks", bytes.NewReader(body))
+		if err != nil {
+			panic(err)
+		}
 		req.Header.Set("Content-Type", "application/json")
 		if err := signer.Sign(req, signature.Message{Body: body}); err != nil {
 			panic(err)
