@@ -68,7 +68,10 @@ func ExampleGuard_privateNetwork() {
 		panic(err)
 	}
 	n, err := w.Work(ctx)
-	d, _ := outbox.Outbox.Lookup(ctx, "n-1", endpoint)
+	d, lerr := outbox.Outbox.Lookup(ctx, "n-1", endpoint)
+	if lerr != nil {
+		panic(lerr)
+	}
 	fmt.Println("claimed:", n, err, "status:", d.Status)
 	// Output:
 	// claimed: 1 <nil> status: succeeded

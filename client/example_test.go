@@ -2,69 +2,54 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
-	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
-
-// shipment is the receiver's notification type.
-type shipment struct {
-	ID    string `json:"id" validate:"required,courier_token"`
-	Order string `json:"order" validate:"required"`
-}
-
-func (s shipment) DedupeKey() string { return s.ID }
-
-// setupBothEnds opens a sender's outbox with one delivery enqueued and a
-// receiver that sends what it applies to applied, on SQLite files in a
-// temporary folder; done closes everything and removes the folder.
-func setupBothEnds(ctx context.Context, applied chan<- string) (outbox *store.Store, srv *couriertest.Server, keys couriertest.Keys, done func()) {
-	dir, err := os.MkdirTemp("", "courier-example")
-	if err != nil {
-		panic(err)
-	}
-	outbox, err = sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
-	if err != nil {
-		panic(err)
-	}
-	inbox, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{})
-	if err != nil {
-		panic(err)
-	}
-	keys = couriertest.StandardWebhooksKeys("shop")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(_ context.Context, _ *sqlx.Tx, s shipment) error { applied <- s.ID; return nil })
-	if err != nil {
-		panic(err)
-	}
-	srv = couriertest.NewServer(rcv, nil)
-	tx, _ := outbox.Begin(ctx)
-	if _, err := outbox.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
-		NotificationID: "ship-1", Endpoint: srv.URL + "/shipments", Payload: []byte(`{"id":"ship-1","order":"order-1"}`),
-	}); err != nil {
-		panic(err)
-	}
-	tx.Commit()
-	return outbox, srv, keys, func() { srv.Close(); outbox.Close(); inbox.Close(); os.RemoveAll(dir) }
-}
 
 // Run delivers until its context ends; the worker is woken within
 // milliseconds of a committed enqueue. (The Guard is opened for the test
 // server: by default a worker sends only https to public addresses.)
 func ExampleWorker_Run() {
 	ctx, cancel := context.WithCancel(context.Background())
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
+
 	applied := make(chan string, 1)
-	outbox, srv, keys, done := setupBothEnds(ctx, applied)
-	defer done()
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var shipment struct{ ID string }
+		if err := json.NewDecoder(r.Body).Decode(&shipment); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		applied <- shipment.ID
+		w.WriteHeader(http.StatusNoContent) // a plain webhook receiver: the none profile takes any 2xx
+	}), nil)
+	defer srv.Close()
+	if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+		NotificationID: "ship-1", Endpoint: srv.URL + "/shipments", Payload: []byte(`{"id":"ship-1","order":"order-1"}`),
+		Profile: ack.ProfileNone,
+	}); err != nil {
+		panic(err)
+	}
+	keys := couriertest.StandardWebhooksKeys("shop")
 
 	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
 	if err != nil {
@@ -84,9 +69,35 @@ func ExampleWorker_Run() {
 // tests, and for schedulers of one's own.
 func ExampleWorker_Work() {
 	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
+
 	applied := make(chan string, 1)
-	outbox, srv, keys, done := setupBothEnds(ctx, applied)
-	defer done()
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var shipment struct{ ID string }
+		if err := json.NewDecoder(r.Body).Decode(&shipment); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		applied <- shipment.ID
+		w.WriteHeader(http.StatusNoContent) // a plain webhook receiver: the none profile takes any 2xx
+	}), nil)
+	defer srv.Close()
+	if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+		NotificationID: "ship-1", Endpoint: srv.URL + "/shipments", Payload: []byte(`{"id":"ship-1","order":"order-1"}`),
+		Profile: ack.ProfileNone,
+	}); err != nil {
+		panic(err)
+	}
+	keys := couriertest.StandardWebhooksKeys("shop")
 
 	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
 	if err != nil {
@@ -107,9 +118,35 @@ func ExampleWorker_Work() {
 // the attempts short.
 func ExampleWorker_Stop() {
 	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
+
 	applied := make(chan string, 1)
-	outbox, srv, keys, done := setupBothEnds(ctx, applied)
-	defer done()
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var shipment struct{ ID string }
+		if err := json.NewDecoder(r.Body).Decode(&shipment); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		applied <- shipment.ID
+		w.WriteHeader(http.StatusNoContent) // a plain webhook receiver: the none profile takes any 2xx
+	}), nil)
+	defer srv.Close()
+	if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+		NotificationID: "ship-1", Endpoint: srv.URL + "/shipments", Payload: []byte(`{"id":"ship-1","order":"order-1"}`),
+		Profile: ack.ProfileNone,
+	}); err != nil {
+		panic(err)
+	}
+	keys := couriertest.StandardWebhooksKeys("shop")
 
 	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport()})
 	if err != nil {

@@ -17,75 +17,9 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
-
-// openOrders opens a SQLite store in a temporary directory beside the
-// application's own orders table.
-func openOrders(ctx context.Context) (*store.Store, func()) {
-	dir, err := os.MkdirTemp("", "courier-example")
-	if err != nil {
-		panic(err)
-	}
-	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
-	if err != nil {
-		panic(err)
-	}
-	s.DB().MustExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
-	return s, func() { s.Close(); os.RemoveAll(dir) }
-}
-
-// enqueue enqueues ps in one transaction of their own and returns the
-// deliveries' ids. (An application enqueues in its own transaction, as
-// ExampleOutbox_Enqueue shows.)
-func enqueue(ctx context.Context, s *store.Store, ps ...store.EnqueueParams) []int64 {
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		panic(err)
-	}
-	es, err := s.Outbox.EnqueueMany(ctx, tx, ps)
-	if err != nil {
-		panic(err)
-	}
-	if err := tx.Commit(); err != nil {
-		panic(err)
-	}
-	ids := make([]int64, len(es))
-	for i, e := range es {
-		ids[i] = e.ID
-	}
-	return ids
-}
-
-// work runs one Work of a worker of s that may send to the test server
-// at url, signed with a fresh Standard Webhooks key.
-func work(ctx context.Context, s *store.Store, url string) {
-	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
-	if err != nil {
-		panic(err)
-	}
-	signer, err := signature.NewStandardWebhooksSigner(key)
-	if err != nil {
-		panic(err)
-	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Transport: couriertest.Guard(url).Transport()})
-	if err != nil {
-		panic(err)
-	}
-	if _, err := w.Work(ctx); err != nil {
-		panic(err)
-	}
-}
-
-func pending(ctx context.Context, s *store.Store) int {
-	h, err := s.Outbox.Health(ctx)
-	if err != nil {
-		panic(err)
-	}
-	return h.Counts[courier.StatusPending]
-}
 
 // The notification exists exactly when the business row does: enqueue it
 // in the transaction that writes the row. Store.Begin gives a *sqlx.Tx on
@@ -93,8 +27,19 @@ func pending(ctx context.Context, s *store.Store) int {
 // writes queue with the worker's instead of contending for the lock).
 func ExampleOutbox_Enqueue() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`); err != nil {
+		panic(err)
+	}
 
 	for _, commit := range []bool{true, false} {
 		tx, err := s.Begin(ctx)
@@ -102,7 +47,9 @@ func ExampleOutbox_Enqueue() {
 			panic(err)
 		}
 		id := fmt.Sprint("order-", commit)
-		tx.MustExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", id, 1250)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", id, 1250); err != nil {
+			panic(err)
+		}
 		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
 			NotificationID: id + "-paid",
 			Endpoint:       "https://receiver.example/hooks",
@@ -111,12 +58,19 @@ func ExampleOutbox_Enqueue() {
 			panic(err)
 		}
 		if commit {
-			tx.Commit()
+			err = tx.Commit()
 		} else {
-			tx.Rollback() // the order and its notification go together
+			err = tx.Rollback() // the order and its notification go together
+		}
+		if err != nil {
+			panic(err)
 		}
 	}
-	fmt.Println("deliveries pending:", pending(ctx, s))
+	h, err := s.Outbox.Health(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("deliveries pending:", h.Counts[courier.StatusPending])
 	// Output: deliveries pending: 1
 }
 
@@ -125,8 +79,16 @@ func ExampleOutbox_Enqueue() {
 // same notification again is a no-op.
 func ExampleOutbox_Enqueue_sqlTx() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
 	for range 2 {
 		db := s.DB().DB // an application's plain *sql.DB
@@ -156,8 +118,16 @@ func ExampleOutbox_Enqueue_sqlTx() {
 // written in the caller's transaction.
 func ExampleOutbox_Publish() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
 	for _, sub := range []store.SubscriptionParams{
 		{Tenant: "acme", Endpoint: "https://a.example/hooks", EventTypes: []string{"order.paid"}, KeyID: "k1"},
@@ -195,8 +165,16 @@ func ExampleOutbox_Publish() {
 // without a Burst gets one second's worth.
 func ExampleEndpoints_SetLimits() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
 	const endpoint = "https://shipping.example/hooks/orders"
 	if err := s.Endpoints.SetLimits(ctx, endpoint, store.Limits{MaxInFlight: 5, Rate: 50}); err != nil {
@@ -207,7 +185,10 @@ func ExampleEndpoints_SetLimits() {
 		panic(err)
 	}
 	fmt.Printf("%+v in flight %d\n", h.Limits, h.InFlight)
-	blocked, _ := s.Endpoints.BlockedKeys(ctx, endpoint, 10) // ordering keys a failed delivery holds
+	blocked, err := s.Endpoints.BlockedKeys(ctx, endpoint, 10) // ordering keys a failed delivery holds
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("blocked keys:", len(blocked))
 	// Output:
 	// {MaxInFlight:5 Rate:50 Burst:50} in flight 0
@@ -221,8 +202,16 @@ func ExampleEndpoints_SetLimits() {
 // operator redrives or cancels it (Endpoints.BlockedKeys lists such keys).
 func ExampleEnqueueParams_orderingKey() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
 	var ps []store.EnqueueParams
 	for _, event := range []string{"created", "paid"} {
@@ -233,11 +222,14 @@ func ExampleEnqueueParams_orderingKey() {
 			OrderingKey:    "order-7", // this order's events, in order
 		})
 	}
-	ids := enqueue(ctx, s, ps...)
+	es, err := s.Outbox.EnqueueMany(ctx, s.DB(), ps)
+	if err != nil {
+		panic(err)
+	}
 	show := func() {
 		var line []string
-		for _, id := range ids {
-			d, err := s.Outbox.Get(ctx, id)
+		for _, e := range es {
+			d, err := s.Outbox.Get(ctx, e.ID)
 			if err != nil {
 				panic(err)
 			}
@@ -246,7 +238,7 @@ func ExampleEnqueueParams_orderingKey() {
 		fmt.Println(strings.Join(line, ", "))
 	}
 	show()
-	if err := s.Outbox.Cancel(ctx, ids[0]); err != nil { // the head withdrawn: the next one goes
+	if err := s.Outbox.Cancel(ctx, es[0].ID); err != nil { // the head withdrawn: the next one goes
 		panic(err)
 	}
 	show()
@@ -261,12 +253,22 @@ func ExampleEnqueueParams_orderingKey() {
 // the last stopped.
 func ExampleOutbox_Check() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
-	enqueue(ctx, s, store.EnqueueParams{
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
 		NotificationID: "order-8-paid", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{"order":"order-8"}`),
-	})
+	}); err != nil {
+		panic(err)
+	}
 	h, err := s.Outbox.Check(ctx, 0)
 	if err != nil {
 		panic(err)
@@ -282,17 +284,33 @@ func ExampleOutbox_Check() {
 // would take one, as the ops page and the CLI ask before they offer it.
 func ExampleOutbox_Redrive() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not yet", http.StatusBadRequest)
 	}))
 	defer refusing.Close()
-	enqueue(ctx, s, store.EnqueueParams{
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
 		NotificationID: "order-9-paid", Endpoint: refusing.URL + "/hooks", Payload: []byte(`{"order":"order-9"}`),
-	})
-	work(ctx, s, refusing.URL) // the 400 fails the delivery for good
+	}); err != nil {
+		panic(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("shop").Signer, Transport: couriertest.Guard(refusing.URL).Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.Work(ctx); err != nil { // the 400 fails the delivery for good
+		panic(err)
+	}
 
 	failed, err := s.Outbox.List(ctx, store.ListParams{Status: courier.StatusFailed})
 	if err != nil {
@@ -322,8 +340,16 @@ func ExampleOutbox_Redrive() {
 // with contract_changed until an operator moves the pin (see Contracts).
 func ExampleOutbox_EnqueueCommand() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
 
 	v1, v2 := ack.Digest([]byte("contract v1")), ack.Digest([]byte("contract v2"))
 	for _, c := range []ack.Command{
@@ -345,7 +371,9 @@ func ExampleOutbox_EnqueueCommand() {
 		}
 		e, err := s.Outbox.EnqueueCommand(ctx, tx, store.CommandParams{Endpoint: "https://source.example/commands", Payload: payload})
 		if err != nil {
-			tx.Rollback()
+			if err := tx.Rollback(); err != nil {
+				panic(err)
+			}
 			fmt.Println(cmd.DedupeKey(), "refused:", courier.CodeOf(err))
 			continue
 		}
@@ -370,8 +398,14 @@ func ExampleStore_KeysInUse() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	k1, _ := store.NewPayloadKey("k1", bytes.Repeat([]byte{1}, 32))
-	k2, _ := store.NewPayloadKey("k2", bytes.Repeat([]byte{2}, 32))
+	k1, err := store.NewPayloadKey("k1", bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		panic(err)
+	}
+	k2, err := store.NewPayloadKey("k2", bytes.Repeat([]byte{2}, 32))
+	if err != nil {
+		panic(err)
+	}
 
 	var s *store.Store
 	for i, enc := range []*store.Encryption{
@@ -379,14 +413,18 @@ func ExampleStore_KeysInUse() {
 		{Current: "k2", Keys: []store.PayloadKey{k1, k2}}, // every process holds k2 before any seals with it
 	} {
 		if s != nil {
-			s.Close()
+			if err := s.Close(); err != nil {
+				panic(err)
+			}
 		}
 		if s, err = sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{Encryption: enc}); err != nil {
 			panic(err)
 		}
-		enqueue(ctx, s, store.EnqueueParams{
+		if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
 			NotificationID: fmt.Sprint("order-", i, "-paid"), Endpoint: "https://receiver.example/hooks", Payload: []byte(`{}`),
-		})
+		}); err != nil {
+			panic(err)
+		}
 	}
 	defer s.Close()
 	inUse, err := s.KeysInUse(ctx)
@@ -456,13 +494,24 @@ func ExampleConfig_profiles() {
 // its ID. Get reads the payload as well, for a tool that shows it.
 func ExampleListParams_id() {
 	ctx := context.Background()
-	s, done := openOrders(ctx)
-	defer done()
-	ids := enqueue(ctx, s, store.EnqueueParams{
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	e, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
 		NotificationID: "order-1-paid", Endpoint: "https://shipping.example/hooks", Payload: []byte(`{"order":"order-1"}`),
 	})
+	if err != nil {
+		panic(err)
+	}
 
-	page, err := s.Outbox.List(ctx, store.ListParams{ID: ids[0], Limit: 1})
+	page, err := s.Outbox.List(ctx, store.ListParams{ID: e.ID, Limit: 1})
 	if err != nil {
 		panic(err)
 	}
@@ -492,10 +541,13 @@ func ExampleOutbox_Prune() {
 		panic(err)
 	}
 	defer s.Close()
-	ids := enqueue(ctx, s, store.EnqueueParams{
+	e, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
 		NotificationID: "order-10-paid", Endpoint: "https://receiver.example/hooks", Payload: []byte(`{"order":"order-10"}`),
 	})
-	if err := s.Outbox.Cancel(ctx, ids[0]); err != nil { // finished: suppressed
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Outbox.Cancel(ctx, e.ID); err != nil { // finished: suppressed
 		panic(err)
 	}
 	if _, err := s.Replay.Remember(ctx, "key-1", "nonce-1", now.Add(5*time.Minute)); err != nil {
@@ -564,10 +616,18 @@ func ExampleConfig_hook() {
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 	}))
 	defer down.Close()
-	enqueue(ctx, s, store.EnqueueParams{
+	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{
 		NotificationID: "order-11-paid", Endpoint: down.URL + "/hooks", Payload: []byte(`{"order":"order-11"}`),
-	})
-	work(ctx, s, down.URL)
+	}); err != nil {
+		panic(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("shop").Signer, Transport: couriertest.Guard(down.URL).Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.Work(ctx); err != nil {
+		panic(err)
+	}
 	h, err := s.Outbox.Health(ctx)
 	if err != nil {
 		panic(err)
