@@ -19,7 +19,10 @@ func ExampleNew() {
 	fmt.Println(string(answer))
 
 	// The sender's side: the courier profile verifies it.
-	profile, _ := ack.Builtin(ack.ProfileCourier)
+	profile, ok := ack.Builtin(ack.ProfileCourier)
+	if !ok {
+		panic("no courier profile")
+	}
 	sent := ack.Sent{ID: "order-1-paid", Payload: body, Attempt: 1}
 	fmt.Println("verified:", profile.Verify(sent, answer) == nil)
 
@@ -44,7 +47,10 @@ func ExampleCanonical() {
 	}
 	fmt.Println(string(canonical))
 
-	again, _ := ack.Canonical([]byte(`{"é":null,"a":"café <&>","b":[1,2.5,1000.0]}`))
+	again, err := ack.Canonical([]byte(`{"é":null,"a":"café <&>","b":[1,2.5,1000.0]}`))
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("same digest:", ack.Digest(again) == ack.Digest(canonical))
 
 	_, err = ack.Canonical([]byte(`{"a":1,"a":2}`))

@@ -20,7 +20,10 @@ import (
 // enable/disable) go through Authorize as well.
 func ExampleNewHandler() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "courier-example")
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
 	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
 	if err != nil {
@@ -49,8 +52,11 @@ func ExampleNewHandler() {
 	if err != nil {
 		panic(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"), len(body) > 0)
 	resp, err = http.Post(srv.URL+"/ops/courier/api/redrive", "application/json", nil)
 	if err != nil {

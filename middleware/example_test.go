@@ -36,8 +36,16 @@ func ExampleVerify() {
 		panic(err)
 	}
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, _ := middleware.PrincipalFromContext(r.Context())
-		body, _ := io.ReadAll(r.Body)
+		p, ok := middleware.PrincipalFromContext(r.Context())
+		if !ok {
+			http.Error(w, "not verified", http.StatusInternalServerError) // Verify is not in front of this handler
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "unreadable body", http.StatusBadRequest)
+			return
+		}
 		fmt.Fprintf(w, "%s sent %s", p.Sender, body)
 	})
 	srv := httptest.NewServer(middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(app))
@@ -48,7 +56,10 @@ func ExampleVerify() {
 		panic(err)
 	}
 	deliver := func(signed, body string) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		if err != nil {
+			panic(err)
+		}
 		if err := signer.Sign(req, signature.Message{ID: "n-1", Body: []byte(signed), Time: sent}); err != nil {
 			panic(err)
 		}
@@ -57,7 +68,10 @@ func ExampleVerify() {
 			panic(err)
 		}
 		defer resp.Body.Close()
-		got, _ := io.ReadAll(resp.Body)
+		got, err := io.ReadAll(resp.Body)
+		if err != nil {
+			panic(err)
+		}
 		if resp.StatusCode == http.StatusOK {
 			fmt.Printf("%d %s\n", resp.StatusCode, got)
 		} else {
@@ -86,10 +100,16 @@ func ExampleTransaction() {
 	}
 	defer st.Close()
 	db := st.DB()
-	db.MustExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`); err != nil {
+		panic(err)
+	}
 
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx, _ := middleware.TxFromContext(r.Context())
+		tx, ok := middleware.TxFromContext(r.Context())
+		if !ok {
+			http.Error(w, "no transaction", http.StatusInternalServerError) // Transaction is not in front of this handler
+			return
+		}
 		item := r.URL.Query().Get("item")
 		if _, err := tx.ExecContext(r.Context(), `INSERT INTO orders (item) VALUES (?)`, item); err != nil {
 			http.Error(w, "insert failed", http.StatusInternalServerError)
@@ -139,10 +159,15 @@ func ExampleNewBudget() {
 			panic(err)
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			panic(err)
+		}
 		if resp.StatusCode != http.StatusOK {
 			var p struct{ Code string }
-			json.Unmarshal(body, &p)
+			if err := json.Unmarshal(body, &p); err != nil {
+				panic(err)
+			}
 			body = fmt.Appendf(nil, "%s, Retry-After %s", p.Code, resp.Header.Get("Retry-After"))
 		}
 		fmt.Printf("%s: %d %s\n", name, resp.StatusCode, body)

@@ -25,7 +25,10 @@ func ExampleNewStandardWebhooksSigner() {
 	}
 	body := []byte(`{"test": 2432232314}`)
 	sent := time.Unix(1614265330, 0)
-	req, _ := http.NewRequest(http.MethodPost, "https://receiver.example/hooks", strings.NewReader(string(body)))
+	req, err := http.NewRequest(http.MethodPost, "https://receiver.example/hooks", strings.NewReader(string(body)))
+	if err != nil {
+		panic(err)
+	}
 	if err := signer.Sign(req, signature.Message{ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Body: body, Time: sent}); err != nil {
 		panic(err)
 	}
@@ -67,7 +70,10 @@ func ExampleNewStandardWebhooksVerifier_svix() {
 		panic(err)
 	}
 	body := []byte(`{"test": 2432232314}`)
-	req, _ := http.NewRequest(http.MethodPost, "https://receiver.example/hooks", strings.NewReader(string(body)))
+	req, err := http.NewRequest(http.MethodPost, "https://receiver.example/hooks", strings.NewReader(string(body)))
+	if err != nil {
+		panic(err)
+	}
 	req.Header.Set("svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
 	req.Header.Set("svix-timestamp", "1614265330")
 	req.Header.Set("svix-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
@@ -95,7 +101,10 @@ func ExampleNewRFC9421Signer() {
 		panic(err)
 	}
 	body := []byte(`{"task_id":"task_456","status":"completed"}`)
-	req, _ := http.NewRequest(http.MethodPost, "https://buyer.example.com/adcp/webhook/op_abc", strings.NewReader(string(body)))
+	req, err := http.NewRequest(http.MethodPost, "https://buyer.example.com/adcp/webhook/op_abc", strings.NewReader(string(body)))
+	if err != nil {
+		panic(err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	if err := signer.Sign(req, signature.Message{ID: "n1", Body: body, Time: time.Now()}); err != nil {
 		panic(err)
@@ -135,7 +144,10 @@ func ExampleNewAdCPHMACSigner() {
 	}
 	body := []byte(`{}`)
 	sent := time.Unix(1700000000, 0)
-	req, _ := http.NewRequest(http.MethodPost, "https://buyer.example.com/hook", strings.NewReader(string(body)))
+	req, err := http.NewRequest(http.MethodPost, "https://buyer.example.com/hook", strings.NewReader(string(body)))
+	if err != nil {
+		panic(err)
+	}
 	if err := signer.Sign(req, signature.Message{ID: "n1", Body: body, Time: sent}); err != nil {
 		panic(err)
 	}
@@ -160,13 +172,22 @@ func ExampleNewAdCPHMACSigner() {
 
 // Bearer tokens: the receiver accepts any of its configured tokens.
 func ExampleNewBearerSigner() {
-	current, _ := signature.ParseSecret("current", "tok_0123456789abcdef0123456789abcdef")
-	previous, _ := signature.ParseSecret("previous", "tok_fedcba9876543210fedcba9876543210")
+	current, err := signature.ParseSecret("current", "tok_0123456789abcdef0123456789abcdef")
+	if err != nil {
+		panic(err)
+	}
+	previous, err := signature.ParseSecret("previous", "tok_fedcba9876543210fedcba9876543210")
+	if err != nil {
+		panic(err)
+	}
 	signer, err := signature.NewBearerSigner(current)
 	if err != nil {
 		panic(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "https://buyer.example.com/hook", nil)
+	req, err := http.NewRequest(http.MethodPost, "https://buyer.example.com/hook", nil)
+	if err != nil {
+		panic(err)
+	}
 	if err := signer.Sign(req, signature.Message{}); err != nil {
 		panic(err)
 	}

@@ -16,10 +16,16 @@ import (
 	"github.com/courier-go/courier/contrib/otelcourier"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
-	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
+
+// orderPaid is the receiver's notification type.
+type orderPaid struct {
+	ID string `json:"id" validate:"required,courier_token"`
+}
+
+func (o orderPaid) DedupeKey() string { return o.ID }
 
 // One Tracer for the sender's store and worker and for the receiver: the
 // receiver's function runs in the trace of the request that enqueued the
@@ -33,27 +39,53 @@ func Example() {
 	defer tp.Shutdown(ctx)
 	tracer := otelcourier.New(otelcourier.Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
 
-	dir, _ := os.MkdirTemp("", "otelcourier")
+	dir, err := os.MkdirTemp("", "otelcourier")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
-	sender, _ := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Tracer: tracer})
+	sender, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{Tracer: tracer})
+	if err != nil {
+		panic(err)
+	}
 	defer sender.Close()
-	inbox, _ := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{Tracer: tracer})
+	inbox, err := sqlite.Open(ctx, filepath.Join(dir, "receiver.db"), store.Config{Tracer: tracer})
+	if err != nil {
+		panic(err)
+	}
 	defer inbox.Close()
 	keys := couriertest.StandardWebhooksKeys("shop")
-	rcv, _ := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, order) error { return nil })
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: keys.Verifier},
+		func(context.Context, *sqlx.Tx, orderPaid) error { return nil })
+	if err != nil {
+		panic(err)
+	}
 	srv := couriertest.NewServer(rcv, nil)
 	defer srv.Close()
 
 	// The application's request span, and the enqueue inside it.
 	reqCtx, span := tp.Tracer("shop").Start(ctx, "POST /orders", trace.WithSpanKind(trace.SpanKindServer))
-	tx, _ := sender.Begin(reqCtx)
-	sender.Outbox.Enqueue(reqCtx, tx, store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{"id":"o-1"}`)})
-	tx.Commit()
+	tx, err := sender.Begin(reqCtx)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := sender.Outbox.Enqueue(reqCtx, tx, store.EnqueueParams{
+		NotificationID: "o-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{"id":"o-1"}`),
+	}); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
 	span.End()
 
-	w, _ := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Transport: srv.Guard().Transport()})
-	couriertest.Drain(ctx, w)
+	w, err := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Transport: srv.Guard().Transport()})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		panic(err)
+	}
 
 	byID := map[string]string{}
 	for _, s := range exporter.GetSpans() {
@@ -72,28 +104,3 @@ func Example() {
 	// POST (server) <- POST (client)
 	// courier.handle (internal) <- POST (server)
 }
-
-// readmeSample is the README's: the application's globals, one Tracer for
-// every part of courier.
-func readmeSample(ctx context.Context, signer signature.Signer, v signature.Verifier, fn func(context.Context, *sqlx.Tx, order) error) error {
-	// readme:otel
-	tracer := otelcourier.New(otelcourier.Config{})                    // otel's global TracerProvider and propagator
-	s, err := sqlite.Open(ctx, "app.db", store.Config{Tracer: tracer}) // enqueue spans; each delivery keeps the trace context
-	if err != nil {
-		return err
-	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer}) // traced by its Store: claim, attempt (traceparent sent), settle
-	if err != nil {
-		return err
-	}
-	inbox, err := sqlite.Open(ctx, "inbox.db", store.Config{Tracer: tracer})
-	if err != nil {
-		return err
-	}
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: v}, fn) // continues the trace
-	// readme:end
-	_, _ = w, rcv
-	return err
-}
-
-var _ = readmeSample // compiled for the README, not run

@@ -24,10 +24,13 @@ import (
 // enqueues, the worker's its attempts, and the gauges read the outbox at
 // each scrape.
 func Example() {
-	dir, _ := os.MkdirTemp("", "promcourier-example")
+	dir, err := os.MkdirTemp("", "promcourier-example")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
 	registry := prometheus.NewRegistry()
-	err := serveMetrics(context.Background(), dir, couriertest.StandardWebhooksKeys("example").Signer, registry, http.NewServeMux(),
+	err = serveMetrics(context.Background(), dir, couriertest.StandardWebhooksKeys("example").Signer, registry, http.NewServeMux(),
 		func(ctx context.Context, s *store.Store) error {
 			tx, err := s.Begin(ctx)
 			if err != nil {

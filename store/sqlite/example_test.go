@@ -17,7 +17,10 @@ import (
 // Open is the whole setup on SQLite: the file is created if needed,
 // configured (WAL, a busy timeout, synchronous=FULL) and migrated.
 func ExampleOpen() {
-	dir, _ := os.MkdirTemp("", "courier-example")
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
@@ -40,7 +43,10 @@ func ExampleMigrations() {
 	}
 	fmt.Println(files[0], len(files) >= 8)
 
-	dir, _ := os.MkdirTemp("", "courier-example")
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	db, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(dir, "app.db"), store.DurabilityFull))
@@ -49,7 +55,10 @@ func ExampleMigrations() {
 	}
 	defer db.Close()
 	for _, name := range files { // what a migration tool does, one file a transaction
-		text, _ := fs.ReadFile(sqlite.Migrations(), name)
+		text, err := fs.ReadFile(sqlite.Migrations(), name)
+		if err != nil {
+			panic(err)
+		}
 		if _, err := db.ExecContext(ctx, string(text)); err != nil {
 			panic(err)
 		}
@@ -57,7 +66,7 @@ func ExampleMigrations() {
 	s, err := store.Open(ctx, db, store.Config{})
 	fmt.Println("open:", err)
 	if err == nil {
-		s.Close()
+		defer s.Close()
 	}
 	// Output:
 	// 001_init.sql true
@@ -69,7 +78,10 @@ func ExampleMigrations() {
 // transaction: they commit or roll back together, and a second run is a
 // no-op. Open then finds the schema it expects.
 func ExampleMigrateTx() {
-	dir, _ := os.MkdirTemp("", "courier-example")
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	path := filepath.Join(dir, "app.db")
@@ -96,7 +108,9 @@ func ExampleMigrateTx() {
 			panic(err)
 		}
 	}
-	db.Close()
+	if err := db.Close(); err != nil {
+		panic(err)
+	}
 
 	s, err := sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
