@@ -27,8 +27,11 @@ type Delivery struct {
 	KeyID          string // the signing configuration it names (EnqueueParams.KeyID), "" if none
 	Status         courier.Status
 	Priority       int
-	Attempts       int       // attempts made (one given back unsent does not count)
-	MaxAttempts    int       // its attempt budget
+	Attempts       int // attempts made (one given back unsent does not count)
+	// MaxAttempts is its attempt budget: as enqueued (EnqueueParams),
+	// raised by Redrive, and by one for each attempt cut short as its
+	// worker stopped (worker_stopped, which spends none of it), up to 1000.
+	MaxAttempts    int
 	NextAttemptAt  time.Time // when it is next due, while pending or retrying
 	Deadline       time.Time
 	LeaseOwner     string

@@ -40,7 +40,9 @@
 //	                                 has come; expired leased -> retry_wait/failed;
 //	                                 leased -> quarantined (integrity, payload unreadable), suppressed (subscription changed)
 //	a worker's settle                leased -> succeeded, retry_wait, failed (fenced by the lease's token;
-//	                                 a retry past the budget or the deadline fails); leased -> pending/retry_wait (release)
+//	                                 a retry past the budget or the deadline fails; an attempt cut short
+//	                                 as its worker stopped, worker_stopped, spares the budget: it grows
+//	                                 by one); leased -> pending/retry_wait (release)
 //	Outbox.Cancel                    pending/retry_wait/failed/quarantined -> suppressed
 //	Outbox.Redrive                   failed, quarantined payload_unreadable -> pending
 //	Endpoints                        an endpoint's breaker (closed, open, half_open, disabled) and its limits

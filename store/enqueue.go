@@ -110,10 +110,12 @@ type EnqueueParams struct {
 	// (a 32-bit integer on every engine). Defaults to 0.
 	Priority int
 	// MaxAttempts is the attempt budget, 1..1000. Defaults to the Store's.
-	// The delivery keeps it as asked: the same enqueue made again is
-	// compared with it, not with the larger budget a Redrive gives, and
-	// one that left it to the default is the same whatever the Store's
-	// Config.MaxAttempts is by then.
+	// An attempt cut short as its worker stopped (worker_stopped) spares
+	// it: the budget grows by one, up to 1000. The delivery keeps it as
+	// asked: the same enqueue made again is compared with it, not with
+	// the larger budget a Redrive or a stop gives, and one that left it
+	// to the default is the same whatever the Store's Config.MaxAttempts
+	// is by then.
 	MaxAttempts int
 	// NotBefore delays the first attempt, by at most MaxHorizon; a time in
 	// the past means now. Defaults to now. Now, here and for Deadline, is
@@ -841,12 +843,13 @@ func collisionWith(field string) error {
 // application's enqueue made again across a change of it is the same),
 // and a default is the same as the budget it stands for now. Not the
 // row's max_attempts, which Redrive (and a publish that sends a
-// suppressed delivery again) raises past it. A row enqueued before the
-// outbox kept the budget asked for (migration 12 on SQLite, 13 on
-// PostgreSQL) has none: its max_attempts is compared with the budget in
-// effect, as before, and its first redrive or revival keeps that before
-// raising it. So only a row redriven before that migration is compared
-// with the budget a redrive gave it.
+// suppressed delivery again, and an attempt cut short as its worker
+// stopped) raises past it. A row enqueued before the outbox kept the
+// budget asked for (migration 12 on SQLite, 13 on PostgreSQL) has none:
+// its max_attempts is compared with the budget in effect, as before, and
+// the first of those to raise it keeps that before raising it. So only a
+// row redriven before that migration is compared with the budget a
+// redrive gave it.
 func sameBudget(r outboxRow, args map[string]any, def int) bool {
 	if !r.EnqueuedMaxAttempts.Valid {
 		return r.MaxAttempts == args["max_attempts"]

@@ -18,7 +18,8 @@ import (
 // settle implements protocol.Outbox.Settle: the outcomes are applied by
 // one statement and logged by another, however many there are. Whether a
 // retry still fits the delivery's budget and deadline is decided by the
-// statement, against the row. An invalid outcome is refused alone, in its
+// statement, against the row; a retry that spares the budget
+// (Outcome.SpareBudget) raises it there by one, up to its bound. An invalid outcome is refused alone, in its
 // Settled.Err: the outcomes of other deliveries settled with it do not
 // depend on it.
 //
@@ -125,6 +126,8 @@ func validateOutcome(oc protocol.Outcome) error {
 		// not fit PostgreSQL's integer columns (SQLite would keep it),
 		// and would fail the settle of every outcome batched with it.
 		return invalidArgument("Outcome.HTTPStatus must be 0 (none) or of three digits")
+	case oc.SpareBudget && oc.Result != protocol.Retry:
+		return invalidArgument("Outcome.SpareBudget must be false for " + string(oc.Result))
 	}
 	switch oc.Result {
 	case protocol.Succeeded:
@@ -173,6 +176,9 @@ type settleArg struct {
 	// Sealed is the payload key the attempt was claimed under: an Ack
 	// is kept only while the row is still sealed under it.
 	Sealed string `json:"sealed"`
+	// Spare is the attempts the outcome gives back to the delivery's
+	// budget: 1 for one that spares it (Outcome.SpareBudget), else 0.
+	Spare int `json:"spare"`
 }
 
 // settledRow is a row outbox_settle (or the reclaim of expired leases)
@@ -193,6 +199,9 @@ func (o *Outbox) settleBatch(ctx context.Context, tx *sqlx.Tx, now int64, outcom
 		a := settleArg{ID: oc.Lease.DeliveryID, Token: oc.Lease.Token, Result: string(oc.Result), Sealed: oc.Lease.Sealed}
 		if oc.Code != "" {
 			a.Code = ptr(string(oc.Code))
+		}
+		if oc.SpareBudget {
+			a.Spare = 1
 		}
 		if oc.HTTPStatus != 0 {
 			a.HTTP = ptr(oc.HTTPStatus)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
 
@@ -170,5 +171,131 @@ func testEnqueueAgainAcrossADefaultBudgetChange(t *testing.T, open OpenFunc) {
 	tenNamed.MaxAttempts = 10 // what the default stands for now
 	if e, err := again(tenNamed); err != nil || !e.Existed || e.ID != first["default"].ID {
 		t.Errorf("the default of 8, then 10 named under MaxAttempts 10 = %+v, %v; want delivery %d found", e, err, first["default"].ID)
+	}
+}
+
+// stopped settles l as an attempt its worker cut short as it stopped: a
+// retry with code worker_stopped, due at once, that spares the budget.
+func (b *bundle) stopped(l protocol.Lease) (protocol.Settled, error) {
+	s, err := b.proto().Settle(b.ctx, protocol.Outcome{Lease: l, Result: protocol.Retry, Code: courier.CodeWorkerStopped, SpareBudget: true})
+	if err != nil {
+		return protocol.Settled{}, err
+	}
+	return s[0], s[0].Err
+}
+
+// testAnAttemptCutShortByAStopSparesTheBudget: an attempt a worker cut
+// short as it stopped (a deploy) is counted and logged, but spends none
+// of the delivery's budget, which grows by one: its last attempt so cut
+// leaves it due at once with one more to make, where it failed
+// worker_stopped for good. It is no failure of the endpoint's either.
+// The enqueue made again still finds the delivery, as after a redrive.
+func testAnAttemptCutShortByAStopSparesTheBudget(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Hour, DisableAfter: 24 * time.Hour}})
+	p := delivery("last")
+	p.MaxAttempts = 1
+	e := b.enqueue(t, p)
+	c := b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 {
+		t.Fatalf("claimed %d, want the delivery", len(c))
+	}
+	s, err := b.stopped(c[0].Lease)
+	if err != nil || s.Status != courier.StatusRetryWait || s.Code != courier.CodeWorkerStopped {
+		t.Fatalf("its last attempt cut short by a stop settled %s/%s (%v), want retry_wait/worker_stopped", s.Status, s.Code, err)
+	}
+	d := b.get(t, e.ID)
+	if d.Status != courier.StatusRetryWait || d.Attempts != 1 || d.MaxAttempts != 2 || !d.NextAttemptAt.Equal(b.clock.Now()) {
+		t.Fatalf("after its last attempt was cut short by a stop the delivery is %s after %d of %d attempts, due in %v; want retry_wait after 1 of 2, due at once",
+			d.Status, d.Attempts, d.MaxAttempts, d.NextAttemptAt.Sub(b.clock.Now()))
+	}
+	attempts, err := b.store.Outbox.Attempts(b.ctx, e.ID)
+	if err != nil || len(attempts) != 1 || attempts[0].Attempt != 1 || attempts[0].Outcome != store.AttemptRetry || attempts[0].ErrorCode != courier.CodeWorkerStopped {
+		t.Fatalf("attempts logged: %+v, %v; want attempt 1, a worker_stopped retry", attempts, err)
+	}
+	if h := endpointState(t, b, p.Endpoint); h.State != store.EndpointClosed || h.ConsecutiveFailures != 0 {
+		t.Fatalf("the endpoint is %s after %d failures, want closed after none: a stop is no failure of the endpoint's", h.State, h.ConsecutiveFailures)
+	}
+	if again := b.enqueue(t, p); !again.Existed || again.ID != e.ID {
+		t.Fatalf("enqueued again as it was first = %+v, want the existing delivery %d", again, e.ID)
+	}
+
+	// An attempt cut short before the last spares the budget too: the
+	// one attempt after it that is not cut short is the last.
+	c = b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 || c[0].Attempt != 2 {
+		t.Fatalf("claimed %v, want attempt 2 of the delivery", c)
+	}
+	if _, err := b.stopped(c[0].Lease); err != nil {
+		t.Fatal(err)
+	}
+	c = b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 || c[0].Attempt != 3 {
+		t.Fatalf("claimed %v, want attempt 3 of the delivery", c)
+	}
+	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.get(t, e.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverUnavailable || d.Attempts != 3 || d.MaxAttempts != 3 {
+		t.Fatalf("after two attempts cut short and one answered 503 the delivery is %s/%s after %d of %d attempts, want failed/receiver_unavailable after 3 of 3",
+			d.Status, d.LastErrorCode, d.Attempts, d.MaxAttempts)
+	}
+}
+
+// testAStopSparesNoTimeNorALeaseThatRanOut: what an attempt cut short by
+// a stop spares is the budget alone. Its deadline still ends the delivery
+// (expired); a lease that ran out (its worker died) is counted in full,
+// and the stop settled late on it is refused (lease_lost); the budget
+// grows no further than the most attempts any delivery makes (1000); and
+// only a retry spares the budget.
+func testAStopSparesNoTimeNorALeaseThatRanOut(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+
+	p := delivery("deadline")
+	p.MaxAttempts = 1
+	p.Deadline = b.clock.Now().Add(time.Second)
+	deadline := b.enqueue(t, p)
+	c := b.claim(t, "w", 1, time.Minute)
+	b.clock.Advance(time.Second)
+	if s, err := b.stopped(c[0].Lease); err != nil || s.Status != courier.StatusFailed || s.Code != courier.CodeExpired {
+		t.Fatalf("cut short by a stop at its deadline: settled %s/%s (%v), want failed/expired", s.Status, s.Code, err)
+	}
+	if d := b.get(t, deadline.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired {
+		t.Fatalf("cut short by a stop at its deadline: %s/%s, want failed/expired", d.Status, d.LastErrorCode)
+	}
+
+	p = delivery("lease")
+	p.MaxAttempts = 1
+	lease := b.enqueue(t, p)
+	c = b.claim(t, "w", 1, time.Second)
+	b.clock.Advance(time.Second)
+	if _, err := b.stopped(c[0].Lease); !errors.Is(err, courier.CodeLeaseLost) {
+		t.Fatalf("a stop settled on a lease that ran out = %v, want lease_lost", err)
+	}
+	b.claim(t, "w", 1, time.Second) // reclaims it
+	if d := b.get(t, lease.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeLeaseExpired || d.MaxAttempts != 1 {
+		t.Fatalf("its last lease ran out: %s/%s with a budget of %d, want failed/lease_expired with 1", d.Status, d.LastErrorCode, d.MaxAttempts)
+	}
+
+	bound := b.enqueue(t, delivery("bound"))
+	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind(`UPDATE courier_outbox SET status = 'retry_wait', last_error_code = 'receiver_unavailable',
+		attempts = 999, max_attempts = 1000 WHERE id = ?`), bound.ID); err != nil {
+		t.Fatal(err)
+	}
+	c = b.claim(t, "w", 1, time.Minute)
+	if len(c) != 1 || c[0].Attempt != 1000 {
+		t.Fatalf("claimed %v, want attempt 1000", c)
+	}
+	if s, err := b.stopped(c[0].Lease); err != nil || s.Status != courier.StatusFailed || s.Code != courier.CodeWorkerStopped {
+		t.Fatalf("attempt 1000 cut short by a stop: settled %s/%s (%v), want failed/worker_stopped", s.Status, s.Code, err)
+	}
+	if d := b.get(t, bound.ID); d.Attempts != 1000 || d.MaxAttempts != 1000 {
+		t.Fatalf("attempt 1000 cut short by a stop: %d of %d attempts, want 1000 of 1000", d.Attempts, d.MaxAttempts)
+	}
+
+	b.enqueue(t, delivery("failed"))
+	c = b.claim(t, "w", 1, time.Minute)
+	oc := protocol.Outcome{Lease: c[0].Lease, Result: protocol.Failed, Code: courier.CodeWorkerStopped, SpareBudget: true}
+	if err := b.settle(oc); !errors.Is(err, courier.CodeInvalidArgument) {
+		t.Fatalf("a failure that spares the budget settled with %v, want invalid_argument", err)
 	}
 }

@@ -64,6 +64,8 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"ReclaimIsBounded", testReclaimIsBounded},
 		{"RedriveStopsAtTheAttemptBound", testRedriveStopsAtTheAttemptBound},
 		{"EnqueueAgainAfterARedrive", testEnqueueAgainAfterARedrive},
+		{"AnAttemptCutShortByAStopSparesTheBudget", testAnAttemptCutShortByAStopSparesTheBudget},
+		{"AStopSparesNoTimeNorALeaseThatRanOut", testAStopSparesNoTimeNorALeaseThatRanOut},
 		{"EnqueueAgainAcrossADefaultBudgetChange", testEnqueueAgainAcrossADefaultBudgetChange},
 		{"EnqueueCommandAgainAfterARedrive", testEnqueueCommandAgainAfterARedrive},
 		{"RepublishAfterARedrive", testRepublishAfterARedrive},

@@ -495,23 +495,34 @@ SET LOCAL lock_timeout = '1s';
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
--- {id, token, result, code, next_at, http, ack, remote, sealed}, one per delivery. Every
--- outcome is fenced: it applies only while the caller's lease is the row's
--- lease and has not expired; the caller reads the rows returned to know
--- which did. The status is decided here, against the row's own budget and
--- deadline: a retry past the budget, or due at or after the deadline (when
--- no attempt may start), ends the delivery. An Ack's digest is kept as
--- the store keyed it for the payload key the attempt was claimed under
--- (sealed); a publish again may have sealed the row under another since
--- (outbox_publish_refresh), and then '' is kept, as for a key that is gone.
+-- {id, token, result, code, next_at, http, ack, remote, sealed, spare}, one
+-- per delivery. Every outcome is fenced: it applies only while the
+-- caller's lease is the row's lease and has not expired; the caller reads
+-- the rows returned to know which did. The status is decided here, against
+-- the row's own budget and deadline: a retry past the budget, or due at or
+-- after the deadline (when no attempt may start), ends the delivery. An
+-- Ack's digest is kept as the store keyed it for the payload key the
+-- attempt was claimed under (sealed); a publish again may have sealed the
+-- row under another since (outbox_publish_refresh), and then '' is kept,
+-- as for a key that is gone.
 UPDATE courier_outbox AS o SET
+    -- spare (1 or 0) is what the outcome gives back to the budget: a retry
+    -- whose worker cut the attempt short as it stopped is counted in
+    -- attempts and logged, and raises the budget by one, up to
+    -- max_attempts' bound (1000, the most attempts any delivery makes,
+    -- which ends it there), so it leaves the delivery the attempts it had.
+    -- The deadline is not moved. The budget the enqueue asked for stays in
+    -- enqueued_max_attempts, for an enqueue made again to compare, as
+    -- outbox_redrive keeps it.
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN o.attempts >= o.max_attempts OR v.next_at >= o.deadline THEN 'failed'
+        WHEN o.attempts >= o.max_attempts + v.spare OR o.attempts >= 1000 OR v.next_at >= o.deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND o.attempts < o.max_attempts AND v.next_at >= o.deadline THEN 'expired'
+        WHEN v.result = 'retry' AND o.attempts < o.max_attempts + v.spare AND o.attempts < 1000 AND v.next_at >= o.deadline THEN 'expired'
         ELSE v.code END,
+    max_attempts = CASE WHEN o.max_attempts + v.spare > 1000 THEN 1000 ELSE o.max_attempts + v.spare END,
+    enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(o.enqueued_max_attempts, o.max_attempts) ELSE o.enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,
     last_remote_code = v.remote,
@@ -519,7 +530,7 @@ UPDATE courier_outbox AS o SET
     lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
     updated_at = :now
 FROM jsonb_to_recordset(:batch::jsonb)
-    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text, sealed text)
+    AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text, sealed text, spare integer)
 -- The ids again as an array, for the primary key: joined to the recordset
 -- alone, the planner reads every lease (or the whole table) and hashes it,
 -- a settle costing what all workers hold in flight; = ANY reads the

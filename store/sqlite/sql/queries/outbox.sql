@@ -465,15 +465,16 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_
 
 -- name: outbox_settle
 -- Settles a batch of outcomes in one statement. :batch is a JSON array of
--- {id, token, result, code, next_at, http, ack, remote, sealed}, one per delivery. Every
--- outcome is fenced: it applies only while the caller's lease is the row's
--- lease and has not expired; the caller reads the rows returned to know
--- which did. The status is decided here, against the row's own budget and
--- deadline: a retry past the budget, or due at or after the deadline (when
--- no attempt may start), ends the delivery. An Ack's digest is kept as
--- the store keyed it for the payload key the attempt was claimed under
--- (sealed); a publish again may have sealed the row under another since
--- (outbox_publish_refresh), and then '' is kept, as for a key that is gone.
+-- {id, token, result, code, next_at, http, ack, remote, sealed, spare}, one
+-- per delivery. Every outcome is fenced: it applies only while the
+-- caller's lease is the row's lease and has not expired; the caller reads
+-- the rows returned to know which did. The status is decided here, against
+-- the row's own budget and deadline: a retry past the budget, or due at or
+-- after the deadline (when no attempt may start), ends the delivery. An
+-- Ack's digest is kept as the store keyed it for the payload key the
+-- attempt was claimed under (sealed); a publish again may have sealed the
+-- row under another since (outbox_publish_refresh), and then '' is kept,
+-- as for a key that is gone.
 -- SQLite: RETURNING may not name the FROM table, so the row's id says which
 -- outcome it was.
 -- SQLite: NOT INDEXED, so :batch drives and each row is found by its id.
@@ -481,13 +482,23 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased' AND courier_
 -- planner would read every lease by courier_outbox_status and parse :batch
 -- again for each: a settle costing the leases in flight times its batch.
 UPDATE courier_outbox NOT INDEXED SET
+    -- spare (1 or 0) is what the outcome gives back to the budget: a retry
+    -- whose worker cut the attempt short as it stopped is counted in
+    -- attempts and logged, and raises the budget by one, up to
+    -- max_attempts' bound (1000, the most attempts any delivery makes,
+    -- which ends it there), so it leaves the delivery the attempts it had.
+    -- The deadline is not moved. The budget the enqueue asked for stays in
+    -- enqueued_max_attempts, for an enqueue made again to compare, as
+    -- outbox_redrive keeps it.
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN attempts >= max_attempts OR v.next_at >= deadline THEN 'failed'
+        WHEN attempts >= max_attempts + v.spare OR attempts >= 1000 OR v.next_at >= deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND attempts < max_attempts AND v.next_at >= deadline THEN 'expired'
+        WHEN v.result = 'retry' AND attempts < max_attempts + v.spare AND attempts < 1000 AND v.next_at >= deadline THEN 'expired'
         ELSE v.code END,
+    max_attempts = CASE WHEN max_attempts + v.spare > 1000 THEN 1000 ELSE max_attempts + v.spare END,
+    enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(enqueued_max_attempts, max_attempts) ELSE enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
     last_remote_code = v.remote,
@@ -496,7 +507,8 @@ UPDATE courier_outbox NOT INDEXED SET
     updated_at = :now
 FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result' AS result,
              value ->> 'code' AS code, value ->> 'next_at' AS next_at, value ->> 'http' AS http,
-             value ->> 'ack' AS ack, value ->> 'remote' AS remote, value ->> 'sealed' AS sealed
+             value ->> 'ack' AS ack, value ->> 'remote' AS remote, value ->> 'sealed' AS sealed,
+             value ->> 'spare' AS spare
       FROM json_each(:batch)) AS v
 WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
     AND courier_outbox.lease_token = v.token AND courier_outbox.lease_expires_at > :now
