@@ -85,10 +85,10 @@ var errMalformedStatus = errors.New("client: malformed answer: its status is not
 // The receiver's status is put in *status as soon as its answer comes,
 // before anything of the configuration's judges it.
 // A request that fails once the attempt is cut short by a shutdown is
-// retried with code worker_stopped, due again at once: it may have
-// reached the receiver. A destination the guard refused was not dialed:
-// it fails as such, shutdown or not, as does any outcome reached before
-// the request was handed to the transport.
+// retried with code worker_stopped, due again at once, sparing the
+// delivery's budget (see stoppedOutcome). A destination the guard refused
+// was not dialed: it fails as such, shutdown or not, as does any outcome
+// reached before the request was handed to the transport.
 func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time, status *int) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
@@ -178,11 +178,10 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	if err != nil {
 		if w.cutShort(parent) && !errors.Is(err, courier.CodeDestinationForbidden) {
-			// Cut short by shutdown: it may have reached the receiver, so
-			// it counts; it is due again at once, for any worker. A
-			// destination the guard refused was never dialed: that is
-			// its outcome, whenever the shutdown came.
-			return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}, true
+			// Cut short by shutdown (see stoppedOutcome). A destination
+			// the guard refused was never dialed: that is its outcome,
+			// whenever the shutdown came.
+			return stoppedOutcome(), true
 		}
 		// The error names the request's URL, which may hold a
 		// credential (userinfo, path, query): Classify hears it named
@@ -229,10 +228,9 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	if err != nil { // the answer was cut short: retried, keeping the status that came
 		switch {
 		case parent.Err() != nil:
-			// By a shutdown, as deliver settles an attempt cut short
-			// before its answer: due again at once, no failure of the
-			// endpoint's.
-			oc = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped}
+			// By a shutdown, as an attempt cut short before its answer
+			// (see stoppedOutcome).
+			oc = stoppedOutcome()
 		case ctx.Err() != nil:
 			// By the attempt's timeout, whichever side closed the body
 			// first (over HTTP/2 the worker's close above may win over the
@@ -250,6 +248,18 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	oc.AckSHA256 = ack.Digest(body)
 	return oc, true
+}
+
+// stoppedOutcome is the outcome of an attempt cut short as the worker
+// stops (Stop's context ended, or Run's or Work's): a retry with code
+// worker_stopped, due again at once, for any worker. The request may have
+// reached the receiver, so the attempt is counted and logged; but a stop
+// says nothing of the delivery, so it spares its budget
+// (protocol.Outcome.SpareBudget): a deploy during a delivery's last
+// attempt does not fail it, and only its deadline ends it. Nor does it
+// say anything of the endpoint: its breaker does not count it.
+func stoppedOutcome() protocol.Outcome {
+	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped, SpareBudget: true}
 }
 
 // signedTooSlowly reports whether signing c's request took so long

@@ -89,9 +89,12 @@
 // cut short are settled). Cancelling Run's context is the hard one:
 // attempts in flight are cut short at once. Either way no lease is left
 // behind: an attempt cut short is settled as a retry with code
-// worker_stopped, due again at once, for any worker. Call Stop from any
-// goroutine but Config.Hook's: the Hook runs on an attempt's goroutine,
-// which Stop waits for.
+// worker_stopped, due again at once, for any worker. It is counted and
+// logged as an attempt, but spares the delivery's budget, which grows by
+// one: a stop during a delivery's last attempt does not fail it (its
+// deadline still ends it). Call Stop from any goroutine but
+// Config.Hook's: the Hook runs on an attempt's goroutine, which Stop waits
+// for.
 //
 //	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 //	defer cancel()

@@ -356,3 +356,78 @@ func TestStopWithNothingRunningReturnsNil(t *testing.T) {
 		t.Fatalf("%d cuts logged with nothing running", n)
 	}
 }
+
+// TestAnAttemptCutShortAsTheWorkerStopsSparesItsBudget: a delivery's last
+// attempt (MaxAttempts 1), cut short as the worker stops, by Stop's
+// context ending or by Run's, is counted and logged like any attempt, but
+// spends none of the budget: the delivery is due again at once with one
+// more attempt to make, which the next worker makes. A deploy during a
+// delivery's last attempt does not fail it.
+func TestAnAttemptCutShortAsTheWorkerStopsSparesItsBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cut  func(t *testing.T, h *holdBundle, cancelRun context.CancelFunc)
+	}{
+		{"Stop's context ends", func(t *testing.T, h *holdBundle, _ context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			stopErr := make(chan error, 1)
+			go func() { stopErr <- h.worker.Stop(ctx) }()
+			<-h.logs.logged("worker: stopping")
+			cancel() // the attempt is still held by the receiver
+			if err := <-stopErr; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Stop = %v, want context.Canceled", err)
+			}
+		}},
+		{"Run's context ends", func(t *testing.T, h *holdBundle, cancelRun context.CancelFunc) { cancelRun() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := setupHold(t, nil)
+			e, err := h.store.Outbox.Enqueue(t.Context(), h.store.DB(), store.EnqueueParams{
+				NotificationID: "last", Endpoint: h.server.URL + "/hooks", Payload: []byte(`{}`), MaxAttempts: 1,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			runErr := make(chan error, 1)
+			go func() { runErr <- h.worker.Run(ctx) }()
+			<-h.arrived
+			tc.cut(t, h, cancel)
+			if err := <-runErr; err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+
+			d := h.get(t, e.ID)
+			attempts, err := h.store.Outbox.Attempts(t.Context(), e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeWorkerStopped || d.NextAttemptAt.After(h.clock.Now()) ||
+				d.Attempts != 1 || d.MaxAttempts != 2 {
+				t.Fatalf("its last attempt cut short left the delivery %s/%s after %d of %d attempts, due in %v; want retry_wait/worker_stopped after 1 of 2, due at once",
+					d.Status, d.LastErrorCode, d.Attempts, d.MaxAttempts, d.NextAttemptAt.Sub(h.clock.Now()))
+			}
+			if len(attempts) != 1 || attempts[0].Outcome != store.AttemptRetry || attempts[0].ErrorCode != courier.CodeWorkerStopped {
+				t.Fatalf("attempts logged: %+v; want the one cut short, a worker_stopped retry", attempts)
+			}
+			if ep, err := h.store.Endpoints.Get(t.Context(), d.Endpoint); err != nil || ep.ConsecutiveFailures != 0 || ep.State != store.EndpointClosed {
+				t.Fatalf("the endpoint is %s with %d failures (%v); want closed with none: a stop is no failure of the endpoint's", ep.State, ep.ConsecutiveFailures, err)
+			}
+
+			close(h.release) // the next worker's attempt is answered
+			next, err := client.NewWorker(client.Config{Store: h.store, Signer: signerFor(t, h.workerBundle), Transport: loopbackGuard(t, h.server.URL).Transport(), Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := next.Work(t.Context()); n != 1 || err != nil {
+				t.Fatalf("the next worker's Work = %d, %v; want the delivery", n, err)
+			}
+			if d := h.get(t, e.ID); d.Status != courier.StatusSucceeded || d.Attempts != 2 || d.MaxAttempts != 2 {
+				t.Fatalf("after the next worker's attempt the delivery is %s after %d of %d attempts, want succeeded after 2 of 2", d.Status, d.Attempts, d.MaxAttempts)
+			}
+		})
+	}
+}

@@ -419,9 +419,11 @@ func defaultOwner() string {
 // ends. Cancelling the context of Run (or Work) is the hard way: the
 // attempts in flight are cut short at once. Either way nothing is left
 // leased: an attempt cut short is settled as a retry with code
-// worker_stopped (it may have reached the receiver, so it counts against
-// the delivery's budget), and a delivery never started is given back
-// without counting.
+// worker_stopped, due again at once (it may have reached the receiver, so
+// it is counted in the delivery's attempts and logged, but it spares the
+// delivery's budget, which grows by one: a stop during a delivery's last
+// attempt leaves it one more, and only its deadline ends it), and a
+// delivery never started is given back without counting.
 type Worker struct {
 	cfg     Config
 	outbox  protocol.Outbox
@@ -531,7 +533,8 @@ func NewWorker(cfg Config) (*Worker, error) {
 // another worker takes them as they were); the attempts in flight run to
 // their end and are settled. Stop returns nil once every Run and Work of
 // w has returned. If ctx ends first, the attempts still in flight are cut
-// short and settled as retries with code worker_stopped, and Stop returns
+// short and settled as retries with code worker_stopped, due again at
+// once, their deliveries' budgets spared (see Worker), and Stop returns
 // ctx's error at once, without waiting for those settles: Run and Work
 // return when they are done (bounded by what is left of their leases, and
 // by the configuration's functions an attempt is in, which nothing can cut
@@ -681,10 +684,11 @@ func (w *Worker) attemptContext(ctx context.Context) (context.Context, context.C
 // Run delivers until ctx is done or Stop is called, and returns nil once
 // every attempt it started is settled. When ctx is done, the attempts in
 // flight are cut short at once and settled as retries with code
-// worker_stopped, and what Run claimed and had not started is given back
-// (see Worker); for a soft shutdown call Stop instead. Run returns an error
-// only for a configuration it cannot run with, and for a Store that was
-// closed (store.Store.Close), on which no claim can succeed: it hears of
+// worker_stopped, due again at once, their deliveries' budgets spared, and
+// what Run claimed and had not started is given back (see Worker); for a
+// soft shutdown call Stop instead. Run returns an error only for a
+// configuration it cannot run with, and for a Store that was closed
+// (store.Store.Close), on which no claim can succeed: it hears of
 // the Close at once, not at its next poll (a claim waiting in the
 // database is cut short, leasing nothing), and returns the Store's error,
 // code database_unavailable, once the attempts in flight are settled (as
