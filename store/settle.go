@@ -19,9 +19,9 @@ import (
 // one statement and logged by another, however many there are. Whether a
 // retry still fits the delivery's budget and deadline is decided by the
 // statement, against the row; a retry that spares the budget
-// (Outcome.SpareBudget) raises it there by one, up to its bound. An invalid outcome is refused alone, in its
-// Settled.Err: the outcomes of other deliveries settled with it do not
-// depend on it.
+// (Outcome.SpareBudget) raises it there by one, up to its bound. An
+// invalid outcome is refused alone, in its Settled.Err: the outcomes of
+// other deliveries settled with it do not depend on it.
 //
 // A transaction outside courier may hold one of the rows (an
 // application's Cancel in a long transaction of its own, an operator's

@@ -158,10 +158,10 @@ type Outcome struct {
 	// delivery's budget: it is counted (attempts) and logged as any
 	// attempt, and the budget grows by one, up to the bound of every
 	// budget (1000 attempts), so even a last attempt leaves one more. Its
-	// deadline still ends the delivery. A worker sets it on an attempt it cut short as it
-	// stopped (code worker_stopped), which says nothing of the delivery nor
-	// of its endpoint; a lease that ran out (a worker that died) is counted
-	// in full, as the store reclaims it.
+	// deadline still ends the delivery. A worker sets it on an attempt it
+	// cut short as it stopped (code worker_stopped), which says nothing of
+	// the delivery nor of its endpoint; a lease that ran out (a worker that
+	// died) is counted in full, as the store reclaims it.
 	SpareBudget bool
 	// Refusal is the guard's error when Code is destination_forbidden:
 	// its message names the reason class only (scheme, port, the kind of
