@@ -48,7 +48,7 @@ const (
 	CodeTimeout              Code = "timeout"               // the attempt exceeded its timeout
 	CodeSigningFailed        Code = "signing_failed"        // no usable key to sign the attempt
 	CodeCancelled            Code = "cancelled"             // an operator withdrew the delivery
-	CodeWorkerStopped        Code = "worker_stopped"        // the worker stopped mid-attempt: retried at once, the attempt counted and logged but the budget spared (it grows by one, so a stop during the last attempt leaves one more; the deadline still ends it); Work after Stop returns it
+	CodeWorkerStopped        Code = "worker_stopped"        // the worker stopped mid-attempt: retried at once, counted but not spent from the budget; Work after Stop returns it
 )
 
 // Codes a receiver answers with, in the problem+json body.
