@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier/internal/fieldlist"
 	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/rules"
 	"github.com/courier-go/courier/internal/typewalk"
@@ -395,7 +397,10 @@ func indirect(t reflect.Type) reflect.Type {
 
 // Validate checks v against its `validate` struct tags and, if v is a
 // Checker, its own rules. Failures are a *ValidationError listing every
-// failing field, named by its JSON name. Beyond validator/v10's built-in
+// failing field, named by its JSON name, in one order for one value: a
+// struct's fields in their order, the elements of a slice by index and the
+// entries of a map by key (see inOrder), whatever order Go ranges over the
+// map in. Beyond validator/v10's built-in
 // rules, the tags may use courier's own:
 //
 //	courier_token   1–256 of A-Z a-z 0-9 _ . : -
@@ -426,6 +431,7 @@ func Validate(v any) error {
 		// panicked on a value of interface type it dove into.
 		if checkRules(reflect.TypeOf(v)) == nil {
 			if fields := diveMisfits(reflect.ValueOf(v)); len(fields) > 0 {
+				inOrder(fields)
 				return &ValidationError{Fields: fields}
 			}
 		}
@@ -437,6 +443,7 @@ func Validate(v any) error {
 		for i, fe := range verrs {
 			fields[i] = FieldError{Field: fieldPath(fe), Rule: fe.Tag()}
 		}
+		inOrder(fields)
 		return &ValidationError{Fields: fields}
 	case err != nil:
 		return err
@@ -453,6 +460,39 @@ func Validate(v any) error {
 		return err
 	}
 	return nil
+}
+
+// inOrder sorts fields, failures of one value as Validate names them, into
+// an order that does not depend on the order they were found in: the
+// validator goes through a struct's fields in their order, but through a
+// map's entries in Go's, which differs from one run to the next, so the
+// same body would list its fields differently each time. The validator
+// names the failures under one struct field (or path of struct fields:
+// the part of their paths before the first index or key, which no map key
+// is part of) one after another, and those fields in a fixed order, so
+// each such run is sorted on its own, by fieldlist.Compare (indexes by
+// number, keys by their bytes), and the runs keep their order.
+func inOrder(fields []FieldError) {
+	for start := 0; start < len(fields); {
+		outer, end := outerField(fields[start].Field), start+1
+		for end < len(fields) && outerField(fields[end].Field) == outer {
+			end++
+		}
+		slices.SortFunc(fields[start:end], func(a, b FieldError) int {
+			if c := fieldlist.Compare(a.Field, b.Field); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Rule, b.Rule)
+		})
+		start = end
+	}
+}
+
+// outerField is the part of path before its first index or key: the path
+// of struct fields that leads to it, which no map key is part of.
+func outerField(path string) string {
+	outer, _, _ := strings.Cut(path, "[")
+	return outer
 }
 
 // maxDiveDepth bounds how deep diveMisfits looks into a value: deeper
