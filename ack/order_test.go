@@ -74,3 +74,18 @@ func TestValidateListsFieldsInOneOrder(t *testing.T) {
 		t.Fatalf("fields\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestValidationErrorMessageIsBounded: the message of a failure of many
+// fields names the first 100 and counts the others, and cuts a long path.
+func TestValidationErrorMessageIsBounded(t *testing.T) {
+	t.Parallel()
+	ve := &ack.ValidationError{}
+	for i := range 100000 {
+		ve.Fields = append(ve.Fields, ack.FieldError{Field: fmt.Sprintf("items[%d].qty", i), Rule: "gt"})
+	}
+	ve.Fields[0].Field = strings.Repeat("é", 1000)
+	msg := ve.Error()
+	if len(msg) > 100*(256+16) || !strings.HasSuffix(msg, "items[99].qty (gt), and 99900 more") || !strings.Contains(msg, "é…é") || !strings.Contains(msg, "é (gt), items[1].qty (gt)") {
+		t.Fatalf("message of %d bytes: %q … %s", len(msg), msg[:300], msg[max(0, len(msg)-80):])
+	}
+}

@@ -34,12 +34,19 @@ type ValidationError struct {
 	Fields []FieldError
 }
 
+// Error names the first fields that failed (fieldlist.Max of them, each
+// path cut to fieldlist.MaxPathBytes) and how many more did.
 func (e *ValidationError) Error() string {
-	names := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
-		names[i] = f.Field + " (" + f.Rule + ")"
+	shown := e.Fields[:min(len(e.Fields), fieldlist.Max)]
+	names := make([]string, len(shown))
+	for i, f := range shown {
+		names[i] = fieldlist.Cut(f.Field) + " (" + f.Rule + ")"
 	}
-	return "ack: invalid payload: " + strings.Join(names, ", ")
+	msg := "ack: invalid payload: " + strings.Join(names, ", ")
+	if more := len(e.Fields) - len(shown); more > 0 {
+		msg += fmt.Sprintf(", and %d more", more)
+	}
+	return msg
 }
 
 // Unwrap returns courier.CodePayloadInvalid: a validation failure is of

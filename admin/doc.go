@@ -153,7 +153,8 @@
 // each parameter (rule query), so that an Authorize that reads the form
 // (r.FormValue, which reads the query too) judges what the action reads.
 // A query, form or body with a bad field is 400 validation_failed listing
-// each ({"errors": [{"field", "rule"}…]}).
+// each ({"errors": [{"field", "rule"}…]}), the first 100 where more failed
+// (its detail then says how many), each path at most 256 bytes.
 //
 // Every answer is bounded, however many endpoints the outbox knows. A
 // large outbox keeps tens of thousands of endpoints with something to

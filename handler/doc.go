@@ -28,7 +28,10 @@
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields;
 //	                            a number no float64 holds, in a valid document: rule finite
 //	                            where the body is canonicalized (ack.Terminal, Reporting,
-//	                            Source, Publish), rule type in a field of your own type)
+//	                            Source, Publish), rule type in a field of your own type;
+//	                            at most 100 fields, each path at most 256 bytes, cut in its
+//	                            middle with "…", in one order for one body; when more
+//	                            failed, detail says "the first 100 of N")
 //	400 validation_failed       notification_id (rule webhook_id): the signed message id
 //	                            (webhook-id, or Svix's svix-id) names another notification
 //	400 message_id_missing      Receiver only: a payload without an id of its own, under a

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/fieldlist"
 	"github.com/courier-go/courier/internal/jsonbody"
 )
 
@@ -322,8 +323,9 @@ func TestDecodeNamesUnknownMembersByPath(t *testing.T) {
 }
 
 // TestDecodeRefusesNamesDeepDown: a case variant or an unknown member as
-// deep as a body may nest is refused as at the top, named by its path, and
-// the same body spelled right is taken.
+// deep as a body may nest is refused as at the top, named by its path (cut
+// in its middle to fieldlist.MaxPathBytes, so that its end names the
+// member), and the same body spelled right is taken.
 func TestDecodeRefusesNamesDeepDown(t *testing.T) {
 	t.Parallel()
 	const levels = 49 // 98 levels of JSON, within strictjson.MaxDepth
@@ -338,10 +340,10 @@ func TestDecodeRefusesNamesDeepDown(t *testing.T) {
 		fields       []string // field (rule); none: accepted
 	}{
 		{"exact names", deep(`{"name":"leaf","children":[]}`), false, nil},
-		{"case variant", deep(`{"NAME":"leaf"}`), true, []string{path + "NAME (unknown)"}},
-		{"unknown member", deep(`{"name":"leaf","x":1}`), false, []string{path + "x (unknown)"}},
+		{"case variant", deep(`{"NAME":"leaf"}`), true, []string{fieldlist.Cut(path+"NAME") + " (unknown)"}},
+		{"unknown member", deep(`{"name":"leaf","x":1}`), false, []string{fieldlist.Cut(path+"x") + " (unknown)"}},
 		{"unknown member, allowed", deep(`{"name":"leaf","x":1}`), true, nil},
-		{"case variant and unknown member", deep(`{"Children":[],"x":1}`), false, []string{path + "Children (unknown)"}},
+		{"case variant and unknown member", deep(`{"Children":[],"x":1}`), false, []string{fieldlist.Cut(path+"Children") + " (unknown)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -4,18 +4,22 @@ package problem
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/fieldlist"
 )
 
 // ContentType is the media type of a problem body.
 const ContentType = "application/problem+json"
 
 // Problem is an RFC 9457 problem details document with courier's code.
+// Errors lists the fields a validation failure is about; Write names at
+// most fieldlist.Max of them, by paths of at most fieldlist.MaxPathBytes.
 type Problem struct {
 	Type   string           `json:"type"`
 	Title  string           `json:"title"`
@@ -39,9 +43,15 @@ type CodeRecorder interface {
 
 // Write sends p. Nothing else must have been written to w. The first
 // CodeRecorder found on w or down its Unwrap chain is told p's code.
+//
+// The body names the first fieldlist.Max of p.Errors, each path cut to
+// fieldlist.MaxPathBytes (see fieldlist.Cut), and where that leaves some
+// out its detail says how many there were ("…; the first 100 of 60000
+// failing fields are listed"): the answer stays small whatever a body got
+// wrong. p itself is left as it is.
 func Write(w http.ResponseWriter, p *Problem) {
 	record(w, p.Code)
-	b, err := json.Marshal(p)
+	b, err := json.Marshal(bounded(p))
 	if err != nil { // a Problem always marshals; keep the status regardless
 		b = []byte(`{"type":"about:blank","status":500,"code":"internal_error"}`)
 	}
@@ -52,6 +62,27 @@ func Write(w http.ResponseWriter, p *Problem) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(b)
+}
+
+// bounded returns p, or a copy of it whose field list names at most
+// fieldlist.Max fields by paths of at most fieldlist.MaxPathBytes.
+func bounded(p *Problem) *Problem {
+	cut := len(p.Errors) > fieldlist.Max
+	for _, f := range p.Errors[:min(len(p.Errors), fieldlist.Max)] {
+		cut = cut || len(f.Field) > fieldlist.MaxPathBytes
+	}
+	if !cut {
+		return p
+	}
+	q := *p
+	q.Errors = make([]ack.FieldError, min(len(p.Errors), fieldlist.Max))
+	for i := range q.Errors {
+		q.Errors[i] = ack.FieldError{Field: fieldlist.Cut(p.Errors[i].Field), Rule: p.Errors[i].Rule}
+	}
+	if len(p.Errors) > fieldlist.Max {
+		q.Detail = fmt.Sprintf("%s; the first %d of %d failing fields are listed", p.Detail, fieldlist.Max, len(p.Errors))
+	}
+	return &q
 }
 
 // Error writes a problem for status and code in one call.

@@ -2,12 +2,16 @@ package problem_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/fieldlist"
 	"github.com/courier-go/courier/internal/problem"
 )
 
@@ -54,5 +58,38 @@ func TestWriteTellsTheRecorderItsCode(t *testing.T) {
 	problem.Error(wrapper{rec}, 404, courier.CodeNotFound, "")
 	if rec.Code != 404 {
 		t.Fatalf("status %d", rec.Code)
+	}
+}
+
+// TestWriteBoundsTheFieldList: a problem with more failing fields than
+// fieldlist.Max names the first of them, says in its detail how many
+// there were, and cuts a long path; the Problem given is left whole.
+func TestWriteBoundsTheFieldList(t *testing.T) {
+	t.Parallel()
+	p := problem.New(400, courier.CodeValidation, "the request is not valid")
+	for i := range 60000 {
+		p.Errors = append(p.Errors, ack.FieldError{Field: fmt.Sprintf("u%d", i), Rule: "unknown"})
+	}
+	p.Errors[1].Field = strings.Repeat("k", 900000)
+	rec := httptest.NewRecorder()
+	problem.Write(rec, p)
+	var got problem.Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Body.Len() > 100*(256+64) || len(got.Errors) != fieldlist.Max ||
+		got.Errors[0] != p.Errors[0] || got.Errors[1].Field != fieldlist.Cut(p.Errors[1].Field) || got.Errors[99].Field != "u99" ||
+		got.Detail != "the request is not valid; the first 100 of 60000 failing fields are listed" {
+		t.Fatalf("wrote %d bytes, %d fields, detail %q", rec.Body.Len(), len(got.Errors), got.Detail)
+	}
+	if len(p.Errors) != 60000 || len(p.Errors[1].Field) != 900000 || p.Detail != "the request is not valid" {
+		t.Fatal("Write changed the Problem it was given")
+	}
+	// A list within the bounds is written as it is.
+	p.Errors = p.Errors[2:5]
+	rec = httptest.NewRecorder()
+	problem.Write(rec, p)
+	if want := `"detail":"the request is not valid","errors":[{"field":"u2","rule":"unknown"},{"field":"u3","rule":"unknown"},{"field":"u4","rule":"unknown"}]}`; !strings.HasSuffix(rec.Body.String(), want) {
+		t.Fatalf("wrote %s", rec.Body)
 	}
 }
