@@ -24,6 +24,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/fieldlist"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/strictjson"
 )
@@ -132,8 +133,7 @@ func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 	if !Check(w, body) {
 		return false
 	}
-	variants, unknown := strictjson.CheckStrictNames(body, v)
-	return decodeNamed(w, body, v, allowUnknown, variants, unknown)
+	return decodeNamed(w, body, v, allowUnknown, true)
 }
 
 // DecodeChecked is Decode for a body already checked strictly. It refuses
@@ -143,14 +143,25 @@ func Decode(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
 // and anything ack.Validate refuses: 400 validation_failed naming the
 // fields.
 func DecodeChecked(w http.ResponseWriter, body []byte, v any, allowUnknown bool) bool {
-	variants, unknown := strictjson.CheckNames(body, v)
-	return decodeNamed(w, body, v, allowUnknown, variants, unknown)
+	return decodeNamed(w, body, v, allowUnknown, false)
 }
 
-// decodeNamed decodes body into v and validates it, given what
-// strictjson.CheckNames found in body for v.
-func decodeNamed(w http.ResponseWriter, body []byte, v any, allowUnknown bool, variants, unknown []string) bool {
-	if err := decode(body, v, allowUnknown, variants, unknown); err != nil {
+// decodeNamed checks the names of body for v (see strictjson.CheckNames;
+// body already checked strictly where checked), decodes body into v and
+// validates it. Of the names it refuses it keeps the first fieldlist.Max,
+// all a refusal names, and counts the others: a body of 60,000 unknown
+// members costs no list of 60,000 paths.
+func decodeNamed(w http.ResponseWriter, body []byte, v any, allowUnknown, checked bool) bool {
+	variants, unknown, nVariants, nUnknown := strictjson.CheckNamesFirst(body, v, checked, fieldlist.Max)
+	switch {
+	case len(variants) > 0:
+		invalid(w, unknownFields(variants), nVariants-len(variants))
+		return false
+	case len(unknown) > 0 && !allowUnknown:
+		invalid(w, unknownFields(unknown), nUnknown-len(unknown))
+		return false
+	}
+	if err := decode(body, v, allowUnknown); err != nil {
 		Invalid(w, decodeError(body, v, err))
 		return false
 	}
@@ -166,30 +177,31 @@ func decodeNamed(w http.ResponseWriter, body []byte, v any, allowUnknown bool, v
 // Invalid answers 400 validation_failed listing ve's fields (none when ve
 // is nil).
 func Invalid(w http.ResponseWriter, ve *ack.ValidationError) {
+	invalid(w, ve, 0)
+}
+
+// invalid is Invalid for ve and omitted more failing fields it does not
+// list.
+func invalid(w http.ResponseWriter, ve *ack.ValidationError, omitted int) {
 	p := problem.New(http.StatusBadRequest, courier.CodeValidation, "the request is not valid")
 	if ve != nil {
 		p.Errors = ve.Fields
 	}
+	p.Omitted = omitted
 	problem.Write(w, p)
 }
 
-// decode decodes a body Check has accepted into v, refusing first the
-// members whose names match one of v's fields, at any depth, only
-// case-insensitively: encoding/json would take them for that field, so a
-// body could carry a value under a name no one checks. Unless
-// allowUnknown, it then refuses the members that match no field, named by
-// their path as validation names fields (items[0].x), where encoding/json
-// would name the first of them by its name alone. variants and unknown
-// are those members, as strictjson.CheckNames finds both in one walk.
-func decode(body []byte, v any, allowUnknown bool, variants, unknown []string) error {
-	if len(variants) > 0 {
-		return unknownFields(variants)
-	}
+// decode decodes a body Check has accepted, and whose member names
+// decodeNamed has checked, into v. The walk refuses the members whose
+// names match one of v's fields, at any depth, only case-insensitively
+// (encoding/json would take them for that field, so a body could carry a
+// value under a name no one checks) and, unless allowUnknown, the members
+// that match no field, named by their path as validation names fields
+// (items[0].x), where encoding/json would name the first of them by its
+// name alone.
+func decode(body []byte, v any, allowUnknown bool) error {
 	if allowUnknown {
 		return json.Unmarshal(body, v)
-	}
-	if len(unknown) > 0 {
-		return unknownFields(unknown)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields() // still: for what the walk leaves to a type's own decoding

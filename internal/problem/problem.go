@@ -27,6 +27,9 @@ type Problem struct {
 	Code   courier.Code     `json:"code"`
 	Detail string           `json:"detail,omitempty"`
 	Errors []ack.FieldError `json:"errors,omitempty"`
+	// Omitted counts failing fields beyond Errors that whoever made the
+	// list found and did not keep, having stopped at fieldlist.Max.
+	Omitted int `json:"-"`
 }
 
 // New returns a problem for status and code; detail must be content-free.
@@ -67,7 +70,8 @@ func Write(w http.ResponseWriter, p *Problem) {
 // bounded returns p, or a copy of it whose field list names at most
 // fieldlist.Max fields by paths of at most fieldlist.MaxPathBytes.
 func bounded(p *Problem) *Problem {
-	cut := len(p.Errors) > fieldlist.Max
+	failed := len(p.Errors) + p.Omitted
+	cut := failed > fieldlist.Max || p.Omitted > 0
 	for _, f := range p.Errors[:min(len(p.Errors), fieldlist.Max)] {
 		cut = cut || len(f.Field) > fieldlist.MaxPathBytes
 	}
@@ -79,8 +83,8 @@ func bounded(p *Problem) *Problem {
 	for i := range q.Errors {
 		q.Errors[i] = ack.FieldError{Field: fieldlist.Cut(p.Errors[i].Field), Rule: p.Errors[i].Rule}
 	}
-	if len(p.Errors) > fieldlist.Max {
-		q.Detail = fmt.Sprintf("%s; the first %d of %d failing fields are listed", p.Detail, fieldlist.Max, len(p.Errors))
+	if failed > len(q.Errors) {
+		q.Detail = fmt.Sprintf("%s; the first %d of %d failing fields are listed", p.Detail, len(q.Errors), failed)
 	}
 	return &q
 }

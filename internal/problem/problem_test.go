@@ -93,3 +93,17 @@ func TestWriteBoundsTheFieldList(t *testing.T) {
 		t.Fatalf("wrote %s", rec.Body)
 	}
 }
+
+// TestWriteCountsOmittedFields: a list its maker stopped at fieldlist.Max
+// says in its detail how many fields failed in all.
+func TestWriteCountsOmittedFields(t *testing.T) {
+	t.Parallel()
+	p := problem.New(400, courier.CodeValidation, "the request is not valid")
+	p.Errors = []ack.FieldError{{Field: "u0", Rule: "unknown"}, {Field: "u1", Rule: "unknown"}}
+	p.Omitted = 59998
+	rec := httptest.NewRecorder()
+	problem.Write(rec, p)
+	if want := `"detail":"the request is not valid; the first 2 of 60000 failing fields are listed","errors":[{"field":"u0","rule":"unknown"},{"field":"u1","rule":"unknown"}]}`; !strings.HasSuffix(rec.Body.String(), want) {
+		t.Fatalf("wrote %s", rec.Body)
+	}
+}

@@ -50,48 +50,94 @@ import (
 // winning, so that the names checked are those decoding would see; one
 // encoding/json refuses has none.
 func CheckNames(doc []byte, v any) (variants, unknown []string) {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return nil, nil
-	}
-	if Check(doc) != nil {
-		root, ok := parseLikeEncodingJSON(doc)
-		if !ok {
-			return nil, nil
-		}
-		return CheckValueNames(root, v)
-	}
-	return CheckStrictNames(doc, v)
+	vs, us := checkNames(doc, v, false, 0)
+	return vs.paths, us.paths
 }
 
 // CheckStrictNames is CheckNames for a document Check has accepted, which
 // it does not check again. doc must be one: another may make it panic.
 func CheckStrictNames(doc []byte, v any) (variants, unknown []string) {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return nil, nil
-	}
-	var w nameWalk
-	p := parser{b: doc}
-	p.space()
-	w.scan(&p, t, true, 0)
-	slices.Sort(w.variants)
-	slices.Sort(w.unknown)
-	return w.variants, w.unknown
+	vs, us := checkNames(doc, v, true, 0)
+	return vs.paths, us.paths
 }
 
 // CheckValueNames is CheckNames for a document Parse has already read, so
 // that a caller that has the tree does not parse the bytes again.
 func CheckValueNames(doc Value, v any) (variants, unknown []string) {
+	vs, us := checkValueNames(doc, v, 0)
+	return vs.paths, us.paths
+}
+
+// CheckNamesFirst is CheckNames, or CheckStrictNames where checked, that
+// keeps of each list only its first n paths in sorted order, and counts
+// them all: nVariants and nUnknown. What it keeps is bounded by n however
+// many members of doc its type does not take (a refusal names no more).
+func CheckNamesFirst(doc []byte, v any, checked bool, n int) (variants, unknown []string, nVariants, nUnknown int) {
+	vs, us := checkNames(doc, v, checked, n)
+	return vs.paths, us.paths, vs.n, us.n
+}
+
+// checkNames is CheckNames, or CheckStrictNames where checked, keeping the
+// first limit paths of each list (all of them where limit is 0).
+func checkNames(doc []byte, v any, checked bool, limit int) (variants, unknown found) {
 	t := reflect.TypeOf(v)
 	if t == nil {
-		return nil, nil
+		return found{}, found{}
 	}
-	var w nameWalk
+	if !checked && Check(doc) != nil {
+		root, ok := parseLikeEncodingJSON(doc)
+		if !ok {
+			return found{}, found{}
+		}
+		return checkValueNames(root, v, limit)
+	}
+	w := nameWalk{variants: found{limit: limit}, unknown: found{limit: limit}}
+	p := parser{b: doc}
+	p.space()
+	w.scan(&p, t, true, 0)
+	return w.variants.sorted(), w.unknown.sorted()
+}
+
+// checkValueNames is CheckValueNames keeping the first limit paths of
+// each list (all of them where limit is 0).
+func checkValueNames(doc Value, v any, limit int) (variants, unknown found) {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return found{}, found{}
+	}
+	w := nameWalk{variants: found{limit: limit}, unknown: found{limit: limit}}
 	w.check(doc, t, true)
-	slices.Sort(w.variants)
-	slices.Sort(w.unknown)
-	return w.variants, w.unknown
+	return w.variants.sorted(), w.unknown.sorted()
+}
+
+// found is the paths a name walk found of one kind: the first limit of
+// them in sorted order (all of them where limit is 0), and how many.
+type found struct {
+	paths []string
+	n     int
+	limit int
+}
+
+// add counts path and keeps it while it may be among the first limit:
+// the paths are sorted and cut back to limit each time they reach twice
+// that, so what is kept stays under 2*limit paths.
+func (f *found) add(path string) {
+	f.n++
+	f.paths = append(f.paths, path)
+	if f.limit > 0 && len(f.paths) >= 2*f.limit {
+		slices.Sort(f.paths)
+		clear(f.paths[f.limit:])
+		f.paths = f.paths[:f.limit]
+	}
+}
+
+// sorted returns f with its paths sorted and cut to its limit.
+func (f found) sorted() found {
+	slices.Sort(f.paths)
+	if f.limit > 0 && len(f.paths) > f.limit {
+		f.paths = f.paths[:f.limit:f.limit]
+	}
+	return f
 }
 
 // parseLikeEncodingJSON reads a document Parse refuses into a Value the way
@@ -147,7 +193,7 @@ type nameWalk struct {
 	// out only for a member reported: building every value's path as the
 	// walk goes would cost the depth at every element of a deep array.
 	path              []step
-	variants, unknown []string
+	variants, unknown found
 }
 
 // step is one step of a path: into an object's member, a map's value or
@@ -189,9 +235,9 @@ func (w *nameWalk) check(doc Value, t reflect.Type, unknowns bool) {
 			}
 			switch {
 			case foldsToField(fields, m.Key):
-				w.variants = append(w.variants, w.pathTo(step{kind: memberStep, name: m.Key}))
+				w.variants.add(w.pathTo(step{kind: memberStep, name: m.Key}))
 			case unknowns:
-				w.unknown = append(w.unknown, w.pathTo(step{kind: memberStep, name: m.Key}))
+				w.unknown.add(w.pathTo(step{kind: memberStep, name: m.Key}))
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -234,9 +280,9 @@ func (w *nameWalk) scan(p *parser, t reflect.Type, unknowns bool, depth int) {
 			}
 			switch {
 			case foldsToField(fields, string(key)):
-				w.variants = append(w.variants, w.pathTo(s))
+				w.variants.add(w.pathTo(s))
 			case unknowns:
-				w.unknown = append(w.unknown, w.pathTo(s))
+				w.unknown.add(w.pathTo(s))
 			}
 			_, _ = p.value(depth + 1)
 		})
