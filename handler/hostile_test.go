@@ -41,6 +41,28 @@ import (
 // 10,000-level document to reach the JSON parser.
 const hostileMaxBody = 64 << 10
 
+// hostileMaxAnswer bounds every answer of the battery: a refusal names at
+// most 100 fields, each by a path of at most 256 bytes, however many a
+// body gets wrong.
+const hostileMaxAnswer = 100*(256+64) + 512
+
+// hostileManyUnknown is members enough to fill most of hostileMaxBody, each
+// one unknown to every receiver: "u0":1,"u1":1,…
+func hostileManyUnknown() string {
+	var b strings.Builder
+	for i := range 5000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"u%d":1`, i)
+	}
+	return b.String()
+}
+
+// hostileLongName is a member name of 60,000 bytes, and the path a
+// refusal names it by.
+var hostileLongName, hostileLongNamePath = strings.Repeat("k", 60000), strings.Repeat("k", 126) + "…" + strings.Repeat("k", 127)
+
 // hostileEnv is one receiver on a fresh SQLite store behind a real server.
 type hostileEnv struct {
 	store  *store.Store
@@ -204,6 +226,9 @@ func runHostileCase(t *testing.T, target hostileTarget, tc hostileCase) {
 	}
 	if tc.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != http.MethodPost {
 		wrong = append(wrong, "Allow")
+	}
+	if len(out) > hostileMaxAnswer {
+		wrong = append(wrong, fmt.Sprintf("answer size (%d bytes, over %d)", len(out), hostileMaxAnswer))
 	}
 	if !stored {
 		wrong = append(wrong, fmt.Sprintf("writes (%d inbox rows and %d effects, want %d and %d)", inbox-inbox0, effects-effects0, tc.stored, tc.effects))
@@ -461,6 +486,8 @@ func hostileTerminalTarget() hostileTarget {
 			{name: "missing lifecycle_sha256", build: body(func(v hostileValid) []byte { return v.without("lifecycle_sha256") }), status: 400, code: courier.CodeValidation, field: "lifecycle_sha256"},
 			{name: "unknown status", build: body(func(v hostileValid) []byte { return v.with("terminal_status", `"exploded"`) }), status: 400, code: courier.CodeValidation, field: "terminal_status"},
 			{name: "unknown member", build: body(func(v hostileValid) []byte { return v.with("extra", `1`) }), status: 400, code: courier.CodeValidation, field: "extra"},
+			{name: "5000 unknown members", build: body(func(v hostileValid) []byte { return v.prepend(hostileManyUnknown()) }), status: 400, code: courier.CodeValidation, field: "u0"},
+			{name: "unknown member with a long name", build: body(func(v hostileValid) []byte { return v.with(hostileLongName, `1`) }), status: 400, code: courier.CodeValidation, field: hostileLongNamePath},
 			{name: "case-variant member", build: body(func(v hostileValid) []byte { return v.prepend(`"SITE_ID":"other"`) }), status: 400, code: courier.CodeValidation, field: "SITE_ID"},
 			{name: "bad digest", build: body(func(v hostileValid) []byte { return v.with("change_sha256", `"`+strings.Repeat("G", 64)+`"`) }), status: 400, code: courier.CodeValidation, field: "change_sha256"},
 			{name: "id not content-derived", build: body(func(v hostileValid) []byte {
@@ -659,6 +686,8 @@ func hostileSourceTarget() hostileTarget {
 			{name: "change with a null body", build: body(func(v hostileValid) []byte { return v.with("body", `null`) }), status: 400, code: courier.CodeValidation, field: "body"},
 			{name: "missing body", build: body(func(v hostileValid) []byte { return v.without("body") }), status: 400, code: courier.CodeValidation, field: "body"},
 			{name: "unknown member", build: body(func(v hostileValid) []byte { return v.with("x", `1`) }), status: 400, code: courier.CodeValidation, field: "x"},
+			{name: "5000 unknown members", build: body(func(v hostileValid) []byte { return v.prepend(hostileManyUnknown()) }), status: 400, code: courier.CodeValidation, field: "u0"},
+			{name: "unknown member with a long name", build: body(func(v hostileValid) []byte { return v.with(hostileLongName, `1`) }), status: 400, code: courier.CodeValidation, field: hostileLongNamePath},
 			{name: "case-variant member", build: body(func(v hostileValid) []byte { return v.prepend(`"Request_ID":"r2"`) }), status: 400, code: courier.CodeValidation, field: "Request_ID"},
 			{name: "other contract", build: body(func(v hostileValid) []byte { return v.with("capabilities_sha256", `"`+strings.Repeat("f", 64)+`"`) }), status: 409, code: courier.CodeContractChanged},
 			{name: "webhook-id is another command", build: func(v hostileValid) hostileRequest { return hostileRequest{id: "change:r2", body: v.body} },
@@ -754,6 +783,8 @@ func hostilePublishTarget() hostileTarget {
 				})
 			}), status: 400, code: courier.CodeValidation, field: "event_type"},
 			{name: "unknown member", build: body(func(v hostileValid) []byte { return v.with("x", `1`) }), status: 400, code: courier.CodeValidation, field: "x"},
+			{name: "5000 unknown members", build: body(func(v hostileValid) []byte { return v.prepend(hostileManyUnknown()) }), status: 400, code: courier.CodeValidation, field: "u0"},
+			{name: "unknown member with a long name", build: body(func(v hostileValid) []byte { return v.with(hostileLongName, `1`) }), status: 400, code: courier.CodeValidation, field: hostileLongNamePath},
 			{name: "case-variant payload", build: body(func(v hostileValid) []byte {
 				return v.edit(func(m map[string]json.RawMessage) { m["PAYLOAD"] = m["payload"]; delete(m, "payload") })
 			}), status: 400, code: courier.CodeValidation, field: "PAYLOAD"},
