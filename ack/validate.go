@@ -34,8 +34,9 @@ type ValidationError struct {
 	Fields []FieldError
 }
 
-// Error names the first fields that failed (fieldlist.Max of them, each
-// path cut to fieldlist.MaxPathBytes) and how many more did.
+// Error names the first 100 fields that failed, each path cut to 256
+// bytes, and counts the others: a payload can fail on every value it
+// holds.
 func (e *ValidationError) Error() string {
 	shown := e.Fields[:min(len(e.Fields), fieldlist.Max)]
 	names := make([]string, len(shown))
@@ -406,8 +407,7 @@ func indirect(t reflect.Type) reflect.Type {
 // Checker, its own rules. Failures are a *ValidationError listing every
 // failing field, named by its JSON name, in one order for one value: a
 // struct's fields in their order, the elements of a slice by index and the
-// entries of a map by key (see inOrder), whatever order Go ranges over the
-// map in. Beyond validator/v10's built-in
+// entries of a map by key, whatever order Go ranges over the map in. Beyond validator/v10's built-in
 // rules, the tags may use courier's own:
 //
 //	courier_token   1–256 of A-Z a-z 0-9 _ . : -
@@ -477,8 +477,9 @@ func Validate(v any) error {
 // names the failures under one struct field (or path of struct fields:
 // the part of their paths before the first index or key, which no map key
 // is part of) one after another, and those fields in a fixed order, so
-// each such run is sorted on its own, by fieldlist.Compare (indexes by
-// number, keys by their bytes), and the runs keep their order.
+// each such run is sorted on its own, by fieldlist.Compare (bytes, but
+// runs of digits, an index or within a key, by the number they spell),
+// and the runs keep their order.
 func inOrder(fields []FieldError) {
 	for start := 0; start < len(fields); {
 		outer, end := outerField(fields[start].Field), start+1

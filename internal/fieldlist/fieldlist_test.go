@@ -46,3 +46,12 @@ func TestCompare(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundsAreTheDocumented: README and the handler and admin docs quote
+// the bounds.
+func TestBoundsAreTheDocumented(t *testing.T) {
+	t.Parallel()
+	if fieldlist.Max != 100 || fieldlist.MaxPathBytes != 256 {
+		t.Fatalf("Max %d, MaxPathBytes %d: update README.md, handler/doc.go and admin/doc.go", fieldlist.Max, fieldlist.MaxPathBytes)
+	}
+}
