@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,10 +15,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
-	"github.com/courier-go/courier/signature"
-	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/sqlite"
 )
 
 // listedNote is a notification whose every element and map value can fail
@@ -40,26 +37,17 @@ func (n listedNote) DedupeKey() string { return n.ID }
 // the default body limit (1 MiB), and counts the function's calls.
 func listedReceiver(t *testing.T) (*receiverBundle, *atomic.Int32) {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	key, err := signature.ParseStandardWebhooksKey("k1", signature.NewStandardWebhooksSecret())
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "cms-host", Keys: []signature.StandardWebhooksKey{key}})
-	signer, _ := signature.NewStandardWebhooksSigner(key)
+	s := anyStore(t)
+	keys := couriertest.StandardWebhooksKeys("cms-host")
 	var calls atomic.Int32
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier}, func(context.Context, *sqlx.Tx, listedNote) error {
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier}, func(context.Context, *sqlx.Tx, listedNote) error {
 		calls.Add(1)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &receiverBundle{store: s, server: hostileServe(t, rcv), signer: signer}, &calls
+	return &receiverBundle{store: s, server: hostileServe(t, rcv), signer: keys.Signer}, &calls
 }
 
 // listedProblem is a 400's problem body with its detail and field list.
