@@ -256,8 +256,9 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 // reached the receiver, so the attempt is counted and logged; but a stop
 // says nothing of the delivery, so it spares its budget
 // (protocol.Outcome.SpareBudget): a deploy during a delivery's last
-// attempt does not fail it, and only its deadline ends it. Nor does it
-// say anything of the endpoint: its breaker does not count it.
+// attempt does not fail it, and only its deadline ends it (or its
+// 1000th attempt, the most any delivery makes). Nor does it say anything
+// of the endpoint: its breaker does not count it.
 func stoppedOutcome() protocol.Outcome {
 	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeWorkerStopped, SpareBudget: true}
 }

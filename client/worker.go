@@ -422,8 +422,9 @@ func defaultOwner() string {
 // worker_stopped, due again at once (it may have reached the receiver, so
 // it is counted in the delivery's attempts and logged, but it spares the
 // delivery's budget, which grows by one: a stop during a delivery's last
-// attempt leaves it one more, and only its deadline ends it), and a
-// delivery never started is given back without counting.
+// attempt leaves it one more, and only its deadline ends it, or its
+// 1000th attempt, the most any delivery makes), and a delivery never
+// started is given back without counting.
 type Worker struct {
 	cfg     Config
 	outbox  protocol.Outbox
