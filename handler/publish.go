@@ -66,8 +66,7 @@ const maxTenant = 256
 // it: a tenant is at most maxTenant bytes of text without NUL (a tag
 // counts characters); event_id leaves room for the ":" and subscription
 // id each delivery's notification id adds (store.MaxEventIDSize); an
-// endpoint is one a worker can send to (an absolute http or https URL
-// with a host and a port, if any, of 1 to 65535), at most
+// endpoint is an absolute http or https URL with a host, at most
 // store.MaxEndpointSize bytes.
 func (r publishRequest) Check() error {
 	var fields []ack.FieldError

@@ -888,7 +888,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 	stored, err := getRow[outboxRow](ctx, o.s, tx, "outbox_get", map[string]any{"id": r.ID})
 	switch {
 	case errors.Is(err, courier.CodeNotFound): // pruned since: it collided as it was read
-		return errIdempotencyCollision
+		return collisionWith("Payload")
 	case err != nil:
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"math"
 	"net/url"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -62,8 +61,7 @@ func LimitFaults(maxInFlight int, rate float64, burst int) []LimitFault {
 }
 
 // Valid reports whether raw is an endpoint a worker can send to: an
-// absolute http or https URL with a host, and a port, when it names one,
-// that a dial can reach (1 to 65535), at most MaxSize bytes of UTF-8
+// absolute http or https URL with a host, at most MaxSize bytes of UTF-8
 // (PostgreSQL stores no other text). Whether the destination is allowed
 // is the worker's transport's to say, at dial time. The outbox refuses
 // any other; the publish API refuses it first, naming its field.
@@ -72,23 +70,12 @@ func Valid(raw string) bool {
 		return false
 	}
 	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != "" &&
-		dialablePort(u.Port())
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
 }
 
 // Rule is what Valid asks of an endpoint, as a refusal says it: "…
 // endpoint must be " + Rule.
-const Rule = "an absolute http or https URL with a host, and a port (if any) of 1 to 65535, at most 2048 bytes"
-
-// dialablePort reports whether port, a URL's (digits, or "" for the
-// scheme's default), is one a connection can be made to.
-func dialablePort(port string) bool {
-	if port == "" {
-		return true
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
-}
+const Rule = "an absolute http or https URL with a host, at most 2048 bytes"
 
 // Normalize returns the form of the valid endpoint raw (see Valid) that
 // courier keeps and names it by: its scheme and host in ASCII lower case
