@@ -407,8 +407,8 @@ func indirect(t reflect.Type) reflect.Type {
 // Checker, its own rules. Failures are a *ValidationError listing every
 // failing field, named by its JSON name, in one order for one value: a
 // struct's fields in their order, the elements of a slice by index and the
-// entries of a map by key, whatever order Go ranges over the map in. Beyond validator/v10's built-in
-// rules, the tags may use courier's own:
+// entries of a map by key, whatever order Go ranges over the map in.
+// Beyond validator/v10's built-in rules, the tags may use courier's own:
 //
 //	courier_token   1–256 of A-Z a-z 0-9 _ . : -
 //	courier_sha256  64 lowercase hex characters

@@ -54,21 +54,8 @@ func CheckNames(doc []byte, v any) (variants, unknown []string) {
 	return vs.paths, us.paths
 }
 
-// CheckStrictNames is CheckNames for a document Check has accepted, which
-// it does not check again. doc must be one: another may make it panic.
-func CheckStrictNames(doc []byte, v any) (variants, unknown []string) {
-	vs, us := checkNames(doc, v, true, 0)
-	return vs.paths, us.paths
-}
-
-// CheckValueNames is CheckNames for a document Parse has already read, so
-// that a caller that has the tree does not parse the bytes again.
-func CheckValueNames(doc Value, v any) (variants, unknown []string) {
-	vs, us := checkValueNames(doc, v, 0)
-	return vs.paths, us.paths
-}
-
-// CheckNamesFirst is CheckNames, or CheckStrictNames where checked, that
+// CheckNamesFirst is CheckNames, for a document Check has accepted where
+// checked (which it does not check again: another may make it panic), that
 // keeps of each list only its first n paths in sorted order, and counts
 // them all: nVariants and nUnknown. What it keeps is bounded by n however
 // many members of doc its type does not take (a refusal names no more).
@@ -77,8 +64,9 @@ func CheckNamesFirst(doc []byte, v any, checked bool, n int) (variants, unknown 
 	return vs.paths, us.paths, vs.n, us.n
 }
 
-// checkNames is CheckNames, or CheckStrictNames where checked, keeping the
-// first limit paths of each list (all of them where limit is 0).
+// checkNames is CheckNames, trusting doc to be strict where checked,
+// keeping the first limit paths of each list (all of them where limit is
+// 0).
 func checkNames(doc []byte, v any, checked bool, limit int) (variants, unknown found) {
 	t := reflect.TypeOf(v)
 	if t == nil {
@@ -98,8 +86,9 @@ func checkNames(doc []byte, v any, checked bool, limit int) (variants, unknown f
 	return w.variants.sorted(), w.unknown.sorted()
 }
 
-// checkValueNames is CheckValueNames keeping the first limit paths of
-// each list (all of them where limit is 0).
+// checkValueNames is CheckNames for a document already read into a tree,
+// keeping the first limit paths of each list (all of them where limit is
+// 0).
 func checkValueNames(doc Value, v any, limit int) (variants, unknown found) {
 	t := reflect.TypeOf(v)
 	if t == nil {

@@ -71,7 +71,7 @@ UPDATE courier_outbox SET status = 'pending', payload_key_id = :payload_key_id, 
     profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
     trace_parent = :trace_parent, trace_state = :trace_state,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
-    max_attempts = CASE WHEN attempts + :max_attempts > 1000 THEN 1000 ELSE attempts + :max_attempts END,
+    max_attempts = MIN(attempts + :max_attempts, 1000),
     next_attempt_at = :next_attempt_at, deadline = :deadline,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
@@ -497,7 +497,7 @@ UPDATE courier_outbox NOT INDEXED SET
     last_error_code = CASE
         WHEN v.result = 'retry' AND attempts < max_attempts + v.spare AND attempts < 1000 AND v.next_at >= deadline THEN 'expired'
         ELSE v.code END,
-    max_attempts = CASE WHEN max_attempts + v.spare > 1000 THEN 1000 ELSE max_attempts + v.spare END,
+    max_attempts = MIN(max_attempts + v.spare, 1000),
     enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(enqueued_max_attempts, max_attempts) ELSE enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
@@ -655,7 +655,7 @@ GROUP BY endpoint, ordering_key;
 -- outbox_redrive_batch), read by the primary key (see outbox_redrive_keys).
 UPDATE courier_outbox NOT INDEXED SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
-    max_attempts = CASE WHEN attempts + :budget > 1000 THEN 1000 ELSE attempts + :budget END,
+    max_attempts = MIN(attempts + :budget, 1000),
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids))
