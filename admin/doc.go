@@ -90,7 +90,9 @@
 // when zero or empty: health's code; delivery's payload_sha256,
 // payload_key_id, key_id, next_attempt_at, deadline, lease_owner,
 // leased_at, lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256 and
-// subscription_id; attempt's http_status, error_code and remote_code;
+// subscription_id (next_attempt_at is written only while the delivery is
+// pending or retry_wait: a leased or finished one has no attempt due);
+// attempt's http_status, error_code and remote_code;
 // endpoint's failing_since, open_until, reason and updated_at; and
 // next_before and next_after on the last page. Every other member is
 // always written, zero included:

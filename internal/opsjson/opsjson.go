@@ -29,7 +29,7 @@ type Delivery struct {
 	Priority       int            `json:"priority"`
 	Attempts       int            `json:"attempts"`
 	MaxAttempts    int            `json:"max_attempts"`
-	NextAttemptAt  time.Time      `json:"next_attempt_at,omitzero"`
+	NextAttemptAt  time.Time      `json:"next_attempt_at,omitzero"` // while pending or retry_wait only
 	Deadline       time.Time      `json:"deadline,omitzero"`
 	LeaseOwner     string         `json:"lease_owner,omitempty"`
 	LeasedAt       time.Time      `json:"leased_at,omitzero"`
@@ -67,10 +67,14 @@ type DeliveryDetail struct {
 // NewDelivery is d's JSON form: its endpoint redacted and named by its
 // ref, its payload left out, its times in UTC.
 func NewDelivery(d store.Delivery) Delivery {
+	next := time.Time{} // the stored time of a delivery not waiting is when it last moved, not an attempt to come
+	if d.Status == courier.StatusPending || d.Status == courier.StatusRetryWait {
+		next = UTC(d.NextAttemptAt)
+	}
 	return Delivery{
 		ID: d.ID, NotificationID: d.NotificationID, Endpoint: endpoint.Redact(d.Endpoint), EndpointRef: endpoint.Ref(d.Endpoint),
 		PayloadSHA256: d.PayloadSHA256, PayloadKeyID: d.PayloadKeyID, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
-		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: UTC(d.NextAttemptAt), Deadline: UTC(d.Deadline),
+		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: next, Deadline: UTC(d.Deadline),
 		LeaseOwner: d.LeaseOwner, LeasedAt: UTC(d.LeasedAt), LeaseExpiresAt: UTC(d.LeaseExpiresAt),
 		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
 		SubscriptionID: d.SubscriptionID, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
