@@ -89,8 +89,8 @@
 // The objects' members (times are RFC 3339 in UTC). These are left out
 // when zero or empty: health's code; delivery's payload_sha256,
 // payload_key_id, key_id, next_attempt_at, deadline, lease_owner,
-// leased_at, lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256 and
-// subscription_id (next_attempt_at is written only while the delivery is
+// leased_at, lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256,
+// subscription_id and held (next_attempt_at is written only while the delivery is
 // pending or retry_wait: a leased or finished one has no attempt due);
 // attempt's http_status, error_code and remote_code;
 // endpoint's failing_since, open_until, reason and updated_at; and
@@ -105,7 +105,10 @@
 //	          payload_unreadable one needs back), profile, key_id, status, priority, attempts,
 //	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
 //	          lease_expires_at, last_error_code, last_status, last_remote_code,
-//	          ack_sha256, subscription_id, created_at, updated_at
+//	          ack_sha256, subscription_id, held (why a pending or retrying one waits
+//	          although due: "key", behind an earlier delivery of its ordering key,
+//	          or "endpoint", for room at its endpoint; store.Delivery.Held),
+//	          created_at, updated_at
 //	attempt   attempt, owner, leased_at, lease_expires_at, finished_at, duration_ms,
 //	          outcome, http_status, error_code, remote_code
 //	endpoint  ref, endpoint (redacted), state (closed, open, half_open, disabled),

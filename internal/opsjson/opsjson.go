@@ -39,8 +39,13 @@ type Delivery struct {
 	LastRemoteCode courier.Code   `json:"last_remote_code,omitempty"` // the receiver's own code, from its problem+json
 	AckSHA256      string         `json:"ack_sha256,omitempty"`
 	SubscriptionID int64          `json:"subscription_id,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
+	// Held says why a pending or retrying delivery is not sent although
+	// it may be due: "key" (an earlier delivery of its ordering key is
+	// unfinished, or failed and holds the key) or "endpoint" (its endpoint
+	// had no room); left out when it is not held.
+	Held      store.Hold `json:"held,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // Attempt is one row of a delivery's attempts log.
@@ -77,7 +82,7 @@ func NewDelivery(d store.Delivery) Delivery {
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: next, Deadline: UTC(d.Deadline),
 		LeaseOwner: d.LeaseOwner, LeasedAt: UTC(d.LeasedAt), LeaseExpiresAt: UTC(d.LeaseExpiresAt),
 		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
-		SubscriptionID: d.SubscriptionID, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
+		SubscriptionID: d.SubscriptionID, Held: d.Held, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
 	}
 }
 
