@@ -86,3 +86,24 @@ func TestDeliveriesListShowsTheReceiversCode(t *testing.T) {
 		t.Errorf("list's row of the pending delivery: %q, want - and -", got)
 	}
 }
+
+// TestDeliveriesListFindsANotification: an operator handed a notification
+// id (by a customer, a receiver's log) could find its deliveries on the
+// admin page's search and API, but list had no such filter: only a walk
+// page by page through every delivery. -notification-id lists that
+// notification's deliveries, one per endpoint.
+func TestDeliveriesListFindsANotification(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	enqueue(t, s, "n-2", "https://r.example/hooks")
+	enqueue(t, s, "n-1", "https://q.example/hooks")
+	code, out, errOut := courierRun(t, "deliveries", "list", "-db", db, "-notification-id", "n-1")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 3 || strings.Contains(out, "n-2") {
+		t.Fatalf("list -notification-id n-1: exit %d, %q, stderr %q; want its two deliveries", code, out, errOut)
+	}
+	if code, _, errOut := courierRun(t, "deliveries", "list", "-db", db, "-notification-id", "not an id"); code != exitUsage || errOut == "" {
+		t.Fatalf("list -notification-id of a bad id: exit %d, stderr %q; want %d", code, errOut, exitUsage)
+	}
+}

@@ -227,10 +227,10 @@ var deliveriesSynopses = map[string][]string{
 // not take are nil. config is the Store's Config, which only redrive's
 // flags set.
 type deliveriesFlags struct {
-	db, status, ref, endpointRef, endpointURL *string
-	limit                                     *int
-	before                                    *int64
-	config                                    *store.Config
+	db, status, ref, notification, endpointRef, endpointURL *string
+	limit                                                   *int
+	before                                                  *int64
+	config                                                  *store.Config
 }
 
 // deliveriesFlagSet returns the flag set of a deliveries action.
@@ -241,6 +241,7 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 	case "list":
 		f.status = fs.String("status", "", "only deliveries in this status: "+statusNames())
 		f.ref = fs.String("endpoint-ref", "", "only deliveries to this endpoint (its ref, as list shows it)")
+		f.notification = fs.String("notification-id", "", "only this notification's deliveries, one per endpoint")
 		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
 		f.before = fs.Int64("before", 0, "only deliveries whose id is below this one: the next page, which list names when more match")
 	case "redrive":
@@ -349,7 +350,7 @@ func (a deliveriesAction) id() (int64, error) {
 // there is none), as show has them: a code has no spaces, so each cell
 // is one word.
 func (a deliveriesAction) list(ctx context.Context) error {
-	p := store.ListParams{Status: courier.Status(*a.f.status), Limit: *a.f.limit, Before: *a.f.before}
+	p := store.ListParams{Status: courier.Status(*a.f.status), NotificationID: *a.f.notification, Limit: *a.f.limit, Before: *a.f.before}
 	if *a.f.ref != "" {
 		var err error
 		if p.Endpoint, err = resolveRef(ctx, a.s, *a.f.ref); err != nil {
