@@ -208,3 +208,28 @@ func TestRedriveRefusedByTheDatabaseIsNoUsageError(t *testing.T) {
 		}
 	}
 }
+
+// TestRedriveOfAnEndpointTheDatabaseDoesNotKnowFails: redrive -endpoint
+// with a typo in the URL's path found nothing to move and printed
+// "redriven: 0", exit 0, while the endpoint meant kept its failed
+// deliveries: the operator, or a script, took it for an endpoint with
+// nothing failed. As for -endpoint-ref and endpoints enable, a URL the
+// database does not know is a failure that says so. One it knows with
+// nothing to redrive is no failure.
+func TestRedriveOfAnEndpointTheDatabaseDoesNotKnowFails(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://a.example/hooks")
+	failAll(t, s)
+	enqueue(t, s, "n-2", "https://b.example/hooks") // known, pending: nothing to redrive
+	code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", "https://a.example/hook")
+	if code != exitFailed || out != "" || !strings.Contains(errOut, "no endpoint the database knows") {
+		t.Errorf("redrive -endpoint of a URL no delivery has: exit %d, stdout %q, stderr %q; want %d saying the database knows no such endpoint", code, out, errOut, exitFailed)
+	}
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", "https://B.example:443/hooks"); code != exitOK || out != "redriven: 0\n" {
+		t.Errorf("redrive -endpoint of a known endpoint with nothing failed: exit %d, %q, %q; want 0, redriven: 0", code, out, errOut)
+	}
+	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", "https://a.example/hooks"); code != exitOK || out != "redriven: 1\n" {
+		t.Errorf("redrive -endpoint of the failed one's: exit %d, %q, %q; want redriven: 1", code, out, errOut)
+	}
+}

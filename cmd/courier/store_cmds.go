@@ -246,7 +246,7 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 		f.before = fs.Int64("before", 0, "only deliveries whose id is below this one: the next page, which list names when more match")
 	case "redrive":
 		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its ref)")
-		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL; not with -endpoint-ref)")
+		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL; not with -endpoint-ref; one the database does not know exits 1)")
 		// Redrive gives each delivery the budget and horizon of the Store
 		// it runs on, and this Store is the tool's, not the application's.
 		fs.IntVar(&f.config.MaxAttempts, "max-attempts", 0,
@@ -427,6 +427,23 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 			fmt.Fprintf(a.stdout, "redriven: %d\n", n)
 		}
 		return err
+	}
+	if n == 0 && p.ID == 0 && *a.f.endpointURL != "" {
+		// A known endpoint with nothing to redrive is no failure; a URL
+		// the database does not know (a typo in its path) is, as for
+		// endpoints enable, so that the endpoint meant is not taken for
+		// one with nothing failed.
+		h, err := a.s.Endpoints.Get(ctx, p.Endpoint)
+		if err != nil {
+			return err
+		}
+		known, err := knownEndpoint(ctx, a.s, p.Endpoint, h.Endpoint)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return fmt.Errorf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin; nothing to redrive", endpointText(h.Endpoint))
+		}
 	}
 	if n == 0 && p.ID != 0 { // an endpoint with nothing to redrive is no failure
 		d, err := a.get(ctx, p.ID)
