@@ -131,7 +131,8 @@ commands:
   deliveries  list, show, redrive or cancel deliveries
   endpoints   list endpoints (breaker, in flight, limits, blocked keys);
               enable, disable or limit one
-  contracts   pin an endpoint's capabilities digest; fail mismatched commands
+  contracts   list pins (those holding commands back first); pin an endpoint's
+              capabilities digest; fail mismatched commands
   prune       delete finished deliveries, dead endpoints' breaker records, old
               attempts, inbox records and replay pairs
   keys        the payload keys stored rows are kept under (a retired key may go

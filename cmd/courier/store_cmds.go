@@ -157,7 +157,8 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, st := range courier.Statuses() {
 		fmt.Fprintf(stdout, "%s: %d\n", st, h.Counts[st])
 	}
-	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\noverdue: %d\n", h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond), h.Overdue)
+	fmt.Fprintf(stdout, "due: %d\nexpired leases: %d\noldest due age: %s\noverdue: %d\ncontract mismatches: %d\n",
+		h.Due, h.ExpiredLeases, h.OldestDueAge.Round(time.Millisecond), h.Overdue, h.ContractMismatches)
 	// A receiver that is down blocks nothing, and its backlog waits
 	// parked, not due: its breaker says so (courier endpoints list names
 	// it). Counted in the database, as the ops page counts them.
@@ -686,12 +687,41 @@ func limitsText(l store.Limits) string {
 	return strings.Join(parts, ", ")
 }
 
+// contractsListMax is how many pins contracts list shows: those that most
+// need an operator, as the ops page shows them.
+const contractsListMax = 100
+
+// contractsList prints the contract pins that most need an operator,
+// those holding deliveries back first, each by its ref with its URL
+// redacted: what courier health's contract_changed asks an operator to
+// resolve with pin or fail-mismatched. When there are more, stderr says
+// how many.
+func contractsList(ctx context.Context, s *store.Store, stdout, stderr io.Writer) error {
+	top, count, holding, err := listing.For[store.EndpointHealth, store.Contract](s).ContractTop(ctx, contractsListMax)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tREF\tCAPABILITIES SHA256\tPINNED\tMISMATCHED")
+	for _, c := range top {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", endpoint.Redact(c.Endpoint), endpoint.Ref(c.Endpoint), c.CapabilitiesSHA256,
+			c.PinnedAt.UTC().Format(time.RFC3339), c.Mismatched)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if count > len(top) {
+		fmt.Fprintf(stderr, "courier contracts list: %d pins, %d holding deliveries back; these are the %d that most need an operator\n", count, holding, len(top))
+	}
+	return nil
+}
+
 // contractsCmd pins an endpoint's capabilities digest or fails the
 // commands enqueued under another.
 func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: courier contracts pin -db … <url-or-ref> <capabilities-sha256> | courier contracts fail-mismatched -db … <url-or-ref>"
-	actions := []string{"pin", "fail-mismatched"}
-	synopses := map[string]string{"pin": "-db … <url-or-ref> <capabilities-sha256>", "fail-mismatched": "-db … <url-or-ref>"}
+	const usage = "usage: courier contracts list -db … | courier contracts pin -db … <url-or-ref> <capabilities-sha256> | courier contracts fail-mismatched -db … <url-or-ref>"
+	actions := []string{"list", "pin", "fail-mismatched"}
+	synopses := map[string]string{"list": "-db …", "pin": "-db … <url-or-ref> <capabilities-sha256>", "fail-mismatched": "-db … <url-or-ref>"}
 	flagSet := func(action string) (*flag.FlagSet, *string) {
 		fs := flags("contracts "+action, stderr, synopses[action])
 		return fs, dbFlag(fs)
@@ -710,7 +740,10 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if want := map[string]int{"pin": 2, "fail-mismatched": 1}[action]; fs.NArg() != want {
+	if action == "list" && fs.NArg() > 0 {
+		return usageError(stderr, "courier contracts list: unexpected argument %q (it takes flags only; the flags after it were not read)", fs.Arg(0))
+	}
+	if want := map[string]int{"list": 0, "pin": 2, "fail-mismatched": 1}[action]; fs.NArg() != want {
 		what := map[string]string{"pin": "the endpoint's URL or ref, then its capabilities digest", "fail-mismatched": "the endpoint's URL or ref"}[action]
 		return usageError(stderr, "courier contracts %s: give %s, after the flags", action, what)
 	}
@@ -719,6 +752,9 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer done()
+	if action == "list" {
+		return contractsList(ctx, s, stdout, stderr)
+	}
 	url, err := resolve(ctx, s, fs.Arg(0))
 	if err != nil {
 		return err
