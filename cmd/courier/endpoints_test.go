@@ -113,3 +113,22 @@ func TestAnEndpointArgumentThatIsNoURLIsSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestDisableOfAnEndpointTheDatabaseDoesNotKnowSaysSo: disable of a URL
+// with a typo in its path printed "disabled: …", exit 0, as for the
+// endpoint meant, which went on being sent to, while the record of the
+// misspelt one stays until enabled. A disable ahead of an endpoint's
+// deliveries is allowed (store.Endpoints.Disable), so it still disables,
+// but says on stderr that the database knew no such endpoint.
+func TestDisableOfAnEndpointTheDatabaseDoesNotKnowSaysSo(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	code, out, errOut := courierRun(t, "endpoints", "disable", "-db", db, "https://r.example/hook")
+	if code != exitOK || !strings.Contains(out, "disabled:") || !strings.Contains(errOut, "no endpoint the database knows") {
+		t.Errorf("disable of a URL no delivery has: exit %d, %q, stderr %q; want it disabled, and stderr saying the database knew no such endpoint", code, out, errOut)
+	}
+	if code, out, errOut := courierRun(t, "endpoints", "disable", "-db", db, "https://r.example/hooks"); code != exitOK || errOut != "" {
+		t.Errorf("disable of a known endpoint: exit %d, %q, stderr %q; want nothing on stderr", code, out, errOut)
+	}
+}

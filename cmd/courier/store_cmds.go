@@ -635,14 +635,14 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if action == "enable" && before.State == store.EndpointClosed {
-		known, err := knownEndpoint(ctx, s, url, before.Endpoint)
-		if err != nil {
+	known := true
+	if before.State == store.EndpointClosed {
+		if known, err = knownEndpoint(ctx, s, url, before.Endpoint); err != nil {
 			return err
 		}
-		if !known {
-			return fmt.Errorf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin; nothing to enable", endpointText(before.Endpoint))
-		}
+	}
+	if action == "enable" && !known {
+		return fmt.Errorf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin; nothing to enable", endpointText(before.Endpoint))
 	}
 	if action == "enable" {
 		err = s.Endpoints.Enable(ctx, url)
@@ -661,6 +661,9 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "already disabled: %s\n", endpointText(before.Endpoint))
 	default:
 		fmt.Fprintf(stdout, "disabled: %s\n", endpointText(before.Endpoint))
+		if !known { // a typo disables an endpoint no one sends to, and the one meant goes on
+			fmt.Fprintf(stderr, "courier endpoints disable: no endpoint the database knows is %s: disabled ahead of its deliveries; check the URL (courier endpoints enable undoes it)\n", endpointText(before.Endpoint))
+		}
 	}
 	return nil
 }
