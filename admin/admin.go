@@ -62,7 +62,11 @@ type Config struct {
 	Authorize func(r *http.Request) error
 	// Logger receives one line per mutation, refusal of a mutation and
 	// store failure; never payloads, endpoint URLs or credentials.
-	// Defaults to discarding.
+	// A line names the action and what it acted on, not who asked: the
+	// Handler knows no caller. For an audit trail, log the caller in
+	// Authorize, which sees every mutation first, or give a Logger whose
+	// handler reads the caller from the context each line is logged with
+	// (the request's). Defaults to discarding.
 	Logger *slog.Logger
 }
 

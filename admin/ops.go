@@ -262,6 +262,10 @@ func opsFlash(q url.Values) string {
 	case "enable":
 		return "Endpoint enabled."
 	case "disable":
+		if q.Get("unknown") == "1" {
+			return "Endpoint disabled. The database knew no endpoint at that URL (no deliveries, breaker, limits, " +
+				"subscription or contract pin): check it for a typo; enabling it undoes the disable."
+		}
 		return "Endpoint disabled."
 	case "pin":
 		return "Contract pinned."
@@ -443,12 +447,37 @@ func (h *Handler) opsEndpoint(action string, act endpointAction) http.HandlerFun
 			}
 			return
 		}
+		done := url.Values{"done": {action}}
+		if action == actDisable && form.Get("endpoint_ref") == "" {
+			// A typed URL the store does not know is most likely
+			// misspelt: it is disabled all the same (an endpoint may be
+			// disabled ahead of its deliveries), and the page says so,
+			// asked before the disable makes it known.
+			known, err := h.knownEndpoint(r, target)
+			if err != nil {
+				h.storeError(w, r, err)
+				return
+			}
+			if !known {
+				done.Set("unknown", "1")
+			}
+		}
 		if err := h.endpointAct(r, action, act, target); err != nil {
 			h.storeError(w, r, err)
 			return
 		}
-		seeOther(w, r, url.Values{"done": {action}})
+		seeOther(w, r, done)
 	}
+}
+
+// knownEndpoint reports whether the store knows the endpoint an operator
+// typed, as typed or as the store keeps it (opsjson.KnownEndpoint).
+func (h *Handler) knownEndpoint(r *http.Request, typed string) (bool, error) {
+	kept, err := h.cfg.Store.Endpoints.Get(r.Context(), typed)
+	if err != nil {
+		return false, err
+	}
+	return opsjson.KnownEndpoint(r.Context(), h.cfg.Store, typed, kept.Endpoint)
 }
 
 // formEndpoint reads the endpoint a form names, by one field: a form with

@@ -438,7 +438,7 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		known, err := knownEndpoint(ctx, a.s, p.Endpoint, h.Endpoint)
+		known, err := opsjson.KnownEndpoint(ctx, a.s, p.Endpoint, h.Endpoint)
 		if err != nil {
 			return err
 		}
@@ -637,7 +637,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	known := true
 	if before.State == store.EndpointClosed {
-		if known, err = knownEndpoint(ctx, s, url, before.Endpoint); err != nil {
+		if known, err = opsjson.KnownEndpoint(ctx, s, url, before.Endpoint); err != nil {
 			return err
 		}
 	}
@@ -787,22 +787,6 @@ func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, erro
 		return "", usageFailure("give an endpoint's URL (absolute http or https, with a host, at most 2048 bytes) or its ref, as courier endpoints list shows them")
 	}
 	return urlOrRef, nil
-}
-
-// knownEndpoint reports whether the store knows the endpoint named by any
-// of urls (as given, and as the store keeps it): its deliveries, breaker
-// record, limits, subscriptions or contract pins (store.Endpoints.Resolve).
-func knownEndpoint(ctx context.Context, s *store.Store, urls ...string) (bool, error) {
-	for _, url := range urls {
-		_, err := s.Endpoints.Resolve(ctx, endpoint.Ref(url))
-		switch {
-		case err == nil:
-			return true, nil
-		case !errors.Is(err, courier.CodeNotFound):
-			return false, err
-		}
-	}
-	return false, nil
 }
 
 // resolveRef returns the URL of the endpoint whose ref is ref, and says

@@ -2,10 +2,13 @@
 // delivery and its attempts: the admin API and the courier CLI print the
 // same document. It never holds payload bytes, and an endpoint only
 // redacted (scheme and host), with its ref to name it by; times are in
-// UTC.
+// UTC. It holds the one check those tools share too: whether the store
+// knows an endpoint an operator typed (KnownEndpoint).
 package opsjson
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -111,4 +114,21 @@ func NewDeliveryDetail(d store.Delivery, attempts []store.Attempt) DeliveryDetai
 		out.Attempts = append(out.Attempts, NewAttempt(at))
 	}
 	return out
+}
+
+// KnownEndpoint reports whether the store knows an endpoint by one of
+// urls (the URL as an operator typed it, and as the store keeps it): by
+// its deliveries, its breaker record, its limits, a subscription or a
+// contract pin. A typed URL it does not know is most likely misspelt.
+func KnownEndpoint(ctx context.Context, s *store.Store, urls ...string) (bool, error) {
+	for _, url := range urls {
+		_, err := s.Endpoints.Resolve(ctx, endpoint.Ref(url))
+		switch {
+		case err == nil:
+			return true, nil
+		case !errors.Is(err, courier.CodeNotFound):
+			return false, err
+		}
+	}
+	return false, nil
 }
