@@ -38,6 +38,10 @@
 //	courier_endpoint_max_in_flight{endpoint_ref} an endpoint's MaxInFlight limit, for limited endpoints (gauge)
 //	courier_endpoint_rate{endpoint_ref}          an endpoint's Rate limit in requests per second, for limited endpoints (gauge)
 //	courier_ordering_keys_blocked                ordering keys a failed delivery holds, waiting for an operator (gauge)
+//	courier_outbox_contract_mismatches           unfinished deliveries enqueued under another capabilities digest than
+//	                                             their endpoint's pin, held back for an operator (gauge)
+//	courier_health_blocked{code}                 1 when store.Health says an operator is needed, labelled with its code;
+//	                                             0, code "", when not: the gauge to alert on (gauge)
 //	courier_scrape_errors_total                  scrapes whose store reads failed (their gauges are left out)
 //
 // Labels carry statuses, outcomes and stable codes, never endpoint URLs,
@@ -151,7 +155,7 @@ type Collector struct {
 	deliveries, endpoints                     *prometheus.Desc
 	due, oldestDueAge, expiredLeases, overdue *prometheus.Desc
 	inFlight, maxInFlight, rate               *prometheus.Desc
-	blockedKeys                               *prometheus.Desc
+	blockedKeys, mismatches, blocked          *prometheus.Desc
 	scrapeErrors                              prometheus.Counter
 }
 
@@ -189,6 +193,10 @@ func New() *Collector {
 			"An endpoint's rate limit in requests per second, for endpoints that have one.", []string{"endpoint_ref"}, nil),
 		blockedKeys: prometheus.NewDesc("courier_ordering_keys_blocked",
 			"Ordering keys a failed delivery holds, waiting for an operator to redrive or cancel it.", nil, nil),
+		mismatches: prometheus.NewDesc("courier_outbox_contract_mismatches",
+			"Unfinished deliveries enqueued under another capabilities digest than their endpoint's pin, held back for an operator.", nil, nil),
+		blocked: prometheus.NewDesc("courier_health_blocked",
+			"1 when the outbox's health needs an operator, labelled with its code (store.Health); 0 when it does not.", []string{"code"}, nil),
 		scrapeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "courier_scrape_errors_total",
 			Help: "Scrapes whose store reads failed; the gauges were left out."}),
 	}
@@ -240,7 +248,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	c.scrapeErrors.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.deliveries, c.due, c.oldestDueAge, c.expiredLeases, c.overdue, c.endpoints,
-		c.inFlight, c.maxInFlight, c.rate, c.blockedKeys} {
+		c.inFlight, c.maxInFlight, c.rate, c.blockedKeys, c.mismatches, c.blocked} {
 		ch <- d
 	}
 }
@@ -312,5 +320,11 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.blockedKeys, prometheus.GaugeValue, float64(eps.BlockedKeys))
+	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.GaugeValue, float64(h.ContractMismatches))
+	if h.Status == store.HealthBlocked {
+		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, 1, codeLabel(h.Code))
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, 0, "")
+	}
 	return nil
 }

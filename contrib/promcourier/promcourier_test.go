@@ -142,9 +142,15 @@ courier_endpoint_max_in_flight{endpoint_ref="` + endpoint.Ref("https://busy.exam
 # HELP courier_endpoint_rate An endpoint's rate limit in requests per second, for endpoints that have one.
 # TYPE courier_endpoint_rate gauge
 courier_endpoint_rate{endpoint_ref="` + endpoint.Ref("https://busy.example/hooks") + `"} 10
+# HELP courier_health_blocked 1 when the outbox's health needs an operator, labelled with its code (store.Health); 0 when it does not.
+# TYPE courier_health_blocked gauge
+courier_health_blocked{code="deliveries_failed"} 1
 # HELP courier_ordering_keys_blocked Ordering keys a failed delivery holds, waiting for an operator to redrive or cancel it.
 # TYPE courier_ordering_keys_blocked gauge
 courier_ordering_keys_blocked 1
+# HELP courier_outbox_contract_mismatches Unfinished deliveries enqueued under another capabilities digest than their endpoint's pin, held back for an operator.
+# TYPE courier_outbox_contract_mismatches gauge
+courier_outbox_contract_mismatches 0
 # HELP courier_outbox_deliveries Deliveries in the outbox, by status.
 # TYPE courier_outbox_deliveries gauge
 courier_outbox_deliveries{status="failed"} 1
@@ -173,8 +179,8 @@ courier_settled_total{status="retry_wait"} 2
 courier_settled_total{status="succeeded"} 2
 `
 	names := []string{"courier_attempts_total", "courier_claimed_total", "courier_endpoints", "courier_enqueued_total",
-		"courier_endpoint_in_flight", "courier_endpoint_max_in_flight", "courier_endpoint_rate", "courier_ordering_keys_blocked",
-		"courier_outbox_deliveries", "courier_outbox_due", "courier_outbox_expired_leases", "courier_outbox_overdue",
+		"courier_endpoint_in_flight", "courier_endpoint_max_in_flight", "courier_endpoint_rate", "courier_health_blocked",
+		"courier_ordering_keys_blocked", "courier_outbox_contract_mismatches", "courier_outbox_deliveries", "courier_outbox_due", "courier_outbox_expired_leases", "courier_outbox_overdue",
 		"courier_receiver_requests_total", "courier_settled_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
