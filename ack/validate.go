@@ -36,19 +36,22 @@ type ValidationError struct {
 
 // Error names the first 100 fields that failed, each path cut to 256
 // bytes, and counts the others: a payload can fail on every value it
-// holds.
+// holds. They are the fields a receiver's 400 answer lists.
 func (e *ValidationError) Error() string {
-	shown := e.Fields[:min(len(e.Fields), fieldlist.Max)]
-	names := make([]string, len(shown))
-	for i, f := range shown {
-		names[i] = fieldlist.Cut(f.Field) + " (" + f.Rule + ")"
+	named, more := fieldlist.First(e.Fields, (*FieldError).path)
+	names := make([]string, len(named))
+	for i, f := range named {
+		names[i] = f.Field + " (" + f.Rule + ")"
 	}
 	msg := "ack: invalid payload: " + strings.Join(names, ", ")
-	if more := len(e.Fields) - len(shown); more > 0 {
+	if more > 0 {
 		msg += fmt.Sprintf(", and %d more", more)
 	}
 	return msg
 }
+
+// path is where fieldlist.First finds f's path.
+func (f *FieldError) path() *string { return &f.Field }
 
 // Unwrap returns courier.CodePayloadInvalid: a validation failure is of
 // that class, so errors.Is(err, courier.CodePayloadInvalid) holds for it

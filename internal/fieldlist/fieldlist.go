@@ -9,6 +9,7 @@ package fieldlist
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -45,6 +46,28 @@ func Cut(path string) string {
 		tail++
 	}
 	return path[:head] + Marker + path[tail:]
+}
+
+// First returns what a refusal names of fields, the failing fields in
+// the order they are listed: the first Max of them, each with the path
+// that path reaches in it cut (see Cut), and how many of fields it leaves
+// out. Every refusal that names fields names them through First, so the
+// fields an error's message names are those its answer lists. fields
+// itself is left as it is: the result is a slice of it where no path is
+// cut, and a copy where one is.
+func First[F any](fields []F, path func(*F) *string) (named []F, left int) {
+	named = fields[:min(len(fields), Max):min(len(fields), Max)]
+	for i := range named {
+		if len(*path(&named[i])) > MaxPathBytes {
+			named = slices.Clone(named)
+			for j := i; j < len(named); j++ {
+				p := path(&named[j])
+				*p = Cut(*p)
+			}
+			break
+		}
+	}
+	return named, len(fields) - len(named)
 }
 
 // Compare orders paths as a reader scans them: byte by byte, except that

@@ -1,6 +1,7 @@
 package fieldlist_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -29,6 +30,36 @@ func TestCut(t *testing.T) {
 		if got != tc.want || len(got) > fieldlist.MaxPathBytes || !utf8.ValidString(got) {
 			t.Errorf("%s: Cut = %q (%d bytes), want %q", tc.name, got, len(got), tc.want)
 		}
+	}
+}
+
+// TestFirst: of a list of failing fields First keeps the first Max, in
+// their order, cuts a long path in a copy, and counts the others; a list
+// within the bounds is the list given.
+func TestFirst(t *testing.T) {
+	t.Parallel()
+	type field struct{ path, rule string }
+	pathOf := func(f *field) *string { return &f.path }
+	var fields []field
+	for i := range 60000 {
+		fields = append(fields, field{fmt.Sprintf("u%d", i), "unknown"})
+	}
+	fields[1].path = strings.Repeat("k", 900000)
+	named, left := fieldlist.First(fields, pathOf)
+	if len(named) != fieldlist.Max || left != 60000-fieldlist.Max ||
+		named[0] != fields[0] || named[1] != (field{fieldlist.Cut(fields[1].path), "unknown"}) || named[99] != (field{"u99", "unknown"}) {
+		t.Fatalf("named %d fields (%.40q, %.40q, …), left %d", len(named), named[0], named[1], left)
+	}
+	if len(fields[1].path) != 900000 {
+		t.Fatal("First cut a path of the list it was given")
+	}
+	within := fields[2:5]
+	named, left = fieldlist.First(within, pathOf)
+	if left != 0 || len(named) != 3 || &named[0] != &within[0] {
+		t.Fatalf("a list within the bounds came back as %q, left %d", named, left)
+	}
+	if named, left := fieldlist.First[field](nil, pathOf); len(named) != 0 || left != 0 {
+		t.Fatalf("no fields came back as %q, left %d", named, left)
 	}
 }
 

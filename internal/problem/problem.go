@@ -67,24 +67,15 @@ func Write(w http.ResponseWriter, p *Problem) {
 	_, _ = w.Write(b)
 }
 
-// bounded returns p, or a copy of it whose field list names at most
-// fieldlist.Max fields by paths of at most fieldlist.MaxPathBytes.
+// bounded returns a copy of p whose field list names at most
+// fieldlist.Max fields by paths of at most fieldlist.MaxPathBytes: those
+// fieldlist.First names, as ack.ValidationError's message does.
 func bounded(p *Problem) *Problem {
-	failed := len(p.Errors) + p.Omitted
-	cut := failed > fieldlist.Max || p.Omitted > 0
-	for _, f := range p.Errors[:min(len(p.Errors), fieldlist.Max)] {
-		cut = cut || len(f.Field) > fieldlist.MaxPathBytes
-	}
-	if !cut {
-		return p
-	}
 	q := *p
-	q.Errors = make([]ack.FieldError, min(len(p.Errors), fieldlist.Max))
-	for i := range q.Errors {
-		q.Errors[i] = ack.FieldError{Field: fieldlist.Cut(p.Errors[i].Field), Rule: p.Errors[i].Rule}
-	}
-	if failed > len(q.Errors) {
-		q.Detail = fmt.Sprintf("%s; the first %d of %d failing fields are listed", p.Detail, len(q.Errors), failed)
+	var left int
+	q.Errors, left = fieldlist.First(p.Errors, func(f *ack.FieldError) *string { return &f.Field })
+	if left += p.Omitted; left > 0 {
+		q.Detail = fmt.Sprintf("%s; the first %d of %d failing fields are listed", p.Detail, len(q.Errors), len(q.Errors)+left)
 	}
 	return &q
 }

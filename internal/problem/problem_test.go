@@ -63,7 +63,8 @@ func TestWriteTellsTheRecorderItsCode(t *testing.T) {
 
 // TestWriteBoundsTheFieldList: a problem with more failing fields than
 // fieldlist.Max names the first of them, says in its detail how many
-// there were, and cuts a long path; the Problem given is left whole.
+// there were, and cuts a long path, as a ValidationError's message does;
+// the Problem given is left whole.
 func TestWriteBoundsTheFieldList(t *testing.T) {
 	t.Parallel()
 	p := problem.New(400, courier.CodeValidation, "the request is not valid")
@@ -84,6 +85,15 @@ func TestWriteBoundsTheFieldList(t *testing.T) {
 	}
 	if len(p.Errors) != 60000 || len(p.Errors[1].Field) != 900000 || p.Detail != "the request is not valid" {
 		t.Fatal("Write changed the Problem it was given")
+	}
+	// A validation error of these fields names in its message the fields
+	// the answer lists, in that order and cut alike.
+	names := make([]string, len(got.Errors))
+	for i, f := range got.Errors {
+		names[i] = f.Field + " (" + f.Rule + ")"
+	}
+	if msg, want := (&ack.ValidationError{Fields: p.Errors}).Error(), "ack: invalid payload: "+strings.Join(names, ", ")+", and 59900 more"; msg != want {
+		t.Fatalf("the error says\n%.300s\nthe answer lists\n%.300s", msg, want)
 	}
 	// A list within the bounds is written as it is.
 	p.Errors = p.Errors[2:5]
