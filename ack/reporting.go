@@ -108,7 +108,7 @@ func (r Reporting) Check() error {
 	if !r.IsDeliveryReport() {
 		return nil
 	}
-	if variants, _ := strictjson.CheckNames(r.Result, (*deliveryReport)(nil)); len(variants) > 0 { // its other members are the application's
+	if variants := strictjson.CheckVariants(r.Result, (*deliveryReport)(nil)); len(variants) > 0 { // its other members are the application's
 		ve := &ValidationError{}
 		for _, v := range variants {
 			ve.Fields = append(ve.Fields, FieldError{Field: v, Rule: "unknown"})

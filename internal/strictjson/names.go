@@ -50,8 +50,16 @@ import (
 // winning, so that the names checked are those decoding would see; one
 // encoding/json refuses has none.
 func CheckNames(doc []byte, v any) (variants, unknown []string) {
-	vs, us := checkNames(doc, v, false, 0)
+	vs, us := checkNames(doc, v, false, 0, true)
 	return vs.paths, us.paths
+}
+
+// CheckVariants is CheckNames for a caller that takes unknown members: it
+// returns the case variants alone, and spends nothing on the members that
+// match no field, neither naming nor keeping them, however many there are.
+func CheckVariants(doc []byte, v any) (variants []string) {
+	vs, _ := checkNames(doc, v, false, 0, false)
+	return vs.paths
 }
 
 // CheckNamesFirst is CheckNames, for a document Check has accepted where
@@ -60,14 +68,14 @@ func CheckNames(doc []byte, v any) (variants, unknown []string) {
 // them all: nVariants and nUnknown. What it keeps is bounded by n however
 // many members of doc its type does not take (a refusal names no more).
 func CheckNamesFirst(doc []byte, v any, checked bool, n int) (variants, unknown []string, nVariants, nUnknown int) {
-	vs, us := checkNames(doc, v, checked, n)
+	vs, us := checkNames(doc, v, checked, n, true)
 	return vs.paths, us.paths, vs.n, us.n
 }
 
 // checkNames is CheckNames, trusting doc to be strict where checked,
 // keeping the first limit paths of each list (all of them where limit is
-// 0).
-func checkNames(doc []byte, v any, checked bool, limit int) (variants, unknown found) {
+// 0), looking for unknown members only where unknowns.
+func checkNames(doc []byte, v any, checked bool, limit int, unknowns bool) (variants, unknown found) {
 	t := reflect.TypeOf(v)
 	if t == nil {
 		return found{}, found{}
@@ -77,25 +85,25 @@ func checkNames(doc []byte, v any, checked bool, limit int) (variants, unknown f
 		if !ok {
 			return found{}, found{}
 		}
-		return checkValueNames(root, v, limit)
+		return checkValueNames(root, v, limit, unknowns)
 	}
 	w := nameWalk{variants: found{limit: limit}, unknown: found{limit: limit}}
 	p := parser{b: doc}
 	p.space()
-	w.scan(&p, t, true, 0)
+	w.scan(&p, t, unknowns, 0)
 	return w.variants.sorted(), w.unknown.sorted()
 }
 
 // checkValueNames is CheckNames for a document already read into a tree,
 // keeping the first limit paths of each list (all of them where limit is
-// 0).
-func checkValueNames(doc Value, v any, limit int) (variants, unknown found) {
+// 0), looking for unknown members only where unknowns.
+func checkValueNames(doc Value, v any, limit int, unknowns bool) (variants, unknown found) {
 	t := reflect.TypeOf(v)
 	if t == nil {
 		return found{}, found{}
 	}
 	w := nameWalk{variants: found{limit: limit}, unknown: found{limit: limit}}
-	w.check(doc, t, true)
+	w.check(doc, t, unknowns)
 	return w.variants.sorted(), w.unknown.sorted()
 }
 

@@ -150,9 +150,10 @@ func nest(levels int, inner string) string {
 	return strings.Repeat(`{"id":"n","children":[`, levels) + inner + strings.Repeat(`]}`, levels)
 }
 
-// TestCheckNames: what the name check reports, named by path, at the top,
-// nested, and at depth; for documents Parse takes and for those only
-// encoding/json takes, which are read as encoding/json reads them.
+// TestCheckNames: what the name check reports (CheckVariants the same
+// variants), named by path, at the top, nested, and at depth; for
+// documents Parse takes and for those only encoding/json takes, which are
+// read as encoding/json reads them.
 func TestCheckNames(t *testing.T) {
 	t.Parallel()
 	deepPath := strings.Repeat("children[0].", 49)
@@ -199,6 +200,9 @@ func TestCheckNames(t *testing.T) {
 			if !slices.Equal(variants, refVariants) || !slices.Equal(unknown, refUnknown) {
 				t.Errorf("CheckNames(%s) = %q, %q; the reference finds %q, %q", tc.doc, variants, unknown, refVariants, refUnknown)
 			}
+			if only := CheckVariants([]byte(tc.doc), tc.v); !slices.Equal(only, tc.variants) {
+				t.Errorf("CheckVariants(%s) = %q, want %q", tc.doc, only, tc.variants)
+			}
 		})
 	}
 }
@@ -225,6 +229,9 @@ func TestCheckNamesMatchesReference(t *testing.T) {
 			refVariants, refUnknown := referenceCheckNames([]byte(doc), v)
 			if !slices.Equal(variants, refVariants) || !slices.Equal(unknown, refUnknown) {
 				t.Fatalf("CheckNames(%s, %T) = %q, %q; the reference finds %q, %q", doc, v, variants, unknown, refVariants, refUnknown)
+			}
+			if only := CheckVariants([]byte(doc), v); !slices.Equal(only, refVariants) {
+				t.Fatalf("CheckVariants(%s, %T) = %q; the reference finds %q", doc, v, only, refVariants)
 			}
 		}
 	}

@@ -5,11 +5,15 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base32"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/courier-go/courier/internal/strictjson"
 )
 
 // What the two ends of the contract agree on besides the formats.
@@ -121,18 +125,64 @@ func IdempotencyKey(bits [20]byte) string {
 // NotificationTypes are the notification_type values an AdCP reporting
 // result names: the non-empty strings of its members of that name,
 // spelled in any case (encoding/json would decode "NOTIFICATION_TYPE"
-// into such a field); none if result is no object.
+// into such a field), the last of members of one name; none if result is
+// no object. The members are read in place and only those of that name
+// kept: a result may hold any number of the application's own.
 func NotificationTypes(result []byte) []string {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(result, &members) != nil {
+	if !json.Valid(result) {
 		return nil
 	}
+	i := strictjson.SkipSpace(result, 0)
+	if result[i] != '{' {
+		return nil
+	}
+	type member struct {
+		name  string
+		value []byte
+	}
+	var named []member // the members of that name, the last of each spelling
+	for i = strictjson.SkipSpace(result, i+1); result[i] == '"'; {
+		keyEnd := strictjson.ValueEnd(result, i)
+		key := result[i:keyEnd]
+		i = strictjson.SkipSpace(result, strictjson.SkipSpace(result, keyEnd)+1) // past the colon
+		valueEnd := strictjson.ValueEnd(result, i)
+		if name, ok := notificationTypeName(key); ok {
+			m := member{name: name, value: result[i:valueEnd]}
+			if j := slices.IndexFunc(named, func(o member) bool { return o.name == name }); j >= 0 {
+				named[j] = m
+			} else {
+				named = append(named, m)
+			}
+		}
+		if i = strictjson.SkipSpace(result, valueEnd); result[i] == ',' {
+			i = strictjson.SkipSpace(result, i+1)
+		}
+	}
 	var types []string
-	for name, v := range members {
+	for _, m := range named {
 		var t string
-		if strings.EqualFold(name, "notification_type") && json.Unmarshal(v, &t) == nil && t != "" {
+		if json.Unmarshal(m.value, &t) == nil && t != "" {
 			types = append(types, t)
 		}
 	}
 	return types
+}
+
+// notificationTypeName returns the name key, a member's name as it stands
+// in a valid document (quoted, perhaps escaped), spells, where that is
+// notification_type in some case.
+func notificationTypeName(key []byte) (string, bool) {
+	const want = "notification_type"
+	raw := key[1 : len(key)-1]
+	if !bytes.ContainsRune(raw, '\\') {
+		if !bytes.EqualFold(raw, []byte(want)) {
+			return "", false
+		}
+		return string(raw), true
+	}
+	var name string
+	if json.Unmarshal(key, &name) != nil {
+		return "", false
+	}
+	return name, strings.EqualFold(name, want)
 }
