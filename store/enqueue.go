@@ -20,6 +20,7 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/wire"
+	"github.com/courier-go/courier/store/internal/engine"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
@@ -45,7 +46,7 @@ const (
 	// cover its retries, within a bounded time. A time beyond it is a
 	// mistake (a unit, a zero value) rather than a plan.
 	MaxHorizon  = 30 * 24 * time.Hour
-	maxAttempts = 1000
+	maxAttempts = engine.MaxAttempts
 )
 
 // Outbox is the sender side's table of deliveries: one row per

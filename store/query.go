@@ -17,11 +17,15 @@ type query struct {
 	binds []string // parameter name of each placeholder, in order
 }
 
-// args lays out the named values in placeholder order.
+// args lays out the named values in placeholder order, a bound's (see
+// engine.Bound) where named has none.
 func (q *query) args(named map[string]any) []any {
 	out := make([]any, len(q.binds))
 	for i, name := range q.binds {
 		v, ok := named[name]
+		if !ok {
+			v, ok = engine.Bound(name)
+		}
 		if !ok {
 			panic("store: query " + q.name + " has no value for :" + name)
 		}

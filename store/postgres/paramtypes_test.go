@@ -19,6 +19,7 @@ var bounded32 = map[string]string{
 	"max_attempts":          "at most 1000",
 	"enqueued_max_attempts": "0, or at most 1000 as max_attempts",
 	"budget":                "an attempt budget: at most 1000",
+	"max_attempts_bound":    "max_attempts' bound: 1000",
 	"max_in_flight":         "Limits.MaxInFlight: bounded by validate",
 	"burst":                 "Limits.Burst: bounded by validate",
 	"consecutive_failures":  "one a failed attempt while the breaker is closed or probing",

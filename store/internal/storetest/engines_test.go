@@ -371,7 +371,8 @@ func TestSettleReadsByIDOnPostgres(t *testing.T) {
 }
 
 // boundQuery returns the text of the named query in file of the engine
-// registered for driver, with its parameters' values taken from args.
+// registered for driver, with its parameters' values taken from args, a
+// bound's (engine.Bound) where args has none, as package store binds it.
 func boundQuery(t testing.TB, driver, file, name string, args map[string]any) (string, []any) {
 	t.Helper()
 	eng, _ := engine.Lookup(driver)
@@ -386,7 +387,11 @@ func boundQuery(t testing.TB, driver, file, name string, args map[string]any) (s
 	text, params := sqlfile.Compile(stmts[name], eng.Placeholder)
 	vals := make([]any, len(params))
 	for i, p := range params {
-		vals[i] = args[p]
+		v, ok := args[p]
+		if !ok {
+			v, _ = engine.Bound(p)
+		}
+		vals[i] = v
 	}
 	return text, vals
 }

@@ -59,11 +59,11 @@ WITH revived AS (
         profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
         trace_parent = :trace_parent, trace_state = :trace_state,
         enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
-        max_attempts = LEAST(attempts + :max_attempts, 1000),
+        max_attempts = LEAST(attempts + :max_attempts, :max_attempts_bound),
         next_attempt_at = :next_attempt_at, deadline = :deadline,
         hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
         last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-    WHERE id = :id AND status = 'suppressed' AND last_error_code = 'subscription_changed' AND attempts < 1000
+    WHERE id = :id AND status = 'suppressed' AND last_error_code = 'subscription_changed' AND attempts < :max_attempts_bound
     RETURNING id
 )
 SELECT id FROM revived, pg_notify('courier_outbox', '');
@@ -509,19 +509,20 @@ UPDATE courier_outbox AS o SET
     -- spare (1 or 0) is what the outcome gives back to the budget: a retry
     -- whose worker cut the attempt short as it stopped is counted in
     -- attempts and logged, and raises the budget by one, up to
-    -- max_attempts' bound (1000, the most attempts any delivery makes,
-    -- which ends it there), so it leaves the delivery the attempts it had.
+    -- max_attempts' bound (:max_attempts_bound, 1000: the most attempts any
+    -- delivery makes, which ends it there), so it leaves the delivery the
+    -- attempts it had.
     -- The deadline is not moved. The budget the enqueue asked for stays in
     -- enqueued_max_attempts, for an enqueue made again to compare, as
     -- outbox_redrive keeps it.
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN o.attempts >= o.max_attempts + v.spare OR o.attempts >= 1000 OR v.next_at >= o.deadline THEN 'failed'
+        WHEN o.attempts >= o.max_attempts + v.spare OR o.attempts >= :max_attempts_bound OR v.next_at >= o.deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND o.attempts < o.max_attempts + v.spare AND o.attempts < 1000 AND v.next_at >= o.deadline THEN 'expired'
+        WHEN v.result = 'retry' AND o.attempts < o.max_attempts + v.spare AND o.attempts < :max_attempts_bound AND v.next_at >= o.deadline THEN 'expired'
         ELSE v.code END,
-    max_attempts = LEAST(o.max_attempts + v.spare, 1000),
+    max_attempts = LEAST(o.max_attempts + v.spare, :max_attempts_bound),
     enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(o.enqueued_max_attempts, o.max_attempts) ELSE o.enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,
@@ -633,7 +634,7 @@ SET LOCAL enable_sort = off;
 SELECT updated_at, id FROM courier_outbox
 WHERE status = :status AND (updated_at, id) > (:after_updated_at::bigint, :after_id::bigint)
     AND (updated_at, id) <= (:last_updated_at::bigint, :last_id::bigint)
-    AND (status = 'failed' OR last_error_code = 'payload_unreadable') AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND (status = 'failed' OR last_error_code = 'payload_unreadable') AND attempts < :max_attempts_bound AND (:endpoint = '' OR endpoint = :endpoint)
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 ORDER BY updated_at, id LIMIT :limit;
@@ -654,7 +655,7 @@ ORDER BY updated_at, id LIMIT :limit;
 SELECT endpoint, ordering_key, MIN(id) AS id FROM courier_outbox
 WHERE ordering_key IS NOT NULL AND id = ANY (ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb)))
     AND (status || '') IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND attempts < :max_attempts_bound AND (:endpoint = '' OR endpoint = :endpoint)
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 GROUP BY endpoint, ordering_key;
@@ -665,7 +666,7 @@ GROUP BY endpoint, ordering_key;
 -- (payload_unreadable: a key missing or wrong, which an operator fixes);
 -- an altered row (integrity_mismatch) stays quarantined. Attempt numbers
 -- keep counting, so one that made the most attempts any delivery may
--- (1000, max_attempts' bound) stays as it is. One with an ordering key
+-- (:max_attempts_bound, 1000) stays as it is. One with an ordering key
 -- waits for its key (hold 'key') until the store has seen whether it
 -- heads it. The budget its enqueue asked for stays in
 -- enqueued_max_attempts, for an enqueue made again to compare (a row
@@ -674,12 +675,12 @@ GROUP BY endpoint, ordering_key;
 -- outbox_redrive_batch), read by the primary key (see outbox_redrive_keys).
 UPDATE courier_outbox SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
-    max_attempts = LEAST(attempts + :budget, 1000),
+    max_attempts = LEAST(attempts + :budget, :max_attempts_bound),
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE id = ANY (ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb)))
     AND (status || '') IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND attempts < :max_attempts_bound AND (:endpoint = '' OR endpoint = :endpoint)
     -- A command enqueued under another contract than its endpoint's pin
     -- stays where it is: sent again it would hold the endpoint back, and the
     -- source would refuse it (Contracts: it is re-issued, never redriven).

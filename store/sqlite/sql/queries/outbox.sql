@@ -71,11 +71,11 @@ UPDATE courier_outbox SET status = 'pending', payload_key_id = :payload_key_id, 
     profile = :profile, key_id = :key_id, subscription_fingerprint = :subscription_fingerprint, event_type = :event_type,
     trace_parent = :trace_parent, trace_state = :trace_state,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
-    max_attempts = MIN(attempts + :max_attempts, 1000),
+    max_attempts = MIN(attempts + :max_attempts, :max_attempts_bound),
     next_attempt_at = :next_attempt_at, deadline = :deadline,
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
-WHERE id = :id AND status = 'suppressed' AND last_error_code = 'subscription_changed' AND attempts < 1000
+WHERE id = :id AND status = 'suppressed' AND last_error_code = 'subscription_changed' AND attempts < :max_attempts_bound
 RETURNING id;
 
 -- name: outbox_payload_write
@@ -485,19 +485,20 @@ UPDATE courier_outbox NOT INDEXED SET
     -- spare (1 or 0) is what the outcome gives back to the budget: a retry
     -- whose worker cut the attempt short as it stopped is counted in
     -- attempts and logged, and raises the budget by one, up to
-    -- max_attempts' bound (1000, the most attempts any delivery makes,
-    -- which ends it there), so it leaves the delivery the attempts it had.
+    -- max_attempts' bound (:max_attempts_bound, 1000: the most attempts any
+    -- delivery makes, which ends it there), so it leaves the delivery the
+    -- attempts it had.
     -- The deadline is not moved. The budget the enqueue asked for stays in
     -- enqueued_max_attempts, for an enqueue made again to compare, as
     -- outbox_redrive keeps it.
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
-        WHEN attempts >= max_attempts + v.spare OR attempts >= 1000 OR v.next_at >= deadline THEN 'failed'
+        WHEN attempts >= max_attempts + v.spare OR attempts >= :max_attempts_bound OR v.next_at >= deadline THEN 'failed'
         ELSE 'retry_wait' END,
     last_error_code = CASE
-        WHEN v.result = 'retry' AND attempts < max_attempts + v.spare AND attempts < 1000 AND v.next_at >= deadline THEN 'expired'
+        WHEN v.result = 'retry' AND attempts < max_attempts + v.spare AND attempts < :max_attempts_bound AND v.next_at >= deadline THEN 'expired'
         ELSE v.code END,
-    max_attempts = MIN(max_attempts + v.spare, 1000),
+    max_attempts = MIN(max_attempts + v.spare, :max_attempts_bound),
     enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(enqueued_max_attempts, max_attempts) ELSE enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
@@ -620,7 +621,7 @@ ORDER BY updated_at DESC, id DESC LIMIT 1;
 -- is still to be moved (outbox_redrive's conditions).
 SELECT updated_at, id FROM courier_outbox INDEXED BY courier_outbox_status
 WHERE status = :status AND (updated_at, id) > (:after_updated_at, :after_id) AND (updated_at, id) <= (:last_updated_at, :last_id)
-    AND (status = 'failed' OR last_error_code = 'payload_unreadable') AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND (status = 'failed' OR last_error_code = 'payload_unreadable') AND attempts < :max_attempts_bound AND (:endpoint = '' OR endpoint = :endpoint)
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 ORDER BY updated_at, id LIMIT :limit;
@@ -635,7 +636,7 @@ ORDER BY updated_at, id LIMIT :limit;
 SELECT endpoint, ordering_key, MIN(id) AS id FROM courier_outbox NOT INDEXED
 WHERE ordering_key IS NOT NULL AND id IN (SELECT value FROM json_each(:ids))
     AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND attempts < :max_attempts_bound AND (:endpoint = '' OR endpoint = :endpoint)
     AND NOT (contract_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM courier_contracts AS k
         WHERE k.endpoint = courier_outbox.endpoint AND k.capabilities_sha256 <> courier_outbox.contract_sha256))
 GROUP BY endpoint, ordering_key;
@@ -646,7 +647,7 @@ GROUP BY endpoint, ordering_key;
 -- (payload_unreadable: a key missing or wrong, which an operator fixes);
 -- an altered row (integrity_mismatch) stays quarantined. Attempt numbers
 -- keep counting, so one that made the most attempts any delivery may
--- (1000, max_attempts' bound) stays as it is. One with an ordering key
+-- (:max_attempts_bound, 1000) stays as it is. One with an ordering key
 -- waits for its key (hold 'key') until the store has seen whether it
 -- heads it. The budget its enqueue asked for stays in
 -- enqueued_max_attempts, for an enqueue made again to compare (a row
@@ -655,12 +656,12 @@ GROUP BY endpoint, ordering_key;
 -- outbox_redrive_batch), read by the primary key (see outbox_redrive_keys).
 UPDATE courier_outbox NOT INDEXED SET status = 'pending', next_attempt_at = :now, deadline = :deadline,
     enqueued_max_attempts = COALESCE(enqueued_max_attempts, max_attempts),
-    max_attempts = MIN(attempts + :budget, 1000),
+    max_attempts = MIN(attempts + :budget, :max_attempts_bound),
     hold = CASE WHEN ordering_key IS NOT NULL THEN 'key' END,
     last_error_code = NULL, last_status = NULL, last_remote_code = NULL, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids))
     AND status IN ('failed', 'quarantined') AND (status = 'failed' OR last_error_code = 'payload_unreadable')
-    AND attempts < 1000 AND (:endpoint = '' OR endpoint = :endpoint)
+    AND attempts < :max_attempts_bound AND (:endpoint = '' OR endpoint = :endpoint)
     -- A command enqueued under another contract than its endpoint's pin
     -- stays where it is: sent again it would hold the endpoint back, and the
     -- source would refuse it (Contracts: it is re-issued, never redriven).
