@@ -8,7 +8,7 @@
 //	courier health    -db app.db
 //	courier deliveries list|show|redrive|cancel -db app.db …
 //	courier endpoints list|enable|disable|limit -db app.db …
-//	courier contracts pin|fail-mismatched -db app.db …
+//	courier contracts list|pin|fail-mismatched -db app.db …
 //	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h]
 //	courier keys   -db app.db
 //	courier secret new [-type whsec|whsk]
@@ -143,6 +143,10 @@ commands:
 
 Run courier <command> -h, or courier help <command>, for a command's flags
 (a command's actions and theirs).
+
+exit status: 0 done; 1 failed, or left what it was asked to change as it was
+(why, on stderr); 2 a command line that does not parse; 3 a negative answer
+(health blocked, verify refused).
 `
 
 // run runs the command line args and returns the exit status.

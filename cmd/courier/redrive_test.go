@@ -9,6 +9,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
 )
 
 // TestRedriveBudget: a redrive opens a Store of the tool's own, so a
@@ -231,5 +232,37 @@ func TestRedriveOfAnEndpointTheDatabaseDoesNotKnowFails(t *testing.T) {
 	}
 	if code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", "https://a.example/hooks"); code != exitOK || out != "redriven: 1\n" {
 		t.Errorf("redrive -endpoint of the failed one's: exit %d, %q, %q; want redriven: 1", code, out, errOut)
+	}
+}
+
+// TestRedriveIntoADisabledEndpointSaysItWaits: a redrive of a delivery
+// whose endpoint is disabled (a 410 Gone, an operator's Disable) moves it
+// back to pending, where it waits, unsent, until the endpoint is enabled;
+// the command said only "redriven: 1". It still does, and warns on
+// stderr of the wait and of how to end it; one to an endpoint that is
+// not disabled gets no warning.
+func TestRedriveIntoADisabledEndpointSaysItWaits(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	const off, on = "https://off.example/hooks", "https://on.example/hooks"
+	id := func(n, url string) string {
+		e, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: n, Endpoint: url, Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatInt(e.ID, 10)
+	}
+	first, onID := id("n-1", off), id("n-2", on)
+	id("n-3", off)
+	failAll(t, s)
+	if err := s.Endpoints.Disable(t.Context(), off); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{first}, {"-endpoint", off}, {onID}} {
+		code, out, errOut := courierRun(t, append([]string{"deliveries", "redrive", "-db", db}, args...)...)
+		warned := strings.Contains(errOut, "is disabled") && strings.Contains(errOut, "courier endpoints enable")
+		if code != exitOK || out != "redriven: 1\n" || warned != (args[0] != onID) {
+			t.Errorf("redrive %v: exit %d, stdout %q, stderr %q; want redriven: 1, and a warning only for the disabled endpoint", args, code, out, errOut)
+		}
 	}
 }

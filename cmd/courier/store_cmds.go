@@ -463,7 +463,27 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 		}
 	}
 	fmt.Fprintf(a.stdout, "redriven: %d\n", n)
+	a.warnDisabled(ctx, p)
 	return nil
+}
+
+// warnDisabled warns on stderr when the endpoint of what p redrove is
+// disabled: its deliveries are pending again, and wait there, unsent,
+// until it is enabled. The redrive is done: a read that fails here
+// warns of nothing rather than fail the command.
+func (a deliveriesAction) warnDisabled(ctx context.Context, p store.RedriveParams) {
+	url := p.Endpoint
+	if url == "" {
+		d, err := a.s.Outbox.Get(ctx, p.ID)
+		if err != nil {
+			return
+		}
+		url = d.Endpoint
+	}
+	if h, err := a.s.Endpoints.Get(ctx, url); err == nil && h.State == store.EndpointDisabled {
+		fmt.Fprintf(a.stderr, "courier deliveries redrive: %s is disabled: what was redriven waits until it is enabled (courier endpoints enable %s)\n",
+			endpointText(h.Endpoint), endpoint.Ref(h.Endpoint))
+	}
 }
 
 // cancel cancels a delivery, and says why when Cancel did not take it:
@@ -838,7 +858,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"the workers' breaker DisableAfter (store.Config.Breaker): a disabled endpoint that had been failing this long when it was disabled was disabled by its breaker, and its record goes; one an operator disabled sooner stays until enabled")
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this, of every receiver and sender, at least 24h (a signed request replayed within its tolerance is refused by its record alone); keep them longer than senders retry and an hour more, and than a failed delivery may be redriven after (a redelivery after its record is gone is processed again)")
-	maxRows := fs.Int("max-rows", 0, "stop each line of the output after this many rows (0: until all are gone)")
+	maxRows := fs.Int("max-rows", 0, "stop each of the four prunes (each line of the output) after this many rows (0: until all are gone)")
 	printFlags := fs.Usage
 	fs.Usage = func() {
 		printFlags()
