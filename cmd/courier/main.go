@@ -7,7 +7,7 @@
 //	courier migrate   -db app.db            (or -print -db … / -print -engine sqlite|postgres: write the SQL)
 //	courier health    -db app.db
 //	courier deliveries list|show|redrive|cancel -db app.db …
-//	courier endpoints list|enable|disable|limit -db app.db …
+//	courier endpoints list|blocked|enable|disable|limit -db app.db …
 //	courier contracts list|pin|fail-mismatched -db app.db …
 //	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h]
 //	courier keys   -db app.db
@@ -129,8 +129,9 @@ commands:
   health      the outbox's health and the endpoints whose breaker is not closed
               (exit 3 when blocked)
   deliveries  list, show, redrive or cancel deliveries
-  endpoints   list endpoints (breaker, in flight, limits, blocked keys);
-              enable, disable or limit one
+  endpoints   list endpoints (breaker, in flight, limits, blocked keys); the
+              blocked keys and the failed delivery holding each; enable,
+              disable or limit one
   contracts   list pins (those holding commands back first); pin an endpoint's
               capabilities digest; fail mismatched commands
   prune       delete finished deliveries, dead endpoints' breaker records, old

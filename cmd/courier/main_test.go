@@ -135,7 +135,7 @@ func TestActionsHelp(t *testing.T) {
 		{"deliveries", []string{"usage: courier deliveries list|show|redrive|cancel",
 			"usage: courier deliveries list ", "-status", "usage: courier deliveries show ",
 			"usage: courier deliveries redrive ", "-endpoint-ref", "usage: courier deliveries cancel "}},
-		{"endpoints", []string{"usage: courier endpoints list|enable|disable|limit",
+		{"endpoints", []string{"usage: courier endpoints list|blocked|enable|disable|limit",
 			"usage: courier endpoints list ", "usage: courier endpoints enable ",
 			"usage: courier endpoints disable ", "usage: courier endpoints limit ", "-max-in-flight", "-clear"}},
 		{"contracts", []string{"usage: courier contracts pin", "usage: courier contracts pin ", "usage: courier contracts fail-mismatched ", "-db"}},

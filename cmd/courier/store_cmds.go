@@ -524,14 +524,16 @@ func (a deliveriesAction) get(ctx context.Context, id int64) (store.Delivery, er
 
 // endpointsActions are the actions of courier endpoints, in the order its
 // help lists them.
-var endpointsActions = []string{"list", "enable", "disable", "limit"}
+var endpointsActions = []string{"list", "blocked", "enable", "disable", "limit"}
 
-const endpointsUsage = `usage: courier endpoints list|enable|disable|limit -db … [url-or-ref]
+const endpointsUsage = `usage: courier endpoints list|blocked|enable|disable|limit -db … [url-or-ref]
+blocked lists the ordering keys a failed delivery holds, each with that delivery (redrive or cancel it to let the others go)
 limit replaces the endpoint's limits: -max-in-flight and -rate are both required (0 for no limit), -burst optional; -clear removes them all`
 
 // endpointsSynopses say how to call each endpoints action.
 var endpointsSynopses = map[string][]string{
 	"list":    {"-db …"},
+	"blocked": {"-db … [url-or-ref]"},
 	"enable":  {"-db … <url-or-ref>"},
 	"disable": {"-db … <url-or-ref>"},
 	"limit":   {"-db … -max-in-flight <n> -rate <per-second> [-burst <n>] <url-or-ref>", "-db … -clear <url-or-ref>"},
@@ -591,7 +593,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fs
 		})
 	case !slices.Contains(endpointsActions, args[0]):
-		return usageError(stderr, "courier endpoints: unknown action %s: list, enable, disable or limit", quoteArg(args[0]))
+		return usageError(stderr, "courier endpoints: unknown action %s: list, blocked, enable, disable or limit", quoteArg(args[0]))
 	}
 	action := args[0]
 	fs, db, limits, clearAll := endpointsFlagSet(action, stderr)
@@ -626,6 +628,9 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				h.ConsecutiveFailures, orDash(string(h.Reason)), h.InFlight, limitsText(h.Limits), h.BlockedKeys)
 		}
 		return tw.Flush()
+	}
+	if action == "blocked" {
+		return blockedKeys(ctx, s, fs.Arg(0), stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usageError(stderr, "courier endpoints %s: give the endpoint's URL or ref", action)
@@ -708,6 +713,40 @@ func limitsText(l store.Limits) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// blockedMax is how many blocked keys endpoints blocked shows.
+const blockedMax = 1000
+
+// blockedKeys prints the ordering keys a failed delivery holds, of the
+// endpoint urlOrRef names or of every endpoint (""), each with the
+// delivery holding it: the one an operator redrives or cancels to let
+// the deliveries behind it go. When there may be more, stderr says so.
+func blockedKeys(ctx context.Context, s *store.Store, urlOrRef string, stdout, stderr io.Writer) error {
+	var url string
+	if urlOrRef != "" {
+		var err error
+		if url, err = resolve(ctx, s, urlOrRef); err != nil {
+			return err
+		}
+	}
+	keys, err := s.Endpoints.BlockedKeys(ctx, url, blockedMax)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HEAD\tENDPOINT\tREF\tORDERING KEY\tSINCE")
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", k.Head, endpoint.Redact(k.Endpoint), endpoint.Ref(k.Endpoint), k.OrderingKey,
+			k.Since.UTC().Format(time.RFC3339))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(keys) == blockedMax {
+		fmt.Fprintf(stderr, "courier endpoints blocked: the first %d keys, by endpoint and key; name an endpoint for its own\n", blockedMax)
+	}
+	return nil
 }
 
 // contractsListMax is how many pins contracts list shows: those that most
