@@ -124,6 +124,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		{"/api/endpoints/{ref}/enable", h.mutate(h.apiEndpoint(actEnable, endpoints.Enable))},
 		{"/api/endpoints/{ref}/disable", h.mutate(h.apiEndpoint(actDisable, endpoints.Disable))},
 		{"/api/endpoints/{ref}/limits", h.mutate(h.apiLimits)},
+		{"/api/endpoints/{ref}/blocked-keys", h.read(h.apiBlockedKeys)},
 		{"/api/contracts", h.read(h.apiContracts)},
 		{"/api/contracts/{ref}/pin", h.mutate(h.apiPin)},
 		{"/api/contracts/{ref}/fail-mismatched", h.mutate(h.apiFailMismatched)},

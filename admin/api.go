@@ -440,6 +440,26 @@ func (h *Handler) apiEndpoint(action string, act endpointAction) http.HandlerFun
 	}
 }
 
+// apiBlockedKeys lists the ordering keys a failed delivery holds at the
+// endpoint the path's {ref} names, each with that delivery: the one to
+// redrive or cancel so that the deliveries behind it go.
+func (h *Handler) apiBlockedKeys(w http.ResponseWriter, r *http.Request) {
+	target, ok := h.pathEndpoint(w, r)
+	if !ok {
+		return
+	}
+	keys, err := h.cfg.Store.Endpoints.BlockedKeys(r.Context(), target, maxPage)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	out := blockedKeysJSON{BlockedKeys: make([]blockedKeyJSON, len(keys))}
+	for i, k := range keys {
+		out.BlockedKeys[i] = blockedKeyJSON{Head: k.Head, OrderingKey: k.OrderingKey, Since: opsjson.UTC(k.Since)}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // apiLimits sets the limits of the endpoint the path's {ref} names,
 // answering the endpoint afterwards.
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {

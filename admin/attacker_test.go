@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 )
@@ -88,6 +89,7 @@ func TestAdminAnswersAreNeitherStoredNorSniffed(t *testing.T) {
 	fid := strconv.FormatInt(failed, 10)
 	pages := []string{"/", "/?done=redrive&n=1", "/deliveries?notification_id=n-1", "/deliveries/" + fid}
 	reads := []string{"/api/health", "/api/deliveries", "/api/deliveries/" + fid, "/api/endpoints", "/api/contracts",
+		"/api/endpoints/" + endpoint.Ref(hookA) + "/blocked-keys",
 		"/nowhere", "/deliveries/999", "/api/deliveries?limit=0", "/deliveries?notification_id=%3Cb%3E"}
 	check := func(what string, resp *http.Response, page bool) {
 		t.Helper()

@@ -76,6 +76,10 @@
 //	                                    required, so that a body meant to change one cannot
 //	                                    remove the other; burst left out or 0 is rate rounded
 //	                                    up, and needs a rate: endpoint
+//	GET  /api/endpoints/{ref}/blocked-keys
+//	                                    the ordering keys a failed delivery holds at the
+//	                                    endpoint, each with that delivery, the first 1000 by
+//	                                    key: {"blocked_keys": [blocked_key…]}
 //	GET  /api/contracts                 contract pins of the source-delivery profile:
 //	                                    {"contracts": [contract…], "next_after": ref}, paged
 //	                                    as /api/endpoints is
@@ -118,6 +122,9 @@
 //	          delivery holds: redrive or cancel it)
 //	contract  ref, endpoint (redacted), capabilities_sha256, pinned_at, mismatched
 //	          (unfinished deliveries under another digest: the endpoint is held back)
+//	blocked_key
+//	          head (the failed delivery holding the key: redrive or cancel it), ordering_key,
+//	          since
 //
 // A ref names an endpoint the store knows (one with a breaker record, a
 // subscription, a pinned contract or a delivery); another is 404

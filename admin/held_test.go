@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/store"
 )
 
@@ -44,5 +46,49 @@ func TestAdminShowsWhyADeliveryWaits(t *testing.T) {
 	resp, raw := b.do(t, "GET", "/deliveries/"+strconv.FormatInt(ids[1], 10), "", nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `id="held"`) {
 		t.Errorf("the delivery page does not say why it waits: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// The endpoint's blocked_keys counts the ordering keys a failed delivery
+// holds; GET /api/endpoints/{ref}/blocked-keys names each key and the
+// delivery holding it, the one to redrive or cancel so that the others
+// go. An endpoint with none answers an empty list; an unknown ref 404.
+func TestAdminNamesTheDeliveryHoldingEachBlockedKey(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	var head int64
+	for _, n := range []string{"k-1", "k-2"} {
+		e, err := b.store.Outbox.Enqueue(t.Context(), b.store.DB(), store.EnqueueParams{
+			NotificationID: n, Endpoint: hookA, Payload: []byte(`{"id":"` + n + `"}`), OrderingKey: "order-7",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if head == 0 {
+			head = e.ID
+		}
+	}
+	b.failDue(t) // the head fails for good and holds the key
+	if _, err := b.store.Outbox.Enqueue(t.Context(), b.store.DB(), store.EnqueueParams{
+		NotificationID: "b-1", Endpoint: hookB, Payload: []byte(`{"id":"b-1"}`), OrderingKey: "order-9",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	type blocked struct {
+		BlockedKeys []struct {
+			Head        int64     `json:"head"`
+			OrderingKey string    `json:"ordering_key"`
+			Since       time.Time `json:"since"`
+		} `json:"blocked_keys"`
+	}
+	got := adminOK[blocked](t, b, "GET", "/api/endpoints/"+endpoint.Ref(hookA)+"/blocked-keys", "")
+	if len(got.BlockedKeys) != 1 || got.BlockedKeys[0].Head != head || got.BlockedKeys[0].OrderingKey != "order-7" || got.BlockedKeys[0].Since.IsZero() {
+		t.Fatalf("blocked keys of hookA: %+v, want order-7 held by %d", got, head)
+	}
+	if got := adminOK[blocked](t, b, "GET", "/api/endpoints/"+endpoint.Ref(hookB)+"/blocked-keys", ""); got.BlockedKeys == nil || len(got.BlockedKeys) != 0 {
+		t.Fatalf("blocked keys of hookB: %+v, want an empty list", got)
+	}
+	if resp, _ := b.do(t, "GET", "/api/endpoints/"+strings.Repeat("0", 32)+"/blocked-keys", "", nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unknown ref answered %d, want 404", resp.StatusCode)
 	}
 }

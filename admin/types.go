@@ -41,6 +41,18 @@ type endpointPageJSON struct {
 	NextAfter string         `json:"next_after,omitempty"`
 }
 
+// blockedKeysJSON is GET /api/endpoints/{ref}/blocked-keys.
+type blockedKeysJSON struct {
+	BlockedKeys []blockedKeyJSON `json:"blocked_keys"`
+}
+
+// blockedKeyJSON is an ordering key a failed delivery holds (store.BlockedKey).
+type blockedKeyJSON struct {
+	Head        int64     `json:"head"` // the failed delivery holding the key
+	OrderingKey string    `json:"ordering_key"`
+	Since       time.Time `json:"since"`
+}
+
 // contractPageJSON is GET /api/contracts, paged as endpointPageJSON.
 type contractPageJSON struct {
 	Contracts []contractJSON `json:"contracts"`
