@@ -33,7 +33,16 @@ const (
 type endpointAction func(ctx context.Context, endpoint string) error
 
 func (h *Handler) apiHealth(w http.ResponseWriter, r *http.Request) {
-	respond(h, w, r, toHealth)(h.cfg.Store.Outbox.Health(r.Context()))
+	health, err := h.cfg.Store.Outbox.Health(r.Context())
+	var states map[string]int
+	if err == nil {
+		states, err = h.lists().EndpointStates(r.Context())
+	}
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toHealth(health, states))
 }
 
 func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {

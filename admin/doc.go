@@ -103,7 +103,8 @@
 //
 //	health    status ("ok" or "blocked"), code, counts (by delivery status), due,
 //	          expired_leases, failed, oldest_due_age_seconds, overdue, contract_mismatches,
-//	          operations (command deliveries by operation, then status)
+//	          operations (command deliveries by operation, then status), endpoints (by
+//	          breaker state but closed: open, half_open, disabled)
 //	delivery  id, notification_id, endpoint (redacted), endpoint_ref, payload_sha256,
 //	          payload_key_id (the id of the payload key that sealed it: the key a
 //	          payload_unreadable one needs back), profile, key_id, status, priority, attempts,

@@ -24,6 +24,10 @@ type healthJSON struct {
 	ContractMismatches  int                    `json:"contract_mismatches"`
 	// Operations counts command deliveries by operation, then status.
 	Operations map[string]map[courier.Status]int `json:"operations"`
+	// Endpoints counts the endpoints in each breaker state but closed
+	// (open, half_open, disabled), zero included: a receiver that is down
+	// blocks nothing, and shows here.
+	Endpoints map[store.EndpointState]int `json:"endpoints"`
 }
 
 // deliveryPageJSON is GET /api/deliveries: pass NextBefore as before for the
@@ -152,12 +156,18 @@ type failedJSON struct {
 // answer: each endpoint URL passes through endpoint.Redact and
 // endpoint.Ref here, and nowhere else.
 
-func toHealth(h store.Health) healthJSON {
-	return healthJSON{
+// toHealth is h's JSON form, with the endpoints in each breaker state
+// but closed, as listing's EndpointStates counts them.
+func toHealth(h store.Health, states map[string]int) healthJSON {
+	j := healthJSON{
 		Status: h.Status, Code: h.Code, Counts: h.Counts, Due: h.Due, ExpiredLeases: h.ExpiredLeases,
 		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(), Overdue: h.Overdue, ContractMismatches: h.ContractMismatches,
-		Operations: h.Operations,
+		Operations: h.Operations, Endpoints: make(map[store.EndpointState]int, 3),
 	}
+	for _, st := range []store.EndpointState{store.EndpointOpen, store.EndpointHalfOpen, store.EndpointDisabled} {
+		j.Endpoints[st] = states[string(st)]
+	}
+	return j
 }
 
 func toContract(k store.Contract) contractJSON {
