@@ -132,3 +132,30 @@ func TestDisableOfAnEndpointTheDatabaseDoesNotKnowSaysSo(t *testing.T) {
 		t.Errorf("disable of a known endpoint: exit %d, %q, stderr %q; want nothing on stderr", code, out, errOut)
 	}
 }
+
+// TestLimitOfAnEndpointTheDatabaseDoesNotKnowSaysSo: limit of a URL with
+// a typo in its path printed the limits and exited 0, as for the
+// endpoint meant, whose deliveries went on unlimited; limit -clear of
+// one printed "limits of …: -" and exited 0, having cleared nothing. A
+// limit ahead of an endpoint's deliveries is allowed, so limit still
+// sets it and says on stderr that the database knew no such endpoint;
+// -clear, with nothing to clear, fails as enable does.
+func TestLimitOfAnEndpointTheDatabaseDoesNotKnowSaysSo(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	enqueue(t, s, "n-1", "https://r.example/hooks")
+	code, out, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-max-in-flight", "2", "-rate", "0", "https://r.example/hook")
+	if code != exitOK || !strings.Contains(out, "limits of") || !strings.Contains(errOut, "no endpoint the database knows") {
+		t.Errorf("limit of a URL no delivery has: exit %d, %q, stderr %q; want it set, and stderr saying the database knew no such endpoint", code, out, errOut)
+	}
+	code, out, errOut = courierRun(t, "endpoints", "limit", "-db", db, "-clear", "https://r.example/other")
+	if code != exitFailed || out != "" || !strings.Contains(errOut, "no endpoint the database knows") {
+		t.Errorf("limit -clear of a URL no delivery has: exit %d, %q, stderr %q; want %d saying the database knew no such endpoint", code, out, errOut, exitFailed)
+	}
+	for _, args := range [][]string{{"-max-in-flight", "2", "-rate", "0"}, {"-clear"}} {
+		args = append(append([]string{"endpoints", "limit", "-db", db}, args...), "https://r.example/hooks")
+		if code, out, errOut := courierRun(t, args...); code != exitOK || errOut != "" {
+			t.Errorf("courier %v of a known endpoint: exit %d, %q, stderr %q; want nothing on stderr", args, code, out, errOut)
+		}
+	}
+}

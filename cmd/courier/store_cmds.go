@@ -639,23 +639,15 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if action == "limit" {
-		if err := s.Endpoints.SetLimits(ctx, url, *limits); err != nil {
-			return err
-		}
-		h, err := s.Endpoints.Get(ctx, url)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "limits of %s: %s\n", endpointText(h.Endpoint), limitsText(h.Limits))
-		return nil
-	}
 	// The state before says whether the action changed anything. An enable
 	// of a URL with a typo in its path finds a breaker that was never
 	// disabled, of an endpoint the store does not know: a failure, as for
 	// a ref that names none, so that the operator, or a script, does not
-	// take the endpoint meant for enabled. A disable of an endpoint not
-	// known yet holds back the deliveries to come (store.Endpoints.Disable).
+	// take the endpoint meant for enabled; so is a limit -clear, which has
+	// nothing to clear. A disable or a limit of an endpoint not known yet
+	// holds back the deliveries to come (store.Endpoints.Disable,
+	// SetLimits): each is done, and says on stderr that the database knew
+	// no such endpoint.
 	before, err := s.Endpoints.Get(ctx, url)
 	if err != nil {
 		return err
@@ -666,8 +658,26 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	}
+	unknown := fmt.Sprintf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin", endpointText(before.Endpoint))
+	if action == "limit" {
+		if *clearAll && !known {
+			return errors.New(unknown + "; nothing to clear")
+		}
+		if err := s.Endpoints.SetLimits(ctx, url, *limits); err != nil {
+			return err
+		}
+		h, err := s.Endpoints.Get(ctx, url)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "limits of %s: %s\n", endpointText(h.Endpoint), limitsText(h.Limits))
+		if !known {
+			fmt.Fprintf(stderr, "courier endpoints limit: %s: limited ahead of its deliveries; check the URL (limit -clear undoes it)\n", unknown)
+		}
+		return nil
+	}
 	if action == "enable" && !known {
-		return fmt.Errorf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin; nothing to enable", endpointText(before.Endpoint))
+		return errors.New(unknown + "; nothing to enable")
 	}
 	if action == "enable" {
 		err = s.Endpoints.Enable(ctx, url)
@@ -687,7 +697,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	default:
 		fmt.Fprintf(stdout, "disabled: %s\n", endpointText(before.Endpoint))
 		if !known { // a typo disables an endpoint no one sends to, and the one meant goes on
-			fmt.Fprintf(stderr, "courier endpoints disable: no endpoint the database knows is %s: disabled ahead of its deliveries; check the URL (courier endpoints enable undoes it)\n", endpointText(before.Endpoint))
+			fmt.Fprintf(stderr, "courier endpoints disable: %s: disabled ahead of its deliveries; check the URL (courier endpoints enable undoes it)\n", unknown)
 		}
 	}
 	return nil
