@@ -61,11 +61,11 @@ func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, err
 }
 
 // PruneAttempts deletes attempts log rows older than p.OlderThan, in
-// bounded batches; see Inbox.Prune. The attempts of a failed or
-// quarantined delivery stay as long as it does: they are why it failed,
-// for the operator who settles it (a Redrive clears the delivery's last
-// codes; Cancel, or the success of a redriven delivery, lets them go
-// with the next pass past their age).
+// bounded batches; see Inbox.Prune. It goes by age alone: a failed
+// delivery keeps its last codes on its row (Delivery.LastErrorCode,
+// LastStatus, LastRemoteCode) until a Redrive clears them, but its
+// attempts go with the others, so keep them longer than failed
+// deliveries wait to be redriven.
 func (o *Outbox) PruneAttempts(ctx context.Context, p PruneParams) (int, error) {
 	return o.s.pruneOlder(ctx, "attempts_prune", nil, p)
 }

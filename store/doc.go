@@ -259,8 +259,7 @@
 //	                         unfinished ones, and failed or quarantined ones, stay until an
 //	                         operator settles them (Outbox.Cancel, Outbox.Redrive)
 //	courier_outbox_payload   (SQLite) a delivery's payload, deleted with its delivery
-//	courier_attempts         rows go after OlderThan (Outbox.PruneAttempts), but for those of a
-//	                         failed or quarantined delivery: they stay with it, why it failed
+//	courier_attempts         rows go after OlderThan (Outbox.PruneAttempts)
 //	courier_endpoints        the breaker records of endpoints with nothing left to send go after
 //	                         OlderThan (Outbox.Prune): failing, open, and those the breaker disabled
 //	                         (410 Gone, or failing for Config.Breaker.DisableAfter); one an operator

@@ -895,14 +895,14 @@ defaults keep a week, past the senders' 72h of retries and their last hour.
 // pruneCmd deletes what a database no longer needs, each table in short
 // batches: finished deliveries, the breaker records of endpoints with
 // nothing left to send (their breaker's, not an operator's Disable), and
-// the attempts log past -older-than (but for failed deliveries'), inbox records past
+// the attempts log past -older-than, inbox records past
 // -inbox-older-than, expired replay pairs and their counts. It is safe to
 // run while workers and receivers run, and from cron. What waits for an
 // operator stays (see package store, Retention).
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("prune", stderr, "-db … [flags]")
 	db := dbFlag(fs)
-	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (failing, open, or disabled by their breaker: a 410 Gone, or failing for -disable-after) (outbox), and attempts, last updated longer ago than this. Kept: failed and quarantined deliveries, their attempts and the ordering keys they block until cancelled or redriven, endpoints an operator disabled until enabled, limits until cleared (endpoints limit -clear), and contract pins")
+	olderThan := fs.Duration("older-than", 7*24*time.Hour, "delete succeeded and suppressed deliveries, the breaker records of endpoints with nothing left to send (failing, open, or disabled by their breaker: a 410 Gone, or failing for -disable-after) (outbox), and attempts, last updated longer ago than this. Kept: failed and quarantined deliveries and the ordering keys they block until cancelled or redriven, endpoints an operator disabled until enabled, limits until cleared (endpoints limit -clear), and contract pins")
 	disableAfter := fs.Duration("disable-after", 72*time.Hour, // store.BreakerConfig's default
 		"the workers' breaker DisableAfter (store.Config.Breaker): a disabled endpoint that had been failing this long when it was disabled was disabled by its breaker, and its record goes; one an operator disabled sooner stays until enabled")
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,

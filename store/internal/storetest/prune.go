@@ -316,12 +316,11 @@ func testPruneTakesGoneEndpointsRecords(t *testing.T, open OpenFunc) {
 
 // testPruneLeavesOnlyWhatAnOperatorSettles: a year of traffic, pruned by
 // every retention pass, leaves in courier's tables only what an operator
-// must act on or set: the deliveries that failed for good with their
-// attempts (why they failed, which a Redrive's fresh start clears from
-// the row), the ordering key one of them blocks, the endpoint an operator
-// disabled, its limits and its contract pin. Once the operator settles
-// them (Cancel, Enable, the zero Limits), the next pass leaves only the
-// pin, which guards the commands to come (see Contracts).
+// must act on or set: the deliveries that failed for good, the ordering
+// key one of them blocks, the endpoint an operator disabled, its limits
+// and its contract pin. Once the operator settles them (Cancel, Enable,
+// the zero Limits), the next pass leaves only the pin, which guards the
+// commands to come (see Contracts).
 func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{
 		Breaker:           store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour},
@@ -405,7 +404,7 @@ func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 	b.clock.Advance(365 * 24 * time.Hour)
 	prune()
 	rows(map[string]int{
-		"courier_outbox": 3, "courier_attempts": 3, "courier_inbox": 0, "courier_replay": 0, "courier_replay_counts": 0,
+		"courier_outbox": 3, "courier_attempts": 0, "courier_inbox": 0, "courier_replay": 0, "courier_replay_counts": 0,
 		"courier_ordering_keys": 1, "courier_endpoints": 1, "courier_endpoint_limits": 1, "courier_contracts": 1,
 		"courier_subscriptions": 0,
 	})
@@ -423,8 +422,7 @@ func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 	b.clock.Advance(8 * 24 * time.Hour)
 	prune()
 	rows(map[string]int{
-		"courier_outbox": 0, "courier_attempts": 0, "courier_ordering_keys": 0, "courier_endpoints": 0, "courier_endpoint_limits": 0,
-		"courier_contracts": 1,
+		"courier_outbox": 0, "courier_ordering_keys": 0, "courier_endpoints": 0, "courier_endpoint_limits": 0, "courier_contracts": 1,
 	})
 }
 

@@ -40,20 +40,13 @@ SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
 -- name: attempts_prune
--- The attempts of a failed or quarantined delivery stay with it: they are
--- why it failed, for the operator who settles it (a Redrive clears its
--- last codes).
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
 -- planner may rescan the LIMIT, deleting past it. The batch is deleted by
 -- its ids as an array, read by the primary key: joined to the CTE, a
 -- generic plan (plan_cache_mode), which takes a LIMIT it cannot see for a
 -- tenth of the table, hashed the whole attempts log to delete a batch.
 WITH picked AS MATERIALIZED (
-    SELECT a.id FROM courier_attempts AS a
-    WHERE a.finished_at < :before AND NOT EXISTS (
-        SELECT 1 FROM courier_outbox AS o WHERE o.id = a.delivery_id AND o.status IN ('failed', 'quarantined')
-    )
-    ORDER BY a.finished_at LIMIT :limit
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_attempts WHERE id = ANY (ARRAY(SELECT id FROM picked));

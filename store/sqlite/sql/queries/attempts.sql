@@ -34,13 +34,6 @@ SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
 -- name: attempts_prune
--- The attempts of a failed or quarantined delivery stay with it: they are
--- why it failed, for the operator who settles it (a Redrive clears its
--- last codes).
 DELETE FROM courier_attempts WHERE id IN (
-    SELECT a.id FROM courier_attempts AS a
-    WHERE a.finished_at < :before AND NOT EXISTS (
-        SELECT 1 FROM courier_outbox AS o WHERE o.id = a.delivery_id AND o.status IN ('failed', 'quarantined')
-    )
-    ORDER BY a.finished_at LIMIT :limit
+    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
 );
