@@ -266,3 +266,20 @@ func TestRedriveIntoADisabledEndpointSaysItWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestRedriveOfNothingIntoADisabledEndpointWarnsOfNothing: a redrive of a
+// disabled endpoint that moves nothing ("redriven: 0") has nothing
+// waiting for the endpoint to be enabled, and says nothing of a wait.
+func TestRedriveOfNothingIntoADisabledEndpointWarnsOfNothing(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	const off = "https://off.example/hooks"
+	enqueue(t, s, "n-1", off) // known, pending: nothing to redrive
+	if err := s.Endpoints.Disable(t.Context(), off); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := courierRun(t, "deliveries", "redrive", "-db", db, "-endpoint", off)
+	if code != exitOK || out != "redriven: 0\n" || errOut != "" {
+		t.Errorf("redrive -endpoint of a disabled endpoint with nothing failed: exit %d, stdout %q, stderr %q; want redriven: 0 and no warning", code, out, errOut)
+	}
+}

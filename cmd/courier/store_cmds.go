@@ -463,7 +463,9 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 		}
 	}
 	fmt.Fprintf(a.stdout, "redriven: %d\n", n)
-	a.warnDisabled(ctx, p)
+	if n > 0 { // nothing moved is nothing waiting
+		a.warnDisabled(ctx, p)
+	}
 	return nil
 }
 
