@@ -453,7 +453,7 @@ func (h *Handler) opsEndpoint(action string, act endpointAction) http.HandlerFun
 			// misspelt: it is disabled all the same (an endpoint may be
 			// disabled ahead of its deliveries), and the page says so,
 			// asked before the disable makes it known.
-			known, err := h.knownEndpoint(r, target)
+			_, known, err := opsjson.KnownEndpoint(r.Context(), h.cfg.Store, target)
 			if err != nil {
 				h.storeError(w, r, err)
 				return
@@ -468,16 +468,6 @@ func (h *Handler) opsEndpoint(action string, act endpointAction) http.HandlerFun
 		}
 		seeOther(w, r, done)
 	}
-}
-
-// knownEndpoint reports whether the store knows the endpoint an operator
-// typed, as typed or as the store keeps it (opsjson.KnownEndpoint).
-func (h *Handler) knownEndpoint(r *http.Request, typed string) (bool, error) {
-	kept, err := h.cfg.Store.Endpoints.Get(r.Context(), typed)
-	if err != nil {
-		return false, err
-	}
-	return opsjson.KnownEndpoint(r.Context(), h.cfg.Store, typed, kept.Endpoint)
 }
 
 // formEndpoint reads the endpoint a form names, by one field: a form with

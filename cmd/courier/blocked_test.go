@@ -43,4 +43,10 @@ func TestEndpointsBlockedNamesEachKeysFailedHead(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], heads[1]+" ") {
 		t.Fatalf("endpoints blocked of b printed\n%s\nwant its one key", out)
 	}
+	// A URL with a typo in it is no endpoint with nothing blocked: as for
+	// redrive and enable, a failure that says so.
+	code, out, errOut := courierRun(t, "endpoints", "blocked", "-db", db, "https://b.example/hook")
+	if code != exitFailed || out != "" || !strings.Contains(errOut, "no endpoint the database knows") {
+		t.Fatalf("endpoints blocked of a URL the database does not know: exit %d, stdout %q, stderr %q; want %d saying so", code, out, errOut, exitFailed)
+	}
 }

@@ -434,16 +434,12 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 		// the database does not know (a typo in its path) is, as for
 		// endpoints enable, so that the endpoint meant is not taken for
 		// one with nothing failed.
-		h, err := a.s.Endpoints.Get(ctx, p.Endpoint)
-		if err != nil {
-			return err
-		}
-		known, err := opsjson.KnownEndpoint(ctx, a.s, p.Endpoint, h.Endpoint)
+		kept, known, err := opsjson.KnownEndpoint(ctx, a.s, p.Endpoint)
 		if err != nil {
 			return err
 		}
 		if !known {
-			return fmt.Errorf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin; nothing to redrive", endpointText(h.Endpoint))
+			return errors.New(unknownEndpoint(kept) + "; nothing to redrive")
 		}
 	}
 	if n == 0 && p.ID != 0 { // an endpoint with nothing to redrive is no failure
@@ -656,11 +652,11 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	known := true
 	if before.State == store.EndpointClosed {
-		if known, err = opsjson.KnownEndpoint(ctx, s, url, before.Endpoint); err != nil {
+		if _, known, err = opsjson.KnownEndpoint(ctx, s, url); err != nil {
 			return err
 		}
 	}
-	unknown := fmt.Sprintf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin", endpointText(before.Endpoint))
+	unknown := unknownEndpoint(before.Endpoint)
 	if action == "limit" {
 		if *clearAll && !known {
 			return errors.New(unknown + "; nothing to clear")
@@ -705,6 +701,12 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
+// unknownEndpoint says that the database knows no endpoint at url (as the
+// store keeps it; see opsjson.KnownEndpoint).
+func unknownEndpoint(url string) string {
+	return fmt.Sprintf("no endpoint the database knows is %s: no deliveries, breaker, limits, subscription or contract pin", endpointText(url))
+}
+
 // endpointText names an endpoint in a line of output: redacted, and by
 // its ref, as list shows it, which tells apart two endpoints that redact
 // alike (two webhooks of one service; see endpoint.Redact).
@@ -740,6 +742,13 @@ func blockedKeys(ctx context.Context, s *store.Store, urlOrRef string, stdout, s
 		var err error
 		if url, err = resolve(ctx, s, urlOrRef); err != nil {
 			return err
+		}
+		kept, known, err := opsjson.KnownEndpoint(ctx, s, url)
+		if err != nil {
+			return err
+		}
+		if !known { // a ref names a known one: a URL with a typo in it
+			return errors.New(unknownEndpoint(kept))
 		}
 	}
 	keys, err := s.Endpoints.BlockedKeys(ctx, url, blockedMax)

@@ -116,19 +116,24 @@ func NewDeliveryDetail(d store.Delivery, attempts []store.Attempt) DeliveryDetai
 	return out
 }
 
-// KnownEndpoint reports whether the store knows an endpoint by one of
-// urls (the URL as an operator typed it, and as the store keeps it): by
-// its deliveries, its breaker record, its limits, a subscription or a
-// contract pin. A typed URL it does not know is most likely misspelt.
-func KnownEndpoint(ctx context.Context, s *store.Store, urls ...string) (bool, error) {
-	for _, url := range urls {
+// KnownEndpoint reports whether the store knows the endpoint an operator
+// typed, by the URL as typed or as the store keeps it (kept, which it
+// returns): by its deliveries, its breaker record, its limits, a
+// subscription or a contract pin. A typed URL it does not know is most
+// likely misspelt.
+func KnownEndpoint(ctx context.Context, s *store.Store, typed string) (kept string, known bool, err error) {
+	h, err := s.Endpoints.Get(ctx, typed)
+	if err != nil {
+		return "", false, err
+	}
+	for _, url := range []string{typed, h.Endpoint} {
 		_, err := s.Endpoints.Resolve(ctx, endpoint.Ref(url))
 		switch {
 		case err == nil:
-			return true, nil
+			return h.Endpoint, true, nil
 		case !errors.Is(err, courier.CodeNotFound):
-			return false, err
+			return "", false, err
 		}
 	}
-	return false, nil
+	return h.Endpoint, false, nil
 }

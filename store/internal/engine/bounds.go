@@ -8,9 +8,11 @@ const MaxAttempts = 1000
 
 // Bound returns the value of name where it is a parameter any statement
 // of any engine may name besides those its caller gives
-// (:max_attempts_bound): a limit the Go side holds, said once here rather
-// than as a literal in each statement of each dialect that keeps to it.
-// Package store binds it, and so does a test that runs a statement itself.
+// (:max_attempts_bound): a limit the Go side holds, given to the
+// statements from here rather than spelt as a literal in each statement
+// of each dialect that keeps to it (the migrations' CHECK constraints
+// spell it, as a schema must). Package store binds it, and so does a test
+// that runs a statement itself.
 func Bound(name string) (any, bool) {
 	switch name {
 	case "max_attempts_bound":
