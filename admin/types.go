@@ -157,14 +157,14 @@ type failedJSON struct {
 // endpoint.Ref here, and nowhere else.
 
 // toHealth is h's JSON form, with the endpoints in each breaker state
-// but closed, as listing's EndpointStates counts them.
+// but closed (opsjson.NotClosed), as listing's EndpointStates counts them.
 func toHealth(h store.Health, states map[string]int) healthJSON {
 	j := healthJSON{
 		Status: h.Status, Code: h.Code, Counts: h.Counts, Due: h.Due, ExpiredLeases: h.ExpiredLeases,
 		Failed: h.Failed, OldestDueAgeSeconds: h.OldestDueAge.Seconds(), Overdue: h.Overdue, ContractMismatches: h.ContractMismatches,
-		Operations: h.Operations, Endpoints: make(map[store.EndpointState]int, 3),
+		Operations: h.Operations, Endpoints: make(map[store.EndpointState]int),
 	}
-	for _, st := range []store.EndpointState{store.EndpointOpen, store.EndpointHalfOpen, store.EndpointDisabled} {
+	for _, st := range opsjson.NotClosed() {
 		j.Endpoints[st] = states[string(st)]
 	}
 	return j

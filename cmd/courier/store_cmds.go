@@ -166,7 +166,7 @@ func healthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	for _, st := range []store.EndpointState{store.EndpointOpen, store.EndpointHalfOpen, store.EndpointDisabled} {
+	for _, st := range opsjson.NotClosed() {
 		fmt.Fprintf(stdout, "endpoints %s: %d\n", st, states[string(st)])
 	}
 	if h.Status != store.HealthOK {

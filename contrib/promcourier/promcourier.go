@@ -80,6 +80,7 @@ import (
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/internal/scrape"
 	"github.com/courier-go/courier/store"
 )
@@ -302,7 +303,7 @@ func (c *Collector) collectStore(s *store.Store, ch chan<- prometheus.Metric) er
 	ch <- prometheus.MustNewConstMetric(c.oldestDueAge, prometheus.GaugeValue, h.OldestDueAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.expiredLeases, prometheus.GaugeValue, float64(h.ExpiredLeases))
 	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(h.Overdue))
-	for _, st := range []store.EndpointState{store.EndpointOpen, store.EndpointHalfOpen, store.EndpointDisabled} {
+	for _, st := range opsjson.NotClosed() {
 		ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(eps.States[string(st)]), string(st))
 	}
 	// Disabled endpoints with nothing of their own to show are not

@@ -2,8 +2,9 @@
 // delivery and its attempts: the admin API and the courier CLI print the
 // same document. It never holds payload bytes, and an endpoint only
 // redacted (scheme and host), with its ref to name it by; times are in
-// UTC. It holds the one check those tools share too: whether the store
-// knows an endpoint an operator typed (KnownEndpoint).
+// UTC. It holds what else those tools share: whether the store knows an
+// endpoint an operator typed (KnownEndpoint), and the breaker states
+// they count (NotClosed).
 package opsjson
 
 import (
@@ -114,6 +115,13 @@ func NewDeliveryDetail(d store.Delivery, attempts []store.Attempt) DeliveryDetai
 		out.Attempts = append(out.Attempts, NewAttempt(at))
 	}
 	return out
+}
+
+// NotClosed returns the breaker states operators' tools count an
+// endpoint by, closed (healthy, the default) aside: open, half open and
+// disabled, in that order.
+func NotClosed() []store.EndpointState {
+	return []store.EndpointState{store.EndpointOpen, store.EndpointHalfOpen, store.EndpointDisabled}
 }
 
 // KnownEndpoint reports whether the store knows the endpoint an operator
