@@ -362,14 +362,13 @@ func (a deliveriesAction) list(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tREMOTE CODE\tUPDATED")
-	for _, d := range page.Deliveries {
-		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
-			endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), orDash(string(d.LastRemoteCode)),
-			d.UpdatedAt.UTC().Format(time.RFC3339))
-	}
-	if err := tw.Flush(); err != nil {
+	err = table(a.stdout, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tREMOTE CODE\tUPDATED", page.Deliveries,
+		func(d store.Delivery) string {
+			return fmt.Sprintf("%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
+				endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), orDash(string(d.LastRemoteCode)),
+				d.UpdatedAt.UTC().Format(time.RFC3339))
+		})
+	if err != nil {
 		return err
 	}
 	if page.NextBefore != 0 {
@@ -472,7 +471,7 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 func (a deliveriesAction) warnDisabled(ctx context.Context, p store.RedriveParams) {
 	url := p.Endpoint
 	if url == "" {
-		d, err := a.s.Outbox.Get(ctx, p.ID)
+		d, err := a.get(ctx, p.ID)
 		if err != nil {
 			return
 		}
@@ -619,13 +618,10 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENDPOINT\tREF\tSTATE\tFAILURES\tREASON\tIN FLIGHT\tLIMITS\tBLOCKED KEYS")
-		for _, h := range hs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\n", endpoint.Redact(h.Endpoint), endpoint.Ref(h.Endpoint), h.State,
+		return table(stdout, "ENDPOINT\tREF\tSTATE\tFAILURES\tREASON\tIN FLIGHT\tLIMITS\tBLOCKED KEYS", hs, func(h store.EndpointHealth) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d", endpoint.Redact(h.Endpoint), endpoint.Ref(h.Endpoint), h.State,
 				h.ConsecutiveFailures, orDash(string(h.Reason)), h.InFlight, limitsText(h.Limits), h.BlockedKeys)
-		}
-		return tw.Flush()
+		})
 	}
 	if action == "blocked" {
 		return blockedKeys(ctx, s, fs.Arg(0), stdout, stderr)
@@ -701,6 +697,17 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
+// table writes header, then a line for each of items as row writes it
+// (tab-separated cells), to w in aligned columns: the command's listings.
+func table[T any](w io.Writer, header string, items []T, row func(T) string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
+}
+
 // unknownEndpoint says that the database knows no endpoint at url (as the
 // store keeps it; see opsjson.KnownEndpoint).
 func unknownEndpoint(url string) string {
@@ -755,13 +762,11 @@ func blockedKeys(ctx context.Context, s *store.Store, urlOrRef string, stdout, s
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HEAD\tENDPOINT\tREF\tORDERING KEY\tSINCE")
-	for _, k := range keys {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", k.Head, endpoint.Redact(k.Endpoint), endpoint.Ref(k.Endpoint), k.OrderingKey,
+	err = table(stdout, "HEAD\tENDPOINT\tREF\tORDERING KEY\tSINCE", keys, func(k store.BlockedKey) string {
+		return fmt.Sprintf("%d\t%s\t%s\t%s\t%s", k.Head, endpoint.Redact(k.Endpoint), endpoint.Ref(k.Endpoint), k.OrderingKey,
 			k.Since.UTC().Format(time.RFC3339))
-	}
-	if err := tw.Flush(); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	if len(keys) == blockedMax {
@@ -784,13 +789,11 @@ func contractsList(ctx context.Context, s *store.Store, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tREF\tCAPABILITIES SHA256\tPINNED\tMISMATCHED")
-	for _, c := range top {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", endpoint.Redact(c.Endpoint), endpoint.Ref(c.Endpoint), c.CapabilitiesSHA256,
+	err = table(stdout, "ENDPOINT\tREF\tCAPABILITIES SHA256\tPINNED\tMISMATCHED", top, func(c store.Contract) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%d", endpoint.Redact(c.Endpoint), endpoint.Ref(c.Endpoint), c.CapabilitiesSHA256,
 			c.PinnedAt.UTC().Format(time.RFC3339), c.Mismatched)
-	}
-	if err := tw.Flush(); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	if count > len(top) {

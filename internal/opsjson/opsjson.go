@@ -134,7 +134,11 @@ func KnownEndpoint(ctx context.Context, s *store.Store, typed string) (kept stri
 	if err != nil {
 		return "", false, err
 	}
-	for _, url := range []string{typed, h.Endpoint} {
+	urls := []string{h.Endpoint}
+	if typed != h.Endpoint {
+		urls = append(urls, typed) // as typed too: a ref names the URL as it was stored
+	}
+	for _, url := range urls {
 		_, err := s.Endpoints.Resolve(ctx, endpoint.Ref(url))
 		switch {
 		case err == nil:

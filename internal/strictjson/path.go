@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"iter"
 	"math"
 	"reflect"
 	"strconv"
@@ -190,6 +191,31 @@ func spell(steps []step) (path string, members []string) {
 		}
 	}
 	return p.String(), members
+}
+
+// Members yields the members of the object a valid JSON document is,
+// read in place: each one's name as it stands (quoted, perhaps escaped)
+// and its value's bytes, in order; nothing when the document is no
+// object. doc must be valid (json.Valid): another may make it panic.
+func Members(doc []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(name, value []byte) bool) {
+		i := SkipSpace(doc, 0)
+		if i == len(doc) || doc[i] != '{' {
+			return
+		}
+		for i = SkipSpace(doc, i+1); doc[i] == '"'; {
+			nameEnd := ValueEnd(doc, i)
+			name := doc[i:nameEnd]
+			i = SkipSpace(doc, SkipSpace(doc, nameEnd)+1) // past ':'
+			end := ValueEnd(doc, i)
+			if !yield(name, doc[i:end]) {
+				return
+			}
+			if i = SkipSpace(doc, end); doc[i] == ',' {
+				i = SkipSpace(doc, i+1)
+			}
+		}
+	}
 }
 
 // ValueEnd returns the index just past the value of a strict document

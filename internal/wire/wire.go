@@ -132,30 +132,19 @@ func NotificationTypes(result []byte) []string {
 	if !json.Valid(result) {
 		return nil
 	}
-	i := strictjson.SkipSpace(result, 0)
-	if result[i] != '{' {
-		return nil
-	}
 	type member struct {
 		name  string
 		value []byte
 	}
 	var named []member // the members of that name, the last of each spelling
-	for i = strictjson.SkipSpace(result, i+1); result[i] == '"'; {
-		keyEnd := strictjson.ValueEnd(result, i)
-		key := result[i:keyEnd]
-		i = strictjson.SkipSpace(result, strictjson.SkipSpace(result, keyEnd)+1) // past the colon
-		valueEnd := strictjson.ValueEnd(result, i)
+	for key, value := range strictjson.Members(result) {
 		if name, ok := notificationTypeName(key); ok {
-			m := member{name: name, value: result[i:valueEnd]}
+			m := member{name: name, value: value}
 			if j := slices.IndexFunc(named, func(o member) bool { return o.name == name }); j >= 0 {
 				named[j] = m
 			} else {
 				named = append(named, m)
 			}
-		}
-		if i = strictjson.SkipSpace(result, valueEnd); result[i] == ',' {
-			i = strictjson.SkipSpace(result, i+1)
 		}
 	}
 	var types []string
