@@ -261,9 +261,13 @@ func TestAnIdleWorkerDoesNotTraceEveryPoll(t *testing.T) {
 			}
 		}
 	}
+	// A claim in flight when stop cancels the Run is cut short and traced
+	// as failed with worker_stopped; only failures of any other code
+	// count as failed here.
 	claims := func() (empty, leased, failed int) {
 		for _, s := range b.rec.Named(tracing.SpanClaim) {
 			switch {
+			case s.Failed == courier.CodeWorkerStopped:
 			case s.Failed != "":
 				failed++
 			case s.Attrs()[tracing.AttrBatchSize].Int64() > 0:
@@ -295,7 +299,7 @@ func TestAnIdleWorkerDoesNotTraceEveryPoll(t *testing.T) {
 		t.Fatal("Work on a closed Store succeeded")
 	}
 	if _, _, failed := claims(); failed != 1 {
-		t.Errorf("%d traced claims failed, want the one on the closed Store", failed)
+		t.Errorf("%d traced claims failed other than cut short by stop, want the one on the closed Store", failed)
 	}
 	if empty, _, _ := claims(); empty > 2 {
 		t.Errorf("%d traced claims found nothing, want at most one per idle stretch (two)", empty)
