@@ -94,7 +94,7 @@
 // when zero or empty: health's code; delivery's payload_sha256,
 // payload_key_id, key_id, next_attempt_at, deadline, lease_owner,
 // leased_at, lease_expires_at, last_error_code, last_status, last_remote_code, ack_sha256,
-// subscription_id and held (next_attempt_at is written only while the delivery is
+// subscription_id, ordering_key and held (next_attempt_at is written only while the delivery is
 // pending or retry_wait: a leased or finished one has no attempt due);
 // attempt's http_status, error_code and remote_code;
 // endpoint's failing_since, open_until, reason and updated_at; and
@@ -110,7 +110,8 @@
 //	          payload_unreadable one needs back), profile, key_id, status, priority, attempts,
 //	          max_attempts, next_attempt_at, deadline, lease_owner, leased_at,
 //	          lease_expires_at, last_error_code, last_status, last_remote_code,
-//	          ack_sha256, subscription_id, held (why a pending or retrying one waits
+//	          ack_sha256, subscription_id, ordering_key (the key it is sent in
+//	          order of, as enqueued), held (why a pending or retrying one waits
 //	          although due: "key", behind an earlier delivery of its ordering key,
 //	          or "endpoint", for room at its endpoint; store.Delivery.Held),
 //	          created_at, updated_at

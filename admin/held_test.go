@@ -39,13 +39,22 @@ func TestAdminShowsWhyADeliveryWaits(t *testing.T) {
 	if got.Delivery["held"] != string(store.HeldByKey) {
 		t.Errorf("GET /api/deliveries/{id}: held = %v, want %q: %v", got.Delivery["held"], store.HeldByKey, got.Delivery)
 	}
+	if got.Delivery["ordering_key"] != "order-7" {
+		t.Errorf("GET /api/deliveries/{id}: ordering_key = %v, want the key it waits on: %v", got.Delivery["ordering_key"], got.Delivery)
+	}
 	head := adminOK[detail](t, b, "GET", "/api/deliveries/"+strconv.FormatInt(ids[0], 10), "")
 	if _, ok := head.Delivery["held"]; ok {
 		t.Errorf("the failed head has a held member: %v", head.Delivery)
 	}
 	resp, raw := b.do(t, "GET", "/deliveries/"+strconv.FormatInt(ids[1], 10), "", nil)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `id="held"`) {
-		t.Errorf("the delivery page does not say why it waits: %d %s", resp.StatusCode, raw)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `id="held"`) ||
+		!strings.Contains(string(raw), `<code id="ordering-key">order-7</code>`) {
+		t.Errorf("the delivery page does not say why it waits, and on which key: %d %s", resp.StatusCode, raw)
+	}
+	unkeyed := b.enqueue(t, "u-1", hookA)
+	plain := adminOK[detail](t, b, "GET", "/api/deliveries/"+strconv.FormatInt(unkeyed, 10), "")
+	if _, ok := plain.Delivery["ordering_key"]; ok {
+		t.Errorf("a delivery without an ordering key has an ordering_key member: %v", plain.Delivery)
 	}
 }
 

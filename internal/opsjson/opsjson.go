@@ -43,6 +43,7 @@ type Delivery struct {
 	LastRemoteCode courier.Code   `json:"last_remote_code,omitempty"` // the receiver's own code, from its problem+json
 	AckSHA256      string         `json:"ack_sha256,omitempty"`
 	SubscriptionID int64          `json:"subscription_id,omitempty"`
+	OrderingKey    string         `json:"ordering_key,omitempty"` // the key it is sent in order of, "" for none
 	// Held says why a pending or retrying delivery is not sent although
 	// it may be due: "key" (an earlier delivery of its ordering key is
 	// unfinished, or failed and holds the key) or "endpoint" (its endpoint
@@ -86,7 +87,7 @@ func NewDelivery(d store.Delivery) Delivery {
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: next, Deadline: UTC(d.Deadline),
 		LeaseOwner: d.LeaseOwner, LeasedAt: UTC(d.LeasedAt), LeaseExpiresAt: UTC(d.LeaseExpiresAt),
 		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
-		SubscriptionID: d.SubscriptionID, Held: d.Held, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
+		SubscriptionID: d.SubscriptionID, OrderingKey: d.OrderingKey, Held: d.Held, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
 	}
 }
 
