@@ -67,6 +67,9 @@ func TestAShutdownCuttingAnAckShortIsWorkerStopped(t *testing.T) {
 // HTTP/1 (TestHostileReceivers), an Ack still arriving when the attempt's
 // Timeout ends is a retry with code timeout, and Config.Classify hears the
 // deadline: not the error of the body the worker closed at that moment.
+// The Ack never ends, so any Timeout ends it; the Timeout is long enough
+// for the 200's headers to come first (a TLS handshake and the HTTP/2
+// preface) on a loaded machine.
 func TestAnAckTrickledPastTheTimeoutOverHTTP2IsATimeout(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +87,7 @@ func TestAnAckTrickledPastTheTimeoutOverHTTP2IsATimeout(t *testing.T) {
 	seen := make(chan error, 1)
 	b := setupWorker(t, func(http.ResponseWriter, *http.Request) {}, func(c *client.Config) {
 		c.Transport = srv.Client().Transport
-		c.Timeout = 300 * time.Millisecond
+		c.Timeout = 2 * time.Second
 		c.Classify = func(r *http.Response, err error) client.Verdict {
 			seen <- err
 			return client.DefaultClassify(r, err)
