@@ -123,7 +123,7 @@ func workBounded(t *testing.T, b *workerBundle, limit time.Duration) {
 	select {
 	case <-done:
 	case <-time.After(limit):
-		t.Fatalf("Work still running %v after it began, with a %v attempt timeout", limit, 300*time.Millisecond)
+		t.Fatalf("Work still running %v after it began, far past the attempt's Timeout: the attempt is stuck", limit)
 	}
 }
 
@@ -207,6 +207,14 @@ func TestHostileReceivers(t *testing.T) {
 		http   int
 		delay  [2]time.Duration // retry delay range, when retried
 	}
+	// Only the trickled Ack, whose outcome is a timeout, lasts past the
+	// attempt's Timeout; every other answer ends the attempt by itself,
+	// and its attempt has a Timeout that only bounds a stuck attempt. A
+	// short Timeout could run out first on a loaded machine, before the
+	// answer (or, for the trickled Ack, its headers) came, and make the
+	// attempt a timeout with no HTTP status, not what the answer gives.
+	// The trickle lasts seconds past even the trickled Ack's Timeout.
+	const trickled, guard = 2 * time.Second, 30 * time.Second
 	tests := []struct {
 		name   string
 		script func(c net.Conn, r *http.Request, body []byte)
@@ -323,9 +331,13 @@ func TestHostileReceivers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := rawBundle(t, tt.script, nil)
+			timeout := guard
+			if tt.want.code == courier.CodeTimeout {
+				timeout = trickled
+			}
+			b := rawBundle(t, tt.script, func(c *client.Config) { c.Timeout = timeout })
 			id := b.enqueue(t, "n-1", `{"n":1}`)
-			workBounded(t, b, 5*time.Second)
+			workBounded(t, b, 2*timeout)
 			d := b.get(t, id)
 			atts, err := b.store.Outbox.Attempts(t.Context(), id)
 			if err != nil || len(atts) != 1 {
