@@ -17,10 +17,19 @@ import (
 // reclaims the expired leases on its own as it listens again, sends each
 // again, the receiver answers from its Inbox, and each delivery's attempts
 // are logged once: the lease that expired, then the success.
+//
+// The attempts must still be in flight when the server has stopped: an
+// attempt whose Timeout ran out while its answer was held (the server's
+// stop is slow on a loaded machine) was recorded before the outage, and
+// its lease never expired. And a delivery claimed again is sent only if
+// its lease still covers a whole Timeout when its attempt starts; one
+// given back waits for the next poll, an hour away. So the Timeout
+// outlasts the stop, and the Lease leaves the claim and the attempt's
+// start seconds more than a Timeout.
 func TestLeasesThatExpireDuringALongOutageAreReclaimedOnceBack(t *testing.T) {
 	const n = 5
 	o := setupOutage(t, func(c *client.Config) {
-		c.Timeout, c.Lease = time.Second, 2*time.Second // PollInterval stays an hour
+		c.Timeout, c.Lease = 5*time.Second, 10*time.Second // PollInterval stays an hour
 	})
 	hold := make(chan struct{})
 	o.hold.Store(&hold)
