@@ -340,9 +340,17 @@ func TestAFullOutboxRefusesTheEnqueueAndRecovers(t *testing.T) {
 // receiver applied them: their settles fail, and the worker writes each
 // outcome again (within its lease) until there is room. Each delivery is
 // then settled once, with one attempt logged, and applied once.
+//
+// The attempts wait for the receiver to answer all of them and for the
+// outbox to fill: on a loaded machine that took longer than the default
+// Timeout (15 s), and an attempt that timed out was recorded, a retry,
+// before the outbox was full. Their Timeout only bounds a stuck attempt.
 func TestOutcomesTheFullOutboxCannotRecordAreRecordedOnceThereIsRoom(t *testing.T) {
 	const n = 400 // their attempts' log rows need pages of their own
-	f := setupFullDisks(t, func(c *client.Config) { c.Concurrency, c.EndpointConcurrency, c.BatchSize = n, n, n })
+	f := setupFullDisks(t, func(c *client.Config) {
+		c.Concurrency, c.EndpointConcurrency, c.BatchSize = n, n, n
+		c.Timeout = time.Minute
+	})
 	ids := map[string]bool{}
 	for i := range n {
 		id := fmt.Sprintf("n%03d", i)
