@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -57,7 +58,16 @@ func TestASecondInterruptEndsTheTool(t *testing.T) {
 	child.Env = append(os.Environ(), interruptDBEnv+"="+db)
 	var stderr bytes.Buffer
 	child.Stderr = &stderr
-	if err := child.Start(); err != nil {
+	// The child starts with the interrupt at its default, whatever this
+	// process inherited. Started with it ignored (a background job of a
+	// shell), it would ignore it again once its first interrupt stopped
+	// its handler, so no second interrupt could end it; while this
+	// process handles the interrupt, a child it starts gets the default.
+	handled := make(chan os.Signal, 1)
+	signal.Notify(handled, os.Interrupt)
+	err = child.Start()
+	signal.Stop(handled)
+	if err != nil {
 		t.Fatal(err)
 	}
 	file, err := filepath.EvalSymlinks(db) // as /proc shows it
