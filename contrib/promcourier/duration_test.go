@@ -88,8 +88,14 @@ courier_attempts_total{code="expired",outcome="failed"} 1
 // metric counted it.
 func TestAnUnrecordedAttemptIsCounted(t *testing.T) {
 	ctx := t.Context()
+	// The lease is short, so that the settle's writes are tried again for
+	// a second only, and the clock, the store's and the worker's, stands
+	// still: on the wall clock a loaded machine could spend the lease
+	// before the attempt started (it is given back unsent) or before its
+	// settle (the lease is lost), and no attempt would go unrecorded.
+	clock := &testClock{start: time.Now()}
 	c := promcourier.New()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Hook: c.StoreHook})
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Hook: c.StoreHook, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +106,7 @@ func TestAnUnrecordedAttemptIsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("s").Signer, Hook: c.WorkerHook,
-		Timeout: 100 * time.Millisecond, Lease: 200 * time.Millisecond,
+		Timeout: 100 * time.Millisecond, Lease: 200 * time.Millisecond, Now: clock.Now,
 		Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
 			if _, err := s.DB().ExecContext(r.Context(), `CREATE TRIGGER refuse_settle BEFORE UPDATE ON courier_outbox
 				BEGIN SELECT RAISE(ABORT, 'the database refuses the write'); END`); err != nil {
