@@ -398,8 +398,11 @@ func (rg *fuzzAdminRig) check(t *testing.T, in fuzzAdminInput) {
 	before := rg.snapshot(t)
 	start := time.Now()
 	status, header, out := rg.roundTrip(t, method, in.target, h, in.body, in.chunked)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("%s %s answered in %v", method, in.target, d)
+	// A guard against an answer that waits for what never comes (a body,
+	// a lock), not a measure of speed: the fuzz engine's workers share a
+	// machine that may be loaded.
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("%s %s answered in %v: it waited on something", method, in.target, d)
 	}
 	rg.noPanic(t)
 	after := rg.snapshot(t)
