@@ -88,7 +88,6 @@ func runWorker(t *testing.T, w *client.Worker) (stop func()) {
 	return stop
 }
 
-// waitFor waits until ch is closed, failing the test after guardTimeout.
 // openOutbox opens a Store on a SQLite file of the test's own, closed as
 // the test ends.
 func openOutbox(t *testing.T) *store.Store {
@@ -101,6 +100,7 @@ func openOutbox(t *testing.T) *store.Store {
 	return s
 }
 
+// waitFor waits until ch is closed, failing the test after guardTimeout.
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
