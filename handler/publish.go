@@ -66,8 +66,8 @@ const maxTenant = 256
 // it: a tenant is at most maxTenant bytes of text without NUL (a tag
 // counts characters); event_id leaves room for the ":" and subscription
 // id each delivery's notification id adds (store.MaxEventIDSize); an
-// endpoint is an absolute http or https URL with a host (and a port, if
-// any, from 1 to 65535), at most store.MaxEndpointSize bytes.
+// endpoint is an absolute http or https URL with a host, at most
+// store.MaxEndpointSize bytes.
 func (r publishRequest) Check() error {
 	var fields []ack.FieldError
 	switch {

@@ -76,8 +76,7 @@ type EnqueueParams struct {
 	// payload differs.
 	NotificationID string
 	// Endpoint is the URL the notification is delivered to: an absolute
-	// http or https URL with a host and, if it names a port, one from 1 to
-	// 65535 without a leading zero, at most MaxEndpointSize bytes. It is
+	// http or https URL with a host, at most MaxEndpointSize bytes. It is
 	// stored, and sent to, with its scheme and host in lower case and
 	// without the scheme's default port, and its other bytes as given:
 	// https://Example.com:443/hook is the endpoint https://example.com/hook

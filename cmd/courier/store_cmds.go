@@ -867,7 +867,7 @@ func resolve(ctx context.Context, s *store.Store, urlOrRef string) (string, erro
 	case endpoint.IsRef(urlOrRef):
 		return resolveRef(ctx, s, urlOrRef)
 	case !endpoint.Valid(urlOrRef):
-		return "", usageFailure("give an endpoint's URL (absolute http or https, with a host, a port if any from 1 to 65535, at most 2048 bytes) or its ref, as courier endpoints list shows them")
+		return "", usageFailure("give an endpoint's URL (absolute http or https, with a host, at most 2048 bytes) or its ref, as courier endpoints list shows them")
 	}
 	return urlOrRef, nil
 }

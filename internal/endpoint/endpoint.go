@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"math"
 	"net/url"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -63,34 +62,20 @@ func LimitFaults(maxInFlight int, rate float64, burst int) []LimitFault {
 
 // Valid reports whether raw is an endpoint a worker can send to: an
 // absolute http or https URL with a host, at most MaxSize bytes of UTF-8
-// (PostgreSQL stores no other text), and a port, if it names one, from 1
-// to 65535 without a leading zero (port 0 or 65536 fails every attempt;
-// :0443 would name a second endpoint for the receiver at :443). Whether
-// the destination is allowed is the worker's transport's to say, at dial
-// time. The outbox refuses any other; the publish API refuses it first,
-// naming its field.
+// (PostgreSQL stores no other text). Whether the destination is allowed
+// is the worker's transport's to say, at dial time. The outbox refuses
+// any other; the publish API refuses it first, naming its field.
 func Valid(raw string) bool {
 	if raw == "" || len(raw) > MaxSize || !utf8.ValidString(raw) {
 		return false
 	}
 	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != "" &&
-		validPort(u.Port())
-}
-
-// validPort reports whether port, as url.URL.Port returns it (digits
-// only, or empty), is empty or a dialable port in its shortest form.
-func validPort(port string) bool {
-	if port == "" {
-		return true
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && port[0] != '0' && n <= 65535
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Opaque == "" && u.Hostname() != ""
 }
 
 // Rule is what Valid asks of an endpoint, as a refusal says it: "…
 // endpoint must be " + Rule.
-const Rule = "an absolute http or https URL with a host (and a port, if any, from 1 to 65535), at most 2048 bytes"
+const Rule = "an absolute http or https URL with a host, at most 2048 bytes"
 
 // Normalize returns the form of the valid endpoint raw (see Valid) that
 // courier keeps and names it by: its scheme and host in ASCII lower case

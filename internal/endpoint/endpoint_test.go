@@ -114,28 +114,3 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
-
-// TestValidPort: a port, when the endpoint names one, is one a dial can
-// reach (1 to 65535) in the one form Normalize keeps it in (no leading
-// zero): port 0 or 65536 would fail every attempt, and :0443 would name a
-// second endpoint for the receiver at :443.
-func TestValidPort(t *testing.T) {
-	for raw, want := range map[string]bool{
-		"https://h.example/p":       true,
-		"https://h.example:/p":      true,
-		"https://h.example:1/p":     true,
-		"https://h.example:8443/p":  true,
-		"https://h.example:65535/p": true,
-		"https://[::1]:8443/p":      true,
-		"https://h.example:0/p":     false,
-		"https://h.example:00/p":    false,
-		"https://h.example:0443/p":  false,
-		"https://h.example:65536/p": false,
-		"https://h.example:99999/p": false,
-		"https://[::1]:0/p":         false,
-	} {
-		if got := endpoint.Valid(raw); got != want {
-			t.Errorf("Valid(%q) = %v, want %v", raw, got, want)
-		}
-	}
-}
