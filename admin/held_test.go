@@ -51,6 +51,18 @@ func TestAdminShowsWhyADeliveryWaits(t *testing.T) {
 		!strings.Contains(string(raw), `<code id="ordering-key">order-7</code>`) {
 		t.Errorf("the delivery page does not say why it waits, and on which key: %d %s", resp.StatusCode, raw)
 	}
+	// A key is the application's text: the page escapes it.
+	marked, err := b.store.Outbox.Enqueue(t.Context(), b.store.DB(), store.EnqueueParams{
+		NotificationID: "m-1", Endpoint: hookA, Payload: []byte(`{}`), OrderingKey: `<i>k&"1"</i>`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, raw = b.do(t, "GET", "/deliveries/"+strconv.FormatInt(marked.ID, 10), "", nil)
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(raw), "<i>k") ||
+		!strings.Contains(string(raw), `<code id="ordering-key">&lt;i&gt;k&amp;&#34;1&#34;&lt;/i&gt;</code>`) {
+		t.Errorf("the delivery page shows the key <i>k&\"1\"</i> unescaped, or not at all: %d %s", resp.StatusCode, raw)
+	}
 	unkeyed := b.enqueue(t, "u-1", hookA)
 	plain := adminOK[detail](t, b, "GET", "/api/deliveries/"+strconv.FormatInt(unkeyed, 10), "")
 	if _, ok := plain.Delivery["ordering_key"]; ok {
