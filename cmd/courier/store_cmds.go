@@ -648,7 +648,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	known := true
 	if before.State == store.EndpointClosed {
-		if _, known, err = opsjson.KnownEndpoint(ctx, s, url); err != nil {
+		if known, err = opsjson.Known(ctx, s, url, before.Endpoint); err != nil {
 			return err
 		}
 	}

@@ -135,18 +135,26 @@ func KnownEndpoint(ctx context.Context, s *store.Store, typed string) (kept stri
 	if err != nil {
 		return "", false, err
 	}
-	urls := []string{h.Endpoint}
-	if typed != h.Endpoint {
+	known, err = Known(ctx, s, typed, h.Endpoint)
+	return h.Endpoint, known, err
+}
+
+// Known is KnownEndpoint for a caller that has read the endpoint already:
+// kept is the store.EndpointHealth.Endpoint that Endpoints.Get returned
+// for typed.
+func Known(ctx context.Context, s *store.Store, typed, kept string) (bool, error) {
+	urls := []string{kept}
+	if typed != kept {
 		urls = append(urls, typed) // as typed too: a ref names the URL as it was stored
 	}
 	for _, url := range urls {
 		_, err := s.Endpoints.Resolve(ctx, endpoint.Ref(url))
 		switch {
 		case err == nil:
-			return h.Endpoint, true, nil
+			return true, nil
 		case !errors.Is(err, courier.CodeNotFound):
-			return "", false, err
+			return false, err
 		}
 	}
-	return h.Endpoint, false, nil
+	return false, nil
 }

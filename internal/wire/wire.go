@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/base32"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,14 +135,15 @@ func NotificationTypes(result []byte) []string {
 		name  string
 		value []byte
 	}
-	var named []member // the members of that name, the last of each spelling
+	var named []member     // the members of that name, the last of each spelling
+	at := map[string]int{} // where each spelling is in named: a result may spell it 2^17 ways
 	for key, value := range strictjson.Members(result) {
 		if name, ok := notificationTypeName(key); ok {
-			m := member{name: name, value: value}
-			if j := slices.IndexFunc(named, func(o member) bool { return o.name == name }); j >= 0 {
-				named[j] = m
+			if j, seen := at[name]; seen {
+				named[j].value = value
 			} else {
-				named = append(named, m)
+				at[name] = len(named)
+				named = append(named, member{name: name, value: value})
 			}
 		}
 	}
