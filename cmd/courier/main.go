@@ -58,7 +58,11 @@
 // prune and redrive keep the batches they committed, each a short
 // transaction of its own (prune has printed the count of every table it
 // finished, and says how far it got in the one it was on). A second
-// interrupt ends the tool at once.
+// interrupt or SIGTERM ends the tool at once, with the status a shell
+// gives a process its signal ended: 130 for an interrupt, 143 for
+// SIGTERM. So does one the tool was started with ignored (a job a
+// script put in the background, which ignores the interrupt): the tool
+// hears both signals whatever it inherited.
 package main
 
 import (
@@ -78,14 +82,20 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// The first interrupt cancels the command; a second ends the process
-	// at once, as by default: a wait inside SQLite for its write lock
-	// does not heed ctx until its busy timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	// The first signal cancels the command; a second ends the process at
+	// once: a wait inside SQLite for its write lock does not heed ctx
+	// until its busy timeout. It is caught rather than left to the
+	// signal's default action, which for a tool started with the
+	// interrupt ignored is to ignore it again.
 	go func() {
-		<-ctx.Done()
-		stop()
+		<-signals
+		cancel()
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "courier: %s again: ending now\n", sig)
+		os.Exit(exitSignaled + int(sig.(syscall.Signal)))
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -96,6 +106,11 @@ const (
 	exitFailed  = 1
 	exitUsage   = 2
 	exitBlocked = 3
+
+	// exitSignaled plus a signal's number is the status of a tool a
+	// second signal ended, as a shell reports a process the signal
+	// killed.
+	exitSignaled = 128
 )
 
 // errUsage is a command line that does not parse; the command has said
