@@ -35,6 +35,9 @@ type courierConfig struct {
 	guard       client.Guard
 	signer      signature.Signer
 	concurrency int
+	// endpointConcurrency is the Worker's EndpointConcurrency; 0 keeps
+	// its default.
+	endpointConcurrency int
 }
 
 // courierSide is courier on one database: Outbox.Enqueue in the
@@ -92,11 +95,12 @@ func (c *courierSide) deliver(ctx context.Context, n int) (time.Duration, error)
 		})
 	}
 	w, err := client.NewWorker(client.Config{
-		Store:       c.s,
-		Owner:       "peers",
-		Concurrency: c.cfg.concurrency,
-		Signer:      c.cfg.signer,
-		Transport:   c.cfg.guard.Transport(),
+		Store:               c.s,
+		Owner:               "peers",
+		Concurrency:         c.cfg.concurrency,
+		EndpointConcurrency: c.cfg.endpointConcurrency,
+		Signer:              c.cfg.signer,
+		Transport:           c.cfg.guard.Transport(),
 		Hook: func(ev client.Event) {
 			if ev.Outcome != store.AttemptSucceeded || ev.LeaseLost || ev.Unrecorded {
 				finish(fmt.Errorf("courier: delivery %s: attempt %d came to %s (%s, HTTP %d, lease lost %t, unrecorded %t)",

@@ -3,7 +3,8 @@
 // bare POST loop that bounds what any queue could reach:
 //
 //	cd bench/peers && go run . [-n 10000] [-rounds 3] [-engines sqlite,postgres]
-//	                           [-concurrency 64] [-pgpool 0] [-river-fetch-cooldown 100ms]
+//	                           [-concurrency 64] [-endpoint-concurrency 0] [-pgpool 0]
+//	                           [-river-fetch-cooldown 100ms]
 //
 // The shape, on each engine:
 //
@@ -22,6 +23,13 @@
 //     deliveries per second.
 //   - a bare loop: concurrency goroutines posting the same payloads to the
 //     same receiver, with no queue at all.
+//
+// Every notification goes to one endpoint, so courier's fair share
+// (client.Config.EndpointConcurrency, by default half the worker's
+// Concurrency) holds half the slots back for endpoints that never come;
+// River has no such share. -endpoint-concurrency set to -concurrency
+// measures courier as a deployment that sends to one endpoint configures
+// it.
 //
 // Each round gives each side fresh databases, runs the sides back to back
 // (in reverse order in odd rounds, so a drift of the machine falls on
@@ -67,6 +75,7 @@ type options struct {
 	rounds        int
 	engines       []string
 	concurrency   int
+	endpointConc  int // courier's Config.EndpointConcurrency; 0 keeps its default
 	pgPool        int
 	fetchCooldown time.Duration
 }
@@ -94,6 +103,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; the figures are their medians")
 	fs.StringVar(&engines, "engines", "sqlite,postgres", "engines to measure, comma-separated: sqlite, postgres")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "deliveries in flight at once: courier's Concurrency, River's MaxWorkers, the bare loop's goroutines")
+	fs.IntVar(&o.endpointConc, "endpoint-concurrency", 0, "courier's Config.EndpointConcurrency, the most deliveries to one endpoint in flight at once (0: its default, half of -concurrency); River has no such share")
 	fs.IntVar(&o.pgPool, "pgpool", 0, "PostgreSQL connection pool of each side (0: concurrency + 2, as store.Open's documentation asks)")
 	fs.DurationVar(&o.fetchCooldown, "river-fetch-cooldown", river.FetchCooldownDefault,
 		"River's Config.FetchCooldown, the least time between two fetches of a queue (River's default shown)")
@@ -114,6 +124,8 @@ func parseFlags(args []string) (options, error) {
 		return options{}, errors.New("-rounds must be at least 1")
 	case o.concurrency < 1 || o.concurrency > 10_000:
 		return options{}, errors.New("-concurrency must be within 1..10000 (River's MaxWorkers range)")
+	case o.endpointConc < 0 || o.endpointConc > o.concurrency:
+		return options{}, errors.New("-endpoint-concurrency must be within 0..concurrency")
 	case o.pgPool < 1:
 		return options{}, errors.New("-pgpool must be at least 1")
 	case o.fetchCooldown < river.FetchCooldownMin:
@@ -201,6 +213,7 @@ func (b *bench) round(ctx context.Context, e *engine, r int) (rd round, err erro
 	n := b.o.n
 	c, err := e.openCourier(ctx, fmt.Sprintf("courier-%d", r), courierConfig{
 		target: b.target, guard: b.guard, signer: b.signer, concurrency: b.o.concurrency,
+		endpointConcurrency: b.o.endpointConc,
 	})
 	if err != nil {
 		return round{}, err

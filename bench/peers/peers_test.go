@@ -192,11 +192,12 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.n != 10_000 || o.rounds != 3 || o.concurrency != 64 || o.pgPool != 66 || strings.Join(o.engines, ",") != "sqlite,postgres" {
-		t.Errorf("defaults = %+v, want n 10000, 3 rounds, concurrency 64, pool 66, both engines", o)
+	if o.n != 10_000 || o.rounds != 3 || o.concurrency != 64 || o.endpointConc != 0 || o.pgPool != 66 || strings.Join(o.engines, ",") != "sqlite,postgres" {
+		t.Errorf("defaults = %+v, want n 10000, 3 rounds, concurrency 64, courier's own fair share, pool 66, both engines", o)
 	}
 	for _, args := range [][]string{
 		{"-n", "0"}, {"-rounds", "0"}, {"-concurrency", "0"}, {"-concurrency", "10001"},
+		{"-endpoint-concurrency", "-1"}, {"-concurrency", "8", "-endpoint-concurrency", "9"},
 		{"-pgpool", "-1"}, {"-river-fetch-cooldown", "0s"}, {"extra"},
 	} {
 		if _, err := parseFlags(args); err == nil {

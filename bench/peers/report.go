@@ -32,6 +32,12 @@ func report(w io.Writer, o options, results []result, notes []string) error {
 		moduleVersion("github.com/riverqueue/river"), o.fetchCooldown, defaultNote(o.fetchCooldown))
 	fmt.Fprintf(&b, "River fetches at most MaxWorkers jobs per FetchCooldown: here at most %.0f jobs/s (-river-fetch-cooldown changes it)\n",
 		float64(o.concurrency)/o.fetchCooldown.Seconds())
+	if o.endpointConc == 0 {
+		fmt.Fprintf(&b, "courier's fair share: EndpointConcurrency %d, its default (half the slots; the one endpoint of this shape never has the rest; -endpoint-concurrency changes it)\n",
+			o.concurrency-o.concurrency/2)
+	} else {
+		fmt.Fprintf(&b, "courier's fair share: EndpointConcurrency %d (-endpoint-concurrency; the default is half the slots)\n", o.endpointConc)
+	}
 	for _, r := range results {
 		fmt.Fprintf(&b, "\n%s\n", r.engine.name)
 		for _, line := range r.engine.setup() {
