@@ -55,7 +55,8 @@ func Run(ctx context.Context, srv *http.Server, ln net.Listener) error {
 }
 
 // Secret returns the Standard Webhooks secret (whsec_…) from the file at
-// path, or from $COURIER_SECRET when path is "".
+// path, without the white space around it (a trailing newline), or from
+// $COURIER_SECRET when path is "". A file with nothing else is an error.
 func Secret(path string) (string, error) {
 	if path == "" {
 		if s := os.Getenv("COURIER_SECRET"); s != "" {
@@ -67,5 +68,9 @@ func Secret(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("secret file: %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("secret file %s is empty", path)
+	}
+	return secret, nil
 }
