@@ -64,7 +64,8 @@ func LimitFaults(maxInFlight int, rate float64, burst int) []LimitFault {
 // absolute http or https URL with a host, at most MaxSize bytes of UTF-8
 // (PostgreSQL stores no other text). Whether the destination is allowed
 // is the worker's transport's to say, at dial time. The outbox refuses
-// any other; the publish API refuses it first, naming its field.
+// any other; the publish API refuses it first, naming its field. It asks
+// nothing of a port: a new endpoint's is Dialable's to judge.
 func Valid(raw string) bool {
 	if raw == "" || len(raw) > MaxSize || !utf8.ValidString(raw) {
 		return false
@@ -76,6 +77,39 @@ func Valid(raw string) bool {
 // Rule is what Valid asks of an endpoint, as a refusal says it: "…
 // endpoint must be " + Rule.
 const Rule = "an absolute http or https URL with a host, at most 2048 bytes"
+
+// Dialable reports whether the valid endpoint raw (see Valid) names no
+// port, or one a dial can reach: 1 to 65535, written with leading zeros or
+// without (:0443 dials port 443). On port 0, or one above 65535, every
+// attempt would fail with network_error until its budget ran out.
+//
+// Valid does not ask it: Valid is what every method names an endpoint by,
+// and a database may hold endpoints stored before the port was asked of
+// them, which are still named, limited, redriven and published to. It is
+// asked where an endpoint enters courier (an enqueue, a subscription
+// created or moved, the publish API's caller-chosen endpoint), which
+// refuses one that is not Dialable with PortRule.
+func Dialable(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	port := u.Port() // digits only, as url.Parse takes a port
+	if port == "" {
+		return true
+	}
+	n := 0
+	for i := range len(port) {
+		if n = n*10 + int(port[i]-'0'); n > 65535 {
+			return false
+		}
+	}
+	return n >= 1
+}
+
+// PortRule is what Dialable asks of a new endpoint, as a refusal says it:
+// "… endpoint must be " + PortRule.
+const PortRule = "a URL whose port, if it names one, is 1 to 65535"
 
 // Normalize returns the form of the valid endpoint raw (see Valid) that
 // courier keeps and names it by: its scheme and host in ASCII lower case

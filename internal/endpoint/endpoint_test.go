@@ -114,3 +114,39 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// TestDialable: the port an endpoint names, if it names one, is one a
+// dial can reach, 1 to 65535: port 0, or one above 65535, fails every
+// attempt. A leading zero is the port it spells (:0443 dials 443), and an
+// endpoint that names no port takes its scheme's. Valid, which names the
+// endpoints already stored, asks none of it.
+func TestDialable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		port string // as written after the host's ":"; "" for no port
+		want bool
+	}{
+		{"", true},
+		{":", true}, // an empty port is no port
+		{":1", true},
+		{":443", true},
+		{":0443", true},
+		{":000000000000000000000443", true},
+		{":65535", true},
+		{":0", false},
+		{":00", false},
+		{":65536", false},
+		{":99999", false},
+		{":18446744073709551617", false}, // past what an int holds
+	} {
+		for _, host := range []string{"h.example", "[2001:db8::1]", "[fe80::1%25en0]"} {
+			raw := "https://" + host + tc.port + "/hooks?token=t"
+			if !endpoint.Valid(raw) {
+				t.Fatalf("Valid(%q) = false: a port is no part of Valid's rule", raw)
+			}
+			if got := endpoint.Dialable(raw); got != tc.want {
+				t.Errorf("Dialable(%q) = %v, want %v", raw, got, tc.want)
+			}
+		}
+	}
+}
