@@ -23,7 +23,7 @@ const (
 // CommandParams describes one command delivery (the source-delivery
 // profile).
 type CommandParams struct {
-	// Endpoint is the source's URL.
+	// Endpoint is the source's URL, as EnqueueParams.Endpoint.
 	Endpoint string
 	// Payload is the command's exact bytes, as package ack's
 	// Command.Payload writes them: a valid ack.Command (see
@@ -75,6 +75,9 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	}
 	p.Endpoint = normalEndpoint(p.Endpoint)
 	if err := checkContract(p.Endpoint, c.CapabilitiesSHA256); err != nil {
+		return Enqueued{}, err
+	}
+	if err := undialable("Endpoint", p.Endpoint); err != nil {
 		return Enqueued{}, err
 	}
 	switch {

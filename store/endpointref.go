@@ -100,3 +100,16 @@ func (r *resolvedRefs) put(ref, url string) {
 func invalidEndpoint(what string) error {
 	return invalidArgument(what + " must be " + endpoint.Rule)
 }
+
+// undialable refuses raw, an endpoint entering the store (an enqueue, a
+// subscription created or moved), when its port is one no dial can reach
+// (endpoint.Dialable), naming what held it and never the URL. One that is
+// not valid at all is left to invalidEndpoint's refusal. An endpoint the
+// store already holds is named by its URL whatever its port: a database
+// written before the port was asked may hold one.
+func undialable(what, raw string) error {
+	if validEndpoint(raw) && !endpoint.Dialable(raw) {
+		return invalidArgument(what + " must be " + endpoint.PortRule)
+	}
+	return nil
+}

@@ -76,11 +76,17 @@ type EnqueueParams struct {
 	// payload differs.
 	NotificationID string
 	// Endpoint is the URL the notification is delivered to: an absolute
-	// http or https URL with a host, at most MaxEndpointSize bytes. It is
+	// http or https URL with a host, at most MaxEndpointSize bytes, whose
+	// port, if it names one, is one a dial can reach, 1 to 65535 (:0443
+	// is port 443; port 0 or 65536 would fail every attempt). It is
 	// stored, and sent to, with its scheme and host in lower case and
 	// without the scheme's default port, and its other bytes as given:
 	// https://Example.com:443/hook is the endpoint https://example.com/hook
-	// (see Endpoints).
+	// (see Endpoints). The port is asked of an endpoint where it enters
+	// the outbox (Enqueue, EnqueueMany, EnqueueCommand, a subscription
+	// created or moved), not where one is named: an endpoint stored before
+	// it was asked is still looked up, limited, redriven and published
+	// to by its URL.
 	Endpoint string
 	// Payload is the exact bytes every attempt sends, 1 byte to
 	// MaxPayloadSize. Every built-in profile's payload is JSON: for one of
@@ -184,6 +190,9 @@ type Enqueued struct {
 // that endpoint (another status, sequence or lifecycle, hence another
 // notification id) is CodeIdempotencyCollision too.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
+	if err := undialable("Endpoint", p.Endpoint); err != nil {
+		return Enqueued{}, err
+	}
 	return inOneTx(ctx, o.s, tx, func(tx DBTX) (Enqueued, error) { return o.enqueue(ctx, tx, p, subscriptionRef{}) })
 }
 
@@ -285,6 +294,11 @@ func (s *Store) connInTx(conn *sql.Conn) bool {
 // EnqueueParams.OrderingKey). On error nothing is known to be written:
 // the caller rolls back.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
+	for i, p := range ps {
+		if err := undialable("Endpoint", p.Endpoint); err != nil {
+			return nil, fmt.Errorf("delivery %d: %w", i, err)
+		}
+	}
 	return inOneTx(ctx, o.s, tx, func(tx DBTX) ([]Enqueued, error) { return o.enqueueMany(ctx, tx, ps) })
 }
 

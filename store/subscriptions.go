@@ -40,8 +40,13 @@ type Subscriptions struct{ s *Store }
 // Tenant and KeyID are 1-256 bytes of UTF-8 without NUL; EventTypes holds
 // 1 to 256 types.
 type SubscriptionParams struct {
-	Tenant   string // whose events
-	Endpoint string // where they are delivered: an absolute http or https URL (see EnqueueParams.Endpoint)
+	Tenant string // whose events
+	// Endpoint is where they are delivered: an absolute http or https
+	// URL whose port, if it names one, is 1 to 65535 (see
+	// EnqueueParams.Endpoint). Create refuses another port, and so does
+	// an Update that moves the subscription; one that leaves it at its
+	// endpoint keeps the endpoint as stored, whatever its port.
+	Endpoint string
 	// EventTypes are the event types it receives (see
 	// PublishParams.EventType), each matched exactly, byte for byte: "*"
 	// alone matches every type, while a type with a "*" in it
@@ -160,6 +165,9 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
+	if err := undialable("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
+		return Subscription{}, err
+	}
 	return orOwnTx(ctx, sr.s, tx, func(tx DBTX) (Subscription, error) {
 		var id int64
 		if err := sr.s.scan(ctx, tx, "subscription_insert", p.args("", sr.s.now()), &id); err != nil {
@@ -206,8 +214,12 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 			// The same endpoint, stored under the spelling it was given
 			// before endpoints were normalized, and fingerprinted with
 			// it: kept, as auth_mode is, so that an Update that does not
-			// change the endpoint does not change the fingerprint.
+			// change the endpoint does not change the fingerprint. Kept
+			// whatever its port: one stored before the port was asked of
+			// a new endpoint stays where it is.
 			p.Endpoint = r.Endpoint
+		} else if err := undialable("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
+			return Subscription{}, err // a move, to a port no dial reaches
 		}
 		args := p.args(r.AuthMode, sr.s.now())
 		args["id"] = id

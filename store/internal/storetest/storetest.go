@@ -234,6 +234,8 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"ListByIDIsGetWithoutItsPayload", testListByIDIsGetWithoutItsPayload},
 		{"ResolveRemembersWhatItFound", testResolveRemembersWhatItFound},
 		{"UpdateKeepsALegacySpellingsFingerprint", testUpdateKeepsALegacySpellingsFingerprint},
+		{"ANewEndpointOnAPortNoDialReachesIsRefused", testANewEndpointOnAPortNoDialReachesIsRefused},
+		{"AnEndpointStoredOnPortZeroIsStillNamedByIt", testAnEndpointStoredOnPortZeroIsStillNamedByIt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
