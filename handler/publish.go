@@ -67,7 +67,8 @@ const maxTenant = 256
 // counts characters); event_id leaves room for the ":" and subscription
 // id each delivery's notification id adds (store.MaxEventIDSize); an
 // endpoint is an absolute http or https URL with a host, at most
-// store.MaxEndpointSize bytes.
+// store.MaxEndpointSize bytes (rule url), whose port, if it names one, is
+// 1 to 65535 (rule port), as the outbox asks of a new endpoint.
 func (r publishRequest) Check() error {
 	var fields []ack.FieldError
 	switch {
@@ -79,8 +80,12 @@ func (r publishRequest) Check() error {
 	if len(r.EventID) > store.MaxEventIDSize {
 		fields = append(fields, ack.FieldError{Field: "event_id", Rule: "max"})
 	}
-	if r.Endpoint != "" && !endpoint.Valid(r.Endpoint) {
+	switch {
+	case r.Endpoint == "":
+	case !endpoint.Valid(r.Endpoint):
 		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "url"})
+	case !endpoint.Dialable(r.Endpoint):
+		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "port"})
 	}
 	if len(fields) > 0 {
 		return &ack.ValidationError{Fields: fields}
@@ -204,7 +209,8 @@ type PublishConfig struct {
 // event_type, event_id and notification_id are tokens (1-256 of
 // A-Z a-z 0-9 _ . : -; event_id at most store.MaxEventIDSize, 236, to
 // leave room for the subscription id); tenant is at most 256 bytes; endpoint
-// is an absolute http or https URL of at most store.MaxEndpointSize bytes;
+// is an absolute http or https URL of at most store.MaxEndpointSize bytes,
+// whose port, if it names one, is 1 to 65535;
 // a member of the other shape is refused; payload is a JSON object, stored
 // and sent in its canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
 // one per delivery a fan-out made, or the one delivery's.

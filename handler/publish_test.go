@@ -585,6 +585,57 @@ func TestPublishRefusesWhatItDoesNotDescribe(t *testing.T) {
 	}
 }
 
+// TestPublishRefusesAnEndpointNoDialReaches: a caller-chosen endpoint on
+// port 0, or on one above 65535, was stored and every attempt to it failed
+// with network_error until its budget ran out. It is now 400
+// validation_failed naming endpoint (rule port), before Authorize sees it,
+// and nothing is stored; a leading zero (:0443, port 443) is taken. A
+// fan-out to a tenant one of whose subscriptions a database holds on port
+// 0 (stored before the rule) still delivers to the others.
+func TestPublishRefusesAnEndpointNoDialReaches(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int32
+	s, srv := setupPublishWith(t, handler.PublishConfig{Authorize: func(context.Context, signature.Principal, handler.PublishTarget) error {
+		asked.Add(1)
+		return nil
+	}})
+	direct := func(id, endpoint string) string {
+		b, _ := json.Marshal(map[string]any{"notification_id": id, "endpoint": endpoint, "payload": map[string]int{"a": 1}})
+		return string(b)
+	}
+	for _, url := range []string{"https://x.example:0/h", "https://x.example:65536/h", "https://[2001:db8::1]:99999/h"} {
+		status, out := publish(t, srv, direct("n-1", url), "", publishToken)
+		var p problemFields
+		if err := json.Unmarshal(out, &p); err != nil || status != http.StatusBadRequest || p.Code != courier.CodeValidation ||
+			len(p.Errors) != 1 || p.Errors[0].Field != "endpoint" || p.Errors[0].Rule != "port" {
+			t.Errorf("%s: %d %s, want 400 validation_failed naming endpoint, rule port", url, status, out)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("Authorize was asked about %d requests that were refused", n)
+	}
+	if outbox, inbox := stored(t, s); outbox != 0 || inbox != 0 {
+		t.Fatalf("refused publishes stored %d deliveries and %d idempotency records", outbox, inbox)
+	}
+	if status, out := publish(t, srv, direct("n-2", "https://x.example:0443/h"), "", publishToken); status != http.StatusAccepted {
+		t.Fatalf("an endpoint at :0443: %d %s, want 202", status, out)
+	}
+
+	subscribe(t, s, "orders-service", "https://a.example/h")
+	subscribe(t, s, "orders-service", "https://b.example/h")
+	if _, err := s.DB().Exec(s.DB().Rebind("UPDATE courier_subscriptions SET endpoint = ? WHERE endpoint = ?"), "https://b.example:0/h", "https://b.example/h"); err != nil {
+		t.Fatal(err)
+	}
+	event := `{"tenant":"orders-service","event_type":"order.paid","event_id":"evt-1","payload":{"a":1}}`
+	status, out := publish(t, srv, event, "", publishToken)
+	var got struct {
+		NotificationIDs []string `json:"notification_ids"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || status != http.StatusAccepted || len(got.NotificationIDs) != 2 {
+		t.Fatalf("a fan-out with a subscription stored at :0: %d %s, want 202 and a delivery to each", status, out)
+	}
+}
+
 // TestPublishAnswersAnIdempotencyKeyInProgress: the publish API took any
 // Idempotency-Key record that was not fresh for a completed one, so a
 // record found still processing (a two-phase claim under the publisher's
