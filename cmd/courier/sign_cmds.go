@@ -140,6 +140,12 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// may be a credential.
 		return usageError(stderr, "courier send: -url is not a URL (not shown: it may hold a credential)")
 	}
+	if !endpoint.Valid(*target) {
+		// A relative URL, or another scheme, would be refused by the
+		// guard as destination_forbidden, whose hint (-allow-private)
+		// opens no such URL.
+		return usageError(stderr, "courier send: -url must be %s (not shown: it may hold a credential)", endpoint.Rule)
+	}
 	guard := client.Guard{}
 	if *allowPrivate {
 		port, _ := strconv.ParseUint(u.Port(), 10, 16)
