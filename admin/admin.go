@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
@@ -297,8 +298,19 @@ func (b *keptBody) Read(p []byte) (int, error) {
 
 func (b *keptBody) Close() error { return nil }
 
+// refuse answers a refused mutation and logs it, naming the action asked
+// for (its route, as the Handler's mux matched it) and what its path names:
+// a delivery's id or an endpoint's ref (a form's fields are not read: the
+// action never ran).
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code courier.Code, detail string) {
-	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", slog.Int(logkey.HTTPStatus, status), slog.String(logkey.Code, string(code)))
+	attrs := []any{slog.String(logkey.Action, r.Pattern), slog.Int(logkey.HTTPStatus, status), slog.String(logkey.Code, string(code))}
+	if id, err := strconv.ParseInt(r.PathValue("id"), 10, 64); err == nil {
+		attrs = append(attrs, slog.Int64(logkey.ID, id))
+	}
+	if ref := r.PathValue("ref"); endpoint.IsRef(ref) {
+		attrs = append(attrs, slog.String(logkey.EndpointRef, ref))
+	}
+	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", attrs...)
 	problem.Error(w, status, code, detail)
 }
 

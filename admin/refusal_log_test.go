@@ -1,0 +1,57 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/courier-go/courier"
+)
+
+// TestRefusedMutationLogNamesTheAction: Config.Logger's line for a refused
+// mutation names the action asked for and what it named in its path, as
+// every other line does: a run of refusals is otherwise "mutation refused"
+// alone, and an operator reading the log cannot tell a refused cancel of
+// one delivery from a refused redrive of every endpoint.
+func TestRefusedMutationLogNamesTheAction(t *testing.T) {
+	var logs bytes.Buffer
+	b := setupAdminConfig(t, Config{
+		Authorize: func(*http.Request) error { return courier.CodeForbidden },
+		Logger:    slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+	id := b.failed(t, "n-1", hookA)
+	for path, route := range map[string]string{
+		"/api/deliveries/" + strconv.FormatInt(id, 10) + "/cancel": "/api/deliveries/{id}/cancel",
+		"/api/endpoints/" + refA + "/disable":                      "/api/endpoints/{ref}/disable",
+		"/api/redrive":                                             "/api/redrive",
+	} {
+		logs.Reset()
+		req, _ := http.NewRequest(http.MethodPost, b.server.URL+adminPrefix+path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("POST %s: %d, want 403", path, resp.StatusCode)
+		}
+		var line map[string]any
+		if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+			t.Fatalf("POST %s: log %q: %v", path, logs.String(), err)
+		}
+		if line["action"] != route {
+			t.Errorf("POST %s: refusal logged %s, want action %s", path, logs.String(), route)
+		}
+		switch {
+		case strings.Contains(path, "/deliveries/") && line["id"] != float64(id):
+			t.Errorf("POST %s: refusal logged %s, want id %d", path, logs.String(), id)
+		case strings.Contains(path, "/endpoints/") && line["endpoint_ref"] != refA:
+			t.Errorf("POST %s: refusal logged %s, want endpoint_ref %s", path, logs.String(), refA)
+		}
+	}
+}
