@@ -20,6 +20,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/courier-go/courier"
@@ -158,20 +159,43 @@ func decodeNamed(w http.ResponseWriter, body []byte, v any, allowUnknown, checke
 		invalid(w, unknownFields(variants), nVariants-len(variants))
 		return false
 	case len(unknown) > 0 && !allowUnknown:
-		invalid(w, unknownFields(unknown), nUnknown-len(unknown))
+		// The members v knows are decoded and validated too, so that the
+		// refusal names all a sender has to fix, not one kind of fault a
+		// round: a 400 ends a delivery.
+		ve := unknownFields(unknown)
+		if known := decodeValid(body, v, true); known != nil {
+			ve.Fields = append(ve.Fields, known.Fields...)
+			slices.SortStableFunc(ve.Fields, func(a, b ack.FieldError) int { return fieldlist.Compare(a.Field, b.Field) })
+		}
+		invalid(w, ve, nUnknown-len(unknown))
 		return false
 	}
-	if err := decode(body, v, allowUnknown); err != nil {
-		Invalid(w, decodeError(body, v, err))
-		return false
-	}
-	if err := ack.Validate(v); err != nil {
-		var ve *ack.ValidationError
-		errors.As(err, &ve)
+	if ve := decodeValid(body, v, allowUnknown); ve != nil {
 		Invalid(w, ve)
 		return false
 	}
 	return true
+}
+
+// decodeValid decodes body into v (see decode) and validates it: nil when
+// both pass; otherwise the fields the decode refused or, when it passed,
+// those validation did (a value of the wrong type is not validated as
+// well: it would fail as missing).
+func decodeValid(body []byte, v any, allowUnknown bool) *ack.ValidationError {
+	if err := decode(body, v, allowUnknown); err != nil {
+		if ve := decodeError(body, v, err); ve != nil {
+			return ve
+		}
+		return &ack.ValidationError{}
+	}
+	if err := ack.Validate(v); err != nil {
+		var ve *ack.ValidationError
+		if errors.As(err, &ve) {
+			return ve
+		}
+		return &ack.ValidationError{}
+	}
+	return nil
 }
 
 // Invalid answers 400 validation_failed listing ve's fields (none when ve

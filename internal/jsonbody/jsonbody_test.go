@@ -289,7 +289,11 @@ func TestDecodeNamesUnknownMembersByPath(t *testing.T) {
 		{"map value", `{"by_key":{"k":{"sku":"a","x":1}}}`, []string{"by_key[k].x (unknown)"}},
 		{"pointer", `{"ref":{"sku":"a","x":1}}`, []string{"ref.x (unknown)"}},
 		{"a struct without fields", `{"empty":{"x":1}}`, []string{"empty.x (unknown)"}},
-		{"every one, sorted", `{"x":1,"items":[{"sku":"a","y":2}],"ref":{"z":3}}`, []string{"items[0].y (unknown)", "ref.z (unknown)", "x (unknown)"}},
+		{"every one, sorted", `{"x":1,"items":[{"sku":"a","y":2}],"ref":{"z":3}}`, []string{"items[0].y (unknown)", "ref.sku (required)", "ref.z (unknown)", "x (unknown)"}},
+		// A refusal names what else is wrong too: a sender fixes its body
+		// once, not one kind of fault a round.
+		{"beside a field that fails validation", `{"x":1,"items":[{"sku":""}]}`, []string{"items[0].sku (required)", "x (unknown)"}},
+		{"beside a value of the wrong type", `{"x":1,"items":[{"sku":3}]}`, []string{"items[0].sku (type)", "x (unknown)"}},
 		{"inside raw JSON and maps of any", `{"extra":{"x":1},"loose":{"x":{"y":1}}}`, nil},
 		{"inside a type that decodes itself", `{"own":{"a":"a","x":1},"owns":{"k":[{"x":1}]}}`, nil},
 	} {
