@@ -238,17 +238,19 @@ func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 }
 
 // redrive moves failed deliveries, and quarantined payload_unreadable
-// ones, back to pending (store.Outbox.Redrive). For one delivery, a
-// missing one is CodeNotFound; one Redrive does not take counts 0. A
-// redrive an error ended returns how many it moved before, with the
-// error: they stay moved.
+// ones, back to pending (store.Outbox.Redrive). For one delivery, one
+// Redrive does not take is CodeNotFound, as cancel's is, its message
+// naming its status, and so is a missing one. A redrive an error ended
+// returns how many it moved before, with the error: they stay moved.
 func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	ctx := r.Context()
 	n, err := h.cfg.Store.Outbox.Redrive(ctx, p)
 	if err == nil && n == 0 && p.ID != 0 {
-		if _, err := h.get(ctx, p.ID); err != nil {
+		d, err := h.get(ctx, p.ID)
+		if err != nil {
 			return 0, err
 		}
+		return 0, &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be redriven: failed, or quarantined payload_unreadable (it is " + string(d.Status) + ")"}
 	}
 	if err != nil && n == 0 {
 		return 0, err

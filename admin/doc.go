@@ -54,9 +54,11 @@
 //	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
 //	POST /api/deliveries/{id}/redrive   a failed delivery, or a quarantined payload_unreadable
-//	                                    one, back to pending: {"redriven": n}
+//	                                    one, back to pending: {"redriven": 1}; one in another
+//	                                    state is 404 not_found, its detail naming the state
 //	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery, or dismiss a
-//	                                    failed or quarantined one: delivery
+//	                                    failed or quarantined one: delivery; one in another
+//	                                    state is 404 not_found
 //	POST /api/redrive                   {"endpoint_ref": "…"}: the endpoint's failed deliveries
 //	                                    and quarantined payload_unreadable ones back to
 //	                                    pending; without one ({} or an empty body), every

@@ -30,19 +30,22 @@ func TestADeliveryIsAnsweredWithoutReadingItsPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strconv.FormatInt(e.ID, 10)
-	for _, c := range []struct{ method, path string }{
-		{http.MethodGet, "/api/deliveries/" + id},
-		{http.MethodGet, "/deliveries/" + id},
-		{http.MethodPost, "/api/deliveries/" + id + "/redrive"}, // not failed: looked up to say so
-		{http.MethodPost, "/api/deliveries/" + id + "/cancel"},  // last: answered with the delivery cancelled
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/api/deliveries/" + id, http.StatusOK},
+		{http.MethodGet, "/deliveries/" + id, http.StatusOK},
+		{http.MethodPost, "/api/deliveries/" + id + "/redrive", http.StatusNotFound}, // not failed: looked up to say so
+		{http.MethodPost, "/api/deliveries/" + id + "/cancel", http.StatusOK},        // last: answered with the delivery cancelled
 	} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(c.method, c.path, nil))
 		runtime.ReadMemStats(&after)
-		if w.Code != http.StatusOK {
-			t.Fatalf("%s %s = %d %s", c.method, c.path, w.Code, w.Body)
+		if w.Code != c.status {
+			t.Fatalf("%s %s = %d %s, want %d", c.method, c.path, w.Code, w.Body, c.status)
 		}
 		if bytes.Contains(w.Body.Bytes(), []byte("xxxx")) {
 			t.Errorf("%s %s shows the payload", c.method, c.path)
