@@ -255,7 +255,10 @@ func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	if err != nil && n == 0 {
 		return 0, err
 	}
-	attrs := []any{slog.Int64(logkey.ID, p.ID), slog.Int(logkey.Count, n)}
+	attrs := []any{slog.Int(logkey.Count, n)}
+	if p.ID != 0 {
+		attrs = append(attrs, slog.Int64(logkey.ID, p.ID))
+	}
 	if p.Endpoint != "" {
 		attrs = append(attrs, slog.String(logkey.EndpointRef, endpoint.Ref(p.Endpoint)))
 	}

@@ -55,3 +55,37 @@ func TestRefusedMutationLogNamesTheAction(t *testing.T) {
 		}
 	}
 }
+
+// TestRedriveLogNamesWhatItRedrove: the line of a redrive names the
+// delivery it was for only when it was for one: a redrive of every
+// endpoint's deliveries logged id 0, as if for a delivery of that id.
+func TestRedriveLogNamesWhatItRedrove(t *testing.T) {
+	var logs bytes.Buffer
+	b := setupAdminConfig(t, Config{Authorize: allowAll, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	id := b.failed(t, "n-1", hookA)
+	b.failed(t, "n-2", hookB)
+	for _, c := range []struct {
+		path  string
+		id    any // nil: not logged
+		count float64
+	}{
+		{"/api/deliveries/" + strconv.FormatInt(id, 10) + "/redrive", float64(id), 1},
+		{"/api/redrive", nil, 1},
+	} {
+		logs.Reset()
+		req, _ := http.NewRequest(http.MethodPost, b.server.URL+adminPrefix+c.path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var line map[string]any
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(logs.Bytes(), &line) != nil {
+			t.Fatalf("POST %s: %d, log %q", c.path, resp.StatusCode, logs.String())
+		}
+		if line["msg"] != "admin: redrive" || line["id"] != c.id || line["count"] != c.count {
+			t.Errorf("POST %s: logged %s, want admin: redrive with id %v, count %v", c.path, logs.String(), c.id, c.count)
+		}
+	}
+}
