@@ -54,7 +54,8 @@ func TestRedriveBudget(t *testing.T) {
 
 // TestRedriveRefusesABudgetTheStoreWouldNot: -max-attempts and
 // -retry-horizon outside what store.Config takes are usage errors, and
-// nothing is redriven.
+// nothing is redriven. So is 0 given: it was taken, as store.Config takes
+// it, for the default, a budget the help does not offer (1..1000).
 func TestRedriveRefusesABudgetTheStoreWouldNot(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
@@ -62,7 +63,9 @@ func TestRedriveRefusesABudgetTheStoreWouldNot(t *testing.T) {
 	failAll(t, s)
 	for _, flags := range [][]string{
 		{"-max-attempts", "-1"},
+		{"-max-attempts", "0"},
 		{"-max-attempts", "1001"},
+		{"-retry-horizon", "0s"},
 		{"-retry-horizon", "-1h"},
 		{"-retry-horizon", "721h"},
 	} {

@@ -281,7 +281,7 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	if err := f.check(stderr); err != nil {
+	if err := f.check(fs, stderr); err != nil {
 		return err
 	}
 	s, done, err := openStore(ctx, *f.db, *f.config)
@@ -302,8 +302,12 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 }
 
-// check refuses the values of the flags that the Store would not take.
-func (f deliveriesFlags) check(stderr io.Writer) error {
+// check refuses the values of the flags, parsed by fs, that the Store
+// would not take, and a budget flag given as 0, which the Store would
+// take for its default.
+func (f deliveriesFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
+	given := make(map[string]bool)
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if f.status != nil && *f.status != "" && !slices.Contains(courier.Statuses(), courier.Status(*f.status)) {
 		return usageError(stderr, "courier deliveries list: -status %q is not a status: %s", *f.status, statusNames())
 	}
@@ -313,11 +317,11 @@ func (f deliveriesFlags) check(stderr io.Writer) error {
 	if f.before != nil && *f.before < 0 {
 		return usageError(stderr, "courier deliveries list: -before must not be negative")
 	}
-	switch c := f.config; { // as store.Config takes them, 0 for the default
-	case c.MaxAttempts < 0 || c.MaxAttempts > 1000:
+	switch c := f.config; { // as store.Config takes them, 0 (not given) for the default
+	case c.MaxAttempts < 0 || c.MaxAttempts > 1000 || given["max-attempts"] && c.MaxAttempts == 0:
 		return usageError(stderr, "courier deliveries redrive: -max-attempts must be within 1..1000")
-	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon:
-		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be at most 720h (30 days), and not negative")
+	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon || given["retry-horizon"] && c.RetryHorizon == 0:
+		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be more than 0 and at most 720h (30 days)")
 	}
 	return nil
 }
