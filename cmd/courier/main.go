@@ -14,6 +14,7 @@
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private] [-cacert ca.pem] [-cert c.pem -key k.pem]
 //	courier verify -request captured.http [-sender name] [-tolerance 5m] [-at time]
+//	courier version                     (this courier's release, and the schema version it migrates to)
 //	courier help   [command [action]]   (what -h after it prints)
 //
 // -db is a SQLite file path (not a file: URI, and without ?parameters:
@@ -135,6 +136,7 @@ var commands = map[string]command{
 	"secret":     secretCmd,
 	"send":       sendCmd,
 	"verify":     verifyCmd,
+	"version":    versionCmd,
 }
 
 const usage = `usage: courier <command> [flags]
@@ -156,6 +158,7 @@ commands:
   secret      new: a Standard Webhooks secret or key pair
   send        sign and POST a test notification to a URL (exit 1 when not accepted)
   verify      check a captured HTTP request's signature (exit 3 when refused)
+  version     this courier's version and the schema version it migrates to
 
 Run courier <command> -h, or courier help <command>, for a command's flags
 (a command's actions and theirs).
