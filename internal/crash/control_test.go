@@ -392,10 +392,10 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 	}) {
 		outcomeList = append(outcomeList, fmt.Sprintf("%s=%d", k, outcomes[k]))
 	}
-	t.Logf("%s control: seed=%d n=%d committed=%d (terminal=%d event=%d command=%d) deliveries=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d, writes_withheld=%d) "+
+	t.Logf("%s control: seed=%d n=%d committed=%d (terminal=%d event=%d command=%d) busy_retries=%d deliveries=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d, writes_withheld=%d) "+
 		"attempts=%d %v lost=%d duplicates=%d phantom=%d out_of_order=%d violations=%d overlaps_with_abandoned=%d overlaps_with_expired_leases=%d polls=%d %s "+
 		"setup=%v kill_phase=%v drain=%v stop=%v total=%v",
-		h.r.engine, h.r.seed, h.r.n, len(committed), kinds[crash.KindTerminal], kinds[crash.KindEvent], kinds[crash.KindCommand], len(wantDeliveries),
+		h.r.engine, h.r.seed, h.r.n, len(committed), kinds[crash.KindTerminal], kinds[crash.KindEvent], kinds[crash.KindCommand], h.notes.retries(), len(wantDeliveries),
 		h.senderKills+h.receiverKills+h.selfKills, h.senderKills, h.senderKillsEnqueueing, h.senderKillsWithLeases, h.orphanedLeases,
 		h.receiverKills, h.selfKills, h.freezes, h.frozenLeases, h.fenced, h.withheld, attempts, outcomeList,
 		len(lost), len(duplicated), len(phantom)+len(phantomDeliveries), len(outOfOrder), len(violations), len(abandoned), len(leaseExpired), c.polls, strings.Join(figures, " "),
@@ -403,11 +403,14 @@ func (h *harness) checkControl(ctx context.Context, sender, receiver *store.Stor
 }
 
 // notes collects the lines the children write of their watch
-// (crash.OverlapLine, crash.PeakLine), from every incarnation.
+// (crash.OverlapLine, crash.PeakLine), and counts the senders' retries of
+// busy business transactions (crash.BusyRetryMessage), from every
+// incarnation.
 type notes struct {
-	mu       sync.Mutex
-	overlaps []crash.Overlap
-	peaks    map[string]int
+	mu          sync.Mutex
+	overlaps    []crash.Overlap
+	peaks       map[string]int
+	busyRetries int
 }
 
 // writer returns the stderr tap of one child: it splits its own lines.
@@ -440,7 +443,17 @@ func (n *notes) add(line string) {
 			n.peaks = make(map[string]int)
 		}
 		n.peaks[label] = max(n.peaks[label], count)
+	case strings.Contains(line, crash.BusyRetryMessage):
+		n.busyRetries++
 	}
+}
+
+// retries returns how many busy business transactions the senders ran
+// again.
+func (n *notes) retries() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.busyRetries
 }
 
 func (n *notes) read() (overlaps []crash.Overlap, peaks map[string]int) {

@@ -8,8 +8,9 @@
 //
 //   - a sender (RunSender): it enqueues the notifications 0..N-1 in
 //     business transactions of their own, idempotently, so a restarted
-//     sender writes what its predecessor committed again as no-ops, while
-//     a client.Worker delivers the outbox;
+//     sender writes what its predecessor committed again as no-ops, and
+//     runs one the database ended busy again, as an application would,
+//     while a client.Worker delivers the outbox;
 //   - a receiver (RunReceiver): handler.NewReceiver of ack.Terminal over its own inbox
 //     database, on a fixed loopback address, whose application function
 //     writes an effect row in the receiver's transaction. It can be told

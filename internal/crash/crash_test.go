@@ -293,10 +293,10 @@ func runCrash(t *testing.T, r run) {
 		return
 	}
 	c := h.check(t.Context(), sender, receiver)
-	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d, writes_withheld=%d) "+
+	t.Logf("%s: seed=%d n=%d committed=%d rolled_back=%d busy_retries=%d kills=%d (sender=%d [enqueueing=%d, holding_leases=%d, leases_orphaned=%d] receiver=%d receiver_after_commit=%d) freezes=%d (leases_frozen=%d, settles_fenced=%d, writes_withheld=%d) "+
 		"attempts=%d (lease_expired=%d network=%d timeout=%d other_retries=%d succeeded=%d) lost=%d duplicates=%d phantom=%d not_succeeded=%d "+
 		"setup=%v kill_phase=%v drain=%v stop=%v total=%v",
-		r.engine, r.seed, r.n, c.committed, r.n-h.expected,
+		r.engine, r.seed, r.n, c.committed, r.n-h.expected, h.notes.retries(),
 		h.senderKills+h.receiverKills+h.selfKills, h.senderKills, h.senderKillsEnqueueing, h.senderKillsWithLeases, h.orphanedLeases,
 		h.receiverKills, h.selfKills, h.freezes, h.frozenLeases, h.fenced, h.withheld,
 		c.attempts, c.outcomes["lease_expired"], c.outcomes[retryNetwork], c.outcomes[retryTimeout], c.otherRetries, c.outcomes["succeeded"],
