@@ -31,7 +31,7 @@ var (
 	flagKills    = flag.Int("crash.kills", 6, "kill points per engine: SIGKILLs of the sender or receiver sent by the test")
 	flagSeed     = flag.Uint64("crash.seed", 0, "seed of the kill schedule and self-kill draws; 0 picks one (logged)")
 	flagSelfKill = flag.Float64("crash.selfkill", 0.02, "probability that the receiver kills itself after committing a notification, before answering")
-	flagTimeout  = flag.Duration("crash.timeout", 5*time.Minute, "bound on one engine's whole run")
+	flagTimeout  = flag.Duration("crash.timeout", 0, "bound on one engine's whole run; 0 bounds it by the test binary's -timeout, less reportMargin (no bound without one)")
 	flagFreezes  = flag.Int("crash.freezes", 3, "sender kill points on PostgreSQL that freeze the sender (SIGSTOP) instead, start its successor, thaw it (SIGCONT) once its leases expired, and then kill it: its late settles must be fenced off")
 )
 
@@ -48,7 +48,34 @@ const (
 	// longer than any backoff, breaker cool-down or lease of the run, so
 	// a drain that stops this long has deliveries nothing will send.
 	drainStall = 20 * time.Second
+	// reportMargin is how long before the test binary's deadline (go test
+	// -timeout) a run without -crash.timeout ends: time to fail saying
+	// how far it got, kill its children and stop PostgreSQL, rather than
+	// have the binary panic with its goroutines.
+	reportMargin = time.Minute
 )
+
+// runBound returns the bound on one engine's run that starts now: set,
+// -crash.timeout, if positive; else up to reportMargin before t's
+// deadline. A run's work is fixed (its business transactions, kills and
+// freezes), but the time it takes is not: under -race on a machine that
+// other test binaries load, the processes get a fraction of a core each
+// and every phase runs several times slower, on PostgreSQL most, whose
+// every round trip waits for its server process to be scheduled. What
+// proves the run live does not depend on this bound: a child must be
+// ready within readyBound and exit within exitBound, and a drain that
+// stops moving fails after drainStall. ok is false for no bound: neither
+// the test nor the flag sets one.
+func runBound(t *testing.T, set time.Duration) (bound time.Duration, ok bool) {
+	if set > 0 {
+		return set, true
+	}
+	deadline, ok := t.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return max(time.Until(deadline)-reportMargin, 0), true
+}
 
 func TestMain(m *testing.M) { testmain.Main(m) }
 
@@ -164,8 +191,13 @@ func runCrash(t *testing.T, r run) {
 		t.Fatalf("bad flags: -crash.n=%d -crash.kills=%d -crash.selfkill=%v", r.n, r.kills, r.selfKill)
 	}
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), r.timeout)
-	defer cancel()
+	ctx := t.Context()
+	if bound, ok := runBound(t, r.timeout); ok {
+		r.timeout = bound
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
 
 	var senderDB, receiverDB string
 	switch r.engine {
