@@ -707,8 +707,17 @@ func TestMigratePrint(t *testing.T) {
 			mustRun(t, exitOK, "migrate", "-db", db)
 		})
 	}
-	if code, _, errOut := courierRun(t, "migrate", "-print"); code != exitUsage || !strings.Contains(errOut, "-db or -engine") {
-		t.Fatalf("-print alone: %d %q", code, errOut)
+	// Each usage error says which command it is about, as the others do.
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"migrate", "-print"}, "courier migrate: -print needs -db or -engine\n"},
+		{[]string{"migrate", "-print", "-engine", "mysql"}, "courier migrate: -engine must be sqlite or postgres\n"},
+	} {
+		if code, _, errOut := courierRun(t, c.args...); code != exitUsage || errOut != c.says {
+			t.Errorf("%v: %d %q, want %d %q", c.args, code, errOut, exitUsage, c.says)
+		}
 	}
 }
 

@@ -100,9 +100,9 @@ func migrationsOf(db, engine string, stderr io.Writer) (fs.FS, error) {
 	}
 	switch {
 	case engine == "" && db == "":
-		return nil, usageError(stderr, "migrate -print needs -db or -engine")
+		return nil, usageError(stderr, "courier migrate: -print needs -db or -engine")
 	case engine != "" && engine != "sqlite" && engine != "postgres":
-		return nil, usageError(stderr, "-engine must be sqlite or postgres")
+		return nil, usageError(stderr, "courier migrate: -engine must be sqlite or postgres")
 	case engine != "" && db != "" && engine != dbEngine:
 		return nil, usageError(stderr, "courier migrate: -engine %s, but -db names a %s database: give one of them", engine, dbEngine)
 	case engine == "":
