@@ -3,8 +3,9 @@
 // same document. It never holds payload bytes, and an endpoint only
 // redacted (scheme and host), with its ref to name it by; times are in
 // UTC. It holds what else those tools share: whether the store knows an
-// endpoint an operator typed (KnownEndpoint), and the breaker states
-// they count (NotClosed).
+// endpoint an operator typed (KnownEndpoint), the breaker states they
+// count (NotClosed), and the cancel of every delivery of an endpoint gone
+// for good (CancelEndpoint).
 package opsjson
 
 import (
