@@ -26,7 +26,7 @@ func TestEachCommandsHelpSaysHowToCallIt(t *testing.T) {
 		flag     string // one of its flags
 	}{
 		{[]string{"deliveries", "show"}, "usage: courier deliveries show -db … <id>", "-db"},
-		{[]string{"deliveries", "cancel"}, "usage: courier deliveries cancel -db … <id>", "-db"},
+		{[]string{"deliveries", "cancel"}, "usage: courier deliveries cancel -db … <id>", "-endpoint-ref"},
 		{[]string{"deliveries", "redrive"}, "usage: courier deliveries redrive -db … [flags] <id>", "-max-attempts"},
 		{[]string{"deliveries", "list"}, "usage: courier deliveries list -db … [flags]", "-status"},
 		{[]string{"endpoints", "enable"}, "usage: courier endpoints enable -db … <url-or-ref>", "-db"},

@@ -7,6 +7,7 @@
 //	courier migrate   -db app.db            (or -print -db … / -print -engine sqlite|postgres: write the SQL)
 //	courier health    -db app.db
 //	courier deliveries list|show|redrive|cancel -db app.db …
+//	courier deliveries cancel -db app.db -endpoint-ref <ref>   (or -endpoint <url>: all it takes of an endpoint gone for good)
 //	courier endpoints list|blocked|enable|disable|limit -db app.db …
 //	courier contracts list|pin|fail-mismatched -db app.db …
 //	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h]
@@ -38,10 +39,12 @@
 //
 // Exit status: 0 on success; 1 when the command failed, as deliveries
 // redrive and cancel do when they leave the delivery id they were given
-// as it was (an endpoint with nothing to redrive is no failure; a redrive
-// that fails part-way prints "redriven: n" for those it moved, which stay
-// moved, before its error), as endpoints enable does for an endpoint the
-// database does not know (no deliveries, breaker, limits, subscription or
+// as it was (an endpoint with nothing to redrive or cancel is no failure;
+// a redrive or an endpoint's cancel that fails part-way prints
+// "redriven: n" or "cancelled: n" for those it redrove or cancelled,
+// which stay so, before its error), as endpoints enable, and deliveries
+// redrive and cancel given an endpoint, do for an endpoint the database
+// does not know (no deliveries, breaker, limits, subscription or
 // contract pin: a mistyped URL, or one of another database), and send
 // does when the receiver refuses the notification or answers with an Ack
 // that does not verify; 2 for a usage error, the store's refusal of an
@@ -57,7 +60,8 @@
 // An interrupt (Ctrl-C) or SIGTERM cancels the command, which exits 1:
 // migrate applies all its migrations in one transaction or none, and
 // prune and redrive keep the batches they committed, each a short
-// transaction of its own (prune has printed the count of every table it
+// transaction of its own, as an endpoint's cancel keeps each delivery it
+// cancelled (prune has printed the count of every table it
 // finished, and says how far it got in the one it was on). A second
 // interrupt or SIGTERM ends the tool at once, with the status a shell
 // gives a process its signal ended: 130 for an interrupt, 143 for
@@ -145,7 +149,7 @@ commands:
   migrate     apply courier's migrations (-print: write their SQL instead, for -db or -engine)
   health      the outbox's health and the endpoints whose breaker is not closed
               (exit 3 when blocked)
-  deliveries  list, show, redrive or cancel deliveries
+  deliveries  list, show, redrive or cancel deliveries, one or an endpoint's
   endpoints   list endpoints (breaker, in flight, limits, blocked keys); the
               blocked keys and the failed delivery holding each; enable,
               disable or limit one

@@ -221,7 +221,7 @@ var deliveriesSynopses = map[string][]string{
 	"list":    {"-db … [flags]"},
 	"show":    {"-db … <id>"},
 	"redrive": {"-db … [flags] <id>", "-db … [flags] -endpoint-ref <ref>|-endpoint <url>"},
-	"cancel":  {"-db … <id>"},
+	"cancel":  {"-db … <id>", "-db … -endpoint-ref <ref>|-endpoint <url>"},
 }
 
 // deliveriesFlags are the flags of a deliveries action; those it does
@@ -254,6 +254,9 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 			"how many more attempts each redriven delivery gets, 1..1000; give the application's Store's Config.MaxAttempts (without it: 8, the default)")
 		fs.DurationVar(&f.config.RetryHorizon, "retry-horizon", 0,
 			"how long from now each redriven delivery may be attempted, at most 720h (30 days); give the application's Store's Config.RetryHorizon (without it: 72h, the default)")
+	case "cancel":
+		f.endpointRef = fs.String("endpoint-ref", "", "cancel every pending, retrying, failed or quarantined delivery of this endpoint (its ref), as for one gone for good; not with a delivery id")
+		f.endpointURL = fs.String("endpoint", "", "cancel every pending, retrying, failed or quarantined delivery of this endpoint (its URL; not with -endpoint-ref nor a delivery id; one the database does not know exits 1)")
 	}
 	return fs, f
 }
@@ -489,7 +492,11 @@ func (a deliveriesAction) warnDisabled(ctx context.Context, p store.RedriveParam
 
 // cancel cancels a delivery, and says why when Cancel did not take it:
 // it answers not found for a delivery in a state it does not take too.
+// Given an endpoint, it cancels the endpoint's deliveries instead.
 func (a deliveriesAction) cancel(ctx context.Context) error {
+	if *a.f.endpointURL != "" || *a.f.endpointRef != "" {
+		return a.cancelEndpoint(ctx)
+	}
 	n, err := a.id()
 	if err != nil {
 		return err
@@ -504,6 +511,48 @@ func (a deliveriesAction) cancel(ctx context.Context) error {
 		}
 		return fmt.Errorf("delivery %d is %s: only a %s, %s, %s or %s delivery can be cancelled", n, d.Status,
 			courier.StatusPending, courier.StatusRetryWait, courier.StatusFailed, courier.StatusQuarantined)
+	}
+	fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
+	return nil
+}
+
+// cancelEndpoint cancels every delivery of the endpoint -endpoint or
+// -endpoint-ref names that Cancel takes (opsjson.CancelEndpoint) and
+// prints how many. One that fails part-way prints how many it cancelled
+// before failing: those stay cancelled, and cancelling again takes the
+// rest. An endpoint with nothing to cancel is no failure; one the
+// database does not know is, as for redrive.
+func (a deliveriesAction) cancelEndpoint(ctx context.Context) error {
+	switch {
+	case *a.f.endpointURL != "" && *a.f.endpointRef != "":
+		return usageError(a.stderr, "courier deliveries cancel: give -endpoint and -endpoint-ref not both: each names an endpoint")
+	case a.fs.NArg() > 0:
+		return usageError(a.stderr, "courier deliveries cancel: give a delivery id or an endpoint, not both")
+	}
+	url := *a.f.endpointURL
+	if *a.f.endpointRef != "" {
+		var err error
+		if url, err = resolveRef(ctx, a.s, *a.f.endpointRef); err != nil {
+			return err
+		}
+	}
+	n, err := opsjson.CancelEndpoint(ctx, a.s, url)
+	if err != nil {
+		if n > 0 { // those cancelled before the error stay cancelled
+			fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
+		}
+		return err
+	}
+	if n == 0 && *a.f.endpointURL != "" {
+		// A URL the database does not know (a typo in its path) is no
+		// endpoint with nothing to cancel.
+		kept, known, err := opsjson.KnownEndpoint(ctx, a.s, url)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return errors.New(unknownEndpoint(kept) + "; nothing to cancel")
+		}
 	}
 	fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
 	return nil
