@@ -121,6 +121,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		{"/api/deliveries/{id}/redrive", h.mutate(h.apiRedriveOne)},
 		{"/api/deliveries/{id}/cancel", h.mutate(h.apiCancel)},
 		{"/api/redrive", h.mutate(h.apiRedrive)},
+		{"/api/cancel", h.mutate(h.apiCancelEndpoint)},
 		{"/api/endpoints", h.read(h.apiEndpoints)},
 		{"/api/endpoints/{ref}/enable", h.mutate(h.apiEndpoint(actEnable, endpoints.Enable))},
 		{"/api/endpoints/{ref}/disable", h.mutate(h.apiEndpoint(actDisable, endpoints.Disable))},
@@ -333,24 +334,30 @@ func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to fu
 // database_unavailable with Retry-After when the database failed, 500
 // internal_error otherwise.
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	h.storeErrorAfter(w, r, err, 0)
+	h.storeErrorAfter(w, r, err, "")
 }
 
-// storeErrorAfter is storeError for a redrive that err ended after it had
-// moved moved deliveries back to pending: those stay moved, and the
-// problem's detail says how many, so that the operator knows a redrive
-// again takes the rest.
-func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err error, moved int) {
+// doneBefore is what storeErrorAfter's detail adds for an action on many
+// deliveries that had done n before its error, which stay done (a
+// redrive moved them back to pending, a cancel cancelled them): how many,
+// so that the operator knows that doing it again takes the rest.
+func doneBefore(n int, done, stays string) string {
+	switch {
+	case n == 1:
+		return "; 1 delivery was " + done + " before it, and stays " + stays
+	case n > 1:
+		return fmt.Sprintf("; %d deliveries were %s before it, and stay %s", n, done, stays)
+	}
+	return ""
+}
+
+// storeErrorAfter is storeError for an action on many deliveries that err
+// ended after it had done some: before (see doneBefore) ends the
+// problem's detail.
+func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err error, before string) {
 	detail := "not found"
 	if ce := (*courier.Error)(nil); errors.As(err, &ce) {
 		detail = ce.Msg
-	}
-	var before string // what a redrive moved before err, which stays moved
-	switch {
-	case moved == 1:
-		before = "; 1 delivery was moved back to pending before it, and stays moved"
-	case moved > 1:
-		before = fmt.Sprintf("; %d deliveries were moved back to pending before it, and stay moved", moved)
 	}
 	switch code := courier.CodeOf(err); code {
 	case courier.CodeNotFound:

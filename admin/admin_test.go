@@ -577,6 +577,7 @@ func mutations(failed, pending int64) []struct{ method, path, body string } {
 		{"POST", "/api/deliveries/" + f + "/redrive", ""},
 		{"POST", "/api/deliveries/" + p + "/cancel", ""},
 		{"POST", "/api/redrive", `{}`},
+		{"POST", "/api/cancel", `{"endpoint_ref":"` + refA + `"}`},
 		{"POST", "/api/endpoints/" + refA + "/enable", ""},
 		{"POST", "/api/endpoints/" + refA + "/disable", ""},
 		{"POST", "/api/endpoints/" + refA + "/limits", `{"max_in_flight":1,"rate":0}`},

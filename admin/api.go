@@ -221,7 +221,7 @@ func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.Red
 	}
 	n, err := h.redrive(r, p)
 	if err != nil {
-		h.storeErrorAfter(w, r, err, n)
+		h.storeErrorAfter(w, r, err, doneBefore(n, "moved back to pending", "moved"))
 		return 0, false
 	}
 	return n, true
@@ -264,6 +264,46 @@ func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	}
 	h.cfg.Logger.InfoContext(ctx, "admin: redrive", attrs...)
 	return n, err
+}
+
+// apiCancelEndpoint cancels every delivery of the endpoint the body's
+// endpoint_ref names that a cancel takes (opsjson.CancelEndpoint). The
+// ref is required: unlike a redrive, a cancel of every endpoint's
+// deliveries is no action an operator asks for.
+func (h *Handler) apiCancelEndpoint(w http.ResponseWriter, r *http.Request) {
+	var req cancelRequestJSON
+	if !decodeOptionalJSON(w, r, &req) {
+		return
+	}
+	var ref string
+	switch {
+	case req.EndpointRef == nil || string(req.EndpointRef) == "null":
+		invalid(w, "the request is not valid", "endpoint_ref", "required")
+		return
+	case json.Unmarshal(req.EndpointRef, &ref) != nil:
+		invalid(w, "the request is not valid", "endpoint_ref", "type")
+		return
+	case ref == "":
+		invalid(w, "the request is not valid", "endpoint_ref", "required")
+		return
+	case !endpoint.IsRef(ref):
+		invalid(w, "the request is not valid", "endpoint_ref", "ref")
+		return
+	}
+	url, err := h.resolve(r, ref)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	n, err := opsjson.CancelEndpoint(r.Context(), h.cfg.Store, url)
+	if n > 0 || err == nil {
+		h.cfg.Logger.InfoContext(r.Context(), "admin: cancel", slog.Int(logkey.Count, n), slog.String(logkey.EndpointRef, ref))
+	}
+	if err != nil {
+		h.storeErrorAfter(w, r, err, doneBefore(n, "cancelled", "cancelled"))
+		return
+	}
+	writeJSON(w, http.StatusOK, cancelledJSON{Cancelled: n})
 }
 
 func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {

@@ -3,8 +3,9 @@
 // the store's health, deliveries, attempts and endpoint breakers, and
 // act on them: redrive failed deliveries (and quarantined ones whose
 // payload could not be opened, payload_unreadable, once the payload key
-// is fixed; see store.Outbox.Redrive), cancel waiting ones, enable or
-// disable an endpoint, and resolve an endpoint held back by a changed
+// is fixed; see store.Outbox.Redrive), cancel waiting ones (the API
+// every one of an endpoint gone for good at once), enable or disable an
+// endpoint, and resolve an endpoint held back by a changed
 // contract (pin a digest, or fail the deliveries it holds back).
 //
 // The mental model: reads are the application's to guard (mount the
@@ -64,6 +65,12 @@
 //	                                    pending; without one ({} or an empty body), every
 //	                                    endpoint's (an endpoint_ref that is "" or null is
 //	                                    400 validation_failed): {"redriven": n}
+//	POST /api/cancel                    {"endpoint_ref": "…"}: cancel every pending, retrying,
+//	                                    failed or quarantined delivery of the endpoint (one gone
+//	                                    for good, whose deliveries hold the health blocked);
+//	                                    endpoint_ref is required, there is no cancel of every
+//	                                    endpoint's (left out, "" or null is 400
+//	                                    validation_failed): {"cancelled": n}
 //	GET  /api/endpoints                 endpoints with something to show (a breaker not plainly
 //	                                    healthy, limits, deliveries in flight, blocked ordering
 //	                                    keys): {"endpoints": [endpoint…], "next_after": ref}, a
@@ -206,5 +213,9 @@
 // A redrive moves deliveries in batches, each committed on its own: one
 // that fails part-way (/api/redrive or the form) has moved the batches
 // before for good, and its problem's detail says how many; redriving
-// again takes the rest.
+// again takes the rest. So does /api/cancel, which cancels an endpoint's
+// deliveries one at a time. It cancels those the endpoint had when it
+// began: one enqueued to it meanwhile may be left, as may one a worker
+// had leased that then fails; one claimed or finished meanwhile is
+// skipped.
 package admin

@@ -68,6 +68,20 @@ type redrivenJSON struct {
 	Redriven int `json:"redriven"`
 }
 
+// cancelledJSON is how many deliveries a cancel of an endpoint's
+// deliveries cancelled.
+type cancelledJSON struct {
+	Cancelled int `json:"cancelled"`
+}
+
+// cancelRequestJSON is the body of POST /api/cancel: the ref of the
+// endpoint whose deliveries to cancel. It is required: there is no cancel
+// of every endpoint's deliveries, and a member left out, null or "" is
+// refused alike.
+type cancelRequestJSON struct {
+	EndpointRef json.RawMessage `json:"endpoint_ref,omitempty"`
+}
+
 // redriveRequestJSON is the body of POST /api/redrive: the ref of the endpoint
 // whose failed (and quarantined payload_unreadable) deliveries to redrive,
 // or none for every endpoint's. EndpointRef is kept raw so that a member
