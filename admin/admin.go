@@ -139,9 +139,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		{"/ops/endpoints/disable", h.mutate(h.opsEndpoint(actDisable, endpoints.Disable))},
 		{"/ops/contracts/pin", h.mutate(h.opsPin)},
 		{"/ops/contracts/fail-mismatched", h.mutate(h.opsFailMismatched)},
-		{"/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
-		})},
+		{"/", http.HandlerFunc(h.noSuchPage)},
 	}
 	for _, r := range routes {
 		h.mux.Handle(r.pattern, r.h)
@@ -190,6 +188,31 @@ func (h *Handler) mountPoint(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "./"+base+"/")
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
+	}
+	problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
+}
+
+// noSuchPage answers a path the Admin has no page for. When the end of
+// the path, after one of its first few segments, is one of its pages, the
+// Admin was likely handed the path with the prefix it is mounted under
+// still on it, and the answer says how to mount it. (A mount prefix is a
+// few segments: a path of thousands is not looked up thousands of times.)
+func (h *Handler) noSuchPage(w http.ResponseWriter, r *http.Request) {
+	const prefixSegments = 8
+	p := r.URL.Path
+	for i, seen := 1, 0; i < len(p) && seen < prefixSegments; i++ {
+		if p[i] != '/' {
+			continue
+		}
+		seen++
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.URL = &url.URL{Path: p[i:]}
+		if _, pattern := h.mux.Handler(r2); pattern != "/" {
+			problem.Error(w, http.StatusNotFound, courier.CodeNotFound,
+				"no such page; if the handler is mounted under a prefix, mount it with http.StripPrefix (see package admin)")
+			return
+		}
 	}
 	problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such page")
 }

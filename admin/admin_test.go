@@ -1053,3 +1053,36 @@ func TestAdminShowsTheReceiversCode(t *testing.T) {
 		t.Errorf("the ops page lacks the remote code")
 	}
 }
+
+// TestAdminMountedWithoutStripPrefixSaysSo: mounted under a prefix without
+// http.StripPrefix, the Admin is handed every path with the prefix still
+// on it and finds none of its pages: its 404 says how it is mounted
+// rather than "no such page" alone, which left the operator guessing.
+func TestAdminMountedWithoutStripPrefixSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, allowAll)
+	h, err := NewHandler(Config{Store: b.store, Authorize: allowAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(adminPrefix+"/", h) // no http.StripPrefix
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, p := range []string{"/api/health", "/deliveries", "/"} {
+		resp, err := srv.Client().Get(srv.URL + adminPrefix + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "http.StripPrefix") {
+			t.Errorf("GET %s%s without StripPrefix: %d %s; want 404 saying to mount it with http.StripPrefix", adminPrefix, p, resp.StatusCode, body)
+		}
+	}
+	// Mounted right, a path it has no page for is just that.
+	resp, body := b.do(t, "GET", "/no-such-page", "", nil)
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "StripPrefix") {
+		t.Errorf("GET %s/no-such-page: %d %s; want 404 without the mounting hint", adminPrefix, resp.StatusCode, body)
+	}
+}
