@@ -29,3 +29,26 @@ func TestSendURLNotAnEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestSendURLOnAPortNoDialReaches: a -url on port 0, or on one above
+// 65535, is no endpoint the outbox takes either (endpoint.Dialable), and
+// -allow-private opens no such port: a usage error, exit 2, saying what
+// -url takes, not destination_forbidden with that hint.
+func TestSendURLOnAPortNoDialReaches(t *testing.T) {
+	t.Setenv("COURIER_SECRET", signature.NewStandardWebhooksSecret())
+	for _, u := range []string{"https://x.example:0/h?token=hunter2", "https://x.example:65536/h?token=hunter2", "http://127.0.0.1:99999/h?token=hunter2"} {
+		for _, private := range []bool{false, true} {
+			args := []string{"send", "-url", u}
+			if private {
+				args = append(args, "-allow-private")
+			}
+			code, _, errOut := courierRun(t, args...)
+			if code != exitUsage || !strings.Contains(errOut, "1 to 65535") || strings.Contains(errOut, "-allow-private opens") {
+				t.Errorf("courier %s: exit %d, want %d naming the port -url takes\nstderr: %s", strings.Join(args, " "), code, exitUsage, errOut)
+			}
+			if strings.Contains(errOut, "hunter2") {
+				t.Errorf("courier %s: stderr shows the URL's token: %s", strings.Join(args, " "), errOut)
+			}
+		}
+	}
+}

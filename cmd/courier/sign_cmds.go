@@ -146,6 +146,12 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// opens no such URL.
 		return usageError(stderr, "courier send: -url must be %s (not shown: it may hold a credential)", endpoint.Rule)
 	}
+	if !endpoint.Dialable(*target) {
+		// As the outbox refuses a new endpoint on port 0 or above 65535:
+		// the guard would refuse it as destination_forbidden, and no flag
+		// opens such a port.
+		return usageError(stderr, "courier send: -url must be %s (not shown: it may hold a credential)", endpoint.PortRule)
+	}
 	guard := client.Guard{}
 	if *allowPrivate {
 		port, _ := strconv.ParseUint(u.Port(), 10, 16)
