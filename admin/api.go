@@ -240,7 +240,7 @@ func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 // redrive moves failed deliveries, and quarantined payload_unreadable
 // ones, back to pending (store.Outbox.Redrive). For one delivery, one
 // Redrive does not take is CodeNotFound, as cancel's is, its message
-// naming its status, and so is a missing one. A redrive an error ended
+// saying why (notRedriven), and so is a missing one. A redrive an error ended
 // returns how many it moved before, with the error: they stay moved.
 func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 	ctx := r.Context()
@@ -250,7 +250,7 @@ func (h *Handler) redrive(r *http.Request, p store.RedriveParams) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		return 0, &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be redriven: failed, or quarantined payload_unreadable (it is " + string(d.Status) + ")"}
+		return 0, notRedriven(d, p.Endpoint)
 	}
 	if err != nil && n == 0 {
 		return 0, err
@@ -334,6 +334,25 @@ func (h *Handler) get(ctx context.Context, id int64) (store.Delivery, error) {
 		return h.cfg.Store.Outbox.Get(ctx, id) // not found, as Get says it
 	}
 	return page.Deliveries[0], nil
+}
+
+// notRedriven is the refusal of a redrive of one delivery, d, that
+// Redrive did not take, saying why: it is at another endpoint than the
+// one the redrive named (endpoint, "" for none), or in a state no redrive
+// takes, or, failed or quarantined payload_unreadable, one Redrive leaves
+// as it is (its 1,000 attempts made, or a command under another
+// capabilities digest than its endpoint's pin).
+func notRedriven(d store.Delivery, named string) error {
+	var msg string
+	switch {
+	case named != "" && endpoint.Normalize(d.Endpoint) != endpoint.Normalize(named):
+		msg = "no delivery with this id at the endpoint endpoint_ref names"
+	case d.Status == courier.StatusFailed || d.Status == courier.StatusQuarantined && d.LastErrorCode == courier.CodePayloadUnreadable:
+		msg = "the delivery with this id is " + string(d.Status) + " but Redrive leaves it as it is: it has made the most attempts a delivery may make, or is a command under another capabilities digest than its endpoint's pin"
+	default:
+		msg = "no delivery with this id that can be redriven: failed, or quarantined payload_unreadable (it is " + string(d.Status) + ")"
+	}
+	return &courier.Error{Code: courier.CodeNotFound, Msg: msg}
 }
 
 // cancel withdraws a pending or retrying delivery, or settles a failed or

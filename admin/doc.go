@@ -55,8 +55,8 @@
 //	                                    the previous page), limit (1..1000, default 100)
 //	GET  /api/deliveries/{id}           {"delivery": delivery, "attempts": [attempt…]}
 //	POST /api/deliveries/{id}/redrive   a failed delivery, or a quarantined payload_unreadable
-//	                                    one, back to pending: {"redriven": 1}; one in another
-//	                                    state is 404 not_found, its detail naming the state
+//	                                    one, back to pending: {"redriven": 1}; one a redrive does
+//	                                    not take is 404 not_found, its detail saying why
 //	POST /api/deliveries/{id}/cancel    withdraw a pending or retrying delivery, or dismiss a
 //	                                    failed or quarantined one: delivery; one in another
 //	                                    state is 404 not_found
