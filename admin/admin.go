@@ -323,19 +323,26 @@ func (b *keptBody) Read(p []byte) (int, error) {
 func (b *keptBody) Close() error { return nil }
 
 // refuse answers a refused mutation and logs it, naming the action asked
-// for (its route, as the Handler's mux matched it) and what its path names:
-// a delivery's id or an endpoint's ref (a form's fields are not read: the
-// action never ran).
+// for and what its path names (see routeAttrs; a form's fields are not
+// read: the action never ran).
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code courier.Code, detail string) {
-	attrs := []any{slog.String(logkey.Action, r.Pattern), slog.Int(logkey.HTTPStatus, status), slog.String(logkey.Code, string(code))}
+	attrs := append(routeAttrs(r), slog.Int(logkey.HTTPStatus, status), slog.String(logkey.Code, string(code)))
+	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", attrs...)
+	problem.Error(w, status, code, detail)
+}
+
+// routeAttrs are what a line about r names of it: the route asked for, as
+// the Handler's mux matched it, and what its path names, a delivery's id
+// or an endpoint's ref.
+func routeAttrs(r *http.Request) []any {
+	attrs := []any{slog.String(logkey.Action, r.Pattern)}
 	if id, err := strconv.ParseInt(r.PathValue("id"), 10, 64); err == nil {
 		attrs = append(attrs, slog.Int64(logkey.ID, id))
 	}
 	if ref := r.PathValue("ref"); endpoint.IsRef(ref) {
 		attrs = append(attrs, slog.String(logkey.EndpointRef, ref))
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "admin: mutation refused", attrs...)
-	problem.Error(w, status, code, detail)
+	return attrs
 }
 
 // respond returns what answers a store read: its value as JSON (converted
@@ -388,10 +395,10 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 	case courier.CodeInvalidArgument:
 		problem.Error(w, http.StatusBadRequest, code, detail+before)
 	case courier.CodeDatabaseUnavailable:
-		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))
+		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later"+before, time.Second)
 	default:
-		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", append(routeAttrs(r), slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))...)
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed"+before)
 	}
 }

@@ -89,3 +89,32 @@ func TestRedriveLogNamesWhatItRedrove(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreFailureLogNamesTheAction: Config.Logger says a line names the
+// action and what it acted on; a mutation the store failed logged
+// "admin: database unavailable" with its code and error alone, as the
+// refusal's line did before it named them. It now names the route and
+// the delivery id its path names.
+func TestStoreFailureLogNamesTheAction(t *testing.T) {
+	var logs bytes.Buffer
+	b := setupAdminConfig(t, Config{Authorize: allowAll, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	id := b.failed(t, "n-1", hookA)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := "/api/deliveries/" + strconv.FormatInt(id, 10) + "/cancel"
+	logs.Reset()
+	req, _ := http.NewRequest(http.MethodPost, b.server.URL+adminPrefix+path, nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var line map[string]any
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(logs.Bytes(), &line) != nil {
+		t.Fatalf("POST %s on a closed store: %d, log %q", path, resp.StatusCode, logs.String())
+	}
+	if line["action"] != "/api/deliveries/{id}/cancel" || line["id"] != float64(id) {
+		t.Errorf("POST %s on a closed store logged %s, want action /api/deliveries/{id}/cancel and id %d", path, logs.String(), id)
+	}
+}
