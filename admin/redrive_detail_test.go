@@ -28,4 +28,18 @@ func TestRedriveOfOneNotTakenSaysWhy(t *testing.T) {
 	if st, o := b.status(t, id), b.status(t, other); st != courier.StatusFailed || o != courier.StatusFailed {
 		t.Fatalf("the deliveries are %s and %s, want both left failed", st, o)
 	}
+
+	// A failed delivery Redrive leaves, its 1,000 attempts made (the row as
+	// a long history leaves it): the detail says so, not that it is failed.
+	if _, err := b.store.DB().Exec("UPDATE courier_outbox SET attempts = 1000, max_attempts = 1000 WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = b.do(t, http.MethodPost, "/api/deliveries/"+strconv.FormatInt(id, 10)+"/redrive", "", nil)
+	refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
+	if !strings.Contains(string(body), "leaves it") {
+		t.Errorf("a failed delivery of 1,000 attempts: %s; want a detail saying Redrive leaves it", body)
+	}
+	if st := b.status(t, id); st != courier.StatusFailed {
+		t.Fatalf("the delivery is %s, want it left failed", st)
+	}
 }
