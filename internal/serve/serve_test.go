@@ -51,8 +51,12 @@ func TestRunLetsARequestInFlightFinish(t *testing.T) {
 		_, _ = io.WriteString(w, "finished")
 	})
 	ctx, cancel := context.WithCancel(t.Context())
+	srv := Server(h)
+	// The handler answers only once the shutdown has begun: its request
+	// is in flight at shutdown, not one that may have ended before it.
+	srv.RegisterOnShutdown(func() { close(release) })
 	ran := make(chan error, 1)
-	go func() { ran <- Run(ctx, Server(h), ln) }()
+	go func() { ran <- Run(ctx, srv, ln) }()
 
 	type answer struct {
 		body string
@@ -71,7 +75,6 @@ func TestRunLetsARequestInFlightFinish(t *testing.T) {
 	}()
 	<-started
 	cancel()
-	close(release)
 	if a := <-answered; a.err != nil || a.body != "finished" {
 		t.Fatalf("the request in flight at shutdown: %q, %v; want its answer", a.body, a.err)
 	}
