@@ -152,7 +152,8 @@
 //	GET  /deliveries/{id}               one delivery and its attempts
 //	POST /ops/redrive                   form: id, or endpoint_ref, or neither for every failed delivery
 //	                                    (with the quarantined payload_unreadable ones, as /api/redrive;
-//	                                    an empty id or endpoint_ref is refused)
+//	                                    an empty id or endpoint_ref is refused); both, that delivery
+//	                                    only if it is at that endpoint (404 not_found otherwise)
 //	POST /ops/cancel                    form: id
 //	POST /ops/endpoints/enable          form: endpoint_ref, or endpoint (a URL an operator typed), not both
 //	POST /ops/endpoints/disable         form: endpoint_ref, or endpoint (a URL an operator typed), not both
