@@ -26,6 +26,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/serve"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/signature"
@@ -65,18 +66,11 @@ func secretCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // secret reads the Standard Webhooks key from a file, or from
-// $COURIER_SECRET.
+// $COURIER_SECRET (see serve.Secret: the examples read theirs so).
 func secret(file string) (signature.StandardWebhooksKey, error) {
-	encoded := os.Getenv("COURIER_SECRET")
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return signature.StandardWebhooksKey{}, err
-		}
-		encoded = strings.TrimSpace(string(b))
-	}
-	if encoded == "" {
-		return signature.StandardWebhooksKey{}, fmt.Errorf("no secret: set COURIER_SECRET or pass -secret-file")
+	encoded, err := serve.Secret(file)
+	if err != nil {
+		return signature.StandardWebhooksKey{}, err
 	}
 	return signature.ParseStandardWebhooksKey("", encoded)
 }
