@@ -185,7 +185,7 @@ func TestRetryBusy(t *testing.T) {
 				calls++
 				return err
 			})
-			if err != tt.want || calls != tt.calls || len(retried) != calls-1 {
+			if !errors.Is(err, tt.want) || calls != tt.calls || len(retried) != calls-1 {
 				t.Errorf("retryBusy: %v after %d tries, %d retries logged; want %v after %d, %d logged", err, calls, len(retried), tt.want, tt.calls, tt.calls-1)
 			}
 		})
