@@ -347,7 +347,7 @@ func notRedriven(d store.Delivery, named string) error {
 	switch {
 	case named != "" && endpoint.Normalize(d.Endpoint) != endpoint.Normalize(named):
 		msg = "no delivery with this id at the endpoint endpoint_ref names"
-	case d.Status == courier.StatusFailed || d.Status == courier.StatusQuarantined && d.LastErrorCode == courier.CodePayloadUnreadable:
+	case d.Redrivable():
 		msg = "the delivery with this id is " + string(d.Status) + " but Redrive leaves it as it is: it has made the most attempts a delivery may make, or is a command under another capabilities digest than its endpoint's pin"
 	default:
 		msg = "no delivery with this id that can be redriven: failed, or quarantined payload_unreadable (it is " + string(d.Status) + ")"
