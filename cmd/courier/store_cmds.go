@@ -440,12 +440,8 @@ func (a deliveriesAction) redrive(ctx context.Context) error {
 		// the database does not know (a typo in its path) is, as for
 		// endpoints enable, so that the endpoint meant is not taken for
 		// one with nothing failed.
-		kept, known, err := opsjson.KnownEndpoint(ctx, a.s, p.Endpoint)
-		if err != nil {
+		if err := mustKnow(ctx, a.s, p.Endpoint, "; nothing to redrive"); err != nil {
 			return err
-		}
-		if !known {
-			return errors.New(unknownEndpoint(kept) + "; nothing to redrive")
 		}
 	}
 	if n == 0 && p.ID != 0 { // an endpoint with nothing to redrive is no failure
@@ -546,12 +542,8 @@ func (a deliveriesAction) cancelEndpoint(ctx context.Context) error {
 	if n == 0 && *a.f.endpointURL != "" {
 		// A URL the database does not know (a typo in its path) is no
 		// endpoint with nothing to cancel.
-		kept, known, err := opsjson.KnownEndpoint(ctx, a.s, url)
-		if err != nil {
+		if err := mustKnow(ctx, a.s, url, "; nothing to cancel"); err != nil {
 			return err
-		}
-		if !known {
-			return errors.New(unknownEndpoint(kept) + "; nothing to cancel")
 		}
 	}
 	fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
@@ -761,6 +753,21 @@ func table[T any](w io.Writer, header string, items []T, row func(T) string) err
 	return tw.Flush()
 }
 
+// mustKnow fails, saying so (unknownEndpoint) and then more, when the
+// database knows no endpoint at url (see opsjson.KnownEndpoint): a URL
+// with a typo in it is not taken for a known endpoint with nothing to act
+// on.
+func mustKnow(ctx context.Context, s *store.Store, url, more string) error {
+	kept, known, err := opsjson.KnownEndpoint(ctx, s, url)
+	switch {
+	case err != nil:
+		return err
+	case !known:
+		return errors.New(unknownEndpoint(kept) + more)
+	}
+	return nil
+}
+
 // unknownEndpoint says that the database knows no endpoint at url (as the
 // store keeps it; see opsjson.KnownEndpoint).
 func unknownEndpoint(url string) string {
@@ -803,12 +810,8 @@ func blockedKeys(ctx context.Context, s *store.Store, urlOrRef string, stdout, s
 		if url, err = resolve(ctx, s, urlOrRef); err != nil {
 			return err
 		}
-		kept, known, err := opsjson.KnownEndpoint(ctx, s, url)
-		if err != nil {
+		if err := mustKnow(ctx, s, url, ""); err != nil { // a ref names a known one: a URL with a typo in it
 			return err
-		}
-		if !known { // a ref names a known one: a URL with a typo in it
-			return errors.New(unknownEndpoint(kept))
 		}
 	}
 	keys, err := s.Endpoints.BlockedKeys(ctx, url, blockedMax)
