@@ -62,7 +62,8 @@ func buildVersion() string {
 }
 
 // schemaOf is the schema version this courier's migrations bring a
-// database to: the number of its migrations, the same on both engines.
+// database to: the number of its migrations, the same on both engines
+// (migrate and version say it).
 func schemaOf() (int, error) {
 	var n []int
 	for _, files := range []fs.FS{sqlite.Migrations(), postgres.Migrations()} {
