@@ -30,8 +30,9 @@
 //
 // # Log attributes
 //
-// Courier's parts log through the *slog.Logger of their configs (quiet by
-// default): the worker (client.Config.Logger), the receivers
+// Courier's parts log through the *slog.Logger of their configs, or,
+// without one, through slog.Default() from Warn up, so that failures are
+// heard with no setup (slog.New(slog.DiscardHandler) silences a part): the worker (client.Config.Logger), the receivers
 // (handler.ReceiverConfig.Logger and the others), middleware.Recover
 // (whose logger middleware.Transaction inside it logs through too) and
 // the admin surface (admin.Config.Logger). The store has no Logger: its

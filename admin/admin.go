@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/middleware"
@@ -67,15 +68,15 @@ type Config struct {
 	// Handler knows no caller. For an audit trail, log the caller in
 	// Authorize, which sees every mutation first, or give a Logger whose
 	// handler reads the caller from the context each line is logged with
-	// (the request's). Defaults to discarding.
+	// (the request's). Without one, the Handler logs through
+	// slog.Default(), its Warn and Error lines only (a store failure);
+	// pass slog.New(slog.DiscardHandler) for none.
 	Logger *slog.Logger
 }
 
 // withDefaults returns a copy of c with every unset field at its default.
 func (c Config) withDefaults() Config {
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = logdefault.Or(c.Logger)
 	return c
 }
 

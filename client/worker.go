@@ -16,6 +16,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
@@ -246,7 +247,9 @@ type Config struct {
 	// or unavailable (see PollInterval), a Stop whose deadline passed and,
 	// once per Run or Work that ends on a closed Store, the claimed
 	// deliveries it could not give back, Info for stopping and wake-ups
-	// back. Defaults to discarding.
+	// back. Without one, the worker logs through slog.Default(), its Warn
+	// and Error lines only: failures are heard with no setup. Pass
+	// slog.New(slog.DiscardHandler) for none.
 	Logger *slog.Logger
 	// Now is the worker's clock: it signs attempts, measures how much of
 	// each lease and of each delivery's retry horizon is left, and reads a
@@ -338,9 +341,7 @@ func (c Config) withDefaults() Config {
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = logdefault.Or(c.Logger)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -143,7 +143,7 @@ func answer(w http.ResponseWriter, err error) {
 		ve  *ack.ValidationError
 	)
 	switch {
-	case errors.Is(err, errNested): // a setup to mend, said in the answer as well as the log: a nil Logger logs nothing
+	case errors.Is(err, errNested): // a setup to mend, said in the answer as well as the log, which a Logger may silence
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal,
 			"served inside a request's transaction (middleware.Transaction): serve courier's handlers beside it", retryStore)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/jsonbody"
+	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
@@ -326,14 +327,8 @@ func newFront(name string, s *store.Store, v signature.Verifier, body middleware
 	if err := body.Validate(); err != nil {
 		return front{}, fmt.Errorf("handler: %s.Body: %w", name, err)
 	}
-	if logger == nil {
-		logger = discard()
-	}
-	return front{verifier: v, body: body, logger: logger, hook: hook, tracer: tracerOf(s), hidden: new(atomic.Bool)}, nil
+	return front{verifier: v, body: body, logger: logdefault.Or(logger), hook: hook, tracer: tracerOf(s), hidden: new(atomic.Bool)}, nil
 }
-
-// discard is the quiet default logger.
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func configError(msg string) error {
 	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "handler: " + msg}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -40,11 +41,12 @@ func TxFromContext(ctx context.Context) (*sqlx.Tx, bool) {
 }
 
 // loggerFrom returns the logger of the Recover serving ctx's request, for
-// the middleware inside it (Transaction) to log what it answered for:
-// discarding when no Recover with a logger is around it.
+// the middleware inside it (Transaction) to log what it answered for;
+// without a Recover around it, slog.Default()'s, from Warn up (see
+// Recover).
 func loggerFrom(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
 		return l
 	}
-	return slog.New(slog.DiscardHandler)
+	return logdefault.Or(nil)
 }

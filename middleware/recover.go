@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/recovered"
@@ -19,7 +20,8 @@ import (
 // panicnil says; not runtime.Goexit, which ends the goroutine and answers
 // nothing) into a 500 problem (code internal_error) and logs it, with
 // the panic value and stack, as "middleware: panic recovered" at error
-// level; a nil logger logs nothing. If next had already started its
+// level; a nil logger is slog.Default(), its Warn and Error lines only
+// (slog.New(slog.DiscardHandler) logs nothing). If next had already started its
 // response (one a [Transaction] around Recover holds back has not
 // started, also behind middleware between them whose ResponseWriter has
 // an Unwrap method), a 500 can no longer be sent: Recover aborts the
@@ -31,15 +33,10 @@ import (
 // A [Transaction] inside Recover logs through Recover's logger the
 // transactions it could not begin or commit, which it answers 503.
 func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
-	lend := logger != nil // to a Transaction inside
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger = logdefault.Or(logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if lend {
-				r = r.WithContext(context.WithValue(r.Context(), loggerKey, logger))
-			}
+			r = r.WithContext(context.WithValue(r.Context(), loggerKey, logger))
 			tw := &trackingWriter{ResponseWriter: w}
 			outer := w.Header().Clone() // what next found, restored for the 500
 			// After runtime.Goexit in next (t.FailNow, say) Run does not

@@ -49,8 +49,8 @@ import (
 // A transaction that cannot begin or commit is answered 503 (code
 // internal_error) with Retry-After, as the receivers of package handler
 // answer a store that failed: the sender tries again later. It is logged
-// through the logger of the [Recover] around Transaction (nothing is,
-// without one): at Error, "middleware: transaction could not commit" (or
+// through the logger of the [Recover] around Transaction (without one,
+// through slog.Default(), from Warn up): at Error, "middleware: transaction could not commit" (or
 // begin), with the status, the code and the database's error, never the
 // request's content; at Info, without the error, when the client went
 // away, which ended the request's context and rolled the transaction
@@ -126,7 +126,7 @@ var errNoTx = errors.New("middleware: begin returned no transaction and no error
 
 // unsettled answers r, whose transaction could not begin or commit (what)
 // with err, 503 with Retry-After, and logs it through the logger of the
-// Recover around Transaction, if any: at Error with err, which is the
+// Recover around Transaction (see loggerFrom): at Error with err, which is the
 // driver's or the store's and holds none of the request's content; at
 // Info without it when r's client went away, which ended r's context and
 // rolled the transaction back (no database failed).

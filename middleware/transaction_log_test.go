@@ -27,8 +27,9 @@ import (
 // was answered 503 and logged nowhere: the operator saw a client's
 // retries and no cause. Under a Recover, it is logged at Error through
 // Recover's logger, with its status, code and cause (saying what may
-// abort a transaction), never the request's body; without one, nothing
-// is logged and the answer is the same.
+// abort a transaction), never the request's body; without one, the
+// answer is the same, and the line goes to slog's default logger
+// (TestTransactionWithoutRecoverIsHeard).
 func TestTransactionFailureIsLogged(t *testing.T) {
 	t.Parallel()
 	const secret = "body-marker-5d2e"

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"testing"
 )
 
 // Records is a slog.Handler that keeps every record, at every level, in
@@ -125,3 +126,28 @@ func (h OnMessage) Handle(_ context.Context, r slog.Record) error {
 func (h OnMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 
 func (h OnMessage) WithGroup(string) slog.Handler { return h }
+
+// AsDefault makes a new Records the handler of slog's default logger
+// until t ends, and returns it: what courier's parts log without a Logger
+// of their own goes there. A test that calls it must not be parallel, nor
+// run beside one that is: the default logger is the process's.
+func AsDefault(t testing.TB) *Records {
+	t.Helper()
+	old := slog.Default()
+	var l Records
+	slog.SetDefault(slog.New(&l))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return &l
+}
+
+// Messages returns the messages of the records kept so far at level and
+// above, in order.
+func (l *Records) Messages(level slog.Level) []string {
+	var out []string
+	for _, r := range l.All() {
+		if r.Level >= level {
+			out = append(out, r.Message)
+		}
+	}
+	return out
+}

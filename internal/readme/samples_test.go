@@ -76,7 +76,7 @@ func workerSample(ctx context.Context, s *store.Store) error {
 	if err != nil {
 		return err
 	}
-	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: slog.Default()}) // without a Logger it is quiet
+	w, err := client.NewWorker(client.Config{Store: s, Signer: signer, Logger: slog.Default()}) // without one, its Warn and Error lines alone
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ type Config struct {
 	// receiver's transaction after the server's own effect is recorded.
 	// An error rolls both back (see handler.Func).
 	Process func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error
-	// Logger is the receiver's logger. Defaults to discarding.
+	// Logger is the receiver's (handler.ReceiverConfig.Logger).
 	Logger *slog.Logger
 }
 

@@ -1,0 +1,31 @@
+package client_test
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logtest"
+)
+
+// TestWorkerWithoutALoggerIsHeardWhenADeliveryFails: a worker given no
+// Logger logs through slog's default logger, from Warn up: a delivery
+// that fails for good (the receiver refused it: Warn) is heard with no
+// setup, and nothing below Warn is. Before, a delivery failed and no
+// log told of it.
+func TestWorkerWithoutALoggerIsHeardWhenADeliveryFails(t *testing.T) {
+	logs := logtest.AsDefault(t)
+	b := setupWorker(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) }, nil)
+	b.enqueue(t, "n-1", `{"n":1}`)
+	if e := b.work(t); e.Status != courier.StatusFailed {
+		t.Fatalf("event %+v, want the delivery failed", e)
+	}
+	if got := logs.Messages(slog.LevelWarn); !slices.Equal(got, []string{"worker: delivery failed"}) {
+		t.Fatalf("default logger got %q from Warn up, want the failed delivery", got)
+	}
+	if got := logs.Messages(slog.LevelDebug); len(got) != 1 {
+		t.Fatalf("default logger got %q, want the Warn line alone", got)
+	}
+}
