@@ -209,7 +209,8 @@ func sqliteFileExists(db string) error {
 // redacting a password only as best it can, so that error becomes one
 // that does not quote it, and names no more than a file the string names
 // that could not be read (a certificate or key, a service file), by its
-// path.
+// path. A string that does not parse is a usage error: the same command
+// line would fail again.
 func dbError(err error) error {
 	var parseErr *pgconn.ParseConfigError
 	if !errors.As(err, &parseErr) {
@@ -218,5 +219,5 @@ func dbError(err error) error {
 	if pathErr := (*fs.PathError)(nil); errors.As(parseErr.Unwrap(), &pathErr) {
 		return fmt.Errorf("the -db database: a file its connection string names: %w", pathErr)
 	}
-	return errors.New("the -db database: not a PostgreSQL connection string pgx can parse (not shown: it may hold a password)")
+	return usageFailure("the -db database: not a PostgreSQL connection string pgx can parse (not shown: it may hold a password)")
 }

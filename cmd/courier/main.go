@@ -47,8 +47,9 @@
 // does not know (no deliveries, breaker, limits, subscription or
 // contract pin: a mistyped URL, or one of another database), and send
 // does when the receiver refuses the notification or answers with an Ack
-// that does not verify; 2 for a usage error, the store's refusal of an
-// argument (invalid_argument) included; 3 when health is blocked or
+// that does not verify; 2 for a usage error, a -db that does not parse,
+// a secret not given and the store's refusal of an argument
+// (invalid_argument) included; 3 when health is blocked or
 // verify refuses the request.
 //
 // migrate says what it found: the migrations it applied ("migrated:

@@ -634,21 +634,26 @@ func TestPostgresConnectionStrings(t *testing.T) {
 
 // TestDBIsNeverQuoted: whatever -db holds, no output quotes it (it may
 // hold a password), and a connection string is not a SQLite file name.
+// One that does not parse is a usage error (2); one that parses and
+// reaches no database, a failure (1).
 func TestDBIsNeverQuoted(t *testing.T) {
 	wd := t.TempDir()
 	t.Chdir(wd)
-	for _, db := range []string{
-		"host=/nonexistent user=app password=s3cret dbname=app", // no server there
-		"host=/nonexistent password='s3cret",                    // an unterminated quote
-		"POSTGRES://app:s3cret@127.0.0.1:notaport/app",
-		"postgresql://app:s3cret@[::1/app",
-		"mysql://app:s3cret@db.example/app", // not courier's: a SQLite file that does not exist
+	for _, tc := range []struct {
+		db   string
+		exit int
+	}{
+		{"host=/nonexistent user=app password=s3cret dbname=app", exitFailed}, // no server there
+		{"host=/nonexistent password='s3cret", exitUsage},                     // an unterminated quote
+		{"POSTGRES://app:s3cret@127.0.0.1:notaport/app", exitUsage},
+		{"postgresql://app:s3cret@[::1/app", exitUsage},
+		{"mysql://app:s3cret@db.example/app", exitFailed}, // not courier's: a SQLite file that does not exist
 	} {
 		for _, cmd := range [][]string{{"migrate"}, {"health"}, {"deliveries", "list"}, {"endpoints", "list"}} {
-			code, out, errOut := courierRun(t, append(cmd, "-db", db)...)
-			if code != exitFailed || strings.Contains(out+errOut, "s3cret") {
+			code, out, errOut := courierRun(t, append(cmd, "-db", tc.db)...)
+			if code != tc.exit || strings.Contains(out+errOut, "s3cret") {
 				hide := strings.NewReplacer("s3cret", "[PASSWORD]") // not even a test's password in a log
-				t.Errorf("courier %s -db %.12q…: exit %d, want 1 without the password\nstdout: %s\nstderr: %s", cmd[0], db, code, hide.Replace(out), hide.Replace(errOut))
+				t.Errorf("courier %s -db %.12q…: exit %d, want %d without the password\nstdout: %s\nstderr: %s", cmd[0], tc.db, code, tc.exit, hide.Replace(out), hide.Replace(errOut))
 			}
 		}
 	}

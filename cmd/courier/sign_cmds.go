@@ -66,9 +66,13 @@ func secretCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // secret reads the Standard Webhooks key from a file, or from
-// $COURIER_SECRET (see serve.Secret: the examples read theirs so).
+// $COURIER_SECRET (see serve.Secret: the examples read theirs so). None
+// given is a usage error.
 func secret(file string) (signature.StandardWebhooksKey, error) {
 	encoded, err := serve.Secret(file)
+	if errors.Is(err, serve.ErrNoSecret) {
+		return signature.StandardWebhooksKey{}, usageFailure(err.Error())
+	}
 	if err != nil {
 		return signature.StandardWebhooksKey{}, err
 	}

@@ -54,6 +54,10 @@ func Run(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	return nil
 }
 
+// ErrNoSecret is Secret's error when neither a file nor $COURIER_SECRET
+// gives one.
+var ErrNoSecret = errors.New("no secret: set COURIER_SECRET or pass -secret-file")
+
 // Secret returns the Standard Webhooks secret (whsec_…) from the file at
 // path, without the white space around it (a trailing newline), or from
 // $COURIER_SECRET when path is "". A file with nothing else is an error.
@@ -62,7 +66,7 @@ func Secret(path string) (string, error) {
 		if s := os.Getenv("COURIER_SECRET"); s != "" {
 			return s, nil
 		}
-		return "", errors.New("no secret: set COURIER_SECRET or pass -secret-file")
+		return "", ErrNoSecret
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
