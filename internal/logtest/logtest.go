@@ -4,6 +4,7 @@ package logtest
 
 import (
 	"context"
+	"log"
 	"log/slog"
 	"slices"
 	"sync"
@@ -129,15 +130,37 @@ func (h OnMessage) WithGroup(string) slog.Handler { return h }
 
 // AsDefault makes a new Records the handler of slog's default logger
 // until t ends, and returns it: what courier's parts log without a Logger
-// of their own goes there. A test that calls it must not be parallel, nor
-// run beside one that is: the default logger is the process's.
+// of their own goes there (see SetDefault).
 func AsDefault(t testing.TB) *Records {
 	t.Helper()
-	old := slog.Default()
 	var l Records
-	slog.SetDefault(slog.New(&l))
-	t.Cleanup(func() { slog.SetDefault(old) })
+	SetDefault(t, &l)
 	return &l
+}
+
+// SetDefault makes h the handler of slog's default logger until t ends,
+// and with it the log package's output, as slog.SetDefault does; then
+// both are as they were. (slog.SetDefault back to the logger that was
+// the default would leave the log package writing to h, and slog's
+// built-in default writes through it: every line after t, to h.)
+//
+// The default logger is the process's: t must not be parallel, and no
+// test may be parallel beside it. The test runner starts the parallel
+// tests of a package only once its others have ended, and subtests that
+// call t.Parallel only once their parent's function has returned;
+// SetDefault panics in a parallel test, or one under a parallel parent,
+// and t.Parallel after it panics, as after t.Setenv.
+func SetDefault(t testing.TB, h slog.Handler) {
+	t.Helper()
+	t.Setenv("COURIER_LOGTEST_DEFAULT", t.Name()) // refused in a parallel test, and t.Parallel after it
+	old, w, flags, prefix := slog.Default(), log.Writer(), log.Flags(), log.Prefix()
+	slog.SetDefault(slog.New(h))
+	t.Cleanup(func() {
+		slog.SetDefault(old)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	})
 }
 
 // Messages returns the messages of the records kept so far at level and

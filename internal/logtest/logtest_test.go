@@ -3,6 +3,7 @@ package logtest_test
 import (
 	"bytes"
 	"context"
+	"log"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -108,4 +109,47 @@ func TestRecordsWithIsSharedAndSafe(t *testing.T) {
 			t.Errorf("%d records with %s, want 50 (all: %v)", seen[k], k, seen)
 		}
 	}
+}
+
+// TestAsDefaultEndsWithItsTest: once the test that called AsDefault ends,
+// neither slog's default logger nor the log package writes to its
+// Records any more. slog.SetDefault back to the logger that was the
+// default left the log package's output at the Records, and slog's
+// built-in default writes through it: every later line of the process
+// went there.
+func TestAsDefaultEndsWithItsTest(t *testing.T) {
+	var out bytes.Buffer
+	w, flags := log.Writer(), log.Flags()
+	log.SetOutput(&out)
+	log.SetFlags(0)
+	t.Cleanup(func() { log.SetOutput(w); log.SetFlags(flags) })
+
+	var logs *logtest.Records
+	t.Run("AsDefault", func(t *testing.T) {
+		logs = logtest.AsDefault(t)
+		slog.Warn("during")
+	})
+	slog.Warn("after, through slog")
+	log.Print("after, through log")
+	if got := logs.All(); len(got) != 1 || got[0].Message != "during" {
+		t.Errorf("the Records kept %v, want the line logged during its test alone", got)
+	}
+	if got, want := out.String(), "WARN after, through slog\nafter, through log\n"; got != want {
+		t.Errorf("the log package's output got %q, want %q", got, want)
+	}
+}
+
+// TestAsDefaultRefusesAParallelTest: the default logger is the
+// process's, so AsDefault in a parallel test panics rather than let
+// another test's lines in, or its own out.
+func TestAsDefaultRefusesAParallelTest(t *testing.T) {
+	t.Run("parallel", func(t *testing.T) {
+		t.Parallel()
+		defer func() {
+			if recover() == nil {
+				t.Error("AsDefault in a parallel test did not panic")
+			}
+		}()
+		logtest.AsDefault(t)
+	})
 }
