@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/courier-go/courier/internal/logtest"
 )
 
 // TestOrKeepsAGivenLogger: a Logger given is used as it is, Info and all.
@@ -16,27 +18,38 @@ func TestOrKeepsAGivenLogger(t *testing.T) {
 	}
 }
 
+// asText makes a text handler that takes every level slog's default
+// until t ends, and returns what it writes.
+func asText(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	logtest.SetDefault(t, slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return &buf
+}
+
 // TestOrDefaultsToSlogsDefaultFromWarnUp: without a Logger, Warn and Error
 // reach slog's default logger, with the attributes and groups added on
-// the way; Info and Debug do not, even when the default takes them.
+// the way (each logger its own); Info and Debug do not, even when the
+// default takes them.
 func TestOrDefaultsToSlogsDefaultFromWarnUp(t *testing.T) {
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(func() { slog.SetDefault(old) })
-
+	buf := asText(t)
 	l := Or(nil).With("part", "worker").WithGroup("g")
+	l.With("other", 2).Warn("other line")
 	l.Debug("debug line")
 	l.Info("info line")
 	l.Warn("warn line", "k", 1)
 	l.Error("error line")
 	out := buf.String()
-	for _, quiet := range []string{"debug line", "info line"} {
+	for _, quiet := range []string{"debug line", "info line", `msg="warn line" part=worker g.other`} {
 		if strings.Contains(out, quiet) {
 			t.Errorf("default logger got %q:\n%s", quiet, out)
 		}
 	}
-	for _, heard := range []string{`level=WARN msg="warn line" part=worker g.k=1`, `level=ERROR msg="error line" part=worker`} {
+	for _, heard := range []string{
+		`level=WARN msg="other line" part=worker g.other=2`,
+		`level=WARN msg="warn line" part=worker g.k=1`,
+		`level=ERROR msg="error line" part=worker`,
+	} {
 		if !strings.Contains(out, heard) {
 			t.Errorf("default logger lacks %q:\n%s", heard, out)
 		}
@@ -47,15 +60,26 @@ func TestOrDefaultsToSlogsDefaultFromWarnUp(t *testing.T) {
 	}
 }
 
+// TestOrFollowsTheDefaultSetAfterwards: a part made before the program
+// sets its default logger (a package-level middleware.Recover(nil), say)
+// logs through the one set, each line at its own level, with its
+// attributes. Held from when the part was made, slog's built-in default
+// wrote into the log package's output, which the new default took as an
+// Info line whose message was the text "WARN warn line part=worker k=1".
+func TestOrFollowsTheDefaultSetAfterwards(t *testing.T) {
+	l := Or(nil).With("part", "worker") // slog's built-in default in place
+	buf := asText(t)
+	l.Warn("warn line", "k", 1)
+	if want := `level=WARN msg="warn line" part=worker k=1`; !strings.Contains(buf.String(), want) {
+		t.Errorf("default set afterwards got %q, want %q", buf.String(), want)
+	}
+}
+
 // TestOrHandlesOnlyWarnUp: a record handed to the handler directly (as
 // slog.NewLogLogger's writes are, at the level it was made with) is
 // dropped below Warn too.
 func TestOrHandlesOnlyWarnUp(t *testing.T) {
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(func() { slog.SetDefault(old) })
-
+	buf := asText(t)
 	slog.NewLogLogger(Or(nil).Handler(), slog.LevelInfo).Print("server info")
 	slog.NewLogLogger(Or(nil).Handler(), slog.LevelWarn).Print("server warning")
 	if out := buf.String(); strings.Contains(out, "server info") || !strings.Contains(out, "server warning") {
