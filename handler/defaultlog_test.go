@@ -2,12 +2,25 @@ package handler_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/logtest"
+	"github.com/courier-go/courier/middleware"
+	"github.com/courier-go/courier/store"
+	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestAReceiverWithoutALoggerIsHeardWhenItFails: a receiver given no
@@ -46,5 +59,52 @@ func TestAReceiverWithoutALoggerIsHeardWhenItFails(t *testing.T) {
 		if len(got) != 1 || got[0].Level != slog.LevelError {
 			t.Errorf("%s: a request failed on a closed store: default logger got %v, want one line at Error", target.name, got)
 		}
+	}
+}
+
+// TestServerBusyIsNotHeardWithoutALogger: a 503 server_busy is a refusal
+// any client can have made, signed or not: slow uploads hold the bodies'
+// Budget (each reserves its Content-Length, 1 MiB at most, before a byte
+// arrives, for up to Body.ReadTimeout: 64 of them the default 64 MiB),
+// and then every request that comes, even an unsigned one with a body of
+// a few bytes, is answered server_busy. It is logged at Info, as the
+// other refusals are, so that a receiver given no Logger writes nothing
+// per request for it to slog's default logger. At Warn, a client could
+// have had one line written to it per request it sent.
+func TestServerBusyIsNotHeardWithoutALogger(t *testing.T) {
+	logs := logtest.AsDefault(t)
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	verifier, _ := anyStandardWebhooks(t)
+	budget := middleware.NewBudget(1 << 20)
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Body: middleware.BodyLimits{Budget: budget}},
+		func(context.Context, *sqlx.Tx, ack.Terminal) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	if !budget.Reserve(budget.Size()) { // what slow uploads in flight hold
+		t.Fatal("the Budget is taken already")
+	}
+	t.Cleanup(func() { budget.Release(budget.Size()) })
+
+	for range 3 {
+		resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(`{}`)) // unsigned
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p problemBody
+		err = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || p.Code != courier.CodeServerBusy {
+			t.Fatalf("an unsigned request with the Budget taken: %d %+v (%v), want 503 server_busy", resp.StatusCode, p, err)
+		}
+	}
+	if got := logs.Messages(slog.LevelWarn); len(got) != 0 {
+		t.Errorf("default logger got %q from Warn up for 3 requests a client could send at will", got)
 	}
 }

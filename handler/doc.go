@@ -137,8 +137,9 @@
 // nor the application failed), with the status and code and never any of
 // the request's content. Two 503s say come back later, and nothing
 // failed: in_progress (another request is processing the notification,
-// as concurrent redeliveries do) is logged at Info, server_busy (load
-// shed) at Warn. A panic in the application's function,
+// as concurrent redeliveries do) and server_busy (load shed, which any
+// client's slow uploads can bring about) are logged at Info; the Hook
+// counts them. A panic in the application's function,
 // or in a method of its notification type the receiver calls (DedupeKey,
 // Check, UnmarshalJSON, Ack, PayloadSHA256), is reported as 500
 // internal_error (what middleware.Recover answers for it) with nothing

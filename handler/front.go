@@ -214,8 +214,11 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 // one that failed because its client went away (clientGone): at Info;
 // and for the answers that tell the sender to come back later without
 // anything having failed: in_progress (another request is processing the
-// notification, as concurrent redeliveries do) at Info, server_busy (the
-// bodies in flight at their budget: load shed) at Warn.
+// notification, as concurrent redeliveries do) and server_busy (the
+// bodies in flight at their budget: load shed) at Info. Any client can
+// bring server_busy about, unsigned, by holding the budget with slow
+// uploads: logged at Warn, which a part without a Logger passes on to
+// slog.Default(), each request it sent then would write a line there.
 func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	status, code := slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code))
 	switch {
@@ -224,7 +227,7 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	case e.Code == courier.CodeInProgress && !ow.panicked:
 		f.logger.InfoContext(r.Context(), "handler: request answered later, its notification in progress", status, code)
 	case e.Code == courier.CodeServerBusy:
-		f.logger.WarnContext(r.Context(), "handler: request answered later, the server busy", status, code)
+		f.logger.InfoContext(r.Context(), "handler: request answered later, the server busy", status, code)
 	case e.HTTPStatus >= 500:
 		attrs := []any{status, code}
 		if ow.cause != nil {

@@ -14,15 +14,16 @@ import (
 // tells the sender to come back later is not a failure of the store or
 // the application: in_progress (another request is processing the
 // notification, as concurrent redeliveries do in the course of things)
-// is logged at Info, and server_busy (the bodies in flight at their
-// budget: load shed) at Warn. What failed stays at Error.
+// is logged at Info, and so is server_busy (the bodies in flight at their
+// budget: load shed, which any client can bring about: see
+// TestServerBusyIsNotHeardWithoutALogger). What failed stays at Error.
 func TestAnswersToComeBackLaterAreNotLoggedAsFailures(t *testing.T) {
 	for _, tt := range []struct {
 		code  courier.Code
 		level slog.Level
 	}{
 		{courier.CodeInProgress, slog.LevelInfo},
-		{courier.CodeServerBusy, slog.LevelWarn},
+		{courier.CodeServerBusy, slog.LevelInfo},
 		{courier.CodeInternal, slog.LevelError},
 		{courier.CodeHandlerFailed, slog.LevelError},
 	} {

@@ -93,7 +93,8 @@ type ReceiverConfig struct {
 	// Logger receives one line per refused request (Info) and per failed
 	// one (Error; Info when its client went away), with its status and
 	// code, never its content; a 503 in_progress (another request is
-	// processing the notification) at Info, server_busy at Warn. Without
+	// processing the notification) and server_busy (load shed, which slow
+	// uploads from any client bring about) at Info too. Without
 	// one, the handler logs through slog.Default(), its Warn and Error
 	// lines only: a failed request is heard with no setup, a refused one
 	// (which a sender's fault or a hostile client makes) is not. Pass
