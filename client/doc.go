@@ -108,7 +108,8 @@
 //
 // # Logs
 //
-// Config.Logger hears of every delivery that fails for good and every
+// Config.Logger (without one, slog.Default(), which hears the Warn and
+// Error lines alone) hears of every delivery that fails for good and every
 // destination the guard refuses (Warn), every retry from the third
 // attempt on (Info), with the codes (code, remote_code, http_status) and
 // the endpoint redacted (scheme and host, "/…" for a path: never userinfo,

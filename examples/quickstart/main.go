@@ -77,7 +77,10 @@ type options struct {
 	dir    string
 	seed   int64
 	limit  time.Duration
-	logger *slog.Logger // the worker's; defaults to discarding
+	// logger is the worker's. Nil discards its lines, on purpose: the run
+	// speaks through its summary. (A worker given no Logger at all would
+	// pass its Warn and Error lines to slog.Default().)
+	logger *slog.Logger
 	// process, when set, is extra work of the receiving application,
 	// run in its transaction: tests hold an attempt in flight with it.
 	process func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error

@@ -31,8 +31,9 @@ const Schema = `CREATE TABLE IF NOT EXISTS shipments (order_id TEXT PRIMARY KEY,
 // Handler returns the service's notification endpoint: courier's receiver,
 // whose function writes the shipment in the transaction that records the
 // notification. The receiver logs to logger what it refuses (at Info)
-// and what fails (at Error), never a notification's content; courier's
-// receivers log nothing without one.
+// and what fails (at Error), never a notification's content; given a nil
+// logger, the receiver passes its Warn and Error lines alone (what fails)
+// to slog.Default().
 func Handler(s *store.Store, v signature.Verifier, logger *slog.Logger) (http.Handler, error) {
 	return handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: v, Logger: logger},
 		func(ctx context.Context, tx *sqlx.Tx, n OrderPaid) error {
