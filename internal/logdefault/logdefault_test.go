@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/courier-go/courier/internal/logtest"
 )
@@ -75,14 +76,32 @@ func TestOrFollowsTheDefaultSetAfterwards(t *testing.T) {
 	}
 }
 
-// TestOrHandlesOnlyWarnUp: a record handed to the handler directly (as
-// slog.NewLogLogger's writes are, at the level it was made with) is
-// dropped below Warn too.
+// TestOrHandlesOnlyWarnUp: a record handed to the handler directly,
+// without asking Enabled first (as a handler that fans records out to
+// others may), is dropped below Warn too; and the log.Logger that
+// slog.NewLogLogger makes of it, which asks Enabled, writes only at Warn.
 func TestOrHandlesOnlyWarnUp(t *testing.T) {
 	buf := asText(t)
-	slog.NewLogLogger(Or(nil).Handler(), slog.LevelInfo).Print("server info")
-	slog.NewLogLogger(Or(nil).Handler(), slog.LevelWarn).Print("server warning")
-	if out := buf.String(); strings.Contains(out, "server info") || !strings.Contains(out, "server warning") {
-		t.Errorf("log.Logger lines through the default: %q; want the warning alone", out)
+	h := Or(nil).Handler()
+	for _, r := range []slog.Record{
+		slog.NewRecord(time.Now(), slog.LevelInfo, "direct info", 0),
+		slog.NewRecord(time.Now(), slog.LevelWarn, "direct warning", 0),
+	} {
+		if err := h.Handle(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slog.NewLogLogger(h, slog.LevelInfo).Print("server info")
+	slog.NewLogLogger(h, slog.LevelWarn).Print("server warning")
+	out := buf.String()
+	for _, quiet := range []string{"direct info", "server info"} {
+		if strings.Contains(out, quiet) {
+			t.Errorf("default logger got %q:\n%s", quiet, out)
+		}
+	}
+	for _, heard := range []string{"direct warning", "server warning"} {
+		if !strings.Contains(out, heard) {
+			t.Errorf("default logger lacks %q:\n%s", heard, out)
+		}
 	}
 }
