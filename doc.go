@@ -30,12 +30,14 @@
 //
 // # Log attributes
 //
-// Courier's parts log through the *slog.Logger of their configs, or,
-// without one, through slog.Default() from Warn up, so that failures are
-// heard with no setup (slog.New(slog.DiscardHandler) silences a part): the worker (client.Config.Logger), the receivers
+// Courier's parts log through the *slog.Logger of their configs: the
+// worker (client.Config.Logger), the receivers
 // (handler.ReceiverConfig.Logger and the others), middleware.Recover
 // (whose logger middleware.Transaction inside it logs through too) and
-// the admin surface (admin.Config.Logger). The store has no Logger: its
+// the admin surface (admin.Config.Logger). A part without one logs
+// through slog.Default(), its Warn and Error lines only, so that failures
+// are heard with no setup; slog.New(slog.DiscardHandler) silences a
+// part. The store has no Logger: its
 // one line, for a panic in store.Config.Hook, goes to slog's default
 // logger at Error. Every line's message starts with its part ("worker: ",
 // "handler: ", "middleware: ", "admin: ", "store: ") and its attributes
