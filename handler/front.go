@@ -215,10 +215,10 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 // and for the answers that tell the sender to come back later without
 // anything having failed: in_progress (another request is processing the
 // notification, as concurrent redeliveries do) and server_busy (the
-// bodies in flight at their budget: load shed) at Info. Any client can
+// bodies in flight at their budget: load shed) at Info: any client can
 // bring server_busy about, unsigned, by holding the budget with slow
-// uploads: logged at Warn, which a part without a Logger passes on to
-// slog.Default(), each request it sent then would write a line there.
+// uploads, and at Warn, which a part without a Logger passes to
+// slog.Default(), each of its requests would write a line there.
 func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	status, code := slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code))
 	switch {

@@ -94,10 +94,10 @@ type ReceiverConfig struct {
 	// one (Error; Info when its client went away), with its status and
 	// code, never its content; a 503 in_progress (another request is
 	// processing the notification) and server_busy (load shed, which slow
-	// uploads from any client bring about) at Info too. Without
-	// one, the handler logs through slog.Default(), its Warn and Error
-	// lines only: a failed request is heard with no setup, a refused one
-	// (which a sender's fault or a hostile client makes) is not. Pass
+	// uploads from any client bring about) at Info too. Without one, the
+	// handler logs through slog.Default(), its Warn and Error lines only:
+	// a failed request is heard with no setup, a refused one (which a
+	// sender's fault or a hostile client makes) is not. Pass
 	// slog.New(slog.DiscardHandler) for none.
 	Logger *slog.Logger
 	// Hook receives an Event per answered request, for metrics, once the
