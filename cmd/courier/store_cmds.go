@@ -504,7 +504,7 @@ func (a deliveriesAction) cancel(ctx context.Context) error {
 		return fmt.Errorf("delivery %d is %s: only a %s, %s, %s or %s delivery can be cancelled", n, d.Status,
 			courier.StatusPending, courier.StatusRetryWait, courier.StatusFailed, courier.StatusQuarantined)
 	}
-	fmt.Fprintf(a.stdout, "cancelled: %d\n", n)
+	fmt.Fprintln(a.stdout, "cancelled: 1") // a count, as every form of cancel and redrive prints
 	return nil
 }
 
