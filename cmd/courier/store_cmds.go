@@ -335,6 +335,18 @@ type deliveriesAction struct {
 	stdout, stderr io.Writer
 }
 
+// endpointNamed returns the URL of the endpoint the action's -endpoint or
+// -endpoint-ref names, "" for neither; both at once is a usage error.
+func (a deliveriesAction) endpointNamed(ctx context.Context) (string, error) {
+	switch {
+	case *a.f.endpointURL != "" && *a.f.endpointRef != "":
+		return "", usageError(a.stderr, "courier deliveries %s: give -endpoint and -endpoint-ref not both: each names an endpoint", a.name)
+	case *a.f.endpointRef != "":
+		return resolveRef(ctx, a.s, *a.f.endpointRef)
+	}
+	return *a.f.endpointURL, nil
+}
+
 // id returns the delivery id the action was given.
 func (a deliveriesAction) id() (int64, error) {
 	if a.fs.NArg() != 1 {
@@ -406,15 +418,10 @@ func (a deliveriesAction) show(ctx context.Context) error {
 // redrive that fails after moving some prints how many before failing:
 // those stay moved, and redriving again takes the rest.
 func (a deliveriesAction) redrive(ctx context.Context) error {
-	if *a.f.endpointURL != "" && *a.f.endpointRef != "" {
-		return usageError(a.stderr, "courier deliveries redrive: give -endpoint and -endpoint-ref not both: each names an endpoint")
-	}
-	p := store.RedriveParams{Endpoint: *a.f.endpointURL}
+	var p store.RedriveParams
 	var err error
-	if *a.f.endpointRef != "" {
-		if p.Endpoint, err = resolveRef(ctx, a.s, *a.f.endpointRef); err != nil {
-			return err
-		}
+	if p.Endpoint, err = a.endpointNamed(ctx); err != nil {
+		return err
 	}
 	if a.fs.NArg() > 0 {
 		if p.ID, err = a.id(); err != nil {
@@ -515,18 +522,12 @@ func (a deliveriesAction) cancel(ctx context.Context) error {
 // rest. An endpoint with nothing to cancel is no failure; one the
 // database does not know is, as for redrive.
 func (a deliveriesAction) cancelEndpoint(ctx context.Context) error {
-	switch {
-	case *a.f.endpointURL != "" && *a.f.endpointRef != "":
-		return usageError(a.stderr, "courier deliveries cancel: give -endpoint and -endpoint-ref not both: each names an endpoint")
-	case a.fs.NArg() > 0:
+	if a.fs.NArg() > 0 {
 		return usageError(a.stderr, "courier deliveries cancel: give a delivery id or an endpoint, not both")
 	}
-	url := *a.f.endpointURL
-	if *a.f.endpointRef != "" {
-		var err error
-		if url, err = resolveRef(ctx, a.s, *a.f.endpointRef); err != nil {
-			return err
-		}
+	url, err := a.endpointNamed(ctx)
+	if err != nil {
+		return err
 	}
 	n, err := opsjson.CancelEndpoint(ctx, a.s, url)
 	if err != nil {

@@ -13,27 +13,32 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
-	"github.com/courier-go/courier/internal/pgtest"
+	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/testmain"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
 )
 
 func TestMain(m *testing.M) { testmain.Main(m) }
 
-// engines are the databases CancelEndpoint's tests run on: a SQLite file,
-// and a fresh database of a throwaway PostgreSQL server (skipped when
-// none can be had, failed then if COURIER_PG_REQUIRE is set).
+// engines open the Stores CancelEndpoint's tests run on: over a SQLite
+// file, and over a fresh database of a throwaway PostgreSQL server
+// (skipped when none can be had, failed then if COURIER_PG_REQUIRE is
+// set).
 var engines = []struct {
 	name string
-	dsn  func(t *testing.T) (driver, dsn string)
+	open func(t *testing.T, cfg store.Config) *store.Store
 }{
-	{"sqlite", func(t *testing.T) (string, string) {
-		return sqlite.DriverName, sqlite.DSN(filepath.Join(t.TempDir(), "courier.db"), 0)
+	{"sqlite", func(t *testing.T, cfg store.Config) *store.Store {
+		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "courier.db"), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	}},
-	{"postgres", func(t *testing.T) (string, string) { return postgres.DriverName, pgtest.URL(t) }},
+	{"postgres", func(t *testing.T, cfg store.Config) *store.Store { return couriertest.PostgresStore(t, cfg) }},
 }
 
 const (
@@ -49,27 +54,15 @@ type cancelling struct {
 	proto protocol.Outbox
 }
 
-func setup(t *testing.T, open func(t *testing.T) (driver, dsn string)) *cancelling {
+func setup(t *testing.T, open func(*testing.T, store.Config) *store.Store) *cancelling {
 	t.Helper()
 	return setupWith(t, open, store.Config{})
 }
 
-func setupWith(t *testing.T, open func(t *testing.T) (driver, dsn string), cfg store.Config) *cancelling {
+func setupWith(t *testing.T, open func(*testing.T, store.Config) *store.Store, cfg store.Config) *cancelling {
 	t.Helper()
-	db, err := sqlx.Open(open(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := store.Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(t.Context(), db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &cancelling{db: db, store: s, proto: protocol.For(s)}
+	s := open(t, cfg)
+	return &cancelling{db: s.DB(), store: s, proto: protocol.For(s)}
 }
 
 // enqueue enqueues notification id to url, with ordering key key ("" for
@@ -126,7 +119,7 @@ func TestCancelEndpointCancelsWhatCancelTakes(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
-			c := setup(t, e.dsn)
+			c := setup(t, e.open)
 			ctx := t.Context()
 			// One delivery in each state, made one state at a time: each
 			// settle claims only the one due then.
@@ -195,7 +188,7 @@ func TestCancelEndpointPages(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
-			c := setup(t, e.dsn)
+			c := setup(t, e.open)
 			ctx := t.Context()
 			const many = cancelPage + 3
 			tx, err := c.store.Begin(ctx)
@@ -236,7 +229,7 @@ func TestCancelEndpointEndedKeepsWhatItCancelled(t *testing.T) {
 				calls int
 				at    = -1 // the store's reads of the clock after which ctx ends; -1 for never
 			)
-			c := setupWith(t, e.dsn, store.Config{Now: func() time.Time {
+			c := setupWith(t, e.open, store.Config{Now: func() time.Time {
 				mu.Lock()
 				defer mu.Unlock()
 				if calls++; calls == at {
@@ -268,7 +261,7 @@ func TestCancelEndpointEndedKeepsWhatItCancelled(t *testing.T) {
 // nothing.
 func TestCancelEndpointRefusesNoEndpoint(t *testing.T) {
 	t.Parallel()
-	c := setup(t, engines[0].dsn)
+	c := setup(t, engines[0].open)
 	id := c.enqueue(t, "n", gone, "")
 	if n, err := CancelEndpoint(t.Context(), c.store, ""); n != 0 || !errors.Is(err, courier.CodeInvalidArgument) {
 		t.Fatalf("CancelEndpoint of \"\" = %d, %v; want invalid_argument", n, err)
