@@ -389,12 +389,20 @@ func healthStatus(status int) bool {
 	return status >= 500 && status < 600 || status == 408 || status == 425 || status == 429
 }
 
+// speaksOfHealth reports whether a failed outcome counts against its
+// endpoint's health, or ends it (endpoint_gone): one that does changes a
+// breaker, even an endpoint's that has none yet. A success, and any
+// other failure, change only a breaker that exists (record).
+func speaksOfHealth(oc protocol.Outcome) bool {
+	return oc.Result != protocol.Succeeded &&
+		(oc.Code == courier.CodeEndpointGone || healthCodes[oc.Code] || healthStatus(oc.HTTPStatus))
+}
+
 // record applies one settled attempt to its endpoint's breaker; tracked
 // reports whether the endpoint has a row (one without is healthy). wrote
 // reports whether it now has one written in this transaction, and moved
 // the breaker's move the attempt made, if it made one.
 func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint string, tracked bool, oc protocol.Outcome) (wrote bool, moved protocol.BreakerMove, err error) {
-	gone := oc.Code == courier.CodeEndpointGone
 	// An HTTP answer that is neither a success nor about the endpoint's
 	// health (a 4xx) still shows it is up: it closes a half-open breaker,
 	// its probe answered, and ends a closed one's streak of failures (a
@@ -405,7 +413,8 @@ func (e *Endpoints) record(ctx context.Context, tx DBTX, now int64, endpoint str
 	// An outcome without an answer (never sent, cut short) says nothing of
 	// the endpoint's health; if it was a half-open breaker's probe, the
 	// next claim probes again (endpoint_probe_again).
-	other := oc.Result != protocol.Succeeded && !gone && !healthCodes[oc.Code] && !healthStatus(oc.HTTPStatus)
+	gone := oc.Code == courier.CodeEndpointGone
+	other := oc.Result != protocol.Succeeded && !speaksOfHealth(oc)
 	answered := other && oc.HTTPStatus != 0
 	switch {
 	case other && !answered && tracked:

@@ -330,7 +330,7 @@ func TestHealthReadsItsBacklogByRangeOnPostgres(t *testing.T) {
 }
 
 // TestSettleReadsByIDOnPostgres: on PostgreSQL, with the statistics
-// autovacuum keeps, the settle and the release read their batch's rows by
+// autovacuum keeps, the settles and the release read their batch's rows by
 // primary key alone, not every lease (or the whole outbox): with many
 // workers sharing the database, a settle must not cost what all of them
 // hold in flight. A third of the outbox is leased here.
@@ -357,7 +357,7 @@ func TestSettleReadsByIDOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := map[string]any{"batch": `[{"id":1,"token":"t","result":"succeeded"}]`, "now": int64(1)}
-	for _, name := range []string{"outbox_settle", "outbox_release"} {
+	for _, name := range []string{"outbox_settle", "outbox_settle_plain", "outbox_release"} {
 		text, vals := boundQuery(t, postgres.DriverName, "queries/outbox.sql", name, args)
 		plan, err := planText(db.QueryContext(ctx, "EXPLAIN "+text, vals...))
 		if err != nil {

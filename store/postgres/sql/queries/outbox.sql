@@ -547,6 +547,62 @@ WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:b
 RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key, hashtext(o.endpoint) AS lock_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint) AS tracked;
 
+-- name: outbox_settle_plain
+-- Settles, in one statement and its own transaction, the outcomes of a
+-- batch that change nothing but their row and the attempts log: :batch
+-- is outbox_settle's, each outcome with its attempt as attempts_log reads
+-- it. Only rows whose endpoint has no breaker row and which have no
+-- ordering key are settled here (their outcomes move no breaker and no
+-- key, which outbox_settle's transaction does under locks); the caller
+-- settles the rest, and those whose lease it lost, through outbox_settle.
+-- The row and its attempt are written as outbox_settle and attempts_log
+-- write them: the SET is outbox_settle's, the attempt's outcome is the
+-- status the row ended in.
+-- NOWAIT instead of outbox_settle_lock_timeout, which needs a transaction
+-- of its own: a row another transaction holds fails the statement at
+-- once (55P03, busy), nothing written, and the caller settles the batch
+-- through outbox_settle, which waits for it a while. The rows are locked
+-- first, by the ARRAY the UPDATE reads them through (an InitPlan, run
+-- before the UPDATE touches a row).
+WITH v AS (
+    SELECT * FROM jsonb_to_recordset(:batch::jsonb)
+        AS v(id bigint, token text, result text, code text, next_at bigint, http integer, ack text, remote text, sealed text, spare integer,
+            attempt integer, owner text, leased_at bigint, lease_expires_at bigint, duration_us bigint)
+), held AS MATERIALIZED (
+    SELECT o.id FROM courier_outbox AS o
+    WHERE o.id = ANY (ARRAY(SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(:batch::jsonb) AS e))
+    FOR UPDATE NOWAIT
+), settled AS (
+    UPDATE courier_outbox AS o SET
+        status = CASE
+            WHEN v.result <> 'retry' THEN v.result
+            WHEN o.attempts >= o.max_attempts + v.spare OR o.attempts >= :max_attempts_bound OR v.next_at >= o.deadline THEN 'failed'
+            ELSE 'retry_wait' END,
+        last_error_code = CASE
+            WHEN v.result = 'retry' AND o.attempts < o.max_attempts + v.spare AND o.attempts < :max_attempts_bound AND v.next_at >= o.deadline THEN 'expired'
+            ELSE v.code END,
+        max_attempts = LEAST(o.max_attempts + v.spare, :max_attempts_bound),
+        enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(o.enqueued_max_attempts, o.max_attempts) ELSE o.enqueued_max_attempts END,
+        next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
+        last_status = v.http,
+        last_remote_code = v.remote,
+        ack_sha256 = CASE WHEN v.ack IS NOT NULL AND o.payload_key_id <> v.sealed THEN '' ELSE v.ack END,
+        lease_owner = NULL, lease_token = NULL, leased_at = NULL, lease_expires_at = NULL,
+        updated_at = :now
+    FROM v
+    WHERE o.id = ANY (ARRAY(SELECT id FROM held))
+        AND o.id = v.id AND o.lease_token = v.token AND (o.status = 'leased' AND o.lease_expires_at > :now) IS TRUE
+        AND o.ordering_key IS NULL AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = o.endpoint)
+    RETURNING o.id, o.status, o.last_error_code
+), logged AS (
+    INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code, remote_code)
+    SELECT s.id, v.attempt, v.owner, v.leased_at, v.lease_expires_at, :now, v.duration_us,
+        CASE s.status WHEN 'retry_wait' THEN 'retry' WHEN 'failed' THEN 'failed' ELSE v.result END,
+        v.http, s.last_error_code, v.remote
+    FROM settled AS s JOIN v ON v.id = s.id
+)
+SELECT id, status, last_error_code FROM settled;
+
 -- name: outbox_get
 SELECT id, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id, subscription_id, subscription_fingerprint, status,
     priority, attempts, max_attempts, next_attempt_at, deadline, lease_owner, leased_at,

@@ -519,6 +519,11 @@ WHERE courier_outbox.id = v.id AND courier_outbox.status = 'leased'
 RETURNING id, status, last_error_code, endpoint, ordering_key, 0 AS lock_key,
     EXISTS (SELECT 1 FROM courier_endpoints AS e WHERE e.endpoint = courier_outbox.endpoint) AS tracked;
 
+-- name: outbox_settle_plain
+-- SQLite: nothing to do; every settle goes through outbox_settle's
+-- transaction. Its round trips cost nothing, and its BEGIN IMMEDIATE
+-- takes the one writer a statement of its own would take anyway.
+
 -- name: outbox_get
 -- SQLite: the payload from its table (migration 13).
 SELECT id, notification_id, endpoint,
