@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -71,14 +72,13 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: each(page.Deliveries, opsjson.NewDelivery), NextBefore: page.NextBefore})
 }
 
-// listParams reads GET /api/deliveries' query, naming every bad field. A
-// parameter it reads given twice is refused (rule single), as a form's
-// field is: which value counts would depend on who reads the query. The
+// listParams reads GET /api/deliveries' query, naming every bad field,
+// and refuses a parameter it does not read or one given twice (only). The
 // endpoint comes back as its ref, to be resolved.
 func listParams(q url.Values) (p store.ListParams, ref string, fields []ack.FieldError) {
 	qr := &queryReader{q: q}
 	bad := qr.bad
-	if !qr.single(listQuery...) {
+	if !qr.only(listQuery...) {
 		return p, "", qr.fields
 	}
 	if v := q.Get("status"); v != "" {
@@ -430,12 +430,12 @@ func pageByURL[T, J any](h *Handler, w http.ResponseWriter, r *http.Request,
 }
 
 // refPageParams reads the query of a list paged by pageByURL: after (the
-// next_after of the previous page) and limit, given at most once each
-// (rule single, as listParams refuses it). It answers a bad query itself,
-// naming every bad field.
+// next_after of the previous page) and limit, given at most once each,
+// and no other parameter (only). It answers a bad query itself, naming
+// every bad field.
 func refPageParams(w http.ResponseWriter, r *http.Request) (after string, limit int, ok bool) {
 	qr := &queryReader{q: r.URL.Query()}
-	if qr.single("after", "limit") {
+	if qr.only("after", "limit") {
 		if after = qr.q.Get("after"); after != "" && !endpoint.IsRef(after) {
 			qr.bad("after", "ref")
 		}
@@ -458,13 +458,20 @@ func (r *queryReader) bad(field, rule string) {
 	r.fields = append(r.fields, ack.FieldError{Field: field, Rule: rule})
 }
 
-// single reports whether each of names is given at most once, refusing
-// every one given more (rule single), as a form's field is: which value
-// counts would depend on who reads the query.
-func (r *queryReader) single(names ...string) bool {
+// only reports whether the query names only parameters of names, each at
+// most once, as a form's fields are read: it refuses every other
+// parameter (rule unknown), for a filter misspelled would list every
+// delivery as if it had been applied, and every one given more than once
+// (rule single), for which value counts would depend on who reads the
+// query.
+func (r *queryReader) only(names ...string) bool {
 	ok := true
-	for _, name := range names {
-		if len(r.q[name]) > 1 {
+	for _, name := range slices.Sorted(maps.Keys(r.q)) {
+		switch {
+		case !slices.Contains(names, name):
+			r.bad(name, "unknown")
+			ok = false
+		case len(r.q[name]) > 1:
 			r.bad(name, "single")
 			ok = false
 		}

@@ -172,7 +172,10 @@
 // coding (Content-Encoding: gzip, say; answered with Accept-Encoding:
 // identity, and before Authorize is asked). A query
 // parameter that selects what the Admin lists or finds, given twice, is
-// refused too (rule single); another is ignored. A change reads its path
+// refused too (rule single); the JSON API's lists (/api/deliveries,
+// /api/endpoints, /api/contracts) refuse a parameter they do not read
+// as well (rule unknown), so that a filter misspelled is not answered
+// with everything, and the page ignores one. A change reads its path
 // and body only, and takes no query: a POST with one is refused, naming
 // each parameter (rule query), so that an Authorize that reads the form
 // (r.FormValue, which reads the query too) judges what the action reads.
