@@ -135,7 +135,7 @@ var listQuery = []string{"status", "endpoint_ref", "notification_id", "since", "
 func deliveryID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
-		problem.Error(w, http.StatusNotFound, courier.CodeNotFound, "no such delivery")
+		problem.Error(w, http.StatusNotFound, courier.CodeNotFound, errNoSuchDelivery.Msg)
 		return 0, false
 	}
 	return id, true
@@ -324,17 +324,20 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 // get reads delivery id without its payload (a page of it, by
 // store.ListParams.ID): no answer shows a payload, which may be 4 MiB,
 // and a sealed one would be opened too. An id List does not find is
-// answered as Get answers it (not found).
+// CodeNotFound, as a path that names no delivery id is (deliveryID).
 func (h *Handler) get(ctx context.Context, id int64) (store.Delivery, error) {
 	page, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{ID: id, Limit: 1})
 	switch {
 	case err != nil:
 		return store.Delivery{}, err
 	case len(page.Deliveries) == 0:
-		return h.cfg.Store.Outbox.Get(ctx, id) // not found, as Get says it
+		return store.Delivery{}, errNoSuchDelivery
 	}
 	return page.Deliveries[0], nil
 }
+
+// errNoSuchDelivery answers an id that names no delivery.
+var errNoSuchDelivery = &courier.Error{Code: courier.CodeNotFound, Msg: "no such delivery"}
 
 // notRedriven is the refusal of a redrive of one delivery, d, that
 // Redrive did not take, saying why: it is at another endpoint than the
@@ -356,11 +359,17 @@ func notRedriven(d store.Delivery, named string) error {
 }
 
 // cancel withdraws a pending or retrying delivery, or settles a failed or
-// quarantined one (store.Outbox.Cancel); any other is CodeNotFound.
+// quarantined one (store.Outbox.Cancel); any other is CodeNotFound, its
+// message saying why, as a redrive's (notRedriven): there is no such
+// delivery, or it is in a state no cancel takes.
 func (h *Handler) cancel(r *http.Request, id int64) error {
 	err := h.cfg.Store.Outbox.Cancel(r.Context(), id)
 	if errors.Is(err, courier.CodeNotFound) {
-		return &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, failed or quarantined"}
+		d, err := h.get(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		return &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, failed or quarantined (it is " + string(d.Status) + ")"}
 	}
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -248,8 +249,13 @@ func unknownFields(paths []string) *ack.ValidationError {
 // struct) or not at all (a value that decodes itself, a time, a
 // json.Number): see strictjson.PathOf.
 func decodeError(body []byte, v any, err error) *ack.ValidationError {
-	ve := DecodeError(err)
 	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field == "" && te.Type != nil && te.Type.Kind() == reflect.Struct {
+		// The document itself is not an object ([], "x", 1): named as
+		// the receivers name it (ack's exactMembers), the root's path "".
+		return &ack.ValidationError{Fields: []ack.FieldError{{Field: "", Rule: "object"}}}
+	}
+	ve := DecodeError(err)
 	if ve != nil && !errors.As(err, &te) {
 		return ve // a refusal that names its fields already
 	}

@@ -402,3 +402,29 @@ func TestDecodeMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeNamesARootThatIsNotAnObject: a body that is JSON but not an
+// object, decoded into a struct, is 400 validation_failed naming the root
+// (field "", rule object), as the receivers name it; it named no field.
+func TestDecodeNamesARootThatIsNotAnObject(t *testing.T) {
+	t.Parallel()
+	type request struct {
+		Name string `json:"name"`
+	}
+	for _, body := range []string{`[]`, `["name"]`, `"name"`, `1`, `true`} {
+		rec := httptest.NewRecorder()
+		var v request
+		if jsonbody.Decode(rec, []byte(body), &v, false) {
+			t.Errorf("%s: taken", body)
+			continue
+		}
+		var p struct {
+			Code   courier.Code `json:"code"`
+			Errors []struct{ Field, Rule string }
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 400 || p.Code != courier.CodeValidation ||
+			len(p.Errors) != 1 || p.Errors[0].Field != "" || p.Errors[0].Rule != "object" {
+			t.Errorf("%s: %d %s, want 400 validation_failed naming the root, rule object", body, rec.Code, rec.Body)
+		}
+	}
+}
