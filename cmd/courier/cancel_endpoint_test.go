@@ -64,7 +64,7 @@ func TestCancelEndpointRefusals(t *testing.T) {
 		{[]string{"-endpoint", url, "-endpoint-ref", ref}, exitUsage, "-endpoint and -endpoint-ref"},
 		{[]string{"-endpoint", "https://gone.example/hook"}, exitFailed, "no endpoint the database knows"},
 		{[]string{"-endpoint-ref", endpoint.Ref("https://gone.example/hook")}, exitFailed, "no endpoint the database knows"},
-		{[]string{"-endpoint", "ftp://gone.example/hooks"}, exitUsage, "Endpoint"},
+		{[]string{"-endpoint", "ftp://gone.example/hooks"}, exitUsage, "-endpoint must be"},
 	} {
 		args := append([]string{"deliveries", "cancel", "-db", db}, tc.args...)
 		code, out, errOut := courierRun(t, args...)

@@ -367,7 +367,7 @@ func TestEndpointsLimit(t *testing.T) {
 	if out := mustRun(t, exitOK, "endpoints", "list", "-db", db); !strings.Contains(out, "max 5 in flight") || !strings.Contains(out, "BLOCKED KEYS") {
 		t.Fatalf("list: %s", out)
 	}
-	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-max-in-flight", "0", "-rate", "0", "-burst", "3", url); code != exitUsage || !strings.Contains(errOut, "Burst") {
+	if code, _, errOut := courierRun(t, "endpoints", "limit", "-db", db, "-max-in-flight", "0", "-rate", "0", "-burst", "3", url); code != exitUsage || !strings.Contains(errOut, "-burst needs a -rate") {
 		t.Fatalf("a burst without a rate: %d %s", code, errOut)
 	}
 	if out := mustRun(t, exitOK, "endpoints", "limit", "-db", db, "-clear", url); !strings.Contains(out, "limits of https://r.example/… (ref "+endpoint.Ref(url)+"): -") {

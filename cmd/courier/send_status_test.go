@@ -12,8 +12,9 @@ import (
 	"github.com/courier-go/courier/signature"
 )
 
-// TestSendThatIsNotAcceptedFails: a send the receiver refuses, or
-// answers 2xx with an Ack that does not verify, exits 1, the command
+// TestSendThatIsNotAcceptedFails: a send the receiver refuses, or asks to
+// have again later, or answers 2xx with an Ack that does not verify,
+// exits 1, the command
 // failed, as a send that gets no answer does, and says why on stderr: it
 // exited 3, which is health's blocked and verify's refusal.
 func TestSendThatIsNotAcceptedFails(t *testing.T) {
@@ -29,6 +30,10 @@ func TestSendThatIsNotAcceptedFails(t *testing.T) {
 		out, err string // what stdout and stderr say
 	}{
 		{"refused", http.StatusBadRequest, `{"code":"validation_failed"}`, "status: 400", "the receiver refused the notification: status 400"},
+		// A 5xx (or 408, 429) is no refusal: the receiver asks to be
+		// tried again, as a worker would.
+		{"not now", http.StatusServiceUnavailable, `{"code":"in_progress"}`, "status: 503", "the receiver did not take the notification now: status 503 (a worker would retry it)"},
+		{"too many", http.StatusTooManyRequests, ``, "status: 429", "did not take the notification now: status 429"},
 		{"an Ack that does not verify", http.StatusOK, `{"schema":"courier.ack.v1"}`, "ack: invalid", "the receiver's Ack does not verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/listing"
 	"github.com/courier-go/courier/internal/opsjson"
+	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
 	"github.com/courier-go/courier/store/sqlite"
@@ -316,6 +317,14 @@ func (f deliveriesFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 	if f.before != nil && *f.before < 0 {
 		return usageError(stderr, "courier deliveries list: -before must not be negative")
 	}
+	// As the store would refuse them, but naming the flag, not the
+	// store's field.
+	if f.notification != nil && *f.notification != "" && !wire.IsToken(*f.notification) {
+		return usageError(stderr, "courier deliveries list: -notification-id must be 1-256 of A-Z a-z 0-9 _ . : - (a notification id)")
+	}
+	if f.endpointURL != nil && *f.endpointURL != "" && !endpoint.Valid(*f.endpointURL) {
+		return usageError(stderr, "%s: -endpoint must be %s (not shown: it may hold a credential)", fs.Name(), endpoint.Rule)
+	}
 	switch c := f.config; { // as store.Config takes them, 0 (not given) for the default
 	case c.MaxAttempts < 0 || c.MaxAttempts > 1000 || given["max-attempts"] && c.MaxAttempts == 0:
 		return usageError(stderr, "courier deliveries redrive: -max-attempts must be within 1..1000")
@@ -602,7 +611,7 @@ func endpointsFlagSet(action string, stderr io.Writer) (*flag.FlagSet, *string, 
 // both required: limit replaces the endpoint's limits, so a command line
 // meant to change one would remove the other (as the admin API's limits
 // body requires both).
-func checkLimitFlags(fs *flag.FlagSet, clearAll bool, stderr io.Writer) error {
+func checkLimitFlags(fs *flag.FlagSet, l store.Limits, clearAll bool, stderr io.Writer) error {
 	var given []string
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(limitFlags, f.Name) {
@@ -617,7 +626,23 @@ func checkLimitFlags(fs *flag.FlagSet, clearAll bool, stderr io.Writer) error {
 	case !clearAll && (!slices.Contains(given, "max-in-flight") || !slices.Contains(given, "rate")):
 		return usageError(stderr, "courier endpoints limit: give both -max-in-flight and -rate (0 for no limit): limit replaces the endpoint's limits, and one left out would be removed")
 	}
+	// As the store would refuse them, but naming the flag, not the
+	// store's field.
+	if faults := endpoint.LimitFaults(l.MaxInFlight, l.Rate, l.Burst); len(faults) > 0 {
+		return usageError(stderr, "courier endpoints limit: %s", limitFaultText[faults[0]])
+	}
 	return nil
+}
+
+// limitFaultText says each endpoint.LimitFault in the flags' words.
+var limitFaultText = map[endpoint.LimitFault]string{
+	{Field: "max_in_flight", Rule: "min"}:      "-max-in-flight must not be negative",
+	{Field: "max_in_flight", Rule: "max"}:      fmt.Sprintf("-max-in-flight must be at most %d", endpoint.MaxLimitInFlight),
+	{Field: "rate", Rule: "min"}:               fmt.Sprintf("-rate must be 0 (no limit) or at least %g per second", endpoint.MinLimitRate),
+	{Field: "rate", Rule: "max"}:               fmt.Sprintf("-rate must be at most %d per second", endpoint.MaxLimitRate),
+	{Field: "burst", Rule: "min"}:              "-burst must not be negative",
+	{Field: "burst", Rule: "max"}:              fmt.Sprintf("-burst must be at most %d", endpoint.MaxLimitBurst),
+	{Field: "burst", Rule: "excluded_without"}: "-burst needs a -rate above 0",
 }
 
 // endpointsCmd lists endpoints with something to show, enables or
@@ -646,7 +671,7 @@ func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if action == "limit" {
-		if err := checkLimitFlags(fs, *clearAll, stderr); err != nil {
+		if err := checkLimitFlags(fs, *limits, *clearAll, stderr); err != nil {
 			return err
 		}
 	}
@@ -885,6 +910,9 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if want := map[string]int{"list": 0, "pin": 2, "fail-mismatched": 1}[action]; fs.NArg() != want {
 		what := map[string]string{"pin": "the endpoint's URL or ref, then its capabilities digest", "fail-mismatched": "the endpoint's URL or ref"}[action]
 		return usageError(stderr, "courier contracts %s: give %s, after the flags", action, what)
+	}
+	if action == "pin" && !wire.IsDigest(fs.Arg(1)) { // as the store would refuse it, naming the argument
+		return usageError(stderr, "courier contracts pin: the capabilities digest must be 64 lowercase hex (a SHA-256)")
 	}
 	s, done, err := openStore(ctx, *db, store.Config{})
 	if err != nil {

@@ -151,3 +151,31 @@ func signedCapture(t *testing.T, at time.Time) (capture, secretFile string) {
 	}
 	return capture, secretFile
 }
+
+// TestRefusalsNameTheFlag: a -notification-id, -endpoint, limit or
+// capabilities digest the store would refuse is a usage error naming the
+// flag or argument, as -limit's is; it named the store's Go field
+// (ListParams.NotificationID, RedriveParams.Endpoint, Limits.MaxInFlight),
+// which the command line has none of, or exited 1. The URL is not
+// quoted: it may hold a credential.
+func TestRefusalsNameTheFlag(t *testing.T) {
+	t.Parallel()
+	db, _ := migrated(t)
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"deliveries", "list", "-db", db, "-notification-id", "a b"}, "-notification-id must be"},
+		{[]string{"deliveries", "redrive", "-db", db, "-endpoint", "ftp://ops:hunter2@h.example/p"}, "-endpoint must be"},
+		{[]string{"deliveries", "cancel", "-db", db, "-endpoint", "not a url"}, "-endpoint must be"},
+		{[]string{"endpoints", "limit", "-db", db, "-max-in-flight", "2000000", "-rate", "1", "https://h.example/p"}, "-max-in-flight must be at most 100000"},
+		{[]string{"endpoints", "limit", "-db", db, "-max-in-flight", "1", "-rate", "1e-9", "https://h.example/p"}, "-rate must be 0 (no limit) or at least"},
+		{[]string{"endpoints", "limit", "-db", db, "-max-in-flight", "1", "-rate", "0", "-burst", "3", "https://h.example/p"}, "-burst needs a -rate above 0"},
+		{[]string{"contracts", "pin", "-db", db, "https://h.example/p", "ABC"}, "capabilities digest must be 64 lowercase hex"},
+	} {
+		code, _, errOut := courierRun(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.flag) || strings.Contains(errOut, "Params.") || strings.Contains(errOut, "Limits.") || strings.Contains(errOut, "invalid_argument") || strings.Contains(errOut, "hunter2") {
+			t.Errorf("courier %s: exit %d, stderr %q; want %d naming the flag (%q), no Go field, no credential", strings.Join(tc.args, " "), code, strings.TrimSpace(errOut), exitUsage, tc.flag)
+		}
+	}
+}
