@@ -32,8 +32,10 @@
 //	                            at most 100 fields, each path at most 256 bytes, cut in its
 //	                            middle with "…", in one order for one body; when more
 //	                            failed, detail says "the first 100 of N")
-//	400 validation_failed       notification_id (rule webhook_id): the signed message id
-//	                            (webhook-id, or Svix's svix-id) names another notification
+//	400 validation_failed       Receiver and Source only: notification_id (rule webhook_id):
+//	                            the signed message id (webhook-id, or Svix's svix-id) names
+//	                            another notification (Reporting dedupes by idempotency_key,
+//	                            which a message id a sender gives each delivery need not be)
 //	400 message_id_missing      Receiver only: a payload without an id of its own, under a
 //	                            scheme that signs no message id to dedupe it by
 //

@@ -523,6 +523,11 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 // look reads every parked delivery.
 const parkedExpiryEvery = 30 * time.Second
 
+// parkedOverdueAfter is how long past its deadline a parked delivery is
+// before Health counts it overdue: twice as long as claims take to look
+// for it, so that one waiting for the next look is not.
+const parkedOverdueAfter = 2 * parkedExpiryEvery
+
 // expireParked ends parked deliveries whose deadline has come, up to what
 // is left of maxExpiredPerClaim, at most every parkedExpiryEvery (each
 // claim while a look finds as many as it may end). A parked delivery is

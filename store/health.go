@@ -35,8 +35,10 @@ type Health struct {
 	// Overdue counts the pending or retrying rows waiting past their
 	// deadline, which the first claim to reach them ends (failed, code
 	// expired): due ones, and those parked behind their endpoint, whatever
-	// its state. Not counted: those waiting for their ordering key, ended
-	// only once they head it.
+	// its state, once a minute past it (claims look for those every 30
+	// seconds: parked past its deadline a little while, a delivery is not
+	// yet one no claim reached). Not counted: those waiting for their
+	// ordering key, ended only once they head it.
 	Overdue int
 	// ContractMismatches counts unfinished deliveries enqueued under another
 	// capabilities digest than their endpoint's pin; their endpoints are
@@ -99,6 +101,7 @@ const (
 //	                    operator, 410 Gone or DisableAfter): Endpoints.Enable it
 //	deliveries_overdue  deliveries wait past their deadline, never to be sent:
 //	                    no claim reached them, as workers stopped or are far behind
+//	                    (one parked behind its endpoint, a minute past its deadline)
 //	deliveries_failed   failed deliveries wait for an operator
 //
 // The source-delivery reference puts failed first, then expired leases,
@@ -186,7 +189,8 @@ func (o *Outbox) health(ctx context.Context) (Health, error) {
 	}
 	args := map[string]any{"now": now}
 	var oldest int64
-	if err := o.s.scan(ctx, tx, "outbox_health_due", args, &h.Due, &oldest, &h.Overdue); err != nil {
+	dueArgs := map[string]any{"now": now, "parked_late": now - parkedOverdueAfter.Microseconds()}
+	if err := o.s.scan(ctx, tx, "outbox_health_due", dueArgs, &h.Due, &oldest, &h.Overdue); err != nil {
 		return Health{}, err
 	}
 	if h.Due > 0 {

@@ -55,7 +55,8 @@ func testHealthBlocksOnDeliveriesPastTheirDeadline(t *testing.T, open OpenFunc) 
 }
 
 // testHealthCountsOverdueParkedAndNotKeyed: a delivery parked behind its
-// open endpoint past its deadline is overdue; one waiting for its
+// open endpoint a minute past its deadline is overdue (before, it waits
+// for the claims' next look for such deliveries); one waiting for its
 // ordering key behind a head backing off is not (it ends once it heads
 // the key, and the head is on its way).
 func testHealthCountsOverdueParkedAndNotKeyed(t *testing.T, open OpenFunc) {
@@ -98,9 +99,19 @@ func testHealthCountsOverdueParkedAndNotKeyed(t *testing.T, open OpenFunc) {
 	if h := health(t, b); h.Status != store.HealthOK {
 		t.Fatalf("with an endpoint cooling down Health = %s/%s, want ok", h.Status, h.Code)
 	}
+	// At its deadline and a little past it, it waits for the claims' next
+	// look for parked deliveries whose deadline came (every 30 seconds):
+	// not yet overdue, with workers claiming.
 	b.clock.Advance(30 * time.Minute)
+	for range 2 {
+		if h := health(t, b); h.Status != store.HealthOK || h.Overdue != 0 {
+			t.Fatalf("with a parked delivery just past its deadline Health = %s/%s (overdue %d), want ok: a claim has yet to look", h.Status, h.Code, h.Overdue)
+		}
+		b.clock.Advance(30 * time.Second)
+	}
+	b.clock.Advance(time.Microsecond) // a minute past it, and a little more
 	if h := health(t, b); h.Status != store.HealthBlocked || h.Code != courier.CodeDeliveriesOverdue || h.Overdue != 1 {
-		t.Fatalf("with a parked delivery past its deadline Health = %s/%s (overdue %d), want blocked deliveries_overdue, 1", h.Status, h.Code, h.Overdue)
+		t.Fatalf("with a parked delivery a minute past its deadline Health = %s/%s (overdue %d), want blocked deliveries_overdue, 1", h.Status, h.Code, h.Overdue)
 	}
 }
 

@@ -631,11 +631,11 @@ WITH RECURSIVE p(v) AS (
     SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
     FROM p WHERE p.v IS NOT NULL
 ),
-w(due, next_attempt_at, deadline) AS (
+w(due, next_attempt_at, late) AS (
     SELECT NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
                        WHERE e.endpoint = o.endpoint AND (e.state = 'disabled'
                            OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
-        o.next_attempt_at, o.deadline
+        o.next_attempt_at, o.deadline <= :now
     FROM p CROSS JOIN LATERAL (
         SELECT endpoint, next_attempt_at, deadline FROM courier_outbox
         WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority = p.v AND next_attempt_at <= :now
@@ -645,11 +645,11 @@ w(due, next_attempt_at, deadline) AS (
             AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
                             WHERE e.endpoint = q.endpoint AND (e.state = 'disabled'
                                 OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
-        q.next_attempt_at, q.deadline
+        q.next_attempt_at, q.deadline <= :parked_late
     FROM courier_outbox AS q WHERE q.hold = 'endpoint'
 )
 SELECT COUNT(CASE WHEN due THEN 1 END), COALESCE(MIN(CASE WHEN due THEN next_attempt_at END), 0),
-    COUNT(CASE WHEN deadline <= :now THEN 1 END)
+    COUNT(CASE WHEN late THEN 1 END)
 FROM w;
 
 -- name: outbox_health_expired

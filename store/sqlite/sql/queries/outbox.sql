@@ -550,8 +550,10 @@ WHERE status = 'quarantined' AND last_error_code = 'payload_unreadable';
 -- for room (their endpoint at its limits, or at a worker's share of it),
 -- from the parked index. Overdue: the rows a claim ends as it reaches
 -- them: due ones (outbox_claim and outbox_expire_due end them), and
--- parked ones whatever their endpoint's state (outbox_expire_parked ends
--- them). Not counted: rows waiting for their key, ended only once they
+-- parked ones whatever their endpoint's state once their deadline is
+-- :parked_late or earlier (outbox_expire_parked ends them, looking for
+-- them only so often: :parked_late is now less the time a claim takes to
+-- find one). Not counted: rows waiting for their key, ended only once they
 -- head it, nor, as due, rows of an endpoint that is disabled, open while
 -- its cool-down runs, or half open while its probe is in flight, parked
 -- or still in the due index (a Disable, or a breaker opening, parks none:
@@ -575,11 +577,11 @@ WITH RECURSIVE p(v) AS (
     SELECT (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
     FROM p WHERE p.v IS NOT NULL
 ),
-w(due, next_attempt_at, deadline) AS (
+w(due, next_attempt_at, late) AS (
     SELECT NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
                        WHERE e.endpoint = o.endpoint AND (e.state = 'disabled'
                            OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
-        o.next_attempt_at, o.deadline
+        o.next_attempt_at, o.deadline <= :now
     FROM p CROSS JOIN courier_outbox AS o INDEXED BY courier_outbox_due
     WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = p.v AND o.next_attempt_at <= :now
     UNION ALL
@@ -587,11 +589,11 @@ w(due, next_attempt_at, deadline) AS (
             AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS e
                             WHERE e.endpoint = q.endpoint AND (e.state = 'disabled'
                                 OR e.state IN ('open', 'half_open') AND e.open_until > :now)),
-        q.next_attempt_at, q.deadline
+        q.next_attempt_at, q.deadline <= :parked_late
     FROM courier_outbox AS q INDEXED BY courier_outbox_parked WHERE q.hold = 'endpoint'
 )
 SELECT COUNT(CASE WHEN due THEN 1 END), COALESCE(MIN(CASE WHEN due THEN next_attempt_at END), 0),
-    COUNT(CASE WHEN deadline <= :now THEN 1 END)
+    COUNT(CASE WHEN late THEN 1 END)
 FROM w;
 
 -- name: outbox_health_expired
