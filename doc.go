@@ -55,6 +55,7 @@
 //	status        string    the delivery's status after the attempt (worker)
 //	http_status   int       an HTTP status: the receiver's (worker), the one answered (handler, admin)
 //	code          string    courier's stable code (a Code)
+//	attempt_code  string    the attempt's own code, where the delivery ended with another: expired, as the retry it asked for would be due at or past its deadline (worker)
 //	remote_code   string    the code of the receiver's problem+json refusal
 //	duration      duration  how long the attempt took
 //	lease_left    duration  what was left of the lease when an attempt could not start, or its request was not sent

@@ -218,6 +218,11 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	if code != "" {
 		attrs = append(attrs, slog.String(logkey.Code, string(code)))
 	}
+	if s.Err == nil && err == nil && oc.Code != "" && oc.Code != code {
+		// The delivery ended with another code than the attempt's (expired,
+		// at its deadline): what the attempt itself met is kept too.
+		attrs = append(attrs, slog.String(logkey.AttemptCode, string(oc.Code)))
+	}
 	if oc.RemoteCode != "" {
 		attrs = append(attrs, slog.String(logkey.RemoteCode, string(oc.RemoteCode)))
 	}

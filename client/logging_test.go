@@ -289,3 +289,34 @@ func certificateFor(t *testing.T, names ...string) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// TestAFailureAtTheDeadlineKeepsTheAttemptsOwnCode: an attempt whose retry
+// would be due past the delivery's deadline ends the delivery failed with
+// code expired, and its Warn line and the attempts log keep what the
+// attempt itself met (receiver_unavailable, 503): both said expired, so an
+// operator saw only that time ran out, not why the last attempt failed.
+func TestAFailureAtTheDeadlineKeepsTheAttemptsOwnCode(t *testing.T) {
+	t.Parallel()
+	logs := newCapture(t)
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}, func(c *client.Config) {
+		c.Logger = slog.New(logs)
+		c.Backoff = func(int, time.Duration) time.Duration { return 2 * time.Minute }
+	})
+	id := b.enqueueWith(t, "n-1", func(p *store.EnqueueParams) { p.Deadline = b.clock.Now().Add(time.Minute) })
+	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v", n, err)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired || d.LastStatus != 503 {
+		t.Fatalf("delivery %s/%s (HTTP %d), want failed/expired after a 503", d.Status, d.LastErrorCode, d.LastStatus)
+	}
+	lines := logs.lines("worker: delivery failed")
+	if len(lines) != 1 || lines[0].Attrs["code"] != "expired" || lines[0].Attrs["attempt_code"] != "receiver_unavailable" || lines[0].Attrs["http_status"] != "503" {
+		t.Fatalf("delivery failed lines %+v, want one: code expired, attempt_code receiver_unavailable, http_status 503", lines)
+	}
+	a, err := b.store.Outbox.Attempts(t.Context(), id)
+	if err != nil || len(a) != 1 || a[0].Outcome != store.AttemptFailed || a[0].ErrorCode != courier.CodeReceiverUnavailable || a[0].HTTPStatus != 503 {
+		t.Fatalf("attempts %+v, %v; want one failed with its own code receiver_unavailable", a, err)
+	}
+}

@@ -348,7 +348,9 @@ func (o *Outbox) recordSettled(ctx context.Context, tx *sqlx.Tx, now int64, outc
 		case courier.StatusFailed:
 			outcome = AttemptFailed
 		}
-		oc.Code = out[i].Code
+		// The attempt's own code, though the delivery's is expired where
+		// the retry it asked for would be due at or past its deadline:
+		// the log keeps why the last attempt failed.
 		logged = append(logged, newAttemptArg(oc, outcome))
 	}
 	if err := o.logAttempts(ctx, tx, now, logged...); err != nil {

@@ -23,6 +23,7 @@ const (
 	Status      = "status"        // string: the delivery's status after the attempt
 	HTTPStatus  = "http_status"   // int: an HTTP status: the receiver's, or the one answered
 	Code        = "code"          // string: courier's stable code
+	AttemptCode = "attempt_code"  // string: the attempt's own code, where the delivery ended with another
 	RemoteCode  = "remote_code"   // string: the code of the receiver's problem+json refusal
 	Duration    = "duration"      // duration: how long the attempt took
 	LeaseLeft   = "lease_left"    // duration: what was left of a lease
@@ -43,7 +44,7 @@ const (
 
 // All returns every key, in the order of the constants.
 func All() []string {
-	return []string{Delivery, Attempt, Endpoint, EndpointRef, Status, HTTPStatus, Code, RemoteCode, Duration,
+	return []string{Delivery, Attempt, Endpoint, EndpointRef, Status, HTTPStatus, Code, AttemptCode, RemoteCode, Duration,
 		LeaseLeft, Timeout, OpenUntil, Deliveries, Owner, Error, Panic, Stack, Action, Count, ID, MaxInFlight, Rate, Burst}
 }
 

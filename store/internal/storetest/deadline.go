@@ -148,29 +148,46 @@ func testProbeSkipsExpiredDeliveries(t *testing.T, open OpenFunc) {
 }
 
 // testRetryDueAtTheDeadlineFails: a retry that would be due exactly at the
-// deadline can never start, so the settle ends the delivery expired; one
-// due a microsecond before it waits and is sent.
+// deadline can never start, so the settle ends the delivery expired (its
+// attempt logged with its own code); one due a microsecond before it
+// waits and is sent.
 func testRetryDueAtTheDeadlineFails(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{})
 	deadline := b.clock.Now().Add(time.Minute)
-	p, q := delivery("at"), delivery("before")
-	p.Deadline, q.Deadline = deadline, deadline
-	at, before := b.enqueue(t, p), b.enqueue(t, q)
-	claimed := b.claim(t, "w", 2, 10*time.Second)
-	if len(claimed) != 2 {
-		t.Fatalf("claimed %d, want 2", len(claimed))
+	p, q, r := delivery("at"), delivery("before"), delivery("answered")
+	p.Deadline, q.Deadline, r.Deadline = deadline, deadline, deadline
+	r.Endpoint = "https://answered.example/hook" // a healthy endpoint's: settled alone on PostgreSQL
+	at, before, answered := b.enqueue(t, p), b.enqueue(t, q), b.enqueue(t, r)
+	claimed := b.claim(t, "w", 3, 10*time.Second)
+	if len(claimed) != 3 {
+		t.Fatalf("claimed %d, want 3", len(claimed))
 	}
 	for _, c := range claimed {
 		delay := deadline.Sub(b.clock.Now())
-		if c.DeliveryID == before.ID {
-			delay -= time.Microsecond
+		rp := retryParams{Code: courier.CodeNetwork, Delay: delay}
+		switch c.DeliveryID {
+		case before.ID:
+			rp.Delay -= time.Microsecond
+		case answered.ID:
+			rp.Code, rp.HTTPStatus = courier.CodeReceiverRejected, 409
 		}
-		if err := b.retry(c.Lease, retryParams{Code: courier.CodeNetwork, Delay: delay}); err != nil {
+		if err := b.retry(c.Lease, rp); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if d := b.get(t, answered.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired {
+		t.Fatalf("an answered retry due at the deadline left %s/%s, want failed/expired", d.Status, d.LastErrorCode)
+	}
+	if a, err := b.store.Outbox.Attempts(b.ctx, answered.ID); err != nil || len(a) != 1 || a[0].Outcome != store.AttemptFailed || a[0].ErrorCode != courier.CodeReceiverRejected {
+		t.Fatalf("the attempts of the answered delivery that expired: %+v, %v; want one, failed with its own code %s", a, err, courier.CodeReceiverRejected)
+	}
 	if d := b.get(t, at.ID); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired {
 		t.Fatalf("retry due at the deadline left %s/%s, want failed/expired", d.Status, d.LastErrorCode)
+	}
+	// The attempt keeps its own code: the log says why the last attempt
+	// failed, the delivery why it ended.
+	if a, err := b.store.Outbox.Attempts(b.ctx, at.ID); err != nil || len(a) != 1 || a[0].Outcome != store.AttemptFailed || a[0].ErrorCode != courier.CodeNetwork {
+		t.Fatalf("the attempts of the delivery that expired: %+v, %v; want one, failed with its own code %s", a, err, courier.CodeNetwork)
 	}
 	if d := b.get(t, before.ID); d.Status != courier.StatusRetryWait {
 		t.Fatalf("retry due before the deadline left %s, want retry_wait", d.Status)

@@ -557,7 +557,8 @@ RETURNING o.id, o.status, o.last_error_code, o.endpoint, o.ordering_key, hashtex
 -- settles the rest, and those whose lease it lost, through outbox_settle.
 -- The row and its attempt are written as outbox_settle and attempts_log
 -- write them: the SET is outbox_settle's, the attempt's outcome is the
--- status the row ended in.
+-- status the row ended in, its code the attempt's own (the row's is
+-- expired where a retry would be due at or past the deadline).
 -- NOWAIT instead of outbox_settle_lock_timeout, which needs a transaction
 -- of its own: a row another transaction holds fails the statement at
 -- once (55P03, busy), nothing written, and the caller settles the batch
@@ -598,7 +599,7 @@ WITH v AS (
     INSERT INTO courier_attempts (delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at, duration_us, outcome, http_status, error_code, remote_code)
     SELECT s.id, v.attempt, v.owner, v.leased_at, v.lease_expires_at, :now, v.duration_us,
         CASE s.status WHEN 'retry_wait' THEN 'retry' WHEN 'failed' THEN 'failed' ELSE v.result END,
-        v.http, s.last_error_code, v.remote
+        v.http, v.code, v.remote
     FROM settled AS s JOIN v ON v.id = s.id
 )
 SELECT id, status, last_error_code FROM settled;
