@@ -58,7 +58,16 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 		}
 	}
 	if err != nil {
-		return nil, err
+		if len(rest) == len(valid) {
+			return nil, err // nothing was applied
+		}
+		// outbox_settle_plain committed the others: they are settled, and
+		// reported so (a worker trying them again would hear lease_lost).
+		// The outcomes the transaction did not take fail alone, as one
+		// whose row is held does, for their workers to try again.
+		for _, i := range rest {
+			out[i] = protocol.Settled{Err: err}
+		}
 	}
 	for _, st := range out {
 		if st.Err == nil {

@@ -37,15 +37,19 @@ type Outbox interface {
 	// the endpoint's limits, its breaker), and only the head of each
 	// ordering key.
 	Claim(ctx context.Context, p ClaimParams) ([]Claimed, error)
-	// Settle records outcomes in one transaction. Each is fenced by its
+	// Settle records outcomes, in one transaction (on PostgreSQL, those
+	// of healthy endpoints in one statement of their own, committed
+	// first). Each is fenced by its
 	// lease: a lease that expired or was reclaimed is not applied and its
 	// Settled.Err is courier.CodeLeaseLost. An invalid outcome is not
 	// applied either, its Settled.Err courier.CodeInvalidArgument; the
 	// others are. When a row of the batch is held by another transaction
 	// past a short bound, the outcomes are recorded one per transaction
 	// instead, and the held one's Settled.Err is the database's failure
-	// (courier.CodeDatabaseUnavailable), not applied: try it again. The
-	// error is for the batch as a whole: nothing was applied.
+	// (courier.CodeDatabaseUnavailable), not applied: try it again; so
+	// is each outcome the transaction failed to record when others were
+	// recorded before it. The error is for the batch as a whole: nothing
+	// was applied.
 	Settle(ctx context.Context, outcomes ...Outcome) ([]Settled, error)
 	// Release gives back leases whose attempt was never made: each
 	// delivery is due again as before its claim, which does not count
