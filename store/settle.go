@@ -84,8 +84,11 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 // (speaksOfHealth), and their row has no ordering key. Five round trips
 // to the server become one for a healthy endpoint's batch. It fills
 // out[i] for those it settled and returns the indexes left for
-// settleTx: the others, and those the statement did not settle (a lost
-// lease, a breaker row, an ordering key, found by the statement). On an
+// settleTx, in the batch's order: the others (every outcome from the
+// first that speaks of health on, as the breakers take an endpoint's
+// outcomes in order, and those of a delivery settled twice), and those the
+// statement did not settle (a lost lease, a breaker row, an ordering
+// key, found by the statement). On an
 // engine without the statement (SQLite), or when it fails (a row another
 // transaction holds, busy at once, or the database), it leaves them all:
 // settleTx then settles them as it would have, and reports what failed.
@@ -104,12 +107,20 @@ func (o *Outbox) settlePlain(ctx context.Context, now *int64, outcomes []protoco
 	*now = o.s.now()
 	var plain []plainArg
 	var plainIdx, rest []int
+	health := false // an outcome so far speaks of its endpoint's health
 	for _, i := range idx {
 		oc := outcomes[i]
+		// One that speaks of health goes to settleTx, and so does every
+		// outcome after it: settleTx applies an endpoint's outcomes to its
+		// breaker in the batch's order, and a success or a 4xx after a
+		// 503 of the same endpoint (which may be any of them) closes the
+		// breaker the 503 moved; settled here first, it would find none
+		// and leave the 503's move standing.
+		health = health || speaksOfHealth(oc)
 		// A delivery settled twice (a lease that ran out, and the one it
 		// was claimed again with) goes to settleTx whole, which matches
 		// each row once per statement.
-		if speaksOfHealth(oc) || times[oc.Lease.DeliveryID] > 1 {
+		if health || times[oc.Lease.DeliveryID] > 1 {
 			rest = append(rest, i)
 			continue
 		}
@@ -130,6 +141,7 @@ func (o *Outbox) settlePlain(ctx context.Context, now *int64, outcomes []protoco
 			rest = append(rest, i)
 		}
 	}
+	slices.Sort(rest) // in the batch's order, as settleTx applies them
 	return rest
 }
 
