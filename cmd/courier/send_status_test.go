@@ -30,10 +30,14 @@ func TestSendThatIsNotAcceptedFails(t *testing.T) {
 		out, err string // what stdout and stderr say
 	}{
 		{"refused", http.StatusBadRequest, `{"code":"validation_failed"}`, "status: 400", "the receiver refused the notification: status 400"},
-		// A 5xx (or 408, 429) is no refusal: the receiver asks to be
+		// A 5xx (or 408, 425, 429) is no refusal: the receiver asks to be
 		// tried again, as a worker would.
 		{"not now", http.StatusServiceUnavailable, `{"code":"in_progress"}`, "status: 503", "the receiver did not take the notification now: status 503 (a worker would retry it)"},
 		{"too many", http.StatusTooManyRequests, ``, "status: 429", "did not take the notification now: status 429"},
+		// As client.DefaultClassify judges them: a 425 is retried, a
+		// status of 600 or above is refused.
+		{"too early", http.StatusTooEarly, ``, "status: 425", "did not take the notification now: status 425"},
+		{"not HTTP", 600, ``, "status: 600", "the receiver refused the notification: status 600"},
 		{"an Ack that does not verify", http.StatusOK, `{"schema":"courier.ack.v1"}`, "ack: invalid", "the receiver's Ack does not verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

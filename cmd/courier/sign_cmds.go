@@ -192,8 +192,9 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "notification: %s\nstatus: %d\n", *id, resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		fmt.Fprintf(stdout, "answer: %s\n", inert(bytes.TrimSpace(answer)))
-		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests {
-			// Not a refusal: a worker would try again later.
+		if client.DefaultClassify(resp, nil).Retry {
+			// Not a refusal: a worker would try again later (a 5xx, 408,
+			// 425, 429, as DefaultClassify judges it).
 			return fmt.Errorf("the receiver did not take the notification now: status %d (a worker would retry it)", resp.StatusCode)
 		}
 		return fmt.Errorf("the receiver refused the notification: status %d", resp.StatusCode)
