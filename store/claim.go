@@ -36,6 +36,7 @@ func claimedOf(r outboxRow) claimed {
 			Lease: protocol.Lease{
 				DeliveryID: r.ID, Token: r.LeaseToken.String, Owner: r.LeaseOwner.String, Attempt: r.Attempts,
 				LeasedAt: nullMicros(r.LeasedAt), ExpiresAt: nullMicros(r.LeaseExpiresAt), Sealed: r.PayloadKeyID,
+				Keyed: r.OrderingKey.Valid,
 			},
 			NotificationID: r.NotificationID, Endpoint: r.Endpoint, Payload: r.Payload, PayloadSHA256: r.PayloadSHA256,
 			Profile: r.Profile, KeyID: r.KeyID, Priority: r.Priority, MaxAttempts: r.MaxAttempts,

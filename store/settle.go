@@ -81,7 +81,8 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 // courier's (outbox_settle_plain, on PostgreSQL), the outcomes among
 // outcomes[idx] that change nothing but their row and the attempts log:
 // their endpoint has no breaker row and the outcome would give it none
-// (speaksOfHealth), and their row has no ordering key. Five round trips
+// (speaksOfHealth), and their row has no ordering key (Lease.Keyed; the
+// statement checks it as well). Five round trips
 // to the server become one for a healthy endpoint's batch. It fills
 // out[i] for those it settled and returns the indexes left for
 // settleTx, in the batch's order: the others (every outcome from the
@@ -119,8 +120,9 @@ func (o *Outbox) settlePlain(ctx context.Context, now *int64, outcomes []protoco
 		health = health || speaksOfHealth(oc)
 		// A delivery settled twice (a lease that ran out, and the one it
 		// was claimed again with) goes to settleTx whole, which matches
-		// each row once per statement.
-		if health || times[oc.Lease.DeliveryID] > 1 {
+		// each row once per statement; a keyed one (Lease.Keyed) goes
+		// there without a statement here that would settle nothing.
+		if health || oc.Lease.Keyed || times[oc.Lease.DeliveryID] > 1 {
 			rest = append(rest, i)
 			continue
 		}

@@ -114,6 +114,10 @@ type Lease struct {
 	// Sealed is the payload key that sealed the delivery ("" for none),
 	// under which the store keys what it records of the attempt's Ack.
 	Sealed string
+	// Keyed reports whether the delivery has an ordering key (which it
+	// keeps for good): its outcome moves the key on, in the settle's
+	// transaction, never in a statement of its own (store's settlePlain).
+	Keyed bool
 }
 
 // Claimed is a delivery a worker holds under a lease, its payload opened

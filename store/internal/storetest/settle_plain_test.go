@@ -126,8 +126,16 @@ func TestAHealthySettleIsOneStatementOnPostgres(t *testing.T) {
 
 	rest := []int64{keyed, down}
 	want(settle(rest...), rest, courier.StatusSucceeded, courier.StatusRetryWait)
-	if sent := trace.take(); len(sent) < 3 || !strings.EqualFold(strings.TrimSpace(sent[len(sent)-1]), "commit") {
+	sent := trace.take()
+	if len(sent) < 3 || !strings.EqualFold(strings.TrimSpace(sent[len(sent)-1]), "commit") {
 		t.Errorf("a settle that moves a key and a breaker sent %q, want its transaction", sent)
+	}
+	// The keyed outcome is known keyed from its lease: no statement of
+	// its own that would settle nothing before the transaction.
+	for _, q := range sent {
+		if strings.Contains(q, "held AS MATERIALIZED") {
+			t.Errorf("a keyed delivery's settle sent outbox_settle_plain, which settles no keyed row, before its transaction")
+		}
 	}
 	if h, err := s.Endpoints.Get(ctx, failing); err != nil || h.ConsecutiveFailures != 1 {
 		t.Errorf("the failing endpoint's breaker: %+v, %v; want one failure counted", h, err)
