@@ -96,7 +96,7 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 func (o *Outbox) Lookup(ctx context.Context, notificationID, endpoint string) (Delivery, error) {
 	switch {
 	case !wire.IsToken(notificationID):
-		return Delivery{}, invalidArgument("Lookup notificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+		return Delivery{}, invalidArgument("Lookup notificationID must be " + wire.TokenRule)
 	case !validEndpoint(endpoint):
 		return Delivery{}, invalidEndpoint("Lookup endpoint")
 	}
@@ -169,7 +169,7 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 	case p.ID < 0:
 		return Page{}, invalidArgument("ListParams.ID must be a delivery id, or 0 for any")
 	case p.NotificationID != "" && !wire.IsToken(p.NotificationID):
-		return Page{}, invalidArgument("ListParams.NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+		return Page{}, invalidArgument("ListParams.NotificationID must be " + wire.TokenRule)
 	case p.Endpoint != "" && !validEndpoint(p.Endpoint):
 		return Page{}, invalidEndpoint("ListParams.Endpoint")
 	case p.Status != "" && !slices.Contains(courier.Statuses(), p.Status):

@@ -596,7 +596,7 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	}
 	switch {
 	case !wire.IsToken(p.NotificationID):
-		return nil, invalidArgument("NotificationID must be 1-256 of A-Z a-z 0-9 _ . : -")
+		return nil, invalidArgument("NotificationID must be " + wire.TokenRule)
 	case !validEndpoint(p.Endpoint):
 		return nil, invalidEndpoint("Endpoint")
 	case len(p.Payload) == 0 || len(p.Payload) > MaxPayloadSize:

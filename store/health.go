@@ -187,10 +187,9 @@ func (o *Outbox) health(ctx context.Context) (Health, error) {
 			byStatus[c.Status] = c.N
 		}
 	}
-	args := map[string]any{"now": now}
+	args := map[string]any{"now": now, "parked_late": now - parkedOverdueAfter.Microseconds()}
 	var oldest int64
-	dueArgs := map[string]any{"now": now, "parked_late": now - parkedOverdueAfter.Microseconds()}
-	if err := o.s.scan(ctx, tx, "outbox_health_due", dueArgs, &h.Due, &oldest, &h.Overdue); err != nil {
+	if err := o.s.scan(ctx, tx, "outbox_health_due", args, &h.Due, &oldest, &h.Overdue); err != nil {
 		return Health{}, err
 	}
 	if h.Due > 0 {

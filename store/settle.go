@@ -82,17 +82,16 @@ func (o *Outbox) settle(ctx context.Context, outcomes ...protocol.Outcome) ([]pr
 // outcomes[idx] that change nothing but their row and the attempts log:
 // their endpoint has no breaker row and the outcome would give it none
 // (speaksOfHealth), and their row has no ordering key (Lease.Keyed; the
-// statement checks it as well). Five round trips
-// to the server become one for a healthy endpoint's batch. It fills
-// out[i] for those it settled and returns the indexes left for
-// settleTx, in the batch's order: the others (every outcome from the
-// first that speaks of health on, as the breakers take an endpoint's
-// outcomes in order, and those of a delivery settled twice), and those the
-// statement did not settle (a lost lease, a breaker row, an ordering
-// key, found by the statement). On an
-// engine without the statement (SQLite), or when it fails (a row another
-// transaction holds, busy at once, or the database), it leaves them all:
-// settleTx then settles them as it would have, and reports what failed.
+// statement checks it as well). Five round trips to the server become
+// one for a healthy endpoint's batch. It fills out[i] for those it
+// settled and returns the indexes left for settleTx, in the batch's
+// order: every outcome from the first that speaks of health on (the
+// breakers take an endpoint's outcomes in order), those of a delivery
+// settled twice, and those the statement did not settle (a lost lease,
+// a breaker row, an ordering key). On an engine without the statement
+// (SQLite), or when it fails (a row another transaction holds, busy at
+// once, or the database), it leaves them all: settleTx then settles them
+// as it would have, and reports what failed.
 func (o *Outbox) settlePlain(ctx context.Context, now *int64, outcomes []protocol.Outcome, idx []int, out []protocol.Settled) []int {
 	if o.s.q("outbox_settle_plain").text == "" {
 		return idx

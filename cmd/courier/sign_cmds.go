@@ -106,7 +106,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case (*certFile == "") != (*keyFile == ""):
 		return usageError(stderr, "courier send: -cert and -key go together")
 	case *id != "" && !wire.IsToken(*id):
-		return usageError(stderr, "courier send: -id must be 1-256 of A-Z a-z 0-9 _ . : - (a notification id)")
+		return usageError(stderr, "courier send: -id must be %s (a notification id)", wire.TokenRule)
 	}
 	p, ok := ack.Builtin(*profile)
 	if !ok {

@@ -320,7 +320,7 @@ func (f deliveriesFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 	// As the store would refuse them, but naming the flag, not the
 	// store's field.
 	if f.notification != nil && *f.notification != "" && !wire.IsToken(*f.notification) {
-		return usageError(stderr, "courier deliveries list: -notification-id must be 1-256 of A-Z a-z 0-9 _ . : - (a notification id)")
+		return usageError(stderr, "courier deliveries list: -notification-id must be %s (a notification id)", wire.TokenRule)
 	}
 	if f.endpointURL != nil && *f.endpointURL != "" && !endpoint.Valid(*f.endpointURL) {
 		return usageError(stderr, "%s: -endpoint must be %s (not shown: it may hold a credential)", fs.Name(), endpoint.Rule)

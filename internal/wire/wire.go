@@ -53,8 +53,11 @@ func IsDigest(s string) bool {
 	return true
 }
 
+// TokenRule says what IsToken takes, for the messages that refuse one.
+const TokenRule = "1-256 of A-Z a-z 0-9 _ . : -"
+
 // IsToken reports whether s is a token: a notification id, key id or code:
-// 1 to 256 characters of A-Z a-z 0-9 _ . : -.
+// 1 to 256 characters of A-Z a-z 0-9 _ . : - (TokenRule).
 func IsToken(s string) bool {
 	if len(s) == 0 || len(s) > 256 {
 		return false
