@@ -15,11 +15,14 @@ import (
 const (
 	commandSchema         = "courier.source-command.v1"
 	commandResponseSchema = "courier.source-command-response.v1"
-	// AttemptHeader carries the delivery's attempt number (1-based) on
-	// every request; the source echoes it in its response. It is not
-	// signed, so it is informational: the source bounds new commands by it
-	// (source_max_attempts), and the sender does not bind the response to
-	// it (see ProfileCommand).
+	// AttemptHeader carries the attempt's place in the delivery's budget
+	// (1-based) on every request: its number, less the earlier attempts
+	// its workers cut short as they stopped, which spend no budget (a
+	// deploy during a command's last attempt leaves it that attempt, and
+	// the source does not refuse it). The source echoes it in its
+	// response. It is not signed, so it is informational: the source
+	// bounds new commands by it (source_max_attempts), and the sender
+	// does not bind the response to it (see ProfileCommand).
 	AttemptHeader = "Courier-Attempt"
 )
 

@@ -59,7 +59,7 @@ type Acker interface {
 type Sent struct {
 	ID      string // the notification id
 	Payload []byte // the exact bytes sent
-	Attempt int    // the attempt's number, 1-based
+	Attempt int    // the attempt's place in the budget, 1-based, as AttemptHeader sent it
 }
 
 // Profile tells a sender which answer proves a delivery was received.

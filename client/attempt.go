@@ -118,7 +118,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", wire.UserAgent)
-	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.Attempt))
+	req.Header.Set(ack.AttemptHeader, strconv.Itoa(c.BudgetAttempt()))
 	w.traceHeaders(parent, req, c)
 	// The Signer gets a copy of the payload: what it writes into
 	// Message.Body is neither sent nor the Ack checked against.
@@ -242,7 +242,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		oc.HTTPStatus = resp.StatusCode
 		return oc, true
 	}
-	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.Attempt}, body); err != nil {
+	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.BudgetAttempt()}, body); err != nil {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid
 		return oc, true
 	}

@@ -259,3 +259,70 @@ func TestReplayWithAHigherAttemptDoesNotFailTheGenuineOne(t *testing.T) {
 		t.Fatalf("applied %d times, want once", applications.Load())
 	}
 }
+
+// TestACommandsAttemptCutShortByAStopIsNotHeldAgainstItsSource: a command
+// whose source allows one attempt (source_max_attempts 1), its attempt cut
+// short as the worker stops (a deploy), is applied by the next attempt:
+// the stop spares the delivery's budget, and the next attempt's
+// Courier-Attempt counts the one cut short out, so the source does not
+// refuse it as one beyond its budget (source_attempts_exhausted).
+func TestACommandsAttemptCutShortByAStopIsNotHeldAgainstItsSource(t *testing.T) {
+	t.Parallel()
+	var source atomic.Pointer[handler.Source]
+	arrived := make(chan string, 10)
+	var held atomic.Bool
+	b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get(ack.AttemptHeader)
+		if held.CompareAndSwap(false, true) {
+			io.Copy(io.Discard, r.Body) // read whole, so that the server sees the request end
+			<-r.Context().Done()        // the first attempt is held until the worker cuts it short
+			return
+		}
+		source.Load().ServeHTTP(w, r)
+	}, nil)
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	var applications atomic.Int64
+	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
+		func(context.Context, *sqlx.Tx, ack.Command) error {
+			applications.Add(1)
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source.Store(s)
+	id := b.enqueueCommand(t, ack.OperationChange, "req-stopped", 1)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.worker.Run(ctx) }()
+	if got := <-arrived; got != "1" {
+		t.Fatalf("the first attempt sent Courier-Attempt %q, want 1", got)
+	}
+	cancel() // Run's context ends: the attempt in flight is cut short
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeWorkerStopped || d.Attempts != 1 || d.MaxAttempts != 2 {
+		t.Fatalf("after its attempt was cut short the command is %s/%s after %d of %d attempts, want retry_wait/worker_stopped after 1 of 2",
+			d.Status, d.LastErrorCode, d.Attempts, d.MaxAttempts)
+	}
+
+	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the command", n, err)
+	}
+	if got := <-arrived; got != "1" {
+		t.Fatalf("the attempt after the stop sent Courier-Attempt %q, want 1: the one cut short spent no budget", got)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusSucceeded || d.Attempts != 2 || d.LastRemoteCode != "" {
+		t.Fatalf("the command is %s/%s (remote %q) after %d attempts, want succeeded after 2", d.Status, d.LastErrorCode, d.LastRemoteCode, d.Attempts)
+	}
+	if n := applications.Load(); n != 1 {
+		t.Fatalf("the source applied the command %d times, want once", n)
+	}
+}

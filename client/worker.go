@@ -424,8 +424,10 @@ func defaultOwner() string {
 // it is counted in the delivery's attempts and logged, but it spares the
 // delivery's budget, which grows by one: a stop during a delivery's last
 // attempt leaves it one more, and only its deadline ends it, or its
-// 1000th attempt, the most any delivery makes), and a delivery never
-// started is given back without counting.
+// 1000th attempt, the most any delivery makes; the ack.AttemptHeader of
+// the next attempts counts it out, so a command's source judges them by
+// its budget as if it had not been made), and a delivery never started is
+// given back without counting.
 type Worker struct {
 	cfg     Config
 	outbox  protocol.Outbox

@@ -618,7 +618,7 @@ var courierTables = func() []table {
 		{"courier_endpoint_limits", "endpoint max_in_flight rate burst tokens tokens_at updated_at", "", ""},
 		{"courier_endpoints", "endpoint state consecutive_failures failing_since open_until reason updated_at", "", ""},
 		{"courier_inbox", "sender dedupe_key payload_sha256 status ack created_at updated_at payload_key_id", "courier_inbox_updated", ""},
-		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id subscription_id subscription_fingerprint contract_sha256 event_type dedupe_key last_remote_code trace_parent trace_state ordering_key hold enqueued_max_attempts",
+		{"courier_outbox", "id notification_id endpoint payload payload_sha256 profile key_id status priority attempts max_attempts next_attempt_at deadline lease_owner lease_token leased_at lease_expires_at last_error_code last_status ack_sha256 created_at updated_at payload_key_id subscription_id subscription_fingerprint contract_sha256 event_type dedupe_key last_remote_code trace_parent trace_state ordering_key hold enqueued_max_attempts spared_attempts",
 			"courier_outbox_due courier_outbox_leases courier_outbox_status courier_outbox_listed courier_outbox_endpoint courier_outbox_contract courier_outbox_dedupe courier_outbox_operations courier_outbox_parked courier_outbox_waiting courier_outbox_in_flight", ""},
 		{"courier_ordering_keys", "endpoint ordering_key head_id blocked_at updated_at", "courier_ordering_keys_blocked", ""},
 		{"courier_replay", "key_id nonce expires_at", "courier_replay_expires", "courier_replay_counted"},

@@ -31,6 +31,7 @@ type outboxRow struct {
 	Attempts                int            `db:"attempts"`
 	MaxAttempts             int            `db:"max_attempts"`
 	EnqueuedMaxAttempts     sql.NullInt64  `db:"enqueued_max_attempts"` // the budget its enqueue asked for (migration 12 on SQLite, 13 on PostgreSQL); NULL if enqueued before
+	SparedAttempts          int            `db:"spared_attempts"`       // attempts cut short as their worker stopped, which grew the budget (migration 16)
 	NextAttemptAt           int64          `db:"next_attempt_at"`
 	Deadline                int64          `db:"deadline"`
 	LeaseOwner              sql.NullString `db:"lease_owner"`

@@ -139,7 +139,16 @@ type Claimed struct {
 	// (store.Config.Tracer), the zero TraceContext if none: each attempt's
 	// span continues it and each attempt sends it on.
 	Trace courier.TraceContext
+	// Spared is how many of the delivery's earlier attempts were cut short
+	// as their worker stopped (Outcome.SpareBudget): counted in Attempt,
+	// they spent none of the budget. An attempt's place in the budget,
+	// which it sends as ack.AttemptHeader, is Attempt less Spared.
+	Spared int
 }
+
+// BudgetAttempt is the attempt's place in the delivery's budget (see
+// Spared): what it sends as ack.AttemptHeader, 1-based.
+func (c Claimed) BudgetAttempt() int { return c.Attempt - c.Spared }
 
 // Result is how an attempt ended, as the worker's policy decided.
 type Result string

@@ -221,16 +221,20 @@ func testAnAttemptCutShortByAStopSparesTheBudget(t *testing.T, open OpenFunc) {
 
 	// An attempt cut short before the last spares the budget too: the
 	// one attempt after it that is not cut short is the last.
+	// The attempts so spared are counted out of the place in the budget
+	// each later attempt sends (Courier-Attempt): a command's source,
+	// which refuses an attempt beyond its source_max_attempts, judges
+	// the next attempt as the first.
 	c = b.claim(t, "w", 1, time.Minute)
-	if len(c) != 1 || c[0].Attempt != 2 {
-		t.Fatalf("claimed %v, want attempt 2 of the delivery", c)
+	if len(c) != 1 || c[0].Attempt != 2 || c[0].Spared != 1 || c[0].BudgetAttempt() != 1 {
+		t.Fatalf("claimed %v, want attempt 2 of the delivery, 1 spared: the first of its budget", c)
 	}
 	if _, err := b.stopped(c[0].Lease); err != nil {
 		t.Fatal(err)
 	}
 	c = b.claim(t, "w", 1, time.Minute)
-	if len(c) != 1 || c[0].Attempt != 3 {
-		t.Fatalf("claimed %v, want attempt 3 of the delivery", c)
+	if len(c) != 1 || c[0].Attempt != 3 || c[0].Spared != 2 || c[0].BudgetAttempt() != 1 {
+		t.Fatalf("claimed %v, want attempt 3 of the delivery, 2 spared: the first of its budget", c)
 	}
 	if err := b.retry(c[0].Lease, retryParams{Code: courier.CodeReceiverUnavailable, HTTPStatus: 503, Delay: time.Second}); err != nil {
 		t.Fatal(err)
@@ -290,6 +294,10 @@ func testAStopSparesNoTimeNorALeaseThatRanOut(t *testing.T, open OpenFunc) {
 	}
 	if d := b.get(t, bound.ID); d.Attempts != 1000 || d.MaxAttempts != 1000 {
 		t.Fatalf("attempt 1000 cut short by a stop: %d of %d attempts, want 1000 of 1000", d.Attempts, d.MaxAttempts)
+	}
+	var spared int
+	if err := b.db.GetContext(b.ctx, &spared, b.db.Rebind("SELECT spared_attempts FROM courier_outbox WHERE id = ?"), bound.ID); err != nil || spared != 0 {
+		t.Fatalf("attempt 1000 cut short by a stop counts %d spared (%v), want 0: the budget did not grow", spared, err)
 	}
 
 	b.enqueue(t, delivery("failed"))

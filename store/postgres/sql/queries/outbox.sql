@@ -203,7 +203,7 @@ UPDATE courier_outbox SET
 FROM act
 WHERE courier_outbox.id = act.id
 RETURNING courier_outbox.id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
-    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_parked
@@ -374,7 +374,7 @@ UPDATE courier_outbox SET
 FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
-    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_claim_parked
@@ -411,7 +411,7 @@ UPDATE courier_outbox SET
 FROM picked
 WHERE id = picked.picked_id
 RETURNING id, status, notification_id, endpoint, payload, payload_key_id, payload_sha256, profile, key_id,
-    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_quarantine
@@ -514,7 +514,8 @@ UPDATE courier_outbox AS o SET
     -- attempts it had.
     -- The deadline is not moved. The budget the enqueue asked for stays in
     -- enqueued_max_attempts, for an enqueue made again to compare, as
-    -- outbox_redrive keeps it.
+    -- outbox_redrive keeps it. spared_attempts counts the attempts so
+    -- spared (what the budget grew by): Courier-Attempt is attempts less them.
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
         WHEN o.attempts >= o.max_attempts + v.spare OR o.attempts >= :max_attempts_bound OR v.next_at >= o.deadline THEN 'failed'
@@ -523,6 +524,7 @@ UPDATE courier_outbox AS o SET
         WHEN v.result = 'retry' AND o.attempts < o.max_attempts + v.spare AND o.attempts < :max_attempts_bound AND v.next_at >= o.deadline THEN 'expired'
         ELSE v.code END,
     max_attempts = LEAST(o.max_attempts + v.spare, :max_attempts_bound),
+    spared_attempts = o.spared_attempts + LEAST(o.max_attempts + v.spare, :max_attempts_bound) - o.max_attempts,
     enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(o.enqueued_max_attempts, o.max_attempts) ELSE o.enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
     last_status = v.http,
@@ -583,6 +585,7 @@ WITH v AS (
             WHEN v.result = 'retry' AND o.attempts < o.max_attempts + v.spare AND o.attempts < :max_attempts_bound AND v.next_at >= o.deadline THEN 'expired'
             ELSE v.code END,
         max_attempts = LEAST(o.max_attempts + v.spare, :max_attempts_bound),
+        spared_attempts = o.spared_attempts + LEAST(o.max_attempts + v.spare, :max_attempts_bound) - o.max_attempts,
         enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(o.enqueued_max_attempts, o.max_attempts) ELSE o.enqueued_max_attempts END,
         next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE o.next_attempt_at END,
         last_status = v.http,

@@ -216,7 +216,7 @@ RETURNING id, status, notification_id, endpoint,
     -- SQLite: the payload from its table (migration 13), of a leased row only.
     CASE WHEN status = 'leased' THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
     payload_key_id, payload_sha256, profile, key_id,
-    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_parked
@@ -368,7 +368,7 @@ RETURNING id, status, notification_id, endpoint,
     -- SQLite: the payload from its table (migration 13), of a leased row only.
     CASE WHEN status = 'leased' THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
     payload_key_id, payload_sha256, profile, key_id,
-    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_claim_parked
@@ -407,7 +407,7 @@ RETURNING id, status, notification_id, endpoint,
     -- SQLite: the payload from its table (migration 13), of a leased row only.
     CASE WHEN status = 'leased' THEN (SELECT p.payload FROM courier_outbox_payload AS p WHERE p.id = courier_outbox.id) END AS payload,
     payload_key_id, payload_sha256, profile, key_id,
-    priority, attempts, max_attempts, deadline, lease_owner, lease_token, leased_at,
+    priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
 -- name: outbox_quarantine
@@ -490,7 +490,8 @@ UPDATE courier_outbox NOT INDEXED SET
     -- attempts it had.
     -- The deadline is not moved. The budget the enqueue asked for stays in
     -- enqueued_max_attempts, for an enqueue made again to compare, as
-    -- outbox_redrive keeps it.
+    -- outbox_redrive keeps it. spared_attempts counts the attempts so
+    -- spared (what the budget grew by): Courier-Attempt is attempts less them.
     status = CASE
         WHEN v.result <> 'retry' THEN v.result
         WHEN attempts >= max_attempts + v.spare OR attempts >= :max_attempts_bound OR v.next_at >= deadline THEN 'failed'
@@ -499,6 +500,7 @@ UPDATE courier_outbox NOT INDEXED SET
         WHEN v.result = 'retry' AND attempts < max_attempts + v.spare AND attempts < :max_attempts_bound AND v.next_at >= deadline THEN 'expired'
         ELSE v.code END,
     max_attempts = MIN(max_attempts + v.spare, :max_attempts_bound),
+    spared_attempts = spared_attempts + MIN(max_attempts + v.spare, :max_attempts_bound) - max_attempts,
     enqueued_max_attempts = CASE WHEN v.spare > 0 THEN COALESCE(enqueued_max_attempts, max_attempts) ELSE enqueued_max_attempts END,
     next_attempt_at = CASE WHEN v.result = 'retry' THEN v.next_at ELSE next_attempt_at END,
     last_status = v.http,
