@@ -105,7 +105,13 @@ type ReportingConfig struct {
 // notification_id is the same on its opening and closing fires, whatever
 // the envelope's status) and the same notification_id from
 // another sender or of another task are processed as any delivery. The record is pruned with the
-// idempotency records (Retention).
+// idempotency records (Retention). A seller that fans one terminal status
+// out to two endpoints of yours sends it under two keys: to Reporting
+// receivers that share a Store's Inbox and a verifier's Sender, the second
+// is such a re-emission, and only the first endpoint's function runs. Give
+// each endpoint whose function must run a verifier of its own, its Sender
+// named for the endpoint, as the package doc says of a sender that
+// delivers one notification to two of your endpoints.
 //
 // On SQLite the function's transaction holds the database's one write lock
 // while it runs, so a duplicate in that time waits for it, like every other
