@@ -26,8 +26,17 @@ const (
 	AttemptHeader = "Courier-Attempt"
 )
 
-// Command operations. Removals (cancellation, tombstone) are claimed before
-// changes.
+// Command operations. Courier gives them no meaning beyond their order:
+// what a removal removes (a pending change, a page) is for its body to name
+// and for the source to decide. Removals (cancellation, tombstone) are
+// claimed before changes, so a removal reaches the source before a change
+// enqueued earlier that is still due, and a failed attempt is retried after
+// commands enqueued later: commands reach the source in no order a source
+// may rely on. A source whose removal must not be undone by a change that
+// arrives after it remembers what it removed (a tombstone of its own, kept
+// in the function's transaction) and answers such a change
+// handler.ErrAlreadyApplied, or builds its changes so that an older one
+// never replaces a newer state (a version in the body).
 const (
 	OperationChange       = "change"
 	OperationCancellation = "cancellation"

@@ -43,7 +43,9 @@ type CommandParams struct {
 // EnqueueCommand enqueues a command inside the caller's transaction tx, as
 // Enqueue does, under the notification_id operation ":" request_id, with
 // profile ack.ProfileCommand, removals (cancellations and tombstones)
-// claimed before changes.
+// claimed before changes. Commands take no ordering key: a removal may
+// reach the source before a change enqueued earlier (see ack's Command
+// operations for what a source does about it).
 //
 // The payload is validated whole before anything is written, as the
 // source will read it: at most 1 MiB (a Source with its default body limit

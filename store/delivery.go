@@ -27,7 +27,11 @@ type Delivery struct {
 	KeyID          string // the signing configuration it names (EnqueueParams.KeyID), "" if none
 	Status         courier.Status
 	Priority       int
-	Attempts       int // attempts made (one given back unsent does not count)
+	// Attempts counts the attempts made and the claims that ended it
+	// unsent (suppressed, quarantined), each logged (Outbox.Attempts); a
+	// delivery a worker claimed and gave back before its attempt began
+	// (Stop) counts none.
+	Attempts int
 	// MaxAttempts is its attempt budget: as enqueued (EnqueueParams),
 	// raised by Redrive, and by one for each attempt cut short as its
 	// worker stopped (worker_stopped, which spends none of it), up to 1000.
