@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -183,4 +184,33 @@ func ExampleNewBudget() {
 	// orders: 503 server_busy, Retry-After 1
 	// refunds: 503 server_busy, Retry-After 1
 	// refunds: 200 read 13 bytes
+}
+
+// A receiver of your own refuses, in front of Verify, what it cannot take,
+// as courier's receivers do: a problem+json answer with a stable code.
+func ExampleRefuse() {
+	front := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method != http.MethodPost:
+				w.Header().Set("Allow", http.MethodPost)
+				middleware.Refuse(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "only POST is accepted")
+			case r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Content-Encoding") != "":
+				middleware.Refuse(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "the body must be application/json, not encoded")
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	}
+	h := front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})) // Verify(…)(Transaction(…)(app)) in a real receiver
+
+	req := httptest.NewRequest(http.MethodPost, "/hooks", strings.NewReader("a=1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
+	fmt.Println(rec.Body.String())
+	// Output:
+	// 415 application/problem+json
+	// {"type":"about:blank","title":"Unsupported Media Type","status":415,"code":"unsupported_media_type","detail":"the body must be application/json, not encoded"}
 }
