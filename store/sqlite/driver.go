@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -24,7 +25,8 @@ import (
 // transaction holds the writer, which would otherwise wait for that very
 // transaction until the busy timeout. A connection that does not open
 // because of its path (a directory missing, a directory given as the
-// file) says so (openFailure).
+// file) says so (openFailure); one to a file this process may not write
+// is refused before SQLite opens it (unwritable).
 type sqliteDriver struct{ base *sqlite3.SQLiteDriver }
 
 var courierDriver = &sqliteDriver{base: &sqlite3.SQLiteDriver{ConnectHook: hookCommits}}
@@ -80,6 +82,9 @@ func (c *connector) Driver() driver.Driver {
 // file's locks (go-sqlite3 opens without a context).
 func (d *sqliteDriver) connect(ctx context.Context, dsn string, shown *walSeen) (driver.Conn, error) {
 	writer := shown != nil
+	if err := unwritable(dsn); err != nil {
+		return nil, err
+	}
 	dc, err := d.base.Open(dsn)
 	// Connections opening a new file at once each turn it to WAL (the
 	// DSN's journal_mode), and SQLite answers one of two doing so busy at
@@ -147,6 +152,51 @@ func openFailure(dsn string, err error) error {
 		}
 	}
 	return err
+}
+
+// unwritable returns SQLite's read-only error for the database file dsn
+// names (readOnlyFile), when the file is there and this process may not
+// write it, or its -wal or -shm file. SQLite would open such a file
+// read-only without a word and, where the directory lets it, create the
+// -wal and -shm files of a WAL database beside it: this process's, which
+// the file's owner may not write, so that the owner's own processes
+// could no longer open the database until someone removed them. The
+// connection is refused before SQLite opens anything. Nil for a file not
+// there yet (SQLite creates it, this process's), in memory, or opened
+// read-only on purpose (a file: URI's mode=ro).
+func unwritable(dsn string) error {
+	file := dsnFile(dsn)
+	if file == "" || file == ":memory:" || readOnlyMode(dsn) {
+		return nil
+	}
+	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+		var errno syscall.Errno
+		if !errors.As(writeAccess(f), &errno) || (errno != syscall.EACCES && errno != syscall.EPERM && errno != syscall.EROFS) {
+			continue // writable, not there, or a failure SQLite's open will say
+		}
+		err := error(sqlite3.Error{Code: sqlite3.ErrReadonly, SystemErrno: errno})
+		if f != file {
+			err = fmt.Errorf("%s: %w", f, err)
+		}
+		return readOnlyFile(file, err)
+	}
+	return nil
+}
+
+// readOnlyMode reports whether a go-sqlite3 DSN asks SQLite for a
+// database it does not write to a file: a file: URI's mode=ro or
+// mode=memory. (SQLite reads a URI's parameters; go-sqlite3 takes them
+// off a DSN of another form.)
+func readOnlyMode(dsn string) bool {
+	rest, uri := strings.CutPrefix(dsn, "file:")
+	if !uri {
+		return false
+	}
+	_, params, _ := strings.Cut(rest, "?")
+	params, _, _ = strings.Cut(params, "#")
+	v, _ := url.ParseQuery(params)
+	mode := v.Get("mode")
+	return mode == "ro" || mode == "memory"
 }
 
 // dsnFile returns the path of the file a go-sqlite3 DSN names, as SQLite

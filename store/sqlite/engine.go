@@ -113,8 +113,12 @@ func constraintName(msg string) string {
 // the next.
 //
 // The file must be writable now: SQLite opens a file it may not write
-// read-only, without a word, and every write would fail later. Should
-// SQLite find the database read-only after all, the connection is
+// read-only, without a word, and every write would fail later. The
+// writer's connection, as every one of DriverName, is refused before
+// SQLite opens such a file (unwritable); checkWritable then asks SQLite
+// itself, for a file that look let through and SQLite opened read-only
+// all the same (off Unix, where there is no look).
+// Should SQLite find the database read-only after all, the connection is
 // dropped and the next write opens the file afresh (see conn).
 func writer(ctx context.Context, db *sqlx.DB, relaxed bool) (*sqlx.DB, bool, error) {
 	file, err := mainFile(ctx, db)
@@ -183,10 +187,27 @@ func isReadOnlyFile(err error) bool {
 }
 
 // readOnlyFile is SQLite's read-only error err, naming file and saying
-// what to do about it.
+// what to do about it; err itself when it says so already (a connection
+// refused by unwritable).
 func readOnlyFile(file string, err error) error {
-	return fmt.Errorf("sqlite: %s cannot be written (SQLite opened it read-only): let this process write the file, its -wal and -shm files and its directory: %w", file, err)
+	if said := (*readOnlyError)(nil); errors.As(err, &said) {
+		return err
+	}
+	return &readOnlyError{file: file, err: err}
 }
+
+// readOnlyError is a database file this process may not write, and
+// SQLite's read-only error for it.
+type readOnlyError struct {
+	file string
+	err  error
+}
+
+func (e *readOnlyError) Error() string {
+	return "sqlite: " + e.file + " cannot be written (SQLite opens it read-only): let this process write the file, its -wal and -shm files and its directory: " + e.err.Error()
+}
+
+func (e *readOnlyError) Unwrap() error { return e.err }
 
 // cannotCreate is SQLite's error err for a database file at path it could
 // not open, saying why when the cause is the path's rather than the

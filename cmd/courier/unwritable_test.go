@@ -1,0 +1,171 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// toolArgsEnv holds, one a line, the command line the child process of
+// TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut runs the
+// tool with.
+const toolArgsEnv = "COURIER_TEST_TOOL_ARGS"
+
+// ownerUID is the uid of the database file's owner in
+// TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut: an
+// unprivileged user, for whom permissions bind, other than nobody. The
+// kernel runs a process as a uid that has no account.
+const ownerUID = 54321
+
+// TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut: in a
+// directory anyone may write, a user who may not write the database file
+// (nobody, the file its owner's, mode 644) ran health: it failed,
+// database_unavailable, "cannot be written", but SQLite, which opened the
+// file read-only, had first created its -shm and -wal files, nobody's
+// and read-only to the owner, whose own health (and application) could
+// then no longer open the database until someone removed them. health is
+// now refused before SQLite opens the file, leaving the directory as it
+// was, and the owner's health runs.
+func TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut(t *testing.T) {
+	if args := os.Getenv(toolArgsEnv); args != "" {
+		os.Args = append([]string{"courier"}, strings.Split(args, "\n")...)
+		main() // exits
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("runs the tool as two users other than this one, which takes root; store/sqlite's " +
+			"TestAFileThisProcessMayNotWriteIsRefusedBeforeAnythingIsCreated shows the refusal to this user")
+	}
+	t.Parallel()
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("no user nobody to run the tool as: %v", err)
+	}
+	uid, err1 := strconv.ParseUint(nobody.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(nobody.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	reader := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
+	owner := &syscall.Credential{Uid: ownerUID, Gid: ownerUID, Groups: []uint32{ownerUID}}
+
+	bin := runnableCopy(t)
+	dir, err := os.MkdirTemp("", "courier-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil { // anyone may create files in it
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "app.db")
+
+	if code, out := runAs(t, bin, owner, "migrate", "-db", db); code != exitOK {
+		t.Fatalf("the owner's migrate: exit %d\n%s", code, out)
+	}
+	if err := os.Chmod(db, 0o644); err != nil { // its owner's alone to write, whatever the umask
+		t.Fatal(err)
+	}
+	before := files(t, dir)
+
+	code, out := runAs(t, bin, reader, "health", "-db", db)
+	if code != exitFailed || !strings.Contains(out, "database_unavailable") || !strings.Contains(out, "cannot be written") {
+		t.Errorf("nobody's health: exit %d, want %d saying database_unavailable, cannot be written\n%s", code, exitFailed, out)
+	}
+	if after := files(t, dir); !slices.Equal(after, before) {
+		t.Errorf("after nobody's health the directory holds %q, want what it held: %q", after, before)
+	}
+	if code, out := runAs(t, bin, owner, "health", "-db", db); code != exitOK || !strings.Contains(out, "status: ok") {
+		t.Errorf("the owner's health after nobody's: exit %d, want %d, status ok\n%s", code, exitOK, out)
+	}
+}
+
+// runnableCopy returns a copy of the test binary that any user may run:
+// the binary itself sits in a directory only its builder may enter.
+func runnableCopy(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "courier-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "courier.test")
+	// Written under ForkLock, so that no process this one starts
+	// meanwhile inherits the copy's write descriptor: its exec would
+	// fail with "text file busy" (ETXTBSY) while one did.
+	syscall.ForkLock.RLock()
+	err = copyExecutable(bin, os.Args[0])
+	syscall.ForkLock.RUnlock()
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func copyExecutable(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// runAs runs the tool with args from bin, the test binary's copy, as the
+// user cred, and returns its exit status and output.
+func runAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+t.Name()+"$", "-test.count=1")
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = append(os.Environ(), toolArgsEnv+"="+strings.Join(args, "\n"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("courier %s as uid %d: %v", args[0], cred.Uid, err)
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// files lists the files in dir, each with its owner, mode and size.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []string
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := "?"
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			owner = strconv.FormatUint(uint64(st.Uid), 10)
+		}
+		list = append(list, fmt.Sprintf("%s uid %s %v %d", e.Name(), owner, fi.Mode(), fi.Size()))
+	}
+	return list
+}

@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/store"
+)
+
+// TestAFileThisProcessMayNotWriteIsRefusedBeforeAnythingIsCreated: SQLite
+// opens a file it may not write read-only and, the directory writable,
+// creates the -wal and -shm files of a WAL database beside it, this
+// process's, which the file's owner, another user, may not write: Open,
+// store.Open and Migrate refused the file only after their first
+// connection had made them, and the owner's own processes could then no
+// longer open the database until someone removed them. Each now refuses
+// it before SQLite opens anything, database_unavailable with SQLite's
+// read-only error naming the file, and the directory holds what it held;
+// so for a -wal file this process may not write, which the error names.
+// Once the permissions are mended, Open serves.
+func TestAFileThisProcessMayNotWriteIsRefusedBeforeAnythingIsCreated(t *testing.T) {
+	t.Parallel()
+	if asUnprivileged(t) {
+		return
+	}
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name     string
+		unusable func(path string) // makes a file of the database's one this process may not write
+		named    string            // the file the error names besides the database's, if another
+	}{
+		{"the database file", func(path string) { chmodDB(t, path, 0o444) }, ""},
+		{"its -wal file", func(path string) {
+			if err := os.WriteFile(path+"-wal", nil, 0o444); err != nil { // as one another user's process left
+				t.Fatal(err)
+			}
+		}, "-wal"},
+	} {
+		path := createdFile(t)
+		tc.unusable(path)
+		before := dirState(t, filepath.Dir(path))
+
+		refused := func(what string, err error) {
+			t.Helper()
+			if msg := fmt.Sprint(err); !errors.Is(err, courier.CodeDatabaseUnavailable) || !isReadOnly(err) ||
+				!strings.Contains(msg, path+" cannot be written") || (tc.named != "" && !strings.Contains(msg, path+tc.named+": ")) {
+				t.Errorf("%s: %s = %v (code %q), want database_unavailable, SQLite's read-only error, naming %s%s", tc.name, what, err, courier.CodeOf(err), path, tc.named)
+			}
+			if after := dirState(t, filepath.Dir(path)); !slices.Equal(after, before) {
+				t.Errorf("%s: after %s the directory holds %q, want what it held: %q", tc.name, what, after, before)
+			}
+		}
+		if s, err := Open(ctx, path, store.Config{}); err == nil {
+			s.Close()
+			t.Fatalf("%s: Open served a file this process may not write", tc.name)
+		} else {
+			refused("Open", err)
+		}
+		db, err := sqlx.Open(DriverName, DSN(path, store.DurabilityFull))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := store.Open(ctx, db, store.Config{}); err == nil {
+			s.Close()
+			t.Fatalf("%s: store.Open served a file this process may not write", tc.name)
+		} else {
+			refused("store.Open", err)
+		}
+		refused("Migrate", store.Migrate(ctx, db))
+		db.Close()
+
+		chmodDB(t, path, 0o644)
+		s, err := Open(ctx, path, store.Config{})
+		if err != nil {
+			t.Fatalf("%s: Open after the permissions are mended: %v", tc.name, err)
+		}
+		s.Close()
+	}
+}
+
+// dirState lists the files in dir, each with its mode and size.
+func dirState(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state []string
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		state = append(state, fmt.Sprintf("%s %v %d", e.Name(), fi.Mode(), fi.Size()))
+	}
+	return state
+}
