@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,10 +99,18 @@ func cutPassword(db string) bool {
 	return strings.Contains(path, "@")
 }
 
-// openDB opens the database -db names, without checking courier's tables.
-// No error of its, openStore's or dbError's quotes -db, which may hold a
-// password.
+// openDB opens the database -db names, without checking courier's tables,
+// for migrate: a SQLite file with sqlite.DSN's settings, which turn a new
+// file, or one migrate makes courier's, to WAL. No error of its,
+// openStore's or dbError's quotes -db, which may hold a password.
 func openDB(db string) (*sqlx.DB, error) {
+	return openPool(db, true)
+}
+
+// openPool is openDB's and openStore's: its SQLite connections set the
+// file's journal mode (WAL) only when setWAL is true, migrate's;
+// openStore's leave it as they find it (see withoutJournalMode).
+func openPool(db string, setWAL bool) (*sqlx.DB, error) {
 	if err := checkDB(db); err != nil {
 		return nil, err
 	}
@@ -121,7 +130,25 @@ func openDB(db string) (*sqlx.DB, error) {
 	if err := checkSQLitePath(db); err != nil {
 		return nil, err
 	}
-	return sqlx.Open(sqlite.DriverName, sqlite.DSN(db, store.DurabilityFull))
+	dsn := sqlite.DSN(db, store.DurabilityFull)
+	if !setWAL {
+		dsn = withoutJournalMode(dsn)
+	}
+	return sqlx.Open(sqlite.DriverName, dsn)
+}
+
+// withoutJournalMode returns the go-sqlite3 DSN dsn, sqlite.DSN's, without
+// its journal mode, so that its connections leave the file's as they find
+// it: turning a file to WAL rewrites its header. Every command but migrate
+// opens a file courier migrated, in WAL mode already (the Store's writer,
+// opened once store.Open found the file courier's, sets it too), and
+// leaves any other file, which store.Open refuses, byte for byte as it
+// was. sqlite.DSN escapes the path: its first ? starts the parameters.
+func withoutJournalMode(dsn string) string {
+	name, params, _ := strings.Cut(dsn, "?")
+	v, _ := url.ParseQuery(params) // sqlite.DSN's own encoding
+	v.Del("_journal_mode")
+	return name + "?" + v.Encode()
 }
 
 // checkSQLitePath refuses a -db SQLite path that cannot name a database
@@ -169,7 +196,7 @@ func withConnectTimeout(dsn string) string {
 // openStore opens the Store over -db with cfg. A SQLite file must exist:
 // the tool does not create databases except through migrate.
 func openStore(ctx context.Context, db string, cfg store.Config) (*store.Store, func(), error) {
-	d, err := openDB(db) // -db checked; no connection made yet, so no file created
+	d, err := openPool(db, false) // -db checked; no connection made yet, so no file created
 	if err != nil {
 		return nil, nil, err
 	}

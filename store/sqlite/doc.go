@@ -76,8 +76,10 @@
 // enqueues, or the tool redrives, is claimed at the next poll
 // (client.Config.PollInterval, 1 s by default). Every connection courier
 // opens, in every process, the tool's included, is configured as DSN
-// says; none is read-only, so every process, the tool's included (health
-// and list too), must be able to write the file.
+// says (the tool's, but migrate's, leave the file's journal mode as they
+// find it: WAL in a file courier migrated, and any other file, which they
+// refuse, unchanged); none is read-only, so every process, the tool's
+// included (health and list too), must be able to write the file.
 //
 // Open refuses a database file this process cannot write (SQLite would
 // open it read-only without a word), and so do store.Open and
