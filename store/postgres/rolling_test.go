@@ -71,7 +71,7 @@ func TestTheLatestMigrationBesideThePreviousReleasesWorkload(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openPostgres(t)
-	applyAllBut(t, db, 3) // the release's: 13 adds a column (its ALTER TABLE waits below), 14 and 15 an index each
+	applyAllBut(t, db, 4) // the release's: 13 adds a column (its ALTER TABLE waits below), 14 and 15 an index each, 16 a column
 	if _, err := db.ExecContext(ctx, `INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, status,
 			max_attempts, attempts, next_attempt_at, deadline, created_at, updated_at, ack_sha256)
 		SELECT 'old-' || i, 'https://r.example/h', '\x7b7d', '44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a', 'none', 'succeeded',
@@ -141,8 +141,8 @@ func TestTheLatestMigrationBesideThePreviousReleasesWorkload(t *testing.T) {
 }
 
 // TestTheLatestMigrationsLockOnALargeOutbox measures how long the latest
-// release's migrations (13, 14 and 15, which ship together and apply in
-// one transaction) hold courier_outbox, on the previous release's schema
+// release's migrations (13 to 16, which ship together and apply in one
+// transaction) hold courier_outbox, on the previous release's schema
 // with 200,000 deliveries and nothing else running: the time every
 // process's enqueues and claims wait during a rolling deploy. Measured on
 // the last migration alone, it left out the column and CHECK that take
@@ -153,7 +153,7 @@ func TestTheLatestMigrationsLockOnALargeOutbox(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openPostgres(t)
-	applyAllBut(t, db, 3) // the release's: 13, 14 and 15
+	applyAllBut(t, db, 4) // the release's: 13, 14, 15 and 16
 	if _, err := db.ExecContext(ctx, `INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, status,
 			max_attempts, next_attempt_at, deadline, created_at, updated_at)
 		SELECT 'old-' || i, 'https://r.example/h', '\x7b7d', '44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a', 'none', 'pending',

@@ -36,7 +36,7 @@ func TestTheLatestMigrationBesideThePreviousReleasesWorkload(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	db := openFile(t, path)
-	applyFirst(t, db, migrationCount(t)-3) // the release's: 13, and 14 and 15, which add an index each
+	applyFirst(t, db, migrationCount(t)-4) // the release's: 13; 14 and 15, an index each; 16, a column
 	if _, err := db.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < 200000)
 		INSERT INTO courier_outbox (notification_id, endpoint, payload, payload_sha256, profile, status,
 			max_attempts, attempts, next_attempt_at, deadline, created_at, updated_at, ack_sha256)
