@@ -53,12 +53,11 @@ func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ref != "" {
-		url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
-		switch {
-		case errors.Is(err, courier.CodeNotFound): // no delivery goes there
-			writeJSON(w, http.StatusOK, deliveryPageJSON{Deliveries: []opsjson.Delivery{}})
-			return
-		case err != nil:
+		// A ref no endpoint has is 404, as for every other read and action
+		// that takes one: an empty list would read as an endpoint with
+		// nothing to show, where the ref is mistyped or of another database.
+		url, err := h.resolve(r, ref)
+		if err != nil {
 			h.storeError(w, r, err)
 			return
 		}

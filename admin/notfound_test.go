@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 )
 
 // TestNotFoundSaysWhy: every 404 about a delivery id says which it is. An
@@ -35,5 +37,56 @@ func TestNotFoundSaysWhy(t *testing.T) {
 		if err := json.Unmarshal(body, &p); err != nil || p.Detail != tc.detail {
 			t.Errorf("%s %s: detail %q, want %q", tc.method, tc.path, p.Detail, tc.detail)
 		}
+	}
+}
+
+// TestAnEndpointRefNoEndpointHasIsNotFound: GET /api/deliveries with an
+// endpoint_ref no endpoint has answered 200 with no deliveries, as if the
+// endpoint were known and had none, where the package documentation (and
+// courier deliveries list) says a ref that names no endpoint the store
+// knows is not found. Every read and action that takes an endpoint's ref,
+// in a query, a body, a form or the path, answers 404 not_found for it; a
+// known endpoint with no deliveries lists none, 200.
+func TestAnEndpointRefNoEndpointHasIsNotFound(t *testing.T) {
+	t.Parallel()
+	b := setupAdminConfig(t, Config{Authorize: allowAll})
+	b.enqueue(t, "n-1", hookA)
+	const quiet = "https://quiet.example/hooks" // known by its breaker record alone
+	if err := b.store.Endpoints.Disable(t.Context(), quiet); err != nil {
+		t.Fatal(err)
+	}
+	unknown := endpoint.Ref("https://a.example/hook")
+	digest := strings.Repeat("a", 64)
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/api/deliveries?endpoint_ref=" + unknown, ""},
+		{"GET", "/api/deliveries?status=failed&endpoint_ref=" + unknown, ""},
+		{"GET", "/api/endpoints?after=" + unknown, ""},
+		{"GET", "/api/contracts?after=" + unknown, ""},
+		{"GET", "/api/endpoints/" + unknown + "/blocked-keys", ""},
+		{"POST", "/api/redrive", `{"endpoint_ref":"` + unknown + `"}`},
+		{"POST", "/api/cancel", `{"endpoint_ref":"` + unknown + `"}`},
+		{"POST", "/api/endpoints/" + unknown + "/enable", ""},
+		{"POST", "/api/endpoints/" + unknown + "/disable", ""},
+		{"POST", "/api/endpoints/" + unknown + "/limits", `{"max_in_flight":1,"rate":0}`},
+		{"POST", "/api/contracts/" + unknown + "/pin", `{"capabilities_sha256":"` + digest + `"}`},
+		{"POST", "/api/contracts/" + unknown + "/fail-mismatched", ""},
+		{"POST", "/ops/redrive", "endpoint_ref=" + unknown},
+		{"POST", "/ops/endpoints/enable", "endpoint_ref=" + unknown},
+		{"POST", "/ops/endpoints/disable", "endpoint_ref=" + unknown},
+		{"POST", "/ops/contracts/pin", "endpoint_ref=" + unknown + "&capabilities_sha256=" + digest},
+		{"POST", "/ops/contracts/fail-mismatched", "endpoint_ref=" + unknown},
+	} {
+		resp, body := b.do(t, tc.method, tc.path, tc.body, nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s %s: %d %s, want 404 not_found", tc.method, tc.path, resp.StatusCode, body)
+			continue
+		}
+		refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
+	}
+	if page := adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?endpoint_ref="+endpoint.Ref(quiet), ""); page.Deliveries == nil || len(page.Deliveries) != 0 {
+		t.Errorf("a known endpoint with no deliveries listed %+v, want none", page.Deliveries)
+	}
+	if page := adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?endpoint_ref="+refA, ""); len(page.Deliveries) != 1 {
+		t.Errorf("endpoint A listed %+v, want its one delivery", page.Deliveries)
 	}
 }
