@@ -129,12 +129,14 @@ func ceilMicros(t time.Time) time.Time {
 // listQuery is the parameters listParams reads.
 var listQuery = []string{"status", "endpoint_ref", "notification_id", "since", "until", "before", "limit"}
 
-// deliveryID reads the {id} path segment, answering 404 itself when it is
-// not a delivery id.
+// deliveryID reads the {id} path segment. One that is not a delivery id
+// (a positive integer) is a bad request, not a delivery there is not: it
+// answers 400 validation_failed itself, naming id (rule min, as the
+// redrive form's id), as the command line refuses it as a usage error.
 func deliveryID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
-		problem.Error(w, http.StatusNotFound, courier.CodeNotFound, errNoSuchDelivery.Msg)
+		invalid(w, "the path is not valid: its id is not a delivery id", "id", "min")
 		return 0, false
 	}
 	return id, true
@@ -323,7 +325,7 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 // get reads delivery id without its payload (a page of it, by
 // store.ListParams.ID): no answer shows a payload, which may be 4 MiB,
 // and a sealed one would be opened too. An id List does not find is
-// CodeNotFound, as a path that names no delivery id is (deliveryID).
+// CodeNotFound.
 func (h *Handler) get(ctx context.Context, id int64) (store.Delivery, error) {
 	page, err := h.cfg.Store.Outbox.List(ctx, store.ListParams{ID: id, Limit: 1})
 	switch {

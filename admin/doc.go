@@ -139,7 +139,9 @@
 //
 // A ref names an endpoint the store knows (one with a breaker record, a
 // subscription, a pinned contract or a delivery); another is 404
-// not_found.
+// not_found. An {id} in a path (the API's or the page's) that is not a
+// delivery id, a positive integer, is 400 validation_failed naming id
+// (rule min); one no delivery has is 404 not_found.
 //
 // The ops page (HTML, no scripts, nothing loaded from the network):
 //

@@ -12,10 +12,9 @@ import (
 )
 
 // TestNotFoundSaysWhy: every 404 about a delivery id says which it is. An
-// id that names no delivery, in the path's syntax or not, is "no such
-// delivery" whatever the action; a delivery a cancel or a redrive does not
-// take is named by its status, so that an operator can tell the two apart
-// as the command line does.
+// id that names no delivery is "no such delivery" whatever the action; a
+// delivery a cancel or a redrive does not take is named by its status, so
+// that an operator can tell the two apart as the command line does.
 func TestNotFoundSaysWhy(t *testing.T) {
 	t.Parallel()
 	b := setupAdminConfig(t, Config{Authorize: allowAll})
@@ -24,9 +23,7 @@ func TestNotFoundSaysWhy(t *testing.T) {
 	b.do(t, "POST", "/api/deliveries/"+cancelled+"/cancel", "", nil)
 	for _, tc := range []struct{ method, path, detail string }{
 		{"GET", "/api/deliveries/999", "no such delivery"},
-		{"GET", "/api/deliveries/abc", "no such delivery"},
 		{"POST", "/api/deliveries/999/redrive", "no such delivery"},
-		{"POST", "/api/deliveries/-1/redrive", "no such delivery"},
 		{"POST", "/api/deliveries/999/cancel", "no such delivery"},
 		{"POST", "/api/deliveries/" + pending + "/redrive", "no delivery with this id that can be redriven: failed, or quarantined payload_unreadable (it is pending)"},
 		{"POST", "/api/deliveries/" + cancelled + "/cancel", "no delivery with this id that can be cancelled: pending, retrying, failed or quarantined (it is suppressed)"},
@@ -88,5 +85,44 @@ func TestAnEndpointRefNoEndpointHasIsNotFound(t *testing.T) {
 	}
 	if page := adminOK[deliveryPageJSON](t, b, "GET", "/api/deliveries?endpoint_ref="+refA, ""); len(page.Deliveries) != 1 {
 		t.Errorf("endpoint A listed %+v, want its one delivery", page.Deliveries)
+	}
+}
+
+// TestAPathIDThatIsNoDeliveryIDIsABadRequest: GET /api/deliveries/abc
+// answered 404 not_found "no such delivery", where the command line says
+// "abc" is not a delivery id, a usage error. An {id} that is not a
+// delivery id (not an integer, 0, negative, past int64) is a bad request
+// on every route that takes one, the page's too: 400 validation_failed
+// naming id, as the API names a bad query parameter. A well-formed id no
+// delivery has stays 404 not_found.
+func TestAPathIDThatIsNoDeliveryIDIsABadRequest(t *testing.T) {
+	t.Parallel()
+	b := setupAdminConfig(t, Config{Authorize: allowAll})
+	for _, id := range []string{"abc", "0", "-1", "1.5", "0x10", "9223372036854775808"} {
+		for _, tc := range []struct{ method, path string }{
+			{"GET", "/api/deliveries/" + id},
+			{"POST", "/api/deliveries/" + id + "/redrive"},
+			{"POST", "/api/deliveries/" + id + "/cancel"},
+			{"GET", "/deliveries/" + id},
+		} {
+			resp, body := b.do(t, tc.method, tc.path, "", nil)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s %s: %d %s, want 400 validation_failed", tc.method, tc.path, resp.StatusCode, body)
+				continue
+			}
+			p := refused(t, resp, body, http.StatusBadRequest, courier.CodeValidation)
+			if len(p.Errors) != 1 || p.Errors[0]["field"] != "id" {
+				t.Errorf("%s %s: errors %v, want one naming id", tc.method, tc.path, p.Errors)
+			}
+		}
+	}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/api/deliveries/999"},
+		{"POST", "/api/deliveries/999/redrive"},
+		{"POST", "/api/deliveries/999/cancel"},
+		{"GET", "/deliveries/999"},
+	} {
+		resp, body := b.do(t, tc.method, tc.path, "", nil)
+		refused(t, resp, body, http.StatusNotFound, courier.CodeNotFound)
 	}
 }
