@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/wire"
 )
 
@@ -16,6 +18,8 @@ import (
 // are, pending or retry_wait) and Outbox.Health reports blocked with code
 // contract_changed, until the operator either pins the old digest again or
 // calls FailMismatched, which fails those deliveries with contract_changed.
+// A pin stays until Unpin removes it, which it does only while the pin holds
+// nothing back.
 //
 // There is deliberately no action that accepts such deliveries under the
 // new digest: the digest is part of their payload bytes, which are fixed at
@@ -132,6 +136,57 @@ func (c *Contracts) FailMismatched(ctx context.Context, endpoint string) (int, e
 	}
 	n, err := res.RowsAffected()
 	return int(n), wrapf(err, "fail mismatched")
+}
+
+// Unpin removes endpoint's pin, as if no command had been enqueued for
+// it: the next command enqueued for it pins its own digest
+// (EnqueueCommand), and the pin no longer makes the endpoint one the
+// store knows (Endpoints.Resolve). It undoes a pin made in error, of a
+// URL with a typo in it say, which nothing else removes.
+//
+// A pin that holds deliveries back (Contract.Mismatched is not zero:
+// unfinished deliveries enqueued under another digest) stays, and Unpin
+// is courier.CodeContractChanged: without the pin nothing would hold
+// them back, and they would be sent beside the commands of the pinned
+// digest, under two contracts at once, which is what a pin prevents.
+// Resolve them first (Pin their digest again, or FailMismatched and let
+// the leased ones settle), then unpin. So Unpin changes no delivery:
+// unfinished commands under the pinned digest itself were not held back
+// by it and go on as before, until a command enqueued under another
+// digest pins that one, which holds them back.
+//
+// An endpoint with no pin is CodeNotFound; one that is not an absolute
+// http or https URL is CodeInvalidArgument. A write the database refuses
+// by a rule of its own (a trigger courier did not make) is CodeInternal:
+// the endpoint was not at fault.
+func (c *Contracts) Unpin(ctx context.Context, endpoint string) error {
+	endpoint = normalEndpoint(endpoint)
+	if !validEndpoint(endpoint) {
+		return invalidEndpoint("Unpin endpoint")
+	}
+	for {
+		res, err := c.s.exec(ctx, c.s.writer, "contract_unpin", map[string]any{"endpoint": endpoint})
+		if err != nil {
+			return wrapf(refusedByTheDatabase(err), "unpin contract")
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return wrapf(err, "unpin contract")
+		}
+		// Nothing was removed: there is no pin, or it holds deliveries
+		// back. One pinned again since, holding none back, is removed by
+		// the next try.
+		pins, err := c.list(ctx, endpoint)
+		switch {
+		case err != nil:
+			return wrapf(err, "unpin contract")
+		case len(pins) == 0:
+			return errNotFound
+		case pins[0].Mismatched > 0:
+			return &courier.Error{Code: courier.CodeContractChanged, Msg: fmt.Sprintf("store: the pin holds back %d of the endpoint's deliveries, "+
+				"enqueued under another digest: pin their digest again (Contracts.Pin, courier contracts pin) or fail them "+
+				"(Contracts.FailMismatched, courier contracts fail-mismatched), then unpin", pins[0].Mismatched)}
+		}
+	}
 }
 
 // mismatched counts the unfinished deliveries enqueued under another digest

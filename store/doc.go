@@ -271,8 +271,8 @@
 //	courier_endpoint_limits  an operator's or application's setting: stays until the zero Limits
 //	                         (Endpoints.SetLimits)
 //	courier_contracts        a pin, set by the first command to an endpoint or by Contracts.Pin,
-//	                         stays: it is what holds back a later command built for another
-//	                         contract, however long the endpoint was idle
+//	                         stays until Contracts.Unpin: it is what holds back a later command
+//	                         built for another contract, however long the endpoint was idle
 //	courier_subscriptions    the application's (Subscriptions): paused by Update, never deleted
 //
 // So the tables an operator does not tend grow with the traffic of the

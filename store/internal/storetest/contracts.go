@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/jmoiron/sqlx"
@@ -324,7 +325,7 @@ func testCommands(t *testing.T, open OpenFunc) {
 		"Priority": testCommandPriority, "Idempotent": testCommandIdempotent, "ContractPinning": testContractPinning,
 		"ValidatedWhole": testCommandValidatedWhole, "HealthCountsOperations": testHealthCountsOperations,
 		"ContractsList": testContractsList, "BudgetWithinTheSources": testCommandBudgetWithinTheSources,
-		"RemovalGoesBeforeParkedChanges": testRemovalGoesBeforeParkedChanges,
+		"RemovalGoesBeforeParkedChanges": testRemovalGoesBeforeParkedChanges, "Unpin": testContractUnpin,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -429,5 +430,85 @@ func testRemovalGoesBeforeParkedChanges(t *testing.T, open OpenFunc) {
 				t.Fatalf("claim order after the first change = %s, want %s", got, want)
 			}
 		})
+	}
+}
+
+// testContractUnpin: nothing removed a pin, so that a pin of a URL with a
+// typo in it stayed, and made the store know an endpoint no one sends to.
+// Unpin removes one, after which the store no longer knows the endpoint by
+// it, and the next command enqueued pins its own digest. A pin that holds
+// deliveries back (a leased one included) stays, refused as
+// contract_changed, until they are resolved; Unpin itself changes no
+// delivery.
+func testContractUnpin(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	const typo = sourceEndpoint + "s"
+	if err := b.store.Contracts.Pin(b.ctx, typo, digestA); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Contracts.Unpin(b.ctx, typo); err != nil {
+		t.Fatalf("Unpin of a pin that holds nothing back = %v", err)
+	}
+	if _, err := b.store.Contracts.Get(b.ctx, typo); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("Get after Unpin = %v, want not_found", err)
+	}
+	if url, err := b.store.Endpoints.Resolve(b.ctx, endpoint.Ref(typo)); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("Resolve of the unpinned endpoint's ref = %q, %v; want not_found: the store knew it by its pin alone", url, err)
+	}
+	if err := b.store.Contracts.Unpin(b.ctx, typo); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("Unpin of no pin = %v, want not_found", err)
+	}
+	for _, bad := range []string{"relative/source", "", sourceEndpoint + nul} {
+		if err := b.store.Contracts.Unpin(b.ctx, bad); courier.CodeOf(err) != courier.CodeInvalidArgument {
+			t.Errorf("Unpin(%q) = %v, want invalid_argument", bad, err)
+		}
+	}
+
+	// A command under digest a, leased, then the pin changed to b: the
+	// leased one holds the endpoint back, and the pin stays.
+	first := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r1", digestA, 5, `{}`)})
+	leased := b.claim(t, "w", 10, time.Minute)
+	if len(leased) != 1 || leased[0].DeliveryID != first.ID {
+		t.Fatalf("claimed %v, want the command", ids(leased))
+	}
+	if err := b.store.Contracts.Pin(b.ctx, sourceEndpoint, digestB); err != nil {
+		t.Fatal(err)
+	}
+	err := b.store.Contracts.Unpin(b.ctx, sourceEndpoint)
+	if !errors.Is(err, courier.CodeContractChanged) || !strings.Contains(err.Error(), "holds back 1 of the endpoint's deliveries") {
+		t.Fatalf("Unpin of a pin holding a delivery back = %v, want contract_changed saying how many", err)
+	}
+	if k, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); err != nil || k.CapabilitiesSHA256 != digestB || k.Mismatched != 1 {
+		t.Fatalf("the pin after a refused Unpin = %+v, %v; want b, holding 1 back", k, err)
+	}
+	if err := b.complete(leased[0].Lease, "ack"); err != nil { // the leased one settles as usual
+		t.Fatal(err)
+	}
+
+	// Nothing held back: the pin goes, and the command waiting under its
+	// digest is left as it was, claimable.
+	waiting := b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r2", digestB, 5, `{}`)})
+	before := b.get(t, waiting.ID)
+	if err := b.store.Contracts.Unpin(b.ctx, sourceEndpoint); err != nil {
+		t.Fatalf("Unpin once nothing is held back = %v", err)
+	}
+	if _, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); !errors.Is(err, courier.CodeNotFound) {
+		t.Fatalf("Get after Unpin = %v, want not_found", err)
+	}
+	if after := b.get(t, waiting.ID); after.Status != courier.StatusPending || after.Attempts != 0 || !after.UpdatedAt.Equal(before.UpdatedAt) || after.Held != before.Held {
+		t.Fatalf("the waiting command after Unpin: %+v, want it as it was: %+v", after, before)
+	}
+
+	// The next command pins its own digest, which a pin of b refused; the
+	// command of b waiting is held back by it, and that pin stays.
+	b.mustEnqueueCommand(t, store.CommandParams{Endpoint: sourceEndpoint, Payload: command(t, "change", "r3", digestA, 5, `{}`)})
+	if k, err := b.store.Contracts.Get(b.ctx, sourceEndpoint); err != nil || k.CapabilitiesSHA256 != digestA || k.Mismatched != 1 {
+		t.Fatalf("the pin after the next command = %+v, %v; want its digest a, holding the command of b back", k, err)
+	}
+	if err := b.store.Contracts.Unpin(b.ctx, sourceEndpoint); !errors.Is(err, courier.CodeContractChanged) {
+		t.Fatalf("Unpin of the new pin = %v, want contract_changed", err)
+	}
+	if got := b.claim(t, "w", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v while the contract changed", ids(got))
 	}
 }

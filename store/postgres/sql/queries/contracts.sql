@@ -23,6 +23,17 @@ UPDATE courier_outbox SET status = 'failed', last_error_code = 'contract_changed
 WHERE endpoint = :endpoint AND contract_sha256 IS NOT NULL AND status IN ('pending', 'retry_wait')
     AND contract_sha256 <> (SELECT k.capabilities_sha256 FROM courier_contracts AS k WHERE k.endpoint = :endpoint);
 
+-- name: contract_unpin
+-- The operator removes the endpoint's pin, unless it holds deliveries
+-- back: one of the endpoint's unfinished deliveries was enqueued under
+-- another digest (contract_mismatched's condition). Without the pin
+-- nothing would hold them back (see Contracts.Unpin).
+DELETE FROM courier_contracts AS k
+WHERE k.endpoint = :endpoint AND NOT EXISTS (
+    SELECT 1 FROM courier_outbox AS m
+    WHERE m.endpoint = k.endpoint AND m.contract_sha256 IS NOT NULL AND m.status IN ('pending', 'retry_wait', 'leased')
+        AND m.contract_sha256 <> k.capabilities_sha256);
+
 -- name: contract_mismatched
 -- Unfinished deliveries enqueued under another digest than their endpoint's
 -- pin: each holds its endpoint back (health: contract_changed).
