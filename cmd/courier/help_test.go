@@ -34,6 +34,7 @@ func TestEachCommandsHelpSaysHowToCallIt(t *testing.T) {
 		{[]string{"endpoints", "limit"}, "usage: courier endpoints limit -db … -max-in-flight <n> -rate <per-second> [-burst <n>] <url-or-ref>", "-clear"},
 		{[]string{"endpoints", "list"}, "usage: courier endpoints list -db …", "-db"},
 		{[]string{"contracts", "pin"}, "usage: courier contracts pin -db … <url-or-ref> <capabilities-sha256>", "-db"},
+		{[]string{"contracts", "unpin"}, "usage: courier contracts unpin -db … <url-or-ref>", "-db"},
 		{[]string{"contracts", "fail-mismatched"}, "usage: courier contracts fail-mismatched -db … <url-or-ref>", "-db"},
 		{[]string{"secret", "new"}, "usage: courier secret new [-type whsec|whsk]", "-type"},
 		{[]string{"migrate"}, "usage: courier migrate -db …", "-print"},
@@ -84,6 +85,8 @@ func TestContractsSaysWhichArgumentsItTakes(t *testing.T) {
 		{[]string{"contracts", "fail-mismatched", "-db", db}, "give the endpoint's URL or ref"},
 		{[]string{"contracts", "fail-mismatched", "-db", db, "https://r.example/hooks", "x"}, "give the endpoint's URL or ref"},
 		{[]string{"contracts", "pin", "-db", db, "https://r.example/hooks"}, "give the endpoint's URL or ref, then its capabilities digest"},
+		{[]string{"contracts", "unpin", "-db", db}, "give the endpoint's URL or ref"},
+		{[]string{"contracts", "unpin", "-db", db, "https://r.example/hooks", "x"}, "give the endpoint's URL or ref"},
 	} {
 		code, out, errOut := courierRun(t, tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.says) {

@@ -9,7 +9,7 @@
 //	courier deliveries list|show|redrive|cancel -db app.db …
 //	courier deliveries cancel -db app.db -endpoint-ref <ref>   (or -endpoint <url>: all it takes of an endpoint gone for good)
 //	courier endpoints list|blocked|enable|disable|limit -db app.db …
-//	courier contracts list|pin|fail-mismatched -db app.db …
+//	courier contracts list|pin|unpin|fail-mismatched -db app.db …
 //	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h]
 //	courier keys   -db app.db
 //	courier secret new [-type whsec|whsk]
@@ -45,12 +45,13 @@
 // which stay so, before its error), as endpoints enable, and deliveries
 // redrive and cancel given an endpoint, do for an endpoint the database
 // does not know (no deliveries, breaker, limits, subscription or
-// contract pin: a mistyped URL, or one of another database), and send
-// does when the receiver refuses the notification or answers with an Ack
-// that does not verify; 2 for a usage error, a -db that does not parse,
-// a secret not given and the store's refusal of an argument
-// (invalid_argument) included; 3 when health is blocked or
-// verify refuses the request.
+// contract pin: a mistyped URL, or one of another database), as
+// contracts unpin does for an endpoint with no pin or a pin that holds
+// commands back, and as send does when the receiver refuses the
+// notification or answers with an Ack that does not verify; 2 for a usage
+// error, a -db that does not parse, a secret not given and the store's
+// refusal of an argument (invalid_argument) included; 3 when health is
+// blocked or verify refuses the request.
 //
 // migrate says what it found: the migrations it applied ("migrated:
 // schema version 12 (was 9)"), none to apply ("up to date: schema version
@@ -155,7 +156,7 @@ commands:
               blocked keys and the failed delivery holding each; enable,
               disable or limit one
   contracts   list pins (those holding commands back first); pin an endpoint's
-              capabilities digest; fail mismatched commands
+              capabilities digest, or unpin it; fail mismatched commands
   prune       delete finished deliveries, dead endpoints' breaker records, old
               attempts, inbox records and replay pairs
   keys        the payload keys stored rows are kept under (a retired key may go

@@ -139,7 +139,7 @@ func TestActionsHelp(t *testing.T) {
 			"usage: courier endpoints list ", "usage: courier endpoints blocked ", "usage: courier endpoints enable ",
 			"usage: courier endpoints disable ", "usage: courier endpoints limit ", "-max-in-flight", "-clear"}},
 		{"contracts", []string{"usage: courier contracts list -db … | courier contracts pin", "usage: courier contracts list ", "usage: courier contracts pin ",
-			"usage: courier contracts fail-mismatched ", "-db"}},
+			"usage: courier contracts unpin ", "usage: courier contracts fail-mismatched ", "-db"}},
 		{"secret", []string{"usage: courier secret new", "usage: courier secret new ", "-type"}},
 	} {
 		for _, help := range []string{"-h", "--help"} {

@@ -880,12 +880,14 @@ func contractsList(ctx context.Context, s *store.Store, stdout, stderr io.Writer
 	return nil
 }
 
-// contractsCmd pins an endpoint's capabilities digest or fails the
-// commands enqueued under another.
+// contractsCmd lists the contract pins, pins an endpoint's capabilities
+// digest or removes its pin, or fails the commands enqueued under another
+// digest than its pin.
 func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: courier contracts list -db … | courier contracts pin -db … <url-or-ref> <capabilities-sha256> | courier contracts fail-mismatched -db … <url-or-ref>"
-	actions := []string{"list", "pin", "fail-mismatched"}
-	synopses := map[string]string{"list": "-db …", "pin": "-db … <url-or-ref> <capabilities-sha256>", "fail-mismatched": "-db … <url-or-ref>"}
+	const usage = "usage: courier contracts list -db … | courier contracts pin -db … <url-or-ref> <capabilities-sha256> | " +
+		"courier contracts unpin -db … <url-or-ref> | courier contracts fail-mismatched -db … <url-or-ref>"
+	actions := []string{"list", "pin", "unpin", "fail-mismatched"}
+	synopses := map[string]string{"list": "-db …", "pin": "-db … <url-or-ref> <capabilities-sha256>", "unpin": "-db … <url-or-ref>", "fail-mismatched": "-db … <url-or-ref>"}
 	flagSet := func(action string) (*flag.FlagSet, *string) {
 		fs := flags("contracts "+action, stderr, synopses[action])
 		return fs, dbFlag(fs)
@@ -907,8 +909,8 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if action == "list" && fs.NArg() > 0 {
 		return usageError(stderr, "courier contracts list: unexpected argument %q (it takes flags only; the flags after it were not read)", fs.Arg(0))
 	}
-	if want := map[string]int{"list": 0, "pin": 2, "fail-mismatched": 1}[action]; fs.NArg() != want {
-		what := map[string]string{"pin": "the endpoint's URL or ref, then its capabilities digest", "fail-mismatched": "the endpoint's URL or ref"}[action]
+	if want := map[string]int{"list": 0, "pin": 2, "unpin": 1, "fail-mismatched": 1}[action]; fs.NArg() != want {
+		what := map[string]string{"pin": "the endpoint's URL or ref, then its capabilities digest", "unpin": "the endpoint's URL or ref", "fail-mismatched": "the endpoint's URL or ref"}[action]
 		return usageError(stderr, "courier contracts %s: give %s, after the flags", action, what)
 	}
 	if action == "pin" && !wire.IsDigest(fs.Arg(1)) { // as the store would refuse it, naming the argument
@@ -926,18 +928,57 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if action == "pin" {
-		if err := s.Contracts.Pin(ctx, url, fs.Arg(1)); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "pinned: %s %s\n", endpointText(endpoint.Normalize(url)), fs.Arg(1))
-		return nil
+	switch action {
+	case "pin":
+		return contractsPin(ctx, s, url, fs.Arg(1), stdout, stderr)
+	case "unpin":
+		return contractsUnpin(ctx, s, url, stdout)
 	}
 	n, err := s.Contracts.FailMismatched(ctx, url)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "failed: %d\n", n)
+	return nil
+}
+
+// contractsPin pins url's capabilities digest. A pin of a URL the
+// database does not know (a typo in its path) is made all the same, as a
+// limit is (a pin ahead of an endpoint's commands is allowed), and says
+// so on stderr, asked before the pin makes it known: the endpoint meant
+// is left unpinned, and the typo becomes an endpoint the other commands
+// take for known.
+func contractsPin(ctx context.Context, s *store.Store, url, digest string, stdout, stderr io.Writer) error {
+	kept, known, err := opsjson.KnownEndpoint(ctx, s, url)
+	if err != nil {
+		return err
+	}
+	if err := s.Contracts.Pin(ctx, url, digest); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "pinned: %s %s\n", endpointText(endpoint.Normalize(url)), digest) // as the store keeps a pin
+	if !known {
+		fmt.Fprintf(stderr, "courier contracts pin: %s: pinned ahead of its commands; check the URL (courier contracts unpin undoes it)\n", unknownEndpoint(kept))
+	}
+	return nil
+}
+
+// contractsUnpin removes url's pin (store.Contracts.Unpin) and says which
+// digest it held, so that the pin can be made again. An endpoint with no
+// pin is a failure, as an enable of one the database does not know is,
+// and so is a pin that holds commands back, which stays.
+func contractsUnpin(ctx context.Context, s *store.Store, url string, stdout io.Writer) error {
+	k, err := s.Contracts.Get(ctx, url)
+	if err == nil {
+		err = s.Contracts.Unpin(ctx, url)
+	}
+	switch {
+	case errors.Is(err, courier.CodeNotFound):
+		return fmt.Errorf("no contract pin for %s: nothing to unpin", endpointText(endpoint.Normalize(url)))
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(stdout, "unpinned: %s %s\n", endpointText(k.Endpoint), k.CapabilitiesSHA256)
 	return nil
 }
 
