@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/endpoint"
 )
 
 // TestEachCommandsHelpSaysHowToCallIt: -h after a command, or after an
@@ -146,5 +147,33 @@ func TestPruneHelpSaysHowOftenToRunIt(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "**Retention.** Every hour or so") {
 		t.Errorf("the README's Retention no longer says every hour or so: say in courier prune -h what it says")
+	}
+}
+
+// TestHealthHelpSaysItCountsTheEndpoints: courier -h said health shows
+// "the endpoints whose breaker is not closed", where it counts them by
+// state and names none (endpoints list names them). The help says what
+// health prints: how many, and where to find which.
+func TestHealthHelpSaysItCountsTheEndpoints(t *testing.T) {
+	t.Parallel()
+	_, _, usage := courierRun(t, "-h")
+	_, entry, _ := strings.Cut(usage, "\n  health ")
+	entry, _, _ = strings.Cut(entry, "\n  deliveries ")
+	entry = strings.Join(strings.Fields(entry), " ")
+	for _, says := range []string{"how many endpoints", "endpoints list names them"} {
+		if !strings.Contains(entry, says) {
+			t.Errorf("courier -h on health: %q; want it to say %q", entry, says)
+		}
+	}
+	db, s := migrated(t)
+	const hook = "https://r.example/hooks"
+	enqueue(t, s, "n-1", hook)
+	mustRun(t, exitOK, "endpoints", "disable", "-db", db, hook)
+	code, out, _ := courierRun(t, "health", "-db", db)
+	if code != exitBlocked || !strings.Contains(out, "endpoints disabled: 1\n") || strings.Contains(out, endpoint.Ref(hook)) || strings.Contains(out, "r.example") {
+		t.Errorf("health: exit %d, %q; want the disabled endpoint counted, not named", code, out)
+	}
+	if out := mustRun(t, exitOK, "endpoints", "list", "-db", db); !strings.Contains(out, endpoint.Ref(hook)) {
+		t.Errorf("endpoints list: %q; want the disabled endpoint named by its ref", out)
 	}
 }

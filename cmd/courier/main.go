@@ -149,8 +149,9 @@ const usage = `usage: courier <command> [flags]
 
 commands:
   migrate     apply courier's migrations (-print: write their SQL instead, for -db or -engine)
-  health      the outbox's health and the endpoints whose breaker is not closed
-              (exit 3 when blocked)
+  health      the outbox's health, and how many endpoints' breakers are open,
+              half open or disabled (endpoints list names them); exit 3 when
+              blocked
   deliveries  list, show, redrive or cancel deliveries, one or an endpoint's
   endpoints   list endpoints (breaker, in flight, limits, blocked keys); the
               blocked keys and the failed delivery holding each; enable,
