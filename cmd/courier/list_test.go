@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/store"
 )
 
 // TestDeliveriesListSaysWhenThereAreMore: list prints a page, the newest
@@ -71,19 +72,73 @@ func TestDeliveriesListShowsTheReceiversCode(t *testing.T) {
 	out := mustRun(t, exitOK, "deliveries", "list", "-db", db)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	header := regexp.MustCompile(`\s{2,}`).Split(lines[0], -1) // the column names, which hold single spaces
-	if want := []string{"ID", "STATUS", "ATTEMPTS", "NOTIFICATION", "ENDPOINT", "ENDPOINT REF", "LAST ERROR", "REMOTE CODE", "UPDATED"}; !slices.Equal(header, want) {
+	if want := listColumns; !slices.Equal(header, want) {
 		t.Fatalf("list's columns: %q, want %q", header, want)
 	}
-	rows := map[string][]string{}
-	for _, line := range lines[1:] {
-		f := strings.Fields(line)
-		rows[f[3]] = f
-	}
-	if got := rows["n-1"]; len(got) != 9 || got[6] != "receiver_rejected" || got[7] != "plan_unknown" {
+	rows := listRows(t, out)
+	if got := rows["n-1"]; got["LAST ERROR"] != "receiver_rejected" || got["REMOTE CODE"] != "plan_unknown" {
 		t.Errorf("list's row of the refused delivery: %q, want LAST ERROR receiver_rejected and REMOTE CODE plan_unknown", got)
 	}
-	if got := rows["n-2"]; len(got) != 9 || got[6] != "-" || got[7] != "-" {
+	if got := rows["n-2"]; got["LAST ERROR"] != "-" || got["REMOTE CODE"] != "-" {
 		t.Errorf("list's row of the pending delivery: %q, want - and -", got)
+	}
+}
+
+// listColumns are the columns of deliveries list, in order.
+var listColumns = []string{"ID", "STATUS", "HELD", "ATTEMPTS", "NOTIFICATION", "ENDPOINT", "ENDPOINT REF", "LAST ERROR", "REMOTE CODE", "UPDATED"}
+
+// listRows reads the table deliveries list printed, a row by its
+// NOTIFICATION, each cell by its column: every cell is one word.
+func listRows(t *testing.T, out string) map[string]map[string]string {
+	t.Helper()
+	rows := map[string]map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) != len(listColumns) {
+			t.Fatalf("list's row %q has %d cells, want one for each of %q", line, len(f), listColumns)
+		}
+		row := map[string]string{}
+		for i, c := range listColumns {
+			row[c] = f[i]
+		}
+		rows[row["NOTIFICATION"]] = row
+	}
+	return rows
+}
+
+// TestDeliveriesListSaysWhyAWaitingDeliveryIsHeld: a delivery waiting
+// behind the failed head of its ordering key listed as "pending 0/1", as
+// one about to be sent; only show said "held": "key". list has a HELD
+// column: key for one behind its ordering key, endpoint for one waiting
+// for room at its endpoint (its limits), "-" for one that is not held.
+func TestDeliveriesListSaysWhyAWaitingDeliveryIsHeld(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	ctx := t.Context()
+	const keyed, limited = "https://k.example/hooks", "https://l.example/hooks"
+	for _, n := range []string{"k-1", "k-2"} {
+		if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: n, Endpoint: keyed, Payload: []byte(`{}`), OrderingKey: "order-7"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failAll(t, s) // k-1, the key's head, fails and holds the key
+	if err := s.Endpoints.SetLimits(ctx, limited, store.Limits{MaxInFlight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, "l-1", limited)
+	enqueue(t, s, "l-2", limited)
+	claimed, err := protocol.For(s).Claim(ctx, protocol.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %d, %v; want one of the limited endpoint's two", len(claimed), err)
+	}
+	rows := listRows(t, mustRun(t, exitOK, "deliveries", "list", "-db", db))
+	for n, want := range map[string]struct{ status, held string }{
+		"k-1": {"failed", "-"}, "k-2": {"pending", "key"},
+		claimed[0].NotificationID: {"leased", "-"}, map[string]string{"l-1": "l-2", "l-2": "l-1"}[claimed[0].NotificationID]: {"pending", "endpoint"},
+	} {
+		if got := rows[n]; got["STATUS"] != want.status || got["HELD"] != want.held {
+			t.Errorf("list's row of %s: %q, want STATUS %s and HELD %s", n, got, want.status, want.held)
+		}
 	}
 }
 

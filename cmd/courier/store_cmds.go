@@ -370,10 +370,13 @@ func (a deliveriesAction) id() (int64, error) {
 
 // list prints a page of deliveries, newest first, and when more match
 // names the next page's -before on stderr, so that the table stays the
-// whole of stdout. Each row's LAST ERROR is courier's code, and REMOTE
-// CODE the receiver's own from its problem+json refusal (both "-" when
-// there is none), as show has them: a code has no spaces, so each cell
-// is one word.
+// whole of stdout. Each row's HELD says why a pending or retrying one
+// waits although due (store.Delivery.Held: "key", behind an earlier
+// delivery of its ordering key, a failed one holding the key being
+// blocked; "endpoint", for room at its endpoint), LAST ERROR is
+// courier's code, and REMOTE CODE the receiver's own from its
+// problem+json refusal (each "-" when there is none), as show has them:
+// none has spaces, so each cell is one word.
 func (a deliveriesAction) list(ctx context.Context) error {
 	p := store.ListParams{Status: courier.Status(*a.f.status), NotificationID: *a.f.notification, Limit: *a.f.limit, Before: *a.f.before}
 	if *a.f.ref != "" {
@@ -386,11 +389,11 @@ func (a deliveriesAction) list(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = table(a.stdout, "ID\tSTATUS\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tREMOTE CODE\tUPDATED", page.Deliveries,
+	err = table(a.stdout, "ID\tSTATUS\tHELD\tATTEMPTS\tNOTIFICATION\tENDPOINT\tENDPOINT REF\tLAST ERROR\tREMOTE CODE\tUPDATED", page.Deliveries,
 		func(d store.Delivery) string {
-			return fmt.Sprintf("%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Status, d.Attempts, d.MaxAttempts, d.NotificationID,
-				endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)), orDash(string(d.LastRemoteCode)),
-				d.UpdatedAt.UTC().Format(time.RFC3339))
+			return fmt.Sprintf("%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Status, orDash(string(d.Held)), d.Attempts, d.MaxAttempts,
+				d.NotificationID, endpoint.Redact(d.Endpoint), endpoint.Ref(d.Endpoint), orDash(string(d.LastErrorCode)),
+				orDash(string(d.LastRemoteCode)), d.UpdatedAt.UTC().Format(time.RFC3339))
 		})
 	if err != nil {
 		return err
