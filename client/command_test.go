@@ -234,18 +234,7 @@ func TestReplayWithAHigherAttemptDoesNotFailTheGenuineOne(t *testing.T) {
 		w.WriteHeader(genuine.Code)
 		w.Write(genuine.Body.Bytes())
 	}, nil)
-	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
-	var applications atomic.Int64
-	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
-		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error { applications.Add(1); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	source.Store(s)
+	applications := countingSource(t, b, &source)
 
 	id := b.enqueueCommand(t, ack.OperationChange, "req-replayed", 5)
 	e := b.work(t)
@@ -280,21 +269,7 @@ func TestACommandsAttemptCutShortByAStopIsNotHeldAgainstItsSource(t *testing.T) 
 		}
 		source.Load().ServeHTTP(w, r)
 	}, nil)
-	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inbox.Close() })
-	var applications atomic.Int64
-	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
-		func(context.Context, *sqlx.Tx, ack.Command) error {
-			applications.Add(1)
-			return nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	source.Store(s)
+	applications := countingSource(t, b, &source)
 	id := b.enqueueCommand(t, ack.OperationChange, "req-stopped", 1)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -325,4 +300,27 @@ func TestACommandsAttemptCutShortByAStopIsNotHeldAgainstItsSource(t *testing.T) 
 	if n := applications.Load(); n != 1 {
 		t.Fatalf("the source applied the command %d times, want once", n)
 	}
+}
+
+// countingSource puts into source a Source on a SQLite file of its own,
+// verifying with b's verifier, whose function applies nothing and counts
+// its calls.
+func countingSource(t *testing.T, b *workerBundle, source *atomic.Pointer[handler.Source]) *atomic.Int64 {
+	t.Helper()
+	inbox, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "source.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inbox.Close() })
+	applications := new(atomic.Int64)
+	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
+		func(context.Context, *sqlx.Tx, ack.Command) error {
+			applications.Add(1)
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source.Store(s)
+	return applications
 }
