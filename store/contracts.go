@@ -164,7 +164,7 @@ func (c *Contracts) Unpin(ctx context.Context, endpoint string) error {
 	if !validEndpoint(endpoint) {
 		return invalidEndpoint("Unpin endpoint")
 	}
-	for {
+	for try := 1; ; try++ {
 		res, err := c.s.exec(ctx, c.s.writer, "contract_unpin", map[string]any{"endpoint": endpoint})
 		if err != nil {
 			return wrapf(refusedByTheDatabase(err), "unpin contract")
@@ -173,8 +173,13 @@ func (c *Contracts) Unpin(ctx context.Context, endpoint string) error {
 			return wrapf(err, "unpin contract")
 		}
 		// Nothing was removed: there is no pin, or it holds deliveries
-		// back. One pinned again since, holding none back, is removed by
-		// the next try.
+		// back. One pinned again since, or whose last held-back delivery
+		// ended since, holding none back, is removed by the next try; a
+		// pin the delete leaves whatever it holds back is kept by a rule
+		// of the database's own (a trigger that skips it).
+		if try == unpinTries {
+			return &courier.Error{Code: courier.CodeInternal, Msg: "store: the database kept the pin, though it holds no delivery back: a rule of its own (a trigger) skips the delete"}
+		}
 		pins, err := c.list(ctx, endpoint)
 		switch {
 		case err != nil:
@@ -188,6 +193,11 @@ func (c *Contracts) Unpin(ctx context.Context, endpoint string) error {
 		}
 	}
 }
+
+// unpinTries bounds Unpin's deletes of a pin that holds nothing back: each
+// finds it gone, or held back, unless the pin changes between the delete
+// and the read after it, which a few tries outlast.
+const unpinTries = 3
 
 // mismatched counts the unfinished deliveries enqueued under another digest
 // than their endpoint's pin.

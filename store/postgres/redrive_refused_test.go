@@ -126,3 +126,15 @@ func oneFailedDelivery(t *testing.T, ids ...string) (*sqlx.DB, *store.Store, int
 	}
 	return db, s, claimed[0].DeliveryID
 }
+
+// TestAnUnpinTheDatabaseSkipsIsInternal: see storetest.UnpinSkipped.
+func TestAnUnpinTheDatabaseSkipsIsInternal(t *testing.T) {
+	t.Parallel()
+	storetest.UnpinSkipped(t, openPostgres, func(t *testing.T, db *sqlx.DB) {
+		t.Helper()
+		if _, err := db.ExecContext(t.Context(), `CREATE FUNCTION keep_pins() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+			CREATE TRIGGER keep_pins BEFORE DELETE ON courier_contracts FOR EACH ROW EXECUTE FUNCTION keep_pins()`); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

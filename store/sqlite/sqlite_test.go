@@ -645,3 +645,14 @@ func storeAt(t *testing.T) (*store.Store, string) {
 	t.Cleanup(func() { s.Close() })
 	return s, path
 }
+
+// TestAnUnpinTheDatabaseSkipsIsInternal: see storetest.UnpinSkipped.
+func TestAnUnpinTheDatabaseSkipsIsInternal(t *testing.T) {
+	t.Parallel()
+	storetest.UnpinSkipped(t, func(t *testing.T) *sqlx.DB { return openSQLite(t) }, func(t *testing.T, db *sqlx.DB) {
+		t.Helper()
+		if _, err := db.ExecContext(t.Context(), `CREATE TRIGGER keep_pins BEFORE DELETE ON courier_contracts BEGIN SELECT RAISE(IGNORE); END`); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -90,5 +92,28 @@ func RefusedWrites(t *testing.T, open OpenFunc, refuse RefuseFunc) {
 				t.Errorf("%s refused by the database = %v; want %s, naming %s", tc.name, err, tc.want, tc.query)
 			}
 		})
+	}
+}
+
+// UnpinSkipped checks Unpin of a pin that holds nothing back, when a rule
+// of the database's own, installed by skip (SQLite's RAISE(IGNORE),
+// PostgreSQL's BEFORE DELETE trigger returning NULL), skips the delete
+// without an error: Unpin is internal_error, after a bounded number of
+// tries, and the pin stays. It looped for as long as its context lasted.
+func UnpinSkipped(t *testing.T, open OpenFunc, skip func(t *testing.T, db *sqlx.DB)) {
+	b := setup(t, open, store.Config{})
+	const hook = "https://r.example/hooks"
+	digest := strings.Repeat("a", 64)
+	if err := b.store.Contracts.Pin(b.ctx, hook, digest); err != nil {
+		t.Fatal(err)
+	}
+	skip(t, b.db)
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute) // a loop fails the test, not the suite's timeout
+	defer cancel()
+	if err := b.store.Contracts.Unpin(ctx, hook); courier.CodeOf(err) != courier.CodeInternal {
+		t.Fatalf("Unpin of a pin whose delete the database skips = %v, want internal_error", err)
+	}
+	if c, err := b.store.Contracts.Get(b.ctx, hook); err != nil || c.CapabilitiesSHA256 != digest {
+		t.Fatalf("the pin after the skipped Unpin = %+v, %v; want it as pinned", c, err)
 	}
 }
