@@ -342,7 +342,8 @@
 // the catalog only); a column's CHECK constraint, or an index built, costs
 // one read of the table, and a release's migrations apply in one
 // transaction, under the lock the first takes (the latest release's, 13
-// to 15, a column with its CHECK and two indexes: three reads, held
+// to 16, a column with its CHECK, two indexes, and a column whose CHECK
+// is NOT VALID, which reads no row: three reads, held
 // courier_outbox about 1 s for 200,000 deliveries on a shared 2-core
 // machine, TestTheLatestMigrationsLockOnALargeOutbox). On
 // SQLite the migration holds the write lock, and a column's CHECK has
