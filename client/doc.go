@@ -27,7 +27,8 @@
 //     given back, it would be claimed and signed as slowly at once, again
 //     and again, never counted. POST them within Config.Timeout
 //     through Config.Transport (Content-Type application/json, User-Agent
-//     courier/1, the attempt's number in ack.AttemptHeader), and judge
+//     courier/1, the attempt's place in the delivery's budget in
+//     ack.AttemptHeader), and judge
 //     the answer; at most 16 KiB of it is read. A 2xx is judged by
 //     the delivery's Ack profile (package ack): an answer that does not
 //     prove receipt of these bytes fails with ack_invalid. Anything else

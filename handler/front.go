@@ -14,7 +14,6 @@ import (
 	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
-	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/writerctx"
@@ -89,7 +88,7 @@ func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body
 			if !f.hidden.Load() && hidesConn(w, r) && f.hidden.CompareAndSwap(false, true) {
 				f.warnHidden(r.Context())
 			}
-			if postJSON(w, r) {
+			if jsonbody.PostJSON(w, r) {
 				verified.ServeHTTP(w, r)
 			}
 		})
@@ -139,24 +138,6 @@ func hidesConn(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 	}
-}
-
-// postJSON answers 405 to anything but POST and 415 to anything but
-// JSON sent as it is, without a content coding: the first two checks of
-// every handler here. It reports whether the request passed them.
-func postJSON(w http.ResponseWriter, r *http.Request) bool {
-	switch {
-	case r.Method != http.MethodPost:
-		w.Header().Set("Allow", http.MethodPost)
-		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
-	case !jsonbody.IsJSONRequest(r):
-		jsonbody.Unsupported(w)
-	case jsonbody.HasContentCoding(r):
-		jsonbody.UnsupportedCoding(w)
-	default:
-		return true
-	}
-	return false
 }
 
 // serve serves r through next, then logs and reports the answer. A panic

@@ -32,19 +32,17 @@
 //
 // These pieces are what package handler's receivers are built from, and a
 // receiver composed of them still owes its sender what those receivers add
-// on top. Verify checks the signature of whatever request it gets, so in
-// front of it refuse (with [Refuse], before any body is read) a method
-// other than POST (405 method_not_allowed, with an Allow header), a
-// Content-Type other than application/json (415 unsupported_media_type)
-// and any Content-Encoding (415: the signature covers the bytes as sent,
-// and a decoder in between is unbounded). Decode the body strictly: a
-// duplicate key (ack.Canonical refuses one, duplicate_json_key) can mean
-// two readers see two documents. Dedupe in app's transaction, in a table
-// of your own keyed by the verified sender and the notification's id
-// ([PrincipalFromContext]'s Sender and MessageID, or an id in the body),
-// and answer a redelivery what you answered the first time, without
+// on top. Verify checks the signature of whatever request it gets: put
+// [PostJSON] in front of it, which refuses, before any body is read, what
+// is not a POST of JSON sent as it is (405, 415). Decode the body
+// strictly: a duplicate key (ack.Canonical refuses one, duplicate_json_key)
+// can mean two readers see two documents. Dedupe in app's transaction, in
+// a table of your own keyed by the verified sender and the notification's
+// id ([PrincipalFromContext]'s Sender and MessageID, or an id in the
+// body), and answer a redelivery what you answered the first time, without
 // running the effect again: the Inbox of package store serves package
-// handler's receivers only. Answer a refusal of your own with [Refuse]
-// and a code of package courier's, and a failure the sender should retry
+// handler's receivers only. Answer a refusal of your own with [Refuse] and
+// a code of package courier's (422 rejected refuses a notification for
+// good, as handler.Reject does), and a failure the sender should retry
 // with a 5xx (503 with Retry-After when it is the database).
 package middleware

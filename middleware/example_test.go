@@ -186,31 +186,50 @@ func ExampleNewBudget() {
 	// refunds: 200 read 13 bytes
 }
 
-// A receiver of your own refuses, in front of Verify, what it cannot take,
-// as courier's receivers do: a problem+json answer with a stable code.
-func ExampleRefuse() {
-	front := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch {
-			case r.Method != http.MethodPost:
-				w.Header().Set("Allow", http.MethodPost)
-				middleware.Refuse(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "only POST is accepted")
-			case r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Content-Encoding") != "":
-				middleware.Refuse(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "the body must be application/json, not encoded")
-			default:
-				next.ServeHTTP(w, r)
-			}
-		})
-	}
-	h := front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})) // Verify(…)(Transaction(…)(app)) in a real receiver
+// A receiver of your own takes, as courier's do, a POST of JSON sent as it
+// is (PostJSON, in front of Verify), and answers its own refusals as
+// courier's are answered (Refuse): a problem+json body with a stable code.
+func ExamplePostJSON() {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// In a real receiver: Verify(…)(Transaction(…)(app)), and the
+		// body from BodyFromContext.
+		var event struct {
+			Type string `json:"type"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&event); err != nil || event.Type != "order.paid" {
+			middleware.Refuse(w, http.StatusUnprocessableEntity, courier.CodeRejected, "only order.paid is taken here")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	h := middleware.PostJSON(app)
 
-	req := httptest.NewRequest(http.MethodPost, "/hooks", strings.NewReader("a=1"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Println(rec.Body.String())
+	for _, tc := range []struct{ method, contentType, coding, body string }{
+		{http.MethodGet, "", "", ""},
+		{http.MethodPost, "application/x-www-form-urlencoded", "", "type=order.paid"},
+		{http.MethodPost, "application/json", "gzip", `{"type":"order.paid"}`},
+		{http.MethodPost, "Application/JSON; charset=utf-8", "", `{"type":"order.refunded"}`},
+		{http.MethodPost, "application/json", "", `{"type":"order.paid"}`},
+	} {
+		req := httptest.NewRequest(tc.method, "/hooks", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", tc.contentType)
+		req.Header.Set("Content-Encoding", tc.coding)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var p struct {
+			Code string `json:"code"`
+		}
+		if rec.Code >= 400 {
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+				panic(err)
+			}
+		}
+		fmt.Println(tc.method, tc.contentType, tc.coding, "->", rec.Code, rec.Header().Get("Content-Type"), p.Code)
+	}
 	// Output:
-	// 415 application/problem+json
-	// {"type":"about:blank","title":"Unsupported Media Type","status":415,"code":"unsupported_media_type","detail":"the body must be application/json, not encoded"}
+	// GET   -> 405 application/problem+json method_not_allowed
+	// POST application/x-www-form-urlencoded  -> 415 application/problem+json unsupported_media_type
+	// POST application/json gzip -> 415 application/problem+json unsupported_media_type
+	// POST Application/JSON; charset=utf-8  -> 422 application/problem+json rejected
+	// POST application/json  -> 204
 }

@@ -86,6 +86,25 @@ func UnsupportedCoding(w http.ResponseWriter) {
 	problem.Error(w, http.StatusUnsupportedMediaType, courier.CodeUnsupportedMediaType, "send the body without a content coding (Content-Encoding)")
 }
 
+// PostJSON answers 405 to anything but POST (with Allow: POST) and 415
+// to anything but JSON that IsJSONRequest accepts, sent as it is, without
+// a content coding (UnsupportedCoding): the first checks of every courier
+// receiver, before any body is read. It reports whether r passed them.
+func PostJSON(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.Method != http.MethodPost:
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Error(w, http.StatusMethodNotAllowed, courier.CodeMethodNotAllowed, "use POST")
+	case !IsJSONRequest(r):
+		Unsupported(w)
+	case HasContentCoding(r):
+		UnsupportedCoding(w)
+	default:
+		return true
+	}
+	return false
+}
+
 // Check answers 400 for a body that is not one strict JSON document
 // (malformed_json, or duplicate_json_key) and reports whether it is one.
 func Check(w http.ResponseWriter, body []byte) bool {
