@@ -308,7 +308,11 @@ type Store struct {
 // connection, every transaction of courier's included. Wake-ups never
 // take a pool's last connection, counting the Runs of every Store opened
 // over it: a Run that finds no connection to spare for them says so at
-// Warn and polls.
+// Warn and polls. A *sql.DB over a pgxpool (stdlib.OpenDBFromPool) has no
+// limit database/sql knows of, so nothing stops wake-ups from taking the
+// pgxpool's last connection: set its db.SetMaxOpenConns to what courier
+// may take of that pool (the pool's MaxConns, less what the application
+// holds through the pgxpool directly).
 func Open(ctx context.Context, db *sqlx.DB, cfg Config) (*Store, error) {
 	return open(ctx, db, cfg, time.Now)
 }

@@ -218,8 +218,19 @@ func listen(ctx context.Context, db *sqlx.DB) (<-chan struct{}, func(), error) {
 			}
 		})
 		// The connection is still LISTENing, or was interrupted mid-wait:
-		// it must not go back to the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		// it must not serve anyone again. database/sql drops a connection
+		// that says it is bad, but a pgxpool's (stdlib.OpenDBFromPool)
+		// goes back to that pool, which keeps it unless it is closed:
+		// there it would stay LISTENing, its notifications unread and
+		// the server's queue of them held back. So it is closed first.
+		_ = conn.Raw(func(dc any) error {
+			if c, ok := dc.(*stdlib.Conn); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = c.Conn().Close(ctx)
+			}
+			return driver.ErrBadConn
+		})
 		conn.Close()
 	}()
 	return ch, func() { cancel(); <-done }, nil
