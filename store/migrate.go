@@ -57,6 +57,14 @@ import (
 // later schema of the search_path holds them (tables that landed in
 // public before a schema of their own was put first): new, empty tables
 // would hide the old ones, and their pending deliveries, from every query.
+// It refuses alike, naming the schema, as Open does, while no schema of
+// the search_path holds them and another schema of the database does (a
+// URL or a role that lost its search_path, a role without USAGE on
+// courier's schema): new, empty tables would take every enqueue made with
+// that search_path, out of reach of the workers of the old ones. A second
+// application's courier beside another's begins with its version table
+// in a schema of its own (see package store/postgres, under Two couriers
+// in one database).
 // Teams that run their own migration tool apply the engine's files instead
 // (sqlite.Migrations, postgres.Migrations), or migrate courier's tables in
 // a transaction of their own, with their own tables, by calling the
@@ -192,23 +200,21 @@ func refuseToHide(found schemaSearch) error {
 			"Migrate would create new, empty tables there that hide them; move them, or put %q first", found.elsewhere, found.elsewhere)}
 }
 
-// refuseUnusable refuses a migration whose search_path names a schema
-// that holds courier's tables but that the role may not use (no USAGE):
-// PostgreSQL skips it, and the new, empty tables Migrate would create in
-// the first schema the role may use would take the enqueues until the
-// role is granted the schema, which then hides them (PostgreSQL; see the
-// engine's schema_search).
-func refuseUnusable(found schemaSearch) error {
-	return unusable(found.unreached, courier.CodeConfigInvalid,
-		"Migrate would create new, empty tables in the first schema of the search_path that the role may use; "+
-			"grant the role USAGE on it, or migrate as its owner")
+// refuseUnreached refuses a migration while courier's tables are where
+// the search_path does not lead, and none where it does: a URL or a role
+// that lost its search_path, or a schema it names that the role may not
+// use (no USAGE), which PostgreSQL skips. The new, empty tables Migrate
+// would create in the first schema of the search_path would take the
+// enqueues of every connection with that search_path, and no worker of
+// the old ones would ever send them (PostgreSQL; see the engine's
+// schema_search). The error is Open's (unreached), as config_invalid.
+func refuseUnreached(found schemaSearch) error {
+	return notReached(found, true)
 }
 
 // unusable returns an error of code, ending with what to do, for the first
 // schema of found that the search_path names but the role may not use (no
-// USAGE), so that PostgreSQL skips it; nil when there is none. Migrate
-// refuses such a search_path (refuseUnusable) and Open names the schema in
-// its schema_outdated (unreached).
+// USAGE), so that PostgreSQL skips it; nil when there is none.
 func unusable(found []unreachedSchema, code courier.Code, todo string) error {
 	for _, f := range found {
 		if f.inPath && !f.usable {
@@ -233,6 +239,9 @@ type schemaSearch struct {
 	// unreached are schemas that have it where the search_path does not
 	// lead, when no schema of the search_path has it.
 	unreached []unreachedSchema
+	// first is the first schema of the search_path, where Migrate
+	// creates courier's tables; known only with unreached ones.
+	first string
 }
 
 // unreachedSchema is a schema that holds courier's tables where the
@@ -261,7 +270,7 @@ func searchSchemas(ctx context.Context, db interface {
 	for rows.Next() { // the search_path's schemas in its order, then the others
 		var f unreachedSchema
 		var reached, first, table bool
-		if err := rows.Scan(&f.schema, &f.searchPath, &reached, &first, &table, &f.inPath, &f.usable); err != nil {
+		if err := rows.Scan(&f.schema, &f.searchPath, &reached, &first, &table, &f.inPath, &f.usable, &found.first); err != nil {
 			return schemaSearch{}, err
 		}
 		switch {
@@ -284,33 +293,49 @@ func searchSchemas(ctx context.Context, db interface {
 
 // unreached is Open's schema_outdated for a database that has courier's
 // tables in a schema the connection's search_path does not lead to
-// (PostgreSQL; see the engine's schema_search): the error names the
-// schema, for the migration it would otherwise ask for creates new, empty
-// tables in the first schema of the search_path, and the deliveries
-// waiting in the other are never seen again. A schema the search_path
-// names but the role may not use is one PostgreSQL skipped: the error asks
-// for USAGE on it, not for a search_path that already names it. Tables in
-// a schema the search_path does not name may be another application's,
-// whose courier is its own (two in two schemas of one database): the error
-// says that migrating is then right. Any other verdict, or a look that
-// finds nothing or fails, is returned as it is.
+// (PostgreSQL; see the engine's schema_search), as notReached words it.
+// Any other verdict, or a look that finds nothing or fails, is returned
+// as it is.
 func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict error) error {
 	if !errors.Is(verdict, courier.CodeSchemaOutdated) {
 		return verdict
 	}
 	search, err := searchSchemas(ctx, db, d)
-	found := search.unreached
-	if err != nil || len(found) == 0 {
+	if err != nil || len(search.unreached) == 0 {
 		return verdict
 	}
-	if err := unusable(found, courier.CodeSchemaOutdated,
-		"grant the role USAGE on it (see package store/postgres, under Roles and privileges) rather than migrate, "+
-			"which would create new, empty tables in the first schema of the search_path that the role may use"); err != nil {
+	return notReached(search, false)
+}
+
+// notReached is the error for courier's tables found only in schemas the
+// search_path does not lead to (found.unreached; none: nil): Open's
+// schema_outdated, or Migrate's config_invalid when migrating. It names
+// the schemas, for a migration creates new, empty tables in the first
+// schema of the search_path, and the deliveries waiting in the others are
+// never seen again. A schema the search_path names but the role may not
+// use is one PostgreSQL skipped: the error asks for USAGE on it, not for a
+// search_path that already names it. Tables in a schema the search_path
+// does not name may be another application's, whose courier is its own
+// (two in two schemas of one database), which the database cannot tell
+// from this one's: the error says how a courier of this application's
+// own begins in the first schema (its version table; see package
+// store/postgres, under Two couriers in one database).
+func notReached(found schemaSearch, migrating bool) error {
+	if len(found.unreached) == 0 {
+		return nil
+	}
+	code, grantTodo := courier.CodeSchemaOutdated, "grant the role USAGE on it (see package store/postgres, under Roles and privileges) rather than migrate, "+
+		"which would create new, empty tables in the first schema of the search_path that the role may use"
+	if migrating {
+		code, grantTodo = courier.CodeConfigInvalid, "Migrate would create new, empty tables in the first schema of the search_path that the role may use; "+
+			"grant the role USAGE on it, or migrate as its owner"
+	}
+	if err := unusable(found.unreached, code, grantTodo); err != nil {
 		return err
 	}
-	names := make([]string, len(found))
+	names := make([]string, len(found.unreached))
 	grant := ""
-	for i, f := range found {
+	for i, f := range found.unreached {
 		names[i] = strconv.Quote(f.schema)
 		if !f.usable {
 			grant = ", and grant the role USAGE on it"
@@ -320,11 +345,26 @@ func unreached(ctx context.Context, db sqlx.QueryerContext, d *dialect, verdict 
 	if len(names) > 1 {
 		where = "schemas " + strings.Join(names, ", ")
 	}
-	return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
-		"store: no schema of the search_path (%s) has courier's tables, and this database has them in %s: "+
-			"if they are this application's, name the schema in the search_path (the URL's search_path, or ALTER ROLE … IN DATABASE … SET search_path)%s, "+
-			"rather than migrate, which would create new, empty tables in the first schema of the search_path; "+
-			"if they are another application's, migrate", found[0].searchPath, where, grant)}
+	first := "the first schema of the search_path"
+	if found.first != "" {
+		first = "schema " + strconv.Quote(found.first)
+	}
+	todo := fmt.Sprintf("if they are this application's, name the schema in the search_path "+
+		"(the URL's search_path, or ALTER ROLE … IN DATABASE … SET search_path)%s; "+
+		"if they are another application's, and this one is to have a courier of its own, create its version table in %s first "+
+		"(see package store/postgres, under Two couriers in one database), then migrate", grant, first)
+	if migrating {
+		into := first
+		if found.first != "" {
+			into += ", the first of the search_path"
+		}
+		todo = fmt.Sprintf("Migrate would create new, empty tables in %s, "+
+			"and the enqueues of every connection with this search_path would go there, out of reach of the workers of the tables in %s; %s",
+			into, where, todo)
+	}
+	return &courier.Error{Code: code, Msg: fmt.Sprintf(
+		"store: no schema of the search_path (%s) has courier's tables, and this database has them in %s: %s",
+		found.unreached[0].searchPath, where, todo)}
 }
 
 // The engine packages' MigrateTx, for a *sql.Tx, which names no driver.
@@ -364,7 +404,7 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 	if err := refuseToHide(found); err != nil {
 		return err
 	}
-	if err := refuseUnusable(found); err != nil {
+	if err := refuseUnreached(found); err != nil {
 		return err
 	}
 	// The version table is created only where it is missing: an

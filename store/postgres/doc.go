@@ -32,9 +32,15 @@
 // in public, putting an empty schema first makes store.Migrate refuse
 // (config_invalid, naming public) rather than create new tables there that
 // would hide the old ones and the deliveries they hold; move the tables
-// (ALTER TABLE … SET SCHEMA) or keep public first. Two couriers in two schemas of one database are independent,
-// but share the database-wide wake-up channel (a worker may wake for the
-// other's enqueue and find nothing due) and migrate one after the other.
+// (ALTER TABLE … SET SCHEMA) or keep public first. Once they are in a
+// schema of their own, a connection whose search_path misses it (a URL
+// without its search_path, a role without the setting) finds them
+// nowhere: store.Open answers schema_outdated, naming the schema, and
+// store.Migrate refuses alike (config_invalid) rather than create new,
+// empty tables in public, which would take every enqueue made with that
+// search_path while the workers look in courier's schema. A second
+// courier in the database is another matter: see Two couriers in one
+// database.
 //
 // The Store takes the database server's clock for its own (see
 // store.Config.Now), so processes on hosts whose clocks disagree still
@@ -58,6 +64,21 @@
 // listen again after 100ms, the wait doubling up to 5 seconds (or its
 // client.Config.PollInterval, if shorter), then claims once it listens. Claims take FOR UPDATE SKIP LOCKED, so any
 // number of worker processes share one outbox.
+//
+// # Two couriers in one database
+//
+// Two applications in two schemas of one database may each have a courier
+// of its own. They are independent, but share the database-wide wake-up
+// channel (a worker may wake for the other's enqueue and find nothing due)
+// and migrate one after the other. The database cannot tell the second
+// from the first with its search_path lost, so store.Migrate refuses to
+// create the second's tables while only another schema holds courier's,
+// as it refuses a search_path that misses courier's schema. Create the
+// second's version table in its schema first, with the statement the
+// first file of Migrations begins with; store.Migrate then creates the
+// rest there:
+//
+//	CREATE TABLE billing.courier_schema (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
 //
 // # Behind a transaction-mode pooler
 //
@@ -179,8 +200,9 @@
 // --create. Restored into a new database without that setting, the
 // application's role no longer finds courier's schema: store.Open answers
 // schema_outdated, naming the schema that holds courier's tables. Set the
-// search_path again; a migration would create new, empty tables in the
-// first schema of the search_path, beside the restored ones. A copy
+// search_path again; store.Migrate refuses (config_invalid) rather than
+// create new, empty tables in the first schema of the search_path, beside
+// the restored ones. A copy
 // restored beside the original (staging, an investigation) holds the
 // original's pending deliveries, addressed to the original's receivers:
 // run no worker on it unless they are to be sent from there.

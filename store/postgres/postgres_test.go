@@ -98,6 +98,13 @@ func TestSchemaOnTheSearchPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
+		// Each courier's schema begins with its version table, so that
+		// the second's Migrate creates its tables beside the first's
+		// rather than refuse (see package postgres, under Two couriers
+		// in one database).
+		if _, err := db.ExecContext(ctx, "CREATE TABLE courier_schema (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
 		if err := store.Migrate(ctx, db); err != nil {
 			t.Fatalf("Migrate in %s: %v", schema, err)
 		}

@@ -93,14 +93,79 @@ func TestOpenNamesTheSchemaItsSearchPathMisses(t *testing.T) {
 	}
 }
 
-// TestOpenOfANewApplicationBesideAnotherSaysToMigrate: two applications
-// in two schemas of one database, each with a courier of its own, as
-// package postgres documents. The second, never migrated, opens its Store
-// first: Open named the first's schema and said to name it in the
-// search_path "rather than migrate", which for this application is the
-// one step to take. It names the schema, and says to migrate when the
-// tables are another application's.
-func TestOpenOfANewApplicationBesideAnotherSaysToMigrate(t *testing.T) {
+// TestMigrateRefusesWhenOnlyAnotherSchemaHasCouriersTables: courier's
+// tables in a schema of their own, applied with search_path=courier,public,
+// and `courier migrate` run with the database's URL alone (the server's
+// default search_path, "$user", public). Migrate said it migrated, created
+// a second, empty set of courier's tables in public, and the application's
+// transactions, on the same default search_path, enqueued there, where no
+// worker (whose search_path leads to schema courier) ever looked: lost
+// notifications. It refuses as Open does, config_invalid, naming the
+// schema that holds the tables and the search_path, and creates nothing;
+// MigrateTx alike. A database with no courier tables anywhere still
+// migrates into the first schema of the search_path.
+func TestMigrateRefusesWhenOnlyAnotherSchemaHasCouriersTables(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dbURL := pgtest.URL(t)
+	db := sqlx.MustOpen(postgres.DriverName, dbURL) // the server's default search_path: "$user", public
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE SCHEMA courier`); err != nil {
+		t.Fatal(err)
+	}
+	own := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "courier,public"))
+	defer own.Close()
+	if err := store.Migrate(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	createdInPublic := func() bool {
+		t.Helper()
+		var created bool
+		if err := db.GetContext(ctx, &created, `SELECT to_regclass('public.courier_schema') IS NOT NULL`); err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+
+	err := store.Migrate(ctx, db)
+	if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), `schema "courier"`) ||
+		!strings.Contains(err.Error(), "name the schema in the search_path") || createdInPublic() {
+		t.Fatalf("Migrate on a search_path that misses courier's schema = %v (tables created in public: %v); want config_invalid naming schema \"courier\" and the search_path, nothing created", err, createdInPublic())
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = postgres.MigrateTx(ctx, tx)
+	if cerr := tx.Commit(); err == nil && cerr != nil {
+		t.Fatal(cerr)
+	}
+	if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), `schema "courier"`) || createdInPublic() {
+		t.Fatalf("MigrateTx on a search_path that misses courier's schema = %v (tables created in public: %v); want config_invalid naming schema \"courier\", nothing created", err, createdInPublic())
+	}
+	if _, err := store.Open(ctx, db, store.Config{}); !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), `schema "courier"`) {
+		t.Fatalf("Open on that search_path = %v; want schema_outdated naming schema \"courier\"", err)
+	}
+
+	fresh := sqlx.MustOpen(postgres.DriverName, pgtest.URL(t))
+	defer fresh.Close()
+	if err := store.Migrate(ctx, fresh); err != nil {
+		t.Fatalf("Migrate of a database with no courier tables: %v", err)
+	}
+	var in string
+	if err := fresh.GetContext(ctx, &in, `SELECT relnamespace::regnamespace::text FROM pg_class WHERE relname = 'courier_schema'`); err != nil || in != "public" {
+		t.Fatalf("a fresh database's courier_schema is in %q (%v), want public, the first schema of the search_path", in, err)
+	}
+}
+
+// TestANewApplicationBesideAnotherCreatesItsVersionTableFirst: two
+// applications in two schemas of one database, each with a courier of its
+// own, as package postgres documents. The second, never migrated, cannot
+// be told by the database from the first with its search_path lost: Open
+// and Migrate name the first's schema, and say that an application of its
+// own creates its version table in its schema first. Once it has, Migrate
+// creates the rest there and Open serves.
+func TestANewApplicationBesideAnotherCreatesItsVersionTableFirst(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dbURL := pgtest.URL(t)
@@ -117,11 +182,21 @@ func TestOpenOfANewApplicationBesideAnotherSaysToMigrate(t *testing.T) {
 	billing := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "billing"))
 	defer billing.Close()
 	_, err := store.Open(ctx, billing, store.Config{})
-	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), `schema "orders"`) || !strings.Contains(err.Error(), "another application's, migrate") {
-		t.Fatalf("Open of a never-migrated application beside another's courier = %v; want schema_outdated naming schema \"orders\" and saying to migrate if the tables are another application's", err)
+	if !errors.Is(err, courier.CodeSchemaOutdated) || !strings.Contains(err.Error(), `schema "orders"`) ||
+		!strings.Contains(err.Error(), "another application's") || !strings.Contains(err.Error(), `version table in schema "billing"`) {
+		t.Fatalf("Open of a never-migrated application beside another's courier = %v; want schema_outdated naming schema \"orders\" and saying to create the version table in schema \"billing\" if the tables are another application's", err)
+	}
+	err = store.Migrate(ctx, billing)
+	if !errors.Is(err, courier.CodeConfigInvalid) || !strings.Contains(err.Error(), `schema "orders"`) ||
+		!strings.Contains(err.Error(), "another application's") || !strings.Contains(err.Error(), `version table in schema "billing"`) {
+		t.Fatalf("Migrate of a never-migrated application beside another's courier = %v; want config_invalid naming schema \"orders\" and the version table to create in schema \"billing\"", err)
+	}
+	// As package postgres shows, under Two couriers in one database.
+	if _, err := billing.ExecContext(ctx, `CREATE TABLE billing.courier_schema (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
 	}
 	if err := store.Migrate(ctx, billing); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Migrate once the version table is in the application's schema: %v", err)
 	}
 	s, err := store.Open(ctx, billing, store.Config{})
 	if err != nil {
@@ -284,8 +359,13 @@ func TestMigrateNeverHidesTablesOfALaterSchema(t *testing.T) {
 	}
 
 	// Tables of its own in the first schema: public's hide nothing of it.
+	// (A second courier's schema begins with its version table: see
+	// TestANewApplicationBesideAnotherCreatesItsVersionTableFirst.)
 	own := sqlx.MustOpen(postgres.DriverName, withParam(t, dbURL, "search_path", "other"))
 	defer own.Close()
+	if _, err := own.ExecContext(ctx, `CREATE TABLE courier_schema (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
 	if err := store.Migrate(ctx, own); err != nil {
 		t.Fatal(err)
 	}

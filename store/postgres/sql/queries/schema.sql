@@ -108,13 +108,16 @@ SELECT pg_advisory_xact_lock(7212345001);
 -- a database restored from pg_dump into a new one (which brings no ALTER
 -- ROLE … IN DATABASE … SET search_path), a URL that lost its search_path,
 -- or a schema the search_path names but the role may not use (no USAGE),
--- which PostgreSQL leaves out of the search_path without a word. The
--- migration Open's schema_outdated asks for would create new, empty tables
--- in the first schema of the search_path instead, and the deliveries
--- waiting in the others would never be seen. in_path says whether the
--- search_path names the schema, read from the setting as PostgreSQL splits
--- it (commas outside double quotes, "$user" the role's own name); usable,
--- whether the role may use it. PostgreSQL only.
+-- which PostgreSQL leaves out of the search_path without a word. A
+-- migration would create new, empty tables in the first schema of the
+-- search_path instead, which would take the enqueues of every connection
+-- with that search_path, and the deliveries waiting in the others would
+-- never be seen: Migrate refuses, and Open's schema_outdated names them.
+-- in_path says whether the search_path names the schema, read from the
+-- setting as PostgreSQL splits it (commas outside double quotes, "$user"
+-- the role's own name); usable, whether the role may use it; first_schema
+-- is the first schema of the search_path, where Migrate would create the
+-- tables ('' when none exists that the role may use). PostgreSQL only.
 WITH found AS (
     SELECT n.oid, n.nspname, c.relkind IN ('r', 'p') AS is_table,
         array_position(current_schemas(false), n.nspname) AS path_position
@@ -132,7 +135,8 @@ SELECT f.nspname::text AS schema_name, current_setting('search_path') AS search_
             ELSE (parse_ident(btrim(e)))[1] END
         FROM regexp_split_to_table(current_setting('search_path'), ',(?=(?:[^"]*"[^"]*")*[^"]*$)') AS e
     ), false) AS in_path, -- an empty element is NULL: not found, rather than unknown
-    has_schema_privilege(f.oid, 'USAGE') AS usable
+    has_schema_privilege(f.oid, 'USAGE') AS usable,
+    COALESCE(current_schema()::text, '') AS first_schema
 FROM (
     SELECT * FROM found WHERE path_position IS NOT NULL
     UNION ALL
