@@ -462,14 +462,14 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 	var have int
 	if err := sqlx.GetContext(ctx, db, &have, d.query("schema_version").text); err != nil {
 		if d.Interpret(err).Kind == engine.Missing {
-			return errSchemaOutdated
+			return schemaOutdated(d, 0, true)
 		}
 		return d.interpret("schema version", err)
 	}
 	newer := have > len(d.migrations)
 	switch {
 	case have < len(d.migrations):
-		return errSchemaOutdated
+		return schemaOutdated(d, have, false)
 	case newer:
 		if err := runsOnNewer(d, db.QueryRowxContext(ctx, d.query("schema_required").text)); err != nil {
 			return err
@@ -500,6 +500,22 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 		}
 	}
 	return nil
+}
+
+// schemaOutdated is the guard's schema_outdated for a database at version
+// have, behind this courier's (missing: it has no version table at all).
+// It names both versions and the first of the engine's migration files
+// to apply, so that a team applying them with its own tool knows which it
+// lacks.
+func schemaOutdated(d *dialect, have int, missing bool) error {
+	at := fmt.Sprintf("the database is at version %d", have)
+	if missing {
+		at = "the database has no courier_schema table (version 0)"
+	}
+	return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
+		"store: database schema needs migrating: %s, this courier needs %d: apply %s onward "+
+			"(store.Migrate and courier migrate apply them; with your own tool, the engine's Migrations)",
+		at, len(d.migrations), d.migrations[max(have, 0)].FileName())}
 }
 
 // byTable reads the rows of the guard's query name, each a table and one

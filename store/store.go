@@ -202,7 +202,6 @@ var (
 	errIdempotencyCollision = &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: same identity, different content"}
 	errLeaseLost            = &courier.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
 	errContractChanged      = &courier.Error{Code: courier.CodeContractChanged, Msg: "store: the command was built for another contract than the endpoint's pin: build it for the pinned capabilities digest or, once the source serves the new contract, pin its digest (Contracts.Pin, courier contracts pin)"}
-	errSchemaOutdated       = &courier.Error{Code: courier.CodeSchemaOutdated, Msg: "store: database schema needs migrating: run store.Migrate, courier migrate, or the engine's Migrations with your own tool"}
 	errSchemaTooNew         = &courier.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is a newer courier's, which this one must not run on"}
 )
 
@@ -287,10 +286,12 @@ type Store struct {
 // that name must be one the engine works through (another, such as lib/pq
 // under "postgres", is CodeConfigInvalid; Migrate refuses it alike). Open
 // checks that courier's tables are the ones this courier migrates to and
-// were not altered: CodeSchemaOutdated means Migrate must run first (or,
-// on PostgreSQL, when its error names a schema that has courier's tables,
-// that the connection's search_path must name it, or its role be granted
-// USAGE on it); it does not migrate.
+// were not altered: CodeSchemaOutdated means Migrate must run first, and
+// its error names the database's version, the one this courier needs and
+// the first of the engine's migration files to apply (on PostgreSQL, when
+// it names instead a schema that has courier's tables, the connection's
+// search_path must name that schema, or its role be granted USAGE on it);
+// it does not migrate.
 // A newer courier's schema is served too, unless that
 // courier says this one must not run on it (CodeSchemaTooNew; see
 // Upgrades in the package documentation). Claims keep checking, and stop

@@ -116,6 +116,10 @@ func Migrations(t *testing.T, open OpenFunc, kit MigrationKit) {
 		t.Parallel()
 		testMigrateTxFromSQLTx(t, open, kit.MigrateTx)
 	})
+	t.Run("OpenNamesTheFilesToApply", func(t *testing.T) {
+		t.Parallel()
+		testOpenNamesTheFilesToApply(t, open, kit.Files)
+	})
 }
 
 func testMigrationFiles(t *testing.T, open OpenFunc, kit MigrationKit) {
@@ -145,23 +149,7 @@ func testMigrationFiles(t *testing.T, open OpenFunc, kit MigrationKit) {
 	}
 
 	db := open(t)
-	for _, name := range names {
-		text, err := fs.ReadFile(files, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx, err := db.DB.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, string(text)); err != nil {
-			tx.Rollback()
-			t.Fatalf("%s: %v", name, err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
+	applyFiles(t, db, files, names)
 	type version struct {
 		Version   int   `db:"version"`
 		AppliedAt int64 `db:"applied_at"`
@@ -205,6 +193,70 @@ func testMigrationFiles(t *testing.T, open OpenFunc, kit MigrationKit) {
 	e := b.enqueue(t, delivery("after-files"))
 	if c := b.claim(t, "w", 1, time.Minute); len(c) != 1 || c[0].DeliveryID != e.ID {
 		t.Fatalf("claimed %v, want delivery %d", c, e.ID)
+	}
+}
+
+// applyFiles applies the migration files names of files to db, each in a
+// transaction of its own, as a team's own migration tool does.
+func applyFiles(t *testing.T, db *sqlx.DB, files fs.FS, names []string) {
+	t.Helper()
+	ctx := t.Context()
+	for _, name := range names {
+		text, err := fs.ReadFile(files, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, string(text)); err != nil {
+			tx.Rollback()
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// testOpenNamesTheFilesToApply: a team applies the migration files with its
+// own tool, and a process of a release that knows one file more opens
+// its Store before the new file is applied. Open said only that the
+// schema needs migrating; it names the database's version, the one this
+// courier needs, and the first file to apply, so the team knows which of
+// its files are missing. A database never migrated is at version 0.
+func testOpenNamesTheFilesToApply(t *testing.T, open OpenFunc, files fs.FS) {
+	ctx := t.Context()
+	names, err := fs.Glob(files, "*.sql")
+	if err != nil || len(names) < 2 {
+		t.Fatalf("migration files %v, %v; want two or more", names, err)
+	}
+	n := len(names)
+	for _, tt := range []struct {
+		name    string
+		applied int // the files applied, in order
+	}{
+		{"OneFileBehind", n - 1},
+		{"NeverMigrated", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := open(t)
+			applyFiles(t, db, files, names[:tt.applied])
+			_, err := openStore(t, ctx, db, store.Config{})
+			if !errors.Is(err, courier.CodeSchemaOutdated) {
+				t.Fatalf("Open at version %d = %v, want CodeSchemaOutdated", tt.applied, err)
+			}
+			for _, want := range []string{
+				fmt.Sprintf("version %d", tt.applied),
+				fmt.Sprintf("this courier needs %d", n),
+				fmt.Sprintf("apply %s onward", names[tt.applied]),
+			} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Open at version %d = %q; want it to say %q", tt.applied, err, want)
+				}
+			}
+		})
 	}
 }
 
