@@ -26,7 +26,8 @@ import (
 // transaction until the busy timeout. A connection that does not open
 // because of its path (a directory missing, a directory given as the
 // file) says so (openFailure); one to a file this process may not write
-// is refused before SQLite opens it (unwritable).
+// is refused before SQLite opens it, where the kernel can say so
+// (unwritable).
 type sqliteDriver struct{ base *sqlite3.SQLiteDriver }
 
 var courierDriver = &sqliteDriver{base: &sqlite3.SQLiteDriver{ConnectHook: hookCommits}}
@@ -155,15 +156,19 @@ func openFailure(dsn string, err error) error {
 }
 
 // unwritable returns SQLite's read-only error for the database file dsn
-// names (readOnlyFile), when the file is there and this process may not
-// write it, or its -wal or -shm file. SQLite would open such a file
-// read-only without a word and, where the directory lets it, create the
-// -wal and -shm files of a WAL database beside it: this process's, which
-// the file's owner may not write, so that the owner's own processes
-// could no longer open the database until someone removed them. The
-// connection is refused before SQLite opens anything. Nil for a file not
-// there yet (SQLite creates it, this process's), in memory, or opened
-// read-only on purpose (a file: URI's mode=ro).
+// names (readOnlyFile), when the file is there and the kernel says this
+// process may not write it, or its -wal or -shm file (writeAccess).
+// SQLite would open such a file read-only without a word and, where the
+// directory lets it, create the -wal and -shm files of a WAL database
+// beside it: this process's, which the file's owner may not write, so
+// that the owner's own processes could no longer open the database until
+// someone removed them. The connection is refused before SQLite opens
+// anything. Nil for a file not there yet (SQLite creates it, this
+// process's), in memory, or opened read-only on purpose (a file: URI's
+// mode=ro), and wherever the kernel cannot say (off Linux, before Linux
+// 5.8, under a seccomp policy that refuses faccessat2): the writer's
+// check through SQLite (checkWritable), under Open and store.Open, still
+// refuses such a file, once SQLite has opened it.
 func unwritable(dsn string) error {
 	file := dsnFile(dsn)
 	if file == "" || file == ":memory:" || readOnlyMode(dsn) {

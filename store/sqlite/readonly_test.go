@@ -40,6 +40,14 @@ const unprivilegedUser = "nobody"
 // returns. Otherwise the caller runs the test itself.
 func asUnprivileged(t *testing.T) bool {
 	t.Helper()
+	return asUnprivilegedWith(t)
+}
+
+// asUnprivilegedWith is asUnprivileged with caps, Linux capabilities,
+// given to the child as ambient ones: its effective capabilities though
+// its user is unprivileged, as setpriv --ambient-caps gives them.
+func asUnprivilegedWith(t *testing.T, caps ...uintptr) bool {
+	t.Helper()
 	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
 		return false
 	}
@@ -64,8 +72,9 @@ func asUnprivileged(t *testing.T) bool {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), unprivilegedEnv+"=1", "TMPDIR="+os.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}},
-		Pdeathsig:  syscall.SIGKILL,
+		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}},
+		AmbientCaps: caps,
+		Pdeathsig:   syscall.SIGKILL,
 	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out

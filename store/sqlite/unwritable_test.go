@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -28,6 +29,7 @@ import (
 // Once the permissions are mended, Open serves.
 func TestAFileThisProcessMayNotWriteIsRefusedBeforeAnythingIsCreated(t *testing.T) {
 	t.Parallel()
+	skipWhereTheKernelCannotSay(t)
 	if asUnprivileged(t) {
 		return
 	}
@@ -102,4 +104,41 @@ func dirState(t *testing.T, dir string) []string {
 		state = append(state, fmt.Sprintf("%s %v %d", e.Name(), fi.Mode(), fi.Size()))
 	}
 	return state
+}
+
+// capDACOverride is Linux's CAP_DAC_OVERRIDE: its holder reads and
+// writes a file whatever its mode says.
+const capDACOverride = 1
+
+// TestAFileThisProcessMayWriteThroughACapabilityIsServed: a process
+// whose user the file's mode does not let write it, but which holds
+// CAP_DAC_OVERRIDE (nobody given it as an ambient capability, as
+// setpriv --ambient-caps=+dac_override does), writes the file: open(2)
+// lets it, and SQLite opens it read-write. The look before SQLite's open
+// asked access(2), which judges as the real user without capabilities,
+// and refused the file; it now asks as the process's effective
+// credentials, capabilities included, as open(2) judges, and Open serves.
+func TestAFileThisProcessMayWriteThroughACapabilityIsServed(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(unprivilegedEnv) == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("gives an unprivileged user a capability, which takes root")
+		}
+		asUnprivilegedWith(t, capDACOverride)
+		return
+	}
+	ctx := t.Context()
+	path := createdFile(t)
+	chmodDB(t, path, 0o444) // this user's, whom the mode does not let write it
+	if err := syscall.Access(path, 0x2); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("access(2) of %s for writing = %v, want EACCES: the test needs a file the user may not write", path, err)
+	}
+	s, err := Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatalf("Open of a file this process may write through CAP_DAC_OVERRIDE: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE written (x)"); err != nil {
+		t.Fatalf("a write through the Store's pool: %v", err)
+	}
 }
