@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -163,24 +164,30 @@ func openFailure(dsn string, err error) error {
 // beside it: this process's, which the file's owner may not write, so
 // that the owner's own processes could no longer open the database until
 // someone removed them. The connection is refused before SQLite opens
-// anything. Nil for a file not there yet (SQLite creates it, this
-// process's), in memory, or opened read-only on purpose (a file: URI's
-// mode=ro), and wherever the kernel cannot say (off Linux, before Linux
-// 5.8, under a seccomp policy that refuses faccessat2): the writer's
-// check through SQLite (checkWritable), under Open and store.Open, still
-// refuses such a file, once SQLite has opened it.
+// anything. Through a symlinked path, the -wal and -shm files looked at
+// are those beside the file the link leads to, where SQLite keeps them.
+// Nil for a file not there yet (SQLite creates it, this process's), in
+// memory, or opened read-only on purpose (a file: URI's mode=ro), and
+// wherever the kernel cannot say (off Linux, before Linux 5.8, under a
+// seccomp policy that refuses faccessat2): the writer's check through
+// SQLite (checkWritable), under Open and store.Open, still refuses such
+// a file, once SQLite has opened it.
 func unwritable(dsn string) error {
 	file := dsnFile(dsn)
 	if file == "" || file == ":memory:" || readOnlyMode(dsn) {
 		return nil
 	}
-	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+	target, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		target = file // not there, or a failure SQLite's open will say
+	}
+	for _, f := range []string{target, target + "-wal", target + "-shm"} {
 		var errno syscall.Errno
 		if !errors.As(writeAccess(f), &errno) || (errno != syscall.EACCES && errno != syscall.EPERM && errno != syscall.EROFS) {
 			continue // writable, not there, or a failure SQLite's open will say
 		}
 		err := error(sqlite3.Error{Code: sqlite3.ErrReadonly, SystemErrno: errno})
-		if f != file {
+		if f != target {
 			err = fmt.Errorf("%s: %w", f, err)
 		}
 		return readOnlyFile(file, err)

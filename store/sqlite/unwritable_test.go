@@ -142,3 +142,65 @@ func TestAFileThisProcessMayWriteThroughACapabilityIsServed(t *testing.T) {
 		t.Fatalf("a write through the Store's pool: %v", err)
 	}
 }
+
+// TestThroughASymlinkTheFilesBesideItsTargetAreLookedAt: SQLite follows a
+// symlinked database path and keeps the -wal and -shm files beside the
+// file the link points to, but the look built their names from the
+// link's: it refused a database for a -wal file beside the link, which
+// SQLite never opens, and let one through whose -wal file beside the
+// target this process may not write. It now looks beside the target,
+// and the error names the -wal file there.
+func TestThroughASymlinkTheFilesBesideItsTargetAreLookedAt(t *testing.T) {
+	t.Parallel()
+	skipWhereTheKernelCannotSay(t)
+	if asUnprivileged(t) {
+		return
+	}
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name    string
+		beside  func(target, link string) string // where a -wal file this process may not write lies
+		refused bool
+	}{
+		{"beside the link", func(_, link string) string { return link }, false},
+		{"beside the target", func(target, _ string) string { return target }, true},
+	} {
+		target := createdFile(t)
+		link := filepath.Join(t.TempDir(), "courier.db")
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		wal := tc.beside(target, link) + "-wal"
+		if err := os.WriteFile(wal, nil, 0o444); err != nil { // as one another user's process left
+			t.Fatal(err)
+		}
+		dirs := []string{filepath.Dir(target), filepath.Dir(link)}
+		var before [][]string
+		for _, dir := range dirs {
+			before = append(before, dirState(t, dir))
+		}
+
+		s, err := Open(ctx, link, store.Config{})
+		if !tc.refused {
+			if err != nil {
+				t.Errorf("%s: Open through the link = %v, want it served: SQLite does not open %s", tc.name, err, wal)
+			} else {
+				s.Close()
+			}
+			continue
+		}
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: Open through the link served a database whose %s this process may not write", tc.name, wal)
+		}
+		if msg := err.Error(); !errors.Is(err, courier.CodeDatabaseUnavailable) || !isReadOnly(err) ||
+			!strings.Contains(msg, link+" cannot be written") || !strings.Contains(msg, wal+": ") {
+			t.Errorf("%s: Open through the link = %v (code %q), want database_unavailable, SQLite's read-only error, naming %s and %s", tc.name, err, courier.CodeOf(err), link, wal)
+		}
+		for i, dir := range dirs {
+			if after := dirState(t, dir); !slices.Equal(after, before[i]) {
+				t.Errorf("%s: after Open %s holds %q, want what it held: %q", tc.name, dir, after, before[i])
+			}
+		}
+	}
+}
