@@ -92,14 +92,16 @@
 // file's ACLs. Opened read-only, SQLite would create the -wal and -shm
 // files beside it where the directory lets it, this process's and
 // read-only to the file's owner, whose own processes could then not open
-// the database until they were removed; refused, nothing is created.
-// Where the kernel cannot say (before Linux 5.8, under a seccomp policy
-// that refuses faccessat2, or off Linux), Open and store.Open still
-// refuse such a file, through SQLite once it has opened it, which may
-// have created the two files by then. (go-sqlite3's own driver,
-// "sqlite3", opens the file as SQLite does.) A connection that finds its
-// database read-only later is dropped, so once the permissions are mended
-// the next write opens the file afresh, without a restart.
+// the database until they were removed; refused, nothing is created. A
+// file: URI that opens the file read-only on purpose (mode=ro,
+// immutable=1) is let through. Where the kernel cannot say (before Linux
+// 5.8, under a seccomp policy that refuses faccessat2, or off Linux),
+// Open and store.Open still refuse such a file, through SQLite once it
+// has opened it, which may have created the two files by then.
+// (go-sqlite3's own driver, "sqlite3", opens the file as SQLite does.) A
+// connection that finds its database read-only later is dropped, so once
+// the permissions are mended the next write opens the file afresh,
+// without a restart.
 //
 // In WAL mode each commit appends to the -wal file beside the database,
 // which starts over only at a moment no read is in progress: while reads

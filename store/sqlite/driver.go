@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -167,11 +168,12 @@ func openFailure(dsn string, err error) error {
 // anything. Through a symlinked path, the -wal and -shm files looked at
 // are those beside the file the link leads to, where SQLite keeps them.
 // Nil for a file not there yet (SQLite creates it, this process's), in
-// memory, or opened read-only on purpose (a file: URI's mode=ro), and
-// wherever the kernel cannot say (off Linux, before Linux 5.8, under a
-// seccomp policy that refuses faccessat2): the writer's check through
-// SQLite (checkWritable), under Open and store.Open, still refuses such
-// a file, once SQLite has opened it.
+// memory, or opened read-only on purpose (a file: URI's mode=ro or
+// immutable=1: readOnlyMode), and wherever the kernel cannot say (off
+// Linux, before Linux 5.8, under a seccomp policy that refuses
+// faccessat2): the writer's check through SQLite (checkWritable), under
+// Open and store.Open, still refuses such a file, once SQLite has opened
+// it.
 func unwritable(dsn string) error {
 	file := dsnFile(dsn)
 	if file == "" || file == ":memory:" || readOnlyMode(dsn) {
@@ -197,7 +199,8 @@ func unwritable(dsn string) error {
 
 // readOnlyMode reports whether a go-sqlite3 DSN asks SQLite for a
 // database it does not write to a file: a file: URI's mode=ro or
-// mode=memory. (SQLite reads a URI's parameters; go-sqlite3 takes them
+// mode=memory, or its immutable parameter true as SQLite reads it
+// (uriBoolean). (SQLite reads a URI's parameters; go-sqlite3 takes them
 // off a DSN of another form.)
 func readOnlyMode(dsn string) bool {
 	rest, uri := strings.CutPrefix(dsn, "file:")
@@ -208,7 +211,43 @@ func readOnlyMode(dsn string) bool {
 	params, _, _ = strings.Cut(params, "#")
 	v, _ := url.ParseQuery(params)
 	mode := v.Get("mode")
-	return mode == "ro" || mode == "memory"
+	return mode == "ro" || mode == "memory" || uriBoolean(v.Get("immutable"))
+}
+
+// uriBoolean reports whether SQLite reads a URI parameter's value as
+// true (sqlite3_uri_boolean): yes, true or on in any case, or a number
+// other than 0 that fits 32 bits, decimal or hexadecimal after 0x, read
+// up to the first character that is not one of its digits.
+func uriBoolean(v string) bool {
+	if v == "" || v[0] < '0' || v[0] > '9' {
+		switch strings.ToLower(v) {
+		case "yes", "true", "on":
+			return true
+		}
+		return false
+	}
+	digits, base := v, 10
+	if len(v) > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X') && isDigit(v[2], 16) {
+		digits, base = v[2:], 16
+	}
+	end := 0
+	for end < len(digits) && isDigit(digits[end], base) {
+		end++
+	}
+	n, err := strconv.ParseInt(digits[:end], base, 32)
+	return err == nil && n != 0
+}
+
+// isDigit reports whether c is a digit in base 10 or 16.
+func isDigit(c byte, base int) bool {
+	switch {
+	case '0' <= c && c <= '9':
+		return true
+	case base == 16:
+		c |= 0x20 // lower case
+		return 'a' <= c && c <= 'f'
+	}
+	return false
 }
 
 // dsnFile returns the path of the file a go-sqlite3 DSN names, as SQLite

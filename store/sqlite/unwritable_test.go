@@ -204,3 +204,78 @@ func TestThroughASymlinkTheFilesBesideItsTargetAreLookedAt(t *testing.T) {
 		}
 	}
 }
+
+// TestAFileOpenedImmutableIsNotRefused: a file: URI's immutable=1 (or
+// any other spelling SQLite reads as true: yes, true, on, a number but
+// 0) opens the database read-only on purpose, as mode=ro does: SQLite
+// neither writes nor locks the file, and creates nothing beside it. The
+// look refused such a connection to a file this process may not write;
+// it lets it through now, and still refuses immutable=0 (or no, off,
+// false), which SQLite opens as any other.
+func TestAFileOpenedImmutableIsNotRefused(t *testing.T) {
+	t.Parallel()
+	skipWhereTheKernelCannotSay(t)
+	if asUnprivileged(t) {
+		return
+	}
+	ctx := t.Context()
+	path := createdFile(t)
+	chmodDB(t, path, 0o444)
+	before := dirState(t, filepath.Dir(path))
+	for _, tc := range []struct {
+		value   string
+		refused bool
+	}{
+		{"1", false}, {"true", false}, {"on", false}, {"YES", false}, {"2", false},
+		{"0", true}, {"false", true}, {"off", true}, {"no", true},
+	} {
+		db, err := sqlx.Open(DriverName, "file:"+path+"?immutable="+tc.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tables int
+		err = db.GetContext(ctx, &tables, "SELECT count(*) FROM sqlite_master")
+		db.Close()
+		switch {
+		case tc.refused && (err == nil || !isReadOnly(err)):
+			t.Errorf("immutable=%s on a file this process may not write: %v, want SQLite's read-only error", tc.value, err)
+		case !tc.refused && err != nil:
+			t.Errorf("immutable=%s: %v, want the database read", tc.value, err)
+		case !tc.refused && tables == 0:
+			t.Errorf("immutable=%s read no tables from a courier database", tc.value)
+		}
+		if after := dirState(t, filepath.Dir(path)); !slices.Equal(after, before) {
+			t.Errorf("after immutable=%s the directory holds %q, want what it held: %q", tc.value, after, before)
+		}
+	}
+}
+
+// TestImmutableIsReadAsSQLiteReadsIt: the look lets a connection through
+// unlooked-at for exactly the immutable values SQLite opens the file
+// read-only for, however they are spelled: SQLite itself (go-sqlite3's
+// own driver, which has no look) says which, by refusing a write.
+func TestImmutableIsReadAsSQLiteReadsIt(t *testing.T) {
+	t.Parallel()
+	path := createdFile(t)
+	for i, v := range []string{
+		"1", "2", "007", "12abc", "2147483647", "00000000000001",
+		"yes", "YES", "true", "True", "on", "ON",
+		"0x1", "0X10", "0xa", "0XF", "0x7fffffff", "0x1g",
+		"0", "", "no", "off", "false", "full", "extra", "y", "+1", "-1", "%201",
+		"2147483648", "99999999999", "0x", "0xg", "0x0", "0x80000000", "1x0",
+	} {
+		dsn := "file:" + path + "?immutable=" + v
+		db, err := sqlx.Open("sqlite3", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = db.ExecContext(t.Context(), fmt.Sprintf("CREATE TABLE t%d (x)", i))
+		db.Close()
+		if err != nil && !isReadOnly(err) {
+			t.Fatalf("immutable=%s: %v", v, err)
+		}
+		if readOnly := err != nil; readOnlyMode(dsn) != readOnly {
+			t.Errorf("readOnlyMode(immutable=%s) = %t, want %t: whether SQLite opens the file read-only", v, !readOnly, readOnly)
+		}
+	}
+}
