@@ -227,7 +227,6 @@ func applyFiles(t *testing.T, db *sqlx.DB, files fs.FS, names []string) {
 // courier needs, and the first file to apply, so the team knows which of
 // its files are missing. A database never migrated is at version 0.
 func testOpenNamesTheFilesToApply(t *testing.T, open OpenFunc, files fs.FS) {
-	ctx := t.Context()
 	names, err := fs.Glob(files, "*.sql")
 	if err != nil || len(names) < 2 {
 		t.Fatalf("migration files %v, %v; want two or more", names, err)
@@ -243,7 +242,7 @@ func testOpenNamesTheFilesToApply(t *testing.T, open OpenFunc, files fs.FS) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := open(t)
 			applyFiles(t, db, files, names[:tt.applied])
-			_, err := openStore(t, ctx, db, store.Config{})
+			_, err := openStore(t, t.Context(), db, store.Config{})
 			if !errors.Is(err, courier.CodeSchemaOutdated) {
 				t.Fatalf("Open at version %d = %v, want CodeSchemaOutdated", tt.applied, err)
 			}
