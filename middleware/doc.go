@@ -9,14 +9,16 @@
 // A receiver composes them outermost first:
 //
 //	h := middleware.Recover(logger)(
-//		middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(
-//			middleware.Transaction(s.Begin)(app)))
+//		middleware.PostJSON(
+//			middleware.Verify(verifier, middleware.BodyLimits{MaxBytes: 1 << 20})(
+//				middleware.Transaction(s.Begin)(app))))
 //
 // Recover turns a panic anywhere below it into a 500, and lends its
 // logger to Transaction, which logs with it a transaction it could not
-// begin or commit. Verify reads the body once, within [BodyLimits], checks
-// its signature and hands app the same bytes, with [BodyFromContext] and
-// [PrincipalFromContext]. Transaction runs app inside one transaction
+// begin or commit. PostJSON answers what is not a POST of JSON sent as
+// it is (405, 415) before any body is read. Verify reads the body once,
+// within [BodyLimits], checks its signature and hands app the same bytes,
+// with [BodyFromContext] and [PrincipalFromContext]. Transaction runs app inside one transaction
 // ([TxFromContext]) and holds app's response back until the transaction
 // has committed, so a client never sees a success that was rolled back.
 //

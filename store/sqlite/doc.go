@@ -84,20 +84,22 @@
 // Open refuses a database file this process cannot write (SQLite would
 // open it read-only without a word), and so do store.Open and
 // store.Migrate on a pool of DriverName, with code database_unavailable.
-// On Linux every connection of DriverName is refused before SQLite opens
+// On Unix every connection of DriverName is refused before SQLite opens
 // the file when the kernel says this process may not write it, or its
 // -wal or -shm file (those beside the file a symlink leads to, where
-// SQLite keeps them); the kernel judges as open(2) would, as the
-// process's effective user and groups, with its capabilities and the
-// file's ACLs. Opened read-only, SQLite would create the -wal and -shm
+// SQLite keeps them); on Linux 5.8 and later the kernel judges as open(2)
+// would, as the process's effective user and groups, with its
+// capabilities and the file's ACLs (faccessat2), elsewhere as its user
+// and groups (access(2); a process granted CAP_DAC_OVERRIDE is let
+// through). Opened read-only, SQLite would create the -wal and -shm
 // files beside it where the directory lets it, this process's and
 // read-only to the file's owner, whose own processes could then not open
 // the database until they were removed; refused, nothing is created. A
 // file: URI that opens the file read-only on purpose (mode=ro,
-// immutable=1) is let through. Where the kernel cannot say (before Linux
-// 5.8, under a seccomp policy that refuses faccessat2, or off Linux),
-// Open and store.Open still refuse such a file, through SQLite once it
-// has opened it, which may have created the two files by then.
+// immutable=1) is let through. Where the kernel cannot say (off Unix, or a
+// seccomp policy that refuses both calls), Open and store.Open still
+// refuse such a file, through SQLite once it has opened it, which may
+// have created the two files by then.
 // (go-sqlite3's own driver, "sqlite3", opens the file as SQLite does.) A
 // connection that finds its database read-only later is dropped, so once
 // the permissions are mended the next write opens the file afresh,

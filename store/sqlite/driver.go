@@ -170,8 +170,8 @@ func openFailure(dsn string, err error) error {
 // Nil for a file not there yet (SQLite creates it, this process's), in
 // memory, or opened read-only on purpose (a file: URI's mode=ro or
 // immutable=1: readOnlyMode), and wherever the kernel cannot say (off
-// Linux, before Linux 5.8, under a seccomp policy that refuses
-// faccessat2): the writer's check through SQLite (checkWritable), under
+// Unix, under a seccomp policy that refuses both faccessat2 and
+// access(2)): the writer's check through SQLite (checkWritable), under
 // Open and store.Open, still refuses such a file, once SQLite has opened
 // it.
 func unwritable(dsn string) error {

@@ -117,7 +117,7 @@ func constraintName(msg string) string {
 // writer's connection, as every one of DriverName, is refused before
 // SQLite opens such a file (unwritable); checkWritable then asks SQLite
 // itself, for a file that look let through and SQLite opened read-only
-// all the same (where the kernel cannot say, and off Linux, where there
+// all the same (where the kernel cannot say, and off Unix, where there
 // is no look).
 // Should SQLite find the database read-only after all, the connection is
 // dropped and the next write opens the file afresh (see conn).

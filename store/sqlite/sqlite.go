@@ -35,7 +35,7 @@ func init() {
 // "file::memory:?cache=shared" names a file of that name in the working
 // directory. The file's directory must exist: Open's error names it
 // otherwise. A file this process may not write, or its -wal or -shm
-// file, is refused, database_unavailable, on Linux before anything is
+// file, is refused, database_unavailable, on Unix before anything is
 // created beside it (see the package doc).
 func Open(ctx context.Context, path string, cfg store.Config) (*store.Store, error) {
 	db, err := sqlx.Open(DriverName, DSN(path, cfg.Durability))

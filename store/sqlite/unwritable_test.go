@@ -29,7 +29,6 @@ import (
 // Once the permissions are mended, Open serves.
 func TestAFileThisProcessMayNotWriteIsRefusedBeforeAnythingIsCreated(t *testing.T) {
 	t.Parallel()
-	skipWhereTheKernelCannotSay(t)
 	if asUnprivileged(t) {
 		return
 	}
@@ -152,7 +151,6 @@ func TestAFileThisProcessMayWriteThroughACapabilityIsServed(t *testing.T) {
 // and the error names the -wal file there.
 func TestThroughASymlinkTheFilesBesideItsTargetAreLookedAt(t *testing.T) {
 	t.Parallel()
-	skipWhereTheKernelCannotSay(t)
 	if asUnprivileged(t) {
 		return
 	}
@@ -214,7 +212,6 @@ func TestThroughASymlinkTheFilesBesideItsTargetAreLookedAt(t *testing.T) {
 // false), which SQLite opens as any other.
 func TestAFileOpenedImmutableIsNotRefused(t *testing.T) {
 	t.Parallel()
-	skipWhereTheKernelCannotSay(t)
 	if asUnprivileged(t) {
 		return
 	}
