@@ -195,6 +195,36 @@ func ExampleEndpoints_SetLimits() {
 	// blocked keys: 0
 }
 
+// A pin made in error, of a URL with a typo in it, is removed by Unpin:
+// the endpoint is unpinned again, and the next command enqueued for it
+// pins its own digest. A pin that holds deliveries back stays
+// (contract_changed) until they are resolved.
+func ExampleContracts_Unpin() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	const typo = "https://cms.example/hooks/comands"
+	if err := s.Contracts.Pin(ctx, typo, strings.Repeat("a", 64)); err != nil {
+		panic(err)
+	}
+	if err := s.Contracts.Unpin(ctx, typo); err != nil {
+		panic(err)
+	}
+	_, err = s.Contracts.Get(ctx, typo)
+	fmt.Println(courier.CodeOf(err))
+	// Output:
+	// not_found
+}
+
 // Deliveries that share an ordering key go one at a time, in enqueue
 // order: the head is sent, the rest wait (Held is HeldByKey) until it
 // succeeds, is cancelled or, under SkipFailed, fails for good. A head that
