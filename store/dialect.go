@@ -96,6 +96,15 @@ var (
 	errAborted = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "the transaction is aborted by an earlier failure in it: roll it back"}
 )
 
+// Failures that no retry mends, each courier.CodeConfigInvalid: the
+// connection or transaction courier's statement ran on cannot reach its
+// tables (an application's transaction on another database, or whose
+// search_path leaves courier's schema out) or its role may not use them.
+var (
+	errNoTables = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "courier's tables are not reachable on this connection: it is another database than the one migrated, or its search_path leaves courier's schema out"}
+	errDenied   = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "the connection's role may not use courier's tables: grant it their privileges"}
+)
+
 // errConstraint is what a violated constraint is a case of, in the
 // error interpret makes of it: the rows written were refused
 // (courier.CodePayloadInvalid).
@@ -133,7 +142,8 @@ func (e *queryError) Unwrap() error { return e.err }
 // interpret translates driver errors at the store boundary, so no caller
 // imports a driver to inspect one: a driver's failure is
 // courier.CodeDatabaseUnavailable (the driver's error stays in the chain,
-// for the log), a violated constraint CodeInvalidArgument (the rows an
+// for the log), a table out of reach or a privilege missing
+// CodeConfigInvalid, a violated constraint CodeInvalidArgument (the rows an
 // enqueue writes are its caller's; see refusedByTheDatabase). An error that
 // has a code already, a context's end and sql.ErrNoRows pass through,
 // wrapped with the query name.
@@ -152,6 +162,10 @@ func (d *dialect) interpret(name string, err error) error {
 		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
 	case engine.Aborted:
 		return fmt.Errorf("store: %s: %w: %w", name, errAborted, err)
+	case engine.Missing:
+		return fmt.Errorf("store: %s: %w: %w", name, errNoTables, err)
+	case engine.Denied:
+		return fmt.Errorf("store: %s: %w: %w", name, errDenied, err)
 	case engine.Constraint:
 		return &queryError{query: name, err: &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint}}
 	}

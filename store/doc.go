@@ -70,9 +70,13 @@
 //     enqueue the retry makes again finds what an earlier try committed
 //     (Existed), so a retried transaction ends with one delivery. A few
 //     causes of this code do not pass by themselves, and the error carries
-//     the database's words for them: a read-only transaction or database,
-//     a role without courier's privileges, a search_path that does not
-//     lead to courier's tables. Bound the retries.
+//     the database's words for them: a read-only transaction or database.
+//     Bound the retries.
+//   - CodeConfigInvalid: the transaction cannot reach courier's tables
+//     (it is on another database than the one migrated, or its
+//     search_path leaves courier's schema out) or its role lacks their
+//     privileges. No retry helps until the setup is mended; the error
+//     carries the database's words.
 //   - CodeInvalidArgument (a violated constraint too, which is also
 //     CodePayloadInvalid) and CodeIdempotencyCollision: the enqueue itself
 //     is refused, and would be again; no retry helps. A refusal before any

@@ -432,10 +432,11 @@ func TestSavepointsKeepExactlyTheEnqueuesThatSurvive(t *testing.T) {
 // TestSettingsOfTheApplicationsTransaction: an application sets its
 // transaction's statement_timeout, lock_timeout, search_path or role
 // before it enqueues. Settings under which courier's statements can run
-// leave the enqueue as it is; one under which they cannot (a search_path
-// without courier's schema, a role without its privileges, a timeout
-// that ends them) fails the enqueue with database_unavailable, naming
-// what PostgreSQL refused, and writes nothing.
+// leave the enqueue as it is; one under which they cannot fails the
+// enqueue, naming what PostgreSQL refused, and writes nothing: a timeout
+// that ends them with database_unavailable (a retry may pass), a
+// search_path without courier's schema or a role without its privileges
+// with config_invalid (no retry passes).
 func TestSettingsOfTheApplicationsTransaction(t *testing.T) {
 	t.Parallel()
 	a := setupAppTx(t)
@@ -465,17 +466,18 @@ func TestSettingsOfTheApplicationsTransaction(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name, set string
-		refused   string // what the error names; "" for an enqueue that succeeds
+		refused   string       // what the error names; "" for an enqueue that succeeds
+		code      courier.Code // the refusal's code
 	}{
-		{"generous statement_timeout", "SET LOCAL statement_timeout = '30s'", ""},
-		{"lock_timeout", "SET LOCAL lock_timeout = '5s'", ""},
-		{"idle_in_transaction_session_timeout", "SET LOCAL idle_in_transaction_session_timeout = '30s'", ""},
-		{"search_path with courier's schema after the application's", "SET LOCAL search_path = app, public", ""},
-		{"role with privileges", "SET LOCAL ROLE " + writer, ""},
-		{"search_path without courier's schema", "SET LOCAL search_path = app", `relation "courier_outbox" does not exist`},
-		{"role without privileges", "SET LOCAL ROLE " + reader, "permission denied"},
-		{"statement_timeout that ends the enqueue", "SET LOCAL statement_timeout = '100ms'", "statement timeout"},
-		{"lock_timeout that ends the enqueue", "SET LOCAL lock_timeout = '100ms'", "lock timeout"},
+		{"generous statement_timeout", "SET LOCAL statement_timeout = '30s'", "", ""},
+		{"lock_timeout", "SET LOCAL lock_timeout = '5s'", "", ""},
+		{"idle_in_transaction_session_timeout", "SET LOCAL idle_in_transaction_session_timeout = '30s'", "", ""},
+		{"search_path with courier's schema after the application's", "SET LOCAL search_path = app, public", "", ""},
+		{"role with privileges", "SET LOCAL ROLE " + writer, "", ""},
+		{"search_path without courier's schema", "SET LOCAL search_path = app", `relation "courier_outbox" does not exist`, courier.CodeConfigInvalid},
+		{"role without privileges", "SET LOCAL ROLE " + reader, "permission denied", courier.CodeConfigInvalid},
+		{"statement_timeout that ends the enqueue", "SET LOCAL statement_timeout = '100ms'", "statement timeout", courier.CodeDatabaseUnavailable},
+		{"lock_timeout that ends the enqueue", "SET LOCAL lock_timeout = '100ms'", "lock timeout", courier.CodeDatabaseUnavailable},
 	} {
 		id := strings.NewReplacer(" ", "-", "'", "").Replace(c.name)
 		if strings.HasSuffix(c.name, "ends the enqueue") {
@@ -504,8 +506,8 @@ func TestSettingsOfTheApplicationsTransaction(t *testing.T) {
 		switch {
 		case c.refused == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
-		case c.refused != "" && (courier.CodeOf(err) != courier.CodeDatabaseUnavailable || !strings.Contains(err.Error(), c.refused)):
-			t.Errorf("%s: %v; want database_unavailable naming %s", c.name, err, c.refused)
+		case c.refused != "" && (courier.CodeOf(err) != c.code || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%s: %v; want %s naming %s", c.name, err, c.code, c.refused)
 		}
 		if c.refused == "" {
 			err = tx.Commit()

@@ -107,6 +107,8 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Aborted}
 	case e.Code == "42P01": // undefined_table
 		return engine.Failure{Kind: engine.Missing}
+	case e.Code == "42501": // insufficient_privilege
+		return engine.Failure{Kind: engine.Denied}
 	case strings.HasPrefix(e.Code, "23"): // integrity constraint violation
 		return engine.Failure{Kind: engine.Constraint, Constraint: e.ConstraintName}
 	case e.Code == "P0001": // raise_exception: a trigger refused the row (on SQLite its RAISE(ABORT) is a constraint too); its message may hold values

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -107,5 +108,42 @@ func TestEnqueuesInTheApplicationsTransactionOnSQLite(t *testing.T) {
 		if err != nil || settled[0].Err != nil {
 			t.Fatalf("settle %s: %v, %+v", id, err, settled)
 		}
+	}
+}
+
+// TestAnEnqueueInATransactionOfAnotherFileIsAConfigError: the
+// application hands Enqueue a transaction of its own database file, not
+// the one courier's Store migrated. No retry mends that: the enqueue
+// fails config_invalid, naming the table SQLite did not find, and the
+// application's file is left without courier's tables.
+func TestAnEnqueueInATransactionOfAnotherFileIsAConfigError(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "courier.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	app, err := sqlx.Open(sqlite.DriverName, sqlite.DSN(filepath.Join(dir, "app.db"), store.DurabilityFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	tx, err := app.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-1", Endpoint: "https://receiver.example/hook", Payload: []byte(`{}`)})
+	if courier.CodeOf(err) != courier.CodeConfigInvalid || !strings.Contains(err.Error(), "no such table") {
+		t.Fatalf("enqueue in a transaction of another file = %v; want config_invalid naming the missing table", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	var tables int
+	if err := app.GetContext(ctx, &tables, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'courier%'"); err != nil || tables != 0 {
+		t.Fatalf("the application's file has %d of courier's tables (%v); want none", tables, err)
 	}
 }

@@ -111,6 +111,7 @@ const (
 	Constraint              // a constraint refused a row
 	ReadOnly                // the database cannot be written now
 	Missing                 // a table or relation does not exist
+	Denied                  // the connection's role lacks a privilege the statement needs
 	Unavailable             // the database failed, not the statement: full, out of memory, an I/O error, shutting down
 	Aborted                 // the transaction failed before, and runs no statement until it is rolled back
 	Ended                   // the transaction was committed or rolled back already (as database/sql's sql.ErrTxDone)
