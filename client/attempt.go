@@ -285,11 +285,12 @@ func (w *Worker) signedTooSlowly(ctx context.Context, c protocol.Claimed, claime
 // signingFailed is the outcome of an attempt that could not be signed:
 // failed for good when the error says the key is gone for good (it wraps
 // courier.CodeConfigInvalid; see Config.SignerFor), retried otherwise.
+// The error is its Cause, for the log line.
 func (w *Worker) signingFailed(c protocol.Claimed, err error) protocol.Outcome {
 	if errors.Is(err, courier.CodeConfigInvalid) {
-		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeSigningFailed}
+		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeSigningFailed, Cause: err}
 	}
-	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.backoff(c.Attempt, 0)}
+	return protocol.Outcome{Result: protocol.Retry, Code: courier.CodeSigningFailed, RetryDelay: w.backoff(c.Attempt, 0), Cause: err}
 }
 
 // judge turns the policy's verdict on an unacknowledged attempt into its

@@ -3,9 +3,11 @@ package client_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -39,7 +42,8 @@ func TestWorkerFailsStatusesOf600AndAbove(t *testing.T) {
 // courier.CodeConfigInvalid (the key id is unknown for good) fails the
 // delivery with signing_failed at once, instead of retrying it until its
 // budget ends; any other error is transient and retried. Nothing is sent
-// either way.
+// either way, and the worker's log line says why (it said only
+// signing_failed, which left an operator to guess at the key).
 func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -47,22 +51,25 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 		signer signature.Signer
 		err    error
 		status courier.Status
+		logged string // what the log line's error says
 	}{
-		{"unknown for good", nil, &courier.Error{Code: courier.CodeSigningFailed, Msg: "no key k9", Err: courier.CodeConfigInvalid}, courier.StatusFailed},
-		{"wrapped again", nil, errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed},
-		{"key store down", nil, errors.New("key store unavailable"), courier.StatusRetryWait},
+		{"unknown for good", nil, &courier.Error{Code: courier.CodeSigningFailed, Msg: "no key k9", Err: courier.CodeConfigInvalid}, courier.StatusFailed, "no key k9"},
+		{"wrapped again", nil, errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed, "key ring"},
+		{"key store down", nil, errors.New("key store unavailable"), courier.StatusRetryWait, "key store unavailable"},
 		// A lookup that finds nothing and says nothing (a map's zero
 		// value) panicked the worker, and the process with it.
-		{"no signer, no error", nil, nil, courier.StatusFailed},
-		{"a nil pointer as the signer", (*pointerSigner)(nil), nil, courier.StatusFailed},
+		{"no signer, no error", nil, nil, courier.StatusFailed, `no signer for key`},
+		{"a nil pointer as the signer", (*pointerSigner)(nil), nil, courier.StatusFailed, `no signer for key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var hits atomic.Int32
+			logs := newCapture(t)
 			b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }, func(c *client.Config) {
 				c.Signer = nil
 				c.SignerFor = func(string) (signature.Signer, error) { return tt.signer, tt.err }
+				c.Logger = slog.New(logs)
 			})
 			id := b.enqueue(t, "n-1", `{}`)
 			if e := b.work(t); e.Code != courier.CodeSigningFailed || e.Status != tt.status {
@@ -77,6 +84,10 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 			}
 			if hits.Load() != 0 {
 				t.Fatalf("%d unsigned requests sent", hits.Load())
+			}
+			msg := map[courier.Status]string{courier.StatusFailed: "worker: delivery failed", courier.StatusRetryWait: "worker: attempt settled"}[tt.status]
+			if lines := logs.lines(msg); len(lines) != 1 || !strings.Contains(lines[0].Attrs[logkey.Error], tt.logged) {
+				t.Fatalf("%q lines %+v; want one whose error says %q", msg, lines, tt.logged)
 			}
 		})
 	}

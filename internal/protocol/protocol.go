@@ -188,7 +188,9 @@ type Outcome struct {
 	// for the worker's log line: a socket, DNS, TLS or certificate error,
 	// which names addresses and host names, never what the other side sent
 	// nor the endpoint's path or credentials; nil when it said none of
-	// those. It is never stored.
+	// those. For an attempt that could not be signed it is the error of
+	// the SignerFor or Signer, which names a key by its id. It is never
+	// stored.
 	Cause error
 }
 
