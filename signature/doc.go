@@ -80,9 +80,19 @@
 //     SignerFor that returns the key the process holds now switches a
 //     running worker as soon as the key is swapped. Either way a delivery
 //     first attempted under the old key goes under the new one at its
-//     next attempt.
+//     next attempt. Swap the key behind a name, not the name: a
+//     delivery's key id (store.EnqueueParams.KeyID,
+//     store.SubscriptionParams.KeyID) is the name SignerFor is asked
+//     for, fixed for the delivery's life, so it names a signing setup
+//     ("orders"), never a key's version. A delivery enqueued under a
+//     name SignerFor no longer answers fails (signing_failed), and a
+//     subscription whose KeyID is changed suppresses the deliveries
+//     already enqueued for it (subscription_changed): neither rotates.
 //  3. Drop the old key from every receiver (retire it from the JWK set)
-//     once no sender process signs with it alone. A request signed with
+//     once no sender process signs with it alone, and once the attempts
+//     signed with it before the switch have ended: wait a worker's
+//     Timeout (client.Config.Timeout, 15 seconds by default) after the
+//     last sender switched. A request signed with
 //     it alone is then refused, 401 with the scheme's code
 //     ([courier.CodeSignatureMismatch];
 //     [courier.CodeWebhookKeyUnknown] for RFC 9421), which a courier

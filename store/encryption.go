@@ -128,7 +128,10 @@ func keyedDigest(macKey, payload []byte, notificationID, endpoint string) [sha25
 // ID returns the key's id.
 func (k PayloadKey) ID() string { return k.id }
 
-// Encryption seals the payloads the outbox stores. New rows are sealed
+// Encryption seals the payloads the outbox stores, and nothing else: a
+// row's endpoint URL, notification id and ordering key stay
+// readable in the database (keep a credential out of an endpoint URL, or
+// the database as closed as the credential). New rows are sealed
 // with Current; rows sealed with any key in Keys can be opened, so a
 // rotation adds a key and makes it Current. Keep the old one in Keys for
 // as long as any stored delivery sealed under it exists, delivered or

@@ -111,7 +111,10 @@ type EnqueueParams struct {
 	Profile string
 	// KeyID names the signing configuration the worker signs with (an id,
 	// never key material): at most 256 bytes of UTF-8 text without NUL.
-	// Optional.
+	// Optional. It is the delivery's for life, asked of
+	// client.Config.SignerFor at every attempt: name a setup ("orders"),
+	// not a key's version, and rotate keys behind the name (see package
+	// signature, Rotating keys).
 	KeyID string
 	// Priority orders claims: lower first, within -2147483648..2147483647
 	// (a 32-bit integer on every engine). Defaults to 0.

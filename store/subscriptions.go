@@ -57,7 +57,9 @@ type SubscriptionParams struct {
 	// signs each with what it configures for that name (the signer
 	// client.Config.SignerFor returns for it; a worker with one
 	// client.Config.Signer signs every delivery with that, whatever the
-	// name, so name that key: "k1"). Required.
+	// name, so name that key: "k1"). Required. Changing it suppresses the
+	// deliveries already enqueued (see Subscriptions.Update): rotate keys
+	// behind the name instead (see package signature, Rotating keys).
 	KeyID string
 	// Profile is the Ack profile, one of Config.Profiles; not terminal or
 	// command, whose notification ids are derived from their payloads,

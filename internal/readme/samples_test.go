@@ -449,7 +449,7 @@ func publishSample(ctx context.Context, s *store.Store, endpoint, id string, tot
 		Tenant:     "acme",
 		Endpoint:   endpoint, // the subscriber's URL
 		EventTypes: []string{"order.paid"},
-		KeyID:      "k1", // required: SignerFor's key id; a worker's one Signer signs whatever it is
+		KeyID:      "k1", // required: the name SignerFor signs under, for life (rotate the key behind it); a worker's one Signer signs whatever it is
 	}); err != nil {
 		return err
 	}
