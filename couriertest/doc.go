@@ -35,12 +35,13 @@
 // from a real receiver would: a Status of 5xx, 408, 425 or 429, a Delay
 // past the sender's timeout and a DropAfterCommit count against it, a 410
 // disables it, and another 4xx Status or a WrongAck, being answers, show
-// it up and end the count. A script that fails the first attempt of five
-// or more notifications to one server in a row opens it
-// (store.BreakerConfig's default Threshold is 5), the
-// endpoint pauses for its Cooldown, and Drain returns with the deliveries
-// waiting. Give such tests a Store whose Breaker.Threshold is higher than
-// the faults they inject.
+// it up and end the count. The count is of failed attempts in a row,
+// whichever notifications they belong to: five (store.BreakerConfig's
+// default Threshold) open the endpoint, as three notifications each
+// scripted a 500 and then a DropAfterCommit do. The endpoint then pauses
+// for its Cooldown, and Drain returns with the deliveries waiting in
+// retry_wait, their Delivery.Held "endpoint". Give such tests a Store
+// whose Breaker.Threshold is higher than the failed attempts they inject.
 //
 // No test needs to sleep for courier's waits. A retry's backoff and
 // Retry-After, a breaker's Cooldown and a delivery's deadline are all

@@ -2,6 +2,7 @@ package couriertest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net/http"
 	"time"
 
@@ -84,12 +85,18 @@ func must[T any](v T, err error) T {
 // first attempt: Content-Type application/json, courier's User-Agent,
 // ack.AttemptHeader 1, signed now by signer for the notification id. Use
 // it to test one's own receiver or source with httptest; set the attempt
-// header to another number to play a redelivery.
+// header to another number to play a redelivery. Served to a handler
+// directly (ServeHTTP), a request to an https URL reads as one that came
+// over TLS (its TLS field is set, as httptest.NewRequest sets it), which
+// an http.Client sending it ignores.
 // NewRequest panics if url is not a valid URL or signer fails.
 func NewRequest(url, id string, body []byte, signer signature.Signer) *http.Request {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		panic("couriertest: NewRequest: " + err.Error())
+	}
+	if req.URL.Scheme == "https" {
+		req.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, ServerName: req.URL.Hostname()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", wire.UserAgent)

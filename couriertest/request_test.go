@@ -133,3 +133,34 @@ func saleCommand(t *testing.T, contract string) (ack.Command, []byte) {
 	}
 	return cmd, payload
 }
+
+// TestNewRequestToAnHTTPSURLReadsAsTLS: served to a handler directly, a
+// request NewRequest made for an https URL reads as one that came over
+// TLS, as httptest.NewRequest's does (a receiver's span recorded
+// url.scheme http for it); one for an http URL does not. Sent by an
+// http.Client to a TLS server, it goes through.
+func TestNewRequestToAnHTTPSURLReadsAsTLS(t *testing.T) {
+	t.Parallel()
+	keys := couriertest.StandardWebhooksKeys("sender")
+	sawTLS := make(chan bool, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sawTLS <- r.TLS != nil })
+	for _, c := range []struct {
+		url string
+		tls bool
+	}{{"https://receiver.example/hook", true}, {"http://receiver.example/hook", false}} {
+		h.ServeHTTP(httptest.NewRecorder(), couriertest.NewRequest(c.url, "n-1", []byte(`{}`), keys.Signer))
+		if got := <-sawTLS; got != c.tls {
+			t.Errorf("%s served directly: TLS %v, want %v", c.url, got, c.tls)
+		}
+	}
+	srv := httptest.NewTLSServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Do(couriertest.NewRequest(srv.URL+"/hook", "n-1", []byte(`{}`), keys.Signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := <-sawTLS; !got || resp.StatusCode != http.StatusOK {
+		t.Errorf("sent over TLS: %d, TLS %v; want 200 over TLS", resp.StatusCode, got)
+	}
+}
