@@ -19,8 +19,9 @@ import (
 )
 
 // ErrNotFinite reports a number that has no finite IEEE 754 value (it
-// overflows to ±Inf). Canonical JSON rejects it as Python does with
-// allow_nan=False.
+// overflows to ±Inf). Canonical refuses such a number with a fraction or
+// an exponent, as Python does with allow_nan=False (an integer it keeps
+// exactly, of any size); JCS refuses any such number.
 var ErrNotFinite = errors.New("ack: number is not finite")
 
 // Canonical returns the canonical form of the JSON document doc: object keys
@@ -34,8 +35,9 @@ var ErrNotFinite = errors.New("ack: number is not finite")
 // doc is read strictly: duplicate keys, invalid UTF-8, lone
 // surrogates and excessive nesting are errors. Each matches its code
 // (courier.CodeOf): duplicate_json_key for a key twice, payload_invalid
-// for a number no float64 holds (ErrNotFinite), malformed_json for the
-// others.
+// for a number with a fraction or an exponent that no float64 holds
+// (ErrNotFinite; an integer is kept exactly, however large, as Python
+// keeps it), malformed_json for the others.
 func Canonical(doc []byte) ([]byte, error) {
 	return pythonForm.write(doc)
 }
@@ -453,7 +455,9 @@ func appendPositional(dst []byte, digits string, point int, dotZero bool) []byte
 // sorted by UTF-16 code units, numbers serialized as ECMAScript does. The
 // reporting profile judges "same body" on this form, so a sender that
 // re-serializes the same JSON is not taken for a collision. doc is read,
-// and refused with the same codes, as Canonical reads it.
+// and refused with the same codes, as Canonical reads it; and since
+// RFC 8785 writes every number as a double, an integer no float64 holds
+// is refused too (ErrNotFinite), where Canonical keeps it.
 func JCS(doc []byte) ([]byte, error) {
 	return jcsForm.write(doc)
 }

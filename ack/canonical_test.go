@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/strictjson"
 )
@@ -160,4 +161,25 @@ func readFile(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestAnIntegerNoFloatHoldsIsCanonicalButNotJCS: Canonical keeps an
+// integer of any size exactly, as Python does; JCS, whose numbers are
+// doubles, refuses one no float64 holds, with ErrNotFinite and the code
+// payload_invalid, as both refuse 1e400. Each doc says so; Canonical's
+// said it refused every number no float64 holds.
+func TestAnIntegerNoFloatHoldsIsCanonicalButNotJCS(t *testing.T) {
+	t.Parallel()
+	huge := "1" + strings.Repeat("0", 309) // 10^309 > math.MaxFloat64
+	if got, err := ack.Canonical([]byte(`{"n":` + huge + `}`)); err != nil || string(got) != `{"n":`+huge+`}` {
+		t.Errorf("Canonical of 10^309 = %.20s…, %v; want it kept exactly", got, err)
+	}
+	for _, doc := range []string{`{"n":` + huge + `}`, `{"n":-` + huge + `}`, `{"n":1e400}`} {
+		if _, err := ack.JCS([]byte(doc)); !errors.Is(err, ack.ErrNotFinite) || !errors.Is(err, courier.CodePayloadInvalid) {
+			t.Errorf("JCS of %.12s… = %v; want ErrNotFinite, payload_invalid", doc, err)
+		}
+	}
+	if _, err := ack.Canonical([]byte(`{"n":1e400}`)); !errors.Is(err, ack.ErrNotFinite) {
+		t.Errorf("Canonical of 1e400 = %v; want ErrNotFinite", err)
+	}
 }

@@ -272,6 +272,13 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		return
 	}
 	payload, err := ack.Canonical(req.Payload)
+	if err == nil {
+		// The payload goes to receivers of every profile, and a reporting
+		// receiver reads it as RFC 8785 does, each number a double: an
+		// integer no float64 holds, which Canonical keeps exactly, is
+		// refused here rather than at the delivery's first attempt.
+		_, err = ack.JCS(req.Payload)
+	}
 	if err != nil || len(payload) == 0 || payload[0] != '{' {
 		rule := "object"
 		if errors.Is(err, ack.ErrNotFinite) { // an object, with a number no float64 holds
