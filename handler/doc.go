@@ -25,6 +25,13 @@
 //	                            Content-Length (the client went away mid-body), or
 //	                            its chunked encoding is broken
 //	401 <signature code>        the signature does not verify (WWW-Authenticate says why)
+//	503 webhook_signature_revocation_stale
+//	                            RFC 9421: the verifier's revocation data is past its refresh
+//	                            deadline and grace, so it vouches for no key until it is
+//	                            refreshed (Retry-After; see middleware.Verify)
+//	429 webhook_signature_rate_abuse
+//	                            RFC 9421: the key holds its cap of live nonces in the replay
+//	                            cache; they free as they expire (Retry-After)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields;
 //	                            a number no float64 holds, in a valid document: rule finite
 //	                            where the body is canonicalized (Reporting, Publish; for

@@ -181,7 +181,9 @@ func (vr *vectorReceiver) stored(t *testing.T) (inbox, nonces int) {
 // against the Reporting receiver, on both engines. A negative vector is
 // refused 401 with its webhook_signature_* code, in the problem and in
 // WWW-Authenticate, before anything is parsed, stored or run: no Inbox
-// record, no nonce. A positive one passes the signature and is judged as
+// record, no nonce. Two are refused so that the sender retries, with
+// Retry-After and the code in the problem alone: 018 (rate_abuse) 429,
+// 019 (revocation_stale) 503. A positive one passes the signature and is judged as
 // an envelope next: the vectors' bodies lack members the envelope
 // requires (task_type, timestamp, and in 007 idempotency_key), so it is
 // refused 400 validation_failed, which is no signature error, with its
@@ -252,10 +254,23 @@ func TestReportingSigningVectors(t *testing.T) {
 						wantProblem(t, resp, out, http.StatusBadRequest, courier.CodeValidation)
 						wantNonces = 1
 					}
+					// The vectors fix the code, not the status: the two
+					// refusals that say the receiver cannot accept for now
+					// are answered for the sender to retry.
+					status, auth, wait := http.StatusUnauthorized, `Signature error="`+string(code)+`"`, ""
+					switch code {
+					case courier.CodeWebhookRateAbuse:
+						status, auth, wait = http.StatusTooManyRequests, "", "360"
+					case courier.CodeWebhookRevocationStale:
+						status, auth, wait = http.StatusServiceUnavailable, "", "60"
+					}
 					resp, out := vr.send(t, vec)
-					wantProblem(t, resp, out, http.StatusUnauthorized, code)
-					if got := resp.Header.Get("WWW-Authenticate"); got != `Signature error="`+string(code)+`"` {
-						t.Fatalf("WWW-Authenticate %q", got)
+					wantProblem(t, resp, out, status, code)
+					if got := resp.Header.Get("WWW-Authenticate"); got != auth {
+						t.Fatalf("WWW-Authenticate %q, want %q", got, auth)
+					}
+					if got := resp.Header.Get("Retry-After"); got != wait {
+						t.Fatalf("Retry-After %q, want %q", got, wait)
 					}
 					if inbox, nonces := vr.stored(t); inbox != 0 || nonces != wantNonces || vr.calls.Load() != 0 {
 						t.Fatalf("refused request left %d inbox records, %d nonces, %d calls", inbox, nonces, vr.calls.Load())

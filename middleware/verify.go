@@ -24,6 +24,22 @@ import (
 // A signature failure (a case of courier.CodeSignatureInvalid) is answered
 // 401 with the failure's precise code, falling back to signature_invalid,
 // in the problem body and in `WWW-Authenticate: Signature error="<code>"`.
+// Two failures of RFC 9421 (errors matching their codes, from any
+// verifier) are the receiver's momentary inability to accept, not a bad
+// signature, and are answered so that the sender comes
+// back later (a courier sender retries a 503 and a 429, where it fails a
+// 401 for good): with Retry-After and the code in the problem body, and
+// without WWW-Authenticate, which challenges for credentials and belongs
+// to a 401 alone:
+//
+//	503 webhook_signature_revocation_stale  the verifier's revocation data is past
+//	                                        its refresh deadline and grace: no key
+//	                                        is vouched for until it is refreshed
+//	                                        (Retry-After: 60)
+//	429 webhook_signature_rate_abuse        the key holds its cap of live nonces in
+//	                                        the replay cache, which frees as they
+//	                                        expire (Retry-After: 360)
+//
 // Any other Verify error is the verifier's own trouble (a key or replay
 // store that could not answer): it is answered 503 internal_error with
 // Retry-After, so the sender retries. On success next gets a request whose
@@ -59,6 +75,14 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 			defer limits.Budget.Release(reserved)
 			p, err := v.Verify(r.Context(), r, body)
 			switch {
+			case errors.Is(err, courier.CodeWebhookRevocationStale):
+				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeWebhookRevocationStale,
+					"the receiver's key revocation data is stale; retry once it is refreshed", retryRevocationStale)
+				return
+			case errors.Is(err, courier.CodeWebhookRateAbuse):
+				problem.RetryAfter(w, http.StatusTooManyRequests, courier.CodeWebhookRateAbuse,
+					"the signing key holds its cap of live nonces; retry once they expire", retryNonceCap)
+				return
 			case errors.Is(err, courier.CodeSignatureInvalid):
 				code := courier.CodeOf(err)
 				if !isToken(code) {
@@ -80,6 +104,27 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 		})
 	}
 }
+
+// retryRevocationStale is the Retry-After of a request refused because the
+// verifier's revocation data is stale. When it is refreshed is the
+// receiver's own schedule, which Verify does not know: a minute lets a
+// refresher that failed try again before the sender comes back, and
+// keeps a sender that honours Retry-After (a courier sender, from 5
+// seconds up) from spending its attempts on a list not yet fetched, while
+// a refresh that succeeds soon costs the delivery a minute, not the 5
+// minutes or more of a retry schedule's later steps.
+const retryRevocationStale = time.Minute
+
+// retryNonceCap is the Retry-After of a request refused because its key
+// holds its cap of live nonces. How soon one of them expires is the replay
+// cache's to know, not Verify's. A nonce is held for its signature's
+// window, at most 300 seconds under AdCP (the signer's default), and the
+// verifier's clock skew past it, 60 seconds by default
+// (signature.RFC9421VerifierConfig.ClockSkew): about 6 minutes on, every
+// nonce of a signature created by now has expired under those defaults,
+// and the key's cap has room again unless its signer keeps minting
+// nonces as fast. A shorter wait would mostly meet the cap again.
+const retryNonceCap = 300*time.Second + 60*time.Second
 
 // isToken reports whether c is a non-empty code of [a-z0-9_], safe to quote
 // in WWW-Authenticate as it is. Every courier code is.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -90,6 +91,7 @@ func TestVerify(t *testing.T) {
 		chunked  bool
 		wantCode int
 		wantErr  courier.Code // the problem's code
+		wantWait string       // Retry-After; "" for none, but "1" on a 503
 	}{
 		{name: "valid", sent: body, wantCode: http.StatusOK},
 		{name: "valid, chunked", sent: body, chunked: true, wantCode: http.StatusOK},
@@ -121,6 +123,21 @@ func TestVerify(t *testing.T) {
 				return signature.Principal{}, &courier.Error{Code: `bad", x="y`, Msg: "", Err: courier.CodeSignatureInvalid}
 			})
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
+		{name: "revocation data stale", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
+			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
+				return signature.Principal{}, &courier.Error{Code: courier.CodeWebhookRevocationStale, Err: courier.CodeSignatureInvalid}
+			})
+		}, wantCode: http.StatusServiceUnavailable, wantErr: courier.CodeWebhookRevocationStale, wantWait: "60"},
+		{name: "revocation data stale, the code alone", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
+			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
+				return signature.Principal{}, fmt.Errorf("revocation list: %w", courier.CodeWebhookRevocationStale)
+			})
+		}, wantCode: http.StatusServiceUnavailable, wantErr: courier.CodeWebhookRevocationStale, wantWait: "60"},
+		{name: "key at its cap of live nonces", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
+			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
+				return signature.Principal{}, &courier.Error{Code: courier.CodeWebhookRateAbuse, Err: courier.CodeSignatureInvalid}
+			})
+		}, wantCode: http.StatusTooManyRequests, wantErr: courier.CodeWebhookRateAbuse, wantWait: "360"},
 		{name: "oversized", sent: bytes.Repeat([]byte("a"), maxBody+1),
 			wantCode: http.StatusRequestEntityTooLarge, wantErr: courier.CodeBodyTooLarge},
 		{name: "oversized, chunked", sent: bytes.Repeat([]byte("a"), maxBody+1), chunked: true,
@@ -184,8 +201,8 @@ func TestVerify(t *testing.T) {
 				if a := resp.Header.Get("WWW-Authenticate"); a != wantAuth {
 					t.Errorf("WWW-Authenticate = %q, want %q", a, wantAuth)
 				}
-				wantRetry := ""
-				if tt.wantCode == http.StatusServiceUnavailable {
+				wantRetry := tt.wantWait
+				if wantRetry == "" && tt.wantCode == http.StatusServiceUnavailable {
 					wantRetry = "1"
 				}
 				if ra := resp.Header.Get("Retry-After"); ra != wantRetry {

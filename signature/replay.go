@@ -34,9 +34,11 @@ type ReplayCache interface {
 	// courier.CodeWebhookRateAbuse, instead of recording a new pair, when
 	// keyID already holds its cap: a signer that mints nonces faster than
 	// they expire is compromised or broken, and the RFC 9421 verifier
-	// rejects its requests with that code. keyID is opaque to the cache,
-	// at most 256 bytes; the RFC 9421 verifier passes the 72-byte
-	// qualified key described above.
+	// rejects its requests with that code (answered 429 with Retry-After
+	// by middleware.Verify and package handler's receivers: the key's
+	// requests are accepted again as its nonces expire). keyID is opaque
+	// to the cache, at most 256 bytes; the RFC 9421 verifier passes the
+	// 72-byte qualified key described above.
 	Remember(ctx context.Context, keyID, nonce string, expires time.Time) (replayed bool, err error)
 }
 

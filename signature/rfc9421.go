@@ -217,13 +217,19 @@ type RFC9421VerifierConfig struct {
 	// is older than its refresh deadline plus grace, so it cannot vouch
 	// for any key, it returns an error matching
 	// courier.CodeWebhookRevocationStale (the code itself, or wrapping
-	// it), and the request is rejected with that code. Any other error is
-	// infrastructure trouble and is returned as is.
-	// Defaults to no key being revoked.
+	// it), and the request is rejected with that code: a refusal for now,
+	// not a bad signature, which middleware.Verify and package handler's
+	// receivers answer 503 with Retry-After, so the sender retries once
+	// the data may be refreshed. Any other error is infrastructure
+	// trouble and is returned as is. Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
 	// Replay remembers (keyid, nonce) pairs, each keyid qualified by
 	// Sender (see ReplayCache), so the verifiers of several senders may
-	// share one cache even when their key ids coincide. Defaults to a
+	// share one cache even when their key ids coincide. A key at the
+	// cache's cap of live nonces is rejected with
+	// courier.CodeWebhookRateAbuse, which middleware.Verify and package
+	// handler's receivers answer 429 with Retry-After: the sender retries
+	// once nonces expire. Defaults to a
 	// cache in this process's memory, of this verifier alone, holding up
 	// to 1,000,000 live nonces per key (AdCP's minimum): it only protects
 	// one process, so a receiver with several processes passes the
