@@ -721,3 +721,57 @@ func TestNewStandardWebhooksKeyPair(t *testing.T) {
 		t.Fatalf("the public half does not verify the private half's signature: %v", err)
 	}
 }
+
+// TestSignerAndVerifierAgreeOnKeyIDs: NewStandardWebhooksSigner refuses
+// two keys under one id as NewStandardWebhooksVerifier does, in the same
+// words, and takes what the verifier takes: the same key twice is one
+// key. The signer took two keys under one id, a pair no verifier holds.
+func TestSignerAndVerifierAgreeOnKeyIDs(t *testing.T) {
+	t.Parallel()
+	secret, private, _ := swTestKeys(t, "k1")
+	otherSecret, err := ParseStandardWebhooksKey(secret.ID(), NewStandardWebhooksSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPrivate, err := ParseStandardWebhooksKey(secret.ID(), prefixStandardWebhooksPrivateKey+base64.StdEncoding.EncodeToString(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		keys []StandardWebhooksKey
+		dup  int // the index refused, -1 when the keys are taken
+	}{
+		{"two secrets under one id", []StandardWebhooksKey{secret, otherSecret}, 1},
+		{"a secret and a private key under one id", []StandardWebhooksKey{private, secret, otherPrivate}, 2},
+		{"the same secret twice", []StandardWebhooksKey{secret, secret}, -1},
+		{"the same private key twice", []StandardWebhooksKey{private, secret, private}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, signErr := NewStandardWebhooksSigner(tt.keys...)
+			_, verifyErr := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: tt.keys})
+			if tt.dup < 0 {
+				if signErr != nil || verifyErr != nil {
+					t.Fatalf("signer: %v; verifier: %v; want both to take the keys", signErr, verifyErr)
+				}
+				m := Message{ID: "n-1", Body: []byte(`{"a":1}`), Time: time.Now()}
+				v, _ := NewStandardWebhooksVerifier(StandardWebhooksVerifierConfig{Sender: "s", Keys: tt.keys})
+				if _, err := v.Verify(t.Context(), signSW(t, tt.keys, m), m.Body); err != nil {
+					t.Fatalf("the signer's request does not verify: %v", err)
+				}
+				return
+			}
+			want := fmt.Sprintf("[%d]: key id %q appears twice, over other keys", tt.dup, secret.ID())
+			for _, c := range []struct {
+				err  error
+				list string
+			}{{signErr, "NewStandardWebhooksSigner: keys"}, {verifyErr, "StandardWebhooksVerifierConfig.Keys"}} {
+				if !errors.Is(c.err, courier.CodeConfigInvalid) || c.err.Error() != "config_invalid: signature: "+c.list+want {
+					t.Errorf("got %v, want config_invalid %q", c.err, c.list+want)
+				}
+			}
+		})
+	}
+}
