@@ -146,9 +146,12 @@ const (
 	// CodeWebhookKeyRevoked: the key is revoked.
 	CodeWebhookKeyRevoked Code = "webhook_signature_key_revoked"
 	// CodeWebhookRevocationStale: the revocation data is older than its
-	// refresh deadline plus grace, so no new signature is accepted.
+	// refresh deadline plus grace, so no new signature is accepted for
+	// now: courier's receivers answer it 503, which a sender retries.
 	CodeWebhookRevocationStale Code = "webhook_signature_revocation_stale"
-	// CodeWebhookRateAbuse: the key reached its cap of live nonces.
+	// CodeWebhookRateAbuse: the key reached its cap of live nonces:
+	// courier's receivers answer it 429 with Retry-After, which a sender
+	// retries.
 	CodeWebhookRateAbuse Code = "webhook_signature_rate_abuse"
 	// CodeWebhookInvalid: the signature does not verify.
 	CodeWebhookInvalid Code = "webhook_signature_invalid"

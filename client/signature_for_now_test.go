@@ -35,9 +35,9 @@ func (c *fullOnce) Remember(ctx context.Context, keyID, nonce string, expires ti
 
 // TestSignatureRefusalsForNowAreRetried: a courier receiver whose RFC 9421
 // verifier cannot accept for now (its revocation data is stale, or the
-// key holds its cap of live nonces) answers 503 or 429 with the code and
-// Retry-After, stores nothing, and the worker retries when the receiver
-// asked; the next attempt, the verifier able to vouch again, is accepted.
+// key holds its cap of live nonces) answers 503, or 429 with Retry-After,
+// with the code, stores nothing, and the worker retries on its Backoff or
+// when the receiver asked; the next attempt, the verifier able to vouch again, is accepted.
 // Both refusals were answered 401, which failed the delivery for good
 // (signature_rejected).
 func TestSignatureRefusalsForNowAreRetried(t *testing.T) {
@@ -48,7 +48,7 @@ func TestSignatureRefusalsForNowAreRetried(t *testing.T) {
 		status int
 		code   courier.Code // the delivery's, after the first attempt
 		remote courier.Code
-		wait   time.Duration // the Retry-After honoured
+		wait   time.Duration // the Retry-After honoured, or the Backoff's first step
 	}{
 		{"revocation data stale", func(c *signature.RFC9421VerifierConfig) {
 			var stale atomic.Bool
@@ -59,7 +59,7 @@ func TestSignatureRefusalsForNowAreRetried(t *testing.T) {
 				}
 				return false, nil
 			}
-		}, http.StatusServiceUnavailable, courier.CodeReceiverUnavailable, courier.CodeWebhookRevocationStale, time.Minute},
+		}, http.StatusServiceUnavailable, courier.CodeReceiverUnavailable, courier.CodeWebhookRevocationStale, time.Second},
 		{"key at its cap of live nonces", func(c *signature.RFC9421VerifierConfig) {
 			c.Replay = &fullOnce{ReplayCache: c.Replay}
 		}, http.StatusTooManyRequests, courier.CodeRateLimited, courier.CodeWebhookRateAbuse, 6 * time.Minute},
@@ -106,7 +106,7 @@ func TestSignatureRefusalsForNowAreRetried(t *testing.T) {
 				t.Fatalf("first attempt: event %+v, want HTTP %d remote %s, %s/%s", e, tt.status, tt.remote, courier.StatusRetryWait, tt.code)
 			}
 			if d := b.get(t, id); d.NextAttemptAt.Sub(b.clock.Now()) != tt.wait || d.LastRemoteCode != tt.remote {
-				t.Fatalf("delivery due in %v (remote code %q), want in %v, as the receiver's Retry-After asked", d.NextAttemptAt.Sub(b.clock.Now()), d.LastRemoteCode, tt.wait)
+				t.Fatalf("delivery due in %v (remote code %q), want in %v, as the receiver's Retry-After or the worker's Backoff asked", d.NextAttemptAt.Sub(b.clock.Now()), d.LastRemoteCode, tt.wait)
 			}
 			for _, table := range []string{"courier_inbox", "courier_replay"} {
 				var n int

@@ -28,7 +28,7 @@
 //	503 webhook_signature_revocation_stale
 //	                            RFC 9421: the verifier's revocation data is past its refresh
 //	                            deadline and grace, so it vouches for no key until it is
-//	                            refreshed (Retry-After; see middleware.Verify)
+//	                            refreshed (no Retry-After; see middleware.Verify)
 //	429 webhook_signature_rate_abuse
 //	                            RFC 9421: the key holds its cap of live nonces in the replay
 //	                            cache; they free as they expire (Retry-After)

@@ -182,8 +182,8 @@ func (vr *vectorReceiver) stored(t *testing.T) (inbox, nonces int) {
 // refused 401 with its webhook_signature_* code, in the problem and in
 // WWW-Authenticate, before anything is parsed, stored or run: no Inbox
 // record, no nonce. Two are refused so that the sender retries, with
-// Retry-After and the code in the problem alone: 018 (rate_abuse) 429,
-// 019 (revocation_stale) 503. A positive one passes the signature and is judged as
+// the code in the problem alone: 018 (rate_abuse) 429 with Retry-After,
+// 019 (revocation_stale) 503 without. A positive one passes the signature and is judged as
 // an envelope next: the vectors' bodies lack members the envelope
 // requires (task_type, timestamp, and in 007 idempotency_key), so it is
 // refused 400 validation_failed, which is no signature error, with its
@@ -262,7 +262,7 @@ func TestReportingSigningVectors(t *testing.T) {
 					case courier.CodeWebhookRateAbuse:
 						status, auth, wait = http.StatusTooManyRequests, "", "360"
 					case courier.CodeWebhookRevocationStale:
-						status, auth, wait = http.StatusServiceUnavailable, "", "60"
+						status, auth = http.StatusServiceUnavailable, ""
 					}
 					resp, out := vr.send(t, vec)
 					wantProblem(t, resp, out, status, code)

@@ -35,7 +35,9 @@ import (
 //	503 webhook_signature_revocation_stale  the verifier's revocation data is past
 //	                                        its refresh deadline and grace: no key
 //	                                        is vouched for until it is refreshed
-//	                                        (Retry-After: 60)
+//	                                        (no Retry-After: the sender's own
+//	                                        schedule spreads its attempts over the
+//	                                        hours a refresher may take to mend)
 //	429 webhook_signature_rate_abuse        the key holds its cap of live nonces in
 //	                                        the replay cache, which frees as they
 //	                                        expire (Retry-After: 360)
@@ -76,8 +78,12 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 			p, err := v.Verify(r.Context(), r, body)
 			switch {
 			case errors.Is(err, courier.CodeWebhookRevocationStale):
-				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeWebhookRevocationStale,
-					"the receiver's key revocation data is stale; retry once it is refreshed", retryRevocationStale)
+				// When the data is refreshed is the receiver's schedule, which
+				// Verify does not know, and a refresher that fails may take
+				// hours to mend: a Retry-After would have the sender spend its
+				// attempts at that pace, where its own schedule spreads them.
+				problem.Error(w, http.StatusServiceUnavailable, courier.CodeWebhookRevocationStale,
+					"the receiver's key revocation data is stale; retry once it is refreshed")
 				return
 			case errors.Is(err, courier.CodeWebhookRateAbuse):
 				problem.RetryAfter(w, http.StatusTooManyRequests, courier.CodeWebhookRateAbuse,
@@ -104,16 +110,6 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 		})
 	}
 }
-
-// retryRevocationStale is the Retry-After of a request refused because the
-// verifier's revocation data is stale. When it is refreshed is the
-// receiver's own schedule, which Verify does not know: a minute lets a
-// refresher that failed try again before the sender comes back, and
-// keeps a sender that honours Retry-After (a courier sender, from 5
-// seconds up) from spending its attempts on a list not yet fetched, while
-// a refresh that succeeds soon costs the delivery a minute, not the 5
-// minutes or more of a retry schedule's later steps.
-const retryRevocationStale = time.Minute
 
 // retryNonceCap is the Retry-After of a request refused because its key
 // holds its cap of live nonces. How soon one of them expires is the replay

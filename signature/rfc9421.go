@@ -219,8 +219,8 @@ type RFC9421VerifierConfig struct {
 	// courier.CodeWebhookRevocationStale (the code itself, or wrapping
 	// it), and the request is rejected with that code: a refusal for now,
 	// not a bad signature, which middleware.Verify and package handler's
-	// receivers answer 503 with Retry-After, so the sender retries once
-	// the data may be refreshed. Any other error is infrastructure
+	// receivers answer 503, so the sender retries on its own schedule
+	// until the data is refreshed. Any other error is infrastructure
 	// trouble and is returned as is. Defaults to no key being revoked.
 	Revoked func(ctx context.Context, keyID string) (revoked bool, err error)
 	// Replay remembers (keyid, nonce) pairs, each keyid qualified by
