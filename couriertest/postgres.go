@@ -18,10 +18,13 @@ import (
 //
 //	func TestMain(m *testing.M) { couriertest.Main(m) }
 //
-// Without it the server's data directory (tens of MiB under the system's
-// temporary directory) stays behind, and on systems other than Linux and
-// FreeBSD, which cannot have the server stopped when the test binary
-// exits, the server keeps running.
+// Without it, or when the test binary dies before Main returns (a panic,
+// go test's -timeout), the server's directory, its data directory and log
+// (tens of MiB, a courier-pgtest-* directory in the system's temporary
+// directory), stays behind until the next test run on that machine that
+// starts a throwaway server: that start removes it. On systems other than
+// Linux and FreeBSD, which cannot have the server stopped when the test
+// binary exits, the server also keeps running.
 //
 // The server is a process of its own, not a goroutine of the test binary:
 // a goroutine leak check (goleak) runs inside the m given to Main, after

@@ -20,6 +20,10 @@ const (
 	envPgBouncerRequire = "COURIER_PGBOUNCER_REQUIRE" // fail rather than skip without it
 )
 
+// pgBouncerDirPrefix begins the name of a PgBouncer's directory, an
+// ownedDir in the system's temporary directory.
+const pgBouncerDirPrefix = "courier-pgbouncer-"
+
 // pgBouncerDirs are where distribution packages install pgbouncer, which
 // is often not on a user's PATH (Debian's is /usr/sbin/pgbouncer).
 var pgBouncerDirs = []string{"/usr/sbin", "/usr/local/sbin"}
@@ -34,7 +38,10 @@ var pgBouncerDirs = []string{"/usr/sbin", "/usr/local/sbin"}
 // to each database, for up to 200 clients, and refuses a client whose URL
 // sets a parameter it does not track, such as search_path. pgx's own
 // settings in the URL (default_query_exec_mode) are pgx's, and pass. The
-// PgBouncer is stopped when t ends, before dbURL's database is dropped.
+// PgBouncer is stopped when t ends, before dbURL's database is dropped,
+// and its directory removed; a test process that dies leaves the
+// directory until the next PgBouncer started in the same temporary
+// directory removes it.
 //
 // The program is COURIER_PGBOUNCER, or else pgbouncer on PATH or in
 // /usr/sbin; running as root, it runs as the "postgres" OS user, since it
@@ -54,13 +61,13 @@ func PgBouncer(t testing.TB, dbURL string, poolSize int) string {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "courier-pgbouncer-")
+	owned, err := makeOwnedDir(os.TempDir(), pgBouncerDirPrefix)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { owned.remove() })
 	if cred != nil {
-		if err := giveDir(dir, cred); err != nil {
+		if err := giveDir(owned.path, cred); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
 	}
@@ -71,7 +78,7 @@ func PgBouncer(t testing.TB, dbURL string, poolSize int) string {
 		if err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
-		b, err := launchPgBouncer(ctx, bin, dir, cred, u, port, poolSize)
+		b, err := launchPgBouncer(ctx, bin, owned, cred, u, port, poolSize)
 		if err == nil {
 			t.Cleanup(func() {
 				// SIGTERM is PgBouncer's immediate shutdown: it closes
@@ -110,9 +117,10 @@ func findPgBouncer() (string, error) {
 	return "", fmt.Errorf("pgbouncer not found on PATH or in %s; install it (Debian: apt-get install pgbouncer) or set %s to its path", strings.Join(pgBouncerDirs, ", "), envPgBouncer)
 }
 
-// launchPgBouncer starts pgbouncer on port with its files in dir, in front
-// of the server of u, and waits until it serves u's database.
-func launchPgBouncer(ctx context.Context, bin, dir string, cred *credential, u *url.URL, port, poolSize int) (*server, error) {
+// launchPgBouncer starts pgbouncer on port with its files in owned, in
+// front of the server of u, and waits until it serves u's database.
+func launchPgBouncer(ctx context.Context, bin string, owned *ownedDir, cred *credential, u *url.URL, port, poolSize int) (*server, error) {
+	dir := owned.path
 	user := u.User.Username()
 	password, _ := u.User.Password()
 	host, serverPort := u.Hostname(), u.Port()
@@ -155,7 +163,7 @@ func launchPgBouncer(ctx context.Context, bin, dir string, cred *credential, u *
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	b := &server{dir: dir, port: port, cred: cred, cmd: cmd}
+	b := &server{dir: owned, port: port, cred: cred, cmd: cmd}
 	// Ready once it serves the database through its Unix socket, which
 	// no other process can have created (see waitReady).
 	q := url.Values{"host": {dir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}

@@ -80,9 +80,12 @@ type template struct{ adminURL, name string }
 
 // Run runs the package's tests and stops the throwaway server afterwards,
 // returning the exit code, for a TestMain (internal/testmain.Main,
-// couriertest.Main). Without it the server's temporary directory is left
-// behind, and the server is killed when the test process exits only on
-// Linux and FreeBSD: elsewhere it keeps running.
+// couriertest.Main). Without it, or when the test process dies before it
+// returns (a panic, go test's -timeout), the server's temporary directory
+// is left behind until a throwaway server is next started, by any
+// process, in the same temporary directory: that start removes it.
+// The server is killed when the test process exits only on Linux and
+// FreeBSD: elsewhere it keeps running.
 func Run(m interface{ Run() int }) int {
 	code := m.Run()
 	if err := stop(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // credential is whom a server program runs as.
@@ -95,4 +97,27 @@ func checkSearchable(dir string, cred *syscall.Credential) error {
 		}
 		dir = parent
 	}
+}
+
+// openLockFile opens path, an ownedDir's lock file, to lock it: not
+// through a symlink, nor waiting on a FIFO, that another user of the
+// temporary directory could have put there.
+func openLockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return f, nil
+}
+
+// tryLock takes an exclusive flock on f, without waiting for it. The lock
+// belongs to f's open file description, not to the process: another
+// opening of the file, in this process too, cannot take it; closing f, or
+// the process dying, drops it.
+func tryLock(f *os.File) error {
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 }

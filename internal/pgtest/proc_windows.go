@@ -34,3 +34,9 @@ func killGroup(pid int) error {
 
 // reap reports the process ended: no server program was started.
 func reap(int) (bool, error) { return true, errNoThrowaway }
+
+// openLockFile refuses, as serverCredential does.
+func openLockFile(string) (*os.File, error) { return nil, errNoThrowaway }
+
+// tryLock refuses, as serverCredential does.
+func tryLock(*os.File) error { return errNoThrowaway }

@@ -71,7 +71,7 @@ func StartRestartable(t testing.TB) *Restartable {
 		if r.up {
 			err = r.srv.shutdown()
 		}
-		if err = errors.Join(err, os.RemoveAll(r.srv.dir)); err != nil {
+		if err = errors.Join(err, r.srv.dir.remove()); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})

@@ -36,6 +36,9 @@ const (
 	stopTimeout = 10 * time.Second
 	// logTailBytes is how much of the server log an error quotes.
 	logTailBytes = 4 << 10
+	// serverDirPrefix begins the name of a server's directory, in the
+	// system's temporary directory.
+	serverDirPrefix = "courier-pgtest-"
 )
 
 // serverSettings are the run-time parameters of a throwaway server, tuned
@@ -123,9 +126,9 @@ func versionOf(dir string) []int {
 
 // server is a throwaway PostgreSQL server running as a child process.
 type server struct {
-	dir       string // temporary directory holding data, socket and log
-	url       string // admin URL, over TCP
-	socketURL string // admin URL over the Unix socket in dir
+	dir       *ownedDir // temporary directory holding data, socket and log
+	url       string    // admin URL, over TCP
+	socketURL string    // admin URL over the Unix socket in dir
 	port      int
 	postgres  string      // the server program
 	cred      *credential // whom it runs as, nil for the test process's user
@@ -135,23 +138,26 @@ type server struct {
 	waitErr   error // how it ended, valid once ended
 }
 
-// startServer initialises a cluster in a new temporary directory and starts
-// a server on it, listening on a free port of 127.0.0.1, with serverSettings
-// and then extra, which may override them.
+// startServer initialises a cluster in a new temporary directory, an
+// ownedDir of serverDirPrefix, and starts a server on it, listening on a
+// free port of 127.0.0.1, with serverSettings and then extra, which may
+// override them. Making the directory removes those of test processes
+// that died without removing theirs.
 func startServer(ctx context.Context, bins binaries, extra ...string) (_ *server, err error) {
 	cred, err := serverCredential()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "courier-pgtest-") // mode 0700
+	owned, err := makeOwnedDir(os.TempDir(), serverDirPrefix)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
+			owned.remove()
 		}
 	}()
+	dir := owned.path
 	if !filepath.IsAbs(dir) { // TMPDIR is relative
 		return nil, fmt.Errorf("temporary directory %s is not absolute; set TMPDIR to an absolute path", dir)
 	}
@@ -175,16 +181,18 @@ func startServer(ctx context.Context, bins binaries, extra ...string) (_ *server
 		if err != nil {
 			return nil, err
 		}
-		srv, err := launch(ctx, bins.postgres, dir, cred, port, extra)
+		srv, err := launch(ctx, bins.postgres, owned, cred, port, extra)
 		if err == nil || !errors.Is(err, errPortInUse) || attempt == portAttempts {
 			return srv, err
 		}
 	}
 }
 
-// launch starts postgres on port with the cluster initialised in dir, with
-// serverSettings and then extra, and waits until it accepts connections.
-func launch(ctx context.Context, postgres, dir string, cred *credential, port int, extra []string) (*server, error) {
+// launch starts postgres on port with the cluster initialised in owned,
+// with serverSettings and then extra, and waits until it accepts
+// connections.
+func launch(ctx context.Context, postgres string, owned *ownedDir, cred *credential, port int, extra []string) (*server, error) {
+	dir := owned.path
 	logPath := filepath.Join(dir, "postgres.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -208,7 +216,7 @@ func launch(ctx context.Context, postgres, dir string, cred *credential, port in
 		return nil, err
 	}
 	srv := &server{
-		dir:       dir,
+		dir:       owned,
 		port:      port,
 		postgres:  postgres,
 		cred:      cred,
@@ -265,7 +273,7 @@ func (s *server) waitReady(ctx context.Context) error {
 
 // close stops the server and removes its directory.
 func (s *server) close() error {
-	return errors.Join(s.shutdown(), os.RemoveAll(s.dir))
+	return errors.Join(s.shutdown(), s.dir.remove())
 }
 
 // shutdown stops the server with a fast shutdown (SIGINT), escalating to an
