@@ -90,7 +90,7 @@ func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 		t.Fatalf("accepted: %d, server span parent %v failed %q", code, server.Parent, server.Failed)
 	}
 	if a := server.Attrs(); a[tracing.AttrHTTPStatus].Int64() != 200 || a[tracing.AttrOutcome].String() != string(handler.OutcomeAccepted) ||
-		a[tracing.AttrHTTPMethod].String() != "POST" || a[tracing.AttrURLScheme].String() != "http" || a["url.path"].String() != "/…" {
+		a[tracing.AttrHTTPMethod].String() != "POST" || a[tracing.AttrURLScheme].String() != "https" || a["url.path"].String() != "/…" {
 		t.Fatalf("accepted: server span attributes %v", a)
 	}
 	if h := handles(); len(h) != 1 || h[0].Parent != server.Context || h[0].Failed != "" || !h[0].Ended() || inFunc[0] != h[0].Context {
