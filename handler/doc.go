@@ -145,7 +145,9 @@
 // one (store.Config.Tracer) and, when refused or failed, logged to its
 // Logger: 4xx at Info, 5xx at Error (at Info when it failed because its
 // client went away, which ends the request's context: neither the store
-// nor the application failed), with the status and code and never any of
+// nor the application failed; a context cancelled with a cause of its
+// own, as a server's BaseContext may be at shutdown, is no client's
+// doing, and is logged at Error with that cause), with the status and code and never any of
 // the request's content. Two 503s say come back later, and nothing
 // failed: in_progress (another request is processing the notification,
 // as concurrent redeliveries do) and server_busy (load shed, which any

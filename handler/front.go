@@ -211,8 +211,8 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 		f.logger.InfoContext(r.Context(), "handler: request answered later, the server busy", status, code)
 	case e.HTTPStatus >= 500:
 		attrs := []any{status, code}
-		if ow.cause != nil {
-			attrs = append(attrs, slog.Any(logkey.Error, ow.cause))
+		if why := writerctx.WithCause(r.Context(), ow.cause); why != nil {
+			attrs = append(attrs, slog.Any(logkey.Error, why))
 		}
 		if ow.panicked {
 			attrs = append(attrs, slog.Bool(logkey.Panic, true))
@@ -226,9 +226,10 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 // clientGone reports whether cause, why r failed, is r's context ending
 // because its client went away (net/http cancels it when the connection
 // closes, or the client half-closes it): neither the store nor the
-// application failed. A deadline is no client's doing.
+// application failed. A deadline is no client's doing, nor a
+// cancellation with a cause of its own (see writerctx.ClientGone).
 func clientGone(r *http.Request, cause error) bool {
-	return errors.Is(cause, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+	return errors.Is(cause, context.Canceled) && writerctx.ClientGone(r.Context())
 }
 
 // outcomeWriter watches a handler's answer: its status, the problem code

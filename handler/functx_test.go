@@ -145,11 +145,18 @@ func TestAnEnqueueInTheFunctionCommitsWithTheInboxRecord(t *testing.T) {
 // committed or rolled back", at Error for a client that went away too
 // (an alert for every hang-up), as if the store had failed. It is logged
 // as a request ended by its client (Info), or with its deadline as the
-// cause (Error).
+// cause (Error). A context cancelled with a cause of its own (a server's
+// BaseContext at shutdown) is no client's doing: it was logged as a
+// client that went away, at Info, though the client got the answer; it
+// is logged at Error with the cause.
+// errShuttingDown is the cause a server cancels its requests' contexts
+// with, at shutdown.
+var errShuttingDown = errors.New("the server is shutting down")
+
 func TestARequestEndedUnderTheFunctionIsLoggedAsSuch(t *testing.T) {
 	t.Parallel()
 	for _, engine := range engines {
-		for _, ends := range []string{"client gone", "deadline"} {
+		for _, ends := range []string{"client gone", "deadline", "cancelled with a cause"} {
 			t.Run(engine.name+"/"+ends, func(t *testing.T) {
 				t.Parallel()
 				eachReceiver(t, true, func(t *testing.T, target anyReceiver) {
@@ -171,9 +178,15 @@ func TestARequestEndedUnderTheFunctionIsLoggedAsSuch(t *testing.T) {
 					req := e.request(t)
 					var ctx context.Context
 					var end func()
-					if ends == "deadline" {
+					switch ends {
+					case "deadline":
 						ctx, end = ctxtest.WithDeadline(req.Context())
-					} else {
+					case "cancelled with a cause":
+						var cancel context.CancelCauseFunc
+						ctx, cancel = context.WithCancelCause(req.Context())
+						end = func() { cancel(errShuttingDown) }
+						defer cancel(nil)
+					default:
 						var cancel context.CancelFunc
 						ctx, cancel = context.WithCancel(req.Context())
 						end = func() { cancel() }
@@ -195,6 +208,8 @@ func TestARequestEndedUnderTheFunctionIsLoggedAsSuch(t *testing.T) {
 						t.Fatalf("logged %s %q %v, want the request ended by its client, at Info", r.Level, r.Message, attrs(r))
 					case ends == "deadline" && (r.Level != slog.LevelError || !strings.Contains(attrs(r)[logkey.Error], context.DeadlineExceeded.Error())):
 						t.Fatalf("logged %s %q %v, want Error with the deadline as the cause", r.Level, r.Message, attrs(r))
+					case ends == "cancelled with a cause" && (r.Level != slog.LevelError || !strings.Contains(attrs(r)[logkey.Error], errShuttingDown.Error())):
+						t.Fatalf("logged %s %q %v, want Error with the context's cause", r.Level, r.Message, attrs(r))
 					}
 					if rec := serve(e.handler, e.request(t)); rec.Code != e.ok {
 						t.Fatalf("the redelivery: answered %d %s, want %d", rec.Code, rec.Body, e.ok)

@@ -129,14 +129,16 @@ var errNoTx = errors.New("middleware: begin returned no transaction and no error
 // Recover around Transaction (see loggerFrom): at Error with err, which is the
 // driver's or the store's and holds none of the request's content; at
 // Info without it when r's client went away, which ended r's context and
-// rolled the transaction back (no database failed).
+// rolled the transaction back (no database failed); a context cancelled
+// with a cause of its own (a server's BaseContext at shutdown) is logged
+// at Error, its cause with err.
 func unsettled(w http.ResponseWriter, r *http.Request, what string, err error) {
 	problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "transaction could not "+what, time.Second)
 	ctx := r.Context()
 	attrs := []any{slog.Int(logkey.HTTPStatus, http.StatusServiceUnavailable), slog.String(logkey.Code, string(courier.CodeInternal))}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if writerctx.ClientGone(ctx) {
 		loggerFrom(ctx).InfoContext(ctx, "middleware: transaction ended by its client", attrs...)
 		return
 	}
-	loggerFrom(ctx).ErrorContext(ctx, "middleware: transaction could not "+what, append(attrs, slog.Any(logkey.Error, err))...)
+	loggerFrom(ctx).ErrorContext(ctx, "middleware: transaction could not "+what, append(attrs, slog.Any(logkey.Error, writerctx.WithCause(ctx, err)))...)
 }

@@ -113,11 +113,15 @@ func TestTransactionFailureIsLogged(t *testing.T) {
 // rolls the transaction back; next waits for that, and answers 200):
 // Transaction answers 503, logged at Info as a request its client ended,
 // without an error, not as a database that failed; a request whose
-// deadline passed is logged at Error, with the deadline as the cause.
+// deadline passed is logged at Error, with the deadline as the cause, and
+// so is one whose context was cancelled with a cause of its own (a
+// server's BaseContext at shutdown), with that cause: it was logged as a
+// client that went away.
 func TestTransactionEndedByItsClientIsLoggedAtInfo(t *testing.T) {
 	t.Parallel()
 	type cancelKey struct{}
-	for _, ends := range []string{"client gone", "deadline"} {
+	shuttingDown := errors.New("the server is shutting down")
+	for _, ends := range []string{"client gone", "deadline", "cancelled with a cause"} {
 		t.Run(ends, func(t *testing.T) {
 			t.Parallel()
 			b := setupTx(t)
@@ -137,9 +141,15 @@ func TestTransactionEndedByItsClientIsLoggedAtInfo(t *testing.T) {
 			})))
 			var ctx context.Context
 			var end func()
-			if ends == "deadline" {
+			switch ends {
+			case "deadline":
 				ctx, end = ctxtest.WithDeadline(t.Context())
-			} else {
+			case "cancelled with a cause":
+				var cancel context.CancelCauseFunc
+				ctx, cancel = context.WithCancelCause(t.Context())
+				end = func() { cancel(shuttingDown) }
+				defer cancel(nil)
+			default:
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithCancel(t.Context())
 				end = func() { cancel() }
@@ -165,6 +175,8 @@ func TestTransactionEndedByItsClientIsLoggedAtInfo(t *testing.T) {
 				t.Fatalf("logged %s %q %v, want the transaction ended by its client, at Info", r.Level, r.Message, a)
 			case ends == "deadline" && (r.Level != slog.LevelError || !strings.Contains(a[logkey.Error], context.DeadlineExceeded.Error())):
 				t.Fatalf("logged %s %q %v, want Error with the deadline as the cause", r.Level, r.Message, a)
+			case ends == "cancelled with a cause" && (r.Level != slog.LevelError || !strings.Contains(a[logkey.Error], shuttingDown.Error())):
+				t.Fatalf("logged %s %q %v, want Error with the context's cause", r.Level, r.Message, a)
 			}
 		})
 	}

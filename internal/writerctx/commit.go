@@ -29,3 +29,28 @@ func CommitFailure(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// ClientGone reports whether ctx, a request's, was cancelled as net/http
+// cancels it when the client goes away: with no cause of its own. One
+// cancelled with a cause (context.WithCancelCause, as a server's
+// BaseContext may be at shutdown) or past its deadline is not the
+// client's doing, and its failure is the server's to hear of.
+func ClientGone(ctx context.Context) bool {
+	return context.Cause(ctx) == context.Canceled //nolint:errorlint // Canceled itself: a cause that wraps it is the canceller's
+}
+
+// WithCause is err, why a request failed, with the cause its context was
+// cancelled with when it has one of its own and err does not say it
+// already (a server's BaseContext cancelled with context.WithCancelCause
+// at shutdown): a log line says why the request ended, not only that its
+// context did.
+func WithCause(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if cause == nil || cause == ctx.Err() || errors.Is(err, cause) { //nolint:errorlint // a cause that is the context's own error adds nothing
+		return err
+	}
+	if err == nil {
+		return cause
+	}
+	return fmt.Errorf("%w (the request's context: %w)", err, cause)
+}
