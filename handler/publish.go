@@ -272,13 +272,6 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 		return
 	}
 	payload, err := ack.Canonical(req.Payload)
-	if err == nil {
-		// The payload goes to receivers of every profile, and a reporting
-		// receiver reads it as RFC 8785 does, each number a double: an
-		// integer no float64 holds, which Canonical keeps exactly, is
-		// refused here rather than at the delivery's first attempt.
-		_, err = ack.JCS(req.Payload)
-	}
 	if err != nil || len(payload) == 0 || payload[0] != '{' {
 		rule := "object"
 		if errors.Is(err, ack.ErrNotFinite) { // an object, with a number no float64 holds
@@ -485,7 +478,10 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 			// Receivers that dedupe by idempotency_key get a fresh one
 			// per delivery, in the bytes every retry sends.
 			b, err := reporting.With(idempotencyKey)
-			if err == nil && len(b) > store.MaxPayloadSize {
+			switch {
+			case errors.Is(err, ack.ErrNotFinite): // an integer a reporting receiver, reading numbers as doubles, would refuse
+				return nil, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "finite"}}}
+			case err == nil && len(b) > store.MaxPayloadSize:
 				return nil, payloadTooLarge()
 			}
 			return b, err

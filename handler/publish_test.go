@@ -148,20 +148,41 @@ func TestPublishRefusals(t *testing.T) {
 // holds is a valid JSON document that cannot be enqueued: refused with
 // validation_failed, its rule finite, as the Reporting and Source
 // receivers name it, not object, which says the payload is something
-// else than an object. An integer no float64 holds is refused too: a
-// reporting receiver reads every number as a double, and refused it at
-// the delivery's first attempt, after the publish was accepted (202).
+// else than an object. An integer no float64 holds is kept exactly, as
+// Python keeps it, for the receivers that read payloads so; a fan-out to
+// a reporting subscription refuses it, since a reporting receiver reads
+// every number as a double: it refused it at the delivery's first
+// attempt, after the publish was accepted (202).
 func TestPublishNamesANumberNoFloatHolds(t *testing.T) {
 	t.Parallel()
 	s, srv := setupPublish(t)
-	for _, number := range []string{"1e400", "1" + strings.Repeat("0", 400), "-1" + strings.Repeat("0", 309)} {
-		status, out := publish(t, srv, `{"notification_id":"n","endpoint":"https://x.example","payload":{"a":`+number+`}}`, "", publishToken)
+	refused := func(body string) {
+		t.Helper()
+		status, out := publish(t, srv, body, "", publishToken)
 		if status != 400 || !strings.Contains(string(out), `"code":"validation_failed"`) || !strings.Contains(string(out), `{"field":"payload","rule":"finite"}`) {
-			t.Errorf("%.12s…: %d %s, want 400 validation_failed naming payload, rule finite", number, status, out)
+			t.Errorf("%.80s…: %d %s, want 400 validation_failed naming payload, rule finite", body, status, out)
 		}
 	}
-	if pending(t, s) != 0 {
-		t.Fatalf("refused requests enqueued %d", pending(t, s))
+	refused(`{"notification_id":"n","endpoint":"https://x.example/h","payload":{"a":1e400}}`)
+	huge := "1" + strings.Repeat("0", 400)
+	if status, out := publish(t, srv, `{"notification_id":"n","endpoint":"https://x.example/h","payload":{"a":`+huge+`}}`, "", publishToken); status != http.StatusAccepted {
+		t.Fatalf("an integer of 401 digits to a courier endpoint: %d %s, want 202", status, out)
+	}
+	if _, err := s.Subscriptions.Create(t.Context(), nil, store.SubscriptionParams{Tenant: "acme", Endpoint: "https://r.example/h",
+		EventTypes: []string{"*"}, KeyID: "k", Profile: ack.ProfileReporting}); err != nil {
+		t.Fatal(err)
+	}
+	for i, number := range []string{huge, "-1" + strings.Repeat("0", 309)} {
+		refused(fmt.Sprintf(`{"tenant":"acme","event_type":"report","event_id":"ev%d","payload":{"a":%s}}`, i, number))
+	}
+	// A digit run as long in a string is no number.
+	if status, out := publish(t, srv, `{"tenant":"acme","event_type":"report","event_id":"ev-s","payload":{"a":"`+huge+`"}}`, "", publishToken); status != http.StatusAccepted {
+		t.Fatalf("401 digits in a string: %d %s, want 202", status, out)
+	}
+	// The direct publish, and the string's to acme's "*" subscription and
+	// its reporting one; the refused fan-outs wrote nothing, to neither.
+	if n := pending(t, s); n != 3 {
+		t.Fatalf("%d deliveries pending, want the three accepted", n)
 	}
 }
 

@@ -314,7 +314,8 @@ type reportingPayload struct {
 
 // with returns the Payload, in canonical JSON, with its idempotency_key
 // set to key; an error of code invalid_argument if it is not a JSON
-// object, or if the key takes it past MaxPayloadSize (refused here, with
+// object, holds an integer no float64 holds, or if the key takes it past
+// MaxPayloadSize (refused here, with
 // every other payload made, before anything is written).
 func (r *reportingPayload) with(key string) ([]byte, error) {
 	if !r.read {
@@ -333,6 +334,9 @@ func (r *reportingPayload) with(key string) ([]byte, error) {
 		return nil, r.err
 	}
 	b, err := r.keyed.With(key)
+	if errors.Is(err, ack.ErrNotFinite) {
+		return nil, invalidArgument("PublishParams.Payload holds an integer no float64 holds, which a reporting receiver refuses (it reads every number as a double)")
+	}
 	if err == nil && len(b) > MaxPayloadSize {
 		return nil, invalidArgument("PublishParams.Payload, canonical with its idempotency_key set, must be at most 4 MiB")
 	}

@@ -27,6 +27,9 @@ type Payload struct {
 	// when it comes after the object's last member, one after it when a
 	// member follows that it is put before.
 	before, after string
+	// err is why no reporting receiver would take the object (see
+	// refused), returned by With.
+	err error
 }
 
 // member is the member Payload sets.
@@ -35,7 +38,7 @@ const member = "idempotency_key"
 // Read reads canonical, the canonical form of a JSON object
 // (ack.Canonical's), for With.
 func Read(canonical []byte) Payload {
-	k := Payload{canonical: canonical, at: len(canonical) - 1, end: len(canonical) - 1}
+	k := Payload{canonical: canonical, at: len(canonical) - 1, end: len(canonical) - 1, err: refused(canonical)}
 	if len(canonical) > len("{}") {
 		k.before = "," // after the last member, unless one sorts after it
 	}
@@ -57,8 +60,13 @@ func Read(canonical []byte) Payload {
 }
 
 // With returns the canonical object with member idempotency_key set to
-// key, a new slice: the object's own member replaced, or one added.
+// key, a new slice: the object's own member replaced, or one added. It
+// returns an error matching ack.ErrNotFinite for an object that holds an
+// integer no float64 holds, which a reporting receiver refuses.
 func (k Payload) With(key string) ([]byte, error) {
+	if k.err != nil {
+		return nil, k.err
+	}
 	value, err := ack.Marshal(key)
 	if err != nil {
 		return nil, err
@@ -81,4 +89,29 @@ func memberKey(quoted []byte) []byte {
 	var text string
 	_ = json.Unmarshal(quoted, &text) // canonical: it reads
 	return []byte(text)
+}
+
+// overflowDigits is how many digits an integer needs, at the least, to
+// overflow a float64 (math.MaxFloat64 is about 1.8e308).
+const overflowDigits = 309
+
+// refused returns why a reporting receiver would refuse canonical, which
+// ack.Canonical took: the receiver reads it as ack.JCS does, every number
+// a double, and refuses an integer no float64 holds, which Canonical
+// keeps exactly (an error matching ack.ErrNotFinite); nil for any other
+// object. Such an integer has overflowDigits digits or more: only a run
+// of as many, a rare sight, costs the full reading.
+func refused(canonical []byte) error {
+	run := 0
+	for _, c := range canonical {
+		if c < '0' || c > '9' {
+			run = 0
+			continue
+		}
+		if run++; run == overflowDigits {
+			_, err := ack.JCS(canonical)
+			return err
+		}
+	}
+	return nil
 }

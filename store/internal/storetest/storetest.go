@@ -208,6 +208,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"PublishNamesTheBuildOfARefusedPayload", testPublishNamesTheBuildOfARefusedPayload},
 		{"PublishSetsEachReportingDeliverysKey", testPublishSetsEachReportingDeliverysKey},
 		{"PublishRefusesAReportingPayloadTooLargeWithItsKey", testPublishRefusesAReportingPayloadTooLargeWithItsKey},
+		{"PublishRefusesAnIntegerAReportingReceiverRefuses", testPublishRefusesAnIntegerAReportingReceiverRefuses},
 		{"RepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet", testRepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet},
 		{"RepublishAfterASubscriptionChangeSendsUnderItAsItIsNow", testRepublishAfterASubscriptionChangeSendsUnderItAsItIsNow},
 		{"RepublishBringsAnUnsentDeliveryUpToDate", testRepublishBringsAnUnsentDeliveryUpToDate},

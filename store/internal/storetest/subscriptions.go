@@ -1038,6 +1038,40 @@ func testPublishRefusesAReportingPayloadTooLargeWithItsKey(t *testing.T, open Op
 	}
 }
 
+// testPublishRefusesAnIntegerAReportingReceiverRefuses: a Payload with
+// an integer no float64 holds (canonical JSON keeps it exactly, as Python
+// does) was published to a subscription of the reporting profile, whose
+// receiver reads every number as a double and refused the delivery at
+// its first attempt. It is refused before anything is written, naming
+// the reporting subscription; to a courier subscription alone it is
+// published.
+func testPublishRefusesAnIntegerAReportingReceiverRefuses(t *testing.T, open OpenFunc) {
+	b := setup(t, open, store.Config{})
+	for _, profile := range []string{ack.ProfileCourier, ack.ProfileReporting} {
+		p := subscription("acme-"+profile, "https://"+profile+".example/h", "k", "*")
+		p.Profile = profile
+		if _, err := b.store.Subscriptions.Create(b.ctx, nil, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := []byte(`{"impressions":1` + strings.Repeat("0", 400) + `}`)
+	tx := b.begin(t)
+	defer tx.Rollback()
+	_, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme-" + ack.ProfileReporting, EventType: "x", EventID: "e1", Payload: payload})
+	if courier.CodeOf(err) != courier.CodeInvalidArgument || !strings.Contains(fmt.Sprint(err), "float64") {
+		t.Errorf("Publish to a reporting subscription = %v, want invalid_argument naming the integer", err)
+	}
+	if _, err := b.store.Outbox.Publish(b.ctx, tx, store.PublishParams{Tenant: "acme-" + ack.ProfileCourier, EventType: "x", EventID: "e1", Payload: payload}); err != nil {
+		t.Errorf("Publish to a courier subscription = %v, want it published", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := b.store.Outbox.List(b.ctx, store.ListParams{}); err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].Profile != ack.ProfileCourier {
+		t.Fatalf("deliveries %+v (%v); want the courier subscription's alone", page.Deliveries, err)
+	}
+}
+
 // testRepublishFindsAReportingDeliveryPublishedBeforeItsKeyWasSet: a
 // delivery published to a subscription of the reporting profile before
 // Publish set each one's idempotency_key holds the Payload as it was
