@@ -55,14 +55,6 @@ func TestConfigErrorsAreErrConfigInvalid(t *testing.T) {
 			_, err := NewStandardWebhooksSigner(swPrivate, swPublic)
 			return err
 		}, "key 1"},
-		{"sw signer with a key id twice", func() error {
-			other, err := ParseStandardWebhooksKey(swSecret.ID(), NewStandardWebhooksSecret())
-			if err != nil {
-				return err
-			}
-			_, err = NewStandardWebhooksSigner(swSecret, other)
-			return err
-		}, `NewStandardWebhooksSigner: keys[1]: key id "k-hmac" appears twice, over other keys`},
 		{"sw signer with more keys than a verifier reads", func() error {
 			keys := make([]StandardWebhooksKey, 17)
 			for i := range keys {

@@ -69,7 +69,7 @@
 //     [RFC9421VerifierConfig].Keys sees it once it is built again with
 //     both, one with LookupKey as soon as the lookup finds it.
 //  2. Switch every sender process to sign with the new key. A Standard
-//     Webhooks signer may sign with both meanwhile, each under its own id
+//     Webhooks signer may sign with both meanwhile
 //     (NewStandardWebhooksSigner(next, old)), so that a receiver not yet
 //     given the new key still verifies the old signature. A courier
 //     worker signs each attempt afresh (a new timestamp, and for RFC 9421

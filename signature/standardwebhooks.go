@@ -64,9 +64,7 @@ type standardWebhooksSigner struct {
 // new and the old signature. At least one key is required, and at most 16:
 // the verifier refuses a header with more than 16 signatures, so a signer
 // with more keys would write headers no courier receiver accepts. A
-// "whpk_" public key cannot sign. Two keys under one id are refused, as
-// NewStandardWebhooksVerifier refuses them; the same key twice is one
-// key. The signer is safe for concurrent use.
+// "whpk_" public key cannot sign. The signer is safe for concurrent use.
 func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
 	switch {
 	case len(keys) == 0:
@@ -81,9 +79,6 @@ func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
 		if k.m().kind == swPublic {
 			return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: key %d is a public key and cannot sign", i))
 		}
-	}
-	if err := checkSWKeyIDs("NewStandardWebhooksSigner: keys", keys); err != nil {
-		return nil, err
 	}
 	return &standardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), keys...)}, nil
 }
@@ -189,38 +184,27 @@ func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, 
 		return nil, err
 	}
 	v := &standardWebhooksVerifier{cfg: cfg}
+	held := make(map[string]string, len(cfg.Keys)) // id: the fingerprint of the key a verifier holds under it
 	for i, k := range cfg.Keys {
 		if k.m == nil {
 			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d] is not a parsed key", i))
 		}
+		// Two keys under one id would leave the Principal's KeyID unable
+		// to say which verified; a private key beside its own public key
+		// is one key.
+		fp := k.Public().m().fingerprint()
+		if was, ok := held[k.ID()]; ok && was != fp {
+			return nil, configError(fmt.Sprintf("StandardWebhooksVerifierConfig.Keys[%d]: key id %q appears twice, over other keys", i, printableID(k.ID())))
+		}
+		held[k.ID()] = fp
 		if k.m().kind == swSecret {
 			v.secrets = append(v.secrets, k)
 		} else {
 			v.publics = append(v.publics, k.Public())
 		}
 	}
-	if err := checkSWKeyIDs("StandardWebhooksVerifierConfig.Keys", cfg.Keys); err != nil {
-		return nil, err
-	}
 	v.cfg.Keys = nil // held above, by kind
 	return v, nil
-}
-
-// checkSWKeyIDs refuses two keys under one id in keys, the parsed keys of
-// a signer or a verifier (list names them in the error): an id names one
-// key. Under two, a verifier's Principal.KeyID could not say which
-// verified, and a signer would hold a pair no verifier takes. The same
-// key twice, or a private key beside its own public key, is one key.
-func checkSWKeyIDs(list string, keys []StandardWebhooksKey) error {
-	held := make(map[string]string, len(keys)) // id: the fingerprint of the key under it
-	for i, k := range keys {
-		fp := k.Public().m().fingerprint()
-		if was, ok := held[k.ID()]; ok && was != fp {
-			return configError(fmt.Sprintf("%s[%d]: key id %q appears twice, over other keys", list, i, printableID(k.ID())))
-		}
-		held[k.ID()] = fp
-	}
-	return nil
 }
 
 // Verify checks req's Standard Webhooks headers, of either brand, against
