@@ -363,6 +363,8 @@ func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to fu
 // storeError answers a failed store call: 404 and 400 with the error's
 // own content-free message for missing rows and bad input, 503
 // database_unavailable with Retry-After when the database failed, 500
+// config_invalid with its message when the database is not set up for
+// courier (its tables out of reach, a privilege missing), 500
 // internal_error otherwise.
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	h.storeErrorAfter(w, r, err, "")
@@ -398,6 +400,9 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 	case courier.CodeDatabaseUnavailable:
 		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later"+before, time.Second)
+	case courier.CodeConfigInvalid:
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: database not set up for courier", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
+		problem.Error(w, http.StatusInternalServerError, code, detail+before)
 	default:
 		h.cfg.Logger.ErrorContext(r.Context(), "admin: store failed", append(routeAttrs(r), slog.String(logkey.Code, string(courier.CodeInternal)), slog.Any(logkey.Error, err))...)
 		problem.Error(w, http.StatusInternalServerError, courier.CodeInternal, "the store failed"+before)

@@ -46,6 +46,7 @@ var (
 type problemBody struct {
 	Status int                 `json:"status"`
 	Code   courier.Code        `json:"code"`
+	Detail string              `json:"detail"`
 	Errors []map[string]string `json:"errors"`
 }
 
@@ -253,6 +254,26 @@ func TestAdminDatabaseUnavailable(t *testing.T) {
 		refused(t, resp, body, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable)
 		if resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: 503 without Retry-After: %v", p, resp.Header)
+		}
+	}
+}
+
+// TestAdminDatabaseNotSetUp: a database the store cannot find its tables
+// in (here, courier_outbox dropped under the handler) is no passing
+// failure: 500 config_invalid saying what is wrong, for the API and the
+// page, not 503 database_unavailable (try again later) nor a bare
+// internal_error.
+func TestAdminDatabaseNotSetUp(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil)
+	if _, err := b.store.DB().ExecContext(t.Context(), "DROP TABLE courier_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/api/health", "/api/deliveries", "/"} {
+		resp, body := b.do(t, "GET", p, "", nil)
+		pb := refused(t, resp, body, http.StatusInternalServerError, courier.CodeConfigInvalid)
+		if !strings.Contains(pb.Detail, "not reachable") {
+			t.Fatalf("%s: detail %q, want it to say courier's tables are out of reach", p, pb.Detail)
 		}
 	}
 }

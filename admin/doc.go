@@ -44,7 +44,8 @@
 //
 // The JSON API (errors are application/problem+json with a stable code; a
 // database that fails a call is 503 database_unavailable with Retry-After,
-// on the page too):
+// one not set up for courier (its tables out of reach, a privilege
+// missing) 500 config_invalid saying so, on the page too):
 //
 //	GET  /api/health                    the outbox's health (a health object)
 //	GET  /api/deliveries                {"deliveries": [delivery…], "next_before": id} newest first;

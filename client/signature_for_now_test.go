@@ -62,7 +62,7 @@ func TestSignatureRefusalsForNowAreRetried(t *testing.T) {
 		}, http.StatusServiceUnavailable, courier.CodeReceiverUnavailable, courier.CodeWebhookRevocationStale, time.Second},
 		{"key at its cap of live nonces", func(c *signature.RFC9421VerifierConfig) {
 			c.Replay = &fullOnce{ReplayCache: c.Replay}
-		}, http.StatusTooManyRequests, courier.CodeRateLimited, courier.CodeWebhookRateAbuse, 6 * time.Minute},
+		}, http.StatusTooManyRequests, courier.CodeRateLimited, courier.CodeWebhookRateAbuse, 421 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -260,7 +260,7 @@ func TestReportingSigningVectors(t *testing.T) {
 					status, auth, wait := http.StatusUnauthorized, `Signature error="`+string(code)+`"`, ""
 					switch code {
 					case courier.CodeWebhookRateAbuse:
-						status, auth, wait = http.StatusTooManyRequests, "", "360"
+						status, auth, wait = http.StatusTooManyRequests, "", "421"
 					case courier.CodeWebhookRevocationStale:
 						status, auth = http.StatusServiceUnavailable, ""
 					}

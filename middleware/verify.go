@@ -28,9 +28,9 @@ import (
 // verifier) are the receiver's momentary inability to accept, not a bad
 // signature, and are answered so that the sender comes
 // back later (a courier sender retries a 503 and a 429, where it fails a
-// 401 for good): with Retry-After and the code in the problem body, and
-// without WWW-Authenticate, which challenges for credentials and belongs
-// to a 401 alone:
+// 401 for good): with the code in the problem body (the 429 with
+// Retry-After too), and without WWW-Authenticate, which challenges for
+// credentials and belongs to a 401 alone:
 //
 //	503 webhook_signature_revocation_stale  the verifier's revocation data is past
 //	                                        its refresh deadline and grace: no key
@@ -40,7 +40,7 @@ import (
 //	                                        hours a refresher may take to mend)
 //	429 webhook_signature_rate_abuse        the key holds its cap of live nonces in
 //	                                        the replay cache, which frees as they
-//	                                        expire (Retry-After: 360)
+//	                                        expire (Retry-After: 421)
 //
 // Any other Verify error is the verifier's own trouble (a key or replay
 // store that could not answer): it is answered 503 internal_error with
@@ -116,11 +116,15 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 // cache's to know, not Verify's. A nonce is held for its signature's
 // window, at most 300 seconds under AdCP (the signer's default), and the
 // verifier's clock skew past it, 60 seconds by default
-// (signature.RFC9421VerifierConfig.ClockSkew): about 6 minutes on, every
-// nonce of a signature created by now has expired under those defaults,
-// and the key's cap has room again unless its signer keeps minting
-// nonces as fast. A shorter wait would mostly meet the cap again.
-const retryNonceCap = 300*time.Second + 60*time.Second
+// (signature.RFC9421VerifierConfig.ClockSkew), and a second more (the
+// window compares whole seconds); store.Store.Replay, the cache for
+// several processes, counts a key's nonces by the minute they expire in,
+// and frees a minute's count once that minute has passed, up to 60
+// seconds later still. 421 seconds on, every nonce of a signature
+// created by now has expired under those defaults, in either cache, and
+// the key's cap has room again unless its signer keeps minting nonces as
+// fast. A shorter wait would mostly meet the cap again.
+const retryNonceCap = 300*time.Second + 60*time.Second + time.Second + time.Minute
 
 // isToken reports whether c is a non-empty code of [a-z0-9_], safe to quote
 // in WWW-Authenticate as it is. Every courier code is.

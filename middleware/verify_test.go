@@ -137,7 +137,7 @@ func TestVerify(t *testing.T) {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
 				return signature.Principal{}, &courier.Error{Code: courier.CodeWebhookRateAbuse, Err: courier.CodeSignatureInvalid}
 			})
-		}, wantCode: http.StatusTooManyRequests, wantErr: courier.CodeWebhookRateAbuse, wantWait: "360"},
+		}, wantCode: http.StatusTooManyRequests, wantErr: courier.CodeWebhookRateAbuse, wantWait: "421"},
 		{name: "oversized", sent: bytes.Repeat([]byte("a"), maxBody+1),
 			wantCode: http.StatusRequestEntityTooLarge, wantErr: courier.CodeBodyTooLarge},
 		{name: "oversized, chunked", sent: bytes.Repeat([]byte("a"), maxBody+1), chunked: true,

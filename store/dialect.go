@@ -101,8 +101,8 @@ var (
 // tables (an application's transaction on another database, or whose
 // search_path leaves courier's schema out) or its role may not use them.
 var (
-	errNoTables = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "courier's tables are not reachable on this connection: it is another database than the one migrated, or its search_path leaves courier's schema out"}
-	errDenied   = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "the connection's role may not use courier's tables: grant it their privileges"}
+	errNoTables = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "courier's tables are not reachable on this connection: it reaches another database than the one migrated (on PostgreSQL, or a search_path that leaves courier's schema out)"}
+	errDenied   = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "the connection's role may not do this to courier's tables: grant it their privileges, or migrate as their owner"}
 )
 
 // errConstraint is what a violated constraint is a case of, in the

@@ -158,7 +158,7 @@
 // insert). The default privileges grant the tables a later courier's
 // migration creates as the migrating role creates them; without them, the
 // release that uses a new table finds it refused ("permission denied for
-// table …", database_unavailable) until someone grants it. A role that
+// table …", config_invalid) until someone grants it. A role that
 // only receives needs the four on courier_inbox, courier_replay and
 // courier_replay_counts, and SELECT on courier_schema. Without USAGE on
 // the schema, PostgreSQL leaves it out of the role's search_path without
@@ -177,7 +177,7 @@
 // do and returns nil; on one behind, it fails at the first pending
 // migration, naming it with the database's refusal ("permission denied
 // for schema courier", "must be owner of table courier_outbox";
-// database_unavailable), and leaves the schema as it was. After the pipeline applies new files, it runs ANALYZE as the
+// config_invalid), and leaves the schema as it was. After the pipeline applies new files, it runs ANALYZE as the
 // owner (see Migrations): the application's role may not.
 //
 // # Backups and restores
