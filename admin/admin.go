@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/store"
 )
@@ -95,6 +97,7 @@ func configError(msg string) error {
 // documentation for its routes.
 type Handler struct {
 	cfg   Config
+	reads time.Duration // a read's bound, readTimeout
 	mux   *http.ServeMux
 	cop   http.CrossOriginProtection
 	pages *template.Template
@@ -110,7 +113,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: pages}
+	h := &Handler{cfg: cfg, reads: readTimeout, mux: http.NewServeMux(), pages: pages}
 	endpoints := h.cfg.Store.Endpoints
 	routes := []struct {
 		pattern string
@@ -150,6 +153,14 @@ func NewHandler(cfg Config) (*Handler, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		// A read waits for a database that stopped answering no longer
+		// than h.reads: its page is worth nothing later, and an
+		// operator's health probe needs its answer.
+		ctx, cancel := context.WithTimeout(r.Context(), h.reads)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	switch {
 	case r.URL.Path == "" && !strings.HasSuffix(requestPath(r), "/"):
 		h.mountPoint(w, r)
@@ -170,6 +181,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mux.ServeHTTP(w, r)
 	}
 }
+
+// readTimeout bounds a read's wait for the database (see ServeHTTP). A
+// mutation is not bounded: it ends with its request, having done what it
+// did (see doneBefore).
+const readTimeout = 10 * time.Second
 
 // requestPath is the path the client asked for, before any prefix was
 // stripped, "" if the request does not say.
@@ -362,7 +378,9 @@ func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to fu
 
 // storeError answers a failed store call: 404 and 400 with the error's
 // own content-free message for missing rows and bad input, 503
-// database_unavailable with Retry-After when the database failed, 500
+// database_unavailable with Retry-After when the database failed or a
+// read's bound passed before it answered (a request its client ended is
+// logged at Info, not as a failure), 500
 // config_invalid with its message when the database is not set up for
 // courier (its tables out of reach, a privilege missing), 500
 // internal_error otherwise.
@@ -392,15 +410,21 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 	if ce := (*courier.Error)(nil); errors.As(err, &ce) {
 		detail = ce.Msg
 	}
-	switch code := courier.CodeOf(err); code {
-	case courier.CodeNotFound:
+	switch code := courier.CodeOf(err); {
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil:
+		h.cfg.Logger.WarnContext(r.Context(), "admin: database did not answer in time", append(routeAttrs(r), slog.String(logkey.Code, string(courier.CodeDatabaseUnavailable)), slog.Any(logkey.Error, err))...)
+		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable, "the database did not answer in time; retry later"+before, time.Second)
+	case errors.Is(err, context.Canceled) && writerctx.ClientGone(r.Context()):
+		h.cfg.Logger.InfoContext(r.Context(), "admin: request ended by its client", append(routeAttrs(r), slog.String(logkey.Code, string(courier.CodeDatabaseUnavailable)))...)
+		problem.Error(w, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable, "the request ended before the database answered"+before)
+	case code == courier.CodeNotFound:
 		problem.Error(w, http.StatusNotFound, code, detail+before)
-	case courier.CodeInvalidArgument:
+	case code == courier.CodeInvalidArgument:
 		problem.Error(w, http.StatusBadRequest, code, detail+before)
-	case courier.CodeDatabaseUnavailable:
+	case code == courier.CodeDatabaseUnavailable:
 		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later"+before, time.Second)
-	case courier.CodeConfigInvalid:
+	case code == courier.CodeConfigInvalid:
 		h.cfg.Logger.ErrorContext(r.Context(), "admin: database not set up for courier", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
 		problem.Error(w, http.StatusInternalServerError, code, detail+before)
 	default:

@@ -43,8 +43,9 @@
 // same page's.)
 //
 // The JSON API (errors are application/problem+json with a stable code; a
-// database that fails a call is 503 database_unavailable with Retry-After,
-// one not set up for courier (its tables out of reach, a privilege
+// database that fails a call, or does not answer a read (GET) within 10
+// seconds, is 503 database_unavailable with Retry-After, one not set up
+// for courier (its tables out of reach, a privilege
 // missing) 500 config_invalid saying so, on the page too):
 //
 //	GET  /api/health                    the outbox's health (a health object)

@@ -68,7 +68,10 @@
 //     transaction's, a lost connection, or a transaction a failure before
 //     the enqueue had aborted already (25P02; the error says so). An
 //     enqueue the retry makes again finds what an earlier try committed
-//     (Existed), so a retried transaction ends with one delivery. A few
+//     (Existed), so a retried transaction ends with one delivery, as long
+//     as it carries the same payload: build it from the business data,
+//     not from the clock or a random source, or the retry after a commit
+//     whose answer was lost is an idempotency collision. A few
 //     causes of this code do not pass by themselves, and the error carries
 //     the database's words for them: a read-only transaction or database.
 //     Bound the retries.

@@ -306,7 +306,17 @@ type Store struct {
 // in progress (each holds a connection in LISTEN for its wake-ups, for as
 // long as it runs), with as many idle (db.SetMaxOpenConns,
 // db.SetMaxIdleConns). A pool with no room left over waits for a
-// connection, every transaction of courier's included. Wake-ups never
+// connection, every transaction of courier's included, and that wait
+// costs deliveries: a claim that gets its connection late leases rows
+// whose attempts cannot start in time, and a settle or a release that
+// cannot get one before the lease runs out leaves the lease to expire;
+// each such lease counts as an attempt (lease_expired), and a delivery
+// whose last attempt was sent but not recorded so ends failed though
+// its receiver has it. A pool the application's own transactions also
+// fill needs that room beyond their peak; a Store on a *sql.DB of its
+// own over the same database (the application's transactions still
+// enqueue, each on the application's pool) keeps the application's load
+// from starving the worker. Wake-ups never
 // take a pool's last connection, counting the Runs of every Store opened
 // over it: a Run that finds no connection to spare for them says so at
 // Warn and polls. A *sql.DB over a pgxpool (stdlib.OpenDBFromPool) has no
