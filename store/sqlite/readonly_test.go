@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -27,10 +26,6 @@ import (
 
 // unprivilegedEnv marks the child process.
 const unprivilegedEnv = "COURIER_TEST_UNPRIVILEGED"
-
-// startMu serializes writing a test binary's copy and starting it (see
-// asUnprivileged).
-var startMu sync.Mutex
 
 // unprivilegedUser is whom the child runs as.
 const unprivilegedUser = "nobody"
@@ -78,20 +73,18 @@ func asUnprivilegedWith(t *testing.T, caps ...uintptr) bool {
 	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	// The copy is written and started under one lock: a parallel test's
-	// fork in between would inherit the copy's open write descriptor, and
-	// the exec would fail with "text file busy" (ETXTBSY).
-	startMu.Lock()
+	// The copy is written under ForkLock, which every fork of this
+	// process takes: a fork meanwhile (any test's, not only this helper's)
+	// would inherit the copy's open write descriptor, and the exec of the
+	// copy would fail with "text file busy" (ETXTBSY) while a child held it.
+	syscall.ForkLock.RLock()
 	err = copyFile(bin, os.Args[0])
+	syscall.ForkLock.RUnlock()
 	if err == nil {
 		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(bin, 0o755))
 	}
 	if err == nil {
-		err = cmd.Start()
-	}
-	startMu.Unlock()
-	if err == nil {
-		err = cmd.Wait()
+		err = cmd.Run()
 	}
 	if err != nil || !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
 		t.Fatalf("as user %s: %v\n%s", unprivilegedUser, err, out.String())
