@@ -65,7 +65,9 @@ type Config struct {
 	// by what the request names.
 	Authorize func(r *http.Request) error
 	// Logger receives one line per mutation, refusal of a mutation and
-	// store failure; never payloads, endpoint URLs or credentials.
+	// store failure, and one at Info for a request its client ended
+	// before the database answered; never payloads, endpoint URLs or
+	// credentials.
 	// A line names the action and what it acted on, not who asked: the
 	// Handler knows no caller. For an audit trail, log the caller in
 	// Authorize, which sees every mutation first, or give a Logger whose

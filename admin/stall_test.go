@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/logtest"
 )
 
@@ -53,5 +55,38 @@ func TestAReadTheDatabaseDoesNotAnswerIsUnavailable(t *testing.T) {
 	}
 	if n := len(logs.All()); n != 3 {
 		t.Fatalf("%d log lines, want 3", n)
+	}
+}
+
+// TestARequestItsClientEndedIsNoFailure: a request whose client went
+// away before the database answered (its context cancelled, as net/http
+// cancels it) is no store failure: it was logged at Error, "admin: store
+// failed"; it is logged once, at Info, and answered 503 (which no one
+// reads).
+func TestARequestItsClientEndedIsNoFailure(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Records
+	b := setupAdminConfig(t, Config{Logger: slog.New(&logs)})
+	h, err := NewHandler(Config{Store: b.store, Logger: slog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/api/health", "/api/deliveries", "/"} {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // the client is gone before the store is asked
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, p, nil))
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s: %d %s, want 503", p, rec.Code, rec.Body)
+		}
+	}
+	recs := logs.All()
+	if len(recs) != 3 {
+		t.Fatalf("%d log lines, want 3", len(recs))
+	}
+	for _, r := range recs {
+		if r.Level != slog.LevelInfo || r.Message != "admin: request ended by its client" || len(logkey.Undocumented(r)) != 0 {
+			t.Fatalf("logged %s %q, want Info that the client ended the request", r.Level, r.Message)
+		}
 	}
 }

@@ -34,10 +34,11 @@
 //	                            cache; they free as they expire (Retry-After)
 //	400 malformed_json, duplicate_json_key, validation_failed (with the failing fields;
 //	                            a number no float64 holds, in a valid document: rule finite
-//	                            where the body is canonicalized (Reporting, Publish; for
-//	                            ack.Terminal and Source, which keep integers exactly as
-//	                            Python does, one with a fraction or an exponent), rule
-//	                            type in a field of your own type;
+//	                            where the body is canonicalized (Reporting; for ack.Terminal,
+//	                            Source and Publish, which keep integers exactly as Python
+//	                            does, one with a fraction or an exponent, and Publish an
+//	                            integer too when it fans out to a reporting subscription),
+//	                            rule type in a field of your own type;
 //	                            at most 100 fields, each path at most 256 bytes, cut in its
 //	                            middle with "…", in one order for one body; when more
 //	                            failed, detail says "the first 100 of N")

@@ -221,7 +221,10 @@ type PublishConfig struct {
 // that form with the delivery's idempotency_key (store.Published's), in
 // place of any idempotency_key the payload carries: a reporting receiver
 // dedupes by it, so each delivery has its own, the same on every publish
-// of the event. Over store.MaxPayloadSize it is
+// of the event; a reporting receiver reads every number as a double,
+// so a fan-out to such a subscription of a payload holding an integer no
+// float64 holds is refused, 400 validation_failed naming payload (rule
+// finite), nothing stored. Over store.MaxPayloadSize it is
 // refused, 400 validation_failed naming payload (rule max), nothing
 // stored. Below that it is enqueued as store.Outbox.Enqueue takes it,
 // over 1 MiB too: a courier receiver reads 1 MiB unless its

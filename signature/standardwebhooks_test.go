@@ -333,6 +333,35 @@ func TestStandardWebhooksRotation(t *testing.T) {
 	}
 }
 
+// TestStandardWebhooksSignerTakesTwoKeysUnderOneName: a signer's keys
+// may share an id. The wire carries none, and the receiver names its
+// keys itself: a sender whose SignerFor name ("orders") covers the old
+// and the new secret during a rotation signs with both, and a receiver
+// holding either, under its own ids, verifies the request. (A signer
+// that refused such keys failed every delivery a SignerFor built it for,
+// for good: config_invalid.)
+func TestStandardWebhooksSignerTakesTwoKeysUnderOneName(t *testing.T) {
+	t.Parallel()
+	oldText, newText := NewStandardWebhooksSecret(), NewStandardWebhooksSecret()
+	key := func(id, text string) StandardWebhooksKey {
+		t.Helper()
+		k, err := ParseStandardWebhooksKey(id, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	now := time.Unix(1_700_000_000, 0)
+	m := Message{ID: "ntf_name", Body: []byte(`{}`), Time: now}
+	req := signSW(t, []StandardWebhooksKey{key("orders", newText), key("orders", oldText)}, m)
+	for _, held := range []StandardWebhooksKey{key("r-old", oldText), key("r-new", newText)} {
+		p, err := newSWVerifier(t, clockAt(now.Unix()), held).Verify(context.Background(), req, m.Body)
+		if err != nil || p.KeyID != held.ID() {
+			t.Fatalf("a receiver holding %s: %+v, %v; want it verified under its own id", held.ID(), p, err)
+		}
+	}
+}
+
 func TestStandardWebhooksTolerance(t *testing.T) {
 	t.Parallel()
 	secret, _, _ := swTestKeys(t, "k")

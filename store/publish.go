@@ -65,8 +65,10 @@ type PublishParams struct {
 	// every subscription would be one notification to a buyer whose
 	// endpoints share an Inbox, its function run for the first to arrive
 	// only. Its Payload must be a JSON object, at most MaxPayloadSize
-	// with that key set, or the publish is refused (invalid_argument)
-	// before anything is written. Each such subscription holds a copy.
+	// with that key set, without an integer no float64 holds (which
+	// canonical JSON keeps exactly, and a reporting receiver, reading
+	// every number as a double, refuses), or the publish is refused
+	// (invalid_argument) before anything is written. Each such subscription holds a copy.
 	Payload []byte
 	// Build makes a subscription's payload. idempotencyKey is the
 	// delivery's own, in ack.NewIdempotencyKey's form, derived from its
