@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/courier-go/courier/internal/testbin"
 )
 
 // toolArgsEnv holds, one a line, the command line the child process of
@@ -59,7 +60,7 @@ func TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut(t *testing.
 	reader := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
 	owner := &syscall.Credential{Uid: ownerUID, Gid: ownerUID, Groups: []uint32{ownerUID}}
 
-	bin := runnableCopy(t)
+	bin := testbin.RunnableCopy(t)
 	dir, err := os.MkdirTemp("", "courier-shared-")
 	if err != nil {
 		t.Fatal(err)
@@ -88,48 +89,6 @@ func TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut(t *testing.
 	if code, out := runAs(t, bin, owner, "health", "-db", db); code != exitOK || !strings.Contains(out, "status: ok") {
 		t.Errorf("the owner's health after nobody's: exit %d, want %d, status ok\n%s", code, exitOK, out)
 	}
-}
-
-// runnableCopy returns a copy of the test binary that any user may run:
-// the binary itself sits in a directory only its builder may enter.
-func runnableCopy(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "courier-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "courier.test")
-	// Written under ForkLock, so that no process this one starts
-	// meanwhile inherits the copy's write descriptor: its exec would
-	// fail with "text file busy" (ETXTBSY) while one did.
-	syscall.ForkLock.RLock()
-	err = copyExecutable(bin, os.Args[0])
-	syscall.ForkLock.RUnlock()
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-func copyExecutable(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // runAs runs the tool with args from bin, the test binary's copy, as the

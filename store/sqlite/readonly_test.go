@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/courier-go/courier/internal/testbin"
 	"github.com/courier-go/courier/store"
 )
 
@@ -57,14 +57,9 @@ func asUnprivilegedWith(t *testing.T, caps ...uintptr) bool {
 	}
 	// The test binary sits in a directory only root may enter: the child
 	// runs a copy.
-	dir, err := os.MkdirTemp("", "courier-sqlite-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "sqlite.test")
+	bin := testbin.RunnableCopy(t)
 	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
-	cmd.Dir = dir
+	cmd.Dir = filepath.Dir(bin)
 	cmd.Env = append(os.Environ(), unprivilegedEnv+"=1", "TMPDIR="+os.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}},
@@ -73,41 +68,12 @@ func asUnprivilegedWith(t *testing.T, caps ...uintptr) bool {
 	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	// The copy is written under ForkLock, which every fork of this
-	// process takes: a fork meanwhile (any test's, not only this helper's)
-	// would inherit the copy's open write descriptor, and the exec of the
-	// copy would fail with "text file busy" (ETXTBSY) while a child held it.
-	syscall.ForkLock.RLock()
-	err = copyFile(bin, os.Args[0])
-	syscall.ForkLock.RUnlock()
-	if err == nil {
-		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(bin, 0o755))
-	}
-	if err == nil {
-		err = cmd.Run()
-	}
+	err = cmd.Run()
 	if err != nil || !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
 		t.Fatalf("as user %s: %v\n%s", unprivilegedUser, err, out.String())
 	}
 	t.Logf("ran as user %s:\n%s", unprivilegedUser, out.String())
 	return true
-}
-
-func copyFile(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // chmodDB sets the mode of a database file and of its -wal and -shm files
