@@ -25,8 +25,8 @@ const (
 )
 
 // deliver makes attempt n (see Worker.begin) of c, claimed at claimedAt
-// (the worker's clock, just before the claim), and settles it together
-// with the attempts that finish meanwhile (see settler). An attempt
+// (the worker's clock as the claim began: see leasedFrom), and settles it
+// together with the attempts that finish meanwhile (see settler). An attempt
 // starts only while the worker is not stopping, the Store is not closed,
 // the lease covers a whole Timeout and the delivery's deadline has not
 // come; otherwise the delivery is given back unsent (a closed Store takes
@@ -41,7 +41,7 @@ const (
 //
 // Lease and deadline are measured as spans on the store's clock (expiry
 // and deadline minus the claim's time) against the time elapsed on the
-// worker's clock since before the claim, so the two clocks need not
+// worker's clock since the claim began, so the two clocks need not
 // agree, and the worker errs on the side of not sending. A clock that
 // tells no time (see now) measures nothing: the delivery is given back.
 func (w *Worker) deliver(ctx context.Context, n uint64, c protocol.Claimed, claimedAt time.Time) {
@@ -157,6 +157,20 @@ func (w *Worker) reportLeftToLeases(ctx context.Context) {
 	}
 }
 
+// leasedFrom is the instant, on the worker's clock, from which the leases
+// of a claim are measured (see deliver): as its first transaction began
+// (began, see claim), or, if it told none, before the claim. A claim
+// waits for its transaction's connection (a pool the application's
+// transactions fill, SQLite's writer held by one of them) before the
+// store stamps its leases: measured from before that wait, its leases
+// read as spent by it, and their deliveries were given back unsent.
+func leasedFrom(before, began time.Time) time.Time {
+	if began.IsZero() {
+		return before
+	}
+	return began
+}
+
 // leaseLeft is how much of l is left now, none if the clock tells no
 // time (see now).
 func (w *Worker) leaseLeft(ctx context.Context, l protocol.Lease, claimedAt time.Time) time.Duration {
@@ -168,7 +182,7 @@ func (w *Worker) leaseLeft(ctx context.Context, l protocol.Lease, claimedAt time
 }
 
 // leaseLeftAt is how much of l was left at now: its length on the store's
-// clock less the time elapsed on the worker's since before the claim (see
+// clock less the time elapsed on the worker's since the claim began (see
 // deliver).
 func leaseLeftAt(l protocol.Lease, claimedAt, now time.Time) time.Duration {
 	return l.ExpiresAt.Sub(l.LeasedAt) - now.Sub(claimedAt)

@@ -356,3 +356,58 @@ func TestRunWaitsAfterAClaimItGaveBackWhole(t *testing.T) {
 		t.Fatalf("delivery is %s after %d attempts, leased by %q; want pending, 0, none", d.Status, d.Attempts, d.LeaseOwner)
 	}
 }
+
+// TestAClaimThatWaitedForItsConnectionSendsOnItsWholeLease: a claim waits
+// for its transaction's connection (here SQLite's writer, held by an
+// application's transaction; on PostgreSQL a pool the application's
+// transactions fill) before the store stamps its leases. The worker
+// measured the leases from before that wait, so a wait longer than the
+// lease less a Timeout read as a lease spent: it gave back unsent what
+// it held a whole lease on, claim after claim for as long as the waits
+// lasted. It measures them from when the claim's transaction began.
+func TestAClaimThatWaitedForItsConnectionSendsOnItsWholeLease(t *testing.T) {
+	t.Parallel()
+	const lease, timeout = time.Minute, 2 * time.Second
+	clock := newWorkerClock()
+	read := make(chan struct{}, 1)
+	logs := newCapture(t)
+	var b *workerBundle
+	b = setupWorker(t, ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() }), func(c *client.Config) {
+		c.Lease, c.Timeout, c.Logger = lease, timeout, slog.New(logs)
+		c.Now = func() time.Time {
+			select {
+			case read <- struct{}{}:
+			default:
+			}
+			return clock.Now()
+		}
+	})
+	id := b.enqueue(t, "n-1", `{}`)
+	tx, err := b.store.Begin(t.Context()) // the application's, holding the writer
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := b.worker.Work(t.Context())
+		done <- result{n, err}
+	}()
+	<-read                                       // the worker read its clock before its claim, which waits for the writer
+	clock.Advance(lease - timeout + time.Second) // the wait: longer than the lease less a Timeout
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.n != 1 || r.err != nil {
+		t.Fatalf("Work = %d, %v; want a batch of 1", r.n, r.err)
+	}
+	if n := len(logs.lines("worker: lease too short to start an attempt, released")); n != 0 {
+		t.Errorf("%d lease-too-short lines: the wait for the writer was taken out of a lease stamped after it", n)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusSucceeded || d.Attempts != 1 {
+		t.Fatalf("delivery is %s after %d attempts; want succeeded at the first", d.Status, d.Attempts)
+	}
+}

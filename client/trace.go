@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/endpoint"
@@ -28,32 +29,37 @@ import (
 // unaware of it. A claim that fails once the Store is closed, cut short
 // or not, fails with the closed Store's error (errClosedClaim), as one
 // made after the Close does.
-func (w *Worker) claim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
+//
+// began is when the claim's first transaction began, on the worker's
+// clock: after any wait for a connection of the pool or for SQLite's
+// writer, and before the store stamped the leases. It is zero if no
+// transaction began, or the clock told no time then (see now).
+func (w *Worker) claim(ctx context.Context, limit int) (batch []protocol.Claimed, began time.Time, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // Stop's context cancels ctx; ctx stays the caller's
 	defer context.AfterFunc(w.life, cancel)()    //nolint:contextcheck // so does the Store's Close
-	batch, err := w.tracedClaim(ctx, limit)
+	batch, err = w.tracedClaim(ctx, limit, &began)
 	if err != nil && w.storeClosed() && !errors.Is(err, protocol.ErrClosed) {
-		return nil, fmt.Errorf("%w: %w", errClosedClaim, err)
+		return nil, began, fmt.Errorf("%w: %w", errClosedClaim, err)
 	}
-	return batch, err
+	return batch, began, err
 }
 
 // errClosedClaim is the error of a claim that failed once the Store was
 // closed: code database_unavailable, with protocol.ErrClosed in its chain.
 var errClosedClaim = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "client: claim"}, protocol.ErrClosed)
 
-// tracedClaim is claim's call of the store.
-func (w *Worker) tracedClaim(ctx context.Context, limit int) ([]protocol.Claimed, error) {
+// tracedClaim is claim's call of the store; began is claim's.
+func (w *Worker) tracedClaim(ctx context.Context, limit int, began *time.Time) ([]protocol.Claimed, error) {
 	if w.tracer == nil {
-		return w.outbox.Claim(ctx, w.claimParams(ctx, limit))
+		return w.outbox.Claim(ctx, w.claimParams(ctx, limit, began))
 	}
 	var span courier.Span
 	if !w.claimsIdle {
 		ctx, span = w.tracer.Start(ctx, tracing.SpanClaim, courier.SpanInternal, slog.Int(tracing.AttrBatchLimit, limit))
 	}
-	batch, err := w.outbox.Claim(ctx, w.claimParams(ctx, limit))
+	batch, err := w.outbox.Claim(ctx, w.claimParams(ctx, limit, began))
 	w.claimsIdle = len(batch) == 0 && err == nil
 	if span == nil {
 		if w.claimsIdle {

@@ -136,8 +136,9 @@ type Config struct {
 	// more (the margin is what the claim, and the making and signing of
 	// the request, may take out of the lease before the attempt's Timeout
 	// begins). An attempt starts only while the lease still covers a whole
-	// Timeout, as the worker's clock (Now) measures it from just before the
-	// claim, and its request is sent only if the lease still does once the
+	// Timeout, as the worker's clock (Now) measures it from when the claim's
+	// transaction began (after any wait for a connection of the pool), and
+	// its request is sent only if the lease still does once the
 	// request is signed (SignerFor may ask a slow key store); a delivery
 	// whose turn comes later (a slow claim, a batch larger than Concurrency
 	// behind slow attempts, a slow signer) is given back unsent, its
@@ -847,7 +848,8 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// claim's (claimSaw); what comes after counts as the next claim's.
 	// Should the claim fail before it begins, all of it does.
 	w.claimSaw = w.given.Load()
-	batch, err := w.claim(ctx, max(want, 1))
+	batch, began, err := w.claim(ctx, max(want, 1))
+	claimedAt = leasedFrom(claimedAt, began)
 	seen.given = w.claimSaw
 	if w.claimed != nil {
 		w.claimed(len(batch))
@@ -945,11 +947,18 @@ func (w *Worker) await(ctx context.Context, ready func() bool, poll <-chan time.
 	}
 }
 
-// claimParams is a claim of up to limit deliveries, made with ctx.
-func (w *Worker) claimParams(ctx context.Context, limit int) protocol.ClaimParams {
+// claimParams is a claim of up to limit deliveries, made with ctx. As
+// its first transaction begins, it reads the worker's clock into began
+// (see claim).
+func (w *Worker) claimParams(ctx context.Context, limit int, began *time.Time) protocol.ClaimParams {
 	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency,
 		Ended: func(e protocol.Ended) { w.withheld(ctx, e) },
-		Began: func() { w.claimSaw = w.given.Load() }}
+		Began: func() {
+			w.claimSaw = w.given.Load()
+			if began.IsZero() {
+				*began, _ = w.now(ctx)
+			}
+		}}
 }
 
 // withheld logs a delivery a claim ended rather than lease, made with
@@ -1109,7 +1118,8 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		w.passClaimTurn()
 		return 0, errClock
 	}
-	batch, err := w.claim(ctx, w.cfg.BatchSize)
+	batch, began, err := w.claim(ctx, w.cfg.BatchSize)
+	claimedAt = leasedFrom(claimedAt, began)
 	w.passClaimTurn()
 	if err != nil {
 		if ctx.Err() == nil && w.isStopping(ctx) {

@@ -307,10 +307,10 @@ type Store struct {
 // long as it runs), with as many idle (db.SetMaxOpenConns,
 // db.SetMaxIdleConns). A pool with no room left over waits for a
 // connection, every transaction of courier's included, and that wait
-// costs deliveries: a claim that gets its connection late leases rows
-// whose attempts cannot start in time, and a settle or a release that
-// cannot get one before the lease runs out leaves the lease to expire;
-// each such lease counts as an attempt (lease_expired), and a delivery
+// costs deliveries: a settle or a release that cannot get one before
+// the lease runs out leaves the lease to expire (a claim stamps its
+// leases once it has its connection, and client.Worker measures them
+// from then); each such lease counts as an attempt (lease_expired), and a delivery
 // whose last attempt was sent but not recorded so ends failed though
 // its receiver has it. A pool the application's own transactions also
 // fill needs that room beyond their peak; a Store on a *sql.DB of its
