@@ -219,12 +219,15 @@ func (w *Worker) persist(ctx context.Context, within time.Duration, write func(c
 // hands its Event to the hook.
 func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Outcome, s protocol.Settled, err error) {
 	attrs := attemptAttrs(c)
+	// Not recorded (err; an outcome the store refused as invalid has its
+	// refusal in s.Err too), or found its lease lost: one or the other.
+	unrecorded, lost := err != nil, err == nil && s.Err != nil
 	code := s.Code
 	switch {
-	case s.Err != nil:
+	case unrecorded:
+		code = oc.Code // the attempt's own
+	case lost:
 		code = courier.CodeLeaseLost
-	case err != nil:
-		code = oc.Code // not recorded: the attempt's own
 	}
 	if s.Status != "" {
 		attrs = append(attrs, slog.String(logkey.Status, string(s.Status)))
@@ -232,7 +235,7 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	if code != "" {
 		attrs = append(attrs, slog.String(logkey.Code, string(code)))
 	}
-	if s.Err == nil && err == nil && oc.Code != "" && oc.Code != code {
+	if !unrecorded && !lost && oc.Code != "" && oc.Code != code {
 		// The delivery ended with another code than the attempt's (expired,
 		// at its deadline): what the attempt itself met is kept too.
 		attrs = append(attrs, slog.String(logkey.AttemptCode, string(oc.Code)))
@@ -252,9 +255,9 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		w.cfg.Logger.LogAttrs(ctx, level, msg, append(attrs, extra...)...)
 	}
 	switch {
-	case err != nil:
+	case unrecorded:
 		log(slog.LevelError, "worker: settle failed", slog.Any(logkey.Error, err))
-	case s.Err != nil:
+	case lost:
 		log(slog.LevelWarn, "worker: lease lost before settling")
 	case oc.Code == courier.CodeDestinationForbidden:
 		var why []slog.Attr // the guard's reason: what a Guard would have to open
@@ -274,8 +277,8 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		return
 	}
 	outcome, eventCode := store.AttemptOutcome(oc.Result), s.Code
-	if err != nil {
-		eventCode = oc.Code // not recorded: the attempt's own
+	if unrecorded {
+		eventCode = oc.Code // the attempt's own
 	}
 	switch s.Status {
 	case courier.StatusRetryWait:
@@ -291,7 +294,7 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	w.cfg.Hook(Event{
 		DeliveryID: c.DeliveryID, NotificationID: c.NotificationID, Endpoint: endpoint.Redact(c.Endpoint), EndpointRef: endpoint.Ref(c.Endpoint), Attempt: c.Attempt,
 		Outcome: outcome, Status: s.Status, Code: eventCode, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
-		Duration: oc.Duration, LeaseLost: s.Err != nil, Unrecorded: err != nil,
+		Duration: oc.Duration, LeaseLost: lost, Unrecorded: unrecorded,
 	})
 }
 

@@ -70,6 +70,17 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome, recorded func
 	batch := s.queue
 	s.queue = nil
 	s.mu.Unlock()
+	answered := false
+	defer func() {
+		if !answered { // the goroutine ends inside apply: a callback's runtime.Goexit, a panic
+			for _, q := range batch {
+				if q != r {
+					q.done <- settleResult{err: errSettleAbandoned}
+				}
+			}
+		}
+		s.handOff()
+	}()
 
 	outcomes := make([]protocol.Outcome, len(batch))
 	for i, q := range batch {
@@ -98,16 +109,29 @@ func (s *settler) settle(ctx context.Context, oc protocol.Outcome, recorded func
 			q.done <- res
 		}
 	}
+	answered = true
+	return mine.settled, mine.err
+}
 
+// handOff hands the next transaction to the first call waiting for one,
+// or marks none running. It runs however the transaction's call ended:
+// one that ended its goroutine inside apply (a store callback's
+// runtime.Goexit) would otherwise leave every later settle waiting.
+func (s *settler) handOff() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.queue) > 0 {
 		s.queue[0].done <- settleResult{lead: true}
 	} else {
 		s.running = false
 	}
-	s.mu.Unlock()
-	return mine.settled, mine.err
 }
+
+// errSettleAbandoned is the error of the outcomes of a batch whose
+// transaction's call ended without an answer (see handOff): whether it
+// wrote them is unknown, so each call writes its own again, and the
+// store's fence tells whether it had.
+var errSettleAbandoned = &courier.Error{Code: courier.CodeInternal, Msg: "client: the settle of this outcome ended without an answer"}
 
 // notWritten reports whether an outcome's Settled.Err says the store
 // could not write it, rather than a verdict on it (its lease was lost, it

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,3 +314,100 @@ func TestSettleRetriesTransientFailuresWithinTheLease(t *testing.T) {
 type nopSigner struct{}
 
 func (nopSigner) Sign(*http.Request, signature.Message) error { return nil }
+
+// TestASettleWhoseGoroutineEndsLeavesTheNextToRun: the call that runs a
+// batch handed the next transaction on only once apply returned. A store
+// callback that ended its goroutine inside apply (runtime.Goexit, as a
+// test's t.FailNow in a Hook does) left the settler running for good:
+// the calls batched with it, and every settle after, waited forever. The
+// others of the batch now hear that it ended without an answer, and the
+// next settle runs.
+func TestASettleWhoseGoroutineEndsLeavesTheNextToRun(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	st := &settler{apply: func(_ context.Context, ocs ...protocol.Outcome) ([]protocol.Settled, error) {
+		switch calls.Add(1) {
+		case 1: // alone in its batch, while two more calls queue
+			<-release
+			runtime.Goexit()
+		case 2: // the batch of those two
+			runtime.Goexit()
+		}
+		return make([]protocol.Settled, len(ocs)), nil
+	}}
+	ended := make(chan struct{}, 2)
+	results := make(chan error, 2)
+	settle := func() {
+		defer func() { ended <- struct{}{} }()
+		_, err := st.settle(t.Context(), protocol.Outcome{}, nil)
+		results <- err
+	}
+	go settle()
+	for calls.Load() == 0 { // the first call is in apply
+		runtime.Gosched()
+	}
+	go settle()
+	go settle()
+	for waiting := 0; waiting < 2; runtime.Gosched() { // both wait for the next transaction
+		st.mu.Lock()
+		waiting = len(st.queue)
+		st.mu.Unlock()
+	}
+	close(release)
+	for range 3 {
+		<-ended // two goroutines end inside apply; the third returns
+	}
+	if len(results) != 1 {
+		t.Fatalf("%d calls returned; want the one batched with a call that ended", len(results))
+	}
+	if err := <-results; !errors.Is(err, courier.CodeInternal) {
+		t.Fatalf("the outcome batched with the call that ended: %v; want internal_error, to be written again", err)
+	}
+	if _, err := st.settle(t.Context(), protocol.Outcome{}, nil); err != nil || calls.Load() != 3 {
+		t.Fatalf("the next settle: %v after %d applies; want it applied", err, calls.Load())
+	}
+}
+
+// TestAnOutcomeRefusedAsInvalidIsReportedUnrecorded: an outcome the store
+// refuses as invalid comes back with its refusal as both the settle's
+// error and its Settled.Err. The log line took the one for a lost lease
+// (code lease_lost) while saying the settle failed, and the Event said
+// both LeaseLost and Unrecorded, which its docs say cannot be. It is
+// reported as what it is: not recorded, with the attempt's own code.
+func TestAnOutcomeRefusedAsInvalidIsReportedUnrecorded(t *testing.T) {
+	logs := &lineCapture{}
+	var got []Event
+	w := &Worker{cfg: Config{Logger: slog.New(logs), Hook: func(e Event) { got = append(got, e) }}}
+	invalid := &courier.Error{Code: courier.CodeInvalidArgument, Msg: "an outcome the store refuses"}
+	c := protocol.Claimed{Lease: protocol.Lease{DeliveryID: 7, Attempt: 1}, Endpoint: "https://example.com/hook"}
+	oc := protocol.Outcome{Result: protocol.Retry, Code: courier.CodeReceiverUnavailable}
+	w.report(t.Context(), c, oc, protocol.Settled{Err: invalid}, invalid)
+	if len(logs.records) != 1 || logs.records[0].msg != "worker: settle failed" || logs.records[0].attrs["code"] != string(courier.CodeReceiverUnavailable) {
+		t.Errorf("logged %+v; want one \"worker: settle failed\" line with the attempt's code", logs.records)
+	}
+	if len(got) != 1 || got[0].LeaseLost || !got[0].Unrecorded || got[0].Code != courier.CodeReceiverUnavailable {
+		t.Errorf("events %+v; want one, unrecorded, its lease not lost, with the attempt's code", got)
+	}
+}
+
+// lineCapture keeps the message and the string attributes of each
+// record it handles.
+type lineCapture struct {
+	records []struct {
+		msg   string
+		attrs map[string]string
+	}
+}
+
+func (c *lineCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (c *lineCapture) Handle(_ context.Context, r slog.Record) error {
+	attrs := make(map[string]string)
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+	c.records = append(c.records, struct {
+		msg   string
+		attrs map[string]string
+	}{r.Message, attrs})
+	return nil
+}
+func (c *lineCapture) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *lineCapture) WithGroup(string) slog.Handler      { return c }
