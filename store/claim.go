@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -74,9 +75,6 @@ const (
 	maxParkedPerClaim = 10 * protocol.MaxClaimBatch
 )
 
-// maxOwner bounds ClaimParams.Owner, as client.Config.Owner.
-const maxOwner = 256
-
 // claim implements protocol.Outbox.Claim. A claim may end rows rather
 // than lease them (expired, suppressed, quarantined): when one did and
 // leased fewer than p.Limit, it claims again, in a transaction of its
@@ -114,10 +112,10 @@ func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.
 // many rows it ended instead.
 func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]protocol.Claimed, int, error) {
 	switch {
-	case !wire.IsVisible(p.Owner, maxOwner):
-		return nil, 0, invalidArgument("ClaimParams.Owner must be 1-256 bytes of visible ASCII, without spaces")
+	case !wire.IsVisible(p.Owner, protocol.MaxOwner):
+		return nil, 0, invalidArgument(fmt.Sprintf("ClaimParams.Owner must be 1-%d bytes of visible ASCII, without spaces", protocol.MaxOwner))
 	case p.Limit < 1 || p.Limit > protocol.MaxClaimBatch:
-		return nil, 0, invalidArgument("ClaimParams.Limit must be within 1..1000")
+		return nil, 0, invalidArgument(fmt.Sprintf("ClaimParams.Limit must be within 1..%d", protocol.MaxClaimBatch))
 	case p.Lease < time.Millisecond:
 		return nil, 0, invalidArgument("ClaimParams.Lease must be at least 1ms")
 	case p.EndpointCap < 0:
@@ -125,6 +123,7 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 	}
 	var out []protocol.Claimed
 	var expired, ended int
+	var parkedDue int64
 	var reclaimed []settledRow
 	var withheld []protocol.Ended
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -162,7 +161,7 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := run.expireParked(ctx); err != nil {
 			return err
 		}
-		if _, err := run.unpark(ctx); err != nil {
+		if err := run.unpark(ctx); err != nil {
 			return err
 		}
 		if err := run.byPriority(ctx); err != nil {
@@ -171,7 +170,7 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := run.take(ctx); err != nil {
 			return err
 		}
-		out, expired, ended = append(out[:0], run.admitted...), run.expired, 0
+		out = append(out[:0], run.admitted...)
 		for i := range run.got {
 			// The stored bytes leave the batch as each is opened: a
 			// sealed batch is held once, not sealed and opened.
@@ -183,16 +182,18 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 			case status == courier.StatusLeased:
 				out = append(out, c.Claimed)
 			default:
-				ended++
 				run.withhold(c, status)
 			}
 		}
-		ended += expired
-		withheld = run.withheld
+		withheld, expired, parkedDue = run.withheld, run.expired, run.parkedDue
+		ended = expired + len(withheld) // the probes' included
 		return o.advanceOrLeave(ctx, tx, now, run.ended)
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if parkedDue != 0 {
+		o.parkedDue.Store(parkedDue)
 	}
 	if p.Ended != nil {
 		for _, e := range withheld {
@@ -254,6 +255,10 @@ type claimRun struct {
 	// for ClaimParams.Ended once the claim commits.
 	withheld []protocol.Ended
 	limited  map[string]int // endpoints with limits -> deliveries leased
+	// parkedDue, when not 0, is when the next claim looks for parked
+	// deliveries past their deadline (see expireParked): the Outbox's
+	// once this claim commits, so that one rolled back leaves it be.
+	parkedDue int64
 	// justParked are the endpoints the last claim statement parked
 	// deliveries of.
 	justParked []string
@@ -305,11 +310,15 @@ type picked struct {
 	Busy     bool   `db:"busy"`    // another claimer holds its limits (PostgreSQL): left due
 }
 
+// step is what a claimNext did with the due rows it picked: how many it
+// picked, left due because their endpoint was busy (the next pick passes
+// over that endpoint), ended because their deadline had come, and parked
+// because their endpoint had no room. The rest it leased.
+type step struct{ picked, busy, expired, parked int }
+
 // claimNext picks the next due rows of priority p, at most limit, and
-// leases, ends or parks each (outbox_claim). It returns how many it
-// picked, and how many of those it left due because their endpoint was
-// busy (the next pick passes over that endpoint).
-func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, busy, leased, expired, parked int, err error) {
+// leases, ends or parks each (outbox_claim).
+func (r *claimRun) claimNext(ctx context.Context, p, limit int) (step, error) {
 	var rows []picked
 	busyArg := "[]"
 	if len(r.busy) > 0 {
@@ -317,15 +326,13 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, busy, leased
 	}
 	args := map[string]any{"now": r.args["now"], "priority": p, "limit": limit, "busy": busyArg}
 	if err := r.o.s.selectRows(ctx, r.tx, "outbox_claim_pick", args, &rows); err != nil {
-		return 0, 0, 0, 0, 0, err
+		return step{}, err
 	}
-	if len(rows) == 0 {
-		return 0, 0, 0, 0, 0, nil
-	}
+	st := step{picked: len(rows)}
 	ids := make([]int64, 0, len(rows))
 	for _, row := range rows {
 		if row.Busy {
-			busy++
+			st.busy++
 			if !slices.Contains(r.busy, row.Endpoint) {
 				r.busy = append(r.busy, row.Endpoint)
 			}
@@ -337,12 +344,12 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, busy, leased
 		}
 	}
 	if len(ids) == 0 {
-		return len(rows), busy, 0, 0, 0, nil
+		return st, nil
 	}
 	before := len(r.got)
-	leased, expired, parked, err = r.run(ctx, "outbox_claim", map[string]any{"ids": jsonArg(ids)})
-	if err != nil {
-		return 0, 0, 0, 0, 0, err
+	var err error
+	if _, st.expired, st.parked, err = r.run(ctx, "outbox_claim", map[string]any{"ids": jsonArg(ids)}); err != nil {
+		return step{}, err
 	}
 	for _, c := range r.got[before:] {
 		if _, ok := r.limited[c.Endpoint]; ok {
@@ -352,16 +359,16 @@ func (r *claimRun) claimNext(ctx context.Context, p, limit int) (n, busy, leased
 	// The next statement reckons an endpoint's room from its bucket: the
 	// tokens this one spent leave it first.
 	if err := r.take(ctx); err != nil {
-		return 0, 0, 0, 0, 0, err
+		return step{}, err
 	}
-	if parked > 0 {
+	if st.parked > 0 {
 		// The endpoints without room have more due, most likely: park
 		// the rest of it at once rather than batch by batch.
 		if err := r.parkDue(ctx, p); err != nil {
-			return 0, 0, 0, 0, 0, err
+			return step{}, err
 		}
 	}
-	return len(rows), busy, leased, expired, parked, nil
+	return st, nil
 }
 
 // parkDue parks the due deliveries of priority p of each endpoint the
@@ -437,15 +444,13 @@ func (r *claimRun) parkedArgs() map[string]any {
 // later) comes first in claim order, so the endpoint's parked deliveries
 // are put back in the due index, as those of an endpoint with limits are,
 // for the claim statements, which lease in claim order (and take its
-// limits row on PostgreSQL, and its tokens). It reports whether it put
-// any back.
-func (r *claimRun) unpark(ctx context.Context) (bool, error) {
+// limits row on PostgreSQL, and its tokens).
+func (r *claimRun) unpark(ctx context.Context) error {
 	var eps []parkedEndpoint
 	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", r.parkedArgs(), &eps); err != nil {
-		return false, err
+		return err
 	}
 	slices.SortFunc(eps, func(a, b parkedEndpoint) int { return cmp.Compare(a.FirstDue, b.FirstDue) })
-	back := false
 	var lowest sql.NullInt64 // waiting, in the due index or parked at an endpoint with room
 	if len(eps) > 0 {
 		lowest = eps[0].LowestDue
@@ -461,20 +466,19 @@ func (r *claimRun) unpark(ctx context.Context) (bool, error) {
 		case e.Room <= 0:
 			continue
 		case n <= 0:
-			return back, nil
+			return nil
 		}
 		if !e.Limited && e.LastPriority <= lowest.Int64 {
 			if _, _, _, err := r.run(ctx, "outbox_claim_parked", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-				return false, err
+				return err
 			}
 			continue
 		}
 		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-			return false, err
+			return err
 		}
-		back = true
 	}
-	return back, nil
+	return nil
 }
 
 // byPriority claims due deliveries into the room left, priority by
@@ -492,20 +496,20 @@ func (r *claimRun) byPriority(ctx context.Context) error {
 		swept := false
 		for r.room() > 0 {
 			limit := r.room()
-			n, busy, _, expired, parked, err := r.claimNext(ctx, p, limit)
+			st, err := r.claimNext(ctx, p, limit)
 			if err != nil {
 				return err
 			}
-			if n < limit {
+			if st.picked < limit {
 				break // no more due rows of this priority
 			}
-			if busy > 0 {
+			if st.busy > 0 {
 				continue // on past the endpoints another claimer holds
 			}
-			if parked > 0 && r.parked < maxParkedPerClaim {
+			if st.parked > 0 && r.parked < maxParkedPerClaim {
 				continue // on past the endpoints with no room
 			}
-			if expired == 0 || swept || r.expired >= maxExpiredPerClaim {
+			if st.expired == 0 || swept || r.expired >= maxExpiredPerClaim {
 				break
 			}
 			swept = true
@@ -548,11 +552,10 @@ func (r *claimRun) expireParked(ctx context.Context) error {
 	if err := r.o.s.selectRows(ctx, r.tx, "outbox_expire_parked", map[string]any{"now": now, "limit": limit}, &rows); err != nil {
 		return err
 	}
-	next := now + parkedExpiryEvery.Microseconds()
+	r.parkedDue = now + parkedExpiryEvery.Microseconds()
 	if len(rows) == limit { // perhaps more: look again at the next claim
-		next = now
+		r.parkedDue = now
 	}
-	r.o.parkedDue.Store(next)
 	r.expired += len(rows)
 	r.ended = append(r.ended, rows...)
 	return nil

@@ -897,7 +897,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 		args["notification_id"].(string), args["endpoint"].(string))
 	switch {
 	case err != nil:
-		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
+		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared"}
 	case same:
 		return nil
 	case r.PayloadKeyID == "":
@@ -911,7 +911,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 		return err
 	}
 	if _, err := o.s.cfg.Encryption.open(stored.Payload, stored.PayloadKeyID, stored.NotificationID, stored.Endpoint, stored.KeyID); err != nil {
-		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared", Err: courier.CodeIdempotencyCollision}
+		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared"}
 	}
 	return collisionWith("Payload")
 }

@@ -19,8 +19,11 @@ import (
 	"github.com/courier-go/courier"
 )
 
-// MaxClaimBatch bounds one claim.
-const MaxClaimBatch = 1000
+// Bounds of a claim.
+const (
+	MaxClaimBatch = 1000 // deliveries in one claim (ClaimParams.Limit)
+	MaxOwner      = 256  // bytes of ClaimParams.Owner, as the store records it
+)
 
 // Outbox is the store side of the protocol.
 type Outbox interface {
@@ -72,7 +75,7 @@ type Outbox interface {
 
 // ClaimParams says who claims how many for how long.
 type ClaimParams struct {
-	Owner string        // the worker's name, recorded with its leases
+	Owner string        // the worker's name, recorded with its leases: 1..MaxOwner bytes of visible ASCII
 	Limit int           // at most this many deliveries, 1..MaxClaimBatch
 	Lease time.Duration // how long the leases last
 	// EndpointCap is the most leases Owner may hold on one endpoint at
