@@ -100,18 +100,18 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	signFrom := w.cfg.Now()
 	parent := ctx // the worker's: it ends at a hard shutdown
-	signer, err := w.signer(c.KeyID)
+	// Signing, the signer's lookup included (a key service may take its
+	// time), is bounded by a Timeout of its own: the attempt's Timeout
+	// begins once the request is signed, as the lease check below counts it.
+	sctx, scancel := context.WithTimeout(parent, w.cfg.Timeout)
+	defer scancel()
+	signer, err := w.signer(sctx, c.KeyID)
 	if w.cutShort(parent) {
 		return protocol.Outcome{}, false // shut down while it was made ready: nothing sent
 	}
 	if err != nil {
 		return w.signingFailed(c, err), true
 	}
-	// Signing (a key service may take its time) is bounded by a Timeout
-	// of its own: the attempt's Timeout begins once the request is
-	// signed, as the lease check below counts it.
-	sctx, scancel := context.WithTimeout(parent, w.cfg.Timeout)
-	defer scancel()
 	req, err := http.NewRequestWithContext(sctx, http.MethodPost, c.Endpoint, bytes.NewReader(c.Payload))
 	if err != nil {
 		return protocol.Outcome{Result: protocol.Failed, Code: courier.CodeDestinationForbidden}, true
@@ -151,7 +151,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	// only while the attempt's Timeout lasts (see timelyBody).
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	timely := &timelyBody{payload: c.Payload, now: w.cfg.Now, by: w.sendBy(c, claimedAt, now), store: w.closed, stop: stop}
+	timely := &timelyBody{payload: c.Payload, now: w.cfg.Now, by: w.sendBy(c, claimedAt, now), store: w.life.Done(), stop: stop}
 	req = req.WithContext(httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{WroteHeaders: timely.wroteHeaders}))
 	req.Body, _ = timely.open()
 	req.ContentLength, req.GetBody = int64(len(c.Payload)), timely.open
@@ -345,11 +345,12 @@ func (w *Worker) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	return max(0, w.cfg.Backoff(attempt, retryAfter))
 }
 
-func (w *Worker) signer(keyID string) (signature.Signer, error) {
+// signer is the signer of an attempt under keyID, looked up in ctx.
+func (w *Worker) signer(ctx context.Context, keyID string) (signature.Signer, error) {
 	if w.cfg.SignerFor == nil {
 		return w.cfg.Signer, nil
 	}
-	s, err := w.cfg.SignerFor(keyID)
+	s, err := w.cfg.SignerFor(ctx, keyID)
 	if err == nil && nilcheck.Nil(s) { // a lookup that found nothing: calling it would panic the worker
 		err = fmt.Errorf("client: SignerFor returned no signer for key %q: %w", keyID, courier.CodeConfigInvalid)
 	}

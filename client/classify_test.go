@@ -68,7 +68,7 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 			logs := newCapture(t)
 			b := setupWorker(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }, func(c *client.Config) {
 				c.Signer = nil
-				c.SignerFor = func(string) (signature.Signer, error) { return tt.signer, tt.err }
+				c.SignerFor = func(context.Context, string) (signature.Signer, error) { return tt.signer, tt.err }
 				c.Logger = slog.New(logs)
 			})
 			id := b.enqueue(t, "n-1", `{}`)

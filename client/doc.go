@@ -118,7 +118,44 @@
 // (endpoint_ref), which the ops page and the CLI show too; and of every
 // endpoint whose circuit breaker opens (Warn, with the reason and until
 // when), disables it (Warn) or closes again (Info), once each time, by
-// the worker whose attempt moved it.
+// the worker whose attempt moved it. A line never holds payload, header
+// or key content.
+//
+// Every line the worker logs, by level. A line about an attempt names its
+// delivery, attempt, endpoint and endpoint_ref, and its codes; error is a
+// cause (the transport's, the store's, the guard's reason), which names
+// addresses and host names, never what the other side sent:
+//
+//	Error  worker: settle failed                         every write of an outcome failed while its lease lasted (error)
+//	Error  worker: delivery quarantined at claim, not sent   its stored bytes altered, or unreadable under the Store's keys
+//	Error  worker: claim failed                          (error)
+//	Error  worker: release failed                        (error)
+//	Error  worker: attempt panicked; retried later       a callback's panic, its value not logged
+//	Error  worker: Hook panicked; the panic was dropped
+//	Error  worker: Now panicked
+//	Warn   worker: delivery failed                       failed for good (code; error: why no answer came)
+//	Warn   worker: destination refused                   the Guard refused it (error: the scheme, the port, the kind of address)
+//	Warn   worker: lease lost before settling            another worker holds the delivery now
+//	Warn   worker: lease too short to start an attempt, released   (see Config.Lease)
+//	Warn   worker: signing took more of the lease than a Timeout leaves, retried later
+//	Warn   worker: request not written within its Timeout, released
+//	Warn   worker: attempt outlived its lease            a callback ignores its context (see Config)
+//	Warn   worker: endpoint's breaker opened, its deliveries paused   (code: the reason; open_until)
+//	Warn   worker: endpoint disabled by its breaker, until an operator enables it
+//	Warn   worker: wake-ups unavailable, polling         (see Config.PollInterval)
+//	Warn   worker: wake-ups lost, listening again
+//	Warn   worker: stop deadline passed, cutting attempts short
+//	Warn   worker: Store closed; claimed deliveries left to their leases   once per Run or Work that ends so
+//	Warn   worker: HTTPS_PROXY is set and not used: …    or https_proxy, HTTP_PROXY, http_proxy: once per worker (see Guard.Transport)
+//	Info   worker: delivery retrying                     from the third attempt on
+//	Info   worker: delivery suppressed at claim, not sent   its subscription changed
+//	Info   worker: endpoint's breaker closed, its deliveries resumed
+//	Info   worker: stopping
+//	Info   worker: wake-ups back
+//	Debug  worker: attempt settled                       every other attempt
+//	Debug  worker: endpoint's probe failed, its breaker open again
+//	Debug  worker: released unstarted deliveries
+//	Debug  worker: store write failed, trying again      (error)
 //
 // Sending is closed by default: the zero Guard lets requests reach only
 // https on port 443 at public addresses, checked at dial time, and no

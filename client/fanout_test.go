@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,7 +63,7 @@ func TestFanOutSignsPerSubscription(t *testing.T) {
 		guard.AllowHTTP, guard.AllowPorts, guard.AllowPrefixes = true, append(guard.AllowPorts, g.AllowPorts...), g.AllowPrefixes
 	}
 	w, err := client.NewWorker(client.Config{Store: s, Transport: guard.Transport(),
-		SignerFor: func(keyID string) (signature.Signer, error) {
+		SignerFor: func(_ context.Context, keyID string) (signature.Signer, error) {
 			if sg, ok := signers[keyID]; ok {
 				return sg, nil
 			}

@@ -181,7 +181,7 @@ func TestSlowSignerForNeverSendsPastTheLease(t *testing.T) {
 	b, sent := setupCountedWorker(t, func(c *client.Config) {
 		signer := c.Signer
 		c.Signer, c.Lease, c.Timeout, c.Now, c.Logger = nil, lease, timeout, clock.Now, slog.New(logs)
-		c.SignerFor = func(string) (signature.Signer, error) {
+		c.SignerFor = func(context.Context, string) (signature.Signer, error) {
 			clock.Advance(lease - timeout + time.Millisecond) // the key store answers with a Timeout less a millisecond left
 			return signer, nil
 		}
@@ -247,7 +247,7 @@ func TestLeaseSpentBeforeSigningIsGivenBack(t *testing.T) {
 		signer := c.Signer
 		c.Signer, c.Lease, c.Timeout, c.Now, c.Logger = nil, lease, timeout, clock.Now, slog.New(logs)
 		c.BatchSize, c.Concurrency, c.EndpointConcurrency = 2, 1, 2
-		c.SignerFor = func(string) (signature.Signer, error) {
+		c.SignerFor = func(context.Context, string) (signature.Signer, error) {
 			clock.Advance(2 * time.Millisecond)
 			return signer, nil
 		}

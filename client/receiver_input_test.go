@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -278,7 +279,7 @@ func TestWhatAHostileReceiverSendsStaysOutOfTheRecord(t *testing.T) {
 			g, r := loopbackGuard(t, srv.URL), loopbackGuard(t, raw)
 			guard := client.Guard{AllowHTTP: true, AllowPorts: append(g.AllowPorts, r.AllowPorts...), AllowPrefixes: g.AllowPrefixes}
 			w, err := client.NewWorker(client.Config{Store: s, Owner: "w", Logger: logger, Transport: guard.Transport(),
-				SignerFor: func(keyID string) (signature.Signer, error) { return signers[keyID], nil },
+				SignerFor: func(_ context.Context, keyID string) (signature.Signer, error) { return signers[keyID], nil },
 				Timeout:   2 * time.Second, Lease: time.Minute, Concurrency: 64,
 				Hook: func(e client.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 			if err != nil {

@@ -131,7 +131,7 @@ func TestReportingEndToEnd(t *testing.T) {
 	g := loopbackGuard(t, srv.URL)
 	w, err := client.NewWorker(client.Config{Store: sender, Transport: g.Transport(), Concurrency: 8, BatchSize: 16,
 		Backoff: client.ExponentialBackoff(time.Millisecond, time.Millisecond, 0),
-		SignerFor: func(keyID string) (signature.Signer, error) {
+		SignerFor: func(_ context.Context, keyID string) (signature.Signer, error) {
 			if keyID != key.KeyID() {
 				return nil, fmt.Errorf("unknown key")
 			}

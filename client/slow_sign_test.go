@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -79,7 +80,7 @@ func TestSlowSignerForNeverSendsPastTheDeadline(t *testing.T) {
 	b, sent := setupCountedWorker(t, func(c *client.Config) {
 		signer := c.Signer
 		c.Signer, c.Lease, c.Now = nil, time.Hour, clock.Now
-		c.SignerFor = func(string) (signature.Signer, error) {
+		c.SignerFor = func(context.Context, string) (signature.Signer, error) {
 			clock.Advance(20 * time.Minute) // past the deadline; the lease still covers a Timeout
 			return signer, nil
 		}
@@ -92,5 +93,37 @@ func TestSlowSignerForNeverSendsPastTheDeadline(t *testing.T) {
 	d := b.get(t, id)
 	if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired || d.LastStatus != 0 || e.Code != courier.CodeExpired {
 		t.Fatalf("delivery %s/%s (HTTP %d, event code %s), want failed/expired without HTTP", d.Status, d.LastErrorCode, d.LastStatus, e.Code)
+	}
+}
+
+// TestSignerForHearsTheSigningsBound: SignerFor, the one callback meant
+// to ask a key store, had no context: nothing bounded a lookup that
+// hung, and a hard shutdown could not cut it short. It is given the
+// signing's context, bounded by a Timeout of its own: a lookup that
+// waits on it returns once the Timeout passes, and the delivery is
+// retried (signing_failed), unsent.
+func TestSignerForHearsTheSigningsBound(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	var bounded atomic.Bool
+	b, sent := setupCountedWorker(t, func(c *client.Config) {
+		c.Signer, c.Timeout = nil, timeout
+		c.SignerFor = func(ctx context.Context, _ string) (signature.Signer, error) {
+			deadline, ok := ctx.Deadline()
+			bounded.Store(ok && time.Until(deadline) <= timeout)
+			<-ctx.Done() // a key store that does not answer
+			return nil, ctx.Err()
+		}
+	})
+	id := b.enqueue(t, "n-1", `{}`)
+	e := b.work(t)
+	if !bounded.Load() {
+		t.Fatalf("SignerFor's context had no deadline within the Timeout (%v)", timeout)
+	}
+	if n := sent.Load(); n != 0 || e.Code != courier.CodeSigningFailed {
+		t.Fatalf("%d requests sent, event code %s; want none sent, signing_failed", n, e.Code)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeSigningFailed {
+		t.Fatalf("delivery %s/%s; want retry_wait, signing_failed", d.Status, d.LastErrorCode)
 	}
 }

@@ -30,7 +30,7 @@ func newStuckSignerFor(signer signature.Signer) *stuckSignerFor {
 	return &stuckSignerFor{signer: signer, asked: make(chan struct{}, 1), answer: make(chan struct{})}
 }
 
-func (s *stuckSignerFor) SignerFor(string) (signature.Signer, error) {
+func (s *stuckSignerFor) SignerFor(context.Context, string) (signature.Signer, error) {
 	s.asked <- struct{}{}
 	<-s.answer
 	return s.signer, nil
@@ -144,9 +144,9 @@ func TestAnAttemptThatOutlivesItsLeaseIsLogged(t *testing.T) {
 	stuck := newStuckSignerFor(signer)
 	t.Cleanup(stuck.let)
 	b := setupWorker(t, statusHandler(http.StatusNoContent, ""), func(c *client.Config) {
-		c.Signer, c.SignerFor = nil, func(keyID string) (signature.Signer, error) {
+		c.Signer, c.SignerFor = nil, func(ctx context.Context, keyID string) (signature.Signer, error) {
 			if keyID == "stuck" {
-				return stuck.SignerFor(keyID)
+				return stuck.SignerFor(ctx, keyID)
 			}
 			return signer, nil
 		}

@@ -234,7 +234,7 @@ func (r *rotationRig) worker(t *testing.T, signers map[string]signature.Signer) 
 	t.Helper()
 	w, err := client.NewWorker(client.Config{
 		Store: r.outbox, Transport: r.srv.Guard().Transport(), Concurrency: 4,
-		SignerFor: func(keyID string) (signature.Signer, error) {
+		SignerFor: func(_ context.Context, keyID string) (signature.Signer, error) {
 			if s, ok := signers[keyID]; ok {
 				return s, nil
 			}
