@@ -143,13 +143,15 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	if w.storeClosed() { // closed while it was signed: its outcome could never be recorded
 		return protocol.Outcome{}, false
 	}
-	ctx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
+	// actx is the attempt's: its Timeout bounds connecting, sending and
+	// reading the answer.
+	actx, cancel := context.WithTimeout(parent, w.cfg.Timeout)
 	defer cancel()
 	// The payload is sent byte for byte, whatever the Signer did with the
 	// body: one that read it to sign it would leave none to send, and the
 	// transport's failure would count against the endpoint. It is read
 	// only while the attempt's Timeout lasts (see timelyBody).
-	wctx, stop := context.WithCancelCause(ctx)
+	wctx, stop := context.WithCancelCause(actx)
 	defer stop(nil)
 	timely := &timelyBody{payload: c.Payload, now: w.cfg.Now, by: w.sendBy(c, claimedAt, now), store: w.life.Done(), stop: stop}
 	req = req.WithContext(httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{WroteHeaders: timely.wroteHeaders}))
@@ -190,7 +192,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		if errors.As(err, &ue) {
 			ue.URL = endpoint.Redact(ue.URL)
 		}
-		return w.judge(ctx, c, nil, err), true
+		return w.judge(actx, c, nil, err), true
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 0 || resp.StatusCode > maxStatus {
@@ -199,13 +201,13 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		// malformed answer. Judged alike, it is a network error, and no
 		// status is recorded: one of any size, or a negative one, is no
 		// answer's, and does not fit the database's columns.
-		return w.judge(ctx, c, nil, &url.Error{Op: "Post", URL: endpoint.Redact(c.Endpoint), Err: errMalformedStatus}), true
+		return w.judge(actx, c, nil, &url.Error{Op: "Post", URL: endpoint.Redact(c.Endpoint), Err: errMalformedStatus}), true
 	}
 	*status = resp.StatusCode
 	// Every read of the answer ends with the attempt: the body is closed
-	// when ctx ends, which also reaches a read no deadline bounds.
+	// when actx ends, which also reaches a read no deadline bounds.
 	raw := resp.Body // remoteCode puts what it read back in front of resp.Body
-	defer context.AfterFunc(ctx, func() { _ = raw.Close() })()
+	defer context.AfterFunc(actx, func() { _ = raw.Close() })()
 	if resp.StatusCode < 200 {
 		// A final 1xx (101 Switching Protocols, to a POST): its body is
 		// the raw connection, none of which is the receiver's answer.
@@ -214,7 +216,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		defer drain(resp.Body)
-		return w.judge(ctx, c, resp, nil), true
+		return w.judge(actx, c, resp, nil), true
 	}
 	oc := protocol.Outcome{HTTPStatus: resp.StatusCode, Result: protocol.Succeeded}
 	if profile.Verify == nil {
@@ -231,13 +233,13 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 			// By a shutdown, as an attempt cut short before its answer
 			// (see stoppedOutcome).
 			oc = stoppedOutcome()
-		case ctx.Err() != nil:
+		case actx.Err() != nil:
 			// By the attempt's timeout, whichever side closed the body
 			// first (over HTTP/2 the worker's close above may win over the
 			// transport's): the policy hears the deadline, not the close.
-			oc = w.judge(ctx, c, nil, context.Cause(ctx))
+			oc = w.judge(actx, c, nil, context.Cause(actx))
 		default:
-			oc = w.judge(ctx, c, nil, err)
+			oc = w.judge(actx, c, nil, err)
 		}
 		oc.HTTPStatus = resp.StatusCode
 		return oc, true
