@@ -144,6 +144,7 @@
 //	Warn   worker: endpoint disabled by its breaker, until an operator enables it
 //	Warn   worker: wake-ups unavailable, polling         (see Config.PollInterval)
 //	Warn   worker: wake-ups lost, listening again
+//	Warn   worker: expired leases taken back            another worker died or stalled holding them: their attempts count (deliveries)
 //	Warn   worker: stop deadline passed, cutting attempts short
 //	Warn   worker: Store closed; claimed deliveries left to their leases   once per Run or Work that ends so
 //	Warn   worker: HTTPS_PROXY is set and not used: …    or https_proxy, HTTP_PROXY, http_proxy: once per worker (see Guard.Transport)

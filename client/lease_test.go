@@ -15,6 +15,8 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -409,5 +411,35 @@ func TestAClaimThatWaitedForItsConnectionSendsOnItsWholeLease(t *testing.T) {
 	}
 	if d := b.get(t, id); d.Status != courier.StatusSucceeded || d.Attempts != 1 {
 		t.Fatalf("delivery is %s after %d attempts; want succeeded at the first", d.Status, d.Attempts)
+	}
+}
+
+// TestAWorkerThatTakesBackExpiredLeasesSaysSo: a worker that died holding
+// leases leaves them to expire; the next claim of another worker takes
+// them back, each counted as an attempt (lease_expired), and said nothing
+// of it: an operator heard of the dead worker only from Health. It logs
+// how many it took back, at Warn.
+func TestAWorkerThatTakesBackExpiredLeasesSaysSo(t *testing.T) {
+	t.Parallel()
+	logs := newCapture(t)
+	var b *workerBundle
+	b = setupWorker(t, ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() }), func(c *client.Config) {
+		c.Logger = slog.New(logs)
+	})
+	id := b.enqueue(t, "n-1", `{}`)
+	// A worker that claims and dies.
+	if got, err := protocol.For(b.store).Claim(t.Context(), protocol.ClaimParams{Owner: "dead", Limit: 1, Lease: time.Minute}); err != nil || len(got) != 1 {
+		t.Fatalf("claimed %d, %v", len(got), err)
+	}
+	b.clock.Advance(2 * time.Minute)
+	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the delivery taken back and sent again", n, err)
+	}
+	lines := logs.lines("worker: expired leases taken back")
+	if len(lines) != 1 || lines[0].Level != slog.LevelWarn || lines[0].Attrs[logkey.Deliveries] != "1" || lines[0].Attrs[logkey.Code] != string(courier.CodeLeaseExpired) {
+		t.Fatalf("logged %+v; want one Warn line, 1 delivery, code lease_expired", lines)
+	}
+	if d := b.get(t, id); d.Status != courier.StatusSucceeded || d.Attempts != 2 {
+		t.Fatalf("delivery %s after %d attempts; want succeeded at the second, the expired lease's counted", d.Status, d.Attempts)
 	}
 }

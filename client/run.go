@@ -280,6 +280,10 @@ func (w *Worker) await(ctx context.Context, ready func() bool, poll <-chan time.
 func (w *Worker) claimParams(ctx context.Context, limit int, began *time.Time) protocol.ClaimParams {
 	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency,
 		Ended: func(e protocol.Ended) { w.withheld(ctx, e) },
+		Reclaimed: func(n int) {
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "worker: expired leases taken back",
+				slog.Int(logkey.Deliveries, n), slog.String(logkey.Code, string(courier.CodeLeaseExpired)))
+		},
 		Began: func() {
 			w.claimSaw = w.given.Load()
 			if began.IsZero() {

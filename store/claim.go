@@ -200,6 +200,9 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 			p.Ended(e)
 		}
 	}
+	if p.Reclaimed != nil && len(reclaimed) > 0 {
+		p.Reclaimed(len(reclaimed))
+	}
 	for _, r := range reclaimed {
 		o.s.observe(Event{Kind: EventSettled, N: 1, Status: r.Status, Code: courier.Code(r.LastErrorCode.String)})
 	}

@@ -89,6 +89,10 @@ type ClaimParams struct {
 	// (quarantined: its stored bytes do not open or match their digest;
 	// suppressed: its subscription changed), once the claim committed.
 	Ended func(Ended)
+	// Reclaimed, when set, hears how many expired leases (another
+	// worker's that died or never settled) the claim took back, their
+	// attempts logged lease_expired, once it committed.
+	Reclaimed func(n int)
 	// Began, when set, is called on the claim's goroutine as each of its
 	// transactions begins, before it reads anything (on SQLite, once it
 	// holds the writer): what committed before the call, the transaction
