@@ -127,7 +127,10 @@
 // request signed with Standard Webhooks or AdCP HMAC, which carry no
 // nonce, while its timestamp is inside the verifier's tolerance: Prune
 // refuses a retention under 24 hours, which outlives the longest
-// tolerance a verifier takes, an hour, either way. Prune with an OlderThan
+// tolerance a verifier takes, an hour, either way. That floor guards
+// against replays alone: 24 hours is shorter than a courier sender on its
+// defaults retries, so a receiver pruned that short can run the function
+// twice for one notification. Prune with an OlderThan
 // longer than the senders may send a delivery again after first
 // processing it: a courier sender's retry horizon (store.Config.RetryHorizon,
 // 72 hours, or the delivery's own Deadline, up to store.MaxHorizon)

@@ -134,7 +134,9 @@ func AuthorizeOwnTenant(_ context.Context, p signature.Principal, t PublishTarge
 // member it does not declare is refused with validation_failed.
 type PublishConfig struct {
 	// Store holds the Outbox the requests are enqueued into, and the
-	// Idempotency-Key records. Required.
+	// Idempotency-Key records, in its Inbox: store.Inbox.Prune deletes
+	// them, as a receiver's (see store's Retention), so a Store that
+	// serves Publish alone needs that prune too. Required.
 	Store *store.Store
 	// Verifier authenticates the callers (a Bearer verifier, typically);
 	// the verified principal is what Authorize decides on. Required.

@@ -35,7 +35,8 @@ import (
 // database_unavailable).
 //
 // The function must write through tx, and leave its commit or rollback
-// to the receiver (see the package doc). It must return the error of a
+// to the receiver (see the package doc); code of the application's that
+// takes a *sql.Tx is given tx.Tx, the same transaction. It must return the error of a
 // statement that failed in tx rather than go on past it: on PostgreSQL
 // the failure aborts tx, which then commits nothing (the request is
 // answered 503 internal_error, the sender retries). And tx is not the

@@ -273,7 +273,10 @@
 //	                         disabled (Endpoints.Disable) stays until Endpoints.Enable
 //	courier_ordering_keys    a key's row goes with its last unfinished delivery; a key blocked by a
 //	                         failed head (HoldKey) stays until that head is cancelled or redriven
-//	courier_inbox            records go after OlderThan, at least 24 hours (Inbox.Prune)
+//	courier_inbox            records go after OlderThan, at least 24 hours and longer than the
+//	                         senders retry (Inbox.Prune): the receivers' records, and on a
+//	                         sender's Store the publish API's Idempotency-Key records
+//	                         (handler.NewPublish), pruned alike
 //	courier_replay, _counts  pairs go once expired, their counts with them (ReplayCache.Prune)
 //	courier_endpoint_limits  an operator's or application's setting: stays until the zero Limits
 //	                         (Endpoints.SetLimits)

@@ -173,8 +173,10 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 // replayed while its timestamp is inside the verifier's tolerance is
 // refused as a duplicate by its record alone, so a record must outlive
 // twice the tolerance (keep a verifier's Tolerance well under 12
-// hours). Keep records longer than the senders retry too,
-// for a redelivery whose record is gone is processed again. A courier
+// hours). That floor guards against replays alone, not redeliveries: keep
+// records longer than the senders retry too, for a redelivery whose
+// record is gone is processed again, and 24 hours is shorter than a
+// courier sender on its defaults retries. A courier
 // sender starts attempts until 72 hours after the first attempt is due,
 // unless its Config.RetryHorizon or the delivery's Deadline (at most
 // MaxHorizon) says otherwise, and the last one may arrive as much later

@@ -30,7 +30,9 @@ type PruneParams struct {
 	// retry (a redelivery whose record is gone is processed again; see
 	// Inbox.Prune for how long that is), and finished
 	// deliveries as long as an enqueue may be retried (one whose delivery
-	// is gone is enqueued anew). The replay cache's prune deletes pairs
+	// is gone is enqueued anew: with other bytes than the first, it is no
+	// collision at enqueue any more, and a receiver that still holds the
+	// first's record refuses it 409, the delivery failing there). The replay cache's prune deletes pairs
 	// past their own expiry and needs none.
 	OlderThan time.Duration
 	// BatchSize is the most rows one statement deletes, each statement its

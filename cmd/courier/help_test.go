@@ -177,3 +177,18 @@ func TestHealthHelpSaysItCountsTheEndpoints(t *testing.T) {
 		t.Errorf("endpoints list: %q; want the disabled endpoint named by its ref", out)
 	}
 }
+
+// TestRedriveHelpSaysWhatARedriveRisks: a redrive sends a delivery again
+// under its notification id however long after it failed, and a receiver
+// that processed it and has pruned its inbox record since runs it again.
+// The store's docs said so; the help an operator reads before a redrive
+// did not.
+func TestRedriveHelpSaysWhatARedriveRisks(t *testing.T) {
+	t.Parallel()
+	_, _, help := courierRun(t, "deliveries", "redrive", "-h")
+	for _, says := range []string{"inbox retention", "runs it again", "ack_invalid"} {
+		if !strings.Contains(help, says) {
+			t.Errorf("courier deliveries redrive -h does not say %q:\n%s", says, help)
+		}
+	}
+}

@@ -221,6 +221,14 @@ var deliveriesSynopses = map[string][]string{
 	"cancel":  {"-db … <id>", "-db … -endpoint-ref <ref>|-endpoint <url>"},
 }
 
+// redriveNote ends deliveries redrive's help: what a redrive risks.
+const redriveNote = `A redriven delivery is sent again under the same notification id, however long after
+it failed: a receiver that processed it once (a failed delivery may have been, its answer
+lost) and has pruned its inbox record since runs it again. Redrive within the receivers'
+inbox retention (courier prune -inbox-older-than, 168h by default), and look at the
+delivery's attempts first (courier deliveries show <id>): a 2xx whose Ack did not verify
+(ack_invalid) was processed.`
+
 // deliveriesFlags are the flags of a deliveries action; those it does
 // not take are nil. config is the Store's Config, which only redrive's
 // flags set.
@@ -243,6 +251,11 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 		f.limit = fs.Int("limit", 50, "at most this many, newest first (1..1000)")
 		f.before = fs.Int64("before", 0, "only deliveries whose id is below this one: the next page, which list names when more match")
 	case "redrive":
+		usage := fs.Usage
+		fs.Usage = func() {
+			usage()
+			fmt.Fprintln(stderr, redriveNote)
+		}
 		f.endpointRef = fs.String("endpoint-ref", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its ref)")
 		f.endpointURL = fs.String("endpoint", "", "redrive every failed (or quarantined payload_unreadable) delivery of this endpoint (its URL; not with -endpoint-ref; one the database does not know exits 1)")
 		// Redrive gives each delivery the budget and horizon of the Store

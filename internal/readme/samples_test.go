@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,7 +225,8 @@ func receivingSample(ctx context.Context) error {
 	}
 	paid, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: verifier, Logger: slog.Default()},
 		func(ctx context.Context, tx *sqlx.Tx, o OrderPaid) error {
-			// Runs once per notification, in the transaction that records it: write through tx.
+			// Runs once per notification, in the transaction that records it: write through tx
+			// (tx.Tx is its *sql.Tx, for code of yours that takes one).
 			_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", o.OrderID)
 			return err // an error answers 500 and the sender retries; handler.Reject refuses for good
 		})
@@ -514,6 +516,122 @@ func TestPublishSampleReachesTheReceiver(t *testing.T) {
 	}
 	if len(got) != 1 || got["order-1-paid:1"] != 1 {
 		t.Fatalf("the receiver applied %v, want order-1-paid:1 once", got)
+	}
+}
+
+// enqueueTerminal enqueues a terminal notification of plan's publication
+// in tx, for endpoint.
+func enqueueTerminal(ctx context.Context, s *store.Store, tx *sqlx.Tx, endpoint, plan string, seq int64) error {
+	// readme:terminal
+	lifecycle := ack.Digest([]byte(plan + "/lifecycle"))
+	n, err := ack.NewTerminal(ack.Terminal{ // fills in schema and notification_id, then validates
+		EventID: plan + "-" + strconv.FormatInt(seq, 10), SiteID: "site-1", PlanID: plan, WebsiteVersion: "v1",
+		SourceSequence: json.Number(strconv.FormatInt(seq, 10)), JobCount: "1",
+		ChangeSHA256: ack.Digest([]byte(plan)), LifecycleBindingSHA256: ack.Digest([]byte("binding")),
+		TerminalStatus: "published", LifecycleSHA256: &lifecycle,
+	})
+	if err != nil {
+		return err
+	}
+	payload, err := n.Payload() // its canonical JSON
+	if err != nil {
+		return err
+	}
+	_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
+		NotificationID: n.NotificationID, // its own: derived from its content
+		Endpoint:       endpoint,
+		Payload:        payload,
+		Profile:        ack.ProfileTerminal, // the receiver answers a terminal Ack, not courier's
+	})
+	return err
+	// readme:end
+}
+
+// TestTerminalSampleIsAcknowledged: a terminal notification enqueued as
+// the README's sample does is applied once by a receiver of ack.Terminal
+// and succeeds; the same enqueued under the default profile is applied
+// too, but its Ack is the terminal one, and the delivery fails
+// ack_invalid, as the README warns.
+func TestTerminalSampleIsAcknowledged(t *testing.T) {
+	ctx := t.Context()
+	sender, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cms.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	host, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "host.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	effects, err := couriertest.NewEffects(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := couriertest.StandardWebhooksKeys("cms")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: host, Verifier: keys.Verifier},
+		func(ctx context.Context, tx *sqlx.Tx, n ack.Terminal) error {
+			return effects.Record(ctx, tx, n.EventID)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := couriertest.NewServer(rcv, couriertest.Sequence()) // no faults
+	defer srv.Close()
+
+	tx, err := sender.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enqueueTerminal(ctx, sender, tx, srv.URL+"/hooks/terminal", "plan-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The same kind of notification under the default profile: the mistake the README warns of.
+	n, err := ack.NewTerminal(ack.Terminal{EventID: "plan-2-1", SiteID: "site-1", PlanID: "plan-2", WebsiteVersion: "v1",
+		SourceSequence: "1", JobCount: "1", ChangeSHA256: ack.Digest([]byte("plan-2")), LifecycleBindingSHA256: ack.Digest([]byte("binding")),
+		TerminalStatus: "cancelled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := n.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := sender.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: n.NotificationID, Endpoint: srv.URL + "/hooks/terminal", Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.NewWorker(client.Config{Store: sender, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	for _, event := range []string{"plan-1-1", "plan-2-1"} {
+		if got, err := effects.Count(ctx, event); err != nil || got != 1 {
+			t.Fatalf("%s applied %d times (%v), want once", event, got, err)
+		}
+	}
+	page, err := sender.Outbox.List(ctx, store.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range page.Deliveries {
+		want, code := courier.StatusSucceeded, courier.Code("")
+		if d.ID == wrong.ID {
+			want, code = courier.StatusFailed, courier.CodeAckInvalid
+		}
+		if d.Status != want || d.LastErrorCode != code {
+			t.Errorf("delivery %s is %s (%s), want %s (%s)", d.NotificationID, d.Status, d.LastErrorCode, want, code)
+		}
+	}
+	if len(page.Deliveries) != 2 {
+		t.Fatalf("%d deliveries listed, want 2", len(page.Deliveries))
 	}
 }
 

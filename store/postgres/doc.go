@@ -153,6 +153,11 @@
 //	    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO app;
 //	ALTER ROLE app IN DATABASE app SET search_path = courier, public; -- or the URL's search_path
 //
+// The GRANT and ALTER DEFAULT PRIVILEGES statements are the migrating
+// role's to run. ALTER ROLE is not, unless it is a superuser or has
+// CREATEROLE (PostgreSQL's rule): run it as app itself, which may set its
+// own defaults.
+//
 // Nothing else: no sequence (courier's ids are identity columns), no
 // TRUNCATE, no function (the replay cache's trigger runs as part of the
 // insert). The default privileges grant the tables a later courier's
