@@ -138,9 +138,7 @@ type Claimed struct {
 	Profile        string
 	KeyID          string
 	Priority       int
-	MaxAttempts    int
 	Deadline       time.Time
-	CreatedAt      time.Time
 	SubscriptionID int64 // the subscription it was published to, 0 if none
 	// Trace is the trace context of the transaction that enqueued it
 	// (store.Config.Tracer), the zero TraceContext if none: each attempt's
