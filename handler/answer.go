@@ -75,6 +75,18 @@ func fromStore(err error) error {
 	return storeFailure{err}
 }
 
+// fromInbox is fromStore for an Inbox call's error. The keys a receiver
+// records are checked against the request first, so the Inbox's
+// invalid_argument is no fault of the request's but of the receiver's
+// setup (a Verifier whose Principal.Sender no record may hold) or of
+// courier's: answered 500 internal_error, its cause logged, not 400.
+func fromInbox(err error) error {
+	if courier.CodeOf(err) == courier.CodeInvalidArgument {
+		return &courier.Error{Code: courier.CodeInternal, Msg: "handler: the Inbox refused the request's key (a Verifier's Principal.Sender must be 1-256 bytes of UTF-8 without NUL)", Err: err}
+	}
+	return fromStore(err)
+}
+
 // errTxEnded is the function's failure to leave its transaction to the
 // handler: it committed or rolled back tx itself.
 var errTxEnded = errors.New("handler: the function committed or rolled back its transaction; it must leave that to the handler")
@@ -193,7 +205,7 @@ func answer(w http.ResponseWriter, err error) {
 func answeredBy(receipt protocol.Receipt, err error) (stored []byte, answered bool, _ error) {
 	switch {
 	case err != nil:
-		return nil, true, fromStore(err)
+		return nil, true, fromInbox(err)
 	case receipt.InProgress:
 		return nil, true, errInProgress
 	case !receipt.Fresh:

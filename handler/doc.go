@@ -71,6 +71,9 @@
 //	                            neither processed again nor answered until the key is
 //	                            configured again; Retry-After
 //	403 forbidden               Publish only: the caller may not publish to that target
+//	500 internal_error          anything else courier did not expect: a Verifier whose
+//	                            Principal.Sender no record may hold, say (logged at Error
+//	                            with its cause)
 //
 // An accepted notification is recorded in the Inbox, processed by the
 // application's function and acknowledged, all in one transaction; a

@@ -258,6 +258,10 @@ func (w *outcomeWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// RecordProblemCause implements problem.CauseRecorder: what a part the
+// handler runs (middleware.Verify) says a failure came of.
+func (w *outcomeWriter) RecordProblemCause(err error) { w.cause = err }
+
 // RecordProblemCode implements problem.CodeRecorder.
 func (w *outcomeWriter) RecordProblemCode(code courier.Code) {
 	if w.code == "" {

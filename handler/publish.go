@@ -357,11 +357,11 @@ func (p *Publish) enqueue(ctx context.Context, key protocol.InboxKey, own string
 	}
 	if key.Key != "" {
 		if err := protocol.InboxFor(s).Complete(ctx, tx, key, resp); err != nil {
-			return nil, false, fromStore(err)
+			return nil, false, fromInbox(err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fromStore(err)
+	if err := commit(ctx, tx); err != nil {
+		return nil, false, err
 	}
 	return resp, false, nil
 }

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -254,7 +255,12 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 		}
 	}
 	key, a, err := identify(n, body, principal)
-	if err != nil {
+	var unread unreadBody
+	switch {
+	case errors.As(err, &unread):
+		jsonbody.NotCanonical(w, body, unread.err)
+		return
+	case err != nil:
 		answer(w, err)
 		return
 	}
@@ -318,16 +324,33 @@ func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.
 	}
 	a, err := ackFor(n, id, body)
 	if err != nil {
-		return protocol.InboxKey{}, ack.Ack{}, err
+		return protocol.InboxKey{}, ack.Ack{}, unreadIfNotFinite(err)
 	}
-	if p.MessageID != "" && p.MessageID != a.NotificationID {
+	if signsOther(p, a.NotificationID) {
 		return protocol.InboxKey{}, ack.Ack{}, errSignedIdentity
 	}
 	digest, err := payloadDigest(n, body, a)
 	if err != nil {
-		return protocol.InboxKey{}, ack.Ack{}, err
+		return protocol.InboxKey{}, ack.Ack{}, unreadIfNotFinite(err)
 	}
 	return protocol.InboxKey{Sender: p.Sender, Key: id, PayloadSHA256: digest}, a, nil
+}
+
+// unreadBody is the error of a notification type's Ack or digest that
+// could not read the body it was received as: a number no float64 holds,
+// which ack.Canonical refuses (ack.ErrNotFinite). The body's fault, it is
+// answered 400, as Reporting answers it (jsonbody.NotCanonical).
+type unreadBody struct{ err error }
+
+func (u unreadBody) Error() string { return u.err.Error() }
+func (u unreadBody) Unwrap() error { return u.err }
+
+// unreadIfNotFinite is err, as an unreadBody if it is ack.ErrNotFinite's.
+func unreadIfNotFinite(err error) error {
+	if errors.Is(err, ack.ErrNotFinite) {
+		return unreadBody{err}
+	}
+	return err
 }
 
 // payloadDigest is the digest n's Inbox record keeps of body, a its Ack:
@@ -358,7 +381,7 @@ func (rc *Receiver[T]) process(ctx context.Context, key protocol.InboxKey, n T, 
 	if stored, answered, err := answeredBy(protocol.InboxFor(rc.cfg.Store).RecordCompleted(ctx, tx, key, b)); answered {
 		return stored, false, err
 	}
-	if err := apply(rc.front.tracer, ctx, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+	if err := runFunc(rc.front.tracer, ctx, nil, func(ctx context.Context) error { return rc.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 		return nil, false, fromFunc(ctx, protocol.InboxFor(rc.cfg.Store), err, tx.Rollback())
 	}
 	if err := commit(ctx, tx); err != nil {
@@ -393,12 +416,6 @@ var errSignedIdentity = &ack.ValidationError{Fields: []ack.FieldError{{Field: "n
 // is named as the Ack would name it.
 var errKeyNoToken = &ack.ValidationError{Fields: []ack.FieldError{{Field: "notification_id", Rule: "courier_token"}}}
 
-// signedIdentity answers errSignedIdentity when p's signed message id,
-// if the scheme signs one, is not id, and reports whether it is.
-func signedIdentity(w http.ResponseWriter, p signature.Principal, id string) bool {
-	if p.MessageID != "" && p.MessageID != id {
-		answer(w, errSignedIdentity)
-		return false
-	}
-	return true
-}
+// signsOther reports whether p's signed message id, if the scheme signs
+// one, names another notification than id (errSignedIdentity).
+func signsOther(p signature.Principal, id string) bool { return p.MessageID != "" && p.MessageID != id }

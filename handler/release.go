@@ -98,9 +98,9 @@ func (u *unreleased) add(c protocol.InboxClaim) {
 	u.claims[k] = u.order.PushBack(unreleasedClaim{k, c})
 }
 
-// retry gives back the claim this receiver could not give back on key, if
-// it has one, and reports whether it did.
-func (u *unreleased) retry(ctx context.Context, inbox protocol.Inbox, key protocol.InboxKey) bool {
+// releaseRemembered gives back the claim this receiver could not give
+// back on key, if it has one, and reports whether it did.
+func (u *unreleased) releaseRemembered(ctx context.Context, inbox protocol.Inbox, key protocol.InboxKey) bool {
 	k := unreleasedKey{key.Sender, key.Key}
 	u.mu.Lock()
 	e, ok := u.claims[k]

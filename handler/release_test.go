@@ -48,7 +48,7 @@ func TestUnreleasedKeepsTheNewestClaims(t *testing.T) {
 	if err != nil || !receipt.InProgress {
 		t.Fatalf("the retry's claim = %+v, %v; want the key in progress", receipt, err)
 	}
-	if !u.retry(t.Context(), inbox, key) {
+	if !u.releaseRemembered(t.Context(), inbox, key) {
 		t.Fatal("the newest claim not given back by its key's retry: it was not remembered")
 	}
 	if receipt, _, err := inbox.Claim(t.Context(), key, time.Hour); err != nil || !receipt.Fresh {

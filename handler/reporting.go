@@ -224,7 +224,7 @@ func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte
 func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, reemission *protocol.InboxKey, n ack.Reporting) (stored []byte, duplicate bool, err error) {
 	inbox := protocol.InboxFor(rp.cfg.Store)
 	receipt, claim, err := inbox.Claim(ctx, key, rp.cfg.StaleAfter)
-	if err == nil && receipt.InProgress && rp.unreleased.retry(ctx, inbox, key) {
+	if err == nil && receipt.InProgress && rp.unreleased.releaseRemembered(ctx, inbox, key) {
 		receipt, claim, err = inbox.Claim(ctx, key, rp.cfg.StaleAfter)
 	}
 	if stored, answered, err := answeredBy(receipt, err); answered {
@@ -256,14 +256,14 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, reemiss
 		receipt, err := inbox.RecordCompleted(ctx, tx, *reemission, nil)
 		switch {
 		case err != nil:
-			return nil, false, fromStore(err)
+			return nil, false, fromInbox(err)
 		case receipt.InProgress: // such a key is only ever recorded completed; a record in progress is none of ours
 			return nil, false, errInProgress
 		}
 		reemitted = !receipt.Fresh
 	}
 	if !reemitted {
-		if err := apply(rp.front.tracer, ctx, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
+		if err := runFunc(rp.front.tracer, ctx, nil, func(ctx context.Context) error { return rp.fn(writerctx.WithHeld(ctx), tx, n) }); err != nil {
 			return nil, false, fromFunc(ctx, inbox, err, tx.Rollback())
 		}
 	}
@@ -273,7 +273,7 @@ func (rp *Reporting) process(ctx context.Context, key protocol.InboxKey, reemiss
 	case errors.Is(err, courier.CodeLeaseLost):
 		return nil, false, errInProgress // taken over: the other request answers for it
 	case err != nil:
-		return nil, false, fromStore(err)
+		return nil, false, fromInbox(err)
 	}
 	if err := commit(ctx, tx); err != nil {
 		return nil, false, err

@@ -128,7 +128,8 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, pr
 	if !jsonbody.Decode(w, body, &c, false) {
 		return
 	}
-	if !signedIdentity(w, principal, c.DedupeKey()) {
+	if signsOther(principal, c.DedupeKey()) {
+		answer(w, errSignedIdentity)
 		return
 	}
 	key := protocol.InboxKey{Sender: principal.Sender, Key: c.DedupeKey(), PayloadSHA256: ack.Digest(body)}
@@ -152,7 +153,7 @@ func (s *Source) receive(w http.ResponseWriter, r *http.Request, body []byte, pr
 // source_max_attempts.
 func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Command, body []byte, attempt int) ([]byte, bool, error) {
 	inbox := protocol.InboxFor(s.cfg.Store)
-	s.unreleased.retry(ctx, inbox, key) // before Begin, which on SQLite holds the one writer
+	s.unreleased.releaseRemembered(ctx, inbox, key) // before Begin, which on SQLite holds the one writer
 	tx, err := s.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, false, fromStore(err)
@@ -185,7 +186,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, Reject(courier.CodeSourceAttemptsExhausted, "the command's source_max_attempts is spent")
 	}
 	status := ack.CommandApplied
-	if err := apply(s.front.tracer, ctx, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); errors.Is(err, ErrAlreadyApplied) {
+	if err := runFunc(s.front.tracer, ctx, alreadyApplied, func(ctx context.Context) error { return s.fn(writerctx.WithHeld(ctx), tx, c) }); alreadyApplied(err) {
 		status = ack.CommandAlreadyApplied
 	} else if err != nil {
 		// Rolled back now, the record goes with it; a transaction that
@@ -197,22 +198,26 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		return nil, false, fromFunc(ctx, inbox, err, rollback)
 	}
 	b := ack.NewCommandResponse(c, body, attempt, status).Marshal()
-	switch err := inbox.Complete(ctx, tx, key, b); {
-	case err != nil && errors.Is(tx.Rollback(), sql.ErrTxDone):
-		// The transaction is done: the function ended it, or database/sql
-		// did as the request ended (which took the record with it).
-		err := s.completeAlone(ctx, mine, b)
+	if err := inbox.Complete(ctx, tx, key, b); err != nil {
+		// Whatever ended tx, it is settled here: the give-back above is
+		// for a record the function committed and nothing completed.
 		settled = true
-		return b, true, err
-	case err != nil && status == ack.CommandAlreadyApplied:
-		// Rolled back just above. On PostgreSQL a statement of the
-		// function that failed (finding the effect there) leaves the
-		// transaction unable to go on: the command is recorded anew. A
-		// store that failed fails that too.
-		settled = true
-		return s.recordAlone(ctx, key, b)
-	case err != nil:
-		return nil, false, fromStore(err)
+		switch rollback := tx.Rollback(); {
+		case errors.Is(rollback, sql.ErrTxDone):
+			// The transaction is done: the function ended it, or
+			// database/sql did as the request ended (which took the record
+			// with it).
+			return b, true, s.completeAlone(ctx, mine, b)
+		case status == ack.CommandAlreadyApplied:
+			// Rolled back, the record with it. On PostgreSQL a statement of
+			// the function that failed (finding the effect there) leaves
+			// the transaction unable to go on: the command is recorded
+			// anew. A store that failed fails that too.
+			return s.recordAlone(ctx, key, b)
+		}
+		// Rolled back, the record with it (or ended with its connection,
+		// uncommitted): nothing to give back.
+		return nil, false, fromInbox(err)
 	}
 	settled = true
 	if err := commit(ctx, tx); err != nil {
@@ -220,6 +225,10 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 	}
 	return b, true, nil
 }
+
+// alreadyApplied reports whether err, the function's, says the command's
+// effect was present already (ErrAlreadyApplied): a success.
+func alreadyApplied(err error) bool { return errors.Is(err, ErrAlreadyApplied) }
 
 // recordAlone records a command already applied, with its response b, in
 // a transaction of its own, after the function's transaction could not
@@ -239,8 +248,8 @@ func (s *Source) recordAlone(ctx context.Context, key protocol.InboxKey, b []byt
 	if stored, answered, err := answeredBy(inbox.RecordCompleted(ctx, tx, key, b)); answered {
 		return stored, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fromStore(err)
+	if err := commit(ctx, tx); err != nil {
+		return nil, false, err
 	}
 	return b, true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -30,6 +32,8 @@ var sourceDigest = strings.Repeat("e", 64)
 // sourceBundle is a Source on a real SQLite inbox behind a real HTTP
 // server.
 type sourceBundle struct {
+	store   *store.Store
+	logs    *logtest.Records // what the Sources log
 	server  *httptest.Server
 	signer  signature.Signer
 	calls   atomic.Int32
@@ -52,10 +56,10 @@ func setupSource(t *testing.T) *sourceBundle {
 	}
 	verifier, _ := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "host", Keys: []signature.StandardWebhooksKey{key}})
 	signer, _ := signature.NewStandardWebhooksSigner(key)
-	b := &sourceBundle{signer: signer}
+	b := &sourceBundle{store: s, logs: new(logtest.Records), signer: signer}
 	b.serve = func(t *testing.T, digest string) *httptest.Server {
 		t.Helper()
-		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: digest}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
+		src, err := handler.NewSource(handler.SourceConfig{Store: s, Verifier: verifier, CapabilitiesSHA256: digest, Logger: slog.New(b.logs)}, func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
 			b.calls.Add(1)
 			if b.already.Load() {
 				return handler.ErrAlreadyApplied

@@ -109,11 +109,12 @@ func knownMethod(m string) string {
 // methodOther is the method recorded for one HTTP does not define.
 const methodOther = "_OTHER"
 
-// apply runs the application's function fn in a courier.handle span when
+// runFunc runs the application's function fn in a courier.handle span when
 // t is set. The span fails with the refusal's code for a rejection (Reject),
-// handler_failed for another error, internal_error for a panic (raised
-// again); ErrAlreadyApplied is no failure.
-func apply(t courier.Tracer, ctx context.Context, fn func(context.Context) error) error {
+// handler_failed for another error (but one that ok, if not nil, takes for
+// success: Source's ErrAlreadyApplied), internal_error for a panic (raised
+// again).
+func runFunc(t courier.Tracer, ctx context.Context, ok func(error) bool, fn func(context.Context) error) error {
 	if t == nil {
 		return fn(ctx)
 	}
@@ -128,7 +129,7 @@ func apply(t courier.Tracer, ctx context.Context, fn func(context.Context) error
 	err := fn(ctx)
 	var rej *rejection
 	switch {
-	case err == nil, errors.Is(err, ErrAlreadyApplied):
+	case err == nil, ok != nil && ok(err):
 	case errors.As(err, &rej):
 		span.Fail(rej.err.Code)
 	default:

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/signature"
@@ -44,7 +46,9 @@ import (
 //
 // Any other Verify error is the verifier's own trouble (a key or replay
 // store that could not answer): it is answered 503 internal_error with
-// Retry-After, so the sender retries. On success next gets a request whose
+// Retry-After, so the sender retries, and logged at Error with the error,
+// "middleware: signature could not be verified now", on the logger of the
+// Recover around Verify (slog.Default() without one). On success next gets a request whose
 // Body reads the same bytes again, with [BodyFromContext] and
 // [PrincipalFromContext] set.
 //
@@ -98,6 +102,11 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 				problem.Error(w, http.StatusUnauthorized, code, "signature verification failed")
 				return
 			case err != nil:
+				// The verifier's own trouble: the handler serving the
+				// answer logs it with its cause, or Verify does.
+				if !problem.NoteCause(w, err) {
+					loggerFrom(r.Context()).ErrorContext(r.Context(), "middleware: signature could not be verified now", slog.Any(logkey.Error, err))
+				}
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "signature could not be verified now", time.Second)
 				return
 			}

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 )
@@ -262,4 +265,38 @@ type nilVerifier struct{}
 
 func (*nilVerifier) Verify(context.Context, *http.Request, []byte) (signature.Principal, error) {
 	return signature.Principal{}, nil
+}
+
+// TestAVerifierFailureIsLogged: a verifier that cannot answer (a key or
+// replay store that is down) is answered 503 internal_error, and its
+// error went nowhere. Verify logs it at Error, on the logger of the
+// Recover around it.
+func TestAVerifierFailureIsLogged(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Records
+	down := verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
+		return signature.Principal{}, errors.New("replay cache: connection refused")
+	})
+	h := middleware.Recover(slog.New(&logs))(middleware.Verify(down, middleware.BodyLimits{})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("next ran for a request its verifier could not check")
+	})))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", bytes.NewReader([]byte(`{}`))))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("answered %d, want 503", rec.Code)
+	}
+	recs := logs.All()
+	if len(recs) != 1 || recs[0].Level != slog.LevelError || recs[0].Message != "middleware: signature could not be verified now" {
+		t.Fatalf("logged %d records; want one Error line saying the signature could not be verified", len(recs))
+	}
+	var cause string
+	recs[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" {
+			cause = a.Value.String()
+		}
+		return true
+	})
+	if !strings.Contains(cause, "replay cache: connection refused") {
+		t.Fatalf("the line's error is %q, want the verifier's", cause)
+	}
 }

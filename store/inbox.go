@@ -17,12 +17,14 @@ import (
 // application only prunes it (Prune).
 // Its writes are courier's own, of keys courier has validated: one the
 // database refuses by a rule of its own (an application's trigger on the
-// table) is CodeInternal, a store failure a receiver answers 503 for,
-// never the CodeInvalidArgument of a caller's input.
+// table) is CodeInternal, a store failure a receiver answers 503 for.
+// A key no record may hold (a sender out of bounds, from a Verifier's
+// Principal) is CodeInvalidArgument, which a receiver answers as its own
+// failure, 500, the request being none of its cause.
 type Inbox struct{ s *Store }
 
-// Record records k inside the caller's transaction tx, or reports what is
-// already recorded. A key recorded with another payload digest is
+// record (protocol.Inbox's Record) records k inside the caller's
+// transaction tx, or reports what is already recorded. A key recorded with another payload digest is
 // CodeIdempotencyCollision, with nothing written. A concurrent duplicate
 // waits for the first transaction (the engines' write locks) and then sees
 // it completed.
@@ -31,8 +33,9 @@ func (in *Inbox) record(ctx context.Context, tx DBTX, k protocol.InboxKey) (prot
 	return r, err
 }
 
-// RecordCompleted is Record and Complete in one statement, for a receiver
-// whose Ack does not depend on what processing does: a fresh key is
+// recordCompleted (protocol.Inbox's RecordCompleted) is record and
+// complete in one statement, for a receiver whose Ack does not depend on
+// what processing does: a fresh key is
 // recorded already completed with ack. The caller then processes the
 // notification in tx; its effects and the record commit together, or a
 // rollback removes both. A key already recorded is reported as Record
@@ -141,7 +144,8 @@ func checkKey(k protocol.InboxKey) error {
 	return nil
 }
 
-// Complete stores the Ack for a key this transaction recorded fresh.
+// complete (protocol.Inbox's Complete) stores the Ack for a key this
+// transaction recorded fresh.
 func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, answer []byte) error {
 	if len(answer) == 0 {
 		answer = []byte{} // profiles without an Ack store an empty one
@@ -201,8 +205,8 @@ func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	return in.s.pruneOlder(ctx, "inbox_prune", nil, p)
 }
 
-// Claim is the first phase of a two-phase receipt, for receivers that
-// answer a concurrent duplicate at once (503, in progress) rather than
+// claim (protocol.Inbox's Claim) is the first phase of a two-phase
+// receipt, for receivers that answer a concurrent duplicate at once (503, in progress) rather than
 // making it wait for the first request's transaction. It records k as
 // processing in a short transaction of its own. Fresh means the caller
 // holds the claim: it processes the notification and then calls
@@ -235,8 +239,11 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": stored,
 			"now": now, "stale_before": now - stale.Microseconds(),
 		}, &tokens)
-		if err != nil || len(tokens) == 0 {
+		if err != nil {
 			return refusedByTheDatabase(err)
+		}
+		if len(tokens) == 0 {
+			return nil // held by another request, not stale: r says InProgress
 		}
 		c, r = protocol.InboxClaim{Key: k, Token: tokens[0]}, protocol.Receipt{Fresh: true}
 		return nil
@@ -244,7 +251,7 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 	return r, c, err
 }
 
-// CompleteClaim stores the Ack for a claim inside tx, the transaction of
+// completeClaim (protocol.Inbox's CompleteClaim) stores the Ack for a claim inside tx, the transaction of
 // the application's effects. If the claim was taken over meanwhile it
 // returns CodeLeaseLost: roll tx back.
 func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxClaim, answer []byte) error {
@@ -266,7 +273,7 @@ func (in *Inbox) completeClaim(ctx context.Context, tx DBTX, c protocol.InboxCla
 	return nil
 }
 
-// ReleaseClaim gives a claim back after processing failed, so that the
+// releaseClaim (protocol.Inbox's ReleaseClaim) gives a claim back after processing failed, so that the
 // sender's retry processes the notification again.
 func (in *Inbox) releaseClaim(ctx context.Context, c protocol.InboxClaim) error {
 	_, err := in.s.exec(ctx, in.s.writer, "inbox_release_claimed", map[string]any{"sender": c.Key.Sender, "dedupe_key": c.Key.Key, "token": c.Token})

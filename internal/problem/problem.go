@@ -91,18 +91,44 @@ func RetryAfter(w http.ResponseWriter, status int, code courier.Code, detail str
 	Error(w, status, code, detail)
 }
 
+// CauseRecorder is implemented by a ResponseWriter that wants to know why
+// a failure answered through it happened: a handler's log line gives it.
+type CauseRecorder interface {
+	RecordProblemCause(error)
+}
+
+// NoteCause tells the first CauseRecorder on w or down its Unwrap chain
+// err, the cause of the failure about to be answered, and reports whether
+// one heard it.
+func NoteCause(w http.ResponseWriter, err error) bool {
+	r, ok := first[CauseRecorder](w)
+	if ok {
+		r.RecordProblemCause(err)
+	}
+	return ok
+}
+
 // record tells the first CodeRecorder on w's Unwrap chain that a problem
 // with code is being written.
 func record(w http.ResponseWriter, code courier.Code) {
+	if r, ok := first[CodeRecorder](w); ok {
+		r.RecordProblemCode(code)
+	}
+}
+
+// first returns the first writer on w's Unwrap chain, w included, that is
+// an R.
+func first[R any](w http.ResponseWriter) (R, bool) {
 	for w != nil {
-		if r, ok := w.(CodeRecorder); ok {
-			r.RecordProblemCode(code)
-			return
+		if r, ok := w.(R); ok {
+			return r, true
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return
+			break
 		}
 		w = u.Unwrap()
 	}
+	var none R
+	return none, false
 }

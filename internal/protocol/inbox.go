@@ -98,3 +98,14 @@ func RegisterInbox(f func(store any) Inbox) { inboxOf = f }
 
 // InboxFor returns the receivers' protocol of s, a *store.Store.
 func InboxFor(s any) Inbox { return inboxOf(s) }
+
+// WrapInbox makes InboxFor return wrap(s, its Inbox) until restore is
+// called: a test's way to put a fault in front of one Store's Inbox. It
+// changes what every caller of InboxFor gets: a test that calls it must
+// not run in parallel with others, and its wrap must pass other Stores'
+// Inboxes through unchanged.
+func WrapInbox(wrap func(s any, in Inbox) Inbox) (restore func()) {
+	orig := inboxOf
+	inboxOf = func(s any) Inbox { return wrap(s, orig(s)) }
+	return func() { inboxOf = orig }
+}
