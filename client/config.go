@@ -162,8 +162,9 @@ type Config struct {
 	// Error and claims again on such a timer too, or at the next wake-up
 	// or poll if sooner: the wake-up that called for the claim is spent.
 	PollInterval time.Duration
-	// Signer signs every attempt, unless SignerFor is set. One of the two
-	// is required: courier never sends unsigned notifications. It may read
+	// Signer signs every attempt. Exactly one of Signer and SignerFor is
+	// set (NewWorker refuses neither and both, config_invalid): courier
+	// never sends unsigned notifications. It may read
 	// the request's body (the payload, as Message.Body holds it): the
 	// request sends the payload as enqueued, whatever the Signer left in
 	// the body. Message.Body is the Signer's own copy of the payload: what
@@ -329,6 +330,8 @@ func (c Config) validate() error {
 		return configError("Config.Store is required")
 	case c.Signer == nil && c.SignerFor == nil:
 		return configError("Config.Signer or Config.SignerFor is required")
+	case c.Signer != nil && c.SignerFor != nil:
+		return configError("Config.Signer and Config.SignerFor are both set: set one (SignerFor alone would sign every attempt, and Signer none)")
 	case c.Signer != nil && nilcheck.Nil(c.Signer):
 		return configError("Config.Signer is a nil pointer")
 	case nilcheck.Nil(c.Transport):

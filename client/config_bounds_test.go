@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,11 @@ func TestConfigBounds(t *testing.T) {
 		{"Lease", func(c *Config) { c.Lease = 24*time.Hour + 1 }},
 		{"Lease", func(c *Config) { c.Timeout, c.Lease = 10*time.Second, 10*time.Second+99*time.Millisecond }},
 		{"Lease", func(c *Config) { c.Timeout, c.Lease = 10*time.Second, 11*time.Second-1 }},
+		// Both signers: SignerFor took every attempt, and the Signer set
+		// beside it signed none, without a word.
+		{"SignerFor", func(c *Config) {
+			c.SignerFor = func(context.Context, string) (signature.Signer, error) { return c.Signer, nil }
+		}},
 	} {
 		cfg := base
 		tc.set(&cfg)

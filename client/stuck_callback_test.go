@@ -104,7 +104,7 @@ func TestStopReturnsPastAStuckSigner(t *testing.T) {
 	stuck := newStuckSignerFor(nil)
 	t.Cleanup(stuck.let)
 	b := setupWorker(t, func(http.ResponseWriter, *http.Request) { hits.Add(1) }, func(c *client.Config) {
-		stuck.signer, c.SignerFor = c.Signer, stuck.SignerFor
+		stuck.signer, c.Signer, c.SignerFor = c.Signer, nil, stuck.SignerFor
 	})
 	b.enqueue(t, "n-1", `{}`)
 	done := make(chan error, 1)

@@ -130,8 +130,9 @@ func AuthorizeOwnTenant(_ context.Context, p signature.Principal, t PublishTarge
 }
 
 // PublishConfig configures a Publish handler. It has no
-// AllowUnknownFields: a PublishRequest is always decoded strictly, and a
-// member it does not declare is refused with validation_failed.
+// AllowUnknownFields: a publish request's body is always decoded
+// strictly, and a member it does not declare is refused with
+// validation_failed.
 type PublishConfig struct {
 	// Store holds the Outbox the requests are enqueued into, and the
 	// Idempotency-Key records, in its Inbox: store.Inbox.Prune deletes
