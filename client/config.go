@@ -278,7 +278,8 @@ type Event struct {
 	Duration       time.Duration        // the attempt, from request to classification; 0 if it never started (its deadline came while it waited in its batch)
 	LeaseLost      bool                 // the outcome was not applied: another worker holds the row
 	// Unrecorded: the store failed every write of the outcome while the
-	// lease lasted (the worker logs "settle failed" at Error): as far as
+	// lease lasted, or refused it as invalid at once (the worker logs
+	// "settle failed" at Error): as far as
 	// the worker knows, the delivery is left as the claim leased it, and
 	// once the lease expires a claim takes it back and it is sent again.
 	// Status is "", and Code the attempt's own.

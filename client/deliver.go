@@ -157,18 +157,22 @@ func (w *Worker) reportLeftToLeases(ctx context.Context) {
 	}
 }
 
-// leasedFrom is the instant, on the worker's clock, from which the leases
-// of a claim are measured (see deliver): as its first transaction began
-// (began, see claim), or, if it told none, before the claim. A claim
-// waits for its transaction's connection (a pool the application's
+// leasedFrom is the instant, on the worker's clock, from which the lease
+// of a delivery leased in the claim's transaction pass is measured (see
+// deliver): as that transaction began (began, see claim), or, if the
+// clock told nothing then, before the claim (before). Each transaction
+// of a claim waits for its connection (a pool the application's
 // transactions fill, SQLite's writer held by one of them) before the
 // store stamps its leases: measured from before that wait, its leases
-// read as spent by it, and their deliveries were given back unsent.
-func leasedFrom(before, began time.Time) time.Time {
-	if began.IsZero() {
-		return before
+// read as spent by it, and their deliveries were given back unsent. The
+// first transaction's start (pass 0) is the earliest, and measures every
+// lease of the claim on the side of not sending: what gives leases back
+// measures from it.
+func leasedFrom(before time.Time, began []time.Time, pass int) time.Time {
+	if pass < len(began) && !began[pass].IsZero() {
+		return began[pass]
 	}
-	return began
+	return before
 }
 
 // leaseLeft is how much of l is left now, none if the clock tells no

@@ -126,7 +126,8 @@
 // cause (the transport's, the store's, the guard's reason), which names
 // addresses and host names, never what the other side sent:
 //
-//	Error  worker: settle failed                         every write of an outcome failed while its lease lasted (error)
+//	Error  worker: settle failed                         every write of an outcome failed while its lease lasted,
+//	                                                     or the store refused it as invalid (error)
 //	Error  worker: delivery quarantined at claim, not sent   its stored bytes altered, or unreadable under the Store's keys
 //	Error  worker: claim failed                          (error)
 //	Error  worker: release failed                        (error)
@@ -144,7 +145,8 @@
 //	Warn   worker: endpoint disabled by its breaker, until an operator enables it
 //	Warn   worker: wake-ups unavailable, polling         (see Config.PollInterval)
 //	Warn   worker: wake-ups lost, listening again
-//	Warn   worker: expired leases taken back            another worker died or stalled holding them: their attempts count (deliveries)
+//	Warn   worker: expired leases taken back            a worker died or stalled holding them, or its settle or
+//	                                                     release failed: their attempts count (deliveries)
 //	Warn   worker: stop deadline passed, cutting attempts short
 //	Warn   worker: Store closed; claimed deliveries left to their leases   once per Run or Work that ends so
 //	Warn   worker: HTTPS_PROXY is set and not used: …    or https_proxy, HTTP_PROXY, http_proxy: once per worker (see Guard.Transport)

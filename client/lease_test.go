@@ -443,3 +443,48 @@ func TestAWorkerThatTakesBackExpiredLeasesSaysSo(t *testing.T) {
 		t.Fatalf("delivery %s after %d attempts; want succeeded at the second, the expired lease's counted", d.Status, d.Attempts)
 	}
 }
+
+// TestEachTransactionOfAClaimMeasuresItsOwnLeases: a claim that ends rows
+// instead of leasing them (here one quarantined as it is admitted, its
+// stored bytes altered) claims again in a transaction of its own, which
+// waits for its connection too and stamps its leases as it begins. The
+// worker measured every lease from its first transaction's start, so a
+// wait before the second was taken out of leases stamped after it, and
+// their deliveries were given back unsent.
+func TestEachTransactionOfAClaimMeasuresItsOwnLeases(t *testing.T) {
+	t.Parallel()
+	const lease, timeout = time.Minute, 2 * time.Second
+	clock := newWorkerClock()
+	logs := newCapture(t)
+	var b *workerBundle
+	b = setupWorker(t, ackReceiver(t, &b, func(a *ack.Ack) []byte { return a.Marshal() }), func(c *client.Config) {
+		c.Lease, c.Timeout, c.Now, c.Logger = lease, timeout, clock.Now, slog.New(logs)
+		c.BatchSize, c.Concurrency, c.EndpointConcurrency = 1, 1, 1
+	})
+	altered := b.enqueue(t, "n-altered", `{"n":1}`)
+	due := b.enqueue(t, "n-due", `{"n":2}`)
+	if _, err := b.store.DB().ExecContext(t.Context(), "UPDATE courier_outbox_payload SET payload = ? WHERE id = ?", []byte(`{"n":9}`), altered); err != nil {
+		t.Fatal(err)
+	}
+	passes := 0
+	w := b.worker
+	client.SetClaimBegan(w, func() {
+		// The second transaction waits for its connection: the worker's
+		// clock moves by more than the lease less a Timeout meanwhile.
+		if passes++; passes == 2 {
+			clock.Advance(lease - timeout + time.Second)
+		}
+	})
+	if n, err := w.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the due delivery, leased in the claim's second transaction", n, err)
+	}
+	if passes != 2 {
+		t.Fatalf("the claim ran %d transactions, want 2", passes)
+	}
+	if n := len(logs.lines("worker: lease too short to start an attempt, released")); n != 0 {
+		t.Errorf("%d lease-too-short lines: the wait before the second transaction was taken out of its leases", n)
+	}
+	if d := b.get(t, due); d.Status != courier.StatusSucceeded {
+		t.Fatalf("the due delivery is %s after %d attempts; want succeeded", d.Status, d.Attempts)
+	}
+}

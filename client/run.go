@@ -176,7 +176,8 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// Should the claim fail before it begins, all of it does.
 	w.claimSaw = w.given.Load()
 	batch, began, err := w.claim(ctx, max(want, 1))
-	claimedAt = leasedFrom(claimedAt, began)
+	before := claimedAt
+	claimedAt = leasedFrom(before, began, 0) // the earliest: what gives leases back measures from it
 	seen.given = w.claimSaw
 	if w.claimed != nil {
 		w.claimed(len(batch))
@@ -195,11 +196,12 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// would be made again and again at once.
 	var short []protocol.Lease
 	for i, c := range batch {
-		if now, told := w.now(actx); !told || !w.leaseCovers(actx, c, claimedAt, now) {
+		leasedAt := leasedFrom(before, began, c.Pass)
+		if now, told := w.now(actx); !told || !w.leaseCovers(actx, c, leasedAt, now) {
 			short = append(short, c.Lease)
 			continue
 		}
-		if !start(c, claimedAt) { // stopped while waiting for a slot
+		if !start(c, leasedAt) { // stopped while waiting for a slot
 			w.passClaimTurn()
 			w.release(actx, claimedAt, append(short, leasesOf(batch[i:])...)...)
 			return want, got, seen, false, nil
@@ -275,9 +277,9 @@ func (w *Worker) await(ctx context.Context, ready func() bool, poll <-chan time.
 }
 
 // claimParams is a claim of up to limit deliveries, made with ctx. As
-// its first transaction begins, it reads the worker's clock into began
-// (see claim).
-func (w *Worker) claimParams(ctx context.Context, limit int, began *time.Time) protocol.ClaimParams {
+// each of its transactions begins, it appends a reading of the worker's
+// clock to began (see claim).
+func (w *Worker) claimParams(ctx context.Context, limit int, began *[]time.Time) protocol.ClaimParams {
 	return protocol.ClaimParams{Owner: w.cfg.Owner, Limit: limit, Lease: w.cfg.Lease, EndpointCap: w.cfg.EndpointConcurrency,
 		Ended: func(e protocol.Ended) { w.withheld(ctx, e) },
 		Reclaimed: func(n int) {
@@ -286,9 +288,11 @@ func (w *Worker) claimParams(ctx context.Context, limit int, began *time.Time) p
 		},
 		Began: func() {
 			w.claimSaw = w.given.Load()
-			if began.IsZero() {
-				*began, _ = w.now(ctx)
+			if w.claimBegan != nil {
+				w.claimBegan()
 			}
+			t, _ := w.now(ctx)
+			*began = append(*began, t)
 		}}
 }
 
@@ -450,7 +454,8 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		return 0, errClock
 	}
 	batch, began, err := w.claim(ctx, w.cfg.BatchSize)
-	claimedAt = leasedFrom(claimedAt, began)
+	before := claimedAt
+	claimedAt = leasedFrom(before, began, 0) // the earliest: what gives leases back measures from it
 	w.passClaimTurn()
 	if err != nil {
 		if ctx.Err() == nil && w.isStopping(ctx) {
@@ -469,7 +474,7 @@ func (w *Worker) Work(ctx context.Context) (int, error) {
 		n := w.begin()
 		wg.Go(func() {
 			defer w.end(n)
-			w.deliver(actx, n, c, claimedAt)
+			w.deliver(actx, n, c, leasedFrom(before, began, c.Pass))
 		})
 	}
 	wg.Wait()

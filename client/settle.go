@@ -129,8 +129,10 @@ func (s *settler) handOff() {
 
 // errSettleAbandoned is the error of the outcomes of a batch whose
 // transaction's call ended without an answer (see handOff): whether it
-// wrote them is unknown, so each call writes its own again, and the
-// store's fence tells whether it had.
+// wrote them is unknown, so each call writes its own again. One the
+// abandoned transaction had written is then found with its lease gone,
+// and reported as a lease lost (a store callback that ends its goroutine
+// after the commit, as a test's t.FailNow in a Hook does).
 var errSettleAbandoned = &courier.Error{Code: courier.CodeInternal, Msg: "client: the settle of this outcome ended without an answer"}
 
 // notWritten reports whether an outcome's Settled.Err says the store

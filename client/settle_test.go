@@ -354,8 +354,12 @@ func TestASettleWhoseGoroutineEndsLeavesTheNextToRun(t *testing.T) {
 		st.mu.Unlock()
 	}
 	close(release)
-	for range 3 {
-		<-ended // two goroutines end inside apply; the third returns
+	for range 3 { // two goroutines end inside apply; the third returns
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a settle call still waits 10s after the call it was batched with ended: the settler is held for good")
+		}
 	}
 	if len(results) != 1 {
 		t.Fatalf("%d calls returned; want the one batched with a call that ended", len(results))
@@ -363,8 +367,18 @@ func TestASettleWhoseGoroutineEndsLeavesTheNextToRun(t *testing.T) {
 	if err := <-results; !errors.Is(err, courier.CodeInternal) {
 		t.Fatalf("the outcome batched with the call that ended: %v; want internal_error, to be written again", err)
 	}
-	if _, err := st.settle(t.Context(), protocol.Outcome{}, nil); err != nil || calls.Load() != 3 {
-		t.Fatalf("the next settle: %v after %d applies; want it applied", err, calls.Load())
+	next := make(chan error, 1)
+	go func() {
+		_, err := st.settle(t.Context(), protocol.Outcome{}, nil)
+		next <- err
+	}()
+	select {
+	case err := <-next:
+		if err != nil || calls.Load() != 3 {
+			t.Fatalf("the next settle: %v after %d applies; want it applied", err, calls.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next settle still waits after 10s: the settler is held for good")
 	}
 }
 

@@ -30,11 +30,12 @@ import (
 // or not, fails with the closed Store's error (errClosedClaim), as one
 // made after the Close does.
 //
-// began is when the claim's first transaction began, on the worker's
-// clock: after any wait for a connection of the pool or for SQLite's
-// writer, and before the store stamped the leases. It is zero if no
-// transaction began, or the clock told no time then (see now).
-func (w *Worker) claim(ctx context.Context, limit int) (batch []protocol.Claimed, began time.Time, err error) {
+// began holds when each of the claim's transactions began, on the
+// worker's clock, in order (a delivery's Pass indexes it): after any wait
+// for a connection of the pool or for SQLite's writer, and before the
+// store stamped that transaction's leases. A reading is zero if the clock
+// told no time then (see now).
+func (w *Worker) claim(ctx context.Context, limit int) (batch []protocol.Claimed, began []time.Time, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // Stop's context cancels ctx; ctx stays the caller's
@@ -51,7 +52,7 @@ func (w *Worker) claim(ctx context.Context, limit int) (batch []protocol.Claimed
 var errClosedClaim = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "client: claim"}, protocol.ErrClosed)
 
 // tracedClaim is claim's call of the store; began is claim's.
-func (w *Worker) tracedClaim(ctx context.Context, limit int, began *time.Time) ([]protocol.Claimed, error) {
+func (w *Worker) tracedClaim(ctx context.Context, limit int, began *[]time.Time) ([]protocol.Claimed, error) {
 	if w.tracer == nil {
 		return w.outbox.Claim(ctx, w.claimParams(ctx, limit, began))
 	}

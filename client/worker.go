@@ -106,6 +106,9 @@ type Worker struct {
 	// with how many deliveries it leased.
 	awaiting func()
 	claimed  func(leased int)
+	// claimBegan, when set (by tests, before any claim), is called as
+	// each transaction of a claim begins, before the clock is read for it.
+	claimBegan func()
 
 	proxyOnce sync.Once // warnIgnoredProxy's
 }

@@ -75,14 +75,15 @@ func fromStore(err error) error {
 	return storeFailure{err}
 }
 
-// fromInbox is fromStore for an Inbox call's error. The keys a receiver
-// records are checked against the request first, so the Inbox's
+// fromInbox is fromStore for an Inbox call's error. What a receiver takes
+// from the request for a key (its id) is checked first, so the Inbox's
 // invalid_argument is no fault of the request's but of the receiver's
-// setup (a Verifier whose Principal.Sender no record may hold) or of
-// courier's: answered 500 internal_error, its cause logged, not 400.
+// setup (a Verifier whose Principal.Sender no record may hold, a
+// Digester whose PayloadSHA256 is no SHA-256 in hex) or of courier's:
+// answered 500 internal_error, logged with the Inbox's reason, not 400.
 func fromInbox(err error) error {
 	if courier.CodeOf(err) == courier.CodeInvalidArgument {
-		return &courier.Error{Code: courier.CodeInternal, Msg: "handler: the Inbox refused the request's key (a Verifier's Principal.Sender must be 1-256 bytes of UTF-8 without NUL)", Err: err}
+		return &courier.Error{Code: courier.CodeInternal, Msg: "handler: the Inbox refused the key to record (" + err.Error() + ")", Err: err}
 	}
 	return fromStore(err)
 }

@@ -139,8 +139,8 @@ func TestAVerifierWhosePrincipalNoRecordMayHoldIsTheReceiversFault(t *testing.T)
 	if p := problemOf(t, rec); rec.Code != http.StatusInternalServerError || p.Code != courier.CodeInternal {
 		t.Errorf("a receiver-side fault answered %d %s, want 500 internal_error", rec.Code, p.Code)
 	}
-	if recs := logs.All(); len(recs) != 1 || recs[0].Level != slog.LevelError || !strings.Contains(attrs(recs[0])["error"], "Principal.Sender") {
-		t.Errorf("logged %d lines; want one at Error naming the Verifier's Principal.Sender", len(recs))
+	if recs := logs.All(); len(recs) != 1 || recs[0].Level != slog.LevelError || !strings.Contains(attrs(recs[0])["error"], "needs a sender") {
+		t.Errorf("logged %d lines; want one at Error with the Inbox's reason, the sender", len(recs))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/signature"
 )
 
@@ -48,7 +49,9 @@ import (
 // store that could not answer): it is answered 503 internal_error with
 // Retry-After, so the sender retries, and logged at Error with the error,
 // "middleware: signature could not be verified now", on the logger of the
-// Recover around Verify (slog.Default() without one). On success next gets a request whose
+// Recover around Verify (slog.Default() without one); at Info, "middleware:
+// signature check ended by its client", when the request's client went
+// away meanwhile. On success next gets a request whose
 // Body reads the same bytes again, with [BodyFromContext] and
 // [PrincipalFromContext] set.
 //
@@ -105,7 +108,7 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 				// The verifier's own trouble: the handler serving the
 				// answer logs it with its cause, or Verify does.
 				if !problem.NoteCause(w, err) {
-					loggerFrom(r.Context()).ErrorContext(r.Context(), "middleware: signature could not be verified now", slog.Any(logkey.Error, err))
+					logVerifyFailure(r, err)
 				}
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "signature could not be verified now", time.Second)
 				return
@@ -118,6 +121,19 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// logVerifyFailure logs why the verifier could not check r: at Error with
+// err, or at Info for a request whose client went away meanwhile (a
+// verifier that asks a store with r's context fails with its end), as
+// Transaction logs one.
+func logVerifyFailure(r *http.Request, err error) {
+	ctx := r.Context()
+	if errors.Is(err, context.Canceled) && writerctx.ClientGone(ctx) {
+		loggerFrom(ctx).InfoContext(ctx, "middleware: signature check ended by its client")
+		return
+	}
+	loggerFrom(ctx).ErrorContext(ctx, "middleware: signature could not be verified now", slog.Any(logkey.Error, err))
 }
 
 // retryNonceCap is the Retry-After of a request refused because its key

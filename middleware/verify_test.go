@@ -300,3 +300,25 @@ func TestAVerifierFailureIsLogged(t *testing.T) {
 		t.Fatalf("the line's error is %q, want the verifier's", cause)
 	}
 }
+
+// TestAVerifierCutShortByItsClientIsLoggedAtInfo: a verifier that asks a
+// store with the request's context fails with its end when the client
+// goes away: Verify logs that at Info, as Transaction does, not as the
+// verifier's trouble at Error.
+func TestAVerifierCutShortByItsClientIsLoggedAtInfo(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Records
+	asks := verifierFunc(func(ctx context.Context, _ *http.Request, _ []byte) (signature.Principal, error) {
+		return signature.Principal{}, fmt.Errorf("replay cache: %w", ctx.Err())
+	})
+	h := middleware.Recover(slog.New(&logs))(middleware.Verify(asks, middleware.BodyLimits{})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("next ran for a request its verifier could not check")
+	})))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the client went away
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodPost, "/", bytes.NewReader([]byte(`{}`))))
+	recs := logs.All()
+	if len(recs) != 1 || recs[0].Level != slog.LevelInfo || recs[0].Message != "middleware: signature check ended by its client" {
+		t.Fatalf("logged %d records (%v); want one Info line, the check ended by its client", len(recs), logs.Messages(slog.LevelDebug))
+	}
+}

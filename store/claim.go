@@ -90,8 +90,11 @@ const (
 // an attempt sent on it would be sent again.
 func (o *Outbox) claim(ctx context.Context, p protocol.ClaimParams) ([]protocol.Claimed, error) {
 	var all []protocol.Claimed
-	for total := 0; ; {
+	for total, pass := 0, 0; ; pass++ {
 		out, ended, err := o.claimOnce(ctx, p)
+		for i := range out {
+			out[i].Pass = pass
+		}
 		switch {
 		case errors.Is(err, protocol.ErrClosed):
 			return nil, err

@@ -149,6 +149,11 @@ type Claimed struct {
 	// they spent none of the budget. An attempt's place in the budget,
 	// which it sends as ack.AttemptHeader, is Attempt less Spared.
 	Spared int
+	// Pass is which of the claim's transactions leased it, 0 for the
+	// first: a claim that ended rows instead of leasing them claims again
+	// in another, whose leases are stamped as it begins (see
+	// ClaimParams.Began, called once per transaction, in order).
+	Pass int
 }
 
 // BudgetAttempt is the attempt's place in the delivery's budget (see
