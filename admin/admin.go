@@ -416,7 +416,7 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil:
 		h.cfg.Logger.WarnContext(r.Context(), "admin: database did not answer in time", append(routeAttrs(r), slog.String(logkey.Code, string(courier.CodeDatabaseUnavailable)), slog.Any(logkey.Error, err))...)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable, "the database did not answer in time; retry later"+before, time.Second)
-	case errors.Is(err, context.Canceled) && writerctx.ClientGone(r.Context()):
+	case writerctx.EndedByClient(r.Context(), err):
 		h.cfg.Logger.InfoContext(r.Context(), "admin: request ended by its client", append(routeAttrs(r), slog.String(logkey.Code, string(courier.CodeDatabaseUnavailable)))...)
 		problem.Error(w, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable, "the request ended before the database answered"+before)
 	case code == courier.CodeNotFound:

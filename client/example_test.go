@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -165,4 +169,116 @@ func ExampleWorker_Stop() {
 	// applied: ship-1
 	// stop: <nil> run returned: <nil>
 	// work after stop: worker_stopped
+}
+
+// Hook hears of every attempt, with its outcome, the delivery's status
+// after it, and its codes: the place for metrics of one's own. Here the
+// receiver's first answer is a 503; the worker retries (at once: the
+// Backoff here waits for nothing) and the second attempt succeeds.
+func ExampleConfig_hook() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), couriertest.Sequence(couriertest.Fault{Status: http.StatusServiceUnavailable}))
+	defer srv.Close()
+	if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+		NotificationID: "ship-1", Endpoint: srv.URL + "/shipments", Payload: []byte(`{"id":"ship-1"}`), Profile: ack.ProfileNone,
+	}); err != nil {
+		panic(err)
+	}
+	keys := couriertest.StandardWebhooksKeys("shop")
+
+	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+		Backoff: func(int, time.Duration) time.Duration { return 0 },
+		Hook: func(e client.Event) {
+			fmt.Printf("attempt %d of %s: %s, HTTP %d, now %s %q\n", e.Attempt, e.NotificationID, e.Outcome, e.HTTPStatus, e.Status, e.Code)
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		panic(err)
+	}
+	// Output:
+	// attempt 1 of ship-1: retry, HTTP 503, now retry_wait "receiver_unavailable"
+	// attempt 2 of ship-1: succeeded, HTTP 204, now succeeded ""
+}
+
+// SignerFor signs each attempt with the key its delivery names
+// (store.EnqueueParams.KeyID), asked afresh for every attempt, so that
+// keys can be looked up, and rotated, while the worker runs. Its context
+// bounds the lookup; an error that wraps courier.CodeConfigInvalid says
+// the key is gone for good, and the delivery fails signing_failed.
+func ExampleConfig_signerFor() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
+	orders := couriertest.StandardWebhooksKeys("shop") // the key the receiver holds for "orders"
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if _, err := orders.Verifier.Verify(r.Context(), r, body); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}), nil)
+	defer srv.Close()
+	for _, key := range []string{"orders", "retired"} {
+		if _, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), store.EnqueueParams{
+			NotificationID: "n-" + key, Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`), Profile: ack.ProfileNone, KeyID: key,
+		}); err != nil {
+			panic(err)
+		}
+	}
+	signers := map[string]signature.Signer{"orders": orders.Signer} // a key store of the application's
+
+	w, err := client.NewWorker(client.Config{Store: outbox, Transport: srv.Guard().Transport(),
+		SignerFor: func(ctx context.Context, keyID string) (signature.Signer, error) {
+			if s, ok := signers[keyID]; ok {
+				return s, nil
+			}
+			return nil, fmt.Errorf("no key %q: %w", keyID, courier.CodeConfigInvalid)
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		panic(err)
+	}
+	for _, id := range []string{"n-orders", "n-retired"} {
+		page, err := outbox.Outbox.List(ctx, store.ListParams{NotificationID: id})
+		if err != nil {
+			panic(err)
+		}
+		d := page.Deliveries[0]
+		fmt.Printf("%s: %s %q\n", id, d.Status, d.LastErrorCode)
+	}
+	// Output:
+	// n-orders: succeeded ""
+	// n-retired: failed "signing_failed"
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,8 +21,6 @@ import (
 	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/signature"
-	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/sqlite"
 )
 
 // anyTarget returns the anyReceivers entry named name.
@@ -150,17 +147,7 @@ func TestAVerifierWhosePrincipalNoRecordMayHoldIsTheReceiversFault(t *testing.T)
 func TestErrAlreadyAppliedOutsideSourceIsAFailedHandleSpan(t *testing.T) {
 	t.Parallel()
 	rec := &tracingtest.Recorder{}
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	keys := couriertest.StandardWebhooksKeys("sender")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, tracedNote) error { return handler.ErrAlreadyApplied })
-	if err != nil {
-		t.Fatal(err)
-	}
+	rcv, keys := tracedReceiver(t, rec, func(context.Context, *sqlx.Tx, tracedNote) error { return handler.ErrAlreadyApplied })
 	req := couriertest.NewRequest("https://receiver.example/hooks", "n-1", []byte(`{"id":"n-1","verb":"x"}`), keys.Signer)
 	w := httptest.NewRecorder()
 	rcv.ServeHTTP(w, req)

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -192,7 +191,7 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 }
 
 // log logs a refused answer at Info and a failed one at Error, but for
-// one that failed because its client went away (clientGone): at Info;
+// one that failed because its client went away (writerctx.EndedByClient): at Info;
 // and for the answers that tell the sender to come back later without
 // anything having failed: in_progress (another request is processing the
 // notification, as concurrent redeliveries do) and server_busy (the
@@ -203,7 +202,7 @@ func (f front) unpanicked(ctx context.Context, e Event, what string, fn func()) 
 func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	status, code := slog.Int(logkey.HTTPStatus, e.HTTPStatus), slog.String(logkey.Code, string(e.Code))
 	switch {
-	case e.HTTPStatus >= 500 && !ow.panicked && clientGone(r, ow.cause):
+	case e.HTTPStatus >= 500 && !ow.panicked && writerctx.EndedByClient(r.Context(), ow.cause): // neither the store nor the application failed
 		f.logger.InfoContext(r.Context(), "handler: request ended by its client", status, code)
 	case e.Code == courier.CodeInProgress && !ow.panicked:
 		f.logger.InfoContext(r.Context(), "handler: request answered later, its notification in progress", status, code)
@@ -221,15 +220,6 @@ func (f front) log(r *http.Request, ow *outcomeWriter, e Event) {
 	case e.HTTPStatus >= 400:
 		f.logger.InfoContext(r.Context(), "handler: request refused", status, code)
 	}
-}
-
-// clientGone reports whether cause, why r failed, is r's context ending
-// because its client went away (net/http cancels it when the connection
-// closes, or the client half-closes it): neither the store nor the
-// application failed. A deadline is no client's doing, nor a
-// cancellation with a cause of its own (see writerctx.ClientGone).
-func clientGone(r *http.Request, cause error) bool {
-	return errors.Is(cause, context.Canceled) && writerctx.ClientGone(r.Context())
 }
 
 // outcomeWriter watches a handler's answer: its status, the problem code

@@ -255,10 +255,12 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 		}
 	}
 	key, a, err := identify(n, body, principal)
-	var unread unreadBody
 	switch {
-	case errors.As(err, &unread):
-		jsonbody.NotCanonical(w, body, unread.err)
+	case errors.Is(err, ack.ErrNotFinite):
+		// T's Ack or digest could not read the body (ack.Canonical's
+		// number no float64 holds): the body's fault, answered as
+		// Reporting answers it. identify's own refusals are no such error.
+		jsonbody.NotCanonical(w, body, err)
 		return
 	case err != nil:
 		answer(w, err)
@@ -324,33 +326,16 @@ func identify(n ack.Notification, body []byte, p signature.Principal) (protocol.
 	}
 	a, err := ackFor(n, id, body)
 	if err != nil {
-		return protocol.InboxKey{}, ack.Ack{}, unreadIfNotFinite(err)
+		return protocol.InboxKey{}, ack.Ack{}, err
 	}
 	if signsOther(p, a.NotificationID) {
 		return protocol.InboxKey{}, ack.Ack{}, errSignedIdentity
 	}
 	digest, err := payloadDigest(n, body, a)
 	if err != nil {
-		return protocol.InboxKey{}, ack.Ack{}, unreadIfNotFinite(err)
+		return protocol.InboxKey{}, ack.Ack{}, err
 	}
 	return protocol.InboxKey{Sender: p.Sender, Key: id, PayloadSHA256: digest}, a, nil
-}
-
-// unreadBody is the error of a notification type's Ack or digest that
-// could not read the body it was received as: a number no float64 holds,
-// which ack.Canonical refuses (ack.ErrNotFinite). The body's fault, it is
-// answered 400, as Reporting answers it (jsonbody.NotCanonical).
-type unreadBody struct{ err error }
-
-func (u unreadBody) Error() string { return u.err.Error() }
-func (u unreadBody) Unwrap() error { return u.err }
-
-// unreadIfNotFinite is err, as an unreadBody if it is ack.ErrNotFinite's.
-func unreadIfNotFinite(err error) error {
-	if errors.Is(err, ack.ErrNotFinite) {
-		return unreadBody{err}
-	}
-	return err
 }
 
 // payloadDigest is the digest n's Inbox record keeps of body, a its Ack:

@@ -29,6 +29,24 @@ type tracedNote struct {
 
 func (n tracedNote) DedupeKey() string { return n.ID }
 
+// tracedReceiver is a Receiver of tracedNote running fn, on a SQLite
+// inbox whose Store traces into rec, and the keys its requests are
+// signed with.
+func tracedReceiver(t *testing.T, rec *tracingtest.Recorder, fn handler.Func[tracedNote]) (*handler.Receiver[tracedNote], couriertest.Keys) {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	keys := couriertest.StandardWebhooksKeys("sender")
+	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier}, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rcv, keys
+}
+
 // TestReceiverSpansContinueTheSendersTrace: a traced receiver answers each
 // request in a server span continuing the request's traceparent, with its
 // status, outcome and code, and runs the application's function in a
@@ -38,27 +56,17 @@ func (n tracedNote) DedupeKey() string { return n.ID }
 func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 	t.Parallel()
 	rec := &tracingtest.Recorder{}
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	keys := couriertest.StandardWebhooksKeys("sender")
 	var inFunc []courier.TraceContext
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(ctx context.Context, _ *sqlx.Tx, n tracedNote) error {
-			inFunc = append(inFunc, rec.Inject(ctx))
-			switch n.Verb {
-			case "fail":
-				return errors.New("application trouble")
-			case "reject":
-				return handler.Reject("plan_unknown", "no such plan")
-			}
-			return nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rcv, keys := tracedReceiver(t, rec, func(ctx context.Context, _ *sqlx.Tx, n tracedNote) error {
+		inFunc = append(inFunc, rec.Inject(ctx))
+		switch n.Verb {
+		case "fail":
+			return errors.New("application trouble")
+		case "reject":
+			return handler.Reject("plan_unknown", "no such plan")
+		}
+		return nil
+	})
 	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	serve := func(id, verb, traceparent string, ctx context.Context) (int, *tracingtest.Span) {
 		t.Helper()
@@ -145,17 +153,7 @@ func TestReceiverSpansContinueTheSendersTrace(t *testing.T) {
 func TestReceiverReadsEachTraceHeaderAsOneField(t *testing.T) {
 	t.Parallel()
 	rec := &tracingtest.Recorder{}
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	keys := couriertest.StandardWebhooksKeys("sender")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, tracedNote) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	rcv, keys := tracedReceiver(t, rec, func(context.Context, *sqlx.Tx, tracedNote) error { return nil })
 	const (
 		parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 		other  = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -217,17 +215,7 @@ func TestReceiverReadsEachTraceHeaderAsOneField(t *testing.T) {
 func TestReceiverSpanEndsWhenTheFunctionEndsItsGoroutine(t *testing.T) {
 	t.Parallel()
 	rec := &tracingtest.Recorder{}
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "inbox.db"), store.Config{Tracer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	keys := couriertest.StandardWebhooksKeys("sender")
-	rcv, err := handler.NewReceiver(handler.ReceiverConfig{Store: s, Verifier: keys.Verifier},
-		func(context.Context, *sqlx.Tx, tracedNote) error { runtime.Goexit(); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	rcv, keys := tracedReceiver(t, rec, func(context.Context, *sqlx.Tx, tracedNote) error { runtime.Goexit(); return nil })
 	req := couriertest.NewRequest("https://receiver.example/hooks", "n-1", []byte(`{"id":"n-1"}`), keys.Signer)
 	done := make(chan struct{})
 	go func() {

@@ -129,7 +129,7 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 // Transaction logs one.
 func logVerifyFailure(r *http.Request, err error) {
 	ctx := r.Context()
-	if errors.Is(err, context.Canceled) && writerctx.ClientGone(ctx) {
+	if writerctx.EndedByClient(ctx, err) {
 		loggerFrom(ctx).InfoContext(ctx, "middleware: signature check ended by its client")
 		return
 	}

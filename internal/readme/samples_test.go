@@ -547,6 +547,17 @@ func enqueueTerminal(ctx context.Context, s *store.Store, tx *sqlx.Tx, endpoint,
 	// readme:end
 }
 
+// testStore opens a SQLite store named name for t, closed when t ends.
+func testStore(t *testing.T, name string) *store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), name), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestTerminalSampleIsAcknowledged: a terminal notification enqueued as
 // the README's sample does is applied once by a receiver of ack.Terminal
 // and succeeds; the same enqueued under the default profile is applied
@@ -554,16 +565,8 @@ func enqueueTerminal(ctx context.Context, s *store.Store, tx *sqlx.Tx, endpoint,
 // ack_invalid, as the README warns.
 func TestTerminalSampleIsAcknowledged(t *testing.T) {
 	ctx := t.Context()
-	sender, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cms.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
-	host, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "host.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
+	sender := testStore(t, "cms.db")
+	host := testStore(t, "host.db")
 	effects, err := couriertest.NewEffects(ctx, host)
 	if err != nil {
 		t.Fatal(err)
@@ -705,11 +708,7 @@ var _ = []any{sendingSample, workerSample, receivingSample, proxySample, guardSa
 // would refuse at every attempt.
 func TestReportingSampleRefusesAnInvalidReport(t *testing.T) {
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "seller.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testStore(t, "seller.db")
 	const valid = `{"notification_type":"scheduled","sequence_number":1,"currency":"USD",` +
 		`"reporting_period":{"start":"2026-01-02T14:00:00Z","end":"2026-01-02T15:00:00Z"},` +
 		`"media_buy_deliveries":[{"media_buy_id":"mb-1","status":"active","totals":{"spend":1,"impressions":10},"by_package":[{"package_id":"p1","spend":1}]}]}`

@@ -39,6 +39,13 @@ func ClientGone(ctx context.Context) bool {
 	return context.Cause(ctx) == context.Canceled //nolint:errorlint // Canceled itself: a cause that wraps it is the canceller's
 }
 
+// EndedByClient reports whether err, why a request's work in ctx failed,
+// is ctx's end as its client went away (ClientGone): a failure of no part
+// of the server's, logged at Info, not Error.
+func EndedByClient(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && ClientGone(ctx)
+}
+
 // WithCause is err, why a request failed, with the cause its context was
 // cancelled with when it has one of its own and err does not say it
 // already (a server's BaseContext cancelled with context.WithCancelCause
