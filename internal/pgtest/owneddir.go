@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // lockName is the lock file of an ownedDir, and lockName+".new" its name
@@ -30,6 +31,34 @@ const lockName = "owner.lock"
 type ownedDir struct {
 	path string
 	lock *os.File // holds the flock, for as long as the directory exists
+}
+
+// held keeps the lock file of every ownedDir not yet removed reachable.
+// An *os.File nothing refers to is closed when the garbage collector
+// finds it, and its flock dropped with it: without held, a process that
+// let go of an ownedDir it had not removed (a server a test forgot to
+// stop) would see its live directory swept by another.
+var held struct {
+	mu    sync.Mutex
+	locks map[*os.File]struct{}
+}
+
+// hold keeps f open until release(f).
+func hold(f *os.File) {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	if held.locks == nil {
+		held.locks = make(map[*os.File]struct{})
+	}
+	held.locks[f] = struct{}{}
+}
+
+// release closes f, a lock file hold kept, dropping its flock.
+func release(f *os.File) error {
+	held.mu.Lock()
+	delete(held.locks, f)
+	held.mu.Unlock()
+	return f.Close()
 }
 
 // makeOwnedDir removes the directories of prefix in parent whose owner is
@@ -61,6 +90,7 @@ func makeOwnedDir(parent, prefix string) (_ *ownedDir, err error) {
 		lock.Close()
 		return nil, err
 	}
+	hold(lock)
 	return &ownedDir{path: path, lock: lock}, nil
 }
 
@@ -68,7 +98,7 @@ func makeOwnedDir(parent, prefix string) (_ *ownedDir, err error) {
 // it cannot be removed, the lock file stays, and a later sweep tries again
 // once this process is gone.
 func (d *ownedDir) remove() error {
-	return errors.Join(removeOwned(d.path), d.lock.Close())
+	return errors.Join(removeOwned(d.path), release(d.lock))
 }
 
 // sweep removes the directories directly in parent whose names start with

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -90,7 +91,7 @@ func TestOwnedDirChild(t *testing.T) {
 			case 1:
 				err = live[0].remove()
 			case 2:
-				err = live[0].lock.Close() // its owner gone, the directory left
+				err = release(live[0].lock) // its owner gone, the directory left
 			}
 			if err != nil {
 				fail(err)
@@ -265,6 +266,25 @@ func TestSweepRemovesOnlyDirectoriesWhoseOwnerIsGone(t *testing.T) {
 				}
 				t.Cleanup(func() { d.remove() })
 				return d.path
+			},
+			kept: true,
+		},
+		{
+			name: "its owner is this process, which let go of it unremoved",
+			make: func(t *testing.T, parent string) string {
+				d, err := makeMarkedDir(parent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				path := d.path
+				d = nil
+				// An *os.File nothing refers to is closed by its finalizer,
+				// which the collections queue and the yields let run.
+				for range 3 {
+					runtime.GC()
+					runtime.Gosched()
+				}
+				return path
 			},
 			kept: true,
 		},
