@@ -53,9 +53,6 @@ func NewAdCPHMACSigner(secret Secret) (Signer, error) {
 // use stops before the duplicate (a lone surrogate, invalid UTF-8 or
 // nesting too deep ahead of it) and a lenient parser reads on to it.
 func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
-	if s.secret.m == nil {
-		return signingFailed("adcp hmac: signer has no secret")
-	}
 	ts := m.Time.Unix()
 	if ts < 0 {
 		return signingFailed("adcp hmac: message time is before 1970")
@@ -148,7 +145,7 @@ func (v *adcpHMACVerifier) Verify(_ context.Context, req *http.Request, body []b
 	if !ok {
 		return Principal{}, reject(courier.CodeSignatureMalformed, "X-ADCP-Timestamp is not unix seconds")
 	}
-	if !withinTolerance(nowFunc(v.now)(), ts, v.tolerance) {
+	if !withinTolerance(v.now(), ts, v.tolerance) {
 		return Principal{}, reject(courier.CodeSignatureTimestamp, "X-ADCP-Timestamp is outside the tolerance")
 	}
 	sig, ok := parseAdCPSignature(sigText)

@@ -133,19 +133,6 @@ func (c *memoryReplayCache) Remember(ctx context.Context, keyID, nonce string, e
 	return false, nil
 }
 
-// Len returns how many unexpired pairs the cache holds.
-func (c *memoryReplayCache) Len() int {
-	now := nowFunc(c.Now)()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pruneLocked(now)
-	n := 0
-	for _, k := range c.keys {
-		n += len(k.expiry)
-	}
-	return n
-}
-
 func (c *memoryReplayCache) pruneLocked(now time.Time) {
 	for id, k := range c.keys {
 		if k.prune(now); len(k.expiry) == 0 {

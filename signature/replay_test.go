@@ -129,3 +129,16 @@ func TestMemoryReplayCacheForgetsKeysWhoseNoncesExpired(t *testing.T) {
 		t.Errorf("%d keys held after %d expired, want the live one alone", held, keys)
 	}
 }
+
+// Len returns how many unexpired pairs the cache holds.
+func (c *memoryReplayCache) Len() int {
+	now := nowFunc(c.Now)()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pruneLocked(now)
+	n := 0
+	for _, k := range c.keys {
+		n += len(k.expiry)
+	}
+	return n
+}

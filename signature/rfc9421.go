@@ -105,9 +105,6 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 // sets req.Host to its canonical A-label form, the Host the receiver must
 // see for the signature to verify.
 func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
-	if !s.key.isPrivate() {
-		return signingFailed("rfc9421: signer has no key")
-	}
 	if req.URL == nil || req.Header == nil {
 		return signingFailed("rfc9421: request has no URL or header")
 	}
@@ -128,7 +125,7 @@ func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 
 	created := m.Time
 	if created.IsZero() {
-		created = nowFunc(s.now)()
+		created = s.now()
 	}
 	nonce := make([]byte, rfc9421NonceBytes)
 	rand.Read(nonce) // never fails since Go 1.24
@@ -230,10 +227,15 @@ type RFC9421VerifierConfig struct {
 	// courier.CodeWebhookRateAbuse, which middleware.Verify and package
 	// handler's receivers answer 429 with Retry-After: the sender retries
 	// once nonces expire. Defaults to a
-	// cache in this process's memory, of this verifier alone, holding up
-	// to 1,000,000 live nonces per key (AdCP's minimum): it only protects
-	// one process, so a receiver with several processes passes the
-	// store's shared cache (store.Store.Replay).
+	// cache in this process's memory holding up to 1,000,000 live nonces
+	// per key (AdCP's minimum), one for the whole process: a verifier
+	// built again, with a new key beside the old (see the package doc,
+	// Rotating keys), remembers the nonces its predecessor saw, so a
+	// request that one accepted is not accepted again. (A verifier with a
+	// Now of its own, a test's clock, has a cache of its own, which
+	// expires nonces by that clock.) It only protects one process, so a
+	// receiver with several processes passes the store's shared cache
+	// (store.Store.Replay).
 	Replay ReplayCache
 	// Origin is the scheme and authority senders address this receiver by:
 	// "https://buyer.example.com", or "https://buyer.example.com:8443" (http
@@ -274,17 +276,28 @@ type RFC9421VerifierConfig struct {
 }
 
 // withDefaults returns a copy of c with its zero fields set to their
-// defaults. Replay defaults to a new memoryReplayCache.
+// defaults. Replay defaults to processReplay, or to a memoryReplayCache of
+// the verifier's own when it has a clock of its own.
 func (c RFC9421VerifierConfig) withDefaults() RFC9421VerifierConfig {
 	if c.ClockSkew == 0 {
 		c.ClockSkew = defaultRFC9421ClockSkew
 	}
-	c.Now = nowFunc(c.Now)
-	if c.Replay == nil {
+	switch {
+	case c.Replay != nil:
+	case c.Now == nil:
+		c.Replay = processReplay
+	default:
 		c.Replay = &memoryReplayCache{Now: c.Now}
 	}
+	c.Now = nowFunc(c.Now)
 	return c
 }
+
+// processReplay is the replay cache of every RFC 9421 verifier of the
+// process on the system clock that is given none. Its pairs are each
+// qualified by the verifier's Sender (see ReplayCache), so verifiers of
+// several senders share it as they would the store's.
+var processReplay = &memoryReplayCache{}
 
 // rfc9421Verifier is what NewRFC9421Verifier returns.
 type rfc9421Verifier struct {
@@ -404,7 +417,7 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 		return Principal{}, reject(courier.CodeWebhookAlgNotAllowed, "alg is not ed25519 or ecdsa-p256-sha256")
 	}
 	// Step 5: the window.
-	now := nowFunc(v.cfg.Now)().Unix()
+	now := v.cfg.Now().Unix()
 	skew := int64(v.cfg.ClockSkew / time.Second)
 	switch {
 	case in.expires <= in.created:
@@ -489,7 +502,7 @@ func (v *rfc9421Verifier) Verify(ctx context.Context, req *http.Request, body []
 	// that passed step 5 inside the window but reach the cache after it
 	// has ended each find the other's pair expired; refused here, neither
 	// is accepted.
-	if nowFunc(v.cfg.Now)().Unix() > in.expires+skew {
+	if v.cfg.Now().Unix() > in.expires+skew {
 		return Principal{}, reject(courier.CodeWebhookWindowInvalid, "signature expired while it was verified")
 	}
 	return Principal{Sender: v.cfg.Sender, KeyID: in.keyID, Scheme: SchemeRFC9421}, nil

@@ -60,3 +60,44 @@ func TestRFC9421Rotation(t *testing.T) {
 		t.Fatalf("new key after retirement: %v", err)
 	}
 }
+
+// TestARebuiltRFC9421VerifierRemembersItsPredecessorsNonces: a receiver
+// takes a new key by building its verifier again (the package doc's
+// Rotating keys, step 1). A request the old verifier accepted, replayed
+// to the new one within its window, is a replay still.
+func TestARebuiltRFC9421VerifierRemembersItsPredecessorsNonces(t *testing.T) {
+	t.Parallel()
+	oldKey, errOld := signature.GenerateJWK("2026-01", signature.AlgEd25519)
+	newKey, errNew := signature.GenerateJWK("2026-12", signature.AlgEd25519)
+	if errOld != nil || errNew != nil {
+		t.Fatal(errOld, errNew)
+	}
+	body := []byte(`{"idempotency_key":"rotation-0000000002"}`)
+	req, err := http.NewRequest(http.MethodPost, "https://buyer.example/webhooks/adcp", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	signer, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := signer.Sign(req, signature.Message{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	verifier := func(keys ...signature.JWK) signature.Verifier {
+		v, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{Sender: t.Name(), Keys: keys, Origin: "https://buyer.example"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	if _, err := verifier(oldKey.Public()).Verify(t.Context(), req, body); err != nil {
+		t.Fatalf("the old verifier: %v", err)
+	}
+	rebuilt := verifier(oldKey.Public(), newKey.Public())
+	if _, err := rebuilt.Verify(t.Context(), req, body); courier.CodeOf(err) != courier.CodeWebhookReplayed {
+		t.Fatalf("the same request to the verifier built again: %v, want %s", err, courier.CodeWebhookReplayed)
+	}
+}

@@ -52,6 +52,13 @@ const maxWebhookIDBytes = 256
 // carries, and so the keys of one signer.
 const maxSWSignatures = 16
 
+// maxSWAsymmetric bounds the v1a (Ed25519) signatures of one header, and
+// so the "whsk_" keys of one signer. Each costs the verifier an Ed25519
+// check over the whole body for each of its public keys, work anyone who
+// knows the time can ask of it: 4 covers a rotation's old and new key
+// with room to spare.
+const maxSWAsymmetric = 4
+
 // standardWebhooksSigner is what NewStandardWebhooksSigner returns.
 type standardWebhooksSigner struct {
 	keys []StandardWebhooksKey
@@ -61,10 +68,11 @@ type standardWebhooksSigner struct {
 // Standard Webhooks headers, with each of keys: "whsec_" secrets (v1) and
 // "whsk_" private keys (v1a). Each key adds one signature to
 // webhook-signature, in order, so during a rotation the request carries the
-// new and the old signature. At least one key is required, and at most 16:
-// the verifier refuses a header with more than 16 signatures, so a signer
-// with more keys would write headers no courier receiver accepts. A
-// "whpk_" public key cannot sign. The signer is safe for concurrent use.
+// new and the old signature. At least one key is required, and at most 16,
+// of which at most 4 "whsk_" private keys: the verifier refuses a header
+// with more than 16 signatures, or more than 4 v1a ones, so a signer with
+// more keys would write headers no courier receiver accepts. A "whpk_"
+// public key cannot sign. The signer is safe for concurrent use.
 func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
 	switch {
 	case len(keys) == 0:
@@ -72,13 +80,20 @@ func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
 	case len(keys) > maxSWSignatures:
 		return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: %d keys, want at most %d (the signatures a verifier reads)", len(keys), maxSWSignatures))
 	}
+	private := 0
 	for i, k := range keys {
 		if k.m == nil {
 			return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: key %d is not a parsed key", i))
 		}
-		if k.m().kind == swPublic {
+		switch k.m().kind {
+		case swPublic:
 			return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: key %d is a public key and cannot sign", i))
+		case swPrivate:
+			private++
 		}
+	}
+	if private > maxSWAsymmetric {
+		return nil, configError(fmt.Sprintf("NewStandardWebhooksSigner: %d whsk_ keys, want at most %d (the v1a signatures a verifier reads)", private, maxSWAsymmetric))
 	}
 	return &standardWebhooksSigner{keys: append([]StandardWebhooksKey(nil), keys...)}, nil
 }
@@ -86,9 +101,6 @@ func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
 // Sign sets webhook-id (m.ID), webhook-timestamp (m.Time in unix seconds) and
 // webhook-signature (one signature per configured key) on req.
 func (s *standardWebhooksSigner) Sign(req *http.Request, m Message) error {
-	if len(s.keys) == 0 {
-		return signingFailed("standard webhooks: signer has no keys")
-	}
 	if !validWebhookID(m.ID) {
 		return signingFailed("standard webhooks: message id is empty, too long or not printable ASCII")
 	}
@@ -233,12 +245,21 @@ func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 	if err != nil {
 		return Principal{}, err
 	}
-	if !withinTolerance(nowFunc(v.cfg.Now)(), ts, v.cfg.Tolerance) {
+	if !withinTolerance(v.cfg.Now(), ts, v.cfg.Tolerance) {
 		return Principal{}, reject(courier.CodeSignatureTimestamp, names.timestamp+" is outside the tolerance")
 	}
 	entries := strings.Fields(header)
 	if len(entries) > maxSWSignatures {
 		return Principal{}, reject(courier.CodeSignatureMalformed, names.signature+" carries too many signatures")
+	}
+	asymmetric := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e, "v1a,") {
+			asymmetric++
+		}
+	}
+	if asymmetric > maxSWAsymmetric {
+		return Principal{}, reject(courier.CodeSignatureMalformed, names.signature+" carries too many v1a signatures")
 	}
 
 	var macs [][]byte // computed on first v1 entry

@@ -189,17 +189,23 @@ func TestStandardWebhooksMultipleSignatures(t *testing.T) {
 }
 
 // TestStandardWebhooksSignerKeysFitTheVerifier: the verifier reads at most
-// 16 signatures from a header, so the signer takes at most 16 keys. With
-// 16 (a long rotation overlap, both kinds), what it signs verifies with
-// its last key alone; a 17th key is refused when the signer is built, as
-// config_invalid, not left to make every request unverifiable.
+// 16 signatures from a header, at most 4 of them v1a, so the signer takes
+// at most 16 keys, at most 4 of them whsk_. With 16 (a long rotation
+// overlap, both kinds), what it signs verifies with its last key of each
+// kind alone; a 17th key, or a 5th whsk_ one, is refused when the signer
+// is built, as config_invalid, not left to make every request
+// unverifiable.
 func TestStandardWebhooksSignerKeysFitTheVerifier(t *testing.T) {
 	t.Parallel()
 	var signing, verifying []StandardWebhooksKey
-	for i := range maxSWSignatures / 2 {
+	for i := range maxSWSignatures - maxSWAsymmetric {
 		secret, private, public := swTestKeys(t, strconv.Itoa(i))
-		signing = append(signing, secret, private)
-		verifying = append(verifying, secret, public)
+		signing = append(signing, secret)
+		verifying = append(verifying, secret)
+		if i < maxSWAsymmetric {
+			signing = append(signing, private)
+			verifying = append(verifying, public)
+		}
 	}
 	now := time.Unix(1_800_000_000, 0)
 	m := Message{ID: "msg_1", Body: []byte(`{"id":"msg_1"}`), Time: now}
@@ -207,15 +213,19 @@ func TestStandardWebhooksSignerKeysFitTheVerifier(t *testing.T) {
 	if n := len(strings.Fields(req.Header.Get(headerWebhookSignature))); n != maxSWSignatures {
 		t.Fatalf("%d signatures, want %d", n, maxSWSignatures)
 	}
-	for _, last := range verifying[len(verifying)-2:] {
+	lastPublic := verifying[2*maxSWAsymmetric-1]
+	for _, last := range []StandardWebhooksKey{verifying[len(verifying)-1], lastPublic} {
 		if _, err := newSWVerifier(t, func() time.Time { return now }, last).Verify(context.Background(), req, m.Body); err != nil {
 			t.Errorf("verifier holding the signer's last %s: %v", last.kindName(), err)
 		}
 	}
 
-	more, _, _ := swTestKeys(t, "17")
+	more, morePrivate, _ := swTestKeys(t, "17")
 	if _, err := NewStandardWebhooksSigner(append(signing, more)...); !errors.Is(err, courier.CodeConfigInvalid) {
 		t.Errorf("signer with %d keys: err = %v, want config_invalid", len(signing)+1, err)
+	}
+	if _, err := NewStandardWebhooksSigner(append(signing[1:], morePrivate)...); !errors.Is(err, courier.CodeConfigInvalid) {
+		t.Errorf("signer with %d whsk_ keys: err = %v, want config_invalid", maxSWAsymmetric+1, err)
 	}
 }
 
@@ -440,6 +450,9 @@ func TestStandardWebhooksHeaders(t *testing.T) {
 		{"other id", func(h http.Header) { h.Set(headerWebhookID, "ntf_other") }, courier.CodeSignatureMismatch},
 		{"signature header too long", func(h http.Header) { h.Set(headerWebhookSignature, sig+" "+strings.Repeat("v", maxHeaderBytes)) }, courier.CodeSignatureMalformed},
 		{"too many signatures", func(h http.Header) { h.Set(headerWebhookSignature, strings.Repeat("v1,AAAA ", maxSWSignatures)+sig) }, courier.CodeSignatureMalformed},
+		{"too many v1a signatures", func(h http.Header) {
+			h.Set(headerWebhookSignature, strings.Repeat("v1a,"+base64.StdEncoding.EncodeToString(make([]byte, ed25519.SignatureSize))+" ", maxSWAsymmetric+1)+sig)
+		}, courier.CodeSignatureMalformed},
 		{"unpadded base64", func(h http.Header) { h.Set(headerWebhookSignature, strings.TrimRight(sig, "=")) }, courier.CodeSignatureMismatch},
 		{"no version", func(h http.Header) { h.Set(headerWebhookSignature, strings.TrimPrefix(sig, "v1,")) }, courier.CodeSignatureMismatch},
 		{"version upper case", func(h http.Header) { h.Set(headerWebhookSignature, "V1"+strings.TrimPrefix(sig, "v1")) }, courier.CodeSignatureMismatch},
@@ -620,10 +633,6 @@ func TestStandardWebhooksSignErrors(t *testing.T) {
 				t.Errorf("headers set on failure: %v", req.Header)
 			}
 		})
-	}
-	var zero standardWebhooksSigner
-	if err := zero.Sign(newRequest(t, http.MethodPost, "https://receiver.example/", nil, nil), Message{ID: "x", Time: time.Unix(1, 0)}); err == nil {
-		t.Error("zero signer signed")
 	}
 }
 
