@@ -282,3 +282,77 @@ func ExampleConfig_signerFor() {
 	// n-orders: succeeded ""
 	// n-retired: failed "signing_failed"
 }
+
+// Classify is the application's say in what an unacknowledged answer
+// means. This receiver answers 409 while another write to the same order
+// is settling, which it knows to be transient: retried, under a code of
+// the application's own; every other answer is judged as DefaultClassify
+// judges it (a 422 fails for good). RetryClientErrors, in its place,
+// would retry every 4xx but 401 and 410.
+func ExampleConfig_classify() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	outbox, err := sqlite.Open(ctx, filepath.Join(dir, "sender.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer outbox.Close()
+	srv := couriertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var shipment struct{ Order string }
+		if err := json.NewDecoder(r.Body).Decode(&shipment); err != nil || shipment.Order == "" {
+			http.Error(w, "no order", http.StatusUnprocessableEntity)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}), couriertest.Sequence(couriertest.Fault{Status: http.StatusConflict})) // every first attempt: 409
+	defer srv.Close()
+	shipments := []store.EnqueueParams{
+		{NotificationID: "ship-1", Payload: []byte(`{"id":"ship-1","order":"order-1"}`)},
+		{NotificationID: "ship-2", Payload: []byte(`{"id":"ship-2"}`)}, // no order: the receiver refuses it
+	}
+	ids := make([]int64, len(shipments))
+	for i, p := range shipments {
+		p.Endpoint, p.Profile = srv.URL+"/shipments", ack.ProfileNone
+		e, err := outbox.Outbox.Enqueue(ctx, outbox.DB(), p)
+		if err != nil {
+			panic(err)
+		}
+		ids[i] = e.ID
+	}
+	keys := couriertest.StandardWebhooksKeys("shop")
+
+	w, err := client.NewWorker(client.Config{Store: outbox, Signer: keys.Signer, Transport: srv.Guard().Transport(),
+		Classify: func(resp *http.Response, err error) client.Verdict {
+			if resp != nil && resp.StatusCode == http.StatusConflict {
+				return client.Verdict{Retry: true, Code: "order_busy"}
+			}
+			return client.DefaultClassify(resp, err)
+		},
+		Backoff: func(int, time.Duration) time.Duration { return 0 }, // retry at once, for the example
+		Logger:  slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		panic(err)
+	}
+	for i, id := range ids {
+		attempts, err := outbox.Outbox.Attempts(ctx, id) // the attempts log, oldest first
+		if err != nil {
+			panic(err)
+		}
+		for _, a := range attempts {
+			fmt.Printf("%s attempt %d: HTTP %d, %s %q\n", shipments[i].NotificationID, a.Attempt, a.HTTPStatus, a.Outcome, a.ErrorCode)
+		}
+	}
+	// Output:
+	// ship-1 attempt 1: HTTP 409, retry "order_busy"
+	// ship-1 attempt 2: HTTP 204, succeeded ""
+	// ship-2 attempt 1: HTTP 409, retry "order_busy"
+	// ship-2 attempt 2: HTTP 422, failed "receiver_rejected"
+}
