@@ -48,7 +48,15 @@ type Digester interface {
 	PayloadSHA256(body []byte) (string, error)
 }
 
-// Acker is a Notification with an Ack of its own profile.
+// Acker is a Notification with an Ack of its own profile. Ack returns the
+// Ack that answers the notification received as body; a receiver records
+// it with the notification and answers every redelivery with those bytes.
+// Its NotificationID is the notification's id: where the signature scheme
+// signs a message id (Standard Webhooks' webhook-id), a receiver refuses
+// an Ack naming another, 400 validation_failed. Its sender verifies the
+// answer with a Profile of its own that expects this Ack (registered in
+// store.Config.Profiles and named by the deliveries): courier's default
+// profile fails it with ack_invalid.
 type Acker interface {
 	Notification
 	Ack(body []byte) (Ack, error)
