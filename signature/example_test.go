@@ -1,10 +1,15 @@
 package signature_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/courier-go/courier"
@@ -207,4 +212,150 @@ func ExampleNewBearerSigner() {
 	// Output:
 	// {seller current bearer } <nil>
 	// signature_mismatch: bearer token matches no configured token
+}
+
+// A sender's published JWK Set (its jwks_uri) may hold keys for other
+// purposes beside its signing keys: ParseJWKSet keeps the keys a receiver
+// verifies with and skips the rest (an RSA key, an X25519 key for
+// encryption). A set with no such key is refused.
+func ExampleParseJWKSet() {
+	published := []byte(`{"keys":[
+		{"kty":"OKP","crv":"Ed25519","kid":"agent-2026","use":"sig","alg":"EdDSA",
+		 "key_ops":["verify"],"adcp_use":"request-signing","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"},
+		{"kty":"RSA","kid":"legacy-rsa","use":"sig","n":"sXch","e":"AQAB"},
+		{"kty":"OKP","crv":"X25519","kid":"agent-enc","use":"enc","x":"hSDwCYkwp1R0i33ctD73Wg2_Og0mOBr066SpjqqbTmo"}
+	]}`)
+	keys, err := signature.ParseJWKSet(published)
+	if err != nil {
+		panic(err)
+	}
+	for _, k := range keys {
+		fmt.Println(k.KeyID())
+	}
+
+	_, err = signature.ParseJWKSet([]byte(`{"keys":[{"kty":"RSA","kid":"legacy-rsa","n":"sXch","e":"AQAB"}]}`))
+	fmt.Println(courier.CodeOf(err))
+	// Output:
+	// agent-2026
+	// config_invalid
+}
+
+// A receiver that fetches its sender's published JWK Set (the sender's
+// jwks_uri; here a local server) instead of holding the keys in its
+// configuration: LookupKey answers from the set it fetched last, and
+// fetches it again when a request names a key it does not hold, so a key
+// the sender has just published verifies at once. A production lookup
+// also refetches on a timer (keys are retired too) and limits how often a
+// miss may fetch: anyone can send a request naming a made-up key.
+func ExampleRFC9421VerifierConfig_lookupKey() {
+	ctx := context.Background()
+	current, err := signature.GenerateJWK("agent-2026", signature.AlgEd25519)
+	if err != nil {
+		panic(err)
+	}
+
+	// The sender publishes the public half of its keys.
+	var mu sync.Mutex
+	published := []signature.JWK{current.Public()}
+	jwksURI := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		if err := json.NewEncoder(w).Encode(map[string][]signature.JWK{"keys": published}); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	}))
+	defer jwksURI.Close()
+
+	// The receiver fetches them.
+	fetch := func(ctx context.Context) (map[string]signature.JWK, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, jwksURI.URL, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := jwksURI.Client().Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("jwks_uri: %s", resp.Status)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return nil, err
+		}
+		keys, err := signature.ParseJWKSet(data)
+		if err != nil {
+			return nil, err
+		}
+		byID := make(map[string]signature.JWK, len(keys))
+		for _, k := range keys {
+			byID[k.KeyID()] = k
+		}
+		return byID, nil
+	}
+	var lookupMu sync.Mutex
+	var held map[string]signature.JWK
+	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
+		Sender: "agent.example",
+		Origin: "https://buyer.example.com",
+		LookupKey: func(ctx context.Context, keyID string) (signature.JWK, bool, error) {
+			lookupMu.Lock()
+			defer lookupMu.Unlock()
+			if k, ok := held[keyID]; ok {
+				return k, true, nil
+			}
+			keys, err := fetch(ctx) // a key not held may be one just published
+			if err != nil {
+				return signature.JWK{}, false, err // infrastructure trouble: the receiver answers 5xx
+			}
+			held = keys
+			k, ok := held[keyID]
+			return k, ok, nil // not found: refused, webhook_signature_key_unknown
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	// A request signed with key, as the sender's worker sends it.
+	send := func(key signature.JWK) error {
+		signer, err := signature.NewRFC9421Signer(signature.RFC9421SignerConfig{Key: key})
+		if err != nil {
+			return err
+		}
+		body := []byte(`{"task_id":"task_456","status":"completed"}`)
+		req, err := http.NewRequest(http.MethodPost, "https://buyer.example.com/adcp/webhook", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if err := signer.Sign(req, signature.Message{ID: "n1", Body: body, Time: time.Now()}); err != nil {
+			return err
+		}
+		_, err = verifier.Verify(ctx, req, body)
+		return err
+	}
+	fmt.Println("agent-2026:", send(current))
+
+	// A rotation: the sender publishes its next key, then signs with it.
+	next, err := signature.GenerateJWK("agent-2027", signature.AlgEd25519)
+	if err != nil {
+		panic(err)
+	}
+	mu.Lock()
+	published = append(published, next.Public())
+	mu.Unlock()
+	fmt.Println("agent-2027:", send(next))
+
+	unpublished, err := signature.GenerateJWK("agent-2099", signature.AlgEd25519)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("agent-2099:", courier.CodeOf(send(unpublished)))
+	// Output:
+	// agent-2026: <nil>
+	// agent-2027: <nil>
+	// agent-2099: webhook_signature_key_unknown
 }
