@@ -667,3 +667,85 @@ func ExampleConfig_hook() {
 	// level=WARN msg="endpoint breaker" from=closed to=open code=receiver_unavailable
 	// ok 1
 }
+
+// Update replaces every setting of a subscription: read it, change what
+// changes, and write its SubscriptionParams back. Paused, it is skipped by
+// Publish, and a delivery already enqueued for it is suppressed
+// (subscription_changed) when a worker claims it, not sent; EventTypes
+// that drop a type do the same to that type's deliveries. Publishing an
+// event again once the subscription is resumed sends it.
+func ExampleSubscriptions_Update() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("shop").Signer, Transport: couriertest.Guard(receiver.URL).Transport()})
+	if err != nil {
+		panic(err)
+	}
+	publish := func(eventType, eventID string) []store.Published {
+		published, err := s.Outbox.Publish(ctx, s.DB(), store.PublishParams{
+			Tenant: "acme", EventType: eventType, EventID: eventID, Payload: []byte(`{"order":"order-1"}`),
+		})
+		if err != nil {
+			panic(err)
+		}
+		return published
+	}
+	// deliver has the worker claim what is due, then says how p ended.
+	deliver := func(p store.Published) {
+		if _, err := w.Work(ctx); err != nil {
+			panic(err)
+		}
+		d, err := s.Outbox.Get(ctx, p.ID)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d.NotificationID, d.Status, d.LastErrorCode)
+	}
+
+	sub, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{
+		Tenant: "acme", Endpoint: receiver.URL + "/hooks", EventTypes: []string{"order.paid", "order.refunded"},
+		KeyID: "k1", Profile: ack.ProfileNone,
+	})
+	if err != nil {
+		panic(err)
+	}
+	paid := publish("order.paid", "evt-1")
+
+	// The receiver's team asks for a pause before evt-1 is sent.
+	sub.Paused = true
+	if _, err := s.Subscriptions.Update(ctx, nil, sub.ID, sub.SubscriptionParams); err != nil {
+		panic(err)
+	}
+	deliver(paid[0])
+	fmt.Println("published while paused:", len(publish("order.paid", "evt-2")))
+
+	// Later: resumed, without refunds from now on.
+	if sub, err = s.Subscriptions.Get(ctx, nil, sub.ID); err != nil {
+		panic(err)
+	}
+	sub.Paused = false
+	sub.EventTypes = []string{"order.paid"}
+	if _, err := s.Subscriptions.Update(ctx, nil, sub.ID, sub.SubscriptionParams); err != nil {
+		panic(err)
+	}
+	fmt.Println("refunds published:", len(publish("order.refunded", "evt-3")))
+	deliver(publish("order.paid", "evt-1")[0]) // evt-1 again: sent this time
+	// Output:
+	// evt-1:1 suppressed subscription_changed
+	// published while paused: 0
+	// refunds published: 0
+	// evt-1:1 succeeded
+}
