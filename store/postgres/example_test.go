@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jmoiron/sqlx"
@@ -71,5 +72,53 @@ func ExampleEnqueue() {
 	}
 	if err := tx.Commit(ctx); err != nil { // workers are woken now
 		panic(err)
+	}
+}
+
+// An application on pgxpool fans an event out in its own pgx transaction:
+// one delivery per subscription of the tenant that wants the event's type
+// and is not paused, committed, or rolled back, with the order. The
+// subscriptions are read in that transaction, one snapshot of the
+// registry. In a database/sql transaction the same is s.Outbox.Publish.
+func ExamplePublish() {
+	ctx := context.Background()
+	const url = "postgres://app@db.internal/app"
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	db, err := sqlx.Open(postgres.DriverName, url)
+	if err != nil {
+		panic(err)
+	}
+	s, err := store.Open(ctx, db, store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	if _, err := tx.Exec(ctx, "UPDATE orders SET status = 'paid' WHERE id = $1", "o-1"); err != nil {
+		panic(err)
+	}
+	published, err := postgres.Publish(ctx, s, tx, store.PublishParams{
+		Tenant:    "acme",
+		EventType: "order.paid",
+		EventID:   "order-o-1-paid",
+		Payload:   []byte(`{"id":"o-1","status":"paid"}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(ctx); err != nil { // workers are woken now
+		panic(err)
+	}
+	for _, p := range published {
+		fmt.Println(p.NotificationID) // order-o-1-paid:<subscription id>
 	}
 }
