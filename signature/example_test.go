@@ -244,9 +244,10 @@ func ExampleParseJWKSet() {
 // jwks_uri; here a local server) instead of holding the keys in its
 // configuration: LookupKey answers from the set it fetched last, and
 // fetches it again when a request names a key it does not hold, so a key
-// the sender has just published verifies at once. A production lookup
-// also refetches on a timer (keys are retired too) and limits how often a
-// miss may fetch: anyone can send a request naming a made-up key.
+// the sender has just published verifies at once. Anyone can send a
+// request naming a made-up key, so a miss fetches at most once a minute;
+// a production lookup also refetches on a timer, since keys are retired
+// too.
 func ExampleRFC9421VerifierConfig_lookupKey() {
 	ctx := context.Background()
 	current, err := signature.GenerateJWK("agent-2026", signature.AlgEd25519)
@@ -295,8 +296,12 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 		}
 		return byID, nil
 	}
+	held, err := fetch(ctx) // at start
+	if err != nil {
+		panic(err)
+	}
 	var lookupMu sync.Mutex
-	var held map[string]signature.JWK
+	var missFetched time.Time // when a miss last fetched
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: "agent.example",
 		Origin: "https://buyer.example.com",
@@ -306,13 +311,17 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 			if k, ok := held[keyID]; ok {
 				return k, true, nil
 			}
+			if time.Since(missFetched) < time.Minute {
+				return signature.JWK{}, false, nil // refused, webhook_signature_key_unknown
+			}
+			missFetched = time.Now()
 			keys, err := fetch(ctx) // a key not held may be one just published
 			if err != nil {
 				return signature.JWK{}, false, err // infrastructure trouble: the receiver answers 5xx
 			}
 			held = keys
 			k, ok := held[keyID]
-			return k, ok, nil // not found: refused, webhook_signature_key_unknown
+			return k, ok, nil
 		},
 	})
 	if err != nil {

@@ -198,6 +198,12 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 // Paused among them, and others may pass the rule. It runs inside tx when
 // the caller has one; with a nil tx it writes on its own, through the
 // Store's writer (see Store.Begin).
+//
+// Update writes every setting, whatever the row holds then: of two
+// read-modify-writes at once (two operators editing one subscription),
+// the later wins whole and the earlier's change is lost. Where that can
+// happen, serialize the edits in the application: a lock of its own,
+// held from the read (Get) to the Update.
 func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p SubscriptionParams) (Subscription, error) {
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
