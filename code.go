@@ -13,16 +13,18 @@ package courier
 // contrib/promcourier counts any code not courier's own as "other".
 //
 // A Code is also an error, and the target every courier error is tested
-// against: errors.Is(err, courier.CodeNotFound) holds for any error whose
-// code, or whose class, is not_found (see Error), and CodeOf reads the
-// precise code.
+// against: every error courier returns wraps its code, so
+// errors.Is(err, courier.CodeNotFound) holds for any error whose code, or
+// whose class, is not_found, and CodeOf reads the precise code. An error
+// of an application's own that courier reads the code of (an
+// admin.Config.Authorize refusal, a signature.Verifier's failure) wraps
+// its code the same way: fmt.Errorf("%w: %s", courier.CodeForbidden,
+// "operators only") prints "forbidden: operators only".
 type Code string
 
-// Error returns the code: a Code is an error, the class of every [Error]
-// with that code.
+// Error returns the code: a Code is an error, which every error with that
+// code wraps.
 func (c Code) Error() string { return string(c) }
-
-func (c Code) code() Code { return c }
 
 // Codes of a delivery attempt's outcome, as the worker records them.
 const (

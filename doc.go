@@ -1,8 +1,11 @@
 // Package courier is the vocabulary shared by both ends of courier's
 // at-least-once notification contract: delivery statuses and stable error
-// codes. A Code is itself an error: every error courier returns matches its
-// code with errors.Is (errors.Is(err, courier.CodeNotFound)), and CodeOf
-// reads the precise code. The one exception is the caller's own context:
+// codes. A Code is itself an error, and every error courier returns wraps
+// its code: a user tests an error's code with errors.Is
+// (errors.Is(err, courier.CodeNotFound)) and reads the precise code with
+// CodeOf, for a log line or a metric; an application's own error with a
+// code wraps it likewise (fmt.Errorf("%w: %s", courier.CodeForbidden,
+// msg)). The one exception is the caller's own context:
 // a call cut short by its ctx returns ctx's error wrapped, with no code
 // (errors.Is(err, context.Canceled) or context.DeadlineExceeded).
 //

@@ -11,7 +11,7 @@ import (
 
 func TestErrorsMatchByCode(t *testing.T) {
 	t.Parallel()
-	wrapped := fmt.Errorf("enqueue: %w", &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "other payload"})
+	wrapped := fmt.Errorf("enqueue: %w", fmt.Errorf("%w: other payload", courier.CodeIdempotencyCollision))
 	if !errors.Is(wrapped, courier.CodeIdempotencyCollision) {
 		t.Fatal("an error with the collision code does not match CodeIdempotencyCollision")
 	}
@@ -21,26 +21,24 @@ func TestErrorsMatchByCode(t *testing.T) {
 	if got := courier.CodeOf(wrapped); got != courier.CodeIdempotencyCollision {
 		t.Fatalf("CodeOf = %q", got)
 	}
+	if got := wrapped.Error(); got != "enqueue: idempotency_collision: other payload" {
+		t.Fatalf("Error = %q", got)
+	}
 	if got := courier.CodeOf(errors.New("plain")); got != "" {
 		t.Fatalf("CodeOf(plain) = %q", got)
 	}
-	// A bare Code is an error of its own code, found however deep.
-	bare := fmt.Errorf("store: %w", courier.CodeNotFound)
-	if !errors.Is(bare, courier.CodeNotFound) || courier.CodeOf(bare) != courier.CodeNotFound || bare.Error() != "store: not_found" {
-		t.Fatalf("a wrapped Code: Is=%v CodeOf=%q Error=%q", errors.Is(bare, courier.CodeNotFound), courier.CodeOf(bare), bare.Error())
+	// The first code in the chain, depth first, gives the code.
+	outer := fmt.Errorf("%w: lookup: %w", courier.CodeInvalidArgument, fmt.Errorf("store: %w", courier.CodeNotFound))
+	if courier.CodeOf(outer) != courier.CodeInvalidArgument || !errors.Is(outer, courier.CodeNotFound) {
+		t.Fatal("CodeOf did not take the first code of the chain")
 	}
-	// The first coded error in the chain gives the code.
-	outer := &courier.Error{Code: courier.CodeInvalidArgument, Msg: fmt.Sprintf("lookup: %v", bare)}
-	if courier.CodeOf(fmt.Errorf("%w: %w", outer, courier.CodeNotFound)) != courier.CodeInvalidArgument {
-		t.Fatal("CodeOf did not take the first coded error of the chain")
+	if courier.CodeOf(fmt.Errorf("%w: %w", fmt.Errorf("lookup: %w", courier.CodeNotFound), courier.CodeInvalidArgument)) != courier.CodeNotFound {
+		t.Fatal("CodeOf did not look into the first wrapped error before the second")
 	}
-	// An *Error target matches by code too.
-	if !errors.Is(wrapped, &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: ""}) {
-		t.Fatal("an *Error target with the same code does not match")
-	}
-	sig := &courier.Error{Code: "webhook_signature_replayed", Msg: "replayed", Err: courier.CodeSignatureInvalid}
-	if !errors.Is(sig, courier.CodeSignatureInvalid) || courier.CodeOf(sig) != "webhook_signature_replayed" {
-		t.Fatalf("Wrap: Is=%v code=%q", errors.Is(sig, courier.CodeSignatureInvalid), courier.CodeOf(sig))
+	// A case of a broader class: the precise code first, then the class.
+	sig := fmt.Errorf("%w: %w", courier.CodeWebhookReplayed, courier.CodeSignatureInvalid)
+	if !errors.Is(sig, courier.CodeSignatureInvalid) || courier.CodeOf(sig) != courier.CodeWebhookReplayed {
+		t.Fatalf("a case of a class: Is=%v code=%q", errors.Is(sig, courier.CodeSignatureInvalid), courier.CodeOf(sig))
 	}
 }
 
@@ -65,7 +63,10 @@ func TestStatuses(t *testing.T) {
 // Every error courier returns matches its code with errors.Is, however it
 // was wrapped; CodeOf reads the precise code, for a log line or a metric.
 func ExampleCodeOf() {
-	err := fmt.Errorf("enqueue order-7: %w", &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "same identity, different content"})
+	err := fmt.Errorf("enqueue order-7: %w", fmt.Errorf("%w: same identity, different content", courier.CodeIdempotencyCollision))
 	fmt.Println(errors.Is(err, courier.CodeIdempotencyCollision), courier.CodeOf(err))
-	// Output: true idempotency_collision
+	fmt.Println(err)
+	// Output:
+	// true idempotency_collision
+	// enqueue order-7: idempotency_collision: same identity, different content
 }

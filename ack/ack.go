@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -148,5 +149,5 @@ func (a Ack) Verify(got []byte) error {
 }
 
 func invalid(msg string) error {
-	return &courier.Error{Code: courier.CodeAckInvalid, Msg: msg}
+	return &coded.Error{Code: courier.CodeAckInvalid, Msg: msg}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/fieldlist"
 	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/rules"
@@ -447,7 +448,7 @@ func Validate(v any) error {
 		}
 		return err
 	case errors.As(err, &invalid):
-		return &courier.Error{Code: courier.CodeInvalidArgument, Msg: fmt.Sprintf("ack: Validate: %T is not a struct or a non-nil pointer to one", v)}
+		return &coded.Error{Code: courier.CodeInvalidArgument, Msg: fmt.Sprintf("ack: Validate: %T is not a struct or a non-nil pointer to one", v)}
 	case errors.As(err, &verrs):
 		fields := make([]FieldError, len(verrs))
 		for i, fe := range verrs {
@@ -620,7 +621,7 @@ func joinPath(path, name string) string {
 func validateStruct(v any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf("ack: the validate tags of %T cannot be run: %v", v, p)}
+			err = &coded.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf("ack: the validate tags of %T cannot be run: %v", v, p)}
 		}
 	}()
 	return validatorOf().Struct(v)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/logdefault"
@@ -92,7 +93,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "admin: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "admin: " + msg}
 }
 
 // Handler is the ops page and JSON API over one outbox; see the package
@@ -409,7 +410,7 @@ func doneBefore(n int, done, stays string) string {
 // problem's detail.
 func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err error, before string) {
 	detail := "not found"
-	if ce := (*courier.Error)(nil); errors.As(err, &ce) {
+	if ce := (*coded.Error)(nil); errors.As(err, &ce) {
 		detail = ce.Msg
 	}
 	switch code := courier.CodeOf(err); {

@@ -621,7 +621,7 @@ func TestAdminRefusesMutations(t *testing.T) {
 	}{
 		{"read-only", nil, nil, http.StatusForbidden, courier.CodeForbidden},
 		{"unauthenticated", func(*http.Request) error { return errors.New("no session") }, nil, http.StatusForbidden, courier.CodeUnauthorized},
-		{"forbidden", func(*http.Request) error { return &courier.Error{Code: courier.CodeForbidden, Msg: "viewer role"} }, nil, http.StatusForbidden, courier.CodeForbidden},
+		{"forbidden", func(*http.Request) error { return fmt.Errorf("%w: viewer role", courier.CodeForbidden) }, nil, http.StatusForbidden, courier.CodeForbidden},
 		{"cross-site", allowAll, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden, courier.CodeForbidden},
 		{"foreign origin", allowAll, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden, courier.CodeForbidden},
 		// As a browser sends them: a form of another site posting as

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/opsjson"
 	"github.com/courier-go/courier/internal/wire"
 
@@ -233,7 +234,7 @@ func (h *Handler) redriveRef(w http.ResponseWriter, r *http.Request, p store.Red
 func (h *Handler) resolve(r *http.Request, ref string) (string, error) {
 	url, err := h.cfg.Store.Endpoints.Resolve(r.Context(), ref)
 	if errors.Is(err, courier.CodeNotFound) {
-		return "", &courier.Error{Code: courier.CodeNotFound, Msg: "no endpoint with this ref"}
+		return "", &coded.Error{Code: courier.CodeNotFound, Msg: "no endpoint with this ref"}
 	}
 	return url, err
 }
@@ -338,7 +339,7 @@ func (h *Handler) get(ctx context.Context, id int64) (store.Delivery, error) {
 }
 
 // errNoSuchDelivery answers an id that names no delivery.
-var errNoSuchDelivery = &courier.Error{Code: courier.CodeNotFound, Msg: "no such delivery"}
+var errNoSuchDelivery = &coded.Error{Code: courier.CodeNotFound, Msg: "no such delivery"}
 
 // notRedriven is the refusal of a redrive of one delivery, d, that
 // Redrive did not take, saying why: it is at another endpoint than the
@@ -356,7 +357,7 @@ func notRedriven(d store.Delivery, named string) error {
 	default:
 		msg = "no delivery with this id that can be redriven: failed, or quarantined payload_unreadable (it is " + string(d.Status) + ")"
 	}
-	return &courier.Error{Code: courier.CodeNotFound, Msg: msg}
+	return &coded.Error{Code: courier.CodeNotFound, Msg: msg}
 }
 
 // cancel withdraws a pending or retrying delivery, or settles a failed or
@@ -370,7 +371,7 @@ func (h *Handler) cancel(r *http.Request, id int64) error {
 		if err != nil {
 			return err
 		}
-		return &courier.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, failed or quarantined (it is " + string(d.Status) + ")"}
+		return &coded.Error{Code: courier.CodeNotFound, Msg: "no delivery with this id that can be cancelled: pending, retrying, failed or quarantined (it is " + string(d.Status) + ")"}
 	}
 	if err != nil {
 		return err

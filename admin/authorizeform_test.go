@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -40,7 +41,7 @@ func TestAdminActsOnTheBodyAuthorizeRead(t *testing.T) {
 			var allowed int64
 			b := setupAdmin(t, func(r *http.Request) error {
 				if id, err := tc.authorize(r); err != nil || id != allowed {
-					return &courier.Error{Code: courier.CodeForbidden, Msg: "not this caller's"}
+					return fmt.Errorf("%w: not this caller's", courier.CodeForbidden)
 				}
 				return nil
 			})
@@ -91,7 +92,7 @@ func TestAdminMutationReadsNoQuery(t *testing.T) {
 	var allowed int64
 	b := setupAdmin(t, func(r *http.Request) error {
 		if id, err := formID(r); err != nil || id != allowed {
-			return &courier.Error{Code: courier.CodeForbidden, Msg: "not this caller's"}
+			return fmt.Errorf("%w: not this caller's", courier.CodeForbidden)
 		}
 		return nil
 	})

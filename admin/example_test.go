@@ -35,7 +35,7 @@ func ExampleNewHandler() {
 		Store: s,
 		Authorize: func(r *http.Request) error {
 			if r.Header.Get("X-Operator") == "" { // the application's own check
-				return &courier.Error{Code: courier.CodeForbidden, Msg: "operators only"}
+				return fmt.Errorf("%w: operators only", courier.CodeForbidden)
 			}
 			return nil
 		},

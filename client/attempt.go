@@ -22,6 +22,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
@@ -379,7 +380,7 @@ func (w *Worker) redirectForbidden(ctx context.Context, resp *http.Response) err
 // is none: the error itself, without the *url.Error around it, whose URL
 // the log names otherwise.
 func guardRefusal(err error) error {
-	var refusal *courier.Error
+	var refusal *coded.Error
 	if errors.As(err, &refusal) && refusal.Code == courier.CodeDestinationForbidden {
 		return refusal
 	}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -53,7 +54,7 @@ func TestWorkerFailsWhenTheKeyIsGoneForGood(t *testing.T) {
 		status courier.Status
 		logged string // what the log line's error says
 	}{
-		{"unknown for good", nil, &courier.Error{Code: courier.CodeSigningFailed, Msg: "no key k9", Err: courier.CodeConfigInvalid}, courier.StatusFailed, "no key k9"},
+		{"unknown for good", nil, fmt.Errorf("%w: no key k9: %w", courier.CodeSigningFailed, courier.CodeConfigInvalid), courier.StatusFailed, "no key k9"},
 		{"wrapped again", nil, errors.Join(errors.New("key ring"), courier.CodeConfigInvalid), courier.StatusFailed, "key ring"},
 		{"key store down", nil, errors.New("key store unavailable"), courier.StatusRetryWait, "key store unavailable"},
 		// A lookup that finds nothing and says nothing (a map's zero
@@ -102,7 +103,7 @@ func (p *pointerSigner) Sign(*http.Request, signature.Message) error { p.n++; re
 type permanentSigner struct{}
 
 func (permanentSigner) Sign(*http.Request, signature.Message) error {
-	return &courier.Error{Code: courier.CodeSigningFailed, Msg: "signer misconfigured", Err: courier.CodeConfigInvalid}
+	return fmt.Errorf("%w: signer misconfigured: %w", courier.CodeSigningFailed, courier.CodeConfigInvalid)
 }
 
 // TestWorkerFailsWhenSigningFailsForGood: the same rule holds for an error

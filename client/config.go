@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
@@ -364,7 +365,7 @@ func leaseMargin(timeout time.Duration) time.Duration {
 }
 
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "client: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "client: " + msg}
 }
 
 func defaultOwner() string {

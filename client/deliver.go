@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
@@ -208,7 +209,7 @@ func (w *Worker) now(ctx context.Context) (t time.Time, told bool) {
 
 // errClock is the error of a claim not made because the worker's clock
 // panicked (see now).
-var errClock = &courier.Error{Code: courier.CodeInternal, Msg: "client: Config.Now panicked; no claim made"}
+var errClock = &coded.Error{Code: courier.CodeInternal, Msg: "client: Config.Now panicked; no claim made"}
 
 // persist runs write, a write to the store, until it succeeds, fails for
 // good (invalid input), or within has passed. ctx's values are kept, its

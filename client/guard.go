@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 )
 
 // Guard is the destination policy of the worker's HTTP transport. The zero
@@ -98,7 +99,7 @@ const (
 // destinationForbidden returns the refusal error. msg is one of this file's
 // constant reason phrases, so it never carries request content.
 func destinationForbidden(msg string) error {
-	return &courier.Error{Code: courier.CodeDestinationForbidden, Msg: msg}
+	return &coded.Error{Code: courier.CodeDestinationForbidden, Msg: msg}
 }
 
 // checkURL checks scheme and port of u without any network I/O. When u's

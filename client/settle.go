@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/protocol"
 )
 
@@ -133,7 +134,7 @@ func (s *settler) handOff() {
 // abandoned transaction had written is then found with its lease gone,
 // and reported as a lease lost (a store callback that ends its goroutine
 // after the commit, as a test's t.FailNow in a Hook does).
-var errSettleAbandoned = &courier.Error{Code: courier.CodeInternal, Msg: "client: the settle of this outcome ended without an answer"}
+var errSettleAbandoned = &coded.Error{Code: courier.CodeInternal, Msg: "client: the settle of this outcome ended without an answer"}
 
 // notWritten reports whether an outcome's Settled.Err says the store
 // could not write it, rather than a verdict on it (its lease was lost, it

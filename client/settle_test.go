@@ -392,7 +392,7 @@ func TestAnOutcomeRefusedAsInvalidIsReportedUnrecorded(t *testing.T) {
 	logs := &lineCapture{}
 	var got []Event
 	w := &Worker{cfg: Config{Logger: slog.New(logs), Hook: func(e Event) { got = append(got, e) }}}
-	invalid := &courier.Error{Code: courier.CodeInvalidArgument, Msg: "an outcome the store refuses"}
+	invalid := fmt.Errorf("%w: an outcome the store refuses", courier.CodeInvalidArgument)
 	c := protocol.Claimed{Lease: protocol.Lease{DeliveryID: 7, Attempt: 1}, Endpoint: "https://example.com/hook"}
 	oc := protocol.Outcome{Result: protocol.Retry, Code: courier.CodeReceiverUnavailable}
 	w.report(t.Context(), c, oc, protocol.Settled{Err: invalid}, invalid)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/tracing"
@@ -49,7 +50,7 @@ func (w *Worker) claim(ctx context.Context, limit int) (batch []protocol.Claimed
 
 // errClosedClaim is the error of a claim that failed once the Store was
 // closed: code database_unavailable, with protocol.ErrClosed in its chain.
-var errClosedClaim = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "client: claim"}, protocol.ErrClosed)
+var errClosedClaim = fmt.Errorf("%w: %w", &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "client: claim"}, protocol.ErrClosed)
 
 // tracedClaim is claim's call of the store; began is claim's.
 func (w *Worker) tracedClaim(ctx context.Context, limit int, began *[]time.Time) ([]protocol.Claimed, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/protocol"
@@ -83,7 +84,7 @@ func fromStore(err error) error {
 // answered 500 internal_error, logged with the Inbox's reason, not 400.
 func fromInbox(err error) error {
 	if courier.CodeOf(err) == courier.CodeInvalidArgument {
-		return &courier.Error{Code: courier.CodeInternal, Msg: "handler: the Inbox refused the key to record (" + err.Error() + ")", Err: err}
+		return &coded.Error{Code: courier.CodeInternal, Msg: "handler: the Inbox refused the key to record (" + err.Error() + ")", Err: err}
 	}
 	return fromStore(err)
 }
@@ -172,7 +173,7 @@ func answer(w http.ResponseWriter, err error) {
 		noteCause(w, err)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "the store could not answer; retry later", retryStore)
 	case errors.As(err, &rej):
-		problem.Error(w, http.StatusUnprocessableEntity, rej.err.Code, rej.err.Msg)
+		problem.Error(w, http.StatusUnprocessableEntity, rej.code, rej.detail)
 	case errors.As(err, &app):
 		noteCause(w, err)
 		problem.Error(w, http.StatusInternalServerError, courier.CodeHandlerFailed, "processing failed; retry later")

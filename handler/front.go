@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/logdefault"
 	"github.com/courier-go/courier/internal/logkey"
@@ -310,5 +311,5 @@ func newFront(name string, s *store.Store, v signature.Verifier, body middleware
 }
 
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "handler: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "handler: " + msg}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/reportkey"
 	"github.com/courier-go/courier/internal/wire"
@@ -118,13 +119,14 @@ type PublishTarget struct {
 // PublishConfig.Authorize is nil: a principal may fan out to the tenant
 // named exactly as its sender (signature.Principal.Sender, the name the
 // verifier is configured with), and to no other; it may never choose an
-// endpoint. Its refusals are *courier.Error with code forbidden.
+// endpoint. Its refusals have code forbidden (errors.Is(err,
+// courier.CodeForbidden)).
 func AuthorizeOwnTenant(_ context.Context, p signature.Principal, t PublishTarget) error {
 	switch {
 	case t.Endpoint != "":
-		return &courier.Error{Code: courier.CodeForbidden, Msg: "handler: publishing to a caller-chosen endpoint needs PublishConfig.Authorize"}
+		return &coded.Error{Code: courier.CodeForbidden, Msg: "handler: publishing to a caller-chosen endpoint needs PublishConfig.Authorize"}
 	case p.Sender == "" || t.Tenant != p.Sender:
-		return &courier.Error{Code: courier.CodeForbidden, Msg: "handler: a publisher may fan out to its own tenant only"}
+		return &coded.Error{Code: courier.CodeForbidden, Msg: "handler: a publisher may fan out to its own tenant only"}
 	}
 	return nil
 }

@@ -707,14 +707,14 @@ func TestPublishAnswersAnIdempotencyKeyInProgress(t *testing.T) {
 func TestPublishRefusalIsForbiddenWhateverTheError(t *testing.T) {
 	t.Parallel()
 	for name, refusal := range map[string]error{
-		"Reject":                  handler.Reject("not_your_tenant", "publish to your own tenant"),
-		"Reject without a code":   handler.Reject("", "no"),
-		"a wrapped collision":     fmt.Errorf("policy lookup: %w", courier.CodeIdempotencyCollision),
-		"an invalid argument":     &courier.Error{Code: courier.CodeInvalidArgument, Msg: "policy: no such tenant"},
-		"a plain error":           errors.New("not this publisher's tenant"),
-		"a validation error":      &ack.ValidationError{Fields: []ack.FieldError{{Field: "tenant", Rule: "policy"}}},
-		"a context deadline":      context.DeadlineExceeded,
-		"a courier.Error of code": &courier.Error{Code: courier.CodeInProgress, Msg: "policy busy"},
+		"Reject":                handler.Reject("not_your_tenant", "publish to your own tenant"),
+		"Reject without a code": handler.Reject("", "no"),
+		"a wrapped collision":   fmt.Errorf("policy lookup: %w", courier.CodeIdempotencyCollision),
+		"an invalid argument":   fmt.Errorf("%w: policy: no such tenant", courier.CodeInvalidArgument),
+		"a plain error":         errors.New("not this publisher's tenant"),
+		"a validation error":    &ack.ValidationError{Fields: []ack.FieldError{{Field: "tenant", Rule: "policy"}}},
+		"a context deadline":    context.DeadlineExceeded,
+		"a code with a message": fmt.Errorf("%w: policy busy", courier.CodeInProgress),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -5,15 +5,16 @@ import (
 )
 
 // rejection is the application refusing a notification for good (see
-// Reject). It unwraps to a *courier.Error with its code, so
-// courier.CodeOf reads the code.
+// Reject). It unwraps to its code, so courier.CodeOf reads the code;
+// the detail is the answer's, not part of the error's message.
 type rejection struct {
-	err courier.Error
+	code   courier.Code
+	detail string
 }
 
-func (r *rejection) Error() string { return "handler: rejected: " + string(r.err.Code) }
+func (r *rejection) Error() string { return "handler: rejected: " + string(r.code) }
 
-func (r *rejection) Unwrap() error { return &r.err }
+func (r *rejection) Unwrap() error { return r.code }
 
 // Reject returns the error a Func returns to refuse a notification for
 // good: the receiver answers 422 with code (rejected when empty) and the
@@ -36,5 +37,5 @@ func Reject(code courier.Code, detail string) error {
 	if code == "" {
 		code = courier.CodeRejected
 	}
-	return &rejection{err: courier.Error{Code: code, Msg: detail}}
+	return &rejection{code: code, detail: detail}
 }

@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -20,7 +21,7 @@ type failingInbox struct {
 	releases atomic.Int32
 }
 
-var errGone = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "the database went away"}
+var errGone = fmt.Errorf("%w: the database went away", courier.CodeDatabaseUnavailable)
 
 func (f *failingInbox) Complete(context.Context, protocol.DBTX, protocol.InboxKey, []byte) error {
 	return errGone

@@ -131,7 +131,7 @@ func runFunc(t courier.Tracer, ctx context.Context, ok func(error) bool, fn func
 	switch {
 	case err == nil, ok != nil && ok(err):
 	case errors.As(err, &rej):
-		span.Fail(rej.err.Code)
+		span.Fail(rej.code)
 	default:
 		span.Fail(courier.CodeHandlerFailed)
 	}

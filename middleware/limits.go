@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/wire"
 )
 
@@ -131,5 +132,5 @@ func mustValidate(l BodyLimits) {
 }
 
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "middleware: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "middleware: " + msg}
 }

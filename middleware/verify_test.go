@@ -123,12 +123,12 @@ func TestVerify(t *testing.T) {
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
 		{name: "failure with an unquotable code", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
-				return signature.Principal{}, &courier.Error{Code: `bad", x="y`, Msg: "", Err: courier.CodeSignatureInvalid}
+				return signature.Principal{}, fmt.Errorf("%w: %w", courier.Code(`bad", x="y`), courier.CodeSignatureInvalid)
 			})
 		}, wantCode: http.StatusUnauthorized, wantErr: courier.CodeSignatureInvalid},
 		{name: "revocation data stale", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
-				return signature.Principal{}, &courier.Error{Code: courier.CodeWebhookRevocationStale, Err: courier.CodeSignatureInvalid}
+				return signature.Principal{}, fmt.Errorf("%w: %w", courier.CodeWebhookRevocationStale, courier.CodeSignatureInvalid)
 			})
 		}, wantCode: http.StatusServiceUnavailable, wantErr: courier.CodeWebhookRevocationStale, wantWait: "none"},
 		{name: "revocation data stale, the code alone", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
@@ -138,7 +138,7 @@ func TestVerify(t *testing.T) {
 		}, wantCode: http.StatusServiceUnavailable, wantErr: courier.CodeWebhookRevocationStale, wantWait: "none"},
 		{name: "key at its cap of live nonces", sent: body, verifier: func(*testing.T, verifyBundle) signature.Verifier {
 			return verifierFunc(func(context.Context, *http.Request, []byte) (signature.Principal, error) {
-				return signature.Principal{}, &courier.Error{Code: courier.CodeWebhookRateAbuse, Err: courier.CodeSignatureInvalid}
+				return signature.Principal{}, fmt.Errorf("%w: %w", courier.CodeWebhookRateAbuse, courier.CodeSignatureInvalid)
 			})
 		}, wantCode: http.StatusTooManyRequests, wantErr: courier.CodeWebhookRateAbuse, wantWait: "421"},
 		{name: "oversized", sent: bytes.Repeat([]byte("a"), maxBody+1),

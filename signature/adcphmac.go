@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
@@ -58,7 +59,7 @@ func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 		return signingFailed("adcp hmac: message time is before 1970")
 	}
 	if mayHaveDuplicateJSONKey(m.Body) {
-		return &courier.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key, or cannot be read strictly"}
+		return &coded.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key, or cannot be read strictly"}
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {

@@ -35,11 +35,13 @@
 // chooses the origin it is checked against. What to configure behind a
 // reverse proxy is below (Behind a proxy).
 //
-// Every verification failure is a *[courier.Error] that is a case of
-// [courier.CodeSignatureInvalid]: errors.Is(err, courier.CodeSignatureInvalid)
-// holds and [courier.CodeOf] gives the precise code, one of the root
-// package's codes of signature verification ([courier.CodeSignatureMismatch],
-// [courier.CodeWebhookInvalid], …). Failure messages never contain secrets,
+// Every verification failure is a case of [courier.CodeSignatureInvalid]:
+// errors.Is(err, courier.CodeSignatureInvalid) holds and [courier.CodeOf]
+// gives the precise code, one of the root package's codes of signature
+// verification ([courier.CodeSignatureMismatch], [courier.CodeWebhookInvalid],
+// …). A Verifier of an application's own says its failures the same way,
+// the precise code first: fmt.Errorf("%w: %w", code,
+// courier.CodeSignatureInvalid). Failure messages never contain secrets,
 // key bytes, signature values, header values or body bytes. An error that is not a case of
 // CodeSignatureInvalid (a replay cache or key lookup that could not answer, a
 // cancelled context) is infrastructure trouble: the receiver should answer

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 )
 
 // Message is what a Signer signs for one delivery attempt.
@@ -83,7 +84,7 @@ const redacted = "[REDACTED]"
 
 // reject returns a verification failure with a content-free message.
 func reject(code courier.Code, msg string) error {
-	return &courier.Error{Code: code, Msg: msg, Err: courier.CodeSignatureInvalid}
+	return &coded.Error{Code: code, Msg: msg, Err: courier.CodeSignatureInvalid}
 }
 
 // checkSecrets checks what a shared-secret verifier's config named cfg
@@ -160,19 +161,19 @@ func checkTolerance(cfg string, tolerance time.Duration) error {
 // configuration: a case of courier.CodeConfigInvalid whose message names the
 // field. msg never carries key or secret bytes.
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
 }
 
 // signingFailed returns a Sign failure with a content-free message, for
 // what the request or the signer decides: no retry changes it, so it
 // wraps CodeConfigInvalid.
 func signingFailed(msg string) error {
-	return &courier.Error{Code: courier.CodeSigningFailed, Msg: msg, Err: courier.CodeConfigInvalid}
+	return &coded.Error{Code: courier.CodeSigningFailed, Msg: msg, Err: courier.CodeConfigInvalid}
 }
 
 // signingError returns a Sign failure another attempt may not meet.
 func signingError(msg string) error {
-	return &courier.Error{Code: courier.CodeSigningFailed, Msg: msg}
+	return &coded.Error{Code: courier.CodeSigningFailed, Msg: msg}
 }
 
 // nowFunc returns now, or time.Now when now is nil.

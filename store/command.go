@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -155,5 +156,5 @@ func parseCommand(payload []byte) (ack.Command, error) {
 // the *ack.ValidationError listing them.
 func requestInvalid(fields ...ack.FieldError) error {
 	ve := &ack.ValidationError{Fields: fields}
-	return &courier.Error{Code: courier.CodeRequestInvalid, Msg: "store: the command is invalid" + fieldList(ve), Err: ve}
+	return &coded.Error{Code: courier.CodeRequestInvalid, Msg: "store: the command is invalid" + fieldList(ve), Err: ve}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/wire"
 )
 
@@ -178,7 +179,7 @@ func (c *Contracts) Unpin(ctx context.Context, endpoint string) error {
 		// pin the delete leaves whatever it holds back is kept by a rule
 		// of the database's own (a trigger that skips it).
 		if try == unpinTries {
-			return &courier.Error{Code: courier.CodeInternal, Msg: "store: the database kept the pin, though it holds no delivery back: a rule of its own (a trigger) skips the delete"}
+			return &coded.Error{Code: courier.CodeInternal, Msg: "store: the database kept the pin, though it holds no delivery back: a rule of its own (a trigger) skips the delete"}
 		}
 		pins, err := c.list(ctx, endpoint)
 		switch {
@@ -187,7 +188,7 @@ func (c *Contracts) Unpin(ctx context.Context, endpoint string) error {
 		case len(pins) == 0:
 			return errNotFound
 		case pins[0].Mismatched > 0:
-			return &courier.Error{Code: courier.CodeContractChanged, Msg: fmt.Sprintf("store: the pin holds back %d of the endpoint's deliveries, "+
+			return &coded.Error{Code: courier.CodeContractChanged, Msg: fmt.Sprintf("store: the pin holds back %d of the endpoint's deliveries, "+
 				"enqueued under another digest: pin their digest again (Contracts.Pin, courier contracts pin) or fail them "+
 				"(Contracts.FailMismatched, courier contracts fail-mismatched), then unpin", pins[0].Mismatched)}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
@@ -83,9 +84,9 @@ func (d *dialect) query(name string) *query {
 
 // Database failures, each courier.CodeDatabaseUnavailable.
 var (
-	errBusy        = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"} // a lock or serialization conflict: try again
-	errReadOnly    = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database is read-only"}
-	errUnavailable = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database failed"}
+	errBusy        = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"} // a lock or serialization conflict: try again
+	errReadOnly    = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database is read-only"}
+	errUnavailable = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database failed"}
 	// errAborted is a statement run in a transaction that failed before
 	// it (PostgreSQL's 25P02): the caller's, which went on after a
 	// failure. The database is fine; the transaction is lost, and is to
@@ -93,7 +94,7 @@ var (
 	// another time). Its code is the one of every failure that ends the
 	// caller's transaction, so that a receiver answers it 503 and its
 	// sender tries again, rather than give the notification up.
-	errAborted = &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "the transaction is aborted by an earlier failure in it: roll it back"}
+	errAborted = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "the transaction is aborted by an earlier failure in it: roll it back"}
 )
 
 // Failures that no retry mends, each courier.CodeConfigInvalid: the
@@ -101,8 +102,8 @@ var (
 // tables (an application's transaction on another database, or whose
 // search_path leaves courier's schema out) or its role may not use them.
 var (
-	errNoTables = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "courier's tables are not reachable on this connection: it reaches another database than the one migrated (on PostgreSQL, or a search_path that leaves courier's schema out)"}
-	errDenied   = &courier.Error{Code: courier.CodeConfigInvalid, Msg: "the connection's role may not do this to courier's tables: grant it their privileges, or migrate as their owner"}
+	errNoTables = &coded.Error{Code: courier.CodeConfigInvalid, Msg: "courier's tables are not reachable on this connection: it reaches another database than the one migrated (on PostgreSQL, or a search_path that leaves courier's schema out)"}
+	errDenied   = &coded.Error{Code: courier.CodeConfigInvalid, Msg: "the connection's role may not do this to courier's tables: grant it their privileges, or migrate as their owner"}
 )
 
 // errConstraint is what a violated constraint is a case of, in the
@@ -123,7 +124,7 @@ var errConstraint = fmt.Errorf("constraint violated: %w", courier.CodePayloadInv
 func refusedByTheDatabase(err error) error {
 	var qe *queryError
 	if errors.As(err, &qe) && qe.err.Code == courier.CodeInvalidArgument {
-		return &queryError{query: qe.query, err: &courier.Error{Code: courier.CodeInternal, Msg: "the database refused the write: " + qe.err.Msg, Err: errConstraint}}
+		return &queryError{query: qe.query, err: &coded.Error{Code: courier.CodeInternal, Msg: "the database refused the write: " + qe.err.Msg, Err: errConstraint}}
 	}
 	return err
 }
@@ -133,7 +134,7 @@ func refusedByTheDatabase(err error) error {
 // refusedByTheDatabase can give the same query another code.
 type queryError struct {
 	query string
-	err   *courier.Error // its Err is errConstraint
+	err   *coded.Error // its Err is errConstraint
 }
 
 func (e *queryError) Error() string { return "store: " + e.query + ": " + e.err.Error() }
@@ -167,7 +168,7 @@ func (d *dialect) interpret(name string, err error) error {
 	case engine.Denied:
 		return fmt.Errorf("store: %s: %w: %w", name, errDenied, err)
 	case engine.Constraint:
-		return &queryError{query: name, err: &courier.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint}}
+		return &queryError{query: name, err: &coded.Error{Code: courier.CodeInvalidArgument, Msg: "constraint violated: " + f.Constraint, Err: errConstraint}}
 	}
 	if courier.CodeOf(err) != "" || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: %s: %w", name, err)

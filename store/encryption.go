@@ -16,6 +16,7 @@ import (
 	"slices"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -426,7 +427,7 @@ func (e *Encryption) sealRecord(k protocol.InboxKey, answer []byte) (record, err
 // with it nor answered from it until the key is configured again. The
 // error names the key, for the operator to put back.
 func errRecordKeyGone(keyID string) error {
-	return &courier.Error{Code: courier.CodePayloadUnreadable,
+	return &coded.Error{Code: courier.CodePayloadUnreadable,
 		Msg: "store: the inbox record is sealed under payload key " + keyID + ", which Encryption.Keys no longer holds; keep retired keys for as long as inbox records are"}
 }
 
@@ -437,7 +438,7 @@ func errRecordKeyGone(keyID string) error {
 // tells nothing then, so a redelivery is refused as for a key that is
 // gone.
 func errRecordKeyWrong(keyID string) error {
-	return &courier.Error{Code: courier.CodePayloadUnreadable,
+	return &coded.Error{Code: courier.CodePayloadUnreadable,
 		Msg: "store: the inbox record's answer does not open under payload key " + keyID + " as Encryption.Keys holds it: the key's bytes are not those the record was kept with, or the record was altered"}
 }
 
@@ -473,7 +474,7 @@ func (e *Encryption) openRecord(k protocol.InboxKey, r record) (same bool, answe
 	}
 	answer, err = key.open(r.answer, recordAAD(k.Sender, k.Key))
 	if err != nil {
-		return true, nil, &courier.Error{Code: courier.CodePayloadUnreadable, Msg: "store: the inbox record's answer cannot be opened under payload key " + r.keyID, Err: err}
+		return true, nil, &coded.Error{Code: courier.CodePayloadUnreadable, Msg: "store: the inbox record's answer cannot be opened under payload key " + r.keyID, Err: err}
 	}
 	if answer == nil {
 		answer = []byte{} // an empty answer, as stored

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/wire"
@@ -850,7 +851,7 @@ func (o *Outbox) same(ctx context.Context, tx DBTX, r outboxRow, args map[string
 // changed only its Priority, say, is told which, and that the stored
 // delivery stands.
 func collisionWith(field string) error {
-	return &courier.Error{Code: courier.CodeIdempotencyCollision,
+	return &coded.Error{Code: courier.CodeIdempotencyCollision,
 		Msg: "store: same identity, different content: the delivery exists with another " + field + ", and stands unchanged"}
 }
 
@@ -897,7 +898,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 		args["notification_id"].(string), args["endpoint"].(string))
 	switch {
 	case err != nil:
-		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared"}
+		return &coded.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", which Encryption.Keys no longer holds: its payload cannot be compared"}
 	case same:
 		return nil
 	case r.PayloadKeyID == "":
@@ -911,7 +912,7 @@ func (o *Outbox) samePayload(ctx context.Context, tx DBTX, r outboxRow, args map
 		return err
 	}
 	if _, err := o.s.cfg.Encryption.open(stored.Payload, stored.PayloadKeyID, stored.NotificationID, stored.Endpoint, stored.KeyID); err != nil {
-		return &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared"}
+		return &coded.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: the delivery exists, sealed under payload key " + r.PayloadKeyID + ", and does not open under the key Encryption.Keys holds for that id (other bytes than it was sealed with, or the row was altered): its payload cannot be compared"}
 	}
 	return collisionWith("Payload")
 }
@@ -1050,7 +1051,7 @@ func (o *Outbox) samePublished(ctx context.Context, tx DBTX, r outboxRow, args m
 	// key) is another under another profile.
 	if !sub.built && r.Profile != ack.ProfileReporting || r.Profile == args["profile"] {
 		err := o.samePayload(ctx, tx, r, args)
-		if errors.Is(err, errIdempotencyCollision) && sub.given != nil { // published before its key was set?
+		if errors.Is(err, courier.CodeIdempotencyCollision) && sub.given != nil { // published before its key was set?
 			given := maps.Clone(args)
 			given[argPlaintext] = sub.given
 			err = o.samePayload(ctx, tx, r, given)
@@ -1078,14 +1079,11 @@ const argAskedAttempts = "enqueued_max_attempts"
 const argLate = "late"
 
 // errLate is a delivery that would be written with its deadline come.
-var errLate = &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: Deadline must be after the first attempt: no attempt starts at or after it"}
+var errLate = &coded.Error{Code: courier.CodeInvalidArgument, Msg: "store: Deadline must be after the first attempt: no attempt starts at or after it"}
 
 // isLate reports whether err is errLate itself, not another error of its
-// code (errors.Is matches any of one code).
-func isLate(err error) bool {
-	var e *courier.Error
-	return errors.As(err, &e) && e == errLate
-}
+// code.
+func isLate(err error) bool { return errors.Is(err, errLate) }
 
 // argPlaintext is the entry of an enqueue's arguments that holds the
 // payload as the caller gave it, for existing; no statement binds it.

@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -160,7 +161,7 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 		return refusedByTheDatabase(err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n != 1 {
-		return &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: inbox key is not being processed"}
+		return &coded.Error{Code: courier.CodeInvalidArgument, Msg: "store: inbox key is not being processed"}
 	}
 	return nil
 }

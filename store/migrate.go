@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/retry"
 	"github.com/courier-go/courier/store/internal/engine"
@@ -195,7 +196,7 @@ func refuseToHide(found schemaSearch) error {
 	if found.elsewhere == "" {
 		return nil
 	}
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: fmt.Sprintf(
 		"store: courier's tables are in schema %q, after the first schema of the search_path, which has none: "+
 			"Migrate would create new, empty tables there that hide them; move them, or put %q first", found.elsewhere, found.elsewhere)}
 }
@@ -218,7 +219,7 @@ func refuseUnreached(found schemaSearch) error {
 func unusable(found []unreachedSchema, code courier.Code, todo string) error {
 	for _, f := range found {
 		if f.inPath && !f.usable {
-			return &courier.Error{Code: code, Msg: fmt.Sprintf(
+			return &coded.Error{Code: code, Msg: fmt.Sprintf(
 				"store: the search_path (%s) names schema %q, which holds courier's tables, but this role may not use it "+
 					"(no USAGE on the schema), so PostgreSQL skips it: %s", f.searchPath, f.schema, todo)}
 		}
@@ -362,7 +363,7 @@ func notReached(found schemaSearch, migrating bool) error {
 			"and the enqueues of every connection with this search_path would go there, out of reach of the workers of the tables in %s; %s",
 			into, where, todo)
 	}
-	return &courier.Error{Code: code, Msg: fmt.Sprintf(
+	return &coded.Error{Code: code, Msg: fmt.Sprintf(
 		"store: no schema of the search_path (%s) has courier's tables, and this database has them in %s: %s",
 		found.unreached[0].searchPath, where, todo)}
 }
@@ -431,7 +432,7 @@ func migrateTx(ctx context.Context, tx DBTX, driver string) error {
 			if d.Interpret(err).Kind == engine.Constraint {
 				// Rows the migration's constraints refuse: courier did
 				// not write them.
-				return fmt.Errorf("store: %s: %w: %w", name, &courier.Error{Code: courier.CodeSchemaAltered, Msg: "the tables hold rows courier would not have written"}, err)
+				return fmt.Errorf("store: %s: %w: %w", name, &coded.Error{Code: courier.CodeSchemaAltered, Msg: "the tables hold rows courier would not have written"}, err)
 			}
 			return d.interpret(name, err)
 		}
@@ -476,7 +477,7 @@ func checkSchema(ctx context.Context, db sqlx.QueryerContext, d *dialect) error 
 		}
 	}
 	altered := func(err error) error {
-		return fmt.Errorf("store: %w", &courier.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
+		return fmt.Errorf("store: %w", &coded.Error{Code: courier.CodeSchemaAltered, Msg: err.Error()})
 	}
 	columns, err := byTable(ctx, db, d, "schema_columns", "schema columns")
 	if err != nil {
@@ -512,7 +513,7 @@ func schemaOutdated(d *dialect, have int, missing bool) error {
 	if missing {
 		at = "the database has no courier_schema table (version 0)"
 	}
-	return &courier.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
+	return &coded.Error{Code: courier.CodeSchemaOutdated, Msg: fmt.Sprintf(
 		"store: database schema needs migrating: %s, this courier needs %d: apply %s onward "+
 			"(store.Migrate and courier migrate apply them; with your own tool, the engine's Migrations)",
 		at, len(d.migrations), d.migrations[max(have, 0)].FileName())}

@@ -177,8 +177,7 @@ func (o *Outbox) settleTx(ctx context.Context, now *int64, outcomes []protocol.O
 // database share its code, not its cause: settling again, one outcome at
 // a time, would not help them.
 func isBusy(err error) bool {
-	var ce *courier.Error
-	return errors.As(err, &ce) && ce == errBusy
+	return errors.Is(err, errBusy)
 }
 
 // settleIn is settleTx's transaction: the bound on its lock waits, then

@@ -17,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
@@ -198,11 +199,11 @@ type Config struct {
 
 // The store's errors with a fixed message, each matching its code.
 var (
-	errNotFound             = &courier.Error{Code: courier.CodeNotFound, Msg: "not found"}
-	errIdempotencyCollision = &courier.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: same identity, different content"}
-	errLeaseLost            = &courier.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
-	errContractChanged      = &courier.Error{Code: courier.CodeContractChanged, Msg: "store: the command was built for another contract than the endpoint's pin: build it for the pinned capabilities digest or, once the source serves the new contract, pin its digest (Contracts.Pin, courier contracts pin)"}
-	errSchemaTooNew         = &courier.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is a newer courier's, which this one must not run on"}
+	errNotFound             = &coded.Error{Code: courier.CodeNotFound, Msg: "not found"}
+	errIdempotencyCollision = &coded.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: same identity, different content"}
+	errLeaseLost            = &coded.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
+	errContractChanged      = &coded.Error{Code: courier.CodeContractChanged, Msg: "store: the command was built for another contract than the endpoint's pin: build it for the pinned capabilities digest or, once the source serves the new contract, pin its digest (Contracts.Pin, courier contracts pin)"}
+	errSchemaTooNew         = &coded.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is a newer courier's, which this one must not run on"}
 )
 
 // withDefaults returns a copy of c with every unset field at its default.
@@ -244,11 +245,11 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "store: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "store: " + msg}
 }
 
 func invalidArgument(msg string) error {
-	return &courier.Error{Code: courier.CodeInvalidArgument, Msg: "store: " + msg}
+	return &coded.Error{Code: courier.CodeInvalidArgument, Msg: "store: " + msg}
 }
 
 // Store is courier's state in one database: the sender side's Outbox,
@@ -467,7 +468,7 @@ func (s *Store) writerHeld(ctx context.Context) error {
 var errNoTx = invalidArgument("the transaction is nil: pass the caller's transaction")
 
 // errClosed is every call on a Store after Close.
-var errClosed = fmt.Errorf("%w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "store"}, protocol.ErrClosed)
+var errClosed = fmt.Errorf("%w: %w", &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "store"}, protocol.ErrClosed)
 
 // runsOn returns why a statement cannot run on x from ctx, if it cannot:
 // x is nil (errNoTx), or x is the Store's writer and ctx's request holds

@@ -159,7 +159,7 @@ func TestSenderDoesNotRunAFailedBusinessTransactionAgain(t *testing.T) {
 // TestRetryBusy: only a busy error is tried again, up to the bound, and
 // not once the context is done.
 func TestRetryBusy(t *testing.T) {
-	errBusy := fmt.Errorf("store: enqueue: %w: %w", &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"}, sqlite3.Error{Code: sqlite3.ErrBusy})
+	errBusy := fmt.Errorf("store: enqueue: %w: %w", fmt.Errorf("%w: database busy", courier.CodeDatabaseUnavailable), sqlite3.Error{Code: sqlite3.ErrBusy})
 	errOther := errors.New("crash: insert effect: disk I/O error")
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -196,7 +196,7 @@ func TestRetryBusy(t *testing.T) {
 // conflict failures, as the driver says them or as courier's store
 // reports them; nothing else.
 func TestBusy(t *testing.T) {
-	unavailable := &courier.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"}
+	unavailable := fmt.Errorf("%w: database busy", courier.CodeDatabaseUnavailable)
 	tests := []struct {
 		name string
 		err  error
@@ -205,7 +205,7 @@ func TestBusy(t *testing.T) {
 		{"sqlite busy", sqlite3.Error{Code: sqlite3.ErrBusy}, true},
 		{"sqlite locked", sqlite3.Error{Code: sqlite3.ErrLocked}, true},
 		{"sqlite busy from the store", fmt.Errorf("store: enqueue: %w: %w", unavailable, sqlite3.Error{Code: sqlite3.ErrBusy}), true},
-		{"sqlite busy under another code", &courier.Error{Code: courier.CodeInvalidArgument, Err: sqlite3.Error{Code: sqlite3.ErrBusy}}, false},
+		{"sqlite busy under another code", fmt.Errorf("%w: %w", courier.CodeInvalidArgument, sqlite3.Error{Code: sqlite3.ErrBusy}), false},
 		{"sqlite read-only", sqlite3.Error{Code: sqlite3.ErrReadonly}, false},
 		{"sqlite constraint", sqlite3.Error{Code: sqlite3.ErrConstraint}, false},
 		{"postgres serialization failure", &pgconn.PgError{Code: "40001"}, true},

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/store"
 )
 
@@ -38,7 +39,7 @@ var cancellable = []courier.Status{courier.StatusPending, courier.StatusRetryWai
 // name every endpoint.
 func CancelEndpoint(ctx context.Context, s *store.Store, url string) (int, error) {
 	if url == "" {
-		return 0, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "an endpoint to cancel the deliveries of is required"}
+		return 0, &coded.Error{Code: courier.CodeInvalidArgument, Msg: "an endpoint to cancel the deliveries of is required"}
 	}
 	newest, err := s.Outbox.List(ctx, store.ListParams{Endpoint: url, Limit: 1})
 	if err != nil || len(newest.Deliveries) == 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 )
@@ -54,7 +55,7 @@ func (c Config) validate() error {
 }
 
 func configError(msg string) error {
-	return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "testserver: " + msg}
+	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "testserver: " + msg}
 }
 
 // Stats counts what the server did: couriertest.Stats for the fault layer,

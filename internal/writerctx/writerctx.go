@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 )
 
 // heldKey is the context key of the mark.
@@ -34,7 +35,7 @@ type heldKey struct{}
 
 // ErrWriteOutside is the error of a write, from a context marked by
 // WithHeld, that would wait for the writer its own request holds.
-var ErrWriteOutside = &courier.Error{Code: courier.CodeWriteOutsideTransaction, Msg: "write through the transaction this request was given: it holds the database's one writer, which this write would wait for"}
+var ErrWriteOutside = &coded.Error{Code: courier.CodeWriteOutsideTransaction, Msg: "write through the transaction this request was given: it holds the database's one writer, which this write would wait for"}
 
 // WithHeld returns ctx marked: its request holds the store's writer.
 func WithHeld(ctx context.Context) context.Context {

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -57,11 +58,11 @@ func Publish(ctx context.Context, s *store.Store, tx pgx.Tx, p store.PublishPara
 func native(s *store.Store, tx pgx.Tx) (pgxTx, error) {
 	switch {
 	case s == nil:
-		return pgxTx{}, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the Store is required"}
+		return pgxTx{}, &coded.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the Store is required"}
 	case s.Engine() != pgEngine.Name:
-		return pgxTx{}, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the Store is on " + s.Engine() + ", not PostgreSQL"}
+		return pgxTx{}, &coded.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the Store is on " + s.Engine() + ", not PostgreSQL"}
 	case tx == nil:
-		return pgxTx{}, &courier.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the pgx.Tx is required"}
+		return pgxTx{}, &coded.Error{Code: courier.CodeInvalidArgument, Msg: "postgres: the pgx.Tx is required"}
 	}
 	return pgxTx{tx: tx}, nil
 }

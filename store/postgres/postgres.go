@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/store/internal/engine"
 )
 
@@ -175,7 +176,7 @@ func direct(ctx context.Context, conn *sql.Conn) error {
 		return err
 	}
 	if int64(given) != server {
-		return &courier.Error{Code: courier.CodeConfigInvalid, Msg: "postgres: no wake-ups through a connection pooler " +
+		return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "postgres: no wake-ups through a connection pooler " +
 			"(the server process differs from the one the connection was given): the worker polls; " +
 			"open the Store of a process that runs a worker on a direct connection to the server for wake-ups"}
 	}

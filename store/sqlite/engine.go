@@ -16,6 +16,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/internal/engine"
 )
@@ -127,7 +128,7 @@ func writer(ctx context.Context, db *sqlx.DB, relaxed bool) (*sqlx.DB, bool, err
 	case err != nil:
 		return nil, false, err
 	case file == "":
-		return nil, false, &courier.Error{Code: courier.CodeConfigInvalid, Msg: "sqlite: the database is in memory, where each connection of a pool is a database of its own and committed rows are lost: open a file (in tests, one in t.TempDir())"}
+		return nil, false, &coded.Error{Code: courier.CodeConfigInvalid, Msg: "sqlite: the database is in memory, where each connection of a pool is a database of its own and committed rows are lost: open a file (in tests, one in t.TempDir())"}
 	}
 	durability := store.DurabilityFull
 	if relaxed {
