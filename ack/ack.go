@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
@@ -67,18 +68,18 @@ func (a Ack) Marshal() []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = canonical.AppendString(b, k)
 		b = append(b, ':')
-		b = appendString(b, m[k])
+		b = canonical.AppendString(b, m[k])
 	}
 	return append(b, '}')
 }
 
-// Parse reads an Ack strictly: at most 16 KiB, the most a sender reads of
+// parse reads an Ack strictly: at most 16 KiB, the most a sender reads of
 // an answer, holding one JSON object whose members are all strings, no
 // duplicate keys, the four common members present. It does not judge the
 // values; see Verify.
-func Parse(b []byte) (Ack, error) {
+func parse(b []byte) (Ack, error) {
 	if len(b) > wire.MaxAckSize {
 		return Ack{}, invalid("ack too large")
 	}
@@ -124,7 +125,7 @@ func Parse(b []byte) (Ack, error) {
 // matter. The error wraps courier.CodeAckInvalid and names which part
 // differed, never its content.
 func (a Ack) Verify(got []byte) error {
-	g, err := Parse(got)
+	g, err := parse(got)
 	if err != nil {
 		return err
 	}

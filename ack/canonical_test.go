@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
@@ -48,7 +49,7 @@ func TestCanonicalGolden(t *testing.T) {
 func TestMarshalMatchesCanonical(t *testing.T) {
 	t.Parallel()
 	v := map[string]any{"z": "<&>", "a": []any{1, 2.5, "\u2028"}, "m": map[string]int{"b": 1, "a": 2}}
-	got, err := ack.Marshal(v)
+	got, err := canonical.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func TestCanonicalRejects(t *testing.T) {
 		doc  string
 		want error
 	}{
-		{"infinity", `{"x":1e400}`, ack.ErrNotFinite},
-		{"negative infinity", `[-1e999]`, ack.ErrNotFinite},
+		{"infinity", `{"x":1e400}`, canonical.ErrNotFinite},
+		{"negative infinity", `[-1e999]`, canonical.ErrNotFinite},
 		{"duplicate key", `{"a":1,"a":2}`, strictjson.ErrDuplicateKey},
 		{"duplicate nested key", `{"a":{"b":1,"c":2,"b":3}}`, strictjson.ErrDuplicateKey},
 		{"duplicate after escape", `{"a":1,"\u0061":2}`, strictjson.ErrDuplicateKey},
@@ -115,7 +116,7 @@ func TestJCS(t *testing.T) {
 		{`[1.0, -0, 100, 1e21, 1e-7, 123e-9]`, `[1,0,100,1e+21,1e-7,1.23e-7]`},
 	}
 	for _, tt := range tests {
-		got, err := ack.JCS([]byte(tt.in))
+		got, err := canonical.JCS([]byte(tt.in))
 		if err != nil {
 			t.Fatalf("JCS(%s): %v", tt.in, err)
 		}
@@ -148,7 +149,7 @@ func FuzzCanonical(f *testing.F) {
 		if err != nil || !bytes.Equal(again, got) {
 			t.Fatalf("Canonical not idempotent: %q -> %q (%v)", got, again, err)
 		}
-		if _, err := ack.JCS(doc); err != nil && !errors.Is(err, ack.ErrNotFinite) {
+		if _, err := canonical.JCS(doc); err != nil && !errors.Is(err, canonical.ErrNotFinite) {
 			t.Fatalf("JCS rejects what Canonical accepts: %v", err)
 		}
 	})
@@ -175,11 +176,11 @@ func TestAnIntegerNoFloatHoldsIsCanonicalButNotJCS(t *testing.T) {
 		t.Errorf("Canonical of 10^309 = %.20s…, %v; want it kept exactly", got, err)
 	}
 	for _, doc := range []string{`{"n":` + huge + `}`, `{"n":-` + huge + `}`, `{"n":1e400}`} {
-		if _, err := ack.JCS([]byte(doc)); !errors.Is(err, ack.ErrNotFinite) || !errors.Is(err, courier.CodePayloadInvalid) {
+		if _, err := canonical.JCS([]byte(doc)); !errors.Is(err, canonical.ErrNotFinite) || !errors.Is(err, courier.CodePayloadInvalid) {
 			t.Errorf("JCS of %.12s… = %v; want ErrNotFinite, payload_invalid", doc, err)
 		}
 	}
-	if _, err := ack.Canonical([]byte(`{"n":1e400}`)); !errors.Is(err, ack.ErrNotFinite) {
+	if _, err := ack.Canonical([]byte(`{"n":1e400}`)); !errors.Is(err, canonical.ErrNotFinite) {
 		t.Errorf("Canonical of 1e400 = %v; want ErrNotFinite", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 )
 
 // TestEveryErrorHasItsCode: the root package's rule, that every error
@@ -26,17 +27,17 @@ func TestEveryErrorHasItsCode(t *testing.T) {
 		{"not finite", `{"a":1e999}`, courier.CodePayloadInvalid},
 	}
 	for _, tt := range tests {
-		for form, canonical := range map[string]func([]byte) ([]byte, error){"Canonical": ack.Canonical, "JCS": ack.JCS} {
-			_, err := canonical([]byte(tt.doc))
+		for form, write := range map[string]func([]byte) ([]byte, error){"Canonical": ack.Canonical, "JCS": canonical.JCS} {
+			_, err := write([]byte(tt.doc))
 			if courier.CodeOf(err) != tt.code || !errors.Is(err, tt.code) {
 				t.Errorf("%s of %s: %v (code %q), want code %s", form, tt.name, err, courier.CodeOf(err), tt.code)
 			}
-			if tt.code == courier.CodePayloadInvalid && !errors.Is(err, ack.ErrNotFinite) {
+			if tt.code == courier.CodePayloadInvalid && !errors.Is(err, canonical.ErrNotFinite) {
 				t.Errorf("%s of %s: %v, want ErrNotFinite", form, tt.name, err)
 			}
 		}
 	}
-	if _, err := ack.Marshal(func() {}); courier.CodeOf(err) != courier.CodeInvalidArgument {
+	if _, err := canonical.Marshal(func() {}); courier.CodeOf(err) != courier.CodeInvalidArgument {
 		t.Errorf("Marshal of a func: %v (code %q), want invalid_argument", err, courier.CodeOf(err))
 	}
 	var c ack.Command

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/strictjson"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -97,7 +98,7 @@ func (c Command) IsRemoval() bool {
 }
 
 // Payload returns c's canonical JSON: the bytes a sender enqueues and sends.
-func (c Command) Payload() ([]byte, error) { return Marshal(c) }
+func (c Command) Payload() ([]byte, error) { return canonical.Marshal(c) }
 
 // Check applies the rules struct tags cannot express: the command's
 // identity (DedupeKey) is at most 256 characters, its body is one JSON
@@ -127,7 +128,7 @@ func bodyRule(err error) string {
 	switch {
 	case errors.Is(err, strictjson.ErrDuplicateKey):
 		return "duplicate_key"
-	case errors.Is(err, ErrNotFinite):
+	case errors.Is(err, canonical.ErrNotFinite):
 		return "finite"
 	}
 	return "json"
@@ -137,7 +138,7 @@ func bodyRule(err error) string {
 // every member present, no other member, source_max_attempts an integer.
 func (c *Command) UnmarshalJSON(b []byte) error {
 	err := exactMembers(b, commandFields, func(m strictjson.Member) *FieldError {
-		if m.Key == "source_max_attempts" && (m.Val.Kind != strictjson.Number || !isInteger(m.Val.Text)) {
+		if m.Key == "source_max_attempts" && (m.Val.Kind != strictjson.Number || !canonical.IsInteger(m.Val.Text)) {
 			return &FieldError{Field: m.Key, Rule: "integer"}
 		}
 		return nil
@@ -185,7 +186,7 @@ func NewCommandResponse(c Command, body []byte, attempt int, status string) Comm
 // Marshal returns the response's canonical JSON: the bytes a source stores
 // and replays for every redelivery.
 func (r CommandResponse) Marshal() []byte {
-	b, err := Marshal(r)
+	b, err := canonical.Marshal(r)
 	if err != nil {
 		panic(err) // strings and integers only: cannot fail
 	}
@@ -233,7 +234,7 @@ func verifyCommandResponse(payload []byte, response []byte) error {
 	}
 	integer := func(name string, lo, hi int) error {
 		m := got[name]
-		if m.Kind != strictjson.Number || !isInteger(m.Text) {
+		if m.Kind != strictjson.Number || !canonical.IsInteger(m.Text) {
 			return invalid("wrong " + name)
 		}
 		n, err := strconv.Atoi(m.Text)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/courier-go/courier"
@@ -130,7 +131,7 @@ func FuzzCheck(f *testing.F) {
 		if !json.Valid(doc) {
 			t.Fatalf("Check accepts %q, which encoding/json refuses", doc)
 		}
-		if _, err := ack.Canonical(doc); err != nil && !errors.Is(err, ack.ErrNotFinite) {
+		if _, err := ack.Canonical(doc); err != nil && !errors.Is(err, canonical.ErrNotFinite) {
 			t.Fatalf("Canonical refuses what Check accepts: %v", err)
 		}
 	})
@@ -143,9 +144,9 @@ func FuzzJCS(f *testing.F) {
 		f.Add(d)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		got, err := ack.JCS(doc)
+		got, err := canonical.JCS(doc)
 		if err != nil {
-			if strictjson.Check(doc) == nil && !errors.Is(err, ack.ErrNotFinite) {
+			if strictjson.Check(doc) == nil && !errors.Is(err, canonical.ErrNotFinite) {
 				t.Fatalf("JCS refuses a document Check accepts: %v", err)
 			}
 			return
@@ -156,12 +157,12 @@ func FuzzJCS(f *testing.F) {
 		if err := strictjson.Check(got); err != nil || !json.Valid(got) {
 			t.Fatalf("JCS produced invalid JSON %q (%v)", got, err)
 		}
-		again, err := ack.JCS(got)
+		again, err := canonical.JCS(got)
 		if err != nil || !bytes.Equal(again, got) {
 			t.Fatalf("JCS not idempotent: %q -> %q (%v)", got, again, err)
 		}
-		if canonical, err := ack.Canonical(doc); err == nil {
-			viaCanonical, err := ack.JCS(canonical)
+		if python, err := ack.Canonical(doc); err == nil {
+			viaCanonical, err := canonical.JCS(python)
 			if err != nil || !bytes.Equal(viaCanonical, got) {
 				t.Fatalf("JCS(Canonical(doc)) = %q (%v), JCS(doc) = %q", viaCanonical, err, got)
 			}
@@ -317,7 +318,7 @@ func FuzzReporting(f *testing.F) {
 		if !reflect.DeepEqual(back, n) {
 			t.Fatalf("round trip: %+v, want %+v", back, n)
 		}
-		if _, err := ack.JCS(m); err != nil && !errors.Is(err, ack.ErrNotFinite) {
+		if _, err := canonical.JCS(m); err != nil && !errors.Is(err, canonical.ErrNotFinite) {
 			t.Fatalf("JCS of a re-marshalled envelope: %v", err)
 		}
 	})
@@ -355,7 +356,7 @@ func FuzzCommand(f *testing.F) {
 			return
 		}
 		p, err := c.Payload()
-		if errors.Is(err, ack.ErrNotFinite) {
+		if errors.Is(err, canonical.ErrNotFinite) {
 			return // a body with a number beyond float64: accepted, but has no canonical form
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/jsonbody"
 )
 
@@ -109,8 +110,8 @@ func TestReportingVectors(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: same_event_as %q names no vector", p.ID, p.SameEventAs)
 		}
-		a, errA := ack.JCS(first)
-		b, errB := ack.JCS(p.Payload)
+		a, errA := canonical.JCS(first)
+		b, errB := canonical.JCS(p.Payload)
 		if errA != nil || errB != nil || string(a) != string(b) {
 			t.Fatalf("%s: a retry of %s is not the same JCS document", p.ID, p.SameEventAs)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
@@ -97,7 +98,7 @@ func (t Terminal) derivedID() (string, error) {
 		TerminalStatus         string      `json:"terminal_status"`
 		LifecycleSHA256        *string     `json:"lifecycle_sha256"`
 	}
-	b, err := Marshal(content{
+	b, err := canonical.Marshal(content{
 		t.Schema, t.EventID, t.SiteID, t.PlanID, t.WebsiteVersion, t.SourceSequence,
 		t.JobCount, t.ChangeSHA256, t.LifecycleBindingSHA256, t.TerminalStatus, t.LifecycleSHA256,
 	})
@@ -156,7 +157,7 @@ func (t *Terminal) UnmarshalJSON(b []byte) error {
 // a JSON integer literal: encoding/json would read the string "3", or 3.5,
 // into a json.Number.
 func checkTerminalMember(m strictjson.Member) *FieldError {
-	if (m.Key == "source_sequence" || m.Key == "job_count") && (m.Val.Kind != strictjson.Number || !isInteger(m.Val.Text)) {
+	if (m.Key == "source_sequence" || m.Key == "job_count") && (m.Val.Kind != strictjson.Number || !canonical.IsInteger(m.Val.Text)) {
 		return &FieldError{Field: m.Key, Rule: "type"}
 	}
 	return nil
@@ -167,7 +168,7 @@ func checkTerminalMember(m strictjson.Member) *FieldError {
 func exactMembers(b []byte, fields []string, check func(strictjson.Member) *FieldError) error {
 	v, err := strictjson.Parse(b)
 	if err != nil {
-		return jsonError(err)
+		return canonical.WithCode(err)
 	}
 	if v.Kind != strictjson.Object {
 		return &ValidationError{Fields: []FieldError{{Field: "", Rule: "object"}}}
@@ -217,7 +218,7 @@ func (t Terminal) PayloadSHA256(body []byte) (string, error) {
 }
 
 // Payload returns t's canonical JSON: the bytes a sender enqueues and sends.
-func (t Terminal) Payload() ([]byte, error) { return Marshal(t) }
+func (t Terminal) Payload() ([]byte, error) { return canonical.Marshal(t) }
 
 // Ack returns the terminal Ack for t received as body. Its
 // notification_sha256 is the digest of the canonical payload, which is the

@@ -19,6 +19,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -113,7 +114,7 @@ func TestReportingEndToEnd(t *testing.T) {
 		if _, err := sender.Outbox.Publish(ctx, tx, store.PublishParams{
 			Tenant: "buyer-1", EventType: "delivery_report", EventID: fmt.Sprintf("report-%d", i),
 			Build: func(s store.Subscription, idempotencyKey string) ([]byte, error) {
-				return ack.Marshal(map[string]any{
+				return canonical.Marshal(map[string]any{
 					"idempotency_key": idempotencyKey, "operation_id": fmt.Sprintf("op-%d", i), "task_id": fmt.Sprintf("task-%d", i),
 					"task_type": "media_buy_delivery", "status": "completed", "timestamp": "2026-12-02T10:00:00Z",
 					"result": map[string]any{"notification_type": "scheduled", "sequence_number": i + 1,

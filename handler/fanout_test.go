@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -33,7 +34,7 @@ func TestPublishReportingFanOutCopiesThePayload(t *testing.T) {
 		fmt.Fprintf(&doc, `,"m%05d":{"n":%d}`, (i*7919)%members, i)
 	}
 	doc.WriteByte('}')
-	canonical, err := ack.Canonical([]byte(doc.String()))
+	payload, err := ack.Canonical([]byte(doc.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +107,11 @@ func TestPublishReportingFanOutCopiesThePayload(t *testing.T) {
 		}
 		keys[delivery.IdempotencyKey] = true
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal(canonical, &m); err != nil {
+		if err := json.Unmarshal(payload, &m); err != nil {
 			t.Fatal(err)
 		}
 		m["idempotency_key"], _ = json.Marshal(delivery.IdempotencyKey)
-		want, err := ack.Marshal(m)
+		want, err := canonical.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}

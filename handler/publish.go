@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/reportkey"
@@ -282,7 +283,7 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	payload, err := ack.Canonical(req.Payload)
 	if err != nil || len(payload) == 0 || payload[0] != '{' {
 		rule := "object"
-		if errors.Is(err, ack.ErrNotFinite) { // an object, with a number no float64 holds
+		if errors.Is(err, canonical.ErrNotFinite) { // an object, with a number no float64 holds
 			rule = "finite"
 		}
 		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: rule}}})
@@ -487,7 +488,7 @@ func (p *Publish) apply(ctx context.Context, tx *sqlx.Tx, req publishRequest, pa
 			// per delivery, in the bytes every retry sends.
 			b, err := reporting.With(idempotencyKey)
 			switch {
-			case errors.Is(err, ack.ErrNotFinite): // an integer a reporting receiver, reading numbers as doubles, would refuse
+			case errors.Is(err, canonical.ErrNotFinite): // an integer a reporting receiver, reading numbers as doubles, would refuse
 				return nil, &ack.ValidationError{Fields: []ack.FieldError{{Field: "payload", Rule: "finite"}}}
 			case err == nil && len(b) > store.MaxPayloadSize:
 				return nil, payloadTooLarge()

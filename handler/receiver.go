@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/recovered"
@@ -256,7 +257,7 @@ func (rc *Receiver[T]) receive(w http.ResponseWriter, r *http.Request, body []by
 	}
 	key, a, err := identify(n, body, principal)
 	switch {
-	case errors.Is(err, ack.ErrNotFinite):
+	case errors.Is(err, canonical.ErrNotFinite):
 		// T's Ack or digest could not read the body (ack.Canonical's
 		// number no float64 holds): the body's fault, answered as
 		// Reporting answers it. identify's own refusals are no such error.

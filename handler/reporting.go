@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
@@ -188,7 +189,7 @@ func (rp *Reporting) ServeHTTP(w http.ResponseWriter, r *http.Request) { rp.h.Se
 // receive runs behind signature verification.
 func (rp *Reporting) receive(w http.ResponseWriter, r *http.Request, body []byte, principal signature.Principal) {
 	ctx := r.Context()
-	canonical, err := ack.JCS(body)
+	canonical, err := canonical.JCS(body)
 	if err != nil {
 		jsonbody.NotCanonical(w, body, err)
 		return

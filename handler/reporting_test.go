@@ -24,6 +24,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/handler"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/middleware"
@@ -220,7 +221,7 @@ func inboxKey(t *testing.T, body []byte) protocol.InboxKey {
 	if err := json.Unmarshal(body, &n); err != nil {
 		t.Fatal(err)
 	}
-	canonical, err := ack.JCS(body)
+	canonical, err := canonical.JCS(body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/reportkey"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -336,7 +337,7 @@ func (r *reportingPayload) with(key string) ([]byte, error) {
 		return nil, r.err
 	}
 	b, err := r.keyed.With(key)
-	if errors.Is(err, ack.ErrNotFinite) {
+	if errors.Is(err, canonical.ErrNotFinite) {
 		return nil, invalidArgument("PublishParams.Payload holds an integer no float64 holds, which a reporting receiver refuses (it reads every number as a double)")
 	}
 	if err == nil && len(b) > MaxPayloadSize {

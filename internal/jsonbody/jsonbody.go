@@ -26,6 +26,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/fieldlist"
 	"github.com/courier-go/courier/internal/problem"
 	"github.com/courier-go/courier/internal/strictjson"
@@ -126,13 +127,13 @@ func Malformed(w http.ResponseWriter, err error) {
 	problem.Error(w, http.StatusBadRequest, code, "the body is not a valid JSON document")
 }
 
-// NotCanonical answers 400 for body, which ack.JCS or ack.Canonical
-// refused with err. A number no float64 holds (ack.ErrNotFinite) leaves
+// NotCanonical answers 400 for body, which canonical.JCS or ack.Canonical
+// refused with err. A number no float64 holds (canonical.ErrNotFinite) leaves
 // body a valid JSON document, which is not malformed: validation_failed,
 // naming the first such number by its path, rule finite, as a wrong value
 // is named. Any other error is Malformed's.
 func NotCanonical(w http.ResponseWriter, body []byte, err error) {
-	if errors.Is(err, ack.ErrNotFinite) {
+	if errors.Is(err, canonical.ErrNotFinite) {
 		if doc, perr := strictjson.Parse(body); perr == nil {
 			ve := &ack.ValidationError{}
 			if path, ok := strictjson.NotFinite(doc); ok && path != "" {

@@ -12,7 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/internal/strictjson"
 )
 
@@ -61,13 +61,13 @@ func Read(canonical []byte) Payload {
 
 // With returns the canonical object with member idempotency_key set to
 // key, a new slice: the object's own member replaced, or one added. It
-// returns an error matching ack.ErrNotFinite for an object that holds an
+// returns an error matching canonical.ErrNotFinite for an object that holds an
 // integer no float64 holds, which a reporting receiver refuses.
 func (k Payload) With(key string) ([]byte, error) {
 	if k.err != nil {
 		return nil, k.err
 	}
-	value, err := ack.Marshal(key)
+	value, err := canonical.Marshal(key)
 	if err != nil {
 		return nil, err
 	}
@@ -95,21 +95,21 @@ func memberKey(quoted []byte) []byte {
 // overflow a float64 (math.MaxFloat64 is about 1.8e308).
 const overflowDigits = 309
 
-// refused returns why a reporting receiver would refuse canonical, which
-// ack.Canonical took: the receiver reads it as ack.JCS does, every number
+// refused returns why a reporting receiver would refuse doc, which
+// ack.Canonical took: the receiver reads it as canonical.JCS does, every number
 // a double, and refuses an integer no float64 holds, which Canonical
-// keeps exactly (an error matching ack.ErrNotFinite); nil for any other
+// keeps exactly (an error matching canonical.ErrNotFinite); nil for any other
 // object. Such an integer has overflowDigits digits or more: only a run
 // of as many, a rare sight, costs the full reading.
-func refused(canonical []byte) error {
+func refused(doc []byte) error {
 	run := 0
-	for _, c := range canonical {
+	for _, c := range doc {
 		if c < '0' || c > '9' {
 			run = 0
 			continue
 		}
 		if run++; run == overflowDigits {
-			_, err := ack.JCS(canonical)
+			_, err := canonical.JCS(doc)
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/benchkit"
+	"github.com/courier-go/courier/internal/canonical"
 )
 
 // reportingPayloadByMap is how a reporting subscription's payload was
@@ -18,7 +19,7 @@ func reportingPayloadByMap(payload []byte, idempotencyKey string) ([]byte, error
 		return nil, err
 	}
 	m["idempotency_key"], _ = json.Marshal(idempotencyKey)
-	return ack.Marshal(m)
+	return canonical.Marshal(m)
 }
 
 // payloadDocs are objects whose members sit around idempotency_key

@@ -282,8 +282,9 @@ func TestFaults(t *testing.T) {
 				if err != nil || got.status != http.StatusOK {
 					t.Fatalf("got %d, %v; want 200", got.status, err)
 				}
-				if _, err := ack.Parse(got.body); err != nil {
-					t.Fatalf("altered ack does not parse: %v", err)
+				var members map[string]string
+				if err := json.Unmarshal(got.body, &members); err != nil || len(members) != 4 || members["schema"] != "courier.ack.v1" {
+					t.Fatalf("altered ack is not an Ack document: %s (%v)", got.body, err)
 				}
 				if err := b.verifyAck(id, payload, got.body); !errors.Is(err, courier.CodeAckInvalid) {
 					t.Fatalf("verify altered ack: %v, want CodeAckInvalid", err)

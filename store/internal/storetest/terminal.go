@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
+	"github.com/courier-go/courier/internal/canonical"
 	"github.com/courier-go/courier/store"
 )
 
@@ -27,7 +28,7 @@ func terminalNote(t *testing.T, event, status string) store.EnqueueParams {
 	if err != nil {
 		t.Fatalf("NewTerminal: %v", err)
 	}
-	payload, err := ack.Marshal(n)
+	payload, err := canonical.Marshal(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package ack
+package canonical
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 )
 
 // treeForm writes the canonical forms from the parsed tree of a document,
-// as Canonical and JCS did before they wrote from its bytes: the
+// as Python and JCS did before they wrote from its bytes: the
 // reference they are held to.
 func treeForm(doc []byte, jcs bool) ([]byte, error) {
 	v, err := strictjson.Parse(doc)
@@ -37,7 +37,7 @@ func treeForm(doc []byte, jcs bool) ([]byte, error) {
 		case strictjson.False:
 			return append(dst, "false"...), nil
 		case strictjson.String:
-			return appendString(dst, v.Text), nil
+			return AppendString(dst, v.Text), nil
 		case strictjson.Number:
 			return number(dst, []byte(v.Text))
 		case strictjson.Array:
@@ -59,7 +59,7 @@ func treeForm(doc []byte, jcs bool) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, m.Key)
+			dst = AppendString(dst, m.Key)
 			dst = append(dst, ':')
 			if dst, err = write(dst, m.Val); err != nil {
 				return nil, err
@@ -70,7 +70,7 @@ func treeForm(doc []byte, jcs bool) ([]byte, error) {
 	return write(nil, v)
 }
 
-// sameAsTree fails t unless Canonical and JCS return for doc what the
+// sameAsTree fails t unless Python and JCS return for doc what the
 // tree writer does, bytes and error.
 func sameAsTree(t *testing.T, doc []byte) {
 	t.Helper()
@@ -78,11 +78,11 @@ func sameAsTree(t *testing.T, doc []byte) {
 		name string
 		fn   func([]byte) ([]byte, error)
 		jcs  bool
-	}{{"Canonical", Canonical, false}, {"JCS", JCS, true}} {
+	}{{"Canonical", Python, false}, {"JCS", JCS, true}} {
 		got, err := form.fn(doc)
 		want, wantErr := treeForm(doc, form.jcs)
 		if wantErr != nil {
-			wantErr = jsonError(wantErr) // with the code Canonical's errors carry
+			wantErr = WithCode(wantErr) // with the code Python's errors carry
 		}
 		if !bytes.Equal(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 			t.Fatalf("%s(%q) = %q, %v; from the tree, %q, %v", form.name, doc, got, err, want, wantErr)
@@ -123,13 +123,13 @@ func randomDocument(r *rand.Rand, depth int) string {
 	return []string{"true", "false", "null"}[r.IntN(3)]
 }
 
-// TestWriteMatchesTree: Canonical and JCS, which write from a document's
+// TestWriteMatchesTree: Python and JCS, which write from a document's
 // bytes, return what writing from its tree returns, byte for byte and
 // error for error, on the package's canonical-JSON cases and on random
 // documents.
 func TestWriteMatchesTree(t *testing.T) {
 	t.Parallel()
-	files, _ := filepath.Glob("testdata/canonical/*.json")
+	files, _ := filepath.Glob("../../ack/testdata/canonical/*.json")
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -143,10 +143,10 @@ func TestWriteMatchesTree(t *testing.T) {
 	}
 }
 
-// FuzzWriteMatchesTree: on any input, Canonical and JCS return what
+// FuzzWriteMatchesTree: on any input, Python and JCS return what
 // writing from the document's tree returns.
 func FuzzWriteMatchesTree(f *testing.F) {
-	files, _ := filepath.Glob("testdata/canonical/*.json")
+	files, _ := filepath.Glob("../../ack/testdata/canonical/*.json")
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -170,7 +170,7 @@ func TestWriteBuildsNoTree(t *testing.T) {
 		for _, form := range []struct {
 			name string
 			fn   func([]byte) ([]byte, error)
-		}{{"Canonical", Canonical}, {"JCS", JCS}} {
+		}{{"Canonical", Python}, {"JCS", JCS}} {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			if _, err := form.fn(doc); err != nil {

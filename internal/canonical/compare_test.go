@@ -1,4 +1,4 @@
-package ack
+package canonical
 
 import (
 	"math/rand/v2"
