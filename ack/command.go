@@ -14,8 +14,7 @@ import (
 
 // The source-delivery profile's wire strings.
 const (
-	commandSchema         = "courier.source-command.v1"
-	commandResponseSchema = "courier.source-command-response.v1"
+	commandSchema = "courier.source-command.v1"
 	// AttemptHeader carries the attempt's place in the delivery's budget
 	// (1-based) on every request: its number, less the earlier attempts
 	// its workers cut short as they stopped, which spend no budget (a
@@ -154,7 +153,9 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 // with. It binds the command's identity, the digest of the exact request
 // body, the capabilities digest and the source's budget; it also names the
 // attempt the source saw, for information only (the AttemptHeader it
-// came in is not signed).
+// came in is not signed). handler.NewSource writes it, as canonical JSON,
+// and the sender's worker verifies it (ProfileCommand); a user reads it
+// with encoding/json.
 type CommandResponse struct {
 	// Schema is "courier.source-command-response.v1".
 	Schema             string `json:"schema"`
@@ -171,26 +172,6 @@ type CommandResponse struct {
 var responseFields = []string{
 	"attempt", "capabilities_sha256", "operation", "payload_sha256",
 	"request_id", "schema", "source_max_attempts", "status",
-}
-
-// NewCommandResponse returns the response to c received as body at the
-// given attempt, with status applied or already_applied.
-func NewCommandResponse(c Command, body []byte, attempt int, status string) CommandResponse {
-	return CommandResponse{
-		Schema: commandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
-		PayloadSHA256: Digest(body), CapabilitiesSHA256: c.CapabilitiesSHA256, Status: status,
-		Attempt: attempt, SourceMaxAttempts: c.SourceMaxAttempts,
-	}
-}
-
-// Marshal returns the response's canonical JSON: the bytes a source stores
-// and replays for every redelivery.
-func (r CommandResponse) Marshal() []byte {
-	b, err := canonical.Marshal(r)
-	if err != nil {
-		panic(err) // strings and integers only: cannot fail
-	}
-	return b
 }
 
 // verifyCommandResponse is the sender's side of the source-delivery
@@ -244,7 +225,7 @@ func verifyCommandResponse(payload []byte, response []byte) error {
 		return nil
 	}
 	for _, check := range []error{
-		str("schema", commandResponseSchema),
+		str("schema", wire.CommandResponseSchema),
 		str("operation", c.Operation),
 		str("request_id", c.RequestID),
 		str("payload_sha256", Digest(payload)),

@@ -329,8 +329,8 @@ func FuzzReporting(f *testing.F) {
 // verifies at every attempt within its budget. the command profile's Verify never
 // panics on arbitrary payloads, attempts and responses.
 func FuzzCommand(f *testing.F) {
-	resp := ack.CommandResponse{Schema: "courier.source-command-response.v1", Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
-		CapabilitiesSHA256: strings.Repeat("a", 64), Status: ack.CommandApplied, Attempt: 1, SourceMaxAttempts: 3}.Marshal()
+	resp := responseBytes(ack.CommandResponse{Schema: "courier.source-command-response.v1", Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
+		CapabilitiesSHA256: strings.Repeat("a", 64), Status: ack.CommandApplied, Attempt: 1, SourceMaxAttempts: 3})
 	for _, c := range fuzzCommands(f) {
 		f.Add(c, 1, resp)
 		f.Add(c, 2, []byte(`{}`))
@@ -382,7 +382,7 @@ func FuzzCommand(f *testing.F) {
 		}
 		for a := 1; a <= c.SourceMaxAttempts; a++ {
 			for _, status := range []string{ack.CommandApplied, ack.CommandAlreadyApplied} {
-				r := ack.NewCommandResponse(c, payload, a, status).Marshal()
+				r := responseBytes(sourceResponse(c, payload, a, status))
 				if err := verifyCommand(payload, a, r); err != nil {
 					t.Fatalf("the source's response %q does not verify at attempt %d: %v", r, a, err)
 				}
@@ -392,7 +392,7 @@ func FuzzCommand(f *testing.F) {
 				}
 			}
 		}
-		over := ack.NewCommandResponse(c, payload, c.SourceMaxAttempts+1, ack.CommandApplied).Marshal()
+		over := responseBytes(sourceResponse(c, payload, c.SourceMaxAttempts+1, ack.CommandApplied))
 		if err := verifyCommand(payload, c.SourceMaxAttempts+1, over); err == nil {
 			t.Fatalf("a response naming attempt %d verifies beyond the budget of %d", c.SourceMaxAttempts+1, c.SourceMaxAttempts)
 		}

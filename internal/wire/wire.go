@@ -36,6 +36,10 @@ const (
 	// it is configured to read more (middleware.BodyLimits.MaxBytes), and
 	// so the largest command a sender enqueues: 1 MiB.
 	MaxBody = 1 << 20
+	// CommandResponseSchema is the schema of a source's answer to a
+	// command (ack.CommandResponse), which package handler writes and
+	// package ack verifies.
+	CommandResponseSchema = "courier.source-command-response.v1"
 )
 
 // IsDigest reports whether s is a digest as ack.Digest writes it: 64
