@@ -91,11 +91,6 @@ func NewCommand(c Command) (Command, error) {
 // notification_id it is delivered under and the source's dedupe key.
 func (c Command) DedupeKey() string { return c.Operation + ":" + c.RequestID }
 
-// IsRemoval reports whether the operation removes (cancellation, tombstone).
-func (c Command) IsRemoval() bool {
-	return c.Operation == OperationCancellation || c.Operation == OperationTombstone
-}
-
 // Payload returns c's canonical JSON: the bytes a sender enqueues and sends.
 func (c Command) Payload() ([]byte, error) { return canonical.Marshal(c) }
 

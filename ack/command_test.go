@@ -38,8 +38,8 @@ func TestCommandPayload(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("payload = %s\nwant      %s", b, want)
 	}
-	if c.DedupeKey() != "change:req-1" || c.IsRemoval() {
-		t.Fatalf("identity %q removal %v", c.DedupeKey(), c.IsRemoval())
+	if c.DedupeKey() != "change:req-1" {
+		t.Fatalf("identity %q", c.DedupeKey())
 	}
 	var back ack.Command
 	if err := json.Unmarshal(b, &back); err != nil || ack.Validate(back) != nil {

@@ -173,7 +173,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 	s, err := handler.NewSource(handler.SourceConfig{Store: inbox, Verifier: b.verifier, CapabilitiesSHA256: sourceCapabilities},
 		func(ctx context.Context, tx *sqlx.Tx, c ack.Command) error {
 			applications.Add(1)
-			_, err := tx.ExecContext(ctx, "INSERT INTO applied (key, removal) VALUES (?, ?)", c.DedupeKey(), c.IsRemoval())
+			_, err := tx.ExecContext(ctx, "INSERT INTO applied (key, removal) VALUES (?, ?)", c.DedupeKey(), c.Operation != ack.OperationChange)
 			return err
 		})
 	if err != nil {

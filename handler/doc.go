@@ -4,7 +4,8 @@
 //	Receiver[T]            accepts notifications of a payload type exactly once (ReceiverConfig)
 //	Reporting              accepts AdCP webhook envelopes exactly once (ReportingConfig)
 //	Source                 applies source-delivery commands exactly once (SourceConfig)
-//	Publish                lets other services enqueue notifications (PublishConfig)
+//	Publish                lets other services enqueue notifications (PublishConfig); a
+//	                       request with an Idempotency-Key header is answered once
 //
 // The ops page and admin JSON API over an outbox are package admin.
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/recovered"
 	"github.com/courier-go/courier/internal/tracing"
+	"github.com/courier-go/courier/internal/verified"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
@@ -75,7 +76,7 @@ type front struct {
 // verified sender.
 func (f front) handler(receive func(w http.ResponseWriter, r *http.Request, body []byte, p signature.Principal)) http.Handler {
 	verified := middleware.Verify(f.verifier, f.body)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := middleware.BodyFromContext(r.Context())
+		body, _ := verified.Body(r.Context())
 		p, _ := middleware.PrincipalFromContext(r.Context())
 		receive(w, r, body, p)
 	}))

@@ -377,7 +377,7 @@ func FuzzSourceReceiver(f *testing.F) {
 // fuzzPublishRig serves a Publish with a bearer token.
 func fuzzPublishRig(f *testing.F) *fuzzRig {
 	rg := newFuzzRig(f, "SELECT COUNT(*) FROM courier_outbox", "")
-	rg.extraHeader, rg.bearer = handler.HeaderIdempotencyKey, true
+	rg.extraHeader, rg.bearer = "Idempotency-Key", true
 	token, err := signature.ParseSecret("orders-service", hostilePublishToken)
 	if err != nil {
 		f.Fatal(err)
@@ -551,7 +551,7 @@ func (rg *fuzzRig) check(t *testing.T, in fuzzInput) {
 	}
 	// A publish without an Idempotency-Key has no record to answer it
 	// from: it is published again, idempotently, as an Outcome accepted.
-	republish := rg.extraHeader == handler.HeaderIdempotencyKey && in.extra == ""
+	republish := rg.extraHeader == "Idempotency-Key" && in.extra == ""
 	if e2.Outcome != handler.OutcomeDuplicate && !(republish && e2.Outcome == handler.OutcomeAccepted) {
 		t.Fatalf("sent again: Outcome %q, want duplicate", e2.Outcome)
 	}

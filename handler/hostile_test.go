@@ -736,7 +736,7 @@ func hostilePublishTarget() hostileTarget {
 			}
 			return &hostileEnv{
 				store: s, server: hostileServe(t, p), effects: "SELECT COUNT(*) FROM courier_outbox",
-				base: func(r *http.Request) { r.Header.Set(handler.HeaderIdempotencyKey, "req-0001") },
+				base: func(r *http.Request) { r.Header.Set("Idempotency-Key", "req-0001") },
 				sign: func(_ *testing.T, r *http.Request, _ string, _ []byte, tampered bool, _ time.Time) {
 					token := hostilePublishToken
 					if tampered {
@@ -761,11 +761,11 @@ func hostilePublishTarget() hostileTarget {
 			replay:     http.StatusAccepted, // the same Idempotency-Key and body: the same answer
 		},
 		extras: []hostileCase{
-			{name: "bad idempotency key", build: header(handler.HeaderIdempotencyKey, "a b"), status: 400, code: courier.CodeValidation},
+			{name: "bad idempotency key", build: header("Idempotency-Key", "a b"), status: 400, code: courier.CodeValidation},
 			{name: "idempotency key twice", build: func(v hostileValid) hostileRequest {
-				return hostileRequest{body: v.body, edit: func(r *http.Request) { r.Header.Add(handler.HeaderIdempotencyKey, "req-0002") }}
+				return hostileRequest{body: v.body, edit: func(r *http.Request) { r.Header.Add("Idempotency-Key", "req-0002") }}
 			}, status: 400, code: courier.CodeValidation},
-			{name: "idempotency key too long", build: header(handler.HeaderIdempotencyKey, strings.Repeat("k", 257)), status: 400, code: courier.CodeValidation},
+			{name: "idempotency key too long", build: header("Idempotency-Key", strings.Repeat("k", 257)), status: 400, code: courier.CodeValidation},
 			{name: "missing payload", build: body(func(v hostileValid) []byte { return v.without("payload") }), status: 400, code: courier.CodeValidation, field: "payload"},
 			{name: "null payload", build: body(func(v hostileValid) []byte { return v.with("payload", `null`) }), status: 400, code: courier.CodeValidation, field: "payload"},
 			{name: "payload an array", build: body(func(v hostileValid) []byte { return v.with("payload", `[1]`) }), status: 400, code: courier.CodeValidation, field: "payload"},
@@ -794,7 +794,7 @@ func hostilePublishTarget() hostileTarget {
 			{name: "same key, other body", prepare: accepted, build: body(func(v hostileValid) []byte { return v.with("payload", `{"a":2}`) }),
 				status: 409, code: courier.CodeIdempotencyCollision},
 			{name: "same notification, other payload", prepare: accepted, build: func(v hostileValid) hostileRequest {
-				return hostileRequest{body: v.with("payload", `{"a":2}`), edit: func(r *http.Request) { r.Header.Del(handler.HeaderIdempotencyKey) }}
+				return hostileRequest{body: v.with("payload", `{"a":2}`), edit: func(r *http.Request) { r.Header.Del("Idempotency-Key") }}
 			}, status: 409, code: courier.CodeIdempotencyCollision},
 		},
 	}

@@ -34,7 +34,7 @@ func bearerTo(t *testing.T, server *httptest.Server, token, idemKey string, body
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	if idemKey != "" {
-		req.Header.Set(handler.HeaderIdempotencyKey, idemKey)
+		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	return exchange(t, server, req)
 }

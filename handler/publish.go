@@ -30,9 +30,9 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// HeaderIdempotencyKey names the header a publisher sends to make a
-// request safe to retry.
-const HeaderIdempotencyKey = "Idempotency-Key"
+// headerIdempotencyKey names the header a publisher sends to make a
+// request safe to retry (see Publish).
+const headerIdempotencyKey = "Idempotency-Key"
 
 // publishRequest is the body other services POST to a Publish handler:
 // either an event fanned out to the tenant's matching subscriptions, or
@@ -267,13 +267,13 @@ func (p *Publish) publish(w http.ResponseWriter, r *http.Request, body []byte, p
 	ctx := r.Context()
 	// One key or none: a request with two means neither for sure, and
 	// answering under one could take the publish for another's duplicate.
-	if len(r.Header.Values(HeaderIdempotencyKey)) > 1 {
-		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "single"}}})
+	if len(r.Header.Values(headerIdempotencyKey)) > 1 {
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: headerIdempotencyKey, Rule: "single"}}})
 		return
 	}
-	idemKey := r.Header.Get(HeaderIdempotencyKey)
+	idemKey := r.Header.Get(headerIdempotencyKey)
 	if idemKey != "" && !wire.IsToken(idemKey) {
-		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: HeaderIdempotencyKey, Rule: "courier_token"}}})
+		jsonbody.Invalid(w, &ack.ValidationError{Fields: []ack.FieldError{{Field: headerIdempotencyKey, Rule: "courier_token"}}})
 		return
 	}
 	var req publishRequest

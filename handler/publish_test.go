@@ -62,7 +62,7 @@ func publish(t *testing.T, srv *httptest.Server, body, idemKey, token string) (i
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if idemKey != "" {
-		req.Header.Set(handler.HeaderIdempotencyKey, idemKey)
+		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {
@@ -685,7 +685,7 @@ func TestPublishAnswersAnIdempotencyKeyInProgress(t *testing.T) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+publishToken)
-	req.Header.Set(handler.HeaderIdempotencyKey, "req-0001")
+	req.Header.Set("Idempotency-Key", "req-0001")
 	resp, out := exchange(t, srv, req)
 	wantProblemCode(t, resp, out, http.StatusServiceUnavailable, courier.CodeInProgress, "")
 	if resp.Header.Get("Retry-After") == "" {
@@ -750,10 +750,10 @@ func TestPublishTwoIdempotencyKeysNameTheRule(t *testing.T) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+publishToken)
-	req.Header.Add(handler.HeaderIdempotencyKey, "req-0001")
-	req.Header.Add(handler.HeaderIdempotencyKey, "req-0002")
+	req.Header.Add("Idempotency-Key", "req-0001")
+	req.Header.Add("Idempotency-Key", "req-0002")
 	resp, out := exchange(t, srv, req)
-	wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, handler.HeaderIdempotencyKey)
+	wantProblemCode(t, resp, out, http.StatusBadRequest, courier.CodeValidation, "Idempotency-Key")
 	var p struct {
 		Errors []struct{ Field, Rule string }
 	}
@@ -893,7 +893,7 @@ func TestPublishConcurrentRetriesOfOneKeyGetOneAnswer(t *testing.T) {
 				}
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+publishToken)
-				req.Header.Set(handler.HeaderIdempotencyKey, "req-0001")
+				req.Header.Set("Idempotency-Key", "req-0001")
 				<-start
 				resp, err := srv.Client().Do(req)
 				if err != nil {

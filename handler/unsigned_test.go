@@ -78,7 +78,7 @@ func TestPublishIdempotencyKeyGrantsNothing(t *testing.T) {
 		req.Header = signed.Clone()
 		req.Header.Set("Content-Type", "application/json")
 		if idemKey != "" {
-			req.Header.Set(handler.HeaderIdempotencyKey, idemKey)
+			req.Header.Set("Idempotency-Key", idemKey)
 		}
 		resp, out := exchange(t, server, req)
 		return resp.StatusCode, out

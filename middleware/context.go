@@ -14,18 +14,10 @@ import (
 type contextKey int
 
 const (
-	bodyKey contextKey = iota
-	principalKey
+	principalKey contextKey = iota
 	txKey
 	loggerKey
 )
-
-// BodyFromContext returns the raw request body Verify read and verified.
-// The slice is shared by every caller: do not modify it.
-func BodyFromContext(ctx context.Context) ([]byte, bool) {
-	b, ok := ctx.Value(bodyKey).([]byte)
-	return b, ok
-}
 
 // PrincipalFromContext returns who Verify found the request came from.
 func PrincipalFromContext(ctx context.Context) (signature.Principal, bool) {

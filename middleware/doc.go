@@ -17,8 +17,8 @@
 // logger to Transaction, which logs with it a transaction it could not
 // begin or commit. PostJSON answers what is not a POST of JSON sent as
 // it is (405, 415) before any body is read. Verify reads the body once,
-// within [BodyLimits], checks its signature and hands app the same bytes,
-// with [BodyFromContext] and [PrincipalFromContext]. Transaction runs app inside one transaction
+// within [BodyLimits], checks its signature and hands app the same bytes
+// in r.Body, with [PrincipalFromContext]. Transaction runs app inside one transaction
 // ([TxFromContext]) and holds app's response back until the transaction
 // has committed, so a client never sees a success that was rolled back.
 //

@@ -192,7 +192,7 @@ func ExampleNewBudget() {
 func ExamplePostJSON() {
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// In a real receiver: Verify(…)(Transaction(…)(app)), and the
-		// body from BodyFromContext.
+		// body it verified in r.Body.
 		var event struct {
 			Type string `json:"type"`
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/verified"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 	"github.com/courier-go/courier/store"
@@ -594,7 +595,7 @@ func TestReceiverChainUnderConcurrency(t *testing.T) {
 	budget := middleware.NewBudget(4 * maxBytes)
 	var unverified atomic.Int32
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := middleware.BodyFromContext(r.Context())
+		body, _ := verified.Body(r.Context())
 		if _, ok := middleware.PrincipalFromContext(r.Context()); !ok {
 			unverified.Add(1)
 		}

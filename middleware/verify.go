@@ -13,6 +13,7 @@ import (
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/problem"
+	"github.com/courier-go/courier/internal/verified"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/signature"
 )
@@ -52,8 +53,7 @@ import (
 // Recover around Verify (slog.Default() without one); at Info, "middleware:
 // signature check ended by its client", when the request's client went
 // away meanwhile. On success next gets a request whose
-// Body reads the same bytes again, with [BodyFromContext] and
-// [PrincipalFromContext] set.
+// Body reads the same bytes again, with [PrincipalFromContext] set.
 //
 // The bytes are the body as it arrived: a body under a content coding
 // (Content-Encoding: gzip) is verified and handed on coded, never decoded.
@@ -113,7 +113,7 @@ func Verify(v signature.Verifier, limits BodyLimits) func(http.Handler) http.Han
 				problem.RetryAfter(w, http.StatusServiceUnavailable, courier.CodeInternal, "signature could not be verified now", time.Second)
 				return
 			}
-			ctx := context.WithValue(context.WithValue(r.Context(), bodyKey, body), principalKey, p)
+			ctx := context.WithValue(verified.WithBody(r.Context(), body), principalKey, p)
 			r = r.WithContext(ctx)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))

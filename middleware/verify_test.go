@@ -17,6 +17,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/logtest"
+	"github.com/courier-go/courier/internal/verified"
 	"github.com/courier-go/courier/middleware"
 	"github.com/courier-go/courier/signature"
 )
@@ -164,7 +165,7 @@ func TestVerify(t *testing.T) {
 				called.Store(true)
 				var s seen
 				s.Body, _ = io.ReadAll(r.Body)
-				s.CtxBody, s.HasCtxBody = middleware.BodyFromContext(r.Context())
+				s.CtxBody, s.HasCtxBody = verified.Body(r.Context())
 				s.Principal, s.HasPrincipal = middleware.PrincipalFromContext(r.Context())
 				s.ContentLength = r.ContentLength
 				json.NewEncoder(w).Encode(s)
@@ -249,8 +250,8 @@ func TestVerifyPanicsOnInvalidConfig(t *testing.T) {
 func TestContextGettersOnEmptyContext(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	if _, ok := middleware.BodyFromContext(ctx); ok {
-		t.Error("BodyFromContext found a body")
+	if _, ok := verified.Body(ctx); ok {
+		t.Error("verified.Body found a body")
 	}
 	if _, ok := middleware.PrincipalFromContext(ctx); ok {
 		t.Error("PrincipalFromContext found a principal")

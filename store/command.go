@@ -73,7 +73,7 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 		return Enqueued{}, err
 	}
 	priority := priorityChange
-	if c.IsRemoval() {
+	if c.Operation == ack.OperationCancellation || c.Operation == ack.OperationTombstone {
 		priority = priorityRemoval
 	}
 	p.Endpoint = normalEndpoint(p.Endpoint)

@@ -215,7 +215,7 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		if s.Endpoint, err = o.s.storedAs(ctx, tx, s.Endpoint, id, p.OrderingKey); err != nil {
 			return nil, err
 		}
-		f := fanned{sub: s, id: id, payload: p.Payload, ref: subscriptionRef{id: s.ID, fingerprint: s.Fingerprint, eventType: p.EventType, built: p.Build != nil}}
+		f := fanned{sub: s, id: id, payload: p.Payload, ref: subscriptionRef{id: s.ID, fingerprint: s.fingerprint, eventType: p.EventType, built: p.Build != nil}}
 		f.key = publishKey(f.id, s.Endpoint)
 		switch {
 		case p.Build != nil:

@@ -76,16 +76,20 @@ type SubscriptionParams struct {
 	Paused bool
 }
 
-// Subscription is one registry entry. Fingerprint is the SHA-256 of what
-// its deliveries depend on (endpoint, key, profile, and the auth mode a
-// subscription created when subscriptions carried one keeps): a delivery
-// enqueued under one fingerprint is not sent under another.
+// Subscription is one registry entry. A delivery published to it is not
+// sent under another endpoint, key or profile: once the subscription's
+// change, or it is paused or stops taking the delivery's event type, the
+// delivery's next claim suppresses it (subscription_changed).
 type Subscription struct {
 	ID int64
 	SubscriptionParams
-	Fingerprint string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// fingerprint is the SHA-256 of what its deliveries depend on
+	// (endpoint, key, profile, and the auth mode a subscription created
+	// when subscriptions carried one keeps), which each delivery
+	// published to it keeps and its claim compares.
+	fingerprint string
 }
 
 // normalize defaults p and refuses what no publish could deliver.
@@ -290,7 +294,7 @@ func (r subscriptionRow) subscription() Subscription {
 			Tenant: r.Tenant, Endpoint: r.Endpoint, EventTypes: strings.Fields(r.EventTypes),
 			KeyID: r.KeyID, Profile: r.Profile, Paused: !r.Active,
 		},
-		Fingerprint: r.Fingerprint, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
+		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt), fingerprint: r.Fingerprint,
 	}
 }
 
