@@ -33,8 +33,8 @@ func TestWorkerFailsStatusesOf600AndAbove(t *testing.T) {
 			t.Fatalf("%d: event %+v, want a failed attempt with that status", status, e)
 		}
 		d := b.get(t, id)
-		if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverRejected || d.LastStatus != status || d.Attempts != 1 {
-			t.Fatalf("%d: %s/%s (HTTP %d) after %d attempts, want failed/receiver_rejected after 1", status, d.Status, d.LastErrorCode, d.LastStatus, d.Attempts)
+		if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverRejected || d.LastHTTPStatus != status || d.Attempts != 1 {
+			t.Fatalf("%d: %s/%s (HTTP %d) after %d attempts, want failed/receiver_rejected after 1", status, d.Status, d.LastErrorCode, d.LastHTTPStatus, d.Attempts)
 		}
 	}
 }
@@ -148,8 +148,8 @@ func TestRedirectLookupEndsWithinTheAttempt(t *testing.T) {
 	if left := <-lookups; left < 0 || left > timeout {
 		t.Fatalf("the redirect's lookup had %v left, want within the attempt's %v timeout", left, timeout)
 	}
-	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeRedirect || d.LastStatus != http.StatusFound {
-		t.Fatalf("%s/%s (HTTP %d), want failed/redirect_refused after a 302", d.Status, d.LastErrorCode, d.LastStatus)
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeRedirect || d.LastHTTPStatus != http.StatusFound {
+		t.Fatalf("%s/%s (HTTP %d), want failed/redirect_refused after a 302", d.Status, d.LastErrorCode, d.LastHTTPStatus)
 	}
 }
 
@@ -186,8 +186,8 @@ func TestAHeldRefusalBodyDoesNotHideAnInwardRedirect(t *testing.T) {
 	if e := b.work(t); e.Code != courier.CodeDestinationForbidden || e.HTTPStatus != http.StatusFound {
 		t.Errorf("event %s (HTTP %d), want destination_forbidden (HTTP 302)", e.Code, e.HTTPStatus)
 	}
-	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeDestinationForbidden || d.LastStatus != http.StatusFound {
-		t.Fatalf("%s/%s (HTTP %d), want failed/destination_forbidden after a 302 inward", d.Status, d.LastErrorCode, d.LastStatus)
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeDestinationForbidden || d.LastHTTPStatus != http.StatusFound {
+		t.Fatalf("%s/%s (HTTP %d), want failed/destination_forbidden after a 302 inward", d.Status, d.LastErrorCode, d.LastHTTPStatus)
 	}
 }
 

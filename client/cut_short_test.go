@@ -59,7 +59,7 @@ func TestAShutdownCuttingAnAckShortIsWorkerStopped(t *testing.T) {
 	}
 	if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeWorkerStopped || d.NextAttemptAt.After(b.clock.Now()) || h.ConsecutiveFailures != 0 {
 		t.Fatalf("an Ack cut short by a shutdown left the delivery %s/%s (http %d) due in %v, the endpoint with %d failures; want retry_wait/worker_stopped due at once, no failure",
-			d.Status, d.LastErrorCode, d.LastStatus, d.NextAttemptAt.Sub(b.clock.Now()), h.ConsecutiveFailures)
+			d.Status, d.LastErrorCode, d.LastHTTPStatus, d.NextAttemptAt.Sub(b.clock.Now()), h.ConsecutiveFailures)
 	}
 }
 
@@ -100,7 +100,7 @@ func TestAnAckTrickledPastTheTimeoutOverHTTP2IsATimeout(t *testing.T) {
 		t.Errorf("Classify heard %v, want the attempt's deadline", err)
 	}
 	d := b.get(t, id)
-	if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeTimeout || e.Code != courier.CodeTimeout || d.LastStatus != http.StatusOK {
-		t.Fatalf("an HTTP/2 Ack cut by the Timeout left the delivery %s/%s (http %d), event %s; want retry_wait/timeout, http 200", d.Status, d.LastErrorCode, d.LastStatus, e.Code)
+	if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeTimeout || e.Code != courier.CodeTimeout || d.LastHTTPStatus != http.StatusOK {
+		t.Fatalf("an HTTP/2 Ack cut by the Timeout left the delivery %s/%s (http %d), event %s; want retry_wait/timeout, http 200", d.Status, d.LastErrorCode, d.LastHTTPStatus, e.Code)
 	}
 }

@@ -78,8 +78,8 @@
 //     at a time in enqueue order: the next becomes claimable when the one
 //     before it succeeds (or is suppressed or cancelled). A retry holds
 //     its key, not the endpoint, and not the worker's slots; a delivery
-//     that fails for good holds its key (store.HoldKey) or lets the next
-//     go (store.SkipFailed), as store.Config.OrderingOnFailure says.
+//     that fails for good holds its key (store.OrderingHoldKey) or lets the next
+//     go (store.OrderingSkipFailed), as store.Config.OrderingOnFailure says.
 //
 // # Stopping
 //

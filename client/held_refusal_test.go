@@ -68,8 +68,8 @@ func TestARefusalWhoseBodyNeverEndsFreesTheSlotAtOnce(t *testing.T) {
 					t.Errorf("the attempt held its slot %v (Event.Duration %v) for a 503 whose body never ends, with a Timeout of %v: the body is waited for", took, e.Duration, timeout)
 				}
 				d := b.get(t, id)
-				if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeReceiverUnavailable || d.LastStatus != http.StatusServiceUnavailable {
-					t.Errorf("delivery %s/%s (HTTP %d), want retry_wait/receiver_unavailable (HTTP 503)", d.Status, d.LastErrorCode, d.LastStatus)
+				if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeReceiverUnavailable || d.LastHTTPStatus != http.StatusServiceUnavailable {
+					t.Errorf("delivery %s/%s (HTTP %d), want retry_wait/receiver_unavailable (HTTP 503)", d.Status, d.LastErrorCode, d.LastHTTPStatus)
 				}
 				if e.Code != courier.CodeReceiverUnavailable || e.HTTPStatus != http.StatusServiceUnavailable || e.RemoteCode != "" {
 					t.Errorf("event %s (HTTP %d, remote %q), want receiver_unavailable (HTTP 503), no remote code", e.Code, e.HTTPStatus, e.RemoteCode)

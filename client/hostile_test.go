@@ -142,8 +142,8 @@ func TestSwitchingProtocolsDoesNotHangTheAttempt(t *testing.T) {
 	d := b.get(t, id)
 	// A final 1xx is no answer to judge: DefaultClassify fails it, as a
 	// status of 600 or more.
-	if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverRejected || d.LastStatus != http.StatusSwitchingProtocols || d.Attempts != 1 {
-		t.Fatalf("delivery %s/%s (HTTP %d) after %d attempts, want failed/receiver_rejected (HTTP 101) after 1", d.Status, d.LastErrorCode, d.LastStatus, d.Attempts)
+	if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeReceiverRejected || d.LastHTTPStatus != http.StatusSwitchingProtocols || d.Attempts != 1 {
+		t.Fatalf("delivery %s/%s (HTTP %d) after %d attempts, want failed/receiver_rejected (HTTP 101) after 1", d.Status, d.LastErrorCode, d.LastHTTPStatus, d.Attempts)
 	}
 }
 
@@ -185,8 +185,8 @@ func TestAnEndlessRefusalIsReadOnlyInPart(t *testing.T) {
 			}, func(c *client.Config) { c.Timeout = 2 * time.Second })
 			id := b.enqueue(t, "n-1", `{"n":1}`)
 			workBounded(t, b, 10*time.Second)
-			if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastStatus != 503 {
-				t.Fatalf("delivery %s, HTTP %d; want retry_wait after a 503", d.Status, d.LastStatus)
+			if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastHTTPStatus != 503 {
+				t.Fatalf("delivery %s, HTTP %d; want retry_wait after a 503", d.Status, d.LastHTTPStatus)
 			}
 			if n := sent.Load(); n > 32<<20 {
 				t.Fatalf("the receiver pushed %d MiB of a refusal into the worker: the read is not bounded", n>>20)
@@ -347,8 +347,8 @@ func TestHostileReceivers(t *testing.T) {
 				t.Fatalf("attempts %+v, %v", atts, err)
 			}
 			a := atts[0]
-			if d.Status != tt.want.status || d.LastErrorCode != tt.want.code || d.LastStatus != tt.want.http {
-				t.Errorf("delivery %s/%s http %d, want %s/%s http %d", d.Status, d.LastErrorCode, d.LastStatus, tt.want.status, tt.want.code, tt.want.http)
+			if d.Status != tt.want.status || d.LastErrorCode != tt.want.code || d.LastHTTPStatus != tt.want.http {
+				t.Errorf("delivery %s/%s http %d, want %s/%s http %d", d.Status, d.LastErrorCode, d.LastHTTPStatus, tt.want.status, tt.want.code, tt.want.http)
 			}
 			if a.ErrorCode != tt.want.code || a.HTTPStatus != tt.want.http {
 				t.Errorf("attempt row %s http %d, want %s http %d", a.ErrorCode, a.HTTPStatus, tt.want.code, tt.want.http)

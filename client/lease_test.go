@@ -151,8 +151,8 @@ func TestWorkerNeverStartsAnAttemptAtOrAfterTheDeadline(t *testing.T) {
 		}
 	}
 	d := b.get(t, at)
-	if d.LastErrorCode != courier.CodeExpired || d.LastStatus != 0 || d.LeaseOwner != "" {
-		t.Fatalf("at-deadline: code %q, HTTP %d, lease %q; want expired, none, none", d.LastErrorCode, d.LastStatus, d.LeaseOwner)
+	if d.LastErrorCode != courier.CodeExpired || d.LastHTTPStatus != 0 || d.LeaseOwner != "" {
+		t.Fatalf("at-deadline: code %q, HTTP %d, lease %q; want expired, none, none", d.LastErrorCode, d.LastHTTPStatus, d.LeaseOwner)
 	}
 	attempts, err := b.store.Outbox.Attempts(t.Context(), at)
 	if err != nil || len(attempts) != 1 || attempts[0].Outcome != store.AttemptFailed || attempts[0].ErrorCode != courier.CodeExpired || attempts[0].HTTPStatus != 0 {

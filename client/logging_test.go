@@ -308,8 +308,8 @@ func TestAFailureAtTheDeadlineKeepsTheAttemptsOwnCode(t *testing.T) {
 	if n, err := b.worker.Work(t.Context()); n != 1 || err != nil {
 		t.Fatalf("Work = %d, %v", n, err)
 	}
-	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired || d.LastStatus != 503 {
-		t.Fatalf("delivery %s/%s (HTTP %d), want failed/expired after a 503", d.Status, d.LastErrorCode, d.LastStatus)
+	if d := b.get(t, id); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired || d.LastHTTPStatus != 503 {
+		t.Fatalf("delivery %s/%s (HTTP %d), want failed/expired after a 503", d.Status, d.LastErrorCode, d.LastHTTPStatus)
 	}
 	lines := logs.lines("worker: delivery failed")
 	if len(lines) != 1 || lines[0].Attrs["code"] != "expired" || lines[0].Attrs["attempt_code"] != "receiver_unavailable" || lines[0].Attrs["http_status"] != "503" {

@@ -37,9 +37,9 @@ func TestNoAckEndpointSucceedsOnAny2xx(t *testing.T) {
 				b := setupWorker(t, answer, nil)
 				id := b.enqueueWith(t, "n-1", func(p *store.EnqueueParams) { p.Profile = profile })
 				b.work(t)
-				if d := b.get(t, id); d.Status != want.status || d.LastErrorCode != want.code || d.LastStatus != tc.status || d.Attempts != 1 {
+				if d := b.get(t, id); d.Status != want.status || d.LastErrorCode != want.code || d.LastHTTPStatus != tc.status || d.Attempts != 1 {
 					t.Errorf("profile %s: %s %q after %d attempts (last status %d); want %s %q after 1",
-						profile, d.Status, d.LastErrorCode, d.Attempts, d.LastStatus, want.status, want.code)
+						profile, d.Status, d.LastErrorCode, d.Attempts, d.LastHTTPStatus, want.status, want.code)
 				}
 			}
 		})

@@ -40,8 +40,8 @@ func TestAPanicAfterTheAnswerKeepsItsStatus(t *testing.T) {
 				t.Errorf("event %s (HTTP %d), want internal_error (HTTP 503)", e.Code, e.HTTPStatus)
 			}
 			d := b.get(t, id)
-			if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeInternal || d.LastStatus != http.StatusServiceUnavailable {
-				t.Errorf("delivery %s/%s (HTTP %d), want retry_wait/internal_error (HTTP 503)", d.Status, d.LastErrorCode, d.LastStatus)
+			if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeInternal || d.LastHTTPStatus != http.StatusServiceUnavailable {
+				t.Errorf("delivery %s/%s (HTTP %d), want retry_wait/internal_error (HTTP 503)", d.Status, d.LastErrorCode, d.LastHTTPStatus)
 			}
 			atts, err := b.store.Outbox.Attempts(t.Context(), id)
 			if err != nil || len(atts) != 1 || atts[0].HTTPStatus != http.StatusServiceUnavailable {

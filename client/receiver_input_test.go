@@ -128,10 +128,10 @@ func TestAnHTTP2StatusOfOtherThanThreeDigitsIsSettled(t *testing.T) {
 				}
 				ev := <-events
 				d, atts := recorded(t, s, id)
-				if ev.Unrecorded || d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeNetwork || d.LastStatus != 0 ||
+				if ev.Unrecorded || d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeNetwork || d.LastHTTPStatus != 0 ||
 					len(atts) != 1 || atts[0].ErrorCode != courier.CodeNetwork || atts[0].HTTPStatus != 0 {
 					t.Fatalf(":status %s: event %s/%s (unrecorded %v), delivery %s/%s http %d, attempts %+v; want a recorded retry, network_error, no status",
-						status, ev.Status, ev.Code, ev.Unrecorded, d.Status, d.LastErrorCode, d.LastStatus, atts)
+						status, ev.Status, ev.Code, ev.Unrecorded, d.Status, d.LastErrorCode, d.LastHTTPStatus, atts)
 				}
 			})
 		}
@@ -315,10 +315,10 @@ func TestWhatAHostileReceiverSendsStaysOutOfTheRecord(t *testing.T) {
 				if ep != reset {
 					wt = paths[ep[strings.LastIndex(ep, "/"):]]
 				}
-				if d.Status != wt.status || d.LastErrorCode != wt.code || d.LastStatus != wt.http || d.LastRemoteCode != wt.remote ||
+				if d.Status != wt.status || d.LastErrorCode != wt.code || d.LastHTTPStatus != wt.http || d.LastRemoteCode != wt.remote ||
 					len(atts) != 1 || atts[0].ErrorCode != wt.code || atts[0].HTTPStatus != wt.http || atts[0].RemoteCode != wt.remote {
 					t.Errorf("%s: delivery %s/%s http %d remote %q, attempts %+v; want %s/%s http %d remote %q on the delivery and its one attempt",
-						d.NotificationID, d.Status, d.LastErrorCode, d.LastStatus, d.LastRemoteCode, atts, wt.status, wt.code, wt.http, wt.remote)
+						d.NotificationID, d.Status, d.LastErrorCode, d.LastHTTPStatus, d.LastRemoteCode, atts, wt.status, wt.code, wt.http, wt.remote)
 				}
 				d.Endpoint = "" // the URL enqueued, credentials and all
 				views = append(views, fmt.Sprintf("%+v %+v", d, atts))

@@ -91,8 +91,8 @@ func TestSlowSignerForNeverSendsPastTheDeadline(t *testing.T) {
 		t.Fatalf("%d requests sent 20 minutes into a delivery with 10 minutes to its deadline", n)
 	}
 	d := b.get(t, id)
-	if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired || d.LastStatus != 0 || e.Code != courier.CodeExpired {
-		t.Fatalf("delivery %s/%s (HTTP %d, event code %s), want failed/expired without HTTP", d.Status, d.LastErrorCode, d.LastStatus, e.Code)
+	if d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeExpired || d.LastHTTPStatus != 0 || e.Code != courier.CodeExpired {
+		t.Fatalf("delivery %s/%s (HTTP %d, event code %s), want failed/expired without HTTP", d.Status, d.LastErrorCode, d.LastHTTPStatus, e.Code)
 	}
 }
 

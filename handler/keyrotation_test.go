@@ -402,9 +402,9 @@ func TestStandardWebhooksSecretRotationWithDeliveriesInFlight(t *testing.T) {
 		stale := r.enqueue(t, "n-stale", "acct")
 		r.drain(t, r.worker(t, map[string]signature.Signer{"acct": swSigner(t, old)}))
 		if d := r.delivery(t, stale); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeSignatureRejected ||
-			d.LastStatus != 401 || d.LastRemoteCode != courier.CodeSignatureMismatch {
+			d.LastHTTPStatus != 401 || d.LastRemoteCode != courier.CodeSignatureMismatch {
 			t.Fatalf("signed with the dropped secret: %s/%s status %d remote %q, want failed/%s 401 remote %s",
-				d.Status, d.LastErrorCode, d.LastStatus, d.LastRemoteCode, courier.CodeSignatureRejected, courier.CodeSignatureMismatch)
+				d.Status, d.LastErrorCode, d.LastHTTPStatus, d.LastRemoteCode, courier.CodeSignatureRejected, courier.CodeSignatureMismatch)
 		}
 		if n := r.applied(t, "n-stale"); n != 0 {
 			t.Fatalf("n-stale applied %d times, want never", n)
@@ -521,9 +521,9 @@ func TestRFC9421KeyRotationWithDeliveriesInFlight(t *testing.T) {
 		stale := r.enqueue(t, "n-stale", "acct")
 		r.drain(t, r.worker(t, signer(old)))
 		if d := r.delivery(t, stale); d.Status != courier.StatusFailed || d.LastErrorCode != courier.CodeSignatureRejected ||
-			d.LastStatus != 401 || d.LastRemoteCode != courier.CodeWebhookKeyUnknown {
+			d.LastHTTPStatus != 401 || d.LastRemoteCode != courier.CodeWebhookKeyUnknown {
 			t.Fatalf("signed with the retired key: %s/%s status %d remote %q, want failed/%s 401 remote %s",
-				d.Status, d.LastErrorCode, d.LastStatus, d.LastRemoteCode, courier.CodeSignatureRejected, courier.CodeWebhookKeyUnknown)
+				d.Status, d.LastErrorCode, d.LastHTTPStatus, d.LastRemoteCode, courier.CodeSignatureRejected, courier.CodeWebhookKeyUnknown)
 		}
 		fresh := r.enqueue(t, "n-fresh", "acct")
 		r.drain(t, r.worker(t, signer(next)))

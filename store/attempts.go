@@ -63,7 +63,7 @@ func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, err
 // PruneAttempts deletes attempts log rows older than p.OlderThan, in
 // bounded batches; see Inbox.Prune. It goes by age alone: a failed
 // delivery keeps its last codes on its row (Delivery.LastErrorCode,
-// LastStatus, LastRemoteCode) until a Redrive clears them, but its
+// LastHTTPStatus, LastRemoteCode) until a Redrive clears them, but its
 // attempts go with the others, so keep them longer than failed
 // deliveries wait to be redriven.
 func (o *Outbox) PruneAttempts(ctx context.Context, p PruneParams) (int, error) {

@@ -57,7 +57,7 @@ func TestConfigDefaultsApplied(t *testing.T) {
 	c := open(store.Config{})
 	want := store.BreakerConfig{Threshold: 5, Cooldown: 30 * time.Second, DisableAfter: 72 * time.Hour}
 	if c.MaxAttempts != 8 || c.RetryHorizon != 72*time.Hour || c.Breaker != want ||
-		c.Durability != store.DurabilityFull || c.OrderingOnFailure != store.HoldKey || c.Profiles == nil {
+		c.Durability != store.DurabilityFull || c.OrderingOnFailure != store.OrderingHoldKey || c.Profiles == nil {
 		t.Fatalf("defaults: %+v", c)
 	}
 	open(store.Config{MaxAttempts: 1000, RetryHorizon: store.MaxHorizon,

@@ -42,7 +42,7 @@ type Delivery struct {
 	LeasedAt       time.Time
 	LeaseExpiresAt time.Time
 	LastErrorCode  courier.Code // courier's code of its latest outcome, "" if none
-	LastStatus     int          // the receiver's HTTP status at its latest attempt, 0 if it had none
+	LastHTTPStatus int          // the receiver's HTTP status at its latest attempt, 0 if it had none
 	// LastRemoteCode is the receiver's own code from the problem+json body
 	// of its latest refusal (validation_failed, plan_unknown, ...), beside
 	// courier's LastErrorCode; "" when the latest attempt's answer carried
@@ -270,7 +270,7 @@ func (o *Outbox) listWindow(ctx context.Context, args map[string]any) ([]outboxR
 // is how an operator settles them (Health stops counting them, Prune may
 // remove them; the attempts log keeps their history) and frees the
 // ordering key one may hold (a failed or quarantined head under
-// OrderingOnFailure HoldKey). Cancelling the head of an ordering key lets
+// OrderingOnFailure OrderingHoldKey). Cancelling the head of an ordering key lets
 // the next delivery of the key go. A delivery in any other state
 // (succeeded, suppressed, leased) is CodeNotFound. A write the database
 // refuses by a rule of its own (a trigger, a CHECK courier did not make)
@@ -373,7 +373,7 @@ func (d Delivery) Redrivable() bool {
 //
 // A redriven delivery with an ordering key keeps the key's order: the
 // head that held its key is sent again first; one that was skipped
-// (SkipFailed) waits for the key's current head and goes next; one of a
+// (OrderingSkipFailed) waits for the key's current head and goes next; one of a
 // key that fails while Redrive runs may stay failed, for the next
 // Redrive. A delivery that has made 1,000 attempts, the most any delivery
 // may make, stays as it is, and so does a command enqueued under another

@@ -182,12 +182,12 @@
 // process that left it; within 30 seconds in any other). A retry keeps
 // its key: the deliveries behind it wait, while other keys and the endpoint's other
 // deliveries flow. A head that fails for good (failed, or quarantined)
-// does what Config.OrderingOnFailure says: HoldKey (the default) keeps
+// does what Config.OrderingOnFailure says: OrderingHoldKey (the default) keeps
 // the key blocked (Endpoints.BlockedKeys lists it) until an operator
 // redrives the head (sent again, first) or cancels it (the next goes; a
 // quarantined head is redriven only if its payload could not be opened,
 // payload_unreadable, and an altered one can only be cancelled);
-// SkipFailed promotes the next at once, and a later Redrive of the failed
+// OrderingSkipFailed promotes the next at once, and a later Redrive of the failed
 // one sends it after the key's current head. A delivery waiting for its
 // key is ended by its deadline only once it heads the key.
 //
@@ -272,7 +272,7 @@
 //	                         (410 Gone, or failing for Config.Breaker.DisableAfter); one an operator
 //	                         disabled (Endpoints.Disable) stays until Endpoints.Enable
 //	courier_ordering_keys    a key's row goes with its last unfinished delivery; a key blocked by a
-//	                         failed head (HoldKey) stays until that head is cancelled or redriven
+//	                         failed head (OrderingHoldKey) stays until that head is cancelled or redriven
 //	courier_inbox            records go after OlderThan, at least 24 hours and longer than the
 //	                         senders retry (Inbox.Prune): the receivers' records, and on a
 //	                         sender's Store the publish API's Idempotency-Key records

@@ -104,7 +104,7 @@ type EndpointHealth struct {
 	// worker.
 	InFlight int
 	// BlockedKeys is how many of its ordering keys a failed head holds
-	// (OrderingOnFailure HoldKey; BlockedKeys lists them).
+	// (OrderingOnFailure OrderingHoldKey; BlockedKeys lists them).
 	BlockedKeys int
 }
 

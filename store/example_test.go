@@ -227,8 +227,8 @@ func ExampleContracts_Unpin() {
 
 // Deliveries that share an ordering key go one at a time, in enqueue
 // order: the head is sent, the rest wait (Held is HeldByKey) until it
-// succeeds, is cancelled or, under SkipFailed, fails for good. A head that
-// fails for good under the default HoldKey holds its key until an
+// succeeds, is cancelled or, under OrderingSkipFailed, fails for good. A head that
+// fails for good under the default OrderingHoldKey holds its key until an
 // operator redrives or cancels it (Endpoints.BlockedKeys lists such keys).
 func ExampleEnqueueParams_orderingKey() {
 	ctx := context.Background()

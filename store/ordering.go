@@ -18,17 +18,17 @@ type OrderingOnFailure int
 
 // What a failed head does.
 const (
-	// HoldKey keeps the key blocked: the deliveries behind the failed
+	// OrderingHoldKey keeps the key blocked: the deliveries behind the failed
 	// head wait until an operator redrives the head (Outbox.Redrive: it
 	// is sent again, still first) or cancels it (Outbox.Cancel: the next
 	// one goes). A quarantined head is redriven only if its payload could
 	// not be opened (payload_unreadable); an altered one can only be
 	// cancelled. Nothing is ever delivered out of order. The default.
-	HoldKey OrderingOnFailure = iota
-	// SkipFailed lets the next delivery of the key go: the failed one
+	OrderingHoldKey OrderingOnFailure = iota
+	// OrderingSkipFailed lets the next delivery of the key go: the failed one
 	// stays failed, and a later Redrive sends it after the key's current
 	// head.
-	SkipFailed
+	OrderingSkipFailed
 )
 
 // maxOrderingKey bounds EnqueueParams.OrderingKey, in bytes.
@@ -80,7 +80,7 @@ func (o *Outbox) join(ctx context.Context, tx DBTX, now int64, id int64, endpoin
 // advance moves the ordering keys of deliveries that just left the
 // unfinished states (or failed) on: a finished head makes way for the
 // next delivery of its key, in enqueue order; a failed head holds its key
-// under HoldKey. A delivery that was not its key's head (cancelled while
+// under OrderingHoldKey. A delivery that was not its key's head (cancelled while
 // waiting) changes nothing. The keys are locked in key order (see
 // inKeyOrder), each waiting for any transaction that holds it: what an
 // operator's Cancel and Redrive do. The worker's transactions use
@@ -153,7 +153,7 @@ func (o *Outbox) advanceKeys(ctx context.Context, tx DBTX, now int64, rows []key
 			continue // another transaction moved the key on, or redrove its head
 		}
 		failed := status == courier.StatusFailed || status == courier.StatusQuarantined
-		if failed && o.s.cfg.OrderingOnFailure == HoldKey {
+		if failed && o.s.cfg.OrderingOnFailure == OrderingHoldKey {
 			if _, err := o.s.exec(ctx, tx, "ordering_key_block", args); err != nil {
 				return left, err
 			}
@@ -276,7 +276,7 @@ func (o *Outbox) rejoin(ctx context.Context, tx DBTX, now int64, rows []keyed) e
 	return nil
 }
 
-// BlockedKey is an ordering key held by its failed head (HoldKey): the
+// BlockedKey is an ordering key held by its failed head (OrderingHoldKey): the
 // deliveries behind it wait until an operator redrives or cancels Head.
 type BlockedKey struct {
 	Endpoint    string

@@ -59,7 +59,7 @@ func (r outboxRow) delivery() Delivery {
 		Status: r.Status, Priority: r.Priority, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		NextAttemptAt: fromMicros(r.NextAttemptAt), Deadline: fromMicros(r.Deadline),
 		LeaseOwner: r.LeaseOwner.String, LeasedAt: nullMicros(r.LeasedAt), LeaseExpiresAt: nullMicros(r.LeaseExpiresAt),
-		LastErrorCode: courier.Code(r.LastErrorCode.String), LastStatus: int(r.LastStatus.Int64),
+		LastErrorCode: courier.Code(r.LastErrorCode.String), LastHTTPStatus: int(r.LastStatus.Int64),
 		LastRemoteCode: courier.Code(r.LastRemoteCode.String), AckSHA256: r.AckSHA256.String,
 		SubscriptionID: r.SubscriptionID.Int64, CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 		OrderingKey: r.OrderingKey.String, Held: Hold(r.Hold.String),

@@ -123,10 +123,10 @@ type Config struct {
 	Hook func(Event)
 	// OrderingOnFailure is what a delivery that fails for good while it
 	// heads its ordering key (EnqueueParams.OrderingKey) does to the
-	// deliveries behind it: HoldKey (they wait for an operator) or
-	// SkipFailed (the next one goes). It is applied by the process that
+	// deliveries behind it: OrderingHoldKey (they wait for an operator) or
+	// OrderingSkipFailed (the next one goes). It is applied by the process that
 	// records the failure, so give every process sharing the database the
-	// same. Defaults to HoldKey.
+	// same. Defaults to OrderingHoldKey.
 	OrderingOnFailure OrderingOnFailure
 	// Encryption, when set, seals every payload enqueued from now on with
 	// AES-256-GCM, and keys the digests and seals the answers of the inbox
@@ -235,7 +235,7 @@ func (c Config) validate() error {
 		return configError("Config.RetryHorizon must be positive and at most MaxHorizon (30 days)")
 	case c.Durability != DurabilityFull && c.Durability != DurabilityRelaxed:
 		return configError("Config.Durability is unknown")
-	case c.OrderingOnFailure != HoldKey && c.OrderingOnFailure != SkipFailed:
+	case c.OrderingOnFailure != OrderingHoldKey && c.OrderingOnFailure != OrderingSkipFailed:
 		return configError("Config.OrderingOnFailure is unknown")
 	}
 	if err := c.Breaker.validate(); err != nil {

@@ -129,7 +129,7 @@ func failures(t *testing.T, s *store.Store) string {
 	}
 	var b strings.Builder
 	for _, d := range page.Deliveries {
-		fmt.Fprintf(&b, "\n\t%s: %d attempts, %s (remote %q, HTTP %d)", d.NotificationID, d.Attempts, d.LastErrorCode, d.LastRemoteCode, d.LastStatus)
+		fmt.Fprintf(&b, "\n\t%s: %d attempts, %s (remote %q, HTTP %d)", d.NotificationID, d.Attempts, d.LastErrorCode, d.LastRemoteCode, d.LastHTTPStatus)
 	}
 	return b.String()
 }

@@ -87,7 +87,7 @@ func NewDelivery(d store.Delivery) Delivery {
 		PayloadSHA256: d.PayloadSHA256, PayloadKeyID: d.PayloadKeyID, Profile: d.Profile, KeyID: d.KeyID, Status: d.Status, Priority: d.Priority,
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextAttemptAt: next, Deadline: UTC(d.Deadline),
 		LeaseOwner: d.LeaseOwner, LeasedAt: UTC(d.LeasedAt), LeaseExpiresAt: UTC(d.LeaseExpiresAt),
-		LastErrorCode: d.LastErrorCode, LastStatus: d.LastStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
+		LastErrorCode: d.LastErrorCode, LastStatus: d.LastHTTPStatus, LastRemoteCode: d.LastRemoteCode, AckSHA256: d.AckSHA256,
 		SubscriptionID: d.SubscriptionID, OrderingKey: d.OrderingKey, Held: d.Held, CreatedAt: UTC(d.CreatedAt), UpdatedAt: UTC(d.UpdatedAt),
 	}
 }

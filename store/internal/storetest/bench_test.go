@@ -334,7 +334,7 @@ func BenchmarkClaimBesideIdleOpenEndpoints(b *testing.B) {
 }
 
 // BenchmarkRedrive measures a Redrive of 20,000 failed deliveries, half of
-// them with an ordering key each (failed and skipped, SkipFailed), beside
+// them with an ordering key each (failed and skipped, OrderingSkipFailed), beside
 // an application that enqueues, one transaction after another, to the
 // keys of the redriven deliveries: max-enqueue-wait-ms is the longest one
 // of its transactions waited, which on SQLite is about the longest
@@ -349,7 +349,7 @@ func BenchmarkRedrive(b *testing.B) {
 			if err := store.Migrate(ctx, db); err != nil {
 				b.Fatal(err)
 			}
-			s, err := store.Open(ctx, db, store.Config{OrderingOnFailure: store.SkipFailed})
+			s, err := store.Open(ctx, db, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -77,7 +77,7 @@ func testClaimFollowsItsModel(t *testing.T, open OpenFunc) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed, Breaker: store.BreakerConfig{Threshold: 2, Cooldown: 20 * time.Second}})
+			b := setup(t, open, store.Config{OrderingOnFailure: store.OrderingSkipFailed, Breaker: store.BreakerConfig{Threshold: 2, Cooldown: 20 * time.Second}})
 			m := &claimModel{
 				t: t, b: b, rnd: rand.New(rand.NewPCG(seed, 36)),
 				deliveries: map[int64]*claimModelDelivery{}, leases: map[int64]protocol.Lease{},

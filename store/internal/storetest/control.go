@@ -168,7 +168,7 @@ func testParkedDeliveriesWaitOutOfTheDueIndex(t *testing.T, open OpenFunc) {
 // every delivery does (failed, expired), rather than wait for Enable
 // however long past it, pending, never pruned, with Health ok. A parked
 // head of an ordering key that ends is a failed head: it holds its key
-// (HoldKey), as any failed head does.
+// (OrderingHoldKey), as any failed head does.
 func testParkedDeliveriesEndAtTheirDeadline(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{RetryHorizon: time.Hour})
 	var sent []store.Enqueued
@@ -555,7 +555,7 @@ func testEnqueueManyKeepsAKeysOrderAsListed(t *testing.T, open OpenFunc) {
 	}
 }
 
-// testOrderingFailedHeadHoldsKey: under HoldKey (the default) a failed
+// testOrderingFailedHeadHoldsKey: under OrderingHoldKey (the default) a failed
 // head holds its key, and the endpoint shows it blocked, until an operator
 // redrives the head (sent again first) or cancels it (the next one goes).
 // A delivery expiring at its claim is a failed head too.
@@ -669,11 +669,11 @@ func testOrderingFailedHeadHoldsKey(t *testing.T, open OpenFunc) {
 	}
 }
 
-// testOrderingSkipFailedLetsTheNextGo: under SkipFailed a failed head
+// testOrderingSkipFailedLetsTheNextGo: under OrderingSkipFailed a failed head
 // makes way for the next delivery of its key; redriven, it waits for the
 // key's current head and goes next.
 func testOrderingSkipFailedLetsTheNextGo(t *testing.T, open OpenFunc) {
-	b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed})
+	b := setup(t, open, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 	for _, id := range []string{"k1", "k2", "k3"} {
 		b.enqueue(t, keyed(id, "k"))
 	}
@@ -686,7 +686,7 @@ func testOrderingSkipFailedLetsTheNextGo(t *testing.T, open OpenFunc) {
 		t.Fatalf("after k1 failed claimed %v, want k2", got)
 	}
 	if blocked, _ := b.store.Endpoints.BlockedKeys(b.ctx, "", 10); len(blocked) != 0 {
-		t.Fatalf("BlockedKeys = %+v under SkipFailed", blocked)
+		t.Fatalf("BlockedKeys = %+v under OrderingSkipFailed", blocked)
 	}
 	if n, err := b.store.Outbox.Redrive(b.ctx, store.RedriveParams{ID: k1.DeliveryID}); err != nil || n != 1 {
 		t.Fatalf("Redrive = %d, %v", n, err)
@@ -871,11 +871,11 @@ func testSettleRefusesAStatusNoAnswerCarries(t *testing.T, open OpenFunc) {
 	if err != nil || courier.CodeOf(st[0].Err) != courier.CodeInvalidArgument || st[1].Err != nil || st[1].Status != courier.StatusFailed {
 		t.Fatalf("settle of an outcome with HTTP status MaxInt and a valid one = %+v, %v; want the first refused, the second failed", st, err)
 	}
-	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased || d.LastStatus != 0 {
-		t.Fatalf("the refused outcome's delivery is %s (HTTP %d), want still leased", d.Status, d.LastStatus)
+	if d := b.get(t, c[0].DeliveryID); d.Status != courier.StatusLeased || d.LastHTTPStatus != 0 {
+		t.Fatalf("the refused outcome's delivery is %s (HTTP %d), want still leased", d.Status, d.LastHTTPStatus)
 	}
-	if d := b.get(t, c[1].DeliveryID); d.LastStatus != 999 {
-		t.Fatalf("the applied outcome's delivery has HTTP %d, want 999", d.LastStatus)
+	if d := b.get(t, c[1].DeliveryID); d.LastHTTPStatus != 999 {
+		t.Fatalf("the applied outcome's delivery has HTTP %d, want 999", d.LastHTTPStatus)
 	}
 }
 

@@ -115,7 +115,7 @@ func testHealthCountsOverdueParkedAndNotKeyed(t *testing.T, open OpenFunc) {
 	}
 }
 
-// testHealthBlocksOnAKeyHeldByItsFailedHead: under HoldKey (the default)
+// testHealthBlocksOnAKeyHeldByItsFailedHead: under OrderingHoldKey (the default)
 // a failed head holds its key's later deliveries, out of Due, until an
 // operator acts: Health is blocked (deliveries_failed), and ok again once
 // the head is cancelled and the next goes.

@@ -61,7 +61,7 @@ func settleAll(t *testing.T, s *store.Store, r protocol.Result, cs ...protocol.C
 // that joins A and B, both succeed: Redrive joins keys by endpoint and
 // key, as every transaction that waits for keys does, not by delivery id.
 func TestRedriveAndEnqueueTakeKeysInOneOrder(t *testing.T) {
-	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
+	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 	s, operator := stores[0], stores[1]
 	const ep = "https://receiver.example/hook"
 	add := func(id, key string) int64 {
@@ -644,7 +644,7 @@ func TestReleaseOfAProbeBesideAClaimNeverDeadlocks(t *testing.T) {
 }
 
 // TestRedriveAndCancelTakeAKeyBeforeItsDeliveries: an operator's Cancel of
-// a failed head that holds its key (HoldKey) takes the key's row, then the
+// a failed head that holds its key (OrderingHoldKey) takes the key's row, then the
 // delivery's; a Redrive of the endpoint at the same moment must take them
 // in that order too. Had it redriven (locked) the failed deliveries first
 // and then joined their keys, a Cancel holding K while waiting for the
@@ -1075,7 +1075,7 @@ func TestEndpointsSharingALockKeyNeverDeadlock(t *testing.T) {
 // would hold d0 and d2 while it waited for K0's row, and Cancel of d2
 // would take K2's and wait for d2.
 func TestRedriveTakesTheKeysOfDeliveriesThatFailedSinceItLooked(t *testing.T) {
-	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
+	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 	s, operator := stores[0], stores[1]
 	const ep = "https://receiver.example/hook"
 	ids := map[string]int64{}
@@ -1153,14 +1153,14 @@ func endedOrHolds(t *testing.T, db *sqlx.DB, done <-chan error, cond string, arg
 
 // TestCancelNeverWaitsForAKeyMadeAfterItLooked: Cancel takes the row of
 // its delivery's ordering key before the delivery's, when the key has one.
-// When Cancel looked, K had none (d failed and was skipped, SkipFailed,
+// When Cancel looked, K had none (d failed and was skipped, OrderingSkipFailed,
 // and K had nothing else to send); by the time it holds d, an enqueue made
 // K's row again and a Redrive of d holds it, waiting for d. Had Cancel
 // then waited for K to move it on, the two would wait for each other in a
 // circle, one of them aborted (SQLSTATE 40P01). Here Cancel waits for d's
 // row, held by a third transaction, while the enqueue and the Redrive run.
 func TestCancelNeverWaitsForAKeyMadeAfterItLooked(t *testing.T) {
-	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.SkipFailed})
+	stores := couriertest.PostgresStores(t, 2, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 	s, operator := stores[0], stores[1]
 	const ep = "https://receiver.example/hook"
 	d := enqueue(t, s, store.EnqueueParams{NotificationID: "d", Endpoint: ep, Payload: []byte(`{"id":"d"}`), OrderingKey: "K", MaxAttempts: 1})

@@ -73,12 +73,12 @@ func keyHealthyAt(t *testing.T, b *bundle, endpoint string) {
 	}
 }
 
-// testOrderingRedriveAfterTheKeyMovedOn: under SkipFailed, a failed
+// testOrderingRedriveAfterTheKeyMovedOn: under OrderingSkipFailed, a failed
 // delivery redriven once every later delivery of its key was sent heads
 // the key again: it is claimable, alone, and one enqueued while it is in
 // flight waits for it.
 func testOrderingRedriveAfterTheKeyMovedOn(t *testing.T, open OpenFunc) {
-	b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed})
+	b := setup(t, open, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 	for _, id := range []string{"k1", "k2", "k3"} {
 		b.enqueue(t, keyed(id, "k"))
 	}
@@ -116,11 +116,11 @@ func testOrderingRedriveAfterTheKeyMovedOn(t *testing.T, open OpenFunc) {
 	}
 }
 
-// testOrderingRedriveOfSeveralSkipped: under SkipFailed, the failed
+// testOrderingRedriveOfSeveralSkipped: under OrderingSkipFailed, the failed
 // deliveries of a key redriven together go after the key's current head,
 // one at a time, in enqueue order, before the ones still waiting.
 func testOrderingRedriveOfSeveralSkipped(t *testing.T, open OpenFunc) {
-	b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed})
+	b := setup(t, open, store.Config{OrderingOnFailure: store.OrderingSkipFailed})
 	for _, id := range []string{"k1", "k2", "k3", "k4"} {
 		b.enqueue(t, keyed(id, "k"))
 	}
@@ -265,11 +265,11 @@ func testOrderingKeyAcrossDisableAndEnable(t *testing.T, open OpenFunc) {
 }
 
 // testOrderingDeadlineWhileWaiting: a delivery whose deadline passes
-// while it waits for its key ends once it heads the key: under HoldKey it
-// then holds the key, listed by BlockedKeys; under SkipFailed the next
+// while it waits for its key ends once it heads the key: under OrderingHoldKey it
+// then holds the key, listed by BlockedKeys; under OrderingSkipFailed the next
 // goes.
 func testOrderingDeadlineWhileWaiting(t *testing.T, open OpenFunc) {
-	for _, onFailure := range []store.OrderingOnFailure{store.HoldKey, store.SkipFailed} {
+	for _, onFailure := range []store.OrderingOnFailure{store.OrderingHoldKey, store.OrderingSkipFailed} {
 		b := setup(t, open, store.Config{OrderingOnFailure: onFailure})
 		k2 := keyed("k2", "k")
 		k2.Deadline = b.clock.Now().Add(time.Minute)
@@ -289,17 +289,17 @@ func testOrderingDeadlineWhileWaiting(t *testing.T, open OpenFunc) {
 		}
 		keyHealthy(t, b)
 		switch onFailure {
-		case store.HoldKey:
+		case store.OrderingHoldKey:
 			if len(got) != 0 {
-				t.Fatalf("HoldKey: claimed %v behind the expired k2", got)
+				t.Fatalf("OrderingHoldKey: claimed %v behind the expired k2", got)
 			}
 			blocked, err := b.store.Endpoints.BlockedKeys(b.ctx, "", 10)
 			if err != nil || len(blocked) != 1 {
-				t.Fatalf("HoldKey: BlockedKeys = %+v, %v; want the key", blocked, err)
+				t.Fatalf("OrderingHoldKey: BlockedKeys = %+v, %v; want the key", blocked, err)
 			}
-		case store.SkipFailed:
+		case store.OrderingSkipFailed:
 			if !slices.Equal(got, []string{"k3"}) {
-				t.Fatalf("SkipFailed: claimed %v, want k3", got)
+				t.Fatalf("OrderingSkipFailed: claimed %v, want k3", got)
 			}
 		}
 	}
@@ -412,11 +412,11 @@ func testOrderingKeyOfAPausedSubscription(t *testing.T, open OpenFunc) {
 }
 
 // testOrderingKeyOfADisabledEndpointEndsAtItsDeadlines: the deliveries of
-// a key to a disabled endpoint end at their deadlines: under SkipFailed
-// each in turn, as it comes to head the key; under HoldKey the first ends
+// a key to a disabled endpoint end at their deadlines: under OrderingSkipFailed
+// each in turn, as it comes to head the key; under OrderingHoldKey the first ends
 // and holds the key, listed by BlockedKeys.
 func testOrderingKeyOfADisabledEndpointEndsAtItsDeadlines(t *testing.T, open OpenFunc) {
-	for _, onFailure := range []store.OrderingOnFailure{store.SkipFailed, store.HoldKey} {
+	for _, onFailure := range []store.OrderingOnFailure{store.OrderingSkipFailed, store.OrderingHoldKey} {
 		b := setup(t, open, store.Config{OrderingOnFailure: onFailure})
 		if err := b.store.Endpoints.Disable(b.ctx, opsEndpoint); err != nil {
 			t.Fatal(err)
@@ -439,7 +439,7 @@ func testOrderingKeyOfADisabledEndpointEndsAtItsDeadlines(t *testing.T, open Ope
 			b.clock.Advance(time.Minute)
 		}
 		want := []courier.Status{courier.StatusFailed, courier.StatusFailed, courier.StatusFailed}
-		if onFailure == store.HoldKey {
+		if onFailure == store.OrderingHoldKey {
 			want = []courier.Status{courier.StatusFailed, courier.StatusPending, courier.StatusPending}
 		}
 		for i, w := range want {
@@ -457,7 +457,7 @@ func testOrderingKeyOfADisabledEndpointEndsAtItsDeadlines(t *testing.T, open Ope
 // sent: every key is then done, or held by a failed head BlockedKeys
 // lists.
 func testOrderingKeysUnderOperatorsAtRandom(t *testing.T, open OpenFunc) {
-	for _, onFailure := range []store.OrderingOnFailure{store.HoldKey, store.SkipFailed} {
+	for _, onFailure := range []store.OrderingOnFailure{store.OrderingHoldKey, store.OrderingSkipFailed} {
 		for seed := range int64(1) {
 			b := setup(t, open, store.Config{OrderingOnFailure: onFailure, MaxAttempts: 3})
 			rnd := rand.New(rand.NewPCG(uint64(seed), uint64(onFailure)))

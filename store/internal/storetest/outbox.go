@@ -505,8 +505,8 @@ func testRetryDelay(t *testing.T, open OpenFunc) {
 			t.Fatal(err)
 		}
 		d := b.get(t, e.ID)
-		if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeReceiverUnavailable || d.LastStatus != 503 {
-			t.Fatalf("after retry: %s %s %d", d.Status, d.LastErrorCode, d.LastStatus)
+		if d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeReceiverUnavailable || d.LastHTTPStatus != 503 {
+			t.Fatalf("after retry: %s %s %d", d.Status, d.LastErrorCode, d.LastHTTPStatus)
 		}
 		if got := d.NextAttemptAt.Sub(b.clock.Now()); got != delay {
 			t.Fatalf("attempt %d: delay %v, want %v", i+1, got, delay)

@@ -324,7 +324,7 @@ func testPruneTakesGoneEndpointsRecords(t *testing.T, open OpenFunc) {
 func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{
 		Breaker:           store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour},
-		OrderingOnFailure: store.HoldKey,
+		OrderingOnFailure: store.OrderingHoldKey,
 	})
 	const (
 		live    = "https://receiver.example/hooks"

@@ -73,7 +73,7 @@ func onNow(clock *fakeclock.Clock, probe *atomic.Pointer[func()]) func() time.Ti
 func testRedriveCommitsInBatches(t *testing.T, open OpenFunc) {
 	clock := fakeclock.New()
 	var probe atomic.Pointer[func()]
-	b := setup(t, open, store.Config{OrderingOnFailure: store.SkipFailed, Now: onNow(clock, &probe)})
+	b := setup(t, open, store.Config{OrderingOnFailure: store.OrderingSkipFailed, Now: onNow(clock, &probe)})
 	b.clock = clock
 	keyed := func(id string) store.EnqueueParams {
 		p := delivery(id)

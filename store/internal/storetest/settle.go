@@ -209,8 +209,8 @@ func testRemoteCodeIsKept(t *testing.T, open OpenFunc) {
 		HTTPStatus: 422, RemoteCode: "plan_unknown", RetryDelay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if d := b.get(t, e.ID); d.LastRemoteCode != "plan_unknown" || d.LastErrorCode != courier.CodeReceiverRejected || d.LastStatus != 422 {
-		t.Fatalf("after a refusal: code %q, remote %q, HTTP %d", d.LastErrorCode, d.LastRemoteCode, d.LastStatus)
+	if d := b.get(t, e.ID); d.LastRemoteCode != "plan_unknown" || d.LastErrorCode != courier.CodeReceiverRejected || d.LastHTTPStatus != 422 {
+		t.Fatalf("after a refusal: code %q, remote %q, HTTP %d", d.LastErrorCode, d.LastRemoteCode, d.LastHTTPStatus)
 	}
 	page, err := b.store.Outbox.List(b.ctx, store.ListParams{})
 	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].LastRemoteCode != "plan_unknown" {

@@ -166,7 +166,7 @@ func TestAHealthySettleIsOneStatementOnPostgres(t *testing.T) {
 			t.Errorf("delivery %d: attempt %+v, want %+v of its lease %+v", id, a, w, l)
 		}
 	}
-	if d := get(t, s, answered); d.LastRemoteCode != "busy_elsewhere" || d.LastStatus != 409 || d.Attempts != 1 {
+	if d := get(t, s, answered); d.LastRemoteCode != "busy_elsewhere" || d.LastHTTPStatus != 409 || d.Attempts != 1 {
 		t.Errorf("the answered retry's row: %+v", d)
 	}
 }

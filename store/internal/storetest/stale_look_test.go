@@ -81,7 +81,7 @@ func TestConcurrentStaleKeyLooksLeaseOneDeliveryOfTheKey(t *testing.T) {
 	})
 }
 
-// TestRedriveBesideAStaleKeyLookKeepsTheKeyInOrder: under SkipFailed, key
+// TestRedriveBesideAStaleKeyLookKeepsTheKeyInOrder: under OrderingSkipFailed, key
 // k was left stale by its head k1, which failed while an application's
 // enqueue held the key's row. An operator redrives k1 while a worker's
 // look for stale keys runs: Redrive makes k1 k's head again, and the look,
@@ -91,7 +91,7 @@ func TestRedriveBesideAStaleKeyLookKeepsTheKeyInOrder(t *testing.T) {
 	t.Parallel()
 	lineUp(t, func(t *testing.T, filler int) bool {
 		clock := fakeclock.New() // one time for both: k1 is redriven due at the claim's now
-		stores := couriertest.PostgresStores(t, 2, store.Config{Now: clock.Now, OrderingOnFailure: store.SkipFailed})
+		stores := couriertest.PostgresStores(t, 2, store.Config{Now: clock.Now, OrderingOnFailure: store.OrderingSkipFailed})
 		operator, worker := stores[0], stores[1]
 		db := operator.DB()
 		const ep = "https://receiver.example/orders"
@@ -114,7 +114,7 @@ func TestRedriveBesideAStaleKeyLookKeepsTheKeyInOrder(t *testing.T) {
 			t.Fatalf("the claim leased %v of key k: want one at most", leased)
 		}
 		// Unlined, the look reached k's row before Redrive took it: it
-		// moved k on to k2 (SkipFailed) and Redrive queued k1 behind it,
+		// moved k on to k2 (OrderingSkipFailed) and Redrive queued k1 behind it,
 		// as it would have after the claim. The race is played again.
 		return lined
 	})

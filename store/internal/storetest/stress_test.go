@@ -45,7 +45,7 @@ func TestConcurrentOperationsNeverDeadlock(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	cfg := store.Config{
-		OrderingOnFailure: store.SkipFailed,
+		OrderingOnFailure: store.OrderingSkipFailed,
 		MaxAttempts:       3,
 		Breaker:           store.BreakerConfig{Threshold: 2, Cooldown: 20 * time.Millisecond, DisableAfter: 300 * time.Millisecond},
 	}
