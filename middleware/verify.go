@@ -50,9 +50,10 @@ import (
 // store that could not answer): it is answered 503 internal_error with
 // Retry-After, so the sender retries, and logged at Error with the error,
 // "middleware: signature could not be verified now", on the logger of the
-// Recover around Verify (slog.Default() without one); at Info, "middleware:
-// signature check ended by its client", when the request's client went
-// away meanwhile. On success next gets a request whose
+// Recover around Verify (without one, slog.Default()'s handler from Warn
+// up); at Info, "middleware: signature check ended by its client", when
+// the request's client went away meanwhile, which needs a Recover with a
+// Logger to be seen. On success next gets a request whose
 // Body reads the same bytes again, with [PrincipalFromContext] set.
 //
 // The bytes are the body as it arrived: a body under a content coding

@@ -56,10 +56,12 @@ func NewAdCPHMACSigner(secret Secret) (Signer, error) {
 func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 	ts := m.Time.Unix()
 	if ts < 0 {
-		return signingFailed("adcp hmac: message time is before 1970")
+		return permanentSigningError("adcp hmac: message time is before 1970")
 	}
 	if mayHaveDuplicateJSONKey(m.Body) {
-		return &coded.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key, or cannot be read strictly"}
+		// The stored payload never changes: a signing failure for good.
+		return &coded.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key, or cannot be read strictly",
+			Err: &coded.Error{Code: courier.CodeSigningFailed, Err: courier.CodeConfigInvalid}}
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {
@@ -134,11 +136,11 @@ func NewAdCPHMACVerifier(cfg AdCPHMACVerifierConfig) (Verifier, error) {
 
 // Verify checks req's X-ADCP-Timestamp and X-ADCP-Signature against body.
 func (v *adcpHMACVerifier) Verify(_ context.Context, req *http.Request, body []byte) (Principal, error) {
-	sigText, err := swHeader(req.Header, headerAdCPSignature)
+	sigText, err := oneHeader(req.Header, headerAdCPSignature)
 	if err != nil {
 		return Principal{}, err
 	}
-	tsText, err := swHeader(req.Header, headerAdCPTimestamp)
+	tsText, err := oneHeader(req.Header, headerAdCPTimestamp)
 	if err != nil {
 		return Principal{}, err
 	}

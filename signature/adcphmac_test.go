@@ -2,6 +2,7 @@ package signature
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -178,6 +179,12 @@ func TestAdCPHMACSignerDuplicateKeys(t *testing.T) {
 			}
 			if courier.CodeOf(err) != courier.CodeDuplicateKeyInput {
 				t.Fatalf("Sign = %v, want %s", err, courier.CodeDuplicateKeyInput)
+			}
+			// A Signer's failure is a case of signing_failed, and one no
+			// retry changes also of config_invalid: a worker fails the
+			// delivery at once rather than sign the same bytes again.
+			if !errors.Is(err, courier.CodeSigningFailed) || !errors.Is(err, courier.CodeConfigInvalid) {
+				t.Errorf("Sign = %v, want a case of %s and of %s", err, courier.CodeSigningFailed, courier.CodeConfigInvalid)
 			}
 			if len(req.Header) != 0 {
 				t.Errorf("headers emitted for a refused body: %v", req.Header)

@@ -78,14 +78,9 @@ func NewBearerVerifier(cfg BearerVerifierConfig) (Verifier, error) {
 
 // Verify checks req's Authorization header. body is not used.
 func (v *bearerVerifier) Verify(_ context.Context, req *http.Request, _ []byte) (Principal, error) {
-	h, ok, many := singleHeader(req.Header, headerAuthorization)
-	switch {
-	case many:
-		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is repeated")
-	case !ok || strings.TrimSpace(h) == "":
-		return Principal{}, reject(courier.CodeSignatureMissing, "Authorization header is missing")
-	case len(h) > maxHeaderBytes:
-		return Principal{}, reject(courier.CodeSignatureMalformed, "Authorization header is too long")
+	h, err := oneHeader(req.Header, headerAuthorization)
+	if err != nil {
+		return Principal{}, err
 	}
 	token, ok := parseBearer(h)
 	if !ok {

@@ -24,8 +24,6 @@ const (
 )
 
 const (
-	adcpUseRequest  = adCPUseRequestSigning
-	adcpUseWebhook  = adCPUseWebhookSigning
 	maxJWKBytes     = 16 << 10
 	maxJWKSetBytes  = 1 << 20
 	maxJWKSetKeys   = 256
@@ -309,7 +307,7 @@ func GenerateJWK(kid, alg string) (JWK, error) {
 	if kid == "" || len(kid) > maxKeyIDBytes || !printableASCII(kid) {
 		return JWK{}, configError("jwk: key id is empty, too long or not printable ASCII")
 	}
-	m := &jwkMaterial{kid: kid, alg: alg, use: jwkUseSignature, keyOps: []string{jwkKeyOpSign}, adcpUse: adcpUseRequest}
+	m := &jwkMaterial{kid: kid, alg: alg, use: jwkUseSignature, keyOps: []string{jwkKeyOpSign}, adcpUse: adCPUseRequestSigning}
 	switch alg {
 	case AlgEd25519:
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -464,7 +462,7 @@ func (k JWK) MarshalJSON() ([]byte, error) {
 // is "request-signing" or the deprecated "webhook-signing", key_ops includes
 // "verify", and use, if present, is "sig" (checked at parse time).
 func (m *jwkMaterial) purposeOK() bool {
-	return (m.adcpUse == adcpUseRequest || m.adcpUse == adcpUseWebhook) && slices.Contains(m.keyOps, jwkKeyOpVerify)
+	return (m.adcpUse == adCPUseRequestSigning || m.adcpUse == adCPUseWebhookSigning) && slices.Contains(m.keyOps, jwkKeyOpVerify)
 }
 
 func (k JWK) kindName() string {

@@ -106,10 +106,10 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 // see for the signature to verify.
 func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	if req.URL == nil || req.Header == nil {
-		return signingFailed("rfc9421: request has no URL or header")
+		return permanentSigningError("rfc9421: request has no URL or header")
 	}
 	if ct := req.Header.Values("Content-Type"); len(ct) != 1 || strings.TrimSpace(ct[0]) == "" {
-		return signingFailed("rfc9421: request needs exactly one Content-Type line")
+		return permanentSigningError("rfc9421: request needs exactly one Content-Type line")
 	}
 	host := req.Host
 	if host == "" {
@@ -117,7 +117,7 @@ func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	}
 	target, authority, err := canonicalTarget(req.URL.Scheme+"://"+host+req.URL.RequestURI(), false)
 	if err != nil || !secureTarget(target, authority) {
-		return signingFailed("rfc9421: request URL cannot be canonicalized or is not https")
+		return permanentSigningError("rfc9421: request URL cannot be canonicalized or is not https")
 	}
 	if !isASCII(host) {
 		req.Host = authority
@@ -152,12 +152,12 @@ func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	})
 	if err != nil {
 		req.Header.Del(headerContentDigest)
-		return signingFailed("rfc9421: cannot build the signature base")
+		return permanentSigningError("rfc9421: cannot build the signature base")
 	}
 	sig, err := km.sign([]byte(base))
 	if err != nil {
 		req.Header.Del(headerContentDigest)
-		return signingError("rfc9421: signing failed")
+		return transientSigningError("rfc9421: signing failed")
 	}
 	req.Header.Set(headerSignatureInput, rFC9421Label+"="+sp.String())
 	req.Header.Set(headerSignature, rFC9421Label+"=:"+base64.RawURLEncoding.EncodeToString(sig)+":")

@@ -164,15 +164,17 @@ func configError(msg string) error {
 	return &coded.Error{Code: courier.CodeConfigInvalid, Msg: "signature: " + msg}
 }
 
-// signingFailed returns a Sign failure with a content-free message, for
-// what the request or the signer decides: no retry changes it, so it
-// wraps CodeConfigInvalid.
-func signingFailed(msg string) error {
+// permanentSigningError returns a Sign failure with a content-free
+// message, for what the request, the message or the signer decides: no
+// retry changes it, so it wraps CodeConfigInvalid, and a courier worker
+// fails the delivery at once.
+func permanentSigningError(msg string) error {
 	return &coded.Error{Code: courier.CodeSigningFailed, Msg: msg, Err: courier.CodeConfigInvalid}
 }
 
-// signingError returns a Sign failure another attempt may not meet.
-func signingError(msg string) error {
+// transientSigningError returns a Sign failure another attempt may not
+// meet: a courier worker retries the delivery.
+func transientSigningError(msg string) error {
 	return &coded.Error{Code: courier.CodeSigningFailed, Msg: msg}
 }
 
@@ -184,17 +186,20 @@ func nowFunc(now func() time.Time) func() time.Time {
 	return now
 }
 
-// singleHeader returns the one field line of name in h. ok is false when the
-// field is absent; many reports more than one field line.
-func singleHeader(h http.Header, name string) (v string, ok, many bool) {
+// oneHeader returns the single, non-empty, bounded field line of name:
+// a repeated one is malformed, a missing or blank one missing, one over
+// maxHeaderBytes malformed.
+func oneHeader(h http.Header, name string) (string, error) {
 	vs := h.Values(name)
-	switch len(vs) {
-	case 0:
-		return "", false, false
-	case 1:
-		return vs[0], true, false
+	switch {
+	case len(vs) > 1:
+		return "", reject(courier.CodeSignatureMalformed, name+" header is repeated")
+	case len(vs) == 0 || strings.TrimSpace(vs[0]) == "":
+		return "", reject(courier.CodeSignatureMissing, name+" header is missing")
+	case len(vs[0]) > maxHeaderBytes:
+		return "", reject(courier.CodeSignatureMalformed, name+" header is too long")
 	}
-	return "", true, true
+	return vs[0], nil
 }
 
 // sealed holds a value out of reach of fmt, slog and every other

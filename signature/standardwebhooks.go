@@ -102,11 +102,11 @@ func NewStandardWebhooksSigner(keys ...StandardWebhooksKey) (Signer, error) {
 // webhook-signature (one signature per configured key) on req.
 func (s *standardWebhooksSigner) Sign(req *http.Request, m Message) error {
 	if !validWebhookID(m.ID) {
-		return signingFailed("standard webhooks: message id is empty, too long or not printable ASCII")
+		return permanentSigningError("standard webhooks: message id is empty, too long or not printable ASCII")
 	}
 	ts := m.Time.Unix()
 	if ts < 0 {
-		return signingFailed("standard webhooks: message time is before 1970")
+		return permanentSigningError("standard webhooks: message time is before 1970")
 	}
 	tsText := strconv.FormatInt(ts, 10)
 
@@ -226,14 +226,14 @@ func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 	if err != nil {
 		return Principal{}, err
 	}
-	id, err := swHeader(req.Header, names.id)
+	id, err := oneHeader(req.Header, names.id)
 	if err != nil {
 		return Principal{}, err
 	}
 	if !validWebhookID(id) {
 		return Principal{}, reject(courier.CodeSignatureMalformed, names.id+" is too long or not printable ASCII")
 	}
-	tsText, err := swHeader(req.Header, names.timestamp)
+	tsText, err := oneHeader(req.Header, names.timestamp)
 	if err != nil {
 		return Principal{}, err
 	}
@@ -241,7 +241,7 @@ func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 	if !ok {
 		return Principal{}, reject(courier.CodeSignatureMalformed, names.timestamp+" is not unix seconds")
 	}
-	header, err := swHeader(req.Header, names.signature)
+	header, err := oneHeader(req.Header, names.signature)
 	if err != nil {
 		return Principal{}, err
 	}
@@ -339,20 +339,6 @@ func swBrandOf(h http.Header) (swBrand, error) {
 		}
 	}
 	return webhookBrand, nil
-}
-
-// swHeader returns the single, non-empty, bounded field line of name.
-func swHeader(h http.Header, name string) (string, error) {
-	v, ok, many := singleHeader(h, name)
-	switch {
-	case many:
-		return "", reject(courier.CodeSignatureMalformed, name+" header is repeated")
-	case !ok || strings.TrimSpace(v) == "":
-		return "", reject(courier.CodeSignatureMissing, name+" header is missing")
-	case len(v) > maxHeaderBytes:
-		return "", reject(courier.CodeSignatureMalformed, name+" header is too long")
-	}
-	return v, nil
 }
 
 func swContent(id, ts string, body []byte) []byte {
