@@ -117,8 +117,13 @@ func TestAnHTTP2StatusOfOtherThanThreeDigitsIsSettled(t *testing.T) {
 				s := e.open(t)
 				url := rawH2Server(t, status)
 				events := make(chan client.Event, 1)
+				// The worker's clock stands still: however long the
+				// machine takes from the claim to the attempt, the lease
+				// covers the attempt's Timeout, and the delivery is sent
+				// rather than given back unsent. The default Lease and
+				// Timeout bound the store's fence and the request.
 				w, err := client.NewWorker(client.Config{Store: s, Owner: "w", Signer: newSigner(t), Transport: h2cTransport(t),
-					Timeout: 300 * time.Millisecond, Lease: time.Second, Hook: func(e client.Event) { events <- e }})
+					Now: newWorkerClock().Now, Hook: func(e client.Event) { events <- e }})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +131,13 @@ func TestAnHTTP2StatusOfOtherThanThreeDigitsIsSettled(t *testing.T) {
 				if n, err := w.Work(t.Context()); n != 1 || err != nil {
 					t.Fatalf("Work = %d, %v; want one delivery", n, err)
 				}
-				ev := <-events
+				var ev client.Event
+				select {
+				case ev = <-events: // the Hook ran on the attempt's goroutine, which Work waited for
+				default:
+					d, _ := recorded(t, s, id)
+					t.Fatalf(":status %s: Work returned with no attempt settled; delivery %s, leased by %q", status, d.Status, d.LeaseOwner)
+				}
 				d, atts := recorded(t, s, id)
 				if ev.Unrecorded || d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeNetwork || d.LastHTTPStatus != 0 ||
 					len(atts) != 1 || atts[0].ErrorCode != courier.CodeNetwork || atts[0].HTTPStatus != 0 {
