@@ -23,13 +23,17 @@ import (
 // stop is slow on a loaded machine) was recorded before the outage, and
 // its lease never expired. And a delivery claimed again is sent only if
 // its lease still covers a whole Timeout when its attempt starts; one
-// given back waits for the next poll, an hour away. So the Timeout
-// outlasts the stop, and the Lease leaves the claim and the attempt's
-// start seconds more than a Timeout.
+// given back waits for the next poll, an hour away. So the leases run out
+// on a clock the store and the worker share, which stands still until the
+// test moves it past them, once the server has stopped: neither the
+// stop's length nor the machine's speed moves it, and the Timeout only
+// bounds a failure.
 func TestLeasesThatExpireDuringALongOutageAreReclaimedOnceBack(t *testing.T) {
 	const n = 5
-	o := setupOutage(t, func(c *client.Config) {
-		c.Timeout, c.Lease = 5*time.Second, 10*time.Second // PollInterval stays an hour
+	const lease = 2 * time.Minute
+	clock := newWorkerClock()
+	o := setupOutage(t, clock, func(c *client.Config) {
+		c.Timeout, c.Lease = time.Minute, lease // PollInterval stays an hour
 	})
 	hold := make(chan struct{})
 	o.hold.Store(&hold)
@@ -46,6 +50,7 @@ func TestLeasesThatExpireDuringALongOutageAreReclaimedOnceBack(t *testing.T) {
 	if err := o.pg.Stop(pgtest.Fast); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(lease) // the outage outlasts the leases
 	o.hold.Store(nil)
 	close(hold)
 	// Each settle is given up once its lease has passed: the outage

@@ -47,7 +47,10 @@ type outage struct {
 	exited    <-chan struct{}               // closed when Run returns
 }
 
-func setupOutage(t *testing.T, tune func(*client.Config)) *outage {
+// setupOutage starts the server, the receiver and the worker, tuned by
+// tune when it is not nil. When clock is not nil it is the store's clock
+// and the worker's, which then measure leases by it alone.
+func setupOutage(t *testing.T, clock *workerClock, tune func(*client.Config)) *outage {
 	t.Helper()
 	o := &outage{pg: pgtest.StartRestartable(t), logs: newCapture(t), delivered: make(chan string, 100),
 		answered: make(chan string, 100)}
@@ -67,7 +70,11 @@ func setupOutage(t *testing.T, tune func(*client.Config)) *outage {
 	if _, err := db.ExecContext(t.Context(), `CREATE TABLE applied (id text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(t.Context(), db, store.Config{Tracer: countingTracer{&o.claims}})
+	scfg := store.Config{Tracer: countingTracer{&o.claims}}
+	if clock != nil {
+		scfg.Now = clock.Now
+	}
+	s, err := store.Open(t.Context(), db, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +117,9 @@ func setupOutage(t *testing.T, tune func(*client.Config)) *outage {
 				o.delivered <- e.NotificationID
 			}
 		}}
+	if clock != nil {
+		cfg.Now = clock.Now
+	}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -237,7 +247,7 @@ var serverStops = []struct {
 func TestWorkerAndReceiverOutliveARestart(t *testing.T) {
 	for _, tc := range serverStops {
 		t.Run(tc.name, func(t *testing.T) {
-			o := setupOutage(t, nil)
+			o := setupOutage(t, nil, nil)
 			o.run(t)
 			o.enqueue(t, "before")
 			o.awaitDelivered(t, "before", "a delivery enqueued before the outage")
@@ -292,7 +302,7 @@ func TestWorkerAndReceiverOutliveARestart(t *testing.T) {
 // delivery that woke it is sent within seconds, with the LISTEN
 // connection untouched and nothing else enqueued.
 func TestAClaimCutByTheDatabaseIsMadeAgain(t *testing.T) {
-	o := setupOutage(t, nil)
+	o := setupOutage(t, nil, nil)
 	awaiting := make(chan struct{}, 1)
 	client.SetAwaiting(o.worker, func() {
 		select {
@@ -319,18 +329,28 @@ func TestAClaimCutByTheDatabaseIsMadeAgain(t *testing.T) {
 
 // TestALeaseHeldAcrossAnOutageIsReclaimed: the database goes away while an
 // attempt is in flight, after the receiver applied it and before the
-// worker settles it. The worker cannot record the outcome and logs it; its
-// lease outlives the outage, expires and is reclaimed, and the delivery is
-// sent again: the receiver answers it from its Inbox without applying it
-// twice, and the delivery succeeds.
+// worker settles it, and its lease runs out during the outage. The worker
+// cannot record the outcome and logs it; the lease expires and is
+// reclaimed, and the delivery is sent again: the receiver answers it from
+// its Inbox without applying it twice, and the delivery succeeds.
+//
+// The lease runs out on a clock the store and the worker share, which the
+// test moves once the server has stopped: the attempt is still in flight
+// then however long the stop took. On the real clock, with a Timeout of a
+// second, an attempt whose answer was held through a slow stop (a loaded
+// machine) ran out of time and was settled before the outage.
 func TestALeaseHeldAcrossAnOutageIsReclaimed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		how  pgtest.Stop
 	}{{"fast", pgtest.Fast}, {"kill", pgtest.Kill}} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := setupOutage(t, func(c *client.Config) {
-				c.Timeout, c.Lease, c.PollInterval = time.Second, 2*time.Second, 200*time.Millisecond
+			const lease = 2 * time.Minute
+			clock := newWorkerClock()
+			o := setupOutage(t, clock, func(c *client.Config) {
+				// The Timeout only bounds a failure: the attempt ends
+				// when the test lets the receiver answer.
+				c.Timeout, c.Lease, c.PollInterval = time.Minute, lease, 200*time.Millisecond
 			})
 			hold := make(chan struct{})
 			o.hold.Store(&hold)
@@ -340,6 +360,7 @@ func TestALeaseHeldAcrossAnOutageIsReclaimed(t *testing.T) {
 			if err := o.pg.Stop(tc.how); err != nil {
 				t.Fatal(err)
 			}
+			clock.Advance(lease) // the outage outlasts the lease
 			o.hold.Store(nil)
 			close(hold)
 			o.awaitLogged(t, "worker: settle failed")
@@ -401,7 +422,7 @@ func (o *outage) lockAttempts(t *testing.T) (terminate func(), release func()) {
 // of a settle in progress; the worker writes the outcome again, within
 // its lease, and the delivery is settled once, sent once.
 func TestASettleCutByTheDatabaseIsMadeAgain(t *testing.T) {
-	o := setupOutage(t, nil)
+	o := setupOutage(t, nil, nil)
 	hold := make(chan struct{})
 	o.hold.Store(&hold)
 	o.run(t)
