@@ -32,8 +32,10 @@ func StandardWebhooksKeys(sender string) Keys {
 
 // RFC9421Keys returns keys of the AdCP RFC 9421 webhook profile (a fresh
 // Ed25519 JWK), the verifier naming the sender sender and serving origin
-// (the receiver's scheme and authority, e.g. a test server's URL), with a
-// replay cache of its own.
+// (the receiver's scheme and authority, e.g. a test server's URL). Its
+// replay cache is the process's (see signature.RFC9421VerifierConfig.Replay),
+// shared with every other verifier of the test binary: a request verified
+// twice, by one verifier or two, is a replay.
 //
 // A Server's URL is known only once it listens, and its receiver, which
 // needs the verifier, is given before: listen first, make the keys and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -244,10 +245,16 @@ func ExampleParseJWKSet() {
 // jwks_uri; here a local server) instead of holding the keys in its
 // configuration: LookupKey answers from the set it fetched last, and
 // fetches it again when a request names a key it does not hold, so a key
-// the sender has just published verifies at once. Anyone can send a
-// request naming a made-up key, so a miss fetches at most once a minute;
-// a production lookup also refetches on a timer, since keys are retired
-// too.
+// the sender has just published verifies at once.
+//
+// Anyone can send a request naming a made-up key, so a miss fetches at
+// most once a minute. A miss it may not fetch for is not "key unknown",
+// answered 401, which a courier sender fails for good: a key published
+// since the last fetch would fail the deliveries signed with it. It is an
+// error, answered 503, and the sender comes back once the set may be
+// fetched again. The fetch runs outside the lock, so a slow jwks_uri
+// holds up no request whose key is held. A production lookup also
+// refetches on a timer, since keys are retired too.
 func ExampleRFC9421VerifierConfig_lookupKey() {
 	ctx := context.Background()
 	current, err := signature.GenerateJWK("agent-2026", signature.AlgEd25519)
@@ -300,28 +307,37 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 	if err != nil {
 		panic(err)
 	}
-	var lookupMu sync.Mutex
-	var missFetched time.Time // when a miss last fetched
+	var (
+		lookupMu    sync.Mutex
+		missFetched time.Time // when a miss last fetched
+	)
+	errFetchedRecently := errors.New("jwks: the key set was fetched less than a minute ago")
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
 		Sender: "agent.example",
 		Origin: "https://buyer.example.com",
 		LookupKey: func(ctx context.Context, keyID string) (signature.JWK, bool, error) {
 			lookupMu.Lock()
-			defer lookupMu.Unlock()
-			if k, ok := held[keyID]; ok {
+			k, ok := held[keyID]
+			mayFetch := !ok && time.Since(missFetched) >= time.Minute
+			if mayFetch {
+				missFetched = time.Now()
+			}
+			lookupMu.Unlock()
+			switch {
+			case ok:
 				return k, true, nil
+			case !mayFetch:
+				return signature.JWK{}, false, errFetchedRecently // 503: the sender retries later
 			}
-			if time.Since(missFetched) < time.Minute {
-				return signature.JWK{}, false, nil // refused, webhook_signature_key_unknown
-			}
-			missFetched = time.Now()
 			keys, err := fetch(ctx) // a key not held may be one just published
 			if err != nil {
-				return signature.JWK{}, false, err // infrastructure trouble: the receiver answers 5xx
+				return signature.JWK{}, false, err // infrastructure trouble: 503
 			}
+			lookupMu.Lock()
 			held = keys
-			k, ok := held[keyID]
-			return k, ok, nil
+			lookupMu.Unlock()
+			k, ok = keys[keyID]
+			return k, ok, nil // not published: 401 webhook_signature_key_unknown
 		},
 	})
 	if err != nil {
@@ -362,9 +378,19 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("agent-2099:", courier.CodeOf(send(unpublished)))
+	// A key never published, named within a minute of the last fetch:
+	// answered 503, without a fetch.
+	fmt.Println("agent-2099:", send(unpublished))
+
+	// A minute later, the set is fetched again and does not name it:
+	// answered 401, which the sender does not retry.
+	lookupMu.Lock()
+	missFetched = missFetched.Add(-time.Minute)
+	lookupMu.Unlock()
+	fmt.Println("agent-2099, a minute later:", courier.CodeOf(send(unpublished)))
 	// Output:
 	// agent-2026: <nil>
 	// agent-2027: <nil>
-	// agent-2099: webhook_signature_key_unknown
+	// agent-2099: signature: rfc9421: key lookup: jwks: the key set was fetched less than a minute ago
+	// agent-2099, a minute later: webhook_signature_key_unknown
 }

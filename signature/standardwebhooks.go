@@ -181,8 +181,10 @@ type standardWebhooksVerifier struct {
 // (courier.CodeSignatureMalformed) unless each header
 // of one brand has exactly the field lines of its twin in the other, in
 // which case both say the same thing and it is verified once. A
-// signature header with more than 16 signatures is refused
-// (courier.CodeSignatureMalformed). The verifier is safe for concurrent
+// signature header with more than 16 signatures, or more than 4 v1a
+// (Ed25519) ones, is refused (courier.CodeSignatureMalformed), even when
+// one of them would verify: each v1a signature costs an Ed25519 check of
+// the whole body per public key, work anyone could ask for. The verifier is safe for concurrent
 // use.
 func NewStandardWebhooksVerifier(cfg StandardWebhooksVerifierConfig) (Verifier, error) {
 	cfg = cfg.withDefaults()

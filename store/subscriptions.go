@@ -78,7 +78,7 @@ type SubscriptionParams struct {
 
 // Subscription is one registry entry. A delivery published to it is not
 // sent under another endpoint, key or profile: once the subscription's
-// change, or it is paused or stops taking the delivery's event type, the
+// endpoint, key or profile changes, or it is paused or stops taking the delivery's event type, the
 // delivery's next claim suppresses it (subscription_changed).
 type Subscription struct {
 	ID int64

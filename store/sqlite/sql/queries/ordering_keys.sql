@@ -70,7 +70,7 @@ UPDATE courier_ordering_keys SET head_id = :head_id, blocked_at = NULL, updated_
 WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
 
 -- name: ordering_key_block
--- The key's head failed and holds the key (OrderingOnFailure HoldKey).
+-- The key's head failed and holds the key (OrderingOnFailure OrderingHoldKey).
 UPDATE courier_ordering_keys SET blocked_at = :now, updated_at = :now
 WHERE endpoint = :endpoint AND ordering_key = :ordering_key;
 

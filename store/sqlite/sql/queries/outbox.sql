@@ -771,7 +771,7 @@ LIMIT :limit;
 -- a pending or retrying one (held or not), or settles one that will not be
 -- sent: a quarantined one (its stored bytes cannot be sent again) or a
 -- failed one (dismissed rather than redriven). Either frees the ordering
--- key it may hold (a failed one under OrderingOnFailure HoldKey).
+-- key it may hold (a failed one under OrderingOnFailure OrderingHoldKey).
 UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', hold = NULL, updated_at = :now
 WHERE id = :id AND status IN ('pending', 'retry_wait', 'quarantined', 'failed')
 RETURNING id, endpoint, ordering_key, status;
