@@ -8,8 +8,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/internal/canonical"
-	"github.com/courier-go/courier/internal/wire"
+	"github.com/courier-go/courier/internal/commandresponse"
 )
 
 var capabilities = strings.Repeat("c", 64)
@@ -97,18 +96,18 @@ func TestCommandProfileVerify(t *testing.T) {
 	t.Parallel()
 	c, payload := newCommand(t, ack.OperationCancellation)
 	const attempt = 2
-	base := sourceResponse(c, payload, attempt, ack.CommandApplied)
+	base := commandresponse.For(c, payload, attempt, ack.CommandApplied)
 	marshal := func(f func(r *ack.CommandResponse)) []byte {
 		r := base
 		f(&r)
-		return responseBytes(r)
+		return commandresponse.Bytes(r)
 	}
 	tests := []struct {
 		name     string
 		response []byte
 		ok       bool
 	}{
-		{"exact", responseBytes(base), true},
+		{"exact", commandresponse.Bytes(base), true},
 		{"already applied", marshal(func(r *ack.CommandResponse) { r.Status = ack.CommandAlreadyApplied }), true},
 		{"replay of an earlier attempt", marshal(func(r *ack.CommandResponse) { r.Attempt = 1 }), true},
 		{"reordered and spaced", []byte(` { "status":"applied","attempt":2,"source_max_attempts":3,"capabilities_sha256":"` + capabilities + `","payload_sha256":"` + ack.Digest(payload) + `","request_id":"req-1","operation":"cancellation","schema":"courier.source-command-response.v1" } `), true},
@@ -123,11 +122,11 @@ func TestCommandProfileVerify(t *testing.T) {
 		// replay with a later attempt number may be what the source applied.
 		{"attempt after the one sent", marshal(func(r *ack.CommandResponse) { r.Attempt = 3 }), true},
 		{"attempt zero", marshal(func(r *ack.CommandResponse) { r.Attempt = 0 }), false},
-		{"unknown member", []byte(strings.Replace(string(responseBytes(base)), `{`, `{"extra":"x",`, 1)), false},
-		{"missing member", []byte(strings.Replace(string(responseBytes(base)), `"attempt":2,`, ``, 1)), false},
-		{"attempt as string", []byte(strings.Replace(string(responseBytes(base)), `"attempt":2`, `"attempt":"2"`, 1)), false},
-		{"attempt as float", []byte(strings.Replace(string(responseBytes(base)), `"attempt":2`, `"attempt":2.0`, 1)), false},
-		{"duplicate member", []byte(strings.Replace(string(responseBytes(base)), `{`, `{"attempt":2,`, 1)), false},
+		{"unknown member", []byte(strings.Replace(string(commandresponse.Bytes(base)), `{`, `{"extra":"x",`, 1)), false},
+		{"missing member", []byte(strings.Replace(string(commandresponse.Bytes(base)), `"attempt":2,`, ``, 1)), false},
+		{"attempt as string", []byte(strings.Replace(string(commandresponse.Bytes(base)), `"attempt":2`, `"attempt":"2"`, 1)), false},
+		{"attempt as float", []byte(strings.Replace(string(commandresponse.Bytes(base)), `"attempt":2`, `"attempt":2.0`, 1)), false},
+		{"duplicate member", []byte(strings.Replace(string(commandresponse.Bytes(base)), `{`, `{"attempt":2,`, 1)), false},
 		{"empty", nil, false},
 		{"courier ack", ack.New("cancellation:req-1", payload).Marshal(), false},
 	}
@@ -145,7 +144,7 @@ func TestCommandProfileVerify(t *testing.T) {
 	}
 	// Attempts beyond the source's own budget are never valid, whichever
 	// attempt was sent.
-	over := responseBytes(sourceResponse(c, payload, 4, ack.CommandApplied))
+	over := commandresponse.Bytes(commandresponse.For(c, payload, 4, ack.CommandApplied))
 	for _, sent := range []int{1, 4} {
 		if err := verifyCommand(payload, sent, over); !errors.Is(err, courier.CodeAckInvalid) {
 			t.Fatalf("attempt beyond source_max_attempts, attempt %d sent: Verify = %v", sent, err)
@@ -225,23 +224,4 @@ func TestCommandIdentityIsAToken(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sourceResponse is the response a source (handler.NewSource) answers c,
-// received as body at attempt, with: status applied or already_applied.
-func sourceResponse(c ack.Command, body []byte, attempt int, status string) ack.CommandResponse {
-	return ack.CommandResponse{
-		Schema: wire.CommandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
-		PayloadSHA256: ack.Digest(body), CapabilitiesSHA256: c.CapabilitiesSHA256, Status: status,
-		Attempt: attempt, SourceMaxAttempts: c.SourceMaxAttempts,
-	}
-}
-
-// responseBytes returns r as a source writes it: its canonical JSON.
-func responseBytes(r ack.CommandResponse) []byte {
-	b, err := canonical.Marshal(r)
-	if err != nil {
-		panic(err) // strings and integers only: cannot fail
-	}
-	return b
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier/internal/canonical"
+	"github.com/courier-go/courier/internal/commandresponse"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/courier-go/courier"
@@ -329,7 +330,7 @@ func FuzzReporting(f *testing.F) {
 // verifies at every attempt within its budget. the command profile's Verify never
 // panics on arbitrary payloads, attempts and responses.
 func FuzzCommand(f *testing.F) {
-	resp := responseBytes(ack.CommandResponse{Schema: "courier.source-command-response.v1", Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
+	resp := commandresponse.Bytes(ack.CommandResponse{Schema: "courier.source-command-response.v1", Operation: "change", RequestID: "r1", PayloadSHA256: strings.Repeat("0", 64),
 		CapabilitiesSHA256: strings.Repeat("a", 64), Status: ack.CommandApplied, Attempt: 1, SourceMaxAttempts: 3})
 	for _, c := range fuzzCommands(f) {
 		f.Add(c, 1, resp)
@@ -382,7 +383,7 @@ func FuzzCommand(f *testing.F) {
 		}
 		for a := 1; a <= c.SourceMaxAttempts; a++ {
 			for _, status := range []string{ack.CommandApplied, ack.CommandAlreadyApplied} {
-				r := responseBytes(sourceResponse(c, payload, a, status))
+				r := commandresponse.Bytes(commandresponse.For(c, payload, a, status))
 				if err := verifyCommand(payload, a, r); err != nil {
 					t.Fatalf("the source's response %q does not verify at attempt %d: %v", r, a, err)
 				}
@@ -392,7 +393,7 @@ func FuzzCommand(f *testing.F) {
 				}
 			}
 		}
-		over := responseBytes(sourceResponse(c, payload, c.SourceMaxAttempts+1, ack.CommandApplied))
+		over := commandresponse.Bytes(commandresponse.For(c, payload, c.SourceMaxAttempts+1, ack.CommandApplied))
 		if err := verifyCommand(payload, c.SourceMaxAttempts+1, over); err == nil {
 			t.Fatalf("a response naming attempt %d verifies beyond the budget of %d", c.SourceMaxAttempts+1, c.SourceMaxAttempts)
 		}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-go/courier/internal/canonical"
+	"github.com/courier-go/courier/internal/commandresponse"
 	"github.com/courier-go/courier/internal/wire"
 
 	"github.com/jmoiron/sqlx"
@@ -67,22 +67,31 @@ func TestWorkerVerifiesCommandResponse(t *testing.T) {
 		edit func(r *ack.CommandResponse) []byte
 		want courier.Status
 	}{
-		{"exact", func(r *ack.CommandResponse) []byte { return responseBytes(*r) }, courier.StatusSucceeded},
-		{"operation", func(r *ack.CommandResponse) []byte { r.Operation = ack.OperationCancellation; return responseBytes(*r) }, courier.StatusFailed},
-		{"request_id", func(r *ack.CommandResponse) []byte { r.RequestID = "other"; return responseBytes(*r) }, courier.StatusFailed},
-		{"payload digest", func(r *ack.CommandResponse) []byte { r.PayloadSHA256 = ack.Digest(nil); return responseBytes(*r) }, courier.StatusFailed},
+		{"exact", func(r *ack.CommandResponse) []byte { return commandresponse.Bytes(*r) }, courier.StatusSucceeded},
+		{"operation", func(r *ack.CommandResponse) []byte {
+			r.Operation = ack.OperationCancellation
+			return commandresponse.Bytes(*r)
+		}, courier.StatusFailed},
+		{"request_id", func(r *ack.CommandResponse) []byte { r.RequestID = "other"; return commandresponse.Bytes(*r) }, courier.StatusFailed},
+		{"payload digest", func(r *ack.CommandResponse) []byte {
+			r.PayloadSHA256 = ack.Digest(nil)
+			return commandresponse.Bytes(*r)
+		}, courier.StatusFailed},
 		{"capabilities digest", func(r *ack.CommandResponse) []byte {
 			r.CapabilitiesSHA256 = strings.Repeat("6", 64)
-			return responseBytes(*r)
+			return commandresponse.Bytes(*r)
 		}, courier.StatusFailed},
-		{"source budget", func(r *ack.CommandResponse) []byte { r.SourceMaxAttempts++; return responseBytes(*r) }, courier.StatusFailed},
-		{"attempt beyond the budget", func(r *ack.CommandResponse) []byte { r.Attempt = r.SourceMaxAttempts + 1; return responseBytes(*r) }, courier.StatusFailed},
+		{"source budget", func(r *ack.CommandResponse) []byte { r.SourceMaxAttempts++; return commandresponse.Bytes(*r) }, courier.StatusFailed},
+		{"attempt beyond the budget", func(r *ack.CommandResponse) []byte {
+			r.Attempt = r.SourceMaxAttempts + 1
+			return commandresponse.Bytes(*r)
+		}, courier.StatusFailed},
 		// Informational: Courier-Attempt is not signed, so the response's
 		// attempt may be a replay's, within the budget.
-		{"another attempt than the one sent", func(r *ack.CommandResponse) []byte { r.Attempt++; return responseBytes(*r) }, courier.StatusSucceeded},
-		{"status", func(r *ack.CommandResponse) []byte { r.Status = "accepted"; return responseBytes(*r) }, courier.StatusFailed},
+		{"another attempt than the one sent", func(r *ack.CommandResponse) []byte { r.Attempt++; return commandresponse.Bytes(*r) }, courier.StatusSucceeded},
+		{"status", func(r *ack.CommandResponse) []byte { r.Status = "accepted"; return commandresponse.Bytes(*r) }, courier.StatusFailed},
 		{"unknown field", func(r *ack.CommandResponse) []byte {
-			return []byte(strings.Replace(string(responseBytes(*r)), "{", `{"note":"x",`, 1))
+			return []byte(strings.Replace(string(commandresponse.Bytes(*r)), "{", `{"note":"x",`, 1))
 		}, courier.StatusFailed},
 	}
 	for _, tt := range tests {
@@ -101,7 +110,7 @@ func TestWorkerVerifiesCommandResponse(t *testing.T) {
 					http.Error(w, "bad command", http.StatusBadRequest)
 					return
 				}
-				resp := sourceResponse(c, body, attempt)
+				resp := commandresponse.For(c, body, attempt, ack.CommandApplied)
 				w.Header().Set("Content-Type", "application/json")
 				w.Write(tt.edit(&resp))
 			}, nil)
@@ -324,23 +333,4 @@ func countingSource(t *testing.T, b *workerBundle, source *atomic.Pointer[handle
 	}
 	source.Store(s)
 	return applications
-}
-
-// sourceResponse is the response a source (handler.NewSource) answers c,
-// received as body at attempt, with.
-func sourceResponse(c ack.Command, body []byte, attempt int) ack.CommandResponse {
-	return ack.CommandResponse{
-		Schema: wire.CommandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
-		PayloadSHA256: ack.Digest(body), CapabilitiesSHA256: c.CapabilitiesSHA256, Status: ack.CommandApplied,
-		Attempt: attempt, SourceMaxAttempts: c.SourceMaxAttempts,
-	}
-}
-
-// responseBytes returns r as a source writes it: its canonical JSON.
-func responseBytes(r ack.CommandResponse) []byte {
-	b, err := canonical.Marshal(r)
-	if err != nil {
-		panic(err) // strings and integers only: cannot fail
-	}
-	return b
 }

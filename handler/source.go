@@ -9,7 +9,7 @@ import (
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
-	"github.com/courier-go/courier/internal/canonical"
+	"github.com/courier-go/courier/internal/commandresponse"
 	"github.com/courier-go/courier/internal/jsonbody"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
@@ -198,7 +198,7 @@ func (s *Source) process(ctx context.Context, key protocol.InboxKey, c ack.Comma
 		settled = !errors.Is(rollback, sql.ErrTxDone)
 		return nil, false, fromFunc(ctx, inbox, err, rollback)
 	}
-	b := commandResponse(c, body, attempt, status)
+	b := commandresponse.Bytes(commandresponse.For(c, body, attempt, status))
 	if err := inbox.Complete(ctx, tx, key, b); err != nil {
 		// Whatever ended tx, it is settled here: the give-back above is
 		// for a record the function committed and nothing completed.
@@ -293,20 +293,4 @@ func (s *Source) completeAlone(ctx context.Context, mine protocol.InboxClaim, b 
 	}
 	s.front.logger.WarnContext(ctx, errTxEnded.Error()) // stored: the redelivery is answered from it
 	return nil
-}
-
-// commandResponse returns the canonical JSON of the response to c
-// received as body at the given attempt, with status applied or
-// already_applied: the bytes a source stores and replays for every
-// redelivery.
-func commandResponse(c ack.Command, body []byte, attempt int, status string) []byte {
-	b, err := canonical.Marshal(ack.CommandResponse{
-		Schema: wire.CommandResponseSchema, Operation: c.Operation, RequestID: c.RequestID,
-		PayloadSHA256: ack.Digest(body), CapabilitiesSHA256: c.CapabilitiesSHA256, Status: status,
-		Attempt: attempt, SourceMaxAttempts: c.SourceMaxAttempts,
-	})
-	if err != nil {
-		panic(err) // strings and integers only: cannot fail
-	}
-	return b
 }

@@ -59,9 +59,10 @@ func (s *adcpHMACSigner) Sign(req *http.Request, m Message) error {
 		return permanentSigningError("adcp hmac: message time is before 1970")
 	}
 	if mayHaveDuplicateJSONKey(m.Body) {
-		// The stored payload never changes: a signing failure for good.
+		// The stored payload never changes: a case of a signing failure
+		// for good, under AdCP's own code.
 		return &coded.Error{Code: courier.CodeDuplicateKeyInput, Msg: "adcp hmac: body has a duplicate JSON object key, or cannot be read strictly",
-			Err: &coded.Error{Code: courier.CodeSigningFailed, Err: courier.CodeConfigInvalid}}
+			Err: permanentSigningError("")}
 	}
 	tsText := strconv.FormatInt(ts, 10)
 	if req.Header == nil {
