@@ -313,7 +313,7 @@ func TestAClaimCutByTheDatabaseIsMadeAgain(t *testing.T) {
 	o.run(t)
 	<-awaiting // it listens, made its first claim, found nothing and waits
 
-	terminate, release := o.lockAttempts(t)
+	terminate, release := o.lockTable(t, "courier_endpoint_limits")
 	o.enqueue(t, "cut") // wakes the Run, whose claim waits for the lock
 	terminate()
 	<-awaiting // the claim failed, and the Run waits again
@@ -382,18 +382,19 @@ func TestALeaseHeldAcrossAnOutageIsReclaimed(t *testing.T) {
 	}
 }
 
-// lockAttempts takes courier_attempts in a transaction of its own: a claim
-// (which logs expired leases there first) or a settle (which logs its
-// attempt there) that comes meanwhile waits for it. terminate ends the
+// lockTable takes table in a transaction of its own: a statement that
+// reads or writes it meanwhile waits for it. A claim's first statement
+// (outbox_claim_look) reads courier_endpoint_limits, which an enqueue does
+// not; a settle logs its attempt in courier_attempts. terminate ends the
 // backend of the first statement found waiting, and release ends the lock.
-func (o *outage) lockAttempts(t *testing.T) (terminate func(), release func()) {
+func (o *outage) lockTable(t *testing.T, table string) (terminate func(), release func()) {
 	t.Helper()
 	lock, err := o.db.BeginTxx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lock.Rollback() })
-	if _, err := lock.ExecContext(t.Context(), `LOCK TABLE courier_attempts IN ACCESS EXCLUSIVE MODE`); err != nil {
+	if _, err := lock.ExecContext(t.Context(), `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
 	terminate = func() {
@@ -401,7 +402,7 @@ func (o *outage) lockAttempts(t *testing.T) (terminate func(), release func()) {
 		var pid int
 		for pid == 0 { // until the statement blocks on the lock
 			if err := lock.GetContext(t.Context(), &pid, `SELECT COALESCE(max(l.pid), 0) FROM pg_locks l
-				WHERE NOT l.granted AND l.relation = 'courier_attempts'::regclass`); err != nil {
+				WHERE NOT l.granted AND l.relation = $1::regclass`, table); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -428,7 +429,7 @@ func TestASettleCutByTheDatabaseIsMadeAgain(t *testing.T) {
 	o.run(t)
 	o.enqueue(t, "settled")
 	<-o.answered
-	terminate, release := o.lockAttempts(t)
+	terminate, release := o.lockTable(t, "courier_attempts")
 	o.hold.Store(nil)
 	close(hold)
 	terminate()

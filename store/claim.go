@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/wire"
 )
@@ -137,9 +139,17 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := o.s.schema.check(ctx, tx, o.s.dialect, now); err != nil {
 			return err // an altered schema: nothing is leased
 		}
-		var err error
-		if reclaimed, err = o.reclaim(ctx, tx, now); err != nil {
+		run := &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
+			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "cap": p.EndpointCap,
+		}, limited: make(map[string]int)}
+		look, err := run.look(ctx)
+		if err != nil {
 			return err
+		}
+		if look.expiredLeases {
+			if reclaimed, err = o.reclaim(ctx, tx, now); err != nil {
+				return err
+			}
 		}
 		// The keys of the leases it reclaimed, and those a settle or claim
 		// left (staleKeys), move on first: a delivery they promote is
@@ -155,19 +165,32 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := o.advanceOrLeave(ctx, tx, now, stale); err != nil {
 			return err
 		}
-		run := &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
-			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "cap": p.EndpointCap,
-		}, limited: make(map[string]int)}
-		if err := run.probes(ctx); err != nil {
-			return err
+		moved := len(stale) > 0
+		if look.probesDue {
+			if err := run.probes(ctx); err != nil {
+				return err
+			}
+			moved = true
 		}
 		if err := run.expireParked(ctx); err != nil {
 			return err
 		}
-		if err := run.unpark(ctx); err != nil {
+		if moved || run.expired > 0 {
+			// What the look read may have moved since: read it again.
+			if look, err = run.look(ctx); err != nil {
+				return err
+			}
+		}
+		unparked, err := run.unpark(ctx, look.parked)
+		if err != nil {
 			return err
 		}
-		if err := run.byPriority(ctx); err != nil {
+		if unparked && run.room() > 0 {
+			if look, err = run.look(ctx); err != nil {
+				return err
+			}
+		}
+		if err := run.byPriority(ctx, look.priorities); err != nil {
 			return err
 		}
 		if err := run.take(ctx); err != nil {
@@ -435,13 +458,52 @@ type parkedEndpoint struct {
 	LowestDue     sql.NullInt64 `db:"lowest_due"`     // the lowest priority waiting in the due index, any endpoint's
 }
 
-// parkedArgs are outbox_parked's arguments.
-func (r *claimRun) parkedArgs() map[string]any {
-	return map[string]any{"now": r.args["now"], "owner": r.args["owner"], "cap": r.args["cap"]}
+// claimLook is what a claim reads first (outbox_claim_look): whether a
+// lease has expired, whether an endpoint is due a probe, the endpoints
+// with parked deliveries and their room, and the priorities with waiting
+// rows, lowest first. A claim runs the statements that act on each only
+// when the look says there is something to act on.
+type claimLook struct {
+	expiredLeases, probesDue bool
+	parked                   []parkedEndpoint
+	priorities               []int
 }
 
-// unpark gives the endpoints with parked deliveries the room each has
-// now, the one parked longest first: being the oldest due, they come
+// lookRow is a row of outbox_claim_look: a parked endpoint, or the one row
+// with Endpoint "" when none is, and the answers every row carries.
+type lookRow struct {
+	ExpiredLeases bool   `db:"expired_leases"`
+	ProbesDue     bool   `db:"probes_due"`
+	Priorities    string `db:"priorities"` // a JSON array
+	parkedEndpoint
+}
+
+// look reads the claim's look (outbox_claim_look).
+func (r *claimRun) look(ctx context.Context) (claimLook, error) {
+	var rows []lookRow
+	if err := r.o.s.selectRows(ctx, r.tx, "outbox_claim_look", map[string]any{
+		"now": r.args["now"], "owner": r.args["owner"], "cap": r.args["cap"],
+	}, &rows); err != nil {
+		return claimLook{}, err
+	}
+	if len(rows) == 0 {
+		return claimLook{}, &coded.Error{Code: courier.CodeInternal, Msg: "store: outbox_claim_look returned no row"} // it returns one at least, whatever the tables hold
+	}
+	l := claimLook{expiredLeases: rows[0].ExpiredLeases, probesDue: rows[0].ProbesDue}
+	if err := json.Unmarshal([]byte(rows[0].Priorities), &l.priorities); err != nil {
+		return claimLook{}, &coded.Error{Code: courier.CodeInternal, Msg: "store: outbox_claim_look's priorities are not a JSON array of integers", Err: err}
+	}
+	slices.Sort(l.priorities)
+	for _, row := range rows {
+		if row.Endpoint != "" {
+			l.parked = append(l.parked, row.parkedEndpoint)
+		}
+	}
+	return l, nil
+}
+
+// unpark gives the endpoints with parked deliveries, eps, the room each
+// has now, the one parked longest first: being the oldest due, they come
 // before the due index's of their priority. An endpoint without limits is
 // leased its parked deliveries at once (outbox_claim_parked) when all are
 // of the lowest priority waiting, in the due index or parked at an
@@ -450,12 +512,10 @@ func (r *claimRun) parkedArgs() map[string]any {
 // later) comes first in claim order, so the endpoint's parked deliveries
 // are put back in the due index, as those of an endpoint with limits are,
 // for the claim statements, which lease in claim order (and take its
-// limits row on PostgreSQL, and its tokens).
-func (r *claimRun) unpark(ctx context.Context) error {
-	var eps []parkedEndpoint
-	if err := r.o.s.selectRows(ctx, r.tx, "outbox_parked", r.parkedArgs(), &eps); err != nil {
-		return err
-	}
+// limits row on PostgreSQL, and its tokens). It reports whether it put
+// some back (outbox_unpark): the due index's priorities may then have
+// changed.
+func (r *claimRun) unpark(ctx context.Context, eps []parkedEndpoint) (unparked bool, err error) {
 	slices.SortFunc(eps, func(a, b parkedEndpoint) int { return cmp.Compare(a.FirstDue, b.FirstDue) })
 	var lowest sql.NullInt64 // waiting, in the due index or parked at an endpoint with room
 	if len(eps) > 0 {
@@ -472,31 +532,28 @@ func (r *claimRun) unpark(ctx context.Context) error {
 		case e.Room <= 0:
 			continue
 		case n <= 0:
-			return nil
+			return unparked, nil
 		}
 		if !e.Limited && e.LastPriority <= lowest.Int64 {
 			if _, _, _, err := r.run(ctx, "outbox_claim_parked", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
 		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-			return err
+			return false, err
 		}
+		unparked = true
 	}
-	return nil
+	return unparked, nil
 }
 
 // byPriority claims due deliveries into the room left, priority by
-// priority, lowest first: each claim statement then reads the due index
-// as a range.
-func (r *claimRun) byPriority(ctx context.Context) error {
+// priority, lowest first (priorities, as the look read them): each claim
+// statement then reads the due index as a range.
+func (r *claimRun) byPriority(ctx context.Context, priorities []int) error {
 	if r.room() <= 0 {
 		return nil
-	}
-	var priorities []int
-	if err := r.o.s.selectRows(ctx, r.tx, "outbox_due_priorities", nil, &priorities); err != nil {
-		return err
 	}
 	for _, p := range priorities {
 		swept := false

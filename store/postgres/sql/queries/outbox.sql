@@ -206,50 +206,81 @@ RETURNING courier_outbox.id, status, notification_id, endpoint, payload, payload
     priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
--- name: outbox_parked
--- As in SQLite: the endpoints with parked deliveries and the room each has
--- now, by a loose index scan of courier_outbox_parked. Nothing is locked:
--- a claim that unparks more than an endpoint has room for by the time it
--- leases parks the rest again.
--- Each step is ORDER BY … LIMIT 1, not MIN: right after a claim parked a
+-- name: outbox_claim_look
+-- What a claim reads before it leases anything, in one statement: one row
+-- per endpoint with parked deliveries and the room it has now (none if no
+-- endpoint has, and then one row with endpoint ''), each carrying the same
+-- three answers: whether a lease has expired (attempts_log_expired_leases
+-- would log one), whether an endpoint is due a probe (endpoint_probes
+-- would find one), and the priorities that have waiting rows, lowest
+-- first, as a JSON array. A claim at rest, its endpoints closed and its
+-- leases live, so reads in one round trip what took four.
+-- The parked endpoints by a loose index scan of courier_outbox_parked,
+-- each step ORDER BY … LIMIT 1, not MIN: right after a claim parked a
 -- backlog the statistics still count no parked row, and the planner then
 -- aggregates MIN over the whole index instead of reading its first entry.
+-- The priorities by a loose index scan of the due index: one O(log n)
+-- step per distinct priority. Nothing is locked: a claim that unparks more
+-- than an endpoint has room for by the time it leases parks the rest again.
 WITH RECURSIVE e(endpoint) AS (
     SELECT (SELECT endpoint FROM courier_outbox WHERE hold = 'endpoint' ORDER BY endpoint LIMIT 1)
     UNION ALL
     SELECT (SELECT endpoint FROM courier_outbox WHERE hold = 'endpoint' AND endpoint > e.endpoint ORDER BY endpoint LIMIT 1)
     FROM e WHERE e.endpoint IS NOT NULL
+),
+prio(v) AS (
+    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > prio.v)
+    FROM prio WHERE prio.v IS NOT NULL
+),
+parked AS (
+    SELECT d.endpoint,
+        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+        ELSE LEAST(
+            CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM courier_outbox AS f
+                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+                 ELSE 1000000 END,
+            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+            COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+        END AS room,
+        EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
+        (SELECT p.next_attempt_at FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+         ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
+        -- As in SQLite: the first and last parked deliveries' priorities,
+        -- and the lowest waiting in the due index (an InitPlan, read once;
+        -- ORDER BY … LIMIT 1, as in the loose index scan above).
+        (SELECT p.priority FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+         ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_priority,
+        (SELECT p.priority FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+         ORDER BY p.priority DESC LIMIT 1) AS last_priority,
+        (SELECT priority FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL ORDER BY priority LIMIT 1) AS lowest_due
+    FROM e AS d WHERE d.endpoint IS NOT NULL
+        -- A disabled endpoint has no room until Enable: its deliveries wait
+        -- (and end at their deadline, outbox_expire_parked) without costing
+        -- each claim its reckoning.
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS x WHERE x.endpoint = d.endpoint AND x.state = 'disabled')
+),
+answers AS (
+    SELECT
+        EXISTS (SELECT 1 FROM courier_outbox WHERE status = 'leased' AND lease_expires_at <= :now) AS expired_leases,
+        -- endpoint_probes's condition.
+        EXISTS (SELECT 1 FROM courier_endpoints AS b
+                WHERE b.state IN ('open', 'half_open') AND b.open_until <= :now
+                    AND (b.state = 'half_open' OR b.open_until <> b.updated_at
+                        OR EXISTS (SELECT 1 FROM courier_outbox AS q WHERE q.hold = 'endpoint' AND q.endpoint = b.endpoint))) AS probes_due,
+        (SELECT COALESCE(json_agg(v ORDER BY v), '[]')::text FROM prio WHERE v IS NOT NULL) AS priorities
 )
-SELECT d.endpoint,
-    CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
-    ELSE LEAST(
-        CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM courier_outbox AS f
-                                        WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
-             ELSE 1000000 END,
-        COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
-                                                                              WHERE f.endpoint = d.endpoint AND f.status = 'leased')
-                              ELSE 1000000 END
-                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-        COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
-                              ELSE 1000000 END
-                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-    END AS room,
-    EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
-    (SELECT p.next_attempt_at FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
-     ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
-    -- As in SQLite: the first and last parked deliveries' priorities, and
-    -- the lowest waiting in the due index (an InitPlan, read once;
-    -- ORDER BY … LIMIT 1, as in the loose index scan above).
-    (SELECT p.priority FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
-     ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_priority,
-    (SELECT p.priority FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
-     ORDER BY p.priority DESC LIMIT 1) AS last_priority,
-    (SELECT priority FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL ORDER BY priority LIMIT 1) AS lowest_due
-FROM e AS d WHERE d.endpoint IS NOT NULL
-    -- A disabled endpoint has no room until Enable: its deliveries wait
-    -- (and end at their deadline, outbox_expire_parked) without costing
-    -- each claim its reckoning.
-    AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS x WHERE x.endpoint = d.endpoint AND x.state = 'disabled');
+SELECT a.expired_leases, a.probes_due, a.priorities,
+    COALESCE(d.endpoint, '') AS endpoint, COALESCE(d.room, 0) AS room, COALESCE(d.limited, false) AS limited,
+    COALESCE(d.first_due, 0) AS first_due, COALESCE(d.first_priority, 0) AS first_priority,
+    COALESCE(d.last_priority, 0) AS last_priority, d.lowest_due
+FROM answers AS a LEFT JOIN parked AS d ON true;
 
 -- name: outbox_park_due
 -- As in SQLite. PostgreSQL: rows another claimer holds are skipped; the
@@ -917,17 +948,6 @@ WITH inserted AS (
     RETURNING id
 )
 SELECT id FROM inserted, pg_notify('courier_outbox', '');
-
--- name: outbox_due_priorities
--- The priorities that have waiting rows, lowest first, read from the due
--- index by a loose index scan: one O(log n) step per distinct priority.
-WITH RECURSIVE p(v) AS (
-    SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
-    UNION ALL
-    SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
-    FROM p WHERE p.v IS NOT NULL
-)
-SELECT v FROM p WHERE v IS NOT NULL;
 
 -- name: outbox_check_rows
 -- Outbox.Check's slice of the outbox: every column of the rows after

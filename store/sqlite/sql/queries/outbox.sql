@@ -122,7 +122,7 @@ RETURNING id, endpoint, ordering_key, status, last_error_code;
 
 -- name: outbox_claim_pick
 -- The next :limit due deliveries of one priority (see
--- outbox_due_priorities), in claim order: the due index is read as a
+-- outbox_claim_look), in claim order: the due index is read as a
 -- range, (priority = p, next_attempt_at <= now), so rows waiting for a
 -- later time are never walked, and held rows (hold, migration 8) are not
 -- in it. outbox_claim then leases, parks or ends each. limited says
@@ -153,7 +153,7 @@ LIMIT :limit;
 -- Leases the rows outbox_claim_pick picked (:ids, a JSON array), as many
 -- of each endpoint as it has room for, in claim order; parks the rest
 -- (hold 'endpoint': out of the due index until a claim finds the endpoint
--- has room, see outbox_parked). An endpoint's room is the least of:
+-- has room, see outbox_claim_look). An endpoint's room is the least of:
 --   :cap less the leases :owner holds on it (the worker's fair share; 0 for no cap),
 --   its max_in_flight less every lease on it (Endpoints.SetLimits; 0 for none),
 --   the whole tokens in its bucket (rate; 0 for none),
@@ -219,47 +219,81 @@ RETURNING id, status, notification_id, endpoint,
     priority, attempts, max_attempts, spared_attempts, deadline, lease_owner, lease_token, leased_at,
     lease_expires_at, created_at, subscription_id, subscription_fingerprint, event_type, trace_parent, trace_state, ordering_key;
 
--- name: outbox_parked
--- The endpoints with parked deliveries and the room each has now (as
--- outbox_claim reckons it), read from courier_outbox_parked by a loose
--- index scan: one O(log n) step per such endpoint, however many wait.
--- SQLite: INDEXED BY, as in outbox_due_priorities.
+-- name: outbox_claim_look
+-- What a claim reads before it leases anything, in one statement: one row
+-- per endpoint with parked deliveries and the room it has now, as
+-- outbox_claim reckons it (none if no endpoint has, and then one row with
+-- endpoint ''), each carrying the same three answers: whether a lease has
+-- expired (attempts_log_expired_leases would log one), whether an
+-- endpoint is due a probe (endpoint_probes would find one), and the
+-- priorities that have waiting rows, lowest first, as a JSON array. A
+-- claim at rest, its endpoints closed and its leases live, so runs one
+-- statement where it ran four.
+-- The parked endpoints are read from courier_outbox_parked by a loose
+-- index scan: one O(log n) step per such endpoint, however many wait; the
+-- priorities from the due index likewise, one step per distinct priority.
+-- SQLite: INDEXED BY holds the planner to those indexes; with statistics
+-- it may prefer courier_outbox_status for the first step and walk every
+-- held row.
 WITH RECURSIVE e(endpoint) AS (
     SELECT MIN(endpoint) FROM courier_outbox INDEXED BY courier_outbox_parked WHERE hold = 'endpoint'
     UNION ALL
     SELECT (SELECT MIN(endpoint) FROM courier_outbox INDEXED BY courier_outbox_parked WHERE hold = 'endpoint' AND endpoint > e.endpoint)
     FROM e WHERE e.endpoint IS NOT NULL
+),
+prio(v) AS (
+    SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > prio.v)
+    FROM prio WHERE prio.v IS NOT NULL
+),
+parked AS (
+    SELECT d.endpoint,
+        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+        ELSE MIN(
+            CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+                 ELSE 1000000 END,
+            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+            COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
+                                  ELSE 1000000 END
+                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+        END AS room,
+        EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
+        (SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+         ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
+        -- The first and last parked deliveries' priorities, and the lowest
+        -- waiting in the due index: a waiting delivery of a lower one comes
+        -- before those of the endpoint's parked ones in claim order.
+        (SELECT p.priority FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+         ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_priority,
+        (SELECT p.priority FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
+         ORDER BY p.priority DESC LIMIT 1) AS last_priority,
+        (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL) AS lowest_due
+    FROM e AS d WHERE d.endpoint IS NOT NULL
+        -- A disabled endpoint has no room until Enable: its deliveries wait
+        -- (and end at their deadline, outbox_expire_parked) without costing
+        -- each claim its reckoning.
+        AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS x WHERE x.endpoint = d.endpoint AND x.state = 'disabled')
+),
+answers AS (
+    SELECT
+        EXISTS (SELECT 1 FROM courier_outbox INDEXED BY courier_outbox_leases WHERE status = 'leased' AND lease_expires_at <= :now) AS expired_leases,
+        -- endpoint_probes's condition.
+        EXISTS (SELECT 1 FROM courier_endpoints AS b
+                WHERE b.state IN ('open', 'half_open') AND b.open_until <= :now
+                    AND (b.state = 'half_open' OR b.open_until <> b.updated_at
+                        OR EXISTS (SELECT 1 FROM courier_outbox AS q WHERE q.hold = 'endpoint' AND q.endpoint = b.endpoint))) AS probes_due,
+        (SELECT json_group_array(v) FROM prio WHERE v IS NOT NULL) AS priorities
 )
-SELECT d.endpoint,
-    CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
-    ELSE MIN(
-        CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
-                                        WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
-             ELSE 1000000 END,
-        COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
-                                                                              WHERE f.endpoint = d.endpoint AND f.status = 'leased')
-                              ELSE 1000000 END
-                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-        COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
-                              ELSE 1000000 END
-                  FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-    END AS room,
-    EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
-    (SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
-     ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
-    -- The first and last parked deliveries' priorities, and the lowest
-    -- waiting in the due index (read once): a waiting delivery of a lower
-    -- one comes before those of the endpoint's parked ones in claim order.
-    (SELECT p.priority FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
-     ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_priority,
-    (SELECT p.priority FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
-     ORDER BY p.priority DESC LIMIT 1) AS last_priority,
-    (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL) AS lowest_due
-FROM e AS d WHERE d.endpoint IS NOT NULL
-    -- A disabled endpoint has no room until Enable: its deliveries wait
-    -- (and end at their deadline, outbox_expire_parked) without costing
-    -- each claim its reckoning.
-    AND NOT EXISTS (SELECT 1 FROM courier_endpoints AS x WHERE x.endpoint = d.endpoint AND x.state = 'disabled');
+SELECT a.expired_leases, a.probes_due, a.priorities,
+    COALESCE(d.endpoint, '') AS endpoint, COALESCE(d.room, 0) AS room, COALESCE(d.limited, 0) AS limited,
+    COALESCE(d.first_due, 0) AS first_due, COALESCE(d.first_priority, 0) AS first_priority,
+    COALESCE(d.last_priority, 0) AS last_priority, d.lowest_due
+FROM answers AS a LEFT JOIN parked AS d ON 1;
 
 -- name: outbox_park_due
 -- Parks an endpoint's next :limit due deliveries of a priority in one
@@ -374,7 +408,7 @@ RETURNING id, status, notification_id, endpoint,
 -- name: outbox_claim_parked
 -- Leases up to :limit parked deliveries of an endpoint without limits, in
 -- claim order, straight from courier_outbox_parked: the room the endpoint
--- has again (see outbox_parked), given without a walk of the due index.
+-- has again (see outbox_claim_look), given without a walk of the due index.
 -- Rows whose deadline has come are ended, as by outbox_claim.
 UPDATE courier_outbox SET
     status = CASE WHEN deadline <= :now THEN 'failed' ELSE 'leased' END,
@@ -566,7 +600,7 @@ WHERE status = 'quarantined' AND last_error_code = 'payload_unreadable';
 -- its rows are a backlog waiting for a worker. The endpoint of each row
 -- of the due index is looked up by its key. The due index is
 -- read as a range per priority, (priority = p, next_attempt_at <= now),
--- the priorities found as in outbox_due_priorities: rows waiting for a
+-- the priorities found as in outbox_claim_look: rows waiting for a
 -- later time (a retry backlog, a NotBefore ahead) are never walked. No
 -- index holds the deadline: each due and parked row is read for it, so
 -- the read costs what the backlog holds, little while workers keep up.
@@ -808,20 +842,6 @@ INSERT INTO courier_outbox (
     :priority, 0, :max_attempts, :enqueued_max_attempts, :next_attempt_at, :deadline, :now, :now
 )
 ON CONFLICT (notification_id, endpoint) DO NOTHING;
-
--- name: outbox_due_priorities
--- The priorities that have waiting rows, lowest first, read from the due
--- index by a loose index scan: one O(log n) step per distinct priority.
--- SQLite: INDEXED BY holds the planner to the due index; with statistics
--- it may prefer courier_outbox_status for the first step and walk every
--- held row.
-WITH RECURSIVE p(v) AS (
-    SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL
-    UNION ALL
-    SELECT (SELECT MIN(priority) FROM courier_outbox INDEXED BY courier_outbox_due WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > p.v)
-    FROM p WHERE p.v IS NOT NULL
-)
-SELECT v FROM p WHERE v IS NOT NULL;
 
 -- name: outbox_check_rows
 -- Outbox.Check's slice of the outbox: every column of the rows after
