@@ -22,6 +22,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/refusing"
 	"github.com/courier-go/courier/store"
 )
 
@@ -160,12 +161,7 @@ func TestWorkerLogsWhyTheGuardRefused(t *testing.T) {
 // not even the names in its certificate, which x509's messages quote.
 func TestWorkerLogsWhyTheNetworkFailed(t *testing.T) {
 	t.Parallel()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close() // nothing listens there now: connection refused
+	closedAddr := refusing.Addr(t) // nothing listens there: connection refused
 	garbage, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/pgtest"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/refusing"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
 )
@@ -106,9 +107,9 @@ func TestMigrateAndOpenWithoutAServerAreDatabaseUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		server func(t *testing.T) string // its address
+		server func(testing.TB) string // its address
 	}{
-		{"refused", refusingServer},
+		{"refused", refusing.Addr},
 		{"hung up on", hangingUpServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,24 +127,9 @@ func TestMigrateAndOpenWithoutAServerAreDatabaseUnavailable(t *testing.T) {
 	}
 }
 
-// refusingServer returns an address of 127.0.0.1 nothing listens on: a
-// port the system gave out and that was closed again.
-func refusingServer(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // hangingUpServer returns the address of a server on 127.0.0.1 that
 // closes every connection as it accepts it.
-func hangingUpServer(t *testing.T) string {
+func hangingUpServer(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
