@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier/couriertest"
+	"github.com/courier-go/courier/internal/refusing"
 	"github.com/courier-go/courier/store"
 )
 
@@ -23,11 +24,12 @@ func TestPostgresFailuresNameTheCallersLine(t *testing.T) {
 		t.Skip("the child runs TestPostgresFailureLineChild only")
 	}
 	t.Parallel()
+	refused := refusing.Addr(t) // held by this process until the test ends
 	for _, require := range []string{"1", ""} {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestPostgresFailureLineChild$", "-test.v")
 		cmd.Env = append(os.Environ(),
 			"COURIERTEST_FAILURE_LINE_CHILD=1",
-			"COURIER_PG_URL=postgres://courier@127.0.0.1:1/postgres?connect_timeout=5",
+			"COURIER_PG_URL=postgres://courier@"+refused+"/postgres?connect_timeout=5",
 			"COURIER_PG_REQUIRE="+require)
 		out, _ := cmd.CombinedOutput()
 		for _, call := range []string{"PostgresURL(t)", "PostgresStore(t, ", "PostgresStores(t, "} {
