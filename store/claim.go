@@ -181,16 +181,14 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 				return err
 			}
 		}
+		// The deliveries it puts back in the due index add their
+		// priorities to the look's: what it leases straight from the
+		// parked ones takes none from the due index.
 		unparked, err := run.unpark(ctx, look.parked)
 		if err != nil {
 			return err
 		}
-		if unparked && run.room() > 0 {
-			if look, err = run.look(ctx); err != nil {
-				return err
-			}
-		}
-		if err := run.byPriority(ctx, look.priorities); err != nil {
+		if err := run.byPriority(ctx, withPriorities(look.priorities, unparked)); err != nil {
 			return err
 		}
 		if err := run.take(ctx); err != nil {
@@ -512,10 +510,10 @@ func (r *claimRun) look(ctx context.Context) (claimLook, error) {
 // later) comes first in claim order, so the endpoint's parked deliveries
 // are put back in the due index, as those of an endpoint with limits are,
 // for the claim statements, which lease in claim order (and take its
-// limits row on PostgreSQL, and its tokens). It reports whether it put
-// some back (outbox_unpark): the due index's priorities may then have
-// changed.
-func (r *claimRun) unpark(ctx context.Context, eps []parkedEndpoint) (unparked bool, err error) {
+// limits row on PostgreSQL, and its tokens). It returns the priorities
+// of the deliveries it put back (outbox_unpark), which the due index may
+// not have held before.
+func (r *claimRun) unpark(ctx context.Context, eps []parkedEndpoint) (unparked []int, err error) {
 	slices.SortFunc(eps, func(a, b parkedEndpoint) int { return cmp.Compare(a.FirstDue, b.FirstDue) })
 	var lowest sql.NullInt64 // waiting, in the due index or parked at an endpoint with room
 	if len(eps) > 0 {
@@ -536,16 +534,28 @@ func (r *claimRun) unpark(ctx context.Context, eps []parkedEndpoint) (unparked b
 		}
 		if !e.Limited && e.LastPriority <= lowest.Int64 {
 			if _, _, _, err := r.run(ctx, "outbox_claim_parked", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-				return false, err
+				return nil, err
 			}
 			continue
 		}
-		if _, err := r.o.s.exec(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}); err != nil {
-			return false, err
+		var priorities []int
+		if err := r.o.s.selectRows(ctx, r.tx, "outbox_unpark", map[string]any{"endpoint": e.Endpoint, "limit": n}, &priorities); err != nil {
+			return nil, err
 		}
-		unparked = true
+		unparked = append(unparked, priorities...)
 	}
 	return unparked, nil
+}
+
+// withPriorities returns the priorities, lowest first and each once, of
+// priorities (sorted) and of more.
+func withPriorities(priorities, more []int) []int {
+	if len(more) == 0 {
+		return priorities
+	}
+	all := slices.Concat(priorities, more)
+	slices.Sort(all)
+	return slices.Compact(all)
 }
 
 // byPriority claims due deliveries into the room left, priority by

@@ -298,8 +298,9 @@ FROM picked
 WHERE o.id = picked.id AND o.hold IS NULL;
 
 -- name: outbox_unpark
--- As in SQLite. PostgreSQL: rows another claimer holds are skipped; the
--- rows are picked once, in a MATERIALIZED CTE (see outbox_expire_due).
+-- As in SQLite, returning the priorities it put back. PostgreSQL: rows
+-- another claimer holds are skipped; the rows are picked once, in a
+-- MATERIALIZED CTE (see outbox_expire_due).
 WITH picked AS MATERIALIZED (
     SELECT id FROM courier_outbox WHERE hold = 'endpoint' AND endpoint = :endpoint
     ORDER BY priority, next_attempt_at, created_at, id
@@ -308,7 +309,8 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE courier_outbox AS o SET hold = NULL
 FROM picked
-WHERE o.id = picked.id AND o.hold = 'endpoint';
+WHERE o.id = picked.id AND o.hold = 'endpoint'
+RETURNING o.priority;
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):

@@ -312,13 +312,16 @@ WHERE id IN (
 
 -- name: outbox_unpark
 -- Puts an endpoint's first :limit parked deliveries, in claim order, back
--- in the due index.
+-- in the due index, and returns the priority of each: the claim adds them
+-- to the priorities outbox_claim_look read, rather than read the look
+-- again, and every parked endpoint's room with it, to learn them.
 UPDATE courier_outbox SET hold = NULL
 WHERE id IN (
     SELECT id FROM courier_outbox WHERE hold = 'endpoint' AND endpoint = :endpoint
     ORDER BY priority, next_attempt_at, created_at, id
     LIMIT :limit
-);
+)
+RETURNING priority;
 
 -- name: outbox_expire_due
 -- Called after a claim statement ended expired rows (see outbox_claim):
