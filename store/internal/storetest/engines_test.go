@@ -228,6 +228,13 @@ func TestHotPlansNeedNoStatistics(t *testing.T) {
 		{"queries/outbox.sql", "outbox_health_due", "SCAN q USING INDEX courier_outbox_parked"},
 		{"queries/outbox.sql", "outbox_expire_parked", "courier_outbox USING INDEX courier_outbox_parked"},
 		{"queries/attempts.sql", "attempts_log_expired_leases", "courier_outbox_leases (lease_expires_at<?)"},
+		// What every claim reads first: whether a lease expired (the
+		// expired leases alone), the priorities (a step of the due index
+		// per priority) and the parked endpoints (a step of the parked
+		// index per endpoint), never the whole backlog.
+		{"queries/outbox.sql", "outbox_claim_look", "courier_outbox_leases (lease_expires_at<?)"},
+		{"queries/outbox.sql", "outbox_claim_look", "courier_outbox_due (priority>?)"},
+		{"queries/outbox.sql", "outbox_claim_look", "courier_outbox_parked (endpoint>?)"},
 		// Health's count of deliveries a changed contract holds back: each
 		// pin probes the contract index, and no pin reads nothing.
 		{"queries/contracts.sql", "contract_mismatched", "SEARCH m USING INDEX courier_outbox_contract (endpoint=?"},
