@@ -607,7 +607,7 @@ WHERE status = 'quarantined' AND last_error_code = 'payload_unreadable';
 -- later time (a retry backlog, a NotBefore ahead) are never walked. No
 -- index holds the deadline: each due and parked row is read for it, so
 -- the read costs what the backlog holds, little while workers keep up.
--- SQLite: INDEXED BY, as in outbox_due_priorities; the due index's
+-- SQLite: INDEXED BY, as in outbox_claim_look; the due index's
 -- condition is repeated verbatim. CROSS JOIN keeps the priorities
 -- outside, each a range of the due index.
 WITH RECURSIVE p(v) AS (
