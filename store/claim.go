@@ -155,7 +155,7 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		// left (staleKeys), move on first: a delivery they promote is
 		// claimable in this claim. A claim never waits for a key's row
 		// (advanceOrLeave), so it may take keys in several groups.
-		stale, err := o.stale(ctx, tx, now)
+		stale, staleLooked, err := o.stale(ctx, tx, now)
 		if err != nil {
 			return err
 		}
@@ -165,18 +165,22 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := o.advanceOrLeave(ctx, tx, now, stale); err != nil {
 			return err
 		}
-		moved := len(stale) > 0
 		if look.probesDue {
 			if err := run.probes(ctx); err != nil {
 				return err
 			}
-			moved = true
 		}
 		if err := run.expireParked(ctx); err != nil {
 			return err
 		}
-		if moved || run.expired > 0 {
-			// What the look read may have moved since: read it again.
+		// The look is as fresh as the statements it stands for were only
+		// while the claim ran none since: after the sweep, the look for
+		// stale keys, the probes or the parked deliveries' expiry (each
+		// seldom), what it read may have moved, by this claim or, on
+		// PostgreSQL, by another transaction that committed meanwhile (a
+		// Redrive, a settle that promoted a key's next delivery), whose
+		// rows those statements, read after them, found: read it again.
+		if look.expiredLeases || staleLooked || look.probesDue || run.parkedDue != 0 {
 			if look, err = run.look(ctx); err != nil {
 				return err
 			}

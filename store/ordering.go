@@ -222,23 +222,23 @@ func (k *staleKeys) due(now int64) (look, dirty bool) {
 // ones another transaction holds are skipped), for the claim to advance
 // with the rows it ended. A row's head is the look's, which on PostgreSQL
 // may be out of date, and its status is left empty: advanceKeys checks the
-// head and reads its status once it holds the key.
-func (o *Outbox) stale(ctx context.Context, tx DBTX, now int64) ([]keyed, error) {
+// head and reads its status once it holds the key. looked says whether it
+// looked.
+func (o *Outbox) stale(ctx context.Context, tx DBTX, now int64) (rows []keyed, looked bool, err error) {
 	look, dirty := o.keys.due(now)
 	if !look {
-		return nil, nil
+		return nil, false, nil
 	}
-	var rows []keyed
 	if err := o.s.selectRows(ctx, tx, "ordering_key_stale", map[string]any{"limit": maxStaleKeys}, &rows); err != nil {
 		o.keys.left(now) // look again at the next claim
-		return nil, err
+		return nil, true, err
 	}
 	more := len(rows) == maxStaleKeys
 	if dirty && !more { // are some it left still held?
 		var n int
 		if err := o.s.scan(ctx, tx, "ordering_key_stale_count", nil, &n); err != nil {
 			o.keys.left(now)
-			return nil, err
+			return nil, true, err
 		}
 		more = n > len(rows)
 	}
@@ -248,7 +248,7 @@ func (o *Outbox) stale(ctx context.Context, tx DBTX, now int64) ([]keyed, error)
 	for i := range rows {
 		rows[i].Status = "" // only a lead: advanceKeys reads it again (see ordering_key_stale)
 	}
-	return rows, nil
+	return rows, true, nil
 }
 
 // rejoin puts redriven deliveries with an ordering key (returned waiting
