@@ -283,7 +283,7 @@
 //	courier_contracts        a pin, set by the first command to an endpoint or by Contracts.Pin,
 //	                         stays until Contracts.Unpin: it is what holds back a later command
 //	                         built for another contract, however long the endpoint was idle
-//	courier_subscriptions    the application's (Subscriptions): paused by Update, never deleted
+//	courier_subscriptions    the application's (Subscriptions): paused by Update, removed by Delete
 //
 // So the tables an operator does not tend grow with the traffic of the
 // retention window, and the others with what operators and the

@@ -242,6 +242,43 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 	})
 }
 
+// Delete removes a subscription of tenant, inside tx when the caller has
+// one; with a nil tx it writes on its own, through the Store's writer (see
+// Store.Begin). Publish no longer fans events out to it, and a delivery
+// already enqueued for it that its claim finds is suppressed
+// (subscription_changed) rather than sent, as a paused subscription's is.
+// Its deliveries keep their history (Outbox.Get, Outbox.Attempts) and
+// their SubscriptionID, which no subscription created later is given: the
+// registry never reuses an id. To stop a subscription for a while, pause
+// it (SubscriptionParams.Paused) instead: an event published again once
+// it is resumed is sent to it, where a deleted subscription's are not.
+//
+// A missing id is CodeNotFound; as with Update, one of another tenant is
+// CodeInvalidArgument and stays.
+func (sr *Subscriptions) Delete(ctx context.Context, tx DBTX, id int64, tenant string) error {
+	if !validTenant(tenant) {
+		return invalidArgument("Delete tenant must be 1-256 bytes of UTF-8 without NUL")
+	}
+	_, err := orOwnTx(ctx, sr.s, tx, func(tx DBTX) (struct{}, error) {
+		r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
+		if err != nil {
+			return struct{}{}, err // CodeNotFound: there is none
+		}
+		if r.Tenant != tenant {
+			return struct{}{}, invalidArgument("Delete cannot remove a subscription of another Tenant")
+		}
+		res, err := sr.s.exec(ctx, tx, "subscription_delete", map[string]any{"id": id})
+		if err != nil {
+			return struct{}{}, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return struct{}{}, errNotFound // deleted since the read, by a Delete beside this one
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
 // Get returns one subscription, or CodeNotFound. It reads inside tx when
 // the caller has one; with a nil tx, through the Store's DB(), which sees
 // only what is committed.

@@ -28,11 +28,15 @@ func TestMain(m *testing.M) { testmain.Main(m) }
 
 // engines are the databases the tests and benchmarks here run on.
 // PostgreSQL is skipped when no server can be had (see internal/pgtest).
-var engines = []struct {
+// testEngine is one of the engines the tests run on: its name, its driver's,
+// and how a test opens a fresh database of it.
+type testEngine struct {
 	name   string
 	driver string
 	open   func(tb testing.TB) *sqlx.DB
-}{
+}
+
+var engines = []testEngine{
 	{"sqlite", sqlite.DriverName, openSQLite},
 	{"postgres", postgres.DriverName, openPostgres},
 }
@@ -455,5 +459,18 @@ func TestClaimPickReadsTheDueIndexInOrder(t *testing.T) {
 		if !strings.Contains(plan, "Index Scan using courier_outbox_due") || strings.Contains(plan, "Sort") {
 			t.Errorf("busy %s: outbox_claim_pick is not planned as an ordered read of courier_outbox_due:\n%s", busy, plan)
 		}
+	}
+}
+
+// onEveryEngine runs test as a parallel subtest on each engine, given the
+// engine and a freshly migrated store and its database.
+func onEveryEngine(t *testing.T, test func(t *testing.T, e testEngine, s *store.Store, db *sqlx.DB)) {
+	t.Helper()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s, db := migratedStore(t, e.open)
+			test(t, e, s, db)
+		})
 	}
 }

@@ -25,33 +25,29 @@ import (
 func TestPruneBatchReadsOnlyItsRows(t *testing.T) {
 	t.Parallel()
 	args := map[string]any{"before": int64(1 << 62), "limit": 100}
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			s, db := migratedStore(t, e.open)
-			text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_prune", args)
-			for _, stage := range []string{"empty", "1000 prunable rows, analyzed"} {
-				if stage != "empty" {
-					fillPrunable(t, s, db, 1000)
-				}
-				var unsorted string
-				if e.name == "sqlite" {
-					plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, vals...))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if strings.Contains(plan, "USE TEMP B-TREE FOR ORDER BY") || !strings.Contains(plan, "courier_outbox_status") {
-						unsorted = plan
-					}
-				} else {
-					unsorted = pgSortsTheOutbox(t, db, text, vals)
-				}
-				if unsorted != "" {
-					t.Errorf("%s: outbox_prune sorts prunable rows it reads in no order, to keep a batch:\n%s", stage, unsorted)
-				}
+	onEveryEngine(t, func(t *testing.T, e testEngine, s *store.Store, db *sqlx.DB) {
+		text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_prune", args)
+		for _, stage := range []string{"empty", "1000 prunable rows, analyzed"} {
+			if stage != "empty" {
+				fillPrunable(t, s, db, 1000)
 			}
-		})
-	}
+			var unsorted string
+			if e.name == "sqlite" {
+				plan, err := planText(db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, vals...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(plan, "USE TEMP B-TREE FOR ORDER BY") || !strings.Contains(plan, "courier_outbox_status") {
+					unsorted = plan
+				}
+			} else {
+				unsorted = pgSortsTheOutbox(t, db, text, vals)
+			}
+			if unsorted != "" {
+				t.Errorf("%s: outbox_prune sorts prunable rows it reads in no order, to keep a batch:\n%s", stage, unsorted)
+			}
+		}
+	})
 }
 
 // fillPrunable enqueues n deliveries and finishes them, succeeded and
@@ -154,41 +150,37 @@ func pgSortsTheOutbox(t *testing.T, db *sqlx.DB, text string, vals []any) string
 func TestPruneStatementsReadAnIndex(t *testing.T) {
 	t.Parallel()
 	args := map[string]any{"before": int64(1 << 50), "now": int64(1 << 50), "live_bucket": int64(1 << 30), "limit": 100}
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			_, db := migratedStore(t, e.open)
-			ctx := t.Context()
-			for _, c := range []struct{ file, name, table, index string }{
-				{"queries/outbox.sql", "outbox_prune", "courier_outbox", "courier_outbox_status"},
-				{"queries/attempts.sql", "attempts_prune", "courier_attempts", "courier_attempts_finished"},
-				{"queries/inbox.sql", "inbox_prune", "courier_inbox", "courier_inbox_updated"},
-				{"queries/replay.sql", "replay_prune", "courier_replay", "courier_replay_expires"},
-				{"queries/replay.sql", "replay_prune_counts", "courier_replay_counts", "courier_replay_counts_bucket"},
-			} {
-				text, vals := boundQuery(t, e.driver, c.file, c.name, args)
-				tx, err := db.BeginTxx(ctx, nil)
-				if err != nil {
+	onEveryEngine(t, func(t *testing.T, e testEngine, s *store.Store, db *sqlx.DB) {
+		ctx := t.Context()
+		for _, c := range []struct{ file, name, table, index string }{
+			{"queries/outbox.sql", "outbox_prune", "courier_outbox", "courier_outbox_status"},
+			{"queries/attempts.sql", "attempts_prune", "courier_attempts", "courier_attempts_finished"},
+			{"queries/inbox.sql", "inbox_prune", "courier_inbox", "courier_inbox_updated"},
+			{"queries/replay.sql", "replay_prune", "courier_replay", "courier_replay_expires"},
+			{"queries/replay.sql", "replay_prune_counts", "courier_replay_counts", "courier_replay_counts_bucket"},
+		} {
+			text, vals := boundQuery(t, e.driver, c.file, c.name, args)
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			explain, scan := "EXPLAIN QUERY PLAN ", "SCAN "+c.table
+			if e.name == "postgres" {
+				if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 					t.Fatal(err)
 				}
-				explain, scan := "EXPLAIN QUERY PLAN ", "SCAN "+c.table
-				if e.name == "postgres" {
-					if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-						t.Fatal(err)
-					}
-					explain, scan = "EXPLAIN ", "Seq Scan on "+c.table
-				}
-				plan, err := planText(tx.QueryContext(ctx, explain+text, vals...))
-				tx.Rollback()
-				if err != nil {
-					t.Fatalf("%s: %v", c.name, err)
-				}
-				if strings.Contains(plan, scan) || !strings.Contains(plan, c.index) {
-					t.Errorf("%s does not pick its batch from %s:\n%s", c.name, c.index, plan)
-				}
+				explain, scan = "EXPLAIN ", "Seq Scan on "+c.table
 			}
-		})
-	}
+			plan, err := planText(tx.QueryContext(ctx, explain+text, vals...))
+			tx.Rollback()
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if strings.Contains(plan, scan) || !strings.Contains(plan, c.index) {
+				t.Errorf("%s does not pick its batch from %s:\n%s", c.name, c.index, plan)
+			}
+		}
+	})
 }
 
 // BenchmarkPruneDeadEndpoints times one Outbox.Prune of 100,000 breaker

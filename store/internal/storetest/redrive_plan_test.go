@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier/store"
 )
 
@@ -22,24 +24,20 @@ func TestRedriveReadsItsKeysOnce(t *testing.T) {
 		"now": int64(1), "deadline": int64(2), "budget": 8, "endpoint": "https://r.example/h", "ids": `[1, 2]`,
 		"keys": `[{"endpoint":"https://r.example/h","ordering_key":"k"}]`,
 	}
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			_, db := migratedStore(t, e.open)
-			text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_redrive", args)
-			explain := "EXPLAIN QUERY PLAN "
-			if e.name == "postgres" {
-				explain = "EXPLAIN "
-			}
-			plan, err := planText(db.QueryContext(t.Context(), explain+text, vals...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if perRow(e.name, plan) {
-				t.Errorf("outbox_redrive reads its keys again for every delivery:\n%s", plan)
-			}
-		})
-	}
+	onEveryEngine(t, func(t *testing.T, e testEngine, s *store.Store, db *sqlx.DB) {
+		text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_redrive", args)
+		explain := "EXPLAIN QUERY PLAN "
+		if e.name == "postgres" {
+			explain = "EXPLAIN "
+		}
+		plan, err := planText(db.QueryContext(t.Context(), explain+text, vals...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perRow(e.name, plan) {
+			t.Errorf("outbox_redrive reads its keys again for every delivery:\n%s", plan)
+		}
+	})
 }
 
 // perRow reports whether a plan reads the JSON list of keys in a
@@ -75,53 +73,49 @@ func perRow(engine, plan string) bool {
 func TestRedriveReadsEachBatchInOrder(t *testing.T) {
 	t.Parallel()
 	const failed = 5000
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			s, db := migratedStore(t, e.open)
-			ps := make([]store.EnqueueParams, failed)
-			for i := range ps {
-				ps[i] = store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: benchPayload}
-			}
-			tx, err := s.Begin(t.Context())
-			if err != nil {
+	onEveryEngine(t, func(t *testing.T, e testEngine, s *store.Store, db *sqlx.DB) {
+		ps := make([]store.EnqueueParams, failed)
+		for i := range ps {
+			ps[i] = store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: benchPayload}
+		}
+		tx, err := s.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Outbox.EnqueueMany(t.Context(), tx, ps); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(t.Context(), `UPDATE courier_outbox SET status = 'failed', attempts = 1, last_error_code = 'receiver_unavailable'`); err != nil {
+			t.Fatal(err)
+		}
+		args := map[string]any{
+			"status": "failed", "endpoint": "https://r.example/h", "limit": 200,
+			"after_updated_at": int64(0), "after_id": int64(0), "last_updated_at": int64(1) << 62, "last_id": int64(1) << 62,
+		}
+		read, err := db.BeginTxx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer read.Rollback()
+		if text, _ := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_redrive_in_order", nil); strings.TrimSpace(text) != "" {
+			if _, err := read.ExecContext(t.Context(), text); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Outbox.EnqueueMany(t.Context(), tx, ps); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.ExecContext(t.Context(), `UPDATE courier_outbox SET status = 'failed', attempts = 1, last_error_code = 'receiver_unavailable'`); err != nil {
-				t.Fatal(err)
-			}
-			args := map[string]any{
-				"status": "failed", "endpoint": "https://r.example/h", "limit": 200,
-				"after_updated_at": int64(0), "after_id": int64(0), "last_updated_at": int64(1) << 62, "last_id": int64(1) << 62,
-			}
-			read, err := db.BeginTxx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer read.Rollback()
-			if text, _ := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_redrive_in_order", nil); strings.TrimSpace(text) != "" {
-				if _, err := read.ExecContext(t.Context(), text); err != nil {
-					t.Fatal(err)
-				}
-			}
-			text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_redrive_batch", args)
-			explain, sorted := "EXPLAIN QUERY PLAN ", "TEMP B-TREE"
-			if e.name == "postgres" {
-				explain, sorted = "EXPLAIN ", "Sort"
-			}
-			plan, err := planText(read.QueryContext(t.Context(), explain+text, vals...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.Contains(plan, sorted) || !strings.Contains(plan, "courier_outbox_status") {
-				t.Errorf("outbox_redrive_batch does not read courier_outbox_status in order:\n%s", plan)
-			}
-		})
-	}
+		}
+		text, vals := boundQuery(t, e.driver, "queries/outbox.sql", "outbox_redrive_batch", args)
+		explain, sorted := "EXPLAIN QUERY PLAN ", "TEMP B-TREE"
+		if e.name == "postgres" {
+			explain, sorted = "EXPLAIN ", "Sort"
+		}
+		plan, err := planText(read.QueryContext(t.Context(), explain+text, vals...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(plan, sorted) || !strings.Contains(plan, "courier_outbox_status") {
+			t.Errorf("outbox_redrive_batch does not read courier_outbox_status in order:\n%s", plan)
+		}
+	})
 }
