@@ -16,7 +16,9 @@
 //     The signer writes the signature as unpadded base64url, as AdCP does; the
 //     verifier also accepts padded standard base64, the RFC 8941 form generic
 //     HTTP Message Signatures libraries write, but not a value that mixes the
-//     two alphabets or pads base64url.
+//     two alphabets or pads base64url. A receiver verifies against the
+//     sender's published JWK Set through a [JWKSet], which fetches it and
+//     keeps it fresh, or against keys of its configuration.
 //   - The AdCP legacy HMAC scheme ([NewAdCPHMACSigner], [NewAdCPHMACVerifier]).
 //   - Bearer tokens ([NewBearerSigner], [NewBearerVerifier]).
 //
@@ -69,7 +71,8 @@
 //     process restarts. For RFC 9421 the sender publishes its new JWK in
 //     its set beside the old one, under a new kid: a verifier built with
 //     [RFC9421VerifierConfig].Keys sees it once it is built again with
-//     both, one with LookupKey as soon as the lookup finds it.
+//     both, one with LookupKey as soon as the lookup finds it ([JWKSet]'s
+//     at the first request that names it).
 //  2. Switch every sender process to sign with the new key. A Standard
 //     Webhooks signer may sign with both meanwhile
 //     (NewStandardWebhooksSigner(next, old)), so that a receiver not yet

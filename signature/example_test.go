@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -243,19 +241,18 @@ func ExampleParseJWKSet() {
 
 // A receiver that fetches its sender's published JWK Set (the sender's
 // jwks_uri; here a local server) instead of holding the keys in its
-// configuration: LookupKey answers from the set it fetched last, and
-// fetches it again when a request names a key it does not hold, so a key
-// the sender has just published verifies at once.
+// configuration: the verifier's LookupKey is the set's, which answers from
+// the set it fetched last and fetches it again when a request names a key
+// it does not hold, so a key the sender has just published verifies at
+// once.
 //
 // Anyone can send a request naming a made-up key, so a miss fetches at
-// most once a minute. A miss it may not fetch for is not "key unknown",
-// answered 401, which a courier sender fails for good: a key published
-// since the last fetch would fail the deliveries signed with it. It is an
-// error, answered 503, and the sender comes back once the set may be
-// fetched again. The fetch runs outside the lock, so a slow jwks_uri
-// holds up no request whose key is held. A production lookup also
-// refetches on a timer, since keys are retired too.
-func ExampleRFC9421VerifierConfig_lookupKey() {
+// most once per MissInterval. A miss it may not fetch for is not "key
+// unknown", answered 401, which a courier sender fails for good: a key
+// published since the last fetch would fail the deliveries signed with
+// it. It is an error, answered 503, and the sender comes back once the
+// set may be fetched again.
+func ExampleJWKSet() {
 	ctx := context.Background()
 	current, err := signature.GenerateJWK("agent-2026", signature.AlgEd25519)
 	if err != nil {
@@ -275,70 +272,21 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 	}))
 	defer jwksURI.Close()
 
-	// The receiver fetches them.
-	fetch := func(ctx context.Context) (map[string]signature.JWK, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, jwksURI.URL, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := jwksURI.Client().Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("jwks_uri: %s", resp.Status)
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if err != nil {
-			return nil, err
-		}
-		keys, err := signature.ParseJWKSet(data)
-		if err != nil {
-			return nil, err
-		}
-		byID := make(map[string]signature.JWK, len(keys))
-		for _, k := range keys {
-			byID[k.KeyID()] = k
-		}
-		return byID, nil
-	}
-	held, err := fetch(ctx) // at start
+	// The receiver fetches them. (Its clock is the example's, to show a
+	// minute passing.)
+	now := time.Now()
+	keys, err := signature.NewJWKSet(signature.JWKSetConfig{
+		URL:          jwksURI.URL + "/.well-known/jwks.json", // https, or http to a loopback host
+		MissInterval: time.Minute,                            // the default
+		Now:          func() time.Time { return now },
+	})
 	if err != nil {
 		panic(err)
 	}
-	var (
-		lookupMu    sync.Mutex
-		missFetched time.Time // when a miss last fetched
-	)
-	errFetchedRecently := errors.New("jwks: the key set was fetched less than a minute ago")
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
-		Sender: "agent.example",
-		Origin: "https://buyer.example.com",
-		LookupKey: func(ctx context.Context, keyID string) (signature.JWK, bool, error) {
-			lookupMu.Lock()
-			k, ok := held[keyID]
-			mayFetch := !ok && time.Since(missFetched) >= time.Minute
-			if mayFetch {
-				missFetched = time.Now()
-			}
-			lookupMu.Unlock()
-			switch {
-			case ok:
-				return k, true, nil
-			case !mayFetch:
-				return signature.JWK{}, false, errFetchedRecently // 503: the sender retries later
-			}
-			keys, err := fetch(ctx) // a key not held may be one just published
-			if err != nil {
-				return signature.JWK{}, false, err // infrastructure trouble: 503
-			}
-			lookupMu.Lock()
-			held = keys
-			lookupMu.Unlock()
-			k, ok = keys[keyID]
-			return k, ok, nil // not published: 401 webhook_signature_key_unknown
-		},
+		Sender:    "agent.example",
+		Origin:    "https://buyer.example.com",
+		LookupKey: keys.LookupKey,
 	})
 	if err != nil {
 		panic(err)
@@ -372,6 +320,7 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 	mu.Lock()
 	published = append(published, next.Public())
 	mu.Unlock()
+	now = now.Add(time.Minute)
 	fmt.Println("agent-2027:", send(next))
 
 	unpublished, err := signature.GenerateJWK("agent-2099", signature.AlgEd25519)
@@ -384,13 +333,11 @@ func ExampleRFC9421VerifierConfig_lookupKey() {
 
 	// A minute later, the set is fetched again and does not name it:
 	// answered 401, which the sender does not retry.
-	lookupMu.Lock()
-	missFetched = missFetched.Add(-time.Minute)
-	lookupMu.Unlock()
+	now = now.Add(time.Minute)
 	fmt.Println("agent-2099, a minute later:", courier.CodeOf(send(unpublished)))
 	// Output:
 	// agent-2026: <nil>
 	// agent-2027: <nil>
-	// agent-2099: signature: rfc9421: key lookup: jwks: the key set was fetched less than a minute ago
+	// agent-2099: signature: rfc9421: key lookup: signature: jwk set: the key id is not in the set, fetched too recently to fetch again
 	// agent-2099, a minute later: webhook_signature_key_unknown
 }

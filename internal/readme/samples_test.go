@@ -178,16 +178,18 @@ func reportingPublishSample(ctx context.Context, s *store.Store, endpoint, media
 	// readme:end
 }
 
-func proxySample(s *store.Store, jwks []byte, apply handler.Func[ack.Reporting]) (http.Handler, error) {
+func proxySample(s *store.Store, apply handler.Func[ack.Reporting]) (http.Handler, error) {
 	// readme:proxy
-	keys, err := signature.ParseJWKSet(jwks) // the sender's published JWK Set
+	// The sender's published JWK Set, fetched at the first request and
+	// again when it is 10 minutes old or a request names a key it lacks.
+	keys, err := signature.NewJWKSet(signature.JWKSetConfig{URL: "https://seller.example/.well-known/jwks.json"})
 	if err != nil {
 		return nil, err
 	}
 	verifier, err := signature.NewRFC9421Verifier(signature.RFC9421VerifierConfig{
-		Sender: "seller.example",
-		Keys:   keys,
-		Replay: s.Replay, // one replay cache for every process behind the balancer
+		Sender:    "seller.example",
+		LookupKey: keys.LookupKey,
+		Replay:    s.Replay, // one replay cache for every process behind the balancer
 		// What senders sign for: the proxy's public origin, not this process's
 		// address. X-Forwarded-Host, -Proto and Forwarded are never read.
 		Origin: "https://buyer.example.com",

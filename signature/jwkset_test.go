@@ -1,0 +1,282 @@
+package signature_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/fakeclock"
+	"github.com/courier-go/courier/signature"
+)
+
+// publisher is a sender's jwks_uri: the set it publishes, how it answers,
+// and how many times it was fetched.
+type publisher struct {
+	mu      sync.Mutex
+	keys    []signature.JWK
+	answer  func(w http.ResponseWriter) bool // when set and true, it has answered instead
+	fetches atomic.Int32
+	srv     *httptest.Server
+}
+
+func newPublisher(t *testing.T, keys ...signature.JWK) *publisher {
+	p := &publisher{keys: keys}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.fetches.Add(1)
+		p.mu.Lock()
+		answer, keys := p.answer, p.keys
+		p.mu.Unlock()
+		if answer != nil && answer(w) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		json.NewEncoder(w).Encode(map[string][]signature.JWK{"keys": keys})
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *publisher) publish(keys ...signature.JWK) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys = keys
+}
+
+func (p *publisher) answerWith(answer func(w http.ResponseWriter) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answer = answer
+}
+
+func publicKey(t *testing.T, kid string) signature.JWK {
+	t.Helper()
+	k, err := signature.GenerateJWK(kid, signature.AlgEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Public()
+}
+
+func newJWKSet(t *testing.T, p *publisher, c *fakeclock.Clock) *signature.JWKSet {
+	t.Helper()
+	set, err := signature.NewJWKSet(signature.JWKSetConfig{
+		URL: p.srv.URL + "/.well-known/jwks.json", Client: p.srv.Client(),
+		Refresh: 10 * time.Minute, MissInterval: time.Minute, Now: c.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// lookup asks set for kid and says what it answered: "found", "not
+// found", or the error.
+func lookup(t *testing.T, set *signature.JWKSet, kid string) string {
+	t.Helper()
+	k, found, err := set.LookupKey(t.Context(), kid)
+	switch {
+	case err != nil:
+		return "error: " + err.Error()
+	case found && k.KeyID() == kid:
+		return "found"
+	case found:
+		return "found " + k.KeyID()
+	}
+	return "not found"
+}
+
+// TestJWKSetFetchesOnlyWhenItMust: the set is fetched at the first
+// lookup, not per lookup; a key id it does not hold fetches it again at
+// most once per MissInterval (answered an error meanwhile, so the sender
+// retries, and not found once a fetch lacks it); a newly published key is
+// found at its first use after that; and a withdrawn key stops being
+// found once the set is older than Refresh.
+func TestJWKSetFetchesOnlyWhenItMust(t *testing.T) {
+	t.Parallel()
+	a, b := publicKey(t, "a"), publicKey(t, "b")
+	p := newPublisher(t, a)
+	c := fakeclock.New()
+	set := newJWKSet(t, p, c)
+
+	steps := []struct {
+		what    string
+		before  func()
+		kid     string
+		want    string // "found", "not found", or a prefix of the error
+		fetches int32  // in all, after the step
+	}{
+		{"first lookup", nil, "a", "found", 1},
+		{"again, the set held", nil, "a", "found", 1},
+		{"an unknown kid within MissInterval of the fetch", nil, "z", "error: signature: jwk set: the key id is not in the set", 1},
+		{"the unknown kid after MissInterval: fetched again", func() { c.Advance(time.Minute) }, "z", "not found", 2},
+		{"again within MissInterval: no fetch", nil, "z", "error: signature: jwk set: the key id is not in the set", 2},
+		{"b published, used within MissInterval", func() { p.publish(a, b) }, "b", "error: signature: jwk set: the key id is not in the set", 2},
+		{"b after MissInterval", func() { c.Advance(time.Minute) }, "b", "found", 3},
+		{"a withdrawn, the set still fresh", func() { p.publish(b) }, "a", "found", 3},
+		{"a once the set is older than Refresh", func() { c.Advance(10 * time.Minute) }, "a", "not found", 4},
+		{"b from the set just fetched", nil, "b", "found", 4},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			s.before()
+		}
+		got := lookup(t, set, s.kid)
+		if !strings.HasPrefix(got, s.want) {
+			t.Fatalf("%s: lookup %q = %s, want %s", s.what, s.kid, got, s.want)
+		}
+		if n := p.fetches.Load(); n != s.fetches {
+			t.Fatalf("%s: %d fetches in all, want %d", s.what, n, s.fetches)
+		}
+	}
+}
+
+// TestJWKSetFailsClosedAndSparesAFailingHost: a fetch that fails (an
+// answer other than 200, a body that is no JWK Set or over 1 MiB) is the
+// lookup's error, never a key from a stale set, and neither a refusal of
+// the request nor config_invalid, so a receiver answers 503 and the sender
+// retries; the host is not asked again before MissInterval; once it
+// answers, the set is fetched.
+func TestJWKSetFailsClosedAndSparesAFailingHost(t *testing.T) {
+	t.Parallel()
+	failures := map[string]func(w http.ResponseWriter) bool{
+		"503": func(w http.ResponseWriter) bool { w.WriteHeader(http.StatusServiceUnavailable); return true },
+		"not a set": func(w http.ResponseWriter) bool {
+			w.Write([]byte(`{"kty":"OKP"}`))
+			return true
+		},
+		"over 1 MiB": func(w http.ResponseWriter) bool {
+			w.Write(append([]byte(`{"keys":[],"pad":"`), bytes.Repeat([]byte("x"), 1<<20)...))
+			return true
+		},
+	}
+	for name, fail := range failures {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			a := publicKey(t, "a")
+			p := newPublisher(t, a)
+			c := fakeclock.New()
+			set := newJWKSet(t, p, c)
+			if got := lookup(t, set, "a"); got != "found" {
+				t.Fatalf("first lookup: %s", got)
+			}
+			p.answerWith(fail)
+			c.Advance(10 * time.Minute) // the set is stale: the next lookup fetches
+			if got := lookup(t, set, "a"); !strings.HasPrefix(got, "error: signature: jwk set: fetch") {
+				t.Fatalf("lookup while the host fails: %s, want the fetch's error", got)
+			}
+			_, _, err := set.LookupKey(t.Context(), "a")
+			if errors.Is(err, courier.CodeSignatureInvalid) || courier.CodeOf(err) == courier.CodeConfigInvalid {
+				t.Fatalf("the fetch's error is %v (%s): a refusal of the request or of the configuration, where the host's trouble is neither", err, courier.CodeOf(err))
+			}
+			if got := lookup(t, set, "a"); !strings.HasPrefix(got, "error: signature: jwk set: fetch") || p.fetches.Load() != 2 {
+				t.Fatalf("lookup again: %s after %d fetches; want the same error, without a fetch (2)", got, p.fetches.Load())
+			}
+			p.answerWith(nil)
+			c.Advance(time.Minute)
+			if got := lookup(t, set, "a"); got != "found" || p.fetches.Load() != 3 {
+				t.Fatalf("lookup once the host answers: %s after %d fetches; want found after 3", got, p.fetches.Load())
+			}
+		})
+	}
+}
+
+// TestJWKSetLookupsShareAFetch: lookups at once on a set not yet fetched
+// make one fetch between them, and all find the key.
+func TestJWKSetLookupsShareAFetch(t *testing.T) {
+	t.Parallel()
+	p := newPublisher(t, publicKey(t, "a"))
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	p.answerWith(func(http.ResponseWriter) bool {
+		once.Do(func() { close(reached) })
+		<-release
+		return false
+	})
+	set := newJWKSet(t, p, fakeclock.New())
+	const n = 16
+	answers := make(chan string, n)
+	for range n {
+		go func() {
+			_, found, err := set.LookupKey(context.Background(), "a")
+			answers <- map[bool]string{true: "found", false: "not found"}[found] + errString(err)
+		}()
+	}
+	<-reached // a fetch is under way; the lookups that come meanwhile wait for it
+	close(release)
+	for range n {
+		if got := <-answers; got != "found" {
+			t.Errorf("a lookup: %s, want found", got)
+		}
+	}
+	if got := p.fetches.Load(); got != 1 {
+		t.Errorf("%d fetches, want 1 shared by every lookup", got)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+// TestJWKSetEndedLookupLeavesNoMark: a lookup whose request ends during
+// the fetch returns its context's error, and the next lookup fetches at
+// once: the host is not held to have failed.
+func TestJWKSetEndedLookupLeavesNoMark(t *testing.T) {
+	t.Parallel()
+	p := newPublisher(t, publicKey(t, "a"))
+	reached, hold := make(chan struct{}), make(chan struct{})
+	p.answerWith(func(http.ResponseWriter) bool {
+		close(reached)
+		<-hold
+		return false
+	})
+	set := newJWKSet(t, p, fakeclock.New())
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, _, err := set.LookupKey(ctx, "a"); done <- err }()
+	<-reached
+	cancel()
+	err := <-done
+	p.answerWith(nil)
+	close(hold)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the ended lookup: %v, want context.Canceled", err)
+	}
+	if got := lookup(t, set, "a"); got != "found" {
+		t.Fatalf("the next lookup: %s, want found by a fetch of its own", got)
+	}
+}
+
+// TestJWKSetConfigRefusals: a URL a receiver should not trust a key set
+// from, or intervals that cannot both hold, are config_invalid.
+func TestJWKSetConfigRefusals(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []signature.JWKSetConfig{
+		{},
+		{URL: "/.well-known/jwks.json"},
+		{URL: "http://agent.example/.well-known/jwks.json"},
+		{URL: "ftp://agent.example/jwks.json"},
+		{URL: "https://agent.example/jwks.json", Refresh: -time.Second},
+		{URL: "https://agent.example/jwks.json", Refresh: time.Minute, MissInterval: 2 * time.Minute},
+	} {
+		if _, err := signature.NewJWKSet(cfg); courier.CodeOf(err) != courier.CodeConfigInvalid {
+			t.Errorf("NewJWKSet(%+v) = %v, want %s", cfg, err, courier.CodeConfigInvalid)
+		}
+	}
+	for _, u := range []string{"https://agent.example/jwks.json", "http://127.0.0.1:8080/jwks.json", "http://localhost/jwks.json", "http://[::1]/jwks.json"} {
+		if _, err := signature.NewJWKSet(signature.JWKSetConfig{URL: u}); err != nil {
+			t.Errorf("NewJWKSet(%s) = %v, want a set", u, err)
+		}
+	}
+}
