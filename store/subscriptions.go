@@ -19,8 +19,9 @@ import (
 // events, where and how.
 //
 // A subscription's id is the registry's, not its tenant's: Get returns the
-// subscription of any tenant, and Update refuses one whose Tenant is not
-// the one given (CodeInvalidArgument) where a missing id is CodeNotFound.
+// subscription of any tenant, and Update and Delete refuse one whose
+// Tenant is not the one given (CodeInvalidArgument) where a missing id is
+// CodeNotFound.
 // An application that lets tenants manage their own subscriptions checks
 // that the one it was asked for is the caller's (Subscription.Tenant)
 // before it shows or changes it, and answers alike for another tenant's
