@@ -287,12 +287,18 @@ func runCrash(t *testing.T, r run) {
 	for {
 		h.await(tick.C, dbs)
 		h.observe()
+		// The orders are counted before the outbox is read: an order and
+		// its notification commit together, so once every expected order
+		// is counted, a read after it that finds nothing unfinished has
+		// seen every notification finished. Read the other way round, the
+		// last order could commit between the two reads, its notification
+		// unseen, and the drain end before it was delivered. More orders
+		// than expected is a failure check reports.
+		orders := h.countOrders()
 		health, err := sender.Outbox.Health(ctx)
 		if err != nil {
 			h.fatal(err)
 		}
-		// More orders than expected is a failure check reports.
-		orders := h.countOrders()
 		if orders >= h.expected && unfinished(health) == 0 {
 			break
 		}
