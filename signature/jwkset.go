@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/courier-go/courier/internal/recovered"
 )
 
 // JWKSet is a sender's published JWK Set (its jwks_uri), fetched over
@@ -33,18 +35,19 @@ import (
 // webhook_signature_key_unknown, which a sender does not retry).
 //
 // Build one with [NewJWKSet]; the zero value is not usable. A JWKSet is
-// safe for concurrent use; lookups that need a fetch at once share one.
+// safe for concurrent use. Lookups that need a fetch at once share one,
+// and wait for it no longer than their context: a request that ends
+// stops waiting, while its fetch goes on and counts as one, so requests
+// that hang up cannot make it fetch more often.
 type JWKSet struct {
 	cfg JWKSetConfig
-	// fetching is held by the one lookup fetching the set; others wait
-	// on it, or on their context.
-	fetching chan struct{}
 
 	mu        sync.Mutex
 	keys      map[string]JWK
-	fetchedAt time.Time // when the keys held were fetched; zero before the first
-	triedAt   time.Time // when a fetch was last tried, successful or not
-	failed    error     // the last fetch's error, nil once one succeeds
+	fetchedAt time.Time     // when the keys held were fetched; zero before the first
+	triedAt   time.Time     // when a fetch last ended, successful or not
+	failed    error         // the last fetch's error, nil once one succeeds
+	inflight  chan struct{} // closed when the fetch under way ends; nil when none is
 }
 
 // JWKSetConfig configures a [JWKSet].
@@ -53,16 +56,18 @@ type JWKSetConfig struct {
 	// test's server). Required.
 	URL string
 	// Client fetches the set. Defaults to a client with a 10 s timeout
-	// over http.DefaultTransport. The URL is the receiver's own
-	// configuration, not the sender's input, so no SSRF guard stands in
-	// its way.
+	// over http.DefaultTransport that follows a redirect only to an https
+	// URL (or http to a loopback host). Whatever the Client, a set whose answer came from
+	// another URL (a redirect to plain http) is refused, and a fetch
+	// takes at most 30 s. The URL is the receiver's own configuration,
+	// not the sender's input, so no SSRF guard stands in its way.
 	Client *http.Client
 	// Refresh is how old a held set may be and still answer; an older one
 	// is fetched again first. Defaults to 10 minutes.
 	Refresh time.Duration
 	// MissInterval is how often a key id the set does not hold, or a
 	// failed fetch, may cause a fetch; at most Refresh. Defaults to 1
-	// minute.
+	// minute, or Refresh if that is shorter.
 	MissInterval time.Duration
 	// Now is the clock (tests). Defaults to time.Now.
 	Now func() time.Time
@@ -73,21 +78,20 @@ type JWKSetConfig struct {
 // a negative duration or a MissInterval longer than Refresh is an error
 // matching courier.CodeConfigInvalid.
 func NewJWKSet(cfg JWKSetConfig) (*JWKSet, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && (u.Scheme != "http" || !loopbackHost(u.Hostname()))) {
+	if u, err := url.Parse(cfg.URL); err != nil || !trustedSetURL(u) {
 		return nil, configError("JWKSetConfig.URL must be an absolute https URL, or http to a loopback host")
 	}
 	if cfg.Refresh < 0 || cfg.MissInterval < 0 {
 		return nil, configError("JWKSetConfig.Refresh and MissInterval must not be negative")
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+		cfg.Client = &http.Client{Timeout: 10 * time.Second, CheckRedirect: refuseUntrustedRedirect}
 	}
 	if cfg.Refresh == 0 {
 		cfg.Refresh = 10 * time.Minute
 	}
 	if cfg.MissInterval == 0 {
-		cfg.MissInterval = time.Minute
+		cfg.MissInterval = min(time.Minute, cfg.Refresh)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -95,7 +99,26 @@ func NewJWKSet(cfg JWKSetConfig) (*JWKSet, error) {
 	if cfg.MissInterval > cfg.Refresh {
 		return nil, configError("JWKSetConfig.MissInterval must not be longer than Refresh")
 	}
-	return &JWKSet{cfg: cfg, fetching: make(chan struct{}, 1)}, nil
+	return &JWKSet{cfg: cfg}, nil
+}
+
+// trustedSetURL reports whether a set may be fetched from u: an absolute
+// https URL, or http to a loopback host.
+func trustedSetURL(u *url.URL) bool {
+	return u.Host != "" && (u.Scheme == "https" || u.Scheme == "http" && loopbackHost(u.Hostname()))
+}
+
+// refuseUntrustedRedirect is the default Client's CheckRedirect: it
+// follows a redirect to a URL a set may be fetched from, as the default
+// policy does (at most 10), and no other.
+func refuseUntrustedRedirect(req *http.Request, via []*http.Request) error {
+	switch {
+	case !trustedSetURL(req.URL):
+		return fmt.Errorf("redirected to %s, not https", req.URL.Redacted())
+	case len(via) >= 10:
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
 }
 
 // loopbackHost reports whether host is localhost or a loopback address.
@@ -114,40 +137,50 @@ var errJWKSetMiss = errors.New("signature: jwk set: the key id is not in the set
 // LookupKey finds the key kid in the set, fetching it first when the set
 // held is missing, older than Refresh, or lacks kid (see [JWKSet]). Its
 // signature is that of [RFC9421VerifierConfig].LookupKey.
+//
+// The fetch runs apart from the lookup that needs it, with the lookup's
+// context values but not its end, for at most fetchBound: a lookup whose
+// request ends stops waiting, and the fetch goes on, is recorded and
+// answers the lookups waiting for it. So a request that hangs up cannot
+// make the set be fetched again before MissInterval.
 func (s *JWKSet) LookupKey(ctx context.Context, kid string) (JWK, bool, error) {
+	s.mu.Lock()
 	k, found, fetch, err := s.held(kid)
 	if !fetch {
+		s.mu.Unlock()
 		return k, found, err
 	}
+	done := s.inflight
+	if done == nil {
+		done = make(chan struct{})
+		s.inflight = done
+		go s.fetch(context.WithoutCancel(ctx), done)
+	}
+	s.mu.Unlock()
 	select {
-	case s.fetching <- struct{}{}:
+	case <-done:
 	case <-ctx.Done():
 		return JWK{}, false, ctx.Err()
 	}
-	defer func() { <-s.fetching }()
-	// Another lookup may have fetched while this one waited: ask again
-	// before fetching.
-	if k, found, fetch, err = s.held(kid); !fetch {
-		return k, found, err
-	}
-	if err := s.fetch(ctx); err != nil {
-		return JWK{}, false, err
-	}
-	k, found = s.lookup(kid)
-	return k, found, nil
-}
-
-// held answers kid from the set held, or says a fetch is needed first.
-func (s *JWKSet) held(kid string) (k JWK, found, fetch bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failed != nil {
+		return JWK{}, false, s.failed
+	}
+	k, found = s.keys[kid]
+	return k, found, nil // not found by a fetch made since the request came: it is not published
+}
+
+// held answers kid from the set held, or says a fetch is needed first. It
+// runs under s.mu.
+func (s *JWKSet) held(kid string) (k JWK, found, fetch bool, err error) {
 	now := s.cfg.Now()
 	k, found = s.keys[kid]
 	switch fresh := !s.fetchedAt.IsZero() && now.Sub(s.fetchedAt) < s.cfg.Refresh; {
 	case fresh && found:
 		return k, true, false, nil
-	case s.triedAt.IsZero() || now.Sub(s.triedAt) >= s.cfg.MissInterval:
-		return JWK{}, false, true, nil
+	case s.inflight != nil, s.triedAt.IsZero(), now.Sub(s.triedAt) >= s.cfg.MissInterval:
+		return JWK{}, false, true, nil // a fetch under way is waited for, whatever its cause
 	case s.failed != nil:
 		return JWK{}, false, false, s.failed
 	default: // fresh (MissInterval <= Refresh), fetched within MissInterval, without kid
@@ -155,29 +188,31 @@ func (s *JWKSet) held(kid string) (k JWK, found, fetch bool, err error) {
 	}
 }
 
-// lookup reads kid from the set held.
-func (s *JWKSet) lookup(kid string) (JWK, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k, ok := s.keys[kid]
-	return k, ok
-}
+// fetchBound bounds a fetch, whatever the Client's Timeout.
+const fetchBound = 30 * time.Second
 
-// fetch gets the set and holds it, or records why it could not.
-func (s *JWKSet) fetch(ctx context.Context) error {
-	keys, err := s.get(ctx)
-	if err != nil && ctx.Err() != nil {
-		return err // the lookup's request ended, not the host: no mark against it
+// fetch gets the set and holds it, or records why it could not, then
+// closes done. A panic of the Client's transport is recorded as its
+// failure: the fetch runs on a goroutine of its own, which a panic would
+// take the process down with.
+func (s *JWKSet) fetch(ctx context.Context, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, fetchBound)
+	defer cancel()
+	var keys map[string]JWK
+	var err error
+	if v, _, panicked := recovered.Run(func() { keys, err = s.get(ctx) }); panicked {
+		keys, err = nil, fmt.Errorf("signature: jwk set: fetch panicked: %v", v)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.triedAt = s.cfg.Now()
 	if err != nil {
 		s.failed = err
-		return err
+	} else {
+		s.keys, s.fetchedAt, s.failed = keys, s.triedAt, nil
 	}
-	s.keys, s.fetchedAt, s.failed = keys, s.triedAt, nil
-	return nil
+	s.inflight = nil
+	close(done)
 }
 
 // get fetches and parses the set.
@@ -192,6 +227,11 @@ func (s *JWKSet) get(ctx context.Context) (map[string]JWK, error) {
 		return nil, fmt.Errorf("signature: jwk set: fetch: %w", err)
 	}
 	defer resp.Body.Close()
+	if !trustedSetURL(resp.Request.URL) {
+		// Redirected to plain http: a Client of the application's own
+		// follows it; the default one refuses before it is sent.
+		return nil, fmt.Errorf("signature: jwk set: fetch: redirected to %s, not https", resp.Request.URL.Redacted())
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("signature: jwk set: fetch: %s", resp.Status)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -229,32 +230,85 @@ func errString(err error) string {
 	return ": " + err.Error()
 }
 
-// TestJWKSetEndedLookupLeavesNoMark: a lookup whose request ends during
-// the fetch returns its context's error, and the next lookup fetches at
-// once: the host is not held to have failed.
-func TestJWKSetEndedLookupLeavesNoMark(t *testing.T) {
+// TestJWKSetEndedLookupsShareTheirFetch: a lookup whose request ends
+// during the fetch returns its context's error, and the fetch goes on:
+// the lookups after it are answered from it, a made-up key id within
+// MissInterval too, with no fetch of their own, so requests that hang up
+// cannot make the set be fetched per request.
+func TestJWKSetEndedLookupsShareTheirFetch(t *testing.T) {
 	t.Parallel()
 	p := newPublisher(t, publicKey(t, "a"))
-	reached, hold := make(chan struct{}), make(chan struct{})
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	p.answerWith(func(http.ResponseWriter) bool {
-		close(reached)
-		<-hold
+		once.Do(func() { close(reached) })
+		<-release
 		return false
 	})
 	set := newJWKSet(t, p, fakeclock.New())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { _, _, err := set.LookupKey(ctx, "a"); done <- err }()
+	go func() { _, _, err := set.LookupKey(ctx, "made-up-1"); done <- err }()
 	<-reached
-	cancel()
+	cancel() // the client hangs up while the set is fetched
 	err := <-done
-	p.answerWith(nil)
-	close(hold)
+	close(release)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("the ended lookup: %v, want context.Canceled", err)
 	}
 	if got := lookup(t, set, "a"); got != "found" {
-		t.Fatalf("the next lookup: %s, want found by a fetch of its own", got)
+		t.Fatalf("the next lookup: %s, want found", got)
+	}
+	if got := lookup(t, set, "made-up-2"); !strings.HasPrefix(got, "error: signature: jwk set: the key id is not in the set") {
+		t.Fatalf("a made-up key id within MissInterval: %s, want the miss error", got)
+	}
+	if n := p.fetches.Load(); n != 1 {
+		t.Fatalf("%d fetches, want the ended lookup's alone", n)
+	}
+}
+
+// roundTrip is an http.RoundTripper of a function.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestJWKSetRefusesARedirectToPlainHTTP: a set is not taken from plain
+// http, where anyone on the path could put keys of their own in it,
+// however the jwks_uri redirects there: a Client of the application's own
+// follows the redirect, and the answer is refused; the default one does
+// not send the request.
+func TestJWKSetRefusesARedirectToPlainHTTP(t *testing.T) {
+	t.Parallel()
+	published, err := json.Marshal(map[string][]signature.JWK{"keys": {publicKey(t, "a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain atomic.Int32
+	client := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Scheme == "https" {
+			return &http.Response{StatusCode: http.StatusFound, Status: "302 Found", Request: r,
+				Header: http.Header{"Location": {"http://agent.example/jwks.json"}}, Body: http.NoBody}, nil
+		}
+		plain.Add(1)
+		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Request: r,
+			Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(published))}, nil
+	})}
+	set, err := signature.NewJWKSet(signature.JWKSetConfig{URL: "https://agent.example/jwks.json", Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(t, set, "a"); !strings.Contains(got, "not https") || plain.Load() != 1 {
+		t.Errorf("an application's Client, redirected to http: %s after %d plain requests; want refused after the one", got, plain.Load())
+	}
+
+	redirect := httptest.NewServer(http.RedirectHandler("http://agent.example/jwks.json", http.StatusFound))
+	t.Cleanup(redirect.Close)
+	set, err = signature.NewJWKSet(signature.JWKSetConfig{URL: redirect.URL + "/jwks.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(t, set, "a"); !strings.Contains(got, "redirected to http://agent.example/jwks.json, not https") {
+		t.Errorf("the default Client, redirected to http: %s; want the redirect refused", got)
 	}
 }
 
@@ -274,9 +328,30 @@ func TestJWKSetConfigRefusals(t *testing.T) {
 			t.Errorf("NewJWKSet(%+v) = %v, want %s", cfg, err, courier.CodeConfigInvalid)
 		}
 	}
-	for _, u := range []string{"https://agent.example/jwks.json", "http://127.0.0.1:8080/jwks.json", "http://localhost/jwks.json", "http://[::1]/jwks.json"} {
-		if _, err := signature.NewJWKSet(signature.JWKSetConfig{URL: u}); err != nil {
-			t.Errorf("NewJWKSet(%s) = %v, want a set", u, err)
+	for _, cfg := range []signature.JWKSetConfig{
+		{URL: "https://agent.example/jwks.json"},
+		{URL: "http://127.0.0.1:8080/jwks.json"},
+		{URL: "http://localhost/jwks.json"},
+		{URL: "http://[::1]/jwks.json"},
+		{URL: "https://agent.example/jwks.json", Refresh: 30 * time.Second}, // MissInterval's default follows it down
+	} {
+		if _, err := signature.NewJWKSet(cfg); err != nil {
+			t.Errorf("NewJWKSet(%+v) = %v, want a set", cfg, err)
 		}
+	}
+}
+
+// TestJWKSetTransportPanicIsAFailedFetch: the fetch runs on a goroutine
+// of its own, where a panic of the Client's transport would end the
+// process; it is the fetch's failure instead, answered to the lookup.
+func TestJWKSetTransportPanicIsAFailedFetch(t *testing.T) {
+	t.Parallel()
+	client := &http.Client{Transport: roundTrip(func(*http.Request) (*http.Response, error) { panic("transport bug") })}
+	set, err := signature.NewJWKSet(signature.JWKSetConfig{URL: "https://agent.example/jwks.json", Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(t, set, "a"); !strings.Contains(got, "fetch panicked: transport bug") {
+		t.Errorf("lookup over a panicking transport: %s, want the panic as the fetch's error", got)
 	}
 }
