@@ -58,6 +58,19 @@ func (p *publisher) answerWith(answer func(w http.ResponseWriter) bool) {
 	p.answer = answer
 }
 
+// holdAnswers has p hold every answer until release is called; reached
+// is closed when the first request has come.
+func (p *publisher) holdAnswers() (reached <-chan struct{}, release func()) {
+	came, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	p.answerWith(func(http.ResponseWriter) bool {
+		once.Do(func() { close(came) })
+		<-held
+		return false
+	})
+	return came, func() { close(held) }
+}
+
 func publicKey(t *testing.T, kid string) signature.JWK {
 	t.Helper()
 	k, err := signature.GenerateJWK(kid, signature.AlgEd25519)
@@ -195,24 +208,15 @@ func TestJWKSetFailsClosedAndSparesAFailingHost(t *testing.T) {
 func TestJWKSetLookupsShareAFetch(t *testing.T) {
 	t.Parallel()
 	p := newPublisher(t, publicKey(t, "a"))
-	reached, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	p.answerWith(func(http.ResponseWriter) bool {
-		once.Do(func() { close(reached) })
-		<-release
-		return false
-	})
+	reached, release := p.holdAnswers()
 	set := newJWKSet(t, p, fakeclock.New())
 	const n = 16
 	answers := make(chan string, n)
 	for range n {
-		go func() {
-			_, found, err := set.LookupKey(context.Background(), "a")
-			answers <- map[bool]string{true: "found", false: "not found"}[found] + errString(err)
-		}()
+		go func() { answers <- lookup(t, set, "a") }()
 	}
 	<-reached // a fetch is under way; the lookups that come meanwhile wait for it
-	close(release)
+	release()
 	for range n {
 		if got := <-answers; got != "found" {
 			t.Errorf("a lookup: %s, want found", got)
@@ -223,13 +227,6 @@ func TestJWKSetLookupsShareAFetch(t *testing.T) {
 	}
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return ": " + err.Error()
-}
-
 // TestJWKSetEndedLookupsShareTheirFetch: a lookup whose request ends
 // during the fetch returns its context's error, and the fetch goes on:
 // the lookups after it are answered from it, a made-up key id within
@@ -238,13 +235,7 @@ func errString(err error) string {
 func TestJWKSetEndedLookupsShareTheirFetch(t *testing.T) {
 	t.Parallel()
 	p := newPublisher(t, publicKey(t, "a"))
-	reached, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	p.answerWith(func(http.ResponseWriter) bool {
-		once.Do(func() { close(reached) })
-		<-release
-		return false
-	})
+	reached, release := p.holdAnswers()
 	set := newJWKSet(t, p, fakeclock.New())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -252,7 +243,7 @@ func TestJWKSetEndedLookupsShareTheirFetch(t *testing.T) {
 	<-reached
 	cancel() // the client hangs up while the set is fetched
 	err := <-done
-	close(release)
+	release()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("the ended lookup: %v, want context.Canceled", err)
 	}

@@ -749,3 +749,67 @@ func ExampleSubscriptions_Update() {
 	// refunds published: 0
 	// evt-1:1 succeeded
 }
+
+// A tenant leaves: Delete removes its subscription. An event published
+// after it is not fanned out to it, and its delivery still unsent when it
+// was deleted is suppressed when a worker claims it, rather than sent.
+func ExampleSubscriptions_Delete() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "courier-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	w, err := client.NewWorker(client.Config{Store: s, Signer: couriertest.StandardWebhooksKeys("shop").Signer, Transport: couriertest.Guard(receiver.URL).Transport()})
+	if err != nil {
+		panic(err)
+	}
+
+	sub, err := s.Subscriptions.Create(ctx, nil, store.SubscriptionParams{
+		Tenant: "acme", Endpoint: receiver.URL + "/hooks", EventTypes: []string{"order.paid"}, KeyID: "k1", Profile: ack.ProfileNone,
+	})
+	if err != nil {
+		panic(err)
+	}
+	published, err := s.Outbox.Publish(ctx, s.DB(), store.PublishParams{
+		Tenant: "acme", EventType: "order.paid", EventID: "evt-1", Payload: []byte(`{"order":"order-1"}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	if err := s.Subscriptions.Delete(ctx, nil, sub.ID, "acme"); err != nil {
+		panic(err)
+	}
+	again, err := s.Outbox.Publish(ctx, s.DB(), store.PublishParams{
+		Tenant: "acme", EventType: "order.paid", EventID: "evt-2", Payload: []byte(`{"order":"order-2"}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("published after the Delete:", len(again))
+
+	if _, err := w.Work(ctx); err != nil {
+		panic(err)
+	}
+	d, err := s.Outbox.Get(ctx, published[0].ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d.NotificationID, d.Status, d.LastErrorCode)
+	_, err = s.Subscriptions.Get(ctx, nil, sub.ID)
+	fmt.Println("the subscription:", courier.CodeOf(err))
+	// Output:
+	// published after the Delete: 0
+	// evt-1:1 suppressed subscription_changed
+	// the subscription: not_found
+}

@@ -261,21 +261,18 @@ func (sr *Subscriptions) Delete(ctx context.Context, tx DBTX, id int64, tenant s
 		return invalidArgument("Delete tenant must be 1-256 bytes of UTF-8 without NUL")
 	}
 	_, err := orOwnTx(ctx, sr.s, tx, func(tx DBTX) (struct{}, error) {
-		r, err := getRow[subscriptionRow](ctx, sr.s, tx, "subscription_get", map[string]any{"id": id})
-		if err != nil {
-			return struct{}{}, err // CodeNotFound: there is none
-		}
-		if r.Tenant != tenant {
-			return struct{}{}, invalidArgument("Delete cannot remove a subscription of another Tenant")
-		}
-		res, err := sr.s.exec(ctx, tx, "subscription_delete", map[string]any{"id": id})
+		res, err := sr.s.exec(ctx, tx, "subscription_delete", map[string]any{"id": id, "tenant": tenant})
 		if err != nil {
 			return struct{}{}, err
 		}
-		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			return struct{}{}, errNotFound // deleted since the read, by a Delete beside this one
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return struct{}{}, err
 		}
-		return struct{}{}, nil
+		// None deleted: there is none (CodeNotFound), or it is another tenant's.
+		if _, err := sr.Get(ctx, tx, id); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, invalidArgument("Delete cannot remove a subscription of another Tenant")
 	})
 	return err
 }

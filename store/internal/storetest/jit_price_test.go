@@ -59,14 +59,11 @@ func TestStatementsBesideAFleetsLeasesArePricedBelowJIT(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer conn.Close()
-				defer conn.ExecContext(context.WithoutCancel(ctx), "DEALLOCATE courier_priced")
 				defer conn.ExecContext(context.WithoutCancel(ctx), "RESET plan_cache_mode")
-				for _, s := range []string{"SET plan_cache_mode = " + mode, "PREPARE courier_priced AS " + q} {
-					if _, err := conn.ExecContext(ctx, s); err != nil {
-						t.Fatal(err)
-					}
+				if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = "+mode); err != nil {
+					t.Fatal(err)
 				}
-				plan, err := planText(conn.QueryContext(ctx, "EXPLAIN EXECUTE courier_priced"+literals(vals)))
+				plan, err := explainPrepared(ctx, conn, genericPlanStatement{name: st.name, text: q, vals: vals}, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -19,10 +19,11 @@ UPDATE courier_subscriptions SET endpoint = :endpoint, event_types = :event_type
 WHERE id = :id AND tenant = :tenant;
 
 -- name: subscription_delete
--- Its deliveries keep its id: the claim of one finds no subscription and
--- suppresses it. The id is not given again (AUTOINCREMENT in SQLite,
--- an identity column in PostgreSQL).
-DELETE FROM courier_subscriptions WHERE id = :id;
+-- Of its tenant only: when none is deleted, the store reads whether it
+-- was missing or another tenant's. Its deliveries keep its id: the claim
+-- of one finds no subscription and suppresses it. The id is not given
+-- again (AUTOINCREMENT in SQLite, an identity column in PostgreSQL).
+DELETE FROM courier_subscriptions WHERE id = :id AND tenant = :tenant;
 
 -- name: subscription_get
 SELECT id, tenant, endpoint, event_types, auth_mode, key_id, profile, fingerprint, active, created_at, updated_at
