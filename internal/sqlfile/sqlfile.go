@@ -1,6 +1,12 @@
 // Package sqlfile reads the named statements of a .sql file: each begins
 // with a "-- name: x" line and runs to the next one. Comment lines are
 // dropped, so a statement's documentation can sit beside it in the file.
+//
+// A "-- fragment: x" line begins a fragment instead: text that the
+// statements of the same file take in where they write {{x}}, so that
+// statements that must reckon alike share one text. A fragment is no
+// statement; one no statement takes in, or a {{x}} no fragment defines,
+// is an error.
 package sqlfile
 
 import (
@@ -9,40 +15,76 @@ import (
 	"strings"
 )
 
-// Parse returns the statements of src by name. A name given twice is an
-// error; text before the first name is ignored.
+// Parse returns the statements of src by name, their fragments taken
+// in. A name given twice is an error; text before the first name is
+// ignored.
 func Parse(src string) (map[string]string, error) {
 	out := make(map[string]string)
+	fragments := make(map[string]string)
 	var name string
+	var into map[string]string // out or fragments: where name's text goes
 	var text strings.Builder
 	flush := func() error {
 		if name == "" {
 			return nil
 		}
-		if _, dup := out[name]; dup {
-			return fmt.Errorf("sqlfile: statement %q defined twice", name)
+		_, dupStatement := out[name]
+		_, dupFragment := fragments[name]
+		if dupStatement || dupFragment {
+			return fmt.Errorf("sqlfile: %q defined twice", name)
 		}
-		out[name] = strings.TrimSpace(text.String())
+		into[name] = strings.TrimSpace(text.String())
 		text.Reset()
 		return nil
 	}
 	for line := range strings.Lines(src) {
-		if rest, ok := strings.CutPrefix(line, "-- name:"); ok {
-			if err := flush(); err != nil {
-				return nil, err
+		rest, isStatement := strings.CutPrefix(line, "-- name:")
+		if !isStatement {
+			var isFragment bool
+			if rest, isFragment = strings.CutPrefix(line, "-- fragment:"); !isFragment {
+				if name != "" && !strings.HasPrefix(strings.TrimSpace(line), "--") {
+					text.WriteString(line)
+				}
+				continue
 			}
-			name = strings.TrimSpace(rest)
-			continue
 		}
-		if name == "" || strings.HasPrefix(strings.TrimSpace(line), "--") {
-			continue
+		if err := flush(); err != nil {
+			return nil, err
 		}
-		text.WriteString(line)
+		name, into = strings.TrimSpace(rest), out
+		if !isStatement {
+			into = fragments
+		}
 	}
 	if err := flush(); err != nil {
 		return nil, err
 	}
+	if err := takeIn(out, fragments); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// takeIn replaces each {{x}} of the statements with fragment x.
+func takeIn(stmts, fragments map[string]string) error {
+	for f, text := range fragments {
+		ref, used := "{{"+f+"}}", false
+		for name, stmt := range stmts {
+			if strings.Contains(stmt, ref) {
+				stmts[name], used = strings.ReplaceAll(stmt, ref, text), true
+			}
+		}
+		if !used {
+			return fmt.Errorf("sqlfile: fragment %q is taken in by no statement", f)
+		}
+	}
+	for name, stmt := range stmts {
+		if _, ref, ok := strings.Cut(stmt, "{{"); ok {
+			ref, _, _ = strings.Cut(ref, "}}")
+			return fmt.Errorf("sqlfile: statement %q takes in %q, which no fragment defines", name, ref)
+		}
+	}
+	return nil
 }
 
 // Require returns an error naming the first of names that stmts lacks.

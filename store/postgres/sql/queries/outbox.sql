@@ -153,11 +153,36 @@ SELECT p.id, p.endpoint, (l.endpoint IS NOT NULL) AS limited,
     (l.endpoint IS NULL AND EXISTS (SELECT 1 FROM courier_endpoint_limits AS x WHERE x.endpoint = p.endpoint)) AS busy
 FROM picked AS p LEFT JOIN limited AS l ON l.endpoint = p.endpoint;
 
--- name: outbox_claim
--- As in SQLite: leases the picked rows (:ids) each endpoint has room for,
--- parks the rest, ends those past their deadline. See the SQLite file for
--- how room is reckoned.
+-- fragment: endpoint_room
+-- As in SQLite: the room endpoint d.endpoint has for new leases now.
 -- PostgreSQL: LEAST is the scalar least; floor takes the whole tokens.
+-- Each count of an endpoint's leases stops at what it is compared with
+-- (the worker's share :cap, the endpoint's max_in_flight): a room of 0
+-- is no room, as one below 0 would be. The LIMIT bounds the planner's
+-- price of the count as well: with a fleet's leases in the statistics
+-- (20,000 to one endpoint), counts priced whole, for the hundred parked
+-- endpoints the planner guesses, put outbox_claim_look above
+-- jit_above_cost, and PostgreSQL compiled it at every claim (some 45 ms,
+-- nothing parked).
+CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+ELSE LEAST(
+    CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM (SELECT 1 FROM courier_outbox AS f
+                                    WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner
+                                    LIMIT :cap::bigint) AS mine)
+         ELSE 1000000 END,
+    COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM (SELECT 1 FROM courier_outbox AS f
+                                                                          WHERE f.endpoint = d.endpoint AND f.status = 'leased'
+                                                                          LIMIT l.max_in_flight) AS leased)
+                          ELSE 1000000 END
+              FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+    COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
+                          ELSE 1000000 END
+              FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+END
+
+-- name: outbox_claim
+-- As in SQLite: leases the picked rows (:ids) each endpoint has room for
+-- (endpoint_room), parks the rest, ends those past their deadline.
 -- gen_random_uuid is evaluated per row. A parameter beside NULL in a CASE
 -- has no type of its own; the casts give the column's.
 WITH ranked AS MATERIALIZED (
@@ -171,19 +196,7 @@ WITH ranked AS MATERIALIZED (
 ),
 room AS MATERIALIZED (
     SELECT d.endpoint,
-        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
-        ELSE LEAST(
-            CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM courier_outbox AS f
-                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
-                 ELSE 1000000 END,
-            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
-                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-            COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-        END AS room
+        {{endpoint_room}} AS room
     FROM (SELECT DISTINCT endpoint FROM ranked) AS d
 ),
 act AS MATERIALIZED (
@@ -234,30 +247,9 @@ prio(v) AS (
     SELECT (SELECT MIN(priority) FROM courier_outbox WHERE status IN ('pending', 'retry_wait') AND hold IS NULL AND priority > prio.v)
     FROM prio WHERE prio.v IS NOT NULL
 ),
--- Each count of an endpoint's leases stops at what it is compared with
--- (the worker's share :cap, the endpoint's max_in_flight): a room of 0
--- is no room, as one below 0 was. The LIMIT bounds the planner's price
--- of the count as well: with a fleet's leases in the statistics (20,000
--- to one endpoint), counts priced whole, for the hundred parked endpoints
--- the planner guesses, put the statement above jit_above_cost, and
--- PostgreSQL compiled it at every claim (some 45 ms, nothing parked).
 parked AS (
     SELECT d.endpoint,
-        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
-        ELSE LEAST(
-            CASE WHEN :cap::bigint > 0 THEN :cap::bigint - (SELECT COUNT(*) FROM (SELECT 1 FROM courier_outbox AS f
-                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner
-                                            LIMIT :cap::bigint) AS mine)
-                 ELSE 1000000 END,
-            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM (SELECT 1 FROM courier_outbox AS f
-                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased'
-                                                                                  LIMIT l.max_in_flight) AS leased)
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-            COALESCE((SELECT CASE WHEN l.rate > 0 THEN floor(LEAST(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + GREATEST(0, :now - l.tokens_at) * l.rate / 1e6 END))::bigint
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-        END AS room,
+        {{endpoint_room}} AS room,
         EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
         (SELECT p.next_attempt_at FROM courier_outbox AS p WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
          ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,

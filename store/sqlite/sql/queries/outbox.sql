@@ -149,11 +149,9 @@ WHERE o.status IN ('pending', 'retry_wait') AND o.hold IS NULL AND o.priority = 
 ORDER BY o.next_attempt_at, o.created_at, o.id
 LIMIT :limit;
 
--- name: outbox_claim
--- Leases the rows outbox_claim_pick picked (:ids, a JSON array), as many
--- of each endpoint as it has room for, in claim order; parks the rest
--- (hold 'endpoint': out of the due index until a claim finds the endpoint
--- has room, see outbox_claim_look). An endpoint's room is the least of:
+-- fragment: endpoint_room
+-- The room endpoint d.endpoint has for new leases now, as outbox_claim
+-- leases by it and outbox_claim_look reports it: the least of
 --   :cap less the leases :owner holds on it (the worker's fair share; 0 for no cap),
 --   its max_in_flight less every lease on it (Endpoints.SetLimits; 0 for none),
 --   the whole tokens in its bucket (rate; 0 for none),
@@ -161,15 +159,35 @@ LIMIT :limit;
 --   once endpoint_probe_take found it room for one).
 -- The leases are counted from courier_outbox_in_flight, so a settle, a
 -- release or an expired lease gives its slot back with the row itself.
+-- SQLite: MIN with several arguments is the scalar least; CAST truncates
+-- the whole tokens (the bucket is never negative).
+CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
+ELSE MIN(
+    CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
+                                    WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
+         ELSE 1000000 END,
+    COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
+                                                                          WHERE f.endpoint = d.endpoint AND f.status = 'leased')
+                          ELSE 1000000 END
+              FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
+    COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
+                          ELSE 1000000 END
+              FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
+END
+
+-- name: outbox_claim
+-- Leases the rows outbox_claim_pick picked (:ids, a JSON array), as many
+-- of each endpoint as it has room for (endpoint_room), in claim order;
+-- parks the rest (hold 'endpoint': out of the due index until a claim
+-- finds the endpoint has room, see outbox_claim_look).
 -- No attempt starts at or after a delivery's deadline: a picked row whose
 -- deadline has come is ended instead of leased, failed with code expired,
 -- its attempts uncounted (no attempt was made); RETURNING gives its status
 -- (leased, failed, or pending/retry_wait for a parked row) so the store
 -- tells them apart. The token is random per row: randomblob is evaluated
 -- once per updated row.
--- SQLite: MIN with several arguments is the scalar least; CAST truncates
--- the whole tokens (the bucket is never negative). MATERIALIZED: each
--- endpoint's room is reckoned once, not once per column the UPDATE sets.
+-- SQLite: MATERIALIZED: each endpoint's room is reckoned once, not once
+-- per column the UPDATE sets.
 WITH ranked AS MATERIALIZED (
     SELECT o.id, o.endpoint, o.deadline <= :now AS expired,
         row_number() OVER (PARTITION BY o.endpoint, o.deadline <= :now ORDER BY o.next_attempt_at, o.created_at, o.id) AS n
@@ -181,19 +199,7 @@ WITH ranked AS MATERIALIZED (
 ),
 room AS MATERIALIZED (
     SELECT d.endpoint,
-        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
-        ELSE MIN(
-            CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
-                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
-                 ELSE 1000000 END,
-            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
-                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-            COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-        END AS room
+        {{endpoint_room}} AS room
     FROM (SELECT DISTINCT endpoint FROM ranked) AS d
 ),
 act AS MATERIALIZED (
@@ -221,8 +227,8 @@ RETURNING id, status, notification_id, endpoint,
 
 -- name: outbox_claim_look
 -- What a claim reads before it leases anything, in one statement: one row
--- per endpoint with parked deliveries and the room it has now, as
--- outbox_claim reckons it (none if no endpoint has, and then one row with
+-- per endpoint with parked deliveries and the room it has now
+-- (endpoint_room; none if no endpoint has, and then one row with
 -- endpoint ''), each carrying the same three answers: whether a lease has
 -- expired (attempts_log_expired_leases would log one), whether an
 -- endpoint is due a probe (endpoint_probes would find one), and the
@@ -249,19 +255,7 @@ prio(v) AS (
 ),
 parked AS (
     SELECT d.endpoint,
-        CASE WHEN EXISTS (SELECT 1 FROM courier_endpoints AS b WHERE b.endpoint = d.endpoint AND b.state <> 'closed') THEN 0
-        ELSE MIN(
-            CASE WHEN :cap > 0 THEN :cap - (SELECT COUNT(*) FROM courier_outbox AS f
-                                            WHERE f.endpoint = d.endpoint AND f.status = 'leased' AND f.lease_owner = :owner)
-                 ELSE 1000000 END,
-            COALESCE((SELECT CASE WHEN l.max_in_flight > 0 THEN l.max_in_flight - (SELECT COUNT(*) FROM courier_outbox AS f
-                                                                                  WHERE f.endpoint = d.endpoint AND f.status = 'leased')
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000),
-            COALESCE((SELECT CASE WHEN l.rate > 0 THEN CAST(MIN(l.burst, CASE WHEN l.tokens_at - :now > 60000000 THEN l.burst ELSE l.tokens + MAX(0, :now - l.tokens_at) * l.rate / 1e6 END) AS INTEGER)
-                                  ELSE 1000000 END
-                      FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint), 1000000))
-        END AS room,
+        {{endpoint_room}} AS room,
         EXISTS (SELECT 1 FROM courier_endpoint_limits AS l WHERE l.endpoint = d.endpoint) AS limited,
         (SELECT p.next_attempt_at FROM courier_outbox AS p INDEXED BY courier_outbox_parked WHERE p.hold = 'endpoint' AND p.endpoint = d.endpoint
          ORDER BY p.priority, p.next_attempt_at, p.created_at, p.id LIMIT 1) AS first_due,
