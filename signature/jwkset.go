@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,13 @@ import (
 // the set does not hold, at most once per MissInterval, so that a key the
 // sender has just published verifies as soon as it is used, while made-up
 // key ids cannot make the receiver fetch per request.
+//
+// A set's answer may say it goes stale sooner: a Cache-Control max-age
+// shorter than Refresh (no-cache and no-store count as 0) is how long it
+// answers before it is fetched again, never less than MissInterval. A
+// max-age longer than Refresh changes nothing. Fetches after the first
+// are conditional when the answer had an ETag or a Last-Modified: a 304
+// keeps the keys held and counts as a successful fetch.
 //
 // It fails closed: a lookup that needs a fetch which fails (the host
 // down, an answer other than 200, a body that is not a JWK Set of at
@@ -44,6 +53,7 @@ type JWKSet struct {
 
 	mu        sync.Mutex
 	keys      map[string]JWK
+	cache     setCaching    // what the answer that gave the keys held said of caching them
 	fetchedAt time.Time     // when the keys held were fetched; zero before the first
 	triedAt   time.Time     // when a fetch last ended, successful or not
 	failed    error         // the last fetch's error, nil once one succeeds
@@ -63,7 +73,8 @@ type JWKSetConfig struct {
 	// not the sender's input, so no SSRF guard stands in its way.
 	Client *http.Client
 	// Refresh is how old a held set may be and still answer; an older one
-	// is fetched again first. Defaults to 10 minutes.
+	// is fetched again first. A shorter Cache-Control max-age of the set's
+	// answer shortens it (see [JWKSet]). Defaults to 10 minutes.
 	Refresh time.Duration
 	// MissInterval is how often a key id the set does not hold, or a
 	// failed fetch, may cause a fetch; at most Refresh. Defaults to 1
@@ -176,7 +187,7 @@ func (s *JWKSet) LookupKey(ctx context.Context, kid string) (JWK, bool, error) {
 func (s *JWKSet) held(kid string) (k JWK, found, fetch bool, err error) {
 	now := s.cfg.Now()
 	k, found = s.keys[kid]
-	switch fresh := !s.fetchedAt.IsZero() && now.Sub(s.fetchedAt) < s.cfg.Refresh; {
+	switch fresh := !s.fetchedAt.IsZero() && now.Sub(s.fetchedAt) < s.cache.fresh; {
 	case fresh && found:
 		return k, true, false, nil
 	case s.inflight != nil, s.triedAt.IsZero(), now.Sub(s.triedAt) >= s.cfg.MissInterval:
@@ -198,56 +209,110 @@ const fetchBound = 30 * time.Second
 func (s *JWKSet) fetch(ctx context.Context, done chan struct{}) {
 	ctx, cancel := context.WithTimeout(ctx, fetchBound)
 	defer cancel()
+	s.mu.Lock()
+	cache := s.cache
+	s.mu.Unlock()
 	var keys map[string]JWK
 	var err error
-	if v, _, panicked := recovered.Run(func() { keys, err = s.get(ctx) }); panicked {
+	if v, _, panicked := recovered.Run(func() { keys, cache, err = s.get(ctx, cache) }); panicked {
 		keys, err = nil, fmt.Errorf("signature: jwk set: fetch panicked: %v", v)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.triedAt = s.cfg.Now()
-	if err != nil {
+	switch {
+	case err != nil:
 		s.failed = err
-	} else {
-		s.keys, s.fetchedAt, s.failed = keys, s.triedAt, nil
+	case keys == nil: // not modified: the keys held are the set's still
+		s.cache, s.fetchedAt, s.failed = cache, s.triedAt, nil
+	default:
+		s.keys, s.cache, s.fetchedAt, s.failed = keys, cache, s.triedAt, nil
 	}
 	s.inflight = nil
 	close(done)
 }
 
-// get fetches and parses the set.
-func (s *JWKSet) get(ctx context.Context) (map[string]JWK, error) {
+// setCaching is what an answer of the set's host said of caching it.
+type setCaching struct {
+	etag, lastModified string        // the validators a later fetch sends back
+	fresh              time.Duration // how long the set answers before it is fetched again
+}
+
+// get fetches and parses the set, conditionally when held has
+// validators. It returns the keys and what the answer said of caching
+// them, or nil keys when the host answered that the set held is still
+// its set (304 Not Modified).
+func (s *JWKSet) get(ctx context.Context, held setCaching) (map[string]JWK, setCaching, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("signature: jwk set: %w", err)
+		return nil, held, fmt.Errorf("signature: jwk set: %w", err)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	if held.etag != "" {
+		req.Header.Set("If-None-Match", held.etag)
+	}
+	if held.lastModified != "" {
+		req.Header.Set("If-Modified-Since", held.lastModified)
+	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("signature: jwk set: fetch: %w", err)
+		return nil, held, fmt.Errorf("signature: jwk set: fetch: %w", err)
 	}
 	defer resp.Body.Close()
 	if !trustedSetURL(resp.Request.URL) {
 		// Redirected to plain http: a Client of the application's own
 		// follows it; the default one refuses before it is sent.
-		return nil, fmt.Errorf("signature: jwk set: fetch: redirected to %s, not https", resp.Request.URL.Redacted())
+		return nil, held, fmt.Errorf("signature: jwk set: fetch: redirected to %s, not https", resp.Request.URL.Redacted())
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("signature: jwk set: fetch: %s", resp.Status)
+	caching := setCaching{
+		etag:         resp.Header.Get("ETag"),
+		lastModified: resp.Header.Get("Last-Modified"),
+		fresh:        s.freshFor(resp.Header.Values("Cache-Control")),
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified && (held.etag != "" || held.lastModified != ""):
+		if caching.etag == "" && caching.lastModified == "" {
+			caching.etag, caching.lastModified = held.etag, held.lastModified
+		}
+		return nil, caching, nil
+	case resp.StatusCode != http.StatusOK:
+		return nil, held, fmt.Errorf("signature: jwk set: fetch: %s", resp.Status)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSetBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("signature: jwk set: fetch: %w", err)
+		return nil, held, fmt.Errorf("signature: jwk set: fetch: %w", err)
 	}
 	list, err := ParseJWKSet(data)
 	if err != nil {
 		// Not the parser's config_invalid: the sender's set is unreadable
 		// for now, infrastructure trouble the receiver answers 503.
-		return nil, errors.New("signature: jwk set: fetched: " + err.Error())
+		return nil, held, errors.New("signature: jwk set: fetched: " + err.Error())
 	}
 	keys := make(map[string]JWK, len(list))
 	for _, k := range list {
 		keys[k.KeyID()] = k
 	}
-	return keys, nil
+	return keys, caching, nil
+}
+
+// freshFor is how long a set whose answer had the Cache-Control header
+// lines cc answers before it is fetched again: Refresh, or the answer's
+// max-age when shorter (no-cache and no-store count as 0), but never less
+// than MissInterval. A directive that does not parse is ignored.
+func (s *JWKSet) freshFor(cc []string) time.Duration {
+	fresh := s.cfg.Refresh
+	for _, line := range cc {
+		for d := range strings.SplitSeq(line, ",") {
+			name, value, _ := strings.Cut(strings.TrimSpace(d), "=")
+			switch strings.ToLower(name) {
+			case "no-cache", "no-store":
+				fresh = 0
+			case "max-age":
+				if n, err := strconv.ParseInt(strings.Trim(value, `"`), 10, 64); err == nil && n >= 0 {
+					fresh = min(fresh, time.Duration(min(n, math.MaxInt64/int64(time.Second)))*time.Second)
+				}
+			}
+		}
+	}
+	return max(fresh, s.cfg.MissInterval)
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +169,10 @@ func TestJWKSetFailsClosedAndSparesAFailingHost(t *testing.T) {
 			w.Write([]byte(`{"kty":"OKP"}`))
 			return true
 		},
+		"304 to a fetch that held nothing": func(w http.ResponseWriter) bool {
+			w.WriteHeader(http.StatusNotModified)
+			return true
+		},
 		"over 1 MiB": func(w http.ResponseWriter) bool {
 			w.Write(append([]byte(`{"keys":[],"pad":"`), bytes.Repeat([]byte("x"), 1<<20)...))
 			return true
@@ -200,6 +206,122 @@ func TestJWKSetFailsClosedAndSparesAFailingHost(t *testing.T) {
 				t.Fatalf("lookup once the host answers: %s after %d fetches; want found after 3", got, p.fetches.Load())
 			}
 		})
+	}
+}
+
+// TestJWKSetHonorsASetsMaxAge: a Cache-Control max-age shorter than
+// Refresh is how long the set answers before it is fetched again, never
+// less than MissInterval (no-cache and no-store count as 0); one longer
+// than Refresh, or one that does not parse, leaves Refresh.
+func TestJWKSetHonorsASetsMaxAge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cacheControl []string
+		fresh        time.Duration // Refresh 10m, MissInterval 1m
+	}{
+		{nil, 10 * time.Minute},
+		{[]string{"max-age=120"}, 2 * time.Minute},
+		{[]string{"public, Max-Age=300, must-revalidate"}, 5 * time.Minute},
+		{[]string{"public", "max-age=240"}, 4 * time.Minute},
+		{[]string{`max-age="180"`}, 3 * time.Minute},
+		{[]string{"max-age=5"}, time.Minute},
+		{[]string{"max-age=0"}, time.Minute},
+		{[]string{"no-cache"}, time.Minute},
+		{[]string{"no-store, max-age=600"}, time.Minute},
+		{[]string{"max-age=3600"}, 10 * time.Minute},
+		{[]string{"max-age=99999999999999999999"}, 10 * time.Minute},
+		{[]string{"max-age=soon"}, 10 * time.Minute},
+		{[]string{"max-age=-1"}, 10 * time.Minute},
+	} {
+		t.Run(strings.Join(tc.cacheControl, "|"), func(t *testing.T) {
+			t.Parallel()
+			p := newPublisher(t, publicKey(t, "a"))
+			p.answerWith(func(w http.ResponseWriter) bool {
+				for _, v := range tc.cacheControl {
+					w.Header().Add("Cache-Control", v)
+				}
+				return false
+			})
+			c := fakeclock.New()
+			set := newJWKSet(t, p, c)
+			lookup(t, set, "a")
+			c.Advance(tc.fresh - time.Second)
+			if got := lookup(t, set, "a"); got != "found" || p.fetches.Load() != 1 {
+				t.Fatalf("a second short of %v: %s after %d fetches, want found from the set held (1)", tc.fresh, got, p.fetches.Load())
+			}
+			c.Advance(time.Second)
+			if got := lookup(t, set, "a"); got != "found" || p.fetches.Load() != 2 {
+				t.Fatalf("at %v: %s after %d fetches, want found after fetching again (2)", tc.fresh, got, p.fetches.Load())
+			}
+		})
+	}
+}
+
+// TestJWKSetFetchesAgainConditionally: a fetch after the first sends the
+// ETag and Last-Modified of the answer that gave the keys held; a 304
+// keeps those keys, fresh for another Refresh, and a changed set is
+// answered in full and replaces them.
+func TestJWKSetFetchesAgainConditionally(t *testing.T) {
+	t.Parallel()
+	a, b := publicKey(t, "a"), publicKey(t, "b")
+	var mu sync.Mutex
+	version, keys := 1, []signature.JWK{a}
+	var asked []string // each fetch's If-None-Match and If-Modified-Since, and its answer
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		etag := `"v` + strconv.Itoa(version) + `"`
+		answer := "200"
+		if r.Header.Get("If-None-Match") == etag {
+			answer = "304"
+		}
+		asked = append(asked, r.Header.Get("If-None-Match")+" "+r.Header.Get("If-Modified-Since")+" "+answer)
+		w.Header().Set("ETag", etag)
+		w.Header().Set("Last-Modified", "Mon, 07 Dec 2026 16:0"+strconv.Itoa(version)+":00 GMT")
+		if answer == "304" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string][]signature.JWK{"keys": keys})
+	}))
+	t.Cleanup(srv.Close)
+	c := fakeclock.New()
+	set, err := signature.NewJWKSet(signature.JWKSetConfig{URL: srv.URL, Client: srv.Client(), Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := lookup(t, set, "a"); got != "found" {
+		t.Fatalf("first lookup: %s", got)
+	}
+	c.Advance(10 * time.Minute)
+	if got := lookup(t, set, "a"); got != "found" {
+		t.Fatalf("lookup answered by a 304: %s, want found from the keys held", got)
+	}
+	c.Advance(10*time.Minute - time.Second)
+	if got := lookup(t, set, "a"); got != "found" {
+		t.Fatalf("lookup within Refresh of the 304: %s", got)
+	}
+	mu.Lock()
+	version, keys = 2, []signature.JWK{b}
+	mu.Unlock()
+	c.Advance(time.Second)
+	if got := lookup(t, set, "a"); got != "not found" {
+		t.Fatalf("a, withdrawn from the changed set: %s", got)
+	}
+	if got := lookup(t, set, "b"); got != "found" {
+		t.Fatalf("b, published in the changed set: %s", got)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"  200",
+		`"v1" Mon, 07 Dec 2026 16:01:00 GMT 304`,
+		`"v1" Mon, 07 Dec 2026 16:01:00 GMT 200`,
+	}
+	if !slices.Equal(asked, want) {
+		t.Errorf("fetches (If-None-Match If-Modified-Since answer):\n%s\nwant\n%s", strings.Join(asked, "\n"), strings.Join(want, "\n"))
 	}
 }
 
