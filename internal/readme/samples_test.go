@@ -181,7 +181,8 @@ func reportingPublishSample(ctx context.Context, s *store.Store, endpoint, media
 func proxySample(s *store.Store, apply handler.Func[ack.Reporting]) (http.Handler, error) {
 	// readme:proxy
 	// The sender's published JWK Set, fetched at the first request and
-	// again when it is 10 minutes old or a request names a key it lacks.
+	// again when it is 10 minutes old (sooner if its Cache-Control says so)
+	// or a request names a key it lacks.
 	keys, err := signature.NewJWKSet(signature.JWKSetConfig{URL: "https://seller.example/.well-known/jwks.json"})
 	if err != nil {
 		return nil, err
