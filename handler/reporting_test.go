@@ -1043,7 +1043,7 @@ func ExampleNewReporting() {
 			panic(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		if err := signer.Sign(req, signature.Message{Body: body}); err != nil {
+		if err := signer.Sign(req, signature.Message{Body: body, Time: time.Now()}); err != nil {
 			panic(err)
 		}
 		resp, err := srv.Client().Do(req)

@@ -62,8 +62,6 @@ type RFC9421SignerConfig struct {
 	// allows, counted in whole seconds (a fraction is dropped). Defaults
 	// to 300 seconds.
 	Window time.Duration
-	// Now gives created when Message.Time is zero. Defaults to time.Now.
-	Now func() time.Time
 }
 
 // withDefaults returns a copy of c with its zero fields set to their defaults.
@@ -71,7 +69,6 @@ func (c RFC9421SignerConfig) withDefaults() RFC9421SignerConfig {
 	if c.Window == 0 {
 		c.Window = maxRFC9421Window
 	}
-	c.Now = nowFunc(c.Now)
 	return c
 }
 
@@ -79,7 +76,6 @@ func (c RFC9421SignerConfig) withDefaults() RFC9421SignerConfig {
 type rfc9421Signer struct {
 	key    JWK
 	window int64 // seconds
-	now    func() time.Time
 }
 
 // NewRFC9421Signer validates cfg and returns a Signer that signs requests
@@ -96,7 +92,7 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 	if cfg.Window < time.Second || cfg.Window > maxRFC9421Window {
 		return nil, configError("RFC9421SignerConfig.Window is outside 1s to " + maxRFC9421Window.String())
 	}
-	return &rfc9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second), now: cfg.Now}, nil
+	return &rfc9421Signer{key: cfg.Key, window: int64(cfg.Window / time.Second)}, nil
 }
 
 // Sign sets Content-Digest, Signature-Input and Signature on req. req must
@@ -107,6 +103,9 @@ func NewRFC9421Signer(cfg RFC9421SignerConfig) (Signer, error) {
 func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	if req.URL == nil || req.Header == nil {
 		return permanentSigningError("rfc9421: request has no URL or header")
+	}
+	if m.Time.Unix() < 0 {
+		return permanentSigningError("rfc9421: message time is before 1970")
 	}
 	if ct := req.Header.Values("Content-Type"); len(ct) != 1 || strings.TrimSpace(ct[0]) == "" {
 		return permanentSigningError("rfc9421: request needs exactly one Content-Type line")
@@ -124,9 +123,6 @@ func (s *rfc9421Signer) Sign(req *http.Request, m Message) error {
 	}
 
 	created := m.Time
-	if created.IsZero() {
-		created = s.now()
-	}
 	nonce := make([]byte, rfc9421NonceBytes)
 	rand.Read(nonce) // never fails since Go 1.24
 	km := s.key.m()

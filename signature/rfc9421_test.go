@@ -441,7 +441,7 @@ func newRFC9421Setup(t *testing.T, alg string, edits ...func(*RFC9421VerifierCon
 		t.Fatal(err)
 	}
 	now := time.Unix(1_776_520_800, 0)
-	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: clockAt(now.Unix())})
+	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,13 +565,17 @@ func TestRFC9421SignerNonces(t *testing.T) {
 	if s.cache.Len() != 50 {
 		t.Errorf("replay cache holds %d pairs, want 50", s.cache.Len())
 	}
-	// Message.Time zero: created comes from the signer's clock.
-	req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
-	if err := s.signer.Sign(req, Message{Body: body}); err != nil {
-		t.Fatal(err)
-	}
-	if in, _ := parseRFC9421Headers(req.Header); in.created != s.now.Unix() || in.expires != s.now.Unix()+300 {
-		t.Errorf("created %d expires %d", in.created, in.expires)
+	// Message.Time zero, or before 1970: refused for good, as courier's
+	// other signers refuse it, and nothing is set on the request.
+	for _, at := range []time.Time{{}, time.Unix(-1, 0)} {
+		req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
+		err := s.signer.Sign(req, Message{Body: body, Time: at})
+		if courier.CodeOf(err) != courier.CodeSigningFailed || !errors.Is(err, courier.CodeConfigInvalid) {
+			t.Errorf("Sign at %v = %v, want signing_failed for good", at, err)
+		}
+		if len(req.Header) != 1 {
+			t.Errorf("Sign at %v set headers on failure: %v", at, req.Header)
+		}
 	}
 }
 
@@ -869,7 +873,7 @@ func TestRFC9421ReplayHeldForTheWholeWindow(t *testing.T) {
 	created := time.Unix(1_776_520_800, 0)
 	now := created
 	clock := func() time.Time { return now } // moved only between calls below
-	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: clock})
+	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -881,7 +885,7 @@ func TestRFC9421ReplayHeldForTheWholeWindow(t *testing.T) {
 	}
 	body := []byte(`{}`)
 	req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
-	if err := signer.Sign(req, Message{ID: "n1", Body: body}); err != nil {
+	if err := signer.Sign(req, Message{ID: "n1", Body: body, Time: created}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := verifier.Verify(context.Background(), req, body); err != nil {
@@ -905,11 +909,11 @@ func TestRFC9421Infrastructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := clockAt(1_776_520_800)
-	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
 	body := []byte(`{}`)
 	sign := func() *http.Request {
 		req := newRequest(t, http.MethodPost, "https://buyer.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
-		if err := signer.Sign(req, Message{Body: body}); err != nil {
+		if err := signer.Sign(req, Message{Body: body, Time: now()}); err != nil {
 			t.Fatal(err)
 		}
 		return req
@@ -979,10 +983,10 @@ func TestRFC9421Origin(t *testing.T) {
 	t.Parallel()
 	key, _ := GenerateJWK("k1", AlgEd25519)
 	now := clockAt(1_776_520_800)
-	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+	signer, _ := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
 	body := []byte(`{}`)
 	out := newRequest(t, http.MethodPost, "https://buyer.example.com/hook/1?a=b", map[string][]string{"Content-Type": {"application/json"}}, body)
-	if err := signer.Sign(out, Message{Body: body}); err != nil {
+	if err := signer.Sign(out, Message{Body: body, Time: now()}); err != nil {
 		t.Fatal(err)
 	}
 	// Behind a proxy: plain http, Host rewritten to the backend's.
@@ -1042,13 +1046,13 @@ func TestRFC9421VerifierRefusesRequestSignedForAnotherReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := clockAt(1_776_520_800)
-	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+	signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"status":"completed"}`)
 	out := newRequest(t, http.MethodPost, "https://a.example.com/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
-	if err := signer.Sign(out, Message{Body: body}); err != nil {
+	if err := signer.Sign(out, Message{Body: body, Time: now()}); err != nil {
 		t.Fatal(err)
 	}
 	// The captured request replayed to B's address: the path B listens on,
@@ -1339,12 +1343,12 @@ func TestRFC9421SharedReplayCacheKeepsSendersApart(t *testing.T) {
 	vA, vB := verifier("seller-a", keyA), verifier("seller-b", keyB)
 	body := []byte(`{"task_id":"t1","status":"completed"}`)
 	sign := func(key JWK) *http.Request {
-		signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key, Now: now})
+		signer, err := NewRFC9421Signer(RFC9421SignerConfig{Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := newRequest(t, http.MethodPost, origin+"/hook", map[string][]string{"Content-Type": {"application/json"}}, body)
-		if err := signer.Sign(req, Message{Body: body}); err != nil {
+		if err := signer.Sign(req, Message{Body: body, Time: now()}); err != nil {
 			t.Fatal(err)
 		}
 		return req

@@ -82,7 +82,7 @@ func TestARebuiltRFC9421VerifierRemembersItsPredecessorsNonces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := signer.Sign(req, signature.Message{Body: body}); err != nil {
+	if err := signer.Sign(req, signature.Message{Body: body, Time: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	verifier := func(keys ...signature.JWK) signature.Verifier {

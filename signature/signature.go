@@ -19,9 +19,9 @@ type Message struct {
 	ID   string // the notification id (Standard Webhooks webhook-id)
 	Body []byte // the exact bytes sent
 	// Time is the time of this attempt, which the signature carries.
-	// The Standard Webhooks and AdCP HMAC signers refuse a zero Time
-	// (signing_failed); the RFC 9421 signer takes its config's Now
-	// instead. A courier worker always sets it.
+	// The Standard Webhooks, AdCP HMAC and RFC 9421 signers refuse a
+	// Time before 1970, the zero Time among them (signing_failed); the
+	// bearer signer sends none. A courier worker always sets it.
 	Time time.Time
 }
 
