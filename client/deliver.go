@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier/internal/logkey"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/retry"
+	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/store"
 )
 
@@ -47,6 +48,7 @@ const (
 // tells no time (see now) measures nothing: the delivery is given back.
 func (w *Worker) deliver(ctx context.Context, n uint64, c protocol.Claimed, claimedAt time.Time) {
 	var oc protocol.Outcome
+	var span *tracing.Once // the attempt's, ended once it is settled
 	now, told := w.now(ctx)
 	switch {
 	case w.isStopping(ctx), !told, w.storeClosed():
@@ -59,7 +61,8 @@ func (w *Worker) deliver(ctx context.Context, n uint64, c protocol.Claimed, clai
 		oc = protocol.Outcome{Result: protocol.Failed, Code: courier.CodeExpired}
 	default:
 		started := time.Now()
-		actx, span := w.startAttempt(ctx, c)
+		var actx context.Context
+		actx, span = w.startAttempt(ctx, c)
 		defer span.EndUnended() // a callback may end the goroutine (runtime.Goexit) before the attempt does
 		var ready bool
 		if oc, ready = w.tryUnpanicked(actx, c, claimedAt, now); !ready {
@@ -68,10 +71,10 @@ func (w *Worker) deliver(ctx context.Context, n uint64, c protocol.Claimed, clai
 			return
 		}
 		oc.Duration = time.Since(started)
-		endAttempt(span, oc)
 	}
 	oc.Lease = c.Lease
 	s, err := w.settle(ctx, oc, w.leaseLeft(ctx, c.Lease, claimedAt), func() { w.giveBack(n) })
+	endAttempt(span, oc, s.Status) // once settled: a retry the store ends (the last of its budget) is failed
 	w.report(ctx, c, oc, s, err)
 }
 

@@ -414,3 +414,33 @@ func TestAClaimCutShortIsTracedAsWhatCutItShort(t *testing.T) {
 		})
 	}
 }
+
+// TestTheLastAttemptSpanSaysTheDeliveryFailed: an attempt the receiver
+// answers 503, the delivery's last, fails the delivery; its span's outcome
+// says so, as the Hook's Event and the log line do, not retry.
+func TestTheLastAttemptSpanSaysTheDeliveryFailed(t *testing.T) {
+	t.Parallel()
+	b, k := setupTrace(t, func(string) couriertest.Keys { return couriertest.StandardWebhooksKeys("s") }, true)
+	if _, err := b.sender.Outbox.Enqueue(t.Context(), b.sender.DB(), store.EnqueueParams{
+		NotificationID: "o-1", Endpoint: b.srv.URL + "/hooks", Payload: []byte(`{"id":"o-1"}`), MaxAttempts: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var events []client.Event
+	w, err := client.NewWorker(client.Config{Store: b.sender, Signer: k.Signer, Transport: couriertest.Guard(b.srv.URL).Transport(),
+		Hook: func(e client.Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Work(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Work = %d, %v; want the one attempt", n, err)
+	}
+	attempts := b.rec.Named(tracing.SpanHTTP)
+	if len(attempts) != 1 || len(events) != 1 || events[0].Status != courier.StatusFailed {
+		t.Fatalf("%d attempt spans, events %+v; want one of each, the delivery failed", len(attempts), events)
+	}
+	a := attempts[0].Attrs()
+	if got := a[tracing.AttrOutcome].String(); got != string(events[0].Outcome) || got != "failed" || !attempts[0].Ended() || attempts[0].Failed == "" {
+		t.Errorf("attempt span: outcome %q (the Event's %q), ended %v, failed %q; want failed, ended and failed", got, events[0].Outcome, attempts[0].Ended(), attempts[0].Failed)
+	}
+}
