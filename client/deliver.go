@@ -284,15 +284,9 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	if w.cfg.Hook == nil {
 		return
 	}
-	outcome, eventCode := store.AttemptOutcome(oc.Result), s.Code
+	outcome, eventCode := settledOutcome(oc.Result, s.Status), s.Code
 	if unrecorded {
 		eventCode = oc.Code // the attempt's own
-	}
-	switch s.Status {
-	case courier.StatusRetryWait:
-		outcome = store.AttemptRetry
-	case courier.StatusFailed:
-		outcome = store.AttemptFailed
 	}
 	defer func() { // the Hook's panic is dropped: the attempt is over, and the process goes on
 		if recover() != nil {
@@ -304,6 +298,21 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		Outcome: outcome, Status: s.Status, Code: eventCode, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
 		Duration: oc.Duration, LeaseLost: lost, Unrecorded: unrecorded,
 	})
+}
+
+// settledOutcome is what an attempt of result came to once its settle
+// left the delivery in status: a retry the store ended, the last of the
+// delivery's budget or past its deadline, is failed. A status of ""
+// (the lease lost, the outcome unrecorded) leaves the attempt's own
+// result.
+func settledOutcome(result protocol.Result, status courier.Status) store.AttemptOutcome {
+	switch status {
+	case courier.StatusRetryWait:
+		return store.AttemptRetry
+	case courier.StatusFailed:
+		return store.AttemptFailed
+	}
+	return store.AttemptOutcome(result)
 }
 
 // reportBreaker logs the move of ep's circuit breaker an attempt's settle

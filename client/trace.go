@@ -13,7 +13,6 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/tracing"
-	"github.com/courier-go/courier/store"
 )
 
 // claim claims a batch of at most limit deliveries, in a courier.claim
@@ -134,22 +133,13 @@ func (w *Worker) startAttempt(ctx context.Context, c protocol.Claimed) (context.
 
 // endAttempt records the attempt's outcome on its span and ends it: the
 // receiver's status, the result, courier's code and the receiver's own.
-// The result is what the attempt came to once settled (status, as the
-// Hook's Event has it): a retry the store ended, the last of the
-// delivery's budget or past its deadline, is failed. A status of ""
-// (lease lost, outcome unrecorded) leaves the worker's own result.
+// The result is what the attempt came to once settled (see
+// settledOutcome), as the Hook's Event has it.
 func endAttempt(span *tracing.Once, oc protocol.Outcome, status courier.Status) {
 	if span == nil {
 		return
 	}
-	result := string(oc.Result)
-	switch status {
-	case courier.StatusRetryWait:
-		result = string(store.AttemptRetry)
-	case courier.StatusFailed:
-		result = string(store.AttemptFailed)
-	}
-	attrs := []slog.Attr{slog.String(tracing.AttrOutcome, result)}
+	attrs := []slog.Attr{slog.String(tracing.AttrOutcome, string(settledOutcome(oc.Result, status)))}
 	if oc.HTTPStatus != 0 {
 		attrs = append(attrs, slog.Int(tracing.AttrHTTPStatus, oc.HTTPStatus))
 	}
