@@ -539,18 +539,22 @@ func byTable(ctx context.Context, db sqlx.QueryerContext, d *dialect, name, what
 	return out, d.interpret(what, rows.Err())
 }
 
-// runsOnNewer returns errSchemaTooNew when a newer courier's migration
+// runsOnNewer returns schema_too_new when a newer courier's migration
 // says this courier must not run on the schema: a row of courier_schema
 // whose version is the negated count of migrations a courier must know
 // (engine query schema_required). A newer migration that only adds
-// records none. row is schema_required's answer.
+// records none. row is schema_required's answer. The error names both
+// counts, so that an operator who has just rolled back knows how far.
 func runsOnNewer(d *dialect, row interface{ Scan(...any) error }) error {
 	var required int
 	if err := row.Scan(&required); err != nil {
 		return d.interpret("schema version", err)
 	}
 	if required > len(d.migrations) {
-		return errSchemaTooNew
+		return &coded.Error{Code: courier.CodeSchemaTooNew, Msg: fmt.Sprintf(
+			"store: database schema is a newer courier's, which this one must not run on: "+
+				"it needs a courier that knows version %d, this one knows %d "+
+				"(see Upgrades in the store package's documentation)", required, len(d.migrations))}
 	}
 	return nil
 }

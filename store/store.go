@@ -203,7 +203,6 @@ var (
 	errIdempotencyCollision = &coded.Error{Code: courier.CodeIdempotencyCollision, Msg: "store: same identity, different content"}
 	errLeaseLost            = &coded.Error{Code: courier.CodeLeaseLost, Msg: "store: lease no longer held"}
 	errContractChanged      = &coded.Error{Code: courier.CodeContractChanged, Msg: "store: the command was built for another contract than the endpoint's pin: build it for the pinned capabilities digest or, once the source serves the new contract, pin its digest (Contracts.Pin, courier contracts pin)"}
-	errSchemaTooNew         = &coded.Error{Code: courier.CodeSchemaTooNew, Msg: "store: database schema is a newer courier's, which this one must not run on"}
 )
 
 // withDefaults returns a copy of c with every unset field at its default.

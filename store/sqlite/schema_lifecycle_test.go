@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -137,6 +138,10 @@ func TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims(t *testing.T) {
 	if err := store.Migrate(ctx, newer); err != nil {
 		t.Fatal(err)
 	}
+	var n int // the versions this courier knows, all applied
+	if err := newer.GetContext(ctx, &n, `SELECT max(version) FROM courier_schema`); err != nil {
+		t.Fatal(err)
+	}
 	// The newer courier's next migration, once the guard read the columns,
 	// which this courier must not run on.
 	db := between(t, "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL", "pragma_table_info", func() {
@@ -151,8 +156,12 @@ func TestAStoreOpenedWhileANewerCourierMigratesStopsItsClaims(t *testing.T) {
 		t.Fatalf("Open, which checked the schema before the newer migration: %v", err)
 	}
 	defer s.Close()
-	if _, err := store.Open(ctx, newer, store.Config{}); !errors.Is(err, courier.CodeSchemaTooNew) {
+	_, err = store.Open(ctx, newer, store.Config{})
+	if !errors.Is(err, courier.CodeSchemaTooNew) {
 		t.Fatalf("a fresh Open after the newer migration = %v, want schema_too_new", err)
+	}
+	if want := fmt.Sprintf("needs a courier that knows version %d, this one knows %d", n+1, n); !strings.Contains(err.Error(), want) {
+		t.Errorf("schema_too_new says %q, want it to name the versions: %q", err, want)
 	}
 	if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: "n1", Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
