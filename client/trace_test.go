@@ -20,6 +20,7 @@ import (
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/internal/endpoint"
+	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/signature"
@@ -442,5 +443,70 @@ func TestTheLastAttemptSpanSaysTheDeliveryFailed(t *testing.T) {
 	a := attempts[0].Attrs()
 	if got := a[tracing.AttrOutcome].String(); got != string(events[0].Outcome) || got != "failed" || !attempts[0].Ended() || attempts[0].Failed == "" {
 		t.Errorf("attempt span: outcome %q (the Event's %q), ended %v, failed %q; want failed, ended and failed", got, events[0].Outcome, attempts[0].Ended(), attempts[0].Failed)
+	}
+}
+
+// panickingTracer panics in every method, as a broken Tracer of the
+// application's may, and so does every span it would start.
+type panickingTracer struct{}
+
+func (panickingTracer) Start(context.Context, string, courier.SpanKind, ...slog.Attr) (context.Context, courier.Span) {
+	panic("tracer: Start")
+}
+func (panickingTracer) Inject(context.Context) courier.TraceContext { panic("tracer: Inject") }
+func (panickingTracer) Extract(context.Context, courier.TraceContext) context.Context {
+	panic("tracer: Extract")
+}
+
+// TestAPanickingTracerTracesNothing: a Tracer that panics in every method,
+// on the sender's Store and the receiver's, traces nothing and ends
+// nothing: the enqueue commits, the worker's attempt (on a goroutine of
+// its own, where a panic would end the process) delivers, the receiver
+// runs the function once, and each panic is logged at Error on slog's
+// default logger, as a Hook's is.
+func TestAPanickingTracerTracesNothing(t *testing.T) {
+	logs := logtest.AsDefault(t)
+	ctx := t.Context()
+	sender, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sender.db"), store.Config{Tracer: panickingTracer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	inbox, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "receiver.db"), store.Config{Tracer: panickingTracer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inbox.Close()
+	applied := 0
+	var rcv http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rcv.ServeHTTP(w, r) }))
+	defer srv.Close()
+	k := couriertest.StandardWebhooksKeys("orders")
+	rcv, err = handler.NewReceiver(handler.ReceiverConfig{Store: inbox, Verifier: k.Verifier},
+		func(context.Context, *sqlx.Tx, tracedOrder) error { applied++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sender.Outbox.Enqueue(ctx, sender.DB(), store.EnqueueParams{NotificationID: "o-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{"id":"o-1"}`)}); err != nil {
+		t.Fatalf("enqueue with a panicking Tracer: %v", err)
+	}
+	w, err := client.NewWorker(client.Config{Store: sender, Signer: k.Signer, Transport: couriertest.Guard(srv.URL).Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := couriertest.Drain(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := sender.Outbox.Lookup(ctx, "o-1", srv.URL+"/hooks"); err != nil || d.Status != courier.StatusSucceeded || applied != 1 {
+		t.Fatalf("delivery %+v (%v), function ran %d times; want succeeded, once", d, err, applied)
+	}
+	panics := 0
+	for _, m := range logs.Messages(slog.LevelError) {
+		if strings.HasPrefix(m, "courier: Tracer ") && strings.HasSuffix(m, " panicked; the panic was dropped") {
+			panics++
+		}
+	}
+	if panics < 4 { // at least the enqueue's Start, the claim's, the attempt's and the receiver's
+		t.Errorf("%d Tracer panics logged at Error, want one per call that panicked:\n%s", panics, strings.Join(logs.Messages(slog.LevelError), "\n"))
 	}
 }

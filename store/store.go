@@ -20,6 +20,7 @@ import (
 	"github.com/courier-go/courier/internal/coded"
 	"github.com/courier-go/courier/internal/nilcheck"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/tracing"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store/internal/engine"
@@ -171,7 +172,10 @@ type Config struct {
 	// and a courier.handle span around the application's function, failed
 	// with the refusal's code or handler_failed when it returns an error.
 	// Like the Hook, it must not wait on the database: enqueue spans and
-	// courier.handle spans start and end inside transactions.
+	// courier.handle spans start and end inside transactions. Like the
+	// Hook's, a panic of its methods or of its spans' is logged at Error
+	// on slog's default logger and dropped: the call traces nothing and
+	// goes on.
 	Tracer courier.Tracer
 	// Now is the store's clock: it stamps enqueues, leases, due times and
 	// records. Defaults to the database's clock where the database may run
@@ -219,6 +223,7 @@ func (c Config) withDefaults() Config {
 	if nilcheck.Nil(c.Tracer) { // a nil pointer, declared and set only when tracing is on: none
 		c.Tracer = nil
 	}
+	c.Tracer = tracing.Guard(c.Tracer)
 	c.Breaker = c.Breaker.withDefaults()
 	if c.Encryption != nil { // the Store's own copy: a later change of the caller's is not seen
 		c.Encryption = &Encryption{Current: c.Encryption.Current, Keys: slices.Clone(c.Encryption.Keys)}

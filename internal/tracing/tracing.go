@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/recovered"
 )
 
 // Span names (see courier.Tracer).
@@ -207,4 +209,70 @@ func Code(err error) courier.Code {
 		return c
 	}
 	return courier.CodeInternal
+}
+
+// Guard returns t with its panics dropped; nil when t is nil. A Tracer is
+// the application's code run on courier's goroutines, a worker's attempts
+// among them, where a panic would end the process: as a Hook's, a
+// Tracer's panic is logged at Error on slog's default logger, without its
+// value (which may hold anything), and dropped. Start then returns ctx
+// and a span that records nothing, Inject the zero TraceContext, Extract
+// ctx as it is, and a span's method returns as if it had run.
+func Guard(t courier.Tracer) courier.Tracer {
+	if t == nil {
+		return nil
+	}
+	if g, ok := t.(guarded); ok {
+		return g
+	}
+	return guarded{t}
+}
+
+// guarded is what Guard returns.
+type guarded struct{ t courier.Tracer }
+
+func (g guarded) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
+	var started context.Context
+	var span courier.Span
+	if dropped("Start", func() { started, span = g.t.Start(ctx, name, kind, attrs...) }) || started == nil {
+		return ctx, noSpan{}
+	}
+	if span == nil {
+		return started, noSpan{}
+	}
+	return started, guardedSpan{span}
+}
+
+func (g guarded) Inject(ctx context.Context) (tc courier.TraceContext) {
+	if dropped("Inject", func() { tc = g.t.Inject(ctx) }) {
+		return courier.TraceContext{}
+	}
+	return tc
+}
+
+func (g guarded) Extract(ctx context.Context, tc courier.TraceContext) context.Context {
+	var extracted context.Context
+	if dropped("Extract", func() { extracted = g.t.Extract(ctx, tc) }) || extracted == nil {
+		return ctx
+	}
+	return extracted
+}
+
+// guardedSpan is the span a guarded Tracer starts.
+type guardedSpan struct{ s courier.Span }
+
+func (g guardedSpan) SetAttributes(attrs ...slog.Attr) {
+	dropped("Span.SetAttributes", func() { g.s.SetAttributes(attrs...) })
+}
+func (g guardedSpan) Fail(code courier.Code) { dropped("Span.Fail", func() { g.s.Fail(code) }) }
+func (g guardedSpan) End()                   { dropped("Span.End", func() { g.s.End() }) }
+
+// dropped runs fn, the Tracer's method named method, and reports whether
+// it panicked, logging the panic.
+func dropped(method string, fn func()) bool {
+	if _, _, panicked := recovered.Run(fn); !panicked {
+		return false
+	}
+	slog.Error("courier: Tracer "+method+" panicked; the panic was dropped", slog.Bool(logkey.Panic, true))
+	return true
 }
