@@ -120,19 +120,32 @@ func TestSenderAndReceiverThroughPgBouncer(t *testing.T) {
 	defer srv.Close()
 
 	// Two worker processes at once, each with its own Store and pool.
-	// Through the pooler they poll: each says so once.
+	// Through the pooler they poll: each says so once, as its Run begins.
+	// The notifications are enqueued once both have: a Run whose first
+	// query through the pooler waits for one of its few server
+	// connections could otherwise be stopped before it asked.
 	workers := make([]*client.Worker, len(senders))
 	logs := make([]*logtest.Records, len(senders))
 	ran := make(chan error, len(senders))
+	polling := make([]chan struct{}, len(senders)) // closed as each says it polls
 	for i, s := range senders {
-		logs[i] = &logtest.Records{}
+		logs[i], polling[i] = &logtest.Records{}, make(chan struct{})
+		var once sync.Once
+		said := logtest.OnMessage{Msg: "worker: wake-ups unavailable, polling", Do: func() { once.Do(func() { close(polling[i]) }) }}
 		w, err := client.NewWorker(client.Config{Store: s, Signer: keys.Signer, Transport: srv.Guard().Transport(), Concurrency: concurrency,
-			Logger: slog.New(logs[i])})
+			Logger: slog.New(slog.NewMultiHandler(logs[i], said))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		workers[i] = w
 		go func() { ran <- w.Run(ctx) }()
+	}
+	for i := range senders {
+		select {
+		case <-polling[i]:
+		case <-ctx.Done():
+			t.Fatal("a worker never said it polls behind the pooler")
+		}
 	}
 
 	// The application enqueues in its own transactions, four at a time.
