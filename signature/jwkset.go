@@ -31,7 +31,9 @@ import (
 // answers before it is fetched again, never less than MissInterval. A
 // max-age longer than Refresh changes nothing. Fetches after the first
 // are conditional when the answer had an ETag or a Last-Modified: a 304
-// keeps the keys held and counts as a successful fetch.
+// keeps the keys held and counts as a successful fetch, and what it says
+// of caching replaces what the held answer said, header by header (one
+// without a Cache-Control leaves the held answer's max-age).
 //
 // It fails closed: a lookup that needs a fetch which fails (the host
 // down, an answer other than 200, a body that is not a JWK Set of at
@@ -264,15 +266,24 @@ func (s *JWKSet) get(ctx context.Context, held setCaching) (map[string]JWK, setC
 		// follows it; the default one refuses before it is sent.
 		return nil, held, fmt.Errorf("signature: jwk set: fetch: redirected to %s, not https", resp.Request.URL.Redacted())
 	}
+	cc := resp.Header.Values("Cache-Control")
 	caching := setCaching{
 		etag:         resp.Header.Get("ETag"),
 		lastModified: resp.Header.Get("Last-Modified"),
-		fresh:        s.freshFor(resp.Header.Values("Cache-Control")),
+		fresh:        s.freshFor(cc),
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified && (held.etag != "" || held.lastModified != ""):
-		if caching.etag == "" && caching.lastModified == "" {
-			caching.etag, caching.lastModified = held.etag, held.lastModified
+		// What the 304 does not say again, the held answer's says still
+		// (RFC 9111, section 4.3.4).
+		if caching.etag == "" {
+			caching.etag = held.etag
+		}
+		if caching.lastModified == "" {
+			caching.lastModified = held.lastModified
+		}
+		if len(cc) == 0 {
+			caching.fresh = held.fresh
 		}
 		return nil, caching, nil
 	case resp.StatusCode != http.StatusOK:

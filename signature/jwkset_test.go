@@ -325,6 +325,58 @@ func TestJWKSetFetchesAgainConditionally(t *testing.T) {
 	}
 }
 
+// TestJWKSetA304KeepsWhatItDoesNotRestate: a 304 replaces what the held
+// answer said of caching only where it says it again, as HTTP caches do
+// (RFC 9111, section 4.3.4): one without a Cache-Control leaves the held
+// answer's max-age, and one with an ETag alone (as net/http's
+// ServeContent answers) leaves its Last-Modified to send back.
+func TestJWKSetA304KeepsWhatItDoesNotRestate(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var asked []string // each fetch's If-None-Match and If-Modified-Since
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Header.Get("If-None-Match")+" "+r.Header.Get("If-Modified-Since"))
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Last-Modified", "Mon, 07 Dec 2026 16:01:00 GMT")
+		w.Header().Set("Cache-Control", "max-age=120")
+		json.NewEncoder(w).Encode(map[string][]signature.JWK{"keys": {publicKey(t, "a")}})
+	}))
+	t.Cleanup(srv.Close)
+	c := fakeclock.New()
+	set, err := signature.NewJWKSet(signature.JWKSetConfig{URL: srv.URL, Client: srv.Client(), Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetches := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(asked)
+	}
+	lookup(t, set, "a")
+	for i := 2; i <= 3; i++ {
+		c.Advance(2*time.Minute - time.Second)
+		if got := lookup(t, set, "a"); got != "found" || fetches() != i-1 {
+			t.Fatalf("a second short of the max-age: %s after %d fetches, want found from the set held (%d)", got, fetches(), i-1)
+		}
+		c.Advance(time.Second)
+		if got := lookup(t, set, "a"); got != "found" || fetches() != i {
+			t.Fatalf("at the max-age: %s after %d fetches, want found after a 304 (%d)", got, fetches(), i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{" ", `"v1" Mon, 07 Dec 2026 16:01:00 GMT`, `"v1" Mon, 07 Dec 2026 16:01:00 GMT`}
+	if !slices.Equal(asked, want) {
+		t.Errorf("fetches (If-None-Match If-Modified-Since):\n%s\nwant\n%s", strings.Join(asked, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestJWKSetLookupsShareAFetch: lookups at once on a set not yet fetched
 // make one fetch between them, and all find the key.
 func TestJWKSetLookupsShareAFetch(t *testing.T) {
