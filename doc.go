@@ -41,8 +41,8 @@
 // through slog.Default(), its Warn and Error lines only, so that failures
 // are heard with no setup; slog.New(slog.DiscardHandler) silences a
 // part. The store has no Logger: its
-// one line, for a panic in store.Config.Hook, goes to slog's default
-// logger at Error. Every line's message starts with its part ("worker: ",
+// lines, for a panic in store.Config.Hook or store.Config.Tracer (its
+// methods or its spans'), go to slog's default logger at Error. Every line's message starts with its part ("worker: ",
 // "handler: ", "middleware: ", "admin: ", "store: ") and its attributes
 // use these keys and no others. The keys are stable: each means one
 // thing, with one type of value, and none is renamed or given another
@@ -67,7 +67,7 @@
 //	deliveries    int       how many deliveries a release concerned, or a closed Store left to their leases
 //	owner         string    the worker's name
 //	error         error     the cause of a failure, for operators
-//	panic         any       true when a handler, a Hook or a worker's Config function panicked; the recovered value (middleware.Recover)
+//	panic         any       true when a handler, a Hook, a Tracer or a worker's Config function panicked; the recovered value (middleware.Recover)
 //	stack         string    the stack of a recovered panic
 //	action        string    the operator's action (admin)
 //	count         int       how many rows an operator's action changed (admin)

@@ -502,7 +502,7 @@ func TestAPanickingTracerTracesNothing(t *testing.T) {
 	}
 	panics := 0
 	for _, m := range logs.Messages(slog.LevelError) {
-		if strings.HasPrefix(m, "courier: Tracer ") && strings.HasSuffix(m, " panicked; the panic was dropped") {
+		if strings.HasPrefix(m, "store: Tracer ") && strings.HasSuffix(m, " panicked; the panic was dropped") {
 			panics++
 		}
 	}

@@ -1,6 +1,7 @@
 // Package tracing is how courier's parts use a courier.Tracer: the span
 // names and attribute keys they share, a nil Tracer that traces nothing,
-// and the checks a trace context passes before it is stored or sent.
+// the guard that drops a Tracer's panics (Guard), and the checks a trace
+// context passes before it is stored or sent.
 package tracing
 
 import (
@@ -273,6 +274,6 @@ func dropped(method string, fn func()) bool {
 	if _, _, panicked := recovered.Run(fn); !panicked {
 		return false
 	}
-	slog.Error("courier: Tracer "+method+" panicked; the panic was dropped", slog.Bool(logkey.Panic, true))
+	slog.Error("store: Tracer "+method+" panicked; the panic was dropped", slog.Bool(logkey.Panic, true))
 	return true
 }

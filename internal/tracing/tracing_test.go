@@ -138,12 +138,12 @@ func TestGuardDropsATracersPanics(t *testing.T) {
 		t.Errorf("Start that returned a nil context = %v, want ctx", got)
 	}
 	want := []string{
-		"courier: Tracer Start panicked; the panic was dropped",
-		"courier: Tracer Inject panicked; the panic was dropped",
-		"courier: Tracer Extract panicked; the panic was dropped",
-		"courier: Tracer Span.SetAttributes panicked; the panic was dropped",
-		"courier: Tracer Span.Fail panicked; the panic was dropped",
-		"courier: Tracer Span.End panicked; the panic was dropped",
+		"store: Tracer Start panicked; the panic was dropped",
+		"store: Tracer Inject panicked; the panic was dropped",
+		"store: Tracer Extract panicked; the panic was dropped",
+		"store: Tracer Span.SetAttributes panicked; the panic was dropped",
+		"store: Tracer Span.Fail panicked; the panic was dropped",
+		"store: Tracer Span.End panicked; the panic was dropped",
 	}
 	if got := logs.Messages(slog.LevelError); !slices.Equal(got, want) {
 		t.Errorf("logged at Error:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
