@@ -36,7 +36,8 @@ type TraceContext struct {
 // "courier.claim" and "courier.settle" (internal) around a worker's
 // claim and settle batches (an idle worker traces the first of its claims
 // that find nothing, not every poll); "POST" (client, HTTP semantic conventions)
-// around each attempt, a child of the delivery's trace context; "POST"
+// around each attempt, a child of the delivery's trace context, ended
+// once the attempt is settled; "POST"
 // (server) around each request a receiver answers, continuing the
 // request's traceparent (a request of another method, refused, is named
 // by it, or "HTTP" for one HTTP does not define); and "courier.handle"

@@ -21,7 +21,8 @@
 //	courier.enqueue  internal  each delivery an Outbox writes, a child of the caller's span
 //	courier.claim    internal  each claim of a worker that leases or fails, and the first of an idle
 //	                           stretch that finds nothing (a trace of its own; see client.Worker)
-//	POST             client    each attempt, a child of the delivery's courier.enqueue span
+//	POST             client    each attempt, a child of the delivery's courier.enqueue span, ended
+//	                           once the attempt is settled (so its time includes the settle's)
 //	courier.settle   internal  each batch of settled attempts (a trace of its own)
 //	POST             server    each request a receiver answers, continuing its traceparent (a refused
 //	                           request of another method is named by it, or HTTP for one HTTP
@@ -42,9 +43,10 @@
 //	courier.delivery.id        the outbox row
 //	courier.notification.id    the notification's identity
 //	courier.attempt            the attempt's number, from 1
-//	courier.outcome            an attempt's result (succeeded, retry, failed, or released: not sent,
-//	                           its lease given back) or a receiver's (accepted, duplicate,
-//	                           rejected, failed)
+//	courier.outcome            what an attempt came to once settled (succeeded, retry, failed: a
+//	                           retry the store ended is failed, as the worker's Hook has it; or
+//	                           released: not sent, its lease given back) or a receiver's outcome
+//	                           (accepted, duplicate, rejected, failed)
 //	courier.code               courier's stable code for the outcome
 //	courier.remote_code        the code of the receiver's problem+json refusal
 //	courier.enqueue.existed    the enqueue found the same delivery already written
