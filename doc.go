@@ -40,10 +40,11 @@
 // the admin surface (admin.Config.Logger). A part without one logs
 // through slog.Default(), its Warn and Error lines only, so that failures
 // are heard with no setup; slog.New(slog.DiscardHandler) silences a
-// part. The store has no Logger: its
-// lines, for a panic in store.Config.Hook or store.Config.Tracer (its
-// methods or its spans'), go to slog's default logger at Error. Every line's message starts with its part ("worker: ",
-// "handler: ", "middleware: ", "admin: ", "store: ") and its attributes
+// part. The store has no Logger: its lines, for a panic in
+// store.Config.Hook or store.Config.Tracer (its methods or its spans'),
+// go to slog's default logger at Error. Every line's message starts with
+// its part ("worker: ", "handler: ", "middleware: ", "admin: ",
+// "store: ") and its attributes
 // use these keys and no others. The keys are stable: each means one
 // thing, with one type of value, and none is renamed or given another
 // meaning in a later version. Values are identities, codes,
