@@ -218,7 +218,8 @@ func Code(err error) courier.Code {
 // Tracer's panic is logged at Error on slog's default logger, without its
 // value (which may hold anything), and dropped. Start then returns ctx
 // and a span that records nothing, Inject the zero TraceContext, Extract
-// ctx as it is, and a span's method returns as if it had run.
+// ctx as it is, and a span's method returns as if it had run. A Start or
+// an Extract that returns a nil context is taken to have returned ctx.
 func Guard(t courier.Tracer) courier.Tracer {
 	if t == nil {
 		return nil
@@ -235,8 +236,11 @@ type guarded struct{ t courier.Tracer }
 func (g guarded) Start(ctx context.Context, name string, kind courier.SpanKind, attrs ...slog.Attr) (context.Context, courier.Span) {
 	var started context.Context
 	var span courier.Span
-	if dropped("Start", func() { started, span = g.t.Start(ctx, name, kind, attrs...) }) || started == nil {
+	if dropped("Start", func() { started, span = g.t.Start(ctx, name, kind, attrs...) }) {
 		return ctx, noSpan{}
+	}
+	if started == nil { // the span is still the caller's to end
+		started = ctx
 	}
 	if span == nil {
 		return started, noSpan{}

@@ -134,8 +134,8 @@ func TestGuardDropsATracersPanics(t *testing.T) {
 	if got := g.Extract(ctx, courier.TraceContext{}); got != ctx {
 		t.Errorf("Extract that returned nil = %v, want ctx", got)
 	}
-	if got, _ := Guard(brokenTracer{nilContext: true}).Start(ctx, "s", courier.SpanInternal); got != ctx {
-		t.Errorf("Start that returned a nil context = %v, want ctx", got)
+	if got, span := Guard(brokenTracer{nilContext: true}).Start(ctx, "s", courier.SpanInternal); got != ctx || span == (noSpan{}) {
+		t.Errorf("Start that returned a nil context and a span = %v, %T; want ctx and the span, for the caller to end", got, span)
 	}
 	want := []string{
 		"store: Tracer Start panicked; the panic was dropped",
