@@ -27,8 +27,9 @@ import (
 // key ids cannot make the receiver fetch per request.
 //
 // A set's answer may say it goes stale sooner: a Cache-Control max-age
-// shorter than Refresh (no-cache and no-store count as 0) is how long it
-// answers before it is fetched again, never less than MissInterval. A
+// shorter than Refresh (less the Age a cache in between gave the answer;
+// no-cache and no-store count as 0) is how long it answers before it is
+// fetched again, never less than MissInterval. A
 // max-age longer than Refresh changes nothing. Fetches after the first
 // are conditional when the answer had an ETag or a Last-Modified: a 304
 // keeps the keys held and counts as a successful fetch, and what it says
@@ -270,7 +271,7 @@ func (s *JWKSet) get(ctx context.Context, held setCaching) (map[string]JWK, setC
 	caching := setCaching{
 		etag:         resp.Header.Get("ETag"),
 		lastModified: resp.Header.Get("Last-Modified"),
-		fresh:        s.freshFor(cc),
+		fresh:        s.freshFor(cc, resp.Header.Get("Age")),
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified && (held.etag != "" || held.lastModified != ""):
@@ -307,10 +308,12 @@ func (s *JWKSet) get(ctx context.Context, held setCaching) (map[string]JWK, setC
 }
 
 // freshFor is how long a set whose answer had the Cache-Control header
-// lines cc answers before it is fetched again: Refresh, or the answer's
-// max-age when shorter (no-cache and no-store count as 0), but never less
-// than MissInterval. A directive that does not parse is ignored.
-func (s *JWKSet) freshFor(cc []string) time.Duration {
+// lines cc and the Age header age answers before it is fetched again:
+// Refresh, or what is left of the answer's max-age when shorter (its
+// max-age less the Age a cache in between gave it; no-cache and no-store
+// count as 0), but never less than MissInterval. A directive or an Age
+// that does not parse is ignored.
+func (s *JWKSet) freshFor(cc []string, age string) time.Duration {
 	fresh := s.cfg.Refresh
 	for _, line := range cc {
 		for d := range strings.SplitSeq(line, ",") {
@@ -319,11 +322,22 @@ func (s *JWKSet) freshFor(cc []string) time.Duration {
 			case "no-cache", "no-store":
 				fresh = 0
 			case "max-age":
-				if n, err := strconv.ParseInt(strings.Trim(value, `"`), 10, 64); err == nil && n >= 0 {
-					fresh = min(fresh, time.Duration(min(n, math.MaxInt64/int64(time.Second)))*time.Second)
+				if n, ok := seconds(strings.Trim(value, `"`)); ok {
+					aged, _ := seconds(age)
+					fresh = min(fresh, max(n-aged, 0))
 				}
 			}
 		}
 	}
 	return max(fresh, s.cfg.MissInterval)
+}
+
+// seconds reads a delta-seconds value (RFC 9111): digits, capped where a
+// Duration ends.
+func seconds(v string) (time.Duration, bool) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second, true
 }

@@ -210,35 +210,45 @@ func TestJWKSetFailsClosedAndSparesAFailingHost(t *testing.T) {
 }
 
 // TestJWKSetHonorsASetsMaxAge: a Cache-Control max-age shorter than
-// Refresh is how long the set answers before it is fetched again, never
-// less than MissInterval (no-cache and no-store count as 0); one longer
-// than Refresh, or one that does not parse, leaves Refresh.
+// Refresh, less the answer's Age, is how long the set answers before it
+// is fetched again, never less than MissInterval (no-cache and no-store
+// count as 0); one longer than Refresh, or one that does not parse,
+// leaves Refresh.
 func TestJWKSetHonorsASetsMaxAge(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		cacheControl []string
+		age          string        // the Age header, if any
 		fresh        time.Duration // Refresh 10m, MissInterval 1m
 	}{
-		{nil, 10 * time.Minute},
-		{[]string{"max-age=120"}, 2 * time.Minute},
-		{[]string{"public, Max-Age=300, must-revalidate"}, 5 * time.Minute},
-		{[]string{"public", "max-age=240"}, 4 * time.Minute},
-		{[]string{`max-age="180"`}, 3 * time.Minute},
-		{[]string{"max-age=5"}, time.Minute},
-		{[]string{"max-age=0"}, time.Minute},
-		{[]string{"no-cache"}, time.Minute},
-		{[]string{"no-store, max-age=600"}, time.Minute},
-		{[]string{"max-age=3600"}, 10 * time.Minute},
-		{[]string{"max-age=99999999999999999999"}, 10 * time.Minute},
-		{[]string{"max-age=soon"}, 10 * time.Minute},
-		{[]string{"max-age=-1"}, 10 * time.Minute},
+		{nil, "", 10 * time.Minute},
+		{[]string{"max-age=120"}, "", 2 * time.Minute},
+		{[]string{"public, Max-Age=300, must-revalidate"}, "", 5 * time.Minute},
+		{[]string{"public", "max-age=240"}, "", 4 * time.Minute},
+		{[]string{`max-age="180"`}, "", 3 * time.Minute},
+		{[]string{"max-age=5"}, "", time.Minute},
+		{[]string{"max-age=0"}, "", time.Minute},
+		{[]string{"no-cache"}, "", time.Minute},
+		{[]string{"no-store, max-age=600"}, "", time.Minute},
+		{[]string{"max-age=3600"}, "", 10 * time.Minute},
+		{[]string{"max-age=99999999999999999999"}, "", 10 * time.Minute},
+		{[]string{"max-age=soon"}, "", 10 * time.Minute},
+		{[]string{"max-age=-1"}, "", 10 * time.Minute},
+		{[]string{"max-age=300"}, "120", 3 * time.Minute},
+		{[]string{"max-age=300"}, "290", time.Minute},
+		{[]string{"max-age=300"}, "900", time.Minute},
+		{[]string{"max-age=300"}, "soon", 5 * time.Minute},
+		{nil, "120", 10 * time.Minute},
 	} {
-		t.Run(strings.Join(tc.cacheControl, "|"), func(t *testing.T) {
+		t.Run(strings.Join(tc.cacheControl, "|")+" age "+tc.age, func(t *testing.T) {
 			t.Parallel()
 			p := newPublisher(t, publicKey(t, "a"))
 			p.answerWith(func(w http.ResponseWriter) bool {
 				for _, v := range tc.cacheControl {
 					w.Header().Add("Cache-Control", v)
+				}
+				if tc.age != "" {
+					w.Header().Set("Age", tc.age)
 				}
 				return false
 			})
