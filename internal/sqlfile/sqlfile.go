@@ -38,23 +38,17 @@ func Parse(src string) (map[string]string, error) {
 		return nil
 	}
 	for line := range strings.Lines(src) {
-		rest, isStatement := strings.CutPrefix(line, "-- name:")
-		if !isStatement {
-			var isFragment bool
-			if rest, isFragment = strings.CutPrefix(line, "-- fragment:"); !isFragment {
-				if name != "" && !strings.HasPrefix(strings.TrimSpace(line), "--") {
-					text.WriteString(line)
-				}
-				continue
+		next, rest := header(line, out, fragments)
+		if next == nil { // a line of the text, or a comment
+			if name != "" && !strings.HasPrefix(strings.TrimSpace(line), "--") {
+				text.WriteString(line)
 			}
+			continue
 		}
 		if err := flush(); err != nil {
 			return nil, err
 		}
-		name, into = strings.TrimSpace(rest), out
-		if !isStatement {
-			into = fragments
-		}
+		name, into = strings.TrimSpace(rest), next
 	}
 	if err := flush(); err != nil {
 		return nil, err
@@ -63,6 +57,20 @@ func Parse(src string) (map[string]string, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// header reads line as the start of a statement ("-- name: x") or of a
+// fragment ("-- fragment: x"): it returns where the text that follows
+// goes (statements or fragments) and the rest of the line, which names
+// it; nil when line starts neither.
+func header(line string, statements, fragments map[string]string) (map[string]string, string) {
+	if rest, ok := strings.CutPrefix(line, "-- name:"); ok {
+		return statements, rest
+	}
+	if rest, ok := strings.CutPrefix(line, "-- fragment:"); ok {
+		return fragments, rest
+	}
+	return nil, ""
 }
 
 // takeIn replaces each {{x}} of the statements with fragment x.
