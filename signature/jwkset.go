@@ -149,11 +149,12 @@ func loopbackHost(host string) bool {
 var errJWKSetMiss = errors.New("signature: jwk set: the key id is not in the set, fetched too recently to fetch again")
 
 // LookupKey finds the key kid in the set, fetching it first when the set
-// held is missing, older than Refresh, or lacks kid (see [JWKSet]). Its
-// signature is that of [RFC9421VerifierConfig].LookupKey.
+// held is missing, stale (older than Refresh, or than the shorter max-age
+// its answer gave), or lacks kid (see [JWKSet]). Its signature is that of
+// [RFC9421VerifierConfig].LookupKey.
 //
 // The fetch runs apart from the lookup that needs it, with the lookup's
-// context values but not its end, for at most fetchBound: a lookup whose
+// context values but not its end, for at most 30 s: a lookup whose
 // request ends stops waiting, and the fetch goes on, is recorded and
 // answers the lookups waiting for it. So a request that hangs up cannot
 // make the set be fetched again before MissInterval.
