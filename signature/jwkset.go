@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/recovered"
 )
 
@@ -66,7 +67,10 @@ type JWKSet struct {
 // JWKSetConfig configures a [JWKSet].
 type JWKSetConfig struct {
 	// URL is the set's address: https, or http to a loopback host (a
-	// test's server). Required.
+	// test's server). Required. It may carry a credential (userinfo, a
+	// token in its query): a failed fetch's error, which the receiver
+	// logs, names the set, and a redirect's target, by scheme and host
+	// only.
 	URL string
 	// Client fetches the set. Defaults to a client with a 10 s timeout
 	// over http.DefaultTransport that follows a redirect only to an https
@@ -128,7 +132,7 @@ func trustedSetURL(u *url.URL) bool {
 func refuseUntrustedRedirect(req *http.Request, via []*http.Request) error {
 	switch {
 	case !trustedSetURL(req.URL):
-		return fmt.Errorf("redirected to %s, not https", req.URL.Redacted())
+		return fmt.Errorf("redirected to %s, not https", endpoint.Redact(req.URL.String()))
 	case len(via) >= 10:
 		return errors.New("stopped after 10 redirects")
 	}
@@ -260,13 +264,21 @@ func (s *JWKSet) get(ctx context.Context, held setCaching) (map[string]JWK, setC
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
+		// The *url.Error names the set's URL, which may hold a credential
+		// (userinfo, an access token in its query, a capability path): the
+		// error is logged by the receiver that answers 503, so it names
+		// the set as courier names an endpoint, by scheme and host.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = endpoint.Redact(ue.URL)
+		}
 		return nil, held, fmt.Errorf("signature: jwk set: fetch: %w", err)
 	}
 	defer resp.Body.Close()
 	if !trustedSetURL(resp.Request.URL) {
 		// Redirected to plain http: a Client of the application's own
 		// follows it; the default one refuses before it is sent.
-		return nil, held, fmt.Errorf("signature: jwk set: fetch: redirected to %s, not https", resp.Request.URL.Redacted())
+		return nil, held, fmt.Errorf("signature: jwk set: fetch: redirected to %s, not https", endpoint.Redact(resp.Request.URL.String()))
 	}
 	cc := resp.Header.Values("Cache-Control")
 	caching := setCaching{

@@ -482,7 +482,7 @@ func TestJWKSetRefusesARedirectToPlainHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lookup(t, set, "a"); !strings.Contains(got, "redirected to http://agent.example/jwks.json, not https") {
+	if got := lookup(t, set, "a"); !strings.Contains(got, "redirected to http://agent.example/…, not https") {
 		t.Errorf("the default Client, redirected to http: %s; want the redirect refused", got)
 	}
 }
