@@ -29,6 +29,7 @@ func TestConfigBounds(t *testing.T) {
 		{"Breaker.Threshold", store.Config{Breaker: store.BreakerConfig{Threshold: -1}}},
 		{"Breaker.Cooldown", store.Config{Breaker: store.BreakerConfig{Cooldown: -time.Second}}},
 		{"Breaker.Cooldown", store.Config{Breaker: store.BreakerConfig{Cooldown: time.Millisecond - 1}}},
+		{"Breaker.Cooldown", store.Config{Breaker: store.BreakerConfig{Cooldown: store.MaxHorizon + 1}}},
 		{"Breaker.DisableAfter", store.Config{Breaker: store.BreakerConfig{DisableAfter: -time.Hour}}},
 		{"Breaker.DisableAfter", store.Config{Breaker: store.BreakerConfig{DisableAfter: time.Millisecond - 1}}},
 	} {
@@ -62,6 +63,7 @@ func TestConfigDefaultsApplied(t *testing.T) {
 	}
 	open(store.Config{MaxAttempts: 1000, RetryHorizon: store.MaxHorizon,
 		Breaker: store.BreakerConfig{Threshold: 1, Cooldown: time.Millisecond, DisableAfter: time.Millisecond}})
+	open(store.Config{Breaker: store.BreakerConfig{Cooldown: store.MaxHorizon}})
 }
 
 // TestNewPayloadKeyRefusesAZeroSecret: 32 zero bytes, a secret buffer

@@ -47,19 +47,26 @@ const (
 // code is taken as not having reached the endpoint (the worker stopping,
 // a request that could not be signed).
 type BreakerConfig struct {
-	Threshold    int           // At least 1. Defaults to 5.
-	Cooldown     time.Duration // At least 1ms. Defaults to 30 seconds.
+	Threshold int // At least 1. Defaults to 5.
+	// Cooldown is how long an open endpoint is paused before its probe:
+	// 1ms to MaxHorizon. No delivery lives longer than MaxHorizon, so a
+	// longer pause would let every delivery of an endpoint whose breaker
+	// opens expire unsent. Defaults to 30 seconds.
+	Cooldown     time.Duration
 	DisableAfter time.Duration // At least 1ms. Defaults to 72 hours.
 }
 
 // validate refuses a breaker that would misbehave: a negative Threshold or
-// DisableAfter would open or disable an endpoint at its first failure.
+// DisableAfter would open or disable an endpoint at its first failure, and
+// a Cooldown past MaxHorizon would outlast every delivery it pauses.
 func (c BreakerConfig) validate() error {
 	switch {
 	case c.Threshold < 1:
 		return configError("Config.Breaker.Threshold must be at least 1")
 	case c.Cooldown < time.Millisecond:
 		return configError("Config.Breaker.Cooldown must be at least 1ms")
+	case c.Cooldown > MaxHorizon:
+		return configError("Config.Breaker.Cooldown must be at most MaxHorizon (30 days): no delivery waits longer for its endpoint")
 	case c.DisableAfter < time.Millisecond:
 		return configError("Config.Breaker.DisableAfter must be at least 1ms")
 	}
