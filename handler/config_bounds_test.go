@@ -64,6 +64,11 @@ func TestConfigBounds(t *testing.T) {
 		}()},
 		{"ReportingConfig.RetryHorizon", reporting(ReportingConfig{RetryHorizon: -time.Hour})},
 		{"ReportingConfig.StaleAfter", reporting(ReportingConfig{StaleAfter: -time.Second})},
+		// A claim left by a receiver that died must go stale while the
+		// sender still retries, or every retry is answered in_progress.
+		{"ReportingConfig.StaleAfter", reporting(ReportingConfig{StaleAfter: 72 * time.Hour})},
+		{"ReportingConfig.StaleAfter", reporting(ReportingConfig{RetryHorizon: time.Hour, StaleAfter: 2 * time.Hour})},
+		{"ReportingConfig.StaleAfter", reporting(ReportingConfig{RetryHorizon: time.Minute})},
 		{"ReportingConfig.Body|BodyLimits.ReadTimeout", reporting(ReportingConfig{Body: middleware.BodyLimits{ReadTimeout: -1}})},
 		{"SourceConfig.CapabilitiesSHA256", source(SourceConfig{})},
 		{"SourceConfig.CapabilitiesSHA256", source(SourceConfig{CapabilitiesSHA256: strings.ToUpper(digest)})},

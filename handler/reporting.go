@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -59,8 +60,10 @@ type ReportingConfig struct {
 	// StaleAfter is how long a request may hold a delivery's claim before
 	// a retry takes it over, as from a receiver that died while
 	// processing. Keep it above the application's longest processing
-	// time: a request whose claim was taken over rolls back. Defaults to
-	// 5 minutes.
+	// time: a request whose claim was taken over rolls back. It must be
+	// shorter than RetryHorizon, so that the claim of a receiver that died
+	// goes stale while the sender still retries (NewReporting refuses it
+	// otherwise). Defaults to 5 minutes.
 	StaleAfter time.Duration
 }
 
@@ -146,6 +149,12 @@ func NewReporting(cfg ReportingConfig, fn Func[ack.Reporting]) (*Reporting, erro
 	}
 	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = defaultStaleAfter
+	}
+	if cfg.StaleAfter >= cfg.RetryHorizon {
+		// A claim left by a receiver that died while processing would
+		// answer every retry 503 in_progress until the sender gave up.
+		return nil, configError(fmt.Sprintf("ReportingConfig.StaleAfter (%v) must be shorter than RetryHorizon (%v), or a claim left by a receiver that died outlasts the sender's retries; StaleAfter defaults to 5 minutes",
+			cfg.StaleAfter, cfg.RetryHorizon))
 	}
 	if fn == nil {
 		return nil, configError("NewReporting: the Func is required")
