@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -17,8 +18,9 @@ import (
 // until its first write; once another connection or process has committed
 // since, SQLite refuses that write at once, whatever the busy timeout. An
 // Enqueue after a read in such a transaction fails with code
-// database_unavailable, as the package documentation says; the same
-// transaction through a pool opened with DSN's settings goes through.
+// database_unavailable, as the package documentation says, and its message
+// names the way out, since trying again cannot pass; the same transaction
+// through a pool opened with DSN's settings goes through.
 func TestAnEnqueueInADeferredTransactionAfterAnotherCommitIsBusy(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -67,6 +69,11 @@ func TestAnEnqueueInADeferredTransactionAfterAnotherCommitIsBusy(t *testing.T) {
 			_, err = s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: "n-" + tc.name, Endpoint: "https://r.example/h", Payload: []byte(`{}`)})
 			if courier.CodeOf(err) != courier.CodeDatabaseUnavailable {
 				t.Fatalf("Enqueue in a deferred transaction after another commit = %v, want code database_unavailable", err)
+			}
+			for _, fix := range []string{"Store.Begin", "sqlite.DSN"} {
+				if !strings.Contains(err.Error(), fix) {
+					t.Errorf("Enqueue's error %q does not name %s, the way out", err, fix)
+				}
 			}
 		})
 	}

@@ -17,7 +17,8 @@
 // and reads from a snapshot until its first write, which SQLite refuses at
 // once, whatever the busy timeout, if another connection or process has
 // committed since; an Enqueue after a read in such a transaction fails
-// with code database_unavailable.
+// with code database_unavailable, its message saying so, and fails again
+// however often the transaction tries it: roll it back.
 //
 // SQLite has one writer at a time. The Store writes through a connection
 // of its own (see store.Store.Begin), so the application's business

@@ -71,6 +71,14 @@ func must(f fs.FS, err error) fs.FS {
 	return f
 }
 
+// errBusySnapshot names the fix for SQLITE_BUSY_SNAPSHOT, which only a
+// transaction begun deferred meets (courier's own connections begin
+// IMMEDIATE): the application's pool opened with go-sqlite3's defaults,
+// whose transaction read from a snapshot that another connection's commit
+// has since made stale, so that SQLite refuses its first write at once,
+// whatever the busy timeout. Trying the statement again cannot pass.
+var errBusySnapshot = errors.New("the transaction began deferred and read before it wrote, and another connection committed since: SQLite refuses its writes, whatever the busy timeout; roll it back, and begin such transactions with Store.Begin, or on a pool opened with sqlite.DSN's settings (BEGIN IMMEDIATE)")
+
 // interpret reads go-sqlite3's errors.
 func interpret(err error) engine.Failure {
 	var e sqlite3.Error
@@ -79,6 +87,9 @@ func interpret(err error) engine.Failure {
 	}
 	switch e.Code {
 	case sqlite3.ErrBusy, sqlite3.ErrLocked:
+		if e.ExtendedCode == sqlite3.ErrBusySnapshot {
+			return engine.Failure{Kind: engine.Busy, Err: fmt.Errorf("%w: %w", e, errBusySnapshot)}
+		}
 		return engine.Failure{Kind: engine.Busy}
 	case sqlite3.ErrReadonly:
 		return engine.Failure{Kind: engine.ReadOnly}
