@@ -226,6 +226,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	if err != nil && undecodable(err) {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid // the receiver sent bytes that are no Ack
+		oc.Cause = ackRefused(profile.Name, []byte{0})
 		return oc, true
 	}
 	if err != nil { // the answer was cut short: retried, keeping the status that came
@@ -247,6 +248,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.BudgetAttempt()}, body); err != nil {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid
+		oc.Cause = ackRefused(profile.Name, body)
 		return oc, true
 	}
 	oc.AckSHA256 = ack.Digest(body)
@@ -474,6 +476,18 @@ func remoteCode(resp *http.Response) courier.Code {
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// ackRefused is what the worker's log line says of a 2xx answer that
+// profile refused (ack_invalid): whether it had a body, never what the body
+// held (a custom profile's Verify error might quote it). An empty 2xx is
+// what a receiver that is no courier receiver answers, and the way out is
+// the delivery's profile, so the line names it.
+func ackRefused(profile string, body []byte) error {
+	if len(body) == 0 {
+		return fmt.Errorf("client: the answer has no body, and profile %s wants an Ack: a receiver that answers a bare 2xx takes deliveries of profile none (ack.ProfileNone)", profile)
+	}
+	return fmt.Errorf("client: the answer is not the Ack profile %s wants for the bytes sent", profile)
 }
 
 // undecodable reports whether err, from reading an answer's body, is its

@@ -134,7 +134,7 @@
 //	Error  worker: attempt panicked; retried later       a callback's panic, its value not logged
 //	Error  worker: Hook panicked; the panic was dropped
 //	Error  worker: Now panicked
-//	Warn   worker: delivery failed                       failed for good (code; error: why no answer came)
+//	Warn   worker: delivery failed                       failed for good (code; error: why no answer came, or why an answer was no Ack)
 //	Warn   worker: destination refused                   the Guard refused it (error: the scheme, the port, the kind of address)
 //	Warn   worker: lease lost before settling            another worker holds the delivery now
 //	Warn   worker: lease too short to start an attempt, released   (see Config.Lease)

@@ -199,8 +199,9 @@ type Outcome struct {
 	// which names addresses and host names, never what the other side sent
 	// nor the endpoint's path or credentials; nil when it said none of
 	// those. For an attempt that could not be signed it is the error of
-	// the SignerFor or Signer, which names a key by its id. It is never
-	// stored.
+	// the SignerFor or Signer, which names a key by its id; for a 2xx
+	// its profile refused (ack_invalid), whether the answer had a body and
+	// which profile wanted an Ack, never the body. It is never stored.
 	Cause error
 }
 
