@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -268,9 +269,9 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	case lost:
 		log(slog.LevelWarn, "worker: lease lost before settling")
 	case oc.Code == courier.CodeDestinationForbidden:
-		var why []slog.Attr // the guard's reason: what a Guard would have to open
+		var why []slog.Attr // the guard's reason: what a Guard would have to open, and where
 		if oc.Refusal != nil {
-			why = append(why, slog.Any(logkey.Error, oc.Refusal))
+			why = append(why, slog.Any(logkey.Error, fmt.Errorf("%w (%s)", oc.Refusal, guardOpens)))
 		}
 		log(slog.LevelWarn, "worker: destination refused", why...)
 	case s.Status == courier.StatusFailed:
@@ -299,6 +300,12 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		Duration: oc.Duration, LeaseLost: lost, Unrecorded: unrecorded,
 	})
 }
+
+// guardOpens is what the worker's line of a refused destination adds to
+// the guard's reason: where a destination the guard refuses is opened,
+// for the developer whose worker meets a receiver on loopback or plain
+// http before reading the Guard's documentation.
+const guardOpens = "a client.Guard's AllowHTTP, AllowPorts and AllowPrefixes open it, given to the worker as Config.Transport: Guard.Transport()"
 
 // settledOutcome is what an attempt of result came to once its settle
 // left the delivery in status: a retry the store ended, the last of the

@@ -135,7 +135,7 @@
 //	Error  worker: Hook panicked; the panic was dropped
 //	Error  worker: Now panicked
 //	Warn   worker: delivery failed                       failed for good (code; error: why no answer came, or why an answer was no Ack)
-//	Warn   worker: destination refused                   the Guard refused it (error: the scheme, the port, the kind of address)
+//	Warn   worker: destination refused                   the Guard refused it (error: the scheme, the port, the kind of address; the Guard's fields that open it)
 //	Warn   worker: lease lost before settling            another worker holds the delivery now
 //	Warn   worker: lease too short to start an attempt, released   (see Config.Lease)
 //	Warn   worker: signing took more of the lease than a Timeout leaves, retried later
