@@ -297,6 +297,11 @@ func TestVerifierSenderIsWhatAReceiverRecords(t *testing.T) {
 					t.Errorf("a Sender of %s: %v, want config_invalid naming %s.Sender", name, err, cfg)
 				}
 			}
+			// An empty one is a Sender left out, by someone who may not
+			// know what it is for: the error says.
+			if err := build(""); err == nil || !strings.Contains(err.Error(), "dedupe") {
+				t.Errorf("an empty Sender: %v, want an error that says what a Sender is", err)
+			}
 		})
 	}
 }

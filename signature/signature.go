@@ -126,7 +126,7 @@ const maxSender = 256
 func checkSender(cfg, sender string) error {
 	switch {
 	case sender == "":
-		return configError(cfg + ".Sender is empty")
+		return configError(cfg + `.Sender is empty: name who these keys prove sent a request ("orders"), the receivers' dedupe namespace`)
 	case len(sender) > maxSender:
 		return configError(fmt.Sprintf("%s.Sender is longer than %d bytes", cfg, maxSender))
 	case !utf8.ValidString(sender):
