@@ -622,8 +622,8 @@ func (o *Outbox) enqueueArgs(p EnqueueParams, now int64) (map[string]any, error)
 	if p.OrderingKey != "" {
 		hold = string(HeldByKey)
 	}
-	if !knownProfile(cfg, p.Profile) {
-		return nil, invalidArgument("Profile is not a profile Config.Profiles knows")
+	if err := checkProfile(cfg, "Profile", p.Profile); err != nil {
+		return nil, err
 	}
 	dedupe, err := checkPayload(p)
 	if err != nil {
@@ -773,15 +773,18 @@ func validText(s string, max int) bool {
 	return s != "" && len(s) <= max && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// knownProfile reports whether name is a profile Config.Profiles knows.
-// A name that is not text is known to none: it is refused before an
-// application's Profiles sees it.
-func knownProfile(cfg Config, name string) bool {
+// checkProfile refuses a profile name, given as field, that
+// Config.Profiles does not know, naming it. A name that is not text is
+// known to none: it is refused before an application's Profiles sees it,
+// and not quoted.
+func checkProfile(cfg Config, field, name string) error {
 	if !validText(name, maxName) {
-		return false
+		return invalidArgument(field + " must be 1-256 bytes of UTF-8 without NUL, a profile Config.Profiles knows")
 	}
-	_, ok := cfg.Profiles(name)
-	return ok
+	if _, ok := cfg.Profiles(name); !ok {
+		return invalidArgument(fmt.Sprintf("%s %q is not a profile Config.Profiles knows (package ack's Profile* names, by default)", field, name))
+	}
+	return nil
 }
 
 // existing resolves an enqueue that inserted nothing: the same delivery is

@@ -115,8 +115,8 @@ func (sr *Subscriptions) normalize(p *SubscriptionParams) error {
 	case p.Profile == ack.ProfileTerminal || p.Profile == ack.ProfileCommand:
 		return invalidArgument("SubscriptionParams.Profile cannot be terminal or command: their notification ids come from their payloads")
 	}
-	if !knownProfile(sr.s.cfg, p.Profile) {
-		return invalidArgument("SubscriptionParams.Profile is not a profile Config.Profiles knows")
+	if err := checkProfile(sr.s.cfg, "SubscriptionParams.Profile", p.Profile); err != nil {
+		return err
 	}
 	for _, t := range p.EventTypes {
 		if !validEventType(t) && t != "*" {

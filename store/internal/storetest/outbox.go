@@ -268,6 +268,21 @@ func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 	if h := health(t, b); h.Counts[courier.StatusPending] != 0 {
 		t.Fatalf("invalid enqueues wrote %d rows", h.Counts[courier.StatusPending])
 	}
+	// A profile no Config.Profiles knows is named, for the caller to find
+	// the typo; one that is not text is not quoted into the error.
+	for _, tt := range []struct{ profile, want string }{
+		{"courier.v2", `Profile "courier.v2" is not a profile Config.Profiles knows`},
+		{"courier" + nul, "Profile must be 1-256 bytes of UTF-8 without NUL"},
+	} {
+		p := delivery("x")
+		p.Profile = tt.profile
+		tx := b.begin(t)
+		_, err := b.store.Outbox.Enqueue(b.ctx, tx, p)
+		tx.Rollback()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Profile %q: Enqueue = %v, want it to say %q", tt.profile, err, tt.want)
+		}
+	}
 
 	// At the bounds, and with a NotBefore in the past (it means now).
 	good := map[string]func(p *store.EnqueueParams){
