@@ -70,7 +70,9 @@ const maxTenant = 256
 // id each delivery's notification id adds (store.MaxEventIDSize); an
 // endpoint is an absolute http or https URL with a host, at most
 // store.MaxEndpointSize bytes (rule url), whose port, if it names one, is
-// 1 to 65535 (rule port), as the outbox asks of a new endpoint.
+// 1 to 65535 (rule port), and whose host is ASCII without a trailing dot
+// (rule host: the one spelling of the host dialed, which Authorize then
+// judges), as the outbox asks of a new endpoint.
 func (r publishRequest) Check() error {
 	var fields []ack.FieldError
 	switch {
@@ -88,6 +90,8 @@ func (r publishRequest) Check() error {
 		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "url"})
 	case !endpoint.Dialable(r.Endpoint):
 		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "port"})
+	case !endpoint.HostAsDialed(r.Endpoint):
+		fields = append(fields, ack.FieldError{Field: "endpoint", Rule: "host"})
 	}
 	if len(fields) > 0 {
 		return &ack.ValidationError{Fields: fields}
@@ -216,7 +220,9 @@ type PublishConfig struct {
 // A-Z a-z 0-9 _ . : -; event_id at most store.MaxEventIDSize, 236, to
 // leave room for the subscription id); tenant is at most 256 bytes; endpoint
 // is an absolute http or https URL of at most store.MaxEndpointSize bytes,
-// whose port, if it names one, is 1 to 65535;
+// whose port, if it names one, is 1 to 65535, and whose host is ASCII (an
+// internationalized name in its A-label form, xn--…) without a trailing
+// dot;
 // a member of the other shape is refused; payload is a JSON object, stored
 // and sent in its canonical form. The answer is 202 with {"notification_ids": ["…", …]}:
 // one per delivery a fan-out made, or the one delivery's.

@@ -103,13 +103,19 @@ func invalidEndpoint(what string) error {
 
 // undialable refuses raw, an endpoint entering the store (an enqueue, a
 // subscription created or moved), when its port is one no dial can reach
-// (endpoint.Dialable), naming what held it and never the URL. One that is
-// not valid at all is left to invalidEndpoint's refusal. An endpoint the
-// store already holds is named by its URL whatever its port: a database
-// written before the port was asked may hold one.
+// (endpoint.Dialable), or its host is another spelling of the one dialed
+// (endpoint.HostAsDialed), which would make one receiver two endpoints,
+// naming what held it and never the URL. One that is not valid at all is
+// left to invalidEndpoint's refusal. An endpoint the store already holds
+// is named by its URL whatever its port or host: a database written
+// before they were asked may hold one.
 func undialable(what, raw string) error {
-	if validEndpoint(raw) && !endpoint.Dialable(raw) {
+	switch {
+	case !validEndpoint(raw):
+	case !endpoint.Dialable(raw):
 		return invalidArgument(what + " must be " + endpoint.PortRule)
+	case !endpoint.HostAsDialed(raw):
+		return invalidArgument(what + " must be " + endpoint.HostRule)
 	}
 	return nil
 }

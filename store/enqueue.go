@@ -79,15 +79,20 @@ type EnqueueParams struct {
 	// Endpoint is the URL the notification is delivered to: an absolute
 	// http or https URL with a host, at most MaxEndpointSize bytes, whose
 	// port, if it names one, is one a dial can reach, 1 to 65535 (:0443
-	// is port 443; port 0 or 65536 would fail every attempt). It is
+	// is port 443; port 0 or 65536 would fail every attempt), and whose
+	// host is ASCII without a trailing dot: an internationalized name in
+	// its A-label form (xn--…), the name a dial resolves, as net/http
+	// dials a host of other characters (full-width letters, say) and a
+	// resolver example.com. as another spelling of an ASCII name, which
+	// would be another endpoint for one receiver. It is
 	// stored, and sent to, with its scheme and host in lower case and
 	// without the scheme's default port, and its other bytes as given:
 	// https://Example.com:443/hook is the endpoint https://example.com/hook
-	// (see Endpoints). The port is asked of an endpoint where it enters
-	// the outbox (Enqueue, EnqueueMany, EnqueueCommand, a subscription
-	// created or moved), not where one is named: an endpoint stored before
-	// it was asked is still looked up, limited, redriven and published
-	// to by its URL.
+	// (see Endpoints). The port and host are asked of an endpoint where it
+	// enters the outbox (Enqueue, EnqueueMany, EnqueueCommand, a
+	// subscription created or moved), not where one is named: an endpoint
+	// stored before they were asked is still looked up, limited, redriven
+	// and published to by its URL.
 	Endpoint string
 	// Payload is the exact bytes every attempt sends, 1 byte to
 	// MaxPayloadSize. Every built-in profile's payload is JSON: for one of

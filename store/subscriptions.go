@@ -43,10 +43,11 @@ type Subscriptions struct{ s *Store }
 type SubscriptionParams struct {
 	Tenant string // whose events
 	// Endpoint is where they are delivered: an absolute http or https
-	// URL whose port, if it names one, is 1 to 65535 (see
-	// EnqueueParams.Endpoint). Create refuses another port, and so does
-	// an Update that moves the subscription; one that leaves it at its
-	// endpoint keeps the endpoint as stored, whatever its port.
+	// URL whose port, if it names one, is 1 to 65535, and whose host is
+	// ASCII without a trailing dot (see EnqueueParams.Endpoint). Create
+	// refuses another port or host, and so does an Update that moves the
+	// subscription; one that leaves it at its endpoint keeps the endpoint
+	// as stored, whatever its port or host.
 	Endpoint string
 	// EventTypes are the event types it receives (see
 	// PublishParams.EventType), each matched exactly, byte for byte: "*"

@@ -111,6 +111,38 @@ func Dialable(raw string) bool {
 // "… endpoint must be " + PortRule.
 const PortRule = "a URL whose port, if it names one, is 1 to 65535"
 
+// HostAsDialed reports whether the valid endpoint raw (see Valid) names
+// its host as a dial resolves it: in ASCII, without a trailing root dot.
+// Normalize folds the case of an ASCII host, not its other spellings, and
+// the worker sends to them all the same: net/http maps a host of other
+// characters to the ASCII name it dials (IDNA: full-width ｅｘａｍｐｌｅ.com,
+// or its percent-encoded form, dials example.com; an internationalized
+// name dials its A-label, xn--…), and a resolver takes example.com. for
+// example.com. Such a spelling would be another endpoint for one
+// receiver: another breaker, other limits, a receiver an operator
+// disabled sent to again, a URL a publish policy refused allowed.
+//
+// As Dialable, it is asked where an endpoint enters courier, which
+// refuses one that is not HostAsDialed with HostRule, and not of
+// endpoints a database holds already.
+func HostAsDialed(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname() // percent-decoded
+	for i := range len(host) {
+		if host[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return !strings.HasSuffix(host, ".")
+}
+
+// HostRule is what HostAsDialed asks of a new endpoint, as a refusal says
+// it: "… endpoint must be " + HostRule.
+const HostRule = "a URL whose host is ASCII (an internationalized name in its A-label form, xn--…) without a trailing dot"
+
 // Normalize returns the form of the valid endpoint raw (see Valid) that
 // courier keeps and names it by: its scheme and host in ASCII lower case
 // and without the scheme's default port (443 for https, 80 for http), or
