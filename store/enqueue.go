@@ -42,7 +42,7 @@ const (
 	// NotBefore at most MaxHorizon after now, its Deadline at most
 	// MaxHorizon after its first attempt is due, and Config.RetryHorizon.
 	// Thirty days is ten times the default horizon and covers any retry
-	// schedule (Standard Webhooks' spans about a day and a half), while
+	// schedule (Standard Webhooks' eight attempts span about 27 hours), while
 	// every delivery still ends, and every receiver's dedupe window can
 	// cover its retries, within a bounded time. A time beyond it is a
 	// mistake (a unit, a zero value) rather than a plan.
