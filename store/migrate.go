@@ -41,7 +41,7 @@ import (
 // transactions already running, at most a second at a time (or the
 // connection's own lock_timeout, where it sets one): then it rolls back,
 // so the transactions queued behind it go on, and tries again after a
-// pause, up to 30 times, before it fails with CodeDatabaseUnavailable.
+// pause, 30 tries in all, before it fails with CodeDatabaseUnavailable.
 // On SQLite the migration holds the database's write lock, as every write
 // does, and other writers wait for it up to their busy timeout.
 // Migrate reads the version first, in a read-only transaction: with
