@@ -62,7 +62,7 @@ func TestExponentialBackoffBoundsAsDocumented(t *testing.T) {
 // schedule, less up to a fifth: 5 seconds after the first attempt, then 5
 // minutes, 30 minutes, 2 hours, 5 hours, and 10 hours after each attempt
 // from the sixth on; a Retry-After is held within [5s, 10h] with up to a
-// fifth more.
+// fifth more, never past 10h.
 func TestDefaultBackoffIsAsDocumented(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -81,7 +81,8 @@ func TestDefaultBackoffIsAsDocumented(t *testing.T) {
 		{1000, 0, 8 * time.Hour, 10 * time.Hour},
 		{1, time.Millisecond, 5 * time.Second, 6 * time.Second},
 		{1, 5 * time.Second, 5 * time.Second, 6 * time.Second},
-		{3, 10 * time.Second, 10 * time.Second, 12 * time.Second}, // the receiver's wait, not the schedule's
+		{3, 10 * time.Second, 10 * time.Second, 12 * time.Second},                       // the receiver's wait, not the schedule's
+		{1, 9*time.Hour + 30*time.Minute, 9*time.Hour + 30*time.Minute, 10 * time.Hour}, // a fifth more would pass 10h
 		{1, 10 * time.Hour, 10 * time.Hour, 10 * time.Hour},
 		{1, 48 * time.Hour, 10 * time.Hour, 10 * time.Hour},
 	} {

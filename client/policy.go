@@ -106,9 +106,9 @@ func RetryClientErrors(resp *http.Response, err error) Verdict {
 // is tried for about 27 hours, well inside the 72-hour retry horizon,
 // before it fails for good; a receiver's outage of a few hours costs it
 // nothing. A receiver's Retry-After is honoured within [5 seconds, 10
-// hours], with up to a fifth more. For retries sooner than the schedule's,
-// as a test or a receiver on the same network may want, give the worker an
-// ExponentialBackoff.
+// hours], with up to a fifth more, never past 10 hours. For retries
+// sooner than the schedule's, as a test or a receiver on the same network
+// may want, give the worker an ExponentialBackoff.
 func DefaultBackoff(attempt int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
 		return honourRetryAfter(retryAfter, defaultSchedule[0], defaultSchedule[len(defaultSchedule)-1], defaultJitter)
