@@ -158,3 +158,56 @@ func TestACommitWhoseOutcomeIsUnknownIsNotAppliedTwice(t *testing.T) {
 		}
 	})
 }
+
+// TestAClaimWhoseCommitIsCutByTheClientIsGivenBack: a Reporting receiver
+// commits its claim on its own before the function runs. The client goes
+// away while that COMMIT is on the server. Before, the driver gave the
+// COMMIT up with the request's context and the receiver answered at once,
+// giving nothing back, while the server committed the claim: every retry
+// of the delivery was answered 503 in_progress until the claim went stale
+// (StaleAfter, 5 minutes by default). The claim's COMMIT now runs to its
+// end, whatever becomes of the request meanwhile; the request, ended, then
+// gives the claim back, and the sender's retry processes the delivery.
+func TestAClaimWhoseCommitIsCutByTheClientIsGivenBack(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		if target.name != "Reporting" { // the one that commits a claim on its own
+			continue
+		}
+		s := openPostgresStore(t, store.Config{})
+		gate := newCommitGate(t, s, "courier_inbox")
+		e := target.open(t, anyOptions{store: s})
+		req := e.request(t)
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		first := make(chan *httptest.ResponseRecorder, 1)
+		go func() { first <- serve(e.handler, req.WithContext(ctx)) }()
+		gate.waitHeld(t) // the claim's COMMIT
+		cancel()
+		// A receiver that gives the COMMIT up answers at once; one that
+		// lets it run to its end answers once the gate opens. The wait is
+		// bounded so that the latter is not held for good.
+		var rec *httptest.ResponseRecorder
+		select {
+		case rec = <-first:
+		case <-time.After(time.Second):
+		}
+		gate.open(t)
+		if rec == nil {
+			rec = <-first
+		}
+		if rec.Code != http.StatusServiceUnavailable || e.calls.Load() != 0 {
+			t.Fatalf("the request ended: answered %d %s after %d calls, want 503 after none", rec.Code, rec.Body, e.calls.Load())
+		}
+		if rec := serve(e.handler, e.request(t)); rec.Code != e.ok || e.calls.Load() != 1 {
+			t.Fatalf("the retry: answered %d %s after %d calls, want %d after 1", rec.Code, rec.Body, e.calls.Load(), e.ok)
+		}
+		var processing int
+		if err := s.DB().Get(&processing, "SELECT COUNT(*) FROM courier_inbox WHERE status <> 'completed'"); err != nil {
+			t.Fatal(err)
+		}
+		if processing != 0 {
+			t.Fatalf("%d records not completed, want none", processing)
+		}
+	}
+}

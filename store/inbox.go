@@ -221,35 +221,55 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 	if err := checkKey(k); err != nil { // before the transaction takes SQLite's writer
 		return r, c, err
 	}
-	err := in.s.inTx(ctx, func(tx *sqlx.Tx) error {
+	// The claim's transaction ends with ctx until it commits, but not
+	// while it commits: the driver gives a COMMIT up when its context
+	// ends (pgx does), and the server may commit it all the same, leaving
+	// a claim its request never heard of and so never gives back, which
+	// would answer the sender's retries in progress until it went stale.
+	// Committed, the claim is the caller's, to give back when ctx has
+	// ended (the caller's next step fails with ctx).
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	untilCommit := context.AfterFunc(ctx, cancel)
+	defer untilCommit()
+	err := in.s.inTx(txCtx, func(tx *sqlx.Tx) error {
 		var err error
-		var stored string // the digest a record still processing stores
-		now := in.s.now()
-		r, stored, err = in.recordAt(ctx, tx, k, now, nil)
-		switch {
-		case err != nil:
+		if r, c, err = in.claimIn(ctx, tx, k, stale); err != nil {
 			return err
-		case r.Fresh:
-			c = protocol.InboxClaim{Key: k, Token: now} // the record's updated_at
-			return nil
-		case !r.InProgress:
-			return nil // a completed duplicate: r carries its Ack
 		}
-		var tokens []int64
-		err = in.s.selectRows(ctx, tx, "inbox_take_over", map[string]any{
-			"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": stored,
-			"now": now, "stale_before": now - stale.Microseconds(),
-		}, &tokens)
-		if err != nil {
-			return refusedByTheDatabase(err)
+		if !untilCommit() { // ctx ended before the commit: roll back
+			return ctx.Err()
 		}
-		if len(tokens) == 0 {
-			return nil // held by another request, not stale: r says InProgress
-		}
-		c, r = protocol.InboxClaim{Key: k, Token: tokens[0]}, protocol.Receipt{Fresh: true}
 		return nil
 	})
 	return r, c, err
+}
+
+// claimIn is claim's work in its transaction tx: what the Inbox answers
+// for k and, when the caller now holds k's claim, that claim.
+func (in *Inbox) claimIn(ctx context.Context, tx *sqlx.Tx, k protocol.InboxKey, stale time.Duration) (protocol.Receipt, protocol.InboxClaim, error) {
+	now := in.s.now()
+	r, stored, err := in.recordAt(ctx, tx, k, now, nil) // stored: the digest a record still processing stores
+	switch {
+	case err != nil:
+		return r, protocol.InboxClaim{}, err
+	case r.Fresh:
+		return r, protocol.InboxClaim{Key: k, Token: now}, nil // the record's updated_at
+	case !r.InProgress:
+		return r, protocol.InboxClaim{}, nil // a completed duplicate: r carries its Ack
+	}
+	var tokens []int64
+	err = in.s.selectRows(ctx, tx, "inbox_take_over", map[string]any{
+		"sender": k.Sender, "dedupe_key": k.Key, "payload_sha256": stored,
+		"now": now, "stale_before": now - stale.Microseconds(),
+	}, &tokens)
+	switch {
+	case err != nil:
+		return protocol.Receipt{}, protocol.InboxClaim{}, refusedByTheDatabase(err)
+	case len(tokens) == 0:
+		return r, protocol.InboxClaim{}, nil // held by another request, not stale: r says InProgress
+	}
+	return protocol.Receipt{Fresh: true}, protocol.InboxClaim{Key: k, Token: tokens[0]}, nil
 }
 
 // completeClaim (protocol.Inbox's CompleteClaim) stores the Ack for a claim inside tx, the transaction of
