@@ -34,6 +34,7 @@ func TestAConnectionStringOutOfPlaceIsNeverQuoted(t *testing.T) {
 		{[]string{"deliveries", "redrive", "-db", db, "1", "POSTGRESQL://app:s3cret@db.internal/app"}, "unexpected argument"},
 		{[]string{"deliveries", pgURL}, "unknown action"},
 		{[]string{"endpoints", "list", "-db", db, "user=app password=s3cret"}, "unexpected argument"},
+		{[]string{"contracts", "list", "-db", "host=127.0.0.1", "password=s3cret"}, "unexpected argument"},
 		{[]string{"endpoints", "enable", "-db", db, "https://r.example/hooks", "https://app:s3cret@r.example/hooks"}, "unexpected argument"},
 		{[]string{pgURL, "health"}, "unknown command"},
 	} {

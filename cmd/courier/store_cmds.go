@@ -923,7 +923,7 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if action == "list" && fs.NArg() > 0 {
-		return usageError(stderr, "courier contracts list: unexpected argument %q (it takes flags only; the flags after it were not read)", fs.Arg(0))
+		return usageError(stderr, "courier contracts list: unexpected argument %s (it takes flags only; the flags after it were not read)", quoteArg(fs.Arg(0)))
 	}
 	if want := map[string]int{"list": 0, "pin": 2, "unpin": 1, "fail-mismatched": 1}[action]; fs.NArg() != want {
 		what := map[string]string{"pin": "the endpoint's URL or ref, then its capabilities digest", "unpin": "the endpoint's URL or ref", "fail-mismatched": "the endpoint's URL or ref"}[action]
