@@ -1,11 +1,16 @@
 package main
 
 import (
+	"maps"
 	"net"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/courier-go/courier/couriertest"
 )
 
 // TestAServerThatNeverAnswersIsGivenUpOn: a PostgreSQL address that takes
@@ -65,4 +70,30 @@ func TestAServerThatNeverAnswersIsGivenUpOn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAPasswordHoldingAQuestionMarkNamesTheDatabaseItNamed: pgx, as
+// libpq, ends a URL's userinfo at its @, so a password may hold a ? not
+// percent-encoded. The tool took that ? for the start of the query and
+// added its connect_timeout after "&", to the database name: "database
+// \"app&connect_timeout=5\" does not exist", exit 1, for a URL psql
+// takes. It connects to the database the URL names.
+func TestAPasswordHoldingAQuestionMarkNamesTheDatabaseItNamed(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(couriertest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := u.User.Password(); ok {
+		t.Skip("the server's URL has a password of its own")
+	}
+	if q := u.Query(); len(q) > 1 || (len(q) == 1 && q.Get("sslmode") == "") {
+		t.Skipf("the server's URL needs parameters besides sslmode: %v", slices.Collect(maps.Keys(q)))
+	}
+	// No query: the ? in the password is the URL's only one.
+	db := "postgres://" + u.User.Username() + ":s3?cret@" + u.Host + u.Path
+	if out := mustRun(t, exitOK, "migrate", "-db", db); !strings.HasPrefix(out, "migrated: schema version ") {
+		t.Fatalf("migrate: %q", out)
+	}
+	mustRun(t, exitOK, "health", "-db", db)
 }

@@ -185,12 +185,24 @@ const connectTimeout = "5"
 func withConnectTimeout(dsn string) string {
 	if !keywordValue.MatchString(dsn) {
 		sep := "?"
-		if strings.Contains(dsn, "?") {
+		if hasQuery(dsn) {
 			sep = "&"
 		}
 		return dsn + sep + "connect_timeout=" + connectTimeout
 	}
 	return dsn + " connect_timeout=" + connectTimeout
+}
+
+// hasQuery reports whether the PostgreSQL URL dsn has a query. Its
+// userinfo is not looked in: pgx, as libpq, ends the userinfo at the
+// first @ before any /, so a password may hold a ? that starts no query,
+// and a parameter added after it would end the database name instead.
+func hasQuery(dsn string) bool {
+	_, rest, _ := strings.Cut(dsn, "://")
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		rest = rest[i+1:]
+	}
+	return strings.Contains(rest, "?")
 }
 
 // openStore opens the Store over -db with cfg. A SQLite file must exist:
