@@ -62,15 +62,31 @@ func isPostgres(db string) bool {
 // a file of that whole string, its parameters, a password among them, in
 // the name: migrate would create it, empty, beside the application's.
 func sqliteURI(db string) bool {
-	return (len(db) >= len("file:") && strings.EqualFold(db[:len("file:")], "file:")) || strings.Contains(db, "?")
+	return fileURI(db) || strings.Contains(db, "?")
 }
 
-// checkDB refuses a -db that names no database the tool opens: none, or
-// a SQLite URI or DSN (sqliteURI).
+// fileURI reports whether db is a SQLite URI: file:, in any case.
+func fileURI(db string) bool {
+	return len(db) >= len("file:") && strings.EqualFold(db[:len("file:")], "file:")
+}
+
+// otherURL matches the start of a URL (scheme://, the scheme allowed a :
+// of its own, as jdbc:postgresql:// has): a -db so written that names no
+// PostgreSQL database is another engine's, or a PostgreSQL URL with its
+// scheme misspelt, not a SQLite file path.
+var otherURL = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.:-]*://`)
+
+// checkDB refuses a -db that names no database the tool opens: none, a
+// SQLite URI or DSN (sqliteURI), or a URL of another scheme than
+// PostgreSQL's, which as a SQLite path would name a file in a directory
+// named after its scheme: migrate -print wrote SQLite's SQL for it, and
+// the other commands said to create that directory.
 func checkDB(db string) error {
 	switch {
 	case db == "":
 		return usageFailure("-db is required")
+	case !isPostgres(db) && otherURL.MatchString(db) && !fileURI(db): // a file: URI is sqliteURI's
+		return usageFailure("-db is a URL of a scheme courier does not take (not shown: it may hold a password): a PostgreSQL URL starts postgres:// or postgresql://, and a SQLite file is named by its path (./ before a relative one that holds ://)")
 	case !isPostgres(db) && sqliteURI(db):
 		return usageFailure("-db is a SQLite file path, not a file: URI or a DSN with ?parameters (not shown: it may hold a password); courier sets the connection's parameters itself")
 	case isPostgres(db) && cutPassword(db):

@@ -47,3 +47,41 @@ func TestASQLitePathThatCannotBeAFileIsSaid(t *testing.T) {
 		t.Errorf("the directory holds %v (%v), want nothing", entries, err)
 	}
 }
+
+// TestAURLOfAnotherSchemeIsNoFilePath: a -db URL of another scheme than
+// PostgreSQL's (another engine's, a misspelt postgres://, a JDBC URL) was
+// taken for a SQLite file path: migrate -print wrote SQLite's SQL for it
+// and exited 0, migrate made a SQLite file in a directory named after the
+// scheme when one was there, and every other command said to create that
+// directory. Each is a usage error that does not quote it, and no file is
+// made.
+func TestAURLOfAnotherSchemeIsNoFilePath(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd) // where a directory named after a scheme is
+	for _, dir := range []string{"mysql:", "postgress:", "jdbc:postgresql:"} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, db := range []string{"mysql://app:s3cret@db", "postgress://app:s3cret@db", "jdbc:postgresql://db?password=s3cret", "MySQL://db"} {
+		for _, args := range [][]string{
+			{"migrate", "-db", db}, {"migrate", "-print", "-db", db}, {"health", "-db", db}, {"deliveries", "list", "-db", db},
+		} {
+			code, out, errOut := courierRun(t, args...)
+			if code != exitUsage || out != "" || !strings.Contains(errOut, "a PostgreSQL URL starts postgres://") || strings.Contains(errOut, "s3cret") {
+				hide := strings.NewReplacer("s3cret", "[PASSWORD]")
+				t.Errorf("courier %s: exit %d, stdout %q, stderr %q; want %d saying what -db takes, without the password",
+					hide.Replace(strings.Join(args, " ")), code, out, hide.Replace(errOut), exitUsage)
+			}
+		}
+	}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("the tool made %s", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -18,9 +18,10 @@
 //	courier version                     (this courier's release, and the schema version it migrates to)
 //	courier help   [command [action]]   (what -h after it prints)
 //
-// -db is a SQLite file path (not a file: URI, and without ?parameters:
-// the tool sets the connection's own; in a directory that exists, for
-// migrate creates the file, not its directory), or a PostgreSQL URL (postgres://…,
+// -db is a SQLite file path (not a file: URI, nor a URL of another
+// scheme, and without ?parameters: the tool sets the connection's own; in
+// a directory that exists, for migrate creates the file, not its
+// directory), or a PostgreSQL URL (postgres://…,
 // the scheme in any case) or keyword/value string (host=… dbname=…); no
 // output quotes it, since it may hold a password, nor a word of the
 // command line that may be one out of place. Better, leave the password

@@ -89,8 +89,14 @@ func schemaVersion(ctx context.Context, db *sqlx.DB) (int, error) {
 }
 
 // migrationsOf returns the migration files of the engine -db or -engine
-// names; given both, they must name the same engine.
+// names; given both, they must name the same engine. A -db the other
+// commands refuse (checkDB) names none.
 func migrationsOf(db, engine string, stderr io.Writer) (fs.FS, error) {
+	if db != "" {
+		if err := checkDB(db); err != nil {
+			return nil, err
+		}
+	}
 	dbEngine := "sqlite"
 	if isPostgres(db) {
 		dbEngine = "postgres"
