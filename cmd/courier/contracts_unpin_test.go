@@ -94,3 +94,25 @@ func TestUnpinOfAPinHoldingCommandsBackFails(t *testing.T) {
 		t.Fatalf("unpin once nothing is held back: %q, want %q", out, want)
 	}
 }
+
+// TestFailMismatchedOfAnEndpointTheDatabaseDoesNotKnowFails: contracts
+// fail-mismatched of a URL with a typo in its path printed "failed: 0",
+// exit 0, as for an endpoint with nothing mismatched, while the endpoint
+// meant went on holding its commands back. It fails, exit 1, saying the
+// database knows no such endpoint, and fails nothing; the endpoint meant,
+// by its URL or its ref, with nothing mismatched, is "failed: 0", exit 0.
+func TestFailMismatchedOfAnEndpointTheDatabaseDoesNotKnowFails(t *testing.T) {
+	t.Parallel()
+	db, _ := migrated(t)
+	const hook, typo = "https://source.example/commands", "https://source.example/command"
+	mustRun(t, exitOK, "contracts", "pin", "-db", db, hook, strings.Repeat("a", 64))
+	code, out, errOut := courierRun(t, "contracts", "fail-mismatched", "-db", db, typo)
+	if code != exitFailed || out != "" || !strings.Contains(errOut, "no endpoint the database knows is https://source.example/… (ref "+endpoint.Ref(typo)+")") {
+		t.Errorf("fail-mismatched of a URL the database does not know: exit %d, %q, stderr %q; want %d saying so", code, out, errOut, exitFailed)
+	}
+	for _, arg := range []string{hook, endpoint.Ref(hook)} {
+		if out := mustRun(t, exitOK, "contracts", "fail-mismatched", "-db", db, arg); out != "failed: 0\n" {
+			t.Errorf("fail-mismatched %s: %q, want failed: 0", arg, out)
+		}
+	}
+}

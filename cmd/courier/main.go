@@ -43,9 +43,9 @@
 // as it was (an endpoint with nothing to redrive or cancel is no failure;
 // a redrive or an endpoint's cancel that fails part-way prints
 // "redriven: n" or "cancelled: n" for those it redrove or cancelled,
-// which stay so, before its error), as endpoints enable, and deliveries
-// redrive and cancel given an endpoint, do for an endpoint the database
-// does not know (no deliveries, breaker, limits, subscription or
+// which stay so, before its error), as endpoints enable, deliveries
+// redrive and cancel given an endpoint, and contracts fail-mismatched do
+// for an endpoint the database does not know (no deliveries, breaker, limits, subscription or
 // contract pin: a mistyped URL, or one of another database), as
 // contracts unpin does for an endpoint with no pin or a pin that holds
 // commands back, and as send does when the receiver refuses the

@@ -960,6 +960,14 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if n == 0 {
+		// A URL the database does not know (a typo in its path) is no
+		// endpoint with nothing mismatched, as for deliveries cancel: the
+		// one meant still holds its commands back.
+		if err := mustKnow(ctx, s, url, "; nothing to fail"); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "failed: %d\n", n)
 	return nil
 }
