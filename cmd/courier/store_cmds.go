@@ -341,6 +341,11 @@ func (f deliveriesFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 	if f.notification != nil && *f.notification != "" && !wire.IsToken(*f.notification) {
 		return usageError(stderr, "courier deliveries list: -notification-id must be %s (a notification id)", wire.TokenRule)
 	}
+	for _, ref := range []*string{f.ref, f.endpointRef} {
+		if ref != nil && *ref != "" && !endpoint.IsRef(*ref) {
+			return usageError(stderr, "%s: -endpoint-ref must be an endpoint's ref, %d lowercase hex, as courier endpoints list shows it", fs.Name(), endpoint.RefLen)
+		}
+	}
 	if f.endpointURL != nil && *f.endpointURL != "" && !endpoint.Valid(*f.endpointURL) {
 		return usageError(stderr, "%s: -endpoint must be %s (not shown: it may hold a credential)", fs.Name(), endpoint.Rule)
 	}
