@@ -1090,6 +1090,8 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case *olderThan <= 0 || *inboxOlderThan <= 0:
 		return usageError(stderr, "courier prune: -older-than and -inbox-older-than must be positive")
+	case *olderThan < time.Microsecond: // Outbox.Prune's floor, as the store keeps times
+		return usageError(stderr, "courier prune: -older-than must be at least 1µs")
 	case *inboxOlderThan < 24*time.Hour: // Inbox.Prune's floor, refused before any table is pruned
 		return usageError(stderr, "courier prune: -inbox-older-than must be at least 24h")
 	case *maxRows < 0:

@@ -175,6 +175,7 @@ func TestRefusalsNameTheFlag(t *testing.T) {
 		{[]string{"endpoints", "limit", "-db", db, "-max-in-flight", "1", "-rate", "1e-9", "https://h.example/p"}, "-rate must be 0 (no limit) or at least"},
 		{[]string{"endpoints", "limit", "-db", db, "-max-in-flight", "1", "-rate", "0", "-burst", "3", "https://h.example/p"}, "-burst needs a -rate above 0"},
 		{[]string{"contracts", "pin", "-db", db, "https://h.example/p", "ABC"}, "capabilities digest must be 64 lowercase hex"},
+		{[]string{"prune", "-db", db, "-older-than", "500ns"}, "-older-than must be at least 1µs"},
 	} {
 		code, _, errOut := courierRun(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.flag) || strings.Contains(errOut, "Params.") || strings.Contains(errOut, "Limits.") || strings.Contains(errOut, "invalid_argument") || strings.Contains(errOut, "hunter2") {
