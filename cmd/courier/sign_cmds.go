@@ -209,6 +209,10 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
+// maxCaptureBody is the largest captured body verify reads, 16 MiB: four
+// times a notification's largest payload (store.MaxPayloadSize).
+const maxCaptureBody = 16 << 20
+
 // verifyCmd checks a captured HTTP request's Standard Webhooks signature.
 func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("verify", stderr, "-request <file> [flags]")
@@ -248,9 +252,15 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// a secret (a secret file given as -request, an Authorization line).
 		return errors.New("the capture is not an HTTP request")
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, 16<<20))
-	if err != nil {
-		return err
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxCaptureBody+1))
+	switch {
+	case err != nil:
+		// Its text says why (unexpected EOF, a chunk's length), never the
+		// bytes.
+		return fmt.Errorf("the capture's body is not as its headers frame it (a capture cut short, or edited): %w", err)
+	case len(body) > maxCaptureBody:
+		// Verified cut short, it would be refused as signature_mismatch.
+		return fmt.Errorf("the capture's body is over %d MiB: verify reads none larger", maxCaptureBody>>20)
 	}
 	key, err := secret(*secretFile)
 	if err != nil {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,6 +183,39 @@ func TestRefusalsNameTheFlag(t *testing.T) {
 		code, _, errOut := courierRun(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.flag) || strings.Contains(errOut, "Params.") || strings.Contains(errOut, "Limits.") || strings.Contains(errOut, "invalid_argument") || strings.Contains(errOut, "hunter2") {
 			t.Errorf("courier %s: exit %d, stderr %q; want %d naming the flag (%q), no Go field, no credential", strings.Join(tc.args, " "), code, strings.TrimSpace(errOut), exitUsage, tc.flag)
+		}
+	}
+}
+
+// TestVerifySaysABodyItCannotReadWhole: a capture cut short (its body
+// shorter than its Content-Length) failed with "unexpected EOF" alone,
+// and one whose body is over 16 MiB was verified cut to 16 MiB and
+// refused as signature_mismatch, exit 3, a negative answer about a
+// request it had not read. Each fails, exit 1, saying what is wrong with
+// the capture, and answers nothing on stdout.
+func TestVerifySaysABodyItCannotReadWhole(t *testing.T) {
+	t.Parallel()
+	capture, secretFile := signedCapture(t, time.Now())
+	whole, err := os.ReadFile(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.http")
+	if err := os.WriteFile(short, whole[:len(whole)-3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := bytes.Cut(whole, []byte("\r\n\r\n"))
+	body := bytes.Repeat([]byte(" "), 16<<20+1)
+	head = regexp.MustCompile(`Content-Length: \d+`).ReplaceAll(head, []byte("Content-Length: "+strconv.Itoa(len(body))))
+	large := filepath.Join(dir, "large.http")
+	if err := os.WriteFile(large, slices.Concat(head, []byte("\r\n\r\n"), body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for file, says := range map[string]string{short: "a capture cut short", large: "over 16 MiB"} {
+		code, out, errOut := courierRun(t, "verify", "-request", file, "-secret-file", secretFile)
+		if code != exitFailed || out != "" || !strings.Contains(errOut, says) {
+			t.Errorf("verify %s: exit %d, stdout %q, stderr %q; want %d saying %q", filepath.Base(file), code, out, errOut, exitFailed, says)
 		}
 	}
 }
