@@ -127,9 +127,15 @@ func (s *Server) Start() {
 }
 
 // Close stops the server, ends pending Delays early and waits until every
-// request in flight has finished.
+// request in flight has finished. It closes Listener, started or not.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closing) })
+	if s.URL == "" && s.Listener != nil && s.Listener != s.ts.Listener {
+		// Never started: the listener given in place of the default
+		// one is still the caller's field alone, and closed here as
+		// httptest.Server's Close closes the Listener it holds.
+		s.Listener.Close()
+	}
 	s.ts.Close()
 }
 
