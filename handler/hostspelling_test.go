@@ -2,13 +2,11 @@ package handler_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
 
-	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/handler"
 	"github.com/courier-go/courier/signature"
 )
@@ -33,30 +31,13 @@ func TestPublishRefusesAHostSpelledOtherThanItIsDialed(t *testing.T) {
 		}
 		return nil
 	}})
-	direct := func(id, endpoint string) string {
-		b, _ := json.Marshal(map[string]any{"notification_id": id, "endpoint": endpoint, "payload": map[string]string{"grant": "admin"}})
-		return string(b)
-	}
-	for _, url := range []string{
+	refusesEndpoints(t, s, srv, &asked, "host",
 		"https://ａｔｔａｃｋｅｒ.example/capture",
 		"https://attac\u212aer.example/capture",
 		"https://%EF%BD%81ttacker.example/capture",
 		"https://attacker.example./capture",
 		"https://ATTACKER.EXAMPLE.:443/capture",
-	} {
-		status, out := publish(t, srv, direct("n-1", url), "", publishToken)
-		var p problemFields
-		if err := json.Unmarshal(out, &p); err != nil || status != http.StatusBadRequest || p.Code != courier.CodeValidation ||
-			len(p.Errors) != 1 || p.Errors[0].Field != "endpoint" || p.Errors[0].Rule != "host" {
-			t.Errorf("%s: %d %s, want 400 validation_failed naming endpoint, rule host", url, status, out)
-		}
-	}
-	if n := asked.Load(); n != 0 {
-		t.Errorf("Authorize was asked about %d requests that were refused", n)
-	}
-	if outbox, inbox := stored(t, s); outbox != 0 || inbox != 0 {
-		t.Fatalf("refused publishes stored %d deliveries and %d idempotency records", outbox, inbox)
-	}
+	)
 	if status, out := publish(t, srv, direct("n-2", "https://attacker.example/capture"), "", publishToken); status != http.StatusForbidden {
 		t.Errorf("the refused endpoint in ASCII: %d %s, want 403", status, out)
 	}

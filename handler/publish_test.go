@@ -259,6 +259,34 @@ func subscribe(t *testing.T, s *store.Store, tenant, endpoint string) {
 }
 
 // stored counts the outbox's deliveries and the idempotency records.
+// direct is a publish request's body for one delivery, id, to endpoint.
+func direct(id, endpoint string) string {
+	b, _ := json.Marshal(map[string]any{"notification_id": id, "endpoint": endpoint, "payload": map[string]int{"a": 1}})
+	return string(b)
+}
+
+// refusesEndpoints publishes one delivery to each of urls through srv and
+// fails the test unless each is answered 400 validation_failed naming
+// endpoint with rule, before Authorize (which counts itself in asked) is
+// asked, and nothing is stored in s.
+func refusesEndpoints(t *testing.T, s *store.Store, srv *httptest.Server, asked *atomic.Int32, rule string, urls ...string) {
+	t.Helper()
+	for _, url := range urls {
+		status, out := publish(t, srv, direct("n-1", url), "", publishToken)
+		var p problemFields
+		if err := json.Unmarshal(out, &p); err != nil || status != http.StatusBadRequest || p.Code != courier.CodeValidation ||
+			len(p.Errors) != 1 || p.Errors[0].Field != "endpoint" || p.Errors[0].Rule != rule {
+			t.Errorf("%s: %d %s, want 400 validation_failed naming endpoint, rule %s", url, status, out, rule)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("Authorize was asked about %d requests that were refused", n)
+	}
+	if outbox, inbox := stored(t, s); outbox != 0 || inbox != 0 {
+		t.Fatalf("refused publishes stored %d deliveries and %d idempotency records", outbox, inbox)
+	}
+}
+
 func stored(t *testing.T, s *store.Store) (outbox, inbox int) {
 	t.Helper()
 	return rows(t, s, "courier_outbox"), rows(t, s, "courier_inbox")
@@ -627,24 +655,7 @@ func TestPublishRefusesAnEndpointNoDialReaches(t *testing.T) {
 		asked.Add(1)
 		return nil
 	}})
-	direct := func(id, endpoint string) string {
-		b, _ := json.Marshal(map[string]any{"notification_id": id, "endpoint": endpoint, "payload": map[string]int{"a": 1}})
-		return string(b)
-	}
-	for _, url := range []string{"https://x.example:0/h", "https://x.example:65536/h", "https://[2001:db8::1]:99999/h"} {
-		status, out := publish(t, srv, direct("n-1", url), "", publishToken)
-		var p problemFields
-		if err := json.Unmarshal(out, &p); err != nil || status != http.StatusBadRequest || p.Code != courier.CodeValidation ||
-			len(p.Errors) != 1 || p.Errors[0].Field != "endpoint" || p.Errors[0].Rule != "port" {
-			t.Errorf("%s: %d %s, want 400 validation_failed naming endpoint, rule port", url, status, out)
-		}
-	}
-	if n := asked.Load(); n != 0 {
-		t.Errorf("Authorize was asked about %d requests that were refused", n)
-	}
-	if outbox, inbox := stored(t, s); outbox != 0 || inbox != 0 {
-		t.Fatalf("refused publishes stored %d deliveries and %d idempotency records", outbox, inbox)
-	}
+	refusesEndpoints(t, s, srv, &asked, "port", "https://x.example:0/h", "https://x.example:65536/h", "https://[2001:db8::1]:99999/h")
 	if status, out := publish(t, srv, direct("n-2", "https://x.example:0443/h"), "", publishToken); status != http.StatusAccepted {
 		t.Fatalf("an endpoint at :0443: %d %s, want 202", status, out)
 	}
