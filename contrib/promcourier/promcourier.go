@@ -1,6 +1,8 @@
 // Package promcourier exposes courier's metrics through the Prometheus
 // client library, in a module of its own so courier itself does not depend
-// on it.
+// on it. Its gauges read the store through courier's internal packages,
+// which change between releases: require the promcourier of the courier
+// version the application requires.
 //
 // A Collector registers in the application's registry beside its own
 // metrics. Its counters and histograms are fed by courier's event hooks
