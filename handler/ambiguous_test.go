@@ -211,3 +211,39 @@ func TestAClaimWhoseCommitIsCutByTheClientIsGivenBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAClaimWhoseCommitHangsIsGivenUpOnOnceTheClientIsGone: a Reporting
+// receiver's claim COMMIT runs on when the client goes away, but not for
+// ever: one that hangs on the server (a synchronous standby away, say) is
+// given up a few seconds after the request ended, and the request answers
+// 503. The receiver held the request, and its connection of the pool,
+// until the database answered, however long that took.
+func TestAClaimWhoseCommitHangsIsGivenUpOnOnceTheClientIsGone(t *testing.T) {
+	t.Parallel()
+	for _, target := range anyReceivers() {
+		if target.name != "Reporting" { // the one that commits a claim on its own
+			continue
+		}
+		s := openPostgresStore(t, store.Config{})
+		gate := newCommitGate(t, s, "courier_inbox")
+		e := target.open(t, anyOptions{store: s})
+		req := e.request(t)
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		first := make(chan *httptest.ResponseRecorder, 1)
+		go func() { first <- serve(e.handler, req.WithContext(ctx)) }()
+		gate.waitHeld(t) // the claim's COMMIT, held until the test ends
+		cancel()
+		select {
+		case rec := <-first:
+			if rec.Code != http.StatusServiceUnavailable || e.calls.Load() != 0 {
+				t.Errorf("the request ended: answered %d %s after %d calls, want 503 after none", rec.Code, rec.Body, e.calls.Load())
+			}
+		case <-time.After(time.Minute): // bounded, so that a receiver that waits for the COMMIT fails the test
+			gate.open(t)
+			<-first
+			t.Fatal("the request ended, its claim's COMMIT held: not answered after a minute")
+		}
+		gate.open(t)
+	}
+}

@@ -206,6 +206,11 @@ func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	return in.s.pruneOlder(ctx, "inbox_prune", nil, p)
 }
 
+// claimCommitWindow is how long a claim's COMMIT may run on once its
+// request has ended: ample for a one-row commit, and a bound on a request
+// held by a database that does not answer.
+const claimCommitWindow = 5 * time.Second
+
 // claim (protocol.Inbox's Claim) is the first phase of a two-phase
 // receipt, for receivers that answer a concurrent duplicate at once (503, in progress) rather than
 // making it wait for the first request's transaction. It records k as
@@ -222,24 +227,35 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 		return r, c, err
 	}
 	// The claim's transaction ends with ctx until it commits, but not
-	// while it commits: the driver gives a COMMIT up when its context
-	// ends (pgx does), and the server may commit it all the same, leaving
-	// a claim its request never heard of and so never gives back, which
-	// would answer the sender's retries in progress until it went stale.
-	// Committed, the claim is the caller's, to give back when ctx has
-	// ended (the caller's next step fails with ctx).
+	// as soon as ctx ends while it commits: the driver gives a COMMIT up
+	// when its context ends (pgx does), and the server may commit it all
+	// the same, leaving a claim its request never heard of and so never
+	// gives back, which would answer the sender's retries in progress
+	// until it went stale. Committed, the claim is the caller's, to give
+	// back when ctx has ended (the caller's next step fails with ctx).
+	// A COMMIT that hangs on (a synchronous standby away) is given up
+	// claimCommitWindow after ctx ended, rather than hold the request and
+	// its connection until the database answers: the claim it may leave
+	// goes stale.
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	untilCommit := context.AfterFunc(ctx, cancel)
-	defer untilCommit()
+	stop := context.AfterFunc(ctx, cancel)
+	defer func() { stop() }() // before cancel, which ends the wait below
 	err := in.s.inTx(txCtx, func(tx *sqlx.Tx) error {
 		var err error
 		if r, c, err = in.claimIn(ctx, tx, k, stale); err != nil {
 			return err
 		}
-		if !untilCommit() { // ctx ended before the commit: roll back
+		if !stop() { // ctx ended before the commit: roll back
 			return ctx.Err()
 		}
+		stop = context.AfterFunc(ctx, func() {
+			select {
+			case <-time.After(claimCommitWindow):
+				cancel()
+			case <-txCtx.Done(): // the commit is over
+			}
+		})
 		return nil
 	})
 	return r, c, err
