@@ -258,7 +258,6 @@ func subscribe(t *testing.T, s *store.Store, tenant, endpoint string) {
 	}
 }
 
-// stored counts the outbox's deliveries and the idempotency records.
 // direct is a publish request's body for one delivery, id, to endpoint.
 func direct(id, endpoint string) string {
 	b, _ := json.Marshal(map[string]any{"notification_id": id, "endpoint": endpoint, "payload": map[string]int{"a": 1}})
@@ -287,6 +286,7 @@ func refusesEndpoints(t *testing.T, s *store.Store, srv *httptest.Server, asked 
 	}
 }
 
+// stored counts the outbox's deliveries and the idempotency records.
 func stored(t *testing.T, s *store.Store) (outbox, inbox int) {
 	t.Helper()
 	return rows(t, s, "courier_outbox"), rows(t, s, "courier_inbox")
