@@ -229,11 +229,11 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 			// before endpoints were normalized, and fingerprinted with
 			// it: kept, as auth_mode is, so that an Update that does not
 			// change the endpoint does not change the fingerprint. Kept
-			// whatever its port: one stored before the port was asked of
-			// a new endpoint stays where it is.
+			// whatever its port or host: one stored before they were
+			// asked of a new endpoint stays where it is.
 			p.Endpoint = r.Endpoint
 		} else if err := undialable("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
-			return Subscription{}, err // a move, to a port no dial reaches
+			return Subscription{}, err // a move, to a port no dial reaches or a host spelled other than dialed
 		}
 		args := p.args(r.AuthMode, sr.s.now())
 		args["id"] = id
