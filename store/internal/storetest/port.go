@@ -96,18 +96,47 @@ func errOf[T any](_ T, err error) error { return err }
 
 // testAnEndpointStoredOnPortZeroIsStillNamedByIt: a database written
 // before new endpoints were asked for a port a dial can reach may hold a
-// delivery, and a subscription, on port 0. The rule is asked where an
-// endpoint enters, not where one is named: the delivery is still looked
-// up, disabled, limited and enabled by its URL; an Update of the
-// subscription that leaves its endpoint where it is keeps it there, with
-// its fingerprint; and a publish of its tenant still delivers to every
-// other subscription. An Update that moves it moves it only to a port a
-// dial can reach.
+// delivery, and a subscription, on port 0 (storedBeforeItsRule).
 func testAnEndpointStoredOnPortZeroIsStillNamedByIt(t *testing.T, open OpenFunc) {
+	storedBeforeItsRule(t, open, onPort("0"), "HTTPS://Receiver.Example:0/hooks?token=s3cret", onPort("65536"), wantPortRefused)
+}
+
+// testAnEndpointStoredWithARootedHostIsStillNamedByIt: a database written
+// before new endpoints were asked for their host as it is dialed may hold
+// a delivery, and a subscription, at a host with the root's trailing dot
+// (storedBeforeItsRule).
+func testAnEndpointStoredWithARootedHostIsStillNamedByIt(t *testing.T, open OpenFunc) {
+	storedBeforeItsRule(t, open, "https://receiver.example./hooks?token=s3cret", "HTTPS://Receiver.Example.:443/hooks?token=s3cret",
+		"https://receiver.example../hooks?token=s3cret", wantHostRefused)
+}
+
+// wantHostRefused fails t unless err is the refusal of an endpoint whose
+// host is not spelled as it is dialed: invalid_argument, naming the rule,
+// not the URL.
+func wantHostRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	switch {
+	case courier.CodeOf(err) != courier.CodeInvalidArgument:
+		t.Errorf("%s = %v; want invalid_argument", what, err)
+	case !strings.Contains(err.Error(), "without a trailing dot"):
+		t.Errorf("%s = %v; want the host's rule named", what, err)
+	case strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "receiver.example"):
+		t.Errorf("%s = %v; it shows the URL", what, err)
+	}
+}
+
+// storedBeforeItsRule: the rule old breaks (refusedAs says how it is
+// refused) is asked where an endpoint enters, not where one is named: a
+// delivery stored at old is still looked up, disabled, limited and
+// enabled by its URL; an Update of a subscription stored at old that
+// leaves its endpoint where it is (named old, or spelling, another
+// spelling of it) keeps it there, with its fingerprint; and a publish of
+// its tenant still delivers to every other subscription. An Update that
+// moves it moves it only to an endpoint the rule takes: not to moved.
+func storedBeforeItsRule(t *testing.T, open OpenFunc, old, spelling, moved string, refusedAs func(*testing.T, string, error)) {
 	b := setup(t, open, store.Config{})
-	old := onPort("0")
 	e := b.enqueue(t, at(onPort("8443"), "old"))
-	// As a courier without the rule stored it: on port 0.
+	// As a courier without the rule stored it.
 	if _, err := b.db.ExecContext(b.ctx, b.db.Rebind("UPDATE courier_outbox SET endpoint = ? WHERE id = ?"), old, e.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +181,7 @@ func testAnEndpointStoredOnPortZeroIsStillNamedByIt(t *testing.T, open OpenFunc)
 	if got, err := subs.Update(b.ctx, nil, stuck.ID, p); err != nil || got.Endpoint != old || b.fingerprint(t, stuck.ID) != fingerprint {
 		t.Fatalf("Update of its event types = %+v, %v; want it kept at %s, fingerprint %s", got, err, old, fingerprint)
 	}
-	p.Endpoint = "HTTPS://Receiver.Example:0/hooks?token=s3cret" // another spelling of it: no move
+	p.Endpoint = spelling // another spelling of it: no move
 	if got, err := subs.Update(b.ctx, nil, stuck.ID, p); err != nil || got.Endpoint != old || b.fingerprint(t, stuck.ID) != fingerprint {
 		t.Fatalf("Update naming it %s = %+v, %v; want it kept at %s, fingerprint %s", p.Endpoint, got, err, old, fingerprint)
 	}
@@ -168,9 +197,9 @@ func testAnEndpointStoredOnPortZeroIsStillNamedByIt(t *testing.T, open OpenFunc)
 		t.Fatalf("Publish = %+v; want a delivery to subscription %d and one, as before, to %d", published, other.ID, stuck.ID)
 	}
 
-	p.Endpoint = onPort("65536")
+	p.Endpoint = moved
 	_, err = subs.Update(b.ctx, nil, stuck.ID, p)
-	wantPortRefused(t, "Update moving it to "+p.Endpoint, err)
+	refusedAs(t, "Update moving it to "+p.Endpoint, err)
 	p.Endpoint = onPort("8443")
 	if got, err := subs.Update(b.ctx, nil, stuck.ID, p); err != nil || got.Endpoint != p.Endpoint {
 		t.Fatalf("Update moving it to %s = %+v, %v", p.Endpoint, got, err)

@@ -237,6 +237,7 @@ func Run(t *testing.T, open, migrated OpenFunc) {
 		{"UpdateKeepsALegacySpellingsFingerprint", testUpdateKeepsALegacySpellingsFingerprint},
 		{"ANewEndpointOnAPortNoDialReachesIsRefused", testANewEndpointOnAPortNoDialReachesIsRefused},
 		{"AnEndpointStoredOnPortZeroIsStillNamedByIt", testAnEndpointStoredOnPortZeroIsStillNamedByIt},
+		{"AnEndpointStoredWithARootedHostIsStillNamedByIt", testAnEndpointStoredWithARootedHostIsStillNamedByIt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
