@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -170,45 +171,31 @@ func TestACommitWhoseOutcomeIsUnknownIsNotAppliedTwice(t *testing.T) {
 // gives the claim back, and the sender's retry processes the delivery.
 func TestAClaimWhoseCommitIsCutByTheClientIsGivenBack(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		if target.name != "Reporting" { // the one that commits a claim on its own
-			continue
-		}
-		s := openPostgresStore(t, store.Config{})
-		gate := newCommitGate(t, s, "courier_inbox")
-		e := target.open(t, anyOptions{store: s})
-		req := e.request(t)
-		ctx, cancel := context.WithCancel(req.Context())
-		defer cancel()
-		first := make(chan *httptest.ResponseRecorder, 1)
-		go func() { first <- serve(e.handler, req.WithContext(ctx)) }()
-		gate.waitHeld(t) // the claim's COMMIT
-		cancel()
-		// A receiver that gives the COMMIT up answers at once; one that
-		// lets it run to its end answers once the gate opens. The wait is
-		// bounded so that the latter is not held for good.
-		var rec *httptest.ResponseRecorder
-		select {
-		case rec = <-first:
-		case <-time.After(time.Second):
-		}
-		gate.open(t)
-		if rec == nil {
-			rec = <-first
-		}
-		if rec.Code != http.StatusServiceUnavailable || e.calls.Load() != 0 {
-			t.Fatalf("the request ended: answered %d %s after %d calls, want 503 after none", rec.Code, rec.Body, e.calls.Load())
-		}
-		if rec := serve(e.handler, e.request(t)); rec.Code != e.ok || e.calls.Load() != 1 {
-			t.Fatalf("the retry: answered %d %s after %d calls, want %d after 1", rec.Code, rec.Body, e.calls.Load(), e.ok)
-		}
-		var processing int
-		if err := s.DB().Get(&processing, "SELECT COUNT(*) FROM courier_inbox WHERE status <> 'completed'"); err != nil {
-			t.Fatal(err)
-		}
-		if processing != 0 {
-			t.Fatalf("%d records not completed, want none", processing)
-		}
+	s, e, gate, first := claimCommitCut(t)
+	// A receiver that gives the COMMIT up answers at once; one that
+	// lets it run to its end answers once the gate opens. The wait is
+	// bounded so that the latter is not held for good.
+	var rec *httptest.ResponseRecorder
+	select {
+	case rec = <-first:
+	case <-time.After(time.Second):
+	}
+	gate.open(t)
+	if rec == nil {
+		rec = <-first
+	}
+	if rec.Code != http.StatusServiceUnavailable || e.calls.Load() != 0 {
+		t.Fatalf("the request ended: answered %d %s after %d calls, want 503 after none", rec.Code, rec.Body, e.calls.Load())
+	}
+	if rec := serve(e.handler, e.request(t)); rec.Code != e.ok || e.calls.Load() != 1 {
+		t.Fatalf("the retry: answered %d %s after %d calls, want %d after 1", rec.Code, rec.Body, e.calls.Load(), e.ok)
+	}
+	var processing int
+	if err := s.DB().Get(&processing, "SELECT COUNT(*) FROM courier_inbox WHERE status <> 'completed'"); err != nil {
+		t.Fatal(err)
+	}
+	if processing != 0 {
+		t.Fatalf("%d records not completed, want none", processing)
 	}
 }
 
@@ -220,30 +207,38 @@ func TestAClaimWhoseCommitIsCutByTheClientIsGivenBack(t *testing.T) {
 // until the database answered, however long that took.
 func TestAClaimWhoseCommitHangsIsGivenUpOnOnceTheClientIsGone(t *testing.T) {
 	t.Parallel()
-	for _, target := range anyReceivers() {
-		if target.name != "Reporting" { // the one that commits a claim on its own
-			continue
+	_, e, gate, first := claimCommitCut(t) // the COMMIT held until the test opens it
+	select {
+	case rec := <-first:
+		if rec.Code != http.StatusServiceUnavailable || e.calls.Load() != 0 {
+			t.Errorf("the request ended: answered %d %s after %d calls, want 503 after none", rec.Code, rec.Body, e.calls.Load())
 		}
-		s := openPostgresStore(t, store.Config{})
-		gate := newCommitGate(t, s, "courier_inbox")
-		e := target.open(t, anyOptions{store: s})
-		req := e.request(t)
-		ctx, cancel := context.WithCancel(req.Context())
-		defer cancel()
-		first := make(chan *httptest.ResponseRecorder, 1)
-		go func() { first <- serve(e.handler, req.WithContext(ctx)) }()
-		gate.waitHeld(t) // the claim's COMMIT, held until the test ends
-		cancel()
-		select {
-		case rec := <-first:
-			if rec.Code != http.StatusServiceUnavailable || e.calls.Load() != 0 {
-				t.Errorf("the request ended: answered %d %s after %d calls, want 503 after none", rec.Code, rec.Body, e.calls.Load())
-			}
-		case <-time.After(time.Minute): // bounded, so that a receiver that waits for the COMMIT fails the test
-			gate.open(t)
-			<-first
-			t.Fatal("the request ended, its claim's COMMIT held: not answered after a minute")
-		}
+	case <-time.After(time.Minute): // bounded, so that a receiver that waits for the COMMIT fails the test
 		gate.open(t)
+		<-first
+		t.Fatal("the request ended, its claim's COMMIT held: not answered after a minute")
 	}
+	gate.open(t)
+}
+
+// claimCommitCut opens a Reporting receiver (the one that commits a claim
+// on its own, before the function runs) on PostgreSQL and sends it a
+// delivery whose claim's COMMIT the gate it returns holds on the server;
+// once the COMMIT is held, the request's context ends, as when the client
+// goes away. The request's answer comes on the channel it returns.
+func claimCommitCut(t *testing.T) (*store.Store, *anyEnv, *commitGate, <-chan *httptest.ResponseRecorder) {
+	t.Helper()
+	receivers := anyReceivers()
+	reporting := receivers[slices.IndexFunc(receivers, func(r anyReceiver) bool { return r.name == "Reporting" })]
+	s := openPostgresStore(t, store.Config{})
+	gate := newCommitGate(t, s, "courier_inbox")
+	e := reporting.open(t, anyOptions{store: s})
+	req := e.request(t)
+	ctx, cancel := context.WithCancel(req.Context())
+	t.Cleanup(cancel)
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- serve(e.handler, req.WithContext(ctx)) }()
+	gate.waitHeld(t)
+	cancel()
+	return s, e, gate, first
 }
