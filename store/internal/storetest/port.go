@@ -13,19 +13,30 @@ import (
 // refusal of it says must show neither.
 func onPort(port string) string { return "https://receiver.example:" + port + "/hooks?token=s3cret" }
 
-// wantPortRefused fails t unless err is the refusal of an endpoint on a
-// port no dial reaches: invalid_argument, naming the rule, not the URL.
-func wantPortRefused(t *testing.T, what string, err error) {
-	t.Helper()
-	switch {
-	case courier.CodeOf(err) != courier.CodeInvalidArgument:
-		t.Errorf("%s = %v; want invalid_argument", what, err)
-	case !strings.Contains(err.Error(), "1 to 65535"):
-		t.Errorf("%s = %v; want the port's rule named", what, err)
-	case strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "receiver.example"):
-		t.Errorf("%s = %v; it shows the URL", what, err)
+// refusedBy returns a check that fails t unless err is the refusal of an
+// endpoint by the rule whose text holds rule: invalid_argument, naming the
+// rule, not the URL.
+func refusedBy(rule string) func(t *testing.T, what string, err error) {
+	return func(t *testing.T, what string, err error) {
+		t.Helper()
+		switch {
+		case courier.CodeOf(err) != courier.CodeInvalidArgument:
+			t.Errorf("%s = %v; want invalid_argument", what, err)
+		case !strings.Contains(err.Error(), rule):
+			t.Errorf("%s = %v; want the rule named (%q)", what, err, rule)
+		case strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "receiver.example"):
+			t.Errorf("%s = %v; it shows the URL", what, err)
+		}
 	}
 }
+
+var (
+	// wantPortRefused: an endpoint on a port no dial reaches.
+	wantPortRefused = refusedBy("1 to 65535")
+	// wantHostRefused: an endpoint whose host is not spelled as it is
+	// dialed.
+	wantHostRefused = refusedBy("without a trailing dot")
+)
 
 // testANewEndpointOnAPortNoDialReachesIsRefused: an endpoint on port 0, or
 // on one above 65535, was taken by Enqueue, EnqueueMany, EnqueueCommand and
@@ -108,21 +119,6 @@ func testAnEndpointStoredOnPortZeroIsStillNamedByIt(t *testing.T, open OpenFunc)
 func testAnEndpointStoredWithARootedHostIsStillNamedByIt(t *testing.T, open OpenFunc) {
 	storedBeforeItsRule(t, open, "https://receiver.example./hooks?token=s3cret", "HTTPS://Receiver.Example.:443/hooks?token=s3cret",
 		"https://receiver.example../hooks?token=s3cret", wantHostRefused)
-}
-
-// wantHostRefused fails t unless err is the refusal of an endpoint whose
-// host is not spelled as it is dialed: invalid_argument, naming the rule,
-// not the URL.
-func wantHostRefused(t *testing.T, what string, err error) {
-	t.Helper()
-	switch {
-	case courier.CodeOf(err) != courier.CodeInvalidArgument:
-		t.Errorf("%s = %v; want invalid_argument", what, err)
-	case !strings.Contains(err.Error(), "without a trailing dot"):
-		t.Errorf("%s = %v; want the host's rule named", what, err)
-	case strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "receiver.example"):
-		t.Errorf("%s = %v; it shows the URL", what, err)
-	}
 }
 
 // storedBeforeItsRule: the rule old breaks (refusedAs says how it is
