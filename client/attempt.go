@@ -226,7 +226,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	if err != nil && undecodable(err) {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid // the receiver sent bytes that are no Ack
-		oc.Cause = ackRefused(profile.Name, []byte{0})
+		oc.Cause = ackRefused(profile.Name, true)
 		return oc, true
 	}
 	if err != nil { // the answer was cut short: retried, keeping the status that came
@@ -248,7 +248,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	}
 	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.BudgetAttempt()}, body); err != nil {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid
-		oc.Cause = ackRefused(profile.Name, body)
+		oc.Cause = ackRefused(profile.Name, len(body) > 0)
 		return oc, true
 	}
 	oc.AckSHA256 = ack.Digest(body)
@@ -483,8 +483,8 @@ type readCloser struct {
 // held (a custom profile's Verify error might quote it). An empty 2xx is
 // what a receiver that is no courier receiver answers, and the way out is
 // the delivery's profile, so the line names it.
-func ackRefused(profile string, body []byte) error {
-	if len(body) == 0 {
+func ackRefused(profile string, hadBody bool) error {
+	if !hadBody {
 		return fmt.Errorf("client: the answer has no body, and profile %s wants an Ack: a receiver that answers a bare 2xx takes deliveries of profile none (ack.ProfileNone)", profile)
 	}
 	return fmt.Errorf("client: the answer is not the Ack profile %s wants for the bytes sent", profile)
