@@ -80,7 +80,7 @@ func (o *Outbox) enqueueCommand(ctx context.Context, tx DBTX, p CommandParams) (
 	if err := checkContract(p.Endpoint, c.CapabilitiesSHA256); err != nil {
 		return Enqueued{}, err
 	}
-	if err := undialable("Endpoint", p.Endpoint); err != nil {
+	if err := refuseNewEndpoint("Endpoint", p.Endpoint); err != nil {
 		return Enqueued{}, err
 	}
 	switch {

@@ -101,7 +101,7 @@ func invalidEndpoint(what string) error {
 	return invalidArgument(what + " must be " + endpoint.Rule)
 }
 
-// undialable refuses raw, an endpoint entering the store (an enqueue, a
+// refuseNewEndpoint refuses raw, an endpoint entering the store (an enqueue, a
 // subscription created or moved), when its port is one no dial can reach
 // (endpoint.Dialable), or its host is another spelling of the one dialed
 // (endpoint.HostAsDialed), which would make one receiver two endpoints,
@@ -109,7 +109,7 @@ func invalidEndpoint(what string) error {
 // left to invalidEndpoint's refusal. An endpoint the store already holds
 // is named by its URL whatever its port or host: a database written
 // before they were asked may hold one.
-func undialable(what, raw string) error {
+func refuseNewEndpoint(what, raw string) error {
 	switch {
 	case !validEndpoint(raw):
 	case !endpoint.Dialable(raw):

@@ -199,7 +199,7 @@ type Enqueued struct {
 // that endpoint (another status, sequence or lifecycle, hence another
 // notification id) is CodeIdempotencyCollision too.
 func (o *Outbox) Enqueue(ctx context.Context, tx DBTX, p EnqueueParams) (Enqueued, error) {
-	if err := undialable("Endpoint", p.Endpoint); err != nil {
+	if err := refuseNewEndpoint("Endpoint", p.Endpoint); err != nil {
 		return Enqueued{}, err
 	}
 	return inOneTx(ctx, o.s, tx, func(tx DBTX) (Enqueued, error) { return o.enqueue(ctx, tx, p, subscriptionRef{}) })
@@ -304,7 +304,7 @@ func (s *Store) connInTx(conn *sql.Conn) bool {
 // the caller rolls back.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx DBTX, ps []EnqueueParams) ([]Enqueued, error) {
 	for i, p := range ps {
-		if err := undialable("Endpoint", p.Endpoint); err != nil {
+		if err := refuseNewEndpoint("Endpoint", p.Endpoint); err != nil {
 			return nil, fmt.Errorf("delivery %d: %w", i, err)
 		}
 	}

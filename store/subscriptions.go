@@ -173,7 +173,7 @@ func (sr *Subscriptions) Create(ctx context.Context, tx DBTX, p SubscriptionPara
 	if err := sr.normalize(&p); err != nil {
 		return Subscription{}, err
 	}
-	if err := undialable("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
+	if err := refuseNewEndpoint("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
 		return Subscription{}, err
 	}
 	return orOwnTx(ctx, sr.s, tx, func(tx DBTX) (Subscription, error) {
@@ -232,7 +232,7 @@ func (sr *Subscriptions) Update(ctx context.Context, tx DBTX, id int64, p Subscr
 			// whatever its port or host: one stored before they were
 			// asked of a new endpoint stays where it is.
 			p.Endpoint = r.Endpoint
-		} else if err := undialable("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
+		} else if err := refuseNewEndpoint("SubscriptionParams.Endpoint", p.Endpoint); err != nil {
 			return Subscription{}, err // a move, to a port no dial reaches or a host spelled other than dialed
 		}
 		args := p.args(r.AuthMode, sr.s.now())
