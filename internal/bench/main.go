@@ -3,7 +3,7 @@
 // run, on the same machine, so the table holds across machines of a kind:
 //
 //	go run ./internal/bench [-engines=sqlite,postgres] [-quick] [-cpuprofile file]
-//	                        [-run figures] [-concurrency 16] [-pgpool 32]
+//	                        [-run figures] [-concurrency 16] [-pgpool 32] [-workerdue 0]
 //
 //	1  enqueue in the caller's transaction vs a plain INSERT of the same row
 //	2  the worker draining an outbox to a bare receiver vs a bare POST loop
