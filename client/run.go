@@ -84,7 +84,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return true
 	}
 	for !w.isStopping(ctx) {
-		want, got, seen, ok, err := w.claimForRun(ctx, actx, minClaim, start)
+		rc, ok, err := w.claimForRun(ctx, actx, minClaim, start)
 		if !ok {
 			break
 		}
@@ -105,9 +105,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// there was none.
 		var ready func() bool // the room to wait for; nil for none
 		switch {
-		case want < minClaim, want == got && w.cfg.Concurrency-len(w.slots) < minClaim:
-			ready = w.slotFreed(seen) // too few slots
-		case want == got:
+		case rc.want < minClaim, rc.want == rc.got && w.cfg.Concurrency-len(w.slots) < minClaim:
+			ready = w.slotFreed(rc.seen) // too few slots
+		case rc.want == rc.got:
 			continue
 		default:
 			// The claim came back short with slots free: the endpoints in
@@ -116,8 +116,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			// back first, or a claim is made per delivery. Room given
 			// back before the claim was the claim's: only what came since
 			// counts (a claim for it would lease nothing).
-			if need := min(afterShort, w.roomToCome(seen)); need > 0 {
-				ready = w.givenBack(seen, need)
+			if need := min(afterShort, w.roomToCome(rc.seen)); need > 0 {
+				ready = w.givenBack(rc.seen, need)
 			}
 		}
 		if !w.await(ctx, ready, poll.C, wake, retry) {
@@ -133,19 +133,18 @@ func (w *Worker) Run(ctx context.Context) error {
 // starts with start, which takes a slot, each delivery whose lease still
 // covers an attempt; it gives back the others, and the rest of the batch
 // when start reports that the worker stopped while it waited for a slot.
-// It returns how many it wanted and how many it started, the room
-// counters as the claim saw them, false once the worker stops, and the
+// It returns what the claim came to, false once the worker stops, and the
 // claim's error; the error of a closed Store is not logged, as Run
 // returns it.
-func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (want, got int, seen mark, ok bool, err error) {
+func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func(protocol.Claimed, time.Time) bool) (rc runClaim, ok bool, err error) {
 	if !w.takeClaimTurn(ctx) {
-		return 0, 0, seen, false, nil
+		return rc, false, nil
 	}
 	// ended before the slots are counted: a slot freed after it is one
 	// more; given is read again as the claim's transaction begins, if a
 	// claim is made.
-	seen = w.roomNow()
-	want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
+	rc.seen = w.roomNow()
+	rc.want = min(w.cfg.Concurrency-len(w.slots), w.cfg.BatchSize)
 	// Slots held by attempts that have run for a PollInterval already may
 	// not come back before their Timeout: endpoints that stall, each
 	// holding its share or all its limits allow. When those leave fewer
@@ -162,23 +161,23 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	// of the clock: it fails at once, leasing nothing, and its error is
 	// what Run returns.
 	closed := w.storeClosed()
-	if want < minClaim && !closed {
+	if rc.want < minClaim && !closed {
 		w.passClaimTurn()
-		return want, 0, seen, true, nil
+		return rc, true, nil
 	}
 	claimedAt, told := w.now(ctx)
 	if !told && !closed {
 		w.passClaimTurn()
-		return want, 0, seen, true, errClock
+		return rc, true, errClock
 	}
 	// The room given back before the claim's transaction began is the
 	// claim's (claimSaw); what comes after counts as the next claim's.
 	// Should the claim fail before it begins, all of it does.
 	w.claimSaw = w.given.Load()
-	batch, began, err := w.claim(ctx, max(want, 1))
+	batch, began, err := w.claim(ctx, max(rc.want, 1))
 	before := claimedAt
 	claimedAt = leasedFrom(before, began, 0) // the earliest: what gives leases back measures from it
-	seen.given = w.claimSaw
+	rc.seen.given = w.claimSaw
 	if w.claimed != nil {
 		w.claimed(len(batch))
 	}
@@ -188,7 +187,7 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 	if w.isStopping(actx) { // stopped during the claim: none of it starts
 		w.passClaimTurn()
 		w.release(actx, claimedAt, leasesOf(batch)...)
-		return want, 0, seen, false, nil
+		return rc, false, nil
 	}
 	// What the claim itself took out of the leases may leave them too
 	// short for an attempt: those are given back, and only the deliveries
@@ -204,13 +203,21 @@ func (w *Worker) claimForRun(ctx, actx context.Context, minClaim int, start func
 		if !start(c, leasedAt) { // stopped while waiting for a slot
 			w.passClaimTurn()
 			w.release(actx, claimedAt, append(short, leasesOf(batch[i:])...)...)
-			return want, got, seen, false, nil
+			return rc, false, nil
 		}
-		got++
+		rc.got++
 	}
 	w.passClaimTurn()
 	w.release(actx, claimedAt, short...)
-	return want, got, seen, true, err
+	return rc, true, err
+}
+
+// runClaim is what one claim of Run's came to: how many deliveries it
+// wanted (the free slots, up to BatchSize), how many of them it started,
+// and the room counters as it saw them.
+type runClaim struct {
+	want, got int
+	seen      mark
 }
 
 // takeClaimTurn waits until no other claim of the worker is in progress
