@@ -219,15 +219,25 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		defer drain(resp.Body)
 		return w.judge(actx, c, resp, nil), true
 	}
+	return w.acknowledged(parent, actx, c, profile, resp), true
+}
+
+// acknowledged judges resp, a 2xx answer to c's request, by the
+// delivery's profile: it succeeds when the profile expects no Ack or
+// verifies the one in its body, and fails with ack_invalid otherwise. An
+// answer cut short while its body is read is retried, keeping its status:
+// as a stopped attempt when parent (the worker's) ended, by the policy
+// otherwise. actx is the attempt's.
+func (w *Worker) acknowledged(parent, actx context.Context, c protocol.Claimed, profile ack.Profile, resp *http.Response) protocol.Outcome {
 	oc := protocol.Outcome{HTTPStatus: resp.StatusCode, Result: protocol.Succeeded}
 	if profile.Verify == nil {
-		return oc, true // no Ack expected: any 2xx
+		return oc // no Ack expected: any 2xx
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxAckSize+1))
 	if err != nil && undecodable(err) {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid // the receiver sent bytes that are no Ack
 		oc.Cause = ackRefused(profile.Name, true)
-		return oc, true
+		return oc
 	}
 	if err != nil { // the answer was cut short: retried, keeping the status that came
 		switch {
@@ -237,22 +247,22 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 			oc = stoppedOutcome()
 		case actx.Err() != nil:
 			// By the attempt's timeout, whichever side closed the body
-			// first (over HTTP/2 the worker's close above may win over the
+			// first (over HTTP/2 try's close of it may win over the
 			// transport's): the policy hears the deadline, not the close.
 			oc = w.judge(actx, c, nil, context.Cause(actx))
 		default:
 			oc = w.judge(actx, c, nil, err)
 		}
 		oc.HTTPStatus = resp.StatusCode
-		return oc, true
+		return oc
 	}
 	if err := profile.Verify(ack.Sent{ID: c.NotificationID, Payload: c.Payload, Attempt: c.BudgetAttempt()}, body); err != nil {
 		oc.Result, oc.Code = protocol.Failed, courier.CodeAckInvalid
 		oc.Cause = ackRefused(profile.Name, len(body) > 0)
-		return oc, true
+		return oc
 	}
 	oc.AckSHA256 = ack.Digest(body)
-	return oc, true
+	return oc
 }
 
 // stoppedOutcome is the outcome of an attempt cut short as the worker
