@@ -126,11 +126,9 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 	case p.EndpointCap < 0:
 		return nil, 0, invalidArgument("ClaimParams.EndpointCap must not be negative")
 	}
-	var out []protocol.Claimed
-	var expired, ended int
-	var parkedDue int64
+	var run *claimRun
 	var reclaimed []settledRow
-	var withheld []protocol.Ended
+	var out []protocol.Claimed
 	err := o.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if p.Began != nil {
 			p.Began()
@@ -139,7 +137,7 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := o.s.schema.check(ctx, tx, o.s.dialect, now); err != nil {
 			return err // an altered schema: nothing is leased
 		}
-		run := &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
+		run = &claimRun{o: o, tx: tx, limit: p.Limit, args: map[string]any{
 			"owner": p.Owner, "now": now, "lease_expires_at": now + p.Lease.Microseconds(), "cap": p.EndpointCap,
 		}, limited: make(map[string]int)}
 		look, err := run.look(ctx)
@@ -198,33 +196,28 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 		if err := run.take(ctx); err != nil {
 			return err
 		}
-		out = append(out[:0], run.admitted...)
-		for i := range run.got {
-			// The stored bytes leave the batch as each is opened: a
-			// sealed batch is held once, not sealed and opened.
-			c := run.got[i]
-			run.got[i] = claimed{}
-			switch status, err := o.admit(ctx, tx, now, &c); {
-			case err != nil:
-				return err
-			case status == courier.StatusLeased:
-				out = append(out, c.Claimed)
-			default:
-				run.withhold(c, status)
-			}
+		if out, err = run.admitGot(ctx, now); err != nil {
+			return err
 		}
-		withheld, expired, parkedDue = run.withheld, run.expired, run.parkedDue
-		ended = expired + len(withheld) // the probes' included
 		return o.advanceOrLeave(ctx, tx, now, run.ended)
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	if parkedDue != 0 {
-		o.parkedDue.Store(parkedDue)
+	o.reportClaim(p, run, reclaimed, out)
+	return out, run.expired + len(run.withheld), nil // the probes' included
+}
+
+// reportClaim tells the claim's callbacks (p) and the Store's Hook what a
+// committed claim transaction did: run leased out, ended or withheld the
+// rest, and took back the expired leases reclaimed. It sets when the next
+// claim looks for parked deliveries past their deadline (run.parkedDue).
+func (o *Outbox) reportClaim(p protocol.ClaimParams, run *claimRun, reclaimed []settledRow, out []protocol.Claimed) {
+	if run.parkedDue != 0 {
+		o.parkedDue.Store(run.parkedDue)
 	}
 	if p.Ended != nil {
-		for _, e := range withheld {
+		for _, e := range run.withheld {
 			p.Ended(e)
 		}
 	}
@@ -234,13 +227,12 @@ func (o *Outbox) claimOnce(ctx context.Context, p protocol.ClaimParams) ([]proto
 	for _, r := range reclaimed {
 		o.s.observe(Event{Kind: EventSettled, N: 1, Status: r.Status, Code: courier.Code(r.LastErrorCode.String)})
 	}
-	if expired > 0 {
-		o.s.observe(Event{Kind: EventSettled, N: expired, Status: courier.StatusFailed, Code: courier.CodeExpired})
+	if run.expired > 0 {
+		o.s.observe(Event{Kind: EventSettled, N: run.expired, Status: courier.StatusFailed, Code: courier.CodeExpired})
 	}
 	if len(out) > 0 {
 		o.s.observe(Event{Kind: EventClaimed, N: len(out), Status: courier.StatusLeased})
 	}
-	return out, ended, nil
 }
 
 // reclaim ends the leases that expired, up to maxReclaimedPerClaim of
@@ -780,7 +772,7 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 		return false, expired > 0, err
 	}
 	c := r.got[before]
-	r.got[before] = claimed{} // its stored bytes go as it is opened (see claimOnce)
+	r.got[before] = claimed{} // its stored bytes go as it is opened (see admitGot)
 	r.got = r.got[:before]
 	status, err := r.o.admit(ctx, r.tx, r.args["now"].(int64), &c)
 	switch {
@@ -792,6 +784,29 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 	}
 	r.admitted = append(r.admitted, c.Claimed)
 	return true, false, nil
+}
+
+// admitGot admits what the claim statements leased (got), each as it is
+// opened, and returns the deliveries that may be sent: the probes,
+// admitted as they were leased, then those of got that admit leaves
+// leased. The others it withholds.
+func (r *claimRun) admitGot(ctx context.Context, now int64) ([]protocol.Claimed, error) {
+	out := slices.Clone(r.admitted)
+	for i := range r.got {
+		// The stored bytes leave the batch as each is opened: a
+		// sealed batch is held once, not sealed and opened.
+		c := r.got[i]
+		r.got[i] = claimed{}
+		switch status, err := r.o.admit(ctx, r.tx, now, &c); {
+		case err != nil:
+			return nil, err
+		case status == courier.StatusLeased:
+			out = append(out, c.Claimed)
+		default:
+			r.withhold(c, status)
+		}
+	}
+	return out, nil
 }
 
 // withhold notes c, which admit ended with status rather than lease: its
