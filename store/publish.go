@@ -191,44 +191,12 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		// finds those written in time (see EnqueueParams.Deadline).
 		return nil, invalidArgument("PublishParams.Deadline must be at most MaxHorizon (30 days) ahead")
 	}
-	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)
-	if err != nil {
-		return nil, err
-	}
 	// Every payload is built before anything is written: a Build that
 	// fails leaves nothing behind, even in a transaction its caller
 	// commits.
-	type fanned struct {
-		sub     Subscription
-		id, key string
-		payload []byte
-		ref     subscriptionRef
-	}
-	var fan []fanned
-	reporting := reportingPayload{payload: p.Payload}
-	for _, s := range subs {
-		if !s.matches(p.EventType) {
-			continue
-		}
-		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
-		// As enqueue stores it, and orders its key by it.
-		if s.Endpoint, err = o.s.storedAs(ctx, tx, s.Endpoint, id, p.OrderingKey); err != nil {
-			return nil, err
-		}
-		f := fanned{sub: s, id: id, payload: p.Payload, ref: subscriptionRef{id: s.ID, fingerprint: s.fingerprint, eventType: p.EventType, built: p.Build != nil}}
-		f.key = publishKey(f.id, s.Endpoint)
-		switch {
-		case p.Build != nil:
-			if f.payload, err = p.Build(s, f.key); err != nil {
-				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
-			}
-		case s.Profile == ack.ProfileReporting:
-			if f.payload, err = reporting.with(f.key); err != nil {
-				return nil, fmt.Errorf("store: publish to subscription %d, of the reporting profile: %w", s.ID, err)
-			}
-			f.ref.built, f.ref.given = true, p.Payload
-		}
-		fan = append(fan, f)
+	fan, err := o.fanOut(ctx, tx, p)
+	if err != nil {
+		return nil, err
 	}
 	// The deliveries are written in key order (inKeyOrder: by endpoint,
 	// the ordering key being the event's), each joining its key at once: a
@@ -287,6 +255,53 @@ func (o *Outbox) publish(ctx context.Context, tx DBTX, p PublishParams) ([]Publi
 		}
 	}
 	return kept, nil
+}
+
+// fanned is the delivery a publish makes for one subscription, before it
+// is written.
+type fanned struct {
+	sub     Subscription // its Endpoint as enqueue stores it
+	id, key string       // notification id and idempotency key
+	payload []byte
+	ref     subscriptionRef
+}
+
+// fanOut makes the deliveries of p for the tenant's subscriptions that
+// match its event type, in subscription order, each with its payload
+// built: by p.Build, or, for a subscription of the reporting profile,
+// p.Payload with the delivery's idempotency_key set.
+func (o *Outbox) fanOut(ctx context.Context, tx DBTX, p PublishParams) ([]fanned, error) {
+	subs, err := o.s.Subscriptions.list(ctx, tx, "subscription_matching", p.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	var fan []fanned
+	reporting := reportingPayload{payload: p.Payload}
+	for _, s := range subs {
+		if !s.matches(p.EventType) {
+			continue
+		}
+		id := fmt.Sprintf("%s:%d", p.EventID, s.ID)
+		// As enqueue stores it, and orders its key by it.
+		if s.Endpoint, err = o.s.storedAs(ctx, tx, s.Endpoint, id, p.OrderingKey); err != nil {
+			return nil, err
+		}
+		f := fanned{sub: s, id: id, payload: p.Payload, ref: subscriptionRef{id: s.ID, fingerprint: s.fingerprint, eventType: p.EventType, built: p.Build != nil}}
+		f.key = publishKey(f.id, s.Endpoint)
+		switch {
+		case p.Build != nil:
+			if f.payload, err = p.Build(s, f.key); err != nil {
+				return nil, fmt.Errorf("store: build payload for subscription %d: %w", s.ID, err)
+			}
+		case s.Profile == ack.ProfileReporting:
+			if f.payload, err = reporting.with(f.key); err != nil {
+				return nil, fmt.Errorf("store: publish to subscription %d, of the reporting profile: %w", s.ID, err)
+			}
+			f.ref.built, f.ref.given = true, p.Payload
+		}
+		fan = append(fan, f)
+	}
+	return fan, nil
 }
 
 // publishKey is the idempotency key of the delivery (notificationID,
