@@ -263,7 +263,18 @@ func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 	if asymmetric > maxSWAsymmetric {
 		return Principal{}, reject(courier.CodeSignatureMalformed, names.signature+" carries too many v1a signatures")
 	}
+	if k, ok := v.match(entries, id, tsText, body); ok {
+		return v.principal(k, id), nil
+	}
+	return Principal{}, reject(courier.CodeSignatureMismatch, "no signature matches a configured key")
+}
 
+// match returns the key that made one of the signatures entries, over
+// the message id, timestamp ts (as sent) and body: a v1 entry is checked
+// against the secrets, a v1a entry against the public keys, entry by
+// entry. An entry that is not a version, a comma and a signature of its
+// version's size in base64 is passed over.
+func (v *standardWebhooksVerifier) match(entries []string, id, ts string, body []byte) (StandardWebhooksKey, bool) {
 	var macs [][]byte // computed on first v1 entry
 	var content []byte
 	for _, e := range entries {
@@ -283,12 +294,12 @@ func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 			if macs == nil {
 				macs = make([][]byte, len(v.secrets))
 				for i, k := range v.secrets {
-					macs[i] = swHMAC(k.m().secret, id, tsText, body)
+					macs[i] = swHMAC(k.m().secret, id, ts, body)
 				}
 			}
 			for i, mac := range macs {
 				if hmac.Equal(mac, sig) {
-					return v.principal(v.secrets[i], id), nil
+					return v.secrets[i], true
 				}
 			}
 		case "v1a":
@@ -296,16 +307,16 @@ func (v *standardWebhooksVerifier) Verify(_ context.Context, req *http.Request, 
 				continue
 			}
 			if content == nil {
-				content = swContent(id, tsText, body)
+				content = swContent(id, ts, body)
 			}
 			for _, k := range v.publics {
 				if ed25519.Verify(k.m().public, content, sig) {
-					return v.principal(k, id), nil
+					return k, true
 				}
 			}
 		}
 	}
-	return Principal{}, reject(courier.CodeSignatureMismatch, "no signature matches a configured key")
+	return StandardWebhooksKey{}, false
 }
 
 func (v *standardWebhooksVerifier) principal(k StandardWebhooksKey, id string) Principal {
