@@ -443,6 +443,14 @@ func typeFields(t reflect.Type) *fieldSet {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*fieldSet)
 	}
+	f, _ := fieldCache.LoadOrStore(t, dominantFields(embeddedFields(t)))
+	return f.(*fieldSet)
+}
+
+// embeddedFields returns the fields of struct type t and of the structs
+// it embeds without a tag name, breadth first, each with its JSON name
+// and depth. A struct embedded twice at one depth gives its fields twice.
+func embeddedFields(t reflect.Type) []jsonField {
 	var all []jsonField
 	visited := map[reflect.Type]bool{}
 	next := map[reflect.Type]int{t: 1} // struct types at the next depth, and how often each is embedded there
@@ -483,16 +491,20 @@ func typeFields(t reflect.Type) *fieldSet {
 					f.name = sf.Name
 				}
 				// A struct embedded twice at one depth gives each of its
-				// fields twice, so that they annihilate each other below.
+				// fields twice, so that they annihilate each other (dominantFields).
 				for range min(count, 2) {
 					all = append(all, f)
 				}
 			}
 		}
 	}
+	return all
+}
 
-	// Keep, per name, the dominant field: the only one at the shallowest
-	// depth, or the only tagged one there.
+// dominantFields keeps, per name, the dominant field of all: the only one
+// at the shallowest depth, or the only tagged one there. Where there is
+// none, the fields that clash are its clashes.
+func dominantFields(all []jsonField) *fieldSet {
 	slices.SortFunc(all, func(a, b jsonField) int {
 		if c := cmp.Compare(a.name, b.name); c != 0 {
 			return c
@@ -525,8 +537,7 @@ func typeFields(t reflect.Type) *fieldSet {
 		}
 		i = j
 	}
-	f, _ := fieldCache.LoadOrStore(t, set)
-	return f.(*fieldSet)
+	return set
 }
 
 // isValidTag is encoding/json's: a tag name it does not accept leaves
