@@ -327,6 +327,8 @@ func GenerateJWK(kid, alg string) (JWK, error) {
 	return JWK{m: seal(m)}, nil
 }
 
+// material checks the key j describes and returns it: an Ed25519 or a
+// P-256 public key, with its private half when j has a d that matches it.
 func (j *jwkJSON) material() (*jwkMaterial, error) {
 	if j.Kid == "" || len(j.Kid) > maxKeyIDBytes || !printableASCII(j.Kid) {
 		return nil, errors.New("kid is empty, too long or not printable ASCII")
@@ -347,56 +349,73 @@ func (j *jwkJSON) material() (*jwkMaterial, error) {
 	}
 	switch {
 	case j.Kty == jwkKtyOKP && j.Crv == "Ed25519":
-		if j.Alg != "" && j.Alg != "EdDSA" && j.Alg != "Ed25519" {
-			return nil, errors.New("alg does not fit an Ed25519 key")
-		}
-		if j.Y != "" {
-			return nil, errors.New("an OKP key has no y")
-		}
-		if len(x) != ed25519.PublicKeySize {
-			return nil, errors.New("x is not 32 bytes")
-		}
-		if err := checkEd25519PublicKey(x); err != nil {
-			return nil, fmt.Errorf("x: %w", err)
-		}
-		m.alg, m.edPublic = AlgEd25519, ed25519.PublicKey(x)
-		if d != nil {
-			if len(d) != ed25519.SeedSize {
-				return nil, errors.New("d is not 32 bytes")
-			}
-			priv := ed25519.NewKeyFromSeed(d)
-			if subtle.ConstantTimeCompare(priv[ed25519.SeedSize:], x) != 1 {
-				return nil, errors.New("d does not match x")
-			}
-			m.edPrivate = priv
-		}
+		err = j.ed25519Into(m, x, d)
 	case j.Kty == jwkKtyEC && j.Crv == "P-256":
-		if j.Alg != "" && j.Alg != "ES256" {
-			return nil, errors.New("alg does not fit a P-256 key")
-		}
-		y, err := decodeB64URL(j.Y)
-		if err != nil || len(x) != 32 || len(y) != 32 {
-			return nil, errors.New("x and y are not 32 bytes of unpadded base64url each")
-		}
-		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
-		if err != nil {
-			return nil, errors.New("x and y are not a point of P-256")
-		}
-		m.alg, m.ecPublic = AlgECDSAP256SHA256, pub
-		if d != nil {
-			priv, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
-			if err != nil {
-				return nil, errors.New("d is not a P-256 private key")
-			}
-			if !priv.PublicKey.Equal(pub) {
-				return nil, errors.New("d does not match x and y")
-			}
-			m.ecPrivate = priv
-		}
+		err = j.p256Into(m, x, d)
 	default:
-		return nil, errors.New(`want kty "OKP" with crv "Ed25519" or kty "EC" with crv "P-256"`)
+		err = errors.New(`want kty "OKP" with crv "Ed25519" or kty "EC" with crv "P-256"`)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// ed25519Into checks j as an Ed25519 key, whose public key is x and
+// seed d (nil for none), and sets it in m.
+func (j *jwkJSON) ed25519Into(m *jwkMaterial, x, d []byte) error {
+	if j.Alg != "" && j.Alg != "EdDSA" && j.Alg != "Ed25519" {
+		return errors.New("alg does not fit an Ed25519 key")
+	}
+	if j.Y != "" {
+		return errors.New("an OKP key has no y")
+	}
+	if len(x) != ed25519.PublicKeySize {
+		return errors.New("x is not 32 bytes")
+	}
+	if err := checkEd25519PublicKey(x); err != nil {
+		return fmt.Errorf("x: %w", err)
+	}
+	m.alg, m.edPublic = AlgEd25519, ed25519.PublicKey(x)
+	if d != nil {
+		if len(d) != ed25519.SeedSize {
+			return errors.New("d is not 32 bytes")
+		}
+		priv := ed25519.NewKeyFromSeed(d)
+		if subtle.ConstantTimeCompare(priv[ed25519.SeedSize:], x) != 1 {
+			return errors.New("d does not match x")
+		}
+		m.edPrivate = priv
+	}
+	return nil
+}
+
+// p256Into checks j as a P-256 key, whose point has the coordinates x and
+// j.Y and whose private scalar is d (nil for none), and sets it in m.
+func (j *jwkJSON) p256Into(m *jwkMaterial, x, d []byte) error {
+	if j.Alg != "" && j.Alg != "ES256" {
+		return errors.New("alg does not fit a P-256 key")
+	}
+	y, err := decodeB64URL(j.Y)
+	if err != nil || len(x) != 32 || len(y) != 32 {
+		return errors.New("x and y are not 32 bytes of unpadded base64url each")
+	}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	if err != nil {
+		return errors.New("x and y are not a point of P-256")
+	}
+	m.alg, m.ecPublic = AlgECDSAP256SHA256, pub
+	if d != nil {
+		priv, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
+		if err != nil {
+			return errors.New("d is not a P-256 private key")
+		}
+		if !priv.PublicKey.Equal(pub) {
+			return errors.New("d does not match x and y")
+		}
+		m.ecPrivate = priv
+	}
+	return nil
 }
 
 // KeyID returns the key's kid.
