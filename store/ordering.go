@@ -152,29 +152,34 @@ func (o *Outbox) advanceKeys(ctx context.Context, tx DBTX, now int64, rows []key
 		case courier.StatusPending, courier.StatusRetryWait, courier.StatusLeased:
 			continue // another transaction moved the key on, or redrove its head
 		}
-		failed := status == courier.StatusFailed || status == courier.StatusQuarantined
-		if failed && o.s.cfg.OrderingOnFailure == OrderingHoldKey {
-			if _, err := o.s.exec(ctx, tx, "ordering_key_block", args); err != nil {
-				return left, err
-			}
-			continue
-		}
-		var next []int64
-		if err := o.s.selectRows(ctx, tx, "outbox_promote", args, &next); err != nil {
-			return left, err
-		}
-		if len(next) == 0 {
-			if _, err := o.s.exec(ctx, tx, "ordering_key_delete", args); err != nil {
-				return left, err
-			}
-			continue
-		}
-		args["head_id"] = next[0]
-		if _, err := o.s.exec(ctx, tx, "ordering_key_advance", args); err != nil {
+		if err := o.moveKeyOn(ctx, tx, args, status); err != nil {
 			return left, err
 		}
 	}
 	return left, nil
+}
+
+// moveKeyOn moves on the ordering key args names, locked, whose head
+// finished with status: a head that failed blocks the key under
+// OrderingHoldKey; otherwise the key's next delivery is promoted to its
+// head, or the key is deleted when none waits.
+func (o *Outbox) moveKeyOn(ctx context.Context, tx DBTX, args map[string]any, status courier.Status) error {
+	failed := status == courier.StatusFailed || status == courier.StatusQuarantined
+	if failed && o.s.cfg.OrderingOnFailure == OrderingHoldKey {
+		_, err := o.s.exec(ctx, tx, "ordering_key_block", args)
+		return err
+	}
+	var next []int64
+	if err := o.s.selectRows(ctx, tx, "outbox_promote", args, &next); err != nil {
+		return err
+	}
+	if len(next) == 0 {
+		_, err := o.s.exec(ctx, tx, "ordering_key_delete", args)
+		return err
+	}
+	args["head_id"] = next[0]
+	_, err := o.s.exec(ctx, tx, "ordering_key_advance", args)
+	return err
 }
 
 // staleKeys tells a claim when to look for stale ordering keys (see
