@@ -52,3 +52,33 @@ func TestSendURLOnAPortNoDialReaches(t *testing.T) {
 		}
 	}
 }
+
+// TestSendURLHostNotAsDialed: a -url whose host is not spelt as a dial
+// resolves it (not ASCII, or with a trailing root dot) is no endpoint the
+// outbox takes either (endpoint.HostAsDialed), and -allow-private opens no
+// such spelling: a usage error, exit 2, saying what host -url takes, not a
+// send to the name it maps to.
+func TestSendURLHostNotAsDialed(t *testing.T) {
+	t.Setenv("COURIER_SECRET", signature.NewStandardWebhooksSecret())
+	for _, u := range []string{
+		"https://bücher.example/h?token=hunter2",
+		"https://b%C3%BCcher.example/h?token=hunter2",
+		"https://ｅｘａｍｐｌｅ.com/h?token=hunter2",
+		"https://u:hunter2@x.example./h",
+		"http://localhost.:8080/h?token=hunter2",
+	} {
+		for _, private := range []bool{false, true} {
+			args := []string{"send", "-url", u}
+			if private {
+				args = append(args, "-allow-private")
+			}
+			code, _, errOut := courierRun(t, args...)
+			if code != exitUsage || !strings.Contains(errOut, "A-label") || strings.Contains(errOut, "-allow-private opens") {
+				t.Errorf("courier %s: exit %d, want %d naming the host -url takes\nstderr: %s", strings.Join(args, " "), code, exitUsage, errOut)
+			}
+			if strings.Contains(errOut, "hunter2") {
+				t.Errorf("courier %s: stderr shows the URL's credential: %s", strings.Join(args, " "), errOut)
+			}
+		}
+	}
+}

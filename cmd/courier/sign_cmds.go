@@ -150,6 +150,13 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// opens such a port.
 		return usageError(stderr, "courier send: -url must be %s (not shown: it may hold a credential)", endpoint.PortRule)
 	}
+	if !endpoint.HostAsDialed(*target) {
+		// As the outbox refuses a new endpoint whose host is another
+		// spelling of the name dialed (not ASCII, or rooted with a
+		// trailing dot): send would reach a receiver by a name no
+		// enqueue of it could use.
+		return usageError(stderr, "courier send: -url must be %s (not shown: it may hold a credential)", endpoint.HostRule)
+	}
 	guard := client.Guard{}
 	if *allowPrivate {
 		port, _ := strconv.ParseUint(u.Port(), 10, 16)
