@@ -26,6 +26,7 @@ func TestRedriveBudget(t *testing.T) {
 	}{
 		{"the application's", []string{"-max-attempts", "2", "-retry-horizon", "1h"}, 2, time.Hour},
 		{"the defaults", nil, 8, 72 * time.Hour},
+		{"the shortest horizon", []string{"-retry-horizon", "1s"}, 8, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,7 +56,10 @@ func TestRedriveBudget(t *testing.T) {
 // TestRedriveRefusesABudgetTheStoreWouldNot: -max-attempts and
 // -retry-horizon outside what store.Config takes are usage errors, and
 // nothing is redriven. So is 0 given: it was taken, as store.Config takes
-// it, for the default, a budget the help does not offer (1..1000).
+// it, for the default, a budget the help does not offer (1..1000). So is
+// a -retry-horizon under a second, which the store takes but which would
+// have the redriven delivery expire before a worker polling at its
+// default interval claims it.
 func TestRedriveRefusesABudgetTheStoreWouldNot(t *testing.T) {
 	t.Parallel()
 	db, s := migrated(t)
@@ -66,6 +70,8 @@ func TestRedriveRefusesABudgetTheStoreWouldNot(t *testing.T) {
 		{"-max-attempts", "0"},
 		{"-max-attempts", "1001"},
 		{"-retry-horizon", "0s"},
+		{"-retry-horizon", "1ns"},
+		{"-retry-horizon", "999ms"},
 		{"-retry-horizon", "-1h"},
 		{"-retry-horizon", "721h"},
 	} {

@@ -269,7 +269,7 @@ func deliveriesFlagSet(action string, stderr io.Writer) (*flag.FlagSet, deliveri
 		fs.IntVar(&f.config.MaxAttempts, "max-attempts", 0,
 			"how many more attempts each redriven delivery gets, 1..1000; give the application's Store's Config.MaxAttempts (without it: 8, the default)")
 		fs.DurationVar(&f.config.RetryHorizon, "retry-horizon", 0,
-			"how long from now each redriven delivery may be attempted, at most 720h (30 days); give the application's Store's Config.RetryHorizon (without it: 72h, the default)")
+			"how long from now each redriven delivery may be attempted, 1s to 720h (30 days); give the application's Store's Config.RetryHorizon (without it: 72h, the default)")
 	case "cancel":
 		f.endpointRef = fs.String("endpoint-ref", "", "cancel every pending, retrying, failed or quarantined delivery of this endpoint (its ref), as for one gone for good; not with a delivery id")
 		f.endpointURL = fs.String("endpoint", "", "cancel every pending, retrying, failed or quarantined delivery of this endpoint (its URL; not with -endpoint-ref nor a delivery id; one the database does not know exits 1)")
@@ -321,9 +321,15 @@ func deliveriesCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 }
 
+// minRedriveHorizon is the shortest -retry-horizon a redrive takes. The
+// Store takes any positive horizon, but one under a second is a mistake
+// (a unit) rather than a plan: the redriven delivery would expire before
+// a worker polling at its default interval (a second) claims it.
+const minRedriveHorizon = time.Second
+
 // check refuses the values of the flags, parsed by fs, that the Store
-// would not take, and a budget flag given as 0, which the Store would
-// take for its default.
+// would not take, a budget flag given as 0, which the Store would take
+// for its default, and a -retry-horizon under minRedriveHorizon.
 func (f deliveriesFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 	given := make(map[string]bool)
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
@@ -352,8 +358,8 @@ func (f deliveriesFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 	switch c := f.config; { // as store.Config takes them, 0 (not given) for the default
 	case c.MaxAttempts < 0 || c.MaxAttempts > 1000 || given["max-attempts"] && c.MaxAttempts == 0:
 		return usageError(stderr, "courier deliveries redrive: -max-attempts must be within 1..1000")
-	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon || given["retry-horizon"] && c.RetryHorizon == 0:
-		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be more than 0 and at most 720h (30 days)")
+	case c.RetryHorizon < 0 || c.RetryHorizon > store.MaxHorizon || given["retry-horizon"] && c.RetryHorizon < minRedriveHorizon:
+		return usageError(stderr, "courier deliveries redrive: -retry-horizon must be from 1s to 720h (30 days)")
 	}
 	return nil
 }
