@@ -128,3 +128,54 @@ func files(t *testing.T, dir string) []string {
 	}
 	return list
 }
+
+// TestMigrateIntoADirectoryThisUserMayNotWriteSaysSo: migrate of a new
+// file in a directory its user may not write failed saying "no such file
+// or directory", SQLite's read-only open's after the file's creation was
+// refused. It says the directory cannot be written, exit 1, and makes
+// nothing. Root writes any directory whatever its mode: running as root,
+// the test runs the tool as nobody in a directory of root's, mode 755;
+// otherwise as itself in a directory of mode 555.
+func TestMigrateIntoADirectoryThisUserMayNotWriteSaysSo(t *testing.T) {
+	if args := os.Getenv(toolArgsEnv); args != "" {
+		os.Args = append([]string{"courier"}, strings.Split(args, "\n")...)
+		main() // exits
+	}
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "courier-readonly-") // not under TempDir's, which only its owner may enter
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755); os.RemoveAll(dir) })
+	db := filepath.Join(dir, "app.db")
+	var code int
+	var out string
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(dir, 0o755); err != nil { // root's, whatever the umask
+			t.Fatal(err)
+		}
+		nobody, err := user.Lookup("nobody")
+		if err != nil {
+			t.Fatalf("no user nobody to run the tool as: %v", err)
+		}
+		uid, err1 := strconv.ParseUint(nobody.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(nobody.Gid, 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		code, out = runAs(t, testbin.RunnableCopy(t), &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}, "migrate", "-db", db)
+	} else {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr string
+		code, stdout, stderr = courierRun(t, "migrate", "-db", db)
+		out = stdout + stderr
+	}
+	if code != exitFailed || !strings.Contains(out, "directory "+dir+" cannot be written") || strings.Contains(out, "no such file") {
+		t.Errorf("migrate into a directory its user may not write: exit %d, want %d saying the directory cannot be written\n%s", code, exitFailed, out)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("the directory holds %v (%v), want nothing", entries, err)
+	}
+}

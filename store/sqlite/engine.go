@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
@@ -224,10 +225,13 @@ func (e *readOnlyError) Unwrap() error { return e.err }
 
 // cannotCreate is SQLite's error err for a database file at path it could
 // not open, saying why when the cause is the path's rather than the
-// database's: SQLite creates the file but not its directory, and cannot
-// open a directory as a database. It keeps err's code, as readOnlyFile
-// does: the directory may yet appear (a volume mounted late). It returns
-// nil for any other error. The driver wraps a connection's error in it
+// database's: SQLite creates the file but not its directory, cannot
+// create it in a directory this process may not write (its own error
+// then says "no such file or directory", its read-only open's after the
+// create was refused), and cannot open a directory as a database. It
+// keeps err's code, as readOnlyFile does: the directory may yet appear
+// (a volume mounted late), or be made writable. It returns nil for any
+// other error. The driver wraps a connection's error in it
 // (openFailure), for every pool of DriverName.
 func cannotCreate(path string, err error) error {
 	var e sqlite3.Error
@@ -242,10 +246,30 @@ func cannotCreate(path string, err error) error {
 		why = "its directory " + dir + " does not exist: create it first (SQLite creates the file, not its directory)"
 	} else if serr == nil && !fi.IsDir() {
 		why = dir + " is not a directory"
+	} else if access := dirAccess(path, dir, serr == nil); refusesWrite(access) {
+		why = "its directory " + dir + " cannot be written: let this process create files in it (SQLite creates the file there, and its -wal and -shm files beside it)"
+		// SQLite's own errno is its read-only open's, ENOENT: the
+		// directory's refusal is the one to say.
+		var errno syscall.Errno
+		errors.As(access, &errno)
+		err = sqlite3.Error{Code: e.Code, ExtendedCode: e.ExtendedCode, SystemErrno: errno}
 	} else {
 		return nil
 	}
 	return fmt.Errorf("sqlite: cannot open %s: %s: %w", path, why, err)
+}
+
+// dirAccess returns why this process may not write dir, the directory
+// of the database file path, where dir is there (dirThere) and path is
+// not: writeAccess's answer, or nil.
+func dirAccess(path, dir string, dirThere bool) error {
+	if !dirThere {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return writeAccess(dir)
+	}
+	return nil // there, or a failure SQLite's own error says
 }
 
 // mainFile returns the path of db's main database file, "" in memory.
