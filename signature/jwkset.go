@@ -213,7 +213,9 @@ const fetchBound = 30 * time.Second
 // fetch gets the set and holds it, or records why it could not, then
 // closes done. A panic of the Client's transport is recorded as its
 // failure: the fetch runs on a goroutine of its own, which a panic would
-// take the process down with.
+// take the process down with. The failure names the panic's type, not
+// its value: a value may quote the request's URL, credentials and all,
+// and the failure is the lookup's error, which receivers log.
 func (s *JWKSet) fetch(ctx context.Context, done chan struct{}) {
 	ctx, cancel := context.WithTimeout(ctx, fetchBound)
 	defer cancel()
@@ -223,7 +225,7 @@ func (s *JWKSet) fetch(ctx context.Context, done chan struct{}) {
 	var keys map[string]JWK
 	var err error
 	if v, _, panicked := recovered.Run(func() { keys, cache, err = s.get(ctx, cache) }); panicked {
-		keys, err = nil, fmt.Errorf("signature: jwk set: fetch panicked: %v", v)
+		keys, err = nil, fmt.Errorf("signature: jwk set: fetch panicked with a %T (its value not shown: it may hold a credential)", v)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -518,7 +519,8 @@ func TestJWKSetConfigRefusals(t *testing.T) {
 
 // TestJWKSetTransportPanicIsAFailedFetch: the fetch runs on a goroutine
 // of its own, where a panic of the Client's transport would end the
-// process; it is the fetch's failure instead, answered to the lookup.
+// process; it is the fetch's failure instead, answered to the lookup,
+// naming the panic's type.
 func TestJWKSetTransportPanicIsAFailedFetch(t *testing.T) {
 	t.Parallel()
 	client := &http.Client{Transport: roundTrip(func(*http.Request) (*http.Response, error) { panic("transport bug") })}
@@ -526,7 +528,42 @@ func TestJWKSetTransportPanicIsAFailedFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lookup(t, set, "a"); !strings.Contains(got, "fetch panicked: transport bug") {
-		t.Errorf("lookup over a panicking transport: %s, want the panic as the fetch's error", got)
+	if got := lookup(t, set, "a"); !strings.Contains(got, "fetch panicked") || !strings.Contains(got, "string") {
+		t.Errorf("lookup over a panicking transport: %s, want the panic, by its type, as the fetch's error", got)
+	}
+}
+
+// TestJWKSetTransportPanicValueIsNotShown: a panic's value may quote the
+// request's URL, credentials and all (a *url.Error, a message formatted
+// with it), and the fetch's error reaches the receiver's log: the error
+// names the panic's type, never its value.
+func TestJWKSetTransportPanicValueIsNotShown(t *testing.T) {
+	t.Parallel()
+	const setURL = "https://agent:hunter2@agent.example/jwks.json?token=s3cret"
+	for _, tc := range []struct {
+		name string
+		v    any
+		typ  string
+	}{
+		{"a string", "cannot dial " + setURL, "string"},
+		{"an error", &url.Error{Op: "Get", URL: setURL, Err: errors.New("transport bug")}, "*url.Error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := &http.Client{Transport: roundTrip(func(*http.Request) (*http.Response, error) { panic(tc.v) })}
+			set, err := signature.NewJWKSet(signature.JWKSetConfig{URL: setURL, Client: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := lookup(t, set, "a")
+			if !strings.Contains(got, "fetch panicked") || !strings.Contains(got, tc.typ) {
+				t.Errorf("lookup over a transport panicking with %s: %s, want the panic's type, %s", tc.name, got, tc.typ)
+			}
+			for _, secret := range []string{"hunter2", "s3cret", "transport bug"} {
+				if strings.Contains(got, secret) {
+					t.Errorf("lookup over a transport panicking with %s: %s, shows the panic's value (%s)", tc.name, got, secret)
+				}
+			}
+		})
 	}
 }
