@@ -78,11 +78,18 @@ const (
 
 // Codes of the store and of its health.
 const (
-	CodePayloadInvalid          Code = "payload_invalid"
-	CodeSchemaOutdated          Code = "schema_outdated"   // migrations are pending
-	CodeSchemaAltered           Code = "schema_altered"    // the tables are not what courier created
-	CodeSchemaTooNew            Code = "schema_too_new"    // a newer courier migrated this database to a schema this one must not run on
-	CodeDatabaseCorrupt         Code = "database_corrupt"  // health: the engine's own integrity check found damage, or the database file was removed or replaced
+	CodePayloadInvalid Code = "payload_invalid"
+	CodeSchemaOutdated Code = "schema_outdated" // migrations are pending
+	CodeSchemaAltered  Code = "schema_altered"  // the tables are not what courier created
+	CodeSchemaTooNew   Code = "schema_too_new"  // a newer courier migrated this database to a schema this one must not run on
+	// CodeDatabaseCorrupt: health: the engine's own integrity check found
+	// damage, or the database file was removed or replaced. An operation
+	// that fails on a damaged file (SQLite: a malformed page, a header no
+	// database has) fails with it too, as a case of
+	// CodeDatabaseUnavailable (errors.Is holds for both): the operation
+	// took no effect, and none passes until the file is restored.
+	// Receivers answer such a failure 503, as any of the database's.
+	CodeDatabaseCorrupt         Code = "database_corrupt"
 	CodeFailedPresent           Code = "deliveries_failed" // health: failed deliveries need an operator
 	CodeLeasesExpired           Code = "leases_expired"    // health: workers stopped without settling
 	CodeConfigInvalid           Code = "config_invalid"

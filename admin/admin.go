@@ -383,7 +383,9 @@ func respond[T, J any](h *Handler, w http.ResponseWriter, r *http.Request, to fu
 // own content-free message for missing rows and bad input, 503
 // database_unavailable with Retry-After when the database failed or a
 // read's bound passed before it answered (a request its client ended is
-// logged at Info, not as a failure), 500
+// logged at Info, not as a failure), 503 database_corrupt without one
+// when its file is damaged (logged at Error: an operator must restore
+// it), 500
 // config_invalid with its message when the database is not set up for
 // courier (its tables out of reach, a privilege missing), 500
 // internal_error otherwise.
@@ -424,6 +426,9 @@ func (h *Handler) storeErrorAfter(w http.ResponseWriter, r *http.Request, err er
 		problem.Error(w, http.StatusNotFound, code, detail+before)
 	case code == courier.CodeInvalidArgument:
 		problem.Error(w, http.StatusBadRequest, code, detail+before)
+	case code == courier.CodeDatabaseCorrupt: // a case of database_unavailable that no retry passes
+		h.cfg.Logger.ErrorContext(r.Context(), "admin: database damaged", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
+		problem.Error(w, http.StatusServiceUnavailable, code, "the database file is damaged: it answers no request until it is restored"+before)
 	case code == courier.CodeDatabaseUnavailable:
 		h.cfg.Logger.WarnContext(r.Context(), "admin: database unavailable", append(routeAttrs(r), slog.String(logkey.Code, string(code)), slog.Any(logkey.Error, err))...)
 		problem.RetryAfter(w, http.StatusServiceUnavailable, code, "the database is unavailable; retry later"+before, time.Second)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -254,6 +255,58 @@ func TestAdminDatabaseUnavailable(t *testing.T) {
 		refused(t, resp, body, http.StatusServiceUnavailable, courier.CodeDatabaseUnavailable)
 		if resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: 503 without Retry-After: %v", p, resp.Header)
+		}
+	}
+}
+
+// TestAdminDatabaseDamaged: a database file SQLite finds damaged (here,
+// courier_outbox's root page overwritten) is 503 database_corrupt, for
+// the API and for the page, without Retry-After (no retry passes until
+// it is restored), not a 500 internal_error that reads as courier's own
+// failure.
+func TestAdminDatabaseDamaged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	s, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.Outbox.Enqueue(ctx, s.DB(), store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var root, pageSize int64
+	if err := s.DB().GetContext(ctx, &root, "SELECT rootpage FROM sqlite_master WHERE name = 'courier_outbox'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().GetContext(ctx, &pageSize, "PRAGMA page_size"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // the last connection checkpoints the WAL into the file
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0x00}, (root-1)*pageSize); err != nil { // a page type no b-tree page has
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = sqlite.Open(ctx, path, store.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b := setupAdminConfig(t, Config{Store: s})
+	for _, p := range []string{"/api/health", "/api/deliveries", "/"} {
+		resp, body := b.do(t, "GET", p, "", nil)
+		refused(t, resp, body, http.StatusServiceUnavailable, courier.CodeDatabaseCorrupt)
+		if resp.Header.Get("Retry-After") != "" {
+			t.Errorf("%s: 503 database_corrupt with Retry-After: %v", p, resp.Header)
 		}
 	}
 }

@@ -44,7 +44,8 @@
 //
 // The JSON API (errors are application/problem+json with a stable code; a
 // database that fails a call, or does not answer a read (GET) within 10
-// seconds, is 503 database_unavailable with Retry-After, one not set up
+// seconds, is 503 database_unavailable with Retry-After, one whose file
+// is damaged 503 database_corrupt without Retry-After, one not set up
 // for courier (its tables out of reach, a privilege
 // missing) 500 config_invalid saying so, on the page too):
 //

@@ -133,6 +133,12 @@ func (s *Store) integrityCheck(ctx context.Context) (corrupt bool, err error) {
 	}
 	var rows []string
 	if err := s.selectRows(ctx, s.db, name, nil, &rows); err != nil {
+		if errors.Is(err, courier.CodeDatabaseCorrupt) {
+			// A file too damaged for the check to run (SQLite: its
+			// header is no database's, a page it must read is
+			// malformed) is damage found.
+			return true, nil
+		}
 		return false, err
 	}
 	return len(rows) != 1 || rows[0] != "ok", nil

@@ -82,11 +82,18 @@ func (d *dialect) query(name string) *query {
 	return q
 }
 
-// Database failures, each courier.CodeDatabaseUnavailable.
+// Database failures, each courier.CodeDatabaseUnavailable (errCorrupt as
+// the broader class of its own code).
 var (
 	errBusy        = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database busy"} // a lock or serialization conflict: try again
 	errReadOnly    = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database is read-only"}
 	errUnavailable = &coded.Error{Code: courier.CodeDatabaseUnavailable, Msg: "database failed"}
+	// errCorrupt is a database whose file is damaged or is no database
+	// (SQLite's SQLITE_CORRUPT, SQLITE_NOTADB), as Check and Health
+	// report it: a case of database_unavailable, the database having
+	// failed the operation, that no retry passes until the file is
+	// restored.
+	errCorrupt = &coded.Error{Code: courier.CodeDatabaseCorrupt, Msg: "database is damaged", Err: courier.CodeDatabaseUnavailable}
 	// errAborted is a statement run in a transaction that failed before
 	// it (PostgreSQL's 25P02): the caller's, which went on after a
 	// failure. The database is fine; the transaction is lost, and is to
@@ -143,7 +150,8 @@ func (e *queryError) Unwrap() error { return e.err }
 // interpret translates driver errors at the store boundary, so no caller
 // imports a driver to inspect one: a driver's failure is
 // courier.CodeDatabaseUnavailable (the driver's error stays in the chain,
-// for the log), a table out of reach or a privilege missing
+// for the log), a damaged file CodeDatabaseCorrupt, which is a case of
+// it (errors.Is holds for both), a table out of reach or a privilege missing
 // CodeConfigInvalid, a violated constraint CodeInvalidArgument (the rows an
 // enqueue writes are its caller's; see refusedByTheDatabase). An error that
 // has a code already, a context's end and sql.ErrNoRows pass through,
@@ -161,6 +169,8 @@ func (d *dialect) interpret(name string, err error) error {
 		return fmt.Errorf("store: %s: %w: %w", name, errBusy, err)
 	case engine.ReadOnly:
 		return fmt.Errorf("store: %s: %w: %w", name, errReadOnly, err)
+	case engine.Corrupt:
+		return fmt.Errorf("store: %s: %w: %w", name, errCorrupt, err)
 	case engine.Aborted:
 		return fmt.Errorf("store: %s: %w: %w", name, errAborted, err)
 	case engine.Missing:

@@ -144,7 +144,7 @@ func (r receiverSide) Unavailable(err error) bool {
 		return true
 	}
 	switch r.in.s.dialect.Interpret(err).Kind {
-	case engine.Busy, engine.ReadOnly, engine.Unavailable:
+	case engine.Busy, engine.ReadOnly, engine.Unavailable, engine.Corrupt:
 		return true
 	}
 	return false

@@ -94,8 +94,10 @@ func interpret(err error) engine.Failure {
 		return engine.Failure{Kind: engine.Busy}
 	case sqlite3.ErrReadonly:
 		return engine.Failure{Kind: engine.ReadOnly}
-	case sqlite3.ErrFull, sqlite3.ErrNomem, sqlite3.ErrIoErr, sqlite3.ErrCantOpen, sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
+	case sqlite3.ErrFull, sqlite3.ErrNomem, sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
 		return engine.Failure{Kind: engine.Unavailable}
+	case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
+		return engine.Failure{Kind: engine.Corrupt}
 	case sqlite3.ErrConstraint:
 		return engine.Failure{Kind: engine.Constraint, Constraint: constraintName(e.Error())}
 	case sqlite3.ErrError:

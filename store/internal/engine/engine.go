@@ -113,6 +113,7 @@ const (
 	Missing                 // a table or relation does not exist
 	Denied                  // the connection's role lacks a privilege the statement needs
 	Unavailable             // the database failed, not the statement: full, out of memory, an I/O error, shutting down
+	Corrupt                 // the database's file is damaged, or is no database: no statement passes until it is restored
 	Aborted                 // the transaction failed before, and runs no statement until it is rolled back
 	Ended                   // the transaction was committed or rolled back already (as database/sql's sql.ErrTxDone)
 )
