@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
-	"github.com/courier-go/courier/store"
 )
 
 // TestAChangedContractIsFoundFromTheCLI: courier health said "blocked
@@ -21,17 +18,7 @@ func TestAChangedContractIsFoundFromTheCLI(t *testing.T) {
 	db, s := migrated(t)
 	const source = "https://ops:hunter2@source.example/commands?token=s3cret"
 	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
-	c, err := ack.NewCommand(ack.Command{Operation: ack.OperationChange, RequestID: "r-1", SourceMaxAttempts: 5, CapabilitiesSHA256: a, Body: json.RawMessage(`{"n":1}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := c.Payload()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Outbox.EnqueueCommand(t.Context(), s.DB(), store.CommandParams{Endpoint: source, Payload: payload}); err != nil {
-		t.Fatal(err)
-	}
+	enqueueCommand(t, s, source, "r-1", a)
 	if err := s.Contracts.Pin(t.Context(), source, b); err != nil {
 		t.Fatal(err)
 	}

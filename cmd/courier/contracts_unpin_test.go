@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
-	"github.com/courier-go/courier/store"
 )
 
 // TestPinOfAnEndpointTheDatabaseDoesNotKnowSaysSoAndUnpinUndoesIt:
@@ -70,17 +67,7 @@ func TestUnpinOfAPinHoldingCommandsBackFails(t *testing.T) {
 	db, s := migrated(t)
 	const source = "https://source.example/commands"
 	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
-	c, err := ack.NewCommand(ack.Command{Operation: ack.OperationChange, RequestID: "r-1", SourceMaxAttempts: 5, CapabilitiesSHA256: a, Body: json.RawMessage(`{"n":1}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := c.Payload()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Outbox.EnqueueCommand(t.Context(), s.DB(), store.CommandParams{Endpoint: source, Payload: payload}); err != nil {
-		t.Fatal(err)
-	}
+	enqueueCommand(t, s, source, "r-1", a)
 	mustRun(t, exitOK, "contracts", "pin", "-db", db, source, b)
 	code, out, errOut := courierRun(t, "contracts", "unpin", "-db", db, source)
 	if code != exitFailed || out != "" || !strings.Contains(errOut, "holds back 1 of the endpoint's deliveries") || !strings.Contains(errOut, "courier contracts fail-mismatched") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/internal/coded"
@@ -38,6 +39,24 @@ var cancellable = []courier.Status{courier.StatusPending, courier.StatusRetryWai
 // again takes the rest. An empty url is CodeInvalidArgument: it would
 // name every endpoint.
 func CancelEndpoint(ctx context.Context, s *store.Store, url string) (int, error) {
+	return cancelEach(ctx, s, url, s.Outbox.Cancel)
+}
+
+// CountCancellable counts what CancelEndpoint would cancel, reading the
+// same pages and cancelling none: a dry run. It differs from the cancel
+// that follows by what changes meanwhile (a delivery enqueued, claimed,
+// finished or failed since).
+func CountCancellable(ctx context.Context, s *store.Store, url string) (int, error) {
+	return cancelEach(ctx, s, url, func(context.Context, int64) error { return nil })
+}
+
+// Cancellable reports whether store.Outbox.Cancel takes a delivery in
+// status.
+func Cancellable(status courier.Status) bool { return slices.Contains(cancellable, status) }
+
+// cancelEach is CancelEndpoint, cancelling each delivery it reads by
+// cancel.
+func cancelEach(ctx context.Context, s *store.Store, url string, cancel func(context.Context, int64) error) (int, error) {
 	if url == "" {
 		return 0, &coded.Error{Code: courier.CodeInvalidArgument, Msg: "an endpoint to cancel the deliveries of is required"}
 	}
@@ -51,25 +70,40 @@ func CancelEndpoint(ctx context.Context, s *store.Store, url string) (int, error
 	}
 	n := 0
 	for _, status := range cancellable {
-		before := first
-		for {
-			page, err := s.Outbox.List(ctx, store.ListParams{Endpoint: url, Status: status, Before: before, Limit: cancelPage})
-			if err != nil {
-				return n, err
+		err := EachDelivery(ctx, s, store.ListParams{Endpoint: url, Status: status, Before: first}, func(d store.Delivery) error {
+			switch err := cancel(ctx, d.ID); {
+			case err == nil:
+				n++
+			case !errors.Is(err, courier.CodeNotFound): // not claimed or finished meanwhile
+				return err
 			}
-			for _, d := range page.Deliveries {
-				switch err := s.Outbox.Cancel(ctx, d.ID); {
-				case err == nil:
-					n++
-				case !errors.Is(err, courier.CodeNotFound): // not claimed or finished meanwhile
-					return n, err
-				}
-			}
-			if page.NextBefore == 0 {
-				break
-			}
-			before = page.NextBefore
+			return nil
+		})
+		if err != nil {
+			return n, err
 		}
 	}
 	return n, nil
+}
+
+// EachDelivery calls f with each delivery p lists, newest first, reading
+// a page of cancelPage at a time from p.Before (p.Limit is not read),
+// until the last page or f's first error, which it returns.
+func EachDelivery(ctx context.Context, s *store.Store, p store.ListParams, f func(store.Delivery) error) error {
+	p.Limit = cancelPage
+	for {
+		page, err := s.Outbox.List(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, d := range page.Deliveries {
+			if err := f(d); err != nil {
+				return err
+			}
+		}
+		if page.NextBefore == 0 {
+			return nil
+		}
+		p.Before = page.NextBefore
+	}
 }
