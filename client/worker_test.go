@@ -223,10 +223,20 @@ func TestWorkerClassifiesResponses(t *testing.T) {
 		{"connection dropped", dropHandler, courier.StatusRetryWait, courier.CodeNetwork, time.Second},
 		{"past the timeout", stallHandler, courier.StatusRetryWait, courier.CodeTimeout, time.Second},
 	}
+	// Only the stalled receiver's attempt lasts until its Timeout; every
+	// other answer ends the attempt by itself, under a Timeout that only
+	// bounds a stuck attempt. A short Timeout could run out first on a
+	// loaded machine, before the answer came, and make the attempt a
+	// timeout, not what the answer gives.
+	const stalled, guard = 300 * time.Millisecond, 30 * time.Second
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := setupWorker(t, tt.respond, func(c *client.Config) { c.Timeout = 300 * time.Millisecond })
+			timeout := guard
+			if tt.code == courier.CodeTimeout {
+				timeout = stalled
+			}
+			b := setupWorker(t, tt.respond, func(c *client.Config) { c.Timeout = timeout })
 			id := b.enqueue(t, "n-1", `{"n":1}`)
 			b.work(t)
 			d := b.get(t, id)
