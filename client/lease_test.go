@@ -60,10 +60,13 @@ func (b *workerBundle) enqueueWith(t *testing.T, id string, edit func(*store.Enq
 // attempt takes 350 ms of the worker's clock, so the third of the batch
 // would start with no lease left to cover its timeout. It is given back
 // instead: not sent, its attempt not counted, no lease left behind, and
-// due again at once.
+// due again at once. The times are ten times the finding's: only the
+// worker's clock, moved by the receiver, spends the lease, but the
+// Timeout also bounds each request in real time, and 300 ms could run out
+// on a loaded machine before the receiver's answer came.
 func TestWorkNeverSendsPastTheLease(t *testing.T) {
 	t.Parallel()
-	const lease, timeout, each = 700 * time.Millisecond, 300 * time.Millisecond, 350 * time.Millisecond
+	const lease, timeout, each = 7 * time.Second, 3 * time.Second, 3500 * time.Millisecond
 	clock := newWorkerClock()
 	var mu sync.Mutex
 	var sentAt []time.Duration // the worker clock's time since the claim at each request
