@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/damage"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/fakeclock"
 	"github.com/courier-go/courier/internal/opsjson"
@@ -277,26 +277,7 @@ func TestAdminDatabaseDamaged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var root, pageSize int64
-	if err := s.DB().GetContext(ctx, &root, "SELECT rootpage FROM sqlite_master WHERE name = 'courier_outbox'"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DB().GetContext(ctx, &pageSize, "PRAGMA page_size"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil { // the last connection checkpoints the WAL into the file
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{0x00}, (root-1)*pageSize); err != nil { // a page type no b-tree page has
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	damage.Tables(t, s, path, "courier_outbox")
 	if s, err = sqlite.Open(ctx, path, store.Config{}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/damage"
 	"github.com/courier-go/courier/internal/logtest"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
@@ -64,33 +64,7 @@ func damagedStore(t *testing.T, tables string) *store.Store {
 	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE app_orders (id INTEGER PRIMARY KEY); INSERT INTO app_orders VALUES (1), (2)"); err != nil {
 		t.Fatal(err)
 	}
-	var pageSize int64
-	if err := s.DB().GetContext(ctx, &pageSize, "PRAGMA page_size"); err != nil {
-		t.Fatal(err)
-	}
-	var roots []int64
-	query, args, err := sqlx.In("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name IN (?)", strings.Fields(tables))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DB().SelectContext(ctx, &roots, query, args...); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil { // the last connection checkpoints the WAL into the file
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, root := range roots {
-		if _, err := f.WriteAt([]byte{0x00}, (root-1)*pageSize); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	damage.Tables(t, s, path, strings.Fields(tables)...)
 	if s, err = sqlite.Open(ctx, path, store.Config{}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/damage"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -76,16 +77,9 @@ func damaged(t *testing.T, table string) string {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	at, bytes := int64(0), []byte("no database here")
 	if table != "" {
-		var root, pageSize int64
-		if err := s.DB().GetContext(ctx, &root, "SELECT rootpage FROM sqlite_master WHERE name = ?", table); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.DB().GetContext(ctx, &pageSize, "PRAGMA page_size"); err != nil {
-			t.Fatal(err)
-		}
-		at, bytes = (root-1)*pageSize, []byte{0x00}
+		damage.Tables(t, s, path, table)
+		return path
 	}
 	if err := s.Close(); err != nil { // the last connection checkpoints the WAL into the file
 		t.Fatal(err)
@@ -94,7 +88,7 @@ func damaged(t *testing.T, table string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(bytes, at); err != nil {
+	if _, err := f.WriteAt([]byte("no database here"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/damage"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/writerctx"
 	"github.com/courier-go/courier/store"
@@ -428,27 +429,7 @@ func checkFindsADamagedFile(t *testing.T, pad int) {
 	if h, err := s.Outbox.Check(ctx, 0); err != nil || h.Status != store.HealthOK {
 		t.Fatalf("Check of a sound file = %+v, %v", h, err)
 	}
-	var root, pageSize int64
-	if err := s.DB().GetContext(ctx, &root, "SELECT rootpage FROM sqlite_master WHERE name = 'courier_outbox'"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DB().GetContext(ctx, &pageSize, "PRAGMA page_size"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil { // the last connection checkpoints the WAL into the file
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The table's root page gets a page type no b-tree page has.
-	if _, err := f.WriteAt([]byte{0x00}, (root-1)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	damage.Tables(t, s, path, "courier_outbox")
 
 	s, err = sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
