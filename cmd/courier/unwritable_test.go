@@ -48,16 +48,7 @@ func TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut(t *testing.
 			"TestAFileThisProcessMayNotWriteIsRefusedBeforeAnythingIsCreated shows the refusal to this user")
 	}
 	t.Parallel()
-	nobody, err := user.Lookup("nobody")
-	if err != nil {
-		t.Fatalf("no user nobody to run the tool as: %v", err)
-	}
-	uid, err1 := strconv.ParseUint(nobody.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(nobody.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		t.Fatal(err)
-	}
-	reader := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
+	reader := nobody(t)
 	owner := &syscall.Credential{Uid: ownerUID, Gid: ownerUID, Groups: []uint32{ownerUID}}
 
 	bin := testbin.RunnableCopy(t)
@@ -89,6 +80,22 @@ func TestAUserWhoMayNotWriteTheFileLeavesNothingThatLocksItsOwnerOut(t *testing.
 	if code, out := runAs(t, bin, owner, "health", "-db", db); code != exitOK || !strings.Contains(out, "status: ok") {
 		t.Errorf("the owner's health after nobody's: exit %d, want %d, status ok\n%s", code, exitOK, out)
 	}
+}
+
+// nobody is the credential of the user nobody, to run the tool as one
+// for whom permissions bind.
+func nobody(t *testing.T) *syscall.Credential {
+	t.Helper()
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("no user nobody to run the tool as: %v", err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
 }
 
 // runAs runs the tool with args from bin, the test binary's copy, as the
@@ -154,16 +161,7 @@ func TestMigrateIntoADirectoryThisUserMayNotWriteSaysSo(t *testing.T) {
 		if err := os.Chmod(dir, 0o755); err != nil { // root's, whatever the umask
 			t.Fatal(err)
 		}
-		nobody, err := user.Lookup("nobody")
-		if err != nil {
-			t.Fatalf("no user nobody to run the tool as: %v", err)
-		}
-		uid, err1 := strconv.ParseUint(nobody.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(nobody.Gid, 10, 32)
-		if err := errors.Join(err1, err2); err != nil {
-			t.Fatal(err)
-		}
-		code, out = runAs(t, testbin.RunnableCopy(t), &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}, "migrate", "-db", db)
+		code, out = runAs(t, testbin.RunnableCopy(t), nobody(t), "migrate", "-db", db)
 	} else {
 		if err := os.Chmod(dir, 0o555); err != nil {
 			t.Fatal(err)
