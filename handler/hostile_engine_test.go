@@ -91,20 +91,9 @@ func openEngineRig(t *testing.T, s *store.Store, kind string) *engineRig {
 	var h http.Handler
 	switch kind {
 	case "Terminal":
-		secret := signature.NewStandardWebhooksSecret()
-		rig.secret = strings.TrimPrefix(secret, "whsec_")
-		key, err := signature.ParseStandardWebhooksKey("k1", secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := signature.NewStandardWebhooksVerifier(signature.StandardWebhooksVerifierConfig{Sender: "cms-host", Keys: []signature.StandardWebhooksKey{key}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		signer, err := signature.NewStandardWebhooksSigner(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		key, forms := standardWebhooksKey(t, "k1")
+		rig.secret = forms[1] // the base64 part, in whatever form a log might show it
+		v, signer := swVerifier(t, key), swSigner(t, key)
 		_, rig.body = hostileTerminal(func(*ack.Terminal) {})
 		rig.sign = func(t *testing.T, r *http.Request, body []byte) {
 			t.Helper()
@@ -158,6 +147,32 @@ func openEngineRig(t *testing.T, s *store.Store, kind string) *engineRig {
 	return rig
 }
 
+// signForHTTP1 makes req a JSON request of body signed as addressed to
+// the rig's HTTP/1 server, whatever server it is sent to: the Origin the
+// RFC 9421 verifier was given is that server's.
+func (rig *engineRig) signForHTTP1(t *testing.T, req *http.Request, body []byte) {
+	t.Helper()
+	req.Header.Set("Content-Type", "application/json")
+	as := req.Clone(req.Context())
+	as.URL.Host = rig.server.Listener.Addr().String()
+	as.Host = as.URL.Host
+	rig.sign(t, as, body)
+	req.Header = as.Header
+}
+
+// eachEngineRig runs test on a rig of each receiver kind on each engine,
+// each in a parallel subtest of its own.
+func eachEngineRig(t *testing.T, kinds []string, test func(t *testing.T, rig *engineRig)) {
+	for _, engine := range engines {
+		for _, kind := range kinds {
+			t.Run(engine.name+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				test(t, openEngineRig(t, engine.open(t), kind))
+			})
+		}
+	}
+}
+
 // head returns the request line and header lines of a signed POST of
 // body, framed by Content-Length, and the blank line.
 func (rig *engineRig) head(t *testing.T, body []byte) string {
@@ -191,63 +206,57 @@ func (rig *engineRig) written(t *testing.T) (inbox, effects int) {
 // leaves no connection in use.
 func TestATricklingBodyHoldsNoConnection(t *testing.T) {
 	t.Parallel()
-	for _, engine := range engines {
-		for _, kind := range []string{"Terminal", "Reporting"} {
-			t.Run(engine.name+"/"+kind, func(t *testing.T) {
-				t.Parallel()
-				rig := openEngineRig(t, engine.open(t), kind)
-				for _, cut := range []bool{true, false} {
-					conn, err := net.Dial("tcp", rig.server.Listener.Addr().String())
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer conn.Close()
-					half := len(rig.body) / 2
-					if _, err := io.WriteString(conn, rig.head(t, rig.body)+string(rig.body[:half])); err != nil {
-						t.Fatal(err)
-					}
-					<-rig.waiting
-					if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
-						t.Fatalf("%d connections of the store in use while the body trickles in, want 0", inUse)
-					}
-					if cut {
-						if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-							t.Fatal(err)
-						}
-					} else if _, err := conn.Write(rig.body[half:]); err != nil {
-						t.Fatal(err)
-					}
-					resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					conn.Close()
-					select { // the body's reads are over once it was answered
-					case <-rig.waiting:
-					default:
-					}
-					inbox, effects := rig.written(t)
-					switch {
-					case cut:
-						wantRawProblem(t, resp.StatusCode, resp.Header, out, http.StatusBadRequest, courier.CodeInvalidArgument)
-						if inbox != 0 || effects != 0 || rig.calls.Load() != 0 {
-							t.Fatalf("a body cut short wrote %d Inbox records and %d effects, in %d calls", inbox, effects, rig.calls.Load())
-						}
-					case resp.StatusCode != http.StatusOK || inbox != 1 || effects != 1 || rig.calls.Load() != 1:
-						t.Fatalf("answered %d %q, %d Inbox records, %d effects, %d calls; want 200 and 1, 1, 1", resp.StatusCode, out, inbox, effects, rig.calls.Load())
-					}
+	eachEngineRig(t, []string{"Terminal", "Reporting"}, func(t *testing.T, rig *engineRig) {
+		for _, cut := range []bool{true, false} {
+			conn, err := net.Dial("tcp", rig.server.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			half := len(rig.body) / 2
+			if _, err := io.WriteString(conn, rig.head(t, rig.body)+string(rig.body[:half])); err != nil {
+				t.Fatal(err)
+			}
+			<-rig.waiting
+			if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
+				t.Fatalf("%d connections of the store in use while the body trickles in, want 0", inUse)
+			}
+			if cut {
+				if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+					t.Fatal(err)
 				}
-				if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
-					t.Fatalf("%d connections of the store in use after every answer, want 0", inUse)
+			} else if _, err := conn.Write(rig.body[half:]); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			conn.Close()
+			select { // the body's reads are over once it was answered
+			case <-rig.waiting:
+			default:
+			}
+			inbox, effects := rig.written(t)
+			switch {
+			case cut:
+				wantRawProblem(t, resp.StatusCode, resp.Header, out, http.StatusBadRequest, courier.CodeInvalidArgument)
+				if inbox != 0 || effects != 0 || rig.calls.Load() != 0 {
+					t.Fatalf("a body cut short wrote %d Inbox records and %d effects, in %d calls", inbox, effects, rig.calls.Load())
 				}
-				if logs := rig.logs.String(); rig.secret != "" && strings.Contains(logs, rig.secret) {
-					t.Fatalf("the log holds the secret: %s", logs)
-				}
-			})
+			case resp.StatusCode != http.StatusOK || inbox != 1 || effects != 1 || rig.calls.Load() != 1:
+				t.Fatalf("answered %d %q, %d Inbox records, %d effects, %d calls; want 200 and 1, 1, 1", resp.StatusCode, out, inbox, effects, rig.calls.Load())
+			}
 		}
-	}
+		if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
+			t.Fatalf("%d connections of the store in use after every answer, want 0", inUse)
+		}
+		if logs := rig.logs.String(); rig.secret != "" && strings.Contains(logs, rig.secret) {
+			t.Fatalf("the log holds the secret: %s", logs)
+		}
+	})
 }
 
 // TestConcurrentDeliveriesOverOneHTTP2Connection: one notification and
@@ -259,74 +268,70 @@ func TestATricklingBodyHoldsNoConnection(t *testing.T) {
 func TestConcurrentDeliveriesOverOneHTTP2Connection(t *testing.T) {
 	t.Parallel()
 	const copies = 16
-	for _, engine := range engines {
-		t.Run(engine.name, func(t *testing.T) {
-			t.Parallel()
-			rig := openEngineRig(t, engine.open(t), "Terminal")
-			_, other := hostileTerminal(func(n *ack.Terminal) { n.PlanID = "plan-2" })
-			url, client := serveHTTP2(t, rig.server.Config.Handler, false)
-			type answer struct {
-				group  int
-				status int
-				proto  int
-				ctype  string
-				body   []byte
+	eachEngineRig(t, []string{"Terminal"}, func(t *testing.T, rig *engineRig) {
+		_, other := hostileTerminal(func(n *ack.Terminal) { n.PlanID = "plan-2" })
+		url, client := serveHTTP2(t, rig.server.Config.Handler, false)
+		type answer struct {
+			group  int
+			status int
+			proto  int
+			ctype  string
+			body   []byte
+		}
+		answers := make(chan answer, 2*copies)
+		var wg sync.WaitGroup
+		for i := range 2 * copies {
+			group := i % 2
+			body := [][]byte{rig.body, other}[group]
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/hooks", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
 			}
-			answers := make(chan answer, 2*copies)
-			var wg sync.WaitGroup
-			for i := range 2 * copies {
-				group := i % 2
-				body := [][]byte{rig.body, other}[group]
-				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/hooks", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rig.sign(t, req, body)
+			wg.Go(func() {
+				resp, err := client.Do(req)
 				if err != nil {
-					t.Fatal(err)
+					answers <- answer{group: group}
+					return
 				}
-				req.Header.Set("Content-Type", "application/json")
-				rig.sign(t, req, body)
-				wg.Go(func() {
-					resp, err := client.Do(req)
-					if err != nil {
-						answers <- answer{group: group}
-						return
-					}
-					defer resp.Body.Close()
-					out, _ := io.ReadAll(resp.Body)
-					answers <- answer{group, resp.StatusCode, resp.ProtoMajor, resp.Header.Get("Content-Type"), out}
-				})
+				defer resp.Body.Close()
+				out, _ := io.ReadAll(resp.Body)
+				answers <- answer{group, resp.StatusCode, resp.ProtoMajor, resp.Header.Get("Content-Type"), out}
+			})
+		}
+		wg.Wait()
+		close(answers)
+		var won [2]int
+		var ack []byte
+		winner := -1
+		got := make([][]answer, 2)
+		for a := range answers {
+			got[a.group] = append(got[a.group], a)
+			if a.status == http.StatusOK {
+				won[a.group]++
+				winner = a.group
 			}
-			wg.Wait()
-			close(answers)
-			var won [2]int
-			var ack []byte
-			winner := -1
-			got := make([][]answer, 2)
-			for a := range answers {
-				got[a.group] = append(got[a.group], a)
-				if a.status == http.StatusOK {
-					won[a.group]++
-					winner = a.group
-				}
+		}
+		if winner < 0 || won[winner] != copies || won[1-winner] != 0 {
+			t.Fatalf("200s by group %v, want %d for one group and none for the other: %+v", won, copies, got)
+		}
+		for _, a := range got[winner] {
+			if a.proto != 2 || ack != nil && !bytes.Equal(a.body, ack) {
+				t.Fatalf("the winner's copies answered differently: %q and %q (HTTP/%d)", ack, a.body, a.proto)
 			}
-			if winner < 0 || won[winner] != copies || won[1-winner] != 0 {
-				t.Fatalf("200s by group %v, want %d for one group and none for the other: %+v", won, copies, got)
-			}
-			for _, a := range got[winner] {
-				if a.proto != 2 || ack != nil && !bytes.Equal(a.body, ack) {
-					t.Fatalf("the winner's copies answered differently: %q and %q (HTTP/%d)", ack, a.body, a.proto)
-				}
-				ack = a.body
-			}
-			for _, a := range got[1-winner] {
-				wantRawProblem(t, a.status, http.Header{"Content-Type": {a.ctype}}, a.body, http.StatusConflict, courier.CodeIdempotencyCollision)
-			}
-			if inbox, effects := rig.written(t); inbox != 1 || effects != 1 || rig.calls.Load() != 1 {
-				t.Fatalf("%d Inbox records, %d effects, %d calls; want 1, 1, 1", inbox, effects, rig.calls.Load())
-			}
-			if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
-				t.Fatalf("%d connections of the store in use after every answer, want 0", inUse)
-			}
-		})
-	}
+			ack = a.body
+		}
+		for _, a := range got[1-winner] {
+			wantRawProblem(t, a.status, http.Header{"Content-Type": {a.ctype}}, a.body, http.StatusConflict, courier.CodeIdempotencyCollision)
+		}
+		if inbox, effects := rig.written(t); inbox != 1 || effects != 1 || rig.calls.Load() != 1 {
+			t.Fatalf("%d Inbox records, %d effects, %d calls; want 1, 1, 1", inbox, effects, rig.calls.Load())
+		}
+		if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
+			t.Fatalf("%d connections of the store in use after every answer, want 0", inUse)
+		}
+	})
 }
 
 // TestAnHTTP2StreamResetMidBodyStoresNothing: a sender that resets its
@@ -336,69 +341,50 @@ func TestConcurrentDeliveriesOverOneHTTP2Connection(t *testing.T) {
 // the same connection is accepted once.
 func TestAnHTTP2StreamResetMidBodyStoresNothing(t *testing.T) {
 	t.Parallel()
-	for _, engine := range engines {
-		for _, kind := range []string{"Terminal", "Reporting"} {
-			t.Run(engine.name+"/"+kind, func(t *testing.T) {
-				t.Parallel()
-				rig := openEngineRig(t, engine.open(t), kind)
-				url, client := serveHTTP2(t, rig.server.Config.Handler, false)
-				ctx, cancel := context.WithCancel(t.Context())
-				pr, pw := io.Pipe()
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/hooks", pr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.ContentLength = int64(len(rig.body))
-				req.Header.Set("Content-Type", "application/json")
-				signed := rig.body
-				// The Origin the RFC 9421 verifier was given is the HTTP/1
-				// server's: the request is signed as addressed to it.
-				signedAs := req.Clone(ctx)
-				signedAs.URL.Host = rig.server.Listener.Addr().String()
-				signedAs.Host = signedAs.URL.Host
-				rig.sign(t, signedAs, signed)
-				req.Header = signedAs.Header
-				done := make(chan error, 1)
-				go func() {
-					resp, err := client.Do(req)
-					if err == nil {
-						resp.Body.Close()
-					}
-					done <- err
-				}()
-				if _, err := pw.Write(rig.body[:len(rig.body)/2]); err != nil {
-					t.Fatal(err)
-				}
-				<-rig.waiting
-				cancel()
-				if err := <-done; err == nil {
-					t.Fatal("the cancelled request got an answer")
-				}
-				pw.Close()
-				if e := <-rig.events; e.HTTPStatus != http.StatusBadRequest || e.Code != courier.CodeInvalidArgument {
-					t.Fatalf("the reset stream was answered %+v, want 400 invalid_argument", e)
-				}
-				if inbox, effects := rig.written(t); inbox != 0 || effects != 0 || rig.calls.Load() != 0 {
-					t.Fatalf("a reset stream wrote %d Inbox records and %d effects, in %d calls", inbox, effects, rig.calls.Load())
-				}
-				if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
-					t.Fatalf("%d connections of the store in use, want 0", inUse)
-				}
-				next, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/hooks", bytes.NewReader(rig.body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				signedAs = next.Clone(t.Context())
-				signedAs.URL.Host = rig.server.Listener.Addr().String()
-				signedAs.Host = signedAs.URL.Host
-				next.Header.Set("Content-Type", "application/json")
-				signedAs.Header = next.Header
-				rig.sign(t, signedAs, rig.body)
-				resp, out := exchangeWith(t, client, next)
-				if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || rig.calls.Load() != 1 {
-					t.Fatalf("the next request answered HTTP/%d %d %q after %d calls, want HTTP/2 200 after 1", resp.ProtoMajor, resp.StatusCode, out, rig.calls.Load())
-				}
-			})
+	eachEngineRig(t, []string{"Terminal", "Reporting"}, func(t *testing.T, rig *engineRig) {
+		url, client := serveHTTP2(t, rig.server.Config.Handler, false)
+		ctx, cancel := context.WithCancel(t.Context())
+		pr, pw := io.Pipe()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/hooks", pr)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		req.ContentLength = int64(len(rig.body))
+		rig.signForHTTP1(t, req, rig.body)
+		done := make(chan error, 1)
+		go func() {
+			resp, err := client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		if _, err := pw.Write(rig.body[:len(rig.body)/2]); err != nil {
+			t.Fatal(err)
+		}
+		<-rig.waiting
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the cancelled request got an answer")
+		}
+		pw.Close()
+		if e := <-rig.events; e.HTTPStatus != http.StatusBadRequest || e.Code != courier.CodeInvalidArgument {
+			t.Fatalf("the reset stream was answered %+v, want 400 invalid_argument", e)
+		}
+		if inbox, effects := rig.written(t); inbox != 0 || effects != 0 || rig.calls.Load() != 0 {
+			t.Fatalf("a reset stream wrote %d Inbox records and %d effects, in %d calls", inbox, effects, rig.calls.Load())
+		}
+		if inUse := rig.store.DB().Stats().InUse; inUse != 0 {
+			t.Fatalf("%d connections of the store in use, want 0", inUse)
+		}
+		next, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/hooks", bytes.NewReader(rig.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig.signForHTTP1(t, next, rig.body)
+		resp, out := exchangeWith(t, client, next)
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || rig.calls.Load() != 1 {
+			t.Fatalf("the next request answered HTTP/%d %d %q after %d calls, want HTTP/2 200 after 1", resp.ProtoMajor, resp.StatusCode, out, rig.calls.Load())
+		}
+	})
 }
