@@ -2,9 +2,7 @@ package sqlite_test
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/courier-go/courier"
@@ -59,24 +57,7 @@ func TestADamagedFileFailsAsDatabaseCorrupt(t *testing.T) {
 // b-tree page has, or, table empty, the file's header overwritten.
 func damaged(t *testing.T, table string) string {
 	t.Helper()
-	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := sqlite.Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	s, path := storeHolding(t, 20, []byte(`{}`))
 	if table != "" {
 		damage.Tables(t, s, path, table)
 		return path

@@ -408,30 +408,13 @@ func TestCheckFindsADamagedFile(t *testing.T) {
 
 func checkFindsADamagedFile(t *testing.T, pad int) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	s, err := sqlite.Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}`)
-	for i := range 200 {
-		if _, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: payload}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	s, path := storeHolding(t, 200, []byte(`{"pad":"`+strings.Repeat("x", pad)+`"}`))
 	if h, err := s.Outbox.Check(ctx, 0); err != nil || h.Status != store.HealthOK {
 		t.Fatalf("Check of a sound file = %+v, %v", h, err)
 	}
 	damage.Tables(t, s, path, "courier_outbox")
 
-	s, err = sqlite.Open(ctx, path, store.Config{})
+	s, err := sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,6 +592,27 @@ func storeWithOne(t *testing.T, id string) (*store.Store, string) {
 	t.Helper()
 	s, path := storeAt(t)
 	if _, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: id, Endpoint: "https://r.example/h", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// storeHolding opens a Store on a new file, closed as the test ends,
+// with n deliveries of payload enqueued in one transaction, and returns
+// it and the file's path.
+func storeHolding(t *testing.T, n int, payload []byte) (*store.Store, string) {
+	t.Helper()
+	s, path := storeAt(t)
+	tx, err := s.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := s.Outbox.Enqueue(t.Context(), tx, store.EnqueueParams{NotificationID: fmt.Sprintf("n-%d", i), Endpoint: "https://r.example/h", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	return s, path
