@@ -184,12 +184,10 @@ func unwritable(dsn string) error {
 		target = file // not there, or a failure SQLite's open will say
 	}
 	for _, f := range []string{target, target + "-wal", target + "-shm"} {
-		access := writeAccess(f)
-		if !refusesWrite(access) {
+		errno, refused := refusesWrite(writeAccess(f))
+		if !refused {
 			continue // writable, not there, or a failure SQLite's open will say
 		}
-		var errno syscall.Errno
-		errors.As(access, &errno)
 		err := error(sqlite3.Error{Code: sqlite3.ErrReadonly, SystemErrno: errno})
 		if f != target {
 			err = fmt.Errorf("%s: %w", f, err)
@@ -201,10 +199,11 @@ func unwritable(dsn string) error {
 
 // refusesWrite reports whether err, writeAccess's, says this process may
 // not write the file (EACCES, EPERM or EROFS), rather than that it is not
-// there or nothing (writable, or the kernel cannot say).
-func refusesWrite(err error) bool {
+// there or nothing (writable, or the kernel cannot say), and returns that
+// errno.
+func refusesWrite(err error) (syscall.Errno, bool) {
 	var errno syscall.Errno
-	return errors.As(err, &errno) && (errno == syscall.EACCES || errno == syscall.EPERM || errno == syscall.EROFS)
+	return errno, errors.As(err, &errno) && (errno == syscall.EACCES || errno == syscall.EPERM || errno == syscall.EROFS)
 }
 
 // readOnlyMode reports whether a go-sqlite3 DSN asks SQLite for a

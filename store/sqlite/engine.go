@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
@@ -248,12 +247,10 @@ func cannotCreate(path string, err error) error {
 		why = "its directory " + dir + " does not exist: create it first (SQLite creates the file, not its directory)"
 	} else if serr == nil && !fi.IsDir() {
 		why = dir + " is not a directory"
-	} else if access := dirAccess(path, dir, serr == nil); refusesWrite(access) {
+	} else if errno, refused := refusesWrite(dirAccess(path, dir, serr == nil)); refused {
 		why = "its directory " + dir + " cannot be written: let this process create files in it (SQLite creates the file there, and its -wal and -shm files beside it)"
 		// SQLite's own errno is its read-only open's, ENOENT: the
 		// directory's refusal is the one to say.
-		var errno syscall.Errno
-		errors.As(access, &errno)
 		err = sqlite3.Error{Code: e.Code, ExtendedCode: e.ExtendedCode, SystemErrno: errno}
 	} else {
 		return nil
