@@ -258,7 +258,7 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 	attrs = append(attrs, slog.Duration(logkey.Duration, oc.Duration))
 	var cause []slog.Attr // why an attempt got no answer: a refused connection, a certificate
 	if oc.Cause != nil {
-		cause = append(cause, slog.Any(logkey.Error, oc.Cause))
+		cause = append(cause, slog.Any(logkey.Error, loggedCause(oc.Cause)))
 	}
 	log := func(level slog.Level, msg string, extra ...slog.Attr) {
 		w.cfg.Logger.LogAttrs(ctx, level, msg, append(attrs, extra...)...)
@@ -299,6 +299,17 @@ func (w *Worker) report(ctx context.Context, c protocol.Claimed, oc protocol.Out
 		Outcome: outcome, Status: s.Status, Code: eventCode, RemoteCode: oc.RemoteCode, HTTPStatus: oc.HTTPStatus,
 		Duration: oc.Duration, LeaseLost: lost, Unrecorded: unrecorded,
 	})
+}
+
+// loggedCause is an attempt's Cause as its log line's error: its text,
+// every URL in it redacted as the endpoint is (scheme and host, never
+// userinfo, path or query). A cause may be an error courier did not
+// write: SignerFor's or a Signer's (a key store's *url.Error, naming the
+// store's URL and perhaps its token), or that of a Transport other than
+// a Guard's (a proxy's, naming the proxy with its password). The
+// attempts log, the Hook's Event and the span hold codes alone.
+func loggedCause(err error) error {
+	return errors.New(endpoint.RedactURLs(err.Error()))
 }
 
 // guardOpens is what the worker's line of a refused destination adds to

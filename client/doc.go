@@ -124,7 +124,11 @@
 // Every line the worker logs, by level. A line about an attempt names its
 // delivery, attempt, endpoint and endpoint_ref, and its codes; error is a
 // cause (the transport's, the store's, the guard's reason), which names
-// addresses and host names, never what the other side sent:
+// addresses and host names, never what the other side sent. The error of
+// a Config.SignerFor, a Signer or a Transport of your own is logged with
+// every URL in it redacted as the endpoint is, for it may name a key
+// store's or a proxy's URL with a credential; keep other secrets out of
+// such errors:
 //
 //	Error  worker: settle failed                         every write of an outcome failed while its lease lasted,
 //	                                                     or the store refused it as invalid (error)

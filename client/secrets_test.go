@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -253,4 +254,111 @@ func TestClassifyHearsNoEndpointSecret(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCallbackErrorsAreLoggedWithTheirURLsRedacted: the error of a
+// Transport of the user's own, of SignerFor or of a Signer may name a URL
+// with a credential (a key store's *url.Error, a proxy's error naming the
+// proxy with its password). The worker's log line gives it with the URL
+// cut to scheme and host, as it names the endpoint; the Hook's Event, the
+// attempts log and the delivery hold codes alone. A SignerFor's or
+// Signer's error was logged as written, and a custom Transport's socket or
+// DNS error named whatever its text held.
+func TestCallbackErrorsAreLoggedWithTheirURLsRedacted(t *testing.T) {
+	t.Parallel()
+	const named = "https://user:s3cret@host/?token=t0k"
+	errs := map[string]struct {
+		err error
+		// Whether the line of a Transport's error names the URL: a
+		// socket or DNS error is the cause it logs, and a *url.Error
+		// or a plain message no cause at all (see networkCause).
+		transportNames bool
+	}{
+		"a message naming it": {fmt.Errorf("upstream %s refused", named), false},
+		"a *url.Error":        {&url.Error{Op: "Get", URL: named, Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, false},
+		"a *net.OpError":      {&net.OpError{Op: "proxyconnect", Net: "tcp", Err: fmt.Errorf("%s: refused", named)}, true},
+		"a *net.DNSError":     {&net.DNSError{Err: "no such host", Name: "host", Server: named}, true},
+	}
+	callbacks := map[string]func(c *client.Config, err error){
+		"Transport": func(c *client.Config, err error) {
+			c.Transport = roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, err })
+		},
+		"SignerFor": func(c *client.Config, err error) {
+			c.Signer, c.SignerFor = nil, func(context.Context, string) (signature.Signer, error) { return nil, err }
+		},
+		"Signer": func(c *client.Config, err error) {
+			c.Signer = signFunc(func(*http.Request, signature.Message) error {
+				return fmt.Errorf("%w: %w", err, courier.CodeConfigInvalid)
+			})
+		},
+	}
+	for errName, tc := range errs {
+		for cbName, set := range callbacks {
+			t.Run(cbName+" returns "+errName, func(t *testing.T) {
+				t.Parallel()
+				logs := newCapture(t)
+				b := setupWorker(t, statusHandler(http.StatusOK, ""), func(c *client.Config) {
+					c.Logger = slog.New(logs)
+					set(c, tc.err)
+				})
+				b.enqueue(t, "n-1", `{}`)
+				e := b.work(t)
+				if want := map[bool]courier.Code{true: courier.CodeNetwork, false: courier.CodeSigningFailed}[cbName == "Transport"]; e.Code != want {
+					t.Fatalf("event %+v; want code %s", e, want)
+				}
+				var lines []string
+				for _, r := range logs.lines("") {
+					lines = append(lines, fmt.Sprint(r.Message, r.Attrs))
+				}
+				attempt := logs.lines(map[bool]string{true: "worker: attempt settled", false: "worker: delivery failed"}[cbName != "Signer"])
+				if len(attempt) != 1 {
+					t.Fatalf("logged %q; want one line of the attempt", lines)
+				}
+				if why := attempt[0].Attrs[logkey.Error]; (cbName != "Transport" || tc.transportNames) && !strings.Contains(why, "https://host/") {
+					t.Errorf("the attempt's line has error=%q; want the error with its URL redacted", why)
+				}
+				haystacks := map[string]string{"logs": strings.Join(lines, "\n"), "the event": fmt.Sprintf("%+v", e),
+					"the attempts log": tableText(t, b.store, "courier_attempts"), "the outbox": tableText(t, b.store, "courier_outbox")}
+				for where, hay := range haystacks {
+					for _, secret := range []string{"s3cret", "t0k"} {
+						if strings.Contains(hay, secret) {
+							t.Errorf("%s hold %q:\n%s", where, secret, hay)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// signFunc is a signature.Signer of a function.
+type signFunc func(*http.Request, signature.Message) error
+
+func (f signFunc) Sign(r *http.Request, m signature.Message) error { return f(r, m) }
+
+// tableText is every row of s's table, every column, as text.
+func tableText(t *testing.T, s *store.Store, table string) string {
+	t.Helper()
+	rows, err := s.DB().Queryx("SELECT * FROM " + table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		row := map[string]any{}
+		if err := rows.MapScan(row); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range row {
+			if b, ok := v.([]byte); ok {
+				row[k] = string(b)
+			}
+		}
+		out = append(out, fmt.Sprint(row))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(out, "\n")
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"math"
 	"net/url"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -219,6 +220,24 @@ func Redact(raw string) string {
 	}
 	return shown + "/…"
 }
+
+// RedactURLs returns text with every URL in it redacted as Redact does,
+// for the text of an error courier did not write (a key store's, a
+// proxy's) that may name a URL with a credential in its userinfo, path or
+// query. A URL is taken to run from its scheme's "://" to the next space,
+// quote or angle bracket (a quote escaped with a backslash, as %q writes
+// one, does not end it), less the punctuation that ends it (the colon of
+// "url: reason"): the forms *url.Error and most messages give it. A
+// credential that is not part of such a URL is not found.
+func RedactURLs(text string) string {
+	return urlInText.ReplaceAllStringFunc(text, func(u string) string {
+		trimmed := strings.TrimRight(u, ".,:;!)")
+		return Redact(trimmed) + u[len(trimmed):]
+	})
+}
+
+// urlInText matches a URL in text, as RedactURLs finds it.
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://(?:\\.|[^\s"'<>\\` + "`" + `])*`)
 
 // Ref is an opaque, stable reference to the endpoint raw: the first RefLen
 // hex characters of the SHA-256 of its exact bytes, so that whoever knows

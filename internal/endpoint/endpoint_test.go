@@ -26,6 +26,28 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestRedactURLs: each URL in an error's text is cut as Redact cuts an
+// endpoint, wherever it stands and however it ends, and the rest of the
+// text is kept.
+func TestRedactURLs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ text, want string }{
+		{`Get "https://user:SECRET@vault.example/v1/k?token=SECRET": dial tcp 10.0.0.5:8200: connect: connection refused`,
+			`Get "https://vault.example/…": dial tcp 10.0.0.5:8200: connect: connection refused`},
+		{"proxyconnect tcp: https://user:SECRET@proxy.example/?token=SECRET: refused", "proxyconnect tcp: https://proxy.example/: refused"},
+		{"lookup h on https://u:SECRET@dns.example:853: no such host", "lookup h on https://dns.example:853: no such host"},
+		{"a http://SECRET@a.example and b <HTTPS://b.example/SECRET> or 'ftp://c.example?SECRET'", "a http://a.example and b <https://b.example/…> or 'ftp://c.example'"},
+		{`Get "https://h.example/a\"SECRET?token=SECRET": boom`, `Get "https://h.example/…": boom`},
+		{"see https://u:SECRET@h.example/SECRET, then https://h.example:SECRET.", "see https://h.example/…, then invalid-url."},
+		{"key store unavailable: no key k9", "key store unavailable: no key k9"},
+		{"mailto:someone@example.com and ://SECRET", "mailto:someone@example.com and ://SECRET"},
+	} {
+		if got := endpoint.RedactURLs(tc.text); got != tc.want {
+			t.Errorf("RedactURLs(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
+
 func TestRef(t *testing.T) {
 	t.Parallel()
 	a, b := endpoint.Ref("https://h.example/p?token=A"), endpoint.Ref("https://h.example/p?token=B")

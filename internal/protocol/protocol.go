@@ -199,9 +199,12 @@ type Outcome struct {
 	// which names addresses and host names, never what the other side sent
 	// nor the endpoint's path or credentials; nil when it said none of
 	// those. For an attempt that could not be signed it is the error of
-	// the SignerFor or Signer, which names a key by its id; for a 2xx
+	// the SignerFor or Signer, as the configuration wrote it; for a 2xx
 	// its profile refused (ack_invalid), whether the answer had a body and
-	// which profile wanted an Ack, never the body. It is never stored.
+	// which profile wanted an Ack, never the body. The worker's line gives
+	// its text with every URL in it redacted, for the errors of a custom
+	// Transport, a SignerFor or a Signer are not courier's. It is never
+	// stored.
 	Cause error
 }
 
