@@ -83,14 +83,14 @@ var errMalformedStatus = errors.New("client: malformed answer: its status is not
 // whole Timeout from then on; a request that the transport comes to write
 // only after that Timeout (the worker was held up meanwhile) is not
 // written, and the attempt is not ready either (see timelyBody).
-// The receiver's status is put in *status as soon as its answer comes,
-// before anything of the configuration's judges it.
+// How far the attempt got is kept in *got as it goes (see progress), for
+// tryUnpanicked to read should something of the configuration's panic.
 // A request that fails once the attempt is cut short by a shutdown is
 // retried with code worker_stopped, due again at once, sparing the
 // delivery's budget (see stoppedOutcome). A destination the guard refused
 // was not dialed: it fails as such, shutdown or not, as does any outcome
 // reached before the request was handed to the transport.
-func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time, status *int) (protocol.Outcome, bool) {
+func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Time, got *progress) (protocol.Outcome, bool) {
 	profile, ok := w.outbox.Profile(c.Profile)
 	if !ok {
 		// The Store that enqueued it knew the profile (Enqueue refuses
@@ -158,6 +158,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 	req = req.WithContext(httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{WroteHeaders: timely.wroteHeaders}))
 	req.Body, _ = timely.open()
 	req.ContentLength, req.GetBody = int64(len(c.Payload)), timely.open
+	got.handed = true
 	resp, err := w.client.Do(req)
 	if timely.closed.Load() {
 		// The Store closed while the request was on its way to the
@@ -204,7 +205,7 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		// answer's, and does not fit the database's columns.
 		return w.judge(actx, c, nil, &url.Error{Op: "Post", URL: endpoint.Redact(c.Endpoint), Err: errMalformedStatus}), true
 	}
-	*status = resp.StatusCode
+	got.status = resp.StatusCode
 	// Every read of the answer ends with the attempt: the body is closed
 	// when actx ends, which also reaches a read no deadline bounds.
 	raw := resp.Body // remoteCode puts what it read back in front of resp.Body
@@ -220,6 +221,15 @@ func (w *Worker) try(ctx context.Context, c protocol.Claimed, claimedAt time.Tim
 		return w.judge(actx, c, resp, nil), true
 	}
 	return w.acknowledged(parent, actx, c, profile, resp), true
+}
+
+// progress is how far an attempt got (see try): whether its request was
+// handed to the transport, from when on it may reach the receiver, and
+// the receiver's status once its answer came, before anything of the
+// configuration's judges it.
+type progress struct {
+	handed bool
+	status int
 }
 
 // acknowledged judges resp, a 2xx answer to c's request, by the

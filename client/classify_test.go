@@ -254,6 +254,21 @@ func TestPanicsInTheConfigurationNeverEndTheProcess(t *testing.T) {
 			t.Fatalf("%s/%s after %d attempts, want retry_wait/internal_error after 1", d.Status, d.LastErrorCode, d.Attempts)
 		}
 	})
+	t.Run("SignerFor", func(t *testing.T) {
+		t.Parallel()
+		var sent atomic.Int32
+		b := setupWorker(t, func(http.ResponseWriter, *http.Request) { sent.Add(1) }, func(c *client.Config) {
+			c.Signer = nil
+			c.SignerFor = func(context.Context, string) (signature.Signer, error) { panic("a bug in the application's key store") }
+		})
+		id := b.enqueue(t, "n-1", `{}`)
+		b.work(t)
+		// Poison, with no shutdown to blame: the attempt counts, so that
+		// the delivery's budget ends it.
+		if d := b.get(t, id); d.Status != courier.StatusRetryWait || d.LastErrorCode != courier.CodeInternal || d.Attempts != 1 || sent.Load() != 0 {
+			t.Fatalf("%s/%s after %d attempts, %d requests; want retry_wait/internal_error after 1, none sent", d.Status, d.LastErrorCode, d.Attempts, sent.Load())
+		}
+	})
 	t.Run("Hook", func(t *testing.T) {
 		t.Parallel()
 		var b *workerBundle

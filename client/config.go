@@ -208,7 +208,9 @@ type Config struct {
 	// DefaultClassify; RetryClientErrors retries 4xx answers as well. A
 	// panic in it, as in Backoff, SignerFor, a Signer or a profile's
 	// Verify, is logged at Error and the attempt retried with code
-	// internal_error after DefaultBackoff: it never ends the process.
+	// internal_error after DefaultBackoff: it never ends the process. One
+	// after a hard shutdown (see Worker.Stop) and before the request was
+	// sent gives the delivery back uncounted, as that shutdown does.
 	// The *url.Error it hears for a request that got no answer names the
 	// endpoint as the Logger does, without userinfo, path or query. An
 	// answer whose status is not three digits (HTTP/2 lets a receiver

@@ -368,23 +368,34 @@ func (w *Worker) reportBreaker(ctx context.Context, ep string, m protocol.Breake
 // internal_error after DefaultBackoff: one delivery's poison is not the
 // process's end, nor, after a restart, every worker's that claims it. A
 // receiver that answered before the panic did answer: its status is kept
-// on the outcome, for the attempts log and the endpoint's breaker. The
-// panic is logged without its value, which may hold content. An attempt
-// still running once its lease has run out, as measured from now (deliver's
+// on the outcome, for the attempts log and the endpoint's breaker. A
+// panic once ctx has ended (a hard shutdown), before the request was
+// handed to the transport, is not ready instead, as try's attempt is when
+// the shutdown comes while it is made ready: no request of it can have
+// reached the receiver, and the delivery is given back uncounted (a
+// callback cut short by the shutdown may well panic; one that panics
+// whatever comes is counted by the next worker that claims it). The panic
+// is logged without its value, which may hold content. An attempt still
+// running once its lease has run out, as measured from now (deliver's
 // reading, as it started), is logged at Warn (see watchLease).
 func (w *Worker) tryUnpanicked(ctx context.Context, c protocol.Claimed, claimedAt, now time.Time) (oc protocol.Outcome, ready bool) {
 	overdue := w.watchLease(ctx, c, leaseLeftAt(c.Lease, claimedAt, now))
-	var status int // the receiver's, once it answered (see try)
+	var got progress
 	defer func() {
 		overdue.Stop() // however the attempt ended: returned, panicked, or its goroutine ended (runtime.Goexit)
 		if recover() == nil {
 			return
 		}
-		w.cfg.Logger.ErrorContext(ctx, "worker: attempt panicked; retried later", slog.Bool(logkey.Panic, true),
-			slog.Int64(logkey.Delivery, c.DeliveryID), slog.String(logkey.Code, string(courier.CodeInternal)))
-		oc, ready = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeInternal, HTTPStatus: status, RetryDelay: DefaultBackoff(c.Attempt, 0)}, true
+		attrs := []any{slog.Bool(logkey.Panic, true), slog.Int64(logkey.Delivery, c.DeliveryID), slog.String(logkey.Code, string(courier.CodeInternal))}
+		if !got.handed && w.cutShort(ctx) {
+			w.cfg.Logger.ErrorContext(ctx, "worker: attempt panicked; given back unsent", attrs...)
+			oc, ready = protocol.Outcome{}, false
+			return
+		}
+		w.cfg.Logger.ErrorContext(ctx, "worker: attempt panicked; retried later", attrs...)
+		oc, ready = protocol.Outcome{Result: protocol.Retry, Code: courier.CodeInternal, HTTPStatus: got.status, RetryDelay: DefaultBackoff(c.Attempt, 0)}, true
 	}()
-	return w.try(ctx, c, claimedAt, &status)
+	return w.try(ctx, c, claimedAt, &got)
 }
 
 // watchLease logs, at Warn, that c's attempt outlived its lease, once left

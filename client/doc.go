@@ -136,6 +136,7 @@
 //	Error  worker: claim failed                          (error)
 //	Error  worker: release failed                        (error)
 //	Error  worker: attempt panicked; retried later       a callback's panic, its value not logged
+//	Error  worker: attempt panicked; given back unsent   one after a hard shutdown, before the request was sent
 //	Error  worker: Hook panicked; the panic was dropped
 //	Error  worker: Now panicked
 //	Warn   worker: delivery failed                       failed for good (code; error: why no answer came, or why an answer was no Ack)

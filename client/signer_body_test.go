@@ -3,7 +3,9 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -74,56 +76,94 @@ func TestASignerThatReadsTheBodySendsThePayload(t *testing.T) {
 	}
 }
 
-// signalSigner tells signing when it begins to sign, and signs only as
+// signalSigner tells signing when it begins to sign, and ends only as
 // the context of the request it signs ends: a key service that answers
-// late, or not at all, as the worker shuts down.
+// late, or not at all, as the worker shuts down. Then it signs, or, as
+// end says, answers the context's error ("fails", as a key service does)
+// or panics ("panics", a key service's client cut short).
 type signalSigner struct {
 	signature.Signer
 	signing chan struct{}
-	fail    bool // answer the context's error, as a key service does
+	end     string
 }
 
 func (s signalSigner) Sign(r *http.Request, m signature.Message) error {
 	s.signing <- struct{}{}
 	<-r.Context().Done()
-	if s.fail {
+	switch s.end {
+	case "fails":
 		return r.Context().Err()
+	case "panics":
+		panic("a key service's client, cut short")
 	}
 	return s.Signer.Sign(r, m)
 }
 
-// TestAShutdownDuringSigningGivesTheDeliveryBack: Work's context ends
-// while its attempt is being signed. No request is sent, so none can have
-// reached the receiver: the delivery is given back as a delivery never
-// started, pending, its attempt not counted, rather than settled as an
-// attempt cut short (retry_wait/worker_stopped, counted against its
-// budget).
+// TestAShutdownDuringSigningGivesTheDeliveryBack: the worker is stopped
+// hard (Work's context ends, or Stop's) while its attempt is being signed.
+// No request is sent, so none can have reached the receiver: the delivery
+// is given back as a delivery never started, pending, its attempt not
+// counted, rather than settled as an attempt cut short
+// (retry_wait/worker_stopped, counted against its budget). So it is too
+// when the Signer, or SignerFor, then panics: that was settled as an
+// attempt that panicked (retry_wait/internal_error), counted; the panic
+// is logged at Error, and the delivery given back.
 func TestAShutdownDuringSigningGivesTheDeliveryBack(t *testing.T) {
 	t.Parallel()
-	for _, fail := range []bool{false, true} {
-		t.Run("fail="+strconv.FormatBool(fail), func(t *testing.T) {
-			t.Parallel()
-			signing := make(chan struct{}, 1)
-			h := setupHold(t, func(c *client.Config) { c.Signer = signalSigner{c.Signer, signing, fail} })
-			ids := h.enqueueN(t, 1)
-			ctx, cancel := context.WithCancel(t.Context())
-			workDone := make(chan error, 1)
-			go func() {
-				_, err := h.worker.Work(ctx)
-				workDone <- err
-			}()
-			<-signing
-			cancel()
-			if err := <-workDone; err != nil {
-				t.Fatalf("Work = %v", err)
+	signers := map[string]func(c *client.Config, signing chan struct{}){
+		"Signer signs":  func(c *client.Config, signing chan struct{}) { c.Signer = signalSigner{c.Signer, signing, "signs"} },
+		"Signer fails":  func(c *client.Config, signing chan struct{}) { c.Signer = signalSigner{c.Signer, signing, "fails"} },
+		"Signer panics": func(c *client.Config, signing chan struct{}) { c.Signer = signalSigner{c.Signer, signing, "panics"} },
+		"SignerFor panics": func(c *client.Config, signing chan struct{}) {
+			c.Signer = nil
+			c.SignerFor = func(ctx context.Context, _ string) (signature.Signer, error) {
+				signing <- struct{}{}
+				<-ctx.Done()
+				panic("a key store's client, cut short")
 			}
-			select {
-			case id := <-h.arrived:
-				t.Fatalf("%s was sent after the shutdown", id)
-			default:
+		},
+	}
+	stops := map[string]func(*holdBundle, context.CancelFunc){
+		"Work's context cancelled": func(_ *holdBundle, cancel context.CancelFunc) { cancel() },
+		"Stop's context over": func(h *holdBundle, _ context.CancelFunc) {
+			over, end := context.WithCancel(context.Background())
+			end()
+			if err := h.worker.Stop(over); !errors.Is(err, context.Canceled) {
+				t.Errorf("Stop = %v, want context.Canceled", err)
 			}
-			h.check(t, ids, nil, "", "")
-		})
+		},
+	}
+	for sname, signer := range signers {
+		for stop, halt := range stops {
+			t.Run(sname+", "+stop, func(t *testing.T) {
+				t.Parallel()
+				signing := make(chan struct{}, 1)
+				h := setupHold(t, func(c *client.Config) { signer(c, signing) })
+				ids := h.enqueueN(t, 1)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				workDone := make(chan error, 1)
+				go func() {
+					_, err := h.worker.Work(ctx)
+					workDone <- err
+				}()
+				<-signing
+				halt(h, cancel)
+				if err := <-workDone; err != nil {
+					t.Fatalf("Work = %v", err)
+				}
+				select {
+				case id := <-h.arrived:
+					t.Fatalf("%s was sent after the shutdown", id)
+				default:
+				}
+				h.check(t, ids, nil, "", "")
+				const given = "worker: attempt panicked; given back unsent"
+				if lines, panics := h.logs.lines(given), strings.HasSuffix(sname, "panics"); panics && (len(lines) != 1 || lines[0].Level != slog.LevelError) || !panics && len(lines) != 0 {
+					t.Errorf("logged %+v as %q; want it once, at Error, where the signing panicked", lines, given)
+				}
+			})
+		}
 	}
 }
 
