@@ -25,22 +25,22 @@ import (
 	"github.com/courier-go/courier/store/sqlite"
 )
 
-// closeAtSettle is a Store's tracer that closes the Store as the worker
-// begins its first settle: the attempt was made and answered, and its
-// outcome is about to be written.
-type closeAtSettle struct {
-	store atomic.Pointer[store.Store]
-	once  sync.Once
+// atSettle is a Store's tracer that calls do, once, as the worker begins
+// its first settle: the attempt was made and answered, and its outcome is
+// about to be written.
+type atSettle struct {
+	do   func()
+	once sync.Once
 }
 
-func (c *closeAtSettle) Start(ctx context.Context, name string, _ courier.SpanKind, _ ...slog.Attr) (context.Context, courier.Span) {
+func (a *atSettle) Start(ctx context.Context, name string, _ courier.SpanKind, _ ...slog.Attr) (context.Context, courier.Span) {
 	if name == "courier.settle" {
-		c.once.Do(func() { c.store.Load().Close() })
+		a.once.Do(a.do)
 	}
 	return ctx, nopSpan{}
 }
-func (*closeAtSettle) Inject(context.Context) courier.TraceContext { return courier.TraceContext{} }
-func (*closeAtSettle) Extract(ctx context.Context, _ courier.TraceContext) context.Context {
+func (*atSettle) Inject(context.Context) courier.TraceContext { return courier.TraceContext{} }
+func (*atSettle) Extract(ctx context.Context, _ courier.TraceContext) context.Context {
 	return ctx
 }
 
@@ -101,10 +101,11 @@ func TestAStoreClosedAsAnAttemptSettlesLosesNothing(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			clock := fakeclock.New()
-			tracer := &closeAtSettle{}
+			var closing atomic.Pointer[store.Store]
+			tracer := &atSettle{do: func() { closing.Load().Close() }} // closes the Store as the worker settles
 			first, again := engine(t, store.Config{Now: clock.Now, Tracer: tracer})
 			s := first()
-			tracer.store.Store(s)
+			closing.Store(s)
 			e, err := s.Outbox.Enqueue(t.Context(), s.DB(), store.EnqueueParams{NotificationID: "n-1", Endpoint: srv.URL + "/hooks", Payload: []byte(`{}`)})
 			if err != nil {
 				t.Fatal(err)
