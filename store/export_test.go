@@ -36,3 +36,9 @@ func HoldClock(s *Store, waiting func()) (release func()) {
 
 // NowOf reads s's clock (Config.Now, or its reading of the database's).
 func NowOf(s *Store) time.Time { return time.UnixMicro(s.now()) }
+
+// SetClaimCommitWindow has each inbox claim of s whose context ends while
+// it commits call window as the window its COMMIT runs on in begins, and
+// give the COMMIT up once the channel window returned is ready (never,
+// for nil), in place of claimCommitWindow's timer. Set it before s claims.
+func SetClaimCommitWindow(s *Store, window func() <-chan time.Time) { s.Inbox.commitWindow = window }

@@ -22,7 +22,14 @@ import (
 // A key no record may hold (a sender out of bounds, from a Verifier's
 // Principal) is CodeInvalidArgument, which a receiver answers as its own
 // failure, 500, the request being none of its cause.
-type Inbox struct{ s *Store }
+type Inbox struct {
+	s *Store
+
+	// commitWindow (tests): called as a claim's COMMIT begins to run on
+	// past its request's end, it returns what ends that window in place
+	// of claimCommitWindow's timer.
+	commitWindow func() <-chan time.Time
+}
 
 // record (protocol.Inbox's Record) records k inside the caller's
 // transaction tx, or reports what is already recorded. A key recorded with another payload digest is
@@ -251,7 +258,7 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 		}
 		stop = context.AfterFunc(ctx, func() {
 			select {
-			case <-time.After(claimCommitWindow):
+			case <-in.windowEnd():
 				cancel()
 			case <-txCtx.Done(): // the commit is over
 			}
@@ -259,6 +266,16 @@ func (in *Inbox) claim(ctx context.Context, k protocol.InboxKey, stale time.Dura
 		return nil
 	})
 	return r, c, err
+}
+
+// windowEnd begins the window a claim's COMMIT runs on in once its
+// request has ended, and returns what is ready when it ends:
+// claimCommitWindow's timer, unless a test has set commitWindow.
+func (in *Inbox) windowEnd() <-chan time.Time {
+	if in.commitWindow != nil {
+		return in.commitWindow()
+	}
+	return time.After(claimCommitWindow)
 }
 
 // claimIn is claim's work in its transaction tx: what the Inbox answers
