@@ -61,8 +61,12 @@ func TestRunsShareConcurrency(t *testing.T) {
 	}
 }
 
-// claimTracer signals each courier.claim span's start.
-type claimTracer struct{ claims chan struct{} }
+// claimTracer signals each courier.claim span's start and, when failed
+// is set, the code each such span fails with.
+type claimTracer struct {
+	claims chan struct{}
+	failed chan courier.Code
+}
 
 type nopSpan struct{}
 
@@ -76,8 +80,25 @@ func (c claimTracer) Start(ctx context.Context, name string, _ courier.SpanKind,
 		case c.claims <- struct{}{}:
 		default:
 		}
+		if c.failed != nil {
+			return ctx, claimSpan{failed: c.failed}
+		}
 	}
 	return ctx, nopSpan{}
+}
+
+// claimSpan is a courier.claim span that tells what it fails with, if
+// failed has room.
+type claimSpan struct {
+	nopSpan
+	failed chan<- courier.Code
+}
+
+func (s claimSpan) Fail(code courier.Code) {
+	select {
+	case s.failed <- code:
+	default:
+	}
 }
 func (claimTracer) Inject(context.Context) courier.TraceContext { return courier.TraceContext{} }
 func (claimTracer) Extract(ctx context.Context, _ courier.TraceContext) context.Context {

@@ -97,13 +97,15 @@ func TestStopBeforeRun(t *testing.T) {
 // progress as Stop does (TestStopCutsAWaitingClaimShort): a Run whose
 // claim waits for SQLite's write lock, held by the application's
 // transaction, returns nil once its context is cancelled, with the
-// application's transaction still open.
+// application's transaction still open, its claim cut short
+// (worker_stopped), not failed database_unavailable after waiting out
+// the busy timeout (10 s).
 func TestCancellingRunEndsAWaitingClaim(t *testing.T) {
 	t.Parallel()
 	for _, tc := range writerHolders {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tr := claimTracer{claims: make(chan struct{}, 1)}
+			tr := claimTracer{claims: make(chan struct{}, 1), failed: make(chan courier.Code, 1)}
 			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "o.db"), store.Config{Tracer: tr})
 			if err != nil {
 				t.Fatal(err)
@@ -128,8 +130,16 @@ func TestCancellingRunEndsAWaitingClaim(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Run = %v", err)
 				}
-			case <-time.After(5 * time.Second): // less than the busy timeout (10 s)
-				t.Fatal("Run has not returned 5s after its context was cancelled during its claim")
+			case <-time.After(guardTimeout): // a bound on failure
+				t.Fatal("Run has not returned after its context was cancelled during its claim")
+			}
+			select { // the claim's span has ended: Run returned after it
+			case code := <-tr.failed:
+				if code != courier.CodeWorkerStopped {
+					t.Fatalf("the claim waiting as Run's context was cancelled failed %s, want %s (cut short)", code, courier.CodeWorkerStopped)
+				}
+			default:
+				t.Fatal("the claim waiting as Run's context was cancelled did not fail, want it cut short (worker_stopped)")
 			}
 		})
 	}

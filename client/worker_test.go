@@ -470,7 +470,7 @@ func setupPGWorker(t *testing.T, tune ...func(db *sqlx.DB, cfg *client.Config)) 
 	for _, f := range tune { // before the Store opens: a pool's size, say
 		f(db, &cfg)
 	}
-	s, err := store.Open(t.Context(), db, store.Config{Tracer: claimTracer{b.claims}})
+	s, err := store.Open(t.Context(), db, store.Config{Tracer: claimTracer{claims: b.claims}})
 	if err != nil {
 		t.Fatal(err)
 	}
