@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -74,9 +75,13 @@ func ExampleOutbox_Enqueue() {
 	// Output: deliveries pending: 1
 }
 
-// Enqueue takes any transaction with database/sql's methods: a *sql.Tx an
-// application already has works as well as a *sqlx.Tx. Enqueueing the
-// same notification again is a no-op.
+// Enqueue takes any transaction with database/sql's methods: the *sql.Tx
+// of an application's own *sql.DB writes the order and its notification
+// together as well as a *sqlx.Tx from Store.Begin does. On SQLite, open that
+// *sql.DB on the Store's file with DriverName and DSN, so that its
+// transactions queue for the write lock behind a running worker's instead
+// of failing "database is locked". A transaction run again (its commit's
+// answer lost, say) enqueues nothing more: the delivery Existed.
 func ExampleOutbox_Enqueue_sqlTx() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "courier-example")
@@ -84,16 +89,27 @@ func ExampleOutbox_Enqueue_sqlTx() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), store.Config{})
+	path := filepath.Join(dir, "app.db")
+	s, err := sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
+	db, err := sql.Open(sqlite.DriverName, sqlite.DSN(path, store.DurabilityFull)) // the application's own *sql.DB
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`); err != nil {
+		panic(err)
+	}
 
 	for range 2 {
-		db := s.DB().DB // an application's plain *sql.DB
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
+			panic(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", "order-1", 1250); err != nil {
 			panic(err)
 		}
 		e, err := s.Outbox.Enqueue(ctx, tx, store.EnqueueParams{
