@@ -1,6 +1,13 @@
 // Package sqlite is courier's SQLite engine: the embedded default, one
 // database file on one host, through mattn/go-sqlite3 (cgo).
 //
+// It builds with cgo only: a C compiler (on PATH, or named by CC) and
+// CGO_ENABLED unset or 1. Where the go command finds no C compiler it sets
+// CGO_ENABLED=0 itself, and this package then fails to compile with errors
+// about go-sqlite3's names (sqlite3.SQLiteConn, sqlite3.Error), not about cgo. A program that must build
+// without cgo (a static binary, a scratch image) imports package postgres,
+// which needs none, and not this package.
+//
 // Open is the whole setup: it opens (creating if needed) a database file
 // configured the way courier needs it, migrates courier's tables and
 // returns the Store:
