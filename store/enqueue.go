@@ -677,7 +677,8 @@ func checkPayload(p EnqueueParams) (dedupe string, err error) {
 		if errors.Is(err, strictjson.ErrDuplicateKey) {
 			return "", invalidArgument("Payload has an object with a duplicate key; the profile's receivers refuse it")
 		}
-		return "", invalidArgument("Payload must be one JSON document for the profile")
+		return "", invalidArgument(fmt.Sprintf("Payload must be one JSON document, as the receivers of profile %q read it; "+
+			"a payload in another format goes under a profile of the application's own (Config.Profiles)", p.Profile))
 	}
 	if p.Profile != ack.ProfileTerminal {
 		return "", nil

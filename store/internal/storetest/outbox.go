@@ -283,6 +283,18 @@ func testEnqueueInvalid(t *testing.T, open OpenFunc) {
 			t.Errorf("Profile %q: Enqueue = %v, want it to say %q", tt.profile, err, tt.want)
 		}
 	}
+	// A payload that is not JSON names the profile, which the caller may
+	// have left to its default, and what takes a payload in another format.
+	notJSON := delivery("x")
+	notJSON.Payload = []byte("order 1 paid")
+	tx := b.begin(t)
+	_, err := b.store.Outbox.Enqueue(b.ctx, tx, notJSON)
+	tx.Rollback()
+	for _, want := range []string{`profile "courier"`, "Config.Profiles"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a Payload not JSON: Enqueue = %v, want it to say %q", err, want)
+		}
+	}
 
 	// At the bounds, and with a NotBefore in the past (it means now).
 	good := map[string]func(p *store.EnqueueParams){
