@@ -67,7 +67,12 @@ func (o *Outbox) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, err
 // attempts go with the others, so keep them longer than failed
 // deliveries wait to be redriven.
 func (o *Outbox) PruneAttempts(ctx context.Context, p PruneParams) (int, error) {
-	return o.s.pruneOlder(ctx, "attempts_prune", nil, p)
+	return o.pruneAttempts(ctx, o.s.prune, p)
+}
+
+// pruneAttempts is PruneAttempts, its statement run by run.
+func (o *Outbox) pruneAttempts(ctx context.Context, run pruner, p PruneParams) (int, error) {
+	return o.s.pruneOlder(ctx, run, "attempts_prune", nil, p)
 }
 
 // attemptArg is one row of the attempts log as attempts_log reads it from

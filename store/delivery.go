@@ -247,17 +247,11 @@ func (o *Outbox) List(ctx context.Context, p ListParams) (Page, error) {
 }
 
 // listWindow reads a page of one status within a window of time
-// (outbox_list_by_status_window) in a read-only transaction of its own
-// (inSnapshot), in which the statement is planned with the window's values
-// (outbox_list_window_plan): no one plan serves a narrow window and a wide
-// one, and PostgreSQL may keep one made without them for a statement the
-// driver has prepared (plan_cache_mode), for good.
+// (outbox_list_by_status_window), planned with the window's values
+// (withValues): no one plan serves a narrow window and a wide one.
 func (o *Outbox) listWindow(ctx context.Context, args map[string]any) ([]outboxRow, error) {
 	var rows []outboxRow
-	err := o.s.inSnapshot(ctx, "outbox_list_by_status_window", func(tx DBTX) error {
-		if _, err := o.s.exec(ctx, tx, "outbox_list_window_plan", nil); err != nil {
-			return err
-		}
+	err := o.s.withValues(ctx, "outbox_list_by_status_window", func(tx DBTX) error {
 		return o.s.selectRows(ctx, tx, "outbox_list_by_status_window", args, &rows)
 	})
 	return rows, err
@@ -593,7 +587,12 @@ func (o *Outbox) redriveKeys(ctx context.Context, tx *sqlx.Tx, now int64, endpoi
 // and stay (see the package documentation, Retention). It returns the
 // deliveries and records it deleted, which MaxRows bounds together.
 func (o *Outbox) Prune(ctx context.Context, p PruneParams) (int, error) {
-	n, err := o.s.pruneOlder(ctx, "outbox_prune", nil, p)
+	return o.prune(ctx, o.s.prune, p)
+}
+
+// prune is Prune, each statement run by run.
+func (o *Outbox) prune(ctx context.Context, run pruner, p PruneParams) (int, error) {
+	n, err := o.s.pruneOlder(ctx, run, "outbox_prune", nil, p)
 	if err != nil || (p.MaxRows > 0 && n >= p.MaxRows) {
 		return n, err
 	}
@@ -604,6 +603,6 @@ func (o *Outbox) Prune(ctx context.Context, p PruneParams) (int, error) {
 	// failing for DisableAfter (see Endpoints.record), to the microsecond,
 	// rounded up as the breaker's comparison of durations does.
 	disableAfter := (o.s.cfg.Breaker.DisableAfter + time.Microsecond - 1) / time.Microsecond
-	m, err := o.s.pruneOlder(ctx, "endpoint_prune", map[string]any{"disable_after": int64(disableAfter)}, p)
+	m, err := o.s.pruneOlder(ctx, run, "endpoint_prune", map[string]any{"disable_after": int64(disableAfter)}, p)
 	return n + m, err
 }

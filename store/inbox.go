@@ -207,10 +207,15 @@ func (in *Inbox) complete(ctx context.Context, tx DBTX, k protocol.InboxKey, ans
 // completed (the receiver rolls its effects back), and the sender's next
 // attempt processes the notification anew.
 func (in *Inbox) Prune(ctx context.Context, p PruneParams) (int, error) {
+	return in.prune(ctx, in.s.prune, p)
+}
+
+// prune is Prune, its statement run by run.
+func (in *Inbox) prune(ctx context.Context, run pruner, p PruneParams) (int, error) {
 	if p.OlderThan < minInboxRetention {
 		return 0, invalidArgument("PruneParams.OlderThan must be at least 24h for the inbox: a record must outlive a replay of its request within the signature's tolerance")
 	}
-	return in.s.pruneOlder(ctx, "inbox_prune", nil, p)
+	return in.s.pruneOlder(ctx, run, "inbox_prune", nil, p)
 }
 
 // claimCommitWindow is how long a claim's COMMIT may run on once its

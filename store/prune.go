@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"time"
+
+	"github.com/courier-go/courier/internal/pruning"
 )
 
 // defaultPruneBatch is PruneParams.BatchSize's default.
@@ -47,16 +49,74 @@ type PruneParams struct {
 	OnBatch func(deleted int)
 }
 
-// pruneOlder runs prune for records that go by age: those last updated
-// before now minus p.OlderThan, which must be at least a microsecond.
-// args are the statement's other parameters, if any.
-func (s *Store) pruneOlder(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
+// A dry run of courier prune (package internal/pruning) runs the prunes
+// themselves with count in place of prune: each delete statement's count
+// reads, locking nothing, the rows it deletes, which a fragment of its SQL
+// names for both.
+func init() {
+	pruning.Register(func(s any) pruning.Counts {
+		st := s.(*Store)
+		counting := func(prune func(context.Context, pruner, PruneParams) (int, error)) pruning.Count {
+			return func(ctx context.Context, olderThan time.Duration) (int, error) {
+				return prune(ctx, st.count, PruneParams{OlderThan: olderThan})
+			}
+		}
+		return pruning.Counts{
+			Outbox: counting(st.Outbox.prune), Attempts: counting(st.Outbox.pruneAttempts),
+			Inbox: counting(st.Inbox.prune), Replay: counting(st.Replay.prune),
+		}
+	})
+}
+
+// pruner runs one prune statement, name, with args under p's bounds, and
+// returns its rows: Store.prune deletes them, Store.count counts them.
+type pruner func(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error)
+
+// pruneOlder runs a prune statement by run for records that go by age:
+// those last updated before now minus p.OlderThan, which must be at least
+// a microsecond. args are the statement's other parameters, if any.
+func (s *Store) pruneOlder(ctx context.Context, run pruner, name string, args map[string]any, p PruneParams) (int, error) {
 	if p.OlderThan < time.Microsecond { // records are stamped to the microsecond: less is none
 		return 0, invalidArgument("PruneParams.OlderThan must be at least a microsecond: it is how long records are kept")
 	}
 	all := map[string]any{"before": s.now() - p.OlderThan.Microseconds()}
 	maps.Copy(all, args)
-	return s.prune(ctx, name, all, p)
+	return run(ctx, name, all, p)
+}
+
+// check refuses p's negative bounds.
+func (p PruneParams) check() error {
+	switch {
+	case p.OlderThan < 0:
+		return invalidArgument("PruneParams.OlderThan must not be negative")
+	case p.BatchSize < 0:
+		return invalidArgument("PruneParams.BatchSize must not be negative")
+	case p.MaxRows < 0:
+		return invalidArgument("PruneParams.MaxRows must not be negative")
+	}
+	return nil
+}
+
+// count counts the rows the delete statement name would delete, in every
+// batch prune would run of it, up to p.MaxRows, by the read name_count,
+// which takes no lock and writes nothing: a dry run of prune. It is
+// planned with its values (withValues): no one plan serves a count of an
+// hour's rows and one of a year's. What is written between the count and
+// a prune (a delivery finished, a record aged past p.OlderThan) makes the
+// prune differ.
+func (s *Store) count(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
+	if err := p.check(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.withValues(ctx, name+"_count", func(tx DBTX) error { return s.scan(ctx, tx, name+"_count", args, &n) })
+	if err != nil {
+		return 0, err
+	}
+	if p.MaxRows > 0 {
+		n = min(n, p.MaxRows)
+	}
+	return n, nil
 }
 
 // prune runs a bounded delete statement until it deletes less than a
@@ -64,13 +124,8 @@ func (s *Store) pruneOlder(ctx context.Context, name string, args map[string]any
 // pruning never holds SQLite's write lock for long and runs safely from
 // many instances at once.
 func (s *Store) prune(ctx context.Context, name string, args map[string]any, p PruneParams) (int, error) {
-	switch {
-	case p.OlderThan < 0:
-		return 0, invalidArgument("PruneParams.OlderThan must not be negative")
-	case p.BatchSize < 0:
-		return 0, invalidArgument("PruneParams.BatchSize must not be negative")
-	case p.MaxRows < 0:
-		return 0, invalidArgument("PruneParams.MaxRows must not be negative")
+	if err := p.check(); err != nil {
+		return 0, err
 	}
 	if p.BatchSize == 0 {
 		p.BatchSize = defaultPruneBatch

@@ -88,14 +88,19 @@ func liveBucket(now int64) int64 {
 // (a negative one is refused all the same). It returns the pairs and
 // counts it deleted, which MaxRows bounds together.
 func (c *ReplayCache) Prune(ctx context.Context, p PruneParams) (int, error) {
+	return c.prune(ctx, c.s.prune, p)
+}
+
+// prune is Prune, each statement run by run.
+func (c *ReplayCache) prune(ctx context.Context, run pruner, p PruneParams) (int, error) {
 	now := c.s.now()
-	n, err := c.s.prune(ctx, "replay_prune", map[string]any{"now": now}, p)
+	n, err := run(ctx, "replay_prune", map[string]any{"now": now}, p)
 	if err != nil || (p.MaxRows > 0 && n >= p.MaxRows) {
 		return n, err
 	}
 	if p.MaxRows > 0 {
 		p.MaxRows -= n
 	}
-	m, err := c.s.prune(ctx, "replay_prune_counts", map[string]any{"live_bucket": liveBucket(now)}, p)
+	m, err := run(ctx, "replay_prune_counts", map[string]any{"live_bucket": liveBucket(now)}, p)
 	return n + m, err
 }

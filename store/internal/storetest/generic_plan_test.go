@@ -159,7 +159,10 @@ type genericPlanStatement struct {
 // withValues are the statements the store runs in a transaction of their
 // own after one that has them planned with their values, whatever
 // plan_cache_mode says: those no one plan serves.
-var withValues = map[string]string{"outbox_list_by_status_window": "outbox_list_window_plan"}
+var withValues = map[string]string{
+	"outbox_list_by_status_window": "outbox_plan_with_values",
+	"outbox_prune_count":           "outbox_plan_with_values",
+}
 
 // genericPlanStatements returns every statement of genericPlanFiles but
 // those with nothing to do on PostgreSQL and those that set a setting of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-go/courier"
+	"github.com/courier-go/courier/internal/pruning"
 	"github.com/courier-go/courier/store"
 )
 
@@ -34,10 +35,15 @@ func testPruneNeedsARetention(t *testing.T, open OpenFunc) {
 	}
 	b.processed(t, "r-1")
 	b.clock.Advance(time.Second)
+	counts := pruning.For(b.store)
 	for name, prune := range map[string]func(context.Context, store.PruneParams) (int, error){
 		"Outbox.Prune":         b.store.Outbox.Prune,
 		"Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
 		"Inbox.Prune":          b.store.Inbox.Prune,
+		// Their dry runs' counts refuse it alike.
+		"the outbox's count":  func(ctx context.Context, p store.PruneParams) (int, error) { return counts.Outbox(ctx, p.OlderThan) },
+		"the attempts' count": func(ctx context.Context, p store.PruneParams) (int, error) { return counts.Attempts(ctx, p.OlderThan) },
+		"the inbox's count":   func(ctx context.Context, p store.PruneParams) (int, error) { return counts.Inbox(ctx, p.OlderThan) },
 	} {
 		for _, p := range []store.PruneParams{{}, {OlderThan: time.Nanosecond}} { // none, or less than the stamps' microsecond
 			n, err := prune(b.ctx, p)
@@ -205,7 +211,7 @@ func testPruneTakesDeadEndpointsRecords(t *testing.T, open OpenFunc) {
 		t.Fatalf("Prune of young records = %d, %v; want 0", n, err)
 	}
 	b.clock.Advance(48 * time.Hour)
-	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 2 {
+	if n, err := b.counted(t, "Outbox.Prune", b.store.Outbox.Prune, pruning.For(b.store).Outbox, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 2 {
 		t.Fatalf("Prune = %d, %v; want the 2 records of endpoints with nothing to send", n, err)
 	}
 	if got, want := records(), map[string]store.EndpointState{busy: store.EndpointClosed, disabled: store.EndpointDisabled}; !maps.Equal(got, want) {
@@ -297,7 +303,7 @@ func testPruneTakesGoneEndpointsRecords(t *testing.T, open OpenFunc) {
 	}
 	b.clock.Advance(48 * time.Hour)
 	enqueue(waiting, "w-2", 1)
-	if n, err := b.store.Outbox.Prune(b.ctx, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 2 {
+	if n, err := b.counted(t, "Outbox.Prune", b.store.Outbox.Prune, pruning.For(b.store).Outbox, store.PruneParams{OlderThan: 24 * time.Hour}); err != nil || n != 2 {
 		t.Fatalf("Prune = %d, %v; want the 2 records of endpoints the breaker disabled with nothing to send", n, err)
 	}
 	for e, want := range map[string]store.EndpointState{
@@ -320,7 +326,8 @@ func testPruneTakesGoneEndpointsRecords(t *testing.T, open OpenFunc) {
 // key one of them blocks, the endpoint an operator disabled, its limits
 // and its contract pin. Once the operator settles them (Cancel, Enable,
 // the zero Limits), the next pass leaves only the pin, which guards the
-// commands to come (see Contracts).
+// commands to come (see Contracts). Each pass deletes what its count (a
+// dry run's, internal/pruning) counted just before.
 func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 	b := setup(t, open, store.Config{
 		Breaker:           store.BreakerConfig{Threshold: 1, Cooldown: time.Minute, DisableAfter: time.Hour},
@@ -380,14 +387,18 @@ func testPruneLeavesOnlyWhatAnOperatorSettles(t *testing.T, open OpenFunc) {
 	if _, err := b.store.Replay.Remember(b.ctx, "key", "nonce", b.clock.Now().Add(5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	counts := pruning.For(b.store)
 	prune := func() {
 		t.Helper()
 		week := store.PruneParams{OlderThan: 7 * 24 * time.Hour}
-		for name, pass := range map[string]func(context.Context, store.PruneParams) (int, error){
-			"Outbox.Prune": b.store.Outbox.Prune, "Outbox.PruneAttempts": b.store.Outbox.PruneAttempts,
-			"Inbox.Prune": b.store.Inbox.Prune, "Replay.Prune": b.store.Replay.Prune,
+		for name, pass := range map[string]struct {
+			prune func(context.Context, store.PruneParams) (int, error)
+			count pruning.Count
+		}{
+			"Outbox.Prune": {b.store.Outbox.Prune, counts.Outbox}, "Outbox.PruneAttempts": {b.store.Outbox.PruneAttempts, counts.Attempts},
+			"Inbox.Prune": {b.store.Inbox.Prune, counts.Inbox}, "Replay.Prune": {b.store.Replay.Prune, counts.Replay},
 		} {
-			if _, err := pass(b.ctx, week); err != nil {
+			if _, err := b.counted(t, name, pass.prune, pass.count, week); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
@@ -463,4 +474,20 @@ func testPruneKeepsAnEndpointDisabledAgain(t *testing.T, open OpenFunc) {
 	if c := ids(b.claim(t, "w", 10, time.Minute)); len(c) != 0 {
 		t.Fatalf("claim = %v, want nothing sent to the disabled endpoint", c)
 	}
+}
+
+// counted runs prune with p just after count, its dry run's count (see
+// internal/pruning), and fails the test unless the prune deleted what the
+// count counted.
+func (b *bundle) counted(t *testing.T, name string, prune func(context.Context, store.PruneParams) (int, error), count pruning.Count, p store.PruneParams) (int, error) {
+	t.Helper()
+	want, err := count(b.ctx, p.OlderThan)
+	if err != nil {
+		t.Fatalf("counting %s: %v", name, err)
+	}
+	n, err := prune(b.ctx, p)
+	if err == nil && n != want {
+		t.Fatalf("%s = %d; its count counted %d", name, n, want)
+	}
+	return n, err
 }

@@ -39,6 +39,11 @@ SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at
     outcome, http_status, error_code, remote_code
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
+-- fragment: attempts_prunable
+-- The attempts past their age: what attempts_prune deletes and
+-- attempts_prune_count counts.
+finished_at < :before
+
 -- name: attempts_prune
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
 -- planner may rescan the LIMIT, deleting past it. The batch is deleted by
@@ -46,7 +51,11 @@ FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 -- generic plan (plan_cache_mode), which takes a LIMIT it cannot see for a
 -- tenth of the table, hashed the whole attempts log to delete a batch.
 WITH picked AS MATERIALIZED (
-    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
+    SELECT id FROM courier_attempts WHERE {{attempts_prunable}} ORDER BY finished_at LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_attempts WHERE id = ANY (ARRAY(SELECT id FROM picked));
+
+-- name: attempts_prune_count
+-- How many rows attempts_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_attempts WHERE {{attempts_prunable}};

@@ -329,6 +329,18 @@ UNION SELECT endpoint FROM courier_contracts;
 -- know: a scan of the outbox, run only for an operator's action.
 SELECT DISTINCT endpoint FROM courier_outbox;
 
+-- fragment: endpoint_prunable
+-- A breaker record endpoint_prune deletes, and endpoint_prune_count
+-- counts, by its state and age (see endpoint_prune).
+updated_at < :before
+    AND (state IN ('closed', 'open')
+        OR state = 'disabled' AND (reason = 'endpoint_gone' OR updated_at - failing_since >= :disable_after))
+
+-- fragment: endpoint_idle
+-- An endpoint with no unfinished delivery, read once from the status
+-- index.
+endpoint NOT IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait', 'leased'))
+
 -- name: endpoint_prune
 -- Breaker records past their age of endpoints with no unfinished delivery
 -- (the unfinished rows are read once, from the status index), bounded:
@@ -343,14 +355,14 @@ SELECT DISTINCT endpoint FROM courier_outbox;
 -- subquery found it.
 DELETE FROM courier_endpoints WHERE endpoint IN (
     SELECT endpoint FROM courier_endpoints
-    WHERE updated_at < :before
-        AND (state IN ('closed', 'open')
-            OR state = 'disabled' AND (reason = 'endpoint_gone' OR updated_at - failing_since >= :disable_after))
-        AND endpoint NOT IN (SELECT endpoint FROM courier_outbox WHERE status IN ('pending', 'retry_wait', 'leased'))
+    WHERE {{endpoint_prunable}}
+        AND {{endpoint_idle}}
     LIMIT :limit
-) AND updated_at < :before
-    AND (state IN ('closed', 'open')
-        OR state = 'disabled' AND (reason = 'endpoint_gone' OR updated_at - failing_since >= :disable_after));
+) AND {{endpoint_prunable}};
+
+-- name: endpoint_prune_count
+-- How many rows endpoint_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_endpoints WHERE {{endpoint_prunable}} AND {{endpoint_idle}};
 
 -- name: endpoint_spelled
 -- Whether a breaker record, limits or an unfinished delivery is stored

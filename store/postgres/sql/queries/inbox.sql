@@ -23,6 +23,11 @@ FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
 UPDATE courier_inbox SET status = 'completed', payload_sha256 = :payload_sha256, payload_key_id = :payload_key_id, ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 
+-- fragment: inbox_prunable
+-- The records past their age: what inbox_prune deletes and
+-- inbox_prune_count counts.
+updated_at < :before
+
 -- name: inbox_prune
 -- PostgreSQL: ctid in place of rowid; SKIP LOCKED so instances pruning at
 -- once take different rows.
@@ -33,10 +38,14 @@ WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 -- plan (plan_cache_mode), which takes a LIMIT it cannot see for a tenth
 -- of the table, hashed the whole inbox to delete a batch.
 WITH picked AS MATERIALIZED (
-    SELECT ctid AS row_ctid FROM courier_inbox WHERE updated_at < :before
+    SELECT ctid AS row_ctid FROM courier_inbox WHERE {{inbox_prunable}}
     ORDER BY updated_at LIMIT :limit FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_inbox WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked));
+
+-- name: inbox_prune_count
+-- How many rows inbox_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_inbox WHERE {{inbox_prunable}};
 
 -- name: inbox_take_over
 -- A two-phase record left processing longer than the staleness window (its

@@ -823,19 +823,20 @@ WHERE status = ANY (ARRAY[:status]) AND (:endpoint = '' OR endpoint IN (:endpoin
 ORDER BY status DESC, id DESC
 LIMIT :limit;
 
--- name: outbox_list_window_plan
--- First in the read-only transaction of outbox_list_by_status_window:
--- that statement is planned with its values, whatever plan_cache_mode the
--- connection has (LOCAL: for this transaction only). No one plan serves
--- every window: a narrow one is read from courier_outbox_status and
--- sorted, a wide one walked in id order from courier_outbox_listed, and a
--- plan made without the window (generic) read and sorted every delivery
--- of the status for a wide one.
+-- name: outbox_plan_with_values
+-- First in the read-only transaction of a statement no one plan serves,
+-- outbox_list_by_status_window's or a prune's count (see
+-- outbox_prune_count): it is planned with its values, whatever
+-- plan_cache_mode the connection has (LOCAL: for this transaction only).
+-- No one plan serves every window: a narrow one is read from
+-- courier_outbox_status and sorted, a wide one walked in id order from
+-- courier_outbox_listed, and a plan made without the window (generic)
+-- read and sorted every delivery of the status for a wide one.
 SET LOCAL plan_cache_mode = force_custom_plan;
 
 -- name: outbox_list_by_status_window
 -- outbox_list_by_status within a window of time (updated_at in [:since,
--- :until)), planned with its values (outbox_list_window_plan): a page
+-- :until)), planned with its values (outbox_plan_with_values): a page
 -- reads, of a narrow window, the status's deliveries updated in it, from
 -- courier_outbox_status, and sorts them; of a wide one, the rows it
 -- shows and those of its status the window leaves out, from
@@ -933,6 +934,16 @@ WITH picked AS MATERIALIZED (
     ORDER BY updated_at LIMIT :limit
 )
 DELETE FROM courier_outbox AS o USING picked WHERE o.id = picked.id;
+
+-- name: outbox_prune_count
+-- How many rows outbox_prune would delete, in every batch: a dry run's.
+-- PostgreSQL: outbox_prune reads and locks each status's rows apart,
+-- which a count, locking nothing, need not; it reads the same statuses'
+-- rows past the same age. Planned with its values (outbox_plan_with_values,
+-- as every count is): a generic plan, which cannot see the age, takes it
+-- to leave a third of the finished deliveries and scanned the whole
+-- outbox, where an hourly prune finds an hour's.
+SELECT COUNT(*) FROM courier_outbox WHERE status IN ('succeeded', 'suppressed') AND updated_at < :before;
 
 -- name: outbox_enqueue_command
 -- enqueue for the source-delivery profile: the row also records the

@@ -22,6 +22,16 @@ WHERE courier_replay.expires_at <= :now;
 -- replay), else 0 (the key is at its cap).
 SELECT COUNT(*) FROM courier_replay WHERE key_id = :key_id AND nonce = :nonce AND expires_at > :now;
 
+-- fragment: replay_prunable
+-- The expired pairs: what replay_prune deletes and replay_prune_count
+-- counts.
+expires_at <= :now
+
+-- fragment: replay_prunable_counts
+-- The counts of minutes whose pairs have all expired: what
+-- replay_prune_counts deletes and replay_prune_counts_count counts.
+bucket < :live_bucket
+
 -- name: replay_prune
 -- The rows are picked once, in a MATERIALIZED CTE: as an IN subquery the
 -- planner may rescan the LIMIT, deleting past it. The batch is deleted by
@@ -29,7 +39,7 @@ SELECT COUNT(*) FROM courier_replay WHERE key_id = :key_id AND nonce = :nonce AN
 -- plan (plan_cache_mode), which takes a LIMIT it cannot see for a tenth of
 -- the table, hashed the whole replay cache to delete a batch.
 WITH picked AS MATERIALIZED (
-    SELECT ctid AS row_ctid FROM courier_replay WHERE expires_at <= :now
+    SELECT ctid AS row_ctid FROM courier_replay WHERE {{replay_prunable}}
     ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_replay WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked));
@@ -40,7 +50,16 @@ DELETE FROM courier_replay WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked))
 -- replay_prune's rows are, skipping those another instance is pruning,
 -- and deleted as they are, by their ctids as an array.
 WITH picked AS MATERIALIZED (
-    SELECT ctid AS row_ctid FROM courier_replay_counts WHERE bucket < :live_bucket
+    SELECT ctid AS row_ctid FROM courier_replay_counts WHERE {{replay_prunable_counts}}
     ORDER BY bucket LIMIT :limit FOR UPDATE SKIP LOCKED
 )
 DELETE FROM courier_replay_counts WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM picked));
+
+-- name: replay_prune_count
+-- How many rows replay_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_replay WHERE {{replay_prunable}};
+
+-- name: replay_prune_counts_count
+-- How many rows replay_prune_counts would delete, in every batch: a dry
+-- run's.
+SELECT COUNT(*) FROM courier_replay_counts WHERE {{replay_prunable_counts}};

@@ -33,7 +33,16 @@ SELECT id, delivery_id, attempt, owner, leased_at, lease_expires_at, finished_at
     outcome, http_status, error_code, remote_code
 FROM courier_attempts WHERE delivery_id = :delivery_id ORDER BY id;
 
+-- fragment: attempts_prunable
+-- The attempts past their age: what attempts_prune deletes and
+-- attempts_prune_count counts.
+finished_at < :before
+
 -- name: attempts_prune
 DELETE FROM courier_attempts WHERE id IN (
-    SELECT id FROM courier_attempts WHERE finished_at < :before ORDER BY finished_at LIMIT :limit
+    SELECT id FROM courier_attempts WHERE {{attempts_prunable}} ORDER BY finished_at LIMIT :limit
 );
+
+-- name: attempts_prune_count
+-- How many rows attempts_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_attempts WHERE {{attempts_prunable}};

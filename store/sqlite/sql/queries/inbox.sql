@@ -21,13 +21,22 @@ FROM courier_inbox WHERE sender = :sender AND dedupe_key = :dedupe_key;
 UPDATE courier_inbox SET status = 'completed', payload_sha256 = :payload_sha256, payload_key_id = :payload_key_id, ack = :ack, updated_at = :now
 WHERE sender = :sender AND dedupe_key = :dedupe_key AND status = 'processing';
 
+-- fragment: inbox_prunable
+-- The records past their age: what inbox_prune deletes and
+-- inbox_prune_count counts.
+updated_at < :before
+
 -- name: inbox_prune
 -- Bounded: at most :limit rows per statement, oldest first. A two-phase
 -- claim left processing that long (its receiver died between the phases,
 -- and no retry came to take it over) goes too.
 DELETE FROM courier_inbox WHERE rowid IN (
-    SELECT rowid FROM courier_inbox WHERE updated_at < :before ORDER BY updated_at LIMIT :limit
+    SELECT rowid FROM courier_inbox WHERE {{inbox_prunable}} ORDER BY updated_at LIMIT :limit
 );
+
+-- name: inbox_prune_count
+-- How many rows inbox_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_inbox WHERE {{inbox_prunable}};
 
 -- name: inbox_take_over
 -- A two-phase record left processing longer than the staleness window (its

@@ -748,7 +748,7 @@ WHERE status = :status AND (:endpoint = '' OR endpoint IN (:endpoint, :endpoint_
 ORDER BY id DESC
 LIMIT :limit;
 
--- name: outbox_list_window_plan
+-- name: outbox_plan_with_values
 -- SQLite: nothing to do; it plans each statement with its values.
 
 -- name: outbox_list_by_status_window
@@ -807,24 +807,33 @@ UPDATE courier_outbox SET status = 'suppressed', last_error_code = 'cancelled', 
 WHERE id = :id AND status IN ('pending', 'retry_wait', 'quarantined', 'failed')
 RETURNING id, endpoint, ordering_key, status;
 
+-- fragment: outbox_prunable
+-- The finished deliveries past their age, each status read in updated_at
+-- order from courier_outbox_status (status, updated_at, id), which
+-- INDEXED BY names: what outbox_prune deletes and outbox_prune_count
+-- counts.
+SELECT id, updated_at FROM courier_outbox INDEXED BY courier_outbox_status
+WHERE status = 'succeeded' AND updated_at < :before
+UNION ALL
+SELECT id, updated_at FROM courier_outbox INDEXED BY courier_outbox_status
+WHERE status = 'suppressed' AND updated_at < :before
+
 -- name: outbox_prune
--- Finished deliveries past their age, oldest first, bounded. Each status
--- is read in updated_at order from courier_outbox_status (status,
--- updated_at, id), which INDEXED BY names, and the two reads are merged
--- (MERGE (UNION ALL)) until the batch is full, so a batch reads its own
--- rows: no index gives status IN ('succeeded', 'suppressed') in updated_at
--- order, and sorting every prunable row for each batch made a whole prune
--- quadratic.
+-- Finished deliveries past their age, oldest first, bounded. The two
+-- reads of outbox_prunable are merged (MERGE (UNION ALL)) until the batch
+-- is full, so a batch reads its own rows: no index gives status IN
+-- ('succeeded', 'suppressed') in updated_at order, and sorting every
+-- prunable row for each batch made a whole prune quadratic.
 DELETE FROM courier_outbox WHERE id IN (
     SELECT id FROM (
-        SELECT id, updated_at FROM courier_outbox INDEXED BY courier_outbox_status
-        WHERE status = 'succeeded' AND updated_at < :before
-        UNION ALL
-        SELECT id, updated_at FROM courier_outbox INDEXED BY courier_outbox_status
-        WHERE status = 'suppressed' AND updated_at < :before
+        {{outbox_prunable}}
         ORDER BY updated_at LIMIT :limit
     )
 );
+
+-- name: outbox_prune_count
+-- How many rows outbox_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM ({{outbox_prunable}});
 
 -- name: outbox_enqueue_command
 -- outbox_enqueue for the source-delivery profile: the row also records the

@@ -21,14 +21,33 @@ WHERE courier_replay.expires_at <= :now;
 -- replay), else 0 (the key is at its cap).
 SELECT COUNT(*) FROM courier_replay WHERE key_id = :key_id AND nonce = :nonce AND expires_at > :now;
 
+-- fragment: replay_prunable
+-- The expired pairs: what replay_prune deletes and replay_prune_count
+-- counts.
+expires_at <= :now
+
+-- fragment: replay_prunable_counts
+-- The counts of minutes whose pairs have all expired: what
+-- replay_prune_counts deletes and replay_prune_counts_count counts.
+bucket < :live_bucket
+
 -- name: replay_prune
 DELETE FROM courier_replay WHERE rowid IN (
-    SELECT rowid FROM courier_replay WHERE expires_at <= :now ORDER BY expires_at LIMIT :limit
+    SELECT rowid FROM courier_replay WHERE {{replay_prunable}} ORDER BY expires_at LIMIT :limit
 );
 
 -- name: replay_prune_counts
 -- The counts of minutes whose pairs have all expired, oldest first,
 -- bounded, read from courier_replay_counts_bucket.
 DELETE FROM courier_replay_counts WHERE rowid IN (
-    SELECT rowid FROM courier_replay_counts WHERE bucket < :live_bucket ORDER BY bucket LIMIT :limit
+    SELECT rowid FROM courier_replay_counts WHERE {{replay_prunable_counts}} ORDER BY bucket LIMIT :limit
 );
+
+-- name: replay_prune_count
+-- How many rows replay_prune would delete, in every batch: a dry run's.
+SELECT COUNT(*) FROM courier_replay WHERE {{replay_prunable}};
+
+-- name: replay_prune_counts_count
+-- How many rows replay_prune_counts would delete, in every batch: a dry
+-- run's.
+SELECT COUNT(*) FROM courier_replay_counts WHERE {{replay_prunable_counts}};
