@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,25 +15,30 @@ import (
 	"github.com/courier-go/courier/store"
 )
 
-// rows returns every row of every table of s's SQLite database, each
-// table's in rowid order, as text: what a dry run must leave as it was.
+// rows returns every row of every table of s's database, each table's in
+// the order it is stored in (rowid on SQLite, ctid on PostgreSQL), as
+// text: what a dry run must leave as it was.
 func rows(t *testing.T, s *store.Store) string {
 	t.Helper()
-	var tables []string
-	if err := s.DB().SelectContext(t.Context(), &tables, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"); err != nil {
+	tables, order := "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", "rowid"
+	if s.Engine() == "postgres" {
+		tables, order = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name", "ctid"
+	}
+	var names []string
+	if err := s.DB().SelectContext(t.Context(), &names, tables); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	for _, table := range tables {
-		tableRows(t, s, table, &b)
+	for _, table := range names {
+		tableRows(t, s, table, order, &b)
 	}
 	return b.String()
 }
 
-// tableRows writes every row of table, in rowid order, to b.
-func tableRows(t *testing.T, s *store.Store, table string, b *strings.Builder) {
+// tableRows writes every row of table, in order, to b.
+func tableRows(t *testing.T, s *store.Store, table, order string, b *strings.Builder) {
 	t.Helper()
-	r, err := s.DB().QueryContext(t.Context(), fmt.Sprintf("SELECT * FROM %q ORDER BY rowid", table))
+	r, err := s.DB().QueryContext(t.Context(), fmt.Sprintf("SELECT * FROM %q ORDER BY %s", table, order))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +88,15 @@ func changed(before, after map[int64]courier.Status) []int64 {
 	return ids
 }
 
-// dryRunThenRun runs args with -dry-run, wanting exit 0, dry on stdout
-// and the database as it was; then args themselves, wanting exit 0 and
-// real on stdout. It returns the ids of the deliveries the real run
-// changed the status of.
+// dryRunThenRun runs args with -dry-run (before their -db), wanting exit
+// 0, dry on stdout and the database as it was; then args themselves,
+// wanting exit 0 and real on stdout. It returns the ids of the deliveries
+// the real run changed the status of.
 func dryRunThenRun(t *testing.T, s *store.Store, args []string, dry, real string) []int64 {
 	t.Helper()
 	was, before := rows(t, s), statuses(t, s)
-	dryArgs := append(append(args[:2:2], "-dry-run"), args[2:]...)
+	at := slices.Index(args, "-db")
+	dryArgs := slices.Concat(args[:at], []string{"-dry-run"}, args[at:])
 	if code, out, errOut := courierRun(t, dryArgs...); code != exitOK || out != dry {
 		t.Fatalf("courier %s: exit %d, stdout %q, stderr %q; want exit 0 and %q", strings.Join(dryArgs, " "), code, out, errOut, dry)
 	}
@@ -285,12 +292,91 @@ func TestFailMismatchedDryRunCountsWhatTheRunFails(t *testing.T) {
 	})
 }
 
+// TestPruneDryRunCountsWhatThePruneDeletes: prune -dry-run prints, for
+// each of the four prunes, "would prune <table>: n", and changes no row
+// of any table, on either engine; the prune then deletes those n, and
+// the rows it keeps stay. With -max-rows it prints the bounded number the
+// prune then deletes, and says on stderr of each prune that more are past
+// their age.
+func TestPruneDryRunCountsWhatThePruneDeletes(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			const hook, down = "https://r.example/hooks", "https://down.example/hooks"
+			db, open := e.db(t)
+			s := open(store.Config{})
+			// Eight days ago, past the week prune keeps by default: two
+			// deliveries that succeeded, one cancelled, one that failed
+			// (kept, its endpoint's breaker record not), and two inbox
+			// records.
+			aged := open(store.Config{Now: func() time.Time { return time.Now().Add(-8 * 24 * time.Hour) }})
+			enqueue(t, aged, "done-1", hook)
+			enqueue(t, aged, "done-2", hook)
+			if n := deliver(t, aged); n != 2 {
+				t.Fatalf("delivered %d, want 2", n)
+			}
+			enqueue(t, aged, "broken", down)
+			failAll(t, aged)
+			enqueue(t, aged, "withdrawn", hook)
+			if err := aged.Outbox.Cancel(ctx, 4); err != nil {
+				t.Fatal(err)
+			}
+			record := func(s *store.Store, key string) {
+				t.Helper()
+				tx, err := s.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := protocol.InboxKey{Sender: "sender", Key: key, PayloadSHA256: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}
+				if _, err := protocol.InboxFor(s).RecordCompleted(ctx, tx, k, []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			record(aged, "n-1")
+			record(aged, "n-2")
+			// Now: a delivery waiting, an inbox record, two spent replay
+			// pairs (and their minute's count) and a live one.
+			enqueue(t, s, "waiting", hook)
+			record(s, "n-3")
+			for nonce, expires := range map[string]time.Time{"spent-1": time.Now().Add(-time.Hour), "spent-2": time.Now().Add(-time.Hour), "live": time.Now().Add(time.Hour)} {
+				if _, err := s.Replay.Remember(ctx, "key-1", nonce, expires); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			bounded := "would prune outbox: 1\nwould prune attempts: 1\nwould prune inbox: 1\nwould prune replay: 1\n"
+			code, out, errOut := courierRun(t, "prune", "-dry-run", "-db", db, "-max-rows", "1")
+			if code != exitOK || out != bounded {
+				t.Errorf("prune -dry-run -max-rows 1: exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, bounded)
+			}
+			for _, says := range []string{"4 rows of outbox are past their age: -max-rows stops the prune at 1", "3 rows of attempts", "2 rows of inbox", "3 rows of replay"} {
+				if !strings.Contains(errOut, says) {
+					t.Errorf("prune -dry-run -max-rows 1: stderr %q; want it saying %q", errOut, says)
+				}
+			}
+			dryRunThenRun(t, s, []string{"prune", "-db", db, "-max-rows", "1"}, bounded, "outbox: 1\nattempts: 1\ninbox: 1\nreplay: 1\n")
+			dryRunThenRun(t, s, []string{"prune", "-db", db},
+				"would prune outbox: 3\nwould prune attempts: 2\nwould prune inbox: 1\nwould prune replay: 2\n", "outbox: 3\nattempts: 2\ninbox: 1\nreplay: 2\n")
+			dryRunThenRun(t, s, []string{"prune", "-db", db},
+				"would prune outbox: 0\nwould prune attempts: 0\nwould prune inbox: 0\nwould prune replay: 0\n", "outbox: 0\nattempts: 0\ninbox: 0\nreplay: 0\n")
+			if got := statuses(t, s); len(got) != 2 || got[3] != courier.StatusFailed || got[5] != courier.StatusPending {
+				t.Errorf("the deliveries after the prunes: %v, want the failed 3 and the waiting 5", got)
+			}
+		})
+	}
+}
+
 // TestDryRunIsInTheHelpOfEachDestructiveAction: the help of each action
 // that has a dry run names -dry-run, and says what it counts.
 func TestDryRunIsInTheHelpOfEachDestructiveAction(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"deliveries", "redrive"}, {"deliveries", "cancel"}, {"endpoints", "disable"}, {"contracts", "fail-mismatched"},
+		{"deliveries", "redrive"}, {"deliveries", "cancel"}, {"endpoints", "disable"}, {"contracts", "fail-mismatched"}, {"prune"},
 	} {
 		code, _, errOut := courierRun(t, append(args, "-h")...)
 		if code != exitOK || !strings.Contains(errOut, "\n  -dry-run") || !strings.Contains(errOut, "change nothing") {

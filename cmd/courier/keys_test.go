@@ -2,17 +2,11 @@ package main
 
 import (
 	"bytes"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
-	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/store"
-	"github.com/courier-go/courier/store/postgres"
-	"github.com/courier-go/courier/store/sqlite"
 )
 
 // TestKeysGuideARetirement follows an operator retiring a payload key with
@@ -23,40 +17,6 @@ import (
 // no longer listed, and may leave every process's Encryption.Keys.
 func TestKeysGuideARetirement(t *testing.T) {
 	t.Parallel()
-	engines := []struct {
-		name string
-		db   func(t *testing.T) (string, func(store.Config) *store.Store)
-	}{
-		{"sqlite", func(t *testing.T) (string, func(store.Config) *store.Store) {
-			db := filepath.Join(t.TempDir(), "app.db")
-			mustRun(t, exitOK, "migrate", "-db", db)
-			return db, func(cfg store.Config) *store.Store {
-				s, err := sqlite.Open(t.Context(), db, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
-		}},
-		{"postgres", func(t *testing.T) (string, func(store.Config) *store.Store) {
-			db := couriertest.PostgresURL(t)
-			mustRun(t, exitOK, "migrate", "-db", db)
-			conn, err := sqlx.Open(postgres.DriverName, db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { conn.Close() })
-			return db, func(cfg store.Config) *store.Store {
-				s, err := store.Open(t.Context(), conn, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
-		}},
-	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()

@@ -10,7 +10,7 @@
 //	courier deliveries cancel -db app.db -endpoint-ref <ref>   (or -endpoint <url>: all it takes of an endpoint gone for good)
 //	courier endpoints list|blocked|enable|disable|limit -db app.db …
 //	courier contracts list|pin|unpin|fail-mismatched -db app.db …
-//	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h]
+//	courier prune  -db app.db [-older-than 168h] [-inbox-older-than 168h] [-disable-after 72h] [-dry-run]
 //	courier keys   -db app.db
 //	courier secret new [-type whsec|whsk]
 //	courier send   -url https://receiver.example/hooks [-id n-1] [-body '{…}'] [-allow-private] [-cacert ca.pem] [-cert c.pem -key k.pem]

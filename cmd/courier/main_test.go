@@ -64,6 +64,43 @@ func migrated(t *testing.T) (string, *store.Store) {
 	return db, s
 }
 
+// engines are the engines the tool's tests run on: each gives a migrated
+// database's -db, and opens Stores on it with a Config of the test's.
+var engines = []struct {
+	name string
+	db   func(t *testing.T) (string, func(store.Config) *store.Store)
+}{
+	{"sqlite", func(t *testing.T) (string, func(store.Config) *store.Store) {
+		db := filepath.Join(t.TempDir(), "app.db")
+		mustRun(t, exitOK, "migrate", "-db", db)
+		return db, func(cfg store.Config) *store.Store {
+			s, err := sqlite.Open(t.Context(), db, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+	}},
+	{"postgres", func(t *testing.T) (string, func(store.Config) *store.Store) {
+		db := couriertest.PostgresURL(t)
+		mustRun(t, exitOK, "migrate", "-db", db)
+		conn, err := sqlx.Open(postgres.DriverName, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return db, func(cfg store.Config) *store.Store {
+			s, err := store.Open(t.Context(), conn, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+	}},
+}
+
 // enqueue enqueues a delivery of id to url.
 func enqueue(t *testing.T, s *store.Store, id, url string) {
 	t.Helper()

@@ -23,6 +23,7 @@ import (
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/listing"
 	"github.com/courier-go/courier/internal/opsjson"
+	"github.com/courier-go/courier/internal/pruning"
 	"github.com/courier-go/courier/internal/wire"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/postgres"
@@ -1230,13 +1231,20 @@ it never holds the database for long, and a run that finds little is quick. The
 defaults keep a week, past the senders' 72h of retries and their last hour.
 `
 
+// pruneDryRun says what prune -dry-run counts, and how the prune after it
+// may differ.
+const pruneDryRun = "print how many rows each of the four prunes would delete (would prune outbox: n, and so on), and change nothing: " +
+	"the rows each prune takes, read and counted, at most -max-rows each (stderr says when more are past their age); " +
+	"a delivery finished, a record aged past its retention or one written in between makes the prune differ"
+
 // pruneCmd deletes what a database no longer needs, each table in short
 // batches: finished deliveries, the breaker records of endpoints with
 // nothing left to send (their breaker's, not an operator's Disable), and
 // the attempts log past -older-than, inbox records past
 // -inbox-older-than, expired replay pairs and their counts. It is safe to
 // run while workers and receivers run, and from cron. What waits for an
-// operator stays (see package store, Retention).
+// operator stays (see package store, Retention). With -dry-run it counts
+// what each prune would delete, and deletes nothing.
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flags("prune", stderr, "-db … [flags]")
 	db := dbFlag(fs)
@@ -1246,6 +1254,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	inboxOlderThan := fs.Duration("inbox-older-than", 7*24*time.Hour,
 		"delete inbox records older than this, of every receiver and sender, at least 24h (a signed request replayed within its tolerance is refused by its record alone); keep them longer than senders retry and an hour more, and than a failed delivery may be redriven after (a redelivery after its record is gone is processed again)")
 	maxRows := fs.Int("max-rows", 0, "stop each of the four prunes (each line of the output) after this many rows (0: until all are gone)")
+	dryRun := fs.Bool("dry-run", false, pruneDryRun)
 	printFlags := fs.Usage
 	fs.Usage = func() {
 		printFlags()
@@ -1272,16 +1281,30 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer done()
 	finished := store.PruneParams{OlderThan: *olderThan, MaxRows: *maxRows}
+	counts := pruning.For(s)
 	for _, t := range []struct {
 		name  string
 		prune func(context.Context, store.PruneParams) (int, error)
+		count pruning.Count
 		p     store.PruneParams
 	}{
-		{"outbox", s.Outbox.Prune, finished}, // deliveries and breaker records
-		{"attempts", s.Outbox.PruneAttempts, finished},
-		{"inbox", s.Inbox.Prune, store.PruneParams{OlderThan: *inboxOlderThan, MaxRows: *maxRows}},
-		{"replay", s.Replay.Prune, store.PruneParams{MaxRows: *maxRows}},
+		{"outbox", s.Outbox.Prune, counts.Outbox, finished}, // deliveries and breaker records
+		{"attempts", s.Outbox.PruneAttempts, counts.Attempts, finished},
+		{"inbox", s.Inbox.Prune, counts.Inbox, store.PruneParams{OlderThan: *inboxOlderThan, MaxRows: *maxRows}},
+		{"replay", s.Replay.Prune, counts.Replay, store.PruneParams{MaxRows: *maxRows}},
 	} {
+		if *dryRun {
+			n, err := t.count(ctx, t.p.OlderThan)
+			if err != nil {
+				return fmt.Errorf("counting %s: %w", t.name, err)
+			}
+			if *maxRows > 0 && n > *maxRows {
+				fmt.Fprintf(stderr, "courier prune: %d rows of %s are past their age: -max-rows stops the prune at %d\n", n, t.name, *maxRows)
+				n = *maxRows
+			}
+			fmt.Fprintf(stdout, "would prune %s: %d\n", t.name, n)
+			continue
+		}
 		n, err := t.prune(ctx, t.p)
 		if err != nil {
 			return fmt.Errorf("pruning %s after %d rows: %w", t.name, n, err)
