@@ -105,6 +105,22 @@ func (claimTracer) Extract(ctx context.Context, _ courier.TraceContext) context.
 	return ctx
 }
 
+// checkCutShort fails t unless the claim that waited for the write lock
+// as when happened failed worker_stopped (cut short), not
+// database_unavailable (the busy timeout, 10 s, waited out); called once
+// the Run that claimed returned, after the claim's span ended.
+func (c claimTracer) checkCutShort(t *testing.T, when string) {
+	t.Helper()
+	select {
+	case code := <-c.failed:
+		if code != courier.CodeWorkerStopped {
+			t.Fatalf("the claim waiting as %s failed %s, want %s (cut short)", when, code, courier.CodeWorkerStopped)
+		}
+	default:
+		t.Fatalf("the claim waiting as %s did not fail, want it cut short (%s)", when, courier.CodeWorkerStopped)
+	}
+}
+
 // writerHolders are the two ways an application holds SQLite's write
 // lock in a transaction: one begun on the Store (its one writer
 // connection), and one of the pool Store.DB() returns, after a write.
@@ -129,11 +145,12 @@ var writerHolders = []struct {
 // Store's one writer connection (Run ignored Stop before); one of the
 // pool Store.DB() returns holds the lock on a connection of its own, for
 // which the claim waited inside SQLite, where no context reaches, until
-// the busy timeout (10 s).
+// the busy timeout (10 s). The claim is cut short (worker_stopped), not
+// failed database_unavailable after waiting out the busy timeout.
 func TestStopCutsAWaitingClaimShort(t *testing.T) {
 	for _, tc := range writerHolders {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := claimTracer{claims: make(chan struct{}, 1)}
+			tr := claimTracer{claims: make(chan struct{}, 1), failed: make(chan courier.Code, 1)}
 			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "o.db"), store.Config{Tracer: tr})
 			if err != nil {
 				t.Fatal(err)
@@ -152,8 +169,8 @@ func TestStopCutsAWaitingClaimShort(t *testing.T) {
 			defer app.Rollback()
 			runDone := make(chan error, 1)
 			go func() { runDone <- w.Run(context.Background()) }()
-			<-tr.claims                                                             // Run's claim has started and waits for the lock
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // more than the whole Lease, less than the busy timeout
+			<-tr.claims                                                            // Run's claim has started and waits for the lock
+			ctx, cancel := context.WithTimeout(context.Background(), guardTimeout) // a bound on failure
 			defer cancel()
 			if err := w.Stop(ctx); err != nil {
 				t.Fatalf("Stop: %v; want nil, Run returning once its claim is cut short, with the application's transaction still open", err)
@@ -161,6 +178,7 @@ func TestStopCutsAWaitingClaimShort(t *testing.T) {
 			if err := <-runDone; err != nil {
 				t.Fatalf("Run: %v", err)
 			}
+			tr.checkCutShort(t, "Stop was called")
 		})
 	}
 }

@@ -133,14 +133,7 @@ func TestCancellingRunEndsAWaitingClaim(t *testing.T) {
 			case <-time.After(guardTimeout): // a bound on failure
 				t.Fatal("Run has not returned after its context was cancelled during its claim")
 			}
-			select { // the claim's span has ended: Run returned after it
-			case code := <-tr.failed:
-				if code != courier.CodeWorkerStopped {
-					t.Fatalf("the claim waiting as Run's context was cancelled failed %s, want %s (cut short)", code, courier.CodeWorkerStopped)
-				}
-			default:
-				t.Fatal("the claim waiting as Run's context was cancelled did not fail, want it cut short (worker_stopped)")
-			}
+			tr.checkCutShort(t, "Run's context was cancelled")
 		})
 	}
 }
