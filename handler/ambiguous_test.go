@@ -105,8 +105,13 @@ func TestAClaimWhoseCommitIsCutByTheClientIsGivenBack(t *testing.T) {
 // receiver's claim COMMIT runs on when the client goes away, but not for
 // ever: one that hangs on the server (a synchronous standby away, say) is
 // given up a few seconds after the request ended, and the request answers
-// 503. The receiver held the request, and its connection of the pool,
-// until the database answered, however long that took.
+// 503 without running the function. The receiver held the request, and
+// its connection of the pool, until the database answered, however long
+// that took. The store's
+// TestAClaimWhoseCommitHangsIsGivenUpOnceItsWindowEnds shows the give-up
+// with a window it ends itself; this test is the one that waits out the
+// real window (5 s): the receiver's request is answered with nothing but
+// the store's own timer to end it.
 func TestAClaimWhoseCommitHangsIsGivenUpOnOnceTheClientIsGone(t *testing.T) {
 	t.Parallel()
 	_, e, gate, first := claimCommitCut(t) // the COMMIT held until the test opens it
