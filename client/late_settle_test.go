@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -64,7 +65,7 @@ func TestASettleLateOnAStarvedPoolCountsTheAttemptOnce(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
 				if requests.Add(1) == 1 {
-					tx, err := s.Begin(t.Context())
+					tx, err := s.Begin(context.WithoutCancel(r.Context())) // held past the request
 					if err != nil {
 						t.Errorf("the application's Begin: %v", err)
 					}

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
@@ -339,7 +341,7 @@ func (f signFunc) Sign(r *http.Request, m signature.Message) error { return f(r,
 // tableText is every row of s's table, every column, as text.
 func tableText(t *testing.T, s *store.Store, table string) string {
 	t.Helper()
-	rows, err := s.DB().Queryx("SELECT * FROM " + table)
+	rows, err := s.DB().Query("SELECT * FROM " + table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +349,7 @@ func tableText(t *testing.T, s *store.Store, table string) string {
 	var out []string
 	for rows.Next() {
 		row := map[string]any{}
-		if err := rows.MapScan(row); err != nil {
+		if err := sqlx.MapScan(rows, row); err != nil {
 			t.Fatal(err)
 		}
 		for k, v := range row {
