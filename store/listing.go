@@ -126,9 +126,9 @@ func each[T, U any](xs []T, f func(T) U) []U {
 
 // withValues runs read, the reads of the query name, in a read-only
 // transaction of its own (inSnapshot) in which each statement is planned
-// with its values (outbox_plan_with_values): one no one plan serves, as
-// PostgreSQL may keep one made without them for a statement the driver
-// has prepared (plan_cache_mode), for good.
+// with its values (outbox_plan_with_values), for reads no one plan
+// serves: PostgreSQL may otherwise keep, for good, a plan made without
+// the values of a statement the driver has prepared (plan_cache_mode).
 func (s *Store) withValues(ctx context.Context, name string, read func(tx DBTX) error) error {
 	return s.inSnapshot(ctx, name, func(tx DBTX) error {
 		if _, err := s.exec(ctx, tx, "outbox_plan_with_values", nil); err != nil {
