@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/codetest"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
 	"github.com/courier-go/courier/internal/rawhttp"
+	"github.com/courier-go/courier/internal/tablerows"
 	"github.com/courier-go/courier/store"
 	"github.com/courier-go/courier/store/sqlite"
 )
@@ -99,30 +98,13 @@ func (rg *fuzzAdminRig) snapshot(tb testing.TB) map[string]fuzzRow {
 // snapshotTable adds the rows of table to rows.
 func (rg *fuzzAdminRig) snapshotTable(tb testing.TB, table string, rows map[string]fuzzRow) {
 	tb.Helper()
-	rs, err := rg.store.DB().Query("SELECT * FROM " + table)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer rs.Close()
-	for rs.Next() {
-		cols := map[string]any{}
-		if err := sqlx.MapScan(rs, cols); err != nil {
-			tb.Fatal(err)
-		}
-		for k, v := range cols {
-			if b, ok := v.([]byte); ok {
-				cols[k] = string(b)
-			}
-		}
+	for _, cols := range tablerows.Read(tb, rg.store, "SELECT * FROM "+table) {
 		text, err := json.Marshal(cols)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		key := table + " " + string(text)
 		rows[key] = fuzzRow{table: table, cols: cols, text: key}
-	}
-	if err := rs.Err(); err != nil {
-		tb.Fatal(err)
 	}
 }
 

@@ -21,14 +21,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/courier-go/courier"
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/client"
 	"github.com/courier-go/courier/couriertest"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/logkey"
+	"github.com/courier-go/courier/internal/tablerows"
 	"github.com/courier-go/courier/internal/testserver"
 	"github.com/courier-go/courier/internal/tracing/tracingtest"
 	"github.com/courier-go/courier/signature"
@@ -341,26 +340,5 @@ func (f signFunc) Sign(r *http.Request, m signature.Message) error { return f(r,
 // tableText is every row of s's table, every column, as text.
 func tableText(t *testing.T, s *store.Store, table string) string {
 	t.Helper()
-	rows, err := s.DB().Query("SELECT * FROM " + table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		row := map[string]any{}
-		if err := sqlx.MapScan(rows, row); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range row {
-			if b, ok := v.([]byte); ok {
-				row[k] = string(b)
-			}
-		}
-		out = append(out, fmt.Sprint(row))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(out, "\n")
+	return fmt.Sprint(tablerows.Read(t, s, "SELECT * FROM "+table))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/courier-go/courier/ack"
 	"github.com/courier-go/courier/internal/endpoint"
 	"github.com/courier-go/courier/internal/protocol"
+	"github.com/courier-go/courier/internal/tablerows"
 	"github.com/courier-go/courier/store"
 )
 
@@ -38,28 +39,8 @@ func rows(t *testing.T, s *store.Store) string {
 // tableRows writes every row of table, in order, to b.
 func tableRows(t *testing.T, s *store.Store, table, order string, b *strings.Builder) {
 	t.Helper()
-	r, err := s.DB().QueryContext(t.Context(), fmt.Sprintf("SELECT * FROM %q ORDER BY %s", table, order))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cols, err := r.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		row := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range row {
-			ptrs[i] = &row[i]
-		}
-		if err := r.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+	for _, row := range tablerows.Read(t, s, fmt.Sprintf("SELECT * FROM %q ORDER BY %s", table, order)) {
 		fmt.Fprintf(b, "%s %v\n", table, row)
-	}
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 
