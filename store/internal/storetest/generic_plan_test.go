@@ -49,8 +49,9 @@ var genericPlanFiles = []string{
 // worker's and an operator's do, the plan the cache keeps reads no more
 // either, whichever it keeps (the statements it keeps generic plans for
 // are logged). A statement no one plan serves (a page within a window of
-// time) the store has planned with its values whatever the setting
-// (withValues), and it is read so here.
+// time, a count of the finished deliveries a prune would delete) the
+// store has planned with its values whatever the setting (withValues),
+// and it is read so here.
 //
 // Generically, a page of Outbox.List by status read every delivery of the
 // status from courier_outbox_status and sorted them, and a page by
@@ -156,9 +157,11 @@ type genericPlanStatement struct {
 	setup  string // run first in its transaction, as the store does (withValues)
 }
 
-// withValues are the statements the store runs in a transaction of their
-// own after one that has them planned with their values, whatever
-// plan_cache_mode says: those no one plan serves.
+// withValues are the statements no one plan serves, which the store runs
+// in a transaction of their own after one that has them planned with
+// their values, whatever plan_cache_mode says. The store runs every
+// prune's count so (Store.count); the others, which one plan serves, are
+// read here as the cache may plan them.
 var withValues = map[string]string{
 	"outbox_list_by_status_window": "outbox_plan_with_values",
 	"outbox_prune_count":           "outbox_plan_with_values",
