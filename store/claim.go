@@ -771,18 +771,15 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 	if err != nil || n == 0 {
 		return false, expired > 0, err
 	}
-	c := r.got[before]
-	r.got[before] = claimed{} // its stored bytes go as it is opened (see admitGot)
+	c, leased, err := r.admitAt(ctx, before, r.args["now"].(int64))
 	r.got = r.got[:before]
-	status, err := r.o.admit(ctx, r.tx, r.args["now"].(int64), &c)
 	switch {
 	case err != nil:
 		return false, false, err
-	case status != courier.StatusLeased:
-		r.withhold(c, status)
+	case !leased:
 		return false, true, nil
 	}
-	r.admitted = append(r.admitted, c.Claimed)
+	r.admitted = append(r.admitted, c)
 	return true, false, nil
 }
 
@@ -793,20 +790,33 @@ func (r *claimRun) probe(ctx context.Context, e string) (leased, ended bool, err
 func (r *claimRun) admitGot(ctx context.Context, now int64) ([]protocol.Claimed, error) {
 	out := slices.Clone(r.admitted)
 	for i := range r.got {
-		// The stored bytes leave the batch as each is opened: a
-		// sealed batch is held once, not sealed and opened.
-		c := r.got[i]
-		r.got[i] = claimed{}
-		switch status, err := r.o.admit(ctx, r.tx, now, &c); {
-		case err != nil:
+		c, leased, err := r.admitAt(ctx, i, now)
+		if err != nil {
 			return nil, err
-		case status == courier.StatusLeased:
-			out = append(out, c.Claimed)
-		default:
-			r.withhold(c, status)
+		}
+		if leased {
+			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// admitAt admits got[i] (see Outbox.admit) and reports whether it stays
+// leased, to be sent; one admit ends instead it withholds. The stored
+// bytes leave the batch as it is opened: a sealed batch is held once, not
+// sealed and opened.
+func (r *claimRun) admitAt(ctx context.Context, i int, now int64) (protocol.Claimed, bool, error) {
+	c := r.got[i]
+	r.got[i] = claimed{}
+	status, err := r.o.admit(ctx, r.tx, now, &c)
+	switch {
+	case err != nil:
+		return protocol.Claimed{}, false, err
+	case status != courier.StatusLeased:
+		r.withhold(c, status)
+		return protocol.Claimed{}, false, nil
+	}
+	return c.Claimed, true, nil
 }
 
 // withhold notes c, which admit ended with status rather than lease: its
